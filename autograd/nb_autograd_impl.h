@@ -1,0 +1,61 @@
+/* nb_autograd_impl.h - the tape's node and the helpers every op uses to
+ * record itself (not installed).
+ *
+ * An op records a node when grad mode is on and one of its inputs requires
+ * grad: nb_record() links the node to the output, then the op saves what
+ * its backward needs with nb_save(). A backward rule receives the gradient
+ * of the node's output and writes one gradient per input (NULL where an
+ * input needs none), each of that input's shape. */
+#ifndef NB_AUTOGRAD_IMPL_H
+#define NB_AUTOGRAD_IMPL_H
+
+#include "nb_autograd.h"
+#include "nb_impl.h"
+#include "nb_ops.h"
+
+#define NB_NODE_MAX_IN 4
+#define NB_NODE_MAX_SAVED 4
+
+typedef struct nb_node nb_node;
+typedef nb_status (*nb_backward_fn)(nb_node *n, nb_tensor *gout, nb_tensor **gin);
+
+struct nb_node {
+    int refcount; /* the output tensor's reference (nodes are per thread) */
+    uint64_t seq; /* recording order: backward runs in decreasing seq */
+    const char *name;
+    nb_backward_fn backward;
+    int n_in;
+    nb_tensor *in[NB_NODE_MAX_IN];      /* retained inputs that require grad, else NULL */
+    nb_tensor *saved[NB_NODE_MAX_SAVED]; /* detached aliases kept for backward */
+    int64_t iarg[2 * NB_MAX_DIMS];       /* op arguments (dims, sizes) */
+    double darg[4];
+    int out_ndim;
+    int64_t out_shape[NB_MAX_DIMS];
+    nb_dtype out_dtype;
+    bool freed;         /* tape already released by a backward */
+    nb_tensor *grad_acc; /* gradient of the output, during backward */
+    uint64_t visit;     /* generation stamp of the backward walk */
+};
+
+/* Whether an op on these inputs must record a node. */
+bool nb_needs_grad(int n, nb_tensor *const *inputs);
+/* Records a node for `out` if nb_needs_grad(n, inputs); returns it or NULL.
+ * On allocation failure returns NULL and sets *failed. */
+nb_node *nb_record(const char *name, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
+                   bool *failed);
+/* Keeps a detached alias of t for backward (does not keep t's graph alive). */
+void nb_save(nb_node *n, int slot, const nb_tensor *t);
+void nb_node_release(nb_node *n);
+
+/* ---- helpers for ops (autograd/ops_common.c) ------------------------------ */
+
+/* NULL inputs -> false (error kept); different devices -> NB_ERR_DEVICE. */
+bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs);
+/* Same dtype required; float required if need_float. */
+bool nb_check_dtypes(const char *op, int n, nb_tensor *const *inputs, bool need_float);
+/* Sums g over broadcast dims so it has the given shape (the backward of broadcasting). */
+nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
+/* A new tensor like t (shape, dtype, device), uninitialised, scoped. */
+nb_tensor *nb_empty_like(const nb_tensor *t);
+
+#endif

@@ -1,0 +1,128 @@
+/* ops_loss.c - softmax, log_softmax, cross_entropy (fused log-softmax +
+ * NLL) and mse_loss: forward dispatch and backward rules.
+ * Kernels: backend/cpu/softmax.c. Tests: tests/test_ops_loss.c. */
+#include <math.h>
+
+#include "nb_autograd_impl.h"
+
+/* ---- softmax / log_softmax ------------------------------------------------ */
+
+static nb_status softmax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *y = n->saved[0];
+    nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(y);
+    if (!gc || !gx) return nb_last_status();
+    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vy = nb_kview_of(y);
+    gin[0] = gx;
+    return NB_CALL(y, softmax_backward, &vgx, &vg, &vy, (int)n->iarg[0], n->iarg[1] != 0);
+}
+
+static nb_tensor *softmax_impl(const char *op, nb_tensor *t, int dim, bool log) {
+    if (!nb_check_inputs(op, 1, &t) || !nb_check_dtypes(op, 1, &t, true)) return NULL;
+    int d = nb_wrap_dim(dim, t->ndim);
+    if (d < 0) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %d-d input", op, dim, t->ndim);
+    nb_tensor *x = nb_contiguous(t), *out = nb_empty_like(t);
+    if (!x || !out) return NULL;
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
+    if (NB_CALL(t, softmax, &vo, &vx, t->ndim ? d : 0, log) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record(op, softmax_backward, out, 1, &t, &failed);
+    if (failed) return NULL;
+    if (n) {
+        n->iarg[0] = t->ndim ? d : 0;
+        n->iarg[1] = log;
+        nb_save(n, 0, out);
+    }
+    return out;
+}
+
+nb_tensor *nb_softmax(nb_tensor *t, int dim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, softmax_impl("softmax", t, dim, false));
+}
+
+nb_tensor *nb_log_softmax(nb_tensor *t, int dim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, softmax_impl("log_softmax", t, dim, true));
+}
+
+/* ---- cross_entropy ------------------------------------------------------------ */
+
+/* saved: logits, lse, target; iarg[0] ignore_index */
+static nb_status ce_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *logits = n->saved[0], *lse = n->saved[1], *target = n->saved[2];
+    nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(logits);
+    if (!gc || !gx) return nb_last_status();
+    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(logits), vl = nb_kview_of(lse),
+             vt = nb_kview_of(target);
+    gin[0] = gx;
+    return NB_CALL(logits, cross_entropy_backward, &vgx, &vg, &vx, &vl, &vt, n->iarg[0]);
+}
+
+/* Per-row losses [N] of logits [N, C] (one node, fused backward). */
+static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_index) {
+    nb_tensor *x = nb_contiguous(logits), *t = nb_contiguous(target);
+    int64_t n = logits->shape[0];
+    nb_tensor *loss = nb_tensor_new(1, &n, logits->dtype, logits->storage->device);
+    nb_tensor *lse = nb_tensor_new(1, &n, logits->dtype, logits->storage->device);
+    if (!x || !t || !loss || !lse) return NULL;
+    nb_kview vl = nb_kview_of(loss), vs = nb_kview_of(lse), vx = nb_kview_of(x), vt = nb_kview_of(t);
+    if (NB_CALL(x, cross_entropy, &vl, &vs, &vx, &vt, ignore_index) != NB_OK) return NULL;
+    bool failed;
+    nb_node *node = nb_record("cross_entropy", ce_backward, loss, 1, &logits, &failed);
+    if (failed) return NULL;
+    if (node) {
+        node->iarg[0] = ignore_index;
+        nb_save(node, 0, x), nb_save(node, 1, lse), nb_save(node, 2, t);
+    }
+    return loss;
+}
+
+static nb_tensor *ce_impl(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options o) {
+    nb_tensor *in[2] = {logits, target};
+    if (!nb_check_inputs("cross_entropy", 2, in) || !nb_check_dtypes("cross_entropy", 1, in, true)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (logits->ndim != 2 || target->ndim != 1 || target->shape[0] != logits->shape[0])
+        return NB_FAIL(NB_ERR_SHAPE, "cross_entropy: logits %s and target %s; expected [N, C] and [N]",
+                       nb_fmt_shape(logits->ndim, logits->shape, a, sizeof a),
+                       nb_fmt_shape(target->ndim, target->shape, b, sizeof b));
+    if (target->dtype != NB_I64)
+        return NB_FAIL(NB_ERR_DTYPE, "cross_entropy: target must be int64 class indices, got %s",
+                       nb_dtype_name(target->dtype));
+    if ((unsigned)o.reduction > NB_REDUCTION_NONE)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "cross_entropy: bad reduction %d", (int)o.reduction);
+    nb_tensor *rows = ce_rows(logits, target, o.ignore_index);
+    if (!rows || o.reduction == NB_REDUCTION_NONE) return rows;
+    nb_tensor *total = nb_sum(rows, NULL, 0, false);
+    if (o.reduction == NB_REDUCTION_SUM) return total;
+    /* mean over the targets that count (PyTorch: NaN when none does) */
+    nb_tensor *ign = nb_full(0, NULL, (double)o.ignore_index, NB_I64);
+    nb_tensor *count = nb_sum(nb_to_dtype(nb_ne(target, ign), logits->dtype), NULL, 0, false);
+    return nb_div(total, count);
+}
+
+nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, ce_impl(logits, target, opts));
+}
+
+nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target) {
+    return nb_cross_entropy_ex(logits, target, NB_CROSS_ENTROPY_DEFAULTS);
+}
+
+/* ---- mse_loss ----------------------------------------------------------------- */
+
+static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
+    nb_tensor *in[2] = {input, target};
+    if (!nb_check_inputs("mse_loss", 2, in) || !nb_check_dtypes("mse_loss", 2, in, true)) return NULL;
+    if ((unsigned)reduction > NB_REDUCTION_NONE)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "mse_loss: bad reduction %d", (int)reduction);
+    nb_tensor *d = nb_sub(input, target);
+    nb_tensor *sq = nb_mul(d, d);
+    if (reduction == NB_REDUCTION_NONE) return sq;
+    return reduction == NB_REDUCTION_SUM ? nb_sum(sq, NULL, 0, false) : nb_mean(sq, NULL, 0, false);
+}
+
+nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, mse_impl(input, target, reduction));
+}

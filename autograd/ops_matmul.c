@@ -1,0 +1,150 @@
+/* ops_matmul.c - matmul (torch.matmul semantics, batched with broadcasting)
+ * and linear (F.linear, fused bias), forward and backward, through the
+ * backend's GEMM. Kernel: backend/cpu/matmul.c. Tests: tests/test_ops_matmul.c. */
+#include <string.h>
+
+#include "nb_autograd_impl.h"
+
+/* The kernel needs unit stride in one of the two matrix dims. */
+static nb_tensor *gemm_ready(nb_tensor *t) {
+    int d = t->ndim;
+    bool ok = t->strides[d - 1] == 1 || t->strides[d - 2] == 1 || t->shape[d - 1] == 1 || t->shape[d - 2] == 1;
+    if (ok) {
+        nb_retain(t);
+        return nb_scope_adopt(t);
+    }
+    return nb_contiguous(t);
+}
+
+/* c = a @ b for a [..., n, k], b [..., k, m] (ndim >= 2), no autograd. */
+static nb_tensor *gemm_nd(nb_tensor *a, nb_tensor *b) {
+    char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF];
+    int na = a->ndim, nbd = b->ndim;
+    if (a->shape[na - 1] != b->shape[nbd - 2])
+        return NB_FAIL(NB_ERR_SHAPE, "matmul: shapes %s and %s cannot be multiplied (%lld != %lld)",
+                       nb_fmt_shape(na, a->shape, x, sizeof x), nb_fmt_shape(nbd, b->shape, y, sizeof y),
+                       (long long)a->shape[na - 1], (long long)b->shape[nbd - 2]);
+    int nd;
+    int64_t batch[NB_MAX_DIMS], shape[NB_MAX_DIMS];
+    if (!nb_broadcast_shapes(na - 2, a->shape, nbd - 2, b->shape, &nd, batch))
+        return NB_FAIL(NB_ERR_SHAPE, "matmul: batch dims of %s and %s do not broadcast",
+                       nb_fmt_shape(na, a->shape, x, sizeof x), nb_fmt_shape(nbd, b->shape, y, sizeof y));
+    memcpy(shape, batch, sizeof(int64_t) * (size_t)nd);
+    nb_tensor *ar = gemm_ready(a), *br = gemm_ready(b);
+    if (!ar || !br) return NULL;
+    int64_t sa[NB_MAX_DIMS], sb[NB_MAX_DIMS];
+    memcpy(sa, batch, sizeof(int64_t) * (size_t)nd);
+    memcpy(sb, batch, sizeof(int64_t) * (size_t)nd);
+    sa[nd] = a->shape[na - 2], sa[nd + 1] = a->shape[na - 1];
+    sb[nd] = b->shape[nbd - 2], sb[nd + 1] = b->shape[nbd - 1];
+    shape[nd] = sa[nd], shape[nd + 1] = sb[nd + 1];
+    nb_tensor *c = nb_tensor_new(nd + 2, shape, a->dtype, a->storage->device);
+    if (!c) return NULL;
+    nb_kview vc = nb_kview_of(c), va = nb_kview_expand(ar, nd + 2, sa), vb = nb_kview_expand(br, nd + 2, sb);
+    return NB_CALL(a, matmul, &vc, &va, &vb, 1.0, 0.0) == NB_OK ? c : NULL;
+}
+
+static nb_status matmul_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *a = n->saved[0], *b = n->saved[1];
+    if (n->in[0]) gin[0] = nb_sum_to_shape(gemm_nd(g, nb_transpose(b, -1, -2)), a->ndim, a->shape);
+    if (n->in[1]) gin[1] = nb_sum_to_shape(gemm_nd(nb_transpose(a, -1, -2), g), b->ndim, b->shape);
+    return (n->in[0] && !gin[0]) || (n->in[1] && !gin[1]) ? nb_last_status() : NB_OK;
+}
+
+static nb_tensor *matmul_nd(nb_tensor *a, nb_tensor *b) {
+    /* [..., n, k] @ [k, m]: one GEMM over the folded rows, as PyTorch does */
+    if (a->ndim > 2 && b->ndim == 2) {
+        int64_t rows[2] = {-1, a->shape[a->ndim - 1]};
+        nb_tensor *c = matmul_nd(nb_reshape(a, 2, rows), b);
+        if (!c) return NULL;
+        int64_t shape[NB_MAX_DIMS];
+        memcpy(shape, a->shape, sizeof(int64_t) * (size_t)a->ndim);
+        shape[a->ndim - 1] = b->shape[1];
+        return nb_reshape(c, a->ndim, shape);
+    }
+    nb_tensor *c = gemm_nd(a, b);
+    nb_tensor *in[2] = {a, b};
+    bool failed;
+    nb_node *n = c ? nb_record("matmul", matmul_backward, c, 2, in, &failed) : NULL;
+    if (c && !n && failed) return NULL;
+    if (n) nb_save(n, 0, a), nb_save(n, 1, b);
+    return c;
+}
+
+static nb_tensor *matmul_impl(nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[2] = {a, b};
+    if (!nb_check_inputs("matmul", 2, in) || !nb_check_dtypes("matmul", 2, in, true)) return NULL;
+    if (a->ndim == 0 || b->ndim == 0) return NB_FAIL(NB_ERR_SHAPE, "matmul: both arguments need at least 1 dim");
+    if (a->ndim == 1 && b->ndim == 1) {
+        nb_tensor *r = matmul_nd(nb_unsqueeze(a, 0), nb_unsqueeze(b, 1));
+        return r ? nb_reshape(r, 0, NULL) : NULL;
+    }
+    if (a->ndim == 1) return nb_squeeze(matmul_impl(nb_unsqueeze(a, 0), b), -2);
+    if (b->ndim == 1) return nb_squeeze(matmul_impl(a, nb_unsqueeze(b, 1)), -1);
+    return matmul_nd(a, b);
+}
+
+/* ---- linear ------------------------------------------------------------------ */
+
+/* x2 [n, in], w [out, in], bias [out]: dx = g w, dw = g^T x2, db = sum_rows(g) */
+static nb_status linear_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = n->saved[0], *w = n->saved[1];
+    if (n->in[0]) gin[0] = gemm_nd(g, w);
+    if (n->in[1]) gin[1] = gemm_nd(nb_transpose(g, 0, 1), x);
+    if (n->in[2]) gin[2] = nb_sum_to_shape(g, 1, &w->shape[0]);
+    for (int i = 0; i < 3; i++)
+        if (n->in[i] && !gin[i]) return nb_last_status();
+    return NB_OK;
+}
+
+static nb_tensor *linear_2d(nb_tensor *x, nb_tensor *w, nb_tensor *bias) {
+    int64_t shape[2] = {x->shape[0], w->shape[0]};
+    nb_tensor *out = nb_tensor_new(2, shape, x->dtype, x->storage->device);
+    nb_tensor *xr = gemm_ready(x), *wr = gemm_ready(w);
+    if (!out || !xr || !wr) return NULL;
+    double beta = 0;
+    if (bias) { /* the GEMM accumulates onto the broadcast bias */
+        nb_kview o = nb_kview_of(out), vb = nb_kview_expand(bias, 2, shape);
+        if (NB_CALL(x, copy, &o, &vb) != NB_OK) return NULL;
+        beta = 1;
+    }
+    int64_t wt_shape[2] = {w->shape[1], w->shape[0]}, wt_strides[2] = {wr->strides[1], wr->strides[0]};
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xr), vw = nb_kview_of(wr);
+    vw.shape[0] = wt_shape[0], vw.shape[1] = wt_shape[1], vw.strides[0] = wt_strides[0], vw.strides[1] = wt_strides[1];
+    if (NB_CALL(x, matmul, &vo, &vx, &vw, 1.0, beta) != NB_OK) return NULL;
+    nb_tensor *in[3] = {x, w, bias};
+    bool failed;
+    nb_node *n = nb_record("linear", linear_backward, out, 3, in, &failed);
+    if (failed) return NULL;
+    if (n) nb_save(n, 0, x), nb_save(n, 1, w);
+    return out;
+}
+
+static nb_tensor *linear_impl(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
+    nb_tensor *in[3] = {x, weight, bias};
+    int n_in = bias ? 3 : 2;
+    if (!nb_check_inputs("linear", n_in, in) || !nb_check_dtypes("linear", n_in, in, true)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (weight->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != weight->shape[1] ||
+        (bias && (bias->ndim != 1 || bias->shape[0] != weight->shape[0])))
+        return NB_FAIL(NB_ERR_SHAPE, "linear: input %s does not fit weight %s (and bias [out])",
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
+                       nb_fmt_shape(weight->ndim, weight->shape, b, sizeof b));
+    if (x->ndim == 2) return linear_2d(x, weight, bias);
+    int64_t rows[2] = {-1, weight->shape[1]}, shape[NB_MAX_DIMS];
+    nb_tensor *y = linear_2d(nb_reshape(x, 2, rows), weight, bias);
+    if (!y) return NULL;
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[x->ndim - 1] = weight->shape[0];
+    return nb_reshape(y, x->ndim, shape);
+}
+
+nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, matmul_impl(a, b));
+}
+
+nb_tensor *nb_linear_fn(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, linear_impl(x, weight, bias));
+}

@@ -1,0 +1,280 @@
+/* ops_view.c - view and shape ops (reshape/view, permute, transpose,
+ * narrow/slice, expand, unsqueeze/squeeze, flatten, contiguous) and their
+ * backward rules. Views share storage; only contiguous and a reshape that
+ * the strides cannot express copy. Tests: tests/test_ops_view.c. */
+#include <string.h>
+
+#include "nb_autograd_impl.h"
+
+static nb_tensor *record_view(const char *op, nb_tensor *in, nb_tensor *out, nb_backward_fn bw) {
+    bool failed;
+    nb_node *n = out ? nb_record(op, bw, out, 1, &in, &failed) : NULL;
+    if (out && !n && failed) return NULL;
+    return out;
+}
+
+/* ---- reshape / view ----------------------------------------------------- */
+
+/* Resolves a single -1 and checks the element count. */
+static bool infer_shape(const char *op, const nb_tensor *t, int ndim, const int64_t *shape, int64_t *out) {
+    int infer = -1;
+    int64_t known = 1;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (ndim < 0 || ndim > NB_MAX_DIMS) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: ndim %d outside [0, %d]", op, ndim, NB_MAX_DIMS);
+        return false;
+    }
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == -1 && infer < 0) infer = i;
+        else if (shape[i] < 0) {
+            nb_set_error(NB_ERR_SHAPE, "%s: bad size %lld at dim %d", op, (long long)shape[i], i);
+            return false;
+        }
+        else known *= shape[i];
+        out[i] = shape[i];
+    }
+    int64_t numel = nb_numel(t);
+    if (infer >= 0 && known > 0 && numel % known == 0) out[infer] = numel / known;
+    if ((infer >= 0 && (known == 0 || numel % known)) || nb_shape_numel(ndim, out) != numel) {
+        nb_set_error(NB_ERR_SHAPE, "%s: shape %s is invalid for input of shape %s (%lld elements)", op,
+                     nb_fmt_shape(ndim, shape, a, sizeof a), nb_fmt_shape(t->ndim, t->shape, b, sizeof b),
+                     (long long)numel);
+        return false;
+    }
+    return true;
+}
+
+/* Strides for viewing t as shape without a copy (PyTorch's computeStride); false if impossible. */
+static bool view_strides(const nb_tensor *t, int ndim, const int64_t *shape, int64_t *strides) {
+    if (nb_numel(t) == 0 || t->ndim == 0) {
+        nb_contiguous_strides(ndim, shape, strides);
+        return true;
+    }
+    int view_d = ndim - 1;
+    int64_t base = t->strides[t->ndim - 1], tensor_numel = 1, view_numel = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        tensor_numel *= t->shape[d];
+        if (d == 0 || (t->shape[d - 1] != 1 && t->strides[d - 1] != tensor_numel * base)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+                strides[view_d] = view_numel * base;
+                view_numel *= shape[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel) return false;
+            if (d > 0) base = t->strides[d - 1], tensor_numel = 1, view_numel = 1;
+        }
+    }
+    return view_d == -1;
+}
+
+static nb_status reshape_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    gin[0] = nb_reshape(g, n->in[0]->ndim, n->in[0]->shape);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+static nb_tensor *reshape_impl(const char *op, nb_tensor *t, int ndim, const int64_t *shape, bool allow_copy) {
+    if (!nb_check_inputs(op, 1, &t)) return NULL;
+    int64_t s[NB_MAX_DIMS], st[NB_MAX_DIMS];
+    if (!infer_shape(op, t, ndim, shape, s)) return NULL;
+    if (view_strides(t, ndim, s, st))
+        return record_view(op, t, nb_tensor_view_of(t, ndim, s, st, t->offset), reshape_backward);
+    if (!allow_copy) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "view: the strides of input %s cannot express shape %s; use nb_reshape",
+                       nb_fmt_shape(t->ndim, t->shape, a, sizeof a), nb_fmt_shape(ndim, s, b, sizeof b));
+    }
+    nb_tensor *c = nb_contiguous(t);
+    return c ? reshape_impl(op, c, ndim, s, false) : NULL;
+}
+
+nb_tensor *nb_reshape(nb_tensor *t, int ndim, const int64_t *shape) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, reshape_impl("reshape", t, ndim, shape, true));
+}
+
+nb_tensor *nb_view(nb_tensor *t, int ndim, const int64_t *shape) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, reshape_impl("view", t, ndim, shape, false));
+}
+
+nb_tensor *nb_flatten(nb_tensor *t, int start_dim, int end_dim) {
+    if (!nb_check_inputs("flatten", 1, &t)) return NULL;
+    if (t->ndim == 0) return nb_reshape(t, 1, (int64_t[]){1});
+    int s = nb_wrap_dim(start_dim, t->ndim), e = nb_wrap_dim(end_dim, t->ndim);
+    if (s < 0 || e < 0 || s > e)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "flatten: dims %d..%d invalid for %d-d input", start_dim, end_dim, t->ndim);
+    int64_t shape[NB_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < s; i++) shape[nd++] = t->shape[i];
+    shape[nd] = 1;
+    for (int i = s; i <= e; i++) shape[nd] *= t->shape[i];
+    nd++;
+    for (int i = e + 1; i < t->ndim; i++) shape[nd++] = t->shape[i];
+    return nb_reshape(t, nd, shape);
+}
+
+nb_tensor *nb_unsqueeze(nb_tensor *t, int dim) {
+    if (!nb_check_inputs("unsqueeze", 1, &t)) return NULL;
+    int d = dim < 0 ? dim + t->ndim + 1 : dim;
+    if (d < 0 || d > t->ndim || t->ndim == NB_MAX_DIMS)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "unsqueeze: dim %d out of range for %d-d input", dim, t->ndim);
+    int64_t shape[NB_MAX_DIMS];
+    for (int i = 0, j = 0; i <= t->ndim; i++) shape[i] = i == d ? 1 : t->shape[j++];
+    return nb_reshape(t, t->ndim + 1, shape);
+}
+
+nb_tensor *nb_squeeze(nb_tensor *t, int dim) {
+    if (!nb_check_inputs("squeeze", 1, &t)) return NULL;
+    int d = nb_wrap_dim(dim, t->ndim);
+    if (d < 0 && t->ndim) return NB_FAIL(NB_ERR_INVALID_ARG, "squeeze: dim %d out of range for %d-d input", dim, t->ndim);
+    if (t->ndim == 0 || t->shape[d] != 1) return nb_reshape(t, t->ndim, t->shape);
+    int64_t shape[NB_MAX_DIMS];
+    for (int i = 0, j = 0; i < t->ndim; i++)
+        if (i != d) shape[j++] = t->shape[i];
+    return nb_reshape(t, t->ndim - 1, shape);
+}
+
+/* ---- permute / transpose -------------------------------------------------- */
+
+static nb_status permute_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    int inv[NB_MAX_DIMS];
+    for (int i = 0; i < n->out_ndim; i++) inv[n->iarg[i]] = i;
+    gin[0] = nb_permute(g, inv);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+nb_tensor *nb_permute(nb_tensor *t, const int *dims) {
+    if (!nb_check_inputs("permute", 1, &t)) return NULL;
+    if (!dims && t->ndim) return NB_FAIL(NB_ERR_INVALID_ARG, "permute: NULL dims");
+    int64_t shape[NB_MAX_DIMS], strides[NB_MAX_DIMS];
+    bool seen[NB_MAX_DIMS] = {0};
+    int d[NB_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) {
+        d[i] = nb_wrap_dim(dims[i], t->ndim);
+        if (d[i] < 0 || seen[d[i]])
+            return NB_FAIL(NB_ERR_INVALID_ARG, "permute: dims are not a permutation of 0..%d (entry %d = %d)",
+                           t->ndim - 1, i, dims[i]);
+        seen[d[i]] = true;
+        shape[i] = t->shape[d[i]];
+        strides[i] = t->strides[d[i]];
+    }
+    nb_tensor *out = nb_tensor_view_of(t, t->ndim, shape, strides, t->offset);
+    out = record_view("permute", t, out, permute_backward);
+    if (out && out->grad_fn)
+        for (int i = 0; i < t->ndim; i++) out->grad_fn->iarg[i] = d[i];
+    return out;
+}
+
+nb_tensor *nb_transpose(nb_tensor *t, int dim0, int dim1) {
+    if (!nb_check_inputs("transpose", 1, &t)) return NULL;
+    int a = nb_wrap_dim(dim0, t->ndim), b = nb_wrap_dim(dim1, t->ndim);
+    if (a < 0 || b < 0) return NB_FAIL(NB_ERR_INVALID_ARG, "transpose: dims %d, %d out of range for %d-d input", dim0, dim1, t->ndim);
+    int p[NB_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) p[i] = i;
+    p[a] = b, p[b] = a;
+    return nb_permute(t, p);
+}
+
+/* ---- slicing -------------------------------------------------------------- */
+
+/* iarg: [0] dim, [1] start, [2] step. The gradient is g scattered into zeros. */
+static nb_status slice_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *in = n->in[0];
+    nb_tensor *z = nb_zeros_like(in);
+    if (!z) return nb_last_status();
+    int d = (int)n->iarg[0];
+    int64_t strides[NB_MAX_DIMS];
+    nb_contiguous_strides(in->ndim, in->shape, strides);
+    int64_t offset = n->iarg[1] * strides[d];
+    strides[d] *= n->iarg[2];
+    nb_tensor *zv = nb_tensor_view_of(z, g->ndim, g->shape, strides, offset);
+    nb_status st = zv ? nb_copy_(zv, g) : nb_last_status();
+    gin[0] = z;
+    return st;
+}
+
+nb_tensor *nb_slice(nb_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
+    if (!nb_check_inputs("slice", 1, &t)) return NULL;
+    int d = nb_wrap_dim(dim, t->ndim);
+    if (d < 0 || t->ndim == 0) return NB_FAIL(NB_ERR_INVALID_ARG, "slice: dim %d out of range for %d-d input", dim, t->ndim);
+    if (step < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "slice: step %lld must be >= 1", (long long)step);
+    int64_t n = t->shape[d];
+    if (start < 0) start += n;
+    if (end < 0) end += n;
+    start = start < 0 ? 0 : start > n ? n : start;
+    end = end < start ? start : end > n ? n : end;
+    int64_t shape[NB_MAX_DIMS], strides[NB_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    shape[d] = (end - start + step - 1) / step;
+    strides[d] *= step;
+    nb_tensor *out = nb_tensor_view_of(t, t->ndim, shape, strides, t->offset + start * t->strides[d]);
+    out = record_view("slice", t, out, slice_backward);
+    if (out && out->grad_fn) {
+        out->grad_fn->iarg[0] = d;
+        out->grad_fn->iarg[1] = start;
+        out->grad_fn->iarg[2] = step;
+    }
+    return out;
+}
+
+nb_tensor *nb_narrow(nb_tensor *t, int dim, int64_t start, int64_t length) {
+    if (!nb_check_inputs("narrow", 1, &t)) return NULL;
+    int d = nb_wrap_dim(dim, t->ndim);
+    if (d < 0 || t->ndim == 0) return NB_FAIL(NB_ERR_INVALID_ARG, "narrow: dim %d out of range for %d-d input", dim, t->ndim);
+    if (start < 0) start += t->shape[d];
+    if (start < 0 || length < 0 || start + length > t->shape[d])
+        return NB_FAIL(NB_ERR_INVALID_ARG, "narrow: start %lld length %lld exceed dim %d of size %lld", (long long)start,
+                       (long long)length, d, (long long)t->shape[d]);
+    return nb_slice(t, d, start, start + length, 1);
+}
+
+/* ---- expand / contiguous ---------------------------------------------------- */
+
+static nb_status expand_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    gin[0] = nb_sum_to_shape(g, n->in[0]->ndim, n->in[0]->shape);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+nb_tensor *nb_expand(nb_tensor *t, int ndim, const int64_t *shape) {
+    if (!nb_check_inputs("expand", 1, &t)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (ndim < t->ndim || ndim > NB_MAX_DIMS) goto bad;
+    int64_t s[NB_MAX_DIMS], st[NB_MAX_DIMS];
+    int lead = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int64_t have = i < lead ? 1 : t->shape[i - lead];
+        s[i] = shape[i] == -1 && i >= lead ? have : shape[i];
+        if (s[i] < 0 || (have != s[i] && have != 1)) goto bad;
+        st[i] = i < lead || have != s[i] ? 0 : t->strides[i - lead];
+    }
+    return record_view("expand", t, nb_tensor_view_of(t, ndim, s, st, t->offset), expand_backward);
+bad:
+    return NB_FAIL(NB_ERR_SHAPE, "expand: cannot expand %s to %s", nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
+                   nb_fmt_shape(ndim, shape, b, sizeof b));
+}
+
+static nb_status identity_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    (void)n;
+    nb_retain(g);
+    gin[0] = nb_scope_adopt(g);
+    return NB_OK;
+}
+
+static nb_tensor *contiguous_impl(nb_tensor *t) {
+    if (!nb_check_inputs("contiguous", 1, &t)) return NULL;
+    if (nb_is_contiguous(t)) {
+        nb_retain(t);
+        return nb_scope_adopt(t);
+    }
+    nb_tensor *out = nb_empty_like(t);
+    if (!out) return NULL;
+    nb_kview o = nb_kview_of(out), v = nb_kview_of(t);
+    if (NB_CALL(t, copy, &o, &v) != NB_OK) return NULL;
+    return record_view("contiguous", t, out, identity_backward);
+}
+
+nb_tensor *nb_contiguous(nb_tensor *t) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, contiguous_impl(t));
+}

@@ -1,0 +1,21 @@
+/* nabla.h - the umbrella header: everything a training program needs.
+ *
+ *   #include <nabla.h>      // with: pkg-config --cflags --libs nabla
+ *
+ * Components: nb_core.h (tensors, scopes, RNG, memory), nb_autograd.h
+ * (backward, no_grad, gradcheck), nb_ops.h (differentiable ops), nb_nn.h
+ * (modules), nb_optim.h (optimizers), nb_data.h (datasets, loader, MNIST),
+ * nb_backend.h (the device-backend interface).
+ */
+#ifndef NABLA_H
+#define NABLA_H
+
+#include "nb_core.h"
+#include "nb_autograd.h"
+#include "nb_ops.h"
+#include "nb_nn.h"
+#include "nb_optim.h"
+#include "nb_data.h"
+#include "nb_backend.h"
+
+#endif

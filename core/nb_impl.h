@@ -1,0 +1,105 @@
+/* nb_impl.h - internals shared by core/, autograd/, nn/, optim/, data/ and
+ * backend/ (not installed). The tensor struct is private so that the public
+ * ABI does not freeze it. */
+#ifndef NB_IMPL_H
+#define NB_IMPL_H
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nb_backend.h"
+#include "nb_core.h"
+
+/* An always-on check for broken internal invariants (never for user input). */
+#define NB_ASSERT(cond)                                                                         \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            fprintf(stderr, "nabla: internal invariant failed at %s:%d: %s\n", __FILE__, __LINE__, \
+                    #cond);                                                                      \
+            abort();                                                                             \
+        }                                                                                        \
+    } while (0)
+
+/* Records an error for nb_last_error(); returns s so callers can `return nb_set_error(...)`. */
+nb_status nb_set_error(nb_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same, for functions returning a pointer: sets the error, returns NULL. */
+#define NB_FAIL(s, ...) (nb_set_error((s), __VA_ARGS__), (void *)0)
+
+/* ---- storage and tensors ------------------------------------------------ */
+
+typedef struct nb_storage {
+    atomic_int refcount;
+    void *data;
+    size_t bytes;
+    nb_device device;
+    nb_backend *backend;
+} nb_storage;
+
+struct nb_node; /* autograd/nb_autograd_impl.h */
+
+struct nb_tensor {
+    atomic_int refcount;
+    nb_storage *storage;
+    int64_t offset; /* elements */
+    int ndim;
+    nb_dtype dtype;
+    int64_t shape[NB_MAX_DIMS];
+    int64_t strides[NB_MAX_DIMS];
+    bool requires_grad;
+    nb_tensor *grad;         /* owned; leaves only */
+    struct nb_node *grad_fn; /* owned reference; NULL for leaves */
+};
+
+/* New contiguous tensor; registered with the current scope if any. */
+nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
+/* The same, never registered with a scope: the caller owns it (module
+ * parameters, optimizer state, .grad). */
+nb_tensor *nb_tensor_new_unscoped(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
+/* A view of t's storage with the given geometry (scoped like nb_tensor_new). */
+nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
+                             const int64_t *strides, int64_t offset);
+/* Ends the op-internal scope s, keeping r (its intermediates die) and
+ * handing r to the enclosing scope or, with none open, to the caller. */
+nb_tensor *nb_scope_return(nb_scope *s, nb_tensor *r);
+/* Hands a tensor the caller owns to the current scope, if one is open. */
+nb_tensor *nb_scope_adopt(nb_tensor *t);
+
+nb_kview nb_kview_of(const nb_tensor *t);
+/* t's view expanded (stride 0) to ndim/shape, which must be broadcast-compatible. */
+nb_kview nb_kview_expand(const nb_tensor *t, int ndim, const int64_t *shape);
+static inline nb_backend *nb_backend_of(const nb_tensor *t) { return t->storage->backend; }
+#define NB_BE(t) (nb_backend_of(t))
+#define NB_CALL(t, slot, ...)                                                                    \
+    (NB_BE(t)->iface->slot ? NB_BE(t)->iface->slot(NB_BE(t), __VA_ARGS__)                       \
+                           : nb_set_error(NB_ERR_UNSUPPORTED, "%s: not supported on backend %s", \
+                                          #slot, NB_BE(t)->name))
+
+int64_t nb_shape_numel(int ndim, const int64_t *shape);
+void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+/* Broadcast shapes a and b (NumPy rules) into out/out_ndim; false if incompatible. */
+bool nb_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *out_ndim,
+                         int64_t *out);
+/* Normalises a possibly negative dim against ndim; -1 if out of range. */
+int nb_wrap_dim(int dim, int ndim);
+/* "[2, 3]" into buf. */
+char *nb_fmt_shape(int ndim, const int64_t *shape, char *buf, size_t len);
+#define NB_SHAPE_BUF 96
+
+/* ---- caching allocator (core/alloc.c) ----------------------------------- */
+
+void *nb_alloc_raw(nb_backend *be, nb_device dev, size_t bytes, size_t *rounded);
+void nb_free_raw(nb_backend *be, nb_device dev, void *ptr, size_t rounded);
+
+/* ---- random numbers ------------------------------------------------------ */
+
+/* Takes `blocks` Philox counter blocks from gen; returns the first one. */
+uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks);
+
+/* ---- CPU threads (backend/cpu) ------------------------------------------- */
+
+nb_backend *nb_cpu_backend(void);
+void nb_cpu_set_num_threads(int n);
+int nb_cpu_get_num_threads(void);
+
+#endif

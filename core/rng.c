@@ -1,0 +1,101 @@
+/* rng.c - generators (Philox 4x32-10 key + counter offset) and the random
+ * fills; the numbers themselves come from the backend's `random` kernel by
+ * the layout in philox.h, so they are the same on every device and thread count. */
+#include <pthread.h>
+
+#include "nb_impl.h"
+#include "philox.h"
+
+static nb_generator default_gen = {0x2545F4914F6CDD1DULL, 0};
+static pthread_mutex_t gen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+nb_generator nb_generator_new(uint64_t seed) { return (nb_generator){seed, 0}; }
+
+void nb_manual_seed(uint64_t seed) {
+    pthread_mutex_lock(&gen_lock);
+    default_gen = nb_generator_new(seed);
+    pthread_mutex_unlock(&gen_lock);
+}
+
+nb_generator *nb_default_generator(void) { return &default_gen; }
+
+uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks) {
+    bool dflt = gen == NULL || gen == &default_gen;
+    if (dflt) {
+        gen = &default_gen;
+        pthread_mutex_lock(&gen_lock);
+    }
+    uint64_t first = gen->offset;
+    gen->offset += blocks;
+    if (dflt) pthread_mutex_unlock(&gen_lock);
+    return first;
+}
+
+static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, double a, double b,
+                             nb_generator *gen) {
+    if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL tensor", op);
+    if (dist != NB_RNG_BERNOULLI && !nb_dtype_is_float(t->dtype))
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs a float tensor, got %s", op, nb_dtype_name(t->dtype));
+    uint64_t seed = gen ? gen->seed : default_gen.seed;
+    uint64_t n = (uint64_t)nb_numel(t);
+    uint64_t offset = nb_generator_advance(gen, nb_philox_blocks(n));
+    if (nb_is_contiguous(t)) {
+        nb_kview v = nb_kview_of(t);
+        return NB_CALL(t, random, &v, dist, a, b, seed, offset);
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *c = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
+    nb_status st = c ? NB_OK : nb_last_status();
+    if (c) {
+        nb_kview v = nb_kview_of(c);
+        st = NB_CALL(c, random, &v, dist, a, b, seed, offset);
+    }
+    if (st == NB_OK) st = nb_copy_(t, c);
+    nb_scope_end(s);
+    return st;
+}
+
+nb_status nb_uniform_(nb_tensor *t, double low, double high, nb_generator *gen) {
+    if (!(low <= high)) return nb_set_error(NB_ERR_INVALID_ARG, "uniform_: low %g > high %g", low, high);
+    return random_fill("uniform_", t, NB_RNG_UNIFORM, low, high, gen);
+}
+
+nb_status nb_normal_(nb_tensor *t, double mean, double std, nb_generator *gen) {
+    if (!(std >= 0)) return nb_set_error(NB_ERR_INVALID_ARG, "normal_: std %g < 0", std);
+    return random_fill("normal_", t, NB_RNG_NORMAL, mean, std, gen);
+}
+
+nb_status nb_bernoulli_(nb_tensor *t, double p, nb_generator *gen) {
+    if (!(p >= 0 && p <= 1)) return nb_set_error(NB_ERR_INVALID_ARG, "bernoulli_: p %g outside [0, 1]", p);
+    return random_fill("bernoulli_", t, NB_RNG_BERNOULLI, p, 0, gen);
+}
+
+nb_tensor *nb_rand(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
+    nb_tensor *t = nb_empty(ndim, shape, dt);
+    return t && nb_uniform_(t, 0, 1, gen) == NB_OK ? t : NULL;
+}
+
+nb_tensor *nb_randn(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
+    nb_tensor *t = nb_empty(ndim, shape, dt);
+    return t && nb_normal_(t, 0, 1, gen) == NB_OK ? t : NULL;
+}
+
+/* Fisher-Yates on the host: a permutation is index data the caller asked
+ * for, built here once and then uploaded to the tensor's device. */
+nb_tensor *nb_randperm(int64_t n, nb_generator *gen) {
+    if (n < 0) return NB_FAIL(NB_ERR_INVALID_ARG, "randperm: n = %lld < 0", (long long)n);
+    int64_t *p = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!p) return NB_FAIL(NB_ERR_OOM, "randperm: out of host memory for %lld indices", (long long)n);
+    uint64_t seed = gen ? gen->seed : default_gen.seed;
+    uint64_t offset = nb_generator_advance(gen, nb_philox_blocks((uint64_t)n));
+    for (int64_t i = 0; i < n; i++) p[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        /* unbiased enough for n < 2^32: 64 random bits mod (i+1) */
+        uint64_t j = nb_philox_bits(seed, offset, (uint64_t)i) % (uint64_t)(i + 1);
+        int64_t tmp = p[i];
+        p[i] = p[j], p[j] = tmp;
+    }
+    nb_tensor *t = nb_from_data(p, 1, &n, NB_I64);
+    free(p);
+    return t;
+}

@@ -1,0 +1,329 @@
+/* tensor.c - tensor creation, reference counting, metadata and host access.
+ * Storage is reference counted and tagged with its device; a tensor is a
+ * (storage, offset, shape, strides, dtype) view of it. */
+#include <math.h>
+#include <string.h>
+
+#include "nb_autograd_impl.h"
+#include "nb_impl.h"
+
+int64_t nb_shape_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i] > 1 ? shape[i] : 1;
+    }
+}
+
+int nb_wrap_dim(int dim, int ndim) {
+    int d = dim < 0 ? dim + ndim : dim;
+    return d >= 0 && d < (ndim ? ndim : 1) ? d : -1;
+}
+
+char *nb_fmt_shape(int ndim, const int64_t *shape, char *buf, size_t len) {
+    size_t pos = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < ndim && pos < len; i++)
+        pos += (size_t)snprintf(buf + pos, len - pos, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (pos < len) snprintf(buf + pos, len - pos, "]");
+    return buf;
+}
+
+char *nb_shape_str(const nb_tensor *t, char *buf, size_t len) {
+    char s[NB_SHAPE_BUF];
+    snprintf(buf, len, "%s %s", nb_fmt_shape(t->ndim, t->shape, s, sizeof s), nb_dtype_name(t->dtype));
+    return buf;
+}
+
+bool nb_broadcast_shapes(int na, const int64_t *a, int nbd, const int64_t *b, int *out_ndim,
+                         int64_t *out) {
+    int n = na > nbd ? na : nbd;
+    for (int i = 0; i < n; i++) {
+        int64_t x = i < n - na ? 1 : a[i - (n - na)];
+        int64_t y = i < n - nbd ? 1 : b[i - (n - nbd)];
+        if (x != y && x != 1 && y != 1) return false;
+        out[i] = x == 1 ? y : x;
+    }
+    *out_ndim = n;
+    return true;
+}
+
+/* ---- storage ------------------------------------------------------------ */
+
+static nb_storage *storage_new(size_t bytes, nb_device dev) {
+    nb_backend *be = nb_backend_get(dev);
+    if (!be) return NULL;
+    nb_storage *s = malloc(sizeof *s);
+    if (!s) return NB_FAIL(NB_ERR_OOM, "tensor: out of host memory");
+    size_t rounded = 0;
+    s->data = nb_alloc_raw(be, dev, bytes ? bytes : 1, &rounded);
+    if (!s->data) {
+        free(s);
+        return NULL;
+    }
+    atomic_init(&s->refcount, 1);
+    s->bytes = rounded;
+    s->device = dev;
+    s->backend = be;
+    return s;
+}
+
+static void storage_release(nb_storage *s) {
+    if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
+    nb_free_raw(s->backend, s->device, s->data, s->bytes);
+    free(s);
+}
+
+/* ---- tensors ---------------------------------------------------------- */
+
+static bool check_shape(const char *op, int ndim, const int64_t *shape) {
+    if (ndim < 0 || ndim > NB_MAX_DIMS) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: ndim %d outside [0, %d]", op, ndim, NB_MAX_DIMS);
+        return false;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] && n > INT64_MAX / 8 / shape[i])) {
+            char b[NB_SHAPE_BUF];
+            nb_set_error(NB_ERR_INVALID_ARG, "%s: bad shape %s", op, nb_fmt_shape(ndim, shape, b, sizeof b));
+            return false;
+        }
+        n *= shape[i];
+    }
+    return true;
+}
+
+static nb_tensor *tensor_alloc(nb_storage *s, nb_dtype dt, int ndim, const int64_t *shape,
+                               const int64_t *strides, int64_t offset) {
+    nb_tensor *t = calloc(1, sizeof *t);
+    if (!t) return NB_FAIL(NB_ERR_OOM, "tensor: out of host memory");
+    atomic_init(&t->refcount, 1);
+    atomic_fetch_add(&s->refcount, 1);
+    t->storage = s;
+    t->dtype = dt;
+    t->ndim = ndim;
+    t->offset = offset;
+    if (ndim) memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    if (strides) memcpy(t->strides, strides, sizeof(int64_t) * (size_t)ndim);
+    else nb_contiguous_strides(ndim, shape, t->strides);
+    return t;
+}
+
+nb_tensor *nb_tensor_new_unscoped(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev) {
+    if (!check_shape("empty", ndim, shape)) return NULL;
+    if ((unsigned)dt >= NB_DTYPE_COUNT) return NB_FAIL(NB_ERR_DTYPE, "empty: bad dtype %d", (int)dt);
+    nb_storage *s = storage_new((size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dt), dev);
+    if (!s) return NULL;
+    nb_tensor *t = tensor_alloc(s, dt, ndim, shape, NULL, 0);
+    storage_release(s);
+    return t;
+}
+
+nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev) {
+    return nb_scope_adopt(nb_tensor_new_unscoped(ndim, shape, dt, dev));
+}
+
+nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
+                             const int64_t *strides, int64_t offset) {
+    return nb_scope_adopt(tensor_alloc(t->storage, t->dtype, ndim, shape, strides, offset));
+}
+
+void nb_retain(nb_tensor *t) {
+    if (t) atomic_fetch_add(&t->refcount, 1);
+}
+
+void nb_release(nb_tensor *t) {
+    if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+    nb_release(t->grad);
+    if (t->grad_fn) nb_node_release(t->grad_fn);
+    storage_release(t->storage);
+    free(t);
+}
+
+nb_tensor *nb_empty_on(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev) {
+    return nb_tensor_new(ndim, shape, dt, dev);
+}
+
+nb_tensor *nb_empty(int ndim, const int64_t *shape, nb_dtype dt) {
+    return nb_tensor_new(ndim, shape, dt, nb_default_device());
+}
+
+nb_tensor *nb_full(int ndim, const int64_t *shape, double value, nb_dtype dt) {
+    nb_tensor *t = nb_empty(ndim, shape, dt);
+    if (t && nb_fill_(t, value) != NB_OK) return NULL;
+    return t;
+}
+
+nb_tensor *nb_zeros(int ndim, const int64_t *shape, nb_dtype dt) { return nb_full(ndim, shape, 0, dt); }
+nb_tensor *nb_ones(int ndim, const int64_t *shape, nb_dtype dt) { return nb_full(ndim, shape, 1, dt); }
+nb_tensor *nb_scalar(double value, nb_dtype dt) { return nb_full(0, NULL, value, dt); }
+
+nb_tensor *nb_zeros_like(const nb_tensor *t) {
+    if (!t) return NULL;
+    nb_tensor *r = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
+    return r && nb_fill_(r, 0) == NB_OK ? r : NULL;
+}
+
+nb_tensor *nb_ones_like(const nb_tensor *t) {
+    if (!t) return NULL;
+    nb_tensor *r = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
+    return r && nb_fill_(r, 1) == NB_OK ? r : NULL;
+}
+
+nb_tensor *nb_from_data(const void *host, int ndim, const int64_t *shape, nb_dtype dt) {
+    if (!host) return NB_FAIL(NB_ERR_INVALID_ARG, "from_data: NULL data");
+    nb_tensor *t = nb_empty(ndim, shape, dt);
+    if (!t) return NULL;
+    size_t bytes = (size_t)nb_numel(t) * nb_dtype_size(dt);
+    return nb_copy_from_host(t, host, bytes) == NB_OK ? t : NULL;
+}
+
+nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt) {
+    if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "arange: bad range start=%g end=%g step=%g", start, end, step);
+    double n = ceil((end - start) / step);
+    int64_t len = n > 0 ? (int64_t)n : 0;
+    double *buf = malloc(sizeof(double) * (size_t)(len ? len : 1));
+    if (!buf) return NB_FAIL(NB_ERR_OOM, "arange: out of host memory");
+    for (int64_t i = 0; i < len; i++) buf[i] = start + (double)i * step;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *d = nb_from_data(buf, 1, &len, NB_F64);
+    free(buf);
+    return nb_scope_return(s, dt == NB_F64 || !d ? d : nb_to_dtype(d, dt));
+}
+
+/* ---- metadata ------------------------------------------------------------- */
+
+int nb_dim(const nb_tensor *t) { return t->ndim; }
+int64_t nb_size(const nb_tensor *t, int dim) {
+    int d = nb_wrap_dim(dim, t->ndim);
+    return d < 0 || t->ndim == 0 ? 1 : t->shape[d];
+}
+const int64_t *nb_shape(const nb_tensor *t) { return t->shape; }
+const int64_t *nb_strides(const nb_tensor *t) { return t->strides; }
+int64_t nb_numel(const nb_tensor *t) { return nb_shape_numel(t->ndim, t->shape); }
+nb_dtype nb_dtype_of(const nb_tensor *t) { return t->dtype; }
+nb_device nb_device_of(const nb_tensor *t) { return t->storage->device; }
+
+bool nb_is_contiguous(const nb_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != s) return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+nb_kview nb_kview_of(const nb_tensor *t) {
+    nb_kview v;
+    v.data = (char *)t->storage->data + (size_t)t->offset * nb_dtype_size(t->dtype);
+    v.dtype = t->dtype;
+    v.ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++) v.shape[i] = t->shape[i], v.strides[i] = t->strides[i];
+    return v;
+}
+
+nb_kview nb_kview_expand(const nb_tensor *t, int ndim, const int64_t *shape) {
+    nb_kview v = nb_kview_of(t);
+    int lead = ndim - t->ndim;
+    NB_ASSERT(lead >= 0);
+    v.ndim = ndim;
+    for (int i = ndim - 1; i >= 0; i--) {
+        int j = i - lead;
+        int64_t sz = j >= 0 ? t->shape[j] : 1;
+        v.strides[i] = j >= 0 && sz == shape[i] ? t->strides[j] : 0;
+        NB_ASSERT(sz == shape[i] || sz == 1);
+        v.shape[i] = shape[i];
+    }
+    return v;
+}
+
+/* ---- host access ------------------------------------------------------- */
+
+nb_status nb_to_host(const nb_tensor *t, void *dst, size_t bytes) {
+    if (!t || !dst) return nb_set_error(NB_ERR_INVALID_ARG, "to_host: NULL argument");
+    size_t need = (size_t)nb_numel(t) * nb_dtype_size(t->dtype);
+    if (bytes < need) return nb_set_error(NB_ERR_INVALID_ARG, "to_host: buffer of %zu bytes, need %zu", bytes, need);
+    if (nb_is_contiguous(t)) {
+        nb_kview v = nb_kview_of(t);
+        return t->storage->backend->iface->memcpy_to_host(t->storage->backend, dst, v.data, need);
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *c = nb_contiguous((nb_tensor *)t);
+    nb_status st = c ? nb_to_host(c, dst, bytes) : nb_last_status();
+    nb_scope_end(s);
+    return st;
+}
+
+double nb_item(const nb_tensor *t) {
+    if (!t) return NAN;
+    if (nb_numel(t) != 1) {
+        char b[NB_SHAPE_BUF];
+        nb_set_error(NB_ERR_SHAPE, "item: tensor of shape %s has %lld elements, not 1",
+                     nb_fmt_shape(t->ndim, t->shape, b, sizeof b), (long long)nb_numel(t));
+        return NAN;
+    }
+    double v = NAN;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *d = t->dtype == NB_F64 ? (nb_tensor *)t : nb_to_dtype((nb_tensor *)t, NB_F64);
+    if (d) nb_to_host(d, &v, sizeof v);
+    nb_scope_end(s);
+    return v;
+}
+
+nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t bytes) {
+    if (!t || !src) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: NULL argument");
+    size_t need = (size_t)nb_numel(t) * nb_dtype_size(t->dtype);
+    if (bytes < need) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: %zu bytes given, need %zu", bytes, need);
+    if (!nb_is_contiguous(t)) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: tensor is not contiguous");
+    nb_kview v = nb_kview_of(t);
+    return t->storage->backend->iface->memcpy_from_host(t->storage->backend, v.data, src, need);
+}
+
+nb_status nb_fill_(nb_tensor *t, double value) {
+    if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "fill_: NULL tensor");
+    nb_kview v = nb_kview_of(t);
+    return NB_CALL(t, fill, &v, value);
+}
+
+nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
+    if (!dst || !src) return nb_set_error(NB_ERR_INVALID_ARG, "copy_: NULL tensor");
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    int nd;
+    int64_t shp[NB_MAX_DIMS];
+    if (src->ndim > dst->ndim || !nb_broadcast_shapes(dst->ndim, dst->shape, src->ndim, src->shape, &nd, shp) ||
+        nb_shape_numel(nd, shp) != nb_numel(dst))
+        return nb_set_error(NB_ERR_SHAPE, "copy_: source %s does not broadcast to destination %s",
+                            nb_fmt_shape(src->ndim, src->shape, a, sizeof a),
+                            nb_fmt_shape(dst->ndim, dst->shape, b, sizeof b));
+    if (src->storage->device.type != dst->storage->device.type)
+        return nb_set_error(NB_ERR_DEVICE, "copy_: across devices use nb_to_device");
+    nb_kview d = nb_kview_of(dst), s = nb_kview_expand(src, dst->ndim, dst->shape);
+    return NB_CALL(dst, copy, &d, &s);
+}
+
+nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
+    if (!t) return NULL;
+    nb_device from = t->storage->device;
+    if (from.type == dev.type && from.index == dev.index) {
+        nb_retain(t);
+        return nb_scope_adopt(t);
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *c = nb_contiguous(t);
+    size_t bytes = c ? (size_t)nb_numel(c) * nb_dtype_size(c->dtype) : 0;
+    void *buf = c ? malloc(bytes ? bytes : 1) : NULL;
+    nb_tensor *r = buf ? nb_tensor_new_unscoped(t->ndim, t->shape, t->dtype, dev) : NULL;
+    if (r && (nb_to_host(c, buf, bytes) != NB_OK || nb_copy_from_host(r, buf, bytes) != NB_OK)) {
+        nb_release(r);
+        r = NULL;
+    }
+    free(buf);
+    nb_scope_end(s);
+    return nb_scope_adopt(r);
+}

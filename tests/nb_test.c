@@ -1,0 +1,56 @@
+/* nb_test.c - helpers shared by the Check suites. */
+#include "nb_test.h"
+
+#include <stdlib.h>
+
+nb_tensor *nb_test_tensor(int ndim, const int64_t *shape, nb_dtype dt, const double *values) {
+    nb_tensor *d = nb_from_data(values, ndim, shape, NB_F64);
+    if (!d || dt == NB_F64) return d;
+    return nb_to_dtype(d, dt);
+}
+
+int64_t nb_test_values(const nb_tensor *t, double *out, int64_t n) {
+    int64_t numel = nb_numel(t);
+    double *buf = malloc(sizeof(double) * (size_t)(numel ? numel : 1));
+    ck_assert_ptr_nonnull(buf);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *d = nb_to_dtype((nb_tensor *)t, NB_F64);
+    NB_CK_NOTNULL(d);
+    NB_CK_OK(nb_to_host(d, buf, sizeof(double) * (size_t)numel));
+    nb_scope_end(s);
+    for (int64_t i = 0; i < n && i < numel; i++) out[i] = buf[i];
+    free(buf);
+    return numel;
+}
+
+void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double atol, double rtol) {
+    NB_CK_NOTNULL(t);
+    ck_assert_int_eq(nb_numel(t), n);
+    double *got = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ck_assert_ptr_nonnull(got);
+    nb_test_values(t, got, n);
+    for (int64_t i = 0; i < n; i++) {
+        double tol = atol + rtol * fabs(expected[i]);
+        ck_assert_msg(fabs(got[i] - expected[i]) <= tol || (isnan(got[i]) && isnan(expected[i])),
+                      "element %lld: got %.10g, expected %.10g", (long long)i, got[i], expected[i]);
+    }
+    free(got);
+}
+
+void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape) {
+    NB_CK_NOTNULL(t);
+    ck_assert_int_eq(nb_dim(t), ndim);
+    for (int i = 0; i < ndim; i++) ck_assert_int_eq(nb_size(t, i), shape[i]);
+}
+
+nb_tensor *nb_test_randn_grad(int ndim, const int64_t *shape, uint64_t seed) {
+    nb_generator g = nb_generator_new(seed);
+    nb_tensor *t = nb_randn(ndim, shape, NB_F64, &g);
+    NB_CK_NOTNULL(t);
+    NB_CK_OK(nb_set_requires_grad(t, true));
+    return t;
+}
+
+void nb_ck_gradcheck(nb_gradcheck_fn f, nb_tensor *const *in, int n, void *ctx) {
+    NB_CK_OK(nb_gradcheck(f, in, n, ctx, NULL));
+}

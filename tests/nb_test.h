@@ -1,0 +1,35 @@
+/* nb_test.h - helpers shared by the Check suites. */
+#ifndef NB_TEST_H
+#define NB_TEST_H
+
+#include <check.h>
+#include <math.h>
+
+#include "nabla.h"
+
+#define NB_CK_OK(expr) \
+    do { nb_status s_ = (expr); ck_assert_msg(s_ == NB_OK, "%s: %s", #expr, nb_last_error()); } while (0)
+#define NB_CK_NOTNULL(p) ck_assert_msg((p) != NULL, "%s is NULL: %s", #p, nb_last_error())
+/* An expression that must fail with status st and leave a message. */
+#define NB_CK_FAILS(expr, st)                                                                   \
+    do {                                                                                         \
+        nb_clear_error();                                                                        \
+        ck_assert_msg(!(expr), "%s should fail", #expr);                                        \
+        ck_assert_int_eq(nb_last_status(), (st));                                                \
+        ck_assert_msg(nb_last_error()[0] != 0, "no message for %s", #expr);                     \
+    } while (0)
+
+/* A tensor of the given dtype from double values (C order). */
+nb_tensor *nb_test_tensor(int ndim, const int64_t *shape, nb_dtype dt, const double *values);
+/* Copies up to n elements of t (any dtype) to doubles; returns numel. */
+int64_t nb_test_values(const nb_tensor *t, double *out, int64_t n);
+/* Asserts every element of t is within atol + rtol*|expected| of expected. */
+void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double atol, double rtol);
+/* Asserts shape equality. */
+void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape);
+/* A float64 N(0,1) tensor that requires grad, scoped. */
+nb_tensor *nb_test_randn_grad(int ndim, const int64_t *shape, uint64_t seed);
+/* Runs nb_gradcheck and asserts success. */
+void nb_ck_gradcheck(nb_gradcheck_fn f, nb_tensor *const *in, int n, void *ctx);
+
+#endif

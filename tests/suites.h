@@ -1,0 +1,26 @@
+/* suites.h - every Check suite of the test runner (tests/main.c).
+ * A test file defines one `Suite *nb_suite_<name>(void)` and adds it here
+ * and to tests/meson.build. */
+#ifndef NB_SUITES_H
+#define NB_SUITES_H
+#include <check.h>
+
+#define NB_SUITES(X) \
+    X(core)          \
+    X(rng)           \
+    X(autograd)      \
+    X(ops_elementwise) \
+    X(ops_matmul)    \
+    X(ops_reduce)    \
+    X(ops_view)      \
+    X(ops_loss)      \
+    X(nn)            \
+    X(optim)         \
+    X(data)          \
+    X(mnist_e2e)
+
+#define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
+NB_SUITES(NB_DECLARE_SUITE)
+#undef NB_DECLARE_SUITE
+
+#endif

@@ -1,0 +1,30 @@
+/* bench_mlp.c - times one full training step (forward, cross_entropy,
+ * backward, Adam) of the `mlp` workload of shared/bench/torch_ref.py:
+ * 784-512-512-10 ReLU MLP, batch 128, synthetic inputs.
+ *
+ *   bench_mlp [--steps N] [--warmup N] [--threads N]
+ * prints: workload=mlp device=cpu threads=T median_ms=... min_ms=... */
+#include "bench_common.h"
+
+static nb_module *make_mlp(void) {
+    return nb_sequential(nb_linear(784, 512), nb_relu_module(), nb_linear(512, 512), nb_relu_module(),
+                         nb_linear(512, 10));
+}
+
+int main(int argc, char **argv) {
+    nb_bench_args a = nb_bench_parse(argc, argv);
+    nb_set_num_threads(a.threads);
+    nb_manual_seed(0);
+    nb_module *net = make_mlp();
+    nb_optimizer *opt = net ? nb_adam(net, (nb_adam_options){.lr = 1e-3}) : NULL;
+    nb_generator g = nb_generator_new(0);
+    nb_tensor *x = nb_randn(NB_SHAPE(128, 784), NB_F32, &g);
+    nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(128), NB_F64, &g), 9.999), NB_I64);
+    if (!opt || !x || !y) return nb_bench_fail("mlp");
+    int rc = nb_bench_train_steps("mlp", net, opt, x, y, &a);
+    nb_release(x);
+    nb_release(y);
+    nb_optimizer_free(opt);
+    nb_module_free(net);
+    return rc;
+}

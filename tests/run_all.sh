@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# run_all.sh - the README's test command: installs what is missing (Debian
+# 12, as root), fetches MNIST, builds nabla with -Werror and runs every
+# test suite. Ends with Check's summary and a "N passed, N failed" line.
+#   tests/run_all.sh [--sanitize]   (--sanitize: AddressSanitizer + UBSan build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash .ci/install-deps.sh
+bash data/fetch_mnist.sh >/dev/null
+if [[ "${1:-}" == "--sanitize" ]]; then
+  dir=build-asan
+  opts=(-Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false)
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  export CFLAGS="-fno-sanitize-recover=undefined"
+else
+  dir=build
+  opts=(-Dbuildtype=release)
+fi
+[[ -f "$dir/build.ninja" ]] || meson setup "$dir" "${opts[@]}" --werror >/dev/null
+ninja -C "$dir" >/dev/null
+"$dir/tests/nabla-tests"

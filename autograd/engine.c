@@ -142,6 +142,7 @@ static nb_status collect(nb_node *root, node_list *out) {
     while (st == NB_OK && stack.len) {
         nb_node *n = stack.v[--stack.len];
         if (!list_push(out, n)) st = NB_ERR_OOM;
+        else n->refcount++; /* freeing one node's tape may drop another's last owner */
         for (int i = 0; st == NB_OK && i < n->n_in; i++) {
             nb_node *c = n->in[i] ? n->in[i]->grad_fn : NULL;
             if (c && c->visit != stamp) {
@@ -233,6 +234,7 @@ static nb_status run_backward(nb_node *root, nb_tensor *seed) {
         nodes.v[i]->grad_acc = NULL;
         node_free_tape(nodes.v[i]);
     }
+    for (size_t i = 0; i < nodes.len; i++) nb_node_release(nodes.v[i]);
     free(nodes.v);
     return st;
 }

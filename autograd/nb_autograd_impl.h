@@ -20,7 +20,7 @@ typedef struct nb_node nb_node;
 typedef nb_status (*nb_backward_fn)(nb_node *n, nb_tensor *gout, nb_tensor **gin);
 
 struct nb_node {
-    int refcount; /* the output tensor's reference (nodes are per thread) */
+    int refcount; /* the output tensor's, plus one while a backward walks it */
     uint64_t seq; /* recording order: backward runs in decreasing seq */
     const char *name;
     nb_backward_fn backward;

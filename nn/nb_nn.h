@@ -68,11 +68,16 @@ nb_module *nb_tanh_module(void);
 /* Flattens dims start..end (torch.nn.Flatten's defaults are 1, -1). */
 nb_module *nb_flatten_module(int start_dim, int end_dim);
 
-/* A container that applies its children in order. The argument list ends
- * with NULL (the macro adds it). If any child is NULL (a failed
- * constructor), frees the others and returns NULL. */
+/* A container that applies its children in order (takes ownership). If any
+ * child is NULL (a failed constructor), frees the others and returns NULL
+ * with that constructor's error kept. The macro counts its arguments
+ * (sizeof does not evaluate them, so each constructor runs once).
+ * nb_sequential_n is the NULL-terminated variadic form, which cannot tell a
+ * failed constructor from the end of the list: prefer the macro. */
 nb_module *nb_sequential_n(nb_module *first, ...);
-#define nb_sequential(...) nb_sequential_n(__VA_ARGS__, (nb_module *)0)
+#define nb_sequential(...)                                 \
+    nb_sequential_array((nb_module *[]){__VA_ARGS__},      \
+                        (int)(sizeof((nb_module *[]){__VA_ARGS__}) / sizeof(nb_module *)))
 /* Appends a child named by its index. */
 nb_status nb_sequential_append(nb_module *seq, nb_module *child);
 

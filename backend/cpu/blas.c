@@ -1,0 +1,160 @@
+/* blas.c - finds and loads a CBLAS (OpenBLAS first) with dlopen on first
+ * use, after choosing OpenBLAS's kernels through OPENBLAS_CORETYPE and
+ * setting FTZ/DAZ on the loading thread (OpenBLAS's worker threads are
+ * created while it initialises and inherit that thread's MXCSR). Keeps
+ * OpenBLAS's thread count equal to nabla's, and shortens the busy-wait of
+ * its idle threads (choose_thread_timeout). See blas.h for why. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "nb_impl.h"
+#include "pool.h"
+
+typedef void (*set_threads_fn)(int);
+typedef char *(*get_str_fn)(void);
+
+static struct {
+    pthread_mutex_t lock; /* guards set_threads against a concurrent nb_cpu_set_num_threads */
+    bool ok;
+    nb_cpu_blas fns;
+    set_threads_fn set_threads; /* NULL for a BLAS without openblas_set_num_threads */
+    char info[1024]; /* room for "not loaded: " + err */
+    char err[768];
+} B = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static const char *const blas_libs[] = {"libopenblas.so.0", "libopenblas.so", "libblas.so.3"};
+#define NB_NUM_BLAS_LIBS (int)(sizeof blas_libs / sizeof blas_libs[0])
+
+/* OpenBLAS's kernel family for this CPU, or NULL to leave its detection alone.
+ * __builtin_cpu_supports also checks that the OS saves the vector registers. */
+static const char *pick_coretype(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+    if (__builtin_cpu_supports("avx2")) return "Haswell";
+#endif
+    return NULL;
+}
+
+/* dlsym into a function pointer without the object-to-function cast that
+ * ISO C (and -Wpedantic) rejects. */
+static void sym(void *h, const char *name, void *fnptr, size_t size) {
+    void *p = dlsym(h, name);
+    if (p) memcpy(fnptr, &p, size);
+}
+
+static bool openblas_preloaded(void) {
+    for (int i = 0; i < 2; i++) { /* the OpenBLAS names only */
+        void *h = dlopen(blas_libs[i], RTLD_NOW | RTLD_NOLOAD);
+        if (h) {
+            dlclose(h); /* RTLD_NOLOAD took a reference */
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Sets OPENBLAS_CORETYPE unless the user did; describes what happened in note. */
+static void choose_coretype(bool preloaded, char *note, size_t len) {
+    const char *env = getenv("OPENBLAS_CORETYPE");
+    if (env && *env) {
+        snprintf(note, len, "OPENBLAS_CORETYPE=%s from the environment", env);
+    } else if (preloaded) {
+        snprintf(note, len, "OpenBLAS was loaded before nabla: its own kernel choice kept");
+    } else {
+        const char *ct = pick_coretype();
+        if (ct && setenv("OPENBLAS_CORETYPE", ct, 1) == 0) /* unset or empty */
+            snprintf(note, len, "OPENBLAS_CORETYPE=%s set by nabla", ct);
+        else
+            snprintf(note, len, "OpenBLAS's own kernel detection");
+    }
+    if (preloaded && env && *env)
+        snprintf(note + strlen(note), len - strlen(note), "; OpenBLAS was loaded before nabla");
+}
+
+/* OpenBLAS's idle threads busy-wait (with sched_yield) for 2^28 cycles,
+ * ~0.1 s, after every call, competing for the cores with nabla's own
+ * threads between GEMMs; 2^16 cycles (~25 us) still covers back-to-back
+ * GEMMs. Measured on a 2-core MLP step (batch 128, 784-512-512-10, Adam):
+ * 3.5 ms mean with 16 vs 3.9-4.3 ms (bimodal) with the default. A user's
+ * own OPENBLAS_THREAD_TIMEOUT is kept. */
+static void choose_thread_timeout(void) {
+    const char *env = getenv("OPENBLAS_THREAD_TIMEOUT");
+    if (!env || !*env) setenv("OPENBLAS_THREAD_TIMEOUT", "16", 1);
+}
+
+static void *open_first(const char **which) {
+    size_t used = (size_t)snprintf(B.err, sizeof B.err, "matmul: no BLAS could be loaded (");
+    for (int i = 0; i < NB_NUM_BLAS_LIBS; i++) {
+        void *h = dlopen(blas_libs[i], RTLD_NOW | RTLD_GLOBAL);
+        if (h) {
+            *which = blas_libs[i];
+            return h;
+        }
+        const char *e = dlerror();
+        if (used < sizeof B.err)
+            used += (size_t)snprintf(B.err + used, sizeof B.err - used, "%s%s", i ? "; " : "",
+                                     e ? e : blas_libs[i]);
+    }
+    if (used < sizeof B.err)
+        snprintf(B.err + used, sizeof B.err - used, "); install libopenblas0 or set LD_LIBRARY_PATH");
+    return NULL;
+}
+
+static void blas_load(void) {
+    char note[160];
+    bool preloaded = openblas_preloaded();
+    choose_coretype(preloaded, note, sizeof note);
+    if (!preloaded) choose_thread_timeout();
+    nb_cpu_flush_denormals(); /* before OpenBLAS starts its threads */
+    const char *lib = NULL;
+    void *h = open_first(&lib);
+    if (!h) {
+        snprintf(B.info, sizeof B.info, "not loaded: %s", B.err);
+        return;
+    }
+    nb_cpu_blas f = {0};
+    set_threads_fn set_threads = NULL;
+    get_str_fn corename = NULL, config = NULL;
+    sym(h, "cblas_sgemm", &f.sgemm, sizeof f.sgemm);
+    sym(h, "cblas_dgemm", &f.dgemm, sizeof f.dgemm);
+    sym(h, "openblas_set_num_threads", &set_threads, sizeof set_threads);
+    sym(h, "openblas_get_corename", &corename, sizeof corename);
+    sym(h, "openblas_get_config", &config, sizeof config);
+    if (!f.sgemm || !f.dgemm) {
+        snprintf(B.err, sizeof B.err, "matmul: %s has no cblas_sgemm/cblas_dgemm", lib);
+        snprintf(B.info, sizeof B.info, "not loaded: %s", B.err);
+        return;
+    }
+    snprintf(B.info, sizeof B.info, "%s core=%s (%s; %s)", config ? config() : lib,
+             corename ? corename() : "?", note, lib);
+    pthread_mutex_lock(&B.lock);
+    B.fns = f;
+    B.set_threads = set_threads;
+    if (set_threads) set_threads(nb_cpu_get_num_threads());
+    B.ok = true;
+    pthread_mutex_unlock(&B.lock);
+}
+
+const nb_cpu_blas *nb_cpu_blas_get(void) {
+    pthread_once(&blas_once, blas_load);
+    if (!B.ok) return NB_FAIL(NB_ERR_UNSUPPORTED, "%s", B.err);
+    return &B.fns;
+}
+
+const char *nb_cpu_blas_info(void) {
+    pthread_once(&blas_once, blas_load);
+    return B.info;
+}
+
+void nb_cpu_blas_set_num_threads(int n) {
+    pthread_mutex_lock(&B.lock);
+    if (B.set_threads) B.set_threads(n);
+    pthread_mutex_unlock(&B.lock);
+}

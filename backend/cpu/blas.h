@@ -1,0 +1,54 @@
+/* blas.h - OpenBLAS, loaded at run time (internal to the CPU backend).
+ *
+ * nabla does not link OpenBLAS: it dlopens it on first use so that it can
+ * choose OpenBLAS's kernels first. OpenBLAS 0.3.21 (Debian 12) detects
+ * AVX-512 Xeons it does not know as Prescott: on our 2-core dev machines
+ * sgemm 1024^3 ran at 64 GFLOP/s instead of 317 with
+ * OPENBLAS_CORETYPE=SkylakeX, and OpenBLAS reads that variable only once,
+ * while it initialises at load. So before loading, if OPENBLAS_CORETYPE is
+ * unset, nabla sets it from the CPU's flags (avx512f -> SkylakeX,
+ * avx2 -> Haswell). A user's own OPENBLAS_CORETYPE is kept. Likewise
+ * OPENBLAS_THREAD_TIMEOUT, if unset, becomes 16 (idle OpenBLAS threads
+ * busy-wait ~25 us instead of ~0.1 s, leaving the cores to nabla's loops).
+ *
+ * Libraries tried, in order: libopenblas.so.0, libopenblas.so,
+ * libblas.so.3 (any CBLAS). setenv is not thread-safe against concurrent
+ * getenv: the first GEMM should not race with other threads reading the
+ * environment.
+ */
+#ifndef NB_CPU_BLAS_H
+#define NB_CPU_BLAS_H
+
+#include "nb_core.h"
+
+/* CBLAS constants (cblas.h's values; we do not link cblas). */
+enum { NB_CBLAS_ROW_MAJOR = 101, NB_CBLAS_NO_TRANS = 111, NB_CBLAS_TRANS = 112 };
+
+typedef void (*nb_cblas_sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
+                                  const float *a, int lda, const float *b, int ldb, float beta,
+                                  float *c, int ldc);
+typedef void (*nb_cblas_dgemm_fn)(int order, int ta, int tb, int m, int n, int k, double alpha,
+                                  const double *a, int lda, const double *b, int ldb, double beta,
+                                  double *c, int ldc);
+
+typedef struct nb_cpu_blas {
+    nb_cblas_sgemm_fn sgemm;
+    nb_cblas_dgemm_fn dgemm;
+} nb_cpu_blas;
+
+/* Loads the library on the first call (once per process; later calls are a
+ * load-acquire). Returns NULL with NB_ERR_UNSUPPORTED set, naming the
+ * libraries tried and dlerror(), if no CBLAS could be loaded. */
+const nb_cpu_blas *nb_cpu_blas_get(void);
+
+/* One line describing the loaded BLAS, e.g.
+ * "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64 core=SkylakeX
+ *  (OPENBLAS_CORETYPE=SkylakeX set by nabla)". Loads the library if needed;
+ * "not loaded: ..." when it cannot be. Static storage; do not free. */
+const char *nb_cpu_blas_info(void);
+
+/* Sets OpenBLAS's thread count if it is loaded (else it is applied at load,
+ * from nb_cpu_get_num_threads()). Called by nb_cpu_set_num_threads. */
+void nb_cpu_blas_set_num_threads(int n);
+
+#endif

@@ -1,0 +1,63 @@
+/* cpu_kernels.h - the CPU backend's kernels, one per slot of struct
+ * nb_backend_i (internal; the vtable in cpu_backend.c points at them).
+ * Contracts are those of backend/nb_backend.h; the files that implement
+ * them are named beside each group. Supported dtypes:
+ *   copy, fill: all six (casts; bool is != 0)
+ *   binary: float32/float64 all ops; int32/int64/uint8 add, sub, mul,
+ *           maximum, minimum; comparisons (eq..le) on all six dtypes
+ *   unary: float32/float64 all ops; integers neg, add/mul scalar
+ *   unary_backward, softmax*, cross_entropy*, random (uniform, normal),
+ *   adam/sgd: float32/float64
+ *   reduce: float32/float64, integers (sum accumulates in int64)
+ *   matmul: float32/float64 (OpenBLAS)
+ * Any other combination returns NB_ERR_DTYPE with a message naming the op.
+ */
+#ifndef NB_CPU_KERNELS_H
+#define NB_CPU_KERNELS_H
+
+#include "nb_backend.h"
+
+/* elementwise.c, cast.c */
+nb_status nb_cpu_copy(nb_backend *be, const nb_kview *dst, const nb_kview *src);
+nb_status nb_cpu_fill(nb_backend *be, const nb_kview *dst, double value);
+nb_status nb_cpu_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
+                        const nb_kview *b);
+nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
+                       double alpha);
+nb_status nb_cpu_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx,
+                                const nb_kview *gy, const nb_kview *x, const nb_kview *y,
+                                double alpha);
+
+/* reduce.c */
+nb_status nb_cpu_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x,
+                        double scale);
+nb_status nb_cpu_argmax(nb_backend *be, const nb_kview *values, const nb_kview *indices,
+                        const nb_kview *x, int dim);
+
+/* matmul.c */
+nb_status nb_cpu_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                        double alpha, double beta);
+
+/* softmax.c */
+nb_status nb_cpu_softmax(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, bool log);
+nb_status nb_cpu_softmax_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                  const nb_kview *y, int dim, bool log);
+nb_status nb_cpu_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse,
+                               const nb_kview *logits, const nb_kview *target, int64_t ignore_index);
+nb_status nb_cpu_cross_entropy_backward(nb_backend *be, const nb_kview *glogits,
+                                        const nb_kview *gloss, const nb_kview *logits,
+                                        const nb_kview *lse, const nb_kview *target,
+                                        int64_t ignore_index);
+
+/* random.c */
+nb_status nb_cpu_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b,
+                        uint64_t seed, uint64_t offset);
+
+/* optim.c */
+nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
+                           const nb_kview *exp_avg, const nb_kview *exp_avg_sq,
+                           const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h);
+nb_status nb_cpu_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
+                          const nb_kview *momentum_buf, const nb_sgd_hyper *h);
+
+#endif

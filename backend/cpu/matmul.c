@@ -1,0 +1,168 @@
+/* matmul.c - CPU batched GEMM through OpenBLAS's cblas_sgemm/cblas_dgemm
+ * (blas.c loads it). Each matrix of a and b is passed to BLAS in place: a
+ * view with unit stride across columns is row-major (NoTrans, ld = row
+ * stride); one with unit stride across rows is a transposed row-major
+ * matrix (Trans, ld = column stride). Size-1 dims may have any stride. A
+ * matrix that fits neither (e.g. a broadcast row, stride 0) is copied to a
+ * contiguous buffer first. Batches of small products (below OpenBLAS's own
+ * threading threshold, 64^3 multiply-adds) run in parallel on the pool;
+ * larger ones run one after another, each threaded inside OpenBLAS. */
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "pool.h"
+
+/* OpenBLAS 0.3.21 runs a GEMM single-threaded below this many multiply-adds
+ * (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD). */
+#define NB_BLAS_SMALL_GEMM 262144
+
+typedef struct mat_layout {
+    int trans;  /* NB_CBLAS_NO_TRANS or NB_CBLAS_TRANS */
+    int ld;
+    bool copy;  /* no BLAS layout fits: pass a contiguous copy */
+} mat_layout;
+
+/* How BLAS reads a rows x cols matrix with element strides (sr, sc). */
+static mat_layout layout_of(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+    int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
+    if (sc == 1 || cols == 1) { /* row-major: (i, j) at i*ld + j */
+        int64_t ld = rows == 1 ? c1 : sr;
+        if (ld >= c1 && ld <= INT_MAX) return (mat_layout){NB_CBLAS_NO_TRANS, (int)ld, false};
+    }
+    if (sr == 1 || rows == 1) { /* column-major: (i, j) at j*ld + i */
+        int64_t ld = cols == 1 ? r1 : sc;
+        if (ld >= r1 && ld <= INT_MAX) return (mat_layout){NB_CBLAS_TRANS, (int)ld, false};
+    }
+    return (mat_layout){NB_CBLAS_NO_TRANS, (int)c1, true};
+}
+
+typedef struct mm_job {
+    const nb_cpu_blas *blas;
+    const nb_kview *c, *a, *b;
+    int64_t m, n, k;
+    mat_layout la, lb;
+    double alpha, beta;
+    atomic_int oom; /* a copy buffer could not be allocated */
+} mm_job;
+
+/* Element offset of batch i in view v (batch dims are all but the last two). */
+static int64_t batch_offset(const nb_kview *v, int64_t i) {
+    int64_t off = 0;
+    for (int d = v->ndim - 3; d >= 0; d--) {
+        off += (i % v->shape[d]) * v->strides[d];
+        i /= v->shape[d];
+    }
+    return off;
+}
+
+/* A contiguous copy of one rows x cols matrix (the rare no-layout case). */
+static void *pack(const nb_kview *v, const char *src, int64_t rows, int64_t cols) {
+    size_t es = nb_dtype_size(v->dtype);
+    char *dst = malloc((size_t)(rows * cols) * es + 1);
+    if (!dst) return NULL;
+    int64_t sr = v->strides[v->ndim - 2], sc = v->strides[v->ndim - 1];
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            memcpy(dst + (size_t)(i * cols + j) * es, src + (i * sr + j * sc) * (int64_t)es, es);
+    return dst;
+}
+
+static void gemm_one(mm_job *j, int64_t bi) {
+    size_t es = nb_dtype_size(j->c->dtype);
+    const char *a = (const char *)j->a->data + batch_offset(j->a, bi) * (int64_t)es;
+    const char *b = (const char *)j->b->data + batch_offset(j->b, bi) * (int64_t)es;
+    char *c = (char *)j->c->data + bi * j->m * j->n * (int64_t)es;
+    void *pa = j->la.copy ? pack(j->a, a, j->m, j->k) : NULL;
+    void *pb = j->lb.copy ? pack(j->b, b, j->k, j->n) : NULL;
+    if ((j->la.copy && !pa) || (j->lb.copy && !pb)) {
+        atomic_store(&j->oom, 1);
+    } else {
+        if (pa) a = pa;
+        if (pb) b = pb;
+        int m = (int)j->m, n = (int)j->n, k = (int)j->k;
+        if (j->c->dtype == NB_F32)
+            j->blas->sgemm(NB_CBLAS_ROW_MAJOR, j->la.trans, j->lb.trans, m, n, k, (float)j->alpha,
+                           (const float *)a, j->la.ld, (const float *)b, j->lb.ld, (float)j->beta,
+                           (float *)c, n);
+        else
+            j->blas->dgemm(NB_CBLAS_ROW_MAJOR, j->la.trans, j->lb.trans, m, n, k, j->alpha,
+                           (const double *)a, j->la.ld, (const double *)b, j->lb.ld, j->beta,
+                           (double *)c, n);
+    }
+    free(pa);
+    free(pb);
+}
+
+static void gemm_batches(void *arg, int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; i++) gemm_one(arg, i);
+}
+
+/* k == 0: c = beta * c (no products); beta == 0 writes zeros even over NaN. */
+static void scale_c(const nb_kview *c, int64_t numel, double beta) {
+    if (c->dtype == NB_F32) {
+        float *p = c->data;
+        for (int64_t i = 0; i < numel; i++) p[i] = beta == 0 ? 0.0f : (float)beta * p[i];
+    } else {
+        double *p = c->data;
+        for (int64_t i = 0; i < numel; i++) p[i] = beta == 0 ? 0.0 : beta * p[i];
+    }
+}
+
+static nb_status check_shapes(const nb_kview *c, const nb_kview *a, const nb_kview *b) {
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
+    int nd = c->ndim;
+    bool ok = nd >= 2 && a->ndim == nd && b->ndim == nd && a->shape[nd - 2] == c->shape[nd - 2] &&
+              b->shape[nd - 1] == c->shape[nd - 1] && a->shape[nd - 1] == b->shape[nd - 2];
+    for (int d = 0; d < nd - 2 && ok; d++) ok = a->shape[d] == c->shape[d] && b->shape[d] == c->shape[d];
+    if (!ok)
+        return nb_set_error(NB_ERR_SHAPE, "matmul: a %s @ b %s does not give c %s",
+                            nb_cpu_view_str(a, b1, sizeof b1), nb_cpu_view_str(b, b2, sizeof b2),
+                            nb_cpu_view_str(c, b3, sizeof b3));
+    if (!nb_cpu_is_contiguous(c))
+        return nb_set_error(NB_ERR_INVALID_ARG, "matmul: c %s must be contiguous",
+                            nb_cpu_view_str(c, b1, sizeof b1));
+    int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[nd - 1];
+    if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+        return nb_set_error(NB_ERR_UNSUPPORTED, "matmul: a %s @ b %s has a dim above BLAS's int range",
+                            nb_cpu_view_str(a, b1, sizeof b1), nb_cpu_view_str(b, b2, sizeof b2));
+    return NB_OK;
+}
+
+nb_status nb_cpu_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                        double alpha, double beta) {
+    (void)be;
+    if (!nb_dtype_is_float(c->dtype) || a->dtype != c->dtype || b->dtype != c->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "matmul: needs float32 or float64 operands of one dtype (a %s, b %s, c %s)",
+                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(c->dtype));
+    nb_status st = check_shapes(c, a, b);
+    if (st) return st;
+    int nd = c->ndim;
+    int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[nd - 1];
+    int64_t numel = nb_cpu_numel(c), batches = m && n ? numel / (m * n) : 0;
+    if (numel == 0) return NB_OK;
+    if (k == 0) {
+        scale_c(c, numel, beta);
+        return NB_OK;
+    }
+    const nb_cpu_blas *blas = nb_cpu_blas_get();
+    if (!blas) return nb_last_status();
+    mm_job job = {blas, c, a, b, m, n, k,
+                  layout_of(m, k, a->strides[nd - 2], a->strides[nd - 1]),
+                  layout_of(k, n, b->strides[nd - 2], b->strides[nd - 1]),
+                  alpha, beta, 0};
+    int64_t work = m * n * k;
+    if (batches > 1 && work < NB_BLAS_SMALL_GEMM && nb_cpu_get_num_threads() > 1)
+        nb_cpu_parallel_for(batches, NB_BLAS_SMALL_GEMM / 4 / work + 1, gemm_batches, &job);
+    else
+        gemm_batches(&job, 0, batches);
+    if (atomic_load(&job.oom))
+        return nb_set_error(NB_ERR_OOM, "matmul: out of memory copying a strided operand (m=%lld, n=%lld, k=%lld)",
+                            (long long)m, (long long)n, (long long)k);
+    return NB_OK;
+}

@@ -1,0 +1,126 @@
+/* optim.c - CPU in-place Adam/AdamW and SGD updates, following PyTorch's
+ * single-tensor implementations (torch/optim/adam.py _single_tensor_adam,
+ * torch/optim/sgd.py _single_tensor_sgd) operation by operation, so float32
+ * results track PyTorch's closely: scalar coefficients are computed once in
+ * double, per-element math runs in the tensor's dtype, and each step is
+ * written in the order of the ATen kernel it mirrors (lerp_, addcmul_,
+ * addcdiv_, add_ with alpha). Threads split elements; each element's math is
+ * independent, so results do not depend on the thread count. */
+#include <math.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "pool.h"
+
+#define NB_OPT_GRAIN 16384
+
+typedef struct adam_job {
+    char *p, *m, *v, *vmax;
+    const char *g;
+    const nb_adam_hyper *h;
+    double lr_wd_decay, w1, b2, w2, step_size, bc2_sqrt;
+} adam_job;
+
+typedef struct sgd_job {
+    char *p, *buf;
+    const char *g;
+    const nb_sgd_hyper *h;
+} sgd_job;
+
+#define OPTIM_FUNCS(T, S)                                                                       \
+    static void adam_##S(void *arg, int64_t i0, int64_t i1) {                                   \
+        const adam_job *j = arg;                                                                \
+        const nb_adam_hyper *h = j->h;                                                          \
+        T *p = (T *)j->p, *m = (T *)j->m, *v = (T *)j->v, *vmax = (T *)j->vmax;                 \
+        const T *grad = (const T *)j->g;                                                        \
+        const T wd = (T)h->weight_decay, decay = (T)j->lr_wd_decay, w1 = (T)j->w1;              \
+        const T b2 = (T)j->b2, w2 = (T)j->w2, neg_step = (T)-j->step_size;                      \
+        const T bc2_sqrt = (T)j->bc2_sqrt, eps = (T)h->eps;                                     \
+        const bool l2 = !h->decoupled && h->weight_decay != 0;                                  \
+        const bool decoupled = h->decoupled && h->weight_decay != 0;                            \
+        const bool small = fabs(j->w1) < 0.5; /* torch's lerp picks its formula by weight */    \
+        for (int64_t i = i0; i < i1; i++) {                                                     \
+            T g = h->maximize ? -grad[i] : grad[i];                                             \
+            if (l2) g = g + wd * p[i];                                                          \
+            if (decoupled) p[i] = p[i] * decay;                                                 \
+            m[i] = small ? m[i] + w1 * (g - m[i]) : g - (g - m[i]) * (1 - w1);                  \
+            v[i] = v[i] * b2 + w2 * g * g;                                                      \
+            T vv = v[i];                                                                        \
+            if (h->amsgrad) vv = vmax[i] = vmax[i] > vv || vmax[i] != vmax[i] ? vmax[i] : vv;   \
+            T denom = sqrt##S(vv) / bc2_sqrt + eps;                                             \
+            p[i] = p[i] + neg_step * m[i] / denom;                                              \
+        }                                                                                       \
+    }                                                                                           \
+    static void sgd_##S(void *arg, int64_t i0, int64_t i1) {                                    \
+        const sgd_job *j = arg;                                                                 \
+        const nb_sgd_hyper *h = j->h;                                                           \
+        T *p = (T *)j->p, *buf = (T *)j->buf;                                                   \
+        const T *grad = (const T *)j->g;                                                        \
+        const T wd = (T)h->weight_decay, mom = (T)h->momentum, damp = (T)(1 - h->dampening);    \
+        const T neg_lr = (T)-h->lr;                                                             \
+        for (int64_t i = i0; i < i1; i++) {                                                     \
+            T g = h->maximize ? -grad[i] : grad[i];                                             \
+            if (h->weight_decay != 0) g = g + wd * p[i];                                        \
+            if (h->momentum != 0) {                                                             \
+                buf[i] = h->first_step ? g : buf[i] * mom + damp * g;                           \
+                g = h->nesterov ? g + mom * buf[i] : buf[i];                                    \
+            }                                                                                   \
+            p[i] = p[i] + neg_lr * g;                                                           \
+        }                                                                                       \
+    }
+#define sqrtf32 sqrtf
+#define sqrtf64 sqrt
+OPTIM_FUNCS(float, f32)
+OPTIM_FUNCS(double, f64)
+
+/* Every view present must be contiguous, of ref's shape and float dtype. */
+static nb_status check_views(const char *name, const nb_kview *const *v, int n) {
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
+    const nb_kview *ref = v[0];
+    for (int i = 0; i < n; i++) {
+        if (!v[i]) continue;
+        if (!nb_cpu_same_shape(ref, v[i]) || !nb_cpu_is_contiguous(v[i]))
+            return nb_set_error(NB_ERR_SHAPE, "%s: state %s must be contiguous and match param %s", name,
+                                nb_cpu_view_str(v[i], b1, sizeof b1), nb_cpu_view_str(ref, b2, sizeof b2));
+        if (!nb_dtype_is_float(v[i]->dtype) || v[i]->dtype != ref->dtype)
+            return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)",
+                                name, nb_dtype_name(ref->dtype), nb_dtype_name(v[i]->dtype));
+    }
+    return NB_OK;
+}
+
+nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
+                           const nb_kview *exp_avg, const nb_kview *exp_avg_sq,
+                           const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h) {
+    (void)be;
+    const char *name = h->decoupled ? "adamw" : "adam";
+    if (h->step < 1) return nb_set_error(NB_ERR_INVALID_ARG, "%s: step %lld must be >= 1", name, (long long)h->step);
+    if (h->amsgrad && !max_exp_avg_sq)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: amsgrad needs max_exp_avg_sq", name);
+    const nb_kview *v[5] = {param, grad, exp_avg, exp_avg_sq, h->amsgrad ? max_exp_avg_sq : NULL};
+    nb_status st = check_views(name, v, 5);
+    if (st) return st;
+    double bc1 = 1 - pow(h->beta1, (double)h->step), bc2 = 1 - pow(h->beta2, (double)h->step);
+    adam_job j = {
+        .p = param->data, .m = exp_avg->data, .v = exp_avg_sq->data,
+        .vmax = h->amsgrad ? max_exp_avg_sq->data : NULL, .g = grad->data, .h = h,
+        .lr_wd_decay = 1 - h->lr * h->weight_decay, .w1 = 1 - h->beta1, .b2 = h->beta2,
+        .w2 = 1 - h->beta2, .step_size = h->lr / bc1, .bc2_sqrt = sqrt(bc2),
+    };
+    nb_cpu_parallel_for(nb_cpu_numel(param), NB_OPT_GRAIN, param->dtype == NB_F32 ? adam_f32 : adam_f64, &j);
+    return NB_OK;
+}
+
+nb_status nb_cpu_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
+                          const nb_kview *momentum_buf, const nb_sgd_hyper *h) {
+    (void)be;
+    if (h->momentum != 0 && !momentum_buf)
+        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: momentum %g needs a momentum buffer", h->momentum);
+    const nb_kview *v[3] = {param, grad, h->momentum != 0 ? momentum_buf : NULL};
+    nb_status st = check_views("sgd", v, 3);
+    if (st) return st;
+    sgd_job j = {.p = param->data, .buf = h->momentum != 0 ? momentum_buf->data : NULL, .g = grad->data, .h = h};
+    nb_cpu_parallel_for(nb_cpu_numel(param), NB_OPT_GRAIN, param->dtype == NB_F32 ? sgd_f32 : sgd_f64, &j);
+    return NB_OK;
+}

@@ -1,0 +1,386 @@
+/* reduce.c - CPU sum/max/min over any set of dims, and argmax.
+ *
+ * Determinism: the result of each output element is defined independently
+ * of threads. Its reduced elements, in C order, are cut into fixed blocks
+ * of NB_RED_BLOCK; a block is combined in a fixed order (8 interleaved
+ * lanes where the run is contiguous, so the loop vectorises, else
+ * sequentially), and block results are combined left to right. Threads
+ * then either take whole output elements, or (few outputs, long
+ * reductions) take (output, block) pairs into a buffer combined in order
+ * afterwards; both give the same bits. float32 accumulates in double and
+ * integers in int64 (PyTorch sums integers into int64).
+ *
+ * A fast path covers "sum dim 0 of a contiguous [n, m] matrix" (a bias
+ * gradient): rows are walked contiguously, accumulating vectors of columns,
+ * with the same block structure, so it gives the generic path's bits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "pool.h"
+
+#define NB_RED_BLOCK 4096 /* reduced elements per block: fixes the order */
+#define NB_RED_COLS 256   /* columns per task in the [n, m] dim-0 path */
+#define NB_RED_LANES 8
+
+typedef struct red_plan {
+    int nk, nr; /* kept and reduced dims after coalescing (nr >= 1) */
+    int64_t kshape[NB_MAX_DIMS], kx[NB_MAX_DIMS], ko[NB_MAX_DIMS]; /* x and out strides */
+    int64_t rshape[NB_MAX_DIMS], rx[NB_MAX_DIMS];
+    int64_t M, R, nblocks;
+} red_plan;
+
+/* Appends a dim to a group, merging it into the group's last dim when
+ * every stride runs on across both. */
+static void group_add(int *n, int64_t *shape, int64_t *s1, int64_t *s2, int64_t size, int64_t a,
+                      int64_t b) {
+    int k = *n;
+    if (k > 0 && s1[k - 1] == a * size && (!s2 || s2[k - 1] == b * size)) {
+        shape[k - 1] *= size;
+        s1[k - 1] = a;
+        if (s2) s2[k - 1] = b;
+        return;
+    }
+    shape[k] = size, s1[k] = a;
+    if (s2) s2[k] = b;
+    *n = k + 1;
+}
+
+static nb_status plan_init(red_plan *pl, const nb_kview *out, const nb_kview *x) {
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
+    memset(pl, 0, sizeof *pl);
+    if (out->ndim != x->ndim) goto bad;
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t n = x->shape[d];
+        if (n == 1 && out->shape[d] == 1) continue;
+        if (out->shape[d] == 1)
+            group_add(&pl->nr, pl->rshape, pl->rx, NULL, n, x->strides[d], 0);
+        else if (out->shape[d] == n)
+            group_add(&pl->nk, pl->kshape, pl->kx, pl->ko, n, x->strides[d], out->strides[d]);
+        else
+            goto bad;
+    }
+    if (pl->nr == 0) pl->rshape[0] = 1, pl->rx[0] = 0, pl->nr = 1;
+    pl->M = pl->R = 1;
+    for (int d = 0; d < pl->nk; d++) pl->M *= pl->kshape[d];
+    for (int d = 0; d < pl->nr; d++) pl->R *= pl->rshape[d];
+    pl->nblocks = (pl->R + NB_RED_BLOCK - 1) / NB_RED_BLOCK;
+    return NB_OK;
+bad:
+    return nb_set_error(NB_ERR_SHAPE, "reduce: out %s does not fit x %s (x's ndim, size 1 on reduced dims)",
+                        nb_cpu_view_str(out, b1, sizeof b1), nb_cpu_view_str(x, b2, sizeof b2));
+}
+
+/* Element offsets in x and out of output element m. */
+static void kept_offsets(const red_plan *pl, int64_t m, int64_t *xo, int64_t *oo) {
+    int64_t a = 0, b = 0;
+    for (int d = pl->nk - 1; d >= 0; d--) {
+        int64_t i = m % pl->kshape[d];
+        m /= pl->kshape[d];
+        a += i * pl->kx[d], b += i * pl->ko[d];
+    }
+    *xo = a, *oo = b;
+}
+
+/* Stores v (an accumulator, already scaled) into out at element offset o. */
+static void store_f(nb_dtype dt, void *base, int64_t o, double v) {
+    switch (dt) {
+    case NB_F32: ((float *)base)[o] = (float)v; break;
+    case NB_F64: ((double *)base)[o] = v; break;
+    case NB_I32: ((int32_t *)base)[o] = (int32_t)v; break;
+    case NB_I64: ((int64_t *)base)[o] = (int64_t)v; break;
+    default: ((uint8_t *)base)[o] = (uint8_t)(int64_t)v; break;
+    }
+}
+static void store_i(nb_dtype dt, void *base, int64_t o, int64_t v, double scale) {
+    if (nb_dtype_is_float(dt)) store_f(dt, base, o, (double)v * scale);
+    else if (dt == NB_I32) ((int32_t *)base)[o] = (int32_t)v;
+    else if (dt == NB_I64) ((int64_t *)base)[o] = v;
+    else ((uint8_t *)base)[o] = (uint8_t)v;
+}
+
+#define MAXF(x, y) ((x) != (x) || (x) > (y) ? (x) : (y))
+#define MINF(x, y) ((x) != (x) || (x) < (y) ? (x) : (y))
+#define MAXI(x, y) ((x) > (y) ? (x) : (y))
+#define MINI(x, y) ((x) < (y) ? (x) : (y))
+
+typedef struct red_job {
+    const red_plan *pl;
+    nb_reduce_op op;
+    const char *x;
+    const nb_kview *out;
+    double scale;
+    void *partial; /* M * nblocks accumulators, or NULL */
+} red_job;
+
+/* Per (T, accumulator A) functions:
+ *   seg:   combine n elements at stride s (elements), in a fixed order
+ *   range: combine reduced flat indices [r0, r1) of one output
+ *   value: combine the output's blocks left to right
+ *   the thread bodies for the two parallel plans and the dim-0 path. */
+#define RED_FUNCS(T, A, S, MAX, MIN, STORE)                                                     \
+    static A seg_##S(nb_reduce_op op, const T *p, int64_t n, int64_t s) {                       \
+        if (op == NB_REDUCE_SUM) {                                                              \
+            A acc = 0;                                                                          \
+            int64_t i = 0;                                                                      \
+            if (s == 1 && n >= NB_RED_LANES) {                                                  \
+                A l[NB_RED_LANES] = {0};                                                        \
+                for (; i + NB_RED_LANES <= n; i += NB_RED_LANES)                                \
+                    for (int j = 0; j < NB_RED_LANES; j++) l[j] += (A)p[i + j];                 \
+                acc = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));        \
+            }                                                                                   \
+            for (; i < n; i++) acc += (A)p[i * s];                                              \
+            return acc;                                                                         \
+        }                                                                                       \
+        A acc = (A)p[0];                                                                        \
+        if (op == NB_REDUCE_MAX)                                                                \
+            for (int64_t i = 1; i < n; i++) acc = MAX((A)p[i * s], acc);                        \
+        else                                                                                    \
+            for (int64_t i = 1; i < n; i++) acc = MIN((A)p[i * s], acc);                        \
+        return acc;                                                                             \
+    }                                                                                           \
+    static A combine_##S(nb_reduce_op op, A a, A b) {                                           \
+        return op == NB_REDUCE_SUM ? a + b : op == NB_REDUCE_MAX ? MAX(b, a) : MIN(b, a);       \
+    }                                                                                           \
+    static A range_##S(const red_plan *pl, nb_reduce_op op, const T *x, int64_t r0, int64_t r1) { \
+        int last = pl->nr - 1;                                                                  \
+        int64_t idx[NB_MAX_DIMS], rem = r0;                                                     \
+        for (int d = last; d >= 0; d--) idx[d] = rem % pl->rshape[d], rem /= pl->rshape[d];     \
+        A acc = 0;                                                                              \
+        for (int64_t r = r0; r < r1;) {                                                         \
+            const T *p = x;                                                                     \
+            for (int d = 0; d <= last; d++) p += idx[d] * pl->rx[d];                            \
+            int64_t n = pl->rshape[last] - idx[last];                                           \
+            if (n > r1 - r) n = r1 - r;                                                         \
+            A v = seg_##S(op, p, n, pl->rx[last]);                                              \
+            acc = r == r0 ? v : combine_##S(op, acc, v);                                        \
+            r += n, idx[last] += n;                                                             \
+            for (int d = last; d > 0 && idx[d] == pl->rshape[d]; d--) idx[d] = 0, idx[d - 1]++; \
+        }                                                                                       \
+        return acc;                                                                             \
+    }                                                                                           \
+    static A block_##S(const red_plan *pl, nb_reduce_op op, const T *x, int64_t b) {            \
+        int64_t r1 = (b + 1) * NB_RED_BLOCK;                                                    \
+        return range_##S(pl, op, x, b * NB_RED_BLOCK, r1 < pl->R ? r1 : pl->R);                 \
+    }                                                                                           \
+    static void outputs_##S(void *arg, int64_t m0, int64_t m1) {                                \
+        const red_job *j = arg;                                                                 \
+        const red_plan *pl = j->pl;                                                             \
+        for (int64_t m = m0; m < m1; m++) {                                                     \
+            int64_t xo, oo;                                                                     \
+            kept_offsets(pl, m, &xo, &oo);                                                      \
+            const T *x = (const T *)j->x + xo;                                                  \
+            A acc = 0;                                                                          \
+            for (int64_t b = 0; b < pl->nblocks; b++) {                                         \
+                A v = j->partial ? ((const A *)j->partial)[m * pl->nblocks + b]                 \
+                                 : block_##S(pl, j->op, x, b);                                  \
+                acc = b == 0 ? v : combine_##S(j->op, acc, v);                                  \
+            }                                                                                   \
+            STORE(j->out->dtype, j->out->data, oo, acc, j->scale);                              \
+        }                                                                                       \
+    }                                                                                           \
+    static void blocks_##S(void *arg, int64_t t0, int64_t t1) {                                 \
+        const red_job *j = arg;                                                                 \
+        const red_plan *pl = j->pl;                                                             \
+        for (int64_t t = t0; t < t1; t++) {                                                     \
+            int64_t m = t / pl->nblocks, b = t % pl->nblocks, xo, oo;                           \
+            kept_offsets(pl, m, &xo, &oo);                                                      \
+            ((A *)j->partial)[t] = block_##S(pl, j->op, (const T *)j->x + xo, b);               \
+        }                                                                                       \
+    }                                                                                           \
+    static void cols_##S(void *arg, int64_t c0, int64_t c1) {                                   \
+        const red_job *j = arg;                                                                 \
+        const red_plan *pl = j->pl;                                                             \
+        int64_t ncol = pl->kshape[0], rs = pl->rx[0];                                           \
+        for (int64_t c = c0; c < c1; c++) {                                                     \
+            int64_t j0 = c * NB_RED_COLS, w = ncol - j0 < NB_RED_COLS ? ncol - j0 : NB_RED_COLS; \
+            A tot[NB_RED_COLS], part[NB_RED_COLS];                                              \
+            for (int64_t b = 0; b < pl->nblocks; b++) {                                         \
+                int64_t r0 = b * NB_RED_BLOCK, r1 = r0 + NB_RED_BLOCK;                          \
+                if (r1 > pl->R) r1 = pl->R;                                                     \
+                const T *row = (const T *)j->x + r0 * rs + j0 * pl->kx[0];                      \
+                if (j->op == NB_REDUCE_SUM)                                                     \
+                    for (int64_t k = 0; k < w; k++) part[k] = 0;                                \
+                else                                                                            \
+                    for (int64_t k = 0; k < w; k++) part[k] = (A)row[k];                        \
+                for (int64_t r = r0 + (j->op != NB_REDUCE_SUM); r < r1; r++) {                  \
+                    const T *q = (const T *)j->x + r * rs + j0;                                 \
+                    if (j->op == NB_REDUCE_SUM)                                                 \
+                        for (int64_t k = 0; k < w; k++) part[k] += (A)q[k];                     \
+                    else if (j->op == NB_REDUCE_MAX)                                            \
+                        for (int64_t k = 0; k < w; k++) part[k] = MAX((A)q[k], part[k]);        \
+                    else                                                                        \
+                        for (int64_t k = 0; k < w; k++) part[k] = MIN((A)q[k], part[k]);        \
+                }                                                                               \
+                for (int64_t k = 0; k < w; k++)                                                 \
+                    tot[k] = b == 0 ? part[k] : combine_##S(j->op, tot[k], part[k]);            \
+            }                                                                                   \
+            for (int64_t k = 0; k < w; k++)                                                     \
+                STORE(j->out->dtype, j->out->data, (j0 + k) * pl->ko[0], tot[k], j->scale);     \
+        }                                                                                       \
+    }
+
+#define STORE_F(dt, base, o, v, scale) store_f(dt, base, o, (v) * (scale))
+#define STORE_I(dt, base, o, v, scale) store_i(dt, base, o, v, scale)
+RED_FUNCS(float, double, f32, MAXF, MINF, STORE_F)
+RED_FUNCS(double, double, f64, MAXF, MINF, STORE_F)
+RED_FUNCS(int32_t, int64_t, i32, MAXI, MINI, STORE_I)
+RED_FUNCS(int64_t, int64_t, i64, MAXI, MINI, STORE_I)
+RED_FUNCS(uint8_t, int64_t, u8, MAXI, MINI, STORE_I)
+
+typedef struct red_fns {
+    nb_cpu_range_fn outputs, blocks, cols;
+    size_t acc_size;
+} red_fns;
+
+static red_fns fns_of(nb_dtype dt) {
+    switch (dt) {
+    case NB_F32: return (red_fns){outputs_f32, blocks_f32, cols_f32, sizeof(double)};
+    case NB_F64: return (red_fns){outputs_f64, blocks_f64, cols_f64, sizeof(double)};
+    case NB_I32: return (red_fns){outputs_i32, blocks_i32, cols_i32, sizeof(int64_t)};
+    case NB_I64: return (red_fns){outputs_i64, blocks_i64, cols_i64, sizeof(int64_t)};
+    default: return (red_fns){outputs_u8, blocks_u8, cols_u8, sizeof(int64_t)}; /* u8, bool */
+    }
+}
+
+/* Runs the plan: the dim-0 path, (output, block) pairs, or whole outputs. */
+static void red_run(red_job *job, const red_fns *f) {
+    const red_plan *pl = job->pl;
+    int nt = nb_cpu_get_num_threads();
+    if (pl->nk == 1 && pl->nr == 1 && pl->kx[0] == 1 && pl->rx[0] != 1) {
+        int64_t ncb = (pl->kshape[0] + NB_RED_COLS - 1) / NB_RED_COLS;
+        int64_t grain = NB_CPU_GRAIN / (NB_RED_COLS * pl->R) + 1;
+        nb_cpu_parallel_for(ncb, grain, f->cols, job);
+        return;
+    }
+    int64_t tasks = pl->M * pl->nblocks;
+    if (pl->M < 2 * nt && pl->nblocks > 1 && nt > 1) {
+        char stack[4096];
+        size_t bytes = (size_t)tasks * f->acc_size;
+        job->partial = bytes <= sizeof stack ? (void *)stack : malloc(bytes);
+        if (job->partial) {
+            nb_cpu_parallel_for(tasks, NB_CPU_GRAIN / NB_RED_BLOCK, f->blocks, job);
+            f->outputs(job, 0, pl->M); /* combines the partials in order */
+            if (job->partial != (void *)stack) free(job->partial);
+            job->partial = NULL;
+            return;
+        }
+    }
+    nb_cpu_parallel_for(pl->M, NB_CPU_GRAIN / pl->R + 1, f->outputs, job);
+}
+
+nb_status nb_cpu_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x,
+                        double scale) {
+    (void)be;
+    static const char *const names[] = {"sum", "max", "min"};
+    if ((unsigned)op >= NB_REDUCE_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "reduce: bad op %d", (int)op);
+    if ((unsigned)x->dtype >= NB_DTYPE_COUNT || (unsigned)out->dtype >= NB_DTYPE_COUNT || out->dtype == NB_BOOL)
+        return nb_set_error(NB_ERR_DTYPE, "%s: cannot reduce %s into %s", names[op],
+                            nb_dtype_name(x->dtype), nb_dtype_name(out->dtype));
+    red_plan pl;
+    nb_status st = plan_init(&pl, out, x);
+    if (st) return st;
+    if (pl.M == 0) return NB_OK;
+    if (pl.R == 0) {
+        if (op != NB_REDUCE_SUM)
+            return nb_set_error(NB_ERR_INVALID_ARG, "%s: reduction over an empty dimension", names[op]);
+        return nb_cpu_fill(be, out, 0.0);
+    }
+    red_job job = {&pl, op, x->data, out, scale, NULL};
+    red_fns f = fns_of(x->dtype);
+    red_run(&job, &f);
+    return NB_OK;
+}
+
+/* ---- argmax ---------------------------------------------------------------- */
+
+typedef struct am_job {
+    const nb_kview *values, *indices, *x;
+    int dim;
+    int64_t M;
+} am_job;
+
+/* First maximum of n elements at stride s; NaN counts as the maximum (as
+ * torch.argmax), so the first NaN wins. */
+#define ARGMAX_SCAN(T, S, ISNAN)                                                                \
+    static int64_t scan_##S(const char *p, int64_t n, int64_t s, char *best) {                  \
+        const T *x = (const T *)p;                                                              \
+        T b = x[0];                                                                             \
+        int64_t bi = 0;                                                                         \
+        for (int64_t i = 1; i < n && !ISNAN(b); i++) {                                          \
+            T v = x[i * s];                                                                     \
+            if (v > b || ISNAN(v)) b = v, bi = i;                                               \
+        }                                                                                       \
+        if (best) *(T *)best = b;                                                               \
+        return bi;                                                                              \
+    }
+#define ISNANF(v) ((v) != (v))
+#define NOTNAN(v) 0
+ARGMAX_SCAN(float, f32, ISNANF)
+ARGMAX_SCAN(double, f64, ISNANF)
+ARGMAX_SCAN(int32_t, i32, NOTNAN)
+ARGMAX_SCAN(int64_t, i64, NOTNAN)
+ARGMAX_SCAN(uint8_t, u8, NOTNAN)
+
+typedef int64_t (*scan_fn)(const char *p, int64_t n, int64_t s, char *best);
+static scan_fn scan_of(nb_dtype dt) {
+    switch (dt) {
+    case NB_F32: return scan_f32;
+    case NB_F64: return scan_f64;
+    case NB_I32: return scan_i32;
+    case NB_I64: return scan_i64;
+    default: return scan_u8;
+    }
+}
+
+static void argmax_rows(void *arg, int64_t m0, int64_t m1) {
+    const am_job *j = arg;
+    const nb_kview *x = j->x;
+    size_t es = nb_dtype_size(x->dtype);
+    scan_fn scan = scan_of(x->dtype);
+    for (int64_t m = m0; m < m1; m++) {
+        int64_t rem = m, xo = 0, io = 0, vo = 0;
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            if (d == j->dim) continue;
+            int64_t i = rem % x->shape[d];
+            rem /= x->shape[d];
+            xo += i * x->strides[d], io += i * j->indices->strides[d];
+            if (j->values) vo += i * j->values->strides[d];
+        }
+        char *best = j->values ? (char *)j->values->data + vo * (int64_t)es : NULL;
+        int64_t bi = scan((const char *)x->data + xo * (int64_t)es, x->shape[j->dim],
+                          x->strides[j->dim], best);
+        ((int64_t *)j->indices->data)[io] = bi;
+    }
+}
+
+nb_status nb_cpu_argmax(nb_backend *be, const nb_kview *values, const nb_kview *indices,
+                        const nb_kview *x, int dim) {
+    (void)be;
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
+    if (dim < 0 || dim >= x->ndim)
+        return nb_set_error(NB_ERR_INVALID_ARG, "argmax: dim %d out of range for %s", dim,
+                            nb_cpu_view_str(x, b1, sizeof b1));
+    if ((unsigned)x->dtype >= NB_DTYPE_COUNT || indices->dtype != NB_I64 ||
+        (values && values->dtype != x->dtype))
+        return nb_set_error(NB_ERR_DTYPE, "argmax: needs int64 indices and values of x's dtype (x %s)",
+                            nb_dtype_name(x->dtype));
+    bool ok = indices->ndim == x->ndim && (!values || values->ndim == x->ndim);
+    for (int d = 0; d < x->ndim && ok; d++) {
+        int64_t want = d == dim ? 1 : x->shape[d];
+        ok = indices->shape[d] == want && (!values || values->shape[d] == want);
+    }
+    if (!ok)
+        return nb_set_error(NB_ERR_SHAPE, "argmax: indices %s do not fit x %s reduced at dim %d",
+                            nb_cpu_view_str(indices, b1, sizeof b1), nb_cpu_view_str(x, b2, sizeof b2), dim);
+    int64_t n = x->shape[dim], M = n ? nb_cpu_numel(x) / n : 0;
+    if (n == 0 && nb_cpu_numel(indices) > 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "argmax: dim %d of %s is empty", dim,
+                            nb_cpu_view_str(x, b1, sizeof b1));
+    am_job job = {values, indices, x, dim, M};
+    nb_cpu_parallel_for(M, NB_CPU_GRAIN / (n ? n : 1) + 1, argmax_rows, &job);
+    return NB_OK;
+}

@@ -1,0 +1,79 @@
+/* linear.c - nn.Linear: y = x W^T + b with PyTorch's reset_parameters
+ * (weight by kaiming_uniform_(a=sqrt(5)), bias by U(-1/sqrt(in), 1/sqrt(in))),
+ * drawn from the default generator, weight first and then bias, so that a
+ * seed fixes the initial network.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "nb_impl.h"
+#include "nb_nn.h"
+#include "nb_ops.h"
+
+typedef struct nb_linear_ctx {
+    int64_t in_features, out_features;
+    nb_tensor *weight, *bias; /* borrowed from the module's parameters; bias may be NULL */
+} nb_linear_ctx;
+
+static nb_tensor *linear_forward(nb_module *m, nb_tensor *x) {
+    nb_linear_ctx *c = nb_module_ctx(m);
+    return nb_linear_fn(x, c->weight, c->bias);
+}
+
+static const nb_module_ops linear_ops = {"Linear", linear_forward, free};
+
+/* kaiming_uniform_(w, a=sqrt(5)) as torch.nn.init computes it:
+ * gain = sqrt(2 / (1 + a^2)), std = gain / sqrt(fan_in), bound = sqrt(3) * std,
+ * which is 1/sqrt(fan_in). fan_in 0 gives 0 (torch warns and does nothing). */
+static double kaiming_bound(int64_t fan_in) {
+    if (fan_in <= 0) return 0.0;
+    double a = sqrt(5.0);
+    double gain = sqrt(2.0 / (1.0 + a * a));
+    return sqrt(3.0) * (gain / sqrt((double)fan_in));
+}
+
+static nb_status init_uniform(nb_tensor *t, double bound) {
+    if (nb_numel(t) == 0) return NB_OK;
+    if (bound == 0.0) return nb_fill_(t, 0.0);
+    return nb_uniform_(t, -bound, bound, NULL);
+}
+
+/* Creates, initialises and registers one parameter; NULL on failure (the
+ * module frees anything it already owns). */
+static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int64_t *shape,
+                            nb_dtype dt, double bound) {
+    nb_tensor *t = nb_tensor_new_unscoped(ndim, shape, dt, nb_default_device());
+    if (!t) return NULL;
+    if (init_uniform(t, bound)) {
+        nb_release(t);
+        return NULL;
+    }
+    return nb_module_register_parameter(m, name, t) ? NULL : t;
+}
+
+nb_module *nb_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt) {
+    if (in_features < 0 || out_features < 0)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "linear: sizes must be >= 0 (got in_features %lld, out_features %lld)",
+                       (long long)in_features, (long long)out_features);
+    if ((unsigned)dt >= NB_DTYPE_COUNT || !nb_dtype_is_float(dt))
+        return NB_FAIL(NB_ERR_DTYPE, "linear: dtype must be float32 or float64 (got %s)",
+                       (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
+    nb_linear_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NB_FAIL(NB_ERR_OOM, "linear: out of host memory");
+    c->in_features = in_features, c->out_features = out_features;
+    nb_module *m = nb_module_new(&linear_ops, c);
+    if (!m) return NULL;
+    /* both bounds equal 1/sqrt(in) up to rounding; each is computed as torch does */
+    double bias_bound = in_features > 0 ? 1.0 / sqrt((double)in_features) : 0.0;
+    c->weight = new_param(m, "weight", NB_SHAPE(out_features, in_features), dt, kaiming_bound(in_features));
+    if (c->weight && bias) c->bias = new_param(m, "bias", NB_SHAPE(out_features), dt, bias_bound);
+    if (!c->weight || (bias && !c->bias)) {
+        nb_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+nb_module *nb_linear(int64_t in_features, int64_t out_features) {
+    return nb_linear_ex(in_features, out_features, true, NB_F32);
+}

@@ -1,0 +1,367 @@
+/* module.c - the module tree: a vtable and context per module, its named
+ * parameters, buffers and children, train/eval mode, and the dotted-name
+ * lists ("0.weight", "fc1.bias") of nb_module_parameters/buffers, built on
+ * demand, cached per module and invalidated up the tree when it changes.
+ * Modules never touch tensor data; parameters are plain leaf tensors that
+ * require grad and that no scope owns.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_autograd.h"
+#include "nb_impl.h"
+#include "nb_nn.h"
+
+typedef struct nb_slot {
+    char *name;
+    nb_tensor *tensor; /* owned reference */
+} nb_slot;
+
+typedef struct nb_child {
+    char *name;
+    nb_module *module; /* owned */
+} nb_child;
+
+typedef struct nb_slots {
+    nb_slot *items;
+    int len, cap;
+} nb_slots;
+
+/* A cached dotted-name list: items[i].name points into chars. */
+typedef struct nb_name_cache {
+    bool valid;
+    int len;
+    nb_named_tensor *items;
+    char *chars;
+} nb_name_cache;
+
+enum { NB_PARAMS = 0, NB_BUFFERS = 1 };
+
+struct nb_module {
+    const nb_module_ops *ops;
+    void *ctx;
+    bool training;
+    nb_module *parent; /* NULL for a root */
+    nb_slots slots[2]; /* NB_PARAMS, NB_BUFFERS */
+    nb_child *children;
+    int n_children, cap_children;
+    nb_name_cache cache[2];
+};
+
+/* ---- lifetime ------------------------------------------------------------ */
+
+nb_module *nb_module_new(const nb_module_ops *ops, void *ctx) {
+    if (!ops || !ops->forward) {
+        if (ops && ops->free_ctx) ops->free_ctx(ctx);
+        return NB_FAIL(NB_ERR_INVALID_ARG, "module_new: ops and ops->forward are required");
+    }
+    nb_module *m = calloc(1, sizeof *m);
+    if (!m) {
+        if (ops->free_ctx) ops->free_ctx(ctx);
+        return NB_FAIL(NB_ERR_OOM, "module_new: out of host memory");
+    }
+    m->ops = ops;
+    m->ctx = ctx;
+    m->training = true; /* PyTorch: modules start in training mode */
+    return m;
+}
+
+static void cache_clear(nb_name_cache *c) {
+    free(c->items);
+    free(c->chars);
+    memset(c, 0, sizeof *c);
+}
+
+/* Marks the name lists of m and of every ancestor stale. */
+static void invalidate(nb_module *m) {
+    for (; m; m = m->parent) m->cache[NB_PARAMS].valid = m->cache[NB_BUFFERS].valid = false;
+}
+
+/* Removes m from its parent's children (so freeing a child never leaves
+ * a dangling pointer in the tree). */
+static void detach(nb_module *m) {
+    nb_module *p = m->parent;
+    if (!p) return;
+    for (int i = 0; i < p->n_children; i++) {
+        if (p->children[i].module != m) continue;
+        free(p->children[i].name);
+        memmove(&p->children[i], &p->children[i + 1],
+                sizeof(nb_child) * (size_t)(p->n_children - i - 1));
+        p->n_children--;
+        break;
+    }
+    m->parent = NULL;
+    invalidate(p);
+}
+
+static void module_free_tree(nb_module *m) {
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < m->slots[k].len; i++) {
+            free(m->slots[k].items[i].name);
+            nb_release(m->slots[k].items[i].tensor); /* also drops its .grad */
+        }
+        free(m->slots[k].items);
+        cache_clear(&m->cache[k]);
+    }
+    for (int i = 0; i < m->n_children; i++) {
+        free(m->children[i].name);
+        module_free_tree(m->children[i].module);
+    }
+    free(m->children);
+    if (m->ops->free_ctx) m->ops->free_ctx(m->ctx);
+    free(m);
+}
+
+void nb_module_free(nb_module *m) {
+    if (!m) return;
+    detach(m);
+    module_free_tree(m);
+}
+
+/* ---- plain accessors ----------------------------------------------------- */
+
+void *nb_module_ctx(nb_module *m) { return m ? m->ctx : NULL; }
+
+const char *nb_module_kind(const nb_module *m) { return m ? m->ops->kind : NULL; }
+
+bool nb_module_is_training(const nb_module *m) { return m && m->training; }
+
+void nb_module_train(nb_module *m, bool training) {
+    if (!m) return;
+    m->training = training;
+    for (int i = 0; i < m->n_children; i++) nb_module_train(m->children[i].module, training);
+}
+
+nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
+    if (!m) return NB_FAIL(NB_ERR_INVALID_ARG, "forward: module is NULL");
+    if (!x) {
+        /* keep the error that produced the NULL; say something if there was none */
+        if (nb_last_status() == NB_OK)
+            nb_set_error(NB_ERR_INVALID_ARG, "forward: input of %s is NULL", m->ops->kind);
+        return NULL;
+    }
+    return m->ops->forward(m, x);
+}
+
+int nb_module_num_children(const nb_module *m) { return m ? m->n_children : 0; }
+
+nb_module *nb_module_child_at(nb_module *m, int i) {
+    return (m && i >= 0 && i < m->n_children) ? m->children[i].module : NULL;
+}
+
+const char *nb_module_child_name(const nb_module *m, int i) {
+    return (m && i >= 0 && i < m->n_children) ? m->children[i].name : NULL;
+}
+
+static nb_module *direct_child(nb_module *m, const char *name, size_t len) {
+    for (int i = 0; i < m->n_children; i++)
+        if (strlen(m->children[i].name) == len && !memcmp(m->children[i].name, name, len))
+            return m->children[i].module;
+    return NULL;
+}
+
+/* A direct child, or a descendant by dotted path ("0.fc1"), as get_submodule. */
+nb_module *nb_module_child(nb_module *m, const char *name) {
+    if (!m || !name) return NULL;
+    while (m) {
+        const char *dot = strchr(name, '.');
+        size_t len = dot ? (size_t)(dot - name) : strlen(name);
+        m = direct_child(m, name, len);
+        if (!dot) return m;
+        name = dot + 1;
+    }
+    return NULL;
+}
+
+static nb_tensor *find_slot(const nb_slots *s, const char *name) {
+    for (int i = 0; i < s->len; i++)
+        if (!strcmp(s->items[i].name, name)) return s->items[i].tensor;
+    return NULL;
+}
+
+nb_tensor *nb_module_get(nb_module *m, const char *name) {
+    if (!m || !name) return NULL;
+    nb_tensor *t = find_slot(&m->slots[NB_PARAMS], name);
+    return t ? t : find_slot(&m->slots[NB_BUFFERS], name);
+}
+
+/* ---- registration -------------------------------------------------------- */
+
+/* PyTorch's rules for attribute names: non-empty, no '.', not taken by a
+ * parameter, buffer or child of the same module. */
+static nb_status check_name(nb_module *m, const char *op, const char *name) {
+    if (!name || !name[0]) return nb_set_error(NB_ERR_INVALID_ARG, "%s: name must be non-empty", op);
+    if (strchr(name, '.'))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: name can't contain \".\" (got \"%s\")", op, name);
+    if (nb_module_get(m, name) || direct_child(m, name, strlen(name)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: \"%s\" already exists in %s", op, name,
+                            m->ops->kind);
+    return NB_OK;
+}
+
+static nb_status slot_push(nb_slots *s, const char *op, const char *name, nb_tensor *t) {
+    if (s->len == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 4;
+        nb_slot *n = realloc(s->items, sizeof *n * (size_t)cap);
+        if (!n) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
+        s->items = n, s->cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
+    s->items[s->len++] = (nb_slot){copy, t};
+    return NB_OK;
+}
+
+/* Takes the caller's reference to t in every case: on failure it is released. */
+static nb_status register_slot(nb_module *m, int kind, const char *name, nb_tensor *t) {
+    const char *op = kind == NB_PARAMS ? "register_parameter" : "register_buffer";
+    nb_status st = NB_OK;
+    if (!m) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: module is NULL", op);
+    else if (!t) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: tensor \"%s\" is NULL", op, name ? name : "");
+    else st = check_name(m, op, name);
+    if (!st && kind == NB_PARAMS) {
+        char buf[NB_SHAPE_BUF];
+        if (!nb_dtype_is_float(nb_dtype_of(t)))
+            st = nb_set_error(NB_ERR_DTYPE, "%s: \"%s\" %s: parameters must be float", op, name,
+                              nb_shape_str(t, buf, sizeof buf));
+        else if (!nb_is_leaf(t))
+            st = nb_set_error(NB_ERR_INVALID_ARG, "%s: \"%s\" is not a leaf tensor", op, name);
+        else st = nb_set_requires_grad(t, true);
+    }
+    if (!st) st = slot_push(&m->slots[kind], op, name, t);
+    if (st) {
+        nb_release(t);
+        return st;
+    }
+    invalidate(m);
+    return NB_OK;
+}
+
+nb_status nb_module_register_parameter(nb_module *m, const char *name, nb_tensor *t) {
+    return register_slot(m, NB_PARAMS, name, t);
+}
+
+nb_status nb_module_register_buffer(nb_module *m, const char *name, nb_tensor *t) {
+    return register_slot(m, NB_BUFFERS, name, t);
+}
+
+static bool is_ancestor_or_self(const nb_module *a, const nb_module *m) {
+    for (; m; m = m->parent)
+        if (m == a) return true;
+    return false;
+}
+
+/* Takes ownership of child, freeing it on failure, unless it already
+ * belongs to a tree (then that tree keeps it). */
+nb_status nb_module_add(nb_module *parent, const char *name, nb_module *child) {
+    nb_status st = NB_OK;
+    if (!child) {
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "module_add: child is NULL");
+        return nb_last_status(); /* keep the constructor's error */
+    }
+    if (child->parent || (parent && is_ancestor_or_self(child, parent)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "module_add: \"%s\" already belongs to a module tree",
+                            name ? name : "");
+    if (!parent) st = nb_set_error(NB_ERR_INVALID_ARG, "module_add: parent is NULL");
+    else st = check_name(parent, "module_add", name);
+    if (!st && parent->n_children == parent->cap_children) {
+        int cap = parent->cap_children ? 2 * parent->cap_children : 4;
+        nb_child *n = realloc(parent->children, sizeof *n * (size_t)cap);
+        if (!n) st = nb_set_error(NB_ERR_OOM, "module_add: out of host memory");
+        else parent->children = n, parent->cap_children = cap;
+    }
+    char *copy = st ? NULL : strdup(name);
+    if (!st && !copy) st = nb_set_error(NB_ERR_OOM, "module_add: out of host memory");
+    if (st) {
+        module_free_tree(child);
+        return st;
+    }
+    parent->children[parent->n_children++] = (nb_child){copy, child};
+    child->parent = parent;
+    invalidate(parent);
+    return NB_OK;
+}
+
+/* ---- dotted-name lists ----------------------------------------------------- */
+
+static bool listed(const nb_named_tensor *items, int len, const nb_tensor *t) {
+    for (int i = 0; i < len; i++)
+        if (items[i].tensor == t) return true;
+    return false;
+}
+
+static void add_entry(nb_name_cache *c, char **pos, const char *prefix, const char *name,
+                      nb_tensor *t) {
+    if (listed(c->items, c->len, t)) return; /* shared tensors once, as PyTorch */
+    char *s = *pos;
+    if (prefix) s += sprintf(s, "%s.", prefix);
+    s += sprintf(s, "%s", name) + 1;
+    c->items[c->len++] = (nb_named_tensor){*pos, t};
+    *pos = s;
+}
+
+/* Rebuilds m's list of kind from its own slots and its children's lists:
+ * own entries first, then each child's subtree (named_parameters' order). */
+static nb_status cache_build(nb_module *m, int kind) {
+    nb_name_cache *c = &m->cache[kind];
+    if (c->valid) return NB_OK;
+    size_t n = (size_t)m->slots[kind].len, chars = 0;
+    for (int i = 0; i < m->slots[kind].len; i++) chars += strlen(m->slots[kind].items[i].name) + 1;
+    for (int i = 0; i < m->n_children; i++) {
+        nb_name_cache *cc = &m->children[i].module->cache[kind];
+        nb_status st = cache_build(m->children[i].module, kind);
+        if (st) return st;
+        n += (size_t)cc->len;
+        for (int j = 0; j < cc->len; j++)
+            chars += strlen(m->children[i].name) + 1 + strlen(cc->items[j].name) + 1;
+    }
+    cache_clear(c);
+    c->items = malloc(sizeof *c->items * (n ? n : 1));
+    c->chars = malloc(chars ? chars : 1);
+    if (!c->items || !c->chars) {
+        cache_clear(c);
+        return nb_set_error(NB_ERR_OOM, "module_parameters: out of host memory");
+    }
+    char *pos = c->chars;
+    for (int i = 0; i < m->slots[kind].len; i++)
+        add_entry(c, &pos, NULL, m->slots[kind].items[i].name, m->slots[kind].items[i].tensor);
+    for (int i = 0; i < m->n_children; i++) {
+        nb_name_cache *cc = &m->children[i].module->cache[kind];
+        for (int j = 0; j < cc->len; j++)
+            add_entry(c, &pos, m->children[i].name, cc->items[j].name, cc->items[j].tensor);
+    }
+    c->valid = true;
+    return NB_OK;
+}
+
+static int list_named(nb_module *m, int kind, nb_named_tensor *out, int cap) {
+    if (!m) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: module is NULL",
+                     kind == NB_PARAMS ? "module_parameters" : "module_buffers");
+        return -1;
+    }
+    if (cache_build(m, kind)) return -1;
+    const nb_name_cache *c = &m->cache[kind];
+    for (int i = 0; out && i < c->len && i < cap; i++) out[i] = c->items[i];
+    return c->len;
+}
+
+int nb_module_parameters(nb_module *m, nb_named_tensor *out, int cap) {
+    return list_named(m, NB_PARAMS, out, cap);
+}
+
+int nb_module_buffers(nb_module *m, nb_named_tensor *out, int cap) {
+    return list_named(m, NB_BUFFERS, out, cap);
+}
+
+int64_t nb_module_num_params(nb_module *m) {
+    if (list_named(m, NB_PARAMS, NULL, 0) < 0) return -1;
+    int64_t total = 0;
+    for (int i = 0; i < m->cache[NB_PARAMS].len; i++) total += nb_numel(m->cache[NB_PARAMS].items[i].tensor);
+    return total;
+}
+
+void nb_module_zero_grad(nb_module *m) {
+    if (list_named(m, NB_PARAMS, NULL, 0) < 0) return;
+    for (int i = 0; i < m->cache[NB_PARAMS].len; i++) nb_zero_grad_tensor(m->cache[NB_PARAMS].items[i].tensor);
+}

@@ -1,0 +1,387 @@
+/* test_ops_elementwise.c - elementwise ops: forward values computed by hand,
+ * integer and comparison ops, broadcasting gradients reduced back to the
+ * input shapes, a float64 gradcheck of every differentiable elementwise op
+ * (plain and broadcast), and float32 forwards against float64. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_test.h"
+#include "suites.h"
+
+#define UNARY_FN(name, expr)                                                   \
+    static nb_tensor *name(nb_tensor *const *in, int n, void *ctx) {           \
+        (void)n, (void)ctx;                                                    \
+        nb_tensor *a = in[0];                                                  \
+        return expr;                                                           \
+    }
+#define BINARY_FN(name, expr)                                                  \
+    static nb_tensor *name(nb_tensor *const *in, int n, void *ctx) {           \
+        (void)n, (void)ctx;                                                    \
+        nb_tensor *a = in[0], *b = in[1];                                      \
+        return expr;                                                           \
+    }
+
+/* A float64 leaf that requires grad: N(0,1) values mapped by fn on the host
+ * (to keep inputs away from a kink or a pole). */
+static nb_tensor *leaf_map(int ndim, const int64_t *shape, uint64_t seed, double (*fn)(double)) {
+    nb_generator g = nb_generator_new(seed);
+    nb_tensor *r = nb_randn(ndim, shape, NB_F64, &g);
+    double v[128];
+    int64_t n = nb_numel(r);
+    ck_assert_int_le(n, 128);
+    nb_test_values(r, v, n);
+    for (int64_t i = 0; i < n; i++) v[i] = fn ? fn(v[i]) : v[i];
+    nb_tensor *t = nb_test_tensor(ndim, shape, NB_F64, v);
+    NB_CK_NOTNULL(t);
+    NB_CK_OK(nb_set_requires_grad(t, true));
+    return t;
+}
+static double away0(double x) { return x + copysign(0.5, x); } /* |x| >= 0.5 */
+static double positive(double x) { return exp(x); }
+
+BINARY_FN(f_add, nb_add(a, b))
+BINARY_FN(f_sub, nb_sub(a, b))
+BINARY_FN(f_mul, nb_mul(a, b))
+BINARY_FN(f_div, nb_div(a, b))
+BINARY_FN(f_pow, nb_pow(a, b))
+BINARY_FN(f_chain, nb_sigmoid(nb_add(nb_mul(a, b), nb_tanh(a))))
+UNARY_FN(f_add_scalar, nb_add_scalar(a, 1.7))
+UNARY_FN(f_mul_scalar, nb_mul_scalar(a, -2.5))
+UNARY_FN(f_pow_scalar, nb_pow_scalar(a, 2.5))
+UNARY_FN(f_pow_scalar3, nb_pow_scalar(a, 3))
+UNARY_FN(f_pow_scalar_neg, nb_pow_scalar(a, -1.5))
+UNARY_FN(f_neg, nb_neg(a))
+UNARY_FN(f_exp, nb_exp(a))
+UNARY_FN(f_log, nb_log(a))
+UNARY_FN(f_sqrt, nb_sqrt(a))
+UNARY_FN(f_relu, nb_relu(a))
+UNARY_FN(f_sigmoid, nb_sigmoid(a))
+UNARY_FN(f_tanh, nb_tanh(a))
+UNARY_FN(f_to_f64, nb_to_dtype(a, NB_F64))
+UNARY_FN(f_transposed_exp, nb_exp(nb_transpose(a, 0, 1))) /* strided input */
+
+static void gc1(nb_gradcheck_fn f, nb_tensor *a) { nb_ck_gradcheck(f, &a, 1, NULL); }
+static void gc2(nb_gradcheck_fn f, nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[2] = {a, b};
+    nb_ck_gradcheck(f, in, 2, NULL);
+}
+
+/* ---- forward values ----------------------------------------------------------- */
+
+START_TEST(test_binary_forward) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){4, 5, 6});
+    nb_ck_close(nb_add(a, b), (double[]){5, 7, 9}, 3, 0, 0);
+    nb_ck_close(nb_sub(a, b), (double[]){-3, -3, -3}, 3, 0, 0);
+    nb_ck_close(nb_mul(a, b), (double[]){4, 10, 18}, 3, 0, 0);
+    nb_ck_close(nb_div(a, b), (double[]){0.25, 0.4, 0.5}, 3, 0, 1e-15);
+    nb_tensor *p = nb_pow(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){2, 3, 4}),
+                          nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){3, 0.5, -1}));
+    nb_ck_close(p, (double[]){8, 1.7320508075688772, 0.25}, 3, 0, 1e-15);
+    /* float32 too */
+    nb_tensor *a32 = nb_to_dtype(a, NB_F32), *b32 = nb_to_dtype(b, NB_F32);
+    nb_tensor *d32 = nb_div(a32, b32);
+    ck_assert_int_eq(nb_dtype_of(d32), NB_F32);
+    nb_ck_close(d32, (double[]){0.25, 0.4, 0.5}, 3, 0, 1e-7);
+    /* division by zero follows IEEE */
+    double q[2];
+    nb_test_values(nb_div(nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 0}), nb_zeros(NB_SHAPE(2), NB_F64)), q, 2);
+    ck_assert(isinf(q[0]) && q[0] > 0 && isnan(q[1]));
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_unary_forward) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3});
+    nb_ck_close(nb_add_scalar(x, 1.5), (double[]){2.5, 3.5, 4.5}, 3, 0, 0);
+    nb_ck_close(nb_mul_scalar(x, -2), (double[]){-2, -4, -6}, 3, 0, 0);
+    nb_ck_close(nb_pow_scalar(x, 2), (double[]){1, 4, 9}, 3, 0, 1e-15);
+    nb_ck_close(nb_pow_scalar(x, 0.5), (double[]){1, 1.4142135623730951, 1.7320508075688772}, 3, 0, 1e-15);
+    nb_ck_close(nb_pow_scalar(x, -1), (double[]){1, 0.5, 1.0 / 3}, 3, 0, 1e-15);
+    nb_ck_close(nb_neg(x), (double[]){-1, -2, -3}, 3, 0, 0);
+    nb_ck_close(nb_exp(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0, 1, -1})),
+                (double[]){1, 2.718281828459045, 0.36787944117144233}, 3, 0, 1e-15);
+    nb_ck_close(nb_log(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2.718281828459045, 0.5})),
+                (double[]){0, 1, -0.6931471805599453}, 3, 1e-15, 1e-15);
+    nb_ck_close(nb_sqrt(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){4, 2, 0})),
+                (double[]){2, 1.4142135623730951, 0}, 3, 0, 1e-15);
+    nb_ck_close(nb_relu(nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){-1, 0, 2, -0.5})), (double[]){0, 0, 2, 0}, 4,
+                0, 0);
+    nb_ck_close(nb_sigmoid(nb_test_tensor(NB_SHAPE(5), NB_F64, (double[]){0, 2, -2, 800, -800})),
+                (double[]){0.5, 0.8807970779778823, 0.11920292202211755, 1, 0}, 5, 1e-300, 1e-15);
+    nb_ck_close(nb_tanh(nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){0, 1, -0.5, 50})),
+                (double[]){0, 0.7615941559557649, -0.46211715726000974, 1}, 4, 0, 1e-15);
+    /* NaN passes through relu, exp and tanh */
+    double nv[3];
+    nb_tensor *nan1 = nb_full(NB_SHAPE(1), NAN, NB_F64);
+    nv[0] = nb_item(nb_relu(nan1)), nv[1] = nb_item(nb_exp(nan1)), nv[2] = nb_item(nb_tanh(nan1));
+    ck_assert(isnan(nv[0]) && isnan(nv[1]) && isnan(nv[2]));
+    /* results keep the input's shape and dtype */
+    nb_tensor *m = nb_exp(nb_zeros(NB_SHAPE(2, 3), NB_F32));
+    nb_ck_shape(m, 2, (int64_t[]){2, 3});
+    ck_assert_int_eq(nb_dtype_of(m), NB_F32);
+    /* strided inputs: exp of a transposed view, C order of the view */
+    nb_tensor *t = nb_transpose(nb_reshape(nb_arange(0, 4, 1, NB_F64), NB_SHAPE(2, 2)), 0, 1);
+    nb_ck_close(nb_exp(t), (double[]){1, exp(2.0), exp(1.0), exp(3.0)}, 4, 0, 1e-15);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_integer_and_comparison_ops) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(3), NB_I32, (double[]){1, 2, 3});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(3), NB_I32, (double[]){3, 2, 1});
+    nb_tensor *c = nb_add(a, b);
+    ck_assert_int_eq(nb_dtype_of(c), NB_I32);
+    nb_ck_close(c, (double[]){4, 4, 4}, 3, 0, 0);
+    nb_ck_close(nb_sub(a, b), (double[]){-2, 0, 2}, 3, 0, 0);
+    nb_ck_close(nb_mul(a, b), (double[]){3, 4, 3}, 3, 0, 0);
+    nb_ck_close(nb_neg(a), (double[]){-1, -2, -3}, 3, 0, 0);
+    /* int64 arithmetic is exact beyond 2^53 (not done in double) */
+    int64_t big[2] = {9007199254740993LL, -3}, small[2] = {1, 5}, out[2];
+    nb_tensor *bt = nb_from_data(big, NB_SHAPE(2), NB_I64), *st = nb_from_data(small, NB_SHAPE(2), NB_I64);
+    NB_CK_OK(nb_to_host(nb_mul(bt, st), out, sizeof out));
+    ck_assert(out[0] == 9007199254740993LL && out[1] == -15);
+    NB_CK_OK(nb_to_host(nb_add(bt, st), out, sizeof out));
+    ck_assert(out[0] == 9007199254740994LL && out[1] == 2);
+    nb_tensor *u = nb_test_tensor(NB_SHAPE(2), NB_U8, (double[]){200, 7});
+    nb_tensor *us = nb_add(u, nb_test_tensor(NB_SHAPE(2), NB_U8, (double[]){50, 1}));
+    ck_assert_int_eq(nb_dtype_of(us), NB_U8);
+    nb_ck_close(us, (double[]){250, 8}, 2, 0, 0);
+    nb_ck_close(nb_add_scalar(nb_test_tensor(NB_SHAPE(2), NB_I64, (double[]){1, -4}), 2), (double[]){3, -2}, 2, 0, 0);
+    nb_ck_close(nb_mul_scalar(a, 3), (double[]){3, 6, 9}, 3, 0, 0);
+    NB_CK_FAILS(nb_sqrt(a), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_add(a, nb_to_dtype(b, NB_I64)), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_comparisons) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){3, 2, 1});
+    nb_tensor *eq = nb_eq(a, b);
+    ck_assert_int_eq(nb_dtype_of(eq), NB_BOOL);
+    nb_ck_close(eq, (double[]){0, 1, 0}, 3, 0, 0);
+    nb_ck_close(nb_ne(a, b), (double[]){1, 0, 1}, 3, 0, 0);
+    nb_ck_close(nb_gt(a, b), (double[]){0, 0, 1}, 3, 0, 0);
+    /* broadcast [3, 1] vs [3] */
+    nb_tensor *g = nb_gt(nb_reshape(a, NB_SHAPE(3, 1)), b);
+    nb_ck_shape(g, 2, (int64_t[]){3, 3});
+    nb_ck_close(g, (double[]){0, 0, 0, 0, 0, 1, 0, 1, 1}, 9, 0, 0);
+    /* integers */
+    nb_tensor *i = nb_test_tensor(NB_SHAPE(2), NB_I64, (double[]){5, -1});
+    nb_ck_close(nb_eq(i, nb_full(0, NULL, -1, NB_I64)), (double[]){0, 1}, 2, 0, 0);
+    /* not differentiable: no graph even from inputs that require grad */
+    NB_CK_OK(nb_set_requires_grad(a, true));
+    ck_assert(!nb_requires_grad(nb_eq(a, b)));
+    NB_CK_FAILS(nb_gt(a, nb_to_dtype(b, NB_F32)), NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "gt"));
+    NB_CK_FAILS(nb_eq(a, nb_zeros(NB_SHAPE(2), NB_F64)), NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- gradients by hand ------------------------------------------------------ */
+
+START_TEST(test_grad_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    /* relu'(0) = 0, as PyTorch */
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0, 1, -1});
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_relu(x), NULL, 0, false)));
+    nb_ck_close(nb_grad(x), (double[]){0, 1, 0}, 3, 0, 0);
+    /* sqrt'(4) = 1/4, log'(x) = 1/x, d(a/b)/db = -a/b^2 */
+    nb_tensor *y = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){4, 0.5});
+    NB_CK_OK(nb_set_requires_grad(y, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_add(nb_sqrt(y), nb_log(y)), NULL, 0, false)));
+    nb_ck_close(nb_grad(y), (double[]){0.25 + 0.25, 0.5 / sqrt(0.5) + 2}, 2, 0, 1e-15);
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){3});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){2});
+    NB_CK_OK(nb_set_requires_grad(a, true));
+    NB_CK_OK(nb_set_requires_grad(b, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_div(a, b), NULL, 0, false)));
+    nb_ck_close(nb_grad(a), (double[]){0.5}, 1, 0, 1e-15);
+    nb_ck_close(nb_grad(b), (double[]){-0.75}, 1, 0, 1e-15);
+    /* d(a^b)/da = b a^(b-1) = 2*3 = 6, d/db = a^b ln a = 9 ln 3 */
+    nb_zero_grad_tensor(a), nb_zero_grad_tensor(b);
+    NB_CK_OK(nb_backward(nb_sum(nb_pow(a, b), NULL, 0, false)));
+    nb_ck_close(nb_grad(a), (double[]){6}, 1, 0, 1e-15);
+    nb_ck_close(nb_grad(b), (double[]){9 * log(3.0)}, 1, 0, 1e-15);
+    /* gradient through a cast: float64 -> float32 -> float64 keeps float64 grads */
+    nb_tensor *c = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 2});
+    NB_CK_OK(nb_set_requires_grad(c, true));
+    nb_tensor *c32 = nb_to_dtype(c, NB_F32);
+    ck_assert(nb_requires_grad(c32));
+    NB_CK_OK(nb_backward(nb_sum(nb_to_dtype(nb_mul_scalar(c32, 3), NB_F64), NULL, 0, false)));
+    ck_assert_int_eq(nb_dtype_of(nb_grad(c)), NB_F64);
+    nb_ck_close(nb_grad(c), (double[]){3, 3}, 2, 0, 0);
+    /* a cast to an integer type is not differentiable */
+    ck_assert(!nb_requires_grad(nb_to_dtype(c, NB_I32)));
+    nb_scope_end(s);
+}
+END_TEST
+
+/* Broadcast gradients are summed back to each input's shape. */
+START_TEST(test_broadcast_grad_shapes) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(3, 1), NB_F64, (double[]){1, 2, 3});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(1, 4), NB_F64, (double[]){1, 10, 100, 1000});
+    NB_CK_OK(nb_set_requires_grad(a, true));
+    NB_CK_OK(nb_set_requires_grad(b, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_mul(a, b), NULL, 0, false)));
+    nb_ck_shape(nb_grad(a), 2, (int64_t[]){3, 1});
+    nb_ck_shape(nb_grad(b), 2, (int64_t[]){1, 4});
+    nb_ck_close(nb_grad(a), (double[]){1111, 1111, 1111}, 3, 0, 0); /* sum of b */
+    nb_ck_close(nb_grad(b), (double[]){6, 6, 6, 6}, 4, 0, 0);       /* sum of a */
+    /* [4] + [2, 3, 4]: the [4] input gets the sum over 6 rows */
+    nb_tensor *v = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){0, 0, 0, 0});
+    nb_tensor *m = nb_ones(NB_SHAPE(2, 3, 4), NB_F64);
+    NB_CK_OK(nb_set_requires_grad(v, true));
+    NB_CK_OK(nb_set_requires_grad(m, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_sub(v, m), NULL, 0, false)));
+    nb_ck_shape(nb_grad(v), 1, (int64_t[]){4});
+    nb_ck_close(nb_grad(v), (double[]){6, 6, 6, 6}, 4, 0, 0);
+    nb_ck_shape(nb_grad(m), 3, (int64_t[]){2, 3, 4});
+    double neg[24];
+    for (int i = 0; i < 24; i++) neg[i] = -1;
+    nb_ck_close(nb_grad(m), neg, 24, 0, 0);
+    /* a 0-d operand */
+    nb_tensor *sc = nb_scalar(2, NB_F64);
+    NB_CK_OK(nb_set_requires_grad(sc, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_mul(m, sc), NULL, 0, false)));
+    ck_assert_int_eq(nb_dim(nb_grad(sc)), 0);
+    ck_assert_double_eq(nb_item(nb_grad(sc)), 24);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- gradchecks ------------------------------------------------------------------ */
+
+START_TEST(test_gradcheck_binary) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_randn_grad(NB_SHAPE(3, 4), 1), *b = nb_test_randn_grad(NB_SHAPE(3, 4), 2);
+    gc2(f_add, a, b);
+    gc2(f_sub, a, b);
+    gc2(f_mul, a, b);
+    gc2(f_div, a, leaf_map(NB_SHAPE(3, 4), 3, away0));
+    gc2(f_pow, leaf_map(NB_SHAPE(3, 4), 4, positive), b);
+    gc2(f_chain, a, b);
+    /* one input constant: only the other gets a gradient */
+    nb_tensor *c = nb_randn(NB_SHAPE(3, 4), NB_F64, NULL);
+    gc2(f_mul, a, c);
+    gc2(f_sub, c, b);
+    gc2(f_div, c, leaf_map(NB_SHAPE(3, 4), 5, away0));
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_gradcheck_broadcast) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *col = nb_test_randn_grad(NB_SHAPE(3, 1), 10), *row = nb_test_randn_grad(NB_SHAPE(1, 4), 11);
+    gc2(f_add, col, row);
+    gc2(f_sub, col, row);
+    gc2(f_mul, col, row);
+    gc2(f_div, col, leaf_map(NB_SHAPE(1, 4), 12, away0));
+    gc2(f_pow, leaf_map(NB_SHAPE(3, 1), 13, positive), row);
+    nb_tensor *v = nb_test_randn_grad(NB_SHAPE(4), 14), *m = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 15);
+    gc2(f_add, v, m);
+    gc2(f_sub, v, m);
+    gc2(f_mul, m, v);
+    gc2(f_div, m, leaf_map(NB_SHAPE(4), 16, away0));
+    gc2(f_div, v, leaf_map(NB_SHAPE(2, 3, 4), 17, away0));
+    gc2(f_pow, leaf_map(NB_SHAPE(2, 3, 4), 18, positive), v);
+    gc2(f_mul, m, nb_test_randn_grad(0, NULL, 19)); /* 0-d */
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_gradcheck_unary) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_randn_grad(NB_SHAPE(3, 4), 20);
+    nb_tensor *pos = leaf_map(NB_SHAPE(3, 4), 21, positive);
+    gc1(f_add_scalar, x);
+    gc1(f_mul_scalar, x);
+    gc1(f_pow_scalar, pos);
+    gc1(f_pow_scalar3, x);
+    gc1(f_pow_scalar_neg, pos);
+    gc1(f_neg, x);
+    gc1(f_exp, x);
+    gc1(f_log, pos);
+    gc1(f_sqrt, pos);
+    gc1(f_relu, leaf_map(NB_SHAPE(3, 4), 22, away0));
+    gc1(f_sigmoid, x);
+    gc1(f_tanh, x);
+    gc1(f_to_f64, x);
+    gc1(f_transposed_exp, x);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- float32 against float64 ----------------------------------------------- */
+
+typedef nb_tensor *(*unary_op_fn)(nb_tensor *);
+typedef nb_tensor *(*binary_op_fn)(nb_tensor *, nb_tensor *);
+
+/* |f32 - f64| <= 1e-5 |f64| + 1e-6, with the f64 run on the f32-rounded inputs. */
+static void ck_f32_matches(const nb_tensor *r32, const nb_tensor *r64) {
+    int64_t n = nb_numel(r64);
+    double *want = malloc(sizeof(double) * (size_t)n);
+    ck_assert_ptr_nonnull(want);
+    nb_test_values(r64, want, n);
+    ck_assert_int_eq(nb_dtype_of(r32), NB_F32);
+    nb_ck_close(r32, want, n, 1e-6, 1e-5);
+    free(want);
+}
+
+START_TEST(test_float32_matches_float64) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(99);
+    nb_tensor *x32 = nb_randn(NB_SHAPE(8, 16), NB_F32, &g), *y32 = nb_randn(NB_SHAPE(8, 16), NB_F32, &g);
+    nb_tensor *x64 = nb_to_dtype(x32, NB_F64), *y64 = nb_to_dtype(y32, NB_F64);
+    const unary_op_fn un[] = {nb_exp, nb_neg, nb_relu, nb_sigmoid, nb_tanh};
+    for (size_t i = 0; i < sizeof un / sizeof un[0]; i++) ck_f32_matches(un[i](x32), un[i](x64));
+    nb_tensor *p32 = nb_exp(x32), *p64 = nb_to_dtype(p32, NB_F64);
+    ck_f32_matches(nb_log(p32), nb_log(p64));
+    ck_f32_matches(nb_sqrt(p32), nb_sqrt(p64));
+    ck_f32_matches(nb_pow_scalar(p32, 1.5), nb_pow_scalar(p64, 1.5));
+    ck_f32_matches(nb_pow(p32, y32), nb_pow(p64, y64));
+    ck_f32_matches(nb_add_scalar(x32, 0.25), nb_add_scalar(x64, 0.25));
+    ck_f32_matches(nb_mul_scalar(x32, 3), nb_mul_scalar(x64, 3));
+    const binary_op_fn bin[] = {nb_add, nb_sub, nb_mul};
+    for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++) ck_f32_matches(bin[i](x32, y32), bin[i](x64, y64));
+    ck_f32_matches(nb_div(x32, p32), nb_div(x64, p64));
+    /* broadcast and a gradient in float32 */
+    nb_tensor *r32 = nb_narrow(y32, 0, 0, 1), *r64 = nb_narrow(y64, 0, 0, 1);
+    ck_f32_matches(nb_mul(x32, r32), nb_mul(x64, r64));
+    NB_CK_OK(nb_set_requires_grad(x32, true));
+    NB_CK_OK(nb_set_requires_grad(x64, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_tanh(nb_mul(x32, r32)), NULL, 0, false)));
+    NB_CK_OK(nb_backward(nb_sum(nb_tanh(nb_mul(x64, r64)), NULL, 0, false)));
+    ck_f32_matches(nb_grad(x32), nb_grad(x64));
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_ops_elementwise(void) {
+    Suite *s = suite_create("ops_elementwise");
+    TCase *f = tcase_create("forward");
+    tcase_add_test(f, test_binary_forward);
+    tcase_add_test(f, test_unary_forward);
+    tcase_add_test(f, test_integer_and_comparison_ops);
+    tcase_add_test(f, test_comparisons);
+    tcase_add_test(f, test_float32_matches_float64);
+    suite_add_tcase(s, f);
+    TCase *g = tcase_create("gradients");
+    tcase_add_test(g, test_grad_by_hand);
+    tcase_add_test(g, test_broadcast_grad_shapes);
+    tcase_add_test(g, test_gradcheck_binary);
+    tcase_add_test(g, test_gradcheck_broadcast);
+    tcase_add_test(g, test_gradcheck_unary);
+    tcase_set_timeout(g, 30);
+    suite_add_tcase(s, g);
+    return s;
+}

@@ -1,0 +1,363 @@
+/* test_ops_loss.c - softmax, log_softmax, cross_entropy and mse_loss:
+ * values computed by hand (a 1x3 softmax, a 2x3 cross entropy with every
+ * reduction, ignore_index and the all-ignored NaN), numerical stability,
+ * gradients by hand (softmax - onehot), gradchecks along every dim and
+ * reduction, error paths, and float32 against float64. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_test.h"
+#include "suites.h"
+
+/* softmax([1, 2, 3]) and the two rows of the cross-entropy example */
+#define SM0 0.09003057317038046
+#define SM1 0.24472847105479764
+#define SM2 0.6652409557748218
+#define LSE123 3.4076059644443806 /* log(e + e^2 + e^3) */
+#define CE_ROW0 0.4076059644443806 /* logits [1, 2, 3], target 2 */
+#define CE_ROW1 1.4076059644443804 /* logits [1, 0, -1], target 1 */
+
+typedef struct {
+    int dim;
+    bool log;
+} sm_ctx;
+
+static nb_tensor *f_softmax(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    const sm_ctx *c = ctx;
+    return c->log ? nb_log_softmax(in[0], c->dim) : nb_softmax(in[0], c->dim);
+}
+
+typedef struct {
+    nb_tensor *target;
+    nb_cross_entropy_options opts;
+} ce_ctx;
+
+static nb_tensor *f_ce(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    const ce_ctx *c = ctx;
+    return nb_cross_entropy_ex(in[0], c->target, c->opts);
+}
+
+static nb_tensor *f_ce_transposed(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    const ce_ctx *c = ctx;
+    return nb_cross_entropy_ex(nb_transpose(in[0], 0, 1), c->target, c->opts);
+}
+
+static nb_tensor *f_mse(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    return nb_mse_loss(in[0], in[1], *(const nb_reduction *)ctx);
+}
+
+static nb_tensor *ce_logits(void) {
+    return nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 1, 0, -1});
+}
+static nb_tensor *targets(int64_t a, int64_t b) {
+    int64_t t[2] = {a, b};
+    nb_tensor *r = nb_from_data(t, NB_SHAPE(2), NB_I64);
+    NB_CK_NOTNULL(r);
+    return r;
+}
+static nb_cross_entropy_options ce_opts(nb_reduction r, int64_t ignore) {
+    nb_cross_entropy_options o = NB_CROSS_ENTROPY_DEFAULTS;
+    o.reduction = r;
+    o.ignore_index = ignore;
+    return o;
+}
+
+/* ---- softmax ---------------------------------------------------------------------- */
+
+START_TEST(test_softmax_forward) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(1, 3), NB_F64, (double[]){1, 2, 3});
+    nb_tensor *y = nb_softmax(x, 1);
+    nb_ck_shape(y, 2, (int64_t[]){1, 3});
+    nb_ck_close(y, (double[]){SM0, SM1, SM2}, 3, 0, 1e-14);
+    nb_ck_close(nb_log_softmax(x, -1), (double[]){1 - LSE123, 2 - LSE123, 3 - LSE123}, 3, 0, 1e-14);
+    /* along dim 0 of a [1, 3] every element is alone: all ones, log 0 */
+    nb_ck_close(nb_softmax(x, 0), (double[]){1, 1, 1}, 3, 0, 1e-15);
+    nb_ck_close(nb_log_softmax(x, 0), (double[]){0, 0, 0}, 3, 1e-15, 0);
+    /* shift invariance and stability with large logits */
+    nb_tensor *big = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1000, 1001, 1002});
+    nb_ck_close(nb_softmax(big, 0), (double[]){SM0, SM1, SM2}, 3, 0, 1e-12);
+    nb_ck_close(nb_log_softmax(big, 0), (double[]){1 - LSE123, 2 - LSE123, 3 - LSE123}, 3, 0, 1e-12);
+    nb_tensor *neg = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){-INFINITY, 0});
+    nb_ck_close(nb_softmax(neg, 0), (double[]){0, 1}, 2, 0, 0);
+    /* rows of a 3-D tensor sum to 1 along each dim, and match a host softmax */
+    nb_generator g = nb_generator_new(3);
+    nb_tensor *t = nb_randn(NB_SHAPE(2, 3, 4), NB_F64, &g);
+    double tv[24];
+    nb_test_values(t, tv, 24);
+    const int64_t sizes[3] = {2, 3, 4}, strides[3] = {12, 4, 1};
+    for (int d = 0; d < 3; d++) {
+        nb_tensor *sm = nb_softmax(t, d);
+        nb_tensor *ls = nb_log_softmax(t, d - 3);
+        nb_tensor *sums = nb_sum(sm, (int[]){d}, 1, false);
+        double ones[12];
+        for (int i = 0; i < 12; i++) ones[i] = 1;
+        nb_ck_close(sums, ones, 24 / sizes[d], 0, 1e-14);
+        double want[24], want_log[24];
+        for (int i = 0; i < 24; i++) {
+            int64_t pos = (i / strides[d]) % sizes[d], base = i - pos * strides[d];
+            double m = -INFINITY, z = 0;
+            for (int64_t k = 0; k < sizes[d]; k++) m = fmax(m, tv[base + k * strides[d]]);
+            for (int64_t k = 0; k < sizes[d]; k++) z += exp(tv[base + k * strides[d]] - m);
+            want[i] = exp(tv[i] - m) / z;
+            want_log[i] = tv[i] - m - log(z);
+        }
+        nb_ck_close(sm, want, 24, 0, 1e-13);
+        nb_ck_close(ls, want_log, 24, 1e-14, 1e-13);
+    }
+    /* a strided input */
+    nb_ck_close(nb_softmax(nb_transpose(nb_reshape(x, NB_SHAPE(3, 1)), 0, 1), 1), (double[]){SM0, SM1, SM2}, 3, 0,
+                1e-14);
+    NB_CK_FAILS(nb_softmax(x, 2), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "softmax"));
+    NB_CK_FAILS(nb_log_softmax(x, -3), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "log_softmax"));
+    NB_CK_FAILS(nb_softmax(nb_zeros(NB_SHAPE(3), NB_I64), 0), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_softmax_grad_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    /* d softmax_i / d x_j = s_i (delta_ij - s_j): with g = e_2, grad = s_2 (e_2 - s) */
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3});
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    NB_CK_OK(nb_backward_with(nb_softmax(x, 0), nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0, 0, 1})));
+    nb_ck_close(nb_grad(x), (double[]){-SM2 * SM0, -SM2 * SM1, SM2 * (1 - SM2)}, 3, 1e-15, 1e-13);
+    /* log_softmax with g = ones: grad = 1 - 3 s */
+    nb_zero_grad_tensor(x);
+    NB_CK_OK(nb_backward(nb_sum(nb_log_softmax(x, 0), NULL, 0, false)));
+    nb_ck_close(nb_grad(x), (double[]){1 - 3 * SM0, 1 - 3 * SM1, 1 - 3 * SM2}, 3, 1e-15, 1e-13);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_softmax_gradcheck) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 5);
+    for (int lg = 0; lg < 2; lg++)
+        for (int d = -1; d < 3; d++) {
+            sm_ctx c = {d, lg};
+            NB_CK_OK(nb_gradcheck(f_softmax, &x, 1, &c, NULL));
+        }
+    nb_tensor *v = nb_test_randn_grad(NB_SHAPE(5), 6);
+    sm_ctx c0 = {0, false}, c1 = {-1, true};
+    NB_CK_OK(nb_gradcheck(f_softmax, &v, 1, &c0, NULL));
+    NB_CK_OK(nb_gradcheck(f_softmax, &v, 1, &c1, NULL));
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- cross entropy ------------------------------------------------------------ */
+
+START_TEST(test_cross_entropy_forward) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = ce_logits();
+    nb_tensor *mean = nb_cross_entropy(x, targets(2, 1));
+    ck_assert_int_eq(nb_dim(mean), 0);
+    ck_assert_double_eq_tol(nb_item(mean), (CE_ROW0 + CE_ROW1) / 2, 1e-14);
+    ck_assert_double_eq_tol(nb_item(nb_cross_entropy_ex(x, targets(2, 1), ce_opts(NB_REDUCTION_SUM, -100))),
+                            CE_ROW0 + CE_ROW1, 1e-14);
+    nb_tensor *none = nb_cross_entropy_ex(x, targets(2, 1), ce_opts(NB_REDUCTION_NONE, -100));
+    nb_ck_shape(none, 1, (int64_t[]){2});
+    nb_ck_close(none, (double[]){CE_ROW0, CE_ROW1}, 2, 0, 1e-14);
+    /* ignore_index: the ignored row adds 0 and is not counted in the mean */
+    ck_assert_double_eq_tol(nb_item(nb_cross_entropy(x, targets(2, -100))), CE_ROW0, 1e-14);
+    ck_assert_double_eq_tol(nb_item(nb_cross_entropy_ex(x, targets(2, -100), ce_opts(NB_REDUCTION_SUM, -100))),
+                            CE_ROW0, 1e-14);
+    nb_ck_close(nb_cross_entropy_ex(x, targets(2, -100), ce_opts(NB_REDUCTION_NONE, -100)), (double[]){CE_ROW0, 0}, 2,
+                0, 1e-14);
+    ck_assert_double_eq_tol(nb_item(nb_cross_entropy_ex(x, targets(2, 1), ce_opts(NB_REDUCTION_MEAN, 1))), CE_ROW0,
+                            1e-14);
+    ck_assert_double_eq_tol(nb_item(nb_cross_entropy_ex(x, targets(0, 1), ce_opts(NB_REDUCTION_MEAN, 0))), CE_ROW1,
+                            1e-14);
+    /* all ignored: the mean is 0/0 = NaN (PyTorch), the sum 0 */
+    ck_assert(isnan(nb_item(nb_cross_entropy(x, targets(-100, -100)))));
+    ck_assert_double_eq(nb_item(nb_cross_entropy_ex(x, targets(-100, -100), ce_opts(NB_REDUCTION_SUM, -100))), 0);
+    /* large logits stay finite */
+    nb_tensor *big = nb_add_scalar(x, 1000);
+    ck_assert_double_eq_tol(nb_item(nb_cross_entropy(big, targets(2, 1))), (CE_ROW0 + CE_ROW1) / 2, 1e-11);
+    nb_tensor *far = nb_test_tensor(NB_SHAPE(1, 2), NB_F64, (double[]){0, 800});
+    int64_t t0 = 0;
+    ck_assert_double_eq_tol(nb_item(nb_cross_entropy(far, nb_from_data(&t0, NB_SHAPE(1), NB_I64))), 800, 1e-9);
+    /* equals -mean(log_softmax picked at the targets) */
+    nb_tensor *ls = nb_log_softmax(x, 1);
+    double lv[6];
+    nb_test_values(ls, lv, 6);
+    ck_assert_double_eq_tol(-(lv[2] + lv[4]) / 2, nb_item(mean), 1e-14);
+    /* a strided logits tensor */
+    nb_tensor *xt = nb_transpose(nb_contiguous(nb_transpose(x, 0, 1)), 0, 1);
+    ck_assert_double_eq_tol(nb_item(nb_cross_entropy(xt, targets(2, 1))), (CE_ROW0 + CE_ROW1) / 2, 1e-14);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_cross_entropy_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = ce_logits();
+    NB_CK_FAILS(nb_cross_entropy(x, targets(3, 0)), NB_ERR_INVALID_ARG); /* C = 3 */
+    NB_CK_FAILS(nb_cross_entropy(x, targets(0, -1)), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_cross_entropy_ex(x, targets(0, -100), ce_opts(NB_REDUCTION_MEAN, 5)), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_cross_entropy(x, nb_test_tensor(NB_SHAPE(2), NB_I32, (double[]){0, 1})), NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "cross_entropy"));
+    NB_CK_FAILS(nb_cross_entropy(x, nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){0, 1})), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_cross_entropy(nb_to_dtype(x, NB_I64), targets(0, 1)), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_cross_entropy(x, nb_arange(0, 3, 1, NB_I64)), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "cross_entropy"));
+    NB_CK_FAILS(nb_cross_entropy(nb_reshape(x, NB_SHAPE(6)), targets(0, 1)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_cross_entropy(nb_reshape(x, NB_SHAPE(1, 2, 3)), targets(0, 1)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_cross_entropy(x, nb_reshape(targets(0, 1), NB_SHAPE(2, 1))), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_cross_entropy_ex(x, targets(0, 1), ce_opts((nb_reduction)7, -100)), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_cross_entropy_grad_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    /* mean: (softmax - onehot) / N */
+    nb_tensor *x = ce_logits();
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    NB_CK_OK(nb_backward(nb_cross_entropy(x, targets(2, 1))));
+    nb_ck_close(nb_grad(x), (double[]){SM0 / 2, SM1 / 2, (SM2 - 1) / 2, SM2 / 2, (SM1 - 1) / 2, SM0 / 2}, 6, 1e-15,
+                1e-13);
+    /* an ignored row gets no gradient and the mean divides by 1 */
+    nb_zero_grad_tensor(x);
+    NB_CK_OK(nb_backward(nb_cross_entropy(x, targets(-100, 0))));
+    nb_ck_close(nb_grad(x), (double[]){0, 0, 0, SM2 - 1, SM1, SM0}, 6, 1e-15, 1e-13);
+    /* none with per-row weights */
+    nb_zero_grad_tensor(x);
+    NB_CK_OK(nb_backward_with(nb_cross_entropy_ex(x, targets(0, 2), ce_opts(NB_REDUCTION_NONE, -100)),
+                              nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){2, -1})));
+    nb_ck_close(nb_grad(x), (double[]){2 * (SM0 - 1), 2 * SM1, 2 * SM2, -SM2, -SM1, -(SM0 - 1)}, 6, 1e-15, 1e-13);
+    /* all rows ignored, summed: zero gradient */
+    nb_zero_grad_tensor(x);
+    NB_CK_OK(nb_backward(nb_cross_entropy_ex(x, targets(-100, -100), ce_opts(NB_REDUCTION_SUM, -100))));
+    nb_ck_close(nb_grad(x), (double[]){0, 0, 0, 0, 0, 0}, 6, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_cross_entropy_gradcheck) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_randn_grad(NB_SHAPE(4, 5), 9);
+    int64_t tv[4] = {4, 0, 2, 2}, tig[4] = {1, -100, 3, -100};
+    nb_tensor *t = nb_from_data(tv, NB_SHAPE(4), NB_I64), *tg = nb_from_data(tig, NB_SHAPE(4), NB_I64);
+    for (int r = 0; r < 3; r++) {
+        ce_ctx c = {t, ce_opts((nb_reduction)r, -100)};
+        NB_CK_OK(nb_gradcheck(f_ce, &x, 1, &c, NULL));
+        ce_ctx ci = {tg, ce_opts((nb_reduction)r, -100)};
+        NB_CK_OK(nb_gradcheck(f_ce, &x, 1, &ci, NULL));
+        ce_ctx c2 = {t, ce_opts((nb_reduction)r, 2)}; /* a custom ignore_index */
+        NB_CK_OK(nb_gradcheck(f_ce, &x, 1, &c2, NULL));
+    }
+    nb_tensor *xt = nb_test_randn_grad(NB_SHAPE(5, 4), 10);
+    ce_ctx c = {t, NB_CROSS_ENTROPY_DEFAULTS};
+    NB_CK_OK(nb_gradcheck(f_ce_transposed, &xt, 1, &c, NULL));
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- mse ---------------------------------------------------------------------------- */
+
+START_TEST(test_mse_loss) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *in = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3});
+    nb_tensor *tg = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0, 2, 5});
+    nb_ck_close(nb_mse_loss(in, tg, NB_REDUCTION_NONE), (double[]){1, 0, 4}, 3, 0, 0);
+    ck_assert_double_eq(nb_item(nb_mse_loss(in, tg, NB_REDUCTION_SUM)), 5);
+    ck_assert_double_eq_tol(nb_item(nb_mse_loss(in, tg, NB_REDUCTION_MEAN)), 5.0 / 3, 1e-15);
+    ck_assert_int_eq(nb_dim(nb_mse_loss(in, tg, NB_REDUCTION_MEAN)), 0);
+    /* grads: d/dinput = 2 (x - t) / n, d/dtarget = -that */
+    NB_CK_OK(nb_set_requires_grad(in, true));
+    NB_CK_OK(nb_set_requires_grad(tg, true));
+    NB_CK_OK(nb_backward(nb_mse_loss(in, tg, NB_REDUCTION_MEAN)));
+    nb_ck_close(nb_grad(in), (double[]){2.0 / 3, 0, -4.0 / 3}, 3, 0, 1e-15);
+    nb_ck_close(nb_grad(tg), (double[]){-2.0 / 3, 0, 4.0 / 3}, 3, 0, 1e-15);
+    /* a broadcast target [3] against input [2, 3] */
+    nb_tensor *in2 = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 0, 0, 0});
+    ck_assert_double_eq_tol(nb_item(nb_mse_loss(in2, nb_detach(tg), NB_REDUCTION_MEAN)), (5.0 + 29.0) / 6, 1e-15);
+    NB_CK_FAILS(nb_mse_loss(in, nb_zeros(NB_SHAPE(4), NB_F64), NB_REDUCTION_MEAN), NB_ERR_SHAPE);
+    ck_assert_msg(strstr(nb_last_error(), "mse_loss") != NULL, "message \"%s\" does not name mse_loss",
+                  nb_last_error());
+    NB_CK_FAILS(nb_mse_loss(in, nb_zeros(NB_SHAPE(3), NB_F32), NB_REDUCTION_MEAN), NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "mse_loss"));
+    NB_CK_FAILS(nb_mse_loss(in, tg, (nb_reduction)9), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_mse_gradcheck) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *in[2] = {nb_test_randn_grad(NB_SHAPE(3, 4), 11), nb_test_randn_grad(NB_SHAPE(3, 4), 12)};
+    nb_tensor *bc[2] = {nb_test_randn_grad(NB_SHAPE(2, 3, 4), 13), nb_test_randn_grad(NB_SHAPE(4), 14)};
+    for (int r = 0; r < 3; r++) {
+        nb_reduction red = (nb_reduction)r;
+        NB_CK_OK(nb_gradcheck(f_mse, in, 2, &red, NULL));
+        NB_CK_OK(nb_gradcheck(f_mse, bc, 2, &red, NULL));
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- float32 ------------------------------------------------------------------- */
+
+START_TEST(test_losses_float32) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(17);
+    nb_tensor *x32 = nb_mul_scalar(nb_randn(NB_SHAPE(16, 10), NB_F32, &g), 3);
+    nb_tensor *x64 = nb_to_dtype(x32, NB_F64);
+    nb_tensor *pairs[4][2] = {
+        {nb_softmax(x32, 1), nb_softmax(x64, 1)},
+        {nb_log_softmax(x32, 0), nb_log_softmax(x64, 0)},
+        {nb_mse_loss(x32, nb_narrow(x32, 0, 0, 1), NB_REDUCTION_NONE),
+         nb_mse_loss(x64, nb_narrow(x64, 0, 0, 1), NB_REDUCTION_NONE)},
+        {NULL, NULL},
+    };
+    nb_tensor *tgt = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(16), NB_F64, &g), 10), NB_I64);
+    pairs[3][0] = nb_cross_entropy_ex(x32, tgt, ce_opts(NB_REDUCTION_NONE, -100));
+    pairs[3][1] = nb_cross_entropy_ex(x64, tgt, ce_opts(NB_REDUCTION_NONE, -100));
+    for (int p = 0; p < 4; p++) {
+        int64_t n = nb_numel(pairs[p][1]);
+        double *want = malloc(sizeof(double) * (size_t)n);
+        nb_test_values(pairs[p][1], want, n);
+        ck_assert_int_eq(nb_dtype_of(pairs[p][0]), NB_F32);
+        nb_ck_close(pairs[p][0], want, n, 1e-5, 1e-5);
+        free(want);
+    }
+    /* the float32 cross-entropy gradient */
+    NB_CK_OK(nb_set_requires_grad(x32, true));
+    NB_CK_OK(nb_set_requires_grad(x64, true));
+    NB_CK_OK(nb_backward(nb_cross_entropy(x32, tgt)));
+    NB_CK_OK(nb_backward(nb_cross_entropy(x64, tgt)));
+    double want[160];
+    nb_test_values(nb_grad(x64), want, 160);
+    ck_assert_int_eq(nb_dtype_of(nb_grad(x32)), NB_F32);
+    nb_ck_close(nb_grad(x32), want, 160, 1e-6, 1e-5);
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_ops_loss(void) {
+    Suite *s = suite_create("ops_loss");
+    TCase *f = tcase_create("forward");
+    tcase_add_test(f, test_softmax_forward);
+    tcase_add_test(f, test_cross_entropy_forward);
+    tcase_add_test(f, test_cross_entropy_errors);
+    tcase_add_test(f, test_mse_loss);
+    tcase_add_test(f, test_losses_float32);
+    suite_add_tcase(s, f);
+    TCase *g = tcase_create("gradients");
+    tcase_add_test(g, test_softmax_grad_by_hand);
+    tcase_add_test(g, test_softmax_gradcheck);
+    tcase_add_test(g, test_cross_entropy_grad_by_hand);
+    tcase_add_test(g, test_cross_entropy_gradcheck);
+    tcase_add_test(g, test_mse_gradcheck);
+    tcase_set_timeout(g, 30);
+    suite_add_tcase(s, g);
+    return s;
+}

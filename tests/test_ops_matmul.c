@@ -1,0 +1,307 @@
+/* test_ops_matmul.c - matmul (torch.matmul's 1-D, 2-D, batched and
+ * broadcast cases, strided operands) and linear_fn: forward values against
+ * a host reference, gradients by hand, gradchecks of every case, error
+ * paths, and float32 against float64. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_test.h"
+#include "suites.h"
+
+#define BINARY_FN(name, expr)                                                  \
+    static nb_tensor *name(nb_tensor *const *in, int n, void *ctx) {           \
+        (void)n, (void)ctx;                                                    \
+        nb_tensor *a = in[0], *b = in[1];                                      \
+        return expr;                                                           \
+    }
+
+BINARY_FN(f_matmul, nb_matmul(a, b))
+BINARY_FN(f_matmul_tt, nb_matmul(nb_transpose(a, 0, 1), nb_transpose(b, 0, 1)))
+BINARY_FN(f_matmul_bt, nb_matmul(a, nb_transpose(b, -1, -2)))
+BINARY_FN(f_linear_nobias, nb_linear_fn(a, b, NULL))
+BINARY_FN(f_linear_xt, nb_linear_fn(nb_transpose(a, 0, 1), b, NULL))
+
+static nb_tensor *f_linear(nb_tensor *const *in, int n, void *ctx) {
+    (void)n, (void)ctx;
+    return nb_linear_fn(in[0], in[1], in[2]);
+}
+
+static void gc2(nb_gradcheck_fn f, nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[2] = {a, b};
+    nb_ck_gradcheck(f, in, 2, NULL);
+}
+
+/* Host reference: c[n,m] = a[n,k] b[k,m]. */
+static void ref_mm(const double *a, const double *b, int n, int k, int m, double *c) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++) s += a[i * k + p] * b[p * m + j];
+            c[i * m + j] = s;
+        }
+}
+
+static double *values_of(const nb_tensor *t) {
+    int64_t n = nb_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ck_assert_ptr_nonnull(v);
+    nb_test_values(t, v, n);
+    return v;
+}
+
+/* ---- forward ------------------------------------------------------------------- */
+
+START_TEST(test_matmul_forward_small) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){1, 2, 3, 4});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){5, 6, 7, 8});
+    nb_tensor *c = nb_matmul(a, b);
+    nb_ck_shape(c, 2, (int64_t[]){2, 2});
+    nb_ck_close(c, (double[]){19, 22, 43, 50}, 4, 0, 0);
+    /* 1-D . 1-D: a 0-d dot product */
+    nb_tensor *u = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3});
+    nb_tensor *v = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){4, 5, 6});
+    nb_tensor *d = nb_matmul(u, v);
+    ck_assert_int_eq(nb_dim(d), 0);
+    ck_assert_double_eq(nb_item(d), 32);
+    /* 2-D x 1-D and 1-D x 2-D */
+    nb_tensor *m23 = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 4, 5, 6});
+    nb_tensor *mv = nb_matmul(m23, nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 0, -1}));
+    nb_ck_shape(mv, 1, (int64_t[]){2});
+    nb_ck_close(mv, (double[]){-2, -2}, 2, 0, 0);
+    nb_tensor *vm = nb_matmul(u, nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 3, 4, 5, 6}));
+    nb_ck_shape(vm, 1, (int64_t[]){2});
+    nb_ck_close(vm, (double[]){22, 28}, 2, 0, 0);
+    /* transposed operands: a^T b^T = (b a)^T = [[23, 31], [34, 46]] */
+    nb_ck_close(nb_matmul(nb_transpose(a, 0, 1), nb_transpose(b, 0, 1)), (double[]){23, 31, 34, 46}, 4, 0, 0);
+    /* a stride-0 (expanded) operand: every row of the result is the same */
+    nb_tensor *row = nb_expand(nb_test_tensor(NB_SHAPE(1, 3), NB_F64, (double[]){1, 1, 2}), NB_SHAPE(4, 3));
+    nb_tensor *e = nb_matmul(row, nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 3, 4, 5, 6}));
+    nb_ck_close(e, (double[]){14, 18, 14, 18, 14, 18, 14, 18}, 8, 0, 0);
+    /* a one-row slice of a transposed matrix (strides [1, 3]) */
+    nb_tensor *x = nb_reshape(nb_arange(0, 12, 1, NB_F64), NB_SHAPE(4, 3));
+    nb_tensor *xr = nb_narrow(nb_transpose(x, 0, 1), 0, 1, 1); /* [[1, 4, 7, 10]] */
+    nb_tensor *w = nb_test_tensor(NB_SHAPE(4, 2), NB_F64, (double[]){1, 0, 0, 1, 1, 0, 0, 1});
+    nb_ck_close(nb_matmul(xr, w), (double[]){8, 14}, 2, 0, 0);
+    /* a column sliced with a step */
+    nb_tensor *col = nb_slice(nb_narrow(x, 1, 2, 1), 0, 0, 4, 2); /* [[2], [8]] */
+    nb_ck_close(nb_matmul(nb_test_tensor(NB_SHAPE(1, 2), NB_F64, (double[]){1, 1}), col), (double[]){10}, 1, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_matmul_forward_batched) {
+    nb_scope *s = nb_scope_begin();
+    /* [2,1,3,4] x [5,4,2] -> [2,5,3,2]: out[i,j] = A[i,0] @ B[j] */
+    nb_tensor *a = nb_mul_scalar(nb_reshape(nb_arange(0, 24, 1, NB_F64), NB_SHAPE(2, 1, 3, 4)), 0.5);
+    nb_tensor *b = nb_add_scalar(nb_reshape(nb_arange(0, 40, 1, NB_F64), NB_SHAPE(5, 4, 2)), -20);
+    nb_tensor *c = nb_matmul(a, b);
+    nb_ck_shape(c, 4, (int64_t[]){2, 5, 3, 2});
+    double *av = values_of(a), *bv = values_of(b), want[60];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 5; j++) ref_mm(av + i * 12, bv + j * 8, 3, 4, 2, want + (i * 5 + j) * 6);
+    nb_ck_close(c, want, 60, 1e-12, 1e-12);
+    /* plain batched [2,3,4] x [2,4,2] */
+    nb_tensor *a3 = nb_narrow(nb_reshape(a, NB_SHAPE(2, 3, 4)), 0, 0, 2);
+    nb_tensor *b3 = nb_narrow(b, 0, 1, 2);
+    nb_tensor *c3 = nb_matmul(a3, b3);
+    nb_ck_shape(c3, 3, (int64_t[]){2, 3, 2});
+    for (int i = 0; i < 2; i++) ref_mm(av + i * 12, bv + (i + 1) * 8, 3, 4, 2, want + i * 6);
+    nb_ck_close(c3, want, 12, 1e-12, 1e-12);
+    /* [2,3,4] x [4,2]: the 2-D operand broadcasts over the batch; so does [1,4,2] */
+    nb_tensor *c2 = nb_matmul(a3, nb_squeeze(nb_narrow(b, 0, 0, 1), 0));
+    nb_ck_shape(c2, 3, (int64_t[]){2, 3, 2});
+    for (int i = 0; i < 2; i++) ref_mm(av + i * 12, bv, 3, 4, 2, want + i * 6);
+    nb_ck_close(c2, want, 12, 1e-12, 1e-12);
+    nb_tensor *c1 = nb_matmul(a3, nb_narrow(b, 0, 0, 1));
+    nb_ck_shape(c1, 3, (int64_t[]){2, 3, 2});
+    nb_ck_close(c1, want, 12, 1e-12, 1e-12);
+    /* a transposed (non-contiguous) batched operand */
+    nb_tensor *ct = nb_matmul(nb_transpose(nb_transpose(a3, 0, 1), 0, 1), b3);
+    for (int i = 0; i < 2; i++) ref_mm(av + i * 12, bv + (i + 1) * 8, 3, 4, 2, want + i * 6);
+    nb_ck_close(ct, want, 12, 1e-12, 1e-12);
+    nb_tensor *perm = nb_contiguous(nb_transpose(a3, 0, 1)); /* [3,2,4] */
+    nb_ck_close(nb_matmul(nb_transpose(perm, 0, 1), b3), want, 12, 1e-12, 1e-12); /* batch stride 4 */
+    /* 1-D x 3-D and 3-D x 1-D */
+    nb_tensor *v4 = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){1, -1, 2, 0});
+    nb_tensor *mv = nb_matmul(a3, v4);
+    nb_ck_shape(mv, 2, (int64_t[]){2, 3});
+    double vv[4] = {1, -1, 2, 0};
+    for (int i = 0; i < 2; i++) ref_mm(av + i * 12, vv, 3, 4, 1, want + i * 3);
+    nb_ck_close(mv, want, 6, 1e-12, 1e-12);
+    nb_tensor *vm = nb_matmul(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 0, 2}), a3);
+    nb_ck_shape(vm, 2, (int64_t[]){2, 4});
+    double v3[3] = {1, 0, 2};
+    for (int i = 0; i < 2; i++) ref_mm(v3, av + i * 12, 1, 3, 4, want + i * 4);
+    nb_ck_close(vm, want, 8, 1e-12, 1e-12);
+    /* empty dims: k = 0 gives zeros, as torch.matmul */
+    nb_tensor *z = nb_matmul(nb_zeros(NB_SHAPE(2, 0), NB_F64), nb_zeros(NB_SHAPE(0, 3), NB_F64));
+    nb_ck_shape(z, 2, (int64_t[]){2, 3});
+    nb_ck_close(z, (double[]){0, 0, 0, 0, 0, 0}, 6, 0, 0);
+    nb_ck_shape(nb_matmul(nb_zeros(NB_SHAPE(0, 3), NB_F64), nb_zeros(NB_SHAPE(3, 2), NB_F64)), 2,
+                (int64_t[]){0, 2});
+    free(av);
+    free(bv);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_matmul_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_zeros(NB_SHAPE(2, 3), NB_F64);
+    NB_CK_FAILS(nb_matmul(a, a), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "matmul"));
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "[2, 3]"));
+    NB_CK_FAILS(nb_matmul(nb_scalar(1, NB_F64), a), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_matmul(nb_zeros(NB_SHAPE(2, 2, 3), NB_F64), nb_zeros(NB_SHAPE(3, 3, 2), NB_F64)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_matmul(nb_zeros(NB_SHAPE(4), NB_F64), nb_zeros(NB_SHAPE(3), NB_F64)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_matmul(a, nb_zeros(NB_SHAPE(3, 2), NB_F32)), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_matmul(nb_zeros(NB_SHAPE(2, 3), NB_I32), nb_zeros(NB_SHAPE(3, 2), NB_I32)), NB_ERR_DTYPE);
+    /* linear */
+    nb_tensor *w = nb_zeros(NB_SHAPE(4, 3), NB_F64);
+    NB_CK_FAILS(nb_linear_fn(nb_zeros(NB_SHAPE(2, 4), NB_F64), w, NULL), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "linear"));
+    NB_CK_FAILS(nb_linear_fn(a, w, nb_zeros(NB_SHAPE(3), NB_F64)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_linear_fn(a, nb_zeros(NB_SHAPE(3), NB_F64), NULL), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_linear_fn(a, nb_zeros(NB_SHAPE(4, 3), NB_F32), NULL), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_linear_forward) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 0, -1, 2, 1, 0});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){0.5, -1});
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 0, 1, 0});
+    nb_tensor *y = nb_linear_fn(x, w, b);
+    nb_ck_shape(y, 2, (int64_t[]){2, 2});
+    nb_ck_close(y, (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
+    nb_ck_close(nb_linear_fn(x, w, NULL), (double[]){-2, 4, 0, 1}, 4, 0, 0);
+    /* 3-D and 1-D inputs keep their leading dims */
+    nb_tensor *y3 = nb_linear_fn(nb_reshape(x, NB_SHAPE(2, 1, 3)), w, b);
+    nb_ck_shape(y3, 3, (int64_t[]){2, 1, 2});
+    nb_ck_close(y3, (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
+    nb_tensor *y1 = nb_linear_fn(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3}), w, b);
+    nb_ck_shape(y1, 1, (int64_t[]){2});
+    nb_ck_close(y1, (double[]){-1.5, 3}, 2, 0, 0);
+    /* a transposed input and a transposed weight */
+    nb_tensor *xt = nb_transpose(nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 0, 2, 1, 3, 0}), 0, 1);
+    nb_ck_close(nb_linear_fn(xt, w, b), (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
+    nb_tensor *wt = nb_transpose(nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 0, 1, -1, 0}), 0, 1);
+    nb_ck_close(nb_linear_fn(x, wt, b), (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
+    /* the same as matmul with the transposed weight plus the bias */
+    nb_ck_close(nb_add(nb_matmul(x, nb_transpose(w, 0, 1)), b), (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- gradients -------------------------------------------------------------------- */
+
+START_TEST(test_matmul_grad_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){1, 2, 3, 4});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){5, 6, 7, 8});
+    NB_CK_OK(nb_set_requires_grad(a, true));
+    NB_CK_OK(nb_set_requires_grad(b, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_matmul(a, b), NULL, 0, false)));
+    nb_ck_close(nb_grad(a), (double[]){11, 15, 11, 15}, 4, 0, 0); /* ones @ b^T: row sums of b */
+    nb_ck_close(nb_grad(b), (double[]){4, 4, 6, 6}, 4, 0, 0);     /* a^T @ ones: column sums of a */
+    /* linear: dW = g^T x, db = sum of g's rows, dx = g W */
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 0, 1, 0});
+    nb_tensor *w = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 0, -1, 2, 1, 0});
+    nb_tensor *bias = nb_zeros(NB_SHAPE(2), NB_F64);
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    NB_CK_OK(nb_set_requires_grad(w, true));
+    NB_CK_OK(nb_set_requires_grad(bias, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_linear_fn(x, w, bias), NULL, 0, false)));
+    nb_ck_close(nb_grad(x), (double[]){3, 1, -1, 3, 1, -1}, 6, 0, 0);
+    nb_ck_close(nb_grad(w), (double[]){1, 3, 3, 1, 3, 3}, 6, 0, 0);
+    nb_ck_close(nb_grad(bias), (double[]){2, 2}, 2, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_matmul_gradcheck) {
+    nb_scope *s = nb_scope_begin();
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(4), 1), nb_test_randn_grad(NB_SHAPE(4), 2));
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(3, 4), 3), nb_test_randn_grad(NB_SHAPE(4, 2), 4));
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(4), 5), nb_test_randn_grad(NB_SHAPE(4, 3), 6));
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(3, 4), 7), nb_test_randn_grad(NB_SHAPE(4), 8));
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(2, 3, 4), 9), nb_test_randn_grad(NB_SHAPE(2, 4, 2), 10));
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(2, 1, 3, 4), 11), nb_test_randn_grad(NB_SHAPE(5, 4, 2), 12));
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(2, 3, 4), 13), nb_test_randn_grad(NB_SHAPE(4, 2), 14));
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(3, 4), 15), nb_test_randn_grad(NB_SHAPE(2, 4, 2), 16));
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(3), 17), nb_test_randn_grad(NB_SHAPE(2, 3, 2), 18));
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(2, 3, 4), 19), nb_test_randn_grad(NB_SHAPE(4), 20));
+    gc2(f_matmul_tt, nb_test_randn_grad(NB_SHAPE(4, 3), 21), nb_test_randn_grad(NB_SHAPE(2, 4), 22));
+    gc2(f_matmul_bt, nb_test_randn_grad(NB_SHAPE(2, 3, 4), 23), nb_test_randn_grad(NB_SHAPE(2, 2, 4), 24));
+    /* one operand constant */
+    gc2(f_matmul, nb_test_randn_grad(NB_SHAPE(3, 4), 25), nb_randn(NB_SHAPE(4, 2), NB_F64, NULL));
+    gc2(f_matmul, nb_randn(NB_SHAPE(3, 4), NB_F64, NULL), nb_test_randn_grad(NB_SHAPE(4, 2), 26));
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_linear_gradcheck) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_test_randn_grad(NB_SHAPE(2, 4), 30), *b = nb_test_randn_grad(NB_SHAPE(2), 31);
+    nb_tensor *in[3] = {nb_test_randn_grad(NB_SHAPE(3, 4), 32), w, b};
+    nb_ck_gradcheck(f_linear, in, 3, NULL);
+    gc2(f_linear_nobias, in[0], w);
+    in[0] = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 33); /* 3-D input */
+    nb_ck_gradcheck(f_linear, in, 3, NULL);
+    gc2(f_linear_nobias, in[0], w);
+    in[0] = nb_test_randn_grad(NB_SHAPE(4), 34); /* 1-D input */
+    nb_ck_gradcheck(f_linear, in, 3, NULL);
+    gc2(f_linear_xt, nb_test_randn_grad(NB_SHAPE(4, 3), 35), w); /* strided input */
+    /* constant input, only the parameters */
+    in[0] = nb_randn(NB_SHAPE(3, 4), NB_F64, NULL);
+    nb_ck_gradcheck(f_linear, in, 3, NULL);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- float32 -------------------------------------------------------------------------- */
+
+START_TEST(test_matmul_float32) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(5);
+    nb_tensor *a32 = nb_randn(NB_SHAPE(3, 16, 32), NB_F32, &g), *b32 = nb_randn(NB_SHAPE(32, 8), NB_F32, &g);
+    nb_tensor *bias32 = nb_randn(NB_SHAPE(8), NB_F32, &g);
+    nb_tensor *a64 = nb_to_dtype(a32, NB_F64), *b64 = nb_to_dtype(b32, NB_F64), *bias64 = nb_to_dtype(bias32, NB_F64);
+    nb_tensor *c32 = nb_matmul(a32, b32), *c64 = nb_matmul(a64, b64);
+    ck_assert_int_eq(nb_dtype_of(c32), NB_F32);
+    double *want = values_of(c64);
+    nb_ck_close(c32, want, nb_numel(c64), 1e-5, 1e-5);
+    free(want);
+    nb_tensor *l32 = nb_linear_fn(a32, nb_transpose(b32, 0, 1), bias32);
+    nb_tensor *l64 = nb_linear_fn(a64, nb_transpose(b64, 0, 1), bias64);
+    want = values_of(l64);
+    nb_ck_close(l32, want, nb_numel(l64), 1e-5, 1e-5);
+    free(want);
+    nb_tensor *bt32 = nb_matmul(nb_transpose(a32, 1, 2), a32), *bt64 = nb_matmul(nb_transpose(a64, 1, 2), a64);
+    want = values_of(bt64);
+    nb_ck_close(bt32, want, nb_numel(bt64), 1e-5, 1e-5);
+    free(want);
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_ops_matmul(void) {
+    Suite *s = suite_create("ops_matmul");
+    TCase *f = tcase_create("forward");
+    tcase_add_test(f, test_matmul_forward_small);
+    tcase_add_test(f, test_matmul_forward_batched);
+    tcase_add_test(f, test_matmul_errors);
+    tcase_add_test(f, test_linear_forward);
+    tcase_add_test(f, test_matmul_float32);
+    suite_add_tcase(s, f);
+    TCase *g = tcase_create("gradients");
+    tcase_add_test(g, test_matmul_grad_by_hand);
+    tcase_add_test(g, test_matmul_gradcheck);
+    tcase_add_test(g, test_linear_gradcheck);
+    tcase_set_timeout(g, 30);
+    suite_add_tcase(s, g);
+    return s;
+}

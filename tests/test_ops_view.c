@@ -1,0 +1,170 @@
+/* test_ops_view.c - gradients of the view and shape ops (reshape in its
+ * view and copy cases, view, permute, transpose, narrow, slice with a step,
+ * expand, unsqueeze, squeeze, contiguous, flatten): scattered gradients
+ * checked by hand, gradients from overlapping views accumulating, and a
+ * gradcheck of each op and of chains of views. (Forward values and storage
+ * sharing are in test_core.c.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_test.h"
+#include "suites.h"
+
+#define UNARY_FN(name, expr)                                                   \
+    static nb_tensor *name(nb_tensor *const *in, int n, void *ctx) {           \
+        (void)n, (void)ctx;                                                    \
+        nb_tensor *a = in[0];                                                  \
+        return expr;                                                           \
+    }
+
+UNARY_FN(f_reshape, nb_reshape(a, NB_SHAPE(2, -1, 2)))
+UNARY_FN(f_reshape_copy, nb_reshape(nb_transpose(a, 0, 1), NB_SHAPE(12)))
+UNARY_FN(f_view, nb_view(a, NB_SHAPE(4, 3)))
+UNARY_FN(f_permute, nb_permute(a, (int[]){2, 0, 1}))
+UNARY_FN(f_permute_neg, nb_permute(a, (int[]){-1, -3, -2}))
+UNARY_FN(f_transpose, nb_transpose(a, 0, 2))
+UNARY_FN(f_narrow, nb_narrow(a, 1, 1, 2))
+UNARY_FN(f_slice_cols, nb_slice(a, 1, 1, 4, 2))
+UNARY_FN(f_slice_rows, nb_slice(a, 0, 0, 3, 2))
+UNARY_FN(f_slice_neg, nb_slice(a, -1, -3, 100, 2))
+UNARY_FN(f_expand, nb_expand(a, NB_SHAPE(2, 3, 4)))
+UNARY_FN(f_expand_keep, nb_expand(a, NB_SHAPE(-1, 5)))
+UNARY_FN(f_unsqueeze, nb_unsqueeze(a, 1))
+UNARY_FN(f_unsqueeze_end, nb_unsqueeze(a, -1))
+UNARY_FN(f_squeeze, nb_squeeze(a, 1))
+UNARY_FN(f_contiguous, nb_contiguous(nb_transpose(a, 0, 1)))
+UNARY_FN(f_contiguous_noop, nb_contiguous(a))
+UNARY_FN(f_flatten, nb_flatten(a, 1, 2))
+UNARY_FN(f_flatten_all_t, nb_flatten(nb_transpose(a, 0, 2), 0, -1))
+/* chains: views of views, and views feeding arithmetic */
+UNARY_FN(f_chain_views, nb_reshape(nb_slice(nb_transpose(nb_unsqueeze(a, 0), 1, 2), 2, 0, 3, 2), NB_SHAPE(-1)))
+UNARY_FN(f_view_arith, nb_mul(nb_narrow(a, 1, 0, 2), nb_exp(nb_narrow(a, 1, 2, 2))))
+UNARY_FN(f_overlap, nb_add(nb_narrow(a, 0, 0, 2), nb_mul_scalar(nb_narrow(a, 0, 1, 2), 3)))
+UNARY_FN(f_expand_mul, nb_mul(nb_expand(nb_unsqueeze(a, 0), NB_SHAPE(2, 3, 4)), nb_transpose(nb_expand(a, NB_SHAPE(2, 3, 4)), 1, 1)))
+
+static void gc1(nb_gradcheck_fn f, nb_tensor *a) { nb_ck_gradcheck(f, &a, 1, NULL); }
+
+static nb_tensor *leaf_arange(double n, int ndim, const int64_t *shape) {
+    nb_tensor *t = nb_reshape(nb_arange(0, n, 1, NB_F64), ndim, shape);
+    NB_CK_NOTNULL(t);
+    t = nb_contiguous(nb_detach(t));
+    NB_CK_OK(nb_set_requires_grad(t, true));
+    return t;
+}
+
+START_TEST(test_view_grads_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    /* narrow: the gradient lands in the narrowed columns */
+    nb_tensor *x = leaf_arange(12, NB_SHAPE(3, 4));
+    nb_tensor *y = nb_narrow(x, 1, 1, 2);
+    ck_assert(nb_requires_grad(y) && !nb_is_leaf(y));
+    NB_CK_OK(nb_backward_with(y, nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 3, 4, 5, 6})));
+    nb_ck_close(nb_grad(x), (double[]){0, 1, 2, 0, 0, 3, 4, 0, 0, 5, 6, 0}, 12, 0, 0);
+    /* slice with step 2 */
+    nb_tensor *v = leaf_arange(6, NB_SHAPE(6));
+    NB_CK_OK(nb_backward_with(nb_slice(v, 0, 1, 6, 2), nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3})));
+    nb_ck_close(nb_grad(v), (double[]){0, 1, 0, 2, 0, 3}, 6, 0, 0);
+    /* overlapping views accumulate: sum(x[0:3]) + 2 sum(x[2:5]) */
+    nb_tensor *o = leaf_arange(5, NB_SHAPE(5));
+    nb_tensor *l = nb_add(nb_sum(nb_narrow(o, 0, 0, 3), NULL, 0, false),
+                          nb_mul_scalar(nb_sum(nb_narrow(o, 0, 2, 3), NULL, 0, false), 2));
+    NB_CK_OK(nb_backward(l));
+    nb_ck_close(nb_grad(o), (double[]){1, 1, 3, 2, 2}, 5, 0, 0);
+    /* expand sums over the broadcast dims, new leading ones included */
+    nb_tensor *e = leaf_arange(3, NB_SHAPE(3, 1));
+    NB_CK_OK(nb_backward(nb_sum(nb_expand(e, NB_SHAPE(2, 3, 4)), NULL, 0, false)));
+    nb_ck_shape(nb_grad(e), 2, (int64_t[]){3, 1});
+    nb_ck_close(nb_grad(e), (double[]){8, 8, 8}, 3, 0, 0);
+    nb_tensor *e2 = leaf_arange(2, NB_SHAPE(2));
+    NB_CK_OK(nb_backward_with(nb_expand(e2, NB_SHAPE(3, 2)),
+                              nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 10, 2, 20, 3, 30})));
+    nb_ck_close(nb_grad(e2), (double[]){6, 60}, 2, 0, 0);
+    /* permute: grad[i][j][k] = g[k][i][j] */
+    nb_tensor *p = leaf_arange(24, NB_SHAPE(2, 3, 4));
+    nb_tensor *g = nb_reshape(nb_arange(0, 24, 1, NB_F64), NB_SHAPE(4, 2, 3));
+    NB_CK_OK(nb_backward_with(nb_permute(p, (int[]){2, 0, 1}), g));
+    double want[24];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) want[i * 12 + j * 4 + k] = k * 6 + i * 3 + j;
+    nb_ck_close(nb_grad(p), want, 24, 0, 0);
+    ck_assert(nb_is_contiguous(nb_grad(p)));
+    /* reshape of a transposed tensor (a copy): flat = [x00, x10, x01, x11, x02, x12] */
+    nb_tensor *r = leaf_arange(6, NB_SHAPE(2, 3));
+    NB_CK_OK(nb_backward_with(nb_reshape(nb_transpose(r, 0, 1), NB_SHAPE(6)), nb_arange(0, 6, 1, NB_F64)));
+    nb_ck_close(nb_grad(r), (double[]){0, 2, 4, 1, 3, 5}, 6, 0, 0);
+    /* unsqueeze / squeeze / flatten pass the gradient through reshaped */
+    nb_tensor *u = leaf_arange(3, NB_SHAPE(3));
+    NB_CK_OK(nb_backward_with(nb_flatten(nb_unsqueeze(nb_squeeze(nb_unsqueeze(u, 0), 0), 1), 0, 1),
+                              nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){7, 8, 9})));
+    nb_ck_shape(nb_grad(u), 1, (int64_t[]){3});
+    nb_ck_close(nb_grad(u), (double[]){7, 8, 9}, 3, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_view_grad_metadata) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = leaf_arange(6, NB_SHAPE(2, 3));
+    /* contiguous of a contiguous tensor is the tensor itself, graph included */
+    nb_tensor *c = nb_contiguous(x);
+    ck_assert_ptr_eq(c, x);
+    nb_tensor *t = nb_transpose(x, 0, 1);
+    nb_tensor *ct = nb_contiguous(t);
+    ck_assert(nb_is_contiguous(ct) && nb_requires_grad(ct) && !nb_is_leaf(ct));
+    nb_ck_close(ct, (double[]){0, 3, 1, 4, 2, 5}, 6, 0, 0);
+    NB_CK_OK(nb_backward_with(ct, nb_reshape(nb_arange(0, 6, 1, NB_F64), NB_SHAPE(3, 2))));
+    nb_ck_close(nb_grad(x), (double[]){0, 2, 4, 1, 3, 5}, 6, 0, 0);
+    /* the gradient of a leaf viewed through an expand + a reduction has the leaf's shape */
+    nb_tensor *b = leaf_arange(4, NB_SHAPE(1, 4));
+    NB_CK_OK(nb_backward(nb_mean(nb_expand(b, NB_SHAPE(3, 4)), NULL, 0, false)));
+    nb_ck_shape(nb_grad(b), 2, (int64_t[]){1, 4});
+    nb_ck_close(nb_grad(b), (double[]){0.25, 0.25, 0.25, 0.25}, 4, 0, 1e-15);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_view_gradcheck) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *m = nb_test_randn_grad(NB_SHAPE(3, 4), 1);
+    nb_tensor *c = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 2);
+    nb_tensor *col = nb_test_randn_grad(NB_SHAPE(3, 1), 3);
+    gc1(f_reshape, m);
+    gc1(f_reshape_copy, m);
+    gc1(f_view, m);
+    gc1(f_permute, c);
+    gc1(f_permute_neg, c);
+    gc1(f_transpose, c);
+    gc1(f_narrow, m);
+    gc1(f_slice_cols, m);
+    gc1(f_slice_rows, m);
+    gc1(f_slice_neg, m);
+    gc1(f_expand, col);
+    gc1(f_expand_keep, col);
+    gc1(f_unsqueeze, m);
+    gc1(f_unsqueeze_end, m);
+    gc1(f_squeeze, nb_test_randn_grad(NB_SHAPE(3, 1, 4), 4));
+    gc1(f_squeeze, m); /* size 4: no-op */
+    gc1(f_contiguous, m);
+    gc1(f_contiguous_noop, m);
+    gc1(f_flatten, c);
+    gc1(f_flatten_all_t, c);
+    gc1(f_chain_views, m);
+    gc1(f_view_arith, m);
+    gc1(f_overlap, m);
+    gc1(f_expand_mul, m);
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_ops_view(void) {
+    Suite *s = suite_create("ops_view");
+    TCase *g = tcase_create("gradients");
+    tcase_add_test(g, test_view_grads_by_hand);
+    tcase_add_test(g, test_view_grad_metadata);
+    tcase_add_test(g, test_view_gradcheck);
+    tcase_set_timeout(g, 30);
+    suite_add_tcase(s, g);
+    return s;
+}

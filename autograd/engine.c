@@ -167,9 +167,9 @@ static bool exclusively_owned(const nb_tensor *g) {
            g->offset == 0 && !g->grad_fn;
 }
 
-static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g) {
+static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g, bool may_steal) {
     if (!leaf->grad) {
-        if (exclusively_owned(g)) {
+        if (may_steal && exclusively_owned(g)) {
             nb_retain(g);
             leaf->grad = g;
             return NB_OK;
@@ -209,8 +209,9 @@ static nb_status run_node(nb_node *n) {
     for (int i = 0; i < n->n_in && st == NB_OK; i++) {
         nb_tensor *in = n->in[i];
         if (!in || !gin[i]) continue;
-        NB_ASSERT(gin[i]->ndim == in->ndim && nb_numel(gin[i]) == nb_numel(in));
-        st = in->grad_fn ? accumulate_node(in->grad_fn, gin[i]) : accumulate_leaf(in, gin[i]);
+        /* a backward rule returning another shape is a bug in nabla, not user input */
+        NB_ASSERT(gin[i]->ndim == in->ndim && !memcmp(gin[i]->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim));
+        st = in->grad_fn ? accumulate_node(in->grad_fn, gin[i]) : accumulate_leaf(in, gin[i], true);
     }
     return st;
 }
@@ -245,13 +246,14 @@ nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out) {
         return nb_set_error(NB_ERR_STATE, "backward: the tensor does not require grad (no input requires grad, "
                                           "or it was computed under no_grad)");
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-    if (grad_out->ndim != out->ndim || nb_numel(grad_out) != nb_numel(out) || grad_out->dtype != out->dtype)
+    if (grad_out->ndim != out->ndim || memcmp(grad_out->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim) ||
+        grad_out->dtype != out->dtype)
         return nb_set_error(NB_ERR_SHAPE, "backward: gradient %s %s does not match output %s %s",
                             nb_fmt_shape(grad_out->ndim, grad_out->shape, a, sizeof a), nb_dtype_name(grad_out->dtype),
                             nb_fmt_shape(out->ndim, out->shape, b, sizeof b), nb_dtype_name(out->dtype));
     bool prev = nb_set_grad_enabled(false);
     nb_scope *s = nb_scope_begin();
-    nb_status st = out->grad_fn ? run_backward(out->grad_fn, grad_out) : accumulate_leaf(out, grad_out);
+    nb_status st = out->grad_fn ? run_backward(out->grad_fn, grad_out) : accumulate_leaf(out, grad_out, false);
     nb_scope_end(s);
     nb_set_grad_enabled(prev);
     return st;

@@ -116,6 +116,14 @@ static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, nb_reduction red
     if (!nb_check_inputs("mse_loss", 2, in) || !nb_check_dtypes("mse_loss", 2, in, true)) return NULL;
     if ((unsigned)reduction > NB_REDUCTION_NONE)
         return NB_FAIL(NB_ERR_INVALID_ARG, "mse_loss: bad reduction %d", (int)reduction);
+    int nd;
+    int64_t shape[NB_MAX_DIMS];
+    if (!nb_broadcast_shapes(input->ndim, input->shape, target->ndim, target->shape, &nd, shape)) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "mse_loss: input %s and target %s do not broadcast",
+                       nb_fmt_shape(input->ndim, input->shape, a, sizeof a),
+                       nb_fmt_shape(target->ndim, target->shape, b, sizeof b));
+    }
     nb_tensor *d = nb_sub(input, target);
     nb_tensor *sq = nb_mul(d, d);
     if (reduction == NB_REDUCTION_NONE) return sq;

@@ -43,7 +43,7 @@ static int size_class(size_t bytes, size_t *rounded) {
         return 0;
     }
     int e = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^e < bytes <= 2^(e+1) */
-    size_t quarter = (size_t)1 << (e - 1);
+    size_t quarter = (size_t)1 << (e - 2);
     size_t q = (bytes - ((size_t)1 << e) + quarter - 1) / quarter; /* 1..4 */
     *rounded = ((size_t)1 << e) + q * quarter;
     return 1 + (e - 8) * 4 + (int)(q - 1);
@@ -58,7 +58,7 @@ static void *pop_cached(dev_cache *c, int cls) {
 static size_t class_size(int k) {
     if (k == 0) return 256;
     int e = (k - 1) / 4 + 8, q = (k - 1) % 4 + 1;
-    return ((size_t)1 << e) + (size_t)q * ((size_t)1 << (e - 1));
+    return ((size_t)1 << e) + (size_t)q * ((size_t)1 << (e - 2));
 }
 
 static void release_cached(nb_backend *be, dev_cache *c) {

@@ -187,6 +187,9 @@ nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt) {
     if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
         return NB_FAIL(NB_ERR_INVALID_ARG, "arange: bad range start=%g end=%g step=%g", start, end, step);
     double n = ceil((end - start) / step);
+    if (n > (double)(INT64_MAX / 8))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "arange: %g elements are too many (start=%g end=%g step=%g)", n, start,
+                       end, step);
     int64_t len = n > 0 ? (int64_t)n : 0;
     double *buf = malloc(sizeof(double) * (size_t)(len ? len : 1));
     if (!buf) return NB_FAIL(NB_ERR_OOM, "arange: out of host memory");
@@ -211,6 +214,7 @@ nb_dtype nb_dtype_of(const nb_tensor *t) { return t->dtype; }
 nb_device nb_device_of(const nb_tensor *t) { return t->storage->device; }
 
 bool nb_is_contiguous(const nb_tensor *t) {
+    if (nb_numel(t) == 0) return true; /* as PyTorch: no element, any strides */
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->strides[i] != s) return false;

@@ -237,6 +237,13 @@ START_TEST(test_requires_grad_rules) {
     NB_CK_OK(nb_backward(nb_sum(nb_mul_scalar(f, 0.5), NULL, 0, false)));
     ck_assert_int_eq(nb_dtype_of(nb_grad(f)), NB_F32);
     nb_ck_close(nb_grad(f), (double[]){0.5, 0.5}, 2, 0, 0);
+    /* a leaf that is a (transposed) view: its gradient has its shape, contiguous */
+    nb_tensor *vl = nb_transpose(nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 4, 5, 6}), 0, 1);
+    NB_CK_OK(nb_set_requires_grad(vl, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_mul(vl, vl), NULL, 0, false)));
+    nb_ck_shape(nb_grad(vl), 2, (int64_t[]){3, 2});
+    ck_assert(nb_is_contiguous(nb_grad(vl)));
+    nb_ck_close(nb_grad(vl), (double[]){2, 8, 4, 10, 6, 12}, 6, 0, 0);
     /* mixing a grad leaf with an int64-derived float tensor */
     nb_tensor *c = nb_to_dtype(nb_arange(1, 3, 1, NB_I64), NB_F64);
     NB_CK_OK(nb_backward(nb_sum(nb_mul(x, c), NULL, 0, false)));

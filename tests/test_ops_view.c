@@ -1,15 +1,23 @@
-/* test_ops_view.c - gradients of the view and shape ops (reshape in its
- * view and copy cases, view, permute, transpose, narrow, slice with a step,
- * expand, unsqueeze, squeeze, contiguous, flatten): scattered gradients
- * checked by hand, gradients from overlapping views accumulating, and a
- * gradcheck of each op and of chains of views. (Forward values and storage
- * sharing are in test_core.c.) */
+/* test_ops_view.c - the view and shape ops (reshape in its view and copy
+ * cases, view, permute, transpose, narrow, slice with a step and clamped
+ * bounds, expand, unsqueeze, squeeze, contiguous, flatten): forward values,
+ * storage shared with the base (written through nb_copy_/nb_fill_), error
+ * paths, scattered gradients checked by hand, gradients from overlapping
+ * views accumulating, and a gradcheck of each op and of chains of views. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nb_test.h"
 #include "suites.h"
+
+/* An op that must fail with status st and name `word` in its message. */
+#define CK_FAILS_MSG(expr, st, word)                                                            \
+    do {                                                                                         \
+        NB_CK_FAILS(expr, st);                                                                   \
+        ck_assert_msg(strstr(nb_last_error(), (word)) != NULL, "message \"%s\" lacks \"%s\"",   \
+                      nb_last_error(), (word));                                                  \
+    } while (0)
 
 #define UNARY_FN(name, expr)                                                   \
     static nb_tensor *name(nb_tensor *const *in, int n, void *ctx) {           \
@@ -52,6 +60,181 @@ static nb_tensor *leaf_arange(double n, int ndim, const int64_t *shape) {
     NB_CK_OK(nb_set_requires_grad(t, true));
     return t;
 }
+
+/* ---- forward values and shared storage ------------------------------------ */
+
+START_TEST(test_reshape_view_share_storage) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *base = nb_arange(0, 12, 1, NB_F64);
+    nb_tensor *m = nb_reshape(base, NB_SHAPE(3, 4));
+    nb_ck_shape(m, 2, (int64_t[]){3, 4});
+    ck_assert(nb_is_contiguous(m));
+    nb_tensor *r = nb_reshape(base, NB_SHAPE(2, -1));
+    nb_ck_shape(r, 2, (int64_t[]){2, 6});
+    nb_ck_shape(nb_reshape(m, NB_SHAPE(-1)), 1, (int64_t[]){12});
+    nb_ck_shape(nb_view(base, NB_SHAPE(2, 3, -1)), 3, (int64_t[]){2, 3, 2});
+    nb_ck_shape(nb_reshape(nb_scalar(1, NB_F64), NB_SHAPE(1, 1)), 2, (int64_t[]){1, 1});
+    ck_assert_int_eq(nb_dim(nb_reshape(nb_zeros(NB_SHAPE(1, 1), NB_F64), 0, NULL)), 0);
+
+    /* writes through the view show in the base */
+    NB_CK_OK(nb_copy_(nb_narrow(m, 0, 1, 1), nb_full(NB_SHAPE(1, 4), -1, NB_F64)));
+    nb_ck_close(base, (double[]){0, 1, 2, 3, -1, -1, -1, -1, 8, 9, 10, 11}, 12, 0, 0);
+    NB_CK_OK(nb_fill_(nb_view(r, NB_SHAPE(12)), 5));
+    nb_ck_close(m, (double[]){5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}, 12, 0, 0);
+
+    CK_FAILS_MSG(nb_reshape(base, NB_SHAPE(5, -1)), NB_ERR_SHAPE, "reshape");
+    CK_FAILS_MSG(nb_reshape(base, NB_SHAPE(5, 2)), NB_ERR_SHAPE, "reshape");
+    CK_FAILS_MSG(nb_reshape(base, NB_SHAPE(-1, -1)), NB_ERR_SHAPE, "reshape");
+    CK_FAILS_MSG(nb_view(base, NB_SHAPE(-2, 6)), NB_ERR_SHAPE, "view");
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_reshape_copies_transposed) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_reshape(nb_arange(0, 6, 1, NB_F64), NB_SHAPE(2, 3)); /* [[0,1,2],[3,4,5]] */
+    nb_tensor *xt = nb_transpose(x, 0, 1);                                 /* [[0,3],[1,4],[2,5]] */
+    ck_assert(!nb_is_contiguous(xt));
+    nb_tensor *flat = nb_reshape(xt, NB_SHAPE(6));
+    nb_ck_close(flat, (double[]){0, 3, 1, 4, 2, 5}, 6, 0, 0);
+    ck_assert(nb_is_contiguous(flat));
+    NB_CK_OK(nb_fill_(flat, 7)); /* a copy: x is unchanged */
+    nb_ck_close(x, (double[]){0, 1, 2, 3, 4, 5}, 6, 0, 0);
+
+    CK_FAILS_MSG(nb_view(xt, NB_SHAPE(6)), NB_ERR_SHAPE, "view");
+    /* a view that only inserts a size-1 dim is possible on the transposed strides */
+    nb_tensor *v = nb_view(xt, NB_SHAPE(3, 1, 2));
+    NB_CK_NOTNULL(v);
+    nb_ck_close(v, (double[]){0, 3, 1, 4, 2, 5}, 6, 0, 0);
+    NB_CK_OK(nb_fill_(v, 1));
+    nb_ck_close(x, (double[]){1, 1, 1, 1, 1, 1}, 6, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_permute_transpose) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_reshape(nb_arange(0, 24, 1, NB_F64), NB_SHAPE(2, 3, 4));
+    nb_tensor *p = nb_permute(x, (int[]){2, 0, 1}); /* p[k][i][j] = x[i][j][k] = 12i + 4j + k */
+    nb_ck_shape(p, 3, (int64_t[]){4, 2, 3});
+    ck_assert_int_eq(nb_strides(p)[0], 1);
+    ck_assert_int_eq(nb_strides(p)[1], 12);
+    ck_assert_int_eq(nb_strides(p)[2], 4);
+    ck_assert(!nb_is_contiguous(p));
+    double want[24];
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++) want[k * 6 + i * 3 + j] = 12 * i + 4 * j + k;
+    nb_ck_close(p, want, 24, 0, 0);
+
+    nb_tensor *t = nb_transpose(x, 0, -1); /* t[k][j][i] = x[i][j][k] */
+    nb_ck_shape(t, 3, (int64_t[]){4, 3, 2});
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 3; j++)
+            for (int i = 0; i < 2; i++) want[k * 6 + j * 2 + i] = 12 * i + 4 * j + k;
+    nb_ck_close(t, want, 24, 0, 0);
+    /* a permuted view shares storage */
+    NB_CK_OK(nb_copy_(nb_narrow(t, 0, 3, 1), nb_zeros(NB_SHAPE(1, 3, 2), NB_F64)));
+    double back[24];
+    nb_test_values(x, back, 24);
+    for (int i = 0; i < 24; i++) ck_assert_double_eq(back[i], i % 4 == 3 ? 0 : i);
+
+    CK_FAILS_MSG(nb_permute(x, (int[]){0, 0, 1}), NB_ERR_INVALID_ARG, "permute");
+    CK_FAILS_MSG(nb_permute(x, (int[]){0, 1, 3}), NB_ERR_INVALID_ARG, "permute");
+    CK_FAILS_MSG(nb_transpose(x, 0, 3), NB_ERR_INVALID_ARG, "transpose");
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_narrow_slice) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_arange(0, 10, 1, NB_F64);
+    nb_ck_close(nb_slice(x, 0, 1, 8, 3), (double[]){1, 4, 7}, 3, 0, 0);
+    nb_ck_close(nb_slice(x, 0, 0, 10, 4), (double[]){0, 4, 8}, 3, 0, 0);
+    nb_ck_close(nb_slice(x, 0, -3, 100, 1), (double[]){7, 8, 9}, 3, 0, 0);   /* negative start, end clamped */
+    nb_ck_close(nb_slice(x, -1, -100, 2, 1), (double[]){0, 1}, 2, 0, 0);     /* start clamped to 0 */
+    nb_ck_close(nb_slice(x, 0, 2, -5, 2), (double[]){2, 4}, 2, 0, 0);        /* negative end */
+    ck_assert_int_eq(nb_numel(nb_slice(x, 0, 5, 2, 1)), 0);                   /* end < start: empty */
+    ck_assert_int_eq(nb_numel(nb_slice(x, 0, 20, 30, 1)), 0);
+    nb_ck_close(nb_narrow(x, 0, 2, 3), (double[]){2, 3, 4}, 3, 0, 0);
+    nb_ck_close(nb_narrow(x, 0, -3, 2), (double[]){7, 8}, 2, 0, 0);
+    CK_FAILS_MSG(nb_slice(x, 0, 0, 5, 0), NB_ERR_INVALID_ARG, "slice");
+    CK_FAILS_MSG(nb_slice(x, 1, 0, 5, 1), NB_ERR_INVALID_ARG, "slice");
+    CK_FAILS_MSG(nb_narrow(x, 0, 8, 3), NB_ERR_INVALID_ARG, "narrow");
+    CK_FAILS_MSG(nb_narrow(x, 0, 0, -1), NB_ERR_INVALID_ARG, "narrow");
+
+    /* columns 1 and 3 of a [3, 4] matrix, written through the view */
+    nb_tensor *m = nb_reshape(nb_arange(0, 12, 1, NB_F64), NB_SHAPE(3, 4));
+    nb_tensor *c = nb_slice(m, 1, 1, 4, 2);
+    nb_ck_shape(c, 2, (int64_t[]){3, 2});
+    ck_assert_int_eq(nb_strides(c)[1], 2);
+    nb_ck_close(c, (double[]){1, 3, 5, 7, 9, 11}, 6, 0, 0);
+    NB_CK_OK(nb_copy_(c, nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){-1, -2})));
+    nb_ck_close(m, (double[]){0, -1, 2, -2, 4, -1, 6, -2, 8, -1, 10, -2}, 12, 0, 0);
+    /* fill_ through a strided view: rows 0 and 2 */
+    NB_CK_OK(nb_fill_(nb_slice(m, 0, 0, 3, 2), 100));
+    nb_ck_close(m, (double[]){100, 100, 100, 100, 4, -1, 6, -2, 100, 100, 100, 100}, 12, 0, 0);
+    /* a slice of a slice */
+    nb_ck_close(nb_slice(nb_slice(x, 0, 1, 10, 2), 0, 1, 5, 2), (double[]){3, 7}, 2, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_expand) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(3, 1), NB_F64, (double[]){1, 2, 3});
+    nb_tensor *e = nb_expand(x, NB_SHAPE(2, 3, 4)); /* new leading dim */
+    nb_ck_shape(e, 3, (int64_t[]){2, 3, 4});
+    ck_assert_int_eq(nb_strides(e)[0], 0);
+    ck_assert_int_eq(nb_strides(e)[2], 0);
+    double want[24];
+    for (int i = 0; i < 24; i++) want[i] = 1 + (i / 4) % 3;
+    nb_ck_close(e, want, 24, 0, 0);
+    nb_tensor *e2 = nb_expand(x, NB_SHAPE(-1, 2));
+    nb_ck_shape(e2, 2, (int64_t[]){3, 2});
+    nb_ck_close(e2, (double[]){1, 1, 2, 2, 3, 3}, 6, 0, 0);
+    /* a view: a write to the base shows through the expansion */
+    NB_CK_OK(nb_fill_(x, 4));
+    nb_ck_close(e2, (double[]){4, 4, 4, 4, 4, 4}, 6, 0, 0);
+    CK_FAILS_MSG(nb_expand(x, NB_SHAPE(3, 2, 1)), NB_ERR_SHAPE, "expand");
+    CK_FAILS_MSG(nb_expand(nb_zeros(NB_SHAPE(3, 2), NB_F64), NB_SHAPE(3, 4)), NB_ERR_SHAPE, "expand");
+    CK_FAILS_MSG(nb_expand(x, NB_SHAPE(3)), NB_ERR_SHAPE, "expand");
+    CK_FAILS_MSG(nb_expand(x, NB_SHAPE(-1, 3, 1)), NB_ERR_SHAPE, "expand"); /* -1 on a new dim */
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_unsqueeze_squeeze_flatten) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_reshape(nb_arange(0, 12, 1, NB_F64), NB_SHAPE(3, 4));
+    nb_ck_shape(nb_unsqueeze(x, 0), 3, (int64_t[]){1, 3, 4});
+    nb_ck_shape(nb_unsqueeze(x, 1), 3, (int64_t[]){3, 1, 4});
+    nb_ck_shape(nb_unsqueeze(x, 2), 3, (int64_t[]){3, 4, 1});
+    nb_ck_shape(nb_unsqueeze(x, -1), 3, (int64_t[]){3, 4, 1});
+    nb_ck_shape(nb_unsqueeze(x, -3), 3, (int64_t[]){1, 3, 4});
+    CK_FAILS_MSG(nb_unsqueeze(x, 3), NB_ERR_INVALID_ARG, "unsqueeze");
+    nb_tensor *u = nb_unsqueeze(x, 1);
+    nb_ck_shape(nb_squeeze(u, 1), 2, (int64_t[]){3, 4});
+    nb_ck_shape(nb_squeeze(u, 0), 3, (int64_t[]){3, 1, 4}); /* size 3: unchanged */
+    nb_ck_shape(nb_squeeze(nb_zeros(NB_SHAPE(2, 1), NB_F64), -1), 1, (int64_t[]){2});
+    CK_FAILS_MSG(nb_squeeze(x, 2), NB_ERR_INVALID_ARG, "squeeze");
+    nb_ck_close(nb_squeeze(u, 1), (double[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 12, 0, 0);
+
+    nb_tensor *y = nb_reshape(nb_arange(0, 24, 1, NB_F64), NB_SHAPE(2, 3, 4));
+    nb_ck_shape(nb_flatten(y, 1, 2), 2, (int64_t[]){2, 12});
+    nb_ck_shape(nb_flatten(y, 0, 1), 2, (int64_t[]){6, 4});
+    nb_ck_shape(nb_flatten(y, 0, -1), 1, (int64_t[]){24});
+    nb_ck_shape(nb_flatten(y, 1, 1), 3, (int64_t[]){2, 3, 4});
+    nb_ck_shape(nb_flatten(nb_scalar(2, NB_F64), 0, -1), 1, (int64_t[]){1});
+    CK_FAILS_MSG(nb_flatten(y, 2, 1), NB_ERR_INVALID_ARG, "flatten");
+    /* flatten of a permuted tensor copies and keeps C order of the view */
+    nb_tensor *f = nb_flatten(nb_transpose(nb_reshape(nb_arange(0, 4, 1, NB_F64), NB_SHAPE(2, 2)), 0, 1), 0, 1);
+    nb_ck_close(f, (double[]){0, 2, 1, 3}, 4, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- gradients ------------------------------------------------------------- */
 
 START_TEST(test_view_grads_by_hand) {
     nb_scope *s = nb_scope_begin();
@@ -160,6 +343,14 @@ END_TEST
 
 Suite *nb_suite_ops_view(void) {
     Suite *s = suite_create("ops_view");
+    TCase *f = tcase_create("forward");
+    tcase_add_test(f, test_reshape_view_share_storage);
+    tcase_add_test(f, test_reshape_copies_transposed);
+    tcase_add_test(f, test_permute_transpose);
+    tcase_add_test(f, test_narrow_slice);
+    tcase_add_test(f, test_expand);
+    tcase_add_test(f, test_unsqueeze_squeeze_flatten);
+    suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_view_grads_by_hand);
     tcase_add_test(g, test_view_grad_metadata);

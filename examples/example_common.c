@@ -2,6 +2,7 @@
  * MNIST examples. */
 #include "example_common.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,11 +54,21 @@ double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size)
     return correct / (double)nb_dataset_len(test);
 }
 
+/* Cosine annealing from the peak lr to 0 over the whole run (SGDR's
+ * schedule without restarts, Loshchilov & Hutter 2017; PyTorch's
+ * CosineAnnealingLR with eta_min 0, stepped per batch): it removes the
+ * last epochs' jitter of a constant-lr Adam. */
+static void set_cosine_lr(nb_optimizer *opt, double peak, int64_t step, int64_t total) {
+    nb_optimizer_set_lr(opt, 0.5 * peak * (1 + cos(3.14159265358979323846 * (double)step / (double)total)));
+}
+
 /* One epoch; returns the mean loss, or a negative value on error. */
-static double train_epoch(nb_module *net, nb_optimizer *opt, nb_loader *loader, double *samples) {
+static double train_epoch(nb_module *net, nb_optimizer *opt, nb_loader *loader, double *samples,
+                          const nb_example_args *a, int64_t *global_step, int64_t total_steps) {
     double loss_sum = 0;
     int64_t steps = 0;
     for (nb_batch b; nb_loader_next(loader, &b);) {
+        set_cosine_lr(opt, a->lr, (*global_step)++, total_steps);
         nb_scope *step = nb_scope_begin();
         nb_tensor *loss = nb_cross_entropy(nb_forward(net, b.x), b.y);
         nb_zero_grad(opt);
@@ -77,11 +88,12 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
                                    const nb_example_args *a, const char *name) {
     nb_example_result r = {0};
     double t0 = now_seconds();
+    int64_t global_step = 0, total_steps = nb_loader_num_batches(loader) * a->epochs;
     for (int e = 0; e < a->epochs; e++) {
         double samples = 0, te = now_seconds();
         nb_module_train(net, true);
         if (e > 0) nb_loader_reset(loader);
-        r.train_loss = train_epoch(net, opt, loader, &samples);
+        r.train_loss = train_epoch(net, opt, loader, &samples, a, &global_step, total_steps);
         double dt = now_seconds() - te;
         r.test_accuracy = nb_example_accuracy(net, test, 1000);
         if (r.train_loss < 0 || r.test_accuracy < 0) {

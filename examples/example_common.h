@@ -24,7 +24,8 @@ typedef struct nb_example_result {
 int nb_example_parse(int argc, char **argv, nb_example_args *a);
 /* Fraction of test samples classified correctly (eval mode, no grad). */
 double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size);
-/* Trains for a->epochs, printing a line per epoch; returns the last
+/* Trains for a->epochs with the lr cosine-annealed per step from a->lr to
+ * 0, printing a line per epoch; returns the last
  * epoch's mean training loss and the final test accuracy. */
 nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader *loader, nb_dataset *test,
                                    const nb_example_args *a, const char *name);

@@ -18,4 +18,18 @@ else
 fi
 [[ -f "$dir/build.ninja" ]] || meson setup "$dir" "${opts[@]}" --werror >/dev/null
 ninja -C "$dir" >/dev/null
+# A user's view: install, then build the README's loop with pkg-config alone.
+if [[ "$dir" == build ]]; then
+  rm -rf "$dir/stage"
+  DESTDIR="$PWD/$dir/stage" meson install -C "$dir" --quiet >/dev/null
+  prefix=$(meson introspect "$dir" --buildoptions | python3 -c \
+    'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+  libdir=$(meson introspect "$dir" --buildoptions | python3 -c \
+    'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "libdir"))')
+  stage="$PWD/$dir/stage$prefix"
+  PKG_CONFIG_PATH="$stage/$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$PWD/$dir/stage" \
+    cc -std=c11 -Wall -Werror examples/readme_loop.c -o "$dir/readme_loop" \
+    $(PKG_CONFIG_PATH="$stage/$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$PWD/$dir/stage" pkg-config --cflags --libs nabla)
+  echo "pkg-config: the README's training loop builds against the installed libnabla"
+fi
 "$dir/tests/nabla-tests"

@@ -158,3 +158,5 @@ void nb_cpu_blas_set_num_threads(int n) {
     if (B.set_threads) B.set_threads(n);
     pthread_mutex_unlock(&B.lock);
 }
+
+const char *nb_blas_info(void) { return nb_cpu_blas_info(); }

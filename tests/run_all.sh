@@ -10,7 +10,7 @@ bash data/fetch_mnist.sh >/dev/null
 if [[ "${1:-}" == "--sanitize" ]]; then
   dir=build-asan
   opts=(-Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false)
-  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   export CFLAGS="-fno-sanitize-recover=undefined"
 else
   dir=build

@@ -51,6 +51,8 @@ typedef enum nb_unary_op {
     NB_UNARY_ADD_SCALAR, /* x + alpha */
     NB_UNARY_MUL_SCALAR, /* x * alpha */
     NB_UNARY_POW_SCALAR, /* x ** alpha */
+    NB_UNARY_GELU,       /* x * Phi(x), exact (erf) */
+    NB_UNARY_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     NB_UNARY_OP_COUNT
 } nb_unary_op;
 
@@ -74,6 +76,25 @@ typedef struct nb_sgd_hyper {
     bool maximize;
     bool first_step; /* momentum buffer is initialised to g (no dampening) */
 } nb_sgd_hyper;
+
+/* Geometry of a 2-d convolution (conv1d runs as conv2d with H = 1), as
+ * torch.nn.functional.conv2d / conv_transpose2d. */
+typedef struct nb_conv_params {
+    int64_t stride[2], padding[2], dilation[2];
+    int64_t output_padding[2]; /* conv_transpose2d only */
+    int64_t groups;
+} nb_conv_params;
+
+/* Geometry of a 2-d pooling window (pool1d runs as pool2d with H = 1), as
+ * torch.nn.functional.max_pool2d / avg_pool2d. The output size per dim is
+ * floor or ceil((in + 2*pad - dilation*(k-1) - 1) / stride) + 1, with
+ * PyTorch's rule that the last window must start inside the padded input. */
+typedef struct nb_pool_params {
+    int64_t kernel[2], stride[2], padding[2], dilation[2];
+    bool ceil_mode;
+    bool count_include_pad; /* avg_pool2d */
+    int64_t divisor_override; /* avg_pool2d; 0 = none */
+} nb_pool_params;
 
 typedef struct nb_backend nb_backend;
 
@@ -135,6 +156,99 @@ struct nb_backend_i {
                            const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h);
     nb_status (*sgd_step)(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                           const nb_kview *momentum_buf, const nb_sgd_hyper *h);
+
+    /* ---- CNN (all views contiguous, NCHW; f32/f64) ---------------------- */
+    /* out [N, Cout, Ho, Wo] = x [N, Cin, H, W] conv w [Cout, Cin/groups, kh, kw]
+     * (+ bias [Cout], NULL for none). Ho/Wo are out's sizes. */
+    nb_status (*conv2d)(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
+                        const nb_kview *bias, const nb_conv_params *p);
+    /* gx [N, Cin, H, W] (overwritten) = the input gradient of conv2d for gy
+     * [N, Cout, Ho, Wo]; also conv_transpose2d's forward. */
+    nb_status (*conv2d_backward_input)(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                       const nb_kview *w, const nb_conv_params *p);
+    /* gw [Cout, Cin/groups, kh, kw] and gbias [Cout] (NULL: skip), overwritten. */
+    nb_status (*conv2d_backward_weight)(nb_backend *be, const nb_kview *gw, const nb_kview *gbias,
+                                        const nb_kview *gy, const nb_kview *x, const nb_conv_params *p);
+    /* out/indices [N, C, Ho, Wo]; indices (int64, may be NULL) are flat
+     * h*W + w positions in the input plane, as PyTorch's return_indices. */
+    nb_status (*max_pool2d)(nb_backend *be, const nb_kview *out, const nb_kview *indices,
+                            const nb_kview *x, const nb_pool_params *p);
+    /* gx [N, C, H, W] (overwritten: zeros plus gy scattered by indices, in a
+     * fixed order). Also the backward of adaptive_max_pool2d. */
+    nb_status (*max_pool2d_backward)(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                     const nb_kview *indices);
+    nb_status (*avg_pool2d)(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_pool_params *p);
+    nb_status (*avg_pool2d_backward)(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                     const nb_pool_params *p);
+    /* Adaptive pooling: output cell (i, j) covers rows floor(i*H/Ho) ..
+     * ceil((i+1)*H/Ho) - 1, likewise columns (PyTorch's start/end index). */
+    nb_status (*adaptive_avg_pool2d)(nb_backend *be, const nb_kview *out, const nb_kview *x);
+    nb_status (*adaptive_avg_pool2d_backward)(nb_backend *be, const nb_kview *gx, const nb_kview *gy);
+    nb_status (*adaptive_max_pool2d)(nb_backend *be, const nb_kview *out, const nb_kview *indices,
+                                     const nb_kview *x);
+    /* Batch norm over x [N, C, *] per channel C (torch.nn.functional.batch_norm).
+     * training: normalise with the batch mean and biased variance, write
+     * save_mean/save_invstd [C] (1/sqrt(var + eps)), and if running_mean/var
+     * are non-NULL update them in place with momentum and the unbiased
+     * variance. eval: normalise with running_mean/var (save_* untouched).
+     * weight/bias [C] may be NULL (affine=False). */
+    nb_status (*batch_norm)(nb_backend *be, const nb_kview *out, const nb_kview *save_mean,
+                            const nb_kview *save_invstd, const nb_kview *running_mean,
+                            const nb_kview *running_var, const nb_kview *x, const nb_kview *weight,
+                            const nb_kview *bias, bool training, double momentum, double eps);
+    /* gx, gweight, gbias (each may be NULL: skip). training uses save_mean/
+     * save_invstd (the batch statistics); eval uses running_mean/var with eps. */
+    nb_status (*batch_norm_backward)(nb_backend *be, const nb_kview *gx, const nb_kview *gweight,
+                                     const nb_kview *gbias, const nb_kview *gy, const nb_kview *x,
+                                     const nb_kview *weight, const nb_kview *save_mean,
+                                     const nb_kview *save_invstd, const nb_kview *running_mean,
+                                     const nb_kview *running_var, bool training, double eps);
+    /* F.interpolate on [N, C, H, W] -> [N, C, Ho, Wo] (out's sizes), mode
+     * nearest (src = floor(dst * in/out)) or bilinear (align_corners as
+     * PyTorch); backward accumulates in a fixed order (no atomics). */
+    nb_status (*upsample2d)(nb_backend *be, const nb_kview *out, const nb_kview *x, bool bilinear,
+                            bool align_corners);
+    nb_status (*upsample2d_backward)(nb_backend *be, const nb_kview *gx, const nb_kview *gy, bool bilinear,
+                                     bool align_corners);
+
+    /* ---- transformer (contiguous unless noted; f32/f64) ------------------ */
+    /* out [..., k, ...] = x's slices along dim at int64 index [k]
+     * (out has x's ndim). NB_ERR_INVALID_ARG for an index outside [0, size). */
+    nb_status (*index_select)(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim,
+                              const nb_kview *index);
+    /* gx (overwritten) = zeros with g's slices added along dim at index, in
+     * index order (deterministic); rows equal to skip_index (or none if
+     * INT64_MIN) are left zero. */
+    nb_status (*index_add)(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index,
+                           const nb_kview *g, int64_t skip_index);
+    /* out = cond ? a : b; all expanded to out's shape (any strides); cond bool. */
+    nb_status (*where)(nb_backend *be, const nb_kview *out, const nb_kview *cond, const nb_kview *a,
+                       const nb_kview *b);
+    /* Rows of x [R, M]: out = (x - mean) * rstd * w + b; mean, rstd [R]
+     * saved. w, b [M] may be NULL. */
+    nb_status (*layer_norm)(nb_backend *be, const nb_kview *out, const nb_kview *mean, const nb_kview *rstd,
+                            const nb_kview *x, const nb_kview *w, const nb_kview *b, double eps);
+    /* gx [R, M], gw [M], gb [M] (each may be NULL: skip; gw/gb overwritten,
+     * summed over rows in a fixed order). */
+    nb_status (*layer_norm_backward)(nb_backend *be, const nb_kview *gx, const nb_kview *gw,
+                                     const nb_kview *gb, const nb_kview *gy, const nb_kview *x,
+                                     const nb_kview *w, const nb_kview *mean, const nb_kview *rstd);
+    /* Fused attention over B = batch*heads: q [B, L, E], k [B, S, E],
+     * v [B, S, Ev] -> out [B, L, Ev], lse [B, L] (log-sum-exp of the scaled,
+     * masked scores, saved for backward). mask: NULL, or a view expanded to
+     * [B, L, S] (any strides), bool (true = attend) or of q's dtype
+     * (additive). Dropout on the weights with Philox(seed, offset): element
+     * (b, i, j) keeps with probability 1 - dropout_p by the bits of index
+     * (b*L + i)*S + j (core/philox.h layout). */
+    nb_status (*attention)(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
+                           const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal,
+                           double scale, double dropout_p, uint64_t seed, uint64_t offset);
+    /* gq, gk, gv (overwritten) from gout, recomputing the scores from lse. */
+    nb_status (*attention_backward)(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
+                                    const nb_kview *gout, const nb_kview *q, const nb_kview *k,
+                                    const nb_kview *v, const nb_kview *out, const nb_kview *lse,
+                                    const nb_kview *mask, bool is_causal, double scale, double dropout_p,
+                                    uint64_t seed, uint64_t offset);
 };
 
 struct nb_backend {

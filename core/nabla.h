@@ -11,11 +11,15 @@
 #define NABLA_H
 
 #include "nb_core.h"
+#include "nb_safetensors.h"
 #include "nb_autograd.h"
 #include "nb_ops.h"
 #include "nb_nn.h"
+#include "nb_transformer.h"
 #include "nb_optim.h"
 #include "nb_data.h"
+#include "nb_text.h"
+#include "nb_checkpoint.h"
 #include "nb_backend.h"
 
 #endif

@@ -116,6 +116,7 @@ static void request(nb_loader *l, int64_t k) {
 
 int64_t nb_loader_num_batches(const nb_loader *l) { return l ? l->nbatches : 0; }
 int64_t nb_loader_epoch(const nb_loader *l) { return l ? l->epoch : 0; }
+nb_loader_options nb_loader_get_options(const nb_loader *l) { return l ? l->o : (nb_loader_options){0}; }
 int64_t nb_loader_position(const nb_loader *l) { return l ? l->pos : 0; }
 nb_status nb_loader_status(const nb_loader *l) { return l ? l->status : NB_ERR_INVALID_ARG; }
 

@@ -187,6 +187,8 @@ nb_status nb_loader_seek(nb_loader *l, int64_t epoch, int64_t batch);
 int64_t nb_loader_num_batches(const nb_loader *l);
 /* The current epoch, from 0 (incremented by nb_loader_reset). */
 int64_t nb_loader_epoch(const nb_loader *l);
+/* The options the loader was made with (its shuffle seed, batch size...). */
+nb_loader_options nb_loader_get_options(const nb_loader *l);
 /* Batches already returned in the current epoch. */
 int64_t nb_loader_position(const nb_loader *l);
 

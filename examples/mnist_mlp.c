@@ -2,6 +2,7 @@
  * lr 1e-3, cosine-annealed to 0 per step over the run), batch 128.
  *
  *   mnist_mlp [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]
+ *             [--save PATH] [--save-every STEPS] [--resume PATH] [--stop-after EPOCHS]
  *
  * Prints one line per epoch and, last, exactly
  *   final: test_accuracy=0.XXXX train_loss=X.XXXX seconds=S

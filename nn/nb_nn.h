@@ -18,6 +18,8 @@
 #define NB_NN_H
 
 #include "nb_core.h"
+#include "nb_ops.h"
+#include "nb_safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,13 +43,9 @@ nb_status nb_module_add(nb_module *parent, const char *name, nb_module *child);
 /* A named child (borrowed), or NULL. */
 nb_module *nb_module_child(nb_module *m, const char *name);
 
-typedef struct nb_named_tensor {
-    const char *name; /* "fc1.weight"; owned by the module tree */
-    nb_tensor *tensor; /* borrowed */
-} nb_named_tensor;
-
 /* Parameters of the tree in registration order, depth first, each named by
- * its dotted path. Returns the count; writes up to `cap` entries to out
+ * its dotted path (nb_named_tensor is in nb_safetensors.h; here its name is
+ * owned by the module tree and its tensor borrowed). Returns the count; writes up to `cap` entries to out
  * (out may be NULL to ask for the count). */
 int nb_module_parameters(nb_module *m, nb_named_tensor *out, int cap);
 /* Buffers (e.g. BatchNorm's running_mean) likewise. */
@@ -117,6 +115,76 @@ int nb_module_num_children(const nb_module *m);
 const char *nb_module_child_name(const nb_module *m, int i);
 /* Drops the gradient of every parameter of the tree (module.zero_grad(set_to_none=True)). */
 void nb_module_zero_grad(nb_module *m);
+
+/* ---- CNN modules (nn/conv.c, nn/pooling.c, nn/batchnorm.c, nn/dropout.c) ----
+ * PyTorch's default initialisation: conv weight kaiming_uniform_(a=sqrt(5)),
+ * i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = Cin/groups * kh * kw
+ * (ConvTranspose2d: fan_in from weight dim 1: Cout/groups * kh * kw), bias
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)). Parameters "weight", "bias". */
+nb_module *nb_conv2d_module(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                            nb_conv2d_options opts, bool bias);
+nb_module *nb_conv1d_module(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                            nb_conv1d_options opts, bool bias);
+nb_module *nb_conv_transpose2d_module(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                                      nb_conv_transpose2d_options opts, bool bias);
+nb_module *nb_max_pool2d_module(nb_pool2d_options opts);
+nb_module *nb_max_pool1d_module(nb_pool1d_options opts);
+nb_module *nb_avg_pool2d_module(nb_pool2d_options opts);
+nb_module *nb_avg_pool1d_module(nb_pool1d_options opts);
+nb_module *nb_adaptive_avg_pool2d_module(int64_t out_h, int64_t out_w);
+nb_module *nb_adaptive_avg_pool1d_module(int64_t out_l);
+/* BatchNorm1d ([N, C] or [N, C, L]) / BatchNorm2d ([N, C, H, W]): parameters
+ * "weight" (ones), "bias" (zeros); buffers "running_mean" (zeros),
+ * "running_var" (ones), "num_batches_tracked" (int64 0, +1 per training
+ * forward). eps 1e-5, momentum 0.1 when given 0. */
+nb_module *nb_batch_norm1d_module(int64_t num_features, double eps, double momentum);
+nb_module *nb_batch_norm2d_module(int64_t num_features, double eps, double momentum);
+/* Dropout(p): active in train mode, identity in eval; draws from the
+ * default generator. */
+nb_module *nb_dropout_module(double p);
+
+/* ---- state_dict (nn/state_dict.c) -------------------------------------------
+ * A module's state_dict is its parameters then its buffers, by dotted name
+ * ("fc1.weight", "bn1.running_mean"), as PyTorch's keys. Files are
+ * safetensors (nb_safetensors.h) with metadata {"format": "pt"}, so
+ * `safetensors.torch.load_file(path)` gives a dict that
+ * `model.load_state_dict` takes. */
+
+/* What a load found, by name (all strings owned by the report; free it with
+ * nb_load_report_free). As PyTorch's load_state_dict result, plus shapes. */
+typedef struct nb_load_report {
+    int n_missing;     /* model keys absent from the source */
+    char **missing;
+    int n_unexpected;  /* source keys the model does not have */
+    char **unexpected;
+    int n_mismatched;  /* "fc1.weight: file [3, 4], model [4, 4]" */
+    char **mismatched;
+} nb_load_report;
+/* Frees the lists and zeroes the report; NULL or a zeroed report is ignored. */
+void nb_load_report_free(nb_load_report *r);
+
+/* The state_dict as a malloc'd array (free() it; names and tensors borrowed
+ * from m, valid while m is unchanged): parameters, then buffers. Returns the
+ * count, or -1 with nb_last_error() set (NULL module or out, NB_ERR_OOM). */
+int nb_module_state_dict(nb_module *m, nb_named_tensor **out);
+/* Writes m's state_dict to path (atomically, with per-tensor CRC-32; see
+ * nb_safetensors_save). Errors: NB_ERR_INVALID_ARG, NB_ERR_IO, NB_ERR_OOM. */
+nb_status nb_module_state_dict_save(nb_module *m, const char *path);
+/* Copies n named tensors into m's parameters and buffers of the same name
+ * (casting dtype if needed, like PyTorch's param.copy_; no autograd).
+ * Everything is checked before anything is copied, so on failure m is
+ * unchanged. A shape mismatch is always an error (NB_ERR_SHAPE), as in
+ * PyTorch; with strict, missing or unexpected keys are too (NB_ERR_FORMAT);
+ * non-strict loading skips them. The message names the keys, e.g.
+ *   "load_state_dict: 1 missing key (2.bias); 1 unexpected key (3.weight)".
+ * report (may be NULL) receives the lists whatever the outcome; the caller
+ * frees it with nb_load_report_free. Other errors: NB_ERR_INVALID_ARG
+ * (NULL m, or NULL ts with n > 0), NB_ERR_OOM. */
+nb_status nb_module_load_tensors(nb_module *m, const nb_named_tensor *ts, int n, bool strict,
+                                 nb_load_report *report);
+/* nb_module_load_tensors from a safetensors file at path (any error of
+ * nb_safetensors_load is returned first, and m is left unchanged). */
+nb_status nb_module_load_state_dict(nb_module *m, const char *path, bool strict, nb_load_report *report);
 
 #ifdef __cplusplus
 }

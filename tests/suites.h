@@ -14,9 +14,20 @@
     X(ops_reduce)    \
     X(ops_view)      \
     X(ops_loss)      \
+    X(ops_conv)      \
+    X(ops_pool)      \
+    X(ops_norm)      \
+    X(ops_index)     \
+    X(ops_nlp)       \
+    X(ops_attention) \
+    X(text)          \
+    X(transformer)   \
     X(nn)            \
     X(optim)         \
     X(data)          \
+    X(safetensors)   \
+    X(checkpoint)    \
+    X(scheduler)     \
     X(mnist_e2e)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);

@@ -10,6 +10,8 @@
  *   adam/sgd: float32/float64
  *   reduce: float32/float64, integers (sum accumulates in int64)
  *   matmul: float32/float64 (OpenBLAS)
+ *   index_select, where: all six (they move elements); index_add,
+ *   layer_norm*: float32/float64 (unary's gelu forms included above)
  * Any other combination returns NB_ERR_DTYPE with a message naming the op.
  */
 #ifndef NB_CPU_KERNELS_H
@@ -59,5 +61,30 @@ nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview
                            const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h);
 nb_status nb_cpu_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                           const nb_kview *momentum_buf, const nb_sgd_hyper *h);
+
+/* CNN kernels: conv.c, pooling.c, norm.c, upsample.c */
+nb_status nb_cpu_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w, const nb_kview *bias, const nb_conv_params *p);
+nb_status nb_cpu_conv2d_backward_input(nb_backend *be, const nb_kview *gx, const nb_kview *gy, const nb_kview *w, const nb_conv_params *p);
+nb_status nb_cpu_conv2d_backward_weight(nb_backend *be, const nb_kview *gw, const nb_kview *gbias, const nb_kview *gy, const nb_kview *x, const nb_conv_params *p);
+nb_status nb_cpu_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices, const nb_kview *x, const nb_pool_params *p);
+nb_status nb_cpu_max_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy, const nb_kview *indices);
+nb_status nb_cpu_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_pool_params *p);
+nb_status nb_cpu_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy, const nb_pool_params *p);
+nb_status nb_cpu_adaptive_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x);
+nb_status nb_cpu_adaptive_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy);
+nb_status nb_cpu_adaptive_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices, const nb_kview *x);
+nb_status nb_cpu_batch_norm(nb_backend *be, const nb_kview *out, const nb_kview *save_mean, const nb_kview *save_invstd, const nb_kview *running_mean, const nb_kview *running_var, const nb_kview *x, const nb_kview *weight, const nb_kview *bias, bool training, double momentum, double eps);
+nb_status nb_cpu_batch_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gweight, const nb_kview *gbias, const nb_kview *gy, const nb_kview *x, const nb_kview *weight, const nb_kview *save_mean, const nb_kview *save_invstd, const nb_kview *running_mean, const nb_kview *running_var, bool training, double eps);
+nb_status nb_cpu_upsample2d(nb_backend *be, const nb_kview *out, const nb_kview *x, bool bilinear, bool align_corners);
+nb_status nb_cpu_upsample2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy, bool bilinear, bool align_corners);
+
+/* transformer kernels: index.c, layer_norm.c, attention.c */
+nb_status nb_cpu_index_select(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, const nb_kview *index);
+nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g, int64_t skip_index);
+nb_status nb_cpu_where(nb_backend *be, const nb_kview *out, const nb_kview *cond, const nb_kview *a, const nb_kview *b);
+nb_status nb_cpu_layer_norm(nb_backend *be, const nb_kview *out, const nb_kview *mean, const nb_kview *rstd, const nb_kview *x, const nb_kview *w, const nb_kview *b, double eps);
+nb_status nb_cpu_layer_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gb, const nb_kview *gy, const nb_kview *x, const nb_kview *w, const nb_kview *mean, const nb_kview *rstd);
+nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset);
+nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv, const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset);
 
 #endif

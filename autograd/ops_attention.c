@@ -1,0 +1,238 @@
+/* ops_attention.c - F.scaled_dot_product_attention (PyTorch 2.x semantics):
+ * softmax(q k^T * scale + mask) v, with a bool mask (true = attend), an
+ * additive float mask, is_causal (top-left aligned, j > i masked), scale
+ * (0 = 1/sqrt(E)) and dropout on the attention weights. The leading dims of
+ * q, k, v (equal) are flattened to B and the fused, tiled backend kernel
+ * (backend/cpu/attention.c: FlashAttention's online softmax, never the
+ * [B, L, S] score matrix) computes out and the log-sum-exp per row; the
+ * mask reaches the kernel as a broadcast view, never materialised.
+ * Saved for backward (the node has four slots): one packed contiguous copy
+ * of q|k|v, the output buffer (out|lse in one storage) and the mask view.
+ * A float mask that requires grad gets dS summed to its shape; that
+ * gradient alone is built by composition and holds a [B, L, S] tensor.
+ * Tests: tests/test_ops_attention.c. */
+#include <math.h>
+#include <string.h>
+
+#include "nb_autograd_impl.h"
+#include "philox.h"
+
+#define SDPA "scaled_dot_product_attention"
+
+/* iarg slots */
+enum { IA_B, IA_L, IA_S, IA_E, IA_EV, IA_CAUSAL, IA_SEED, IA_OFFSET, IA_MASK };
+
+/* A view of base's storage: 3-d contiguous [d0, d1, d2] at element offset off. */
+static nb_tensor *view3(const nb_tensor *base, int64_t d0, int64_t d1, int64_t d2, int64_t off) {
+    int64_t shape[3] = {d0, d1, d2}, strides[3] = {d1 * d2, d2, 1};
+    return nb_tensor_view_of(base, 3, shape, strides, off);
+}
+
+/* A contiguous view of base's storage with t's shape at offset off. */
+static nb_tensor *view_like(const nb_tensor *base, const nb_tensor *t, int64_t off) {
+    int64_t strides[NB_MAX_DIMS];
+    nb_contiguous_strides(t->ndim, t->shape, strides);
+    return nb_tensor_view_of(base, t->ndim, t->shape, strides, off);
+}
+
+/* ---- backward ---------------------------------------------------------------- */
+
+/* d loss / d mask for an additive mask that requires grad: dS = P * (dP - D)
+ * by composition (grad mode is off in backward), summed to the mask's shape. */
+static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor *v3, nb_tensor *out3,
+                            nb_tensor *lse, nb_tensor *g3, nb_tensor *mask_view, const nb_tensor *mask) {
+    int64_t B = n->iarg[IA_B], L = n->iarg[IA_L], S = n->iarg[IA_S], bls[3] = {B, L, S};
+    double p = n->darg[1];
+    nb_tensor *m3 = nb_reshape(nb_contiguous(mask_view), 3, bls);
+    nb_tensor *sc = nb_add(nb_mul_scalar(nb_matmul(q3, nb_transpose(k3, 1, 2)), n->darg[0]), m3);
+    nb_tensor *P = nb_exp(nb_sub(sc, nb_unsqueeze(lse, 2)));
+    nb_tensor *dP = nb_matmul(g3, nb_transpose(v3, 1, 2));
+    if (p > 0 && dP) { /* the forward's keep mask: Philox bits of (b*L + i)*S + j, drop iff u < p */
+        nb_generator gen = {(uint64_t)n->iarg[IA_SEED], (uint64_t)n->iarg[IA_OFFSET]};
+        nb_tensor *drop = nb_tensor_new(3, bls, q3->dtype, q3->storage->device);
+        if (!drop || nb_bernoulli_(drop, p, &gen) != NB_OK) return NULL;
+        dP = nb_mul(dP, nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p)));
+    }
+    int last = -1;
+    nb_tensor *D = nb_sum(nb_mul(g3, out3), &last, 1, true);
+    nb_tensor *dS = nb_mul(P, nb_sub(dP, D));
+    if (!dS) return NULL;
+    return nb_sum_to_shape(nb_reshape(dS, mask_view->ndim, mask_view->shape), mask->ndim, mask->shape);
+}
+
+/* saved: [0] q [B, L, E] inside the packed q|k|v copy, [1] out [B, L, Ev]
+ * inside the out|lse buffer, [2] the mask expanded to [..., L, S] (or none) */
+static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    int64_t B = n->iarg[IA_B], L = n->iarg[IA_L], S = n->iarg[IA_S], E = n->iarg[IA_E], Ev = n->iarg[IA_EV];
+    nb_tensor *q3 = n->saved[0], *out3 = n->saved[1], *mask = n->iarg[IA_MASK] ? n->saved[2] : NULL;
+    nb_tensor *k3 = view3(q3, B, S, E, q3->offset + B * L * E);
+    nb_tensor *v3 = view3(q3, B, S, Ev, q3->offset + B * L * E + B * S * E);
+    int64_t bl[2] = {B, L}, bl_strides[2] = {L, 1};
+    nb_tensor *lse = nb_tensor_view_of(out3, 2, bl, bl_strides, out3->offset + B * L * Ev);
+    nb_tensor *gc = nb_contiguous(g);
+    nb_tensor *g3 = gc ? view3(gc, B, L, Ev, gc->offset) : NULL;
+    nb_device dev = q3->storage->device;
+    nb_tensor *gq = n->in[0] ? nb_tensor_new(3, q3->shape, q3->dtype, dev) : NULL;
+    nb_tensor *gk = n->in[1] ? nb_tensor_new(3, k3 ? k3->shape : q3->shape, q3->dtype, dev) : NULL;
+    nb_tensor *gv = n->in[2] ? nb_tensor_new(3, v3 ? v3->shape : q3->shape, q3->dtype, dev) : NULL;
+    if (!k3 || !v3 || !lse || !g3 || (n->in[0] && !gq) || (n->in[1] && !gk) || (n->in[2] && !gv))
+        return nb_last_status();
+    if (gq || gk || gv) {
+        nb_kview vgq = gq ? nb_kview_of(gq) : (nb_kview){0}, vgk = gk ? nb_kview_of(gk) : (nb_kview){0};
+        nb_kview vgv = gv ? nb_kview_of(gv) : (nb_kview){0}, vg = nb_kview_of(g3), vq = nb_kview_of(q3);
+        nb_kview vk = nb_kview_of(k3), vv = nb_kview_of(v3), vo = nb_kview_of(out3), vl = nb_kview_of(lse);
+        nb_kview vm = mask ? nb_kview_of(mask) : (nb_kview){0};
+        nb_status st = NB_CALL(q3, attention_backward, gq ? &vgq : NULL, gk ? &vgk : NULL, gv ? &vgv : NULL, &vg,
+                               &vq, &vk, &vv, &vo, &vl, mask ? &vm : NULL, n->iarg[IA_CAUSAL] != 0, n->darg[0],
+                               n->darg[1], (uint64_t)n->iarg[IA_SEED], (uint64_t)n->iarg[IA_OFFSET]);
+        if (st) return st;
+    }
+    nb_tensor *gx[3] = {gq, gk, gv};
+    for (int i = 0; i < 3; i++)
+        if (n->in[i] && !(gin[i] = view_like(gx[i], n->in[i], 0))) return nb_last_status();
+    if (n->in[3] && !(gin[3] = mask_grad(n, q3, k3, v3, out3, lse, g3, mask, n->in[3]))) return nb_last_status();
+    return NB_OK;
+}
+
+/* ---- forward ------------------------------------------------------------------ */
+
+/* Shapes, mask and options; fills lead (the leading dims) and the mask's
+ * target shape [..., L, S] with at least 3 dims (mnd). */
+static bool sdpa_check(nb_tensor *q, nb_tensor *k, nb_tensor *v, const nb_sdpa_options *o, int *mnd,
+                       int64_t *mtarget) {
+    nb_tensor *in[4] = {q, k, v, o->attn_mask};
+    if (!nb_check_inputs(SDPA, o->attn_mask ? 4 : 3, in) || !nb_check_dtypes(SDPA, 3, in, true)) return false;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    int nd = q->ndim;
+    bool ok = nd >= 2 && k->ndim == nd && v->ndim == nd && k->shape[nd - 1] == q->shape[nd - 1] &&
+              v->shape[nd - 2] == k->shape[nd - 2];
+    for (int d = 0; ok && d < nd - 2; d++) ok = k->shape[d] == q->shape[d] && v->shape[d] == q->shape[d];
+    if (!ok) {
+        nb_set_error(NB_ERR_SHAPE, SDPA ": q %s, k %s, v %s do not fit [..., L, E], [..., S, E], [..., S, Ev] "
+                                        "with equal leading dims",
+                     nb_fmt_shape(q->ndim, q->shape, a, sizeof a), nb_fmt_shape(k->ndim, k->shape, b, sizeof b),
+                     nb_fmt_shape(v->ndim, v->shape, c, sizeof c));
+        return false;
+    }
+    if (!(o->dropout_p >= 0 && o->dropout_p < 1)) {
+        nb_set_error(NB_ERR_INVALID_ARG, SDPA ": dropout_p %g outside [0, 1)", o->dropout_p);
+        return false;
+    }
+    if (!isfinite(o->scale)) {
+        nb_set_error(NB_ERR_INVALID_ARG, SDPA ": scale %g is not finite", o->scale);
+        return false;
+    }
+    *mnd = nd > 2 ? nd : 3;
+    for (int d = 0; d < *mnd; d++) mtarget[d] = 1;
+    memcpy(mtarget + *mnd - nd, q->shape, sizeof(int64_t) * (size_t)(nd - 2));
+    mtarget[*mnd - 2] = q->shape[nd - 2], mtarget[*mnd - 1] = k->shape[nd - 2];
+    nb_tensor *m = o->attn_mask;
+    if (!m) return true;
+    if (o->is_causal) {
+        nb_set_error(NB_ERR_INVALID_ARG, SDPA ": attn_mask and is_causal cannot both be set (as PyTorch)");
+        return false;
+    }
+    if (m->dtype != NB_BOOL && m->dtype != q->dtype) {
+        nb_set_error(NB_ERR_DTYPE, SDPA ": attn_mask must be bool or %s (q's dtype), got %s", nb_dtype_name(q->dtype),
+                     nb_dtype_name(m->dtype));
+        return false;
+    }
+    int bnd;
+    int64_t bshape[NB_MAX_DIMS];
+    if (m->ndim > *mnd || !nb_broadcast_shapes(m->ndim, m->shape, *mnd, mtarget, &bnd, bshape) ||
+        memcmp(bshape, mtarget, sizeof(int64_t) * (size_t)*mnd)) {
+        nb_set_error(NB_ERR_SHAPE, SDPA ": attn_mask %s does not broadcast to [..., L, S] = %s",
+                     nb_fmt_shape(m->ndim, m->shape, a, sizeof a), nb_fmt_shape(*mnd, mtarget, b, sizeof b));
+        return false;
+    }
+    return true;
+}
+
+/* q, k, v as [B, *, *] contiguous: one packed copy when backward needs them
+ * (one saved slot), else their contiguous forms. */
+static bool sdpa_inputs(nb_tensor *q, nb_tensor *k, nb_tensor *v, bool pack, const int64_t *dims, nb_tensor **q3,
+                        nb_tensor **k3, nb_tensor **v3) {
+    int64_t B = dims[0], L = dims[1], S = dims[2], E = dims[3], Ev = dims[4];
+    int64_t off[3] = {0, B * L * E, B * L * E + B * S * E}, rows[3] = {L, S, S}, cols[3] = {E, E, Ev};
+    nb_tensor *src[3] = {q, k, v}, **dst[3] = {q3, k3, v3};
+    nb_tensor *buf = NULL;
+    if (pack) {
+        int64_t total = off[2] + B * S * Ev;
+        if (!(buf = nb_tensor_new(1, &total, q->dtype, q->storage->device))) return false;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (pack) {
+            nb_tensor *d = view_like(buf, src[i], off[i]);
+            if (!d) return false;
+            nb_kview vd = nb_kview_of(d), vs = nb_kview_of(src[i]);
+            if (NB_CALL(q, copy, &vd, &vs) != NB_OK) return false;
+            *dst[i] = view3(buf, B, rows[i], cols[i], off[i]);
+        } else {
+            nb_tensor *c = nb_contiguous(src[i]);
+            *dst[i] = c ? view3(c, B, rows[i], cols[i], c->offset) : NULL;
+        }
+        if (!*dst[i]) return false;
+    }
+    return true;
+}
+
+static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options o) {
+    int mnd;
+    int64_t mtarget[NB_MAX_DIMS];
+    if (!sdpa_check(q, k, v, &o, &mnd, mtarget)) return NULL;
+    int nd = q->ndim;
+    int64_t B = 1, L = q->shape[nd - 2], E = q->shape[nd - 1], S = k->shape[nd - 2], Ev = v->shape[nd - 1];
+    for (int d = 0; d < nd - 2; d++) B *= q->shape[d];
+    int64_t dims[5] = {B, L, S, E, Ev};
+    double scale = o.scale != 0 ? o.scale : 1 / sqrt((double)E);
+    nb_tensor *in[4] = {q, k, v, o.attn_mask};
+    int n_in = o.attn_mask ? 4 : 3;
+    bool grad = nb_needs_grad(n_in, in);
+    nb_tensor *q3, *k3, *v3;
+    if (!sdpa_inputs(q, k, v, grad, dims, &q3, &k3, &v3)) return NULL;
+    /* out and lse share one storage, so that saving out keeps lse too */
+    int64_t total = B * L * Ev + B * L, bl[2] = {B, L}, bl_strides[2] = {L, 1}, oshape[NB_MAX_DIMS];
+    nb_tensor *buf = nb_tensor_new(1, &total, q->dtype, q->storage->device);
+    if (!buf) return NULL;
+    memcpy(oshape, q->shape, sizeof(int64_t) * (size_t)nd);
+    oshape[nd - 1] = Ev;
+    int64_t ostrides[NB_MAX_DIMS];
+    nb_contiguous_strides(nd, oshape, ostrides);
+    nb_tensor *out = nb_tensor_view_of(buf, nd, oshape, ostrides, 0), *out3 = view3(buf, B, L, Ev, 0);
+    nb_tensor *lse = nb_tensor_view_of(buf, 2, bl, bl_strides, B * L * Ev);
+    nb_tensor *mask = NULL;
+    if (o.attn_mask) { /* the broadcast view [..., L, S]: stride 0 where broadcast */
+        nb_kview mv = nb_kview_expand(o.attn_mask, mnd, mtarget);
+        mask = nb_tensor_view_of(o.attn_mask, mnd, mtarget, mv.strides, o.attn_mask->offset);
+    }
+    if (!out || !out3 || !lse || (o.attn_mask && !mask)) return NULL;
+    uint64_t seed = 0, offset = 0;
+    if (o.dropout_p > 0) {
+        nb_generator *gen = o.gen ? o.gen : nb_default_generator();
+        seed = gen->seed;
+        offset = nb_generator_advance(gen, nb_philox_blocks((uint64_t)(B * L * S)));
+    }
+    nb_kview vo = nb_kview_of(out3), vl = nb_kview_of(lse), vq = nb_kview_of(q3), vk = nb_kview_of(k3),
+             vv = nb_kview_of(v3), vm = mask ? nb_kview_of(mask) : (nb_kview){0};
+    if (NB_CALL(q, attention, &vo, &vl, &vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, seed,
+                offset) != NB_OK)
+        return NULL;
+    bool failed;
+    nb_node *n = nb_record(SDPA, sdpa_backward, out, n_in, in, &failed);
+    if (failed) return NULL;
+    if (n) {
+        for (int i = 0; i < 5; i++) n->iarg[IA_B + i] = dims[i];
+        n->iarg[IA_CAUSAL] = o.is_causal;
+        n->iarg[IA_SEED] = (int64_t)seed, n->iarg[IA_OFFSET] = (int64_t)offset;
+        n->iarg[IA_MASK] = mask != NULL;
+        n->darg[0] = scale, n->darg[1] = o.dropout_p;
+        nb_save(n, 0, q3), nb_save(n, 1, out3);
+        if (mask) nb_save(n, 2, mask);
+    }
+    return out;
+}
+
+nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, sdpa_impl(q, k, v, opts));
+}

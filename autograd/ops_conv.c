@@ -1,0 +1,315 @@
+/* ops_conv.c - conv2d, conv1d and conv_transpose2d (torch.nn.functional's
+ * names, arguments and defaults): shape checks, output sizes, and the
+ * backward rules, all on the backend's three convolution kernels
+ * (backend/cpu/conv.c):
+ *   conv2d:           out = conv(x, w) + b; gx = conv_backward_input(g, w),
+ *                     gw, gb = conv_backward_weight(g, x)
+ *   conv_transpose2d: out = conv_backward_input(x, w) + b (the adjoint of a
+ *                     convolution); gx = conv(g, w), gw = conv_backward_weight
+ *                     with the roles of input and output swapped
+ *   conv1d:           conv2d on [N, C, 1, L] views.
+ * padding='same' follows PyTorch: total padding dilation*(k-1) per dim, the
+ * left/top side gets half rounded down and the odd one goes right/bottom;
+ * the kernels take the left padding and the larger output size, and read
+ * the missing right/bottom column as zeros. Tests: tests/test_ops_conv.c. */
+#include <string.h>
+
+#include "nb_autograd_impl.h"
+
+/* The resolved geometry of one call: kernel parameters and output size. */
+typedef struct conv_setup {
+    nb_conv_params p;
+    int64_t out[2]; /* output H, W */
+} conv_setup;
+
+/* User options of either dimensionality, as 2-d arrays (1-d: H is trivial). */
+typedef struct conv_opts {
+    int64_t stride[2], padding[2], dilation[2], output_padding[2], groups;
+    bool same;
+} conv_opts;
+
+static char *shape_of(const nb_tensor *t, char *buf) { return nb_fmt_shape(t->ndim, t->shape, buf, NB_SHAPE_BUF); }
+
+static bool bad_opts(const char *op, conv_opts *o) {
+    for (int d = 0; d < 2; d++) {
+        if (o->stride[d] == 0) o->stride[d] = 1;
+        if (o->dilation[d] == 0) o->dilation[d] = 1;
+        if (o->stride[d] < 0 || o->dilation[d] < 0 || o->padding[d] < 0 || o->output_padding[d] < 0) {
+            nb_set_error(NB_ERR_INVALID_ARG, "%s: stride (%lld), dilation (%lld), padding (%lld) and output_padding "
+                         "(%lld) must not be negative", op, (long long)o->stride[d], (long long)o->dilation[d],
+                         (long long)o->padding[d], (long long)o->output_padding[d]);
+            return true;
+        }
+    }
+    if (o->groups == 0) o->groups = 1;
+    if (o->groups < 0) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: groups must be positive, got %lld", op, (long long)o->groups);
+        return true;
+    }
+    if (o->same && (o->stride[0] != 1 || o->stride[1] != 1)) {
+        nb_set_error(NB_ERR_INVALID_ARG,
+                     "%s: padding='same' is not supported for strided convolutions (stride %lld, %lld)", op,
+                     (long long)o->stride[0], (long long)o->stride[1]);
+        return true;
+    }
+    if (o->same && (o->padding[0] || o->padding[1])) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: padding='same' excludes explicit padding (%lld, %lld)", op,
+                     (long long)o->padding[0], (long long)o->padding[1]);
+        return true;
+    }
+    return false;
+}
+
+/* Checks x [N, Cx, *sp], w [w0, w1, *k] (sd spatial dims), bias [Cb].
+ * transposed: Cx == w0, Cout = w1 * groups; else Cx == w1 * groups, Cout = w0. */
+static bool check_shapes(const char *op, int sd, bool transposed, nb_tensor *x, nb_tensor *w, nb_tensor *bias,
+                         const conv_opts *o) {
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (x->ndim != sd + 2 || w->ndim != sd + 2) {
+        nb_set_error(NB_ERR_SHAPE,
+                     "%s: expected %d-d input (or %d-d unbatched) and %d-d weight, got input %s, weight %s", op,
+                     sd + 2, sd + 1, sd + 2, shape_of(x, a), shape_of(w, b));
+        return false;
+    }
+    int64_t cin = x->shape[1], g = o->groups;
+    int64_t cout = transposed ? w->shape[1] * g : w->shape[0];
+    bool fit = transposed ? w->shape[0] == cin : w->shape[1] * g == cin;
+    if (cin % g || cout % g) {
+        nb_set_error(NB_ERR_SHAPE, "%s: channels must be divisible by groups %lld (input %s, weight %s)", op,
+                     (long long)g, shape_of(x, a), shape_of(w, b));
+        return false;
+    }
+    if (!fit) {
+        nb_set_error(NB_ERR_SHAPE, "%s: input %s has %lld channels but weight %s with groups %lld expects %lld", op,
+                     shape_of(x, a), (long long)cin, shape_of(w, b), (long long)g,
+                     (long long)(transposed ? w->shape[0] : w->shape[1] * g));
+        return false;
+    }
+    for (int d = 2; d < sd + 2; d++)
+        if (w->shape[d] < 1) {
+            nb_set_error(NB_ERR_SHAPE, "%s: weight %s has an empty kernel dim", op, shape_of(w, b));
+            return false;
+        }
+    if (bias && (bias->ndim != 1 || bias->shape[0] != cout)) {
+        nb_set_error(NB_ERR_SHAPE, "%s: bias %s must be [%lld] (the output channels)", op, shape_of(bias, a),
+                     (long long)cout);
+        return false;
+    }
+    return true;
+}
+
+/* Fills cs for a convolution of x by w (sd spatial dims); false with an error set. */
+static bool conv_geometry(const char *op, int sd, nb_tensor *x, nb_tensor *w, const conv_opts *o, conv_setup *cs) {
+    memset(cs, 0, sizeof *cs);
+    cs->p.groups = o->groups;
+    for (int d = 0; d < 2; d++) {
+        int ax = d - (2 - sd); /* spatial axis of the tensors; < 0: the trivial H of a 1-d conv */
+        int64_t in = ax < 0 ? 1 : x->shape[2 + ax], k = ax < 0 ? 1 : w->shape[2 + ax];
+        int64_t s = o->stride[d], dil = o->dilation[d], pad = o->padding[d], span = dil * (k - 1) + 1;
+        cs->p.stride[d] = s, cs->p.dilation[d] = dil;
+        if (o->same) {
+            cs->p.padding[d] = dil * (k - 1) / 2; /* the extra one of an odd total goes right */
+            cs->out[d] = in;
+            continue;
+        }
+        cs->p.padding[d] = pad;
+        if (in + 2 * pad < span) {
+            char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+            nb_set_error(NB_ERR_SHAPE, "%s: padded input size %lld (input %s, padding %lld) is smaller than the "
+                         "dilated kernel size %lld (weight %s, dilation %lld)", op, (long long)(in + 2 * pad),
+                         shape_of(x, a), (long long)pad, (long long)span, shape_of(w, b), (long long)dil);
+            return false;
+        }
+        cs->out[d] = (in + 2 * pad - span) / s + 1;
+    }
+    return true;
+}
+
+static void put_params(nb_node *n, const nb_conv_params *p) {
+    memcpy(&n->iarg[0], p->stride, sizeof p->stride);
+    memcpy(&n->iarg[2], p->padding, sizeof p->padding);
+    memcpy(&n->iarg[4], p->dilation, sizeof p->dilation);
+    memcpy(&n->iarg[6], p->output_padding, sizeof p->output_padding);
+    n->iarg[8] = p->groups;
+}
+
+static nb_conv_params get_params(const nb_node *n) {
+    nb_conv_params p;
+    memcpy(p.stride, &n->iarg[0], sizeof p.stride);
+    memcpy(p.padding, &n->iarg[2], sizeof p.padding);
+    memcpy(p.dilation, &n->iarg[4], sizeof p.dilation);
+    memcpy(p.output_padding, &n->iarg[6], sizeof p.output_padding);
+    p.groups = n->iarg[8];
+    return p;
+}
+
+static nb_tensor *new_like_shape(const nb_tensor *t, const nb_tensor *like) {
+    return nb_tensor_new(t->ndim, t->shape, like->dtype, like->storage->device);
+}
+
+/* The bias gradient: g summed over N, H, W. */
+static nb_tensor *bias_grad(nb_tensor *g) { return nb_sum(g, (const int[]){0, 2, 3}, 3, false); }
+
+/* Records the node of a convolution-like op: saves x when w needs a
+ * gradient and w when x does (each is needed only for the other's). */
+static nb_tensor *record_conv(const char *op, nb_backward_fn fn, nb_tensor *out, nb_tensor *const *in,
+                              nb_tensor *xc, nb_tensor *wc, const nb_conv_params *p) {
+    bool failed;
+    nb_node *n = nb_record(op, fn, out, 3, in, &failed);
+    if (failed) return NULL;
+    if (n) {
+        put_params(n, p);
+        if (n->in[1]) nb_save(n, 0, xc);
+        if (n->in[0]) nb_save(n, 1, wc);
+    }
+    return out;
+}
+
+/* ---- conv2d -------------------------------------------------------------------- */
+
+static nb_status conv2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_conv_params p = get_params(n);
+    nb_tensor *gc = nb_contiguous(g);
+    if (!gc) return nb_last_status();
+    nb_kview vg = nb_kview_of(gc);
+    if (n->in[0]) {
+        nb_tensor *gx = new_like_shape(n->in[0], gc);
+        if (!gx) return nb_last_status();
+        nb_kview vgx = nb_kview_of(gx), vw = nb_kview_of(n->saved[1]);
+        nb_status st = NB_CALL(gc, conv2d_backward_input, &vgx, &vg, &vw, &p);
+        if (st) return st;
+        gin[0] = gx;
+    }
+    if (n->in[1]) {
+        nb_tensor *gw = new_like_shape(n->in[1], gc), *gb = n->in[2] ? new_like_shape(n->in[2], gc) : NULL;
+        if (!gw || (n->in[2] && !gb)) return nb_last_status();
+        nb_kview vgw = nb_kview_of(gw), vgb = gb ? nb_kview_of(gb) : (nb_kview){0}, vx = nb_kview_of(n->saved[0]);
+        nb_status st = NB_CALL(gc, conv2d_backward_weight, &vgw, gb ? &vgb : NULL, &vg, &vx, &p);
+        if (st) return st;
+        gin[1] = gw, gin[2] = gb;
+    } else if (n->in[2]) {
+        if (!(gin[2] = bias_grad(gc))) return nb_last_status();
+    }
+    return NB_OK;
+}
+
+/* x [N, C, H, W], w [Cout, C/groups, kh, kw] already checked. */
+static nb_tensor *conv2d_run(nb_tensor *x, nb_tensor *w, nb_tensor *bias, const conv_setup *cs) {
+    nb_tensor *xc = nb_contiguous(x), *wc = nb_contiguous(w), *bc = bias ? nb_contiguous(bias) : NULL;
+    if (!xc || !wc || (bias && !bc)) return NULL;
+    nb_tensor *out = nb_tensor_new(NB_SHAPE(x->shape[0], w->shape[0], cs->out[0], cs->out[1]), x->dtype,
+                                   x->storage->device);
+    if (!out) return NULL;
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc), vw = nb_kview_of(wc);
+    nb_kview vb = bc ? nb_kview_of(bc) : (nb_kview){0};
+    if (NB_CALL(x, conv2d, &vo, &vx, &vw, bc ? &vb : NULL, &cs->p) != NB_OK) return NULL;
+    nb_tensor *in[3] = {x, w, bias};
+    return record_conv("conv2d", conv2d_backward, out, in, xc, wc, &cs->p);
+}
+
+/* sd = 2 (conv2d) or 1 (conv1d, run on [N, C, 1, L] views). */
+static nb_tensor *conv_impl(const char *op, int sd, nb_tensor *x, nb_tensor *w, nb_tensor *bias, conv_opts o) {
+    nb_tensor *in[3] = {x, w, bias};
+    int n_in = bias ? 3 : 2;
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(op, n_in, in, true) || bad_opts(op, &o)) return NULL;
+    if (x->ndim == sd + 1) /* unbatched input, as PyTorch */
+        return nb_squeeze(conv_impl(op, sd, nb_unsqueeze(x, 0), w, bias, o), 0);
+    conv_setup cs;
+    if (!check_shapes(op, sd, false, x, w, bias, &o) || !conv_geometry(op, sd, x, w, &o, &cs)) return NULL;
+    if (sd == 2) return conv2d_run(x, w, bias, &cs);
+    return nb_squeeze(conv2d_run(nb_unsqueeze(x, 2), nb_unsqueeze(w, 2), bias, &cs), 2);
+}
+
+nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_options opts) {
+    conv_opts o = {.groups = opts.groups, .same = opts.padding_same};
+    for (int d = 0; d < 2; d++)
+        o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d];
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, conv_impl("conv2d", 2, x, weight, bias, o));
+}
+
+nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d_options opts) {
+    conv_opts o = {.stride = {1, opts.stride}, .padding = {0, opts.padding}, .dilation = {1, opts.dilation},
+                   .groups = opts.groups, .same = opts.padding_same};
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, conv_impl("conv1d", 1, x, weight, bias, o));
+}
+
+/* ---- conv_transpose2d ----------------------------------------------------------- */
+
+/* The adjoint of conv2d with weight w: x [N, Cin, H, W] plays the
+ * convolution's output and out [N, Cout, Ho, Wo] its input. */
+static nb_status conv_t2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_conv_params p = get_params(n);
+    nb_tensor *gc = nb_contiguous(g);
+    if (!gc) return nb_last_status();
+    nb_kview vg = nb_kview_of(gc);
+    if (n->in[0]) {
+        nb_tensor *gx = new_like_shape(n->in[0], gc);
+        if (!gx) return nb_last_status();
+        nb_kview vgx = nb_kview_of(gx), vw = nb_kview_of(n->saved[1]);
+        nb_status st = NB_CALL(gc, conv2d, &vgx, &vg, &vw, NULL, &p);
+        if (st) return st;
+        gin[0] = gx;
+    }
+    if (n->in[1]) {
+        nb_tensor *gw = new_like_shape(n->in[1], gc);
+        if (!gw) return nb_last_status();
+        nb_kview vgw = nb_kview_of(gw), vx = nb_kview_of(n->saved[0]);
+        nb_status st = NB_CALL(gc, conv2d_backward_weight, &vgw, NULL, &vx, &vg, &p);
+        if (st) return st;
+        gin[1] = gw;
+    }
+    if (n->in[2] && !(gin[2] = bias_grad(gc))) return nb_last_status();
+    return NB_OK;
+}
+
+static nb_tensor *conv_t2d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, conv_opts o) {
+    const char *op = "conv_transpose2d";
+    nb_tensor *in[3] = {x, w, bias};
+    int n_in = bias ? 3 : 2;
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(op, n_in, in, true) || bad_opts(op, &o)) return NULL;
+    if (x->ndim == 3) return nb_squeeze(conv_t2d_impl(nb_unsqueeze(x, 0), w, bias, o), 0);
+    if (!check_shapes(op, 2, true, x, w, bias, &o)) return NULL;
+    nb_conv_params p = {.groups = o.groups};
+    int64_t out[2];
+    for (int d = 0; d < 2; d++) {
+        int64_t s = o.stride[d], dil = o.dilation[d], k = w->shape[2 + d], op_ = o.output_padding[d];
+        if (op_ >= s && op_ >= dil)
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: output_padding %lld must be smaller than either stride %lld or "
+                           "dilation %lld", op, (long long)op_, (long long)s, (long long)dil);
+        out[d] = (x->shape[2 + d] - 1) * s - 2 * o.padding[d] + dil * (k - 1) + op_ + 1;
+        if (out[d] < 1) {
+            char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+            return NB_FAIL(NB_ERR_SHAPE, "%s: input %s, weight %s, padding (%lld, %lld) give a non-positive output "
+                           "size %lld", op, shape_of(x, a), shape_of(w, b), (long long)o.padding[0],
+                           (long long)o.padding[1], (long long)out[d]);
+        }
+        p.stride[d] = s, p.padding[d] = o.padding[d], p.dilation[d] = dil, p.output_padding[d] = op_;
+    }
+    nb_tensor *xc = nb_contiguous(x), *wc = nb_contiguous(w);
+    nb_tensor *y = nb_tensor_new(NB_SHAPE(x->shape[0], w->shape[1] * o.groups, out[0], out[1]), x->dtype,
+                                 x->storage->device);
+    if (!xc || !wc || !y) return NULL;
+    nb_kview vy = nb_kview_of(y), vx = nb_kview_of(xc), vw = nb_kview_of(wc);
+    if (NB_CALL(x, conv2d_backward_input, &vy, &vx, &vw, &p) != NB_OK) return NULL;
+    if (bias) { /* y += bias[c], bias seen as [1, Cout, 1, 1] expanded */
+        nb_kview vb = nb_kview_of(bias);
+        int64_t bs = vb.strides[0];
+        vb.ndim = 4;
+        memcpy(vb.shape, vy.shape, sizeof vb.shape);
+        memset(vb.strides, 0, sizeof vb.strides);
+        vb.strides[1] = bs;
+        if (NB_CALL(x, binary, NB_BINARY_ADD, &vy, &vy, &vb) != NB_OK) return NULL;
+    }
+    return record_conv(op, conv_t2d_backward, y, in, xc, wc, &p);
+}
+
+nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv_transpose2d_options opts) {
+    conv_opts o = {.groups = opts.groups};
+    for (int d = 0; d < 2; d++)
+        o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d],
+        o.output_padding[d] = opts.output_padding[d];
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, conv_t2d_impl(x, weight, bias, o));
+}

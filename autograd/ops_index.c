@@ -1,0 +1,428 @@
+/* ops_index.c - indexing and joining ops with PyTorch's semantics:
+ * embedding, index_select, cat, stack, split, chunk, where, masked_fill and
+ * bmm, forward dispatch and backward rules. Gathers run on the backend's
+ * index_select; their gradients on index_add, which sums rows in index order
+ * (deterministic, no atomics). cat writes each input once into its slice of
+ * one output; its backward hands out narrow views of the gradient.
+ * Kernels: backend/cpu/index.c. Tests: tests/test_ops_index.c. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_autograd_impl.h"
+
+/* A contiguous tensor's view flattened to 1-D. */
+static nb_kview flat_view(const nb_tensor *t) {
+    nb_kview v = nb_kview_of(t);
+    v.ndim = 1;
+    v.shape[0] = nb_numel(t);
+    v.strides[0] = 1;
+    return v;
+}
+
+/* A contiguous copy (or t itself) without recording a node. */
+static nb_tensor *contiguous_nograd(nb_tensor *t) {
+    bool prev = nb_set_grad_enabled(false);
+    nb_tensor *c = nb_contiguous(t);
+    nb_set_grad_enabled(prev);
+    return c;
+}
+
+/* A contiguous copy of an index tensor: the node keeps it for backward, so
+ * a caller refilling its batch buffer in place cannot change the gradient. */
+static nb_tensor *index_copy(nb_tensor *t) {
+    nb_tensor *c = nb_empty_like(t);
+    if (!c) return NULL;
+    nb_kview d = nb_kview_of(c), s = nb_kview_of(t);
+    return NB_CALL(t, copy, &d, &s) == NB_OK ? c : NULL;
+}
+
+/* gx = zeros of shape like `like`, plus g's slices added at index along dim. */
+static nb_tensor *index_add_new(const nb_tensor *like, int dim, nb_tensor *index, nb_tensor *g, nb_kview vg,
+                                int64_t skip) {
+    nb_tensor *gx = nb_empty_like(like);
+    if (!gx) return NULL;
+    nb_kview vgx = nb_kview_of(gx), vi = flat_view(index);
+    return NB_CALL(g, index_add, &vgx, dim, &vi, &vg, skip) == NB_OK ? gx : NULL;
+}
+
+/* ---- embedding ------------------------------------------------------------------ */
+
+/* saved: flat int64 indices; iarg[0]: the padding row (INT64_MIN: none) */
+static nb_status embedding_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *idx = n->saved[0], *w = n->in[0];
+    nb_tensor *gc = nb_contiguous(g);
+    if (!gc) return nb_last_status();
+    int64_t rows = nb_numel(idx);
+    nb_kview vg = nb_kview_of(gc);
+    vg.ndim = 2, vg.shape[0] = rows, vg.shape[1] = w->shape[1], vg.strides[0] = w->shape[1], vg.strides[1] = 1;
+    gin[0] = index_add_new(w, 0, idx, gc, vg, n->iarg[0]);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx) {
+    nb_tensor *in[2] = {indices, weight};
+    if (!nb_check_inputs("embedding", 2, in) || !nb_check_dtypes("embedding", 1, &weight, true)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (weight->ndim != 2 || indices->ndim + 1 > NB_MAX_DIMS)
+        return NB_FAIL(NB_ERR_SHAPE, "embedding: weight %s must be [num_embeddings, dim] and indices %s have < %d dims",
+                       nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a),
+                       nb_fmt_shape(indices->ndim, indices->shape, b, sizeof b), NB_MAX_DIMS);
+    if (indices->dtype != NB_I64)
+        return NB_FAIL(NB_ERR_DTYPE, "embedding: indices must be int64, got %s", nb_dtype_name(indices->dtype));
+    int64_t v = weight->shape[0], d = weight->shape[1];
+    if (padding_idx != NB_NO_PADDING_IDX) {
+        if (padding_idx < -v || padding_idx >= v)
+            return NB_FAIL(NB_ERR_INVALID_ARG, "embedding: padding_idx %lld outside [-%lld, %lld) for weight %s",
+                           (long long)padding_idx, (long long)v, (long long)v,
+                           nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a));
+        if (padding_idx < 0) padding_idx += v;
+    }
+    nb_tensor *idx = index_copy(indices), *wc = contiguous_nograd(weight);
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, indices->shape, sizeof(int64_t) * (size_t)indices->ndim);
+    shape[indices->ndim] = d;
+    nb_tensor *out = nb_tensor_new(indices->ndim + 1, shape, weight->dtype, weight->storage->device);
+    if (!idx || !wc || !out) return NULL;
+    int64_t rows = nb_numel(idx);
+    nb_kview vo = nb_kview_of(out), vw = nb_kview_of(wc), vi = flat_view(idx);
+    vo.ndim = 2, vo.shape[0] = rows, vo.shape[1] = d, vo.strides[0] = d, vo.strides[1] = 1;
+    if (NB_CALL(weight, index_select, &vo, &vw, 0, &vi) != NB_OK) {
+        char msg[512]; /* the kernel's message, renamed for the user's op */
+        const char *e = nb_last_error();
+        snprintf(msg, sizeof msg, "%s", strncmp(e, "index_select: ", 14) ? e : e + 14);
+        return NB_FAIL(nb_last_status(), "embedding: %s (weight %s, indices %s)", msg,
+                       nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a),
+                       nb_fmt_shape(indices->ndim, indices->shape, b, sizeof b));
+    }
+    bool failed;
+    nb_node *n = nb_record("embedding", embedding_backward, out, 1, &weight, &failed);
+    if (failed) return NULL;
+    if (n) {
+        n->iarg[0] = padding_idx;
+        nb_save(n, 0, idx);
+    }
+    return out;
+}
+
+nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, embedding_impl(indices, weight, padding_idx));
+}
+
+/* ---- index_select ------------------------------------------------------------------ */
+
+/* saved: flat int64 index; iarg[0]: dim */
+static nb_status index_select_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *gc = nb_contiguous(g);
+    if (!gc) return nb_last_status();
+    gin[0] = index_add_new(n->in[0], (int)n->iarg[0], n->saved[0], gc, nb_kview_of(gc), NB_NO_PADDING_IDX);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+static nb_tensor *index_select_impl(nb_tensor *t, int dim, nb_tensor *index) {
+    nb_tensor *in[2] = {t, index};
+    if (!nb_check_inputs("index_select", 2, in)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    int d = nb_wrap_dim(dim, t->ndim);
+    if (d < 0 || t->ndim == 0)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "index_select: dim %d out of range for input %s", dim,
+                       nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+    if (index->dtype != NB_I64 || index->ndim > 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "index_select: index must be a 1-D int64 tensor, got %s %s",
+                       nb_fmt_shape(index->ndim, index->shape, b, sizeof b), nb_dtype_name(index->dtype));
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    shape[d] = nb_numel(index);
+    nb_tensor *idx = index_copy(index), *tc = contiguous_nograd(t);
+    nb_tensor *out = nb_tensor_new(t->ndim, shape, t->dtype, t->storage->device);
+    if (!idx || !tc || !out) return NULL;
+    nb_kview vo = nb_kview_of(out), vt = nb_kview_of(tc), vi = flat_view(idx);
+    if (NB_CALL(t, index_select, &vo, &vt, d, &vi) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record("index_select", index_select_backward, out, 1, &t, &failed);
+    if (failed) return NULL;
+    if (n) {
+        n->iarg[0] = d;
+        nb_save(n, 0, idx);
+    }
+    return out;
+}
+
+nb_tensor *nb_index_select(nb_tensor *t, int dim, nb_tensor *index) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, index_select_impl(t, dim, index));
+}
+
+/* ---- cat / stack ------------------------------------------------------------------------ */
+
+/* iarg[0]: dim; iarg[1 + i]: input i's size along it */
+static nb_status cat_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    int d = (int)n->iarg[0];
+    int64_t off = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        int64_t len = n->iarg[1 + i];
+        if (n->in[i] && !(gin[i] = nb_narrow(g, d, off, len))) return nb_last_status();
+        off += len;
+    }
+    return NB_OK;
+}
+
+/* Records the nodes of part = cat(ts[0..n)) along d. A node holds at most
+ * NB_NODE_MAX_IN inputs, so past 4 inputs the last one is `rest`, a view of
+ * part's tail whose own node covers ts[3..n): the data is written once and
+ * backward walks the chain. */
+static bool record_cat(nb_tensor *part, nb_tensor *const *ts, int n, int d) {
+    nb_tensor *in[NB_NODE_MAX_IN];
+    int m = n <= NB_NODE_MAX_IN ? n : NB_NODE_MAX_IN - 1;
+    for (int i = 0; i < m; i++) in[i] = ts[i];
+    if (n > NB_NODE_MAX_IN) {
+        int64_t off = 0, shape[NB_MAX_DIMS];
+        for (int i = 0; i < m; i++) off += ts[i]->shape[d];
+        memcpy(shape, part->shape, sizeof shape);
+        shape[d] -= off;
+        nb_tensor *rest = nb_tensor_view_of(part, part->ndim, shape, part->strides, part->offset + off * part->strides[d]);
+        if (!rest || !record_cat(rest, ts + m, n - m, d)) return false;
+        in[m++] = rest;
+    }
+    bool failed;
+    nb_node *node = nb_record("cat", cat_backward, part, m, in, &failed);
+    if (failed) return false;
+    if (node) {
+        node->iarg[0] = d;
+        for (int i = 0; i < m; i++) node->iarg[1 + i] = in[i]->shape[d];
+    }
+    return true;
+}
+
+static nb_tensor *cat_impl(nb_tensor *const *ts, int n, int dim) {
+    if (!ts || n < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "cat: needs at least one tensor (got %d)", n);
+    if (!nb_check_inputs("cat", n, ts) || !nb_check_dtypes("cat", n, ts, false)) return NULL;
+    const nb_tensor *t0 = ts[0];
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    int d = nb_wrap_dim(dim, t0->ndim);
+    if (d < 0 || t0->ndim == 0)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "cat: dim %d out of range for input %s", dim,
+                       nb_fmt_shape(t0->ndim, t0->shape, a, sizeof a));
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, t0->shape, sizeof shape);
+    shape[d] = 0;
+    for (int i = 0; i < n; i++) {
+        bool ok = ts[i]->ndim == t0->ndim;
+        for (int k = 0; ok && k < t0->ndim; k++) ok = k == d || ts[i]->shape[k] == t0->shape[k];
+        if (!ok)
+            return NB_FAIL(NB_ERR_SHAPE, "cat: tensor %d has shape %s, tensor 0 has %s; they must match except in dim %d",
+                           i, nb_fmt_shape(ts[i]->ndim, ts[i]->shape, a, sizeof a),
+                           nb_fmt_shape(t0->ndim, t0->shape, b, sizeof b), d);
+        shape[d] += ts[i]->shape[d];
+    }
+    nb_tensor *out = nb_tensor_new(t0->ndim, shape, t0->dtype, t0->storage->device);
+    if (!out) return NULL;
+    nb_kview vo = nb_kview_of(out);
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        nb_kview dst = vo, src = nb_kview_of(ts[i]);
+        dst.shape[d] = ts[i]->shape[d];
+        dst.data = (char *)vo.data + (size_t)(off * vo.strides[d]) * nb_dtype_size(out->dtype);
+        if (nb_numel(ts[i]) > 0 && NB_CALL(out, copy, &dst, &src) != NB_OK) return NULL;
+        off += ts[i]->shape[d];
+    }
+    if (nb_needs_grad(n, ts) && !record_cat(out, ts, n, d)) return NULL;
+    return out;
+}
+
+nb_tensor *nb_cat(nb_tensor *const *ts, int n, int dim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, cat_impl(ts, n, dim));
+}
+
+static nb_tensor *stack_impl(nb_tensor *const *ts, int n, int dim) {
+    if (!ts || n < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "stack: needs at least one tensor (got %d)", n);
+    if (!nb_check_inputs("stack", n, ts)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    const nb_tensor *t0 = ts[0];
+    int d = dim < 0 ? dim + t0->ndim + 1 : dim;
+    if (d < 0 || d > t0->ndim || t0->ndim == NB_MAX_DIMS)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "stack: dim %d out of range for inputs %s", dim,
+                       nb_fmt_shape(t0->ndim, t0->shape, a, sizeof a));
+    for (int i = 1; i < n; i++)
+        if (ts[i]->ndim != t0->ndim || memcmp(ts[i]->shape, t0->shape, sizeof(int64_t) * (size_t)t0->ndim))
+            return NB_FAIL(NB_ERR_SHAPE, "stack: tensor %d has shape %s, tensor 0 has %s; all must be equal", i,
+                           nb_fmt_shape(ts[i]->ndim, ts[i]->shape, a, sizeof a),
+                           nb_fmt_shape(t0->ndim, t0->shape, b, sizeof b));
+    nb_tensor **us = malloc(sizeof *us * (size_t)n);
+    if (!us) return NB_FAIL(NB_ERR_OOM, "stack: out of host memory");
+    nb_tensor *r = NULL;
+    int i = 0;
+    for (; i < n && (us[i] = nb_unsqueeze(ts[i], d)); i++) {}
+    if (i == n) r = cat_impl(us, n, d);
+    free(us);
+    return r;
+}
+
+nb_tensor *nb_stack(nb_tensor *const *ts, int n, int dim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, stack_impl(ts, n, dim));
+}
+
+/* ---- split / chunk ------------------------------------------------------------------------ */
+
+/* The first min(count, cap) pieces of split_size along dim (the last one
+ * shorter), handed to the caller's scope (or the caller) as op results. */
+static int split_pieces(const char *op, nb_tensor *t, int d, int64_t split_size, int64_t count, nb_tensor **out,
+                        int cap) {
+    if (count > INT_MAX) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: %lld pieces are too many", op, (long long)count);
+        return -1;
+    }
+    int64_t size = t->shape[d];
+    int k = count < cap ? (int)count : cap;
+    nb_scope *s = nb_scope_begin();
+    for (int i = 0; i < k; i++) {
+        int64_t start = i * split_size;
+        int64_t len = size - start < split_size ? size - start : split_size;
+        nb_tensor *p = nb_narrow(t, d, start, len);
+        if (!p) {
+            for (int j = 0; j < i; j++) nb_release(out[j]), out[j] = NULL;
+            nb_scope_end(s);
+            return -1;
+        }
+        nb_retain(p);
+        out[i] = p;
+    }
+    nb_scope_end(s);
+    for (int i = 0; i < k; i++) nb_scope_adopt(out[i]);
+    return (int)count;
+}
+
+/* Checks shared by split and chunk; returns the wrapped dim or -1. */
+static int split_check(const char *op, nb_tensor *t, int dim, nb_tensor **out, int cap) {
+    if (!nb_check_inputs(op, 1, &t)) return -1;
+    if (cap < 0 || (cap > 0 && !out)) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: bad output array (cap %d, out %s)", op, cap, out ? "set" : "NULL");
+        return -1;
+    }
+    int d = nb_wrap_dim(dim, t->ndim);
+    if (d < 0 || t->ndim == 0) {
+        char a[NB_SHAPE_BUF];
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for input %s", op, dim,
+                     nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+        return -1;
+    }
+    return d;
+}
+
+int nb_split(nb_tensor *t, int64_t split_size, int dim, nb_tensor **out, int cap) {
+    int d = split_check("split", t, dim, out, cap);
+    if (d < 0) return -1;
+    int64_t size = t->shape[d];
+    if (split_size < 0 || (split_size == 0 && size > 0)) {
+        char a[NB_SHAPE_BUF];
+        nb_set_error(NB_ERR_INVALID_ARG, "split: split_size %lld must be positive (0 only for an empty dim); input %s",
+                     (long long)split_size, nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+        return -1;
+    }
+    int64_t count = size == 0 ? 1 : (size + split_size - 1) / split_size;
+    return split_pieces("split", t, d, split_size, count, out, cap);
+}
+
+int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap) {
+    int d = split_check("chunk", t, dim, out, cap);
+    if (d < 0) return -1;
+    if (chunks <= 0) {
+        nb_set_error(NB_ERR_INVALID_ARG, "chunk: chunks %d must be positive", chunks);
+        return -1;
+    }
+    int64_t size = t->shape[d];
+    int64_t split_size = (size + chunks - 1) / chunks;
+    /* as PyTorch: an empty dim gives `chunks` empty pieces */
+    int64_t count = size == 0 ? chunks : (size + split_size - 1) / split_size;
+    return split_pieces("chunk", t, d, split_size, count, out, cap);
+}
+
+/* ---- where / masked_fill ------------------------------------------------------------------ */
+
+/* g where cond (keep_true) or where !cond, zeros elsewhere. */
+static nb_tensor *masked_grad(nb_tensor *g, nb_tensor *cond, bool keep_true) {
+    nb_tensor *r = nb_empty_like(g), *zero = nb_scalar(0, g->dtype);
+    if (!r || !zero) return NULL;
+    nb_kview vr = nb_kview_of(r), vg = nb_kview_of(g), vc = nb_kview_expand(cond, g->ndim, g->shape),
+             vz = nb_kview_expand(zero, g->ndim, g->shape);
+    nb_status st = keep_true ? NB_CALL(g, where, &vr, &vc, &vg, &vz) : NB_CALL(g, where, &vr, &vc, &vz, &vg);
+    return st == NB_OK ? r : NULL;
+}
+
+/* saved: cond */
+static nb_status where_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *cond = n->saved[0];
+    for (int i = 0; i < 2; i++)
+        if (n->in[i] && !(gin[i] = nb_sum_to_shape(masked_grad(g, cond, i == 0), n->in[i]->ndim, n->in[i]->shape)))
+            return nb_last_status();
+    return NB_OK;
+}
+
+static nb_tensor *where_impl(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[3] = {cond, a, b};
+    if (!nb_check_inputs("where", 3, in) || !nb_check_dtypes("where", 2, in + 1, false)) return NULL;
+    if (cond->dtype != NB_BOOL)
+        return NB_FAIL(NB_ERR_DTYPE, "where: condition must be bool, got %s", nb_dtype_name(cond->dtype));
+    int nd1, nd;
+    int64_t s1[NB_MAX_DIMS], shape[NB_MAX_DIMS];
+    if (!nb_broadcast_shapes(cond->ndim, cond->shape, a->ndim, a->shape, &nd1, s1) ||
+        !nb_broadcast_shapes(nd1, s1, b->ndim, b->shape, &nd, shape)) {
+        char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF], z[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "where: condition %s, a %s and b %s do not broadcast",
+                       nb_fmt_shape(cond->ndim, cond->shape, x, sizeof x), nb_fmt_shape(a->ndim, a->shape, y, sizeof y),
+                       nb_fmt_shape(b->ndim, b->shape, z, sizeof z));
+    }
+    nb_tensor *out = nb_tensor_new(nd, shape, a->dtype, a->storage->device);
+    if (!out) return NULL;
+    nb_kview vo = nb_kview_of(out), vc = nb_kview_expand(cond, nd, shape), va = nb_kview_expand(a, nd, shape),
+             vb = nb_kview_expand(b, nd, shape);
+    if (NB_CALL(a, where, &vo, &vc, &va, &vb) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record("where", where_backward, out, 2, in + 1, &failed);
+    if (failed) return NULL;
+    if (n) nb_save(n, 0, cond);
+    return out;
+}
+
+nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, where_impl(cond, a, b));
+}
+
+static nb_tensor *masked_fill_impl(nb_tensor *t, nb_tensor *mask, double value) {
+    nb_tensor *in[2] = {t, mask};
+    if (!nb_check_inputs("masked_fill", 2, in)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (mask->dtype != NB_BOOL)
+        return NB_FAIL(NB_ERR_DTYPE, "masked_fill: mask must be bool, got %s", nb_dtype_name(mask->dtype));
+    int nd;
+    int64_t shape[NB_MAX_DIMS];
+    if (!nb_broadcast_shapes(t->ndim, t->shape, mask->ndim, mask->shape, &nd, shape) || nd != t->ndim ||
+        memcmp(shape, t->shape, sizeof(int64_t) * (size_t)nd))
+        return NB_FAIL(NB_ERR_SHAPE, "masked_fill: mask %s does not broadcast to input %s",
+                       nb_fmt_shape(mask->ndim, mask->shape, a, sizeof a), nb_fmt_shape(t->ndim, t->shape, b, sizeof b));
+    nb_tensor *v = nb_scalar(value, t->dtype);
+    return v ? where_impl(mask, v, t) : NULL;
+}
+
+nb_tensor *nb_masked_fill(nb_tensor *t, nb_tensor *mask, double value) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, masked_fill_impl(t, mask, value));
+}
+
+/* ---- bmm ------------------------------------------------------------------------------------ */
+
+nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[2] = {a, b};
+    if (!nb_check_inputs("bmm", 2, in) || !nb_check_dtypes("bmm", 2, in, true)) return NULL;
+    if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1]) {
+        char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "bmm: shapes %s and %s; expected [B, n, k] and [B, k, m]",
+                       nb_fmt_shape(a->ndim, a->shape, x, sizeof x), nb_fmt_shape(b->ndim, b->shape, y, sizeof y));
+    }
+    return nb_matmul(a, b);
+}

@@ -1,0 +1,145 @@
+/* ops_nlp.c - layer_norm (fused forward and backward; the forward saves
+ * mean and rstd per row) and gelu (exact erf and tanh forms), forward
+ * dispatch and backward rules. Kernels: backend/cpu/layer_norm.c and the
+ * unary kernels of backend/cpu/elementwise.c. Tests: tests/test_ops_nlp.c. */
+#include "nb_autograd_impl.h"
+
+/* A contiguous tensor seen as [rows, m] (or as [m] when rows < 0). */
+static nb_kview as_rows(const nb_tensor *t, int64_t rows, int64_t m) {
+    nb_kview v = nb_kview_of(t);
+    v.ndim = rows < 0 ? 1 : 2;
+    v.shape[0] = rows < 0 ? m : rows, v.strides[0] = rows < 0 ? 1 : m;
+    v.shape[1] = m, v.strides[1] = 1;
+    return v;
+}
+
+/* A contiguous copy (or t itself) without recording a node: the op's own
+ * node stands for it. */
+static nb_tensor *contiguous_nograd(nb_tensor *t) {
+    bool prev = nb_set_grad_enabled(false);
+    nb_tensor *c = nb_contiguous(t);
+    nb_set_grad_enabled(prev);
+    return c;
+}
+
+/* ---- layer_norm ------------------------------------------------------------- */
+
+/* saved: x (contiguous), weight (or NULL), mean, rstd; iarg: rows, m */
+static nb_status layer_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
+    int64_t rows = n->iarg[0], m = n->iarg[1];
+    nb_tensor *gc = nb_contiguous(g);
+    if (!gc) return nb_last_status();
+    if (n->in[0] && !(gin[0] = nb_empty_like(x))) return nb_last_status();
+    if (n->in[1] && !(gin[1] = nb_empty_like(n->in[1]))) return nb_last_status();
+    if (n->in[2] && !(gin[2] = nb_empty_like(n->in[2]))) return nb_last_status();
+    nb_kview vgx = {0}, vgw = {0}, vgb = {0}, vw = {0};
+    if (gin[0]) vgx = as_rows(gin[0], rows, m);
+    if (gin[1]) vgw = as_rows(gin[1], -1, m);
+    if (gin[2]) vgb = as_rows(gin[2], -1, m);
+    if (w) vw = as_rows(w, -1, m);
+    nb_kview vgy = as_rows(gc, rows, m), vx = as_rows(x, rows, m), vm = nb_kview_of(mean), vr = nb_kview_of(rstd);
+    return NB_CALL(x, layer_norm_backward, gin[0] ? &vgx : NULL, gin[1] ? &vgw : NULL, gin[2] ? &vgb : NULL, &vgy,
+                   &vx, w ? &vw : NULL, &vm, &vr);
+}
+
+static bool ln_param_ok(const nb_tensor *p, int n_norm, const int64_t *shape) {
+    if (!p) return true;
+    if (p->ndim != n_norm) return false;
+    for (int i = 0; i < n_norm; i++)
+        if (p->shape[i] != shape[i]) return false;
+    return true;
+}
+
+static nb_tensor *layer_norm_impl(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
+                                  nb_tensor *bias, double eps) {
+    nb_tensor *in[3] = {x, weight, bias};
+    nb_tensor *present[3];
+    int np = 0;
+    for (int i = 0; i < 3; i++)
+        if (i == 0 || in[i]) present[np++] = in[i];
+    if (!nb_check_inputs("layer_norm", np, present) || !nb_check_dtypes("layer_norm", np, present, true)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    if (n_norm < 1 || n_norm > x->ndim || !normalized_shape)
+        return NB_FAIL(NB_ERR_SHAPE, "layer_norm: normalized_shape of %d dims does not fit input %s", n_norm,
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    int lead = x->ndim - n_norm;
+    int64_t m = 1;
+    for (int i = 0; i < n_norm; i++) {
+        if (x->shape[lead + i] != normalized_shape[i])
+            return NB_FAIL(NB_ERR_SHAPE, "layer_norm: input %s does not end with normalized_shape %s",
+                           nb_fmt_shape(x->ndim, x->shape, a, sizeof a), nb_fmt_shape(n_norm, normalized_shape, b, sizeof b));
+        m *= normalized_shape[i];
+    }
+    if (!ln_param_ok(weight, n_norm, normalized_shape) || !ln_param_ok(bias, n_norm, normalized_shape))
+        return NB_FAIL(NB_ERR_SHAPE, "layer_norm: weight %s and bias %s must have normalized_shape %s",
+                       weight ? nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a) : "(none)",
+                       bias ? nb_fmt_shape(bias->ndim, bias->shape, b, sizeof b) : "(none)",
+                       nb_fmt_shape(n_norm, normalized_shape, c, sizeof c));
+    int64_t rows = nb_shape_numel(lead, x->shape);
+    nb_tensor *xc = contiguous_nograd(x);
+    nb_tensor *wc = weight ? contiguous_nograd(weight) : NULL, *bc = bias ? contiguous_nograd(bias) : NULL;
+    nb_tensor *out = nb_empty_like(x);
+    nb_tensor *mean = nb_tensor_new(1, &rows, x->dtype, x->storage->device);
+    nb_tensor *rstd = nb_tensor_new(1, &rows, x->dtype, x->storage->device);
+    if (!xc || (weight && !wc) || (bias && !bc) || !out || !mean || !rstd) return NULL;
+    nb_kview vo = as_rows(out, rows, m), vx = as_rows(xc, rows, m), vm = nb_kview_of(mean), vr = nb_kview_of(rstd);
+    nb_kview vw = {0}, vb = {0};
+    if (wc) vw = as_rows(wc, -1, m);
+    if (bc) vb = as_rows(bc, -1, m);
+    if (NB_CALL(x, layer_norm, &vo, &vm, &vr, &vx, wc ? &vw : NULL, bc ? &vb : NULL, eps) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record("layer_norm", layer_norm_backward, out, 3, in, &failed);
+    if (failed) return NULL;
+    if (n) {
+        n->iarg[0] = rows, n->iarg[1] = m;
+        nb_save(n, 0, xc);
+        if (wc) nb_save(n, 1, wc);
+        nb_save(n, 2, mean);
+        nb_save(n, 3, rstd);
+    }
+    return out;
+}
+
+nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
+                         nb_tensor *bias, double eps) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, layer_norm_impl(x, n_norm, normalized_shape, weight, bias, eps));
+}
+
+/* ---- gelu ----------------------------------------------------------------------- */
+
+/* saved: x; iarg[0]: the unary op. The rule needs only x. */
+static nb_status gelu_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = n->saved[0];
+    nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(x);
+    if (!gc || !gx) return nb_last_status();
+    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(x);
+    gin[0] = gx;
+    return NB_CALL(x, unary_backward, (nb_unary_op)n->iarg[0], &vgx, &vg, &vx, NULL, 0.0);
+}
+
+static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
+    if (!nb_check_inputs("gelu", 1, &x) || !nb_check_dtypes("gelu", 1, &x, true)) return NULL;
+    if (approximate != NB_GELU_ERF && approximate != NB_GELU_TANH)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "gelu: approximate must be NB_GELU_ERF or NB_GELU_TANH, got %d",
+                       (int)approximate);
+    nb_unary_op kop = approximate == NB_GELU_TANH ? NB_UNARY_GELU_TANH : NB_UNARY_GELU;
+    nb_tensor *out = nb_empty_like(x);
+    if (!out) return NULL;
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
+    if (NB_CALL(x, unary, kop, &vo, &vx, 0.0) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record("gelu", gelu_backward, out, 1, &x, &failed);
+    if (failed) return NULL;
+    if (n) {
+        n->iarg[0] = kop;
+        nb_save(n, 0, x);
+    }
+    return out;
+}
+
+nb_tensor *nb_gelu(nb_tensor *x, nb_gelu_approximate approximate) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, gelu_impl(x, approximate));
+}

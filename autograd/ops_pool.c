@@ -1,0 +1,302 @@
+/* ops_pool.c - max_pool1d/2d, avg_pool1d/2d, adaptive_avg_pool1d/2d and
+ * adaptive_max_pool2d: argument checks, output sizes, dispatch and backward
+ * rules. Every op runs as a 2-d pool on a 4-d [N, C, H, W] view: an
+ * unbatched [C, H, W] input gets N = 1, a 1-d [N, C, L] input runs with
+ * H = 1 and a kernel of 1 in that dim, and the result is reshaped back (so
+ * 1-d indices are positions along L, as PyTorch's). Output size per dim is
+ * PyTorch's pooling_output_shape:
+ *   out = floor((in + 2*pad - dil*(k-1) - 1 + (ceil ? stride-1 : 0)) / stride) + 1,
+ *   minus one in ceil mode if the last window would start at or past in + pad.
+ * Kernels: backend/cpu/pooling.c. Tests: tests/test_ops_pool.c. */
+#include "nb_autograd_impl.h"
+
+/* Sets the error and yields false, for the bool checks below. */
+#define POOL_BAD(...) (nb_set_error(NB_ERR_INVALID_ARG, __VA_ARGS__) == NB_OK)
+#define POOL_BAD_SHAPE(...) (nb_set_error(NB_ERR_SHAPE, __VA_ARGS__) == NB_OK)
+
+typedef enum pool_kind { POOL_MAX, POOL_AVG, POOL_ADAPTIVE_AVG, POOL_ADAPTIVE_MAX } pool_kind;
+
+/* One request: the op's name, kind and, for 1-d ops, that the user sees only dim 1. */
+typedef struct pool_req {
+    const char *op;
+    pool_kind kind;
+    bool one_d;
+    nb_pool_params p;  /* window ops */
+    int64_t out[2];    /* adaptive ops */
+} pool_req;
+
+/* "[a, b]" for 2-d ops, "b" for 1-d ones (the user never gave dim 0). */
+static const char *fmt2(const pool_req *r, const int64_t *v, char *buf, size_t len) {
+    if (r->one_d) snprintf(buf, len, "%lld", (long long)v[1]);
+    else snprintf(buf, len, "[%lld, %lld]", (long long)v[0], (long long)v[1]);
+    return buf;
+}
+
+static bool check_window(const pool_req *r) {
+    const nb_pool_params *p = &r->p;
+    char a[48], b[48];
+    for (int d = 0; d < 2; d++) {
+        if (p->kernel[d] < 1)
+            return POOL_BAD("%s: kernel_size must be positive, got %s", r->op,
+                            fmt2(r, p->kernel, a, sizeof a));
+        if (p->stride[d] < 1)
+            return POOL_BAD("%s: stride must be positive (0 = kernel_size), got %s", r->op,
+                            fmt2(r, p->stride, a, sizeof a));
+        if (p->dilation[d] < 1)
+            return POOL_BAD("%s: dilation must be positive (0 = 1), got %s", r->op,
+                            fmt2(r, p->dilation, a, sizeof a));
+        if (p->padding[d] < 0 || p->padding[d] > p->kernel[d] / 2)
+            return POOL_BAD("%s: padding must be in [0, kernel_size/2], got padding %s for "
+                            "kernel_size %s", r->op, fmt2(r, p->padding, a, sizeof a),
+                            fmt2(r, p->kernel, b, sizeof b));
+    }
+    return true;
+}
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+static int64_t out_size(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t dil, bool ceil_mode) {
+    int64_t o = floor_div(in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? s - 1 : 0), s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + pad) o--; /* the last window must start inside */
+    return o;
+}
+
+/* The [N, C, H, W] geometry of x, or false with an error (wrong rank, empty dims). */
+static bool shape4(const pool_req *r, const nb_tensor *x, int64_t *s4) {
+    char a[NB_SHAPE_BUF];
+    int want = r->one_d ? 3 : 4; /* batched rank */
+    if (x->ndim != want && x->ndim != want - 1)
+        return POOL_BAD_SHAPE("%s: expected a %d-d [C, %s] or %d-d [N, C, %s] input, got %s", r->op,
+                              want - 1, r->one_d ? "L" : "H, W", want, r->one_d ? "L" : "H, W",
+                              nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    int lead = x->ndim - want + 1; /* 1 if batched */
+    for (int d = lead ? 1 : 0; d < x->ndim; d++)
+        if (x->shape[d] < 1)
+            return POOL_BAD_SHAPE("%s: input %s has an empty non-batch dim", r->op,
+                                  nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    s4[0] = lead ? x->shape[0] : 1;
+    s4[1] = x->shape[lead];
+    s4[2] = r->one_d ? 1 : x->shape[lead + 1];
+    s4[3] = x->shape[x->ndim - 1];
+    return true;
+}
+
+/* ---- backward rules ----------------------------------------------------------- */
+
+static void pack(nb_node *n, const nb_pool_params *p) {
+    for (int d = 0; d < 2; d++) {
+        n->iarg[d] = p->kernel[d], n->iarg[2 + d] = p->stride[d];
+        n->iarg[4 + d] = p->padding[d], n->iarg[6 + d] = p->dilation[d];
+    }
+    n->iarg[8] = p->ceil_mode, n->iarg[9] = p->count_include_pad, n->iarg[10] = p->divisor_override;
+}
+
+static nb_pool_params unpack(const nb_node *n) {
+    nb_pool_params p;
+    for (int d = 0; d < 2; d++) {
+        p.kernel[d] = n->iarg[d], p.stride[d] = n->iarg[2 + d];
+        p.padding[d] = n->iarg[4 + d], p.dilation[d] = n->iarg[6 + d];
+    }
+    p.ceil_mode = n->iarg[8], p.count_include_pad = n->iarg[9], p.divisor_override = n->iarg[10];
+    return p;
+}
+
+/* gx of the 4-d input, plus contiguous gy views; NULL on failure. */
+static nb_tensor *grad_setup(nb_node *n, nb_tensor *g, nb_kview *vgx, nb_kview *vgy) {
+    nb_tensor *in = n->in[0];
+    nb_tensor *gc = nb_contiguous(g);
+    nb_tensor *gx = nb_tensor_new(in->ndim, in->shape, in->dtype, in->storage->device);
+    if (!gc || !gx) return NULL;
+    *vgx = nb_kview_of(gx), *vgy = nb_kview_of(gc);
+    return gx;
+}
+
+/* max and adaptive max: gy scattered to the saved argmax positions */
+static nb_status max_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_kview vgx, vgy, vi = nb_kview_of(n->saved[0]);
+    nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
+    if (!gx) return nb_last_status();
+    gin[0] = gx;
+    return NB_CALL(gx, max_pool2d_backward, &vgx, &vgy, &vi);
+}
+
+static nb_status avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_kview vgx, vgy;
+    nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
+    if (!gx) return nb_last_status();
+    nb_pool_params p = unpack(n);
+    gin[0] = gx;
+    return NB_CALL(gx, avg_pool2d_backward, &vgx, &vgy, &p);
+}
+
+static nb_status adaptive_avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_kview vgx, vgy;
+    nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
+    if (!gx) return nb_last_status();
+    gin[0] = gx;
+    return NB_CALL(gx, adaptive_avg_pool2d_backward, &vgx, &vgy);
+}
+
+/* ---- forward ------------------------------------------------------------------ */
+
+/* Runs the kernel on the 4-d x into [N, C, oh, ow] and records the node. *idx
+ * gets the int64 indices of max kinds (made only when asked for or needed). */
+static nb_tensor *pool_core(const pool_req *r, nb_tensor *x, int64_t oh, int64_t ow, nb_tensor **idx) {
+    bool is_max = r->kind == POOL_MAX || r->kind == POOL_ADAPTIVE_MAX;
+    bool grad = nb_needs_grad(1, &x);
+    int64_t os[4] = {x->shape[0], x->shape[1], oh, ow};
+    nb_device dev = x->storage->device;
+    nb_tensor *xc = nb_contiguous(x), *out = nb_tensor_new(4, os, x->dtype, dev);
+    nb_tensor *ind = is_max && (idx || grad) ? nb_tensor_new(4, os, NB_I64, dev) : NULL;
+    if (!xc || !out || (is_max && (idx || grad) && !ind)) return NULL;
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc), vi = ind ? nb_kview_of(ind) : vo;
+    nb_status st;
+    nb_backward_fn fn;
+    switch (r->kind) {
+    case POOL_MAX: st = NB_CALL(x, max_pool2d, &vo, ind ? &vi : NULL, &vx, &r->p), fn = max_backward; break;
+    case POOL_AVG: st = NB_CALL(x, avg_pool2d, &vo, &vx, &r->p), fn = avg_backward; break;
+    case POOL_ADAPTIVE_AVG: st = NB_CALL(x, adaptive_avg_pool2d, &vo, &vx), fn = adaptive_avg_backward; break;
+    default: st = NB_CALL(x, adaptive_max_pool2d, &vo, ind ? &vi : NULL, &vx), fn = max_backward; break;
+    }
+    if (st != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record(r->op, fn, out, 1, &x, &failed);
+    if (failed) return NULL;
+    if (n) {
+        pack(n, &r->p);
+        if (is_max) nb_save(n, 0, ind);
+    }
+    if (idx) *idx = ind;
+    return out;
+}
+
+/* Output size of a window op, checked >= 1; false with an error. */
+static bool window_out(const pool_req *r, const nb_tensor *x, const int64_t *s4, int64_t *o) {
+    const nb_pool_params *p = &r->p;
+    for (int d = 0; d < 2; d++)
+        o[d] = out_size(s4[2 + d], p->kernel[d], p->padding[d], p->stride[d], p->dilation[d], p->ceil_mode);
+    if (o[0] >= 1 && o[1] >= 1) return true;
+    char a[NB_SHAPE_BUF], k[48], s[48], pd[48], dl[48], os[48];
+    return POOL_BAD_SHAPE("%s: output size %s is too small for input %s (kernel_size %s, stride %s, "
+                          "padding %s, dilation %s)", r->op, fmt2(r, o, os, sizeof os),
+                          nb_fmt_shape(x->ndim, x->shape, a, sizeof a), fmt2(r, p->kernel, k, sizeof k),
+                          fmt2(r, p->stride, s, sizeof s), fmt2(r, p->padding, pd, sizeof pd),
+                          fmt2(r, p->dilation, dl, sizeof dl));
+}
+
+static nb_tensor *pool_impl(pool_req *r, nb_tensor *x, nb_tensor **idx) {
+    if (!nb_check_inputs(r->op, 1, &x) || !nb_check_dtypes(r->op, 1, &x, true)) return NULL;
+    int64_t s4[4], o[2];
+    if (!shape4(r, x, s4)) return NULL;
+    bool adaptive = r->kind == POOL_ADAPTIVE_AVG || r->kind == POOL_ADAPTIVE_MAX;
+    if (adaptive) {
+        char a[48];
+        if (r->out[0] < 1 || r->out[1] < 1)
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: output_size must be positive, got %s", r->op,
+                           fmt2(r, r->out, a, sizeof a));
+        o[0] = r->out[0], o[1] = r->out[1];
+    } else if (!check_window(r) || !window_out(r, x, s4, o)) {
+        return NULL;
+    }
+    nb_tensor *x4 = x->ndim == 4 ? x : nb_reshape(x, 4, s4);
+    nb_tensor *out = x4 ? pool_core(r, x4, o[0], o[1], idx) : NULL;
+    if (!out || x->ndim == 4) return out;
+    /* back to the caller's rank: drop N if unbatched, H if 1-d */
+    int64_t fs[4];
+    int nd = 0;
+    if (x->ndim == (r->one_d ? 3 : 4)) fs[nd++] = s4[0];
+    fs[nd++] = s4[1];
+    if (!r->one_d) fs[nd++] = o[0];
+    fs[nd++] = o[1];
+    if (idx && *idx && !(*idx = nb_reshape(*idx, nd, fs))) return NULL;
+    return nb_reshape(out, nd, fs);
+}
+
+/* Scoped call; *indices (if asked) outlives the op's scope like the result. */
+static nb_tensor *pool_run(pool_req r, nb_tensor *x, nb_tensor **indices) {
+    nb_tensor *idx = NULL;
+    if (indices) *indices = NULL;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *out = pool_impl(&r, x, indices ? &idx : NULL);
+    if (!out) idx = NULL;
+    nb_retain(idx);
+    out = nb_scope_return(s, out);
+    if (!out || !indices) {
+        nb_release(idx);
+        return out;
+    }
+    *indices = nb_scope_adopt(idx);
+    return out;
+}
+
+/* ---- options -> params -------------------------------------------------------------- */
+
+static pool_req req2d(const char *op, pool_kind kind, nb_pool2d_options o) {
+    pool_req r = {.op = op, .kind = kind};
+    for (int d = 0; d < 2; d++) {
+        r.p.kernel[d] = o.kernel[d];
+        r.p.stride[d] = o.stride[d] ? o.stride[d] : o.kernel[d];
+        r.p.padding[d] = o.padding[d];
+        r.p.dilation[d] = o.dilation[d] ? o.dilation[d] : 1;
+    }
+    r.p.ceil_mode = o.ceil_mode;
+    r.p.count_include_pad = !o.count_include_pad_false;
+    r.p.divisor_override = o.divisor_override;
+    return r;
+}
+
+static pool_req req1d(const char *op, pool_kind kind, nb_pool1d_options o) {
+    nb_pool2d_options o2 = {.kernel = {1, o.kernel}, .stride = {1, o.stride ? o.stride : o.kernel},
+                            .padding = {0, o.padding}, .dilation = {1, o.dilation}, .ceil_mode = o.ceil_mode,
+                            .count_include_pad_false = o.count_include_pad_false};
+    pool_req r = req2d(op, kind, o2);
+    r.one_d = true;
+    return r;
+}
+
+/* avg pools take no dilation (PyTorch's avg_pool2d has none): refuse one rather than ignore it. */
+static bool avg_no_dilation(const pool_req *r) {
+    char a[48];
+    if (r->p.dilation[0] == 1 && r->p.dilation[1] == 1) return true;
+    return POOL_BAD("%s: dilation is not supported by average pooling (max pool only), got %s", r->op,
+                    fmt2(r, r->p.dilation, a, sizeof a));
+}
+
+nb_tensor *nb_max_pool2d(nb_tensor *x, nb_pool2d_options opts, nb_tensor **indices) {
+    pool_req r = req2d("max_pool2d", POOL_MAX, opts);
+    r.p.count_include_pad = false, r.p.divisor_override = 0; /* avg-only fields */
+    return pool_run(r, x, indices);
+}
+
+nb_tensor *nb_max_pool1d(nb_tensor *x, nb_pool1d_options opts, nb_tensor **indices) {
+    pool_req r = req1d("max_pool1d", POOL_MAX, opts);
+    r.p.count_include_pad = false;
+    return pool_run(r, x, indices);
+}
+
+nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_pool2d_options opts) {
+    pool_req r = req2d("avg_pool2d", POOL_AVG, opts);
+    if (!x) return NULL;
+    return avg_no_dilation(&r) ? pool_run(r, x, NULL) : NULL;
+}
+
+nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts) {
+    pool_req r = req1d("avg_pool1d", POOL_AVG, opts);
+    if (!x) return NULL;
+    return avg_no_dilation(&r) ? pool_run(r, x, NULL) : NULL;
+}
+
+nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w) {
+    pool_req r = {.op = "adaptive_avg_pool2d", .kind = POOL_ADAPTIVE_AVG, .out = {out_h, out_w}};
+    return pool_run(r, x, NULL);
+}
+
+nb_tensor *nb_adaptive_avg_pool1d(nb_tensor *x, int64_t out_l) {
+    pool_req r = {.op = "adaptive_avg_pool1d", .kind = POOL_ADAPTIVE_AVG, .one_d = true, .out = {1, out_l}};
+    return pool_run(r, x, NULL);
+}
+
+nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb_tensor **indices) {
+    pool_req r = {.op = "adaptive_max_pool2d", .kind = POOL_ADAPTIVE_MAX, .out = {out_h, out_w}};
+    return pool_run(r, x, indices);
+}

@@ -1,0 +1,51 @@
+/* ops_upsample.c - interpolate (F.interpolate to a given size, modes
+ * 'nearest' (PyTorch's legacy nearest) and 'bilinear' with align_corners
+ * either way): argument checks, forward dispatch and the backward rule.
+ * Kernels: backend/cpu/upsample.c. Tests: tests/test_ops_norm.c. */
+#include "nb_autograd_impl.h"
+
+/* iarg[0] bilinear, iarg[1] align_corners; the input's shape is n->in[0]'s. */
+static nb_status interpolate_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = n->in[0];
+    nb_tensor *gc = nb_contiguous(g);
+    nb_tensor *gx = nb_tensor_new(x->ndim, x->shape, x->dtype, x->storage->device);
+    if (!gc || !gx) return nb_last_status();
+    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc);
+    gin[0] = gx;
+    return NB_CALL(gx, upsample2d_backward, &vgx, &vg, n->iarg[0] != 0, n->iarg[1] != 0);
+}
+
+static nb_tensor *interpolate_impl(nb_tensor *x, int64_t out_h, int64_t out_w, nb_interpolate_mode mode,
+                                   bool align_corners) {
+    if (!nb_check_inputs("interpolate", 1, &x) || !nb_check_dtypes("interpolate", 1, &x, true)) return NULL;
+    char a[NB_SHAPE_BUF];
+    if (mode != NB_INTERPOLATE_NEAREST && mode != NB_INTERPOLATE_BILINEAR)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "interpolate: unknown mode %d", (int)mode);
+    if (mode == NB_INTERPOLATE_NEAREST && align_corners) /* PyTorch's ValueError */
+        return NB_FAIL(NB_ERR_INVALID_ARG, "interpolate: align_corners can only be set with the interpolating "
+                                           "modes (bilinear), not nearest");
+    if (x->ndim != 4)
+        return NB_FAIL(NB_ERR_SHAPE, "interpolate: input %s must be [N, C, H, W]",
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    if (out_h <= 0 || out_w <= 0 || x->shape[2] <= 0 || x->shape[3] <= 0)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "interpolate: input and output sizes should be greater than 0, but got "
+                       "input %s and output (%lld, %lld)", nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
+                       (long long)out_h, (long long)out_w);
+    int64_t shape[4] = {x->shape[0], x->shape[1], out_h, out_w};
+    nb_tensor *xc = nb_contiguous(x), *out = nb_tensor_new(4, shape, x->dtype, x->storage->device);
+    if (!xc || !out) return NULL;
+    bool bilinear = mode == NB_INTERPOLATE_BILINEAR;
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc);
+    if (NB_CALL(x, upsample2d, &vo, &vx, bilinear, align_corners) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record("interpolate", interpolate_backward, out, 1, &x, &failed);
+    if (failed) return NULL;
+    if (n) n->iarg[0] = bilinear, n->iarg[1] = align_corners;
+    return out;
+}
+
+nb_tensor *nb_interpolate(nb_tensor *x, int64_t out_h, int64_t out_w, nb_interpolate_mode mode,
+                          bool align_corners) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, interpolate_impl(x, out_h, out_w, mode, align_corners));
+}

@@ -1,0 +1,533 @@
+/* attention.c - the CPU's fused scaled-dot-product attention, forward and
+ * backward, tiled as FlashAttention (Dao et al. 2022, "FlashAttention: Fast
+ * and Memory-Efficient Exact Attention with IO-Awareness", Algorithms 1
+ * and 2), so no [L, S] score matrix is ever held: only per-thread tiles of
+ * NB_ATT_BQ x bk scores.
+ *   forward: for each (batch b, block of query rows) and each key block,
+ *     S = scale * Q K^T (+ mask), a running row max m and sum l
+ *     (online softmax) rescale the output accumulator, O += P V;
+ *     finally O /= l and lse = m + log(l).
+ *   backward: D_i = rowsum(dO_i * O_i); per tile P = exp(S - lse),
+ *     dV += P^T dO, dP = dO V^T, dS = P * (dP - D), dK += scale dS^T Q
+ *     (pass 1, one task per (b, key block), which owns its dK/dV rows);
+ *     dQ += scale dS K (pass 2, one task per (b, query block)).
+ * Every output element is written by one task in a fixed order, so the
+ * results are bitwise the same for any thread count (no atomics). Tile
+ * GEMMs go to OpenBLAS (blas.c) and stay at or below its single-thread
+ * threshold (64^3 multiply-adds), since they run inside nabla's pool.
+ * Dropout (on the normalised weights, after lse, as FlashAttention): element
+ * (b, i, j) is kept iff the Philox uniform of index (b*L + i)*S + j is
+ * >= dropout_p (core/philox.h layout, the same bits as nb_bernoulli_), and
+ * scaled by 1/(1 - dropout_p).
+ * Masks: bool (false = -inf) or additive of q's dtype; the mask view may
+ * have several leading dims (any strides, 0 where broadcast) whose sizes
+ * multiply to B, so a [N, 1, 1, S] padding mask expanded to [N, H, L, S]
+ * needs no copy. is_causal masks j > i (top-left aligned, as PyTorch).
+ * A row whose every score is -inf gives NaN output (0/0) and lse -inf, and
+ * NaN gradients, as PyTorch's math path (softmax of an all -inf row).
+ * float32 tiles use att_expf, a vectorisable Cephes-style exp (relative
+ * error < 1e-7 on [-87, 88]); float64 uses libm's exp. */
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "blas.h"
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "philox.h"
+#include "pool.h"
+
+#define NB_ATT_BQ 64
+#define NB_ATT_BK 64
+#define NB_ATT_GROUP 8
+#define NB_ATT_GEMM_MAX 262144 /* OpenBLAS runs a GEMM single-threaded up to this m*n*k */
+#define NB_ATT_MAX_MASK_DIMS NB_MAX_DIMS
+
+typedef struct att_job {
+    nb_dtype dt;
+    int64_t B, L, S, E, Ev;
+    int64_t bq, bk, nqb, nkb;
+    int64_t qgrp, kgrp, nqg, nkg; /* blocks per task (any grouping gives the same bits) and task counts */
+    const void *q, *k, *v, *gout, *D;
+    void *out, *lse, *gq, *gk, *gv;
+    /* mask: leading dims (sizes multiply to B) and row/column strides, in elements */
+    const void *mask;
+    bool mask_bool;
+    int mask_lead;
+    int64_t mshape[NB_ATT_MAX_MASK_DIMS], mstride[NB_ATT_MAX_MASK_DIMS], msi, msj;
+    bool causal;
+    double scale;
+    bool dropout;
+    uint64_t seed, offset, thresh; /* keep iff (bits >> 11) >= thresh, i.e. u >= dropout_p */
+    double keep_scale;
+    size_t off_dp, off_pd, off_keep, off_m, off_kt, off_vt, ws_stride; /* workspace layout per task slot */
+    const nb_cpu_blas *blas;
+} att_job;
+
+/* exp for float tiles: x = n ln2 + r, e^r by Cephes expf's polynomial,
+ * 2^n built in the exponent bits. Branch-free so loops vectorise; x < -87
+ * (including -inf) gives exactly 0, NaN stays NaN. Arguments here are <= 0
+ * (scores minus their row max or log-sum-exp). */
+static inline float att_expf(float x) {
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float t = x * 1.44269504088896341f + magic;
+    int32_t ti, yi;
+    memcpy(&ti, &t, sizeof ti);
+    float fn = t - magic;
+    float r = x - fn * 0.693359375f;
+    r = r + fn * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * r * r + r + 1.0f, sc;
+    int32_t e = (ti - 0x4B400000 + 127) * (1 << 23);
+    memcpy(&sc, &e, sizeof sc);
+    y *= sc;
+    int32_t keep = -(int32_t)(x >= -87.0f || x != x);
+    memcpy(&yi, &y, sizeof yi);
+    yi &= keep;
+    memcpy(&y, &yi, sizeof y);
+    return y;
+}
+
+/* C = alpha op(A) op(B) + beta C, row-major, through OpenBLAS. */
+static void att_gemm(const att_job *j, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha,
+                     const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                     int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) { /* no products: C = beta C (zeros even over NaN when beta is 0) */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t x = 0; x < n; x++) {
+                if (j->dt == NB_F32) {
+                    float *p = (float *)c + i * ldc + x;
+                    *p = beta == 0 ? 0.0f : (float)beta * *p;
+                } else {
+                    double *p = (double *)c + i * ldc + x;
+                    *p = beta == 0 ? 0.0 : beta * *p;
+                }
+            }
+        return;
+    }
+    if (j->dt == NB_F32)
+        j->blas->sgemm(NB_CBLAS_ROW_MAJOR, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb,
+                       (float)beta, c, (int)ldc);
+    else
+        j->blas->dgemm(NB_CBLAS_ROW_MAJOR, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta,
+                       c, (int)ldc);
+}
+
+/* Element offset of batch b in the mask view (its leading dims). */
+static int64_t mask_offset(const att_job *j, int64_t b) {
+    int64_t off = 0;
+    for (int d = j->mask_lead - 1; d >= 0; d--) {
+        off += (b % j->mshape[d]) * j->mstride[d];
+        b /= j->mshape[d];
+    }
+    return off;
+}
+
+#define ATT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ATT_CLONES __attribute__((target_clones("avx2", "default")))
+#define ATT_LANES 8 /* fixed partial maxima/sums per row: vectorisable, same order for any thread count */
+
+/* The typed tile routines; EXP is the exp used on tiles. A tile holds
+ * element (r, c) (query row i0 + r, key column j0 + c) at r*nk + c. Every
+ * tile GEMM is NN or TN in row-major terms (K and V tiles are transposed
+ * into the workspace first): OpenBLAS's small-matrix kernels serve those
+ * without packing, but not NT beyond 1200 outputs (sgemm_small_kernel_permit). */
+#define ATT_FUNCS(T, SFX, EXP)                                                                          \
+    /* dst [cols x rows] = src [rows x cols]^T */                                                       \
+    static void transpose_##SFX(const T *src, int64_t rows, int64_t cols, T *dst) {                    \
+        for (int64_t r = 0; r < rows; r++)                                                              \
+            for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];                   \
+    }                                                                                                   \
+    /* s = scale Q_i K_j^T (kt = K_j^T [E x nk]), masked: bool -inf, float added, causal j > i -inf */ \
+    static void scores_##SFX(const att_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk, \
+                             const T *kt, T *s) {                                                       \
+        const T *q = (const T *)j->q + (b * j->L + i0) * j->E;                                          \
+        att_gemm(j, NB_CBLAS_NO_TRANS, NB_CBLAS_NO_TRANS, nq, nk, j->E, j->scale, q, j->E, kt, nk, 0, s, nk); \
+        if (j->mask) {                                                                                  \
+            int64_t off = mask_offset(j, b) + i0 * j->msi + j0 * j->msj;                               \
+            for (int64_t r = 0; r < nq; r++) {                                                          \
+                T *sr = s + r * nk;                                                                     \
+                if (j->mask_bool) {                                                                     \
+                    const uint8_t *m = (const uint8_t *)j->mask + off + r * j->msi;                     \
+                    for (int64_t c = 0; c < nk; c++) sr[c] = m[c * j->msj] ? sr[c] : (T)-INFINITY;      \
+                } else {                                                                                \
+                    const T *m = (const T *)j->mask + off + r * j->msi;                                 \
+                    for (int64_t c = 0; c < nk; c++) sr[c] += m[c * j->msj];                            \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        if (j->causal)                                                                                  \
+            for (int64_t r = 0; r < nq; r++)                                                            \
+                for (int64_t c = i0 + r - j0 + 1 > 0 ? i0 + r - j0 + 1 : 0; c < nk; c++)               \
+                    s[r * nk + c] = (T)-INFINITY;                                                       \
+    }                                                                                                   \
+    /* kf = keep ? 1/(1-p) : 0 for the tile */                                                          \
+    static void keep_tile_##SFX(const att_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk, \
+                                T *kf) {                                                                \
+        T ks = (T)j->keep_scale;                                                                        \
+        for (int64_t r = 0; r < nq; r++) {                                                              \
+            uint64_t idx = (uint64_t)((b * j->L + i0 + r) * j->S + j0);                                 \
+            for (int64_t c = 0; c < nk;) { /* one Philox block serves two neighbours */                \
+                uint64_t id = idx + (uint64_t)c;                                                        \
+                nb_philox_u4 w = nb_philox4x32_10(j->offset + id / 2, 0, j->seed);                      \
+                for (int h = (int)(id % 2); h < 2 && c < nk; h++, c++) {                                \
+                    uint64_t bits = ((uint64_t)w.v[2 * h] << 32) | w.v[2 * h + 1];                      \
+                    kf[r * nk + c] = (bits >> 11) >= j->thresh ? ks : (T)0;                             \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+    }                                                                                                   \
+    /* one row of the online softmax: s becomes exp(s - m_new), acc is rescaled */                     \
+    static void online_row_##SFX(T *s, int64_t nk, double *m, double *l, T *acc, int64_t ev) {         \
+        T mx[ATT_LANES], sm[ATT_LANES], mt, sum = 0;                                                    \
+        int64_t c = 0;                                                                                  \
+        for (int h = 0; h < ATT_LANES; h++) mx[h] = (T)-INFINITY, sm[h] = 0;                            \
+        for (; c + ATT_LANES <= nk; c += ATT_LANES)                                                     \
+            for (int h = 0; h < ATT_LANES; h++) mx[h] = s[c + h] > mx[h] ? s[c + h] : mx[h];            \
+        for (; c < nk; c++) mx[0] = s[c] > mx[0] ? s[c] : mx[0];                                        \
+        for (int h = 1; h < ATT_LANES; h++) mx[0] = mx[h] > mx[0] ? mx[h] : mx[0];                      \
+        double mnew = *m > (double)mx[0] ? *m : (double)mx[0];                                          \
+        if (mnew == -INFINITY) { /* all masked so far: nothing to add */                               \
+            memset(s, 0, sizeof(T) * (size_t)nk);                                                       \
+            return;                                                                                     \
+        }                                                                                               \
+        mt = (T)mnew;                                                                                   \
+        for (c = 0; c < nk; c++) s[c] = EXP(s[c] - mt);                                                 \
+        for (c = 0; c + ATT_LANES <= nk; c += ATT_LANES)                                                \
+            for (int h = 0; h < ATT_LANES; h++) sm[h] += s[c + h];                                      \
+        for (int h = 0; h < ATT_LANES; h++) sum += sm[h];                                               \
+        for (; c < nk; c++) sum += s[c];                                                                \
+        double alpha = exp(*m - mnew);                                                                  \
+        *l = *l * alpha + (double)sum;                                                                  \
+        *m = mnew;                                                                                      \
+        if (alpha != 1)                                                                                 \
+            for (int64_t e = 0; e < ev; e++) acc[e] *= (T)alpha;                                        \
+    }                                                                                                   \
+    /* forward for query blocks qb0.. (a group) of batch b: each K_j^T is made once for the group */  \
+    ATT_CLONES static void fwd_item_##SFX(const att_job *j, int64_t item, char *ws) {                             \
+        int64_t b = item / j->nqg, qb0 = (item % j->nqg) * j->qgrp, qb1 = ATT_MIN(qb0 + j->qgrp, j->nqb); \
+        int64_t r0 = qb0 * j->bq, r1 = ATT_MIN(qb1 * j->bq, j->L);                                      \
+        T *s = (T *)ws, *kf = (T *)(ws + j->off_keep), *kt = (T *)(ws + j->off_kt);                     \
+        T *out = (T *)j->out + (b * j->L + r0) * j->Ev;                                                 \
+        double *m = (double *)(ws + j->off_m), *l = m + j->qgrp * j->bq;                                \
+        memset(out, 0, sizeof(T) * (size_t)((r1 - r0) * j->Ev));                                       \
+        for (int64_t r = 0; r < r1 - r0; r++) m[r] = -INFINITY, l[r] = 0;                               \
+        int64_t kend = j->causal ? ATT_MIN(j->S, r1) : j->S; /* later blocks: all j > i */             \
+        for (int64_t j0 = 0; j0 < kend; j0 += j->bk) {                                                  \
+            int64_t nk = ATT_MIN(j->bk, j->S - j0);                                                     \
+            const T *v = (const T *)j->v + (b * j->S + j0) * j->Ev;                                     \
+            transpose_##SFX((const T *)j->k + (b * j->S + j0) * j->E, nk, j->E, kt);                    \
+            for (int64_t qb = qb0; qb < qb1; qb++) {                                                    \
+                int64_t i0 = qb * j->bq, nq = ATT_MIN(j->bq, j->L - i0), o = i0 - r0;                   \
+                if (j->causal && j0 >= i0 + nq) continue; /* every j > i */                             \
+                T *acc = out + o * j->Ev;                                                               \
+                scores_##SFX(j, b, i0, nq, j0, nk, kt, s);                                              \
+                for (int64_t r = 0; r < nq; r++)                                                        \
+                    online_row_##SFX(s + r * nk, nk, &m[o + r], &l[o + r], acc + r * j->Ev, j->Ev);     \
+                if (j->dropout) { /* after l: lse is that of the undropped weights */                  \
+                    keep_tile_##SFX(j, b, i0, nq, j0, nk, kf);                                          \
+                    for (int64_t x = 0; x < nq * nk; x++) s[x] *= kf[x];                                \
+                }                                                                                       \
+                att_gemm(j, NB_CBLAS_NO_TRANS, NB_CBLAS_NO_TRANS, nq, j->Ev, nk, 1, s, nk, v, j->Ev, 1, acc, j->Ev); \
+            }                                                                                           \
+        }                                                                                               \
+        T *lse = (T *)j->lse + b * j->L + r0;                                                           \
+        for (int64_t r = 0; r < r1 - r0; r++) {                                                         \
+            T inv = (T)(1 / l[r]); /* l = 0 (all masked): 0 * inf = NaN, as PyTorch */                  \
+            for (int64_t e = 0; e < j->Ev; e++) out[r * j->Ev + e] *= inv;                              \
+            lse[r] = (T)(m[r] + log(l[r]));                                                             \
+        }                                                                                               \
+    }                                                                                                   \
+    /* dp (dO V^T) becomes dS = P * (dP * kf - D) (kf NULL: no dropout) */                              \
+    static void dscores_##SFX(const T *restrict p, T *restrict dp, const T *restrict kf, const T *restrict D, \
+                              int64_t nq, int64_t nk) {                                                 \
+        for (int64_t r = 0; r < nq; r++) {                                                              \
+            int64_t x0 = r * nk;                                                                        \
+            T d = D[r];                                                                                 \
+            if (kf)                                                                                     \
+                for (int64_t c = 0; c < nk; c++) dp[x0 + c] = p[x0 + c] * (dp[x0 + c] * kf[x0 + c] - d); \
+            else                                                                                        \
+                for (int64_t c = 0; c < nk; c++) dp[x0 + c] = p[x0 + c] * (dp[x0 + c] - d);             \
+        }                                                                                               \
+    }                                                                                                   \
+    /* One tile (kt = K_j^T, vt = V_j^T): P = exp(S - lse) in s; returns the weights that multiplied V \
+     * (P, or P * kf in pd); if need_ds, dS in dp */                                                     \
+    static const T *tile_grad_##SFX(const att_job *j, char *ws, int64_t b, int64_t i0, int64_t nq,     \
+                                    int64_t j0, int64_t nk, const T *kt, const T *vt, bool need_ds) {   \
+        T *s = (T *)ws, *dp = (T *)(ws + j->off_dp), *pd = (T *)(ws + j->off_pd);                       \
+        T *kf = j->dropout ? (T *)(ws + j->off_keep) : NULL;                                            \
+        const T *lse = (const T *)j->lse + b * j->L + i0;                                               \
+        scores_##SFX(j, b, i0, nq, j0, nk, kt, s);                                                      \
+        for (int64_t r = 0; r < nq; r++)                                                                \
+            for (int64_t c = 0; c < nk; c++) s[r * nk + c] = EXP(s[r * nk + c] - lse[r]);               \
+        const T *pv = s;                                                                                \
+        if (kf) {                                                                                       \
+            keep_tile_##SFX(j, b, i0, nq, j0, nk, kf);                                                  \
+            for (int64_t x = 0; x < nq * nk; x++) pd[x] = s[x] * kf[x];                                 \
+            pv = pd;                                                                                    \
+        }                                                                                               \
+        if (need_ds) {                                                                                  \
+            const T *go = (const T *)j->gout + (b * j->L + i0) * j->Ev;                                 \
+            att_gemm(j, NB_CBLAS_NO_TRANS, NB_CBLAS_NO_TRANS, nq, nk, j->Ev, 1, go, j->Ev, vt, nk, 0, dp, nk); \
+            dscores_##SFX(s, dp, kf, (const T *)j->D + b * j->L + i0, nq, nk);                          \
+        }                                                                                               \
+        return pv;                                                                                      \
+    }                                                                                                   \
+    /* K_j^T and V_j^T of the key block at j0 into slot g of the workspace */                        \
+    static void kv_tiles_##SFX(const att_job *j, char *ws, int64_t g, int64_t b, int64_t j0, int64_t nk, T **kt, \
+                               T **vt) {                                                                \
+        *kt = (T *)(ws + j->off_kt) + g * j->bk * j->E, *vt = (T *)(ws + j->off_vt) + g * j->bk * j->Ev; \
+        transpose_##SFX((const T *)j->k + (b * j->S + j0) * j->E, nk, j->E, *kt);                       \
+        transpose_##SFX((const T *)j->v + (b * j->S + j0) * j->Ev, nk, j->Ev, *vt);                     \
+    }                                                                                                   \
+    /* pass 1: dK, dV rows of key blocks kb0.. (a group) of batch b; each row sums over query blocks  \
+     * in increasing order */                                                                           \
+    ATT_CLONES static void bwd_kv_item_##SFX(const att_job *j, int64_t item, char *ws) {                          \
+        int64_t b = item / j->nkg, kb0 = (item % j->nkg) * j->kgrp, kb1 = ATT_MIN(kb0 + j->kgrp, j->nkb); \
+        int64_t c0 = kb0 * j->bk, c1 = ATT_MIN(kb1 * j->bk, j->S);                                      \
+        T *gk = j->gk ? (T *)j->gk + b * j->S * j->E : NULL, *gv = j->gv ? (T *)j->gv + b * j->S * j->Ev : NULL; \
+        if (gk) memset(gk + c0 * j->E, 0, sizeof(T) * (size_t)((c1 - c0) * j->E));                     \
+        if (gv) memset(gv + c0 * j->Ev, 0, sizeof(T) * (size_t)((c1 - c0) * j->Ev));                    \
+        T *ds = (T *)(ws + j->off_dp), *kt, *vt;                                                        \
+        for (int64_t kb = kb0; kb < kb1; kb++)                                                          \
+            kv_tiles_##SFX(j, ws, kb - kb0, b, kb * j->bk, ATT_MIN(j->bk, j->S - kb * j->bk), &kt, &vt); \
+        for (int64_t qb = j->causal ? c0 / j->bq : 0; qb < j->nqb; qb++) { /* causal: rows i >= j0 */  \
+            int64_t i0 = qb * j->bq, nq = ATT_MIN(j->bq, j->L - i0);                                    \
+            const T *go = (const T *)j->gout + (b * j->L + i0) * j->Ev;                                 \
+            const T *q = (const T *)j->q + (b * j->L + i0) * j->E;                                      \
+            for (int64_t kb = kb0; kb < kb1; kb++) {                                                    \
+                int64_t j0 = kb * j->bk, nk = ATT_MIN(j->bk, j->S - j0), g = kb - kb0;                  \
+                if (j->causal && j0 >= i0 + nq) continue;                                               \
+                kt = (T *)(ws + j->off_kt) + g * j->bk * j->E, vt = (T *)(ws + j->off_vt) + g * j->bk * j->Ev; \
+                const T *pv = tile_grad_##SFX(j, ws, b, i0, nq, j0, nk, kt, vt, gk != NULL);            \
+                if (gv) /* dV += P^T dO */                                                              \
+                    att_gemm(j, NB_CBLAS_TRANS, NB_CBLAS_NO_TRANS, nk, j->Ev, nq, 1, pv, nk, go, j->Ev, 1, \
+                             gv + j0 * j->Ev, j->Ev);                                                   \
+                if (gk) /* dK += scale dS^T Q */                                                        \
+                    att_gemm(j, NB_CBLAS_TRANS, NB_CBLAS_NO_TRANS, nk, j->E, nq, j->scale, ds, nk, q, j->E, 1, \
+                             gk + j0 * j->E, j->E);                                                     \
+            }                                                                                           \
+        }                                                                                               \
+    }                                                                                                   \
+    /* pass 2: dQ rows of query blocks qb0.. (a group) of batch b; each row sums over key blocks in    \
+     * increasing order */                                                                              \
+    ATT_CLONES static void bwd_q_item_##SFX(const att_job *j, int64_t item, char *ws) {                           \
+        int64_t b = item / j->nqg, qb0 = (item % j->nqg) * j->qgrp, qb1 = ATT_MIN(qb0 + j->qgrp, j->nqb); \
+        int64_t r0 = qb0 * j->bq, r1 = ATT_MIN(qb1 * j->bq, j->L);                                      \
+        T *gq = (T *)j->gq + b * j->L * j->E, *ds = (T *)(ws + j->off_dp), *kt, *vt;                    \
+        memset(gq + r0 * j->E, 0, sizeof(T) * (size_t)((r1 - r0) * j->E));                              \
+        int64_t kend = j->causal ? ATT_MIN(j->S, r1) : j->S;                                            \
+        for (int64_t j0 = 0; j0 < kend; j0 += j->bk) {                                                  \
+            int64_t nk = ATT_MIN(j->bk, j->S - j0);                                                     \
+            const T *k = (const T *)j->k + (b * j->S + j0) * j->E;                                      \
+            kv_tiles_##SFX(j, ws, 0, b, j0, nk, &kt, &vt);                                              \
+            for (int64_t qb = qb0; qb < qb1; qb++) {                                                    \
+                int64_t i0 = qb * j->bq, nq = ATT_MIN(j->bq, j->L - i0);                                \
+                if (j->causal && j0 >= i0 + nq) continue;                                               \
+                tile_grad_##SFX(j, ws, b, i0, nq, j0, nk, kt, vt, true);                                \
+                att_gemm(j, NB_CBLAS_NO_TRANS, NB_CBLAS_NO_TRANS, nq, j->E, nk, j->scale, ds, nk, k, j->E, 1, \
+                         gq + i0 * j->E, j->E);                                                         \
+            }                                                                                           \
+        }                                                                                               \
+    }                                                                                                   \
+    /* D[row] = sum_e dO * O, each row in a fixed order (double accumulator) */                         \
+    static void rowdot_##SFX(void *arg, int64_t r0, int64_t r1) {                                      \
+        const att_job *j = arg;                                                                         \
+        for (int64_t r = r0; r < r1; r++) {                                                             \
+            const T *g = (const T *)j->gout + r * j->Ev, *o = (const T *)j->out + r * j->Ev;            \
+            double acc = 0;                                                                             \
+            for (int64_t e = 0; e < j->Ev; e++) acc += (double)g[e] * (double)o[e];                     \
+            ((T *)j->D)[r] = (T)acc;                                                                    \
+        }                                                                                               \
+    }
+
+ATT_FUNCS(float, f32, att_expf)
+ATT_FUNCS(double, f64, exp)
+
+/* ---- task scheduling ---------------------------------------------------------- */
+
+typedef void (*att_item_fn)(const att_job *j, int64_t item, char *ws);
+
+typedef struct att_run {
+    const att_job *j;
+    att_item_fn fn;
+    int64_t nitems, nslots;
+    char *ws;
+} att_run;
+
+/* Slot c runs items c, c + nslots, ... with workspace c (interleaved, which
+ * balances the causal case); what an item writes does not depend on the slot. */
+static void run_slots(void *arg, int64_t c0, int64_t c1) {
+    const att_run *r = arg;
+    for (int64_t c = c0; c < c1; c++)
+        for (int64_t it = c; it < r->nitems; it += r->nslots) r->fn(r->j, it, r->ws + (size_t)c * r->j->ws_stride);
+}
+
+static nb_status run_items(nb_backend *be, const att_job *j, att_item_fn fn, int64_t nitems, const char *op) {
+    if (nitems == 0) return NB_OK;
+    int64_t threads = nb_cpu_get_num_threads(), nslots = threads < nitems ? threads : nitems;
+    if (nslots < 1) nslots = 1;
+    size_t rounded;
+    char *ws = nb_alloc_raw(be, NB_CPU, (size_t)nslots * j->ws_stride, &rounded);
+    if (!ws)
+        return nb_set_error(NB_ERR_OOM, "%s: out of memory for %lld tile workspaces of %zu bytes", op,
+                            (long long)nslots, j->ws_stride);
+    att_run r = {j, fn, nitems, nslots, ws};
+    nb_cpu_parallel_for(nslots, 1, run_slots, &r);
+    nb_free_raw(be, NB_CPU, ws, rounded);
+    return NB_OK;
+}
+
+/* ---- argument checks and job setup ------------------------------------------- */
+
+static bool view_is(const nb_kview *v, nb_dtype dt, int ndim, const int64_t *shape) {
+    if (!v || v->dtype != dt || v->ndim != ndim || !nb_cpu_is_contiguous(v)) return false;
+    for (int d = 0; d < ndim; d++)
+        if (v->shape[d] != shape[d]) return false;
+    return true;
+}
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+/* Blocks per task: up to NB_ATT_GROUP (K/V tiles are transposed once per
+ * group and stay in cache), fewer while that leaves under 4 tasks per thread. */
+static int64_t group_size(int64_t B, int64_t nblocks) {
+    int64_t g = NB_ATT_GROUP, want = 4 * (int64_t)nb_cpu_get_num_threads();
+    while (g > 1 && B * ((nblocks + g - 1) / g) < want) g /= 2;
+    return g;
+}
+
+static nb_status setup_mask(const char *op, att_job *j, const nb_kview *mask) {
+    char a[NB_SHAPE_BUF];
+    if (!mask) return NB_OK;
+    if (mask->dtype != NB_BOOL && mask->dtype != j->dt)
+        return nb_set_error(NB_ERR_DTYPE, "%s: mask must be bool or %s, got %s", op, nb_dtype_name(j->dt),
+                            nb_dtype_name(mask->dtype));
+    int nd = mask->ndim;
+    int64_t lead = 1;
+    for (int d = 0; d < nd - 2; d++) lead *= mask->shape[d];
+    if (nd < 3 || mask->shape[nd - 2] != j->L || mask->shape[nd - 1] != j->S || lead != j->B)
+        return nb_set_error(NB_ERR_SHAPE, "%s: mask %s is not [..., L=%lld, S=%lld] with leading dims of %lld elements",
+                            op, nb_cpu_view_str(mask, a, sizeof a), (long long)j->L, (long long)j->S, (long long)j->B);
+    j->mask = mask->data;
+    j->mask_bool = mask->dtype == NB_BOOL;
+    j->mask_lead = nd - 2;
+    for (int d = 0; d < nd - 2; d++) j->mshape[d] = mask->shape[d], j->mstride[d] = mask->strides[d];
+    j->msi = mask->strides[nd - 2], j->msj = mask->strides[nd - 1];
+    return NB_OK;
+}
+
+/* Checks q [B, L, E], k [B, S, E], v [B, S, Ev], out [B, L, Ev], lse [B, L]
+ * (contiguous, one float dtype) and the mask; fills the job. */
+static nb_status setup(const char *op, att_job *j, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
+                       const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
+                       double dropout_p, uint64_t seed, uint64_t offset) {
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    memset(j, 0, sizeof *j);
+    j->dt = q->dtype;
+    if (j->dt != NB_F32 && j->dt != NB_F64)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64, got %s", op, nb_dtype_name(j->dt));
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
+        return nb_set_error(NB_ERR_SHAPE, "%s: q %s, k %s, v %s must be 3-d [B, L|S, E]", op,
+                            nb_cpu_view_str(q, a, sizeof a), nb_cpu_view_str(k, b, sizeof b),
+                            nb_cpu_view_str(v, c, sizeof c));
+    j->B = q->shape[0], j->L = q->shape[1], j->E = q->shape[2], j->S = k->shape[1], j->Ev = v->shape[2];
+    int64_t ks[3] = {j->B, j->S, j->E}, vs[3] = {j->B, j->S, j->Ev}, os[3] = {j->B, j->L, j->Ev};
+    if (!view_is(q, j->dt, 3, q->shape) || !view_is(k, j->dt, 3, ks) || !view_is(v, j->dt, 3, vs) ||
+        !view_is(out, j->dt, 3, os) || !view_is(lse, j->dt, 2, os))
+        return nb_set_error(NB_ERR_SHAPE,
+                            "%s: q %s, k %s, v %s do not fit [B, L, E], [B, S, E], [B, S, Ev] with out [B, L, Ev] "
+                            "and lse [B, L] (all contiguous %s)",
+                            op, nb_cpu_view_str(q, a, sizeof a), nb_cpu_view_str(k, b, sizeof b),
+                            nb_cpu_view_str(v, c, sizeof c), nb_dtype_name(j->dt));
+    if (j->E > INT_MAX || j->Ev > INT_MAX)
+        return nb_set_error(NB_ERR_UNSUPPORTED, "%s: head dim above BLAS's int range", op);
+    if (!(dropout_p >= 0 && dropout_p < 1))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dropout_p %g outside [0, 1)", op, dropout_p);
+    nb_status st = setup_mask(op, j, mask);
+    if (st) return st;
+    j->q = q->data, j->k = k->data, j->v = v->data, j->out = out->data, j->lse = lse->data;
+    j->causal = is_causal, j->scale = scale;
+    j->dropout = dropout_p > 0;
+    j->seed = seed, j->offset = offset;
+    j->thresh = (uint64_t)ceil(dropout_p * 0x1.0p53);
+    j->keep_scale = 1 / (1 - dropout_p);
+    /* tiles: every GEMM is at most bq * bk * max(E, Ev) multiply-adds */
+    int64_t dmax = j->E > j->Ev ? j->E : j->Ev, bk = NB_ATT_BK;
+    if (dmax > 0 && NB_ATT_BQ * bk * dmax > NB_ATT_GEMM_MAX) bk = (NB_ATT_GEMM_MAX / (NB_ATT_BQ * dmax)) & ~(int64_t)7;
+    j->bq = NB_ATT_BQ, j->bk = bk < 8 ? 8 : bk;
+    j->nqb = (j->L + j->bq - 1) / j->bq, j->nkb = (j->S + j->bk - 1) / j->bk;
+    j->qgrp = group_size(j->B, j->nqb), j->kgrp = group_size(j->B, j->nkb);
+    j->nqg = (j->nqb + j->qgrp - 1) / j->qgrp, j->nkg = (j->nkb + j->kgrp - 1) / j->kgrp;
+    size_t tile = align64(sizeof(double) * (size_t)(j->bq * j->bk)); /* room for either dtype */
+    j->off_dp = tile, j->off_pd = 2 * tile, j->off_keep = 3 * tile, j->off_m = 4 * tile;
+    j->off_kt = j->off_m + align64(2 * sizeof(double) * (size_t)(j->qgrp * j->bq));
+    j->off_vt = j->off_kt + align64(sizeof(double) * (size_t)(j->kgrp * j->bk * j->E));
+    j->ws_stride = j->off_vt + align64(sizeof(double) * (size_t)(j->kgrp * j->bk * j->Ev));
+    if (j->B * j->L * j->S > 0) {
+        j->blas = nb_cpu_blas_get();
+        if (!j->blas) return nb_last_status();
+    }
+    return NB_OK;
+}
+
+/* S == 0: softmax over nothing, out = 0 (an empty sum) and lse = -inf. */
+static void fill_empty_keys(const att_job *j) {
+    int64_t no = j->B * j->L * j->Ev, nl = j->B * j->L;
+    if (j->dt == NB_F32) {
+        for (int64_t i = 0; i < no; i++) ((float *)j->out)[i] = 0;
+        for (int64_t i = 0; i < nl; i++) ((float *)j->lse)[i] = -INFINITY;
+    } else {
+        for (int64_t i = 0; i < no; i++) ((double *)j->out)[i] = 0;
+        for (int64_t i = 0; i < nl; i++) ((double *)j->lse)[i] = -INFINITY;
+    }
+}
+
+nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
+                           const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
+                           double dropout_p, uint64_t seed, uint64_t offset) {
+    att_job j;
+    nb_status st = setup("attention", &j, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);
+    if (st) return st;
+    if (j.S == 0) {
+        fill_empty_keys(&j);
+        return NB_OK;
+    }
+    return run_items(be, &j, j.dt == NB_F32 ? fwd_item_f32 : fwd_item_f64, j.B * j.nqg, "attention");
+}
+
+nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
+                                    const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v,
+                                    const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal,
+                                    double scale, double dropout_p, uint64_t seed, uint64_t offset) {
+    const char *op = "attention_backward";
+    att_job j;
+    nb_status st = setup(op, &j, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);
+    if (st) return st;
+    char a[NB_SHAPE_BUF];
+    int64_t os[3] = {j.B, j.L, j.Ev};
+    if (!view_is(gout, j.dt, 3, os) || (gq && !view_is(gq, j.dt, 3, q->shape)) ||
+        (gk && !view_is(gk, j.dt, 3, k->shape)) || (gv && !view_is(gv, j.dt, 3, v->shape)))
+        return nb_set_error(NB_ERR_SHAPE, "%s: gout %s or a gradient does not match out/q/k/v (contiguous %s)", op,
+                            nb_cpu_view_str(gout, a, sizeof a), nb_dtype_name(j.dt));
+    j.gout = gout->data;
+    j.gq = gq ? gq->data : NULL, j.gk = gk ? gk->data : NULL, j.gv = gv ? gv->data : NULL;
+    bool f32 = j.dt == NB_F32;
+    size_t rounded;
+    int64_t rows = j.B * j.L;
+    void *D = nb_alloc_raw(be, NB_CPU, nb_dtype_size(j.dt) * (size_t)(rows ? rows : 1), &rounded);
+    if (!D) return nb_set_error(NB_ERR_OOM, "%s: out of memory for %lld row sums", op, (long long)rows);
+    j.D = D;
+    nb_cpu_parallel_for(rows, 4096 / (j.Ev + 1) + 1, f32 ? rowdot_f32 : rowdot_f64, &j);
+    if (j.gk || j.gv) st = run_items(be, &j, f32 ? bwd_kv_item_f32 : bwd_kv_item_f64, j.B * j.nkg, op);
+    if (!st && j.gq) st = run_items(be, &j, f32 ? bwd_q_item_f32 : bwd_q_item_f64, j.B * j.nqg, op);
+    nb_free_raw(be, NB_CPU, D, rounded);
+    return st;
+}

@@ -1,0 +1,800 @@
+/* conv.c - CPU 2-d convolution (torch.nn.functional.conv2d) and its two
+ * backward kernels, lowered to GEMM: per image and group, im2col unfolds
+ * the input into col [K = Cin/G * kh * kw, P = Ho * Wo] so that
+ *   forward:          out_g [Cout/G, P] = [W_g | bias_g] @ [col_g ; ones]
+ *   backward input:   col_g = W_g^T @ gy_g, then col2im adds col back into gx
+ *   backward weight:  [gW_g | gbias_g]^T += [col_g ; ones] @ gy_g^T
+ * (Chellapilla et al., "High performance convolutional neural networks for
+ * document processing", 2006; Caffe's im2col layout). The bias rides in the
+ * GEMMs as a row of ones under col, which is cheaper than a separate pass
+ * over the output or gy. A 1x1 kernel with stride 1 and no padding and no
+ * bias needs no im2col: col is the input itself.
+ *
+ * Output sizes come from the views (out / gy), not from the padding
+ * formula: positions past the input read as zeros, which also gives
+ * PyTorch's asymmetric 'same' padding (extra on the right/bottom) when the
+ * caller passes the left padding and a larger output, and conv_transpose2d's
+ * output_padding.
+ *
+ * Threads: images are split into one contiguous range per thread; each
+ * thread unfolds into its own workspace (from the caching allocator) and
+ * calls a single-threaded GEMM, so the pool and OpenBLAS never run at the
+ * same time (OpenBLAS is set to one thread for that span and restored).
+ * One thread's unfolded image (~0.7 MB for the MNIST CNN's conv2) stays in
+ * its L2 between im2col and the GEMM. With fewer images than threads the
+ * images run in turn and OpenBLAS threads each GEMM itself.
+ * Determinism: every image's output and input gradient is computed by one
+ * thread in a fixed order; the weight gradient sums fixed buckets of images
+ * (chosen from the shapes alone) and adds the buckets in order, so the
+ * results do not depend on how the images are split across threads.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "blas.h"
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "pool.h"
+
+/* Buckets of images whose weight gradients are summed separately and then
+ * added in order: fixes the summation order whatever the thread count. */
+#define NB_CONV_BUCKETS 16
+/* ... fewer when their partial sums would take more bytes than this. */
+#define NB_CONV_BUCKET_BYTES ((size_t)64 << 20)
+#define NB_CONV_ALIGN 64
+
+/* The geometry of one convolution: input x [n, c, h, w], weight
+ * [co, cg, kh, kw], output [n, co, ho, wo]. */
+typedef struct conv_geom {
+    int64_t n, c, h, w, co, ho, wo, kh, kw, groups;
+    int64_t sh, sw, ph, pw, dh, dw;
+    int64_t cg, cog, k, p; /* c/groups, co/groups, K = cg*kh*kw, P = ho*wo */
+    bool direct;           /* 1x1, stride 1, no padding, same size: col is x */
+    nb_dtype dt;
+    size_t es;
+} conv_geom;
+
+/* Checks the views of one kernel call and fills g. x is the convolution's
+ * input side and y its output side (out, gy), whatever the call computes. */
+static nb_status geom_init(conv_geom *g, const char *op, const nb_kview *x, const nb_kview *w,
+                           const nb_kview *y, const nb_conv_params *p) {
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
+    const nb_kview *v[3] = {x, w, y};
+    if (!nb_dtype_is_float(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 views of one dtype (x %s, w %s, y %s)", op,
+                            nb_dtype_name(x->dtype), nb_dtype_name(w->dtype), nb_dtype_name(y->dtype));
+    for (int i = 0; i < 3; i++)
+        if (v[i]->ndim != 4 || !nb_cpu_is_contiguous(v[i]))
+            return nb_set_error(NB_ERR_INVALID_ARG, "%s: views must be contiguous 4-d (x %s, w %s, y %s)", op,
+                                nb_cpu_view_str(x, b1, sizeof b1), nb_cpu_view_str(w, b2, sizeof b2),
+                                nb_cpu_view_str(y, b3, sizeof b3));
+    *g = (conv_geom){.n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
+                     .co = y->shape[1], .ho = y->shape[2], .wo = y->shape[3], .kh = w->shape[2],
+                     .kw = w->shape[3], .groups = p->groups, .sh = p->stride[0], .sw = p->stride[1],
+                     .ph = p->padding[0], .pw = p->padding[1], .dh = p->dilation[0], .dw = p->dilation[1],
+                     .dt = x->dtype, .es = nb_dtype_size(x->dtype)};
+    bool ok = g->groups >= 1 && g->c % g->groups == 0 && g->co % g->groups == 0 && y->shape[0] == g->n &&
+              w->shape[0] == g->co && w->shape[1] * g->groups == g->c && g->sh > 0 && g->sw > 0 && g->dh > 0 &&
+              g->dw > 0 && g->ph >= 0 && g->pw >= 0;
+    if (!ok)
+        return nb_set_error(NB_ERR_SHAPE, "%s: x %s, w %s, y %s do not fit groups %lld, stride (%lld, %lld), "
+                            "padding (%lld, %lld), dilation (%lld, %lld)", op,
+                            nb_cpu_view_str(x, b1, sizeof b1), nb_cpu_view_str(w, b2, sizeof b2),
+                            nb_cpu_view_str(y, b3, sizeof b3), (long long)g->groups, (long long)g->sh,
+                            (long long)g->sw, (long long)g->ph, (long long)g->pw, (long long)g->dh, (long long)g->dw);
+    g->cg = g->c / g->groups, g->cog = g->co / g->groups;
+    g->k = g->cg * g->kh * g->kw, g->p = g->ho * g->wo;
+    if (g->k > INT_MAX || g->p > INT_MAX || g->cog > INT_MAX || g->k * g->p > INT64_MAX / 16)
+        return nb_set_error(NB_ERR_UNSUPPORTED, "%s: x %s with w %s exceeds BLAS's int range", op,
+                            nb_cpu_view_str(x, b1, sizeof b1), nb_cpu_view_str(w, b2, sizeof b2));
+    g->direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
+                g->ho == g->h && g->wo == g->w;
+    return NB_OK;
+}
+
+/* Output columns [lo, hi) of a kernel column whose input column
+ * ow*stride + off lies inside [0, size); the others read padding. */
+static void valid_range(int64_t off, int64_t stride, int64_t size, int64_t nout, int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + stride - 1) / stride;
+    int64_t h = size - 1 - off < 0 ? 0 : (size - 1 - off) / stride + 1;
+    if (h > nout) h = nout;
+    if (l > h) l = h;
+    *lo = l, *hi = h;
+}
+
+/* im2col: col [cg*kh*kw, ho*wo] from one group's input planes x [cg, h, w];
+ * col2im: gx [cg, h, w] = the sum of col's entries at each input position
+ * (overwritten), visiting col in a fixed order. */
+#define IM2COL_FUNCS(T, S)                                                                          \
+    static void im2col_##S(const conv_geom *g, const T *x, T *col) {                                \
+        for (int64_t c = 0; c < g->cg; c++)                                                         \
+            for (int64_t i = 0; i < g->kh; i++)                                                     \
+                for (int64_t j = 0; j < g->kw; j++) {                                               \
+                    T *row = col + ((c * g->kh + i) * g->kw + j) * g->p;                            \
+                    const T *xc = x + c * g->h * g->w;                                              \
+                    int64_t off = j * g->dw - g->pw, lo, hi;                                        \
+                    valid_range(off, g->sw, g->w, g->wo, &lo, &hi);                                 \
+                    for (int64_t oh = 0; oh < g->ho; oh++) {                                        \
+                        T *restrict r = row + oh * g->wo;                                           \
+                        int64_t ih = oh * g->sh - g->ph + i * g->dh;                                \
+                        if (ih < 0 || ih >= g->h) {                                                 \
+                            for (int64_t ow = 0; ow < g->wo; ow++) r[ow] = 0;                       \
+                            continue;                                                               \
+                        }                                                                           \
+                        const T *restrict xr = xc + ih * g->w + off;                                \
+                        for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                              \
+                        if (g->sw == 1)                                                             \
+                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow];                    \
+                        else                                                                        \
+                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->sw];            \
+                        for (int64_t ow = hi; ow < g->wo; ow++) r[ow] = 0;                          \
+                    }                                                                               \
+                }                                                                                   \
+    }                                                                                               \
+    static void col2im_##S(const conv_geom *g, const T *col, T *x) {                                \
+        memset(x, 0, sizeof(T) * (size_t)(g->cg * g->h * g->w));                                    \
+        for (int64_t c = 0; c < g->cg; c++)                                                         \
+            for (int64_t i = 0; i < g->kh; i++)                                                     \
+                for (int64_t j = 0; j < g->kw; j++) {                                               \
+                    const T *row = col + ((c * g->kh + i) * g->kw + j) * g->p;                      \
+                    T *xc = x + c * g->h * g->w;                                                    \
+                    int64_t off = j * g->dw - g->pw, lo, hi;                                        \
+                    valid_range(off, g->sw, g->w, g->wo, &lo, &hi);                                 \
+                    for (int64_t oh = 0; oh < g->ho; oh++) {                                        \
+                        int64_t ih = oh * g->sh - g->ph + i * g->dh;                                \
+                        if (ih < 0 || ih >= g->h) continue;                                         \
+                        const T *restrict r = row + oh * g->wo;                                     \
+                        T *restrict xr = xc + ih * g->w + off;                                      \
+                        if (g->sw == 1)                                                             \
+                            for (int64_t ow = lo; ow < hi; ow++) xr[ow] += r[ow];                   \
+                        else                                                                        \
+                            for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->sw] += r[ow];           \
+                    }                                                                               \
+                }                                                                                   \
+    }
+IM2COL_FUNCS(float, f32)
+IM2COL_FUNCS(double, f64)
+
+static void im2col(const conv_geom *g, const void *x, void *col) {
+    if (g->dt == NB_F32) im2col_f32(g, x, col);
+    else im2col_f64(g, x, col);
+}
+
+static void col2im(const conv_geom *g, const void *col, void *x) {
+    if (g->dt == NB_F32) col2im_f32(g, col, x);
+    else col2im_f64(g, col, x);
+}
+
+/* Row-major C [m, n] = op(A) @ op(B) + beta * C with beta 0 or 1; k == 0
+ * leaves beta * C (BLAS is not asked to handle empty products). */
+static void gemm(const conv_geom *g, const nb_cpu_blas *blas, bool ta, bool tb, int64_t m, int64_t n,
+                 int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        if (beta == 0) memset(c, 0, g->es * (size_t)(m * n));
+        return;
+    }
+    int opa = ta ? NB_CBLAS_TRANS : NB_CBLAS_NO_TRANS, opb = tb ? NB_CBLAS_TRANS : NB_CBLAS_NO_TRANS;
+    if (g->dt == NB_F32)
+        blas->sgemm(NB_CBLAS_ROW_MAJOR, opa, opb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb,
+                    (float)beta, c, (int)n);
+    else
+        blas->dgemm(NB_CBLAS_ROW_MAJOR, opa, opb, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c,
+                    (int)n);
+}
+
+/* ---- Winograd F(2x2, 3x3) ------------------------------------------------------
+ * Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (CVPR
+ * 2016): a 2x2 output tile of a 3x3, stride-1 convolution is
+ *   Y = A^T [(G g G^T) . (B^T d B)] A
+ * for the tile's 4x4 input patch d, with
+ *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+ *   A^T = [1 1 1 0; 0 1 -1 -1],
+ * so the 16 products per tile and channel pair become 16 GEMMs over
+ * channels (16 multiplies for 4 outputs instead of 36). Its adjoints give the
+ * two gradients: the input gradient is the same algorithm on gy with the
+ * kernel rotated by 180 degrees and channels swapped, and the weight
+ * gradient is G^T [sum over tiles (A dy A^T) . (B^T d B)] G. Transforms use
+ * only additions and halvings (exact scalings), so the rounding error stays
+ * close to direct convolution's. The transform loops run across a row of
+ * tiles, which the compiler vectorises. */
+
+/* One Winograd pass: planes in [ci, ih, iw] -> out [co, oh, ow], 2x2
+ * output tiles; tile (ty, tx) reads the input patch at (2ty - offh, 2tx - offw). */
+typedef struct wg_geom {
+    int64_t ci, co, ih, iw, oh, ow, offh, offw;
+    int64_t th, tw, t; /* tile rows, tile columns, tiles */
+    int64_t vs, ms;    /* element strides of the 16 slabs of V [16][ci][t] and M [16][co][t] */
+} wg_geom;
+
+/* A slab stride of at least c*t elements whose byte size is an odd
+ * number of cache lines: the 16 slabs a transform reads or writes at
+ * once then fall into different L1 sets (a multiple of 4 KiB, as for the
+ * CNN's 64 x 144 floats, put them all in one set). */
+static int64_t wg_slab(int64_t c, int64_t t, size_t es) {
+    int64_t line = 64 / (int64_t)es, e = (c * t + line - 1) / line * line;
+    return (e / line) % 2 ? e : e + line;
+}
+
+static wg_geom wg_make(int64_t ci, int64_t co, int64_t ih, int64_t iw, int64_t oh, int64_t ow, int64_t offh,
+                       int64_t offw, size_t es) {
+    wg_geom q = {ci, co, ih, iw, oh, ow, offh, offw, (oh + 1) / 2, (ow + 1) / 2, 0, 0, 0};
+    q.t = q.th * q.tw;
+    q.vs = wg_slab(ci, q.t, es), q.ms = wg_slab(co, q.t, es);
+    return q;
+}
+
+/* Elements of one task's scratch: V [16 slabs], M [16 slabs], a split
+ * plane [2*th + 2, 2, tw + 1] and two output rows [2, 2*tw]. */
+static int64_t wg_scratch(const wg_geom *q) {
+    return 16 * (q->vs + q->ms) + (2 * q->th + 2) * 2 * (q->tw + 1) + 4 * q->tw + 64;
+}
+
+#define WG_FUNCS(T, S)                                                                              \
+    /* sp[R][0][i] = x[R - offh][2i - offw], sp[R][1][i] = x[R - offh][2i + 1 - offw] for R < rows, \
+     * i < n (zero outside the plane): each row split into its even and odd columns. */             \
+    static void wg_split_##S(const T *x, int64_t h, int64_t w, int64_t offh, int64_t offw,         \
+                             int64_t rows, int64_t n, T *sp) {                                      \
+        for (int64_t R = 0; R < rows; R++) {                                                        \
+            int64_t r = R - offh;                                                                   \
+            for (int64_t par = 0; par < 2; par++) {                                                 \
+                T *restrict d = sp + (R * 2 + par) * n;                                             \
+                int64_t lo = 0, hi = 0;                                                             \
+                if (r >= 0 && r < h) {                                                              \
+                    valid_range(par - offw, 2, w, n, &lo, &hi);                                     \
+                    const T *restrict s = x + r * w;                                                \
+                    for (int64_t i = lo; i < hi; i++) d[i] = s[2 * i + par - offw];                 \
+                }                                                                                   \
+                for (int64_t i = 0; i < lo; i++) d[i] = 0;                                          \
+                for (int64_t i = hi; i < n; i++) d[i] = 0;                                          \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+    /* v [16, ci, t] = B^T d B for every channel and tile of x [ci, ih, iw]. */                     \
+    static void wg_input_##S(const wg_geom *q, const T *x, T *v, T *sp) {                           \
+        int64_t n = q->tw + 1, st = q->vs;                                                          \
+        for (int64_t c = 0; c < q->ci; c++) {                                                       \
+            wg_split_##S(x + c * q->ih * q->iw, q->ih, q->iw, q->offh, q->offw, 2 * q->th + 2, n, sp); \
+            for (int64_t ty = 0; ty < q->th; ty++) {                                                \
+                const T *e0 = sp + (4 * ty) * n, *e1 = e0 + 2 * n, *e2 = e0 + 4 * n, *e3 = e0 + 6 * n; \
+                T *o = v + c * q->t + ty * q->tw;                                                   \
+                _Pragma("GCC ivdep") for (int64_t tx = 0; tx < q->tw; tx++) {                       \
+                    T a[4][4];                                                                      \
+                    for (int j = 0; j < 4; j++) {                                                   \
+                        int64_t k = tx + (j >> 1), h = (j & 1) * n;                                 \
+                        T d0 = e0[h + k], d1 = e1[h + k], d2 = e2[h + k], d3 = e3[h + k];           \
+                        a[0][j] = d0 - d2, a[1][j] = d1 + d2, a[2][j] = d2 - d1, a[3][j] = d1 - d3; \
+                    }                                                                               \
+                    for (int r = 0; r < 4; r++) { /* columns 0..3 are a[r][0], [1], [2], [3] */     \
+                        o[(4 * r + 0) * st + tx] = a[r][0] - a[r][2];                               \
+                        o[(4 * r + 1) * st + tx] = a[r][1] + a[r][2];                               \
+                        o[(4 * r + 2) * st + tx] = a[r][2] - a[r][1];                               \
+                        o[(4 * r + 3) * st + tx] = a[r][1] - a[r][3];                               \
+                    }                                                                               \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+    /* y [co, oh, ow] = A^T m A (+ bias) for m [16, co, t]. rows: 2 * 2tw scratch. */               \
+    static void wg_output_##S(const wg_geom *q, const T *m, const T *bias, T *y, T *rows) {         \
+        int64_t st = q->ms, w2 = 2 * q->tw;                                                         \
+        for (int64_t c = 0; c < q->co; c++) {                                                       \
+            T b = bias ? bias[c] : 0;                                                               \
+            for (int64_t ty = 0; ty < q->th; ty++) {                                                \
+                const T *s = m + c * q->t + ty * q->tw;                                             \
+                T *restrict r0 = rows, *restrict r1 = rows + w2;                                    \
+                for (int64_t tx = 0; tx < q->tw; tx++) {                                            \
+                    T u[2][4];                                                                      \
+                    for (int j = 0; j < 4; j++) {                                                   \
+                        T m0 = s[j * st + tx], m1 = s[(4 + j) * st + tx];                           \
+                        T m2 = s[(8 + j) * st + tx], m3 = s[(12 + j) * st + tx];                    \
+                        u[0][j] = m0 + m1 + m2, u[1][j] = m1 - m2 - m3;                             \
+                    }                                                                               \
+                    r0[2 * tx] = u[0][0] + u[0][1] + u[0][2] + b;                                   \
+                    r0[2 * tx + 1] = u[0][1] - u[0][2] - u[0][3] + b;                               \
+                    r1[2 * tx] = u[1][0] + u[1][1] + u[1][2] + b;                                   \
+                    r1[2 * tx + 1] = u[1][1] - u[1][2] - u[1][3] + b;                               \
+                }                                                                                   \
+                T *out = y + (c * q->oh + 2 * ty) * q->ow;                                          \
+                memcpy(out, r0, sizeof(T) * (size_t)q->ow);                                         \
+                if (2 * ty + 1 < q->oh) memcpy(out + q->ow, r1, sizeof(T) * (size_t)q->ow);         \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+    /* u [16, co, t] = A dy A^T for the 2x2 tiles of gy [co, oh, ow] (q's output side). */          \
+    static void wg_grad_tiles_##S(const wg_geom *q, const T *gy, T *u, T *sp) {                     \
+        int64_t n = q->tw, st = q->ms;                                                              \
+        for (int64_t c = 0; c < q->co; c++) {                                                       \
+            wg_split_##S(gy + c * q->oh * q->ow, q->oh, q->ow, 0, 0, 2 * q->th, n, sp);             \
+            for (int64_t ty = 0; ty < q->th; ty++) {                                                \
+                const T *e0 = sp + 4 * ty * n, *o0 = e0 + n, *e1 = e0 + 2 * n, *o1 = e0 + 3 * n;    \
+                T *o = u + c * q->t + ty * q->tw;                                                   \
+                _Pragma("GCC ivdep") for (int64_t tx = 0; tx < n; tx++) {                           \
+                    T y00 = e0[tx], y01 = o0[tx], y10 = e1[tx], y11 = o1[tx], z[4][2];              \
+                    z[0][0] = y00, z[0][1] = y01, z[1][0] = y00 + y10, z[1][1] = y01 + y11;         \
+                    z[2][0] = y00 - y10, z[2][1] = y01 - y11, z[3][0] = -y10, z[3][1] = -y11;       \
+                    for (int r = 0; r < 4; r++) {                                                   \
+                        o[(4 * r + 0) * st + tx] = z[r][0];                                         \
+                        o[(4 * r + 1) * st + tx] = z[r][0] + z[r][1];                               \
+                        o[(4 * r + 2) * st + tx] = z[r][0] - z[r][1];                               \
+                        o[(4 * r + 3) * st + tx] = -z[r][1];                                        \
+                    }                                                                               \
+                }                                                                                   \
+            }                                                                                       \
+        }                                                                                           \
+    }                                                                                               \
+    /* u [groups][16][cog][cg] = G g G^T for w [co, cg, 3, 3]; flip: the input gradient's   \
+     * kernel, rot180(g) with the channels swapped: u [groups][16][cg][cog]. */                     \
+    static void wg_weights_##S(const conv_geom *g, const T *w, T *u, bool flip) {                   \
+        for (int64_t gr = 0; gr < g->groups; gr++)                                                  \
+            for (int64_t o = 0; o < g->cog; o++)                                                    \
+                for (int64_t i = 0; i < g->cg; i++) {                                               \
+                    const T *k = w + ((gr * g->cog + o) * g->cg + i) * 9;                           \
+                    T t[4][3], r[4][4];                                                             \
+                    for (int j = 0; j < 3; j++) {                                                   \
+                        int a = flip ? 8 - j : j, b = flip ? 5 - j : 3 + j, c = flip ? 2 - j : 6 + j; \
+                        t[0][j] = k[a], t[1][j] = (k[a] + k[b] + k[c]) / 2;                         \
+                        t[2][j] = (k[a] - k[b] + k[c]) / 2, t[3][j] = k[c];                         \
+                    }                                                                               \
+                    for (int x = 0; x < 4; x++) {                                                   \
+                        r[x][0] = t[x][0], r[x][1] = (t[x][0] + t[x][1] + t[x][2]) / 2;             \
+                        r[x][2] = (t[x][0] - t[x][1] + t[x][2]) / 2, r[x][3] = t[x][2];             \
+                    }                                                                               \
+                    for (int x = 0; x < 16; x++) {                                                  \
+                        int64_t at = flip ? ((gr * 16 + x) * g->cg + i) * g->cog + o                \
+                                          : ((gr * 16 + x) * g->cog + o) * g->cg + i;               \
+                        u[at] = r[x / 4][x % 4];                                                    \
+                    }                                                                               \
+                }                                                                                   \
+    }                                                                                               \
+    /* gw [co, cg, 3, 3] = G^T m G for m [groups][16][cog][cg]. */                                  \
+    static void wg_weight_grad_##S(const conv_geom *g, const T *m, T *gw) {                         \
+        int64_t st = g->cog * g->cg;                                                                \
+        for (int64_t gr = 0; gr < g->groups; gr++)                                                  \
+            for (int64_t e = 0; e < st; e++) {                                                      \
+                const T *s = m + gr * 16 * st + e;                                                  \
+                T t[3][4];                                                                          \
+                for (int j = 0; j < 4; j++) {                                                       \
+                    T m0 = s[j * st], m1 = s[(4 + j) * st], m2 = s[(8 + j) * st], m3 = s[(12 + j) * st]; \
+                    t[0][j] = m0 + (m1 + m2) / 2, t[1][j] = (m1 - m2) / 2, t[2][j] = (m1 + m2) / 2 + m3; \
+                }                                                                                   \
+                T *d = gw + (gr * st + e) * 9;                                                      \
+                for (int r = 0; r < 3; r++) {                                                       \
+                    d[3 * r] = t[r][0] + (t[r][1] + t[r][2]) / 2;                                   \
+                    d[3 * r + 1] = (t[r][1] - t[r][2]) / 2;                                         \
+                    d[3 * r + 2] = (t[r][1] + t[r][2]) / 2 + t[r][3];                               \
+                }                                                                                   \
+            }                                                                                       \
+    }
+WG_FUNCS(float, f32)
+WG_FUNCS(double, f64)
+
+/* Winograd takes 3x3, stride 1, dilation 1 convolutions with enough
+ * channels per group that the GEMMs outweigh the transforms. */
+#define NB_CONV_WG_MIN_CHANNELS 8
+
+static bool wg_ok(const conv_geom *g) {
+    return g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 &&
+           g->cg >= NB_CONV_WG_MIN_CHANNELS && g->cog >= NB_CONV_WG_MIN_CHANNELS &&
+           (g->h + 1) / 2 * ((g->w + 1) / 2) <= INT_MAX && (g->ho + 1) / 2 * ((g->wo + 1) / 2) <= INT_MAX;
+}
+
+/* Sum of n contiguous values in 8 interleaved double lanes (vectorises;
+ * the order is fixed by n alone). */
+#define LANE_SUM(T, S)                                                                                \
+    static double lane_sum_##S(const T *v, int64_t n) {                                               \
+        double acc[8] = {0};                                                                          \
+        int64_t i = 0;                                                                                \
+        for (; i + 8 <= n; i += 8)                                                                    \
+            for (int l = 0; l < 8; l++) acc[l] += (double)v[i + l];                                   \
+        double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])); \
+        for (; i < n; i++) s += (double)v[i];                                                         \
+        return s;                                                                                     \
+    }
+LANE_SUM(float, f32)
+LANE_SUM(double, f64)
+
+/* One call's shared state: the views' data, the geometry and the
+ * per-task workspaces. Task t (of ntasks) owns items [t*n/ntasks, ...).
+ * im2col path: the bias rides in the GEMMs: col gets a last row of ones
+ * (kx = K + 1), the forward's weight matrix a last column of bias, and the
+ * weight gradient's last row becomes the bias gradient. */
+typedef struct conv_job {
+    conv_geom g;
+    const nb_cpu_blas *blas;
+    const char *a, *b, *bias; /* inputs: (x, w) forward, (gy, w) input grad, (x, gy) weight grad */
+    char *y;                  /* output: out, gx or gw */
+    const char *wx;           /* forward: w, or w with a bias column [co, kx] */
+    int64_t kx;               /* rows of col used: K, or K + 1 with the ones row */
+    bool wg;                  /* Winograd path: q is its geometry, u its weights */
+    wg_geom q;
+    char *u;
+    char *ws; /* ntasks scratch areas of ws_stride bytes, then the shared extras */
+    size_t ws_stride;
+    int64_t ntasks, nitems;
+    char *partial; /* weight grad: per-bucket sums */
+    double *bsum;  /* Winograd weight grad: per-bucket bias sums [nitems][co], or NULL */
+} conv_job;
+
+static int64_t split(int64_t n, int64_t parts, int64_t i) { return n * i / parts; }
+
+/* Tasks: one per thread when there are at least as many items, else one
+ * task (OpenBLAS then threads each GEMM). */
+static int64_t task_count(int64_t items) {
+    int64_t nt = nb_cpu_get_num_threads();
+    return items >= nt && nt > 1 ? nt : 1;
+}
+
+static void run_tasks(conv_job *j, nb_cpu_range_fn fn) {
+    if (j->ntasks > 1) {
+        nb_cpu_blas_set_num_threads(1);
+        nb_cpu_parallel_for(j->ntasks, 1, fn, j);
+        nb_cpu_blas_set_num_threads(nb_cpu_get_num_threads());
+    } else {
+        fn(j, 0, 1);
+    }
+}
+
+static size_t align_up(size_t n) { return (n + NB_CONV_ALIGN - 1) / NB_CONV_ALIGN * NB_CONV_ALIGN; }
+
+/* Allocates ntasks scratch areas of `task` bytes (the im2col buffer
+ * [K + 1, P] or the Winograd scratch) and `extra` bytes after them. */
+static nb_status job_workspace(conv_job *j, nb_backend *be, size_t task, size_t extra, size_t *rounded) {
+    j->ws_stride = align_up(task);
+    size_t bytes = j->ws_stride * (size_t)j->ntasks + extra;
+    j->ws = NULL;
+    *rounded = 0;
+    if (bytes == 0) return NB_OK;
+    j->ws = nb_alloc_raw(be, NB_CPU, bytes, rounded);
+    return j->ws ? NB_OK : nb_last_status();
+}
+
+static char *job_extra(const conv_job *j) { return j->ws + j->ws_stride * (size_t)j->ntasks; }
+
+/* Bytes of one task's scratch: Winograd's, or im2col's [K + 1, P] (none
+ * for a direct convolution). */
+static size_t task_bytes(const conv_job *j) {
+    if (j->wg) return j->g.es * (size_t)wg_scratch(&j->q);
+    return j->g.direct ? 0 : j->g.es * (size_t)((j->g.k + 1) * j->g.p);
+}
+
+/* Task t's col buffer, its ones row set when the bias rides along. */
+static char *task_col(const conv_job *j, int64_t t) {
+    if (j->g.direct) return NULL;
+    char *col = j->ws + j->ws_stride * (size_t)t;
+    if (j->kx > j->g.k) {
+        if (j->g.dt == NB_F32)
+            for (int64_t i = 0; i < j->g.p; i++) ((float *)col)[j->g.k * j->g.p + i] = 1.0f;
+        else
+            for (int64_t i = 0; i < j->g.p; i++) ((double *)col)[j->g.k * j->g.p + i] = 1.0;
+    }
+    return col;
+}
+
+/* Task t's Winograd scratch: V [16, c, t], M [16, c, t], split plane, rows. */
+typedef struct wg_bufs {
+    char *v, *m, *plane, *rows;
+} wg_bufs;
+
+static wg_bufs task_wg(const conv_job *j, int64_t t) {
+    const wg_geom *q = &j->q;
+    size_t es = j->g.es, v = es * (size_t)(16 * q->vs), m = es * (size_t)(16 * q->ms);
+    char *s = j->ws + j->ws_stride * (size_t)t;
+    return (wg_bufs){s, s + v, s + v + m, s + v + m + es * (size_t)((2 * q->th + 2) * 2 * (q->tw + 1))};
+}
+
+/* Typed dispatch of the Winograd transforms. */
+static void wg_input(const conv_job *j, const void *x, void *v, void *sp) {
+    if (j->g.dt == NB_F32) wg_input_f32(&j->q, x, v, sp);
+    else wg_input_f64(&j->q, x, v, sp);
+}
+
+static void wg_output(const conv_job *j, const void *m, const void *bias, void *y, void *rows) {
+    if (j->g.dt == NB_F32) wg_output_f32(&j->q, m, bias, y, rows);
+    else wg_output_f64(&j->q, m, bias, y, rows);
+}
+
+/* The 16 GEMMs of a Winograd pass for group gr: m[x] [co, t] = u[gr, x] [co, ci] @ v[x] [ci, t]. */
+static void wg_gemms(const conv_job *j, int64_t gr, const char *v, char *m) {
+    const wg_geom *q = &j->q;
+    size_t es = j->g.es;
+    for (int64_t x = 0; x < 16; x++)
+        gemm(&j->g, j->blas, false, false, q->co, q->t, q->ci, j->u + es * (size_t)((gr * 16 + x) * q->co * q->ci),
+             q->ci, v + es * (size_t)(x * q->vs), q->t, 0.0, m + es * (size_t)(x * q->ms));
+}
+
+/* Transforms the weights for the Winograd path into the extra workspace. */
+static void wg_prepare(conv_job *j, const void *w, bool flip) {
+    j->u = job_extra(j);
+    if (j->g.dt == NB_F32) wg_weights_f32(&j->g, w, (float *)j->u, flip);
+    else wg_weights_f64(&j->g, w, (double *)j->u, flip);
+}
+
+static size_t wg_weight_bytes(const conv_geom *g) { return align_up(g->es * (size_t)(g->groups * 16 * g->cog * g->cg)); }
+
+/* ---- forward ---------------------------------------------------------------- */
+
+static void fwd_task(void *arg, int64_t t0, int64_t t1) {
+    conv_job *j = arg;
+    const conv_geom *g = &j->g;
+    size_t es = g->es;
+    for (int64_t t = t0; t < t1; t++) {
+        char *col = j->wg ? NULL : task_col(j, t);
+        wg_bufs wb = j->wg ? task_wg(j, t) : (wg_bufs){0};
+        for (int64_t n = split(g->n, j->ntasks, t); n < split(g->n, j->ntasks, t + 1); n++) {
+            const char *xn = j->a + es * (size_t)(n * g->c * g->h * g->w);
+            char *on = j->y + es * (size_t)(n * g->co * g->p);
+            for (int64_t gr = 0; gr < g->groups; gr++) {
+                const char *xg = xn + es * (size_t)(gr * g->cg * g->h * g->w);
+                char *og = on + es * (size_t)(gr * g->cog * g->p);
+                if (j->wg) {
+                    wg_input(j, xg, wb.v, wb.plane);
+                    wg_gemms(j, gr, wb.v, wb.m);
+                    wg_output(j, wb.m, j->bias ? j->bias + es * (size_t)(gr * g->cog) : NULL, og, wb.rows);
+                    continue;
+                }
+                if (col) im2col(g, xg, col);
+                gemm(g, j->blas, false, false, g->cog, g->p, j->kx, j->wx + es * (size_t)(gr * g->cog * j->kx), j->kx,
+                     col ? col : xg, g->p, 0.0, og);
+            }
+        }
+    }
+}
+
+/* wext [co, K + 1] = [w | bias]. */
+static void build_wext(const conv_geom *g, const char *w, const char *bias, char *wext) {
+    size_t es = g->es;
+    for (int64_t c = 0; c < g->co; c++) {
+        memcpy(wext + es * (size_t)(c * (g->k + 1)), w + es * (size_t)(c * g->k), es * (size_t)g->k);
+        memcpy(wext + es * (size_t)(c * (g->k + 1) + g->k), bias + es * (size_t)c, es);
+    }
+}
+
+nb_status nb_cpu_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
+                        const nb_kview *bias, const nb_conv_params *p) {
+    conv_job j = {0};
+    conv_geom *g = &j.g;
+    nb_status st = geom_init(g, "conv2d", x, w, out, p);
+    if (st) return st;
+    if (bias && (bias->dtype != x->dtype || bias->ndim != 1 || bias->shape[0] != g->co))
+        return nb_set_error(NB_ERR_SHAPE, "conv2d: bias must be [%lld] %s", (long long)g->co,
+                            nb_dtype_name(x->dtype));
+    if (nb_cpu_numel(out) == 0) return NB_OK;
+    if (!(j.blas = nb_cpu_blas_get())) return nb_last_status();
+    j.wg = wg_ok(g);
+    j.q = wg_make(g->cg, g->cog, g->h, g->w, g->ho, g->wo, g->ph, g->pw, g->es);
+    g->direct = g->direct && !bias; /* the bias needs col's ones row */
+    j.a = x->data, j.y = out->data, j.bias = bias ? bias->data : NULL;
+    j.wx = w->data, j.kx = bias ? g->k + 1 : g->k;
+    j.ntasks = task_count(g->n);
+    size_t rounded, extra = j.wg ? wg_weight_bytes(g) : bias ? g->es * (size_t)(g->co * (g->k + 1)) : 0;
+    if ((st = job_workspace(&j, be, task_bytes(&j), extra, &rounded))) return st;
+    if (j.wg) {
+        wg_prepare(&j, w->data, false);
+    } else if (bias) {
+        build_wext(g, w->data, bias->data, job_extra(&j));
+        j.wx = job_extra(&j);
+    }
+    run_tasks(&j, fwd_task);
+    nb_free_raw(be, NB_CPU, j.ws, rounded);
+    return NB_OK;
+}
+
+/* ---- backward input ------------------------------------------------------------ */
+
+static void bwd_input_task(void *arg, int64_t t0, int64_t t1) {
+    conv_job *j = arg;
+    const conv_geom *g = &j->g;
+    size_t es = g->es;
+    for (int64_t t = t0; t < t1; t++) {
+        char *col = j->wg ? NULL : task_col(j, t);
+        wg_bufs wb = j->wg ? task_wg(j, t) : (wg_bufs){0};
+        for (int64_t n = split(g->n, j->ntasks, t); n < split(g->n, j->ntasks, t + 1); n++) {
+            const char *gyn = j->a + es * (size_t)(n * g->co * g->p);
+            char *gxn = j->y + es * (size_t)(n * g->c * g->h * g->w);
+            for (int64_t gr = 0; gr < g->groups; gr++) {
+                const char *gyg = gyn + es * (size_t)(gr * g->cog * g->p);
+                char *gxg = gxn + es * (size_t)(gr * g->cg * g->h * g->w);
+                if (j->wg) { /* the forward algorithm on gy with the flipped kernel */
+                    wg_input(j, gyg, wb.v, wb.plane);
+                    wg_gemms(j, gr, wb.v, wb.m);
+                    wg_output(j, wb.m, NULL, gxg, wb.rows);
+                    continue;
+                }
+                gemm(g, j->blas, true, false, g->k, g->p, g->cog, j->b + es * (size_t)(gr * g->cog * g->k), g->k,
+                     gyg, g->p, 0.0, col ? col : gxg);
+                if (col) col2im(g, col, gxg);
+            }
+        }
+    }
+}
+
+nb_status nb_cpu_conv2d_backward_input(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                       const nb_kview *w, const nb_conv_params *p) {
+    conv_job j = {0};
+    conv_geom *g = &j.g;
+    nb_status st = geom_init(g, "conv2d_backward_input", gx, w, gy, p);
+    if (st) return st;
+    if (nb_cpu_numel(gx) == 0) return NB_OK;
+    if (g->p == 0 || g->cog == 0) { /* nothing flows back */
+        memset(gx->data, 0, g->es * (size_t)nb_cpu_numel(gx));
+        return NB_OK;
+    }
+    if (!(j.blas = nb_cpu_blas_get())) return nb_last_status();
+    j.wg = wg_ok(g);
+    /* gx = conv(gy, rot180(w)^T) with the patch of tile (ty, tx) at 2ty - (2 - ph) */
+    j.q = wg_make(g->cog, g->cg, g->ho, g->wo, g->h, g->w, 2 - g->ph, 2 - g->pw, g->es);
+    j.a = gy->data, j.b = w->data, j.y = gx->data, j.kx = g->k;
+    j.ntasks = task_count(g->n);
+    size_t rounded;
+    if ((st = job_workspace(&j, be, task_bytes(&j), j.wg ? wg_weight_bytes(g) : 0, &rounded))) return st;
+    if (j.wg) wg_prepare(&j, w->data, true);
+    run_tasks(&j, bwd_input_task);
+    nb_free_raw(be, NB_CPU, j.ws, rounded);
+    return NB_OK;
+}
+
+/* ---- backward weight -------------------------------------------------------------- */
+
+/* Elements of one bucket's partial sum: [groups][kx][Cout/G] (im2col) or
+ * [groups][16][Cout/G][Cin/G] (Winograd). */
+static int64_t bucket_elems(const conv_job *j) {
+    return j->wg ? j->g.groups * 16 * j->g.cog * j->g.cg : j->g.groups * j->kx * j->g.cog;
+}
+
+static char *bucket_dst(const conv_job *j, int64_t b) { return j->partial + j->g.es * (size_t)(b * bucket_elems(j)); }
+
+/* One image's weight-gradient GEMMs for group gr into dst (first: overwrite). */
+static void bwd_weight_image(conv_job *j, const char *xg, const char *gyg, char *dst, bool first, char *col,
+                             const wg_bufs *wb) {
+    const conv_geom *g = &j->g;
+    size_t es = g->es;
+    if (j->wg) { /* dU[x] [cog, cg] (+)= (A gy A^T)[x] [cog, t] @ (B^T x B)[x]^T */
+        wg_input(j, xg, wb->v, wb->plane);
+        if (g->dt == NB_F32) wg_grad_tiles_f32(&j->q, (const float *)gyg, (float *)wb->m, (float *)wb->plane);
+        else wg_grad_tiles_f64(&j->q, (const double *)gyg, (double *)wb->m, (double *)wb->plane);
+        for (int64_t x = 0; x < 16; x++)
+            gemm(g, j->blas, false, true, g->cog, g->cg, j->q.t, wb->m + es * (size_t)(x * j->q.ms), j->q.t,
+                 wb->v + es * (size_t)(x * j->q.vs), j->q.t, first ? 0.0 : 1.0,
+                 dst + es * (size_t)(x * g->cog * g->cg));
+        return;
+    }
+    if (col) im2col(g, xg, col);
+    /* gW_g^T [kx, Cout/G] (+)= col [kx, P] @ gy_g^T: OpenBLAS runs this
+     * orientation ~10% faster than gy_g @ col^T for conv shapes */
+    gemm(g, j->blas, false, true, j->kx, g->cog, g->p, col ? col : xg, g->p, gyg, g->p, first ? 0.0 : 1.0, dst);
+}
+
+static void bwd_weight_task(void *arg, int64_t t0, int64_t t1) {
+    conv_job *j = arg;
+    const conv_geom *g = &j->g;
+    size_t es = g->es;
+    int64_t per_group = j->wg ? 16 * g->cog * g->cg : j->kx * g->cog;
+    for (int64_t t = t0; t < t1; t++) {
+        char *col = j->wg ? NULL : task_col(j, t);
+        wg_bufs wb = j->wg ? task_wg(j, t) : (wg_bufs){0};
+        for (int64_t b = split(j->nitems, j->ntasks, t); b < split(j->nitems, j->ntasks, t + 1); b++) {
+            char *dst = bucket_dst(j, b);
+            for (int64_t n = split(g->n, j->nitems, b); n < split(g->n, j->nitems, b + 1); n++) {
+                bool first = n == split(g->n, j->nitems, b);
+                const char *xn = j->a + es * (size_t)(n * g->c * g->h * g->w);
+                const char *gyn = j->b + es * (size_t)(n * g->co * g->p);
+                for (int64_t gr = 0; gr < g->groups; gr++)
+                    bwd_weight_image(j, xn + es * (size_t)(gr * g->cg * g->h * g->w),
+                                     gyn + es * (size_t)(gr * g->cog * g->p), dst + es * (size_t)(gr * per_group),
+                                     first, col, &wb);
+                for (int64_t c = 0; j->bsum && c < g->co; c++) {
+                    const char *row = gyn + es * (size_t)(c * g->p);
+                    double s = g->dt == NB_F32 ? lane_sum_f32((const float *)row, g->p)
+                                               : lane_sum_f64((const double *)row, g->p);
+                    j->bsum[b * g->co + c] = first ? s : j->bsum[b * g->co + c] + s;
+                }
+            }
+        }
+    }
+}
+
+/* im2col path: rows r = (group, k) of the buckets: bucket 0's row += the
+ * others' in order, then written transposed into gw [Cout, K], or into
+ * gbias for the ones row k == K. */
+#define SUM_BUCKETS(T, S)                                                                   \
+    static void sum_buckets_##S(conv_job *j, T *gbias, int64_t r0, int64_t r1) {            \
+        const conv_geom *g = &j->g;                                                         \
+        int64_t cog = g->cog, bsz = g->groups * j->kx * cog;                                \
+        T *part = (T *)j->partial, *gw = (T *)j->y;                                         \
+        for (int64_t r = r0; r < r1; r++) {                                                 \
+            T *restrict acc = part + r * cog;                                               \
+            for (int64_t b = 1; b < j->nitems; b++) {                                       \
+                const T *restrict src = part + b * bsz + r * cog;                           \
+                for (int64_t o = 0; o < cog; o++) acc[o] += src[o];                         \
+            }                                                                               \
+            int64_t gr = r / j->kx, kk = r % j->kx;                                         \
+            if (kk == g->k)                                                                 \
+                for (int64_t o = 0; o < cog; o++) gbias[gr * cog + o] = acc[o];             \
+            else                                                                            \
+                for (int64_t o = 0; o < cog; o++) gw[(gr * cog + o) * g->k + kk] = acc[o];  \
+        }                                                                                   \
+    }                                                                                       \
+    /* Winograd path: bucket 0 += the others, elementwise, in order. */                    \
+    static void add_buckets_##S(conv_job *j, int64_t e0, int64_t e1) {                      \
+        int64_t bsz = bucket_elems(j);                                                      \
+        T *restrict acc = (T *)j->partial;                                                  \
+        for (int64_t b = 1; b < j->nitems; b++) {                                           \
+            const T *restrict src = (const T *)j->partial + b * bsz;                        \
+            for (int64_t e = e0; e < e1; e++) acc[e] += src[e];                             \
+        }                                                                                   \
+    }
+SUM_BUCKETS(float, f32)
+SUM_BUCKETS(double, f64)
+
+typedef struct sum_job {
+    conv_job *j;
+    void *gbias;
+} sum_job;
+
+static void sum_buckets(void *arg, int64_t r0, int64_t r1) {
+    sum_job *s = arg;
+    if (s->j->g.dt == NB_F32) sum_buckets_f32(s->j, s->gbias, r0, r1);
+    else sum_buckets_f64(s->j, s->gbias, r0, r1);
+}
+
+static void add_buckets(void *arg, int64_t e0, int64_t e1) {
+    conv_job *j = arg;
+    if (j->g.dt == NB_F32) add_buckets_f32(j, e0, e1);
+    else add_buckets_f64(j, e0, e1);
+}
+
+/* Winograd path: gw from the summed buckets, gbias from the bias sums. */
+static void wg_finish(const conv_job *j, const nb_kview *gbias) {
+    if (j->g.dt == NB_F32) wg_weight_grad_f32(&j->g, (const float *)j->partial, (float *)j->y);
+    else wg_weight_grad_f64(&j->g, (const double *)j->partial, (double *)j->y);
+    for (int64_t c = 0; gbias && c < j->g.co; c++) {
+        double s = 0;
+        for (int64_t b = 0; b < j->nitems; b++) s += j->bsum[b * j->g.co + c];
+        if (j->g.dt == NB_F32) ((float *)gbias->data)[c] = (float)s;
+        else ((double *)gbias->data)[c] = s;
+    }
+}
+
+nb_status nb_cpu_conv2d_backward_weight(nb_backend *be, const nb_kview *gw, const nb_kview *gbias,
+                                        const nb_kview *gy, const nb_kview *x, const nb_conv_params *p) {
+    conv_job j = {0};
+    conv_geom *g = &j.g;
+    nb_status st = geom_init(g, "conv2d_backward_weight", x, gw, gy, p);
+    if (st) return st;
+    if (gbias && (gbias->dtype != g->dt || gbias->ndim != 1 || gbias->shape[0] != g->co))
+        return nb_set_error(NB_ERR_SHAPE, "conv2d_backward_weight: gbias must be [%lld] %s", (long long)g->co,
+                            nb_dtype_name(g->dt));
+    if (g->n == 0 || g->p == 0) { /* an empty sum */
+        memset(gw->data, 0, g->es * (size_t)(g->co * g->k));
+        if (gbias) memset(gbias->data, 0, g->es * (size_t)g->co);
+        return NB_OK;
+    }
+    if (!(j.blas = nb_cpu_blas_get())) return nb_last_status();
+    j.wg = wg_ok(g);
+    j.q = wg_make(g->cg, g->cog, g->h, g->w, g->ho, g->wo, g->ph, g->pw, g->es);
+    g->direct = g->direct && !gbias; /* the im2col bias gradient needs col's ones row */
+    j.a = x->data, j.b = gy->data, j.y = gw->data, j.kx = gbias && !j.wg ? g->k + 1 : g->k;
+    size_t bucket = g->es * (size_t)bucket_elems(&j);
+    j.nitems = g->n < NB_CONV_BUCKETS ? g->n : NB_CONV_BUCKETS;
+    if (bucket && (size_t)j.nitems > NB_CONV_BUCKET_BYTES / bucket)
+        j.nitems = NB_CONV_BUCKET_BYTES / bucket > 1 ? (int64_t)(NB_CONV_BUCKET_BYTES / bucket) : 1;
+    j.ntasks = task_count(j.nitems);
+    size_t rounded, pbytes = align_up(bucket * (size_t)j.nitems);
+    size_t bbytes = j.wg && gbias ? sizeof(double) * (size_t)(j.nitems * g->co) : 0;
+    if ((st = job_workspace(&j, be, task_bytes(&j), pbytes + bbytes, &rounded))) return st;
+    if (!j.ws) return NB_OK; /* no weights and no bias: nothing to write */
+    j.partial = job_extra(&j);
+    j.bsum = bbytes ? (double *)(j.partial + pbytes) : NULL;
+    run_tasks(&j, bwd_weight_task);
+    if (j.wg) {
+        nb_cpu_parallel_for(bucket_elems(&j), NB_CPU_GRAIN / 4, add_buckets, &j);
+        wg_finish(&j, gbias);
+    } else {
+        sum_job sj = {&j, gbias ? gbias->data : NULL};
+        nb_cpu_parallel_for(g->groups * j.kx, NB_CPU_GRAIN / 8 / (g->cog * j.nitems + 1) + 1, sum_buckets, &sj);
+    }
+    nb_free_raw(be, NB_CPU, j.ws, rounded);
+    return NB_OK;
+}

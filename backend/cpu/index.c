@@ -1,0 +1,197 @@
+/* index.c - CPU index_select, index_add and where. A contiguous tensor is
+ * seen as [outer, size, inner] around the indexed dim. index_select copies
+ * whole inner runs, split over threads by output row. index_add (the
+ * backward of index_select and embedding) zeroes its output and adds g's
+ * rows in index order; threads split the (outer, column block) pairs, so
+ * every output element is written by one thread and summed in a fixed order,
+ * whatever the thread count (PyTorch's deterministic index_add / embedding
+ * backward, with no atomics). where walks the strided iterator (iter.h) with
+ * one loop per element size, so it takes every dtype. */
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "pool.h"
+
+/* [outer, size, inner] around dim of a contiguous view. */
+static void split_dims(const nb_kview *v, int dim, int64_t *outer, int64_t *inner) {
+    *outer = *inner = 1;
+    for (int d = 0; d < dim; d++) *outer *= v->shape[d];
+    for (int d = dim + 1; d < v->ndim; d++) *inner *= v->shape[d];
+}
+
+/* Shared checks: big has `size` at dim, small has the index's length there,
+ * equal elsewhere; all contiguous; index 1-D int64 with every entry in
+ * [0, size). */
+static nb_status check_index_args(const char *op, const nb_kview *big, const nb_kview *small, int dim,
+                                  const nb_kview *index) {
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
+    if (dim < 0 || dim >= big->ndim)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", op, dim,
+                            nb_cpu_view_str(big, b1, sizeof b1));
+    if (index->dtype != NB_I64 || index->ndim != 1)
+        return nb_set_error(NB_ERR_DTYPE, "%s: index must be a 1-D int64 tensor, got %s", op,
+                            nb_cpu_view_str(index, b1, sizeof b1));
+    bool shape_ok = small->ndim == big->ndim && small->shape[dim] == index->shape[0];
+    for (int d = 0; shape_ok && d < big->ndim; d++) shape_ok = d == dim || small->shape[d] == big->shape[d];
+    if (!shape_ok)
+        return nb_set_error(NB_ERR_SHAPE, "%s: shapes %s and %s do not fit index %s along dim %d", op,
+                            nb_cpu_view_str(big, b1, sizeof b1), nb_cpu_view_str(small, b2, sizeof b2),
+                            nb_cpu_view_str(index, b3, sizeof b3), dim);
+    if (small->dtype != big->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "%s: dtypes %s and %s differ", op, nb_dtype_name(big->dtype),
+                            nb_dtype_name(small->dtype));
+    if (!nb_cpu_is_contiguous(big) || !nb_cpu_is_contiguous(small) || !nb_cpu_is_contiguous(index))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: tensors must be contiguous", op);
+    const int64_t *idx = index->data;
+    int64_t size = big->shape[dim];
+    for (int64_t i = 0; i < index->shape[0]; i++)
+        if (idx[i] < 0 || idx[i] >= size)
+            return nb_set_error(NB_ERR_INVALID_ARG, "%s: index %lld (at position %lld) is out of range [0, %lld)",
+                                op, (long long)idx[i], (long long)i, (long long)size);
+    return NB_OK;
+}
+
+/* ---- index_select ------------------------------------------------------- */
+
+typedef struct sel_job {
+    char *out;
+    const char *x;
+    const int64_t *idx;
+    int64_t k, size, inner;
+    size_t es; /* element bytes */
+} sel_job;
+
+/* Output rows r0..r1 of [outer * k, inner]; rows of one 4- or 8-byte
+ * element (index_select along the last dim) are moved without memcpy calls. */
+static void sel_rows(void *arg, int64_t r0, int64_t r1) {
+    const sel_job *j = arg;
+    size_t row = (size_t)j->inner * j->es;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t o = r / j->k, i = r % j->k;
+        const char *src = j->x + (size_t)(o * j->size + j->idx[i]) * row;
+        char *dst = j->out + (size_t)r * row;
+        if (row == 4) *(uint32_t *)dst = *(const uint32_t *)src;
+        else if (row == 8) *(uint64_t *)dst = *(const uint64_t *)src;
+        else memcpy(dst, src, row);
+    }
+}
+
+nb_status nb_cpu_index_select(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim,
+                              const nb_kview *index) {
+    (void)be;
+    nb_status st = check_index_args("index_select", x, out, dim, index);
+    if (st != NB_OK) return st;
+    sel_job j = {out->data, x->data, index->data, index->shape[0], x->shape[dim], 1, nb_dtype_size(x->dtype)};
+    int64_t outer;
+    split_dims(x, dim, &outer, &j.inner);
+    int64_t rows = outer * j.k;
+    if (rows == 0 || j.inner == 0) return NB_OK;
+    nb_cpu_parallel_for(rows, NB_CPU_GRAIN / j.inner + 1, sel_rows, &j);
+    return NB_OK;
+}
+
+/* ---- index_add ---------------------------------------------------------- */
+
+typedef struct add_job {
+    char *gx;
+    const char *g;
+    const int64_t *idx;
+    int64_t k, size, inner, skip;
+    int64_t cb, ncb; /* column block width and count per outer slice */
+} add_job;
+
+#define INDEX_ADD_FUNC(T, S)                                                                    \
+    static void add_units_##S(void *arg, int64_t u0, int64_t u1) {                              \
+        const add_job *j = arg;                                                                 \
+        for (int64_t u = u0; u < u1; u++) {                                                     \
+            int64_t o = u / j->ncb, c0 = (u % j->ncb) * j->cb;                                  \
+            int64_t w = j->inner - c0 < j->cb ? j->inner - c0 : j->cb;                          \
+            T *gx = (T *)j->gx + o * j->size * j->inner + c0;                                   \
+            const T *g = (const T *)j->g + o * j->k * j->inner + c0;                            \
+            for (int64_t r = 0; r < j->size; r++) memset(gx + r * j->inner, 0, sizeof(T) * (size_t)w); \
+            for (int64_t i = 0; i < j->k; i++) {                                                \
+                if (j->idx[i] == j->skip) continue;                                             \
+                T *dst = gx + j->idx[i] * j->inner;                                             \
+                const T *src = g + i * j->inner;                                                \
+                for (int64_t c = 0; c < w; c++) dst[c] += src[c];                               \
+            }                                                                                   \
+        }                                                                                       \
+    }
+INDEX_ADD_FUNC(float, f32)
+INDEX_ADD_FUNC(double, f64)
+
+nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g,
+                           int64_t skip_index) {
+    (void)be;
+    nb_status st = check_index_args("index_add", gx, g, dim, index);
+    if (st != NB_OK) return st;
+    if (!nb_dtype_is_float(gx->dtype))
+        return nb_set_error(NB_ERR_DTYPE, "index_add: needs float32 or float64, got %s", nb_dtype_name(gx->dtype));
+    add_job j = {gx->data, g->data, index->data, index->shape[0], gx->shape[dim], 1, skip_index, 0, 1};
+    int64_t outer;
+    split_dims(gx, dim, &outer, &j.inner);
+    if (outer * j.size * j.inner == 0) return NB_OK;
+    /* Column blocks only so that every thread has work; the sums do not
+     * depend on them. Blocks are multiples of 16 elements (whole cache lines). */
+    int nt = nb_cpu_get_num_threads();
+    int64_t work = outer * (j.size + j.k) * j.inner;
+    int64_t per = work < NB_CPU_GRAIN || outer >= nt ? 1 : (nt + outer - 1) / outer;
+    j.cb = (j.inner + per - 1) / per;
+    j.cb = j.cb < j.inner ? (j.cb + 15) / 16 * 16 : j.inner;
+    j.ncb = (j.inner + j.cb - 1) / j.cb;
+    int64_t units = outer * j.ncb;
+    int64_t grain = work < NB_CPU_GRAIN ? units : 1;
+    nb_cpu_parallel_for(units, grain, gx->dtype == NB_F32 ? add_units_f32 : add_units_f64, &j);
+    return NB_OK;
+}
+
+/* ---- where --------------------------------------------------------------- */
+
+/* Element types by size: where only moves bits. */
+#define WHERE_LOOP(NAME, T)                                                                     \
+    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
+        (void)ctx;                                                                              \
+        const int64_t st = (int64_t)sizeof(T);                                                  \
+        const uint8_t *c = (const uint8_t *)p[1];                                               \
+        if (s[0] == st && s[1] == 1 && s[2] == st && s[3] == st) {                              \
+            T *o = (T *)p[0];                                                                   \
+            const T *a = (const T *)p[2], *b = (const T *)p[3];                                 \
+            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : b[i];                          \
+        } else if (s[0] == st && s[1] == 1 && s[2] == 0 && s[3] == st) { /* masked_fill */      \
+            T *o = (T *)p[0];                                                                   \
+            const T a = *(const T *)p[2], *b = (const T *)p[3];                                 \
+            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a : b[i];                             \
+        } else {                                                                                \
+            for (int64_t i = 0; i < n; i++)                                                     \
+                *(T *)(p[0] + i * s[0]) =                                                       \
+                    p[1][i * s[1]] ? *(const T *)(p[2] + i * s[2]) : *(const T *)(p[3] + i * s[3]); \
+        }                                                                                       \
+    }
+WHERE_LOOP(where_1, uint8_t)
+WHERE_LOOP(where_4, uint32_t)
+WHERE_LOOP(where_8, uint64_t)
+
+nb_status nb_cpu_where(nb_backend *be, const nb_kview *out, const nb_kview *cond, const nb_kview *a,
+                       const nb_kview *b) {
+    (void)be;
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF], b4[NB_SHAPE_BUF];
+    if (!nb_cpu_same_shape(out, cond) || !nb_cpu_same_shape(out, a) || !nb_cpu_same_shape(out, b))
+        return nb_set_error(NB_ERR_SHAPE, "where: cond %s, a %s and b %s are not expanded to out %s",
+                            nb_cpu_view_str(cond, b1, sizeof b1), nb_cpu_view_str(a, b2, sizeof b2),
+                            nb_cpu_view_str(b, b3, sizeof b3), nb_cpu_view_str(out, b4, sizeof b4));
+    if (cond->dtype != NB_BOOL)
+        return nb_set_error(NB_ERR_DTYPE, "where: cond must be bool, got %s", nb_dtype_name(cond->dtype));
+    if ((unsigned)out->dtype >= NB_DTYPE_COUNT || a->dtype != out->dtype || b->dtype != out->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "where: dtypes of a (%s), b (%s) and out (%s) differ",
+                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(out->dtype));
+    size_t es = nb_dtype_size(out->dtype);
+    nb_cpu_loop_fn fn = es == 1 ? where_1 : es == 4 ? where_4 : where_8;
+    NB_ASSERT(es == 1 || es == 4 || es == 8);
+    nb_cpu_iter it;
+    const nb_kview *ops[4] = {out, cond, a, b};
+    nb_cpu_iter_init(&it, 4, ops);
+    nb_cpu_iter_run(&it, NB_CPU_GRAIN, fn, NULL);
+    return NB_OK;
+}

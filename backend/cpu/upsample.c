@@ -1,0 +1,180 @@
+/* upsample.c - CPU F.interpolate on x [N, C, H, W] -> [N, C, Ho, Wo]
+ * (contiguous; float32/float64), modes nearest and bilinear, and their
+ * backward. Source indices follow PyTorch's UpSample.h:
+ *   nearest (legacy): src = min(floor(dst * (float)in/out), in - 1), with
+ *     in == out the identity and out == 2*in giving dst >> 1;
+ *   bilinear: align_corners: src = dst * (in-1)/(out-1) (0 when out == 1);
+ *     otherwise src = max((dst + 0.5) * in/out - 0.5, 0); i0 = floor(src)
+ *     clamped to in-1, i1 = i0 + (i0 < in-1), lambda1 = src - i0, lambda0 =
+ *     1 - lambda1; computed in the tensor's dtype as PyTorch's CPU kernel does.
+ * Per-axis index and weight tables are built once per call (in a caching
+ * allocator workspace). Threads split the N*C planes; the backward zeroes a
+ * plane of gx and scatters into it in output order from one thread, so it
+ * needs no atomics and gives the same bits for any thread count.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "pool.h"
+
+/* Source taps of one output index along an axis: value = l0*x[i0] + l1*x[i1]. */
+typedef struct up_tap {
+    int64_t i0, i1;
+    double l0, l1; /* in the dtype's precision, stored as double */
+} up_tap;
+
+typedef struct up_job {
+    char *dst;       /* out (forward) or gx (backward) */
+    const char *src; /* x (forward) or gy (backward) */
+    nb_dtype dt;
+    int64_t H, W, Ho, Wo;
+    const up_tap *th, *tw; /* Ho and Wo entries */
+    bool bilinear;
+} up_job;
+
+static int64_t nearest_src(int64_t dst, int64_t in, int64_t out) {
+    if (out == in) return dst;
+    if (out == 2 * in) return dst >> 1;
+    float scale = (float)in / (float)out;
+    int64_t s = (int64_t)floorf((float)dst * scale);
+    return s < in - 1 ? s : in - 1;
+}
+
+#define LINEAR_TAP(T, S, FLOOR)                                                                 \
+    static up_tap linear_tap_##S(int64_t dst, int64_t in, int64_t out, bool align) {            \
+        up_tap t = {dst, dst, 1, 0};                                                            \
+        if (out == in) return t;                                                                \
+        T ratio = align ? (out > 1 ? (T)(in - 1) / (T)(out - 1) : (T)0) : (T)in / (T)out;       \
+        T real = align ? ratio * (T)dst : ratio * ((T)dst + (T)0.5) - (T)0.5;                   \
+        if (real < 0) real = 0;                                                                 \
+        int64_t i0 = (int64_t)FLOOR(real);                                                      \
+        if (i0 > in - 1) i0 = in - 1;                                                           \
+        T l1 = real - (T)i0;                                                                    \
+        l1 = l1 < 0 ? 0 : l1 > 1 ? 1 : l1;                                                      \
+        t.i0 = i0;                                                                              \
+        t.i1 = i0 + (i0 < in - 1 ? 1 : 0);                                                      \
+        t.l1 = l1;                                                                              \
+        t.l0 = (T)1 - l1;                                                                       \
+        return t;                                                                               \
+    }
+LINEAR_TAP(float, f32, floorf)
+LINEAR_TAP(double, f64, floor)
+
+static void fill_taps(up_tap *t, int64_t in, int64_t out, nb_dtype dt, bool bilinear, bool align) {
+    for (int64_t d = 0; d < out; d++) {
+        if (!bilinear) {
+            int64_t s = nearest_src(d, in, out);
+            t[d] = (up_tap){s, s, 1, 0};
+        } else {
+            t[d] = dt == NB_F32 ? linear_tap_f32(d, in, out, align) : linear_tap_f64(d, in, out, align);
+        }
+    }
+}
+
+#define UPSAMPLE_FUNCS(T, S)                                                                    \
+    static void up_fwd_##S(void *arg, int64_t p0, int64_t p1) {                                 \
+        const up_job *j = arg;                                                                  \
+        for (int64_t p = p0; p < p1; p++) {                                                     \
+            const T *x = (const T *)j->src + p * j->H * j->W;                                   \
+            T *o = (T *)j->dst + p * j->Ho * j->Wo;                                             \
+            for (int64_t oh = 0; oh < j->Ho; oh++, o += j->Wo) {                                \
+                const up_tap *h = &j->th[oh];                                                   \
+                const T *r0 = x + h->i0 * j->W, *r1 = x + h->i1 * j->W;                         \
+                if (!j->bilinear) {                                                             \
+                    for (int64_t ow = 0; ow < j->Wo; ow++) o[ow] = r0[j->tw[ow].i0];            \
+                    continue;                                                                   \
+                }                                                                               \
+                T h0 = (T)h->l0, h1 = (T)h->l1;                                                 \
+                for (int64_t ow = 0; ow < j->Wo; ow++) {                                        \
+                    const up_tap *w = &j->tw[ow];                                               \
+                    T w0 = (T)w->l0, w1 = (T)w->l1;                                             \
+                    o[ow] = h0 * (w0 * r0[w->i0] + w1 * r0[w->i1]) + h1 * (w0 * r1[w->i0] + w1 * r1[w->i1]); \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    }                                                                                           \
+    static void up_bwd_##S(void *arg, int64_t p0, int64_t p1) {                                 \
+        const up_job *j = arg;                                                                  \
+        for (int64_t p = p0; p < p1; p++) {                                                     \
+            T *gx = (T *)j->dst + p * j->H * j->W;                                              \
+            const T *g = (const T *)j->src + p * j->Ho * j->Wo;                                 \
+            memset(gx, 0, sizeof(T) * (size_t)(j->H * j->W));                                   \
+            for (int64_t oh = 0; oh < j->Ho; oh++, g += j->Wo) {                                \
+                const up_tap *h = &j->th[oh];                                                   \
+                T *r0 = gx + h->i0 * j->W, *r1 = gx + h->i1 * j->W;                             \
+                if (!j->bilinear) {                                                             \
+                    for (int64_t ow = 0; ow < j->Wo; ow++) r0[j->tw[ow].i0] += g[ow];           \
+                    continue;                                                                   \
+                }                                                                               \
+                T h0 = (T)h->l0, h1 = (T)h->l1;                                                 \
+                for (int64_t ow = 0; ow < j->Wo; ow++) {                                        \
+                    const up_tap *w = &j->tw[ow];                                               \
+                    T w0 = (T)w->l0, w1 = (T)w->l1, v = g[ow];                                  \
+                    r0[w->i0] += h0 * w0 * v;                                                   \
+                    r0[w->i1] += h0 * w1 * v;                                                   \
+                    r1[w->i0] += h1 * w0 * v;                                                   \
+                    r1[w->i1] += h1 * w1 * v;                                                   \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    }
+UPSAMPLE_FUNCS(float, f32)
+UPSAMPLE_FUNCS(double, f64)
+
+/* x is the [N, C, H, W] side, y the [N, C, Ho, Wo] side. */
+static nb_status up_check(const char *name, const nb_kview *x, const nb_kview *y) {
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
+    bool ok = x->ndim == 4 && y->ndim == 4 && x->dtype == y->dtype &&
+              (x->dtype == NB_F32 || x->dtype == NB_F64) && nb_cpu_is_contiguous(x) && nb_cpu_is_contiguous(y) &&
+              x->shape[0] == y->shape[0] && x->shape[1] == y->shape[1];
+    if (!ok)
+        return nb_set_error(NB_ERR_SHAPE, "%s: input %s and output %s must be contiguous float [N, C, H, W] "
+                            "tensors of one dtype with equal N and C", name, nb_cpu_view_str(x, b1, sizeof b1),
+                            nb_cpu_view_str(y, b2, sizeof b2));
+    bool empty_in = x->shape[2] == 0 || x->shape[3] == 0, empty_out = y->shape[2] == 0 || y->shape[3] == 0;
+    if (empty_in && !empty_out && x->shape[0] * x->shape[1] > 0)
+        return nb_set_error(NB_ERR_SHAPE, "%s: cannot resize the empty planes of %s to %s", name,
+                            nb_cpu_view_str(x, b1, sizeof b1), nb_cpu_view_str(y, b2, sizeof b2));
+    return NB_OK;
+}
+
+static nb_status up_run(nb_backend *be, const nb_kview *xside, const nb_kview *yside, char *dst,
+                        const char *src, bool bilinear, bool align, bool backward) {
+    up_job j = {.dst = dst, .src = src, .dt = xside->dtype, .H = xside->shape[2], .W = xside->shape[3],
+                .Ho = yside->shape[2], .Wo = yside->shape[3], .bilinear = bilinear};
+    int64_t planes = xside->shape[0] * xside->shape[1];
+    if (planes == 0) return NB_OK;
+    if (j.Ho * j.Wo == 0 || j.H * j.W == 0) { /* nothing to read: gx is all zeros */
+        if (backward) memset(dst, 0, nb_dtype_size(j.dt) * (size_t)(planes * j.H * j.W));
+        return NB_OK;
+    }
+    size_t rounded, bytes = sizeof(up_tap) * (size_t)(j.Ho + j.Wo);
+    up_tap *taps = nb_alloc_raw(be, NB_CPU, bytes, &rounded);
+    if (!taps) return nb_last_status();
+    fill_taps(taps, j.H, j.Ho, j.dt, bilinear, align);
+    fill_taps(taps + j.Ho, j.W, j.Wo, j.dt, bilinear, align);
+    j.th = taps, j.tw = taps + j.Ho;
+    int64_t work = (j.Ho * j.Wo + j.H * j.W) * (bilinear ? 4 : 1);
+    bool f32 = j.dt == NB_F32;
+    nb_cpu_range_fn fn = backward ? (f32 ? up_bwd_f32 : up_bwd_f64) : (f32 ? up_fwd_f32 : up_fwd_f64);
+    nb_cpu_parallel_for(planes, NB_CPU_GRAIN / work + 1, fn, &j);
+    nb_free_raw(be, NB_CPU, taps, rounded);
+    return NB_OK;
+}
+
+nb_status nb_cpu_upsample2d(nb_backend *be, const nb_kview *out, const nb_kview *x, bool bilinear,
+                            bool align_corners) {
+    nb_status st = up_check("upsample2d", x, out);
+    if (st) return st;
+    return up_run(be, x, out, out->data, x->data, bilinear, align_corners, false);
+}
+
+nb_status nb_cpu_upsample2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy, bool bilinear,
+                                     bool align_corners) {
+    nb_status st = up_check("upsample2d_backward", gx, gy);
+    if (st) return st;
+    return up_run(be, gx, gy, gx->data, gy->data, bilinear, align_corners, true);
+}

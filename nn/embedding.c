@@ -1,0 +1,2 @@
+/* PLACEHOLDER (being written) */
+typedef int nb_placeholder_nn_embedding_c;

@@ -1,0 +1,96 @@
+/* pooling.c - the parameter-free modules nn.MaxPool1d/2d, nn.AvgPool1d/2d
+ * and nn.AdaptiveAvgPool1d/2d: each keeps its options and calls the op in
+ * nb_ops.h (autograd/ops_pool.c). The window is checked at construction
+ * (kernel_size >= 1, stride and dilation >= 0 where 0 is the default,
+ * 0 <= padding <= kernel_size/2) so a bad module fails where it is built;
+ * sizes that depend on the input are checked by the op at forward time.
+ */
+#include <stdlib.h>
+
+#include "nb_impl.h"
+#include "nb_nn.h"
+#include "nb_ops.h"
+
+typedef struct pool_ctx {
+    nb_pool2d_options o2;
+    nb_pool1d_options o1;
+    int64_t out[2]; /* adaptive output size */
+} pool_ctx;
+
+static nb_tensor *max2d_forward(nb_module *m, nb_tensor *x) {
+    return nb_max_pool2d(x, ((pool_ctx *)nb_module_ctx(m))->o2, NULL);
+}
+static nb_tensor *max1d_forward(nb_module *m, nb_tensor *x) {
+    return nb_max_pool1d(x, ((pool_ctx *)nb_module_ctx(m))->o1, NULL);
+}
+static nb_tensor *avg2d_forward(nb_module *m, nb_tensor *x) {
+    return nb_avg_pool2d(x, ((pool_ctx *)nb_module_ctx(m))->o2);
+}
+static nb_tensor *avg1d_forward(nb_module *m, nb_tensor *x) {
+    return nb_avg_pool1d(x, ((pool_ctx *)nb_module_ctx(m))->o1);
+}
+static nb_tensor *adavg2d_forward(nb_module *m, nb_tensor *x) {
+    const pool_ctx *c = nb_module_ctx(m);
+    return nb_adaptive_avg_pool2d(x, c->out[0], c->out[1]);
+}
+static nb_tensor *adavg1d_forward(nb_module *m, nb_tensor *x) {
+    return nb_adaptive_avg_pool1d(x, ((pool_ctx *)nb_module_ctx(m))->out[1]);
+}
+
+static const nb_module_ops max2d_ops = {"MaxPool2d", max2d_forward, free};
+static const nb_module_ops max1d_ops = {"MaxPool1d", max1d_forward, free};
+static const nb_module_ops avg2d_ops = {"AvgPool2d", avg2d_forward, free};
+static const nb_module_ops avg1d_ops = {"AvgPool1d", avg1d_forward, free};
+static const nb_module_ops adavg2d_ops = {"AdaptiveAvgPool2d", adavg2d_forward, free};
+static const nb_module_ops adavg1d_ops = {"AdaptiveAvgPool1d", adavg1d_forward, free};
+
+/* One dim of a window: false with an error naming the module. */
+static bool window_ok(const char *kind, int64_t k, int64_t s, int64_t pad, int64_t dil) {
+    if (k >= 1 && s >= 0 && dil >= 0 && pad >= 0 && pad <= k / 2) return true;
+    nb_set_error(NB_ERR_INVALID_ARG,
+                 "%s: bad window: kernel_size %lld (>= 1), stride %lld (>= 0, 0 = kernel_size), dilation %lld "
+                 "(>= 0, 0 = 1), padding %lld (in [0, kernel_size/2])",
+                 kind, (long long)k, (long long)s, (long long)dil, (long long)pad);
+    return false;
+}
+
+static nb_module *make(const nb_module_ops *ops, const pool_ctx *src) {
+    pool_ctx *c = malloc(sizeof *c);
+    if (!c) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", ops->kind);
+    *c = *src;
+    return nb_module_new(ops, c); /* frees c on failure */
+}
+
+static nb_module *make2d(const nb_module_ops *ops, nb_pool2d_options o) {
+    for (int d = 0; d < 2; d++)
+        if (!window_ok(ops->kind, o.kernel[d], o.stride[d], o.padding[d], o.dilation[d])) return NULL;
+    return make(ops, &(pool_ctx){.o2 = o});
+}
+
+static nb_module *make1d(const nb_module_ops *ops, nb_pool1d_options o) {
+    if (!window_ok(ops->kind, o.kernel, o.stride, o.padding, o.dilation)) return NULL;
+    return make(ops, &(pool_ctx){.o1 = o});
+}
+
+nb_module *nb_max_pool2d_module(nb_pool2d_options opts) { return make2d(&max2d_ops, opts); }
+nb_module *nb_max_pool1d_module(nb_pool1d_options opts) { return make1d(&max1d_ops, opts); }
+nb_module *nb_avg_pool2d_module(nb_pool2d_options opts) { return make2d(&avg2d_ops, opts); }
+nb_module *nb_avg_pool1d_module(nb_pool1d_options opts) { return make1d(&avg1d_ops, opts); }
+
+static nb_module *make_adaptive(const nb_module_ops *ops, int64_t h, int64_t w) {
+    if (h < 1 || w < 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: output_size must be positive, got [%lld, %lld]", ops->kind,
+                       (long long)h, (long long)w);
+    return make(ops, &(pool_ctx){.out = {h, w}});
+}
+
+nb_module *nb_adaptive_avg_pool2d_module(int64_t out_h, int64_t out_w) {
+    return make_adaptive(&adavg2d_ops, out_h, out_w);
+}
+
+nb_module *nb_adaptive_avg_pool1d_module(int64_t out_l) {
+    if (out_l < 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "AdaptiveAvgPool1d: output_size must be positive, got %lld",
+                       (long long)out_l);
+    return make_adaptive(&adavg1d_ops, 1, out_l);
+}

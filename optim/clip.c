@@ -1,0 +1,185 @@
+/* clip.c - gradient clipping (torch.nn.utils.clip_grad_norm_ and
+ * clip_grad_value_). The norms are computed with tensor ops on the
+ * gradients' device and dtype (only the final total norm is read back, to
+ * return it), in PyTorch 1.13's order: per-gradient norms, then the norm of
+ * those, then clip_coef = min(max_norm / (total_norm + 1e-6), 1) applied to
+ * every gradient. The gradients are updated in place by the backend's
+ * elementwise kernels (out == input is allowed), so the .grad storage - and
+ * any view of it - is kept and no gradient-sized temporary is made for it.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "nb_autograd.h"
+#include "nb_backend.h"
+#include "nb_impl.h"
+#include "nb_ops.h"
+#include "nb_optim.h"
+
+static nb_status check_list(const char *op, nb_tensor *const *params, int n) {
+    if (n < 0 || (n > 0 && !params))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: bad parameter list (n %d, list %s)", op, n,
+                            params ? "given" : "NULL");
+    for (int i = 0; i < n; i++)
+        if (!params[i]) return nb_set_error(NB_ERR_INVALID_ARG, "%s: parameter %d is NULL", op, i);
+    return NB_OK;
+}
+
+/* |g|: relu(g) + relu(-g) is exact (one term is 0). */
+static nb_tensor *abs_of(nb_tensor *g) { return nb_add(nb_relu(g), nb_relu(nb_neg(g))); }
+
+/* A 0-dim tensor of t's dtype and device holding v. */
+static nb_tensor *scalar_like(const nb_tensor *t, double v) {
+    nb_tensor *s = nb_empty_on(0, NULL, nb_dtype_of(t), nb_device_of(t));
+    if (s && nb_fill_(s, v) != NB_OK) return NULL;
+    return s;
+}
+
+/* The norm_type-norm of the elements of x (0-dim); NULL on error. */
+static nb_tensor *vector_norm(nb_tensor *x, double p) {
+    if (nb_numel(x) == 0) return scalar_like(x, 0.0); /* torch.norm of an empty tensor is 0 */
+    if (isinf(p)) { /* max |x| = max(amax(x), amax(-x)); NaN propagates */
+        nb_tensor *hi = nb_max(x, NULL, 0, false), *lo = hi ? nb_max(nb_neg(x), NULL, 0, false) : NULL;
+        return lo ? nb_max(nb_stack((nb_tensor *[]){hi, lo}, 2, 0), NULL, 0, false) : NULL;
+    }
+    if (p == 2.0) return nb_sqrt(nb_sum(nb_mul(x, x), NULL, 0, false));
+    if (p == 1.0) return nb_sum(abs_of(x), NULL, 0, false);
+    return nb_pow_scalar(nb_sum(nb_pow_scalar(abs_of(x), p), NULL, 0, false), 1.0 / p);
+}
+
+/* x (in place) = x OP b, b a 0-dim tensor of x's dtype broadcast over it. */
+static nb_status inplace_scalar_op(nb_tensor *x, nb_binary_op op, nb_tensor *b) {
+    if (nb_numel(x) == 0) return NB_OK;
+    nb_kview xv = nb_kview_of(x), bv = nb_kview_expand(b, x->ndim, x->shape);
+    return NB_CALL(x, binary, op, &xv, &xv, &bv);
+}
+
+/* b converted to x's dtype (b itself when it already has it). */
+static nb_tensor *as_dtype_of(nb_tensor *b, const nb_tensor *x) {
+    return nb_dtype_of(b) == nb_dtype_of(x) ? b : nb_to_dtype(b, nb_dtype_of(x));
+}
+
+/* The body of clip_grad_norm_ over the k gradients g, inside a scope with grad off. */
+static nb_status clip_norm(nb_tensor **g, int k, double max_norm, double p, double *total_out) {
+    nb_tensor **norms = malloc(sizeof *norms * (size_t)k);
+    if (!norms) return nb_set_error(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
+    bool mixed = false;
+    for (int i = 0; i < k; i++) mixed |= nb_dtype_of(g[i]) != nb_dtype_of(g[0]);
+    nb_status st = NB_OK;
+    for (int i = 0; i < k && st == NB_OK; i++) {
+        norms[i] = vector_norm(g[i], p);
+        if (norms[i] && mixed) norms[i] = nb_to_dtype(norms[i], NB_F64); /* torch.stack promotes */
+        if (!norms[i]) st = nb_last_status();
+    }
+    nb_tensor *total = NULL;
+    if (st == NB_OK) total = k == 1 && isinf(p) ? norms[0] : vector_norm(nb_stack(norms, k, 0), p);
+    free(norms);
+    if (!total) return st != NB_OK ? st : nb_last_status();
+    /* PyTorch: max_norm / (total_norm + 1e-6) is reciprocal(total + 1e-6) * max_norm. */
+    nb_tensor *one = scalar_like(total, 1.0);
+    nb_tensor *coef = nb_mul_scalar(nb_div(one, nb_add_scalar(total, 1e-6)), max_norm);
+    coef = coef ? nb_where(nb_gt(coef, one), one, coef) : NULL; /* clamp(max=1.0); NaN stays NaN */
+    if (!coef) return nb_last_status();
+    for (int i = 0; i < k && st == NB_OK; i++) {
+        nb_tensor *c = as_dtype_of(coef, g[i]);
+        st = c ? inplace_scalar_op(g[i], NB_BINARY_MUL, c) : nb_last_status();
+    }
+    if (st == NB_OK && total_out) *total_out = nb_item(total);
+    return st;
+}
+
+/* Collects the existing gradients of params into a malloc'd array (*k of them). */
+static nb_tensor **grads_of(const char *op, nb_tensor *const *params, int n, int *k) {
+    nb_tensor **g = malloc(sizeof *g * (size_t)(n > 0 ? n : 1));
+    if (!g) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
+    *k = 0;
+    for (int i = 0; i < n; i++)
+        if (nb_grad(params[i])) g[(*k)++] = nb_grad(params[i]);
+    return g;
+}
+
+nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, double norm_type,
+                             double *total_norm_out) {
+    const char *op = "clip_grad_norm_";
+    nb_status st = check_list(op, params, n);
+    if (st != NB_OK) return st;
+    if (!(max_norm >= 0.0)) return nb_set_error(NB_ERR_INVALID_ARG, "%s: max_norm must be >= 0 (got %g)", op, max_norm);
+    if (!(norm_type > 0.0))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: norm_type must be > 0 or INFINITY (got %g)", op, norm_type);
+    int k = 0;
+    nb_tensor **g = grads_of(op, params, n, &k);
+    if (!g) return NB_ERR_OOM;
+    if (total_norm_out) *total_norm_out = 0.0; /* no gradients: PyTorch returns tensor(0.) */
+    if (k > 0) {
+        nb_scope *s = nb_scope_begin();
+        bool prev = nb_set_grad_enabled(false);
+        st = s ? clip_norm(g, k, max_norm, norm_type, total_norm_out)
+               : nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
+        nb_set_grad_enabled(prev);
+        if (s) nb_scope_end(s);
+    }
+    free(g);
+    return st;
+}
+
+nb_status nb_clip_grad_value_(nb_tensor *const *params, int n, double clip_value) {
+    const char *op = "clip_grad_value_";
+    nb_status st = check_list(op, params, n);
+    if (st != NB_OK) return st;
+    if (!(clip_value >= 0.0) || !isfinite(clip_value))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: clip_value must be >= 0 and finite (got %g)", op, clip_value);
+    nb_scope *s = nb_scope_begin();
+    if (!s) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
+    bool prev = nb_set_grad_enabled(false);
+    for (int i = 0; i < n && st == NB_OK; i++) {
+        nb_tensor *g = nb_grad(params[i]);
+        if (!g) continue;
+        /* clamp_(min=-c, max=c) as maximum then minimum: NaN-propagating, as torch.clamp. */
+        nb_tensor *lo = scalar_like(g, -clip_value), *hi = scalar_like(g, clip_value);
+        st = lo && hi ? inplace_scalar_op(g, NB_BINARY_MAXIMUM, lo) : nb_last_status();
+        if (st == NB_OK) st = inplace_scalar_op(g, NB_BINARY_MINIMUM, hi);
+    }
+    nb_set_grad_enabled(prev);
+    nb_scope_end(s);
+    return st;
+}
+
+/* nb_module_parameters(m), each shared tensor once (module.parameters()). */
+static nb_tensor **module_params(const char *op, nb_module *m, int *n) {
+    if (!m) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: module is NULL", op);
+    int count = nb_module_parameters(m, NULL, 0);
+    if (count < 0) return NULL;
+    nb_named_tensor *named = malloc(sizeof *named * (size_t)(count > 0 ? count : 1));
+    nb_tensor **params = malloc(sizeof *params * (size_t)(count > 0 ? count : 1));
+    if (!named || !params) {
+        free(named), free(params);
+        return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
+    }
+    nb_module_parameters(m, named, count);
+    *n = 0;
+    for (int i = 0; i < count; i++) {
+        bool seen = false;
+        for (int j = 0; j < *n && !seen; j++) seen = params[j] == named[i].tensor;
+        if (!seen) params[(*n)++] = named[i].tensor;
+    }
+    free(named);
+    return params;
+}
+
+nb_status nb_clip_grad_norm_module_(nb_module *m, double max_norm, double norm_type, double *total_norm_out) {
+    int n = 0;
+    nb_tensor **params = module_params("clip_grad_norm_", m, &n);
+    if (!params) return nb_last_status();
+    nb_status st = nb_clip_grad_norm_(params, n, max_norm, norm_type, total_norm_out);
+    free(params);
+    return st;
+}
+
+nb_status nb_clip_grad_value_module_(nb_module *m, double clip_value) {
+    int n = 0;
+    nb_tensor **params = module_params("clip_grad_value_", m, &n);
+    if (!params) return nb_last_status();
+    nb_status st = nb_clip_grad_value_(params, n, clip_value);
+    free(params);
+    return st;
+}

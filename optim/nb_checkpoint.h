@@ -1,0 +1,100 @@
+/* nb_checkpoint.h - resumable training checkpoints: everything a training
+ * run needs to continue bit for bit as if it had never stopped, in one
+ * safetensors file (nb_safetensors.h) that PyTorch users can open.
+ *
+ *   nb_checkpoint ck = {.module = net, .optimizer = opt, .scheduler = sch,
+ *                       .loader = loader, .global_step = step};
+ *   if (nb_save_checkpoint("run.safetensors", &ck)) puts(nb_last_error());
+ *   ...                                       // later, in a fresh process:
+ *   build net, opt, sch, loader exactly as before (same constructors), then
+ *   if (nb_load_checkpoint("run.safetensors", &ck, NULL)) puts(nb_last_error());
+ *   step = ck.global_step;                    // loader positioned, RNG restored
+ *
+ * What the file holds (tensor names are PyTorch's state_dict names; all
+ * scalar state is metadata, as strings; floats printed with "%.17g", which
+ * round-trips every double exactly):
+ *   tensors   <module state_dict>            "fc1.weight", "bn1.running_mean", ...
+ *             optimizer.state.<i>.<name>     <name>: exp_avg, exp_avg_sq,
+ *                                            max_exp_avg_sq (amsgrad), momentum_buffer;
+ *                                            i: the optimizer's parameter index,
+ *                                            as the keys of PyTorch's optimizer
+ *                                            state_dict()["state"]
+ *   metadata  format = "pt", nabla.checkpoint = "1"
+ *             global_step
+ *             rng.seed, rng.offset           the generator (Philox key and counter)
+ *             loader.epoch, loader.position, loader.seed, loader.num_batches
+ *             optimizer.kind                 "SGD", "Adam", "AdamW"
+ *             optimizer.num_params
+ *             optimizer.param_groups.0.<h>   lr, betas.0, betas.1, eps, weight_decay,
+ *                                            amsgrad, maximize (Adam/AdamW); lr,
+ *                                            momentum, dampening, weight_decay,
+ *                                            nesterov, maximize (SGD)
+ *             optimizer.state.<i>.step       updates applied to parameter i
+ *             optimizer.state.<i>.param      its name in the module ("" if none)
+ *             scheduler.kind, scheduler.num_states,
+ *             scheduler.<j>.last_epoch, .base_lr, .last_lr   (nb_scheduler_state j)
+ *             user.<key>                     the caller's own pairs (nb_checkpoint.user)
+ *             crc32.<tensor>                 per-tensor CRC-32 (nb_safetensors.h)
+ * Only the parts given are saved; loading restores the parts given and
+ * requires the file to have them. Module state_dict names may not start
+ * with "optimizer." (reserved).
+ */
+#ifndef NB_CHECKPOINT_H
+#define NB_CHECKPOINT_H
+
+#include "nb_core.h"
+#include "nb_data.h"
+#include "nb_nn.h"
+#include "nb_optim.h"
+#include "nb_safetensors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What to save or restore. Pointers are borrowed; NULL parts are skipped. */
+typedef struct nb_checkpoint {
+    nb_module *module;       /* required: its state_dict */
+    nb_optimizer *optimizer; /* optional: hyperparameters, per-parameter state and steps */
+    nb_scheduler *scheduler; /* optional: nb_scheduler_get_state's records */
+    nb_loader *loader;       /* optional: epoch and position (nb_loader_seek on load) */
+    nb_generator *generator; /* the RNG to save/restore; NULL = nb_default_generator() */
+    int64_t global_step;     /* saved; set by nb_load_checkpoint */
+    const nb_st_pair *user;  /* save only: n_user extra pairs, stored as "user.<key>"
+                                (read them back through nb_load_checkpoint's file) */
+    int n_user;
+    bool non_strict;         /* load: tolerate missing/unexpected module keys
+                                (shape mismatches still fail), as strict=False */
+    nb_load_report *report;  /* load, optional: the module's key report (free it with
+                                nb_load_report_free) */
+} nb_checkpoint;
+
+/* Writes ck's parts to path atomically (nb_safetensors_save: temporary file,
+ * fsync, rename), so an interrupted save leaves the previous checkpoint
+ * intact. Deterministic: equal states give byte-identical files.
+ * Errors: NB_ERR_INVALID_ARG (NULL path, ck or module; a module key under
+ * "optimizer."; n_user < 0, a NULL user key or value), NB_ERR_IO, NB_ERR_OOM. */
+nb_status nb_save_checkpoint(const char *path, const nb_checkpoint *ck);
+
+/* Restores ck's parts from path and sets ck->global_step. The parts must be
+ * built as when saving (same module structure, optimizer kind and parameter
+ * count, scheduler constructor, loader batch size and seed). Everything is
+ * validated before anything changes, so a failed load leaves every part as
+ * it was. The optimizer's hyperparameters (lr, betas, ...) are restored
+ * from the file, as PyTorch's optimizer.load_state_dict.
+ * file (may be NULL) receives the loaded file, for the caller's "user.*"
+ * metadata (nb_safetensors_meta); free it with nb_safetensors_free.
+ * Errors (the message names the key or tensor): NB_ERR_INVALID_ARG (NULL
+ * path, ck or module), the errors of nb_safetensors_load (NB_ERR_IO,
+ * NB_ERR_FORMAT for a corrupt file), NB_ERR_FORMAT (not a nabla checkpoint,
+ * a missing or malformed key, a part the file lacks, strict key mismatches),
+ * NB_ERR_SHAPE (a module or optimizer tensor of the wrong shape),
+ * NB_ERR_DTYPE (optimizer state of another dtype than its parameter),
+ * NB_ERR_STATE (another optimizer kind, parameter count, scheduler kind,
+ * loader seed or batches per epoch than saved), NB_ERR_OOM. */
+nb_status nb_load_checkpoint(const char *path, nb_checkpoint *ck, nb_safetensors **file);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,342 @@
+/* test_ops_nlp.c - layer_norm and gelu: forward values against a naive
+ * host reference and PyTorch's values (computed with torch 1.13 and pasted
+ * here), gradients against PyTorch's and by gradcheck (one and two
+ * normalised dims, with and without weight/bias, both gelu forms), error
+ * paths, float32 against float64, and layer_norm's parameter gradients
+ * giving the same bits for 1 and 2 threads. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_test.h"
+#include "suites.h"
+
+static double *values_of(const nb_tensor *t) {
+    int64_t n = nb_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ck_assert_ptr_nonnull(v);
+    nb_test_values(t, v, n);
+    return v;
+}
+
+/* Naive layer norm of rows [r, m] (two-pass, biased variance); w, b may be NULL. */
+static void ref_layer_norm(const double *x, int64_t r, int64_t m, const double *w, const double *b, double eps,
+                           double *y) {
+    for (int64_t i = 0; i < r; i++) {
+        double mu = 0, var = 0;
+        for (int64_t j = 0; j < m; j++) mu += x[i * m + j];
+        mu /= (double)m;
+        for (int64_t j = 0; j < m; j++) var += (x[i * m + j] - mu) * (x[i * m + j] - mu);
+        var /= (double)m;
+        for (int64_t j = 0; j < m; j++) {
+            double v = (x[i * m + j] - mu) / sqrt(var + eps);
+            y[i * m + j] = v * (w ? w[j] : 1) + (b ? b[j] : 0);
+        }
+    }
+}
+
+/* ---- layer_norm ------------------------------------------------------------------------ */
+
+typedef struct {
+    int n_norm;
+    int64_t shape[4];
+    bool weight, bias; /* which of in[1], in[2] are passed */
+    bool transpose;    /* normalise a transposed (non-contiguous) view of in[0] */
+} ln_ctx;
+
+static nb_tensor *f_layer_norm(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    ln_ctx *c = ctx;
+    nb_tensor *x = c->transpose ? nb_transpose(in[0], 0, 1) : in[0];
+    return nb_layer_norm(x, c->n_norm, c->shape, c->weight ? in[1] : NULL, c->bias ? in[2] : NULL, 1e-5);
+}
+
+START_TEST(test_layer_norm_torch_values) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 4, -1, 0.5, 3});
+    nb_tensor *w = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0.5, -1, 2});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0.1, 0.2, -0.3});
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    NB_CK_OK(nb_set_requires_grad(w, true));
+    NB_CK_OK(nb_set_requires_grad(b, true));
+    nb_tensor *y = nb_layer_norm(x, 1, (int64_t[]){3}, w, b, 1e-5);
+    nb_ck_shape(y, 2, (int64_t[]){2, 3});
+    /* torch.nn.functional.layer_norm(x, (3,), w, b, 1e-5) */
+    nb_ck_close(y,
+                (double[]){-0.43452076572514897, 0.4672603828625746, 2.372603828625744, -0.4555828790463038,
+                           0.40203013783501956, 2.3263917918552544},
+                6, 1e-14, 1e-13);
+    NB_CK_OK(nb_backward_with(y, nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, -2, 0.5, 0.3, 0.7, -1.1})));
+    nb_ck_close(nb_grad(x),
+                (double[]){-0.4581611472191036, 0.6872408617829473, -0.22907971456384335, -0.007728341795505023,
+                           0.012369629071386834, -0.004641287275881867},
+                6, 1e-13, 1e-12);
+    nb_ck_close(nb_grad(w), (double[]){-1.4023912588780802, 0.3930996692406355, -0.776364528363954}, 3, 1e-13, 1e-12);
+    nb_ck_close(nb_grad(b), (double[]){1.3, -1.3, -0.6}, 3, 1e-14, 1e-13);
+    /* over both dims, no affine; and a large eps */
+    nb_ck_close(nb_layer_norm(x, 2, (int64_t[]){2, 3}, NULL, NULL, 1e-5),
+                (double[]){-0.35491343168580414, 0.2535095940612886, 1.470355645555474, -1.5717594831799895,
+                           -0.6591249445593506, 0.8619326198083813},
+                6, 1e-14, 1e-13);
+    nb_ck_close(nb_layer_norm(x, 1, (int64_t[]){3}, NULL, NULL, 0.5),
+                (double[]){-0.9299811099505545, -0.23249527748763876, 1.1624763874381927, -1.0213243599737851,
+                           -0.1856953381770518, 1.2070196981508372},
+                6, 1e-14, 1e-13);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_layer_norm_reference) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(11);
+    /* [2, 3, 4, 5]: normalise the last 1, 2 and 3 dims, every affine combination */
+    nb_tensor *x = nb_add_scalar(nb_mul_scalar(nb_randn(NB_SHAPE(2, 3, 4, 5), NB_F64, &g), 3), 7);
+    double *xv = values_of(x), y[120];
+    const int64_t full[3] = {3, 4, 5};
+    for (int nn = 1; nn <= 3; nn++) {
+        const int64_t *ns = full + 3 - nn;
+        int64_t m = 1;
+        for (int i = 0; i < nn; i++) m *= ns[i];
+        nb_tensor *w = nb_randn(nn, ns, NB_F64, &g), *b = nb_randn(nn, ns, NB_F64, &g);
+        double *wv = values_of(w), *bv = values_of(b);
+        for (int mode = 0; mode < 4; mode++) {
+            bool hw = mode & 1, hb = mode & 2;
+            ref_layer_norm(xv, 120 / m, m, hw ? wv : NULL, hb ? bv : NULL, 1e-5, y);
+            nb_tensor *out = nb_layer_norm(x, nn, ns, hw ? w : NULL, hb ? b : NULL, 1e-5);
+            nb_ck_shape(out, 4, (int64_t[]){2, 3, 4, 5});
+            nb_ck_close(out, y, 120, 1e-12, 1e-12);
+        }
+        /* float32 against the float64 reference */
+        ref_layer_norm(xv, 120 / m, m, wv, bv, 1e-5, y);
+        nb_tensor *o32 = nb_layer_norm(nb_to_dtype(x, NB_F32), nn, ns, nb_to_dtype(w, NB_F32), nb_to_dtype(b, NB_F32), 1e-5);
+        ck_assert_int_eq(nb_dtype_of(o32), NB_F32);
+        nb_ck_close(o32, y, 120, 1e-5, 1e-5);
+        free(wv), free(bv);
+    }
+    /* a transposed input: same as normalising its contiguous copy */
+    nb_tensor *xt = nb_transpose(nb_reshape(x, NB_SHAPE(8, 15)), 0, 1);
+    nb_tensor *yc = nb_layer_norm(nb_contiguous(xt), 1, (int64_t[]){8}, NULL, NULL, 1e-5);
+    double *want = values_of(yc);
+    nb_ck_close(nb_layer_norm(xt, 1, (int64_t[]){8}, NULL, NULL, 1e-5), want, 120, 0, 0);
+    free(want);
+    /* a constant row normalises to 0 (var 0 + eps) */
+    nb_ck_close(nb_layer_norm(nb_full(NB_SHAPE(2, 4), 3, NB_F64), 1, (int64_t[]){4}, NULL, NULL, 1e-5),
+                (double[]){0, 0, 0, 0, 0, 0, 0, 0}, 8, 0, 0);
+    free(xv);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_layer_norm_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_zeros(NB_SHAPE(2, 3), NB_F64);
+    NB_CK_FAILS(nb_layer_norm(x, 1, (int64_t[]){4}, NULL, NULL, 1e-5), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "layer_norm"));
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "[2, 3]"));
+    NB_CK_FAILS(nb_layer_norm(x, 3, (int64_t[]){1, 2, 3}, NULL, NULL, 1e-5), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_layer_norm(x, 0, (int64_t[]){3}, NULL, NULL, 1e-5), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_layer_norm(x, 1, (int64_t[]){3}, nb_zeros(NB_SHAPE(2), NB_F64), NULL, 1e-5), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_layer_norm(x, 1, (int64_t[]){3}, NULL, nb_zeros(NB_SHAPE(1, 3), NB_F64), 1e-5), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_layer_norm(x, 1, (int64_t[]){3}, nb_zeros(NB_SHAPE(3), NB_F32), NULL, 1e-5), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_layer_norm(nb_zeros(NB_SHAPE(2, 3), NB_I64), 1, (int64_t[]){3}, NULL, NULL, 1e-5), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_layer_norm(NULL, 1, (int64_t[]){3}, NULL, NULL, 1e-5), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_layer_norm_gradcheck) {
+    nb_scope *s = nb_scope_begin();
+    uint64_t seed = 1;
+    /* one trailing dim [3, 5] and two [2, 3, 4], each with all affine options */
+    ln_ctx one = {1, {5}, false, false, false}, two = {2, {3, 4}, false, false, false};
+    ln_ctx *cs[2] = {&one, &two};
+    const int64_t xs[2][3] = {{3, 5, 0}, {2, 3, 4}};
+    for (int k = 0; k < 2; k++) {
+        ln_ctx *c = cs[k];
+        nb_tensor *in[3] = {nb_test_randn_grad(k == 0 ? 2 : 3, xs[k], seed++),
+                            nb_test_randn_grad(c->n_norm, c->shape, seed++),
+                            nb_test_randn_grad(c->n_norm, c->shape, seed++)};
+        for (int mode = 0; mode < 4; mode++) {
+            c->weight = mode & 1, c->bias = mode & 2;
+            nb_ck_gradcheck(f_layer_norm, in, 3, c);
+        }
+    }
+    /* a transposed input, and x constant (only weight and bias checked) */
+    ln_ctx t = {1, {3}, true, true, true};
+    nb_tensor *in[3] = {nb_test_randn_grad(NB_SHAPE(3, 4), seed++), nb_test_randn_grad(NB_SHAPE(3), seed++),
+                        nb_test_randn_grad(NB_SHAPE(3), seed++)};
+    nb_ck_gradcheck(f_layer_norm, in, 3, &t);
+    t.transpose = false;
+    in[0] = nb_randn(NB_SHAPE(2, 3), NB_F64, NULL);
+    nb_ck_gradcheck(f_layer_norm, in, 3, &t);
+    /* rows wider than the kernel's lanes and column blocks: m = 70 */
+    ln_ctx wide = {1, {70}, true, true, false};
+    nb_tensor *win[3] = {nb_test_randn_grad(NB_SHAPE(2, 70), seed++), nb_test_randn_grad(NB_SHAPE(70), seed++),
+                         nb_test_randn_grad(NB_SHAPE(70), seed++)};
+    nb_ck_gradcheck(f_layer_norm, win, 3, &wide);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* layer_norm fwd+bwd on f32 [rows, m] at a thread count: y, gx, gw, gb bits */
+static void layer_norm_bits(int threads, int64_t rows, int64_t m, float *out) {
+    nb_set_num_threads(threads);
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(77);
+    nb_tensor *x = nb_randn(NB_SHAPE(rows, m), NB_F32, &g), *w = nb_randn(NB_SHAPE(m), NB_F32, &g);
+    nb_tensor *b = nb_randn(NB_SHAPE(m), NB_F32, &g), *gy = nb_randn(NB_SHAPE(rows, m), NB_F32, &g);
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    NB_CK_OK(nb_set_requires_grad(w, true));
+    NB_CK_OK(nb_set_requires_grad(b, true));
+    nb_tensor *y = nb_layer_norm(x, 1, &m, w, b, 1e-5);
+    NB_CK_OK(nb_to_host(y, out, sizeof(float) * (size_t)(rows * m)));
+    NB_CK_OK(nb_backward_with(y, gy));
+    out += rows * m;
+    NB_CK_OK(nb_to_host(nb_grad(x), out, sizeof(float) * (size_t)(rows * m)));
+    NB_CK_OK(nb_to_host(nb_grad(w), out + rows * m, sizeof(float) * (size_t)m));
+    NB_CK_OK(nb_to_host(nb_grad(b), out + rows * m + m, sizeof(float) * (size_t)m));
+    nb_scope_end(s);
+}
+
+START_TEST(test_layer_norm_deterministic) {
+    int prev = nb_get_num_threads();
+    int64_t rows = 512, m = 768, n = 2 * rows * m + 2 * m;
+    float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+    ck_assert(a && b);
+    layer_norm_bits(1, rows, m, a);
+    layer_norm_bits(2, rows, m, b);
+    ck_assert_int_eq(memcmp(a, b, sizeof(float) * (size_t)n), 0);
+    free(a), free(b);
+    nb_set_num_threads(prev);
+}
+END_TEST
+
+START_TEST(test_layer_norm_float32_grads) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(5);
+    nb_tensor *x = nb_randn(NB_SHAPE(6, 40), NB_F64, &g), *w = nb_randn(NB_SHAPE(40), NB_F64, &g);
+    nb_tensor *b = nb_randn(NB_SHAPE(40), NB_F64, &g), *gy = nb_randn(NB_SHAPE(6, 40), NB_F64, &g);
+    nb_tensor *x32 = nb_to_dtype(x, NB_F32), *w32 = nb_to_dtype(w, NB_F32), *b32 = nb_to_dtype(b, NB_F32);
+    nb_tensor *ts[6] = {x, w, b, x32, w32, b32};
+    for (int i = 0; i < 6; i++) NB_CK_OK(nb_set_requires_grad(ts[i], true));
+    int64_t m = 40;
+    NB_CK_OK(nb_backward_with(nb_layer_norm(x, 1, &m, w, b, 1e-5), gy));
+    NB_CK_OK(nb_backward_with(nb_layer_norm(x32, 1, &m, w32, b32, 1e-5), nb_to_dtype(gy, NB_F32)));
+    for (int i = 0; i < 3; i++) {
+        double *want = values_of(nb_grad(ts[i]));
+        nb_ck_close(nb_grad(ts[i + 3]), want, nb_numel(ts[i]), 1e-4, 1e-4);
+        free(want);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- gelu ---------------------------------------------------------------------------------- */
+
+static nb_tensor *f_gelu(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    return nb_gelu(in[0], *(nb_gelu_approximate *)ctx);
+}
+
+static const double gelu_x[8] = {-3.0, -1.5, -0.5, 0.0, 0.25, 1.0, 2.0, 4.0};
+
+START_TEST(test_gelu_torch_values) {
+    nb_scope *s = nb_scope_begin();
+    /* torch.nn.functional.gelu(x) and gelu(x, approximate='tanh'), float64, and their gradients */
+    const double exact[8] = {-0.00404969409489031, -0.10021080190328704, -0.15426876936299344, 0.0,
+                             0.14967658142073093,  0.841344746068543,    1.9544997361036416,   3.9998733150326675};
+    const double tanh_[8] = {-0.0036373920817729943, -0.10042842301976707, -0.15428599017485606, 0.0,
+                             0.149675350701685,      0.8411919906082768,   1.954597694087775,    3.9999297540518075};
+    const double dexact[8] = {-0.01194564720418392, -0.1274691922299796, 0.13250487534383712, 0.5,
+                              0.695373354883636,    1.0833154705876864,  1.085231801078197,   1.0005036496612265};
+    const double dtanh[8] = {-0.011584166630969648, -0.12771079315143308, 0.13263009646535764, 0.5,
+                             0.6953540951510604,    1.0829640838457826,   1.0860992566236183,  1.000335123197122};
+    /* torch's float32 results */
+    const double exact32[8] = {-0.004049867391586304, -0.10021086037158966, -0.1542687863111496, 0.0,
+                               0.14967656135559082,   0.8413447141647339,   1.9544999599456787,  3.999873161315918};
+    const double tanh32[8] = {-0.0036374330520629883, -0.10042843222618103, -0.1542859971523285, 0.0,
+                              0.14967535436153412,    0.8411920070648193,   1.9545977115631104,  3.999929904937744};
+    for (int form = 0; form < 2; form++) {
+        nb_gelu_approximate ap = form ? NB_GELU_TANH : NB_GELU_ERF;
+        nb_tensor *x = nb_test_tensor(NB_SHAPE(8), NB_F64, gelu_x);
+        NB_CK_OK(nb_set_requires_grad(x, true));
+        nb_tensor *y = nb_gelu(x, ap);
+        nb_ck_close(y, form ? tanh_ : exact, 8, 1e-15, 1e-14);
+        NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
+        nb_ck_close(nb_grad(x), form ? dtanh : dexact, 8, 1e-15, 1e-14);
+        nb_tensor *y32 = nb_gelu(nb_test_tensor(NB_SHAPE(8), NB_F32, gelu_x), ap);
+        ck_assert_int_eq(nb_dtype_of(y32), NB_F32);
+        /* torch's float32 erf is a vectorised approximation, ~2e-7 off near -3 */
+        nb_ck_close(y32, form ? tanh32 : exact32, 8, 5e-7, 1e-6);
+        /* a strided input: the same values in reverse */
+        nb_tensor *rev = nb_transpose(nb_reshape(nb_test_tensor(NB_SHAPE(8), NB_F64, gelu_x), NB_SHAPE(2, 4)), 0, 1);
+        double want[8];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 2; j++) want[i * 2 + j] = (form ? tanh_ : exact)[j * 4 + i];
+        nb_ck_close(nb_gelu(rev, ap), want, 8, 1e-15, 1e-14);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_gelu_gradcheck_and_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_gelu_approximate forms[2] = {NB_GELU_ERF, NB_GELU_TANH};
+    for (int f = 0; f < 2; f++) {
+        nb_tensor *leaf = nb_test_randn_grad(NB_SHAPE(3, 7), (uint64_t)(40 + f));
+        nb_ck_gradcheck(f_gelu, &leaf, 1, &forms[f]);
+        nb_tensor *pts = nb_test_tensor(NB_SHAPE(8), NB_F64, gelu_x);
+        NB_CK_OK(nb_set_requires_grad(pts, true));
+        nb_ck_gradcheck(f_gelu, &pts, 1, &forms[f]);
+    }
+    NB_CK_FAILS(nb_gelu(nb_zeros(NB_SHAPE(2), NB_I32), NB_GELU_ERF), NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "gelu"));
+    NB_CK_FAILS(nb_gelu(nb_zeros(NB_SHAPE(2), NB_F64), (nb_gelu_approximate)7), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_gelu(NULL, NB_GELU_ERF), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_gelu_float32_large) {
+    /* a float32 tensor big enough for the threaded path, against float64 */
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(8);
+    nb_tensor *x = nb_mul_scalar(nb_randn(NB_SHAPE(256, 300), NB_F64, &g), 3);
+    nb_tensor *x32 = nb_to_dtype(x, NB_F32);
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    NB_CK_OK(nb_set_requires_grad(x32, true));
+    for (int f = 0; f < 2; f++) {
+        nb_gelu_approximate ap = f ? NB_GELU_TANH : NB_GELU_ERF;
+        nb_tensor *y = nb_gelu(x, ap), *y32 = nb_gelu(x32, ap);
+        double *want = values_of(y);
+        nb_ck_close(y32, want, nb_numel(y), 1e-6, 1e-5);
+        free(want);
+        NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
+        NB_CK_OK(nb_backward(nb_sum(y32, NULL, 0, false)));
+        want = values_of(nb_grad(x));
+        nb_ck_close(nb_grad(x32), want, nb_numel(x), 1e-6, 1e-5);
+        free(want);
+        nb_zero_grad_tensor(x);
+        nb_zero_grad_tensor(x32);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_ops_nlp(void) {
+    Suite *s = suite_create("ops_nlp");
+    TCase *f = tcase_create("forward");
+    tcase_add_test(f, test_layer_norm_torch_values);
+    tcase_add_test(f, test_layer_norm_reference);
+    tcase_add_test(f, test_layer_norm_errors);
+    tcase_add_test(f, test_gelu_torch_values);
+    tcase_add_test(f, test_gelu_float32_large);
+    suite_add_tcase(s, f);
+    TCase *g = tcase_create("gradients");
+    tcase_add_test(g, test_layer_norm_gradcheck);
+    tcase_add_test(g, test_layer_norm_float32_grads);
+    tcase_add_test(g, test_layer_norm_deterministic);
+    tcase_add_test(g, test_gelu_gradcheck_and_errors);
+    tcase_set_timeout(g, 60);
+    suite_add_tcase(s, g);
+    return s;
+}

@@ -14,7 +14,7 @@
 #include "nb_ops.h"
 
 #define NB_NODE_MAX_IN 4
-#define NB_NODE_MAX_SAVED 4
+#define NB_NODE_MAX_SAVED 6
 
 typedef struct nb_node nb_node;
 typedef nb_status (*nb_backward_fn)(nb_node *n, nb_tensor *gout, nb_tensor **gin);

@@ -123,7 +123,9 @@ nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reducti
  * NCHW (NCL for 1-d). Shapes: x [N, Cin, H, W], weight [Cout, Cin/groups,
  * kh, kw], bias [Cout] or NULL; Cin and Cout divisible by groups. Output
  * H_out = floor((H + 2*pad - dilation*(kh-1) - 1) / stride) + 1 (PyTorch's
- * Conv2d doc). CPU: im2col + OpenBLAS GEMM, threaded over the batch. */
+ * Conv2d doc). CPU: 3x3 stride-1 undilated kernels with >= 8 channels per
+ * group use Winograd F(2x2, 3x3) (Lavin & Gray 2016); the rest im2col +
+ * OpenBLAS GEMM; threaded over the batch, deterministic. */
 typedef struct nb_conv2d_options {
     int64_t stride[2];   /* default 1 (0 means default) */
     int64_t padding[2];  /* default 0 */

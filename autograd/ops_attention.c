@@ -6,8 +6,9 @@
  * (backend/cpu/attention.c: FlashAttention's online softmax, never the
  * [B, L, S] score matrix) computes out and the log-sum-exp per row; the
  * mask reaches the kernel as a broadcast view, never materialised.
- * Saved for backward (the node has four slots): one packed contiguous copy
- * of q|k|v, the output buffer (out|lse in one storage) and the mask view.
+ * Saved for backward (the node has four slots): q, k, v (contiguous), and
+ * the output buffer (out|lse in one storage); with a mask, q|k|v are packed
+ * into one contiguous copy so that the mask view fits in the third slot.
  * A float mask that requires grad gets dS summed to its shape; that
  * gradient alone is built by composition and holds a [B, L, S] tensor.
  * Tests: tests/test_ops_attention.c. */
@@ -60,13 +61,14 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
     return nb_sum_to_shape(nb_reshape(dS, mask_view->ndim, mask_view->shape), mask->ndim, mask->shape);
 }
 
-/* saved: [0] q [B, L, E] inside the packed q|k|v copy, [1] out [B, L, Ev]
- * inside the out|lse buffer, [2] the mask expanded to [..., L, S] (or none) */
+/* saved: [0] q [B, L, E], [1] out [B, L, Ev] inside the out|lse buffer;
+ * with a mask [2] the mask expanded to [..., L, S], k and v packed after q
+ * in q's storage; without, [2] k [B, S, E] and [3] v [B, S, Ev] */
 static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int64_t B = n->iarg[IA_B], L = n->iarg[IA_L], S = n->iarg[IA_S], E = n->iarg[IA_E], Ev = n->iarg[IA_EV];
     nb_tensor *q3 = n->saved[0], *out3 = n->saved[1], *mask = n->iarg[IA_MASK] ? n->saved[2] : NULL;
-    nb_tensor *k3 = view3(q3, B, S, E, q3->offset + B * L * E);
-    nb_tensor *v3 = view3(q3, B, S, Ev, q3->offset + B * L * E + B * S * E);
+    nb_tensor *k3 = mask ? view3(q3, B, S, E, q3->offset + B * L * E) : n->saved[2];
+    nb_tensor *v3 = mask ? view3(q3, B, S, Ev, q3->offset + B * L * E + B * S * E) : n->saved[3];
     int64_t bl[2] = {B, L}, bl_strides[2] = {L, 1};
     nb_tensor *lse = nb_tensor_view_of(out3, 2, bl, bl_strides, out3->offset + B * L * Ev);
     nb_tensor *gc = nb_contiguous(g);
@@ -149,7 +151,7 @@ static bool sdpa_check(nb_tensor *q, nb_tensor *k, nb_tensor *v, const nb_sdpa_o
 }
 
 /* q, k, v as [B, *, *] contiguous: one packed copy when backward needs them
- * (one saved slot), else their contiguous forms. */
+ * and a mask (so they take one saved slot), else their contiguous forms. */
 static bool sdpa_inputs(nb_tensor *q, nb_tensor *k, nb_tensor *v, bool pack, const int64_t *dims, nb_tensor **q3,
                         nb_tensor **k3, nb_tensor **v3) {
     int64_t B = dims[0], L = dims[1], S = dims[2], E = dims[3], Ev = dims[4];
@@ -187,9 +189,9 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     double scale = o.scale != 0 ? o.scale : 1 / sqrt((double)E);
     nb_tensor *in[4] = {q, k, v, o.attn_mask};
     int n_in = o.attn_mask ? 4 : 3;
-    bool grad = nb_needs_grad(n_in, in);
+    bool pack = o.attn_mask && nb_needs_grad(n_in, in);
     nb_tensor *q3, *k3, *v3;
-    if (!sdpa_inputs(q, k, v, grad, dims, &q3, &k3, &v3)) return NULL;
+    if (!sdpa_inputs(q, k, v, pack, dims, &q3, &k3, &v3)) return NULL;
     /* out and lse share one storage, so that saving out keeps lse too */
     int64_t total = B * L * Ev + B * L, bl[2] = {B, L}, bl_strides[2] = {L, 1}, oshape[NB_MAX_DIMS];
     nb_tensor *buf = nb_tensor_new(1, &total, q->dtype, q->storage->device);
@@ -228,6 +230,7 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
         n->darg[0] = scale, n->darg[1] = o.dropout_p;
         nb_save(n, 0, q3), nb_save(n, 1, out3);
         if (mask) nb_save(n, 2, mask);
+        else nb_save(n, 2, k3), nb_save(n, 3, v3);
     }
     return out;
 }

@@ -163,7 +163,8 @@ struct nb_backend_i {
     nb_status (*conv2d)(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
                         const nb_kview *bias, const nb_conv_params *p);
     /* gx [N, Cin, H, W] (overwritten) = the input gradient of conv2d for gy
-     * [N, Cout, Ho, Wo]; also conv_transpose2d's forward. */
+     * [N, Cout, Ho, Wo]; also conv_transpose2d's forward. Sizes come from
+     * gx and gy (so 'same' padding and output_padding need no extra field). */
     nb_status (*conv2d_backward_input)(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                        const nb_kview *w, const nb_conv_params *p);
     /* gw [Cout, Cin/groups, kh, kw] and gbias [Cout] (NULL: skip), overwritten. */
@@ -235,15 +236,17 @@ struct nb_backend_i {
                                      const nb_kview *w, const nb_kview *mean, const nb_kview *rstd);
     /* Fused attention over B = batch*heads: q [B, L, E], k [B, S, E],
      * v [B, S, Ev] -> out [B, L, Ev], lse [B, L] (log-sum-exp of the scaled,
-     * masked scores, saved for backward). mask: NULL, or a view expanded to
-     * [B, L, S] (any strides), bool (true = attend) or of q's dtype
-     * (additive). Dropout on the weights with Philox(seed, offset): element
+     * masked scores, saved for backward). mask: NULL, or a view [..., L, S]
+     * whose leading dims multiply to B (any strides, 0 where broadcast, so a
+     * [N, 1, 1, S] padding mask needs no copy), bool (true = attend) or of
+     * q's dtype (additive). Dropout on the weights with Philox(seed, offset): element
      * (b, i, j) keeps with probability 1 - dropout_p by the bits of index
      * (b*L + i)*S + j (core/philox.h layout). */
     nb_status (*attention)(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                            const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal,
                            double scale, double dropout_p, uint64_t seed, uint64_t offset);
-    /* gq, gk, gv (overwritten) from gout, recomputing the scores from lse. */
+    /* gq, gk, gv (overwritten; each may be NULL: skip) from gout,
+     * recomputing the scores from lse. */
     nb_status (*attention_backward)(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
                                     const nb_kview *gout, const nb_kview *q, const nb_kview *k,
                                     const nb_kview *v, const nb_kview *out, const nb_kview *lse,

@@ -15,6 +15,10 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static int parse_schedule(const char *v) {
+    return !strcmp(v, "cosine") ? NB_LR_COSINE : !strcmp(v, "wsd") ? NB_LR_WSD : !strcmp(v, "constant") ? NB_LR_CONSTANT : -1;
+}
+
 int nb_example_parse(int argc, char **argv, nb_example_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -30,17 +34,19 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         else if (!strcmp(f, "--save-every")) a->save_every = strtoll(v, &end, 10);
         else if (!strcmp(f, "--resume")) a->resume = v, end = (char *)v + strlen(v);
         else if (!strcmp(f, "--stop-after")) a->stop_after = (int)strtol(v, &end, 10);
+        else if (!strcmp(f, "--lr-schedule")) a->schedule = parse_schedule(v), end = (char *)v + strlen(v);
         else goto usage;
         if (!end || *end || end == v) goto usage;
         i++;
     }
     if (a->epochs >= 1 && a->batch_size >= 1 && a->lr > 0 && a->threads >= 0 && a->save_every >= 0 &&
-        a->stop_after >= 0 && (!a->save_every || a->save))
+        a->stop_after >= 0 && (!a->save_every || a->save) && a->schedule >= 0)
         return 0;
 usage:
     fprintf(stderr,
             "usage: %s [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]\n"
-            "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n",
+            "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
+            "          [--lr-schedule cosine|wsd|constant]\n",
             argv[0]);
     return 2;
 }
@@ -63,12 +69,17 @@ double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size)
     return correct / (double)nb_dataset_len(test);
 }
 
-/* Cosine annealing from the peak lr to 0 over the whole run (SGDR's
- * schedule without restarts, Loshchilov & Hutter 2017; PyTorch's
- * CosineAnnealingLR with eta_min 0, stepped per batch): it removes the
- * last epochs' jitter of a constant-lr Adam. */
-static void set_cosine_lr(nb_optimizer *opt, double peak, int64_t step, int64_t total) {
-    nb_optimizer_set_lr(opt, 0.5 * peak * (1 + cos(3.14159265358979323846 * (double)step / (double)total)));
+/* The lr at a step of the run (per batch, PyTorch's schedulers' formulas):
+ * cosine: annealing from the peak to 0 over the run (SGDR without restarts,
+ * Loshchilov & Hutter 2017; CosineAnnealingLR with eta_min 0); wsd: the
+ * peak for the first 2/3 of the steps, then linear to 0 (warmup-stable-decay
+ * without warmup, Hu et al. 2024, MiniCPM); constant: the peak. Either decay
+ * removes the last epochs' jitter of a constant-lr Adam. */
+static void set_lr(nb_optimizer *opt, const nb_example_args *a, int64_t step, int64_t total) {
+    double t = (double)step / (double)total, lr = a->lr;
+    if (a->schedule == NB_LR_COSINE) lr = 0.5 * a->lr * (1 + cos(3.14159265358979323846 * t));
+    else if (a->schedule == NB_LR_WSD && t > 2.0 / 3.0) lr = a->lr * (1 - t) * 3.0;
+    nb_optimizer_set_lr(opt, lr);
 }
 
 /* A run in progress: what a checkpoint must carry besides the model,
@@ -127,7 +138,7 @@ static bool resume_run(run *r, const char *name) {
 static double train_epoch(run *r, double *samples) {
     int64_t nbatches = nb_loader_num_batches(r->loader);
     for (nb_batch b; nb_loader_next(r->loader, &b);) {
-        set_cosine_lr(r->opt, r->a->lr, r->global_step++, r->total_steps);
+        set_lr(r->opt, r->a, r->global_step++, r->total_steps);
         nb_scope *step = nb_scope_begin();
         nb_tensor *loss = nb_cross_entropy(nb_forward(r->net, b.x), b.y);
         nb_zero_grad(r->opt);

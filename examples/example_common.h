@@ -12,6 +12,8 @@
 
 #include "nabla.h"
 
+typedef enum nb_lr_schedule { NB_LR_COSINE = 0, NB_LR_WSD, NB_LR_CONSTANT } nb_lr_schedule;
+
 typedef struct nb_example_args {
     int epochs;
     int64_t batch_size;
@@ -24,6 +26,7 @@ typedef struct nb_example_args {
     const char *resume; /* --resume PATH: continue the run saved there */
     int stop_after;     /* --stop-after N: end after N epochs of the --epochs
                            schedule, as an interrupted run (0 = run them all) */
+    int schedule;       /* --lr-schedule: an nb_lr_schedule (default cosine) */
 } nb_example_args;
 
 typedef struct nb_example_result {
@@ -37,8 +40,8 @@ typedef struct nb_example_result {
 int nb_example_parse(int argc, char **argv, nb_example_args *a);
 /* Fraction of test samples classified correctly (eval mode, no grad). */
 double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size);
-/* Trains for a->epochs with the lr cosine-annealed per step from a->lr to
- * 0, printing a line per epoch; returns the last
+/* Trains for a->epochs with the lr set per step by a->schedule from a->lr,
+ * printing a line per epoch; returns the last
  * epoch's mean training loss and the final test accuracy. The loader's
  * seed must be a->seed (it is saved in checkpoints). With a->resume, the
  * model, optimizer, loader, RNG, step and the epoch's running loss are

@@ -1,7 +1,8 @@
 /* mnist_cnn.c - trains the network of PyTorch's MNIST example on MNIST:
  * conv 1->32 3x3, ReLU, conv 32->64 3x3, ReLU, max_pool 2, dropout 0.25,
- * flatten, linear 9216->128, ReLU, dropout 0.5, linear 128->10; Adam (peak
- * lr 1e-3, cosine-annealed to 0 per step over the run), batch 64.
+ * flatten, linear 9216->128, ReLU, dropout 0.5, linear 128->10; Adam (lr
+ * 1e-3 for the first 2/3 of the steps, then linear to 0: --lr-schedule wsd),
+ * batch 64.
  *
  *   mnist_cnn [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]
  *             [--save PATH] [--save-every STEPS] [--resume PATH] [--stop-after EPOCHS]
@@ -22,7 +23,8 @@ static nb_module *make_cnn(void) {
 }
 
 int main(int argc, char **argv) {
-    nb_example_args a = {.epochs = 3, .batch_size = 64, .lr = 1e-3, .seed = 0, .threads = 0, .data = NULL};
+    nb_example_args a = {.epochs = 3, .batch_size = 64, .lr = 1e-3, .seed = 0, .threads = 0, .data = NULL,
+                         .schedule = NB_LR_WSD};
     if (nb_example_parse(argc, argv, &a) != 0) return 2;
     nb_set_num_threads(a.threads);
     nb_manual_seed(a.seed);

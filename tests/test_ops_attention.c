@@ -24,10 +24,9 @@ typedef struct {
 } sdpa_ctx;
 
 static nb_tensor *f_sdpa(nb_tensor *const *in, int n, void *ctx) {
-    (void)n;
     const sdpa_ctx *c = ctx;
     nb_generator g = c->gen;
-    nb_sdpa_options o = {.attn_mask = c->mask_is_input ? in[3] : c->mask, .dropout_p = c->p,
+    nb_sdpa_options o = {.attn_mask = c->mask_is_input && n > 3 ? in[3] : c->mask, .dropout_p = c->p,
                          .is_causal = c->causal, .scale = c->scale, .gen = &g};
     return nb_scaled_dot_product_attention(in[0], in[1], in[2], o);
 }
@@ -164,8 +163,8 @@ static void check_modes(dims d, nb_dtype dt, double atol) {
     ck_same(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = bm}),
             naive(q64, k64, v64, am, sc, NULL), atol);
     /* a padding-style mask [B, 1, 1, S] (broadcast over heads and rows) */
-    nb_tensor *pad = nb_reshape(nb_narrow(nb_reshape(bm, NB_SHAPE(d.L, 1, 1, d.S)), 0, 0, d.B), NB_SHAPE(d.B, 1, 1, d.S));
-    nb_tensor *pad_add = nb_reshape(nb_narrow(nb_reshape(am, NB_SHAPE(d.L, 1, 1, d.S)), 0, 0, d.B), NB_SHAPE(d.B, 1, 1, d.S));
+    nb_tensor *pad = nb_narrow(nb_reshape(bm, NB_SHAPE(d.L, 1, 1, d.S)), 0, 1, d.B); /* offset view */
+    nb_tensor *pad_add = nb_narrow(nb_reshape(am, NB_SHAPE(d.L, 1, 1, d.S)), 0, 1, d.B);
     ck_same(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = pad}),
             naive(q64, k64, v64, pad_add, sc, NULL), atol);
     /* additive float mask [H, L, S], finite values */
@@ -295,6 +294,23 @@ START_TEST(test_gradcheck_modes) {
 }
 END_TEST
 
+START_TEST(test_gradcheck_partial) {
+    /* only some inputs require grad: the kernel skips the other passes */
+    nb_scope *s = nb_scope_begin();
+    dims d = {2, 2, 70, 9, 4, 3};
+    nb_tensor *q = randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1), *k = randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2);
+    nb_tensor *v = randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3);
+    sdpa_ctx c = {.causal = true, .p = 0.1, .gen = nb_generator_new(4)};
+    nb_tensor *only_q[3] = {nb_test_randn_grad(NB_SHAPE(d.B, d.H, d.L, d.E), 5), k, v};
+    nb_tensor *only_v[3] = {q, k, nb_test_randn_grad(NB_SHAPE(d.B, d.H, d.S, d.Ev), 6)};
+    nb_tensor *only_k[3] = {q, nb_test_randn_grad(NB_SHAPE(d.B, d.H, d.S, d.E), 7), v};
+    nb_ck_gradcheck(f_sdpa, only_q, 3, &c);
+    nb_ck_gradcheck(f_sdpa, only_v, 3, &c);
+    nb_ck_gradcheck(f_sdpa, only_k, 3, &c);
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_gradcheck_additive_mask_grad) {
     dims d = {2, 2, 5, 7, 4, 3};
     nb_scope *s = nb_scope_begin();
@@ -314,6 +330,49 @@ START_TEST(test_gradcheck_ragged_and_dropout) {
     gradcheck_qkv(d, (sdpa_ctx){.p = 0.2, .gen = nb_generator_new(5)}, 70);
     gradcheck_qkv((dims){2, 2, 5, 7, 4, 3}, (sdpa_ctx){.p = 0.4, .gen = nb_generator_new(6), .causal = true}, 80);
     gradcheck_qkv((dims){1, 1, 66, 70, 2, 2}, (sdpa_ctx){.causal = true, .mask = NULL}, 90);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* Gradients of sum(out * w) w.r.t. q, k, v in dtype dt, as float64 host values. */
+static void grads_in(nb_dtype dt, dims d, sdpa_ctx c, double *out[3]) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *in[3] = {nb_to_dtype(randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1), dt),
+                        nb_to_dtype(randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2), dt),
+                        nb_to_dtype(randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3), dt)};
+    for (int i = 0; i < 3; i++) NB_CK_OK(nb_set_requires_grad(in[i], true));
+    if (c.mask && nb_dtype_of(c.mask) != NB_BOOL) c.mask = nb_to_dtype(c.mask, dt);
+    nb_tensor *o = f_sdpa(in, 3, &c);
+    nb_tensor *w = nb_to_dtype(randn(4, nb_shape(o), NB_F64, 4), dt);
+    NB_CK_OK(nb_backward(nb_sum(nb_mul(o, w), NULL, 0, false)));
+    for (int i = 0; i < 3; i++) {
+        int64_t n = nb_numel(in[i]);
+        out[i] = malloc(sizeof(double) * (size_t)n);
+        ck_assert_ptr_nonnull(out[i]);
+        nb_test_values(nb_grad(in[i]), out[i], n);
+    }
+    nb_scope_end(s);
+}
+
+START_TEST(test_backward_f32_matches_f64) {
+    /* the float32 kernels (own exp, transposed tiles) against float64 */
+    dims d = {2, 1, 130, 150, 16, 8};
+    nb_scope *s = nb_scope_begin();
+    sdpa_ctx cases[3] = {{.causal = true}, {.mask = randn(NB_SHAPE(d.L, d.S), NB_F64, 5)},
+                         {.p = 0.2, .gen = nb_generator_new(9), .mask = bool_mask(d.L, d.S, 6, NULL)}};
+    for (int k = 0; k < 3; k++) {
+        double *g32[3], *g64[3];
+        grads_in(NB_F32, d, cases[k], g32);
+        grads_in(NB_F64, d, cases[k], g64);
+        int64_t n[3] = {d.B * d.H * d.L * d.E, d.B * d.H * d.S * d.E, d.B * d.H * d.S * d.Ev};
+        for (int i = 0; i < 3; i++) {
+            for (int64_t e = 0; e < n[i]; e++)
+                ck_assert_msg(fabs(g32[i][e] - g64[i][e]) <= 2e-5 + 2e-4 * fabs(g64[i][e]),
+                              "case %d input %d element %lld: f32 %.8g f64 %.8g", k, i, (long long)e, g32[i][e],
+                              g64[i][e]);
+            free(g32[i]), free(g64[i]);
+        }
+    }
     nb_scope_end(s);
 }
 END_TEST
@@ -400,8 +459,8 @@ START_TEST(test_errors) {
     NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = im}), NB_ERR_DTYPE);
     NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = f32m}), NB_ERR_DTYPE);
     NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = bad}), NB_ERR_SHAPE);
-    NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = nb_ones(NB_SHAPE(3, 5, 7), NB_BOOL)}),
-                NB_ERR_SHAPE); /* a mask may not add batch entries */
+    nb_tensor *wide = nb_ones(NB_SHAPE(3, 5, 7), NB_BOOL); /* a mask may not add batch entries */
+    NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = wide}), NB_ERR_SHAPE);
     NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = ok, .is_causal = true}),
                 NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.dropout_p = 1}), NB_ERR_INVALID_ARG);
@@ -429,8 +488,10 @@ Suite *nb_suite_ops_attention(void) {
     suite_add_tcase(s, d);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_gradcheck_modes);
+    tcase_add_test(g, test_gradcheck_partial);
     tcase_add_test(g, test_gradcheck_additive_mask_grad);
     tcase_add_test(g, test_gradcheck_ragged_and_dropout);
+    tcase_add_test(g, test_backward_f32_matches_f64);
     tcase_set_timeout(g, 120);
     suite_add_tcase(s, g);
     TCase *t = tcase_create("threads_memory");

@@ -40,6 +40,33 @@ static void ref_conv(const ref_geom *r, const double *x, const double *w, const 
                 }
 }
 
+/* The gradients of ref_conv for an output gradient gy: gx (overwritten),
+ * gw (overwritten) and gb (overwritten, may be NULL), by their definitions. */
+static void ref_conv_grads(const ref_geom *r, const double *x, const double *w, const double *gy, double *gx,
+                           double *gw, double *gb) {
+    int64_t cg = r->c / r->g, cog = r->co / r->g;
+    memset(gx, 0, sizeof(double) * (size_t)(r->n * r->c * r->h * r->w));
+    memset(gw, 0, sizeof(double) * (size_t)(r->co * cg * r->kh * r->kw));
+    if (gb) memset(gb, 0, sizeof(double) * (size_t)r->co);
+    for (int64_t n = 0; n < r->n; n++)
+        for (int64_t oc = 0; oc < r->co; oc++)
+            for (int64_t oh = 0; oh < r->ho; oh++)
+                for (int64_t ow = 0; ow < r->wo; ow++) {
+                    double g = gy[((n * r->co + oc) * r->ho + oh) * r->wo + ow];
+                    if (gb) gb[oc] += g;
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t i = 0; i < r->kh; i++)
+                            for (int64_t j = 0; j < r->kw; j++) {
+                                int64_t ih = oh * r->sh - r->ph + i * r->dh, iw = ow * r->sw - r->pw + j * r->dw;
+                                if (ih < 0 || ih >= r->h || iw < 0 || iw >= r->w) continue;
+                                int64_t xi = ((n * r->c + oc / cog * cg + c) * r->h + ih) * r->w + iw;
+                                int64_t wi = ((oc * cg + c) * r->kh + i) * r->kw + j;
+                                gx[xi] += g * w[wi];
+                                gw[wi] += g * x[xi];
+                            }
+                }
+}
+
 /* conv_transpose2d by its definition: each x[n, ic, ih, iw] scatters
  * x * w[ic, oc', i, j] to out[n, g*cog + oc', ih*s - p + i*d, ...].
  * Here r->c is Cin, r->co is Cout and (h, w) -> (ho, wo). */
@@ -161,12 +188,15 @@ START_TEST(test_conv2d_vs_naive) {
 END_TEST
 
 START_TEST(test_conv2d_larger_vs_naive) {
-    /* the MNIST CNN's layer shapes (reduced batch), a 1x1 (no im2col) case and a strided one */
+    /* the MNIST CNN's layer shapes (reduced batch; the second is Winograd's), a 1x1 (no im2col)
+     * case, a padded grouped Winograd case and a strided one */
     nb_scope *s = nb_scope_begin();
     ref_geom cases[] = {
         {.n = 4, .c = 1, .h = 28, .w = 28, .co = 32, .kh = 3, .kw = 3, .g = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1},
         {.n = 3, .c = 32, .h = 26, .w = 26, .co = 64, .kh = 3, .kw = 3, .g = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1},
         {.n = 5, .c = 12, .h = 7, .w = 9, .co = 6, .kh = 1, .kw = 1, .g = 3, .sh = 1, .sw = 1, .dh = 1, .dw = 1},
+        {.n = 3, .c = 16, .h = 7, .w = 9, .co = 24, .kh = 3, .kw = 3, .g = 2, .sh = 1, .sw = 1, .ph = 1, .pw = 2,
+         .dh = 1, .dw = 1},
         {.n = 17, .c = 8, .h = 11, .w = 10, .co = 16, .kh = 5, .kw = 3, .g = 4, .sh = 2, .sw = 3, .ph = 2, .pw = 1,
          .dh = 2, .dw = 1},
     };
@@ -337,6 +367,23 @@ START_TEST(test_conv2d_gradcheck) {
 }
 END_TEST
 
+/* 3x3, stride 1, >= 8 channels per group: the Winograd kernels. */
+START_TEST(test_conv2d_winograd_gradcheck) {
+    conv_case c = {.o2 = {.padding = {1, 1}}};
+    gc(&c, NB_SHAPE(2, 8, 5, 6), NB_SHAPE(8, 8, 3, 3), 8, 31);
+    /* odd sizes, no padding, 'same', and padding 3 (the input gradient's tiles start inside gy) */
+    c.o2 = (nb_conv2d_options){0};
+    gc(&c, NB_SHAPE(1, 8, 5, 7), NB_SHAPE(9, 8, 3, 3), 9, 32);
+    c.o2 = (nb_conv2d_options){.padding_same = true};
+    gc(&c, NB_SHAPE(1, 8, 4, 3), NB_SHAPE(8, 8, 3, 3), 0, 33);
+    c.o2 = (nb_conv2d_options){.padding = {3, 0}, .groups = 2};
+    gc(&c, NB_SHAPE(1, 16, 4, 5), NB_SHAPE(16, 8, 3, 3), 16, 34);
+    /* conv_transpose2d runs the input-gradient kernel forward */
+    c = (conv_case){.kind = 2, .ot = {.padding = {1, 1}}};
+    gc(&c, NB_SHAPE(1, 8, 3, 4), NB_SHAPE(8, 8, 3, 3), 8, 35);
+}
+END_TEST
+
 START_TEST(test_conv1d_gradcheck) {
     conv_case c = {.kind = 1};
     gc(&c, NB_SHAPE(2, 3, 9), NB_SHAPE(2, 3, 3), 2, 11);
@@ -382,11 +429,48 @@ START_TEST(test_conv_grad_only_bias_or_weight) {
 }
 END_TEST
 
-/* Forward, input and weight gradients of one conv at the current thread count. */
-static void conv_run(int64_t n, double **y, double **gx, double **gw, double **gb) {
+/* Planes large enough that the Winograd kernels run in several bands of
+ * tile rows, and the MNIST CNN's conv2 shape: forward and all gradients
+ * against the naive definitions (float64). */
+START_TEST(test_conv2d_large_grads_vs_naive) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *x = randn(NB_SHAPE(n, 6, 9, 8), NB_F32, 40), *w = randn(NB_SHAPE(8, 3, 3, 3), NB_F32, 41);
-    nb_tensor *b = randn(NB_SHAPE(8), NB_F32, 42);
+    ref_geom cases[] = {
+        {.n = 2, .c = 8, .h = 70, .w = 30, .co = 8, .kh = 3, .kw = 3, .g = 1, .sh = 1, .sw = 1, .ph = 1, .pw = 1,
+         .dh = 1, .dw = 1},
+        {.n = 1, .c = 16, .h = 67, .w = 31, .co = 18, .kh = 3, .kw = 3, .g = 2, .sh = 1, .sw = 1, .dh = 1, .dw = 1},
+        {.n = 2, .c = 32, .h = 26, .w = 26, .co = 64, .kh = 3, .kw = 3, .g = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ref_geom r = cases[k];
+        r.ho = r.h + 2 * r.ph - 2, r.wo = r.w + 2 * r.pw - 2;
+        nb_tensor *x = nb_test_randn_grad(NB_SHAPE(r.n, r.c, r.h, r.w), 50 + k);
+        nb_tensor *w = nb_test_randn_grad(NB_SHAPE(r.co, r.c / r.g, 3, 3), 60 + k);
+        nb_tensor *b = nb_test_randn_grad(NB_SHAPE(r.co), 70 + k);
+        nb_tensor *gy = randn(NB_SHAPE(r.n, r.co, r.ho, r.wo), NB_F64, 80 + k);
+        nb_tensor *y = nb_conv2d(x, w, b, (nb_conv2d_options){.padding = {r.ph, r.pw}, .groups = r.g});
+        NB_CK_OK(nb_backward_with(y, gy));
+        int64_t ny = r.n * r.co * r.ho * r.wo, nx = r.n * r.c * r.h * r.w, nw = r.co * r.c / r.g * 9;
+        double *xv = values_of(x), *wv = values_of(w), *bv = values_of(b), *gv = values_of(gy);
+        double *want = malloc(sizeof(double) * (size_t)ny), *gx = malloc(sizeof(double) * (size_t)nx);
+        double *gw = malloc(sizeof(double) * (size_t)nw), *gb = malloc(sizeof(double) * (size_t)r.co);
+        ref_conv(&r, xv, wv, bv, want);
+        ref_conv_grads(&r, xv, wv, gv, gx, gw, gb);
+        nb_ck_close(y, want, ny, 1e-11, 1e-11);
+        nb_ck_close(nb_grad(x), gx, nx, 1e-11, 1e-11);
+        nb_ck_close(nb_grad(w), gw, nw, 1e-9, 1e-11);
+        nb_ck_close(nb_grad(b), gb, r.co, 1e-9, 1e-11);
+        free(xv), free(wv), free(bv), free(gv), free(want), free(gx), free(gw), free(gb);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+/* Forward, input and weight gradients of one conv at the current thread
+ * count: c 6 runs im2col, c 16 (8 per group) Winograd. */
+static void conv_run(int64_t n, int64_t c, double **y, double **gx, double **gw, double **gb) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = randn(NB_SHAPE(n, c, 9, 8), NB_F32, 40), *w = randn(NB_SHAPE(c + 2, c / 2, 3, 3), NB_F32, 41);
+    nb_tensor *b = randn(NB_SHAPE(c + 2), NB_F32, 42);
     NB_CK_OK(nb_set_requires_grad(x, true));
     NB_CK_OK(nb_set_requires_grad(w, true));
     NB_CK_OK(nb_set_requires_grad(b, true));
@@ -399,14 +483,15 @@ static void conv_run(int64_t n, double **y, double **gx, double **gw, double **g
 START_TEST(test_conv_same_bits_any_thread_count) {
     int saved = nb_get_num_threads();
     int64_t sizes[4] = {0};
-    for (int64_t n = 1; n <= 37; n += 12) {
+    for (int k = 0; k < 4; k++) {
+        int64_t n = (int64_t[]){1, 13, 24, 37}[k], c = k % 2 ? 16 : 6;
         double *r[4], *t[4];
         nb_set_num_threads(1);
-        conv_run(n, &r[0], &r[1], &r[2], &r[3]);
-        sizes[0] = n * 8 * 9 * 6, sizes[1] = n * 6 * 9 * 8, sizes[2] = 8 * 3 * 3 * 3, sizes[3] = 8;
+        conv_run(n, c, &r[0], &r[1], &r[2], &r[3]);
+        sizes[0] = n * (c + 2) * 9 * 6, sizes[1] = n * c * 9 * 8, sizes[2] = (c + 2) * c / 2 * 9, sizes[3] = c + 2;
         for (int threads = 2; threads <= 3; threads++) {
             nb_set_num_threads(threads);
-            conv_run(n, &t[0], &t[1], &t[2], &t[3]);
+            conv_run(n, c, &t[0], &t[1], &t[2], &t[3]);
             for (int k = 0; k < 4; k++) {
                 ck_assert_msg(!memcmp(r[k], t[k], sizeof(double) * (size_t)sizes[k]),
                               "n=%lld threads=%d: result %d differs from 1 thread", (long long)n, threads, k);
@@ -556,6 +641,8 @@ Suite *nb_suite_ops_conv(void) {
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_conv2d_gradcheck);
+    tcase_add_test(g, test_conv2d_winograd_gradcheck);
+    tcase_add_test(g, test_conv2d_large_grads_vs_naive);
     tcase_add_test(g, test_conv1d_gradcheck);
     tcase_add_test(g, test_conv_transpose2d_gradcheck);
     tcase_add_test(g, test_conv_grad_only_bias_or_weight);

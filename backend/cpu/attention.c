@@ -9,12 +9,16 @@
  *     finally O /= l and lse = m + log(l).
  *   backward: D_i = rowsum(dO_i * O_i); per tile P = exp(S - lse),
  *     dV += P^T dO, dP = dO V^T, dS = P * (dP - D), dK += scale dS^T Q
- *     (pass 1, one task per (b, key block), which owns its dK/dV rows);
- *     dQ += scale dS K (pass 2, one task per (b, query block)).
- * Every output element is written by one task in a fixed order, so the
- * results are bitwise the same for any thread count (no atomics). Tile
- * GEMMs go to OpenBLAS (blas.c) and stay at or below its single-thread
+ *     (pass 1: tasks own groups of key blocks, hence their dK/dV rows);
+ *     dQ += scale dS K (pass 2: tasks own groups of query blocks).
+ * Every output row is written by one task, accumulating over the other
+ * side's blocks in increasing order, so the results are bitwise the same
+ * for any thread count and any grouping (no atomics). Grouping a few
+ * blocks per task lets one transposed K/V tile serve several query blocks.
+ * Tile GEMMs go to OpenBLAS (blas.c) and stay at or below its single-thread
  * threshold (64^3 multiply-adds), since they run inside nabla's pool.
+ * Workspaces: per task slot, a few tiles (O(block^2 + group*block*dim)),
+ * from the caching allocator; plus D, one value per query row.
  * Dropout (on the normalised weights, after lse, as FlashAttention): element
  * (b, i, j) is kept iff the Philox uniform of index (b*L + i)*S + j is
  * >= dropout_p (core/philox.h layout, the same bits as nb_bernoulli_), and
@@ -67,8 +71,8 @@ typedef struct att_job {
 
 /* exp for float tiles: x = n ln2 + r, e^r by Cephes expf's polynomial,
  * 2^n built in the exponent bits. Branch-free so loops vectorise; x < -87
- * (including -inf) gives exactly 0, NaN stays NaN. Arguments here are <= 0
- * (scores minus their row max or log-sum-exp). */
+ * (including -inf) gives exactly 0, NaN stays NaN; valid up to x = 88.
+ * Arguments here are <= 0 (scores minus their row max or log-sum-exp). */
 static inline float att_expf(float x) {
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float t = x * 1.44269504088896341f + magic;
@@ -84,7 +88,7 @@ static inline float att_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float y = p * r * r + r + 1.0f, sc;
-    int32_t e = (ti - 0x4B400000 + 127) * (1 << 23);
+    uint32_t e = ((uint32_t)ti - 0x4B400000u + 127u) << 23; /* unsigned: no overflow for -inf/NaN */
     memcpy(&sc, &e, sizeof sc);
     y *= sc;
     int32_t keep = -(int32_t)(x >= -87.0f || x != x);
@@ -131,7 +135,6 @@ static int64_t mask_offset(const att_job *j, int64_t b) {
 }
 
 #define ATT_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define ATT_CLONES __attribute__((target_clones("avx2", "default")))
 #define ATT_LANES 8 /* fixed partial maxima/sums per row: vectorisable, same order for any thread count */
 
 /* The typed tile routines; EXP is the exp used on tiles. A tile holds
@@ -140,9 +143,13 @@ static int64_t mask_offset(const att_job *j, int64_t b) {
  * into the workspace first): OpenBLAS's small-matrix kernels serve those
  * without packing, but not NT beyond 1200 outputs (sgemm_small_kernel_permit). */
 #define ATT_FUNCS(T, SFX, EXP)                                                                          \
-    /* dst [cols x rows] = src [rows x cols]^T */                                                       \
-    static void transpose_##SFX(const T *src, int64_t rows, int64_t cols, T *dst) {                    \
-        for (int64_t r = 0; r < rows; r++)                                                              \
+    /* dst [cols x rows] = src [rows x cols]^T, eight source rows at a time (contiguous stores) */     \
+    static void transpose_##SFX(const T *restrict src, int64_t rows, int64_t cols, T *restrict dst) {  \
+        int64_t r = 0;                                                                                  \
+        for (; r + 8 <= rows; r += 8)                                                                   \
+            for (int64_t c = 0; c < cols; c++)                                                          \
+                for (int h = 0; h < 8; h++) dst[c * rows + r + h] = src[(r + h) * cols + c];            \
+        for (; r < rows; r++)                                                                           \
             for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = src[r * cols + c];                   \
     }                                                                                                   \
     /* s = scale Q_i K_j^T (kt = K_j^T [E x nk]), masked: bool -inf, float added, causal j > i -inf */ \
@@ -211,7 +218,7 @@ static int64_t mask_offset(const att_job *j, int64_t b) {
             for (int64_t e = 0; e < ev; e++) acc[e] *= (T)alpha;                                        \
     }                                                                                                   \
     /* forward for query blocks qb0.. (a group) of batch b: each K_j^T is made once for the group */  \
-    ATT_CLONES static void fwd_item_##SFX(const att_job *j, int64_t item, char *ws) {                             \
+    static void fwd_item_##SFX(const att_job *j, int64_t item, char *ws) {                             \
         int64_t b = item / j->nqg, qb0 = (item % j->nqg) * j->qgrp, qb1 = ATT_MIN(qb0 + j->qgrp, j->nqb); \
         int64_t r0 = qb0 * j->bq, r1 = ATT_MIN(qb1 * j->bq, j->L);                                      \
         T *s = (T *)ws, *kf = (T *)(ws + j->off_keep), *kt = (T *)(ws + j->off_kt);                     \
@@ -289,7 +296,7 @@ static int64_t mask_offset(const att_job *j, int64_t b) {
     }                                                                                                   \
     /* pass 1: dK, dV rows of key blocks kb0.. (a group) of batch b; each row sums over query blocks  \
      * in increasing order */                                                                           \
-    ATT_CLONES static void bwd_kv_item_##SFX(const att_job *j, int64_t item, char *ws) {                          \
+    static void bwd_kv_item_##SFX(const att_job *j, int64_t item, char *ws) {                          \
         int64_t b = item / j->nkg, kb0 = (item % j->nkg) * j->kgrp, kb1 = ATT_MIN(kb0 + j->kgrp, j->nkb); \
         int64_t c0 = kb0 * j->bk, c1 = ATT_MIN(kb1 * j->bk, j->S);                                      \
         T *gk = j->gk ? (T *)j->gk + b * j->S * j->E : NULL, *gv = j->gv ? (T *)j->gv + b * j->S * j->Ev : NULL; \
@@ -318,7 +325,7 @@ static int64_t mask_offset(const att_job *j, int64_t b) {
     }                                                                                                   \
     /* pass 2: dQ rows of query blocks qb0.. (a group) of batch b; each row sums over key blocks in    \
      * increasing order */                                                                              \
-    ATT_CLONES static void bwd_q_item_##SFX(const att_job *j, int64_t item, char *ws) {                           \
+    static void bwd_q_item_##SFX(const att_job *j, int64_t item, char *ws) {                           \
         int64_t b = item / j->nqg, qb0 = (item % j->nqg) * j->qgrp, qb1 = ATT_MIN(qb0 + j->qgrp, j->nqb); \
         int64_t r0 = qb0 * j->bq, r1 = ATT_MIN(qb1 * j->bq, j->L);                                      \
         T *gq = (T *)j->gq + b * j->L * j->E, *ds = (T *)(ws + j->off_dp), *kt, *vt;                    \

@@ -1,14 +1,20 @@
 /* conv.c - CPU 2-d convolution (torch.nn.functional.conv2d) and its two
- * backward kernels, lowered to GEMM: per image and group, im2col unfolds
- * the input into col [K = Cin/G * kh * kw, P = Ho * Wo] so that
+ * backward kernels, on OpenBLAS GEMMs, by one of two lowerings:
+ *
+ * Winograd F(2x2, 3x3) (section below) for 3x3, stride-1, undilated kernels
+ * with >= 8 channels per group, such as the MNIST CNN's conv2: 16 GEMMs over
+ * channels per image replace 2.25x as many multiplies.
+ *
+ * im2col for everything else: per image and group, im2col unfolds the input
+ * into col [K = Cin/G * kh * kw, P = Ho * Wo] so that
  *   forward:          out_g [Cout/G, P] = [W_g | bias_g] @ [col_g ; ones]
  *   backward input:   col_g = W_g^T @ gy_g, then col2im adds col back into gx
  *   backward weight:  [gW_g | gbias_g]^T += [col_g ; ones] @ gy_g^T
  * (Chellapilla et al., "High performance convolutional neural networks for
  * document processing", 2006; Caffe's im2col layout). The bias rides in the
- * GEMMs as a row of ones under col, which is cheaper than a separate pass
- * over the output or gy. A 1x1 kernel with stride 1 and no padding and no
- * bias needs no im2col: col is the input itself.
+ * GEMMs as a row of ones under col, cheaper than a separate pass over the
+ * output or gy. A 1x1 kernel with stride 1, no padding and no bias needs no
+ * im2col: col is the input itself.
  *
  * Output sizes come from the views (out / gy), not from the padding
  * formula: positions past the input read as zeros, which also gives
@@ -17,16 +23,15 @@
  * output_padding.
  *
  * Threads: images are split into one contiguous range per thread; each
- * thread unfolds into its own workspace (from the caching allocator) and
- * calls a single-threaded GEMM, so the pool and OpenBLAS never run at the
- * same time (OpenBLAS is set to one thread for that span and restored).
- * One thread's unfolded image (~0.7 MB for the MNIST CNN's conv2) stays in
- * its L2 between im2col and the GEMM. With fewer images than threads the
- * images run in turn and OpenBLAS threads each GEMM itself.
+ * thread works in its own scratch (from the caching allocator, sized so that
+ * one image's unfolded or transformed planes stay in its L2) and calls
+ * single-threaded GEMMs, so the pool and OpenBLAS never run at the same time
+ * (OpenBLAS is set to one thread for that span and restored). With fewer
+ * images than threads the images run in turn and OpenBLAS threads each GEMM.
  * Determinism: every image's output and input gradient is computed by one
  * thread in a fixed order; the weight gradient sums fixed buckets of images
- * (chosen from the shapes alone) and adds the buckets in order, so the
- * results do not depend on how the images are split across threads.
+ * (chosen from the shapes alone) and adds the buckets in order, so results
+ * do not depend on how the images are split across threads.
  */
 #include <limits.h>
 #include <string.h>
@@ -122,12 +127,12 @@ static void valid_range(int64_t off, int64_t stride, int64_t size, int64_t nout,
                             for (int64_t ow = 0; ow < g->wo; ow++) r[ow] = 0;                       \
                             continue;                                                               \
                         }                                                                           \
-                        const T *restrict xr = xc + ih * g->w + off;                                \
+                        const T *restrict xr = xc + ih * g->w;                                      \
                         for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                              \
                         if (g->sw == 1)                                                             \
-                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow];                    \
+                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow + off];              \
                         else                                                                        \
-                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->sw];            \
+                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->sw + off];      \
                         for (int64_t ow = hi; ow < g->wo; ow++) r[ow] = 0;                          \
                     }                                                                               \
                 }                                                                                   \
@@ -145,11 +150,11 @@ static void valid_range(int64_t off, int64_t stride, int64_t size, int64_t nout,
                         int64_t ih = oh * g->sh - g->ph + i * g->dh;                                \
                         if (ih < 0 || ih >= g->h) continue;                                         \
                         const T *restrict r = row + oh * g->wo;                                     \
-                        T *restrict xr = xc + ih * g->w + off;                                      \
+                        T *restrict xr = xc + ih * g->w;                                            \
                         if (g->sw == 1)                                                             \
-                            for (int64_t ow = lo; ow < hi; ow++) xr[ow] += r[ow];                   \
+                            for (int64_t ow = lo; ow < hi; ow++) xr[ow + off] += r[ow];             \
                         else                                                                        \
-                            for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->sw] += r[ow];           \
+                            for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->sw + off] += r[ow];     \
                     }                                                                               \
                 }                                                                                   \
     }
@@ -168,20 +173,27 @@ static void col2im(const conv_geom *g, const void *col, void *x) {
 
 /* Row-major C [m, n] = op(A) @ op(B) + beta * C with beta 0 or 1; k == 0
  * leaves beta * C (BLAS is not asked to handle empty products). */
-static void gemm(const conv_geom *g, const nb_cpu_blas *blas, bool ta, bool tb, int64_t m, int64_t n,
-                 int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c) {
+static void gemm_ld(const conv_geom *g, const nb_cpu_blas *blas, bool ta, bool tb, int64_t m, int64_t n,
+                    int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                    int64_t ldc) {
     if (m == 0 || n == 0) return;
     if (k == 0) {
-        if (beta == 0) memset(c, 0, g->es * (size_t)(m * n));
+        for (int64_t i = 0; i < m && beta == 0; i++)
+            memset((char *)c + g->es * (size_t)(i * ldc), 0, g->es * (size_t)n);
         return;
     }
     int opa = ta ? NB_CBLAS_TRANS : NB_CBLAS_NO_TRANS, opb = tb ? NB_CBLAS_TRANS : NB_CBLAS_NO_TRANS;
     if (g->dt == NB_F32)
         blas->sgemm(NB_CBLAS_ROW_MAJOR, opa, opb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb,
-                    (float)beta, c, (int)n);
+                    (float)beta, c, (int)ldc);
     else
         blas->dgemm(NB_CBLAS_ROW_MAJOR, opa, opb, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c,
-                    (int)n);
+                    (int)ldc);
+}
+
+static void gemm(const conv_geom *g, const nb_cpu_blas *blas, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c) {
+    gemm_ld(g, blas, ta, tb, m, n, k, a, lda, b, ldb, beta, c, n);
 }
 
 /* ---- Winograd F(2x2, 3x3) ------------------------------------------------------
@@ -196,17 +208,26 @@ static void gemm(const conv_geom *g, const nb_cpu_blas *blas, bool ta, bool tb, 
  * two gradients: the input gradient is the same algorithm on gy with the
  * kernel rotated by 180 degrees and channels swapped, and the weight
  * gradient is G^T [sum over tiles (A dy A^T) . (B^T d B)] G. Transforms use
- * only additions and halvings (exact scalings), so the rounding error stays
- * close to direct convolution's. The transform loops run across a row of
- * tiles, which the compiler vectorises. */
+ * only additions and halvings; on the CNN's conv2 the float32 results are
+ * within ~4e-7 of the largest float64 value for the output and both
+ * gradients, as PyTorch's direct float32 kernel. The transform loops run
+ * across a row of tiles, which the compiler vectorises. */
 
 /* One Winograd pass: planes in [ci, ih, iw] -> out [co, oh, ow], 2x2
- * output tiles; tile (ty, tx) reads the input patch at (2ty - offh, 2tx - offw). */
+ * output tiles; tile (ty, tx) reads the input patch at (2ty - offh,
+ * 2tx - offw). Large planes run in bands of tb tile rows, so that the
+ * transformed planes of a band (V and M) stay about NB_CONV_WG_BAND_BYTES. */
 typedef struct wg_geom {
     int64_t ci, co, ih, iw, oh, ow, offh, offw;
-    int64_t th, tw, t; /* tile rows, tile columns, tiles */
-    int64_t vs, ms;    /* element strides of the 16 slabs of V [16][ci][t] and M [16][co][t] */
+    int64_t ohs;       /* rows of an output plane (oh is the band's rows after wg_band) */
+    int64_t th, tw, t; /* tile rows, tile columns and tiles (of the band, after wg_band) */
+    int64_t tn;        /* the GEMMs' n: t rounded up to 16 (OpenBLAS runs these ~20% faster
+                        * with n a multiple of 16; the extra columns are ignored) */
+    int64_t tb, ld;    /* tile rows per band; row stride of the channel-major layouts */
+    int64_t vs, ms;    /* element strides of the 16 slabs of V [16][ci][ld] and M [16][co][ld] */
 } wg_geom;
+
+#define NB_CONV_WG_BAND_BYTES ((int64_t)1 << 20)
 
 /* A slab stride of at least c*t elements whose byte size is an odd
  * number of cache lines: the 16 slabs a transform reads or writes at
@@ -217,19 +238,56 @@ static int64_t wg_slab(int64_t c, int64_t t, size_t es) {
     return (e / line) % 2 ? e : e + line;
 }
 
+static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
 static wg_geom wg_make(int64_t ci, int64_t co, int64_t ih, int64_t iw, int64_t oh, int64_t ow, int64_t offh,
                        int64_t offw, size_t es) {
-    wg_geom q = {ci, co, ih, iw, oh, ow, offh, offw, (oh + 1) / 2, (ow + 1) / 2, 0, 0, 0};
-    q.t = q.th * q.tw;
-    q.vs = wg_slab(ci, q.t, es), q.ms = wg_slab(co, q.t, es);
+    wg_geom q = {.ci = ci, .co = co, .ih = ih, .iw = iw, .oh = oh, .ow = ow, .offh = offh, .offw = offw,
+                 .ohs = oh, .th = (oh + 1) / 2, .tw = (ow + 1) / 2};
+    int64_t row = 16 * (ci + co) * q.tw * (int64_t)es; /* V and M bytes per tile row */
+    q.tb = row ? NB_CONV_WG_BAND_BYTES / row : q.th;
+    if (q.tb * q.tw < 64) q.tb = q.tw ? (64 + q.tw - 1) / q.tw : 1; /* keep the GEMMs' n >= 64 */
+    q.tb = q.tb < 1 ? 1 : q.tb > q.th ? q.th : q.tb;
+    q.t = q.tb * q.tw, q.tn = round16(q.t), q.ld = q.tn;
+    q.vs = wg_slab(ci, q.ld, es), q.ms = wg_slab(co, q.ld, es);
     return q;
 }
 
-/* Elements of one task's scratch: V [16 slabs], M [16 slabs], a split
- * plane [2*th + 2, 2, tw + 1] and two output rows [2, 2*tw]. */
-static int64_t wg_scratch(const wg_geom *q) {
-    return 16 * (q->vs + q->ms) + (2 * q->th + 2) * 2 * (q->tw + 1) + 4 * q->tw + 64;
+/* The band of tile rows from ty0: a pass over output rows 2*ty0.. whose
+ * input patches start at 2*ty0 - offh (pointers to in/out stay the planes'). */
+static wg_geom wg_band(const wg_geom *q, int64_t ty0) {
+    wg_geom b = *q;
+    b.th = q->th - ty0 < q->tb ? q->th - ty0 : q->tb;
+    b.oh = q->oh - 2 * ty0 < 2 * b.th ? q->oh - 2 * ty0 : 2 * b.th;
+    b.offh = q->offh - 2 * ty0;
+    b.t = b.th * b.tw, b.tn = round16(b.t);
+    return b;
 }
+
+/* Elements of one task's scratch: V [16 slabs], M [16 slabs], max(ci, co)
+ * split planes [2*tb + 2, 2, tw + 1] and two output rows [2, 2*tw]. */
+static int64_t wg_scratch(const wg_geom *q) {
+    int64_t c = q->ci > q->co ? q->ci : q->co;
+    return 16 * (q->vs + q->ms) + c * (2 * q->tb + 2) * 2 * (q->tw + 1) + 4 * q->tw + 64;
+}
+
+/* The input transform of tile column tx: its 4x4 patch from the split rows
+ * e0..e3 (even columns at +0, odd at +n), B^T d B stored at o[x*st + tx*STEP]. */
+#define WG_IN_TILE(T, STEP)                                                                         \
+    do {                                                                                            \
+        T a[4][4];                                                                                  \
+        for (int j = 0; j < 4; j++) {                                                               \
+            int64_t k = tx + (j >> 1), h = (j & 1) * n;                                             \
+            T d0 = e0[h + k], d1 = e1[h + k], d2 = e2[h + k], d3 = e3[h + k];                       \
+            a[0][j] = d0 - d2, a[1][j] = d1 + d2, a[2][j] = d2 - d1, a[3][j] = d1 - d3;             \
+        }                                                                                           \
+        for (int r = 0; r < 4; r++) { /* columns 0..3 are a[r][0], [1], [2], [3] */                 \
+            o[(4 * r + 0) * st + tx * (STEP)] = a[r][0] - a[r][2];                                  \
+            o[(4 * r + 1) * st + tx * (STEP)] = a[r][1] + a[r][2];                                  \
+            o[(4 * r + 2) * st + tx * (STEP)] = a[r][2] - a[r][1];                                  \
+            o[(4 * r + 3) * st + tx * (STEP)] = a[r][1] - a[r][3];                                  \
+        }                                                                                           \
+    } while (0)
 
 #define WG_FUNCS(T, S)                                                                              \
     /* sp[R][0][i] = x[R - offh][2i - offw], sp[R][1][i] = x[R - offh][2i + 1 - offw] for R < rows, \
@@ -237,42 +295,49 @@ static int64_t wg_scratch(const wg_geom *q) {
     static void wg_split_##S(const T *x, int64_t h, int64_t w, int64_t offh, int64_t offw,         \
                              int64_t rows, int64_t n, T *sp) {                                      \
         for (int64_t R = 0; R < rows; R++) {                                                        \
-            int64_t r = R - offh;                                                                   \
-            for (int64_t par = 0; par < 2; par++) {                                                 \
-                T *restrict d = sp + (R * 2 + par) * n;                                             \
-                int64_t lo = 0, hi = 0;                                                             \
-                if (r >= 0 && r < h) {                                                              \
-                    valid_range(par - offw, 2, w, n, &lo, &hi);                                     \
-                    const T *restrict s = x + r * w;                                                \
-                    for (int64_t i = lo; i < hi; i++) d[i] = s[2 * i + par - offw];                 \
+            T *restrict ev = sp + 2 * R * n, *restrict od = ev + n;                                 \
+            int64_t r = R - offh, lo, hi;                                                           \
+            if (r < 0 || r >= h) {                                                                  \
+                memset(ev, 0, sizeof(T) * (size_t)(2 * n));                                         \
+                continue;                                                                           \
+            }                                                                                       \
+            const T *restrict s = x + r * w;                                                        \
+            valid_range(-offw, 2, w - 1, n, &lo, &hi); /* both columns of pair i inside */          \
+            for (int64_t i = lo; i < hi; i++) ev[i] = s[2 * i - offw], od[i] = s[2 * i + 1 - offw]; \
+            for (int64_t i = 0; i < n; i++) { /* the edges, with padding */                        \
+                if (i == lo && hi > lo) {                                                           \
+                    i = hi - 1;                                                                     \
+                    continue;                                                                       \
                 }                                                                                   \
-                for (int64_t i = 0; i < lo; i++) d[i] = 0;                                          \
-                for (int64_t i = hi; i < n; i++) d[i] = 0;                                          \
+                int64_t c = 2 * i - offw;                                                           \
+                ev[i] = c >= 0 && c < w ? s[c] : 0, od[i] = c + 1 >= 0 && c + 1 < w ? s[c + 1] : 0; \
             }                                                                                       \
         }                                                                                           \
     }                                                                                               \
-    /* v [16, ci, t] = B^T d B for every channel and tile of x [ci, ih, iw]. */                     \
-    static void wg_input_##S(const wg_geom *q, const T *x, T *v, T *sp) {                           \
-        int64_t n = q->tw + 1, st = q->vs;                                                          \
+    /* v [16, ci, t] = B^T d B for every channel and tile of x [ci, ih, iw];                      \
+     * tile_major: v [16, t, ci] instead (for the weight gradient's GEMMs). */                      \
+    static void wg_input_##S(const wg_geom *q, const T *x, T *v, T *sp, bool tile_major) {          \
+        int64_t n = q->tw + 1, st = q->vs, cs = q->ci, psz = (2 * q->th + 2) * 2 * n;               \
+        if (tile_major) { /* all planes split first, then tile rows outermost: the stores of one   \
+                           * tile row (16 slabs x tw x ci) stay in L1 across channels */          \
+            for (int64_t c = 0; c < q->ci; c++)                                                     \
+                wg_split_##S(x + c * q->ih * q->iw, q->ih, q->iw, q->offh, q->offw, 2 * q->th + 2, n, \
+                             sp + c * psz);                                                         \
+            for (int64_t ty = 0; ty < q->th; ty++)                                                  \
+                for (int64_t c = 0; c < q->ci; c++) {                                               \
+                    const T *e0 = sp + c * psz + 4 * ty * n, *e1 = e0 + 2 * n, *e2 = e0 + 4 * n;    \
+                    const T *e3 = e0 + 6 * n;                                                       \
+                    T *o = v + ty * q->tw * cs + c;                                                 \
+                    for (int64_t tx = 0; tx < q->tw; tx++) WG_IN_TILE(T, cs);                       \
+                }                                                                                   \
+            return;                                                                                 \
+        }                                                                                           \
         for (int64_t c = 0; c < q->ci; c++) {                                                       \
             wg_split_##S(x + c * q->ih * q->iw, q->ih, q->iw, q->offh, q->offw, 2 * q->th + 2, n, sp); \
             for (int64_t ty = 0; ty < q->th; ty++) {                                                \
-                const T *e0 = sp + (4 * ty) * n, *e1 = e0 + 2 * n, *e2 = e0 + 4 * n, *e3 = e0 + 6 * n; \
-                T *o = v + c * q->t + ty * q->tw;                                                   \
-                _Pragma("GCC ivdep") for (int64_t tx = 0; tx < q->tw; tx++) {                       \
-                    T a[4][4];                                                                      \
-                    for (int j = 0; j < 4; j++) {                                                   \
-                        int64_t k = tx + (j >> 1), h = (j & 1) * n;                                 \
-                        T d0 = e0[h + k], d1 = e1[h + k], d2 = e2[h + k], d3 = e3[h + k];           \
-                        a[0][j] = d0 - d2, a[1][j] = d1 + d2, a[2][j] = d2 - d1, a[3][j] = d1 - d3; \
-                    }                                                                               \
-                    for (int r = 0; r < 4; r++) { /* columns 0..3 are a[r][0], [1], [2], [3] */     \
-                        o[(4 * r + 0) * st + tx] = a[r][0] - a[r][2];                               \
-                        o[(4 * r + 1) * st + tx] = a[r][1] + a[r][2];                               \
-                        o[(4 * r + 2) * st + tx] = a[r][2] - a[r][1];                               \
-                        o[(4 * r + 3) * st + tx] = a[r][1] - a[r][3];                               \
-                    }                                                                               \
-                }                                                                                   \
+                const T *e0 = sp + 4 * ty * n, *e1 = e0 + 2 * n, *e2 = e0 + 4 * n, *e3 = e0 + 6 * n; \
+                T *o = v + c * q->ld + ty * q->tw;                                                  \
+                _Pragma("GCC ivdep") for (int64_t tx = 0; tx < q->tw; tx++) WG_IN_TILE(T, 1);       \
             }                                                                                       \
         }                                                                                           \
     }                                                                                               \
@@ -282,7 +347,7 @@ static int64_t wg_scratch(const wg_geom *q) {
         for (int64_t c = 0; c < q->co; c++) {                                                       \
             T b = bias ? bias[c] : 0;                                                               \
             for (int64_t ty = 0; ty < q->th; ty++) {                                                \
-                const T *s = m + c * q->t + ty * q->tw;                                             \
+                const T *s = m + c * q->ld + ty * q->tw;                                            \
                 T *restrict r0 = rows, *restrict r1 = rows + w2;                                    \
                 for (int64_t tx = 0; tx < q->tw; tx++) {                                            \
                     T u[2][4];                                                                      \
@@ -296,7 +361,7 @@ static int64_t wg_scratch(const wg_geom *q) {
                     r1[2 * tx] = u[1][0] + u[1][1] + u[1][2] + b;                                   \
                     r1[2 * tx + 1] = u[1][1] - u[1][2] - u[1][3] + b;                               \
                 }                                                                                   \
-                T *out = y + (c * q->oh + 2 * ty) * q->ow;                                          \
+                T *out = y + (c * q->ohs + 2 * ty) * q->ow;                                         \
                 memcpy(out, r0, sizeof(T) * (size_t)q->ow);                                         \
                 if (2 * ty + 1 < q->oh) memcpy(out + q->ow, r1, sizeof(T) * (size_t)q->ow);         \
             }                                                                                       \
@@ -306,10 +371,10 @@ static int64_t wg_scratch(const wg_geom *q) {
     static void wg_grad_tiles_##S(const wg_geom *q, const T *gy, T *u, T *sp) {                     \
         int64_t n = q->tw, st = q->ms;                                                              \
         for (int64_t c = 0; c < q->co; c++) {                                                       \
-            wg_split_##S(gy + c * q->oh * q->ow, q->oh, q->ow, 0, 0, 2 * q->th, n, sp);             \
+            wg_split_##S(gy + c * q->ohs * q->ow, q->oh, q->ow, 0, 0, 2 * q->th, n, sp);            \
             for (int64_t ty = 0; ty < q->th; ty++) {                                                \
                 const T *e0 = sp + 4 * ty * n, *o0 = e0 + n, *e1 = e0 + 2 * n, *o1 = e0 + 3 * n;    \
-                T *o = u + c * q->t + ty * q->tw;                                                   \
+                T *o = u + c * q->ld + ty * q->tw;                                                  \
                 _Pragma("GCC ivdep") for (int64_t tx = 0; tx < n; tx++) {                           \
                     T y00 = e0[tx], y01 = o0[tx], y10 = e1[tx], y11 = o1[tx], z[4][2];              \
                     z[0][0] = y00, z[0][1] = y01, z[1][0] = y00 + y10, z[1][1] = y01 + y11;         \
@@ -481,27 +546,57 @@ static wg_bufs task_wg(const conv_job *j, int64_t t) {
     const wg_geom *q = &j->q;
     size_t es = j->g.es, v = es * (size_t)(16 * q->vs), m = es * (size_t)(16 * q->ms);
     char *s = j->ws + j->ws_stride * (size_t)t;
-    return (wg_bufs){s, s + v, s + v + m, s + v + m + es * (size_t)((2 * q->th + 2) * 2 * (q->tw + 1))};
+    int64_t planes = (q->ci > q->co ? q->ci : q->co) * (2 * q->tb + 2) * 2 * (q->tw + 1);
+    /* V's columns [t, tn) enter the GEMMs but only reach M's ignored columns;
+     * zeroed once so that no stale NaN or denormal sits there */
+    for (int64_t r = 0; r < 16 * q->ci && q->ld > q->t; r++)
+        memset(s + es * (size_t)(r / q->ci * q->vs + r % q->ci * q->ld + q->t), 0, es * (size_t)(q->ld - q->t));
+    return (wg_bufs){s, s + v, s + v + m, s + v + m + es * (size_t)planes};
 }
 
-/* Typed dispatch of the Winograd transforms. */
-static void wg_input(const conv_job *j, const void *x, void *v, void *sp) {
-    if (j->g.dt == NB_F32) wg_input_f32(&j->q, x, v, sp);
-    else wg_input_f64(&j->q, x, v, sp);
-}
-
-static void wg_output(const conv_job *j, const void *m, const void *bias, void *y, void *rows) {
-    if (j->g.dt == NB_F32) wg_output_f32(&j->q, m, bias, y, rows);
-    else wg_output_f64(&j->q, m, bias, y, rows);
-}
-
-/* The 16 GEMMs of a Winograd pass for group gr: m[x] [co, t] = u[gr, x] [co, ci] @ v[x] [ci, t]. */
-static void wg_gemms(const conv_job *j, int64_t gr, const char *v, char *m) {
+/* A Winograd convolution of one group, band by band: out [co, oh, ow] =
+ * in [ci, ih, iw] conv u[gr] (+ bias [co]). */
+static void wg_pass(const conv_job *j, int64_t gr, const char *in, char *out, const char *bias, const wg_bufs *wb) {
     const wg_geom *q = &j->q;
     size_t es = j->g.es;
-    for (int64_t x = 0; x < 16; x++)
-        gemm(&j->g, j->blas, false, false, q->co, q->t, q->ci, j->u + es * (size_t)((gr * 16 + x) * q->co * q->ci),
-             q->ci, v + es * (size_t)(x * q->vs), q->t, 0.0, m + es * (size_t)(x * q->ms));
+    for (int64_t ty0 = 0; ty0 < q->th; ty0 += q->tb) {
+        wg_geom b = wg_band(q, ty0);
+        char *ob = out + es * (size_t)(2 * ty0 * q->ow);
+        if (j->g.dt == NB_F32) wg_input_f32(&b, (const float *)in, (float *)wb->v, (float *)wb->plane, false);
+        else wg_input_f64(&b, (const double *)in, (double *)wb->v, (double *)wb->plane, false);
+        for (int64_t x = 0; x < 16; x++) /* M[x] [co, tn] = U[gr, x] [co, ci] @ V[x] [ci, tn] */
+            gemm_ld(&j->g, j->blas, false, false, q->co, b.tn, q->ci,
+                    j->u + es * (size_t)((gr * 16 + x) * q->co * q->ci), q->ci, wb->v + es * (size_t)(x * q->vs),
+                    q->ld, 0.0, wb->m + es * (size_t)(x * q->ms), q->ld);
+        if (j->g.dt == NB_F32)
+            wg_output_f32(&b, (const float *)wb->m, (const float *)bias, (float *)ob, (float *)wb->rows);
+        else
+            wg_output_f64(&b, (const double *)wb->m, (const double *)bias, (double *)ob, (double *)wb->rows);
+    }
+}
+
+/* One image's Winograd weight gradient for one group, band by band:
+ * dU[x] [cog, cg] (+)= (A gy A^T)[x] [cog, t] @ (B^T x B)[x] [t, cg]. V is
+ * built tile-major so that this is an NN GEMM (2x OpenBLAS's NT speed here). */
+static void wg_weight_pass(const conv_job *j, const char *xg, const char *gyg, char *dst, bool first,
+                           const wg_bufs *wb) {
+    const wg_geom *q = &j->q;
+    size_t es = j->g.es;
+    for (int64_t ty0 = 0; ty0 < q->th; ty0 += q->tb) {
+        wg_geom b = wg_band(q, ty0);
+        const char *gb = gyg + es * (size_t)(2 * ty0 * q->ow);
+        if (j->g.dt == NB_F32) {
+            wg_input_f32(&b, (const float *)xg, (float *)wb->v, (float *)wb->plane, true);
+            wg_grad_tiles_f32(&b, (const float *)gb, (float *)wb->m, (float *)wb->plane);
+        } else {
+            wg_input_f64(&b, (const double *)xg, (double *)wb->v, (double *)wb->plane, true);
+            wg_grad_tiles_f64(&b, (const double *)gb, (double *)wb->m, (double *)wb->plane);
+        }
+        for (int64_t x = 0; x < 16; x++)
+            gemm(&j->g, j->blas, false, false, q->co, q->ci, b.t, wb->m + es * (size_t)(x * q->ms), q->ld,
+                 wb->v + es * (size_t)(x * q->vs), q->ci, first && ty0 == 0 ? 0.0 : 1.0,
+                 dst + es * (size_t)(x * q->co * q->ci));
+    }
 }
 
 /* Transforms the weights for the Winograd path into the extra workspace. */
@@ -511,7 +606,9 @@ static void wg_prepare(conv_job *j, const void *w, bool flip) {
     else wg_weights_f64(&j->g, w, (double *)j->u, flip);
 }
 
-static size_t wg_weight_bytes(const conv_geom *g) { return align_up(g->es * (size_t)(g->groups * 16 * g->cog * g->cg)); }
+static size_t wg_weight_bytes(const conv_geom *g) {
+    return align_up(g->es * (size_t)(g->groups * 16 * g->cog * g->cg));
+}
 
 /* ---- forward ---------------------------------------------------------------- */
 
@@ -529,9 +626,7 @@ static void fwd_task(void *arg, int64_t t0, int64_t t1) {
                 const char *xg = xn + es * (size_t)(gr * g->cg * g->h * g->w);
                 char *og = on + es * (size_t)(gr * g->cog * g->p);
                 if (j->wg) {
-                    wg_input(j, xg, wb.v, wb.plane);
-                    wg_gemms(j, gr, wb.v, wb.m);
-                    wg_output(j, wb.m, j->bias ? j->bias + es * (size_t)(gr * g->cog) : NULL, og, wb.rows);
+                    wg_pass(j, gr, xg, og, j->bias ? j->bias + es * (size_t)(gr * g->cog) : NULL, &wb);
                     continue;
                 }
                 if (col) im2col(g, xg, col);
@@ -597,9 +692,7 @@ static void bwd_input_task(void *arg, int64_t t0, int64_t t1) {
                 const char *gyg = gyn + es * (size_t)(gr * g->cog * g->p);
                 char *gxg = gxn + es * (size_t)(gr * g->cg * g->h * g->w);
                 if (j->wg) { /* the forward algorithm on gy with the flipped kernel */
-                    wg_input(j, gyg, wb.v, wb.plane);
-                    wg_gemms(j, gr, wb.v, wb.m);
-                    wg_output(j, wb.m, NULL, gxg, wb.rows);
+                    wg_pass(j, gr, gyg, gxg, NULL, &wb);
                     continue;
                 }
                 gemm(g, j->blas, true, false, g->k, g->p, g->cog, j->b + es * (size_t)(gr * g->cog * g->k), g->k,
@@ -649,15 +742,8 @@ static char *bucket_dst(const conv_job *j, int64_t b) { return j->partial + j->g
 static void bwd_weight_image(conv_job *j, const char *xg, const char *gyg, char *dst, bool first, char *col,
                              const wg_bufs *wb) {
     const conv_geom *g = &j->g;
-    size_t es = g->es;
-    if (j->wg) { /* dU[x] [cog, cg] (+)= (A gy A^T)[x] [cog, t] @ (B^T x B)[x]^T */
-        wg_input(j, xg, wb->v, wb->plane);
-        if (g->dt == NB_F32) wg_grad_tiles_f32(&j->q, (const float *)gyg, (float *)wb->m, (float *)wb->plane);
-        else wg_grad_tiles_f64(&j->q, (const double *)gyg, (double *)wb->m, (double *)wb->plane);
-        for (int64_t x = 0; x < 16; x++)
-            gemm(g, j->blas, false, true, g->cog, g->cg, j->q.t, wb->m + es * (size_t)(x * j->q.ms), j->q.t,
-                 wb->v + es * (size_t)(x * j->q.vs), j->q.t, first ? 0.0 : 1.0,
-                 dst + es * (size_t)(x * g->cog * g->cg));
+    if (j->wg) {
+        wg_weight_pass(j, xg, gyg, dst, first, wb);
         return;
     }
     if (col) im2col(g, xg, col);

@@ -3,12 +3,14 @@
  * and backward (q, k, v require grad; loss = sum(out * r) with a random r),
  * timing both and printing the allocator's peak after nb_memory_reset_peak
  * next to the 1 GiB that one naive [16384, 16384] float32 score matrix
- * needs. Also times other shapes, e.g. BERT's attention (batch*heads 48,
+ * needs, then checks a few output rows against a float64 host reference.
+ * Also times other shapes, e.g. BERT's attention (batch*heads 48,
  * seq 128, dim 64): attention_memory --batch 48 --seq 128 --steps 20.
  *
  *   attention_memory [--seq N] [--dim N] [--batch N] [--steps N] [--threads N] [--dropout P]
- * prints: workload=attention seq=... dim=... batch=... threads=... fwd_ms=... bwd_ms=...
- *         peak_mib=... naive_scores_mib=... */
+ * prints: workload=attention seq=... dim=... batch=... threads=... fwd_ms=... bwd_ms=... (medians)
+ *         peak_mib=... naive_scores_mib=..., a summary line and the check line. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,41 @@ static args parse(int argc, char **argv) {
     return a;
 }
 
+/* Max |out - reference| over a few rows of batch 0, the reference computed
+ * on the host in double: softmax(q_i . k_j / sqrt(E)) v (no dropout). */
+static double check_rows(nb_tensor *const *qkv, int64_t seq, int64_t dim) {
+    size_t n = (size_t)(seq * dim);
+    float *h[4];
+    for (int i = 0; i < 4; i++) h[i] = malloc(sizeof(float) * n);
+    double err = -1, *w = malloc(sizeof(double) * (size_t)seq);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *q0 = nb_narrow(qkv[0], 0, 0, 1), *k0 = nb_narrow(qkv[1], 0, 0, 1), *v0 = nb_narrow(qkv[2], 0, 0, 1);
+    nb_tensor *out = nb_scaled_dot_product_attention(q0, k0, v0, (nb_sdpa_options){0});
+    nb_tensor *t[4] = {q0, k0, v0, out};
+    bool ok = w && out;
+    for (int i = 0; i < 4 && ok; i++) ok = h[i] && nb_to_host(t[i], h[i], sizeof(float) * n) == NB_OK;
+    int64_t rows[4] = {0, 1, seq / 2, seq - 1};
+    for (int r = 0; r < 4 && ok; r++) {
+        const float *qi = h[0] + rows[r] * dim;
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < seq; j++) {
+            double d = 0;
+            for (int64_t e = 0; e < dim; e++) d += (double)qi[e] * h[1][j * dim + e];
+            w[j] = d / sqrt((double)dim), mx = fmax(mx, w[j]);
+        }
+        for (int64_t j = 0; j < seq; j++) sum += (w[j] = exp(w[j] - mx));
+        for (int64_t e = 0; e < dim; e++) {
+            double o = 0;
+            for (int64_t j = 0; j < seq; j++) o += w[j] * h[2][j * dim + e];
+            err = fmax(err, fabs(o / sum - h[3][rows[r] * dim + e]));
+        }
+    }
+    nb_scope_end(s);
+    for (int i = 0; i < 4; i++) free(h[i]);
+    free(w);
+    return err;
+}
+
 /* One forward and backward; times in *fwd and *bwd (ms). */
 static nb_status step(nb_tensor *const *qkv, nb_tensor *r, double p, double *fwd, double *bwd) {
     nb_scope *s = nb_scope_begin();
@@ -88,6 +125,7 @@ int main(int argc, char **argv) {
     if (!fwd || !bwd) return 1;
     double warm_f, warm_b; /* the first step loads OpenBLAS and fills the allocator's cache */
     if (a.steps > 1 && step(qkv, r, a.dropout, &warm_f, &warm_b)) return fail();
+    for (int i = 0; i < 3; i++) nb_zero_grad_tensor(qkv[i]);
     nb_memory_reset_peak(NB_CPU);
     size_t before = nb_memory_stats_get(NB_CPU).allocated;
     for (int i = 0; i < a.steps; i++)
@@ -105,6 +143,10 @@ int main(int argc, char **argv) {
            "nabla's peak %.1f MiB (%.1f%% of it)\n",
            (double)before / mib, (long long)a.seq, (long long)a.seq, naive, (double)m.peak_allocated / mib,
            100.0 * (double)m.peak_allocated / mib / naive);
+    double err = check_rows(qkv, a.seq, a.dim);
+    if (err < 0) return fail();
+    printf("check: rows 0, 1, %lld, %lld of batch 0 against a float64 host reference: max |diff| = %.2e\n",
+           (long long)a.seq / 2, (long long)a.seq - 1, err);
     free(fwd);
     free(bwd);
     for (int i = 0; i < 3; i++) nb_release(qkv[i]);

@@ -21,7 +21,6 @@
     X(ops_nlp)       \
     X(ops_attention) \
     X(text)          \
-    X(transformer)   \
     X(nn)            \
     X(optim)         \
     X(data)          \

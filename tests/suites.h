@@ -21,6 +21,7 @@
     X(ops_nlp)       \
     X(ops_attention) \
     X(text)          \
+    X(transformer)   \
     X(nn)            \
     X(optim)         \
     X(data)          \

@@ -1,0 +1,302 @@
+/* attention.c - nn.MultiheadAttention (batch_first=True): packed input
+ * projection (in_proj_weight [3E, E], one GEMM for self-attention), heads
+ * split as views, the fused nb_scaled_dot_product_attention (or, when the
+ * caller asks for the attention weights, the explicit softmax(q k^T/sqrt(d))
+ * composition, as PyTorch's need_weights path), heads merged, out_proj.
+ * Masks follow PyTorch's MultiheadAttention conventions (bool true = masked
+ * out, float = added); bool masks are combined on the host into SDPA's
+ * "may attend" mask, which is small ([B, 1, 1, S] for key padding).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_autograd.h"
+#include "nb_impl.h"
+#include "nb_transformer.h"
+
+#define MHA "MultiheadAttention"
+
+typedef struct nb_mha_ctx {
+    int64_t E, h;
+    double dropout;
+    nb_tensor *in_w, *in_b; /* borrowed parameters; in_b NULL without bias */
+    nb_module *out_proj;    /* borrowed child */
+} nb_mha_ctx;
+
+static nb_tensor *mha_self_forward(nb_module *m, nb_tensor *x) { return nb_mha_forward(m, x, x, x, NULL, NULL, NULL); }
+
+static const nb_module_ops mha_ops = {MHA, mha_self_forward, free};
+
+/* ---- construction ------------------------------------------------------------ */
+
+/* A new [n] or [r, c] parameter registered as name: xavier_uniform_ (bound
+ * > 0) or zeros (bound 0). */
+static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int64_t *shape, nb_dtype dt,
+                            double bound) {
+    nb_tensor *t = nb_tensor_new_unscoped(ndim, shape, dt, nb_default_device());
+    if (!t) return NULL;
+    nb_status st = bound > 0 ? nb_uniform_(t, -bound, bound, NULL) : nb_fill_(t, 0.0);
+    if (st) {
+        nb_release(t);
+        return NULL;
+    }
+    return nb_module_register_parameter(m, name, t) ? NULL : t;
+}
+
+nb_module *nb_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt) {
+    if (embed_dim < 1 || num_heads < 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, MHA ": embed_dim %lld and num_heads %lld must be >= 1",
+                       (long long)embed_dim, (long long)num_heads);
+    if (embed_dim % num_heads)
+        return NB_FAIL(NB_ERR_INVALID_ARG, MHA ": embed_dim %lld must be divisible by num_heads %lld",
+                       (long long)embed_dim, (long long)num_heads);
+    if (!(dropout >= 0 && dropout < 1))
+        return NB_FAIL(NB_ERR_INVALID_ARG, MHA ": dropout %g must be in [0, 1)", dropout);
+    if ((unsigned)dt >= NB_DTYPE_COUNT || !nb_dtype_is_float(dt))
+        return NB_FAIL(NB_ERR_DTYPE, MHA ": dtype must be float32 or float64 (got %s)",
+                       (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
+    nb_mha_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NB_FAIL(NB_ERR_OOM, MHA ": out of host memory");
+    c->E = embed_dim, c->h = num_heads, c->dropout = dropout;
+    nb_module *m = nb_module_new(&mha_ops, c);
+    if (!m) return NULL;
+    /* PyTorch's order of draws: out_proj's Linear init, then _reset_parameters
+     * (xavier_uniform_ of in_proj_weight, fan_in E, fan_out 3E; biases zeroed) */
+    nb_module *out = nb_linear_ex(embed_dim, embed_dim, bias, dt);
+    nb_tensor *ob = out ? nb_module_get(out, "bias") : NULL;
+    if (!out || (ob && nb_fill_(ob, 0.0))) {
+        nb_module_free(out);
+        nb_module_free(m);
+        return NULL;
+    }
+    double a = sqrt(6.0 / (double)(embed_dim + 3 * embed_dim));
+    c->in_w = new_param(m, "in_proj_weight", NB_SHAPE(3 * embed_dim, embed_dim), dt, a);
+    if (c->in_w && bias) c->in_b = new_param(m, "in_proj_bias", NB_SHAPE(3 * embed_dim), dt, 0.0);
+    if (!c->in_w || (bias && !c->in_b)) {
+        nb_module_free(out);
+        nb_module_free(m);
+        return NULL;
+    }
+    if (nb_module_add(m, "out_proj", out)) { /* out freed by the call */
+        nb_module_free(m);
+        return NULL;
+    }
+    c->out_proj = out;
+    return m;
+}
+
+nb_module *nb_multihead_attention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias) {
+    return nb_multihead_attention_ex(embed_dim, num_heads, dropout, bias, NB_F32);
+}
+
+/* ---- masks ------------------------------------------------------------------------ */
+
+/* The elements of a bool tensor as 0/1 bytes (malloc'd), or NULL (error set). */
+static uint8_t *host_bytes(const nb_tensor *t) {
+    size_t n = (size_t)nb_numel(t);
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b) return NB_FAIL(NB_ERR_OOM, MHA ": out of host memory");
+    if (nb_to_host(t, b, n)) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* Checks a mask's dtype (bool or dt) and shape (one of the two given). */
+static bool mask_ok(const char *what, const nb_tensor *t, nb_dtype dt, int nd1, const int64_t *s1, int nd2,
+                    const int64_t *s2) {
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    if (t->dtype != NB_BOOL && t->dtype != dt) {
+        nb_set_error(NB_ERR_DTYPE, MHA ": %s must be bool or %s (the query's dtype), got %s", what, nb_dtype_name(dt),
+                     nb_dtype_name(t->dtype));
+        return false;
+    }
+    bool fits = (t->ndim == nd1 && !memcmp(t->shape, s1, sizeof(int64_t) * (size_t)nd1)) ||
+                (nd2 > 0 && t->ndim == nd2 && !memcmp(t->shape, s2, sizeof(int64_t) * (size_t)nd2));
+    if (!fits) {
+        nb_set_error(NB_ERR_SHAPE, MHA ": %s %s should be %s%s%s", what, nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
+                     nb_fmt_shape(nd1, s1, b, sizeof b), nd2 > 0 ? " or " : "",
+                     nd2 > 0 ? nb_fmt_shape(nd2, s2, c, sizeof c) : "");
+        return false;
+    }
+    return true;
+}
+
+/* SDPA's bool "may attend" mask [B, H, L', S] (H = h when attn_mask is 3-d,
+ * else 1; L' = L when there is an attn_mask, else 1) from bool masks, true =
+ * masked out: kpm [B, S] and/or am [L, S] or [B*h, L, S] (either may be NULL). */
+static nb_tensor *combine_bool(const nb_tensor *kpm, const nb_tensor *am, int64_t B, int64_t h, int64_t L,
+                               int64_t S) {
+    int64_t H = am && am->ndim == 3 ? h : 1, Lq = am ? L : 1;
+    int64_t shape[4] = {B, H, Lq, S};
+    uint8_t *k = kpm ? host_bytes(kpm) : NULL, *a = am ? host_bytes(am) : NULL;
+    uint8_t *out = malloc((size_t)(B * H * Lq * S) + 1);
+    nb_tensor *r = NULL;
+    if ((!kpm || k) && (!am || a) && out) {
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t hh = 0; hh < H; hh++)
+                for (int64_t i = 0; i < Lq; i++)
+                    for (int64_t j = 0; j < S; j++) {
+                        bool masked = (k && k[b * S + j]) || (a && a[((H > 1 ? b * h + hh : 0) * L + i) * S + j]);
+                        out[((b * H + hh) * Lq + i) * S + j] = !masked;
+                    }
+        r = nb_from_data(out, 4, shape, NB_BOOL);
+    } else if (!out) {
+        nb_set_error(NB_ERR_OOM, MHA ": out of host memory");
+    }
+    free(k), free(a), free(out);
+    return r;
+}
+
+/* A bool mask (true = masked out) as an additive float mask: -inf / 0. */
+static nb_tensor *bool_to_additive(const nb_tensor *t, nb_dtype dt) {
+    uint8_t *b = host_bytes(t);
+    if (!b) return NULL;
+    nb_tensor *r = nb_zeros(t->ndim, t->shape, NB_F64);
+    double *v = r ? malloc(sizeof(double) * ((size_t)nb_numel(t) + 1)) : NULL;
+    if (v) {
+        for (int64_t i = 0; i < nb_numel(t); i++) v[i] = b[i] ? -INFINITY : 0.0;
+        if (nb_copy_from_host(r, v, sizeof(double) * (size_t)nb_numel(t))) r = NULL;
+    } else {
+        r = r ? NB_FAIL(NB_ERR_OOM, MHA ": out of host memory") : NULL;
+    }
+    free(b), free(v);
+    return r && dt != NB_F64 ? nb_to_dtype(r, dt) : r;
+}
+
+/* The mask SDPA gets, or NULL in *out for none: bool when every given mask
+ * is bool, else the float sum of the additive forms (which keeps the
+ * gradient of a float mask). Returns false on error. */
+static bool build_mask(const nb_mha_ctx *c, nb_tensor *kpm, nb_tensor *am, int64_t B, int64_t L, int64_t S,
+                       nb_dtype dt, nb_tensor **out) {
+    *out = NULL;
+    int64_t ks[2] = {B, S}, a2[2] = {L, S}, a3[3] = {B * c->h, L, S};
+    if (kpm && !mask_ok("key_padding_mask", kpm, dt, 2, ks, 0, NULL)) return false;
+    if (am && !mask_ok("attn_mask", am, dt, 2, a2, 3, a3)) return false;
+    if (!kpm && !am) return true;
+    if ((!kpm || kpm->dtype == NB_BOOL) && (!am || am->dtype == NB_BOOL))
+        return (*out = combine_bool(kpm, am, B, c->h, L, S)) != NULL;
+    nb_tensor *ka = NULL, *aa = NULL;
+    if (kpm) {
+        ka = kpm->dtype == NB_BOOL ? bool_to_additive(kpm, dt) : kpm;
+        ka = nb_reshape(ka, 4, (int64_t[]){B, 1, 1, S});
+        if (!ka) return false;
+    }
+    if (am) {
+        aa = am->dtype == NB_BOOL ? bool_to_additive(am, dt) : am;
+        if (aa && am->ndim == 3) aa = nb_reshape(aa, 4, (int64_t[]){B, c->h, L, S});
+        if (!aa) return false;
+    }
+    *out = ka && aa ? nb_add(aa, ka) : ka ? ka : aa;
+    return *out != NULL;
+}
+
+/* ---- forward -------------------------------------------------------------------------- */
+
+/* [B, N, E] -> [B, h, N, d] (a view). */
+static nb_tensor *split_heads(nb_tensor *x, int64_t h) {
+    int64_t B = nb_size(x, 0), N = nb_size(x, 1), d = nb_size(x, 2) / h;
+    return nb_transpose(nb_reshape(x, 4, (int64_t[]){B, N, h, d}), 1, 2);
+}
+
+/* q, k, v projections, each [B, N, E]: one GEMM on in_proj_weight for
+ * self-attention, two when key is value, three otherwise (row blocks of the
+ * packed weight, as PyTorch's _in_projection_packed). */
+static bool project(const nb_mha_ctx *c, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor **p) {
+    int64_t E = c->E;
+    if (query == key && key == value)
+        return nb_chunk(nb_linear_fn(query, c->in_w, c->in_b), 3, -1, p, 3) == 3;
+    nb_tensor *x[3] = {query, key, value};
+    for (int i = 0; i < 3; i++) {
+        if (i == 1 && key == value) {
+            nb_tensor *w = nb_narrow(c->in_w, 0, E, 2 * E), *b = c->in_b ? nb_narrow(c->in_b, 0, E, 2 * E) : NULL;
+            return nb_chunk(nb_linear_fn(key, w, b), 2, -1, p + 1, 2) == 2;
+        }
+        nb_tensor *w = nb_narrow(c->in_w, 0, i * E, E), *b = c->in_b ? nb_narrow(c->in_b, 0, i * E, E) : NULL;
+        if (!(p[i] = nb_linear_fn(x[i], w, b))) return false;
+    }
+    return true;
+}
+
+/* softmax(q k^T * scale + mask) with dropout, then @ v; the weights averaged
+ * over heads into *weights (PyTorch's need_weights path). */
+static nb_tensor *explicit_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_tensor *mask, double p,
+                                     bool training, nb_tensor **weights) {
+    int64_t d = nb_size(q, -1);
+    nb_tensor *s = nb_mul_scalar(nb_matmul(q, nb_transpose(k, -2, -1)), 1.0 / sqrt((double)d));
+    if (mask && nb_dtype_of(mask) == NB_BOOL)
+        s = nb_where(mask, s, nb_scalar(-INFINITY, nb_dtype_of(q)));
+    else if (mask)
+        s = nb_add(s, mask);
+    nb_tensor *P = nb_dropout(nb_softmax(s, -1), p, training, NULL);
+    int head_dim = 1;
+    *weights = nb_mean(P, &head_dim, 1, false);
+    return nb_matmul(P, v);
+}
+
+/* Shapes of the batched inputs: q [B, L, E], k [B, S, E], v [B, S, E]. */
+static bool check_shapes(const nb_mha_ctx *c, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v) {
+    bool ok = q->ndim == 3 && k->ndim == 3 && v->ndim == 3 && q->shape[2] == c->E && k->shape[2] == c->E &&
+              v->shape[2] == c->E && k->shape[0] == q->shape[0] && v->shape[0] == q->shape[0] &&
+              v->shape[1] == k->shape[1];
+    if (!ok) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], d[NB_SHAPE_BUF];
+        nb_set_error(NB_ERR_SHAPE,
+                     MHA ": query %s, key %s, value %s do not fit [B, L, E], [B, S, E], [B, S, E] with E = %lld "
+                         "(batch_first)",
+                     nb_fmt_shape(q->ndim, q->shape, a, sizeof a), nb_fmt_shape(k->ndim, k->shape, b, sizeof b),
+                     nb_fmt_shape(v->ndim, v->shape, d, sizeof d), (long long)c->E);
+    }
+    return ok;
+}
+
+static nb_tensor *mha_impl(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor *kpm,
+                           nb_tensor *am, nb_tensor **weights) {
+    const nb_mha_ctx *c = nb_module_ctx(m);
+    bool unbatched = query->ndim == 2;
+    if (unbatched) { /* PyTorch's unbatched form: a batch of one */
+        bool self = query == key && key == value, kv = key == value;
+        query = nb_unsqueeze(query, 0);
+        key = self ? query : nb_unsqueeze(key, 0);
+        value = kv ? key : nb_unsqueeze(value, 0);
+        if (!query || !key || !value || (kpm && !(kpm = nb_unsqueeze(kpm, 0)))) return NULL;
+    }
+    if (!check_shapes(c, query, key, value)) return NULL;
+    int64_t B = query->shape[0], L = query->shape[1], S = key->shape[1];
+    nb_tensor *mask, *p[3];
+    if (!build_mask(c, kpm, am, B, L, S, query->dtype, &mask) || !project(c, query, key, value, p)) return NULL;
+    nb_tensor *q = split_heads(p[0], c->h), *k = split_heads(p[1], c->h), *v = split_heads(p[2], c->h);
+    bool training = nb_module_is_training(m);
+    double drop = training ? c->dropout : 0.0;
+    nb_tensor *o = weights ? explicit_attention(q, k, v, mask, c->dropout, training, weights)
+                           : nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = mask,
+                                                                                         .dropout_p = drop});
+    o = nb_reshape(nb_transpose(o, 1, 2), 3, (int64_t[]){B, L, c->E});
+    nb_tensor *y = nb_forward(c->out_proj, o);
+    if (unbatched) {
+        y = nb_squeeze(y, 0);
+        if (weights) *weights = nb_squeeze(*weights, 0);
+    }
+    return weights && !*weights ? NULL : y;
+}
+
+nb_tensor *nb_mha_forward(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value,
+                          nb_tensor *key_padding_mask, nb_tensor *attn_mask, nb_tensor **attn_weights) {
+    if (attn_weights) *attn_weights = NULL;
+    if (!m || nb_module_kind(m) != mha_ops.kind)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "mha_forward: module is %s, not a " MHA, m ? nb_module_kind(m) : "NULL");
+    if (!query || !key || !value) {
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "mha_forward: query, key or value is NULL");
+        return NULL;
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = NULL;
+    nb_tensor *y = mha_impl(m, query, key, value, key_padding_mask, attn_mask, attn_weights ? &w : NULL);
+    if (!y) w = NULL;
+    nb_retain(w); /* the weights outlive the scope as y does */
+    y = nb_scope_return(s, y);
+    if (attn_weights) *attn_weights = nb_scope_adopt(w);
+    return y;
+}

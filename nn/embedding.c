@@ -1,0 +1,77 @@
+/* embedding.c - nn.Embedding(num_embeddings, embedding_dim, padding_idx):
+ * a lookup table "weight" [num, dim] initialised N(0, 1) as PyTorch's
+ * reset_parameters (then the padding row zeroed); the forward is
+ * nb_embedding, whose backward gives the padding row no gradient.
+ */
+#include <stdlib.h>
+
+#include "nb_impl.h"
+#include "nb_transformer.h"
+
+typedef struct nb_embedding_ctx {
+    int64_t num, dim;
+    int64_t padding_idx; /* wrapped to [0, num), or NB_NO_PADDING_IDX */
+    nb_tensor *weight;   /* borrowed from the module's parameters */
+} nb_embedding_ctx;
+
+static nb_tensor *embedding_forward(nb_module *m, nb_tensor *x) {
+    const nb_embedding_ctx *c = nb_module_ctx(m);
+    return nb_embedding(x, c->weight, c->padding_idx);
+}
+
+static const nb_module_ops embedding_ops = {"Embedding", embedding_forward, free};
+
+int64_t nb_embedding_padding_idx(const nb_module *m) {
+    if (!m || nb_module_kind(m) != embedding_ops.kind) return NB_NO_PADDING_IDX;
+    return ((const nb_embedding_ctx *)nb_module_ctx((nb_module *)m))->padding_idx;
+}
+
+/* Zeroes row `row` of a [num, dim] leaf without recording autograd (a view
+ * of its storage, as PyTorch's `weight[padding_idx].fill_(0)` under no_grad). */
+static nb_status zero_row(nb_tensor *w, int64_t row) {
+    nb_scope *s = nb_scope_begin();
+    if (!s) return nb_last_status();
+    nb_tensor *r = nb_tensor_view_of(w, 1, &w->shape[1], &w->strides[1], w->offset + row * w->strides[0]);
+    nb_status st = r ? nb_fill_(r, 0.0) : nb_last_status();
+    nb_scope_end(s);
+    return st;
+}
+
+nb_module *nb_embedding_module_ex(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, nb_dtype dt) {
+    if (num_embeddings < 0 || embedding_dim < 0)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "Embedding: sizes must be >= 0 (got num_embeddings %lld, embedding_dim %lld)",
+                       (long long)num_embeddings, (long long)embedding_dim);
+    if (padding_idx != NB_NO_PADDING_IDX && (padding_idx < -num_embeddings || padding_idx >= num_embeddings))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "Embedding: padding_idx %lld must be within num_embeddings %lld",
+                       (long long)padding_idx, (long long)num_embeddings);
+    if ((unsigned)dt >= NB_DTYPE_COUNT || !nb_dtype_is_float(dt))
+        return NB_FAIL(NB_ERR_DTYPE, "Embedding: dtype must be float32 or float64 (got %s)",
+                       (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
+    nb_embedding_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NB_FAIL(NB_ERR_OOM, "Embedding: out of host memory");
+    c->num = num_embeddings, c->dim = embedding_dim;
+    c->padding_idx = padding_idx == NB_NO_PADDING_IDX ? padding_idx
+                     : padding_idx < 0                ? padding_idx + num_embeddings
+                                                      : padding_idx;
+    nb_module *m = nb_module_new(&embedding_ops, c);
+    if (!m) return NULL;
+    nb_tensor *w = nb_tensor_new_unscoped(NB_SHAPE(num_embeddings, embedding_dim), dt, nb_default_device());
+    nb_status st = w ? NB_OK : nb_last_status();
+    if (!st && nb_numel(w) > 0) st = nb_normal_(w, 0.0, 1.0, NULL);
+    if (!st && c->padding_idx != NB_NO_PADDING_IDX && embedding_dim > 0) st = zero_row(w, c->padding_idx);
+    if (st) {
+        nb_release(w);
+        nb_module_free(m);
+        return NULL;
+    }
+    if (nb_module_register_parameter(m, "weight", w)) { /* w released by the call */
+        nb_module_free(m);
+        return NULL;
+    }
+    c->weight = w;
+    return m;
+}
+
+nb_module *nb_embedding_module(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx) {
+    return nb_embedding_module_ex(num_embeddings, embedding_dim, padding_idx, NB_F32);
+}

@@ -1,0 +1,210 @@
+/* transformer.c - nn.TransformerEncoderLayer (batch_first, post-LN or
+ * norm_first) and nn.TransformerEncoder, with PyTorch's child names and
+ * order (self_attn, linear1, dropout, linear2, norm1, norm2, dropout1,
+ * dropout2; layers.0, layers.1, ...; norm), so that parameter names are
+ * those of PyTorch's state_dict. Forwards run in their own scope, so the
+ * intermediates of a layer die with it (the tape keeps what backward needs).
+ */
+#include <stdlib.h>
+
+#include "nb_impl.h"
+#include "nb_transformer.h"
+
+/* ---- TransformerEncoderLayer --------------------------------------------------- */
+
+typedef struct nb_enc_layer_ctx {
+    nb_encoder_layer_options o;
+    /* borrowed children */
+    nb_module *self_attn, *linear1, *dropout, *linear2, *norm1, *norm2, *dropout1, *dropout2;
+} nb_enc_layer_ctx;
+
+static nb_tensor *activation(nb_activation a, nb_tensor *x) {
+    switch (a) {
+    case NB_ACTIVATION_GELU: return nb_gelu(x, NB_GELU_ERF);
+    case NB_ACTIVATION_GELU_TANH: return nb_gelu(x, NB_GELU_TANH);
+    default: return nb_relu(x);
+    }
+}
+
+/* dropout1(self_attn(x, x, x)) */
+static nb_tensor *sa_block(const nb_enc_layer_ctx *c, nb_tensor *x, nb_tensor *mask, nb_tensor *kpm) {
+    return nb_forward(c->dropout1, nb_mha_forward(c->self_attn, x, x, x, kpm, mask, NULL));
+}
+
+/* dropout2(linear2(dropout(activation(linear1(x))))) */
+static nb_tensor *ff_block(const nb_enc_layer_ctx *c, nb_tensor *x) {
+    nb_tensor *h = activation(c->o.activation, nb_forward(c->linear1, x));
+    return nb_forward(c->dropout2, nb_forward(c->linear2, nb_forward(c->dropout, h)));
+}
+
+static const nb_module_ops enc_layer_ops;
+
+nb_tensor *nb_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
+                                                nb_tensor *src_key_padding_mask) {
+    if (!m || nb_module_kind(m) != enc_layer_ops.kind)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "transformer_encoder_layer_forward: module is %s, not a "
+                                           "TransformerEncoderLayer", m ? nb_module_kind(m) : "NULL");
+    if (!src) {
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoderLayer: src is NULL");
+        return NULL;
+    }
+    const nb_enc_layer_ctx *c = nb_module_ctx(m);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = src;
+    if (c->o.norm_first) {
+        x = nb_add(x, sa_block(c, nb_forward(c->norm1, x), src_mask, src_key_padding_mask));
+        x = nb_add(x, ff_block(c, nb_forward(c->norm2, x)));
+    } else {
+        x = nb_forward(c->norm1, nb_add(x, sa_block(c, x, src_mask, src_key_padding_mask)));
+        x = nb_forward(c->norm2, nb_add(x, ff_block(c, x)));
+    }
+    return nb_scope_return(s, x);
+}
+
+static nb_tensor *enc_layer_forward1(nb_module *m, nb_tensor *x) {
+    return nb_transformer_encoder_layer_forward(m, x, NULL, NULL);
+}
+
+static const nb_module_ops enc_layer_ops = {"TransformerEncoderLayer", enc_layer_forward1, free};
+
+/* Fills PyTorch's defaults for the 0 fields and checks the rest. */
+static bool layer_options(nb_encoder_layer_options *o) {
+    if (o->dim_feedforward == 0) o->dim_feedforward = 2048;
+    if (o->layer_norm_eps == 0) o->layer_norm_eps = 1e-5;
+    if (o->dim_feedforward < 1 || !(o->layer_norm_eps > 0)) {
+        nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoderLayer: dim_feedforward %lld must be >= 1 and "
+                                         "layer_norm_eps %g > 0", (long long)o->dim_feedforward, o->layer_norm_eps);
+        return false;
+    }
+    if (!(o->dropout >= 0 && o->dropout < 1)) {
+        nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoderLayer: dropout %g must be in [0, 1)", o->dropout);
+        return false;
+    }
+    if ((unsigned)o->activation > NB_ACTIVATION_GELU_TANH) {
+        nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoderLayer: activation %d is not relu, gelu or gelu_tanh",
+                     (int)o->activation);
+        return false;
+    }
+    return true;
+}
+
+/* Adds child under name and stores it in *slot; false (m keeps nothing of
+ * it, the child is freed) on failure. */
+static bool add(nb_module *m, const char *name, nb_module *child, nb_module **slot) {
+    if (nb_module_add(m, name, child)) return false;
+    *slot = child;
+    return true;
+}
+
+nb_module *nb_transformer_encoder_layer(nb_encoder_layer_options o) {
+    if (!layer_options(&o)) return NULL;
+    nb_enc_layer_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NB_FAIL(NB_ERR_OOM, "TransformerEncoderLayer: out of host memory");
+    c->o = o;
+    nb_module *m = nb_module_new(&enc_layer_ops, c);
+    if (!m) return NULL;
+    int64_t d = o.d_model, ff = o.dim_feedforward;
+    bool ok = add(m, "self_attn", nb_multihead_attention_ex(d, o.nhead, o.dropout, true, o.dtype), &c->self_attn) &&
+              add(m, "linear1", nb_linear_ex(d, ff, true, o.dtype), &c->linear1) &&
+              add(m, "dropout", nb_dropout_module(o.dropout), &c->dropout) &&
+              add(m, "linear2", nb_linear_ex(ff, d, true, o.dtype), &c->linear2) &&
+              add(m, "norm1", nb_layer_norm_module_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm1) &&
+              add(m, "norm2", nb_layer_norm_module_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm2) &&
+              add(m, "dropout1", nb_dropout_module(o.dropout), &c->dropout1) &&
+              add(m, "dropout2", nb_dropout_module(o.dropout), &c->dropout2);
+    if (!ok) {
+        nb_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- ModuleList and TransformerEncoder ------------------------------------------- */
+
+static nb_tensor *module_list_forward(nb_module *m, nb_tensor *x) {
+    (void)m, (void)x;
+    return NB_FAIL(NB_ERR_INVALID_ARG, "ModuleList: has no forward (it only holds modules)");
+}
+
+static const nb_module_ops module_list_ops = {"ModuleList", module_list_forward, NULL};
+
+typedef struct nb_encoder_ctx {
+    int num_layers;
+    nb_module *layers; /* borrowed child "layers" */
+    nb_module *norm;   /* borrowed child "norm", or NULL */
+} nb_encoder_ctx;
+
+static const nb_module_ops encoder_ops;
+
+nb_tensor *nb_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tensor *mask,
+                                          nb_tensor *src_key_padding_mask) {
+    if (!m || nb_module_kind(m) != encoder_ops.kind)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "transformer_encoder_forward: module is %s, not a TransformerEncoder",
+                       m ? nb_module_kind(m) : "NULL");
+    if (!src) {
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoder: src is NULL");
+        return NULL;
+    }
+    const nb_encoder_ctx *c = nb_module_ctx(m);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = src;
+    for (int i = 0; x && i < c->num_layers; i++)
+        x = nb_transformer_encoder_layer_forward(nb_module_child_at(c->layers, i), x, mask, src_key_padding_mask);
+    if (c->norm) x = nb_forward(c->norm, x);
+    return nb_scope_return(s, x);
+}
+
+static nb_tensor *encoder_forward1(nb_module *m, nb_tensor *x) {
+    return nb_transformer_encoder_forward(m, x, NULL, NULL);
+}
+
+static const nb_module_ops encoder_ops = {"TransformerEncoder", encoder_forward1, free};
+
+/* Copies the parameters of `from` into `to` (same kind and options): the
+ * deepcopy of PyTorch's _get_clones. */
+static nb_status copy_params(nb_module *to, nb_module *from) {
+    int n = nb_module_parameters(from, NULL, 0);
+    if (n < 0) return nb_last_status();
+    nb_named_tensor *a = malloc(sizeof *a * (size_t)(2 * n + 1));
+    if (!a) return nb_set_error(NB_ERR_OOM, "TransformerEncoder: out of host memory");
+    nb_status st = nb_module_parameters(to, a + n, n) == n ? NB_OK : nb_last_status();
+    nb_module_parameters(from, a, n);
+    for (int i = 0; !st && i < n; i++) st = nb_copy_(a[n + i].tensor, a[i].tensor);
+    free(a);
+    return st;
+}
+
+nb_module *nb_transformer_encoder(nb_encoder_layer_options o, int num_layers, nb_module *norm) {
+    if (num_layers < 1) {
+        nb_module_free(norm);
+        return NB_FAIL(NB_ERR_INVALID_ARG, "TransformerEncoder: num_layers %d must be >= 1", num_layers);
+    }
+    nb_encoder_ctx *c = calloc(1, sizeof *c);
+    nb_module *m = c ? nb_module_new(&encoder_ops, c) : NB_FAIL(NB_ERR_OOM, "TransformerEncoder: out of host memory");
+    nb_module *layers = m ? nb_module_new(&module_list_ops, NULL) : NULL;
+    if (!layers || nb_module_add(m, "layers", layers)) {
+        nb_module_free(m);
+        nb_module_free(norm);
+        return NULL;
+    }
+    c->num_layers = num_layers, c->layers = layers;
+    nb_status st = NB_OK;
+    for (int i = 0; !st && i < num_layers; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "%d", i);
+        nb_module *layer = nb_transformer_encoder_layer(o);
+        st = layer ? nb_module_add(layers, name, layer) : nb_last_status();
+        if (!st && i > 0) st = copy_params(layer, nb_module_child_at(layers, 0));
+    }
+    if (!st && norm) {
+        st = nb_module_add(m, "norm", norm);
+        c->norm = st ? NULL : norm;
+        norm = NULL; /* nb_module_add owns it now, also on failure */
+    }
+    if (st) {
+        nb_module_free(norm);
+        nb_module_free(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,37 @@
+/* bench_bert.c - times one full training step (forward, cross_entropy over
+ * [B*T, V] logits, backward, AdamW lr 1e-3) of the `bert` workload of
+ * shared/bench/torch_ref.py: its Bert (vocab 30522, hidden 768, 6 post-LN
+ * GELU layers of 12 heads, feed-forward 3072, learned positions, LayerNorm
+ * after the embedding sum, head Linear+GELU+LayerNorm, decoder tied to the
+ * token embedding), seq 128, batch 4, random ids and labels, train mode with
+ * dropout 0.1, PyTorch's module initialisation.
+ *
+ *   bench_bert [--steps N] [--warmup N] [--threads N]
+ * prints: workload=bert device=cpu ... median_ms=... min_ms=... */
+#include "bench_common.h"
+
+int main(int argc, char **argv) {
+    nb_bench_args a = nb_bench_parse(argc, argv);
+    nb_set_num_threads(a.threads);
+    nb_manual_seed(0);
+    enum { V = 30522, H = 768, LAYERS = 6, HEADS = 12, T = 128, B = 4 };
+    nb_bert_config c = nb_bert_config_base(V);
+    c.hidden_size = H, c.num_layers = LAYERS, c.num_heads = HEADS, c.intermediate_size = 4 * H;
+    c.max_position = T;
+    /* torch_ref.py's Bert: no segments, no padding_idx, no dropout on the
+     * embeddings, LayerNorm eps 1e-5, the modules' own initialisation */
+    c.type_vocab_size = 0, c.pad_token_id = NB_NO_PADDING_IDX, c.embedding_dropout = 0;
+    c.layer_norm_eps = 1e-5, c.initializer_range = 0;
+    nb_module *net = nb_bert(c);
+    nb_optimizer *opt = net ? nb_adamw(net, (nb_adam_options){.lr = 1e-3}) : NULL;
+    nb_generator g = nb_generator_new(0);
+    nb_tensor *x = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(B, T), NB_F64, &g), V - 1e-3), NB_I64);
+    nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(B, T), NB_F64, &g), V - 1e-3), NB_I64);
+    if (!opt || !x || !y) return nb_bench_fail("bert");
+    int rc = nb_bench_train_steps("bert", net, opt, x, y, &a);
+    nb_release(x);
+    nb_release(y);
+    nb_optimizer_free(opt);
+    nb_module_free(net);
+    return rc;
+}

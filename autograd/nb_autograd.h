@@ -11,6 +11,11 @@
  * order, accumulates gradients into the .grad of leaf tensors that require
  * grad, and then frees the tape (the saved tensors and the input references);
  * a second backward through the same graph fails with NB_ERR_STATE.
+ *
+ * Known limits: tensors saved for backward are not version-checked, so an
+ * in-place write (nb_fill_, nb_copy_, an optimizer step) to one of them
+ * before backward silently changes the gradient; and after a failed
+ * backward the graph is freed and leaf gradients are unspecified.
  */
 #ifndef NB_AUTOGRAD_H
 #define NB_AUTOGRAD_H

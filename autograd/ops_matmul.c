@@ -54,8 +54,10 @@ static nb_status matmul_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 static nb_tensor *matmul_nd(nb_tensor *a, nb_tensor *b) {
     /* [..., n, k] @ [k, m]: one GEMM over the folded rows, as PyTorch does */
     if (a->ndim > 2 && b->ndim == 2) {
-        int64_t rows[2] = {-1, a->shape[a->ndim - 1]};
-        nb_tensor *c = matmul_nd(nb_reshape(a, 2, rows), b);
+        /* the row count, not -1: -1 cannot be inferred when k == 0 */
+        int64_t rows[2] = {nb_shape_numel(a->ndim - 1, a->shape), a->shape[a->ndim - 1]};
+        nb_tensor *a2 = nb_reshape(a, 2, rows);
+        nb_tensor *c = a2 ? matmul_nd(a2, b) : NULL;
         if (!c) return NULL;
         int64_t shape[NB_MAX_DIMS];
         memcpy(shape, a->shape, sizeof(int64_t) * (size_t)a->ndim);
@@ -131,8 +133,9 @@ static nb_tensor *linear_impl(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) 
                        nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
                        nb_fmt_shape(weight->ndim, weight->shape, b, sizeof b));
     if (x->ndim == 2) return linear_2d(x, weight, bias);
-    int64_t rows[2] = {-1, weight->shape[1]}, shape[NB_MAX_DIMS];
-    nb_tensor *y = linear_2d(nb_reshape(x, 2, rows), weight, bias);
+    int64_t rows[2] = {nb_shape_numel(x->ndim - 1, x->shape), weight->shape[1]}, shape[NB_MAX_DIMS];
+    nb_tensor *x2 = nb_reshape(x, 2, rows);
+    nb_tensor *y = x2 ? linear_2d(x2, weight, bias) : NULL;
     if (!y) return NULL;
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
     shape[x->ndim - 1] = weight->shape[0];

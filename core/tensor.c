@@ -305,7 +305,7 @@ nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
         return nb_set_error(NB_ERR_SHAPE, "copy_: source %s does not broadcast to destination %s",
                             nb_fmt_shape(src->ndim, src->shape, a, sizeof a),
                             nb_fmt_shape(dst->ndim, dst->shape, b, sizeof b));
-    if (src->storage->device.type != dst->storage->device.type)
+    if (src->storage->device.type != dst->storage->device.type || src->storage->device.index != dst->storage->device.index)
         return nb_set_error(NB_ERR_DEVICE, "copy_: across devices use nb_to_device");
     nb_kview d = nb_kview_of(dst), s = nb_kview_expand(src, dst->ndim, dst->shape);
     return NB_CALL(dst, copy, &d, &s);

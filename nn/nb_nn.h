@@ -93,7 +93,8 @@ typedef struct nb_module_ops {
 nb_module *nb_module_new(const nb_module_ops *ops, void *ctx);
 void *nb_module_ctx(nb_module *m);
 /* Registers a parameter (requires_grad is set) or buffer; the module takes
- * the caller's reference. Errors: NB_ERR_INVALID_ARG (duplicate name). */
+ * the caller's reference, so the tensor must be caller-owned: create it with
+ * no scope open, or nb_retain a scope-owned one first. Errors: NB_ERR_INVALID_ARG (duplicate name). */
 nb_status nb_module_register_parameter(nb_module *m, const char *name, nb_tensor *t);
 nb_status nb_module_register_buffer(nb_module *m, const char *name, nb_tensor *t);
 /* A parameter or buffer of m itself by name (borrowed), or NULL. */

@@ -258,6 +258,20 @@ typedef struct nb_sdpa_options {
  * row whose every score is masked gives NaN, as PyTorch. */
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts);
 
+/* ---- unary math and activations (autograd/ops_math.c) --------------------- */
+
+/* ---- arithmetic, comparisons, logic, type promotion (autograd/ops_elementwise.c) */
+
+/* ---- reductions over dims (autograd/ops_reduce.c) --------------------------- */
+
+/* ---- cumulative ops (autograd/ops_scan.c) ----------------------------------- */
+
+/* ---- sorting (autograd/ops_sort.c) ------------------------------------------ */
+
+/* ---- gather/scatter and indexing (autograd/ops_gather.c) -------------------- */
+
+/* ---- shape ops (autograd/ops_shape.c) --------------------------------------- */
+
 #ifdef __cplusplus
 }
 #endif

@@ -252,6 +252,11 @@ struct nb_backend_i {
                                     const nb_kview *v, const nb_kview *out, const nb_kview *lse,
                                     const nb_kview *mask, bool is_causal, double scale, double dropout_p,
                                     uint64_t seed, uint64_t offset);
+
+    /* ---- op coverage: binary, logic (backend/cpu/binary.c) --------------- */
+    /* ---- op coverage: reductions, scans, sorting (reduce.c, scan.c, sort.c) */
+    /* ---- op coverage: gather/scatter, shape (gather.c, shape.c) ----------- */
+    /* ---- op coverage: linear algebra (linalg.c; LAPACKE) ------------------ */
 };
 
 struct nb_backend {

@@ -14,6 +14,7 @@
 #include "nb_safetensors.h"
 #include "nb_autograd.h"
 #include "nb_ops.h"
+#include "nb_linalg.h"
 #include "nb_nn.h"
 #include "nb_transformer.h"
 #include "nb_optim.h"

@@ -20,6 +20,14 @@
     X(ops_index)     \
     X(ops_nlp)       \
     X(ops_attention) \
+    X(ops_math)      \
+    X(ops_compare)   \
+    X(dtypes)        \
+    X(ops_scan)      \
+    X(ops_sort)      \
+    X(ops_gather)    \
+    X(ops_shape)     \
+    X(linalg)        \
     X(text)          \
     X(transformer)   \
     X(nn)            \

@@ -76,6 +76,10 @@ static const struct nb_backend_i cpu_iface = {
     .layer_norm_backward = nb_cpu_layer_norm_backward,
     .attention = nb_cpu_attention,
     .attention_backward = nb_cpu_attention_backward,
+    /* op coverage: binary, logic */
+    /* op coverage: reductions, scans, sorting */
+    /* op coverage: gather/scatter, shape */
+    /* op coverage: linear algebra */
 };
 
 static nb_backend cpu_backend = {

@@ -270,7 +270,7 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
 
 /* ---- gather/scatter and indexing (autograd/ops_gather.c) -------------------- */
 
-/* ---- shape ops (autograd/ops_shape.c) --------------------------------------- */
+/* ---- shape ops and indexing (autograd/ops_shape.c, ops_index.c) ------------- */
 
 #ifdef __cplusplus
 }

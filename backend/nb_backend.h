@@ -254,8 +254,9 @@ struct nb_backend_i {
                                     uint64_t seed, uint64_t offset);
 
     /* ---- op coverage: binary, logic (backend/cpu/binary.c) --------------- */
-    /* ---- op coverage: reductions, scans, sorting (reduce.c, scan.c, sort.c) */
-    /* ---- op coverage: gather/scatter, shape (gather.c, shape.c) ----------- */
+    /* ---- op coverage: reductions, scans (reduce.c, scan.c) ---------------- */
+    /* ---- op coverage: sorting, gather/scatter (sort.c, gather.c) ---------- */
+    /* ---- op coverage: shape, indexing (shape.c, index.c) ------------------ */
     /* ---- op coverage: linear algebra (linalg.c; LAPACKE) ------------------ */
 };
 

@@ -187,6 +187,10 @@ nb_status nb_module_load_tensors(nb_module *m, const nb_named_tensor *ts, int n,
  * nb_safetensors_load is returned first, and m is left unchanged). */
 nb_status nb_module_load_state_dict(nb_module *m, const char *path, bool strict, nb_load_report *report);
 
+/* ---- activation modules, op coverage (nn/activation.c) --------------------- */
+
+/* ---- nn.init (nn/init.c) ---------------------------------------------------- */
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,8 +77,9 @@ static const struct nb_backend_i cpu_iface = {
     .attention = nb_cpu_attention,
     .attention_backward = nb_cpu_attention_backward,
     /* op coverage: binary, logic */
-    /* op coverage: reductions, scans, sorting */
-    /* op coverage: gather/scatter, shape */
+    /* op coverage: reductions, scans */
+    /* op coverage: sorting, gather/scatter */
+    /* op coverage: shape, indexing */
     /* op coverage: linear algebra */
 };
 

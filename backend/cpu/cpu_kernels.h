@@ -88,8 +88,9 @@ nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *
 nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv, const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset);
 
 /* op coverage: binary.c (logic) */
-/* op coverage: reduce.c, scan.c, sort.c */
-/* op coverage: gather.c, shape.c */
+/* op coverage: reduce.c, scan.c */
+/* op coverage: sort.c, gather.c */
+/* op coverage: shape.c, index.c */
 /* op coverage: linalg.c */
 
 #endif

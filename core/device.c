@@ -4,15 +4,15 @@
 
 #include "nb_impl.h"
 
-static const size_t dtype_sizes[NB_DTYPE_COUNT] = {4, 8, 4, 8, 1, 1};
-static const char *const dtype_names[NB_DTYPE_COUNT] = {"float32", "float64", "int32",
-                                                        "int64",   "uint8",   "bool"};
+static const size_t dtype_sizes[NB_DTYPE_COUNT] = {4, 8, 4, 8, 1, 1, 2, 2};
+static const char *const dtype_names[NB_DTYPE_COUNT] = {"float32", "float64", "int32",   "int64",
+                                                        "uint8",   "bool",    "float16", "bfloat16"};
 
 size_t nb_dtype_size(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT ? dtype_sizes[dt] : 0; }
 const char *nb_dtype_name(nb_dtype dt) {
     return (unsigned)dt < NB_DTYPE_COUNT ? dtype_names[dt] : "invalid dtype";
 }
-bool nb_dtype_is_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64; }
+bool nb_dtype_is_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64 || dt == NB_F16 || dt == NB_BF16; }
 
 static nb_backend *registry[NB_DEVICE_TYPE_COUNT];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;

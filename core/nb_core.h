@@ -57,12 +57,31 @@ const char *nb_status_str(nb_status s);
 
 /* ---- dtypes and devices ---------------------------------------------- */
 
-typedef enum nb_dtype { NB_F32, NB_F64, NB_I32, NB_I64, NB_U8, NB_BOOL, NB_DTYPE_COUNT } nb_dtype;
+/* NB_F16 (IEEE 754 binary16) and NB_BF16 (bfloat16: the top half of a
+ * float32) are storage dtypes: they are created, filled, copied, cast
+ * (nb_to_dtype, nb_copy_; rounding to nearest, ties to even), moved by the
+ * data-movement ops and read/written by safetensors, but ops that compute
+ * (arithmetic, reductions, matmul, ...) reject them with NB_ERR_DTYPE: cast
+ * to NB_F32 first. They are appended so the older values keep their numbers. */
+typedef enum nb_dtype {
+    NB_F32,
+    NB_F64,
+    NB_I32,
+    NB_I64,
+    NB_U8,
+    NB_BOOL,
+    NB_F16,
+    NB_BF16,
+    NB_DTYPE_COUNT
+} nb_dtype;
 
-/* Bytes of one element (bool is one byte). */
+/* Bytes of one element (bool is one byte, f16/bf16 two); 0 for a value
+ * outside the enum. */
 size_t nb_dtype_size(nb_dtype dt);
-/* "float32", "float64", "int32", "int64", "uint8", "bool" (PyTorch's names). */
+/* "float32", "float64", "int32", "int64", "uint8", "bool", "float16",
+ * "bfloat16" (PyTorch's names); "invalid dtype" outside the enum. */
 const char *nb_dtype_name(nb_dtype dt);
+/* True for NB_F32, NB_F64, NB_F16 and NB_BF16 (torch.is_floating_point). */
 bool nb_dtype_is_float(nb_dtype dt);
 
 typedef enum nb_device_type { NB_DEVICE_CPU, NB_DEVICE_CUDA, NB_DEVICE_TYPE_COUNT } nb_device_type;
@@ -130,9 +149,13 @@ nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt);
 nb_tensor *nb_zeros_like(const nb_tensor *t);
 nb_tensor *nb_ones_like(const nb_tensor *t);
 
-/* Metadata (never fails on a valid tensor). */
+/* Metadata (never fails on a valid tensor, except nb_size below). */
 int nb_dim(const nb_tensor *t);
-int64_t nb_size(const nb_tensor *t, int dim); /* negative dim counts from the end */
+/* The size of dimension dim, as torch.Tensor.size(dim); a negative dim
+ * counts from the end. Returns -1 with NB_ERR_INVALID_ARG for a dim outside
+ * [-ndim, ndim) (every dim of a 0-dim tensor), and -1 for a NULL tensor
+ * (keeping an earlier error, as ops do). */
+int64_t nb_size(const nb_tensor *t, int dim);
 const int64_t *nb_shape(const nb_tensor *t);  /* borrowed, nb_dim(t) entries */
 const int64_t *nb_strides(const nb_tensor *t); /* in elements */
 int64_t nb_numel(const nb_tensor *t);
@@ -158,7 +181,11 @@ nb_status nb_fill_(nb_tensor *t, double value);
 
 /* Moves (copies) to another device or dtype; returns a new tensor. */
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev);
-nb_tensor *nb_to_dtype(nb_tensor *t, nb_dtype dt); /* differentiable for float->float */
+/* Casts as C (float -> int truncates toward zero, -> bool is != 0); into
+ * float16/bfloat16 rounds to nearest even (float64 rounded once), overflows
+ * to inf and keeps NaN. Differentiable for float->float (the gradient is
+ * cast back to t's dtype). */
+nb_tensor *nb_to_dtype(nb_tensor *t, nb_dtype dt);
 
 /* ---- random numbers ------------------------------------------------- */
 

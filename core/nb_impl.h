@@ -64,11 +64,18 @@ nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
 nb_tensor *nb_scope_return(nb_scope *s, nb_tensor *r);
 /* Hands a tensor the caller owns to the current scope, if one is open. */
 nb_tensor *nb_scope_adopt(nb_tensor *t);
+/* How many references this thread's open scopes hold to t (nn/module.c
+ * uses it to tell a reference the caller owns from one only a scope does). */
+int nb_scope_refs(const nb_tensor *t);
 
 nb_kview nb_kview_of(const nb_tensor *t);
 /* t's view expanded (stride 0) to ndim/shape, which must be broadcast-compatible. */
 nb_kview nb_kview_expand(const nb_tensor *t, int ndim, const int64_t *shape);
 static inline nb_backend *nb_backend_of(const nb_tensor *t) { return t->storage->backend; }
+/* float16/bfloat16 are storage dtypes (casts and data movement only): the
+ * compute kernels take the first six dtypes, and float math f32/f64. */
+static inline bool nb_dtype_is_compute(nb_dtype dt) { return (unsigned)dt < (unsigned)NB_F16; }
+static inline bool nb_dtype_is_compute_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64; }
 #define NB_BE(t) (nb_backend_of(t))
 #define NB_CALL(t, slot, ...)                                                                    \
     (NB_BE(t)->iface->slot ? NB_BE(t)->iface->slot(NB_BE(t), __VA_ARGS__)                       \

@@ -60,3 +60,10 @@ nb_tensor *nb_scope_return(nb_scope *s, nb_tensor *r) {
     nb_scope_end(s);
     return nb_scope_adopt(r);
 }
+
+int nb_scope_refs(const nb_tensor *t) {
+    int n = 0;
+    for (const nb_scope *s = current; s; s = s->parent)
+        for (size_t i = 0; i < s->len; i++) n += s->items[i] == t;
+    return n;
+}

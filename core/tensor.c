@@ -204,8 +204,18 @@ nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt) {
 
 int nb_dim(const nb_tensor *t) { return t->ndim; }
 int64_t nb_size(const nb_tensor *t, int dim) {
-    int d = nb_wrap_dim(dim, t->ndim);
-    return d < 0 || t->ndim == 0 ? 1 : t->shape[d];
+    if (!t) {
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "size: NULL tensor");
+        return -1;
+    }
+    int d = t->ndim ? nb_wrap_dim(dim, t->ndim) : -1; /* a 0-dim tensor has no dim to ask about */
+    if (d < 0) {
+        char b[NB_SHAPE_BUF];
+        nb_set_error(NB_ERR_INVALID_ARG, "size: dim %d out of range for a %d-dim tensor of shape %s", dim, t->ndim,
+                     nb_fmt_shape(t->ndim, t->shape, b, sizeof b));
+        return -1;
+    }
+    return t->shape[d];
 }
 const int64_t *nb_shape(const nb_tensor *t) { return t->shape; }
 const int64_t *nb_strides(const nb_tensor *t) { return t->strides; }

@@ -212,9 +212,15 @@ static nb_status slot_push(nb_slots *s, const char *op, const char *name, nb_ten
     return NB_OK;
 }
 
-/* Takes the caller's reference to t in every case: on failure it is released. */
+/* Takes the caller's reference to t in every case: on failure it is
+ * released. When every reference to t belongs to open scopes (made in a
+ * scope, never nb_retain'ed), the caller has none to give, so the module
+ * takes its own instead; otherwise the scope's end would free a registered
+ * tensor (a use after free). */
 static nb_status register_slot(nb_module *m, int kind, const char *name, nb_tensor *t) {
     const char *op = kind == NB_PARAMS ? "register_parameter" : "register_buffer";
+    int scoped = t ? nb_scope_refs(t) : 0;
+    if (scoped > 0 && scoped == atomic_load(&t->refcount)) nb_retain(t); /* the module's own; scopes keep theirs */
     nb_status st = NB_OK;
     if (!m) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: module is NULL", op);
     else if (!t) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: tensor \"%s\" is NULL", op, name ? name : "");

@@ -92,9 +92,13 @@ typedef struct nb_module_ops {
  * ops->free_ctx). */
 nb_module *nb_module_new(const nb_module_ops *ops, void *ctx);
 void *nb_module_ctx(nb_module *m);
-/* Registers a parameter (requires_grad is set) or buffer; the module takes
- * the caller's reference, so the tensor must be caller-owned: create it with
- * no scope open, or nb_retain a scope-owned one first. Errors: NB_ERR_INVALID_ARG (duplicate name). */
+/* Registers a parameter (requires_grad is set) or buffer. The module takes
+ * the caller's reference (one made with no scope open, or an nb_retain of a
+ * scope-owned tensor), also on failure, when it is released. A tensor whose
+ * only references belong to open scopes (made inside a scope, not retained)
+ * gets a reference of the module's own instead, so it outlives the scope.
+ * Errors: NB_ERR_INVALID_ARG (NULL, bad or duplicate name, a non-leaf
+ * parameter), NB_ERR_DTYPE (a parameter that is not float). */
 nb_status nb_module_register_parameter(nb_module *m, const char *name, nb_tensor *t);
 nb_status nb_module_register_buffer(nb_module *m, const char *name, nb_tensor *t);
 /* A parameter or buffer of m itself by name (borrowed), or NULL. */
@@ -188,8 +192,37 @@ nb_status nb_module_load_tensors(nb_module *m, const nb_named_tensor *ts, int n,
 nb_status nb_module_load_state_dict(nb_module *m, const char *path, bool strict, nb_load_report *report);
 
 /* ---- activation modules, op coverage (nn/activation.c) --------------------- */
+/* torch.nn's activation modules: forward applies the op of nb_ops.h of the
+ * same name (formulas, dtypes and gradients there); no parameters. The
+ * arguments are PyTorch's, whose defaults are LeakyReLU(0.01), ELU(1.0),
+ * Softplus(1, 20), Hardtanh(-1, 1). Kinds: "LeakyReLU", "ELU", "SELU",
+ * "SiLU", "Mish", "Softplus", "Hardtanh", "Hardsigmoid", "Hardswish",
+ * "LogSigmoid". Errors (NULL returned): Softplus with beta 0 or not finite
+ * or threshold NaN, Hardtanh with min_val > max_val (NB_ERR_INVALID_ARG). */
+nb_module *nb_leaky_relu_module(double negative_slope);
+nb_module *nb_elu_module(double alpha);
+nb_module *nb_selu_module(void);
+nb_module *nb_silu_module(void);
+nb_module *nb_mish_module(void);
+nb_module *nb_softplus_module(double beta, double threshold);
+nb_module *nb_hardtanh_module(double min_val, double max_val);
+nb_module *nb_hardsigmoid_module(void);
+nb_module *nb_hardswish_module(void);
+nb_module *nb_logsigmoid_module(void);
 
 /* ---- nn.init (nn/init.c) ---------------------------------------------------- */
+
+/* torch.nn.init.orthogonal_(tensor, gain, generator): fills t (ndim >= 2,
+ * f32/f64, any device; viewed as rows = shape[0] by cols = numel / rows) in
+ * place, no autograd, with a (semi-)orthogonal matrix times gain: rows <=
+ * cols gives W W^T = gain^2 I, rows > cols gives W^T W = gain^2 I. PyTorch's
+ * algorithm: a N(0, 1) [rows, cols] matrix from gen (NULL = default),
+ * transposed when rows < cols, its QR (nb_linalg_qr), Q times
+ * sign(diag(R)) (uniform over the orthogonal group, Mezzadri 2006),
+ * transposed back (Saxe et al. 2013). An empty tensor is left as is.
+ * Errors: NB_ERR_SHAPE (ndim < 2), NB_ERR_DTYPE, LAPACK's (NB_ERR_UNSUPPORTED
+ * when no LAPACKE can be loaded). */
+nb_status nb_init_orthogonal_(nb_tensor *t, double gain, nb_generator *gen);
 
 #ifdef __cplusplus
 }

@@ -57,5 +57,14 @@ bool nb_check_dtypes(const char *op, int n, nb_tensor *const *inputs, bool need_
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
 /* A new tensor like t (shape, dtype, device), uninitialised, scoped. */
 nb_tensor *nb_empty_like(const nb_tensor *t);
+/* torch.result_type(t, <Python float>): t's dtype if floating, else NB_F32
+ * (the default float dtype). */
+nb_dtype nb_scalar_result_type(const nb_tensor *t);
+/* Replaces each inputs[i] whose dtype is not dt by nb_to_dtype(inputs[i], dt)
+ * (scoped; differentiable, so each gradient returns in its input's dtype).
+ * False (error kept) if a cast fails. */
+bool nb_promote_inputs(int n, nb_tensor **inputs, nb_dtype dt);
+/* A 0-dim tensor holding value, of dtype dt, on t's device (scoped). */
+nb_tensor *nb_scalar_like(const nb_tensor *t, double value, nb_dtype dt);
 
 #endif

@@ -5,9 +5,11 @@
  * requires grad; returns NULL with nb_last_error() set on bad input, naming
  * the op and the shapes; returns NULL at once if an input is NULL.
  * Binary ops broadcast as NumPy/PyTorch (align trailing dims; a dim of 1
- * stretches). Inputs must share device and dtype (no implicit promotion yet:
- * NB_ERR_DTYPE). Float ops take f32 and f64; add/sub/mul and comparisons also
- * take integer dtypes. Each op's backward rule lives next to its forward in
+ * stretches). Inputs must share a device; mixed dtypes promote as
+ * torch.result_type (nb_result_type below), and each input's gradient comes
+ * back in its own dtype. Float math takes f32 and f64 (float16/bfloat16 are
+ * storage dtypes: NB_ERR_DTYPE); arithmetic and comparisons also take
+ * integer dtypes. The full op table: autograd/OPS.md. Each op's backward rule lives next to its forward in
  * autograd/ops_<family>.c; its gradcheck test in tests/test_ops_<family>.c.
  */
 #ifndef NB_OPS_H
@@ -259,18 +261,451 @@ typedef struct nb_sdpa_options {
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts);
 
 /* ---- unary math and activations (autograd/ops_math.c) --------------------- */
+/* Elementwise, output of x's shape and dtype; any strides. Forward formulas
+ * and gradients are PyTorch's (torch.<name> / torch.nn.functional.<name>
+ * docs, ATen's CPU kernels, tools/autograd/derivatives.yaml), including the
+ * gradient at kinks. Dtypes: float32/float64, except where an op says
+ * integers too; other dtypes give NB_ERR_DTYPE (integers are not promoted
+ * to float as PyTorch does: cast with nb_to_dtype first). A NULL input gives
+ * NULL (NB_ERR_INVALID_ARG, or the earlier error kept). Outside an op's
+ * domain the result is NaN/inf as in libm (e.g. log2(-1), acosh(0.5)). */
+
+/* |x|. Also int32/int64/uint8 (abs of the minimum wraps, as PyTorch).
+ * Gradient gy * sign(x): 0 at x = 0. */
+nb_tensor *nb_abs(nb_tensor *x);
+/* -1, 0 or 1 as (0 < x) - (x < 0): sign(-0) = 0 and sign(NaN) = 0 as
+ * PyTorch's CPU kernel. Also int32/int64/uint8. Gradient 0. */
+nb_tensor *nb_sign(nb_tensor *x);
+/* Rounding to an integer value (torch.floor/ceil/trunc/round): gradient 0.
+ * round is half to even (round(2.5) = 2, round(-0.5) = -0), as torch.round.
+ * On int32/int64/uint8 each returns a copy (as PyTorch). */
+nb_tensor *nb_floor(nb_tensor *x);
+nb_tensor *nb_ceil(nb_tensor *x);
+nb_tensor *nb_trunc(nb_tensor *x);
+nb_tensor *nb_round(nb_tensor *x);
+/* torch.round(x, decimals=d): rint(x * 10^d) / 10^d, for d < 0
+ * rint(x / 10^-d) * 10^-d, with 10^|d| in x's dtype (PyTorch's kernel, so
+ * e.g. round(0.125, 2) = 0.12 but values like 1.005 round by their binary
+ * value). decimals != 0 needs a float dtype (NB_ERR_DTYPE). Gradient 0. */
+nb_tensor *nb_round_decimals(nb_tensor *x, int64_t decimals);
+/* 1 / x; gradient -gy y^2. */
+nb_tensor *nb_reciprocal(nb_tensor *x);
+/* 1 / sqrt(x); gradient -gy y^3 / 2. */
+nb_tensor *nb_rsqrt(nb_tensor *x);
+/* log(1 + x), accurate near 0; gradient gy / (1 + x). */
+nb_tensor *nb_log1p(nb_tensor *x);
+/* e^x - 1, accurate near 0; gradient gy (y + 1). */
+nb_tensor *nb_expm1(nb_tensor *x);
+/* Base-2 and base-10 logarithms; gradient gy / (x ln 2), gy / (x ln 10). */
+nb_tensor *nb_log2(nb_tensor *x);
+nb_tensor *nb_log10(nb_tensor *x);
+/* Trigonometric functions (radians). Gradients: sin gy cos x, cos -gy sin x,
+ * tan gy (1 + y^2), asin gy / sqrt(1 - x^2), acos -gy / sqrt(1 - x^2),
+ * atan gy / (1 + x^2) (asin/acos: domain [-1, 1], gradient inf at the ends). */
+nb_tensor *nb_sin(nb_tensor *x);
+nb_tensor *nb_cos(nb_tensor *x);
+nb_tensor *nb_tan(nb_tensor *x);
+nb_tensor *nb_asin(nb_tensor *x);
+nb_tensor *nb_acos(nb_tensor *x);
+nb_tensor *nb_atan(nb_tensor *x);
+/* Hyperbolic functions. Gradients: sinh gy cosh x, cosh gy sinh x, asinh
+ * gy / sqrt(x^2 + 1), acosh gy / sqrt(x^2 - 1) (domain x >= 1), atanh
+ * gy / (1 - x^2) (domain [-1, 1]). */
+nb_tensor *nb_sinh(nb_tensor *x);
+nb_tensor *nb_cosh(nb_tensor *x);
+nb_tensor *nb_asinh(nb_tensor *x);
+nb_tensor *nb_acosh(nb_tensor *x);
+nb_tensor *nb_atanh(nb_tensor *x);
+/* Error function and its complement; gradients +-gy 2/sqrt(pi) e^(-x^2). */
+nb_tensor *nb_erf(nb_tensor *x);
+nb_tensor *nb_erfc(nb_tensor *x);
+
+/* F.leaky_relu: x > 0 ? x : negative_slope x (nn.LeakyReLU default 0.01).
+ * Gradient at 0 is negative_slope, as PyTorch. */
+nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope);
+/* F.elu (Clevert et al. 2015): x > 0 ? x : alpha (e^x - 1) (default alpha
+ * 1). Gradient at 0 is alpha (the negative branch, as PyTorch). */
+nb_tensor *nb_elu(nb_tensor *x, double alpha);
+/* F.selu (Klambauer et al. 2017): scale * elu(x, alpha) with alpha =
+ * 1.6732632423543772, scale = 1.0507009873554805. */
+nb_tensor *nb_selu(nb_tensor *x);
+/* F.silu (swish; Elfwing et al. 2017, Ramachandran et al. 2017): x sigmoid(x);
+ * gradient gy s (1 + x (1 - s)), s = sigmoid(x). */
+nb_tensor *nb_silu(nb_tensor *x);
+/* F.mish (Misra 2019): x tanh(softplus(x)). */
+nb_tensor *nb_mish(nb_tensor *x);
+/* F.softplus: log(1 + e^(beta x)) / beta, and x itself where beta x >
+ * threshold (PyTorch's defaults beta 1, threshold 20). Gradient
+ * sigmoid(beta x), 1 above the threshold. beta != 1 runs as
+ * softplus_1(beta x) * (1 / beta) (last-bit differences from PyTorch's
+ * division). Errors: beta 0 or not finite, threshold NaN (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
+/* F.hardtanh: clamp(x, min_val, max_val) (defaults -1, 1); gradient gy
+ * where min_val < x < max_val and 0 elsewhere, at both ends included (as
+ * PyTorch's hardtanh_backward). NaN stays NaN. Errors: min_val > max_val
+ * (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_hardtanh(nb_tensor *x, double min_val, double max_val);
+/* F.relu6: hardtanh(x, 0, 6). */
+nb_tensor *nb_relu6(nb_tensor *x);
+/* F.hardsigmoid (Howard et al. 2019): min(max(x + 3, 0), 6) / 6; gradient
+ * gy / 6 on -3 < x < 3, else 0. */
+nb_tensor *nb_hardsigmoid(nb_tensor *x);
+/* F.hardswish (Howard et al. 2019): x min(max(x + 3, 0), 6) / 6; gradient 0
+ * below -3, gy (x / 3 + 1/2) on [-3, 3], gy above. */
+nb_tensor *nb_hardswish(nb_tensor *x);
+/* F.logsigmoid: log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|) (no overflow
+ * for either sign); gradient gy sigmoid(-x). */
+nb_tensor *nb_logsigmoid(nb_tensor *x);
 
 /* ---- arithmetic, comparisons, logic, type promotion (autograd/ops_elementwise.c) */
 
+/* Type promotion, as torch.promote_types / torch.result_type (PyTorch's
+ * "Type promotion" doc): categories bool < integer < floating; the join of
+ * two dtypes is the wider of the higher category (u8 with i32 -> i32, i32
+ * with f32 -> f32, f16 with bf16 -> f32, f16/bf16 with any integer -> the
+ * f16/bf16). nb_result_type: a dimensioned tensor's dtype wins over a 0-dim
+ * tensor's unless the 0-dim one is of a higher category, then the two join
+ * (f32 [3] with f64 [] -> f32; i32 [3] with f32 [] -> f32, with f64 [] ->
+ * f64; u8 [3] with i64 [] -> u8); two tensors both 0-dim or both
+ * dimensioned join. The scalar forms below (nb_*_scalar(t, double)) treat
+ * the double as a Python float: an integer or bool t gives float32 (the
+ * default float dtype), a floating t keeps its dtype.
+ * Every binary op here (and nb_add, nb_sub, nb_mul, nb_div, nb_pow) casts
+ * its inputs to that dtype first (nb_to_dtype), so each input's gradient
+ * comes back in its own dtype. Out-of-enum dtypes give NB_DTYPE_COUNT. */
+nb_dtype nb_promote_types(nb_dtype a, nb_dtype b);
+nb_dtype nb_result_type(const nb_tensor *a, const nb_tensor *b);
+
+/* Division: nb_div is true division (torch.div): integer and bool inputs
+ * give float32. nb_div_mode with NB_ROUNDING_TRUNC / NB_ROUNDING_FLOOR is
+ * torch.div(a, b, rounding_mode='trunc' / 'floor') in the promoted dtype
+ * (integers stay integers: -7 / 2 -> -3 trunc, -4 floor; floats use
+ * PyTorch's div_floor, consistent with nb_remainder); its gradient is zero
+ * (piecewise constant, as PyTorch). nb_floor_divide = floor mode.
+ * Integer division by zero fails with NB_ERR_INVALID_ARG ("div: integer
+ * division by zero"); INT_MIN / -1 wraps to INT_MIN. Floats follow IEEE. */
+typedef enum nb_rounding_mode { NB_ROUNDING_NONE = 0, NB_ROUNDING_TRUNC, NB_ROUNDING_FLOOR } nb_rounding_mode;
+nb_tensor *nb_div_mode(nb_tensor *a, nb_tensor *b, nb_rounding_mode mode);
+nb_tensor *nb_floor_divide(nb_tensor *a, nb_tensor *b);
+/* torch.remainder: a - floor(a / b) * b, the sign of b (Python's %:
+ * remainder(-7, 2) = 1, remainder(7, -2) = -1). torch.fmod: C's fmod, the
+ * sign of a (fmod(-7, 2) = -1). Integers and floats; integer b == 0 fails
+ * as nb_div_mode. Gradients: d/da = 1, d/db = -floor(a / b) (remainder) or
+ * -trunc(a / b) (fmod), as PyTorch. */
+nb_tensor *nb_remainder(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_remainder_scalar(nb_tensor *a, double b);
+nb_tensor *nb_fmod(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_fmod_scalar(nb_tensor *a, double b);
+/* torch.atan2(a, b): the angle of (b, a) in [-pi, pi]; integers give
+ * float32. da = b / (a^2 + b^2), db = -a / (a^2 + b^2). */
+nb_tensor *nb_atan2(nb_tensor *a, nb_tensor *b);
+/* torch.maximum / torch.minimum: elementwise, NaN-propagating, any
+ * non-f16 dtype. Gradient: to the larger (smaller) input; at ties each
+ * input gets half; a NaN in either passes g to both (PyTorch's rule). */
+nb_tensor *nb_maximum(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b);
+/* torch.lerp: start + weight * (end - start), by PyTorch's formula (for
+ * |weight| >= 0.5: end - (end - start) * (1 - weight)), broadcasting; all
+ * three of one float dtype (f32/f64; NB_ERR_DTYPE otherwise, as PyTorch).
+ * Gradients to all three: (1 - w) g, w g, (end - start) g. Composite. */
+nb_tensor *nb_lerp(nb_tensor *start, nb_tensor *end, nb_tensor *weight);
+nb_tensor *nb_lerp_scalar(nb_tensor *start, nb_tensor *end, double weight);
+/* torch.clamp(x, min, max) = minimum(maximum(x, min), max) with tensor
+ * bounds (either may be NULL, not both: NB_ERR_INVALID_ARG), broadcast
+ * together, promoted as torch.result_type over all three. NaN in x or a
+ * bound gives NaN; min > max gives max. Gradients (PyTorch's
+ * clamp_backward): x gets g where min <= x <= max; min where x < min (and
+ * min < max); max where x > max (or max < min). nb_clamp_scalar: NAN means
+ * "no bound" (so clamping to NaN cannot be asked); the bounds are Python
+ * floats: an integer x gives float32. */
+nb_tensor *nb_clamp(nb_tensor *x, nb_tensor *min, nb_tensor *max);
+nb_tensor *nb_clamp_scalar(nb_tensor *x, double min, double max);
+
+/* Comparisons (torch.eq ... torch.le; not differentiable): bool tensors of
+ * the broadcast shape, compared in the promoted dtype (i32 vs f32 compares
+ * as f32). NaN compares unequal to everything (ne is true). nb_eq, nb_ne,
+ * nb_gt are declared with the elementwise ops above. */
+nb_tensor *nb_ge(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_lt(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_le(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_eq_scalar(nb_tensor *a, double b);
+nb_tensor *nb_ne_scalar(nb_tensor *a, double b);
+nb_tensor *nb_gt_scalar(nb_tensor *a, double b);
+nb_tensor *nb_ge_scalar(nb_tensor *a, double b);
+nb_tensor *nb_lt_scalar(nb_tensor *a, double b);
+nb_tensor *nb_le_scalar(nb_tensor *a, double b);
+/* torch.isnan / isinf / isfinite: bool of x's shape, any dtype (integer and
+ * bool inputs give false / false / true). */
+nb_tensor *nb_isnan(nb_tensor *x);
+nb_tensor *nb_isinf(nb_tensor *x);
+nb_tensor *nb_isfinite(nb_tensor *x);
+/* torch.logical_and / or / xor / not: any dtypes in (x != 0 is true, NaN
+ * included), bool out of the broadcast shape. */
+nb_tensor *nb_logical_and(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_logical_or(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_logical_xor(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_logical_not(nb_tensor *x);
+/* torch.bitwise_and / or / xor / not on integer and bool dtypes (promoted;
+ * floats give NB_ERR_DTYPE). bitwise_left_shift / right_shift on integer
+ * dtypes: the right shift is arithmetic for signed types; shifting by a
+ * negative count or >= the bit width gives 0 (left, and right for uint8)
+ * or the sign fill (right, signed), as PyTorch's CPU kernels. */
+nb_tensor *nb_bitwise_and(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_bitwise_or(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_bitwise_xor(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_bitwise_not(nb_tensor *x);
+nb_tensor *nb_bitwise_left_shift(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_bitwise_right_shift(nb_tensor *a, nb_tensor *b);
+
 /* ---- reductions over dims (autograd/ops_reduce.c) --------------------------- */
+
+/* Same dims convention as nb_sum above: dims NULL or n_dims 0 = all dims,
+ * negative dims count from the end; a dim out of range or repeated fails
+ * with NB_ERR_INVALID_ARG naming the op. Ties: max_dim/min_dim/argmax/argmin
+ * give the first extreme (lowest index) and send the gradient there;
+ * amax/amin (and nb_max/nb_min, which are them) share it evenly among all
+ * tied extremes (PyTorch's amax/amin backward). */
+
+/* torch.prod over dims. f32/f64 keep their dtype; integer and bool inputs
+ * give int64 (wrapping on overflow), as PyTorch. The empty product is 1.
+ * Backward as PyTorch's prod_backward, exact with zeros: no zero in the
+ * slice -> g * out / x; one zero -> g * (product of the others) at the zero,
+ * 0 elsewhere; two or more -> 0. */
+nb_tensor *nb_prod(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+/* torch.amax / torch.amin over dims (f32/f64). An empty reduced dim fails
+ * (NB_ERR_SHAPE), as PyTorch. NaN propagates. */
+nb_tensor *nb_amax(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+nb_tensor *nb_amin(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+/* nabla's nb_min over dims: torch.amin (the counterpart of nb_max). */
+nb_tensor *nb_min(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+/* torch.min(t, dim): values, and if indices != NULL the int64 index of the
+ * first minimum (owned like any op result); gradient flows to that index.
+ * Errors: dim out of range (NB_ERR_INVALID_ARG), empty dim (NB_ERR_SHAPE). */
+nb_tensor *nb_min_dim(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices);
+/* int64 index of the first minimum along dim (NaN counts as the minimum);
+ * any dtype; not differentiable. */
+nb_tensor *nb_argmin(nb_tensor *t, int dim, bool keepdim);
+/* torch.var(t, dims, correction=, keepdim=): sum((x - mean)^2) / max(0, N -
+ * correction) with N the number of reduced elements; correction 1 is
+ * Bessel's (PyTorch's default), 0 the biased estimate. N - correction <= 0
+ * gives inf/NaN as PyTorch. f32/f64; a composite (mean, sub, mul, sum), so
+ * its gradient is 2 (x - mean) g / (N - correction). */
+nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim);
+/* sqrt(nb_var(...)); the gradient at std == 0 is inf/NaN, as PyTorch. */
+nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim);
+/* torch.linalg.vector_norm(t, ord=p, dim=dims, keepdim): (sum |x|^p)^(1/p)
+ * over dims for finite p >= 1; max |x| for p = INFINITY, min |x| for
+ * -INFINITY. torch.norm's p='fro' is p = 2 over the same dims. f32/f64.
+ * Gradient: g sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0 (so the
+ * 2-norm's gradient at 0 is 0, PyTorch's masked rule); for +-inf shared
+ * evenly among the elements attaining it. Errors: other p (NB_ERR_INVALID_ARG),
+ * an inf norm over an empty dim (NB_ERR_SHAPE). */
+nb_tensor *nb_norm(nb_tensor *t, double p, const int *dims, int n_dims, bool keepdim);
+/* torch.logsumexp over dims: log(sum(exp(x - m))) + m with m the max (0
+ * where the max is infinite), so it never overflows; -inf over an empty dim.
+ * f32/f64. Gradient: g * softmax(x) over the reduced dims. */
+nb_tensor *nb_logsumexp(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+/* torch.all / torch.any over dims: any dtype in (true = nonzero; NaN is
+ * true), bool out; over an empty dim all is true and any false. Not
+ * differentiable. */
+nb_tensor *nb_all(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+nb_tensor *nb_any(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
 
 /* ---- cumulative ops (autograd/ops_scan.c) ----------------------------------- */
 
+/* Along one dim (negative counts from the end; a 0-d input scans as one
+ * element with dim 0 or -1); the output has t's shape. Errors: dim out of
+ * range (NB_ERR_INVALID_ARG). Sequential along dim, parallel over the other
+ * positions: deterministic. Floats accumulate in double on the CPU.
+ * Gradients for f32/f64 inputs. */
+
+/* torch.cumsum(t, dim): f32/f64 keep their dtype; integer and bool inputs
+ * accumulate in int64 and give int64, as PyTorch. Backward: reverse cumsum. */
+nb_tensor *nb_cumsum(nb_tensor *t, int dim);
+/* torch.cumprod(t, dim): dtypes as cumsum. Backward: PyTorch's
+ * cumprod_backward, exact with zeros in O(n) per line: before the first
+ * zero k, reverse-cumsum(g * out) / x; at k, sum_{j>=k} g_j prod_{m<=j, m!=k}
+ * x_m; after k, 0. */
+nb_tensor *nb_cumprod(nb_tensor *t, int dim);
+/* torch.cummax / torch.cummin(t, dim): running extreme values (t's dtype)
+ * and, if indices != NULL, *indices (int64, owned like an op result) = the
+ * index of the LAST element equal to the running extreme (PyTorch's CPU
+ * rule, `>=` / `<=`); a NaN becomes the extreme and stays (index of the last
+ * NaN). Backward: g scattered to the indices, summed in increasing position
+ * order (deterministic). */
+nb_tensor *nb_cummax(nb_tensor *t, int dim, nb_tensor **indices);
+nb_tensor *nb_cummin(nb_tensor *t, int dim, nb_tensor **indices);
+/* torch.logcumsumexp(t, dim): log(sum_{j<=i} exp(x_j)), accumulated
+ * stably (log1p(exp(min - max)) + max, exact for infinities). f32/f64 only
+ * (NB_ERR_DTYPE). Gradient sum_{j>=i} g_j exp(x_i - out_j), computed by a
+ * reverse recurrence that never overflows. */
+nb_tensor *nb_logcumsumexp(nb_tensor *t, int dim);
+
 /* ---- sorting (autograd/ops_sort.c) ------------------------------------------ */
+
+/* Sorting along one dim (negative dims count from the end; a 0-d input is
+ * one element). Every sort is stable: equal elements keep their order,
+ * ascending and descending, which satisfies PyTorch's stable=True and its
+ * unspecified order for stable=False. NaN sorts as larger than any number
+ * (last ascending, first descending; topk largest takes NaNs first), as
+ * PyTorch. All six dtypes (bool as 0/1); indices are int64. Multi-output
+ * ops return a status and write *values / *indices (owned like any op
+ * result); either pointer may be NULL to skip that output. The values'
+ * gradient (f32/f64) is scattered back to the source positions by the
+ * indices (deterministic). Errors: NULL input, dim out of range
+ * (NB_ERR_INVALID_ARG), k out of range (NB_ERR_INVALID_ARG). Source:
+ * PyTorch's torch.sort / argsort / topk / kthvalue docs. */
+
+/* torch.sort: values and the int64 positions they came from, along dim. */
+nb_status nb_sort(nb_tensor *x, int dim, bool descending, bool stable, nb_tensor **values, nb_tensor **indices);
+/* torch.argsort: the indices of nb_sort (not differentiable). */
+nb_tensor *nb_argsort(nb_tensor *x, int dim, bool descending);
+/* torch.topk: the k largest (largest) or smallest elements along dim, of
+ * size k there; 0 <= k <= size. Always sorted (best first), whatever
+ * `sorted` says (PyTorch leaves the order unspecified when it is false);
+ * ties keep the input order. */
+nb_status nb_topk(nb_tensor *x, int64_t k, int dim, bool largest, bool sorted, nb_tensor **values,
+                  nb_tensor **indices);
+/* torch.kthvalue: the k-th smallest (1-based, 1 <= k <= size) along dim and
+ * its index; keepdim keeps dim as size 1. Among equal values, the index is
+ * the one a stable ascending sort puts at position k. */
+nb_status nb_kthvalue(nb_tensor *x, int64_t k, int dim, bool keepdim, nb_tensor **values, nb_tensor **indices);
 
 /* ---- gather/scatter and indexing (autograd/ops_gather.c) -------------------- */
 
+/* Gather/scatter along dim (PyTorch's torch.gather / Tensor.scatter /
+ * scatter_add / scatter_reduce docs). index is int64 with the input's
+ * number of dims (>= 1) and index.size(d) <= input.size(d) for d != dim;
+ * for scatters also index.size(d) <= src.size(d) for every d (only src's
+ * leading index-shaped block is used). Any strides. An index outside
+ * [0, input.size(dim)) fails with NB_ERR_INVALID_ARG naming the op, the
+ * index and the dim size, before anything is written. Other errors:
+ * NB_ERR_DTYPE (index not int64, input/src dtypes differ, a reduction on
+ * bool), NB_ERR_SHAPE (index does not fit), NB_ERR_INVALID_ARG (bad dim or
+ * reduce). Scatters return a new tensor (out-of-place, like
+ * torch.scatter); duplicates in index are deterministic: plain scatter
+ * keeps the last source in index order, reductions combine in index order.
+ * Dtypes: gather/scatter all six; scatter_add/scatter_reduce f32, f64,
+ * i32, i64, u8 (integer mean rounds down); gradients for f32/f64. */
+
+/* out[i][j][k] = t[index[i][j][k]][j][k] for dim 0 (likewise for other
+ * dims); out has index's shape. Gradient: zeros(t).scatter_add(dim, index, g). */
+nb_tensor *nb_gather(nb_tensor *t, int dim, nb_tensor *index);
+/* t with out[index[i][j][k]][j][k] = src[i][j][k] (dim 0). Gradients:
+ * t: g with the scattered positions zeroed; src: gather(g, dim, index). */
+nb_tensor *nb_scatter(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src);
+/* Tensor.scatter(dim, index, value): the scalar value written at index. */
+nb_tensor *nb_scatter_value(nb_tensor *t, int dim, nb_tensor *index, double value);
+/* t with src added at index (duplicates summed in index order).
+ * Gradients: t: g; src: gather(g, dim, index). */
+nb_tensor *nb_scatter_add(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src);
+/* Tensor.scatter_reduce: reduce is "sum", "prod", "mean", "amax" or "amin";
+ * include_self false leaves t's values out of the destinations that get
+ * sources (others keep t's value). mean divides by the number of values
+ * reduced. amax/amin propagate NaN. Gradients as PyTorch's
+ * scatter_reduce_backward: sum as scatter_add; mean divides g by that
+ * count; amax/amin share g evenly among the values equal to the result;
+ * prod is g * result / value, with zeros handled exactly (a single zero
+ * gets the product of the others). */
+nb_tensor *nb_scatter_reduce(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src, const char *reduce,
+                             bool include_self);
+/* torch.take_along_dim's dim=None. */
+#define NB_DIM_NONE INT32_MIN
+/* torch.take_along_dim: t and indices (int64, same number of dims)
+ * broadcast in every dim but dim, then gather along dim; with dim
+ * NB_DIM_NONE, gathers from the flattened t at the flattened indices. */
+nb_tensor *nb_take_along_dim(nb_tensor *t, nb_tensor *indices, int dim);
+
 /* ---- shape ops and indexing (autograd/ops_shape.c, ops_index.c) ------------- */
+
+/* torch.flip: a copy with the order of the given dims reversed (each dim
+ * at most once; negative counts from the end). Composite: index_select with
+ * a reversed index per dim. Errors: a bad or repeated dim (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_flip(nb_tensor *t, const int *dims, int n_dims);
+/* torch.roll: elements shifted by shifts[i] along dims[i] (wrapping round);
+ * with n_dims 0, one shift on the flattened tensor, shape restored.
+ * Composite: narrow + cat. Errors: shift/dim counts differ, a bad dim. */
+nb_tensor *nb_roll(nb_tensor *t, const int64_t *shifts, int n_shifts, const int *dims, int n_dims);
+/* Tensor.repeat: n >= nb_dim(t) repeats (t gets leading dims of 1 to n
+ * dims); out size i = size_i * repeats[i]. Composite: expand + reshape.
+ * Errors: fewer repeats than dims, a negative repeat (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_repeat(nb_tensor *t, const int64_t *repeats, int n);
+/* torch.tile: as repeat, but fewer reps than dims get leading 1s prepended
+ * (PyTorch's rule), so tile(t [2, 3], {2}) repeats the last dim. */
+nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n);
+
+typedef enum nb_pad_mode { NB_PAD_CONSTANT, NB_PAD_REFLECT, NB_PAD_REPLICATE, NB_PAD_CIRCULAR } nb_pad_mode;
+/* F.pad: pads = (left, right) pairs from the last dim backwards (n_pads
+ * even, at most 2 * nb_dim(t)), as PyTorch: pad [1,2,3,4] by (2, 1) in
+ * reflect mode gives [3,2,1,2,3,4,3]. constant fills with value and
+ * negative pads crop; reflect mirrors without repeating the edge (pads <
+ * size); replicate repeats the edge (size > 0); circular wraps (pads <=
+ * size). value is used by constant only. Any number of dims in every mode
+ * (PyTorch limits the non-constant modes to the last 3 dims); negative pads
+ * crop in every mode. Gradients: constant's is g's interior; the others
+ * sum the copies (index_select's rule). Errors: NB_ERR_INVALID_ARG (odd
+ * count, too many pads, a pad too large for the mode, a negative size). */
+nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad_mode mode, double value);
+/* torch.tril / torch.triu on the last two dims of t [..., m, n] (any dtype):
+ * keeps j - i <= diagonal (tril) or j - i >= diagonal (triu), zeroes the
+ * rest. Composite: where with a mask from aranges. Errors: ndim < 2 (NB_ERR_SHAPE). */
+nb_tensor *nb_tril(nb_tensor *t, int64_t diagonal);
+nb_tensor *nb_triu(nb_tensor *t, int64_t diagonal);
+/* torch.diagonal: a view of the diagonal (offset > 0 above, < 0 below)
+ * of the planes spanned by dim1, dim2; those dims are removed and the
+ * diagonal appended last (length 0 when offset is past the edge). A
+ * strided view sharing t's storage, as PyTorch. Defaults: 0, 0, 1.
+ * Errors: equal or out-of-range dims (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int dim1, int dim2);
+/* torch.diag_embed: t's last dim (length L) placed on the offset diagonal
+ * of new dims dim1, dim2 (of size L + |offset|, wrapped against ndim + 1),
+ * zeros elsewhere. Defaults: 0, -2, -1. Gradient: g's diagonal. */
+nb_tensor *nb_diag_embed(nb_tensor *t, int64_t offset, int dim1, int dim2);
+/* Tensor.unfold: a view of the windows of `size` elements every `step`
+ * along dim: dim becomes (size_d - size) / step + 1, a new last dim of
+ * `size`. Overlapping windows sum their gradients (in a fixed order).
+ * Errors: size > size_d, size < 0, step < 1, a bad dim (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step);
+/* torch.movedim: dims source[i] moved to destination[i]; the others keep
+ * their order (a permute view). Errors: repeated or bad dims. */
+nb_tensor *nb_movedim(nb_tensor *t, const int *source, const int *destination, int n);
+/* torch.broadcast_to: nb_expand under PyTorch's name (a view; -1 keeps a
+ * size). Errors: shapes that do not broadcast (NB_ERR_SHAPE). */
+nb_tensor *nb_broadcast_to(nb_tensor *t, int ndim, const int64_t *shape);
+
+typedef enum nb_meshgrid_indexing { NB_MESHGRID_IJ, NB_MESHGRID_XY } nb_meshgrid_indexing;
+/* torch.meshgrid: n 0-d or 1-D tensors (one dtype) -> n expanded views of
+ * shape [N0, N1, ...] ("ij"), or with the first two dims swapped ("xy",
+ * Cartesian). Writes out[0..n) (owned like op results). Errors: n outside
+ * [1, NB_MAX_DIMS], an input of 2+ dims, dtypes differ. */
+nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing, nb_tensor **out);
+
+/* torch.index_add: input + alpha * (source's slices added along dim at the
+ * 1-D int64 index, repeats summed in index order: deterministic). source
+ * has input's shape but numel(index) at dim. float32/float64 (PyTorch also
+ * takes integers). Gradients: input g, source alpha * g.index_select.
+ * Errors: NB_ERR_INVALID_ARG (an index outside [0, size), a bad dim or
+ * index), NB_ERR_SHAPE (source does not fit), NB_ERR_DTYPE. */
+nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha);
+/* torch.index_copy: input with its slices at index along dim replaced by
+ * source's (any dtype; the last of repeated indices wins, where PyTorch
+ * leaves it unspecified). Gradients: input g with those slices zeroed,
+ * source g.index_select. Errors as nb_index_add. */
+nb_tensor *nb_index_copy(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source);
+/* F.one_hot: int64 class indices t -> int64 [*t.shape, num_classes];
+ * num_classes -1 means max(t) + 1 (read from the data). Not
+ * differentiable. Errors: NB_ERR_DTYPE (not int64), NB_ERR_INVALID_ARG (a
+ * class outside [0, num_classes), num_classes < -1, -1 with an empty t). */
+nb_tensor *nb_one_hot(nb_tensor *t, int64_t num_classes);
+/* torch.nonzero: int64 [n, nb_dim(t)] coordinates of the nonzero elements
+ * in C order. The count is read to the host (PyTorch's CPU nonzero
+ * synchronises the same way). Not differentiable. */
+nb_tensor *nb_nonzero(nb_tensor *t);
+/* torch.masked_select: the 1-D tensor of t's elements where mask (bool) is
+ * true, t and mask broadcast together (C order). Gradient: g scattered
+ * into zeros of t's shape (summed over broadcast dims). Errors:
+ * NB_ERR_DTYPE (mask not bool), NB_ERR_SHAPE (no broadcast). */
+nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* ops_common.c - input checks and the broadcasting helper shared by ops. */
+/* ops_common.c - input checks, type promotion (torch.result_type's rules)
+ * and the broadcasting helper shared by ops. */
 #include "nb_autograd_impl.h"
 
 bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs) {
@@ -25,12 +26,61 @@ bool nb_check_dtypes(const char *op, int n, nb_tensor *const *inputs, bool need_
                          nb_dtype_name(inputs[0]->dtype), nb_dtype_name(inputs[i]->dtype));
             return false;
         }
-        if (need_float && !nb_dtype_is_float(inputs[i]->dtype)) {
+        /* f16/bf16 are storage-only dtypes: ops that compute take f32/f64 */
+        if (need_float && inputs[i]->dtype != NB_F32 && inputs[i]->dtype != NB_F64) {
             nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64, got %s", op, nb_dtype_name(inputs[i]->dtype));
             return false;
         }
     }
     return true;
+}
+
+/* ---- type promotion ----------------------------------------------------- */
+
+/* PyTorch's categories: bool < integer < floating. */
+static int category(nb_dtype dt) { return dt == NB_BOOL ? 0 : nb_dtype_is_float(dt) ? 2 : 1; }
+
+/* Width rank inside a category; f16 and bf16 share one (their join is f32). */
+static int rank(nb_dtype dt) {
+    switch (dt) {
+    case NB_U8: case NB_F16: case NB_BF16: return 1;
+    case NB_I32: case NB_F32: return 2;
+    case NB_I64: case NB_F64: return 3;
+    default: return 0;
+    }
+}
+
+nb_dtype nb_promote_types(nb_dtype a, nb_dtype b) {
+    if ((unsigned)a >= NB_DTYPE_COUNT || (unsigned)b >= NB_DTYPE_COUNT) return NB_DTYPE_COUNT;
+    if (a == b) return a;
+    if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+    if (rank(a) != rank(b)) return rank(a) > rank(b) ? a : b;
+    return NB_F32; /* f16 with bf16 */
+}
+
+/* c10's combine_categories: dimensioned operands win over 0-dim ones unless
+ * the 0-dim one is of a higher category (then both join, as promote_types). */
+nb_dtype nb_result_type(const nb_tensor *a, const nb_tensor *b) {
+    if (!a || !b) return NB_DTYPE_COUNT;
+    if ((a->ndim == 0) == (b->ndim == 0)) return nb_promote_types(a->dtype, b->dtype);
+    const nb_tensor *dim = a->ndim ? a : b, *zero = a->ndim ? b : a;
+    if (category(zero->dtype) > category(dim->dtype)) return nb_promote_types(dim->dtype, zero->dtype);
+    return dim->dtype;
+}
+
+nb_dtype nb_scalar_result_type(const nb_tensor *t) { return nb_dtype_is_float(t->dtype) ? t->dtype : NB_F32; }
+
+bool nb_promote_inputs(int n, nb_tensor **inputs, nb_dtype dt) {
+    for (int i = 0; i < n; i++)
+        if (inputs[i]->dtype != dt && !(inputs[i] = nb_to_dtype(inputs[i], dt))) return false;
+    return true;
+}
+
+nb_tensor *nb_scalar_like(const nb_tensor *t, double value, nb_dtype dt) {
+    nb_tensor *r = nb_tensor_new(0, NULL, dt, t->storage->device);
+    if (!r) return NULL;
+    nb_kview v = nb_kview_of(r);
+    return NB_CALL(r, fill, &v, value) == NB_OK ? r : NULL;
 }
 
 nb_tensor *nb_empty_like(const nb_tensor *t) {

@@ -1,6 +1,8 @@
 /* ops_index.c - indexing and joining ops with PyTorch's semantics:
- * embedding, index_select, cat, stack, split, chunk, where, masked_fill and
- * bmm, forward dispatch and backward rules. Gathers run on the backend's
+ * embedding, index_select, cat, stack, split, chunk, where, masked_fill,
+ * bmm, index_add, index_copy, one_hot, nonzero and masked_select, forward
+ * dispatch and backward rules. nonzero and masked_select compact through
+ * the backend's nonzero slot (the count is read to the host first). Gathers run on the backend's
  * index_select; their gradients on index_add, which sums rows in index order
  * (deterministic, no atomics). cat writes each input once into its slice of
  * one output; its backward hands out narrow views of the gradient.
@@ -425,4 +427,194 @@ nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b) {
                        nb_fmt_shape(a->ndim, a->shape, x, sizeof x), nb_fmt_shape(b->ndim, b->shape, y, sizeof y));
     }
     return nb_matmul(a, b);
+}
+
+/* ---- index_add / index_copy ------------------------------------------------------------------- */
+
+/* Checks shared by index_add and index_copy; returns the wrapped dim or -1. */
+static int index_put_check(const char *op, nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {
+    nb_tensor *in[3] = {input, index, source}, *ds[2] = {input, source};
+    if (!nb_check_inputs(op, 3, in) || !nb_check_dtypes(op, 2, ds, false)) return -1;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    int d = nb_wrap_dim(dim, input->ndim);
+    if (d < 0 || input->ndim == 0) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for input %s", op, dim,
+                     nb_fmt_shape(input->ndim, input->shape, a, sizeof a));
+        return -1;
+    }
+    if (index->dtype != NB_I64 || index->ndim > 1) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: index must be a 1-D int64 tensor, got %s %s", op,
+                     nb_fmt_shape(index->ndim, index->shape, a, sizeof a), nb_dtype_name(index->dtype));
+        return -1;
+    }
+    bool ok = source->ndim == input->ndim && source->shape[d] == nb_numel(index);
+    for (int k = 0; ok && k < input->ndim; k++) ok = k == d || source->shape[k] == input->shape[k];
+    if (!ok) {
+        nb_set_error(NB_ERR_SHAPE, "%s: source %s does not fit input %s with index %s along dim %d", op,
+                     nb_fmt_shape(source->ndim, source->shape, a, sizeof a),
+                     nb_fmt_shape(input->ndim, input->shape, b, sizeof b),
+                     nb_fmt_shape(index->ndim, index->shape, c, sizeof c), d);
+        return -1;
+    }
+    return d;
+}
+
+/* saved[0]: flat index; iarg[0]: dim; darg[0]: alpha (index_add) */
+static nb_status index_put_backward(nb_node *n, nb_tensor *g, nb_tensor **gin, bool copy) {
+    nb_tensor *idx = n->saved[0];
+    int d = (int)n->iarg[0];
+    if (n->in[1]) {
+        nb_tensor *gs = nb_index_select(g, d, idx);
+        gin[1] = copy || n->darg[0] == 1 ? gs : nb_mul_scalar(gs, n->darg[0]);
+        if (!gin[1]) return nb_last_status();
+    }
+    if (n->in[0] && !copy) gin[0] = (nb_retain(g), nb_scope_adopt(g));
+    if (n->in[0] && copy) { /* g with the overwritten slices zeroed */
+        int64_t zs[NB_MAX_DIMS];
+        memcpy(zs, g->shape, sizeof zs);
+        zs[d] = nb_numel(idx);
+        nb_tensor *gx = nb_empty_like(g), *z = nb_tensor_new(g->ndim, zs, g->dtype, g->storage->device);
+        if (!gx || !z) return nb_last_status();
+        nb_kview vx = nb_kview_of(gx), vg = nb_kview_of(g), vz = nb_kview_of(z), vi = flat_view(idx);
+        nb_status st = NB_CALL(g, copy, &vx, &vg);
+        if (st == NB_OK) st = NB_CALL(g, fill, &vz, 0.0);
+        if (st == NB_OK) st = NB_CALL(g, index_copy, &vx, d, &vi, &vz);
+        if (st != NB_OK) return st;
+        gin[0] = gx;
+    }
+    return NB_OK;
+}
+
+static nb_status index_add_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    return index_put_backward(n, g, gin, false);
+}
+
+static nb_status index_copy_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    return index_put_backward(n, g, gin, true);
+}
+
+static nb_tensor *index_put_record(const char *op, nb_backward_fn bw, nb_tensor *out, nb_tensor *input,
+                                   nb_tensor *source, nb_tensor *idx, int d, double alpha) {
+    nb_tensor *in[2] = {input, source};
+    bool failed;
+    nb_node *n = nb_record(op, bw, out, 2, in, &failed);
+    if (failed) return NULL;
+    if (n) {
+        n->iarg[0] = d;
+        n->darg[0] = alpha;
+        nb_save(n, 0, idx);
+    }
+    return out;
+}
+
+/* out = input + alpha * (zeros with source's slices added at index). */
+static nb_tensor *index_add_impl(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha) {
+    int d = index_put_check("index_add", input, dim, index, source);
+    if (d < 0) return NULL;
+    if (!nb_dtype_is_float(input->dtype))
+        return NB_FAIL(NB_ERR_DTYPE, "index_add: needs float32 or float64, got %s", nb_dtype_name(input->dtype));
+    nb_tensor *idx = index_copy(index), *src = contiguous_nograd(source);
+    nb_tensor *out = nb_empty_like(input);
+    if (!idx || !src || !out) return NULL;
+    nb_tensor *sc = index_add_new(input, d, idx, src, nb_kview_of(src), NB_NO_PADDING_IDX);
+    if (!sc) return NULL;
+    nb_kview vs = nb_kview_of(sc), vi = nb_kview_of(input), vo = nb_kview_of(out);
+    if (alpha != 1 && NB_CALL(input, unary, NB_UNARY_MUL_SCALAR, &vs, &vs, alpha) != NB_OK) return NULL;
+    if (NB_CALL(input, binary, NB_BINARY_ADD, &vo, &vi, &vs) != NB_OK) return NULL;
+    return index_put_record("index_add", index_add_backward, out, input, source, idx, d, alpha);
+}
+
+nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, index_add_impl(input, dim, index, source, alpha));
+}
+
+static nb_tensor *index_copy_op_impl(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {
+    int d = index_put_check("index_copy", input, dim, index, source);
+    if (d < 0) return NULL;
+    nb_tensor *idx = index_copy(index), *src = contiguous_nograd(source), *out = nb_empty_like(input);
+    if (!idx || !src || !out) return NULL;
+    nb_kview vo = nb_kview_of(out), vin = nb_kview_of(input), vs = nb_kview_of(src), vi = flat_view(idx);
+    if (NB_CALL(input, copy, &vo, &vin) != NB_OK || NB_CALL(input, index_copy, &vo, d, &vi, &vs) != NB_OK)
+        return NULL;
+    return index_put_record("index_copy", index_copy_backward, out, input, source, idx, d, 1);
+}
+
+nb_tensor *nb_index_copy(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, index_copy_op_impl(input, dim, index, source));
+}
+
+/* ---- one_hot / nonzero / masked_select --------------------------------------------------------- */
+
+static nb_tensor *one_hot_impl(nb_tensor *t, int64_t num_classes) {
+    if (!nb_check_inputs("one_hot", 1, &t)) return NULL;
+    char a[NB_SHAPE_BUF];
+    if (t->dtype != NB_I64)
+        return NB_FAIL(NB_ERR_DTYPE, "one_hot: input must be int64 class indices, got %s", nb_dtype_name(t->dtype));
+    if (t->ndim == NB_MAX_DIMS || num_classes < -1 || (num_classes == -1 && nb_numel(t) == 0))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "one_hot: num_classes %lld invalid for input %s (-1 needs a non-empty "
+                       "input)", (long long)num_classes, nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+    if (nb_numel(t) > 0) { /* the range is read to the host, as PyTorch does */
+        nb_tensor *f = nb_to_dtype(t, NB_F64); /* exact for class counts below 2^53 */
+        nb_tensor *lo_t = nb_max(nb_neg(f), NULL, 0, false), *hi_t = nb_max(f, NULL, 0, false);
+        if (!lo_t || !hi_t) return NULL;
+        double lo = -nb_item(lo_t), hi = nb_item(hi_t);
+        if (lo < 0 || (num_classes >= 0 && hi >= (double)num_classes))
+            return NB_FAIL(NB_ERR_INVALID_ARG, "one_hot: class values in [%.0f, %.0f] of input %s are outside [0, %lld)",
+                           lo, hi, nb_fmt_shape(t->ndim, t->shape, a, sizeof a), (long long)num_classes);
+        if (num_classes < 0) num_classes = (int64_t)hi + 1;
+    }
+    nb_tensor *classes = nb_arange(0, (double)num_classes, 1, NB_I64);
+    nb_device dev = t->storage->device;
+    if (classes && (classes->storage->device.type != dev.type || classes->storage->device.index != dev.index))
+        classes = nb_to_device(classes, dev);
+    return nb_to_dtype(nb_eq(nb_unsqueeze(t, -1), classes), NB_I64);
+}
+
+nb_tensor *nb_one_hot(nb_tensor *t, int64_t num_classes) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, one_hot_impl(t, num_classes));
+}
+
+/* The nonzero positions of view x: [n, x.ndim] coordinates or [n] flat. */
+static nb_tensor *nonzero_of(const nb_tensor *like, const nb_kview *x, bool flat) {
+    int64_t count = 0;
+    if (NB_CALL(like, nonzero, NULL, &count, x) != NB_OK) return NULL;
+    int64_t shape[2] = {count, x->ndim};
+    nb_tensor *out = nb_tensor_new(flat ? 1 : 2, shape, NB_I64, like->storage->device);
+    if (!out) return NULL;
+    nb_kview vo = nb_kview_of(out);
+    return NB_CALL(like, nonzero, &vo, &count, x) == NB_OK ? out : NULL;
+}
+
+nb_tensor *nb_nonzero(nb_tensor *t) {
+    if (!nb_check_inputs("nonzero", 1, &t)) return NULL;
+    nb_kview v = nb_kview_of(t);
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, nonzero_of(t, &v, false));
+}
+
+/* index_select of the broadcast, flattened input at the mask's flat
+ * positions: the gradient scatters back through index_select's rule. */
+static nb_tensor *masked_select_impl(nb_tensor *t, nb_tensor *mask) {
+    nb_tensor *in[2] = {t, mask};
+    if (!nb_check_inputs("masked_select", 2, in)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (mask->dtype != NB_BOOL)
+        return NB_FAIL(NB_ERR_DTYPE, "masked_select: mask must be bool, got %s", nb_dtype_name(mask->dtype));
+    int nd;
+    int64_t shape[NB_MAX_DIMS];
+    if (!nb_broadcast_shapes(t->ndim, t->shape, mask->ndim, mask->shape, &nd, shape))
+        return NB_FAIL(NB_ERR_SHAPE, "masked_select: mask %s and input %s do not broadcast",
+                       nb_fmt_shape(mask->ndim, mask->shape, a, sizeof a), nb_fmt_shape(t->ndim, t->shape, b, sizeof b));
+    nb_kview vm = nb_kview_expand(mask, nd, shape);
+    nb_tensor *idx = nonzero_of(mask, &vm, true);
+    nb_tensor *flat = nb_reshape(nb_expand(t, nd, shape), 1, (int64_t[]){-1});
+    return idx && flat ? index_select_impl(flat, 0, idx) : NULL;
+}
+
+nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, masked_select_impl(t, mask));
 }

@@ -1,8 +1,10 @@
 /* ops_math.c - unary elementwise ops (math functions, activations, scalar
  * forms): forward dispatch through the backend's unary slot and one
  * backward rule through its unary_backward slot.
- * Kernels: backend/cpu/elementwise.c. Tests: tests/test_ops_math.c and
- * tests/test_ops_elementwise.c. */
+ * Kernels: backend/cpu/elementwise.c, elementwise_math.c. Two-parameter
+ * activations compose one-parameter kernels (hardtanh = two one-sided
+ * clamps; softplus with beta != 1 scales around the beta-1 kernel).
+ * Tests: tests/test_ops_math.c and tests/test_ops_elementwise.c. */
 #include <math.h>
 
 #include "nb_autograd_impl.h"
@@ -57,3 +59,90 @@ nb_tensor *nb_add_scalar(nb_tensor *a, double s) { return unary_op("add_scalar",
 nb_tensor *nb_mul_scalar(nb_tensor *a, double s) { return unary_op("mul_scalar", NB_UNARY_MUL_SCALAR, a, s, false); }
 nb_tensor *nb_pow_scalar(nb_tensor *a, double e) { return unary_op("pow_scalar", NB_UNARY_POW_SCALAR, a, e, true); }
 
+
+/* ---- op coverage: unary math and activations ------------------------------ */
+
+/* Integer dtypes pass (the kernel supports them or reports NB_ERR_DTYPE). */
+#define ANY_DTYPE false
+#define FLOAT_ONLY true
+
+nb_tensor *nb_abs(nb_tensor *x) { return unary_op("abs", NB_UNARY_ABS, x, 0, ANY_DTYPE); }
+nb_tensor *nb_sign(nb_tensor *x) { return unary_op("sign", NB_UNARY_SIGN, x, 0, ANY_DTYPE); }
+nb_tensor *nb_floor(nb_tensor *x) { return unary_op("floor", NB_UNARY_FLOOR, x, 0, ANY_DTYPE); }
+nb_tensor *nb_ceil(nb_tensor *x) { return unary_op("ceil", NB_UNARY_CEIL, x, 0, ANY_DTYPE); }
+nb_tensor *nb_trunc(nb_tensor *x) { return unary_op("trunc", NB_UNARY_TRUNC, x, 0, ANY_DTYPE); }
+nb_tensor *nb_round(nb_tensor *x) { return unary_op("round", NB_UNARY_ROUND, x, 0, ANY_DTYPE); }
+
+nb_tensor *nb_round_decimals(nb_tensor *x, int64_t decimals) {
+    if (!nb_check_inputs("round", 1, &x)) return NULL;
+    if (decimals != 0 && !nb_dtype_is_float(x->dtype))
+        return NB_FAIL(NB_ERR_DTYPE, "round: decimals=%lld needs float32 or float64, got %s", (long long)decimals,
+                       nb_dtype_name(x->dtype));
+    return unary_op("round", NB_UNARY_ROUND, x, (double)decimals, ANY_DTYPE);
+}
+
+nb_tensor *nb_reciprocal(nb_tensor *x) { return unary_op("reciprocal", NB_UNARY_RECIPROCAL, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_rsqrt(nb_tensor *x) { return unary_op("rsqrt", NB_UNARY_RSQRT, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_log1p(nb_tensor *x) { return unary_op("log1p", NB_UNARY_LOG1P, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_expm1(nb_tensor *x) { return unary_op("expm1", NB_UNARY_EXPM1, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_log2(nb_tensor *x) { return unary_op("log2", NB_UNARY_LOG2, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_log10(nb_tensor *x) { return unary_op("log10", NB_UNARY_LOG10, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_sin(nb_tensor *x) { return unary_op("sin", NB_UNARY_SIN, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_cos(nb_tensor *x) { return unary_op("cos", NB_UNARY_COS, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_tan(nb_tensor *x) { return unary_op("tan", NB_UNARY_TAN, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_asin(nb_tensor *x) { return unary_op("asin", NB_UNARY_ASIN, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_acos(nb_tensor *x) { return unary_op("acos", NB_UNARY_ACOS, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_atan(nb_tensor *x) { return unary_op("atan", NB_UNARY_ATAN, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_sinh(nb_tensor *x) { return unary_op("sinh", NB_UNARY_SINH, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_cosh(nb_tensor *x) { return unary_op("cosh", NB_UNARY_COSH, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_asinh(nb_tensor *x) { return unary_op("asinh", NB_UNARY_ASINH, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_acosh(nb_tensor *x) { return unary_op("acosh", NB_UNARY_ACOSH, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_atanh(nb_tensor *x) { return unary_op("atanh", NB_UNARY_ATANH, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_erf(nb_tensor *x) { return unary_op("erf", NB_UNARY_ERF, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_erfc(nb_tensor *x) { return unary_op("erfc", NB_UNARY_ERFC, x, 0, FLOAT_ONLY); }
+
+nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope) {
+    return unary_op("leaky_relu", NB_UNARY_LEAKY_RELU, x, negative_slope, FLOAT_ONLY);
+}
+nb_tensor *nb_elu(nb_tensor *x, double alpha) { return unary_op("elu", NB_UNARY_ELU, x, alpha, FLOAT_ONLY); }
+nb_tensor *nb_selu(nb_tensor *x) { return unary_op("selu", NB_UNARY_SELU, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_silu(nb_tensor *x) { return unary_op("silu", NB_UNARY_SILU, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_mish(nb_tensor *x) { return unary_op("mish", NB_UNARY_MISH, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_hardsigmoid(nb_tensor *x) { return unary_op("hardsigmoid", NB_UNARY_HARDSIGMOID, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_hardswish(nb_tensor *x) { return unary_op("hardswish", NB_UNARY_HARDSWISH, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_logsigmoid(nb_tensor *x) { return unary_op("logsigmoid", NB_UNARY_LOGSIGMOID, x, 0, FLOAT_ONLY); }
+
+/* beta 1 is one kernel pass; other betas run it on beta x (whose comparison
+ * with threshold is PyTorch's) and scale back by 1 / beta. */
+static nb_tensor *softplus_impl(nb_tensor *x, double beta, double threshold) {
+    if (!nb_check_inputs("softplus", 1, &x)) return NULL;
+    if (beta == 0 || !isfinite(beta) || isnan(threshold))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "softplus: beta must be finite and nonzero and threshold not NaN "
+                       "(beta %g, threshold %g)", beta, threshold);
+    if (beta == 1) return unary_op_impl("softplus", NB_UNARY_SOFTPLUS, x, threshold, FLOAT_ONLY);
+    nb_tensor *bx = unary_op_impl("softplus", NB_UNARY_MUL_SCALAR, x, beta, FLOAT_ONLY);
+    nb_tensor *sp = bx ? unary_op_impl("softplus", NB_UNARY_SOFTPLUS, bx, threshold, FLOAT_ONLY) : NULL;
+    return sp ? unary_op_impl("softplus", NB_UNARY_MUL_SCALAR, sp, 1 / beta, FLOAT_ONLY) : NULL;
+}
+
+nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, softplus_impl(x, beta, threshold));
+}
+
+/* Two one-sided passes; their gradients multiply to PyTorch's
+ * hardtanh_backward: gy where min_val < x < max_val, else 0. */
+static nb_tensor *hardtanh_impl(nb_tensor *x, double min_val, double max_val) {
+    if (!nb_check_inputs("hardtanh", 1, &x)) return NULL;
+    if (!(min_val <= max_val))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "hardtanh: min_val %g must not exceed max_val %g", min_val, max_val);
+    nb_tensor *lo = unary_op_impl("hardtanh", NB_UNARY_HARDTANH_MIN, x, min_val, FLOAT_ONLY);
+    return lo ? unary_op_impl("hardtanh", NB_UNARY_HARDTANH_MAX, lo, max_val, FLOAT_ONLY) : NULL;
+}
+
+nb_tensor *nb_hardtanh(nb_tensor *x, double min_val, double max_val) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, hardtanh_impl(x, min_val, max_val));
+}
+
+nb_tensor *nb_relu6(nb_tensor *x) { return nb_hardtanh(x, 0, 6); }

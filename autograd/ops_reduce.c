@@ -1,6 +1,10 @@
-/* ops_reduce.c - reductions: sum, mean, amax over dims with keepdim, max
- * along a dim with indices, argmax; forward dispatch and backward rules.
- * Kernels: backend/cpu/reduce.c. Tests: tests/test_ops_reduce.c. */
+/* ops_reduce.c - reductions over dims with keepdim: sum, mean, prod,
+ * amax/amin, max/min along a dim with indices, argmax/argmin, var/std,
+ * vector norms, logsumexp, all/any; forward dispatch and backward rules.
+ * Kernels: backend/cpu/reduce.c (reduce, argmax, argmin slots); var, std,
+ * logsumexp, all and any are composites of those. Tests:
+ * tests/test_ops_reduce.c. */
+#include <math.h>
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -39,15 +43,23 @@ static nb_tensor *final_shape(nb_tensor *k, const bool *mask, bool keepdim) {
     return nb_tensor_view_of(k, nd, shape, strides, k->offset);
 }
 
-static nb_tensor *reduce_raw(const char *op, nb_reduce_op kop, nb_tensor *t, const bool *mask, double scale) {
+/* The keepdim result of the reduce slot, of dtype dt (no autograd). */
+static nb_tensor *reduce_raw_dt(nb_reduce_op kop, nb_tensor *t, const bool *mask, double scale, nb_dtype dt) {
+    if (!t) return NULL;
     int64_t kshape[NB_MAX_DIMS];
     keep_shape(t, mask, kshape);
-    nb_tensor *k = nb_tensor_new(t->ndim, kshape, t->dtype, t->storage->device);
+    nb_tensor *k = nb_tensor_new(t->ndim, kshape, dt, t->storage->device);
     if (!k) return NULL;
     nb_kview o = nb_kview_of(k), x = nb_kview_of(t);
-    (void)op;
     return NB_CALL(t, reduce, kop, &o, &x, scale) == NB_OK ? k : NULL;
 }
+
+static nb_tensor *reduce_raw(const char *op, nb_reduce_op kop, nb_tensor *t, const bool *mask, double scale) {
+    (void)op;
+    return t ? reduce_raw_dt(kop, t, mask, scale, t->dtype) : NULL;
+}
+
+static nb_tensor *scalar_like(const nb_tensor *t, double v) { return nb_scalar(v, t->dtype); }
 
 /* g (output shape) back to the keepdim shape, expanded over the input. */
 static nb_tensor *grad_expand(nb_node *n, nb_tensor *g) {
@@ -74,20 +86,41 @@ static nb_status amax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return gin[0] ? NB_OK : nb_last_status();
 }
 
+/* prod (PyTorch's prod_backward): with no zero in the slice g * out / x;
+ * with one zero, g * (product of the others) at the zero and 0 elsewhere;
+ * with two or more, 0. */
+static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = n->saved[0], *k = n->saved[1];
+    bool mask[NB_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) mask[i] = n->iarg[i] != 0;
+    nb_tensor *zero = nb_eq(x, scalar_like(x, 0)), *z0 = scalar_like(x, 0);
+    nb_tensor *cnt = reduce_raw("prod", NB_REDUCE_SUM, nb_to_dtype(zero, x->dtype), mask, 1.0);
+    nb_tensor *others = reduce_raw("prod", NB_REDUCE_PROD, nb_where(zero, scalar_like(x, 1), x), mask, 1.0);
+    nb_tensor *ge = grad_expand(n, g);
+    nb_tensor *none = nb_div(nb_mul(ge, k), x);
+    nb_tensor *one = nb_where(zero, nb_mul(ge, others), z0);
+    nb_tensor *c1 = cnt ? nb_eq(cnt, scalar_like(cnt, 1)) : NULL, *c0 = cnt ? nb_eq(cnt, z0) : NULL;
+    gin[0] = nb_where(c0, none, nb_where(c1, one, z0));
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
 static nb_tensor *reduce_op(const char *op, nb_reduce_op kop, nb_tensor *t, const int *dims, int n_dims,
                             bool keepdim, bool mean) {
     bool mask[NB_MAX_DIMS];
     if (!nb_check_inputs(op, 1, &t) || !dims_mask(op, t, dims, n_dims, mask)) return NULL;
-    if ((mean || kop != NB_REDUCE_SUM) && !nb_check_dtypes(op, 1, &t, true)) return NULL;
+    if ((mean || kop == NB_REDUCE_MAX || kop == NB_REDUCE_MIN) && !nb_check_dtypes(op, 1, &t, true)) return NULL;
     int64_t count = 1;
     for (int i = 0; i < t->ndim; i++) count *= mask[i] ? t->shape[i] : 1;
-    if (kop != NB_REDUCE_SUM && count == 0 && nb_numel(t) == 0)
+    if ((kop == NB_REDUCE_MAX || kop == NB_REDUCE_MIN) && count == 0 && nb_numel(t) == 0)
         return NB_FAIL(NB_ERR_SHAPE, "%s: reducing an empty dimension has no identity", op);
     double scale = mean ? 1.0 / (double)count : 1.0;
-    nb_tensor *k = reduce_raw(op, kop, t, mask, scale);
+    /* integer prod is int64, as PyTorch (sum keeps the dtype: nabla's rule so far) */
+    nb_dtype odt = kop == NB_REDUCE_PROD && !nb_dtype_is_float(t->dtype) ? NB_I64 : t->dtype;
+    nb_tensor *k = reduce_raw_dt(kop, t, mask, scale, odt);
     nb_tensor *out = k ? final_shape(k, mask, keepdim) : NULL;
     bool failed;
-    nb_node *n = out ? nb_record(op, kop == NB_REDUCE_SUM ? sum_backward : amax_backward, out, 1, &t, &failed) : NULL;
+    nb_backward_fn bw = kop == NB_REDUCE_SUM ? sum_backward : kop == NB_REDUCE_PROD ? prod_backward : amax_backward;
+    nb_node *n = out ? nb_record(op, bw, out, 1, &t, &failed) : NULL;
     if (out && !n && failed) return NULL;
     if (n) {
         for (int i = 0; i < t->ndim; i++) n->iarg[i] = mask[i];
@@ -112,6 +145,18 @@ nb_tensor *nb_mean(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
 nb_tensor *nb_max(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
     return scoped_reduce("max", NB_REDUCE_MAX, t, dims, n_dims, keepdim, false);
 }
+nb_tensor *nb_min(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
+    return scoped_reduce("min", NB_REDUCE_MIN, t, dims, n_dims, keepdim, false);
+}
+nb_tensor *nb_amax(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
+    return scoped_reduce("amax", NB_REDUCE_MAX, t, dims, n_dims, keepdim, false);
+}
+nb_tensor *nb_amin(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
+    return scoped_reduce("amin", NB_REDUCE_MIN, t, dims, n_dims, keepdim, false);
+}
+nb_tensor *nb_prod(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
+    return scoped_reduce("prod", NB_REDUCE_PROD, t, dims, n_dims, keepdim, false);
+}
 
 /* ---- max along one dim, with indices ------------------------------------- */
 
@@ -127,7 +172,7 @@ static nb_status max_dim_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return gin[0] ? NB_OK : nb_last_status();
 }
 
-static nb_tensor *argmax_raw(const char *op, nb_tensor *t, int dim, nb_tensor **values) {
+static nb_tensor *argmax_raw(const char *op, nb_tensor *t, int dim, nb_tensor **values, bool min) {
     if (!nb_check_inputs(op, 1, &t)) return NULL;
     int d = nb_wrap_dim(dim, t->ndim);
     if (d < 0 || t->ndim == 0)
@@ -140,29 +185,33 @@ static nb_tensor *argmax_raw(const char *op, nb_tensor *t, int dim, nb_tensor **
     nb_tensor *val = values ? nb_tensor_new(t->ndim, kshape, t->dtype, t->storage->device) : NULL;
     if (!idx || (values && !val)) return NULL;
     nb_kview vi = nb_kview_of(idx), vv = val ? nb_kview_of(val) : vi, vx = nb_kview_of(t);
-    if (NB_CALL(t, argmax, val ? &vv : NULL, &vi, &vx, d) != NB_OK) return NULL;
+    nb_status st = min ? NB_CALL(t, argmin, val ? &vv : NULL, &vi, &vx, d)
+                       : NB_CALL(t, argmax, val ? &vv : NULL, &vi, &vx, d);
+    if (st != NB_OK) return NULL;
     if (values) *values = val;
     return idx;
 }
 
-nb_tensor *nb_argmax(nb_tensor *t, int dim, bool keepdim) {
+static nb_tensor *arg_op(const char *op, nb_tensor *t, int dim, bool keepdim, bool min) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *idx = argmax_raw("argmax", t, dim, NULL);
+    nb_tensor *idx = argmax_raw(op, t, dim, NULL, min);
     bool mask[NB_MAX_DIMS] = {0};
     if (idx) mask[nb_wrap_dim(dim, t->ndim)] = true;
     return nb_scope_return(s, idx ? final_shape(idx, mask, keepdim) : NULL);
 }
+nb_tensor *nb_argmax(nb_tensor *t, int dim, bool keepdim) { return arg_op("argmax", t, dim, keepdim, false); }
+nb_tensor *nb_argmin(nb_tensor *t, int dim, bool keepdim) { return arg_op("argmin", t, dim, keepdim, true); }
 
-static nb_tensor *max_dim_impl(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices) {
+static nb_tensor *max_dim_impl(const char *op, nb_tensor *t, int dim, bool keepdim, nb_tensor **indices, bool min) {
     nb_tensor *val = NULL;
-    nb_tensor *idx = argmax_raw("max_dim", t, dim, &val);
+    nb_tensor *idx = argmax_raw(op, t, dim, &val, min);
     if (!idx) return NULL;
     int d = nb_wrap_dim(dim, t->ndim);
     bool mask[NB_MAX_DIMS] = {0};
     mask[d] = true;
     nb_tensor *out = final_shape(val, mask, keepdim);
     bool failed;
-    nb_node *n = out ? nb_record("max_dim", max_dim_backward, out, 1, &t, &failed) : NULL;
+    nb_node *n = out ? nb_record(op, max_dim_backward, out, 1, &t, &failed) : NULL;
     if (out && !n && failed) return NULL;
     if (n) {
         for (int i = 0; i < t->ndim; i++) n->iarg[i] = mask[i];
@@ -173,14 +222,177 @@ static nb_tensor *max_dim_impl(nb_tensor *t, int dim, bool keepdim, nb_tensor **
     return out;
 }
 
-nb_tensor *nb_max_dim(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices) {
+static nb_tensor *extreme_dim(const char *op, nb_tensor *t, int dim, bool keepdim, nb_tensor **indices, bool min) {
     nb_tensor *idx = NULL;
     nb_scope *s = nb_scope_begin();
-    nb_tensor *out = max_dim_impl(t, dim, keepdim, &idx);
+    nb_tensor *out = max_dim_impl(op, t, dim, keepdim, &idx, min);
     if (!out) idx = NULL;
     nb_retain(idx); /* outlives the op's scope */
     out = nb_scope_return(s, out);
     if (indices) *indices = nb_scope_adopt(idx);
     else nb_release(idx);
     return out;
+}
+
+nb_tensor *nb_max_dim(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices) {
+    return extreme_dim("max_dim", t, dim, keepdim, indices, false);
+}
+nb_tensor *nb_min_dim(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices) {
+    return extreme_dim("min_dim", t, dim, keepdim, indices, true);
+}
+
+/* ---- var, std, logsumexp, all, any (composites) --------------------------- */
+
+/* Elements per output of the reduction (product of the reduced sizes). */
+static int64_t reduced_count(const nb_tensor *t, const bool *mask) {
+    int64_t c = 1;
+    for (int i = 0; i < t->ndim; i++) c *= mask[i] ? t->shape[i] : 1;
+    return c;
+}
+
+/* Checks a float input and its dims; fills mask. */
+static bool float_dims(const char *op, nb_tensor *t, const int *dims, int n_dims, bool *mask) {
+    return nb_check_inputs(op, 1, &t) && nb_check_dtypes(op, 1, &t, true) && dims_mask(op, t, dims, n_dims, mask);
+}
+
+/* sum((x - mean)^2) / max(0, N - correction): torch.var's definition (two
+ * passes, so no cancellation); N - correction <= 0 gives inf or NaN, as PyTorch. */
+static nb_tensor *var_impl(const char *op, nb_tensor *t, const int *dims, int n_dims, double correction,
+                           bool keepdim) {
+    bool mask[NB_MAX_DIMS];
+    if (!float_dims(op, t, dims, n_dims, mask)) return NULL;
+    double dof = (double)reduced_count(t, mask) - correction;
+    nb_tensor *d = nb_sub(t, nb_mean(t, dims, n_dims, true));
+    return nb_mul_scalar(nb_sum(nb_mul(d, d), dims, n_dims, keepdim), 1.0 / (dof > 0 ? dof : 0.0));
+}
+
+nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, var_impl("var", t, dims, n_dims, correction, keepdim));
+}
+nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *v = var_impl("std", t, dims, n_dims, correction, keepdim);
+    return nb_scope_return(s, v ? nb_sqrt(v) : NULL);
+}
+
+/* log(sum(exp(x - m))) + m with m the (constant) max, set to 0 where it is
+ * infinite as PyTorch does; the gradient of this composite is softmax(x).
+ * An empty reduction gives -inf (log 0), as torch.logsumexp. */
+static nb_tensor *logsumexp_impl(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
+    bool mask[NB_MAX_DIMS];
+    if (!float_dims("logsumexp", t, dims, n_dims, mask)) return NULL;
+    nb_tensor *m;
+    if (reduced_count(t, mask) == 0) {
+        int64_t kshape[NB_MAX_DIMS];
+        keep_shape(t, mask, kshape);
+        m = nb_zeros(t->ndim, kshape, t->dtype);
+    } else {
+        m = reduce_raw("logsumexp", NB_REDUCE_MAX, t, mask, 1.0);
+        m = nb_masked_fill(m, nb_eq(m, scalar_like(t, INFINITY)), 0);
+        m = nb_masked_fill(m, nb_eq(m, scalar_like(t, -INFINITY)), 0);
+    }
+    if (!m) return NULL;
+    nb_tensor *se = nb_sum(nb_exp(nb_sub(t, m)), dims, n_dims, keepdim);
+    return nb_add(nb_log(se), final_shape(m, mask, keepdim));
+}
+
+nb_tensor *nb_logsumexp(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, logsumexp_impl(t, dims, n_dims, keepdim));
+}
+
+/* all = min and any = max of (x != 0) as uint8, then bool; an empty
+ * reduction gives true (all) / false (any), as PyTorch. */
+static nb_tensor *logic_impl(const char *op, nb_tensor *t, const int *dims, int n_dims, bool keepdim, bool all) {
+    bool mask[NB_MAX_DIMS];
+    if (!nb_check_inputs(op, 1, &t) || !dims_mask(op, t, dims, n_dims, mask)) return NULL;
+    nb_tensor *k;
+    if (reduced_count(t, mask) == 0) {
+        int64_t kshape[NB_MAX_DIMS];
+        keep_shape(t, mask, kshape);
+        k = nb_full(t->ndim, kshape, all ? 1 : 0, NB_BOOL);
+    } else {
+        nb_tensor *nz = nb_to_dtype(nb_ne(t, scalar_like(t, 0)), NB_U8);
+        k = nb_to_dtype(reduce_raw(op, all ? NB_REDUCE_MIN : NB_REDUCE_MAX, nz, mask, 1.0), NB_BOOL);
+    }
+    return k ? final_shape(k, mask, keepdim) : NULL;
+}
+
+nb_tensor *nb_all(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, logic_impl("all", t, dims, n_dims, keepdim, true));
+}
+nb_tensor *nb_any(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, logic_impl("any", t, dims, n_dims, keepdim, false));
+}
+
+/* ---- vector norm ------------------------------------------------------------ */
+
+/* sign(x) in x's dtype: 1, -1, or 0 at 0. */
+static nb_tensor *sign_of(nb_tensor *x) {
+    nb_tensor *z = scalar_like(x, 0);
+    return nb_sub(nb_to_dtype(nb_gt(x, z), x->dtype), nb_to_dtype(nb_gt(z, x), x->dtype));
+}
+static nb_tensor *abs_of(nb_tensor *x) { return nb_mul(x, sign_of(x)); }
+
+/* torch.linalg.vector_norm's backward (PyTorch's norm_backward):
+ * p finite: g sign(x) |x|^(p-1) / n^(p-1), 0 where n == 0 (masked, so the
+ * 2-norm of zeros has gradient 0); p = +-inf: g sign(x) shared evenly
+ * among the elements with |x| == n. */
+static nb_status norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = n->saved[0], *k = n->saved[1];
+    double p = n->darg[0];
+    bool mask[NB_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) mask[i] = n->iarg[i] != 0;
+    nb_tensor *ge = grad_expand(n, g), *sg = sign_of(x);
+    if (isinf(p)) {
+        nb_tensor *hit = nb_to_dtype(nb_eq(abs_of(x), k), x->dtype);
+        nb_tensor *count = reduce_raw("norm", NB_REDUCE_SUM, hit, mask, 1.0);
+        gin[0] = nb_div(nb_mul(nb_mul(ge, sg), hit), count);
+    } else if (p == 1) {
+        gin[0] = nb_mul(ge, sg);
+    } else {
+        nb_tensor *num = p == 2 ? x : nb_mul(sg, nb_pow_scalar(abs_of(x), p - 1));
+        nb_tensor *den = p == 2 ? k : nb_pow_scalar(k, p - 1);
+        nb_tensor *r = nb_masked_fill(nb_div(num, den), nb_eq(k, scalar_like(k, 0)), 0);
+        gin[0] = nb_mul(ge, r);
+    }
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+/* The keepdim norm, no autograd. */
+static nb_tensor *norm_raw(nb_tensor *t, double p, const bool *mask) {
+    if (isinf(p)) return reduce_raw("norm", p > 0 ? NB_REDUCE_MAX : NB_REDUCE_MIN, abs_of(t), mask, 1.0);
+    if (p == 1) return reduce_raw("norm", NB_REDUCE_SUM, abs_of(t), mask, 1.0);
+    if (p == 2) return nb_sqrt(reduce_raw("norm", NB_REDUCE_SUM, nb_mul(t, t), mask, 1.0));
+    nb_tensor *s = reduce_raw("norm", NB_REDUCE_SUM, nb_pow_scalar(abs_of(t), p), mask, 1.0);
+    return nb_pow_scalar(s, 1.0 / p);
+}
+
+static nb_tensor *norm_impl(nb_tensor *t, double p, const int *dims, int n_dims, bool keepdim) {
+    bool mask[NB_MAX_DIMS];
+    if (!float_dims("norm", t, dims, n_dims, mask)) return NULL;
+    if (!(p >= 1) && p != -INFINITY)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "norm: p = %g is not supported (p >= 1, inf or -inf)", p);
+    if (isinf(p) && reduced_count(t, mask) == 0 && nb_numel(t) == 0)
+        return NB_FAIL(NB_ERR_SHAPE, "norm: the inf norm of an empty dimension is undefined");
+    nb_tensor *k;
+    NB_NO_GRAD { k = norm_raw(t, p, mask); }
+    nb_tensor *out = k ? final_shape(k, mask, keepdim) : NULL;
+    bool failed;
+    nb_node *n = out ? nb_record("norm", norm_backward, out, 1, &t, &failed) : NULL;
+    if (out && !n && failed) return NULL;
+    if (n) {
+        for (int i = 0; i < t->ndim; i++) n->iarg[i] = mask[i];
+        n->darg[0] = p;
+        nb_save(n, 0, t), nb_save(n, 1, k);
+    }
+    return out;
+}
+
+nb_tensor *nb_norm(nb_tensor *t, double p, const int *dims, int n_dims, bool keepdim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, norm_impl(t, p, dims, n_dims, keepdim));
 }

@@ -1,2 +1,82 @@
-/* ops_scan.c - placeholder until its ops land (op-coverage issue). */
-typedef int nb_placeholder_ops_scan;
+/* ops_scan.c - cumulative ops along one dim: cumsum, cumprod, cummax,
+ * cummin, logcumsumexp; forward through the backend's scan slot and one
+ * backward rule through its scan_backward slot (reverse cumsum, PyTorch's
+ * cumprod_backward exact with zeros, an ordered scatter to the cummax/cummin
+ * indices, the stable logcumsumexp gradient). Kernels: backend/cpu/scan.c.
+ * Tests: tests/test_ops_scan.c. */
+#include <string.h>
+
+#include "nb_autograd_impl.h"
+
+/* A kernel view with at least one dim (a 0-d tensor scans as [1]). */
+static nb_kview kv1(const nb_tensor *t) {
+    nb_kview v = nb_kview_of(t);
+    if (v.ndim == 0) v.ndim = 1, v.shape[0] = 1, v.strides[0] = 1;
+    return v;
+}
+
+/* Saved: 0 x, 1 out, 2 indices (cummax/cummin); iarg[0] op, iarg[1] dim. */
+static nb_status scan_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = n->saved[0], *out = n->saved[1], *idx = n->saved[2];
+    nb_tensor *gx = nb_empty_like(x), *gc = nb_contiguous(g);
+    if (!gx || !gc) return nb_last_status();
+    nb_kview vgx = kv1(gx), vg = kv1(gc), vx = kv1(x), vo = kv1(out), vi = idx ? kv1(idx) : vgx;
+    nb_status st = NB_CALL(x, scan_backward, (nb_reduce_op)n->iarg[0], &vgx, &vg, &vx, &vo, idx ? &vi : NULL,
+                           (int)n->iarg[1]);
+    gin[0] = gx;
+    return st;
+}
+
+static nb_tensor *scan_impl(const char *op, nb_reduce_op kop, nb_tensor *t, int dim, nb_tensor **indices) {
+    if (!nb_check_inputs(op, 1, &t)) return NULL;
+    bool ext = kop == NB_REDUCE_MAX || kop == NB_REDUCE_MIN, fl = nb_dtype_is_float(t->dtype);
+    int d = nb_wrap_dim(dim, t->ndim > 0 ? t->ndim : 1);
+    if (d < 0) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %d-d input", op, dim, t->ndim);
+    if (kop == NB_REDUCE_LOGSUMEXP && !fl)
+        return NB_FAIL(NB_ERR_DTYPE, "%s: needs float32 or float64, got %s", op, nb_dtype_name(t->dtype));
+    /* integer/bool cumsum and cumprod give int64, as PyTorch */
+    nb_dtype odt = fl || ext ? t->dtype : NB_I64;
+    nb_tensor *out = nb_tensor_new(t->ndim, t->shape, odt, t->storage->device);
+    nb_tensor *idx = ext ? nb_tensor_new(t->ndim, t->shape, NB_I64, t->storage->device) : NULL;
+    if (!out || (ext && !idx)) return NULL;
+    nb_kview vo = kv1(out), vx = kv1(t), vi = idx ? kv1(idx) : vo;
+    if (NB_CALL(t, scan, kop, &vo, idx ? &vi : NULL, &vx, d) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = fl ? nb_record(op, scan_backward, out, 1, &t, &failed) : NULL;
+    if (fl && !n && failed) return NULL;
+    if (n) {
+        n->iarg[0] = kop, n->iarg[1] = d;
+        nb_save(n, 0, t), nb_save(n, 1, out);
+        if (idx) nb_save(n, 2, idx);
+    }
+    if (indices) *indices = idx;
+    return out;
+}
+
+static nb_tensor *scan_op(const char *op, nb_reduce_op kop, nb_tensor *t, int dim) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, scan_impl(op, kop, t, dim, NULL));
+}
+
+/* Values out, and the indices kept past the op's scope like nb_max_dim's. */
+static nb_tensor *scan_ext(const char *op, nb_reduce_op kop, nb_tensor *t, int dim, nb_tensor **indices) {
+    nb_tensor *idx = NULL;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *out = scan_impl(op, kop, t, dim, &idx);
+    if (!out) idx = NULL;
+    nb_retain(idx);
+    out = nb_scope_return(s, out);
+    if (indices) *indices = nb_scope_adopt(idx);
+    else nb_release(idx);
+    return out;
+}
+
+nb_tensor *nb_cumsum(nb_tensor *t, int dim) { return scan_op("cumsum", NB_REDUCE_SUM, t, dim); }
+nb_tensor *nb_cumprod(nb_tensor *t, int dim) { return scan_op("cumprod", NB_REDUCE_PROD, t, dim); }
+nb_tensor *nb_logcumsumexp(nb_tensor *t, int dim) { return scan_op("logcumsumexp", NB_REDUCE_LOGSUMEXP, t, dim); }
+nb_tensor *nb_cummax(nb_tensor *t, int dim, nb_tensor **indices) {
+    return scan_ext("cummax", NB_REDUCE_MAX, t, dim, indices);
+}
+nb_tensor *nb_cummin(nb_tensor *t, int dim, nb_tensor **indices) {
+    return scan_ext("cummin", NB_REDUCE_MIN, t, dim, indices);
+}

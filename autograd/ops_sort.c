@@ -1,2 +1,150 @@
-/* ops_sort.c - placeholder until its ops land (op-coverage issue). */
-typedef int nb_placeholder_ops_sort;
+/* ops_sort.c - sort, argsort, topk and kthvalue with PyTorch's semantics,
+ * all on the backend's one stable sort slot, which writes the first k
+ * entries of each line's sorted order (k = size for sort). Every sort is
+ * stable, which satisfies both of PyTorch's stable=True and stable=False;
+ * NaN sorts as larger than any number. The values' gradient goes back to
+ * the source positions: a scatter of g by the indices into zeros (a
+ * permutation of distinct positions per line, so the result is exact and
+ * deterministic; nb_scatter is itself differentiable, so double backward
+ * works). Kernels: backend/cpu/sort.c. Tests: tests/test_ops_sort.c. */
+#include <string.h>
+
+#include "nb_autograd_impl.h"
+
+/* saved[0]: indices; iarg[0]: dim. gx = zeros(x).scatter(dim, indices, g). */
+static nb_status sort_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    gin[0] = nb_scatter(nb_zeros_like(n->in[0]), (int)n->iarg[0], n->saved[0], g);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+/* The first k of x's stable sorted order along dim into *values (may be
+ * NULL: not computed, no node) and *indices; x has >= 1 dim. */
+static nb_status sort_raw(const char *op, nb_tensor *x, int d, bool descending, int64_t k, nb_tensor **values,
+                          nb_tensor **indices) {
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[d] = k;
+    nb_device dev = x->storage->device;
+    nb_tensor *idx = nb_tensor_new(x->ndim, shape, NB_I64, dev);
+    nb_tensor *val = values ? nb_tensor_new(x->ndim, shape, x->dtype, dev) : NULL;
+    if (!idx || (values && !val)) return nb_last_status();
+    nb_kview vi = nb_kview_of(idx), vv = val ? nb_kview_of(val) : vi, vx = nb_kview_of(x);
+    if (NB_CALL(x, sort, val ? &vv : NULL, &vi, &vx, d, descending) != NB_OK) return nb_last_status();
+    *indices = idx;
+    if (!values) return NB_OK;
+    *values = val;
+    bool failed;
+    nb_node *n = nb_record(op, sort_backward, val, 1, &x, &failed);
+    if (failed) return nb_last_status();
+    if (n) {
+        n->iarg[0] = d;
+        nb_save(n, 0, idx);
+    }
+    return NB_OK;
+}
+
+/* Validates x and dim; a 0-d x becomes a [1] view (reshape carries the
+ * gradient). Returns the wrapped dim, or -1 with the error set. */
+static int prepare(const char *op, nb_tensor **x, int dim) {
+    if (!nb_check_inputs(op, 1, x)) return -1;
+    char b[NB_SHAPE_BUF];
+    int d = nb_wrap_dim(dim, (*x)->ndim);
+    if (d < 0) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for input %s", op, dim,
+                     nb_fmt_shape((*x)->ndim, (*x)->shape, b, sizeof b));
+        return -1;
+    }
+    if ((*x)->ndim == 0 && !(*x = nb_reshape(*x, NB_SHAPE(1)))) return -1;
+    return d;
+}
+
+/* Ends the op's scope keeping the requested outputs (either may be NULL). */
+static nb_status finish(nb_scope *s, nb_status st, nb_tensor *val, nb_tensor *idx, nb_tensor **values,
+                        nb_tensor **indices) {
+    if (st != NB_OK) val = idx = NULL;
+    if (values) nb_retain(val);
+    if (indices) nb_retain(idx);
+    nb_scope_end(s);
+    if (values) *values = nb_scope_adopt(val);
+    if (indices) *indices = nb_scope_adopt(idx);
+    return st;
+}
+
+/* Output shape of a 0-d input: back to 0-d. */
+static nb_tensor *unpromote(nb_tensor *t, int orig_ndim) {
+    return t && orig_ndim == 0 ? nb_reshape(t, 0, NULL) : t;
+}
+
+static nb_status sort_impl(nb_tensor *x, int dim, bool descending, nb_tensor **val, nb_tensor **idx) {
+    int nd = x ? x->ndim : 0;
+    int d = prepare("sort", &x, dim);
+    if (d < 0) return nb_last_status();
+    nb_status st = sort_raw("sort", x, d, descending, x->shape[d], val, idx);
+    if (st != NB_OK) return st;
+    if (val && !(*val = unpromote(*val, nd))) return nb_last_status();
+    return (*idx = unpromote(*idx, nd)) ? NB_OK : nb_last_status();
+}
+
+nb_status nb_sort(nb_tensor *x, int dim, bool descending, bool stable, nb_tensor **values, nb_tensor **indices) {
+    (void)stable; /* always stable */
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *val = NULL, *idx = NULL;
+    nb_status st = sort_impl(x, dim, descending, values ? &val : NULL, &idx);
+    return finish(s, st, val, idx, values, indices);
+}
+
+nb_tensor *nb_argsort(nb_tensor *x, int dim, bool descending) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *idx = NULL;
+    return nb_scope_return(s, sort_impl(x, dim, descending, NULL, &idx) == NB_OK ? idx : NULL);
+}
+
+static nb_status topk_impl(nb_tensor *x, int64_t k, int dim, bool largest, nb_tensor **val, nb_tensor **idx) {
+    int nd = x ? x->ndim : 0;
+    int d = prepare("topk", &x, dim);
+    if (d < 0) return nb_last_status();
+    if (k < 0 || k > x->shape[d])
+        return nb_set_error(NB_ERR_INVALID_ARG, "topk: k (%lld) out of range [0, %lld] for dim %d", (long long)k,
+                            (long long)x->shape[d], dim);
+    nb_status st = sort_raw("topk", x, d, largest, k, val, idx);
+    if (st != NB_OK) return st;
+    if (val && !(*val = unpromote(*val, nd))) return nb_last_status();
+    return (*idx = unpromote(*idx, nd)) ? NB_OK : nb_last_status();
+}
+
+nb_status nb_topk(nb_tensor *x, int64_t k, int dim, bool largest, bool sorted, nb_tensor **values,
+                  nb_tensor **indices) {
+    (void)sorted; /* always sorted (PyTorch leaves the order unspecified otherwise) */
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *val = NULL, *idx = NULL;
+    nb_status st = topk_impl(x, k, dim, largest, values ? &val : NULL, &idx);
+    return finish(s, st, val, idx, values, indices);
+}
+
+/* The k smallest in order, then the last of them: its gradient flows
+ * through narrow into sort's. */
+static nb_status kthvalue_impl(nb_tensor *x, int64_t k, int dim, bool keepdim, nb_tensor **val, nb_tensor **idx) {
+    int nd = x ? x->ndim : 0;
+    int d = prepare("kthvalue", &x, dim);
+    if (d < 0) return nb_last_status();
+    if (k < 1 || k > x->shape[d])
+        return nb_set_error(NB_ERR_INVALID_ARG, "kthvalue: k (%lld) out of range [1, %lld] for dim %d",
+                            (long long)k, (long long)x->shape[d], dim);
+    nb_status st = sort_raw("kthvalue", x, d, false, k, val, idx);
+    if (st != NB_OK) return st;
+    bool squeeze = !keepdim || nd == 0;
+    nb_tensor **outs[2] = {val, idx};
+    for (int i = 0; i < 2; i++) {
+        if (!outs[i]) continue;
+        nb_tensor *t = nb_narrow(*outs[i], d, k - 1, 1);
+        if (!(*outs[i] = squeeze ? nb_squeeze(t, d) : t)) return nb_last_status();
+    }
+    return NB_OK;
+}
+
+nb_status nb_kthvalue(nb_tensor *x, int64_t k, int dim, bool keepdim, nb_tensor **values, nb_tensor **indices) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *val = NULL, *idx = NULL;
+    nb_status st = kthvalue_impl(x, k, dim, keepdim, values ? &val : NULL, &idx);
+    return finish(s, st, val, idx, values, indices);
+}

@@ -1,7 +1,9 @@
 /* ops_view.c - view and shape ops (reshape/view, permute, transpose,
- * narrow/slice, expand, unsqueeze/squeeze, flatten, contiguous) and their
- * backward rules. Views share storage; only contiguous and a reshape that
- * the strides cannot express copy. Tests: tests/test_ops_view.c. */
+ * narrow/slice, expand, unsqueeze/squeeze, flatten, contiguous, diagonal,
+ * unfold, movedim, broadcast_to; and diag_embed, which writes a diagonal
+ * view) and their backward rules. Views share storage; only contiguous,
+ * diag_embed and a reshape that the strides cannot express copy.
+ * Tests: tests/test_ops_view.c; diagonal..broadcast_to in test_ops_shape.c. */
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -277,4 +279,190 @@ static nb_tensor *contiguous_impl(nb_tensor *t) {
 nb_tensor *nb_contiguous(nb_tensor *t) {
     nb_scope *s = nb_scope_begin();
     return nb_scope_return(s, contiguous_impl(t));
+}
+
+/* ---- diagonal / diag_embed ---------------------------------------------------------------- */
+
+/* The geometry of t's diagonal view (torch.diagonal): dims other than
+ * d1, d2 in order, then the diagonal; false (error set) on bad dims. */
+static bool diagonal_geometry(const char *op, int ndim, const int64_t *shape, const int64_t *strides, int64_t offset,
+                              int dim1, int dim2, int64_t *oshape, int64_t *ostrides, int64_t *ooffset) {
+    int a = nb_wrap_dim(dim1, ndim), b = nb_wrap_dim(dim2, ndim);
+    if (a < 0 || b < 0 || a == b || ndim < 2) {
+        char s[NB_SHAPE_BUF];
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: dims %d and %d must be two different dims of shape %s", op, dim1, dim2,
+                     nb_fmt_shape(ndim, shape, s, sizeof s));
+        return false;
+    }
+    int m = 0;
+    for (int d = 0; d < ndim; d++)
+        if (d != a && d != b) oshape[m] = shape[d], ostrides[m++] = strides[d];
+    int64_t len = offset >= 0 ? (shape[a] < shape[b] - offset ? shape[a] : shape[b] - offset)
+                              : (shape[a] + offset < shape[b] ? shape[a] + offset : shape[b]);
+    oshape[m] = len > 0 ? len : 0;
+    ostrides[m] = strides[a] + strides[b];
+    *ooffset = oshape[m] == 0 ? 0 : offset >= 0 ? offset * strides[b] : -offset * strides[a];
+    return true;
+}
+
+/* iarg: [0] offset, [1] dim1, [2] dim2. The gradient is g written into the
+ * same diagonal of zeros. */
+static nb_status diagonal_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *z = nb_zeros_like(n->in[0]);
+    if (!z) return nb_last_status();
+    int64_t shape[NB_MAX_DIMS], strides[NB_MAX_DIMS], off;
+    diagonal_geometry("diagonal", z->ndim, z->shape, z->strides, n->iarg[0], (int)n->iarg[1], (int)n->iarg[2], shape,
+                      strides, &off);
+    nb_tensor *zv = nb_tensor_view_of(z, g->ndim, shape, strides, off);
+    nb_status st = zv ? nb_copy_(zv, g) : nb_last_status();
+    gin[0] = z;
+    return st;
+}
+
+nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int dim1, int dim2) {
+    if (!nb_check_inputs("diagonal", 1, &t)) return NULL;
+    int64_t shape[NB_MAX_DIMS], strides[NB_MAX_DIMS], off;
+    if (!diagonal_geometry("diagonal", t->ndim, t->shape, t->strides, offset, dim1, dim2, shape, strides, &off))
+        return NULL;
+    nb_tensor *out = nb_tensor_view_of(t, t->ndim - 1, shape, strides, t->offset + off);
+    out = record_view("diagonal", t, out, diagonal_backward);
+    if (out && out->grad_fn) {
+        out->grad_fn->iarg[0] = offset;
+        out->grad_fn->iarg[1] = dim1;
+        out->grad_fn->iarg[2] = dim2;
+    }
+    return out;
+}
+
+/* iarg as diagonal: the gradient is g's diagonal. */
+static nb_status diag_embed_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    gin[0] = nb_diagonal(g, n->iarg[0], (int)n->iarg[1], (int)n->iarg[2]);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+static nb_tensor *diag_embed_impl(nb_tensor *t, int64_t offset, int dim1, int dim2) {
+    if (!nb_check_inputs("diag_embed", 1, &t)) return NULL;
+    char s[NB_SHAPE_BUF];
+    int nd = t->ndim + 1, a = nb_wrap_dim(dim1, nd), b = nb_wrap_dim(dim2, nd);
+    if (t->ndim < 1 || nd > NB_MAX_DIMS || a < 0 || b < 0 || a == b)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "diag_embed: dims %d and %d must be two different dims of the %d-d output "
+                       "for input %s (at least 1-d)", dim1, dim2, nd, nb_fmt_shape(t->ndim, t->shape, s, sizeof s));
+    int64_t len = t->shape[t->ndim - 1], side = len + (offset < 0 ? -offset : offset), shape[NB_MAX_DIMS];
+    for (int d = 0, j = 0; d < nd; d++) shape[d] = d == a || d == b ? side : t->shape[j++];
+    nb_tensor *out = nb_tensor_new(nd, shape, t->dtype, t->storage->device);
+    if (!out) return NULL;
+    int64_t vshape[NB_MAX_DIMS], vstrides[NB_MAX_DIMS], off;
+    diagonal_geometry("diag_embed", nd, out->shape, out->strides, offset, a, b, vshape, vstrides, &off);
+    nb_kview vo = nb_kview_of(out), vt = nb_kview_of(t), diag = vo;
+    diag.ndim = t->ndim;
+    memcpy(diag.shape, vshape, sizeof diag.shape);
+    memcpy(diag.strides, vstrides, sizeof diag.strides);
+    diag.data = (char *)vo.data + (size_t)off * nb_dtype_size(t->dtype);
+    if (NB_CALL(t, fill, &vo, 0.0) != NB_OK || (nb_numel(t) && NB_CALL(t, copy, &diag, &vt) != NB_OK)) return NULL;
+    bool failed;
+    nb_node *n = nb_record("diag_embed", diag_embed_backward, out, 1, &t, &failed);
+    if (failed) return NULL;
+    if (n) n->iarg[0] = offset, n->iarg[1] = a, n->iarg[2] = b;
+    return out;
+}
+
+nb_tensor *nb_diag_embed(nb_tensor *t, int64_t offset, int dim1, int dim2) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, diag_embed_impl(t, offset, dim1, dim2));
+}
+
+/* ---- unfold ----------------------------------------------------------------------------------- */
+
+/* iarg: [0] dim, [1] size, [2] step. Windows may overlap, so the gradient
+ * adds, for each window offset k, g[..., k] into gx's positions w*step + k
+ * (a strided view), k in order: deterministic. */
+static nb_status unfold_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *gx = nb_zeros_like(n->in[0]);
+    if (!gx) return nb_last_status();
+    int d = (int)n->iarg[0];
+    int64_t size = n->iarg[1], step = n->iarg[2];
+    nb_kview vx = nb_kview_of(gx), vg = nb_kview_of(g), dst = vx, src = vg;
+    dst.shape[d] = g->shape[d];
+    dst.strides[d] = vx.strides[d] * step;
+    src.ndim = g->ndim - 1;
+    size_t es = nb_dtype_size(g->dtype);
+    for (int64_t k = 0; k < size && nb_numel(g); k++) {
+        dst.data = (char *)vx.data + (size_t)(k * vx.strides[d]) * es;
+        src.data = (char *)vg.data + (size_t)(k * vg.strides[g->ndim - 1]) * es;
+        nb_status st = NB_CALL(g, binary, NB_BINARY_ADD, &dst, &dst, &src);
+        if (st != NB_OK) return st;
+    }
+    gin[0] = gx;
+    return NB_OK;
+}
+
+nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step) {
+    if (!nb_check_inputs("unfold", 1, &t)) return NULL;
+    char s[NB_SHAPE_BUF];
+    int d = nb_wrap_dim(dim, t->ndim);
+    if (d < 0 || t->ndim == 0 || t->ndim == NB_MAX_DIMS)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "unfold: dim %d out of range for input %s (1 to %d dims)", dim,
+                       nb_fmt_shape(t->ndim, t->shape, s, sizeof s), NB_MAX_DIMS - 1);
+    if (size < 0 || step < 1 || size > t->shape[d])
+        return NB_FAIL(NB_ERR_INVALID_ARG, "unfold: size %lld and step %lld invalid for dim %d of input %s "
+                       "(need 0 <= size <= %lld, step >= 1)", (long long)size, (long long)step, d,
+                       nb_fmt_shape(t->ndim, t->shape, s, sizeof s), (long long)t->shape[d]);
+    int64_t shape[NB_MAX_DIMS], strides[NB_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    shape[d] = (t->shape[d] - size) / step + 1;
+    strides[d] = t->strides[d] * step;
+    shape[t->ndim] = size;
+    strides[t->ndim] = t->strides[d];
+    nb_tensor *out = record_view("unfold", t, nb_tensor_view_of(t, t->ndim + 1, shape, strides, t->offset),
+                                 unfold_backward);
+    if (out && out->grad_fn) {
+        out->grad_fn->iarg[0] = d;
+        out->grad_fn->iarg[1] = size;
+        out->grad_fn->iarg[2] = step;
+    }
+    return out;
+}
+
+/* ---- movedim / broadcast_to ----------------------------------------------------------------- */
+
+nb_tensor *nb_movedim(nb_tensor *t, const int *source, const int *destination, int n) {
+    if (!nb_check_inputs("movedim", 1, &t)) return NULL;
+    char s[NB_SHAPE_BUF];
+    if (n < 0 || n > t->ndim || (n > 0 && (!source || !destination)))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "movedim: %d dims to move for input %s", n,
+                       nb_fmt_shape(t->ndim, t->shape, s, sizeof s));
+    int perm[NB_MAX_DIMS];
+    bool src_used[NB_MAX_DIMS] = {0}, dst_used[NB_MAX_DIMS] = {0};
+    for (int i = 0; i < n; i++) {
+        int a = nb_wrap_dim(source[i], t->ndim), b = nb_wrap_dim(destination[i], t->ndim);
+        if (a < 0 || b < 0 || src_used[a] || dst_used[b])
+            return NB_FAIL(NB_ERR_INVALID_ARG, "movedim: source %d / destination %d out of range or repeated for "
+                           "input %s", source[i], destination[i], nb_fmt_shape(t->ndim, t->shape, s, sizeof s));
+        src_used[a] = dst_used[b] = true;
+        perm[b] = a;
+    }
+    /* the other dims keep their order in the free positions (PyTorch's rule) */
+    for (int a = 0, b = 0; a < t->ndim; a++) {
+        if (src_used[a]) continue;
+        while (dst_used[b]) b++;
+        perm[b++] = a;
+    }
+    return nb_permute(t, perm);
+}
+
+nb_tensor *nb_broadcast_to(nb_tensor *t, int ndim, const int64_t *shape) {
+    if (!nb_check_inputs("broadcast_to", 1, &t)) return NULL;
+    bool ok = ndim >= t->ndim && ndim <= NB_MAX_DIMS && (ndim == 0 || shape);
+    for (int i = 0; ok && i < ndim; i++) {
+        int64_t have = i < ndim - t->ndim ? 1 : t->shape[i - (ndim - t->ndim)];
+        ok = (shape[i] == -1 && i >= ndim - t->ndim) || (shape[i] >= 0 && (have == 1 || have == shape[i]));
+    }
+    if (!ok) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "broadcast_to: cannot broadcast %s to %s",
+                       nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
+                       shape ? nb_fmt_shape(ndim, shape, b, sizeof b) : "NULL");
+    }
+    return nb_expand(t, ndim, shape);
 }

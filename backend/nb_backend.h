@@ -41,6 +41,19 @@ typedef enum nb_binary_op {
     NB_BINARY_ADD, NB_BINARY_SUB, NB_BINARY_MUL, NB_BINARY_DIV, NB_BINARY_POW,
     NB_BINARY_MAXIMUM, NB_BINARY_MINIMUM,
     NB_BINARY_EQ, NB_BINARY_NE, NB_BINARY_GT, NB_BINARY_GE, NB_BINARY_LT, NB_BINARY_LE,
+    /* op coverage: binary, logic (backend/cpu/binary.c). out has a's dtype.
+     * The integer forms of div_trunc, div_floor, remainder and fmod fail with
+     * NB_ERR_INVALID_ARG ("<op>: integer division by zero") if b holds a 0
+     * (out is then unspecified; never a trap), and INT_MIN / -1 wraps. */
+    NB_BINARY_REMAINDER, /* a - floor(a / b) * b: the sign of b (Python's %) */
+    NB_BINARY_FMOD,      /* C's fmod / %: the sign of a */
+    NB_BINARY_ATAN2,     /* atan2(a, b); floats only */
+    NB_BINARY_DIV_TRUNC, /* a / b rounded toward zero */
+    NB_BINARY_DIV_FLOOR, /* a / b rounded down (PyTorch's div_floor for floats) */
+    NB_BINARY_BITWISE_AND, NB_BINARY_BITWISE_OR, NB_BINARY_BITWISE_XOR, /* integers, bool */
+    /* integers: a shift by < 0 or >= the bit width gives 0 (left) or the sign
+     * fill (right; arithmetic for signed types), as PyTorch's CPU kernels */
+    NB_BINARY_LSHIFT, NB_BINARY_RSHIFT,
     NB_BINARY_OP_COUNT
 } nb_binary_op;
 
@@ -53,10 +66,36 @@ typedef enum nb_unary_op {
     NB_UNARY_POW_SCALAR, /* x ** alpha */
     NB_UNARY_GELU,       /* x * Phi(x), exact (erf) */
     NB_UNARY_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    /* op coverage: unary math and activations (backend/cpu/elementwise_math.c).
+     * Formulas and backward rules are PyTorch's (ATen CPU kernels,
+     * tools/autograd/derivatives.yaml). abs, sign, floor, ceil, trunc and
+     * round (alpha 0) also take int32/int64/uint8 (the last four as
+     * identity); the rest are float32/float64 only. */
+    NB_UNARY_ABS, NB_UNARY_SIGN, /* sign(0) = sign(NaN) = 0 */
+    NB_UNARY_FLOOR, NB_UNARY_CEIL,
+    NB_UNARY_ROUND,       /* half to even; alpha = decimals: rint(x 10^d) / 10^d (d < 0: rint(x / 10^-d) 10^-d) */
+    NB_UNARY_TRUNC, NB_UNARY_RECIPROCAL, NB_UNARY_RSQRT, NB_UNARY_LOG1P, NB_UNARY_EXPM1,
+    NB_UNARY_LOG2, NB_UNARY_LOG10, NB_UNARY_SIN, NB_UNARY_COS, NB_UNARY_TAN, NB_UNARY_ASIN,
+    NB_UNARY_ACOS, NB_UNARY_ATAN, NB_UNARY_SINH, NB_UNARY_COSH, NB_UNARY_ASINH, NB_UNARY_ACOSH,
+    NB_UNARY_ATANH, NB_UNARY_ERF, NB_UNARY_ERFC,
+    NB_UNARY_LEAKY_RELU,  /* x > 0 ? x : alpha x */
+    NB_UNARY_ELU,         /* x > 0 ? x : alpha (e^x - 1) */
+    NB_UNARY_SELU,        /* scale (x > 0 ? x : a (e^x - 1)), Klambauer et al. 2017 constants */
+    NB_UNARY_SILU,        /* x sigmoid(x) */
+    NB_UNARY_MISH,        /* x tanh(log(1 + e^x)) */
+    NB_UNARY_SOFTPLUS,    /* beta 1, threshold alpha: x > alpha ? x : log(1 + e^x) */
+    NB_UNARY_HARDTANH_MIN, /* max(x, alpha); gradient 0 where x <= alpha (hardtanh's lower side) */
+    NB_UNARY_HARDTANH_MAX, /* min(x, alpha); gradient 0 where x >= alpha (hardtanh's upper side) */
+    NB_UNARY_HARDSIGMOID, /* min(max(x + 3, 0), 6) / 6 */
+    NB_UNARY_HARDSWISH,   /* x min(max(x + 3, 0), 6) / 6 */
+    NB_UNARY_LOGSIGMOID,  /* min(x, 0) - log1p(e^-|x|) */
     NB_UNARY_OP_COUNT
 } nb_unary_op;
 
-typedef enum nb_reduce_op { NB_REDUCE_SUM, NB_REDUCE_MAX, NB_REDUCE_MIN, NB_REDUCE_OP_COUNT } nb_reduce_op;
+typedef enum nb_reduce_op { NB_REDUCE_SUM, NB_REDUCE_MAX, NB_REDUCE_MIN,
+    NB_REDUCE_PROD,      /* reduce and scan (empty product = 1) */
+    NB_REDUCE_LOGSUMEXP, /* scan only (logcumsumexp) */
+    NB_REDUCE_OP_COUNT } nb_reduce_op;
 
 typedef enum nb_rng_dist { NB_RNG_UNIFORM, NB_RNG_NORMAL, NB_RNG_BERNOULLI } nb_rng_dist;
 
@@ -255,9 +294,117 @@ struct nb_backend_i {
 
     /* ---- op coverage: binary, logic (backend/cpu/binary.c) --------------- */
     /* ---- op coverage: reductions, scans (reduce.c, scan.c) ---------------- */
+    /* reduce (above) also takes NB_REDUCE_PROD: integers multiply in int64
+     * and out may then be int64 (PyTorch's dtype for integer prod). */
+    /* argmin: argmax's contract for the first minimum (NaN counts as the
+     * minimum, so the first NaN wins, as torch.argmin). */
+    nb_status (*argmin)(nb_backend *be, const nb_kview *values, const nb_kview *indices,
+                        const nb_kview *x, int dim);
+    /* Cumulative op along dim (0 <= dim < x.ndim): out[.., i, ..] = op over
+     * x[.., 0..i, ..]. out has x's shape, any strides. SUM/PROD: float x
+     * accumulates in double into out of x's dtype; integer/bool x in int64
+     * into an int64 out. MAX/MIN: out of x's dtype, and indices (int64, x's
+     * shape) of the last element equal to the running extreme (PyTorch's CPU
+     * rule: >= / <=), a NaN wins and stays. LOGSUMEXP: float only, stable
+     * (log1p(exp(min - max)) + max). indices NULL unless MAX/MIN. Parallel
+     * over the lines along dim, sequential along it: deterministic. */
+    nb_status (*scan)(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *indices,
+                      const nb_kview *x, int dim);
+    /* gx (overwritten, x's shape) from g, the forward's x and out (and
+     * indices for MAX/MIN), along dim; float32/float64. SUM: reverse cumsum
+     * of g. PROD: exact with zeros (PyTorch's cumprod_backward: before the
+     * first zero, revcumsum(g*out)/x; at it, sum_j g_j prod_{m<=j, m!=k} x_m;
+     * after it 0). MAX/MIN: g scattered to indices in increasing position
+     * order. LOGSUMEXP: sum_{j>=i} g_j exp(x_i - out_j), as the recurrence
+     * T_i = g_i + exp(out_i - out_{i+1}) T_{i+1} (no overflow: out is
+     * nondecreasing). x/out/indices may be NULL where unused. */
+    nb_status (*scan_backward)(nb_backend *be, nb_reduce_op op, const nb_kview *gx, const nb_kview *g,
+                               const nb_kview *x, const nb_kview *out, const nb_kview *indices,
+                               int dim);
     /* ---- op coverage: sorting, gather/scatter (sort.c, gather.c) ---------- */
+    /* Stable sort of every line of x along dim (any strides; all six dtypes,
+     * bool as 0/1): indices (int64) and values (x's dtype; may be NULL) get
+     * the first k of the sorted order, k = indices' size at dim (<= x's;
+     * sort uses k = size, topk/kthvalue less); other dims equal x's. Equal
+     * keys keep their original order (ascending and descending); NaN sorts
+     * as larger than any number (PyTorch). Deterministic. */
+    nb_status (*sort)(nb_backend *be, const nb_kview *values, const nb_kview *indices, const nb_kview *x, int dim,
+                      bool descending);
+    /* torch.gather: out[..i..] = x[.., index[..i..], ..] along dim. out has
+     * index's shape; index int64 with x's ndim and index.size(d) <= x.size(d)
+     * for d != dim; any strides; all six dtypes. NB_ERR_INVALID_ARG (naming
+     * the index and the dim size) for an index outside [0, x.size(dim)),
+     * found before anything is written. */
+    nb_status (*gather)(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, const nb_kview *index);
+    /* torch.scatter / scatter_reduce in place on out (which holds self):
+     * for every position i of index, out[.., index[i], ..] (along dim) is
+     * combined with src[i] by reduce: NULL or "none" (assign; duplicates:
+     * the last in index order wins), "sum", "prod", "mean", "amax", "amin"
+     * (PyTorch's names). include_self false: a destination that receives
+     * sources forgets self's value first (for "none" it is ignored). mean
+     * divides by the number of sources (+1 with self; integers round down).
+     * amax/amin propagate NaN. src has index.size(d) <= src.size(d) (stride 0
+     * allowed: a scalar value); index.size(d) <= out.size(d) for d != dim;
+     * any strides. Each destination is updated by one thread in index order
+     * (deterministic, no atomics). Dtypes: all six for "none"; f32, f64,
+     * i32, i64, u8 for reductions. Index errors as gather, before any write. */
+    nb_status (*scatter)(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src,
+                         const char *reduce, bool include_self);
     /* ---- op coverage: shape, indexing (shape.c, index.c) ------------------ */
+    /* The nonzero elements of x (any dtype, any strides; != 0, so NaN counts
+     * and -0.0 does not), in C order. out NULL: writes their number to the
+     * host int64 *count (a device backend synchronises, as torch.nonzero).
+     * Else out is contiguous int64, [n, x.ndim] of coordinates or [n] of
+     * flat C-order positions (told apart by out's ndim), with n that number
+     * (NB_ERR_INVALID_ARG if not).
+     * The output is fully determined (C order), whatever the thread count. */
+    nb_status (*nonzero)(nb_backend *be, const nb_kview *out, int64_t *count, const nb_kview *x);
+    /* out (updated in place) gets src's slices along dim at int64 index
+     * [k] (src has out's shape but k at dim), written in index order so the
+     * last of repeated indices wins (deterministic; PyTorch leaves repeats
+     * unspecified). Contiguous views of one dtype, any of the six.
+     * NB_ERR_INVALID_ARG for an index outside [0, size). */
+    nb_status (*index_copy)(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index,
+                            const nb_kview *src);
     /* ---- op coverage: linear algebra (linalg.c; LAPACKE) ------------------ */
+    /* Batches of matrices [..., rows, cols]: every view contiguous and
+     * row-major (C order), f32/f64, the batch dims of all operands equal (the
+     * op broadcasts and copies first). Inputs are read-only (the kernel keeps
+     * its own scratch). The batch runs in a fixed order (deterministic). A
+     * matrix the factorization rejects fails with NB_ERR_INVALID_ARG and a
+     * message "linalg_<slot>: ... (batch element b ...)". A CUDA backend maps
+     * these onto cuSOLVER (getrf/getrs, potrf, geqrf/orgqr, syevd, gesvd, gels). */
+    /* x [..., n, k] = a^-1 b for a [..., n, n], b [..., n, k]: LU with partial
+     * pivoting (gesv). Singular a: the error names U[i,i] = 0. */
+    nb_status (*linalg_solve)(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
+    /* det, sign, logabsdet [...] (each may be NULL: skip) of a [..., n, n]
+     * from its LU factors. Singular a (an exact zero pivot) is no error: det
+     * 0, sign 0, logabsdet -inf. */
+    nb_status (*linalg_det)(nb_backend *be, const nb_kview *det, const nb_kview *sign, const nb_kview *logabsdet,
+                            const nb_kview *a);
+    /* l [..., n, n]: the Cholesky factor of a [..., n, n] read from its lower
+     * triangle, a = l l^T (upper: from its upper triangle, a = l^T l, l upper);
+     * the other triangle of l is zero. Not positive-definite: error naming
+     * the leading minor. */
+    nb_status (*linalg_cholesky)(nb_backend *be, const nb_kview *l, const nb_kview *a, bool upper);
+    /* a [..., m, n] = q r by Householder QR (geqrf + orgqr): q [..., m, kq]
+     * with orthonormal columns, r [..., kq, n] upper triangular, where kq is
+     * q's last size: min(m, n) (reduced) or m (complete). */
+    nb_status (*linalg_qr)(nb_backend *be, const nb_kview *q, const nb_kview *r, const nb_kview *a);
+    /* Symmetric a [..., n, n] read from its lower (upper) triangle: w [..., n]
+     * eigenvalues ascending, v [..., n, n] orthonormal eigenvectors in its
+     * columns (signs as the solver leaves them), a v = v diag(w). */
+    nb_status (*linalg_eigh)(nb_backend *be, const nb_kview *w, const nb_kview *v, const nb_kview *a, bool upper);
+    /* a [..., m, n] = u diag(s) vh, s [..., k] descending, k = min(m, n);
+     * u [..., m, m] and vh [..., n, n] (full_matrices) or u [..., m, k],
+     * vh [..., k, n], told apart by their shapes; u and vh both NULL:
+     * singular values only. */
+    nb_status (*linalg_svd)(nb_backend *be, const nb_kview *u, const nb_kview *s, const nb_kview *vh,
+                            const nb_kview *a);
+    /* x [..., n, k] minimising ||a x - b||_F for a [..., m, n] of full rank,
+     * b [..., m, k] (QR, gels): least squares for m >= n, the minimum-norm
+     * solution for m < n. Rank-deficient a: error. */
+    nb_status (*linalg_lstsq)(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
 };
 
 struct nb_backend {

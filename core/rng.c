@@ -34,7 +34,7 @@ uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks) {
 static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, double a, double b,
                              nb_generator *gen) {
     if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL tensor", op);
-    if (dist != NB_RNG_BERNOULLI && !nb_dtype_is_float(t->dtype))
+    if (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(t->dtype))
         return nb_set_error(NB_ERR_DTYPE, "%s: needs a float tensor, got %s", op, nb_dtype_name(t->dtype));
     uint64_t seed = gen ? gen->seed : default_gen.seed;
     uint64_t n = (uint64_t)nb_numel(t);

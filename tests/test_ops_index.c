@@ -1,5 +1,6 @@
 /* test_ops_index.c - embedding, index_select, cat, stack, split, chunk,
- * where, masked_fill and bmm: forward values against naive host references
+ * where, masked_fill, bmm, index_add, index_copy, one_hot, nonzero and
+ * masked_select: forward values against naive host references
  * and hand values, gradients by hand (padding_idx rows, repeated indices),
  * gradchecks of every op, error paths, and the embedding backward giving
  * the same bits for 1 and 2 threads. */
@@ -688,6 +689,227 @@ START_TEST(test_bmm) {
 }
 END_TEST
 
+/* ---- index_add / index_copy ------------------------------------------------------------------- */
+
+typedef struct {
+    int dim;
+    nb_tensor *idx;
+    double alpha;
+    bool copy;
+} put_ctx;
+
+static nb_tensor *f_index_put(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    put_ctx *c = ctx;
+    return c->copy ? nb_index_copy(in[0], c->dim, c->idx, in[1]) : nb_index_add(in[0], c->dim, c->idx, in[1], c->alpha);
+}
+
+START_TEST(test_index_add) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *src = nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 3, 4, 5, 6});
+    nb_tensor *x = nb_ones(NB_SHAPE(3, 2), NB_F64);
+    nb_ck_close(nb_index_add(x, 0, idx_tensor(NB_SHAPE(3), (int64_t[]){0, 2, 0}), src, 2),
+                (double[]){13, 17, 1, 1, 7, 9}, 6, 0, 0);
+    nb_ck_close(x, (double[]){1, 1, 1, 1, 1, 1}, 6, 0, 0); /* out of place */
+    /* PyTorch's doc: ones(5, 3).index_add_(0, [0, 4, 2], [[1,2,3],[4,5,6],[7,8,9]]) */
+    nb_tensor *t = nb_test_tensor(NB_SHAPE(3, 3), NB_F32, (double[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
+    nb_tensor *y = nb_index_add(nb_ones(NB_SHAPE(5, 3), NB_F32), 0, idx_tensor(NB_SHAPE(3), (int64_t[]){0, 4, 2}), t, 1);
+    nb_ck_close(y, (double[]){2, 3, 4, 1, 1, 1, 8, 9, 10, 1, 1, 1, 5, 6, 7}, 15, 0, 0);
+    /* along dim -1 of a transposed input, alpha -1 */
+    nb_tensor *s23 = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 4, 5, 6});
+    nb_tensor *c = nb_index_add(nb_transpose(nb_zeros(NB_SHAPE(2, 2), NB_F64), 0, 1), -1,
+                                idx_tensor(NB_SHAPE(3), (int64_t[]){1, 1, 0}), s23, -1);
+    nb_ck_close(c, (double[]){-3, -3, -6, -9}, 4, 0, 0);
+    /* gradients: input and source, repeated indices, both dims */
+    put_ctx p0 = {0, idx_tensor(NB_SHAPE(5), (int64_t[]){0, 3, 3, 1, 0}), 0.5, false};
+    nb_tensor *in0[2] = {nb_test_randn_grad(NB_SHAPE(4, 3), 1), nb_test_randn_grad(NB_SHAPE(5, 3), 2)};
+    nb_ck_gradcheck(f_index_put, in0, 2, &p0);
+    put_ctx p1 = {1, idx_tensor(NB_SHAPE(2), (int64_t[]){2, 2}), 1, false};
+    nb_tensor *in1[2] = {nb_test_randn_grad(NB_SHAPE(3, 4), 3), nb_test_randn_grad(NB_SHAPE(3, 2), 4)};
+    nb_ck_gradcheck(f_index_put, in1, 2, &p1);
+    in1[0] = nb_randn(NB_SHAPE(3, 4), NB_F64, NULL); /* source only */
+    nb_ck_gradcheck(f_index_put, in1, 2, &p1);
+    /* errors */
+    nb_tensor *z = nb_zeros(NB_SHAPE(3, 2), NB_F64);
+    NB_CK_FAILS(nb_index_add(z, 0, idx_tensor(NB_SHAPE(3), (int64_t[]){0, 5, 1}), src, 1), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "index_add"));
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "index 5"));
+    NB_CK_FAILS(nb_index_add(z, 0, idx_tensor(NB_SHAPE(2), (int64_t[]){0, 1}), src, 1), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "[3, 2]"));
+    NB_CK_FAILS(nb_index_add(z, 2, idx_tensor(NB_SHAPE(3), (int64_t[]){0, 1, 2}), src, 1), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_index_add(z, 0, nb_zeros(NB_SHAPE(3), NB_F64), src, 1), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_index_add(z, 0, idx_tensor(NB_SHAPE(3), (int64_t[]){0, 1, 2}), nb_to_dtype(src, NB_F32), 1),
+                NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_index_add(nb_to_dtype(z, NB_I64), 0, idx_tensor(NB_SHAPE(3), (int64_t[]){0, 1, 2}),
+                             nb_to_dtype(src, NB_I64), 1), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_index_copy) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *src = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){1, 2, 3, 4});
+    nb_tensor *x = nb_ones(NB_SHAPE(4, 2), NB_F64);
+    nb_ck_close(nb_index_copy(x, 0, idx_tensor(NB_SHAPE(2), (int64_t[]){3, 0}), src), (double[]){3, 4, 1, 1, 1, 1, 1, 2},
+                8, 0, 0);
+    nb_ck_close(x, (double[]){1, 1, 1, 1, 1, 1, 1, 1}, 8, 0, 0);
+    /* repeated indices: the last one wins (deterministic here) */
+    nb_ck_close(nb_index_copy(x, 0, idx_tensor(NB_SHAPE(2), (int64_t[]){1, 1}), src), (double[]){1, 1, 3, 4, 1, 1, 1, 1},
+                8, 0, 0);
+    /* dim 1, int64 and bool dtypes */
+    nb_tensor *ci = nb_index_copy(nb_zeros(NB_SHAPE(2, 3), NB_I64), 1, idx_tensor(NB_SHAPE(2), (int64_t[]){2, 0}),
+                                  nb_to_dtype(src, NB_I64));
+    ck_assert_int_eq(nb_dtype_of(ci), NB_I64);
+    nb_ck_close(ci, (double[]){2, 0, 1, 4, 0, 3}, 6, 0, 0);
+    nb_tensor *cb = nb_index_copy(nb_zeros(NB_SHAPE(3), NB_BOOL), 0, idx_tensor(NB_SHAPE(1), (int64_t[]){1}),
+                                  nb_ones(NB_SHAPE(1), NB_BOOL));
+    nb_ck_close(cb, (double[]){0, 1, 0}, 3, 0, 0);
+    /* gradients by hand: input's copied rows get none, source gets g's rows */
+    nb_tensor *a = nb_zeros(NB_SHAPE(3, 2), NB_F64), *b = nb_zeros(NB_SHAPE(2, 2), NB_F64);
+    NB_CK_OK(nb_set_requires_grad(a, true));
+    NB_CK_OK(nb_set_requires_grad(b, true));
+    NB_CK_OK(nb_backward_with(nb_index_copy(a, 0, idx_tensor(NB_SHAPE(2), (int64_t[]){2, 0}), b),
+                              nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 3, 4, 5, 6})));
+    nb_ck_close(nb_grad(a), (double[]){0, 0, 3, 4, 0, 0}, 6, 0, 0);
+    nb_ck_close(nb_grad(b), (double[]){5, 6, 1, 2}, 4, 0, 0);
+    put_ctx p0 = {0, idx_tensor(NB_SHAPE(2), (int64_t[]){3, 1}), 1, true};
+    nb_tensor *in0[2] = {nb_test_randn_grad(NB_SHAPE(4, 3), 5), nb_test_randn_grad(NB_SHAPE(2, 3), 6)};
+    nb_ck_gradcheck(f_index_put, in0, 2, &p0);
+    put_ctx p1 = {-1, idx_tensor(NB_SHAPE(3), (int64_t[]){4, 0, 2}), 1, true};
+    nb_tensor *in1[2] = {nb_test_randn_grad(NB_SHAPE(2, 5), 7), nb_test_randn_grad(NB_SHAPE(2, 3), 8)};
+    nb_ck_gradcheck(f_index_put, in1, 2, &p1);
+    in1[1] = nb_randn(NB_SHAPE(2, 3), NB_F64, NULL); /* input only */
+    nb_ck_gradcheck(f_index_put, in1, 2, &p1);
+    NB_CK_FAILS(nb_index_copy(x, 0, idx_tensor(NB_SHAPE(2), (int64_t[]){4, 0}), src), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "index_copy"));
+    NB_CK_FAILS(nb_index_copy(x, 0, idx_tensor(NB_SHAPE(2), (int64_t[]){-1, 0}), src), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_index_copy(x, 0, idx_tensor(NB_SHAPE(3), (int64_t[]){1, 2, 0}), src), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_index_copy(x, 1, idx_tensor(NB_SHAPE(2), (int64_t[]){1, 0}), nb_zeros(NB_SHAPE(3, 2), NB_F64)),
+                NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_index_copy(x, 0, idx_tensor(NB_SHAPE(2), (int64_t[]){1, 0}), nb_to_dtype(src, NB_I32)),
+                NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- one_hot / nonzero / masked_select ------------------------------------------------------------ */
+
+START_TEST(test_one_hot) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = idx_tensor(NB_SHAPE(3), (int64_t[]){0, 2, 1});
+    nb_tensor *o = nb_one_hot(t, 3);
+    ck_assert_int_eq(nb_dtype_of(o), NB_I64);
+    nb_ck_shape(o, 2, (int64_t[]){3, 3});
+    nb_ck_close(o, (double[]){1, 0, 0, 0, 0, 1, 0, 1, 0}, 9, 0, 0);
+    nb_ck_close(nb_one_hot(t, -1), (double[]){1, 0, 0, 0, 0, 1, 0, 1, 0}, 9, 0, 0);
+    nb_ck_shape(nb_one_hot(t, 5), 2, (int64_t[]){3, 5});
+    nb_tensor *o2 = nb_one_hot(idx_tensor(NB_SHAPE(2, 2), (int64_t[]){0, 1, 3, 1}), -1);
+    nb_ck_shape(o2, 3, (int64_t[]){2, 2, 4});
+    nb_ck_close(o2, (double[]){1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0}, 16, 0, 0);
+    nb_ck_close(nb_one_hot(nb_full(0, NULL, 2, NB_I64), 4), (double[]){0, 0, 1, 0}, 4, 0, 0);
+    nb_ck_shape(nb_one_hot(nb_zeros(NB_SHAPE(0), NB_I64), 5), 2, (int64_t[]){0, 5});
+    NB_CK_FAILS(nb_one_hot(idx_tensor(NB_SHAPE(2), (int64_t[]){0, 3}), 3), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "one_hot"));
+    NB_CK_FAILS(nb_one_hot(idx_tensor(NB_SHAPE(2), (int64_t[]){-1, 0}), -1), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_one_hot(nb_zeros(NB_SHAPE(2), NB_F32), 3), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_one_hot(nb_zeros(NB_SHAPE(0), NB_I64), -1), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_one_hot(t, -2), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_nonzero) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *m = nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){0, 1, 2, 0, 0, 3});
+    nb_tensor *nz = nb_nonzero(m);
+    ck_assert_int_eq(nb_dtype_of(nz), NB_I64);
+    nb_ck_shape(nz, 2, (int64_t[]){3, 2});
+    nb_ck_close(nz, (double[]){0, 1, 1, 0, 2, 1}, 6, 0, 0);
+    nb_ck_close(nb_nonzero(nb_transpose(m, 0, 1)), (double[]){0, 1, 1, 0, 1, 2}, 6, 0, 0); /* C order of the view */
+    nb_ck_close(nb_nonzero(nb_to_dtype(m, NB_I32)), (double[]){0, 1, 1, 0, 2, 1}, 6, 0, 0);
+    nb_tensor *f = nb_test_tensor(NB_SHAPE(4), NB_F32, (double[]){-0.0, NAN, 0, 1}); /* NaN counts, -0 does not */
+    nb_tensor *nf = nb_nonzero(f);
+    nb_ck_shape(nf, 2, (int64_t[]){2, 1});
+    nb_ck_close(nf, (double[]){1, 3}, 2, 0, 0);
+    nb_ck_close(nb_nonzero(bool_tensor(NB_SHAPE(3), (bool[]){1, 0, 1})), (double[]){0, 2}, 2, 0, 0);
+    nb_ck_shape(nb_nonzero(nb_scalar(5, NB_F64)), 2, (int64_t[]){1, 0});
+    nb_ck_shape(nb_nonzero(nb_scalar(0, NB_F64)), 2, (int64_t[]){0, 0});
+    nb_ck_shape(nb_nonzero(nb_zeros(NB_SHAPE(2, 3), NB_U8)), 2, (int64_t[]){0, 2});
+    nb_ck_shape(nb_nonzero(nb_zeros(NB_SHAPE(0, 3), NB_F64)), 2, (int64_t[]){0, 2});
+    nb_scope_end(s);
+}
+END_TEST
+
+/* nonzero of a large random mask (several blocks) at a thread count, as host int64. */
+static int64_t nonzero_large(int threads, int64_t *out, int64_t cap) {
+    nb_set_num_threads(threads);
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(5);
+    nb_tensor *x = nb_rand(NB_SHAPE(300, 1000), NB_F32, &g);
+    nb_tensor *mask = nb_gt(x, nb_scalar(0.7, NB_F32));
+    nb_tensor *nz = nb_nonzero(nb_transpose(mask, 0, 1));
+    NB_CK_NOTNULL(nz);
+    int64_t n = nb_size(nz, 0);
+    ck_assert_int_le(n * 2, cap);
+    NB_CK_OK(nb_to_host(nz, out, sizeof(int64_t) * (size_t)(n * 2)));
+    nb_scope_end(s);
+    return n;
+}
+
+START_TEST(test_nonzero_large) {
+    int prev = nb_get_num_threads();
+    int64_t cap = 2 * 300 * 1000;
+    int64_t *a = malloc(sizeof(int64_t) * (size_t)cap), *b = malloc(sizeof(int64_t) * (size_t)cap);
+    ck_assert(a && b);
+    int64_t na = nonzero_large(1, a, cap), nb = nonzero_large(2, b, cap);
+    ck_assert_int_eq(na, nb);
+    ck_assert(na > 80000 && na < 100000);
+    ck_assert_int_eq(memcmp(a, b, sizeof(int64_t) * (size_t)(na * 2)), 0);
+    for (int64_t i = 1; i < na; i++) /* strictly increasing C-order positions */
+        ck_assert(a[2 * i] * 300 + a[2 * i + 1] > a[2 * i - 2] * 300 + a[2 * i - 1]);
+    free(a), free(b);
+    nb_set_num_threads(prev);
+}
+END_TEST
+
+typedef struct {
+    nb_tensor *mask;
+} msel_ctx;
+
+static nb_tensor *f_masked_select(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    return nb_masked_select(in[0], ((msel_ctx *)ctx)->mask);
+}
+
+START_TEST(test_masked_select) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){1, 2, 3, 4});
+    nb_tensor *r = nb_masked_select(t, bool_tensor(NB_SHAPE(2, 2), (bool[]){1, 0, 0, 1}));
+    nb_ck_shape(r, 1, (int64_t[]){2});
+    nb_ck_close(r, (double[]){1, 4}, 2, 0, 0);
+    nb_ck_close(nb_masked_select(t, bool_tensor(NB_SHAPE(2), (bool[]){0, 1})), (double[]){2, 4}, 2, 0, 0);
+    nb_tensor *v = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 2});
+    nb_tensor *m22 = bool_tensor(NB_SHAPE(2, 2), (bool[]){1, 1, 0, 1});
+    nb_ck_close(nb_masked_select(v, m22), (double[]){1, 2, 2}, 3, 0, 0);
+    nb_ck_close(nb_masked_select(nb_to_dtype(t, NB_I32), m22), (double[]){1, 2, 4}, 3, 0, 0);
+    nb_ck_shape(nb_masked_select(t, nb_zeros(NB_SHAPE(2, 2), NB_BOOL)), 1, (int64_t[]){0});
+    /* gradient: g scattered into zeros, summed over the broadcast dim */
+    nb_tensor *w = nb_zeros(NB_SHAPE(2), NB_F64);
+    NB_CK_OK(nb_set_requires_grad(w, true));
+    NB_CK_OK(nb_backward_with(nb_masked_select(w, m22), nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3})));
+    nb_ck_close(nb_grad(w), (double[]){1, 5}, 2, 0, 0);
+    msel_ctx c = {bool_tensor(NB_SHAPE(3, 4), (bool[]){1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0})};
+    nb_tensor *in = nb_test_randn_grad(NB_SHAPE(3, 4), 9);
+    nb_ck_gradcheck(f_masked_select, &in, 1, &c);
+    nb_tensor *in2 = nb_test_randn_grad(NB_SHAPE(4), 10);
+    nb_ck_gradcheck(f_masked_select, &in2, 1, &c);
+    NB_CK_FAILS(nb_masked_select(t, nb_zeros(NB_SHAPE(2, 2), NB_U8)), NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "masked_select"));
+    NB_CK_FAILS(nb_masked_select(t, nb_zeros(NB_SHAPE(3), NB_BOOL)), NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_index(void) {
     Suite *s = suite_create("ops_index");
     TCase *f = tcase_create("forward");
@@ -713,6 +935,12 @@ Suite *nb_suite_ops_index(void) {
     tcase_add_test(g, test_where_grad);
     tcase_add_test(g, test_masked_fill);
     tcase_add_test(g, test_bmm);
+    tcase_add_test(g, test_index_add);
+    tcase_add_test(g, test_index_copy);
+    tcase_add_test(g, test_one_hot);
+    tcase_add_test(g, test_nonzero);
+    tcase_add_test(g, test_nonzero_large);
+    tcase_add_test(g, test_masked_select);
     tcase_set_timeout(g, 60);
     suite_add_tcase(s, g);
     return s;

@@ -1,4 +1,465 @@
-/* test_ops_math.c - placeholder suite until its tests land. */
-#include "nb_test.h"
+/* test_ops_math.c - the unary math functions and activations of nb_ops.h
+ * ("unary math and activations") and their nn modules: float64 forwards
+ * against libm and float32 forwards against float64 references, special
+ * values (half-to-even rounding, signed zeros, NaN, infinities), integer
+ * abs/sign/rounding, gradients by hand at the kinks (PyTorch's conventions),
+ * a float64 gradcheck of every differentiable op, the float32 vector paths
+ * (long, odd-length and strided inputs) and error paths. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
-Suite *nb_suite_ops_math(void) { return suite_create("ops_math"); }
+#include "nb_test.h"
+#include "suites.h"
+
+typedef nb_tensor *(*op1_fn)(nb_tensor *);
+
+/* Element-by-element identity of doubles: equal (with the sign of zero), or both NaN. */
+static void ck_exact(const nb_tensor *t, const double *expected, int64_t n) {
+    NB_CK_NOTNULL(t);
+    ck_assert_int_eq(nb_numel(t), n);
+    double got[64];
+    ck_assert_int_le(n, 64);
+    nb_test_values(t, got, n);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg((isnan(got[i]) && isnan(expected[i])) ||
+                          (got[i] == expected[i] && signbit(got[i]) == signbit(expected[i])),
+                      "element %lld: got %.17g, expected %.17g", (long long)i, got[i], expected[i]);
+}
+
+static nb_tensor *vec(nb_dtype dt, int64_t n, const double *v) {
+    nb_tensor *t = nb_test_tensor(1, (int64_t[]){n}, dt, v);
+    NB_CK_NOTNULL(t);
+    return t;
+}
+
+/* ---- rounding, abs, sign ------------------------------------------------------------------ */
+
+START_TEST(test_rounding) {
+    nb_scope *s = nb_scope_begin();
+    const double x[10] = {2.5, -0.5, 0.5, 1.5, -2.5, -1.7, 1.2, -0.0, NAN, INFINITY};
+    for (int d = 0; d < 2; d++) {
+        nb_tensor *t = vec(d ? NB_F32 : NB_F64, 10, x);
+        ck_exact(nb_round(t), (double[]){2, -0.0, 0, 2, -2, -2, 1, -0.0, NAN, INFINITY}, 10);
+        ck_exact(nb_floor(t), (double[]){2, -1, 0, 1, -3, -2, 1, -0.0, NAN, INFINITY}, 10);
+        ck_exact(nb_ceil(t), (double[]){3, -0.0, 1, 2, -2, -1, 2, -0.0, NAN, INFINITY}, 10);
+        ck_exact(nb_trunc(t), (double[]){2, -0.0, 0, 1, -2, -1, 1, -0.0, NAN, INFINITY}, 10);
+        ck_assert_int_eq(nb_dtype_of(nb_round(t)), d ? NB_F32 : NB_F64);
+    }
+    /* decimals, as torch.round(x, decimals=d): half to even on the scaled value */
+    nb_tensor *t = vec(NB_F64, 5, (double[]){1.2345, 0.125, -1250, 1234.5, -0.375});
+    nb_ck_close(nb_round_decimals(t, 2), (double[]){1.23, 0.12, -1250, 1234.5, -0.38}, 5, 0, 1e-15);
+    nb_ck_close(nb_round_decimals(t, -2), (double[]){0, 0, -1200, 1200, -0.0}, 5, 0, 0);
+    ck_exact(nb_round_decimals(t, 0), (double[]){1, 0, -1250, 1234, -0.0}, 5);
+    nb_ck_close(nb_round_decimals(nb_to_dtype(t, NB_F32), 1), (double[]){1.2, 0.1, -1250, 1234.5, -0.4}, 5, 0, 1e-7);
+    /* integer dtypes: the rounding ops are the identity */
+    nb_tensor *i = vec(NB_I64, 3, (double[]){-7, 0, 12});
+    ck_assert_int_eq(nb_dtype_of(nb_floor(i)), NB_I64);
+    nb_ck_close(nb_floor(i), (double[]){-7, 0, 12}, 3, 0, 0);
+    nb_ck_close(nb_round(vec(NB_I32, 2, (double[]){-3, 5})), (double[]){-3, 5}, 2, 0, 0);
+    nb_ck_close(nb_ceil(vec(NB_U8, 2, (double[]){0, 255})), (double[]){0, 255}, 2, 0, 0);
+    nb_ck_close(nb_trunc(i), (double[]){-7, 0, 12}, 3, 0, 0);
+    nb_ck_close(nb_round_decimals(i, 0), (double[]){-7, 0, 12}, 3, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_abs_sign) {
+    nb_scope *s = nb_scope_begin();
+    const double x[7] = {-3.5, 0, -0.0, 2, NAN, -INFINITY, 1e-30};
+    for (int d = 0; d < 2; d++) {
+        nb_tensor *t = vec(d ? NB_F32 : NB_F64, 7, x);
+        ck_exact(nb_abs(t), (double[]){3.5, 0, 0, 2, NAN, INFINITY, d ? (double)1e-30f : 1e-30}, 7);
+        /* sign(0) = sign(-0) = sign(NaN) = 0, as PyTorch's (0 < x) - (x < 0) */
+        ck_exact(nb_sign(t), (double[]){-1, 0, 0, 1, 0, -1, 1}, 7);
+    }
+    /* integers: abs of the minimum wraps, as PyTorch */
+    int32_t v32[4] = {-5, 0, 7, INT32_MIN}, o32[4];
+    nb_tensor *a32 = nb_from_data(v32, NB_SHAPE(4), NB_I32);
+    NB_CK_OK(nb_to_host(nb_abs(a32), o32, sizeof o32));
+    ck_assert(o32[0] == 5 && o32[1] == 0 && o32[2] == 7 && o32[3] == INT32_MIN);
+    NB_CK_OK(nb_to_host(nb_sign(a32), o32, sizeof o32));
+    ck_assert(o32[0] == -1 && o32[1] == 0 && o32[2] == 1 && o32[3] == -1);
+    int64_t v64[3] = {-9007199254740993LL, 0, 4}, o64[3];
+    nb_tensor *a64 = nb_from_data(v64, NB_SHAPE(3), NB_I64);
+    ck_assert_int_eq(nb_dtype_of(nb_abs(a64)), NB_I64);
+    NB_CK_OK(nb_to_host(nb_abs(a64), o64, sizeof o64));
+    ck_assert(o64[0] == 9007199254740993LL && o64[1] == 0 && o64[2] == 4);
+    NB_CK_OK(nb_to_host(nb_sign(a64), o64, sizeof o64));
+    ck_assert(o64[0] == -1 && o64[1] == 0 && o64[2] == 1);
+    nb_tensor *u = vec(NB_U8, 3, (double[]){0, 3, 255});
+    nb_ck_close(nb_abs(u), (double[]){0, 3, 255}, 3, 0, 0);
+    nb_ck_close(nb_sign(u), (double[]){0, 1, 1}, 3, 0, 0);
+    /* neg keeps working on integers */
+    nb_ck_close(nb_neg(vec(NB_I64, 2, (double[]){4, -2})), (double[]){-4, 2}, 2, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- math functions against libm ------------------------------------------------------------- */
+
+static double ref_reciprocal(double x) { return 1 / x; }
+static double ref_rsqrt(double x) { return 1 / sqrt(x); }
+
+static const struct {
+    const char *name;
+    op1_fn op;
+    double (*ref)(double);
+    double lo, hi; /* inputs spread over [lo, hi] */
+} math_cases[] = {
+    {"reciprocal", nb_reciprocal, ref_reciprocal, 0.1, 7}, {"rsqrt", nb_rsqrt, ref_rsqrt, 0.01, 50},
+    {"log1p", nb_log1p, log1p, -0.9, 5},  {"expm1", nb_expm1, expm1, -3, 3},
+    {"log2", nb_log2, log2, 0.01, 100},   {"log10", nb_log10, log10, 0.01, 1000},
+    {"sin", nb_sin, sin, -6, 6},          {"cos", nb_cos, cos, -6, 6},
+    {"tan", nb_tan, tan, -1.4, 1.4},      {"asin", nb_asin, asin, -1, 1},
+    {"acos", nb_acos, acos, -1, 1},       {"atan", nb_atan, atan, -20, 20},
+    {"sinh", nb_sinh, sinh, -5, 5},       {"cosh", nb_cosh, cosh, -5, 5},
+    {"asinh", nb_asinh, asinh, -30, 30},  {"acosh", nb_acosh, acosh, 1, 40},
+    {"atanh", nb_atanh, atanh, -0.99, 0.99}, {"erf", nb_erf, erf, -3, 3},
+    {"erfc", nb_erfc, erfc, -3, 5},
+};
+#define N_MATH (int)(sizeof math_cases / sizeof math_cases[0])
+
+START_TEST(test_math_vs_libm) {
+    nb_scope *s = nb_scope_begin();
+    enum { N = 11 };
+    for (int c = 0; c < N_MATH; c++) {
+        double x[N], x32[N], want[N], want32[N];
+        for (int i = 0; i < N; i++) {
+            x[i] = math_cases[c].lo + (math_cases[c].hi - math_cases[c].lo) * i / (N - 1);
+            x32[i] = (float)x[i];
+            want[i] = math_cases[c].ref(x[i]);
+            want32[i] = math_cases[c].ref(x32[i]);
+        }
+        nb_tensor *y = math_cases[c].op(vec(NB_F64, N, x));
+        ck_assert_msg(y != NULL, "%s: %s", math_cases[c].name, nb_last_error());
+        nb_ck_close(y, want, N, 1e-300, 1e-15); /* libm itself */
+        nb_tensor *y32 = math_cases[c].op(vec(NB_F32, N, x32));
+        ck_assert_int_eq(nb_dtype_of(y32), NB_F32);
+        nb_ck_close(y32, want32, N, 1e-7, 1e-6);
+        /* NaN in, NaN out */
+        ck_assert_msg(isnan(nb_item(math_cases[c].op(nb_full(0, NULL, NAN, NB_F64)))), "%s(NaN)", math_cases[c].name);
+    }
+    /* special values */
+    nb_tensor *z = vec(NB_F64, 3, (double[]){0, -0.0, -1});
+    ck_exact(nb_reciprocal(z), (double[]){INFINITY, -INFINITY, -1}, 3);
+    ck_exact(nb_log1p(z), (double[]){0, -0.0, -INFINITY}, 3);
+    ck_exact(nb_expm1(vec(NB_F64, 2, (double[]){-0.0, -INFINITY})), (double[]){-0.0, -1}, 2);
+    ck_assert(isnan(nb_item(nb_acosh(nb_full(0, NULL, 0.5, NB_F64)))));
+    ck_assert(isnan(nb_item(nb_asin(nb_full(0, NULL, 1.5, NB_F32)))));
+    ck_exact(nb_atanh(vec(NB_F64, 2, (double[]){1, -1})), (double[]){INFINITY, -INFINITY}, 2);
+    nb_ck_close(nb_log1p(nb_full(0, NULL, 1e-10, NB_F32)), (double[]){1e-10 - 5e-21}, 1, 0, 1e-6);
+    nb_ck_close(nb_expm1(nb_full(0, NULL, 1e-10, NB_F64)), (double[]){1.00000000005e-10}, 1, 0, 1e-15);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- activations -------------------------------------------------------------------------------- */
+
+#define SELU_A 1.6732632423543772848170429916717
+#define SELU_S 1.0507009873554804934193349852946
+static double r_leaky(double x) { return x > 0 ? x : 0.2 * x; }
+static double r_elu(double x) { return x > 0 ? x : 1.5 * expm1(x); }
+static double r_selu(double x) { return SELU_S * (x > 0 ? x : SELU_A * expm1(x)); }
+static double r_silu(double x) { return x / (1 + exp(-x)); }
+static double r_mish(double x) { return x * tanh(log1p(exp(x))); }
+static double r_softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
+static double r_softplus2(double x) { return 2 * x > 3 ? x : log1p(exp(2 * x)) / 2; } /* beta 2, threshold 3 */
+static double r_hardtanh(double x) { return x < -0.5 ? -0.5 : x > 2 ? 2 : x; }
+static double r_hardsigmoid(double x) { return fmin(fmax(x + 3, 0), 6) / 6; }
+static double r_hardswish(double x) { return x * fmin(fmax(x + 3, 0), 6) / 6; }
+static double r_logsigmoid(double x) { return fmin(x, 0) - log1p(exp(-fabs(x))); }
+
+static nb_tensor *a_leaky(nb_tensor *x) { return nb_leaky_relu(x, 0.2); }
+static nb_tensor *a_elu(nb_tensor *x) { return nb_elu(x, 1.5); }
+static nb_tensor *a_softplus(nb_tensor *x) { return nb_softplus(x, 1, 20); }
+static nb_tensor *a_softplus2(nb_tensor *x) { return nb_softplus(x, 2, 3); }
+static nb_tensor *a_hardtanh(nb_tensor *x) { return nb_hardtanh(x, -0.5, 2); }
+
+static const struct {
+    const char *name;
+    op1_fn op;
+    double (*ref)(double);
+} act_cases[] = {
+    {"leaky_relu", a_leaky, r_leaky},       {"elu", a_elu, r_elu},
+    {"selu", nb_selu, r_selu},              {"silu", nb_silu, r_silu},
+    {"mish", nb_mish, r_mish},              {"softplus", a_softplus, r_softplus},
+    {"softplus(2, 3)", a_softplus2, r_softplus2}, {"hardtanh", a_hardtanh, r_hardtanh},
+    {"hardsigmoid", nb_hardsigmoid, r_hardsigmoid}, {"hardswish", nb_hardswish, r_hardswish},
+    {"logsigmoid", nb_logsigmoid, r_logsigmoid},
+};
+#define N_ACT (int)(sizeof act_cases / sizeof act_cases[0])
+
+START_TEST(test_activations_forward) {
+    nb_scope *s = nb_scope_begin();
+    /* kinks, thresholds, tails; 19 values, so the float32 vector loops have a tail */
+    const double x[19] = {-100, -30, -5, -3, -2.5, -1, -0.5, -1e-3, 0, 1e-3, 0.5, 1, 1.5, 2, 3, 4.5, 19.5, 25, 90};
+    for (int c = 0; c < N_ACT; c++) {
+        double want[19], x32[19], want32[19];
+        for (int i = 0; i < 19; i++) {
+            want[i] = act_cases[c].ref(x[i]);
+            x32[i] = (float)x[i];
+            want32[i] = act_cases[c].ref(x32[i]);
+        }
+        nb_tensor *y = act_cases[c].op(vec(NB_F64, 19, x));
+        ck_assert_msg(y != NULL, "%s: %s", act_cases[c].name, nb_last_error());
+        nb_ck_close(y, want, 19, 1e-300, 1e-15);
+        nb_tensor *y32 = act_cases[c].op(vec(NB_F32, 19, x32));
+        ck_assert_int_eq(nb_dtype_of(y32), NB_F32);
+        nb_ck_close(y32, want32, 19, 1e-30, 1e-6);
+        ck_assert_msg(isnan(nb_item(act_cases[c].op(nb_full(0, NULL, NAN, NB_F64)))), "%s(NaN)", act_cases[c].name);
+        ck_assert_msg(isnan(nb_item(act_cases[c].op(nb_full(0, NULL, NAN, NB_F32)))), "%s(NaN) f32", act_cases[c].name);
+    }
+    /* hand values */
+    nb_tensor *h = vec(NB_F64, 5, (double[]){-4, -3, 0, 3, 7});
+    nb_ck_close(nb_hardsigmoid(h), (double[]){0, 0, 0.5, 1, 1}, 5, 0, 1e-16);
+    nb_ck_close(nb_hardswish(h), (double[]){-0.0, -0.0, 0, 3, 7}, 5, 0, 0);
+    nb_ck_close(nb_relu6(h), (double[]){0, 0, 0, 3, 6}, 5, 0, 0);
+    nb_ck_close(nb_silu(h), (double[]){-4 / (1 + exp(4.0)), -3 / (1 + exp(3.0)), 0, 3 / (1 + exp(-3.0)), 7 / (1 + exp(-7.0))},
+                5, 0, 1e-15);
+    /* softplus returns x itself above the threshold, logsigmoid does not overflow */
+    ck_exact(nb_softplus(vec(NB_F64, 2, (double[]){20.5, 1e300}), 1, 20), (double[]){20.5, 1e300}, 2);
+    nb_ck_close(nb_logsigmoid(vec(NB_F64, 2, (double[]){-800, 800})), (double[]){-800, 0}, 2, 0, 1e-15);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* The float32 vector paths (silu, mish, selu, logsigmoid, elu, softplus)
+ * over a long tensor, a strided view and their backward, against float64. */
+START_TEST(test_activations_f32_paths) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(7);
+    nb_tensor *x64 = nb_mul_scalar(nb_randn(NB_SHAPE(37, 29), NB_F64, &g), 4);
+    nb_tensor *x32 = nb_to_dtype(x64, NB_F32);
+    x64 = nb_to_dtype(x32, NB_F64); /* the same values */
+    op1_fn ops[7] = {nb_silu, nb_mish, nb_selu, nb_logsigmoid, a_elu, a_softplus, a_leaky};
+    for (int k = 0; k < 7; k++) {
+        int64_t n = 37 * 29;
+        double *want = malloc(sizeof(double) * (size_t)n);
+        ck_assert_ptr_nonnull(want);
+        nb_test_values(ops[k](x64), want, n);
+        nb_ck_close(ops[k](x32), want, n, 1e-6, 2e-6);
+        nb_test_values(ops[k](nb_transpose(x64, 0, 1)), want, n);
+        nb_ck_close(ops[k](nb_transpose(x32, 0, 1)), want, n, 1e-6, 2e-6);
+        /* backward: gradient of sum(op(x) * w) */
+        nb_tensor *w = nb_randn(NB_SHAPE(37, 29), NB_F64, &g);
+        nb_tensor *l64 = nb_add_scalar(x64, 0), *l32 = nb_add_scalar(x32, 0); /* fresh leaves */
+        NB_CK_OK(nb_set_requires_grad(l64, true));
+        NB_CK_OK(nb_set_requires_grad(l32, true));
+        NB_CK_OK(nb_backward(nb_sum(nb_mul(ops[k](l64), w), NULL, 0, false)));
+        NB_CK_OK(nb_backward(nb_sum(nb_mul(ops[k](l32), nb_to_dtype(w, NB_F32)), NULL, 0, false)));
+        nb_test_values(nb_grad(l64), want, n);
+        nb_ck_close(nb_grad(l32), want, n, 1e-5, 1e-5);
+        free(want);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- gradients -------------------------------------------------------------------------------- */
+
+/* d sum(op(x)) / dx for x (float64 or float32) */
+static void ck_grad(op1_fn op, nb_dtype dt, int64_t n, const double *x, const double *want) {
+    nb_tensor *t = vec(dt, n, x);
+    NB_CK_OK(nb_set_requires_grad(t, true));
+    NB_CK_OK(nb_backward(nb_sum(op(t), NULL, 0, false)));
+    nb_ck_close(nb_grad(t), want, n, 1e-15, 1e-6);
+}
+
+START_TEST(test_grad_at_kinks) {
+    nb_scope *s = nb_scope_begin();
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = d ? NB_F32 : NB_F64;
+        ck_grad(nb_abs, dt, 3, (double[]){0, -2, 3}, (double[]){0, -1, 1});
+        ck_grad(a_leaky, dt, 3, (double[]){0, -2, 3}, (double[]){0.2, 0.2, 1});
+        ck_grad(a_elu, dt, 3, (double[]){0, -1, 3}, (double[]){1.5, 1.5 * exp(-1.0), 1});
+        ck_grad(nb_selu, dt, 2, (double[]){0, 1}, (double[]){SELU_S * SELU_A, SELU_S});
+        /* hardtanh: 0 at both ends (PyTorch's hardtanh_backward) */
+        ck_grad(a_hardtanh, dt, 5, (double[]){-0.5, 2, 0, -1, 3}, (double[]){0, 0, 1, 0, 0});
+        ck_grad(nb_relu6, dt, 4, (double[]){0, 6, 3, -1}, (double[]){0, 0, 1, 0});
+        ck_grad(nb_hardsigmoid, dt, 4, (double[]){-3, 3, 0, 5}, (double[]){0, 0, 1.0 / 6, 0});
+        ck_grad(nb_hardswish, dt, 5, (double[]){-3, 3, -4, 0, 5}, (double[]){-0.5, 1.5, 0, 0.5, 1});
+        ck_grad(a_softplus2, dt, 2, (double[]){0, 2}, (double[]){0.5, 1});
+        ck_grad(nb_logsigmoid, dt, 2, (double[]){0, -800}, (double[]){0.5, 1});
+        ck_grad(nb_silu, dt, 1, (double[]){0}, (double[]){0.5});
+        ck_grad(nb_mish, dt, 1, (double[]){0}, (double[]){tanh(log(2.0))});
+        /* the rounding ops and sign have zero gradient */
+        op1_fn zero[5] = {nb_sign, nb_floor, nb_ceil, nb_round, nb_trunc};
+        for (int k = 0; k < 5; k++) ck_grad(zero[k], dt, 3, (double[]){-1.5, 0.3, 2}, (double[]){0, 0, 0});
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+static nb_tensor *gc_apply(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    return (*(const op1_fn *)ctx)(in[0]);
+}
+static nb_tensor *f_round2(nb_tensor *x) { return nb_round_decimals(x, 2); }
+
+/* A float64 leaf of 3x5 N(0,1) values mapped by fn (to keep inputs inside a
+ * domain and away from kinks), or exactly `fixed` (15 values) when given. */
+static nb_tensor *leaf(uint64_t seed, double (*fn)(double), const double *fixed) {
+    nb_generator g = nb_generator_new(seed);
+    double v[15];
+    nb_test_values(nb_randn(NB_SHAPE(3, 5), NB_F64, &g), v, 15);
+    for (int i = 0; i < 15; i++) v[i] = fixed ? fixed[i] : fn ? fn(v[i]) : v[i];
+    nb_tensor *t = nb_test_tensor(NB_SHAPE(3, 5), NB_F64, v);
+    NB_CK_NOTNULL(t);
+    NB_CK_OK(nb_set_requires_grad(t, true));
+    return t;
+}
+static double away0(double x) { return x + copysign(0.3, x); }
+static double positive(double x) { return exp(x) + 0.05; }
+static double above_m1(double x) { return exp(x) - 0.8; }
+static double above1(double x) { return exp(x) + 1.1; }
+static double unit(double x) { return 0.9 * tanh(x); }
+static double tan_dom(double x) { return 1.2 * tanh(x); }
+
+/* kinks at -0.5 and 2 (hardtanh), +-3 (hardsigmoid, hardswish), 3 (relu6 ends at 0, 6) */
+static const double kinked[15] = {-4.2, -3.4, -2.7, -1.3, -0.8, -0.3, 0.2, 0.7, 1.2, 1.7, 2.4, 2.9, 3.3, 5.1, 6.6};
+
+START_TEST(test_gradcheck_all) {
+    nb_scope *s = nb_scope_begin();
+    const struct {
+        op1_fn op;
+        double (*map)(double);
+        const double *fixed;
+    } cases[] = {
+        {nb_abs, away0, NULL},        {nb_sign, NULL, NULL},         {nb_floor, NULL, NULL},
+        {nb_ceil, NULL, NULL},        {nb_round, NULL, NULL},        {nb_trunc, NULL, NULL},
+        {f_round2, NULL, NULL},       {nb_reciprocal, away0, NULL},  {nb_rsqrt, positive, NULL},
+        {nb_log1p, above_m1, NULL},   {nb_expm1, NULL, NULL},        {nb_log2, positive, NULL},
+        {nb_log10, positive, NULL},   {nb_sin, NULL, NULL},          {nb_cos, NULL, NULL},
+        {nb_tan, tan_dom, NULL},      {nb_asin, unit, NULL},         {nb_acos, unit, NULL},
+        {nb_atan, NULL, NULL},        {nb_sinh, NULL, NULL},         {nb_cosh, NULL, NULL},
+        {nb_asinh, NULL, NULL},       {nb_acosh, above1, NULL},      {nb_atanh, unit, NULL},
+        {nb_erf, NULL, NULL},         {nb_erfc, NULL, NULL},         {a_leaky, away0, NULL},
+        {a_elu, away0, NULL},         {nb_selu, away0, NULL},        {nb_silu, NULL, NULL},
+        {nb_mish, NULL, NULL},        {a_softplus, NULL, NULL},      {a_softplus2, NULL, kinked},
+        {a_hardtanh, NULL, kinked},   {nb_relu6, NULL, kinked},      {nb_hardsigmoid, NULL, kinked},
+        {nb_hardswish, NULL, kinked}, {nb_logsigmoid, NULL, NULL},
+    };
+    for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+        nb_tensor *x = leaf(100 + (uint64_t)c, cases[c].map, cases[c].fixed);
+        nb_ck_gradcheck(gc_apply, &x, 1, (void *)&cases[c].op);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- errors ---------------------------------------------------------------------------------------- */
+
+START_TEST(test_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *i = vec(NB_I32, 2, (double[]){1, 2});
+    /* float-only ops do not promote integers (cast with nb_to_dtype) */
+    op1_fn float_only[] = {nb_sin, nb_log2, nb_rsqrt, nb_erf, nb_silu, nb_selu, nb_logsigmoid, nb_hardswish};
+    for (int k = 0; k < (int)(sizeof float_only / sizeof float_only[0]); k++) NB_CK_FAILS(float_only[k](i), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_sin(i), NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "sin"));
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "int32"));
+    NB_CK_FAILS(nb_leaky_relu(i, 0.1), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_hardtanh(i, -1, 1), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_softplus(i, 2, 20), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_round_decimals(i, 1), NB_ERR_DTYPE);
+    /* bool is not a number for abs/sign */
+    bool bv[2] = {true, false};
+    NB_CK_FAILS(nb_abs(nb_from_data(bv, NB_SHAPE(2), NB_BOOL)), NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "abs"));
+    /* NULL input */
+    op1_fn all[] = {nb_abs, nb_sign, nb_floor, nb_round, nb_tan, nb_acosh, nb_mish, nb_relu6, nb_hardsigmoid};
+    for (int k = 0; k < (int)(sizeof all / sizeof all[0]); k++) NB_CK_FAILS(all[k](NULL), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_round_decimals(NULL, 2), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_elu(NULL, 1), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_softplus(NULL, 1, 20), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_hardtanh(NULL, -1, 1), NB_ERR_INVALID_ARG);
+    /* bad hyperparameters */
+    nb_tensor *x = vec(NB_F64, 2, (double[]){1, 2});
+    NB_CK_FAILS(nb_hardtanh(x, 1, -1), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "hardtanh"));
+    NB_CK_FAILS(nb_hardtanh(x, NAN, 1), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_softplus(x, 0, 20), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_softplus(x, INFINITY, 20), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_softplus(x, 1, NAN), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- modules ------------------------------------------------------------------------------------- */
+
+START_TEST(test_activation_modules) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_reshape(nb_test_tensor(NB_SHAPE(8), NB_F64, (double[]){-4, -2.5, -1, -0.2, 0.3, 1, 2.5, 30}),
+                              NB_SHAPE(2, 4));
+    struct {
+        nb_module *m;
+        const char *kind;
+        nb_tensor *want;
+    } cases[] = {
+        {nb_leaky_relu_module(0.01), "LeakyReLU", nb_leaky_relu(x, 0.01)},
+        {nb_elu_module(1.0), "ELU", nb_elu(x, 1.0)},
+        {nb_selu_module(), "SELU", nb_selu(x)},
+        {nb_silu_module(), "SiLU", nb_silu(x)},
+        {nb_mish_module(), "Mish", nb_mish(x)},
+        {nb_softplus_module(2, 10), "Softplus", nb_softplus(x, 2, 10)},
+        {nb_hardtanh_module(-2, 2), "Hardtanh", nb_hardtanh(x, -2, 2)},
+        {nb_hardsigmoid_module(), "Hardsigmoid", nb_hardsigmoid(x)},
+        {nb_hardswish_module(), "Hardswish", nb_hardswish(x)},
+        {nb_logsigmoid_module(), "LogSigmoid", nb_logsigmoid(x)},
+    };
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        NB_CK_NOTNULL(cases[k].m);
+        ck_assert_str_eq(nb_module_kind(cases[k].m), cases[k].kind);
+        ck_assert_int_eq(nb_module_parameters(cases[k].m, NULL, 0), 0);
+        double want[8];
+        nb_test_values(cases[k].want, want, 8);
+        nb_tensor *y = nb_forward(cases[k].m, x);
+        nb_ck_shape(y, 2, (int64_t[]){2, 4});
+        nb_ck_close(y, want, 8, 0, 0);
+        ck_assert_ptr_null(nb_forward(cases[k].m, NULL));
+        nb_module_free(cases[k].m);
+    }
+    /* spot values: LeakyReLU(0.01)(-4) = -0.04, Hardtanh(-2, 2)(-4) = -2 */
+    nb_module *lr = nb_leaky_relu_module(0.01), *ht = nb_hardtanh_module(-2, 2);
+    nb_ck_close(nb_forward(lr, x), (double[]){-0.04, -0.025, -0.01, -0.002, 0.3, 1, 2.5, 30}, 8, 0, 1e-15);
+    nb_ck_close(nb_forward(ht, x), (double[]){-2, -2, -1, -0.2, 0.3, 1, 2, 2}, 8, 0, 0);
+    nb_module_free(lr);
+    nb_module_free(ht);
+    /* in a Sequential, gradients flow through the activation */
+    nb_manual_seed(3);
+    nb_module *net = nb_sequential(nb_linear_ex(4, 3, true, NB_F64), nb_silu_module(), nb_linear_ex(3, 1, true, NB_F64));
+    NB_CK_NOTNULL(net);
+    NB_CK_OK(nb_backward(nb_sum(nb_forward(net, x), NULL, 0, false)));
+    nb_tensor *w0 = nb_module_get(nb_module_child(net, "0"), "weight");
+    double gw[12];
+    nb_test_values(nb_grad(w0), gw, 12);
+    double norm = 0;
+    for (int i = 0; i < 12; i++) norm += fabs(gw[i]);
+    ck_assert(norm > 0 && isfinite(norm));
+    nb_module_free(net);
+    /* bad hyperparameters */
+    NB_CK_FAILS(nb_hardtanh_module(1, 0), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_softplus_module(0, 20), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_ops_math(void) {
+    Suite *s = suite_create("ops_math");
+    TCase *f = tcase_create("forward");
+    tcase_add_test(f, test_rounding);
+    tcase_add_test(f, test_abs_sign);
+    tcase_add_test(f, test_math_vs_libm);
+    tcase_add_test(f, test_activations_forward);
+    tcase_add_test(f, test_activations_f32_paths);
+    tcase_add_test(f, test_errors);
+    tcase_add_test(f, test_activation_modules);
+    suite_add_tcase(s, f);
+    TCase *g = tcase_create("grad");
+    tcase_add_test(g, test_grad_at_kinks);
+    tcase_add_test(g, test_gradcheck_all);
+    tcase_set_timeout(g, 60);
+    suite_add_tcase(s, g);
+    return s;
+}

@@ -1,7 +1,9 @@
-/* test_ops_reduce.c - sum, mean, amax, max along a dim with indices and
- * argmax: forward values by hand (one dim, several, all, keepdim both
- * ways, strided inputs, integers), tie handling in the gradients,
- * gradchecks, errors, determinism across thread counts, and float32. */
+/* test_ops_reduce.c - sum, mean, prod, amax/amin, max/min along a dim
+ * with indices, argmax/argmin, var/std, norm, logsumexp, all/any: forward
+ * values by hand (one dim, several, all, keepdim both ways, strided
+ * inputs, integers, empty dims), tie handling in the gradients, prod's
+ * gradient with zeros, gradchecks, errors, determinism across thread
+ * counts, and float32. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,12 +271,269 @@ START_TEST(test_reduce_float32) {
 }
 END_TEST
 
+/* ---- prod, amin/min, argmin, var/std, norm, logsumexp, all/any ------------------- */
+
+typedef struct {
+    int op; /* 0 prod, 1 amin, 2 min_dim, 3 var, 4 std, 5 norm, 6 logsumexp */
+    int dims[3];
+    int n_dims;
+    bool keepdim;
+    double arg; /* correction or p */
+} red2_ctx;
+
+static nb_tensor *f_reduce2(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    const red2_ctx *c = ctx;
+    const int *dims = c->n_dims ? c->dims : NULL;
+    switch (c->op) {
+    case 0: return nb_prod(in[0], dims, c->n_dims, c->keepdim);
+    case 1: return nb_amin(in[0], dims, c->n_dims, c->keepdim);
+    case 2: return nb_min_dim(in[0], c->dims[0], c->keepdim, NULL);
+    case 3: return nb_var(in[0], dims, c->n_dims, c->arg, c->keepdim);
+    case 4: return nb_std(in[0], dims, c->n_dims, c->arg, c->keepdim);
+    case 5: return nb_norm(in[0], c->arg, dims, c->n_dims, c->keepdim);
+    default: return nb_logsumexp(in[0], dims, c->n_dims, c->keepdim);
+    }
+}
+
+static nb_tensor *grad_tensor(int ndim, const int64_t *shape, const double *v) {
+    nb_tensor *t = nb_test_tensor(ndim, shape, NB_F64, v);
+    NB_CK_OK(nb_set_requires_grad(t, true));
+    return t;
+}
+
+START_TEST(test_prod_forward_and_grad) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = m23(); /* 1 5 3 / 4 2 6 */
+    nb_ck_close(nb_prod(x, NULL, 0, false), (double[]){720}, 1, 0, 0);
+    nb_ck_close(nb_prod(x, (int[]){0}, 1, false), (double[]){4, 10, 18}, 3, 0, 0);
+    nb_tensor *pk = nb_prod(x, (int[]){-1}, 1, true);
+    nb_ck_shape(pk, 2, (int64_t[]){2, 1});
+    nb_ck_close(pk, (double[]){15, 48}, 2, 0, 0);
+    /* integers give int64, as PyTorch; the empty product is 1 */
+    nb_tensor *pi = nb_prod(nb_test_tensor(NB_SHAPE(2, 2), NB_I32, (double[]){2, -3, 4, 5}), (int[]){1}, 1, false);
+    ck_assert_int_eq(nb_dtype_of(pi), NB_I64);
+    nb_ck_close(pi, (double[]){-6, 20}, 2, 0, 0);
+    ck_assert_int_eq(nb_dtype_of(nb_prod(nb_ones(NB_SHAPE(2), NB_BOOL), NULL, 0, false)), NB_I64);
+    ck_assert_double_eq(nb_item(nb_prod(nb_zeros(NB_SHAPE(0), NB_F64), NULL, 0, false)), 1);
+    nb_ck_close(nb_prod(nb_zeros(NB_SHAPE(0, 2), NB_F64), (int[]){0}, 1, false), (double[]){1, 1}, 2, 0, 0);
+    ck_assert_int_eq(nb_numel(nb_prod(nb_zeros(NB_SHAPE(0, 2), NB_F64), (int[]){1}, 1, false)), 0);
+    /* gradient by hand: one zero -> product of the others there only; two zeros -> 0 */
+    nb_tensor *z = grad_tensor(NB_SHAPE(3, 3), (double[]){2, 3, 4, 2, 0, 5, 0, 7, 0});
+    NB_CK_OK(nb_backward(nb_sum(nb_prod(z, (int[]){1}, 1, false), NULL, 0, false)));
+    nb_ck_close(nb_grad(z), (double[]){12, 8, 6, 0, 10, 0, 0, 0, 0}, 9, 0, 1e-15);
+    /* gradchecks: random (no zeros), and inputs with one and two zeros */
+    nb_tensor *r = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 5);
+    const red2_ctx cs[] = {{0, {1}, 1, false, 0}, {0, {0, 2}, 2, true, 0}, {0, {0}, 0, false, 0}, {0, {-1}, 1, true, 0}};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) NB_CK_OK(nb_gradcheck(f_reduce2, &r, 1, (void *)&cs[c], NULL));
+    NB_CK_OK(nb_gradcheck(f_reduce2, &z, 1, (void *)&cs[0], NULL));
+    red2_ctx c0 = {0, {0}, 1, false, 0}, call = {0, {0}, 0, false, 0};
+    NB_CK_OK(nb_gradcheck(f_reduce2, &z, 1, &c0, NULL));
+    nb_tensor *one0 = grad_tensor(NB_SHAPE(4), (double[]){1.5, 0, -2, 3});
+    NB_CK_OK(nb_gradcheck(f_reduce2, &one0, 1, &call, NULL));
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_min_forward_and_grad) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = m23(); /* 1 5 3 / 4 2 6 */
+    nb_ck_close(nb_min(x, (int[]){0}, 1, false), (double[]){1, 2, 3}, 3, 0, 0);
+    nb_ck_close(nb_amin(x, (int[]){1}, 1, true), (double[]){1, 2}, 2, 0, 0);
+    nb_ck_shape(nb_amin(x, (int[]){1}, 1, true), 2, (int64_t[]){2, 1});
+    ck_assert_double_eq(nb_item(nb_amin(x, NULL, 0, false)), 1);
+    ck_assert_double_eq(nb_item(nb_amax(x, NULL, 0, false)), 6);
+    nb_ck_close(nb_amax(x, (int[]){0}, 1, false), (double[]){4, 5, 6}, 3, 0, 0);
+    nb_tensor *idx = NULL;
+    nb_tensor *v = nb_min_dim(x, 1, false, &idx);
+    nb_ck_close(v, (double[]){1, 2}, 2, 0, 0);
+    ck_assert_int_eq(nb_dtype_of(idx), NB_I64);
+    nb_ck_close(idx, (double[]){0, 1}, 2, 0, 0);
+    v = nb_min_dim(x, 0, true, &idx);
+    nb_ck_shape(idx, 2, (int64_t[]){1, 3});
+    nb_ck_close(v, (double[]){1, 2, 3}, 3, 0, 0);
+    nb_ck_close(idx, (double[]){0, 1, 0}, 3, 0, 0);
+    /* argmin: first minimum on ties; integers; NaN counts as the minimum */
+    nb_tensor *t = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){3, 1, 1, 2, 2, 5});
+    nb_tensor *am = nb_argmin(t, 1, false);
+    ck_assert_int_eq(nb_dtype_of(am), NB_I64);
+    nb_ck_close(am, (double[]){1, 0}, 2, 0, 0);
+    nb_ck_close(nb_argmin(t, 0, true), (double[]){1, 0, 0}, 3, 0, 0);
+    nb_ck_close(nb_argmin(nb_to_dtype(t, NB_I32), -1, false), (double[]){1, 0}, 2, 0, 0);
+    nb_ck_close(nb_argmin(nb_transpose(t, 0, 1), 1, false), (double[]){1, 0, 0}, 3, 0, 0);
+    nb_tensor *n = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){1, NAN, -2, NAN});
+    nb_ck_close(nb_argmin(n, 0, false), (double[]){1}, 1, 0, 0);
+    ck_assert(isnan(nb_item(nb_amin(n, NULL, 0, false))));
+    /* tie gradients: amin shares, min_dim sends to the first index */
+    nb_tensor *tg = grad_tensor(NB_SHAPE(2, 3), (double[]){3, 1, 1, 2, 2, 2});
+    NB_CK_OK(nb_backward_with(nb_amin(tg, (int[]){1}, 1, false), nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 3})));
+    nb_ck_close(nb_grad(tg), (double[]){0, 0.5, 0.5, 1, 1, 1}, 6, 0, 1e-15);
+    nb_zero_grad_tensor(tg);
+    NB_CK_OK(nb_backward(nb_sum(nb_min_dim(tg, 1, false, NULL), NULL, 0, false)));
+    nb_ck_close(nb_grad(tg), (double[]){0, 1, 0, 1, 0, 0}, 6, 0, 0);
+    nb_zero_grad_tensor(tg);
+    NB_CK_OK(nb_backward(nb_amax(tg, NULL, 0, false)));
+    nb_ck_close(nb_grad(tg), (double[]){1, 0, 0, 0, 0, 0}, 6, 0, 0);
+    ck_assert(!nb_requires_grad(nb_argmin(tg, 1, false)));
+    /* gradchecks without ties */
+    nb_tensor *r = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 6);
+    const red2_ctx cs[] = {{1, {1}, 1, false, 0}, {1, {0, 2}, 2, true, 0}, {1, {0}, 0, false, 0},
+                           {2, {1}, 1, false, 0}, {2, {-1}, 1, true, 0}, {2, {0}, 1, false, 0}};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) NB_CK_OK(nb_gradcheck(f_reduce2, &r, 1, (void *)&cs[c], NULL));
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_var_std) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = m23(); /* 1 5 3 / 4 2 6: rows have mean 3 and 4, sum sq dev 8 and 8 */
+    nb_ck_close(nb_var(x, (int[]){1}, 1, 1, false), (double[]){4, 4}, 2, 1e-14, 0);
+    nb_ck_close(nb_var(x, (int[]){1}, 1, 0, false), (double[]){8.0 / 3, 8.0 / 3}, 2, 1e-14, 0);
+    nb_ck_close(nb_std(x, (int[]){1}, 1, 1, true), (double[]){2, 2}, 2, 1e-14, 0);
+    nb_ck_shape(nb_std(x, (int[]){1}, 1, 1, true), 2, (int64_t[]){2, 1});
+    /* all: mean 3.5, sum sq dev 17.5 */
+    nb_ck_close(nb_var(x, NULL, 0, 1, false), (double[]){3.5}, 1, 1e-14, 0);
+    nb_ck_close(nb_std(x, NULL, 0, 0, false), (double[]){sqrt(17.5 / 6)}, 1, 1e-14, 0);
+    nb_ck_close(nb_var(x, (int[]){0}, 1, 1, false), (double[]){4.5, 4.5, 4.5}, 3, 1e-14, 0);
+    /* N - correction <= 0: one element gives NaN (0/0), as PyTorch */
+    ck_assert(isnan(nb_item(nb_var(nb_scalar(2, NB_F64), NULL, 0, 1, false))));
+    ck_assert(isinf(nb_item(nb_var(nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 2}), NULL, 0, 2, false))));
+    nb_tensor *r = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 7);
+    for (int op = 3; op <= 4; op++)
+        for (int corr = 0; corr <= 1; corr++) {
+            const red2_ctx cs[] = {{op, {1}, 1, false, corr}, {op, {0, 2}, 2, true, corr}, {op, {0}, 0, false, corr}};
+            for (size_t c = 0; c < 3; c++) NB_CK_OK(nb_gradcheck(f_reduce2, &r, 1, (void *)&cs[c], NULL));
+        }
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_norm) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){3, -4, 0, -1, 2, -2});
+    nb_ck_close(nb_norm(x, 2, (int[]){1}, 1, false), (double[]){5, 3}, 2, 1e-14, 0);
+    nb_ck_close(nb_norm(x, 1, (int[]){1}, 1, false), (double[]){7, 5}, 2, 0, 0);
+    nb_ck_close(nb_norm(x, INFINITY, (int[]){1}, 1, false), (double[]){4, 2}, 2, 0, 0);
+    nb_ck_close(nb_norm(x, -INFINITY, (int[]){1}, 1, false), (double[]){0, 1}, 2, 0, 0);
+    nb_ck_close(nb_norm(x, 3, (int[]){1}, 1, false), (double[]){cbrt(91), cbrt(17)}, 2, 1e-14, 0);
+    nb_ck_close(nb_norm(x, 2, NULL, 0, false), (double[]){sqrt(34)}, 1, 1e-14, 0);
+    nb_tensor *fro = nb_norm(x, 2, (int[]){0, 1}, 2, true); /* torch.norm(p='fro') */
+    nb_ck_shape(fro, 2, (int64_t[]){1, 1});
+    nb_ck_close(fro, (double[]){sqrt(34)}, 1, 1e-14, 0);
+    /* the 2-norm of zeros has gradient 0 (masked); inf norm shares among ties with sign */
+    nb_tensor *z = grad_tensor(NB_SHAPE(2, 2), (double[]){0, 0, 3, -4});
+    NB_CK_OK(nb_backward(nb_sum(nb_norm(z, 2, (int[]){1}, 1, false), NULL, 0, false)));
+    nb_ck_close(nb_grad(z), (double[]){0, 0, 0.6, -0.8}, 4, 1e-15, 0);
+    nb_tensor *t = grad_tensor(NB_SHAPE(4), (double[]){2, -2, 1, 0});
+    NB_CK_OK(nb_backward(nb_norm(t, INFINITY, NULL, 0, false)));
+    nb_ck_close(nb_grad(t), (double[]){0.5, -0.5, 0, 0}, 4, 0, 0);
+    nb_zero_grad_tensor(t);
+    NB_CK_OK(nb_backward(nb_norm(t, 1, NULL, 0, false)));
+    nb_ck_close(nb_grad(t), (double[]){1, -1, 1, 0}, 4, 0, 0);
+    nb_tensor *r = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 8);
+    const double ps[] = {1, 2, 3, INFINITY, -INFINITY};
+    for (int i = 0; i < 5; i++) {
+        const red2_ctx cs[] = {{5, {1}, 1, false, ps[i]}, {5, {0, 2}, 2, true, ps[i]}, {5, {0}, 0, false, ps[i]}};
+        for (size_t c = 0; c < 3; c++) NB_CK_OK(nb_gradcheck(f_reduce2, &r, 1, (void *)&cs[c], NULL));
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_logsumexp) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = m23();
+    nb_ck_close(nb_logsumexp(x, (int[]){1}, 1, false),
+                (double[]){log(exp(1) + exp(5) + exp(3)), log(exp(4) + exp(2) + exp(6))}, 2, 1e-14, 1e-14);
+    /* stable for large values and exact for -inf */
+    nb_tensor *big = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){1000, 1000, -INFINITY, -INFINITY});
+    nb_tensor *l = nb_logsumexp(big, (int[]){1}, 1, true);
+    nb_ck_shape(l, 2, (int64_t[]){2, 1});
+    double lv[2];
+    nb_test_values(l, lv, 2);
+    ck_assert_double_eq_tol(lv[0], 1000 + log(2), 1e-12);
+    ck_assert(isinf(lv[1]) && lv[1] < 0);
+    nb_tensor *b32 = nb_logsumexp(nb_to_dtype(big, NB_F32), (int[]){1}, 1, false);
+    nb_test_values(b32, lv, 2);
+    ck_assert_double_eq_tol(lv[0], 1000 + log(2), 1e-3);
+    /* empty dim: -inf */
+    nb_tensor *e = nb_logsumexp(nb_zeros(NB_SHAPE(2, 0), NB_F64), (int[]){1}, 1, false);
+    nb_test_values(e, lv, 2);
+    ck_assert(isinf(lv[0]) && lv[0] < 0 && isinf(lv[1]));
+    /* the gradient is softmax */
+    nb_tensor *g = grad_tensor(NB_SHAPE(3), (double[]){1, 2, 3});
+    NB_CK_OK(nb_backward(nb_logsumexp(g, NULL, 0, false)));
+    double z = exp(1) + exp(2) + exp(3);
+    nb_ck_close(nb_grad(g), (double[]){exp(1) / z, exp(2) / z, exp(3) / z}, 3, 1e-15, 1e-14);
+    nb_tensor *r = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 9);
+    const red2_ctx cs[] = {{6, {1}, 1, false, 0}, {6, {0, 2}, 2, true, 0}, {6, {0}, 0, false, 0}, {6, {-1}, 1, true, 0}};
+    for (size_t c = 0; c < 4; c++) NB_CK_OK(nb_gradcheck(f_reduce2, &r, 1, (void *)&cs[c], NULL));
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_all_any) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 0, 2, 3, 4, -5});
+    nb_tensor *a = nb_all(x, (int[]){1}, 1, false);
+    ck_assert_int_eq(nb_dtype_of(a), NB_BOOL);
+    nb_ck_close(a, (double[]){0, 1}, 2, 0, 0);
+    nb_ck_close(nb_any(x, (int[]){0}, 1, false), (double[]){1, 1, 1}, 3, 0, 0);
+    nb_ck_close(nb_all(x, (int[]){0}, 1, true), (double[]){1, 0, 1}, 3, 0, 0);
+    nb_ck_shape(nb_all(x, (int[]){0}, 1, true), 2, (int64_t[]){1, 3});
+    ck_assert_double_eq(nb_item(nb_all(x, NULL, 0, false)), 0);
+    ck_assert_double_eq(nb_item(nb_any(x, NULL, 0, false)), 1);
+    /* integers, bool, NaN (nonzero, so true) */
+    nb_tensor *i = nb_test_tensor(NB_SHAPE(2, 2), NB_I32, (double[]){0, 0, 0, 7});
+    nb_ck_close(nb_any(i, (int[]){1}, 1, false), (double[]){0, 1}, 2, 0, 0);
+    nb_ck_close(nb_all(nb_to_dtype(i, NB_BOOL), (int[]){0}, 1, false), (double[]){0, 0}, 2, 0, 0);
+    nb_ck_close(nb_all(nb_test_tensor(NB_SHAPE(2), NB_F32, (double[]){NAN, 1}), NULL, 0, false), (double[]){1}, 1, 0, 0);
+    nb_ck_close(nb_any(nb_zeros(NB_SHAPE(3), NB_U8), NULL, 0, false), (double[]){0}, 1, 0, 0);
+    /* empty: all is true, any false */
+    nb_tensor *e = nb_zeros(NB_SHAPE(2, 0), NB_F64);
+    nb_ck_close(nb_all(e, (int[]){1}, 1, false), (double[]){1, 1}, 2, 0, 0);
+    nb_ck_close(nb_any(e, (int[]){1}, 1, false), (double[]){0, 0}, 2, 0, 0);
+    ck_assert_double_eq(nb_item(nb_all(e, NULL, 0, false)), 1);
+    ck_assert_int_eq(nb_numel(nb_any(e, (int[]){0}, 1, false)), 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_reduce2_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = m23();
+    NB_CK_FAILS(nb_prod(x, (int[]){0, -2}, 2, false), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "prod"));
+    NB_CK_FAILS(nb_amin(x, (int[]){2}, 1, false), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_amax(nb_zeros(NB_SHAPE(0, 2), NB_F64), (int[]){0}, 1, false), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_amin(nb_zeros(NB_SHAPE(0), NB_F64), NULL, 0, false), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_min_dim(x, 2, false, NULL), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_min_dim(nb_zeros(NB_SHAPE(2, 0), NB_F64), 1, false, NULL), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_argmin(x, -3, false), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "argmin"));
+    NB_CK_FAILS(nb_var(x, (int[]){1, 1}, 2, 1, false), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "var"));
+    NB_CK_FAILS(nb_std(nb_zeros(NB_SHAPE(3), NB_I64), NULL, 0, 1, false), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_norm(x, 0.5, NULL, 0, false), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_norm(x, 2, (int[]){5}, 1, false), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_norm(nb_zeros(NB_SHAPE(0), NB_F64), INFINITY, NULL, 0, false), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_logsumexp(x, (int[]){-3}, 1, false), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_logsumexp(nb_zeros(NB_SHAPE(3), NB_I32), NULL, 0, false), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_all(x, (int[]){0, 0}, 2, false), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_any(x, (int[]){2}, 1, false), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "any"));
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_reduce(void) {
     Suite *s = suite_create("ops_reduce");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_sum_mean_forward);
     tcase_add_test(f, test_max_forward);
     tcase_add_test(f, test_reduce_errors);
+    tcase_add_test(f, test_all_any);
+    tcase_add_test(f, test_reduce2_errors);
     tcase_add_test(f, test_reduce_float32);
     tcase_add_test(f, test_sum_deterministic_across_threads);
     tcase_set_timeout(f, 30);
@@ -282,6 +541,11 @@ Suite *nb_suite_ops_reduce(void) {
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_reduce_grad_by_hand);
     tcase_add_test(g, test_reduce_gradcheck);
+    tcase_add_test(g, test_prod_forward_and_grad);
+    tcase_add_test(g, test_min_forward_and_grad);
+    tcase_add_test(g, test_var_std);
+    tcase_add_test(g, test_norm);
+    tcase_add_test(g, test_logsumexp);
     tcase_set_timeout(g, 60);
     suite_add_tcase(s, g);
     return s;

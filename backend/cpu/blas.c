@@ -3,7 +3,8 @@
  * setting FTZ/DAZ on the loading thread (OpenBLAS's worker threads are
  * created while it initialises and inherit that thread's MXCSR). Keeps
  * OpenBLAS's thread count equal to nabla's, and shortens the busy-wait of
- * its idle threads (choose_thread_timeout). See blas.h for why. */
+ * its idle threads (choose_thread_timeout). Loads LAPACKE after it
+ * (nb_cpu_lapack_get). See blas.h for why. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -25,6 +26,7 @@ static struct {
     set_threads_fn set_threads; /* NULL for a BLAS without openblas_set_num_threads */
     char info[1024]; /* room for "not loaded: " + err */
     char err[768];
+    void *handle; /* the BLAS library, searched last for LAPACKE_* */
 } B = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
@@ -132,6 +134,7 @@ static void blas_load(void) {
         snprintf(B.info, sizeof B.info, "not loaded: %s", B.err);
         return;
     }
+    B.handle = h;
     snprintf(B.info, sizeof B.info, "%s core=%s (%s; %s)", config ? config() : lib,
              corename ? corename() : "?", note, lib);
     pthread_mutex_lock(&B.lock);
@@ -160,3 +163,61 @@ void nb_cpu_blas_set_num_threads(int n) {
 }
 
 const char *nb_blas_info(void) { return nb_cpu_blas_info(); }
+
+/* ---- LAPACKE ------------------------------------------------------------- */
+
+static struct {
+    bool ok;
+    nb_cpu_lapack fns;
+    char err[1024]; /* room for the BLAS's error */
+} L;
+static pthread_once_t lapack_once = PTHREAD_ONCE_INIT;
+
+/* Fills f from h; returns the name of the first missing function, or NULL. */
+static const char *lapack_syms(void *h, nb_cpu_lapack *f) {
+#define NB_LSYM(name)                                          \
+    do {                                                       \
+        sym(h, "LAPACKE_" #name, &f->name, sizeof f->name);    \
+        if (!f->name) return "LAPACKE_" #name;                 \
+    } while (0)
+    NB_LSYM(sgesv); NB_LSYM(dgesv); NB_LSYM(sgetrf); NB_LSYM(dgetrf);
+    NB_LSYM(spotrf); NB_LSYM(dpotrf); NB_LSYM(sgeqrf); NB_LSYM(dgeqrf);
+    NB_LSYM(sorgqr); NB_LSYM(dorgqr); NB_LSYM(ssyevd); NB_LSYM(dsyevd);
+    NB_LSYM(sgesdd); NB_LSYM(dgesdd); NB_LSYM(sgels); NB_LSYM(dgels);
+#undef NB_LSYM
+    return NULL;
+}
+
+static void lapack_load(void) {
+    if (!nb_cpu_blas_get()) { /* OpenBLAS first, so its CORETYPE and threads hold */
+        snprintf(L.err, sizeof L.err, "linalg: LAPACKE needs a BLAS: %s", B.err);
+        return;
+    }
+    static const char *const libs[] = {"liblapacke.so.3", "liblapacke.so"};
+    size_t used = (size_t)snprintf(L.err, sizeof L.err, "linalg: no LAPACKE could be loaded (");
+    for (int i = 0; i <= 2; i++) {
+        void *h = i < 2 ? dlopen(libs[i], RTLD_NOW | RTLD_LOCAL) : B.handle;
+        const char *why = h ? NULL : dlerror();
+        nb_cpu_lapack f = {0};
+        const char *missing = h ? lapack_syms(h, &f) : NULL;
+        if (h && !missing) {
+            L.fns = f;
+            L.ok = true;
+            return;
+        }
+        if (used < sizeof L.err)
+            used += (size_t)snprintf(L.err + used, sizeof L.err - used, "%s%s: %s", i ? "; " : "",
+                                     i < 2 ? libs[i] : "the BLAS library", why ? why : "no ");
+        if (missing && used < sizeof L.err)
+            used += (size_t)snprintf(L.err + used, sizeof L.err - used, "%s", missing);
+        if (h && i < 2) dlclose(h);
+    }
+    if (used < sizeof L.err)
+        snprintf(L.err + used, sizeof L.err - used, "); install liblapacke (Debian: liblapacke)");
+}
+
+const nb_cpu_lapack *nb_cpu_lapack_get(void) {
+    pthread_once(&lapack_once, lapack_load);
+    if (!L.ok) return NB_FAIL(NB_ERR_UNSUPPORTED, "%s", L.err);
+    return &L.fns;
+}

@@ -15,9 +15,22 @@
  * libblas.so.3 (any CBLAS). setenv is not thread-safe against concurrent
  * getenv: the first GEMM should not race with other threads reading the
  * environment.
+ *
+ * LAPACKE (torch.linalg's kernels, backend/cpu/linalg.c) is loaded the same
+ * way, only after the BLAS above, so OPENBLAS_CORETYPE and the thread count
+ * already hold when LAPACK first runs: liblapacke.so.3, liblapacke.so, and
+ * last the BLAS library itself (OpenBLAS builds outside Debian export the
+ * LAPACKE_* symbols). On Debian 12, liblapacke.so.3 needs liblapack.so.3,
+ * an alternative (update-alternatives --display liblapack.so.3-x86_64-linux-gnu)
+ * that resolves to openblas-pthread/liblapack.so.3, which itself needs
+ * libopenblas.so.0: the one OpenBLAS instance (and thread pool) already
+ * loaded. With reference LAPACK selected instead, LAPACK's BLAS calls still
+ * go to OpenBLAS through libblas.so.3.
  */
 #ifndef NB_CPU_BLAS_H
 #define NB_CPU_BLAS_H
+
+#include <lapacke.h>
 
 #include "nb_core.h"
 
@@ -35,6 +48,32 @@ typedef struct nb_cpu_blas {
     nb_cblas_sgemm_fn sgemm;
     nb_cblas_dgemm_fn dgemm;
 } nb_cpu_blas;
+
+/* LAPACKE entry points (the high-level forms: they query and allocate the
+ * workspace themselves), single and double precision. */
+typedef struct nb_cpu_lapack {
+    __typeof__(LAPACKE_sgesv) *sgesv;
+    __typeof__(LAPACKE_dgesv) *dgesv;
+    __typeof__(LAPACKE_sgetrf) *sgetrf;
+    __typeof__(LAPACKE_dgetrf) *dgetrf;
+    __typeof__(LAPACKE_spotrf) *spotrf;
+    __typeof__(LAPACKE_dpotrf) *dpotrf;
+    __typeof__(LAPACKE_sgeqrf) *sgeqrf;
+    __typeof__(LAPACKE_dgeqrf) *dgeqrf;
+    __typeof__(LAPACKE_sorgqr) *sorgqr;
+    __typeof__(LAPACKE_dorgqr) *dorgqr;
+    __typeof__(LAPACKE_ssyevd) *ssyevd;
+    __typeof__(LAPACKE_dsyevd) *dsyevd;
+    __typeof__(LAPACKE_sgesdd) *sgesdd;
+    __typeof__(LAPACKE_dgesdd) *dgesdd;
+    __typeof__(LAPACKE_sgels) *sgels;
+    __typeof__(LAPACKE_dgels) *dgels;
+} nb_cpu_lapack;
+
+/* Loads LAPACKE on the first call (after the BLAS). Returns NULL with
+ * NB_ERR_UNSUPPORTED set, naming the libraries tried and what is missing,
+ * if no library has all the functions above. */
+const nb_cpu_lapack *nb_cpu_lapack_get(void);
 
 /* Loads the library on the first call (once per process; later calls are a
  * load-acquire). Returns NULL with NB_ERR_UNSUPPORTED set, naming the

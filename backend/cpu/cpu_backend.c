@@ -78,9 +78,24 @@ static const struct nb_backend_i cpu_iface = {
     .attention_backward = nb_cpu_attention_backward,
     /* op coverage: binary, logic */
     /* op coverage: reductions, scans */
+    .argmin = nb_cpu_argmin,
+    .scan = nb_cpu_scan,
+    .scan_backward = nb_cpu_scan_backward,
     /* op coverage: sorting, gather/scatter */
+    .sort = nb_cpu_sort,
+    .gather = nb_cpu_gather,
+    .scatter = nb_cpu_scatter,
     /* op coverage: shape, indexing */
+    .nonzero = nb_cpu_nonzero,
+    .index_copy = nb_cpu_index_copy,
     /* op coverage: linear algebra */
+    .linalg_solve = nb_cpu_linalg_solve,
+    .linalg_det = nb_cpu_linalg_det,
+    .linalg_cholesky = nb_cpu_linalg_cholesky,
+    .linalg_qr = nb_cpu_linalg_qr,
+    .linalg_eigh = nb_cpu_linalg_eigh,
+    .linalg_svd = nb_cpu_linalg_svd,
+    .linalg_lstsq = nb_cpu_linalg_lstsq,
 };
 
 static nb_backend cpu_backend = {

@@ -87,10 +87,37 @@ nb_status nb_cpu_layer_norm_backward(nb_backend *be, const nb_kview *gx, const n
 nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset);
 nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv, const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset);
 
-/* op coverage: binary.c (logic) */
+/* op coverage: binary.c (logic). The binary slot's new ops, by dtype:
+ *   remainder, fmod, div_trunc, div_floor: f32/f64/i32/i64/u8 (integer
+ *     division by zero -> NB_ERR_INVALID_ARG); pow: also i32/i64/u8
+ *   atan2: f32/f64; bitwise and/or/xor: integers and bool; shifts: integers
+ *   bool: add/maximum (or), mul/minimum (and), comparisons */
 /* op coverage: reduce.c, scan.c */
+/* dtypes: reduce PROD as reduce (integers into int64 or their own dtype);
+ * argmin all six; scan all six (LOGSUMEXP float32/float64); scan_backward
+ * float32/float64. */
+nb_status nb_cpu_argmin(nb_backend *be, const nb_kview *values, const nb_kview *indices,
+                        const nb_kview *x, int dim);
+nb_status nb_cpu_scan(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *indices,
+                      const nb_kview *x, int dim);
+nb_status nb_cpu_scan_backward(nb_backend *be, nb_reduce_op op, const nb_kview *gx, const nb_kview *g,
+                               const nb_kview *x, const nb_kview *out, const nb_kview *indices, int dim);
 /* op coverage: sort.c, gather.c */
-/* op coverage: shape.c, index.c */
+nb_status nb_cpu_sort(nb_backend *be, const nb_kview *values, const nb_kview *indices, const nb_kview *x, int dim, bool descending);
+nb_status nb_cpu_gather(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, const nb_kview *index);
+nb_status nb_cpu_scatter(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src, const char *reduce, bool include_self);
+/* op coverage: shape.c, index.c (nonzero, index_copy: all six dtypes) */
+nb_status nb_cpu_nonzero(nb_backend *be, const nb_kview *out, int64_t *count, const nb_kview *x);
+nb_status nb_cpu_index_copy(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src);
 /* op coverage: linalg.c */
+/* linalg_*: float32/float64 through LAPACKE (loaded by blas.c); the batch runs
+ * sequentially and OpenBLAS threads each call (see linalg.c). */
+nb_status nb_cpu_linalg_solve(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
+nb_status nb_cpu_linalg_det(nb_backend *be, const nb_kview *det, const nb_kview *sign, const nb_kview *logabsdet, const nb_kview *a);
+nb_status nb_cpu_linalg_cholesky(nb_backend *be, const nb_kview *l, const nb_kview *a, bool upper);
+nb_status nb_cpu_linalg_qr(nb_backend *be, const nb_kview *q, const nb_kview *r, const nb_kview *a);
+nb_status nb_cpu_linalg_eigh(nb_backend *be, const nb_kview *w, const nb_kview *v, const nb_kview *a, bool upper);
+nb_status nb_cpu_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *s, const nb_kview *vh, const nb_kview *a);
+nb_status nb_cpu_linalg_lstsq(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
 
 #endif

@@ -6,7 +6,9 @@
  * across threads. Formulas are PyTorch's: sigmoid is computed without
  * overflow for either sign, and the backward rules follow
  * tools/autograd/derivatives.yaml (e.g. sqrt: grad / (2 * result),
- * sigmoid: grad * (1 - y) * y, pow: grad * a * x^(a-1), 0 when a == 0). */
+ * sigmoid: grad * (1 - y) * y, pow: grad * a * x^(a-1), 0 when a == 0).
+ * The ops from NB_UNARY_ABS on (math functions, activations) have their
+ * loops in elementwise_math.c; the entry points here dispatch to them. */
 #include <stdbool.h>
 #include <string.h>
 #include <tgmath.h>
@@ -15,31 +17,11 @@
 #include "iter.h"
 #include "nb_impl.h"
 #include "pool.h"
-
-#define ALL5(OP) {[NB_F32] = OP##_f32, [NB_F64] = OP##_f64, [NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8}
+#include "unary_loops.h"
 
 static bool dtype_ok(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT; }
 
 /* ---- unary: out = EXPR(x; a) ---------------------------------------------- */
-
-#define UN_LOOP(NAME, T, EXPR)                                                                  \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
-        const T a = (T) * (const double *)ctx;                                                  \
-        (void)a;                                                                                \
-        T *o = (T *)p[0];                                                                       \
-        const T *X = (const T *)p[1];                                                           \
-        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {                         \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                T x = X[i];                                                                     \
-                o[i] = (T)(EXPR);                                                               \
-            }                                                                                   \
-        } else {                                                                                \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                T x = *(const T *)(p[1] + i * s[1]);                                            \
-                *(T *)(p[0] + i * s[0]) = (T)(EXPR);                                            \
-            }                                                                                   \
-        }                                                                                       \
-    }
 
 /* relu keeps NaN (as torch.relu) and maps -0 to 0. */
 #define RELU(x) ((x) > 0 || (x) != (x) ? (x) : 0)
@@ -57,30 +39,6 @@ static bool dtype_ok(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT; }
  * relative accuracy), 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)), and e^x by
  * Cephes' expf (Cody-Waite reduction, degree-6 polynomial, 2^n through the
  * exponent bits). */
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-/* m ? a : b lane by lane (m from a comparison: all ones or zero). */
-static inline v4f vsel(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
-
-static inline v4f vexp(v4f x) {
-    const v4f lo = (v4f){0} - 87.0f, hi = (v4f){0} + 88.0f;
-    x = vsel(x < lo, lo, x); /* NaN compares false and passes through */
-    x = vsel(x > hi, hi, x);
-    v4f n = x * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
-    n = n - 12582912.0f;
-    v4f r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    v4f q = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    q = q * r + 8.3334519073e-3f;
-    q = q * r + 4.1665795894e-2f;
-    q = q * r + 1.6666665459e-1f;
-    q = q * r + 5.0000001201e-1f;
-    q = q * (r * r) + r + 1.0f;
-    v4i bits = (__builtin_convertvector(n, v4i) + 127) << 23;
-    return q * (v4f)bits;
-}
-
 /* Phi(x) = 1 - erfc(x / sqrt 2) / 2 (x >= 0), erfc(-x / sqrt 2) / 2 (x < 0). */
 static inline v4f vphi(v4f x) {
     v4f z = (v4f)((v4i)x & 0x7fffffff) * 0.70710678118654752440f, t = 1.0f / (z * 0.5f + 1.0f);
@@ -109,36 +67,6 @@ static inline v4f vgelu_tanh_grad(v4f x) {
     return s + x * s * (1.0f - s) * ((x2 * (3.0f * c) + 1.0f) * (2.0f * k));
 }
 
-/* out = F(x) (unary) or gy * F(x) (backward, operands gx, gy, x) on float32,
- * 4 lanes (one SSE register) a block; strided operands and the tail go through a buffer. */
-#define V4_LOOP(NAME, F, BW)                                                                    \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
-        (void)ctx;                                                                              \
-        const int xo = (BW) ? 2 : 1; /* operand index of x */                                  \
-        int64_t i = 0;                                                                          \
-        if (s[0] == 4 && s[1] == 4 && (!(BW) || s[2] == 4))                                     \
-            for (; i + 4 <= n; i += 4) {                                                        \
-                v4f x, g = {0};                                                                 \
-                memcpy(&x, p[xo] + 4 * i, sizeof x);                                            \
-                if (BW) memcpy(&g, p[1] + 4 * i, sizeof g);                                     \
-                x = (BW) ? g * F(x) : F(x);                                                     \
-                memcpy(p[0] + 4 * i, &x, sizeof x);                                             \
-            }                                                                                   \
-        for (; i < n; i += 4) {                                                                 \
-            int64_t m = n - i < 4 ? n - i : 4;                                                  \
-            float xb[4] = {0}, gb[4] = {0};                                                     \
-            for (int64_t l = 0; l < m; l++) {                                                   \
-                xb[l] = *(const float *)(p[xo] + (i + l) * s[xo]);                              \
-                if (BW) gb[l] = *(const float *)(p[1] + (i + l) * s[1]);                        \
-            }                                                                                   \
-            v4f x, g;                                                                           \
-            memcpy(&x, xb, sizeof x);                                                           \
-            memcpy(&g, gb, sizeof g);                                                           \
-            x = (BW) ? g * F(x) : F(x);                                                         \
-            memcpy(xb, &x, sizeof x);                                                           \
-            for (int64_t l = 0; l < m; l++) *(float *)(p[0] + (i + l) * s[0]) = xb[l];          \
-        }                                                                                       \
-    }
 V4_LOOP(gelu_f32, vgelu, 0)
 V4_LOOP(gelu_tanh_f32, vgelu_tanh, 0)
 V4_LOOP(gelu_bw_f32, vgelu_grad, 1)
@@ -182,7 +110,6 @@ INT_UNS(int32_t, uint32_t, i32)
 INT_UNS(int64_t, uint64_t, i64)
 INT_UNS(uint8_t, uint8_t, u8)
 
-#define FLOATS(OP) {[NB_F32] = OP##_f32, [NB_F64] = OP##_f64}
 static const nb_cpu_loop_fn un_loops[NB_UNARY_OP_COUNT][NB_DTYPE_COUNT] = {
     [NB_UNARY_NEG] = ALL5(neg),          [NB_UNARY_EXP] = FLOATS(exp),
     [NB_UNARY_LOG] = FLOATS(log),        [NB_UNARY_SQRT] = FLOATS(sqrt),
@@ -196,19 +123,21 @@ static const char *const un_names[NB_UNARY_OP_COUNT] = {
     "neg", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "add_scalar", "mul_scalar", "pow_scalar",
     "gelu", "gelu_tanh"};
 
+static const char *un_name(nb_unary_op op) { return op < NB_UNARY_ABS ? un_names[op] : nb_cpu_unary_math_name(op); }
+
 nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
                        double alpha) {
     (void)be;
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
     if ((unsigned)op >= NB_UNARY_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "unary: bad op %d", (int)op);
-    const char *name = un_names[op];
+    const char *name = un_name(op);
     if (!nb_cpu_same_shape(out, x))
         return nb_set_error(NB_ERR_SHAPE, "%s: out %s and input %s differ", name,
                             nb_cpu_view_str(out, b1, sizeof b1), nb_cpu_view_str(x, b2, sizeof b2));
     if (!dtype_ok(x->dtype) || out->dtype != x->dtype)
         return nb_set_error(NB_ERR_DTYPE, "%s: out dtype %s differs from input %s", name,
                             nb_dtype_name(out->dtype), nb_dtype_name(x->dtype));
-    nb_cpu_loop_fn fn = un_loops[op][x->dtype];
+    nb_cpu_loop_fn fn = op < NB_UNARY_ABS ? un_loops[op][x->dtype] : nb_cpu_unary_math_loop(op, x->dtype);
     if (!fn)
         return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on the CPU", name,
                             nb_dtype_name(x->dtype));
@@ -221,28 +150,6 @@ nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, cons
 }
 
 /* ---- unary backward: gx = EXPR(g, v; a), v = x or y as the rule needs ---- */
-
-#define UB_LOOP(NAME, T, EXPR)                                                                  \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
-        const T a = (T) * (const double *)ctx;                                                  \
-        (void)a;                                                                                \
-        const int64_t st = (int64_t)sizeof(T);                                                  \
-        if (s[0] == st && s[1] == st && s[2] == st) {                                           \
-            T *o = (T *)p[0];                                                                   \
-            const T *G = (const T *)p[1], *V = (const T *)p[2];                                 \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                T g = G[i], v = V[i];                                                           \
-                (void)v;                                                                        \
-                o[i] = (T)(EXPR);                                                               \
-            }                                                                                   \
-        } else {                                                                                \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                T g = *(const T *)(p[1] + i * s[1]), v = *(const T *)(p[2] + i * s[2]);         \
-                (void)v;                                                                        \
-                *(T *)(p[0] + i * s[0]) = (T)(EXPR);                                            \
-            }                                                                                   \
-        }                                                                                       \
-    }
 
 #define FLOAT_UBS(T, S)                                                                         \
     UB_LOOP(neg_bw_##S, T, -g)                                                                  \
@@ -260,11 +167,7 @@ FLOAT_UBS(double, f64)
 UB_LOOP(gelu_bw_f64, double, g *gelu_grad_f64(v))
 UB_LOOP(gelu_tanh_bw_f64, double, g *gelu_tanh_grad_f64(v))
 
-enum { USES_NONE, USES_X, USES_Y, USES_EITHER };
-static const struct {
-    nb_cpu_loop_fn f32, f64;
-    int uses;
-} ub_rules[NB_UNARY_OP_COUNT] = {
+static const nb_cpu_unary_rule ub_rules[NB_UNARY_OP_COUNT] = {
     [NB_UNARY_NEG] = {neg_bw_f32, neg_bw_f64, USES_NONE},
     [NB_UNARY_EXP] = {exp_bw_f32, exp_bw_f64, USES_Y},
     [NB_UNARY_LOG] = {log_bw_f32, log_bw_f64, USES_X},
@@ -296,20 +199,22 @@ nb_status nb_cpu_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
     if ((unsigned)op >= NB_UNARY_OP_COUNT)
         return nb_set_error(NB_ERR_INVALID_ARG, "unary_backward: bad op %d", (int)op);
-    const char *name = un_names[op];
-    const nb_kview *v = ub_operand(ub_rules[op].uses, gy, x, y);
+    const char *name = un_name(op);
+    nb_cpu_unary_rule rule = op < NB_UNARY_ABS ? ub_rules[op] : nb_cpu_unary_math_rule(op);
+    const nb_kview *v = ub_operand(rule.uses, gy, x, y);
     if (!v)
         return nb_set_error(NB_ERR_INVALID_ARG, "%s backward: needs the forward's %s", name,
-                            ub_rules[op].uses == USES_X ? "input x" : "output y");
+                            rule.uses == USES_X ? "input x" : "output y");
     if (!nb_cpu_same_shape(gx, gy) || !nb_cpu_same_shape(gx, v))
         return nb_set_error(NB_ERR_SHAPE, "%s backward: gx %s, gy %s and saved %s differ", name,
                             nb_cpu_view_str(gx, b1, sizeof b1), nb_cpu_view_str(gy, b2, sizeof b2),
                             nb_cpu_view_str(v, b3, sizeof b3));
-    if (!nb_dtype_is_float(gx->dtype) || gy->dtype != gx->dtype || v->dtype != gx->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s backward: needs one float dtype (gx %s, gy %s, saved %s)",
+    if ((gx->dtype != NB_F32 && gx->dtype != NB_F64) || gy->dtype != gx->dtype || v->dtype != gx->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "%s backward: needs one dtype, float32 or float64 (gx %s, gy %s, saved %s)",
                             name, nb_dtype_name(gx->dtype), nb_dtype_name(gy->dtype),
                             nb_dtype_name(v->dtype));
-    nb_cpu_loop_fn fn = gx->dtype == NB_F32 ? ub_rules[op].f32 : ub_rules[op].f64;
+    nb_cpu_loop_fn fn = gx->dtype == NB_F32 ? rule.f32 : rule.f64;
+    if (!fn) return nb_set_error(NB_ERR_INVALID_ARG, "%s backward: the op is not differentiable", name);
     nb_cpu_iter it;
     const nb_kview *ops[3] = {gx, gy, v};
     nb_cpu_iter_init(&it, 3, ops);

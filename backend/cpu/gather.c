@@ -1,2 +1,216 @@
-/* gather.c - placeholder until its kernels land (op-coverage issue). */
-typedef int nb_placeholder_gather;
+/* gather.c - CPU gather and scatter (with the reductions of scatter_reduce)
+ * along one dim, on views of any strides. Every index is checked before any
+ * element moves, so a bad index fails cleanly and nothing is read or written
+ * out of bounds. Work is split by line: a line is one setting of the
+ * coordinates other than dim, and a scatter's destinations in a line are
+ * only ever written by sources of the same line. Threads take whole lines
+ * and walk each line's index in order, so every destination element is
+ * updated by one thread in a fixed order (duplicates: the last write wins
+ * for plain scatter; sums and products accumulate in index order); results
+ * are bitwise the same for any thread count, with no atomics. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "pool.h"
+
+/* As sort.c: offset of line `line` (coordinates over `shape`, all dims but dim). */
+static int64_t line_offset(int ndim, const int64_t *shape, const int64_t *strides, int dim, int64_t line) {
+    int64_t off = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+        if (d == dim) continue;
+        off += (line % shape[d]) * strides[d];
+        line /= shape[d];
+    }
+    return off;
+}
+
+/* index int64 with ndim; every dim but `dim` no larger than big's (and equal
+ * to small's, when small is given); entries in [0, big.shape[dim]). */
+static nb_status check_args(const char *op, const nb_kview *big, const nb_kview *index, const nb_kview *small,
+                            int dim) {
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
+    if (dim < 0 || dim >= big->ndim)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", op, dim,
+                            nb_cpu_view_str(big, b1, sizeof b1));
+    if (index->dtype != NB_I64)
+        return nb_set_error(NB_ERR_DTYPE, "%s: index must be int64, got %s", op, nb_dtype_name(index->dtype));
+    bool ok = index->ndim == big->ndim && (!small || small->ndim == big->ndim);
+    for (int d = 0; ok && d < big->ndim; d++) {
+        ok = d == dim || index->shape[d] <= big->shape[d];
+        if (small) ok = ok && small->shape[d] >= index->shape[d];
+    }
+    if (!ok)
+        return nb_set_error(NB_ERR_SHAPE, "%s: index %s does not fit %s along dim %d", op,
+                            nb_cpu_view_str(index, b1, sizeof b1), nb_cpu_view_str(big, b2, sizeof b2), dim);
+    if (small && small->dtype != big->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "%s: dtypes %s and %s differ", op, nb_dtype_name(big->dtype),
+                            nb_dtype_name(small->dtype));
+    int64_t numel = nb_cpu_numel(index), size = big->shape[dim];
+    if (numel == 0) return NB_OK;
+    int64_t n = index->shape[dim], lines = numel / n, s = index->strides[dim];
+    for (int64_t l = 0; l < lines; l++) {
+        const int64_t *ip = (const int64_t *)index->data + line_offset(index->ndim, index->shape, index->strides, dim, l);
+        for (int64_t i = 0; i < n; i++)
+            if (ip[i * s] < 0 || ip[i * s] >= size)
+                return nb_set_error(NB_ERR_INVALID_ARG, "%s: index %lld is out of bounds for dim %d with size %lld", op,
+                                    (long long)ip[i * s], dim, (long long)size);
+    }
+    return NB_OK;
+}
+
+/* ---- gather --------------------------------------------------------------- */
+
+typedef struct line_job {
+    const nb_kview *dst, *index, *src;
+    int dim, mode;
+    bool include_self;
+    int64_t n, lines, nslots;
+    int64_t *counts; /* per slot: dst->shape[dim] entries (scatter reductions) */
+} line_job;
+
+static void gather_lines(void *arg, int64_t l0, int64_t l1) {
+    const line_job *j = arg;
+    const nb_kview *o = j->dst, *x = j->src, *ix = j->index;
+    size_t es = nb_dtype_size(o->dtype);
+    int d = j->dim;
+    for (int64_t l = l0; l < l1; l++) {
+        char *op = (char *)o->data + (size_t)line_offset(o->ndim, ix->shape, o->strides, d, l) * es;
+        const char *xp = (const char *)x->data + (size_t)line_offset(x->ndim, ix->shape, x->strides, d, l) * es;
+        const int64_t *ip = (const int64_t *)ix->data + line_offset(ix->ndim, ix->shape, ix->strides, d, l);
+        int64_t os = o->strides[d], xs = x->strides[d], is = ix->strides[d];
+        if (es == 8) /* typed moves: no memcpy call per element */
+            for (int64_t i = 0; i < j->n; i++) ((uint64_t *)op)[i * os] = ((const uint64_t *)xp)[ip[i * is] * xs];
+        else if (es == 4)
+            for (int64_t i = 0; i < j->n; i++) ((uint32_t *)op)[i * os] = ((const uint32_t *)xp)[ip[i * is] * xs];
+        else
+            for (int64_t i = 0; i < j->n; i++) op[i * os] = xp[ip[i * is] * xs];
+    }
+}
+
+nb_status nb_cpu_gather(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, const nb_kview *index) {
+    (void)be;
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
+    nb_status st = check_args("gather", x, index, NULL, dim);
+    if (st != NB_OK) return st;
+    if (!nb_cpu_same_shape(out, index) || out->dtype != x->dtype)
+        return nb_set_error(NB_ERR_SHAPE, "gather: out %s must have index's shape %s and input's dtype",
+                            nb_cpu_view_str(out, b1, sizeof b1), nb_cpu_view_str(index, b2, sizeof b2));
+    int64_t numel = nb_cpu_numel(index);
+    if (numel == 0) return NB_OK;
+    line_job j = {out, index, x, dim, 0, false, index->shape[dim], numel / index->shape[dim], 0, NULL};
+    nb_cpu_parallel_for(j.lines, NB_CPU_GRAIN / j.n + 1, gather_lines, &j);
+    return NB_OK;
+}
+
+/* ---- scatter ------------------------------------------------------------------ */
+
+enum { M_ASSIGN, M_SUM, M_PROD, M_MEAN, M_AMAX, M_AMIN };
+
+static int parse_mode(const char *reduce) {
+    static const char *names[] = {"none", "sum", "prod", "mean", "amax", "amin"};
+    if (!reduce) return M_ASSIGN;
+    for (int m = 0; m < 6; m++)
+        if (!strcmp(reduce, names[m])) return m;
+    return -1;
+}
+
+#define F_NAN(v) isnan(v)
+#define I_NAN(v) ((void)(v), 0)
+/* The mean of integers rounds down, as PyTorch (floor division). */
+#define F_DIV(a, c) ((a) / (c))
+#define I_DIV(a, c) ((a) / (c) - (((a) % (c) != 0) && (((a) < 0) != ((c) < 0))))
+
+/* One line: counts (the slot's, all zero on entry and on exit) track how
+ * many sources each destination got, for include_self = false (the first
+ * source replaces self) and for mean. amax/amin propagate NaN as PyTorch. */
+#define SCATTER_LINE(T, S, ISNAN, DIV)                                                           \
+    static void scatter_line_##S(const line_job *j, int64_t l, int64_t *counts) {                \
+        const nb_kview *o = j->dst, *s = j->src, *ix = j->index;                                 \
+        int d = j->dim, m = j->mode;                                                             \
+        T *op = (T *)o->data + line_offset(o->ndim, ix->shape, o->strides, d, l);                \
+        const T *sp = (const T *)s->data + line_offset(s->ndim, ix->shape, s->strides, d, l);    \
+        const int64_t *ip = (const int64_t *)ix->data + line_offset(ix->ndim, ix->shape, ix->strides, d, l); \
+        int64_t os = o->strides[d], ss = s->strides[d], is = ix->strides[d];                     \
+        for (int64_t i = 0; i < j->n; i++) {                                                     \
+            int64_t t = ip[i * is];                                                              \
+            T v = sp[i * ss], *dst = op + t * os;                                                \
+            if (m == M_ASSIGN || (!j->include_self && counts[t] == 0)) *dst = v;                 \
+            else if (m == M_SUM || m == M_MEAN) *dst += v;                                       \
+            else if (m == M_PROD) *dst *= v;                                                     \
+            else if (m == M_AMAX) { if (ISNAN(v) || v > *dst) *dst = v; }                        \
+            else if (ISNAN(v) || v < *dst) *dst = v;                                             \
+            counts[t]++;                                                                         \
+        }                                                                                        \
+        for (int64_t i = 0; i < j->n; i++) {                                                     \
+            int64_t t = ip[i * is];                                                              \
+            if (!counts[t]) continue;                                                            \
+            if (m == M_MEAN) {                                                                   \
+                T c = (T)(counts[t] + j->include_self);                                          \
+                op[t * os] = DIV(op[t * os], c);                                                 \
+            }                                                                                    \
+            counts[t] = 0;                                                                       \
+        }                                                                                        \
+    }
+SCATTER_LINE(float, f32, F_NAN, F_DIV)
+SCATTER_LINE(double, f64, F_NAN, F_DIV)
+SCATTER_LINE(int32_t, i32, I_NAN, I_DIV)
+SCATTER_LINE(int64_t, i64, I_NAN, I_DIV)
+SCATTER_LINE(uint8_t, u8, I_NAN, F_DIV)
+
+typedef void (*scatter_line_fn)(const line_job *j, int64_t l, int64_t *counts);
+
+typedef struct scatter_run {
+    const line_job *j;
+    scatter_line_fn fn;
+} scatter_run;
+
+/* Slot c handles lines c, c + nslots, ... with count buffer c. */
+static void scatter_slots(void *arg, int64_t c0, int64_t c1) {
+    const scatter_run *r = arg;
+    const line_job *j = r->j;
+    for (int64_t c = c0; c < c1; c++)
+        for (int64_t l = c; l < j->lines; l += j->nslots) r->fn(j, l, j->counts + c * j->dst->shape[j->dim]);
+}
+
+static scatter_line_fn scatter_fn(nb_dtype dt, int mode) {
+    switch (dt) {
+    case NB_F32: return scatter_line_f32;
+    case NB_F64: return scatter_line_f64;
+    case NB_I32: return scatter_line_i32;
+    case NB_I64: return scatter_line_i64;
+    case NB_U8: return scatter_line_u8;
+    case NB_BOOL: return mode == M_ASSIGN ? scatter_line_u8 : NULL; /* bool: plain scatter only */
+    default: return NULL; /* float16/bfloat16: storage dtypes */
+    }
+}
+
+nb_status nb_cpu_scatter(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src,
+                         const char *reduce, bool include_self) {
+    int mode = parse_mode(reduce);
+    if (mode < 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "scatter: reduce must be one of none, sum, prod, mean, amax, amin; got '%s'",
+                            reduce);
+    nb_status st = check_args("scatter", out, index, src, dim);
+    if (st != NB_OK) return st;
+    scatter_line_fn fn = scatter_fn(out->dtype, mode);
+    if (!fn)
+        return nb_set_error(NB_ERR_DTYPE, "scatter: reduce '%s' does not take %s", reduce, nb_dtype_name(out->dtype));
+    int64_t numel = nb_cpu_numel(index);
+    if (numel == 0) return NB_OK;
+    line_job j = {out, index, src, dim, mode, include_self, index->shape[dim], numel / index->shape[dim], 0, NULL};
+    int64_t threads = nb_cpu_get_num_threads(), by_work = 1 + numel / NB_CPU_GRAIN;
+    j.nslots = threads < j.lines ? threads : j.lines;
+    if (j.nslots > by_work) j.nslots = by_work;
+    size_t bytes = sizeof(int64_t) * (size_t)(j.nslots * out->shape[dim]), rounded;
+    j.counts = nb_alloc_raw(be, NB_CPU, bytes, &rounded);
+    if (!j.counts)
+        return nb_set_error(NB_ERR_OOM, "scatter: out of memory for %zu bytes of counts", bytes);
+    memset(j.counts, 0, bytes);
+    scatter_run r = {&j, fn};
+    nb_cpu_parallel_for(j.nslots, 1, scatter_slots, &r);
+    nb_free_raw(be, NB_CPU, j.counts, rounded);
+    return NB_OK;
+}

@@ -1,12 +1,14 @@
-/* index.c - CPU index_select, index_add and where. A contiguous tensor is
- * seen as [outer, size, inner] around the indexed dim. index_select copies
- * whole inner runs, split over threads by output row. index_add (the
- * backward of index_select and embedding) zeroes its output and adds g's
- * rows in index order; threads split the (outer, column block) pairs, so
- * every output element is written by one thread and summed in a fixed order,
- * whatever the thread count (PyTorch's deterministic index_add / embedding
- * backward, with no atomics). where walks the strided iterator (iter.h) with
- * one loop per element size, so it takes every dtype. */
+/* index.c - CPU index_select, index_add, index_copy and where. A
+ * contiguous tensor is seen as [outer, size, inner] around the indexed dim.
+ * index_select copies whole inner runs, split over threads by output row.
+ * index_add (the backward of index_select and embedding) zeroes its output
+ * and adds g's rows in index order; threads split the (outer, column block)
+ * pairs, so every output element is written by one thread and summed in a
+ * fixed order, whatever the thread count (PyTorch's deterministic index_add
+ * / embedding backward, with no atomics). index_copy overwrites rows in
+ * index order per outer slice (the last repeat wins, deterministically).
+ * where walks the strided iterator (iter.h) with one loop per element
+ * size, so it takes every dtype. */
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -127,7 +129,7 @@ nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb
     (void)be;
     nb_status st = check_index_args("index_add", gx, g, dim, index);
     if (st != NB_OK) return st;
-    if (!nb_dtype_is_float(gx->dtype))
+    if (!nb_dtype_is_compute_float(gx->dtype))
         return nb_set_error(NB_ERR_DTYPE, "index_add: needs float32 or float64, got %s", nb_dtype_name(gx->dtype));
     add_job j = {gx->data, g->data, index->data, index->shape[0], gx->shape[dim], 1, skip_index, 0, 1};
     int64_t outer;
@@ -144,6 +146,40 @@ nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb
     int64_t units = outer * j.ncb;
     int64_t grain = work < NB_CPU_GRAIN ? units : 1;
     nb_cpu_parallel_for(units, grain, gx->dtype == NB_F32 ? add_units_f32 : add_units_f64, &j);
+    return NB_OK;
+}
+
+/* ---- index_copy ------------------------------------------------------------ */
+
+typedef struct copy_job {
+    char *out;
+    const char *src;
+    const int64_t *idx;
+    int64_t k, size;
+    size_t row; /* bytes of one inner run */
+} copy_job;
+
+/* Outer slices o0..o1: src's rows copied in index order, so the last of
+ * repeated indices wins on every thread count. */
+static void copy_outer(void *arg, int64_t o0, int64_t o1) {
+    const copy_job *j = arg;
+    for (int64_t o = o0; o < o1; o++)
+        for (int64_t i = 0; i < j->k; i++)
+            memcpy(j->out + (size_t)(o * j->size + j->idx[i]) * j->row, j->src + (size_t)(o * j->k + i) * j->row,
+                   j->row);
+}
+
+nb_status nb_cpu_index_copy(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index,
+                            const nb_kview *src) {
+    (void)be;
+    nb_status st = check_index_args("index_copy", out, src, dim, index);
+    if (st != NB_OK) return st;
+    int64_t outer, inner;
+    split_dims(out, dim, &outer, &inner);
+    copy_job j = {out->data, src->data, index->data, index->shape[0], out->shape[dim],
+                  (size_t)inner * nb_dtype_size(out->dtype)};
+    if (outer * j.k * inner == 0) return NB_OK;
+    nb_cpu_parallel_for(outer, NB_CPU_GRAIN / (j.k * inner) + 1, copy_outer, &j);
     return NB_OK;
 }
 
@@ -170,6 +206,7 @@ nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb
         }                                                                                       \
     }
 WHERE_LOOP(where_1, uint8_t)
+WHERE_LOOP(where_2, uint16_t)
 WHERE_LOOP(where_4, uint32_t)
 WHERE_LOOP(where_8, uint64_t)
 
@@ -187,8 +224,8 @@ nb_status nb_cpu_where(nb_backend *be, const nb_kview *out, const nb_kview *cond
         return nb_set_error(NB_ERR_DTYPE, "where: dtypes of a (%s), b (%s) and out (%s) differ",
                             nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(out->dtype));
     size_t es = nb_dtype_size(out->dtype);
-    nb_cpu_loop_fn fn = es == 1 ? where_1 : es == 4 ? where_4 : where_8;
-    NB_ASSERT(es == 1 || es == 4 || es == 8);
+    nb_cpu_loop_fn fn = es == 1 ? where_1 : es == 2 ? where_2 : es == 4 ? where_4 : where_8;
+    NB_ASSERT(es == 1 || es == 2 || es == 4 || es == 8);
     nb_cpu_iter it;
     const nb_kview *ops[4] = {out, cond, a, b};
     nb_cpu_iter_init(&it, 4, ops);

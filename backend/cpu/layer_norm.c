@@ -143,7 +143,7 @@ static nb_status check_vec(const char *op, const char *what, const nb_kview *v, 
 /* x and the other [R, M] views: 2-D, contiguous, float, one dtype. */
 static nb_status check_rows(const char *op, const nb_kview *x, const nb_kview *const *vs, int nv) {
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    if (x->ndim != 2 || !nb_cpu_is_contiguous(x) || !nb_dtype_is_float(x->dtype))
+    if (x->ndim != 2 || !nb_cpu_is_contiguous(x) || !nb_dtype_is_compute_float(x->dtype))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: x %s must be a contiguous float [R, M] view", op,
                             nb_cpu_view_str(x, b1, sizeof b1));
     for (int i = 0; i < nv; i++)

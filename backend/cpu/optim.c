@@ -83,7 +83,7 @@ static nb_status check_views(const char *name, const nb_kview *const *v, int n) 
         if (!nb_cpu_same_shape(ref, v[i]) || !nb_cpu_is_contiguous(v[i]))
             return nb_set_error(NB_ERR_SHAPE, "%s: state %s must be contiguous and match param %s", name,
                                 nb_cpu_view_str(v[i], b1, sizeof b1), nb_cpu_view_str(ref, b2, sizeof b2));
-        if (!nb_dtype_is_float(v[i]->dtype) || v[i]->dtype != ref->dtype)
+        if (!nb_dtype_is_compute_float(v[i]->dtype) || v[i]->dtype != ref->dtype)
             return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)",
                                 name, nb_dtype_name(ref->dtype), nb_dtype_name(v[i]->dtype));
     }

@@ -72,7 +72,7 @@ nb_status nb_cpu_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, d
     static const char *const names[] = {"uniform", "normal", "bernoulli"};
     if ((unsigned)dist > NB_RNG_BERNOULLI)
         return nb_set_error(NB_ERR_INVALID_ARG, "random: bad distribution %d", (int)dist);
-    if ((unsigned)dst->dtype >= NB_DTYPE_COUNT || (dist != NB_RNG_BERNOULLI && !nb_dtype_is_float(dst->dtype)))
+    if ((unsigned)dst->dtype >= NB_DTYPE_COUNT || (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(dst->dtype)))
         return nb_set_error(NB_ERR_DTYPE, "%s: needs a float32 or float64 tensor, got %s", names[dist],
                             nb_dtype_name(dst->dtype));
     if (!nb_cpu_is_contiguous(dst))

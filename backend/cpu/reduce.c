@@ -1,4 +1,4 @@
-/* reduce.c - CPU sum/max/min over any set of dims, and argmax.
+/* reduce.c - CPU sum/prod/max/min over any set of dims, argmax and argmin.
  *
  * Determinism: the result of each output element is defined independently
  * of threads. Its reduced elements, in C order, are cut into fixed blocks
@@ -121,7 +121,7 @@ typedef struct red_job {
  *   range: combine reduced flat indices [r0, r1) of one output
  *   value: combine the output's blocks left to right
  *   the thread bodies for the two parallel plans and the dim-0 path. */
-#define RED_FUNCS(T, A, S, MAX, MIN, STORE)                                                     \
+#define RED_FUNCS(T, A, S, MAX, MIN, MUL, STORE)                                                   \
     static A seg_##S(nb_reduce_op op, const T *p, int64_t n, int64_t s) {                       \
         if (op == NB_REDUCE_SUM) {                                                              \
             A acc = 0;                                                                          \
@@ -136,14 +136,19 @@ typedef struct red_job {
             return acc;                                                                         \
         }                                                                                       \
         A acc = (A)p[0];                                                                        \
-        if (op == NB_REDUCE_MAX)                                                                \
+        if (op == NB_REDUCE_PROD)                                                               \
+            for (int64_t i = 1; i < n; i++) acc = MUL(acc, (A)p[i * s]);                        \
+        else if (op == NB_REDUCE_MAX)                                                           \
             for (int64_t i = 1; i < n; i++) acc = MAX((A)p[i * s], acc);                        \
         else                                                                                    \
             for (int64_t i = 1; i < n; i++) acc = MIN((A)p[i * s], acc);                        \
         return acc;                                                                             \
     }                                                                                           \
     static A combine_##S(nb_reduce_op op, A a, A b) {                                           \
-        return op == NB_REDUCE_SUM ? a + b : op == NB_REDUCE_MAX ? MAX(b, a) : MIN(b, a);       \
+        return op == NB_REDUCE_SUM    ? a + b                                                   \
+               : op == NB_REDUCE_PROD ? MUL(a, b)                                               \
+               : op == NB_REDUCE_MAX  ? MAX(b, a)                                               \
+                                      : MIN(b, a);                                              \
     }                                                                                           \
     static A range_##S(const red_plan *pl, nb_reduce_op op, const T *x, int64_t r0, int64_t r1) { \
         int last = pl->nr - 1;                                                                  \
@@ -210,6 +215,8 @@ typedef struct red_job {
                     const T *q = (const T *)j->x + r * rs + j0;                                 \
                     if (j->op == NB_REDUCE_SUM)                                                 \
                         for (int64_t k = 0; k < w; k++) part[k] += (A)q[k];                     \
+                    else if (j->op == NB_REDUCE_PROD)                                           \
+                        for (int64_t k = 0; k < w; k++) part[k] = MUL(part[k], (A)q[k]);        \
                     else if (j->op == NB_REDUCE_MAX)                                            \
                         for (int64_t k = 0; k < w; k++) part[k] = MAX((A)q[k], part[k]);        \
                     else                                                                        \
@@ -225,11 +232,14 @@ typedef struct red_job {
 
 #define STORE_F(dt, base, o, v, scale) store_f(dt, base, o, (v) * (scale))
 #define STORE_I(dt, base, o, v, scale) store_i(dt, base, o, v, scale)
-RED_FUNCS(float, double, f32, MAXF, MINF, STORE_F)
-RED_FUNCS(double, double, f64, MAXF, MINF, STORE_F)
-RED_FUNCS(int32_t, int64_t, i32, MAXI, MINI, STORE_I)
-RED_FUNCS(int64_t, int64_t, i64, MAXI, MINI, STORE_I)
-RED_FUNCS(uint8_t, int64_t, u8, MAXI, MINI, STORE_I)
+/* Integer products wrap (two's complement, as PyTorch) without signed-overflow UB. */
+#define MULF(a, b) ((a) * (b))
+#define MULI(a, b) ((int64_t)((uint64_t)(a) * (uint64_t)(b)))
+RED_FUNCS(float, double, f32, MAXF, MINF, MULF, STORE_F)
+RED_FUNCS(double, double, f64, MAXF, MINF, MULF, STORE_F)
+RED_FUNCS(int32_t, int64_t, i32, MAXI, MINI, MULI, STORE_I)
+RED_FUNCS(int64_t, int64_t, i64, MAXI, MINI, MULI, STORE_I)
+RED_FUNCS(uint8_t, int64_t, u8, MAXI, MINI, MULI, STORE_I)
 
 typedef struct red_fns {
     nb_cpu_range_fn outputs, blocks, cols;
@@ -275,9 +285,10 @@ static void red_run(red_job *job, const red_fns *f) {
 nb_status nb_cpu_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x,
                         double scale) {
     (void)be;
-    static const char *const names[] = {"sum", "max", "min"};
-    if ((unsigned)op >= NB_REDUCE_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "reduce: bad op %d", (int)op);
-    if ((unsigned)x->dtype >= NB_DTYPE_COUNT || (unsigned)out->dtype >= NB_DTYPE_COUNT || out->dtype == NB_BOOL)
+    static const char *const names[] = {"sum", "max", "min", "prod"};
+    if ((unsigned)op > NB_REDUCE_PROD)
+        return nb_set_error(NB_ERR_UNSUPPORTED, "reduce: op %d is not a reduction of this slot", (int)op);
+    if (!nb_dtype_is_compute(x->dtype) || !nb_dtype_is_compute(out->dtype) || out->dtype == NB_BOOL)
         return nb_set_error(NB_ERR_DTYPE, "%s: cannot reduce %s into %s", names[op],
                             nb_dtype_name(x->dtype), nb_dtype_name(out->dtype));
     red_plan pl;
@@ -285,9 +296,9 @@ nb_status nb_cpu_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, co
     if (st) return st;
     if (pl.M == 0) return NB_OK;
     if (pl.R == 0) {
-        if (op != NB_REDUCE_SUM)
+        if (op == NB_REDUCE_MAX || op == NB_REDUCE_MIN)
             return nb_set_error(NB_ERR_INVALID_ARG, "%s: reduction over an empty dimension", names[op]);
-        return nb_cpu_fill(be, out, 0.0);
+        return nb_cpu_fill(be, out, op == NB_REDUCE_PROD ? 1.0 : 0.0);
     }
     red_job job = {&pl, op, x->data, out, scale, NULL};
     red_fns f = fns_of(x->dtype);
@@ -295,44 +306,48 @@ nb_status nb_cpu_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, co
     return NB_OK;
 }
 
-/* ---- argmax ---------------------------------------------------------------- */
+/* ---- argmax, argmin --------------------------------------------------------- */
 
 typedef struct am_job {
     const nb_kview *values, *indices, *x;
     int dim;
     int64_t M;
+    bool min;
 } am_job;
 
-/* First maximum of n elements at stride s; NaN counts as the maximum (as
- * torch.argmax), so the first NaN wins. */
-#define ARGMAX_SCAN(T, S, ISNAN)                                                                \
-    static int64_t scan_##S(const char *p, int64_t n, int64_t s, char *best) {                  \
+/* First maximum (minimum) of n elements at stride s; NaN counts as the
+ * extreme (as torch.argmax/argmin), so the first NaN wins. */
+#define ARGMAX_SCAN(T, S, ISNAN, NAME, CMP)                                                     \
+    static int64_t NAME##_##S(const char *p, int64_t n, int64_t s, char *best) {                \
         const T *x = (const T *)p;                                                              \
         T b = x[0];                                                                             \
         int64_t bi = 0;                                                                         \
         for (int64_t i = 1; i < n && !ISNAN(b); i++) {                                          \
             T v = x[i * s];                                                                     \
-            if (v > b || ISNAN(v)) b = v, bi = i;                                               \
+            if (v CMP b || ISNAN(v)) b = v, bi = i;                                             \
         }                                                                                       \
         if (best) *(T *)best = b;                                                               \
         return bi;                                                                              \
     }
 #define ISNANF(v) ((v) != (v))
 #define NOTNAN(v) 0
-ARGMAX_SCAN(float, f32, ISNANF)
-ARGMAX_SCAN(double, f64, ISNANF)
-ARGMAX_SCAN(int32_t, i32, NOTNAN)
-ARGMAX_SCAN(int64_t, i64, NOTNAN)
-ARGMAX_SCAN(uint8_t, u8, NOTNAN)
+#define ARG_SCANS(NAME, CMP)                           \
+    ARGMAX_SCAN(float, f32, ISNANF, NAME, CMP)         \
+    ARGMAX_SCAN(double, f64, ISNANF, NAME, CMP)        \
+    ARGMAX_SCAN(int32_t, i32, NOTNAN, NAME, CMP)       \
+    ARGMAX_SCAN(int64_t, i64, NOTNAN, NAME, CMP)       \
+    ARGMAX_SCAN(uint8_t, u8, NOTNAN, NAME, CMP)
+ARG_SCANS(scan, >)
+ARG_SCANS(scanmin, <)
 
 typedef int64_t (*scan_fn)(const char *p, int64_t n, int64_t s, char *best);
-static scan_fn scan_of(nb_dtype dt) {
+static scan_fn scan_of(nb_dtype dt, bool min) {
     switch (dt) {
-    case NB_F32: return scan_f32;
-    case NB_F64: return scan_f64;
-    case NB_I32: return scan_i32;
-    case NB_I64: return scan_i64;
-    default: return scan_u8;
+    case NB_F32: return min ? scanmin_f32 : scan_f32;
+    case NB_F64: return min ? scanmin_f64 : scan_f64;
+    case NB_I32: return min ? scanmin_i32 : scan_i32;
+    case NB_I64: return min ? scanmin_i64 : scan_i64;
+    default: return min ? scanmin_u8 : scan_u8;
     }
 }
 
@@ -340,7 +355,7 @@ static void argmax_rows(void *arg, int64_t m0, int64_t m1) {
     const am_job *j = arg;
     const nb_kview *x = j->x;
     size_t es = nb_dtype_size(x->dtype);
-    scan_fn scan = scan_of(x->dtype);
+    scan_fn scan = scan_of(x->dtype, j->min);
     for (int64_t m = m0; m < m1; m++) {
         int64_t rem = m, xo = 0, io = 0, vo = 0;
         for (int d = x->ndim - 1; d >= 0; d--) {
@@ -357,30 +372,41 @@ static void argmax_rows(void *arg, int64_t m0, int64_t m1) {
     }
 }
 
-nb_status nb_cpu_argmax(nb_backend *be, const nb_kview *values, const nb_kview *indices,
-                        const nb_kview *x, int dim) {
-    (void)be;
+static nb_status arg_reduce(const char *op, bool min, const nb_kview *values, const nb_kview *indices,
+                            const nb_kview *x, int dim) {
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
     if (dim < 0 || dim >= x->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "argmax: dim %d out of range for %s", dim,
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", op, dim,
                             nb_cpu_view_str(x, b1, sizeof b1));
-    if ((unsigned)x->dtype >= NB_DTYPE_COUNT || indices->dtype != NB_I64 ||
+    if (!nb_dtype_is_compute(x->dtype) || indices->dtype != NB_I64 ||
         (values && values->dtype != x->dtype))
-        return nb_set_error(NB_ERR_DTYPE, "argmax: needs int64 indices and values of x's dtype (x %s)",
-                            nb_dtype_name(x->dtype));
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs int64 indices and values of x's dtype (x %s)",
+                            op, nb_dtype_name(x->dtype));
     bool ok = indices->ndim == x->ndim && (!values || values->ndim == x->ndim);
     for (int d = 0; d < x->ndim && ok; d++) {
         int64_t want = d == dim ? 1 : x->shape[d];
         ok = indices->shape[d] == want && (!values || values->shape[d] == want);
     }
     if (!ok)
-        return nb_set_error(NB_ERR_SHAPE, "argmax: indices %s do not fit x %s reduced at dim %d",
+        return nb_set_error(NB_ERR_SHAPE, "%s: indices %s do not fit x %s reduced at dim %d", op,
                             nb_cpu_view_str(indices, b1, sizeof b1), nb_cpu_view_str(x, b2, sizeof b2), dim);
     int64_t n = x->shape[dim], M = n ? nb_cpu_numel(x) / n : 0;
     if (n == 0 && nb_cpu_numel(indices) > 0)
-        return nb_set_error(NB_ERR_INVALID_ARG, "argmax: dim %d of %s is empty", dim,
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d of %s is empty", op, dim,
                             nb_cpu_view_str(x, b1, sizeof b1));
-    am_job job = {values, indices, x, dim, M};
+    am_job job = {values, indices, x, dim, M, min};
     nb_cpu_parallel_for(M, NB_CPU_GRAIN / (n ? n : 1) + 1, argmax_rows, &job);
     return NB_OK;
+}
+
+nb_status nb_cpu_argmax(nb_backend *be, const nb_kview *values, const nb_kview *indices,
+                        const nb_kview *x, int dim) {
+    (void)be;
+    return arg_reduce("argmax", false, values, indices, x, dim);
+}
+
+nb_status nb_cpu_argmin(nb_backend *be, const nb_kview *values, const nb_kview *indices,
+                        const nb_kview *x, int dim) {
+    (void)be;
+    return arg_reduce("argmin", true, values, indices, x, dim);
 }

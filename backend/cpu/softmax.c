@@ -126,7 +126,7 @@ static nb_status sm_setup(const char *name, sm_job *j, const nb_kview *const *v,
         if (!nb_cpu_same_shape(a, v[i]))
             return nb_set_error(NB_ERR_SHAPE, "%s: shapes %s and %s differ", name,
                                 nb_cpu_view_str(a, b1, sizeof b1), nb_cpu_view_str(v[i], b2, sizeof b2));
-        if (!nb_dtype_is_float(v[i]->dtype) || v[i]->dtype != a->dtype)
+        if (!nb_dtype_is_compute_float(v[i]->dtype) || v[i]->dtype != a->dtype)
             return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)",
                                 name, nb_dtype_name(a->dtype), nb_dtype_name(v[i]->dtype));
         if (!nb_cpu_is_contiguous(v[i]))
@@ -224,7 +224,7 @@ static nb_status ce_check(const char *name, const ce_job *j, const nb_kview *con
                           const nb_kview *mat2) {
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
     const nb_kview *x = j->logits, *t = j->target;
-    if (x->ndim != 2 || !nb_dtype_is_float(x->dtype) || !nb_cpu_is_contiguous(x) ||
+    if (x->ndim != 2 || !nb_dtype_is_compute_float(x->dtype) || !nb_cpu_is_contiguous(x) ||
         (mat2 && (!nb_cpu_same_shape(x, mat2) || mat2->dtype != x->dtype || !nb_cpu_is_contiguous(mat2))))
         return nb_set_error(NB_ERR_SHAPE, "%s: logits %s must be a contiguous float [n, c] matrix",
                             name, nb_cpu_view_str(x, b1, sizeof b1));

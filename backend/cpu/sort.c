@@ -1,2 +1,160 @@
-/* sort.c - placeholder until its kernels land (op-coverage issue). */
-typedef int nb_placeholder_sort;
+/* sort.c - the CPU sort kernel behind sort, argsort, topk and kthvalue: a
+ * stable merge sort of every line along one dim (insertion-sorted runs of
+ * 16, then bottom-up merges), keyed by the element and tie-broken by the
+ * original position, so equal keys keep their order ascending and
+ * descending alike. NaN sorts as larger than every number (last ascending,
+ * first descending), as PyTorch. Lines are independent: threads take
+ * interleaved lines, each with its own workspace from the caching allocator,
+ * and the result never depends on the thread count. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "pool.h"
+
+#define RUN 16
+
+/* Offset (elements) of line `line` in a view: the line's coordinates
+ * (every dim but `dim`, C order over `shape`) dotted with `strides`. */
+static int64_t line_offset(int ndim, const int64_t *shape, const int64_t *strides, int dim, int64_t line) {
+    int64_t off = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+        if (d == dim) continue;
+        off += (line % shape[d]) * strides[d];
+        line /= shape[d];
+    }
+    return off;
+}
+
+typedef struct sort_job {
+    const nb_kview *values, *indices, *x;
+    int dim;
+    bool descending;
+    int64_t n, k, lines, nslots;
+    size_t ws_stride; /* bytes per slot: keys, then two index buffers */
+    char *ws;
+} sort_job;
+
+#define F_NAN(v) isnan(v)
+#define I_NAN(v) ((void)(v), 0)
+
+/* before(a, b): a sorts strictly before b (NaN largest). Merges take the
+ * right element only when it is strictly before the left: stable. */
+#define SORT_FUNCS(T, S, ISNAN)                                                                   \
+    static inline bool before_##S(T a, T b, bool desc) {                                          \
+        if (desc) return !ISNAN(b) && (ISNAN(a) || a > b);                                        \
+        return !ISNAN(a) && (ISNAN(b) || a < b);                                                  \
+    }                                                                                             \
+    static void sort_line_##S(const sort_job *j, int64_t line, char *ws) {                        \
+        const nb_kview *x = j->x;                                                                 \
+        int64_t n = j->n, xs = x->strides[j->dim];                                                \
+        T *keys = (T *)ws;                                                                        \
+        int64_t *a = (int64_t *)(ws + ((sizeof(T) * (size_t)n + 7) / 8 * 8)), *b = a + n;         \
+        const T *xp = (const T *)x->data + line_offset(x->ndim, x->shape, x->strides, j->dim, line); \
+        for (int64_t i = 0; i < n; i++) keys[i] = xp[i * xs], a[i] = i;                           \
+        bool desc = j->descending;                                                                \
+        for (int64_t s = 0; s < n; s += RUN) { /* insertion sort of each run */                   \
+            int64_t e = s + RUN < n ? s + RUN : n;                                                \
+            for (int64_t i = s + 1; i < e; i++) {                                                 \
+                int64_t v = a[i], p = i;                                                          \
+                while (p > s && before_##S(keys[v], keys[a[p - 1]], desc)) a[p] = a[p - 1], p--;  \
+                a[p] = v;                                                                         \
+            }                                                                                     \
+        }                                                                                         \
+        for (int64_t w = RUN; w < n; w *= 2) { /* merge runs of w from a into b */                \
+            for (int64_t s = 0; s < n; s += 2 * w) {                                              \
+                int64_t m = s + w < n ? s + w : n, e = s + 2 * w < n ? s + 2 * w : n;             \
+                int64_t i = s, r = m, o = s;                                                      \
+                while (i < m && r < e) b[o++] = before_##S(keys[a[r]], keys[a[i]], desc) ? a[r++] : a[i++]; \
+                while (i < m) b[o++] = a[i++];                                                    \
+                while (r < e) b[o++] = a[r++];                                                    \
+            }                                                                                     \
+            int64_t *t = a;                                                                       \
+            a = b, b = t;                                                                         \
+        }                                                                                         \
+        const nb_kview *vi = j->indices, *vv = j->values;                                         \
+        int64_t *ip = (int64_t *)vi->data + line_offset(vi->ndim, vi->shape, vi->strides, j->dim, line); \
+        for (int64_t i = 0; i < j->k; i++) ip[i * vi->strides[j->dim]] = a[i];                    \
+        if (!vv) return;                                                                          \
+        T *vp = (T *)vv->data + line_offset(vv->ndim, vv->shape, vv->strides, j->dim, line);      \
+        for (int64_t i = 0; i < j->k; i++) vp[i * vv->strides[j->dim]] = keys[a[i]];              \
+    }
+SORT_FUNCS(float, f32, F_NAN)
+SORT_FUNCS(double, f64, F_NAN)
+SORT_FUNCS(int32_t, i32, I_NAN)
+SORT_FUNCS(int64_t, i64, I_NAN)
+SORT_FUNCS(uint8_t, u8, I_NAN)
+
+typedef void (*sort_line_fn)(const sort_job *j, int64_t line, char *ws);
+
+typedef struct sort_run {
+    const sort_job *j;
+    sort_line_fn fn;
+} sort_run;
+
+/* Slot c sorts lines c, c + nslots, ... in workspace c. */
+static void sort_slots(void *arg, int64_t c0, int64_t c1) {
+    const sort_run *r = arg;
+    const sort_job *j = r->j;
+    for (int64_t c = c0; c < c1; c++)
+        for (int64_t l = c; l < j->lines; l += j->nslots) r->fn(j, l, j->ws + (size_t)c * j->ws_stride);
+}
+
+static bool fits(const nb_kview *v, const nb_kview *x, int dim, int64_t k) {
+    if (v->ndim != x->ndim || v->shape[dim] != k) return false;
+    for (int d = 0; d < x->ndim; d++)
+        if (d != dim && v->shape[d] != x->shape[d]) return false;
+    return true;
+}
+
+static nb_status check_sort_args(const nb_kview *values, const nb_kview *indices, const nb_kview *x, int dim) {
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
+    if (dim < 0 || dim >= x->ndim)
+        return nb_set_error(NB_ERR_INVALID_ARG, "sort: dim %d out of range for %s", dim, nb_cpu_view_str(x, b1, sizeof b1));
+    if (indices->dtype != NB_I64)
+        return nb_set_error(NB_ERR_DTYPE, "sort: indices must be int64, got %s", nb_dtype_name(indices->dtype));
+    int64_t k = indices->shape[dim];
+    if (k > x->shape[dim] || !fits(indices, x, dim, k) || (values && !fits(values, x, dim, k)))
+        return nb_set_error(NB_ERR_SHAPE, "sort: indices %s (and values) do not fit input %s along dim %d",
+                            nb_cpu_view_str(indices, b1, sizeof b1), nb_cpu_view_str(x, b2, sizeof b2), dim);
+    if (values && values->dtype != x->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "sort: values %s and input %s dtypes differ", nb_dtype_name(values->dtype),
+                            nb_dtype_name(x->dtype));
+    return NB_OK;
+}
+
+nb_status nb_cpu_sort(nb_backend *be, const nb_kview *values, const nb_kview *indices, const nb_kview *x, int dim,
+                      bool descending) {
+    nb_status st = check_sort_args(values, indices, x, dim);
+    if (st != NB_OK) return st;
+    if (!nb_dtype_is_compute(x->dtype))
+        return nb_set_error(NB_ERR_DTYPE, "sort: not supported for %s (a storage dtype: cast first)",
+                            nb_dtype_name(x->dtype));
+    sort_line_fn fn;
+    switch (x->dtype) {
+    case NB_F32: fn = sort_line_f32; break;
+    case NB_F64: fn = sort_line_f64; break;
+    case NB_I32: fn = sort_line_i32; break;
+    case NB_I64: fn = sort_line_i64; break;
+    default: fn = sort_line_u8; break; /* uint8 and bool (0/1 bytes) */
+    }
+    sort_job j = {values, indices, x, dim, descending, x->shape[dim], indices->shape[dim], 0, 0, 0, NULL};
+    int64_t numel = nb_cpu_numel(x);
+    if (numel == 0 || j.k == 0) return NB_OK;
+    j.lines = numel / j.n;
+    int64_t threads = nb_cpu_get_num_threads(), by_work = 1 + numel / 4096;
+    j.nslots = threads < j.lines ? threads : j.lines;
+    if (j.nslots > by_work) j.nslots = by_work;
+    j.ws_stride = (nb_dtype_size(x->dtype) * (size_t)j.n + 7) / 8 * 8 + 16 * (size_t)j.n;
+    size_t rounded;
+    j.ws = nb_alloc_raw(be, NB_CPU, (size_t)j.nslots * j.ws_stride, &rounded);
+    if (!j.ws)
+        return nb_set_error(NB_ERR_OOM, "sort: out of memory for %lld workspaces of %zu bytes", (long long)j.nslots,
+                            j.ws_stride);
+    sort_run r = {&j, fn};
+    nb_cpu_parallel_for(j.nslots, 1, sort_slots, &r);
+    nb_free_raw(be, NB_CPU, j.ws, rounded);
+    return NB_OK;
+}

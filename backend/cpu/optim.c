@@ -32,8 +32,11 @@ typedef struct sgd_job {
     static void adam_##S(void *arg, int64_t i0, int64_t i1) {                                   \
         const adam_job *j = arg;                                                                \
         const nb_adam_hyper *h = j->h;                                                          \
-        T *p = (T *)j->p, *m = (T *)j->m, *v = (T *)j->v, *vmax = (T *)j->vmax;                 \
-        const T *grad = (const T *)j->g;                                                        \
+        /* restrict and hoisted flags: the loop must vectorise (memory-bound) */               \
+        T *restrict p = (T *)j->p, *restrict m = (T *)j->m, *restrict v = (T *)j->v;            \
+        T *restrict vmax = (T *)j->vmax;                                                        \
+        const T *restrict grad = (const T *)j->g;                                               \
+        const bool maximize = h->maximize, amsgrad = h->amsgrad;                                \
         const T wd = (T)h->weight_decay, decay = (T)j->lr_wd_decay, w1 = (T)j->w1;              \
         const T b2 = (T)j->b2, w2 = (T)j->w2, neg_step = (T)-j->step_size;                      \
         const T bc2_sqrt = (T)j->bc2_sqrt, eps = (T)h->eps;                                     \
@@ -41,13 +44,13 @@ typedef struct sgd_job {
         const bool decoupled = h->decoupled && h->weight_decay != 0;                            \
         const bool small = fabs(j->w1) < 0.5; /* torch's lerp picks its formula by weight */    \
         for (int64_t i = i0; i < i1; i++) {                                                     \
-            T g = h->maximize ? -grad[i] : grad[i];                                             \
+            T g = maximize ? -grad[i] : grad[i];                                                \
             if (l2) g = g + wd * p[i];                                                          \
             if (decoupled) p[i] = p[i] * decay;                                                 \
             m[i] = small ? m[i] + w1 * (g - m[i]) : g - (g - m[i]) * (1 - w1);                  \
             v[i] = v[i] * b2 + w2 * g * g;                                                      \
             T vv = v[i];                                                                        \
-            if (h->amsgrad) vv = vmax[i] = vmax[i] > vv || vmax[i] != vmax[i] ? vmax[i] : vv;   \
+            if (amsgrad) vv = vmax[i] = vmax[i] > vv || vmax[i] != vmax[i] ? vmax[i] : vv;   \
             T denom = sqrt##S(vv) / bc2_sqrt + eps;                                             \
             p[i] = p[i] + neg_step * m[i] / denom;                                              \
         }                                                                                       \

@@ -11,12 +11,14 @@
  *   softmax backward gx = y * (gy - sum(gy * y))
  *   log_softmax backward gx = gy - exp(y) * sum(gy)
  *   cross entropy loss_i = lse_i - x[i, t_i], glogits = gloss_i * (softmax_i - onehot(t_i)) */
+#include <string.h>
 #include <tgmath.h>
 
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "pool.h"
+#include "unary_loops.h"
 
 #define NB_SM_COLS 64
 
@@ -183,6 +185,40 @@ static int64_t target_at(const ce_job *j, int64_t i) {
     return ((const int64_t *)j->target->data)[i * j->target->strides[0]];
 }
 
+/* sum_i exp(x[i] - mx) (accumulated in double) and gx[i] = g * exp(x[i] - lse):
+ * the float32 forms use the 4-lane vexp, since libm's expf does not
+ * vectorise and these rows are [tokens, vocab] wide (BERT: 30522). */
+static double sum_exp_f64(const double *x, int64_t c, double mx) {
+    double sum = 0;
+    for (int64_t i = 0; i < c; i++) sum += exp(x[i] - mx);
+    return sum;
+}
+static void scaled_exp_f64(double *gx, const double *x, int64_t c, double lse, double g) {
+    for (int64_t i = 0; i < c; i++) gx[i] = g * exp(x[i] - lse);
+}
+static double sum_exp_f32(const float *x, int64_t c, float mx) {
+    double s[4] = {0, 0, 0, 0}, sum = 0;
+    int64_t i = 0;
+    for (; i + 4 <= c; i += 4) {
+        v4f v;
+        memcpy(&v, x + i, sizeof v);
+        v4f e = vexp(v - mx);
+        for (int k = 0; k < 4; k++) s[k] += e[k];
+    }
+    for (; i < c; i++) sum += expf(x[i] - mx);
+    return sum + ((s[0] + s[1]) + (s[2] + s[3]));
+}
+static void scaled_exp_f32(float *gx, const float *x, int64_t c, float lse, float g) {
+    int64_t i = 0;
+    for (; i + 4 <= c; i += 4) {
+        v4f v;
+        memcpy(&v, x + i, sizeof v);
+        v = g * vexp(v - lse);
+        memcpy(gx + i, &v, sizeof v);
+    }
+    for (; i < c; i++) gx[i] = g * expf(x[i] - lse);
+}
+
 #define CE_FUNCS(T, S)                                                                          \
     static void ce_rows_##S(void *arg, int64_t r0, int64_t r1) {                                \
         const ce_job *j = arg;                                                                  \
@@ -191,9 +227,7 @@ static int64_t target_at(const ce_job *j, int64_t i) {
             const T *x = (const T *)j->logits->data + r * c;                                    \
             T mx = x[0];                                                                        \
             for (int64_t i = 1; i < c; i++) mx = MAXF(x[i], mx);                                \
-            double sum = 0;                                                                     \
-            for (int64_t i = 0; i < c; i++) sum += exp(x[i] - mx);                              \
-            T lse = mx + (T)log(sum);                                                           \
+            T lse = mx + (T)log(sum_exp_##S(x, c, mx));                                         \
             int64_t t = target_at(j, r);                                                        \
             ((T *)j->lse->data)[r * j->lse->strides[0]] = lse;                                  \
             ((T *)j->loss->data)[r * j->loss->strides[0]] = t == j->ignore_index ? 0 : lse - x[t]; \
@@ -212,7 +246,7 @@ static int64_t target_at(const ce_job *j, int64_t i) {
             }                                                                                   \
             T g = ((const T *)j->gloss->data)[r * j->gloss->strides[0]];                        \
             T lse = ((const T *)j->lse->data)[r * j->lse->strides[0]];                          \
-            for (int64_t i = 0; i < c; i++) gx[i] = g * exp(x[i] - lse);                        \
+            scaled_exp_##S(gx, x, c, lse, g);                                                   \
             gx[t] -= g;                                                                         \
         }                                                                                       \
     }

@@ -28,6 +28,7 @@
     X(ops_gather)    \
     X(ops_shape)     \
     X(linalg)        \
+    X(op_table)      \
     X(text)          \
     X(transformer)   \
     X(nn)            \

@@ -59,7 +59,7 @@ nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
 nb_tensor *nb_empty_like(const nb_tensor *t);
 /* torch.result_type(t, <Python float>): t's dtype if floating, else NB_F32
  * (the default float dtype). */
-nb_dtype nb_scalar_result_type(const nb_tensor *t);
+nb_dtype nb_scalar_result_type(const nb_tensor *t, double value);
 /* Replaces each inputs[i] whose dtype is not dt by nb_to_dtype(inputs[i], dt)
  * (scoped; differentiable, so each gradient returns in its input's dtype).
  * False (error kept) if a cast fails. */

@@ -367,9 +367,11 @@ nb_tensor *nb_logsigmoid(nb_tensor *x);
  * tensor's unless the 0-dim one is of a higher category, then the two join
  * (f32 [3] with f64 [] -> f32; i32 [3] with f32 [] -> f32, with f64 [] ->
  * f64; u8 [3] with i64 [] -> u8); two tensors both 0-dim or both
- * dimensioned join. The scalar forms below (nb_*_scalar(t, double)) treat
- * the double as a Python float: an integer or bool t gives float32 (the
- * default float dtype), a floating t keeps its dtype.
+ * dimensioned join. The scalar forms below (nb_*_scalar(t, double)): a
+ * floating t keeps its dtype; for an integer t, an integral value it can
+ * hold acts as a Python int (t keeps its dtype, so int64 compares stay
+ * exact; a bool t gives int64), any other value as a Python float (float32,
+ * the default float dtype).
  * Every binary op here (and nb_add, nb_sub, nb_mul, nb_div, nb_pow) casts
  * its inputs to that dtype first (nb_to_dtype), so each input's gradient
  * comes back in its own dtype. Out-of-enum dtypes give NB_DTYPE_COUNT. */
@@ -416,8 +418,9 @@ nb_tensor *nb_lerp_scalar(nb_tensor *start, nb_tensor *end, double weight);
  * bound gives NaN; min > max gives max. Gradients (PyTorch's
  * clamp_backward): x gets g where min <= x <= max; min where x < min (and
  * min < max); max where x > max (or max < min). nb_clamp_scalar: NAN means
- * "no bound" (so clamping to NaN cannot be asked); the bounds are Python
- * floats: an integer x gives float32. */
+ * "no bound" (so clamping to NaN cannot be asked); the bounds follow the
+ * scalar rule above (integral bounds keep an integer x's dtype, others give
+ * float32). */
 nb_tensor *nb_clamp(nb_tensor *x, nb_tensor *min, nb_tensor *max);
 nb_tensor *nb_clamp_scalar(nb_tensor *x, double min, double max);
 

@@ -1,5 +1,7 @@
 /* ops_common.c - input checks, type promotion (torch.result_type's rules)
  * and the broadcasting helper shared by ops. */
+#include <math.h>
+
 #include "nb_autograd_impl.h"
 
 bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs) {
@@ -68,7 +70,19 @@ nb_dtype nb_result_type(const nb_tensor *a, const nb_tensor *b) {
     return dim->dtype;
 }
 
-nb_dtype nb_scalar_result_type(const nb_tensor *t) { return nb_dtype_is_float(t->dtype) ? t->dtype : NB_F32; }
+/* An integral value that the integer dtype holds acts as a Python int (the
+ * tensor keeps its dtype; a bool tensor gives int64); any other value as a
+ * Python float (the default float32). */
+nb_dtype nb_scalar_result_type(const nb_tensor *t, double value) {
+    if (nb_dtype_is_float(t->dtype)) return t->dtype;
+    if (value != value || value != trunc(value)) return NB_F32;
+    switch (t->dtype) {
+    case NB_U8: return value >= 0 && value <= 255 ? NB_U8 : NB_F32;
+    case NB_I32: return value >= INT32_MIN && value <= INT32_MAX ? NB_I32 : NB_F32;
+    case NB_I64: return value >= -0x1p63 && value < 0x1p63 ? NB_I64 : NB_F32;
+    default: return value >= -0x1p63 && value < 0x1p63 ? NB_I64 : NB_F32; /* bool */
+    }
+}
 
 bool nb_promote_inputs(int n, nb_tensor **inputs, nb_dtype dt) {
     for (int i = 0; i < n; i++)

@@ -77,7 +77,7 @@ static nb_tensor *binary(const binop *d, nb_tensor *a, nb_tensor *b) {
 static nb_tensor *binary_scalar(const binop *d, nb_tensor *a, double value) {
     if (!a) return NULL;
     nb_scope *s = nb_scope_begin();
-    nb_tensor *b = nb_scalar_like(a, value, nb_scalar_result_type(a));
+    nb_tensor *b = nb_scalar_like(a, value, nb_scalar_result_type(a, value));
     return nb_scope_return(s, b ? binary_impl(d, a, b) : NULL);
 }
 
@@ -341,7 +341,8 @@ nb_tensor *nb_clamp(nb_tensor *x, nb_tensor *min, nb_tensor *max) {
 nb_tensor *nb_clamp_scalar(nb_tensor *x, double min, double max) {
     if (!x) return NULL;
     nb_scope *s = nb_scope_begin();
-    nb_dtype dt = nb_scalar_result_type(x);
+    nb_dtype dt = nb_promote_types(nb_scalar_result_type(x, isnan(min) ? 0 : min),
+                                   nb_scalar_result_type(x, isnan(max) ? 0 : max));
     nb_tensor *lo = isnan(min) ? NULL : nb_scalar_like(x, min, dt), *hi = isnan(max) ? NULL : nb_scalar_like(x, max, dt);
     return nb_scope_return(s, clamp_impl(x, lo, hi));
 }

@@ -108,7 +108,7 @@ static nb_tensor *reduce_op(const char *op, nb_reduce_op kop, nb_tensor *t, cons
                             bool keepdim, bool mean) {
     bool mask[NB_MAX_DIMS];
     if (!nb_check_inputs(op, 1, &t) || !dims_mask(op, t, dims, n_dims, mask)) return NULL;
-    if ((mean || kop == NB_REDUCE_MAX || kop == NB_REDUCE_MIN) && !nb_check_dtypes(op, 1, &t, true)) return NULL;
+    if (!nb_check_dtypes(op, 1, &t, mean)) return NULL; /* max/min/sum/prod take integers too */
     int64_t count = 1;
     for (int i = 0; i < t->ndim; i++) count *= mask[i] ? t->shape[i] : 1;
     if ((kop == NB_REDUCE_MAX || kop == NB_REDUCE_MIN) && count == 0 && nb_numel(t) == 0)
@@ -270,10 +270,32 @@ nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, 
     nb_scope *s = nb_scope_begin();
     return nb_scope_return(s, var_impl("var", t, dims, n_dims, correction, keepdim));
 }
+/* std = sqrt(var) with PyTorch's std_backward: g / (2 std), masked to 0
+ * where std == 0 (sqrt's own rule would give inf * 0 = NaN there). */
+static nb_status std_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *y = n->saved[0];
+    nb_tensor *d = nb_div(g, nb_mul_scalar(y, 2.0));
+    gin[0] = d ? nb_where(nb_eq_scalar(y, 0), scalar_like(d, 0), d) : NULL;
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+static nb_tensor *std_impl(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
+    nb_tensor *v = var_impl("std", t, dims, n_dims, correction, keepdim), *y;
+    if (!v) return NULL;
+    bool prev = nb_set_grad_enabled(false);
+    y = nb_sqrt(v);
+    nb_set_grad_enabled(prev);
+    if (!y) return NULL;
+    bool failed;
+    nb_node *n = nb_record("std", std_backward, y, 1, &v, &failed);
+    if (failed) return NULL;
+    if (n) nb_save(n, 0, y);
+    return y;
+}
+
 nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *v = var_impl("std", t, dims, n_dims, correction, keepdim);
-    return nb_scope_return(s, v ? nb_sqrt(v) : NULL);
+    return nb_scope_return(s, std_impl(t, dims, n_dims, correction, keepdim));
 }
 
 /* log(sum(exp(x - m))) + m with m the (constant) max, set to 0 where it is

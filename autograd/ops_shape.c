@@ -157,6 +157,9 @@ static nb_tensor *repeat_impl(const char *op, nb_tensor *t, const int64_t *reps,
         if (reps[i] < 0)
             return NB_FAIL(NB_ERR_INVALID_ARG, "%s: repeat %lld at %d is negative", op, (long long)reps[i], i);
         src[i] = i < lead ? 1 : t->shape[i - lead];
+        if (src[i] > 0 && reps[i] > INT64_MAX / src[i])
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: repeat %lld at %d overflows the size %lld", op,
+                           (long long)reps[i], i, (long long)src[i]);
         out[i] = src[i] * reps[i];
         if (reps[i] != 1) vs[m] = 1, es[m++] = reps[i]; /* a broadcast dim before dim i */
         vs[m] = es[m] = src[i], m++;

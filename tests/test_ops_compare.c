@@ -287,6 +287,22 @@ START_TEST(test_mixed_dtype_grad) {
 }
 END_TEST
 
+/* An integral scalar acts as a Python int: int64 compares stay exact past
+ * 2^24 and the result of remainder keeps the integer dtype; 2.5 is a float. */
+START_TEST(test_scalar_int_exact) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_test_tensor(NB_SHAPE(2), NB_I64, (double[]){16777217, 16777216});
+    nb_ck_close(nb_eq_scalar(t, 16777216), (double[]){0, 1}, 2, 0, 0);
+    nb_tensor *r = nb_remainder_scalar(t, 3);
+    ck_assert_int_eq(nb_dtype_of(r), NB_I64);
+    nb_ck_close(r, (double[]){16777217 % 3, 16777216 % 3}, 2, 0, 0);
+    ck_assert_int_eq(nb_dtype_of(nb_lt_scalar(t, 2.5)), NB_BOOL);
+    ck_assert_int_eq(nb_dtype_of(nb_remainder_scalar(t, 2.5)), NB_F32);
+    ck_assert_int_eq(nb_dtype_of(nb_clamp_scalar(t, 0, 10)), NB_I64);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_compare(void) {
     Suite *s = suite_create("ops_compare");
     TCase *c = tcase_create("compare_logic");
@@ -301,6 +317,7 @@ Suite *nb_suite_ops_compare(void) {
     tcase_add_test(p, test_result_type_zero_dim);
     tcase_add_test(p, test_mixed_dtype_ops);
     tcase_add_test(p, test_mixed_dtype_grad);
+    tcase_add_test(p, test_scalar_int_exact);
     suite_add_tcase(s, p);
     return s;
 }

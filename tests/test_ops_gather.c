@@ -285,6 +285,21 @@ START_TEST(test_scatter_deterministic) {
 }
 END_TEST
 
+/* float16/bfloat16 move as 2-byte elements (review: they were copied byte by byte). */
+START_TEST(test_gather_f16) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F32, (double[]){1, 2, 3});
+    nb_tensor *idx = nb_test_tensor(NB_SHAPE(2), NB_I64, (double[]){2, 0});
+    for (nb_dtype dt = NB_F16; dt <= NB_BF16; dt++) {
+        nb_tensor *g = nb_gather(nb_to_dtype(x, dt), 0, idx);
+        NB_CK_NOTNULL(g);
+        ck_assert_int_eq(nb_dtype_of(g), dt);
+        nb_ck_close(nb_to_dtype(g, NB_F32), (double[]){3, 1}, 2, 0, 0);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_gather(void) {
     Suite *s = suite_create("ops_gather");
     TCase *f = tcase_create("forward");
@@ -298,6 +313,7 @@ Suite *nb_suite_ops_gather(void) {
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_gather_scatter_gradcheck);
     tcase_add_test(g, test_scatter_deterministic);
+    tcase_add_test(g, test_gather_f16);
     tcase_set_timeout(g, 60);
     suite_add_tcase(s, g);
     return s;

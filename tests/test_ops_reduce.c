@@ -526,6 +526,24 @@ START_TEST(test_reduce2_errors) {
 }
 END_TEST
 
+/* std's gradient is 0 where std == 0 (PyTorch's std_backward masks it);
+ * amax/amin/max take integer tensors. */
+START_TEST(test_std_grad_zero_and_int_amax) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 1, 1});
+    nb_set_requires_grad(x, true);
+    NB_CK_OK(nb_backward(nb_std(x, NULL, 0, 1, false)));
+    nb_ck_close(nb_grad(x), (double[]){0, 0, 0}, 3, 0, 0);
+    nb_tensor *i = nb_test_tensor(NB_SHAPE(2, 2), NB_I32, (double[]){3, -7, 5, 2});
+    nb_tensor *m = nb_amax(i, (int[]){1}, 1, false);
+    NB_CK_NOTNULL(m);
+    ck_assert_int_eq(nb_dtype_of(m), NB_I32);
+    nb_ck_close(m, (double[]){3, 5}, 2, 0, 0);
+    nb_ck_close(nb_amin(i, NULL, 0, false), (double[]){-7}, 1, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_reduce(void) {
     Suite *s = suite_create("ops_reduce");
     TCase *f = tcase_create("forward");
@@ -546,6 +564,7 @@ Suite *nb_suite_ops_reduce(void) {
     tcase_add_test(g, test_var_std);
     tcase_add_test(g, test_norm);
     tcase_add_test(g, test_logsumexp);
+    tcase_add_test(g, test_std_grad_zero_and_int_amax);
     tcase_set_timeout(g, 60);
     suite_add_tcase(s, g);
     return s;

@@ -234,6 +234,17 @@ START_TEST(test_scan_deterministic_across_threads) {
 }
 END_TEST
 
+/* A NaN stays in the running value, as PyTorch's _log_add_exp_helper. */
+START_TEST(test_logcumsumexp_nan) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, NAN, 1});
+    double v[3];
+    nb_test_values(nb_logcumsumexp(x, 0), v, 3);
+    ck_assert(fabs(v[0] - 1) < 1e-15 && isnan(v[1]) && isnan(v[2]));
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_scan(void) {
     Suite *s = suite_create("ops_scan");
     TCase *f = tcase_create("forward");
@@ -247,6 +258,7 @@ Suite *nb_suite_ops_scan(void) {
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_scan_grad_by_hand);
     tcase_add_test(g, test_scan_gradcheck);
+    tcase_add_test(g, test_logcumsumexp_nan);
     tcase_set_timeout(g, 60);
     suite_add_tcase(s, g);
     return s;

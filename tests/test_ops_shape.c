@@ -401,6 +401,15 @@ START_TEST(test_meshgrid) {
 }
 END_TEST
 
+/* A repeat count whose product overflows int64 is an error, not a wrap. */
+START_TEST(test_repeat_overflow) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_zeros(NB_SHAPE(4), NB_F32);
+    NB_CK_FAILS(nb_repeat(t, (int64_t[]){(int64_t)1 << 62}, 1), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_shape(void) {
     Suite *s = suite_create("ops_shape");
     TCase *c = tcase_create("shape");
@@ -415,6 +424,7 @@ Suite *nb_suite_ops_shape(void) {
     tcase_add_test(c, test_unfold);
     tcase_add_test(c, test_movedim_broadcast_to);
     tcase_add_test(c, test_meshgrid);
+    tcase_add_test(c, test_repeat_overflow);
     tcase_set_timeout(c, 60);
     suite_add_tcase(s, c);
     return s;

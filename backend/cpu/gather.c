@@ -85,6 +85,8 @@ static void gather_lines(void *arg, int64_t l0, int64_t l1) {
             for (int64_t i = 0; i < j->n; i++) ((uint64_t *)op)[i * os] = ((const uint64_t *)xp)[ip[i * is] * xs];
         else if (es == 4)
             for (int64_t i = 0; i < j->n; i++) ((uint32_t *)op)[i * os] = ((const uint32_t *)xp)[ip[i * is] * xs];
+        else if (es == 2) /* float16, bfloat16 */
+            for (int64_t i = 0; i < j->n; i++) ((uint16_t *)op)[i * os] = ((const uint16_t *)xp)[ip[i * is] * xs];
         else
             for (int64_t i = 0; i < j->n; i++) op[i * os] = xp[ip[i * is] * xs];
     }

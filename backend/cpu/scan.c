@@ -75,7 +75,8 @@ static void line_ptrs(const scan_job *j, int64_t m, char **p, int64_t *step) {
 
 /* PyTorch's _log_add_exp_helper: exact for infinities, NaN propagates. */
 static double log_add_exp(double a, double b) {
-    double lo = isnan(b) ? b : fmin(a, b), hi = isnan(b) ? b : fmax(a, b);
+    if (isnan(a) || isnan(b)) return a + b; /* fmin/fmax would drop the NaN */
+    double lo = fmin(a, b), hi = fmax(a, b);
     if (lo != hi || isfinite(lo)) return log1p(exp(lo - hi)) + hi;
     return a;
 }

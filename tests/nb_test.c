@@ -9,6 +9,14 @@ nb_tensor *nb_test_tensor(int ndim, const int64_t *shape, nb_dtype dt, const dou
     return nb_to_dtype(d, dt);
 }
 
+double *nb_test_values_of(const nb_tensor *t) {
+    int64_t n = nb_numel(t);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ck_assert_ptr_nonnull(v);
+    nb_test_values(t, v, n);
+    return v;
+}
+
 int64_t nb_test_values(const nb_tensor *t, double *out, int64_t n) {
     int64_t numel = nb_numel(t);
     double *buf = malloc(sizeof(double) * (size_t)(numel ? numel : 1));

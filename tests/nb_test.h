@@ -23,6 +23,8 @@
 nb_tensor *nb_test_tensor(int ndim, const int64_t *shape, nb_dtype dt, const double *values);
 /* Copies up to n elements of t (any dtype) to doubles; returns numel. */
 int64_t nb_test_values(const nb_tensor *t, double *out, int64_t n);
+/* All of t's values as doubles in a malloc'd array (the caller frees it). */
+double *nb_test_values_of(const nb_tensor *t);
 /* Asserts every element of t is within atol + rtol*|expected| of expected. */
 void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double atol, double rtol);
 /* Asserts shape equality. */

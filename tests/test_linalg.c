@@ -13,20 +13,13 @@
 
 #define MT(x) nb_transpose((x), -1, -2)
 
-static double *values_of(const nb_tensor *t) {
-    int64_t n = nb_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    ck_assert_ptr_nonnull(v);
-    nb_test_values(t, v, n);
-    return v;
-}
 
 /* Asserts a == b elementwise (same numel) within atol. */
 static void ck_same(const nb_tensor *a, const nb_tensor *b, double atol) {
     NB_CK_NOTNULL(a);
     NB_CK_NOTNULL(b);
     ck_assert_int_eq(nb_numel(a), nb_numel(b));
-    double *v = values_of(b);
+    double *v = nb_test_values_of(b);
     nb_ck_close(a, v, nb_numel(b), atol, 0);
     free(v);
 }
@@ -122,7 +115,7 @@ START_TEST(test_cholesky) {
         ck_same(nb_matmul(L, MT(L)), A, tol(dt) * 10);
         ck_same(nb_matmul(MT(U), U), A, tol(dt) * 10);
         ck_same(U, MT(L), tol(dt));
-        double *v = values_of(L);
+        double *v = nb_test_values_of(L);
         for (int b = 0; b < 3; b++)
             for (int r = 0; r < 4; r++) {
                 ck_assert(v[b * 16 + r * 5] > 0);
@@ -145,7 +138,7 @@ static void check_qr(nb_tensor *A, nb_linalg_qr_mode mode, int64_t kq) {
     nb_ck_shape(R, 3, (int64_t[]){batch, kq, n});
     ck_same(nb_matmul(MT(Q), Q), nb_expand(eye(kq, dt), NB_SHAPE(batch, kq, kq)), tol(dt));
     ck_same(nb_matmul(Q, R), A, tol(dt) * 10);
-    double *v = values_of(R);
+    double *v = nb_test_values_of(R);
     for (int64_t b = 0; b < batch; b++)
         for (int64_t r = 0; r < kq; r++)
             for (int64_t c = 0; c < r && c < n; c++) ck_assert(v[(b * kq + r) * n + c] == 0);
@@ -179,7 +172,7 @@ START_TEST(test_eigh) {
         ck_same(nb_matmul(A, V), nb_mul(V, nb_unsqueeze(w, -2)), tol(dt) * 10);
         ck_same(nb_matmul(MT(V), V), nb_expand(eye(4, dt), NB_SHAPE(3, 4, 4)), tol(dt));
         ck_same(wu, w, tol(dt) * 10);
-        double *v = values_of(w);
+        double *v = nb_test_values_of(w);
         for (int b = 0; b < 3; b++)
             for (int j = 0; j < 3; j++) ck_assert(v[b * 4 + j] <= v[b * 4 + j + 1]);
         free(v);
@@ -212,7 +205,7 @@ START_TEST(test_svd) {
             ck_same(nb_matmul(Vhf, MT(Vhf)), nb_expand(eye(n, dt), NB_SHAPE(2, n, n)), tol(dt));
             ck_same(Sf, S, tol(dt));
             ck_same(nb_linalg_svdvals(A), S, tol(dt));
-            double *v = values_of(S);
+            double *v = nb_test_values_of(S);
             for (int b = 0; b < 2; b++) ck_assert(v[b * 3] >= v[b * 3 + 1] && v[b * 3 + 1] >= v[b * 3 + 2]);
             free(v);
         }

@@ -91,13 +91,6 @@ static void ref_conv_t(const ref_geom *r, const double *x, const double *w, cons
                             }
 }
 
-static double *values_of(const nb_tensor *t) {
-    int64_t n = nb_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    ck_assert_ptr_nonnull(v);
-    nb_test_values(t, v, n);
-    return v;
-}
 
 /* A small deterministic generator for picking shapes. */
 static uint64_t rng_state;
@@ -166,7 +159,7 @@ static void check_conv2d_random(nb_dtype dt, uint64_t seed, bool same) {
     if (!same) o.padding[0] = r.ph, o.padding[1] = r.pw;
     nb_tensor *y = nb_conv2d(x, w, b, o);
     nb_ck_shape(y, 4, (int64_t[]){r.n, r.co, r.ho, r.wo});
-    double *xv = values_of(x), *wv = values_of(w), *bv = b ? values_of(b) : NULL;
+    double *xv = nb_test_values_of(x), *wv = nb_test_values_of(w), *bv = b ? nb_test_values_of(b) : NULL;
     double *want = malloc(sizeof(double) * (size_t)(r.n * r.co * r.ho * r.wo));
     ref_conv(&r, xv, wv, bv, want);
     double tol = dt == NB_F64 ? 1e-12 : 1e-4;
@@ -212,7 +205,7 @@ START_TEST(test_conv2d_larger_vs_naive) {
             nb_tensor *y = nb_conv2d(x, w, b, (nb_conv2d_options){.stride = {r.sh, r.sw}, .padding = {r.ph, r.pw},
                                                                   .dilation = {r.dh, r.dw}, .groups = r.g});
             int64_t n = r.n * r.co * r.ho * r.wo;
-            double *xv = values_of(x), *wv = values_of(w), *bv = values_of(b);
+            double *xv = nb_test_values_of(x), *wv = nb_test_values_of(w), *bv = nb_test_values_of(b);
             double *want = malloc(sizeof(double) * (size_t)n);
             ref_conv(&r, xv, wv, bv, want);
             nb_ck_close(y, want, n, d ? 1e-4 : 1e-11, d ? 1e-4 : 1e-11);
@@ -243,14 +236,14 @@ START_TEST(test_conv1d_vs_naive) {
         nb_tensor *y = nb_conv1d(x, w, b, o);
         nb_ck_shape(y, 3, (int64_t[]){r.n, r.co, r.wo});
         int64_t n = r.n * r.co * r.wo;
-        double *xv = values_of(x), *wv = values_of(w), *bv = values_of(b), *want = malloc(sizeof(double) * (size_t)n);
+        double *xv = nb_test_values_of(x), *wv = nb_test_values_of(w), *bv = nb_test_values_of(b), *want = malloc(sizeof(double) * (size_t)n);
         ref_conv(&r, xv, wv, bv, want);
         nb_ck_close(y, want, n, dt == NB_F64 ? 1e-12 : 1e-4, dt == NB_F64 ? 1e-12 : 1e-4);
         free(xv), free(wv), free(bv), free(want);
         /* an unbatched [C, L] input gives the first image's result */
         nb_tensor *y0 = nb_conv1d(nb_squeeze(nb_narrow(x, 0, 0, 1), 0), w, b, o);
         nb_ck_shape(y0, 2, (int64_t[]){r.co, r.wo});
-        double *v0 = values_of(y0), *v = values_of(y);
+        double *v0 = nb_test_values_of(y0), *v = nb_test_values_of(y);
         for (int64_t i = 0; i < r.co * r.wo; i++) ck_assert_double_eq(v0[i], v[i]);
         free(v0), free(v);
     }
@@ -285,7 +278,7 @@ START_TEST(test_conv_transpose2d_vs_naive) {
             .dilation = {r.dh, r.dw}, .groups = r.g});
         nb_ck_shape(y, 4, (int64_t[]){r.n, r.co, r.ho, r.wo});
         int64_t n = r.n * r.co * r.ho * r.wo;
-        double *xv = values_of(x), *wv = values_of(w), *bv = b ? values_of(b) : NULL;
+        double *xv = nb_test_values_of(x), *wv = nb_test_values_of(w), *bv = b ? nb_test_values_of(b) : NULL;
         double *want = malloc(sizeof(double) * (size_t)n);
         ref_conv_t(&r, xv, wv, bv, want);
         nb_ck_close(y, want, n, dt == NB_F64 ? 1e-12 : 1e-4, dt == NB_F64 ? 1e-12 : 1e-4);
@@ -303,7 +296,7 @@ START_TEST(test_conv_strided_and_unbatched_inputs) {
     nb_tensor *wt = nb_transpose(nb_contiguous(nb_transpose(w, 0, 1)), 0, 1);
     ck_assert(!nb_is_contiguous(xt) && !nb_is_contiguous(wt));
     nb_conv2d_options o = {.padding = {1, 0}};
-    double *a = values_of(nb_conv2d(x, w, NULL, o)), *b = values_of(nb_conv2d(xt, wt, NULL, o));
+    double *a = nb_test_values_of(nb_conv2d(x, w, NULL, o)), *b = nb_test_values_of(nb_conv2d(xt, wt, NULL, o));
     int64_t n = 2 * 4 * 7 * 3;
     for (int64_t i = 0; i < n; i++) ck_assert_double_eq_tol(a[i], b[i], 1e-12);
     /* an unbatched [C, H, W] input */
@@ -450,7 +443,7 @@ START_TEST(test_conv2d_large_grads_vs_naive) {
         nb_tensor *y = nb_conv2d(x, w, b, (nb_conv2d_options){.padding = {r.ph, r.pw}, .groups = r.g});
         NB_CK_OK(nb_backward_with(y, gy));
         int64_t ny = r.n * r.co * r.ho * r.wo, nx = r.n * r.c * r.h * r.w, nw = r.co * r.c / r.g * 9;
-        double *xv = values_of(x), *wv = values_of(w), *bv = values_of(b), *gv = values_of(gy);
+        double *xv = nb_test_values_of(x), *wv = nb_test_values_of(w), *bv = nb_test_values_of(b), *gv = nb_test_values_of(gy);
         double *want = malloc(sizeof(double) * (size_t)ny), *gx = malloc(sizeof(double) * (size_t)nx);
         double *gw = malloc(sizeof(double) * (size_t)nw), *gb = malloc(sizeof(double) * (size_t)r.co);
         ref_conv(&r, xv, wv, bv, want);
@@ -476,7 +469,7 @@ static void conv_run(int64_t n, int64_t c, double **y, double **gx, double **gw,
     NB_CK_OK(nb_set_requires_grad(b, true));
     nb_tensor *out = nb_conv2d(x, w, b, (nb_conv2d_options){.padding = {1, 0}, .groups = 2});
     NB_CK_OK(nb_backward_with(out, randn(4, nb_shape(out), NB_F32, 43)));
-    *y = values_of(out), *gx = values_of(nb_grad(x)), *gw = values_of(nb_grad(w)), *gb = values_of(nb_grad(b));
+    *y = nb_test_values_of(out), *gx = nb_test_values_of(nb_grad(x)), *gw = nb_test_values_of(nb_grad(w)), *gb = nb_test_values_of(nb_grad(b));
     nb_scope_end(s);
 }
 
@@ -513,7 +506,7 @@ static void check_param(nb_module *m, int idx, const char *name, int ndim, const
     nb_ck_shape(p[idx].tensor, ndim, shape);
     ck_assert_int_eq(nb_dtype_of(p[idx].tensor), NB_F32);
     int64_t n = nb_numel(p[idx].tensor);
-    double *v = values_of(p[idx].tensor), lo = 0, hi = 0;
+    double *v = nb_test_values_of(p[idx].tensor), lo = 0, hi = 0;
     for (int64_t i = 0; i < n; i++) {
         ck_assert_msg(fabs(v[i]) <= bound, "%s[%lld] = %g outside +-%g", name, (long long)i, v[i], bound);
         lo = v[i] < lo ? v[i] : lo, hi = v[i] > hi ? v[i] : hi;
@@ -558,7 +551,7 @@ START_TEST(test_conv_modules) {
     nb_module *a = nb_conv2d_module(2, 3, 2, (nb_conv2d_options){0}, true);
     nb_manual_seed(7);
     nb_module *b = nb_conv2d_module(2, 3, 2, (nb_conv2d_options){0}, true);
-    double *va = values_of(nb_module_get(a, "weight")), *vb = values_of(nb_module_get(b, "weight"));
+    double *va = nb_test_values_of(nb_module_get(a, "weight")), *vb = nb_test_values_of(nb_module_get(b, "weight"));
     ck_assert(!memcmp(va, vb, sizeof(double) * 24));
     free(va), free(vb);
     nb_module_free(a);

@@ -23,13 +23,6 @@ static nb_tensor *bool_tensor(int ndim, const int64_t *shape, const bool *v) {
     return t;
 }
 
-static double *values_of(const nb_tensor *t) {
-    int64_t n = nb_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    ck_assert_ptr_nonnull(v);
-    nb_test_values(t, v, n);
-    return v;
-}
 
 /* ---- embedding ---------------------------------------------------------------------------- */
 
@@ -224,7 +217,7 @@ START_TEST(test_index_select_forward) {
     nb_scope *s = nb_scope_begin();
     int64_t sh[3] = {3, 4, 5};
     nb_tensor *x = nb_mul_scalar(nb_reshape(nb_arange(0, 60, 1, NB_F64), 3, sh), 0.5);
-    double *xv = values_of(x), want[120];
+    double *xv = nb_test_values_of(x), want[120];
     int64_t iv[4] = {2, 0, 2, 1};
     nb_tensor *idx = idx_tensor(NB_SHAPE(4), iv);
     for (int dim = 0; dim < 3; dim++) {
@@ -334,7 +327,7 @@ START_TEST(test_cat_forward) {
         const int64_t(*sh)[2] = dim == 0 ? sh0 : sh1;
         nb_tensor *ts[3];
         double *xs[3], want[64];
-        for (int i = 0; i < 3; i++) ts[i] = nb_randn(2, sh[i], NB_F64, &g), xs[i] = values_of(ts[i]);
+        for (int i = 0; i < 3; i++) ts[i] = nb_randn(2, sh[i], NB_F64, &g), xs[i] = nb_test_values_of(ts[i]);
         ref_cat2(xs, sh, 3, dim, want);
         nb_tensor *c = nb_cat(ts, 3, dim);
         nb_ck_shape(c, 2, dim == 0 ? (int64_t[]){7, 3} : (int64_t[]){2, 7});
@@ -668,7 +661,7 @@ START_TEST(test_bmm) {
     nb_tensor *a = nb_randn(NB_SHAPE(3, 2, 4), NB_F64, &g), *b = nb_randn(NB_SHAPE(3, 4, 5), NB_F64, &g);
     nb_tensor *c = nb_bmm(a, b);
     nb_ck_shape(c, 3, (int64_t[]){3, 2, 5});
-    double *av = values_of(a), *bv = values_of(b), want[30];
+    double *av = nb_test_values_of(a), *bv = nb_test_values_of(b), want[30];
     for (int p = 0; p < 3; p++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 5; j++) {

@@ -42,13 +42,6 @@ static void ref_mm(const double *a, const double *b, int n, int k, int m, double
         }
 }
 
-static double *values_of(const nb_tensor *t) {
-    int64_t n = nb_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    ck_assert_ptr_nonnull(v);
-    nb_test_values(t, v, n);
-    return v;
-}
 
 /* ---- forward ------------------------------------------------------------------- */
 
@@ -98,7 +91,7 @@ START_TEST(test_matmul_forward_batched) {
     nb_tensor *b = nb_add_scalar(nb_reshape(nb_arange(0, 40, 1, NB_F64), NB_SHAPE(5, 4, 2)), -20);
     nb_tensor *c = nb_matmul(a, b);
     nb_ck_shape(c, 4, (int64_t[]){2, 5, 3, 2});
-    double *av = values_of(a), *bv = values_of(b), want[60];
+    double *av = nb_test_values_of(a), *bv = nb_test_values_of(b), want[60];
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 5; j++) ref_mm(av + i * 12, bv + j * 8, 3, 4, 2, want + (i * 5 + j) * 6);
     nb_ck_close(c, want, 60, 1e-12, 1e-12);
@@ -272,16 +265,16 @@ START_TEST(test_matmul_float32) {
     nb_tensor *a64 = nb_to_dtype(a32, NB_F64), *b64 = nb_to_dtype(b32, NB_F64), *bias64 = nb_to_dtype(bias32, NB_F64);
     nb_tensor *c32 = nb_matmul(a32, b32), *c64 = nb_matmul(a64, b64);
     ck_assert_int_eq(nb_dtype_of(c32), NB_F32);
-    double *want = values_of(c64);
+    double *want = nb_test_values_of(c64);
     nb_ck_close(c32, want, nb_numel(c64), 1e-5, 1e-5);
     free(want);
     nb_tensor *l32 = nb_linear_fn(a32, nb_transpose(b32, 0, 1), bias32);
     nb_tensor *l64 = nb_linear_fn(a64, nb_transpose(b64, 0, 1), bias64);
-    want = values_of(l64);
+    want = nb_test_values_of(l64);
     nb_ck_close(l32, want, nb_numel(l64), 1e-5, 1e-5);
     free(want);
     nb_tensor *bt32 = nb_matmul(nb_transpose(a32, 1, 2), a32), *bt64 = nb_matmul(nb_transpose(a64, 1, 2), a64);
-    want = values_of(bt64);
+    want = nb_test_values_of(bt64);
     nb_ck_close(bt32, want, nb_numel(bt64), 1e-5, 1e-5);
     free(want);
     nb_scope_end(s);

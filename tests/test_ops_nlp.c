@@ -10,13 +10,6 @@
 #include "nb_test.h"
 #include "suites.h"
 
-static double *values_of(const nb_tensor *t) {
-    int64_t n = nb_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    ck_assert_ptr_nonnull(v);
-    nb_test_values(t, v, n);
-    return v;
-}
 
 /* Naive layer norm of rows [r, m] (two-pass, biased variance); w, b may be NULL. */
 static void ref_layer_norm(const double *x, int64_t r, int64_t m, const double *w, const double *b, double eps,
@@ -90,14 +83,14 @@ START_TEST(test_layer_norm_reference) {
     nb_generator g = nb_generator_new(11);
     /* [2, 3, 4, 5]: normalise the last 1, 2 and 3 dims, every affine combination */
     nb_tensor *x = nb_add_scalar(nb_mul_scalar(nb_randn(NB_SHAPE(2, 3, 4, 5), NB_F64, &g), 3), 7);
-    double *xv = values_of(x), y[120];
+    double *xv = nb_test_values_of(x), y[120];
     const int64_t full[3] = {3, 4, 5};
     for (int nn = 1; nn <= 3; nn++) {
         const int64_t *ns = full + 3 - nn;
         int64_t m = 1;
         for (int i = 0; i < nn; i++) m *= ns[i];
         nb_tensor *w = nb_randn(nn, ns, NB_F64, &g), *b = nb_randn(nn, ns, NB_F64, &g);
-        double *wv = values_of(w), *bv = values_of(b);
+        double *wv = nb_test_values_of(w), *bv = nb_test_values_of(b);
         for (int mode = 0; mode < 4; mode++) {
             bool hw = mode & 1, hb = mode & 2;
             ref_layer_norm(xv, 120 / m, m, hw ? wv : NULL, hb ? bv : NULL, 1e-5, y);
@@ -115,7 +108,7 @@ START_TEST(test_layer_norm_reference) {
     /* a transposed input: same as normalising its contiguous copy */
     nb_tensor *xt = nb_transpose(nb_reshape(x, NB_SHAPE(8, 15)), 0, 1);
     nb_tensor *yc = nb_layer_norm(nb_contiguous(xt), 1, (int64_t[]){8}, NULL, NULL, 1e-5);
-    double *want = values_of(yc);
+    double *want = nb_test_values_of(yc);
     nb_ck_close(nb_layer_norm(xt, 1, (int64_t[]){8}, NULL, NULL, 1e-5), want, 120, 0, 0);
     free(want);
     /* a constant row normalises to 0 (var 0 + eps) */
@@ -222,7 +215,7 @@ START_TEST(test_layer_norm_float32_grads) {
     NB_CK_OK(nb_backward_with(nb_layer_norm(x, 1, &m, w, b, 1e-5), gy));
     NB_CK_OK(nb_backward_with(nb_layer_norm(x32, 1, &m, w32, b32, 1e-5), nb_to_dtype(gy, NB_F32)));
     for (int i = 0; i < 3; i++) {
-        double *want = values_of(nb_grad(ts[i]));
+        double *want = nb_test_values_of(nb_grad(ts[i]));
         nb_ck_close(nb_grad(ts[i + 3]), want, nb_numel(ts[i]), 1e-4, 1e-4);
         free(want);
     }
@@ -307,12 +300,12 @@ START_TEST(test_gelu_float32_large) {
     for (int f = 0; f < 2; f++) {
         nb_gelu_approximate ap = f ? NB_GELU_TANH : NB_GELU_ERF;
         nb_tensor *y = nb_gelu(x, ap), *y32 = nb_gelu(x32, ap);
-        double *want = values_of(y);
+        double *want = nb_test_values_of(y);
         nb_ck_close(y32, want, nb_numel(y), 1e-6, 1e-5);
         free(want);
         NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
         NB_CK_OK(nb_backward(nb_sum(y32, NULL, 0, false)));
-        want = values_of(nb_grad(x));
+        want = nb_test_values_of(nb_grad(x));
         nb_ck_close(nb_grad(x32), want, nb_numel(x), 1e-6, 1e-5);
         free(want);
         nb_zero_grad_tensor(x);

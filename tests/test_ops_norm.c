@@ -16,13 +16,6 @@
 
 #define EPS 1e-5
 
-static double *values_of(const nb_tensor *t) {
-    int64_t n = nb_numel(t);
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    ck_assert_ptr_nonnull(v);
-    nb_test_values(t, v, n);
-    return v;
-}
 
 /* Asserts a and b have the same bytes (same dtype and shape). */
 static void ck_same_bits(const nb_tensor *a, const nb_tensor *b) {
@@ -110,7 +103,7 @@ START_TEST(test_bn_4d_forward) {
     nb_tensor *x = nb_add_scalar(nb_mul_scalar(nb_randn(NB_SHAPE(N, C, H, W), NB_F64, &g), 2), 0.7);
     nb_tensor *w = nb_randn(NB_SHAPE(C), NB_F64, &g), *b = nb_randn(NB_SHAPE(C), NB_F64, &g);
     nb_tensor *rm = nb_zeros(NB_SHAPE(C), NB_F64), *rv = nb_ones(NB_SHAPE(C), NB_F64);
-    double *xv = values_of(x), *wv = values_of(w), *bv = values_of(b), mean[4], var[4], rmw[4], rvw[4];
+    double *xv = nb_test_values_of(x), *wv = nb_test_values_of(w), *bv = nb_test_values_of(b), mean[4], var[4], rmw[4], rvw[4];
     double *want = malloc(sizeof(double) * (size_t)n);
     for (int c = 0; c < C; c++) {
         ref_stats(xv, N, C, S, c, &mean[c], &var[c]);
@@ -278,7 +271,7 @@ static void bn_float32_and_threads(int ndim, const int64_t *shape, uint64_t seed
     double atol[6] = {1e-5, 1e-5, 1e-2, 1e-2, 1e-6, 1e-6}; /* gw, gb sum up to ~200k terms */
     for (int k = 0; k < 6; k++) {
         int64_t n = nb_numel(res[0][k]);
-        double *want = values_of(res[0][k]);
+        double *want = nb_test_values_of(res[0][k]);
         nb_ck_close(res[1][k], want, n, atol[k], 1e-4);
         ck_same_bits(res[1][k], res[2][k]);
         free(want);
@@ -302,7 +295,7 @@ START_TEST(test_dropout_mask_and_scaling) {
     nb_tensor *a = nb_dropout(ones, p, true, &g1), *b = nb_dropout(ones, p, true, &g2);
     ck_same_bits(a, b); /* same seed, same mask */
     nb_tensor *c = nb_dropout(ones, p, true, &g1);
-    double *av = values_of(a), *cv = values_of(c);
+    double *av = nb_test_values_of(a), *cv = nb_test_values_of(c);
     int64_t zeros = 0, same = 0, n = 1000000;
     float kept = (float)(1 / (1 - p));
     for (int64_t i = 0; i < n; i++) {
@@ -318,7 +311,7 @@ START_TEST(test_dropout_mask_and_scaling) {
     /* kept values of a random input are x / (1 - p) */
     nb_tensor *x = nb_randn(NB_SHAPE(37, 41), NB_F64, &g1);
     nb_tensor *y = nb_dropout(x, 0.5, true, &g1);
-    double *xv = values_of(x), *yv = values_of(y);
+    double *xv = nb_test_values_of(x), *yv = nb_test_values_of(y);
     int64_t kept_n = 0;
     for (int i = 0; i < 37 * 41; i++) {
         ck_assert(yv[i] == 0 || yv[i] == xv[i] * 2);
@@ -362,7 +355,7 @@ START_TEST(test_dropout_gradient) {
     nb_tensor *y = nb_dropout(x, p, true, &g);
     nb_tensor *v = nb_rand(NB_SHAPE(50, 40), NB_F64, &g);
     NB_CK_OK(nb_backward(nb_sum(nb_mul(y, v), NULL, 0, false)));
-    double *yv = values_of(y), *vv = values_of(v), *gv = values_of(nb_grad(x));
+    double *yv = nb_test_values_of(y), *vv = nb_test_values_of(v), *gv = nb_test_values_of(nb_grad(x));
     for (int i = 0; i < 2000; i++) {
         double want = yv[i] != 0 ? vv[i] / (1 - p) : 0;
         ck_assert_msg(fabs(gv[i] - want) <= 1e-15, "element %d: %g vs %g", i, gv[i], want);
@@ -372,7 +365,7 @@ START_TEST(test_dropout_gradient) {
     nb_tensor *x2 = nb_test_randn_grad(NB_SHAPE(6, 7), 12);
     nb_tensor *y2 = nb_transpose(nb_dropout(nb_transpose(x2, 0, 1), 0.5, true, &g), 0, 1);
     NB_CK_OK(nb_backward(nb_sum(y2, NULL, 0, false)));
-    double *y2v = values_of(y2), *g2v = values_of(nb_grad(x2));
+    double *y2v = nb_test_values_of(y2), *g2v = nb_test_values_of(nb_grad(x2));
     for (int i = 0; i < 42; i++) ck_assert(g2v[i] == (y2v[i] != 0 ? 2.0 : 0.0));
     free(y2v), free(g2v);
     nb_scope_end(s);
@@ -466,7 +459,7 @@ START_TEST(test_interpolate_reference) {
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         int64_t H = sizes[k][0], W = sizes[k][1], Ho = sizes[k][2], Wo = sizes[k][3], P = 6;
         nb_tensor *x = nb_randn(NB_SHAPE(2, 3, H, W), NB_F64, &g);
-        double *xv = values_of(x), *want = malloc(sizeof(double) * (size_t)(P * Ho * Wo));
+        double *xv = nb_test_values_of(x), *want = malloc(sizeof(double) * (size_t)(P * Ho * Wo));
         for (int mode = 0; mode < 3; mode++) {
             bool bil = mode > 0, align = mode == 2;
             ref_interp(xv, P, H, W, Ho, Wo, bil, align, want);
@@ -569,7 +562,7 @@ START_TEST(test_batchnorm_module) {
     double rm[3] = {0, 0, 0}, rv[3] = {1, 1, 1};
     for (int step = 1; step <= 2; step++) {
         nb_tensor *x = nb_add_scalar(nb_randn(NB_SHAPE(N, C, 4, 5), NB_F32, &g), step);
-        double *xv = values_of(x), mean[3], var[3];
+        double *xv = nb_test_values_of(x), mean[3], var[3];
         for (int c = 0; c < C; c++) {
             ref_stats(xv, N, C, S, c, &mean[c], &var[c]);
             rm[c] = 0.9 * rm[c] + 0.1 * mean[c];
@@ -586,7 +579,7 @@ START_TEST(test_batchnorm_module) {
     /* eval: running stats, no update, no count */
     nb_module_train(bn, false);
     nb_tensor *x = nb_randn(NB_SHAPE(1, C, 2, 2), NB_F32, &g);
-    double *xv = values_of(x), want[12];
+    double *xv = nb_test_values_of(x), want[12];
     ref_bn(xv, 1, C, 4, rm, rv, NULL, NULL, want);
     nb_ck_close(nb_forward(bn, x), want, 12, 1e-5, 1e-5);
     nb_ck_close(b[0].tensor, rm, 3, 1e-6, 1e-6);
@@ -644,7 +637,7 @@ START_TEST(test_dropout_module) {
     nb_tensor *a = nb_forward(d, x);
     nb_manual_seed(3);
     ck_same_bits(a, nb_forward(d, x));
-    double *av = values_of(a);
+    double *av = nb_test_values_of(a);
     int zeros = 0;
     for (int i = 0; i < 10000; i++) {
         ck_assert(av[i] == 0 || av[i] == 2);

@@ -1,17 +1,23 @@
 /* cpu_kernels.h - the CPU backend's kernels, one per slot of struct
  * nb_backend_i (internal; the vtable in cpu_backend.c points at them).
  * Contracts are those of backend/nb_backend.h; the files that implement
- * them are named beside each group. Supported dtypes:
- *   copy, fill: all six (casts; bool is != 0)
- *   binary: float32/float64 all ops; int32/int64/uint8 add, sub, mul,
- *           maximum, minimum; comparisons (eq..le) on all six dtypes
- *   unary: float32/float64 all ops; integers neg, add/mul scalar
+ * them are named beside each group. Supported dtypes (the op table
+ * autograd/OPS.md has them per op):
+ *   copy, fill: all eight (casts; bool is != 0; float16/bfloat16 round to
+ *           nearest even)
+ *   binary: float32/float64 all ops; integers arithmetic, remainder/fmod,
+ *           rounding division, bitwise ops and shifts; comparisons on the
+ *           six computing dtypes
+ *   unary: float32/float64 all ops; integers neg, abs, sign, the rounding
+ *           ops, add/mul scalar
  *   unary_backward, softmax*, cross_entropy*, random (uniform, normal),
- *   adam/sgd: float32/float64
- *   reduce: float32/float64, integers (sum accumulates in int64)
- *   matmul: float32/float64 (OpenBLAS)
- *   index_select, where: all six (they move elements); index_add,
- *   layer_norm*: float32/float64 (unary's gelu forms included above)
+ *   adam/sgd, conv/pool/norm, matmul (OpenBLAS), linalg (LAPACKE),
+ *   index_add, layer_norm*, attention*: float32/float64
+ *   reduce, argmax/argmin, scan, sort, scatter: the six computing dtypes
+ *   index_select, index_copy, where, gather, nonzero: every dtype (they
+ *           move elements)
+ * float16/bfloat16 are storage dtypes: only copy, fill and the
+ * element-moving kernels take them.
  * Any other combination returns NB_ERR_DTYPE with a message naming the op.
  */
 #ifndef NB_CPU_KERNELS_H

@@ -265,8 +265,10 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
  * and gradients are PyTorch's (torch.<name> / torch.nn.functional.<name>
  * docs, ATen's CPU kernels, tools/autograd/derivatives.yaml), including the
  * gradient at kinks. Dtypes: float32/float64, except where an op says
- * integers too; other dtypes give NB_ERR_DTYPE (integers are not promoted
- * to float as PyTorch does: cast with nb_to_dtype first). A NULL input gives
+ * integers too. The math functions (exp, log, sqrt, sigmoid, tanh,
+ * reciprocal .. erfc) promote integer and bool inputs to float32 as
+ * PyTorch does; the activations (leaky_relu .. logsigmoid) reject them,
+ * as PyTorch; float16/bfloat16 give NB_ERR_DTYPE. A NULL input gives
  * NULL (NB_ERR_INVALID_ARG, or the earlier error kept). Outside an op's
  * domain the result is NaN/inf as in libm (e.g. log2(-1), acosh(0.5)). */
 

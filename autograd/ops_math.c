@@ -48,13 +48,23 @@ static nb_tensor *unary_op(const char *op, nb_unary_op kop, nb_tensor *x, double
     return nb_scope_return(s, unary_op_impl(op, kop, x, alpha, need_float));
 }
 
+/* torch's float functions (exp, sin, ...) promote integer and bool inputs
+ * to the default float dtype: torch.sin(int tensor) is float32. The
+ * activations (silu, elu, ...) do not, as in PyTorch. */
+static nb_tensor *float_fn(const char *op, nb_unary_op kop, nb_tensor *x) {
+    if (!x || nb_dtype_is_float(x->dtype) || (unsigned)x->dtype >= NB_DTYPE_COUNT) return unary_op(op, kop, x, 0, true);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *f = nb_to_dtype(x, NB_F32);
+    return nb_scope_return(s, f ? unary_op_impl(op, kop, f, 0, true) : NULL);
+}
+
 nb_tensor *nb_neg(nb_tensor *a) { return unary_op("neg", NB_UNARY_NEG, a, 0, false); }
-nb_tensor *nb_exp(nb_tensor *a) { return unary_op("exp", NB_UNARY_EXP, a, 0, true); }
-nb_tensor *nb_log(nb_tensor *a) { return unary_op("log", NB_UNARY_LOG, a, 0, true); }
-nb_tensor *nb_sqrt(nb_tensor *a) { return unary_op("sqrt", NB_UNARY_SQRT, a, 0, true); }
+nb_tensor *nb_exp(nb_tensor *a) { return float_fn("exp", NB_UNARY_EXP, a); }
+nb_tensor *nb_log(nb_tensor *a) { return float_fn("log", NB_UNARY_LOG, a); }
+nb_tensor *nb_sqrt(nb_tensor *a) { return float_fn("sqrt", NB_UNARY_SQRT, a); }
 nb_tensor *nb_relu(nb_tensor *a) { return unary_op("relu", NB_UNARY_RELU, a, 0, true); }
-nb_tensor *nb_sigmoid(nb_tensor *a) { return unary_op("sigmoid", NB_UNARY_SIGMOID, a, 0, true); }
-nb_tensor *nb_tanh(nb_tensor *a) { return unary_op("tanh", NB_UNARY_TANH, a, 0, true); }
+nb_tensor *nb_sigmoid(nb_tensor *a) { return float_fn("sigmoid", NB_UNARY_SIGMOID, a); }
+nb_tensor *nb_tanh(nb_tensor *a) { return float_fn("tanh", NB_UNARY_TANH, a); }
 nb_tensor *nb_add_scalar(nb_tensor *a, double s) { return unary_op("add_scalar", NB_UNARY_ADD_SCALAR, a, s, false); }
 nb_tensor *nb_mul_scalar(nb_tensor *a, double s) { return unary_op("mul_scalar", NB_UNARY_MUL_SCALAR, a, s, false); }
 nb_tensor *nb_pow_scalar(nb_tensor *a, double e) { return unary_op("pow_scalar", NB_UNARY_POW_SCALAR, a, e, true); }
@@ -81,25 +91,25 @@ nb_tensor *nb_round_decimals(nb_tensor *x, int64_t decimals) {
     return unary_op("round", NB_UNARY_ROUND, x, (double)decimals, ANY_DTYPE);
 }
 
-nb_tensor *nb_reciprocal(nb_tensor *x) { return unary_op("reciprocal", NB_UNARY_RECIPROCAL, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_rsqrt(nb_tensor *x) { return unary_op("rsqrt", NB_UNARY_RSQRT, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_log1p(nb_tensor *x) { return unary_op("log1p", NB_UNARY_LOG1P, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_expm1(nb_tensor *x) { return unary_op("expm1", NB_UNARY_EXPM1, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_log2(nb_tensor *x) { return unary_op("log2", NB_UNARY_LOG2, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_log10(nb_tensor *x) { return unary_op("log10", NB_UNARY_LOG10, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_sin(nb_tensor *x) { return unary_op("sin", NB_UNARY_SIN, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_cos(nb_tensor *x) { return unary_op("cos", NB_UNARY_COS, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_tan(nb_tensor *x) { return unary_op("tan", NB_UNARY_TAN, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_asin(nb_tensor *x) { return unary_op("asin", NB_UNARY_ASIN, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_acos(nb_tensor *x) { return unary_op("acos", NB_UNARY_ACOS, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_atan(nb_tensor *x) { return unary_op("atan", NB_UNARY_ATAN, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_sinh(nb_tensor *x) { return unary_op("sinh", NB_UNARY_SINH, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_cosh(nb_tensor *x) { return unary_op("cosh", NB_UNARY_COSH, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_asinh(nb_tensor *x) { return unary_op("asinh", NB_UNARY_ASINH, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_acosh(nb_tensor *x) { return unary_op("acosh", NB_UNARY_ACOSH, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_atanh(nb_tensor *x) { return unary_op("atanh", NB_UNARY_ATANH, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_erf(nb_tensor *x) { return unary_op("erf", NB_UNARY_ERF, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_erfc(nb_tensor *x) { return unary_op("erfc", NB_UNARY_ERFC, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_reciprocal(nb_tensor *x) { return float_fn("reciprocal", NB_UNARY_RECIPROCAL, x); }
+nb_tensor *nb_rsqrt(nb_tensor *x) { return float_fn("rsqrt", NB_UNARY_RSQRT, x); }
+nb_tensor *nb_log1p(nb_tensor *x) { return float_fn("log1p", NB_UNARY_LOG1P, x); }
+nb_tensor *nb_expm1(nb_tensor *x) { return float_fn("expm1", NB_UNARY_EXPM1, x); }
+nb_tensor *nb_log2(nb_tensor *x) { return float_fn("log2", NB_UNARY_LOG2, x); }
+nb_tensor *nb_log10(nb_tensor *x) { return float_fn("log10", NB_UNARY_LOG10, x); }
+nb_tensor *nb_sin(nb_tensor *x) { return float_fn("sin", NB_UNARY_SIN, x); }
+nb_tensor *nb_cos(nb_tensor *x) { return float_fn("cos", NB_UNARY_COS, x); }
+nb_tensor *nb_tan(nb_tensor *x) { return float_fn("tan", NB_UNARY_TAN, x); }
+nb_tensor *nb_asin(nb_tensor *x) { return float_fn("asin", NB_UNARY_ASIN, x); }
+nb_tensor *nb_acos(nb_tensor *x) { return float_fn("acos", NB_UNARY_ACOS, x); }
+nb_tensor *nb_atan(nb_tensor *x) { return float_fn("atan", NB_UNARY_ATAN, x); }
+nb_tensor *nb_sinh(nb_tensor *x) { return float_fn("sinh", NB_UNARY_SINH, x); }
+nb_tensor *nb_cosh(nb_tensor *x) { return float_fn("cosh", NB_UNARY_COSH, x); }
+nb_tensor *nb_asinh(nb_tensor *x) { return float_fn("asinh", NB_UNARY_ASINH, x); }
+nb_tensor *nb_acosh(nb_tensor *x) { return float_fn("acosh", NB_UNARY_ACOSH, x); }
+nb_tensor *nb_atanh(nb_tensor *x) { return float_fn("atanh", NB_UNARY_ATANH, x); }
+nb_tensor *nb_erf(nb_tensor *x) { return float_fn("erf", NB_UNARY_ERF, x); }
+nb_tensor *nb_erfc(nb_tensor *x) { return float_fn("erfc", NB_UNARY_ERFC, x); }
 
 nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope) {
     return unary_op("leaky_relu", NB_UNARY_LEAKY_RELU, x, negative_slope, FLOAT_ONLY);

@@ -174,7 +174,9 @@ START_TEST(test_integer_and_comparison_ops) {
     nb_ck_close(us, (double[]){250, 8}, 2, 0, 0);
     nb_ck_close(nb_add_scalar(nb_test_tensor(NB_SHAPE(2), NB_I64, (double[]){1, -4}), 2), (double[]){3, -2}, 2, 0, 0);
     nb_ck_close(nb_mul_scalar(a, 3), (double[]){3, 6, 9}, 3, 0, 0);
-    NB_CK_FAILS(nb_sqrt(a), NB_ERR_DTYPE);
+    nb_tensor *sq = nb_sqrt(a); /* integers promote to float32, as torch.sqrt */
+    ck_assert_int_eq(nb_dtype_of(sq), NB_F32);
+    nb_ck_close(sq, (double[]){1, sqrt(2.0), sqrt(3.0)}, 3, 1e-7, 0);
     /* int32 with int64 promotes to int64 (torch.result_type) */
     nb_tensor *mixed = nb_add(a, nb_to_dtype(b, NB_I64));
     ck_assert_int_eq(nb_dtype_of(mixed), NB_I64);

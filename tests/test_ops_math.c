@@ -353,12 +353,19 @@ END_TEST
 START_TEST(test_errors) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *i = vec(NB_I32, 2, (double[]){1, 2});
-    /* float-only ops do not promote integers (cast with nb_to_dtype) */
-    op1_fn float_only[] = {nb_sin, nb_log2, nb_rsqrt, nb_erf, nb_silu, nb_selu, nb_logsigmoid, nb_hardswish};
+    /* the activations do not promote integers (PyTorch does not either) */
+    op1_fn float_only[] = {nb_silu, nb_selu, nb_logsigmoid, nb_hardswish, nb_mish, nb_hardsigmoid};
     for (int k = 0; k < (int)(sizeof float_only / sizeof float_only[0]); k++) NB_CK_FAILS(float_only[k](i), NB_ERR_DTYPE);
-    NB_CK_FAILS(nb_sin(i), NB_ERR_DTYPE);
-    ck_assert_ptr_nonnull(strstr(nb_last_error(), "sin"));
+    NB_CK_FAILS(nb_silu(i), NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "silu"));
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "int32"));
+    /* the math functions promote integers and bool to float32, as torch.sin */
+    nb_tensor *si = nb_sin(i), *eb = nb_exp(nb_gt_scalar(i, 1.5));
+    ck_assert_int_eq(nb_dtype_of(si), NB_F32);
+    nb_ck_close(si, (double[]){sin(1.0), sin(2.0)}, 2, 1e-7, 0);
+    ck_assert_int_eq(nb_dtype_of(eb), NB_F32);
+    nb_ck_close(eb, (double[]){1, exp(1.0)}, 2, 1e-6, 0);
+    NB_CK_FAILS(nb_sin(nb_zeros(NB_SHAPE(2), NB_F16)), NB_ERR_DTYPE);
     NB_CK_FAILS(nb_leaky_relu(i, 0.1), NB_ERR_DTYPE);
     NB_CK_FAILS(nb_hardtanh(i, -1, 1), NB_ERR_DTYPE);
     NB_CK_FAILS(nb_softplus(i, 2, 20), NB_ERR_DTYPE);

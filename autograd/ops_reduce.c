@@ -16,9 +16,14 @@ static bool dims_mask(const char *op, const nb_tensor *t, const int *dims, int n
         for (int i = 0; i < t->ndim; i++) mask[i] = true;
         return true;
     }
+    if (t->ndim == 0) { /* PyTorch takes dim 0 or -1 (once) on a 0-d tensor */
+        if (n_dims == 1 && (dims[0] == 0 || dims[0] == -1)) return true;
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: a 0-d input takes only dim 0 or -1, once", op);
+        return false;
+    }
     for (int i = 0; i < n_dims; i++) {
         int d = nb_wrap_dim(dims[i], t->ndim);
-        if (d < 0 || t->ndim == 0 || mask[d]) {
+        if (d < 0 || mask[d]) {
             nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range or repeated for %d-d input", op, dims[i], t->ndim);
             return false;
         }
@@ -192,8 +197,16 @@ static nb_tensor *argmax_raw(const char *op, nb_tensor *t, int dim, nb_tensor **
     return idx;
 }
 
+/* A 0-d input with dim 0 or -1 (PyTorch accepts it) runs as a [1] view. */
+static nb_tensor *as_1d(nb_tensor *t, int *dim, bool *keepdim) {
+    if (!t || t->ndim != 0 || (*dim != 0 && *dim != -1)) return t;
+    *dim = 0, *keepdim = false;
+    return nb_reshape(t, 1, (int64_t[]){1});
+}
+
 static nb_tensor *arg_op(const char *op, nb_tensor *t, int dim, bool keepdim, bool min) {
     nb_scope *s = nb_scope_begin();
+    t = as_1d(t, &dim, &keepdim);
     nb_tensor *idx = argmax_raw(op, t, dim, NULL, min);
     bool mask[NB_MAX_DIMS] = {0};
     if (idx) mask[nb_wrap_dim(dim, t->ndim)] = true;
@@ -225,6 +238,7 @@ static nb_tensor *max_dim_impl(const char *op, nb_tensor *t, int dim, bool keepd
 static nb_tensor *extreme_dim(const char *op, nb_tensor *t, int dim, bool keepdim, nb_tensor **indices, bool min) {
     nb_tensor *idx = NULL;
     nb_scope *s = nb_scope_begin();
+    t = as_1d(t, &dim, &keepdim);
     nb_tensor *out = max_dim_impl(op, t, dim, keepdim, &idx, min);
     if (!out) idx = NULL;
     nb_retain(idx); /* outlives the op's scope */

@@ -71,6 +71,19 @@ START_TEST(test_sum_mean_forward) {
     nb_ck_close(nb_sum(nb_zeros(NB_SHAPE(0, 3), NB_F64), (int[]){0}, 1, false), (double[]){0, 0, 0}, 3, 0, 0);
     /* 0-d input */
     ck_assert_double_eq(nb_item(nb_sum(nb_scalar(4, NB_F64), NULL, 0, false)), 4);
+    /* a 0-d input takes dim 0 or -1, as PyTorch (result 0-d) */
+    nb_tensor *z = nb_scalar(4, NB_F64), *zi = NULL;
+    nb_tensor *zs = nb_sum(z, (int[]){-1}, 1, true);
+    ck_assert_int_eq(nb_dim(zs), 0);
+    ck_assert_double_eq(nb_item(zs), 4);
+    ck_assert_double_eq(nb_item(nb_amax(z, (int[]){0}, 1, false)), 4);
+    ck_assert_double_eq(nb_item(nb_argmax(z, 0, true)), 0);
+    nb_tensor *zm = nb_max_dim(z, -1, false, &zi);
+    ck_assert_int_eq(nb_dim(zm), 0);
+    ck_assert_double_eq(nb_item(zm), 4);
+    ck_assert_double_eq(nb_item(zi), 0);
+    NB_CK_FAILS(nb_sum(z, (int[]){1}, 1, false), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_sum(z, (int[]){0, -1}, 2, false), NB_ERR_INVALID_ARG);
     nb_scope_end(s);
 }
 END_TEST

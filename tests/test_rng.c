@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nb_test.h"
+#include "philox_batch.h"
 #include "philox.h"
 #include "suites.h"
 
@@ -292,6 +293,20 @@ START_TEST(test_rng_errors) {
 }
 END_TEST
 
+/* The CPU backend's batched Philox (backend/cpu/philox_batch.h) gives the
+ * bits of nb_philox_bits for any start, parity and length. */
+START_TEST(test_philox_batch) {
+    uint64_t bits[64];
+    const uint64_t starts[] = {0, 1, 7, 16, 12345677};
+    for (int a = 0; a < 5; a++)
+        for (int64_t n = 1; n <= 37; n += 6) {
+            nb_philox_bits_run(0xC0FFEE, 99, starts[a], n, bits);
+            for (int64_t k = 0; k < n; k++)
+                ck_assert_uint_eq(bits[k], nb_philox_bits(0xC0FFEE, 99, starts[a] + (uint64_t)k));
+        }
+}
+END_TEST
+
 Suite *nb_suite_rng(void) {
     Suite *s = suite_create("rng");
     TCase *c = tcase_create("philox");
@@ -306,6 +321,7 @@ Suite *nb_suite_rng(void) {
     tcase_add_test(c, test_fill_noncontiguous);
     tcase_add_test(c, test_randperm);
     tcase_add_test(c, test_rng_errors);
+    tcase_add_test(c, test_philox_batch);
     tcase_set_timeout(c, 30);
     suite_add_tcase(s, c);
     return s;

@@ -39,7 +39,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "philox.h"
+#include "philox_batch.h"
 #include "pool.h"
 
 #define NB_ATT_BQ 64
@@ -179,16 +179,11 @@ static int64_t mask_offset(const att_job *j, int64_t b) {
     static void keep_tile_##SFX(const att_job *j, int64_t b, int64_t i0, int64_t nq, int64_t j0, int64_t nk, \
                                 T *kf) {                                                                \
         T ks = (T)j->keep_scale;                                                                        \
+        uint64_t bits[NB_ATT_BK];                                                                       \
         for (int64_t r = 0; r < nq; r++) {                                                              \
             uint64_t idx = (uint64_t)((b * j->L + i0 + r) * j->S + j0);                                 \
-            for (int64_t c = 0; c < nk;) { /* one Philox block serves two neighbours */                \
-                uint64_t id = idx + (uint64_t)c;                                                        \
-                nb_philox_u4 w = nb_philox4x32_10(j->offset + id / 2, 0, j->seed);                      \
-                for (int h = (int)(id % 2); h < 2 && c < nk; h++, c++) {                                \
-                    uint64_t bits = ((uint64_t)w.v[2 * h] << 32) | w.v[2 * h + 1];                      \
-                    kf[r * nk + c] = (bits >> 11) >= j->thresh ? ks : (T)0;                             \
-                }                                                                                       \
-            }                                                                                           \
+            nb_philox_bits_run(j->seed, j->offset, idx, nk, bits); /* nk <= NB_ATT_BK */                \
+            for (int64_t c = 0; c < nk; c++) kf[r * nk + c] = (bits[c] >> 11) >= j->thresh ? ks : (T)0;  \
         }                                                                                               \
     }                                                                                                   \
     /* one row of the online softmax: s becomes exp(s - m_new), acc is rescaled */                     \

@@ -43,6 +43,16 @@ typedef struct sgd_job {
         const bool l2 = !h->decoupled && h->weight_decay != 0;                                  \
         const bool decoupled = h->decoupled && h->weight_decay != 0;                            \
         const bool small = fabs(j->w1) < 0.5; /* torch's lerp picks its formula by weight */    \
+        if (!maximize && !amsgrad && !l2 && small) { /* the common case, branch-free: vectorises */ \
+            const T dec = decoupled ? decay : 1; /* p * 1 == p exactly: same bits as below */   \
+            for (int64_t i = i0; i < i1; i++) {                                                 \
+                T g = grad[i], pi = p[i] * dec;                                                 \
+                T mi = m[i] + w1 * (g - m[i]), vi = v[i] * b2 + w2 * g * g;                     \
+                m[i] = mi, v[i] = vi;                                                           \
+                p[i] = pi + neg_step * mi / (sqrt##S(vi) / bc2_sqrt + eps);                     \
+            }                                                                                   \
+            return;                                                                             \
+        }                                                                                       \
         for (int64_t i = i0; i < i1; i++) {                                                     \
             T g = maximize ? -grad[i] : grad[i];                                                \
             if (l2) g = g + wd * p[i];                                                          \

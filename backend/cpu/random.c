@@ -1,7 +1,7 @@
 /* random.c - CPU random fills by the Philox layout of core/philox.h:
  * element i takes the 64 bits nb_philox_bits(seed, offset, i), so values
  * depend only on (seed, offset, i) and never on how threads split the work.
- * One Philox block serves two neighbouring elements, computed once.
+ * Blocks are computed eight at a time (philox_batch.h), same bits.
  *   uniform:   a + (b - a) * u, u in [0, 1) (53 bits); kept below b after
  *              rounding to the dtype (torch.Tensor.uniform_ is [from, to))
  *   normal:    a + b * n, n ~ N(0, 1) by Box-Muller (nb_bits_to_normal)
@@ -11,7 +11,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "philox.h"
+#include "philox_batch.h"
 #include "pool.h"
 
 #define NB_RNG_GRAIN 8192 /* Philox is ~20x the cost of an add per element */
@@ -54,14 +54,11 @@ static void put(const rng_job *j, int64_t i, double v) {
 
 static void rng_chunk(void *arg, int64_t i0, int64_t i1) {
     const rng_job *j = arg;
-    for (int64_t i = i0; i < i1;) {
-        /* the block of elements 2q and 2q+1, as nb_philox_bits computes it */
-        uint64_t q = (uint64_t)i / 2;
-        nb_philox_u4 r = nb_philox4x32_10(j->offset + q, 0, j->seed);
-        for (; i < i1 && (uint64_t)i / 2 == q; i++) {
-            int w = (int)(i % 2) * 2;
-            put(j, i, draw(j, ((uint64_t)r.v[w] << 32) | r.v[w + 1]));
-        }
+    uint64_t bits[256];
+    for (int64_t i = i0; i < i1; i += 256) {
+        int64_t n = i1 - i < 256 ? i1 - i : 256;
+        nb_philox_bits_run(j->seed, j->offset, (uint64_t)i, n, bits);
+        for (int64_t k = 0; k < n; k++) put(j, i + k, draw(j, bits[k]));
     }
 }
 
@@ -72,7 +69,7 @@ nb_status nb_cpu_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, d
     static const char *const names[] = {"uniform", "normal", "bernoulli"};
     if ((unsigned)dist > NB_RNG_BERNOULLI)
         return nb_set_error(NB_ERR_INVALID_ARG, "random: bad distribution %d", (int)dist);
-    if ((unsigned)dst->dtype >= NB_DTYPE_COUNT || (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(dst->dtype)))
+    if (!nb_dtype_is_compute(dst->dtype) || (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(dst->dtype)))
         return nb_set_error(NB_ERR_DTYPE, "%s: needs a float32 or float64 tensor, got %s", names[dist],
                             nb_dtype_name(dst->dtype));
     if (!nb_cpu_is_contiguous(dst))

@@ -202,6 +202,18 @@ START_TEST(test_bernoulli) {
         ck_assert_double_eq_tol((double)ones / N_BIG, 0.3, 0.01);
         free(v);
     }
+    /* element i is 1 exactly when its uniform draw is below p (integer compare in the kernel) */
+    nb_generator g2 = nb_generator_new(77);
+    const double ps[3] = {0.3, 1.0 / 3.0, 0.5};
+    for (int k = 0; k < 3; k++) {
+        uint64_t off = g2.offset;
+        nb_tensor *b = nb_empty(NB_SHAPE(1001), k == 1 ? NB_U8 : NB_F32);
+        NB_CK_OK(nb_bernoulli_(b, ps[k], &g2));
+        double *v = host_copy(b);
+        for (uint64_t i = 0; i < 1001; i++)
+            ck_assert_double_eq(v[i], nb_bits_to_unit(nb_philox_bits(77, off, i)) < ps[k] ? 1 : 0);
+        free(v);
+    }
     nb_tensor *t = nb_empty(NB_SHAPE(1000), NB_F64);
     NB_CK_OK(nb_bernoulli_(t, 0, &g));
     ck_assert_double_eq(nb_item(nb_sum(t, NULL, 0, false)), 0);

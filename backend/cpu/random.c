@@ -52,13 +52,31 @@ static void put(const rng_job *j, int64_t i, double v) {
     }
 }
 
+/* Bernoulli(p) as an integer compare: u = (bits >> 11) 2^-53 < p exactly when
+ * (bits >> 11) < ceil(p 2^53) (p 2^53 is exact), so no double per element. */
+static void bernoulli_run(const rng_job *j, int64_t i, int64_t n, const uint64_t *bits) {
+    uint64_t th = (uint64_t)ceil(j->a * 0x1p53);
+    switch (j->dt) {
+    case NB_F32:
+        for (int64_t k = 0; k < n; k++) ((float *)j->data)[i + k] = (bits[k] >> 11) < th ? 1.0f : 0.0f;
+        break;
+    case NB_F64:
+        for (int64_t k = 0; k < n; k++) ((double *)j->data)[i + k] = (bits[k] >> 11) < th ? 1.0 : 0.0;
+        break;
+    default:
+        for (int64_t k = 0; k < n; k++) put(j, i + k, (bits[k] >> 11) < th ? 1.0 : 0.0);
+    }
+}
+
 static void rng_chunk(void *arg, int64_t i0, int64_t i1) {
     const rng_job *j = arg;
     uint64_t bits[256];
     for (int64_t i = i0; i < i1; i += 256) {
         int64_t n = i1 - i < 256 ? i1 - i : 256;
         nb_philox_bits_run(j->seed, j->offset, (uint64_t)i, n, bits);
-        for (int64_t k = 0; k < n; k++) put(j, i + k, draw(j, bits[k]));
+        if (j->dist == NB_RNG_BERNOULLI) bernoulli_run(j, i, n, bits);
+        else
+            for (int64_t k = 0; k < n; k++) put(j, i + k, draw(j, bits[k]));
     }
 }
 

@@ -13,7 +13,8 @@
 
 #include "nb_autograd_impl.h"
 
-enum { R_NONE, R_SUM, R_PROD, R_MEAN, R_AMAX, R_AMIN, R_COUNT };
+enum { R_NONE = NB_SCATTER_ASSIGN, R_SUM = NB_SCATTER_SUM, R_PROD = NB_SCATTER_PROD, R_MEAN = NB_SCATTER_MEAN,
+       R_AMAX = NB_SCATTER_AMAX, R_AMIN = NB_SCATTER_AMIN, R_COUNT = NB_SCATTER_MODE_COUNT };
 static const char *const red_names[R_COUNT] = {"none", "sum", "prod", "mean", "amax", "amin"};
 
 /* A contiguous copy of the index: the node keeps it, so later writes to the
@@ -190,7 +191,7 @@ static nb_tensor *scatter_impl(const char *op, nb_tensor *self, int dim, nb_tens
     nb_kview vo = nb_kview_of(out), vself = nb_kview_of(self), vi = nb_kview_of(index);
     nb_kview vs = src ? nb_kview_of(src) : nb_kview_expand(sv, index->ndim, index->shape);
     if (NB_CALL(self, copy, &vo, &vself) != NB_OK) return NULL;
-    if (NB_CALL(self, scatter, &vo, d, &vi, &vs, red_names[mode], incl) != NB_OK) {
+    if (NB_CALL(self, scatter, &vo, d, &vi, &vs, (nb_scatter_mode)mode, incl) != NB_OK) {
         rename_error(op, "scatter");
         return NULL;
     }

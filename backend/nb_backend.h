@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define NB_BACKEND_INTERFACE_VERSION 1
+#define NB_BACKEND_INTERFACE_VERSION 2 /* 2: the op-coverage slots */
 
 typedef struct nb_kview {
     void *data; /* first element */
@@ -96,6 +96,13 @@ typedef enum nb_reduce_op { NB_REDUCE_SUM, NB_REDUCE_MAX, NB_REDUCE_MIN,
     NB_REDUCE_PROD,      /* reduce and scan (empty product = 1) */
     NB_REDUCE_LOGSUMEXP, /* scan only (logcumsumexp) */
     NB_REDUCE_OP_COUNT } nb_reduce_op;
+
+/* How scatter combines a source with its destination (torch.scatter and
+ * scatter_reduce's reduce names). */
+typedef enum nb_scatter_mode {
+    NB_SCATTER_ASSIGN, NB_SCATTER_SUM, NB_SCATTER_PROD, NB_SCATTER_MEAN, NB_SCATTER_AMAX, NB_SCATTER_AMIN,
+    NB_SCATTER_MODE_COUNT
+} nb_scatter_mode;
 
 typedef enum nb_rng_dist { NB_RNG_UNIFORM, NB_RNG_NORMAL, NB_RNG_BERNOULLI } nb_rng_dist;
 
@@ -338,18 +345,17 @@ struct nb_backend_i {
     nb_status (*gather)(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, const nb_kview *index);
     /* torch.scatter / scatter_reduce in place on out (which holds self):
      * for every position i of index, out[.., index[i], ..] (along dim) is
-     * combined with src[i] by reduce: NULL or "none" (assign; duplicates:
-     * the last in index order wins), "sum", "prod", "mean", "amax", "amin"
-     * (PyTorch's names). include_self false: a destination that receives
+     * combined with src[i] by mode: ASSIGN (duplicates: the last in index
+     * order wins), SUM, PROD, MEAN, AMAX, AMIN. include_self false: a destination that receives
      * sources forgets self's value first (for "none" it is ignored). mean
      * divides by the number of sources (+1 with self; integers round down).
      * amax/amin propagate NaN. src has index.size(d) <= src.size(d) (stride 0
      * allowed: a scalar value); index.size(d) <= out.size(d) for d != dim;
      * any strides. Each destination is updated by one thread in index order
-     * (deterministic, no atomics). Dtypes: all six for "none"; f32, f64,
+     * (deterministic, no atomics). Dtypes: all six for ASSIGN; f32, f64,
      * i32, i64, u8 for reductions. Index errors as gather, before any write. */
     nb_status (*scatter)(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src,
-                         const char *reduce, bool include_self);
+                         nb_scatter_mode mode, bool include_self);
     /* ---- op coverage: shape, indexing (shape.c, index.c) ------------------ */
     /* The nonzero elements of x (any dtype, any strides; != 0, so NaN counts
      * and -0.0 does not), in C order. out NULL: writes their number to the

@@ -111,7 +111,7 @@ nb_status nb_cpu_scan_backward(nb_backend *be, nb_reduce_op op, const nb_kview *
 /* op coverage: sort.c, gather.c */
 nb_status nb_cpu_sort(nb_backend *be, const nb_kview *values, const nb_kview *indices, const nb_kview *x, int dim, bool descending);
 nb_status nb_cpu_gather(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, const nb_kview *index);
-nb_status nb_cpu_scatter(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src, const char *reduce, bool include_self);
+nb_status nb_cpu_scatter(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src, nb_scatter_mode mode, bool include_self);
 /* op coverage: shape.c, index.c (nonzero, index_copy: all six dtypes) */
 nb_status nb_cpu_nonzero(nb_backend *be, const nb_kview *out, int64_t *count, const nb_kview *x);
 nb_status nb_cpu_index_copy(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src);

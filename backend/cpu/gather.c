@@ -109,15 +109,9 @@ nb_status nb_cpu_gather(nb_backend *be, const nb_kview *out, const nb_kview *x, 
 
 /* ---- scatter ------------------------------------------------------------------ */
 
-enum { M_ASSIGN, M_SUM, M_PROD, M_MEAN, M_AMAX, M_AMIN };
-
-static int parse_mode(const char *reduce) {
-    static const char *names[] = {"none", "sum", "prod", "mean", "amax", "amin"};
-    if (!reduce) return M_ASSIGN;
-    for (int m = 0; m < 6; m++)
-        if (!strcmp(reduce, names[m])) return m;
-    return -1;
-}
+enum { M_ASSIGN = NB_SCATTER_ASSIGN, M_SUM = NB_SCATTER_SUM, M_PROD = NB_SCATTER_PROD, M_MEAN = NB_SCATTER_MEAN,
+       M_AMAX = NB_SCATTER_AMAX, M_AMIN = NB_SCATTER_AMIN };
+static const char *const mode_names[NB_SCATTER_MODE_COUNT] = {"none", "sum", "prod", "mean", "amax", "amin"};
 
 #define F_NAN(v) isnan(v)
 #define I_NAN(v) ((void)(v), 0)
@@ -190,16 +184,14 @@ static scatter_line_fn scatter_fn(nb_dtype dt, int mode) {
 }
 
 nb_status nb_cpu_scatter(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src,
-                         const char *reduce, bool include_self) {
-    int mode = parse_mode(reduce);
-    if (mode < 0)
-        return nb_set_error(NB_ERR_INVALID_ARG, "scatter: reduce must be one of none, sum, prod, mean, amax, amin; got '%s'",
-                            reduce);
+                         nb_scatter_mode mode, bool include_self) {
+    if ((unsigned)mode >= NB_SCATTER_MODE_COUNT)
+        return nb_set_error(NB_ERR_INVALID_ARG, "scatter: bad reduce mode %d", (int)mode);
     nb_status st = check_args("scatter", out, index, src, dim);
     if (st != NB_OK) return st;
     scatter_line_fn fn = scatter_fn(out->dtype, mode);
     if (!fn)
-        return nb_set_error(NB_ERR_DTYPE, "scatter: reduce '%s' does not take %s", reduce, nb_dtype_name(out->dtype));
+        return nb_set_error(NB_ERR_DTYPE, "scatter: reduce '%s' does not take %s", mode_names[mode], nb_dtype_name(out->dtype));
     int64_t numel = nb_cpu_numel(index);
     if (numel == 0) return NB_OK;
     line_job j = {out, index, src, dim, mode, include_self, index->shape[dim], numel / index->shape[dim], 0, NULL};

@@ -107,11 +107,27 @@ static void node_free_tape(nb_node *n) {
     n->freed = true;
 }
 
+/* Freeing a node releases its inputs, which may free their nodes, and so on
+ * down a graph as deep as the training loop made it: done with a pending
+ * list instead of recursion, so a chain of a million ops cannot overflow the
+ * stack. */
+static _Thread_local nb_node *release_pending;
+static _Thread_local bool releasing;
+
 void nb_node_release(nb_node *n) {
     if (--n->refcount) return;
-    node_free_tape(n);
-    nb_release(n->grad_acc);
-    free(n);
+    n->release_next = release_pending;
+    release_pending = n;
+    if (releasing) return; /* the loop below, further up this thread's stack, frees it */
+    releasing = true;
+    while (release_pending) {
+        nb_node *m = release_pending;
+        release_pending = m->release_next;
+        node_free_tape(m);
+        nb_release(m->grad_acc);
+        free(m);
+    }
+    releasing = false;
 }
 
 /* ---- backward ------------------------------------------------------------ */

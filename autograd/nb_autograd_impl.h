@@ -35,6 +35,7 @@ struct nb_node {
     bool freed;         /* tape already released by a backward */
     nb_tensor *grad_acc; /* gradient of the output, during backward */
     uint64_t visit;     /* generation stamp of the backward walk */
+    nb_node *release_next; /* nb_node_release's pending list (no recursion) */
 };
 
 /* Whether an op on these inputs must record a node. */

@@ -335,6 +335,33 @@ START_TEST(test_gradcheck_detects_errors) {
 }
 END_TEST
 
+/* A 300k-op chain, built with no scope open and freed by releasing its last
+ * tensor, then built again and differentiated: neither the release nor the
+ * backward walk recurses per node (this overflowed the stack before). */
+START_TEST(test_deep_chain) {
+    enum { DEPTH = 300000 };
+    for (int pass = 0; pass < 2; pass++) {
+        nb_tensor *x = nb_ones(NB_SHAPE(1), NB_F32), *y = x;
+        nb_set_requires_grad(x, true);
+        nb_retain(x);
+        for (int i = 0; i < DEPTH; i++) {
+            nb_tensor *next = nb_add_scalar(y, 1e-6);
+            NB_CK_NOTNULL(next);
+            nb_release(y); /* the new node keeps y alive */
+            y = next;
+        }
+        if (pass == 1) {
+            nb_tensor *loss = nb_sum(y, NULL, 0, false);
+            NB_CK_OK(nb_backward(loss));
+            ck_assert_double_eq(nb_item(nb_grad(x)), 1);
+            nb_release(loss);
+        }
+        nb_release(y); /* frees DEPTH nodes and tensors */
+        nb_release(x);
+    }
+}
+END_TEST
+
 Suite *nb_suite_autograd(void) {
     Suite *s = suite_create("autograd");
     TCase *c = tcase_create("engine");
@@ -353,6 +380,7 @@ Suite *nb_suite_autograd(void) {
     TCase *m = tcase_create("tape_memory");
     tcase_add_test(m, test_tape_freed_after_backward);
     tcase_add_test(m, test_tape_freed_at_scope_end);
+    tcase_add_test(m, test_deep_chain);
     tcase_set_timeout(m, 30);
     suite_add_tcase(s, m);
     return s;

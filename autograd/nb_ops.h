@@ -60,7 +60,9 @@ nb_tensor *nb_linear_fn(nb_tensor *x, nb_tensor *weight, nb_tensor *bias);
 /* dims: n_dims dims to reduce (negative counts from the end); dims NULL or
  * n_dims 0 reduces over all. keepdim keeps reduced dims as size 1.
  * Sums run in a fixed order (deterministic whatever the thread count); the
- * CPU backend accumulates float32 in double. */
+ * CPU backend accumulates float32 in double. nb_sum of an integer or bool
+ * tensor is int64 (torch.sum's dtype: a bool mask sums to its count);
+ * nb_mean takes float32/float64 only. */
 nb_tensor *nb_sum(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
 nb_tensor *nb_mean(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
 /* torch.amax: gradient shared evenly among tied maxima. */

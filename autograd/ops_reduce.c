@@ -119,8 +119,8 @@ static nb_tensor *reduce_op(const char *op, nb_reduce_op kop, nb_tensor *t, cons
     if ((kop == NB_REDUCE_MAX || kop == NB_REDUCE_MIN) && count == 0 && nb_numel(t) == 0)
         return NB_FAIL(NB_ERR_SHAPE, "%s: reducing an empty dimension has no identity", op);
     double scale = mean ? 1.0 / (double)count : 1.0;
-    /* integer prod is int64, as PyTorch (sum keeps the dtype: nabla's rule so far) */
-    nb_dtype odt = kop == NB_REDUCE_PROD && !nb_dtype_is_float(t->dtype) ? NB_I64 : t->dtype;
+    /* integer and bool sum and prod are int64, as PyTorch */
+    nb_dtype odt = (kop == NB_REDUCE_PROD || (kop == NB_REDUCE_SUM && !mean)) && !nb_dtype_is_float(t->dtype) ? NB_I64 : t->dtype;
     nb_tensor *k = reduce_raw_dt(kop, t, mask, scale, odt);
     nb_tensor *out = k ? final_shape(k, mask, keepdim) : NULL;
     bool failed;

@@ -63,9 +63,14 @@ START_TEST(test_sum_mean_forward) {
     nb_ck_close(nb_sum(nb_transpose(x, 0, 1), (int[]){1}, 1, false), (double[]){5, 7, 9}, 3, 0, 0);
     nb_ck_close(nb_sum(nb_expand(nb_scalar(2, NB_F64), NB_SHAPE(3, 5)), (int[]){1}, 1, false),
                 (double[]){10, 10, 10}, 3, 0, 0);
-    /* integers sum (no promotion) and the empty sum is 0 */
+    /* integers and bool sum to int64 (torch.sum), without wrapping; the empty sum is 0 */
     nb_tensor *i = nb_test_tensor(NB_SHAPE(2, 2), NB_I32, (double[]){1, 2, 3, -10});
     nb_ck_close(nb_sum(i, NULL, 0, false), (double[]){-4}, 1, 0, 0);
+    ck_assert_int_eq(nb_dtype_of(nb_sum(i, NULL, 0, false)), NB_I64);
+    nb_tensor *bs = nb_sum(nb_gt_scalar(nb_arange(0, 10, 1, NB_F32), 3.5), NULL, 0, false);
+    ck_assert_int_eq(nb_dtype_of(bs), NB_I64);
+    ck_assert_double_eq(nb_item(bs), 6);
+    ck_assert_double_eq(nb_item(nb_sum(nb_full(NB_SHAPE(300), 1, NB_U8), NULL, 0, false)), 300);
     nb_ck_close(nb_sum(i, (int[]){0}, 1, false), (double[]){4, -8}, 2, 0, 0);
     ck_assert_double_eq(nb_item(nb_sum(nb_zeros(NB_SHAPE(0, 3), NB_F64), NULL, 0, false)), 0);
     nb_ck_close(nb_sum(nb_zeros(NB_SHAPE(0, 3), NB_F64), (int[]){0}, 1, false), (double[]){0, 0, 0}, 3, 0, 0);

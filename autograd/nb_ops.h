@@ -463,6 +463,14 @@ nb_tensor *nb_bitwise_xor(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_bitwise_not(nb_tensor *x);
 nb_tensor *nb_bitwise_left_shift(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_bitwise_right_shift(nb_tensor *a, nb_tensor *b);
+/* Scalar forms (x & 6, x << 2): b acts as a Python int, so an integer a
+ * keeps its dtype when b fits it and a bool a gives int64; b is exact for
+ * |b| < 2^53. Errors as the tensor forms. */
+nb_tensor *nb_bitwise_and_scalar(nb_tensor *a, int64_t b);
+nb_tensor *nb_bitwise_or_scalar(nb_tensor *a, int64_t b);
+nb_tensor *nb_bitwise_xor_scalar(nb_tensor *a, int64_t b);
+nb_tensor *nb_bitwise_left_shift_scalar(nb_tensor *a, int64_t b);
+nb_tensor *nb_bitwise_right_shift_scalar(nb_tensor *a, int64_t b);
 
 /* ---- reductions over dims (autograd/ops_reduce.c) --------------------------- */
 

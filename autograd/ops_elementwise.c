@@ -446,6 +446,20 @@ BITWISE(xor, BITWISE_XOR)
 BITWISE(left_shift, LSHIFT)
 BITWISE(right_shift, RSHIFT)
 
+/* The scalar forms: b as a Python int (nb_scalar_result_type). */
+#define BITWISE_SCALAR(NAME, KOP)                                                              \
+    nb_tensor *nb_bitwise_##NAME##_scalar(nb_tensor *a, int64_t b) {                          \
+        if (!nb_check_inputs("bitwise_" #NAME, 1, &a)) return NULL;                            \
+        nb_scope *s = nb_scope_begin();                                                        \
+        nb_tensor *bt = nb_scalar_like(a, (double)b, nb_scalar_result_type(a, (double)b));     \
+        return nb_scope_return(s, bt ? bitwise_impl("bitwise_" #NAME, NB_BINARY_##KOP, a, bt) : NULL); \
+    }
+BITWISE_SCALAR(and, BITWISE_AND)
+BITWISE_SCALAR(or, BITWISE_OR)
+BITWISE_SCALAR(xor, BITWISE_XOR)
+BITWISE_SCALAR(left_shift, LSHIFT)
+BITWISE_SCALAR(right_shift, RSHIFT)
+
 /* ~x = x ^ all-ones (-1 fills every bit of a signed or unsigned type, and
  * true for bool). */
 nb_tensor *nb_bitwise_not(nb_tensor *x) {

@@ -303,6 +303,25 @@ START_TEST(test_scalar_int_exact) {
 }
 END_TEST
 
+/* x & 6 etc.: the scalar acts as a Python int. */
+START_TEST(test_bitwise_scalar) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(2), NB_I32, (double[]){5, 12});
+    nb_tensor *r = nb_bitwise_and_scalar(x, 6);
+    ck_assert_int_eq(nb_dtype_of(r), NB_I32);
+    nb_ck_close(r, (double[]){4, 4}, 2, 0, 0);
+    nb_ck_close(nb_bitwise_or_scalar(x, 1), (double[]){5, 13}, 2, 0, 0);
+    nb_ck_close(nb_bitwise_xor_scalar(x, 3), (double[]){6, 15}, 2, 0, 0);
+    nb_ck_close(nb_bitwise_left_shift_scalar(x, 2), (double[]){20, 48}, 2, 0, 0);
+    nb_ck_close(nb_bitwise_right_shift_scalar(nb_neg(x), 1), (double[]){-3, -6}, 2, 0, 0);
+    nb_tensor *b = nb_bitwise_and_scalar(nb_gt_scalar(x, 6), 1);
+    ck_assert_int_eq(nb_dtype_of(b), NB_I64);
+    nb_ck_close(b, (double[]){0, 1}, 2, 0, 0);
+    NB_CK_FAILS(nb_bitwise_and_scalar(nb_zeros(NB_SHAPE(2), NB_F32), 1), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_compare(void) {
     Suite *s = suite_create("ops_compare");
     TCase *c = tcase_create("compare_logic");
@@ -318,6 +337,7 @@ Suite *nb_suite_ops_compare(void) {
     tcase_add_test(p, test_mixed_dtype_ops);
     tcase_add_test(p, test_mixed_dtype_grad);
     tcase_add_test(p, test_scalar_int_exact);
+    tcase_add_test(p, test_bitwise_scalar);
     suite_add_tcase(s, p);
     return s;
 }

@@ -697,8 +697,9 @@ nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing
 
 /* torch.index_add: input + alpha * (source's slices added along dim at the
  * 1-D int64 index, repeats summed in index order: deterministic). source
- * has input's shape but numel(index) at dim. float32/float64 (PyTorch also
- * takes integers). Gradients: input g, source alpha * g.index_select.
+ * has input's shape but numel(index) at dim. float32, float64, int32,
+ * int64, uint8 (integers wrap, as PyTorch); input and source of one dtype.
+ * Gradients: input g, source alpha * g.index_select.
  * Errors: NB_ERR_INVALID_ARG (an index outside [0, size), a bad dim or
  * index), NB_ERR_SHAPE (source does not fit), NB_ERR_DTYPE. */
 nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha);

@@ -511,8 +511,9 @@ static nb_tensor *index_put_record(const char *op, nb_backward_fn bw, nb_tensor 
 static nb_tensor *index_add_impl(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha) {
     int d = index_put_check("index_add", input, dim, index, source);
     if (d < 0) return NULL;
-    if (!nb_dtype_is_float(input->dtype))
-        return NB_FAIL(NB_ERR_DTYPE, "index_add: needs float32 or float64, got %s", nb_dtype_name(input->dtype));
+    if (input->dtype == NB_BOOL || !nb_dtype_is_compute(input->dtype) || source->dtype != input->dtype)
+        return NB_FAIL(NB_ERR_DTYPE, "index_add: needs float32, float64, int32, int64 or uint8 input and source of one dtype, got %s and %s",
+                       nb_dtype_name(input->dtype), nb_dtype_name(source->dtype));
     nb_tensor *idx = index_copy(index), *src = contiguous_nograd(source);
     nb_tensor *out = nb_empty_like(input);
     if (!idx || !src || !out) return NULL;

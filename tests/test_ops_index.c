@@ -733,8 +733,16 @@ START_TEST(test_index_add) {
     NB_CK_FAILS(nb_index_add(z, 0, nb_zeros(NB_SHAPE(3), NB_F64), src, 1), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_index_add(z, 0, idx_tensor(NB_SHAPE(3), (int64_t[]){0, 1, 2}), nb_to_dtype(src, NB_F32), 1),
                 NB_ERR_DTYPE);
-    NB_CK_FAILS(nb_index_add(nb_to_dtype(z, NB_I64), 0, idx_tensor(NB_SHAPE(3), (int64_t[]){0, 1, 2}),
-                             nb_to_dtype(src, NB_I64), 1), NB_ERR_DTYPE);
+    /* integers too (as PyTorch), wrapping on overflow; bool is refused */
+    nb_tensor *zi = nb_index_add(nb_to_dtype(z, NB_I64), 0, idx_tensor(NB_SHAPE(3), (int64_t[]){0, 2, 0}),
+                                 nb_to_dtype(src, NB_I64), 2);
+    ck_assert_int_eq(nb_dtype_of(zi), NB_I64);
+    nb_ck_close(zi, (double[]){12, 16, 0, 0, 6, 8}, 6, 0, 0);
+    nb_tensor *u8 = nb_index_add(nb_full(NB_SHAPE(2), 250, NB_U8), 0, idx_tensor(NB_SHAPE(2), (int64_t[]){0, 0}),
+                                 nb_full(NB_SHAPE(2), 5, NB_U8), 1);
+    nb_ck_close(u8, (double[]){4, 250}, 2, 0, 0);
+    NB_CK_FAILS(nb_index_add(nb_zeros(NB_SHAPE(3), NB_BOOL), 0, idx_tensor(NB_SHAPE(1), (int64_t[]){0}),
+                             nb_zeros(NB_SHAPE(1), NB_BOOL), 1), NB_ERR_DTYPE);
     nb_scope_end(s);
 }
 END_TEST

@@ -12,7 +12,8 @@
  *           ops, add/mul scalar
  *   unary_backward, softmax*, cross_entropy*, random (uniform, normal),
  *   adam/sgd, conv/pool/norm, matmul (OpenBLAS), linalg (LAPACKE),
- *   index_add, layer_norm*, attention*: float32/float64
+ *   layer_norm*, attention*: float32/float64
+ *   index_add: float32/float64, int32/int64/uint8 (wrapping)
  *   reduce, argmax/argmin, scan, sort, scatter: the six computing dtypes
  *   index_select, index_copy, where, gather, nonzero: every dtype (they
  *           move elements)

@@ -104,7 +104,7 @@ typedef struct add_job {
     int64_t cb, ncb; /* column block width and count per outer slice */
 } add_job;
 
-#define INDEX_ADD_FUNC(T, S)                                                                    \
+#define INDEX_ADD_FUNC(T, S, ADD)                                                               \
     static void add_units_##S(void *arg, int64_t u0, int64_t u1) {                              \
         const add_job *j = arg;                                                                 \
         for (int64_t u = u0; u < u1; u++) {                                                     \
@@ -117,20 +117,31 @@ typedef struct add_job {
                 if (j->idx[i] == j->skip) continue;                                             \
                 T *dst = gx + j->idx[i] * j->inner;                                             \
                 const T *src = g + i * j->inner;                                                \
-                for (int64_t c = 0; c < w; c++) dst[c] += src[c];                               \
+                for (int64_t c = 0; c < w; c++) dst[c] = ADD(dst[c], src[c]);                   \
             }                                                                                   \
         }                                                                                       \
     }
-INDEX_ADD_FUNC(float, f32)
-INDEX_ADD_FUNC(double, f64)
+#define PLAIN_ADD(a, b) ((a) + (b))
+#define WRAP_ADD32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b))) /* wraps, as PyTorch */
+#define WRAP_ADD64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
+#define WRAP_ADD8(a, b) ((uint8_t)((a) + (b)))
+INDEX_ADD_FUNC(float, f32, PLAIN_ADD)
+INDEX_ADD_FUNC(double, f64, PLAIN_ADD)
+INDEX_ADD_FUNC(int32_t, i32, WRAP_ADD32)
+INDEX_ADD_FUNC(int64_t, i64, WRAP_ADD64)
+INDEX_ADD_FUNC(uint8_t, u8, WRAP_ADD8)
 
 nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g,
                            int64_t skip_index) {
     (void)be;
     nb_status st = check_index_args("index_add", gx, g, dim, index);
     if (st != NB_OK) return st;
-    if (!nb_dtype_is_compute_float(gx->dtype))
-        return nb_set_error(NB_ERR_DTYPE, "index_add: needs float32 or float64, got %s", nb_dtype_name(gx->dtype));
+    nb_cpu_range_fn fn = gx->dtype == NB_F32 ? add_units_f32 : gx->dtype == NB_F64 ? add_units_f64
+                       : gx->dtype == NB_I32 ? add_units_i32 : gx->dtype == NB_I64 ? add_units_i64
+                       : gx->dtype == NB_U8 ? add_units_u8 : NULL;
+    if (!fn)
+        return nb_set_error(NB_ERR_DTYPE, "index_add: needs float32, float64, int32, int64 or uint8, got %s",
+                            nb_dtype_name(gx->dtype));
     add_job j = {gx->data, g->data, index->data, index->shape[0], gx->shape[dim], 1, skip_index, 0, 1};
     int64_t outer;
     split_dims(gx, dim, &outer, &j.inner);
@@ -145,7 +156,7 @@ nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb
     j.ncb = (j.inner + j.cb - 1) / j.cb;
     int64_t units = outer * j.ncb;
     int64_t grain = work < NB_CPU_GRAIN ? units : 1;
-    nb_cpu_parallel_for(units, grain, gx->dtype == NB_F32 ? add_units_f32 : add_units_f64, &j);
+    nb_cpu_parallel_for(units, grain, fn, &j);
     return NB_OK;
 }
 

@@ -58,8 +58,9 @@ bool nb_check_dtypes(const char *op, int n, nb_tensor *const *inputs, bool need_
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
 /* A new tensor like t (shape, dtype, device), uninitialised, scoped. */
 nb_tensor *nb_empty_like(const nb_tensor *t);
-/* torch.result_type(t, <Python float>): t's dtype if floating, else NB_F32
- * (the default float dtype). */
+/* torch.result_type(t, <scalar value>): t's dtype if floating; for an
+ * integer or bool t, an integral value t's dtype holds acts as a Python int
+ * (t's dtype; int64 for bool), any other value as a Python float (NB_F32). */
 nb_dtype nb_scalar_result_type(const nb_tensor *t, double value);
 /* Replaces each inputs[i] whose dtype is not dt by nb_to_dtype(inputs[i], dt)
  * (scoped; differentiable, so each gradient returns in its input's dtype).

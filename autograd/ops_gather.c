@@ -106,11 +106,6 @@ nb_tensor *nb_gather(nb_tensor *t, int dim, nb_tensor *index) {
 
 /* ---- scatter family ------------------------------------------------------------------ */
 
-static nb_tensor *scalar_like(const nb_tensor *t, double v) {
-    nb_tensor *r = nb_tensor_new(0, NULL, t->dtype, t->storage->device);
-    return r && nb_fill_(r, v) == NB_OK ? r : NULL;
-}
-
 /* (a == b) as a 0/1 tensor of a's dtype. */
 static nb_tensor *eq_mask(nb_tensor *a, nb_tensor *b) { return nb_to_dtype(nb_eq(a, b), a->dtype); }
 
@@ -119,7 +114,7 @@ static nb_tensor *eq_mask(nb_tensor *a, nb_tensor *b) { return nb_to_dtype(nb_eq
 static void mean_backward(nb_tensor *g, int d, nb_tensor *idx, bool incl, nb_tensor **gself, nb_tensor **gsrc) {
     nb_tensor *ones = nb_to_dtype(nb_ones_like(idx), g->dtype);
     nb_tensor *cnt = nb_scatter_add(incl ? nb_ones_like(g) : nb_zeros_like(g), d, idx, ones);
-    nb_tensor *zero = cnt ? scalar_like(cnt, 0) : NULL;
+    nb_tensor *zero = cnt ? nb_scalar_like(cnt, 0, cnt->dtype) : NULL;
     nb_tensor *nn = zero ? nb_masked_fill(cnt, nb_eq(cnt, zero), 1) : NULL;
     *gself = nb_div(g, nn);
     *gsrc = nb_gather(*gself, d, idx);
@@ -142,7 +137,7 @@ static void minmax_backward(nb_tensor *g, int d, nb_tensor *idx, bool incl, nb_t
  * the only zero of its destination gets g * (the product without it). */
 static void prod_backward(nb_tensor *g, int d, nb_tensor *idx, bool incl, nb_tensor *self, nb_tensor *src,
                           nb_tensor *out, nb_tensor **gself, nb_tensor **gsrc) {
-    nb_tensor *zero = scalar_like(self, 0), *one = scalar_like(self, 1);
+    nb_tensor *zero = nb_scalar_like(self, 0, self->dtype), *one = nb_scalar_like(self, 1, self->dtype);
     nb_tensor *mself = nb_masked_fill(self, nb_eq(self, zero), 1);
     *gself = nb_div(nb_mul(g, nb_scatter_reduce(mself, d, idx, src, "prod", incl)), mself);
     nb_tensor *src_zero = nb_eq(src, zero);
@@ -186,7 +181,7 @@ static nb_tensor *scatter_impl(const char *op, nb_tensor *self, int dim, nb_tens
     for (int i = 0; src && i < src->ndim; i++) /* only src's leading index-shaped block is read */
         if (src->shape[i] > index->shape[i] && !(src = nb_narrow(src, i, 0, index->shape[i]))) return NULL;
     ts[1] = src;
-    nb_tensor *out = nb_empty_like(self), *sv = src ? src : scalar_like(self, value);
+    nb_tensor *out = nb_empty_like(self), *sv = src ? src : nb_scalar_like(self, value, self->dtype);
     if (!out || !sv) return NULL;
     nb_kview vo = nb_kview_of(out), vself = nb_kview_of(self), vi = nb_kview_of(index);
     nb_kview vs = src ? nb_kview_of(src) : nb_kview_expand(sv, index->ndim, index->shape);

@@ -347,7 +347,7 @@ int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap) {
 
 /* g where cond (keep_true) or where !cond, zeros elsewhere. */
 static nb_tensor *masked_grad(nb_tensor *g, nb_tensor *cond, bool keep_true) {
-    nb_tensor *r = nb_empty_like(g), *zero = nb_scalar(0, g->dtype);
+    nb_tensor *r = nb_empty_like(g), *zero = nb_scalar_like(g, 0, g->dtype);
     if (!r || !zero) return NULL;
     nb_kview vr = nb_kview_of(r), vg = nb_kview_of(g), vc = nb_kview_expand(cond, g->ndim, g->shape),
              vz = nb_kview_expand(zero, g->ndim, g->shape);
@@ -407,7 +407,7 @@ static nb_tensor *masked_fill_impl(nb_tensor *t, nb_tensor *mask, double value) 
         memcmp(shape, t->shape, sizeof(int64_t) * (size_t)nd))
         return NB_FAIL(NB_ERR_SHAPE, "masked_fill: mask %s does not broadcast to input %s",
                        nb_fmt_shape(mask->ndim, mask->shape, a, sizeof a), nb_fmt_shape(t->ndim, t->shape, b, sizeof b));
-    nb_tensor *v = nb_scalar(value, t->dtype);
+    nb_tensor *v = nb_scalar_like(t, value, t->dtype);
     return v ? where_impl(mask, v, t) : NULL;
 }
 

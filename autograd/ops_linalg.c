@@ -46,10 +46,6 @@ static nb_tensor *new_like(int ndim, const int64_t *shape, const nb_tensor *like
     return nb_tensor_new(ndim, shape, like->dtype, like->storage->device);
 }
 
-static nb_tensor *on_device_of(nb_tensor *t, const nb_tensor *like) {
-    return t && like->storage->device.type != NB_DEVICE_CPU ? nb_to_device(t, like->storage->device) : t;
-}
-
 /* An n x n matrix of like's dtype: lower below the diagonal, diag on it,
  * upper above (eye is (0, 1, 0)). */
 static nb_tensor *tri_mask(int64_t n, const nb_tensor *like, double lower, double diag, double upper) {
@@ -58,7 +54,7 @@ static nb_tensor *tri_mask(int64_t n, const nb_tensor *like, double lower, doubl
     nb_tensor *lo = nb_to_dtype(nb_gt(rows, cols), like->dtype), *up = nb_to_dtype(nb_gt(cols, rows), like->dtype);
     nb_tensor *eq = nb_to_dtype(nb_eq(rows, cols), like->dtype);
     nb_tensor *m = nb_add(nb_add(nb_mul_scalar(lo, lower), nb_mul_scalar(eq, diag)), nb_mul_scalar(up, upper));
-    return on_device_of(m, like);
+    return nb_to_device(m, like->storage->device);
 }
 static nb_tensor *eye_like(int64_t n, const nb_tensor *like) { return tri_mask(n, like, 0, 1, 0); }
 

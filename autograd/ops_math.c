@@ -69,7 +69,6 @@ nb_tensor *nb_add_scalar(nb_tensor *a, double s) { return unary_op("add_scalar",
 nb_tensor *nb_mul_scalar(nb_tensor *a, double s) { return unary_op("mul_scalar", NB_UNARY_MUL_SCALAR, a, s, false); }
 nb_tensor *nb_pow_scalar(nb_tensor *a, double e) { return unary_op("pow_scalar", NB_UNARY_POW_SCALAR, a, e, true); }
 
-
 /* ---- op coverage: unary math and activations ------------------------------ */
 
 /* Integer dtypes pass (the kernel supports them or reports NB_ERR_DTYPE). */

@@ -64,7 +64,6 @@ static nb_tensor *reduce_raw(const char *op, nb_reduce_op kop, nb_tensor *t, con
     return t ? reduce_raw_dt(kop, t, mask, scale, t->dtype) : NULL;
 }
 
-static nb_tensor *scalar_like(const nb_tensor *t, double v) { return nb_scalar(v, t->dtype); }
 
 /* g (output shape) back to the keepdim shape, expanded over the input. */
 static nb_tensor *grad_expand(nb_node *n, nb_tensor *g) {
@@ -98,13 +97,13 @@ static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *k = n->saved[1];
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->iarg[i] != 0;
-    nb_tensor *zero = nb_eq(x, scalar_like(x, 0)), *z0 = scalar_like(x, 0);
+    nb_tensor *zero = nb_eq(x, nb_scalar_like(x, 0, x->dtype)), *z0 = nb_scalar_like(x, 0, x->dtype);
     nb_tensor *cnt = reduce_raw("prod", NB_REDUCE_SUM, nb_to_dtype(zero, x->dtype), mask, 1.0);
-    nb_tensor *others = reduce_raw("prod", NB_REDUCE_PROD, nb_where(zero, scalar_like(x, 1), x), mask, 1.0);
+    nb_tensor *others = reduce_raw("prod", NB_REDUCE_PROD, nb_where(zero, nb_scalar_like(x, 1, x->dtype), x), mask, 1.0);
     nb_tensor *ge = grad_expand(n, g);
     nb_tensor *none = nb_div(nb_mul(ge, k), x);
     nb_tensor *one = nb_where(zero, nb_mul(ge, others), z0);
-    nb_tensor *c1 = cnt ? nb_eq(cnt, scalar_like(cnt, 1)) : NULL, *c0 = cnt ? nb_eq(cnt, z0) : NULL;
+    nb_tensor *c1 = cnt ? nb_eq(cnt, nb_scalar_like(cnt, 1, cnt->dtype)) : NULL, *c0 = cnt ? nb_eq(cnt, z0) : NULL;
     gin[0] = nb_where(c0, none, nb_where(c1, one, z0));
     return gin[0] ? NB_OK : nb_last_status();
 }
@@ -289,7 +288,7 @@ nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, 
 static nb_status std_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *y = n->saved[0];
     nb_tensor *d = nb_div(g, nb_mul_scalar(y, 2.0));
-    gin[0] = d ? nb_where(nb_eq_scalar(y, 0), scalar_like(d, 0), d) : NULL;
+    gin[0] = d ? nb_where(nb_eq_scalar(y, 0), nb_scalar_like(d, 0, d->dtype), d) : NULL;
     return gin[0] ? NB_OK : nb_last_status();
 }
 
@@ -325,8 +324,8 @@ static nb_tensor *logsumexp_impl(nb_tensor *t, const int *dims, int n_dims, bool
         m = nb_zeros(t->ndim, kshape, t->dtype);
     } else {
         m = reduce_raw("logsumexp", NB_REDUCE_MAX, t, mask, 1.0);
-        m = nb_masked_fill(m, nb_eq(m, scalar_like(t, INFINITY)), 0);
-        m = nb_masked_fill(m, nb_eq(m, scalar_like(t, -INFINITY)), 0);
+        m = nb_masked_fill(m, nb_eq(m, nb_scalar_like(t, INFINITY, t->dtype)), 0);
+        m = nb_masked_fill(m, nb_eq(m, nb_scalar_like(t, -INFINITY, t->dtype)), 0);
     }
     if (!m) return NULL;
     nb_tensor *se = nb_sum(nb_exp(nb_sub(t, m)), dims, n_dims, keepdim);
@@ -349,7 +348,7 @@ static nb_tensor *logic_impl(const char *op, nb_tensor *t, const int *dims, int 
         keep_shape(t, mask, kshape);
         k = nb_full(t->ndim, kshape, all ? 1 : 0, NB_BOOL);
     } else {
-        nb_tensor *nz = nb_to_dtype(nb_ne(t, scalar_like(t, 0)), NB_U8);
+        nb_tensor *nz = nb_to_dtype(nb_ne(t, nb_scalar_like(t, 0, t->dtype)), NB_U8);
         k = nb_to_dtype(reduce_raw(op, all ? NB_REDUCE_MIN : NB_REDUCE_MAX, nz, mask, 1.0), NB_BOOL);
     }
     return k ? final_shape(k, mask, keepdim) : NULL;
@@ -368,7 +367,7 @@ nb_tensor *nb_any(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
 
 /* sign(x) in x's dtype: 1, -1, or 0 at 0. */
 static nb_tensor *sign_of(nb_tensor *x) {
-    nb_tensor *z = scalar_like(x, 0);
+    nb_tensor *z = nb_scalar_like(x, 0, x->dtype);
     return nb_sub(nb_to_dtype(nb_gt(x, z), x->dtype), nb_to_dtype(nb_gt(z, x), x->dtype));
 }
 static nb_tensor *abs_of(nb_tensor *x) { return nb_mul(x, sign_of(x)); }
@@ -392,7 +391,7 @@ static nb_status norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     } else {
         nb_tensor *num = p == 2 ? x : nb_mul(sg, nb_pow_scalar(abs_of(x), p - 1));
         nb_tensor *den = p == 2 ? k : nb_pow_scalar(k, p - 1);
-        nb_tensor *r = nb_masked_fill(nb_div(num, den), nb_eq(k, scalar_like(k, 0)), 0);
+        nb_tensor *r = nb_masked_fill(nb_div(num, den), nb_eq(k, nb_scalar_like(k, 0, k->dtype)), 0);
         gin[0] = nb_mul(ge, r);
     }
     return gin[0] ? NB_OK : nb_last_status();

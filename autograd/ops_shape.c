@@ -19,11 +19,6 @@ static nb_tensor *host_index(const int64_t *v, int64_t n, const nb_tensor *like)
     return t && (a.type != b.type || a.index != b.index) ? nb_to_device(t, b) : t;
 }
 
-static nb_tensor *on_device_of(nb_tensor *t, const nb_tensor *like) {
-    nb_device a = t ? t->storage->device : like->storage->device, b = like->storage->device;
-    return t && (a.type != b.type || a.index != b.index) ? nb_to_device(t, b) : t;
-}
-
 static nb_status identity_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     (void)n;
     nb_retain(g);
@@ -296,9 +291,10 @@ static nb_tensor *tri_impl(const char *op, nb_tensor *t, int64_t k, bool lower) 
         return NB_FAIL(NB_ERR_SHAPE, "%s: input %s must have at least 2 dims", op,
                        nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
     int64_t m = t->shape[t->ndim - 2], n = t->shape[t->ndim - 1];
-    nb_tensor *rows = nb_reshape(on_device_of(nb_arange(0, (double)m, 1, NB_I64), t), NB_SHAPE(m, 1));
-    nb_tensor *cols = nb_reshape(on_device_of(nb_arange(0, (double)n, 1, NB_I64), t), NB_SHAPE(1, n));
-    nb_tensor *kk = on_device_of(nb_scalar((double)k, NB_I64), t), *zero = on_device_of(nb_scalar(0, t->dtype), t);
+    nb_device dev = t->storage->device;
+    nb_tensor *rows = nb_reshape(nb_to_device(nb_arange(0, (double)m, 1, NB_I64), dev), NB_SHAPE(m, 1));
+    nb_tensor *cols = nb_reshape(nb_to_device(nb_arange(0, (double)n, 1, NB_I64), dev), NB_SHAPE(1, n));
+    nb_tensor *kk = nb_scalar_like(t, (double)k, NB_I64), *zero = nb_scalar_like(t, 0, t->dtype);
     nb_tensor *diff = nb_sub(cols, rows);
     nb_tensor *mask = lower ? nb_gt(diff, kk) : nb_gt(kk, diff);
     return nb_where(mask, zero, t);

@@ -53,7 +53,7 @@ nb_module *nb_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, doubl
                        (long long)embed_dim, (long long)num_heads);
     if (!(dropout >= 0 && dropout < 1))
         return NB_FAIL(NB_ERR_INVALID_ARG, MHA ": dropout %g must be in [0, 1)", dropout);
-    if ((unsigned)dt >= NB_DTYPE_COUNT || !nb_dtype_is_compute_float(dt))
+    if (!nb_dtype_is_compute_float(dt))
         return NB_FAIL(NB_ERR_DTYPE, MHA ": dtype must be float32 or float64 (got %s)",
                        (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
     nb_mha_ctx *c = calloc(1, sizeof *c);

@@ -44,7 +44,7 @@ nb_module *nb_embedding_module_ex(int64_t num_embeddings, int64_t embedding_dim,
     if (padding_idx != NB_NO_PADDING_IDX && (padding_idx < -num_embeddings || padding_idx >= num_embeddings))
         return NB_FAIL(NB_ERR_INVALID_ARG, "Embedding: padding_idx %lld must be within num_embeddings %lld",
                        (long long)padding_idx, (long long)num_embeddings);
-    if ((unsigned)dt >= NB_DTYPE_COUNT || !nb_dtype_is_compute_float(dt))
+    if (!nb_dtype_is_compute_float(dt))
         return NB_FAIL(NB_ERR_DTYPE, "Embedding: dtype must be float32 or float64 (got %s)",
                        (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
     nb_embedding_ctx *c = calloc(1, sizeof *c);

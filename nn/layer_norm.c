@@ -46,7 +46,7 @@ nb_module *nb_layer_norm_module_ex(int n_norm, const int64_t *normalized_shape, 
             return NB_FAIL(NB_ERR_INVALID_ARG, "LayerNorm: normalized_shape[%d] = %lld must be >= 1", i,
                            (long long)normalized_shape[i]);
     if (!(eps >= 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "LayerNorm: eps %g must be >= 0", eps);
-    if ((unsigned)dt >= NB_DTYPE_COUNT || !nb_dtype_is_compute_float(dt))
+    if (!nb_dtype_is_compute_float(dt))
         return NB_FAIL(NB_ERR_DTYPE, "LayerNorm: dtype must be float32 or float64 (got %s)",
                        (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
     nb_layer_norm_ctx *c = calloc(1, sizeof *c);

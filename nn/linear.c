@@ -55,7 +55,7 @@ nb_module *nb_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb
     if (in_features < 0 || out_features < 0)
         return NB_FAIL(NB_ERR_INVALID_ARG, "linear: sizes must be >= 0 (got in_features %lld, out_features %lld)",
                        (long long)in_features, (long long)out_features);
-    if ((unsigned)dt >= NB_DTYPE_COUNT || !nb_dtype_is_compute_float(dt))
+    if (!nb_dtype_is_compute_float(dt))
         return NB_FAIL(NB_ERR_DTYPE, "linear: dtype must be float32 or float64 (got %s)",
                        (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
     nb_linear_ctx *c = calloc(1, sizeof *c);

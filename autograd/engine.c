@@ -18,9 +18,9 @@ bool nb_is_grad_enabled(void) { return grad_enabled; }
 
 bool nb_requires_grad(const nb_tensor *t) { return t && t->requires_grad; }
 bool nb_is_leaf(const nb_tensor *t) { return t && !t->grad_fn; }
-nb_tensor *nb_grad(const nb_tensor *t) { return t ? t->grad : NULL; }
+nb_tensor *nb_tensor_grad(const nb_tensor *t) { return t ? t->grad : NULL; }
 
-void nb_zero_grad_tensor(nb_tensor *t) {
+void nb_tensor_zero_grad(nb_tensor *t) {
     if (!t) return;
     nb_release(t->grad);
     t->grad = NULL;

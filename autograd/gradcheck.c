@@ -32,7 +32,7 @@ static double objective(gc_problem *p) {
 
 static nb_status analytical(gc_problem *p) {
     nb_scope *s = nb_scope_begin();
-    for (int i = 0; i < p->n; i++) nb_zero_grad_tensor(p->in[i]);
+    for (int i = 0; i < p->n; i++) nb_tensor_zero_grad(p->in[i]);
     nb_tensor *y = p->f(p->in, p->n, p->ctx);
     nb_tensor *l = y && p->v ? nb_sum(nb_mul(nb_to_dtype(y, NB_F64), p->v), NULL, 0, false) : NULL;
     nb_status st = l ? nb_backward(l) : nb_last_status();
@@ -85,7 +85,7 @@ nb_status nb_gradcheck(nb_gradcheck_fn f, nb_tensor *const *inputs, int n_inputs
         if (inputs[i]->requires_grad) st = check_input(&p, i, &o);
     nb_release(p.v);
     if (st == NB_OK) {
-        for (int i = 0; i < n_inputs; i++) nb_zero_grad_tensor(inputs[i]);
+        for (int i = 0; i < n_inputs; i++) nb_tensor_zero_grad(inputs[i]);
     }
     return st;
 }

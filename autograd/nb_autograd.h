@@ -3,7 +3,7 @@
  *   nb_tensor *w = nb_randn(NB_SHAPE(3), NB_F64, NULL);
  *   nb_set_requires_grad(w, true);
  *   nb_tensor *loss = nb_sum(nb_mul(w, w), NULL, 0, false);
- *   nb_backward(loss);                   // nb_grad(w) is now 2*w
+ *   nb_backward(loss);                   // nb_tensor_grad(w) is now 2*w
  *
  * Every op on tensors that require grad records a node on the tape: the op's
  * backward rule, its inputs and what backward needs (saved by the forward).
@@ -33,9 +33,9 @@ bool nb_requires_grad(const nb_tensor *t);
 /* True for tensors created by the user rather than by a recorded op. */
 bool nb_is_leaf(const nb_tensor *t);
 /* The accumulated gradient (borrowed; owned by t), or NULL if none yet. */
-nb_tensor *nb_grad(const nb_tensor *t);
+nb_tensor *nb_tensor_grad(const nb_tensor *t);
 /* Drops t's gradient (PyTorch's zero_grad(set_to_none=True)). */
-void nb_zero_grad_tensor(nb_tensor *t);
+void nb_tensor_zero_grad(nb_tensor *t);
 /* A new tensor sharing t's storage, cut from the graph (requires_grad false). */
 nb_tensor *nb_detach(nb_tensor *t);
 

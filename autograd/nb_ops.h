@@ -53,7 +53,7 @@ nb_tensor *nb_gt(nb_tensor *a, nb_tensor *b);
  * through the backend's GEMM (OpenBLAS sgemm/dgemm on the CPU). */
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
 /* x [..., in] @ weight[out, in]^T + bias[out] (bias may be NULL): F.linear. */
-nb_tensor *nb_linear_fn(nb_tensor *x, nb_tensor *weight, nb_tensor *bias);
+nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias);
 
 /* ---- reductions (autograd/ops_reduce.c) ---------------------------------- */
 

@@ -147,7 +147,7 @@ nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
     return nb_scope_return(s, matmul_impl(a, b));
 }
 
-nb_tensor *nb_linear_fn(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
+nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
     nb_scope *s = nb_scope_begin();
     return nb_scope_return(s, linear_impl(x, weight, bias));
 }

@@ -216,7 +216,7 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         if (ok && o.loss) {
             for (int i = 0; i < 2; i++) ok = ok && nb_optimizer_set_lr(opt[i], lr_at(a, step)) == NB_OK;
             ok = ok && nb_backward(o.loss) == NB_OK && nb_clip_grad_norm_module_(bert, 1.0, 2.0, NULL) == NB_OK &&
-                 nb_step(opt[0]) == NB_OK && nb_step(opt[1]) == NB_OK;
+                 nb_optimizer_step(opt[0]) == NB_OK && nb_optimizer_step(opt[1]) == NB_OK;
             iv.loss += nb_item(o.loss), iv.masked += o.masked, iv.correct += o.correct, iv.steps++;
         }
         nb_scope_end(s);

@@ -141,9 +141,9 @@ static double train_epoch(run *r, double *samples) {
         set_lr(r->opt, r->a, r->global_step++, r->total_steps);
         nb_scope *step = nb_scope_begin();
         nb_tensor *loss = nb_cross_entropy(nb_forward(r->net, b.x), b.y);
-        nb_zero_grad(r->opt);
+        nb_optimizer_zero_grad(r->opt);
         nb_status st = loss ? nb_backward(loss) : nb_last_status();
-        if (st == NB_OK) st = nb_step(r->opt);
+        if (st == NB_OK) st = nb_optimizer_step(r->opt);
         double l = nb_item(loss);
         nb_scope_end(step);
         if (st != NB_OK) return -1;

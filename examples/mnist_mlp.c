@@ -27,8 +27,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "mnist_mlp: %s\n", nb_last_error());
         return 1;
     }
-    nb_module *net = nb_sequential(nb_linear(784, 512), nb_relu_module(), nb_linear(512, 512), nb_relu_module(),
-                                   nb_linear(512, 10));
+    nb_module *net = nb_nn_sequential(nb_nn_linear(784, 512), nb_nn_relu(), nb_nn_linear(512, 512), nb_nn_relu(),
+                                   nb_nn_linear(512, 10));
     nb_optimizer *opt = net ? nb_adam(net, (nb_adam_options){.lr = a.lr}) : NULL;
     nb_loader *loader = opt ? nb_loader_new(train, (nb_loader_options){.batch_size = a.batch_size, .shuffle = true,
                                                                          .seed = a.seed, .prefetch = true})

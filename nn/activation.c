@@ -40,12 +40,12 @@ static const nb_module_ops sigmoid_ops = {"Sigmoid", sigmoid_forward, NULL};
 static const nb_module_ops tanh_ops = {"Tanh", tanh_forward, NULL};
 static const nb_module_ops flatten_ops = {"Flatten", flatten_forward, free};
 
-nb_module *nb_relu_module(void) { return nb_module_new(&relu_ops, NULL); }
-nb_module *nb_sigmoid_module(void) { return nb_module_new(&sigmoid_ops, NULL); }
-nb_module *nb_tanh_module(void) { return nb_module_new(&tanh_ops, NULL); }
+nb_module *nb_nn_relu(void) { return nb_module_new(&relu_ops, NULL); }
+nb_module *nb_nn_sigmoid(void) { return nb_module_new(&sigmoid_ops, NULL); }
+nb_module *nb_nn_tanh(void) { return nb_module_new(&tanh_ops, NULL); }
 
 /* The dims are checked against the input's rank at forward time (nb_flatten). */
-nb_module *nb_flatten_module(int start_dim, int end_dim) {
+nb_module *nb_nn_flatten(int start_dim, int end_dim) {
     nb_flatten_ctx *c = malloc(sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, "flatten: out of host memory");
     c->start_dim = start_dim, c->end_dim = end_dim;
@@ -90,7 +90,7 @@ static nb_tensor *hardtanh_forward(nb_module *m, nb_tensor *x) {
         return nb_##NAME(x);                                                    \
     }                                                                           \
     static const nb_module_ops NAME##_ops = {KIND, NAME##_forward, NULL};       \
-    nb_module *nb_##NAME##_module(void) { return nb_module_new(&NAME##_ops, NULL); }
+    nb_module *nb_nn_##NAME(void) { return nb_module_new(&NAME##_ops, NULL); }
 PLAIN_ACT(selu, "SELU")
 PLAIN_ACT(silu, "SiLU")
 PLAIN_ACT(mish, "Mish")
@@ -103,17 +103,17 @@ static const nb_module_ops elu_ops = {"ELU", elu_forward, free};
 static const nb_module_ops softplus_ops = {"Softplus", softplus_forward, free};
 static const nb_module_ops hardtanh_ops = {"Hardtanh", hardtanh_forward, free};
 
-nb_module *nb_leaky_relu_module(double negative_slope) { return act_module(&leaky_relu_ops, negative_slope, 0); }
-nb_module *nb_elu_module(double alpha) { return act_module(&elu_ops, alpha, 0); }
+nb_module *nb_nn_leaky_relu(double negative_slope) { return act_module(&leaky_relu_ops, negative_slope, 0); }
+nb_module *nb_nn_elu(double alpha) { return act_module(&elu_ops, alpha, 0); }
 
-nb_module *nb_softplus_module(double beta, double threshold) {
+nb_module *nb_nn_softplus(double beta, double threshold) {
     if (beta == 0 || !isfinite(beta) || isnan(threshold))
         return NB_FAIL(NB_ERR_INVALID_ARG, "Softplus: beta must be finite and nonzero and threshold not NaN "
                        "(beta %g, threshold %g)", beta, threshold);
     return act_module(&softplus_ops, beta, threshold);
 }
 
-nb_module *nb_hardtanh_module(double min_val, double max_val) {
+nb_module *nb_nn_hardtanh(double min_val, double max_val) {
     if (!(min_val <= max_val))
         return NB_FAIL(NB_ERR_INVALID_ARG, "Hardtanh: min_val %g must not exceed max_val %g", min_val, max_val);
     return act_module(&hardtanh_ops, min_val, max_val);

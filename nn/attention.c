@@ -24,7 +24,7 @@ typedef struct nb_mha_ctx {
     nb_module *out_proj;    /* borrowed child */
 } nb_mha_ctx;
 
-static nb_tensor *mha_self_forward(nb_module *m, nb_tensor *x) { return nb_mha_forward(m, x, x, x, NULL, NULL, NULL); }
+static nb_tensor *mha_self_forward(nb_module *m, nb_tensor *x) { return nb_nn_multihead_attention_forward(m, x, x, x, NULL, NULL, NULL); }
 
 static const nb_module_ops mha_ops = {MHA, mha_self_forward, free};
 
@@ -44,7 +44,7 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
     return nb_module_register_parameter(m, name, t) ? NULL : t;
 }
 
-nb_module *nb_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt) {
+nb_module *nb_nn_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt) {
     if (embed_dim < 1 || num_heads < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, MHA ": embed_dim %lld and num_heads %lld must be >= 1",
                        (long long)embed_dim, (long long)num_heads);
@@ -63,7 +63,7 @@ nb_module *nb_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, doubl
     if (!m) return NULL;
     /* PyTorch's order of draws: out_proj's Linear init, then _reset_parameters
      * (xavier_uniform_ of in_proj_weight, fan_in E, fan_out 3E; biases zeroed) */
-    nb_module *out = nb_linear_ex(embed_dim, embed_dim, bias, dt);
+    nb_module *out = nb_nn_linear_ex(embed_dim, embed_dim, bias, dt);
     nb_tensor *ob = out ? nb_module_get(out, "bias") : NULL;
     if (!out || (ob && nb_fill_(ob, 0.0))) {
         nb_module_free(out);
@@ -86,8 +86,8 @@ nb_module *nb_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, doubl
     return m;
 }
 
-nb_module *nb_multihead_attention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias) {
-    return nb_multihead_attention_ex(embed_dim, num_heads, dropout, bias, NB_F32);
+nb_module *nb_nn_multihead_attention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias) {
+    return nb_nn_multihead_attention_ex(embed_dim, num_heads, dropout, bias, NB_F32);
 }
 
 /* ---- masks ------------------------------------------------------------------------ */
@@ -207,15 +207,15 @@ static nb_tensor *split_heads(nb_tensor *x, int64_t h) {
 static bool project(const nb_mha_ctx *c, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor **p) {
     int64_t E = c->E;
     if (query == key && key == value)
-        return nb_chunk(nb_linear_fn(query, c->in_w, c->in_b), 3, -1, p, 3) == 3;
+        return nb_chunk(nb_linear(query, c->in_w, c->in_b), 3, -1, p, 3) == 3;
     nb_tensor *x[3] = {query, key, value};
     for (int i = 0; i < 3; i++) {
         if (i == 1 && key == value) {
             nb_tensor *w = nb_narrow(c->in_w, 0, E, 2 * E), *b = c->in_b ? nb_narrow(c->in_b, 0, E, 2 * E) : NULL;
-            return nb_chunk(nb_linear_fn(key, w, b), 2, -1, p + 1, 2) == 2;
+            return nb_chunk(nb_linear(key, w, b), 2, -1, p + 1, 2) == 2;
         }
         nb_tensor *w = nb_narrow(c->in_w, 0, i * E, E), *b = c->in_b ? nb_narrow(c->in_b, 0, i * E, E) : NULL;
-        if (!(p[i] = nb_linear_fn(x[i], w, b))) return false;
+        if (!(p[i] = nb_linear(x[i], w, b))) return false;
     }
     return true;
 }
@@ -282,7 +282,7 @@ static nb_tensor *mha_impl(nb_module *m, nb_tensor *query, nb_tensor *key, nb_te
     return weights && !*weights ? NULL : y;
 }
 
-nb_tensor *nb_mha_forward(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value,
+nb_tensor *nb_nn_multihead_attention_forward(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value,
                           nb_tensor *key_padding_mask, nb_tensor *attn_mask, nb_tensor **attn_weights) {
     if (attn_weights) *attn_weights = NULL;
     if (!m || nb_module_kind(m) != mha_ops.kind)

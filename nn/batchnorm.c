@@ -90,10 +90,10 @@ static nb_module *bn_new(const nb_module_ops *ops, int min_dim, int max_dim, int
     return m;
 }
 
-nb_module *nb_batch_norm1d_module(int64_t num_features, double eps, double momentum) {
+nb_module *nb_nn_batch_norm1d(int64_t num_features, double eps, double momentum) {
     return bn_new(&bn1d_ops, 2, 3, num_features, eps, momentum);
 }
 
-nb_module *nb_batch_norm2d_module(int64_t num_features, double eps, double momentum) {
+nb_module *nb_nn_batch_norm2d(int64_t num_features, double eps, double momentum) {
     return bn_new(&bn2d_ops, 4, 4, num_features, eps, momentum);
 }

@@ -36,7 +36,7 @@ typedef struct nb_decoder_ctx {
 
 static nb_tensor *decoder_forward(nb_module *m, nb_tensor *x) {
     const nb_decoder_ctx *c = nb_module_ctx(m);
-    return nb_linear_fn(x, c->weight, c->bias);
+    return nb_linear(x, c->weight, c->bias);
 }
 
 static const nb_module_ops decoder_ops = {"Linear", decoder_forward, free};
@@ -101,7 +101,7 @@ static nb_status bert_init(nb_module *m, const nb_bert_ctx *c) {
         else if (nb_dim(p[i].tensor) == 2) st = nb_normal_(p[i].tensor, 0.0, c->c.initializer_range, NULL);
     }
     free(p);
-    int64_t pad = nb_embedding_padding_idx(c->tok);
+    int64_t pad = nb_nn_embedding_padding_idx(c->tok);
     if (!st && pad != NB_NO_PADDING_IDX) {
         nb_scope *s = nb_scope_begin();
         NB_NO_GRAD st = nb_fill_(nb_narrow(nb_module_get(c->tok, "weight"), 0, pad, 1), 0.0);
@@ -123,16 +123,16 @@ nb_module *nb_bert(nb_bert_config cfg) {
     nb_encoder_layer_options lo = {.d_model = H, .nhead = cfg.num_heads, .dim_feedforward = cfg.intermediate_size,
                                    .dropout = cfg.dropout, .activation = cfg.activation,
                                    .layer_norm_eps = cfg.layer_norm_eps, .norm_first = cfg.norm_first, .dtype = dt};
-    bool ok = add(m, "tok", nb_embedding_module_ex(cfg.vocab_size, H, cfg.pad_token_id, dt), &c->tok) &&
-              add(m, "pos", nb_embedding_module_ex(cfg.max_position, H, NB_NO_PADDING_IDX, dt), &c->pos) &&
+    bool ok = add(m, "tok", nb_nn_embedding_ex(cfg.vocab_size, H, cfg.pad_token_id, dt), &c->tok) &&
+              add(m, "pos", nb_nn_embedding_ex(cfg.max_position, H, NB_NO_PADDING_IDX, dt), &c->pos) &&
               (cfg.type_vocab_size == 0 ||
-               add(m, "seg", nb_embedding_module_ex(cfg.type_vocab_size, H, NB_NO_PADDING_IDX, dt), &c->seg)) &&
-              add(m, "ln", nb_layer_norm_module_ex(1, &H, cfg.layer_norm_eps, true, dt), &c->ln) &&
-              add(m, "drop", nb_dropout_module(cfg.embedding_dropout), &c->drop) &&
-              add(m, "enc", nb_transformer_encoder(lo, cfg.num_layers, NULL), &c->enc) &&
+               add(m, "seg", nb_nn_embedding_ex(cfg.type_vocab_size, H, NB_NO_PADDING_IDX, dt), &c->seg)) &&
+              add(m, "ln", nb_nn_layer_norm_ex(1, &H, cfg.layer_norm_eps, true, dt), &c->ln) &&
+              add(m, "drop", nb_nn_dropout(cfg.embedding_dropout), &c->drop) &&
+              add(m, "enc", nb_nn_transformer_encoder(lo, cfg.num_layers, NULL), &c->enc) &&
               add(m, "head",
-                  nb_sequential(nb_linear_ex(H, H, true, dt), nb_gelu_module(NB_GELU_ERF),
-                                nb_layer_norm_module_ex(1, &H, cfg.layer_norm_eps, true, dt)),
+                  nb_nn_sequential(nb_nn_linear_ex(H, H, true, dt), nb_nn_gelu(NB_GELU_ERF),
+                                nb_nn_layer_norm_ex(1, &H, cfg.layer_norm_eps, true, dt)),
                   &c->head) &&
               add(m, "dec", tied_decoder(nb_module_get(c->tok, "weight")), &c->dec);
     if (!ok || (cfg.initializer_range > 0 && bert_init(m, c))) {
@@ -201,7 +201,7 @@ static nb_tensor *encode_impl(const nb_bert_ctx *c, nb_tensor *ids, nb_tensor *s
     if (c->seg && seg) e = nb_add(e, nb_forward(c->seg, seg));
     else if (c->seg) e = nb_add(e, nb_narrow(nb_module_get(c->seg, "weight"), 0, 0, 1)); /* all segment 0 */
     e = nb_forward(c->drop, nb_forward(c->ln, e));
-    return nb_transformer_encoder_forward(c->enc, e, NULL, kpm);
+    return nb_nn_transformer_encoder_forward(c->enc, e, NULL, kpm);
 }
 
 nb_tensor *nb_bert_encode(nb_module *m, nb_tensor *input_ids, nb_tensor *segment_ids, nb_tensor *attention_mask) {

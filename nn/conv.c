@@ -96,7 +96,7 @@ static nb_conv_ctx *new_ctx(const char *kind, conv_kind k) {
     return c;
 }
 
-nb_module *nb_conv2d_module(int64_t in_channels, int64_t out_channels, int64_t kernel_size, nb_conv2d_options opts,
+nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, nb_conv2d_options opts,
                             bool bias) {
     if (bad_sizes("Conv2d", in_channels, out_channels, kernel_size, opts.groups)) return NULL;
     if (opts.padding_same && (opts.stride[0] > 1 || opts.stride[1] > 1))
@@ -109,7 +109,7 @@ nb_module *nb_conv2d_module(int64_t in_channels, int64_t out_channels, int64_t k
     return make(&conv2d_ops, c, out_channels, in_channels / g, 2, kernel_size, out_channels, bias);
 }
 
-nb_module *nb_conv1d_module(int64_t in_channels, int64_t out_channels, int64_t kernel_size, nb_conv1d_options opts,
+nb_module *nb_nn_conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, nb_conv1d_options opts,
                             bool bias) {
     if (bad_sizes("Conv1d", in_channels, out_channels, kernel_size, opts.groups)) return NULL;
     if (opts.padding_same && opts.stride > 1)
@@ -122,7 +122,7 @@ nb_module *nb_conv1d_module(int64_t in_channels, int64_t out_channels, int64_t k
     return make(&conv1d_ops, c, out_channels, in_channels / g, 1, kernel_size, out_channels, bias);
 }
 
-nb_module *nb_conv_transpose2d_module(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+nb_module *nb_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                                       nb_conv_transpose2d_options opts, bool bias) {
     if (bad_sizes("ConvTranspose2d", in_channels, out_channels, kernel_size, opts.groups)) return NULL;
     nb_conv_ctx *c = new_ctx("ConvTranspose2d", CONV_T2D);

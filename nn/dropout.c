@@ -19,7 +19,7 @@ static nb_tensor *dropout_forward(nb_module *m, nb_tensor *x) {
 
 static const nb_module_ops dropout_ops = {"Dropout", dropout_forward, free};
 
-nb_module *nb_dropout_module(double p) {
+nb_module *nb_nn_dropout(double p) {
     if (!(p >= 0 && p <= 1)) /* PyTorch's ValueError */
         return NB_FAIL(NB_ERR_INVALID_ARG, "Dropout: dropout probability has to be between 0 and 1, but got %g", p);
     nb_dropout_ctx *c = malloc(sizeof *c);

@@ -21,7 +21,7 @@ static nb_tensor *embedding_forward(nb_module *m, nb_tensor *x) {
 
 static const nb_module_ops embedding_ops = {"Embedding", embedding_forward, free};
 
-int64_t nb_embedding_padding_idx(const nb_module *m) {
+int64_t nb_nn_embedding_padding_idx(const nb_module *m) {
     if (!m || nb_module_kind(m) != embedding_ops.kind) return NB_NO_PADDING_IDX;
     return ((const nb_embedding_ctx *)nb_module_ctx((nb_module *)m))->padding_idx;
 }
@@ -37,7 +37,7 @@ static nb_status zero_row(nb_tensor *w, int64_t row) {
     return st;
 }
 
-nb_module *nb_embedding_module_ex(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, nb_dtype dt) {
+nb_module *nb_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, nb_dtype dt) {
     if (num_embeddings < 0 || embedding_dim < 0)
         return NB_FAIL(NB_ERR_INVALID_ARG, "Embedding: sizes must be >= 0 (got num_embeddings %lld, embedding_dim %lld)",
                        (long long)num_embeddings, (long long)embedding_dim);
@@ -72,6 +72,6 @@ nb_module *nb_embedding_module_ex(int64_t num_embeddings, int64_t embedding_dim,
     return m;
 }
 
-nb_module *nb_embedding_module(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx) {
-    return nb_embedding_module_ex(num_embeddings, embedding_dim, padding_idx, NB_F32);
+nb_module *nb_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx) {
+    return nb_nn_embedding_ex(num_embeddings, embedding_dim, padding_idx, NB_F32);
 }

@@ -36,7 +36,7 @@ static nb_tensor *filled_param(nb_module *m, const char *name, const nb_layer_no
     return nb_module_register_parameter(m, name, t) ? NULL : t;
 }
 
-nb_module *nb_layer_norm_module_ex(int n_norm, const int64_t *normalized_shape, double eps, bool elementwise_affine,
+nb_module *nb_nn_layer_norm_ex(int n_norm, const int64_t *normalized_shape, double eps, bool elementwise_affine,
                                    nb_dtype dt) {
     if (n_norm < 1 || n_norm > NB_MAX_DIMS || !normalized_shape)
         return NB_FAIL(NB_ERR_INVALID_ARG, "LayerNorm: normalized_shape must have 1 to %d dims (got %d)", NB_MAX_DIMS,
@@ -65,8 +65,8 @@ nb_module *nb_layer_norm_module_ex(int n_norm, const int64_t *normalized_shape, 
     return m;
 }
 
-nb_module *nb_layer_norm_module(int64_t normalized_shape, double eps) {
-    return nb_layer_norm_module_ex(1, &normalized_shape, eps, true, NB_F32);
+nb_module *nb_nn_layer_norm(int64_t normalized_shape, double eps) {
+    return nb_nn_layer_norm_ex(1, &normalized_shape, eps, true, NB_F32);
 }
 
 /* ---- GELU --------------------------------------------------------------------- */
@@ -77,7 +77,7 @@ static nb_tensor *gelu_forward(nb_module *m, nb_tensor *x) {
 
 static const nb_module_ops gelu_ops = {"GELU", gelu_forward, free};
 
-nb_module *nb_gelu_module(nb_gelu_approximate approximate) {
+nb_module *nb_nn_gelu(nb_gelu_approximate approximate) {
     if (approximate != NB_GELU_ERF && approximate != NB_GELU_TANH)
         return NB_FAIL(NB_ERR_INVALID_ARG, "GELU: approximate must be NB_GELU_ERF or NB_GELU_TANH (got %d)",
                        (int)approximate);

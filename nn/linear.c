@@ -17,7 +17,7 @@ typedef struct nb_linear_ctx {
 
 static nb_tensor *linear_forward(nb_module *m, nb_tensor *x) {
     nb_linear_ctx *c = nb_module_ctx(m);
-    return nb_linear_fn(x, c->weight, c->bias);
+    return nb_linear(x, c->weight, c->bias);
 }
 
 static const nb_module_ops linear_ops = {"Linear", linear_forward, free};
@@ -51,7 +51,7 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
     return nb_module_register_parameter(m, name, t) ? NULL : t;
 }
 
-nb_module *nb_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt) {
+nb_module *nb_nn_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt) {
     if (in_features < 0 || out_features < 0)
         return NB_FAIL(NB_ERR_INVALID_ARG, "linear: sizes must be >= 0 (got in_features %lld, out_features %lld)",
                        (long long)in_features, (long long)out_features);
@@ -74,6 +74,6 @@ nb_module *nb_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb
     return m;
 }
 
-nb_module *nb_linear(int64_t in_features, int64_t out_features) {
-    return nb_linear_ex(in_features, out_features, true, NB_F32);
+nb_module *nb_nn_linear(int64_t in_features, int64_t out_features) {
+    return nb_nn_linear_ex(in_features, out_features, true, NB_F32);
 }

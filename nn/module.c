@@ -369,5 +369,5 @@ int64_t nb_module_num_params(nb_module *m) {
 
 void nb_module_zero_grad(nb_module *m) {
     if (list_named(m, NB_PARAMS, NULL, 0) < 0) return;
-    for (int i = 0; i < m->cache[NB_PARAMS].len; i++) nb_zero_grad_tensor(m->cache[NB_PARAMS].items[i].tensor);
+    for (int i = 0; i < m->cache[NB_PARAMS].len; i++) nb_tensor_zero_grad(m->cache[NB_PARAMS].items[i].tensor);
 }

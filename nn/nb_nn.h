@@ -1,7 +1,7 @@
 /* nb_nn.h - modules with named parameters (torch.nn's names and defaults).
  *
- *   nb_module *net = nb_sequential(nb_linear(784, 512), nb_relu_module(),
- *                                  nb_linear(512, 10));
+ *   nb_module *net = nb_nn_sequential(nb_nn_linear(784, 512), nb_nn_relu(),
+ *                                  nb_nn_linear(512, 10));
  *   nb_tensor *logits = nb_forward(net, x);        // x [batch, 784]
  *   nb_module_free(net);
  *
@@ -10,7 +10,7 @@
  * then it frees them). nb_module_free frees the whole tree. Parameters are
  * created outside any scope and live until their module is freed.
  * Parameter names follow PyTorch's state_dict: a child added as "fc1" gives
- * "fc1.weight"; nb_sequential names its children "0", "1", ...
+ * "fc1.weight"; nb_nn_sequential names its children "0", "1", ...
  * Constructors take their randomness from the default generator
  * (nb_manual_seed) and return NULL with nb_last_error() set on bad sizes.
  */
@@ -57,27 +57,27 @@ int64_t nb_module_num_params(nb_module *m);
 
 /* y = x W^T + b; weight [out, in], bias [out]. PyTorch's init: weight by
  * kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)), and bias
- * U(-1/sqrt(in), 1/sqrt(in)). dtype f32; nb_linear_ex takes bias and dtype. */
-nb_module *nb_linear(int64_t in_features, int64_t out_features);
-nb_module *nb_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt);
-nb_module *nb_relu_module(void);
-nb_module *nb_sigmoid_module(void);
-nb_module *nb_tanh_module(void);
+ * U(-1/sqrt(in), 1/sqrt(in)). dtype f32; nb_nn_linear_ex takes bias and dtype. */
+nb_module *nb_nn_linear(int64_t in_features, int64_t out_features);
+nb_module *nb_nn_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt);
+nb_module *nb_nn_relu(void);
+nb_module *nb_nn_sigmoid(void);
+nb_module *nb_nn_tanh(void);
 /* Flattens dims start..end (torch.nn.Flatten's defaults are 1, -1). */
-nb_module *nb_flatten_module(int start_dim, int end_dim);
+nb_module *nb_nn_flatten(int start_dim, int end_dim);
 
 /* A container that applies its children in order (takes ownership). If any
  * child is NULL (a failed constructor), frees the others and returns NULL
  * with that constructor's error kept. The macro counts its arguments
  * (sizeof does not evaluate them, so each constructor runs once).
- * nb_sequential_n is the NULL-terminated variadic form, which cannot tell a
+ * nb_nn_sequential_n is the NULL-terminated variadic form, which cannot tell a
  * failed constructor from the end of the list: prefer the macro. */
-nb_module *nb_sequential_n(nb_module *first, ...);
-#define nb_sequential(...)                                 \
-    nb_sequential_array((nb_module *[]){__VA_ARGS__},      \
+nb_module *nb_nn_sequential_n(nb_module *first, ...);
+#define nb_nn_sequential(...)                                 \
+    nb_nn_sequential_array((nb_module *[]){__VA_ARGS__},      \
                         (int)(sizeof((nb_module *[]){__VA_ARGS__}) / sizeof(nb_module *)))
 /* Appends a child named by its index. */
-nb_status nb_sequential_append(nb_module *seq, nb_module *child);
+nb_status nb_nn_sequential_append(nb_module *seq, nb_module *child);
 
 /* ---- defining modules --------------------------------------------------- */
 
@@ -108,13 +108,13 @@ nb_module *nb_module_child_at(nb_module *m, int i);
 
 /* ---- additions (nn/ owner) ------------------------------------------------ */
 
-/* nb_sequential over an array: children[0..n) (n >= 0; n 0 gives an empty
+/* nb_nn_sequential over an array: children[0..n) (n >= 0; n 0 gives an empty
  * Sequential that returns its input). Takes ownership of every non-NULL
  * child; if any child is NULL, frees the others and returns NULL keeping the
- * failed constructor's error. Unlike the NULL-terminated nb_sequential_n it
+ * failed constructor's error. Unlike the NULL-terminated nb_nn_sequential_n it
  * sees a NULL anywhere in the list:
- *   nb_sequential_array((nb_module *[]){a, b, c}, 3) */
-nb_module *nb_sequential_array(nb_module *const *children, int n);
+ *   nb_nn_sequential_array((nb_module *[]){a, b, c}, 3) */
+nb_module *nb_nn_sequential_array(nb_module *const *children, int n);
 /* Number of direct children, and the name of the i-th (borrowed; NULL past the end). */
 int nb_module_num_children(const nb_module *m);
 const char *nb_module_child_name(const nb_module *m, int i);
@@ -126,27 +126,27 @@ void nb_module_zero_grad(nb_module *m);
  * i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = Cin/groups * kh * kw
  * (ConvTranspose2d: fan_in from weight dim 1: Cout/groups * kh * kw), bias
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)). Parameters "weight", "bias". */
-nb_module *nb_conv2d_module(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                             nb_conv2d_options opts, bool bias);
-nb_module *nb_conv1d_module(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+nb_module *nb_nn_conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                             nb_conv1d_options opts, bool bias);
-nb_module *nb_conv_transpose2d_module(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+nb_module *nb_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                                       nb_conv_transpose2d_options opts, bool bias);
-nb_module *nb_max_pool2d_module(nb_pool2d_options opts);
-nb_module *nb_max_pool1d_module(nb_pool1d_options opts);
-nb_module *nb_avg_pool2d_module(nb_pool2d_options opts);
-nb_module *nb_avg_pool1d_module(nb_pool1d_options opts);
-nb_module *nb_adaptive_avg_pool2d_module(int64_t out_h, int64_t out_w);
-nb_module *nb_adaptive_avg_pool1d_module(int64_t out_l);
+nb_module *nb_nn_max_pool2d(nb_pool2d_options opts);
+nb_module *nb_nn_max_pool1d(nb_pool1d_options opts);
+nb_module *nb_nn_avg_pool2d(nb_pool2d_options opts);
+nb_module *nb_nn_avg_pool1d(nb_pool1d_options opts);
+nb_module *nb_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w);
+nb_module *nb_nn_adaptive_avg_pool1d(int64_t out_l);
 /* BatchNorm1d ([N, C] or [N, C, L]) / BatchNorm2d ([N, C, H, W]): parameters
  * "weight" (ones), "bias" (zeros); buffers "running_mean" (zeros),
  * "running_var" (ones), "num_batches_tracked" (int64 0, +1 per training
  * forward). eps 1e-5, momentum 0.1 when given 0. */
-nb_module *nb_batch_norm1d_module(int64_t num_features, double eps, double momentum);
-nb_module *nb_batch_norm2d_module(int64_t num_features, double eps, double momentum);
+nb_module *nb_nn_batch_norm1d(int64_t num_features, double eps, double momentum);
+nb_module *nb_nn_batch_norm2d(int64_t num_features, double eps, double momentum);
 /* Dropout(p): active in train mode, identity in eval; draws from the
  * default generator. */
-nb_module *nb_dropout_module(double p);
+nb_module *nb_nn_dropout(double p);
 
 /* ---- state_dict (nn/state_dict.c) -------------------------------------------
  * A module's state_dict is its parameters then its buffers, by dotted name
@@ -199,16 +199,16 @@ nb_status nb_module_load_state_dict(nb_module *m, const char *path, bool strict,
  * "SiLU", "Mish", "Softplus", "Hardtanh", "Hardsigmoid", "Hardswish",
  * "LogSigmoid". Errors (NULL returned): Softplus with beta 0 or not finite
  * or threshold NaN, Hardtanh with min_val > max_val (NB_ERR_INVALID_ARG). */
-nb_module *nb_leaky_relu_module(double negative_slope);
-nb_module *nb_elu_module(double alpha);
-nb_module *nb_selu_module(void);
-nb_module *nb_silu_module(void);
-nb_module *nb_mish_module(void);
-nb_module *nb_softplus_module(double beta, double threshold);
-nb_module *nb_hardtanh_module(double min_val, double max_val);
-nb_module *nb_hardsigmoid_module(void);
-nb_module *nb_hardswish_module(void);
-nb_module *nb_logsigmoid_module(void);
+nb_module *nb_nn_leaky_relu(double negative_slope);
+nb_module *nb_nn_elu(double alpha);
+nb_module *nb_nn_selu(void);
+nb_module *nb_nn_silu(void);
+nb_module *nb_nn_mish(void);
+nb_module *nb_nn_softplus(double beta, double threshold);
+nb_module *nb_nn_hardtanh(double min_val, double max_val);
+nb_module *nb_nn_hardsigmoid(void);
+nb_module *nb_nn_hardswish(void);
+nb_module *nb_nn_logsigmoid(void);
 
 /* ---- nn.init (nn/init.c) ---------------------------------------------------- */
 

@@ -37,11 +37,11 @@ extern "C" {
  * shape and gives [*indices.shape, dim] (nb_embedding). dtype f32; the _ex
  * form takes f32 or f64. Errors: NB_ERR_INVALID_ARG (num or dim < 0,
  * padding_idx outside [-num, num)), NB_ERR_DTYPE, NB_ERR_OOM. */
-nb_module *nb_embedding_module(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx);
-nb_module *nb_embedding_module_ex(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, nb_dtype dt);
+nb_module *nb_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx);
+nb_module *nb_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, nb_dtype dt);
 /* The padding row index of an Embedding (wrapped to [0, num)), or
  * NB_NO_PADDING_IDX (also for a module of another kind). */
-int64_t nb_embedding_padding_idx(const nb_module *m);
+int64_t nb_nn_embedding_padding_idx(const nb_module *m);
 
 /* nn.LayerNorm(normalized_shape, eps): normalises over the last dim (the _ex
  * form: the last n_norm dims, 1 <= n_norm <= NB_MAX_DIMS) with the biased
@@ -50,12 +50,12 @@ int64_t nb_embedding_padding_idx(const nb_module *m);
  * when elementwise_affine. eps 0 means PyTorch's 1e-5. dtype f32 (the _ex
  * form: f32/f64). Errors: NB_ERR_INVALID_ARG (sizes < 1, eps < 0),
  * NB_ERR_DTYPE, NB_ERR_OOM. */
-nb_module *nb_layer_norm_module(int64_t normalized_shape, double eps);
-nb_module *nb_layer_norm_module_ex(int n_norm, const int64_t *normalized_shape, double eps, bool elementwise_affine,
+nb_module *nb_nn_layer_norm(int64_t normalized_shape, double eps);
+nb_module *nb_nn_layer_norm_ex(int n_norm, const int64_t *normalized_shape, double eps, bool elementwise_affine,
                                    nb_dtype dt);
 
 /* nn.GELU(approximate): x * Phi(x), or its tanh approximation (nb_gelu). */
-nb_module *nb_gelu_module(nb_gelu_approximate approximate);
+nb_module *nb_nn_gelu(nb_gelu_approximate approximate);
 
 /* ---- MultiheadAttention (nn/attention.c) ---------------------------------- */
 
@@ -69,8 +69,8 @@ nb_module *nb_gelu_module(nb_gelu_approximate approximate);
  * The _ex form takes the dtype (f32/f64). Errors: NB_ERR_INVALID_ARG
  * (embed_dim or num_heads < 1, embed_dim not divisible by num_heads, dropout
  * outside [0, 1)), NB_ERR_DTYPE, NB_ERR_OOM. */
-nb_module *nb_multihead_attention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias);
-nb_module *nb_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt);
+nb_module *nb_nn_multihead_attention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias);
+nb_module *nb_nn_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt);
 
 /* MultiheadAttention.forward with batch_first=True:
  *   query [B, L, E], key [B, S, E], value [B, S, E] -> [B, L, E]
@@ -95,7 +95,7 @@ nb_module *nb_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, doubl
  * average_attn_weights=True), owned like any op result.
  * Errors: NB_ERR_INVALID_ARG (m not a MultiheadAttention), NB_ERR_SHAPE
  * (sizes that do not fit, naming them), NB_ERR_DTYPE, and the ops' errors. */
-nb_tensor *nb_mha_forward(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value,
+nb_tensor *nb_nn_multihead_attention_forward(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value,
                           nb_tensor *key_padding_mask, nb_tensor *attn_mask, nb_tensor **attn_weights);
 
 /* ---- TransformerEncoderLayer, TransformerEncoder (nn/transformer.c) -------- */
@@ -130,13 +130,13 @@ typedef struct nb_encoder_layer_options {
  *   x = norm1(x + dropout1(self_attn(x, x, x)))
  *   x = norm2(x + dropout2(linear2(dropout(activation(linear1(x))))))
  * norm_first true: x = x + dropout1(self_attn(norm1(x))); x = x + ff(norm2(x)).
- * Errors: as nb_multihead_attention and nb_linear_ex, plus
+ * Errors: as nb_nn_multihead_attention and nb_nn_linear_ex, plus
  * NB_ERR_INVALID_ARG for a bad activation, dropout or dim_feedforward. */
-nb_module *nb_transformer_encoder_layer(nb_encoder_layer_options o);
+nb_module *nb_nn_transformer_encoder_layer(nb_encoder_layer_options o);
 /* TransformerEncoderLayer.forward(src, src_mask, src_key_padding_mask):
- * src [B, T, d_model] -> [B, T, d_model]; the masks as nb_mha_forward's
+ * src [B, T, d_model] -> [B, T, d_model]; the masks as nb_nn_multihead_attention_forward's
  * attn_mask and key_padding_mask (may be NULL). */
-nb_tensor *nb_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
+nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
                                                 nb_tensor *src_key_padding_mask);
 
 /* nn.TransformerEncoder(layer, num_layers, norm): a child "layers" (a
@@ -145,11 +145,11 @@ nb_tensor *nb_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb
  * layer starts as a copy of the first, as PyTorch's (it deep-copies the
  * layer it is given). norm (may be NULL; ownership taken, also on failure)
  * becomes the child "norm", applied after the last layer. Errors: as
- * nb_transformer_encoder_layer, NB_ERR_INVALID_ARG for num_layers < 1. */
-nb_module *nb_transformer_encoder(nb_encoder_layer_options o, int num_layers, nb_module *norm);
+ * nb_nn_transformer_encoder_layer, NB_ERR_INVALID_ARG for num_layers < 1. */
+nb_module *nb_nn_transformer_encoder(nb_encoder_layer_options o, int num_layers, nb_module *norm);
 /* TransformerEncoder.forward(src, mask, src_key_padding_mask): the layers in
  * order with the same masks, then norm. */
-nb_tensor *nb_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tensor *mask,
+nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tensor *mask,
                                           nb_tensor *src_key_padding_mask);
 
 /* ---- BERT masked-language model (nn/bert.c) ---------------------------------- */

@@ -72,10 +72,10 @@ static nb_module *make1d(const nb_module_ops *ops, nb_pool1d_options o) {
     return make(ops, &(pool_ctx){.o1 = o});
 }
 
-nb_module *nb_max_pool2d_module(nb_pool2d_options opts) { return make2d(&max2d_ops, opts); }
-nb_module *nb_max_pool1d_module(nb_pool1d_options opts) { return make1d(&max1d_ops, opts); }
-nb_module *nb_avg_pool2d_module(nb_pool2d_options opts) { return make2d(&avg2d_ops, opts); }
-nb_module *nb_avg_pool1d_module(nb_pool1d_options opts) { return make1d(&avg1d_ops, opts); }
+nb_module *nb_nn_max_pool2d(nb_pool2d_options opts) { return make2d(&max2d_ops, opts); }
+nb_module *nb_nn_max_pool1d(nb_pool1d_options opts) { return make1d(&max1d_ops, opts); }
+nb_module *nb_nn_avg_pool2d(nb_pool2d_options opts) { return make2d(&avg2d_ops, opts); }
+nb_module *nb_nn_avg_pool1d(nb_pool1d_options opts) { return make1d(&avg1d_ops, opts); }
 
 static nb_module *make_adaptive(const nb_module_ops *ops, int64_t h, int64_t w) {
     if (h < 1 || w < 1)
@@ -84,11 +84,11 @@ static nb_module *make_adaptive(const nb_module_ops *ops, int64_t h, int64_t w) 
     return make(ops, &(pool_ctx){.out = {h, w}});
 }
 
-nb_module *nb_adaptive_avg_pool2d_module(int64_t out_h, int64_t out_w) {
+nb_module *nb_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w) {
     return make_adaptive(&adavg2d_ops, out_h, out_w);
 }
 
-nb_module *nb_adaptive_avg_pool1d_module(int64_t out_l) {
+nb_module *nb_nn_adaptive_avg_pool1d(int64_t out_l) {
     if (out_l < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, "AdaptiveAvgPool1d: output_size must be positive, got %lld",
                        (long long)out_l);

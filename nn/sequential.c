@@ -26,7 +26,7 @@ static const nb_module_ops sequential_ops = {"Sequential", sequential_forward, N
 /* The ctx of every Sequential: tells a Sequential from a user kind of the same name. */
 static char sequential_marker;
 
-nb_status nb_sequential_append(nb_module *seq, nb_module *child) {
+nb_status nb_nn_sequential_append(nb_module *seq, nb_module *child) {
     if (!seq || nb_module_ctx(seq) != &sequential_marker) {
         nb_module_free(child);
         return nb_set_error(NB_ERR_INVALID_ARG, "sequential_append: %s is not a Sequential",
@@ -42,7 +42,7 @@ static void free_rest(nb_module *const *children, int from, int n) {
     for (int i = from; i < n; i++) nb_module_free(children[i]);
 }
 
-nb_module *nb_sequential_array(nb_module *const *children, int n) {
+nb_module *nb_nn_sequential_array(nb_module *const *children, int n) {
     if (n < 0 || (n > 0 && !children))
         return NB_FAIL(NB_ERR_INVALID_ARG, "sequential: bad child list (n = %d)", n);
     for (int i = 0; i < n; i++) {
@@ -58,7 +58,7 @@ nb_module *nb_sequential_array(nb_module *const *children, int n) {
         return NULL;
     }
     for (int i = 0; i < n; i++) {
-        if (nb_sequential_append(seq, children[i]) == NB_OK) continue;
+        if (nb_nn_sequential_append(seq, children[i]) == NB_OK) continue;
         free_rest(children, i + 1, n); /* children[i] was freed by append */
         nb_module_free(seq);
         return NULL;
@@ -68,9 +68,9 @@ nb_module *nb_sequential_array(nb_module *const *children, int n) {
 
 /* The list ends at the first NULL, so a NULL from a failed constructor
  * cannot be told from the end marker: the children after it are not seen
- * (leaked), and a NULL first argument gives NULL (see nb_sequential_array,
+ * (leaked), and a NULL first argument gives NULL (see nb_nn_sequential_array,
  * which has neither problem). */
-nb_module *nb_sequential_n(nb_module *first, ...) {
+nb_module *nb_nn_sequential_n(nb_module *first, ...) {
     enum { NB_SEQ_MAX = 256 };
     nb_module *children[NB_SEQ_MAX];
     int n = 0;
@@ -86,9 +86,9 @@ nb_module *nb_sequential_n(nb_module *first, ...) {
         children[n++] = m;
     }
     va_end(ap);
-    if (first == NULL) { /* nb_sequential(failed_constructor(), ...) */
+    if (first == NULL) { /* nb_nn_sequential(failed_constructor(), ...) */
         if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "sequential: first child is NULL");
         return NULL;
     }
-    return nb_sequential_array(children, n);
+    return nb_nn_sequential_array(children, n);
 }

@@ -28,7 +28,7 @@ static nb_tensor *activation(nb_activation a, nb_tensor *x) {
 
 /* dropout1(self_attn(x, x, x)) */
 static nb_tensor *sa_block(const nb_enc_layer_ctx *c, nb_tensor *x, nb_tensor *mask, nb_tensor *kpm) {
-    return nb_forward(c->dropout1, nb_mha_forward(c->self_attn, x, x, x, kpm, mask, NULL));
+    return nb_forward(c->dropout1, nb_nn_multihead_attention_forward(c->self_attn, x, x, x, kpm, mask, NULL));
 }
 
 /* dropout2(linear2(dropout(activation(linear1(x))))) */
@@ -39,7 +39,7 @@ static nb_tensor *ff_block(const nb_enc_layer_ctx *c, nb_tensor *x) {
 
 static const nb_module_ops enc_layer_ops;
 
-nb_tensor *nb_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
+nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
                                                 nb_tensor *src_key_padding_mask) {
     if (!m || nb_module_kind(m) != enc_layer_ops.kind)
         return NB_FAIL(NB_ERR_INVALID_ARG, "transformer_encoder_layer_forward: module is %s, not a "
@@ -62,7 +62,7 @@ nb_tensor *nb_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb
 }
 
 static nb_tensor *enc_layer_forward1(nb_module *m, nb_tensor *x) {
-    return nb_transformer_encoder_layer_forward(m, x, NULL, NULL);
+    return nb_nn_transformer_encoder_layer_forward(m, x, NULL, NULL);
 }
 
 static const nb_module_ops enc_layer_ops = {"TransformerEncoderLayer", enc_layer_forward1, free};
@@ -96,7 +96,7 @@ static bool add(nb_module *m, const char *name, nb_module *child, nb_module **sl
     return true;
 }
 
-nb_module *nb_transformer_encoder_layer(nb_encoder_layer_options o) {
+nb_module *nb_nn_transformer_encoder_layer(nb_encoder_layer_options o) {
     if (!layer_options(&o)) return NULL;
     nb_enc_layer_ctx *c = calloc(1, sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, "TransformerEncoderLayer: out of host memory");
@@ -104,14 +104,14 @@ nb_module *nb_transformer_encoder_layer(nb_encoder_layer_options o) {
     nb_module *m = nb_module_new(&enc_layer_ops, c);
     if (!m) return NULL;
     int64_t d = o.d_model, ff = o.dim_feedforward;
-    bool ok = add(m, "self_attn", nb_multihead_attention_ex(d, o.nhead, o.dropout, true, o.dtype), &c->self_attn) &&
-              add(m, "linear1", nb_linear_ex(d, ff, true, o.dtype), &c->linear1) &&
-              add(m, "dropout", nb_dropout_module(o.dropout), &c->dropout) &&
-              add(m, "linear2", nb_linear_ex(ff, d, true, o.dtype), &c->linear2) &&
-              add(m, "norm1", nb_layer_norm_module_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm1) &&
-              add(m, "norm2", nb_layer_norm_module_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm2) &&
-              add(m, "dropout1", nb_dropout_module(o.dropout), &c->dropout1) &&
-              add(m, "dropout2", nb_dropout_module(o.dropout), &c->dropout2);
+    bool ok = add(m, "self_attn", nb_nn_multihead_attention_ex(d, o.nhead, o.dropout, true, o.dtype), &c->self_attn) &&
+              add(m, "linear1", nb_nn_linear_ex(d, ff, true, o.dtype), &c->linear1) &&
+              add(m, "dropout", nb_nn_dropout(o.dropout), &c->dropout) &&
+              add(m, "linear2", nb_nn_linear_ex(ff, d, true, o.dtype), &c->linear2) &&
+              add(m, "norm1", nb_nn_layer_norm_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm1) &&
+              add(m, "norm2", nb_nn_layer_norm_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm2) &&
+              add(m, "dropout1", nb_nn_dropout(o.dropout), &c->dropout1) &&
+              add(m, "dropout2", nb_nn_dropout(o.dropout), &c->dropout2);
     if (!ok) {
         nb_module_free(m);
         return NULL;
@@ -136,7 +136,7 @@ typedef struct nb_encoder_ctx {
 
 static const nb_module_ops encoder_ops;
 
-nb_tensor *nb_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tensor *mask,
+nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tensor *mask,
                                           nb_tensor *src_key_padding_mask) {
     if (!m || nb_module_kind(m) != encoder_ops.kind)
         return NB_FAIL(NB_ERR_INVALID_ARG, "transformer_encoder_forward: module is %s, not a TransformerEncoder",
@@ -149,13 +149,13 @@ nb_tensor *nb_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tenso
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = src;
     for (int i = 0; x && i < c->num_layers; i++)
-        x = nb_transformer_encoder_layer_forward(nb_module_child_at(c->layers, i), x, mask, src_key_padding_mask);
+        x = nb_nn_transformer_encoder_layer_forward(nb_module_child_at(c->layers, i), x, mask, src_key_padding_mask);
     if (c->norm) x = nb_forward(c->norm, x);
     return nb_scope_return(s, x);
 }
 
 static nb_tensor *encoder_forward1(nb_module *m, nb_tensor *x) {
-    return nb_transformer_encoder_forward(m, x, NULL, NULL);
+    return nb_nn_transformer_encoder_forward(m, x, NULL, NULL);
 }
 
 static const nb_module_ops encoder_ops = {"TransformerEncoder", encoder_forward1, free};
@@ -174,7 +174,7 @@ static nb_status copy_params(nb_module *to, nb_module *from) {
     return st;
 }
 
-nb_module *nb_transformer_encoder(nb_encoder_layer_options o, int num_layers, nb_module *norm) {
+nb_module *nb_nn_transformer_encoder(nb_encoder_layer_options o, int num_layers, nb_module *norm) {
     if (num_layers < 1) {
         nb_module_free(norm);
         return NB_FAIL(NB_ERR_INVALID_ARG, "TransformerEncoder: num_layers %d must be >= 1", num_layers);
@@ -192,7 +192,7 @@ nb_module *nb_transformer_encoder(nb_encoder_layer_options o, int num_layers, nb
     for (int i = 0; !st && i < num_layers; i++) {
         char name[16];
         snprintf(name, sizeof name, "%d", i);
-        nb_module *layer = nb_transformer_encoder_layer(o);
+        nb_module *layer = nb_nn_transformer_encoder_layer(o);
         st = layer ? nb_module_add(layers, name, layer) : nb_last_status();
         if (!st && i > 0) st = copy_params(layer, nb_module_child_at(layers, 0));
     }

@@ -94,7 +94,7 @@ static nb_tensor **grads_of(const char *op, nb_tensor *const *params, int n, int
     if (!g) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
     *k = 0;
     for (int i = 0; i < n; i++)
-        if (nb_grad(params[i])) g[(*k)++] = nb_grad(params[i]);
+        if (nb_tensor_grad(params[i])) g[(*k)++] = nb_tensor_grad(params[i]);
     return g;
 }
 
@@ -132,7 +132,7 @@ nb_status nb_clip_grad_value_(nb_tensor *const *params, int n, double clip_value
     if (!s) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
     bool prev = nb_set_grad_enabled(false);
     for (int i = 0; i < n && st == NB_OK; i++) {
-        nb_tensor *g = nb_grad(params[i]);
+        nb_tensor *g = nb_tensor_grad(params[i]);
         if (!g) continue;
         /* clamp_(min=-c, max=c) as maximum then minimum: NaN-propagating, as torch.clamp. */
         nb_tensor *lo = scalar_like(g, -clip_value), *hi = scalar_like(g, clip_value);

@@ -3,9 +3,9 @@
  *   nb_optimizer *opt = nb_adam(net, (nb_adam_options){.lr = 1e-3});
  *   for (...) {
  *       nb_scope *s = nb_scope_begin();
- *       nb_zero_grad(opt);
+ *       nb_optimizer_zero_grad(opt);
  *       nb_backward(nb_cross_entropy(nb_forward(net, x), y));
- *       nb_step(opt);
+ *       nb_optimizer_step(opt);
  *       nb_scope_end(s);
  *   }
  *   nb_optimizer_free(opt);
@@ -90,13 +90,13 @@ nb_optimizer *nb_adamw_params(nb_tensor *const *params, int n, nb_adam_options o
 void nb_optimizer_free(nb_optimizer *opt);
 
 /* Drops every parameter's gradient (zero_grad(set_to_none=True)). */
-void nb_zero_grad(nb_optimizer *opt);
+void nb_optimizer_zero_grad(nb_optimizer *opt);
 /* One update of every parameter that has a gradient; the others are
  * skipped (their state and step count unchanged), as PyTorch. Runs under no
  * grad. Errors: NB_ERR_INVALID_ARG (NULL), the kernel's errors (e.g.
  * NB_ERR_UNSUPPORTED on a backend without the slot); parameters before the
  * failing one keep their update. */
-nb_status nb_step(nb_optimizer *opt);
+nb_status nb_optimizer_step(nb_optimizer *opt);
 
 /* The learning rate of the (single) parameter group, for schedulers.
  * set_lr fails with NB_ERR_INVALID_ARG unless lr >= 0 and finite. */

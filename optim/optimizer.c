@@ -94,9 +94,9 @@ void nb_optimizer_free(nb_optimizer *opt) {
 
 /* ---- stepping ---------------------------------------------------------------- */
 
-void nb_zero_grad(nb_optimizer *opt) {
+void nb_optimizer_zero_grad(nb_optimizer *opt) {
     if (!opt) return;
-    for (int i = 0; i < opt->n; i++) nb_zero_grad_tensor(opt->params[i]);
+    for (int i = 0; i < opt->n; i++) nb_tensor_zero_grad(opt->params[i]);
 }
 
 /* Creates param i's missing state tensors (zeros, unscoped, the parameter's
@@ -127,10 +127,10 @@ static void drop_state(nb_optimizer *opt, int i) {
     }
 }
 
-/* One parameter's update; runs inside nb_step's scope, so the contiguous
+/* One parameter's update; runs inside nb_optimizer_step's scope, so the contiguous
  * copies made here die with it. */
 static nb_status step_one(nb_optimizer *opt, int i) {
-    nb_tensor *p = opt->params[i], *g = nb_grad(p);
+    nb_tensor *p = opt->params[i], *g = nb_tensor_grad(p);
     if (!g) return NB_OK; /* no gradient: skipped, as PyTorch */
     if (nb_dtype_of(g) != nb_dtype_of(p) || nb_numel(g) != nb_numel(p)) {
         char bp[NB_SHAPE_BUF], bg[NB_SHAPE_BUF];
@@ -152,7 +152,7 @@ static nb_status step_one(nb_optimizer *opt, int i) {
     return NB_OK;
 }
 
-nb_status nb_step(nb_optimizer *opt) {
+nb_status nb_optimizer_step(nb_optimizer *opt) {
     if (!opt) return nb_set_error(NB_ERR_INVALID_ARG, "step: optimizer is NULL");
     nb_scope *s = nb_scope_begin();
     if (!s) return nb_last_status();

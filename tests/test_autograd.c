@@ -23,16 +23,16 @@ START_TEST(test_simple_grad) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *w = leaf(NB_SHAPE(3), (double[]){1, 2, 3});
     ck_assert(nb_is_leaf(w) && nb_requires_grad(w));
-    ck_assert_ptr_null(nb_grad(w));
+    ck_assert_ptr_null(nb_tensor_grad(w));
     nb_tensor *sq = nb_mul(w, w);
     ck_assert(!nb_is_leaf(sq) && nb_requires_grad(sq));
     nb_tensor *loss = nb_sum(sq, NULL, 0, false);
     ck_assert_double_eq(nb_item(loss), 14);
     NB_CK_OK(nb_backward(loss));
-    nb_ck_close(nb_grad(w), (double[]){2, 4, 6}, 3, 0, 1e-15);
-    nb_ck_shape(nb_grad(w), 1, (int64_t[]){3});
-    ck_assert_int_eq(nb_dtype_of(nb_grad(w)), NB_F64);
-    ck_assert_ptr_null(nb_grad(sq)); /* non-leaves keep no .grad, as PyTorch */
+    nb_ck_close(nb_tensor_grad(w), (double[]){2, 4, 6}, 3, 0, 1e-15);
+    nb_ck_shape(nb_tensor_grad(w), 1, (int64_t[]){3});
+    ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(w)), NB_F64);
+    ck_assert_ptr_null(nb_tensor_grad(sq)); /* non-leaves keep no .grad, as PyTorch */
     /* ops on tensors that do not require grad record nothing */
     nb_tensor *c = nb_ones(NB_SHAPE(3), NB_F64);
     nb_tensor *d = nb_mul(c, c);
@@ -48,19 +48,19 @@ START_TEST(test_grad_accumulates) {
         nb_scope *it = nb_scope_begin();
         NB_CK_OK(nb_backward(nb_sum(nb_mul(w, w), NULL, 0, false))); /* a new graph each time */
         nb_scope_end(it);
-        nb_ck_close(nb_grad(w), (double[]){2.0 * k, 4.0 * k, 6.0 * k}, 3, 0, 1e-15);
+        nb_ck_close(nb_tensor_grad(w), (double[]){2.0 * k, 4.0 * k, 6.0 * k}, 3, 0, 1e-15);
     }
     /* a different graph adds its own gradient: d(sum(3w))/dw = 3 */
     NB_CK_OK(nb_backward(nb_sum(nb_mul_scalar(w, 3), NULL, 0, false)));
-    nb_ck_close(nb_grad(w), (double[]){9, 15, 21}, 3, 0, 1e-15);
-    nb_zero_grad_tensor(w);
-    ck_assert_ptr_null(nb_grad(w));
+    nb_ck_close(nb_tensor_grad(w), (double[]){9, 15, 21}, 3, 0, 1e-15);
+    nb_tensor_zero_grad(w);
+    ck_assert_ptr_null(nb_tensor_grad(w));
     NB_CK_OK(nb_backward(nb_sum(nb_mul_scalar(w, 3), NULL, 0, false)));
-    nb_ck_close(nb_grad(w), (double[]){3, 3, 3}, 3, 0, 1e-15);
-    nb_zero_grad_tensor(w);
-    nb_zero_grad_tensor(w); /* no grad: nothing to do */
-    nb_zero_grad_tensor(NULL);
-    ck_assert_ptr_null(nb_grad(w));
+    nb_ck_close(nb_tensor_grad(w), (double[]){3, 3, 3}, 3, 0, 1e-15);
+    nb_tensor_zero_grad(w);
+    nb_tensor_zero_grad(w); /* no grad: nothing to do */
+    nb_tensor_zero_grad(NULL);
+    ck_assert_ptr_null(nb_tensor_grad(w));
     nb_scope_end(s);
 }
 END_TEST
@@ -70,10 +70,10 @@ START_TEST(test_backward_twice_fails) {
     nb_tensor *w = leaf(NB_SHAPE(2), (double[]){1, -1});
     nb_tensor *loss = nb_sum(nb_exp(nb_mul(w, w)), NULL, 0, false);
     NB_CK_OK(nb_backward(loss));
-    nb_ck_close(nb_grad(w), (double[]){2 * exp(1.0), -2 * exp(1.0)}, 2, 0, 1e-14);
+    nb_ck_close(nb_tensor_grad(w), (double[]){2 * exp(1.0), -2 * exp(1.0)}, 2, 0, 1e-14);
     NB_CK_FAILS(nb_backward(loss) == NB_OK, NB_ERR_STATE);
     /* the failed backward leaves the gradient as it was */
-    nb_ck_close(nb_grad(w), (double[]){2 * exp(1.0), -2 * exp(1.0)}, 2, 0, 1e-14);
+    nb_ck_close(nb_tensor_grad(w), (double[]){2 * exp(1.0), -2 * exp(1.0)}, 2, 0, 1e-14);
     /* a graph sharing the freed part fails too (PyTorch without retain_graph) */
     nb_tensor *y = nb_mul_scalar(w, 2);
     nb_tensor *l1 = nb_sum(y, NULL, 0, false), *l2 = nb_sum(nb_exp(y), NULL, 0, false);
@@ -95,19 +95,19 @@ START_TEST(test_backward_non_scalar) {
     /* same ndim and numel but another shape: [2, 3] is not a gradient of [3, 2] */
     nb_tensor *m = nb_reshape(nb_mul_scalar(nb_expand(nb_reshape(x, NB_SHAPE(3, 1)), NB_SHAPE(3, 2)), 1), NB_SHAPE(3, 2));
     NB_CK_FAILS(nb_backward_with(m, nb_ones(NB_SHAPE(2, 3), NB_F64)) == NB_OK, NB_ERR_SHAPE);
-    ck_assert_ptr_null(nb_grad(x));
+    ck_assert_ptr_null(nb_tensor_grad(x));
     nb_tensor *l32 = leaf(NB_SHAPE(3, 2), (double[]){1, 2, 3, 4, 5, 6});
     NB_CK_FAILS(nb_backward_with(l32, nb_ones(NB_SHAPE(2, 3), NB_F64)) == NB_OK, NB_ERR_SHAPE);
-    ck_assert_ptr_null(nb_grad(l32));
+    ck_assert_ptr_null(nb_tensor_grad(l32));
     nb_tensor *r32 = nb_reshape(nb_mul_scalar(nb_reshape(l32, NB_SHAPE(6)), 2), NB_SHAPE(3, 2));
     NB_CK_FAILS(nb_backward_with(r32, nb_ones(NB_SHAPE(2, 3), NB_F64)) == NB_OK, NB_ERR_SHAPE);
-    ck_assert_ptr_null(nb_grad(l32));
+    ck_assert_ptr_null(nb_tensor_grad(l32));
     NB_CK_OK(nb_backward_with(y, nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3})));
-    nb_ck_close(nb_grad(x), (double[]){3, 6, 9}, 3, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(x), (double[]){3, 6, 9}, 3, 0, 1e-15);
     /* a one-element non-0-d output is a valid seed */
-    nb_zero_grad_tensor(x);
+    nb_tensor_zero_grad(x);
     NB_CK_OK(nb_backward(nb_sum(x, (int[]){0}, 1, true)));
-    nb_ck_close(nb_grad(x), (double[]){1, 1, 1}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){1, 1, 1}, 3, 0, 0);
     /* output that needs no grad */
     NB_CK_FAILS(nb_backward(nb_scalar(1, NB_F64)) == NB_OK, NB_ERR_STATE);
     NB_CK_FAILS(nb_backward(NULL) == NB_OK, NB_ERR_INVALID_ARG);
@@ -122,13 +122,13 @@ START_TEST(test_backward_on_leaf) {
     nb_tensor *x = leaf(NB_SHAPE(3), (double[]){1, 2, 3});
     nb_tensor *g = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 1, 1});
     NB_CK_OK(nb_backward_with(x, g));
-    nb_ck_close(nb_grad(x), (double[]){1, 1, 1}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){1, 1, 1}, 3, 0, 0);
     NB_CK_OK(nb_backward_with(x, g));
-    nb_ck_close(nb_grad(x), (double[]){2, 2, 2}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){2, 2, 2}, 3, 0, 0);
     nb_ck_close(g, (double[]){1, 1, 1}, 3, 0, 0);
     nb_tensor *sc = leaf(0, NULL, (double[]){5});
     NB_CK_OK(nb_backward(sc));
-    ck_assert_double_eq(nb_item(nb_grad(sc)), 1);
+    ck_assert_double_eq(nb_item(nb_tensor_grad(sc)), 1);
     nb_scope_end(s);
 }
 END_TEST
@@ -171,7 +171,7 @@ START_TEST(test_detach) {
     /* d(x * detach(x))/dx = detach(x): the detached factor is a constant */
     nb_tensor *loss = nb_sum(nb_mul(x, nb_detach(x)), NULL, 0, false);
     NB_CK_OK(nb_backward(loss));
-    nb_ck_close(nb_grad(x), (double[]){1, 2, 3}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){1, 2, 3}, 3, 0, 0);
     /* detach shares storage */
     nb_tensor *dx = nb_detach(x);
     NB_CK_OK(nb_fill_(dx, 7));
@@ -186,11 +186,11 @@ START_TEST(test_used_twice) {
     nb_tensor *x = leaf(NB_SHAPE(3), (double[]){1, -2, 0.5});
     /* sum(x*x + (x+x)): grad 2x + 2 */
     NB_CK_OK(nb_backward(nb_sum(nb_add(nb_mul(x, x), nb_add(x, x)), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){4, -2, 3}, 3, 0, 1e-15);
-    nb_zero_grad_tensor(x);
+    nb_ck_close(nb_tensor_grad(x), (double[]){4, -2, 3}, 3, 0, 1e-15);
+    nb_tensor_zero_grad(x);
     /* x - x has zero gradient; x / x too */
     NB_CK_OK(nb_backward(nb_sum(nb_add(nb_sub(x, x), nb_div(x, x)), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){0, 0, 0}, 3, 1e-15, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){0, 0, 0}, 3, 1e-15, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -204,13 +204,13 @@ START_TEST(test_diamond) {
     nb_tensor *z = nb_sum(nb_add(a, b), NULL, 0, false);
     ck_assert_double_eq(nb_item(z), (4 + 6) + (16 - 12));
     NB_CK_OK(nb_backward(z));
-    nb_ck_close(nb_grad(x), (double[]){14, -10}, 2, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(x), (double[]){14, -10}, 2, 0, 1e-15);
     /* two leaves meeting at several nodes: f = sum((u*v) * u + v) */
     nb_tensor *u = leaf(NB_SHAPE(2), (double[]){2, 3});
     nb_tensor *v = leaf(NB_SHAPE(2), (double[]){5, -1});
     NB_CK_OK(nb_backward(nb_sum(nb_add(nb_mul(nb_mul(u, v), u), v), NULL, 0, false)));
-    nb_ck_close(nb_grad(u), (double[]){2 * 2 * 5, 2 * 3 * -1}, 2, 0, 1e-15); /* 2uv */
-    nb_ck_close(nb_grad(v), (double[]){4 + 1, 9 + 1}, 2, 0, 1e-15);          /* u^2 + 1 */
+    nb_ck_close(nb_tensor_grad(u), (double[]){2 * 2 * 5, 2 * 3 * -1}, 2, 0, 1e-15); /* 2uv */
+    nb_ck_close(nb_tensor_grad(v), (double[]){4 + 1, 9 + 1}, 2, 0, 1e-15);          /* u^2 + 1 */
     nb_scope_end(s);
 }
 END_TEST
@@ -235,19 +235,19 @@ START_TEST(test_requires_grad_rules) {
     /* a float32 graph gives a float32 gradient */
     NB_CK_OK(nb_set_requires_grad(f, true));
     NB_CK_OK(nb_backward(nb_sum(nb_mul_scalar(f, 0.5), NULL, 0, false)));
-    ck_assert_int_eq(nb_dtype_of(nb_grad(f)), NB_F32);
-    nb_ck_close(nb_grad(f), (double[]){0.5, 0.5}, 2, 0, 0);
+    ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(f)), NB_F32);
+    nb_ck_close(nb_tensor_grad(f), (double[]){0.5, 0.5}, 2, 0, 0);
     /* a leaf that is a (transposed) view: its gradient has its shape, contiguous */
     nb_tensor *vl = nb_transpose(nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 4, 5, 6}), 0, 1);
     NB_CK_OK(nb_set_requires_grad(vl, true));
     NB_CK_OK(nb_backward(nb_sum(nb_mul(vl, vl), NULL, 0, false)));
-    nb_ck_shape(nb_grad(vl), 2, (int64_t[]){3, 2});
-    ck_assert(nb_is_contiguous(nb_grad(vl)));
-    nb_ck_close(nb_grad(vl), (double[]){2, 8, 4, 10, 6, 12}, 6, 0, 0);
+    nb_ck_shape(nb_tensor_grad(vl), 2, (int64_t[]){3, 2});
+    ck_assert(nb_is_contiguous(nb_tensor_grad(vl)));
+    nb_ck_close(nb_tensor_grad(vl), (double[]){2, 8, 4, 10, 6, 12}, 6, 0, 0);
     /* mixing a grad leaf with an int64-derived float tensor */
     nb_tensor *c = nb_to_dtype(nb_arange(1, 3, 1, NB_I64), NB_F64);
     NB_CK_OK(nb_backward(nb_sum(nb_mul(x, c), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){1, 2}, 2, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){1, 2}, 2, 0, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -273,10 +273,10 @@ START_TEST(test_tape_freed_after_backward) {
     double e = exp(0.5), th = tanh(e);
     double want = (1 - th * th) * e * e + th * e; /* d/dx [tanh(e^x) e^x] */
     double g[3];
-    nb_test_values(nb_grad(x), g, 3);
+    nb_test_values(nb_tensor_grad(x), g, 3);
     ck_assert_double_eq_tol(g[0], want, 1e-12);
     nb_release(loss);
-    nb_zero_grad_tensor(x);
+    nb_tensor_zero_grad(x);
     ck_assert_uint_eq(allocated_now(), base);
     nb_scope_end(outer);
 }
@@ -302,7 +302,7 @@ START_TEST(test_tape_freed_at_scope_end) {
     h = w;
     for (int i = 0; i < 5; i++) h = nb_tanh(nb_matmul(h, w));
     NB_CK_OK(nb_backward(nb_mean(nb_log_softmax(h, 1), NULL, 0, false)));
-    NB_CK_NOTNULL(nb_grad(w));
+    NB_CK_NOTNULL(nb_tensor_grad(w));
     nb_scope_end(s);
     ck_assert_uint_eq(allocated_now(), base);
 }
@@ -323,7 +323,7 @@ START_TEST(test_gradcheck_detects_errors) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_test_randn_grad(NB_SHAPE(3, 2), 4);
     NB_CK_OK(nb_gradcheck(f_right_grad, &x, 1, NULL, NULL));
-    ck_assert_ptr_null(nb_grad(x)); /* cleared on success */
+    ck_assert_ptr_null(nb_tensor_grad(x)); /* cleared on success */
     nb_clear_error();
     ck_assert_int_ne(nb_gradcheck(f_wrong_grad, &x, 1, NULL, NULL), NB_OK);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "gradcheck"));
@@ -353,7 +353,7 @@ START_TEST(test_deep_chain) {
         if (pass == 1) {
             nb_tensor *loss = nb_sum(y, NULL, 0, false);
             NB_CK_OK(nb_backward(loss));
-            ck_assert_double_eq(nb_item(nb_grad(x)), 1);
+            ck_assert_double_eq(nb_item(nb_tensor_grad(x)), 1);
             nb_release(loss);
         }
         nb_release(y); /* frees DEPTH nodes and tensors */

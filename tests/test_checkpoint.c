@@ -67,7 +67,7 @@ static bool same_file(const char *a, const char *b) {
 }
 
 static nb_module *mlp(int64_t in, int64_t hidden, int64_t out) {
-    nb_module *m = nb_sequential(nb_linear(in, hidden), nb_relu_module(), nb_linear(hidden, out));
+    nb_module *m = nb_nn_sequential(nb_nn_linear(in, hidden), nb_nn_relu(), nb_nn_linear(hidden, out));
     NB_CK_NOTNULL(m);
     return m;
 }
@@ -118,8 +118,8 @@ END_TEST
 
 START_TEST(sd_strict_errors_name_keys) {
     nb_manual_seed(1);
-    nb_module *a = mlp(4, 3, 2), *wide = mlp(4, 3, 5), *first = nb_sequential(nb_linear(4, 3));
-    nb_module *deep = nb_sequential(nb_linear(4, 3), nb_relu_module(), nb_linear(3, 2), nb_relu_module(), nb_linear(2, 2));
+    nb_module *a = mlp(4, 3, 2), *wide = mlp(4, 3, 5), *first = nb_nn_sequential(nb_nn_linear(4, 3));
+    nb_module *deep = nb_nn_sequential(nb_nn_linear(4, 3), nb_nn_relu(), nb_nn_linear(3, 2), nb_nn_relu(), nb_nn_linear(2, 2));
     NB_CK_OK(nb_module_state_dict_save(a, path_in("a.st")));
     nb_load_report r;
     /* a shape mismatch fails even when not strict, and changes nothing */
@@ -218,9 +218,9 @@ static void run_until(run *r, int64_t until) {
         nb_tensor *noise = nb_randn(nb_dim(b.x), nb_shape(b.x), NB_F32, NULL);
         nb_tensor *loss = nb_cross_entropy(nb_forward(r->net, nb_add(b.x, nb_mul_scalar(noise, 0.05))), b.y);
         NB_CK_NOTNULL(loss);
-        nb_zero_grad(r->opt);
+        nb_optimizer_zero_grad(r->opt);
         NB_CK_OK(nb_backward(loss));
-        NB_CK_OK(nb_step(r->opt));
+        NB_CK_OK(nb_optimizer_step(r->opt));
         r->losses[r->step] = nb_item(loss);
         nb_scope_end(s);
         NB_CK_OK(nb_scheduler_step(r->sch));
@@ -470,8 +470,8 @@ static bool find_script(char *out, size_t len) {
 }
 
 static nb_module *mnist_mlp(void) {
-    nb_module *m = nb_sequential(nb_linear(784, 512), nb_relu_module(), nb_linear(512, 512), nb_relu_module(),
-                                 nb_linear(512, 10));
+    nb_module *m = nb_nn_sequential(nb_nn_linear(784, 512), nb_nn_relu(), nb_nn_linear(512, 512), nb_nn_relu(),
+                                 nb_nn_linear(512, 10));
     NB_CK_NOTNULL(m);
     return m;
 }
@@ -499,9 +499,9 @@ START_TEST(ckpt_torch_interop) {
     nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(16), NB_F64, &g), 10), NB_I64);
     for (int i = 0; i < 2; i++) { /* so that the checkpoint holds optimizer state too */
         nb_scope *s = nb_scope_begin();
-        nb_zero_grad(opt);
+        nb_optimizer_zero_grad(opt);
         NB_CK_OK(nb_backward(nb_cross_entropy(nb_forward(net, x), y)));
-        NB_CK_OK(nb_step(opt));
+        NB_CK_OK(nb_optimizer_step(opt));
         nb_scope_end(s);
     }
     nb_checkpoint ck = {.module = net, .optimizer = opt, .global_step = 2};

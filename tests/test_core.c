@@ -397,7 +397,7 @@ START_TEST(test_null_propagates_first_error) {
     ck_assert_ptr_null(nb_to_dtype(nb_contiguous(nb_expand(bad, NB_SHAPE(2, 3))), NB_F32));
     ck_assert_ptr_null(nb_slice(nb_narrow(nb_unsqueeze(nb_flatten(bad, 0, -1), 0), 0, 0, 1), 0, 0, 1, 1));
     ck_assert_ptr_null(nb_mse_loss(x, bad, NB_REDUCTION_MEAN));
-    ck_assert_ptr_null(nb_linear_fn(bad, x, NULL));
+    ck_assert_ptr_null(nb_linear(bad, x, NULL));
     ck_assert_ptr_null(nb_max_dim(nb_squeeze(nb_permute(bad, (int[]){1, 0}), 0), 0, false, NULL));
     ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
     ck_assert_str_eq(nb_last_error(), first);
@@ -531,8 +531,8 @@ START_TEST(test_alloc_hot_path_reuses) {
         nb_tensor *tgt = nb_arange(0, 4, 1, NB_I64);
         nb_tensor *loss = nb_add(nb_cross_entropy(h, tgt), nb_mean(nb_mul(h, h), NULL, 0, false));
         NB_CK_OK(nb_backward(loss));
-        nb_zero_grad_tensor(w);
-        nb_zero_grad_tensor(b);
+        nb_tensor_zero_grad(w);
+        nb_tensor_zero_grad(b);
         nb_scope_end(s);
         if (it == 2) {
             allocs_after_warmup = nb_memory_stats_get(NB_CPU).device_allocs;

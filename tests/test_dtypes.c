@@ -276,8 +276,8 @@ START_TEST(to_dtype_backward) {
     nb_tensor *y = nb_sum(nb_mul(nb_to_dtype(h, NB_F32), nb_test_tensor(NB_SHAPE(3), NB_F32, (double[]){1, 2, 3})),
                           NULL, 0, false);
     NB_CK_OK(nb_backward(y));
-    nb_ck_close(nb_grad(x), (double[]){1, 2, 3}, 3, 0, 0); /* exact in float16 */
-    ck_assert_int_eq(nb_dtype_of(nb_grad(x)), NB_F32);
+    nb_ck_close(nb_tensor_grad(x), (double[]){1, 2, 3}, 3, 0, 0); /* exact in float16 */
+    ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(x)), NB_F32);
     nb_scope_end(s);
 }
 END_TEST

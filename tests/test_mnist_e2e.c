@@ -30,8 +30,8 @@ START_TEST(mlp_one_epoch_reaches_95) {
     ck_assert_msg(st == NB_OK, "MNIST missing (run data/fetch_mnist.sh): %s", nb_last_error());
     NB_CK_OK(nb_mnist_load(NULL, false, mo, &test));
     nb_manual_seed(0);
-    nb_module *net = nb_sequential(nb_linear(784, 512), nb_relu_module(), nb_linear(512, 512), nb_relu_module(),
-                                   nb_linear(512, 10));
+    nb_module *net = nb_nn_sequential(nb_nn_linear(784, 512), nb_nn_relu(), nb_nn_linear(512, 512), nb_nn_relu(),
+                                   nb_nn_linear(512, 10));
     nb_optimizer *opt = nb_adam(net, (nb_adam_options){.lr = 1e-3});
     nb_loader *ld = nb_loader_new(train, (nb_loader_options){.batch_size = 128, .shuffle = true, .seed = 0});
     NB_CK_NOTNULL(ld);
@@ -39,9 +39,9 @@ START_TEST(mlp_one_epoch_reaches_95) {
     for (nb_batch b; nb_loader_next(ld, &b);) {
         nb_scope *s = nb_scope_begin();
         nb_tensor *loss = nb_cross_entropy(nb_forward(net, b.x), b.y);
-        nb_zero_grad(opt);
+        nb_optimizer_zero_grad(opt);
         NB_CK_OK(nb_backward(loss));
-        NB_CK_OK(nb_step(opt));
+        NB_CK_OK(nb_optimizer_step(opt));
         last = nb_item(loss);
         if (first < 0) first = last;
         nb_scope_end(s);

@@ -21,7 +21,7 @@ static void set_f64(nb_tensor *t, const double *v) {
 }
 
 START_TEST(test_sequential_names) {
-    nb_module *net = nb_sequential(nb_linear(784, 512), nb_relu_module(), nb_linear(512, 10));
+    nb_module *net = nb_nn_sequential(nb_nn_linear(784, 512), nb_nn_relu(), nb_nn_linear(512, 10));
     NB_CK_NOTNULL(net);
     ck_assert_str_eq(nb_module_kind(net), "Sequential");
     ck_assert_int_eq(nb_module_num_children(net), 3);
@@ -60,10 +60,10 @@ START_TEST(test_named_children) {
     NB_CK_NOTNULL(m);
     /* no scope is open: nb_zeros' reference is ours to hand to the module */
     NB_CK_OK(nb_module_register_parameter(m, "scale", nb_zeros(NB_SHAPE(1), NB_F32)));
-    NB_CK_OK(nb_module_add(m, "fc1", nb_linear(4, 3)));
+    NB_CK_OK(nb_module_add(m, "fc1", nb_nn_linear(4, 3)));
     nb_named_tensor p[8];
     ck_assert_int_eq(nb_module_parameters(m, p, 8), 3); /* cached now ... */
-    NB_CK_OK(nb_module_add(m, "fc2", nb_linear(3, 2)));  /* ... and invalidated */
+    NB_CK_OK(nb_module_add(m, "fc2", nb_nn_linear(3, 2)));  /* ... and invalidated */
     NB_CK_OK(nb_module_register_buffer(m, "count", nb_zeros(NB_SHAPE(1), NB_I64)));
     ck_assert_int_eq(nb_module_parameters(m, p, 8), 5);
     ck_named(&p[0], "scale", NB_SHAPE(1));
@@ -77,11 +77,11 @@ START_TEST(test_named_children) {
     ck_assert(!nb_requires_grad(b[0].tensor));
 
     /* nesting two levels deep, and invalidation from a grandchild upwards */
-    nb_module *root = nb_sequential(m, nb_relu_module());
+    nb_module *root = nb_nn_sequential(m, nb_nn_relu());
     NB_CK_NOTNULL(root);
     ck_assert_int_eq(nb_module_parameters(root, p, 8), 5);
     ck_assert_str_eq(p[1].name, "0.fc1.weight");
-    NB_CK_OK(nb_module_add(nb_module_child(root, "0"), "fc3", nb_linear_ex(2, 2, false, NB_F32)));
+    NB_CK_OK(nb_module_add(nb_module_child(root, "0"), "fc3", nb_nn_linear_ex(2, 2, false, NB_F32)));
     ck_assert_int_eq(nb_module_parameters(root, p, 8), 6);
     ck_assert_str_eq(p[5].name, "0.fc3.weight");
     ck_assert_ptr_eq(nb_module_child(root, "0.fc3"), nb_module_child(m, "fc3"));
@@ -102,7 +102,7 @@ END_TEST
 START_TEST(test_linear_init_bounds) {
     nb_manual_seed(1234);
     const int64_t in = 256, out = 64;
-    nb_module *lin = nb_linear_ex(in, out, true, NB_F64);
+    nb_module *lin = nb_nn_linear_ex(in, out, true, NB_F64);
     NB_CK_NOTNULL(lin);
     nb_tensor *w = nb_module_get(lin, "weight"), *b = nb_module_get(lin, "bias");
     nb_ck_shape(w, NB_SHAPE(64, 256));
@@ -141,18 +141,18 @@ START_TEST(test_linear_init_bounds) {
     nb_release(b2);
     nb_module_free(lin);
 
-    nb_module *nobias = nb_linear_ex(3, 2, false, NB_F32);
+    nb_module *nobias = nb_nn_linear_ex(3, 2, false, NB_F32);
     ck_assert_ptr_null(nb_module_get(nobias, "bias"));
     ck_assert_int_eq(nb_module_parameters(nobias, NULL, 0), 1);
     ck_assert_int_eq(nb_dtype_of(nb_module_get(nobias, "weight")), NB_F32);
     nb_module_free(nobias);
-    NB_CK_FAILS(nb_linear(-1, 3), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_linear_ex(2, 3, true, NB_I32), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_nn_linear(-1, 3), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_linear_ex(2, 3, true, NB_I32), NB_ERR_DTYPE);
 }
 END_TEST
 
 START_TEST(test_linear_forward_values) {
-    nb_module *lin = nb_linear_ex(3, 2, true, NB_F64);
+    nb_module *lin = nb_nn_linear_ex(3, 2, true, NB_F64);
     NB_CK_NOTNULL(lin);
     set_f64(nb_module_get(lin, "weight"), (const double[]){1, 2, 3, 4, 5, 6});
     set_f64(nb_module_get(lin, "bias"), (const double[]){0.5, -1});
@@ -164,8 +164,8 @@ START_TEST(test_linear_forward_values) {
     nb_ck_close(y, (const double[]){-1.5, -3, 4.5, 12}, 4, 0, 1e-15);
     NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
     /* d sum / dW[j, :] = sum over rows of x; d sum / db[j] = batch size */
-    nb_ck_close(nb_grad(nb_module_get(lin, "weight")), (const double[]){3, 1, -1, 3, 1, -1}, 6, 0, 1e-15);
-    nb_ck_close(nb_grad(nb_module_get(lin, "bias")), (const double[]){2, 2}, 2, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(nb_module_get(lin, "weight")), (const double[]){3, 1, -1, 3, 1, -1}, 6, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(nb_module_get(lin, "bias")), (const double[]){2, 2}, 2, 0, 1e-15);
     /* wrong feature size: linear's shape error, and NULL in gives NULL out */
     NB_CK_FAILS(nb_forward(lin, nb_zeros(NB_SHAPE(2, 4), NB_F64)), NB_ERR_SHAPE);
     nb_clear_error();
@@ -174,18 +174,18 @@ START_TEST(test_linear_forward_values) {
     NB_CK_FAILS(nb_forward(NULL, x), NB_ERR_INVALID_ARG);
     nb_scope_end(s);
     nb_module_zero_grad(lin);
-    ck_assert_ptr_null(nb_grad(nb_module_get(lin, "weight")));
+    ck_assert_ptr_null(nb_tensor_grad(nb_module_get(lin, "weight")));
     nb_module_free(lin);
 }
 END_TEST
 
 START_TEST(test_sequential_forward_values) {
-    nb_module *l1 = nb_linear_ex(2, 2, true, NB_F64), *l2 = nb_linear_ex(2, 1, true, NB_F64);
+    nb_module *l1 = nb_nn_linear_ex(2, 2, true, NB_F64), *l2 = nb_nn_linear_ex(2, 1, true, NB_F64);
     set_f64(nb_module_get(l1, "weight"), (const double[]){1, -1, 2, 1});
     set_f64(nb_module_get(l1, "bias"), (const double[]){0, -1});
     set_f64(nb_module_get(l2, "weight"), (const double[]){3, -2});
     set_f64(nb_module_get(l2, "bias"), (const double[]){0.25});
-    nb_module *net = nb_sequential(l1, nb_relu_module(), l2);
+    nb_module *net = nb_nn_sequential(l1, nb_nn_relu(), l2);
     NB_CK_NOTNULL(net);
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (const double[]){1, 2, -1, 0.5});
@@ -196,7 +196,7 @@ START_TEST(test_sequential_forward_values) {
 
     s = nb_scope_begin();
     nb_tensor *z = nb_test_tensor(NB_SHAPE(1, 2, 2), NB_F64, (const double[]){0, 1, -2, 0.5});
-    nb_module *sig = nb_sigmoid_module(), *th = nb_tanh_module(), *fl = nb_flatten_module(1, -1);
+    nb_module *sig = nb_nn_sigmoid(), *th = nb_nn_tanh(), *fl = nb_nn_flatten(1, -1);
     nb_ck_close(nb_forward(sig, z),
                 (const double[]){0.5, 1 / (1 + exp(-1.0)), 1 / (1 + exp(2.0)), 1 / (1 + exp(-0.5))}, 4, 0,
                 1e-15);
@@ -213,8 +213,8 @@ START_TEST(test_sequential_forward_values) {
 END_TEST
 
 START_TEST(test_train_eval) {
-    nb_module *inner = nb_sequential(nb_linear(2, 2), nb_tanh_module());
-    nb_module *net = nb_sequential(inner, nb_linear(2, 1));
+    nb_module *inner = nb_nn_sequential(nb_nn_linear(2, 2), nb_nn_tanh());
+    nb_module *net = nb_nn_sequential(inner, nb_nn_linear(2, 1));
     NB_CK_NOTNULL(net);
     ck_assert(nb_module_is_training(net));
     nb_module_train(net, false);
@@ -233,16 +233,16 @@ END_TEST
 
 START_TEST(test_null_children) {
     /* a failed constructor: the others are freed, its error is kept. (The
-     * NULL-terminated nb_sequential sees a failure only in first place: a
+     * NULL-terminated nb_nn_sequential sees a failure only in first place: a
      * later NULL reads as its end marker; the array form sees any.) */
-    NB_CK_FAILS(nb_sequential(nb_linear_ex(2, 2, true, NB_BOOL)), NB_ERR_DTYPE);
-    NB_CK_FAILS(nb_sequential_array((nb_module *[]){nb_linear(2, 2), nb_relu_module(), nb_linear(2, -3)}, 3),
+    NB_CK_FAILS(nb_nn_sequential(nb_nn_linear_ex(2, 2, true, NB_BOOL)), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_nn_sequential_array((nb_module *[]){nb_nn_linear(2, 2), nb_nn_relu(), nb_nn_linear(2, -3)}, 3),
                 NB_ERR_INVALID_ARG);
     ck_assert_msg(strstr(nb_last_error(), "linear") != NULL, "message: %s", nb_last_error());
     nb_clear_error();
-    ck_assert_ptr_null(nb_sequential_array((nb_module *[]){nb_linear(2, 2), NULL, nb_tanh_module()}, 3));
+    ck_assert_ptr_null(nb_nn_sequential_array((nb_module *[]){nb_nn_linear(2, 2), NULL, nb_nn_tanh()}, 3));
     ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
-    nb_module *empty = nb_sequential_array(NULL, 0);
+    nb_module *empty = nb_nn_sequential_array(NULL, 0);
     NB_CK_NOTNULL(empty);
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_ones(NB_SHAPE(2), NB_F32);
@@ -250,10 +250,10 @@ START_TEST(test_null_children) {
     nb_scope_end(s);
     nb_module_free(empty);
 
-    nb_module *m = nb_sequential(nb_relu_module());
+    nb_module *m = nb_nn_sequential(nb_nn_relu());
     NB_CK_FAILS(nb_module_add(m, "x", NULL) == NB_OK, NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_module_register_parameter(m, "w", NULL) == NB_OK, NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_sequential_append(NULL, nb_relu_module()) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_sequential_append(NULL, nb_nn_relu()) == NB_OK, NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_module_new(NULL, NULL), NB_ERR_INVALID_ARG);
     ck_assert_int_eq(nb_module_parameters(NULL, NULL, 0), -1);
     nb_module_free(NULL);
@@ -263,11 +263,11 @@ END_TEST
 
 START_TEST(test_duplicate_names) {
     nb_module *m = nb_module_new(&two_layer_ops, NULL);
-    NB_CK_OK(nb_module_add(m, "fc1", nb_linear(2, 2)));
-    NB_CK_FAILS(nb_module_add(m, "fc1", nb_linear(2, 2)) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_OK(nb_module_add(m, "fc1", nb_nn_linear(2, 2)));
+    NB_CK_FAILS(nb_module_add(m, "fc1", nb_nn_linear(2, 2)) == NB_OK, NB_ERR_INVALID_ARG);
     ck_assert_msg(strstr(nb_last_error(), "fc1") != NULL, "message: %s", nb_last_error());
-    NB_CK_FAILS(nb_module_add(m, "", nb_linear(2, 2)) == NB_OK, NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_module_add(m, "a.b", nb_linear(2, 2)) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_module_add(m, "", nb_nn_linear(2, 2)) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_module_add(m, "a.b", nb_nn_linear(2, 2)) == NB_OK, NB_ERR_INVALID_ARG);
     /* parameters, buffers and children share one namespace, as attributes do */
     NB_CK_FAILS(nb_module_register_parameter(m, "fc1", nb_zeros(NB_SHAPE(1), NB_F32)) == NB_OK,
                 NB_ERR_INVALID_ARG);
@@ -286,12 +286,12 @@ START_TEST(test_duplicate_names) {
 END_TEST
 
 START_TEST(test_tree_edits_and_append) {
-    nb_module *net = nb_sequential(nb_linear(2, 3), nb_relu_module());
-    NB_CK_OK(nb_sequential_append(net, nb_linear(3, 4)));
+    nb_module *net = nb_nn_sequential(nb_nn_linear(2, 3), nb_nn_relu());
+    NB_CK_OK(nb_nn_sequential_append(net, nb_nn_linear(3, 4)));
     nb_named_tensor p[4];
     ck_assert_int_eq(nb_module_parameters(net, p, 4), 4);
     ck_assert_str_eq(p[2].name, "2.weight");
-    NB_CK_FAILS(nb_sequential_append(nb_module_child(net, "0"), nb_relu_module()) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_sequential_append(nb_module_child(net, "0"), nb_nn_relu()) == NB_OK, NB_ERR_INVALID_ARG);
     /* freeing a child detaches it from its parent */
     nb_module_free(nb_module_child(net, "0"));
     ck_assert_int_eq(nb_module_num_children(net), 2);
@@ -300,12 +300,12 @@ START_TEST(test_tree_edits_and_append) {
     nb_module_free(net);
 
     /* a parameter shared by two modules is listed once (PyTorch's remove_duplicate) */
-    nb_module *a = nb_linear(2, 2);
+    nb_module *a = nb_nn_linear(2, 2);
     nb_tensor *w = nb_module_get(a, "weight");
     nb_module *b = nb_module_new(&two_layer_ops, NULL);
     nb_retain(w);
     NB_CK_OK(nb_module_register_parameter(b, "tied", w));
-    nb_module *both = nb_sequential(a, b);
+    nb_module *both = nb_nn_sequential(a, b);
     ck_assert_int_eq(nb_module_parameters(both, p, 4), 2);
     ck_assert_str_eq(p[0].name, "0.weight");
     ck_assert_str_eq(p[1].name, "0.bias");
@@ -317,7 +317,7 @@ END_TEST
 START_TEST(test_forward_without_scope) {
     /* with no scope open, a Sequential's forward hands back one reference and
      * leaks none of its intermediates */
-    nb_module *net = nb_sequential(nb_linear(8, 16), nb_relu_module(), nb_linear(16, 4), nb_tanh_module());
+    nb_module *net = nb_nn_sequential(nb_nn_linear(8, 16), nb_nn_relu(), nb_nn_linear(16, 4), nb_nn_tanh());
     NB_CK_NOTNULL(net);
     nb_tensor *x = nb_ones(NB_SHAPE(3, 8), NB_F32);
     size_t before = nb_memory_stats_get(NB_CPU).allocated;

@@ -349,7 +349,7 @@ static void grads_in(nb_dtype dt, dims d, sdpa_ctx c, double *out[3]) {
         int64_t n = nb_numel(in[i]);
         out[i] = malloc(sizeof(double) * (size_t)n);
         ck_assert_ptr_nonnull(out[i]);
-        nb_test_values(nb_grad(in[i]), out[i], n);
+        nb_test_values(nb_tensor_grad(in[i]), out[i], n);
     }
     nb_scope_end(s);
 }
@@ -392,7 +392,7 @@ static char *host_bytes(const nb_tensor *t, size_t *bytes) {
 /* out and the three gradients of sum(out * w) with n threads, as host bytes */
 static void run_threads(int n, nb_tensor *const *qkv, nb_tensor *mask, char **res, size_t *bytes) {
     nb_set_num_threads(n);
-    for (int i = 0; i < 3; i++) nb_zero_grad_tensor(qkv[i]);
+    for (int i = 0; i < 3; i++) nb_tensor_zero_grad(qkv[i]);
     nb_generator g = nb_generator_new(11);
     nb_tensor *o = nb_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2],
                                                    (nb_sdpa_options){.attn_mask = mask, .dropout_p = 0.1, .gen = &g});
@@ -400,7 +400,7 @@ static void run_threads(int n, nb_tensor *const *qkv, nb_tensor *mask, char **re
     nb_tensor *w = randn(4, nb_shape(o), NB_F32, 12);
     NB_CK_OK(nb_backward(nb_sum(nb_mul(o, w), NULL, 0, false)));
     res[0] = host_bytes(o, &bytes[0]);
-    for (int i = 0; i < 3; i++) res[i + 1] = host_bytes(nb_grad(qkv[i]), &bytes[i + 1]);
+    for (int i = 0; i < 3; i++) res[i + 1] = host_bytes(nb_tensor_grad(qkv[i]), &bytes[i + 1]);
 }
 
 START_TEST(test_threads_bitwise) {

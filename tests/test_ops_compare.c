@@ -264,10 +264,10 @@ START_TEST(test_mixed_dtype_grad) {
     nb_tensor *y = nb_mul(a, b);
     ck_assert_int_eq(nb_dtype_of(y), NB_F64);
     NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
-    ck_assert_int_eq(nb_dtype_of(nb_grad(a)), NB_F32);
-    ck_assert_int_eq(nb_dtype_of(nb_grad(b)), NB_F64);
-    nb_ck_close(nb_grad(a), (double[]){4, 5, 6}, 3, 0, 0);
-    nb_ck_close(nb_grad(b), (double[]){1, 2, 3}, 3, 0, 0);
+    ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(a)), NB_F32);
+    ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(b)), NB_F64);
+    nb_ck_close(nb_tensor_grad(a), (double[]){4, 5, 6}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(b), (double[]){1, 2, 3}, 3, 0, 0);
     /* a 0-dim float64 scale on a float32 tensor: the result stays float32 */
     nb_tensor *w = T(NB_F32, 1, 2), *k = nb_scalar(3, NB_F64);
     NB_CK_OK(nb_set_requires_grad(w, true));
@@ -275,14 +275,14 @@ START_TEST(test_mixed_dtype_grad) {
     nb_tensor *z = nb_mul(w, k);
     ck_assert_int_eq(nb_dtype_of(z), NB_F32);
     NB_CK_OK(nb_backward(nb_sum(z, NULL, 0, false)));
-    ck_assert_int_eq(nb_dtype_of(nb_grad(k)), NB_F64);
-    ck_assert_double_eq(nb_item(nb_grad(k)), 3);
-    nb_ck_close(nb_grad(w), (double[]){3, 3}, 2, 0, 0);
+    ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(k)), NB_F64);
+    ck_assert_double_eq(nb_item(nb_tensor_grad(k)), 3);
+    nb_ck_close(nb_tensor_grad(w), (double[]){3, 3}, 2, 0, 0);
     /* an integer operand gets no gradient */
     nb_tensor *x = T(NB_F64, 1, 2);
     NB_CK_OK(nb_set_requires_grad(x, true));
     NB_CK_OK(nb_backward(nb_sum(nb_mul(x, T(NB_I32, 3, 4)), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){3, 4}, 2, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){3, 4}, 2, 0, 0);
     nb_scope_end(s);
 }
 END_TEST

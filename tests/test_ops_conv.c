@@ -130,7 +130,7 @@ START_TEST(test_conv2d_by_hand) {
     nb_tensor *xg = nb_test_tensor(NB_SHAPE(1, 1, 3, 3), NB_F64, (double[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
     NB_CK_OK(nb_set_requires_grad(xg, true));
     NB_CK_OK(nb_backward(nb_sum(nb_conv2d(xg, ones, NULL, (nb_conv2d_options){0}), NULL, 0, false)));
-    nb_ck_close(nb_grad(xg), (double[]){1, 2, 1, 2, 4, 2, 1, 2, 1}, 9, 0, 0);
+    nb_ck_close(nb_tensor_grad(xg), (double[]){1, 2, 1, 2, 4, 2, 1, 2, 1}, 9, 0, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -406,18 +406,18 @@ START_TEST(test_conv_grad_only_bias_or_weight) {
     nb_tensor *x = randn(NB_SHAPE(2, 2, 4, 4), NB_F64, 3), *w = randn(NB_SHAPE(3, 2, 3, 3), NB_F64, 4);
     nb_tensor *b = nb_test_randn_grad(NB_SHAPE(3), 5);
     NB_CK_OK(nb_backward(nb_sum(nb_conv2d(x, w, b, (nb_conv2d_options){0}), NULL, 0, false)));
-    nb_ck_close(nb_grad(b), (double[]){8, 8, 8}, 3, 1e-12, 0);
+    nb_ck_close(nb_tensor_grad(b), (double[]){8, 8, 8}, 3, 1e-12, 0);
     nb_tensor *bt = nb_test_randn_grad(NB_SHAPE(2), 6);
     nb_tensor *xt = randn(NB_SHAPE(2, 2, 3, 3), NB_F64, 7), *wt = randn(NB_SHAPE(2, 2, 2, 2), NB_F64, 9);
     nb_tensor *yt = nb_conv_transpose2d(xt, wt, bt, (nb_conv_transpose2d_options){0});
     nb_ck_shape(yt, 4, (int64_t[]){2, 2, 4, 4});
     NB_CK_OK(nb_backward(nb_sum(yt, NULL, 0, false)));
-    nb_ck_close(nb_grad(bt), (double[]){32, 32}, 2, 1e-12, 0);
+    nb_ck_close(nb_tensor_grad(bt), (double[]){32, 32}, 2, 1e-12, 0);
     /* x does not require grad (the first layer): only w's gradient, = sum of x's windows */
     nb_tensor *wg = nb_test_randn_grad(NB_SHAPE(1, 1, 1, 1), 8);
     nb_tensor *x1 = nb_test_tensor(NB_SHAPE(1, 1, 2, 2), NB_F64, (double[]){1, 2, 3, 4});
     NB_CK_OK(nb_backward(nb_sum(nb_conv2d(x1, wg, NULL, (nb_conv2d_options){0}), NULL, 0, false)));
-    nb_ck_close(nb_grad(wg), (double[]){10}, 1, 1e-12, 0);
+    nb_ck_close(nb_tensor_grad(wg), (double[]){10}, 1, 1e-12, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -449,9 +449,9 @@ START_TEST(test_conv2d_large_grads_vs_naive) {
         ref_conv(&r, xv, wv, bv, want);
         ref_conv_grads(&r, xv, wv, gv, gx, gw, gb);
         nb_ck_close(y, want, ny, 1e-11, 1e-11);
-        nb_ck_close(nb_grad(x), gx, nx, 1e-11, 1e-11);
-        nb_ck_close(nb_grad(w), gw, nw, 1e-9, 1e-11);
-        nb_ck_close(nb_grad(b), gb, r.co, 1e-9, 1e-11);
+        nb_ck_close(nb_tensor_grad(x), gx, nx, 1e-11, 1e-11);
+        nb_ck_close(nb_tensor_grad(w), gw, nw, 1e-9, 1e-11);
+        nb_ck_close(nb_tensor_grad(b), gb, r.co, 1e-9, 1e-11);
         free(xv), free(wv), free(bv), free(gv), free(want), free(gx), free(gw), free(gb);
     }
     nb_scope_end(s);
@@ -469,7 +469,7 @@ static void conv_run(int64_t n, int64_t c, double **y, double **gx, double **gw,
     NB_CK_OK(nb_set_requires_grad(b, true));
     nb_tensor *out = nb_conv2d(x, w, b, (nb_conv2d_options){.padding = {1, 0}, .groups = 2});
     NB_CK_OK(nb_backward_with(out, randn(4, nb_shape(out), NB_F32, 43)));
-    *y = nb_test_values_of(out), *gx = nb_test_values_of(nb_grad(x)), *gw = nb_test_values_of(nb_grad(w)), *gb = nb_test_values_of(nb_grad(b));
+    *y = nb_test_values_of(out), *gx = nb_test_values_of(nb_tensor_grad(x)), *gw = nb_test_values_of(nb_tensor_grad(w)), *gb = nb_test_values_of(nb_tensor_grad(b));
     nb_scope_end(s);
 }
 
@@ -518,7 +518,7 @@ static void check_param(nb_module *m, int idx, const char *name, int ndim, const
 START_TEST(test_conv_modules) {
     nb_scope *s = nb_scope_begin();
     nb_manual_seed(0);
-    nb_module *c2 = nb_conv2d_module(6, 8, 3, (nb_conv2d_options){.groups = 2, .padding = {1, 1}}, true);
+    nb_module *c2 = nb_nn_conv2d(6, 8, 3, (nb_conv2d_options){.groups = 2, .padding = {1, 1}}, true);
     NB_CK_NOTNULL(c2);
     ck_assert_str_eq(nb_module_kind(c2), "Conv2d");
     ck_assert_int_eq(nb_module_parameters(c2, NULL, 0), 2);
@@ -528,7 +528,7 @@ START_TEST(test_conv_modules) {
     nb_ck_shape(y, 4, (int64_t[]){2, 8, 5, 4});
     nb_module_free(c2);
 
-    nb_module *c1 = nb_conv1d_module(4, 5, 3, (nb_conv1d_options){.stride = 2}, false);
+    nb_module *c1 = nb_nn_conv1d(4, 5, 3, (nb_conv1d_options){.stride = 2}, false);
     NB_CK_NOTNULL(c1);
     ck_assert_str_eq(nb_module_kind(c1), "Conv1d");
     ck_assert_int_eq(nb_module_parameters(c1, NULL, 0), 1);
@@ -537,7 +537,7 @@ START_TEST(test_conv_modules) {
     nb_module_free(c1);
 
     /* ConvTranspose2d: weight [in, out/groups, k, k], fan_in = out/groups * k*k */
-    nb_module *ct = nb_conv_transpose2d_module(4, 6, 3, (nb_conv_transpose2d_options){.stride = {2, 2},
+    nb_module *ct = nb_nn_conv_transpose2d(4, 6, 3, (nb_conv_transpose2d_options){.stride = {2, 2},
                                                .output_padding = {1, 1}, .groups = 2}, true);
     NB_CK_NOTNULL(ct);
     ck_assert_str_eq(nb_module_kind(ct), "ConvTranspose2d");
@@ -548,21 +548,21 @@ START_TEST(test_conv_modules) {
 
     /* the same seed gives the same initial weights */
     nb_manual_seed(7);
-    nb_module *a = nb_conv2d_module(2, 3, 2, (nb_conv2d_options){0}, true);
+    nb_module *a = nb_nn_conv2d(2, 3, 2, (nb_conv2d_options){0}, true);
     nb_manual_seed(7);
-    nb_module *b = nb_conv2d_module(2, 3, 2, (nb_conv2d_options){0}, true);
+    nb_module *b = nb_nn_conv2d(2, 3, 2, (nb_conv2d_options){0}, true);
     double *va = nb_test_values_of(nb_module_get(a, "weight")), *vb = nb_test_values_of(nb_module_get(b, "weight"));
     ck_assert(!memcmp(va, vb, sizeof(double) * 24));
     free(va), free(vb);
     nb_module_free(a);
     nb_module_free(b);
 
-    NB_CK_FAILS(nb_conv2d_module(3, 4, 3, (nb_conv2d_options){.groups = 2}, true), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_conv2d_module(0, 4, 3, (nb_conv2d_options){0}, true), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_conv2d_module(2, 4, 3, (nb_conv2d_options){.stride = {2, 1}, .padding_same = true}, true),
+    NB_CK_FAILS(nb_nn_conv2d(3, 4, 3, (nb_conv2d_options){.groups = 2}, true), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_conv2d(0, 4, 3, (nb_conv2d_options){0}, true), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_conv2d(2, 4, 3, (nb_conv2d_options){.stride = {2, 1}, .padding_same = true}, true),
                 NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_conv1d_module(2, 4, 0, (nb_conv1d_options){0}, true), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_conv_transpose2d_module(4, 3, 3, (nb_conv_transpose2d_options){.groups = 2}, true),
+    NB_CK_FAILS(nb_nn_conv1d(2, 4, 0, (nb_conv1d_options){0}, true), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_conv_transpose2d(4, 3, 3, (nb_conv_transpose2d_options){.groups = 2}, true),
                 NB_ERR_INVALID_ARG);
     nb_scope_end(s);
 }

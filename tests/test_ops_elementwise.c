@@ -337,9 +337,9 @@ START_TEST(test_binary_new_forward) {
 END_TEST
 
 static void ck_grads(nb_tensor *a, nb_tensor *b, const double *ga, const double *gb, int n) {
-    nb_ck_close(nb_grad(a), ga, n, 0, 1e-15);
-    nb_ck_close(nb_grad(b), gb, n, 0, 1e-15);
-    nb_zero_grad_tensor(a), nb_zero_grad_tensor(b);
+    nb_ck_close(nb_tensor_grad(a), ga, n, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(b), gb, n, 0, 1e-15);
+    nb_tensor_zero_grad(a), nb_tensor_zero_grad(b);
 }
 
 static nb_tensor *leaf(int n, const double *v) {
@@ -363,9 +363,9 @@ START_TEST(test_binary_new_grad_by_hand) {
     /* clamp: bounds are inclusive for x; min > max sends g to max */
     nb_tensor *x = leaf(4, V(-1, 0, 1, 5)), *lo = leaf(4, V(-1, -1, -1, 3)), *hi = leaf(4, V(1, 1, 1, 2));
     NB_CK_OK(nb_backward(nb_sum(nb_clamp(x, lo, hi), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), V(1, 1, 1, 0), 4, 0, 0);
-    nb_ck_close(nb_grad(lo), V(0, 0, 0, 0), 4, 0, 0);
-    nb_ck_close(nb_grad(hi), V(0, 0, 0, 1), 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), V(1, 1, 1, 0), 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(lo), V(0, 0, 0, 0), 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(hi), V(0, 0, 0, 1), 4, 0, 0);
     /* rounding divisions have zero gradients; remainder's d/db = -floor(a/b) */
     nb_tensor *c = leaf(2, V(-7, 7)), *d = leaf(2, V(2, 2));
     NB_CK_OK(nb_backward(nb_sum(nb_floor_divide(c, d), NULL, 0, false)));
@@ -422,32 +422,32 @@ START_TEST(test_grad_by_hand) {
     nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0, 1, -1});
     NB_CK_OK(nb_set_requires_grad(x, true));
     NB_CK_OK(nb_backward(nb_sum(nb_relu(x), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){0, 1, 0}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){0, 1, 0}, 3, 0, 0);
     /* sqrt'(4) = 1/4, log'(x) = 1/x, d(a/b)/db = -a/b^2 */
     nb_tensor *y = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){4, 0.5});
     NB_CK_OK(nb_set_requires_grad(y, true));
     NB_CK_OK(nb_backward(nb_sum(nb_add(nb_sqrt(y), nb_log(y)), NULL, 0, false)));
-    nb_ck_close(nb_grad(y), (double[]){0.25 + 0.25, 0.5 / sqrt(0.5) + 2}, 2, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(y), (double[]){0.25 + 0.25, 0.5 / sqrt(0.5) + 2}, 2, 0, 1e-15);
     nb_tensor *a = nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){3});
     nb_tensor *b = nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){2});
     NB_CK_OK(nb_set_requires_grad(a, true));
     NB_CK_OK(nb_set_requires_grad(b, true));
     NB_CK_OK(nb_backward(nb_sum(nb_div(a, b), NULL, 0, false)));
-    nb_ck_close(nb_grad(a), (double[]){0.5}, 1, 0, 1e-15);
-    nb_ck_close(nb_grad(b), (double[]){-0.75}, 1, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(a), (double[]){0.5}, 1, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(b), (double[]){-0.75}, 1, 0, 1e-15);
     /* d(a^b)/da = b a^(b-1) = 2*3 = 6, d/db = a^b ln a = 9 ln 3 */
-    nb_zero_grad_tensor(a), nb_zero_grad_tensor(b);
+    nb_tensor_zero_grad(a), nb_tensor_zero_grad(b);
     NB_CK_OK(nb_backward(nb_sum(nb_pow(a, b), NULL, 0, false)));
-    nb_ck_close(nb_grad(a), (double[]){6}, 1, 0, 1e-15);
-    nb_ck_close(nb_grad(b), (double[]){9 * log(3.0)}, 1, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(a), (double[]){6}, 1, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(b), (double[]){9 * log(3.0)}, 1, 0, 1e-15);
     /* gradient through a cast: float64 -> float32 -> float64 keeps float64 grads */
     nb_tensor *c = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 2});
     NB_CK_OK(nb_set_requires_grad(c, true));
     nb_tensor *c32 = nb_to_dtype(c, NB_F32);
     ck_assert(nb_requires_grad(c32));
     NB_CK_OK(nb_backward(nb_sum(nb_to_dtype(nb_mul_scalar(c32, 3), NB_F64), NULL, 0, false)));
-    ck_assert_int_eq(nb_dtype_of(nb_grad(c)), NB_F64);
-    nb_ck_close(nb_grad(c), (double[]){3, 3}, 2, 0, 0);
+    ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(c)), NB_F64);
+    nb_ck_close(nb_tensor_grad(c), (double[]){3, 3}, 2, 0, 0);
     /* a cast to an integer type is not differentiable */
     ck_assert(!nb_requires_grad(nb_to_dtype(c, NB_I32)));
     nb_scope_end(s);
@@ -462,28 +462,28 @@ START_TEST(test_broadcast_grad_shapes) {
     NB_CK_OK(nb_set_requires_grad(a, true));
     NB_CK_OK(nb_set_requires_grad(b, true));
     NB_CK_OK(nb_backward(nb_sum(nb_mul(a, b), NULL, 0, false)));
-    nb_ck_shape(nb_grad(a), 2, (int64_t[]){3, 1});
-    nb_ck_shape(nb_grad(b), 2, (int64_t[]){1, 4});
-    nb_ck_close(nb_grad(a), (double[]){1111, 1111, 1111}, 3, 0, 0); /* sum of b */
-    nb_ck_close(nb_grad(b), (double[]){6, 6, 6, 6}, 4, 0, 0);       /* sum of a */
+    nb_ck_shape(nb_tensor_grad(a), 2, (int64_t[]){3, 1});
+    nb_ck_shape(nb_tensor_grad(b), 2, (int64_t[]){1, 4});
+    nb_ck_close(nb_tensor_grad(a), (double[]){1111, 1111, 1111}, 3, 0, 0); /* sum of b */
+    nb_ck_close(nb_tensor_grad(b), (double[]){6, 6, 6, 6}, 4, 0, 0);       /* sum of a */
     /* [4] + [2, 3, 4]: the [4] input gets the sum over 6 rows */
     nb_tensor *v = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){0, 0, 0, 0});
     nb_tensor *m = nb_ones(NB_SHAPE(2, 3, 4), NB_F64);
     NB_CK_OK(nb_set_requires_grad(v, true));
     NB_CK_OK(nb_set_requires_grad(m, true));
     NB_CK_OK(nb_backward(nb_sum(nb_sub(v, m), NULL, 0, false)));
-    nb_ck_shape(nb_grad(v), 1, (int64_t[]){4});
-    nb_ck_close(nb_grad(v), (double[]){6, 6, 6, 6}, 4, 0, 0);
-    nb_ck_shape(nb_grad(m), 3, (int64_t[]){2, 3, 4});
+    nb_ck_shape(nb_tensor_grad(v), 1, (int64_t[]){4});
+    nb_ck_close(nb_tensor_grad(v), (double[]){6, 6, 6, 6}, 4, 0, 0);
+    nb_ck_shape(nb_tensor_grad(m), 3, (int64_t[]){2, 3, 4});
     double neg[24];
     for (int i = 0; i < 24; i++) neg[i] = -1;
-    nb_ck_close(nb_grad(m), neg, 24, 0, 0);
+    nb_ck_close(nb_tensor_grad(m), neg, 24, 0, 0);
     /* a 0-d operand */
     nb_tensor *sc = nb_scalar(2, NB_F64);
     NB_CK_OK(nb_set_requires_grad(sc, true));
     NB_CK_OK(nb_backward(nb_sum(nb_mul(m, sc), NULL, 0, false)));
-    ck_assert_int_eq(nb_dim(nb_grad(sc)), 0);
-    ck_assert_double_eq(nb_item(nb_grad(sc)), 24);
+    ck_assert_int_eq(nb_dim(nb_tensor_grad(sc)), 0);
+    ck_assert_double_eq(nb_item(nb_tensor_grad(sc)), 24);
     nb_scope_end(s);
 }
 END_TEST
@@ -590,7 +590,7 @@ START_TEST(test_float32_matches_float64) {
     NB_CK_OK(nb_set_requires_grad(x64, true));
     NB_CK_OK(nb_backward(nb_sum(nb_tanh(nb_mul(x32, r32)), NULL, 0, false)));
     NB_CK_OK(nb_backward(nb_sum(nb_tanh(nb_mul(x64, r64)), NULL, 0, false)));
-    ck_f32_matches(nb_grad(x32), nb_grad(x64));
+    ck_f32_matches(nb_tensor_grad(x32), nb_tensor_grad(x64));
     nb_scope_end(s);
 }
 END_TEST

@@ -250,8 +250,8 @@ START_TEST(test_gather_scatter_gradcheck) {
     NB_CK_OK(nb_set_requires_grad(a, true));
     NB_CK_OK(nb_set_requires_grad(b, true));
     NB_CK_OK(nb_backward(nb_sum(nb_scatter_reduce(a, 0, idx(NB_SHAPE(3), (int64_t[]){0, 0, 0}), b, "amax", true), NULL, 0, false)));
-    nb_ck_close(nb_grad(a), (double[]){1.0 / 3}, 1, 1e-15, 0);
-    nb_ck_close(nb_grad(b), (double[]){1.0 / 3, 0, 1.0 / 3}, 3, 1e-15, 0);
+    nb_ck_close(nb_tensor_grad(a), (double[]){1.0 / 3}, 1, 1e-15, 0);
+    nb_ck_close(nb_tensor_grad(b), (double[]){1.0 / 3, 0, 1.0 / 3}, 3, 1e-15, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -268,7 +268,7 @@ static void scatter_bits(int threads, int64_t rows, int64_t cols, float *out, fl
     nb_tensor *w = nb_randn(NB_SHAPE(rows, 16), NB_F32, &g);
     NB_CK_OK(nb_set_requires_grad(w, true));
     NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_gather(w, 1, ix), src), NULL, 0, false)));
-    NB_CK_OK(nb_to_host(nb_grad(w), gout, sizeof(float) * (size_t)(rows * 16)));
+    NB_CK_OK(nb_to_host(nb_tensor_grad(w), gout, sizeof(float) * (size_t)(rows * 16)));
     nb_scope_end(s);
 }
 

@@ -98,22 +98,22 @@ START_TEST(test_embedding_grad_by_hand) {
     nb_tensor *g = nb_test_tensor(NB_SHAPE(5, 2), NB_F64, (double[]){1, 2, 10, 20, 100, 200, 5, 5, 1000, 2000});
     NB_CK_OK(nb_backward_with(e, g));
     /* row 1 sums positions 0, 2, 4; row 3 position 1; row 0 is padding; row 2 unused */
-    nb_ck_close(nb_grad(w), (double[]){0, 0, 1101, 2202, 0, 0, 10, 20}, 8, 0, 0);
+    nb_ck_close(nb_tensor_grad(w), (double[]){0, 0, 1101, 2202, 0, 0, 10, 20}, 8, 0, 0);
     /* padding_idx given as -4 is the same row 0 */
-    nb_zero_grad_tensor(w);
+    nb_tensor_zero_grad(w);
     NB_CK_OK(nb_backward_with(nb_embedding(idx, w, -4), g));
-    nb_ck_close(nb_grad(w), (double[]){0, 0, 1101, 2202, 0, 0, 10, 20}, 8, 0, 0);
+    nb_ck_close(nb_tensor_grad(w), (double[]){0, 0, 1101, 2202, 0, 0, 10, 20}, 8, 0, 0);
     /* no padding: row 0 gets its gradient */
-    nb_zero_grad_tensor(w);
+    nb_tensor_zero_grad(w);
     NB_CK_OK(nb_backward_with(nb_embedding(idx, w, NB_NO_PADDING_IDX), g));
-    nb_ck_close(nb_grad(w), (double[]){5, 5, 1101, 2202, 0, 0, 10, 20}, 8, 0, 0);
+    nb_ck_close(nb_tensor_grad(w), (double[]){5, 5, 1101, 2202, 0, 0, 10, 20}, 8, 0, 0);
     /* refilling the index buffer before backward (a loader reusing its batch
      * tensor) does not change the gradient: the op keeps its own copy */
-    nb_zero_grad_tensor(w);
+    nb_tensor_zero_grad(w);
     e = nb_embedding(idx, w, NB_NO_PADDING_IDX);
     NB_CK_OK(nb_fill_(idx, 2));
     NB_CK_OK(nb_backward_with(e, g));
-    nb_ck_close(nb_grad(w), (double[]){5, 5, 1101, 2202, 0, 0, 10, 20}, 8, 0, 0);
+    nb_ck_close(nb_tensor_grad(w), (double[]){5, 5, 1101, 2202, 0, 0, 10, 20}, 8, 0, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -131,8 +131,8 @@ START_TEST(test_embedding_gradcheck) {
     c.pad = -4;
     nb_ck_gradcheck(f_embedding, &w, 1, &c);
     NB_CK_OK(nb_backward(nb_sum(nb_embedding(c.idx, w, 2), NULL, 0, false)));
-    nb_ck_close(nb_grad(w), (double[]){1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2}, 18, 0, 0);
-    nb_zero_grad_tensor(w);
+    nb_ck_close(nb_tensor_grad(w), (double[]){1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2}, 18, 0, 0);
+    nb_tensor_zero_grad(w);
     /* indices of any shape */
     emb_ctx c2 = {idx_tensor(NB_SHAPE(2, 3), (int64_t[]){3, 3, 0, 4, 1, 3}), NB_NO_PADDING_IDX, NULL};
     nb_ck_gradcheck(f_embedding, &w, 1, &c2);
@@ -155,7 +155,7 @@ static void embedding_grad_bits(int threads, int64_t v, int64_t d, int64_t k, fl
     nb_tensor *idx = nb_to_dtype(nb_mul_scalar(r, 40), NB_I64);
     nb_tensor *g = nb_randn(NB_SHAPE(k, d), NB_F32, &gen);
     NB_CK_OK(nb_backward_with(nb_embedding(idx, w, 7), g));
-    NB_CK_OK(nb_to_host(nb_grad(w), out, sizeof(float) * (size_t)(v * d)));
+    NB_CK_OK(nb_to_host(nb_tensor_grad(w), out, sizeof(float) * (size_t)(v * d)));
     /* reference: the same sums in index order, on the host */
     int64_t *iv = malloc(sizeof(int64_t) * (size_t)k);
     float *gv = malloc(sizeof(float) * (size_t)(k * d)), *ref = calloc((size_t)(v * d), sizeof(float));
@@ -273,7 +273,7 @@ START_TEST(test_index_select_grad) {
     NB_CK_OK(nb_set_requires_grad(x, true));
     nb_tensor *y = nb_index_select(x, 0, idx_tensor(NB_SHAPE(3), (int64_t[]){2, 0, 2}));
     NB_CK_OK(nb_backward_with(y, nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 3, 4, 5, 6})));
-    nb_ck_close(nb_grad(x), (double[]){3, 4, 0, 0, 6, 8}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){3, 4, 0, 0, 6, 8}, 6, 0, 0);
     /* gradchecks along dims 0, 1 and 2 */
     nb_tensor *t = nb_test_randn_grad(NB_SHAPE(4, 3, 2), 3);
     sel_ctx c0 = {0, idx_tensor(NB_SHAPE(5), (int64_t[]){3, 0, 3, 1, 3})};
@@ -404,8 +404,8 @@ START_TEST(test_cat_grad) {
     NB_CK_OK(nb_set_requires_grad(b, true));
     NB_CK_OK(nb_backward_with(nb_cat((nb_tensor *[]){a, b, a}, 3, 0),
                               nb_test_tensor(NB_SHAPE(5), NB_F64, (double[]){1, 2, 3, 4, 5})));
-    nb_ck_close(nb_grad(a), (double[]){5, 7}, 2, 0, 0);
-    nb_ck_close(nb_grad(b), (double[]){3}, 1, 0, 0);
+    nb_ck_close(nb_tensor_grad(a), (double[]){5, 7}, 2, 0, 0);
+    nb_ck_close(nb_tensor_grad(b), (double[]){3}, 1, 0, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -522,7 +522,7 @@ START_TEST(test_split_chunk_grad) {
     NB_CK_OK(nb_set_requires_grad(y, true));
     split_ctx c2 = {false, 2, 0};
     NB_CK_OK(nb_backward(f_split_sum(&y, 1, &c2)));
-    nb_ck_close(nb_grad(y), (double[]){2, 4, 12}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(y), (double[]){2, 4, 12}, 3, 0, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -604,8 +604,8 @@ START_TEST(test_where_grad) {
     NB_CK_OK(nb_set_requires_grad(b, true));
     nb_tensor *c = bool_tensor(NB_SHAPE(2, 3), (bool[]){1, 0, 1, 0, 0, 1});
     NB_CK_OK(nb_backward_with(nb_where(c, a, b), nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 4, 5, 6})));
-    nb_ck_close(nb_grad(a), (double[]){4, 6}, 2, 0, 0);
-    nb_ck_close(nb_grad(b), (double[]){4, 7, 0}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(a), (double[]){4, 6}, 2, 0, 0);
+    nb_ck_close(nb_tensor_grad(b), (double[]){4, 7, 0}, 3, 0, 0);
     /* gradchecks: same shapes, broadcast a and b, broadcast cond */
     where_ctx w1 = {c, 0};
     nb_tensor *in1[2] = {nb_test_randn_grad(NB_SHAPE(2, 3), 1), nb_test_randn_grad(NB_SHAPE(2, 3), 2)};
@@ -637,7 +637,7 @@ START_TEST(test_masked_fill) {
     nb_tensor *t = nb_zeros(NB_SHAPE(2, 3), NB_F64);
     NB_CK_OK(nb_set_requires_grad(t, true));
     NB_CK_OK(nb_backward(nb_sum(nb_masked_fill(t, m, 5), NULL, 0, false)));
-    nb_ck_close(nb_grad(t), (double[]){1, 0, 1, 1, 0, 1}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(t), (double[]){1, 0, 1, 1, 0, 1}, 6, 0, 0);
     where_ctx c = {m23, -3};
     nb_tensor *in = nb_test_randn_grad(NB_SHAPE(2, 3), 7);
     nb_ck_gradcheck(f_masked_fill, &in, 1, &c);
@@ -771,8 +771,8 @@ START_TEST(test_index_copy) {
     NB_CK_OK(nb_set_requires_grad(b, true));
     NB_CK_OK(nb_backward_with(nb_index_copy(a, 0, idx_tensor(NB_SHAPE(2), (int64_t[]){2, 0}), b),
                               nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 3, 4, 5, 6})));
-    nb_ck_close(nb_grad(a), (double[]){0, 0, 3, 4, 0, 0}, 6, 0, 0);
-    nb_ck_close(nb_grad(b), (double[]){5, 6, 1, 2}, 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(a), (double[]){0, 0, 3, 4, 0, 0}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(b), (double[]){5, 6, 1, 2}, 4, 0, 0);
     put_ctx p0 = {0, idx_tensor(NB_SHAPE(2), (int64_t[]){3, 1}), 1, true};
     nb_tensor *in0[2] = {nb_test_randn_grad(NB_SHAPE(4, 3), 5), nb_test_randn_grad(NB_SHAPE(2, 3), 6)};
     nb_ck_gradcheck(f_index_put, in0, 2, &p0);
@@ -898,7 +898,7 @@ START_TEST(test_masked_select) {
     nb_tensor *w = nb_zeros(NB_SHAPE(2), NB_F64);
     NB_CK_OK(nb_set_requires_grad(w, true));
     NB_CK_OK(nb_backward_with(nb_masked_select(w, m22), nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3})));
-    nb_ck_close(nb_grad(w), (double[]){1, 5}, 2, 0, 0);
+    nb_ck_close(nb_tensor_grad(w), (double[]){1, 5}, 2, 0, 0);
     msel_ctx c = {bool_tensor(NB_SHAPE(3, 4), (bool[]){1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0})};
     nb_tensor *in = nb_test_randn_grad(NB_SHAPE(3, 4), 9);
     nb_ck_gradcheck(f_masked_select, &in, 1, &c);

@@ -128,11 +128,11 @@ START_TEST(test_softmax_grad_by_hand) {
     nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3});
     NB_CK_OK(nb_set_requires_grad(x, true));
     NB_CK_OK(nb_backward_with(nb_softmax(x, 0), nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0, 0, 1})));
-    nb_ck_close(nb_grad(x), (double[]){-SM2 * SM0, -SM2 * SM1, SM2 * (1 - SM2)}, 3, 1e-15, 1e-13);
+    nb_ck_close(nb_tensor_grad(x), (double[]){-SM2 * SM0, -SM2 * SM1, SM2 * (1 - SM2)}, 3, 1e-15, 1e-13);
     /* log_softmax with g = ones: grad = 1 - 3 s */
-    nb_zero_grad_tensor(x);
+    nb_tensor_zero_grad(x);
     NB_CK_OK(nb_backward(nb_sum(nb_log_softmax(x, 0), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){1 - 3 * SM0, 1 - 3 * SM1, 1 - 3 * SM2}, 3, 1e-15, 1e-13);
+    nb_ck_close(nb_tensor_grad(x), (double[]){1 - 3 * SM0, 1 - 3 * SM1, 1 - 3 * SM2}, 3, 1e-15, 1e-13);
     nb_scope_end(s);
 }
 END_TEST
@@ -223,21 +223,21 @@ START_TEST(test_cross_entropy_grad_by_hand) {
     nb_tensor *x = ce_logits();
     NB_CK_OK(nb_set_requires_grad(x, true));
     NB_CK_OK(nb_backward(nb_cross_entropy(x, targets(2, 1))));
-    nb_ck_close(nb_grad(x), (double[]){SM0 / 2, SM1 / 2, (SM2 - 1) / 2, SM2 / 2, (SM1 - 1) / 2, SM0 / 2}, 6, 1e-15,
+    nb_ck_close(nb_tensor_grad(x), (double[]){SM0 / 2, SM1 / 2, (SM2 - 1) / 2, SM2 / 2, (SM1 - 1) / 2, SM0 / 2}, 6, 1e-15,
                 1e-13);
     /* an ignored row gets no gradient and the mean divides by 1 */
-    nb_zero_grad_tensor(x);
+    nb_tensor_zero_grad(x);
     NB_CK_OK(nb_backward(nb_cross_entropy(x, targets(-100, 0))));
-    nb_ck_close(nb_grad(x), (double[]){0, 0, 0, SM2 - 1, SM1, SM0}, 6, 1e-15, 1e-13);
+    nb_ck_close(nb_tensor_grad(x), (double[]){0, 0, 0, SM2 - 1, SM1, SM0}, 6, 1e-15, 1e-13);
     /* none with per-row weights */
-    nb_zero_grad_tensor(x);
+    nb_tensor_zero_grad(x);
     NB_CK_OK(nb_backward_with(nb_cross_entropy_ex(x, targets(0, 2), ce_opts(NB_REDUCTION_NONE, -100)),
                               nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){2, -1})));
-    nb_ck_close(nb_grad(x), (double[]){2 * (SM0 - 1), 2 * SM1, 2 * SM2, -SM2, -SM1, -(SM0 - 1)}, 6, 1e-15, 1e-13);
+    nb_ck_close(nb_tensor_grad(x), (double[]){2 * (SM0 - 1), 2 * SM1, 2 * SM2, -SM2, -SM1, -(SM0 - 1)}, 6, 1e-15, 1e-13);
     /* all rows ignored, summed: zero gradient */
-    nb_zero_grad_tensor(x);
+    nb_tensor_zero_grad(x);
     NB_CK_OK(nb_backward(nb_cross_entropy_ex(x, targets(-100, -100), ce_opts(NB_REDUCTION_SUM, -100))));
-    nb_ck_close(nb_grad(x), (double[]){0, 0, 0, 0, 0, 0}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){0, 0, 0, 0, 0, 0}, 6, 0, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -276,8 +276,8 @@ START_TEST(test_mse_loss) {
     NB_CK_OK(nb_set_requires_grad(in, true));
     NB_CK_OK(nb_set_requires_grad(tg, true));
     NB_CK_OK(nb_backward(nb_mse_loss(in, tg, NB_REDUCTION_MEAN)));
-    nb_ck_close(nb_grad(in), (double[]){2.0 / 3, 0, -4.0 / 3}, 3, 0, 1e-15);
-    nb_ck_close(nb_grad(tg), (double[]){-2.0 / 3, 0, 4.0 / 3}, 3, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(in), (double[]){2.0 / 3, 0, -4.0 / 3}, 3, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(tg), (double[]){-2.0 / 3, 0, 4.0 / 3}, 3, 0, 1e-15);
     /* a broadcast target [3] against input [2, 3] */
     nb_tensor *in2 = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 0, 0, 0});
     ck_assert_double_eq_tol(nb_item(nb_mse_loss(in2, nb_detach(tg), NB_REDUCTION_MEAN)), (5.0 + 29.0) / 6, 1e-15);
@@ -335,9 +335,9 @@ START_TEST(test_losses_float32) {
     NB_CK_OK(nb_backward(nb_cross_entropy(x32, tgt)));
     NB_CK_OK(nb_backward(nb_cross_entropy(x64, tgt)));
     double want[160];
-    nb_test_values(nb_grad(x64), want, 160);
-    ck_assert_int_eq(nb_dtype_of(nb_grad(x32)), NB_F32);
-    nb_ck_close(nb_grad(x32), want, 160, 1e-6, 1e-5);
+    nb_test_values(nb_tensor_grad(x64), want, 160);
+    ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(x32)), NB_F32);
+    nb_ck_close(nb_tensor_grad(x32), want, 160, 1e-6, 1e-5);
     nb_scope_end(s);
 }
 END_TEST

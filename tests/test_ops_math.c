@@ -248,8 +248,8 @@ START_TEST(test_activations_f32_paths) {
         NB_CK_OK(nb_set_requires_grad(l32, true));
         NB_CK_OK(nb_backward(nb_sum(nb_mul(ops[k](l64), w), NULL, 0, false)));
         NB_CK_OK(nb_backward(nb_sum(nb_mul(ops[k](l32), nb_to_dtype(w, NB_F32)), NULL, 0, false)));
-        nb_test_values(nb_grad(l64), want, n);
-        nb_ck_close(nb_grad(l32), want, n, 1e-5, 1e-5);
+        nb_test_values(nb_tensor_grad(l64), want, n);
+        nb_ck_close(nb_tensor_grad(l32), want, n, 1e-5, 1e-5);
         free(want);
     }
     nb_scope_end(s);
@@ -263,7 +263,7 @@ static void ck_grad(op1_fn op, nb_dtype dt, int64_t n, const double *x, const do
     nb_tensor *t = vec(dt, n, x);
     NB_CK_OK(nb_set_requires_grad(t, true));
     NB_CK_OK(nb_backward(nb_sum(op(t), NULL, 0, false)));
-    nb_ck_close(nb_grad(t), want, n, 1e-15, 1e-6);
+    nb_ck_close(nb_tensor_grad(t), want, n, 1e-15, 1e-6);
 }
 
 START_TEST(test_grad_at_kinks) {
@@ -404,16 +404,16 @@ START_TEST(test_activation_modules) {
         const char *kind;
         nb_tensor *want;
     } cases[] = {
-        {nb_leaky_relu_module(0.01), "LeakyReLU", nb_leaky_relu(x, 0.01)},
-        {nb_elu_module(1.0), "ELU", nb_elu(x, 1.0)},
-        {nb_selu_module(), "SELU", nb_selu(x)},
-        {nb_silu_module(), "SiLU", nb_silu(x)},
-        {nb_mish_module(), "Mish", nb_mish(x)},
-        {nb_softplus_module(2, 10), "Softplus", nb_softplus(x, 2, 10)},
-        {nb_hardtanh_module(-2, 2), "Hardtanh", nb_hardtanh(x, -2, 2)},
-        {nb_hardsigmoid_module(), "Hardsigmoid", nb_hardsigmoid(x)},
-        {nb_hardswish_module(), "Hardswish", nb_hardswish(x)},
-        {nb_logsigmoid_module(), "LogSigmoid", nb_logsigmoid(x)},
+        {nb_nn_leaky_relu(0.01), "LeakyReLU", nb_leaky_relu(x, 0.01)},
+        {nb_nn_elu(1.0), "ELU", nb_elu(x, 1.0)},
+        {nb_nn_selu(), "SELU", nb_selu(x)},
+        {nb_nn_silu(), "SiLU", nb_silu(x)},
+        {nb_nn_mish(), "Mish", nb_mish(x)},
+        {nb_nn_softplus(2, 10), "Softplus", nb_softplus(x, 2, 10)},
+        {nb_nn_hardtanh(-2, 2), "Hardtanh", nb_hardtanh(x, -2, 2)},
+        {nb_nn_hardsigmoid(), "Hardsigmoid", nb_hardsigmoid(x)},
+        {nb_nn_hardswish(), "Hardswish", nb_hardswish(x)},
+        {nb_nn_logsigmoid(), "LogSigmoid", nb_logsigmoid(x)},
     };
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         NB_CK_NOTNULL(cases[k].m);
@@ -428,26 +428,26 @@ START_TEST(test_activation_modules) {
         nb_module_free(cases[k].m);
     }
     /* spot values: LeakyReLU(0.01)(-4) = -0.04, Hardtanh(-2, 2)(-4) = -2 */
-    nb_module *lr = nb_leaky_relu_module(0.01), *ht = nb_hardtanh_module(-2, 2);
+    nb_module *lr = nb_nn_leaky_relu(0.01), *ht = nb_nn_hardtanh(-2, 2);
     nb_ck_close(nb_forward(lr, x), (double[]){-0.04, -0.025, -0.01, -0.002, 0.3, 1, 2.5, 30}, 8, 0, 1e-15);
     nb_ck_close(nb_forward(ht, x), (double[]){-2, -2, -1, -0.2, 0.3, 1, 2, 2}, 8, 0, 0);
     nb_module_free(lr);
     nb_module_free(ht);
     /* in a Sequential, gradients flow through the activation */
     nb_manual_seed(3);
-    nb_module *net = nb_sequential(nb_linear_ex(4, 3, true, NB_F64), nb_silu_module(), nb_linear_ex(3, 1, true, NB_F64));
+    nb_module *net = nb_nn_sequential(nb_nn_linear_ex(4, 3, true, NB_F64), nb_nn_silu(), nb_nn_linear_ex(3, 1, true, NB_F64));
     NB_CK_NOTNULL(net);
     NB_CK_OK(nb_backward(nb_sum(nb_forward(net, x), NULL, 0, false)));
     nb_tensor *w0 = nb_module_get(nb_module_child(net, "0"), "weight");
     double gw[12];
-    nb_test_values(nb_grad(w0), gw, 12);
+    nb_test_values(nb_tensor_grad(w0), gw, 12);
     double norm = 0;
     for (int i = 0; i < 12; i++) norm += fabs(gw[i]);
     ck_assert(norm > 0 && isfinite(norm));
     nb_module_free(net);
     /* bad hyperparameters */
-    NB_CK_FAILS(nb_hardtanh_module(1, 0), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_softplus_module(0, 20), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_hardtanh(1, 0), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_softplus(0, 20), NB_ERR_INVALID_ARG);
     nb_scope_end(s);
 }
 END_TEST

@@ -19,12 +19,12 @@
 BINARY_FN(f_matmul, nb_matmul(a, b))
 BINARY_FN(f_matmul_tt, nb_matmul(nb_transpose(a, 0, 1), nb_transpose(b, 0, 1)))
 BINARY_FN(f_matmul_bt, nb_matmul(a, nb_transpose(b, -1, -2)))
-BINARY_FN(f_linear_nobias, nb_linear_fn(a, b, NULL))
-BINARY_FN(f_linear_xt, nb_linear_fn(nb_transpose(a, 0, 1), b, NULL))
+BINARY_FN(f_linear_nobias, nb_linear(a, b, NULL))
+BINARY_FN(f_linear_xt, nb_linear(nb_transpose(a, 0, 1), b, NULL))
 
 static nb_tensor *f_linear(nb_tensor *const *in, int n, void *ctx) {
     (void)n, (void)ctx;
-    return nb_linear_fn(in[0], in[1], in[2]);
+    return nb_linear(in[0], in[1], in[2]);
 }
 
 static void gc2(nb_gradcheck_fn f, nb_tensor *a, nb_tensor *b) {
@@ -153,11 +153,11 @@ START_TEST(test_matmul_errors) {
     NB_CK_FAILS(nb_matmul(nb_zeros(NB_SHAPE(2, 3), NB_I32), nb_zeros(NB_SHAPE(3, 2), NB_I32)), NB_ERR_DTYPE);
     /* linear */
     nb_tensor *w = nb_zeros(NB_SHAPE(4, 3), NB_F64);
-    NB_CK_FAILS(nb_linear_fn(nb_zeros(NB_SHAPE(2, 4), NB_F64), w, NULL), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_linear(nb_zeros(NB_SHAPE(2, 4), NB_F64), w, NULL), NB_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "linear"));
-    NB_CK_FAILS(nb_linear_fn(a, w, nb_zeros(NB_SHAPE(3), NB_F64)), NB_ERR_SHAPE);
-    NB_CK_FAILS(nb_linear_fn(a, nb_zeros(NB_SHAPE(3), NB_F64), NULL), NB_ERR_SHAPE);
-    NB_CK_FAILS(nb_linear_fn(a, nb_zeros(NB_SHAPE(4, 3), NB_F32), NULL), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_linear(a, w, nb_zeros(NB_SHAPE(3), NB_F64)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_linear(a, nb_zeros(NB_SHAPE(3), NB_F64), NULL), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_linear(a, nb_zeros(NB_SHAPE(4, 3), NB_F32), NULL), NB_ERR_DTYPE);
     nb_scope_end(s);
 }
 END_TEST
@@ -167,22 +167,22 @@ START_TEST(test_linear_forward) {
     nb_tensor *w = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 0, -1, 2, 1, 0});
     nb_tensor *b = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){0.5, -1});
     nb_tensor *x = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 0, 1, 0});
-    nb_tensor *y = nb_linear_fn(x, w, b);
+    nb_tensor *y = nb_linear(x, w, b);
     nb_ck_shape(y, 2, (int64_t[]){2, 2});
     nb_ck_close(y, (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
-    nb_ck_close(nb_linear_fn(x, w, NULL), (double[]){-2, 4, 0, 1}, 4, 0, 0);
+    nb_ck_close(nb_linear(x, w, NULL), (double[]){-2, 4, 0, 1}, 4, 0, 0);
     /* 3-D and 1-D inputs keep their leading dims */
-    nb_tensor *y3 = nb_linear_fn(nb_reshape(x, NB_SHAPE(2, 1, 3)), w, b);
+    nb_tensor *y3 = nb_linear(nb_reshape(x, NB_SHAPE(2, 1, 3)), w, b);
     nb_ck_shape(y3, 3, (int64_t[]){2, 1, 2});
     nb_ck_close(y3, (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
-    nb_tensor *y1 = nb_linear_fn(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3}), w, b);
+    nb_tensor *y1 = nb_linear(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3}), w, b);
     nb_ck_shape(y1, 1, (int64_t[]){2});
     nb_ck_close(y1, (double[]){-1.5, 3}, 2, 0, 0);
     /* a transposed input and a transposed weight */
     nb_tensor *xt = nb_transpose(nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 0, 2, 1, 3, 0}), 0, 1);
-    nb_ck_close(nb_linear_fn(xt, w, b), (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
+    nb_ck_close(nb_linear(xt, w, b), (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
     nb_tensor *wt = nb_transpose(nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 0, 1, -1, 0}), 0, 1);
-    nb_ck_close(nb_linear_fn(x, wt, b), (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
+    nb_ck_close(nb_linear(x, wt, b), (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
     /* the same as matmul with the transposed weight plus the bias */
     nb_ck_close(nb_add(nb_matmul(x, nb_transpose(w, 0, 1)), b), (double[]){-1.5, 3, 0.5, 0}, 4, 0, 0);
     nb_scope_end(s);
@@ -198,8 +198,8 @@ START_TEST(test_matmul_grad_by_hand) {
     NB_CK_OK(nb_set_requires_grad(a, true));
     NB_CK_OK(nb_set_requires_grad(b, true));
     NB_CK_OK(nb_backward(nb_sum(nb_matmul(a, b), NULL, 0, false)));
-    nb_ck_close(nb_grad(a), (double[]){11, 15, 11, 15}, 4, 0, 0); /* ones @ b^T: row sums of b */
-    nb_ck_close(nb_grad(b), (double[]){4, 4, 6, 6}, 4, 0, 0);     /* a^T @ ones: column sums of a */
+    nb_ck_close(nb_tensor_grad(a), (double[]){11, 15, 11, 15}, 4, 0, 0); /* ones @ b^T: row sums of b */
+    nb_ck_close(nb_tensor_grad(b), (double[]){4, 4, 6, 6}, 4, 0, 0);     /* a^T @ ones: column sums of a */
     /* linear: dW = g^T x, db = sum of g's rows, dx = g W */
     nb_tensor *x = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 2, 3, 0, 1, 0});
     nb_tensor *w = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 0, -1, 2, 1, 0});
@@ -207,10 +207,10 @@ START_TEST(test_matmul_grad_by_hand) {
     NB_CK_OK(nb_set_requires_grad(x, true));
     NB_CK_OK(nb_set_requires_grad(w, true));
     NB_CK_OK(nb_set_requires_grad(bias, true));
-    NB_CK_OK(nb_backward(nb_sum(nb_linear_fn(x, w, bias), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){3, 1, -1, 3, 1, -1}, 6, 0, 0);
-    nb_ck_close(nb_grad(w), (double[]){1, 3, 3, 1, 3, 3}, 6, 0, 0);
-    nb_ck_close(nb_grad(bias), (double[]){2, 2}, 2, 0, 0);
+    NB_CK_OK(nb_backward(nb_sum(nb_linear(x, w, bias), NULL, 0, false)));
+    nb_ck_close(nb_tensor_grad(x), (double[]){3, 1, -1, 3, 1, -1}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(w), (double[]){1, 3, 3, 1, 3, 3}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(bias), (double[]){2, 2}, 2, 0, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -268,8 +268,8 @@ START_TEST(test_matmul_float32) {
     double *want = nb_test_values_of(c64);
     nb_ck_close(c32, want, nb_numel(c64), 1e-5, 1e-5);
     free(want);
-    nb_tensor *l32 = nb_linear_fn(a32, nb_transpose(b32, 0, 1), bias32);
-    nb_tensor *l64 = nb_linear_fn(a64, nb_transpose(b64, 0, 1), bias64);
+    nb_tensor *l32 = nb_linear(a32, nb_transpose(b32, 0, 1), bias32);
+    nb_tensor *l64 = nb_linear(a64, nb_transpose(b64, 0, 1), bias64);
     want = nb_test_values_of(l64);
     nb_ck_close(l32, want, nb_numel(l64), 1e-5, 1e-5);
     free(want);

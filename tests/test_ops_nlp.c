@@ -59,12 +59,12 @@ START_TEST(test_layer_norm_torch_values) {
                            0.40203013783501956, 2.3263917918552544},
                 6, 1e-14, 1e-13);
     NB_CK_OK(nb_backward_with(y, nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, -2, 0.5, 0.3, 0.7, -1.1})));
-    nb_ck_close(nb_grad(x),
+    nb_ck_close(nb_tensor_grad(x),
                 (double[]){-0.4581611472191036, 0.6872408617829473, -0.22907971456384335, -0.007728341795505023,
                            0.012369629071386834, -0.004641287275881867},
                 6, 1e-13, 1e-12);
-    nb_ck_close(nb_grad(w), (double[]){-1.4023912588780802, 0.3930996692406355, -0.776364528363954}, 3, 1e-13, 1e-12);
-    nb_ck_close(nb_grad(b), (double[]){1.3, -1.3, -0.6}, 3, 1e-14, 1e-13);
+    nb_ck_close(nb_tensor_grad(w), (double[]){-1.4023912588780802, 0.3930996692406355, -0.776364528363954}, 3, 1e-13, 1e-12);
+    nb_ck_close(nb_tensor_grad(b), (double[]){1.3, -1.3, -0.6}, 3, 1e-14, 1e-13);
     /* over both dims, no affine; and a large eps */
     nb_ck_close(nb_layer_norm(x, 2, (int64_t[]){2, 3}, NULL, NULL, 1e-5),
                 (double[]){-0.35491343168580414, 0.2535095940612886, 1.470355645555474, -1.5717594831799895,
@@ -184,9 +184,9 @@ static void layer_norm_bits(int threads, int64_t rows, int64_t m, float *out) {
     NB_CK_OK(nb_to_host(y, out, sizeof(float) * (size_t)(rows * m)));
     NB_CK_OK(nb_backward_with(y, gy));
     out += rows * m;
-    NB_CK_OK(nb_to_host(nb_grad(x), out, sizeof(float) * (size_t)(rows * m)));
-    NB_CK_OK(nb_to_host(nb_grad(w), out + rows * m, sizeof(float) * (size_t)m));
-    NB_CK_OK(nb_to_host(nb_grad(b), out + rows * m + m, sizeof(float) * (size_t)m));
+    NB_CK_OK(nb_to_host(nb_tensor_grad(x), out, sizeof(float) * (size_t)(rows * m)));
+    NB_CK_OK(nb_to_host(nb_tensor_grad(w), out + rows * m, sizeof(float) * (size_t)m));
+    NB_CK_OK(nb_to_host(nb_tensor_grad(b), out + rows * m + m, sizeof(float) * (size_t)m));
     nb_scope_end(s);
 }
 
@@ -215,8 +215,8 @@ START_TEST(test_layer_norm_float32_grads) {
     NB_CK_OK(nb_backward_with(nb_layer_norm(x, 1, &m, w, b, 1e-5), gy));
     NB_CK_OK(nb_backward_with(nb_layer_norm(x32, 1, &m, w32, b32, 1e-5), nb_to_dtype(gy, NB_F32)));
     for (int i = 0; i < 3; i++) {
-        double *want = nb_test_values_of(nb_grad(ts[i]));
-        nb_ck_close(nb_grad(ts[i + 3]), want, nb_numel(ts[i]), 1e-4, 1e-4);
+        double *want = nb_test_values_of(nb_tensor_grad(ts[i]));
+        nb_ck_close(nb_tensor_grad(ts[i + 3]), want, nb_numel(ts[i]), 1e-4, 1e-4);
         free(want);
     }
     nb_scope_end(s);
@@ -255,7 +255,7 @@ START_TEST(test_gelu_torch_values) {
         nb_tensor *y = nb_gelu(x, ap);
         nb_ck_close(y, form ? tanh_ : exact, 8, 1e-15, 1e-14);
         NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
-        nb_ck_close(nb_grad(x), form ? dtanh : dexact, 8, 1e-15, 1e-14);
+        nb_ck_close(nb_tensor_grad(x), form ? dtanh : dexact, 8, 1e-15, 1e-14);
         nb_tensor *y32 = nb_gelu(nb_test_tensor(NB_SHAPE(8), NB_F32, gelu_x), ap);
         ck_assert_int_eq(nb_dtype_of(y32), NB_F32);
         /* torch's float32 erf is a vectorised approximation, ~2e-7 off near -3 */
@@ -305,11 +305,11 @@ START_TEST(test_gelu_float32_large) {
         free(want);
         NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
         NB_CK_OK(nb_backward(nb_sum(y32, NULL, 0, false)));
-        want = nb_test_values_of(nb_grad(x));
-        nb_ck_close(nb_grad(x32), want, nb_numel(x), 1e-6, 1e-5);
+        want = nb_test_values_of(nb_tensor_grad(x));
+        nb_ck_close(nb_tensor_grad(x32), want, nb_numel(x), 1e-6, 1e-5);
         free(want);
-        nb_zero_grad_tensor(x);
-        nb_zero_grad_tensor(x32);
+        nb_tensor_zero_grad(x);
+        nb_tensor_zero_grad(x32);
     }
     nb_scope_end(s);
 }

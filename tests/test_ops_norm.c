@@ -223,9 +223,9 @@ START_TEST(test_bn_grad_by_hand) {
     nb_tensor *w = nb_test_randn_grad(NB_SHAPE(2), 22), *b = nb_test_randn_grad(NB_SHAPE(2), 23);
     NB_CK_OK(nb_backward(nb_sum(nb_batch_norm(x, NULL, NULL, w, b, true, 0.1, EPS), NULL, 0, false)));
     double zeros[30] = {0};
-    nb_ck_close(nb_grad(x), zeros, 30, 1e-12, 0);
-    nb_ck_close(nb_grad(w), zeros, 2, 1e-12, 0);
-    nb_ck_close(nb_grad(b), (double[]){15, 15}, 2, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), zeros, 30, 1e-12, 0);
+    nb_ck_close(nb_tensor_grad(w), zeros, 2, 1e-12, 0);
+    nb_ck_close(nb_tensor_grad(b), (double[]){15, 15}, 2, 0, 0);
     /* eval: gx = w / sqrt(rv + eps), gw = sum((x - rm) / sqrt(rv + eps)) */
     nb_tensor *x2 = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){1, 2, 3, 4});
     NB_CK_OK(nb_set_requires_grad(x2, true));
@@ -238,8 +238,8 @@ START_TEST(test_bn_grad_by_hand) {
     NB_CK_NOTNULL(nb_batch_norm(nb_randn(NB_SHAPE(4, 2), NB_F64, NULL), rm, rv, NULL, NULL, true, 0.5, EPS));
     NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
     double i0 = 1 / sqrt(3 + EPS), i1 = 1 / sqrt(0.5 + EPS);
-    nb_ck_close(nb_grad(x2), (double[]){2 * i0, 3 * i1, 2 * i0, 3 * i1}, 4, 1e-14, 1e-12);
-    nb_ck_close(nb_grad(w2), (double[]){(0 + 2) * i0, (3 + 5) * i1}, 2, 1e-14, 1e-12);
+    nb_ck_close(nb_tensor_grad(x2), (double[]){2 * i0, 3 * i1, 2 * i0, 3 * i1}, 4, 1e-14, 1e-12);
+    nb_ck_close(nb_tensor_grad(w2), (double[]){(0 + 2) * i0, (3 + 5) * i1}, 2, 1e-14, 1e-12);
     nb_scope_end(s);
 }
 END_TEST
@@ -265,7 +265,7 @@ static void bn_float32_and_threads(int ndim, const int64_t *shape, uint64_t seed
         NB_CK_OK(nb_set_requires_grad(b, true));
         res[r][0] = nb_batch_norm(x, rm, rv, w, b, true, 0.1, EPS);
         NB_CK_OK(nb_backward_with(res[r][0], nb_to_dtype(gy64, dt)));
-        res[r][1] = nb_grad(x), res[r][2] = nb_grad(w), res[r][3] = nb_grad(b), res[r][4] = rm, res[r][5] = rv;
+        res[r][1] = nb_tensor_grad(x), res[r][2] = nb_tensor_grad(w), res[r][3] = nb_tensor_grad(b), res[r][4] = rm, res[r][5] = rv;
     }
     nb_set_num_threads(0);
     double atol[6] = {1e-5, 1e-5, 1e-2, 1e-2, 1e-6, 1e-6}; /* gw, gb sum up to ~200k terms */
@@ -336,7 +336,7 @@ START_TEST(test_dropout_identity_and_extremes) {
     double zeros[20] = {0};
     nb_ck_close(y, zeros, 20, 0, 0);
     NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
-    nb_ck_close(nb_grad(x), zeros, 20, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), zeros, 20, 0, 0);
     NB_CK_FAILS(nb_dropout(x, -0.1, true, &g), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_dropout(x, 1.5, true, &g), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_dropout(x, NAN, false, &g), NB_ERR_INVALID_ARG);
@@ -355,7 +355,7 @@ START_TEST(test_dropout_gradient) {
     nb_tensor *y = nb_dropout(x, p, true, &g);
     nb_tensor *v = nb_rand(NB_SHAPE(50, 40), NB_F64, &g);
     NB_CK_OK(nb_backward(nb_sum(nb_mul(y, v), NULL, 0, false)));
-    double *yv = nb_test_values_of(y), *vv = nb_test_values_of(v), *gv = nb_test_values_of(nb_grad(x));
+    double *yv = nb_test_values_of(y), *vv = nb_test_values_of(v), *gv = nb_test_values_of(nb_tensor_grad(x));
     for (int i = 0; i < 2000; i++) {
         double want = yv[i] != 0 ? vv[i] / (1 - p) : 0;
         ck_assert_msg(fabs(gv[i] - want) <= 1e-15, "element %d: %g vs %g", i, gv[i], want);
@@ -365,7 +365,7 @@ START_TEST(test_dropout_gradient) {
     nb_tensor *x2 = nb_test_randn_grad(NB_SHAPE(6, 7), 12);
     nb_tensor *y2 = nb_transpose(nb_dropout(nb_transpose(x2, 0, 1), 0.5, true, &g), 0, 1);
     NB_CK_OK(nb_backward(nb_sum(y2, NULL, 0, false)));
-    double *y2v = nb_test_values_of(y2), *g2v = nb_test_values_of(nb_grad(x2));
+    double *y2v = nb_test_values_of(y2), *g2v = nb_test_values_of(nb_tensor_grad(x2));
     for (int i = 0; i < 42; i++) ck_assert(g2v[i] == (y2v[i] != 0 ? 2.0 : 0.0));
     free(y2v), free(g2v);
     nb_scope_end(s);
@@ -442,11 +442,11 @@ START_TEST(test_interpolate_by_hand) {
     /* backward of nearest 2x2 -> 4x4 with ones: each input pixel gets 4 */
     NB_CK_OK(nb_set_requires_grad(x, true));
     NB_CK_OK(nb_backward(nb_sum(nb_interpolate(x, 4, 4, NB_INTERPOLATE_NEAREST, false), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){4, 4, 4, 4}, 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){4, 4, 4, 4}, 4, 0, 0);
     /* bilinear align_corners true 2x2 -> 3x3: weights per axis (1, .5, 0) and (0, .5, 1): each gets 1.5^2 */
-    nb_zero_grad_tensor(x);
+    nb_tensor_zero_grad(x);
     NB_CK_OK(nb_backward(nb_sum(nb_interpolate(x, 3, 3, NB_INTERPOLATE_BILINEAR, true), NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){2.25, 2.25, 2.25, 2.25}, 4, 1e-15, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){2.25, 2.25, 2.25, 2.25}, 4, 1e-15, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -525,7 +525,7 @@ START_TEST(test_interpolate_errors_and_threads) {
             nb_tensor *y = nb_interpolate(xi, 61, 59, mode ? NB_INTERPOLATE_BILINEAR : NB_INTERPOLATE_NEAREST,
                                           mode == 2);
             NB_CK_OK(nb_backward_with(y, gy));
-            r[t] = nb_grad(xi); /* owned by xi, which the scope keeps */
+            r[t] = nb_tensor_grad(xi); /* owned by xi, which the scope keeps */
         }
         ck_same_bits(r[0], r[1]);
     }
@@ -538,7 +538,7 @@ END_TEST
 
 START_TEST(test_batchnorm_module) {
     nb_scope *s = nb_scope_begin();
-    nb_module *bn = nb_batch_norm2d_module(3, 0, 0);
+    nb_module *bn = nb_nn_batch_norm2d(3, 0, 0);
     NB_CK_NOTNULL(bn);
     ck_assert_str_eq(nb_module_kind(bn), "BatchNorm2d");
     nb_named_tensor p[4], b[4];
@@ -595,8 +595,8 @@ START_TEST(test_batchnorm_module) {
     NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_forward(bn, nb_randn(NB_SHAPE(4, 3, 2, 2), NB_F32, &g)),
                                        nb_randn(NB_SHAPE(4, 3, 2, 2), NB_F32, &g)),
                                 NULL, 0, false)));
-    NB_CK_NOTNULL(nb_grad(p[0].tensor));
-    nb_ck_shape(nb_grad(p[1].tensor), 1, (int64_t[]){3});
+    NB_CK_NOTNULL(nb_tensor_grad(p[0].tensor));
+    nb_ck_shape(nb_tensor_grad(p[1].tensor), 1, (int64_t[]){3});
     nb_module_free(bn);
     nb_scope_end(s);
 }
@@ -604,7 +604,7 @@ END_TEST
 
 START_TEST(test_batchnorm1d_module) {
     nb_scope *s = nb_scope_begin();
-    nb_module *bn = nb_batch_norm1d_module(2, 1e-3, 0.5);
+    nb_module *bn = nb_nn_batch_norm1d(2, 1e-3, 0.5);
     NB_CK_NOTNULL(bn);
     ck_assert_str_eq(nb_module_kind(bn), "BatchNorm1d");
     /* [N, C] with eps 1e-3 and momentum 0.5: channel 0 = 1, 3 (mean 2, var 1, unbiased 2) */
@@ -618,16 +618,16 @@ START_TEST(test_batchnorm1d_module) {
     ck_assert_double_eq(nb_item(nb_module_get(bn, "num_batches_tracked")), 2);
     NB_CK_FAILS(nb_forward(bn, nb_ones(NB_SHAPE(2, 2, 3, 3), NB_F32)), NB_ERR_SHAPE);
     nb_module_free(bn);
-    NB_CK_FAILS(nb_batch_norm1d_module(0, 0, 0), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_batch_norm2d_module(4, -1, 0), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_batch_norm2d_module(4, 0, 1.5), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_batch_norm1d(0, 0, 0), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_batch_norm2d(4, -1, 0), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_batch_norm2d(4, 0, 1.5), NB_ERR_INVALID_ARG);
     nb_scope_end(s);
 }
 END_TEST
 
 START_TEST(test_dropout_module) {
     nb_scope *s = nb_scope_begin();
-    nb_module *d = nb_dropout_module(0.5);
+    nb_module *d = nb_nn_dropout(0.5);
     NB_CK_NOTNULL(d);
     ck_assert_str_eq(nb_module_kind(d), "Dropout");
     ck_assert_int_eq(nb_module_parameters(d, NULL, 0), 0);
@@ -648,8 +648,8 @@ START_TEST(test_dropout_module) {
     nb_module_train(d, false);
     ck_assert_ptr_eq(nb_forward(d, x), x);
     nb_module_free(d);
-    NB_CK_FAILS(nb_dropout_module(1.01), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_dropout_module(-0.5), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_dropout(1.01), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_dropout(-0.5), NB_ERR_INVALID_ARG);
     nb_scope_end(s);
 }
 END_TEST

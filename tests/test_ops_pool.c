@@ -273,7 +273,7 @@ START_TEST(test_max_pool_indices_by_hand) {
     NB_CK_OK(nb_set_requires_grad(x, true));
     y = nb_max_pool2d(x, (nb_pool2d_options){.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}, NULL);
     NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){0, 2, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0}, 16, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){0, 2, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0}, 16, 0, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -387,10 +387,10 @@ END_TEST
 /* Backward scatters (overlapping windows) give the same bits on 1 and 2 threads. */
 static void grads_at(int threads, const pool_case *c, nb_tensor *x, nb_tensor *gy, double *out, int64_t n) {
     nb_set_num_threads(threads);
-    nb_zero_grad_tensor(x);
+    nb_tensor_zero_grad(x);
     nb_scope *s = nb_scope_begin();
     NB_CK_OK(nb_backward_with(run_case(c, x, NULL), gy));
-    NB_CK_OK(nb_to_host(nb_grad(x), out, sizeof(double) * (size_t)n));
+    NB_CK_OK(nb_to_host(nb_tensor_grad(x), out, sizeof(double) * (size_t)n));
     nb_scope_end(s);
 }
 
@@ -465,34 +465,34 @@ START_TEST(test_pool_modules) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_test_tensor(NB_SHAPE(1, 1, 4, 4), NB_F32,
                                   (double[]){0, 9, 1, 2, 3, 4, 5, 8, 7, 1, 2, 0, 3, 2, 5, 6});
-    nb_module *m = nb_max_pool2d_module((nb_pool2d_options){.kernel = {2, 2}});
+    nb_module *m = nb_nn_max_pool2d((nb_pool2d_options){.kernel = {2, 2}});
     NB_CK_NOTNULL(m);
     ck_assert_str_eq(nb_module_kind(m), "MaxPool2d");
     ck_assert_int_eq(nb_module_parameters(m, NULL, 0), 0);
     nb_ck_close(nb_forward(m, x), (double[]){9, 8, 7, 6}, 4, 0, 0);
     nb_module_free(m);
-    m = nb_avg_pool2d_module((nb_pool2d_options){.kernel = {2, 2}});
+    m = nb_nn_avg_pool2d((nb_pool2d_options){.kernel = {2, 2}});
     nb_ck_close(nb_forward(m, x), (double[]){4, 4, 3.25, 3.25}, 4, 0, 1e-6);
     nb_module_free(m);
-    m = nb_adaptive_avg_pool2d_module(1, 1);
+    m = nb_nn_adaptive_avg_pool2d(1, 1);
     ck_assert_str_eq(nb_module_kind(m), "AdaptiveAvgPool2d");
     nb_ck_close(nb_forward(m, x), (double[]){3.625}, 1, 0, 1e-6);
     nb_module_free(m);
     nb_tensor *x1 = nb_test_tensor(NB_SHAPE(1, 1, 6), NB_F32, (double[]){1, 2, 3, 4, 5, 6});
-    m = nb_max_pool1d_module((nb_pool1d_options){.kernel = 3});
+    m = nb_nn_max_pool1d((nb_pool1d_options){.kernel = 3});
     nb_ck_close(nb_forward(m, x1), (double[]){3, 6}, 2, 0, 0);
     nb_module_free(m);
-    m = nb_avg_pool1d_module((nb_pool1d_options){.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true});
+    m = nb_nn_avg_pool1d((nb_pool1d_options){.kernel = 3, .stride = 2, .padding = 1, .ceil_mode = true});
     nb_ck_close(nb_forward(m, x1), (double[]){1, 3, 5, 3}, 4, 0, 1e-6);
     nb_module_free(m);
-    m = nb_adaptive_avg_pool1d_module(2);
+    m = nb_nn_adaptive_avg_pool1d(2);
     ck_assert_str_eq(nb_module_kind(m), "AdaptiveAvgPool1d");
     nb_ck_close(nb_forward(m, x1), (double[]){2, 5}, 2, 0, 1e-6);
     nb_module_free(m);
-    NB_CK_FAILS(nb_max_pool2d_module((nb_pool2d_options){.kernel = {2, 2}, .padding = {2, 0}}), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_avg_pool1d_module((nb_pool1d_options){.kernel = 0}), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_adaptive_avg_pool2d_module(0, 1), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_adaptive_avg_pool1d_module(-3), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_max_pool2d((nb_pool2d_options){.kernel = {2, 2}, .padding = {2, 0}}), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_avg_pool1d((nb_pool1d_options){.kernel = 0}), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_adaptive_avg_pool2d(0, 1), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_adaptive_avg_pool1d(-3), NB_ERR_INVALID_ARG);
     nb_scope_end(s);
 }
 END_TEST
@@ -508,7 +508,7 @@ START_TEST(test_pool_releases_memory) {
     nb_tensor *a = nb_avg_pool1d(nb_reshape(x, NB_SHAPE(6, 42)), (nb_pool1d_options){.kernel = 3, .padding = 1});
     nb_tensor *loss = nb_add(nb_add(nb_sum(y, NULL, 0, false), nb_sum(z, NULL, 0, false)), nb_sum(a, NULL, 0, false));
     NB_CK_OK(nb_backward(loss));
-    NB_CK_NOTNULL(nb_grad(x));
+    NB_CK_NOTNULL(nb_tensor_grad(x));
     ck_assert_ptr_null(nb_max_pool2d(x, (nb_pool2d_options){.kernel = {9, 9}}, &idx));
     ck_assert_ptr_null(idx);
     nb_scope_end(s);

@@ -175,25 +175,25 @@ START_TEST(test_reduce_grad_by_hand) {
     nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 3, 3});
     NB_CK_OK(nb_set_requires_grad(x, true));
     NB_CK_OK(nb_backward(nb_max(x, NULL, 0, false)));
-    nb_ck_close(nb_grad(x), (double[]){0, 0.5, 0.5}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){0, 0.5, 0.5}, 3, 0, 0);
     nb_tensor *t = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 3, 3, 2, 2, 0});
     NB_CK_OK(nb_set_requires_grad(t, true));
     NB_CK_OK(nb_backward_with(nb_max(t, (int[]){1}, 1, false), nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 4})));
-    nb_ck_close(nb_grad(t), (double[]){0, 0.5, 0.5, 2, 2, 0}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(t), (double[]){0, 0.5, 0.5, 2, 2, 0}, 6, 0, 0);
     /* max_dim sends it to the first index only */
-    nb_zero_grad_tensor(t);
+    nb_tensor_zero_grad(t);
     NB_CK_OK(nb_backward(nb_sum(nb_max_dim(t, 1, false, NULL), NULL, 0, false)));
-    nb_ck_close(nb_grad(t), (double[]){0, 1, 0, 1, 0, 0}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(t), (double[]){0, 1, 0, 1, 0, 0}, 6, 0, 0);
     /* mean: 1/n to each element; sum over a dim with keepdim */
-    nb_zero_grad_tensor(t);
+    nb_tensor_zero_grad(t);
     NB_CK_OK(nb_backward(nb_mean(t, NULL, 0, false)));
-    nb_ck_close(nb_grad(t), (double[]){1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6}, 6, 0, 1e-15);
-    nb_zero_grad_tensor(t);
+    nb_ck_close(nb_tensor_grad(t), (double[]){1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6}, 6, 0, 1e-15);
+    nb_tensor_zero_grad(t);
     NB_CK_OK(nb_backward_with(nb_sum(t, (int[]){0}, 1, true), nb_test_tensor(NB_SHAPE(1, 3), NB_F64, (double[]){1, 2, 3})));
-    nb_ck_close(nb_grad(t), (double[]){1, 2, 3, 1, 2, 3}, 6, 0, 0);
-    nb_zero_grad_tensor(t);
+    nb_ck_close(nb_tensor_grad(t), (double[]){1, 2, 3, 1, 2, 3}, 6, 0, 0);
+    nb_tensor_zero_grad(t);
     NB_CK_OK(nb_backward_with(nb_mean(t, (int[]){1}, 1, false), nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){3, 6})));
-    nb_ck_close(nb_grad(t), (double[]){1, 1, 1, 2, 2, 2}, 6, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(t), (double[]){1, 1, 1, 2, 2, 2}, 6, 0, 1e-15);
     /* argmax is not differentiable */
     ck_assert(!nb_requires_grad(nb_argmax(t, 1, false)));
     nb_tensor *idx = NULL;
@@ -339,7 +339,7 @@ START_TEST(test_prod_forward_and_grad) {
     /* gradient by hand: one zero -> product of the others there only; two zeros -> 0 */
     nb_tensor *z = grad_tensor(NB_SHAPE(3, 3), (double[]){2, 3, 4, 2, 0, 5, 0, 7, 0});
     NB_CK_OK(nb_backward(nb_sum(nb_prod(z, (int[]){1}, 1, false), NULL, 0, false)));
-    nb_ck_close(nb_grad(z), (double[]){12, 8, 6, 0, 10, 0, 0, 0, 0}, 9, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(z), (double[]){12, 8, 6, 0, 10, 0, 0, 0, 0}, 9, 0, 1e-15);
     /* gradchecks: random (no zeros), and inputs with one and two zeros */
     nb_tensor *r = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 5);
     const red2_ctx cs[] = {{0, {1}, 1, false, 0}, {0, {0, 2}, 2, true, 0}, {0, {0}, 0, false, 0}, {0, {-1}, 1, true, 0}};
@@ -385,13 +385,13 @@ START_TEST(test_min_forward_and_grad) {
     /* tie gradients: amin shares, min_dim sends to the first index */
     nb_tensor *tg = grad_tensor(NB_SHAPE(2, 3), (double[]){3, 1, 1, 2, 2, 2});
     NB_CK_OK(nb_backward_with(nb_amin(tg, (int[]){1}, 1, false), nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 3})));
-    nb_ck_close(nb_grad(tg), (double[]){0, 0.5, 0.5, 1, 1, 1}, 6, 0, 1e-15);
-    nb_zero_grad_tensor(tg);
+    nb_ck_close(nb_tensor_grad(tg), (double[]){0, 0.5, 0.5, 1, 1, 1}, 6, 0, 1e-15);
+    nb_tensor_zero_grad(tg);
     NB_CK_OK(nb_backward(nb_sum(nb_min_dim(tg, 1, false, NULL), NULL, 0, false)));
-    nb_ck_close(nb_grad(tg), (double[]){0, 1, 0, 1, 0, 0}, 6, 0, 0);
-    nb_zero_grad_tensor(tg);
+    nb_ck_close(nb_tensor_grad(tg), (double[]){0, 1, 0, 1, 0, 0}, 6, 0, 0);
+    nb_tensor_zero_grad(tg);
     NB_CK_OK(nb_backward(nb_amax(tg, NULL, 0, false)));
-    nb_ck_close(nb_grad(tg), (double[]){1, 0, 0, 0, 0, 0}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(tg), (double[]){1, 0, 0, 0, 0, 0}, 6, 0, 0);
     ck_assert(!nb_requires_grad(nb_argmin(tg, 1, false)));
     /* gradchecks without ties */
     nb_tensor *r = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 6);
@@ -441,13 +441,13 @@ START_TEST(test_norm) {
     /* the 2-norm of zeros has gradient 0 (masked); inf norm shares among ties with sign */
     nb_tensor *z = grad_tensor(NB_SHAPE(2, 2), (double[]){0, 0, 3, -4});
     NB_CK_OK(nb_backward(nb_sum(nb_norm(z, 2, (int[]){1}, 1, false), NULL, 0, false)));
-    nb_ck_close(nb_grad(z), (double[]){0, 0, 0.6, -0.8}, 4, 1e-15, 0);
+    nb_ck_close(nb_tensor_grad(z), (double[]){0, 0, 0.6, -0.8}, 4, 1e-15, 0);
     nb_tensor *t = grad_tensor(NB_SHAPE(4), (double[]){2, -2, 1, 0});
     NB_CK_OK(nb_backward(nb_norm(t, INFINITY, NULL, 0, false)));
-    nb_ck_close(nb_grad(t), (double[]){0.5, -0.5, 0, 0}, 4, 0, 0);
-    nb_zero_grad_tensor(t);
+    nb_ck_close(nb_tensor_grad(t), (double[]){0.5, -0.5, 0, 0}, 4, 0, 0);
+    nb_tensor_zero_grad(t);
     NB_CK_OK(nb_backward(nb_norm(t, 1, NULL, 0, false)));
-    nb_ck_close(nb_grad(t), (double[]){1, -1, 1, 0}, 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(t), (double[]){1, -1, 1, 0}, 4, 0, 0);
     nb_tensor *r = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 8);
     const double ps[] = {1, 2, 3, INFINITY, -INFINITY};
     for (int i = 0; i < 5; i++) {
@@ -482,7 +482,7 @@ START_TEST(test_logsumexp) {
     nb_tensor *g = grad_tensor(NB_SHAPE(3), (double[]){1, 2, 3});
     NB_CK_OK(nb_backward(nb_logsumexp(g, NULL, 0, false)));
     double z = exp(1) + exp(2) + exp(3);
-    nb_ck_close(nb_grad(g), (double[]){exp(1) / z, exp(2) / z, exp(3) / z}, 3, 1e-15, 1e-14);
+    nb_ck_close(nb_tensor_grad(g), (double[]){exp(1) / z, exp(2) / z, exp(3) / z}, 3, 1e-15, 1e-14);
     nb_tensor *r = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 9);
     const red2_ctx cs[] = {{6, {1}, 1, false, 0}, {6, {0, 2}, 2, true, 0}, {6, {0}, 0, false, 0}, {6, {-1}, 1, true, 0}};
     for (size_t c = 0; c < 4; c++) NB_CK_OK(nb_gradcheck(f_reduce2, &r, 1, (void *)&cs[c], NULL));
@@ -551,7 +551,7 @@ START_TEST(test_std_grad_zero_and_int_amax) {
     nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 1, 1});
     nb_set_requires_grad(x, true);
     NB_CK_OK(nb_backward(nb_std(x, NULL, 0, 1, false)));
-    nb_ck_close(nb_grad(x), (double[]){0, 0, 0}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){0, 0, 0}, 3, 0, 0);
     nb_tensor *i = nb_test_tensor(NB_SHAPE(2, 2), NB_I32, (double[]){3, -7, 5, 2});
     nb_tensor *m = nb_amax(i, (int[]){1}, 1, false);
     NB_CK_NOTNULL(m);

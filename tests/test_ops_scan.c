@@ -151,28 +151,28 @@ START_TEST(test_scan_grad_by_hand) {
     /* cumsum: reverse cumsum of g */
     nb_tensor *x = grad_tensor(NB_SHAPE(4), (double[]){1, 2, 3, 4});
     NB_CK_OK(nb_backward_with(nb_cumsum(x, 0), nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){1, 10, 100, 1000})));
-    nb_ck_close(nb_grad(x), (double[]){1111, 1110, 1100, 1000}, 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){1111, 1110, 1100, 1000}, 4, 0, 0);
     /* cumprod with zeros: [2, 0, 3, 0], g = 1: out = [2, 0, 0, 0];
      * d/dx0 = 1 (only out0 survives); d/dx1 = x0 + x0 x2 + x0 x2 x3 = 2 + 6 + 0 = 8;
      * d/dx2 = x0 x1 + x0 x1 x3 = 0; d/dx3 = x0 x1 x2 = 0 */
     nb_tensor *z = grad_tensor(NB_SHAPE(4), (double[]){2, 0, 3, 0});
     NB_CK_OK(nb_backward(nb_sum(nb_cumprod(z, 0), NULL, 0, false)));
-    nb_ck_close(nb_grad(z), (double[]){1, 8, 0, 0}, 4, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(z), (double[]){1, 8, 0, 0}, 4, 0, 1e-15);
     nb_tensor *z0 = grad_tensor(NB_SHAPE(3), (double[]){0, 2, 5});
     NB_CK_OK(nb_backward(nb_sum(nb_cumprod(z0, 0), NULL, 0, false)));
-    nb_ck_close(nb_grad(z0), (double[]){13, 0, 0}, 3, 0, 1e-15); /* 1 + 2 + 10 */
+    nb_ck_close(nb_tensor_grad(z0), (double[]){13, 0, 0}, 3, 0, 1e-15); /* 1 + 2 + 10 */
     /* cummax with ties: gradient to the last occurrence, accumulated */
     nb_tensor *t = grad_tensor(NB_SHAPE(5), (double[]){1, 3, 2, 3, 0});
     NB_CK_OK(nb_backward_with(nb_cummax(t, 0, NULL), nb_test_tensor(NB_SHAPE(5), NB_F64, (double[]){1, 2, 4, 8, 16})));
-    nb_ck_close(nb_grad(t), (double[]){1, 6, 0, 24, 0}, 5, 0, 0);
-    nb_zero_grad_tensor(t);
+    nb_ck_close(nb_tensor_grad(t), (double[]){1, 6, 0, 24, 0}, 5, 0, 0);
+    nb_tensor_zero_grad(t);
     NB_CK_OK(nb_backward(nb_sum(nb_cummin(t, 0, NULL), NULL, 0, false)));
-    nb_ck_close(nb_grad(t), (double[]){4, 0, 0, 0, 1}, 5, 0, 0);
+    nb_ck_close(nb_tensor_grad(t), (double[]){4, 0, 0, 0, 1}, 5, 0, 0);
     /* float32 gradients, through a transposed (strided) input */
     nb_tensor *f = nb_to_dtype(nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){1, 2, 3, 4}), NB_F32);
     NB_CK_OK(nb_set_requires_grad(f, true));
     NB_CK_OK(nb_backward(nb_sum(nb_cumprod(nb_transpose(f, 0, 1), 1), NULL, 0, false)));
-    nb_ck_close(nb_grad(f), (double[]){4, 5, 1, 2}, 4, 0, 1e-6); /* rows (1, 3) and (2, 4) */
+    nb_ck_close(nb_tensor_grad(f), (double[]){4, 5, 1, 2}, 4, 0, 1e-6); /* rows (1, 3) and (2, 4) */
     /* cummax indices carry no gradient */
     nb_tensor *idx = NULL;
     ck_assert(nb_requires_grad(nb_cummax(t, 0, &idx)) && !nb_requires_grad(idx));

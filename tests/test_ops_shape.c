@@ -189,7 +189,7 @@ START_TEST(test_pad_grad_errors) {
     nb_tensor *v = nb_zeros(NB_SHAPE(4), NB_F64);
     NB_CK_OK(nb_set_requires_grad(v, true));
     NB_CK_OK(nb_backward(nb_sum(nb_pad(v, (int64_t[]){2, 1}, 2, NB_PAD_REFLECT, 0), NULL, 0, false)));
-    nb_ck_close(nb_grad(v), (double[]){1, 2, 3, 1}, 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(v), (double[]){1, 2, 3, 1}, 4, 0, 0);
     nb_tensor *x = nb_zeros(NB_SHAPE(2, 4), NB_F64);
     NB_CK_FAILS(nb_pad(x, (int64_t[]){4, 0}, 2, NB_PAD_REFLECT, 0), NB_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "reflect"));
@@ -314,7 +314,7 @@ START_TEST(test_unfold) {
     nb_tensor *w = nb_zeros(NB_SHAPE(5), NB_F64);
     NB_CK_OK(nb_set_requires_grad(w, true));
     NB_CK_OK(nb_backward(nb_sum(nb_unfold(w, 0, 3, 1), NULL, 0, false)));
-    nb_ck_close(nb_grad(w), (double[]){1, 2, 3, 2, 1}, 5, 0, 0);
+    nb_ck_close(nb_tensor_grad(w), (double[]){1, 2, 3, 2, 1}, 5, 0, 0);
     gradcheck_op((op_ctx){.kind = K_UNFOLD, .dims = {1}, .a = {3, 1}}, NB_SHAPE(2, 5, 2), 60);
     gradcheck_op((op_ctx){.kind = K_UNFOLD, .dims = {-1}, .a = {2, 3}}, NB_SHAPE(3, 7), 61);
     gradcheck_op((op_ctx){.kind = K_UNFOLD, .dims = {0}, .a = {3, 2}}, NB_SHAPE(7, 2), 62);

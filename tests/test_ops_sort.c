@@ -190,7 +190,7 @@ START_TEST(test_sort_gradcheck) {
     nb_tensor *v;
     NB_CK_OK(nb_topk(y, 2, 0, true, true, &v, NULL));
     NB_CK_OK(nb_backward_with(v, nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){10, 20})));
-    nb_ck_close(nb_grad(y), (double[]){0, 0, 10, 20}, 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(y), (double[]){0, 0, 10, 20}, 4, 0, 0);
     nb_scope_end(s);
 }
 END_TEST

@@ -243,26 +243,26 @@ START_TEST(test_view_grads_by_hand) {
     nb_tensor *y = nb_narrow(x, 1, 1, 2);
     ck_assert(nb_requires_grad(y) && !nb_is_leaf(y));
     NB_CK_OK(nb_backward_with(y, nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 2, 3, 4, 5, 6})));
-    nb_ck_close(nb_grad(x), (double[]){0, 1, 2, 0, 0, 3, 4, 0, 0, 5, 6, 0}, 12, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){0, 1, 2, 0, 0, 3, 4, 0, 0, 5, 6, 0}, 12, 0, 0);
     /* slice with step 2 */
     nb_tensor *v = leaf_arange(6, NB_SHAPE(6));
     NB_CK_OK(nb_backward_with(nb_slice(v, 0, 1, 6, 2), nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3})));
-    nb_ck_close(nb_grad(v), (double[]){0, 1, 0, 2, 0, 3}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(v), (double[]){0, 1, 0, 2, 0, 3}, 6, 0, 0);
     /* overlapping views accumulate: sum(x[0:3]) + 2 sum(x[2:5]) */
     nb_tensor *o = leaf_arange(5, NB_SHAPE(5));
     nb_tensor *l = nb_add(nb_sum(nb_narrow(o, 0, 0, 3), NULL, 0, false),
                           nb_mul_scalar(nb_sum(nb_narrow(o, 0, 2, 3), NULL, 0, false), 2));
     NB_CK_OK(nb_backward(l));
-    nb_ck_close(nb_grad(o), (double[]){1, 1, 3, 2, 2}, 5, 0, 0);
+    nb_ck_close(nb_tensor_grad(o), (double[]){1, 1, 3, 2, 2}, 5, 0, 0);
     /* expand sums over the broadcast dims, new leading ones included */
     nb_tensor *e = leaf_arange(3, NB_SHAPE(3, 1));
     NB_CK_OK(nb_backward(nb_sum(nb_expand(e, NB_SHAPE(2, 3, 4)), NULL, 0, false)));
-    nb_ck_shape(nb_grad(e), 2, (int64_t[]){3, 1});
-    nb_ck_close(nb_grad(e), (double[]){8, 8, 8}, 3, 0, 0);
+    nb_ck_shape(nb_tensor_grad(e), 2, (int64_t[]){3, 1});
+    nb_ck_close(nb_tensor_grad(e), (double[]){8, 8, 8}, 3, 0, 0);
     nb_tensor *e2 = leaf_arange(2, NB_SHAPE(2));
     NB_CK_OK(nb_backward_with(nb_expand(e2, NB_SHAPE(3, 2)),
                               nb_test_tensor(NB_SHAPE(3, 2), NB_F64, (double[]){1, 10, 2, 20, 3, 30})));
-    nb_ck_close(nb_grad(e2), (double[]){6, 60}, 2, 0, 0);
+    nb_ck_close(nb_tensor_grad(e2), (double[]){6, 60}, 2, 0, 0);
     /* permute: grad[i][j][k] = g[k][i][j] */
     nb_tensor *p = leaf_arange(24, NB_SHAPE(2, 3, 4));
     nb_tensor *g = nb_reshape(nb_arange(0, 24, 1, NB_F64), NB_SHAPE(4, 2, 3));
@@ -271,18 +271,18 @@ START_TEST(test_view_grads_by_hand) {
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 3; j++)
             for (int k = 0; k < 4; k++) want[i * 12 + j * 4 + k] = k * 6 + i * 3 + j;
-    nb_ck_close(nb_grad(p), want, 24, 0, 0);
-    ck_assert(nb_is_contiguous(nb_grad(p)));
+    nb_ck_close(nb_tensor_grad(p), want, 24, 0, 0);
+    ck_assert(nb_is_contiguous(nb_tensor_grad(p)));
     /* reshape of a transposed tensor (a copy): flat = [x00, x10, x01, x11, x02, x12] */
     nb_tensor *r = leaf_arange(6, NB_SHAPE(2, 3));
     NB_CK_OK(nb_backward_with(nb_reshape(nb_transpose(r, 0, 1), NB_SHAPE(6)), nb_arange(0, 6, 1, NB_F64)));
-    nb_ck_close(nb_grad(r), (double[]){0, 2, 4, 1, 3, 5}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(r), (double[]){0, 2, 4, 1, 3, 5}, 6, 0, 0);
     /* unsqueeze / squeeze / flatten pass the gradient through reshaped */
     nb_tensor *u = leaf_arange(3, NB_SHAPE(3));
     NB_CK_OK(nb_backward_with(nb_flatten(nb_unsqueeze(nb_squeeze(nb_unsqueeze(u, 0), 0), 1), 0, 1),
                               nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){7, 8, 9})));
-    nb_ck_shape(nb_grad(u), 1, (int64_t[]){3});
-    nb_ck_close(nb_grad(u), (double[]){7, 8, 9}, 3, 0, 0);
+    nb_ck_shape(nb_tensor_grad(u), 1, (int64_t[]){3});
+    nb_ck_close(nb_tensor_grad(u), (double[]){7, 8, 9}, 3, 0, 0);
     nb_scope_end(s);
 }
 END_TEST
@@ -298,12 +298,12 @@ START_TEST(test_view_grad_metadata) {
     ck_assert(nb_is_contiguous(ct) && nb_requires_grad(ct) && !nb_is_leaf(ct));
     nb_ck_close(ct, (double[]){0, 3, 1, 4, 2, 5}, 6, 0, 0);
     NB_CK_OK(nb_backward_with(ct, nb_reshape(nb_arange(0, 6, 1, NB_F64), NB_SHAPE(3, 2))));
-    nb_ck_close(nb_grad(x), (double[]){0, 2, 4, 1, 3, 5}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){0, 2, 4, 1, 3, 5}, 6, 0, 0);
     /* the gradient of a leaf viewed through an expand + a reduction has the leaf's shape */
     nb_tensor *b = leaf_arange(4, NB_SHAPE(1, 4));
     NB_CK_OK(nb_backward(nb_mean(nb_expand(b, NB_SHAPE(3, 4)), NULL, 0, false)));
-    nb_ck_shape(nb_grad(b), 2, (int64_t[]){1, 4});
-    nb_ck_close(nb_grad(b), (double[]){0.25, 0.25, 0.25, 0.25}, 4, 0, 1e-15);
+    nb_ck_shape(nb_tensor_grad(b), 2, (int64_t[]){1, 4});
+    nb_ck_close(nb_tensor_grad(b), (double[]){0.25, 0.25, 0.25, 0.25}, 4, 0, 1e-15);
     nb_scope_end(s);
 }
 END_TEST

@@ -30,11 +30,11 @@ static nb_tensor *new_param(const double *v, int n) {
 
 /* Sets p's gradient to exactly c: d/dp sum(p * c) = c. */
 static void set_grad(nb_optimizer *opt, nb_tensor *p, const double *c) {
-    nb_zero_grad(opt);
+    nb_optimizer_zero_grad(opt);
     nb_scope *s = nb_scope_begin();
     nb_tensor *ct = nb_from_data(c, nb_dim(p), nb_shape(p), NB_F64);
     NB_CK_OK(nb_backward(nb_sum(nb_mul(p, ct), NULL, 0, false)));
-    nb_ck_close(nb_grad(p), c, nb_numel(p), 0, 0);
+    nb_ck_close(nb_tensor_grad(p), c, nb_numel(p), 0, 0);
     nb_scope_end(s);
 }
 
@@ -86,7 +86,7 @@ static void run_sgd(nb_sgd_options o) {
     memcpy(ref, P0, sizeof ref);
     for (int t = 1; t <= STEPS; t++) {
         set_grad(opt, p, GRADS[t - 1]);
-        NB_CK_OK(nb_step(opt));
+        NB_CK_OK(nb_optimizer_step(opt));
         ref_sgd(&o, ref, buf, t, GRADS[t - 1]);
         nb_ck_close(p, ref, N, ATOL, RTOL);
         ck_assert_int_eq(nb_optimizer_step_count(opt, 0), t);
@@ -137,7 +137,7 @@ START_TEST(test_sgd_set_lr_and_init_state) {
     NB_CK_FAILS(nb_optimizer_set_lr(opt, -1) == NB_OK, NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_optimizer_set_lr(opt, NAN) == NB_OK, NB_ERR_INVALID_ARG);
     set_grad(opt, p, GRADS[0]);
-    NB_CK_OK(nb_step(opt));
+    NB_CK_OK(nb_optimizer_step(opt));
     double ref[N], buf[N];
     memcpy(ref, P0, sizeof ref);
     memcpy(buf, loaded, sizeof buf);
@@ -163,7 +163,7 @@ START_TEST(test_sgd_noncontiguous_param) {
     NB_CK_NOTNULL(opt);
     const double c[6] = {1, -2, 0.5, 4, -1, 2};
     set_grad(opt, t, c);
-    NB_CK_OK(nb_step(opt));
+    NB_CK_OK(nb_optimizer_step(opt));
     nb_ck_close(t, (const double[]){1 - 0.5, 4 + 1, 2 - 0.25, 5 - 2, 3 + 0.5, 6 - 1}, 6, 0, 0);
     nb_ck_close(x, (const double[]){0.5, 1.75, 3.5, 5, 3, 5}, 6, 0, 0);
     nb_optimizer_free(opt);
@@ -184,7 +184,7 @@ static void run_adam(bool adamw, nb_adam_options o, adam_ref r, const double (*g
     memcpy(ref, P0, sizeof ref);
     for (int t = 1; t <= STEPS; t++) {
         set_grad(opt, p, grads[t - 1]);
-        NB_CK_OK(nb_step(opt));
+        NB_CK_OK(nb_optimizer_step(opt));
         ref_adam(&r, ref, t, grads[t - 1]);
         nb_ck_close(p, ref, N, ATOL, RTOL);
         nb_ck_close(nb_optimizer_state(opt, 0, "exp_avg"), r.m, N, ATOL, RTOL);
@@ -275,8 +275,8 @@ START_TEST(test_skip_params_without_grad) {
     ck_assert_int_eq(nb_optimizer_num_params(opt), 2);
     ck_assert_ptr_eq(nb_optimizer_param(opt, 1), p2);
     set_grad(opt, p1, GRADS[0]);
-    ck_assert_ptr_null(nb_grad(p2));
-    NB_CK_OK(nb_step(opt));
+    ck_assert_ptr_null(nb_tensor_grad(p2));
+    NB_CK_OK(nb_optimizer_step(opt));
     adam_ref r = ref_of(0.1, 0.9, 0.999, 1e-8, 0, false, false);
     double ref[N];
     memcpy(ref, P0, sizeof ref);
@@ -287,8 +287,8 @@ START_TEST(test_skip_params_without_grad) {
     ck_assert_int_eq(nb_optimizer_step_count(opt, 1), 0);
     ck_assert_ptr_null(nb_optimizer_state(opt, 1, "exp_avg"));
     ck_assert_int_eq(nb_optimizer_step_count(opt, 2), -1);
-    nb_zero_grad(opt);
-    ck_assert_ptr_null(nb_grad(p1));
+    nb_optimizer_zero_grad(opt);
+    ck_assert_ptr_null(nb_tensor_grad(p1));
     nb_optimizer_free(opt);
     nb_release(p1);
     nb_release(p2);
@@ -297,7 +297,7 @@ END_TEST
 
 /* The brief's shape: nb_adam over a module, which the optimizer outlives. */
 START_TEST(test_adam_on_module) {
-    nb_module *net = nb_linear_ex(3, 2, true, NB_F64);
+    nb_module *net = nb_nn_linear_ex(3, 2, true, NB_F64);
     NB_CK_NOTNULL(net);
     nb_optimizer *opt = nb_adam(net, (nb_adam_options){.lr = 1e-3});
     NB_CK_NOTNULL(opt);
@@ -306,12 +306,12 @@ START_TEST(test_adam_on_module) {
     ck_assert_ptr_eq(nb_optimizer_param(opt, 0), w);
     double w0[6], w1[6];
     nb_test_values(w, w0, 6);
-    nb_zero_grad(opt);
+    nb_optimizer_zero_grad(opt);
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_from_data((const double[]){1, -2, 0.5, 0, 1, 3}, NB_SHAPE(2, 3), NB_F64);
     NB_CK_OK(nb_backward(nb_sum(nb_forward(net, x), NULL, 0, false)));
     nb_scope_end(s);
-    NB_CK_OK(nb_step(opt));
+    NB_CK_OK(nb_optimizer_step(opt));
     /* dW[j, :] = column sums of x = [1, -1, 3.5] for both rows */
     const double g[6] = {1, -1, 3.5, 1, -1, 3.5};
     nb_test_values(w, w1, 6);
@@ -372,13 +372,13 @@ START_TEST(test_errors) {
     ck_message("non-leaf");
     nb_scope_end(s);
     NB_CK_FAILS(nb_adam(NULL, (nb_adam_options){0}), NB_ERR_INVALID_ARG);
-    nb_module *relu = nb_relu_module();
+    nb_module *relu = nb_nn_relu();
     NB_CK_FAILS(nb_sgd(relu, (nb_sgd_options){.lr = 1}), NB_ERR_INVALID_ARG);
     ck_message("empty parameter list");
     nb_module_free(relu);
 
-    NB_CK_FAILS(nb_step(NULL) == NB_OK, NB_ERR_INVALID_ARG);
-    nb_zero_grad(NULL);
+    NB_CK_FAILS(nb_optimizer_step(NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_optimizer_zero_grad(NULL);
     nb_optimizer_free(NULL);
     ck_assert_ptr_null(nb_optimizer_state(NULL, 0, "exp_avg"));
     nb_release(ints);

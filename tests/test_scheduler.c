@@ -474,9 +474,9 @@ static void ck_clip_norm(nb_dtype dt, double max_norm, double norm_type, double 
     double coef = fmin(max_norm / (want_total + 1e-6), 1.0), e1[2], e2[4];
     for (int i = 0; i < 2; i++) e1[i] = G1[i] * coef;
     for (int i = 0; i < 4; i++) e2[i] = G2[i] * coef;
-    nb_ck_close(nb_grad(p[0]), e1, 2, tol, tol);
-    nb_ck_close(nb_grad(p[2]), e2, 4, tol, tol);
-    ck_assert_ptr_null(nb_grad(p[1]));
+    nb_ck_close(nb_tensor_grad(p[0]), e1, 2, tol, tol);
+    nb_ck_close(nb_tensor_grad(p[2]), e2, 4, tol, tol);
+    ck_assert_ptr_null(nb_tensor_grad(p[1]));
     for (int i = 0; i < 3; i++) nb_release(p[i]);
 }
 
@@ -506,7 +506,7 @@ START_TEST(test_clip_grad_norm_edge_cases) {
     NB_CK_OK(nb_clip_grad_norm_(&q, 1, 5.0, 2.0, &total));
     ck_assert(total == 5.0);
     double c = 5.0 / (5.0 + 1e-6);
-    nb_ck_close(nb_grad(q), (double[]){3.0 * c, -4.0 * c}, 2, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(q), (double[]){3.0 * c, -4.0 * c}, 2, 0, 1e-15);
     /* errors */
     NB_CK_FAILS(nb_clip_grad_norm_(NULL, 1, 1.0, 2.0, NULL) == NB_OK, NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_clip_grad_norm_((nb_tensor *[]){q, NULL}, 2, 1.0, 2.0, NULL) == NB_OK, NB_ERR_INVALID_ARG);
@@ -519,13 +519,13 @@ END_TEST
 
 START_TEST(test_clip_grad_value) {
     nb_tensor *p[2] = {param_with_grad(2, G1, NB_F32), param_with_grad(4, G2, NB_F64)};
-    nb_tensor *g0 = nb_grad(p[0]);
+    nb_tensor *g0 = nb_tensor_grad(p[0]);
     NB_CK_OK(nb_clip_grad_value_(p, 2, 1.5));
-    ck_assert_ptr_eq(nb_grad(p[0]), g0); /* in place */
-    nb_ck_close(nb_grad(p[0]), (double[]){1.5, -1.5}, 2, 0, 0);
-    nb_ck_close(nb_grad(p[1]), (double[]){1.0, 1.5, -1.5, 0.0}, 4, 0, 0);
+    ck_assert_ptr_eq(nb_tensor_grad(p[0]), g0); /* in place */
+    nb_ck_close(nb_tensor_grad(p[0]), (double[]){1.5, -1.5}, 2, 0, 0);
+    nb_ck_close(nb_tensor_grad(p[1]), (double[]){1.0, 1.5, -1.5, 0.0}, 4, 0, 0);
     NB_CK_OK(nb_clip_grad_value_(p, 2, 0.0));
-    nb_ck_close(nb_grad(p[1]), (double[]){0, 0, 0, 0}, 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(p[1]), (double[]){0, 0, 0, 0}, 4, 0, 0);
     NB_CK_FAILS(nb_clip_grad_value_(p, 2, -1.0) == NB_OK, NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_clip_grad_value_(p, -1, 1.0) == NB_OK, NB_ERR_INVALID_ARG);
     for (int i = 0; i < 2; i++) nb_release(p[i]);
@@ -535,7 +535,7 @@ END_TEST
 START_TEST(test_clip_module) {
     /* Linear(3 -> 2) in float64; the gradients of sum(W x + b) for x = [1, -2, 2]
      * are W.grad = [x; x] and b.grad = [1, 1]: 2-norm sqrt(2 * 9 + 2) = sqrt(20). */
-    nb_module *net = nb_linear_ex(3, 2, true, NB_F64);
+    nb_module *net = nb_nn_linear_ex(3, 2, true, NB_F64);
     NB_CK_NOTNULL(net);
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_test_tensor(NB_SHAPE(1, 3), NB_F64, (double[]){1, -2, 2});
@@ -547,10 +547,10 @@ START_TEST(test_clip_module) {
     double c = 1.0 / (sqrt(20.0) + 1e-6);
     nb_named_tensor ps[2];
     ck_assert_int_eq(nb_module_parameters(net, ps, 2), 2);
-    nb_ck_close(nb_grad(ps[0].tensor), (double[]){c, -2 * c, 2 * c, c, -2 * c, 2 * c}, 6, 1e-15, 1e-14);
-    nb_ck_close(nb_grad(ps[1].tensor), (double[]){c, c}, 2, 1e-15, 1e-14);
+    nb_ck_close(nb_tensor_grad(ps[0].tensor), (double[]){c, -2 * c, 2 * c, c, -2 * c, 2 * c}, 6, 1e-15, 1e-14);
+    nb_ck_close(nb_tensor_grad(ps[1].tensor), (double[]){c, c}, 2, 1e-15, 1e-14);
     NB_CK_OK(nb_clip_grad_value_module_(net, 0.1));
-    nb_ck_close(nb_grad(ps[0].tensor), (double[]){0.1, -0.1, 0.1, 0.1, -0.1, 0.1}, 6, 0, 0);
+    nb_ck_close(nb_tensor_grad(ps[0].tensor), (double[]){0.1, -0.1, 0.1, 0.1, -0.1, 0.1}, 6, 0, 0);
     NB_CK_FAILS(nb_clip_grad_norm_module_(NULL, 1.0, 2.0, NULL) == NB_OK, NB_ERR_INVALID_ARG);
     nb_module_free(net);
 }

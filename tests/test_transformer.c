@@ -58,7 +58,7 @@ static nb_tensor *bool_tensor(int ndim, const int64_t *shape, const uint8_t *v) 
 START_TEST(test_encoder_names) {
     nb_encoder_layer_options o = NB_ENCODER_LAYER_OPTIONS(8, 2);
     o.dim_feedforward = 16;
-    nb_module *enc = nb_transformer_encoder(o, 2, nb_layer_norm_module(8, 0));
+    nb_module *enc = nb_nn_transformer_encoder(o, 2, nb_nn_layer_norm(8, 0));
     NB_CK_NOTNULL(enc);
     ck_assert_str_eq(nb_module_kind(enc), "TransformerEncoder");
     ck_assert_str_eq(nb_module_kind(nb_module_child(enc, "layers")), "ModuleList");
@@ -98,7 +98,7 @@ END_TEST
 
 START_TEST(test_init) {
     nb_manual_seed(3);
-    nb_module *mha = nb_multihead_attention(64, 4, 0.1, true);
+    nb_module *mha = nb_nn_multihead_attention(64, 4, 0.1, true);
     NB_CK_NOTNULL(mha);
     double *w = host(nb_module_get(mha, "in_proj_weight")), bound = sqrt(6.0 / (64 + 192)), ss = 0;
     for (int i = 0; i < 192 * 64; i++) ck_assert(fabs(w[i]) <= bound), ss += w[i] * w[i];
@@ -109,9 +109,9 @@ START_TEST(test_init) {
     for (int i = 0; i < 64; i++) ck_assert(ob[i] == 0);
     free(b), free(ob);
     nb_module_free(mha);
-    nb_module *emb = nb_embedding_module(1000, 16, -1); /* padding row 999 */
+    nb_module *emb = nb_nn_embedding(1000, 16, -1); /* padding row 999 */
     NB_CK_NOTNULL(emb);
-    ck_assert_int_eq(nb_embedding_padding_idx(emb), 999);
+    ck_assert_int_eq(nb_nn_embedding_padding_idx(emb), 999);
     double *e = host(nb_module_get(emb, "weight")), s1 = 0, s2 = 0;
     for (int i = 0; i < 999 * 16; i++) s1 += e[i], s2 += e[i] * e[i];
     for (int i = 999 * 16; i < 1000 * 16; i++) ck_assert(e[i] == 0);
@@ -119,7 +119,7 @@ START_TEST(test_init) {
     ck_assert_double_eq_tol(sqrt(s2 / (999 * 16)), 1, 0.05);
     free(e);
     nb_module_free(emb);
-    nb_module *ln = nb_layer_norm_module(5, 0);
+    nb_module *ln = nb_nn_layer_norm(5, 0);
     double *lw = host(nb_module_get(ln, "weight")), *lb = host(nb_module_get(ln, "bias"));
     for (int i = 0; i < 5; i++) ck_assert(lw[i] == 1 && lb[i] == 0);
     free(lw), free(lb);
@@ -212,7 +212,7 @@ static void naive_mha(const naive_in *a, double *out, double *wavg) {
 /* An f64 MHA with random non-zero biases; its parameters on the host in a. */
 static nb_module *mha_f64(int64_t E, int64_t h, naive_in *a, double **keep) {
     nb_manual_seed(11);
-    nb_module *m = nb_multihead_attention_ex(E, h, 0.0, true, NB_F64);
+    nb_module *m = nb_nn_multihead_attention_ex(E, h, 0.0, true, NB_F64);
     NB_CK_NOTNULL(m);
     nb_generator g = nb_generator_new(12);
     nb_tensor *bs[2] = {nb_module_get(m, "in_proj_bias"), nb_module_get(nb_module_child(m, "out_proj"), "bias")};
@@ -241,9 +241,9 @@ START_TEST(test_mha_self_naive) {
     a.xq = a.xk = a.xv = hx, a.kpm = pad;
     double want[80], wavg[50];
     naive_mha(&a, want, wavg);
-    nb_ck_close(nb_mha_forward(m, x, x, x, kpm, NULL, NULL), want, 80, 1e-10, 0);
+    nb_ck_close(nb_nn_multihead_attention_forward(m, x, x, x, kpm, NULL, NULL), want, 80, 1e-10, 0);
     nb_tensor *w;
-    nb_ck_close(nb_mha_forward(m, x, x, x, kpm, NULL, &w), want, 80, 1e-10, 0); /* need_weights path */
+    nb_ck_close(nb_nn_multihead_attention_forward(m, x, x, x, kpm, NULL, &w), want, 80, 1e-10, 0); /* need_weights path */
     nb_ck_shape(w, NB_SHAPE(2, 5, 5));
     nb_ck_close(w, wavg, 50, 1e-12, 0);
     a.kpm = NULL; /* no mask: nb_forward is self-attention */
@@ -253,7 +253,7 @@ START_TEST(test_mha_self_naive) {
     a.B = 1, a.kpm = pad;
     naive_mha(&a, want, wavg);
     nb_tensor *x0 = nb_squeeze(nb_narrow(x, 0, 0, 1), 0);
-    nb_tensor *y0 = nb_mha_forward(m, x0, x0, x0, bool_tensor(NB_SHAPE(5), pad), NULL, NULL);
+    nb_tensor *y0 = nb_nn_multihead_attention_forward(m, x0, x0, x0, bool_tensor(NB_SHAPE(5), pad), NULL, NULL);
     nb_ck_shape(y0, NB_SHAPE(5, 8));
     nb_ck_close(y0, want, 40, 1e-10, 0);
     nb_scope_end(s);
@@ -279,22 +279,22 @@ START_TEST(test_mha_cross_naive) {
     /* key is value: one GEMM for both */
     a.xq = hq, a.xk = a.xv = hk, a.kpm = pad, a.am = amf;
     naive_mha(&a, want, wavg);
-    nb_ck_close(nb_mha_forward(m, q, k, k, bool_tensor(NB_SHAPE(2, 6), pad), bool_tensor(NB_SHAPE(3, 6), amb), NULL),
+    nb_ck_close(nb_nn_multihead_attention_forward(m, q, k, k, bool_tensor(NB_SHAPE(2, 6), pad), bool_tensor(NB_SHAPE(3, 6), amb), NULL),
                 want, 72, 1e-10, 0);
     /* three distinct inputs, a float [B*h, L, S] mask and a bool padding mask */
     a.xv = hv, a.am = am3, a.am3 = true;
     naive_mha(&a, want, wavg);
     nb_tensor *fm = nb_test_tensor(NB_SHAPE(6, 3, 6), NB_F64, am3), *w;
-    nb_ck_close(nb_mha_forward(m, q, k, v, bool_tensor(NB_SHAPE(2, 6), pad), fm, NULL), want, 72, 1e-10, 0);
-    nb_ck_close(nb_mha_forward(m, q, k, v, bool_tensor(NB_SHAPE(2, 6), pad), fm, &w), want, 72, 1e-10, 0);
+    nb_ck_close(nb_nn_multihead_attention_forward(m, q, k, v, bool_tensor(NB_SHAPE(2, 6), pad), fm, NULL), want, 72, 1e-10, 0);
+    nb_ck_close(nb_nn_multihead_attention_forward(m, q, k, v, bool_tensor(NB_SHAPE(2, 6), pad), fm, &w), want, 72, 1e-10, 0);
     nb_ck_close(w, wavg, 36, 1e-12, 0);
     /* errors name the op and the shapes */
-    NB_CK_FAILS(nb_mha_forward(m, q, k, v, bool_tensor(NB_SHAPE(2, 5), pad), NULL, NULL), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_nn_multihead_attention_forward(m, q, k, v, bool_tensor(NB_SHAPE(2, 5), pad), NULL, NULL), NB_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "key_padding_mask [2, 5]"));
-    NB_CK_FAILS(nb_mha_forward(m, q, nb_narrow(k, 2, 0, 8), v, NULL, NULL, NULL), NB_ERR_SHAPE);
-    NB_CK_FAILS(nb_mha_forward(m, q, k, v, NULL, ids_tensor(3, 6, (int64_t[18]){0}), NULL), NB_ERR_DTYPE);
-    NB_CK_FAILS(nb_multihead_attention(10, 3, 0, true), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_mha_forward(nb_module_child(m, "out_proj"), q, q, q, NULL, NULL, NULL), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_multihead_attention_forward(m, q, nb_narrow(k, 2, 0, 8), v, NULL, NULL, NULL), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_nn_multihead_attention_forward(m, q, k, v, NULL, ids_tensor(3, 6, (int64_t[18]){0}), NULL), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_nn_multihead_attention(10, 3, 0, true), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_multihead_attention_forward(nb_module_child(m, "out_proj"), q, q, q, NULL, NULL, NULL), NB_ERR_INVALID_ARG);
     nb_scope_end(s);
     nb_module_free(m);
     for (int i = 0; i < 4; i++) free(keep[i]);
@@ -390,7 +390,7 @@ typedef struct layer_case {
 static nb_tensor *layer_fn(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
     layer_case *c = ctx;
-    return nb_transformer_encoder_layer_forward(c->layer, in[0], NULL, c->kpm);
+    return nb_nn_transformer_encoder_layer_forward(c->layer, in[0], NULL, c->kpm);
 }
 
 START_TEST(test_gradcheck_encoder_layer) {
@@ -401,7 +401,7 @@ START_TEST(test_gradcheck_encoder_layer) {
             o.dim_feedforward = 12, o.dropout = 0, o.norm_first = norm_first, o.dtype = NB_F64;
             o.activation = act ? NB_ACTIVATION_GELU : NB_ACTIVATION_RELU;
             nb_manual_seed(20 + 2 * norm_first + act);
-            nb_module *layer = nb_transformer_encoder_layer(o);
+            nb_module *layer = nb_nn_transformer_encoder_layer(o);
             NB_CK_NOTNULL(layer);
             nb_scope *s = nb_scope_begin();
             layer_case c = {layer, bool_tensor(NB_SHAPE(2, 4), pad)};
@@ -421,12 +421,12 @@ typedef struct mha_case {
 static nb_tensor *mha_fn(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
     mha_case *c = ctx;
-    return nb_mha_forward(c->m, in[0], in[1], in[2], c->kpm, in[3], NULL);
+    return nb_nn_multihead_attention_forward(c->m, in[0], in[1], in[2], c->kpm, in[3], NULL);
 }
 
 START_TEST(test_gradcheck_mha_cross) {
     nb_manual_seed(4);
-    nb_module *m = nb_multihead_attention_ex(6, 2, 0.0, true, NB_F64);
+    nb_module *m = nb_nn_multihead_attention_ex(6, 2, 0.0, true, NB_F64);
     NB_CK_NOTNULL(m);
     nb_scope *s = nb_scope_begin();
     static const uint8_t pad[8] = {0, 0, 0, 1, 0, 0, 0, 0};
@@ -442,9 +442,9 @@ END_TEST
 START_TEST(test_eval_disables_dropout) {
     nb_encoder_layer_options o = NB_ENCODER_LAYER_OPTIONS(8, 2);
     o.dim_feedforward = 16, o.dropout = 0.5, o.dtype = NB_F64;
-    nb_module *drop = nb_transformer_encoder(o, 2, NULL);
+    nb_module *drop = nb_nn_transformer_encoder(o, 2, NULL);
     o.dropout = 0;
-    nb_module *plain = nb_transformer_encoder(o, 2, NULL);
+    nb_module *plain = nb_nn_transformer_encoder(o, 2, NULL);
     NB_CK_NOTNULL(drop);
     NB_CK_NOTNULL(plain);
     nb_named_tensor p[32], q[32];
@@ -494,7 +494,7 @@ START_TEST(test_tied_decoder) {
     nb_tensor *labels = nb_from_data((int64_t[]){4, -100, 5, 1, -100, 6, 2, -100, 0, 9}, 1, (int64_t[]){10}, NB_I64);
     nb_tensor *l = nb_cross_entropy(nb_reshape(nb_forward(bert, ids), 2, (int64_t[]){-1, 11}), labels);
     NB_CK_OK(nb_backward(l));
-    double *g = host(nb_grad(tok)), *w0 = host(tok);
+    double *g = host(nb_tensor_grad(tok)), *w0 = host(tok);
     const int64_t probe[4] = {7 * 8 + 2, 7 * 8 + 5, 1 * 8 + 0, 1 * 8 + 6}; /* row 7: decoder only; row 1: both */
     for (int i = 0; i < 4; i++) {
         double eps = 1e-6, w[88];
@@ -509,7 +509,7 @@ START_TEST(test_tied_decoder) {
     }
     nb_optimizer *opt = nb_sgd(bert, (nb_sgd_options){.lr = 0.5});
     NB_CK_NOTNULL(opt);
-    NB_CK_OK(nb_step(opt));
+    NB_CK_OK(nb_optimizer_step(opt));
     double *w1 = host(nb_module_get(nb_module_child(bert, "dec"), "weight"));
     for (int i = 0; i < 88; i++) ck_assert_double_eq_tol(w1[i], w0[i] - 0.5 * g[i], 1e-15);
     nb_optimizer_free(opt);
@@ -554,20 +554,20 @@ START_TEST(test_bert_state_dict) {
 END_TEST
 
 START_TEST(test_constructor_errors) {
-    NB_CK_FAILS(nb_embedding_module(10, 4, 10), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_embedding_module_ex(10, 4, 0, NB_I64), NB_ERR_DTYPE);
-    NB_CK_FAILS(nb_layer_norm_module(0, 0), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_multihead_attention(8, 2, 1.0, true), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_embedding(10, 4, 10), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_embedding_ex(10, 4, 0, NB_I64), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_nn_layer_norm(0, 0), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_multihead_attention(8, 2, 1.0, true), NB_ERR_INVALID_ARG);
     nb_encoder_layer_options o = NB_ENCODER_LAYER_OPTIONS(8, 3);
-    NB_CK_FAILS(nb_transformer_encoder_layer(o), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_transformer_encoder_layer(o), NB_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "divisible"));
-    NB_CK_FAILS(nb_transformer_encoder(NB_ENCODER_LAYER_OPTIONS(8, 2), 0, nb_layer_norm_module(8, 0)),
+    NB_CK_FAILS(nb_nn_transformer_encoder(NB_ENCODER_LAYER_OPTIONS(8, 2), 0, nb_nn_layer_norm(8, 0)),
                 NB_ERR_INVALID_ARG);
     nb_bert_config c = nb_bert_config_base(100);
     c.num_heads = 5;
     NB_CK_FAILS(nb_bert(c), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_bert_encode(nb_module_child(NULL, "x"), NULL, NULL, NULL), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_gelu_module((nb_gelu_approximate)7), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_gelu((nb_gelu_approximate)7), NB_ERR_INVALID_ARG);
 }
 END_TEST
 

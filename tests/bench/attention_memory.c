@@ -98,7 +98,7 @@ static double check_rows(nb_tensor *const *qkv, int64_t seq, int64_t dim) {
 /* One forward and backward; times in *fwd and *bwd (ms). */
 static nb_status step(nb_tensor *const *qkv, nb_tensor *r, double p, double *fwd, double *bwd) {
     nb_scope *s = nb_scope_begin();
-    for (int i = 0; i < 3; i++) nb_zero_grad_tensor(qkv[i]);
+    for (int i = 0; i < 3; i++) nb_tensor_zero_grad(qkv[i]);
     double t0 = now_ms();
     nb_tensor *out = nb_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], (nb_sdpa_options){.dropout_p = p});
     double t1 = now_ms();
@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
     if (!fwd || !bwd) return 1;
     double warm_f, warm_b; /* the first step loads OpenBLAS and fills the allocator's cache */
     if (a.steps > 1 && step(qkv, r, a.dropout, &warm_f, &warm_b)) return fail();
-    for (int i = 0; i < 3; i++) nb_zero_grad_tensor(qkv[i]);
+    for (int i = 0; i < 3; i++) nb_tensor_zero_grad(qkv[i]);
     nb_memory_reset_peak(NB_CPU);
     size_t before = nb_memory_stats_get(NB_CPU).allocated;
     for (int i = 0; i < a.steps; i++)

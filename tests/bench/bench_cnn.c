@@ -9,10 +9,10 @@
 
 static nb_module *make_cnn(void) {
     nb_pool2d_options pool = {.kernel = {2, 2}};
-    return nb_sequential(nb_conv2d_module(1, 32, 3, (nb_conv2d_options){.stride = {1, 1}}, true), nb_relu_module(),
-                         nb_conv2d_module(32, 64, 3, (nb_conv2d_options){.stride = {1, 1}}, true), nb_relu_module(),
-                         nb_max_pool2d_module(pool), nb_dropout_module(0.25), nb_flatten_module(1, -1),
-                         nb_linear(9216, 128), nb_relu_module(), nb_dropout_module(0.5), nb_linear(128, 10));
+    return nb_nn_sequential(nb_nn_conv2d(1, 32, 3, (nb_conv2d_options){.stride = {1, 1}}, true), nb_nn_relu(),
+                         nb_nn_conv2d(32, 64, 3, (nb_conv2d_options){.stride = {1, 1}}, true), nb_nn_relu(),
+                         nb_nn_max_pool2d(pool), nb_nn_dropout(0.25), nb_nn_flatten(1, -1),
+                         nb_nn_linear(9216, 128), nb_nn_relu(), nb_nn_dropout(0.5), nb_nn_linear(128, 10));
 }
 
 int main(int argc, char **argv) {

@@ -40,13 +40,13 @@ static int cmp_double(const void *a, const void *b) {
 
 static nb_status one_step(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, double *loss) {
     nb_scope *s = nb_scope_begin();
-    nb_zero_grad(opt);
+    nb_optimizer_zero_grad(opt);
     nb_tensor *out = nb_forward(net, x);
     nb_tensor *l = out ? nb_cross_entropy(nb_reshape(out, 2, (int64_t[]){-1, nb_size(out, -1)}),
                                           nb_reshape(y, 1, (int64_t[]){-1}))
                        : NULL;
     nb_status st = l ? nb_backward(l) : nb_last_status();
-    if (st == NB_OK) st = nb_step(opt);
+    if (st == NB_OK) st = nb_optimizer_step(opt);
     *loss = nb_item(l);
     nb_scope_end(s);
     return st;

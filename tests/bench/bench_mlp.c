@@ -7,8 +7,8 @@
 #include "bench_common.h"
 
 static nb_module *make_mlp(void) {
-    return nb_sequential(nb_linear(784, 512), nb_relu_module(), nb_linear(512, 512), nb_relu_module(),
-                         nb_linear(512, 10));
+    return nb_nn_sequential(nb_nn_linear(784, 512), nb_nn_relu(), nb_nn_linear(512, 512), nb_nn_relu(),
+                         nb_nn_linear(512, 10));
 }
 
 int main(int argc, char **argv) {

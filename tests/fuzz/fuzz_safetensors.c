@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static nb_module *net;
-    if (!net) net = nb_sequential(nb_linear(3, 2), nb_relu_module(), nb_linear(2, 1)); /* keys 0.weight ... 2.bias */
+    if (!net) net = nb_nn_sequential(nb_nn_linear(3, 2), nb_nn_relu(), nb_nn_linear(2, 1)); /* keys 0.weight ... 2.bias */
     nb_safetensors *f = nb_safetensors_load_buffer(data, size, "fuzz");
     if (f) {
         for (int i = 0; i < f->n_tensors; i++) (void)nb_numel(f->tensors[i].tensor);

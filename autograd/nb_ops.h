@@ -9,8 +9,11 @@
  * torch.result_type (nb_result_type below), and each input's gradient comes
  * back in its own dtype. Float math takes f32 and f64 (float16/bfloat16 are
  * storage dtypes: NB_ERR_DTYPE); arithmetic and comparisons also take
- * integer dtypes. The full op table: autograd/OPS.md. Each op's backward rule lives next to its forward in
- * autograd/ops_<family>.c; its gradcheck test in tests/test_ops_<family>.c.
+ * integer dtypes. The full op table: autograd/OPS.md (generated from
+ * autograd/nb_op_table.h). Sections below are by topic; each names its
+ * family: the forward and backward rule live in autograd/ops_<family>.c,
+ * the CPU kernel in backend/cpu/<family>.c, the tests in
+ * tests/test_ops_<family>.c.
  */
 #ifndef NB_OPS_H
 #define NB_OPS_H
@@ -21,248 +24,8 @@
 extern "C" {
 #endif
 
-/* ---- elementwise (autograd/ops_elementwise.c) --------------------------- */
+/* ---- unary math and activations (ops_unary.c; backend/cpu/unary.c, unary_math.c) --- */
 
-nb_tensor *nb_add(nb_tensor *a, nb_tensor *b);
-nb_tensor *nb_sub(nb_tensor *a, nb_tensor *b);
-nb_tensor *nb_mul(nb_tensor *a, nb_tensor *b);
-nb_tensor *nb_div(nb_tensor *a, nb_tensor *b);
-/* a ** b elementwise; gradient w.r.t. b is a**b * log(a) (defined for a > 0). */
-nb_tensor *nb_pow(nb_tensor *a, nb_tensor *b);
-nb_tensor *nb_add_scalar(nb_tensor *a, double s);
-nb_tensor *nb_mul_scalar(nb_tensor *a, double s);
-nb_tensor *nb_pow_scalar(nb_tensor *a, double exponent);
-nb_tensor *nb_neg(nb_tensor *a);
-nb_tensor *nb_exp(nb_tensor *a);
-nb_tensor *nb_log(nb_tensor *a);
-nb_tensor *nb_sqrt(nb_tensor *a);
-nb_tensor *nb_relu(nb_tensor *a);    /* gradient at 0 is 0, as PyTorch */
-nb_tensor *nb_sigmoid(nb_tensor *a);
-nb_tensor *nb_tanh(nb_tensor *a);
-
-/* Comparisons (not differentiable): bool tensors of the broadcast shape. */
-nb_tensor *nb_eq(nb_tensor *a, nb_tensor *b);
-nb_tensor *nb_ne(nb_tensor *a, nb_tensor *b);
-nb_tensor *nb_gt(nb_tensor *a, nb_tensor *b);
-
-/* ---- matmul (autograd/ops_matmul.c) ------------------------------------ */
-
-/* torch.matmul: 1-D x 1-D dot; 2-D x 2-D [n,k]x[k,m]; batched [..., n, k] x
- * [..., k, m] with the batch dims broadcast; a 1-D operand gets a dim of 1
- * prepended (left) or appended (right), removed from the result. f32/f64,
- * through the backend's GEMM (OpenBLAS sgemm/dgemm on the CPU). */
-nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
-/* x [..., in] @ weight[out, in]^T + bias[out] (bias may be NULL): F.linear. */
-nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias);
-
-/* ---- reductions (autograd/ops_reduce.c) ---------------------------------- */
-
-/* dims: n_dims dims to reduce (negative counts from the end); dims NULL or
- * n_dims 0 reduces over all. keepdim keeps reduced dims as size 1.
- * Sums run in a fixed order (deterministic whatever the thread count); the
- * CPU backend accumulates float32 in double. nb_sum of an integer or bool
- * tensor is int64 (torch.sum's dtype: a bool mask sums to its count);
- * nb_mean takes float32/float64 only. */
-nb_tensor *nb_sum(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
-nb_tensor *nb_mean(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
-/* torch.amax: gradient shared evenly among tied maxima. */
-nb_tensor *nb_max(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
-/* torch.max(t, dim): values, and if indices != NULL the int64 argmax (first
- * maximum) into *indices (owned like any op result). Gradient flows to that index. */
-nb_tensor *nb_max_dim(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices);
-/* int64 index of the first maximum along dim (not differentiable). */
-nb_tensor *nb_argmax(nb_tensor *t, int dim, bool keepdim);
-
-/* ---- views and shape (autograd/ops_view.c) ------------------------------ */
-
-/* Views share storage with their input; writes through one show in the other.
- * reshape returns a view when the strides allow and a copy otherwise; view
- * fails (NB_ERR_SHAPE) where a copy would be needed. One size may be -1. */
-nb_tensor *nb_reshape(nb_tensor *t, int ndim, const int64_t *shape);
-nb_tensor *nb_view(nb_tensor *t, int ndim, const int64_t *shape);
-nb_tensor *nb_permute(nb_tensor *t, const int *dims); /* nb_dim(t) entries */
-nb_tensor *nb_transpose(nb_tensor *t, int dim0, int dim1);
-/* Elements start..start+length-1 of dim (torch.narrow). */
-nb_tensor *nb_narrow(nb_tensor *t, int dim, int64_t start, int64_t length);
-/* Python's t[..., start:end:step, ...] on one dim; step >= 1; start/end are
- * clamped like Python slices (negative counts from the end). */
-nb_tensor *nb_slice(nb_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
-/* Broadcast view to shape (-1 keeps a size); new leading dims allowed. */
-nb_tensor *nb_expand(nb_tensor *t, int ndim, const int64_t *shape);
-nb_tensor *nb_unsqueeze(nb_tensor *t, int dim);
-/* Removes dim if its size is 1 (else returns a view unchanged, as PyTorch). */
-nb_tensor *nb_squeeze(nb_tensor *t, int dim);
-/* A contiguous tensor with t's values (t itself, with a new reference, if
- * already contiguous). */
-nb_tensor *nb_contiguous(nb_tensor *t);
-/* Merges dims start..end (inclusive; negative counts from the end). */
-nb_tensor *nb_flatten(nb_tensor *t, int start_dim, int end_dim);
-
-/* ---- softmax and losses (autograd/ops_loss.c) -------------------------- */
-
-/* softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along dim. */
-nb_tensor *nb_softmax(nb_tensor *t, int dim);
-nb_tensor *nb_log_softmax(nb_tensor *t, int dim);
-
-typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
-
-typedef struct nb_cross_entropy_options {
-    int64_t ignore_index;   /* targets equal to it add nothing (default -100) */
-    nb_reduction reduction; /* mean over non-ignored targets (default), sum, none */
-} nb_cross_entropy_options;
-#define NB_CROSS_ENTROPY_DEFAULTS ((nb_cross_entropy_options){.ignore_index = -100, .reduction = NB_REDUCTION_MEAN})
-
-/* F.cross_entropy with class indices: logits [N, C] (f32/f64), target [N]
- * int64 in [0, C) or ignore_index. Fused log-softmax + NLL: the forward
- * saves the log-sum-exp per row, and the backward is softmax - onehot.
- * Errors: NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_INVALID_ARG (a target out of
- * range, found by the kernel). Mean over zero non-ignored targets is NaN, as
- * PyTorch. */
-nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target);
-nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts);
-/* F.mse_loss: mean (or sum, none) of (input - target)^2; same shapes or broadcastable. */
-nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
-
-/* ---- convolution (autograd/ops_conv.c; kernels backend/cpu/conv.c) ---------
- * NCHW (NCL for 1-d). Shapes: x [N, Cin, H, W], weight [Cout, Cin/groups,
- * kh, kw], bias [Cout] or NULL; Cin and Cout divisible by groups. Output
- * H_out = floor((H + 2*pad - dilation*(kh-1) - 1) / stride) + 1 (PyTorch's
- * Conv2d doc). CPU: 3x3 stride-1 undilated kernels with >= 8 channels per
- * group use Winograd F(2x2, 3x3) (Lavin & Gray 2016); the rest im2col +
- * OpenBLAS GEMM; threaded over the batch, deterministic. */
-typedef struct nb_conv2d_options {
-    int64_t stride[2];   /* default 1 (0 means default) */
-    int64_t padding[2];  /* default 0 */
-    int64_t dilation[2]; /* default 1 (0 means default) */
-    int64_t groups;      /* default 1 (0 means default) */
-    bool padding_same;   /* padding='same' (stride must be 1): output size = input size */
-} nb_conv2d_options;
-typedef struct nb_conv1d_options {
-    int64_t stride, padding, dilation, groups; /* as above; 0 = default */
-    bool padding_same;
-} nb_conv1d_options;
-typedef struct nb_conv_transpose2d_options {
-    int64_t stride[2], padding[2], output_padding[2], dilation[2], groups; /* 0 = default */
-} nb_conv_transpose2d_options;
-
-nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_options opts);
-/* x [N, Cin, L], weight [Cout, Cin/groups, k]. */
-nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d_options opts);
-/* F.conv_transpose2d: weight [Cin, Cout/groups, kh, kw]; H_out = (H-1)*stride
- * - 2*pad + dilation*(kh-1) + output_padding + 1. */
-nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
-                               nb_conv_transpose2d_options opts);
-
-/* ---- pooling (autograd/ops_pool.c; kernels backend/cpu/pooling.c) ----------
- * x [N, C, H, W] or [C, H, W] (1-d: [N, C, L] or [C, L]). Output sizes as
- * PyTorch's MaxPool2d/AvgPool2d docs; padding <= kernel/2. */
-typedef struct nb_pool2d_options {
-    int64_t kernel[2];
-    int64_t stride[2];   /* 0 = kernel (PyTorch's default stride=None) */
-    int64_t padding[2];
-    int64_t dilation[2]; /* max pool only; 0 = 1 */
-    bool ceil_mode;
-    bool count_include_pad_false; /* avg pool: PyTorch's count_include_pad=False */
-    int64_t divisor_override;     /* avg pool: 0 = none */
-} nb_pool2d_options;
-typedef struct nb_pool1d_options {
-    int64_t kernel, stride, padding, dilation; /* stride 0 = kernel; dilation 0 = 1 */
-    bool ceil_mode;
-    bool count_include_pad_false;
-} nb_pool1d_options;
-
-/* Max pooling; if indices != NULL, *indices gets the int64 flat positions
- * (h*W + w within each plane; PyTorch's return_indices), owned like any op result. */
-nb_tensor *nb_max_pool2d(nb_tensor *x, nb_pool2d_options opts, nb_tensor **indices);
-nb_tensor *nb_max_pool1d(nb_tensor *x, nb_pool1d_options opts, nb_tensor **indices);
-nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_pool2d_options opts);
-nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts);
-/* Adaptive pooling to an output size (PyTorch's index rule: start =
- * floor(i*in/out), end = ceil((i+1)*in/out)). */
-nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w);
-nb_tensor *nb_adaptive_avg_pool1d(nb_tensor *x, int64_t out_l);
-nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb_tensor **indices);
-
-/* ---- normalisation, dropout, resizing (autograd/ops_norm.c, ops_upsample.c) */
-
-/* F.batch_norm on x [N, C] or [N, C, *]: training uses batch statistics
- * (biased variance to normalise) and, when running_mean/running_var are
- * given, updates them in place: r = (1 - momentum) * r + momentum * stat,
- * with the unbiased variance (PyTorch's BatchNorm doc; momentum 0.1,
- * eps 1e-5 are the module defaults). eval (training false) uses the running
- * statistics. weight/bias [C] may be NULL. Gradients flow to x, weight, bias. */
-nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *weight,
-                         nb_tensor *bias, bool training, double momentum, double eps);
-/* F.dropout: in training, zeroes each element with probability p (Bernoulli
- * from gen, NULL = default generator) and scales the rest by 1/(1-p)
- * (inverted dropout); identity (a new reference) when !training or p == 0.
- * Errors: p outside [0, 1]. */
-nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
-
-typedef enum nb_interpolate_mode { NB_INTERPOLATE_NEAREST, NB_INTERPOLATE_BILINEAR } nb_interpolate_mode;
-/* F.interpolate on x [N, C, H, W] to size [out_h, out_w]; align_corners for
- * bilinear only (as PyTorch; nearest is PyTorch's legacy 'nearest'). */
-nb_tensor *nb_interpolate(nb_tensor *x, int64_t out_h, int64_t out_w, nb_interpolate_mode mode,
-                          bool align_corners);
-
-/* ---- indexing and joining (autograd/ops_index.c; kernels backend/cpu/index.c) */
-
-/* Marks "no padding_idx" for nb_embedding. */
-#define NB_NO_PADDING_IDX INT64_MIN
-/* F.embedding: rows of weight [V, D] picked by int64 indices of any shape
- * -> [*indices.shape, D]. The gradient of weight accumulates the rows of g
- * per index in a fixed order (deterministic, no atomics); the padding_idx
- * row (negative counts from V) gets no gradient. Errors: an index outside
- * [0, V) -> NB_ERR_INVALID_ARG naming it. */
-nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx);
-/* torch.index_select: t's slices along dim picked by a 1-D int64 index. */
-nb_tensor *nb_index_select(nb_tensor *t, int dim, nb_tensor *index);
-/* torch.cat of n tensors (same shape but along dim) along dim. */
-nb_tensor *nb_cat(nb_tensor *const *ts, int n, int dim);
-/* torch.stack: n tensors of one shape joined along a new dim. */
-nb_tensor *nb_stack(nb_tensor *const *ts, int n, int dim);
-/* torch.split / torch.chunk: views along dim (the last piece may be
- * smaller). Writes up to cap pieces to out (owned like op results) and
- * returns the number of pieces, or -1 on error. */
-int nb_split(nb_tensor *t, int64_t split_size, int dim, nb_tensor **out, int cap);
-int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap);
-/* torch.where(cond, a, b): cond bool; the three broadcast together;
- * gradients flow to a and b. */
-nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b);
-/* Tensor.masked_fill: value where mask (bool, broadcastable to t) is true. */
-nb_tensor *nb_masked_fill(nb_tensor *t, nb_tensor *mask, double value);
-/* torch.bmm: [B, n, k] x [B, k, m] -> [B, n, m] (no broadcasting). */
-nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b);
-
-/* ---- transformer ops (autograd/ops_nlp.c, ops_attention.c) ---------------- */
-
-/* F.layer_norm over the last n_norm dims of x (their sizes are
- * normalized_shape); weight/bias of normalized_shape or NULL. Fused kernels;
- * the forward saves mean and rstd (Ba, Kiros, Hinton 2016; PyTorch's doc). */
-nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
-                         nb_tensor *bias, double eps);
-typedef enum nb_gelu_approximate { NB_GELU_ERF = 0, NB_GELU_TANH } nb_gelu_approximate;
-/* F.gelu: x * Phi(x) (exact, erf) or the tanh approximation (Hendrycks &
- * Gimpel 2016), as PyTorch's approximate='none' / 'tanh'. */
-nb_tensor *nb_gelu(nb_tensor *x, nb_gelu_approximate approximate);
-
-typedef struct nb_sdpa_options {
-    nb_tensor *attn_mask; /* NULL, bool (true = may attend) or float (added to the scores);
-                             broadcastable to [..., L, S] */
-    double dropout_p;     /* on the attention weights, training only; 0 = none */
-    bool is_causal;       /* mask out j > i (with attn_mask NULL, as PyTorch) */
-    double scale;         /* 0 = 1/sqrt(E) */
-    nb_generator *gen;    /* for dropout; NULL = default */
-} nb_sdpa_options;
-/* F.scaled_dot_product_attention: softmax(q k^T * scale + mask) v for
- * q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev]. A fused,
- * tiled kernel with an online softmax (FlashAttention, Dao et al. 2022) that
- * never holds the full [..., L, S] score matrix; the forward saves the
- * log-sum-exp per row, and the backward recomputes the scores from it. A
- * row whose every score is masked gives NaN, as PyTorch. */
-nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts);
-
-/* ---- unary math and activations (autograd/ops_math.c) --------------------- */
 /* Elementwise, output of x's shape and dtype; any strides. Forward formulas
  * and gradients are PyTorch's (torch.<name> / torch.nn.functional.<name>
  * docs, ATen's CPU kernels, tools/autograd/derivatives.yaml), including the
@@ -274,12 +37,33 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
  * NULL (NB_ERR_INVALID_ARG, or the earlier error kept). Outside an op's
  * domain the result is NaN/inf as in libm (e.g. log2(-1), acosh(0.5)). */
 
+/* Scalar arithmetic, x + s, x * s, x ** exponent (PyTorch's scalar
+ * promotion: see the binary ops below), and the basic functions. relu's
+ * gradient at 0 is 0, as PyTorch. */
+nb_tensor *nb_add_scalar(nb_tensor *a, double s);
+nb_tensor *nb_mul_scalar(nb_tensor *a, double s);
+nb_tensor *nb_pow_scalar(nb_tensor *a, double exponent);
+nb_tensor *nb_neg(nb_tensor *a);
+nb_tensor *nb_exp(nb_tensor *a);
+nb_tensor *nb_log(nb_tensor *a);
+nb_tensor *nb_sqrt(nb_tensor *a);
+nb_tensor *nb_relu(nb_tensor *a);
+nb_tensor *nb_sigmoid(nb_tensor *a);
+nb_tensor *nb_tanh(nb_tensor *a);
+
+typedef enum nb_gelu_approximate { NB_GELU_ERF = 0, NB_GELU_TANH } nb_gelu_approximate;
+/* F.gelu: x * Phi(x) (exact, erf) or the tanh approximation (Hendrycks &
+ * Gimpel 2016), as PyTorch's approximate='none' / 'tanh'. */
+nb_tensor *nb_gelu(nb_tensor *x, nb_gelu_approximate approximate);
+
 /* |x|. Also int32/int64/uint8 (abs of the minimum wraps, as PyTorch).
  * Gradient gy * sign(x): 0 at x = 0. */
 nb_tensor *nb_abs(nb_tensor *x);
+
 /* -1, 0 or 1 as (0 < x) - (x < 0): sign(-0) = 0 and sign(NaN) = 0 as
  * PyTorch's CPU kernel. Also int32/int64/uint8. Gradient 0. */
 nb_tensor *nb_sign(nb_tensor *x);
+
 /* Rounding to an integer value (torch.floor/ceil/trunc/round): gradient 0.
  * round is half to even (round(2.5) = 2, round(-0.5) = -0), as torch.round.
  * On int32/int64/uint8 each returns a copy (as PyTorch). */
@@ -287,22 +71,29 @@ nb_tensor *nb_floor(nb_tensor *x);
 nb_tensor *nb_ceil(nb_tensor *x);
 nb_tensor *nb_trunc(nb_tensor *x);
 nb_tensor *nb_round(nb_tensor *x);
+
 /* torch.round(x, decimals=d): rint(x * 10^d) / 10^d, for d < 0
  * rint(x / 10^-d) * 10^-d, with 10^|d| in x's dtype (PyTorch's kernel, so
  * e.g. round(0.125, 2) = 0.12 but values like 1.005 round by their binary
  * value). decimals != 0 needs a float dtype (NB_ERR_DTYPE). Gradient 0. */
 nb_tensor *nb_round_decimals(nb_tensor *x, int64_t decimals);
+
 /* 1 / x; gradient -gy y^2. */
 nb_tensor *nb_reciprocal(nb_tensor *x);
+
 /* 1 / sqrt(x); gradient -gy y^3 / 2. */
 nb_tensor *nb_rsqrt(nb_tensor *x);
+
 /* log(1 + x), accurate near 0; gradient gy / (1 + x). */
 nb_tensor *nb_log1p(nb_tensor *x);
+
 /* e^x - 1, accurate near 0; gradient gy (y + 1). */
 nb_tensor *nb_expm1(nb_tensor *x);
+
 /* Base-2 and base-10 logarithms; gradient gy / (x ln 2), gy / (x ln 10). */
 nb_tensor *nb_log2(nb_tensor *x);
 nb_tensor *nb_log10(nb_tensor *x);
+
 /* Trigonometric functions (radians). Gradients: sin gy cos x, cos -gy sin x,
  * tan gy (1 + y^2), asin gy / sqrt(1 - x^2), acos -gy / sqrt(1 - x^2),
  * atan gy / (1 + x^2) (asin/acos: domain [-1, 1], gradient inf at the ends). */
@@ -312,6 +103,7 @@ nb_tensor *nb_tan(nb_tensor *x);
 nb_tensor *nb_asin(nb_tensor *x);
 nb_tensor *nb_acos(nb_tensor *x);
 nb_tensor *nb_atan(nb_tensor *x);
+
 /* Hyperbolic functions. Gradients: sinh gy cosh x, cosh gy sinh x, asinh
  * gy / sqrt(x^2 + 1), acosh gy / sqrt(x^2 - 1) (domain x >= 1), atanh
  * gy / (1 - x^2) (domain [-1, 1]). */
@@ -320,6 +112,7 @@ nb_tensor *nb_cosh(nb_tensor *x);
 nb_tensor *nb_asinh(nb_tensor *x);
 nb_tensor *nb_acosh(nb_tensor *x);
 nb_tensor *nb_atanh(nb_tensor *x);
+
 /* Error function and its complement; gradients +-gy 2/sqrt(pi) e^(-x^2). */
 nb_tensor *nb_erf(nb_tensor *x);
 nb_tensor *nb_erfc(nb_tensor *x);
@@ -327,41 +120,64 @@ nb_tensor *nb_erfc(nb_tensor *x);
 /* F.leaky_relu: x > 0 ? x : negative_slope x (nn.LeakyReLU default 0.01).
  * Gradient at 0 is negative_slope, as PyTorch. */
 nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope);
+
 /* F.elu (Clevert et al. 2015): x > 0 ? x : alpha (e^x - 1) (default alpha
  * 1). Gradient at 0 is alpha (the negative branch, as PyTorch). */
 nb_tensor *nb_elu(nb_tensor *x, double alpha);
+
 /* F.selu (Klambauer et al. 2017): scale * elu(x, alpha) with alpha =
  * 1.6732632423543772, scale = 1.0507009873554805. */
 nb_tensor *nb_selu(nb_tensor *x);
+
 /* F.silu (swish; Elfwing et al. 2017, Ramachandran et al. 2017): x sigmoid(x);
  * gradient gy s (1 + x (1 - s)), s = sigmoid(x). */
 nb_tensor *nb_silu(nb_tensor *x);
+
 /* F.mish (Misra 2019): x tanh(softplus(x)). */
 nb_tensor *nb_mish(nb_tensor *x);
+
 /* F.softplus: log(1 + e^(beta x)) / beta, and x itself where beta x >
  * threshold (PyTorch's defaults beta 1, threshold 20). Gradient
  * sigmoid(beta x), 1 above the threshold. beta != 1 runs as
  * softplus_1(beta x) * (1 / beta) (last-bit differences from PyTorch's
  * division). Errors: beta 0 or not finite, threshold NaN (NB_ERR_INVALID_ARG). */
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
+
 /* F.hardtanh: clamp(x, min_val, max_val) (defaults -1, 1); gradient gy
  * where min_val < x < max_val and 0 elsewhere, at both ends included (as
  * PyTorch's hardtanh_backward). NaN stays NaN. Errors: min_val > max_val
  * (NB_ERR_INVALID_ARG). */
 nb_tensor *nb_hardtanh(nb_tensor *x, double min_val, double max_val);
+
 /* F.relu6: hardtanh(x, 0, 6). */
 nb_tensor *nb_relu6(nb_tensor *x);
+
 /* F.hardsigmoid (Howard et al. 2019): min(max(x + 3, 0), 6) / 6; gradient
  * gy / 6 on -3 < x < 3, else 0. */
 nb_tensor *nb_hardsigmoid(nb_tensor *x);
+
 /* F.hardswish (Howard et al. 2019): x min(max(x + 3, 0), 6) / 6; gradient 0
  * below -3, gy (x / 3 + 1/2) on [-3, 3], gy above. */
 nb_tensor *nb_hardswish(nb_tensor *x);
+
 /* F.logsigmoid: log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|) (no overflow
  * for either sign); gradient gy sigmoid(-x). */
 nb_tensor *nb_logsigmoid(nb_tensor *x);
 
-/* ---- arithmetic, comparisons, logic, type promotion (autograd/ops_elementwise.c) */
+/* ---- arithmetic, comparisons, logic, promotion (ops_binary.c; backend/cpu/binary.c) --- */
+
+nb_tensor *nb_add(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_sub(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_mul(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_div(nb_tensor *a, nb_tensor *b);
+
+/* a ** b elementwise; gradient w.r.t. b is a**b * log(a) (defined for a > 0). */
+nb_tensor *nb_pow(nb_tensor *a, nb_tensor *b);
+
+/* Comparisons (not differentiable): bool tensors of the broadcast shape. */
+nb_tensor *nb_eq(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_ne(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_gt(nb_tensor *a, nb_tensor *b);
 
 /* Type promotion, as torch.promote_types / torch.result_type (PyTorch's
  * "Type promotion" doc): categories bool < integer < floating; the join of
@@ -393,6 +209,7 @@ nb_dtype nb_result_type(const nb_tensor *a, const nb_tensor *b);
 typedef enum nb_rounding_mode { NB_ROUNDING_NONE = 0, NB_ROUNDING_TRUNC, NB_ROUNDING_FLOOR } nb_rounding_mode;
 nb_tensor *nb_div_mode(nb_tensor *a, nb_tensor *b, nb_rounding_mode mode);
 nb_tensor *nb_floor_divide(nb_tensor *a, nb_tensor *b);
+
 /* torch.remainder: a - floor(a / b) * b, the sign of b (Python's %:
  * remainder(-7, 2) = 1, remainder(7, -2) = -1). torch.fmod: C's fmod, the
  * sign of a (fmod(-7, 2) = -1). Integers and floats; integer b == 0 fails
@@ -402,20 +219,24 @@ nb_tensor *nb_remainder(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_remainder_scalar(nb_tensor *a, double b);
 nb_tensor *nb_fmod(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_fmod_scalar(nb_tensor *a, double b);
+
 /* torch.atan2(a, b): the angle of (b, a) in [-pi, pi]; integers give
  * float32. da = b / (a^2 + b^2), db = -a / (a^2 + b^2). */
 nb_tensor *nb_atan2(nb_tensor *a, nb_tensor *b);
+
 /* torch.maximum / torch.minimum: elementwise, NaN-propagating, any
  * non-f16 dtype. Gradient: to the larger (smaller) input; at ties each
  * input gets half; a NaN in either passes g to both (PyTorch's rule). */
 nb_tensor *nb_maximum(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b);
+
 /* torch.lerp: start + weight * (end - start), by PyTorch's formula (for
  * |weight| >= 0.5: end - (end - start) * (1 - weight)), broadcasting; all
  * three of one float dtype (f32/f64; NB_ERR_DTYPE otherwise, as PyTorch).
  * Gradients to all three: (1 - w) g, w g, (end - start) g. Composite. */
 nb_tensor *nb_lerp(nb_tensor *start, nb_tensor *end, nb_tensor *weight);
 nb_tensor *nb_lerp_scalar(nb_tensor *start, nb_tensor *end, double weight);
+
 /* torch.clamp(x, min, max) = minimum(maximum(x, min), max) with tensor
  * bounds (either may be NULL, not both: NB_ERR_INVALID_ARG), broadcast
  * together, promoted as torch.result_type over all three. NaN in x or a
@@ -441,17 +262,20 @@ nb_tensor *nb_gt_scalar(nb_tensor *a, double b);
 nb_tensor *nb_ge_scalar(nb_tensor *a, double b);
 nb_tensor *nb_lt_scalar(nb_tensor *a, double b);
 nb_tensor *nb_le_scalar(nb_tensor *a, double b);
+
 /* torch.isnan / isinf / isfinite: bool of x's shape, any dtype (integer and
  * bool inputs give false / false / true). */
 nb_tensor *nb_isnan(nb_tensor *x);
 nb_tensor *nb_isinf(nb_tensor *x);
 nb_tensor *nb_isfinite(nb_tensor *x);
+
 /* torch.logical_and / or / xor / not: any dtypes in (x != 0 is true, NaN
  * included), bool out of the broadcast shape. */
 nb_tensor *nb_logical_and(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_logical_or(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_logical_xor(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_logical_not(nb_tensor *x);
+
 /* torch.bitwise_and / or / xor / not on integer and bool dtypes (promoted;
  * floats give NB_ERR_DTYPE). bitwise_left_shift / right_shift on integer
  * dtypes: the right shift is arithmetic for signed types; shifting by a
@@ -463,6 +287,7 @@ nb_tensor *nb_bitwise_xor(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_bitwise_not(nb_tensor *x);
 nb_tensor *nb_bitwise_left_shift(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_bitwise_right_shift(nb_tensor *a, nb_tensor *b);
+
 /* Scalar forms (x & 6, x << 2): b acts as a Python int, so an integer a
  * keeps its dtype when b fits it and a bool a gives int64; b is exact for
  * |b| < 2^53. Errors as the tensor forms. */
@@ -472,7 +297,26 @@ nb_tensor *nb_bitwise_xor_scalar(nb_tensor *a, int64_t b);
 nb_tensor *nb_bitwise_left_shift_scalar(nb_tensor *a, int64_t b);
 nb_tensor *nb_bitwise_right_shift_scalar(nb_tensor *a, int64_t b);
 
-/* ---- reductions over dims (autograd/ops_reduce.c) --------------------------- */
+/* ---- reductions (ops_reduce.c; backend/cpu/reduce.c) ------------------------- */
+
+/* dims: n_dims dims to reduce (negative counts from the end); dims NULL or
+ * n_dims 0 reduces over all. keepdim keeps reduced dims as size 1.
+ * Sums run in a fixed order (deterministic whatever the thread count); the
+ * CPU backend accumulates float32 in double. nb_sum of an integer or bool
+ * tensor is int64 (torch.sum's dtype: a bool mask sums to its count);
+ * nb_mean takes float32/float64 only. */
+nb_tensor *nb_sum(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+nb_tensor *nb_mean(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+
+/* torch.amax: gradient shared evenly among tied maxima. */
+nb_tensor *nb_max(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+
+/* torch.max(t, dim): values, and if indices != NULL the int64 argmax (first
+ * maximum) into *indices (owned like any op result). Gradient flows to that index. */
+nb_tensor *nb_max_dim(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices);
+
+/* int64 index of the first maximum along dim (not differentiable). */
+nb_tensor *nb_argmax(nb_tensor *t, int dim, bool keepdim);
 
 /* Same dims convention as nb_sum above: dims NULL or n_dims 0 = all dims,
  * negative dims count from the end; a dim out of range or repeated fails
@@ -487,27 +331,34 @@ nb_tensor *nb_bitwise_right_shift_scalar(nb_tensor *a, int64_t b);
  * slice -> g * out / x; one zero -> g * (product of the others) at the zero,
  * 0 elsewhere; two or more -> 0. */
 nb_tensor *nb_prod(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+
 /* torch.amax / torch.amin over dims (f32/f64). An empty reduced dim fails
  * (NB_ERR_SHAPE), as PyTorch. NaN propagates. */
 nb_tensor *nb_amax(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
 nb_tensor *nb_amin(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+
 /* nabla's nb_min over dims: torch.amin (the counterpart of nb_max). */
 nb_tensor *nb_min(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+
 /* torch.min(t, dim): values, and if indices != NULL the int64 index of the
  * first minimum (owned like any op result); gradient flows to that index.
  * Errors: dim out of range (NB_ERR_INVALID_ARG), empty dim (NB_ERR_SHAPE). */
 nb_tensor *nb_min_dim(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices);
+
 /* int64 index of the first minimum along dim (NaN counts as the minimum);
  * any dtype; not differentiable. */
 nb_tensor *nb_argmin(nb_tensor *t, int dim, bool keepdim);
+
 /* torch.var(t, dims, correction=, keepdim=): sum((x - mean)^2) / max(0, N -
  * correction) with N the number of reduced elements; correction 1 is
  * Bessel's (PyTorch's default), 0 the biased estimate. N - correction <= 0
  * gives inf/NaN as PyTorch. f32/f64; a composite (mean, sub, mul, sum), so
  * its gradient is 2 (x - mean) g / (N - correction). */
 nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim);
+
 /* sqrt(nb_var(...)); the gradient at std == 0 is inf/NaN, as PyTorch. */
 nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim);
+
 /* torch.linalg.vector_norm(t, ord=p, dim=dims, keepdim): (sum |x|^p)^(1/p)
  * over dims for finite p >= 1; max |x| for p = INFINITY, min |x| for
  * -INFINITY. torch.norm's p='fro' is p = 2 over the same dims. f32/f64.
@@ -516,17 +367,19 @@ nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, 
  * evenly among the elements attaining it. Errors: other p (NB_ERR_INVALID_ARG),
  * an inf norm over an empty dim (NB_ERR_SHAPE). */
 nb_tensor *nb_norm(nb_tensor *t, double p, const int *dims, int n_dims, bool keepdim);
+
 /* torch.logsumexp over dims: log(sum(exp(x - m))) + m with m the max (0
  * where the max is infinite), so it never overflows; -inf over an empty dim.
  * f32/f64. Gradient: g * softmax(x) over the reduced dims. */
 nb_tensor *nb_logsumexp(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
+
 /* torch.all / torch.any over dims: any dtype in (true = nonzero; NaN is
  * true), bool out; over an empty dim all is true and any false. Not
  * differentiable. */
 nb_tensor *nb_all(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
 nb_tensor *nb_any(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
 
-/* ---- cumulative ops (autograd/ops_scan.c) ----------------------------------- */
+/* ---- cumulative ops (ops_scan.c; backend/cpu/scan.c) ------------------------- */
 
 /* Along one dim (negative counts from the end; a 0-d input scans as one
  * element with dim 0 or -1); the output has t's shape. Errors: dim out of
@@ -537,11 +390,13 @@ nb_tensor *nb_any(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
 /* torch.cumsum(t, dim): f32/f64 keep their dtype; integer and bool inputs
  * accumulate in int64 and give int64, as PyTorch. Backward: reverse cumsum. */
 nb_tensor *nb_cumsum(nb_tensor *t, int dim);
+
 /* torch.cumprod(t, dim): dtypes as cumsum. Backward: PyTorch's
  * cumprod_backward, exact with zeros in O(n) per line: before the first
  * zero k, reverse-cumsum(g * out) / x; at k, sum_{j>=k} g_j prod_{m<=j, m!=k}
  * x_m; after k, 0. */
 nb_tensor *nb_cumprod(nb_tensor *t, int dim);
+
 /* torch.cummax / torch.cummin(t, dim): running extreme values (t's dtype)
  * and, if indices != NULL, *indices (int64, owned like an op result) = the
  * index of the LAST element equal to the running extreme (PyTorch's CPU
@@ -550,13 +405,14 @@ nb_tensor *nb_cumprod(nb_tensor *t, int dim);
  * order (deterministic). */
 nb_tensor *nb_cummax(nb_tensor *t, int dim, nb_tensor **indices);
 nb_tensor *nb_cummin(nb_tensor *t, int dim, nb_tensor **indices);
+
 /* torch.logcumsumexp(t, dim): log(sum_{j<=i} exp(x_j)), accumulated
  * stably (log1p(exp(min - max)) + max, exact for infinities). f32/f64 only
  * (NB_ERR_DTYPE). Gradient sum_{j>=i} g_j exp(x_i - out_j), computed by a
  * reverse recurrence that never overflows. */
 nb_tensor *nb_logcumsumexp(nb_tensor *t, int dim);
 
-/* ---- sorting (autograd/ops_sort.c) ------------------------------------------ */
+/* ---- sorting (ops_sort.c; backend/cpu/sort.c) -------------------------------- */
 
 /* Sorting along one dim (negative dims count from the end; a 0-d input is
  * one element). Every sort is stable: equal elements keep their order,
@@ -573,20 +429,195 @@ nb_tensor *nb_logcumsumexp(nb_tensor *t, int dim);
 
 /* torch.sort: values and the int64 positions they came from, along dim. */
 nb_status nb_sort(nb_tensor *x, int dim, bool descending, bool stable, nb_tensor **values, nb_tensor **indices);
+
 /* torch.argsort: the indices of nb_sort (not differentiable). */
 nb_tensor *nb_argsort(nb_tensor *x, int dim, bool descending);
+
 /* torch.topk: the k largest (largest) or smallest elements along dim, of
  * size k there; 0 <= k <= size. Always sorted (best first), whatever
  * `sorted` says (PyTorch leaves the order unspecified when it is false);
  * ties keep the input order. */
 nb_status nb_topk(nb_tensor *x, int64_t k, int dim, bool largest, bool sorted, nb_tensor **values,
                   nb_tensor **indices);
+
 /* torch.kthvalue: the k-th smallest (1-based, 1 <= k <= size) along dim and
  * its index; keepdim keeps dim as size 1. Among equal values, the index is
  * the one a stable ascending sort puts at position k. */
 nb_status nb_kthvalue(nb_tensor *x, int64_t k, int dim, bool keepdim, nb_tensor **values, nb_tensor **indices);
 
-/* ---- gather/scatter and indexing (autograd/ops_gather.c) -------------------- */
+/* ---- views (ops_view.c; no kernel: they share storage) ----------------------- */
+
+/* Views share storage with their input; writes through one show in the other.
+ * reshape returns a view when the strides allow and a copy otherwise; view
+ * fails (NB_ERR_SHAPE) where a copy would be needed. One size may be -1. */
+nb_tensor *nb_reshape(nb_tensor *t, int ndim, const int64_t *shape);
+nb_tensor *nb_view(nb_tensor *t, int ndim, const int64_t *shape);
+nb_tensor *nb_permute(nb_tensor *t, const int *dims); /* nb_dim(t) entries */
+nb_tensor *nb_transpose(nb_tensor *t, int dim0, int dim1);
+
+/* Elements start..start+length-1 of dim (torch.narrow). */
+nb_tensor *nb_narrow(nb_tensor *t, int dim, int64_t start, int64_t length);
+
+/* Python's t[..., start:end:step, ...] on one dim; step >= 1; start/end are
+ * clamped like Python slices (negative counts from the end). */
+nb_tensor *nb_slice(nb_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+
+/* Broadcast view to shape (-1 keeps a size); new leading dims allowed. */
+nb_tensor *nb_expand(nb_tensor *t, int ndim, const int64_t *shape);
+nb_tensor *nb_unsqueeze(nb_tensor *t, int dim);
+
+/* Removes dim if its size is 1 (else returns a view unchanged, as PyTorch). */
+nb_tensor *nb_squeeze(nb_tensor *t, int dim);
+
+/* A contiguous tensor with t's values (t itself, with a new reference, if
+ * already contiguous). */
+nb_tensor *nb_contiguous(nb_tensor *t);
+
+/* Merges dims start..end (inclusive; negative counts from the end). */
+nb_tensor *nb_flatten(nb_tensor *t, int start_dim, int end_dim);
+
+/* torch.diagonal: a view of the diagonal (offset > 0 above, < 0 below)
+ * of the planes spanned by dim1, dim2; those dims are removed and the
+ * diagonal appended last (length 0 when offset is past the edge). A
+ * strided view sharing t's storage, as PyTorch. Defaults: 0, 0, 1.
+ * Errors: equal or out-of-range dims (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int dim1, int dim2);
+
+/* Tensor.unfold: a view of the windows of `size` elements every `step`
+ * along dim: dim becomes (size_d - size) / step + 1, a new last dim of
+ * `size`. Overlapping windows sum their gradients (in a fixed order).
+ * Errors: size > size_d, size < 0, step < 1, a bad dim (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step);
+
+/* torch.movedim: dims source[i] moved to destination[i]; the others keep
+ * their order (a permute view). Errors: repeated or bad dims. */
+nb_tensor *nb_movedim(nb_tensor *t, const int *source, const int *destination, int n);
+
+/* torch.broadcast_to: nb_expand under PyTorch's name (a view; -1 keeps a
+ * size). Errors: shapes that do not broadcast (NB_ERR_SHAPE). */
+nb_tensor *nb_broadcast_to(nb_tensor *t, int ndim, const int64_t *shape);
+
+/* ---- shape ops (ops_shape.c; composites) ------------------------------------- */
+
+/* torch.flip: a copy with the order of the given dims reversed (each dim
+ * at most once; negative counts from the end). Composite: index_select with
+ * a reversed index per dim. Errors: a bad or repeated dim (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_flip(nb_tensor *t, const int *dims, int n_dims);
+
+/* torch.roll: elements shifted by shifts[i] along dims[i] (wrapping round);
+ * with n_dims 0, one shift on the flattened tensor, shape restored.
+ * Composite: narrow + cat. Errors: shift/dim counts differ, a bad dim. */
+nb_tensor *nb_roll(nb_tensor *t, const int64_t *shifts, int n_shifts, const int *dims, int n_dims);
+
+/* Tensor.repeat: n >= nb_dim(t) repeats (t gets leading dims of 1 to n
+ * dims); out size i = size_i * repeats[i]. Composite: expand + reshape.
+ * Errors: fewer repeats than dims, a negative repeat (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_repeat(nb_tensor *t, const int64_t *repeats, int n);
+
+/* torch.tile: as repeat, but fewer reps than dims get leading 1s prepended
+ * (PyTorch's rule), so tile(t [2, 3], {2}) repeats the last dim. */
+nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n);
+
+typedef enum nb_pad_mode { NB_PAD_CONSTANT, NB_PAD_REFLECT, NB_PAD_REPLICATE, NB_PAD_CIRCULAR } nb_pad_mode;
+
+/* F.pad: pads = (left, right) pairs from the last dim backwards (n_pads
+ * even, at most 2 * nb_dim(t)), as PyTorch: pad [1,2,3,4] by (2, 1) in
+ * reflect mode gives [3,2,1,2,3,4,3]. constant fills with value and
+ * negative pads crop; reflect mirrors without repeating the edge (pads <
+ * size); replicate repeats the edge (size > 0); circular wraps (pads <=
+ * size). value is used by constant only. Any number of dims in every mode
+ * (PyTorch limits the non-constant modes to the last 3 dims); negative pads
+ * crop in every mode. Gradients: constant's is g's interior; the others
+ * sum the copies (index_select's rule). Errors: NB_ERR_INVALID_ARG (odd
+ * count, too many pads, a pad too large for the mode, a negative size). */
+nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad_mode mode, double value);
+
+/* torch.tril / torch.triu on the last two dims of t [..., m, n] (any dtype):
+ * keeps j - i <= diagonal (tril) or j - i >= diagonal (triu), zeroes the
+ * rest. Composite: where with a mask from aranges. Errors: ndim < 2 (NB_ERR_SHAPE). */
+nb_tensor *nb_tril(nb_tensor *t, int64_t diagonal);
+nb_tensor *nb_triu(nb_tensor *t, int64_t diagonal);
+
+/* torch.diag_embed: t's last dim (length L) placed on the offset diagonal
+ * of new dims dim1, dim2 (of size L + |offset|, wrapped against ndim + 1),
+ * zeros elsewhere. Defaults: 0, -2, -1. Gradient: g's diagonal. */
+nb_tensor *nb_diag_embed(nb_tensor *t, int64_t offset, int dim1, int dim2);
+
+typedef enum nb_meshgrid_indexing { NB_MESHGRID_IJ, NB_MESHGRID_XY } nb_meshgrid_indexing;
+
+/* torch.meshgrid: n 0-d or 1-D tensors (one dtype) -> n expanded views of
+ * shape [N0, N1, ...] ("ij"), or with the first two dims swapped ("xy",
+ * Cartesian). Writes out[0..n) (owned like op results). Errors: n outside
+ * [1, NB_MAX_DIMS], an input of 2+ dims, dtypes differ. */
+nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing, nb_tensor **out);
+
+/* ---- indexing and joining (ops_index.c; backend/cpu/index.c) ----------------- */
+
+/* Marks "no padding_idx" for nb_embedding. */
+#define NB_NO_PADDING_IDX INT64_MIN
+
+/* F.embedding: rows of weight [V, D] picked by int64 indices of any shape
+ * -> [*indices.shape, D]. The gradient of weight accumulates the rows of g
+ * per index in a fixed order (deterministic, no atomics); the padding_idx
+ * row (negative counts from V) gets no gradient. Errors: an index outside
+ * [0, V) -> NB_ERR_INVALID_ARG naming it. */
+nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx);
+
+/* torch.index_select: t's slices along dim picked by a 1-D int64 index. */
+nb_tensor *nb_index_select(nb_tensor *t, int dim, nb_tensor *index);
+
+/* torch.cat of n tensors (same shape but along dim) along dim. */
+nb_tensor *nb_cat(nb_tensor *const *ts, int n, int dim);
+
+/* torch.stack: n tensors of one shape joined along a new dim. */
+nb_tensor *nb_stack(nb_tensor *const *ts, int n, int dim);
+
+/* torch.split / torch.chunk: views along dim (the last piece may be
+ * smaller). Writes up to cap pieces to out (owned like op results) and
+ * returns the number of pieces, or -1 on error. */
+int nb_split(nb_tensor *t, int64_t split_size, int dim, nb_tensor **out, int cap);
+int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap);
+
+/* torch.where(cond, a, b): cond bool; the three broadcast together;
+ * gradients flow to a and b. */
+nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b);
+
+/* Tensor.masked_fill: value where mask (bool, broadcastable to t) is true. */
+nb_tensor *nb_masked_fill(nb_tensor *t, nb_tensor *mask, double value);
+
+/* torch.index_add: input + alpha * (source's slices added along dim at the
+ * 1-D int64 index, repeats summed in index order: deterministic). source
+ * has input's shape but numel(index) at dim. float32, float64, int32,
+ * int64, uint8 (integers wrap, as PyTorch); input and source of one dtype.
+ * Gradients: input g, source alpha * g.index_select.
+ * Errors: NB_ERR_INVALID_ARG (an index outside [0, size), a bad dim or
+ * index), NB_ERR_SHAPE (source does not fit), NB_ERR_DTYPE. */
+nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha);
+
+/* torch.index_copy: input with its slices at index along dim replaced by
+ * source's (any dtype; the last of repeated indices wins, where PyTorch
+ * leaves it unspecified). Gradients: input g with those slices zeroed,
+ * source g.index_select. Errors as nb_index_add. */
+nb_tensor *nb_index_copy(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source);
+
+/* F.one_hot: int64 class indices t -> int64 [*t.shape, num_classes];
+ * num_classes -1 means max(t) + 1 (read from the data). Not
+ * differentiable. Errors: NB_ERR_DTYPE (not int64), NB_ERR_INVALID_ARG (a
+ * class outside [0, num_classes), num_classes < -1, -1 with an empty t). */
+nb_tensor *nb_one_hot(nb_tensor *t, int64_t num_classes);
+
+/* torch.nonzero: int64 [n, nb_dim(t)] coordinates of the nonzero elements
+ * in C order. The count is read to the host (PyTorch's CPU nonzero
+ * synchronises the same way). Not differentiable. */
+nb_tensor *nb_nonzero(nb_tensor *t);
+
+/* torch.masked_select: the 1-D tensor of t's elements where mask (bool) is
+ * true, t and mask broadcast together (C order). Gradient: g scattered
+ * into zeros of t's shape (summed over broadcast dims). Errors:
+ * NB_ERR_DTYPE (mask not bool), NB_ERR_SHAPE (no broadcast). */
+nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask);
+
+/* ---- gather and scatter (ops_gather.c; backend/cpu/gather.c) ----------------- */
 
 /* Gather/scatter along dim (PyTorch's torch.gather / Tensor.scatter /
  * scatter_add / scatter_reduce docs). index is int64 with the input's
@@ -606,14 +637,18 @@ nb_status nb_kthvalue(nb_tensor *x, int64_t k, int dim, bool keepdim, nb_tensor 
 /* out[i][j][k] = t[index[i][j][k]][j][k] for dim 0 (likewise for other
  * dims); out has index's shape. Gradient: zeros(t).scatter_add(dim, index, g). */
 nb_tensor *nb_gather(nb_tensor *t, int dim, nb_tensor *index);
+
 /* t with out[index[i][j][k]][j][k] = src[i][j][k] (dim 0). Gradients:
  * t: g with the scattered positions zeroed; src: gather(g, dim, index). */
 nb_tensor *nb_scatter(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src);
+
 /* Tensor.scatter(dim, index, value): the scalar value written at index. */
 nb_tensor *nb_scatter_value(nb_tensor *t, int dim, nb_tensor *index, double value);
+
 /* t with src added at index (duplicates summed in index order).
  * Gradients: t: g; src: gather(g, dim, index). */
 nb_tensor *nb_scatter_add(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src);
+
 /* Tensor.scatter_reduce: reduce is "sum", "prod", "mean", "amax" or "amin";
  * include_self false leaves t's values out of the destinations that get
  * sources (others keep t's value). mean divides by the number of values
@@ -624,104 +659,178 @@ nb_tensor *nb_scatter_add(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *sr
  * gets the product of the others). */
 nb_tensor *nb_scatter_reduce(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src, const char *reduce,
                              bool include_self);
+
 /* torch.take_along_dim's dim=None. */
 #define NB_DIM_NONE INT32_MIN
+
 /* torch.take_along_dim: t and indices (int64, same number of dims)
  * broadcast in every dim but dim, then gather along dim; with dim
  * NB_DIM_NONE, gathers from the flattened t at the flattened indices. */
 nb_tensor *nb_take_along_dim(nb_tensor *t, nb_tensor *indices, int dim);
 
-/* ---- shape ops and indexing (autograd/ops_shape.c, ops_index.c) ------------- */
+/* ---- matrix products (ops_matmul.c; backend/cpu/matmul.c) -------------------- */
 
-/* torch.flip: a copy with the order of the given dims reversed (each dim
- * at most once; negative counts from the end). Composite: index_select with
- * a reversed index per dim. Errors: a bad or repeated dim (NB_ERR_INVALID_ARG). */
-nb_tensor *nb_flip(nb_tensor *t, const int *dims, int n_dims);
-/* torch.roll: elements shifted by shifts[i] along dims[i] (wrapping round);
- * with n_dims 0, one shift on the flattened tensor, shape restored.
- * Composite: narrow + cat. Errors: shift/dim counts differ, a bad dim. */
-nb_tensor *nb_roll(nb_tensor *t, const int64_t *shifts, int n_shifts, const int *dims, int n_dims);
-/* Tensor.repeat: n >= nb_dim(t) repeats (t gets leading dims of 1 to n
- * dims); out size i = size_i * repeats[i]. Composite: expand + reshape.
- * Errors: fewer repeats than dims, a negative repeat (NB_ERR_INVALID_ARG). */
-nb_tensor *nb_repeat(nb_tensor *t, const int64_t *repeats, int n);
-/* torch.tile: as repeat, but fewer reps than dims get leading 1s prepended
- * (PyTorch's rule), so tile(t [2, 3], {2}) repeats the last dim. */
-nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n);
+/* torch.matmul: 1-D x 1-D dot; 2-D x 2-D [n,k]x[k,m]; batched [..., n, k] x
+ * [..., k, m] with the batch dims broadcast; a 1-D operand gets a dim of 1
+ * prepended (left) or appended (right), removed from the result. f32/f64,
+ * through the backend's GEMM (OpenBLAS sgemm/dgemm on the CPU). */
+nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
 
-typedef enum nb_pad_mode { NB_PAD_CONSTANT, NB_PAD_REFLECT, NB_PAD_REPLICATE, NB_PAD_CIRCULAR } nb_pad_mode;
-/* F.pad: pads = (left, right) pairs from the last dim backwards (n_pads
- * even, at most 2 * nb_dim(t)), as PyTorch: pad [1,2,3,4] by (2, 1) in
- * reflect mode gives [3,2,1,2,3,4,3]. constant fills with value and
- * negative pads crop; reflect mirrors without repeating the edge (pads <
- * size); replicate repeats the edge (size > 0); circular wraps (pads <=
- * size). value is used by constant only. Any number of dims in every mode
- * (PyTorch limits the non-constant modes to the last 3 dims); negative pads
- * crop in every mode. Gradients: constant's is g's interior; the others
- * sum the copies (index_select's rule). Errors: NB_ERR_INVALID_ARG (odd
- * count, too many pads, a pad too large for the mode, a negative size). */
-nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad_mode mode, double value);
-/* torch.tril / torch.triu on the last two dims of t [..., m, n] (any dtype):
- * keeps j - i <= diagonal (tril) or j - i >= diagonal (triu), zeroes the
- * rest. Composite: where with a mask from aranges. Errors: ndim < 2 (NB_ERR_SHAPE). */
-nb_tensor *nb_tril(nb_tensor *t, int64_t diagonal);
-nb_tensor *nb_triu(nb_tensor *t, int64_t diagonal);
-/* torch.diagonal: a view of the diagonal (offset > 0 above, < 0 below)
- * of the planes spanned by dim1, dim2; those dims are removed and the
- * diagonal appended last (length 0 when offset is past the edge). A
- * strided view sharing t's storage, as PyTorch. Defaults: 0, 0, 1.
- * Errors: equal or out-of-range dims (NB_ERR_INVALID_ARG). */
-nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int dim1, int dim2);
-/* torch.diag_embed: t's last dim (length L) placed on the offset diagonal
- * of new dims dim1, dim2 (of size L + |offset|, wrapped against ndim + 1),
- * zeros elsewhere. Defaults: 0, -2, -1. Gradient: g's diagonal. */
-nb_tensor *nb_diag_embed(nb_tensor *t, int64_t offset, int dim1, int dim2);
-/* Tensor.unfold: a view of the windows of `size` elements every `step`
- * along dim: dim becomes (size_d - size) / step + 1, a new last dim of
- * `size`. Overlapping windows sum their gradients (in a fixed order).
- * Errors: size > size_d, size < 0, step < 1, a bad dim (NB_ERR_INVALID_ARG). */
-nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step);
-/* torch.movedim: dims source[i] moved to destination[i]; the others keep
- * their order (a permute view). Errors: repeated or bad dims. */
-nb_tensor *nb_movedim(nb_tensor *t, const int *source, const int *destination, int n);
-/* torch.broadcast_to: nb_expand under PyTorch's name (a view; -1 keeps a
- * size). Errors: shapes that do not broadcast (NB_ERR_SHAPE). */
-nb_tensor *nb_broadcast_to(nb_tensor *t, int ndim, const int64_t *shape);
+/* x [..., in] @ weight[out, in]^T + bias[out] (bias may be NULL): F.linear. */
+nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias);
 
-typedef enum nb_meshgrid_indexing { NB_MESHGRID_IJ, NB_MESHGRID_XY } nb_meshgrid_indexing;
-/* torch.meshgrid: n 0-d or 1-D tensors (one dtype) -> n expanded views of
- * shape [N0, N1, ...] ("ij"), or with the first two dims swapped ("xy",
- * Cartesian). Writes out[0..n) (owned like op results). Errors: n outside
- * [1, NB_MAX_DIMS], an input of 2+ dims, dtypes differ. */
-nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing, nb_tensor **out);
+/* torch.bmm: [B, n, k] x [B, k, m] -> [B, n, m] (no broadcasting). */
+nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b);
 
-/* torch.index_add: input + alpha * (source's slices added along dim at the
- * 1-D int64 index, repeats summed in index order: deterministic). source
- * has input's shape but numel(index) at dim. float32, float64, int32,
- * int64, uint8 (integers wrap, as PyTorch); input and source of one dtype.
- * Gradients: input g, source alpha * g.index_select.
- * Errors: NB_ERR_INVALID_ARG (an index outside [0, size), a bad dim or
- * index), NB_ERR_SHAPE (source does not fit), NB_ERR_DTYPE. */
-nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha);
-/* torch.index_copy: input with its slices at index along dim replaced by
- * source's (any dtype; the last of repeated indices wins, where PyTorch
- * leaves it unspecified). Gradients: input g with those slices zeroed,
- * source g.index_select. Errors as nb_index_add. */
-nb_tensor *nb_index_copy(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source);
-/* F.one_hot: int64 class indices t -> int64 [*t.shape, num_classes];
- * num_classes -1 means max(t) + 1 (read from the data). Not
- * differentiable. Errors: NB_ERR_DTYPE (not int64), NB_ERR_INVALID_ARG (a
- * class outside [0, num_classes), num_classes < -1, -1 with an empty t). */
-nb_tensor *nb_one_hot(nb_tensor *t, int64_t num_classes);
-/* torch.nonzero: int64 [n, nb_dim(t)] coordinates of the nonzero elements
- * in C order. The count is read to the host (PyTorch's CPU nonzero
- * synchronises the same way). Not differentiable. */
-nb_tensor *nb_nonzero(nb_tensor *t);
-/* torch.masked_select: the 1-D tensor of t's elements where mask (bool) is
- * true, t and mask broadcast together (C order). Gradient: g scattered
- * into zeros of t's shape (summed over broadcast dims). Errors:
- * NB_ERR_DTYPE (mask not bool), NB_ERR_SHAPE (no broadcast). */
-nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask);
+/* ---- softmax (ops_softmax.c; backend/cpu/softmax.c) -------------------------- */
+
+/* softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along dim. */
+nb_tensor *nb_softmax(nb_tensor *t, int dim);
+nb_tensor *nb_log_softmax(nb_tensor *t, int dim);
+
+/* ---- losses (ops_loss.c; backend/cpu/loss.c) --------------------------------- */
+
+typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
+
+typedef struct nb_cross_entropy_options {
+    int64_t ignore_index;   /* targets equal to it add nothing (default -100) */
+    nb_reduction reduction; /* mean over non-ignored targets (default), sum, none */
+} nb_cross_entropy_options;
+#define NB_CROSS_ENTROPY_DEFAULTS ((nb_cross_entropy_options){.ignore_index = -100, .reduction = NB_REDUCTION_MEAN})
+
+/* F.cross_entropy with class indices: logits [N, C] (f32/f64), target [N]
+ * int64 in [0, C) or ignore_index. Fused log-softmax + NLL: the forward
+ * saves the log-sum-exp per row, and the backward is softmax - onehot.
+ * Errors: NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_INVALID_ARG (a target out of
+ * range, found by the kernel). Mean over zero non-ignored targets is NaN, as
+ * PyTorch. */
+nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target);
+nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts);
+
+/* F.mse_loss: mean (or sum, none) of (input - target)^2; same shapes or broadcastable. */
+nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+
+/* ---- convolution (ops_conv.c; backend/cpu/conv.c) ---------------------------- */
+
+/* convolution (autograd/ops_conv.c; kernels backend/cpu/conv.c)
+ * NCHW (NCL for 1-d). Shapes: x [N, Cin, H, W], weight [Cout, Cin/groups,
+ * kh, kw], bias [Cout] or NULL; Cin and Cout divisible by groups. Output
+ * H_out = floor((H + 2*pad - dilation*(kh-1) - 1) / stride) + 1 (PyTorch's
+ * Conv2d doc). CPU: 3x3 stride-1 undilated kernels with >= 8 channels per
+ * group use Winograd F(2x2, 3x3) (Lavin & Gray 2016); the rest im2col +
+ * OpenBLAS GEMM; threaded over the batch, deterministic. */
+typedef struct nb_conv2d_options {
+    int64_t stride[2];   /* default 1 (0 means default) */
+    int64_t padding[2];  /* default 0 */
+    int64_t dilation[2]; /* default 1 (0 means default) */
+    int64_t groups;      /* default 1 (0 means default) */
+    bool padding_same;   /* padding='same' (stride must be 1): output size = input size */
+} nb_conv2d_options;
+typedef struct nb_conv1d_options {
+    int64_t stride, padding, dilation, groups; /* as above; 0 = default */
+    bool padding_same;
+} nb_conv1d_options;
+typedef struct nb_conv_transpose2d_options {
+    int64_t stride[2], padding[2], output_padding[2], dilation[2], groups; /* 0 = default */
+} nb_conv_transpose2d_options;
+
+nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_options opts);
+
+/* x [N, Cin, L], weight [Cout, Cin/groups, k]. */
+nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d_options opts);
+
+/* F.conv_transpose2d: weight [Cin, Cout/groups, kh, kw]; H_out = (H-1)*stride
+ * - 2*pad + dilation*(kh-1) + output_padding + 1. */
+nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
+                               nb_conv_transpose2d_options opts);
+
+/* ---- pooling (ops_pool.c; backend/cpu/pool.c) -------------------------------- */
+
+/* pooling (autograd/ops_pool.c; kernels backend/cpu/pool.c)
+ * x [N, C, H, W] or [C, H, W] (1-d: [N, C, L] or [C, L]). Output sizes as
+ * PyTorch's MaxPool2d/AvgPool2d docs; padding <= kernel/2. */
+typedef struct nb_pool2d_options {
+    int64_t kernel[2];
+    int64_t stride[2];   /* 0 = kernel (PyTorch's default stride=None) */
+    int64_t padding[2];
+    int64_t dilation[2]; /* max pool only; 0 = 1 */
+    bool ceil_mode;
+    bool count_include_pad_false; /* avg pool: PyTorch's count_include_pad=False */
+    int64_t divisor_override;     /* avg pool: 0 = none */
+} nb_pool2d_options;
+typedef struct nb_pool1d_options {
+    int64_t kernel, stride, padding, dilation; /* stride 0 = kernel; dilation 0 = 1 */
+    bool ceil_mode;
+    bool count_include_pad_false;
+} nb_pool1d_options;
+
+/* Max pooling; if indices != NULL, *indices gets the int64 flat positions
+ * (h*W + w within each plane; PyTorch's return_indices), owned like any op result. */
+nb_tensor *nb_max_pool2d(nb_tensor *x, nb_pool2d_options opts, nb_tensor **indices);
+nb_tensor *nb_max_pool1d(nb_tensor *x, nb_pool1d_options opts, nb_tensor **indices);
+nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_pool2d_options opts);
+nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts);
+
+/* Adaptive pooling to an output size (PyTorch's index rule: start =
+ * floor(i*in/out), end = ceil((i+1)*in/out)). */
+nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w);
+nb_tensor *nb_adaptive_avg_pool1d(nb_tensor *x, int64_t out_l);
+nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb_tensor **indices);
+
+/* ---- batch normalization (ops_batch_norm.c; backend/cpu/batch_norm.c) -------- */
+
+/* F.batch_norm on x [N, C] or [N, C, *]: training uses batch statistics
+ * (biased variance to normalise) and, when running_mean/running_var are
+ * given, updates them in place: r = (1 - momentum) * r + momentum * stat,
+ * with the unbiased variance (PyTorch's BatchNorm doc; momentum 0.1,
+ * eps 1e-5 are the module defaults). eval (training false) uses the running
+ * statistics. weight/bias [C] may be NULL. Gradients flow to x, weight, bias. */
+nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *weight,
+                         nb_tensor *bias, bool training, double momentum, double eps);
+
+/* ---- layer normalization (ops_layer_norm.c; backend/cpu/layer_norm.c) -------- */
+
+/* F.layer_norm over the last n_norm dims of x (their sizes are
+ * normalized_shape); weight/bias of normalized_shape or NULL. Fused kernels;
+ * the forward saves mean and rstd (Ba, Kiros, Hinton 2016; PyTorch's doc). */
+nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
+                         nb_tensor *bias, double eps);
+
+/* ---- dropout (ops_dropout.c; backend/cpu/random.c) --------------------------- */
+
+/* F.dropout: in training, zeroes each element with probability p (Bernoulli
+ * from gen, NULL = default generator) and scales the rest by 1/(1-p)
+ * (inverted dropout); identity (a new reference) when !training or p == 0.
+ * Errors: p outside [0, 1]. */
+nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
+
+/* ---- resizing (ops_upsample.c; backend/cpu/upsample.c) ----------------------- */
+
+typedef enum nb_interpolate_mode { NB_INTERPOLATE_NEAREST, NB_INTERPOLATE_BILINEAR } nb_interpolate_mode;
+
+/* F.interpolate on x [N, C, H, W] to size [out_h, out_w]; align_corners for
+ * bilinear only (as PyTorch; nearest is PyTorch's legacy 'nearest'). */
+nb_tensor *nb_interpolate(nb_tensor *x, int64_t out_h, int64_t out_w, nb_interpolate_mode mode,
+                          bool align_corners);
+
+/* ---- attention (ops_attention.c; backend/cpu/attention.c) -------------------- */
+
+typedef struct nb_sdpa_options {
+    nb_tensor *attn_mask; /* NULL, bool (true = may attend) or float (added to the scores);
+                             broadcastable to [..., L, S] */
+    double dropout_p;     /* on the attention weights, training only; 0 = none */
+    bool is_causal;       /* mask out j > i (with attn_mask NULL, as PyTorch) */
+    double scale;         /* 0 = 1/sqrt(E) */
+    nb_generator *gen;    /* for dropout; NULL = default */
+} nb_sdpa_options;
+
+/* F.scaled_dot_product_attention: softmax(q k^T * scale + mask) v for
+ * q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev]. A fused,
+ * tiled kernel with an online softmax (FlashAttention, Dao et al. 2022) that
+ * never holds the full [..., L, S] score matrix; the forward saves the
+ * log-sum-exp per row, and the backward recomputes the scores from it. A
+ * row whose every score is masked gives NaN, as PyTorch. */
+nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts);
 
 #ifdef __cplusplus
 }

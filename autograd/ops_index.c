@@ -1,6 +1,6 @@
 /* ops_index.c - indexing and joining ops with PyTorch's semantics:
  * embedding, index_select, cat, stack, split, chunk, where, masked_fill,
- * bmm, index_add, index_copy, one_hot, nonzero and masked_select, forward
+ * index_add, index_copy, one_hot, nonzero and masked_select, forward
  * dispatch and backward rules. nonzero and masked_select compact through
  * the backend's nonzero slot (the count is read to the host first). Gathers run on the backend's
  * index_select; their gradients on index_add, which sums rows in index order
@@ -414,19 +414,6 @@ static nb_tensor *masked_fill_impl(nb_tensor *t, nb_tensor *mask, double value) 
 nb_tensor *nb_masked_fill(nb_tensor *t, nb_tensor *mask, double value) {
     nb_scope *s = nb_scope_begin();
     return nb_scope_return(s, masked_fill_impl(t, mask, value));
-}
-
-/* ---- bmm ------------------------------------------------------------------------------------ */
-
-nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b) {
-    nb_tensor *in[2] = {a, b};
-    if (!nb_check_inputs("bmm", 2, in) || !nb_check_dtypes("bmm", 2, in, true)) return NULL;
-    if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1]) {
-        char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF];
-        return NB_FAIL(NB_ERR_SHAPE, "bmm: shapes %s and %s; expected [B, n, k] and [B, k, m]",
-                       nb_fmt_shape(a->ndim, a->shape, x, sizeof x), nb_fmt_shape(b->ndim, b->shape, y, sizeof y));
-    }
-    return nb_matmul(a, b);
 }
 
 /* ---- index_add / index_copy ------------------------------------------------------------------- */

@@ -4,7 +4,7 @@
  * with differentiable ops. An op with several differentiable outputs (qr,
  * eigh, svd) writes them back to back into one flat tensor P that carries
  * the node; the outputs are views of P, so the node receives the gradients
- * of all of them at once (zeros for an unused one). Tests: tests/test_linalg.c. */
+ * of all of them at once (zeros for an unused one). Tests: tests/test_ops_linalg.c. */
 #include <string.h>
 
 #include "nb_autograd_impl.h"

@@ -1,5 +1,5 @@
 /* ops_matmul.c - matmul (torch.matmul semantics, batched with broadcasting)
- * and linear (F.linear, fused bias), forward and backward, through the
+ * bmm, and linear (F.linear, fused bias), forward and backward, through the
  * backend's GEMM. Kernel: backend/cpu/matmul.c. Tests: tests/test_ops_matmul.c. */
 #include <string.h>
 
@@ -150,4 +150,17 @@ nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
 nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
     nb_scope *s = nb_scope_begin();
     return nb_scope_return(s, linear_impl(x, weight, bias));
+}
+
+/* ---- bmm ------------------------------------------------------------------------------------ */
+
+nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[2] = {a, b};
+    if (!nb_check_inputs("bmm", 2, in) || !nb_check_dtypes("bmm", 2, in, true)) return NULL;
+    if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1]) {
+        char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "bmm: shapes %s and %s; expected [B, n, k] and [B, k, m]",
+                       nb_fmt_shape(a->ndim, a->shape, x, sizeof x), nb_fmt_shape(b->ndim, b->shape, y, sizeof y));
+    }
+    return nb_matmul(a, b);
 }

@@ -7,7 +7,7 @@
  * PyTorch's pooling_output_shape:
  *   out = floor((in + 2*pad - dil*(k-1) - 1 + (ceil ? stride-1 : 0)) / stride) + 1,
  *   minus one in ceil mode if the last window would start at or past in + pad.
- * Kernels: backend/cpu/pooling.c. Tests: tests/test_ops_pool.c. */
+ * Kernels: backend/cpu/pool.c. Tests: tests/test_ops_pool.c. */
 #include "nb_autograd_impl.h"
 
 /* Sets the error and yields false, for the bool checks below. */

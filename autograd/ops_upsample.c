@@ -1,7 +1,7 @@
 /* ops_upsample.c - interpolate (F.interpolate to a given size, modes
  * 'nearest' (PyTorch's legacy nearest) and 'bilinear' with align_corners
  * either way): argument checks, forward dispatch and the backward rule.
- * Kernels: backend/cpu/upsample.c. Tests: tests/test_ops_norm.c. */
+ * Kernels: backend/cpu/upsample.c. Tests: tests/test_ops_upsample.c. */
 #include "nb_autograd_impl.h"
 
 /* iarg[0] bilinear, iarg[1] align_corners; the input's shape is n->in[0]'s. */

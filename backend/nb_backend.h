@@ -66,7 +66,7 @@ typedef enum nb_unary_op {
     NB_UNARY_POW_SCALAR, /* x ** alpha */
     NB_UNARY_GELU,       /* x * Phi(x), exact (erf) */
     NB_UNARY_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-    /* op coverage: unary math and activations (backend/cpu/elementwise_math.c).
+    /* op coverage: unary math and activations (backend/cpu/unary_math.c).
      * Formulas and backward rules are PyTorch's (ATen CPU kernels,
      * tools/autograd/derivatives.yaml). abs, sign, floor, ceil, trunc and
      * round (alpha 0) also take int32/int64/uint8 (the last four as

@@ -6,37 +6,40 @@
 #include <check.h>
 
 #define NB_SUITES(X) \
-    X(core)          \
-    X(rng)           \
-    X(autograd)      \
-    X(ops_elementwise) \
-    X(ops_matmul)    \
-    X(ops_reduce)    \
-    X(ops_view)      \
-    X(ops_loss)      \
-    X(ops_conv)      \
-    X(ops_pool)      \
-    X(ops_norm)      \
-    X(ops_index)     \
-    X(ops_nlp)       \
+    X(core) \
+    X(rng) \
+    X(autograd) \
+    X(ops_unary) \
+    X(ops_binary) \
+    X(ops_binary_logic) \
+    X(ops_cast) \
+    X(ops_matmul) \
+    X(ops_reduce) \
+    X(ops_view) \
+    X(ops_softmax) \
+    X(ops_loss) \
+    X(ops_conv) \
+    X(ops_pool) \
+    X(ops_batch_norm) \
+    X(ops_dropout) \
+    X(ops_upsample) \
+    X(ops_index) \
+    X(ops_layer_norm) \
     X(ops_attention) \
-    X(ops_math)      \
-    X(ops_compare)   \
-    X(dtypes)        \
-    X(ops_scan)      \
-    X(ops_sort)      \
-    X(ops_gather)    \
-    X(ops_shape)     \
-    X(linalg)        \
-    X(op_table)      \
-    X(text)          \
-    X(transformer)   \
-    X(nn)            \
-    X(optim)         \
-    X(data)          \
-    X(safetensors)   \
-    X(checkpoint)    \
-    X(scheduler)     \
+    X(ops_scan) \
+    X(ops_sort) \
+    X(ops_gather) \
+    X(ops_shape) \
+    X(ops_linalg) \
+    X(op_table) \
+    X(text) \
+    X(transformer) \
+    X(nn) \
+    X(optim) \
+    X(data) \
+    X(safetensors) \
+    X(checkpoint) \
+    X(scheduler) \
     X(mnist_e2e)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);

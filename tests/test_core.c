@@ -336,7 +336,7 @@ END_TEST
 START_TEST(test_error_paths) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *f32 = nb_zeros(NB_SHAPE(2, 3), NB_F32), *f64 = nb_zeros(NB_SHAPE(2, 3), NB_F64);
-    /* mixed dtypes promote (tests/test_ops_compare.c); shapes must broadcast */
+    /* mixed dtypes promote (tests/test_ops_binary_logic.c); shapes must broadcast */
     CK_FAILS_MSG(nb_add(f32, nb_zeros(NB_SHAPE(4), NB_F64)), NB_ERR_SHAPE, "add");
     CK_FAILS_MSG(nb_sub(f64, nb_zeros(NB_SHAPE(3, 3), NB_F32)), NB_ERR_SHAPE, "sub");
     CK_FAILS_MSG(nb_silu(nb_zeros(NB_SHAPE(2), NB_I32)), NB_ERR_DTYPE, "silu");

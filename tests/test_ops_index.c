@@ -23,7 +23,6 @@ static nb_tensor *bool_tensor(int ndim, const int64_t *shape, const bool *v) {
     return t;
 }
 
-
 /* ---- embedding ---------------------------------------------------------------------------- */
 
 typedef struct {
@@ -650,38 +649,6 @@ END_TEST
 
 /* ---- bmm ------------------------------------------------------------------------------------------ */
 
-static nb_tensor *f_bmm(nb_tensor *const *in, int n, void *ctx) {
-    (void)n, (void)ctx;
-    return nb_bmm(in[0], in[1]);
-}
-
-START_TEST(test_bmm) {
-    nb_scope *s = nb_scope_begin();
-    nb_generator g = nb_generator_new(3);
-    nb_tensor *a = nb_randn(NB_SHAPE(3, 2, 4), NB_F64, &g), *b = nb_randn(NB_SHAPE(3, 4, 5), NB_F64, &g);
-    nb_tensor *c = nb_bmm(a, b);
-    nb_ck_shape(c, 3, (int64_t[]){3, 2, 5});
-    double *av = nb_test_values_of(a), *bv = nb_test_values_of(b), want[30];
-    for (int p = 0; p < 3; p++)
-        for (int i = 0; i < 2; i++)
-            for (int j = 0; j < 5; j++) {
-                double acc = 0;
-                for (int k = 0; k < 4; k++) acc += av[(p * 2 + i) * 4 + k] * bv[(p * 4 + k) * 5 + j];
-                want[(p * 2 + i) * 5 + j] = acc;
-            }
-    nb_ck_close(c, want, 30, 1e-12, 1e-12);
-    free(av), free(bv);
-    nb_tensor *in[2] = {nb_test_randn_grad(NB_SHAPE(2, 3, 4), 1), nb_test_randn_grad(NB_SHAPE(2, 4, 2), 2)};
-    nb_ck_gradcheck(f_bmm, in, 2, NULL);
-    NB_CK_FAILS(nb_bmm(nb_zeros(NB_SHAPE(2, 3, 4), NB_F64), nb_zeros(NB_SHAPE(4, 2), NB_F64)), NB_ERR_SHAPE);
-    ck_assert_ptr_nonnull(strstr(nb_last_error(), "bmm"));
-    NB_CK_FAILS(nb_bmm(nb_zeros(NB_SHAPE(2, 3, 4), NB_F64), nb_zeros(NB_SHAPE(1, 4, 2), NB_F64)), NB_ERR_SHAPE);
-    NB_CK_FAILS(nb_bmm(nb_zeros(NB_SHAPE(2, 3, 4), NB_F64), nb_zeros(NB_SHAPE(2, 3, 2), NB_F64)), NB_ERR_SHAPE);
-    NB_CK_FAILS(nb_bmm(nb_zeros(NB_SHAPE(2, 3, 4), NB_F64), nb_zeros(NB_SHAPE(2, 4, 2), NB_F32)), NB_ERR_DTYPE);
-    nb_scope_end(s);
-}
-END_TEST
-
 /* ---- index_add / index_copy ------------------------------------------------------------------- */
 
 typedef struct {
@@ -935,7 +902,6 @@ Suite *nb_suite_ops_index(void) {
     tcase_add_test(g, test_split_chunk_grad);
     tcase_add_test(g, test_where_grad);
     tcase_add_test(g, test_masked_fill);
-    tcase_add_test(g, test_bmm);
     tcase_add_test(g, test_index_add);
     tcase_add_test(g, test_index_copy);
     tcase_add_test(g, test_one_hot);

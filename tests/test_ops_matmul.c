@@ -42,7 +42,6 @@ static void ref_mm(const double *a, const double *b, int n, int k, int m, double
         }
 }
 
-
 /* ---- forward ------------------------------------------------------------------- */
 
 START_TEST(test_matmul_forward_small) {
@@ -281,6 +280,38 @@ START_TEST(test_matmul_float32) {
 }
 END_TEST
 
+static nb_tensor *f_bmm(nb_tensor *const *in, int n, void *ctx) {
+    (void)n, (void)ctx;
+    return nb_bmm(in[0], in[1]);
+}
+
+START_TEST(test_bmm) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(3);
+    nb_tensor *a = nb_randn(NB_SHAPE(3, 2, 4), NB_F64, &g), *b = nb_randn(NB_SHAPE(3, 4, 5), NB_F64, &g);
+    nb_tensor *c = nb_bmm(a, b);
+    nb_ck_shape(c, 3, (int64_t[]){3, 2, 5});
+    double *av = nb_test_values_of(a), *bv = nb_test_values_of(b), want[30];
+    for (int p = 0; p < 3; p++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 5; j++) {
+                double acc = 0;
+                for (int k = 0; k < 4; k++) acc += av[(p * 2 + i) * 4 + k] * bv[(p * 4 + k) * 5 + j];
+                want[(p * 2 + i) * 5 + j] = acc;
+            }
+    nb_ck_close(c, want, 30, 1e-12, 1e-12);
+    free(av), free(bv);
+    nb_tensor *in[2] = {nb_test_randn_grad(NB_SHAPE(2, 3, 4), 1), nb_test_randn_grad(NB_SHAPE(2, 4, 2), 2)};
+    nb_ck_gradcheck(f_bmm, in, 2, NULL);
+    NB_CK_FAILS(nb_bmm(nb_zeros(NB_SHAPE(2, 3, 4), NB_F64), nb_zeros(NB_SHAPE(4, 2), NB_F64)), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "bmm"));
+    NB_CK_FAILS(nb_bmm(nb_zeros(NB_SHAPE(2, 3, 4), NB_F64), nb_zeros(NB_SHAPE(1, 4, 2), NB_F64)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_bmm(nb_zeros(NB_SHAPE(2, 3, 4), NB_F64), nb_zeros(NB_SHAPE(2, 3, 2), NB_F64)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_bmm(nb_zeros(NB_SHAPE(2, 3, 4), NB_F64), nb_zeros(NB_SHAPE(2, 4, 2), NB_F32)), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_matmul(void) {
     Suite *s = suite_create("ops_matmul");
     TCase *f = tcase_create("forward");
@@ -296,5 +327,9 @@ Suite *nb_suite_ops_matmul(void) {
     tcase_add_test(g, test_linear_gradcheck);
     tcase_set_timeout(g, 30);
     suite_add_tcase(s, g);
+    TCase *tc_bmm = tcase_create("bmm");
+    tcase_add_test(tc_bmm, test_bmm);
+    tcase_set_timeout(tc_bmm, 120);
+    suite_add_tcase(s, tc_bmm);
     return s;
 }

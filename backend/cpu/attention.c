@@ -40,7 +40,7 @@
 #include "iter.h"
 #include "nb_impl.h"
 #include "philox_batch.h"
-#include "pool.h"
+#include "threadpool.h"
 
 #define NB_ATT_BQ 64
 #define NB_ATT_BK 64

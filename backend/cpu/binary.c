@@ -17,7 +17,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 /* ---- binary: out = EXPR(x, y) ------------------------------------------- */
 

@@ -14,7 +14,7 @@
 
 #include "blas.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 typedef void (*set_threads_fn)(int);
 typedef char *(*get_str_fn)(void);

@@ -29,7 +29,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 /* bool is a macro (for _Bool), which would expand inside the macros below. */
 typedef bool b8;

@@ -40,7 +40,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 /* Buckets of images whose weight gradients are summed separately and then
  * added in order: fixes the summation order whatever the thread count. */

@@ -26,7 +26,7 @@
 
 #include "nb_backend.h"
 
-/* binary.c, elementwise.c, cast.c */
+/* binary.c, unary.c, cast.c */
 nb_status nb_cpu_copy(nb_backend *be, const nb_kview *dst, const nb_kview *src);
 nb_status nb_cpu_fill(nb_backend *be, const nb_kview *dst, double value);
 nb_status nb_cpu_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
@@ -69,7 +69,7 @@ nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview
 nb_status nb_cpu_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                           const nb_kview *momentum_buf, const nb_sgd_hyper *h);
 
-/* CNN kernels: conv.c, pooling.c, norm.c, upsample.c */
+/* CNN kernels: conv.c, pool.c, batch_norm.c, upsample.c */
 nb_status nb_cpu_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w, const nb_kview *bias, const nb_conv_params *p);
 nb_status nb_cpu_conv2d_backward_input(nb_backend *be, const nb_kview *gx, const nb_kview *gy, const nb_kview *w, const nb_conv_params *p);
 nb_status nb_cpu_conv2d_backward_weight(nb_backend *be, const nb_kview *gw, const nb_kview *gbias, const nb_kview *gy, const nb_kview *x, const nb_conv_params *p);

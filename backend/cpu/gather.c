@@ -14,7 +14,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 /* As sort.c: offset of line `line` (coordinates over `shape`, all dims but dim). */
 static int64_t line_offset(int ndim, const int64_t *shape, const int64_t *strides, int dim, int64_t line) {

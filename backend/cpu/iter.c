@@ -5,7 +5,7 @@
 
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 int64_t nb_cpu_numel(const nb_kview *v) {
     int64_t n = 1;

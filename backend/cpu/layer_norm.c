@@ -15,7 +15,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 #define NB_LN_LANES 8
 #define NB_LN_COLS 64

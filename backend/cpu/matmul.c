@@ -16,7 +16,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 /* OpenBLAS 0.3.21 runs a GEMM single-threaded below this many multiply-adds
  * (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD). */

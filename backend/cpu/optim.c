@@ -11,7 +11,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 #define NB_OPT_GRAIN 16384
 

@@ -1,236 +1,420 @@
-/* pool.c - the persistent thread pool behind nb_cpu_parallel_for, and the
- * one thread count (nb_cpu_set_num_threads) that nabla's loops and OpenBLAS
- * share. Workers are created lazily, live for the process, and sleep on a
- * condition variable between jobs (after a short poll, see spin_new_job); a
- * job is published by bumping a generation counter under the pool lock.
- * Only one user thread at a time owns the workers (a trylock); others run
- * their loops serially, which is always correct because every kernel is
- * written for any partition. */
-#include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
+/* pool.c - CPU max, average and adaptive pooling over NCHW planes, with
+ * their backward passes (PyTorch's ATen/native/cpu/{Max,Avg,Adaptive*}PoolKernel.cpp
+ * formulas). Every view is contiguous; a tensor is seen as N*C independent
+ * planes and threads split whole planes statically (nb_cpu_parallel_for), so
+ * each gx plane is zeroed and then accumulated by one thread in a fixed
+ * order: backward scatters need no atomics and give the same bits for any
+ * thread count. Sums of float32 windows accumulate in double.
+ *
+ * Windows (per dim; rows shown):
+ *   max: h0 = oh*sH - padH, h1 = min(h0 + dH*(kH-1) + 1, H), h0 stepped up by
+ *        dH until >= 0; the first max wins, a NaN wins over numbers (later
+ *        NaNs replace earlier ones, as PyTorch's `val > max || isnan(val)`).
+ *   avg: h0 = oh*sH - padH, h1 = min(h0 + kH, H + padH); with
+ *        count_include_pad the divisor is (h1-h0)*(w1-w0) on this window,
+ *        then the window is clipped to [0, H) x [0, W); without it the divisor
+ *        is the clipped window's size; divisor_override replaces both.
+ *   adaptive: rows floor(oh*H/Ho) .. ceil((oh+1)*H/Ho) - 1.
+ *
+ * Max pooling's speed: a data-dependent branch per element mispredicts half
+ * the time on real data, so rows whose column taps lie inside the plane
+ * (column stride 1 or 2) run branch-free loops that GCC vectorises: the 2x2
+ * stride-2 pool with taps in registers, other windows with taps outside and
+ * outputs inside. Border outputs and other strides take the generic loop.
+ * All paths visit a window's taps in the same order, so they pick the same
+ * index. On [64, 64, 24, 24] float32 2x2 this is ~10x the branchy loop. */
+#include <math.h>
+#include <string.h>
 
-#if defined(__x86_64__) || defined(__SSE__)
-#include <xmmintrin.h>
-#endif
-
-#include "blas.h"
+#include "cpu_kernels.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
-#define NB_POOL_MAX_THREADS 256
+typedef struct pool_job {
+    const nb_pool_params *p;
+    char *out;           /* y (forward) or gx (backward) */
+    const char *in;      /* x (forward) or gy (backward) */
+    int64_t *idx;        /* max forward: indices out (may be NULL) */
+    const int64_t *cidx; /* max backward: indices in */
+    int64_t H, W, Ho, Wo;
+} pool_job;
 
-typedef struct pool {
-    pthread_mutex_t lock;
-    pthread_cond_t wake; /* workers wait here for a new generation */
-    pthread_cond_t done; /* the owner waits here for pending == 0 */
-    pthread_mutex_t busy; /* held by the user thread whose job is running */
-    int nworkers;         /* started workers; worker i runs chunk i + 1 */
-    atomic_uint_fast64_t generation; /* bumped (under lock) once per job */
-    /* the current job, written under lock before its generation is published */
-    nb_cpu_range_fn fn;
-    void *ctx;
-    int64_t n;
-    int chunks;
-    atomic_int pending; /* worker chunks not yet finished (decremented under lock) */
-} pool;
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+/* PyTorch's adaptive start_index / end_index without float rounding. */
+static inline int64_t ad_start(int64_t o, int64_t out, int64_t in) { return (o * in) / out; }
+static inline int64_t ad_end(int64_t o, int64_t out, int64_t in) { return ((o + 1) * in + out - 1) / out; }
 
-static pool P = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
-    .wake = PTHREAD_COND_INITIALIZER,
-    .done = PTHREAD_COND_INITIALIZER,
-    .busy = PTHREAD_MUTEX_INITIALIZER,
-};
-static atomic_int num_threads; /* 0 until pool_init */
-static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
-static _Thread_local bool in_parallel; /* inside a chunk: nested calls run serially */
-
-void nb_cpu_flush_denormals(void) {
-#if defined(__x86_64__) || defined(__SSE__)
-    _mm_setcsr(_mm_getcsr() | 0x8040u); /* FTZ (bit 15) | DAZ (bit 6) */
-#endif
+/* The avg window of output (oh, ow), clipped; returns the divisor (0: empty window). */
+static int64_t avg_window(const nb_pool_params *p, int64_t H, int64_t W, int64_t oh, int64_t ow, int64_t *h0,
+                          int64_t *h1, int64_t *w0, int64_t *w1) {
+    int64_t a0 = oh * p->stride[0] - p->padding[0], b0 = ow * p->stride[1] - p->padding[1];
+    int64_t a1 = min64(a0 + p->kernel[0], H + p->padding[0]);
+    int64_t b1 = min64(b0 + p->kernel[1], W + p->padding[1]);
+    int64_t padded = (a1 - a0) * (b1 - b0);
+    *h0 = max64(a0, 0), *w0 = max64(b0, 0), *h1 = min64(a1, H), *w1 = min64(b1, W);
+    if (*h0 >= *h1 || *w0 >= *w1) return 0;
+    if (p->divisor_override) return p->divisor_override;
+    return p->count_include_pad ? padded : (*h1 - *h0) * (*w1 - *w0);
 }
 
-/* Waiting: a waiter first polls for up to NB_POOL_SPIN_NS (a futex wake-up
- * costs ~20 us on a VM, more than a small kernel), then sleeps on its
- * condition variable. The poll is kept short because OpenBLAS's threads run
- * on the same cores between our jobs. */
-#ifndef NB_POOL_SPIN_NS
-#define NB_POOL_SPIN_NS 10000
-#endif
-
-static int64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+/* Whether max pooling can take the vectorised rows (column stride 1 or 2,
+ * 32-bit flat indices), and the outputs [a, b) whose column taps all lie
+ * in [0, W): w0 = ow*sW - padW >= 0 and w0 + dW*(kW-1) < W. */
+static bool fast_columns(const nb_pool_params *p, int64_t W, int64_t Wo, int64_t plane, int64_t *a, int64_t *b) {
+    int64_t sW = p->stride[1], last = W - 1 - p->dilation[1] * (p->kernel[1] - 1) + p->padding[1];
+    *a = (p->padding[1] + sW - 1) / sW;
+    *b = last >= 0 ? min64(Wo, last / sW + 1) : 0;
+    return (sW == 1 || sW == 2) && plane <= INT32_MAX / 2 && *a < *b; /* room for h0 past H */
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__SSE__)
-    _mm_pause();
-#endif
-}
+/* A NaN-aware first-max update (PyTorch's `val > max || isnan(val)`), written
+ * as selects so that the fast rows below vectorise instead of branching on
+ * data (a mispredicted branch per element costs ~10x on random inputs). */
+#define MAX_UPD(T, v, k)                                \
+    do {                                                \
+        T v_ = (v);                                     \
+        int t_ = (v_ > m) | (v_ != v_);                 \
+        m = t_ ? v_ : m;                                \
+        mi = t_ ? (k) : mi;                             \
+    } while (0)
 
-/* Polls until *gen != seen (true) or the spin time is over (false). */
-static bool spin_new_job(uint64_t seen) {
-    int64_t until = now_ns() + NB_POOL_SPIN_NS;
-    for (;;) {
-        for (int i = 0; i < 32; i++) {
-            if (atomic_load_explicit(&P.generation, memory_order_acquire) != seen) return true;
-            cpu_relax();
-        }
-        if (now_ns() > until) return false;
+/* Outputs ow in [a, b) of one row whose column taps all lie inside the
+ * plane, for a column stride SW of 1 or 2: rows [h0, h1) step dH (already
+ * clipped), taps j < kW step dW. Taps run outside and outputs inside, in
+ * chunks (maxima in the output row, argmaxes as 32-bit flat indices in a
+ * local array: lanes as wide as float's), so that GCC vectorises the inner
+ * loop; each output sees its taps in the generic path's order, hence the
+ * same first maximum. */
+#define MAX_CHUNK 64
+#define MAX_ROW(T, S, SW)                                                                        \
+    static void max_row_s##SW##_##S(const T *restrict x, const pool_job *jb, int64_t h0, int64_t h1, \
+                                    int64_t a, int64_t b, T *restrict y, int64_t *restrict ix) { \
+        const nb_pool_params *p = jb->p;                                                        \
+        int64_t W = jb->W, dH = p->dilation[0], dW = p->dilation[1], kW = p->kernel[1];         \
+        int32_t mo[MAX_CHUNK];                                                                  \
+        for (int64_t o0 = a; o0 < b; o0 += MAX_CHUNK) {                                         \
+            int n = (int)min64(b - o0, MAX_CHUNK);                                              \
+            T *restrict mv = y + o0; /* the maxima build up in the output row */               \
+            int32_t first = (int32_t)(h0 * W + SW * o0 - p->padding[1]);                        \
+            for (int c = 0; c < n; c++) mv[c] = -INFINITY, mo[c] = first + SW * c;              \
+            for (int64_t h = h0; h < h1; h += dH)                                               \
+                for (int64_t j = 0; j < kW; j++) {                                              \
+                    int32_t k0 = (int32_t)(h * W + SW * o0 - p->padding[1] + j * dW);           \
+                    const T *restrict q = x + k0;                                               \
+                    for (int c = 0; c < n; c++) {                                               \
+                        T v = q[SW * c];                                                        \
+                        int t = (v > mv[c]) | (v != v);                                         \
+                        mv[c] = t ? v : mv[c];                                                  \
+                        mo[c] = t ? k0 + SW * c : mo[c];                                        \
+                    }                                                                           \
+                }                                                                               \
+            if (ix)                                                                             \
+                for (int c = 0; c < n; c++) ix[o0 + c] = mo[c];                                 \
+        }                                                                                       \
     }
-}
 
-static void spin_done(void) {
-    int64_t until = now_ns() + NB_POOL_SPIN_NS;
-    for (;;) {
-        for (int i = 0; i < 32; i++) {
-            if (atomic_load_explicit(&P.pending, memory_order_acquire) == 0) return;
-            cpu_relax();
-        }
-        if (now_ns() > until) return;
+/* The 2x2 stride-2 window (the common CNN pool) with both rows h, h+1
+ * inside: all taps in registers, which beats the chunked rows on short rows. */
+#define MAX_ROW22(T, S)                                                                          \
+    static void max_row22_##S(const T *restrict x, int64_t W, int64_t h, int64_t padW, int64_t a,  \
+                              int64_t b, T *restrict y, int64_t *restrict ix) {                 \
+        const T *restrict r0 = x + h * W, *restrict r1 = r0 + W;                                \
+        int w = (int)W;                                                                         \
+        for (int64_t ow = a; ow < b; ow++) {                                                    \
+            int64_t c = 2 * ow - padW;                                                          \
+            T m = r0[c];                                                                        \
+            int mi = 0;                                                                         \
+            MAX_UPD(T, r0[c + 1], 1);                                                           \
+            MAX_UPD(T, r1[c], w);                                                               \
+            MAX_UPD(T, r1[c + 1], w + 1);                                                       \
+            y[ow] = m;                                                                          \
+            if (ix) ix[ow] = h * W + c + mi;                                                    \
+        }                                                                                       \
     }
-}
 
-static int online_cores(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > NB_POOL_MAX_THREADS ? NB_POOL_MAX_THREADS : (int)n;
-}
-
-static int clamp_threads(int n) {
-    if (n <= 0) return online_cores();
-    return n > NB_POOL_MAX_THREADS ? NB_POOL_MAX_THREADS : n;
-}
-
-/* After fork() only the forking thread exists in the child: forget the
- * workers and re-create the locks (they may have been held). */
-static void pool_atfork_child(void) {
-    pthread_mutex_init(&P.lock, NULL);
-    pthread_mutex_init(&P.busy, NULL);
-    pthread_cond_init(&P.wake, NULL);
-    pthread_cond_init(&P.done, NULL);
-    P.nworkers = 0;
-    atomic_store(&P.pending, 0);
-    in_parallel = false;
-}
-
-static void pool_init(void) {
-    const char *env = getenv("NB_NUM_THREADS");
-    int n = 0;
-    if (env && *env) {
-        char *end;
-        long v = strtol(env, &end, 10);
-        if (*end == 0 && v > 0 && v <= NB_POOL_MAX_THREADS) n = (int)v;
+#define POOL_FUNCS(T, S)                                                                        \
+    MAX_ROW(T, S, 1)                                                                            \
+    MAX_ROW(T, S, 2)                                                                            \
+    MAX_ROW22(T, S)                                                                             \
+    /* outputs [a, b) of a row, any window; rows [h0, h1) step dH already clipped */             \
+    static void max_cells_##S(const T *x, const pool_job *jb, int64_t h0, int64_t h1, int64_t a,  \
+                              int64_t b, T *y, int64_t *ix) {                                   \
+        const nb_pool_params *p = jb->p;                                                        \
+        int64_t W = jb->W, sW = p->stride[1], dH = p->dilation[0], dW = p->dilation[1];         \
+        for (int64_t ow = a; ow < b; ow++) {                                                    \
+            int64_t w0 = ow * sW - p->padding[1];                                               \
+            int64_t w1 = min64(w0 + dW * (p->kernel[1] - 1) + 1, W);                            \
+            while (w0 < 0) w0 += dW;                                                            \
+            T m = -INFINITY;                                                                    \
+            int64_t mi = h0 * W + w0;                                                           \
+            for (int64_t h = h0; h < h1; h += dH)                                               \
+                for (int64_t w = w0; w < w1; w += dW) MAX_UPD(T, x[h * W + w], h * W + w);      \
+            y[ow] = m;                                                                          \
+            if (ix) ix[ow] = mi;                                                                \
+        }                                                                                       \
+    }                                                                                           \
+    static void maxpool_fwd_##S(void *arg, int64_t p0, int64_t p1) {                            \
+        const pool_job *jb = arg;                                                               \
+        const nb_pool_params *p = jb->p;                                                        \
+        int64_t H = jb->H, W = jb->W, Ho = jb->Ho, Wo = jb->Wo, a, b;                           \
+        int64_t dH = p->dilation[0], sW = p->stride[1];                                         \
+        bool fast = fast_columns(p, W, Wo, H * W, &a, &b);                                      \
+        bool k22 = fast && p->kernel[0] == 2 && p->kernel[1] == 2 && sW == 2 && dH == 1 &&       \
+                   p->dilation[1] == 1;                                                         \
+        for (int64_t pl = p0; pl < p1; pl++) {                                                  \
+            const T *x = (const T *)jb->in + pl * H * W;                                        \
+            T *y = (T *)jb->out + pl * Ho * Wo;                                                 \
+            int64_t *ix = jb->idx ? jb->idx + pl * Ho * Wo : NULL;                              \
+            for (int64_t oh = 0; oh < Ho; oh++) {                                               \
+                int64_t h0 = oh * p->stride[0] - p->padding[0];                                 \
+                int64_t h1 = min64(h0 + dH * (p->kernel[0] - 1) + 1, H);                        \
+                while (h0 < 0) h0 += dH;                                                        \
+                T *yr = y + oh * Wo;                                                            \
+                int64_t *ir = ix ? ix + oh * Wo : NULL;                                         \
+                if (!fast) {                                                                    \
+                    max_cells_##S(x, jb, h0, h1, 0, Wo, yr, ir);                                \
+                    continue;                                                                   \
+                }                                                                               \
+                max_cells_##S(x, jb, h0, h1, 0, a, yr, ir);                                     \
+                if (k22 && h1 - h0 == 2) max_row22_##S(x, W, h0, p->padding[1], a, b, yr, ir);  \
+                else if (sW == 1) max_row_s1_##S(x, jb, h0, h1, a, b, yr, ir);                  \
+                else max_row_s2_##S(x, jb, h0, h1, a, b, yr, ir);                               \
+                max_cells_##S(x, jb, h0, h1, b, Wo, yr, ir);                                    \
+            }                                                                                   \
+        }                                                                                       \
+    }                                                                                           \
+    /* gx plane = 0, then gx[idx[i]] += gy[i] in output order. An index     \
+     * outside the plane (only from a window that misses the input, whose   \
+     * value is -inf) receives nothing. */                                  \
+    static void maxpool_bwd_##S(void *arg, int64_t p0, int64_t p1) {                            \
+        const pool_job *j = arg;                                                                \
+        int64_t HW = j->H * j->W, HoWo = j->Ho * j->Wo;                                         \
+        for (int64_t pl = p0; pl < p1; pl++) {                                                  \
+            T *gx = (T *)j->out + pl * HW;                                                      \
+            const T *gy = (const T *)j->in + pl * HoWo;                                         \
+            const int64_t *ix = j->cidx + pl * HoWo;                                            \
+            memset(gx, 0, sizeof(T) * (size_t)HW);                                              \
+            for (int64_t i = 0; i < HoWo; i++)                                                  \
+                if ((uint64_t)ix[i] < (uint64_t)HW) gx[ix[i]] += gy[i];                         \
+        }                                                                                       \
+    }                                                                                           \
+    static void avgpool_fwd_##S(void *arg, int64_t p0, int64_t p1) {                            \
+        const pool_job *j = arg;                                                                \
+        int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo, h0, h1, w0, w1;                     \
+        for (int64_t pl = p0; pl < p1; pl++) {                                                  \
+            const T *x = (const T *)j->in + pl * H * W;                                         \
+            T *y = (T *)j->out + pl * Ho * Wo;                                                  \
+            for (int64_t oh = 0; oh < Ho; oh++)                                                 \
+                for (int64_t ow = 0; ow < Wo; ow++) {                                           \
+                    int64_t div = avg_window(j->p, H, W, oh, ow, &h0, &h1, &w0, &w1);           \
+                    double sum = 0;                                                             \
+                    for (int64_t h = h0; h < h1; h++)                                           \
+                        for (int64_t w = w0; w < w1; w++) sum += x[h * W + w];                  \
+                    y[oh * Wo + ow] = div ? (T)(sum / (double)div) : (T)0;                      \
+                }                                                                               \
+        }                                                                                       \
+    }                                                                                           \
+    static void avgpool_bwd_##S(void *arg, int64_t p0, int64_t p1) {                            \
+        const pool_job *j = arg;                                                                \
+        int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo, h0, h1, w0, w1;                     \
+        for (int64_t pl = p0; pl < p1; pl++) {                                                  \
+            T *gx = (T *)j->out + pl * H * W;                                                   \
+            const T *gy = (const T *)j->in + pl * Ho * Wo;                                      \
+            memset(gx, 0, sizeof(T) * (size_t)(H * W));                                         \
+            for (int64_t oh = 0; oh < Ho; oh++)                                                 \
+                for (int64_t ow = 0; ow < Wo; ow++) {                                           \
+                    int64_t div = avg_window(j->p, H, W, oh, ow, &h0, &h1, &w0, &w1);           \
+                    if (!div) continue;                                                         \
+                    T g = gy[oh * Wo + ow] / (T)div;                                            \
+                    for (int64_t h = h0; h < h1; h++)                                           \
+                        for (int64_t w = w0; w < w1; w++) gx[h * W + w] += g;                   \
+                }                                                                               \
+        }                                                                                       \
+    }                                                                                           \
+    static void adavg_fwd_##S(void *arg, int64_t p0, int64_t p1) {                              \
+        const pool_job *j = arg;                                                                \
+        int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;                                     \
+        for (int64_t pl = p0; pl < p1; pl++) {                                                  \
+            const T *x = (const T *)j->in + pl * H * W;                                         \
+            T *y = (T *)j->out + pl * Ho * Wo;                                                  \
+            for (int64_t oh = 0; oh < Ho; oh++) {                                               \
+                int64_t h0 = ad_start(oh, Ho, H), h1 = ad_end(oh, Ho, H);                       \
+                for (int64_t ow = 0; ow < Wo; ow++) {                                           \
+                    int64_t w0 = ad_start(ow, Wo, W), w1 = ad_end(ow, Wo, W);                   \
+                    double sum = 0;                                                             \
+                    for (int64_t h = h0; h < h1; h++)                                           \
+                        for (int64_t w = w0; w < w1; w++) sum += x[h * W + w];                  \
+                    y[oh * Wo + ow] = (T)(sum / (double)((h1 - h0) * (w1 - w0)));               \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    }                                                                                           \
+    static void adavg_bwd_##S(void *arg, int64_t p0, int64_t p1) {                              \
+        const pool_job *j = arg;                                                                \
+        int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;                                     \
+        for (int64_t pl = p0; pl < p1; pl++) {                                                  \
+            T *gx = (T *)j->out + pl * H * W;                                                   \
+            const T *gy = (const T *)j->in + pl * Ho * Wo;                                      \
+            memset(gx, 0, sizeof(T) * (size_t)(H * W));                                         \
+            for (int64_t oh = 0; oh < Ho; oh++) {                                               \
+                int64_t h0 = ad_start(oh, Ho, H), h1 = ad_end(oh, Ho, H);                       \
+                for (int64_t ow = 0; ow < Wo; ow++) {                                           \
+                    int64_t w0 = ad_start(ow, Wo, W), w1 = ad_end(ow, Wo, W);                   \
+                    T g = gy[oh * Wo + ow] / (T)((h1 - h0) * (w1 - w0));                        \
+                    for (int64_t h = h0; h < h1; h++)                                           \
+                        for (int64_t w = w0; w < w1; w++) gx[h * W + w] += g;                   \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    }                                                                                           \
+    static void admax_fwd_##S(void *arg, int64_t p0, int64_t p1) {                              \
+        const pool_job *j = arg;                                                                \
+        int64_t H = j->H, W = j->W, Ho = j->Ho, Wo = j->Wo;                                     \
+        for (int64_t pl = p0; pl < p1; pl++) {                                                  \
+            const T *x = (const T *)j->in + pl * H * W;                                         \
+            T *y = (T *)j->out + pl * Ho * Wo;                                                  \
+            int64_t *ix = j->idx ? j->idx + pl * Ho * Wo : NULL;                                \
+            for (int64_t oh = 0; oh < Ho; oh++) {                                               \
+                int64_t h0 = ad_start(oh, Ho, H), h1 = ad_end(oh, Ho, H);                       \
+                for (int64_t ow = 0; ow < Wo; ow++) {                                           \
+                    int64_t w0 = ad_start(ow, Wo, W), w1 = ad_end(ow, Wo, W);                   \
+                    T m = -INFINITY;                                                            \
+                    int64_t mi = h0 * W + w0;                                                   \
+                    for (int64_t h = h0; h < h1; h++)                                           \
+                        for (int64_t w = w0; w < w1; w++) {                                     \
+                            MAX_UPD(T, x[h * W + w], h * W + w);                                \
+                        }                                                                       \
+                    y[oh * Wo + ow] = m;                                                        \
+                    if (ix) ix[oh * Wo + ow] = mi;                                              \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
     }
-    atomic_store(&num_threads, clamp_threads(n));
-    nb_cpu_flush_denormals();
-    pthread_atfork(NULL, NULL, pool_atfork_child);
-}
 
-int nb_cpu_get_num_threads(void) {
-    pthread_once(&pool_once, pool_init);
-    return atomic_load(&num_threads);
-}
+POOL_FUNCS(float, f32)
+POOL_FUNCS(double, f64)
 
-void nb_cpu_set_num_threads(int n) {
-    pthread_once(&pool_once, pool_init);
-    n = clamp_threads(n);
-    atomic_store(&num_threads, n);
-    nb_cpu_blas_set_num_threads(n); /* keeps OpenBLAS equal (if loaded) */
-}
+/* ---- checks and dispatch --------------------------------------------------- */
 
-/* Chunk i of k over [0, n): sizes differ by at most one. */
-static int64_t chunk_begin(int64_t n, int k, int i) {
-    return (n / k) * i + (i < n % k ? i : n % k);
-}
-
-typedef struct worker_arg {
-    int id;
-    uint64_t gen0; /* the generation when it was started: jobs after it are its own */
-} worker_arg;
-
-static void *worker_main(void *argp) {
-    worker_arg arg = *(worker_arg *)argp;
-    free(argp);
-    nb_cpu_flush_denormals();
-    in_parallel = true;
-    uint64_t seen = arg.gen0;
-    int chunk = arg.id + 1;
-    for (;;) {
-        bool fresh = spin_new_job(seen);
-        pthread_mutex_lock(&P.lock);
-        if (!fresh)
-            while (atomic_load(&P.generation) == seen) pthread_cond_wait(&P.wake, &P.lock);
-        seen = atomic_load(&P.generation);
-        nb_cpu_range_fn fn = P.fn;
-        void *ctx = P.ctx;
-        int64_t n = P.n;
-        int k = P.chunks;
-        pthread_mutex_unlock(&P.lock);
-        if (chunk >= k) continue;
-        fn(ctx, chunk_begin(n, k, chunk), chunk_begin(n, k, chunk + 1));
-        pthread_mutex_lock(&P.lock);
-        if (atomic_fetch_sub(&P.pending, 1) == 1) pthread_cond_signal(&P.done);
-        pthread_mutex_unlock(&P.lock);
+static bool is_contiguous(const nb_kview *v) {
+    int64_t st = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->shape[d] != 1 && v->strides[d] != st) return false;
+        st *= v->shape[d];
     }
-    return NULL;
+    return true;
 }
 
-/* Starts workers until `want` exist (called with P.lock held, before the
- * job's generation is published); returns how many exist. */
-static int ensure_workers(int want) {
-    while (P.nworkers < want) {
-        worker_arg *arg = malloc(sizeof *arg);
-        if (!arg) break;
-        arg->id = P.nworkers;
-        arg->gen0 = atomic_load(&P.generation);
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_t th;
-        int rc = pthread_create(&th, &attr, worker_main, arg);
-        pthread_attr_destroy(&attr);
-        if (rc != 0) {
-            free(arg);
-            break;
-        }
-        P.nworkers++;
-    }
-    return P.nworkers;
+/* o: the [N, C, Ho, Wo] side, i: the [N, C, H, W] side, idx: int64 like o (or NULL). */
+static nb_status check_views(const char *op, const nb_kview *o, const nb_kview *i, const nb_kview *idx) {
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (o->ndim != 4 || i->ndim != 4 || o->shape[0] != i->shape[0] || o->shape[1] != i->shape[1])
+        return nb_set_error(NB_ERR_SHAPE, "%s: planes of %s and %s differ (expected [N, C, *, *] both)", op,
+                            nb_fmt_shape(o->ndim, o->shape, a, sizeof a), nb_fmt_shape(i->ndim, i->shape, b, sizeof b));
+    if (!nb_dtype_is_compute_float(o->dtype) || o->dtype != i->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", op,
+                            nb_dtype_name(o->dtype), nb_dtype_name(i->dtype));
+    if (!is_contiguous(o) || !is_contiguous(i))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: views must be contiguous", op);
+    if (idx && (idx->dtype != NB_I64 || idx->ndim != 4 || !is_contiguous(idx) ||
+                memcmp(idx->shape, o->shape, sizeof(int64_t) * 4) != 0))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: indices must be contiguous int64 of shape %s", op,
+                            nb_fmt_shape(o->ndim, o->shape, a, sizeof a));
+    return NB_OK;
 }
 
-void nb_cpu_parallel_for(int64_t n, int64_t grain, nb_cpu_range_fn fn, void *ctx) {
-    if (n <= 0) return;
-    if (grain < 1) grain = 1;
-    int nt = nb_cpu_get_num_threads();
-    int64_t k64 = n / grain;
-    int k = k64 < 1 ? 1 : k64 > nt ? nt : (int)k64;
-    if (k == 1 || in_parallel || pthread_mutex_trylock(&P.busy) != 0) {
-        fn(ctx, 0, n);
-        return;
-    }
-    pthread_mutex_lock(&P.lock);
-    int have = ensure_workers(k - 1);
-    if (have < k - 1) k = have + 1; /* could not start more threads: use fewer */
-    P.fn = fn, P.ctx = ctx, P.n = n, P.chunks = k;
-    atomic_store(&P.pending, k - 1);
-    atomic_fetch_add(&P.generation, 1);
-    pthread_cond_broadcast(&P.wake);
-    pthread_mutex_unlock(&P.lock);
+/* Runs fn32/fn64 over the N*C planes; a plane's cost is about its input size. */
+static nb_status launch(const nb_kview *o, const nb_kview *i, pool_job *j, nb_cpu_range_fn f32,
+                        nb_cpu_range_fn f64) {
+    j->H = i->shape[2], j->W = i->shape[3], j->Ho = o->shape[2], j->Wo = o->shape[3];
+    int64_t planes = o->shape[0] * o->shape[1];
+    int64_t cost = max64(j->H * j->W, j->Ho * j->Wo);
+    nb_cpu_parallel_for(planes, NB_CPU_GRAIN / (cost ? cost : 1) + 1, o->dtype == NB_F32 ? f32 : f64, j);
+    return NB_OK;
+}
 
-    in_parallel = true;
-    fn(ctx, 0, chunk_begin(n, k, 1));
-    in_parallel = false;
+static nb_status check_params(const char *op, const nb_pool_params *p) {
+    for (int d = 0; d < 2; d++)
+        if (p->kernel[d] < 1 || p->stride[d] < 1 || p->dilation[d] < 1 || p->padding[d] < 0)
+            return nb_set_error(NB_ERR_INVALID_ARG, "%s: bad window (kernel %lld, stride %lld, dilation %lld, "
+                                "padding %lld in dim %d)", op, (long long)p->kernel[d], (long long)p->stride[d],
+                                (long long)p->dilation[d], (long long)p->padding[d], d);
+    return NB_OK;
+}
 
-    spin_done();
-    pthread_mutex_lock(&P.lock);
-    while (atomic_load(&P.pending) > 0) pthread_cond_wait(&P.done, &P.lock);
-    pthread_mutex_unlock(&P.lock);
-    pthread_mutex_unlock(&P.busy);
+nb_status nb_cpu_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices, const nb_kview *x,
+                            const nb_pool_params *p) {
+    (void)be;
+    nb_status st = check_views("max_pool2d", out, x, indices);
+    if (st == NB_OK) st = check_params("max_pool2d", p);
+    if (st != NB_OK) return st;
+    pool_job j = {.p = p, .out = out->data, .in = x->data, .idx = indices ? indices->data : NULL};
+    return launch(out, x, &j, maxpool_fwd_f32, maxpool_fwd_f64);
+}
+
+nb_status nb_cpu_max_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                     const nb_kview *indices) {
+    (void)be;
+    if (!indices) return nb_set_error(NB_ERR_INVALID_ARG, "max_pool2d_backward: indices are required");
+    nb_status st = check_views("max_pool2d_backward", gy, gx, indices);
+    if (st != NB_OK) return st;
+    pool_job j = {.out = gx->data, .in = gy->data, .cidx = indices->data};
+    return launch(gy, gx, &j, maxpool_bwd_f32, maxpool_bwd_f64);
+}
+
+nb_status nb_cpu_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_pool_params *p) {
+    (void)be;
+    nb_status st = check_views("avg_pool2d", out, x, NULL);
+    if (st == NB_OK) st = check_params("avg_pool2d", p);
+    if (st != NB_OK) return st;
+    pool_job j = {.p = p, .out = out->data, .in = x->data};
+    return launch(out, x, &j, avgpool_fwd_f32, avgpool_fwd_f64);
+}
+
+nb_status nb_cpu_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                     const nb_pool_params *p) {
+    (void)be;
+    nb_status st = check_views("avg_pool2d_backward", gy, gx, NULL);
+    if (st == NB_OK) st = check_params("avg_pool2d_backward", p);
+    if (st != NB_OK) return st;
+    pool_job j = {.p = p, .out = gx->data, .in = gy->data};
+    return launch(gy, gx, &j, avgpool_bwd_f32, avgpool_bwd_f64);
+}
+
+/* Adaptive windows are never empty once every size is >= 1. */
+static nb_status check_adaptive(const char *op, const nb_kview *o, const nb_kview *i) {
+    nb_status st = check_views(op, o, i, NULL);
+    if (st != NB_OK) return st;
+    if (o->shape[2] < 1 || o->shape[3] < 1 || i->shape[2] < 1 || i->shape[3] < 1)
+        return nb_set_error(NB_ERR_SHAPE, "%s: empty plane (input %lld x %lld, output %lld x %lld)", op,
+                            (long long)i->shape[2], (long long)i->shape[3], (long long)o->shape[2],
+                            (long long)o->shape[3]);
+    return NB_OK;
+}
+
+nb_status nb_cpu_adaptive_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x) {
+    (void)be;
+    nb_status st = check_adaptive("adaptive_avg_pool2d", out, x);
+    if (st != NB_OK) return st;
+    pool_job j = {.out = out->data, .in = x->data};
+    return launch(out, x, &j, adavg_fwd_f32, adavg_fwd_f64);
+}
+
+nb_status nb_cpu_adaptive_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy) {
+    (void)be;
+    nb_status st = check_adaptive("adaptive_avg_pool2d_backward", gy, gx);
+    if (st != NB_OK) return st;
+    pool_job j = {.out = gx->data, .in = gy->data};
+    return launch(gy, gx, &j, adavg_bwd_f32, adavg_bwd_f64);
+}
+
+nb_status nb_cpu_adaptive_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices,
+                                     const nb_kview *x) {
+    (void)be;
+    nb_status st = check_adaptive("adaptive_max_pool2d", out, x);
+    if (st == NB_OK && indices) st = check_views("adaptive_max_pool2d", out, x, indices);
+    if (st != NB_OK) return st;
+    pool_job j = {.out = out->data, .in = x->data, .idx = indices ? indices->data : NULL};
+    return launch(out, x, &j, admax_fwd_f32, admax_fwd_f64);
 }

@@ -12,7 +12,7 @@
 #include "iter.h"
 #include "nb_impl.h"
 #include "philox_batch.h"
-#include "pool.h"
+#include "threadpool.h"
 
 #define NB_RNG_GRAIN 8192 /* Philox is ~20x the cost of an add per element */
 

@@ -20,7 +20,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 #define NB_RED_BLOCK 4096 /* reduced elements per block: fixes the order */
 #define NB_RED_COLS 256   /* columns per task in the [n, m] dim-0 path */

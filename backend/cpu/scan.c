@@ -15,7 +15,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 #define SCAN_MAX_VIEWS 5
 

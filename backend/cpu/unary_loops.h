@@ -1,6 +1,6 @@
 /* unary_loops.h - the inner-loop generators shared by the CPU unary kernels
- * (internal): elementwise.c (neg..gelu, the slot entry points) and
- * elementwise_math.c (abs..logsigmoid). A loop has an all-contiguous branch
+ * (internal): unary.c (neg..gelu, the slot entry points) and
+ * unary_math.c (abs..logsigmoid). A loop has an all-contiguous branch
  * (a plain indexed loop the compiler vectorises) and a generic byte-strided
  * one; the float32 activations that call exp use 4-lane GCC vector code
  * (V4_LOOP with vexp) since libm's expf does not vectorise. */
@@ -134,9 +134,9 @@ static inline v4f vexp(v4f x) {
 #define V4_LOOP_EXPR(NAME, BW, EXPR) V4_LOOP_OUT(NAME, BW, (BW) ? g * (EXPR) : (EXPR))
 #define V4_LOOP(NAME, F, BW) V4_LOOP_EXPR(NAME, BW, F(x))
 
-/* ---- elementwise_math.c: the ops from NB_UNARY_ABS on ---------------------- */
+/* ---- unary_math.c: the ops from NB_UNARY_ABS on ---------------------- */
 
-/* The op's name ("abs"), or NULL if it is not one of elementwise_math.c's. */
+/* The op's name ("abs"), or NULL if it is not one of unary_math.c's. */
 const char *nb_cpu_unary_math_name(nb_unary_op op);
 /* The forward loop for (op, dtype), or NULL where unsupported. */
 nb_cpu_loop_fn nb_cpu_unary_math_loop(nb_unary_op op, nb_dtype dt);

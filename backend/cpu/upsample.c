@@ -18,7 +18,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 /* Source taps of one output index along an axis: value = l0*x[i0] + l1*x[i1]. */
 typedef struct up_tap {

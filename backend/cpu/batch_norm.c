@@ -1,4 +1,4 @@
-/* norm.c - CPU batch norm forward and backward over x [N, C, *] (contiguous),
+/* batch_norm.c - CPU batch norm forward and backward over x [N, C, *] (contiguous),
  * per channel C with M = N * prod(*) values each (torch.nn.functional.
  * batch_norm; formulas from PyTorch's BatchNorm doc and its CPU kernel):
  *   training: mean = sum(x)/M, var = sum((x - mean)^2)/M (biased, two passes),
@@ -21,7 +21,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include "nb_impl.h"
-#include "pool.h"
+#include "threadpool.h"
 
 #define BN_LANES 8
 

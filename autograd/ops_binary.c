@@ -1,13 +1,14 @@
-/* ops_elementwise.c - binary elementwise ops: arithmetic with broadcasting
+/* ops_binary.c - binary elementwise ops: arithmetic with broadcasting
  * and type promotion (torch.result_type's rules, nb_result_type in
  * ops_common.c), rounding divisions, remainder/fmod, atan2, maximum/minimum,
- * lerp, clamp, comparisons, NaN/inf tests, logical and bitwise ops, and
- * casts: forward dispatch and backward rules. Each binary op broadcasts,
+ * lerp, clamp, comparisons, NaN/inf tests, logical and bitwise ops:
+ * forward dispatch and backward rules. Each binary op broadcasts,
  * casts its inputs to the promoted dtype through nb_to_dtype (whose backward
  * returns every gradient in its input's dtype), then calls the backend's
  * binary slot. Backward rules follow PyTorch's tools/autograd/derivatives.yaml.
- * Unary ops are in ops_math.c. Kernels: backend/cpu/binary.c, cast.c.
- * Tests: tests/test_ops_elementwise.c, tests/test_ops_compare.c. */
+ * Unary ops are in ops_unary.c, casts in ops_cast.c. Kernel:
+ * backend/cpu/binary.c. Tests: tests/test_ops_binary.c,
+ * tests/test_ops_binary_logic.c. */
 #include <math.h>
 #include <string.h>
 
@@ -468,29 +469,4 @@ nb_tensor *nb_bitwise_not(nb_tensor *x) {
         return NB_FAIL(NB_ERR_DTYPE, "bitwise_not: needs integer or bool input, got %s", nb_dtype_name(x->dtype));
     nb_scope *s = nb_scope_begin();
     return nb_scope_return(s, kernel2("bitwise_not", NB_BINARY_BITWISE_XOR, x, nb_scalar_like(x, -1, x->dtype), x->dtype));
-}
-
-/* ---- casts ------------------------------------------------------------- */
-
-static nb_status cast_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    gin[0] = nb_to_dtype(g, n->in[0]->dtype);
-    return gin[0] ? NB_OK : nb_last_status();
-}
-
-static nb_tensor *to_dtype_impl(nb_tensor *t, nb_dtype dt) {
-    if (!nb_check_inputs("to_dtype", 1, &t)) return NULL;
-    if ((unsigned)dt >= NB_DTYPE_COUNT) return NB_FAIL(NB_ERR_DTYPE, "to_dtype: bad dtype %d", (int)dt);
-    nb_tensor *out = nb_tensor_new(t->ndim, t->shape, dt, t->storage->device);
-    if (!out) return NULL;
-    nb_kview o = nb_kview_of(out), vt = nb_kview_of(t);
-    if (NB_CALL(t, copy, &o, &vt) != NB_OK) return NULL;
-    if (!nb_dtype_is_float(dt)) return out;
-    bool failed;
-    nb_record("to_dtype", cast_backward, out, 1, &t, &failed);
-    return failed ? NULL : out;
-}
-
-nb_tensor *nb_to_dtype(nb_tensor *t, nb_dtype dt) {
-    nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, to_dtype_impl(t, dt));
 }

@@ -1,15 +1,13 @@
-/* test_ops_nlp.c - layer_norm and gelu: forward values against a naive
- * host reference and PyTorch's values (computed with torch 1.13 and pasted
- * here), gradients against PyTorch's and by gradcheck (one and two
- * normalised dims, with and without weight/bias, both gelu forms), error
- * paths, float32 against float64, and layer_norm's parameter gradients
- * giving the same bits for 1 and 2 threads. */
+/* test_ops_layer_norm.c - layer_norm: forward values against a naive host
+ * reference and PyTorch's values (computed with torch 1.13 and pasted
+ * here), gradients by gradcheck (one and two normalised dims, with and
+ * without weight/bias), error paths, float32 against float64, and the
+ * parameter gradients giving the same bits for 1 and 2 threads. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "nb_test.h"
 #include "suites.h"
-
 
 /* Naive layer norm of rows [r, m] (two-pass, biased variance); w, b may be NULL. */
 static void ref_layer_norm(const double *x, int64_t r, int64_t m, const double *w, const double *b, double eps,
@@ -225,110 +223,17 @@ END_TEST
 
 /* ---- gelu ---------------------------------------------------------------------------------- */
 
-static nb_tensor *f_gelu(nb_tensor *const *in, int n, void *ctx) {
-    (void)n;
-    return nb_gelu(in[0], *(nb_gelu_approximate *)ctx);
-}
-
-static const double gelu_x[8] = {-3.0, -1.5, -0.5, 0.0, 0.25, 1.0, 2.0, 4.0};
-
-START_TEST(test_gelu_torch_values) {
-    nb_scope *s = nb_scope_begin();
-    /* torch.nn.functional.gelu(x) and gelu(x, approximate='tanh'), float64, and their gradients */
-    const double exact[8] = {-0.00404969409489031, -0.10021080190328704, -0.15426876936299344, 0.0,
-                             0.14967658142073093,  0.841344746068543,    1.9544997361036416,   3.9998733150326675};
-    const double tanh_[8] = {-0.0036373920817729943, -0.10042842301976707, -0.15428599017485606, 0.0,
-                             0.149675350701685,      0.8411919906082768,   1.954597694087775,    3.9999297540518075};
-    const double dexact[8] = {-0.01194564720418392, -0.1274691922299796, 0.13250487534383712, 0.5,
-                              0.695373354883636,    1.0833154705876864,  1.085231801078197,   1.0005036496612265};
-    const double dtanh[8] = {-0.011584166630969648, -0.12771079315143308, 0.13263009646535764, 0.5,
-                             0.6953540951510604,    1.0829640838457826,   1.0860992566236183,  1.000335123197122};
-    /* torch's float32 results */
-    const double exact32[8] = {-0.004049867391586304, -0.10021086037158966, -0.1542687863111496, 0.0,
-                               0.14967656135559082,   0.8413447141647339,   1.9544999599456787,  3.999873161315918};
-    const double tanh32[8] = {-0.0036374330520629883, -0.10042843222618103, -0.1542859971523285, 0.0,
-                              0.14967535436153412,    0.8411920070648193,   1.9545977115631104,  3.999929904937744};
-    for (int form = 0; form < 2; form++) {
-        nb_gelu_approximate ap = form ? NB_GELU_TANH : NB_GELU_ERF;
-        nb_tensor *x = nb_test_tensor(NB_SHAPE(8), NB_F64, gelu_x);
-        NB_CK_OK(nb_set_requires_grad(x, true));
-        nb_tensor *y = nb_gelu(x, ap);
-        nb_ck_close(y, form ? tanh_ : exact, 8, 1e-15, 1e-14);
-        NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
-        nb_ck_close(nb_tensor_grad(x), form ? dtanh : dexact, 8, 1e-15, 1e-14);
-        nb_tensor *y32 = nb_gelu(nb_test_tensor(NB_SHAPE(8), NB_F32, gelu_x), ap);
-        ck_assert_int_eq(nb_dtype_of(y32), NB_F32);
-        /* torch's float32 erf is a vectorised approximation, ~2e-7 off near -3 */
-        nb_ck_close(y32, form ? tanh32 : exact32, 8, 5e-7, 1e-6);
-        /* a strided input: the same values in reverse */
-        nb_tensor *rev = nb_transpose(nb_reshape(nb_test_tensor(NB_SHAPE(8), NB_F64, gelu_x), NB_SHAPE(2, 4)), 0, 1);
-        double want[8];
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 2; j++) want[i * 2 + j] = (form ? tanh_ : exact)[j * 4 + i];
-        nb_ck_close(nb_gelu(rev, ap), want, 8, 1e-15, 1e-14);
-    }
-    nb_scope_end(s);
-}
-END_TEST
-
-START_TEST(test_gelu_gradcheck_and_errors) {
-    nb_scope *s = nb_scope_begin();
-    nb_gelu_approximate forms[2] = {NB_GELU_ERF, NB_GELU_TANH};
-    for (int f = 0; f < 2; f++) {
-        nb_tensor *leaf = nb_test_randn_grad(NB_SHAPE(3, 7), (uint64_t)(40 + f));
-        nb_ck_gradcheck(f_gelu, &leaf, 1, &forms[f]);
-        nb_tensor *pts = nb_test_tensor(NB_SHAPE(8), NB_F64, gelu_x);
-        NB_CK_OK(nb_set_requires_grad(pts, true));
-        nb_ck_gradcheck(f_gelu, &pts, 1, &forms[f]);
-    }
-    NB_CK_FAILS(nb_gelu(nb_zeros(NB_SHAPE(2), NB_I32), NB_GELU_ERF), NB_ERR_DTYPE);
-    ck_assert_ptr_nonnull(strstr(nb_last_error(), "gelu"));
-    NB_CK_FAILS(nb_gelu(nb_zeros(NB_SHAPE(2), NB_F64), (nb_gelu_approximate)7), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_gelu(NULL, NB_GELU_ERF), NB_ERR_INVALID_ARG);
-    nb_scope_end(s);
-}
-END_TEST
-
-START_TEST(test_gelu_float32_large) {
-    /* a float32 tensor big enough for the threaded path, against float64 */
-    nb_scope *s = nb_scope_begin();
-    nb_generator g = nb_generator_new(8);
-    nb_tensor *x = nb_mul_scalar(nb_randn(NB_SHAPE(256, 300), NB_F64, &g), 3);
-    nb_tensor *x32 = nb_to_dtype(x, NB_F32);
-    NB_CK_OK(nb_set_requires_grad(x, true));
-    NB_CK_OK(nb_set_requires_grad(x32, true));
-    for (int f = 0; f < 2; f++) {
-        nb_gelu_approximate ap = f ? NB_GELU_TANH : NB_GELU_ERF;
-        nb_tensor *y = nb_gelu(x, ap), *y32 = nb_gelu(x32, ap);
-        double *want = nb_test_values_of(y);
-        nb_ck_close(y32, want, nb_numel(y), 1e-6, 1e-5);
-        free(want);
-        NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
-        NB_CK_OK(nb_backward(nb_sum(y32, NULL, 0, false)));
-        want = nb_test_values_of(nb_tensor_grad(x));
-        nb_ck_close(nb_tensor_grad(x32), want, nb_numel(x), 1e-6, 1e-5);
-        free(want);
-        nb_tensor_zero_grad(x);
-        nb_tensor_zero_grad(x32);
-    }
-    nb_scope_end(s);
-}
-END_TEST
-
-Suite *nb_suite_ops_nlp(void) {
-    Suite *s = suite_create("ops_nlp");
+Suite *nb_suite_ops_layer_norm(void) {
+    Suite *s = suite_create("ops_layer_norm");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_layer_norm_torch_values);
     tcase_add_test(f, test_layer_norm_reference);
     tcase_add_test(f, test_layer_norm_errors);
-    tcase_add_test(f, test_gelu_torch_values);
-    tcase_add_test(f, test_gelu_float32_large);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_layer_norm_gradcheck);
     tcase_add_test(g, test_layer_norm_float32_grads);
     tcase_add_test(g, test_layer_norm_deterministic);
-    tcase_add_test(g, test_gelu_gradcheck_and_errors);
     tcase_set_timeout(g, 60);
     suite_add_tcase(s, g);
     return s;

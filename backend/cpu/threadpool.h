@@ -1,4 +1,4 @@
-/* pool.h - the CPU backend's persistent thread pool (internal).
+/* threadpool.h - the CPU backend's persistent thread pool (internal).
  *
  * nb_cpu_parallel_for splits [0, n) statically into at most
  * nb_cpu_get_num_threads() contiguous chunks; the calling thread runs chunk

@@ -1,5 +1,5 @@
-/* test_ops_compare.c - comparisons (tensor and scalar forms, NaN), NaN/inf
- * tests, logical and bitwise ops, shifts, and type promotion: the
+/* test_ops_binary_logic.c - comparisons (tensor and scalar forms, NaN),
+ * NaN/inf tests, logical and bitwise ops, shifts, and type promotion: the
  * promote_types table, torch.result_type's 0-dim and scalar rules, and
  * mixed-dtype ops with their gradients' dtypes. Reference values are
  * PyTorch's documented results or computed by hand. */
@@ -322,8 +322,8 @@ START_TEST(test_bitwise_scalar) {
 }
 END_TEST
 
-Suite *nb_suite_ops_compare(void) {
-    Suite *s = suite_create("ops_compare");
+Suite *nb_suite_ops_binary_logic(void) {
+    Suite *s = suite_create("ops_binary_logic");
     TCase *c = tcase_create("compare_logic");
     tcase_add_test(c, test_compare_all);
     tcase_add_test(c, test_nan_tests);

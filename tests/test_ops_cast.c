@@ -1,10 +1,11 @@
-/* test_dtypes.c - float16/bfloat16 storage dtypes: exact bit patterns of
- * the casts (round to nearest even, overflow, NaN, subnormals, float64
- * rounded once), exhaustive round trips, integer and bool casts, fill, data
- * movement, safetensors F16/BF16, and the rejection of compute ops; plus the
- * "core_fixes" case (nb_size range errors, module registration of a
- * scope-owned tensor). Expected bit patterns are from IEEE 754 binary16 and
- * bfloat16 (the top half of binary32), worked out by hand. */
+/* test_ops_cast.c - casts and the float16/bfloat16 storage dtypes: exact
+ * bit patterns of the casts (round to nearest even, overflow, NaN,
+ * subnormals, float64 rounded once), exhaustive round trips, integer and
+ * bool casts, fill, data movement, safetensors F16/BF16, to_dtype's
+ * backward, and the rejection of compute ops; plus the "core_fixes" case
+ * (nb_size range errors, module registration of a scope-owned tensor).
+ * Expected bit patterns are from IEEE 754 binary16 and bfloat16 (the top
+ * half of binary32), worked out by hand. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -392,9 +393,9 @@ START_TEST(module_scope_owned_tensor) {
 }
 END_TEST
 
-Suite *nb_suite_dtypes(void) {
-    Suite *s = suite_create("dtypes");
-    TCase *c = tcase_create("dtypes");
+Suite *nb_suite_ops_cast(void) {
+    Suite *s = suite_create("ops_cast");
+    TCase *c = tcase_create("ops_cast");
     tcase_add_test(c, f16_from_f32_bits);
     tcase_add_test(c, f16_from_f64_rounds_once);
     tcase_add_test(c, f16_all_patterns_round_trip);

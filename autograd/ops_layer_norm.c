@@ -1,7 +1,6 @@
-/* ops_nlp.c - layer_norm (fused forward and backward; the forward saves
- * mean and rstd per row) and gelu (exact erf and tanh forms), forward
- * dispatch and backward rules. Kernels: backend/cpu/layer_norm.c and the
- * unary kernels of backend/cpu/elementwise.c. Tests: tests/test_ops_nlp.c. */
+/* ops_layer_norm.c - layer_norm (F.layer_norm; Ba, Kiros, Hinton 2016): fused
+ * forward and backward; the forward saves mean and rstd per row. Kernel:
+ * backend/cpu/layer_norm.c. Tests: tests/test_ops_layer_norm.c. */
 #include "nb_autograd_impl.h"
 
 /* A contiguous tensor seen as [rows, m] (or as [m] when rows < 0). */
@@ -105,41 +104,4 @@ nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_sha
                          nb_tensor *bias, double eps) {
     nb_scope *s = nb_scope_begin();
     return nb_scope_return(s, layer_norm_impl(x, n_norm, normalized_shape, weight, bias, eps));
-}
-
-/* ---- gelu ----------------------------------------------------------------------- */
-
-/* saved: x; iarg[0]: the unary op. The rule needs only x. */
-static nb_status gelu_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_tensor *x = n->saved[0];
-    nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(x);
-    if (!gc || !gx) return nb_last_status();
-    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(x);
-    gin[0] = gx;
-    return NB_CALL(x, unary_backward, (nb_unary_op)n->iarg[0], &vgx, &vg, &vx, NULL, 0.0);
-}
-
-static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
-    if (!nb_check_inputs("gelu", 1, &x) || !nb_check_dtypes("gelu", 1, &x, true)) return NULL;
-    if (approximate != NB_GELU_ERF && approximate != NB_GELU_TANH)
-        return NB_FAIL(NB_ERR_INVALID_ARG, "gelu: approximate must be NB_GELU_ERF or NB_GELU_TANH, got %d",
-                       (int)approximate);
-    nb_unary_op kop = approximate == NB_GELU_TANH ? NB_UNARY_GELU_TANH : NB_UNARY_GELU;
-    nb_tensor *out = nb_empty_like(x);
-    if (!out) return NULL;
-    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
-    if (NB_CALL(x, unary, kop, &vo, &vx, 0.0) != NB_OK) return NULL;
-    bool failed;
-    nb_node *n = nb_record("gelu", gelu_backward, out, 1, &x, &failed);
-    if (failed) return NULL;
-    if (n) {
-        n->iarg[0] = kop;
-        nb_save(n, 0, x);
-    }
-    return out;
-}
-
-nb_tensor *nb_gelu(nb_tensor *x, nb_gelu_approximate approximate) {
-    nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, gelu_impl(x, approximate));
 }

@@ -1,6 +1,6 @@
-/* elementwise_math.c - CPU loops of the unary math functions and activations
+/* unary_math.c - CPU loops of the unary math functions and activations
  * (NB_UNARY_ABS .. NB_UNARY_LOGSIGMOID) and of their backward rules; the
- * unary/unary_backward entry points in elementwise.c dispatch here. Forward
+ * unary/unary_backward entry points in unary.c dispatch here. Forward
  * formulas are those of PyTorch's CPU kernels (aten/src/ATen/native/cpu/
  * UnaryOpsKernel.cpp, Activation.cpp), evaluated in the tensor's dtype;
  * backward rules follow tools/autograd/derivatives.yaml and the *_backward

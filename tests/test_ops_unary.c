@@ -1,10 +1,11 @@
-/* test_ops_math.c - the unary math functions and activations of nb_ops.h
- * ("unary math and activations") and their nn modules: float64 forwards
- * against libm and float32 forwards against float64 references, special
- * values (half-to-even rounding, signed zeros, NaN, infinities), integer
- * abs/sign/rounding, gradients by hand at the kinks (PyTorch's conventions),
- * a float64 gradcheck of every differentiable op, the float32 vector paths
- * (long, odd-length and strided inputs) and error paths. */
+/* test_ops_unary.c - the unary ops of nb_ops.h (neg .. tanh, the math
+ * functions, activations, gelu) and their nn modules: forwards by hand and
+ * against libm, float32 forwards against float64 references, PyTorch's gelu
+ * values, special values (half-to-even rounding, signed zeros, NaN,
+ * infinities), integer abs/sign/rounding, gradients by hand at the kinks
+ * (PyTorch's conventions), a float64 gradcheck of every differentiable op,
+ * the float32 vector paths (long, odd-length and strided inputs) and error
+ * paths. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,8 +453,210 @@ START_TEST(test_activation_modules) {
 }
 END_TEST
 
-Suite *nb_suite_ops_math(void) {
-    Suite *s = suite_create("ops_math");
+static nb_tensor *f_gelu(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    return nb_gelu(in[0], *(nb_gelu_approximate *)ctx);
+}
+
+static const double gelu_x[8] = {-3.0, -1.5, -0.5, 0.0, 0.25, 1.0, 2.0, 4.0};
+
+START_TEST(test_gelu_torch_values) {
+    nb_scope *s = nb_scope_begin();
+    /* torch.nn.functional.gelu(x) and gelu(x, approximate='tanh'), float64, and their gradients */
+    const double exact[8] = {-0.00404969409489031, -0.10021080190328704, -0.15426876936299344, 0.0,
+                             0.14967658142073093,  0.841344746068543,    1.9544997361036416,   3.9998733150326675};
+    const double tanh_[8] = {-0.0036373920817729943, -0.10042842301976707, -0.15428599017485606, 0.0,
+                             0.149675350701685,      0.8411919906082768,   1.954597694087775,    3.9999297540518075};
+    const double dexact[8] = {-0.01194564720418392, -0.1274691922299796, 0.13250487534383712, 0.5,
+                              0.695373354883636,    1.0833154705876864,  1.085231801078197,   1.0005036496612265};
+    const double dtanh[8] = {-0.011584166630969648, -0.12771079315143308, 0.13263009646535764, 0.5,
+                             0.6953540951510604,    1.0829640838457826,   1.0860992566236183,  1.000335123197122};
+    /* torch's float32 results */
+    const double exact32[8] = {-0.004049867391586304, -0.10021086037158966, -0.1542687863111496, 0.0,
+                               0.14967656135559082,   0.8413447141647339,   1.9544999599456787,  3.999873161315918};
+    const double tanh32[8] = {-0.0036374330520629883, -0.10042843222618103, -0.1542859971523285, 0.0,
+                              0.14967535436153412,    0.8411920070648193,   1.9545977115631104,  3.999929904937744};
+    for (int form = 0; form < 2; form++) {
+        nb_gelu_approximate ap = form ? NB_GELU_TANH : NB_GELU_ERF;
+        nb_tensor *x = nb_test_tensor(NB_SHAPE(8), NB_F64, gelu_x);
+        NB_CK_OK(nb_set_requires_grad(x, true));
+        nb_tensor *y = nb_gelu(x, ap);
+        nb_ck_close(y, form ? tanh_ : exact, 8, 1e-15, 1e-14);
+        NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
+        nb_ck_close(nb_tensor_grad(x), form ? dtanh : dexact, 8, 1e-15, 1e-14);
+        nb_tensor *y32 = nb_gelu(nb_test_tensor(NB_SHAPE(8), NB_F32, gelu_x), ap);
+        ck_assert_int_eq(nb_dtype_of(y32), NB_F32);
+        /* torch's float32 erf is a vectorised approximation, ~2e-7 off near -3 */
+        nb_ck_close(y32, form ? tanh32 : exact32, 8, 5e-7, 1e-6);
+        /* a strided input: the same values in reverse */
+        nb_tensor *rev = nb_transpose(nb_reshape(nb_test_tensor(NB_SHAPE(8), NB_F64, gelu_x), NB_SHAPE(2, 4)), 0, 1);
+        double want[8];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 2; j++) want[i * 2 + j] = (form ? tanh_ : exact)[j * 4 + i];
+        nb_ck_close(nb_gelu(rev, ap), want, 8, 1e-15, 1e-14);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_gelu_gradcheck_and_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_gelu_approximate forms[2] = {NB_GELU_ERF, NB_GELU_TANH};
+    for (int f = 0; f < 2; f++) {
+        nb_tensor *leaf = nb_test_randn_grad(NB_SHAPE(3, 7), (uint64_t)(40 + f));
+        nb_ck_gradcheck(f_gelu, &leaf, 1, &forms[f]);
+        nb_tensor *pts = nb_test_tensor(NB_SHAPE(8), NB_F64, gelu_x);
+        NB_CK_OK(nb_set_requires_grad(pts, true));
+        nb_ck_gradcheck(f_gelu, &pts, 1, &forms[f]);
+    }
+    NB_CK_FAILS(nb_gelu(nb_zeros(NB_SHAPE(2), NB_I32), NB_GELU_ERF), NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "gelu"));
+    NB_CK_FAILS(nb_gelu(nb_zeros(NB_SHAPE(2), NB_F64), (nb_gelu_approximate)7), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_gelu(NULL, NB_GELU_ERF), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_gelu_float32_large) {
+    /* a float32 tensor big enough for the threaded path, against float64 */
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(8);
+    nb_tensor *x = nb_mul_scalar(nb_randn(NB_SHAPE(256, 300), NB_F64, &g), 3);
+    nb_tensor *x32 = nb_to_dtype(x, NB_F32);
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    NB_CK_OK(nb_set_requires_grad(x32, true));
+    for (int f = 0; f < 2; f++) {
+        nb_gelu_approximate ap = f ? NB_GELU_TANH : NB_GELU_ERF;
+        nb_tensor *y = nb_gelu(x, ap), *y32 = nb_gelu(x32, ap);
+        double *want = nb_test_values_of(y);
+        nb_ck_close(y32, want, nb_numel(y), 1e-6, 1e-5);
+        free(want);
+        NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
+        NB_CK_OK(nb_backward(nb_sum(y32, NULL, 0, false)));
+        want = nb_test_values_of(nb_tensor_grad(x));
+        nb_ck_close(nb_tensor_grad(x32), want, nb_numel(x), 1e-6, 1e-5);
+        free(want);
+        nb_tensor_zero_grad(x);
+        nb_tensor_zero_grad(x32);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+#define UNARY_FN(name, expr)                                                   \
+    static nb_tensor *name(nb_tensor *const *in, int n, void *ctx) {           \
+        (void)n, (void)ctx;                                                    \
+        nb_tensor *a = in[0];                                                  \
+        return expr;                                                           \
+    }
+
+/* A float64 leaf that requires grad: N(0,1) values mapped by fn on the host
+ * (to keep inputs away from a kink or a pole). */
+static nb_tensor *leaf_map(int ndim, const int64_t *shape, uint64_t seed, double (*fn)(double)) {
+    nb_generator g = nb_generator_new(seed);
+    nb_tensor *r = nb_randn(ndim, shape, NB_F64, &g);
+    double v[128];
+    int64_t n = nb_numel(r);
+    ck_assert_int_le(n, 128);
+    nb_test_values(r, v, n);
+    for (int64_t i = 0; i < n; i++) v[i] = fn ? fn(v[i]) : v[i];
+    nb_tensor *t = nb_test_tensor(ndim, shape, NB_F64, v);
+    NB_CK_NOTNULL(t);
+    NB_CK_OK(nb_set_requires_grad(t, true));
+    return t;
+}
+
+UNARY_FN(f_add_scalar, nb_add_scalar(a, 1.7))
+
+UNARY_FN(f_mul_scalar, nb_mul_scalar(a, -2.5))
+
+UNARY_FN(f_pow_scalar, nb_pow_scalar(a, 2.5))
+
+UNARY_FN(f_pow_scalar3, nb_pow_scalar(a, 3))
+
+UNARY_FN(f_pow_scalar_neg, nb_pow_scalar(a, -1.5))
+
+UNARY_FN(f_neg, nb_neg(a))
+
+UNARY_FN(f_exp, nb_exp(a))
+
+UNARY_FN(f_log, nb_log(a))
+
+UNARY_FN(f_sqrt, nb_sqrt(a))
+
+UNARY_FN(f_relu, nb_relu(a))
+
+UNARY_FN(f_sigmoid, nb_sigmoid(a))
+
+UNARY_FN(f_tanh, nb_tanh(a))
+
+UNARY_FN(f_to_f64, nb_to_dtype(a, NB_F64))
+
+UNARY_FN(f_transposed_exp, nb_exp(nb_transpose(a, 0, 1))) /* strided input */
+
+static void gc1(nb_gradcheck_fn f, nb_tensor *a) { nb_ck_gradcheck(f, &a, 1, NULL); }
+
+START_TEST(test_unary_forward) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2, 3});
+    nb_ck_close(nb_add_scalar(x, 1.5), (double[]){2.5, 3.5, 4.5}, 3, 0, 0);
+    nb_ck_close(nb_mul_scalar(x, -2), (double[]){-2, -4, -6}, 3, 0, 0);
+    nb_ck_close(nb_pow_scalar(x, 2), (double[]){1, 4, 9}, 3, 0, 1e-15);
+    nb_ck_close(nb_pow_scalar(x, 0.5), (double[]){1, 1.4142135623730951, 1.7320508075688772}, 3, 0, 1e-15);
+    nb_ck_close(nb_pow_scalar(x, -1), (double[]){1, 0.5, 1.0 / 3}, 3, 0, 1e-15);
+    nb_ck_close(nb_neg(x), (double[]){-1, -2, -3}, 3, 0, 0);
+    nb_ck_close(nb_exp(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0, 1, -1})),
+                (double[]){1, 2.718281828459045, 0.36787944117144233}, 3, 0, 1e-15);
+    nb_ck_close(nb_log(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 2.718281828459045, 0.5})),
+                (double[]){0, 1, -0.6931471805599453}, 3, 1e-15, 1e-15);
+    nb_ck_close(nb_sqrt(nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){4, 2, 0})),
+                (double[]){2, 1.4142135623730951, 0}, 3, 0, 1e-15);
+    nb_ck_close(nb_relu(nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){-1, 0, 2, -0.5})), (double[]){0, 0, 2, 0}, 4,
+                0, 0);
+    nb_ck_close(nb_sigmoid(nb_test_tensor(NB_SHAPE(5), NB_F64, (double[]){0, 2, -2, 800, -800})),
+                (double[]){0.5, 0.8807970779778823, 0.11920292202211755, 1, 0}, 5, 1e-300, 1e-15);
+    nb_ck_close(nb_tanh(nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){0, 1, -0.5, 50})),
+                (double[]){0, 0.7615941559557649, -0.46211715726000974, 1}, 4, 0, 1e-15);
+    /* NaN passes through relu, exp and tanh */
+    double nv[3];
+    nb_tensor *nan1 = nb_full(NB_SHAPE(1), NAN, NB_F64);
+    nv[0] = nb_item(nb_relu(nan1)), nv[1] = nb_item(nb_exp(nan1)), nv[2] = nb_item(nb_tanh(nan1));
+    ck_assert(isnan(nv[0]) && isnan(nv[1]) && isnan(nv[2]));
+    /* results keep the input's shape and dtype */
+    nb_tensor *m = nb_exp(nb_zeros(NB_SHAPE(2, 3), NB_F32));
+    nb_ck_shape(m, 2, (int64_t[]){2, 3});
+    ck_assert_int_eq(nb_dtype_of(m), NB_F32);
+    /* strided inputs: exp of a transposed view, C order of the view */
+    nb_tensor *t = nb_transpose(nb_reshape(nb_arange(0, 4, 1, NB_F64), NB_SHAPE(2, 2)), 0, 1);
+    nb_ck_close(nb_exp(t), (double[]){1, exp(2.0), exp(1.0), exp(3.0)}, 4, 0, 1e-15);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_gradcheck_unary) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_randn_grad(NB_SHAPE(3, 4), 20);
+    nb_tensor *pos = leaf_map(NB_SHAPE(3, 4), 21, positive);
+    gc1(f_add_scalar, x);
+    gc1(f_mul_scalar, x);
+    gc1(f_pow_scalar, pos);
+    gc1(f_pow_scalar3, x);
+    gc1(f_pow_scalar_neg, pos);
+    gc1(f_neg, x);
+    gc1(f_exp, x);
+    gc1(f_log, pos);
+    gc1(f_sqrt, pos);
+    gc1(f_relu, leaf_map(NB_SHAPE(3, 4), 22, away0));
+    gc1(f_sigmoid, x);
+    gc1(f_tanh, x);
+    gc1(f_to_f64, x);
+    gc1(f_transposed_exp, x);
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_ops_unary(void) {
+    Suite *s = suite_create("ops_unary");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_rounding);
     tcase_add_test(f, test_abs_sign);
@@ -468,5 +671,16 @@ Suite *nb_suite_ops_math(void) {
     tcase_add_test(g, test_gradcheck_all);
     tcase_set_timeout(g, 60);
     suite_add_tcase(s, g);
+    TCase *tc_gelu = tcase_create("gelu");
+    tcase_add_test(tc_gelu, test_gelu_torch_values);
+    tcase_add_test(tc_gelu, test_gelu_float32_large);
+    tcase_add_test(tc_gelu, test_gelu_gradcheck_and_errors);
+    tcase_set_timeout(tc_gelu, 120);
+    suite_add_tcase(s, tc_gelu);
+    TCase *tc_basic = tcase_create("basic");
+    tcase_add_test(tc_basic, test_unary_forward);
+    tcase_add_test(tc_basic, test_gradcheck_unary);
+    tcase_set_timeout(tc_basic, 120);
+    suite_add_tcase(s, tc_basic);
     return s;
 }

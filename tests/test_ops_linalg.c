@@ -1,4 +1,4 @@
-/* test_linalg.c - torch.linalg ops (nb_linalg.h) and nn.init.orthogonal_:
+/* test_ops_linalg.c - torch.linalg ops (nb_linalg.h) and nn.init.orthogonal_:
  * reference identities (A X = B, A A^-1 = I, L L^T = A, Q^T Q = I and
  * Q R = A, A V = V diag(w), U diag(S) Vh = A, lstsq against the normal
  * equations, W W^T = I), known determinants (a permutation's sign, a
@@ -437,9 +437,9 @@ START_TEST(test_errors) {
 }
 END_TEST
 
-Suite *nb_suite_linalg(void) {
-    Suite *s = suite_create("linalg");
-    TCase *tc = tcase_create("linalg");
+Suite *nb_suite_ops_linalg(void) {
+    Suite *s = suite_create("ops_linalg");
+    TCase *tc = tcase_create("ops_linalg");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_solve_inv);
     tcase_add_test(tc, test_det_slogdet);

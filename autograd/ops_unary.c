@@ -1,10 +1,10 @@
-/* ops_math.c - unary elementwise ops (math functions, activations, scalar
- * forms): forward dispatch through the backend's unary slot and one
+/* ops_unary.c - unary elementwise ops (math functions, activations, gelu,
+ * scalar forms): forward dispatch through the backend's unary slot and one
  * backward rule through its unary_backward slot.
- * Kernels: backend/cpu/elementwise.c, elementwise_math.c. Two-parameter
+ * Kernels: backend/cpu/unary.c, unary_math.c. Two-parameter
  * activations compose one-parameter kernels (hardtanh = two one-sided
  * clamps; softplus with beta != 1 scales around the beta-1 kernel).
- * Tests: tests/test_ops_math.c and tests/test_ops_elementwise.c. */
+ * Tests: tests/test_ops_unary.c. */
 #include <math.h>
 
 #include "nb_autograd_impl.h"
@@ -155,3 +155,40 @@ nb_tensor *nb_hardtanh(nb_tensor *x, double min_val, double max_val) {
 }
 
 nb_tensor *nb_relu6(nb_tensor *x) { return nb_hardtanh(x, 0, 6); }
+
+/* ---- gelu ----------------------------------------------------------------------- */
+
+/* saved: x; iarg[0]: the unary op. The rule needs only x. */
+static nb_status gelu_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = n->saved[0];
+    nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(x);
+    if (!gc || !gx) return nb_last_status();
+    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(x);
+    gin[0] = gx;
+    return NB_CALL(x, unary_backward, (nb_unary_op)n->iarg[0], &vgx, &vg, &vx, NULL, 0.0);
+}
+
+static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
+    if (!nb_check_inputs("gelu", 1, &x) || !nb_check_dtypes("gelu", 1, &x, true)) return NULL;
+    if (approximate != NB_GELU_ERF && approximate != NB_GELU_TANH)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "gelu: approximate must be NB_GELU_ERF or NB_GELU_TANH, got %d",
+                       (int)approximate);
+    nb_unary_op kop = approximate == NB_GELU_TANH ? NB_UNARY_GELU_TANH : NB_UNARY_GELU;
+    nb_tensor *out = nb_empty_like(x);
+    if (!out) return NULL;
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
+    if (NB_CALL(x, unary, kop, &vo, &vx, 0.0) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record("gelu", gelu_backward, out, 1, &x, &failed);
+    if (failed) return NULL;
+    if (n) {
+        n->iarg[0] = kop;
+        nb_save(n, 0, x);
+    }
+    return out;
+}
+
+nb_tensor *nb_gelu(nb_tensor *x, nb_gelu_approximate approximate) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, gelu_impl(x, approximate));
+}

@@ -1,0 +1,152 @@
+/* loss.c - the CPU's fused cross-entropy forward and backward over rows of
+ * logits [n, c] (llm.c and ggml fuse them the same way): each row's
+ * log-sum-exp runs sequentially in a fixed order (float32 exp four lanes at a
+ * time, accumulated in double) and threads split rows, so results do not
+ * depend on the thread count. Formulas (PyTorch's):
+ *   loss_i = lse_i - x[i, t_i], glogits = gloss_i * (softmax_i - onehot(t_i)) */
+#include <string.h>
+#include <tgmath.h>
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "threadpool.h"
+#include "unary_loops.h"
+
+#define MAXF(x, y) ((x) != (x) || (x) > (y) ? (x) : (y))
+
+/* ---- cross entropy ----------------------------------------------------------- */
+
+typedef struct ce_job {
+    const nb_kview *loss, *lse, *logits, *target, *gloss, *glogits;
+    int64_t ignore_index;
+} ce_job;
+
+static int64_t target_at(const ce_job *j, int64_t i) {
+    return ((const int64_t *)j->target->data)[i * j->target->strides[0]];
+}
+
+/* sum_i exp(x[i] - mx) (accumulated in double) and gx[i] = g * exp(x[i] - lse):
+ * the float32 forms use the 4-lane vexp, since libm's expf does not
+ * vectorise and these rows are [tokens, vocab] wide (BERT: 30522). */
+static double sum_exp_f64(const double *x, int64_t c, double mx) {
+    double sum = 0;
+    for (int64_t i = 0; i < c; i++) sum += exp(x[i] - mx);
+    return sum;
+}
+static void scaled_exp_f64(double *gx, const double *x, int64_t c, double lse, double g) {
+    for (int64_t i = 0; i < c; i++) gx[i] = g * exp(x[i] - lse);
+}
+static double sum_exp_f32(const float *x, int64_t c, float mx) {
+    double s[4] = {0, 0, 0, 0}, sum = 0;
+    int64_t i = 0;
+    for (; i + 4 <= c; i += 4) {
+        v4f v;
+        memcpy(&v, x + i, sizeof v);
+        v4f e = vexp(v - mx);
+        for (int k = 0; k < 4; k++) s[k] += e[k];
+    }
+    for (; i < c; i++) sum += expf(x[i] - mx);
+    return sum + ((s[0] + s[1]) + (s[2] + s[3]));
+}
+static void scaled_exp_f32(float *gx, const float *x, int64_t c, float lse, float g) {
+    int64_t i = 0;
+    for (; i + 4 <= c; i += 4) {
+        v4f v;
+        memcpy(&v, x + i, sizeof v);
+        v = g * vexp(v - lse);
+        memcpy(gx + i, &v, sizeof v);
+    }
+    for (; i < c; i++) gx[i] = g * expf(x[i] - lse);
+}
+
+#define CE_FUNCS(T, S)                                                                          \
+    static void ce_rows_##S(void *arg, int64_t r0, int64_t r1) {                                \
+        const ce_job *j = arg;                                                                  \
+        int64_t c = j->logits->shape[1];                                                        \
+        for (int64_t r = r0; r < r1; r++) {                                                     \
+            const T *x = (const T *)j->logits->data + r * c;                                    \
+            T mx = x[0];                                                                        \
+            for (int64_t i = 1; i < c; i++) mx = MAXF(x[i], mx);                                \
+            T lse = mx + (T)log(sum_exp_##S(x, c, mx));                                         \
+            int64_t t = target_at(j, r);                                                        \
+            ((T *)j->lse->data)[r * j->lse->strides[0]] = lse;                                  \
+            ((T *)j->loss->data)[r * j->loss->strides[0]] = t == j->ignore_index ? 0 : lse - x[t]; \
+        }                                                                                       \
+    }                                                                                           \
+    static void ceb_rows_##S(void *arg, int64_t r0, int64_t r1) {                               \
+        const ce_job *j = arg;                                                                  \
+        int64_t c = j->logits->shape[1];                                                        \
+        for (int64_t r = r0; r < r1; r++) {                                                     \
+            const T *x = (const T *)j->logits->data + r * c;                                    \
+            T *gx = (T *)j->glogits->data + r * c;                                              \
+            int64_t t = target_at(j, r);                                                        \
+            if (t == j->ignore_index) {                                                         \
+                for (int64_t i = 0; i < c; i++) gx[i] = 0;                                      \
+                continue;                                                                       \
+            }                                                                                   \
+            T g = ((const T *)j->gloss->data)[r * j->gloss->strides[0]];                        \
+            T lse = ((const T *)j->lse->data)[r * j->lse->strides[0]];                          \
+            scaled_exp_##S(gx, x, c, lse, g);                                                   \
+            gx[t] -= g;                                                                         \
+        }                                                                                       \
+    }
+CE_FUNCS(float, f32)
+CE_FUNCS(double, f64)
+
+/* Checks geometry and dtypes, then every target (serially, before any work). */
+static nb_status ce_check(const char *name, const ce_job *j, const nb_kview *const *rows, int nrows,
+                          const nb_kview *mat2) {
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
+    const nb_kview *x = j->logits, *t = j->target;
+    if (x->ndim != 2 || !nb_dtype_is_compute_float(x->dtype) || !nb_cpu_is_contiguous(x) ||
+        (mat2 && (!nb_cpu_same_shape(x, mat2) || mat2->dtype != x->dtype || !nb_cpu_is_contiguous(mat2))))
+        return nb_set_error(NB_ERR_SHAPE, "%s: logits %s must be a contiguous float [n, c] matrix",
+                            name, nb_cpu_view_str(x, b1, sizeof b1));
+    int64_t n = x->shape[0], c = x->shape[1];
+    if (t->ndim != 1 || t->shape[0] != n || t->dtype != NB_I64)
+        return nb_set_error(NB_ERR_SHAPE, "%s: target %s must be int64 [%lld] for logits %s", name,
+                            nb_cpu_view_str(t, b1, sizeof b1), (long long)n, nb_cpu_view_str(x, b2, sizeof b2));
+    for (int i = 0; i < nrows; i++)
+        if (rows[i]->ndim != 1 || rows[i]->shape[0] != n || rows[i]->dtype != x->dtype)
+            return nb_set_error(NB_ERR_SHAPE, "%s: per-row tensor %s must be %s [%lld]", name,
+                                nb_cpu_view_str(rows[i], b1, sizeof b1), nb_dtype_name(x->dtype),
+                                (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t ti = target_at(j, i);
+        if (ti != j->ignore_index && (ti < 0 || ti >= c))
+            return nb_set_error(NB_ERR_INVALID_ARG, "%s: target %lld out of range [0, %lld) at row %lld",
+                                name, (long long)ti, (long long)c, (long long)i);
+    }
+    return NB_OK;
+}
+
+nb_status nb_cpu_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse,
+                               const nb_kview *logits, const nb_kview *target, int64_t ignore_index) {
+    (void)be;
+    ce_job j = {.loss = loss, .lse = lse, .logits = logits, .target = target, .ignore_index = ignore_index};
+    const nb_kview *rows[2] = {loss, lse};
+    nb_status st = ce_check("cross_entropy", &j, rows, 2, NULL);
+    if (st) return st;
+    if (logits->shape[1] == 0) { /* no classes: every target was ignored */
+        nb_cpu_fill(be, lse, -INFINITY);
+        return nb_cpu_fill(be, loss, 0.0);
+    }
+    int64_t grain = NB_CPU_GRAIN / logits->shape[1] + 1;
+    nb_cpu_parallel_for(logits->shape[0], grain, logits->dtype == NB_F32 ? ce_rows_f32 : ce_rows_f64, &j);
+    return NB_OK;
+}
+
+nb_status nb_cpu_cross_entropy_backward(nb_backend *be, const nb_kview *glogits,
+                                        const nb_kview *gloss, const nb_kview *logits,
+                                        const nb_kview *lse, const nb_kview *target,
+                                        int64_t ignore_index) {
+    (void)be;
+    ce_job j = {.lse = lse, .logits = logits, .target = target, .gloss = gloss, .glogits = glogits,
+                .ignore_index = ignore_index};
+    const nb_kview *rows[2] = {gloss, lse};
+    nb_status st = ce_check("cross_entropy_backward", &j, rows, 2, glogits);
+    if (st) return st;
+    int64_t grain = NB_CPU_GRAIN / (logits->shape[1] + 1) + 1;
+    nb_cpu_parallel_for(logits->shape[0], grain, logits->dtype == NB_F32 ? ceb_rows_f32 : ceb_rows_f64, &j);
+    return NB_OK;
+}

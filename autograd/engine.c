@@ -51,7 +51,7 @@ bool nb_needs_grad(int n, nb_tensor *const *inputs) {
     return false;
 }
 
-nb_node *nb_record(const char *name, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
+nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
                    bool *failed) {
     *failed = false;
     if (!out || !nb_needs_grad(n, inputs)) return NULL;
@@ -59,12 +59,12 @@ nb_node *nb_record(const char *name, nb_backward_fn fn, nb_tensor *out, int n, n
     nb_node *node = calloc(1, sizeof *node);
     if (!node) {
         *failed = true;
-        nb_set_error(NB_ERR_OOM, "%s: out of host memory recording the tape", name);
+        nb_set_error(NB_ERR_OOM, "%s: out of host memory recording the tape", nb_op_name(op));
         return NULL;
     }
     node->refcount = 1;
     node->seq = next_seq++;
-    node->name = name;
+    node->op = op;
     node->backward = fn;
     node->n_in = n;
     for (int i = 0; i < n; i++)
@@ -243,7 +243,7 @@ static nb_status run_backward(nb_node *root, nb_tensor *seed) {
     for (size_t i = 0; st == NB_OK && i < nodes.len; i++) {
         nb_node *n = nodes.v[i];
         if (n->freed) st = nb_set_error(NB_ERR_STATE, "backward: the graph through %s was already freed by an "
-                                                      "earlier backward", n->name);
+                                                      "earlier backward", nb_op_name(n->op));
         else if (n->grad_acc) st = run_node(n);
     }
     for (size_t i = 0; i < nodes.len; i++) { /* the tape dies with the backward */

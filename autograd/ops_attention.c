@@ -20,8 +20,6 @@
 
 #define SDPA "scaled_dot_product_attention"
 
-/* iarg slots */
-enum { IA_B, IA_L, IA_S, IA_E, IA_EV, IA_CAUSAL, IA_SEED, IA_OFFSET, IA_MASK };
 
 /* A view of base's storage: 3-d contiguous [d0, d1, d2] at element offset off. */
 static nb_tensor *view3(const nb_tensor *base, int64_t d0, int64_t d1, int64_t d2, int64_t off) {
@@ -42,14 +40,14 @@ static nb_tensor *view_like(const nb_tensor *base, const nb_tensor *t, int64_t o
  * by composition (grad mode is off in backward), summed to the mask's shape. */
 static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor *v3, nb_tensor *out3,
                             nb_tensor *lse, nb_tensor *g3, nb_tensor *mask_view, const nb_tensor *mask) {
-    int64_t B = n->iarg[IA_B], L = n->iarg[IA_L], S = n->iarg[IA_S], bls[3] = {B, L, S};
-    double p = n->darg[1];
+    int64_t B = n->p.attention.B, L = n->p.attention.L, S = n->p.attention.S, bls[3] = {B, L, S};
+    double p = n->p.attention.dropout_p;
     nb_tensor *m3 = nb_reshape(nb_contiguous(mask_view), 3, bls);
-    nb_tensor *sc = nb_add(nb_mul_scalar(nb_matmul(q3, nb_transpose(k3, 1, 2)), n->darg[0]), m3);
+    nb_tensor *sc = nb_add(nb_mul_scalar(nb_matmul(q3, nb_transpose(k3, 1, 2)), n->p.attention.scale), m3);
     nb_tensor *P = nb_exp(nb_sub(sc, nb_unsqueeze(lse, 2)));
     nb_tensor *dP = nb_matmul(g3, nb_transpose(v3, 1, 2));
     if (p > 0 && dP) { /* the forward's keep mask: Philox bits of (b*L + i)*S + j, drop iff u < p */
-        nb_generator gen = {(uint64_t)n->iarg[IA_SEED], (uint64_t)n->iarg[IA_OFFSET]};
+        nb_generator gen = {n->p.attention.seed, n->p.attention.offset};
         nb_tensor *drop = nb_tensor_new(3, bls, q3->dtype, q3->storage->device);
         if (!drop || nb_bernoulli_(drop, p, &gen) != NB_OK) return NULL;
         dP = nb_mul(dP, nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p)));
@@ -65,8 +63,8 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
  * with a mask [2] the mask expanded to [..., L, S], k and v packed after q
  * in q's storage; without, [2] k [B, S, E] and [3] v [B, S, Ev] */
 static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    int64_t B = n->iarg[IA_B], L = n->iarg[IA_L], S = n->iarg[IA_S], E = n->iarg[IA_E], Ev = n->iarg[IA_EV];
-    nb_tensor *q3 = n->saved[0], *out3 = n->saved[1], *mask = n->iarg[IA_MASK] ? n->saved[2] : NULL;
+    int64_t B = n->p.attention.B, L = n->p.attention.L, S = n->p.attention.S, E = n->p.attention.E, Ev = n->p.attention.Ev;
+    nb_tensor *q3 = n->saved[0], *out3 = n->saved[1], *mask = n->p.attention.has_mask ? n->saved[2] : NULL;
     nb_tensor *k3 = mask ? view3(q3, B, S, E, q3->offset + B * L * E) : n->saved[2];
     nb_tensor *v3 = mask ? view3(q3, B, S, Ev, q3->offset + B * L * E + B * S * E) : n->saved[3];
     int64_t bl[2] = {B, L}, bl_strides[2] = {L, 1};
@@ -85,8 +83,8 @@ static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         nb_kview vk = nb_kview_of(k3), vv = nb_kview_of(v3), vo = nb_kview_of(out3), vl = nb_kview_of(lse);
         nb_kview vm = mask ? nb_kview_of(mask) : (nb_kview){0};
         nb_status st = NB_CALL(q3, attention_backward, gq ? &vgq : NULL, gk ? &vgk : NULL, gv ? &vgv : NULL, &vg,
-                               &vq, &vk, &vv, &vo, &vl, mask ? &vm : NULL, n->iarg[IA_CAUSAL] != 0, n->darg[0],
-                               n->darg[1], (uint64_t)n->iarg[IA_SEED], (uint64_t)n->iarg[IA_OFFSET]);
+                               &vq, &vk, &vv, &vo, &vl, mask ? &vm : NULL, n->p.attention.causal, n->p.attention.scale,
+                               n->p.attention.dropout_p, n->p.attention.seed, n->p.attention.offset);
         if (st) return st;
     }
     nb_tensor *gx[3] = {gq, gk, gv};
@@ -103,7 +101,7 @@ static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 static bool sdpa_check(nb_tensor *q, nb_tensor *k, nb_tensor *v, const nb_sdpa_options *o, int *mnd,
                        int64_t *mtarget) {
     nb_tensor *in[4] = {q, k, v, o->attn_mask};
-    if (!nb_check_inputs(SDPA, o->attn_mask ? 4 : 3, in) || !nb_check_dtypes(SDPA, 3, in, true)) return false;
+    if (!nb_check_inputs(SDPA, o->attn_mask ? 4 : 3, in) || !nb_check_dtypes(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, 3, in)) return false;
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
     int nd = q->ndim;
     bool ok = nd >= 2 && k->ndim == nd && v->ndim == nd && k->shape[nd - 1] == q->shape[nd - 1] &&
@@ -220,14 +218,15 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
                 offset) != NB_OK)
         return NULL;
     bool failed;
-    nb_node *n = nb_record(SDPA, sdpa_backward, out, n_in, in, &failed);
+    nb_node *n = nb_record(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, sdpa_backward, out, n_in, in, &failed);
     if (failed) return NULL;
     if (n) {
-        for (int i = 0; i < 5; i++) n->iarg[IA_B + i] = dims[i];
-        n->iarg[IA_CAUSAL] = o.is_causal;
-        n->iarg[IA_SEED] = (int64_t)seed, n->iarg[IA_OFFSET] = (int64_t)offset;
-        n->iarg[IA_MASK] = mask != NULL;
-        n->darg[0] = scale, n->darg[1] = o.dropout_p;
+        n->p.attention.B = dims[0], n->p.attention.L = dims[1], n->p.attention.S = dims[2];
+        n->p.attention.E = dims[3], n->p.attention.Ev = dims[4];
+        n->p.attention.causal = o.is_causal;
+        n->p.attention.seed = seed, n->p.attention.offset = offset;
+        n->p.attention.has_mask = mask != NULL;
+        n->p.attention.scale = scale, n->p.attention.dropout_p = o.dropout_p;
         nb_save(n, 0, q3), nb_save(n, 1, out3);
         if (mask) nb_save(n, 2, mask);
         else nb_save(n, 2, k3), nb_save(n, 3, v3);

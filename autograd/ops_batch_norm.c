@@ -11,10 +11,10 @@
 /* in: x, weight, bias. saved: x (contiguous), weight (or NULL), then the
  * statistics the forward normalised with: training save_mean/save_invstd;
  * eval copies of running_mean/running_var (a later training step updates
- * the buffers in place). iarg[0] training; darg[0] eps. */
+ * the buffers in place). p.batch_norm: training, eps. */
 static nb_status bn_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1], *s0 = n->saved[2], *s1 = n->saved[3];
-    bool training = n->iarg[0] != 0;
+    bool training = n->p.batch_norm.training;
     int64_t C = x->shape[1];
     nb_device dev = x->storage->device;
     nb_tensor *gc = nb_contiguous(g);
@@ -27,7 +27,7 @@ static nb_status bn_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vg = nb_kview_of(gc), vx = nb_kview_of(x), v0 = nb_kview_of(s0), v1 = nb_kview_of(s1);
     nb_status st = NB_CALL(x, batch_norm_backward, gx ? &vgx : NULL, gw ? &vgw : NULL, gb ? &vgb : NULL, &vg, &vx,
                            w ? &vw : NULL, training ? &v0 : NULL, training ? &v1 : NULL, training ? NULL : &v0,
-                           training ? NULL : &v1, training, n->darg[0]);
+                           training ? NULL : &v1, training, n->p.batch_norm.eps);
     gin[0] = gx, gin[1] = gw, gin[2] = gb;
     return st;
 }
@@ -53,7 +53,7 @@ static bool bn_check_chan(const char *what, nb_tensor *t, const nb_tensor *x) {
 }
 
 static bool bn_check(nb_tensor *x, nb_tensor *rm, nb_tensor *rv, nb_tensor *w, nb_tensor *b, bool training) {
-    if (!nb_check_inputs("batch_norm", 1, &x) || !nb_check_dtypes("batch_norm", 1, &x, true)) return false;
+    if (!nb_check_inputs("batch_norm", 1, &x) || !nb_check_dtypes(NB_OP_BATCH_NORM, 1, &x)) return false;
     char a[NB_SHAPE_BUF];
     if (x->ndim < 2) {
         nb_set_error(NB_ERR_SHAPE, "batch_norm: input %s must be [N, C] or [N, C, *]",
@@ -110,13 +110,13 @@ static nb_tensor *bn_impl(nb_tensor *x, nb_tensor *rm, nb_tensor *rv, nb_tensor 
         return NULL;
     nb_tensor *in[3] = {x, w, b};
     bool failed;
-    nb_node *n = nb_record("batch_norm", bn_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_BATCH_NORM, bn_backward, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) {
         nb_tensor *s0 = training ? smean : snapshot(rmc), *s1 = training ? sinv : snapshot(rvc);
         if (!s0 || !s1) return NULL; /* out (and its node) die with the op's scope */
-        n->iarg[0] = training;
-        n->darg[0] = eps;
+        n->p.batch_norm.training = training;
+        n->p.batch_norm.eps = eps;
         nb_save(n, 0, xc);
         if (wc) nb_save(n, 1, wc);
         nb_save(n, 2, s0);

@@ -39,7 +39,7 @@ static nb_tensor *kernel2(const char *op, nb_binary_op kop, nb_tensor *a, nb_ten
 /* How an op promotes: to the result type, or further to float32 for ints
  * and bool (true division, atan2: torch's "int to float" ops). */
 typedef struct binop {
-    const char *name;
+    nb_op_id op;
     nb_binary_op kop;
     bool to_float, compare;
     nb_backward_fn bw;
@@ -50,7 +50,8 @@ typedef struct binop {
 static bool prepare(const binop *d, nb_tensor **in) {
     int nd;
     int64_t shape[NB_MAX_DIMS];
-    if (!nb_check_inputs(d->name, 2, in) || !broadcast2(d->name, in[0], in[1], &nd, shape)) return false;
+    const char *name = nb_op_name(d->op);
+    if (!nb_check_inputs(name, 2, in) || !broadcast2(name, in[0], in[1], &nd, shape)) return false;
     nb_dtype dt = nb_result_type(in[0], in[1]);
     if (d->to_float && !nb_dtype_is_float(dt)) dt = NB_F32;
     return nb_promote_inputs(2, in, dt);
@@ -59,10 +60,10 @@ static bool prepare(const binop *d, nb_tensor **in) {
 static nb_tensor *binary_impl(const binop *d, nb_tensor *a, nb_tensor *b) {
     nb_tensor *in[2] = {a, b};
     if (!prepare(d, in)) return NULL;
-    nb_tensor *out = kernel2(d->name, d->kop, in[0], in[1], d->compare ? NB_BOOL : in[0]->dtype);
+    nb_tensor *out = kernel2(nb_op_name(d->op), d->kop, in[0], in[1], d->compare ? NB_BOOL : in[0]->dtype);
     if (!out || !d->bw) return out;
     bool failed;
-    nb_node *n = nb_record(d->name, d->bw, out, 2, in, &failed);
+    nb_node *n = nb_record(d->op, d->bw, out, 2, in, &failed);
     if (failed) return NULL;
     if (n && d->save_in) nb_save(n, 0, in[0]), nb_save(n, 1, in[1]);
     if (n && d->save_out) nb_save(n, 2, out);
@@ -155,11 +156,11 @@ static nb_status zero_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 }
 
 /* remainder: out = a - floor(a / b) * b; fmod: out = a - trunc(a / b) * b.
- * da = g, db = -g * floor (trunc) (a / b) (iarg[0] holds the rounding). */
+ * da = g, db = -g * floor (trunc) (a / b) (p.binary.rounding). */
 static nb_status mod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = to_input(n, 0, g);
     if (n->in[1])
-        gin[1] = to_input(n, 1, nb_neg(nb_mul(g, nb_div_mode(n->saved[0], n->saved[1], (nb_rounding_mode)n->iarg[0]))));
+        gin[1] = to_input(n, 1, nb_neg(nb_mul(g, nb_div_mode(n->saved[0], n->saved[1], n->p.binary.rounding))));
     return GIN_STATUS(n, gin);
 }
 
@@ -174,28 +175,28 @@ static nb_status atan2_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 /* maximum: the larger input gets g; ties split it evenly; a NaN gives both
  * g (PyTorch: where(a == b, g / 2, g).masked_fill_(a < b, 0), and for b
- * masked where a > b). iarg[0] = 1 for maximum, 0 for minimum. */
+ * masked where a > b). p.binary.maximum tells maximum from minimum. */
 static nb_status maxmin_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *a = n->saved[0], *b = n->saved[1];
     nb_tensor *half = nb_where(nb_eq(a, b), nb_mul_scalar(g, 0.5), g);
-    nb_tensor *a_loses = n->iarg[0] ? nb_lt(a, b) : nb_gt(a, b), *b_loses = n->iarg[0] ? nb_gt(a, b) : nb_lt(a, b);
+    nb_tensor *a_loses = n->p.binary.maximum ? nb_lt(a, b) : nb_gt(a, b), *b_loses = n->p.binary.maximum ? nb_gt(a, b) : nb_lt(a, b);
     if (n->in[0]) gin[0] = to_input(n, 0, drop(a_loses, half));
     if (n->in[1]) gin[1] = to_input(n, 1, drop(b_loses, half));
     return GIN_STATUS(n, gin);
 }
 
-static const binop ADD = {"add", NB_BINARY_ADD, false, false, add_backward, false, false};
-static const binop SUB = {"sub", NB_BINARY_SUB, false, false, sub_backward, false, false};
-static const binop MUL = {"mul", NB_BINARY_MUL, false, false, mul_backward, true, false};
-static const binop DIV = {"div", NB_BINARY_DIV, true, false, div_backward, true, true};
-static const binop POW = {"pow", NB_BINARY_POW, false, false, pow_backward, true, true};
-static const binop DIV_TRUNC = {"div", NB_BINARY_DIV_TRUNC, false, false, zero_backward, false, false};
-static const binop DIV_FLOOR = {"div", NB_BINARY_DIV_FLOOR, false, false, zero_backward, false, false};
-static const binop REMAINDER = {"remainder", NB_BINARY_REMAINDER, false, false, mod_backward, true, false};
-static const binop FMOD = {"fmod", NB_BINARY_FMOD, false, false, mod_backward, true, false};
-static const binop ATAN2 = {"atan2", NB_BINARY_ATAN2, true, false, atan2_backward, true, false};
-static const binop MAXIMUM = {"maximum", NB_BINARY_MAXIMUM, false, false, maxmin_backward, true, false};
-static const binop MINIMUM = {"minimum", NB_BINARY_MINIMUM, false, false, maxmin_backward, true, false};
+static const binop ADD = {NB_OP_ADD, NB_BINARY_ADD, false, false, add_backward, false, false};
+static const binop SUB = {NB_OP_SUB, NB_BINARY_SUB, false, false, sub_backward, false, false};
+static const binop MUL = {NB_OP_MUL, NB_BINARY_MUL, false, false, mul_backward, true, false};
+static const binop DIV = {NB_OP_DIV, NB_BINARY_DIV, true, false, div_backward, true, true};
+static const binop POW = {NB_OP_POW, NB_BINARY_POW, false, false, pow_backward, true, true};
+static const binop DIV_TRUNC = {NB_OP_DIV_MODE, NB_BINARY_DIV_TRUNC, false, false, zero_backward, false, false};
+static const binop DIV_FLOOR = {NB_OP_DIV_MODE, NB_BINARY_DIV_FLOOR, false, false, zero_backward, false, false};
+static const binop REMAINDER = {NB_OP_REMAINDER, NB_BINARY_REMAINDER, false, false, mod_backward, true, false};
+static const binop FMOD = {NB_OP_FMOD, NB_BINARY_FMOD, false, false, mod_backward, true, false};
+static const binop ATAN2 = {NB_OP_ATAN2, NB_BINARY_ATAN2, true, false, atan2_backward, true, false};
+static const binop MAXIMUM = {NB_OP_MAXIMUM, NB_BINARY_MAXIMUM, false, false, maxmin_backward, true, false};
+static const binop MINIMUM = {NB_OP_MINIMUM, NB_BINARY_MINIMUM, false, false, maxmin_backward, true, false};
 
 nb_tensor *nb_add(nb_tensor *a, nb_tensor *b) { return binary(&ADD, a, b); }
 nb_tensor *nb_sub(nb_tensor *a, nb_tensor *b) { return binary(&SUB, a, b); }
@@ -214,19 +215,23 @@ nb_tensor *nb_div_mode(nb_tensor *a, nb_tensor *b, nb_rounding_mode mode) {
 }
 nb_tensor *nb_floor_divide(nb_tensor *a, nb_tensor *b) { return nb_div_mode(a, b, NB_ROUNDING_FLOOR); }
 
-/* Records iarg[0] (the rounding of the mod, or max vs min) on the node. */
-static nb_tensor *with_iarg(nb_tensor *out, int64_t v) {
-    if (out && out->grad_fn) out->grad_fn->iarg[0] = v;
+/* Records the rounding of the mod, or max vs min, on the node. */
+static nb_tensor *with_rounding(nb_tensor *out, nb_rounding_mode r) {
+    if (out && out->grad_fn) out->grad_fn->p.binary.rounding = r;
     return out;
 }
-nb_tensor *nb_remainder(nb_tensor *a, nb_tensor *b) { return with_iarg(binary(&REMAINDER, a, b), NB_ROUNDING_FLOOR); }
-nb_tensor *nb_fmod(nb_tensor *a, nb_tensor *b) { return with_iarg(binary(&FMOD, a, b), NB_ROUNDING_TRUNC); }
-nb_tensor *nb_remainder_scalar(nb_tensor *a, double b) {
-    return with_iarg(binary_scalar(&REMAINDER, a, b), NB_ROUNDING_FLOOR);
+static nb_tensor *with_maximum(nb_tensor *out, bool maximum) {
+    if (out && out->grad_fn) out->grad_fn->p.binary.maximum = maximum;
+    return out;
 }
-nb_tensor *nb_fmod_scalar(nb_tensor *a, double b) { return with_iarg(binary_scalar(&FMOD, a, b), NB_ROUNDING_TRUNC); }
-nb_tensor *nb_maximum(nb_tensor *a, nb_tensor *b) { return with_iarg(binary(&MAXIMUM, a, b), 1); }
-nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b) { return with_iarg(binary(&MINIMUM, a, b), 0); }
+nb_tensor *nb_remainder(nb_tensor *a, nb_tensor *b) { return with_rounding(binary(&REMAINDER, a, b), NB_ROUNDING_FLOOR); }
+nb_tensor *nb_fmod(nb_tensor *a, nb_tensor *b) { return with_rounding(binary(&FMOD, a, b), NB_ROUNDING_TRUNC); }
+nb_tensor *nb_remainder_scalar(nb_tensor *a, double b) {
+    return with_rounding(binary_scalar(&REMAINDER, a, b), NB_ROUNDING_FLOOR);
+}
+nb_tensor *nb_fmod_scalar(nb_tensor *a, double b) { return with_rounding(binary_scalar(&FMOD, a, b), NB_ROUNDING_TRUNC); }
+nb_tensor *nb_maximum(nb_tensor *a, nb_tensor *b) { return with_maximum(binary(&MAXIMUM, a, b), true); }
+nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b) { return with_maximum(binary(&MINIMUM, a, b), false); }
 
 /* ---- lerp (composite) --------------------------------------------------- */
 
@@ -234,7 +239,7 @@ nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b) { return with_iarg(binary(&MIN
  * |w| < 0.5, else end - (end - start) * (1 - w). */
 static nb_tensor *lerp_impl(nb_tensor *start, nb_tensor *end, nb_tensor *w) {
     nb_tensor *in[3] = {start, end, w};
-    if (!nb_check_inputs("lerp", 3, in) || !nb_check_dtypes("lerp", 3, in, true)) return NULL;
+    if (!nb_check_inputs("lerp", 3, in) || !nb_check_dtypes(NB_OP_LERP, 3, in)) return NULL;
     int nd1, nd;
     int64_t s1[NB_MAX_DIMS], shape[NB_MAX_DIMS];
     if (!broadcast2("lerp", start, end, &nd1, s1)) return NULL;
@@ -257,7 +262,7 @@ nb_tensor *nb_lerp(nb_tensor *start, nb_tensor *end, nb_tensor *weight) {
 
 nb_tensor *nb_lerp_scalar(nb_tensor *start, nb_tensor *end, double w) {
     nb_tensor *in[2] = {start, end};
-    if (!nb_check_inputs("lerp", 2, in) || !nb_check_dtypes("lerp", 2, in, true)) return NULL;
+    if (!nb_check_inputs("lerp", 2, in) || !nb_check_dtypes(NB_OP_LERP, 2, in)) return NULL;
     nb_scope *s = nb_scope_begin();
     nb_tensor *d = nb_sub(end, start);
     nb_tensor *r = fabs(w) < 0.5 ? nb_add(start, nb_mul_scalar(d, w)) : nb_sub(end, nb_mul_scalar(d, 1 - w));
@@ -327,7 +332,7 @@ static nb_tensor *clamp_impl(nb_tensor *x, nb_tensor *lo, nb_tensor *hi) {
     nb_set_grad_enabled(prev);
     if (!out) return NULL;
     bool failed;
-    nb_node *n = nb_record("clamp", clamp_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_CLAMP, clamp_backward, out, 3, in, &failed);
     if (failed) return NULL;
     for (int i = 0; n && i < 3; i++)
         if (in[i]) nb_save(n, i, in[i]);
@@ -351,7 +356,7 @@ nb_tensor *nb_clamp_scalar(nb_tensor *x, double min, double max) {
 /* ---- comparisons, NaN tests ----------------------------------------------------- */
 
 #define CMP(NAME, KOP)                                                                                \
-    static const binop CMP_##KOP = {#NAME, NB_BINARY_##KOP, false, true, NULL, false, false};         \
+    static const binop CMP_##KOP = {NB_OP_##KOP, NB_BINARY_##KOP, false, true, NULL, false, false};         \
     nb_tensor *nb_##NAME(nb_tensor *a, nb_tensor *b) { return binary(&CMP_##KOP, a, b); }            \
     nb_tensor *nb_##NAME##_scalar(nb_tensor *a, double b) { return binary_scalar(&CMP_##KOP, a, b); }
 CMP(eq, EQ)

@@ -19,7 +19,7 @@ static nb_tensor *to_dtype_impl(nb_tensor *t, nb_dtype dt) {
     if (NB_CALL(t, copy, &o, &vt) != NB_OK) return NULL;
     if (!nb_dtype_is_float(dt)) return out;
     bool failed;
-    nb_record("to_dtype", cast_backward, out, 1, &t, &failed);
+    nb_record(NB_OP_TO_DTYPE, cast_backward, out, 1, &t, &failed);
     return failed ? NULL : out;
 }
 

@@ -21,20 +21,14 @@ bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs) {
     return true;
 }
 
-bool nb_check_dtypes(const char *op, int n, nb_tensor *const *inputs, bool need_float) {
-    for (int i = 0; i < n; i++) {
+bool nb_check_dtypes(nb_op_id op, int n, nb_tensor *const *inputs) {
+    for (int i = 1; i < n; i++)
         if (inputs[i]->dtype != inputs[0]->dtype) {
-            nb_set_error(NB_ERR_DTYPE, "%s: dtypes differ (%s and %s); cast with nb_to_dtype", op,
+            nb_set_error(NB_ERR_DTYPE, "%s: dtypes differ (%s and %s); cast with nb_to_dtype", nb_op_name(op),
                          nb_dtype_name(inputs[0]->dtype), nb_dtype_name(inputs[i]->dtype));
             return false;
         }
-        /* f16/bf16 are storage-only dtypes: ops that compute take f32/f64 */
-        if (need_float && inputs[i]->dtype != NB_F32 && inputs[i]->dtype != NB_F64) {
-            nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64, got %s", op, nb_dtype_name(inputs[i]->dtype));
-            return false;
-        }
-    }
-    return true;
+    return n < 1 || nb_check_supported(op, inputs[0]->dtype, inputs[0]);
 }
 
 /* ---- type promotion ----------------------------------------------------- */

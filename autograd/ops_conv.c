@@ -125,24 +125,6 @@ static bool conv_geometry(const char *op, int sd, nb_tensor *x, nb_tensor *w, co
     return true;
 }
 
-static void put_params(nb_node *n, const nb_conv_params *p) {
-    memcpy(&n->iarg[0], p->stride, sizeof p->stride);
-    memcpy(&n->iarg[2], p->padding, sizeof p->padding);
-    memcpy(&n->iarg[4], p->dilation, sizeof p->dilation);
-    memcpy(&n->iarg[6], p->output_padding, sizeof p->output_padding);
-    n->iarg[8] = p->groups;
-}
-
-static nb_conv_params get_params(const nb_node *n) {
-    nb_conv_params p;
-    memcpy(p.stride, &n->iarg[0], sizeof p.stride);
-    memcpy(p.padding, &n->iarg[2], sizeof p.padding);
-    memcpy(p.dilation, &n->iarg[4], sizeof p.dilation);
-    memcpy(p.output_padding, &n->iarg[6], sizeof p.output_padding);
-    p.groups = n->iarg[8];
-    return p;
-}
-
 static nb_tensor *new_like_shape(const nb_tensor *t, const nb_tensor *like) {
     return nb_tensor_new(t->ndim, t->shape, like->dtype, like->storage->device);
 }
@@ -152,13 +134,13 @@ static nb_tensor *bias_grad(nb_tensor *g) { return nb_sum(g, (const int[]){0, 2,
 
 /* Records the node of a convolution-like op: saves x when w needs a
  * gradient and w when x does (each is needed only for the other's). */
-static nb_tensor *record_conv(const char *op, nb_backward_fn fn, nb_tensor *out, nb_tensor *const *in,
+static nb_tensor *record_conv(nb_op_id op, nb_backward_fn fn, nb_tensor *out, nb_tensor *const *in,
                               nb_tensor *xc, nb_tensor *wc, const nb_conv_params *p) {
     bool failed;
     nb_node *n = nb_record(op, fn, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) {
-        put_params(n, p);
+        n->p.conv = *p;
         if (n->in[1]) nb_save(n, 0, xc);
         if (n->in[0]) nb_save(n, 1, wc);
     }
@@ -168,7 +150,7 @@ static nb_tensor *record_conv(const char *op, nb_backward_fn fn, nb_tensor *out,
 /* ---- conv2d -------------------------------------------------------------------- */
 
 static nb_status conv2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_conv_params p = get_params(n);
+    nb_conv_params p = n->p.conv;
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     nb_kview vg = nb_kview_of(gc);
@@ -204,14 +186,16 @@ static nb_tensor *conv2d_run(nb_tensor *x, nb_tensor *w, nb_tensor *bias, const 
     nb_kview vb = bc ? nb_kview_of(bc) : (nb_kview){0};
     if (NB_CALL(x, conv2d, &vo, &vx, &vw, bc ? &vb : NULL, &cs->p) != NB_OK) return NULL;
     nb_tensor *in[3] = {x, w, bias};
-    return record_conv("conv2d", conv2d_backward, out, in, xc, wc, &cs->p);
+    return record_conv(NB_OP_CONV2D, conv2d_backward, out, in, xc, wc, &cs->p);
 }
 
 /* sd = 2 (conv2d) or 1 (conv1d, run on [N, C, 1, L] views). */
 static nb_tensor *conv_impl(const char *op, int sd, nb_tensor *x, nb_tensor *w, nb_tensor *bias, conv_opts o) {
     nb_tensor *in[3] = {x, w, bias};
     int n_in = bias ? 3 : 2;
-    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(op, n_in, in, true) || bad_opts(op, &o)) return NULL;
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(sd == 1 ? NB_OP_CONV1D : NB_OP_CONV2D, n_in, in) ||
+        bad_opts(op, &o))
+        return NULL;
     if (x->ndim == sd + 1) /* unbatched input, as PyTorch */
         return nb_squeeze(conv_impl(op, sd, nb_unsqueeze(x, 0), w, bias, o), 0);
     conv_setup cs;
@@ -240,7 +224,7 @@ nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d
 /* The adjoint of conv2d with weight w: x [N, Cin, H, W] plays the
  * convolution's output and out [N, Cout, Ho, Wo] its input. */
 static nb_status conv_t2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_conv_params p = get_params(n);
+    nb_conv_params p = n->p.conv;
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     nb_kview vg = nb_kview_of(gc);
@@ -268,7 +252,8 @@ static nb_tensor *conv_t2d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, con
     const char *op = "conv_transpose2d";
     nb_tensor *in[3] = {x, w, bias};
     int n_in = bias ? 3 : 2;
-    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(op, n_in, in, true) || bad_opts(op, &o)) return NULL;
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(NB_OP_CONV_TRANSPOSE2D, n_in, in) || bad_opts(op, &o))
+        return NULL;
     if (x->ndim == 3) return nb_squeeze(conv_t2d_impl(nb_unsqueeze(x, 0), w, bias, o), 0);
     if (!check_shapes(op, 2, true, x, w, bias, &o)) return NULL;
     nb_conv_params p = {.groups = o.groups};
@@ -302,7 +287,7 @@ static nb_tensor *conv_t2d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, con
         vb.strides[1] = bs;
         if (NB_CALL(x, binary, NB_BINARY_ADD, &vy, &vy, &vb) != NB_OK) return NULL;
     }
-    return record_conv(op, conv_t2d_backward, y, in, xc, wc, &p);
+    return record_conv(NB_OP_CONV_TRANSPOSE2D, conv_t2d_backward, y, in, xc, wc, &p);
 }
 
 nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv_transpose2d_options opts) {

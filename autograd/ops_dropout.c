@@ -26,14 +26,14 @@ static nb_tensor *dropout_impl(nb_tensor *x, double p, nb_generator *gen) {
         NB_CALL(x, binary, NB_BINARY_MUL, &vo, &vx, &vm) != NB_OK)
         return NULL;
     bool failed;
-    nb_node *n = nb_record("dropout", dropout_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(NB_OP_DROPOUT, dropout_backward, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, mask);
     return out;
 }
 
 nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen) {
-    if (!nb_check_inputs("dropout", 1, &x) || !nb_check_dtypes("dropout", 1, &x, true)) return NULL;
+    if (!nb_check_inputs("dropout", 1, &x) || !nb_check_dtypes(NB_OP_DROPOUT, 1, &x)) return NULL;
     if (!(p >= 0 && p <= 1))
         return NB_FAIL(NB_ERR_INVALID_ARG, "dropout: probability has to be between 0 and 1, but got %g", p);
     if (!training || p == 0) { /* identity: the same tensor, one more reference */

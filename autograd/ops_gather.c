@@ -69,13 +69,14 @@ static int wrap(const char *op, const nb_tensor *t, int dim) {
 
 /* ---- gather ---------------------------------------------------------------------- */
 
-/* saved[0]: index; iarg[0]: dim */
+/* saved[0]: index; p.axis.dim: dim */
 static nb_status gather_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    gin[0] = nb_scatter_add(nb_zeros_like(n->in[0]), (int)n->iarg[0], n->saved[0], g);
+    gin[0] = nb_scatter_add(nb_zeros_like(n->in[0]), n->p.axis.dim, n->saved[0], g);
     return gin[0] ? NB_OK : nb_last_status();
 }
 
-static nb_tensor *gather_impl(const char *op, nb_tensor *t, int dim, nb_tensor *index) {
+static nb_tensor *gather_impl(nb_op_id id, nb_tensor *t, int dim, nb_tensor *index) {
+    const char *op = nb_op_name(id);
     nb_tensor *in[2] = {t, index};
     if (!nb_check_inputs(op, 2, in)) return NULL;
     int d = wrap(op, t, dim);
@@ -88,12 +89,12 @@ static nb_tensor *gather_impl(const char *op, nb_tensor *t, int dim, nb_tensor *
         return NULL;
     }
     bool failed;
-    nb_node *n = nb_record(op, gather_backward, out, 1, &t, &failed);
+    nb_node *n = nb_record(id, gather_backward, out, 1, &t, &failed);
     if (failed) return NULL;
     if (n) {
         nb_tensor *idx = index_copy(index);
         if (!idx) return NULL;
-        n->iarg[0] = d;
+        n->p.axis.dim = d;
         nb_save(n, 0, idx);
     }
     return out;
@@ -101,7 +102,7 @@ static nb_tensor *gather_impl(const char *op, nb_tensor *t, int dim, nb_tensor *
 
 nb_tensor *nb_gather(nb_tensor *t, int dim, nb_tensor *index) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, gather_impl("gather", t, dim, index));
+    return nb_scope_return(s, gather_impl(NB_OP_GATHER, t, dim, index));
 }
 
 /* ---- scatter family ------------------------------------------------------------------ */
@@ -149,10 +150,10 @@ static void prod_backward(nb_tensor *g, int d, nb_tensor *idx, bool incl, nb_ten
     *gsrc = nb_where(single, a, b);
 }
 
-/* saved: index, self, src, out; iarg: dim, mode, include_self */
+/* saved: index, self, src, out; p.scatter: dim, mode, include_self */
 static nb_status scatter_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    int d = (int)n->iarg[0], mode = (int)n->iarg[1];
-    bool incl = n->iarg[2];
+    int d = n->p.scatter.dim, mode = (int)n->p.scatter.mode;
+    bool incl = n->p.scatter.include_self;
     nb_tensor *idx = n->saved[0], *gself = g, *gsrc = NULL;
     if (mode == R_MEAN) mean_backward(g, d, idx, incl, &gself, &gsrc);
     else if (mode == R_AMAX || mode == R_AMIN)
@@ -167,12 +168,13 @@ static nb_status scatter_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 /* out = self with src (or the scalar value, src NULL) scattered along dim by
  * index under reduce mode `mode`. */
-static nb_tensor *scatter_impl(const char *op, nb_tensor *self, int dim, nb_tensor *index, nb_tensor *src,
+static nb_tensor *scatter_impl(nb_op_id id, nb_tensor *self, int dim, nb_tensor *index, nb_tensor *src,
                                double value, int mode, bool incl) {
+    const char *op = nb_op_name(id);
     nb_tensor *in[3] = {self, index, src};
     if (!nb_check_inputs(op, src ? 3 : 2, in)) return NULL;
     nb_tensor *ts[2] = {self, src};
-    if (src && !nb_check_dtypes(op, 2, ts, false)) return NULL;
+    if (src && !nb_check_dtypes(id, 2, ts)) return NULL;
     int d = wrap(op, self, dim);
     if (d < 0 || !check_index(op, self, d, index, src)) return NULL;
     if (mode != R_NONE && self->dtype == NB_BOOL)
@@ -191,12 +193,12 @@ static nb_tensor *scatter_impl(const char *op, nb_tensor *self, int dim, nb_tens
         return NULL;
     }
     bool failed;
-    nb_node *n = nb_record(op, scatter_backward, out, src ? 2 : 1, ts, &failed);
+    nb_node *n = nb_record(id, scatter_backward, out, src ? 2 : 1, ts, &failed);
     if (failed) return NULL;
     if (n) {
         nb_tensor *idx = index_copy(index);
         if (!idx) return NULL;
-        n->iarg[0] = d, n->iarg[1] = mode, n->iarg[2] = incl;
+        n->p.scatter.dim = d, n->p.scatter.mode = (nb_scatter_mode)mode, n->p.scatter.include_self = incl;
         nb_save(n, 0, idx);
         if (mode == R_PROD || mode == R_AMAX || mode == R_AMIN) {
             nb_save(n, 1, self);
@@ -210,18 +212,18 @@ static nb_tensor *scatter_impl(const char *op, nb_tensor *self, int dim, nb_tens
 nb_tensor *nb_scatter(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src) {
     nb_scope *s = nb_scope_begin();
     if (!src && nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "scatter: src is NULL");
-    return nb_scope_return(s, src ? scatter_impl("scatter", t, dim, index, src, 0, R_NONE, false) : NULL);
+    return nb_scope_return(s, src ? scatter_impl(NB_OP_SCATTER, t, dim, index, src, 0, R_NONE, false) : NULL);
 }
 
 nb_tensor *nb_scatter_value(nb_tensor *t, int dim, nb_tensor *index, double value) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, scatter_impl("scatter", t, dim, index, NULL, value, R_NONE, false));
+    return nb_scope_return(s, scatter_impl(NB_OP_SCATTER_VALUE, t, dim, index, NULL, value, R_NONE, false));
 }
 
 nb_tensor *nb_scatter_add(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src) {
     nb_scope *s = nb_scope_begin();
     if (!src && nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "scatter_add: src is NULL");
-    return nb_scope_return(s, src ? scatter_impl("scatter_add", t, dim, index, src, 0, R_SUM, true) : NULL);
+    return nb_scope_return(s, src ? scatter_impl(NB_OP_SCATTER_ADD, t, dim, index, src, 0, R_SUM, true) : NULL);
 }
 
 nb_tensor *nb_scatter_reduce(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src, const char *reduce,
@@ -236,7 +238,7 @@ nb_tensor *nb_scatter_reduce(nb_tensor *t, int dim, nb_tensor *index, nb_tensor 
         return nb_scope_return(s, NULL);
     }
     if (!src && nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "scatter_reduce: src is NULL");
-    return nb_scope_return(s, src ? scatter_impl("scatter_reduce", t, dim, index, src, 0, mode, include_self) : NULL);
+    return nb_scope_return(s, src ? scatter_impl(NB_OP_SCATTER_REDUCE, t, dim, index, src, 0, mode, include_self) : NULL);
 }
 
 /* ---- take_along_dim ----------------------------------------------------------------- */
@@ -245,10 +247,11 @@ nb_tensor *nb_scatter_reduce(nb_tensor *t, int dim, nb_tensor *index, nb_tensor 
  * Otherwise input and indices broadcast in every dim but dim, then gather. */
 static nb_tensor *take_along_dim_impl(nb_tensor *t, nb_tensor *indices, int dim) {
     const char *op = "take_along_dim";
+    nb_op_id id = NB_OP_TAKE_ALONG_DIM;
     nb_tensor *in[2] = {t, indices};
     if (!nb_check_inputs(op, 2, in)) return NULL;
     if (dim == NB_DIM_NONE)
-        return gather_impl(op, nb_reshape(t, NB_SHAPE(-1)), 0, nb_reshape(indices, NB_SHAPE(-1)));
+        return gather_impl(id, nb_reshape(t, NB_SHAPE(-1)), 0, nb_reshape(indices, NB_SHAPE(-1)));
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     int d = wrap(op, t, dim);
     if (d < 0) return NULL;
@@ -267,7 +270,7 @@ static nb_tensor *take_along_dim_impl(nb_tensor *t, nb_tensor *indices, int dim)
         ts[i] = i == d ? x : m;
         is[i] = i == d ? y : m;
     }
-    return gather_impl(op, nb_expand(t, t->ndim, ts), d, nb_expand(indices, t->ndim, is));
+    return gather_impl(id, nb_expand(t, t->ndim, ts), d, nb_expand(indices, t->ndim, is));
 }
 
 nb_tensor *nb_take_along_dim(nb_tensor *t, nb_tensor *indices, int dim) {

@@ -51,7 +51,7 @@ static nb_tensor *index_add_new(const nb_tensor *like, int dim, nb_tensor *index
 
 /* ---- embedding ------------------------------------------------------------------ */
 
-/* saved: flat int64 indices; iarg[0]: the padding row (INT64_MIN: none) */
+/* saved: flat int64 indices; p.embedding.padding_idx (INT64_MIN: none) */
 static nb_status embedding_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *idx = n->saved[0], *w = n->in[0];
     nb_tensor *gc = nb_contiguous(g);
@@ -59,13 +59,13 @@ static nb_status embedding_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int64_t rows = nb_numel(idx);
     nb_kview vg = nb_kview_of(gc);
     vg.ndim = 2, vg.shape[0] = rows, vg.shape[1] = w->shape[1], vg.strides[0] = w->shape[1], vg.strides[1] = 1;
-    gin[0] = index_add_new(w, 0, idx, gc, vg, n->iarg[0]);
+    gin[0] = index_add_new(w, 0, idx, gc, vg, n->p.embedding.padding_idx);
     return gin[0] ? NB_OK : nb_last_status();
 }
 
 static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx) {
     nb_tensor *in[2] = {indices, weight};
-    if (!nb_check_inputs("embedding", 2, in) || !nb_check_dtypes("embedding", 1, &weight, true)) return NULL;
+    if (!nb_check_inputs("embedding", 2, in) || !nb_check_dtypes(NB_OP_EMBEDDING, 1, &weight)) return NULL;
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     if (weight->ndim != 2 || indices->ndim + 1 > NB_MAX_DIMS)
         return NB_FAIL(NB_ERR_SHAPE, "embedding: weight %s must be [num_embeddings, dim] and indices %s have < %d dims",
@@ -99,10 +99,10 @@ static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t 
                        nb_fmt_shape(indices->ndim, indices->shape, b, sizeof b));
     }
     bool failed;
-    nb_node *n = nb_record("embedding", embedding_backward, out, 1, &weight, &failed);
+    nb_node *n = nb_record(NB_OP_EMBEDDING, embedding_backward, out, 1, &weight, &failed);
     if (failed) return NULL;
     if (n) {
-        n->iarg[0] = padding_idx;
+        n->p.embedding.padding_idx = padding_idx;
         nb_save(n, 0, idx);
     }
     return out;
@@ -115,11 +115,11 @@ nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_i
 
 /* ---- index_select ------------------------------------------------------------------ */
 
-/* saved: flat int64 index; iarg[0]: dim */
+/* saved: flat int64 index; p.axis.dim */
 static nb_status index_select_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
-    gin[0] = index_add_new(n->in[0], (int)n->iarg[0], n->saved[0], gc, nb_kview_of(gc), NB_NO_PADDING_IDX);
+    gin[0] = index_add_new(n->in[0], n->p.axis.dim, n->saved[0], gc, nb_kview_of(gc), NB_NO_PADDING_IDX);
     return gin[0] ? NB_OK : nb_last_status();
 }
 
@@ -143,10 +143,10 @@ static nb_tensor *index_select_impl(nb_tensor *t, int dim, nb_tensor *index) {
     nb_kview vo = nb_kview_of(out), vt = nb_kview_of(tc), vi = flat_view(idx);
     if (NB_CALL(t, index_select, &vo, &vt, d, &vi) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record("index_select", index_select_backward, out, 1, &t, &failed);
+    nb_node *n = nb_record(NB_OP_INDEX_SELECT, index_select_backward, out, 1, &t, &failed);
     if (failed) return NULL;
     if (n) {
-        n->iarg[0] = d;
+        n->p.axis.dim = d;
         nb_save(n, 0, idx);
     }
     return out;
@@ -159,12 +159,12 @@ nb_tensor *nb_index_select(nb_tensor *t, int dim, nb_tensor *index) {
 
 /* ---- cat / stack ------------------------------------------------------------------------ */
 
-/* iarg[0]: dim; iarg[1 + i]: input i's size along it */
+/* p.cat: the dim and each input's size along it */
 static nb_status cat_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    int d = (int)n->iarg[0];
+    int d = n->p.cat.dim;
     int64_t off = 0;
     for (int i = 0; i < n->n_in; i++) {
-        int64_t len = n->iarg[1 + i];
+        int64_t len = n->p.cat.sizes[i];
         if (n->in[i] && !(gin[i] = nb_narrow(g, d, off, len))) return nb_last_status();
         off += len;
     }
@@ -189,18 +189,18 @@ static bool record_cat(nb_tensor *part, nb_tensor *const *ts, int n, int d) {
         in[m++] = rest;
     }
     bool failed;
-    nb_node *node = nb_record("cat", cat_backward, part, m, in, &failed);
+    nb_node *node = nb_record(NB_OP_CAT, cat_backward, part, m, in, &failed);
     if (failed) return false;
     if (node) {
-        node->iarg[0] = d;
-        for (int i = 0; i < m; i++) node->iarg[1 + i] = in[i]->shape[d];
+        node->p.cat.dim = d;
+        for (int i = 0; i < m; i++) node->p.cat.sizes[i] = in[i]->shape[d];
     }
     return true;
 }
 
 static nb_tensor *cat_impl(nb_tensor *const *ts, int n, int dim) {
     if (!ts || n < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "cat: needs at least one tensor (got %d)", n);
-    if (!nb_check_inputs("cat", n, ts) || !nb_check_dtypes("cat", n, ts, false)) return NULL;
+    if (!nb_check_inputs("cat", n, ts) || !nb_check_dtypes(NB_OP_CAT, n, ts)) return NULL;
     const nb_tensor *t0 = ts[0];
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     int d = nb_wrap_dim(dim, t0->ndim);
@@ -366,7 +366,7 @@ static nb_status where_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 static nb_tensor *where_impl(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
     nb_tensor *in[3] = {cond, a, b};
-    if (!nb_check_inputs("where", 3, in) || !nb_check_dtypes("where", 2, in + 1, false)) return NULL;
+    if (!nb_check_inputs("where", 3, in) || !nb_check_dtypes(NB_OP_WHERE, 2, in + 1)) return NULL;
     if (cond->dtype != NB_BOOL)
         return NB_FAIL(NB_ERR_DTYPE, "where: condition must be bool, got %s", nb_dtype_name(cond->dtype));
     int nd1, nd;
@@ -384,7 +384,7 @@ static nb_tensor *where_impl(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
              vb = nb_kview_expand(b, nd, shape);
     if (NB_CALL(a, where, &vo, &vc, &va, &vb) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record("where", where_backward, out, 2, in + 1, &failed);
+    nb_node *n = nb_record(NB_OP_WHERE, where_backward, out, 2, in + 1, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, cond);
     return out;
@@ -419,9 +419,10 @@ nb_tensor *nb_masked_fill(nb_tensor *t, nb_tensor *mask, double value) {
 /* ---- index_add / index_copy ------------------------------------------------------------------- */
 
 /* Checks shared by index_add and index_copy; returns the wrapped dim or -1. */
-static int index_put_check(const char *op, nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {
+static int index_put_check(nb_op_id id, nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {
+    const char *op = nb_op_name(id);
     nb_tensor *in[3] = {input, index, source}, *ds[2] = {input, source};
-    if (!nb_check_inputs(op, 3, in) || !nb_check_dtypes(op, 2, ds, false)) return -1;
+    if (!nb_check_inputs(op, 3, in) || !nb_check_dtypes(id, 2, ds)) return -1;
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
     int d = nb_wrap_dim(dim, input->ndim);
     if (d < 0 || input->ndim == 0) {
@@ -446,13 +447,13 @@ static int index_put_check(const char *op, nb_tensor *input, int dim, nb_tensor 
     return d;
 }
 
-/* saved[0]: flat index; iarg[0]: dim; darg[0]: alpha (index_add) */
+/* saved[0]: flat index; p.index_add: dim, alpha (index_add) */
 static nb_status index_put_backward(nb_node *n, nb_tensor *g, nb_tensor **gin, bool copy) {
     nb_tensor *idx = n->saved[0];
-    int d = (int)n->iarg[0];
+    int d = n->p.index_add.dim;
     if (n->in[1]) {
         nb_tensor *gs = nb_index_select(g, d, idx);
-        gin[1] = copy || n->darg[0] == 1 ? gs : nb_mul_scalar(gs, n->darg[0]);
+        gin[1] = copy || n->p.index_add.alpha == 1 ? gs : nb_mul_scalar(gs, n->p.index_add.alpha);
         if (!gin[1]) return nb_last_status();
     }
     if (n->in[0] && !copy) gin[0] = (nb_retain(g), nb_scope_adopt(g));
@@ -480,15 +481,15 @@ static nb_status index_copy_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) 
     return index_put_backward(n, g, gin, true);
 }
 
-static nb_tensor *index_put_record(const char *op, nb_backward_fn bw, nb_tensor *out, nb_tensor *input,
+static nb_tensor *index_put_record(nb_op_id id, nb_backward_fn bw, nb_tensor *out, nb_tensor *input,
                                    nb_tensor *source, nb_tensor *idx, int d, double alpha) {
     nb_tensor *in[2] = {input, source};
     bool failed;
-    nb_node *n = nb_record(op, bw, out, 2, in, &failed);
+    nb_node *n = nb_record(id, bw, out, 2, in, &failed);
     if (failed) return NULL;
     if (n) {
-        n->iarg[0] = d;
-        n->darg[0] = alpha;
+        n->p.index_add.dim = d;
+        n->p.index_add.alpha = alpha;
         nb_save(n, 0, idx);
     }
     return out;
@@ -496,7 +497,7 @@ static nb_tensor *index_put_record(const char *op, nb_backward_fn bw, nb_tensor 
 
 /* out = input + alpha * (zeros with source's slices added at index). */
 static nb_tensor *index_add_impl(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha) {
-    int d = index_put_check("index_add", input, dim, index, source);
+    int d = index_put_check(NB_OP_INDEX_ADD, input, dim, index, source);
     if (d < 0) return NULL;
     if (input->dtype == NB_BOOL || !nb_dtype_is_compute(input->dtype) || source->dtype != input->dtype)
         return NB_FAIL(NB_ERR_DTYPE, "index_add: needs float32, float64, int32, int64 or uint8 input and source of one dtype, got %s and %s",
@@ -509,7 +510,7 @@ static nb_tensor *index_add_impl(nb_tensor *input, int dim, nb_tensor *index, nb
     nb_kview vs = nb_kview_of(sc), vi = nb_kview_of(input), vo = nb_kview_of(out);
     if (alpha != 1 && NB_CALL(input, unary, NB_UNARY_MUL_SCALAR, &vs, &vs, alpha) != NB_OK) return NULL;
     if (NB_CALL(input, binary, NB_BINARY_ADD, &vo, &vi, &vs) != NB_OK) return NULL;
-    return index_put_record("index_add", index_add_backward, out, input, source, idx, d, alpha);
+    return index_put_record(NB_OP_INDEX_ADD, index_add_backward, out, input, source, idx, d, alpha);
 }
 
 nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha) {
@@ -518,14 +519,14 @@ nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *
 }
 
 static nb_tensor *index_copy_op_impl(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {
-    int d = index_put_check("index_copy", input, dim, index, source);
+    int d = index_put_check(NB_OP_INDEX_COPY, input, dim, index, source);
     if (d < 0) return NULL;
     nb_tensor *idx = index_copy(index), *src = contiguous_nograd(source), *out = nb_empty_like(input);
     if (!idx || !src || !out) return NULL;
     nb_kview vo = nb_kview_of(out), vin = nb_kview_of(input), vs = nb_kview_of(src), vi = flat_view(idx);
     if (NB_CALL(input, copy, &vo, &vin) != NB_OK || NB_CALL(input, index_copy, &vo, d, &vi, &vs) != NB_OK)
         return NULL;
-    return index_put_record("index_copy", index_copy_backward, out, input, source, idx, d, 1);
+    return index_put_record(NB_OP_INDEX_COPY, index_copy_backward, out, input, source, idx, d, 1);
 }
 
 nb_tensor *nb_index_copy(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {

@@ -23,10 +23,10 @@ static nb_tensor *contiguous_nograd(nb_tensor *t) {
 
 /* ---- layer_norm ------------------------------------------------------------- */
 
-/* saved: x (contiguous), weight (or NULL), mean, rstd; iarg: rows, m */
+/* saved: x (contiguous), weight (or NULL), mean, rstd; p.layer_norm: rows, m */
 static nb_status layer_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
-    int64_t rows = n->iarg[0], m = n->iarg[1];
+    int64_t rows = n->p.layer_norm.rows, m = n->p.layer_norm.m;
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     if (n->in[0] && !(gin[0] = nb_empty_like(x))) return nb_last_status();
@@ -57,7 +57,7 @@ static nb_tensor *layer_norm_impl(nb_tensor *x, int n_norm, const int64_t *norma
     int np = 0;
     for (int i = 0; i < 3; i++)
         if (i == 0 || in[i]) present[np++] = in[i];
-    if (!nb_check_inputs("layer_norm", np, present) || !nb_check_dtypes("layer_norm", np, present, true)) return NULL;
+    if (!nb_check_inputs("layer_norm", np, present) || !nb_check_dtypes(NB_OP_LAYER_NORM, np, present)) return NULL;
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
     if (n_norm < 1 || n_norm > x->ndim || !normalized_shape)
         return NB_FAIL(NB_ERR_SHAPE, "layer_norm: normalized_shape of %d dims does not fit input %s", n_norm,
@@ -88,10 +88,10 @@ static nb_tensor *layer_norm_impl(nb_tensor *x, int n_norm, const int64_t *norma
     if (bc) vb = as_rows(bc, -1, m);
     if (NB_CALL(x, layer_norm, &vo, &vm, &vr, &vx, wc ? &vw : NULL, bc ? &vb : NULL, eps) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record("layer_norm", layer_norm_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_LAYER_NORM, layer_norm_backward, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) {
-        n->iarg[0] = rows, n->iarg[1] = m;
+        n->p.layer_norm.rows = rows, n->p.layer_norm.m = m;
         nb_save(n, 0, xc);
         if (wc) nb_save(n, 1, wc);
         nb_save(n, 2, mean);

@@ -14,12 +14,26 @@
 
 /* ---- helpers ------------------------------------------------------------------ */
 
+/* The op table's id of "linalg.<name>" (a lookup by name: these ops run a
+ * factorization, so the search costs nothing that matters). */
+static nb_op_id op_id(const char *op) {
+    char name[64];
+    snprintf(name, sizeof name, "%s", op);
+    for (char *c = name; *c; c++)
+        if (*c == '.') *c = '_';
+    char *space = strchr(name, ' ');
+    if (space) *space = 0; /* "linalg.lstsq backward" */
+    nb_op_id id = nb_op_find(name);
+    NB_ASSERT(id != NB_OP_COUNT);
+    return id;
+}
+
 /* Checks a float batch of matrices (square if asked); false with the error set. */
 static bool check_mat(const char *op, nb_tensor *A, bool square) {
     if (!nb_check_inputs(op, 1, &A)) return false;
     char b[NB_SHAPE_BUF];
-    if (!nb_dtype_is_compute_float(A->dtype))
-        nb_set_error(NB_ERR_DTYPE, "%s: expected a float32 or float64 tensor, got %s", op, nb_dtype_name(A->dtype));
+    if (!nb_check_supported(op_id(op), A->dtype, A))
+        return false;
     else if (A->ndim < 2)
         nb_set_error(NB_ERR_SHAPE, "%s: A must have at least 2 dimensions, got shape %s", op,
                      nb_fmt_shape(A->ndim, A->shape, b, sizeof b));
@@ -65,9 +79,9 @@ static nb_status gin_status(nb_node *n, nb_tensor **gin) {
 }
 
 /* Records the node of a one-input op; false only on failure. */
-static bool record1(const char *name, nb_backward_fn bw, nb_tensor *out, nb_tensor *a, nb_node **node) {
+static bool record1(nb_op_id op, nb_backward_fn bw, nb_tensor *out, nb_tensor *a, nb_node **node) {
     bool failed;
-    *node = nb_record(name, bw, out, 1, &a, &failed);
+    *node = nb_record(op, bw, out, 1, &a, &failed);
     return !failed;
 }
 
@@ -166,7 +180,7 @@ static nb_tensor *solve_core(const char *op, nb_tensor *A, nb_tensor *B) {
     if (NB_CALL(a, linalg_solve, &vx, &va, &vb) != NB_OK) return relabel(op);
     nb_tensor *in[2] = {a, b};
     bool failed;
-    nb_node *n = nb_record("linalg_solve", solve_backward, x, 2, in, &failed);
+    nb_node *n = nb_record(NB_OP_LINALG_SOLVE, solve_backward, x, 2, in, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, a), nb_save(n, 1, x);
     return x;
@@ -175,7 +189,7 @@ static nb_tensor *solve_core(const char *op, nb_tensor *A, nb_tensor *B) {
 static nb_tensor *solve_impl(nb_tensor *A, nb_tensor *B) {
     const char *op = "linalg.solve";
     nb_tensor *in[2] = {A, B};
-    if (!nb_check_inputs(op, 2, in) || !check_mat(op, A, true) || !nb_check_dtypes(op, 2, in, true)) return NULL;
+    if (!nb_check_inputs(op, 2, in) || !check_mat(op, A, true) || !nb_check_dtypes(op_id(op), 2, in)) return NULL;
     bool vec = B->ndim >= 1 && is_vector_rhs(A, B);
     nb_tensor *b = vec ? nb_unsqueeze(B, -1) : B;
     if (!b) return NULL;
@@ -239,7 +253,7 @@ static bool lu_det(const char *op, nb_tensor *a, nb_tensor **det, nb_tensor **si
 static nb_tensor *det_impl(nb_tensor *A) {
     nb_tensor *a = check_mat("linalg.det", A, true) ? nb_contiguous(A) : NULL, *det;
     nb_node *n;
-    if (!a || !lu_det("linalg.det", a, &det, NULL, NULL) || !record1("linalg_det", det_backward, det, a, &n))
+    if (!a || !lu_det("linalg.det", a, &det, NULL, NULL) || !record1(NB_OP_LINALG_DET, det_backward, det, a, &n))
         return NULL;
     if (n) nb_save(n, 0, a), nb_save(n, 1, det);
     return det;
@@ -253,7 +267,7 @@ nb_tensor *nb_linalg_det(nb_tensor *A) {
 static nb_tensor *slogdet_impl(nb_tensor *A, nb_tensor **sign) {
     nb_tensor *a = check_mat("linalg.slogdet", A, true) ? nb_contiguous(A) : NULL, *la;
     nb_node *n;
-    if (!a || !lu_det("linalg.slogdet", a, NULL, sign, &la) || !record1("linalg_slogdet", slogdet_backward, la, a, &n))
+    if (!a || !lu_det("linalg.slogdet", a, NULL, sign, &la) || !record1(NB_OP_LINALG_SLOGDET, slogdet_backward, la, a, &n))
         return NULL;
     if (n) nb_save(n, 0, a);
     return la;
@@ -278,7 +292,7 @@ nb_status nb_linalg_slogdet(nb_tensor *A, nb_tensor **sign, nb_tensor **logabsde
  * phi = tril(L^T gL) with its diagonal halved, gA = sym(L^-T phi L^-1). */
 static nb_status cholesky_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *L = n->saved[0], *gL = g;
-    if (n->iarg[0]) L = MT(L), gL = MT(gL);
+    if (n->p.linalg.flag) L = MT(L), gL = MT(gL);
     int64_t sz = L->shape[L->ndim - 1];
     nb_tensor *Linv = inv_core("linalg.cholesky backward", L);
     nb_tensor *phi = nb_mul(nb_matmul(MT(L), gL), tri_mask(sz, L, 1, 0.5, 0));
@@ -294,8 +308,8 @@ static nb_tensor *cholesky_impl(nb_tensor *A, bool upper) {
     nb_kview vl = nb_kview_of(l), va = nb_kview_of(a);
     if (NB_CALL(a, linalg_cholesky, &vl, &va, upper) != NB_OK) return relabel("linalg.cholesky");
     nb_node *n;
-    if (!record1("linalg_cholesky", cholesky_backward, l, a, &n)) return NULL;
-    if (n) nb_save(n, 0, l), n->iarg[0] = upper;
+    if (!record1(NB_OP_LINALG_CHOLESKY, cholesky_backward, l, a, &n)) return NULL;
+    if (n) nb_save(n, 0, l), n->p.linalg.flag = upper;
     return l;
 }
 
@@ -327,10 +341,10 @@ static nb_status finish_outs(nb_scope *s, bool ok, nb_tensor **outs, nb_tensor *
 static nb_status qr_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *Q = n->saved[0], *R = n->saved[1], *gr[2];
     int64_t m = Q->shape[Q->ndim - 2], cols = R->shape[R->ndim - 1];
-    if (m < cols || (n->iarg[0] && m > cols))
+    if (m < cols || (n->p.linalg.flag && m > cols))
         return nb_set_error(NB_ERR_UNSUPPORTED, "linalg.qr backward: supported for m >= n in mode 'reduced' (or m == n), "
                                                 "got %lld x %lld in mode '%s'",
-                            (long long)m, (long long)cols, n->iarg[0] ? "complete" : "reduced");
+                            (long long)m, (long long)cols, n->p.linalg.flag ? "complete" : "reduced");
     split_grad(g, n->saved, 2, gr);
     nb_tensor *M = nb_sub(nb_matmul(gr[1], MT(R)), nb_matmul(MT(Q), gr[0]));
     nb_tensor *B = nb_mul(M, tri_mask(cols, R, 0, 1, 1));
@@ -352,8 +366,8 @@ static bool qr_impl(nb_tensor *A, nb_linalg_qr_mode mode, nb_tensor **outs) {
     nb_kview vq = part_kview(P, &pq), vr = part_kview(P, &pr), va = nb_kview_of(a);
     if (NB_CALL(a, linalg_qr, &vq, &vr, &va) != NB_OK) return relabel("linalg.qr");
     nb_node *nd;
-    if (!record1("linalg_qr", qr_backward, P, a, &nd)) return false;
-    if (nd) nb_save(nd, 0, part_alias(P, &pq)), nb_save(nd, 1, part_alias(P, &pr)), nd->iarg[0] = mode;
+    if (!record1(NB_OP_LINALG_QR, qr_backward, P, a, &nd)) return false;
+    if (nd) nb_save(nd, 0, part_alias(P, &pq)), nb_save(nd, 1, part_alias(P, &pr)), nd->p.linalg.flag = mode;
     outs[0] = part_of(P, &pq), outs[1] = part_of(P, &pr);
     return outs[0] && outs[1];
 }
@@ -392,7 +406,7 @@ static bool eigh_impl(nb_tensor *A, char uplo, nb_tensor **outs) {
     nb_kview vw = part_kview(P, &pw), vv = part_kview(P, &pv), va = nb_kview_of(a);
     if (NB_CALL(a, linalg_eigh, &vw, &vv, &va, uplo == 'U') != NB_OK) return relabel("linalg.eigh");
     nb_node *nd;
-    if (!record1("linalg_eigh", eigh_backward, P, a, &nd)) return false;
+    if (!record1(NB_OP_LINALG_EIGH, eigh_backward, P, a, &nd)) return false;
     if (nd) nb_save(nd, 0, part_alias(P, &pw)), nb_save(nd, 1, part_alias(P, &pv));
     outs[0] = part_of(P, &pw), outs[1] = part_of(P, &pv);
     return outs[0] && outs[1];
@@ -436,7 +450,7 @@ static nb_status svd_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     split_grad(g, n->saved, 3, gr);
     nb_tensor *U = n->saved[0], *S = n->saved[1], *Vh = n->saved[2], *gU = gr[0], *gVh = gr[2];
     int64_t k = S->shape[S->ndim - 1];
-    if (n->iarg[0]) { /* full_matrices: only the first k columns of U and rows of Vh enter */
+    if (n->p.linalg.flag) { /* full_matrices: only the first k columns of U and rows of Vh enter */
         U = nb_narrow(U, -1, 0, k), gU = nb_narrow(gU, -1, 0, k);
         Vh = nb_narrow(Vh, -2, 0, k), gVh = nb_narrow(gVh, -2, 0, k);
     }
@@ -457,10 +471,10 @@ static bool svd_impl(nb_tensor *A, bool full, bool want_uv, nb_tensor **outs) {
     nb_kview vu = part_kview(P, &pu), vs = part_kview(P, &ps), vv = part_kview(P, &pv), va = nb_kview_of(a);
     if (NB_CALL(a, linalg_svd, want_uv ? &vu : NULL, &vs, want_uv ? &vv : NULL, &va) != NB_OK) return relabel(op);
     nb_node *nd = NULL;
-    if (want_uv && !record1("linalg_svd", svd_backward, P, a, &nd)) return false;
+    if (want_uv && !record1(NB_OP_LINALG_SVD, svd_backward, P, a, &nd)) return false;
     if (nd) {
         nb_save(nd, 0, part_alias(P, &pu)), nb_save(nd, 1, part_alias(P, &ps)), nb_save(nd, 2, part_alias(P, &pv));
-        nd->iarg[0] = full;
+        nd->p.linalg.flag = full;
     }
     outs[0] = part_of(P, &pu), outs[1] = part_of(P, &ps), outs[2] = part_of(P, &pv);
     return outs[0] && outs[1] && outs[2];
@@ -513,7 +527,7 @@ static nb_tensor *lstsq_core(nb_tensor *A, nb_tensor *B) {
     if (NB_CALL(a, linalg_lstsq, &vx, &va, &vb) != NB_OK) return relabel("linalg.lstsq");
     nb_tensor *in[2] = {a, b};
     bool failed;
-    nb_node *n = nb_record("linalg_lstsq", lstsq_backward, x, 2, in, &failed);
+    nb_node *n = nb_record(NB_OP_LINALG_LSTSQ, lstsq_backward, x, 2, in, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, a), nb_save(n, 1, b), nb_save(n, 2, x);
     return x;
@@ -522,7 +536,7 @@ static nb_tensor *lstsq_core(nb_tensor *A, nb_tensor *B) {
 static nb_tensor *lstsq_impl(nb_tensor *A, nb_tensor *B, nb_tensor **residuals) {
     const char *op = "linalg.lstsq";
     nb_tensor *in[2] = {A, B};
-    if (!nb_check_inputs(op, 2, in) || !check_mat(op, A, false) || !nb_check_dtypes(op, 2, in, true)) return NULL;
+    if (!nb_check_inputs(op, 2, in) || !check_mat(op, A, false) || !nb_check_dtypes(op_id(op), 2, in)) return NULL;
     bool vec = B->ndim >= 1 && is_vector_rhs(A, B);
     nb_tensor *b = vec ? nb_unsqueeze(B, -1) : B;
     if (!b) return NULL;

@@ -7,7 +7,7 @@
 
 /* ---- cross_entropy ------------------------------------------------------------ */
 
-/* saved: logits, lse, target; iarg[0] ignore_index */
+/* saved: logits, lse, target; p.cross_entropy.ignore_index */
 static nb_status ce_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *logits = n->saved[0], *lse = n->saved[1], *target = n->saved[2];
     nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(logits);
@@ -15,7 +15,7 @@ static nb_status ce_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(logits), vl = nb_kview_of(lse),
              vt = nb_kview_of(target);
     gin[0] = gx;
-    return NB_CALL(logits, cross_entropy_backward, &vgx, &vg, &vx, &vl, &vt, n->iarg[0]);
+    return NB_CALL(logits, cross_entropy_backward, &vgx, &vg, &vx, &vl, &vt, n->p.cross_entropy.ignore_index);
 }
 
 /* Per-row losses [N] of logits [N, C] (one node, fused backward). */
@@ -28,10 +28,10 @@ static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_i
     nb_kview vl = nb_kview_of(loss), vs = nb_kview_of(lse), vx = nb_kview_of(x), vt = nb_kview_of(t);
     if (NB_CALL(x, cross_entropy, &vl, &vs, &vx, &vt, ignore_index) != NB_OK) return NULL;
     bool failed;
-    nb_node *node = nb_record("cross_entropy", ce_backward, loss, 1, &logits, &failed);
+    nb_node *node = nb_record(NB_OP_CROSS_ENTROPY, ce_backward, loss, 1, &logits, &failed);
     if (failed) return NULL;
     if (node) {
-        node->iarg[0] = ignore_index;
+        node->p.cross_entropy.ignore_index = ignore_index;
         nb_save(node, 0, x), nb_save(node, 1, lse), nb_save(node, 2, t);
     }
     return loss;
@@ -39,7 +39,7 @@ static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_i
 
 static nb_tensor *ce_impl(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options o) {
     nb_tensor *in[2] = {logits, target};
-    if (!nb_check_inputs("cross_entropy", 2, in) || !nb_check_dtypes("cross_entropy", 1, in, true)) return NULL;
+    if (!nb_check_inputs("cross_entropy", 2, in) || !nb_check_dtypes(NB_OP_CROSS_ENTROPY, 1, in)) return NULL;
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     if (logits->ndim != 2 || target->ndim != 1 || target->shape[0] != logits->shape[0])
         return NB_FAIL(NB_ERR_SHAPE, "cross_entropy: logits %s and target %s; expected [N, C] and [N]",
@@ -73,7 +73,7 @@ nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target) {
 
 static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
     nb_tensor *in[2] = {input, target};
-    if (!nb_check_inputs("mse_loss", 2, in) || !nb_check_dtypes("mse_loss", 2, in, true)) return NULL;
+    if (!nb_check_inputs("mse_loss", 2, in) || !nb_check_dtypes(NB_OP_MSE_LOSS, 2, in)) return NULL;
     if ((unsigned)reduction > NB_REDUCTION_NONE)
         return NB_FAIL(NB_ERR_INVALID_ARG, "mse_loss: bad reduction %d", (int)reduction);
     int nd;

@@ -67,7 +67,7 @@ static nb_tensor *matmul_nd(nb_tensor *a, nb_tensor *b) {
     nb_tensor *c = gemm_nd(a, b);
     nb_tensor *in[2] = {a, b};
     bool failed;
-    nb_node *n = c ? nb_record("matmul", matmul_backward, c, 2, in, &failed) : NULL;
+    nb_node *n = c ? nb_record(NB_OP_MATMUL, matmul_backward, c, 2, in, &failed) : NULL;
     if (c && !n && failed) return NULL;
     if (n) nb_save(n, 0, a), nb_save(n, 1, b);
     return c;
@@ -75,7 +75,7 @@ static nb_tensor *matmul_nd(nb_tensor *a, nb_tensor *b) {
 
 static nb_tensor *matmul_impl(nb_tensor *a, nb_tensor *b) {
     nb_tensor *in[2] = {a, b};
-    if (!nb_check_inputs("matmul", 2, in) || !nb_check_dtypes("matmul", 2, in, true)) return NULL;
+    if (!nb_check_inputs("matmul", 2, in) || !nb_check_dtypes(NB_OP_MATMUL, 2, in)) return NULL;
     if (a->ndim == 0 || b->ndim == 0) return NB_FAIL(NB_ERR_SHAPE, "matmul: both arguments need at least 1 dim");
     if (a->ndim == 1 && b->ndim == 1) {
         nb_tensor *r = matmul_nd(nb_unsqueeze(a, 0), nb_unsqueeze(b, 1));
@@ -116,7 +116,7 @@ static nb_tensor *linear_2d(nb_tensor *x, nb_tensor *w, nb_tensor *bias) {
     if (NB_CALL(x, matmul, &vo, &vx, &vw, 1.0, beta) != NB_OK) return NULL;
     nb_tensor *in[3] = {x, w, bias};
     bool failed;
-    nb_node *n = nb_record("linear", linear_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_LINEAR, linear_backward, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, x), nb_save(n, 1, w);
     return out;
@@ -125,7 +125,7 @@ static nb_tensor *linear_2d(nb_tensor *x, nb_tensor *w, nb_tensor *bias) {
 static nb_tensor *linear_impl(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
     nb_tensor *in[3] = {x, weight, bias};
     int n_in = bias ? 3 : 2;
-    if (!nb_check_inputs("linear", n_in, in) || !nb_check_dtypes("linear", n_in, in, true)) return NULL;
+    if (!nb_check_inputs("linear", n_in, in) || !nb_check_dtypes(NB_OP_LINEAR, n_in, in)) return NULL;
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     if (weight->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != weight->shape[1] ||
         (bias && (bias->ndim != 1 || bias->shape[0] != weight->shape[0])))
@@ -156,7 +156,7 @@ nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
 
 nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b) {
     nb_tensor *in[2] = {a, b};
-    if (!nb_check_inputs("bmm", 2, in) || !nb_check_dtypes("bmm", 2, in, true)) return NULL;
+    if (!nb_check_inputs("bmm", 2, in) || !nb_check_dtypes(NB_OP_BMM, 2, in)) return NULL;
     if (a->ndim != 3 || b->ndim != 3 || a->shape[0] != b->shape[0] || a->shape[2] != b->shape[1]) {
         char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF];
         return NB_FAIL(NB_ERR_SHAPE, "bmm: shapes %s and %s; expected [B, n, k] and [B, k, m]",

@@ -19,6 +19,7 @@ typedef enum pool_kind { POOL_MAX, POOL_AVG, POOL_ADAPTIVE_AVG, POOL_ADAPTIVE_MA
 /* One request: the op's name, kind and, for 1-d ops, that the user sees only dim 1. */
 typedef struct pool_req {
     const char *op;
+    nb_op_id id;
     pool_kind kind;
     bool one_d;
     nb_pool_params p;  /* window ops */
@@ -83,23 +84,6 @@ static bool shape4(const pool_req *r, const nb_tensor *x, int64_t *s4) {
 
 /* ---- backward rules ----------------------------------------------------------- */
 
-static void pack(nb_node *n, const nb_pool_params *p) {
-    for (int d = 0; d < 2; d++) {
-        n->iarg[d] = p->kernel[d], n->iarg[2 + d] = p->stride[d];
-        n->iarg[4 + d] = p->padding[d], n->iarg[6 + d] = p->dilation[d];
-    }
-    n->iarg[8] = p->ceil_mode, n->iarg[9] = p->count_include_pad, n->iarg[10] = p->divisor_override;
-}
-
-static nb_pool_params unpack(const nb_node *n) {
-    nb_pool_params p;
-    for (int d = 0; d < 2; d++) {
-        p.kernel[d] = n->iarg[d], p.stride[d] = n->iarg[2 + d];
-        p.padding[d] = n->iarg[4 + d], p.dilation[d] = n->iarg[6 + d];
-    }
-    p.ceil_mode = n->iarg[8], p.count_include_pad = n->iarg[9], p.divisor_override = n->iarg[10];
-    return p;
-}
 
 /* gx of the 4-d input, plus contiguous gy views; NULL on failure. */
 static nb_tensor *grad_setup(nb_node *n, nb_tensor *g, nb_kview *vgx, nb_kview *vgy) {
@@ -124,7 +108,7 @@ static nb_status avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vgx, vgy;
     nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
     if (!gx) return nb_last_status();
-    nb_pool_params p = unpack(n);
+    nb_pool_params p = n->p.pool;
     gin[0] = gx;
     return NB_CALL(gx, avg_pool2d_backward, &vgx, &vgy, &p);
 }
@@ -160,10 +144,10 @@ static nb_tensor *pool_core(const pool_req *r, nb_tensor *x, int64_t oh, int64_t
     }
     if (st != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(r->op, fn, out, 1, &x, &failed);
+    nb_node *n = nb_record(r->id, fn, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) {
-        pack(n, &r->p);
+        n->p.pool = r->p;
         if (is_max) nb_save(n, 0, ind);
     }
     if (idx) *idx = ind;
@@ -185,7 +169,7 @@ static bool window_out(const pool_req *r, const nb_tensor *x, const int64_t *s4,
 }
 
 static nb_tensor *pool_impl(pool_req *r, nb_tensor *x, nb_tensor **idx) {
-    if (!nb_check_inputs(r->op, 1, &x) || !nb_check_dtypes(r->op, 1, &x, true)) return NULL;
+    if (!nb_check_inputs(r->op, 1, &x) || !nb_check_dtypes(r->id, 1, &x)) return NULL;
     int64_t s4[4], o[2];
     if (!shape4(r, x, s4)) return NULL;
     bool adaptive = r->kind == POOL_ADAPTIVE_AVG || r->kind == POOL_ADAPTIVE_MAX;
@@ -231,8 +215,8 @@ static nb_tensor *pool_run(pool_req r, nb_tensor *x, nb_tensor **indices) {
 
 /* ---- options -> params -------------------------------------------------------------- */
 
-static pool_req req2d(const char *op, pool_kind kind, nb_pool2d_options o) {
-    pool_req r = {.op = op, .kind = kind};
+static pool_req req2d(nb_op_id id, pool_kind kind, nb_pool2d_options o) {
+    pool_req r = {.op = nb_op_name(id), .id = id, .kind = kind};
     for (int d = 0; d < 2; d++) {
         r.p.kernel[d] = o.kernel[d];
         r.p.stride[d] = o.stride[d] ? o.stride[d] : o.kernel[d];
@@ -245,11 +229,11 @@ static pool_req req2d(const char *op, pool_kind kind, nb_pool2d_options o) {
     return r;
 }
 
-static pool_req req1d(const char *op, pool_kind kind, nb_pool1d_options o) {
+static pool_req req1d(nb_op_id id, pool_kind kind, nb_pool1d_options o) {
     nb_pool2d_options o2 = {.kernel = {1, o.kernel}, .stride = {1, o.stride ? o.stride : o.kernel},
                             .padding = {0, o.padding}, .dilation = {1, o.dilation}, .ceil_mode = o.ceil_mode,
                             .count_include_pad_false = o.count_include_pad_false};
-    pool_req r = req2d(op, kind, o2);
+    pool_req r = req2d(id, kind, o2);
     r.one_d = true;
     return r;
 }
@@ -263,40 +247,40 @@ static bool avg_no_dilation(const pool_req *r) {
 }
 
 nb_tensor *nb_max_pool2d(nb_tensor *x, nb_pool2d_options opts, nb_tensor **indices) {
-    pool_req r = req2d("max_pool2d", POOL_MAX, opts);
+    pool_req r = req2d(NB_OP_MAX_POOL2D, POOL_MAX, opts);
     r.p.count_include_pad = false, r.p.divisor_override = 0; /* avg-only fields */
     return pool_run(r, x, indices);
 }
 
 nb_tensor *nb_max_pool1d(nb_tensor *x, nb_pool1d_options opts, nb_tensor **indices) {
-    pool_req r = req1d("max_pool1d", POOL_MAX, opts);
+    pool_req r = req1d(NB_OP_MAX_POOL1D, POOL_MAX, opts);
     r.p.count_include_pad = false;
     return pool_run(r, x, indices);
 }
 
 nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_pool2d_options opts) {
-    pool_req r = req2d("avg_pool2d", POOL_AVG, opts);
+    pool_req r = req2d(NB_OP_AVG_POOL2D, POOL_AVG, opts);
     if (!x) return NULL;
     return avg_no_dilation(&r) ? pool_run(r, x, NULL) : NULL;
 }
 
 nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts) {
-    pool_req r = req1d("avg_pool1d", POOL_AVG, opts);
+    pool_req r = req1d(NB_OP_AVG_POOL1D, POOL_AVG, opts);
     if (!x) return NULL;
     return avg_no_dilation(&r) ? pool_run(r, x, NULL) : NULL;
 }
 
 nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w) {
-    pool_req r = {.op = "adaptive_avg_pool2d", .kind = POOL_ADAPTIVE_AVG, .out = {out_h, out_w}};
+    pool_req r = {.op = "adaptive_avg_pool2d", .id = NB_OP_ADAPTIVE_AVG_POOL2D, .kind = POOL_ADAPTIVE_AVG, .out = {out_h, out_w}};
     return pool_run(r, x, NULL);
 }
 
 nb_tensor *nb_adaptive_avg_pool1d(nb_tensor *x, int64_t out_l) {
-    pool_req r = {.op = "adaptive_avg_pool1d", .kind = POOL_ADAPTIVE_AVG, .one_d = true, .out = {1, out_l}};
+    pool_req r = {.op = "adaptive_avg_pool1d", .id = NB_OP_ADAPTIVE_AVG_POOL1D, .kind = POOL_ADAPTIVE_AVG, .one_d = true, .out = {1, out_l}};
     return pool_run(r, x, NULL);
 }
 
 nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb_tensor **indices) {
-    pool_req r = {.op = "adaptive_max_pool2d", .kind = POOL_ADAPTIVE_MAX, .out = {out_h, out_w}};
+    pool_req r = {.op = "adaptive_max_pool2d", .id = NB_OP_ADAPTIVE_MAX_POOL2D, .kind = POOL_ADAPTIVE_MAX, .out = {out_h, out_w}};
     return pool_run(r, x, indices);
 }

@@ -69,12 +69,12 @@ static nb_tensor *reduce_raw(const char *op, nb_reduce_op kop, nb_tensor *t, con
 static nb_tensor *grad_expand(nb_node *n, nb_tensor *g) {
     nb_tensor *in = n->in[0];
     int64_t kshape[NB_MAX_DIMS];
-    for (int i = 0; i < in->ndim; i++) kshape[i] = n->iarg[i] ? 1 : in->shape[i];
+    for (int i = 0; i < in->ndim; i++) kshape[i] = n->p.reduce.reduced[i] ? 1 : in->shape[i];
     return nb_expand(nb_reshape(g, in->ndim, kshape), in->ndim, in->shape);
 }
 
 static nb_status sum_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_tensor *ge = grad_expand(n, n->darg[0] == 1 ? g : nb_mul_scalar(g, n->darg[0]));
+    nb_tensor *ge = grad_expand(n, n->p.reduce.scale == 1 ? g : nb_mul_scalar(g, n->p.reduce.scale));
     gin[0] = ge ? nb_contiguous(ge) : NULL;
     return gin[0] ? NB_OK : nb_last_status();
 }
@@ -83,7 +83,7 @@ static nb_status sum_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 static nb_status amax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *k = n->saved[1];
     bool mask[NB_MAX_DIMS];
-    for (int i = 0; i < x->ndim; i++) mask[i] = n->iarg[i] != 0;
+    for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
     nb_tensor *hit = nb_to_dtype(nb_eq(x, k), x->dtype);
     nb_tensor *count = hit ? reduce_raw("max", NB_REDUCE_SUM, hit, mask, 1.0) : NULL;
     gin[0] = nb_div(nb_mul(grad_expand(n, g), hit), count);
@@ -96,7 +96,7 @@ static nb_status amax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *k = n->saved[1];
     bool mask[NB_MAX_DIMS];
-    for (int i = 0; i < x->ndim; i++) mask[i] = n->iarg[i] != 0;
+    for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
     nb_tensor *zero = nb_eq(x, nb_scalar_like(x, 0, x->dtype)), *z0 = nb_scalar_like(x, 0, x->dtype);
     nb_tensor *cnt = reduce_raw("prod", NB_REDUCE_SUM, nb_to_dtype(zero, x->dtype), mask, 1.0);
     nb_tensor *others = reduce_raw("prod", NB_REDUCE_PROD, nb_where(zero, nb_scalar_like(x, 1, x->dtype), x), mask, 1.0);
@@ -108,11 +108,12 @@ static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return gin[0] ? NB_OK : nb_last_status();
 }
 
-static nb_tensor *reduce_op(const char *op, nb_reduce_op kop, nb_tensor *t, const int *dims, int n_dims,
+static nb_tensor *reduce_op(nb_op_id id, nb_reduce_op kop, nb_tensor *t, const int *dims, int n_dims,
                             bool keepdim, bool mean) {
+    const char *op = nb_op_name(id);
     bool mask[NB_MAX_DIMS];
     if (!nb_check_inputs(op, 1, &t) || !dims_mask(op, t, dims, n_dims, mask)) return NULL;
-    if (!nb_check_dtypes(op, 1, &t, mean)) return NULL; /* max/min/sum/prod take integers too */
+    if (!nb_check_dtypes(id, 1, &t)) return NULL; /* max/min/sum/prod take integers too */
     int64_t count = 1;
     for (int i = 0; i < t->ndim; i++) count *= mask[i] ? t->shape[i] : 1;
     if ((kop == NB_REDUCE_MAX || kop == NB_REDUCE_MIN) && count == 0 && nb_numel(t) == 0)
@@ -124,42 +125,42 @@ static nb_tensor *reduce_op(const char *op, nb_reduce_op kop, nb_tensor *t, cons
     nb_tensor *out = k ? final_shape(k, mask, keepdim) : NULL;
     bool failed;
     nb_backward_fn bw = kop == NB_REDUCE_SUM ? sum_backward : kop == NB_REDUCE_PROD ? prod_backward : amax_backward;
-    nb_node *n = out ? nb_record(op, bw, out, 1, &t, &failed) : NULL;
+    nb_node *n = out ? nb_record(id, bw, out, 1, &t, &failed) : NULL;
     if (out && !n && failed) return NULL;
     if (n) {
-        for (int i = 0; i < t->ndim; i++) n->iarg[i] = mask[i];
-        n->darg[0] = scale;
+        for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];
+        n->p.reduce.scale = scale;
         if (kop != NB_REDUCE_SUM) nb_save(n, 0, t), nb_save(n, 1, k);
     }
     return out;
 }
 
-static nb_tensor *scoped_reduce(const char *op, nb_reduce_op kop, nb_tensor *t, const int *dims, int n_dims,
+static nb_tensor *scoped_reduce(nb_op_id id, nb_reduce_op kop, nb_tensor *t, const int *dims, int n_dims,
                                 bool keepdim, bool mean) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, reduce_op(op, kop, t, dims, n_dims, keepdim, mean));
+    return nb_scope_return(s, reduce_op(id, kop, t, dims, n_dims, keepdim, mean));
 }
 
 nb_tensor *nb_sum(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    return scoped_reduce("sum", NB_REDUCE_SUM, t, dims, n_dims, keepdim, false);
+    return scoped_reduce(NB_OP_SUM, NB_REDUCE_SUM, t, dims, n_dims, keepdim, false);
 }
 nb_tensor *nb_mean(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    return scoped_reduce("mean", NB_REDUCE_SUM, t, dims, n_dims, keepdim, true);
+    return scoped_reduce(NB_OP_MEAN, NB_REDUCE_SUM, t, dims, n_dims, keepdim, true);
 }
 nb_tensor *nb_max(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    return scoped_reduce("max", NB_REDUCE_MAX, t, dims, n_dims, keepdim, false);
+    return scoped_reduce(NB_OP_MAX, NB_REDUCE_MAX, t, dims, n_dims, keepdim, false);
 }
 nb_tensor *nb_min(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    return scoped_reduce("min", NB_REDUCE_MIN, t, dims, n_dims, keepdim, false);
+    return scoped_reduce(NB_OP_MIN, NB_REDUCE_MIN, t, dims, n_dims, keepdim, false);
 }
 nb_tensor *nb_amax(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    return scoped_reduce("amax", NB_REDUCE_MAX, t, dims, n_dims, keepdim, false);
+    return scoped_reduce(NB_OP_AMAX, NB_REDUCE_MAX, t, dims, n_dims, keepdim, false);
 }
 nb_tensor *nb_amin(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    return scoped_reduce("amin", NB_REDUCE_MIN, t, dims, n_dims, keepdim, false);
+    return scoped_reduce(NB_OP_AMIN, NB_REDUCE_MIN, t, dims, n_dims, keepdim, false);
 }
 nb_tensor *nb_prod(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    return scoped_reduce("prod", NB_REDUCE_PROD, t, dims, n_dims, keepdim, false);
+    return scoped_reduce(NB_OP_PROD, NB_REDUCE_PROD, t, dims, n_dims, keepdim, false);
 }
 
 /* ---- max along one dim, with indices ------------------------------------- */
@@ -167,7 +168,7 @@ nb_tensor *nb_prod(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
 /* The gradient goes to the argmax: g * (arange(size) == index) along dim. */
 static nb_status max_dim_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *in = n->in[0], *idx = n->saved[0];
-    int d = (int)n->iarg[NB_MAX_DIMS];
+    int d = n->p.reduce.dim;
     int64_t ashape[NB_MAX_DIMS];
     for (int i = 0; i < in->ndim; i++) ashape[i] = i == d ? in->shape[d] : 1;
     nb_tensor *ar = nb_reshape(nb_arange(0, (double)in->shape[d], 1, NB_I64), in->ndim, ashape);
@@ -214,7 +215,8 @@ static nb_tensor *arg_op(const char *op, nb_tensor *t, int dim, bool keepdim, bo
 nb_tensor *nb_argmax(nb_tensor *t, int dim, bool keepdim) { return arg_op("argmax", t, dim, keepdim, false); }
 nb_tensor *nb_argmin(nb_tensor *t, int dim, bool keepdim) { return arg_op("argmin", t, dim, keepdim, true); }
 
-static nb_tensor *max_dim_impl(const char *op, nb_tensor *t, int dim, bool keepdim, nb_tensor **indices, bool min) {
+static nb_tensor *max_dim_impl(nb_op_id id, nb_tensor *t, int dim, bool keepdim, nb_tensor **indices, bool min) {
+    const char *op = nb_op_name(id);
     nb_tensor *val = NULL;
     nb_tensor *idx = argmax_raw(op, t, dim, &val, min);
     if (!idx) return NULL;
@@ -223,22 +225,22 @@ static nb_tensor *max_dim_impl(const char *op, nb_tensor *t, int dim, bool keepd
     mask[d] = true;
     nb_tensor *out = final_shape(val, mask, keepdim);
     bool failed;
-    nb_node *n = out ? nb_record(op, max_dim_backward, out, 1, &t, &failed) : NULL;
+    nb_node *n = out ? nb_record(id, max_dim_backward, out, 1, &t, &failed) : NULL;
     if (out && !n && failed) return NULL;
     if (n) {
-        for (int i = 0; i < t->ndim; i++) n->iarg[i] = mask[i];
-        n->iarg[NB_MAX_DIMS] = d;
+        for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];
+        n->p.reduce.dim = d;
         nb_save(n, 0, idx);
     }
     if (out && indices) *indices = final_shape(idx, mask, keepdim);
     return out;
 }
 
-static nb_tensor *extreme_dim(const char *op, nb_tensor *t, int dim, bool keepdim, nb_tensor **indices, bool min) {
+static nb_tensor *extreme_dim(nb_op_id id, nb_tensor *t, int dim, bool keepdim, nb_tensor **indices, bool min) {
     nb_tensor *idx = NULL;
     nb_scope *s = nb_scope_begin();
     t = as_1d(t, &dim, &keepdim);
-    nb_tensor *out = max_dim_impl(op, t, dim, keepdim, &idx, min);
+    nb_tensor *out = max_dim_impl(id, t, dim, keepdim, &idx, min);
     if (!out) idx = NULL;
     nb_retain(idx); /* outlives the op's scope */
     out = nb_scope_return(s, out);
@@ -248,10 +250,10 @@ static nb_tensor *extreme_dim(const char *op, nb_tensor *t, int dim, bool keepdi
 }
 
 nb_tensor *nb_max_dim(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices) {
-    return extreme_dim("max_dim", t, dim, keepdim, indices, false);
+    return extreme_dim(NB_OP_MAX_DIM, t, dim, keepdim, indices, false);
 }
 nb_tensor *nb_min_dim(nb_tensor *t, int dim, bool keepdim, nb_tensor **indices) {
-    return extreme_dim("min_dim", t, dim, keepdim, indices, true);
+    return extreme_dim(NB_OP_MIN_DIM, t, dim, keepdim, indices, true);
 }
 
 /* ---- var, std, logsumexp, all, any (composites) --------------------------- */
@@ -264,16 +266,17 @@ static int64_t reduced_count(const nb_tensor *t, const bool *mask) {
 }
 
 /* Checks a float input and its dims; fills mask. */
-static bool float_dims(const char *op, nb_tensor *t, const int *dims, int n_dims, bool *mask) {
-    return nb_check_inputs(op, 1, &t) && nb_check_dtypes(op, 1, &t, true) && dims_mask(op, t, dims, n_dims, mask);
+static bool float_dims(nb_op_id id, nb_tensor *t, const int *dims, int n_dims, bool *mask) {
+    const char *op = nb_op_name(id);
+    return nb_check_inputs(op, 1, &t) && nb_check_dtypes(id, 1, &t) && dims_mask(op, t, dims, n_dims, mask);
 }
 
 /* sum((x - mean)^2) / max(0, N - correction): torch.var's definition (two
  * passes, so no cancellation); N - correction <= 0 gives inf or NaN, as PyTorch. */
-static nb_tensor *var_impl(const char *op, nb_tensor *t, const int *dims, int n_dims, double correction,
+static nb_tensor *var_impl(nb_op_id id, nb_tensor *t, const int *dims, int n_dims, double correction,
                            bool keepdim) {
     bool mask[NB_MAX_DIMS];
-    if (!float_dims(op, t, dims, n_dims, mask)) return NULL;
+    if (!float_dims(id, t, dims, n_dims, mask)) return NULL;
     double dof = (double)reduced_count(t, mask) - correction;
     nb_tensor *d = nb_sub(t, nb_mean(t, dims, n_dims, true));
     return nb_mul_scalar(nb_sum(nb_mul(d, d), dims, n_dims, keepdim), 1.0 / (dof > 0 ? dof : 0.0));
@@ -281,7 +284,7 @@ static nb_tensor *var_impl(const char *op, nb_tensor *t, const int *dims, int n_
 
 nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, var_impl("var", t, dims, n_dims, correction, keepdim));
+    return nb_scope_return(s, var_impl(NB_OP_VAR, t, dims, n_dims, correction, keepdim));
 }
 /* std = sqrt(var) with PyTorch's std_backward: g / (2 std), masked to 0
  * where std == 0 (sqrt's own rule would give inf * 0 = NaN there). */
@@ -293,14 +296,14 @@ static nb_status std_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 }
 
 static nb_tensor *std_impl(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
-    nb_tensor *v = var_impl("std", t, dims, n_dims, correction, keepdim), *y;
+    nb_tensor *v = var_impl(NB_OP_STD, t, dims, n_dims, correction, keepdim), *y;
     if (!v) return NULL;
     bool prev = nb_set_grad_enabled(false);
     y = nb_sqrt(v);
     nb_set_grad_enabled(prev);
     if (!y) return NULL;
     bool failed;
-    nb_node *n = nb_record("std", std_backward, y, 1, &v, &failed);
+    nb_node *n = nb_record(NB_OP_STD, std_backward, y, 1, &v, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, y);
     return y;
@@ -316,7 +319,7 @@ nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, 
  * An empty reduction gives -inf (log 0), as torch.logsumexp. */
 static nb_tensor *logsumexp_impl(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
     bool mask[NB_MAX_DIMS];
-    if (!float_dims("logsumexp", t, dims, n_dims, mask)) return NULL;
+    if (!float_dims(NB_OP_LOGSUMEXP, t, dims, n_dims, mask)) return NULL;
     nb_tensor *m;
     if (reduced_count(t, mask) == 0) {
         int64_t kshape[NB_MAX_DIMS];
@@ -378,9 +381,9 @@ static nb_tensor *abs_of(nb_tensor *x) { return nb_mul(x, sign_of(x)); }
  * among the elements with |x| == n. */
 static nb_status norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *k = n->saved[1];
-    double p = n->darg[0];
+    double p = n->p.reduce.p;
     bool mask[NB_MAX_DIMS];
-    for (int i = 0; i < x->ndim; i++) mask[i] = n->iarg[i] != 0;
+    for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
     nb_tensor *ge = grad_expand(n, g), *sg = sign_of(x);
     if (isinf(p)) {
         nb_tensor *hit = nb_to_dtype(nb_eq(abs_of(x), k), x->dtype);
@@ -408,7 +411,7 @@ static nb_tensor *norm_raw(nb_tensor *t, double p, const bool *mask) {
 
 static nb_tensor *norm_impl(nb_tensor *t, double p, const int *dims, int n_dims, bool keepdim) {
     bool mask[NB_MAX_DIMS];
-    if (!float_dims("norm", t, dims, n_dims, mask)) return NULL;
+    if (!float_dims(NB_OP_NORM, t, dims, n_dims, mask)) return NULL;
     if (!(p >= 1) && p != -INFINITY)
         return NB_FAIL(NB_ERR_INVALID_ARG, "norm: p = %g is not supported (p >= 1, inf or -inf)", p);
     if (isinf(p) && reduced_count(t, mask) == 0 && nb_numel(t) == 0)
@@ -417,11 +420,11 @@ static nb_tensor *norm_impl(nb_tensor *t, double p, const int *dims, int n_dims,
     NB_NO_GRAD { k = norm_raw(t, p, mask); }
     nb_tensor *out = k ? final_shape(k, mask, keepdim) : NULL;
     bool failed;
-    nb_node *n = out ? nb_record("norm", norm_backward, out, 1, &t, &failed) : NULL;
+    nb_node *n = out ? nb_record(NB_OP_NORM, norm_backward, out, 1, &t, &failed) : NULL;
     if (out && !n && failed) return NULL;
     if (n) {
-        for (int i = 0; i < t->ndim; i++) n->iarg[i] = mask[i];
-        n->darg[0] = p;
+        for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];
+        n->p.reduce.p = p;
         nb_save(n, 0, t), nb_save(n, 1, k);
     }
     return out;

@@ -15,19 +15,20 @@ static nb_kview kv1(const nb_tensor *t) {
     return v;
 }
 
-/* Saved: 0 x, 1 out, 2 indices (cummax/cummin); iarg[0] op, iarg[1] dim. */
+/* Saved: 0 x, 1 out, 2 indices (cummax/cummin); p.scan: the op and dim. */
 static nb_status scan_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *out = n->saved[1], *idx = n->saved[2];
     nb_tensor *gx = nb_empty_like(x), *gc = nb_contiguous(g);
     if (!gx || !gc) return nb_last_status();
     nb_kview vgx = kv1(gx), vg = kv1(gc), vx = kv1(x), vo = kv1(out), vi = idx ? kv1(idx) : vgx;
-    nb_status st = NB_CALL(x, scan_backward, (nb_reduce_op)n->iarg[0], &vgx, &vg, &vx, &vo, idx ? &vi : NULL,
-                           (int)n->iarg[1]);
+    nb_status st = NB_CALL(x, scan_backward, n->p.scan.kop, &vgx, &vg, &vx, &vo, idx ? &vi : NULL,
+                           n->p.scan.dim);
     gin[0] = gx;
     return st;
 }
 
-static nb_tensor *scan_impl(const char *op, nb_reduce_op kop, nb_tensor *t, int dim, nb_tensor **indices) {
+static nb_tensor *scan_impl(nb_op_id id, nb_reduce_op kop, nb_tensor *t, int dim, nb_tensor **indices) {
+    const char *op = nb_op_name(id);
     if (!nb_check_inputs(op, 1, &t)) return NULL;
     bool ext = kop == NB_REDUCE_MAX || kop == NB_REDUCE_MIN, fl = nb_dtype_is_float(t->dtype);
     int d = nb_wrap_dim(dim, t->ndim > 0 ? t->ndim : 1);
@@ -42,10 +43,10 @@ static nb_tensor *scan_impl(const char *op, nb_reduce_op kop, nb_tensor *t, int 
     nb_kview vo = kv1(out), vx = kv1(t), vi = idx ? kv1(idx) : vo;
     if (NB_CALL(t, scan, kop, &vo, idx ? &vi : NULL, &vx, d) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = fl ? nb_record(op, scan_backward, out, 1, &t, &failed) : NULL;
+    nb_node *n = fl ? nb_record(id, scan_backward, out, 1, &t, &failed) : NULL;
     if (fl && !n && failed) return NULL;
     if (n) {
-        n->iarg[0] = kop, n->iarg[1] = d;
+        n->p.scan.kop = kop, n->p.scan.dim = d;
         nb_save(n, 0, t), nb_save(n, 1, out);
         if (idx) nb_save(n, 2, idx);
     }
@@ -53,16 +54,16 @@ static nb_tensor *scan_impl(const char *op, nb_reduce_op kop, nb_tensor *t, int 
     return out;
 }
 
-static nb_tensor *scan_op(const char *op, nb_reduce_op kop, nb_tensor *t, int dim) {
+static nb_tensor *scan_op(nb_op_id id, nb_reduce_op kop, nb_tensor *t, int dim) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, scan_impl(op, kop, t, dim, NULL));
+    return nb_scope_return(s, scan_impl(id, kop, t, dim, NULL));
 }
 
 /* Values out, and the indices kept past the op's scope like nb_max_dim's. */
-static nb_tensor *scan_ext(const char *op, nb_reduce_op kop, nb_tensor *t, int dim, nb_tensor **indices) {
+static nb_tensor *scan_ext(nb_op_id id, nb_reduce_op kop, nb_tensor *t, int dim, nb_tensor **indices) {
     nb_tensor *idx = NULL;
     nb_scope *s = nb_scope_begin();
-    nb_tensor *out = scan_impl(op, kop, t, dim, &idx);
+    nb_tensor *out = scan_impl(id, kop, t, dim, &idx);
     if (!out) idx = NULL;
     nb_retain(idx);
     out = nb_scope_return(s, out);
@@ -71,12 +72,12 @@ static nb_tensor *scan_ext(const char *op, nb_reduce_op kop, nb_tensor *t, int d
     return out;
 }
 
-nb_tensor *nb_cumsum(nb_tensor *t, int dim) { return scan_op("cumsum", NB_REDUCE_SUM, t, dim); }
-nb_tensor *nb_cumprod(nb_tensor *t, int dim) { return scan_op("cumprod", NB_REDUCE_PROD, t, dim); }
-nb_tensor *nb_logcumsumexp(nb_tensor *t, int dim) { return scan_op("logcumsumexp", NB_REDUCE_LOGSUMEXP, t, dim); }
+nb_tensor *nb_cumsum(nb_tensor *t, int dim) { return scan_op(NB_OP_CUMSUM, NB_REDUCE_SUM, t, dim); }
+nb_tensor *nb_cumprod(nb_tensor *t, int dim) { return scan_op(NB_OP_CUMPROD, NB_REDUCE_PROD, t, dim); }
+nb_tensor *nb_logcumsumexp(nb_tensor *t, int dim) { return scan_op(NB_OP_LOGCUMSUMEXP, NB_REDUCE_LOGSUMEXP, t, dim); }
 nb_tensor *nb_cummax(nb_tensor *t, int dim, nb_tensor **indices) {
-    return scan_ext("cummax", NB_REDUCE_MAX, t, dim, indices);
+    return scan_ext(NB_OP_CUMMAX, NB_REDUCE_MAX, t, dim, indices);
 }
 nb_tensor *nb_cummin(nb_tensor *t, int dim, nb_tensor **indices) {
-    return scan_ext("cummin", NB_REDUCE_MIN, t, dim, indices);
+    return scan_ext(NB_OP_CUMMIN, NB_REDUCE_MIN, t, dim, indices);
 }

@@ -35,7 +35,7 @@ static nb_tensor *fresh(const nb_tensor *t, nb_tensor *r) {
     nb_kview o = nb_kview_of(out), v = nb_kview_of(r);
     if (NB_CALL(r, copy, &o, &v) != NB_OK) return NULL;
     bool failed;
-    nb_record("clone", identity_backward, out, 1, &r, &failed);
+    nb_record(NB_OP_CONTIGUOUS, identity_backward, out, 1, &r, &failed);
     return failed ? NULL : out;
 }
 
@@ -189,11 +189,11 @@ nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n) {
 
 /* ---- pad ----------------------------------------------------------------------------------- */
 
-/* iarg[d]: the left padding of dim d; the gradient is g's interior (a view). */
+/* p.pad.lo[d]: the left padding of dim d; the gradient is g's interior (a view). */
 static nb_status constant_pad_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->in[0], *r = g;
     for (int d = 0; d < x->ndim && r; d++)
-        if (x->shape[d] != g->shape[d]) r = nb_narrow(r, d, n->iarg[d], x->shape[d]);
+        if (x->shape[d] != g->shape[d]) r = nb_narrow(r, d, n->p.pad.lo[d], x->shape[d]);
     gin[0] = r == g ? (nb_retain(g), nb_scope_adopt(g)) : r;
     return gin[0] ? NB_OK : nb_last_status();
 }
@@ -211,9 +211,9 @@ static nb_tensor *constant_pad(nb_tensor *x, const int64_t *lo, const int64_t *h
     if (NB_CALL(x, fill, &vo, value) != NB_OK || (nb_numel(x) && NB_CALL(x, copy, &inner, &vx) != NB_OK))
         return NULL;
     bool failed;
-    nb_node *n = nb_record("constant_pad", constant_pad_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(NB_OP_PAD, constant_pad_backward, out, 1, &x, &failed);
     if (failed) return NULL;
-    if (n) memcpy(n->iarg, lo, sizeof(int64_t) * (size_t)x->ndim);
+    if (n) memcpy(n->p.pad.lo, lo, sizeof(int64_t) * (size_t)x->ndim);
     return out;
 }
 
@@ -318,7 +318,7 @@ static nb_status meshgrid_check(nb_tensor *const *ts, int n, nb_meshgrid_indexin
                             NB_MAX_DIMS, n);
     if (indexing != NB_MESHGRID_IJ && indexing != NB_MESHGRID_XY)
         return nb_set_error(NB_ERR_INVALID_ARG, "meshgrid: bad indexing %d", (int)indexing);
-    if (!nb_check_inputs("meshgrid", n, ts) || !nb_check_dtypes("meshgrid", n, ts, false)) return nb_last_status();
+    if (!nb_check_inputs("meshgrid", n, ts) || !nb_check_dtypes(NB_OP_MESHGRID, n, ts)) return nb_last_status();
     for (int i = 0; i < n; i++)
         if (ts[i]->ndim > 1) {
             char a[NB_SHAPE_BUF];

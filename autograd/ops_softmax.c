@@ -10,11 +10,12 @@ static nb_status softmax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vy = nb_kview_of(y);
     gin[0] = gx;
-    return NB_CALL(y, softmax_backward, &vgx, &vg, &vy, (int)n->iarg[0], n->iarg[1] != 0);
+    return NB_CALL(y, softmax_backward, &vgx, &vg, &vy, n->p.softmax.dim, n->p.softmax.log);
 }
 
-static nb_tensor *softmax_impl(const char *op, nb_tensor *t, int dim, bool log) {
-    if (!nb_check_inputs(op, 1, &t) || !nb_check_dtypes(op, 1, &t, true)) return NULL;
+static nb_tensor *softmax_impl(nb_op_id id, nb_tensor *t, int dim, bool log) {
+    const char *op = nb_op_name(id);
+    if (!nb_check_inputs(op, 1, &t) || !nb_check_dtypes(id, 1, &t)) return NULL;
     int d = nb_wrap_dim(dim, t->ndim);
     if (d < 0) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %d-d input", op, dim, t->ndim);
     nb_tensor *x = nb_contiguous(t), *out = nb_empty_like(t);
@@ -22,11 +23,11 @@ static nb_tensor *softmax_impl(const char *op, nb_tensor *t, int dim, bool log) 
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
     if (NB_CALL(t, softmax, &vo, &vx, t->ndim ? d : 0, log) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(op, softmax_backward, out, 1, &t, &failed);
+    nb_node *n = nb_record(id, softmax_backward, out, 1, &t, &failed);
     if (failed) return NULL;
     if (n) {
-        n->iarg[0] = t->ndim ? d : 0;
-        n->iarg[1] = log;
+        n->p.softmax.dim = t->ndim ? d : 0;
+        n->p.softmax.log = log;
         nb_save(n, 0, out);
     }
     return out;
@@ -34,10 +35,10 @@ static nb_tensor *softmax_impl(const char *op, nb_tensor *t, int dim, bool log) 
 
 nb_tensor *nb_softmax(nb_tensor *t, int dim) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, softmax_impl("softmax", t, dim, false));
+    return nb_scope_return(s, softmax_impl(NB_OP_SOFTMAX, t, dim, false));
 }
 
 nb_tensor *nb_log_softmax(nb_tensor *t, int dim) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, softmax_impl("log_softmax", t, dim, true));
+    return nb_scope_return(s, softmax_impl(NB_OP_LOG_SOFTMAX, t, dim, true));
 }

@@ -11,15 +11,15 @@
 
 #include "nb_autograd_impl.h"
 
-/* saved[0]: indices; iarg[0]: dim. gx = zeros(x).scatter(dim, indices, g). */
+/* saved[0]: indices; p.axis.dim. gx = zeros(x).scatter(dim, indices, g). */
 static nb_status sort_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    gin[0] = nb_scatter(nb_zeros_like(n->in[0]), (int)n->iarg[0], n->saved[0], g);
+    gin[0] = nb_scatter(nb_zeros_like(n->in[0]), n->p.axis.dim, n->saved[0], g);
     return gin[0] ? NB_OK : nb_last_status();
 }
 
 /* The first k of x's stable sorted order along dim into *values (may be
  * NULL: not computed, no node) and *indices; x has >= 1 dim. */
-static nb_status sort_raw(const char *op, nb_tensor *x, int d, bool descending, int64_t k, nb_tensor **values,
+static nb_status sort_raw(nb_op_id id, nb_tensor *x, int d, bool descending, int64_t k, nb_tensor **values,
                           nb_tensor **indices) {
     int64_t shape[NB_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
@@ -34,10 +34,10 @@ static nb_status sort_raw(const char *op, nb_tensor *x, int d, bool descending, 
     if (!values) return NB_OK;
     *values = val;
     bool failed;
-    nb_node *n = nb_record(op, sort_backward, val, 1, &x, &failed);
+    nb_node *n = nb_record(id, sort_backward, val, 1, &x, &failed);
     if (failed) return nb_last_status();
     if (n) {
-        n->iarg[0] = d;
+        n->p.axis.dim = d;
         nb_save(n, 0, idx);
     }
     return NB_OK;
@@ -79,7 +79,7 @@ static nb_status sort_impl(nb_tensor *x, int dim, bool descending, nb_tensor **v
     int nd = x ? x->ndim : 0;
     int d = prepare("sort", &x, dim);
     if (d < 0) return nb_last_status();
-    nb_status st = sort_raw("sort", x, d, descending, x->shape[d], val, idx);
+    nb_status st = sort_raw(NB_OP_SORT, x, d, descending, x->shape[d], val, idx);
     if (st != NB_OK) return st;
     if (val && !(*val = unpromote(*val, nd))) return nb_last_status();
     return (*idx = unpromote(*idx, nd)) ? NB_OK : nb_last_status();
@@ -106,7 +106,7 @@ static nb_status topk_impl(nb_tensor *x, int64_t k, int dim, bool largest, nb_te
     if (k < 0 || k > x->shape[d])
         return nb_set_error(NB_ERR_INVALID_ARG, "topk: k (%lld) out of range [0, %lld] for dim %d", (long long)k,
                             (long long)x->shape[d], dim);
-    nb_status st = sort_raw("topk", x, d, largest, k, val, idx);
+    nb_status st = sort_raw(NB_OP_TOPK, x, d, largest, k, val, idx);
     if (st != NB_OK) return st;
     if (val && !(*val = unpromote(*val, nd))) return nb_last_status();
     return (*idx = unpromote(*idx, nd)) ? NB_OK : nb_last_status();
@@ -130,7 +130,7 @@ static nb_status kthvalue_impl(nb_tensor *x, int64_t k, int dim, bool keepdim, n
     if (k < 1 || k > x->shape[d])
         return nb_set_error(NB_ERR_INVALID_ARG, "kthvalue: k (%lld) out of range [1, %lld] for dim %d",
                             (long long)k, (long long)x->shape[d], dim);
-    nb_status st = sort_raw("kthvalue", x, d, false, k, val, idx);
+    nb_status st = sort_raw(NB_OP_KTHVALUE, x, d, false, k, val, idx);
     if (st != NB_OK) return st;
     bool squeeze = !keepdim || nd == 0;
     nb_tensor **outs[2] = {val, idx};

@@ -12,7 +12,7 @@
 /* ---- unary --------------------------------------------------------------- */
 
 /* One rule for every unary op: the backend's unary_backward with the saved
- * input (slot 0), output (slot 1) and alpha (darg[0]). */
+ * input (slot 0), output (slot 1) and alpha (p.unary). */
 static nb_status unary_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *y = n->saved[1];
     nb_tensor *gx = nb_empty_like(x);
@@ -20,13 +20,13 @@ static nb_status unary_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(x), vy = nb_kview_of(y);
-    nb_status st = NB_CALL(x, unary_backward, (nb_unary_op)n->iarg[0], &vgx, &vg, &vx, &vy, n->darg[0]);
+    nb_status st = NB_CALL(x, unary_backward, n->p.unary.kop, &vgx, &vg, &vx, &vy, n->p.unary.alpha);
     gin[0] = gx;
     return st;
 }
 
-static nb_tensor *unary_op_impl(const char *op, nb_unary_op kop, nb_tensor *x, double alpha, bool need_float) {
-    if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(op, 1, &x, need_float)) return NULL;
+static nb_tensor *unary_op_impl(nb_op_id op, nb_unary_op kop, nb_tensor *x, double alpha) {
+    if (!nb_check_inputs(nb_op_name(op), 1, &x) || !nb_check_dtypes(op, 1, &x)) return NULL;
     nb_tensor *out = nb_empty_like(x);
     if (!out) return NULL;
     nb_kview o = nb_kview_of(out), vx = nb_kview_of(x);
@@ -35,91 +35,88 @@ static nb_tensor *unary_op_impl(const char *op, nb_unary_op kop, nb_tensor *x, d
     nb_node *n = nb_record(op, unary_backward, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) {
-        n->iarg[0] = kop;
-        n->darg[0] = alpha;
+        n->p.unary.kop = kop;
+        n->p.unary.alpha = alpha;
         nb_save(n, 0, x);
         nb_save(n, 1, out);
     }
     return out;
 }
 
-static nb_tensor *unary_op(const char *op, nb_unary_op kop, nb_tensor *x, double alpha, bool need_float) {
+static nb_tensor *unary_op(nb_op_id op, nb_unary_op kop, nb_tensor *x, double alpha) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, unary_op_impl(op, kop, x, alpha, need_float));
+    return nb_scope_return(s, unary_op_impl(op, kop, x, alpha));
 }
 
 /* torch's float functions (exp, sin, ...) promote integer and bool inputs
  * to the default float dtype: torch.sin(int tensor) is float32. The
  * activations (silu, elu, ...) do not, as in PyTorch. */
-static nb_tensor *float_fn(const char *op, nb_unary_op kop, nb_tensor *x) {
-    if (!x || nb_dtype_is_float(x->dtype) || (unsigned)x->dtype >= NB_DTYPE_COUNT) return unary_op(op, kop, x, 0, true);
+static nb_tensor *float_fn(nb_op_id op, nb_unary_op kop, nb_tensor *x) {
+    if (!x || nb_dtype_is_float(x->dtype) || (unsigned)x->dtype >= NB_DTYPE_COUNT) return unary_op(op, kop, x, 0);
     nb_scope *s = nb_scope_begin();
     nb_tensor *f = nb_to_dtype(x, NB_F32);
-    return nb_scope_return(s, f ? unary_op_impl(op, kop, f, 0, true) : NULL);
+    return nb_scope_return(s, f ? unary_op_impl(op, kop, f, 0) : NULL);
 }
 
-nb_tensor *nb_neg(nb_tensor *a) { return unary_op("neg", NB_UNARY_NEG, a, 0, false); }
-nb_tensor *nb_exp(nb_tensor *a) { return float_fn("exp", NB_UNARY_EXP, a); }
-nb_tensor *nb_log(nb_tensor *a) { return float_fn("log", NB_UNARY_LOG, a); }
-nb_tensor *nb_sqrt(nb_tensor *a) { return float_fn("sqrt", NB_UNARY_SQRT, a); }
-nb_tensor *nb_relu(nb_tensor *a) { return unary_op("relu", NB_UNARY_RELU, a, 0, true); }
-nb_tensor *nb_sigmoid(nb_tensor *a) { return float_fn("sigmoid", NB_UNARY_SIGMOID, a); }
-nb_tensor *nb_tanh(nb_tensor *a) { return float_fn("tanh", NB_UNARY_TANH, a); }
-nb_tensor *nb_add_scalar(nb_tensor *a, double s) { return unary_op("add_scalar", NB_UNARY_ADD_SCALAR, a, s, false); }
-nb_tensor *nb_mul_scalar(nb_tensor *a, double s) { return unary_op("mul_scalar", NB_UNARY_MUL_SCALAR, a, s, false); }
-nb_tensor *nb_pow_scalar(nb_tensor *a, double e) { return unary_op("pow_scalar", NB_UNARY_POW_SCALAR, a, e, true); }
+nb_tensor *nb_neg(nb_tensor *a) { return unary_op(NB_OP_NEG, NB_UNARY_NEG, a, 0); }
+nb_tensor *nb_exp(nb_tensor *a) { return float_fn(NB_OP_EXP, NB_UNARY_EXP, a); }
+nb_tensor *nb_log(nb_tensor *a) { return float_fn(NB_OP_LOG, NB_UNARY_LOG, a); }
+nb_tensor *nb_sqrt(nb_tensor *a) { return float_fn(NB_OP_SQRT, NB_UNARY_SQRT, a); }
+nb_tensor *nb_relu(nb_tensor *a) { return unary_op(NB_OP_RELU, NB_UNARY_RELU, a, 0); }
+nb_tensor *nb_sigmoid(nb_tensor *a) { return float_fn(NB_OP_SIGMOID, NB_UNARY_SIGMOID, a); }
+nb_tensor *nb_tanh(nb_tensor *a) { return float_fn(NB_OP_TANH, NB_UNARY_TANH, a); }
+nb_tensor *nb_add_scalar(nb_tensor *a, double s) { return unary_op(NB_OP_ADD_SCALAR, NB_UNARY_ADD_SCALAR, a, s); }
+nb_tensor *nb_mul_scalar(nb_tensor *a, double s) { return unary_op(NB_OP_MUL_SCALAR, NB_UNARY_MUL_SCALAR, a, s); }
+nb_tensor *nb_pow_scalar(nb_tensor *a, double e) { return unary_op(NB_OP_POW_SCALAR, NB_UNARY_POW_SCALAR, a, e); }
 
 /* ---- op coverage: unary math and activations ------------------------------ */
 
-/* Integer dtypes pass (the kernel supports them or reports NB_ERR_DTYPE). */
-#define ANY_DTYPE false
-#define FLOAT_ONLY true
 
-nb_tensor *nb_abs(nb_tensor *x) { return unary_op("abs", NB_UNARY_ABS, x, 0, ANY_DTYPE); }
-nb_tensor *nb_sign(nb_tensor *x) { return unary_op("sign", NB_UNARY_SIGN, x, 0, ANY_DTYPE); }
-nb_tensor *nb_floor(nb_tensor *x) { return unary_op("floor", NB_UNARY_FLOOR, x, 0, ANY_DTYPE); }
-nb_tensor *nb_ceil(nb_tensor *x) { return unary_op("ceil", NB_UNARY_CEIL, x, 0, ANY_DTYPE); }
-nb_tensor *nb_trunc(nb_tensor *x) { return unary_op("trunc", NB_UNARY_TRUNC, x, 0, ANY_DTYPE); }
-nb_tensor *nb_round(nb_tensor *x) { return unary_op("round", NB_UNARY_ROUND, x, 0, ANY_DTYPE); }
+nb_tensor *nb_abs(nb_tensor *x) { return unary_op(NB_OP_ABS, NB_UNARY_ABS, x, 0); }
+nb_tensor *nb_sign(nb_tensor *x) { return unary_op(NB_OP_SIGN, NB_UNARY_SIGN, x, 0); }
+nb_tensor *nb_floor(nb_tensor *x) { return unary_op(NB_OP_FLOOR, NB_UNARY_FLOOR, x, 0); }
+nb_tensor *nb_ceil(nb_tensor *x) { return unary_op(NB_OP_CEIL, NB_UNARY_CEIL, x, 0); }
+nb_tensor *nb_trunc(nb_tensor *x) { return unary_op(NB_OP_TRUNC, NB_UNARY_TRUNC, x, 0); }
+nb_tensor *nb_round(nb_tensor *x) { return unary_op(NB_OP_ROUND, NB_UNARY_ROUND, x, 0); }
 
 nb_tensor *nb_round_decimals(nb_tensor *x, int64_t decimals) {
     if (!nb_check_inputs("round", 1, &x)) return NULL;
     if (decimals != 0 && !nb_dtype_is_float(x->dtype))
         return NB_FAIL(NB_ERR_DTYPE, "round: decimals=%lld needs float32 or float64, got %s", (long long)decimals,
                        nb_dtype_name(x->dtype));
-    return unary_op("round", NB_UNARY_ROUND, x, (double)decimals, ANY_DTYPE);
+    return unary_op(NB_OP_ROUND_DECIMALS, NB_UNARY_ROUND, x, (double)decimals);
 }
 
-nb_tensor *nb_reciprocal(nb_tensor *x) { return float_fn("reciprocal", NB_UNARY_RECIPROCAL, x); }
-nb_tensor *nb_rsqrt(nb_tensor *x) { return float_fn("rsqrt", NB_UNARY_RSQRT, x); }
-nb_tensor *nb_log1p(nb_tensor *x) { return float_fn("log1p", NB_UNARY_LOG1P, x); }
-nb_tensor *nb_expm1(nb_tensor *x) { return float_fn("expm1", NB_UNARY_EXPM1, x); }
-nb_tensor *nb_log2(nb_tensor *x) { return float_fn("log2", NB_UNARY_LOG2, x); }
-nb_tensor *nb_log10(nb_tensor *x) { return float_fn("log10", NB_UNARY_LOG10, x); }
-nb_tensor *nb_sin(nb_tensor *x) { return float_fn("sin", NB_UNARY_SIN, x); }
-nb_tensor *nb_cos(nb_tensor *x) { return float_fn("cos", NB_UNARY_COS, x); }
-nb_tensor *nb_tan(nb_tensor *x) { return float_fn("tan", NB_UNARY_TAN, x); }
-nb_tensor *nb_asin(nb_tensor *x) { return float_fn("asin", NB_UNARY_ASIN, x); }
-nb_tensor *nb_acos(nb_tensor *x) { return float_fn("acos", NB_UNARY_ACOS, x); }
-nb_tensor *nb_atan(nb_tensor *x) { return float_fn("atan", NB_UNARY_ATAN, x); }
-nb_tensor *nb_sinh(nb_tensor *x) { return float_fn("sinh", NB_UNARY_SINH, x); }
-nb_tensor *nb_cosh(nb_tensor *x) { return float_fn("cosh", NB_UNARY_COSH, x); }
-nb_tensor *nb_asinh(nb_tensor *x) { return float_fn("asinh", NB_UNARY_ASINH, x); }
-nb_tensor *nb_acosh(nb_tensor *x) { return float_fn("acosh", NB_UNARY_ACOSH, x); }
-nb_tensor *nb_atanh(nb_tensor *x) { return float_fn("atanh", NB_UNARY_ATANH, x); }
-nb_tensor *nb_erf(nb_tensor *x) { return float_fn("erf", NB_UNARY_ERF, x); }
-nb_tensor *nb_erfc(nb_tensor *x) { return float_fn("erfc", NB_UNARY_ERFC, x); }
+nb_tensor *nb_reciprocal(nb_tensor *x) { return float_fn(NB_OP_RECIPROCAL, NB_UNARY_RECIPROCAL, x); }
+nb_tensor *nb_rsqrt(nb_tensor *x) { return float_fn(NB_OP_RSQRT, NB_UNARY_RSQRT, x); }
+nb_tensor *nb_log1p(nb_tensor *x) { return float_fn(NB_OP_LOG1P, NB_UNARY_LOG1P, x); }
+nb_tensor *nb_expm1(nb_tensor *x) { return float_fn(NB_OP_EXPM1, NB_UNARY_EXPM1, x); }
+nb_tensor *nb_log2(nb_tensor *x) { return float_fn(NB_OP_LOG2, NB_UNARY_LOG2, x); }
+nb_tensor *nb_log10(nb_tensor *x) { return float_fn(NB_OP_LOG10, NB_UNARY_LOG10, x); }
+nb_tensor *nb_sin(nb_tensor *x) { return float_fn(NB_OP_SIN, NB_UNARY_SIN, x); }
+nb_tensor *nb_cos(nb_tensor *x) { return float_fn(NB_OP_COS, NB_UNARY_COS, x); }
+nb_tensor *nb_tan(nb_tensor *x) { return float_fn(NB_OP_TAN, NB_UNARY_TAN, x); }
+nb_tensor *nb_asin(nb_tensor *x) { return float_fn(NB_OP_ASIN, NB_UNARY_ASIN, x); }
+nb_tensor *nb_acos(nb_tensor *x) { return float_fn(NB_OP_ACOS, NB_UNARY_ACOS, x); }
+nb_tensor *nb_atan(nb_tensor *x) { return float_fn(NB_OP_ATAN, NB_UNARY_ATAN, x); }
+nb_tensor *nb_sinh(nb_tensor *x) { return float_fn(NB_OP_SINH, NB_UNARY_SINH, x); }
+nb_tensor *nb_cosh(nb_tensor *x) { return float_fn(NB_OP_COSH, NB_UNARY_COSH, x); }
+nb_tensor *nb_asinh(nb_tensor *x) { return float_fn(NB_OP_ASINH, NB_UNARY_ASINH, x); }
+nb_tensor *nb_acosh(nb_tensor *x) { return float_fn(NB_OP_ACOSH, NB_UNARY_ACOSH, x); }
+nb_tensor *nb_atanh(nb_tensor *x) { return float_fn(NB_OP_ATANH, NB_UNARY_ATANH, x); }
+nb_tensor *nb_erf(nb_tensor *x) { return float_fn(NB_OP_ERF, NB_UNARY_ERF, x); }
+nb_tensor *nb_erfc(nb_tensor *x) { return float_fn(NB_OP_ERFC, NB_UNARY_ERFC, x); }
 
 nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope) {
-    return unary_op("leaky_relu", NB_UNARY_LEAKY_RELU, x, negative_slope, FLOAT_ONLY);
+    return unary_op(NB_OP_LEAKY_RELU, NB_UNARY_LEAKY_RELU, x, negative_slope);
 }
-nb_tensor *nb_elu(nb_tensor *x, double alpha) { return unary_op("elu", NB_UNARY_ELU, x, alpha, FLOAT_ONLY); }
-nb_tensor *nb_selu(nb_tensor *x) { return unary_op("selu", NB_UNARY_SELU, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_silu(nb_tensor *x) { return unary_op("silu", NB_UNARY_SILU, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_mish(nb_tensor *x) { return unary_op("mish", NB_UNARY_MISH, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_hardsigmoid(nb_tensor *x) { return unary_op("hardsigmoid", NB_UNARY_HARDSIGMOID, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_hardswish(nb_tensor *x) { return unary_op("hardswish", NB_UNARY_HARDSWISH, x, 0, FLOAT_ONLY); }
-nb_tensor *nb_logsigmoid(nb_tensor *x) { return unary_op("logsigmoid", NB_UNARY_LOGSIGMOID, x, 0, FLOAT_ONLY); }
+nb_tensor *nb_elu(nb_tensor *x, double alpha) { return unary_op(NB_OP_ELU, NB_UNARY_ELU, x, alpha); }
+nb_tensor *nb_selu(nb_tensor *x) { return unary_op(NB_OP_SELU, NB_UNARY_SELU, x, 0); }
+nb_tensor *nb_silu(nb_tensor *x) { return unary_op(NB_OP_SILU, NB_UNARY_SILU, x, 0); }
+nb_tensor *nb_mish(nb_tensor *x) { return unary_op(NB_OP_MISH, NB_UNARY_MISH, x, 0); }
+nb_tensor *nb_hardsigmoid(nb_tensor *x) { return unary_op(NB_OP_HARDSIGMOID, NB_UNARY_HARDSIGMOID, x, 0); }
+nb_tensor *nb_hardswish(nb_tensor *x) { return unary_op(NB_OP_HARDSWISH, NB_UNARY_HARDSWISH, x, 0); }
+nb_tensor *nb_logsigmoid(nb_tensor *x) { return unary_op(NB_OP_LOGSIGMOID, NB_UNARY_LOGSIGMOID, x, 0); }
 
 /* beta 1 is one kernel pass; other betas run it on beta x (whose comparison
  * with threshold is PyTorch's) and scale back by 1 / beta. */
@@ -128,10 +125,10 @@ static nb_tensor *softplus_impl(nb_tensor *x, double beta, double threshold) {
     if (beta == 0 || !isfinite(beta) || isnan(threshold))
         return NB_FAIL(NB_ERR_INVALID_ARG, "softplus: beta must be finite and nonzero and threshold not NaN "
                        "(beta %g, threshold %g)", beta, threshold);
-    if (beta == 1) return unary_op_impl("softplus", NB_UNARY_SOFTPLUS, x, threshold, FLOAT_ONLY);
-    nb_tensor *bx = unary_op_impl("softplus", NB_UNARY_MUL_SCALAR, x, beta, FLOAT_ONLY);
-    nb_tensor *sp = bx ? unary_op_impl("softplus", NB_UNARY_SOFTPLUS, bx, threshold, FLOAT_ONLY) : NULL;
-    return sp ? unary_op_impl("softplus", NB_UNARY_MUL_SCALAR, sp, 1 / beta, FLOAT_ONLY) : NULL;
+    if (beta == 1) return unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_SOFTPLUS, x, threshold);
+    nb_tensor *bx = unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_MUL_SCALAR, x, beta);
+    nb_tensor *sp = bx ? unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_SOFTPLUS, bx, threshold) : NULL;
+    return sp ? unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_MUL_SCALAR, sp, 1 / beta) : NULL;
 }
 
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold) {
@@ -145,8 +142,8 @@ static nb_tensor *hardtanh_impl(nb_tensor *x, double min_val, double max_val) {
     if (!nb_check_inputs("hardtanh", 1, &x)) return NULL;
     if (!(min_val <= max_val))
         return NB_FAIL(NB_ERR_INVALID_ARG, "hardtanh: min_val %g must not exceed max_val %g", min_val, max_val);
-    nb_tensor *lo = unary_op_impl("hardtanh", NB_UNARY_HARDTANH_MIN, x, min_val, FLOAT_ONLY);
-    return lo ? unary_op_impl("hardtanh", NB_UNARY_HARDTANH_MAX, lo, max_val, FLOAT_ONLY) : NULL;
+    nb_tensor *lo = unary_op_impl(NB_OP_HARDTANH, NB_UNARY_HARDTANH_MIN, x, min_val);
+    return lo ? unary_op_impl(NB_OP_HARDTANH, NB_UNARY_HARDTANH_MAX, lo, max_val) : NULL;
 }
 
 nb_tensor *nb_hardtanh(nb_tensor *x, double min_val, double max_val) {
@@ -158,18 +155,18 @@ nb_tensor *nb_relu6(nb_tensor *x) { return nb_hardtanh(x, 0, 6); }
 
 /* ---- gelu ----------------------------------------------------------------------- */
 
-/* saved: x; iarg[0]: the unary op. The rule needs only x. */
+/* saved: x; p.unary.kop: the unary op. The rule needs only x. */
 static nb_status gelu_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0];
     nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(x);
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(x);
     gin[0] = gx;
-    return NB_CALL(x, unary_backward, (nb_unary_op)n->iarg[0], &vgx, &vg, &vx, NULL, 0.0);
+    return NB_CALL(x, unary_backward, n->p.unary.kop, &vgx, &vg, &vx, NULL, 0.0);
 }
 
 static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
-    if (!nb_check_inputs("gelu", 1, &x) || !nb_check_dtypes("gelu", 1, &x, true)) return NULL;
+    if (!nb_check_inputs("gelu", 1, &x) || !nb_check_dtypes(NB_OP_GELU, 1, &x)) return NULL;
     if (approximate != NB_GELU_ERF && approximate != NB_GELU_TANH)
         return NB_FAIL(NB_ERR_INVALID_ARG, "gelu: approximate must be NB_GELU_ERF or NB_GELU_TANH, got %d",
                        (int)approximate);
@@ -179,10 +176,10 @@ static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
     if (NB_CALL(x, unary, kop, &vo, &vx, 0.0) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record("gelu", gelu_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(NB_OP_GELU, gelu_backward, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) {
-        n->iarg[0] = kop;
+        n->p.unary.kop = kop;
         nb_save(n, 0, x);
     }
     return out;

@@ -4,7 +4,7 @@
  * Kernels: backend/cpu/upsample.c. Tests: tests/test_ops_upsample.c. */
 #include "nb_autograd_impl.h"
 
-/* iarg[0] bilinear, iarg[1] align_corners; the input's shape is n->in[0]'s. */
+/* p.upsample: bilinear, align_corners; the input's shape is n->in[0]'s. */
 static nb_status interpolate_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->in[0];
     nb_tensor *gc = nb_contiguous(g);
@@ -12,12 +12,12 @@ static nb_status interpolate_backward(nb_node *n, nb_tensor *g, nb_tensor **gin)
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc);
     gin[0] = gx;
-    return NB_CALL(gx, upsample2d_backward, &vgx, &vg, n->iarg[0] != 0, n->iarg[1] != 0);
+    return NB_CALL(gx, upsample2d_backward, &vgx, &vg, n->p.upsample.bilinear, n->p.upsample.align_corners);
 }
 
 static nb_tensor *interpolate_impl(nb_tensor *x, int64_t out_h, int64_t out_w, nb_interpolate_mode mode,
                                    bool align_corners) {
-    if (!nb_check_inputs("interpolate", 1, &x) || !nb_check_dtypes("interpolate", 1, &x, true)) return NULL;
+    if (!nb_check_inputs("interpolate", 1, &x) || !nb_check_dtypes(NB_OP_INTERPOLATE, 1, &x)) return NULL;
     char a[NB_SHAPE_BUF];
     if (mode != NB_INTERPOLATE_NEAREST && mode != NB_INTERPOLATE_BILINEAR)
         return NB_FAIL(NB_ERR_INVALID_ARG, "interpolate: unknown mode %d", (int)mode);
@@ -38,9 +38,9 @@ static nb_tensor *interpolate_impl(nb_tensor *x, int64_t out_h, int64_t out_w, n
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc);
     if (NB_CALL(x, upsample2d, &vo, &vx, bilinear, align_corners) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record("interpolate", interpolate_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(NB_OP_INTERPOLATE, interpolate_backward, out, 1, &x, &failed);
     if (failed) return NULL;
-    if (n) n->iarg[0] = bilinear, n->iarg[1] = align_corners;
+    if (n) n->p.upsample.bilinear = bilinear, n->p.upsample.align_corners = align_corners;
     return out;
 }
 

@@ -8,9 +8,9 @@
 
 #include "nb_autograd_impl.h"
 
-static nb_tensor *record_view(const char *op, nb_tensor *in, nb_tensor *out, nb_backward_fn bw) {
+static nb_tensor *record_view(nb_op_id id, nb_tensor *in, nb_tensor *out, nb_backward_fn bw) {
     bool failed;
-    nb_node *n = out ? nb_record(op, bw, out, 1, &in, &failed) : NULL;
+    nb_node *n = out ? nb_record(id, bw, out, 1, &in, &failed) : NULL;
     if (out && !n && failed) return NULL;
     return out;
 }
@@ -74,29 +74,30 @@ static nb_status reshape_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return gin[0] ? NB_OK : nb_last_status();
 }
 
-static nb_tensor *reshape_impl(const char *op, nb_tensor *t, int ndim, const int64_t *shape, bool allow_copy) {
+static nb_tensor *reshape_impl(nb_op_id id, nb_tensor *t, int ndim, const int64_t *shape, bool allow_copy) {
+    const char *op = nb_op_name(id);
     if (!nb_check_inputs(op, 1, &t)) return NULL;
     int64_t s[NB_MAX_DIMS], st[NB_MAX_DIMS];
     if (!infer_shape(op, t, ndim, shape, s)) return NULL;
     if (view_strides(t, ndim, s, st))
-        return record_view(op, t, nb_tensor_view_of(t, ndim, s, st, t->offset), reshape_backward);
+        return record_view(id, t, nb_tensor_view_of(t, ndim, s, st, t->offset), reshape_backward);
     if (!allow_copy) {
         char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
         return NB_FAIL(NB_ERR_SHAPE, "view: the strides of input %s cannot express shape %s; use nb_reshape",
                        nb_fmt_shape(t->ndim, t->shape, a, sizeof a), nb_fmt_shape(ndim, s, b, sizeof b));
     }
     nb_tensor *c = nb_contiguous(t);
-    return c ? reshape_impl(op, c, ndim, s, false) : NULL;
+    return c ? reshape_impl(id, c, ndim, s, false) : NULL;
 }
 
 nb_tensor *nb_reshape(nb_tensor *t, int ndim, const int64_t *shape) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, reshape_impl("reshape", t, ndim, shape, true));
+    return nb_scope_return(s, reshape_impl(NB_OP_RESHAPE, t, ndim, shape, true));
 }
 
 nb_tensor *nb_view(nb_tensor *t, int ndim, const int64_t *shape) {
     nb_scope *s = nb_scope_begin();
-    return nb_scope_return(s, reshape_impl("view", t, ndim, shape, false));
+    return nb_scope_return(s, reshape_impl(NB_OP_VIEW, t, ndim, shape, false));
 }
 
 nb_tensor *nb_flatten(nb_tensor *t, int start_dim, int end_dim) {
@@ -140,7 +141,7 @@ nb_tensor *nb_squeeze(nb_tensor *t, int dim) {
 
 static nb_status permute_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int inv[NB_MAX_DIMS];
-    for (int i = 0; i < n->out_ndim; i++) inv[n->iarg[i]] = i;
+    for (int i = 0; i < n->out_ndim; i++) inv[n->p.permute.dims[i]] = i;
     gin[0] = nb_permute(g, inv);
     return gin[0] ? NB_OK : nb_last_status();
 }
@@ -161,9 +162,9 @@ nb_tensor *nb_permute(nb_tensor *t, const int *dims) {
         strides[i] = t->strides[d[i]];
     }
     nb_tensor *out = nb_tensor_view_of(t, t->ndim, shape, strides, t->offset);
-    out = record_view("permute", t, out, permute_backward);
+    out = record_view(NB_OP_PERMUTE, t, out, permute_backward);
     if (out && out->grad_fn)
-        for (int i = 0; i < t->ndim; i++) out->grad_fn->iarg[i] = d[i];
+        for (int i = 0; i < t->ndim; i++) out->grad_fn->p.permute.dims[i] = d[i];
     return out;
 }
 
@@ -179,16 +180,16 @@ nb_tensor *nb_transpose(nb_tensor *t, int dim0, int dim1) {
 
 /* ---- slicing -------------------------------------------------------------- */
 
-/* iarg: [0] dim, [1] start, [2] step. The gradient is g scattered into zeros. */
+/* p.slice: dim, start, step. The gradient is g scattered into zeros. */
 static nb_status slice_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *in = n->in[0];
     nb_tensor *z = nb_zeros_like(in);
     if (!z) return nb_last_status();
-    int d = (int)n->iarg[0];
+    int d = n->p.slice.dim;
     int64_t strides[NB_MAX_DIMS];
     nb_contiguous_strides(in->ndim, in->shape, strides);
-    int64_t offset = n->iarg[1] * strides[d];
-    strides[d] *= n->iarg[2];
+    int64_t offset = n->p.slice.start * strides[d];
+    strides[d] *= n->p.slice.step;
     nb_tensor *zv = nb_tensor_view_of(z, g->ndim, g->shape, strides, offset);
     nb_status st = zv ? nb_copy_(zv, g) : nb_last_status();
     gin[0] = z;
@@ -211,11 +212,11 @@ nb_tensor *nb_slice(nb_tensor *t, int dim, int64_t start, int64_t end, int64_t s
     shape[d] = (end - start + step - 1) / step;
     strides[d] *= step;
     nb_tensor *out = nb_tensor_view_of(t, t->ndim, shape, strides, t->offset + start * t->strides[d]);
-    out = record_view("slice", t, out, slice_backward);
+    out = record_view(NB_OP_SLICE, t, out, slice_backward);
     if (out && out->grad_fn) {
-        out->grad_fn->iarg[0] = d;
-        out->grad_fn->iarg[1] = start;
-        out->grad_fn->iarg[2] = step;
+        out->grad_fn->p.slice.dim = d;
+        out->grad_fn->p.slice.start = start;
+        out->grad_fn->p.slice.step = step;
     }
     return out;
 }
@@ -250,7 +251,7 @@ nb_tensor *nb_expand(nb_tensor *t, int ndim, const int64_t *shape) {
         if (s[i] < 0 || (have != s[i] && have != 1)) goto bad;
         st[i] = i < lead || have != s[i] ? 0 : t->strides[i - lead];
     }
-    return record_view("expand", t, nb_tensor_view_of(t, ndim, s, st, t->offset), expand_backward);
+    return record_view(NB_OP_EXPAND, t, nb_tensor_view_of(t, ndim, s, st, t->offset), expand_backward);
 bad:
     return NB_FAIL(NB_ERR_SHAPE, "expand: cannot expand %s to %s", nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
                    nb_fmt_shape(ndim, shape, b, sizeof b));
@@ -273,7 +274,7 @@ static nb_tensor *contiguous_impl(nb_tensor *t) {
     if (!out) return NULL;
     nb_kview o = nb_kview_of(out), v = nb_kview_of(t);
     if (NB_CALL(t, copy, &o, &v) != NB_OK) return NULL;
-    return record_view("contiguous", t, out, identity_backward);
+    return record_view(NB_OP_CONTIGUOUS, t, out, identity_backward);
 }
 
 nb_tensor *nb_contiguous(nb_tensor *t) {
@@ -305,13 +306,13 @@ static bool diagonal_geometry(const char *op, int ndim, const int64_t *shape, co
     return true;
 }
 
-/* iarg: [0] offset, [1] dim1, [2] dim2. The gradient is g written into the
+/* p.diagonal: offset, dim1, dim2. The gradient is g written into the
  * same diagonal of zeros. */
 static nb_status diagonal_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *z = nb_zeros_like(n->in[0]);
     if (!z) return nb_last_status();
     int64_t shape[NB_MAX_DIMS], strides[NB_MAX_DIMS], off;
-    diagonal_geometry("diagonal", z->ndim, z->shape, z->strides, n->iarg[0], (int)n->iarg[1], (int)n->iarg[2], shape,
+    diagonal_geometry("diagonal", z->ndim, z->shape, z->strides, n->p.diagonal.offset, n->p.diagonal.dim1, n->p.diagonal.dim2, shape,
                       strides, &off);
     nb_tensor *zv = nb_tensor_view_of(z, g->ndim, shape, strides, off);
     nb_status st = zv ? nb_copy_(zv, g) : nb_last_status();
@@ -325,18 +326,18 @@ nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int dim1, int dim2) {
     if (!diagonal_geometry("diagonal", t->ndim, t->shape, t->strides, offset, dim1, dim2, shape, strides, &off))
         return NULL;
     nb_tensor *out = nb_tensor_view_of(t, t->ndim - 1, shape, strides, t->offset + off);
-    out = record_view("diagonal", t, out, diagonal_backward);
+    out = record_view(NB_OP_DIAGONAL, t, out, diagonal_backward);
     if (out && out->grad_fn) {
-        out->grad_fn->iarg[0] = offset;
-        out->grad_fn->iarg[1] = dim1;
-        out->grad_fn->iarg[2] = dim2;
+        out->grad_fn->p.diagonal.offset = offset;
+        out->grad_fn->p.diagonal.dim1 = dim1;
+        out->grad_fn->p.diagonal.dim2 = dim2;
     }
     return out;
 }
 
-/* iarg as diagonal: the gradient is g's diagonal. */
+/* p.diagonal as diagonal's: the gradient is g's diagonal. */
 static nb_status diag_embed_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    gin[0] = nb_diagonal(g, n->iarg[0], (int)n->iarg[1], (int)n->iarg[2]);
+    gin[0] = nb_diagonal(g, n->p.diagonal.offset, n->p.diagonal.dim1, n->p.diagonal.dim2);
     return gin[0] ? NB_OK : nb_last_status();
 }
 
@@ -360,9 +361,9 @@ static nb_tensor *diag_embed_impl(nb_tensor *t, int64_t offset, int dim1, int di
     diag.data = (char *)vo.data + (size_t)off * nb_dtype_size(t->dtype);
     if (NB_CALL(t, fill, &vo, 0.0) != NB_OK || (nb_numel(t) && NB_CALL(t, copy, &diag, &vt) != NB_OK)) return NULL;
     bool failed;
-    nb_node *n = nb_record("diag_embed", diag_embed_backward, out, 1, &t, &failed);
+    nb_node *n = nb_record(NB_OP_DIAG_EMBED, diag_embed_backward, out, 1, &t, &failed);
     if (failed) return NULL;
-    if (n) n->iarg[0] = offset, n->iarg[1] = a, n->iarg[2] = b;
+    if (n) n->p.diagonal.offset = offset, n->p.diagonal.dim1 = a, n->p.diagonal.dim2 = b;
     return out;
 }
 
@@ -373,14 +374,14 @@ nb_tensor *nb_diag_embed(nb_tensor *t, int64_t offset, int dim1, int dim2) {
 
 /* ---- unfold ----------------------------------------------------------------------------------- */
 
-/* iarg: [0] dim, [1] size, [2] step. Windows may overlap, so the gradient
+/* p.slice: dim, size (in start), step. Windows may overlap, so the gradient
  * adds, for each window offset k, g[..., k] into gx's positions w*step + k
  * (a strided view), k in order: deterministic. */
 static nb_status unfold_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gx = nb_zeros_like(n->in[0]);
     if (!gx) return nb_last_status();
-    int d = (int)n->iarg[0];
-    int64_t size = n->iarg[1], step = n->iarg[2];
+    int d = n->p.slice.dim;
+    int64_t size = n->p.slice.start, step = n->p.slice.step;
     nb_kview vx = nb_kview_of(gx), vg = nb_kview_of(g), dst = vx, src = vg;
     dst.shape[d] = g->shape[d];
     dst.strides[d] = vx.strides[d] * step;
@@ -414,12 +415,12 @@ nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step) {
     strides[d] = t->strides[d] * step;
     shape[t->ndim] = size;
     strides[t->ndim] = t->strides[d];
-    nb_tensor *out = record_view("unfold", t, nb_tensor_view_of(t, t->ndim + 1, shape, strides, t->offset),
+    nb_tensor *out = record_view(NB_OP_UNFOLD, t, nb_tensor_view_of(t, t->ndim + 1, shape, strides, t->offset),
                                  unfold_backward);
     if (out && out->grad_fn) {
-        out->grad_fn->iarg[0] = d;
-        out->grad_fn->iarg[1] = size;
-        out->grad_fn->iarg[2] = step;
+        out->grad_fn->p.slice.dim = d;
+        out->grad_fn->p.slice.start = size;
+        out->grad_fn->p.slice.step = step;
     }
     return out;
 }

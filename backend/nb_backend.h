@@ -145,6 +145,12 @@ typedef struct nb_pool_params {
 typedef struct nb_backend nb_backend;
 
 struct nb_backend_i {
+    /* Capability query (ggml's supports_op): whether the backend runs op (an
+     * nb_op_id of nb_op_table.h, or an nb_kernel_id below) on inputs of dtype
+     * dt. Called only for dtypes the op's table row accepts. NULL: every
+     * row's dtypes. Ops consult it before launching, so a backend without a
+     * kernel yields NB_ERR_UNSUPPORTED naming op, dtype and backend. */
+    bool (*supports)(nb_backend *be, int op, nb_dtype dt);
     /* raw device memory; the caching allocator in core/ sits above these */
     void *(*alloc)(nb_backend *be, size_t bytes);
     void (*free)(nb_backend *be, void *ptr, size_t bytes);

@@ -15,6 +15,7 @@
 #include "nb_autograd.h"
 #include "nb_ops.h"
 #include "nb_linalg.h"
+#include "nb_op_table.h"
 #include "nb_nn.h"
 #include "nb_transformer.h"
 #include "nb_optim.h"

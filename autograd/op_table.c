@@ -1,0 +1,72 @@
+/* op_table.c - the rows of nb_op_table.h as data, name lookup, and the
+ * capability query (nb_backend_supports) that ops consult instead of fixed
+ * dtype gates. */
+#include <string.h>
+
+#include "nb_autograd_impl.h"
+
+/* Adding a row changes this count on purpose: the harness, OPS.md and the
+ * CUDA backend must learn the new op too. */
+#define NB_OP_TABLE_ROWS 199
+_Static_assert(NB_OP_COUNT == NB_OP_TABLE_ROWS, "the op table changed: update its count, OPS.md and the op harness");
+
+static const nb_op_info rows[NB_OP_COUNT] = {
+#define NB_OP_ROW(id, name, family, flags, dtypes) [NB_OP_##id] = {#name, #family, (flags), (dtypes)},
+    NB_OP_TABLE(NB_OP_ROW)
+#undef NB_OP_ROW
+};
+
+const nb_op_info *nb_op_get(nb_op_id op) { return (unsigned)op < NB_OP_COUNT ? &rows[op] : NULL; }
+
+const char *nb_op_name(nb_op_id op) { return (unsigned)op < NB_OP_COUNT ? rows[op].name : "invalid op"; }
+
+nb_op_id nb_op_find(const char *name) {
+    if (!name) return NB_OP_COUNT;
+    for (int i = 0; i < NB_OP_COUNT; i++)
+        if (!strcmp(rows[i].name, name)) return (nb_op_id)i;
+    return NB_OP_COUNT;
+}
+
+/* The backend's answer; a backend without the slot runs every row's dtypes. */
+static bool be_supports(nb_backend *be, nb_op_id op, nb_dtype dt) {
+    if (!(rows[op].dtypes & NB_DTM(dt))) return false;
+    return !be->iface->supports || be->iface->supports(be, (int)op, dt);
+}
+
+bool nb_backend_supports(nb_device dev, nb_op_id op, nb_dtype dt) {
+    if ((unsigned)op >= NB_OP_COUNT || (unsigned)dt >= NB_DTYPE_COUNT) return false;
+    nb_status st = nb_last_status();
+    nb_backend *be = nb_backend_get(dev);
+    if (!be) {
+        if (st == NB_OK) nb_clear_error(); /* a query, not a failure */
+        return false;
+    }
+    return be_supports(be, op, dt);
+}
+
+/* "float32, float64" for a mask. */
+static const char *mask_names(unsigned mask, char *buf, size_t len) {
+    size_t pos = 0;
+    buf[0] = 0;
+    for (int d = 0; d < NB_DTYPE_COUNT && pos < len; d++)
+        if (mask & NB_DTM(d)) pos += (size_t)snprintf(buf + pos, len - pos, "%s%s", pos ? ", " : "", nb_dtype_name((nb_dtype)d));
+    return buf;
+}
+
+bool nb_check_supported(nb_op_id op, nb_dtype dt, const nb_tensor *t) {
+    const nb_op_info *r = nb_op_get(op);
+    NB_ASSERT(r);
+    if (!(r->dtypes & NB_DTM(dt))) {
+        char b[160];
+        nb_set_error(NB_ERR_DTYPE, "%s: %s is not supported (it takes %s)", r->name, nb_dtype_name(dt),
+                     mask_names(r->dtypes, b, sizeof b));
+        return false;
+    }
+    nb_backend *be = t->storage->backend;
+    if (be->iface->supports && !be->iface->supports(be, (int)op, dt)) {
+        nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s is not supported on backend %s:%d", r->name, nb_dtype_name(dt),
+                     be->name, t->storage->device.index);
+        return false;
+    }
+    return true;
+}

@@ -285,6 +285,9 @@ nb_generator *nb_default_generator(void); /* borrowed, per process */
  * for uniform/normal; bernoulli gives any dtype. gen NULL = default. */
 nb_tensor *nb_rand(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen);
 nb_tensor *nb_randn(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen);
+/* The same on a device (the numbers do not depend on it). */
+nb_tensor *nb_rand_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev);
+nb_tensor *nb_randn_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev);
 nb_status nb_uniform_(nb_tensor *t, double low, double high, nb_generator *gen);
 nb_status nb_normal_(nb_tensor *t, double mean, double std, nb_generator *gen);
 nb_status nb_bernoulli_(nb_tensor *t, double p, nb_generator *gen);

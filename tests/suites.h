@@ -32,6 +32,7 @@
     X(ops_shape) \
     X(ops_linalg) \
     X(op_table) \
+    X(op_harness) \
     X(text) \
     X(transformer) \
     X(nn) \

@@ -120,6 +120,24 @@ nb_status nb_set_default_device(nb_device dev) {
     return NB_OK;
 }
 
+/* ---- matmul precision ------------------------------------------------------------ */
+
+static const char *const precisions[] = {"highest", "high", "medium"};
+static int matmul_precision; /* index into precisions */
+
+nb_status nb_set_float32_matmul_precision(const char *p) {
+    for (int i = 0; p && i < 3; i++)
+        if (!strcmp(p, precisions[i])) {
+            matmul_precision = i;
+            return NB_OK;
+        }
+    return nb_set_error(NB_ERR_INVALID_ARG, "set_float32_matmul_precision: \"%s\" is not highest, high or medium",
+                        p ? p : "(null)");
+}
+
+const char *nb_get_float32_matmul_precision(void) { return precisions[matmul_precision]; }
+int nb_float32_matmul_precision(void) { return matmul_precision; }
+
 /* ---- threads -------------------------------------------------------------------- */
 
 void nb_set_num_threads(int n) {

@@ -172,6 +172,14 @@ int nb_get_num_threads(void);
  * to zero (x86 MXCSR FTZ and DAZ), as torch.set_flush_denormal(True).
  * The CPU's BLAS: nb_backend_info(NB_CPU). */
 
+/* torch.set_float32_matmul_precision: "highest" (the default: float32
+ * matrix products in full float32), "high" (a GPU may use TF32 tensor
+ * cores, ~10 bits of mantissa per product, float32 accumulation) or
+ * "medium" (may use bfloat16 products). The CPU always computes in full
+ * float32. Errors: NB_ERR_INVALID_ARG for another string. */
+nb_status nb_set_float32_matmul_precision(const char *precision);
+const char *nb_get_float32_matmul_precision(void);
+
 /* ---- scopes ----------------------------------------------------------- */
 
 typedef struct nb_scope nb_scope;

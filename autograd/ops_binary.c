@@ -235,8 +235,21 @@ nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b) { return with_maximum(binary(&
 
 /* ---- lerp (composite) --------------------------------------------------- */
 
+/* Gradients as derivatives.yaml's lerp: start (1 - w) g, end w g, weight
+ * (end - start) g. A rule of its own rather than the composite's: through
+ * where(), the branch not taken contributes 0 * (end - start), NaN where
+ * end - start is infinite (PyTorch gives +-inf there). */
+static nb_status lerp_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *start = n->saved[0], *end = n->saved[1], *w = n->saved[2];
+    if (n->in[0]) gin[0] = to_input(n, 0, nb_mul(g, nb_add_scalar(nb_neg(w), 1)));
+    if (n->in[1]) gin[1] = to_input(n, 1, nb_mul(g, w));
+    if (n->in[2]) gin[2] = to_input(n, 2, nb_mul(g, nb_sub(end, start)));
+    return (n->in[0] && !gin[0]) || (n->in[1] && !gin[1]) || (n->in[2] && !gin[2]) ? nb_last_status() : NB_OK;
+}
+
 /* PyTorch's formula, exact at both ends: start + w * (end - start) for
- * |w| < 0.5, else end - (end - start) * (1 - w). */
+ * |w| < 0.5, else end - (end - start) * (1 - w); computed without the tape,
+ * then recorded as one node. */
 static nb_tensor *lerp_impl(nb_tensor *start, nb_tensor *end, nb_tensor *w) {
     nb_tensor *in[3] = {start, end, w};
     if (!nb_check_inputs("lerp", 3, in) || !nb_check_dtypes(NB_OP_LERP, 3, in)) return NULL;
@@ -248,11 +261,19 @@ static nb_tensor *lerp_impl(nb_tensor *start, nb_tensor *end, nb_tensor *w) {
         return NB_FAIL(NB_ERR_SHAPE, "lerp: weight %s does not broadcast with start/end %s",
                        nb_fmt_shape(w->ndim, w->shape, x, sizeof x), nb_fmt_shape(nd1, s1, y, sizeof y));
     }
+    bool prev = nb_set_grad_enabled(false);
     nb_tensor *d = nb_sub(end, start);
     nb_tensor *small = nb_logical_and(nb_gt_scalar(w, -0.5), nb_lt_scalar(w, 0.5));
     nb_tensor *lo = nb_add(start, nb_mul(w, d));
     nb_tensor *hi = nb_sub(end, nb_mul(d, nb_add_scalar(nb_neg(w), 1)));
-    return nb_where(small, lo, hi);
+    nb_tensor *out = nb_where(small, lo, hi);
+    nb_set_grad_enabled(prev);
+    if (!out) return NULL;
+    bool failed;
+    nb_node *n = nb_record(NB_OP_LERP, lerp_backward, out, 3, in, &failed);
+    if (failed) return NULL;
+    if (n) nb_save(n, 0, start), nb_save(n, 1, end), nb_save(n, 2, w);
+    return out;
 }
 
 nb_tensor *nb_lerp(nb_tensor *start, nb_tensor *end, nb_tensor *weight) {

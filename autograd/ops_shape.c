@@ -254,26 +254,46 @@ static nb_tensor *pad_impl(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad
         return NB_FAIL(NB_ERR_INVALID_ARG, "pad: %d pads for input %s; need pairs (last dim first), at most 2 per dim",
                        n_pads, nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
     if ((unsigned)mode > NB_PAD_CIRCULAR) return NB_FAIL(NB_ERR_INVALID_ARG, "pad: bad mode %d", (int)mode);
-    int64_t lo[NB_MAX_DIMS] = {0}, hi[NB_MAX_DIMS] = {0};
+    int64_t lo[NB_MAX_DIMS] = {0}, hi[NB_MAX_DIMS] = {0}, out_shape[NB_MAX_DIMS];
+    memcpy(out_shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
     for (int i = 0; i < n_pads / 2; i++) {
         int d = t->ndim - 1 - i;
         lo[d] = pads[2 * i], hi[d] = pads[2 * i + 1];
-        if (t->shape[d] + lo[d] + hi[d] < 0)
-            return NB_FAIL(NB_ERR_INVALID_ARG, "pad: padding (%lld, %lld) of dim %d makes input %s negative in size",
-                           (long long)lo[d], (long long)hi[d], d, nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+        int64_t n = t->shape[d];
+        /* the sum is checked for int64 overflow: pads near INT64_MAX must not wrap to a small size */
+        bool wraps = __builtin_add_overflow(n, lo[d], &out_shape[d]) ||
+                     __builtin_add_overflow(out_shape[d], hi[d], &out_shape[d]);
+        if (wraps || out_shape[d] < 0)
+            return NB_FAIL(NB_ERR_INVALID_ARG, "pad: padding (%lld, %lld) of dim %d makes input %s %s in size",
+                           (long long)lo[d], (long long)hi[d], d, nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
+                           wraps ? "too large (int64 overflow)" : "negative");
+        if (-lo[d] > n || -hi[d] > n) /* PyTorch: a crop larger than the dim is an error */
+            return NB_FAIL(NB_ERR_INVALID_ARG, "pad: padding (%lld, %lld) of dim %d crops more than its size %lld (input %s)",
+                           (long long)lo[d], (long long)hi[d], d, (long long)n,
+                           nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
     }
+    int64_t total = 1;
+    for (int d = 0; d < t->ndim; d++)
+        if (__builtin_mul_overflow(total, out_shape[d] ? out_shape[d] : 1, &total) || total > INT64_MAX / 16) {
+            char b[NB_SHAPE_BUF];
+            return NB_FAIL(NB_ERR_INVALID_ARG, "pad: the padded shape %s of input %s is too large",
+                           nb_fmt_shape(t->ndim, out_shape, b, sizeof b), nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+        }
     nb_tensor *x = t;
-    if (mode != NB_PAD_CONSTANT) {
+    if (mode == NB_PAD_REFLECT || mode == NB_PAD_REPLICATE) { /* PyTorch maps from the uncropped input */
         for (int d = 0; d < t->ndim && x; d++)
             if (lo[d] || hi[d]) x = pad_dim(x, d, lo[d], hi[d], mode);
         return fresh(t, x);
     }
-    for (int d = 0; d < t->ndim && x; d++) { /* negative pads crop first */
+    for (int d = 0; d < t->ndim && x; d++) { /* constant and circular crop first (PyTorch) */
         int64_t start = lo[d] < 0 ? -lo[d] : 0, end = x->shape[d] - (hi[d] < 0 ? -hi[d] : 0);
         if (start || end < x->shape[d]) x = nb_narrow(x, d, start, end > start ? end - start : 0);
         lo[d] = lo[d] > 0 ? lo[d] : 0, hi[d] = hi[d] > 0 ? hi[d] : 0;
     }
-    return x ? constant_pad(x, lo, hi, value) : NULL;
+    if (mode == NB_PAD_CONSTANT) return x ? constant_pad(x, lo, hi, value) : NULL;
+    for (int d = 0; d < t->ndim && x; d++)
+        if (lo[d] || hi[d]) x = pad_dim(x, d, lo[d], hi[d], mode);
+    return fresh(t, x);
 }
 
 nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad_mode mode, double value) {

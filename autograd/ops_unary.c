@@ -65,8 +65,20 @@ nb_tensor *nb_sqrt(nb_tensor *a) { return float_fn(NB_OP_SQRT, NB_UNARY_SQRT, a)
 nb_tensor *nb_relu(nb_tensor *a) { return unary_op(NB_OP_RELU, NB_UNARY_RELU, a, 0); }
 nb_tensor *nb_sigmoid(nb_tensor *a) { return float_fn(NB_OP_SIGMOID, NB_UNARY_SIGMOID, a); }
 nb_tensor *nb_tanh(nb_tensor *a) { return float_fn(NB_OP_TANH, NB_UNARY_TANH, a); }
-nb_tensor *nb_add_scalar(nb_tensor *a, double s) { return unary_op(NB_OP_ADD_SCALAR, NB_UNARY_ADD_SCALAR, a, s); }
-nb_tensor *nb_mul_scalar(nb_tensor *a, double s) { return unary_op(NB_OP_MUL_SCALAR, NB_UNARY_MUL_SCALAR, a, s); }
+/* x + s, x * s in torch.result_type(x, s): an integer x meets a value it
+ * cannot hold exactly (1.5, 1e10 for int32) as a Python float, so x is cast
+ * to float32 first (the integer kernels then only see values of their own
+ * dtype); a bool x gives int64. */
+static nb_tensor *scalar_arith(nb_op_id op, nb_unary_op kop, nb_tensor *a, double s) {
+    if (!a || (unsigned)a->dtype >= NB_DTYPE_COUNT) return unary_op(op, kop, a, s);
+    nb_dtype dt = nb_scalar_result_type(a, s);
+    if (dt == a->dtype) return unary_op(op, kop, a, s);
+    nb_scope *sc = nb_scope_begin();
+    nb_tensor *c = nb_to_dtype(a, dt);
+    return nb_scope_return(sc, c ? unary_op_impl(op, kop, c, s) : NULL);
+}
+nb_tensor *nb_add_scalar(nb_tensor *a, double s) { return scalar_arith(NB_OP_ADD_SCALAR, NB_UNARY_ADD_SCALAR, a, s); }
+nb_tensor *nb_mul_scalar(nb_tensor *a, double s) { return scalar_arith(NB_OP_MUL_SCALAR, NB_UNARY_MUL_SCALAR, a, s); }
 nb_tensor *nb_pow_scalar(nb_tensor *a, double e) { return unary_op(NB_OP_POW_SCALAR, NB_UNARY_POW_SCALAR, a, e); }
 
 /* ---- op coverage: unary math and activations ------------------------------ */
@@ -119,7 +131,8 @@ nb_tensor *nb_hardswish(nb_tensor *x) { return unary_op(NB_OP_HARDSWISH, NB_UNAR
 nb_tensor *nb_logsigmoid(nb_tensor *x) { return unary_op(NB_OP_LOGSIGMOID, NB_UNARY_LOGSIGMOID, x, 0); }
 
 /* beta 1 is one kernel pass; other betas run it on beta x (whose comparison
- * with threshold is PyTorch's) and scale back by 1 / beta. */
+ * with threshold is PyTorch's), scale back by 1 / beta, and take x itself
+ * where beta x > threshold. */
 static nb_tensor *softplus_impl(nb_tensor *x, double beta, double threshold) {
     if (!nb_check_inputs("softplus", 1, &x)) return NULL;
     if (beta == 0 || !isfinite(beta) || isnan(threshold))
@@ -128,7 +141,11 @@ static nb_tensor *softplus_impl(nb_tensor *x, double beta, double threshold) {
     if (beta == 1) return unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_SOFTPLUS, x, threshold);
     nb_tensor *bx = unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_MUL_SCALAR, x, beta);
     nb_tensor *sp = bx ? unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_SOFTPLUS, bx, threshold) : NULL;
-    return sp ? unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_MUL_SCALAR, sp, 1 / beta) : NULL;
+    nb_tensor *r = sp ? unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_MUL_SCALAR, sp, 1 / beta) : NULL;
+    /* above the threshold the answer is x itself, not (beta x) / beta,
+     * which overflows when beta x does (softplus(3e38, beta=2) = 3e38) */
+    nb_tensor *above = r ? nb_gt_scalar(bx, threshold) : NULL;
+    return above ? nb_where(above, x, r) : NULL;
 }
 
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold) {

@@ -18,7 +18,10 @@ bool nb_is_grad_enabled(void) { return grad_enabled; }
 
 bool nb_requires_grad(const nb_tensor *t) { return t && t->requires_grad; }
 bool nb_is_leaf(const nb_tensor *t) { return t && !t->grad_fn; }
-nb_tensor *nb_tensor_grad(const nb_tensor *t) { return t ? t->grad : NULL; }
+nb_tensor *nb_tensor_grad(const nb_tensor *t) {
+    nb_tensor *in = (nb_tensor *)t;
+    return nb_check_inputs("tensor_grad", 1, &in) ? t->grad : NULL;
+}
 
 void nb_tensor_zero_grad(nb_tensor *t) {
     if (!t) return;
@@ -38,7 +41,7 @@ nb_status nb_set_requires_grad(nb_tensor *t, bool requires_grad) {
 }
 
 nb_tensor *nb_detach(nb_tensor *t) {
-    if (!t) return NULL;
+    if (!nb_check_inputs("detach", 1, &t)) return NULL;
     return nb_tensor_view_of(t, t->ndim, t->shape, t->strides, t->offset);
 }
 

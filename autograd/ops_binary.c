@@ -77,7 +77,7 @@ static nb_tensor *binary(const binop *d, nb_tensor *a, nb_tensor *b) {
 
 /* The scalar form: value as a Python float (torch's wrapped number). */
 static nb_tensor *binary_scalar(const binop *d, nb_tensor *a, double value) {
-    if (!a) return NULL;
+    if (!nb_check_inputs(nb_op_name(d->op), 1, &a)) return NULL;
     nb_scope *s = nb_scope_begin();
     nb_tensor *b = nb_scalar_like(a, value, nb_scalar_result_type(a, value));
     return nb_scope_return(s, b ? binary_impl(d, a, b) : NULL);
@@ -326,7 +326,7 @@ static nb_dtype result_type_n(int n, nb_tensor *const *ts) {
 }
 
 static nb_tensor *clamp_impl(nb_tensor *x, nb_tensor *lo, nb_tensor *hi) {
-    if (!x) return NULL;
+    if (!nb_check_inputs("clamp", 1, &x)) return NULL;
     if (!lo && !hi) return NB_FAIL(NB_ERR_INVALID_ARG, "clamp: at least one of min and max must be given");
     nb_tensor *in[3] = {x, lo, hi}, *pin[3];
     int np = 0;
@@ -366,7 +366,7 @@ nb_tensor *nb_clamp(nb_tensor *x, nb_tensor *min, nb_tensor *max) {
 }
 
 nb_tensor *nb_clamp_scalar(nb_tensor *x, double min, double max) {
-    if (!x) return NULL;
+    if (!nb_check_inputs("clamp", 1, &x)) return NULL;
     nb_scope *s = nb_scope_begin();
     nb_dtype dt = nb_promote_types(nb_scalar_result_type(x, isnan(min) ? 0 : min),
                                    nb_scalar_result_type(x, isnan(max) ? 0 : max));

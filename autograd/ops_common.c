@@ -57,7 +57,10 @@ nb_dtype nb_promote_types(nb_dtype a, nb_dtype b) {
 /* c10's combine_categories: dimensioned operands win over 0-dim ones unless
  * the 0-dim one is of a higher category (then both join, as promote_types). */
 nb_dtype nb_result_type(const nb_tensor *a, const nb_tensor *b) {
-    if (!a || !b) return NB_DTYPE_COUNT;
+    if (!a || !b) { /* keep an earlier error (a failed op upstream) */
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "result_type: NULL tensor");
+        return NB_DTYPE_COUNT;
+    }
     if ((a->ndim == 0) == (b->ndim == 0)) return nb_promote_types(a->dtype, b->dtype);
     const nb_tensor *dim = a->ndim ? a : b, *zero = a->ndim ? b : a;
     if (category(zero->dtype) > category(dim->dtype)) return nb_promote_types(dim->dtype, zero->dtype);

@@ -149,7 +149,11 @@ nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt);
 nb_tensor *nb_zeros_like(const nb_tensor *t);
 nb_tensor *nb_ones_like(const nb_tensor *t);
 
-/* Metadata (never fails on a valid tensor, except nb_size below). */
+/* Metadata (never fails on a valid tensor, except nb_size below). Given
+ * NULL (a failed op upstream) they return -1 (nb_dim, nb_numel), NULL
+ * (nb_shape, nb_strides), NB_DTYPE_COUNT (nb_dtype_of), false, or "(null)"
+ * in nb_shape_str's buf, and set NB_ERR_INVALID_ARG unless an error is
+ * already pending; nb_item(NULL) is NaN, likewise. */
 int nb_dim(const nb_tensor *t);
 /* The size of dimension dim, as torch.Tensor.size(dim); a negative dim
  * counts from the end. Returns -1 with NB_ERR_INVALID_ARG for a dim outside

@@ -335,15 +335,22 @@ nb_safetensors *nb_safetensors_load(const char *path) {
     return f;
 }
 
+/* A NULL file or name: keeps an earlier error (a failed load), else records one. */
+static bool null_arg(const char *op, const void *f, const void *name) {
+    if (f && name) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL %s", op, f ? "name" : "file");
+    return true;
+}
+
 nb_tensor *nb_safetensors_get(const nb_safetensors *f, const char *name) {
-    if (!f || !name) return NULL;
+    if (null_arg("safetensors_get", f, name)) return NULL;
     for (int i = 0; i < f->n_tensors; i++)
         if (!strcmp(f->tensors[i].name, name)) return f->tensors[i].tensor;
     return NULL;
 }
 
 const char *nb_safetensors_meta(const nb_safetensors *f, const char *key) {
-    if (!f || !key) return NULL;
+    if (null_arg("safetensors_meta", f, key)) return NULL;
     for (int i = 0; i < f->n_meta; i++)
         if (!strcmp(f->meta[i].key, key)) return f->meta[i].value;
     return NULL;

@@ -94,6 +94,10 @@ static bool check_shape(const char *op, int ndim, const int64_t *shape) {
         nb_set_error(NB_ERR_INVALID_ARG, "%s: ndim %d outside [0, %d]", op, ndim, NB_MAX_DIMS);
         return false;
     }
+    if (ndim && !shape) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL shape for %d dims", op, ndim);
+        return false;
+    }
     int64_t n = 1; /* the product of max(size, 1): [0, 2^62, 2^62] fails as [2^62, 2^62, 0] does */
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0 || n > INT64_MAX / 8 / (shape[i] ? shape[i] : 1)) {
@@ -173,13 +177,13 @@ nb_tensor *nb_ones(int ndim, const int64_t *shape, nb_dtype dt) { return nb_full
 nb_tensor *nb_scalar(double value, nb_dtype dt) { return nb_full(0, NULL, value, dt); }
 
 nb_tensor *nb_zeros_like(const nb_tensor *t) {
-    if (!t) return NULL;
+    if (!t) return null_meta("zeros_like"), NULL;
     nb_tensor *r = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     return r && nb_fill_(r, 0) == NB_OK ? r : NULL;
 }
 
 nb_tensor *nb_ones_like(const nb_tensor *t) {
-    if (!t) return NULL;
+    if (!t) return null_meta("ones_like"), NULL;
     nb_tensor *r = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     return r && nb_fill_(r, 1) == NB_OK ? r : NULL;
 }
@@ -350,7 +354,7 @@ nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
 }
 
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
-    if (!t) return NULL;
+    if (!t) return null_meta("to_device"), NULL;
     nb_device from = t->storage->device;
     if (from.type == dev.type && from.index == dev.index) {
         nb_retain(t);

@@ -102,11 +102,20 @@ nb_status nb_wordpiece_save(const nb_wordpiece *wp, const char *path) {
     return NB_OK;
 }
 
-int32_t nb_wordpiece_vocab_size(const nb_wordpiece *wp) { return wp ? wp->vocab.n : 0; }
-bool nb_wordpiece_lowercases(const nb_wordpiece *wp) { return wp && wp->lower; }
+/* A NULL tokenizer (a failed load upstream): keeps that error, else records one. */
+static bool no_wp(const char *op, const nb_wordpiece *wp) {
+    if (wp) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL tokenizer", op);
+    return true;
+}
+
+int32_t nb_wordpiece_vocab_size(const nb_wordpiece *wp) { return no_wp("wordpiece_vocab_size", wp) ? -1 : wp->vocab.n; }
+bool nb_wordpiece_lowercases(const nb_wordpiece *wp) { return !no_wp("wordpiece_lowercases", wp) && wp->lower; }
 
 int32_t nb_wordpiece_token_to_id(const nb_wordpiece *wp, const char *token) {
-    return wp && token ? nb_strmap_find(&wp->vocab, token, strlen(token)) : -1;
+    if (no_wp("wordpiece_token_to_id", wp)) return -1;
+    if (!token) return (int32_t)(nb_set_error(NB_ERR_INVALID_ARG, "wordpiece_token_to_id: NULL token"), -1);
+    return nb_strmap_find(&wp->vocab, token, strlen(token));
 }
 
 const char *nb_wordpiece_id_to_token(const nb_wordpiece *wp, int32_t id) {
@@ -117,11 +126,11 @@ const char *nb_wordpiece_id_to_token(const nb_wordpiece *wp, int32_t id) {
 }
 
 int32_t nb_wordpiece_special_id(const nb_wordpiece *wp, nb_special_token which) {
-    return wp && which >= 0 && which < NB_TOKEN_COUNT ? wp->special[which] : -1;
+    return !no_wp("wordpiece_special_id", wp) && which >= 0 && which < NB_TOKEN_COUNT ? wp->special[which] : -1;
 }
 
 bool nb_wordpiece_is_special(const nb_wordpiece *wp, int32_t id) {
-    return wp && id >= 0 && id < wp->vocab.n && wp->reserved[id];
+    return !no_wp("wordpiece_is_special", wp) && id >= 0 && id < wp->vocab.n && wp->reserved[id];
 }
 
 /* Stores id number *count (if it fits) and counts it. */

@@ -143,7 +143,11 @@ nb_module *nb_bert(nb_bert_config cfg) {
 }
 
 nb_bert_config nb_bert_get_config(const nb_module *m) {
-    if (!m || nb_module_kind(m) != bert_ops.kind) return (nb_bert_config){0};
+    const char *kind = nb_module_kind(m); /* records a NULL m */
+    if (kind != bert_ops.kind) {
+        if (kind) nb_set_error(NB_ERR_INVALID_ARG, "bert_get_config: module is %s, not a BERT", kind);
+        return (nb_bert_config){0};
+    }
     return ((const nb_bert_ctx *)nb_module_ctx((nb_module *)m))->c;
 }
 

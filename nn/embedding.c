@@ -22,7 +22,8 @@ static nb_tensor *embedding_forward(nb_module *m, nb_tensor *x) {
 static const nb_module_ops embedding_ops = {"Embedding", embedding_forward, free};
 
 int64_t nb_nn_embedding_padding_idx(const nb_module *m) {
-    if (!m || nb_module_kind(m) != embedding_ops.kind) return NB_NO_PADDING_IDX;
+    if (!m) return nb_module_kind(m), NB_NO_PADDING_IDX; /* nb_module_kind records the NULL */
+    if (nb_module_kind(m) != embedding_ops.kind) return NB_NO_PADDING_IDX;
     return ((const nb_embedding_ctx *)nb_module_ctx((nb_module *)m))->padding_idx;
 }
 

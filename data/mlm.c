@@ -93,7 +93,7 @@ static nb_status build_rows(nb_mlm_dataset *ds, const nb_wordpiece *wp, const ch
                             nb_mlm_options opts) {
     char *text;
     size_t len;
-    nb_status st = nb_read_text_file("mlm_dataset_new", path, &text, &len);
+    nb_status st = nb_read_text_file("mlm_dataset_new", path, true, &text, &len);
     if (st) return st;
     builder b = {.ds = ds, .max_rows = opts.max_sequences, .one_line = opts.one_line_per_sequence};
     int32_t *tok = NULL;

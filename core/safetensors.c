@@ -5,10 +5,14 @@
  * reads tensor bytes (bounded by the file's size) and checks their CRC-32.
  * The writer copies tensors to the host one at a time (twice: once for the
  * CRCs that the header needs, once to write), so its extra memory is the
- * largest tensor, and publishes the file with write-fsync-rename.
+ * largest tensor, and publishes the file with write-fsync-rename. The
+ * temporary files of saves that were killed (whose process is gone) are
+ * removed by the next save to the same path.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -486,6 +490,32 @@ static int open_tmp(const char *path, char *tmp, size_t len) {
     return -1;
 }
 
+/* Removes "<path>.tmp.<pid>.<k>" files whose process no longer exists: the
+ * leftovers of saves killed between open and rename. A live process's
+ * temporary file (another save in progress) is left alone. Best effort. */
+static void remove_stale_tmps(const char *path) {
+    char dir[4096] = ".";
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (slash == path) strcpy(dir, "/");
+    else if (slash && (size_t)(slash - path) < sizeof dir) memcpy(dir, path, (size_t)(slash - path)), dir[slash - path] = 0;
+    else if (slash) return;
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, blen) || strncmp(n + blen, ".tmp.", 5)) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(n + blen + 5, &end, 10);
+        if (errno || pid <= 0 || *end != '.' || end[1] < '0' || end[1] > '9') continue;
+        strtoul(end + 1, &end, 10);
+        if (*end || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == -1 && errno == ESRCH) unlinkat(dirfd(d), n, 0);
+    }
+    closedir(d);
+}
+
 /* Best-effort fsync of path's directory, so that the rename itself is durable. */
 static void sync_dir(const char *path) {
     char dir[4096] = ".";
@@ -510,6 +540,7 @@ nb_status nb_safetensors_save(const char *path, const nb_named_tensor *ts, int n
     free(crcs);
     if (!header) return free(buf), st ? st : nb_last_status();
     char tmp[4200];
+    if (strlen(path) < 4096) remove_stale_tmps(path);
     int fd = strlen(path) < 4096 ? open_tmp(path, tmp, sizeof tmp) : (errno = ENAMETOOLONG, -1);
     if (fd < 0) {
         free(buf), free(header);

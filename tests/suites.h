@@ -42,7 +42,8 @@
     X(scheduler) \
     X(mnist_e2e) \
     X(alloc_faults) \
-    X(null_args)
+    X(null_args) \
+    X(examples)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

@@ -265,8 +265,13 @@ nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out) {
         return nb_set_error(NB_ERR_STATE, "backward: the tensor does not require grad (no input requires grad, "
                                           "or it was computed under no_grad)");
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-    if (grad_out->ndim != out->ndim || memcmp(grad_out->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim) ||
-        grad_out->dtype != out->dtype)
+    bool same_shape = grad_out->ndim == out->ndim &&
+                      !memcmp(grad_out->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+    if (same_shape && grad_out->dtype != out->dtype) /* a dtype error, not a shape one */
+        return nb_set_error(NB_ERR_DTYPE, "backward: gradient dtype %s does not match output dtype %s (shape %s)",
+                            nb_dtype_name(grad_out->dtype), nb_dtype_name(out->dtype),
+                            nb_fmt_shape(out->ndim, out->shape, b, sizeof b));
+    if (!same_shape)
         return nb_set_error(NB_ERR_SHAPE, "backward: gradient %s %s does not match output %s %s",
                             nb_fmt_shape(grad_out->ndim, grad_out->shape, a, sizeof a), nb_dtype_name(grad_out->dtype),
                             nb_fmt_shape(out->ndim, out->shape, b, sizeof b), nb_dtype_name(out->dtype));

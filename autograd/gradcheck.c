@@ -60,7 +60,7 @@ static nb_status check_input(gc_problem *p, int i, const nb_gradcheck_options *o
         nb_set_grad_enabled(prev);
         double num = (fp - fm) / (2 * o->eps);
         if (!(fabs(ana[j] - num) <= o->atol + o->rtol * fabs(num)))
-            st = nb_set_error(NB_ERR_STATE, "gradcheck: input %d element %lld: analytical %.10g, numerical %.10g", i,
+            st = nb_set_error(NB_ERR_MISMATCH, "gradcheck: input %d element %lld: analytical %.10g, numerical %.10g", i,
                               (long long)j, ana[j], num);
     }
     free(val);

@@ -44,6 +44,7 @@ typedef enum nb_status {
     NB_ERR_FORMAT,      /* a file's contents are corrupt or not the format */
     NB_ERR_UNSUPPORTED, /* valid, but not implemented on this backend */
     NB_ERR_STATE,       /* call out of order (e.g. backward twice) */
+    NB_ERR_MISMATCH,    /* a check found values that disagree (nb_gradcheck) */
 } nb_status;
 
 /* The message of the last failure on this thread ("" when none). */

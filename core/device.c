@@ -106,6 +106,7 @@ nb_status nb_device_parse(const char *s, nb_device *dev) {
 }
 
 char *nb_device_str(nb_device dev, char *buf, size_t len) {
+    if (!buf || !len) return nb_set_error(NB_ERR_INVALID_ARG, "device_str: NULL or empty buffer"), NULL;
     if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT) snprintf(buf, len, "invalid device");
     else if (dev.type == NB_DEVICE_CPU) snprintf(buf, len, "cpu");
     else snprintf(buf, len, "%s:%d", type_names[dev.type], dev.index);

@@ -74,7 +74,10 @@ nb_status nb_set_current_stream(nb_stream *s) {
 
 void *nb_stream_handle(const nb_stream *s) { return s->handle; }
 
-nb_device nb_stream_device(const nb_stream *s) { return s ? s->be->device : NB_CPU; }
+nb_device nb_stream_device(const nb_stream *s) {
+    if (!s) nb_set_error(NB_ERR_INVALID_ARG, "stream_device: NULL stream");
+    return s ? s->be->device : NB_CPU;
+}
 
 nb_status nb_stream_synchronize(nb_stream *s) {
     if (!s) return nb_set_error(NB_ERR_INVALID_ARG, "stream_synchronize: NULL stream");
@@ -134,7 +137,10 @@ nb_status nb_stream_wait_event(nb_stream *s, nb_event *e) {
     return s->be->iface->event_wait(s->be, s->handle, e->handle);
 }
 
-bool nb_event_query(nb_event *e) { return !e || e->be->iface->event_query(e->be, e->handle); }
+bool nb_event_query(nb_event *e) {
+    if (!e) return nb_set_error(NB_ERR_INVALID_ARG, "event_query: NULL event"), false;
+    return e->be->iface->event_query(e->be, e->handle);
+}
 
 nb_status nb_event_synchronize(nb_event *e) {
     if (!e) return nb_set_error(NB_ERR_INVALID_ARG, "event_synchronize: NULL event");

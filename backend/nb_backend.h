@@ -238,6 +238,9 @@ struct nb_backend_i {
      * OpenBLAS); NULL where there are none. n <= 0: all online cores. */
     void (*set_num_threads)(nb_backend *be, int n);
     int (*get_num_threads)(nb_backend *be);
+    /* Fills kernel_launches, host_syncs, h2d_bytes and d2h_bytes of *c
+     * (nb_device_counters_get; core counts kernel_calls). NULL: zeros. */
+    void (*counters)(nb_backend *be, nb_device_counters *c);
 
     /* ---- execution model (all required; the CPU's are no-ops) ----------- */
     /* A new stream handle of the device (NULL with an error on failure), and

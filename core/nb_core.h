@@ -340,6 +340,20 @@ typedef struct nb_memory_stats {
 } nb_memory_stats;
 
 nb_memory_stats nb_memory_stats_get(nb_device dev);
+
+/* Work counters of a device since the process started, for profiling a
+ * step (the difference of two readings): how much host dispatch a step
+ * costs and how often the host waits for the device. */
+typedef struct nb_device_counters {
+    uint64_t kernel_calls;    /* backend kernel slots called by ops (one op may call several) */
+    uint64_t kernel_launches; /* device kernels launched, a library call (cuBLAS, cuDNN) counted
+                                 once; 0 on the CPU, which launches nothing */
+    uint64_t host_syncs;      /* times the host waited for the device (stream, event or device
+                                 synchronize, a blocking copy); 0 on the CPU */
+    uint64_t h2d_bytes, d2h_bytes; /* bytes copied between host and device memory */
+} nb_device_counters;
+/* Zeros with NB_ERR_DEVICE for a device that does not exist. */
+nb_device_counters nb_device_counters_get(nb_device dev);
 void nb_memory_reset_peak(nb_device dev);
 /* Returns cached, unused segments to the device (torch.cuda.empty_cache). */
 void nb_memory_empty_cache(nb_device dev);

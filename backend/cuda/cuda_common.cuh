@@ -38,8 +38,14 @@ int slot_tag(const char *slot);
 
 // nb_set_error for a failed CUDA call: "<slot>: <call> failed: <reason>".
 nb_status cuda_fail(const char *slot, const char *call, cudaError_t e);
-// After a kernel launch: the launch's own error, if any.
+// After a kernel launch: the launch's own error, if any (and counts it,
+// nb_device_counters.kernel_launches).
 nb_status launched(const char *slot);
+// Counts a launch made by a library call (cuBLAS, cuDNN, cuSOLVER: once per
+// call) on the current CUDA device.
+void count_launch(void);
+// Counts a host wait inside a slot (a blocking copy, a stream sync).
+void count_sync(nb_backend *be);
 
 #define NBC_TRY(slot, call)                                                  \
     do {                                                                     \

@@ -52,6 +52,7 @@ nb_status gemm_rm(nb_backend *be, const char *slot, nb_dtype dt, bool ta, bool t
         h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)(k ? k : 1), pa, B, t,
         (int)(ldb ? ldb : 1), sB, A, t, (int)(lda ? lda : 1), sA, pb, C, t, (int)ldc, sC, (int)batch, ct,
         CUBLAS_GEMM_DEFAULT);
+    count_launch();
     if (s != CUBLAS_STATUS_SUCCESS)
         return nb_set_error(NB_ERR_DEVICE, "%s: cublasGemmStridedBatchedEx failed: %s (m=%lld n=%lld k=%lld batch=%lld)",
                             slot, cublas_text(s), (long long)m, (long long)n, (long long)k, (long long)batch);

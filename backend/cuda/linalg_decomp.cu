@@ -147,7 +147,7 @@ extern "C" nb_status nb_cuda_linalg_svd(nb_backend *be, const nb_kview *u, const
         int *info = take<int>(s_info, be, batch);
         if (!A || !rwork || !info) return nb_last_status();
         NBC_TRY(slot, cudaMemsetAsync(info, 0, sizeof(int) * (size_t)batch, st));
-        // ucols columns of gesvd's U (M x M or M x k) and the N x N V^T, per matrix
+        // gesvd's U has gu columns (M: 'A', k: 'S'); its V^T is N x N
         int64_t gu = wide ? vrows : ucols;
         T *U = nullptr, *VT = nullptr;
         if (wide) {

@@ -91,13 +91,14 @@ static const char *err_text(int kind) {
     case ERR_SINGULAR: return "a matrix is singular";
     case ERR_NOT_PD: return "a matrix is not positive-definite";
     case ERR_RANK: return "a matrix is rank-deficient";
+    case ERR_CONVERGE: return "the algorithm failed to converge";
     default: return "a device error";
     }
 }
 
 static nb_status err_status(int kind) {
     return kind == ERR_INDEX || kind == ERR_ZERO_DIV || kind == ERR_TARGET || kind == ERR_SINGULAR ||
-                   kind == ERR_NOT_PD || kind == ERR_RANK
+                   kind == ERR_NOT_PD || kind == ERR_RANK || kind == ERR_CONVERGE
                ? NB_ERR_INVALID_ARG
                : NB_ERR_DEVICE;
 }

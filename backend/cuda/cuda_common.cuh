@@ -23,7 +23,10 @@ constexpr int THREADS = 256;
 
 // Data-dependent errors that kernels report through the stream's error word
 // (see nb_backend.h, Errors): the word holds kind * 1024 + the slot's tag.
-enum DevErr { ERR_NONE = 0, ERR_INDEX = 1, ERR_ZERO_DIV = 2, ERR_TARGET = 3, ERR_SINGULAR = 4, ERR_NOT_PD = 5, ERR_RANK = 6 };
+// ERR_CONVERGE: an eigen/singular value iteration did not converge (syevd,
+// gesvd info > 0), which the CPU reports as NB_ERR_INVALID_ARG.
+enum DevErr { ERR_NONE = 0, ERR_INDEX = 1, ERR_ZERO_DIV = 2, ERR_TARGET = 3, ERR_SINGULAR = 4, ERR_NOT_PD = 5, ERR_RANK = 6,
+              ERR_CONVERGE = 7 };
 
 struct Ctx; // cuda_backend.cu
 

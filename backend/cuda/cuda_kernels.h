@@ -21,6 +21,17 @@ nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *gq, const n
                                      const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v,
                                      const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal,
                                      double scale, double dropout_p, uint64_t seed, uint64_t offset);
+// linalg.cu
+nb_status nb_cuda_linalg_solve(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
+nb_status nb_cuda_linalg_det(nb_backend *be, const nb_kview *det, const nb_kview *sign, const nb_kview *logabsdet,
+                             const nb_kview *a);
+nb_status nb_cuda_linalg_cholesky(nb_backend *be, const nb_kview *l, const nb_kview *a, bool upper);
+nb_status nb_cuda_linalg_lstsq(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
+// linalg_decomp.cu
+nb_status nb_cuda_linalg_qr(nb_backend *be, const nb_kview *q, const nb_kview *r, const nb_kview *a);
+nb_status nb_cuda_linalg_eigh(nb_backend *be, const nb_kview *w, const nb_kview *v, const nb_kview *a, bool upper);
+nb_status nb_cuda_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *s, const nb_kview *vh,
+                             const nb_kview *a);
 }
 
 #define NB_CUDA_SET_KERNEL_SLOTS(i) \
@@ -31,4 +42,11 @@ nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *gq, const n
         (i)->matmul = nb_cuda_matmul; \
         (i)->attention = nb_cuda_attention; \
         (i)->attention_backward = nb_cuda_attention_backward; \
+        (i)->linalg_solve = nb_cuda_linalg_solve; \
+        (i)->linalg_det = nb_cuda_linalg_det; \
+        (i)->linalg_cholesky = nb_cuda_linalg_cholesky; \
+        (i)->linalg_lstsq = nb_cuda_linalg_lstsq; \
+        (i)->linalg_qr = nb_cuda_linalg_qr; \
+        (i)->linalg_eigh = nb_cuda_linalg_eigh; \
+        (i)->linalg_svd = nb_cuda_linalg_svd; \
     } while (0)

@@ -222,10 +222,12 @@ template <typename T> __global__ void k_bwd_filter_direct(T *gw, const T *gy, co
 
 enum ConvOp { OP_FWD, OP_BWD_DATA, OP_BWD_FILTER };
 
-// What a plan depends on: the op and the cuDNN-side geometry (x side after
-// explicit padding, the padding cuDNN applies). All ints: no struct padding.
+// What a plan depends on: the op, the cuDNN-side geometry (x side after
+// explicit padding, the padding cuDNN applies) and the pointers' alignment
+// (cuDNN may refuse an algorithm for a misaligned view: that must not drop
+// it for aligned calls). All ints: no struct padding.
 struct Key {
-    int op, dev, dt;
+    int op, dev, dt, align;
     int n, c, h, w, co, cg, kh, kw, ho, wo;
     int ph, pw, sh, sw, dh, dw, groups;
 };
@@ -446,10 +448,18 @@ Lowering lower(const ConvGeom &g) {
     return L;
 }
 
-Key make_key(nb_backend *be, int op, const ConvGeom &g, const Lowering &L, int64_t n) {
+// log2 of the largest power of two (<= 256) dividing every pointer.
+int align_class(const void *a, const void *b, const void *c) {
+    uintptr_t u = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | 256;
+    int k = 0;
+    while (!(u & 1)) u >>= 1, k++;
+    return k;
+}
+
+Key make_key(nb_backend *be, int op, const ConvGeom &g, const Lowering &L, int64_t n, int align) {
     Key k;
     memset(&k, 0, sizeof k);
-    k.op = op, k.dev = device_of(be), k.dt = (int)g.dt;
+    k.op = op, k.dev = device_of(be), k.dt = (int)g.dt, k.align = align;
     k.n = (int)n, k.c = (int)g.c, k.h = (int)L.hx, k.w = (int)L.wx, k.co = (int)g.co, k.cg = (int)g.cg;
     k.kh = (int)g.kh, k.kw = (int)g.kw, k.ho = (int)g.ho, k.wo = (int)g.wo;
     k.ph = (int)L.pch, k.pw = (int)L.pcw, k.sh = (int)g.sh, k.sw = (int)g.sw, k.dh = (int)g.dh, k.dw = (int)g.dw;
@@ -494,7 +504,8 @@ nb_status forward(nb_backend *be, const ConvGeom &g, const T *x, const T *w, con
         ConvGeom s = sub(g, n);
         const T *xi = x + i0 * xs;
         T *yi = y + i0 * ys;
-        Plan *pl = plan_get(h, make_key(be, OP_FWD, g, L, n));
+        const T *xin = L.padded ? xp.as<T>() : xi;
+        Plan *pl = plan_get(h, make_key(be, OP_FWD, g, L, n, align_class(xin, w, yi)));
         if (!pl) return nb_last_status();
         nb_status st = NB_OK;
         bool ran = false;
@@ -504,7 +515,7 @@ nb_status forward(nb_backend *be, const ConvGeom &g, const T *x, const T *w, con
                 xp.as<T>(), xi, planes, g.h, g.w, L.hx, L.wx, g.ph, g.pw);
             st = launched(slot);
         }
-        if (st == NB_OK) st = plan_run(be, h, pl, L.padded ? (const void *)xp.as<T>() : xi, w, yi, false, slot, &ran);
+        if (st == NB_OK) st = plan_run(be, h, pl, xin, w, yi, false, slot, &ran);
         plan_release(pl);
         if (st == NB_OK && !ran) st = direct_fwd(be, s, xi, w, bias, yi);
         else if (st == NB_OK && bias) {
@@ -529,10 +540,11 @@ template <typename T> nb_status backward_data(nb_backend *be, const ConvGeom &g,
         ConvGeom s = sub(g, n);
         const T *gyi = gy + i0 * ys;
         T *gxi = gx + i0 * xs;
-        Plan *pl = plan_get(h, make_key(be, OP_BWD_DATA, g, L, n));
+        T *gxout = L.padded ? gxp.as<T>() : gxi;
+        Plan *pl = plan_get(h, make_key(be, OP_BWD_DATA, g, L, n, align_class(w, gyi, gxout)));
         if (!pl) return nb_last_status();
         bool ran = false;
-        nb_status st = plan_run(be, h, pl, w, gyi, L.padded ? (void *)gxp.as<T>() : (void *)gxi, false, slot, &ran);
+        nb_status st = plan_run(be, h, pl, w, gyi, gxout, false, slot, &ran);
         plan_release(pl);
         if (st == NB_OK && !ran) st = direct_bwd_data(be, s, gyi, w, gxi);
         else if (st == NB_OK && L.padded) {
@@ -558,7 +570,8 @@ template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &
         int64_t n = g.n - i0 < L.chunk ? g.n - i0 : L.chunk;
         ConvGeom s = sub(g, n);
         const T *xi = x + i0 * xs, *gyi = gy + i0 * ys;
-        Plan *pl = plan_get(h, make_key(be, OP_BWD_FILTER, g, L, n));
+        const T *xin = L.padded ? xp.as<T>() : xi;
+        Plan *pl = plan_get(h, make_key(be, OP_BWD_FILTER, g, L, n, align_class(xin, gyi, gw)));
         if (!pl) return nb_last_status();
         nb_status st = NB_OK;
         bool ran = false;
@@ -569,7 +582,7 @@ template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &
             st = launched(slot);
         }
         if (st == NB_OK)
-            st = plan_run(be, h, pl, L.padded ? (const void *)xp.as<T>() : xi, gyi, gw, i0 > 0, slot, &ran);
+            st = plan_run(be, h, pl, xin, gyi, gw, i0 > 0, slot, &ran);
         plan_release(pl);
         if (st == NB_OK && !ran) st = direct_bwd_filter(be, s, gyi, xi, gw, i0 > 0);
         if (st != NB_OK) return st;

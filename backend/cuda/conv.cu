@@ -100,9 +100,20 @@ nb_status geom_init(ConvGeom *g, const char *op, const nb_kview *x, const nb_kvi
 
 // ---- own kernels ------------------------------------------------------------------------
 
-// y [n, co, ho, wo] += bias[co]
-template <typename T> __global__ void k_add_bias(T *y, const T *bias, int64_t total, int64_t co, int64_t plane) {
-    NBC_GRID_STRIDE(i, total) y[i] += bias[(i / plane) % co];
+// y [n, co, ho, wo] += bias[co]: blockIdx.y walks the planes (no per-element division).
+template <typename T> __global__ void k_add_bias(T *y, const T *bias, int64_t planes, int64_t co, int64_t plane) {
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
+        const T b = bias[pl % co];
+        T *row = y + pl * plane;
+        for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < plane; q += (int64_t)gridDim.x * blockDim.x)
+            row[q] += b;
+    }
+}
+
+// A grid for k_add_bias: x over a plane, y over the planes.
+dim3 bias_grid(int64_t planes, int64_t plane) {
+    int64_t gx = (plane + THREADS - 1) / THREADS;
+    return dim3((unsigned)(gx < 1 ? 1 : gx < 1024 ? gx : 1024), (unsigned)(planes < 65535 ? planes : 65535));
 }
 
 // gbias[c] = sum of gy[:, c, :, :]: one block per channel, images in order,
@@ -519,7 +530,8 @@ nb_status forward(nb_backend *be, const ConvGeom &g, const T *x, const T *w, con
         plan_release(pl);
         if (st == NB_OK && !ran) st = direct_fwd(be, s, xi, w, bias, yi);
         else if (st == NB_OK && bias) {
-            k_add_bias<T><<<blocks_for(n * ys), THREADS, 0, stream_of(be)>>>(yi, bias, n * ys, g.co, g.ho * g.wo);
+            k_add_bias<T><<<bias_grid(n * g.co, g.ho * g.wo), THREADS, 0, stream_of(be)>>>(yi, bias, n * g.co, g.co,
+                                                                                         g.ho * g.wo);
             st = launched(slot);
         }
         if (st != NB_OK) return st;

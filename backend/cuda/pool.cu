@@ -67,13 +67,16 @@ template <typename T> __device__ inline void max_upd(T v, int64_t k, T &m, int64
 // ---- max pooling forward ------------------------------------------------------------
 
 // K > 0: a KxK window with dilation 1 known at compile time (the CNN's 2x2
-// pool unrolls); K == 0: the window from g. Same tap order either way.
-template <typename T, int K>
+// pool unrolls); K == 0: the window from g. Same tap order either way. I:
+// the type of the output index's decomposition (32-bit division where the
+// output allows it).
+template <typename T, int K, typename I>
 __global__ void k_max_fwd(T *__restrict__ y, int64_t *__restrict__ ix, const T *__restrict__ x, PoolGeom g) {
-    const int64_t n = g.planes * g.Ho * g.Wo;
+    const I n = (I)(g.planes * g.Ho * g.Wo), Wo = (I)g.Wo, Ho = (I)g.Ho;
     const int64_t kH = K ? K : g.kH, kW = K ? K : g.kW, dH = K ? 1 : g.dH, dW = K ? 1 : g.dW;
-    NBC_GRID_STRIDE(i, n) {
-        int64_t ow = i % g.Wo, t = i / g.Wo, oh = t % g.Ho, pl = t / g.Ho;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        const I q = i / Wo;
+        const int64_t ow = (int64_t)(i - q * Wo), oh = (int64_t)(q % Ho), pl = (int64_t)(q / Ho); // signed from here
         const T *xp = x + pl * g.H * g.W;
         int64_t h0 = oh * g.sH - g.pH, w0 = ow * g.sW - g.pW;
         int64_t h1 = imin(h0 + dH * (kH - 1) + 1, g.H), w1 = imin(w0 + dW * (kW - 1) + 1, g.W);
@@ -315,11 +318,16 @@ extern "C" nb_status nb_cuda_max_pool2d(nb_backend *be, const nb_kview *out, con
     if (n == 0) return NB_OK;
     PoolGeom g = geom(out, x, p);
     bool k2 = p->kernel[0] == 2 && p->kernel[1] == 2 && p->dilation[0] == 1 && p->dilation[1] == 1;
+    bool narrow = n <= INT32_MAX; // i + the grid stride stays below 2^32
     int64_t *ix = indices ? (int64_t *)indices->data : nullptr;
     return dispatch_float(slot, x->dtype, [&](auto tag) {
         using T = decltype(tag);
-        if (k2) k_max_fwd<T, 2><<<blocks_for(n), THREADS, 0, stream_of(be)>>>((T *)out->data, ix, (const T *)x->data, g);
-        else k_max_fwd<T, 0><<<blocks_for(n), THREADS, 0, stream_of(be)>>>((T *)out->data, ix, (const T *)x->data, g);
+        const T *xp = (const T *)x->data;
+        T *yp = (T *)out->data;
+        cudaStream_t s = stream_of(be);
+        if (k2 && narrow) k_max_fwd<T, 2, uint32_t><<<blocks_for(n), THREADS, 0, s>>>(yp, ix, xp, g);
+        else if (narrow) k_max_fwd<T, 0, uint32_t><<<blocks_for(n), THREADS, 0, s>>>(yp, ix, xp, g);
+        else k_max_fwd<T, 0, uint64_t><<<blocks_for(n), THREADS, 0, s>>>(yp, ix, xp, g);
         return launched(slot);
     });
 }

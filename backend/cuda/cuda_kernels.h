@@ -32,6 +32,46 @@ nb_status nb_cuda_linalg_qr(nb_backend *be, const nb_kview *q, const nb_kview *r
 nb_status nb_cuda_linalg_eigh(nb_backend *be, const nb_kview *w, const nb_kview *v, const nb_kview *a, bool upper);
 nb_status nb_cuda_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *s, const nb_kview *vh,
                              const nb_kview *a);
+// conv.cu
+nb_status nb_cuda_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
+                         const nb_kview *bias, const nb_conv_params *p);
+nb_status nb_cuda_conv2d_backward_input(nb_backend *be, const nb_kview *gx, const nb_kview *gy, const nb_kview *w,
+                                        const nb_conv_params *p);
+nb_status nb_cuda_conv2d_backward_weight(nb_backend *be, const nb_kview *gw, const nb_kview *gbias,
+                                         const nb_kview *gy, const nb_kview *x, const nb_conv_params *p);
+// pool.cu
+nb_status nb_cuda_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices, const nb_kview *x,
+                             const nb_pool_params *p);
+nb_status nb_cuda_max_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                      const nb_kview *indices);
+nb_status nb_cuda_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_pool_params *p);
+nb_status nb_cuda_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                      const nb_pool_params *p);
+nb_status nb_cuda_adaptive_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x);
+nb_status nb_cuda_adaptive_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy);
+nb_status nb_cuda_adaptive_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices,
+                                      const nb_kview *x);
+// batch_norm.cu
+nb_status nb_cuda_batch_norm(nb_backend *be, const nb_kview *out, const nb_kview *save_mean,
+                             const nb_kview *save_invstd, const nb_kview *running_mean, const nb_kview *running_var,
+                             const nb_kview *x, const nb_kview *weight, const nb_kview *bias, bool training,
+                             double momentum, double eps);
+nb_status nb_cuda_batch_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gweight,
+                                      const nb_kview *gbias, const nb_kview *gy, const nb_kview *x,
+                                      const nb_kview *weight, const nb_kview *save_mean, const nb_kview *save_invstd,
+                                      const nb_kview *running_mean, const nb_kview *running_var, bool training,
+                                      double eps);
+// upsample.cu
+nb_status nb_cuda_upsample2d(nb_backend *be, const nb_kview *out, const nb_kview *x, bool bilinear,
+                             bool align_corners);
+nb_status nb_cuda_upsample2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy, bool bilinear,
+                                      bool align_corners);
+// layer_norm.cu
+nb_status nb_cuda_layer_norm(nb_backend *be, const nb_kview *out, const nb_kview *mean, const nb_kview *rstd,
+                             const nb_kview *x, const nb_kview *w, const nb_kview *b, double eps);
+nb_status nb_cuda_layer_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gb,
+                                      const nb_kview *gy, const nb_kview *x, const nb_kview *w, const nb_kview *mean,
+                                      const nb_kview *rstd);
 }
 
 #define NB_CUDA_SET_KERNEL_SLOTS(i) \
@@ -49,4 +89,26 @@ nb_status nb_cuda_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *
         (i)->linalg_qr = nb_cuda_linalg_qr; \
         (i)->linalg_eigh = nb_cuda_linalg_eigh; \
         (i)->linalg_svd = nb_cuda_linalg_svd; \
+        NB_CUDA_SET_CNN_SLOTS(i);     \
+    } while (0)
+
+// conv.cu, pool.cu, batch_norm.cu, upsample.cu, layer_norm.cu
+#define NB_CUDA_SET_CNN_SLOTS(i)                                                \
+    do {                                                                        \
+        (i)->conv2d = nb_cuda_conv2d;                                           \
+        (i)->conv2d_backward_input = nb_cuda_conv2d_backward_input;             \
+        (i)->conv2d_backward_weight = nb_cuda_conv2d_backward_weight;           \
+        (i)->max_pool2d = nb_cuda_max_pool2d;                                   \
+        (i)->max_pool2d_backward = nb_cuda_max_pool2d_backward;                 \
+        (i)->avg_pool2d = nb_cuda_avg_pool2d;                                   \
+        (i)->avg_pool2d_backward = nb_cuda_avg_pool2d_backward;                 \
+        (i)->adaptive_avg_pool2d = nb_cuda_adaptive_avg_pool2d;                 \
+        (i)->adaptive_avg_pool2d_backward = nb_cuda_adaptive_avg_pool2d_backward; \
+        (i)->adaptive_max_pool2d = nb_cuda_adaptive_max_pool2d;                 \
+        (i)->batch_norm = nb_cuda_batch_norm;                                   \
+        (i)->batch_norm_backward = nb_cuda_batch_norm_backward;                 \
+        (i)->upsample2d = nb_cuda_upsample2d;                                   \
+        (i)->upsample2d_backward = nb_cuda_upsample2d_backward;                 \
+        (i)->layer_norm = nb_cuda_layer_norm;                                   \
+        (i)->layer_norm_backward = nb_cuda_layer_norm_backward;                 \
     } while (0)

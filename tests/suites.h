@@ -41,7 +41,8 @@
     X(safetensors) \
     X(checkpoint) \
     X(scheduler) \
-    X(mnist_e2e)
+    X(mnist_e2e) \
+    X(cuda_elementwise)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

@@ -1,7 +1,8 @@
 // elementwise.cuh - the launcher that unary.cu and binary.cu share
-// (internal): out = f(in0[, in1]) over views of one shape, one thread per
-// output element (or per vector of V elements), so results are
-// deterministic. Three paths, chosen on the host from the merged strided
+// (internal; random.cu and optim.cu use its Vec and aligned_to):
+// out = f(in0[, in1]) over views of one shape, one thread per output
+// element (or per vector of V elements), so results are deterministic.
+// Two paths, chosen on the host from the merged strided
 // iterator (Iter, cuda_common.cuh):
 //   rows:    at most two merged dims, out dense, every input stepping its
 //            inner dim by 1 (dense) or 0 (broadcast): a flat contiguous op
@@ -12,6 +13,8 @@
 //   generic: any strides: per-element offsets from int64 div/mod (the
 //            iterator's `contig` case skips them).
 // A functor F gives In, Out, NIN (1 or 2) and `Out operator()(In[, In])`.
+// Also here: float math by overload (m_exp(float) is expf, m_exp(double)
+// exp) for templates over both, and view_str for messages.
 #pragma once
 
 #include <math.h>

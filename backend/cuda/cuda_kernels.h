@@ -72,6 +72,26 @@ nb_status nb_cuda_layer_norm(nb_backend *be, const nb_kview *out, const nb_kview
 nb_status nb_cuda_layer_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gb,
                                       const nb_kview *gy, const nb_kview *x, const nb_kview *w, const nb_kview *mean,
                                       const nb_kview *rstd);
+// unary.cu
+nb_status nb_cuda_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha);
+nb_status nb_cuda_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
+                                 const nb_kview *x, const nb_kview *y, double alpha);
+// binary.cu
+nb_status nb_cuda_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
+                         const nb_kview *b);
+// random.cu
+nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b, uint64_t seed,
+                         uint64_t offset);
+// optim.cu
+nb_status nb_cuda_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad, const nb_kview *exp_avg,
+                            const nb_kview *exp_avg_sq, const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h);
+nb_status nb_cuda_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
+                           const nb_kview *momentum_buf, const nb_sgd_hyper *h);
+nb_status nb_cuda_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                  const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
+                                  const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h);
+nb_status nb_cuda_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                 const nb_kview *momentum_bufs, const nb_sgd_hyper *h);
 }
 
 #define NB_CUDA_SET_KERNEL_SLOTS(i) \
@@ -89,6 +109,14 @@ nb_status nb_cuda_layer_norm_backward(nb_backend *be, const nb_kview *gx, const 
         (i)->linalg_qr = nb_cuda_linalg_qr; \
         (i)->linalg_eigh = nb_cuda_linalg_eigh; \
         (i)->linalg_svd = nb_cuda_linalg_svd; \
+        (i)->unary = nb_cuda_unary; \
+        (i)->unary_backward = nb_cuda_unary_backward; \
+        (i)->binary = nb_cuda_binary; \
+        (i)->random = nb_cuda_random; \
+        (i)->adam_step = nb_cuda_adam_step; \
+        (i)->sgd_step = nb_cuda_sgd_step; \
+        (i)->adam_step_multi = nb_cuda_adam_step_multi; \
+        (i)->sgd_step_multi = nb_cuda_sgd_step_multi; \
         NB_CUDA_SET_CNN_SLOTS(i);     \
     } while (0)
 

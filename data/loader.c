@@ -7,7 +7,13 @@
  * tensor API, no nb_set_error), so the batches are the same with or
  * without it. The epoch's order is a Fisher-Yates shuffle whose draws are
  * Philox(key = seed, counter = (draw / 2, epoch + 1)): a pure function of
- * (seed, epoch), and disjoint from the tensor fills (counter high word 0). */
+ * (seed, epoch), and disjoint from the tensor fills (counter high word 0).
+ *
+ * pin_memory: the two host slots are page-locked and each has its own batch
+ * tensors; batch k is uploaded into slot k & 1's tensors on the device's copy
+ * stream, after the device is done with batch k-2 (event consumed[k & 1])
+ * and before the compute stream uses it (event copied[k & 1]); a host slot
+ * is gathered into again only after its last upload completed. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +35,12 @@ struct nb_loader {
     int64_t cap;        /* rows per slot: min(batch_size, n) */
     int64_t *perm;      /* [n] dataset rows in this epoch's order */
     slot slots[2];      /* batch k is gathered into slots[k & 1] */
-    nb_tensor *full[2]; /* x, y of a full batch (created on first use) */
-    nb_tensor *last[2]; /* x, y of a final short batch */
+    /* [slot][x, y] of a full batch and of a final short batch (created on
+     * first use; slot k & 1 with pin_memory, else slot 0) */
+    nb_tensor *full[2][2], *last[2][2];
+    nb_device dev;                         /* the dataset's */
+    bool pinned;                           /* pin_memory: the slots came from nb_host_alloc */
+    nb_event *copied[2], *consumed[2];    /* pin_memory: per slot (NULL: not needed yet) */
     nb_status status;
     /* prefetch: one job at a time; mu guards job, quit and ready */
     bool threaded, job, quit;
@@ -103,9 +113,16 @@ static int64_t wait_idle(nb_loader *l) {
     return r;
 }
 
+/* pin_memory: waits until host slot s's last upload has completed, so it
+ * can be gathered into again (usually long done: it was batch k-2's). */
+static nb_status slot_free(nb_loader *l, int s) {
+    return l->pinned && l->copied[s] ? nb_event_synchronize(l->copied[s]) : NB_OK;
+}
+
 /* Asks the (idle) worker to gather batch k, if the epoch has one. */
 static void request(nb_loader *l, int64_t k) {
     if (!l->threaded || k >= l->nbatches) return;
+    if (slot_free(l, (int)(k & 1)) != NB_OK) return; /* gathered in nb_loader_next instead */
     pthread_mutex_lock(&l->mu);
     l->job = true, l->job_batch = k, l->ready = -1;
     pthread_cond_broadcast(&l->cv);
@@ -157,17 +174,29 @@ nb_loader *nb_loader_new(nb_dataset *ds, nb_loader_options opts) {
     size_t cap = (size_t)(l->cap ? l->cap : 1), row = (size_t)(ds->row ? ds->row : 1);
     l->perm = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     bool ok = l->perm != NULL;
-    for (int s = 0; s < (opts.prefetch ? 2 : 1) && ok; s++) {
-        l->slots[s].x = malloc(cap * row * sizeof(float));
-        l->slots[s].y = malloc(cap * sizeof(int64_t));
+    l->dev = nb_device_of(ds->x);
+    l->pinned = opts.pin_memory;
+    for (int s = 0; s < (opts.prefetch || l->pinned ? 2 : 1) && ok; s++) {
+        if (l->pinned) {
+            l->slots[s].x = nb_host_alloc(l->dev, cap * row * sizeof(float));
+            l->slots[s].y = nb_host_alloc(l->dev, cap * sizeof(int64_t));
+        } else {
+            l->slots[s].x = malloc(cap * row * sizeof(float));
+            l->slots[s].y = malloc(cap * sizeof(int64_t));
+        }
         ok = l->slots[s].x && l->slots[s].y;
+    }
+    for (int s = 0; s < 2 && ok && l->pinned; s++) {
+        l->copied[s] = nb_event_new(l->dev);
+        l->consumed[s] = nb_event_new(l->dev);
+        ok = l->copied[s] && l->consumed[s];
     }
     if (!ok) {
         nb_loader_free(l);
-        return NB_FAIL(NB_ERR_OOM, "loader_new: cannot allocate host buffers for batch_size %lld",
-                       (long long)bs);
+        return NB_FAIL(NB_ERR_OOM, "loader_new: cannot allocate %shost buffers or events for batch_size %lld",
+                       opts.pin_memory ? "pinned " : "", (long long)bs);
     }
-    if (!opts.prefetch) l->slots[1] = l->slots[0]; /* one buffer, used for every batch */
+    if (!opts.prefetch && !l->pinned) l->slots[1] = l->slots[0]; /* one buffer, used for every batch */
     make_perm(l);
     if (opts.prefetch) start_worker(l);
     request(l, 0);
@@ -185,9 +214,16 @@ void nb_loader_free(nb_loader *l) {
         pthread_join(l->thread, NULL);
         pthread_cond_destroy(&l->cv), pthread_mutex_destroy(&l->mu);
     }
+    if (l->pinned) nb_device_synchronize(l->dev); /* no upload may still read the host slots */
     int nslots = l->slots[1].x == l->slots[0].x ? 1 : 2;
-    for (int s = 0; s < nslots; s++) free(l->slots[s].x), free(l->slots[s].y);
-    for (int i = 0; i < 2; i++) nb_release(l->full[i]), nb_release(l->last[i]);
+    for (int s = 0; s < nslots; s++) {
+        if (l->pinned) nb_host_free(l->dev, l->slots[s].x), nb_host_free(l->dev, l->slots[s].y);
+        else free(l->slots[s].x), free(l->slots[s].y);
+    }
+    for (int s = 0; s < 2; s++) {
+        for (int i = 0; i < 2; i++) nb_release(l->full[s][i]), nb_release(l->last[s][i]);
+        nb_event_free(l->copied[s]), nb_event_free(l->consumed[s]);
+    }
     free(l->perm);
     free(l);
 }
@@ -212,22 +248,40 @@ void nb_loader_reset(nb_loader *l) {
     if (!no_loader("loader_reset", l)) nb_loader_seek(l, l->epoch + 1, 0);
 }
 
-/* The loader's tensors for a batch of `rows` rows, created on first use. */
-static nb_status batch_tensors(nb_loader *l, int64_t rows, nb_tensor ***out) {
-    nb_tensor **t = rows == l->o.batch_size ? l->full : l->last;
+/* Slot sl's tensors for a batch of `rows` rows, created on first use. */
+static nb_status batch_tensors(nb_loader *l, int sl, int64_t rows, nb_tensor ***out) {
+    nb_tensor **t = rows == l->o.batch_size ? l->full[sl] : l->last[sl];
     *out = t;
     if (t[0]) return NB_OK;
     const nb_tensor *x = l->ds->x;
     int64_t shape[NB_MAX_DIMS];
     memcpy(shape, nb_shape(x), sizeof(int64_t) * (size_t)nb_dim(x));
     shape[0] = rows;
-    nb_device dev = nb_device_of(x);
-    t[0] = nb_tensor_new_unscoped(nb_dim(x), shape, NB_F32, dev);
-    t[1] = t[0] ? nb_tensor_new_unscoped(1, &rows, NB_I64, dev) : NULL;
-    if (t[1]) return NB_OK;
-    nb_release(t[0]);
-    t[0] = NULL;
-    return nb_last_status() ? nb_last_status() : NB_ERR_OOM;
+    t[0] = nb_tensor_new_unscoped(nb_dim(x), shape, NB_F32, l->dev);
+    t[1] = t[0] ? nb_tensor_new_unscoped(1, &rows, NB_I64, l->dev) : NULL;
+    nb_status st = t[1] ? NB_OK : nb_last_status() ? nb_last_status() : NB_ERR_OOM;
+    /* written on the copy stream: their memory waits for it when freed */
+    for (int i = 0; i < 2 && st == NB_OK && l->pinned; i++) st = nb_record_stream(t[i], nb_stream_copy(l->dev));
+    if (st == NB_OK) return NB_OK;
+    nb_release(t[0]), nb_release(t[1]);
+    t[0] = t[1] = NULL;
+    return st;
+}
+
+/* pin_memory: uploads host slot sl into t on the copy stream, ordered after
+ * the device's use of batch k-2 (the same tensors) and before the compute
+ * stream's use of batch k. */
+static nb_status upload_async(nb_loader *l, int sl, nb_tensor **t, int64_t rows) {
+    nb_stream *compute = nb_current_stream(l->dev), *copy = nb_stream_copy(l->dev);
+    if (!compute || !copy) return nb_last_status();
+    /* everything enqueued so far includes every use of batch k-1 */
+    nb_status st = nb_event_record(l->consumed[sl ^ 1], compute);
+    if (!st) st = nb_stream_wait_event(copy, l->consumed[sl]);
+    if (!st) st = nb_copy_from_host_async(t[0], l->slots[sl].x, (size_t)(rows * l->ds->row) * sizeof(float), copy);
+    if (!st) st = nb_copy_from_host_async(t[1], l->slots[sl].y, (size_t)rows * sizeof(int64_t), copy);
+    if (!st) st = nb_event_record(l->copied[sl], copy);
+    if (!st) st = nb_stream_wait_event(compute, l->copied[sl]);
+    return st;
 }
 
 bool nb_loader_next(nb_loader *l, nb_batch *b) {
@@ -239,14 +293,20 @@ bool nb_loader_next(nb_loader *l, nb_batch *b) {
     }
     int64_t k = l->pos;
     if (k >= l->nbatches) return false;
-    if (wait_idle(l) != k) gather(l, k); /* not prefetched: gather it here */
-    request(l, k + 1);                   /* overlaps with the copy and the caller's step */
+    int sl = (int)(k & 1);
+    nb_status st = NB_OK;
+    if (wait_idle(l) != k) { /* not prefetched: gather it here */
+        st = slot_free(l, sl);
+        if (!st) gather(l, k);
+    }
+    if (!st) request(l, k + 1); /* overlaps with the upload and the caller's step */
     int64_t rows = batch_rows(l, k);
-    nb_tensor **t;
-    const slot *s = &l->slots[k & 1];
-    nb_status st = batch_tensors(l, rows, &t);
-    if (!st) st = nb_copy_from_host(t[0], s->x, (size_t)(rows * l->ds->row) * sizeof(float));
-    if (!st) st = nb_copy_from_host(t[1], s->y, (size_t)rows * sizeof(int64_t));
+    nb_tensor **t = NULL;
+    const slot *s = &l->slots[sl];
+    if (!st) st = batch_tensors(l, l->pinned ? sl : 0, rows, &t);
+    if (!st && l->pinned) st = upload_async(l, sl, t, rows);
+    if (!st && !l->pinned) st = nb_copy_from_host(t[0], s->x, (size_t)(rows * l->ds->row) * sizeof(float));
+    if (!st && !l->pinned) st = nb_copy_from_host(t[1], s->y, (size_t)rows * sizeof(int64_t));
     l->status = st;
     if (st) return false;
     b->x = t[0], b->y = t[1], b->size = rows, b->index = k;

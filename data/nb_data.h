@@ -153,12 +153,19 @@ typedef struct nb_loader_options {
     bool prefetch;      /* gather the next batch on a background thread
                            while the caller trains on this one; the batches
                            are identical either way */
+    bool pin_memory;    /* gather into page-locked host memory (nb_host_alloc)
+                           and upload on the device's copy stream, so the
+                           upload of batch k overlaps the device's work on
+                           batch k-1; the compute stream waits for it before
+                           batch k is used. The batches are identical either
+                           way. On the CPU it changes nothing. */
 } nb_loader_options;
 
 /* One batch. The tensors are owned by the loader and valid until the next
  * nb_loader_next, nb_loader_reset, nb_loader_seek or nb_loader_free on the
  * same loader: do not release them (nb_retain one to keep it, but its
- * contents will still be overwritten by later batches). */
+ * contents will still be overwritten by later batches; with pin_memory the
+ * loader alternates between two sets of tensors). */
 typedef struct nb_batch {
     nb_tensor *x;           /* [size, ...] float32, on the dataset's device */
     nb_tensor *y;           /* [size] int64 */

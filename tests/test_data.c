@@ -559,6 +559,22 @@ START_TEST(loader_prefetch_identical) {
         ck_assert_mem_eq(sa, sb, 13 * sizeof sa[0]);
         ck_assert_int_eq(sa[12], 7);
     }
+    /* pin_memory (two slots of tensors, uploads on the copy stream), with and
+     * without prefetch: the same batches */
+    for (int pf = 0; pf < 2; pf++) {
+        nb_loader *c = nb_loader_new(ds, (nb_loader_options){.batch_size = 8, .shuffle = true, .seed = 7,
+                                                              .prefetch = pf, .pin_memory = true});
+        ck_assert_ptr_nonnull(c);
+        nb_loader_seek(a, 0, 0);
+        for (int e = 0; e < 3; e++, nb_loader_reset(a), nb_loader_reset(c)) {
+            ck_assert_int_eq(run_epoch(a, ea, sa), 13);
+            ck_assert_int_eq(run_epoch(c, eb, sb), 13);
+            ck_assert_mem_eq(ea, eb, sizeof ea);
+            ck_assert_mem_eq(sa, sb, 13 * sizeof sa[0]);
+        }
+        nb_loader_free(c);
+    }
+    NB_CK_OK(nb_loader_seek(a, nb_loader_epoch(b), 0));
     /* Reset mid-epoch with a prefetch in flight, then free with one in flight. */
     nb_batch bt;
     ck_assert(nb_loader_next(a, &bt) && nb_loader_next(b, &bt));

@@ -569,6 +569,17 @@ struct nb_backend_i {
                                  const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h);
     nb_status (*sgd_step_multi)(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                                 const nb_kview *momentum_bufs, const nb_sgd_hyper *h);
+
+    /* ---- multi-tensor clipping (optional) --------------------------------- */
+    /* out[i] = the p-norm of xs[i]'s elements (torch._foreach_norm): n
+     * contiguous tensors of one float dtype, out a contiguous [n] of it;
+     * p > 0 (INFINITY: max |x|; NaN propagates); an empty tensor's norm is
+     * 0. Deterministic. NULL: core computes each norm with ops. */
+    nb_status (*norm_multi)(nb_backend *be, int n, const nb_kview *xs, double p, const nb_kview *out);
+    /* xs[i] *= s in place (torch._foreach_mul_), s one element of xs' dtype
+     * read on the device (so a captured graph reads its current value).
+     * NULL: core multiplies tensor by tensor. */
+    nb_status (*mul_multi)(nb_backend *be, int n, const nb_kview *xs, const nb_kview *s);
 };
 
 struct nb_backend {

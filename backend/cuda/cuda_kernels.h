@@ -92,6 +92,9 @@ nb_status nb_cuda_adam_step_multi(nb_backend *be, int n, const nb_kview *params,
                                   const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h);
 nb_status nb_cuda_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                                  const nb_kview *momentum_bufs, const nb_sgd_hyper *h);
+// foreach.cu
+nb_status nb_cuda_norm_multi(nb_backend *be, int n, const nb_kview *xs, double p, const nb_kview *out);
+nb_status nb_cuda_mul_multi(nb_backend *be, int n, const nb_kview *xs, const nb_kview *s);
 }
 
 #define NB_CUDA_SET_KERNEL_SLOTS(i) \
@@ -117,6 +120,8 @@ nb_status nb_cuda_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, 
         (i)->sgd_step = nb_cuda_sgd_step; \
         (i)->adam_step_multi = nb_cuda_adam_step_multi; \
         (i)->sgd_step_multi = nb_cuda_sgd_step_multi; \
+        (i)->norm_multi = nb_cuda_norm_multi; \
+        (i)->mul_multi = nb_cuda_mul_multi; \
         NB_CUDA_SET_CNN_SLOTS(i);     \
     } while (0)
 

@@ -231,23 +231,32 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y) k_red_cols(RedPlan p, const T 
     }
 }
 
-// Each output's chunk results, left to right.
+// Each output's chunk results, a warp per output: lane l combines chunks
+// l, l + 32, ... in order, then the warp's fixed shuffle tree.
 template <typename T, int OP>
-__global__ void k_red_final(RedPlan p, const typename AccOf<T>::type *partial, int nsplit, void *out, nb_dtype odt,
-                            double scale) {
+__global__ void __launch_bounds__(THREADS) k_red_final(RedPlan p, const typename AccOf<T>::type *partial, int nsplit,
+                                                       void *out, nb_dtype odt, double scale) {
     using A = typename AccOf<T>::type;
-    NBC_GRID_STRIDE(m, p.M) {
-        A acc = partial[m * nsplit];
-        for (int s = 1; s < nsplit; s++) acc = RedF<OP, A>()(acc, partial[m * nsplit + s]);
-        int64_t xo, oo;
-        kept_offsets(p, m, xo, oo);
-        store_acc(out, odt, oo, acc, scale);
+    using F = RedF<OP, A>;
+    const int lane = threadIdx.x & 31, wpb = THREADS / 32;
+    for (int64_t base = (int64_t)blockIdx.x * wpb; base < p.M; base += (int64_t)gridDim.x * wpb) {
+        const int64_t m = base + (threadIdx.x >> 5); // the same for the whole warp
+        if (m >= p.M) continue;
+        A acc = F::id();
+        for (int s = lane; s < nsplit; s += 32) acc = F()(acc, partial[m * nsplit + s]);
+        acc = group_reduce(acc, 32, F(), (A *)nullptr); // shuffles only (g = 32)
+        if (lane == 0) {
+            int64_t xo, oo;
+            kept_offsets(p, m, xo, oo);
+            store_acc(out, odt, oo, acc, scale);
+        }
     }
 }
 
-// Blocks we aim for when a reduction is split (about two per SM of an H100;
-// a constant, so the tree does not depend on the GPU).
-constexpr int64_t SPLIT_TARGET = 264;
+// Blocks we aim for when a reduction is split (about eight per SM of an
+// H100, enough loads in flight; a constant, so the tree does not depend on
+// the GPU).
+constexpr int64_t SPLIT_TARGET = 1056;
 
 static int64_t absl(int64_t v) { return v < 0 ? -v : v; }
 
@@ -291,7 +300,8 @@ template <typename T, int OP> static nb_status run_reduce(nb_backend *be, const 
                                                    (int)nsplit, pp);
     nb_status s = launched("reduce");
     if (s != NB_OK || nsplit == 1) return s;
-    k_red_final<T, OP><<<blocks_for(p.M), THREADS, 0, st>>>(p, pp, (int)nsplit, out->data, out->dtype, scale);
+    k_red_final<T, OP><<<grid_for(p.M, THREADS / 32, 1 << 20), THREADS, 0, st>>>(p, pp, (int)nsplit, out->data,
+                                                                                 out->dtype, scale);
     return launched("reduce");
 }
 

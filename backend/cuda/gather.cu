@@ -22,6 +22,8 @@
 #include "red_util.cuh"
 
 namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
 
 // index int64 with big's ndim; every dim but dim no larger than big's (and
 // no larger than small's, when small is given); shape checks only (the
@@ -157,9 +159,12 @@ static nb_status scatter_t(nb_backend *be, const nb_kview *out, int dim, const n
     return NB_OK;
 }
 
+} // namespace
+} // namespace red
 } // namespace nbc
 
 using namespace nbc;
+using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_gather(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim,
                                     const nb_kview *index) {

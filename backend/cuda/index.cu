@@ -28,6 +28,8 @@
 #include "red_util.cuh"
 
 namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
 
 static void split_dims(const nb_kview *v, int dim, int64_t *outer, int64_t *inner) {
     *outer = *inner = 1;
@@ -412,9 +414,12 @@ static nb_status nonzero_u(nb_backend *be, const nb_kview *out, int64_t *count, 
     return launched("nonzero");
 }
 
+} // namespace
+} // namespace red
 } // namespace nbc
 
 using namespace nbc;
+using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_index_select(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim,
                                           const nb_kview *index) {

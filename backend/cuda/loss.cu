@@ -16,6 +16,8 @@
 #include "red_util.cuh"
 
 namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
 
 // Per-row views: element i of a strided [n] vector.
 template <typename T> struct RowVec {
@@ -154,9 +156,12 @@ static nb_status ce_back_t(nb_backend *be, const nb_kview *glogits, const nb_kvi
     return launched("cross_entropy_backward");
 }
 
+} // namespace
+} // namespace red
 } // namespace nbc
 
 using namespace nbc;
+using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse,
                                            const nb_kview *logits, const nb_kview *target, int64_t ignore_index) {

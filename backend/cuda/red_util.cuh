@@ -16,6 +16,7 @@
 #include "cuda_common.cuh"
 
 namespace nbc {
+namespace red { // this family's helpers
 
 constexpr unsigned FULL_MASK = 0xffffffffu;
 
@@ -183,4 +184,5 @@ template <typename A, typename Op> __device__ inline A warp_all(A v, Op op) {
     return __shfl_sync(FULL_MASK, v, 0);
 }
 
+} // namespace red
 } // namespace nbc

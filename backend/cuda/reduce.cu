@@ -25,6 +25,8 @@
 #include "red_util.cuh"
 
 namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
 
 // ---- the plan: kept and reduced dims ------------------------------------------------
 
@@ -415,9 +417,12 @@ static nb_status arg_reduce(nb_backend *be, const char *op, bool min, const nb_k
     }
 }
 
+} // namespace
+} // namespace red
 } // namespace nbc
 
 using namespace nbc;
+using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x,
                                     double scale) {

@@ -10,6 +10,8 @@
 #include "red_util.cuh"
 
 namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
 
 // PyTorch's _log_add_exp_helper (scan.c's log_add_exp): exact for
 // infinities, NaN propagates.
@@ -156,9 +158,12 @@ static bool is_compute(nb_dtype d) {
     return d == NB_F32 || d == NB_F64 || d == NB_I32 || d == NB_I64 || d == NB_U8 || d == NB_BOOL;
 }
 
+} // namespace
+} // namespace red
 } // namespace nbc
 
 using namespace nbc;
+using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_scan(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *indices,
                                   const nb_kview *x, int dim) {

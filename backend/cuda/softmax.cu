@@ -18,6 +18,8 @@
 #include "red_util.cuh"
 
 namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
 
 // ---- forward ----------------------------------------------------------------------------
 
@@ -244,9 +246,12 @@ static nb_status softmax_back_t(nb_backend *be, const SmGeo &g, const T *gy, con
     return launched(name);
 }
 
+} // namespace
+} // namespace red
 } // namespace nbc
 
 using namespace nbc;
+using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_softmax(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, bool log) {
     const char *name = log ? "log_softmax" : "softmax";

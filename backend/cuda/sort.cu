@@ -22,6 +22,8 @@
 #include "red_util.cuh"
 
 namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
 
 // The key type and the order-preserving map of each dtype.
 template <typename T> struct SortKey;
@@ -149,9 +151,12 @@ static nb_status sort_t(nb_backend *be, const nb_kview *values, const nb_kview *
     return launched("sort");
 }
 
+} // namespace
+} // namespace red
 } // namespace nbc
 
 using namespace nbc;
+using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_sort(nb_backend *be, const nb_kview *values, const nb_kview *indices, const nb_kview *x,
                                   int dim, bool descending) {

@@ -26,7 +26,10 @@ nb_status nb_no_grad_call(nb_status (*fn)(void *ctx), void *ctx) {
 
 bool nb_requires_grad(const nb_tensor *t) { return t && t->requires_grad; }
 bool nb_is_leaf(const nb_tensor *t) { return t && !t->grad_fn; }
-nb_tensor *nb_tensor_grad(const nb_tensor *t) { return t ? t->grad : NULL; }
+nb_tensor *nb_tensor_grad(const nb_tensor *t) {
+    nb_tensor *in = (nb_tensor *)t;
+    return nb_check_inputs("tensor_grad", 1, &in) ? t->grad : NULL;
+}
 
 void nb_tensor_zero_grad(nb_tensor *t) {
     if (!t) return;
@@ -46,7 +49,7 @@ nb_status nb_set_requires_grad(nb_tensor *t, bool requires_grad) {
 }
 
 nb_tensor *nb_detach(nb_tensor *t) {
-    if (!t) return NULL;
+    if (!nb_check_inputs("detach", 1, &t)) return NULL;
     return nb_tensor_view_of(t, t->ndim, t->shape, t->strides, t->offset);
 }
 
@@ -277,13 +280,18 @@ nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out) {
         return nb_set_error(NB_ERR_STATE, "backward: the tensor does not require grad (no input requires grad, "
                                           "or it was computed under no_grad)");
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-    if (grad_out->ndim != out->ndim || memcmp(grad_out->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim) ||
-        grad_out->dtype != out->dtype)
+    bool same_shape = grad_out->ndim == out->ndim &&
+                      !memcmp(grad_out->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+    if (same_shape && grad_out->dtype != out->dtype) /* a dtype error, not a shape one */
+        return nb_set_error(NB_ERR_DTYPE, "backward: gradient dtype %s does not match output dtype %s (shape %s)",
+                            nb_dtype_name(grad_out->dtype), nb_dtype_name(out->dtype),
+                            nb_fmt_shape(out->ndim, out->shape, b, sizeof b));
+    if (!same_shape)
         return nb_set_error(NB_ERR_SHAPE, "backward: gradient %s %s does not match output %s %s",
                             nb_fmt_shape(grad_out->ndim, grad_out->shape, a, sizeof a), nb_dtype_name(grad_out->dtype),
                             nb_fmt_shape(out->ndim, out->shape, b, sizeof b), nb_dtype_name(out->dtype));
     bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_status st = out->grad_fn ? run_backward(out->grad_fn, grad_out) : accumulate_leaf(out, grad_out, false);
     nb_scope_end(s);
     nb_set_grad_enabled(prev);
@@ -297,7 +305,7 @@ nb_status nb_backward(nb_tensor *out) {
         return nb_set_error(NB_ERR_SHAPE, "backward: output of shape %s is not a scalar; use nb_backward_with",
                             nb_fmt_shape(out->ndim, out->shape, a, sizeof a));
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *one = nb_tensor_new(out->ndim, out->shape, out->dtype, out->storage->device);
     nb_status st = one ? nb_fill_(one, 1) : nb_last_status();
     if (st == NB_OK) st = nb_backward_with(out, one);

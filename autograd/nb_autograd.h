@@ -45,7 +45,8 @@ nb_tensor *nb_detach(nb_tensor *t);
  * seed is 1), else use nb_backward_with. Errors: NB_ERR_STATE when out does
  * not require grad or its graph was already freed; kernel errors. */
 nb_status nb_backward(nb_tensor *out);
-/* As nb_backward with an explicit gradient of out's shape and dtype. */
+/* As nb_backward with an explicit gradient of out's shape and dtype
+ * (NB_ERR_SHAPE for another shape, NB_ERR_DTYPE for another dtype). */
 nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out);
 
 /* While grad mode is off (per thread) ops record nothing. Nestable:
@@ -82,8 +83,9 @@ typedef struct nb_gradcheck_options {
  * tolerances: |analytical - numerical| <= atol + rtol * |numerical|).
  * Inputs that require grad must be contiguous float64 and are checked;
  * their .grad is cleared. f must be deterministic (no dropout). Returns
- * NB_OK when all entries agree; otherwise an error whose message names the
- * input, the element and both values. opts NULL = defaults. */
+ * NB_OK when all entries agree; otherwise NB_ERR_MISMATCH with a message
+ * naming the input, the element and both values (other statuses: f or a
+ * backward failed, bad arguments). opts NULL = defaults. */
 nb_status nb_gradcheck(nb_gradcheck_fn f, nb_tensor *const *inputs, int n_inputs, void *ctx,
                        const nb_gradcheck_options *opts);
 

@@ -238,6 +238,9 @@ struct nb_backend_i {
      * OpenBLAS); NULL where there are none. n <= 0: all online cores. */
     void (*set_num_threads)(nb_backend *be, int n);
     int (*get_num_threads)(nb_backend *be);
+    /* Fills kernel_launches, host_syncs, h2d_bytes and d2h_bytes of *c
+     * (nb_device_counters_get; core counts kernel_calls). NULL: zeros. */
+    void (*counters)(nb_backend *be, nb_device_counters *c);
 
     /* ---- execution model (all required; the CPU's are no-ops) ----------- */
     /* A new stream handle of the device (NULL with an error on failure), and
@@ -542,6 +545,30 @@ struct nb_backend_i {
      * b [..., m, k] (QR, gels): least squares for m >= n, the minimum-norm
      * solution for m < n. Rank-deficient a: error. */
     nb_status (*linalg_lstsq)(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
+
+    /* ---- multi-tensor optimizer steps (optional) -------------------------- */
+    /* adam_step/sgd_step over n parameters in one call (PyTorch's fused and
+     * foreach optimizers, llm.c's one AdamW kernel per step). params, grads,
+     * ... are arrays of n views; group i (params[i], grads[i], exp_avgs[i],
+     * exp_avg_sqs[i] and max_exp_avg_sqs[i] / momentum_bufs[i]) meets the
+     * single-tensor slot's contract: contiguous, of params[i]'s shape.
+     * Sizes differ between groups; every tensor of a call has one dtype,
+     * float32 or float64 (`supports` answers for NB_KERNEL_ADAM_STEP /
+     * NB_KERNEL_SGD_STEP). max_exp_avg_sqs is NULL unless h->amsgrad;
+     * momentum_bufs NULL if h->momentum is 0. No two tensors of a call
+     * overlap. Every group is checked before anything is updated (errors
+     * as the single-tensor slot's); n == 0 does nothing. The results are
+     * bit-identical to calling adam_step/sgd_step on each group with the
+     * same h. A device backend passes the tensors' addresses and sizes as
+     * kernel parameters (no host-to-device copy of the list), so a training
+     * step that calls it can be captured in a CUDA graph (h's scalars are
+     * still kernel arguments: a replay repeats them). NULL: callers loop
+     * over the single-tensor slot. */
+    nb_status (*adam_step_multi)(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                 const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
+                                 const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h);
+    nb_status (*sgd_step_multi)(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                const nb_kview *momentum_bufs, const nb_sgd_hyper *h);
 };
 
 struct nb_backend {

@@ -29,6 +29,9 @@ nb_status nb_set_error(nb_status s, const char *fmt, ...) __attribute__((format(
 /* The same, for functions returning a pointer: sets the error, returns NULL. */
 #define NB_FAIL(s, ...) (nb_set_error((s), __VA_ARGS__), (void *)0)
 
+/* nb_set_float32_matmul_precision's setting: 0 highest, 1 high, 2 medium. */
+int nb_float32_matmul_precision(void);
+
 /* ---- host allocations of the core and the tape (core/error.c) -------------- */
 
 /* calloc for the small host structs of tensors, storages and tape nodes.

@@ -106,6 +106,7 @@ nb_status nb_device_parse(const char *s, nb_device *dev) {
 }
 
 char *nb_device_str(nb_device dev, char *buf, size_t len) {
+    if (!buf || !len) return nb_set_error(NB_ERR_INVALID_ARG, "device_str: NULL or empty buffer"), NULL;
     if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT) snprintf(buf, len, "invalid device");
     else if (dev.type == NB_DEVICE_CPU) snprintf(buf, len, "cpu");
     else snprintf(buf, len, "%s:%d", type_names[dev.type], dev.index);
@@ -119,6 +120,24 @@ nb_status nb_set_default_device(nb_device dev) {
     default_device = dev;
     return NB_OK;
 }
+
+/* ---- matmul precision ------------------------------------------------------------ */
+
+static const char *const precisions[] = {"highest", "high", "medium"};
+static int matmul_precision; /* index into precisions */
+
+nb_status nb_set_float32_matmul_precision(const char *p) {
+    for (int i = 0; p && i < 3; i++)
+        if (!strcmp(p, precisions[i])) {
+            matmul_precision = i;
+            return NB_OK;
+        }
+    return nb_set_error(NB_ERR_INVALID_ARG, "set_float32_matmul_precision: \"%s\" is not highest, high or medium",
+                        p ? p : "(null)");
+}
+
+const char *nb_get_float32_matmul_precision(void) { return precisions[matmul_precision]; }
+int nb_float32_matmul_precision(void) { return matmul_precision; }
 
 /* ---- threads -------------------------------------------------------------------- */
 

@@ -61,6 +61,7 @@ const char *nb_status_str(nb_status s) {
     case NB_ERR_FORMAT: return "format error";
     case NB_ERR_UNSUPPORTED: return "unsupported";
     case NB_ERR_STATE: return "state error";
+    case NB_ERR_MISMATCH: return "mismatch";
     }
     return "unknown status";
 }

@@ -48,6 +48,7 @@ typedef enum nb_status {
     NB_ERR_FORMAT,      /* a file's contents are corrupt or not the format */
     NB_ERR_UNSUPPORTED, /* valid, but not implemented on this backend */
     NB_ERR_STATE,       /* call out of order (e.g. backward twice) */
+    NB_ERR_MISMATCH,    /* a check found values that disagree (nb_gradcheck) */
 } nb_status;
 
 /* The message of the last failure on this thread ("" when none). */
@@ -105,7 +106,8 @@ nb_status nb_set_default_device(nb_device dev);
 /* Parses "cpu", "cuda", "cuda:N" (torch.device's syntax) into *dev.
  * Errors: NB_ERR_INVALID_ARG for anything else (the device need not exist). */
 nb_status nb_device_parse(const char *s, nb_device *dev);
-/* "cpu", "cuda:0" into buf; returns buf. */
+/* "cpu", "cuda:0" into buf; returns buf (NULL with NB_ERR_INVALID_ARG for
+ * a NULL or empty buf). */
 char *nb_device_str(nb_device dev, char *buf, size_t len);
 /* Number of devices of a type that this build can use (0 when its backend
  * was not built or finds no device). */
@@ -141,6 +143,7 @@ nb_stream *nb_current_stream(nb_device dev);
  * (torch.cuda.set_stream). NULL restores the compute stream of the
  * default device. */
 nb_status nb_set_current_stream(nb_stream *s);
+/* The stream's device (NB_CPU with NB_ERR_INVALID_ARG for NULL). */
 nb_device nb_stream_device(const nb_stream *s);
 nb_status nb_stream_synchronize(nb_stream *s);
 /* s waits (on the device) for everything enqueued on `on` so far. */
@@ -154,7 +157,7 @@ nb_status nb_event_record(nb_event *e, nb_stream *s);
 /* s waits (on the device) until e has completed. */
 nb_status nb_stream_wait_event(nb_stream *s, nb_event *e);
 /* Whether everything before the last record of e has completed (a never
- * recorded event has). */
+ * recorded event has); false with NB_ERR_INVALID_ARG for NULL. */
 bool nb_event_query(nb_event *e);
 nb_status nb_event_synchronize(nb_event *e);
 
@@ -171,6 +174,14 @@ int nb_get_num_threads(void);
  * CPU kernel (and with it OpenBLAS's threads, created then) flush denormals
  * to zero (x86 MXCSR FTZ and DAZ), as torch.set_flush_denormal(True).
  * The CPU's BLAS: nb_backend_info(NB_CPU). */
+
+/* torch.set_float32_matmul_precision: "highest" (the default: float32
+ * matrix products in full float32), "high" (a GPU may use TF32 tensor
+ * cores, ~10 bits of mantissa per product, float32 accumulation) or
+ * "medium" (may use bfloat16 products). The CPU always computes in full
+ * float32. Errors: NB_ERR_INVALID_ARG for another string. */
+nb_status nb_set_float32_matmul_precision(const char *precision);
+const char *nb_get_float32_matmul_precision(void);
 
 /* ---- scopes ----------------------------------------------------------- */
 
@@ -223,7 +234,11 @@ nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt);
 nb_tensor *nb_zeros_like(const nb_tensor *t);
 nb_tensor *nb_ones_like(const nb_tensor *t);
 
-/* Metadata (never fails on a valid tensor, except nb_size below). */
+/* Metadata (never fails on a valid tensor, except nb_size below). Given
+ * NULL (a failed op upstream) they return -1 (nb_dim, nb_numel), NULL
+ * (nb_shape, nb_strides), NB_DTYPE_COUNT (nb_dtype_of), false, or "(null)"
+ * in nb_shape_str's buf, and set NB_ERR_INVALID_ARG unless an error is
+ * already pending; nb_item(NULL) is NaN, likewise. */
 int nb_dim(const nb_tensor *t);
 /* The size of dimension dim, as torch.Tensor.size(dim); a negative dim
  * counts from the end. Returns -1 with NB_ERR_INVALID_ARG for a dim outside
@@ -325,6 +340,20 @@ typedef struct nb_memory_stats {
 } nb_memory_stats;
 
 nb_memory_stats nb_memory_stats_get(nb_device dev);
+
+/* Work counters of a device since the process started, for profiling a
+ * step (the difference of two readings): how much host dispatch a step
+ * costs and how often the host waits for the device. */
+typedef struct nb_device_counters {
+    uint64_t kernel_calls;    /* backend kernel slots called by ops (one op may call several) */
+    uint64_t kernel_launches; /* device kernels launched, a library call (cuBLAS, cuDNN) counted
+                                 once; 0 on the CPU, which launches nothing */
+    uint64_t host_syncs;      /* times the host waited for the device (stream, event or device
+                                 synchronize, a blocking copy); 0 on the CPU */
+    uint64_t h2d_bytes, d2h_bytes; /* bytes copied between host and device memory */
+} nb_device_counters;
+/* Zeros with NB_ERR_DEVICE for a device that does not exist. */
+nb_device_counters nb_device_counters_get(nb_device dev);
 void nb_memory_reset_peak(nb_device dev);
 /* Returns cached, unused segments to the device (torch.cuda.empty_cache). */
 void nb_memory_empty_cache(nb_device dev);

@@ -46,6 +46,18 @@ nb_tensor *nb_tensor_new_unscoped(int ndim, const int64_t *shape, nb_dtype dt, n
 /* A view of t's storage with the given geometry (scoped like nb_tensor_new). */
 nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset);
+/* A scope opened by library code (an op, backward, a module's forward): as
+ * nb_scope_begin, and while one is open the calling thread is inside a
+ * library call. User code's nb_scope_begin scopes do not count. */
+nb_scope *nb_op_scope_begin(void);
+/* How many library scopes are open on this thread (0: user code). */
+int nb_op_depth(void);
+/* True once per call from user code: for an op called with no library
+ * scope open, or for the first asker inside the outermost library scope.
+ * The error contract (nb_core.h) clears a stale error only then: inside an
+ * op, an earlier step's failure is the op's own and must keep its message
+ * even when a later step succeeds. */
+bool nb_op_take_fresh(void);
 /* Ends the op-internal scope s, keeping r (its intermediates die) and
  * handing r to the enclosing scope (the root scope when none is open). */
 nb_tensor *nb_scope_return(nb_scope *s, nb_tensor *r);

@@ -43,7 +43,7 @@ static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, dou
         nb_kview v = nb_kview_of(t);
         return NB_CALL(t, random, &v, dist, a, b, seed, offset);
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *c = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     nb_status st = c ? NB_OK : nb_last_status();
     if (c) {

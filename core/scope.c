@@ -12,9 +12,12 @@ struct nb_scope {
     size_t len, cap;
     nb_scope *parent;
     bool open;
+    bool op; /* opened by library code (nb_op_scope_begin) */
 };
 
 static _Thread_local nb_scope *current;
+static _Thread_local int op_depth; /* open library scopes */
+static _Thread_local bool fresh_call; /* the outermost library scope has not asked nb_op_take_fresh yet */
 /* Ended scopes are kept for reuse, so a training step allocates nothing here. */
 static _Thread_local nb_scope *spare;
 /* The root scope: owns what is returned while no scope is open. */
@@ -49,15 +52,33 @@ static void make_key(void) {
     atexit(main_exit); /* the main thread runs no key destructor */
 }
 
-nb_scope *nb_scope_begin(void) {
+static nb_scope *scope_begin(bool op) {
     nb_scope *s = spare;
     if (s) spare = s->parent;
     else if (!(s = calloc(1, sizeof *s))) return NB_FAIL(NB_ERR_OOM, "scope_begin: out of host memory");
     s->len = 0;
     s->open = true;
+    s->op = op;
     s->parent = current;
     current = s;
+    op_depth += op;
     return s;
+}
+
+nb_scope *nb_scope_begin(void) { return scope_begin(false); }
+
+nb_scope *nb_op_scope_begin(void) {
+    if (!op_depth) fresh_call = true; /* entered from user code */
+    return scope_begin(true);
+}
+
+int nb_op_depth(void) { return op_depth; }
+
+bool nb_op_take_fresh(void) {
+    if (!op_depth) return true;
+    bool f = fresh_call;
+    fresh_call = false;
+    return f;
 }
 
 nb_status nb_scope_end(nb_scope *s) {
@@ -71,6 +92,7 @@ nb_status nb_scope_end(nb_scope *s) {
                             "nb_scope_begin (the scope is left open)", inner, inner == 1 ? " is" : "s are");
     }
     current = s->parent;
+    op_depth -= s->op;
     release_items(s);
     s->open = false;
     if (s->cap > 65536) { /* don't keep a huge array from one big step forever */

@@ -4,6 +4,7 @@
  * NB_SYNC_DEBUG switch, and nb_record_stream. The backend halves are the
  * stream/event slots of nb_backend.h; the CPU's are synchronous no-ops. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,7 +75,10 @@ nb_status nb_set_current_stream(nb_stream *s) {
 
 void *nb_stream_handle(const nb_stream *s) { return s->handle; }
 
-nb_device nb_stream_device(const nb_stream *s) { return s ? s->be->device : NB_CPU; }
+nb_device nb_stream_device(const nb_stream *s) {
+    if (!s) nb_set_error(NB_ERR_INVALID_ARG, "stream_device: NULL stream");
+    return s ? s->be->device : NB_CPU;
+}
 
 nb_status nb_stream_synchronize(nb_stream *s) {
     if (!s) return nb_set_error(NB_ERR_INVALID_ARG, "stream_synchronize: NULL stream");
@@ -134,7 +138,10 @@ nb_status nb_stream_wait_event(nb_stream *s, nb_event *e) {
     return s->be->iface->event_wait(s->be, s->handle, e->handle);
 }
 
-bool nb_event_query(nb_event *e) { return !e || e->be->iface->event_query(e->be, e->handle); }
+bool nb_event_query(nb_event *e) {
+    if (!e) return nb_set_error(NB_ERR_INVALID_ARG, "event_query: NULL event"), false;
+    return e->be->iface->event_query(e->be, e->handle);
+}
 
 nb_status nb_event_synchronize(nb_event *e) {
     if (!e) return nb_set_error(NB_ERR_INVALID_ARG, "event_synchronize: NULL event");
@@ -162,7 +169,19 @@ bool nb_sync_debug(void) {
     return sync_debug;
 }
 
+static _Atomic uint64_t kernel_calls[NB_DEVICE_TYPE_COUNT][NB_MAX_DEVICES];
+
+nb_device_counters nb_device_counters_get(nb_device dev) {
+    nb_device_counters c = {0};
+    nb_backend *be = nb_backend_get(dev);
+    if (!be) return c;
+    if (be->iface->counters) be->iface->counters(be, &c);
+    c.kernel_calls = atomic_load_explicit(&kernel_calls[dev.type][dev.index], memory_order_relaxed);
+    return c;
+}
+
 nb_status nb_after_kernel(nb_backend *be, nb_status st) {
+    atomic_fetch_add_explicit(&kernel_calls[be->device.type][be->device.index], 1, memory_order_relaxed);
     if (st != NB_OK || !nb_sync_debug()) return st;
     return be->iface->synchronize(be);
 }

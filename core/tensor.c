@@ -7,6 +7,12 @@
 #include "nb_autograd_impl.h"
 #include "nb_impl.h"
 
+/* A metadata query given NULL (a failed op upstream): keeps that op's
+ * error, else records one naming the query. */
+static void null_meta(const char *fn) {
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL tensor", fn);
+}
+
 int64_t nb_shape_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
@@ -22,7 +28,7 @@ void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
 }
 
 int nb_wrap_dim(int dim, int ndim) {
-    int d = dim < 0 ? dim + ndim : dim;
+    int d = dim < 0 ? dim + (ndim ? ndim : 1) : dim; /* a 0-dim tensor takes dim 0 and -1, as PyTorch */
     return d >= 0 && d < (ndim ? ndim : 1) ? d : -1;
 }
 
@@ -35,6 +41,8 @@ char *nb_fmt_shape(int ndim, const int64_t *shape, char *buf, size_t len) {
 }
 
 char *nb_shape_str(const nb_tensor *t, char *buf, size_t len) {
+    if (!buf || !len) return null_meta("shape_str"), buf;
+    if (!t) return null_meta("shape_str"), snprintf(buf, len, "(null)"), buf;
     char s[NB_SHAPE_BUF];
     snprintf(buf, len, "%s %s", nb_fmt_shape(t->ndim, t->shape, s, sizeof s), nb_dtype_name(t->dtype));
     return buf;
@@ -86,14 +94,18 @@ static bool check_shape(const char *op, int ndim, const int64_t *shape) {
         nb_set_error(NB_ERR_INVALID_ARG, "%s: ndim %d outside [0, %d]", op, ndim, NB_MAX_DIMS);
         return false;
     }
-    int64_t n = 1;
+    if (ndim && !shape) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL shape for %d dims", op, ndim);
+        return false;
+    }
+    int64_t n = 1; /* the product of max(size, 1): [0, 2^62, 2^62] fails as [2^62, 2^62, 0] does */
     for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0 || (shape[i] && n > INT64_MAX / 8 / shape[i])) {
+        if (shape[i] < 0 || n > INT64_MAX / 8 / (shape[i] ? shape[i] : 1)) {
             char b[NB_SHAPE_BUF];
             nb_set_error(NB_ERR_INVALID_ARG, "%s: bad shape %s", op, nb_fmt_shape(ndim, shape, b, sizeof b));
             return false;
         }
-        n *= shape[i];
+        n *= shape[i] ? shape[i] : 1;
     }
     return true;
 }
@@ -130,6 +142,7 @@ nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device 
 
 nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset) {
+    if (!check_shape("view", ndim, shape)) return NULL; /* an expand to [2^40, 2^40] must not wrap numel */
     return nb_scope_adopt(tensor_alloc(t->storage, t->dtype, ndim, shape, strides, offset));
 }
 
@@ -168,13 +181,13 @@ nb_tensor *nb_ones(int ndim, const int64_t *shape, nb_dtype dt) { return nb_full
 nb_tensor *nb_scalar(double value, nb_dtype dt) { return nb_full(0, NULL, value, dt); }
 
 nb_tensor *nb_zeros_like(const nb_tensor *t) {
-    if (!t) return NULL;
+    if (!t) return null_meta("zeros_like"), NULL;
     nb_tensor *r = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     return r && nb_fill_(r, 0) == NB_OK ? r : NULL;
 }
 
 nb_tensor *nb_ones_like(const nb_tensor *t) {
-    if (!t) return NULL;
+    if (!t) return null_meta("ones_like"), NULL;
     nb_tensor *r = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     return r && nb_fill_(r, 1) == NB_OK ? r : NULL;
 }
@@ -211,7 +224,10 @@ nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt) {
 
 /* ---- metadata ------------------------------------------------------------- */
 
-int nb_dim(const nb_tensor *t) { return t->ndim; }
+int nb_dim(const nb_tensor *t) {
+    if (!t) return null_meta("dim"), -1;
+    return t->ndim;
+}
 int64_t nb_size(const nb_tensor *t, int dim) {
     if (!t) {
         if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "size: NULL tensor");
@@ -226,13 +242,29 @@ int64_t nb_size(const nb_tensor *t, int dim) {
     }
     return t->shape[d];
 }
-const int64_t *nb_shape(const nb_tensor *t) { return t->shape; }
-const int64_t *nb_strides(const nb_tensor *t) { return t->strides; }
-int64_t nb_numel(const nb_tensor *t) { return nb_shape_numel(t->ndim, t->shape); }
-nb_dtype nb_dtype_of(const nb_tensor *t) { return t->dtype; }
-nb_device nb_device_of(const nb_tensor *t) { return t->storage->device; }
+const int64_t *nb_shape(const nb_tensor *t) {
+    if (!t) return null_meta("shape"), NULL;
+    return t->shape;
+}
+const int64_t *nb_strides(const nb_tensor *t) {
+    if (!t) return null_meta("strides"), NULL;
+    return t->strides;
+}
+int64_t nb_numel(const nb_tensor *t) {
+    if (!t) return null_meta("numel"), -1;
+    return nb_shape_numel(t->ndim, t->shape);
+}
+nb_dtype nb_dtype_of(const nb_tensor *t) {
+    if (!t) return null_meta("dtype_of"), NB_DTYPE_COUNT;
+    return t->dtype;
+}
+nb_device nb_device_of(const nb_tensor *t) {
+    if (!t) return null_meta("device_of"), (nb_device){NB_DEVICE_TYPE_COUNT, -1};
+    return t->storage->device;
+}
 
 bool nb_is_contiguous(const nb_tensor *t) {
+    if (!t) return null_meta("is_contiguous"), false;
     if (nb_numel(t) == 0) return true; /* as PyTorch: no element, any strides */
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
@@ -317,7 +349,7 @@ nb_status nb_to_host_async(const nb_tensor *t, void *dst, size_t bytes, nb_strea
     if (s && !same_device(nb_stream_device(s), t->storage->device))
         return nb_set_error(NB_ERR_DEVICE, "to_host: the stream is not on the tensor's device");
     if (!nb_is_contiguous(t)) {
-        nb_scope *sc = nb_scope_begin();
+        nb_scope *sc = nb_op_scope_begin();
         nb_tensor *c = nb_contiguous((nb_tensor *)t);
         nb_status st = c ? nb_to_host_async(c, dst, bytes, s) : nb_last_status();
         if (st == NB_OK && c != t) st = nb_record_stream(c, s ? s : nb_current_stream(t->storage->device));
@@ -336,10 +368,7 @@ nb_status nb_to_host(const nb_tensor *t, void *dst, size_t bytes) {
 }
 
 double nb_item(const nb_tensor *t) {
-    if (!t) {
-        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "item: NULL tensor");
-        return NAN;
-    }
+    if (!t) return null_meta("item"), NAN;
     if (nb_numel(t) != 1) {
         char b[NB_SHAPE_BUF];
         nb_set_error(NB_ERR_SHAPE, "item: tensor of shape %s has %lld elements, not 1",
@@ -347,7 +376,7 @@ double nb_item(const nb_tensor *t) {
         return NAN;
     }
     double v = NAN;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *d = t->dtype == NB_F64 ? (nb_tensor *)t : nb_to_dtype((nb_tensor *)t, NB_F64);
     if (d) nb_to_host(d, &v, sizeof v);
     nb_scope_end(s);
@@ -403,7 +432,7 @@ nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
                             nb_fmt_shape(src->ndim, src->shape, a, sizeof a),
                             nb_fmt_shape(dst->ndim, dst->shape, b, sizeof b));
     if (!same_device(src->storage->device, dst->storage->device)) { /* move it over, then copy there */
-        nb_scope *s = nb_scope_begin();
+        nb_scope *s = nb_op_scope_begin();
         nb_tensor *moved = nb_to_device((nb_tensor *)src, dst->storage->device);
         nb_status st = moved ? nb_copy_(dst, moved) : nb_last_status();
         nb_scope_end(s);
@@ -414,13 +443,13 @@ nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
 }
 
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
-    if (!t) return NULL;
+    if (!t) return null_meta("to_device"), NULL;
     if (same_device(t->storage->device, dev)) {
         nb_retain(t);
         return nb_scope_adopt(t);
     }
     if (!nb_backend_get(dev)) return NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *c = nb_contiguous(t);
     nb_tensor *r = c ? nb_tensor_new_unscoped(t->ndim, t->shape, t->dtype, dev) : NULL;
     if (r && copy_across(r, c, (size_t)nb_numel(c) * nb_dtype_size(c->dtype)) != NB_OK) {

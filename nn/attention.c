@@ -256,7 +256,7 @@ nb_tensor *nb_nn_multihead_attention_forward(nb_module *m, nb_tensor *query, nb_
         if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "mha_forward: query, key or value is NULL");
         return NULL;
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *w = NULL;
     nb_tensor *y = mha_impl(m, query, key, value, key_padding_mask, attn_mask, attn_weights ? &w : NULL);
     if (!y) w = NULL;

@@ -25,7 +25,7 @@ typedef struct nb_bn_ctx {
 /* num_batches_tracked += 1 with ops (no host access, no autograd). */
 static nb_status count_batch(nb_tensor *counter) {
     bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *next = nb_add_scalar(counter, 1);
     nb_status st = next ? nb_copy_(counter, next) : nb_last_status();
     nb_scope_end(s);

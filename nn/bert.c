@@ -104,7 +104,7 @@ static nb_status bert_init(nb_module *m, const nb_bert_ctx *c) {
     free(p);
     int64_t pad = nb_nn_embedding_padding_idx(c->tok);
     if (!st && pad != NB_NO_PADDING_IDX) {
-        nb_scope *s = nb_scope_begin();
+        nb_scope *s = nb_op_scope_begin();
         NB_NO_GRAD st = nb_fill_(nb_narrow(nb_module_get(c->tok, "weight"), 0, pad, 1), 0.0);
         nb_scope_end(s);
     }
@@ -144,7 +144,11 @@ nb_module *nb_bert(nb_bert_config cfg) {
 }
 
 nb_bert_config nb_bert_get_config(const nb_module *m) {
-    if (!m || nb_module_kind(m) != bert_ops.kind) return (nb_bert_config){0};
+    const char *kind = nb_module_kind(m); /* records a NULL m */
+    if (kind != bert_ops.kind) {
+        if (kind) nb_set_error(NB_ERR_INVALID_ARG, "bert_get_config: module is %s, not a BERT", kind);
+        return (nb_bert_config){0};
+    }
     return ((const nb_bert_ctx *)nb_module_ctx((nb_module *)m))->c;
 }
 
@@ -201,7 +205,7 @@ nb_tensor *nb_bert_encode(nb_module *m, nb_tensor *input_ids, nb_tensor *segment
     }
     const nb_bert_ctx *c = nb_module_ctx(m);
     if (!inputs_ok(c, input_ids, segment_ids, attention_mask)) return NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, encode_impl(c, input_ids, segment_ids, attention_mask));
 }
 
@@ -209,12 +213,12 @@ nb_tensor *nb_bert_mlm_head(nb_module *m, nb_tensor *hidden) {
     if (!m || nb_module_kind(m) != bert_ops.kind)
         return NB_FAIL(NB_ERR_INVALID_ARG, "bert_mlm_head: module is %s, not a BERT", m ? nb_module_kind(m) : "NULL");
     const nb_bert_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, nb_forward(c->dec, nb_forward(c->head, hidden)));
 }
 
 nb_tensor *nb_bert_forward(nb_module *m, nb_tensor *input_ids, nb_tensor *segment_ids, nb_tensor *attention_mask) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, nb_bert_mlm_head(m, nb_bert_encode(m, input_ids, segment_ids, attention_mask)));
 }
 

@@ -23,14 +23,15 @@ static nb_tensor *embedding_forward(nb_module *m, nb_tensor *x) {
 static const nb_module_ops embedding_ops = {"Embedding", embedding_forward, free};
 
 int64_t nb_nn_embedding_padding_idx(const nb_module *m) {
-    if (!m || nb_module_kind(m) != embedding_ops.kind) return NB_NO_PADDING_IDX;
+    if (!m) return nb_module_kind(m), NB_NO_PADDING_IDX; /* nb_module_kind records the NULL */
+    if (nb_module_kind(m) != embedding_ops.kind) return NB_NO_PADDING_IDX;
     return ((const nb_embedding_ctx *)nb_module_ctx((nb_module *)m))->padding_idx;
 }
 
 /* Zeroes row `row` of a [num, dim] leaf without recording autograd (a view
  * of its storage, as PyTorch's `weight[padding_idx].fill_(0)` under no_grad). */
 static nb_status zero_row(nb_tensor *w, int64_t row) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!s) return nb_last_status();
     nb_tensor *r = nb_tensor_view_of(w, 1, &w->shape[1], &w->strides[1], w->offset + row * w->strides[0]);
     nb_status st = r ? nb_fill_(r, 0.0) : nb_last_status();

@@ -42,7 +42,7 @@ nb_status nb_init_orthogonal_(nb_tensor *t, double gain, nb_generator *gen) {
                             "on the tensor's device)", nb_dtype_name(t->dtype));
     if (nb_numel(t) == 0) return NB_OK;
     bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_status st = orthogonal_fill(t, gain, gen);
     nb_scope_end(s);
     nb_set_grad_enabled(prev);

@@ -138,9 +138,17 @@ bool nb_nn_check_dtype(const char *module, nb_op_id op, nb_dtype dt) {
 
 /* ---- plain accessors ----------------------------------------------------- */
 
-void *nb_module_ctx(nb_module *m) { return m ? m->ctx : NULL; }
+/* A NULL module (a failed constructor upstream): keeps that error, else
+ * records one naming op. */
+static bool no_module(const char *op, const void *m) {
+    if (m) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: module is NULL", op);
+    return true;
+}
 
-const char *nb_module_kind(const nb_module *m) { return m ? m->ops->kind : NULL; }
+void *nb_module_ctx(nb_module *m) { return no_module("module_ctx", m) ? NULL : m->ctx; }
+
+const char *nb_module_kind(const nb_module *m) { return no_module("module_kind", m) ? NULL : m->ops->kind; }
 
 bool nb_module_is_training(const nb_module *m) { return m && m->training; }
 
@@ -161,14 +169,16 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
     return m->ops->forward(m, x);
 }
 
-int nb_module_num_children(const nb_module *m) { return m ? m->n_children : 0; }
+int nb_module_num_children(const nb_module *m) { return no_module("module_num_children", m) ? -1 : m->n_children; }
 
 nb_module *nb_module_child_at(nb_module *m, int i) {
-    return (m && i >= 0 && i < m->n_children) ? m->children[i].module : NULL;
+    if (no_module("module_child_at", m)) return NULL;
+    return (i >= 0 && i < m->n_children) ? m->children[i].module : NULL;
 }
 
 const char *nb_module_child_name(const nb_module *m, int i) {
-    return (m && i >= 0 && i < m->n_children) ? m->children[i].name : NULL;
+    if (no_module("module_child_name", m)) return NULL;
+    return (i >= 0 && i < m->n_children) ? m->children[i].name : NULL;
 }
 
 static nb_module *direct_child(nb_module *m, const char *name, size_t len) {
@@ -180,7 +190,8 @@ static nb_module *direct_child(nb_module *m, const char *name, size_t len) {
 
 /* A direct child, or a descendant by dotted path ("0.fc1"), as get_submodule. */
 nb_module *nb_module_child(nb_module *m, const char *name) {
-    if (!m || !name) return NULL;
+    if (no_module("module_child", m)) return NULL;
+    if (!name) return NB_FAIL(NB_ERR_INVALID_ARG, "module_child: NULL name");
     while (m) {
         const char *dot = strchr(name, '.');
         size_t len = dot ? (size_t)(dot - name) : strlen(name);
@@ -198,7 +209,8 @@ static nb_tensor *find_slot(const nb_slots *s, const char *name) {
 }
 
 nb_tensor *nb_module_get(nb_module *m, const char *name) {
-    if (!m || !name) return NULL;
+    if (no_module("module_get", m)) return NULL;
+    if (!name) return NB_FAIL(NB_ERR_INVALID_ARG, "module_get: NULL name");
     nb_tensor *t = find_slot(&m->slots[NB_PARAMS], name);
     return t ? t : find_slot(&m->slots[NB_BUFFERS], name);
 }

@@ -6,6 +6,8 @@
  * built aside; then the scheduler, module, optimizer, RNG and loader are
  * updated, with the scheduler rolled back if the module refuses its keys.
  */
+#include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -209,12 +211,23 @@ static nb_status bad_value(const reader *r, const char *key, const char *v, cons
     return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: '%s' is '%.40s', not %s", r->path, key, v, want);
 }
 
+/* Strict decimal integers: digits only (a leading '-' where signed), and a
+ * value that overflows is an error, not strtoll's saturated INT64_MAX. */
+static bool all_digits(const char *v) {
+    if (!*v) return false;
+    for (const char *c = v; *c; c++)
+        if (*c < '0' || *c > '9') return false;
+    return true;
+}
+
 static nb_status get_i64(const reader *r, const char *key, int64_t min, int64_t *out) {
     const char *v = req(r, key);
     if (!v) return NB_ERR_FORMAT;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || x < min) return bad_value(r, key, v, min >= 0 ? "an integer >= 0" : "an integer");
+    const char *want = min >= 0 ? "an integer in [0, 2^63)" : "an integer in [-2^63, 2^63)";
+    if (!all_digits(v[0] == '-' ? v + 1 : v)) return bad_value(r, key, v, want);
+    errno = 0;
+    long long x = strtoll(v, NULL, 10);
+    if (errno == ERANGE || x < min) return bad_value(r, key, v, want);
     *out = x;
     return NB_OK;
 }
@@ -222,9 +235,10 @@ static nb_status get_i64(const reader *r, const char *key, int64_t min, int64_t 
 static nb_status get_u64(const reader *r, const char *key, uint64_t *out) {
     const char *v = req(r, key);
     if (!v) return NB_ERR_FORMAT;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *end || *v == '-') return bad_value(r, key, v, "an unsigned integer");
+    if (!all_digits(v)) return bad_value(r, key, v, "an unsigned integer below 2^64");
+    errno = 0;
+    unsigned long long x = strtoull(v, NULL, 10);
+    if (errno == ERANGE) return bad_value(r, key, v, "an unsigned integer below 2^64");
     *out = x;
     return NB_OK;
 }
@@ -266,6 +280,26 @@ static void plan_free(opt_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* The largest value a hyperparameter may take: one that stays finite in
+ * every parameter's dtype (an lr of 1e308 is inf in a float32 update, so
+ * the first step would turn every parameter into inf or NaN). */
+static double hyper_max(const nb_optimizer *opt) {
+    for (int i = 0; i < opt->n; i++)
+        if (nb_dtype_of(opt->params[i]) != NB_F64) return FLT_MAX;
+    return DBL_MAX;
+}
+
+/* Checks the hyperparameters read so far against hyper_max. */
+static nb_status check_hyper_range(const reader *r, const nb_optimizer *opt, const double *v, const char *const *names,
+                                   int n) {
+    double top = hyper_max(opt);
+    for (int i = 0; i < n; i++)
+        if (fabs(v[i]) > top)
+            return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: %s%s is %g, which overflows the parameters' %s",
+                                r->path, GROUP, names[i], v[i], top == FLT_MAX ? "float32" : "float64");
+    return NB_OK;
+}
+
 static nb_status plan_hyper(const reader *r, const nb_optimizer *opt, opt_plan *p) {
     nb_status st = get_f64(r, GROUP "lr", 0.0, &p->lr);
     bool b = false;
@@ -279,6 +313,8 @@ static nb_status plan_hyper(const reader *r, const nb_optimizer *opt, opt_plan *
         if (!st && o->nesterov && (o->momentum <= 0.0 || o->dampening != 0.0))
             st = nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: nesterov SGD with momentum %g, dampening %g", r->path,
                               o->momentum, o->dampening);
+        static const char *const names[] = {"lr", "momentum", "dampening", "weight_decay"};
+        if (!st) st = check_hyper_range(r, opt, (double[]){p->lr, o->momentum, o->dampening, o->weight_decay}, names, 4);
         o->lr = p->lr;
         return st;
     }
@@ -292,6 +328,8 @@ static nb_status plan_hyper(const reader *r, const nb_optimizer *opt, opt_plan *
     if (!st && (o->betas[0] >= 1.0 || o->betas[1] >= 1.0))
         st = nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: betas (%g, %g) not in [0, 1)", r->path, o->betas[0],
                           o->betas[1]);
+    static const char *const names[] = {"lr", "eps", "weight_decay"};
+    if (!st) st = check_hyper_range(r, opt, (double[]){p->lr, o->eps, o->weight_decay}, names, 3);
     o->lr = p->lr;
     return st;
 }
@@ -302,6 +340,28 @@ static bool plan_has_state(const nb_optimizer *opt, const opt_plan *p, int k) {
     return k == NB_ST_EXP_AVG || k == NB_ST_EXP_AVG_SQ || (k == NB_ST_MAX_EXP_AVG_SQ && p->adam.amsgrad);
 }
 
+/* The largest step count accepted: 2^53, where PyTorch's float step stops
+ * counting exactly. */
+#define NB_MAX_STEP ((int64_t)1 << 53)
+
+/* A state tensor's values: finite, and for the second moments (exp_avg_sq,
+ * max_exp_avg_sq) >= 0, as an optimizer could have written them; a NaN or
+ * negative second moment would make every later step NaN. */
+static nb_status check_state_values(const reader *r, const char *key, nb_tensor *t, int k) {
+    nb_scope *s = nb_op_scope_begin();
+    bool second = k == NB_ST_EXP_AVG_SQ || k == NB_ST_MAX_EXP_AVG_SQ;
+    nb_tensor *bad = nb_logical_not(nb_isfinite(t));
+    if (second && bad) bad = nb_logical_or(bad, nb_lt_scalar(t, 0));
+    nb_tensor *any = nb_any(bad, NULL, 0, false);
+    double found = any ? nb_item(any) : NAN;
+    nb_scope_end(s);
+    if (isnan(found)) return nb_last_status();
+    if (found != 0)
+        return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: '%s' holds %s", r->path, key,
+                            second ? "a negative, infinite or NaN value" : "an infinite or NaN value");
+    return NB_OK;
+}
+
 /* Checks parameter i's step, name and state tensors; builds its new state. */
 static nb_status plan_param(const reader *r, const nb_optimizer *opt, const nb_named_tensor *sd, int nsd, int i,
                             opt_plan *p) {
@@ -309,6 +369,9 @@ static nb_status plan_param(const reader *r, const nb_optimizer *opt, const nb_n
     snprintf(key, sizeof key, OPT_PREFIX "state.%d.step", i);
     nb_status st = get_i64(r, key, 0, &p->steps[i]);
     if (st) return st;
+    if (p->steps[i] > NB_MAX_STEP) /* PyTorch keeps step as a float tensor: exact up to 2^53 */
+        return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: '%s' is %lld, above 2^53", r->path, key,
+                            (long long)p->steps[i]);
     snprintf(key, sizeof key, OPT_PREFIX "state.%d.param", i);
     const char *pname = req(r, key);
     if (!pname) return NB_ERR_FORMAT;
@@ -339,8 +402,10 @@ static nb_status plan_param(const reader *r, const nb_optimizer *opt, const nb_n
         } else if (nb_dtype_of(t) != nb_dtype_of(param)) {
             st = nb_set_error(NB_ERR_DTYPE, "load_checkpoint: %s: '%s' is %s but parameter %d is %s", r->path, key,
                               nb_shape_str(t, a, sizeof a), i, nb_shape_str(param, b, sizeof b));
+        } else if ((st = check_state_values(r, key, t, k)) != NB_OK) {
+            break;
         } else {
-            nb_scope *s = nb_scope_begin();
+            nb_scope *s = nb_op_scope_begin();
             nb_tensor *c = nb_tensor_new_unscoped(nb_dim(t), nb_shape(t), nb_dtype_of(t), nb_device_of(param));
             nb_tensor *src = c ? nb_to_device(t, nb_device_of(param)) : NULL;
             st = src ? nb_copy_(c, src) : nb_last_status();
@@ -489,6 +554,14 @@ static nb_status plan_all(const nb_checkpoint *ck, load_state *ls) {
     if (!st && (ls->nsd = nb_module_state_dict(ck->module, &ls->sd)) < 0) st = nb_last_status();
     if (!st && ck->optimizer) st = plan_optimizer(r, ck->optimizer, ls->sd, ls->nsd, &ls->opt);
     if (!st && ck->scheduler) st = plan_scheduler(r, ck->scheduler, &ls->sched, &ls->n_sched);
+    if (!st && ck->optimizer && ck->scheduler) {
+        double top = hyper_max(ck->optimizer); /* the scheduler's lrs become the optimizer's */
+        for (int j = 0; !st && j < ls->n_sched; j++)
+            if (ls->sched[j].base_lr > top || ls->sched[j].last_lr > top)
+                st = nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: scheduler record %d's lr (base %g, last %g) "
+                                  "overflows the parameters' float32", r->path, j, ls->sched[j].base_lr,
+                                  ls->sched[j].last_lr);
+    }
     if (!st && ck->scheduler) {
         ls->sched_backup = calloc((size_t)ls->n_sched + 1, sizeof *ls->sched_backup);
         st = ls->sched_backup ? nb_scheduler_get_state(ck->scheduler, ls->sched_backup, ls->n_sched)

@@ -156,7 +156,7 @@ static nb_status step_one(nb_optimizer *opt, int i) {
 
 nb_status nb_optimizer_step(nb_optimizer *opt) {
     if (!opt) return nb_set_error(NB_ERR_INVALID_ARG, "step: optimizer is NULL");
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!s) return nb_last_status();
     bool prev = nb_set_grad_enabled(false);
     nb_status st = NB_OK;
@@ -168,7 +168,14 @@ nb_status nb_optimizer_step(nb_optimizer *opt) {
 
 /* ---- accessors ----------------------------------------------------------------- */
 
-double nb_optimizer_get_lr(const nb_optimizer *opt) { return opt ? opt->lr : NAN; }
+/* A NULL optimizer (a failed constructor upstream): keeps that error, else records one. */
+static bool no_opt(const char *op, const nb_optimizer *opt) {
+    if (opt) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: optimizer is NULL", op);
+    return true;
+}
+
+double nb_optimizer_get_lr(const nb_optimizer *opt) { return no_opt("get_lr", opt) ? NAN : opt->lr; }
 
 nb_status nb_optimizer_set_lr(nb_optimizer *opt, double lr) {
     if (!opt) return nb_set_error(NB_ERR_INVALID_ARG, "set_lr: optimizer is NULL");
@@ -180,7 +187,7 @@ nb_status nb_optimizer_set_lr(nb_optimizer *opt, double lr) {
 
 const char *nb_optimizer_kind(const nb_optimizer *opt) {
     static const char *const kinds[] = {"SGD", "Adam", "AdamW"};
-    return opt ? kinds[opt->kind] : NULL;
+    return no_opt("optimizer_kind", opt) ? NULL : kinds[opt->kind];
 }
 
 nb_sgd_options nb_optimizer_sgd_options(const nb_optimizer *opt) {
@@ -203,21 +210,22 @@ nb_adam_options nb_optimizer_adam_options(const nb_optimizer *opt) {
     return o;
 }
 
-int nb_optimizer_num_params(const nb_optimizer *opt) { return opt ? opt->n : 0; }
+int nb_optimizer_num_params(const nb_optimizer *opt) { return no_opt("num_params", opt) ? -1 : opt->n; }
 
 nb_tensor *nb_optimizer_param(const nb_optimizer *opt, int i) {
-    return (opt && i >= 0 && i < opt->n) ? opt->params[i] : NULL;
+    return !no_opt("optimizer_param", opt) && i >= 0 && i < opt->n ? opt->params[i] : NULL;
 }
 
 nb_tensor *nb_optimizer_state(const nb_optimizer *opt, int i, const char *name) {
-    if (!opt || i < 0 || i >= opt->n || !name) return NULL;
+    if (no_opt("optimizer_state", opt) || i < 0 || i >= opt->n) return NULL;
+    if (!name) return NB_FAIL(NB_ERR_INVALID_ARG, "optimizer_state: NULL name");
     for (int k = 0; k < NB_ST_COUNT; k++)
         if (!strcmp(name, nb_optim_state_names[k])) return opt->state[i].state[k];
     return NULL;
 }
 
 int64_t nb_optimizer_step_count(const nb_optimizer *opt, int i) {
-    return (opt && i >= 0 && i < opt->n) ? opt->state[i].step : -1;
+    return !no_opt("step_count", opt) && i >= 0 && i < opt->n ? opt->state[i].step : -1;
 }
 
 nb_status nb_optimizer_init_state(nb_optimizer *opt, int i, int64_t step) {

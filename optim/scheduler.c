@@ -404,9 +404,16 @@ nb_status nb_scheduler_step(nb_scheduler *s) {
     return NB_OK;
 }
 
-double nb_scheduler_get_last_lr(const nb_scheduler *s) { return s ? s->last_lr : NAN; }
-int64_t nb_scheduler_last_epoch(const nb_scheduler *s) { return s ? s->last_epoch : -1; }
-const char *nb_scheduler_kind(const nb_scheduler *s) { return s ? kind_names[s->kind] : NULL; }
+/* A NULL scheduler (a failed constructor upstream): keeps that error, else records one. */
+static bool no_sched(const char *op, const nb_scheduler *s) {
+    if (s) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: scheduler is NULL", op);
+    return true;
+}
+
+double nb_scheduler_get_last_lr(const nb_scheduler *s) { return no_sched("get_last_lr", s) ? NAN : s->last_lr; }
+int64_t nb_scheduler_last_epoch(const nb_scheduler *s) { return no_sched("last_epoch", s) ? -1 : s->last_epoch; }
+const char *nb_scheduler_kind(const nb_scheduler *s) { return no_sched("scheduler_kind", s) ? NULL : kind_names[s->kind]; }
 
 void nb_scheduler_free(nb_scheduler *s) {
     if (!s) return;
@@ -416,7 +423,7 @@ void nb_scheduler_free(nb_scheduler *s) {
     free(s);
 }
 
-int nb_scheduler_num_states(const nb_scheduler *s) { return s ? 1 + s->n_children : 0; }
+int nb_scheduler_num_states(const nb_scheduler *s) { return no_sched("num_states", s) ? -1 : 1 + s->n_children; }
 
 nb_status nb_scheduler_get_state(const nb_scheduler *s, nb_scheduler_state *out, int n) {
     if (!s || !out) return nb_set_error(NB_ERR_INVALID_ARG, "scheduler_get_state: NULL argument");

@@ -41,7 +41,11 @@
     X(safetensors) \
     X(checkpoint) \
     X(scheduler) \
-    X(mnist_e2e)
+    X(mnist_e2e) \
+    X(alloc_faults) \
+    X(null_args) \
+    X(examples) \
+    X(cuda_elementwise)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

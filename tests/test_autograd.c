@@ -92,7 +92,7 @@ START_TEST(test_backward_non_scalar) {
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "backward"));
     /* a wrong explicit gradient */
     NB_CK_FAILS(nb_backward_with(y, nb_ones(NB_SHAPE(2), NB_F64)) == NB_OK, NB_ERR_SHAPE);
-    NB_CK_FAILS(nb_backward_with(y, nb_ones(NB_SHAPE(3), NB_F32)) == NB_OK, NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_backward_with(y, nb_ones(NB_SHAPE(3), NB_F32)) == NB_OK, NB_ERR_DTYPE); /* issue 13 */
     /* same ndim and numel but another shape: [2, 3] is not a gradient of [3, 2] */
     nb_tensor *m = nb_reshape(nb_mul_scalar(nb_expand(nb_reshape(x, NB_SHAPE(3, 1)), NB_SHAPE(3, 2)), 1), NB_SHAPE(3, 2));
     NB_CK_FAILS(nb_backward_with(m, nb_ones(NB_SHAPE(2, 3), NB_F64)) == NB_OK, NB_ERR_SHAPE);
@@ -467,10 +467,46 @@ START_TEST(test_stale_error_cleared) {
 }
 END_TEST
 
+/* x + detach(x): the tape sees only the first term, so its gradient (1) is
+ * half the numerical one (2). */
+static nb_tensor *f_half_tracked(nb_tensor *const *in, int n, void *ctx) {
+    (void)n, (void)ctx;
+    return nb_add(in[0], nb_detach(in[0]));
+}
+
+/* Regressions (issue 13): a gradient of the wrong dtype is a dtype error
+ * (it read "shape error"); a failed gradcheck is NB_ERR_MISMATCH ("mismatch",
+ * it read "state error"); a state_dict message counts "size mismatches". */
+START_TEST(test_error_statuses_named) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_test_randn_grad(NB_SHAPE(2, 3), 5);
+    nb_tensor *y = nb_mul_scalar(w, 2);
+    NB_CK_FAILS(nb_backward_with(y, nb_ones(NB_SHAPE(2, 3), NB_F32)) == NB_OK, NB_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "dtype float32 does not match output dtype float64"));
+    NB_CK_FAILS(nb_backward_with(y, nb_ones(NB_SHAPE(3, 2), NB_F64)) == NB_OK, NB_ERR_SHAPE);
+    NB_CK_OK(nb_backward_with(y, nb_ones(NB_SHAPE(2, 3), NB_F64)));
+    nb_tensor *x = nb_test_randn_grad(NB_SHAPE(3), 6);
+    NB_CK_FAILS(nb_gradcheck(f_half_tracked, &x, 1, NULL, NULL) == NB_OK, NB_ERR_MISMATCH);
+    ck_assert_str_eq(nb_status_str(NB_ERR_MISMATCH), "mismatch");
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "analytical"));
+    nb_scope_end(s);
+    nb_module *a = nb_nn_sequential(nb_nn_linear(2, 3), nb_nn_linear(3, 4));
+    nb_module *b = nb_nn_sequential(nb_nn_linear(2, 5), nb_nn_linear(5, 4));
+    nb_named_tensor *sd = NULL;
+    int n = nb_module_state_dict(a, &sd);
+    ck_assert_int_eq(n, 4);
+    NB_CK_FAILS(nb_module_load_tensors(b, sd, n, true, NULL) == NB_OK, NB_ERR_SHAPE);
+    ck_assert_msg(strstr(nb_last_error(), "3 size mismatches ("), "%s", nb_last_error());
+    free(sd);
+    nb_module_free(a), nb_module_free(b);
+}
+END_TEST
+
 Suite *nb_suite_autograd(void) {
     Suite *s = suite_create("autograd");
     TCase *c = tcase_create("engine");
     tcase_add_test(c, test_simple_grad);
+    tcase_add_test(c, test_error_statuses_named);
     tcase_add_test(c, test_grad_accumulates);
     tcase_add_test(c, test_backward_twice_fails);
     tcase_add_test(c, test_backward_non_scalar);

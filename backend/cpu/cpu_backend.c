@@ -177,6 +177,8 @@ static const struct nb_backend_i cpu_iface = {
     .linalg_eigh = nb_cpu_linalg_eigh,
     .linalg_svd = nb_cpu_linalg_svd,
     .linalg_lstsq = nb_cpu_linalg_lstsq,
+    .adam_step_multi = nb_cpu_adam_step_multi,
+    .sgd_step_multi = nb_cpu_sgd_step_multi,
 };
 
 static nb_backend cpu_backend = {

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include <atomic>
+
 #include "cuda_kernels.h"
 
 namespace nbc {
@@ -36,6 +38,10 @@ struct Ctx {
 };
 
 static Ctx ctxs[NB_MAX_DEVICES];
+// nb_device_counters, per device (launches are counted on the calling
+// thread's current CUDA device, which the slots set)
+static std::atomic<uint64_t> n_launches[NB_MAX_DEVICES], n_syncs[NB_MAX_DEVICES], n_h2d[NB_MAX_DEVICES],
+    n_d2h[NB_MAX_DEVICES];
 static nb_backend backends[NB_MAX_DEVICES];
 
 Ctx *ctx_of(nb_backend *be) { return (Ctx *)be->context; }
@@ -47,7 +53,14 @@ nb_status cuda_fail(const char *slot, const char *call, cudaError_t e) {
     return nb_set_error(st, "%s: %s failed on cuda: %s (%s)", slot, call, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+void count_launch(void) {
+    int d = 0;
+    if (cudaGetDevice(&d) == cudaSuccess && d >= 0 && d < NB_MAX_DEVICES)
+        n_launches[d].fetch_add(1, std::memory_order_relaxed);
+}
+
 nb_status launched(const char *slot) {
+    count_launch();
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? NB_OK : cuda_fail(slot, "kernel launch", e);
 }
@@ -78,13 +91,14 @@ static const char *err_text(int kind) {
     case ERR_SINGULAR: return "a matrix is singular";
     case ERR_NOT_PD: return "a matrix is not positive-definite";
     case ERR_RANK: return "a matrix is rank-deficient";
+    case ERR_CONVERGE: return "the algorithm failed to converge";
     default: return "a device error";
     }
 }
 
 static nb_status err_status(int kind) {
     return kind == ERR_INDEX || kind == ERR_ZERO_DIV || kind == ERR_TARGET || kind == ERR_SINGULAR ||
-                   kind == ERR_NOT_PD || kind == ERR_RANK
+                   kind == ERR_NOT_PD || kind == ERR_RANK || kind == ERR_CONVERGE
                ? NB_ERR_INVALID_ARG
                : NB_ERR_DEVICE;
 }
@@ -142,6 +156,7 @@ static void stream_destroy(nb_backend *be, void *s) {
 static nb_status stream_synchronize(nb_backend *be, void *s) {
     Ctx *c = ctx_of(be);
     cudaSetDevice(c->dev);
+    n_syncs[c->dev].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("stream_synchronize", cudaStreamSynchronize((cudaStream_t)s));
     for (int i = 0; i < c->n_streams; i++)
         if (c->streams[i].s == (cudaStream_t)s) return check_word(c, i);
@@ -151,6 +166,7 @@ static nb_status stream_synchronize(nb_backend *be, void *s) {
 static nb_status synchronize(nb_backend *be) {
     Ctx *c = ctx_of(be);
     cudaSetDevice(c->dev);
+    n_syncs[c->dev].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("synchronize", cudaDeviceSynchronize());
     nb_status st = NB_OK;
     for (int i = 0; i < c->n_streams; i++) {
@@ -191,7 +207,7 @@ static bool event_query(nb_backend *be, void *e) {
     return r != cudaErrorNotReady;
 }
 static nb_status event_synchronize(nb_backend *be, void *e) {
-    (void)be;
+    n_syncs[device_of(be)].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("event_synchronize", cudaEventSynchronize((cudaEvent_t)e));
     return NB_OK;
 }
@@ -227,10 +243,12 @@ static void host_free(nb_backend *be, void *p) {
 }
 static cudaStream_t stream_or_current(nb_backend *be, void *s) { return s ? (cudaStream_t)s : stream_of(be); }
 static nb_status memcpy_h2d(nb_backend *be, void *dst, const void *src, size_t bytes, void *s) {
+    n_h2d[device_of(be)].fetch_add(bytes, std::memory_order_relaxed);
     NBC_TRY("memcpy_h2d", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_or_current(be, s)));
     return NB_OK;
 }
 static nb_status memcpy_d2h(nb_backend *be, void *dst, const void *src, size_t bytes, void *s) {
+    n_d2h[device_of(be)].fetch_add(bytes, std::memory_order_relaxed);
     NBC_TRY("memcpy_d2h", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_or_current(be, s)));
     return NB_OK;
 }
@@ -247,6 +265,16 @@ static nb_status memcpy_peer(nb_backend *be, void *dst, nb_backend *src_be, cons
 }
 
 static const char *info(nb_backend *be) { return ctx_of(be)->info; }
+
+void count_sync(nb_backend *be) { n_syncs[device_of(be)].fetch_add(1, std::memory_order_relaxed); }
+
+static void counters(nb_backend *be, nb_device_counters *c) {
+    int d = device_of(be);
+    c->kernel_launches = n_launches[d].load(std::memory_order_relaxed);
+    c->host_syncs = n_syncs[d].load(std::memory_order_relaxed);
+    c->h2d_bytes = n_h2d[d].load(std::memory_order_relaxed);
+    c->d2h_bytes = n_d2h[d].load(std::memory_order_relaxed);
+}
 
 } // namespace nbc
 
@@ -270,6 +298,7 @@ static void fill_iface(void) {
     nb_backend_i *i = &cuda_iface;
     i->supports = supports;
     i->info = info;
+    i->counters = counters;
     i->stream_create = stream_create;
     i->stream_destroy = stream_destroy;
     i->stream_synchronize = stream_synchronize;

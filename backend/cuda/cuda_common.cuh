@@ -23,7 +23,10 @@ constexpr int THREADS = 256;
 
 // Data-dependent errors that kernels report through the stream's error word
 // (see nb_backend.h, Errors): the word holds kind * 1024 + the slot's tag.
-enum DevErr { ERR_NONE = 0, ERR_INDEX = 1, ERR_ZERO_DIV = 2, ERR_TARGET = 3, ERR_SINGULAR = 4, ERR_NOT_PD = 5, ERR_RANK = 6 };
+// ERR_CONVERGE: an eigen/singular value iteration did not converge (syevd,
+// gesvd info > 0), which the CPU reports as NB_ERR_INVALID_ARG.
+enum DevErr { ERR_NONE = 0, ERR_INDEX = 1, ERR_ZERO_DIV = 2, ERR_TARGET = 3, ERR_SINGULAR = 4, ERR_NOT_PD = 5, ERR_RANK = 6,
+              ERR_CONVERGE = 7 };
 
 struct Ctx; // cuda_backend.cu
 
@@ -38,8 +41,14 @@ int slot_tag(const char *slot);
 
 // nb_set_error for a failed CUDA call: "<slot>: <call> failed: <reason>".
 nb_status cuda_fail(const char *slot, const char *call, cudaError_t e);
-// After a kernel launch: the launch's own error, if any.
+// After a kernel launch: the launch's own error, if any (and counts it,
+// nb_device_counters.kernel_launches).
 nb_status launched(const char *slot);
+// Counts a launch made by a library call (cuBLAS, cuDNN, cuSOLVER: once per
+// call) on the current CUDA device.
+void count_launch(void);
+// Counts a host wait inside a slot (a blocking copy, a stream sync).
+void count_sync(nb_backend *be);
 
 #define NBC_TRY(slot, call)                                                  \
     do {                                                                     \

@@ -178,6 +178,7 @@ static nb_status sort_index(nb_backend *be, const char *slot, const nb_kview *in
     if (r != NB_OK) return r;
     NBC_TRY(slot, cub::DeviceRadixSort::SortPairs(at<void>(si->s, o_t), tb, (const uint64_t *)k0, k1,
                                                   (const int64_t *)p0, p1, k, 0, bits, st));
+    count_launch();
     si->keys = k1, si->pos = p1;
     return NB_OK;
 }
@@ -405,6 +406,7 @@ static nb_status nonzero_u(nb_backend *be, const nb_kview *out, int64_t *count, 
     if (!out) { // the count to the host: this slot synchronizes (torch.nonzero does too)
         NBC_TRY("nonzero", cudaMemcpyAsync(count, total, sizeof(int64_t), cudaMemcpyDeviceToHost, st));
         NBC_TRY("nonzero", cudaStreamSynchronize(st));
+        count_sync(be);
         return NB_OK;
     }
     Shape sh;

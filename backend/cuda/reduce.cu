@@ -444,7 +444,9 @@ extern "C" nb_status nb_cuda_reduce(nb_backend *be, nb_reduce_op op, const nb_kv
     if (p.R == 0) {
         if (op == NB_REDUCE_MAX || op == NB_REDUCE_MIN)
             return nb_set_error(NB_ERR_INVALID_ARG, "%s: reduction over an empty dimension", names[op]);
-        return nb_cuda_fill(be, out, op == NB_REDUCE_PROD ? 1.0 : 0.0);
+        // scale * the empty sum or product: a mean over nothing (scale 1/0) is NaN, as PyTorch's 0/0
+        double v = op == NB_REDUCE_PROD ? 1.0 : 0.0;
+        return nb_cuda_fill(be, out, nb_dtype_is_float(out->dtype) ? v * scale : v);
     }
     switch (x->dtype) {
     case NB_F32: return reduce_t<float>(be, op, p, out, x, scale);

@@ -136,6 +136,7 @@ static nb_status sort_t(nb_backend *be, const nb_kview *values, const nb_kview *
     size_t tb = t1;
     NBC_TRY("sort", cub::DeviceRadixSort::SortPairs(tmp, tb, (const K *)k0, k1, (const int64_t *)p0, p1, total, 0,
                                                     kbits, st));
+    count_launch();
     const int64_t *sorted = p1;
     if (lines > 1) {
         k_line_keys<<<blocks_for(total), THREADS, 0, st>>>(p1, n, total, l0);
@@ -143,6 +144,7 @@ static nb_status sort_t(nb_backend *be, const nb_kview *values, const nb_kview *
         tb = t2;
         NBC_TRY("sort", cub::DeviceRadixSort::SortPairs(tmp, tb, (const uint64_t *)l0, l1, (const int64_t *)p1, p0,
                                                         total, 0, lbits, st));
+        count_launch();
         sorted = p0;
     }
     k_sort_out<T><<<blocks_for(lines * k), THREADS, 0, st>>>(it3, sorted, n, k, x->strides[dim],

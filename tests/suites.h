@@ -40,6 +40,7 @@
     X(safetensors) \
     X(checkpoint) \
     X(scheduler) \
+    X(optim_ref) \
     X(mnist_e2e)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);

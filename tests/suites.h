@@ -41,6 +41,7 @@
     X(checkpoint) \
     X(scheduler) \
     X(optim_ref) \
+    X(optim_groups) \
     X(mnist_e2e)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);

@@ -397,6 +397,55 @@ START_TEST(ckpt_bad_loads_change_nothing) {
 }
 END_TEST
 
+/* Rewrites a checkpoint into the format before parameter groups: one
+ * optimizer group without a params list or the newer Adam key, and the
+ * scheduler as records scheduler.<j>.{last_epoch, base_lr, last_lr}. */
+static void to_legacy(const char *from, const char *to) {
+    nb_safetensors *f = nb_safetensors_load(from);
+    NB_CK_NOTNULL(f);
+    nb_st_pair *meta = malloc(sizeof *meta * ((size_t)f->n_meta + 1));
+    int n = 0;
+    static const char *const drop[] = {"optimizer.num_param_groups", "optimizer.param_groups.0.params",
+                                       "optimizer.param_groups.0.decoupled_weight_decay", "scheduler.num_values"};
+    static const char *const from_key[] = {"scheduler.last_epoch", "scheduler.base_lrs.0", "scheduler._last_lr.0"};
+    static const char *const to_key[] = {"scheduler.0.last_epoch", "scheduler.0.base_lr", "scheduler.0.last_lr"};
+    for (int i = 0; i < f->n_meta; i++) {
+        bool skip = !strncmp(f->meta[i].key, "crc32.", 6);
+        for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) skip |= !strcmp(f->meta[i].key, drop[k]);
+        if (skip) continue;
+        meta[n] = f->meta[i];
+        for (size_t k = 0; k < 3; k++)
+            if (!strcmp(meta[n].key, from_key[k])) meta[n].key = to_key[k];
+        n++;
+    }
+    meta[n++] = (nb_st_pair){"scheduler.num_states", "1"};
+    NB_CK_OK(nb_safetensors_save(to, f->tensors, f->n_tensors, meta, n));
+    free(meta);
+    nb_safetensors_free(f);
+}
+
+START_TEST(ckpt_legacy_format) {
+    run a, b;
+    run_init(&a, false, 1);
+    run_until(&a, TOTAL_STEPS);
+    run_init(&b, false, 1);
+    run_until(&b, 10);
+    nb_checkpoint ck = ck_of(&b);
+    NB_CK_OK(nb_save_checkpoint(path_in("new.st"), &ck));
+    to_legacy(path_in("new.st"), path_in("old.st"));
+    double first[TOTAL_STEPS];
+    memcpy(first, b.losses, sizeof first);
+    run_free(&b);
+    run_init(&b, false, 77);
+    ck = ck_of(&b);
+    NB_CK_OK(nb_load_checkpoint(path_in("old.st"), &ck, NULL));
+    b.step = ck.global_step;
+    run_until(&b, TOTAL_STEPS);
+    for (int i = 10; i < TOTAL_STEPS; i++) ck_assert_msg(a.losses[i] == b.losses[i], "step %d differs", i);
+    run_free(&a), run_free(&b);
+}
+END_TEST
+
 /* SIGKILL during nb_save_checkpoint (a 64 MiB model, saved over and over)
  * leaves the previous checkpoint loadable and unchanged. */
 START_TEST(ckpt_kill_during_save) {
@@ -541,6 +590,7 @@ Suite *nb_suite_checkpoint(void) {
     tcase_add_test(tc, ckpt_resume_sgd_epoch_end);
     tcase_add_test(tc, ckpt_file_contents);
     tcase_add_test(tc, ckpt_bad_loads_change_nothing);
+    tcase_add_test(tc, ckpt_legacy_format);
     tcase_add_test(tc, ckpt_kill_during_save);
     tcase_add_test(tc, ckpt_torch_interop);
     suite_add_tcase(s, tc);

@@ -3,12 +3,15 @@
  * decay / no-decay split, and the new optimizers' API around their
  * numerics (which test_optim_ref.c checks against PyTorch): Muon's routing
  * to AdamW, Adafactor's factored state shapes, scalar state, float32
- * runs, skipped parameters, closures, and the argument checks.
+ * runs, skipped parameters, closures, and the argument checks; and that
+ * optim/OPTIM.md names every optimizer, option key and scheduler.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nb_test.h"
+#include "optim_impl.h" /* the kinds' descriptors, for the OPTIM.md check */
 
 /* A caller-owned float64 leaf that requires grad, holding values. */
 static nb_tensor *leaf(int ndim, const int64_t *shape, nb_dtype dt, double fill) {
@@ -440,6 +443,61 @@ START_TEST(test_option_errors) {
 }
 END_TEST
 
+/* ---- optim/OPTIM.md is complete ------------------------------------------------------- */
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "can't open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+START_TEST(test_optim_md_complete) {
+    char *md = read_text(NB_SOURCE_ROOT "/optim/OPTIM.md");
+    const nb_optim_desc *kinds[] = {&nb_sgd_desc,     &nb_adam_desc,    &nb_adamw_desc,  &nb_adadelta_desc,
+                                    &nb_adafactor_desc, &nb_adagrad_desc, &nb_adamax_desc, &nb_asgd_desc,
+                                    &nb_lbfgs_desc,   &nb_nadam_desc,   &nb_radam_desc,  &nb_rmsprop_desc,
+                                    &nb_rprop_desc,   &nb_lion_desc,    &nb_muon_desc};
+    char want[128];
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        const nb_optim_desc *d = kinds[k];
+        snprintf(want, sizeof want, "`nb_%s`", d->op);
+        char *row = strstr(md, want); /* the kind's row */
+        ck_assert_msg(row != NULL, "OPTIM.md lacks %s", want);
+        char *end = strchr(row, '\n');
+        *end = 0;
+        for (int f = 0; f < d->n_fields; f++) {
+            snprintf(want, sizeof want, "`%s`", d->fields[f].name);
+            ck_assert_msg(strstr(row, want) != NULL, "OPTIM.md's %s row lacks the option %s", d->name, want);
+        }
+        for (int t = 0; t < d->n_tensors; t++) {
+            snprintf(want, sizeof want, "`%s`", d->tensor_names[t]);
+            ck_assert_msg(strstr(row, want) != NULL, "OPTIM.md's %s row lacks the state %s", d->name, want);
+        }
+        for (int t = 0; t < d->n_scalars; t++) {
+            snprintf(want, sizeof want, "`%s`", d->scalar_names[t]);
+            ck_assert_msg(strstr(row, want) != NULL, "OPTIM.md's %s row lacks the state %s", d->name, want);
+        }
+        *end = '\n';
+    }
+    static const char *const scheds[] = {"LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
+                                         "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR",
+                                         "CosineAnnealingWarmRestarts", "CyclicLR", "OneCycleLR",
+                                         "ReduceLROnPlateau", "SequentialLR", "ChainedScheduler"};
+    for (size_t k = 0; k < sizeof scheds / sizeof *scheds; k++) {
+        snprintf(want, sizeof want, "| `%s` |", scheds[k]);
+        ck_assert_msg(strstr(md, want) != NULL, "OPTIM.md lacks the scheduler %s", scheds[k]);
+    }
+    free(md);
+}
+END_TEST
+
 Suite *nb_suite_optim_groups(void) {
     Suite *s = suite_create("optim_groups");
     TCase *tc = tcase_create("groups");
@@ -453,6 +511,7 @@ Suite *nb_suite_optim_groups(void) {
     tcase_add_test(tc, test_float32_and_skipped);
     tcase_add_test(tc, test_lbfgs_and_closures);
     tcase_add_test(tc, test_option_errors);
+    tcase_add_test(tc, test_optim_md_complete);
     suite_add_tcase(s, tc);
     return s;
 }

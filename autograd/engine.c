@@ -16,9 +16,20 @@ bool nb_set_grad_enabled(bool enabled) {
 }
 bool nb_is_grad_enabled(void) { return grad_enabled; }
 
+nb_status nb_no_grad_call(nb_status (*fn)(void *ctx), void *ctx) {
+    if (!fn) return nb_set_error(NB_ERR_INVALID_ARG, "no_grad_call: NULL function");
+    bool prev = nb_set_grad_enabled(false);
+    nb_status st = fn(ctx);
+    nb_set_grad_enabled(prev);
+    return st;
+}
+
 bool nb_requires_grad(const nb_tensor *t) { return t && t->requires_grad; }
 bool nb_is_leaf(const nb_tensor *t) { return t && !t->grad_fn; }
-nb_tensor *nb_tensor_grad(const nb_tensor *t) { return t ? t->grad : NULL; }
+nb_tensor *nb_tensor_grad(const nb_tensor *t) {
+    nb_tensor *in = (nb_tensor *)t;
+    return nb_check_inputs("tensor_grad", 1, &in) ? t->grad : NULL;
+}
 
 void nb_tensor_zero_grad(nb_tensor *t) {
     if (!t) return;
@@ -38,7 +49,7 @@ nb_status nb_set_requires_grad(nb_tensor *t, bool requires_grad) {
 }
 
 nb_tensor *nb_detach(nb_tensor *t) {
-    if (!t) return NULL;
+    if (!nb_check_inputs("detach", 1, &t)) return NULL;
     return nb_tensor_view_of(t, t->ndim, t->shape, t->strides, t->offset);
 }
 
@@ -56,7 +67,7 @@ nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_ten
     *failed = false;
     if (!out || !nb_needs_grad(n, inputs)) return NULL;
     NB_ASSERT(n <= NB_NODE_MAX_IN && !out->grad_fn);
-    nb_node *node = calloc(1, sizeof *node);
+    nb_node *node = nb_host_calloc(1, sizeof *node);
     if (!node) {
         *failed = true;
         nb_set_error(NB_ERR_OOM, "%s: out of host memory recording the tape", nb_op_name(op));
@@ -82,8 +93,12 @@ nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_ten
 
 void nb_save(nb_node *n, int slot, const nb_tensor *t) {
     NB_ASSERT(n && slot < NB_NODE_MAX_SAVED && !n->saved[slot]);
-    nb_tensor *alias = calloc(1, sizeof *alias);
-    NB_ASSERT(alias); /* a few bytes; running out here leaves no sane state */
+    nb_tensor *alias = nb_host_calloc(1, sizeof *alias);
+    if (!alias) { /* the op's nb_scope_return turns this into its NULL result */
+        n->save_failed = true;
+        nb_fail_pending(NB_ERR_OOM, "%s: out of host memory saving a tensor for backward", nb_op_name(n->op));
+        return;
+    }
     atomic_init(&alias->refcount, 1);
     atomic_fetch_add(&t->storage->refcount, 1);
     alias->storage = t->storage;
@@ -220,6 +235,9 @@ static nb_status accumulate_node(nb_node *n, nb_tensor *g) {
 
 static nb_status run_node(nb_node *n) {
     nb_tensor *gin[NB_NODE_MAX_IN] = {0};
+    if (n->save_failed)
+        return nb_set_error(NB_ERR_OOM, "backward: %s could not save its tensors for backward (out of host memory)",
+                            nb_op_name(n->op));
     nb_status st = n->backward(n, n->grad_acc, gin);
     if (st != NB_OK) return st;
     for (int i = 0; i < n->n_in && st == NB_OK; i++) {
@@ -262,13 +280,18 @@ nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out) {
         return nb_set_error(NB_ERR_STATE, "backward: the tensor does not require grad (no input requires grad, "
                                           "or it was computed under no_grad)");
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-    if (grad_out->ndim != out->ndim || memcmp(grad_out->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim) ||
-        grad_out->dtype != out->dtype)
+    bool same_shape = grad_out->ndim == out->ndim &&
+                      !memcmp(grad_out->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+    if (same_shape && grad_out->dtype != out->dtype) /* a dtype error, not a shape one */
+        return nb_set_error(NB_ERR_DTYPE, "backward: gradient dtype %s does not match output dtype %s (shape %s)",
+                            nb_dtype_name(grad_out->dtype), nb_dtype_name(out->dtype),
+                            nb_fmt_shape(out->ndim, out->shape, b, sizeof b));
+    if (!same_shape)
         return nb_set_error(NB_ERR_SHAPE, "backward: gradient %s %s does not match output %s %s",
                             nb_fmt_shape(grad_out->ndim, grad_out->shape, a, sizeof a), nb_dtype_name(grad_out->dtype),
                             nb_fmt_shape(out->ndim, out->shape, b, sizeof b), nb_dtype_name(out->dtype));
     bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_status st = out->grad_fn ? run_backward(out->grad_fn, grad_out) : accumulate_leaf(out, grad_out, false);
     nb_scope_end(s);
     nb_set_grad_enabled(prev);
@@ -282,7 +305,7 @@ nb_status nb_backward(nb_tensor *out) {
         return nb_set_error(NB_ERR_SHAPE, "backward: output of shape %s is not a scalar; use nb_backward_with",
                             nb_fmt_shape(out->ndim, out->shape, a, sizeof a));
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *one = nb_tensor_new(out->ndim, out->shape, out->dtype, out->storage->device);
     nb_status st = one ? nb_fill_(one, 1) : nb_last_status();
     if (st == NB_OK) st = nb_backward_with(out, one);

@@ -17,7 +17,7 @@ typedef struct {
 
 /* sum(f(in) * v) as a double; NAN (with the error kept) if f fails. */
 static double objective(gc_problem *p) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *y = p->f(p->in, p->n, p->ctx);
     double r = NAN;
     if (y && !p->v) {
@@ -31,7 +31,7 @@ static double objective(gc_problem *p) {
 }
 
 static nb_status analytical(gc_problem *p) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     for (int i = 0; i < p->n; i++) nb_tensor_zero_grad(p->in[i]);
     nb_tensor *y = p->f(p->in, p->n, p->ctx);
     nb_tensor *l = y && p->v ? nb_sum(nb_mul(nb_to_dtype(y, NB_F64), p->v), NULL, 0, false) : NULL;
@@ -60,7 +60,7 @@ static nb_status check_input(gc_problem *p, int i, const nb_gradcheck_options *o
         nb_set_grad_enabled(prev);
         double num = (fp - fm) / (2 * o->eps);
         if (!(fabs(ana[j] - num) <= o->atol + o->rtol * fabs(num)))
-            st = nb_set_error(NB_ERR_STATE, "gradcheck: input %d element %lld: analytical %.10g, numerical %.10g", i,
+            st = nb_set_error(NB_ERR_MISMATCH, "gradcheck: input %d element %lld: analytical %.10g, numerical %.10g", i,
                               (long long)j, ana[j], num);
     }
     free(val);

@@ -11,6 +11,11 @@
  * definite, rank-deficient, no convergence) fails with NB_ERR_INVALID_ARG
  * and a message naming the op and the batch element, e.g.
  * "linalg.solve: the matrix is singular (batch element 1: U[2,2] = 0)".
+ * A matrix holding NaN (in the triangle the op reads) gives NaN results
+ * for that batch element, as PyTorch (triangular factors keep their zeros;
+ * det, sign and logabsdet are all NaN, where PyTorch says sign 0; eigh's
+ * eigenvalues too, where PyTorch returns LAPACK's arbitrary ones); svd and
+ * svdvals fail with NB_ERR_INVALID_ARG ("the input holds NaN"), as PyTorch.
  * The backward rules are written with differentiable ops (matmul, solve,
  * ...). Multi-output ops return nb_status and write owned results to their
  * out-params (NULL out-params are skipped); they return NULL/non-zero at

@@ -527,9 +527,13 @@ typedef enum nb_pad_mode { NB_PAD_CONSTANT, NB_PAD_REFLECT, NB_PAD_REPLICATE, NB
  * size); replicate repeats the edge (size > 0); circular wraps (pads <=
  * size). value is used by constant only. Any number of dims in every mode
  * (PyTorch limits the non-constant modes to the last 3 dims); negative pads
- * crop in every mode. Gradients: constant's is g's interior; the others
- * sum the copies (index_select's rule). Errors: NB_ERR_INVALID_ARG (odd
- * count, too many pads, a pad too large for the mode, a negative size). */
+ * crop in every mode, as PyTorch: constant and circular crop first, then
+ * pad (circular (-1, 2) of [1,2,3,4] wraps [2,3,4] into [2,3,4,2,3]);
+ * reflect and replicate map each output position onto the uncropped input.
+ * Gradients: constant's is g's interior; the others sum the copies
+ * (index_select's rule). Errors: NB_ERR_INVALID_ARG (odd count, too many
+ * pads, a pad too large for the mode, a crop larger than the dim, a negative
+ * size, a size or element count that overflows int64). */
 nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad_mode mode, double value);
 
 /* torch.tril / torch.triu on the last two dims of t [..., m, n] (any dtype):

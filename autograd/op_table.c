@@ -21,7 +21,7 @@ const nb_op_info *nb_op_get(nb_op_id op) { return (unsigned)op < NB_OP_COUNT ? &
 const char *nb_op_name(nb_op_id op) { return (unsigned)op < NB_OP_COUNT ? rows[op].name : "invalid op"; }
 
 nb_op_id nb_op_find(const char *name) {
-    if (!name) return NB_OP_COUNT;
+    if (!name) return nb_set_error(NB_ERR_INVALID_ARG, "op_find: NULL name"), NB_OP_COUNT;
     for (int i = 0; i < NB_OP_COUNT; i++)
         if (!strcmp(rows[i].name, name)) return (nb_op_id)i;
     return NB_OP_COUNT;

@@ -71,14 +71,14 @@ static nb_tensor *binary_impl(const binop *d, nb_tensor *a, nb_tensor *b) {
 }
 
 static nb_tensor *binary(const binop *d, nb_tensor *a, nb_tensor *b) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, binary_impl(d, a, b));
 }
 
 /* The scalar form: value as a Python float (torch's wrapped number). */
 static nb_tensor *binary_scalar(const binop *d, nb_tensor *a, double value) {
-    if (!a) return NULL;
-    nb_scope *s = nb_scope_begin();
+    if (!nb_check_inputs(nb_op_name(d->op), 1, &a)) return NULL;
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *b = nb_scalar_like(a, value, nb_scalar_result_type(a, value));
     return nb_scope_return(s, b ? binary_impl(d, a, b) : NULL);
 }
@@ -235,8 +235,21 @@ nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b) { return with_maximum(binary(&
 
 /* ---- lerp (composite) --------------------------------------------------- */
 
+/* Gradients as derivatives.yaml's lerp: start (1 - w) g, end w g, weight
+ * (end - start) g. A rule of its own rather than the composite's: through
+ * where(), the branch not taken contributes 0 * (end - start), NaN where
+ * end - start is infinite (PyTorch gives +-inf there). */
+static nb_status lerp_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *start = n->saved[0], *end = n->saved[1], *w = n->saved[2];
+    if (n->in[0]) gin[0] = to_input(n, 0, nb_mul(g, nb_add_scalar(nb_neg(w), 1)));
+    if (n->in[1]) gin[1] = to_input(n, 1, nb_mul(g, w));
+    if (n->in[2]) gin[2] = to_input(n, 2, nb_mul(g, nb_sub(end, start)));
+    return (n->in[0] && !gin[0]) || (n->in[1] && !gin[1]) || (n->in[2] && !gin[2]) ? nb_last_status() : NB_OK;
+}
+
 /* PyTorch's formula, exact at both ends: start + w * (end - start) for
- * |w| < 0.5, else end - (end - start) * (1 - w). */
+ * |w| < 0.5, else end - (end - start) * (1 - w); computed without the tape,
+ * then recorded as one node. */
 static nb_tensor *lerp_impl(nb_tensor *start, nb_tensor *end, nb_tensor *w) {
     nb_tensor *in[3] = {start, end, w};
     if (!nb_check_inputs("lerp", 3, in) || !nb_check_dtypes(NB_OP_LERP, 3, in)) return NULL;
@@ -248,22 +261,30 @@ static nb_tensor *lerp_impl(nb_tensor *start, nb_tensor *end, nb_tensor *w) {
         return NB_FAIL(NB_ERR_SHAPE, "lerp: weight %s does not broadcast with start/end %s",
                        nb_fmt_shape(w->ndim, w->shape, x, sizeof x), nb_fmt_shape(nd1, s1, y, sizeof y));
     }
+    bool prev = nb_set_grad_enabled(false);
     nb_tensor *d = nb_sub(end, start);
     nb_tensor *small = nb_logical_and(nb_gt_scalar(w, -0.5), nb_lt_scalar(w, 0.5));
     nb_tensor *lo = nb_add(start, nb_mul(w, d));
     nb_tensor *hi = nb_sub(end, nb_mul(d, nb_add_scalar(nb_neg(w), 1)));
-    return nb_where(small, lo, hi);
+    nb_tensor *out = nb_where(small, lo, hi);
+    nb_set_grad_enabled(prev);
+    if (!out) return NULL;
+    bool failed;
+    nb_node *n = nb_record(NB_OP_LERP, lerp_backward, out, 3, in, &failed);
+    if (failed) return NULL;
+    if (n) nb_save(n, 0, start), nb_save(n, 1, end), nb_save(n, 2, w);
+    return out;
 }
 
 nb_tensor *nb_lerp(nb_tensor *start, nb_tensor *end, nb_tensor *weight) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, lerp_impl(start, end, weight));
 }
 
 nb_tensor *nb_lerp_scalar(nb_tensor *start, nb_tensor *end, double w) {
     nb_tensor *in[2] = {start, end};
     if (!nb_check_inputs("lerp", 2, in) || !nb_check_dtypes(NB_OP_LERP, 2, in)) return NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *d = nb_sub(end, start);
     nb_tensor *r = fabs(w) < 0.5 ? nb_add(start, nb_mul_scalar(d, w)) : nb_sub(end, nb_mul_scalar(d, 1 - w));
     return nb_scope_return(s, r);
@@ -305,7 +326,7 @@ static nb_dtype result_type_n(int n, nb_tensor *const *ts) {
 }
 
 static nb_tensor *clamp_impl(nb_tensor *x, nb_tensor *lo, nb_tensor *hi) {
-    if (!x) return NULL;
+    if (!nb_check_inputs("clamp", 1, &x)) return NULL;
     if (!lo && !hi) return NB_FAIL(NB_ERR_INVALID_ARG, "clamp: at least one of min and max must be given");
     nb_tensor *in[3] = {x, lo, hi}, *pin[3];
     int np = 0;
@@ -340,13 +361,13 @@ static nb_tensor *clamp_impl(nb_tensor *x, nb_tensor *lo, nb_tensor *hi) {
 }
 
 nb_tensor *nb_clamp(nb_tensor *x, nb_tensor *min, nb_tensor *max) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, clamp_impl(x, min, max));
 }
 
 nb_tensor *nb_clamp_scalar(nb_tensor *x, double min, double max) {
-    if (!x) return NULL;
-    nb_scope *s = nb_scope_begin();
+    if (!nb_check_inputs("clamp", 1, &x)) return NULL;
+    nb_scope *s = nb_op_scope_begin();
     nb_dtype dt = nb_promote_types(nb_scalar_result_type(x, isnan(min) ? 0 : min),
                                    nb_scalar_result_type(x, isnan(max) ? 0 : max));
     nb_tensor *lo = isnan(min) ? NULL : nb_scalar_like(x, min, dt), *hi = isnan(max) ? NULL : nb_scalar_like(x, max, dt);
@@ -390,7 +411,7 @@ static nb_tensor *nan_test_impl(const char *op, nb_tensor *x, nan_kind which) {
 }
 
 static nb_tensor *nan_test(const char *op, nb_tensor *x, nan_kind which) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, nan_test_impl(op, x, which));
 }
 nb_tensor *nb_isnan(nb_tensor *x) { return nan_test("isnan", x, IS_NAN); }
@@ -413,7 +434,7 @@ static nb_tensor *logical_impl(const char *op, nb_binary_op kop, nb_tensor *a, n
 
 #define LOGICAL(NAME, KOP)                                                                     \
     nb_tensor *nb_logical_##NAME(nb_tensor *a, nb_tensor *b) {                                \
-        nb_scope *s = nb_scope_begin();                                                        \
+        nb_scope *s = nb_op_scope_begin();                                                        \
         return nb_scope_return(s, logical_impl("logical_" #NAME, NB_BINARY_##KOP, a, b));     \
     }
 LOGICAL(and, BITWISE_AND)
@@ -422,7 +443,7 @@ LOGICAL(xor, BITWISE_XOR)
 
 nb_tensor *nb_logical_not(nb_tensor *x) {
     if (!nb_check_inputs("logical_not", 1, &x)) return NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *t = truth(x);
     return nb_scope_return(s, t ? kernel2("logical_not", NB_BINARY_BITWISE_XOR, t, nb_scalar_like(t, 1, NB_BOOL), NB_BOOL)
                                 : NULL);
@@ -443,7 +464,7 @@ static nb_tensor *bitwise_impl(const char *op, nb_binary_op kop, nb_tensor *a, n
 
 #define BITWISE(NAME, KOP)                                                                     \
     nb_tensor *nb_bitwise_##NAME(nb_tensor *a, nb_tensor *b) {                                \
-        nb_scope *s = nb_scope_begin();                                                        \
+        nb_scope *s = nb_op_scope_begin();                                                        \
         return nb_scope_return(s, bitwise_impl("bitwise_" #NAME, NB_BINARY_##KOP, a, b));     \
     }
 BITWISE(and, BITWISE_AND)
@@ -456,7 +477,7 @@ BITWISE(right_shift, RSHIFT)
 #define BITWISE_SCALAR(NAME, KOP)                                                              \
     nb_tensor *nb_bitwise_##NAME##_scalar(nb_tensor *a, int64_t b) {                          \
         if (!nb_check_inputs("bitwise_" #NAME, 1, &a)) return NULL;                            \
-        nb_scope *s = nb_scope_begin();                                                        \
+        nb_scope *s = nb_op_scope_begin();                                                        \
         nb_tensor *bt = nb_scalar_like(a, (double)b, nb_scalar_result_type(a, (double)b));     \
         return nb_scope_return(s, bt ? bitwise_impl("bitwise_" #NAME, NB_BINARY_##KOP, a, bt) : NULL); \
     }
@@ -472,6 +493,6 @@ nb_tensor *nb_bitwise_not(nb_tensor *x) {
     if (!nb_check_inputs("bitwise_not", 1, &x)) return NULL;
     if (nb_dtype_is_float(x->dtype))
         return NB_FAIL(NB_ERR_DTYPE, "bitwise_not: needs integer or bool input, got %s", nb_dtype_name(x->dtype));
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, kernel2("bitwise_not", NB_BINARY_BITWISE_XOR, x, nb_scalar_like(x, -1, x->dtype), x->dtype));
 }

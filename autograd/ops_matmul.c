@@ -18,6 +18,7 @@ static nb_tensor *gemm_ready(nb_tensor *t) {
 
 /* c = a @ b for a [..., n, k], b [..., k, m] (ndim >= 2), no autograd. */
 static nb_tensor *gemm_nd(nb_tensor *a, nb_tensor *b) {
+    if (!a || !b) return NULL; /* a failed transpose or copy upstream (its error kept) */
     char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF];
     int na = a->ndim, nbd = b->ndim;
     if (a->shape[na - 1] != b->shape[nbd - 2])
@@ -52,6 +53,7 @@ static nb_status matmul_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 }
 
 static nb_tensor *matmul_nd(nb_tensor *a, nb_tensor *b) {
+    if (!a || !b) return NULL;
     /* [..., n, k] @ [k, m]: one GEMM over the folded rows, as PyTorch does */
     if (a->ndim > 2 && b->ndim == 2) {
         /* the row count, not -1: -1 cannot be inferred when k == 0 */
@@ -143,12 +145,12 @@ static nb_tensor *linear_impl(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) 
 }
 
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, matmul_impl(a, b));
 }
 
 nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, linear_impl(x, weight, bias));
 }
 

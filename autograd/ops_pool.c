@@ -200,7 +200,7 @@ static nb_tensor *pool_impl(pool_req *r, nb_tensor *x, nb_tensor **idx) {
 static nb_tensor *pool_run(pool_req r, nb_tensor *x, nb_tensor **indices) {
     nb_tensor *idx = NULL;
     if (indices) *indices = NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *out = pool_impl(&r, x, indices ? &idx : NULL);
     if (!out) idx = NULL;
     nb_retain(idx);
@@ -260,13 +260,13 @@ nb_tensor *nb_max_pool1d(nb_tensor *x, nb_pool1d_options opts, nb_tensor **indic
 
 nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_pool2d_options opts) {
     pool_req r = req2d(NB_OP_AVG_POOL2D, POOL_AVG, opts);
-    if (!x) return NULL;
+    if (!nb_check_inputs("avg_pool2d", 1, &x)) return NULL;
     return avg_no_dilation(&r) ? pool_run(r, x, NULL) : NULL;
 }
 
 nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts) {
     pool_req r = req1d(NB_OP_AVG_POOL1D, POOL_AVG, opts);
-    if (!x) return NULL;
+    if (!nb_check_inputs("avg_pool1d", 1, &x)) return NULL;
     return avg_no_dilation(&r) ? pool_run(r, x, NULL) : NULL;
 }
 

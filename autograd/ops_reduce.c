@@ -90,21 +90,46 @@ static nb_status amax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return gin[0] ? NB_OK : nb_last_status();
 }
 
-/* prod (PyTorch's prod_backward): with no zero in the slice g * out / x;
- * with one zero, g * (product of the others) at the zero and 0 elsewhere;
- * with two or more, 0. */
+/* The product of the other elements of each reduced slice, exactly (no
+ * division): the reduced dims are moved last and flattened to R, and the
+ * exclusive prefix and suffix products (cumprod, shifted by a constant pad
+ * of 1) multiply. */
+static nb_tensor *prod_of_others(nb_tensor *x, const bool *mask) {
+    int perm[NB_MAX_DIMS], inv[NB_MAX_DIMS], k = 0;
+    int64_t shape[NB_MAX_DIMS], r = 1;
+    for (int i = 0; i < x->ndim; i++)
+        if (!mask[i]) perm[k] = i, shape[k++] = x->shape[i];
+    int kept = k;
+    for (int i = 0; i < x->ndim; i++)
+        if (mask[i]) perm[k++] = i, r *= x->shape[i];
+    for (int i = 0; i < x->ndim; i++) inv[perm[i]] = i;
+    shape[kept] = r;
+    nb_tensor *xp = nb_permute(x, perm);
+    nb_tensor *flat = nb_reshape(xp, kept + 1, shape);
+    const int64_t shift[2] = {1, -1}; /* [a, b, c] -> [1, a, b] */
+    int last = -1;
+    nb_tensor *left = nb_pad(nb_cumprod(flat, -1), shift, 2, NB_PAD_CONSTANT, 1.0);
+    nb_tensor *right = nb_flip(nb_pad(nb_cumprod(nb_flip(flat, &last, 1), -1), shift, 2, NB_PAD_CONSTANT, 1.0), &last, 1);
+    nb_tensor *others = nb_mul(left, right);
+    return xp ? nb_permute(nb_reshape(others, xp->ndim, xp->shape), inv) : NULL;
+}
+
+/* prod: g * out / x (PyTorch's prod_backward) where the slice holds no 0,
+ * inf or NaN; elsewhere g * (the product of the others), which is exact
+ * with zeros (one zero: the others' product at it, 0 elsewhere) and stays
+ * right beside inf or NaN, where out / x is NaN (PyTorch 1.13 gives NaN
+ * for the gradient of the inf in prod([inf, 2, 3]); the answer is 6). */
 static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *k = n->saved[1];
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
-    nb_tensor *zero = nb_eq(x, nb_scalar_like(x, 0, x->dtype)), *z0 = nb_scalar_like(x, 0, x->dtype);
-    nb_tensor *cnt = reduce_raw("prod", NB_REDUCE_SUM, nb_to_dtype(zero, x->dtype), mask, 1.0);
-    nb_tensor *others = reduce_raw("prod", NB_REDUCE_PROD, nb_where(zero, nb_scalar_like(x, 1, x->dtype), x), mask, 1.0);
+    if (nb_numel(x) == 0) return (gin[0] = nb_zeros_like(x)) ? NB_OK : nb_last_status();
+    nb_tensor *special = nb_logical_or(nb_eq_scalar(x, 0), nb_logical_not(nb_isfinite(x)));
+    nb_tensor *cnt = special ? reduce_raw("prod", NB_REDUCE_SUM, nb_to_dtype(special, x->dtype), mask, 1.0) : NULL;
     nb_tensor *ge = grad_expand(n, g);
-    nb_tensor *none = nb_div(nb_mul(ge, k), x);
-    nb_tensor *one = nb_where(zero, nb_mul(ge, others), z0);
-    nb_tensor *c1 = cnt ? nb_eq(cnt, nb_scalar_like(cnt, 1, cnt->dtype)) : NULL, *c0 = cnt ? nb_eq(cnt, z0) : NULL;
-    gin[0] = nb_where(c0, none, nb_where(c1, one, z0));
+    nb_tensor *plain = nb_div(nb_mul(ge, k), x);
+    nb_tensor *exact = nb_mul(ge, prod_of_others(x, mask));
+    gin[0] = cnt ? nb_where(nb_eq_scalar(cnt, 0), plain, exact) : NULL;
     return gin[0] ? NB_OK : nb_last_status();
 }
 
@@ -137,7 +162,7 @@ static nb_tensor *reduce_op(nb_op_id id, nb_reduce_op kop, nb_tensor *t, const i
 
 static nb_tensor *scoped_reduce(nb_op_id id, nb_reduce_op kop, nb_tensor *t, const int *dims, int n_dims,
                                 bool keepdim, bool mean) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, reduce_op(id, kop, t, dims, n_dims, keepdim, mean));
 }
 
@@ -171,7 +196,7 @@ static nb_status max_dim_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int d = n->p.reduce.dim;
     int64_t ashape[NB_MAX_DIMS];
     for (int i = 0; i < in->ndim; i++) ashape[i] = i == d ? in->shape[d] : 1;
-    nb_tensor *ar = nb_reshape(nb_arange(0, (double)in->shape[d], 1, NB_I64), in->ndim, ashape);
+    nb_tensor *ar = nb_reshape(nb_arange_on(0, (double)in->shape[d], 1, NB_I64, in->storage->device), in->ndim, ashape);
     nb_tensor *onehot = nb_to_dtype(nb_eq(ar, idx), in->dtype);
     gin[0] = nb_mul(grad_expand(n, g), onehot);
     return gin[0] ? NB_OK : nb_last_status();
@@ -205,7 +230,7 @@ static nb_tensor *as_1d(nb_tensor *t, int *dim, bool *keepdim) {
 }
 
 static nb_tensor *arg_op(const char *op, nb_tensor *t, int dim, bool keepdim, bool min) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     t = as_1d(t, &dim, &keepdim);
     nb_tensor *idx = argmax_raw(op, t, dim, NULL, min);
     bool mask[NB_MAX_DIMS] = {0};
@@ -238,7 +263,7 @@ static nb_tensor *max_dim_impl(nb_op_id id, nb_tensor *t, int dim, bool keepdim,
 
 static nb_tensor *extreme_dim(nb_op_id id, nb_tensor *t, int dim, bool keepdim, nb_tensor **indices, bool min) {
     nb_tensor *idx = NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     t = as_1d(t, &dim, &keepdim);
     nb_tensor *out = max_dim_impl(id, t, dim, keepdim, &idx, min);
     if (!out) idx = NULL;
@@ -283,7 +308,7 @@ static nb_tensor *var_impl(nb_op_id id, nb_tensor *t, const int *dims, int n_dim
 }
 
 nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, var_impl(NB_OP_VAR, t, dims, n_dims, correction, keepdim));
 }
 /* std = sqrt(var) with PyTorch's std_backward: g / (2 std), masked to 0
@@ -310,7 +335,7 @@ static nb_tensor *std_impl(nb_tensor *t, const int *dims, int n_dims, double cor
 }
 
 nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, std_impl(t, dims, n_dims, correction, keepdim));
 }
 
@@ -324,7 +349,7 @@ static nb_tensor *logsumexp_impl(nb_tensor *t, const int *dims, int n_dims, bool
     if (reduced_count(t, mask) == 0) {
         int64_t kshape[NB_MAX_DIMS];
         keep_shape(t, mask, kshape);
-        m = nb_zeros(t->ndim, kshape, t->dtype);
+        m = nb_full_on(t->ndim, kshape, 0, t->dtype, t->storage->device);
     } else {
         m = reduce_raw("logsumexp", NB_REDUCE_MAX, t, mask, 1.0);
         m = nb_masked_fill(m, nb_eq(m, nb_scalar_like(t, INFINITY, t->dtype)), 0);
@@ -336,7 +361,7 @@ static nb_tensor *logsumexp_impl(nb_tensor *t, const int *dims, int n_dims, bool
 }
 
 nb_tensor *nb_logsumexp(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, logsumexp_impl(t, dims, n_dims, keepdim));
 }
 
@@ -349,7 +374,7 @@ static nb_tensor *logic_impl(const char *op, nb_tensor *t, const int *dims, int 
     if (reduced_count(t, mask) == 0) {
         int64_t kshape[NB_MAX_DIMS];
         keep_shape(t, mask, kshape);
-        k = nb_full(t->ndim, kshape, all ? 1 : 0, NB_BOOL);
+        k = nb_full_on(t->ndim, kshape, all ? 1 : 0, NB_BOOL, t->storage->device);
     } else {
         nb_tensor *nz = nb_to_dtype(nb_ne(t, nb_scalar_like(t, 0, t->dtype)), NB_U8);
         k = nb_to_dtype(reduce_raw(op, all ? NB_REDUCE_MIN : NB_REDUCE_MAX, nz, mask, 1.0), NB_BOOL);
@@ -358,11 +383,11 @@ static nb_tensor *logic_impl(const char *op, nb_tensor *t, const int *dims, int 
 }
 
 nb_tensor *nb_all(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, logic_impl("all", t, dims, n_dims, keepdim, true));
 }
 nb_tensor *nb_any(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, logic_impl("any", t, dims, n_dims, keepdim, false));
 }
 
@@ -431,6 +456,6 @@ static nb_tensor *norm_impl(nb_tensor *t, double p, const int *dims, int n_dims,
 }
 
 nb_tensor *nb_norm(nb_tensor *t, double p, const int *dims, int n_dims, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, norm_impl(t, p, dims, n_dims, keepdim));
 }

@@ -14,9 +14,7 @@
 
 /* Index tensors built on the host are small (one entry per output slice). */
 static nb_tensor *host_index(const int64_t *v, int64_t n, const nb_tensor *like) {
-    nb_tensor *t = nb_from_data(v, 1, &n, NB_I64);
-    nb_device a = nb_default_device(), b = like->storage->device;
-    return t && (a.type != b.type || a.index != b.index) ? nb_to_device(t, b) : t;
+    return nb_from_data_on(v, 1, &n, NB_I64, like->storage->device);
 }
 
 static nb_status identity_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
@@ -79,7 +77,7 @@ static nb_tensor *flip_impl(nb_tensor *t, const int *dims, int n_dims) {
 }
 
 nb_tensor *nb_flip(nb_tensor *t, const int *dims, int n_dims) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, flip_impl(t, dims, n_dims));
 }
 
@@ -118,7 +116,7 @@ static nb_tensor *roll_impl(nb_tensor *t, const int64_t *shifts, int n_shifts, c
 }
 
 nb_tensor *nb_roll(nb_tensor *t, const int64_t *shifts, int n_shifts, const int *dims, int n_dims) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, roll_impl(t, shifts, n_shifts, dims, n_dims));
 }
 
@@ -168,7 +166,7 @@ static nb_tensor *repeat_impl(const char *op, nb_tensor *t, const int64_t *reps,
 }
 
 nb_tensor *nb_repeat(nb_tensor *t, const int64_t *repeats, int n) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, repeat_impl("repeat", t, repeats, n));
 }
 
@@ -183,7 +181,7 @@ static nb_tensor *tile_impl(nb_tensor *t, const int64_t *reps, int n) {
 }
 
 nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, tile_impl(t, reps, n));
 }
 
@@ -254,30 +252,50 @@ static nb_tensor *pad_impl(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad
         return NB_FAIL(NB_ERR_INVALID_ARG, "pad: %d pads for input %s; need pairs (last dim first), at most 2 per dim",
                        n_pads, nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
     if ((unsigned)mode > NB_PAD_CIRCULAR) return NB_FAIL(NB_ERR_INVALID_ARG, "pad: bad mode %d", (int)mode);
-    int64_t lo[NB_MAX_DIMS] = {0}, hi[NB_MAX_DIMS] = {0};
+    int64_t lo[NB_MAX_DIMS] = {0}, hi[NB_MAX_DIMS] = {0}, out_shape[NB_MAX_DIMS];
+    memcpy(out_shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
     for (int i = 0; i < n_pads / 2; i++) {
         int d = t->ndim - 1 - i;
         lo[d] = pads[2 * i], hi[d] = pads[2 * i + 1];
-        if (t->shape[d] + lo[d] + hi[d] < 0)
-            return NB_FAIL(NB_ERR_INVALID_ARG, "pad: padding (%lld, %lld) of dim %d makes input %s negative in size",
-                           (long long)lo[d], (long long)hi[d], d, nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+        int64_t n = t->shape[d];
+        /* the sum is checked for int64 overflow: pads near INT64_MAX must not wrap to a small size */
+        bool wraps = __builtin_add_overflow(n, lo[d], &out_shape[d]) ||
+                     __builtin_add_overflow(out_shape[d], hi[d], &out_shape[d]);
+        if (wraps || out_shape[d] < 0)
+            return NB_FAIL(NB_ERR_INVALID_ARG, "pad: padding (%lld, %lld) of dim %d makes input %s %s in size",
+                           (long long)lo[d], (long long)hi[d], d, nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
+                           wraps ? "too large (int64 overflow)" : "negative");
+        if (-lo[d] > n || -hi[d] > n) /* PyTorch: a crop larger than the dim is an error */
+            return NB_FAIL(NB_ERR_INVALID_ARG, "pad: padding (%lld, %lld) of dim %d crops more than its size %lld (input %s)",
+                           (long long)lo[d], (long long)hi[d], d, (long long)n,
+                           nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
     }
+    int64_t total = 1;
+    for (int d = 0; d < t->ndim; d++)
+        if (__builtin_mul_overflow(total, out_shape[d] ? out_shape[d] : 1, &total) || total > INT64_MAX / 16) {
+            char b[NB_SHAPE_BUF];
+            return NB_FAIL(NB_ERR_INVALID_ARG, "pad: the padded shape %s of input %s is too large",
+                           nb_fmt_shape(t->ndim, out_shape, b, sizeof b), nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+        }
     nb_tensor *x = t;
-    if (mode != NB_PAD_CONSTANT) {
+    if (mode == NB_PAD_REFLECT || mode == NB_PAD_REPLICATE) { /* PyTorch maps from the uncropped input */
         for (int d = 0; d < t->ndim && x; d++)
             if (lo[d] || hi[d]) x = pad_dim(x, d, lo[d], hi[d], mode);
         return fresh(t, x);
     }
-    for (int d = 0; d < t->ndim && x; d++) { /* negative pads crop first */
+    for (int d = 0; d < t->ndim && x; d++) { /* constant and circular crop first (PyTorch) */
         int64_t start = lo[d] < 0 ? -lo[d] : 0, end = x->shape[d] - (hi[d] < 0 ? -hi[d] : 0);
         if (start || end < x->shape[d]) x = nb_narrow(x, d, start, end > start ? end - start : 0);
         lo[d] = lo[d] > 0 ? lo[d] : 0, hi[d] = hi[d] > 0 ? hi[d] : 0;
     }
-    return x ? constant_pad(x, lo, hi, value) : NULL;
+    if (mode == NB_PAD_CONSTANT) return x ? constant_pad(x, lo, hi, value) : NULL;
+    for (int d = 0; d < t->ndim && x; d++)
+        if (lo[d] || hi[d]) x = pad_dim(x, d, lo[d], hi[d], mode);
+    return fresh(t, x);
 }
 
 nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad_mode mode, double value) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, pad_impl(t, pads, n_pads, mode, value));
 }
 
@@ -292,8 +310,8 @@ static nb_tensor *tri_impl(const char *op, nb_tensor *t, int64_t k, bool lower) 
                        nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
     int64_t m = t->shape[t->ndim - 2], n = t->shape[t->ndim - 1];
     nb_device dev = t->storage->device;
-    nb_tensor *rows = nb_reshape(nb_to_device(nb_arange(0, (double)m, 1, NB_I64), dev), NB_SHAPE(m, 1));
-    nb_tensor *cols = nb_reshape(nb_to_device(nb_arange(0, (double)n, 1, NB_I64), dev), NB_SHAPE(1, n));
+    nb_tensor *rows = nb_reshape(nb_arange_on(0, (double)m, 1, NB_I64, dev), NB_SHAPE(m, 1));
+    nb_tensor *cols = nb_reshape(nb_arange_on(0, (double)n, 1, NB_I64, dev), NB_SHAPE(1, n));
     nb_tensor *kk = nb_scalar_like(t, (double)k, NB_I64), *zero = nb_scalar_like(t, 0, t->dtype);
     nb_tensor *diff = nb_sub(cols, rows);
     nb_tensor *mask = lower ? nb_gt(diff, kk) : nb_gt(kk, diff);
@@ -301,12 +319,12 @@ static nb_tensor *tri_impl(const char *op, nb_tensor *t, int64_t k, bool lower) 
 }
 
 nb_tensor *nb_tril(nb_tensor *t, int64_t diagonal) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, tri_impl("tril", t, diagonal, true));
 }
 
 nb_tensor *nb_triu(nb_tensor *t, int64_t diagonal) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, tri_impl("triu", t, diagonal, false));
 }
 
@@ -336,7 +354,7 @@ nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing
     for (int i = 0; i < n; i++) pos[i] = i;
     if (indexing == NB_MESHGRID_XY && n >= 2) pos[0] = 1, pos[1] = 0; /* Cartesian: x varies along columns */
     for (int i = 0; i < n; i++) shape[pos[i]] = nb_numel(ts[i]);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     int i = 0;
     for (; i < n; i++) {
         int64_t vs[NB_MAX_DIMS];

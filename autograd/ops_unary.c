@@ -44,7 +44,7 @@ static nb_tensor *unary_op_impl(nb_op_id op, nb_unary_op kop, nb_tensor *x, doub
 }
 
 static nb_tensor *unary_op(nb_op_id op, nb_unary_op kop, nb_tensor *x, double alpha) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, unary_op_impl(op, kop, x, alpha));
 }
 
@@ -53,7 +53,7 @@ static nb_tensor *unary_op(nb_op_id op, nb_unary_op kop, nb_tensor *x, double al
  * activations (silu, elu, ...) do not, as in PyTorch. */
 static nb_tensor *float_fn(nb_op_id op, nb_unary_op kop, nb_tensor *x) {
     if (!x || nb_dtype_is_float(x->dtype) || (unsigned)x->dtype >= NB_DTYPE_COUNT) return unary_op(op, kop, x, 0);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *f = nb_to_dtype(x, NB_F32);
     return nb_scope_return(s, f ? unary_op_impl(op, kop, f, 0) : NULL);
 }
@@ -65,8 +65,20 @@ nb_tensor *nb_sqrt(nb_tensor *a) { return float_fn(NB_OP_SQRT, NB_UNARY_SQRT, a)
 nb_tensor *nb_relu(nb_tensor *a) { return unary_op(NB_OP_RELU, NB_UNARY_RELU, a, 0); }
 nb_tensor *nb_sigmoid(nb_tensor *a) { return float_fn(NB_OP_SIGMOID, NB_UNARY_SIGMOID, a); }
 nb_tensor *nb_tanh(nb_tensor *a) { return float_fn(NB_OP_TANH, NB_UNARY_TANH, a); }
-nb_tensor *nb_add_scalar(nb_tensor *a, double s) { return unary_op(NB_OP_ADD_SCALAR, NB_UNARY_ADD_SCALAR, a, s); }
-nb_tensor *nb_mul_scalar(nb_tensor *a, double s) { return unary_op(NB_OP_MUL_SCALAR, NB_UNARY_MUL_SCALAR, a, s); }
+/* x + s, x * s in torch.result_type(x, s): an integer x meets a value it
+ * cannot hold exactly (1.5, 1e10 for int32) as a Python float, so x is cast
+ * to float32 first (the integer kernels then only see values of their own
+ * dtype); a bool x gives int64. */
+static nb_tensor *scalar_arith(nb_op_id op, nb_unary_op kop, nb_tensor *a, double s) {
+    if (!a || (unsigned)a->dtype >= NB_DTYPE_COUNT) return unary_op(op, kop, a, s);
+    nb_dtype dt = nb_scalar_result_type(a, s);
+    if (dt == a->dtype) return unary_op(op, kop, a, s);
+    nb_scope *sc = nb_op_scope_begin();
+    nb_tensor *c = nb_to_dtype(a, dt);
+    return nb_scope_return(sc, c ? unary_op_impl(op, kop, c, s) : NULL);
+}
+nb_tensor *nb_add_scalar(nb_tensor *a, double s) { return scalar_arith(NB_OP_ADD_SCALAR, NB_UNARY_ADD_SCALAR, a, s); }
+nb_tensor *nb_mul_scalar(nb_tensor *a, double s) { return scalar_arith(NB_OP_MUL_SCALAR, NB_UNARY_MUL_SCALAR, a, s); }
 nb_tensor *nb_pow_scalar(nb_tensor *a, double e) { return unary_op(NB_OP_POW_SCALAR, NB_UNARY_POW_SCALAR, a, e); }
 
 /* ---- op coverage: unary math and activations ------------------------------ */
@@ -119,7 +131,8 @@ nb_tensor *nb_hardswish(nb_tensor *x) { return unary_op(NB_OP_HARDSWISH, NB_UNAR
 nb_tensor *nb_logsigmoid(nb_tensor *x) { return unary_op(NB_OP_LOGSIGMOID, NB_UNARY_LOGSIGMOID, x, 0); }
 
 /* beta 1 is one kernel pass; other betas run it on beta x (whose comparison
- * with threshold is PyTorch's) and scale back by 1 / beta. */
+ * with threshold is PyTorch's), scale back by 1 / beta, and take x itself
+ * where beta x > threshold. */
 static nb_tensor *softplus_impl(nb_tensor *x, double beta, double threshold) {
     if (!nb_check_inputs("softplus", 1, &x)) return NULL;
     if (beta == 0 || !isfinite(beta) || isnan(threshold))
@@ -128,11 +141,15 @@ static nb_tensor *softplus_impl(nb_tensor *x, double beta, double threshold) {
     if (beta == 1) return unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_SOFTPLUS, x, threshold);
     nb_tensor *bx = unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_MUL_SCALAR, x, beta);
     nb_tensor *sp = bx ? unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_SOFTPLUS, bx, threshold) : NULL;
-    return sp ? unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_MUL_SCALAR, sp, 1 / beta) : NULL;
+    nb_tensor *r = sp ? unary_op_impl(NB_OP_SOFTPLUS, NB_UNARY_MUL_SCALAR, sp, 1 / beta) : NULL;
+    /* above the threshold the answer is x itself, not (beta x) / beta,
+     * which overflows when beta x does (softplus(3e38, beta=2) = 3e38) */
+    nb_tensor *above = r ? nb_gt_scalar(bx, threshold) : NULL;
+    return above ? nb_where(above, x, r) : NULL;
 }
 
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, softplus_impl(x, beta, threshold));
 }
 
@@ -147,7 +164,7 @@ static nb_tensor *hardtanh_impl(nb_tensor *x, double min_val, double max_val) {
 }
 
 nb_tensor *nb_hardtanh(nb_tensor *x, double min_val, double max_val) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, hardtanh_impl(x, min_val, max_val));
 }
 
@@ -186,6 +203,6 @@ static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
 }
 
 nb_tensor *nb_gelu(nb_tensor *x, nb_gelu_approximate approximate) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, gelu_impl(x, approximate));
 }

@@ -20,7 +20,8 @@ static nb_tensor *record_view(nb_op_id id, nb_tensor *in, nb_tensor *out, nb_bac
 /* Resolves a single -1 and checks the element count. */
 static bool infer_shape(const char *op, const nb_tensor *t, int ndim, const int64_t *shape, int64_t *out) {
     int infer = -1;
-    int64_t known = 1;
+    int64_t known = 1; /* the product of the nonzero known sizes (zero says whether one is 0) */
+    bool zero = false;
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     if (ndim < 0 || ndim > NB_MAX_DIMS) {
         nb_set_error(NB_ERR_INVALID_ARG, "%s: ndim %d outside [0, %d]", op, ndim, NB_MAX_DIMS);
@@ -32,12 +33,17 @@ static bool infer_shape(const char *op, const nb_tensor *t, int ndim, const int6
             nb_set_error(NB_ERR_SHAPE, "%s: bad size %lld at dim %d", op, (long long)shape[i], i);
             return false;
         }
-        else known *= shape[i];
+        else if (__builtin_mul_overflow(known, shape[i] ? shape[i] : 1, &known)) {
+            nb_set_error(NB_ERR_SHAPE, "%s: shape %s has too many elements for int64", op,
+                         nb_fmt_shape(ndim, shape, a, sizeof a));
+            return false;
+        } else if (!shape[i]) zero = true;
         out[i] = shape[i];
     }
     int64_t numel = nb_numel(t);
+    if (zero) known = 0;
     if (infer >= 0 && known > 0 && numel % known == 0) out[infer] = numel / known;
-    if ((infer >= 0 && (known == 0 || numel % known)) || nb_shape_numel(ndim, out) != numel) {
+    if ((infer >= 0 && (known == 0 || numel % known)) || (infer < 0 && known != numel)) {
         nb_set_error(NB_ERR_SHAPE, "%s: shape %s is invalid for input of shape %s (%lld elements)", op,
                      nb_fmt_shape(ndim, shape, a, sizeof a), nb_fmt_shape(t->ndim, t->shape, b, sizeof b),
                      (long long)numel);
@@ -91,12 +97,12 @@ static nb_tensor *reshape_impl(nb_op_id id, nb_tensor *t, int ndim, const int64_
 }
 
 nb_tensor *nb_reshape(nb_tensor *t, int ndim, const int64_t *shape) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, reshape_impl(NB_OP_RESHAPE, t, ndim, shape, true));
 }
 
 nb_tensor *nb_view(nb_tensor *t, int ndim, const int64_t *shape) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, reshape_impl(NB_OP_VIEW, t, ndim, shape, false));
 }
 
@@ -226,7 +232,7 @@ nb_tensor *nb_narrow(nb_tensor *t, int dim, int64_t start, int64_t length) {
     int d = nb_wrap_dim(dim, t->ndim);
     if (d < 0 || t->ndim == 0) return NB_FAIL(NB_ERR_INVALID_ARG, "narrow: dim %d out of range for %d-d input", dim, t->ndim);
     if (start < 0) start += t->shape[d];
-    if (start < 0 || length < 0 || start + length > t->shape[d])
+    if (start < 0 || length < 0 || length > t->shape[d] - start) /* not start + length: it may overflow */
         return NB_FAIL(NB_ERR_INVALID_ARG, "narrow: start %lld length %lld exceed dim %d of size %lld", (long long)start,
                        (long long)length, d, (long long)t->shape[d]);
     return nb_slice(t, d, start, start + length, 1);
@@ -251,6 +257,11 @@ nb_tensor *nb_expand(nb_tensor *t, int ndim, const int64_t *shape) {
         if (s[i] < 0 || (have != s[i] && have != 1)) goto bad;
         st[i] = i < lead || have != s[i] ? 0 : t->strides[i - lead];
     }
+    int64_t numel = 1; /* [2^40, 2^40] has more elements than int64 counts */
+    for (int i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(numel, s[i] ? s[i] : 1, &numel) || numel > INT64_MAX / 8)
+            return NB_FAIL(NB_ERR_SHAPE, "expand: %s to %s has too many elements for int64",
+                           nb_fmt_shape(t->ndim, t->shape, a, sizeof a), nb_fmt_shape(ndim, s, b, sizeof b));
     return record_view(NB_OP_EXPAND, t, nb_tensor_view_of(t, ndim, s, st, t->offset), expand_backward);
 bad:
     return NB_FAIL(NB_ERR_SHAPE, "expand: cannot expand %s to %s", nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
@@ -278,7 +289,7 @@ static nb_tensor *contiguous_impl(nb_tensor *t) {
 }
 
 nb_tensor *nb_contiguous(nb_tensor *t) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, contiguous_impl(t));
 }
 
@@ -368,7 +379,7 @@ static nb_tensor *diag_embed_impl(nb_tensor *t, int64_t offset, int dim1, int di
 }
 
 nb_tensor *nb_diag_embed(nb_tensor *t, int64_t offset, int dim1, int dim2) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, diag_embed_impl(t, offset, dim1, dim2));
 }
 

@@ -25,7 +25,9 @@
  * Writes are atomic: the file is written to "<path>.tmp.<pid>.<n>" in the
  * same directory, fsync'd, renamed over path, and the directory fsync'd, so
  * a failed or killed write leaves any previous file at path intact (a killed
- * one may leave its .tmp file behind). The output is a pure function of the
+ * one leaves its .tmp file behind until the next save to path, which removes
+ * the .tmp files of processes that no longer exist). The output is a pure
+ * function of the
  * inputs (no timestamps), so equal tensors give byte-identical files.
  */
 #ifndef NB_SAFETENSORS_H

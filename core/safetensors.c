@@ -5,10 +5,14 @@
  * reads tensor bytes (bounded by the file's size) and checks their CRC-32.
  * The writer copies tensors to the host one at a time (twice: once for the
  * CRCs that the header needs, once to write), so its extra memory is the
- * largest tensor, and publishes the file with write-fsync-rename.
+ * largest tensor, and publishes the file with write-fsync-rename. The
+ * temporary files of saves that were killed (whose process is gone) are
+ * removed by the next save to the same path.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -335,15 +339,22 @@ nb_safetensors *nb_safetensors_load(const char *path) {
     return f;
 }
 
+/* A NULL file or name: keeps an earlier error (a failed load), else records one. */
+static bool null_arg(const char *op, const void *f, const void *name) {
+    if (f && name) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL %s", op, f ? "name" : "file");
+    return true;
+}
+
 nb_tensor *nb_safetensors_get(const nb_safetensors *f, const char *name) {
-    if (!f || !name) return NULL;
+    if (null_arg("safetensors_get", f, name)) return NULL;
     for (int i = 0; i < f->n_tensors; i++)
         if (!strcmp(f->tensors[i].name, name)) return f->tensors[i].tensor;
     return NULL;
 }
 
 const char *nb_safetensors_meta(const nb_safetensors *f, const char *key) {
-    if (!f || !key) return NULL;
+    if (null_arg("safetensors_meta", f, key)) return NULL;
     for (int i = 0; i < f->n_meta; i++)
         if (!strcmp(f->meta[i].key, key)) return f->meta[i].value;
     return NULL;
@@ -479,6 +490,32 @@ static int open_tmp(const char *path, char *tmp, size_t len) {
     return -1;
 }
 
+/* Removes "<path>.tmp.<pid>.<k>" files whose process no longer exists: the
+ * leftovers of saves killed between open and rename. A live process's
+ * temporary file (another save in progress) is left alone. Best effort. */
+static void remove_stale_tmps(const char *path) {
+    char dir[4096] = ".";
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (slash == path) strcpy(dir, "/");
+    else if (slash && (size_t)(slash - path) < sizeof dir) memcpy(dir, path, (size_t)(slash - path)), dir[slash - path] = 0;
+    else if (slash) return;
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, blen) || strncmp(n + blen, ".tmp.", 5)) continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(n + blen + 5, &end, 10);
+        if (errno || pid <= 0 || *end != '.' || end[1] < '0' || end[1] > '9') continue;
+        strtoul(end + 1, &end, 10);
+        if (*end || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == -1 && errno == ESRCH) unlinkat(dirfd(d), n, 0);
+    }
+    closedir(d);
+}
+
 /* Best-effort fsync of path's directory, so that the rename itself is durable. */
 static void sync_dir(const char *path) {
     char dir[4096] = ".";
@@ -503,6 +540,7 @@ nb_status nb_safetensors_save(const char *path, const nb_named_tensor *ts, int n
     free(crcs);
     if (!header) return free(buf), st ? st : nb_last_status();
     char tmp[4200];
+    if (strlen(path) < 4096) remove_stale_tmps(path);
     int fd = strlen(path) < 4096 ? open_tmp(path, tmp, sizeof tmp) : (errno = ENAMETOOLONG, -1);
     if (fd < 0) {
         free(buf), free(header);

@@ -29,7 +29,10 @@ static nb_dataset *dataset_wrap(nb_tensor *x, nb_tensor *y, float *hx, int64_t *
 }
 
 nb_dataset *nb_dataset_from_tensors(nb_tensor *x, nb_tensor *y) {
-    if (!x || !y) return NULL; /* keep the first error */
+    if (!x || !y) { /* keep the first error (a failed op upstream) */
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "dataset_from_tensors: %s is NULL", x ? "y" : "x");
+        return NULL;
+    }
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     if (nb_dtype_of(x) != NB_F32 || nb_dtype_of(y) != NB_I64)
         return NB_FAIL(NB_ERR_DTYPE, "dataset_from_tensors: x must be float32 and y int64 (got %s, %s)",
@@ -64,9 +67,16 @@ void nb_dataset_free(nb_dataset *ds) {
     free(ds);
 }
 
-int64_t nb_dataset_len(const nb_dataset *ds) { return ds ? ds->n : 0; }
-nb_tensor *nb_dataset_x(const nb_dataset *ds) { return ds ? ds->x : NULL; }
-nb_tensor *nb_dataset_y(const nb_dataset *ds) { return ds ? ds->y : NULL; }
+/* A NULL dataset (a failed load upstream): keeps that error, else records one. */
+static bool no_ds(const char *op, const nb_dataset *ds) {
+    if (ds) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: dataset is NULL", op);
+    return true;
+}
+
+int64_t nb_dataset_len(const nb_dataset *ds) { return no_ds("dataset_len", ds) ? -1 : ds->n; }
+nb_tensor *nb_dataset_x(const nb_dataset *ds) { return no_ds("dataset_x", ds) ? NULL : ds->x; }
+nb_tensor *nb_dataset_y(const nb_dataset *ds) { return no_ds("dataset_y", ds) ? NULL : ds->y; }
 
 /* ---- MNIST ------------------------------------------------------------ */
 

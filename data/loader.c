@@ -114,11 +114,22 @@ static void request(nb_loader *l, int64_t k) {
 
 /* ---- public API -------------------------------------------------------- */
 
-int64_t nb_loader_num_batches(const nb_loader *l) { return l ? l->nbatches : 0; }
-int64_t nb_loader_epoch(const nb_loader *l) { return l ? l->epoch : 0; }
-nb_loader_options nb_loader_get_options(const nb_loader *l) { return l ? l->o : (nb_loader_options){0}; }
-int64_t nb_loader_position(const nb_loader *l) { return l ? l->pos : 0; }
-nb_status nb_loader_status(const nb_loader *l) { return l ? l->status : NB_ERR_INVALID_ARG; }
+/* A NULL loader: keeps an earlier error, else records one. */
+static bool no_loader(const char *op, const nb_loader *l) {
+    if (l) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: loader is NULL", op);
+    return true;
+}
+
+int64_t nb_loader_num_batches(const nb_loader *l) { return no_loader("loader_num_batches", l) ? -1 : l->nbatches; }
+int64_t nb_loader_epoch(const nb_loader *l) { return no_loader("loader_epoch", l) ? -1 : l->epoch; }
+nb_loader_options nb_loader_get_options(const nb_loader *l) {
+    return no_loader("loader_get_options", l) ? (nb_loader_options){0} : l->o;
+}
+int64_t nb_loader_position(const nb_loader *l) { return no_loader("loader_position", l) ? -1 : l->pos; }
+nb_status nb_loader_status(const nb_loader *l) {
+    return no_loader("loader_status", l) ? NB_ERR_INVALID_ARG : l->status;
+}
 
 static void start_worker(nb_loader *l) {
     if (pthread_mutex_init(&l->mu, NULL)) return;
@@ -131,7 +142,10 @@ static void start_worker(nb_loader *l) {
 }
 
 nb_loader *nb_loader_new(nb_dataset *ds, nb_loader_options opts) {
-    if (!ds) return NULL; /* keep the first error (e.g. a failed nb_mnist_load) */
+    if (!ds) { /* keep the first error (e.g. a failed nb_mnist_load) */
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "loader_new: dataset is NULL");
+        return NULL;
+    }
     if (opts.batch_size < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, "loader_new: batch_size %lld < 1", (long long)opts.batch_size);
     nb_loader *l = calloc(1, sizeof *l);
@@ -195,7 +209,7 @@ nb_status nb_loader_seek(nb_loader *l, int64_t epoch, int64_t batch) {
 }
 
 void nb_loader_reset(nb_loader *l) {
-    if (l) nb_loader_seek(l, l->epoch + 1, 0);
+    if (!no_loader("loader_reset", l)) nb_loader_seek(l, l->epoch + 1, 0);
 }
 
 /* The loader's tensors for a batch of `rows` rows, created on first use. */

@@ -93,7 +93,7 @@ static nb_status build_rows(nb_mlm_dataset *ds, const nb_wordpiece *wp, const ch
                             nb_mlm_options opts) {
     char *text;
     size_t len;
-    nb_status st = nb_read_text_file("mlm_dataset_new", path, &text, &len);
+    nb_status st = nb_read_text_file("mlm_dataset_new", path, true, &text, &len);
     if (st) return st;
     builder b = {.ds = ds, .max_rows = opts.max_sequences, .one_line = opts.one_line_per_sequence};
     int32_t *tok = NULL;
@@ -167,10 +167,17 @@ nb_mlm_dataset *nb_mlm_dataset_new(const char *corpus_path, const nb_wordpiece *
     return ds;
 }
 
-int64_t nb_mlm_num_sequences(const nb_mlm_dataset *ds) { return ds ? ds->n : 0; }
-int64_t nb_mlm_seq_len(const nb_mlm_dataset *ds) { return ds ? ds->T : 0; }
-int32_t nb_mlm_vocab_size(const nb_mlm_dataset *ds) { return ds ? ds->vocab : 0; }
-nb_mlm_stats nb_mlm_get_stats(const nb_mlm_dataset *ds) { return ds ? ds->stats : (nb_mlm_stats){0}; }
+/* A NULL dataset (a failed build upstream): keeps that error, else records one. */
+static bool no_ds(const char *op, const nb_mlm_dataset *ds) {
+    if (ds) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL dataset", op);
+    return true;
+}
+
+int64_t nb_mlm_num_sequences(const nb_mlm_dataset *ds) { return no_ds("mlm_num_sequences", ds) ? -1 : ds->n; }
+int64_t nb_mlm_seq_len(const nb_mlm_dataset *ds) { return no_ds("mlm_seq_len", ds) ? -1 : ds->T; }
+int32_t nb_mlm_vocab_size(const nb_mlm_dataset *ds) { return no_ds("mlm_vocab_size", ds) ? -1 : ds->vocab; }
+nb_mlm_stats nb_mlm_get_stats(const nb_mlm_dataset *ds) { return no_ds("mlm_get_stats", ds) ? (nb_mlm_stats){0} : ds->stats; }
 
 /* Masks row `index` for `epoch` into the outputs (T entries each); cand is
  * T int32 of scratch. */
@@ -254,7 +261,7 @@ nb_status nb_mlm_get_batch(const nb_mlm_dataset *ds, int64_t epoch, const int64_
     }
     /* An inner scope, so that a failure leaves no tensor behind; on success
      * the four tensors move to the caller's scope (or the caller). */
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!s) {
         free(tmp);
         return nb_set_error(NB_ERR_OOM, "mlm_get_batch: out of memory");

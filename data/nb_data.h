@@ -61,8 +61,13 @@ typedef struct nb_idx {
  *   NB_ERR_IO           the file cannot be opened or read (missing, a directory)
  *   NB_ERR_FORMAT       bad magic, type other than 0x08, ndim 0 or > NB_MAX_DIMS,
  *                       a zero size, more than NB_IDX_MAX_BYTES declared,
- *                       truncated header or data, trailing bytes, corrupt gzip
- *   NB_ERR_OOM          the data buffer could not be allocated */
+ *                       truncated header or data, trailing bytes (after the
+ *                       declared data, or after the gzip stream), corrupt gzip
+ *                       (a failed CRC-32 is named as such)
+ *   NB_ERR_OOM          the data buffer could not be allocated
+ * Memory: the buffer grows as the data arrives, so a file whose header
+ * claims more than its stream holds never makes it allocate the claim.
+ * Concatenated gzip members read as one stream (as gunzip). */
 nb_status nb_idx_read(const char *path, nb_idx *out);
 /* Frees the data of an nb_idx and empties it; NULL or an empty one is ignored. */
 void nb_idx_free(nb_idx *idx);

@@ -130,13 +130,17 @@ nb_wordpiece *nb_wordpiece_train(const char *corpus_path, int32_t vocab_size,
  *   NB_ERR_IO           missing or unreadable file
  *   NB_ERR_FORMAT       an empty file, an empty line (an empty token), a
  *                       token listed twice (both lines named), no "[UNK]",
- *                       more than 2^31 - 1 tokens
+ *                       more than 2^31 - 1 tokens, a token holding a NUL or
+ *                       '\r' byte (no text tokenizes to one, and a token
+ *                       ending in '\r' would not read back as itself)
  *   NB_ERR_OOM */
 nb_wordpiece *nb_wordpiece_load(const char *vocab_path, nb_wordpiece_options opts);
 
 /* Writes the vocabulary in vocab.txt format (token of id i on line i,
  * each line ended by '\n'), so nb_wordpiece_load gives the same ids.
- * Errors: NB_ERR_INVALID_ARG (NULL argument), NB_ERR_IO (cannot write). */
+ * Errors: NB_ERR_INVALID_ARG (NULL argument; a token vocab.txt cannot hold:
+ * empty, or holding '\n', '\r' or NUL, checked before the file is opened),
+ * NB_ERR_IO (cannot write). */
 nb_status nb_wordpiece_save(const nb_wordpiece *wp, const char *path);
 
 /* NULL is ignored. */

@@ -40,9 +40,12 @@ bool nb_strbuf_add(nb_strbuf *b, const void *s, size_t n);
 void nb_strbuf_free(nb_strbuf *b);
 
 /* Reads a whole file into a NUL-terminated malloc'd buffer (*len bytes
- * before the NUL). `op` names the caller in error messages.
- * Errors: NB_ERR_IO (missing, a directory, unreadable), NB_ERR_OOM. */
-nb_status nb_read_text_file(const char *op, const char *path, char **data, size_t *len);
+ * before the NUL). `op` names the caller in error messages. drop_nul
+ * removes the file's own NUL bytes (BERT's _clean_text drops U+0000), so a
+ * corpus is not cut short at its first NUL; without it they stay, for the
+ * caller to reject. Errors: NB_ERR_IO (missing, a directory, unreadable),
+ * NB_ERR_OOM. */
+nb_status nb_read_text_file(const char *op, const char *path, bool drop_nul, char **data, size_t *len);
 
 /* Interns strings: each distinct key gets the next id 0, 1, 2, ... */
 typedef struct nb_strmap {

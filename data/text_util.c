@@ -29,7 +29,7 @@ void nb_strbuf_free(nb_strbuf *b) {
     *b = (nb_strbuf){0};
 }
 
-nb_status nb_read_text_file(const char *op, const char *path, char **data, size_t *len) {
+nb_status nb_read_text_file(const char *op, const char *path, bool drop_nul, char **data, size_t *len) {
     *data = NULL, *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return nb_set_error(NB_ERR_IO, "%s: cannot open %s: %s", op, path, strerror(errno));
@@ -51,6 +51,12 @@ nb_status nb_read_text_file(const char *op, const char *path, char **data, size_
         return nb_set_error(NB_ERR_IO, "%s: cannot read %s: %s", op, path, strerror(e));
     }
     fclose(f);
+    if (drop_nul) {
+        size_t w = 0;
+        for (size_t r = 0; r < b.len; r++)
+            if (b.p[r]) b.p[w++] = b.p[r];
+        b.p[w] = 0, b.len = w;
+    }
     *data = b.p, *len = b.len;
     return NB_OK;
 oom:

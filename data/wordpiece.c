@@ -56,6 +56,11 @@ static nb_status parse_vocab(nb_wordpiece *wp, const char *path, char *data, siz
             return nb_set_error(NB_ERR_FORMAT,
                                 "wordpiece_load: %s: line %lld is empty (one token per line expected)",
                                 path, (long long)line + 1);
+        /* no text tokenizes to a token holding \r or NUL (both are removed or
+         * split on), and a token ending in \r could not be saved back */
+        if (memchr(p, '\r', n) || memchr(p, 0, n))
+            return nb_set_error(NB_ERR_FORMAT, "wordpiece_load: %s: line %lld holds a %s byte inside its token", path,
+                                (long long)line + 1, memchr(p, 0, n) ? "NUL" : "carriage-return (\\r)");
         if (wp->vocab.n == INT32_MAX)
             return nb_set_error(NB_ERR_FORMAT, "wordpiece_load: %s: more than %d tokens", path, INT32_MAX);
         bool created;
@@ -76,7 +81,7 @@ nb_wordpiece *nb_wordpiece_load(const char *vocab_path, nb_wordpiece_options opt
     char *data = NULL;
     size_t len;
     nb_status st = nb_wordpiece_init_options(wp, "wordpiece_load", opts);
-    if (!st) st = nb_read_text_file("wordpiece_load", vocab_path, &data, &len);
+    if (!st) st = nb_read_text_file("wordpiece_load", vocab_path, false, &data, &len);
     if (!st) st = parse_vocab(wp, vocab_path, data, len);
     if (!st) st = nb_wordpiece_finish(wp, "wordpiece_load", vocab_path);
     free(data);
@@ -90,6 +95,13 @@ nb_wordpiece *nb_wordpiece_load(const char *vocab_path, nb_wordpiece_options opt
 nb_status nb_wordpiece_save(const nb_wordpiece *wp, const char *path) {
     if (!wp || !path)
         return nb_set_error(NB_ERR_INVALID_ARG, "wordpiece_save: NULL %s", wp ? "path" : "tokenizer");
+    for (int32_t id = 0; id < wp->vocab.n; id++) { /* one token a line must read back as itself */
+        const char *k = nb_strmap_key(&wp->vocab, id);
+        size_t n = wp->vocab.lens[id];
+        if (!n || memchr(k, '\n', n) || memchr(k, '\r', n) || memchr(k, 0, n))
+            return nb_set_error(NB_ERR_INVALID_ARG, "wordpiece_save: token %d is empty or holds a line break or NUL, "
+                                "which vocab.txt cannot hold", id);
+    }
     FILE *f = fopen(path, "wb");
     if (!f) return nb_set_error(NB_ERR_IO, "wordpiece_save: cannot create %s: %s", path, strerror(errno));
     bool ok = true;
@@ -102,11 +114,20 @@ nb_status nb_wordpiece_save(const nb_wordpiece *wp, const char *path) {
     return NB_OK;
 }
 
-int32_t nb_wordpiece_vocab_size(const nb_wordpiece *wp) { return wp ? wp->vocab.n : 0; }
-bool nb_wordpiece_lowercases(const nb_wordpiece *wp) { return wp && wp->lower; }
+/* A NULL tokenizer (a failed load upstream): keeps that error, else records one. */
+static bool no_wp(const char *op, const nb_wordpiece *wp) {
+    if (wp) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL tokenizer", op);
+    return true;
+}
+
+int32_t nb_wordpiece_vocab_size(const nb_wordpiece *wp) { return no_wp("wordpiece_vocab_size", wp) ? -1 : wp->vocab.n; }
+bool nb_wordpiece_lowercases(const nb_wordpiece *wp) { return !no_wp("wordpiece_lowercases", wp) && wp->lower; }
 
 int32_t nb_wordpiece_token_to_id(const nb_wordpiece *wp, const char *token) {
-    return wp && token ? nb_strmap_find(&wp->vocab, token, strlen(token)) : -1;
+    if (no_wp("wordpiece_token_to_id", wp)) return -1;
+    if (!token) return (int32_t)(nb_set_error(NB_ERR_INVALID_ARG, "wordpiece_token_to_id: NULL token"), -1);
+    return nb_strmap_find(&wp->vocab, token, strlen(token));
 }
 
 const char *nb_wordpiece_id_to_token(const nb_wordpiece *wp, int32_t id) {
@@ -117,11 +138,11 @@ const char *nb_wordpiece_id_to_token(const nb_wordpiece *wp, int32_t id) {
 }
 
 int32_t nb_wordpiece_special_id(const nb_wordpiece *wp, nb_special_token which) {
-    return wp && which >= 0 && which < NB_TOKEN_COUNT ? wp->special[which] : -1;
+    return !no_wp("wordpiece_special_id", wp) && which >= 0 && which < NB_TOKEN_COUNT ? wp->special[which] : -1;
 }
 
 bool nb_wordpiece_is_special(const nb_wordpiece *wp, int32_t id) {
-    return wp && id >= 0 && id < wp->vocab.n && wp->reserved[id];
+    return !no_wp("wordpiece_is_special", wp) && id >= 0 && id < wp->vocab.n && wp->reserved[id];
 }
 
 /* Stores id number *count (if it fits) and counts it. */

@@ -161,7 +161,7 @@ static void trainer_free(trainer *t) {
 static nb_status load_words(trainer *t, const char *path, bool lower, int32_t *alphabet) {
     char *text;
     size_t len;
-    nb_status st = nb_read_text_file("wordpiece_train", path, &text, &len);
+    nb_status st = nb_read_text_file("wordpiece_train", path, true, &text, &len);
     if (st) return st;
     nb_strbuf words = {0};
     nb_strmap wmap = {0};

@@ -26,6 +26,7 @@
  * tokenizer included. Same seed and thread count give the same lines
  * (tokens/s and seconds aside) unless --minutes stops the run early.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "example_common.h"
 #include "nabla.h"
 
 typedef struct args {
@@ -62,34 +64,43 @@ static int usage(const char *prog) {
 }
 
 static int parse(int argc, char **argv, args *a) {
+    const char *prog = argv[0];
     for (int i = 1; i < argc; i += 2) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!v) return usage(argv[0]);
-        if (!strcmp(f, "--layers")) a->layers = (int)strtol(v, &end, 10);
-        else if (!strcmp(f, "--hidden")) a->hidden = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--heads")) a->heads = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--seq")) a->seq = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--batch-size")) a->batch = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--vocab-size")) a->vocab = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--steps")) a->steps = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--warmup")) a->warmup = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--log-every")) a->log_every = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--lr")) a->lr = strtod(v, &end);
-        else if (!strcmp(f, "--dropout")) a->dropout = strtod(v, &end);
-        else if (!strcmp(f, "--minutes")) a->minutes = strtod(v, &end);
-        else if (!strcmp(f, "--seed")) a->seed = strtoull(v, &end, 10);
-        else if (!strcmp(f, "--threads")) a->threads = (int)strtol(v, &end, 10);
-        else if (!strcmp(f, "--norm-first")) a->norm_first = (int)strtol(v, &end, 10);
-        else if (!strcmp(f, "--data")) a->data = v, end = (char *)v + strlen(v);
-        else return usage(argv[0]);
-        if (!end || *end || end == v) return usage(argv[0]);
+        int64_t x = 0;
+        bool ok = true;
+        if (!v) {
+            fprintf(stderr, "%s: %s needs a value\n", prog, f);
+            return usage(prog);
+        }
+        if (!strcmp(f, "--layers")) ok = nb_flag_int(prog, f, v, 1, 1000, &x), a->layers = (int)x;
+        else if (!strcmp(f, "--hidden")) ok = nb_flag_int(prog, f, v, 1, 1 << 20, &a->hidden);
+        else if (!strcmp(f, "--heads")) ok = nb_flag_int(prog, f, v, 1, 1 << 20, &a->heads);
+        else if (!strcmp(f, "--seq")) ok = nb_flag_int(prog, f, v, 3, 65536, &a->seq);
+        else if (!strcmp(f, "--batch-size")) ok = nb_flag_int(prog, f, v, 1, INT32_MAX, &a->batch);
+        else if (!strcmp(f, "--vocab-size")) ok = nb_flag_int(prog, f, v, 64, INT32_MAX, &a->vocab);
+        else if (!strcmp(f, "--steps")) ok = nb_flag_int(prog, f, v, 1, INT64_MAX, &a->steps);
+        else if (!strcmp(f, "--warmup")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->warmup);
+        else if (!strcmp(f, "--log-every")) ok = nb_flag_int(prog, f, v, 1, INT64_MAX, &a->log_every);
+        else if (!strcmp(f, "--lr")) ok = nb_flag_double(prog, f, v, 0, true, DBL_MAX, &a->lr);
+        else if (!strcmp(f, "--dropout")) ok = nb_flag_double(prog, f, v, 0, false, 0.999999, &a->dropout);
+        else if (!strcmp(f, "--minutes")) ok = nb_flag_double(prog, f, v, 0, false, 1e7, &a->minutes);
+        else if (!strcmp(f, "--seed")) ok = nb_flag_u64(prog, f, v, &a->seed);
+        else if (!strcmp(f, "--threads")) ok = nb_flag_int(prog, f, v, 0, 4096, &x), a->threads = (int)x;
+        else if (!strcmp(f, "--norm-first")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->norm_first = (int)x;
+        else if (!strcmp(f, "--data")) a->data = v;
+        else {
+            fprintf(stderr, "%s: unknown flag %s\n", prog, f);
+            return usage(prog);
+        }
+        if (!ok) return 2;
     }
-    bool ok = a->layers >= 1 && a->hidden >= 1 && a->heads >= 1 && a->seq >= 3 && a->batch >= 1 &&
-              a->vocab >= 64 && a->vocab <= INT32_MAX && a->steps >= 1 && a->warmup >= 0 && a->warmup < a->steps &&
-              a->log_every >= 1 && a->lr > 0 && a->minutes >= 0 && a->dropout >= 0 && a->dropout < 1 &&
-              a->threads >= 0 && (a->norm_first == 0 || a->norm_first == 1);
-    return ok ? 0 : usage(argv[0]);
+    if (a->warmup >= a->steps) {
+        fprintf(stderr, "%s: --warmup %lld: must be below --steps %lld\n", prog, (long long)a->warmup,
+                (long long)a->steps);
+        return 2;
+    }
+    return 0;
 }
 
 /* BERT's schedule: linear warmup to lr over `warmup` updates, then linear
@@ -182,7 +193,7 @@ typedef struct totals {
 } totals;
 
 /* Trains for a->steps updates (or until the --minutes budget). */
-static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_start) {
+static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_start, bool *diverged) {
     nb_optimizer *opt = NULL;
     int64_t N = nb_mlm_num_sequences(ds), T = a->seq, B = a->batch < N ? a->batch : N;
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)N), *idx = malloc(sizeof(int64_t) * (size_t)(B * T));
@@ -208,7 +219,9 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
             ok = nb_optimizer_set_lr(opt, lr_at(a, step)) == NB_OK; /* every group */
             ok = ok && nb_backward(o.loss) == NB_OK && nb_clip_grad_norm_module_(bert, 1.0, 2.0, NULL) == NB_OK &&
                  nb_optimizer_step(opt) == NB_OK;
-            iv.loss += nb_item(o.loss), iv.masked += o.masked, iv.correct += o.correct, iv.steps++;
+            double l = nb_item(o.loss);
+            if (ok && !nb_example_check_loss("bert_mlm", step, l)) *diverged = true, ok = false;
+            iv.loss += l, iv.masked += o.masked, iv.correct += o.correct, iv.steps++;
         }
         nb_scope_end(s);
         bool out_of_time = a->minutes > 0 && now_seconds() - t_start > 60 * a->minutes;
@@ -268,7 +281,7 @@ int main(int argc, char **argv) {
               .warmup = 100, .log_every = 50, .lr = 1e-3, .minutes = 13, .dropout = 0, .seed = 0, .threads = 0};
     if (parse(argc, argv, &a)) return 2;
     double t0 = now_seconds();
-    nb_set_num_threads(a.threads);
+    if (!nb_example_set_threads(argv[0], a.threads)) return 2;
     nb_manual_seed(a.seed);
     char dir[4000], train_path[4200], eval_path[4200];
     if (a.data) snprintf(dir, sizeof dir, "%s", a.data);
@@ -304,7 +317,8 @@ int main(int argc, char **argv) {
 
     int32_t frequent = nb_mlm_most_frequent_token(train_ds);
     totals r;
-    if (!train(bert, train_ds, &a, t0)) return fail("training");
+    bool diverged = false;
+    if (!train(bert, train_ds, &a, t0, &diverged)) return diverged ? 1 : fail("training");
     if (!evaluate(bert, eval_ds, a.batch, frequent, &r)) return fail("evaluation");
     printf("eval: %lld masked tokens; most frequent training label \"%s\"\n", (long long)r.masked,
            nb_wordpiece_id_to_token(wp, frequent));

@@ -3,11 +3,15 @@
  * (nb_save_checkpoint) that resume a run bit for bit. */
 #include "example_common.h"
 
+#include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -15,40 +19,142 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int parse_schedule(const char *v) {
-    return !strcmp(v, "cosine") ? NB_LR_COSINE : !strcmp(v, "wsd") ? NB_LR_WSD : !strcmp(v, "constant") ? NB_LR_CONSTANT : -1;
+/* ---- flags ------------------------------------------------------------------ */
+
+bool nb_flag_int(const char *prog, const char *flag, const char *v, int64_t min, int64_t max, int64_t *out) {
+    const char *d = v[0] == '-' ? v + 1 : v;
+    bool digits = *d != 0;
+    for (const char *c = d; *c; c++) digits = digits && *c >= '0' && *c <= '9';
+    errno = 0;
+    long long x = digits ? strtoll(v, NULL, 10) : 0;
+    if (!digits || errno == ERANGE || x < min || x > max) {
+        fprintf(stderr, "%s: %s %s: must be an integer in [%lld, %lld]\n", prog, flag, v, (long long)min,
+                (long long)max);
+        return false;
+    }
+    *out = x;
+    return true;
 }
 
-int nb_example_parse(int argc, char **argv, nb_example_args *a) {
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!v) goto usage;
-        if (!strcmp(f, "--epochs")) a->epochs = (int)strtol(v, &end, 10);
-        else if (!strcmp(f, "--batch-size")) a->batch_size = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--lr")) a->lr = strtod(v, &end);
-        else if (!strcmp(f, "--seed")) a->seed = strtoull(v, &end, 10);
-        else if (!strcmp(f, "--threads")) a->threads = (int)strtol(v, &end, 10);
-        else if (!strcmp(f, "--data")) a->data = v, end = (char *)v + strlen(v);
-        else if (!strcmp(f, "--save")) a->save = v, end = (char *)v + strlen(v);
-        else if (!strcmp(f, "--save-every")) a->save_every = strtoll(v, &end, 10);
-        else if (!strcmp(f, "--resume")) a->resume = v, end = (char *)v + strlen(v);
-        else if (!strcmp(f, "--stop-after")) a->stop_after = (int)strtol(v, &end, 10);
-        else if (!strcmp(f, "--lr-schedule")) a->schedule = parse_schedule(v), end = (char *)v + strlen(v);
-        else goto usage;
-        if (!end || *end || end == v) goto usage;
-        i++;
+bool nb_flag_u64(const char *prog, const char *flag, const char *v, uint64_t *out) {
+    bool digits = *v != 0;
+    for (const char *c = v; *c; c++) digits = digits && *c >= '0' && *c <= '9';
+    errno = 0;
+    unsigned long long x = digits ? strtoull(v, NULL, 10) : 0;
+    if (!digits || errno == ERANGE) {
+        fprintf(stderr, "%s: %s %s: must be an integer in [0, 2^64)\n", prog, flag, v);
+        return false;
     }
-    if (a->epochs >= 1 && a->batch_size >= 1 && a->lr > 0 && a->threads >= 0 && a->save_every >= 0 &&
-        a->stop_after >= 0 && (!a->save_every || a->save) && a->schedule >= 0)
-        return 0;
-usage:
+    *out = x;
+    return true;
+}
+
+bool nb_flag_double(const char *prog, const char *flag, const char *v, double min, bool min_open, double max,
+                    double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (!*v || *end || errno == ERANGE || !isfinite(x) || x < min || (min_open && x == min) || x > max) {
+        fprintf(stderr, "%s: %s %s: must be a number in %s%g, %g]\n", prog, flag, v, min_open ? "(" : "[", min, max);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+bool nb_example_set_threads(const char *prog, int64_t n) {
+    nb_set_num_threads((int)n);
+    if (n > 0 && nb_get_num_threads() != n) {
+        fprintf(stderr, "%s: --threads %lld: nabla runs at most %d threads\n", prog, (long long)n, nb_get_num_threads());
+        return false;
+    }
+    return true;
+}
+
+bool nb_example_check_writable(const char *prog, const char *flag, const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!*path || strlen(path) >= sizeof dir) {
+        fprintf(stderr, "%s: %s '%s': not a usable file name\n", prog, flag, path);
+        return false;
+    }
+    if (!slash) strcpy(dir, ".");
+    else if (slash == path) strcpy(dir, "/");
+    else memcpy(dir, path, (size_t)(slash - path)), dir[slash - path] = 0;
+    struct stat sb;
+    const char *why = stat(dir, &sb) != 0 ? strerror(errno)
+                      : !S_ISDIR(sb.st_mode) ? "not a directory"
+                      : access(dir, W_OK | X_OK) != 0 ? strerror(errno) : NULL;
+    if (why) {
+        fprintf(stderr, "%s: %s %s: cannot write in %s: %s\n", prog, flag, path, dir, why);
+        return false;
+    }
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "%s: %s %s: is a directory\n", prog, flag, path);
+        return false;
+    }
+    return true;
+}
+
+bool nb_example_check_loss(const char *prog, int64_t step, double loss) {
+    if (isfinite(loss)) return true;
+    fprintf(stderr, "%s: step %lld: the training loss is %g; the run diverged (try a smaller --lr)\n", prog,
+            (long long)step, loss);
+    return false;
+}
+
+static const char *const schedules[] = {"cosine", "wsd", "constant"};
+
+static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]\n"
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
             "          [--lr-schedule cosine|wsd|constant]\n",
-            argv[0]);
+            prog);
     return 2;
+}
+
+int nb_example_parse(int argc, char **argv, nb_example_args *a) {
+    const char *prog = argv[0];
+    for (int i = 1; i < argc; i += 2) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t x = 0;
+        bool ok = true;
+        if (strncmp(f, "--", 2)) return usage(prog);
+        if (!v) {
+            fprintf(stderr, "%s: %s needs a value\n", prog, f);
+            return usage(prog);
+        }
+        if (!strcmp(f, "--epochs")) ok = nb_flag_int(prog, f, v, 1, 100000, &x), a->epochs = (int)x;
+        else if (!strcmp(f, "--batch-size")) ok = nb_flag_int(prog, f, v, 1, INT32_MAX, &a->batch_size);
+        else if (!strcmp(f, "--lr")) ok = nb_flag_double(prog, f, v, 0, true, DBL_MAX, &a->lr);
+        else if (!strcmp(f, "--seed")) ok = nb_flag_u64(prog, f, v, &a->seed);
+        else if (!strcmp(f, "--threads")) ok = nb_flag_int(prog, f, v, 0, 4096, &x), a->threads = (int)x;
+        else if (!strcmp(f, "--data")) a->data = v;
+        else if (!strcmp(f, "--save")) a->save = v;
+        else if (!strcmp(f, "--save-every")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->save_every);
+        else if (!strcmp(f, "--resume")) a->resume = v;
+        else if (!strcmp(f, "--stop-after")) ok = nb_flag_int(prog, f, v, 0, 100000, &x), a->stop_after = (int)x;
+        else if (!strcmp(f, "--lr-schedule")) {
+            a->schedule = -1;
+            for (int k = 0; k < 3; k++)
+                if (!strcmp(v, schedules[k])) a->schedule = k;
+            if (a->schedule < 0) {
+                fprintf(stderr, "%s: --lr-schedule %s: must be cosine, wsd or constant\n", prog, v);
+                ok = false;
+            }
+        } else {
+            fprintf(stderr, "%s: unknown flag %s\n", prog, f);
+            return usage(prog);
+        }
+        if (!ok) return 2;
+    }
+    if (a->save_every && !a->save) {
+        fprintf(stderr, "%s: --save-every needs --save PATH\n", prog);
+        return 2;
+    }
+    if (a->save && !nb_example_check_writable(prog, "--save", a->save)) return 2;
+    return 0;
 }
 
 double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size) {
@@ -93,19 +199,43 @@ typedef struct run {
     int64_t global_step, total_steps;
     double loss_sum; /* over the current epoch's steps so far */
     int64_t steps;
+    const char *name;  /* the program, for messages */
+    bool reported;     /* the failure's message is printed already */
 } run;
 
 /* Writes a->save; user metadata: the epoch's running loss (%.17g round-trips
  * exactly) and the schedule's length. */
 static nb_status save_run(const run *r) {
-    char sum[40], steps[32], total[32];
+    char sum[40], steps[32], total[32], lr[40];
     snprintf(sum, sizeof sum, "%.17g", r->loss_sum);
     snprintf(steps, sizeof steps, "%lld", (long long)r->steps);
     snprintf(total, sizeof total, "%lld", (long long)r->total_steps);
-    nb_st_pair user[] = {{"epoch_loss_sum", sum}, {"epoch_steps", steps}, {"total_steps", total}};
+    snprintf(lr, sizeof lr, "%.17g", r->a->lr);
+    nb_st_pair user[] = {{"epoch_loss_sum", sum}, {"epoch_steps", steps}, {"total_steps", total}, {"lr", lr},
+                         {"lr_schedule", schedules[r->a->schedule]}};
     nb_checkpoint ck = {.module = r->net, .optimizer = r->opt, .loader = r->loader,
-                        .global_step = r->global_step, .user = user, .n_user = 3};
+                        .global_step = r->global_step, .user = user, .n_user = 5};
     return nb_save_checkpoint(r->a->save, &ck);
+}
+
+/* The run's lr and schedule must be the checkpoint's (the optimizer's
+ * state was built under them; a different --lr would silently change the
+ * run). Files from before these keys were saved are taken as they are. */
+static bool resume_flags_match(const run *r, const nb_safetensors *f, const char *name) {
+    const char *lr = nb_safetensors_meta(f, "user.lr"), *sch = nb_safetensors_meta(f, "user.lr_schedule");
+    char mine[40];
+    snprintf(mine, sizeof mine, "%.17g", r->a->lr);
+    if (lr && strcmp(lr, mine)) {
+        fprintf(stderr, "%s: --resume: %s was trained with --lr %.17g, these flags give --lr %.17g\n", name,
+                r->a->resume, strtod(lr, NULL), r->a->lr);
+        return false;
+    }
+    if (sch && strcmp(sch, schedules[r->a->schedule])) {
+        fprintf(stderr, "%s: --resume: %s was trained with --lr-schedule %s, these flags give %s\n", name,
+                r->a->resume, sch, schedules[r->a->schedule]);
+        return false;
+    }
+    return true;
 }
 
 /* Restores a->resume into r; prints the reason and returns false on failure. */
@@ -123,6 +253,8 @@ static bool resume_run(run *r, const char *name) {
     else if (strtoll(total, NULL, 10) != r->total_steps) {
         fprintf(stderr, "%s: --resume: %s follows a schedule of %s steps, these flags give %lld (use the same --epochs "
                         "and --batch-size)\n", name, r->a->resume, total, (long long)r->total_steps);
+        ok = false;
+    } else if (!resume_flags_match(r, f, name)) {
         ok = false;
     } else {
         r->global_step = ck.global_step;
@@ -147,6 +279,7 @@ static double train_epoch(run *r, double *samples) {
         double l = nb_item(loss);
         nb_scope_end(step);
         if (st != NB_OK) return -1;
+        if (!nb_example_check_loss(r->name, r->global_step, l)) return r->reported = true, -1;
         r->loss_sum += l;
         r->steps++;
         *samples += (double)b.size;
@@ -162,7 +295,7 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
                                    const nb_example_args *a, const char *name) {
     nb_example_result r = {0};
     double t0 = now_seconds();
-    run rn = {net, opt, loader, a, 0, nb_loader_num_batches(loader) * a->epochs, 0, 0};
+    run rn = {net, opt, loader, a, 0, nb_loader_num_batches(loader) * a->epochs, 0, 0, name, false};
     int first = 0, last = a->stop_after > 0 && a->stop_after < a->epochs ? a->stop_after : a->epochs;
     bool mid_epoch = false; /* resuming inside an epoch: keep its position and running loss */
     if (a->resume) {
@@ -182,7 +315,7 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
         double dt = now_seconds() - te;
         r.test_accuracy = nb_example_accuracy(net, test, 1000);
         if (r.train_loss < 0 || r.test_accuracy < 0) {
-            fprintf(stderr, "%s: %s\n", name, nb_last_error());
+            if (!rn.reported) fprintf(stderr, "%s: %s\n", name, nb_last_error());
             return r;
         }
         printf("epoch %d/%d: train_loss=%.4f test_accuracy=%.4f samples/s=%.0f\n", e + 1, a->epochs, r.train_loss,

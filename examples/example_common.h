@@ -15,11 +15,11 @@
 typedef enum nb_lr_schedule { NB_LR_COSINE = 0, NB_LR_WSD, NB_LR_CONSTANT } nb_lr_schedule;
 
 typedef struct nb_example_args {
-    int epochs;
+    int epochs;             /* [1, 100000] */
     int64_t batch_size;
     double lr;
     uint64_t seed;
-    int threads; /* 0 = all cores */
+    int threads; /* 0 = all cores; at most nabla's pool limit */
     const char *data; /* NULL = the default MNIST cache */
     const char *save;   /* --save PATH: checkpoint after every epoch (NULL = none) */
     int64_t save_every; /* --save-every N: also every N training steps (0 = off) */
@@ -35,9 +35,33 @@ typedef struct nb_example_result {
 } nb_example_result;
 
 /* Parses --epochs --batch-size --lr --seed --threads --data --save
- * --save-every --resume --stop-after; prints usage and returns non-zero on
- * a bad flag. */
+ * --save-every --resume --stop-after --lr-schedule. A bad value prints a
+ * line naming the flag, the value and what it must be (an integer out of
+ * range is an error, never wrapped: --epochs 4294967297 is refused); an
+ * unknown flag prints the usage; both return non-zero. A --save path whose
+ * directory cannot be written is refused here, before any training. */
 int nb_example_parse(int argc, char **argv, nb_example_args *a);
+
+/* ---- flag helpers (also used by bert_mlm) -------------------------------- */
+
+/* Strict decimal integer in [min, max] for flag: prints
+ * "prog: --flag VALUE: must be an integer in [min, max]" and returns false
+ * otherwise (no wrapping, no trailing characters). */
+bool nb_flag_int(const char *prog, const char *flag, const char *v, int64_t min, int64_t max, int64_t *out);
+/* Unsigned decimal integer below 2^64 (a seed). */
+bool nb_flag_u64(const char *prog, const char *flag, const char *v, uint64_t *out);
+/* A finite number in [min, max] (min excluded when min_open). */
+bool nb_flag_double(const char *prog, const char *flag, const char *v, double min, bool min_open, double max,
+                    double *out);
+/* nb_set_num_threads(n) (0 = all cores); false, with a message naming
+ * --threads, if nabla cannot run that many (its pool's limit). */
+bool nb_example_set_threads(const char *prog, int64_t n);
+/* False, with a message naming flag, if path cannot be written: its
+ * directory missing or not writable, or path a directory. */
+bool nb_example_check_writable(const char *prog, const char *flag, const char *path);
+/* False, with a message naming the step, if a training loss is not finite:
+ * a run that diverged (an lr too large) stops instead of training on NaN. */
+bool nb_example_check_loss(const char *prog, int64_t step, double loss);
 /* Fraction of test samples classified correctly (eval mode, no grad). */
 double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size);
 /* Trains for a->epochs with the lr set per step by a->schedule from a->lr,

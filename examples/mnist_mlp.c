@@ -18,7 +18,7 @@
 int main(int argc, char **argv) {
     nb_example_args a = {.epochs = 10, .batch_size = 128, .lr = 1e-3, .seed = 0, .threads = 0, .data = NULL};
     if (nb_example_parse(argc, argv, &a) != 0) return 2;
-    nb_set_num_threads(a.threads);
+    if (!nb_example_set_threads(argv[0], a.threads)) return 2;
     nb_manual_seed(a.seed);
 
     nb_dataset *train = NULL, *test = NULL;

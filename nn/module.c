@@ -11,6 +11,7 @@
 #include "nb_autograd.h"
 #include "nb_impl.h"
 #include "nb_nn.h"
+#include "nn_impl.h"
 
 typedef struct nb_slot {
     char *name;
@@ -118,11 +119,36 @@ void nb_module_free(nb_module *m) {
     module_free_tree(m);
 }
 
+bool nb_nn_check_dtype(const char *module, nb_op_id op, nb_dtype dt) {
+    const nb_op_info *r = nb_op_get(op);
+    if ((unsigned)dt >= NB_DTYPE_COUNT || !(r->dtypes & NB_DTM(dt))) {
+        nb_set_error(NB_ERR_DTYPE, "%s: dtype %s is not supported (%s takes %s)", module,
+                     (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid", r->name,
+                     r->dtypes == NB_DTM_F ? "float32, float64" : "other dtypes");
+        return false;
+    }
+    if (!nb_backend_supports(nb_default_device(), op, dt)) {
+        char d[32];
+        nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s in %s is not supported on %s", module, r->name, nb_dtype_name(dt),
+                     nb_device_str(nb_default_device(), d, sizeof d));
+        return false;
+    }
+    return true;
+}
+
 /* ---- plain accessors ----------------------------------------------------- */
 
-void *nb_module_ctx(nb_module *m) { return m ? m->ctx : NULL; }
+/* A NULL module (a failed constructor upstream): keeps that error, else
+ * records one naming op. */
+static bool no_module(const char *op, const void *m) {
+    if (m) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: module is NULL", op);
+    return true;
+}
 
-const char *nb_module_kind(const nb_module *m) { return m ? m->ops->kind : NULL; }
+void *nb_module_ctx(nb_module *m) { return no_module("module_ctx", m) ? NULL : m->ctx; }
+
+const char *nb_module_kind(const nb_module *m) { return no_module("module_kind", m) ? NULL : m->ops->kind; }
 
 bool nb_module_is_training(const nb_module *m) { return m && m->training; }
 
@@ -143,14 +169,16 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
     return m->ops->forward(m, x);
 }
 
-int nb_module_num_children(const nb_module *m) { return m ? m->n_children : 0; }
+int nb_module_num_children(const nb_module *m) { return no_module("module_num_children", m) ? -1 : m->n_children; }
 
 nb_module *nb_module_child_at(nb_module *m, int i) {
-    return (m && i >= 0 && i < m->n_children) ? m->children[i].module : NULL;
+    if (no_module("module_child_at", m)) return NULL;
+    return (i >= 0 && i < m->n_children) ? m->children[i].module : NULL;
 }
 
 const char *nb_module_child_name(const nb_module *m, int i) {
-    return (m && i >= 0 && i < m->n_children) ? m->children[i].name : NULL;
+    if (no_module("module_child_name", m)) return NULL;
+    return (i >= 0 && i < m->n_children) ? m->children[i].name : NULL;
 }
 
 static nb_module *direct_child(nb_module *m, const char *name, size_t len) {
@@ -162,7 +190,8 @@ static nb_module *direct_child(nb_module *m, const char *name, size_t len) {
 
 /* A direct child, or a descendant by dotted path ("0.fc1"), as get_submodule. */
 nb_module *nb_module_child(nb_module *m, const char *name) {
-    if (!m || !name) return NULL;
+    if (no_module("module_child", m)) return NULL;
+    if (!name) return NB_FAIL(NB_ERR_INVALID_ARG, "module_child: NULL name");
     while (m) {
         const char *dot = strchr(name, '.');
         size_t len = dot ? (size_t)(dot - name) : strlen(name);
@@ -180,7 +209,8 @@ static nb_tensor *find_slot(const nb_slots *s, const char *name) {
 }
 
 nb_tensor *nb_module_get(nb_module *m, const char *name) {
-    if (!m || !name) return NULL;
+    if (no_module("module_get", m)) return NULL;
+    if (!name) return NB_FAIL(NB_ERR_INVALID_ARG, "module_get: NULL name");
     nb_tensor *t = find_slot(&m->slots[NB_PARAMS], name);
     return t ? t : find_slot(&m->slots[NB_BUFFERS], name);
 }
@@ -213,14 +243,9 @@ static nb_status slot_push(nb_slots *s, const char *op, const char *name, nb_ten
 }
 
 /* Takes the caller's reference to t in every case: on failure it is
- * released. When every reference to t belongs to open scopes (made in a
- * scope, never nb_retain'ed), the caller has none to give, so the module
- * takes its own instead; otherwise the scope's end would free a registered
- * tensor (a use after free). */
+ * released. */
 static nb_status register_slot(nb_module *m, int kind, const char *name, nb_tensor *t) {
     const char *op = kind == NB_PARAMS ? "register_parameter" : "register_buffer";
-    int scoped = t ? nb_scope_refs(t) : 0;
-    if (scoped > 0 && scoped == atomic_load(&t->refcount)) nb_retain(t); /* the module's own; scopes keep theirs */
     nb_status st = NB_OK;
     if (!m) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: module is NULL", op);
     else if (!t) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: tensor \"%s\" is NULL", op, name ? name : "");
@@ -243,11 +268,23 @@ static nb_status register_slot(nb_module *m, int kind, const char *name, nb_tens
     return NB_OK;
 }
 
+/* The public forms keep the caller's reference untouched: the module
+ * takes one of its own (the ownership rule of nb_core.h). */
 nb_status nb_module_register_parameter(nb_module *m, const char *name, nb_tensor *t) {
+    nb_retain(t);
     return register_slot(m, NB_PARAMS, name, t);
 }
 
 nb_status nb_module_register_buffer(nb_module *m, const char *name, nb_tensor *t) {
+    nb_retain(t);
+    return register_slot(m, NB_BUFFERS, name, t);
+}
+
+nb_status nb_module_adopt_parameter(nb_module *m, const char *name, nb_tensor *t) {
+    return register_slot(m, NB_PARAMS, name, t);
+}
+
+nb_status nb_module_adopt_buffer(nb_module *m, const char *name, nb_tensor *t) {
     return register_slot(m, NB_BUFFERS, name, t);
 }
 

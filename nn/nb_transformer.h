@@ -40,7 +40,8 @@ extern "C" {
 nb_module *nb_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx);
 nb_module *nb_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, nb_dtype dt);
 /* The padding row index of an Embedding (wrapped to [0, num)), or
- * NB_NO_PADDING_IDX (also for a module of another kind). */
+ * NB_NO_PADDING_IDX (also for a module of another kind, and for NULL, with
+ * NB_ERR_INVALID_ARG). */
 int64_t nb_nn_embedding_padding_idx(const nb_module *m);
 
 /* nn.LayerNorm(normalized_shape, eps): normalises over the last dim (the _ex

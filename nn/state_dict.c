@@ -56,10 +56,11 @@ static nb_status list_add(char **list, int *n, const char *fmt, ...) {
     return NB_OK;
 }
 
-/* "2 missing keys (a, b, ...)" into buf at *len, for the error message. */
-static void describe(char *buf, size_t cap, size_t *len, const char *what, char **items, int n) {
+/* "2 missing keys (a, b, ...)" into buf at *len, for the error message;
+ * what is the singular, plural the plural ("size mismatch", "size mismatches"). */
+static void describe(char *buf, size_t cap, size_t *len, const char *what, const char *plural, char **items, int n) {
     if (n == 0 || *len + 1 >= cap) return;
-    *len += (size_t)snprintf(buf + *len, cap - *len, "%s%d %s%s (", *len ? "; " : "", n, what, n == 1 ? "" : "s");
+    *len += (size_t)snprintf(buf + *len, cap - *len, "%s%d %s (", *len ? "; " : "", n, n == 1 ? what : plural);
     for (int i = 0; i < n && *len + 1 < cap; i++) {
         if (*len + strlen(items[i]) + 8 >= cap) {
             *len += (size_t)snprintf(buf + *len, cap - *len, "...");
@@ -107,7 +108,7 @@ static nb_status classify(const nb_named_tensor *sd, int nsd, const nb_named_ten
 static nb_status copy_into(nb_tensor *dst, nb_tensor *src) {
     nb_device dd = nb_device_of(dst), sd = nb_device_of(src);
     if (dd.type == sd.type && dd.index == sd.index) return nb_copy_(dst, src);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *moved = nb_to_device(src, dd);
     nb_status st = moved ? nb_copy_(dst, moved) : nb_last_status();
     nb_scope_end(s);
@@ -127,10 +128,10 @@ nb_status nb_module_load_tensors(nb_module *m, const nb_named_tensor *ts, int n,
         char msg[900];
         size_t len = 0;
         msg[0] = 0;
-        describe(msg, sizeof msg, &len, "size mismatch", r->mismatched, r->n_mismatched);
+        describe(msg, sizeof msg, &len, "size mismatch", "size mismatches", r->mismatched, r->n_mismatched);
         if (strict) {
-            describe(msg, sizeof msg, &len, "missing key", r->missing, r->n_missing);
-            describe(msg, sizeof msg, &len, "unexpected key", r->unexpected, r->n_unexpected);
+            describe(msg, sizeof msg, &len, "missing key", "missing keys", r->missing, r->n_missing);
+            describe(msg, sizeof msg, &len, "unexpected key", "unexpected keys", r->unexpected, r->n_unexpected);
         }
         st = nb_set_error(r->n_mismatched ? NB_ERR_SHAPE : NB_ERR_FORMAT, "load_state_dict: %s", msg);
     }

@@ -49,7 +49,7 @@ nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src,
         return NULL;
     }
     const nb_enc_layer_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *x = src;
     if (c->o.norm_first) {
         x = nb_add(x, sa_block(c, nb_forward(c->norm1, x), src_mask, src_key_padding_mask));
@@ -146,7 +146,7 @@ nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_te
         return NULL;
     }
     const nb_encoder_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *x = src;
     for (int i = 0; x && i < c->num_layers; i++)
         x = nb_nn_transformer_encoder_layer_forward(nb_module_child_at(c->layers, i), x, mask, src_key_padding_mask);

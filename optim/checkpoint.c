@@ -8,6 +8,7 @@
  * module refuses its keys. The optimizer's and scheduler's keys are
  * ckpt_optim.c's.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -86,12 +87,23 @@ nb_status nb_ckpt_bad_value(const nb_ckpt_reader *r, const char *key, const char
     return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: '%s' is '%.40s', not %s", r->path, key, v, want);
 }
 
+/* Strict decimal integers: digits only (a leading '-' where signed), and a
+ * value that overflows is an error, not strtoll's saturated INT64_MAX. */
+static bool all_digits(const char *v) {
+    if (!*v) return false;
+    for (const char *c = v; *c; c++)
+        if (*c < '0' || *c > '9') return false;
+    return true;
+}
+
 nb_status nb_ckpt_get_i64(const nb_ckpt_reader *r, const char *key, int64_t min, int64_t *out) {
     const char *v = nb_ckpt_req(r, key);
     if (!v) return NB_ERR_FORMAT;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || x < min) return nb_ckpt_bad_value(r, key, v, min >= 0 ? "an integer >= 0" : "an integer");
+    const char *want = min >= 0 ? "an integer in [0, 2^63)" : "an integer in [-2^63, 2^63)";
+    if (!all_digits(v[0] == '-' ? v + 1 : v)) return nb_ckpt_bad_value(r, key, v, want);
+    errno = 0;
+    long long x = strtoll(v, NULL, 10);
+    if (errno == ERANGE || x < min) return nb_ckpt_bad_value(r, key, v, want);
     *out = x;
     return NB_OK;
 }
@@ -99,9 +111,10 @@ nb_status nb_ckpt_get_i64(const nb_ckpt_reader *r, const char *key, int64_t min,
 nb_status nb_ckpt_get_u64(const nb_ckpt_reader *r, const char *key, uint64_t *out) {
     const char *v = nb_ckpt_req(r, key);
     if (!v) return NB_ERR_FORMAT;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *end || *v == '-') return nb_ckpt_bad_value(r, key, v, "an unsigned integer");
+    if (!all_digits(v)) return nb_ckpt_bad_value(r, key, v, "an unsigned integer below 2^64");
+    errno = 0;
+    unsigned long long x = strtoull(v, NULL, 10);
+    if (errno == ERANGE) return nb_ckpt_bad_value(r, key, v, "an unsigned integer below 2^64");
     *out = x;
     return NB_OK;
 }

@@ -6,12 +6,15 @@
  * Loading checks everything against the optimizer and scheduler built by
  * the caller before anything changes.
  */
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt_impl.h"
+#include "nb_ops.h"
 
 #define GROUPS NB_CKPT_OPT "param_groups."
 #define STATE NB_CKPT_OPT "state."
@@ -140,15 +143,30 @@ static nb_status get_field(const nb_ckpt_reader *r, int g, const nb_field *f, vo
     }
     case NB_FIELD_INT:
     case NB_FIELD_ENUM: {
-        long long i = strtoll(v, &end, 10);
-        if (!*v || *end || (f->type == NB_FIELD_ENUM && (i < 0 || i > 1000)))
-            return nb_ckpt_bad_value(r, key, v, "an integer in range");
+        int64_t i;
+        nb_status st = nb_ckpt_get_i64(r, key, f->type == NB_FIELD_ENUM ? 0 : INT64_MIN, &i);
+        if (st) return st;
+        if (f->type == NB_FIELD_ENUM && i > 1000) return nb_ckpt_bad_value(r, key, v, "an enum value");
         x = (double)i;
         break;
     }
     }
     nb_optim_field_set(f, options, x);
     return NB_OK;
+}
+
+/* The largest value a hyperparameter or lr may take: one that stays finite
+ * in every parameter's dtype (an lr of 1e308 is inf in a float32 update, so
+ * the first step would turn every parameter into inf or NaN). */
+static double hyper_max(const nb_optimizer *opt) {
+    for (int i = 0; i < opt->n; i++)
+        if (nb_dtype_of(opt->params[i]) != NB_F64) return FLT_MAX;
+    return DBL_MAX;
+}
+
+static nb_status overflows(const nb_ckpt_reader *r, const char *key, double v, double top) {
+    return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: %s is %g, which overflows the parameters' %s", r->path,
+                        key, v, top == FLT_MAX ? "float32" : "float64");
 }
 
 /* Group g's hyperparameters, checked as the constructor would. */
@@ -172,6 +190,8 @@ static nb_status plan_group(const nb_ckpt_reader *r, const nb_optimizer *opt, in
         /* a key a later version added (Adam's decoupled_weight_decay) may be absent from an older file */
         if (legacy && !nb_safetensors_meta(r->f, key) && d->fields[k].type == NB_FIELD_BOOL) continue;
         st = get_field(r, g, &d->fields[k], &p->options[g]);
+        double v = nb_optim_field_get(&d->fields[k], &p->options[g]), top = hyper_max(opt);
+        if (!st && fabs(v) > top) st = overflows(r, key, v, top);
     }
     if (!st && !(p->options[g].head.lr >= 0.0))
         st = nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: param group %d: lr must be >= 0", r->path, g);
@@ -190,13 +210,43 @@ static nb_status plan_group(const nb_ckpt_reader *r, const nb_optimizer *opt, in
 
 /* A copy of a file tensor on the parameter's device (unscoped), or NULL. */
 static nb_tensor *state_copy(nb_tensor *t, const nb_tensor *param) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *c = nb_tensor_new_unscoped(nb_dim(t), nb_shape(t), nb_dtype_of(t), nb_device_of(param));
     nb_tensor *src = c ? nb_to_device(t, nb_device_of(param)) : NULL;
     nb_status st = src ? nb_copy_(c, src) : NB_ERR_OOM;
     nb_scope_end(s);
     if (st) nb_release(c);
     return st ? NULL : c;
+}
+
+/* The largest step count accepted: 2^53, where PyTorch's float step stops
+ * counting exactly. */
+#define NB_MAX_STEP ((int64_t)1 << 53)
+
+/* State an optimizer can only have written >= 0 (second moments, sums of
+ * squares, step sizes); a negative one would make every later step NaN. */
+static bool nonnegative_state(const char *name) {
+    static const char *const names[] = {"exp_avg_sq", "max_exp_avg_sq", "square_avg", "acc_delta", "sum",
+                                        "exp_inf",    "row_var",        "col_var",    "variance",  "step_size"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i])) return true;
+    return false;
+}
+
+/* A state tensor's values: finite, and >= 0 where nonnegative_state. */
+static nb_status check_state_values(const nb_ckpt_reader *r, const char *key, nb_tensor *t, const char *name) {
+    nb_scope *s = nb_op_scope_begin();
+    bool nonneg = nonnegative_state(name);
+    nb_tensor *bad = nb_logical_not(nb_isfinite(t));
+    if (nonneg && bad) bad = nb_logical_or(bad, nb_lt_scalar(t, 0));
+    nb_tensor *any = nb_numel(t) ? nb_any(bad, NULL, 0, false) : NULL;
+    double found = !nb_numel(t) ? 0 : any ? nb_item(any) : NAN;
+    nb_scope_end(s);
+    if (isnan(found)) return nb_last_status();
+    if (found != 0)
+        return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: '%s' holds %s", r->path, key,
+                            nonneg ? "a negative, infinite or NaN value" : "an infinite or NaN value");
+    return NB_OK;
 }
 
 /* A state tensor of the file against what the optimizer keeps (options: the file's). */
@@ -235,6 +285,9 @@ static nb_status plan_param(const nb_ckpt_reader *r, const nb_optimizer *opt, co
     snprintf(key, sizeof key, STATE "%d.step", i);
     nb_status st = nb_ckpt_get_i64(r, key, 0, &s->step);
     if (st) return st;
+    if (s->step > NB_MAX_STEP) /* PyTorch keeps step as a float tensor: exact up to 2^53 */
+        return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: '%s' is %lld, above 2^53", r->path, key,
+                            (long long)s->step);
     snprintf(key, sizeof key, STATE "%d.param", i);
     const char *pname = nb_ckpt_req(r, key);
     if (!pname) return NB_ERR_FORMAT;
@@ -249,6 +302,7 @@ static nb_status plan_param(const nb_ckpt_reader *r, const nb_optimizer *opt, co
         if (!t) continue;
         n_tensors++;
         st = check_state_tensor(r, opt, options, i, k, t, key);
+        if (!st) st = check_state_values(r, key, t, d->tensor_names[k]);
         if (!st && !(s->t[k] = state_copy(t, opt->params[i]))) st = nb_last_status();
     }
     for (int k = 0; k < d->n_scalars && !st; k++) {
@@ -371,6 +425,8 @@ nb_status nb_ckpt_plan_scheduler(const nb_ckpt_reader *r, const nb_scheduler *s,
         if (!k) st = nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: an old-format file has no '%s'", r->path, key);
         else st = get_any_f64(r, k, &v[j].value);
         if (!st && isnan(v[j].value)) st = nb_ckpt_bad_value(r, k, "nan", "a number");
+        bool lr = strstr(v[j].key, "lr") != NULL; /* base_lrs, _last_lr: they become the optimizer's lrs */
+        if (!st && lr && fabs(v[j].value) > hyper_max(s->opt)) st = overflows(r, k, v[j].value, hyper_max(s->opt));
     }
     if (st) free(v);
     else *out = v, *n_out = n;

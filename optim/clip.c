@@ -111,7 +111,7 @@ nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, d
     if (!g) return NB_ERR_OOM;
     if (total_norm_out) *total_norm_out = 0.0; /* no gradients: PyTorch returns tensor(0.) */
     if (k > 0) {
-        nb_scope *s = nb_scope_begin();
+        nb_scope *s = nb_op_scope_begin();
         bool prev = nb_set_grad_enabled(false);
         st = s ? clip_norm(g, k, max_norm, norm_type, total_norm_out)
                : nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
@@ -128,7 +128,7 @@ nb_status nb_clip_grad_value_(nb_tensor *const *params, int n, double clip_value
     if (st != NB_OK) return st;
     if (!(clip_value >= 0.0) || !isfinite(clip_value))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: clip_value must be >= 0 and finite (got %g)", op, clip_value);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!s) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
     bool prev = nb_set_grad_enabled(false);
     for (int i = 0; i < n && st == NB_OK; i++) {

@@ -311,7 +311,7 @@ static nb_status iterate(lbfgs *c, nb_param_state *s, nb_tensor *flat_grad_in, d
     int64_t n_iter = 0, current_evals = 1;
     nb_status st = NB_OK;
     while (n_iter < o->max_iter && !st) {
-        nb_scope *sc = nb_scope_begin();
+        nb_scope *sc = nb_op_scope_begin();
         if (!sc) {
             st = nb_last_status();
             break;
@@ -409,7 +409,7 @@ static nb_status lbfgs_step(nb_optimizer *opt, nb_closure_fn closure, void *user
                             "lbfgs: LBFGS re-evaluates the loss: step it with nb_optimizer_step_closure");
     lbfgs c = {opt, &opt->groups[0].o.lbfgs, closure, user, 0};
     nb_param_state *s = &opt->state[0];
-    nb_scope *sc = nb_scope_begin();
+    nb_scope *sc = nb_op_scope_begin();
     if (!sc) return nb_last_status();
     bool prev = nb_set_grad_enabled(false);
     double loss = NAN, gmax = 0;

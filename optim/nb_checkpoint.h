@@ -99,7 +99,12 @@ nb_status nb_save_checkpoint(const char *path, const nb_checkpoint *ck);
  * Errors (the message names the key or tensor): NB_ERR_INVALID_ARG (NULL
  * path, ck or module), the errors of nb_safetensors_load (NB_ERR_IO,
  * NB_ERR_FORMAT for a corrupt file), NB_ERR_FORMAT (not a nabla checkpoint,
- * a missing or malformed key, a part the file lacks, strict key mismatches),
+ * a missing or malformed key, a part the file lacks, strict key mismatches;
+ * values an optimizer or scheduler could not have written: an integer that
+ * overflows int64/uint64 or is not plain decimal digits, a step count above
+ * 2^53, optimizer state holding inf or NaN or a negative second moment, a
+ * hyperparameter or scheduler lr that overflows the parameters' dtype, such
+ * as lr 1e308 with float32 parameters),
  * NB_ERR_SHAPE (a module or optimizer tensor of the wrong shape),
  * NB_ERR_DTYPE (optimizer state of another dtype than its parameter),
  * NB_ERR_STATE (another optimizer kind, parameter count, param groups,

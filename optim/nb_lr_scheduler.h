@@ -254,7 +254,7 @@ typedef struct nb_scheduler_value {
     double value;
 } nb_scheduler_value;
 
-/* The number of pairs (0 for NULL). */
+/* The number of pairs (-1 for NULL). */
 int nb_scheduler_state_size(const nb_scheduler *s);
 /* Writes the state_size pairs to out (n must equal state_size). */
 nb_status nb_scheduler_state_dict(const nb_scheduler *s, nb_scheduler_value *out, int n);

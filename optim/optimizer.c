@@ -130,8 +130,10 @@ static nb_status check_params(const nb_optim_desc *d, const nb_optimizer *opt, n
         nb_tensor *p = params[i];
         if (!p) return nb_set_error(NB_ERR_INVALID_ARG, "%s: parameter %d is NULL", op, base + i);
         char buf[NB_SHAPE_BUF];
-        if (nb_dtype_of(p) != NB_F32 && nb_dtype_of(p) != NB_F64)
-            return nb_set_error(NB_ERR_DTYPE, "%s: parameter %d is %s; parameters must be float32 or float64", op,
+        /* which float dtypes a step runs in is the backend's answer (its
+         * supports slot for the step kernel, or the ops', asked at the step) */
+        if (!nb_dtype_is_float(nb_dtype_of(p)))
+            return nb_set_error(NB_ERR_DTYPE, "%s: parameter %d is %s; parameters must be floating point", op,
                                 base + i, nb_shape_str(p, buf, sizeof buf));
         if (!nb_is_leaf(p))
             return nb_set_error(NB_ERR_INVALID_ARG, "%s: can't optimize a non-leaf tensor (parameter %d)", op,
@@ -348,7 +350,7 @@ static nb_status step_one(nb_optimizer *opt, int g, int i) {
 }
 
 static nb_status generic_step(nb_optimizer *opt) {
-    nb_scope *sc = nb_scope_begin();
+    nb_scope *sc = nb_op_scope_begin();
     if (!sc) return nb_last_status();
     bool prev = nb_set_grad_enabled(false);
     nb_status st = NB_OK;
@@ -382,24 +384,31 @@ nb_status nb_optimizer_step_closure(nb_optimizer *opt, nb_closure_fn closure, vo
 
 /* ---- groups and options ---------------------------------------------------------- */
 
+/* A NULL optimizer (a failed constructor upstream): keeps that error, else records one. */
+static bool no_opt(const char *op, const nb_optimizer *opt) {
+    if (opt) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: optimizer is NULL", op);
+    return true;
+}
+
 static nb_status bad_group(const nb_optimizer *opt, const char *what, int g) {
     if (!opt) return nb_set_error(NB_ERR_INVALID_ARG, "%s: optimizer is NULL", what);
     return nb_set_error(NB_ERR_INVALID_ARG, "%s: param group %d out of range (the optimizer has %d)", what, g,
                         opt->n_groups);
 }
 
-int nb_optimizer_num_param_groups(const nb_optimizer *opt) { return opt ? opt->n_groups : 0; }
+int nb_optimizer_num_param_groups(const nb_optimizer *opt) { return no_opt("num_param_groups", opt) ? -1 : opt->n_groups; }
 
 int nb_optimizer_group_params(const nb_optimizer *opt, int group, int *first) {
-    if (!opt || group < 0 || group >= opt->n_groups) return -1;
+    if (no_opt("group_params", opt) || group < 0 || group >= opt->n_groups) return -1;
     if (first) *first = opt->groups[group].first;
     return opt->groups[group].n;
 }
 
-double nb_optimizer_get_lr(const nb_optimizer *opt) { return opt ? opt->groups[0].o.head.lr : NAN; }
+double nb_optimizer_get_lr(const nb_optimizer *opt) { return no_opt("get_lr", opt) ? NAN : opt->groups[0].o.head.lr; }
 
 double nb_optimizer_get_group_lr(const nb_optimizer *opt, int group) {
-    return opt && group >= 0 && group < opt->n_groups ? opt->groups[group].o.head.lr : NAN;
+    return !no_opt("get_group_lr", opt) && group >= 0 && group < opt->n_groups ? opt->groups[group].o.head.lr : NAN;
 }
 
 static nb_status check_lr(const nb_optimizer *opt, double lr) {
@@ -433,7 +442,9 @@ nb_status nb_optimizer_get_group_option(const nb_optimizer *opt, int group, cons
 
 nb_status nb_optim_set_field(nb_optimizer *opt, int g, const char *key, double v) {
     const nb_field *f = nb_optim_field(opt->d, key);
-    if (!f) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s has no option '%s'", opt->d->op, opt->d->name, key);
+    if (!f)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s has no option '%s'", opt->d->op, opt->d->name,
+                            key ? key : "(null)");
     if (isnan(v) && f->type != NB_FIELD_F64_NONE)
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: option '%s' can't be NaN", opt->d->op, key);
     nb_optim_options o = opt->groups[g].o;
@@ -460,7 +471,7 @@ nb_status nb_optimizer_group_options(const nb_optimizer *opt, int group, void *o
     return NB_OK;
 }
 
-const char *nb_optimizer_kind(const nb_optimizer *opt) { return opt ? opt->d->name : NULL; }
+const char *nb_optimizer_kind(const nb_optimizer *opt) { return no_opt("optimizer_kind", opt) ? NULL : opt->d->name; }
 
 nb_sgd_options nb_optimizer_sgd_options(const nb_optimizer *opt) {
     if (!opt || opt->d != &nb_sgd_desc) {
@@ -480,14 +491,15 @@ nb_adam_options nb_optimizer_adam_options(const nb_optimizer *opt) {
 
 /* ---- state ------------------------------------------------------------------------ */
 
-int nb_optimizer_num_params(const nb_optimizer *opt) { return opt ? opt->n : 0; }
+int nb_optimizer_num_params(const nb_optimizer *opt) { return no_opt("num_params", opt) ? -1 : opt->n; }
 
 nb_tensor *nb_optimizer_param(const nb_optimizer *opt, int i) {
-    return (opt && i >= 0 && i < opt->n) ? opt->params[i] : NULL;
+    return !no_opt("optimizer_param", opt) && i >= 0 && i < opt->n ? opt->params[i] : NULL;
 }
 
 nb_tensor *nb_optimizer_state(const nb_optimizer *opt, int i, const char *name) {
-    if (!opt || i < 0 || i >= opt->n) return NULL;
+    if (no_opt("optimizer_state", opt) || i < 0 || i >= opt->n) return NULL;
+    if (!name) return NB_FAIL(NB_ERR_INVALID_ARG, "optimizer_state: NULL name");
     int k = nb_optim_tensor_index(opt->d, name);
     return k < 0 ? NULL : opt->state[i].t[k];
 }
@@ -506,7 +518,7 @@ nb_status nb_optimizer_state_scalar(const nb_optimizer *opt, int i, const char *
 }
 
 int64_t nb_optimizer_step_count(const nb_optimizer *opt, int i) {
-    return (opt && i >= 0 && i < opt->n) ? opt->state[i].step : -1;
+    return !no_opt("step_count", opt) && i >= 0 && i < opt->n ? opt->state[i].step : -1;
 }
 
 nb_status nb_optimizer_init_state(nb_optimizer *opt, int i, int64_t step) {

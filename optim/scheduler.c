@@ -204,19 +204,34 @@ nb_status nb_scheduler_step_metric(nb_scheduler *s, double metric) {
     return st ? st : nb_sched_plateau_step(s, metric);
 }
 
-double nb_scheduler_get_last_lr(const nb_scheduler *s) { return nb_scheduler_get_group_last_lr(s, 0); }
+/* A NULL scheduler (a failed constructor upstream): keeps that error, else records one. */
+static bool no_sched(const char *op, const nb_scheduler *s) {
+    if (s) return false;
+    if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: scheduler is NULL", op);
+    return true;
+}
+
+double nb_scheduler_get_last_lr(const nb_scheduler *s) {
+    return no_sched("get_last_lr", s) ? NAN : *nb_sched_pg(s, 0, NB_PG_LAST_LR);
+}
 
 double nb_scheduler_get_group_last_lr(const nb_scheduler *s, int group) {
-    return s && group >= 0 && group < s->n_groups ? *nb_sched_pg(s, group, NB_PG_LAST_LR) : NAN;
+    if (no_sched("get_group_last_lr", s)) return NAN;
+    if (group < 0 || group >= s->n_groups) {
+        nb_set_error(NB_ERR_INVALID_ARG, "get_group_last_lr: param group %d out of range (%d groups)", group,
+                     s->n_groups);
+        return NAN;
+    }
+    return *nb_sched_pg(s, group, NB_PG_LAST_LR);
 }
 
 int64_t nb_scheduler_last_epoch(const nb_scheduler *s) {
-    if (!s) return -1;
+    if (no_sched("last_epoch", s)) return -1;
     if (s->kind == NB_SCHED_CHAINED) return nb_scheduler_last_epoch(s->children[s->n_children - 1]);
     return s->last_epoch;
 }
 
-const char *nb_scheduler_kind(const nb_scheduler *s) { return s ? kind_names[s->kind] : NULL; }
+const char *nb_scheduler_kind(const nb_scheduler *s) { return no_sched("scheduler_kind", s) ? NULL : kind_names[s->kind]; }
 
 void nb_scheduler_free(nb_scheduler *s) {
     if (!s) return;
@@ -387,7 +402,7 @@ static slot *slots_of(const nb_scheduler *s, int *n) {
 static double slot_get(const slot *x) { return x->integer ? (double)*(int64_t *)x->ptr : *(double *)x->ptr; }
 
 int nb_scheduler_state_size(const nb_scheduler *s) {
-    if (!s) return 0;
+    if (no_sched("scheduler_state_size", s)) return -1;
     slots sl = {0};
     collect((nb_scheduler *)s, "", false, &sl);
     return sl.n;

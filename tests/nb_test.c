@@ -39,7 +39,7 @@ void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double a
     nb_test_values(t, got, n);
     for (int64_t i = 0; i < n; i++) {
         double tol = atol + rtol * fabs(expected[i]);
-        ck_assert_msg(fabs(got[i] - expected[i]) <= tol || (isnan(got[i]) && isnan(expected[i])),
+        ck_assert_msg(got[i] == expected[i] || fabs(got[i] - expected[i]) <= tol || (isnan(got[i]) && isnan(expected[i])),
                       "element %lld: got %.10g, expected %.10g", (long long)i, got[i], expected[i]);
     }
     free(got);

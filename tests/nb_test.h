@@ -34,4 +34,15 @@ nb_tensor *nb_test_randn_grad(int ndim, const int64_t *shape, uint64_t seed);
 /* Runs nb_gradcheck and asserts success. */
 void nb_ck_gradcheck(nb_gradcheck_fn f, nb_tensor *const *in, int n, void *ctx);
 
+
+/* Host allocation failure injection (tests/nb_fault.c): the n-th
+ * malloc/calloc/realloc/aligned_alloc/strdup from now (0 = the next) in
+ * nabla or the tests returns NULL, once. nb_fault_hit says whether it did. */
+void nb_fault_arm(long n);
+void nb_fault_disarm(void);
+bool nb_fault_hit(void);
+/* The largest single allocation asked for since the last reset (bytes). */
+void nb_alloc_largest_reset(void);
+size_t nb_alloc_largest(void);
+
 #endif

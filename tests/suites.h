@@ -32,6 +32,7 @@
     X(ops_shape) \
     X(ops_linalg) \
     X(op_table) \
+    X(op_harness) \
     X(text) \
     X(transformer) \
     X(nn) \
@@ -42,7 +43,10 @@
     X(scheduler) \
     X(optim_ref) \
     X(optim_groups) \
-    X(mnist_e2e)
+    X(mnist_e2e) \
+    X(alloc_faults) \
+    X(null_args) \
+    X(examples)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

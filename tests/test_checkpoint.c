@@ -579,12 +579,71 @@ START_TEST(ckpt_torch_interop) {
 }
 END_TEST
 
+/* from with tensor `name`'s first element set to v (CRCs recomputed). */
+static void tamper_tensor(const char *from, const char *to, const char *name, double v) {
+    nb_safetensors *f = nb_safetensors_load(from);
+    NB_CK_NOTNULL(f);
+    nb_tensor *t = nb_safetensors_get(f, name);
+    NB_CK_NOTNULL(t);
+    nb_tensor *first = nb_reshape(t, NB_SHAPE(-1));
+    NB_CK_OK(nb_fill_(nb_narrow(first, 0, 0, 1), v));
+    nb_st_pair *meta = malloc(sizeof *meta * (size_t)f->n_meta);
+    int n = 0;
+    for (int i = 0; i < f->n_meta; i++)
+        if (strncmp(f->meta[i].key, "crc32.", 6)) meta[n++] = f->meta[i];
+    NB_CK_OK(nb_safetensors_save(to, f->tensors, f->n_tensors, meta, n));
+    free(meta);
+    nb_safetensors_free(f);
+}
+
+/* Regressions (issue 13): the loader validates optimizer and scheduler
+ * state as it does tensors: integers that overflow int64/uint64 (strtoll
+ * saturated them), steps past 2^53, NaN/inf/negative second moments, and
+ * hyperparameters that overflow the parameters' float32 (lr 1e308). */
+START_TEST(ckpt_validates_state_values) {
+    run r;
+    run_init(&r, false, 1);
+    run_until(&r, 4);
+    nb_checkpoint ck = ck_of(&r);
+    NB_CK_OK(nb_save_checkpoint(path_in("good.st"), &ck));
+    run_until(&r, 6);
+    const struct { const char *key, *value, *why; } metas[] = {
+        {"global_step", "99999999999999999999", "'global_step' is '99999999999999999999'"},
+        {"rng.offset", "18446744073709551616", "'rng.offset'"},
+        {"rng.seed", "-1", "'rng.seed'"},
+        {"rng.offset", " 12", "'rng.offset'"},
+        {"optimizer.state.0.step", "9007199254740993", "above 2^53"},
+        {"optimizer.state.0.step", "+3", "'optimizer.state.0.step'"},
+        {"optimizer.param_groups.0.lr", "1e308", "overflows the parameters' float32"},
+        {"optimizer.param_groups.0.eps", "1e39", "overflows the parameters' float32"},
+        {"scheduler.base_lrs.0", "1e300", "overflows the parameters' float32"},
+    };
+    for (size_t i = 0; i < sizeof metas / sizeof metas[0]; i++) {
+        tamper(path_in("good.st"), path_in("t.st"), metas[i].key, metas[i].value);
+        expect_load_fails(&r, path_in("t.st"), NB_ERR_FORMAT, metas[i].why);
+    }
+    const struct { const char *name; double v; } tensors[] = {
+        {"optimizer.state.0.exp_avg_sq", -1e-8}, {"optimizer.state.0.exp_avg_sq", NAN},
+        {"optimizer.state.1.max_exp_avg_sq", -1}, {"optimizer.state.2.exp_avg", INFINITY},
+    };
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+        tamper_tensor(path_in("good.st"), path_in("t.st"), tensors[i].name, tensors[i].v);
+        expect_load_fails(&r, path_in("t.st"), NB_ERR_FORMAT, tensors[i].name);
+    }
+    /* an untouched copy still loads */
+    tamper(path_in("good.st"), path_in("t.st"), "global_step", "4");
+    NB_CK_OK(nb_load_checkpoint(path_in("t.st"), &ck, NULL));
+    run_free(&r);
+}
+END_TEST
+
 Suite *nb_suite_checkpoint(void) {
     Suite *s = suite_create("checkpoint");
     TCase *tc = tcase_create("checkpoint");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, sd_roundtrip);
+    tcase_add_test(tc, ckpt_validates_state_values);
     tcase_add_test(tc, sd_strict_errors_name_keys);
     tcase_add_test(tc, ckpt_resume_adamw_mid_epoch);
     tcase_add_test(tc, ckpt_resume_sgd_epoch_end);

@@ -523,10 +523,29 @@ START_TEST(test_float32_matches_float64) {
 }
 END_TEST
 
+/* Regression (issue 13): lerp's weight gradient is (end - start) g, +-inf
+ * where end - start is infinite (the composite gave NaN). */
+START_TEST(test_lerp_grad_infinite_range) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_tensor(1, (int64_t[]){3}, NB_F64, (double[]){0, 0, 1});
+    nb_tensor *b = nb_test_tensor(1, (int64_t[]){3}, NB_F64, (double[]){INFINITY, -INFINITY, 3});
+    nb_tensor *w = nb_test_tensor(1, (int64_t[]){3}, NB_F64, (double[]){0.3, 0.7, 0.25});
+    NB_CK_OK(nb_set_requires_grad(a, true));
+    NB_CK_OK(nb_set_requires_grad(b, true));
+    NB_CK_OK(nb_set_requires_grad(w, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_lerp(a, b, w), NULL, 0, false)));
+    nb_ck_close(nb_tensor_grad(w), (double[]){INFINITY, -INFINITY, 2}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(a), (double[]){0.7, 0.3, 0.75}, 3, 0, 1e-15);
+    nb_ck_close(nb_tensor_grad(b), (double[]){0.3, 0.7, 0.25}, 3, 0, 1e-15);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_binary(void) {
     Suite *s = suite_create("ops_binary");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_binary_forward);
+    tcase_add_test(f, test_lerp_grad_infinite_range);
     tcase_add_test(f, test_integer_and_comparison_ops);
     tcase_add_test(f, test_comparisons);
     tcase_add_test(f, test_float32_matches_float64);

@@ -437,11 +437,55 @@ START_TEST(test_errors) {
 }
 END_TEST
 
+/* Regression (issue 13): a matrix holding NaN gives NaN results (LAPACKE
+ * used to refuse it: "rejected argument 4"), per batch element. */
+START_TEST(test_nan_input) {
+    nb_scope *s = nb_scope_begin();
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = d ? NB_F32 : NB_F64;
+        /* batch element 0 holds NaN, element 1 is [[2, 1], [1, 3]] */
+        nb_tensor *A = nb_test_tensor(3, (int64_t[]){2, 2, 2}, dt, (double[]){NAN, 1, 2, 3, 2, 1, 1, 3});
+        double v[8];
+        nb_test_values(nb_linalg_inv(A), v, 8);
+        ck_assert(isnan(v[0]) && isnan(v[3]));
+        ck_assert_double_eq_tol(v[4], 0.6, 1e-6);
+        nb_test_values(nb_linalg_det(A), v, 2);
+        ck_assert(isnan(v[0]) && fabs(v[1] - 5) < 1e-5);
+        nb_tensor *sign, *logabs;
+        NB_CK_OK(nb_linalg_slogdet(A, &sign, &logabs));
+        nb_test_values(sign, v, 2);
+        ck_assert(isnan(v[0]) && v[1] == 1);
+        nb_test_values(nb_linalg_solve(A, nb_ones(NB_SHAPE(2, 2, 1), dt)), v, 4);
+        ck_assert(isnan(v[0]) && isnan(v[1]) && fabs(v[2] - 0.4) < 1e-6);
+        nb_test_values(nb_linalg_cholesky(A, false), v, 8); /* reads the lower triangle: NaN at [0][0] */
+        ck_assert(isnan(v[0]) && v[1] == 0 && isnan(v[2]) && isnan(v[3]));
+        nb_tensor *Q, *R, *w, *V;
+        NB_CK_OK(nb_linalg_qr(A, NB_QR_REDUCED, &Q, &R));
+        nb_test_values(R, v, 8);
+        ck_assert(isnan(v[0]) && v[2] == 0 && !isnan(v[4]));
+        NB_CK_OK(nb_linalg_eigh(A, 'L', &w, &V));
+        nb_test_values(w, v, 4);
+        ck_assert(isnan(v[0]) && isnan(v[1]) && !isnan(v[2]));
+        /* eigh reads one triangle: a NaN in the other is never seen */
+        nb_tensor *U = nb_test_tensor(2, (int64_t[]){2, 2}, dt, (double[]){2, NAN, 1, 3});
+        NB_CK_OK(nb_linalg_eigh(U, 'L', &w, NULL));
+        nb_test_values(w, v, 2);
+        ck_assert(!isnan(v[0]) && !isnan(v[1]));
+        nb_test_values(nb_linalg_lstsq(A, nb_ones(NB_SHAPE(2, 2, 1), dt), NULL), v, 4);
+        ck_assert(isnan(v[0]) && !isnan(v[2]));
+        NB_CK_FAILS(nb_linalg_svdvals(A), NB_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(nb_last_error(), "NaN"));
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_linalg(void) {
     Suite *s = suite_create("ops_linalg");
     TCase *tc = tcase_create("ops_linalg");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_solve_inv);
+    tcase_add_test(tc, test_nan_input);
     tcase_add_test(tc, test_det_slogdet);
     tcase_add_test(tc, test_cholesky);
     tcase_add_test(tc, test_qr);

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "nb_test.h"
 #include "suites.h"
@@ -312,10 +315,51 @@ START_TEST(test_bmm) {
 }
 END_TEST
 
+/* Regression (issue 13): under an address-space limit too small for
+ * OpenBLAS's per-thread buffers, OpenBLAS 0.3.21 retries mmap forever
+ * (mnist_mlp hung under ulimit -v 600000); nabla checks first and fails the
+ * GEMM with a message. Run in a child with RLIMIT_AS set to its current size
+ * + 100 MiB and an alarm; skipped under AddressSanitizer, whose shadow
+ * memory does not live with RLIMIT_AS. */
+START_TEST(test_address_space_limit) {
+#if defined(__SANITIZE_ADDRESS__)
+    return;
+#else
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        nb_set_num_threads(1); /* OpenBLAS loaded (and warmed for 1 thread) while nothing limits it */
+        nb_tensor *tiny = nb_ones(NB_SHAPE(4, 4), NB_F32);
+        if (!nb_matmul(tiny, tiny)) _exit(5);
+        nb_set_num_threads(7); /* more threads than it was warmed for */
+        FILE *f = fopen("/proc/self/statm", "r");
+        long pages = 0;
+        if (!f || fscanf(f, "%ld", &pages) != 1) _exit(3);
+        fclose(f);
+        rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)100 << 20);
+        struct rlimit rl = {lim, lim};
+        if (setrlimit(RLIMIT_AS, &rl)) _exit(4);
+        alarm(30);
+        nb_tensor *a = nb_ones(NB_SHAPE(512, 512), NB_F32);
+        nb_tensor *c = a ? nb_matmul(a, a) : NULL;
+        bool named = !c && strstr(nb_last_error(), "address-space limit") && nb_last_status() == NB_ERR_OOM;
+        if (!c && !named) fprintf(stderr, "child: %s\n", nb_last_error());
+        _exit(c ? 1 : named ? 0 : 2);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "the child did not exit (signal %d: a hang stopped by the alarm?)",
+                  WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    ck_assert_msg(WEXITSTATUS(st) == 0, "child exit %d (1: the GEMM ran, 2: another error)", WEXITSTATUS(st));
+#endif
+}
+END_TEST
+
 Suite *nb_suite_ops_matmul(void) {
     Suite *s = suite_create("ops_matmul");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_matmul_forward_small);
+    tcase_add_test(f, test_address_space_limit);
     tcase_add_test(f, test_matmul_forward_batched);
     tcase_add_test(f, test_matmul_errors);
     tcase_add_test(f, test_linear_forward);

@@ -562,10 +562,45 @@ START_TEST(test_std_grad_zero_and_int_amax) {
 }
 END_TEST
 
+/* Regressions (issue 13): a mean or mse_loss over zero elements is NaN
+ * (0/0, as PyTorch), not 0; prod's gradient beside inf or NaN is the
+ * product of the other elements (PyTorch 1.13's g * out / x gives NaN). */
+START_TEST(test_empty_mean_and_prod_grad_special) {
+    nb_scope *s = nb_scope_begin();
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = d ? NB_F32 : NB_F64;
+        nb_tensor *e = nb_zeros(NB_SHAPE(0), dt);
+        ck_assert(isnan(nb_item(nb_mean(e, NULL, 0, false))));
+        ck_assert(isnan(nb_item(nb_mse_loss(e, e, NB_REDUCTION_MEAN))));
+        ck_assert(nb_item(nb_mse_loss(e, e, NB_REDUCTION_SUM)) == 0);
+        nb_tensor *m = nb_mean(nb_zeros(NB_SHAPE(2, 0), dt), (int[]){1}, 1, false);
+        double v[2];
+        nb_test_values(m, v, 2);
+        ck_assert(isnan(v[0]) && isnan(v[1]));
+        ck_assert(nb_numel(nb_mean(nb_zeros(NB_SHAPE(0, 3), dt), (int[]){1}, 1, false)) == 0);
+    }
+    const double cases[][3] = {{INFINITY, 2, 3}, {NAN, 2, 3}, {0, INFINITY, 3}, {-INFINITY, 0.5, 4}};
+    const double want[][3] = {{6, INFINITY, INFINITY}, {6, NAN, NAN}, {INFINITY, 0, NAN}, {2, -INFINITY, -INFINITY}};
+    for (int c = 0; c < 4; c++) {
+        nb_tensor *x = nb_test_tensor(1, (int64_t[]){3}, NB_F64, cases[c]);
+        NB_CK_OK(nb_set_requires_grad(x, true));
+        NB_CK_OK(nb_backward(nb_prod(x, NULL, 0, false)));
+        nb_ck_close(nb_tensor_grad(x), want[c], 3, 0, 1e-15);
+    }
+    /* over one dim of a 2-d input, slices with and without specials side by side */
+    nb_tensor *x = nb_test_tensor(2, (int64_t[]){2, 3}, NB_F64, (double[]){1, 2, 3, INFINITY, 0.5, 4});
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_prod(x, (int[]){1}, 1, false), NULL, 0, false)));
+    nb_ck_close(nb_tensor_grad(x), (double[]){6, 3, 2, 2, INFINITY, INFINITY}, 6, 0, 1e-15);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_reduce(void) {
     Suite *s = suite_create("ops_reduce");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_sum_mean_forward);
+    tcase_add_test(f, test_empty_mean_and_prod_grad_special);
     tcase_add_test(f, test_max_forward);
     tcase_add_test(f, test_reduce_errors);
     tcase_add_test(f, test_all_any);

@@ -410,10 +410,35 @@ START_TEST(test_repeat_overflow) {
 }
 END_TEST
 
+/* Regressions (issue 13): circular pad crops before it wraps, as PyTorch;
+ * a constant crop larger than the dim is an error; pads near INT64_MAX are
+ * an error, not a size wrapped to 2 and a heap overflow. */
+START_TEST(test_pad_crop_and_overflow) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(1, (int64_t[]){4}, NB_F32, (double[]){1, 2, 3, 4});
+    nb_ck_close(nb_pad(x, (int64_t[]){-1, 2}, 2, NB_PAD_CIRCULAR, 0), (double[]){2, 3, 4, 2, 3}, 5, 0, 0);
+    nb_ck_close(nb_pad(x, (int64_t[]){2, -1}, 2, NB_PAD_CIRCULAR, 0), (double[]){2, 3, 1, 2, 3}, 5, 0, 0);
+    nb_ck_close(nb_pad(x, (int64_t[]){1, -3}, 2, NB_PAD_CIRCULAR, 0), (double[]){1, 1}, 2, 0, 0);
+    NB_CK_FAILS(nb_pad(x, (int64_t[]){-1, 4}, 2, NB_PAD_CIRCULAR, 0), NB_ERR_INVALID_ARG); /* 4 > 3 left */
+    /* reflect maps onto the uncropped input, as PyTorch: (-3, 1) gives [4, 3] */
+    nb_ck_close(nb_pad(x, (int64_t[]){-3, 1}, 2, NB_PAD_REFLECT, 0), (double[]){4, 3}, 2, 0, 0);
+    nb_ck_close(nb_pad(x, (int64_t[]){-4, 1}, 2, NB_PAD_CONSTANT, 7), (double[]){7}, 1, 0, 0);
+    NB_CK_FAILS(nb_pad(x, (int64_t[]){-5, 2}, 2, NB_PAD_CONSTANT, 0), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_pad(nb_zeros(NB_SHAPE(0), NB_F32), (int64_t[]){-1, 2}, 2, NB_PAD_CONSTANT, 0), NB_ERR_INVALID_ARG);
+    for (int m = 0; m < 4; m++) {
+        NB_CK_FAILS(nb_pad(x, (int64_t[]){INT64_MAX, INT64_MAX}, 2, (nb_pad_mode)m, 0), NB_ERR_INVALID_ARG);
+        NB_CK_FAILS(nb_pad(x, (int64_t[]){INT64_MIN, 2}, 2, (nb_pad_mode)m, 0), NB_ERR_INVALID_ARG);
+        NB_CK_FAILS(nb_pad(x, (int64_t[]){INT64_MAX / 2, INT64_MAX / 2}, 2, (nb_pad_mode)m, 0), NB_ERR_INVALID_ARG);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_shape(void) {
     Suite *s = suite_create("ops_shape");
     TCase *c = tcase_create("shape");
     tcase_add_test(c, test_flip);
+    tcase_add_test(c, test_pad_crop_and_overflow);
     tcase_add_test(c, test_roll);
     tcase_add_test(c, test_repeat_tile);
     tcase_add_test(c, test_pad_values);

@@ -230,10 +230,31 @@ START_TEST(test_sort_deterministic) {
 }
 END_TEST
 
+/* Regression (issue 13): a 0-d input is one element and takes dim -1. */
+START_TEST(test_sort_0d_negative_dim) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *z = nb_scalar(3, NB_F32), *v = NULL, *i = NULL;
+    for (int dim = -1; dim <= 0; dim++) {
+        NB_CK_OK(nb_sort(z, dim, false, true, &v, &i));
+        ck_assert_int_eq(nb_dim(v), 0);
+        ck_assert(nb_item(v) == 3 && nb_item(i) == 0);
+        ck_assert(nb_item(nb_argsort(z, dim, true)) == 0);
+        NB_CK_OK(nb_topk(z, 1, dim, true, true, &v, &i));
+        ck_assert(nb_item(v) == 3 && nb_item(i) == 0);
+        NB_CK_OK(nb_kthvalue(z, 1, dim, false, &v, &i));
+        ck_assert(nb_item(v) == 3 && nb_item(i) == 0);
+    }
+    NB_CK_FAILS(nb_argsort(z, 1, false), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_argsort(z, -2, false), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_sort(void) {
     Suite *s = suite_create("ops_sort");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_sort_stable);
+    tcase_add_test(f, test_sort_0d_negative_dim);
     tcase_add_test(f, test_sort_nan);
     tcase_add_test(f, test_argsort_strided);
     tcase_add_test(f, test_topk_kthvalue);

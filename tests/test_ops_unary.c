@@ -655,6 +655,84 @@ START_TEST(test_gradcheck_unary) {
 }
 END_TEST
 
+
+/* ---- regressions found against PyTorch (issue 13) ------------------------------------------ */
+
+/* An integer tensor meets a non-integral or out-of-range scalar as a Python
+ * float: float32, never a truncated scalar or INT_MIN. */
+START_TEST(test_scalar_arith_promotes) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *i = vec(NB_I32, 3, (double[]){-7, 0, 3});
+    nb_tensor *r = nb_add_scalar(i, -1.5);
+    ck_assert_int_eq(nb_dtype_of(r), NB_F32);
+    ck_exact(r, (double[]){-8.5, -1.5, 1.5}, 3);
+    r = nb_mul_scalar(i, 0.5);
+    ck_assert_int_eq(nb_dtype_of(r), NB_F32);
+    ck_exact(r, (double[]){-3.5, 0, 1.5}, 3);
+    r = nb_add_scalar(i, 1e10); /* outside int32: float32, not INT_MIN */
+    ck_assert_int_eq(nb_dtype_of(r), NB_F32);
+    nb_ck_close(r, (double[]){1e10, 1e10, 1e10}, 3, 0, 1e-7);
+    r = nb_add_scalar(i, 2); /* an int32 value keeps int32 */
+    ck_assert_int_eq(nb_dtype_of(r), NB_I32);
+    ck_exact(r, (double[]){-5, 2, 5}, 3);
+    r = nb_mul_scalar(vec(NB_U8, 2, (double[]){3, 200}), -1); /* -1 does not fit uint8 */
+    ck_assert_int_eq(nb_dtype_of(r), NB_F32);
+    ck_exact(r, (double[]){-3, -200}, 2);
+    r = nb_add_scalar(vec(NB_BOOL, 2, (double[]){1, 0}), 1); /* bool + int is int64, as PyTorch */
+    ck_assert_int_eq(nb_dtype_of(r), NB_I64);
+    ck_exact(r, (double[]){2, 1}, 2);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* float32 silu, mish and tanh-gelu below -88 (where e^-x overflows): -0
+ * for finite x and NaN at -inf, as PyTorch (the vector exp used to clamp
+ * its argument, giving silu(-3e38) = -1.8). Gradients likewise. */
+START_TEST(test_activations_f32_extremes) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = vec(NB_F32, 3, (double[]){-3e38, -INFINITY, 89});
+    ck_exact(nb_silu(t), (double[]){-0.0, NAN, 89}, 3);
+    ck_exact(nb_mish(t), (double[]){-0.0, NAN, 89}, 3);
+    ck_exact(nb_gelu(t, NB_GELU_TANH), (double[]){-0.0, NAN, 89}, 3);
+    /* e^88.5 is finite in float32: silu(-88.5) = -88.5 / (1 + e^88.5), not
+     * the clamped e^88's value */
+    nb_ck_close(nb_silu(vec(NB_F32, 1, (double[]){-88.5})), (double[]){-88.5 / (1 + exp(88.5))}, 1, 0, 1e-5);
+    for (int d = 0; d < 2; d++) {
+        nb_tensor *xg = vec(d ? NB_F32 : NB_F64, 4, (double[]){-3e38, -INFINITY, -100, 89});
+        NB_CK_OK(nb_set_requires_grad(xg, true));
+        NB_CK_OK(nb_backward(nb_sum(nb_add(nb_silu(xg), nb_mish(xg)), NULL, 0, false)));
+        double g[4];
+        nb_test_values(nb_tensor_grad(xg), g, 4);
+        ck_assert_msg(g[0] == 0 && isnan(g[1]) && fabs(g[2]) < 1e-30 && fabs(g[3] - 2) < 1e-6,
+                      "%s silu+mish grads %g %g %g %g", d ? "float32" : "float64", g[0], g[1], g[2], g[3]);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+/* softplus with beta != 1 returns x above the threshold even where beta x
+ * overflows; log2's float32 gradient just above FLT_MIN stays finite. */
+START_TEST(test_softplus_beta_and_log2_grad) {
+    nb_scope *s = nb_scope_begin();
+    for (int d = 0; d < 2; d++) {
+        nb_tensor *x = vec(d ? NB_F32 : NB_F64, 3, (double[]){3e38, 50, 1});
+        NB_CK_OK(nb_set_requires_grad(x, true));
+        nb_tensor *y = nb_softplus(x, 2, 20);
+        nb_ck_close(y, (double[]){3e38, 50, log1p(exp(2.0)) / 2}, 3, 0, 1e-6);
+        NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
+        nb_ck_close(nb_tensor_grad(x), (double[]){1, 1, 1 / (1 + exp(-2.0))}, 3, 0, 1e-6);
+    }
+    nb_tensor *l = vec(NB_F32, 2, (double[]){0x1p-126, 0x1.2p-126});
+    NB_CK_OK(nb_set_requires_grad(l, true));
+    NB_CK_OK(nb_backward(nb_sum(nb_log2(l), NULL, 0, false)));
+    double g[2];
+    nb_test_values(nb_tensor_grad(l), g, 2);
+    ck_assert_msg(isfinite(g[0]) && fabs(g[0] / (0x1p126 / M_LN2) - 1) < 1e-6, "log2'(FLT_MIN) = %g", g[0]);
+    ck_assert_msg(isfinite(g[1]) && fabs(g[1] / (1 / (0x1.2p-126 * M_LN2)) - 1) < 1e-6, "log2' = %g", g[1]);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_unary(void) {
     Suite *s = suite_create("ops_unary");
     TCase *f = tcase_create("forward");
@@ -665,6 +743,9 @@ Suite *nb_suite_ops_unary(void) {
     tcase_add_test(f, test_activations_f32_paths);
     tcase_add_test(f, test_errors);
     tcase_add_test(f, test_activation_modules);
+    tcase_add_test(f, test_scalar_arith_promotes);
+    tcase_add_test(f, test_activations_f32_extremes);
+    tcase_add_test(f, test_softplus_beta_and_log2_grad);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("grad");
     tcase_add_test(g, test_grad_at_kinks);

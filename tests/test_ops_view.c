@@ -341,10 +341,32 @@ START_TEST(test_view_gradcheck) {
 }
 END_TEST
 
+/* Regressions (issue 13): int64 overflow in shape arithmetic is an error,
+ * whatever the order of the dims. */
+START_TEST(test_shape_overflow) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *v = nb_zeros(NB_SHAPE(4), NB_F32);
+    NB_CK_FAILS(nb_narrow(v, 0, INT64_MAX, 2), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_narrow(v, 0, 2, INT64_MAX), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_expand(nb_ones(NB_SHAPE(1, 1), NB_F32), NB_SHAPE(1LL << 40, 1LL << 40)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_broadcast_to(nb_ones(NB_SHAPE(1), NB_F32), NB_SHAPE(1LL << 62, 1LL << 62, 1)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_empty(NB_SHAPE(0, 1LL << 62, 1LL << 62), NB_F32), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_empty(NB_SHAPE(1LL << 62, 1LL << 62, 0), NB_F32), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_reshape(nb_zeros(NB_SHAPE(0), NB_F32), NB_SHAPE(1LL << 40, 1LL << 40, 0)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_reshape(v, NB_SHAPE(1LL << 32, 1LL << 32, 4)), NB_ERR_SHAPE);
+    /* still fine: an expanded empty tensor and a large but countable view */
+    nb_ck_shape(nb_expand(nb_ones(NB_SHAPE(1, 0), NB_F32), NB_SHAPE(1LL << 20, 0)), 2, (int64_t[]){1LL << 20, 0});
+    nb_tensor *big = nb_expand(nb_ones(NB_SHAPE(1), NB_F32), NB_SHAPE(1LL << 20, 1LL << 20));
+    nb_ck_shape(big, 2, (int64_t[]){1LL << 20, 1LL << 20});
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_view(void) {
     Suite *s = suite_create("ops_view");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_reshape_view_share_storage);
+    tcase_add_test(f, test_shape_overflow);
     tcase_add_test(f, test_reshape_copies_transposed);
     tcase_add_test(f, test_permute_transpose);
     tcase_add_test(f, test_narrow_slice);

@@ -123,7 +123,6 @@ static void problem_init(problem *pb, int kind, bool negate) {
 static void problem_free(problem *pb) {
     nb_optimizer_free(pb->opt);
     nb_module_free(pb->m);
-    nb_release(pb->x), nb_release(pb->y);
 }
 
 /* The loss (scoped): MSE of the network, or Rosenbrock's (1 - x0)^2 + 100 (x1 - x0^2)^2. */

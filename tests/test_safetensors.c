@@ -305,11 +305,34 @@ START_TEST(st_flipped_byte_fails_crc) {
 }
 END_TEST
 
+/* Regression (issue 13): a save killed between open and rename left
+ * "<path>.tmp.<pid>.<k>" forever; the next save to path removes those of
+ * processes that are gone, and leaves a live process's and other files'. */
+START_TEST(st_stale_tmp_cleanup) {
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0); /* its pid is now free: a killed saver's */
+    char dead[512], live[512], other[512];
+    snprintf(dead, sizeof dead, "%s.tmp.%ld.3", path_in("m.st"), (long)child);
+    snprintf(live, sizeof live, "%s.tmp.%ld.0", path_in("m.st"), (long)getppid());
+    snprintf(other, sizeof other, "%s.tmp.%ld.0", path_in("n.st"), (long)child);
+    write_all(dead, "x", 1), write_all(live, "x", 1), write_all(other, "x", 1);
+    nb_tensor *t = nb_ones(NB_SHAPE(3), NB_F32);
+    NB_CK_OK(nb_safetensors_save(path_in("m.st"), (nb_named_tensor[]){{"a", t}}, 1, NULL, 0));
+    ck_assert_msg(access(dead, F_OK) != 0, "%s was not removed", dead);
+    ck_assert_int_eq(access(live, F_OK), 0);
+    ck_assert_int_eq(access(other, F_OK), 0);
+    nb_release(t);
+}
+END_TEST
+
 Suite *nb_suite_safetensors(void) {
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("safetensors");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_add_test(tc, st_exact_layout);
+    tcase_add_test(tc, st_stale_tmp_cleanup);
     tcase_add_test(tc, st_roundtrip_all_dtypes);
     tcase_add_test(tc, st_deterministic);
     tcase_add_test(tc, st_save_bad_args);

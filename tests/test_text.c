@@ -695,10 +695,51 @@ START_TEST(wordnet_dir) {
 }
 END_TEST
 
+/* Writes n bytes (NULs included) to g_dir/name. */
+static const char *write_bytes(const char *name, const char *b, size_t n) {
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    return path;
+}
+
+/* Regressions (issue 13): a vocab token ending in '\r' (from a "\r\r\n"
+ * line) used to load and then not read back after nb_wordpiece_save: it is
+ * an error now; training on a corpus with a NUL byte keeps the text after
+ * it (NUL is removed, as the header says). */
+START_TEST(wordpiece_cr_and_nul) {
+    ck_load_fails("cr.txt", "[UNK]\nthe\r\r\ncat\n", NB_ERR_FORMAT, "line 2 holds a carriage-return");
+    ck_load_fails("cr2.txt", "[UNK]\nt\rhe\n", NB_ERR_FORMAT, "line 2");
+    const char v[] = "[UNK]\nth\0e\n";
+    nb_clear_error();
+    ck_assert_ptr_null(nb_wordpiece_load(write_bytes("nul.txt", v, sizeof v - 1), (nb_wordpiece_options){0}));
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "NUL"));
+    /* CRLF files still load, and save back as LF */
+    nb_wordpiece *wp = nb_wordpiece_load(write_text("crlf.txt", "[UNK]\r\nthe\r\n"), (nb_wordpiece_options){0});
+    NB_CK_NOTNULL(wp);
+    ck_assert_str_eq(nb_wordpiece_id_to_token(wp, 1), "the");
+    nb_wordpiece_free(wp);
+    /* a corpus with NULs: everything after the first one used to be dropped */
+    const char corpus[] = "alpha be\0ta gamma\0delta\nalpha";
+    wp = nb_wordpiece_train(write_bytes("corpus.txt", corpus, sizeof corpus - 1), 200, (nb_wordpiece_options){0});
+    NB_CK_NOTNULL(wp);
+    ck_assert_int_ge(nb_wordpiece_token_to_id(wp, "##t"), 0); /* from "beta", after the first NUL */
+    int32_t ids[16];
+    int64_t n = nb_wordpiece_encode(wp, "gammadelta beta", ids, 16);
+    ck_assert_int_gt(n, 0);
+    for (int64_t i = 0; i < n; i++) ck_assert_int_ne(ids[i], nb_wordpiece_special_id(wp, NB_TOKEN_UNK));
+    nb_wordpiece_free(wp);
+}
+END_TEST
+
 Suite *nb_suite_text(void) {
     Suite *s = suite_create("text");
     TCase *basic = tcase_create("basic");
     tcase_add_test(basic, basic_punctuation);
+    tcase_add_test(basic, wordpiece_cr_and_nul);
     tcase_add_test(basic, basic_case);
     tcase_add_test(basic, basic_accents);
     tcase_add_test(basic, basic_whitespace);

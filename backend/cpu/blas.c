@@ -4,9 +4,14 @@
  * created while it initialises and inherit that thread's MXCSR). Keeps
  * OpenBLAS's thread count equal to nabla's, and shortens the busy-wait of
  * its idle threads (choose_thread_timeout). Loads LAPACKE after it
- * (nb_cpu_lapack_get). See blas.h for why. */
+ * (nb_cpu_lapack_get). Under an address-space limit it checks that
+ * OpenBLAS's buffers fit before OpenBLAS first needs them (address_space_ok).
+ * See blas.h for why. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +32,7 @@ static struct {
     char info[1024]; /* room for "not loaded: " + err */
     char err[768];
     void *handle; /* the BLAS library, searched last for LAPACKE_* */
+    atomic_int ready_threads; /* OpenBLAS's buffers are mapped for this many threads (address_space_ok) */
 } B = {.lock = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
@@ -145,10 +151,60 @@ static void blas_load(void) {
     pthread_mutex_unlock(&B.lock);
 }
 
+/* Address-space limits (ulimit -v). OpenBLAS maps a 128 MiB buffer for
+ * each of its threads (and from a pool for calling threads) the first time
+ * a GEMM uses them, and OpenBLAS 0.3.21 retries a failed mmap forever
+ * (OpenBLAS issue 5289, fixed upstream by PR 5303): under a limit between
+ * about 500 and 800 MB, mnist_mlp hung inside its first large GEMM. So the
+ * first time OpenBLAS is about to run on t threads (more than before),
+ * nabla makes it map its buffers at once with one multi-threaded warm-up
+ * GEMM (1-20 ms, once), and when RLIMIT_AS is finite it first reserves
+ * (t + 1) * 128 MiB + 64 MiB of address space itself (PROT_NONE, released
+ * at once): if that fails, the call fails with NB_ERR_OOM and a message
+ * instead of hanging. The buffers stay mapped, so later GEMMs need no more
+ * room, even under a limit set afterwards. The estimate is conservative:
+ * a limit within about 250 MB of OpenBLAS's real need is refused. */
+#define NB_OPENBLAS_BUFFER ((size_t)128 << 20)
+
+static bool address_space_ok(void) {
+    int t = nb_cpu_get_num_threads();
+    if (!B.set_threads || atomic_load(&B.ready_threads) >= t) return true; /* fast path: one atomic load */
+    pthread_mutex_lock(&B.lock);
+    bool ok = true;
+    if (atomic_load(&B.ready_threads) < t) {
+        struct rlimit rl;
+        if (!getrlimit(RLIMIT_AS, &rl) && rl.rlim_cur != RLIM_INFINITY) {
+            size_t need = ((size_t)t + 1) * NB_OPENBLAS_BUFFER + ((size_t)64 << 20);
+            void *probe = mmap(NULL, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (probe == MAP_FAILED) {
+                ok = false;
+                nb_set_error(NB_ERR_OOM,
+                             "matmul: the address-space limit (ulimit -v %llu KiB) leaves less than the %zu MiB that "
+                             "OpenBLAS's buffers need for %d threads, and OpenBLAS 0.3.21 waits forever when it "
+                             "cannot map them (OpenBLAS issue 5289): raise the limit or use fewer threads "
+                             "(nb_set_num_threads)",
+                             (unsigned long long)(rl.rlim_cur >> 10), need >> 20, t);
+            } else {
+                munmap(probe, need);
+            }
+        }
+        if (ok) {
+            const int w = t <= 4 ? 512 : 1024; /* large enough for OpenBLAS to use every thread */
+            float *m = calloc(3 * (size_t)w * (size_t)w, sizeof *m);
+            if (m) B.fns.sgemm(NB_CBLAS_ROW_MAJOR, NB_CBLAS_NO_TRANS, NB_CBLAS_NO_TRANS, w, w, w, 1.0f, m, w,
+                               m + (size_t)w * w, w, 0.0f, m + 2 * (size_t)w * w, w);
+            free(m);
+            if (m) atomic_store(&B.ready_threads, t);
+        }
+    }
+    pthread_mutex_unlock(&B.lock);
+    return ok;
+}
+
 const nb_cpu_blas *nb_cpu_blas_get(void) {
     pthread_once(&blas_once, blas_load);
     if (!B.ok) return NB_FAIL(NB_ERR_UNSUPPORTED, "%s", B.err);
-    return &B.fns;
+    return address_space_ok() ? &B.fns : NULL;
 }
 
 const char *nb_cpu_blas_info(void) {
@@ -162,7 +218,6 @@ void nb_cpu_blas_set_num_threads(int n) {
     pthread_mutex_unlock(&B.lock);
 }
 
-const char *nb_blas_info(void) { return nb_cpu_blas_info(); }
 
 /* ---- LAPACKE ------------------------------------------------------------- */
 
@@ -219,5 +274,5 @@ static void lapack_load(void) {
 const nb_cpu_lapack *nb_cpu_lapack_get(void) {
     pthread_once(&lapack_once, lapack_load);
     if (!L.ok) return NB_FAIL(NB_ERR_UNSUPPORTED, "%s", L.err);
-    return &L.fns;
+    return address_space_ok() ? &L.fns : NULL; /* LAPACK runs OpenBLAS's GEMMs too */
 }

@@ -62,6 +62,24 @@ static nb_status bad_info(const char *op, const char *fn, lapack_int info) {
     return nb_set_error(NB_ERR_INVALID_ARG, "%s: LAPACKE_%s rejected argument %d", op, fn, (int)-info);
 }
 
+/* NaN inputs. LAPACKE refuses a matrix holding NaN ("rejected argument
+ * 4"); PyTorch calls LAPACK directly and gets NaNs. So each batch element is
+ * scanned first (its read triangle only where the routine reads one: 'L',
+ * 'U', or 0 for all), and one holding NaN gets NaN outputs without a LAPACK
+ * call (structural zeros stay zero); svd fails instead, as PyTorch's. */
+static bool has_nan(const char *p, nb_dtype dt, int64_t rows, int64_t cols, char tri) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            if ((!tri || (tri == 'L' ? c <= r : c >= r)) && isnan(get(p, dt, r * cols + c))) return true;
+    return false;
+}
+/* Sets the rows x cols matrix at p to NaN (tri 'L'/'U': that triangle, the other zero). */
+static void nan_fill(char *p, nb_dtype dt, int64_t rows, int64_t cols, char tri) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            set(p, dt, r * cols + c, !tri || (tri == 'L' ? c <= r : c >= r) ? NAN : 0.0);
+}
+
 /* ---- LU: solve, det ------------------------------------------------------ */
 
 nb_status nb_cpu_linalg_solve(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b) {
@@ -78,6 +96,10 @@ nb_status nb_cpu_linalg_solve(nb_backend *be, const nb_kview *x, const nb_kview 
     lapack_int *ipiv = (lapack_int *)(lu + n * n * (int64_t)es), N = (lapack_int)n, K = (lapack_int)k, info = 0;
     int64_t i = 0;
     for (; i < batch && info == 0; i++) {
+        if (has_nan(at(a, i * n * n), a->dtype, n, n, 0) || has_nan(at(x, i * n * k), a->dtype, n, k, 0)) {
+            nan_fill(at(x, i * n * k), a->dtype, n, k, 0);
+            continue;
+        }
         memcpy(lu, at(a, i * n * n), (size_t)(n * n) * es);
         info = a->dtype == NB_F32 ? L->sgesv(ROW, N, K, (float *)lu, N, ipiv, (float *)at(x, i * n * k), K)
                                   : L->dgesv(ROW, N, K, (double *)lu, N, ipiv, (double *)at(x, i * n * k), K);
@@ -119,6 +141,12 @@ nb_status nb_cpu_linalg_det(nb_backend *be, const nb_kview *det, const nb_kview 
     if (!lu) return nb_last_status();
     lapack_int *ipiv = (lapack_int *)(lu + n * n * (int64_t)es), N = (lapack_int)MAX1(n), info = 0;
     for (int64_t i = 0; i < batch && info >= 0; i++) {
+        if (has_nan(at(a, i * n * n), a->dtype, n, n, 0)) { /* det, sign and log|det| all unknown */
+            if (det) set(det->data, det->dtype, i, NAN);
+            if (sign) set(sign->data, sign->dtype, i, NAN);
+            if (logabsdet) set(logabsdet->data, logabsdet->dtype, i, NAN);
+            continue;
+        }
         memcpy(lu, at(a, i * n * n), (size_t)(n * n) * es);
         info = n == 0 ? 0
                : a->dtype == NB_F32 ? L->sgetrf(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)n, (float *)lu, N, ipiv)
@@ -146,6 +174,10 @@ nb_status nb_cpu_linalg_cholesky(nb_backend *be, const nb_kview *l, const nb_kvi
     int64_t i = 0;
     for (; i < batch && info == 0 && n > 0; i++) {
         char *p = at(l, i * n * n);
+        if (has_nan(p, a->dtype, n, n, upper ? 'U' : 'L')) {
+            nan_fill(p, a->dtype, n, n, upper ? 'U' : 'L');
+            continue;
+        }
         info = a->dtype == NB_F32 ? L->spotrf(ROW, upper ? 'U' : 'L', (lapack_int)n, (float *)p, N)
                                   : L->dpotrf(ROW, upper ? 'U' : 'L', (lapack_int)n, (double *)p, N);
         for (int64_t r = 0; r < n; r++) /* LAPACK leaves the other triangle as it was */
@@ -195,6 +227,11 @@ nb_status nb_cpu_linalg_qr(nb_backend *be, const nb_kview *q, const nb_kview *r,
     if (!buf) return nb_last_status();
     lapack_int info = 0;
     for (int64_t i = 0; i < batch && info == 0; i++) {
+        if (has_nan(at(a, i * m * n), a->dtype, m, n, 0)) {
+            nan_fill(at(q, i * m * kq), a->dtype, m, kq, 0);
+            nan_fill(at(r, i * kq * n), a->dtype, kq, n, 'U');
+            continue;
+        }
         for (int64_t row = 0; row < m; row++) memcpy(buf + row * ld * (int64_t)es, at(a, (i * m + row) * n), (size_t)n * es);
         info = qr_one(L, a->dtype, buf, buf + m * ld * (int64_t)es, m, n, kq, ld, at(q, i * m * kq), at(r, i * kq * n));
     }
@@ -215,6 +252,11 @@ nb_status nb_cpu_linalg_eigh(nb_backend *be, const nb_kview *w, const nb_kview *
     char uplo = upper ? 'U' : 'L';
     for (; i < batch && info == 0 && n > 0; i++) {
         char *pv = at(v, i * n * n), *pw = at(w, i * n);
+        if (has_nan(pv, a->dtype, n, n, uplo)) { /* PyTorch returns LAPACK's arbitrary eigenvalues here */
+            nan_fill(pv, a->dtype, n, n, 0);
+            nan_fill(pw, a->dtype, 1, n, 0);
+            continue;
+        }
         info = a->dtype == NB_F32 ? L->ssyevd(ROW, 'V', uplo, N, (float *)pv, N, (float *)pw)
                                   : L->dsyevd(ROW, 'V', uplo, N, (double *)pv, N, (double *)pw);
     }
@@ -249,6 +291,11 @@ nb_status nb_cpu_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *s
     lapack_int info = 0, M = (lapack_int)m, N = (lapack_int)n, LDU = (lapack_int)ucols;
     int64_t i = 0;
     for (; i < batch && info == 0; i++) {
+        if (has_nan(at(a, i * m * n), a->dtype, m, n, 0)) {
+            nb_release(keep);
+            return nb_set_error(NB_ERR_INVALID_ARG, "linalg_svd: the input holds NaN (batch element %lld), "
+                                "so the SVD is undefined", (long long)i);
+        }
         memcpy(buf, at(a, i * m * n), (size_t)(m * n) * es);
         char *pu = u ? at(u, i * m * ucols) : dummy, *pv = vh ? at(vh, i * vrows * n) : dummy;
         info = a->dtype == NB_F32
@@ -281,6 +328,10 @@ nb_status nb_cpu_linalg_lstsq(nb_backend *be, const nb_kview *x, const nb_kview 
     lapack_int info = 0;
     int64_t i = 0;
     for (; i < batch && info == 0; i++) {
+        if (has_nan(at(a, i * m * n), a->dtype, m, n, 0) || has_nan(at(b, i * m * k), a->dtype, m, k, 0)) {
+            nan_fill(at(x, i * n * k), a->dtype, n, k, 0);
+            continue;
+        }
         memcpy(abuf, at(a, i * m * n), (size_t)(m * n) * es);
         memcpy(bbuf, at(b, i * m * k), (size_t)(m * k) * es);
         info = a->dtype == NB_F32 ? L->sgels(ROW, 'N', (lapack_int)m, (lapack_int)n, (lapack_int)k, (float *)abuf,

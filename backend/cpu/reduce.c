@@ -298,7 +298,10 @@ nb_status nb_cpu_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, co
     if (pl.R == 0) {
         if (op == NB_REDUCE_MAX || op == NB_REDUCE_MIN)
             return nb_set_error(NB_ERR_INVALID_ARG, "%s: reduction over an empty dimension", names[op]);
-        return nb_cpu_fill(be, out, op == NB_REDUCE_PROD ? 1.0 : 0.0);
+        /* scale * the empty sum or product: a mean over nothing (scale
+         * 1/0) is 0 * inf = NaN, as PyTorch's 0/0 */
+        double v = op == NB_REDUCE_PROD ? 1.0 : 0.0;
+        return nb_cpu_fill(be, out, nb_dtype_is_float(out->dtype) ? v * scale : v);
     }
     red_job job = {&pl, op, x->data, out, scale, NULL};
     red_fns f = fns_of(x->dtype);

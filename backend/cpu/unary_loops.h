@@ -78,14 +78,18 @@ typedef int32_t v4i __attribute__((vector_size(16)));
 static inline v4f vsel(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
 
 /* e^x by Cephes' expf: Cody-Waite reduction, degree-6 polynomial, 2^n
- * through the exponent bits; x clamped to [-87, 88], NaN passes through. */
+ * through the exponent bits, as two factors 2^(n/2) 2^(n - n/2) so that n
+ * spans the whole float range. Above ln(FLT_MAX) the result is +inf and
+ * below -104 it is 0, as libm's expf (silu, mish and gelu at -3e38 or -inf
+ * depend on it: x / (1 + e^-x) must see an infinite denominator); NaN
+ * passes through. */
 static inline v4f vexp(v4f x) {
-    const v4f lo = (v4f){0} - 87.0f, hi = (v4f){0} + 88.0f;
-    x = vsel(x < lo, lo, x);
-    x = vsel(x > hi, hi, x);
-    v4f n = x * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
+    const float lo = -104.0f, hi = 88.72283172607421875f; /* the largest float with e^x <= FLT_MAX */
+    v4f xc = vsel(x < lo, (v4f){0} + lo, x);
+    xc = vsel(xc > hi, (v4f){0} + hi, xc);
+    v4f n = xc * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
     n = n - 12582912.0f;
-    v4f r = x - n * 0.693359375f;
+    v4f r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     v4f q = r * 1.9875691500e-4f + 1.3981999507e-3f;
     q = q * r + 8.3334519073e-3f;
@@ -93,8 +97,10 @@ static inline v4f vexp(v4f x) {
     q = q * r + 1.6666665459e-1f;
     q = q * r + 5.0000001201e-1f;
     q = q * (r * r) + r + 1.0f;
-    v4i bits = (__builtin_convertvector(n, v4i) + 127) << 23;
-    return q * (v4f)bits;
+    v4i ni = __builtin_convertvector(n, v4i), n1 = ni >> 1;
+    v4f e = q * (v4f)((n1 + 127) << 23) * (v4f)((ni - n1 + 127) << 23);
+    e = vsel(x > hi, (v4f){0} + __builtin_inff(), e);
+    return vsel(x < lo, (v4f){0}, e);
 }
 
 /* out = OUT(x; a) (unary) or OUT(g, x; a) (backward, operands gx, gy, x) on

@@ -64,7 +64,7 @@ static inline v4f vtanh_softplus(v4f e, v4f x) {
 }
 static inline v4f vmish(v4f x) { return x * vtanh_softplus(vexp(x), x); }
 static inline v4f vmish_grad(v4f x) {
-    v4f e = vexp(x), t = vtanh_softplus(e, x), s = e / (e + 1.0f);
+    v4f e = vexp(x), t = vtanh_softplus(e, x), s = 1.0f / (vexp(-x) + 1.0f); /* not e / (e + 1): inf / inf above x = 88.7 */
     return t + x * s * (1.0f - t * t);
 }
 static inline v4f vbcast(float c) { return (v4f){0} + c; }
@@ -215,7 +215,7 @@ UN_LOOP(ident_u8, uint8_t, x)
     UB_LOOP(rsqrt_bw_##S, T, (T)-0.5 * g * (v * v * v))                                         \
     UB_LOOP(log1p_bw_##S, T, g / (v + 1))                                                       \
     UB_LOOP(expm1_bw_##S, T, g * (v + 1))                                                       \
-    UB_LOOP(log2_bw_##S, T, g / (v * (T)M_LN2))                                                 \
+    UB_LOOP(log2_bw_##S, T, g / v * (T)M_LOG2E) /* not g / (v ln 2): v ln 2 flushes near FLT_MIN */ \
     UB_LOOP(log10_bw_##S, T, g / (v * (T)M_LN10))                                               \
     UB_LOOP(sin_bw_##S, T, g * cos(v))                                                          \
     UB_LOOP(cos_bw_##S, T, g * -sin(v))                                                         \

@@ -1,0 +1,688 @@
+/* test_null_args.c - every public function given NULL: the README promises
+ * that errors never crash. Each function of the public headers that takes
+ * a pointer is called with NULL there (ops also with a valid first tensor
+ * and NULL for the others); it must not crash, and must fail the way its
+ * return type says: NULL, a non-zero nb_status, -1, NaN or false, leaving
+ * a message in nb_last_error() (functions returning void just return). A
+ * scan of the headers fails the test for a function missing here, so a new
+ * function cannot skip the rule. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_test.h"
+#include "suites.h"
+
+/* ---- the names called ---------------------------------------------------------- */
+
+#define MAX_NAMES 1024
+static const char *called[MAX_NAMES];
+static int n_called;
+
+static void note(const char *fn) {
+    for (int i = 0; i < n_called; i++)
+        if (!strcmp(called[i], fn)) return;
+    ck_assert_int_lt(n_called, MAX_NAMES);
+    called[n_called++] = fn;
+}
+
+static void failed_with_message(const char *fn, bool failed) {
+    ck_assert_msg(failed, "%s given NULL did not fail", fn);
+    ck_assert_msg(nb_last_status() != NB_OK && nb_last_error()[0], "%s given NULL left no error", fn);
+}
+
+/* pointer results: NULL; const char * and borrowed arrays: NULL */
+#define NP(fn, ...) do { note(#fn); nb_clear_error(); failed_with_message(#fn, fn(__VA_ARGS__) == NULL); } while (0)
+#define NQ NP
+/* nb_status results */
+#define NS(fn, ...) do { note(#fn); nb_clear_error(); failed_with_message(#fn, fn(__VA_ARGS__) != NB_OK); } while (0)
+/* counts and sizes: -1 (any negative) */
+#define NI(fn, ...) do { note(#fn); nb_clear_error(); failed_with_message(#fn, fn(__VA_ARGS__) < 0); } while (0)
+/* doubles: NaN */
+#define ND(fn, ...) do { note(#fn); nb_clear_error(); failed_with_message(#fn, isnan((double)fn(__VA_ARGS__))); } while (0)
+/* predicates: false, no message needed */
+#define NB(fn, ...) do { note(#fn); nb_clear_error(); ck_assert_msg(!fn(__VA_ARGS__), "%s(NULL) is true", #fn); } while (0)
+/* void: just returns */
+#define NV(fn, ...) do { note(#fn); nb_clear_error(); fn(__VA_ARGS__); } while (0)
+/* NULL means a default here (a generator): the call succeeds */
+#define NSOK(fn, ...) do { note(#fn); nb_clear_error(); ck_assert_msg(fn(__VA_ARGS__) == NB_OK, "%s: %s", #fn, nb_last_error()); } while (0)
+#define NOK(fn, ...) do { note(#fn); nb_clear_error(); ck_assert_msg(fn(__VA_ARGS__) != NULL, "%s: %s", #fn, nb_last_error()); } while (0)
+/* struct or enum results: an error message (the value is a default) */
+#define NX(fn, ...) do { note(#fn); nb_clear_error(); (void)fn(__VA_ARGS__); failed_with_message(#fn, true); } while (0)
+
+static nb_tensor *gc_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n, (void)ctx;
+    return in[0];
+}
+
+START_TEST(test_every_public_function_survives_null) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_ones(NB_SHAPE(2, 2), NB_F32);
+    NB_CK_NOTNULL(x);
+    (void)gc_fn;
+    /* core/nb_core.h */
+    NV(nb_scope_end, NULL);
+    NV(nb_retain, NULL);
+    NV(nb_release, NULL);
+    NP(nb_empty, 2, NULL, (nb_dtype)0);
+    NP(nb_zeros, 2, NULL, (nb_dtype)0);
+    NP(nb_ones, 2, NULL, (nb_dtype)0);
+    NP(nb_full, 2, NULL, 0, (nb_dtype)0);
+    NP(nb_empty_on, 2, NULL, (nb_dtype)0, NB_CPU);
+    NP(nb_from_data, NULL, 2, NULL, (nb_dtype)0);
+    NP(nb_zeros_like, NULL);
+    NP(nb_ones_like, NULL);
+    NI(nb_dim, NULL);
+    NI(nb_size, NULL, 0);
+    NQ(nb_shape, NULL);
+    NQ(nb_strides, NULL);
+    NI(nb_numel, NULL);
+    NX(nb_dtype_of, NULL);
+    NX(nb_device_of, NULL);
+    NB(nb_is_contiguous, NULL);
+    NQ(nb_shape_str, NULL, NULL, 1);
+    NS(nb_to_host, NULL, NULL, 0);
+    ND(nb_item, NULL);
+    NS(nb_copy_from_host, NULL, NULL, 0);
+    NS(nb_copy_, NULL, NULL);
+    NS(nb_fill_, NULL, 0);
+    NP(nb_to_device, NULL, NB_CPU);
+    NP(nb_to_dtype, NULL, (nb_dtype)0);
+    NP(nb_rand, 2, NULL, (nb_dtype)0, NULL);
+    NP(nb_randn, 2, NULL, (nb_dtype)0, NULL);
+    NS(nb_uniform_, NULL, 0, 0, NULL);
+    NS(nb_normal_, NULL, 0, 0, NULL);
+    NS(nb_bernoulli_, NULL, 0, NULL);
+    NOK(nb_randperm, 1, NULL); /* the default generator */
+    NS(nb_device_parse, NULL, NULL);
+    NS(nb_device_parse, "cpu", NULL);
+    NP(nb_device_str, NB_CPU, NULL, 0);
+    NSOK(nb_set_current_stream, NULL); /* NULL: back to the compute stream */
+    NX(nb_stream_device, NULL);
+    NS(nb_stream_synchronize, NULL);
+    NS(nb_stream_wait_stream, NULL, NULL);
+    NS(nb_stream_wait_stream, nb_stream_compute(NB_CPU), NULL);
+    NV(nb_event_free, NULL);
+    NS(nb_event_record, NULL, NULL);
+    NS(nb_stream_wait_event, NULL, NULL);
+    NS(nb_stream_wait_event, nb_stream_compute(NB_CPU), NULL);
+    NB(nb_event_query, NULL);
+    NS(nb_event_synchronize, NULL);
+    NS(nb_set_float32_matmul_precision, NULL);
+    NP(nb_full_on, 2, NULL, 0, NB_F32, NB_CPU);
+    NP(nb_from_data_on, NULL, 2, NULL, NB_F32, NB_CPU);
+    NP(nb_rand_on, 2, NULL, NB_F32, NULL, NB_CPU);
+    NP(nb_randn_on, 2, NULL, NB_F32, NULL, NB_CPU);
+    NS(nb_record_stream, NULL, NULL);
+    NS(nb_record_stream, x, NULL);
+    NV(nb_host_free, NB_CPU, NULL);
+    NS(nb_copy_from_host_async, NULL, NULL, 0, NULL);
+    NS(nb_to_host_async, NULL, NULL, 0, NULL);
+    NS(nb_no_grad_call, NULL, NULL);
+    /* autograd/nb_ops.h */
+    NP(nb_add_scalar, NULL, 0);
+    NP(nb_mul_scalar, NULL, 0);
+    NP(nb_pow_scalar, NULL, 0);
+    NP(nb_neg, NULL);
+    NP(nb_exp, NULL);
+    NP(nb_log, NULL);
+    NP(nb_sqrt, NULL);
+    NP(nb_relu, NULL);
+    NP(nb_sigmoid, NULL);
+    NP(nb_tanh, NULL);
+    NP(nb_gelu, NULL, (nb_gelu_approximate)0);
+    NP(nb_abs, NULL);
+    NP(nb_sign, NULL);
+    NP(nb_floor, NULL);
+    NP(nb_ceil, NULL);
+    NP(nb_trunc, NULL);
+    NP(nb_round, NULL);
+    NP(nb_round_decimals, NULL, 0);
+    NP(nb_reciprocal, NULL);
+    NP(nb_rsqrt, NULL);
+    NP(nb_log1p, NULL);
+    NP(nb_expm1, NULL);
+    NP(nb_log2, NULL);
+    NP(nb_log10, NULL);
+    NP(nb_sin, NULL);
+    NP(nb_cos, NULL);
+    NP(nb_tan, NULL);
+    NP(nb_asin, NULL);
+    NP(nb_acos, NULL);
+    NP(nb_atan, NULL);
+    NP(nb_sinh, NULL);
+    NP(nb_cosh, NULL);
+    NP(nb_asinh, NULL);
+    NP(nb_acosh, NULL);
+    NP(nb_atanh, NULL);
+    NP(nb_erf, NULL);
+    NP(nb_erfc, NULL);
+    NP(nb_leaky_relu, NULL, 0);
+    NP(nb_elu, NULL, 0);
+    NP(nb_selu, NULL);
+    NP(nb_silu, NULL);
+    NP(nb_mish, NULL);
+    NP(nb_softplus, NULL, 0, 0);
+    NP(nb_hardtanh, NULL, 0, 0);
+    NP(nb_relu6, NULL);
+    NP(nb_hardsigmoid, NULL);
+    NP(nb_hardswish, NULL);
+    NP(nb_logsigmoid, NULL);
+    NP(nb_add, NULL, NULL);
+    NP(nb_add, x, NULL);
+    NP(nb_sub, NULL, NULL);
+    NP(nb_sub, x, NULL);
+    NP(nb_mul, NULL, NULL);
+    NP(nb_mul, x, NULL);
+    NP(nb_div, NULL, NULL);
+    NP(nb_div, x, NULL);
+    NP(nb_pow, NULL, NULL);
+    NP(nb_pow, x, NULL);
+    NP(nb_eq, NULL, NULL);
+    NP(nb_eq, x, NULL);
+    NP(nb_ne, NULL, NULL);
+    NP(nb_ne, x, NULL);
+    NP(nb_gt, NULL, NULL);
+    NP(nb_gt, x, NULL);
+    NX(nb_result_type, NULL, NULL);
+    NP(nb_div_mode, NULL, NULL, (nb_rounding_mode)0);
+    NP(nb_div_mode, x, NULL, (nb_rounding_mode)0);
+    NP(nb_floor_divide, NULL, NULL);
+    NP(nb_floor_divide, x, NULL);
+    NP(nb_remainder, NULL, NULL);
+    NP(nb_remainder, x, NULL);
+    NP(nb_remainder_scalar, NULL, 0);
+    NP(nb_fmod, NULL, NULL);
+    NP(nb_fmod, x, NULL);
+    NP(nb_fmod_scalar, NULL, 0);
+    NP(nb_atan2, NULL, NULL);
+    NP(nb_atan2, x, NULL);
+    NP(nb_maximum, NULL, NULL);
+    NP(nb_maximum, x, NULL);
+    NP(nb_minimum, NULL, NULL);
+    NP(nb_minimum, x, NULL);
+    NP(nb_lerp, NULL, NULL, NULL);
+    NP(nb_lerp, x, NULL, NULL);
+    NP(nb_lerp_scalar, NULL, NULL, 0);
+    NP(nb_lerp_scalar, x, NULL, 0);
+    NP(nb_clamp, NULL, NULL, NULL);
+    NP(nb_clamp, x, NULL, NULL);
+    NP(nb_clamp_scalar, NULL, 0, 0);
+    NP(nb_ge, NULL, NULL);
+    NP(nb_ge, x, NULL);
+    NP(nb_lt, NULL, NULL);
+    NP(nb_lt, x, NULL);
+    NP(nb_le, NULL, NULL);
+    NP(nb_le, x, NULL);
+    NP(nb_eq_scalar, NULL, 0);
+    NP(nb_ne_scalar, NULL, 0);
+    NP(nb_gt_scalar, NULL, 0);
+    NP(nb_ge_scalar, NULL, 0);
+    NP(nb_lt_scalar, NULL, 0);
+    NP(nb_le_scalar, NULL, 0);
+    NP(nb_isnan, NULL);
+    NP(nb_isinf, NULL);
+    NP(nb_isfinite, NULL);
+    NP(nb_logical_and, NULL, NULL);
+    NP(nb_logical_and, x, NULL);
+    NP(nb_logical_or, NULL, NULL);
+    NP(nb_logical_or, x, NULL);
+    NP(nb_logical_xor, NULL, NULL);
+    NP(nb_logical_xor, x, NULL);
+    NP(nb_logical_not, NULL);
+    NP(nb_bitwise_and, NULL, NULL);
+    NP(nb_bitwise_and, x, NULL);
+    NP(nb_bitwise_or, NULL, NULL);
+    NP(nb_bitwise_or, x, NULL);
+    NP(nb_bitwise_xor, NULL, NULL);
+    NP(nb_bitwise_xor, x, NULL);
+    NP(nb_bitwise_not, NULL);
+    NP(nb_bitwise_left_shift, NULL, NULL);
+    NP(nb_bitwise_left_shift, x, NULL);
+    NP(nb_bitwise_right_shift, NULL, NULL);
+    NP(nb_bitwise_right_shift, x, NULL);
+    NP(nb_bitwise_and_scalar, NULL, 0);
+    NP(nb_bitwise_or_scalar, NULL, 0);
+    NP(nb_bitwise_xor_scalar, NULL, 0);
+    NP(nb_bitwise_left_shift_scalar, NULL, 0);
+    NP(nb_bitwise_right_shift_scalar, NULL, 0);
+    NP(nb_sum, NULL, NULL, 1, false);
+    NP(nb_mean, NULL, NULL, 1, false);
+    NP(nb_max, NULL, NULL, 1, false);
+    NP(nb_max_dim, NULL, 0, false, NULL);
+    NP(nb_argmax, NULL, 0, false);
+    NP(nb_prod, NULL, NULL, 1, false);
+    NP(nb_amax, NULL, NULL, 1, false);
+    NP(nb_amin, NULL, NULL, 1, false);
+    NP(nb_min, NULL, NULL, 1, false);
+    NP(nb_min_dim, NULL, 0, false, NULL);
+    NP(nb_argmin, NULL, 0, false);
+    NP(nb_var, NULL, NULL, 1, 0, false);
+    NP(nb_std, NULL, NULL, 1, 0, false);
+    NP(nb_norm, NULL, 0, NULL, 1, false);
+    NP(nb_logsumexp, NULL, NULL, 1, false);
+    NP(nb_all, NULL, NULL, 1, false);
+    NP(nb_any, NULL, NULL, 1, false);
+    NP(nb_cumsum, NULL, 0);
+    NP(nb_cumprod, NULL, 0);
+    NP(nb_cummax, NULL, 0, NULL);
+    NP(nb_cummin, NULL, 0, NULL);
+    NP(nb_logcumsumexp, NULL, 0);
+    NS(nb_sort, NULL, 0, false, false, NULL, NULL);
+    NP(nb_argsort, NULL, 0, false);
+    NS(nb_topk, NULL, 0, 0, false, false, NULL, NULL);
+    NS(nb_kthvalue, NULL, 0, 0, false, NULL, NULL);
+    NP(nb_reshape, NULL, 2, NULL);
+    NP(nb_view, NULL, 2, NULL);
+    NP(nb_permute, NULL, NULL);
+    NP(nb_transpose, NULL, 0, 0);
+    NP(nb_narrow, NULL, 0, 0, 0);
+    NP(nb_slice, NULL, 0, 0, 0, 0);
+    NP(nb_expand, NULL, 2, NULL);
+    NP(nb_unsqueeze, NULL, 0);
+    NP(nb_squeeze, NULL, 0);
+    NP(nb_contiguous, NULL);
+    NP(nb_flatten, NULL, 0, 0);
+    NP(nb_diagonal, NULL, 0, 0, 0);
+    NP(nb_unfold, NULL, 0, 0, 0);
+    NP(nb_movedim, NULL, NULL, NULL, 1);
+    NP(nb_broadcast_to, NULL, 2, NULL);
+    NP(nb_flip, NULL, NULL, 1);
+    NP(nb_roll, NULL, NULL, 0, NULL, 1);
+    NP(nb_repeat, NULL, NULL, 1);
+    NP(nb_tile, NULL, NULL, 1);
+    NP(nb_pad, NULL, NULL, 0, (nb_pad_mode)0, 0);
+    NP(nb_tril, NULL, 0);
+    NP(nb_triu, NULL, 0);
+    NP(nb_diag_embed, NULL, 0, 0, 0);
+    NS(nb_meshgrid, NULL, 1, (nb_meshgrid_indexing)0, NULL);
+    NP(nb_embedding, NULL, NULL, 0);
+    NP(nb_embedding, x, NULL, 0);
+    NP(nb_index_select, NULL, 0, NULL);
+    NP(nb_index_select, x, 0, NULL);
+    NP(nb_cat, NULL, 1, 0);
+    NP(nb_stack, NULL, 1, 0);
+    NI(nb_split, NULL, 0, 0, NULL, 1);
+    NI(nb_chunk, NULL, 0, 0, NULL, 1);
+    NP(nb_where, NULL, NULL, NULL);
+    NP(nb_where, x, NULL, NULL);
+    NP(nb_masked_fill, NULL, NULL, 0);
+    NP(nb_masked_fill, x, NULL, 0);
+    NP(nb_index_add, NULL, 0, NULL, NULL, 0);
+    NP(nb_index_add, x, 0, NULL, NULL, 0);
+    NP(nb_index_copy, NULL, 0, NULL, NULL);
+    NP(nb_index_copy, x, 0, NULL, NULL);
+    NP(nb_one_hot, NULL, 0);
+    NP(nb_nonzero, NULL);
+    NP(nb_masked_select, NULL, NULL);
+    NP(nb_masked_select, x, NULL);
+    NP(nb_gather, NULL, 0, NULL);
+    NP(nb_gather, x, 0, NULL);
+    NP(nb_scatter, NULL, 0, NULL, NULL);
+    NP(nb_scatter, x, 0, NULL, NULL);
+    NP(nb_scatter_value, NULL, 0, NULL, 0);
+    NP(nb_scatter_value, x, 0, NULL, 0);
+    NP(nb_scatter_add, NULL, 0, NULL, NULL);
+    NP(nb_scatter_add, x, 0, NULL, NULL);
+    NP(nb_scatter_reduce, NULL, 0, NULL, NULL, NULL, false);
+    NP(nb_scatter_reduce, x, 0, NULL, NULL, NULL, false);
+    NP(nb_take_along_dim, NULL, NULL, 0);
+    NP(nb_take_along_dim, x, NULL, 0);
+    NP(nb_matmul, NULL, NULL);
+    NP(nb_matmul, x, NULL);
+    NP(nb_linear, NULL, NULL, NULL);
+    NP(nb_linear, x, NULL, NULL);
+    NP(nb_bmm, NULL, NULL);
+    NP(nb_bmm, x, NULL);
+    NP(nb_softmax, NULL, 0);
+    NP(nb_log_softmax, NULL, 0);
+    NP(nb_cross_entropy, NULL, NULL);
+    NP(nb_cross_entropy, x, NULL);
+    NP(nb_cross_entropy_ex, NULL, NULL, (nb_cross_entropy_options){0});
+    NP(nb_cross_entropy_ex, x, NULL, (nb_cross_entropy_options){0});
+    NP(nb_mse_loss, NULL, NULL, (nb_reduction)0);
+    NP(nb_mse_loss, x, NULL, (nb_reduction)0);
+    NP(nb_conv2d, NULL, NULL, NULL, (nb_conv2d_options){0});
+    NP(nb_conv2d, x, NULL, NULL, (nb_conv2d_options){0});
+    NP(nb_conv1d, NULL, NULL, NULL, (nb_conv1d_options){0});
+    NP(nb_conv1d, x, NULL, NULL, (nb_conv1d_options){0});
+    NP(nb_conv_transpose2d, NULL, NULL, NULL, (nb_conv_transpose2d_options){0});
+    NP(nb_conv_transpose2d, x, NULL, NULL, (nb_conv_transpose2d_options){0});
+    NP(nb_max_pool2d, NULL, (nb_pool2d_options){0}, NULL);
+    NP(nb_max_pool1d, NULL, (nb_pool1d_options){0}, NULL);
+    NP(nb_avg_pool2d, NULL, (nb_pool2d_options){0});
+    NP(nb_avg_pool1d, NULL, (nb_pool1d_options){0});
+    NP(nb_adaptive_avg_pool2d, NULL, 0, 0);
+    NP(nb_adaptive_avg_pool1d, NULL, 0);
+    NP(nb_adaptive_max_pool2d, NULL, 0, 0, NULL);
+    NP(nb_batch_norm, NULL, NULL, NULL, NULL, NULL, false, 0, 0);
+    NP(nb_batch_norm, x, NULL, NULL, NULL, NULL, false, 0, 0);
+    NP(nb_layer_norm, NULL, 0, NULL, NULL, NULL, 0);
+    NP(nb_layer_norm, x, 0, NULL, NULL, NULL, 0);
+    NP(nb_dropout, NULL, 0, false, NULL);
+    NP(nb_interpolate, NULL, 0, 0, (nb_interpolate_mode)0, false);
+    NP(nb_scaled_dot_product_attention, NULL, NULL, NULL, (nb_sdpa_options){0});
+    NP(nb_scaled_dot_product_attention, x, NULL, NULL, (nb_sdpa_options){0});
+    /* autograd/nb_linalg.h */
+    NP(nb_linalg_solve, NULL, NULL);
+    NP(nb_linalg_solve, x, NULL);
+    NP(nb_linalg_inv, NULL);
+    NP(nb_linalg_det, NULL);
+    NS(nb_linalg_slogdet, NULL, NULL, NULL);
+    NP(nb_linalg_cholesky, NULL, false);
+    NS(nb_linalg_qr, NULL, (nb_linalg_qr_mode)0, NULL, NULL);
+    NS(nb_linalg_eigh, NULL, 'L', NULL, NULL);
+    NS(nb_linalg_svd, NULL, false, NULL, NULL, NULL);
+    NP(nb_linalg_svdvals, NULL);
+    NP(nb_linalg_lstsq, NULL, NULL, NULL);
+    NP(nb_linalg_lstsq, x, NULL, NULL);
+    /* autograd/nb_autograd.h */
+    NS(nb_set_requires_grad, NULL, false);
+    NB(nb_requires_grad, NULL);
+    NB(nb_is_leaf, NULL);
+    NP(nb_tensor_grad, NULL);
+    NV(nb_tensor_zero_grad, NULL);
+    NP(nb_detach, NULL);
+    NS(nb_backward, NULL);
+    NS(nb_backward_with, NULL, NULL);
+    NS(nb_gradcheck, (nb_gradcheck_fn)0, NULL, 1, NULL, NULL);
+    /* autograd/nb_op_table.h */
+    NX(nb_op_find, NULL);
+    /* nn/nb_nn.h */
+    NP(nb_forward, NULL, NULL);
+    NV(nb_module_free, NULL);
+    NV(nb_module_train, NULL, false);
+    NB(nb_module_is_training, NULL);
+    NQ(nb_module_kind, NULL);
+    NS(nb_module_add, NULL, NULL, NULL);
+    NP(nb_module_child, NULL, NULL);
+    NI(nb_module_parameters, NULL, NULL, 1);
+    NI(nb_module_buffers, NULL, NULL, 1);
+    NI(nb_module_num_params, NULL);
+    NP(nb_nn_sequential_n, NULL, NULL);
+    NS(nb_nn_sequential_append, NULL, NULL);
+    NP(nb_module_new, NULL, NULL);
+    NP(nb_module_ctx, NULL);
+    NS(nb_module_register_parameter, NULL, NULL, NULL);
+    NS(nb_module_register_buffer, NULL, NULL, NULL);
+    NP(nb_module_get, NULL, NULL);
+    NP(nb_module_child_at, NULL, 0);
+    NP(nb_nn_sequential_array, NULL, 1);
+    NI(nb_module_num_children, NULL);
+    NQ(nb_module_child_name, NULL, 0);
+    NV(nb_module_zero_grad, NULL);
+    NV(nb_load_report_free, NULL);
+    NI(nb_module_state_dict, NULL, NULL);
+    NS(nb_module_state_dict_save, NULL, NULL);
+    NS(nb_module_load_tensors, NULL, NULL, 1, false, NULL);
+    NS(nb_module_load_state_dict, NULL, NULL, false, NULL);
+    NS(nb_init_orthogonal_, NULL, 0, NULL);
+    /* nn/nb_transformer.h */
+    NI(nb_nn_embedding_padding_idx, NULL);
+    NP(nb_nn_layer_norm_ex, 0, NULL, 0, false, (nb_dtype)0);
+    NP(nb_nn_multihead_attention_forward, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+    NP(nb_nn_transformer_encoder_layer_forward, NULL, NULL, NULL, NULL);
+    { /* norm NULL means no final norm: the call succeeds */
+        note("nb_nn_transformer_encoder");
+        nb_module *enc = nb_nn_transformer_encoder(NB_ENCODER_LAYER_OPTIONS(8, 2), 1, NULL);
+        ck_assert_msg(enc != NULL, "transformer_encoder with norm NULL: %s", nb_last_error());
+        nb_module_free(enc);
+    }
+    NP(nb_nn_transformer_encoder_forward, NULL, NULL, NULL, NULL);
+    NX(nb_bert_get_config, NULL);
+    NP(nb_bert_encode, NULL, NULL, NULL, NULL);
+    NP(nb_bert_mlm_head, NULL, NULL);
+    NP(nb_bert_forward, NULL, NULL, NULL, NULL);
+    /* optim/nb_optim.h */
+    NP(nb_sgd, NULL, (nb_sgd_options){0});
+    NP(nb_adam, NULL, (nb_adam_options){0});
+    NP(nb_adamw, NULL, (nb_adam_options){0});
+    NP(nb_sgd_params, NULL, 1, (nb_sgd_options){0});
+    NP(nb_adam_params, NULL, 1, (nb_adam_options){0});
+    NP(nb_adamw_params, NULL, 1, (nb_adam_options){0});
+    NV(nb_optimizer_free, NULL);
+    NV(nb_optimizer_zero_grad, NULL);
+    NS(nb_optimizer_step, NULL);
+    ND(nb_optimizer_get_lr, NULL);
+    NS(nb_optimizer_set_lr, NULL, 0);
+    NQ(nb_optimizer_kind, NULL);
+    NX(nb_optimizer_sgd_options, NULL);
+    NX(nb_optimizer_adam_options, NULL);
+    NI(nb_optimizer_num_params, NULL);
+    NP(nb_optimizer_param, NULL, 0);
+    NP(nb_optimizer_state, NULL, 0, NULL);
+    NI(nb_optimizer_step_count, NULL, 0);
+    NS(nb_optimizer_init_state, NULL, 0, 0);
+    NP(nb_sgd_groups, NULL, 1, (nb_sgd_options){.lr = 0.1});
+    NP(nb_adam_groups, NULL, 1, (nb_adam_options){0});
+    NP(nb_adamw_groups, NULL, 1, (nb_adam_options){0});
+#define OPTIM_NULLS(name, opts_t)                  \
+    NP(nb_##name, NULL, (opts_t){0});              \
+    NP(nb_##name##_params, NULL, 1, (opts_t){0});  \
+    NP(nb_##name##_groups, NULL, 1, (opts_t){0})
+    OPTIM_NULLS(adadelta, nb_adadelta_options);
+    OPTIM_NULLS(adafactor, nb_adafactor_options);
+    OPTIM_NULLS(adagrad, nb_adagrad_options);
+    OPTIM_NULLS(adamax, nb_adamax_options);
+    OPTIM_NULLS(asgd, nb_asgd_options);
+    OPTIM_NULLS(lbfgs, nb_lbfgs_options);
+    OPTIM_NULLS(nadam, nb_nadam_options);
+    OPTIM_NULLS(radam, nb_radam_options);
+    OPTIM_NULLS(rmsprop, nb_rmsprop_options);
+    OPTIM_NULLS(rprop, nb_rprop_options);
+    OPTIM_NULLS(lion, nb_lion_options);
+    OPTIM_NULLS(muon, nb_muon_options);
+#undef OPTIM_NULLS
+    NS(nb_optimizer_add_param_group, NULL, NULL);
+    NS(nb_optimizer_step_closure, NULL, NULL, NULL, NULL);
+    NI(nb_optimizer_num_param_groups, NULL);
+    NI(nb_optimizer_group_params, NULL, 0, NULL);
+    ND(nb_optimizer_get_group_lr, NULL, 0);
+    NS(nb_optimizer_set_group_lr, NULL, 0, 0.1);
+    NS(nb_optimizer_get_group_option, NULL, 0, NULL, NULL);
+    NS(nb_optimizer_set_group_option, NULL, 0, NULL, 0);
+    NS(nb_optimizer_group_options, NULL, 0, NULL, 0);
+    NS(nb_decay_split_module, NULL, NULL);
+    NV(nb_decay_split_free, NULL);
+    NS(nb_optimizer_state_scalar, NULL, 0, NULL, NULL);
+    NP(nb_step_lr, NULL, 0, 0);
+    NP(nb_multi_step_lr, NULL, NULL, 1, 0);
+    NP(nb_exponential_lr, NULL, 0);
+    NP(nb_cosine_annealing_lr, NULL, 0, 0);
+    NP(nb_linear_lr, NULL, 0, 0, 0);
+    NP(nb_one_cycle_lr, NULL, 0, 0, (nb_one_cycle_options){0});
+    NP(nb_sequential_lr, NULL, NULL, 1, NULL);
+    NS(nb_scheduler_step, NULL);
+    ND(nb_scheduler_get_last_lr, NULL);
+    NI(nb_scheduler_last_epoch, NULL);
+    NQ(nb_scheduler_kind, NULL);
+    NV(nb_scheduler_free, NULL);
+    NP(nb_constant_lr, NULL, 0.5, 5);
+    NP(nb_polynomial_lr, NULL, 5, 1.0);
+    NP(nb_lambda_lr, NULL, NULL, NULL);
+    NP(nb_multiplicative_lr, NULL, NULL, NULL);
+    NP(nb_cosine_annealing_warm_restarts, NULL, 5, 1, 0.0);
+    NP(nb_cyclic_lr, NULL, 0.01, 0.1, (nb_cyclic_lr_options){0});
+    NP(nb_reduce_lr_on_plateau, NULL, (nb_reduce_lr_on_plateau_options){0});
+    NP(nb_chained_scheduler, NULL, NULL, 1);
+    NS(nb_scheduler_step_metric, NULL, 0);
+    ND(nb_scheduler_get_group_last_lr, NULL, 0);
+    NI(nb_scheduler_state_size, NULL);
+    NS(nb_scheduler_state_dict, NULL, NULL, 1);
+    NS(nb_scheduler_load_state_dict, NULL, NULL, 1);
+    NS(nb_clip_grad_norm_, NULL, 1, 0, 0, NULL);
+    NS(nb_clip_grad_norm_module_, NULL, 0, 0, NULL);
+    NS(nb_clip_grad_value_, NULL, 1, 0);
+    NS(nb_clip_grad_value_module_, NULL, 0);
+    /* optim/nb_checkpoint.h */
+    NS(nb_save_checkpoint, NULL, NULL);
+    NS(nb_load_checkpoint, NULL, NULL, NULL);
+    /* data/nb_data.h */
+    NS(nb_idx_read, NULL, NULL);
+    NV(nb_idx_free, NULL);
+    NP(nb_idx_load, NULL);
+    NP(nb_dataset_from_tensors, NULL, NULL);
+    NV(nb_dataset_free, NULL);
+    NI(nb_dataset_len, NULL);
+    NP(nb_dataset_x, NULL);
+    NP(nb_dataset_y, NULL);
+    NS(nb_mnist_default_dir, NULL, 1);
+    NS(nb_mnist_load, NULL, false, (nb_mnist_options){0}, NULL);
+    NP(nb_loader_new, NULL, (nb_loader_options){0});
+    NV(nb_loader_free, NULL);
+    NB(nb_loader_next, NULL, NULL);
+    NS(nb_loader_status, NULL);
+    NV(nb_loader_reset, NULL);
+    NS(nb_loader_seek, NULL, 0, 0);
+    NI(nb_loader_num_batches, NULL);
+    NI(nb_loader_epoch, NULL);
+    NX(nb_loader_get_options, NULL);
+    NI(nb_loader_position, NULL);
+    /* data/nb_text.h */
+    NI(nb_basic_tokenize, NULL, false, NULL, 1);
+    NP(nb_wordpiece_train, NULL, 0, (nb_wordpiece_options){0});
+    NP(nb_wordpiece_load, NULL, (nb_wordpiece_options){0});
+    NS(nb_wordpiece_save, NULL, NULL);
+    NV(nb_wordpiece_free, NULL);
+    NI(nb_wordpiece_vocab_size, NULL);
+    NB(nb_wordpiece_lowercases, NULL);
+    NI(nb_wordpiece_token_to_id, NULL, NULL);
+    NQ(nb_wordpiece_id_to_token, NULL, 0);
+    NI(nb_wordpiece_special_id, NULL, (nb_special_token)0);
+    NB(nb_wordpiece_is_special, NULL, 0);
+    NI(nb_wordpiece_encode, NULL, NULL, NULL, 1);
+    NI(nb_wordpiece_decode, NULL, NULL, 1, false, NULL, 1);
+    NS(nb_wordnet_default_dir, NULL, 1);
+    NP(nb_mlm_dataset_new, NULL, NULL, 0, (nb_mlm_options){0});
+    NV(nb_mlm_dataset_free, NULL);
+    NI(nb_mlm_num_sequences, NULL);
+    NI(nb_mlm_seq_len, NULL);
+    NI(nb_mlm_vocab_size, NULL);
+    NX(nb_mlm_get_stats, NULL);
+    NS(nb_mlm_get_sequence, NULL, 0, 0, NULL, NULL, NULL);
+    NS(nb_mlm_get_batch, NULL, 0, NULL, 1, NULL);
+    NS(nb_mlm_permutation, NULL, 0, NULL);
+    NS(nb_mlm_token_counts, NULL, NULL, 1);
+    NI(nb_mlm_most_frequent_token, NULL);
+    /* core/nb_safetensors.h */
+    NS(nb_safetensors_save, NULL, NULL, 1, NULL, 0);
+    NP(nb_safetensors_load, NULL);
+    NP(nb_safetensors_load_buffer, NULL, 1, NULL);
+    NV(nb_safetensors_free, NULL);
+    NP(nb_safetensors_get, NULL, NULL);
+    NQ(nb_safetensors_meta, NULL, NULL);
+
+
+    /* a valid object first, NULL after it */
+    nb_module *net = nb_nn_sequential(nb_nn_linear(2, 3), nb_nn_relu());
+    NB_CK_NOTNULL(net);
+    NP(nb_forward, net, NULL);
+    NS(nb_module_add, net, "extra", NULL);
+    NS(nb_module_add, net, NULL, nb_nn_relu());
+    NS(nb_module_register_parameter, net, "w", NULL);
+    NS(nb_module_register_buffer, net, NULL, nb_zeros(NB_SHAPE(2), NB_F32));
+    NP(nb_module_get, net, NULL);
+    NP(nb_module_child, net, NULL);
+    NS(nb_nn_sequential_append, net, NULL);
+    NS(nb_module_state_dict_save, net, NULL);
+    NS(nb_module_load_state_dict, net, NULL, true, NULL);
+    NS(nb_module_load_tensors, net, NULL, 2, true, NULL);
+    nb_module *mha = nb_nn_multihead_attention(4, 2, 0, true);
+    NB_CK_NOTNULL(mha);
+    NP(nb_nn_multihead_attention_forward, mha, NULL, x, x, NULL, NULL, NULL);
+    NP(nb_nn_multihead_attention_forward, mha, x, NULL, x, NULL, NULL, NULL);
+    nb_module_free(mha);
+    nb_optimizer *opt = nb_sgd(net, (nb_sgd_options){.lr = 0.1});
+    NB_CK_NOTNULL(opt);
+    NP(nb_optimizer_state, opt, 0, NULL);
+    NP(nb_multi_step_lr, opt, NULL, 2, 0.1);
+    NP(nb_sequential_lr, opt, NULL, 2, NULL);
+    NS(nb_scheduler_state_dict, NULL, NULL, 1);
+    NP(nb_sgd_params, (nb_tensor *[]){NULL}, 1, (nb_sgd_options){.lr = 0.1});
+    NS(nb_optimizer_get_group_option, opt, 0, NULL, NULL);
+    NS(nb_optimizer_set_group_option, opt, 0, NULL, 0);
+    NS(nb_optimizer_group_options, opt, 0, NULL, 0);
+    NS(nb_optimizer_state_scalar, opt, 0, NULL, NULL);
+    NS(nb_optimizer_add_param_group, opt, NULL);
+    NS(nb_optimizer_step_closure, opt, NULL, NULL, NULL);
+    NS(nb_decay_split_module, net, NULL);
+    NP(nb_chained_scheduler, opt, NULL, 1);
+    NP(nb_lambda_lr, opt, NULL, NULL);
+    {
+        nb_scheduler *sch = nb_step_lr(opt, 2, 0.5);
+        NB_CK_NOTNULL(sch);
+        NS(nb_scheduler_state_dict, sch, NULL, 1);
+        NS(nb_scheduler_load_state_dict, sch, NULL, 1);
+        nb_scheduler_free(sch);
+    }
+    NS(nb_clip_grad_norm_, (nb_tensor *[]){x, NULL}, 2, 1.0, 2.0, NULL);
+    NS(nb_clip_grad_value_, (nb_tensor *[]){NULL}, 1, 1.0);
+    nb_optimizer_free(opt);
+    nb_module_free(net);
+    NP(nb_dataset_from_tensors, x, NULL);
+    NP(nb_cat, (nb_tensor *[]){x, NULL}, 2, 0);
+    NP(nb_stack, (nb_tensor *[]){NULL, x}, 2, 0);
+    NS(nb_meshgrid, (nb_tensor *[]){NULL}, 1, NB_MESHGRID_IJ, (nb_tensor *[1]){0});
+    NS(nb_gradcheck, gc_fn, (nb_tensor *[]){NULL}, 1, NULL, NULL);
+    NS(nb_safetensors_save, "/nonexistent/x.safetensors", (nb_named_tensor[]){{"a", NULL}}, 1, NULL, 0);
+    NP(nb_safetensors_load_buffer, NULL, 8, "buffer");
+    /* the second-position NULLs above also leave x untouched */
+    ck_assert(nb_item(nb_sum(x, NULL, 0, false)) == 4);
+    nb_scope_end(s);
+
+    /* the scan: every function of the public headers that takes a pointer was called */
+    static const char *const headers[] = {"core/nb_core.h", "autograd/nb_ops.h", "autograd/nb_linalg.h",
+                                          "autograd/nb_autograd.h", "autograd/nb_op_table.h", "nn/nb_nn.h",
+                                          "nn/nb_transformer.h", "optim/nb_optim.h", "optim/nb_lr_scheduler.h",
+                                          "optim/nb_checkpoint.h",
+                                          "data/nb_data.h", "data/nb_text.h", "core/nb_safetensors.h"};
+    int found = 0;
+    for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", NB_SOURCE_ROOT, headers[h]);
+        FILE *f = fopen(path, "rb");
+        ck_assert_msg(f != NULL, "cannot open %s", path);
+        char *text = calloc(1, 1 << 20);
+        ck_assert_ptr_nonnull(text);
+        size_t len = fread(text, 1, (1 << 20) - 1, f);
+        fclose(f);
+        text[len] = 0;
+        for (char *c = strstr(text, "/*"); c; c = strstr(c, "/*")) { /* blank the comments */
+            char *e = strstr(c + 2, "*/");
+            if (!e) break;
+            memset(c, ' ', (size_t)(e + 2 - c));
+        }
+        /* a declaration: a line starting with a letter (not typedef, not a
+         * macro body), an nb_ identifier, '(' ... ');' */
+        for (char *line = text; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
+            if (!isalpha((unsigned char)line[0]) || !strncmp(line, "typedef", 7) || !strncmp(line, "struct", 6)) continue;
+            char *paren = strchr(line, '('), *eol = strchr(line, '\n'), *semi = strchr(line, ';');
+            if (!paren || (eol && paren > eol) || !semi || (strchr(line, '{') && strchr(line, '{') < semi)) continue;
+            char *b = paren;
+            while (b > line && (isalnum((unsigned char)b[-1]) || b[-1] == '_')) b--;
+            if (strncmp(b, "nb_", 3)) continue;
+            bool has_ptr = memchr(paren, '*', (size_t)(semi - paren)) != NULL;
+            if (!has_ptr) continue;
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(paren - b), b);
+            bool seen = false;
+            for (int i = 0; i < n_called && !seen; i++) seen = !strcmp(called[i], name);
+            ck_assert_msg(seen, "%s (%s) takes a pointer but tests/test_null_args.c never gives it NULL", name,
+                          headers[h]);
+            found++;
+        }
+        free(text);
+    }
+    ck_assert_int_gt(found, 350); /* the scan found the declarations */
+}
+END_TEST
+
+Suite *nb_suite_null_args(void) {
+    Suite *s = suite_create("null_args");
+    TCase *c = tcase_create("null_args");
+    tcase_add_test(c, test_every_public_function_survives_null);
+    suite_add_tcase(s, c);
+    return s;
+}

@@ -77,9 +77,9 @@ typedef enum nb_flag { NB_FLAG_DEFAULT = 0, NB_FLAG_TRUE, NB_FLAG_FALSE } nb_fla
  *   if momentum: b = (t == 1) ? g : momentum * b + (1 - dampening) * g
  *                g = nesterov ? g + momentum * b : b
  *   p -= lr * g
- * lr has no default here and must be > 0; momentum, dampening and
- * weight_decay >= 0; nesterov needs momentum > 0 and dampening 0.
- * State: momentum_buffer (momentum != 0). */
+ * lr has no default (as PyTorch's) and must be given, >= 0 (NB_ZERO for 0);
+ * momentum and weight_decay >= 0; nesterov needs momentum > 0 and
+ * dampening 0. State: momentum_buffer (momentum != 0). */
 typedef struct nb_sgd_options {
     double lr;
     double momentum;

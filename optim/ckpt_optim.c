@@ -181,7 +181,8 @@ static nb_status plan_group(const nb_ckpt_reader *r, const nb_optimizer *opt, in
     char *want = params_list(grp->first, grp->n);
     if (!want) return nb_set_error(NB_ERR_OOM, "load_checkpoint: out of host memory");
     if (have && strcmp(have, want))
-        st = nb_set_error(NB_ERR_STATE, "load_checkpoint: %s: param group %d holds parameters %.60s, here %.60s", r->path,
+        st = nb_set_error(NB_ERR_STATE, "load_checkpoint: %s: param group %d holds parameters %.60s, here %.60s",
+                          r->path,
                           g, have, want);
     free(want);
     p->options[g] = grp->o;
@@ -293,7 +294,8 @@ static nb_status plan_param(const nb_ckpt_reader *r, const nb_optimizer *opt, co
     if (!pname) return NB_ERR_FORMAT;
     const char *here = nb_ckpt_name_of(sd, nsd, opt->params[i]);
     if (pname[0] && here[0] && strcmp(pname, here))
-        return nb_set_error(NB_ERR_STATE, "load_checkpoint: %s: optimizer parameter %d is '%s' in the file but '%s' here",
+        return nb_set_error(NB_ERR_STATE,
+                            "load_checkpoint: %s: optimizer parameter %d is '%s' in the file but '%s' here",
                             r->path, i, pname, here);
     int n_tensors = 0, n_scalars = 0;
     for (int k = 0; k < d->n_tensors && !st; k++) {
@@ -369,7 +371,8 @@ nb_status nb_ckpt_plan_optimizer(const nb_ckpt_reader *r, const nb_optimizer *op
     p->options = calloc((size_t)p->n_groups, sizeof *p->options);
     p->initial_lr = calloc((size_t)p->n_groups, sizeof *p->initial_lr);
     p->state = calloc((size_t)p->n + 1, sizeof *p->state);
-    if (!p->options || !p->initial_lr || !p->state) return nb_set_error(NB_ERR_OOM, "load_checkpoint: out of host memory");
+    if (!p->options || !p->initial_lr || !p->state)
+        return nb_set_error(NB_ERR_OOM, "load_checkpoint: out of host memory");
     for (int g = 0; g < p->n_groups && !st; g++) st = plan_group(r, opt, g, legacy, p);
     for (int i = 0; i < p->n && !st; i++) st = plan_param(r, opt, sd, nsd, i, p);
     return st ? st : check_no_stray(r, opt);
@@ -409,11 +412,13 @@ nb_status nb_ckpt_plan_scheduler(const nb_ckpt_reader *r, const nb_scheduler *s,
         return nb_set_error(NB_ERR_STATE, "load_checkpoint: %s holds a %s, the scheduler is a %s", r->path, kind,
                             nb_scheduler_kind(s));
     int n = nb_scheduler_state_size(s);
-    bool legacy = !nb_safetensors_meta(r->f, "scheduler.num_values") && nb_safetensors_meta(r->f, "scheduler.num_states");
+    bool legacy =
+        !nb_safetensors_meta(r->f, "scheduler.num_values") && nb_safetensors_meta(r->f, "scheduler.num_states");
     int64_t saved = 0;
     nb_status st = legacy ? NB_OK : nb_ckpt_get_i64(r, "scheduler.num_values", 0, &saved);
     if (!st && !legacy && saved != n)
-        st = nb_set_error(NB_ERR_STATE, "load_checkpoint: %s holds %lld scheduler values, the scheduler has %d", r->path,
+        st = nb_set_error(NB_ERR_STATE, "load_checkpoint: %s holds %lld scheduler values, the scheduler has %d",
+                          r->path,
                           (long long)saved, n);
     nb_scheduler_value *v = st ? NULL : calloc((size_t)n + 1, sizeof *v);
     if (!st && !v) st = nb_set_error(NB_ERR_OOM, "load_checkpoint: out of host memory");

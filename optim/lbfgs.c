@@ -125,7 +125,9 @@ static nb_status to_double(nb_tensor *t, double *out) {
     *out = nb_item(t);
     return NB_OK;
 }
-static nb_status dot(nb_tensor *a, nb_tensor *b, double *out) { return to_double(nb_sum(nb_mul(a, b), NULL, 0, false), out); }
+static nb_status dot(nb_tensor *a, nb_tensor *b, double *out) {
+    return to_double(nb_sum(nb_mul(a, b), NULL, 0, false), out);
+}
 static nb_status abs_max(nb_tensor *a, double *out) { return to_double(nb_max(nb_abs(a), NULL, 0, false), out); }
 
 /* Row i of a [k, N] history matrix as an [N] view. */
@@ -147,7 +149,8 @@ static nb_status directional_evaluate(lbfgs *c, nb_tensor *const *x, double t, n
 
 /* ---- the strong-Wolfe line search (torch/optim/lbfgs.py) -------------------------- */
 
-static double cubic_interpolate(double x1, double f1, double g1, double x2, double f2, double g2, const double *bounds) {
+static double cubic_interpolate(double x1, double f1, double g1, double x2, double f2, double g2,
+                                const double *bounds) {
     double xmin_bound, xmax_bound;
     if (bounds) xmin_bound = bounds[0], xmax_bound = bounds[1];
     else if (x1 <= x2) xmin_bound = x1, xmax_bound = x2;

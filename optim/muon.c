@@ -109,7 +109,8 @@ static nb_status check(const char *op, const void *options) {
             st = nb_set_error(NB_ERR_INVALID_ARG, "%s: ns_coefficients[%d] must be finite (got %g)", op, k,
                               o->ns_coefficients[k]);
     if (!st && !(o->ns_steps >= 0 && o->ns_steps < 100))
-        st = nb_set_error(NB_ERR_INVALID_ARG, "%s: ns_steps must be in [0, 100) (got %lld)", op, (long long)o->ns_steps);
+        st = nb_set_error(NB_ERR_INVALID_ARG, "%s: ns_steps must be in [0, 100) (got %lld)", op,
+                          (long long)o->ns_steps);
     if (!st && o->nesterov != NB_FLAG_TRUE && o->nesterov != NB_FLAG_FALSE)
         st = nb_set_error(NB_ERR_INVALID_ARG, "%s: nesterov must be an nb_flag (got %d)", op, (int)o->nesterov);
     if (!st && o->adjust_lr_fn != NB_MUON_ADJUST_ORIGINAL && o->adjust_lr_fn != NB_MUON_ADJUST_MATCH_RMS_ADAMW)

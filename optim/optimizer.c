@@ -397,7 +397,9 @@ static nb_status bad_group(const nb_optimizer *opt, const char *what, int g) {
                         opt->n_groups);
 }
 
-int nb_optimizer_num_param_groups(const nb_optimizer *opt) { return no_opt("num_param_groups", opt) ? -1 : opt->n_groups; }
+int nb_optimizer_num_param_groups(const nb_optimizer *opt) {
+    return no_opt("num_param_groups", opt) ? -1 : opt->n_groups;
+}
 
 int nb_optimizer_group_params(const nb_optimizer *opt, int group, int *first) {
     if (no_opt("group_params", opt) || group < 0 || group >= opt->n_groups) return -1;

@@ -204,7 +204,8 @@ nb_scheduler *nb_cyclic_lr(nb_optimizer *opt, double base_lr, double max_lr, nb_
 
 nb_scheduler *nb_cosine_annealing_warm_restarts(nb_optimizer *opt, int64_t T_0, int64_t T_mult, double eta_min) {
     const char *op = "cosine_annealing_warm_restarts";
-    if (T_0 < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: Expected positive integer T_0, but got %lld", op, (long long)T_0);
+    if (T_0 < 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: Expected positive integer T_0, but got %lld", op, (long long)T_0);
     if (T_mult < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: Expected integer T_mult >= 1, but got %lld", op, (long long)T_mult);
     if (!(eta_min >= 0.0) || !isfinite(eta_min))

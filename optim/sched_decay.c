@@ -32,7 +32,9 @@ static bool closed_form(const nb_scheduler *s, int g, int64_t e, double *out) {
     double base = *nb_sched_pg(s, g, NB_PG_BASE_LR), T = (double)s->period;
     switch (s->kind) {
     case NB_SCHED_STEP: *out = base * pow(s->gamma, (double)(e / s->period - (e % s->period < 0))); return true;
-    case NB_SCHED_MULTI_STEP: *out = base * pow(s->gamma, (double)count_le(s->milestones, s->n_milestones, e)); return true;
+    case NB_SCHED_MULTI_STEP:
+        *out = base * pow(s->gamma, (double)count_le(s->milestones, s->n_milestones, e));
+        return true;
     case NB_SCHED_EXPONENTIAL: *out = base * pow(s->gamma, (double)e); return true;
     case NB_SCHED_COSINE: *out = s->eta_min + (base - s->eta_min) * (1 + cos(M_PI * (double)e / T)) / 2; return true;
     case NB_SCHED_LINEAR: {

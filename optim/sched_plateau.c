@@ -15,12 +15,14 @@ nb_scheduler *nb_reduce_lr_on_plateau(nb_optimizer *opt, nb_reduce_lr_on_plateau
     if (!(factor >= 0.0 && factor < 1.0))
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: Factor should be < 1.0 (and >= 0; got %g)", op, factor);
     if (o.mode != NB_PLATEAU_MIN && o.mode != NB_PLATEAU_MAX)
-        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: mode %d is unknown (NB_PLATEAU_MIN or NB_PLATEAU_MAX)", op, (int)o.mode);
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: mode %d is unknown (NB_PLATEAU_MIN or NB_PLATEAU_MAX)", op,
+                       (int)o.mode);
     if (o.threshold_mode != NB_THRESHOLD_REL && o.threshold_mode != NB_THRESHOLD_ABS)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: threshold mode %d is unknown", op, (int)o.threshold_mode);
     if (!(patience >= 0.0) || !isfinite(patience) || patience != floor(patience))
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: patience must be a count >= 0 (got %g)", op, patience);
-    if (!isfinite(threshold)) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: threshold must be finite (got %g)", op, threshold);
+    if (!isfinite(threshold))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: threshold must be finite (got %g)", op, threshold);
     if (o.cooldown < 0)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: cooldown must be >= 0 (got %lld)", op, (long long)o.cooldown);
     if (!(eps >= 0.0) || !isfinite(eps))

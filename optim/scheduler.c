@@ -134,7 +134,8 @@ nb_status nb_sched_advance(nb_scheduler *s, int64_t e, bool closed) {
         moms[g] = NAN;
         st = kind_lr(s, g, e, closed, &lrs[g], &moms[g]);
         if (!st && (!(lrs[g] >= 0.0) || !isfinite(lrs[g])))
-            st = nb_set_error(NB_ERR_INVALID_ARG, "%s: step %lld gives group %d the lr %g; an lr must be >= 0 and finite",
+            st = nb_set_error(NB_ERR_INVALID_ARG,
+                              "%s: step %lld gives group %d the lr %g; an lr must be >= 0 and finite",
                               nb_sched_op(s), (long long)e, g, lrs[g]);
     }
     if (!st && s->cycle_momentum) st = nb_sched_set_momenta(s, moms);
@@ -231,7 +232,9 @@ int64_t nb_scheduler_last_epoch(const nb_scheduler *s) {
     return s->last_epoch;
 }
 
-const char *nb_scheduler_kind(const nb_scheduler *s) { return no_sched("scheduler_kind", s) ? NULL : kind_names[s->kind]; }
+const char *nb_scheduler_kind(const nb_scheduler *s) {
+    return no_sched("scheduler_kind", s) ? NULL : kind_names[s->kind];
+}
 
 void nb_scheduler_free(nb_scheduler *s) {
     if (!s) return;
@@ -255,7 +258,8 @@ static nb_status composite_args(const char *op, nb_optimizer *opt, nb_scheduler 
     nb_status bad = NB_ERR_INVALID_ARG;
     if (!opt) return nb_set_error(bad, "%s: optimizer is NULL", op);
     if (!ch || n < 1) return nb_set_error(bad, "%s: needs at least one scheduler (got %d)", op, n);
-    if (sequential && n > 1 && !milestones) return nb_set_error(bad, "%s: milestones is NULL with %d schedulers", op, n);
+    if (sequential && n > 1 && !milestones)
+        return nb_set_error(bad, "%s: milestones is NULL with %d schedulers", op, n);
     for (int i = 0; i < n; i++) {
         if (!ch[i]) return nb_set_error(bad, "%s: scheduler %d is NULL", op, i);
         if (ch[i]->kind == NB_SCHED_PLATEAU)
@@ -434,7 +438,8 @@ nb_status nb_scheduler_load_state_dict(nb_scheduler *s, const nb_scheduler_value
     double *vals = malloc(sizeof *vals * ((size_t)have + 1));
     nb_status st = vals ? NB_OK : nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
     if (!st && n != have)
-        st = nb_set_error(NB_ERR_INVALID_ARG, "%s: %s has %d state values (got n %d)", op, kind_names[s->kind], have, n);
+        st = nb_set_error(NB_ERR_INVALID_ARG, "%s: %s has %d state values (got n %d)", op, kind_names[s->kind], have,
+                          n);
     for (int i = 0; i < have && !st; i++) { /* find and check every value first */
         int found = -1;
         for (int j = 0; j < n; j++)

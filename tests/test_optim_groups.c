@@ -268,7 +268,9 @@ START_TEST(test_scalar_state) {
 END_TEST
 
 typedef nb_optimizer *(*ctor)(nb_tensor *const *p, int n);
-static nb_optimizer *c_adadelta(nb_tensor *const *p, int n) { return nb_adadelta_params(p, n, (nb_adadelta_options){0}); }
+static nb_optimizer *c_adadelta(nb_tensor *const *p, int n) {
+    return nb_adadelta_params(p, n, (nb_adadelta_options){0});
+}
 static nb_optimizer *c_adafactor(nb_tensor *const *p, int n) {
     return nb_adafactor_params(p, n, (nb_adafactor_options){.weight_decay = 0.1});
 }
@@ -302,7 +304,8 @@ START_TEST(test_float32_and_skipped) {
         }
         double v[12], i2[2];
         nb_test_values(w, v, 12);
-        for (int i = 0; i < 12; i++) ck_assert_msg(isfinite(v[i]) && v[i] != 0.25, "%s: w[%d] = %g", nb_optimizer_kind(opt), i, v[i]);
+        for (int i = 0; i < 12; i++)
+            ck_assert_msg(isfinite(v[i]) && v[i] != 0.25, "%s: w[%d] = %g", nb_optimizer_kind(opt), i, v[i]);
         nb_test_values(idle, i2, 2);
         ck_assert(i2[0] == 1.0 && i2[1] == 1.0);
         ck_assert_int_eq(nb_optimizer_step_count(opt, 1), 0);

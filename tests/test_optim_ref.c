@@ -103,7 +103,8 @@ static void problem_init(problem *pb, int kind, bool negate) {
         return;
     }
     if (kind == MLP) {
-        pb->m = nb_nn_sequential(nb_nn_linear_ex(4, 8, true, NB_F64), nb_nn_tanh(), nb_nn_linear_ex(8, 3, true, NB_F64));
+        pb->m = nb_nn_sequential(nb_nn_linear_ex(4, 8, true, NB_F64), nb_nn_tanh(),
+                                 nb_nn_linear_ex(8, 3, true, NB_F64));
         NB_CK_NOTNULL(pb->m);
         load_params(pb->m, REF_INIT, 67);
     } else if (kind == LINEAR) {
@@ -111,7 +112,8 @@ static void problem_init(problem *pb, int kind, bool negate) {
         NB_CK_NOTNULL(pb->m);
         load_params(pb->m, REF_LINEAR_INIT, 15);
     } else {
-        pb->m = nb_nn_sequential(nb_nn_linear_ex(4, 8, true, NB_F64), nb_nn_layer_norm_ex(1, (int64_t[]){8}, 0, true, NB_F64),
+        pb->m = nb_nn_sequential(nb_nn_linear_ex(4, 8, true, NB_F64),
+                                 nb_nn_layer_norm_ex(1, (int64_t[]){8}, 0, true, NB_F64),
                                  nb_nn_tanh(), nb_nn_linear_ex(8, 3, true, NB_F64));
         NB_CK_NOTNULL(pb->m);
         load_params(pb->m, REF_GROUPED_INIT, 83);
@@ -214,7 +216,9 @@ static nb_optimizer *nadam_decoupled_maximize(problem *pb) {
     return nb_nadam(pb->m, (nb_nadam_options){.lr = 5e-3, .weight_decay = 0.05, .momentum_decay = 5e-3,
                                               .decoupled_weight_decay = true, .maximize = true});
 }
-static nb_optimizer *radam(problem *pb) { return nb_radam(pb->m, (nb_radam_options){.lr = 1e-2, .weight_decay = 1e-3}); }
+static nb_optimizer *radam(problem *pb) {
+    return nb_radam(pb->m, (nb_radam_options){.lr = 1e-2, .weight_decay = 1e-3});
+}
 static nb_optimizer *radam_decoupled_maximize(problem *pb) {
     return nb_radam(pb->m, (nb_radam_options){
                                .lr = 1e-2, .weight_decay = 0.05, .decoupled_weight_decay = true, .maximize = true});
@@ -605,7 +609,8 @@ END_TEST
 START_TEST(test_reference_tables_complete) {
     ck_assert_int_eq((int)(sizeof OPTIM_REF / sizeof *OPTIM_REF), N_OPT_CASES);
     ck_assert_int_eq((int)(sizeof SCHED_REF / sizeof *SCHED_REF), N_SCHED_CASES);
-    if (getenv("NB_OPTIM_REF_VERBOSE")) fprintf(stderr, "optim_ref: reference from torch %s\n", OPTIM_REF_TORCH_VERSION);
+    if (getenv("NB_OPTIM_REF_VERBOSE"))
+        fprintf(stderr, "optim_ref: reference from torch %s\n", OPTIM_REF_TORCH_VERSION);
 }
 END_TEST
 

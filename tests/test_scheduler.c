@@ -501,8 +501,8 @@ START_TEST(test_more_scheduler_errors) {
     NB_CK_FAILS(nb_chained_scheduler(o, NULL, 0), E);
     NB_CK_FAILS(nb_chained_scheduler(o, (nb_scheduler *[]){nb_exponential_lr(o, 0.9), NULL}, 2), E);
     NB_CK_FAILS(nb_chained_scheduler(o, (nb_scheduler *[]){nb_exponential_lr(o2, 0.9)}, 1), E);
-    NB_CK_FAILS(nb_chained_scheduler(o, (nb_scheduler *[]){nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){0})}, 1),
-                E);
+    nb_scheduler *plateau_child = nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){0});
+    NB_CK_FAILS(nb_chained_scheduler(o, &plateau_child, 1), E);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "ReduceLROnPlateau"));
     nb_scheduler *inner = nb_chained_scheduler(o, (nb_scheduler *[]){nb_exponential_lr(o, 0.9)}, 1);
     NB_CK_FAILS(nb_sequential_lr(o, (nb_scheduler *[]){inner, nb_exponential_lr(o, 0.9)}, 2, (int64_t[]){3}), E);
@@ -568,7 +568,8 @@ END_TEST
  * which the later ones take as their base_lrs; CyclicLR sets the momentum to
  * max_momentum; a group added after a scheduler makes its step fail. */
 START_TEST(test_scheduler_groups_and_initial_lr) {
-    nb_tensor *a = nb_zeros(NB_SHAPE(2), NB_F64), *b = nb_zeros(NB_SHAPE(2), NB_F64), *c = nb_zeros(NB_SHAPE(1), NB_F64);
+    nb_tensor *a = nb_zeros(NB_SHAPE(2), NB_F64), *b = nb_zeros(NB_SHAPE(2), NB_F64);
+    nb_tensor *c = nb_zeros(NB_SHAPE(1), NB_F64);
     NB_CK_OK(nb_set_requires_grad(a, true));
     NB_CK_OK(nb_set_requires_grad(b, true));
     NB_CK_OK(nb_set_requires_grad(c, true));

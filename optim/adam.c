@@ -45,6 +45,43 @@ static nb_status adam_update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_t
     return NB_CALL(p, adam_step, &kp, &kg, &km, &kv, o->amsgrad ? &kmax : NULL, &h);
 }
 
+/* The same over n parameters with one adam_step_multi call (one launch on
+ * a GPU); h is shared, so the caller batches equal step counts. */
+static nb_status adam_update_multi(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
+                                   nb_tensor *const *grad, unsigned created) {
+    (void)created;
+    const nb_adam_options *o = &opt->groups[g].o.adam;
+    nb_adam_hyper h = {
+        .lr = o->lr,
+        .beta1 = o->betas[0],
+        .beta2 = o->betas[1],
+        .eps = o->eps,
+        .weight_decay = o->weight_decay,
+        .decoupled = opt->d == &nb_adamw_desc || o->decoupled_weight_decay,
+        .amsgrad = o->amsgrad,
+        .maximize = o->maximize,
+        .step = opt->state[idx[0]].step + 1,
+    };
+    nb_backend *be = p[0]->storage->backend;
+    if (!be->iface->adam_step_multi) { /* the single-tensor kernel, n times */
+        for (int j = 0; j < n; j++) {
+            nb_status st = adam_update(opt, g, idx[j], p[j], grad[j], created);
+            if (st) return st;
+        }
+        return NB_OK;
+    }
+    enum { M = 64 };
+    nb_kview kp[M], kg[M], km[M], kv[M], kmax[M];
+    if (n > M) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d parameters in one batch (at most %d)", opt->d->op, n, M);
+    for (int j = 0; j < n; j++) {
+        nb_tensor *const *st = opt->state[idx[j]].t;
+        kp[j] = nb_kview_of(p[j]), kg[j] = nb_kview_of(grad[j]);
+        km[j] = nb_kview_of(st[0]), kv[j] = nb_kview_of(st[1]);
+        if (o->amsgrad) kmax[j] = nb_kview_of(st[2]);
+    }
+    return NB_CALL(p[0], adam_step_multi, n, kp, kg, km, kv, o->amsgrad ? kmax : NULL, &h);
+}
+
 static nb_status adam_check(const char *op, const void *options) {
     const nb_adam_options *o = options;
     nb_status st = nb_optim_check_nonneg(op, "lr", o->lr);
@@ -69,6 +106,7 @@ static nb_status adam_check(const char *op, const void *options) {
         .check = adam_check,                                                                                   \
         .has_tensor = adam_has_tensor,                                                                         \
         .update = adam_update,                                                                                 \
+        .update_multi = adam_update_multi,                                                                     \
     };
 ADAM_DESC(nb_adam_desc, "Adam", "adam", adam_torch)
 ADAM_DESC(nb_adamw_desc, "AdamW", "adamw", adamw_torch)

@@ -114,6 +114,12 @@ struct nb_optim_desc {
      * Called under no grad inside a scope; created: bit k set for state
      * tensor k made (zeros) for this step. */
     nb_status (*update)(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_tensor *grad, unsigned created);
+    /* update over n parameters idx[0..n) of group g at once (a backend's
+     * multi-tensor kernel: one launch instead of n), results bit-identical
+     * to n updates; every p[j] and grad[j] contiguous, one dtype and
+     * device, the same step count and the same `created`. May be NULL. */
+    nb_status (*update_multi)(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
+                              nb_tensor *const *grad, unsigned created);
     /* Replaces the generic loop (LBFGS); may be NULL. closure may be NULL. */
     nb_status (*step)(nb_optimizer *opt, nb_closure_fn closure, void *user, double *loss);
     /* Checkpoint check of a state tensor read from a file for parameter i

@@ -349,14 +349,80 @@ static nb_status step_one(nb_optimizer *opt, int g, int i) {
     return NB_OK;
 }
 
+/* A batch of parameters for update_multi: alike in dtype, device, step
+ * count and freshly made state. */
+enum { BATCH_MAX = 64 };
+typedef struct batch {
+    int n, idx[BATCH_MAX];
+    nb_tensor *p[BATCH_MAX], *g[BATCH_MAX];
+    unsigned created;
+} batch;
+
+static nb_status flush(nb_optimizer *opt, int g, batch *b) {
+    if (!b->n) return NB_OK;
+    nb_status st = opt->d->update_multi(opt, g, b->n, b->idx, b->p, b->g, b->created);
+    for (int j = 0; j < b->n; j++) {
+        nb_param_state *s = &opt->state[b->idx[j]];
+        if (st) { /* a failed step leaves no new history */
+            for (int k = 0; k < opt->d->n_tensors; k++)
+                if (b->created & (1u << k)) nb_release(s->t[k]), s->t[k] = NULL;
+        } else {
+            s->started = true;
+            s->step++;
+        }
+    }
+    b->n = 0;
+    return st;
+}
+
+/* Group g through update_multi: parameters that qualify (contiguous,
+ * gradient alike) go in batches; the rest through step_one. */
+static nb_status step_group_multi(nb_optimizer *opt, int g) {
+    batch b = {0};
+    nb_status st = NB_OK;
+    for (int i = opt->groups[g].first; i < opt->groups[g].first + opt->groups[g].n && !st; i++) {
+        nb_tensor *p = opt->params[i], *grad = nb_tensor_grad(p);
+        if (!grad) continue;
+        if (!nb_is_contiguous(p) || !nb_is_contiguous(grad) || nb_dtype_of(grad) != nb_dtype_of(p) ||
+            nb_dim(grad) != nb_dim(p) || nb_numel(grad) != nb_numel(p)) {
+            st = step_one(opt, g, i); /* copies, or reports the mismatch */
+            continue;
+        }
+        nb_param_state *s = &opt->state[i];
+        bool fresh = !s->started;
+        unsigned created = 0;
+        st = ensure_state(opt, g, i, &created);
+        if (!st && fresh && opt->d->init) st = opt->d->init(opt, g, i);
+        if (st) {
+            for (int k = 0; k < opt->d->n_tensors; k++)
+                if (created & (1u << k)) nb_release(s->t[k]), s->t[k] = NULL;
+            break;
+        }
+        if (b.n) {
+            nb_tensor *q = b.p[0];
+            nb_device dq = nb_device_of(q), dp = nb_device_of(p);
+            if (b.n == BATCH_MAX || nb_dtype_of(q) != nb_dtype_of(p) || dq.type != dp.type || dq.index != dp.index ||
+                opt->state[b.idx[0]].step != s->step || b.created != created)
+                st = flush(opt, g, &b);
+        }
+        if (st) break;
+        b.created = created;
+        b.idx[b.n] = i, b.p[b.n] = p, b.g[b.n] = grad, b.n++;
+    }
+    nb_status fs = flush(opt, g, &b);
+    return st ? st : fs;
+}
+
 static nb_status generic_step(nb_optimizer *opt) {
     nb_scope *sc = nb_op_scope_begin();
     if (!sc) return nb_last_status();
     bool prev = nb_set_grad_enabled(false);
     nb_status st = NB_OK;
     for (int g = 0; g < opt->n_groups && !st; g++)
-        for (int i = opt->groups[g].first; i < opt->groups[g].first + opt->groups[g].n && !st; i++)
-            st = step_one(opt, g, i);
+        if (opt->d->update_multi) st = step_group_multi(opt, g);
+        else
+            for (int i = opt->groups[g].first; i < opt->groups[g].first + opt->groups[g].n && !st; i++)
+                st = step_one(opt, g, i);
     nb_set_grad_enabled(prev);
     nb_scope_end(sc);
     return st;

@@ -40,6 +40,39 @@ static nb_status sgd_update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_te
     return NB_CALL(p, sgd_step, &kp, &kg, buf ? &kb : NULL, &h);
 }
 
+/* The same over n parameters with one sgd_step_multi call (one launch on a
+ * GPU); the caller batches parameters with the same `created`. */
+static nb_status sgd_update_multi(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
+                                  nb_tensor *const *grad, unsigned created) {
+    const nb_sgd_options *o = &opt->groups[g].o.sgd;
+    nb_backend *be = p[0]->storage->backend;
+    if (!be->iface->sgd_step_multi) {
+        for (int j = 0; j < n; j++) {
+            nb_status st = sgd_update(opt, g, idx[j], p[j], grad[j], created);
+            if (st) return st;
+        }
+        return NB_OK;
+    }
+    nb_sgd_hyper h = {
+        .lr = o->lr,
+        .momentum = o->momentum,
+        .dampening = o->dampening,
+        .weight_decay = o->weight_decay,
+        .nesterov = o->nesterov,
+        .maximize = o->maximize,
+        .first_step = created & 1u,
+    };
+    enum { M = 64 };
+    nb_kview kp[M], kg[M], kb[M];
+    if (n > M) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d parameters in one batch (at most %d)", opt->d->op, n, M);
+    bool mom = o->momentum != 0.0;
+    for (int j = 0; j < n; j++) {
+        kp[j] = nb_kview_of(p[j]), kg[j] = nb_kview_of(grad[j]);
+        if (mom) kb[j] = nb_kview_of(opt->state[idx[j]].t[0]);
+    }
+    return NB_CALL(p[0], sgd_step_multi, n, kp, kg, mom ? kb : NULL, &h);
+}
+
 /* PyTorch's argument checks, plus a required lr. */
 static nb_status sgd_check(const char *op, const void *options) {
     const nb_sgd_options *o = options;
@@ -71,6 +104,7 @@ const nb_optim_desc nb_sgd_desc = {
     .check = sgd_check,
     .has_tensor = sgd_has_tensor,
     .update = sgd_update,
+    .update_multi = sgd_update_multi,
 };
 
 NB_OPTIM_CONSTRUCTORS(sgd, nb_sgd_options, nb_sgd_desc)

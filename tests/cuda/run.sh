@@ -21,6 +21,8 @@
 #   suite       the whole test suite (CPU and CUDA cases)
 #   memcheck    compute-sanitizer memcheck over the harness and CUDA suites
 #   racecheck   compute-sanitizer racecheck over the same
+#   slots       the slot checkers (cuda_cnn_slots, cuda_reduce_slots): each
+#               slot against the CPU's at the hot shapes, with timings
 #   examples    mnist_mlp, mnist_cnn and bert_mlm with --device cuda
 #   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
 #               torch_ref.py's eager and graph figures from the same run
@@ -41,7 +43,7 @@ stage() {
     cp build-cuda/tests/nabla-tests build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn \
         build-cuda/examples/bert_mlm build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
         build-cuda/tests/bench/bench_bert "$dev/bin/"
-    [ -x build-cuda/tests/bench/cuda_cnn_slots ] && cp build-cuda/tests/bench/cuda_cnn_slots "$dev/bin/"
+    cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots "$dev/bin/"
     cp -L build-cuda/libnabla.so.0 "$dev/lib/"
     # Check is linked statically; its subunit is not on the GPU machine
     for l in libsubunit.so.0; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
@@ -90,7 +92,7 @@ sanitize() {
     local tool=$1 rc=0
     shift
     for s in $cuda_suites; do
-        CK_FORK=no CK_RUN_SUITE=$s compute-sanitizer --tool "$tool" "$@" --error-exitcode 9 "$dev/bin/nabla-tests" || rc=1
+        NB_OP_HARNESS_DEVICE=cuda:0 CK_FORK=no CK_RUN_SUITE=$s compute-sanitizer --tool "$tool" "$@" --error-exitcode 9 "$dev/bin/nabla-tests" || rc=1
     done
     return $rc
 }
@@ -130,7 +132,9 @@ gpu() {
             step mnist_cnn "$dev/bin/mnist_cnn" --device cuda
             step bert_mlm "$dev/bin/bert_mlm" --device cuda --data "$dev/data/wordnet" ;;
         bench) step bench run_bench ;;
-        slots) [ -x "$dev/bin/cuda_cnn_slots" ] && step slots "$dev/bin/cuda_cnn_slots" ;;
+        slots)
+            step cnn_slots "$dev/bin/cuda_cnn_slots"
+            step reduce_slots "$dev/bin/cuda_reduce_slots" ;;
         *) echo "run.sh: unknown step $s" >&2 ;;
         esac
     done

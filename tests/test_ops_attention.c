@@ -438,7 +438,11 @@ START_TEST(test_memory_no_score_matrix) {
     nb_tensor *o = nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = pad});
     NB_CK_OK(nb_backward(nb_sum(o, NULL, 0, false)));
     size_t peak = nb_memory_stats_get(NB_CPU).peak_allocated - base;
-    ck_assert_msg(peak < ((size_t)2 << 20), "peak %zu bytes above the inputs", peak); /* 128 KiB per tensor here */
+    /* 128 KiB per tensor here, plus each thread's own block buffers (the
+     * H100 machine's 16 threads peaked at 3.4 MB) */
+    size_t bound = ((size_t)2 << 20) + (size_t)nb_get_num_threads() * (128 << 10);
+    ck_assert_msg(peak < bound, "peak %zu bytes above the inputs (bound %zu, %d threads)", peak, bound,
+                  nb_get_num_threads());
     nb_scope_end(s);
 }
 END_TEST

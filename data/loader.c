@@ -248,11 +248,14 @@ void nb_loader_reset(nb_loader *l) {
     if (!no_loader("loader_reset", l)) nb_loader_seek(l, l->epoch + 1, 0);
 }
 
-/* Slot sl's tensors for a batch of `rows` rows, created on first use. */
-static nb_status batch_tensors(nb_loader *l, int sl, int64_t rows, nb_tensor ***out) {
+/* Slot sl's tensors for a batch of `rows` rows, created on first use
+ * (*created set then). */
+static nb_status batch_tensors(nb_loader *l, int sl, int64_t rows, nb_tensor ***out, bool *created) {
     nb_tensor **t = rows == l->o.batch_size ? l->full[sl] : l->last[sl];
     *out = t;
+    *created = false;
     if (t[0]) return NB_OK;
+    *created = true;
     const nb_tensor *x = l->ds->x;
     int64_t shape[NB_MAX_DIMS];
     memcpy(shape, nb_shape(x), sizeof(int64_t) * (size_t)nb_dim(x));
@@ -270,13 +273,16 @@ static nb_status batch_tensors(nb_loader *l, int sl, int64_t rows, nb_tensor ***
 
 /* pin_memory: uploads host slot sl into t on the copy stream, ordered after
  * the device's use of batch k-2 (the same tensors) and before the compute
- * stream's use of batch k. */
-static nb_status upload_async(nb_loader *l, int sl, nb_tensor **t, int64_t rows) {
+ * stream's use of batch k. Tensors just created wait for everything
+ * enqueued on the compute stream so far: their memory came from the
+ * compute stream's cache, and work already enqueued there may still use it
+ * (a block freed by the step before). */
+static nb_status upload_async(nb_loader *l, int sl, nb_tensor **t, int64_t rows, bool created) {
     nb_stream *compute = nb_current_stream(l->dev), *copy = nb_stream_copy(l->dev);
     if (!compute || !copy) return nb_last_status();
     /* everything enqueued so far includes every use of batch k-1 */
     nb_status st = nb_event_record(l->consumed[sl ^ 1], compute);
-    if (!st) st = nb_stream_wait_event(copy, l->consumed[sl]);
+    if (!st) st = nb_stream_wait_event(copy, l->consumed[created ? sl ^ 1 : sl]);
     if (!st) st = nb_copy_from_host_async(t[0], l->slots[sl].x, (size_t)(rows * l->ds->row) * sizeof(float), copy);
     if (!st) st = nb_copy_from_host_async(t[1], l->slots[sl].y, (size_t)rows * sizeof(int64_t), copy);
     if (!st) st = nb_event_record(l->copied[sl], copy);
@@ -303,8 +309,9 @@ bool nb_loader_next(nb_loader *l, nb_batch *b) {
     int64_t rows = batch_rows(l, k);
     nb_tensor **t = NULL;
     const slot *s = &l->slots[sl];
-    if (!st) st = batch_tensors(l, l->pinned ? sl : 0, rows, &t);
-    if (!st && l->pinned) st = upload_async(l, sl, t, rows);
+    bool created = false;
+    if (!st) st = batch_tensors(l, l->pinned ? sl : 0, rows, &t, &created);
+    if (!st && l->pinned) st = upload_async(l, sl, t, rows, created);
     if (!st && !l->pinned) st = nb_copy_from_host(t[0], s->x, (size_t)(rows * l->ds->row) * sizeof(float));
     if (!st && !l->pinned) st = nb_copy_from_host(t[1], s->y, (size_t)rows * sizeof(int64_t));
     l->status = st;

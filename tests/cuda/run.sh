@@ -22,6 +22,8 @@
 #   memcheck    compute-sanitizer memcheck over the harness and CUDA suites
 #   racecheck   compute-sanitizer racecheck over the slot checkers and
 #               the elementwise suite
+#   parity      the examples' networks stepped on the CPU and the GPU from
+#               the same weights, inputs and dropout masks (device_parity)
 #   slots       the slot checkers (cuda_cnn_slots, cuda_reduce_slots): each
 #               slot against the CPU's at the hot shapes, with timings
 #   examples    mnist_mlp, mnist_cnn and bert_mlm with --device cuda
@@ -43,7 +45,7 @@ stage() {
     mkdir -p "$dev/bin" "$dev/examples" "$dev/lib" "$dev/data/mnist" "$dev/data/wordnet"
     # the examples beside bin/ as in the build tree (test_examples runs ../examples/*)
     cp build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn build-cuda/examples/bert_mlm "$dev/examples/"
-    cp build-cuda/tests/nabla-tests build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
+    cp build-cuda/tests/nabla-tests build-cuda/tests/device_parity build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
         build-cuda/tests/bench/bench_bert "$dev/bin/"
     cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots "$dev/bin/"
     cp -L build-cuda/libnabla.so.0 "$dev/lib/"
@@ -147,6 +149,7 @@ gpu() {
             step mnist_cnn "$dev/examples/mnist_cnn" --device cuda
             step bert_mlm "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" ;;
         bench) step bench run_bench ;;
+        parity) step parity "$dev/bin/device_parity" --device cuda --steps 3 ;;
         slots)
             step cnn_slots "$dev/bin/cuda_cnn_slots"
             step reduce_slots "$dev/bin/cuda_reduce_slots" ;;

@@ -261,6 +261,14 @@ struct nb_backend_i {
     nb_status (*event_wait)(nb_backend *be, void *stream, void *event);
     bool (*event_query)(nb_backend *be, void *event);
     nb_status (*event_synchronize)(nb_backend *be, void *event);
+    /* The profiler's clock (nb_profiler_start): a timing mark at the
+     * current end of the current stream's queue (a timed event on a GPU, the
+     * host clock on the CPU, which is synchronous), the milliseconds between
+     * two marks once both have passed (waiting for b), and a mark's release.
+     * Optional: without them the profiler counts calls only. */
+    void *(*timer_mark)(nb_backend *be);
+    double (*timer_elapsed_ms)(nb_backend *be, void *a, void *b);
+    void (*timer_free)(nb_backend *be, void *mark);
 
     /* ---- memory ------------------------------------------------------------ */
     /* Raw device memory (the caching allocator in core/ sits above). NULL on

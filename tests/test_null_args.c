@@ -121,6 +121,7 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_copy_from_host_async, NULL, NULL, 0, NULL);
     NS(nb_to_host_async, NULL, NULL, 0, NULL);
     NS(nb_no_grad_call, NULL, NULL);
+    NV(nb_profiler_report, NULL); /* NULL: stderr */
     /* autograd/nb_ops.h */
     NP(nb_add_scalar, NULL, 0);
     NP(nb_mul_scalar, NULL, 0);

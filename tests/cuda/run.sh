@@ -27,6 +27,8 @@
 #   slots       the slot checkers (cuda_cnn_slots, cuda_reduce_slots): each
 #               slot against the CPU's at the hot shapes, with timings
 #   examples    mnist_mlp, mnist_cnn and bert_mlm with --device cuda
+#   profile     the kernel-slot profile (nb_profiler_report) of the
+#               benchmarks' steps: where the device time goes
 #   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
 #               torch_ref.py's eager and graph figures from the same run
 # Prints a summary table last. The device tool (/work/.library/device)
@@ -149,6 +151,9 @@ gpu() {
             step mnist_cnn "$dev/examples/mnist_cnn" --device cuda
             step bert_mlm "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" ;;
         bench) step bench run_bench ;;
+        profile) step profile bash -c "for w in mlp cnn; do '$dev/bin/bench_\$w' --device cuda --steps 20 --profile; done;
+            '$dev/bin/bench_bert' --device cuda --tf32 --steps 10 --profile;
+            '$dev/bin/bench_bert' --config bert-base --device cuda --tf32 --steps 5 --profile" ;;
         parity) step parity "$dev/bin/device_parity" --device cuda --steps 3 ;;
         slots)
             step cnn_slots "$dev/bin/cuda_cnn_slots"

@@ -251,6 +251,8 @@ extern "C" {
     /* transformer */ \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D, NB_DTM_F) \
     X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D | NB_R, NB_DTM_F) \
+    X(RMS_NORM, rms_norm, rms_norm, NB_D, NB_DTM_F) \
+    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D, NB_DTM_F) \
     /* linear algebra */ \
     X(LINALG_SOLVE, linalg_solve, linalg, NB_D, NB_DTM_F) \
     X(LINALG_INV, linalg_inv, linalg, NB_D, NB_DTM_F) \

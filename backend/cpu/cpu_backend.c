@@ -96,6 +96,10 @@ static const struct nb_backend_i cpu_iface = {
     .linalg_eigh = nb_cpu_linalg_eigh,
     .linalg_svd = nb_cpu_linalg_svd,
     .linalg_lstsq = nb_cpu_linalg_lstsq,
+    /* decoders */
+    .rms_norm = nb_cpu_rms_norm,
+    .rms_norm_backward = nb_cpu_rms_norm_backward,
+    .rope = nb_cpu_rope,
 };
 
 static nb_backend cpu_backend = {

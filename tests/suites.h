@@ -36,6 +36,7 @@
     X(op_table) \
     X(text) \
     X(transformer) \
+    X(decoder) \
     X(nn) \
     X(optim) \
     X(data) \

@@ -228,6 +228,28 @@ static json_t *config_json(const nb_decoder_ctx *c) {
     return o;
 }
 
+/* The fewest significant digits (15 to 17) that print every real of o so
+ * that it reads back exactly: 1e-5 stays "1e-5", not 1.0000000000000001e-5. */
+static int real_precision(const json_t *o) {
+    int p = 15;
+    if (json_is_real(o)) {
+        double v = json_real_value(o);
+        char b[40];
+        for (; p < 17; p++) {
+            snprintf(b, sizeof b, "%.*g", p, v);
+            if (strtod(b, NULL) == v) break;
+        }
+    } else if (json_is_object(o)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)o, k, v) {
+            int q = real_precision(v);
+            p = q > p ? q : p;
+        }
+    }
+    return p;
+}
+
 /* ---- weights ----------------------------------------------------------------------------------- */
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -248,9 +270,14 @@ static const char *canonical(const nb_decoder_ctx *c, const char *key, const nb_
         bool same = nb_dim(t) == 2 && nb_size(t, 0) == nb_size(w, 0) && nb_size(t, 1) == nb_size(w, 1);
         return c->s.tied && same ? "" : key; /* a tied head stored anyway (as torch.save'd state_dicts have it) */
     }
-    if (starts_with(key, base)) return key;
-    snprintf(buf, len, "%s%s", base, key); /* bare GPT2Model / LlamaModel keys */
-    return buf;
+    static const char *gpt2_bare[] = {"h.", "wte.", "wpe.", "ln_f."}, *llama_bare[] = {"layers.", "embed_tokens.", "norm."};
+    const char *const *bare = gpt2 ? gpt2_bare : llama_bare;
+    for (int i = 0; i < (gpt2 ? 4 : 3); i++)
+        if (starts_with(key, bare[i])) { /* a bare GPT2Model / LlamaModel key */
+            snprintf(buf, len, "%s%s", base, key);
+            return buf;
+        }
+    return key;
 }
 
 /* The files of path: a .safetensors file, dir/model.safetensors, or the
@@ -358,7 +385,7 @@ nb_status nb_save_pretrained(nb_module *m, const char *dir) {
     nb_status st = nb_module_state_dict_save(m, p);
     if (st) return st;
     json_t *o = config_json(c);
-    char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
+    char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(real_precision(o))) : NULL;
     json_decref(o);
     if (!text) return nb_set_error(NB_ERR_OOM, "save_pretrained: out of host memory");
     size_t len = strlen(text);
@@ -391,5 +418,6 @@ nb_module *nb_from_pretrained(const char *dir, nb_load_report *report) {
     }
     nb_decoder_ctx *c = (nb_decoder_ctx *)nb_decoder_ctx_of(m);
     if (c) c->s.init_range = c->gpt2.initializer_range = c->llama.initializer_range = range; /* the file's value */
+    if (m) nb_module_train(m, false); /* eval mode, as transformers' from_pretrained */
     return m;
 }

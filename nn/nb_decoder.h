@@ -285,8 +285,10 @@ nb_status nb_causal_lm_load_weights(nb_module *m, const char *path, bool strict,
  * written atomically. Errors: NB_ERR_INVALID_ARG (not a decoder), NB_ERR_IO. */
 nb_status nb_save_pretrained(nb_module *m, const char *dir);
 /* A model built from dir/config.json on the default device, with the
- * weights of dir loaded strictly (nb_causal_lm_load_weights). Errors: those
- * of nb_hf_config_load, the constructors and the load; report as there. */
+ * weights of dir loaded strictly (nb_causal_lm_load_weights), in eval mode
+ * as transformers' from_pretrained (nb_module_train(m, true) to fine-tune
+ * with the config's dropout). Errors: those of nb_hf_config_load, the
+ * constructors and the load; report as there. */
 nb_module *nb_from_pretrained(const char *dir, nb_load_report *report);
 
 #ifdef __cplusplus

@@ -37,6 +37,7 @@
     X(text) \
     X(transformer) \
     X(decoder) \
+    X(decoder_io) \
     X(nn) \
     X(optim) \
     X(data) \

@@ -22,6 +22,7 @@
 #include "nb_optim.h"
 #include "nb_data.h"
 #include "nb_text.h"
+#include "nb_bpe.h"
 #include "nb_checkpoint.h"
 #include "nb_backend.h"
 

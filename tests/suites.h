@@ -35,6 +35,7 @@
     X(ops_linalg) \
     X(op_table) \
     X(text) \
+    X(bpe) \
     X(transformer) \
     X(decoder) \
     X(decoder_io) \

@@ -10,6 +10,9 @@ bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs) {
             if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: input %d is NULL", op, i);
             return false;
         }
+    /* valid inputs: an earlier, unrelated failure must not linger for a
+     * later NULL to report */
+    if (nb_last_status() != NB_OK) nb_clear_error();
     for (int i = 1; i < n; i++) {
         nb_device a = inputs[0]->storage->device, b = inputs[i]->storage->device;
         if (a.type != b.type || a.index != b.index) {

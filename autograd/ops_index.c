@@ -554,10 +554,7 @@ static nb_tensor *one_hot_impl(nb_tensor *t, int64_t num_classes) {
                            lo, hi, nb_fmt_shape(t->ndim, t->shape, a, sizeof a), (long long)num_classes);
         if (num_classes < 0) num_classes = (int64_t)hi + 1;
     }
-    nb_tensor *classes = nb_arange(0, (double)num_classes, 1, NB_I64);
-    nb_device dev = t->storage->device;
-    if (classes && (classes->storage->device.type != dev.type || classes->storage->device.index != dev.index))
-        classes = nb_to_device(classes, dev);
+    nb_tensor *classes = nb_arange_on(0, (double)num_classes, 1, NB_I64, t->storage->device);
     return nb_to_dtype(nb_eq(nb_unsqueeze(t, -1), classes), NB_I64);
 }
 

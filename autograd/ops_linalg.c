@@ -63,7 +63,7 @@ static nb_tensor *new_like(int ndim, const int64_t *shape, const nb_tensor *like
 /* An n x n matrix of like's dtype: lower below the diagonal, diag on it,
  * upper above (eye is (0, 1, 0)). */
 static nb_tensor *tri_mask(int64_t n, const nb_tensor *like, double lower, double diag, double upper) {
-    nb_tensor *r = nb_arange(0, (double)n, 1, NB_I64);
+    nb_tensor *r = nb_arange_on(0, (double)n, 1, NB_I64, like->storage->device);
     nb_tensor *rows = nb_reshape(r, NB_SHAPE(n, 1)), *cols = nb_reshape(r, NB_SHAPE(1, n));
     nb_tensor *lo = nb_to_dtype(nb_gt(rows, cols), like->dtype), *up = nb_to_dtype(nb_gt(cols, rows), like->dtype);
     nb_tensor *eq = nb_to_dtype(nb_eq(rows, cols), like->dtype);

@@ -55,7 +55,7 @@ static nb_tensor *ce_impl(nb_tensor *logits, nb_tensor *target, nb_cross_entropy
     nb_tensor *total = nb_sum(rows, NULL, 0, false);
     if (o.reduction == NB_REDUCTION_SUM) return total;
     /* mean over the targets that count (PyTorch: NaN when none does) */
-    nb_tensor *ign = nb_full(0, NULL, (double)o.ignore_index, NB_I64);
+    nb_tensor *ign = nb_scalar_like(target, (double)o.ignore_index, NB_I64);
     nb_tensor *count = nb_sum(nb_to_dtype(nb_ne(target, ign), logits->dtype), NULL, 0, false);
     return nb_div(total, count);
 }

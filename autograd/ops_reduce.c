@@ -171,7 +171,7 @@ static nb_status max_dim_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int d = n->p.reduce.dim;
     int64_t ashape[NB_MAX_DIMS];
     for (int i = 0; i < in->ndim; i++) ashape[i] = i == d ? in->shape[d] : 1;
-    nb_tensor *ar = nb_reshape(nb_arange(0, (double)in->shape[d], 1, NB_I64), in->ndim, ashape);
+    nb_tensor *ar = nb_reshape(nb_arange_on(0, (double)in->shape[d], 1, NB_I64, in->storage->device), in->ndim, ashape);
     nb_tensor *onehot = nb_to_dtype(nb_eq(ar, idx), in->dtype);
     gin[0] = nb_mul(grad_expand(n, g), onehot);
     return gin[0] ? NB_OK : nb_last_status();
@@ -324,7 +324,7 @@ static nb_tensor *logsumexp_impl(nb_tensor *t, const int *dims, int n_dims, bool
     if (reduced_count(t, mask) == 0) {
         int64_t kshape[NB_MAX_DIMS];
         keep_shape(t, mask, kshape);
-        m = nb_zeros(t->ndim, kshape, t->dtype);
+        m = nb_full_on(t->ndim, kshape, 0, t->dtype, t->storage->device);
     } else {
         m = reduce_raw("logsumexp", NB_REDUCE_MAX, t, mask, 1.0);
         m = nb_masked_fill(m, nb_eq(m, nb_scalar_like(t, INFINITY, t->dtype)), 0);
@@ -349,7 +349,7 @@ static nb_tensor *logic_impl(const char *op, nb_tensor *t, const int *dims, int 
     if (reduced_count(t, mask) == 0) {
         int64_t kshape[NB_MAX_DIMS];
         keep_shape(t, mask, kshape);
-        k = nb_full(t->ndim, kshape, all ? 1 : 0, NB_BOOL);
+        k = nb_full_on(t->ndim, kshape, all ? 1 : 0, NB_BOOL, t->storage->device);
     } else {
         nb_tensor *nz = nb_to_dtype(nb_ne(t, nb_scalar_like(t, 0, t->dtype)), NB_U8);
         k = nb_to_dtype(reduce_raw(op, all ? NB_REDUCE_MIN : NB_REDUCE_MAX, nz, mask, 1.0), NB_BOOL);

@@ -14,9 +14,7 @@
 
 /* Index tensors built on the host are small (one entry per output slice). */
 static nb_tensor *host_index(const int64_t *v, int64_t n, const nb_tensor *like) {
-    nb_tensor *t = nb_from_data(v, 1, &n, NB_I64);
-    nb_device a = nb_default_device(), b = like->storage->device;
-    return t && (a.type != b.type || a.index != b.index) ? nb_to_device(t, b) : t;
+    return nb_from_data_on(v, 1, &n, NB_I64, like->storage->device);
 }
 
 static nb_status identity_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
@@ -292,8 +290,8 @@ static nb_tensor *tri_impl(const char *op, nb_tensor *t, int64_t k, bool lower) 
                        nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
     int64_t m = t->shape[t->ndim - 2], n = t->shape[t->ndim - 1];
     nb_device dev = t->storage->device;
-    nb_tensor *rows = nb_reshape(nb_to_device(nb_arange(0, (double)m, 1, NB_I64), dev), NB_SHAPE(m, 1));
-    nb_tensor *cols = nb_reshape(nb_to_device(nb_arange(0, (double)n, 1, NB_I64), dev), NB_SHAPE(1, n));
+    nb_tensor *rows = nb_reshape(nb_arange_on(0, (double)m, 1, NB_I64, dev), NB_SHAPE(m, 1));
+    nb_tensor *cols = nb_reshape(nb_arange_on(0, (double)n, 1, NB_I64, dev), NB_SHAPE(1, n));
     nb_tensor *kk = nb_scalar_like(t, (double)k, NB_I64), *zero = nb_scalar_like(t, 0, t->dtype);
     nb_tensor *diff = nb_sub(cols, rows);
     nb_tensor *mask = lower ? nb_gt(diff, kk) : nb_gt(kk, diff);

@@ -70,14 +70,22 @@ nb_status nb_bernoulli_(nb_tensor *t, double p, nb_generator *gen) {
     return random_fill("bernoulli_", t, NB_RNG_BERNOULLI, p, 0, gen);
 }
 
-nb_tensor *nb_rand(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
-    nb_tensor *t = nb_empty(ndim, shape, dt);
+nb_tensor *nb_rand_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev) {
+    nb_tensor *t = nb_empty_on(ndim, shape, dt, dev);
     return t && nb_uniform_(t, 0, 1, gen) == NB_OK ? t : NULL;
 }
 
-nb_tensor *nb_randn(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
-    nb_tensor *t = nb_empty(ndim, shape, dt);
+nb_tensor *nb_rand(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
+    return nb_rand_on(ndim, shape, dt, gen, nb_default_device());
+}
+
+nb_tensor *nb_randn_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev) {
+    nb_tensor *t = nb_empty_on(ndim, shape, dt, dev);
     return t && nb_normal_(t, 0, 1, gen) == NB_OK ? t : NULL;
+}
+
+nb_tensor *nb_randn(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
+    return nb_randn_on(ndim, shape, dt, gen, nb_default_device());
 }
 
 /* Fisher-Yates on the host: a permutation is index data the caller asked

@@ -11,6 +11,7 @@
 #include "nb_autograd.h"
 #include "nb_impl.h"
 #include "nb_nn.h"
+#include "nn_impl.h"
 #include "nb_ops.h"
 
 typedef struct nb_bn_ctx {
@@ -59,7 +60,7 @@ static nb_tensor *add_tensor(nb_module *m, const char *name, bool param, int64_t
         nb_release(t);
         return NULL;
     }
-    nb_status st = param ? nb_module_register_parameter(m, name, t) : nb_module_register_buffer(m, name, t);
+    nb_status st = param ? nb_module_adopt_parameter(m, name, t) : nb_module_adopt_buffer(m, name, t);
     return st ? NULL : t;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "nb_impl.h"
+#include "nn_impl.h"
 #include "nb_transformer.h"
 
 typedef struct nb_embedding_ctx {
@@ -44,9 +45,7 @@ nb_module *nb_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim, int
     if (padding_idx != NB_NO_PADDING_IDX && (padding_idx < -num_embeddings || padding_idx >= num_embeddings))
         return NB_FAIL(NB_ERR_INVALID_ARG, "Embedding: padding_idx %lld must be within num_embeddings %lld",
                        (long long)padding_idx, (long long)num_embeddings);
-    if (!nb_dtype_is_compute_float(dt))
-        return NB_FAIL(NB_ERR_DTYPE, "Embedding: dtype must be float32 or float64 (got %s)",
-                       (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
+    if (!nb_nn_check_dtype("Embedding", NB_OP_EMBEDDING, dt)) return NULL;
     nb_embedding_ctx *c = calloc(1, sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, "Embedding: out of host memory");
     c->num = num_embeddings, c->dim = embedding_dim;
@@ -64,7 +63,7 @@ nb_module *nb_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim, int
         nb_module_free(m);
         return NULL;
     }
-    if (nb_module_register_parameter(m, "weight", w)) { /* w released by the call */
+    if (nb_module_adopt_parameter(m, "weight", w)) { /* w released by the call */
         nb_module_free(m);
         return NULL;
     }

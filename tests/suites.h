@@ -34,6 +34,7 @@
     X(ops_shape) \
     X(ops_linalg) \
     X(op_table) \
+    X(op_harness) \
     X(text) \
     X(bpe) \
     X(transformer) \

@@ -29,6 +29,7 @@
 /* binary.c, unary.c, cast.c */
 nb_status nb_cpu_copy(nb_backend *be, const nb_kview *dst, const nb_kview *src);
 nb_status nb_cpu_fill(nb_backend *be, const nb_kview *dst, double value);
+nb_status nb_cpu_arange(nb_backend *be, const nb_kview *dst, double start, double step);
 nb_status nb_cpu_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
                         const nb_kview *b);
 nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,

@@ -29,8 +29,6 @@ int main(int argc, char **argv) {
     nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(B, T), NB_F64, &g), V - 1e-3), NB_I64);
     if (!opt || !x || !y) return nb_bench_fail("bert");
     int rc = nb_bench_train_steps("bert", net, opt, x, y, &a);
-    nb_release(x);
-    nb_release(y);
     nb_optimizer_free(opt);
     nb_module_free(net);
     return rc;

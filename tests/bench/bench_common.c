@@ -67,7 +67,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);
     double median = a->steps % 2 ? ms[a->steps / 2] : 0.5 * (ms[a->steps / 2 - 1] + ms[a->steps / 2]);
     printf("workload=%s device=cpu mode=fp32 threads=%d nabla median_ms=%.3f min_ms=%.3f loss=%.4f blas=\"%s\"\n",
-           workload, nb_get_num_threads(), median, ms[0], loss, nb_blas_info());
+           workload, nb_get_num_threads(), median, ms[0], loss, nb_backend_info(NB_CPU));
     free(ms);
     return 0;
 }

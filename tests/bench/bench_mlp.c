@@ -22,8 +22,6 @@ int main(int argc, char **argv) {
     nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(128), NB_F64, &g), 9.999), NB_I64);
     if (!opt || !x || !y) return nb_bench_fail("mlp");
     int rc = nb_bench_train_steps("mlp", net, opt, x, y, &a);
-    nb_release(x);
-    nb_release(y);
     nb_optimizer_free(opt);
     nb_module_free(net);
     return rc;

@@ -251,8 +251,6 @@ extern "C" {
     /* transformer */ \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D, NB_DTM_F) \
     X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D | NB_R, NB_DTM_F) \
-    X(RMS_NORM, rms_norm, rms_norm, NB_D, NB_DTM_F) \
-    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D, NB_DTM_F) \
     /* linear algebra */ \
     X(LINALG_SOLVE, linalg_solve, linalg, NB_D, NB_DTM_F) \
     X(LINALG_INV, linalg_inv, linalg, NB_D, NB_DTM_F) \
@@ -263,7 +261,10 @@ extern "C" {
     X(LINALG_EIGH, linalg_eigh, linalg, NB_D, NB_DTM_F) \
     X(LINALG_SVD, linalg_svd, linalg, NB_D, NB_DTM_F) \
     X(LINALG_SVDVALS, linalg_svdvals, linalg, NB_D, NB_DTM_F) \
-    X(LINALG_LSTSQ, linalg_lstsq, linalg, NB_D, NB_DTM_F)
+    X(LINALG_LSTSQ, linalg_lstsq, linalg, NB_D, NB_DTM_F) \
+    /* decoders */ \
+    X(RMS_NORM, rms_norm, rms_norm, NB_D, NB_DTM_F) \
+    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D, NB_DTM_F)
 /* clang-format on */
 
 typedef enum nb_op_id {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "decoder_impl.h"
+#include "nn_impl.h"
 
 bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module **slot) {
     if (nb_module_add(m, name, child)) return false;
@@ -47,7 +48,7 @@ nb_module *nb_nn_rms_norm(int64_t normalized_shape, double eps, nb_dtype dt) {
         nb_module_free(m);
         return NULL;
     }
-    if (nb_module_register_parameter(m, "weight", w)) { /* w released by the call */
+    if (nb_module_adopt_parameter(m, "weight", w)) { /* w released by the call */
         nb_module_free(m);
         return NULL;
     }
@@ -209,7 +210,7 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
         nb_release(t);
         return NULL;
     }
-    return nb_module_register_parameter(m, name, t) ? NULL : t;
+    return nb_module_adopt_parameter(m, name, t) ? NULL : t;
 }
 
 nb_module *nb_hf_conv1d(int64_t nx, int64_t nf, nb_dtype dt) {
@@ -236,9 +237,8 @@ static const nb_module_ops tied_ops = {"Linear", tied_forward, NULL};
 
 nb_module *nb_tied_linear(nb_tensor *weight) {
     nb_module *m = nb_module_new(&tied_ops, weight);
-    if (!m) return NULL;
-    nb_retain(weight); /* the head's own reference, as PyTorch's lm_head.weight = wte.weight */
-    if (nb_module_register_parameter(m, "weight", weight)) {
+    /* the head takes its own reference, as PyTorch's lm_head.weight = wte.weight */
+    if (m && nb_module_register_parameter(m, "weight", weight)) {
         nb_module_free(m);
         return NULL;
     }

@@ -29,8 +29,6 @@ int main(int argc, char **argv) {
     printf("gpt2: %lld parameters, batch %d x seq %d = %d tokens per step\n", (long long)nb_module_num_params(net), B, T,
            B * T);
     int rc = nb_bench_train_steps("gpt2", net, opt, x, y, &a);
-    nb_release(x);
-    nb_release(y);
     nb_optimizer_free(opt);
     nb_module_free(net);
     return rc;

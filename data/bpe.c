@@ -29,9 +29,11 @@ void nb_bpe_free(nb_bpe *t) {
     free(t);
 }
 
-/* Grows the per-id arrays to hold id. */
+/* Grows the per-id arrays (doubling) to hold id. */
 static bool grow_ids(nb_bpe *t, int32_t id) {
-    int32_t cap = t->vocab.ids_cap > id ? t->vocab.ids_cap : id + 1;
+    if (id < t->ids_cap) return true;
+    int32_t cap = t->ids_cap ? t->ids_cap : 512;
+    while (cap <= id) cap = cap > INT32_MAX / 2 ? INT32_MAX : 2 * cap;
     size_t *o = realloc(t->raw_off, sizeof *o * (size_t)cap);
     if (!o) return false;
     t->raw_off = o;
@@ -40,7 +42,7 @@ static bool grow_ids(nb_bpe *t, int32_t id) {
     t->raw_len = l;
     uint8_t *a = realloc(t->added, (size_t)cap);
     if (!a) return false;
-    t->added = a;
+    t->added = a, t->ids_cap = cap;
     return true;
 }
 

@@ -43,6 +43,7 @@ struct nb_bpe {
     size_t *raw_off;       /* per id */
     uint32_t *raw_len;
     uint8_t *added;        /* per id: 1 for added (special) tokens */
+    int32_t ids_cap;       /* entries of raw_off, raw_len, added */
     int32_t byte_id[256];  /* the token of each single byte */
     int32_t n_merges;
     int32_t *merge_a, *merge_b, *merge_c; /* by rank: a + b -> c */

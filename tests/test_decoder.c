@@ -304,7 +304,9 @@ START_TEST(test_kv_cache_matches_full_forward) {
     nb_kv_cache *c = nb_kv_cache_new(l, 1, 8);
     NB_CK_FAILS(nb_causal_lm_forward(g, ids_of(1, 1, (int64_t[]){1}), c), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_kv_cache_new(g, 1, 25), NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_kv_cache_new(nb_nn_relu(), 1, 8), NB_ERR_INVALID_ARG);
+    nb_module *relu = nb_nn_relu();
+    NB_CK_FAILS(nb_kv_cache_new(relu, 1, 8), NB_ERR_INVALID_ARG);
+    nb_module_free(relu);
     nb_kv_cache_free(c);
     nb_module_free(g), nb_module_free(l);
     nb_scope_end(s);
@@ -469,7 +471,9 @@ START_TEST(test_generate) {
     int64_t long_prompt[24] = {0}, out[32];
     ck_assert_int_eq(nb_generate(ms[0], long_prompt, 20, out, 32, (nb_generate_options){.max_new_tokens = 10}), 4);
     ck_assert_int_eq(nb_generate(ms[0], long_prompt, 24, out, 32, (nb_generate_options){.max_new_tokens = 10}), 0);
-    ck_assert_int_eq(nb_generate(nb_nn_relu(), prompt, 3, out, 32, (nb_generate_options){.max_new_tokens = 1}), -1);
+    nb_module *relu = nb_nn_relu();
+    ck_assert_int_eq(nb_generate(relu, prompt, 3, out, 32, (nb_generate_options){.max_new_tokens = 1}), -1);
+    nb_module_free(relu);
     nb_module_free(ms[0]), nb_module_free(ms[1]);
     nb_scope_end(s);
 }
@@ -546,7 +550,9 @@ START_TEST(test_config_and_input_errors) {
     NB_CK_FAILS(nb_forward(m, ids_of(1, 2, (int64_t[]){1, 40})), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_forward(m, nb_zeros(NB_SHAPE(1, 25), NB_I64)), NB_ERR_SHAPE); /* past n_positions */
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "n_positions"));
-    NB_CK_FAILS(nb_causal_lm_forward(nb_nn_relu(), nb_zeros(NB_SHAPE(1, 3), NB_I64), NULL), NB_ERR_INVALID_ARG);
+    nb_module *relu = nb_nn_relu();
+    NB_CK_FAILS(nb_causal_lm_forward(relu, nb_zeros(NB_SHAPE(1, 3), NB_I64), NULL), NB_ERR_INVALID_ARG);
+    nb_module_free(relu);
     ck_assert(!nb_is_causal_lm(nb_module_child(m, "transformer")));
     nb_module_free(m);
     NB_CK_FAILS(nb_nn_rms_norm(0, 1e-5, NB_F32), NB_ERR_INVALID_ARG);

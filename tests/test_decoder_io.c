@@ -282,7 +282,9 @@ START_TEST(test_config_errors) {
     ck_assert(!is_llama && g.n_positions == 64 && g.n_embd == 768);
     ck_assert_ptr_null(nb_from_pretrained(path_in("missing"), NULL));
     ck_assert_int_eq(nb_last_status(), NB_ERR_IO);
-    ck_assert_int_eq(nb_save_pretrained(nb_nn_relu(), path_in("x")), NB_ERR_INVALID_ARG);
+    nb_module *relu = nb_nn_relu();
+    ck_assert_int_eq(nb_save_pretrained(relu, path_in("x")), NB_ERR_INVALID_ARG);
+    nb_module_free(relu);
 }
 END_TEST
 

@@ -40,6 +40,7 @@ typedef struct stream_ctx {
 static bool print_token(void *user, int64_t token) {
     stream_ctx *c = user;
     if (c->count++ == 0) c->first = now_seconds();
+    if (nb_bpe_is_special(c->tok, (int32_t)token)) return true; /* <|endoftext|> and the like are not text */
     char buf[256];
     int32_t id = (int32_t)token;
     int64_t n = nb_bpe_decode(c->tok, &id, 1, buf, sizeof buf);

@@ -38,7 +38,7 @@ static bool options_ok(const nb_generate_options *o) {
     return false;
 }
 
-int64_t nb_sample_logits(float *logits, int64_t n, const nb_generate_options *o) {
+int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_options *o) {
     if (!logits || n < 1 || !o) return nb_set_error(NB_ERR_INVALID_ARG, "sample_logits: needs logits and n >= 1"), -1;
     if (!options_ok(o)) return -1;
     int64_t best = -1;

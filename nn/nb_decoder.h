@@ -239,7 +239,7 @@ typedef struct nb_generate_options {
 /* Continues the prompt ids[0..n_prompt) (n_prompt >= 1) of a GPT-2 or Llama
  * model with up to max_new_tokens tokens: one forward over the prompt
  * filling a KV cache (prefill), then one token at a time (decode), without
- * a tape. The new tokens go to out[0..min(n, cap)) (out may be NULL with
+ * a tape and in eval mode (no dropout; the model's mode is restored after). The new tokens go to out[0..min(n, cap)) (out may be NULL with
  * cap 0 when the callback is enough) and to the callback. Stops at
  * max_new_tokens, a stop token, the callback's false, or the model's
  * longest sequence (GPT-2's n_positions, Llama's max_position_embeddings).
@@ -250,10 +250,10 @@ int64_t nb_generate(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t 
                     nb_generate_options opts);
 
 /* One sampling step on host logits[0..n): the token generate would pick
- * with these options (temperature, top_k, top_p, gen). logits is
- * overwritten. Returns the token, or -1 (NB_ERR_INVALID_ARG: n < 1, a bad
- * option, logits all -inf or NaN). */
-int64_t nb_sample_logits(float *logits, int64_t n, const nb_generate_options *opts);
+ * with these options (temperature, top_k, top_p, gen; one Philox block
+ * drawn unless greedy). Returns the token, or -1 (NB_ERR_INVALID_ARG: n <
+ * 1, a bad option, logits all -inf or NaN; NB_ERR_OOM). */
+int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_options *opts);
 
 /* ---- Hugging Face checkpoints (nn/hf_checkpoint.c) --------------------------------- */
 

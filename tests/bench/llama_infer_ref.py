@@ -5,7 +5,7 @@ intermediate 8192, 16 layers, 32 heads over 8 kv heads of 64, rope_theta
 500000 with llama3 scaling, tied head) with random weights, written in plain
 torch after transformers' modeling_llama.py with a preallocated KV cache and
 F.scaled_dot_product_attention (enable_gqa where torch has it, else
-repeat_interleave). Prefill: one forward over a context of C random tokens
+repeat_interleave; before torch 2.0, the explicit softmax). Prefill: one forward over a context of C random tokens
 (is_causal) filling the cache; decode: greedy tokens one at a time at batch 1.
 
 usage: llama_infer_ref.py [--config 3.2-1b|tiny] [--contexts 128,4096,100000]
@@ -79,11 +79,19 @@ class Llama:
             self.kc[i][:, :, P:P + T] = k
             self.vc[i][:, :, P:P + T] = v
             k, v = self.kc[i][:, :, :P + T], self.vc[i][:, :, :P + T]
-            try:
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=P == 0 and T > 1, enable_gqa=True)
-            except TypeError:  # torch < 2.5
-                y = F.scaled_dot_product_attention(q, k.repeat_interleave(nh // nkv, 1),
-                                                   v.repeat_interleave(nh // nkv, 1), is_causal=P == 0 and T > 1)
+            causal = P == 0 and T > 1
+            if not hasattr(F, "scaled_dot_product_attention"):  # torch < 2.0: the explicit softmax
+                k, v = k.repeat_interleave(nh // nkv, 1), v.repeat_interleave(nh // nkv, 1)
+                s = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+                if causal:
+                    s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool, device=s.device), 1), float("-inf"))
+                y = torch.softmax(s.float(), -1).to(q.dtype) @ v
+            else:
+                try:
+                    y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+                except TypeError:  # torch < 2.5
+                    y = F.scaled_dot_product_attention(q, k.repeat_interleave(nh // nkv, 1),
+                                                       v.repeat_interleave(nh // nkv, 1), is_causal=causal)
             x = x + y.transpose(1, 2).reshape(1, T, nh * hd) @ w["o"].T
             h = self.rms(x, w["n2"])
             x = x + (F.silu(h @ w["g"].T) * (h @ w["u"].T)) @ w["d"].T

@@ -38,6 +38,7 @@ except ImportError as e:  # the C test reports the skip
     print(f"decoder_interop: skipped ({e})")
     sys.exit(77)
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_interop import read_safetensors  # noqa: E402  (checks CRCs too)
 

@@ -203,6 +203,10 @@ static const struct nb_backend_i cpu_iface = {
     .linalg_lstsq = nb_cpu_linalg_lstsq,
     .adam_step_multi = nb_cpu_adam_step_multi,
     .sgd_step_multi = nb_cpu_sgd_step_multi,
+    /* decoders */
+    .rms_norm = nb_cpu_rms_norm,
+    .rms_norm_backward = nb_cpu_rms_norm_backward,
+    .rope = nb_cpu_rope,
 };
 
 static nb_backend cpu_backend = {

@@ -92,6 +92,13 @@ nb_status nb_cuda_adam_step_multi(nb_backend *be, int n, const nb_kview *params,
                                   const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h);
 nb_status nb_cuda_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                                  const nb_kview *momentum_bufs, const nb_sgd_hyper *h);
+// rms_norm.cu (decoders)
+nb_status nb_cuda_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,
+                           const nb_kview *w, double eps);
+nb_status nb_cuda_rms_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gy,
+                                    const nb_kview *x, const nb_kview *w, const nb_kview *rstd);
+nb_status nb_cuda_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
+                       const nb_kview *sin, bool inverse);
 // foreach.cu
 nb_status nb_cuda_norm_multi(nb_backend *be, int n, const nb_kview *xs, double p, const nb_kview *out);
 nb_status nb_cuda_mul_multi(nb_backend *be, int n, const nb_kview *xs, const nb_kview *s);
@@ -157,6 +164,9 @@ nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kview *glogits
         (i)->adam_step_multi = nb_cuda_adam_step_multi; \
         (i)->sgd_step_multi = nb_cuda_sgd_step_multi; \
         (i)->norm_multi = nb_cuda_norm_multi; \
+        (i)->rms_norm = nb_cuda_rms_norm; \
+        (i)->rms_norm_backward = nb_cuda_rms_norm_backward; \
+        (i)->rope = nb_cuda_rope; \
         (i)->mul_multi = nb_cuda_mul_multi; \
         NB_CUDA_SET_CNN_SLOTS(i);     \
         NB_CUDA_SET_REDUCE_SLOTS(i);  \

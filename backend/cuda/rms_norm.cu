@@ -1,0 +1,175 @@
+// rms_norm.cu - the decoders' slots on CUDA: rms_norm, rms_norm_backward
+// (RMSNorm, Zhang & Sennrich 2019; PyTorch's F.rms_norm) and rope (the
+// rotate-half rotary embedding of Llama / Hugging Face). Formulas are the
+// CPU backend's (backend/cpu/rms_norm.c, rope.c). Deterministic: row sums
+// in double by one block per row with a fixed tree; gw in fixed chunks of
+// rows summed per column in chunk order. No atomics.
+#include "block_reduce.cuh"
+#include "cuda_common.cuh"
+#include "cuda_kernels.h"
+
+namespace nbc {
+namespace {
+
+constexpr int RT = 256;     // threads per row block
+constexpr int GW_COLS = 32; // gw: columns per block
+constexpr int GW_ROWS = 64; // gw: rows per chunk
+
+template <typename T> __global__ void k_rms_fwd(T *y, T *rstd, const T *x, const T *w, int64_t m, double eps) {
+    __shared__ double red[32];
+    const int64_t r = blockIdx.x;
+    const T *xr = x + r * m;
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) s += (double)xr[i] * (double)xr[i];
+    s = block_sum(s, red);
+    const double rs = 1 / sqrt(s / (double)m + eps);
+    const T rt = (T)rs;
+    if (threadIdx.x == 0) rstd[r] = rt;
+    T *yr = y + r * m;
+    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) yr[i] = w ? w[i] * (xr[i] * rt) : xr[i] * rt;
+}
+
+template <typename T>
+__global__ void k_rms_bwd_rows(T *gx, const T *gy, const T *x, const T *w, const T *rstd, int64_t m) {
+    __shared__ double red[32];
+    const int64_t r = blockIdx.x;
+    const T *xr = x + r * m, *gr = gy + r * m;
+    const T rt = rstd[r];
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+        T a = w ? gr[i] * w[i] : gr[i];
+        s += (double)(a * (xr[i] * rt));
+    }
+    s = block_sum(s, red);
+    const T mx = (T)(s / (double)m);
+    T *g = gx + r * m;
+    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+        T a = w ? gr[i] * w[i] : gr[i];
+        g[i] = rt * (a - (xr[i] * rt) * mx);
+    }
+}
+
+// part[chunk][col] = sum over the chunk's rows of gy * xhat, in row order.
+template <typename T>
+__global__ void k_rms_gw_part(double *part, const T *gy, const T *x, const T *rstd, int64_t rows, int64_t m) {
+    const int64_t c = (int64_t)blockIdx.x * GW_COLS + threadIdx.x, chunk = blockIdx.y;
+    if (c >= m) return;
+    const int64_t r0 = chunk * GW_ROWS, r1 = min(r0 + GW_ROWS, rows);
+    double acc = 0;
+    for (int64_t r = r0; r < r1; r++) acc += (double)(gy[r * m + c] * (x[r * m + c] * rstd[r]));
+    part[chunk * m + c] = acc;
+}
+
+template <typename T> __global__ void k_rms_gw_sum(T *gw, const double *part, int64_t chunks, int64_t m) {
+    NBC_GRID_STRIDE(c, m) {
+        double acc = 0;
+        for (int64_t k = 0; k < chunks; k++) acc += part[k * m + c];
+        gw[c] = (T)acc;
+    }
+}
+
+// One thread per (row, i < h) pair of a [N, T, D] tensor.
+template <typename T>
+__global__ void k_rope(T *out, const T *x, const T *cs, const T *sn, int64_t n_rows, int64_t t_len, int64_t h,
+                       bool inverse) {
+    NBC_GRID_STRIDE(k, n_rows * h) {
+        const int64_t row = k / h, i = k % h, t = row % t_len;
+        const T c = cs[t * h + i], s = inverse ? -sn[t * h + i] : sn[t * h + i];
+        const T a = x[row * 2 * h + i], b = x[row * 2 * h + i + h];
+        out[row * 2 * h + i] = a * c - b * s;
+        out[row * 2 * h + i + h] = b * c + a * s;
+    }
+}
+
+// Views of R x M rows: x 2-D, contiguous, float; the others (may be NULL)
+// contiguous with n elements of x's dtype.
+nb_status check(const char *op, const nb_kview *x, const nb_kview *const *vs, const int64_t *ns, int nv) {
+    if (x->ndim != 2 || !contiguous(x) || (x->dtype != NB_F32 && x->dtype != NB_F64))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: x must be a contiguous float32/float64 [R, M] view on cuda", op);
+    for (int i = 0; i < nv; i++)
+        if (vs[i] && (numel(vs[i]) != ns[i] || !contiguous(vs[i]) || vs[i]->dtype != x->dtype))
+            return nb_set_error(NB_ERR_SHAPE, "%s: operand %d must be contiguous with %lld %s elements", op, i,
+                                (long long)ns[i], nb_dtype_name(x->dtype));
+    return NB_OK;
+}
+
+} // namespace
+} // namespace nbc
+
+using namespace nbc;
+
+nb_status nb_cuda_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,
+                           const nb_kview *w, double eps) {
+    const char *op = "rms_norm";
+    int64_t rows = x->ndim == 2 ? x->shape[0] : 0, m = x->ndim == 2 ? x->shape[1] : 0;
+    const nb_kview *vs[3] = {out, rstd, w};
+    const int64_t ns[3] = {rows * m, rows, m};
+    if (!out || !rstd) return nb_set_error(NB_ERR_INVALID_ARG, "%s: out and rstd are required", op);
+    nb_status st = check(op, x, vs, ns, 3);
+    if (st || rows == 0) return st;
+    return dispatch_float(op, x->dtype, [&](auto tag) -> nb_status {
+        using T = decltype(tag);
+        k_rms_fwd<T><<<(unsigned)rows, RT, 0, stream_of(be)>>>((T *)out->data, (T *)rstd->data, (const T *)x->data,
+                                                                 w ? (const T *)w->data : nullptr, m, eps);
+        return launched(op);
+    });
+}
+
+nb_status nb_cuda_rms_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gy,
+                                    const nb_kview *x, const nb_kview *w, const nb_kview *rstd) {
+    const char *op = "rms_norm_backward";
+    int64_t rows = x->ndim == 2 ? x->shape[0] : 0, m = x->ndim == 2 ? x->shape[1] : 0;
+    const nb_kview *vs[5] = {gx, gw, gy, w, rstd};
+    const int64_t ns[5] = {rows * m, m, rows * m, m, rows};
+    if (!gy || !rstd) return nb_set_error(NB_ERR_INVALID_ARG, "%s: gy and rstd are required", op);
+    nb_status st = check(op, x, vs, ns, 5);
+    if (st) return st;
+    cudaStream_t s = stream_of(be);
+    return dispatch_float(op, x->dtype, [&](auto tag) -> nb_status {
+        using T = decltype(tag);
+        if (gx && rows) {
+            k_rms_bwd_rows<T><<<(unsigned)rows, RT, 0, s>>>((T *)gx->data, (const T *)gy->data, (const T *)x->data,
+                                                             w ? (const T *)w->data : nullptr,
+                                                             (const T *)rstd->data, m);
+            nb_status e = launched(op);
+            if (e) return e;
+        }
+        if (gw && m) {
+            const int64_t chunks = rows ? (rows + GW_ROWS - 1) / GW_ROWS : 0;
+            Scratch part;
+            if (chunks && !part.alloc(be, sizeof(double) * (size_t)(chunks * m))) return nb_last_status();
+            if (chunks) {
+                dim3 grid((unsigned)((m + GW_COLS - 1) / GW_COLS), (unsigned)chunks);
+                k_rms_gw_part<T><<<grid, GW_COLS, 0, s>>>(part.as<double>(), (const T *)gy->data,
+                                                          (const T *)x->data, (const T *)rstd->data, rows, m);
+                nb_status e = launched(op);
+                if (e) return e;
+            }
+            k_rms_gw_sum<T><<<blocks_for(m), THREADS, 0, s>>>((T *)gw->data, part.as<double>(), chunks, m);
+            return launched(op);
+        }
+        return NB_OK;
+    });
+}
+
+nb_status nb_cuda_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
+                       const nb_kview *sin, bool inverse) {
+    const char *op = "rope";
+    if (!out || !x || !cos || !sin) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL operand", op);
+    if (x->ndim != 3 || x->shape[2] % 2 || !contiguous(x) || (x->dtype != NB_F32 && x->dtype != NB_F64))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: x must be a contiguous float [N, T, D] view with D even", op);
+    const int64_t n = x->shape[0], t = x->shape[1], h = x->shape[2] / 2;
+    const nb_kview *vs[3] = {out, cos, sin};
+    const int64_t ns[3] = {n * t * 2 * h, t * h, t * h};
+    for (int i = 0; i < 3; i++)
+        if (numel(vs[i]) != ns[i] || !contiguous(vs[i]) || vs[i]->dtype != x->dtype)
+            return nb_set_error(NB_ERR_SHAPE, "%s: operand %d must be contiguous with %lld %s elements", op, i,
+                                (long long)ns[i], nb_dtype_name(x->dtype));
+    if (!n || !t || !h) return NB_OK;
+    return dispatch_float(op, x->dtype, [&](auto tag) -> nb_status {
+        using T = decltype(tag);
+        k_rope<T><<<blocks_for(n * t * h), THREADS, 0, stream_of(be)>>>(
+            (T *)out->data, (const T *)x->data, (const T *)cos->data, (const T *)sin->data, n * t, t, h, inverse);
+        return launched(op);
+    });
+}

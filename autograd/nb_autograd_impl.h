@@ -47,6 +47,7 @@ typedef union nb_op_params {
         int64_t B, L, S, E, Ev;
         bool causal, has_mask;
         uint64_t seed, offset;
+        const uint64_t *offset_base; /* captured in a CUDA graph: the device offset base (core/graph.c) */
         double scale, dropout_p;
     } attention;
     struct { int flag; } linalg; /* cholesky: upper; qr: mode; svd: full_matrices */

@@ -48,9 +48,11 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
     nb_tensor *P = nb_exp(nb_sub(sc, nb_unsqueeze(lse, 2)));
     nb_tensor *dP = nb_matmul(g3, nb_transpose(v3, 1, 2));
     if (p > 0 && dP) { /* the forward's keep mask: Philox bits of (b*L + i)*S + j, drop iff u < p */
-        nb_generator gen = {n->p.attention.seed, n->p.attention.offset};
         nb_tensor *drop = nb_tensor_new(3, bls, q3->dtype, q3->storage->device);
-        if (!drop || nb_bernoulli_(drop, p, &gen) != NB_OK) return NULL;
+        nb_kview vd = drop ? nb_kview_of(drop) : (nb_kview){0};
+        if (!drop || NB_CALL(drop, random, &vd, NB_RNG_BERNOULLI, p, 0, n->p.attention.seed, n->p.attention.offset,
+                             n->p.attention.offset_base) != NB_OK)
+            return NULL;
         dP = nb_mul(dP, nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p)));
     }
     int last = -1;
@@ -85,7 +87,8 @@ static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         nb_kview vm = mask ? nb_kview_of(mask) : (nb_kview){0};
         nb_status st = NB_CALL(q3, attention_backward, gq ? &vgq : NULL, gk ? &vgk : NULL, gv ? &vgv : NULL, &vg,
                                &vq, &vk, &vv, &vo, &vl, mask ? &vm : NULL, n->p.attention.causal, n->p.attention.scale,
-                               n->p.attention.dropout_p, n->p.attention.seed, n->p.attention.offset);
+                               n->p.attention.dropout_p, n->p.attention.seed, n->p.attention.offset,
+                               n->p.attention.offset_base);
         if (st) return st;
     }
     nb_tensor *gx[3] = {gq, gk, gv};
@@ -208,15 +211,19 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     }
     if (!out || !out3 || !lse || (o.attn_mask && !mask)) return NULL;
     uint64_t seed = 0, offset = 0;
+    const uint64_t *base = NULL; /* set while a CUDA graph is captured */
     if (o.dropout_p > 0) {
         nb_generator *gen = o.gen ? o.gen : nb_default_generator();
         seed = gen->seed;
         offset = nb_generator_advance(gen, nb_philox_blocks((uint64_t)(B * L * S)));
+        bool failed;
+        base = nb_graph_rng_base(q->storage->backend, gen, &offset, &failed);
+        if (failed) return NULL;
     }
     nb_kview vo = nb_kview_of(out3), vl = nb_kview_of(lse), vq = nb_kview_of(q3), vk = nb_kview_of(k3),
              vv = nb_kview_of(v3), vm = mask ? nb_kview_of(mask) : (nb_kview){0};
     if (NB_CALL(q, attention, &vo, &vl, &vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, seed,
-                offset) != NB_OK)
+                offset, base) != NB_OK)
         return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, sdpa_backward, out, n_in, in, &failed);
@@ -225,7 +232,7 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
         n->p.attention.B = dims[0], n->p.attention.L = dims[1], n->p.attention.S = dims[2];
         n->p.attention.E = dims[3], n->p.attention.Ev = dims[4];
         n->p.attention.causal = o.is_causal;
-        n->p.attention.seed = seed, n->p.attention.offset = offset;
+        n->p.attention.seed = seed, n->p.attention.offset = offset, n->p.attention.offset_base = base;
         n->p.attention.has_mask = mask != NULL;
         n->p.attention.scale = scale, n->p.attention.dropout_p = o.dropout_p;
         nb_save(n, 0, q3), nb_save(n, 1, out3);

@@ -356,6 +356,46 @@ typedef struct nb_device_counters {
 /* Zeros with NB_ERR_DEVICE for a device that does not exist. */
 nb_device_counters nb_device_counters_get(nb_device dev);
 
+/* ---- CUDA graphs -------------------------------------------------------------------
+ * A training step captured once and replayed with one launch
+ * (torch.cuda.graphs): the host's per-op work disappears from replays.
+ *
+ *   step(); step();                            // warm up eagerly (caches, state)
+ *   nb_graph_capture_begin(dev);
+ *   step();                                    // recorded, not run
+ *   nb_graph *g = nb_graph_capture_end(dev);
+ *   for (...) { nb_copy_(x, batch_x); nb_graph_replay(g); }
+ *
+ * The captured work reads and writes the same memory on every replay: feed
+ * it by copying into the tensors it read (x above). Tensors made during the
+ * capture come from the graph's private memory pool and stay valid while the
+ * graph lives. What changes per step must live on the device: random ops
+ * (dropout) draw from the generator's offset at replay time, so each replay
+ * draws what the eager step at that point would; optimizers on a device
+ * with graphs read lr and the step count from device memory, so
+ * nb_optimizer_set_lr and schedulers between replays take effect, and
+ * each replay advances the step counts (host and device). A replay
+ * gives the same bits as the eager step it recorded. While capturing, a
+ * host synchronisation (nb_item, nb_to_host, nb_device_synchronize) fails
+ * with NB_ERR_STATE and no tensor made before the capture may be freed.
+ * Graphs are CUDA's: on the CPU capture fails with NB_ERR_UNSUPPORTED. */
+typedef struct nb_graph nb_graph;
+/* Starts capturing what the calling thread enqueues on dev's current stream.
+ * Errors: NB_ERR_UNSUPPORTED (a device without graphs), NB_ERR_STATE (a
+ * capture under way), NB_ERR_DEVICE. */
+nb_status nb_graph_capture_begin(nb_device dev);
+/* Ends the capture and returns the graph, ready to replay, or NULL with an
+ * error (an op that failed during the capture fails it). */
+nb_graph *nb_graph_capture_end(nb_device dev);
+/* Launches the captured work on the device's current stream (asynchronous),
+ * after the per-replay values (generator offsets) are written. */
+nb_status nb_graph_replay(nb_graph *g);
+/* Releases the graph and its memory pool (tensors made during the capture
+ * keep their memory until they are freed). NULL is ignored. */
+void nb_graph_free(nb_graph *g);
+/* Whether dev's current stream is being captured. */
+bool nb_graph_is_capturing(nb_device dev);
+
 /* ---- profiling ----------------------------------------------------------------
  * A per-kernel-slot profile of the work ops enqueue, on every device: from
  * nb_profiler_start, each backend kernel slot call is timed on its stream (GPU

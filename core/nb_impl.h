@@ -89,6 +89,22 @@ static inline bool nb_dtype_is_compute_float(nb_dtype dt) { return dt == NB_F32 
 /* NB_CALL's tail: st, or with NB_SYNC_DEBUG the device's pending error;
  * counts the call and, while profiling, times it as `slot`. */
 nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot);
+/* ---- graph capture (core/graph.c) ----
+ * While be's current stream is captured: gen's (NULL: the default
+ * generator's) device offset base for random kernels, with *offset (as
+ * nb_generator_advance returned it) made relative to it; NULL (offset
+ * untouched) when not capturing or on error (then *failed is set). */
+const uint64_t *nb_graph_rng_base(nb_backend *be, nb_generator *gen, uint64_t *offset, bool *failed);
+/* While be's current stream is captured, registers on_replay: (ctx, 0) runs
+ * just before each replay launches (refresh device values the replay
+ * reads), (ctx, +1) after each launch, and (ctx, -1) when the capture ends
+ * (undoing the host state the captured call advanced, since the capture
+ * ran nothing); false with an error if no more can be registered. ctx must
+ * outlive the graph. Not capturing: nothing, true. */
+bool nb_graph_on_replay(nb_backend *be, void (*on_replay)(void *ctx, int delta), void *ctx);
+/* Whether be's current stream is being captured. */
+bool nb_graph_capturing_be(nb_backend *be);
+
 /* While profiling (nb_profiler_start), a timing mark before a slot call. */
 extern bool nb_prof_on;
 void nb_prof_mark_before(nb_backend *be);

@@ -39,16 +39,19 @@ static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, dou
     uint64_t seed = gen ? gen->seed : default_gen.seed;
     uint64_t n = (uint64_t)nb_numel(t);
     uint64_t offset = nb_generator_advance(gen, nb_philox_blocks(n));
+    bool failed;
+    const uint64_t *base = nb_graph_rng_base(t->storage->backend, gen, &offset, &failed); /* capturing a graph */
+    if (failed) return nb_last_status();
     if (nb_is_contiguous(t)) {
         nb_kview v = nb_kview_of(t);
-        return NB_CALL(t, random, &v, dist, a, b, seed, offset);
+        return NB_CALL(t, random, &v, dist, a, b, seed, offset, base);
     }
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *c = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     nb_status st = c ? NB_OK : nb_last_status();
     if (c) {
         nb_kview v = nb_kview_of(c);
-        st = NB_CALL(c, random, &v, dist, a, b, seed, offset);
+        st = NB_CALL(c, random, &v, dist, a, b, seed, offset, base);
     }
     if (st == NB_OK) st = nb_copy_(t, c);
     nb_scope_end(s);

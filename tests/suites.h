@@ -52,7 +52,8 @@
     X(alloc_faults) \
     X(null_args) \
     X(examples) \
-    X(cuda_elementwise)
+    X(cuda_elementwise) \
+    X(graph)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

@@ -122,6 +122,8 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_to_host_async, NULL, NULL, 0, NULL);
     NS(nb_no_grad_call, NULL, NULL);
     NV(nb_profiler_report, NULL); /* NULL: stderr */
+    NS(nb_graph_replay, NULL);
+    NV(nb_graph_free, NULL);
     /* decoders (nb_ops.h, nn/nb_decoder.h) */
     NP(nb_rms_norm, NULL, 1, (int64_t[]){2}, NULL, 1e-6);
     NP(nb_apply_rotary_pos_emb, NULL, NULL, NULL);

@@ -61,7 +61,7 @@ nb_status nb_cpu_cross_entropy_backward(nb_backend *be, const nb_kview *glogits,
 
 /* random.c */
 nb_status nb_cpu_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b,
-                        uint64_t seed, uint64_t offset);
+                        uint64_t seed, uint64_t offset, const uint64_t *offset_base);
 
 /* optim.c */
 nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
@@ -97,8 +97,8 @@ nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb
 nb_status nb_cpu_where(nb_backend *be, const nb_kview *out, const nb_kview *cond, const nb_kview *a, const nb_kview *b);
 nb_status nb_cpu_layer_norm(nb_backend *be, const nb_kview *out, const nb_kview *mean, const nb_kview *rstd, const nb_kview *x, const nb_kview *w, const nb_kview *b, double eps);
 nb_status nb_cpu_layer_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gb, const nb_kview *gy, const nb_kview *x, const nb_kview *w, const nb_kview *mean, const nb_kview *rstd);
-nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset);
-nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv, const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset);
+nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base);
+nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv, const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base);
 
 /* op coverage: binary.c (logic). The binary slot's new ops, by dtype:
  *   remainder, fmod, div_trunc, div_floor: f32/f64/i32/i64/u8 (integer

@@ -292,7 +292,9 @@ nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out) {
                             nb_fmt_shape(out->ndim, out->shape, b, sizeof b), nb_dtype_name(out->dtype));
     bool prev = nb_set_grad_enabled(false);
     nb_scope *s = nb_op_scope_begin();
+    nb_autocast_pause(true); /* each op's backward runs in its forward's dtypes */
     nb_status st = out->grad_fn ? run_backward(out->grad_fn, grad_out) : accumulate_leaf(out, grad_out, false);
+    nb_autocast_pause(false);
     nb_scope_end(s);
     nb_set_grad_enabled(prev);
     return st;

@@ -289,6 +289,10 @@ static nb_tensor *sdpa_gqa(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_opt
 }
 
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts) {
+    /* float32 under autocast: the fused kernels have no 16-bit form yet */
+    nb_tensor *in[3] = {q, k, v};
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 3, in)) return NULL;
+    q = in[0], k = in[1], v = in[2];
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, opts.enable_gqa ? sdpa_gqa(q, k, v, opts) : sdpa_impl(q, k, v, opts));
 }

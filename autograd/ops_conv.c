@@ -208,8 +208,10 @@ nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d
     conv_opts o = {.groups = opts.groups, .same = opts.padding_same};
     for (int d = 0; d < 2; d++)
         o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d];
+    nb_tensor *in[3] = {x, weight, bias}; /* float32 under autocast: no 16-bit convolution kernels yet */
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, conv_impl("conv2d", 2, x, weight, bias, o));
+    return nb_scope_return(s, conv_impl("conv2d", 2, in[0], in[1], in[2], o));
 }
 
 nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d_options opts) {

@@ -61,6 +61,7 @@ static nb_tensor *ce_impl(nb_tensor *logits, nb_tensor *target, nb_cross_entropy
 }
 
 nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts) {
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &logits)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, ce_impl(logits, target, opts));
 }
@@ -91,6 +92,8 @@ static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, nb_reduction red
 }
 
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
+    nb_tensor *in[2] = {input, target};
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 2, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, mse_impl(input, target, reduction));
+    return nb_scope_return(s, mse_impl(in[0], in[1], reduction));
 }

@@ -53,7 +53,8 @@
     X(null_args) \
     X(examples) \
     X(cuda_elementwise) \
-    X(graph)
+    X(graph) \
+    X(autocast)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

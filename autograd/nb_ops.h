@@ -39,7 +39,8 @@ extern "C" {
 
 /* Scalar arithmetic, x + s, x * s, x ** exponent (PyTorch's scalar
  * promotion: see the binary ops below), and the basic functions. relu's
- * gradient at 0 is 0, as PyTorch. */
+ * gradient at 0 is 0 and at NaN g, as PyTorch. x ** 0.5 and x ** -0.5 are
+ * sqrt(x) and 1 / sqrt(x), as PyTorch's kernel ((-inf) ** 0.5 is NaN). */
 nb_tensor *nb_add_scalar(nb_tensor *a, double s);
 nb_tensor *nb_mul_scalar(nb_tensor *a, double s);
 nb_tensor *nb_pow_scalar(nb_tensor *a, double exponent);
@@ -122,7 +123,7 @@ nb_tensor *nb_erfc(nb_tensor *x);
 nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope);
 
 /* F.elu (Clevert et al. 2015): x > 0 ? x : alpha (e^x - 1) (default alpha
- * 1). Gradient at 0 is alpha (the negative branch, as PyTorch). */
+ * 1). Gradient at 0 is alpha (the negative branch, as PyTorch), at NaN NaN. */
 nb_tensor *nb_elu(nb_tensor *x, double alpha);
 
 /* F.selu (Klambauer et al. 2017): scale * elu(x, alpha) with alpha =
@@ -144,8 +145,8 @@ nb_tensor *nb_mish(nb_tensor *x);
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
 
 /* F.hardtanh: clamp(x, min_val, max_val) (defaults -1, 1); gradient gy
- * where min_val < x < max_val and 0 elsewhere, at both ends included (as
- * PyTorch's hardtanh_backward). NaN stays NaN. Errors: min_val > max_val
+ * where min_val < x < max_val and 0 elsewhere, at both ends and at NaN
+ * included (as PyTorch's hardtanh_backward). NaN stays NaN. Errors: min_val > max_val
  * (NB_ERR_INVALID_ARG). */
 nb_tensor *nb_hardtanh(nb_tensor *x, double min_val, double max_val);
 
@@ -157,7 +158,8 @@ nb_tensor *nb_relu6(nb_tensor *x);
 nb_tensor *nb_hardsigmoid(nb_tensor *x);
 
 /* F.hardswish (Howard et al. 2019): x min(max(x + 3, 0), 6) / 6; gradient 0
- * below -3, gy (x / 3 + 1/2) on [-3, 3], gy above. */
+ * below -3, gy (x / 3 + 1/2) on [-3, 3), gy from 3 (PyTorch's vectorized
+ * kernel; its scalar one gives 1.5 gy at 3). */
 nb_tensor *nb_hardswish(nb_tensor *x);
 
 /* F.logsigmoid: log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|) (no overflow
@@ -356,7 +358,7 @@ nb_tensor *nb_argmin(nb_tensor *t, int dim, bool keepdim);
  * its gradient is 2 (x - mean) g / (N - correction). */
 nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim);
 
-/* sqrt(nb_var(...)); the gradient at std == 0 is inf/NaN, as PyTorch. */
+/* sqrt(nb_var(...)); the gradient at std == 0 is 0, PyTorch's masked std_backward. */
 nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim);
 
 /* torch.linalg.vector_norm(t, ord=p, dim=dims, keepdim): (sum |x|^p)^(1/p)
@@ -560,17 +562,20 @@ nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing
 /* Marks "no padding_idx" for nb_embedding. */
 #define NB_NO_PADDING_IDX INT64_MIN
 
-/* F.embedding: rows of weight [V, D] picked by int64 indices of any shape
+/* F.embedding: rows of weight [V, D] picked by int64 (or int32) indices of any shape
  * -> [*indices.shape, D]. The gradient of weight accumulates the rows of g
  * per index in a fixed order (deterministic, no atomics); the padding_idx
  * row (negative counts from V) gets no gradient. Errors: an index outside
  * [0, V) -> NB_ERR_INVALID_ARG naming it. */
 nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx);
 
-/* torch.index_select: t's slices along dim picked by a 1-D int64 index. */
+/* torch.index_select: t's slices along dim picked by a 1-D (or 0-d) int64
+ * or int32 index. */
 nb_tensor *nb_index_select(nb_tensor *t, int dim, nb_tensor *index);
 
-/* torch.cat of n tensors (same shape but along dim) along dim. */
+/* torch.cat of n tensors (same shape but along dim) along dim; mixed dtypes
+ * promote to their common dtype (nb_promote_types), as torch.cat. PyTorch's
+ * legacy exception for 1-D empty tensors of another shape is not kept. */
 nb_tensor *nb_cat(nb_tensor *const *ts, int n, int dim);
 
 /* torch.stack: n tensors of one shape joined along a new dim. */
@@ -582,8 +587,9 @@ nb_tensor *nb_stack(nb_tensor *const *ts, int n, int dim);
 int nb_split(nb_tensor *t, int64_t split_size, int dim, nb_tensor **out, int cap);
 int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap);
 
-/* torch.where(cond, a, b): cond bool; the three broadcast together;
- * gradients flow to a and b. */
+/* torch.where(cond, a, b): cond bool; the three broadcast together; a and
+ * b promote to torch.result_type(a, b); gradients flow to a and b (each in
+ * its own dtype). */
 nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b);
 
 /* Tensor.masked_fill: value where mask (bool, broadcastable to t) is true. */

@@ -412,6 +412,10 @@ nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step) {
     if (!nb_check_inputs("unfold", 1, &t)) return NULL;
     char s[NB_SHAPE_BUF];
     int d = nb_wrap_dim(dim, t->ndim);
+    if (t->ndim == 0 && d == 0 && size >= 0 && size <= 1 && step >= 1) { /* PyTorch: a 0-d t gives [size] */
+        nb_scope *sc = nb_scope_begin();
+        return nb_scope_return(sc, nb_narrow(nb_reshape(t, NB_SHAPE(1)), 0, 0, size));
+    }
     if (d < 0 || t->ndim == 0 || t->ndim == NB_MAX_DIMS)
         return NB_FAIL(NB_ERR_INVALID_ARG, "unfold: dim %d out of range for input %s (1 to %d dims)", dim,
                        nb_fmt_shape(t->ndim, t->shape, s, sizeof s), NB_MAX_DIMS - 1);

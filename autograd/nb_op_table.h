@@ -234,6 +234,7 @@ extern "C" {
     X(CROSS_ENTROPY, cross_entropy, loss, NB_D, NB_DTM_F) \
     X(CROSS_ENTROPY_EX, cross_entropy_ex, loss, NB_D, NB_DTM_F) \
     X(MSE_LOSS, mse_loss, loss, NB_D | NB_C, NB_DTM_F) \
+    X(NLL_LOSS, nll_loss, loss, NB_D | NB_C, NB_DTM_F) \
     /* CNN */ \
     X(CONV2D, conv2d, conv, NB_D, NB_DTM_F) \
     X(CONV1D, conv1d, conv, NB_D, NB_DTM_F) \

@@ -703,19 +703,47 @@ nb_tensor *nb_log_softmax(nb_tensor *t, int dim);
 typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
 
 typedef struct nb_cross_entropy_options {
-    int64_t ignore_index;   /* targets equal to it add nothing (default -100) */
+    int64_t ignore_index;   /* targets equal to it add nothing (default -100; class indices only) */
     nb_reduction reduction; /* mean over non-ignored targets (default), sum, none */
+    nb_tensor *weight;      /* class weights [C] of the input's dtype, or NULL (borrowed) */
+    double label_smoothing; /* in [0, 1]; 0 = none (Szegedy et al. 2016) */
 } nb_cross_entropy_options;
 #define NB_CROSS_ENTROPY_DEFAULTS ((nb_cross_entropy_options){.ignore_index = -100, .reduction = NB_REDUCTION_MEAN})
 
-/* F.cross_entropy with class indices: logits [N, C] (f32/f64), target [N]
- * int64 in [0, C) or ignore_index. Fused log-softmax + NLL: the forward
- * saves the log-sum-exp per row, and the backward is softmax - onehot.
- * Errors: NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_INVALID_ARG (a target out of
- * range, found by the kernel). Mean over zero non-ignored targets is NaN, as
- * PyTorch. */
+/* F.cross_entropy (PyTorch's doc and its cross_entropy_loss): input logits
+ * [C] (unbatched), [N, C] or [N, C, d1, ..., dk], f32/f64; target either
+ * class indices (int64) of the input's shape without C ([], [N],
+ * [N, d1, ..., dk]), each in [0, C) or ignore_index, or class
+ * probabilities of the input's shape and dtype. With class indices the
+ * loss of an element is w[t] (lse - x[t]) (w = weight, or 1), and the mean
+ * divides the sum by the sum of w[t] over the non-ignored elements (NaN
+ * when there is none, as PyTorch); label_smoothing e mixes in the uniform
+ * distribution: (1 - e) nll + e / C * (-sum_c w_c log p_c), the second
+ * term masked and averaged likewise (PyTorch's formula). With
+ * probabilities the target becomes t (1 - e) + e / C, the loss of an
+ * element is -sum_c w_c t_c log p_c, and the mean divides by the number of
+ * elements (N d1 ... dk); ignore_index must stay -100 (PyTorch's rule:
+ * NB_ERR_INVALID_ARG otherwise). reduction none
+ * returns the target's shape ([] for unbatched input). The common case
+ * ([N, C], class indices, no weight, no smoothing; and [N, C, d...] after a
+ * copy to [N d..., C]) is one fused kernel: the forward saves the
+ * log-sum-exp per row and the backward is softmax - onehot; the rest is
+ * written from log_softmax, gather and sums. Errors: NB_ERR_SHAPE (shapes
+ * that do not fit, weight not [C]), NB_ERR_DTYPE (target neither int64 nor
+ * the input's float dtype, weight of another dtype), NB_ERR_INVALID_ARG (a
+ * class index outside [0, C), label_smoothing outside [0, 1], a bad
+ * reduction). */
 nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target);
 nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts);
+
+/* F.nll_loss: the negative log-likelihood of class indices, for inputs that
+ * are already log-probabilities (log_softmax's output): input [C], [N, C]
+ * or [N, C, d1, ..., dk], target int64 of the input's shape without C.
+ * Element loss -w[t] input[t] (0 where t == ignore_index); mean divides by
+ * the sum of w[t] (NaN when nothing counts). opts.label_smoothing must be
+ * 0. Gradient: -w[t] at the target class, 0 elsewhere. Errors as
+ * nb_cross_entropy_ex. */
+nb_tensor *nb_nll_loss(nb_tensor *input, nb_tensor *target, nb_cross_entropy_options opts);
 
 /* F.mse_loss: mean (or sum, none) of (input - target)^2; same shapes or broadcastable. */
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
@@ -835,7 +863,9 @@ typedef struct nb_sdpa_options {
 } nb_sdpa_options;
 
 /* F.scaled_dot_product_attention: softmax(q k^T * scale + mask) v for
- * q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev]. A fused,
+ * q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev], the leading
+ * (batch) dims broadcast as PyTorch's (k and v of [1, H, S, E] serve every
+ * batch element; the expanded copy is made once). A fused,
  * tiled kernel with an online softmax (FlashAttention, Dao et al. 2022) that
  * never holds the full [..., L, S] score matrix; the forward saves the
  * log-sum-exp per row, and the backward recomputes the scores from it. A

@@ -316,6 +316,8 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_cross_entropy, x, NULL);
     NP(nb_cross_entropy_ex, NULL, NULL, (nb_cross_entropy_options){0});
     NP(nb_cross_entropy_ex, x, NULL, (nb_cross_entropy_options){0});
+    NP(nb_nll_loss, NULL, NULL, (nb_cross_entropy_options){0});
+    NP(nb_nll_loss, x, NULL, (nb_cross_entropy_options){0});
     NP(nb_mse_loss, NULL, NULL, (nb_reduction)0);
     NP(nb_mse_loss, x, NULL, (nb_reduction)0);
     NP(nb_conv2d, NULL, NULL, NULL, (nb_conv2d_options){0});
@@ -405,6 +407,8 @@ START_TEST(test_every_public_function_survives_null) {
         nb_module_free(enc);
     }
     NP(nb_nn_transformer_encoder_forward, NULL, NULL, NULL, NULL);
+    NP(nb_nn_transformer_encoder_forward_ex, NULL, NULL, (nb_encoder_forward_options){.is_causal = true});
+    NP(nb_nn_transformer_encoder_layer_forward_ex, NULL, NULL, (nb_encoder_forward_options){.is_causal = true});
     NX(nb_bert_get_config, NULL);
     NP(nb_bert_encode, NULL, NULL, NULL, NULL);
     NP(nb_bert_mlm_head, NULL, NULL);

@@ -774,7 +774,11 @@ def products_and_losses():
                 Case(name, [R((3,), I32)], f, {"dim": 0}, tag="int"),
                 Case(name, [R((3, 4))], f, {"dim": 2}, tag="bad dim")]
     ce = lambda xs, a: F.cross_entropy(xs[0], xs[1])
-    cex = lambda xs, a: F.cross_entropy(xs[0], xs[1], ignore_index=a["ignore_index"], reduction=a["reduction"])
+    cex = lambda xs, a: F.cross_entropy(xs[0], xs[1], weight=xs[2] if len(xs) > 2 else None,
+                                        ignore_index=a.get("ignore_index", -100), reduction=a.get("reduction", "mean"),
+                                        label_smoothing=a.get("label_smoothing", 0.0))
+    nll = lambda xs, a: F.nll_loss(xs[0], xs[1], weight=xs[2] if len(xs) > 2 else None,
+                                   ignore_index=a.get("ignore_index", -100), reduction=a.get("reduction", "mean"))
     out += [Case("cross_entropy", [R((4, 5), F32, -3, 3), T([0, 4, 2, 2], I64)], ce, tag="f32"),
             Case("cross_entropy", [R((3, 2), F64), T([1, 0, 1], I64)], ce, tag="f64"),
             Case("cross_entropy", [R((2, 3)), T([3, 0], I64)], ce, tag="target error"),
@@ -788,6 +792,37 @@ def products_and_losses():
                          {"ignore_index": ig, "reduction": red}, tag="f32"),
                     Case("cross_entropy_ex", [R((2, 3), F64), T([1, 1], I64)], cex,
                          {"ignore_index": ig, "reduction": red}, tag="all ignored")]
+    for red in ("mean", "sum", "none"):
+        for ls in (0.0, 0.1):
+            args = {"reduction": red, "label_smoothing": ls, "ignore_index": 2}
+            lt = {F32: (1e-4, 1e-6)}
+            out += [Case("cross_entropy_ex", [R((4, 5)), T([0, 4, 2, 1], I64), R((5,), F32, 0.2, 2)], cex, args,
+                         tag="weight", req=[True, False, False], tol=lt),
+                    Case("cross_entropy_ex", [R((2, 3, 4), F64), R((2, 4), I64, 0, 3)], cex, args, tag="spatial"),
+                    Case("cross_entropy_ex", [R((2, 3, 2, 2)), R((2, 2, 2), I64, 0, 3), R((3,), F32, 0.5, 1.5)], cex,
+                         args, tag="spatial weight", req=[True, False, False], tol=lt),
+                    Case("cross_entropy_ex", [R((3,), F64), T(1, I64)], cex, args, tag="unbatched"),
+                    Case("cross_entropy_ex", [R((4, 3)), F.softmax(R((4, 3)), 1)], cex,
+                         {"reduction": red, "label_smoothing": ls}, tag="probabilities", tol=lt),
+                    Case("cross_entropy_ex", [R((2, 3, 4), F64), F.softmax(R((2, 3, 4), F64), 1), R((3,), F64)], cex,
+                         {"reduction": red, "label_smoothing": ls}, tag="probabilities weight",
+                         req=[True, True, False]),
+                    Case("cross_entropy_ex", [R((4, 3)), F.softmax(R((4, 3)), 1)], cex, args,
+                         tag="probabilities ignore_index"),
+                    Case("nll_loss", [F.log_softmax(R((4, 5)), 1), T([0, 4, 2, 1], I64), R((5,), F32, 0.2, 2)], nll,
+                         {"reduction": red, "ignore_index": 2}, tag="weight", req=[True, False, False], tol=lt),
+                    Case("nll_loss", [F.log_softmax(R((2, 3, 4), F64), 1), R((2, 4), I64, 0, 3)], nll,
+                         {"reduction": red}, tag="spatial"),
+                    Case("nll_loss", [R((3,), F64), T(2, I64)], nll, {"reduction": red}, tag="unbatched")]
+    out += [Case("cross_entropy_ex", [R((4, 3)), T([0, 1, 2, 1], I64), R((4,))], cex, {}, tag="weight error"),
+            Case("cross_entropy_ex", [R((4, 3)), T([0, 1, 2, 1], I64)], cex, {"label_smoothing": 1.5},
+                 tag="bad smoothing"),
+            Case("cross_entropy_ex", [R((4, 3)), T([0, 1, 2, 2], I64), R((3,))], cex, {"ignore_index": 2},
+                 tag="all but one ignored", req=[True, False, False]),
+            Case("cross_entropy_ex", [R((2, 3)), T([[0, 1, 2], [1, 1, 1]], I64)], cex, {}, tag="shape error"),
+            Case("nll_loss", [R((4, 3)), T([0, 3, 2, 1], I64)], nll, {}, tag="target error"),
+            Case("nll_loss", [R((4, 3)), F.softmax(R((4, 3)), 1)], nll, {}, tag="probabilities error"),
+            Case("nll_loss", [R((0, 3)), T([], I64)], nll, {}, tag="empty")]
     mse = lambda xs, a: F.mse_loss(xs[0], xs[1], reduction=a["reduction"])
     for red in ("mean", "sum", "none"):
         out += [Case("mse_loss", [R((3, 4)), R((3, 4))], mse, {"reduction": red}, tag="f32"),
@@ -943,6 +978,10 @@ def cnn():
                  sdpa, tag="all masked"),
             Case("scaled_dot_product_attention", [R((2, 2, 3, 4)), R((1, 2, 5, 4)), R((1, 2, 5, 4))], sdpa,
                  tag="batch broadcast", tol=at),
+            Case("scaled_dot_product_attention", [R((2, 2, 3, 4), F64), R((2, 5, 4), F64), R((1, 1, 5, 3), F64)],
+                 sdpa, {"is_causal": True}, tag="batch broadcast"),
+            Case("scaled_dot_product_attention", [R((2, 3, 4)), R((3, 5, 4)), R((3, 5, 4))], sdpa,
+                 tag="batch error"),
             Case("scaled_dot_product_attention", [R((3, 4)), R((5, 4)), R((5, 6))], sdpa, tag="2-d", tol=at),
             Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 4)), R((2, 5, 6))], sdpa, {"scale": 0.7},
                  tag="scale", tol=at),

@@ -32,6 +32,8 @@ nb_status h_cross_entropy_ex(dcase *c) {
     nb_cross_entropy_options o = NB_CROSS_ENTROPY_DEFAULTS;
     o.ignore_index = ai(c, "ignore_index", -100);
     o.reduction = reduction(c);
+    o.weight = c->n_in > 2 ? I2 : NULL;
+    o.label_smoothing = ad(c, "label_smoothing", 0);
     OUT1(nb_cross_entropy_ex(I0, I1, o));
 }
 nb_status h_mse_loss(dcase *c) { OUT1(nb_mse_loss(I0, I1, reduction(c))); }
@@ -143,4 +145,12 @@ nb_status h_linalg_svdvals(dcase *c) { OUT1(nb_linalg_svdvals(I0)); }
 nb_status h_linalg_lstsq(dcase *c) {
     c->out[0] = nb_linalg_lstsq(I0, I1, &c->out[1]);
     OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+
+nb_status h_nll_loss(dcase *c) {
+    nb_cross_entropy_options o = NB_CROSS_ENTROPY_DEFAULTS;
+    o.ignore_index = ai(c, "ignore_index", -100);
+    o.reduction = reduction(c);
+    o.weight = c->n_in > 2 ? I2 : NULL;
+    OUT1(nb_nll_loss(I0, I1, o));
 }

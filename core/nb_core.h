@@ -231,6 +231,21 @@ void nb_memory_reset_peak(nb_device dev);
 /* Returns cached, unused blocks to the device. */
 void nb_memory_empty_cache(nb_device dev);
 
+/* ---- printing (core/print.c) ------------------------------------------- */
+
+/* PyTorch's repr of t (print options at their defaults: precision 4,
+ * summarized past 1000 elements with 3 edge items, 80 columns), e.g.
+ *   tensor([[1.5000, 2.0000],
+ *           [   nan,    inf]], dtype=torch.float64, requires_grad=True)
+ * with the dtype shown unless float32, int64 or bool, grad_fn=<...> named
+ * after nabla's op (AddBackward0), and the device unless the default.
+ * nb_repr writes it NUL-terminated into buf (truncated to len - 1 bytes;
+ * buf may be NULL when len is 0) and returns its full length, or -1 on
+ * error (NULL t: NB_ERR_INVALID_ARG; NB_ERR_OOM). nb_print writes it and a
+ * newline to stdout (NB_ERR_IO if that fails). Both read t to the host. */
+int64_t nb_repr(const nb_tensor *t, char *buf, size_t len);
+nb_status nb_print(const nb_tensor *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -43,7 +43,8 @@
     X(mnist_e2e) \
     X(alloc_faults) \
     X(null_args) \
-    X(examples)
+    X(examples) \
+    X(print)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

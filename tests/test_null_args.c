@@ -95,6 +95,8 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_normal_, NULL, 0, 0, NULL);
     NS(nb_bernoulli_, NULL, 0, NULL);
     NOK(nb_randperm, 1, NULL); /* the default generator */
+    NI(nb_repr, NULL, NULL, 0);
+    NS(nb_print, NULL);
     /* autograd/nb_ops.h */
     NP(nb_add_scalar, NULL, 0);
     NP(nb_mul_scalar, NULL, 0);

@@ -1064,3 +1064,22 @@ def linalg():
 def build():
     return unary() + binary() + reductions() + views_and_shapes() + indexing() + products_and_losses() + cnn() + \
         linalg()
+
+
+def repr_tensors():
+    """Tensors whose nb_repr must equal PyTorch's repr (".rg": requires grad)."""
+    t = {
+        "f32": R((2, 3)), "f64.rg": R((3, 2), F64), "int": R((2, 5), I64, -100, 100), "i32": R((4,), I32, -5, 5),
+        "u8": R((3,), U8, 0, 255), "bool": R((2, 3), BOOL), "f16": R((4,), F16), "bf16": R((2, 2), BF16),
+        "scalar": T(3.0), "scalar_i": T(7, I64), "scalar_nan": T(NAN, F64), "empty": R((0,)), "empty2": R((0, 3)),
+        "empty_i": T([], I64), "empty_3d": R((2, 0, 1), F64), "ints_as_floats": T([1.0, -2.0, 30.0]),
+        "zeros": torch.zeros(2, 2), "special": special(F32), "special64": special(F64).reshape(5, 6),
+        "sci_small": T([1e-5, 0.5]), "sci_range": T([1.0, 2000.0]), "sci_big": T([1e9, 2.0]),
+        "int_sci": T([1.0, 1e9]), "only_nonfinite": T([NAN, INF, -INF]), "neg_zero": T([-0.0, 1.0]),
+        "long_row": R((30,), F32, -10, 10), "summary_1d": torch.arange(1001.0), "summary_2d": R((40, 30), F64),
+        "summary_3d": R((8, 9, 20), F32), "summary_int": torch.arange(2000, dtype=I32).reshape(20, 100),
+        "four_d": R((2, 2, 2, 2)), "wide_ints": T([10 ** 12, -3, 5], I64), "tiny": T([1.2e-38, 3e-38]),
+        "huge64": T([1e300, -1e-300], F64), "bool1": T([True]), "summary_bool": R((1100,), BOOL),
+        "one_each": T([[[1.5]]]), "edge_7": torch.arange(7.0).reshape(7, 1),
+    }
+    return t

@@ -3,6 +3,8 @@
  *
  *   nabla-torch-diff MANIFEST.json INPUTS.safetensors OUTPUTS.safetensors
  *   nabla-torch-diff --list          (one op a line: name, family, flags)
+ *   nabla-torch-diff --repr FILE     (nb_repr of each tensor of FILE, JSON;
+ *                                     a name holding ".rg" requires grad)
  *
  * The manifest is a JSON array of cases:
  *   {"op": "add", "in": ["c7.0", "c7.1"], "view": ["", "T"], "req": [true, false],
@@ -208,8 +210,30 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    if (argc == 3 && !strcmp(argv[1], "--repr")) { /* nb_repr of every tensor of a file, as a JSON object */
+        nb_safetensors *f = nb_safetensors_load(argv[2]);
+        if (!f) return fprintf(stderr, "runner: %s\n", nb_last_error()), 2;
+        json_t *out = json_object();
+        for (int i = 0; i < f->n_tensors; i++) {
+            nb_tensor *t = f->tensors[i].tensor;
+            const char *name = f->tensors[i].name;
+            if (strstr(name, ".rg")) nb_set_requires_grad(t, true);
+            int64_t n = nb_repr(t, NULL, 0);
+            char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+            if (buf) nb_repr(t, buf, (size_t)n + 1);
+            json_object_set_new(out, name, json_string(buf ? buf : nb_last_error()));
+            free(buf);
+        }
+        char *text = json_dumps(out, JSON_COMPACT);
+        puts(text ? text : "{}");
+        free(text);
+        json_decref(out);
+        nb_safetensors_free(f);
+        return 0;
+    }
     if (argc != 4) {
-        fprintf(stderr, "usage: %s MANIFEST.json INPUTS.safetensors OUTPUTS.safetensors | --list\n", argv[0]);
+        fprintf(stderr, "usage: %s MANIFEST.json INPUTS.safetensors OUTPUTS.safetensors | --list | --repr FILE\n",
+                argv[0]);
         return 2;
     }
     json_error_t jerr;

@@ -289,6 +289,21 @@ def json_args(args):
     return {k: fix(v) for k, v in args.items()}
 
 
+def check_repr(runner, tmp):
+    """nb_repr against repr(tensor) on the tensors of cases.repr_tensors()."""
+    ts = case_defs.repr_tensors()
+    path = os.path.join(tmp, "repr.safetensors")
+    st_write(path, ts)
+    out = json.loads(subprocess.run([runner, "--repr", path], check=True, capture_output=True, text=True).stdout)
+    os.remove(path)
+    fails = []
+    for name, t in ts.items():
+        want = repr(t.clone().requires_grad_(True) if ".rg" in name else t)
+        if out.get(name) != want:
+            fails.append("FAIL nb_repr of %s:\n%s\nPyTorch:\n%s" % (name, out.get(name), want))
+    return fails
+
+
 # ---- main ----------------------------------------------------------------------------------------------------
 
 def main():
@@ -358,6 +373,9 @@ def main():
     got, meta = st_read(outp)
 
     failed, allowed, used_allow = [], 0, set()
+    n_repr = len(case_defs.repr_tensors()) if only is None else 0
+    if only is None:
+        failed += check_repr(runner, tmp)
     for i, (c, res, stored) in enumerate(results):
         why = compare(c, res, stored, got, meta, i)
         if why is None:
@@ -384,10 +402,9 @@ def main():
     for n in unknown:
         print("UNKNOWN op %s in cases.py (not in the op table)" % n)
     n_ops = len({c.op for c, _, _ in results})
-    print("torch_diff: %d cases over %d ops (of %d in the op table): %d agree, %d allowed (known differences, "
-          "tests/torch_diff/allow.py), %d failed; PyTorch %.1fs, nabla %.1fs" % (
-              len(results), n_ops, len(ops), len(results) - len(failed) - allowed, allowed, len(failed),
-              t1 - t0, t2 - t1))
+    print("torch_diff: %d cases over %d ops (of %d in the op table) and %d reprs: %d failed, %d allowed (known "
+          "differences, tests/torch_diff/allow.py), the rest agree; PyTorch %.1fs, nabla %.1fs" % (
+              len(results), n_ops, len(ops), n_repr, len(failed), allowed, t1 - t0, t2 - t1))
     if not keep:
         for p in (inp, man, outp):
             os.remove(p)

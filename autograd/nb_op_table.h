@@ -134,6 +134,8 @@ extern "C" {
     X(GE_SCALAR, ge_scalar, binary, 0, NB_DTM_A6) \
     X(LT_SCALAR, lt_scalar, binary, 0, NB_DTM_A6) \
     X(LE_SCALAR, le_scalar, binary, 0, NB_DTM_A6) \
+    X(ISCLOSE, isclose, binary, NB_C, NB_DTM_A6) \
+    X(ALLCLOSE, allclose, binary, NB_C | NB_S, NB_DTM_A6) \
     X(ISNAN, isnan, binary, NB_C, NB_DTM_A8) \
     X(ISINF, isinf, binary, NB_C, NB_DTM_A8) \
     X(ISFINITE, isfinite, binary, NB_C, NB_DTM_A8) \
@@ -248,6 +250,7 @@ extern "C" {
     X(ADAPTIVE_MAX_POOL2D, adaptive_max_pool2d, pool, NB_D, NB_DTM_F) \
     X(BATCH_NORM, batch_norm, batch_norm, NB_D, NB_DTM_F) \
     X(DROPOUT, dropout, dropout, NB_D | NB_R, NB_DTM_F) \
+    X(MULTINOMIAL, multinomial, random, NB_C | NB_R | NB_S, NB_DTM_F) \
     X(INTERPOLATE, interpolate, upsample, NB_D, NB_DTM_F) \
     /* transformer */ \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D, NB_DTM_F) \

@@ -299,6 +299,18 @@ nb_tensor *nb_bitwise_xor_scalar(nb_tensor *a, int64_t b);
 nb_tensor *nb_bitwise_left_shift_scalar(nb_tensor *a, int64_t b);
 nb_tensor *nb_bitwise_right_shift_scalar(nb_tensor *a, int64_t b);
 
+/* torch.isclose(a, b, rtol, atol, equal_nan): bool of the broadcast shape,
+ * true where a == b (infinities of one sign included), or both are NaN and
+ * equal_nan, or |a - b| is finite and <= atol + |rtol * b| (PyTorch's
+ * defaults: rtol 1e-5, atol 1e-8). a and b must share a dtype, as PyTorch
+ * (NB_ERR_DTYPE otherwise; float16/bfloat16 too); integers subtract in their
+ * dtype, bool compares as float32. Not differentiable. Errors: negative
+ * rtol or atol (NB_ERR_INVALID_ARG), shapes (NB_ERR_SHAPE).
+ * nb_allclose: whether every element is close (torch.allclose), into
+ * *result; reads one value to the host. */
+nb_tensor *nb_isclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool equal_nan);
+nb_status nb_allclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool equal_nan, bool *result);
+
 /* ---- reductions (ops_reduce.c; backend/cpu/reduce.c) ------------------------- */
 
 /* dims: n_dims dims to reduce (negative counts from the end); dims NULL or
@@ -841,6 +853,22 @@ nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_sha
  * (inverted dropout); identity (a new reference) when !training or p == 0.
  * Errors: p outside [0, 1]. */
 nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
+
+/* ---- sampling (ops_random.c; composites) ------------------------------------ */
+
+/* torch.multinomial(p, num_samples, replacement, generator): int64 indices
+ * [num_samples] (p [C]) or [N, num_samples] (p [N, C]) drawn with
+ * probability proportional to p's rows (f32/f64, not normalized). Without
+ * replacement (or one sample) by the Gumbel-max trick, topk of p / q with q
+ * ~ Exp(1) (aten's CPU algorithm), so samples are distinct and zero-
+ * probability categories never drawn; with replacement by inverse-CDF
+ * sampling. gen NULL = the default generator; deterministic given it (the
+ * samples differ from PyTorch's, whose generator is another). The checks
+ * read the distribution to the host. Not differentiable. Errors:
+ * NB_ERR_SHAPE (p not 1-D or 2-D), NB_ERR_INVALID_ARG (negative, infinite or
+ * NaN probabilities, a row summing to 0, num_samples < 0, more samples
+ * without replacement than nonzero categories), NB_ERR_DTYPE. */
+nb_tensor *nb_multinomial(nb_tensor *p, int64_t num_samples, bool replacement, nb_generator *gen);
 
 /* ---- resizing (ops_upsample.c; backend/cpu/upsample.c) ----------------------- */
 

@@ -216,6 +216,12 @@ nb_status nb_normal_(nb_tensor *t, double mean, double std, nb_generator *gen);
 nb_status nb_bernoulli_(nb_tensor *t, double p, nb_generator *gen);
 /* A random permutation of 0..n-1 (int64), Fisher-Yates driven by Philox. */
 nb_tensor *nb_randperm(int64_t n, nb_generator *gen);
+/* torch.randint(low, high, size, generator, dtype): integers uniform in
+ * [low, high) as dtype (int64 is PyTorch's default; floats hold integer
+ * values; bool [0, 2)); exact while high - low <= 2^53. Errors:
+ * NB_ERR_INVALID_ARG (low >= high, a range dtype cannot hold), shapes as
+ * nb_empty. nb_multinomial (nb_ops.h) samples categories. */
+nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen);
 
 /* ---- memory statistics (caching allocator) ---------------------------- */
 

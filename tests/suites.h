@@ -44,7 +44,8 @@
     X(alloc_faults) \
     X(null_args) \
     X(examples) \
-    X(print)
+    X(print) \
+    X(ops_random)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

@@ -95,6 +95,12 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_normal_, NULL, 0, 0, NULL);
     NS(nb_bernoulli_, NULL, 0, NULL);
     NOK(nb_randperm, 1, NULL); /* the default generator */
+    NP(nb_randint, 0, 2, 2, NULL, NB_I64, NULL);
+    NP(nb_multinomial, NULL, 1, false, NULL);
+    NP(nb_isclose, NULL, x, 1e-5, 1e-8, false);
+    NP(nb_isclose, x, NULL, 1e-5, 1e-8, false);
+    NS(nb_allclose, x, NULL, 1e-5, 1e-8, false, (bool[1]){0});
+    NS(nb_allclose, x, x, 1e-5, 1e-8, false, NULL);
     NI(nb_repr, NULL, NULL, 0);
     NS(nb_print, NULL);
     /* autograd/nb_ops.h */

@@ -77,6 +77,10 @@ ENTRIES = {
         "PyTorch 1.13's scatter backward fails when src is larger than index (wrong in PyTorch)",
     ("scatter_add", "f64", "ScatterAddBackward0 returned an invalid gradient"):
         "PyTorch 1.13's scatter_add backward fails when src is larger than index (wrong in PyTorch)",
+    ("multinomial", "too few", "not enough categories"): "PyTorch 1.13 draws zero-probability categories when "
+                                                         "more samples than nonzero ones are asked without "
+                                                         "replacement (its documentation forbids it); nabla reports "
+                                                         "the error",
     ("linalg_slogdet", "nan", "PyTorch 0"): "the sign of a determinant of a matrix holding NaN is NaN (nabla, "
                                             "documented); PyTorch 1.13 says 0",
     ("linalg_lstsq", "nan", "PyTorch's backward fails"): "PyTorch 1.13's lstsq backward runs an SVD that refuses "

@@ -23,7 +23,7 @@ _gen = torch.Generator().manual_seed(13)
 
 class Case:
     def __init__(self, op, inputs, fn, args=None, req=None, views=None, tag="", tol=None, gtol=None,
-                 skip_out=(), no_grad_out=(), ill=False):
+                 skip_out=(), no_grad_out=(), ill=False, values=True):
         self.op, self.inputs, self.fn, self.args = op, list(inputs), fn, dict(args or {})
         self.views = list(views) if views else [""] * len(self.inputs)
         if req is None:
@@ -34,6 +34,7 @@ class Case:
         self.tag, self.tol, self.gtol = tag, dict(tol or {}), dict(gtol or {})
         self.skip_out, self.no_grad_out = set(skip_out), set(no_grad_out)
         self.ill, self.scale = ill, 0.0
+        self.values = values  # False: random outputs; only shapes and dtypes are compared
 
 
 # ---- inputs -------------------------------------------------------------------------------------------------
@@ -345,6 +346,20 @@ def binary():
             Case("where", [R((3,), BOOL), T([1.0, INF, NAN]), T([NAN, 2.0, -INF])], wh, tag="special"),
             Case("where", [R((3,), F32), R((3,)), R((3,))], wh, tag="cond not bool"),
             Case("where", [R((2, 3), BOOL), R((3, 2)), R((3, 2))], wh, tag="shape error")]
+    ic = lambda xs, a: torch.isclose(xs[0], xs[1], a.get("rtol", 1e-5), a.get("atol", 1e-8), a.get("equal_nan", False))
+    ac = lambda xs, a: torch.tensor(torch.allclose(xs[0], xs[1], a.get("rtol", 1e-5), a.get("atol", 1e-8),
+                                                   a.get("equal_nan", False)))
+    for name, f in (("isclose", ic), ("allclose", ac)):
+        x = special(F32)
+        for args in ({}, {"rtol": 0.1, "atol": 0.5}, {"equal_nan": True}, {"rtol": 0, "atol": 0}):
+            out += [Case(name, [x, x], f, args, tag="same"),
+                    Case(name, [x, x * (1 + 1e-6)], f, args, tag="special"),
+                    Case(name, [R((3, 4)), R((4,))], f, args, tag="broadcast"),
+                    Case(name, [R((5,), I32, -3, 3), R((5,), I32, -3, 3)], f, args, tag="int"),
+                    Case(name, [R((5,), BOOL), R((5,), BOOL)], f, args, tag="bool")]
+        out += [Case(name, [R((3,)), R((3,), F64)], f, {}, tag="dtype error"),
+                Case(name, [R((3,)), R((3,))], f, {"rtol": -1.0}, tag="negative rtol"),
+                Case(name, [R((3,)), R((4,))], f, {}, tag="shape error")]
     mf = lambda xs, a: xs[0].masked_fill(xs[1], float(a["value"]))
     out += [Case("masked_fill", [R((3, 4)), R((4,), BOOL)], mf, {"value": -1.5}, tag="broadcast"),
             Case("masked_fill", [R((3, 4), I64, -9, 9), R((3, 4), BOOL)], mf, {"value": 7}, tag="int"),
@@ -1061,9 +1076,31 @@ def linalg():
     return out
 
 
+def sampling():
+    mn = lambda xs, a: torch.multinomial(xs[0], a["num_samples"], a["replacement"])
+    out = []
+    for rep in (False, True):
+        for n in (1, 3):
+            out += [Case("multinomial", [R((5,), F32, 0, 1)], mn, {"num_samples": n, "replacement": rep}, tag="1-d",
+                         values=False),
+                    Case("multinomial", [R((2, 4), F64, 0, 1)], mn, {"num_samples": n, "replacement": rep},
+                         tag="2-d", values=False)]
+        out += [Case("multinomial", [T([0.5, -0.1, 0.6])], mn, {"num_samples": 1, "replacement": rep},
+                     tag="negative"),
+                Case("multinomial", [T([[0.0, 0.0], [1.0, 2.0]])], mn, {"num_samples": 1, "replacement": rep},
+                     tag="zero row"),
+                Case("multinomial", [T([0.5, NAN])], mn, {"num_samples": 1, "replacement": rep}, tag="nan"),
+                Case("multinomial", [R((2, 2, 2))], mn, {"num_samples": 1, "replacement": rep}, tag="3-d")]
+    out += [Case("multinomial", [T([0.5, 0.0, 0.5])], mn, {"num_samples": 3, "replacement": False}, tag="too few"),
+            Case("multinomial", [T([0.5, 0.0, 0.5])], mn, {"num_samples": 4, "replacement": True}, tag="replacement",
+                 values=False),
+            Case("multinomial", [R((3,), I64, 1, 3)], mn, {"num_samples": 1, "replacement": True}, tag="int")]
+    return out
+
+
 def build():
     return unary() + binary() + reductions() + views_and_shapes() + indexing() + products_and_losses() + cnn() + \
-        linalg()
+        linalg() + sampling()
 
 
 def repr_tensors():

@@ -220,3 +220,16 @@ nb_status h_take_along_dim(dcase *c) {
     json_t *d = json_object_get(c->args, "dim");
     OUT1(nb_take_along_dim(I0, I1, json_is_integer(d) ? (int)json_integer_value(d) : NB_DIM_NONE));
 }
+
+nb_status h_isclose(dcase *c) {
+    OUT1(nb_isclose(I0, I1, ad(c, "rtol", 1e-5), ad(c, "atol", 1e-8), ab(c, "equal_nan", false)));
+}
+nb_status h_allclose(dcase *c) {
+    bool r = false;
+    nb_status st = nb_allclose(I0, I1, ad(c, "rtol", 1e-5), ad(c, "atol", 1e-8), ab(c, "equal_nan", false), &r);
+    c->out[0] = st ? NULL : nb_scalar(r, NB_BOOL);
+    OUTS(1, st ? st : c->out[0] ? NB_OK : nb_last_status());
+}
+nb_status h_multinomial(dcase *c) {
+    OUT1(nb_multinomial(I0, ai(c, "num_samples", 1), ab(c, "replacement", false), NULL));
+}

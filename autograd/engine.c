@@ -16,6 +16,14 @@ bool nb_set_grad_enabled(bool enabled) {
 }
 bool nb_is_grad_enabled(void) { return grad_enabled; }
 
+nb_status nb_no_grad_call(nb_status (*fn)(void *ctx), void *ctx) {
+    if (!fn) return nb_set_error(NB_ERR_INVALID_ARG, "no_grad_call: NULL function");
+    bool prev = nb_set_grad_enabled(false);
+    nb_status st = fn(ctx);
+    nb_set_grad_enabled(prev);
+    return st;
+}
+
 bool nb_requires_grad(const nb_tensor *t) { return t && t->requires_grad; }
 bool nb_is_leaf(const nb_tensor *t) { return t && !t->grad_fn; }
 nb_tensor *nb_tensor_grad(const nb_tensor *t) {
@@ -59,7 +67,7 @@ nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_ten
     *failed = false;
     if (!out || !nb_needs_grad(n, inputs)) return NULL;
     NB_ASSERT(n <= NB_NODE_MAX_IN && !out->grad_fn);
-    nb_node *node = calloc(1, sizeof *node);
+    nb_node *node = nb_host_calloc(1, sizeof *node);
     if (!node) {
         *failed = true;
         nb_set_error(NB_ERR_OOM, "%s: out of host memory recording the tape", nb_op_name(op));
@@ -85,8 +93,12 @@ nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_ten
 
 void nb_save(nb_node *n, int slot, const nb_tensor *t) {
     NB_ASSERT(n && slot < NB_NODE_MAX_SAVED && !n->saved[slot]);
-    nb_tensor *alias = calloc(1, sizeof *alias);
-    NB_ASSERT(alias); /* a few bytes; running out here leaves no sane state */
+    nb_tensor *alias = nb_host_calloc(1, sizeof *alias);
+    if (!alias) { /* the op's nb_scope_return turns this into its NULL result */
+        n->save_failed = true;
+        nb_fail_pending(NB_ERR_OOM, "%s: out of host memory saving a tensor for backward", nb_op_name(n->op));
+        return;
+    }
     atomic_init(&alias->refcount, 1);
     atomic_fetch_add(&t->storage->refcount, 1);
     alias->storage = t->storage;
@@ -223,6 +235,9 @@ static nb_status accumulate_node(nb_node *n, nb_tensor *g) {
 
 static nb_status run_node(nb_node *n) {
     nb_tensor *gin[NB_NODE_MAX_IN] = {0};
+    if (n->save_failed)
+        return nb_set_error(NB_ERR_OOM, "backward: %s could not save its tensors for backward (out of host memory)",
+                            nb_op_name(n->op));
     nb_status st = n->backward(n, n->grad_acc, gin);
     if (st != NB_OK) return st;
     for (int i = 0; i < n->n_in && st == NB_OK; i++) {
@@ -276,7 +291,7 @@ nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out) {
                             nb_fmt_shape(grad_out->ndim, grad_out->shape, a, sizeof a), nb_dtype_name(grad_out->dtype),
                             nb_fmt_shape(out->ndim, out->shape, b, sizeof b), nb_dtype_name(out->dtype));
     bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_status st = out->grad_fn ? run_backward(out->grad_fn, grad_out) : accumulate_leaf(out, grad_out, false);
     nb_scope_end(s);
     nb_set_grad_enabled(prev);
@@ -290,7 +305,7 @@ nb_status nb_backward(nb_tensor *out) {
         return nb_set_error(NB_ERR_SHAPE, "backward: output of shape %s is not a scalar; use nb_backward_with",
                             nb_fmt_shape(out->ndim, out->shape, a, sizeof a));
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *one = nb_tensor_new(out->ndim, out->shape, out->dtype, out->storage->device);
     nb_status st = one ? nb_fill_(one, 1) : nb_last_status();
     if (st == NB_OK) st = nb_backward_with(out, one);

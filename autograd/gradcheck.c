@@ -17,7 +17,7 @@ typedef struct {
 
 /* sum(f(in) * v) as a double; NAN (with the error kept) if f fails. */
 static double objective(gc_problem *p) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *y = p->f(p->in, p->n, p->ctx);
     double r = NAN;
     if (y && !p->v) {
@@ -31,7 +31,7 @@ static double objective(gc_problem *p) {
 }
 
 static nb_status analytical(gc_problem *p) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     for (int i = 0; i < p->n; i++) nb_tensor_zero_grad(p->in[i]);
     nb_tensor *y = p->f(p->in, p->n, p->ctx);
     nb_tensor *l = y && p->v ? nb_sum(nb_mul(nb_to_dtype(y, NB_F64), p->v), NULL, 0, false) : NULL;

@@ -1,9 +1,11 @@
 /* nb_autograd.h - reverse-mode automatic differentiation.
  *
+ *   nb_scope *s = nb_scope_begin();      // owns every result below
  *   nb_tensor *w = nb_randn(NB_SHAPE(3), NB_F64, NULL);
  *   nb_set_requires_grad(w, true);
  *   nb_tensor *loss = nb_sum(nb_mul(w, w), NULL, 0, false);
  *   nb_backward(loss);                   // nb_tensor_grad(w) is now 2*w
+ *   nb_scope_end(s);                     // w, its grad, the intermediates and the tape are freed
  *
  * Every op on tensors that require grad records a node on the tape: the op's
  * backward rule, its inputs and what backward needs (saved by the forward).
@@ -51,8 +53,19 @@ nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out);
  *   bool prev = nb_set_grad_enabled(false); ... nb_set_grad_enabled(prev); */
 bool nb_set_grad_enabled(bool enabled); /* returns the previous mode */
 bool nb_is_grad_enabled(void);
-#define NB_NO_GRAD for (bool nb__p = nb_set_grad_enabled(false), nb__once = true; nb__once; \
-                        nb_set_grad_enabled(nb__p), nb__once = false)
+/* torch.no_grad() as a block: NB_NO_GRAD { ... } runs the block once with
+ * grad mode off and restores the previous mode however the block is left,
+ * also by break, return or goto (a cleanup attribute, GCC and Clang). */
+static inline void nb__grad_restore(const bool *prev) { nb_set_grad_enabled(*prev); }
+#if defined(__GNUC__) || defined(__clang__)
+#define NB_NO_GRAD                                                                                 \
+    for (bool nb__prev __attribute__((cleanup(nb__grad_restore))) = nb_set_grad_enabled(false), \
+                                                                 nb__once = true;              \
+         nb__once; nb__once = false)
+#endif
+/* The portable form: runs fn(ctx) with grad mode off, then restores it;
+ * returns fn's status. */
+nb_status nb_no_grad_call(nb_status (*fn)(void *ctx), void *ctx);
 
 /* ---- gradcheck ------------------------------------------------------- */
 

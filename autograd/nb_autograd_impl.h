@@ -65,6 +65,7 @@ struct nb_node {
     int64_t out_shape[NB_MAX_DIMS];
     nb_dtype out_dtype;
     bool freed;         /* tape already released by a backward */
+    bool save_failed;   /* nb_save ran out of memory: backward must fail */
     nb_tensor *grad_acc; /* gradient of the output, during backward */
     uint64_t visit;     /* generation stamp of the backward walk */
     nb_node *release_next; /* nb_node_release's pending list (no recursion) */

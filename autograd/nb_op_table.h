@@ -62,8 +62,8 @@ extern "C" {
     X(RELU, relu, unary, NB_D, NB_DTM_F) \
     X(SIGMOID, sigmoid, unary, NB_D, NB_DTM_A6) \
     X(TANH, tanh, unary, NB_D, NB_DTM_A6) \
-    X(ADD_SCALAR, add_scalar, unary, NB_D, NB_DTM_A6) \
-    X(MUL_SCALAR, mul_scalar, unary, NB_D, NB_DTM_A6) \
+    X(ADD_SCALAR, add_scalar, unary, NB_D, NB_DTM_N) \
+    X(MUL_SCALAR, mul_scalar, unary, NB_D, NB_DTM_N) \
     X(POW_SCALAR, pow_scalar, unary, NB_D, NB_DTM_F) \
     X(ABS, abs, unary, NB_D, NB_DTM_N) \
     X(SIGN, sign, unary, NB_D, NB_DTM_N) \

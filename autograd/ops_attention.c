@@ -263,7 +263,7 @@ static void broadcast_batch(nb_tensor **qkv) {
 }
 
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *qkv[3] = {q, k, v};
     broadcast_batch(qkv);
     return nb_scope_return(s, sdpa_impl(qkv[0], qkv[1], qkv[2], opts));

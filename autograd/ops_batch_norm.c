@@ -127,6 +127,6 @@ static nb_tensor *bn_impl(nb_tensor *x, nb_tensor *rm, nb_tensor *rv, nb_tensor 
 
 nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *weight,
                          nb_tensor *bias, bool training, double momentum, double eps) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, bn_impl(x, running_mean, running_var, weight, bias, training, momentum, eps));
 }

@@ -71,14 +71,14 @@ static nb_tensor *binary_impl(const binop *d, nb_tensor *a, nb_tensor *b) {
 }
 
 static nb_tensor *binary(const binop *d, nb_tensor *a, nb_tensor *b) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, binary_impl(d, a, b));
 }
 
 /* The scalar form: value as a Python float (torch's wrapped number). */
 static nb_tensor *binary_scalar(const binop *d, nb_tensor *a, double value) {
     if (!nb_check_inputs(nb_op_name(d->op), 1, &a)) return NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *b = nb_scalar_like(a, value, nb_scalar_result_type(a, value));
     return nb_scope_return(s, b ? binary_impl(d, a, b) : NULL);
 }
@@ -277,14 +277,14 @@ static nb_tensor *lerp_impl(nb_tensor *start, nb_tensor *end, nb_tensor *w) {
 }
 
 nb_tensor *nb_lerp(nb_tensor *start, nb_tensor *end, nb_tensor *weight) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, lerp_impl(start, end, weight));
 }
 
 nb_tensor *nb_lerp_scalar(nb_tensor *start, nb_tensor *end, double w) {
     nb_tensor *in[2] = {start, end};
     if (!nb_check_inputs("lerp", 2, in) || !nb_check_dtypes(NB_OP_LERP, 2, in)) return NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *d = nb_sub(end, start);
     nb_tensor *r = fabs(w) < 0.5 ? nb_add(start, nb_mul_scalar(d, w)) : nb_sub(end, nb_mul_scalar(d, 1 - w));
     return nb_scope_return(s, r);
@@ -361,13 +361,13 @@ static nb_tensor *clamp_impl(nb_tensor *x, nb_tensor *lo, nb_tensor *hi) {
 }
 
 nb_tensor *nb_clamp(nb_tensor *x, nb_tensor *min, nb_tensor *max) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, clamp_impl(x, min, max));
 }
 
 nb_tensor *nb_clamp_scalar(nb_tensor *x, double min, double max) {
     if (!nb_check_inputs("clamp", 1, &x)) return NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_dtype dt = nb_promote_types(nb_scalar_result_type(x, isnan(min) ? 0 : min),
                                    nb_scalar_result_type(x, isnan(max) ? 0 : max));
     nb_tensor *lo = isnan(min) ? NULL : nb_scalar_like(x, min, dt), *hi = isnan(max) ? NULL : nb_scalar_like(x, max, dt);
@@ -411,7 +411,7 @@ static nb_tensor *nan_test_impl(const char *op, nb_tensor *x, nan_kind which) {
 }
 
 static nb_tensor *nan_test(const char *op, nb_tensor *x, nan_kind which) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, nan_test_impl(op, x, which));
 }
 nb_tensor *nb_isnan(nb_tensor *x) { return nan_test("isnan", x, IS_NAN); }
@@ -434,7 +434,7 @@ static nb_tensor *logical_impl(const char *op, nb_binary_op kop, nb_tensor *a, n
 
 #define LOGICAL(NAME, KOP)                                                                     \
     nb_tensor *nb_logical_##NAME(nb_tensor *a, nb_tensor *b) {                                \
-        nb_scope *s = nb_scope_begin();                                                        \
+        nb_scope *s = nb_op_scope_begin();                                                        \
         return nb_scope_return(s, logical_impl("logical_" #NAME, NB_BINARY_##KOP, a, b));     \
     }
 LOGICAL(and, BITWISE_AND)
@@ -443,7 +443,7 @@ LOGICAL(xor, BITWISE_XOR)
 
 nb_tensor *nb_logical_not(nb_tensor *x) {
     if (!nb_check_inputs("logical_not", 1, &x)) return NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *t = truth(x);
     return nb_scope_return(s, t ? kernel2("logical_not", NB_BINARY_BITWISE_XOR, t, nb_scalar_like(t, 1, NB_BOOL), NB_BOOL)
                                 : NULL);
@@ -464,7 +464,7 @@ static nb_tensor *bitwise_impl(const char *op, nb_binary_op kop, nb_tensor *a, n
 
 #define BITWISE(NAME, KOP)                                                                     \
     nb_tensor *nb_bitwise_##NAME(nb_tensor *a, nb_tensor *b) {                                \
-        nb_scope *s = nb_scope_begin();                                                        \
+        nb_scope *s = nb_op_scope_begin();                                                        \
         return nb_scope_return(s, bitwise_impl("bitwise_" #NAME, NB_BINARY_##KOP, a, b));     \
     }
 BITWISE(and, BITWISE_AND)
@@ -477,7 +477,7 @@ BITWISE(right_shift, RSHIFT)
 #define BITWISE_SCALAR(NAME, KOP)                                                              \
     nb_tensor *nb_bitwise_##NAME##_scalar(nb_tensor *a, int64_t b) {                          \
         if (!nb_check_inputs("bitwise_" #NAME, 1, &a)) return NULL;                            \
-        nb_scope *s = nb_scope_begin();                                                        \
+        nb_scope *s = nb_op_scope_begin();                                                        \
         nb_tensor *bt = nb_scalar_like(a, (double)b, nb_scalar_result_type(a, (double)b));     \
         return nb_scope_return(s, bt ? bitwise_impl("bitwise_" #NAME, NB_BINARY_##KOP, a, bt) : NULL); \
     }
@@ -493,7 +493,7 @@ nb_tensor *nb_bitwise_not(nb_tensor *x) {
     if (!nb_check_inputs("bitwise_not", 1, &x)) return NULL;
     if (nb_dtype_is_float(x->dtype))
         return NB_FAIL(NB_ERR_DTYPE, "bitwise_not: needs integer or bool input, got %s", nb_dtype_name(x->dtype));
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, kernel2("bitwise_not", NB_BINARY_BITWISE_XOR, x, nb_scalar_like(x, -1, x->dtype), x->dtype));
 }
 
@@ -517,14 +517,14 @@ static nb_tensor *isclose_impl(nb_tensor *a, nb_tensor *b, double rtol, double a
 }
 
 nb_tensor *nb_isclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool equal_nan) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, isclose_impl(a, b, rtol, atol, equal_nan));
 }
 
 nb_status nb_allclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool equal_nan, bool *result) {
     if (result) *result = false;
     if (!result) return nb_set_error(NB_ERR_INVALID_ARG, "allclose: NULL result");
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *all = nb_all(nb_isclose(a, b, rtol, atol, equal_nan), NULL, 0, false);
     double v = all ? nb_item(all) : NAN;
     nb_scope_end(s);

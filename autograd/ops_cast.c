@@ -24,6 +24,6 @@ static nb_tensor *to_dtype_impl(nb_tensor *t, nb_dtype dt) {
 }
 
 nb_tensor *nb_to_dtype(nb_tensor *t, nb_dtype dt) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, to_dtype_impl(t, dt));
 }

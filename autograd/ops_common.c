@@ -5,11 +5,16 @@
 #include "nb_autograd_impl.h"
 
 bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs) {
+    bool fresh = nb_op_take_fresh();
     for (int i = 0; i < n; i++)
         if (!inputs[i]) {
             if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: input %d is NULL", op, i);
             return false;
         }
+    /* valid inputs to a call from user code: an earlier, unrelated failure
+     * must not linger for a later NULL to report (inside an op, an earlier
+     * step's failure is the op's own: nb_op_take_fresh) */
+    if (fresh && nb_last_status() != NB_OK) nb_clear_error();
     for (int i = 1; i < n; i++) {
         nb_device a = inputs[0]->storage->device, b = inputs[i]->storage->device;
         if (a.type != b.type || a.index != b.index) {

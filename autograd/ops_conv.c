@@ -208,14 +208,14 @@ nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d
     conv_opts o = {.groups = opts.groups, .same = opts.padding_same};
     for (int d = 0; d < 2; d++)
         o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d];
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_impl("conv2d", 2, x, weight, bias, o));
 }
 
 nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d_options opts) {
     conv_opts o = {.stride = {1, opts.stride}, .padding = {0, opts.padding}, .dilation = {1, opts.dilation},
                    .groups = opts.groups, .same = opts.padding_same};
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_impl("conv1d", 1, x, weight, bias, o));
 }
 
@@ -295,6 +295,6 @@ nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
     for (int d = 0; d < 2; d++)
         o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d],
         o.output_padding[d] = opts.output_padding[d];
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_t2d_impl(x, weight, bias, o));
 }

@@ -40,6 +40,6 @@ nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen) 
         nb_retain(x);
         return nb_scope_adopt(x);
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, dropout_impl(x, p, gen));
 }

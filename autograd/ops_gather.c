@@ -101,7 +101,7 @@ static nb_tensor *gather_impl(nb_op_id id, nb_tensor *t, int dim, nb_tensor *ind
 }
 
 nb_tensor *nb_gather(nb_tensor *t, int dim, nb_tensor *index) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, gather_impl(NB_OP_GATHER, t, dim, index));
 }
 
@@ -210,25 +210,25 @@ static nb_tensor *scatter_impl(nb_op_id id, nb_tensor *self, int dim, nb_tensor 
 }
 
 nb_tensor *nb_scatter(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!src && nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "scatter: src is NULL");
     return nb_scope_return(s, src ? scatter_impl(NB_OP_SCATTER, t, dim, index, src, 0, R_NONE, false) : NULL);
 }
 
 nb_tensor *nb_scatter_value(nb_tensor *t, int dim, nb_tensor *index, double value) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, scatter_impl(NB_OP_SCATTER_VALUE, t, dim, index, NULL, value, R_NONE, false));
 }
 
 nb_tensor *nb_scatter_add(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!src && nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "scatter_add: src is NULL");
     return nb_scope_return(s, src ? scatter_impl(NB_OP_SCATTER_ADD, t, dim, index, src, 0, R_SUM, true) : NULL);
 }
 
 nb_tensor *nb_scatter_reduce(nb_tensor *t, int dim, nb_tensor *index, nb_tensor *src, const char *reduce,
                              bool include_self) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     int mode = -1;
     for (int m = R_SUM; reduce && m < R_COUNT; m++)
         if (!strcmp(reduce, red_names[m])) mode = m;
@@ -274,6 +274,6 @@ static nb_tensor *take_along_dim_impl(nb_tensor *t, nb_tensor *indices, int dim)
 }
 
 nb_tensor *nb_take_along_dim(nb_tensor *t, nb_tensor *indices, int dim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, take_along_dim_impl(t, indices, dim));
 }

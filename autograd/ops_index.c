@@ -118,7 +118,7 @@ static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t 
 }
 
 nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, embedding_impl(indices, weight, padding_idx));
 }
 
@@ -162,7 +162,7 @@ static nb_tensor *index_select_impl(nb_tensor *t, int dim, nb_tensor *index) {
 }
 
 nb_tensor *nb_index_select(nb_tensor *t, int dim, nb_tensor *index) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, index_select_impl(t, dim, index));
 }
 
@@ -257,7 +257,7 @@ static nb_tensor *cat_impl(nb_tensor *const *ts, int n, int dim) {
 }
 
 nb_tensor *nb_cat(nb_tensor *const *ts, int n, int dim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, cat_impl(ts, n, dim));
 }
 
@@ -286,7 +286,7 @@ static nb_tensor *stack_impl(nb_tensor *const *ts, int n, int dim) {
 }
 
 nb_tensor *nb_stack(nb_tensor *const *ts, int n, int dim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, stack_impl(ts, n, dim));
 }
 
@@ -302,7 +302,7 @@ static int split_pieces(const char *op, nb_tensor *t, int d, int64_t split_size,
     }
     int64_t size = t->shape[d];
     int k = count < cap ? (int)count : cap;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     for (int i = 0; i < k; i++) {
         int64_t start = i * split_size;
         int64_t len = size - start < split_size ? size - start : split_size;
@@ -418,7 +418,7 @@ static nb_tensor *where_impl(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
 }
 
 nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, where_impl(cond, a, b));
 }
 
@@ -439,7 +439,7 @@ static nb_tensor *masked_fill_impl(nb_tensor *t, nb_tensor *mask, double value) 
 }
 
 nb_tensor *nb_masked_fill(nb_tensor *t, nb_tensor *mask, double value) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, masked_fill_impl(t, mask, value));
 }
 
@@ -541,7 +541,7 @@ static nb_tensor *index_add_impl(nb_tensor *input, int dim, nb_tensor *index, nb
 }
 
 nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, index_add_impl(input, dim, index, source, alpha));
 }
 
@@ -557,7 +557,7 @@ static nb_tensor *index_copy_op_impl(nb_tensor *input, int dim, nb_tensor *index
 }
 
 nb_tensor *nb_index_copy(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, index_copy_op_impl(input, dim, index, source));
 }
 
@@ -581,15 +581,12 @@ static nb_tensor *one_hot_impl(nb_tensor *t, int64_t num_classes) {
                            lo, hi, nb_fmt_shape(t->ndim, t->shape, a, sizeof a), (long long)num_classes);
         if (num_classes < 0) num_classes = (int64_t)hi + 1;
     }
-    nb_tensor *classes = nb_arange(0, (double)num_classes, 1, NB_I64);
-    nb_device dev = t->storage->device;
-    if (classes && (classes->storage->device.type != dev.type || classes->storage->device.index != dev.index))
-        classes = nb_to_device(classes, dev);
+    nb_tensor *classes = nb_arange_on(0, (double)num_classes, 1, NB_I64, t->storage->device);
     return nb_to_dtype(nb_eq(nb_unsqueeze(t, -1), classes), NB_I64);
 }
 
 nb_tensor *nb_one_hot(nb_tensor *t, int64_t num_classes) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, one_hot_impl(t, num_classes));
 }
 
@@ -607,7 +604,7 @@ static nb_tensor *nonzero_of(const nb_tensor *like, const nb_kview *x, bool flat
 nb_tensor *nb_nonzero(nb_tensor *t) {
     if (!nb_check_inputs("nonzero", 1, &t)) return NULL;
     nb_kview v = nb_kview_of(t);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, nonzero_of(t, &v, false));
 }
 
@@ -631,6 +628,6 @@ static nb_tensor *masked_select_impl(nb_tensor *t, nb_tensor *mask) {
 }
 
 nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, masked_select_impl(t, mask));
 }

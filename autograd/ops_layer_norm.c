@@ -102,6 +102,6 @@ static nb_tensor *layer_norm_impl(nb_tensor *x, int n_norm, const int64_t *norma
 
 nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
                          nb_tensor *bias, double eps) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, layer_norm_impl(x, n_norm, normalized_shape, weight, bias, eps));
 }

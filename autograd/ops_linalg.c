@@ -63,7 +63,7 @@ static nb_tensor *new_like(int ndim, const int64_t *shape, const nb_tensor *like
 /* An n x n matrix of like's dtype: lower below the diagonal, diag on it,
  * upper above (eye is (0, 1, 0)). */
 static nb_tensor *tri_mask(int64_t n, const nb_tensor *like, double lower, double diag, double upper) {
-    nb_tensor *r = nb_arange(0, (double)n, 1, NB_I64);
+    nb_tensor *r = nb_arange_on(0, (double)n, 1, NB_I64, like->storage->device);
     nb_tensor *rows = nb_reshape(r, NB_SHAPE(n, 1)), *cols = nb_reshape(r, NB_SHAPE(1, n));
     nb_tensor *lo = nb_to_dtype(nb_gt(rows, cols), like->dtype), *up = nb_to_dtype(nb_gt(cols, rows), like->dtype);
     nb_tensor *eq = nb_to_dtype(nb_eq(rows, cols), like->dtype);
@@ -210,12 +210,12 @@ static nb_tensor *inv_core(const char *op, nb_tensor *A) {
 }
 
 nb_tensor *nb_linalg_solve(nb_tensor *A, nb_tensor *B) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, solve_impl(A, B));
 }
 
 nb_tensor *nb_linalg_inv(nb_tensor *A) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, check_mat("linalg.inv", A, true) ? inv_core("linalg.inv", A) : NULL);
 }
 
@@ -260,7 +260,7 @@ static nb_tensor *det_impl(nb_tensor *A) {
 }
 
 nb_tensor *nb_linalg_det(nb_tensor *A) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, det_impl(A));
 }
 
@@ -275,7 +275,7 @@ static nb_tensor *slogdet_impl(nb_tensor *A, nb_tensor **sign) {
 
 nb_status nb_linalg_slogdet(nb_tensor *A, nb_tensor **sign, nb_tensor **logabsdet) {
     nb_tensor *sg = NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *la = slogdet_impl(A, &sg);
     if (la) nb_retain(sg); /* outlives the op's scope */
     la = nb_scope_return(s, la);
@@ -314,7 +314,7 @@ static nb_tensor *cholesky_impl(nb_tensor *A, bool upper) {
 }
 
 nb_tensor *nb_linalg_cholesky(nb_tensor *A, bool upper) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, cholesky_impl(A, upper));
 }
 
@@ -374,7 +374,7 @@ static bool qr_impl(nb_tensor *A, nb_linalg_qr_mode mode, nb_tensor **outs) {
 
 nb_status nb_linalg_qr(nb_tensor *A, nb_linalg_qr_mode mode, nb_tensor **Q, nb_tensor **R) {
     nb_tensor *outs[2] = {0}, **dst[2] = {Q, R};
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return finish_outs(s, qr_impl(A, mode, outs), outs, dst, 2);
 }
 
@@ -414,7 +414,7 @@ static bool eigh_impl(nb_tensor *A, char uplo, nb_tensor **outs) {
 
 nb_status nb_linalg_eigh(nb_tensor *A, char uplo, nb_tensor **eigenvalues, nb_tensor **eigenvectors) {
     nb_tensor *outs[2] = {0}, **dst[2] = {eigenvalues, eigenvectors};
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return finish_outs(s, eigh_impl(A, uplo, outs), outs, dst, 2);
 }
 
@@ -482,13 +482,13 @@ static bool svd_impl(nb_tensor *A, bool full, bool want_uv, nb_tensor **outs) {
 
 nb_status nb_linalg_svd(nb_tensor *A, bool full_matrices, nb_tensor **U, nb_tensor **S, nb_tensor **Vh) {
     nb_tensor *outs[3] = {0}, **dst[3] = {U, S, Vh};
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return finish_outs(s, svd_impl(A, full_matrices, true, outs), outs, dst, 3);
 }
 
 nb_tensor *nb_linalg_svdvals(nb_tensor *A) {
     nb_tensor *outs[3] = {0};
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     bool grad = A && nb_needs_grad(1, &A); /* the backward needs U and Vh */
     bool ok = svd_impl(A, false, grad, outs);
     return nb_scope_return(s, ok ? outs[1] : NULL);
@@ -561,7 +561,7 @@ static nb_tensor *lstsq_impl(nb_tensor *A, nb_tensor *B, nb_tensor **residuals) 
 
 nb_tensor *nb_linalg_lstsq(nb_tensor *A, nb_tensor *B, nb_tensor **residuals) {
     nb_tensor *res = NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *x = lstsq_impl(A, B, residuals ? &res : NULL);
     if (x && res) nb_retain(res);
     x = nb_scope_return(s, x);

@@ -175,7 +175,7 @@ static nb_tensor *loss_impl(const char *op, nb_tensor *input, nb_tensor *target,
 }
 
 nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, loss_impl("cross_entropy", logits, target, opts, true));
 }
 
@@ -184,7 +184,7 @@ nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target) {
 }
 
 nb_tensor *nb_nll_loss(nb_tensor *input, nb_tensor *target, nb_cross_entropy_options opts) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, loss_impl("nll_loss", input, target, opts, false));
 }
 
@@ -210,6 +210,6 @@ static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, nb_reduction red
 }
 
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, mse_impl(input, target, reduction));
 }

@@ -145,12 +145,12 @@ static nb_tensor *linear_impl(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) 
 }
 
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, matmul_impl(a, b));
 }
 
 nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, linear_impl(x, weight, bias));
 }
 

@@ -200,7 +200,7 @@ static nb_tensor *pool_impl(pool_req *r, nb_tensor *x, nb_tensor **idx) {
 static nb_tensor *pool_run(pool_req r, nb_tensor *x, nb_tensor **indices) {
     nb_tensor *idx = NULL;
     if (indices) *indices = NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *out = pool_impl(&r, x, indices ? &idx : NULL);
     if (!out) idx = NULL;
     nb_retain(idx);

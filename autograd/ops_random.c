@@ -35,9 +35,12 @@ static nb_tensor *multinomial_impl(nb_tensor *p, int64_t n, bool replacement, nb
         return NB_FAIL(NB_ERR_INVALID_ARG, "multinomial: not enough categories of nonzero probability for %lld "
                        "samples without replacement", (long long)n);
     int64_t shape[2] = {p->ndim == 2 ? p->shape[0] : 1, n};
-    nb_tensor *rows = p->ndim == 2 ? p : nb_unsqueeze(p, 0), *idx = NULL;
+    /* in float64 whatever p's dtype: the same draws and samples for float32
+     * and float64 probabilities of the same values */
+    nb_tensor *rows = nb_to_dtype(p->ndim == 2 ? p : nb_unsqueeze(p, 0), NB_F64), *idx = NULL;
+    nb_device dev = nb_device_of(p);
     if (!replacement || n == 1) {
-        nb_tensor *u = nb_rand(2, (int64_t[]){shape[0], C}, p->dtype, gen);
+        nb_tensor *u = nb_rand_on(2, (int64_t[]){shape[0], C}, NB_F64, gen, dev);
         nb_tensor *q = nb_neg(nb_log1p(nb_neg(u))); /* Exp(1) from U[0, 1) */
         nb_tensor *r = nb_div(rows, q);
         if (!r) return NULL;
@@ -45,7 +48,7 @@ static nb_tensor *multinomial_impl(nb_tensor *p, int64_t n, bool replacement, nb
         if (st) return NULL;
     } else {
         nb_tensor *cdf = nb_div(nb_cumsum(rows, -1), nb_sum(rows, &last, 1, true)); /* [N, C] */
-        nb_tensor *u = nb_rand(2, shape, p->dtype, gen);                           /* [N, n] */
+        nb_tensor *u = nb_rand_on(2, shape, NB_F64, gen, dev);                     /* [N, n] */
         nb_tensor *below = nb_lt(nb_unsqueeze(cdf, 1), nb_unsqueeze(u, 2));        /* [N, n, C] */
         idx = nb_sum(below, (int[]){2}, 1, false);
         /* a draw past the last CDF entry (rounding): the last category */
@@ -55,7 +58,7 @@ static nb_tensor *multinomial_impl(nb_tensor *p, int64_t n, bool replacement, nb
 }
 
 nb_tensor *nb_multinomial(nb_tensor *p, int64_t num_samples, bool replacement, nb_generator *gen) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     bool prev = nb_set_grad_enabled(false);
     nb_tensor *r = multinomial_impl(p, num_samples, replacement, gen);
     nb_set_grad_enabled(prev);

@@ -166,7 +166,7 @@ static nb_tensor *reduce_op(nb_op_id id, nb_reduce_op kop, nb_tensor *t, const i
 
 static nb_tensor *scoped_reduce(nb_op_id id, nb_reduce_op kop, nb_tensor *t, const int *dims, int n_dims,
                                 bool keepdim, bool mean) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, reduce_op(id, kop, t, dims, n_dims, keepdim, mean));
 }
 
@@ -200,7 +200,7 @@ static nb_status max_dim_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int d = n->p.reduce.dim;
     int64_t ashape[NB_MAX_DIMS];
     for (int i = 0; i < in->ndim; i++) ashape[i] = i == d ? in->shape[d] : 1;
-    nb_tensor *ar = nb_reshape(nb_arange(0, (double)in->shape[d], 1, NB_I64), in->ndim, ashape);
+    nb_tensor *ar = nb_reshape(nb_arange_on(0, (double)in->shape[d], 1, NB_I64, in->storage->device), in->ndim, ashape);
     nb_tensor *onehot = nb_to_dtype(nb_eq(ar, idx), in->dtype);
     gin[0] = nb_mul(grad_expand(n, g), onehot);
     return gin[0] ? NB_OK : nb_last_status();
@@ -234,7 +234,7 @@ static nb_tensor *as_1d(nb_tensor *t, int *dim, bool *keepdim) {
 }
 
 static nb_tensor *arg_op(const char *op, nb_tensor *t, int dim, bool keepdim, bool min) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     t = as_1d(t, &dim, &keepdim);
     nb_tensor *idx = argmax_raw(op, t, dim, NULL, min);
     bool mask[NB_MAX_DIMS] = {0};
@@ -267,7 +267,7 @@ static nb_tensor *max_dim_impl(nb_op_id id, nb_tensor *t, int dim, bool keepdim,
 
 static nb_tensor *extreme_dim(nb_op_id id, nb_tensor *t, int dim, bool keepdim, nb_tensor **indices, bool min) {
     nb_tensor *idx = NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     t = as_1d(t, &dim, &keepdim);
     nb_tensor *out = max_dim_impl(id, t, dim, keepdim, &idx, min);
     if (!out) idx = NULL;
@@ -312,7 +312,7 @@ static nb_tensor *var_impl(nb_op_id id, nb_tensor *t, const int *dims, int n_dim
 }
 
 nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, var_impl(NB_OP_VAR, t, dims, n_dims, correction, keepdim));
 }
 /* std = sqrt(var) with PyTorch's std_backward: g / (2 std), masked to 0
@@ -339,7 +339,7 @@ static nb_tensor *std_impl(nb_tensor *t, const int *dims, int n_dims, double cor
 }
 
 nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, std_impl(t, dims, n_dims, correction, keepdim));
 }
 
@@ -353,7 +353,7 @@ static nb_tensor *logsumexp_impl(nb_tensor *t, const int *dims, int n_dims, bool
     if (reduced_count(t, mask) == 0) {
         int64_t kshape[NB_MAX_DIMS];
         keep_shape(t, mask, kshape);
-        m = nb_zeros(t->ndim, kshape, t->dtype);
+        m = nb_full_on(t->ndim, kshape, 0, t->dtype, t->storage->device);
     } else {
         m = reduce_raw("logsumexp", NB_REDUCE_MAX, t, mask, 1.0);
         m = nb_masked_fill(m, nb_eq(m, nb_scalar_like(t, INFINITY, t->dtype)), 0);
@@ -365,7 +365,7 @@ static nb_tensor *logsumexp_impl(nb_tensor *t, const int *dims, int n_dims, bool
 }
 
 nb_tensor *nb_logsumexp(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, logsumexp_impl(t, dims, n_dims, keepdim));
 }
 
@@ -378,7 +378,7 @@ static nb_tensor *logic_impl(const char *op, nb_tensor *t, const int *dims, int 
     if (reduced_count(t, mask) == 0) {
         int64_t kshape[NB_MAX_DIMS];
         keep_shape(t, mask, kshape);
-        k = nb_full(t->ndim, kshape, all ? 1 : 0, NB_BOOL);
+        k = nb_full_on(t->ndim, kshape, all ? 1 : 0, NB_BOOL, t->storage->device);
     } else {
         nb_tensor *nz = nb_to_dtype(nb_ne(t, nb_scalar_like(t, 0, t->dtype)), NB_U8);
         k = nb_to_dtype(reduce_raw(op, all ? NB_REDUCE_MIN : NB_REDUCE_MAX, nz, mask, 1.0), NB_BOOL);
@@ -387,11 +387,11 @@ static nb_tensor *logic_impl(const char *op, nb_tensor *t, const int *dims, int 
 }
 
 nb_tensor *nb_all(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, logic_impl("all", t, dims, n_dims, keepdim, true));
 }
 nb_tensor *nb_any(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, logic_impl("any", t, dims, n_dims, keepdim, false));
 }
 
@@ -460,6 +460,6 @@ static nb_tensor *norm_impl(nb_tensor *t, double p, const int *dims, int n_dims,
 }
 
 nb_tensor *nb_norm(nb_tensor *t, double p, const int *dims, int n_dims, bool keepdim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, norm_impl(t, p, dims, n_dims, keepdim));
 }

@@ -55,14 +55,14 @@ static nb_tensor *scan_impl(nb_op_id id, nb_reduce_op kop, nb_tensor *t, int dim
 }
 
 static nb_tensor *scan_op(nb_op_id id, nb_reduce_op kop, nb_tensor *t, int dim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, scan_impl(id, kop, t, dim, NULL));
 }
 
 /* Values out, and the indices kept past the op's scope like nb_max_dim's. */
 static nb_tensor *scan_ext(nb_op_id id, nb_reduce_op kop, nb_tensor *t, int dim, nb_tensor **indices) {
     nb_tensor *idx = NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *out = scan_impl(id, kop, t, dim, &idx);
     if (!out) idx = NULL;
     nb_retain(idx);

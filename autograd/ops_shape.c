@@ -14,9 +14,7 @@
 
 /* Index tensors built on the host are small (one entry per output slice). */
 static nb_tensor *host_index(const int64_t *v, int64_t n, const nb_tensor *like) {
-    nb_tensor *t = nb_from_data(v, 1, &n, NB_I64);
-    nb_device a = nb_default_device(), b = like->storage->device;
-    return t && (a.type != b.type || a.index != b.index) ? nb_to_device(t, b) : t;
+    return nb_from_data_on(v, 1, &n, NB_I64, like->storage->device);
 }
 
 static nb_status identity_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
@@ -79,7 +77,7 @@ static nb_tensor *flip_impl(nb_tensor *t, const int *dims, int n_dims) {
 }
 
 nb_tensor *nb_flip(nb_tensor *t, const int *dims, int n_dims) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, flip_impl(t, dims, n_dims));
 }
 
@@ -118,7 +116,7 @@ static nb_tensor *roll_impl(nb_tensor *t, const int64_t *shifts, int n_shifts, c
 }
 
 nb_tensor *nb_roll(nb_tensor *t, const int64_t *shifts, int n_shifts, const int *dims, int n_dims) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, roll_impl(t, shifts, n_shifts, dims, n_dims));
 }
 
@@ -168,7 +166,7 @@ static nb_tensor *repeat_impl(const char *op, nb_tensor *t, const int64_t *reps,
 }
 
 nb_tensor *nb_repeat(nb_tensor *t, const int64_t *repeats, int n) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, repeat_impl("repeat", t, repeats, n));
 }
 
@@ -183,7 +181,7 @@ static nb_tensor *tile_impl(nb_tensor *t, const int64_t *reps, int n) {
 }
 
 nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, tile_impl(t, reps, n));
 }
 
@@ -299,7 +297,7 @@ static nb_tensor *pad_impl(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad
 }
 
 nb_tensor *nb_pad(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad_mode mode, double value) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, pad_impl(t, pads, n_pads, mode, value));
 }
 
@@ -314,8 +312,8 @@ static nb_tensor *tri_impl(const char *op, nb_tensor *t, int64_t k, bool lower) 
                        nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
     int64_t m = t->shape[t->ndim - 2], n = t->shape[t->ndim - 1];
     nb_device dev = t->storage->device;
-    nb_tensor *rows = nb_reshape(nb_to_device(nb_arange(0, (double)m, 1, NB_I64), dev), NB_SHAPE(m, 1));
-    nb_tensor *cols = nb_reshape(nb_to_device(nb_arange(0, (double)n, 1, NB_I64), dev), NB_SHAPE(1, n));
+    nb_tensor *rows = nb_reshape(nb_arange_on(0, (double)m, 1, NB_I64, dev), NB_SHAPE(m, 1));
+    nb_tensor *cols = nb_reshape(nb_arange_on(0, (double)n, 1, NB_I64, dev), NB_SHAPE(1, n));
     nb_tensor *kk = nb_scalar_like(t, (double)k, NB_I64), *zero = nb_scalar_like(t, 0, t->dtype);
     nb_tensor *diff = nb_sub(cols, rows);
     nb_tensor *mask = lower ? nb_gt(diff, kk) : nb_gt(kk, diff);
@@ -323,12 +321,12 @@ static nb_tensor *tri_impl(const char *op, nb_tensor *t, int64_t k, bool lower) 
 }
 
 nb_tensor *nb_tril(nb_tensor *t, int64_t diagonal) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, tri_impl("tril", t, diagonal, true));
 }
 
 nb_tensor *nb_triu(nb_tensor *t, int64_t diagonal) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, tri_impl("triu", t, diagonal, false));
 }
 
@@ -358,7 +356,7 @@ nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing
     for (int i = 0; i < n; i++) pos[i] = i;
     if (indexing == NB_MESHGRID_XY && n >= 2) pos[0] = 1, pos[1] = 0; /* Cartesian: x varies along columns */
     for (int i = 0; i < n; i++) shape[pos[i]] = nb_numel(ts[i]);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     int i = 0;
     for (; i < n; i++) {
         int64_t vs[NB_MAX_DIMS];

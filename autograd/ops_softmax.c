@@ -41,11 +41,11 @@ static nb_tensor *softmax_impl(nb_op_id id, nb_tensor *t, int dim, bool log) {
 }
 
 nb_tensor *nb_softmax(nb_tensor *t, int dim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, softmax_impl(NB_OP_SOFTMAX, t, dim, false));
 }
 
 nb_tensor *nb_log_softmax(nb_tensor *t, int dim) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, softmax_impl(NB_OP_LOG_SOFTMAX, t, dim, true));
 }

@@ -87,14 +87,14 @@ static nb_status sort_impl(nb_tensor *x, int dim, bool descending, nb_tensor **v
 
 nb_status nb_sort(nb_tensor *x, int dim, bool descending, bool stable, nb_tensor **values, nb_tensor **indices) {
     (void)stable; /* always stable */
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *val = NULL, *idx = NULL;
     nb_status st = sort_impl(x, dim, descending, values ? &val : NULL, &idx);
     return finish(s, st, val, idx, values, indices);
 }
 
 nb_tensor *nb_argsort(nb_tensor *x, int dim, bool descending) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *idx = NULL;
     return nb_scope_return(s, sort_impl(x, dim, descending, NULL, &idx) == NB_OK ? idx : NULL);
 }
@@ -115,7 +115,7 @@ static nb_status topk_impl(nb_tensor *x, int64_t k, int dim, bool largest, nb_te
 nb_status nb_topk(nb_tensor *x, int64_t k, int dim, bool largest, bool sorted, nb_tensor **values,
                   nb_tensor **indices) {
     (void)sorted; /* always sorted (PyTorch leaves the order unspecified otherwise) */
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *val = NULL, *idx = NULL;
     nb_status st = topk_impl(x, k, dim, largest, values ? &val : NULL, &idx);
     return finish(s, st, val, idx, values, indices);
@@ -143,7 +143,7 @@ static nb_status kthvalue_impl(nb_tensor *x, int64_t k, int dim, bool keepdim, n
 }
 
 nb_status nb_kthvalue(nb_tensor *x, int64_t k, int dim, bool keepdim, nb_tensor **values, nb_tensor **indices) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *val = NULL, *idx = NULL;
     nb_status st = kthvalue_impl(x, k, dim, keepdim, values ? &val : NULL, &idx);
     return finish(s, st, val, idx, values, indices);

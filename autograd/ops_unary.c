@@ -44,7 +44,7 @@ static nb_tensor *unary_op_impl(nb_op_id op, nb_unary_op kop, nb_tensor *x, doub
 }
 
 static nb_tensor *unary_op(nb_op_id op, nb_unary_op kop, nb_tensor *x, double alpha) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, unary_op_impl(op, kop, x, alpha));
 }
 
@@ -53,7 +53,7 @@ static nb_tensor *unary_op(nb_op_id op, nb_unary_op kop, nb_tensor *x, double al
  * activations (silu, elu, ...) do not, as in PyTorch. */
 static nb_tensor *float_fn(nb_op_id op, nb_unary_op kop, nb_tensor *x) {
     if (!x || nb_dtype_is_float(x->dtype) || (unsigned)x->dtype >= NB_DTYPE_COUNT) return unary_op(op, kop, x, 0);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *f = nb_to_dtype(x, NB_F32);
     return nb_scope_return(s, f ? unary_op_impl(op, kop, f, 0) : NULL);
 }
@@ -73,7 +73,7 @@ static nb_tensor *scalar_arith(nb_op_id op, nb_unary_op kop, nb_tensor *a, doubl
     if (!a || (unsigned)a->dtype >= NB_DTYPE_COUNT) return unary_op(op, kop, a, s);
     nb_dtype dt = nb_scalar_result_type(a, s);
     if (dt == a->dtype) return unary_op(op, kop, a, s);
-    nb_scope *sc = nb_scope_begin();
+    nb_scope *sc = nb_op_scope_begin();
     nb_tensor *c = nb_to_dtype(a, dt);
     return nb_scope_return(sc, c ? unary_op_impl(op, kop, c, s) : NULL);
 }
@@ -149,7 +149,7 @@ static nb_tensor *softplus_impl(nb_tensor *x, double beta, double threshold) {
 }
 
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, softplus_impl(x, beta, threshold));
 }
 
@@ -164,7 +164,7 @@ static nb_tensor *hardtanh_impl(nb_tensor *x, double min_val, double max_val) {
 }
 
 nb_tensor *nb_hardtanh(nb_tensor *x, double min_val, double max_val) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, hardtanh_impl(x, min_val, max_val));
 }
 
@@ -203,6 +203,6 @@ static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
 }
 
 nb_tensor *nb_gelu(nb_tensor *x, nb_gelu_approximate approximate) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, gelu_impl(x, approximate));
 }

@@ -46,6 +46,6 @@ static nb_tensor *interpolate_impl(nb_tensor *x, int64_t out_h, int64_t out_w, n
 
 nb_tensor *nb_interpolate(nb_tensor *x, int64_t out_h, int64_t out_w, nb_interpolate_mode mode,
                           bool align_corners) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, interpolate_impl(x, out_h, out_w, mode, align_corners));
 }

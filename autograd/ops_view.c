@@ -97,12 +97,12 @@ static nb_tensor *reshape_impl(nb_op_id id, nb_tensor *t, int ndim, const int64_
 }
 
 nb_tensor *nb_reshape(nb_tensor *t, int ndim, const int64_t *shape) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, reshape_impl(NB_OP_RESHAPE, t, ndim, shape, true));
 }
 
 nb_tensor *nb_view(nb_tensor *t, int ndim, const int64_t *shape) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, reshape_impl(NB_OP_VIEW, t, ndim, shape, false));
 }
 
@@ -289,7 +289,7 @@ static nb_tensor *contiguous_impl(nb_tensor *t) {
 }
 
 nb_tensor *nb_contiguous(nb_tensor *t) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, contiguous_impl(t));
 }
 
@@ -379,7 +379,7 @@ static nb_tensor *diag_embed_impl(nb_tensor *t, int64_t offset, int dim1, int di
 }
 
 nb_tensor *nb_diag_embed(nb_tensor *t, int64_t offset, int dim1, int dim2) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, diag_embed_impl(t, offset, dim1, dim2));
 }
 
@@ -413,7 +413,7 @@ nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step) {
     char s[NB_SHAPE_BUF];
     int d = nb_wrap_dim(dim, t->ndim);
     if (t->ndim == 0 && d == 0 && size >= 0 && size <= 1 && step >= 1) { /* PyTorch: a 0-d t gives [size] */
-        nb_scope *sc = nb_scope_begin();
+        nb_scope *sc = nb_op_scope_begin();
         return nb_scope_return(sc, nb_narrow(nb_reshape(t, NB_SHAPE(1)), 0, 0, size));
     }
     if (d < 0 || t->ndim == 0 || t->ndim == NB_MAX_DIMS)

@@ -1,31 +1,101 @@
-/* nb_backend.h - the interface every device backend implements.
+/* nb_backend.h - the interface every device backend implements (version 3).
  *
- * Ops in autograd/ validate shapes and dtypes, allocate outputs and then
- * call one of these kernels through the tensor's backend; nothing outside
- * backend/ dereferences tensor data. A kernel sees plain views (nb_kview):
- * a data pointer already offset to the first element, dtype, shape and
- * strides in elements. Strides may be 0 (a broadcast input) or arbitrary
- * (a transposed view) unless a slot says "contiguous". Output views never
- * overlap inputs, except that copy, binary, unary and unary_backward allow
- * an output that is exactly the same view as an input (in-place updates
- * such as grad += g): elementwise kernels read an element before writing it. A kernel returns NB_OK,
- * or an error status with nb_last_error() set (nb_set_error in nb_impl.h).
+ * ---- Backends and devices ----------------------------------------------------
+ * A backend is an instance per device: `struct nb_backend { iface, context,
+ * device }` (ggml's layout), one for cpu:0, one for each cuda:N. The context
+ * owns what the device needs (streams, library handles, workspaces). Core
+ * finds instances through a registry keyed by (device type, index)
+ * (nb_backend_get); core names no backend: each backend's init function is
+ * listed in backend/registry.c (written by meson from the enabled backends)
+ * and registers the devices it finds with nb_backend_register. No #ifdef for
+ * a device outside its folder.
  *
- * A backend is `struct nb_backend { iface, context }` (ggml's layout): the
- * CPU backend is backend/cpu, a CUDA backend (later) is backend/cuda and
- * registers itself the same way; no #ifdef for a device outside its folder.
- * Optional slots may be NULL; callers then fail with NB_ERR_UNSUPPORTED.
+ * ---- Kernels ------------------------------------------------------------------
+ * Ops in autograd/ validate shapes and dtypes, ask `supports` (the op table
+ * row and the backend's own answer), allocate outputs and then call one of
+ * these kernels through the tensor's backend; nothing outside backend/
+ * dereferences tensor data. A kernel sees plain views (nb_kview): a data
+ * pointer already offset to the first element, dtype, shape and strides in
+ * elements. Strides may be 0 (a broadcast input) or arbitrary (a transposed
+ * view) unless a slot says "contiguous". Output views never overlap inputs,
+ * except that copy, binary, unary and unary_backward allow an output that is
+ * exactly the same view as an input (in-place updates such as grad += g):
+ * elementwise kernels read an element before writing it.
+ *
+ * ---- Execution model ------------------------------------------------------------
+ * Kernels and copies ENQUEUE work on the calling thread's current stream of
+ * the backend's device (nb_current_stream; the device's compute stream unless
+ * nb_set_current_stream chose another): they may return before the work is
+ * done, and results are host-visible only after a sync point:
+ * `synchronize`, `stream_synchronize`, `event_synchronize`, or the core calls
+ * built on them (nb_device_synchronize, nb_to_host, nb_item). Work on one
+ * stream runs in enqueue order; streams order against each other only through
+ * events (event_record on one, event_wait on another). Every device has at
+ * least a compute and a copy stream. The CPU backend runs every kernel
+ * before returning, so its streams and events are the synchronous no-ops
+ * they are there, and nothing changes for CPU users.
+ *
+ * ---- Errors ----------------------------------------------------------------------
+ * A kernel returns NB_OK or an error status with nb_last_error() set
+ * (nb_set_error in nb_impl.h). Argument, shape, dtype and device errors are
+ * synchronous: ops check them before any launch. Data-dependent errors (an
+ * index out of range, a cross-entropy target outside [0, C), integer
+ * division by zero, a singular or non-positive-definite matrix) may be
+ * reported late by an asynchronous backend: its kernels set a per-stream
+ * device error word (the code and the op that raised it), and the next sync
+ * point on that stream returns the error with a message naming the op; the
+ * outputs of a failed kernel are unspecified. With NB_SYNC_DEBUG=1 in the
+ * environment, core synchronizes after every kernel, so a failure names its
+ * op at once (the CPU backend always reports at the call). Failed CUDA calls
+ * become nabla errors naming the call, the op and the reason.
+ *
+ * ---- Memory --------------------------------------------------------------------
+ * `alloc`/`free` are the raw device allocator (cudaMalloc, aligned_alloc);
+ * core's caching allocator (core/alloc.c) sits above them: blocks remember the
+ * stream they were allocated on and are reused only on that stream, and a
+ * tensor used on another stream is marked with nb_record_stream, which defers
+ * the reuse of its block until an event recorded on that stream has
+ * completed (PyTorch's CUDACachingAllocator design). `host_alloc` gives pinned
+ * host memory (cudaMallocHost) for asynchronous copies; `memcpy_*` copy on a
+ * stream (asynchronous when the host side is pinned); `memcpy_peer` copies
+ * between two devices (of any backends) without a bounce through pageable
+ * host memory where the hardware allows.
+ *
+ * ---- Determinism ----------------------------------------------------------------
+ * Every backend is deterministic run to run: the same inputs, build, device,
+ * thread count and launch configuration give the same bits (no atomics in
+ * reductions, scatters, embedding or attention backward; fixed reduction
+ * trees). Results are NOT bitwise equal across backends (different
+ * reduction trees, FMA contraction, TF32/bf16): the op harness compares
+ * backends with per-op tolerances. The CPU backend is moreover bitwise equal
+ * at any thread count (fixed 4096-element reduction blocks).
+ *
+ * ---- Adding a backend ---------------------------------------------------------
+ * 1. A folder backend/<name>/ with one file per op family, as backend/cpu/.
+ * 2. An nb_backend_i with the slots it implements (optional slots NULL:
+ *    callers get NB_ERR_UNSUPPORTED naming the slot and the backend), a
+ *    `supports` answer for the op table's (op, dtype) cells it runs, and the
+ *    execution/memory slots.
+ * 3. An init function `nb_status nb_<name>_backend_init(void)` that creates
+ *    one nb_backend per device it finds (device index set, version
+ *    NB_BACKEND_INTERFACE_VERSION) and calls nb_backend_register for each;
+ *    listed in backend/meson.build so registry.c calls it.
+ * 4. Its cases in the op harness (tests/test_op_harness.c) run on it
+ *    unchanged: every registered device, every dtype it supports.
  */
 #ifndef NB_BACKEND_H
 #define NB_BACKEND_H
 
 #include "nb_core.h"
+#include "nb_op_table.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define NB_BACKEND_INTERFACE_VERSION 2 /* 2: the op-coverage slots */
+/* 2: the op-coverage slots; 3: per-device instances, streams, events,
+ * stream-ordered memory, the capability query. */
+#define NB_BACKEND_INTERFACE_VERSION 3
 
 typedef struct nb_kview {
     void *data; /* first element */
@@ -144,6 +214,17 @@ typedef struct nb_pool_params {
 
 typedef struct nb_backend nb_backend;
 
+/* Optimizer-step kernels for the `supports` query (they are slots, not ops
+ * of the op table): ids after the table's. */
+typedef enum nb_kernel_id {
+    NB_KERNEL_ADAM_STEP = NB_OP_COUNT,
+    NB_KERNEL_SGD_STEP,
+    NB_KERNEL_ID_END
+} nb_kernel_id;
+
+/* Which of a device's streams. */
+typedef enum nb_stream_kind { NB_STREAM_COMPUTE, NB_STREAM_COPY, NB_STREAM_KIND_COUNT } nb_stream_kind;
+
 struct nb_backend_i {
     /* Capability query (ggml's supports_op): whether the backend runs op (an
      * nb_op_id of nb_op_table.h, or an nb_kernel_id below) on inputs of dtype
@@ -151,16 +232,63 @@ struct nb_backend_i {
      * row's dtypes. Ops consult it before launching, so a backend without a
      * kernel yields NB_ERR_UNSUPPORTED naming op, dtype and backend. */
     bool (*supports)(nb_backend *be, int op, nb_dtype dt);
-    /* raw device memory; the caching allocator in core/ sits above these */
+    /* A line describing the device and its libraries (nb_backend_info). */
+    const char *(*info)(nb_backend *be);
+    /* Threads of the backend's own host loops (the CPU's pool and
+     * OpenBLAS); NULL where there are none. n <= 0: all online cores. */
+    void (*set_num_threads)(nb_backend *be, int n);
+    int (*get_num_threads)(nb_backend *be);
+    /* Fills kernel_launches, host_syncs, h2d_bytes and d2h_bytes of *c
+     * (nb_device_counters_get; core counts kernel_calls). NULL: zeros. */
+    void (*counters)(nb_backend *be, nb_device_counters *c);
+
+    /* ---- execution model (all required; the CPU's are no-ops) ----------- */
+    /* A new stream handle of the device (NULL with an error on failure), and
+     * its release. Core keeps the device's compute and copy streams. */
+    void *(*stream_create)(nb_backend *be, nb_stream_kind kind);
+    void (*stream_destroy)(nb_backend *be, void *stream);
+    /* Waits until everything enqueued on stream is done; returns the first
+     * pending asynchronous error of that stream (and clears it). */
+    nb_status (*stream_synchronize)(nb_backend *be, void *stream);
+    /* Waits for every stream of the device; returns the first pending error. */
+    nb_status (*synchronize)(nb_backend *be);
+    /* Events: record marks the current end of stream's queue; wait makes
+     * stream wait (on the device, not the host) for the event; query tells
+     * whether it has completed; synchronize waits on the host. */
+    void *(*event_create)(nb_backend *be);
+    void (*event_destroy)(nb_backend *be, void *event);
+    nb_status (*event_record)(nb_backend *be, void *event, void *stream);
+    nb_status (*event_wait)(nb_backend *be, void *stream, void *event);
+    bool (*event_query)(nb_backend *be, void *event);
+    nb_status (*event_synchronize)(nb_backend *be, void *event);
+
+    /* ---- memory ------------------------------------------------------------ */
+    /* Raw device memory (the caching allocator in core/ sits above). NULL on
+     * failure, with no error set (the allocator reports it). */
     void *(*alloc)(nb_backend *be, size_t bytes);
     void (*free)(nb_backend *be, void *ptr, size_t bytes);
-    nb_status (*memcpy_to_host)(nb_backend *be, void *dst, const void *src, size_t bytes);
-    nb_status (*memcpy_from_host)(nb_backend *be, void *dst, const void *src, size_t bytes);
-    void (*set_num_threads)(nb_backend *be, int n);
+    /* Pinned (page-locked) host memory for asynchronous copies; NULL slots:
+     * core falls back to malloc. */
+    void *(*host_alloc)(nb_backend *be, size_t bytes);
+    void (*host_free)(nb_backend *be, void *ptr);
+    /* Copies of `bytes` on stream (NULL: the current one). d2h/h2d are
+     * asynchronous when the host buffer is pinned, else they return when
+     * the host buffer may be reused (d2h: when the data has arrived). */
+    nb_status (*memcpy_h2d)(nb_backend *be, void *dst, const void *src, size_t bytes, void *stream);
+    nb_status (*memcpy_d2h)(nb_backend *be, void *dst, const void *src, size_t bytes, void *stream);
+    nb_status (*memcpy_d2d)(nb_backend *be, void *dst, const void *src, size_t bytes, void *stream);
+    /* dst on this backend's device, src on src_be's (another device, maybe
+     * another backend): ordered after src_be's current stream and before
+     * this backend's current stream. NULL: core copies through host memory. */
+    nb_status (*memcpy_peer)(nb_backend *be, void *dst, nb_backend *src_be, const void *src, size_t bytes);
 
     /* dst = cast(src); src expanded to dst's shape; any strides. */
     nb_status (*copy)(nb_backend *be, const nb_kview *dst, const nb_kview *src);
     nb_status (*fill)(nb_backend *be, const nb_kview *dst, double value);
+    /* dst[i] = start + i * step (computed in double, cast as copy casts
+     * float64) into contiguous 1-d dst of any dtype: torch.arange and the
+     * position ids of a transformer without a host upload. */
+    nb_status (*arange)(nb_backend *be, const nb_kview *dst, double start, double step);
     nb_status (*binary)(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
                         const nb_kview *b);
     nb_status (*unary)(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
@@ -417,21 +545,62 @@ struct nb_backend_i {
      * b [..., m, k] (QR, gels): least squares for m >= n, the minimum-norm
      * solution for m < n. Rank-deficient a: error. */
     nb_status (*linalg_lstsq)(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
+
+    /* ---- multi-tensor optimizer steps (optional) -------------------------- */
+    /* adam_step/sgd_step over n parameters in one call (PyTorch's fused and
+     * foreach optimizers, llm.c's one AdamW kernel per step). params, grads,
+     * ... are arrays of n views; group i (params[i], grads[i], exp_avgs[i],
+     * exp_avg_sqs[i] and max_exp_avg_sqs[i] / momentum_bufs[i]) meets the
+     * single-tensor slot's contract: contiguous, of params[i]'s shape.
+     * Sizes differ between groups; every tensor of a call has one dtype,
+     * float32 or float64 (`supports` answers for NB_KERNEL_ADAM_STEP /
+     * NB_KERNEL_SGD_STEP). max_exp_avg_sqs is NULL unless h->amsgrad;
+     * momentum_bufs NULL if h->momentum is 0. No two tensors of a call
+     * overlap. Every group is checked before anything is updated (errors
+     * as the single-tensor slot's); n == 0 does nothing. The results are
+     * bit-identical to calling adam_step/sgd_step on each group with the
+     * same h. A device backend passes the tensors' addresses and sizes as
+     * kernel parameters (no host-to-device copy of the list), so a training
+     * step that calls it can be captured in a CUDA graph (h's scalars are
+     * still kernel arguments: a replay repeats them). NULL: callers loop
+     * over the single-tensor slot. */
+    nb_status (*adam_step_multi)(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                 const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
+                                 const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h);
+    nb_status (*sgd_step_multi)(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                const nb_kview *momentum_bufs, const nb_sgd_hyper *h);
+
+    /* ---- multi-tensor clipping (optional) --------------------------------- */
+    /* out[i] = the p-norm of xs[i]'s elements (torch._foreach_norm): n
+     * contiguous tensors of one float dtype, out a contiguous [n] of it;
+     * p > 0 (INFINITY: max |x|; NaN propagates); an empty tensor's norm is
+     * 0. Deterministic. NULL: core computes each norm with ops. */
+    nb_status (*norm_multi)(nb_backend *be, int n, const nb_kview *xs, double p, const nb_kview *out);
+    /* xs[i] *= s in place (torch._foreach_mul_), s one element of xs' dtype
+     * read on the device (so a captured graph reads its current value).
+     * NULL: core multiplies tensor by tensor. */
+    nb_status (*mul_multi)(nb_backend *be, int n, const nb_kview *xs, const nb_kview *s);
 };
 
 struct nb_backend {
     const struct nb_backend_i *iface;
-    nb_device_type type;
-    const char *name;
-    int version; /* NB_BACKEND_INTERFACE_VERSION it was built against */
-    void *context;
+    nb_device device; /* the instance's device: type and index */
+    const char *name; /* "cpu", "cuda" */
+    int version;      /* NB_BACKEND_INTERFACE_VERSION it was built against */
+    void *context;    /* the backend's own state for this device */
 };
 
-/* Registers a backend for its device type (the CPU backend is built in).
- * Errors: NB_ERR_INVALID_ARG on a version mismatch. */
+/* Registers the backend instance of be->device (called by a backend's init
+ * function; the registry keeps the pointer, which must live for the
+ * process). Errors: NB_ERR_INVALID_ARG on a version mismatch, a device
+ * index outside [0, NB_MAX_DEVICES) or a device already registered. */
 nb_status nb_backend_register(nb_backend *be);
-/* The backend of a device, or NULL (with an error set) if none. */
+/* The backend instance of a device (type and index), or NULL with
+ * NB_ERR_DEVICE ("no such device cuda:3", "built without its backend"). */
 nb_backend *nb_backend_get(nb_device dev);
+/* The raw stream handle of the calling thread's current stream on be's
+ * device, for kernels to enqueue on (the backend's own type). */
+void *nb_backend_current_stream(nb_backend *be);
 
 #ifdef __cplusplus
 }

@@ -1,132 +1,297 @@
-/* alloc.c - the caching allocator: per device, freed blocks are kept in
- * size classes and reused, so the training hot path does not call the
- * device allocator (malloc, cudaMalloc) per op. Sizes round up to classes
- * of a quarter of their power of two (at most 25% slack). Statistics as
- * torch.cuda.memory_allocated / memory_reserved / max_memory_allocated. */
+/* alloc.c - the caching allocator, per device (PyTorch's CUDACachingAllocator
+ * policy, in C): memory comes from the device in segments; a request takes
+ * the smallest cached free block that fits on the same stream (best fit),
+ * splits it when the rest is worth keeping, and freed neighbours in a
+ * segment coalesce. Requests up to 1 MiB share 2 MiB segments (the small
+ * pool); larger ones get a segment of 20 MiB (1-10 MiB requests) or of their
+ * size rounded to 2 MiB (the large pool), which splits only when more than
+ * 1 MiB would be left. A block freed while other streams may still use it
+ * (nb_record_stream) waits for an event per such stream before it is
+ * cached again. On a failed device allocation the unused segments go back
+ * to the device and the request is retried once. Statistics use PyTorch's
+ * names (nb_core.h). The training hot path allocates from the cache only. */
 #include <pthread.h>
 #include <string.h>
 
 #include "nb_impl.h"
 
-#define NB_MAX_DEVICE_INDEX 16
-#define NB_NUM_CLASSES 256
+#define ROUND 512u                         /* every block a multiple of 512 B */
+#define SMALL_SIZE ((size_t)1 << 20)       /* requests up to 1 MiB: small pool */
+#define SMALL_SEGMENT ((size_t)2 << 20)    /* the small pool's segment */
+#define LARGE_SEGMENT ((size_t)20 << 20)   /* a 1-10 MiB request's segment */
+#define MIN_LARGE_ALLOC ((size_t)10 << 20) /* above this, a segment of the request's size */
+#define ROUND_LARGE ((size_t)2 << 20)      /* ...rounded to 2 MiB */
+#define NUM_BINS 64                        /* size bins: quarters of powers of two */
+#define MAX_STREAM_USES 4
 
-typedef struct {
-    void **ptrs;
-    int len, cap;
-} free_list;
+typedef struct block block;
+struct block {
+    char *ptr;
+    size_t size;       /* bytes of the block (a multiple of ROUND) */
+    void *stream;      /* the stream it was allocated on (backend handle) */
+    bool small;        /* small or large pool */
+    bool allocated;
+    block *prev, *next; /* address neighbours in the same segment */
+    block *fprev, *fnext; /* free-bin list, or the pending list */
+    int n_uses;        /* other streams recorded by nb_record_stream */
+    void *uses[MAX_STREAM_USES];
+    void *events[MAX_STREAM_USES]; /* while pending: one event per use */
+    int n_events;
+};
 
 typedef struct {
     pthread_mutex_t lock;
-    free_list classes[NB_NUM_CLASSES];
+    nb_backend *be;
+    block *bins[2][NUM_BINS]; /* [small/large][bin]: free blocks */
+    block *pending;           /* freed blocks waiting for their events */
+    block *spare;             /* recycled block structs */
     nb_memory_stats stats;
 } dev_cache;
 
-static dev_cache caches[NB_DEVICE_TYPE_COUNT][NB_MAX_DEVICE_INDEX];
+static dev_cache caches[NB_DEVICE_TYPE_COUNT][NB_MAX_DEVICES];
 static pthread_once_t caches_once = PTHREAD_ONCE_INIT;
 
 static void caches_init(void) {
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
-        for (int i = 0; i < NB_MAX_DEVICE_INDEX; i++) pthread_mutex_init(&caches[t][i].lock, NULL);
+        for (int i = 0; i < NB_MAX_DEVICES; i++) pthread_mutex_init(&caches[t][i].lock, NULL);
 }
 
-static dev_cache *cache_of(nb_device dev) {
+static dev_cache *cache_of(nb_backend *be) {
     pthread_once(&caches_once, caches_init);
-    NB_ASSERT((unsigned)dev.type < NB_DEVICE_TYPE_COUNT && (unsigned)dev.index < NB_MAX_DEVICE_INDEX);
-    return &caches[dev.type][dev.index];
+    dev_cache *c = &caches[be->device.type][be->device.index];
+    c->be = be;
+    return c;
 }
 
-/* Size class: 256-byte minimum, then quarters of each power of two. */
-static int size_class(size_t bytes, size_t *rounded) {
-    if (bytes <= 256) {
-        *rounded = 256;
-        return 0;
+/* Bin of a size: 0 for < 1 KiB, then four bins per power of two. */
+static int bin_of(size_t size) {
+    if (size < 1024) return 0;
+    int e = 63 - __builtin_clzll((unsigned long long)size); /* 2^e <= size */
+    int q = (int)((size >> (e - 2)) & 3);
+    int b = 1 + (e - 10) * 4 + q;
+    return b < NUM_BINS ? b : NUM_BINS - 1;
+}
+
+static void bin_insert(dev_cache *c, block *b) {
+    block **head = &c->bins[!b->small][bin_of(b->size)];
+    b->fprev = NULL;
+    b->fnext = *head;
+    if (*head) (*head)->fprev = b;
+    *head = b;
+}
+
+static void bin_remove(dev_cache *c, block *b) {
+    if (b->fprev) b->fprev->fnext = b->fnext;
+    else c->bins[!b->small][bin_of(b->size)] = b->fnext;
+    if (b->fnext) b->fnext->fprev = b->fprev;
+    b->fprev = b->fnext = NULL;
+}
+
+static block *block_new(dev_cache *c) {
+    block *b = c->spare;
+    if (b) c->spare = b->fnext;
+    else if (!(b = malloc(sizeof *b))) return NULL;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void block_recycle(dev_cache *c, block *b) {
+    b->fnext = c->spare;
+    c->spare = b;
+}
+
+/* The smallest free block of the pool on `stream` that holds size. */
+static block *best_fit(dev_cache *c, bool small, size_t size, void *stream) {
+    for (int k = bin_of(size); k < NUM_BINS; k++) {
+        block *best = NULL;
+        for (block *b = c->bins[!small][k]; b; b = b->fnext)
+            if (b->stream == stream && b->size >= size && (!best || b->size < best->size)) best = b;
+        if (best) return best;
     }
-    int e = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^e < bytes <= 2^(e+1) */
-    size_t quarter = (size_t)1 << (e - 2);
-    size_t q = (bytes - ((size_t)1 << e) + quarter - 1) / quarter; /* 1..4 */
-    *rounded = ((size_t)1 << e) + q * quarter;
-    return 1 + (e - 8) * 4 + (int)(q - 1);
+    return NULL;
 }
 
-static void *pop_cached(dev_cache *c, int cls) {
-    free_list *fl = &c->classes[cls];
-    return fl->len ? fl->ptrs[--fl->len] : NULL;
+static void update_peaks(nb_memory_stats *s) {
+    if (s->allocated > s->peak_allocated) s->peak_allocated = s->allocated;
+    if (s->active > s->peak_active) s->peak_active = s->active;
+    if (s->reserved > s->peak_reserved) s->peak_reserved = s->reserved;
 }
 
-/* The rounded size of every block in class k (inverse of size_class). */
-static size_t class_size(int k) {
-    if (k == 0) return 256;
-    int e = (k - 1) / 4 + 8, q = (k - 1) % 4 + 1;
-    return ((size_t)1 << e) + (size_t)q * ((size_t)1 << (e - 2));
+/* Gives every unsplit free segment back to the device. */
+static void release_cached(dev_cache *c) {
+    for (int p = 0; p < 2; p++)
+        for (int k = 0; k < NUM_BINS; k++)
+            for (block *b = c->bins[p][k], *nx; b; b = nx) {
+                nx = b->fnext;
+                if (b->prev || b->next) continue; /* part of a segment still in use */
+                bin_remove(c, b);
+                c->be->iface->free(c->be, b->ptr, b->size);
+                c->stats.reserved -= b->size;
+                c->stats.segments--;
+                c->stats.device_frees++;
+                block_recycle(c, b);
+            }
 }
 
-static void release_cached(nb_backend *be, dev_cache *c) {
-    for (int k = 0; k < NB_NUM_CLASSES; k++) {
-        free_list *fl = &c->classes[k];
-        for (int i = 0; i < fl->len; i++) {
-            be->iface->free(be, fl->ptrs[i], class_size(k));
-            c->stats.reserved -= class_size(k);
-        }
-        fl->len = 0;
+/* Puts a freed block back in its bin, merged with free neighbours. */
+static void free_block(dev_cache *c, block *b) {
+    b->allocated = false;
+    b->n_uses = 0;
+    block *p = b->prev, *n = b->next;
+    if (p && !p->allocated && !p->n_events) { /* absorb the left neighbour */
+        bin_remove(c, p);
+        p->size += b->size;
+        p->next = n;
+        if (n) n->prev = p;
+        block_recycle(c, b);
+        b = p;
+    }
+    if (n && !n->allocated && !n->n_events) { /* absorb the right neighbour */
+        bin_remove(c, n);
+        b->size += n->size;
+        b->next = n->next;
+        if (n->next) n->next->prev = b;
+        block_recycle(c, n);
+    }
+    bin_insert(c, b);
+}
+
+/* Frees the pending blocks whose events have all completed. */
+static void process_events(dev_cache *c) {
+    for (block *b = c->pending, *nx; b; b = nx) {
+        nx = b->fnext;
+        bool done = true;
+        for (int i = 0; i < b->n_events && done; i++) done = c->be->iface->event_query(c->be, b->events[i]);
+        if (!done) continue;
+        for (int i = 0; i < b->n_events; i++) c->be->iface->event_destroy(c->be, b->events[i]);
+        b->n_events = 0;
+        if (b->fprev) b->fprev->fnext = b->fnext;
+        else c->pending = b->fnext;
+        if (b->fnext) b->fnext->fprev = b->fprev;
+        c->stats.active -= b->size;
+        free_block(c, b);
     }
 }
 
-void *nb_alloc_raw(nb_backend *be, nb_device dev, size_t bytes, size_t *rounded) {
-    dev_cache *c = cache_of(dev);
-    int cls = size_class(bytes, rounded);
-    if (cls >= NB_NUM_CLASSES) return NB_FAIL(NB_ERR_OOM, "alloc: %zu bytes is too large", bytes);
+void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **handle) {
+    dev_cache *c = cache_of(be);
+    if (bytes > ((size_t)1 << 62)) return NB_FAIL(NB_ERR_OOM, "alloc: %zu bytes is too large", bytes);
+    size_t size = bytes ? (bytes + ROUND - 1) / ROUND * ROUND : ROUND;
+    bool small = size <= SMALL_SIZE;
     pthread_mutex_lock(&c->lock);
-    void *p = pop_cached(c, cls);
-    if (!p) {
-        p = be->iface->alloc(be, *rounded);
+    if (c->pending) process_events(c);
+    block *b = best_fit(c, small, size, stream);
+    if (b) bin_remove(c, b);
+    else { /* a new segment */
+        size_t seg = small ? SMALL_SEGMENT : size <= MIN_LARGE_ALLOC ? LARGE_SEGMENT
+                                                   : (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
+        char *p = be->iface->alloc(be, seg);
         if (!p) { /* give the cache back and try once more */
-            release_cached(be, c);
-            p = be->iface->alloc(be, *rounded);
+            c->stats.num_alloc_retries++;
+            release_cached(c);
+            p = be->iface->alloc(be, seg);
         }
-        if (p) {
-            c->stats.reserved += *rounded;
-            c->stats.device_allocs++;
+        b = p ? block_new(c) : NULL;
+        if (!b) {
+            if (p) be->iface->free(be, p, seg);
+            c->stats.num_ooms++;
+            size_t alloc = c->stats.allocated, res = c->stats.reserved;
+            pthread_mutex_unlock(&c->lock);
+            char d[32];
+            return NB_FAIL(NB_ERR_OOM,
+                           "alloc: out of memory allocating %zu bytes on %s (%zu bytes allocated, %zu reserved "
+                           "by nabla)", bytes, nb_device_str(be->device, d, sizeof d), alloc, res);
+        }
+        b->ptr = p, b->size = seg, b->stream = stream, b->small = small;
+        c->stats.reserved += seg;
+        c->stats.segments++;
+        c->stats.device_allocs++;
+    }
+    size_t rest = b->size - size;
+    if (small ? rest >= ROUND : rest > SMALL_SIZE) { /* split: the tail stays cached */
+        block *t = block_new(c);
+        if (t) {
+            t->ptr = b->ptr + size, t->size = rest, t->stream = stream, t->small = b->small;
+            t->prev = b, t->next = b->next;
+            if (b->next) b->next->prev = t;
+            b->next = t;
+            b->size = size;
+            bin_insert(c, t);
         }
     }
-    if (p) {
-        c->stats.allocated += *rounded;
-        if (c->stats.allocated > c->stats.peak_allocated) c->stats.peak_allocated = c->stats.allocated;
-    }
+    b->allocated = true;
+    b->n_uses = 0;
+    c->stats.allocated += b->size;
+    c->stats.active += b->size;
+    update_peaks(&c->stats);
     pthread_mutex_unlock(&c->lock);
-    if (!p) return NB_FAIL(NB_ERR_OOM, "alloc: out of memory allocating %zu bytes on %s", bytes, be->name);
-    return p;
+    *handle = b;
+    return b->ptr;
 }
 
-void nb_free_raw(nb_backend *be, nb_device dev, void *ptr, size_t rounded) {
-    if (!ptr) return;
-    dev_cache *c = cache_of(dev);
-    size_t r;
-    int cls = size_class(rounded, &r);
-    NB_ASSERT(r == rounded);
+void nb_free_raw(nb_backend *be, void *handle) {
+    block *b = handle;
+    if (!b) return;
+    dev_cache *c = cache_of(be);
     pthread_mutex_lock(&c->lock);
-    free_list *fl = &c->classes[cls];
-    if (fl->len == fl->cap) {
-        int cap = fl->cap ? fl->cap * 2 : 8;
-        void **np = realloc(fl->ptrs, sizeof(void *) * (size_t)cap);
-        if (!np) { /* cannot cache it: give it back */
-            be->iface->free(be, ptr, rounded);
-            c->stats.reserved -= rounded;
-            c->stats.allocated -= rounded;
-            pthread_mutex_unlock(&c->lock);
-            return;
+    c->stats.allocated -= b->size;
+    int n = 0;
+    for (int i = 0; i < b->n_uses; i++) { /* one event per other stream that used it */
+        void *ev = be->iface->event_create(be);
+        if (ev && be->iface->event_record(be, ev, b->uses[i]) == NB_OK) b->events[n++] = ev;
+        else {
+            if (ev) be->iface->event_destroy(be, ev);
+            be->iface->stream_synchronize(be, b->uses[i]); /* no event: wait now instead */
         }
-        fl->ptrs = np, fl->cap = cap;
     }
-    fl->ptrs[fl->len++] = ptr;
-    c->stats.allocated -= rounded;
+    b->n_uses = 0;
+    if (n) {
+        b->n_events = n;
+        b->allocated = false;
+        b->fprev = NULL;
+        b->fnext = c->pending;
+        if (c->pending) c->pending->fprev = b;
+        c->pending = b;
+    } else {
+        c->stats.active -= b->size;
+        free_block(c, b);
+    }
     pthread_mutex_unlock(&c->lock);
+}
+
+nb_status nb_alloc_record_stream(nb_backend *be, void *handle, void *stream) {
+    block *b = handle;
+    if (!b || stream == b->stream) return NB_OK;
+    dev_cache *c = cache_of(be);
+    pthread_mutex_lock(&c->lock);
+    bool known = false;
+    for (int i = 0; i < b->n_uses; i++) known |= b->uses[i] == stream;
+    nb_status st = NB_OK;
+    if (!known && b->n_uses == MAX_STREAM_USES)
+        st = nb_set_error(NB_ERR_INVALID_ARG, "record_stream: a tensor may be recorded on at most %d other streams",
+                          MAX_STREAM_USES);
+    else if (!known) b->uses[b->n_uses++] = stream;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* ---- statistics ------------------------------------------------------------------- */
+
+static dev_cache *cache_of_dev(nb_device dev) {
+    if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT || (unsigned)dev.index >= NB_MAX_DEVICES) return NULL;
+    nb_status st = nb_last_status();
+    nb_backend *be = nb_backend_get(dev);
+    if (!be) {
+        if (st == NB_OK) nb_clear_error();
+        return NULL;
+    }
+    return cache_of(be);
 }
 
 nb_memory_stats nb_memory_stats_get(nb_device dev) {
     nb_memory_stats s = {0};
-    if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT || (unsigned)dev.index >= NB_MAX_DEVICE_INDEX) return s;
-    dev_cache *c = cache_of(dev);
+    dev_cache *c = cache_of_dev(dev);
+    if (!c) return s;
     pthread_mutex_lock(&c->lock);
     s = c->stats;
     pthread_mutex_unlock(&c->lock);
@@ -134,18 +299,20 @@ nb_memory_stats nb_memory_stats_get(nb_device dev) {
 }
 
 void nb_memory_reset_peak(nb_device dev) {
-    if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT || (unsigned)dev.index >= NB_MAX_DEVICE_INDEX) return;
-    dev_cache *c = cache_of(dev);
+    dev_cache *c = cache_of_dev(dev);
+    if (!c) return;
     pthread_mutex_lock(&c->lock);
     c->stats.peak_allocated = c->stats.allocated;
+    c->stats.peak_active = c->stats.active;
+    c->stats.peak_reserved = c->stats.reserved;
     pthread_mutex_unlock(&c->lock);
 }
 
 void nb_memory_empty_cache(nb_device dev) {
-    nb_backend *be = nb_backend_get(dev);
-    if (!be) return;
-    dev_cache *c = cache_of(dev);
+    dev_cache *c = cache_of_dev(dev);
+    if (!c) return;
     pthread_mutex_lock(&c->lock);
-    release_cached(be, c);
+    if (c->pending) process_events(c);
+    release_cached(c);
     pthread_mutex_unlock(&c->lock);
 }

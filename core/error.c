@@ -16,6 +16,31 @@ nb_status nb_set_error(nb_status s, const char *fmt, ...) {
     return s;
 }
 
+static _Thread_local int fault_countdown; /* > 0: the countdown-th host calloc fails */
+static _Thread_local bool pending_failure;
+
+void nb_fault_inject_host_alloc(int n) { fault_countdown = n > 0 ? n : 0; }
+
+void *nb_host_calloc(size_t n, size_t size) {
+    if (fault_countdown > 0 && --fault_countdown == 0) return NULL;
+    return calloc(n, size);
+}
+
+void nb_fail_pending(nb_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    va_end(ap);
+    last_status = s;
+    pending_failure = true;
+}
+
+bool nb_take_pending_failure(void) {
+    bool p = pending_failure;
+    pending_failure = false;
+    return p;
+}
+
 const char *nb_last_error(void) { return last_msg; }
 nb_status nb_last_status(void) { return last_status; }
 

@@ -7,11 +7,15 @@
  *   if (!c) fprintf(stderr, "%s\n", nb_last_error());
  *   nb_scope_end(s);                                          // a, b, c released
  *
- * Ownership: every function that returns a new nb_tensor* hands out one
- * reference. While a scope is open (nb_scope_begin), that reference belongs
- * to the innermost scope and is dropped by nb_scope_end; with no scope open
- * it belongs to the caller, who drops it with nb_release. nb_retain adds a
- * reference the caller owns (use it to keep a tensor past its scope).
+ * Ownership, the one rule: every tensor a function returns belongs to the
+ * innermost open scope (nb_scope_begin), or to this thread's root scope when
+ * none is open, and is released when that scope ends; to keep one longer,
+ * take a reference of your own with nb_retain and give it up with
+ * nb_release. You never nb_release a tensor you did not nb_retain. Modules,
+ * optimizers and a tensor's .grad hold references of their own (a registered
+ * parameter outlives the scope it was made in). The root scope is emptied by
+ * nb_scope_release_root() and when the thread exits, so a program that opens
+ * no scope frees nothing before then: open a scope per training step.
  * Pointers documented as "borrowed" are valid as long as their owner lives.
  *
  * Errors: a function returning a pointer returns NULL on failure, one
@@ -91,11 +95,71 @@ typedef struct nb_device {
     int index;
 } nb_device;
 #define NB_CPU ((nb_device){NB_DEVICE_CPU, 0})
+#define NB_CUDA(i) ((nb_device){NB_DEVICE_CUDA, (i)})
+#define NB_MAX_DEVICES 16 /* per device type */
 
 /* Device that creation functions use (CPU unless changed). */
 nb_device nb_default_device(void);
-/* Fails with NB_ERR_DEVICE if no backend for that device was built in. */
+/* Fails with NB_ERR_DEVICE if no backend for that device was built in or
+ * the device does not exist (cuda:1 on a one-GPU machine). */
 nb_status nb_set_default_device(nb_device dev);
+/* Parses "cpu", "cuda", "cuda:N" (torch.device's syntax) into *dev.
+ * Errors: NB_ERR_INVALID_ARG for anything else (the device need not exist). */
+nb_status nb_device_parse(const char *s, nb_device *dev);
+/* "cpu", "cuda:0" into buf; returns buf (NULL with NB_ERR_INVALID_ARG for
+ * a NULL or empty buf). */
+char *nb_device_str(nb_device dev, char *buf, size_t len);
+/* Number of devices of a type that this build can use (0 when its backend
+ * was not built or finds no device). */
+int nb_device_count(nb_device_type type);
+/* A line describing the device and its libraries, e.g. for the CPU the BLAS
+ * and the kernels it uses: "OpenBLAS 0.3.21 ... core=SkylakeX (...)".
+ * Borrowed; "" (with NB_ERR_DEVICE) for a device that does not exist. */
+const char *nb_backend_info(nb_device dev);
+
+/* ---- streams and events (the execution model) ------------------------------
+ * Work on a device is enqueued on streams (CUDA's term) and runs in order
+ * on each; host-visible only after a sync point: nb_device_synchronize,
+ * nb_stream_synchronize, nb_event_synchronize, nb_to_host, nb_item. Each
+ * device has a compute stream (the default current stream) and a copy
+ * stream. On the CPU every call finishes before it returns, so all of this
+ * is synchronous and free. Data-dependent errors of an asynchronous device
+ * (an index out of range found by a kernel) surface at the next sync point,
+ * naming the op; NB_SYNC_DEBUG=1 synchronizes after every kernel. */
+typedef struct nb_stream nb_stream;
+typedef struct nb_event nb_event;
+
+/* Waits for all work on the device; returns the first pending error.
+ * torch.cuda.synchronize. */
+nb_status nb_device_synchronize(nb_device dev);
+/* The device's compute or copy stream (borrowed, lives for the process),
+ * or NULL with NB_ERR_DEVICE. */
+nb_stream *nb_stream_compute(nb_device dev);
+nb_stream *nb_stream_copy(nb_device dev);
+/* The calling thread's current stream on dev (the compute stream unless
+ * set), on which ops enqueue their kernels. */
+nb_stream *nb_current_stream(nb_device dev);
+/* Makes s the calling thread's current stream on its device
+ * (torch.cuda.set_stream). NULL restores the compute stream of the
+ * default device. */
+nb_status nb_set_current_stream(nb_stream *s);
+/* The stream's device (NB_CPU with NB_ERR_INVALID_ARG for NULL). */
+nb_device nb_stream_device(const nb_stream *s);
+nb_status nb_stream_synchronize(nb_stream *s);
+/* s waits (on the device) for everything enqueued on `on` so far. */
+nb_status nb_stream_wait_stream(nb_stream *s, nb_stream *on);
+
+/* An event of dev, or NULL with an error. nb_event_free(NULL) is ignored. */
+nb_event *nb_event_new(nb_device dev);
+void nb_event_free(nb_event *e);
+/* Marks the current end of s's queue (NULL: the current stream of e's device). */
+nb_status nb_event_record(nb_event *e, nb_stream *s);
+/* s waits (on the device) until e has completed. */
+nb_status nb_stream_wait_event(nb_stream *s, nb_event *e);
+/* Whether everything before the last record of e has completed (a never
+ * recorded event has); false with NB_ERR_INVALID_ARG for NULL. */
+bool nb_event_query(nb_event *e);
+nb_status nb_event_synchronize(nb_event *e);
 
 /* ---- threads and floating-point environment ------------------------- */
 
@@ -108,20 +172,35 @@ int nb_get_num_threads(void);
 /* Floating-point environment: denormal floats make backward GEMMs several
  * times slower, so nabla's worker threads and the thread that first runs a
  * CPU kernel (and with it OpenBLAS's threads, created then) flush denormals
- * to zero (x86 MXCSR FTZ and DAZ), as torch.set_flush_denormal(True). */
-/* Which BLAS nabla loaded and the kernels it uses, e.g.
- * "OpenBLAS 0.3.21 ... core=SkylakeX (OPENBLAS_CORETYPE=SkylakeX set by nabla)". */
-const char *nb_blas_info(void);
+ * to zero (x86 MXCSR FTZ and DAZ), as torch.set_flush_denormal(True).
+ * The CPU's BLAS: nb_backend_info(NB_CPU). */
+
+/* torch.set_float32_matmul_precision: "highest" (the default: float32
+ * matrix products in full float32), "high" (a GPU may use TF32 tensor
+ * cores, ~10 bits of mantissa per product, float32 accumulation) or
+ * "medium" (may use bfloat16 products). The CPU always computes in full
+ * float32. Errors: NB_ERR_INVALID_ARG for another string. */
+nb_status nb_set_float32_matmul_precision(const char *precision);
+const char *nb_get_float32_matmul_precision(void);
 
 /* ---- scopes ----------------------------------------------------------- */
 
 typedef struct nb_scope nb_scope;
-/* Opens a scope on this thread; tensors created until its end belong to it.
- * Scopes nest. Returns NULL only on allocation failure. */
+/* Opens a scope on this thread; tensors returned until its end belong to
+ * it. Scopes nest. Returns NULL only on allocation failure (then tensors go
+ * to the enclosing scope, and nb_scope_end(NULL) does nothing). */
 nb_scope *nb_scope_begin(void);
 /* Drops the references the scope holds; tensors still referenced elsewhere
- * (nb_retain, a module, a .grad) live on. Scopes must end in LIFO order. */
-void nb_scope_end(nb_scope *s);
+ * (nb_retain, a module, a .grad) live on. Scopes end in reverse order of
+ * their beginning: ending one while a scope begun after it is still open, or
+ * ending one twice, fails with NB_ERR_STATE and changes nothing. */
+nb_status nb_scope_end(nb_scope *s);
+/* Releases what this thread's root scope holds: the tensors returned while
+ * no scope was open (also done when the thread exits). */
+void nb_scope_release_root(void);
+/* How many references the root scope holds (to find code that runs with no
+ * scope open). */
+size_t nb_scope_root_size(void);
 
 /* ---- tensors ------------------------------------------------------------ */
 
@@ -141,11 +220,16 @@ nb_tensor *nb_empty(int ndim, const int64_t *shape, nb_dtype dt);
 nb_tensor *nb_zeros(int ndim, const int64_t *shape, nb_dtype dt);
 nb_tensor *nb_ones(int ndim, const int64_t *shape, nb_dtype dt);
 nb_tensor *nb_full(int ndim, const int64_t *shape, double value, nb_dtype dt);
+/* The _on forms create on dev instead of the default device. */
 nb_tensor *nb_empty_on(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
+nb_tensor *nb_full_on(int ndim, const int64_t *shape, double value, nb_dtype dt, nb_device dev);
+nb_tensor *nb_from_data_on(const void *host, int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
+nb_tensor *nb_arange_on(double start, double end, double step, nb_dtype dt, nb_device dev);
 nb_tensor *nb_scalar(double value, nb_dtype dt); /* 0-dim */
 /* Copies `numel * dtype_size` bytes of host data (C order) into a new tensor. */
 nb_tensor *nb_from_data(const void *host, int ndim, const int64_t *shape, nb_dtype dt);
-/* 1-D [start, start+step, ...) below end, as torch.arange. */
+/* 1-D [start, start+step, ...) below end, as torch.arange (computed on the
+ * device: element i is start + i * step in double, cast to dt). */
 nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt);
 nb_tensor *nb_zeros_like(const nb_tensor *t);
 nb_tensor *nb_ones_like(const nb_tensor *t);
@@ -179,12 +263,17 @@ double nb_item(const nb_tensor *t);
 /* Overwrites the tensor's elements (C order) from host data; no autograd. */
 nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t bytes);
 /* Copies src into dst (same shape, or broadcastable to it; casts dtypes);
- * no autograd. */
+ * no autograd. Across devices (same shape and dtype after broadcasting)
+ * through the backends' peer copy, with no bounce through the host where
+ * the hardware allows. */
 nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src);
 /* Sets every element to value; no autograd. */
 nb_status nb_fill_(nb_tensor *t, double value);
 
-/* Moves (copies) to another device or dtype; returns a new tensor. */
+/* Copies to another device (a new contiguous tensor; t itself, with a new
+ * reference, when it is already there): device-to-device and cross-device
+ * copies go through the backends' copy slots, not through the host.
+ * Not differentiable. */
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev);
 /* Casts as C (float -> int truncates toward zero, -> bool is != 0); into
  * float16/bfloat16 rounds to nearest even (float64 rounded once), overflows
@@ -211,6 +300,9 @@ nb_generator *nb_default_generator(void); /* borrowed, per process */
  * for uniform/normal; bernoulli gives any dtype. gen NULL = default. */
 nb_tensor *nb_rand(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen);
 nb_tensor *nb_randn(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen);
+/* The same on a device (the numbers do not depend on it). */
+nb_tensor *nb_rand_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev);
+nb_tensor *nb_randn_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev);
 nb_status nb_uniform_(nb_tensor *t, double low, double high, nb_generator *gen);
 nb_status nb_normal_(nb_tensor *t, double mean, double std, nb_generator *gen);
 nb_status nb_bernoulli_(nb_tensor *t, double p, nb_generator *gen);
@@ -223,19 +315,73 @@ nb_tensor *nb_randperm(int64_t n, nb_generator *gen);
  * nb_empty. nb_multinomial (nb_ops.h) samples categories. */
 nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen);
 
-/* ---- memory statistics (caching allocator) ---------------------------- */
+/* ---- memory: the caching allocator ------------------------------------------
+ * Per device, freed blocks are cached and reused, so a training step calls
+ * the device allocator (malloc, cudaMalloc) only while the cache warms up.
+ * Requests of at most 1 MiB are carved from 2 MiB segments, larger ones
+ * from segments of their own (rounded to 2 MiB; 1-10 MiB requests get a
+ * 20 MiB segment); a request takes the smallest cached block that fits
+ * (best fit), which is split when the rest is worth keeping, and freed
+ * neighbours coalesce (PyTorch's CUDACachingAllocator policy). A block
+ * remembers the stream it was allocated on and is reused only there; a
+ * tensor also used on another stream must be marked with nb_record_stream,
+ * so that its block waits for that stream's work before reuse. When the
+ * device is out of memory the cache is returned to the device and the
+ * request retried once (num_alloc_retries) before NB_ERR_OOM (num_ooms). */
 
+/* Statistics under PyTorch's names (torch.cuda.memory_stats): *_bytes and
+ * counts are current values; peak_* since the last nb_memory_reset_peak. */
 typedef struct nb_memory_stats {
-    size_t allocated;      /* bytes in live tensors' blocks */
-    size_t reserved;       /* bytes held from the device (allocated + cached) */
-    size_t peak_allocated; /* max of allocated since the last reset */
-    uint64_t device_allocs; /* calls into the device's allocator so far */
+    size_t allocated;          /* allocated_bytes: in live tensors' blocks */
+    size_t reserved;           /* reserved_bytes: held from the device (segments) */
+    size_t active;             /* active_bytes: allocated + freed blocks waiting on other streams */
+    size_t peak_allocated;     /* allocated_bytes.peak */
+    size_t peak_reserved;      /* reserved_bytes.peak */
+    size_t peak_active;        /* active_bytes.peak */
+    uint64_t segments;         /* segment.current: device allocations held */
+    uint64_t device_allocs;    /* num_device_alloc: calls into the device allocator so far */
+    uint64_t device_frees;     /* num_device_free */
+    uint64_t num_alloc_retries; /* a failed device allocation retried after freeing the cache */
+    uint64_t num_ooms;         /* requests that failed with NB_ERR_OOM */
 } nb_memory_stats;
 
 nb_memory_stats nb_memory_stats_get(nb_device dev);
+
+/* Work counters of a device since the process started, for profiling a
+ * step (the difference of two readings): how much host dispatch a step
+ * costs and how often the host waits for the device. */
+typedef struct nb_device_counters {
+    uint64_t kernel_calls;    /* backend kernel slots called by ops (one op may call several) */
+    uint64_t kernel_launches; /* device kernels launched, a library call (cuBLAS, cuDNN) counted
+                                 once; 0 on the CPU, which launches nothing */
+    uint64_t host_syncs;      /* times the host waited for the device (stream, event or device
+                                 synchronize, a blocking copy); 0 on the CPU */
+    uint64_t h2d_bytes, d2h_bytes; /* bytes copied between host and device memory */
+} nb_device_counters;
+/* Zeros with NB_ERR_DEVICE for a device that does not exist. */
+nb_device_counters nb_device_counters_get(nb_device dev);
 void nb_memory_reset_peak(nb_device dev);
-/* Returns cached, unused blocks to the device. */
+/* Returns cached, unused segments to the device (torch.cuda.empty_cache). */
 void nb_memory_empty_cache(nb_device dev);
+/* Marks t's memory as used by work enqueued on stream s (PyTorch's
+ * Tensor.record_stream): when t's storage is freed, its block is reused only
+ * after the work enqueued on s so far has completed. Needed when a tensor
+ * made on one stream is read or written on another (a copy stream, a
+ * communication stream). Errors: NULL, or s on another device. */
+nb_status nb_record_stream(nb_tensor *t, nb_stream *s);
+
+/* Pinned (page-locked) host memory on dev's behalf (cudaMallocHost; plain
+ * aligned memory for the CPU), for asynchronous copies: PyTorch's
+ * pin_memory. NULL with NB_ERR_OOM. Free with nb_host_free on the same dev. */
+void *nb_host_alloc(nb_device dev, size_t bytes);
+void nb_host_free(nb_device dev, void *ptr);
+/* Copies `bytes` of host data into t's (contiguous) memory on stream s
+ * (NULL: the current stream): asynchronous when host came from
+ * nb_host_alloc, so the caller must not reuse host before a sync point of
+ * s. nb_copy_from_host is the synchronous form. */
+nb_status nb_copy_from_host_async(nb_tensor *t, const void *host, size_t bytes, nb_stream *s);
+/* The reverse, into host memory; the data is there after a sync of s. */
+nb_status nb_to_host_async(const nb_tensor *t, void *host, size_t bytes, nb_stream *s);
 
 /* ---- printing (core/print.c) ------------------------------------------- */
 

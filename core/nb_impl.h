@@ -10,21 +10,7 @@
 
 #include "nb_backend.h"
 #include "nb_core.h"
-
-/* An always-on check for broken internal invariants (never for user input). */
-#define NB_ASSERT(cond)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "nabla: internal invariant failed at %s:%d: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                                      \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
-
-/* Records an error for nb_last_error(); returns s so callers can `return nb_set_error(...)`. */
-nb_status nb_set_error(nb_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The same, for functions returning a pointer: sets the error, returns NULL. */
-#define NB_FAIL(s, ...) (nb_set_error((s), __VA_ARGS__), (void *)0)
+#include "nb_backend_util.h"
 
 /* ---- storage and tensors ------------------------------------------------ */
 
@@ -34,6 +20,7 @@ typedef struct nb_storage {
     size_t bytes;
     nb_device device;
     nb_backend *backend;
+    void *block; /* the caching allocator's block (core/alloc.c) */
 } nb_storage;
 
 struct nb_node; /* autograd/nb_autograd_impl.h */
@@ -59,28 +46,47 @@ nb_tensor *nb_tensor_new_unscoped(int ndim, const int64_t *shape, nb_dtype dt, n
 /* A view of t's storage with the given geometry (scoped like nb_tensor_new). */
 nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset);
+/* A scope opened by library code (an op, backward, a module's forward): as
+ * nb_scope_begin, and while one is open the calling thread is inside a
+ * library call. User code's nb_scope_begin scopes do not count. */
+nb_scope *nb_op_scope_begin(void);
+/* How many library scopes are open on this thread (0: user code). */
+int nb_op_depth(void);
+/* True once per call from user code: for an op called with no library
+ * scope open, or for the first asker inside the outermost library scope.
+ * The error contract (nb_core.h) clears a stale error only then: inside an
+ * op, an earlier step's failure is the op's own and must keep its message
+ * even when a later step succeeds. */
+bool nb_op_take_fresh(void);
 /* Ends the op-internal scope s, keeping r (its intermediates die) and
- * handing r to the enclosing scope or, with none open, to the caller. */
+ * handing r to the enclosing scope (the root scope when none is open). */
 nb_tensor *nb_scope_return(nb_scope *s, nb_tensor *r);
-/* Hands a tensor the caller owns to the current scope, if one is open. */
+/* Hands a reference the caller owns to the current scope (the root scope
+ * when none is open). */
 nb_tensor *nb_scope_adopt(nb_tensor *t);
-/* How many references this thread's open scopes hold to t (nn/module.c
- * uses it to tell a reference the caller owns from one only a scope does). */
-int nb_scope_refs(const nb_tensor *t);
+/* The backend handle of a stream. */
+void *nb_stream_handle(const nb_stream *s);
 
 nb_kview nb_kview_of(const nb_tensor *t);
 /* t's view expanded (stride 0) to ndim/shape, which must be broadcast-compatible. */
 nb_kview nb_kview_expand(const nb_tensor *t, int ndim, const int64_t *shape);
 static inline nb_backend *nb_backend_of(const nb_tensor *t) { return t->storage->backend; }
-/* float16/bfloat16 are storage dtypes (casts and data movement only): the
- * compute kernels take the first six dtypes, and float math f32/f64. */
+/* What the CPU backend's kernels compute in (its own check of its
+ * contract; ops ask nb_check_supported, the capability query, instead):
+ * float16/bfloat16 are storage dtypes there. */
 static inline bool nb_dtype_is_compute(nb_dtype dt) { return (unsigned)dt < (unsigned)NB_F16; }
 static inline bool nb_dtype_is_compute_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64; }
 #define NB_BE(t) (nb_backend_of(t))
-#define NB_CALL(t, slot, ...)                                                                    \
-    (NB_BE(t)->iface->slot ? NB_BE(t)->iface->slot(NB_BE(t), __VA_ARGS__)                       \
-                           : nb_set_error(NB_ERR_UNSUPPORTED, "%s: not supported on backend %s", \
-                                          #slot, NB_BE(t)->name))
+/* Calls a kernel slot of t's backend (NB_ERR_UNSUPPORTED when it has none);
+ * with NB_SYNC_DEBUG=1, synchronizes after it so an asynchronous error
+ * names the op that raised it. */
+#define NB_CALL(t, slot, ...)                                                                             \
+    (NB_BE(t)->iface->slot ? nb_after_kernel(NB_BE(t), NB_BE(t)->iface->slot(NB_BE(t), __VA_ARGS__))     \
+                           : nb_set_error(NB_ERR_UNSUPPORTED, "%s: not supported on backend %s:%d", #slot, \
+                                          NB_BE(t)->name, NB_BE(t)->device.index))
+/* NB_CALL's tail: st, or with NB_SYNC_DEBUG the device's pending error. */
+nb_status nb_after_kernel(nb_backend *be, nb_status st);
+bool nb_sync_debug(void);
 
 int64_t nb_shape_numel(int ndim, const int64_t *shape);
 void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
@@ -93,20 +99,16 @@ int nb_wrap_dim(int dim, int ndim);
 char *nb_fmt_shape(int ndim, const int64_t *shape, char *buf, size_t len);
 #define NB_SHAPE_BUF 96
 
-/* ---- caching allocator (core/alloc.c) ----------------------------------- */
-
-void *nb_alloc_raw(nb_backend *be, nb_device dev, size_t bytes, size_t *rounded);
-void nb_free_raw(nb_backend *be, nb_device dev, void *ptr, size_t rounded);
-
 /* ---- random numbers ------------------------------------------------------ */
 
 /* Takes `blocks` Philox counter blocks from gen; returns the first one. */
 uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks);
 
-/* ---- CPU threads (backend/cpu) ------------------------------------------- */
+/* ---- backends (backend/registry.c, written by meson) ----------------------- */
 
-nb_backend *nb_cpu_backend(void);
-void nb_cpu_set_num_threads(int n);
-int nb_cpu_get_num_threads(void);
+/* A backend's init: registers one instance per device it finds. */
+typedef nb_status (*nb_backend_init_fn)(void);
+/* The built-in backends' init functions, NULL-terminated. */
+extern const nb_backend_init_fn nb_builtin_backends[];
 
 #endif

@@ -189,7 +189,7 @@ static nb_status repr(const nb_tensor *t, sbuf *b) {
     bool *shown = NULL;
     nb_status st = NB_OK;
     if (n > 0) {
-        nb_scope *s = nb_scope_begin();
+        nb_scope *s = nb_op_scope_begin();
         nb_tensor *h = nb_to_dtype((nb_tensor *)t, integer ? NB_I64 : NB_F64);
         void *dst = integer ? (void *)(iv = malloc(sizeof *iv * (size_t)n)) : (void *)(v = malloc(sizeof *v * (size_t)n));
         shown = malloc(sizeof *shown * (size_t)n);

@@ -46,7 +46,7 @@ static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, dou
         nb_kview v = nb_kview_of(t);
         return NB_CALL(t, random, &v, dist, a, b, seed, offset);
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *c = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     nb_status st = c ? NB_OK : nb_last_status();
     if (c) {
@@ -73,14 +73,22 @@ nb_status nb_bernoulli_(nb_tensor *t, double p, nb_generator *gen) {
     return random_fill("bernoulli_", t, NB_RNG_BERNOULLI, p, 0, gen);
 }
 
-nb_tensor *nb_rand(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
-    nb_tensor *t = nb_empty(ndim, shape, dt);
+nb_tensor *nb_rand_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev) {
+    nb_tensor *t = nb_empty_on(ndim, shape, dt, dev);
     return t && nb_uniform_(t, 0, 1, gen) == NB_OK ? t : NULL;
 }
 
-nb_tensor *nb_randn(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
-    nb_tensor *t = nb_empty(ndim, shape, dt);
+nb_tensor *nb_rand(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
+    return nb_rand_on(ndim, shape, dt, gen, nb_default_device());
+}
+
+nb_tensor *nb_randn_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev) {
+    nb_tensor *t = nb_empty_on(ndim, shape, dt, dev);
     return t && nb_normal_(t, 0, 1, gen) == NB_OK ? t : NULL;
+}
+
+nb_tensor *nb_randn(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
+    return nb_randn_on(ndim, shape, dt, gen, nb_default_device());
 }
 
 /* Fisher-Yates on the host: a permutation is index data the caller asked
@@ -120,7 +128,7 @@ nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
                        nb_dtype_name(dt));
     /* high near 2^63 rounds to 2^63 in float64: cap at the double below it */
     double cap = hi - 1 < hi ? hi - 1 : nextafter(hi, lo);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *u = nb_rand(ndim, shape, NB_F64, gen);
     nb_tensor *v = nb_clamp_scalar(nb_floor(nb_add_scalar(nb_mul_scalar(u, hi - lo), lo)), NAN, cap);
     return nb_scope_return(s, v ? nb_to_dtype(v, dt) : NULL);

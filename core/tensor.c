@@ -63,27 +63,27 @@ bool nb_broadcast_shapes(int na, const int64_t *a, int nbd, const int64_t *b, in
 
 /* ---- storage ------------------------------------------------------------ */
 
+/* Storage on dev, allocated for the calling thread's current stream there. */
 static nb_storage *storage_new(size_t bytes, nb_device dev) {
     nb_backend *be = nb_backend_get(dev);
     if (!be) return NULL;
-    nb_storage *s = malloc(sizeof *s);
+    nb_storage *s = nb_host_calloc(1, sizeof *s);
     if (!s) return NB_FAIL(NB_ERR_OOM, "tensor: out of host memory");
-    size_t rounded = 0;
-    s->data = nb_alloc_raw(be, dev, bytes ? bytes : 1, &rounded);
+    s->data = nb_alloc_raw(be, bytes, nb_backend_current_stream(be), &s->block);
     if (!s->data) {
         free(s);
         return NULL;
     }
     atomic_init(&s->refcount, 1);
-    s->bytes = rounded;
-    s->device = dev;
+    s->bytes = bytes;
+    s->device = be->device;
     s->backend = be;
     return s;
 }
 
 static void storage_release(nb_storage *s) {
     if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
-    nb_free_raw(s->backend, s->device, s->data, s->bytes);
+    nb_free_raw(s->backend, s->block);
     free(s);
 }
 
@@ -112,7 +112,7 @@ static bool check_shape(const char *op, int ndim, const int64_t *shape) {
 
 static nb_tensor *tensor_alloc(nb_storage *s, nb_dtype dt, int ndim, const int64_t *shape,
                                const int64_t *strides, int64_t offset) {
-    nb_tensor *t = calloc(1, sizeof *t);
+    nb_tensor *t = nb_host_calloc(1, sizeof *t);
     if (!t) return NB_FAIL(NB_ERR_OOM, "tensor: out of host memory");
     atomic_init(&t->refcount, 1);
     atomic_fetch_add(&s->refcount, 1);
@@ -166,10 +166,14 @@ nb_tensor *nb_empty(int ndim, const int64_t *shape, nb_dtype dt) {
     return nb_tensor_new(ndim, shape, dt, nb_default_device());
 }
 
-nb_tensor *nb_full(int ndim, const int64_t *shape, double value, nb_dtype dt) {
-    nb_tensor *t = nb_empty(ndim, shape, dt);
+nb_tensor *nb_full_on(int ndim, const int64_t *shape, double value, nb_dtype dt, nb_device dev) {
+    nb_tensor *t = nb_tensor_new(ndim, shape, dt, dev);
     if (t && nb_fill_(t, value) != NB_OK) return NULL;
     return t;
+}
+
+nb_tensor *nb_full(int ndim, const int64_t *shape, double value, nb_dtype dt) {
+    return nb_full_on(ndim, shape, value, dt, nb_default_device());
 }
 
 nb_tensor *nb_zeros(int ndim, const int64_t *shape, nb_dtype dt) { return nb_full(ndim, shape, 0, dt); }
@@ -188,15 +192,19 @@ nb_tensor *nb_ones_like(const nb_tensor *t) {
     return r && nb_fill_(r, 1) == NB_OK ? r : NULL;
 }
 
-nb_tensor *nb_from_data(const void *host, int ndim, const int64_t *shape, nb_dtype dt) {
+nb_tensor *nb_from_data_on(const void *host, int ndim, const int64_t *shape, nb_dtype dt, nb_device dev) {
     if (!host) return NB_FAIL(NB_ERR_INVALID_ARG, "from_data: NULL data");
-    nb_tensor *t = nb_empty(ndim, shape, dt);
+    nb_tensor *t = nb_tensor_new(ndim, shape, dt, dev);
     if (!t) return NULL;
     size_t bytes = (size_t)nb_numel(t) * nb_dtype_size(dt);
     return nb_copy_from_host(t, host, bytes) == NB_OK ? t : NULL;
 }
 
-nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt) {
+nb_tensor *nb_from_data(const void *host, int ndim, const int64_t *shape, nb_dtype dt) {
+    return nb_from_data_on(host, ndim, shape, dt, nb_default_device());
+}
+
+nb_tensor *nb_arange_on(double start, double end, double step, nb_dtype dt, nb_device dev) {
     if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
         return NB_FAIL(NB_ERR_INVALID_ARG, "arange: bad range start=%g end=%g step=%g", start, end, step);
     double n = ceil((end - start) / step);
@@ -204,13 +212,14 @@ nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt) {
         return NB_FAIL(NB_ERR_INVALID_ARG, "arange: %g elements are too many (start=%g end=%g step=%g)", n, start,
                        end, step);
     int64_t len = n > 0 ? (int64_t)n : 0;
-    double *buf = malloc(sizeof(double) * (size_t)(len ? len : 1));
-    if (!buf) return NB_FAIL(NB_ERR_OOM, "arange: out of host memory");
-    for (int64_t i = 0; i < len; i++) buf[i] = start + (double)i * step;
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *d = nb_from_data(buf, 1, &len, NB_F64);
-    free(buf);
-    return nb_scope_return(s, dt == NB_F64 || !d ? d : nb_to_dtype(d, dt));
+    nb_tensor *t = nb_tensor_new(1, &len, dt, dev);
+    if (!t) return NULL;
+    nb_kview v = nb_kview_of(t);
+    return NB_CALL(t, arange, &v, start, step) == NB_OK ? t : NULL;
+}
+
+nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt) {
+    return nb_arange_on(start, end, step, dt, nb_default_device());
 }
 
 /* ---- metadata ------------------------------------------------------------- */
@@ -291,19 +300,71 @@ nb_kview nb_kview_expand(const nb_tensor *t, int ndim, const int64_t *shape) {
 
 /* ---- host access ------------------------------------------------------- */
 
-nb_status nb_to_host(const nb_tensor *t, void *dst, size_t bytes) {
+/* The stream handle of s on be (NULL: the current stream). */
+static void *stream_handle(nb_backend *be, nb_stream *s) {
+    return s ? nb_stream_handle(s) : nb_backend_current_stream(be);
+}
+
+static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
+
+/* dst and src are contiguous with the same bytes; copies across devices
+ * without a bounce through pageable host memory where the backends allow:
+ * to the CPU by the source's d2h, from the CPU by the destination's h2d,
+ * between devices by the destination's peer copy (else through a pinned
+ * host buffer). Synchronous for the host. */
+static nb_status copy_across(nb_tensor *dst, const nb_tensor *src, size_t bytes) {
+    nb_backend *db = dst->storage->backend, *sb = src->storage->backend;
+    nb_kview d = nb_kview_of(dst), s = nb_kview_of(src);
+    if (!bytes) return NB_OK;
+    if (dst->storage->device.type == NB_DEVICE_CPU) {
+        nb_status st = sb->iface->memcpy_d2h(sb, d.data, s.data, bytes, NULL);
+        return st ? st : sb->iface->stream_synchronize(sb, nb_backend_current_stream(sb));
+    }
+    if (src->storage->device.type == NB_DEVICE_CPU) {
+        /* the source may be freed or rewritten once we return: sync first */
+        nb_status st = db->iface->memcpy_h2d(db, d.data, s.data, bytes, NULL);
+        return st ? st : db->iface->stream_synchronize(db, nb_backend_current_stream(db));
+    }
+    if (db->iface->memcpy_peer) {
+        nb_status st = sb->iface->stream_synchronize(sb, nb_backend_current_stream(sb));
+        if (st == NB_OK) st = db->iface->memcpy_peer(db, d.data, sb, s.data, bytes);
+        return st ? st : db->iface->stream_synchronize(db, nb_backend_current_stream(db));
+    }
+    void *buf = nb_host_alloc(src->storage->device, bytes);
+    if (!buf) return nb_last_status();
+    nb_status st = sb->iface->memcpy_d2h(sb, buf, s.data, bytes, NULL);
+    if (st == NB_OK) st = sb->iface->stream_synchronize(sb, nb_backend_current_stream(sb));
+    if (st == NB_OK) st = db->iface->memcpy_h2d(db, d.data, buf, bytes, NULL);
+    if (st == NB_OK) st = db->iface->stream_synchronize(db, nb_backend_current_stream(db));
+    nb_host_free(src->storage->device, buf);
+    return st;
+}
+
+nb_status nb_to_host_async(const nb_tensor *t, void *dst, size_t bytes, nb_stream *s) {
     if (!t || !dst) return nb_set_error(NB_ERR_INVALID_ARG, "to_host: NULL argument");
     size_t need = (size_t)nb_numel(t) * nb_dtype_size(t->dtype);
     if (bytes < need) return nb_set_error(NB_ERR_INVALID_ARG, "to_host: buffer of %zu bytes, need %zu", bytes, need);
-    if (nb_is_contiguous(t)) {
-        nb_kview v = nb_kview_of(t);
-        return t->storage->backend->iface->memcpy_to_host(t->storage->backend, dst, v.data, need);
+    if (!need) return NB_OK;
+    nb_backend *be = t->storage->backend;
+    if (s && !same_device(nb_stream_device(s), t->storage->device))
+        return nb_set_error(NB_ERR_DEVICE, "to_host: the stream is not on the tensor's device");
+    if (!nb_is_contiguous(t)) {
+        nb_scope *sc = nb_op_scope_begin();
+        nb_tensor *c = nb_contiguous((nb_tensor *)t);
+        nb_status st = c ? nb_to_host_async(c, dst, bytes, s) : nb_last_status();
+        if (st == NB_OK && c != t) st = nb_record_stream(c, s ? s : nb_current_stream(t->storage->device));
+        nb_scope_end(sc);
+        return st;
     }
-    nb_scope *s = nb_scope_begin();
-    nb_tensor *c = nb_contiguous((nb_tensor *)t);
-    nb_status st = c ? nb_to_host(c, dst, bytes) : nb_last_status();
-    nb_scope_end(s);
-    return st;
+    nb_kview v = nb_kview_of(t);
+    return be->iface->memcpy_d2h(be, dst, v.data, need, stream_handle(be, s));
+}
+
+nb_status nb_to_host(const nb_tensor *t, void *dst, size_t bytes) {
+    nb_status st = nb_to_host_async(t, dst, bytes, NULL);
+    if (st != NB_OK) return st;
+    nb_backend *be = t->storage->backend; /* a sync point: pending errors surface here */
+    return be->iface->stream_synchronize(be, nb_backend_current_stream(be));
 }
 
 double nb_item(const nb_tensor *t) {
@@ -315,20 +376,43 @@ double nb_item(const nb_tensor *t) {
         return NAN;
     }
     double v = NAN;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *d = t->dtype == NB_F64 ? (nb_tensor *)t : nb_to_dtype((nb_tensor *)t, NB_F64);
     if (d) nb_to_host(d, &v, sizeof v);
     nb_scope_end(s);
     return v;
 }
 
-nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t bytes) {
+nb_status nb_copy_from_host_async(nb_tensor *t, const void *src, size_t bytes, nb_stream *s) {
     if (!t || !src) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: NULL argument");
     size_t need = (size_t)nb_numel(t) * nb_dtype_size(t->dtype);
     if (bytes < need) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: %zu bytes given, need %zu", bytes, need);
     if (!nb_is_contiguous(t)) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: tensor is not contiguous");
+    if (s && !same_device(nb_stream_device(s), t->storage->device))
+        return nb_set_error(NB_ERR_DEVICE, "copy_from_host: the stream is not on the tensor's device");
+    if (!need) return NB_OK;
     nb_kview v = nb_kview_of(t);
-    return t->storage->backend->iface->memcpy_from_host(t->storage->backend, v.data, src, need);
+    nb_backend *be = t->storage->backend;
+    return be->iface->memcpy_h2d(be, v.data, src, need, stream_handle(be, s));
+}
+
+nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t bytes) {
+    return nb_copy_from_host_async(t, src, bytes, NULL); /* pageable source: reusable on return */
+}
+
+void *nb_host_alloc(nb_device dev, size_t bytes) {
+    nb_backend *be = nb_backend_get(dev);
+    if (!be) return NULL;
+    void *p = be->iface->host_alloc ? be->iface->host_alloc(be, bytes ? bytes : 1) : malloc(bytes ? bytes : 1);
+    return p ? p : NB_FAIL(NB_ERR_OOM, "host_alloc: out of pinned host memory allocating %zu bytes", bytes);
+}
+
+void nb_host_free(nb_device dev, void *ptr) {
+    if (!ptr) return;
+    nb_backend *be = nb_backend_get(dev);
+    if (!be) return;
+    if (be->iface->host_free) be->iface->host_free(be, ptr);
+    else free(ptr);
 }
 
 nb_status nb_fill_(nb_tensor *t, double value) {
@@ -347,29 +431,31 @@ nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
         return nb_set_error(NB_ERR_SHAPE, "copy_: source %s does not broadcast to destination %s",
                             nb_fmt_shape(src->ndim, src->shape, a, sizeof a),
                             nb_fmt_shape(dst->ndim, dst->shape, b, sizeof b));
-    if (src->storage->device.type != dst->storage->device.type || src->storage->device.index != dst->storage->device.index)
-        return nb_set_error(NB_ERR_DEVICE, "copy_: across devices use nb_to_device");
+    if (!same_device(src->storage->device, dst->storage->device)) { /* move it over, then copy there */
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *moved = nb_to_device((nb_tensor *)src, dst->storage->device);
+        nb_status st = moved ? nb_copy_(dst, moved) : nb_last_status();
+        nb_scope_end(s);
+        return st;
+    }
     nb_kview d = nb_kview_of(dst), s = nb_kview_expand(src, dst->ndim, dst->shape);
     return NB_CALL(dst, copy, &d, &s);
 }
 
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
     if (!t) return null_meta("to_device"), NULL;
-    nb_device from = t->storage->device;
-    if (from.type == dev.type && from.index == dev.index) {
+    if (same_device(t->storage->device, dev)) {
         nb_retain(t);
         return nb_scope_adopt(t);
     }
-    nb_scope *s = nb_scope_begin();
+    if (!nb_backend_get(dev)) return NULL;
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *c = nb_contiguous(t);
-    size_t bytes = c ? (size_t)nb_numel(c) * nb_dtype_size(c->dtype) : 0;
-    void *buf = c ? malloc(bytes ? bytes : 1) : NULL;
-    nb_tensor *r = buf ? nb_tensor_new_unscoped(t->ndim, t->shape, t->dtype, dev) : NULL;
-    if (r && (nb_to_host(c, buf, bytes) != NB_OK || nb_copy_from_host(r, buf, bytes) != NB_OK)) {
+    nb_tensor *r = c ? nb_tensor_new_unscoped(t->ndim, t->shape, t->dtype, dev) : NULL;
+    if (r && copy_across(r, c, (size_t)nb_numel(c) * nb_dtype_size(c->dtype)) != NB_OK) {
         nb_release(r);
         r = NULL;
     }
-    free(buf);
     nb_scope_end(s);
     return nb_scope_adopt(r);
 }

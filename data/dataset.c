@@ -42,7 +42,7 @@ nb_dataset *nb_dataset_from_tensors(nb_tensor *x, nb_tensor *y) {
         return NB_FAIL(NB_ERR_DEVICE, "dataset_from_tensors: x and y are on different devices");
     /* contiguous (the loader's gather kernel needs it): a new reference when
      * already contiguous, else one copy; never a host copy */
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *xc = nb_contiguous(x), *yc = nb_contiguous(y);
     if (xc) nb_retain(xc);
     if (yc) nb_retain(yc);

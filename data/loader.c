@@ -7,7 +7,11 @@
  * into one while the caller trains on batch k in the other (the worker
  * calls only that kernel: no scopes, no tensor allocation; after a failure
  * there nb_loader_next gathers again and reports it), so the batches are
- * the same with or without it. The epoch's order is a Fisher-Yates shuffle whose draws
+ * the same with or without it. The worker runs on the CPU only: on a GPU
+ * the gather is a kernel enqueued on the caller's current stream, which
+ * already overlaps the device's work, and keeping every launch on the
+ * caller's thread keeps the stream order. pin_memory changes nothing here:
+ * no batch crosses from the host. The epoch's order is a Fisher-Yates shuffle whose draws
  * are Philox(key = seed, counter = (draw / 2, epoch + 1)): a pure function
  * of (seed, epoch), and disjoint from the tensor fills (counter high word 0). */
 #include <pthread.h>
@@ -186,7 +190,8 @@ nb_loader *nb_loader_new(nb_dataset *ds, nb_loader_options opts) {
     l->nbatches = n / bs + (!opts.drop_last && n % bs != 0);
     l->perm = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
     l->order = l->perm ? nb_tensor_new_unscoped(1, &n, NB_I64, nb_device_of(ds->x)) : NULL;
-    bool ok = l->order && make_slot(l, &l->slots[0]) && (!opts.prefetch || make_slot(l, &l->slots[1]));
+    bool worker = opts.prefetch && nb_device_of(ds->x).type == NB_DEVICE_CPU;
+    bool ok = l->order && make_slot(l, &l->slots[0]) && (!worker || make_slot(l, &l->slots[1]));
     if (ok && new_order(l) != NB_OK) ok = false;
     if (!ok) {
         nb_status st = nb_last_status();
@@ -196,7 +201,7 @@ nb_loader *nb_loader_new(nb_dataset *ds, nb_loader_options opts) {
         return NB_FAIL(st ? st : NB_ERR_OOM, "loader_new: cannot make the batch tensors for batch_size %lld: %s",
                        (long long)bs, msg[0] ? msg : "out of host memory");
     }
-    if (opts.prefetch) start_worker(l);
+    if (worker) start_worker(l);
     request(l, 0);
     return l;
 }

@@ -261,7 +261,7 @@ nb_status nb_mlm_get_batch(const nb_mlm_dataset *ds, int64_t epoch, const int64_
     }
     /* An inner scope, so that a failure leaves no tensor behind; on success
      * the four tensors move to the caller's scope (or the caller). */
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!s) {
         free(tmp);
         return nb_set_error(NB_ERR_OOM, "mlm_get_batch: out of memory");

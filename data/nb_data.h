@@ -152,15 +152,22 @@ typedef struct nb_loader_options {
     bool shuffle;       /* a new permutation every epoch (else dataset order) */
     uint64_t seed;      /* the shuffle's Philox key */
     bool drop_last;     /* drop a final batch smaller than batch_size */
-    bool prefetch;      /* gather the next batch on a background thread
-                           while the caller trains on this one; the batches
-                           are identical either way */
+    bool prefetch;      /* CPU: gather the next batch on a background thread
+                           while the caller trains on this one (the loader
+                           alternates between two sets of batch tensors). On
+                           a GPU the gather is already an asynchronous kernel
+                           on the current stream, so it changes nothing. The
+                           batches are identical either way */
+    bool pin_memory;    /* accepted for PyTorch's DataLoader; changes nothing:
+                           batches are gathered on the dataset's device from
+                           its tensors, so none is uploaded from the host */
 } nb_loader_options;
 
 /* One batch. The tensors are owned by the loader and valid until the next
  * nb_loader_next, nb_loader_reset, nb_loader_seek or nb_loader_free on the
  * same loader: do not release them (nb_retain one to keep it, but its
- * contents will still be overwritten by later batches). */
+ * contents will still be overwritten by later batches; with prefetch on the
+ * CPU the loader alternates between two sets of tensors). */
 typedef struct nb_batch {
     nb_tensor *x;           /* [size, ...] rows of the dataset's x (its dtype and device) */
     nb_tensor *y;           /* [size, ...] rows of its y */

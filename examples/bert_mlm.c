@@ -25,6 +25,13 @@
  * training set's most frequent label token. seconds is the whole run,
  * tokenizer included. Same seed and thread count give the same lines
  * (tokens/s and seconds aside) unless --minutes stops the run early.
+ *
+ * --device cuda (or cuda:N) trains on a GPU and changes the defaults to a
+ * larger model and schedule (6 layers, hidden 512, 8 heads, batch 128,
+ * 3000 steps, warmup 300, peak lr 5e-4, --minutes 2); any flag given still
+ * overrides them. Batches are built on the host into page-locked buffers
+ * and uploaded asynchronously; the losses and accuracies are summed on the
+ * device and read at the log lines only.
  */
 #include <float.h>
 #include <math.h>
@@ -46,6 +53,7 @@ typedef struct args {
     int threads;
     int norm_first;
     const char *data;
+    nb_device device;
 } args;
 
 static double now_seconds(void) {
@@ -58,7 +66,7 @@ static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--layers N] [--hidden N] [--heads N] [--seq N] [--batch-size N] [--vocab-size N]\n"
             "          [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X] [--log-every N]\n"
-            "          [--seed N] [--threads N] [--norm-first 0|1] [--data DIR]\n",
+            "          [--seed N] [--threads N] [--norm-first 0|1] [--data DIR] [--device cpu|cuda|cuda:N]\n",
             prog);
     return 2;
 }
@@ -89,6 +97,7 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(f, "--threads")) ok = nb_flag_int(prog, f, v, 0, 4096, &x), a->threads = (int)x;
         else if (!strcmp(f, "--norm-first")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->norm_first = (int)x;
         else if (!strcmp(f, "--data")) a->data = v;
+        else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
         else {
             fprintf(stderr, "%s: unknown flag %s\n", prog, f);
             return usage(prog);
@@ -101,6 +110,16 @@ static int parse(int argc, char **argv, args *a) {
         return 2;
     }
     return 0;
+}
+
+/* --device names a GPU (anything but cpu): the defaults become a larger
+ * model trained for a fixed number of steps within --minutes 2. */
+enum { GPU_STEPS = 3000, GPU_WARMUP = 300 };
+#define GPU_LR 5e-4
+static bool gpu_requested(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--device") && strcmp(argv[i + 1], "cpu")) return true;
+    return false;
 }
 
 /* BERT's schedule: linear warmup to lr over `warmup` updates, then linear
@@ -137,39 +156,124 @@ static nb_wordpiece *vocabulary(const char *dir, const char *train, int64_t size
     return wp;
 }
 
-/* The masked positions of a batch: flat indices into [B*T] and their labels
- * (host buffers of B*T entries); returns their number M. */
-static int64_t masked_positions(const nb_mlm_batch *b, int64_t *idx, int64_t *lab, int64_t bt) {
-    if (nb_to_host(b->labels, lab, sizeof(int64_t) * (size_t)bt)) return -1;
-    int64_t m = 0;
-    for (int64_t i = 0; i < bt; i++)
-        if (lab[i] != NB_MLM_IGNORE_INDEX) idx[m] = i, lab[m++] = lab[i];
-    return m;
+/* ---- batches on the device -------------------------------------------------------------
+ * A batch is built on the host (nb_mlm_get_sequence per row) into page-locked
+ * buffers and uploaded asynchronously on the compute stream, so the host
+ * builds batch k+1 while the device still runs step k. Two buffer sets are
+ * used in turn; a set is refilled only after its uploads have completed
+ * (an event). The masked positions are found on the host, where the labels
+ * are made, so nothing is read back from the device for them. */
+
+typedef struct stage {
+    int64_t *ids, *idx, *lab; /* [B*T]: input ids; flat indices and labels of the masked positions */
+    uint8_t *attn;            /* [B*T] */
+    nb_event *uploaded;       /* after this set's uploads */
+} stage;
+
+typedef struct stager {
+    nb_device dev;
+    int64_t B, T, k;
+    stage s[2];
+} stager;
+
+static void stager_free(stager *g) {
+    nb_device_synchronize(g->dev); /* no upload may still read the buffers */
+    for (int i = 0; i < 2; i++) {
+        nb_host_free(g->dev, g->s[i].ids), nb_host_free(g->dev, g->s[i].idx);
+        nb_host_free(g->dev, g->s[i].lab), nb_host_free(g->dev, g->s[i].attn);
+        nb_event_free(g->s[i].uploaded);
+    }
+}
+
+static bool stager_init(stager *g, nb_device dev, int64_t B, int64_t T) {
+    memset(g, 0, sizeof *g);
+    g->dev = dev, g->B = B, g->T = T;
+    size_t n = (size_t)(B * T);
+    bool ok = true;
+    for (int i = 0; i < 2 && ok; i++) {
+        stage *s = &g->s[i];
+        s->ids = nb_host_alloc(dev, n * sizeof(int64_t)), s->idx = nb_host_alloc(dev, n * sizeof(int64_t));
+        s->lab = nb_host_alloc(dev, n * sizeof(int64_t)), s->attn = nb_host_alloc(dev, n);
+        s->uploaded = nb_event_new(dev);
+        ok = s->ids && s->idx && s->lab && s->attn && s->uploaded;
+    }
+    if (!ok) stager_free(g);
+    return ok;
+}
+
+/* One batch on the device: input ids and attention mask [n, T], and the
+ * masked positions' flat indices and labels [m] (m = 0: no tensors). */
+typedef struct dev_batch {
+    nb_tensor *ids, *attn, *idx, *target;
+    int64_t m, unigram; /* masked positions; those whose label is `frequent` */
+} dev_batch;
+
+static nb_tensor *upload(stager *g, const void *host, int ndim, const int64_t *shape, nb_dtype dt) {
+    nb_tensor *t = nb_empty_on(ndim, shape, dt, g->dev);
+    size_t bytes = (size_t)nb_numel(t) * (dt == NB_BOOL ? 1 : sizeof(int64_t));
+    return t && nb_copy_from_host_async(t, host, bytes, NULL) == NB_OK ? t : NULL;
+}
+
+/* Builds sequences indices[0..n) of epoch into the next buffer set and
+ * uploads them (tensors owned by the current scope). */
+static bool stage_batch(stager *g, const nb_mlm_dataset *ds, int64_t epoch, const int64_t *indices, int64_t n,
+                        int32_t frequent, dev_batch *b) {
+    stage *s = &g->s[g->k++ & 1];
+    memset(b, 0, sizeof *b);
+    if (nb_event_synchronize(s->uploaded) != NB_OK) return false; /* its last uploads are done */
+    int64_t T = g->T;
+    for (int64_t r = 0; r < n; r++)
+        if (nb_mlm_get_sequence(ds, epoch, indices[r], s->ids + r * T, s->lab + r * T, s->attn + r * T) != NB_OK)
+            return false;
+    for (int64_t i = 0; i < n * T; i++) /* compacted in place: m <= i */
+        if (s->lab[i] != NB_MLM_IGNORE_INDEX) s->idx[b->m] = i, s->lab[b->m] = s->lab[i], b->unigram += s->lab[i] == frequent, b->m++;
+    int64_t shape[2] = {n, T};
+    b->ids = upload(g, s->ids, 2, shape, NB_I64);
+    b->attn = b->ids ? upload(g, s->attn, 2, shape, NB_BOOL) : NULL;
+    if (b->attn && b->m) {
+        b->idx = upload(g, s->idx, 1, &b->m, NB_I64);
+        b->target = b->idx ? upload(g, s->lab, 1, &b->m, NB_I64) : NULL;
+    }
+    return b->attn && (!b->m || b->target) && nb_event_record(s->uploaded, NULL) == NB_OK;
+}
+
+/* A float64 or int64 0-d running total on the device: *acc += x (x's dtype
+ * converted), the old total released (ours). */
+static bool accumulate(nb_tensor **acc, nb_tensor *x) {
+    nb_tensor *sum = nb_add(*acc, nb_to_dtype(nb_detach(x), nb_dtype_of(*acc)));
+    if (!sum) return false;
+    nb_retain(sum);
+    nb_release(*acc);
+    *acc = sum;
+    return true;
+}
+
+/* A fresh 0-d total of dtype dt on dev, ours. */
+static nb_tensor *total_new(nb_device dev, nb_dtype dt) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_full_on(0, NULL, 0, dt, dev);
+    nb_retain(t);
+    nb_scope_end(s);
+    return t;
 }
 
 typedef struct mlm_out {
-    nb_tensor *loss; /* cross-entropy, reduction as asked */
-    int64_t masked, correct, unigram;
+    nb_tensor *loss;    /* cross-entropy, reduction as asked */
+    nb_tensor *correct; /* int64 0-d: masked positions predicted right */
 } mlm_out;
 
 /* Forward of one batch: encoder on every position, MLM head on the masked
- * ones; counts the correct predictions (and those of always `frequent`). */
-static bool mlm_forward(nb_module *bert, const nb_mlm_batch *b, int64_t *idx, int64_t *lab, int32_t frequent,
-                        nb_reduction red, mlm_out *o) {
-    int64_t B = nb_size(b->input_ids, 0), T = nb_size(b->input_ids, 1), H = nb_bert_get_config(bert).hidden_size;
-    int64_t m = masked_positions(b, idx, lab, B * T);
+ * ones. */
+static bool mlm_forward(nb_module *bert, const dev_batch *b, nb_reduction red, mlm_out *o) {
+    int64_t B = nb_size(b->ids, 0), T = nb_size(b->ids, 1), H = nb_bert_get_config(bert).hidden_size;
     memset(o, 0, sizeof *o);
-    if (m <= 0) return m == 0;
-    nb_tensor *h = nb_bert_encode(bert, b->input_ids, b->token_type_ids, b->attention_mask);
-    nb_tensor *sel = nb_index_select(nb_reshape(h, 2, (int64_t[]){B * T, H}), 0, nb_from_data(idx, 1, &m, NB_I64));
+    if (b->m == 0) return true;
+    nb_tensor *h = nb_bert_encode(bert, b->ids, NULL, b->attn);
+    nb_tensor *sel = nb_index_select(nb_reshape(h, 2, (int64_t[]){B * T, H}), 0, b->idx);
     nb_tensor *logits = nb_bert_mlm_head(bert, sel);
-    nb_tensor *target = nb_from_data(lab, 1, &m, NB_I64);
-    o->loss = nb_cross_entropy_ex(logits, target, (nb_cross_entropy_options){.ignore_index = -100, .reduction = red});
-    nb_tensor *pred = nb_argmax(logits, -1, false);
-    if (!o->loss || !pred || nb_to_host(pred, idx, sizeof(int64_t) * (size_t)m)) return false;
-    o->masked = m;
-    for (int64_t i = 0; i < m; i++) o->correct += idx[i] == lab[i], o->unigram += lab[i] == frequent;
-    return true;
+    o->loss = nb_cross_entropy_ex(logits, b->target, (nb_cross_entropy_options){.ignore_index = -100, .reduction = red});
+    o->correct = nb_sum(nb_eq(nb_argmax(logits, -1, false), b->target), NULL, 0, false);
+    return o->loss && o->correct;
 }
 
 /* ---- training and evaluation ------------------------------------------------------------ */
@@ -201,13 +305,25 @@ typedef struct totals {
     int64_t masked, correct, unigram, steps;
 } totals;
 
-/* Trains for a->steps updates (or until the --minutes budget). */
+/* Reads the device totals of an interval into t (a host sync). */
+static bool read_totals(nb_tensor *loss, nb_tensor *correct, totals *t) {
+    t->loss = nb_item(loss);
+    double c = nb_item(correct);
+    t->correct = (int64_t)c;
+    return !isnan(c);
+}
+
+/* Trains for a->steps updates (or until the --minutes budget). The loss and
+ * the correct predictions are summed on the device and read at the log
+ * lines only. */
 static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_start, bool *diverged) {
     nb_optimizer *opt[2] = {NULL, NULL};
     int64_t N = nb_mlm_num_sequences(ds), T = a->seq, B = a->batch < N ? a->batch : N;
-    int64_t *perm = malloc(sizeof(int64_t) * (size_t)N), *idx = malloc(sizeof(int64_t) * (size_t)(B * T));
-    int64_t *lab = malloc(sizeof(int64_t) * (size_t)(B * T));
-    bool ok = perm && idx && lab && optimizers(bert, a, opt);
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)N);
+    stager g;
+    bool staged = stager_init(&g, nb_default_device(), B, T);
+    nb_tensor *loss_sum = total_new(g.dev, NB_F64), *correct = total_new(g.dev, NB_I64);
+    bool ok = perm && staged && loss_sum && correct && optimizers(bert, a, opt);
     int64_t epoch = -1, pos = N;
     totals iv = {0};
     double t_iv = now_seconds();
@@ -218,37 +334,43 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
             pos = 0;
         }
         nb_scope *s = nb_scope_begin();
-        nb_mlm_batch b;
+        dev_batch b;
         mlm_out o = {0};
-        ok = ok && nb_mlm_get_batch(ds, epoch, perm + pos, B, &b) == NB_OK &&
-             mlm_forward(bert, &b, idx, lab, -1, NB_REDUCTION_MEAN, &o);
+        ok = ok && stage_batch(&g, ds, epoch, perm + pos, B, -1, &b) && mlm_forward(bert, &b, NB_REDUCTION_MEAN, &o);
         pos += B;
         nb_module_zero_grad(bert);
         if (ok && o.loss) {
             for (int i = 0; i < 2; i++) ok = ok && nb_optimizer_set_lr(opt[i], lr_at(a, step)) == NB_OK;
             ok = ok && nb_backward(o.loss) == NB_OK && nb_clip_grad_norm_module_(bert, 1.0, 2.0, NULL) == NB_OK &&
                  nb_optimizer_step(opt[0]) == NB_OK && nb_optimizer_step(opt[1]) == NB_OK;
-            double l = nb_item(o.loss);
-            if (ok && !nb_example_check_loss("bert_mlm", step, l)) *diverged = true, ok = false;
-            iv.loss += l, iv.masked += o.masked, iv.correct += o.correct, iv.steps++;
+            ok = ok && accumulate(&loss_sum, o.loss) && accumulate(&correct, o.correct);
+            iv.masked += b.m, iv.steps++;
         }
         nb_scope_end(s);
         bool out_of_time = a->minutes > 0 && now_seconds() - t_start > 60 * a->minutes;
         if (ok && (step % a->log_every == 0 || step == a->steps || out_of_time)) {
+            ok = read_totals(loss_sum, correct, &iv);
+            if (ok && !nb_example_check_loss("bert_mlm", step, iv.loss)) *diverged = true, ok = false;
             double dt = now_seconds() - t_iv;
-            printf("step %lld: mlm_loss=%.4f mlm_accuracy=%.4f tokens/s=%.0f\n", (long long)step,
-                   iv.loss / (double)(iv.steps ? iv.steps : 1), (double)iv.correct / (double)(iv.masked ? iv.masked : 1),
-                   (double)(iv.steps * B * T) / dt);
+            if (ok)
+                printf("step %lld: mlm_loss=%.4f mlm_accuracy=%.4f tokens/s=%.0f\n", (long long)step,
+                       iv.loss / (double)(iv.steps ? iv.steps : 1),
+                       (double)iv.correct / (double)(iv.masked ? iv.masked : 1), (double)(iv.steps * B * T) / dt);
             fflush(stdout);
             iv = (totals){0}, t_iv = now_seconds();
+            nb_release(loss_sum), nb_release(correct);
+            loss_sum = total_new(g.dev, NB_F64), correct = total_new(g.dev, NB_I64);
+            ok = ok && loss_sum && correct;
         }
         if (out_of_time) {
             printf("stopping after step %lld: the --minutes %g budget is spent\n", (long long)step, a->minutes);
             break;
         }
     }
+    nb_release(loss_sum), nb_release(correct);
     nb_optimizer_free(opt[0]), nb_optimizer_free(opt[1]);
-    free(perm), free(idx), free(lab);
+    if (staged) stager_free(&g);
+    free(perm);
     return ok;
 }
 
@@ -256,25 +378,31 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
  * masking is epoch 0 of the eval dataset's seed), in eval mode, no grad. */
 static bool evaluate(nb_module *bert, nb_mlm_dataset *ds, int64_t batch, int32_t frequent, totals *r) {
     int64_t N = nb_mlm_num_sequences(ds), T = nb_mlm_seq_len(ds);
-    int64_t *ids = malloc(sizeof(int64_t) * (size_t)batch), *idx = malloc(sizeof(int64_t) * (size_t)(batch * T));
-    int64_t *lab = malloc(sizeof(int64_t) * (size_t)(batch * T));
-    bool ok = ids && idx && lab, prev = nb_set_grad_enabled(false);
+    int64_t *ids = malloc(sizeof(int64_t) * (size_t)batch);
+    stager g;
+    bool staged = stager_init(&g, nb_default_device(), batch, T);
+    nb_tensor *loss_sum = total_new(g.dev, NB_F64), *correct = total_new(g.dev, NB_I64);
+    bool ok = ids && staged && loss_sum && correct, prev = nb_set_grad_enabled(false);
     memset(r, 0, sizeof *r);
     nb_module_train(bert, false);
     for (int64_t i0 = 0; ok && i0 < N; i0 += batch) {
         int64_t n = N - i0 < batch ? N - i0 : batch;
         for (int64_t i = 0; i < n; i++) ids[i] = i0 + i;
         nb_scope *s = nb_scope_begin();
-        nb_mlm_batch b;
+        dev_batch b;
         mlm_out o;
-        ok = nb_mlm_get_batch(ds, 0, ids, n, &b) == NB_OK &&
-             mlm_forward(bert, &b, idx, lab, frequent, NB_REDUCTION_SUM, &o);
-        if (ok && o.loss) r->loss += nb_item(o.loss);
-        r->masked += o.masked, r->correct += o.correct, r->unigram += o.unigram;
+        ok = stage_batch(&g, ds, 0, ids, n, frequent, &b) && mlm_forward(bert, &b, NB_REDUCTION_SUM, &o);
+        if (ok && o.loss) ok = accumulate(&loss_sum, o.loss) && accumulate(&correct, o.correct);
+        r->masked += b.m, r->unigram += b.unigram;
         nb_scope_end(s);
     }
+    int64_t masked = r->masked, unigram = r->unigram;
+    ok = ok && read_totals(loss_sum, correct, r);
+    r->masked = masked, r->unigram = unigram;
     nb_set_grad_enabled(prev);
-    free(ids), free(idx), free(lab);
+    nb_release(loss_sum), nb_release(correct);
+    if (staged) stager_free(&g);
+    free(ids);
     return ok && r->masked > 0;
 }
 
@@ -288,6 +416,9 @@ static int fail(const char *what) {
 int main(int argc, char **argv) {
     args a = {.layers = 4, .hidden = 256, .heads = 4, .seq = 128, .batch = 32, .vocab = 8192, .steps = 1000,
               .warmup = 100, .log_every = 50, .lr = 1e-3, .minutes = 13, .dropout = 0, .seed = 0, .threads = 0};
+    if (gpu_requested(argc, argv)) /* the GPU's defaults; flags still override them */
+        a.layers = 6, a.hidden = 512, a.heads = 8, a.batch = 128, a.steps = GPU_STEPS, a.warmup = GPU_WARMUP,
+        a.lr = GPU_LR, a.log_every = 200, a.minutes = 2;
     if (parse(argc, argv, &a)) return 2;
     double t0 = now_seconds();
     if (!nb_example_set_threads(argv[0], a.threads)) return 2;
@@ -318,10 +449,12 @@ int main(int argc, char **argv) {
     c.norm_first = a.norm_first;
     nb_module *bert = nb_bert(c);
     if (!bert) return fail("model");
-    printf("model: BERT %d layers, hidden %lld, %lld heads, %lld parameters; %d threads; batch %lld, %lld steps, "
+    char dev[32];
+    printf("model: BERT %d layers, hidden %lld, %lld heads, %lld parameters; %s, %d threads; batch %lld, %lld steps, "
            "lr %g (warmup %lld, linear decay), AdamW\n",
            a.layers, (long long)a.hidden, (long long)a.heads, (long long)nb_module_num_params(bert),
-           nb_get_num_threads(), (long long)a.batch, (long long)a.steps, a.lr, (long long)a.warmup);
+           nb_device_str(a.device, dev, sizeof dev), nb_get_num_threads(), (long long)a.batch, (long long)a.steps, a.lr,
+           (long long)a.warmup);
     fflush(stdout);
 
     int32_t frequent = nb_mlm_most_frequent_token(train_ds);

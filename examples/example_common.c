@@ -71,6 +71,20 @@ bool nb_example_set_threads(const char *prog, int64_t n) {
     return true;
 }
 
+bool nb_example_set_device(const char *prog, const char *v, nb_device *out) {
+    nb_device d;
+    if (nb_device_parse(v, &d) != NB_OK) {
+        fprintf(stderr, "%s: --device %s: must be cpu, cuda or cuda:N\n", prog, v);
+        return false;
+    }
+    if (nb_set_default_device(d) != NB_OK) {
+        fprintf(stderr, "%s: --device %s: %s\n", prog, v, nb_last_error());
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
 bool nb_example_check_writable(const char *prog, const char *flag, const char *path) {
     char dir[4096];
     const char *slash = strrchr(path, '/');
@@ -109,7 +123,7 @@ static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]\n"
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
-            "          [--lr-schedule cosine|wsd|constant]\n",
+            "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N]\n",
             prog);
     return 2;
 }
@@ -134,6 +148,7 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         else if (!strcmp(f, "--save")) a->save = v;
         else if (!strcmp(f, "--save-every")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->save_every);
         else if (!strcmp(f, "--resume")) a->resume = v;
+        else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
         else if (!strcmp(f, "--stop-after")) ok = nb_flag_int(prog, f, v, 0, 100000, &x), a->stop_after = (int)x;
         else if (!strcmp(f, "--lr-schedule")) {
             a->schedule = -1;
@@ -157,22 +172,33 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
     return 0;
 }
 
+/* A reference of our own to t (it outlives the scope that made it). */
+static nb_tensor *keep(nb_tensor *t) {
+    nb_retain(t);
+    return t;
+}
+
 double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size) {
     nb_loader *ld = nb_loader_new(test, (nb_loader_options){.batch_size = batch_size});
     if (!ld) return -1;
     bool was_training = nb_module_is_training(net), prev = nb_set_grad_enabled(false);
     nb_module_train(net, false);
-    double correct = 0;
-    for (nb_batch b; nb_loader_next(ld, &b);) {
+    /* counted on the device, read once */
+    nb_tensor *correct = keep(nb_full_on(0, NULL, 0, NB_I64, nb_device_of(nb_dataset_x(test))));
+    for (nb_batch b; correct && nb_loader_next(ld, &b);) {
         nb_scope *s = nb_scope_begin();
         nb_tensor *pred = nb_argmax(nb_forward(net, b.x), 1, false);
-        correct += nb_item(nb_sum(nb_to_dtype(nb_eq(pred, b.y), NB_F64), NULL, 0, false));
+        nb_tensor *c = keep(nb_add(correct, nb_sum(nb_eq(pred, b.y), NULL, 0, false)));
         nb_scope_end(s);
+        nb_release(correct);
+        correct = c;
     }
+    double n = correct && nb_loader_status(ld) == NB_OK ? nb_item(correct) : NAN;
+    nb_release(correct);
     nb_module_train(net, was_training);
     nb_set_grad_enabled(prev);
     nb_loader_free(ld);
-    return correct / (double)nb_dataset_len(test);
+    return isnan(n) ? -1 : n / (double)nb_dataset_len(test);
 }
 
 /* The lr at a step of the run (per batch, PyTorch's schedulers' formulas):
@@ -197,15 +223,36 @@ typedef struct run {
     nb_loader *loader;
     const nb_example_args *a;
     int64_t global_step, total_steps;
-    double loss_sum; /* over the current epoch's steps so far */
+    double loss_sum; /* over the current epoch's steps so far, as of the last read of acc */
+    nb_tensor *acc;  /* float64 0-d on the device: loss_sum plus the losses since (ours) */
     int64_t steps;
     const char *name;  /* the program, for messages */
     bool reported;     /* the failure's message is printed already */
 } run;
 
+/* The device sum restarted at loss_sum: float64 additions of each step's
+ * float32 loss, in order, so the sum is the same bits as adding on the host. */
+static nb_status acc_reset(run *r) {
+    nb_release(r->acc);
+    nb_scope *s = nb_scope_begin();
+    r->acc = keep(nb_full_on(0, NULL, r->loss_sum, NB_F64, nb_default_device()));
+    nb_scope_end(s);
+    return r->acc ? NB_OK : nb_last_status();
+}
+
+/* Reads the device sum into loss_sum (a host sync); false with the message
+ * printed if it is not finite (the run diverged). */
+static bool acc_read(run *r) {
+    double v = nb_item(r->acc);
+    if (!nb_example_check_loss(r->name, r->global_step, v)) return r->reported = true, false;
+    r->loss_sum = v;
+    return true;
+}
+
 /* Writes a->save; user metadata: the epoch's running loss (%.17g round-trips
  * exactly) and the schedule's length. */
-static nb_status save_run(const run *r) {
+static nb_status save_run(run *r) {
+    if (!acc_read(r)) return NB_ERR_STATE;
     char sum[40], steps[32], total[32], lr[40];
     snprintf(sum, sizeof sum, "%.17g", r->loss_sum);
     snprintf(steps, sizeof steps, "%lld", (long long)r->steps);
@@ -276,18 +323,20 @@ static double train_epoch(run *r, double *samples) {
         nb_optimizer_zero_grad(r->opt);
         nb_status st = loss ? nb_backward(loss) : nb_last_status();
         if (st == NB_OK) st = nb_optimizer_step(r->opt);
-        double l = nb_item(loss);
+        nb_tensor *sum = st == NB_OK ? keep(nb_add(r->acc, nb_to_dtype(nb_detach(loss), NB_F64))) : NULL;
         nb_scope_end(step);
-        if (st != NB_OK) return -1;
-        if (!nb_example_check_loss(r->name, r->global_step, l)) return r->reported = true, -1;
-        r->loss_sum += l;
+        if (!sum) return -1;
+        nb_release(r->acc);
+        r->acc = sum;
         r->steps++;
+        if (r->steps % 100 == 0 && !acc_read(r)) return -1;
         *samples += (double)b.size;
         /* the end of an epoch is saved after its line is printed */
         if (r->a->save_every && r->global_step % r->a->save_every == 0 && nb_loader_position(r->loader) < nbatches &&
             save_run(r) != NB_OK)
             return -1;
     }
+    if (!acc_read(r)) return -1;
     return r->steps ? r->loss_sum / (double)r->steps : -1;
 }
 
@@ -295,7 +344,8 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
                                    const nb_example_args *a, const char *name) {
     nb_example_result r = {0};
     double t0 = now_seconds();
-    run rn = {net, opt, loader, a, 0, nb_loader_num_batches(loader) * a->epochs, 0, 0, name, false};
+    run rn = {.net = net, .opt = opt, .loader = loader, .a = a,
+              .total_steps = nb_loader_num_batches(loader) * a->epochs, .name = name};
     int first = 0, last = a->stop_after > 0 && a->stop_after < a->epochs ? a->stop_after : a->epochs;
     bool mid_epoch = false; /* resuming inside an epoch: keep its position and running loss */
     if (a->resume) {
@@ -311,23 +361,26 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
             if (nb_loader_epoch(loader) != e || nb_loader_position(loader) != 0) nb_loader_seek(loader, e, 0);
             rn.loss_sum = 0, rn.steps = 0;
         }
-        r.train_loss = train_epoch(&rn, &samples);
+        r.train_loss = acc_reset(&rn) == NB_OK ? train_epoch(&rn, &samples) : -1;
         double dt = now_seconds() - te;
         r.test_accuracy = nb_example_accuracy(net, test, 1000);
         if (r.train_loss < 0 || r.test_accuracy < 0) {
             if (!rn.reported) fprintf(stderr, "%s: %s\n", name, nb_last_error());
+            nb_release(rn.acc);
             return r;
         }
         printf("epoch %d/%d: train_loss=%.4f test_accuracy=%.4f samples/s=%.0f\n", e + 1, a->epochs, r.train_loss,
                r.test_accuracy, samples / dt);
         fflush(stdout);
         if (a->save && save_run(&rn) != NB_OK) {
-            fprintf(stderr, "%s: --save: %s\n", name, nb_last_error());
+            if (!rn.reported) fprintf(stderr, "%s: --save: %s\n", name, nb_last_error());
+            nb_release(rn.acc);
             return r;
         }
     }
     if (first >= last) r.test_accuracy = nb_example_accuracy(net, test, 1000); /* nothing left to train */
     r.seconds = now_seconds() - t0;
+    nb_release(rn.acc);
     r.ok = true;
     return r;
 }

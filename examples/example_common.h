@@ -27,6 +27,7 @@ typedef struct nb_example_args {
     int stop_after;     /* --stop-after N: end after N epochs of the --epochs
                            schedule, as an interrupted run (0 = run them all) */
     int schedule;       /* --lr-schedule: an nb_lr_schedule (default cosine) */
+    nb_device device;   /* --device cpu|cuda|cuda:N (default cpu): made the default device */
 } nb_example_args;
 
 typedef struct nb_example_result {
@@ -35,7 +36,8 @@ typedef struct nb_example_result {
 } nb_example_result;
 
 /* Parses --epochs --batch-size --lr --seed --threads --data --save
- * --save-every --resume --stop-after --lr-schedule. A bad value prints a
+ * --save-every --resume --stop-after --lr-schedule --device, and makes the
+ * device the default one (nb_set_default_device). A bad value prints a
  * line naming the flag, the value and what it must be (an integer out of
  * range is an error, never wrapped: --epochs 4294967297 is refused); an
  * unknown flag prints the usage; both return non-zero. A --save path whose
@@ -56,11 +58,17 @@ bool nb_flag_double(const char *prog, const char *flag, const char *v, double mi
 /* nb_set_num_threads(n) (0 = all cores); false, with a message naming
  * --threads, if nabla cannot run that many (its pool's limit). */
 bool nb_example_set_threads(const char *prog, int64_t n);
+/* --device's value: parses it and makes it the default device; false, with
+ * a message naming --device, for a device this build or machine lacks. */
+bool nb_example_set_device(const char *prog, const char *v, nb_device *out);
 /* False, with a message naming flag, if path cannot be written: its
  * directory missing or not writable, or path a directory. */
 bool nb_example_check_writable(const char *prog, const char *flag, const char *path);
 /* False, with a message naming the step, if a training loss is not finite:
- * a run that diverged (an lr too large) stops instead of training on NaN. */
+ * a run that diverged (an lr too large) stops instead of training on NaN.
+ * The loss is summed on the device and read every 100 steps and at each
+ * epoch's line (one host sync each), so the step named is where the sum
+ * was read. */
 bool nb_example_check_loss(const char *prog, int64_t step, double loss);
 /* Fraction of test samples classified correctly (eval mode, no grad). */
 double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size);

@@ -31,14 +31,16 @@ int main(int argc, char **argv) {
                                    nb_nn_linear(512, 10));
     nb_optimizer *opt = net ? nb_adam(net, (nb_adam_options){.lr = a.lr}) : NULL;
     nb_loader *loader = opt ? nb_loader_new(train, (nb_loader_options){.batch_size = a.batch_size, .shuffle = true,
-                                                                         .seed = a.seed, .prefetch = true})
+                                                                         .seed = a.seed, .prefetch = true,
+                                                                         .pin_memory = true})
                             : NULL;
     if (!loader) {
         fprintf(stderr, "mnist_mlp: %s\n", nb_last_error());
         return 1;
     }
-    printf("mnist_mlp: %lld parameters, %d threads, %lld train / %lld test samples\n",
-           (long long)nb_module_num_params(net), nb_get_num_threads(), (long long)nb_dataset_len(train),
+    char dev[32];
+    printf("mnist_mlp: %lld parameters, %s, %d threads, %lld train / %lld test samples\n",
+           (long long)nb_module_num_params(net), nb_device_str(a.device, dev, sizeof dev), nb_get_num_threads(), (long long)nb_dataset_len(train),
            (long long)nb_dataset_len(test));
     nb_example_result r = nb_example_train(net, opt, loader, test, &a, "mnist_mlp");
     nb_loader_free(loader);

@@ -13,6 +13,7 @@
 
 #include "nb_autograd.h"
 #include "nb_impl.h"
+#include "nn_impl.h"
 #include "nb_transformer.h"
 
 #define MHA "MultiheadAttention"
@@ -41,7 +42,7 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
         nb_release(t);
         return NULL;
     }
-    return nb_module_register_parameter(m, name, t) ? NULL : t;
+    return nb_module_adopt_parameter(m, name, t) ? NULL : t;
 }
 
 nb_module *nb_nn_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt) {
@@ -53,9 +54,7 @@ nb_module *nb_nn_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, do
                        (long long)embed_dim, (long long)num_heads);
     if (!(dropout >= 0 && dropout < 1))
         return NB_FAIL(NB_ERR_INVALID_ARG, MHA ": dropout %g must be in [0, 1)", dropout);
-    if (!nb_dtype_is_compute_float(dt))
-        return NB_FAIL(NB_ERR_DTYPE, MHA ": dtype must be float32 or float64 (got %s)",
-                       (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
+    if (!nb_nn_check_dtype(MHA, NB_OP_SCALED_DOT_PRODUCT_ATTENTION, dt)) return NULL;
     nb_mha_ctx *c = calloc(1, sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, MHA ": out of host memory");
     c->E = embed_dim, c->h = num_heads, c->dropout = dropout;
@@ -92,18 +91,6 @@ nb_module *nb_nn_multihead_attention(int64_t embed_dim, int64_t num_heads, doubl
 
 /* ---- masks ------------------------------------------------------------------------ */
 
-/* The elements of a bool tensor as 0/1 bytes (malloc'd), or NULL (error set). */
-static uint8_t *host_bytes(const nb_tensor *t) {
-    size_t n = (size_t)nb_numel(t);
-    uint8_t *b = malloc(n ? n : 1);
-    if (!b) return NB_FAIL(NB_ERR_OOM, MHA ": out of host memory");
-    if (nb_to_host(t, b, n)) {
-        free(b);
-        return NULL;
-    }
-    return b;
-}
-
 /* Checks a mask's dtype (bool or dt) and shape (one of the two given). */
 static bool mask_ok(const char *what, const nb_tensor *t, nb_dtype dt, int nd1, const int64_t *s1, int nd2,
                     const int64_t *s2) {
@@ -126,44 +113,22 @@ static bool mask_ok(const char *what, const nb_tensor *t, nb_dtype dt, int nd1, 
 
 /* SDPA's bool "may attend" mask [B, H, L', S] (H = h when attn_mask is 3-d,
  * else 1; L' = L when there is an attn_mask, else 1) from bool masks, true =
- * masked out: kpm [B, S] and/or am [L, S] or [B*h, L, S] (either may be NULL). */
-static nb_tensor *combine_bool(const nb_tensor *kpm, const nb_tensor *am, int64_t B, int64_t h, int64_t L,
-                               int64_t S) {
-    int64_t H = am && am->ndim == 3 ? h : 1, Lq = am ? L : 1;
-    int64_t shape[4] = {B, H, Lq, S};
-    uint8_t *k = kpm ? host_bytes(kpm) : NULL, *a = am ? host_bytes(am) : NULL;
-    uint8_t *out = malloc((size_t)(B * H * Lq * S) + 1);
-    nb_tensor *r = NULL;
-    if ((!kpm || k) && (!am || a) && out) {
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t hh = 0; hh < H; hh++)
-                for (int64_t i = 0; i < Lq; i++)
-                    for (int64_t j = 0; j < S; j++) {
-                        bool masked = (k && k[b * S + j]) || (a && a[((H > 1 ? b * h + hh : 0) * L + i) * S + j]);
-                        out[((b * H + hh) * Lq + i) * S + j] = !masked;
-                    }
-        r = nb_from_data(out, 4, shape, NB_BOOL);
-    } else if (!out) {
-        nb_set_error(NB_ERR_OOM, MHA ": out of host memory");
-    }
-    free(k), free(a), free(out);
-    return r;
+ * masked out: kpm [B, S] and/or am [L, S] or [B*h, L, S] (either may be
+ * NULL). Built with ops on the masks' device: nothing goes to the host. */
+static nb_tensor *combine_bool(nb_tensor *kpm, nb_tensor *am, int64_t B, int64_t h, int64_t L, int64_t S) {
+    nb_tensor *k4 = kpm ? nb_reshape(kpm, 4, (int64_t[]){B, 1, 1, S}) : NULL;
+    nb_tensor *a4 = !am ? NULL
+                    : am->ndim == 3 ? nb_reshape(am, 4, (int64_t[]){B, h, L, S})
+                                    : nb_reshape(am, 4, (int64_t[]){1, 1, L, S});
+    nb_tensor *masked = k4 && a4 ? nb_logical_or(k4, a4) : k4 ? k4 : a4;
+    return nb_logical_not(masked);
 }
 
-/* A bool mask (true = masked out) as an additive float mask: -inf / 0. */
-static nb_tensor *bool_to_additive(const nb_tensor *t, nb_dtype dt) {
-    uint8_t *b = host_bytes(t);
-    if (!b) return NULL;
-    nb_tensor *r = nb_zeros(t->ndim, t->shape, NB_F64);
-    double *v = r ? malloc(sizeof(double) * ((size_t)nb_numel(t) + 1)) : NULL;
-    if (v) {
-        for (int64_t i = 0; i < nb_numel(t); i++) v[i] = b[i] ? -INFINITY : 0.0;
-        if (nb_copy_from_host(r, v, sizeof(double) * (size_t)nb_numel(t))) r = NULL;
-    } else {
-        r = r ? NB_FAIL(NB_ERR_OOM, MHA ": out of host memory") : NULL;
-    }
-    free(b), free(v);
-    return r && dt != NB_F64 ? nb_to_dtype(r, dt) : r;
+/* A bool mask (true = masked out) as an additive float mask of dtype dt:
+ * -inf where masked, 0 elsewhere (on the mask's device). */
+static nb_tensor *bool_to_additive(nb_tensor *t, nb_dtype dt) {
+    nb_tensor *zero = nb_full_on(t->ndim, t->shape, 0, dt, nb_device_of(t));
+    return zero ? nb_masked_fill(zero, t, -INFINITY) : NULL;
 }
 
 /* The mask SDPA gets, or NULL in *out for none: bool when every given mask
@@ -227,7 +192,7 @@ static nb_tensor *explicit_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, n
     int64_t d = nb_size(q, -1);
     nb_tensor *s = nb_mul_scalar(nb_matmul(q, nb_transpose(k, -2, -1)), 1.0 / sqrt((double)d));
     if (mask && nb_dtype_of(mask) == NB_BOOL)
-        s = nb_where(mask, s, nb_scalar(-INFINITY, nb_dtype_of(q)));
+        s = nb_masked_fill(s, nb_logical_not(mask), -INFINITY);
     else if (mask)
         s = nb_add(s, mask);
     nb_tensor *P = nb_dropout(nb_softmax(s, -1), p, training, NULL);
@@ -291,7 +256,7 @@ nb_tensor *nb_nn_multihead_attention_forward(nb_module *m, nb_tensor *query, nb_
         if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "mha_forward: query, key or value is NULL");
         return NULL;
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *w = NULL;
     nb_tensor *y = mha_impl(m, query, key, value, key_padding_mask, attn_mask, attn_weights ? &w : NULL);
     if (!y) w = NULL;

@@ -11,6 +11,7 @@
 #include "nb_autograd.h"
 #include "nb_impl.h"
 #include "nb_nn.h"
+#include "nn_impl.h"
 #include "nb_ops.h"
 
 typedef struct nb_bn_ctx {
@@ -24,7 +25,7 @@ typedef struct nb_bn_ctx {
 /* num_batches_tracked += 1 with ops (no host access, no autograd). */
 static nb_status count_batch(nb_tensor *counter) {
     bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *next = nb_add_scalar(counter, 1);
     nb_status st = next ? nb_copy_(counter, next) : nb_last_status();
     nb_scope_end(s);
@@ -59,7 +60,7 @@ static nb_tensor *add_tensor(nb_module *m, const char *name, bool param, int64_t
         nb_release(t);
         return NULL;
     }
-    nb_status st = param ? nb_module_register_parameter(m, name, t) : nb_module_register_buffer(m, name, t);
+    nb_status st = param ? nb_module_adopt_parameter(m, name, t) : nb_module_adopt_buffer(m, name, t);
     return st ? NULL : t;
 }
 

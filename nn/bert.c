@@ -12,6 +12,7 @@
 
 #include "nb_autograd.h"
 #include "nb_impl.h"
+#include "nn_impl.h"
 #include "nb_transformer.h"
 
 typedef struct nb_bert_ctx {
@@ -49,8 +50,8 @@ static nb_module *tied_decoder(nb_tensor *tied) {
     if (!m) return NULL;
     nb_retain(tied); /* the decoder's own reference, as PyTorch's dec.weight = tok.weight */
     nb_tensor *b = nb_tensor_new_unscoped(1, &tied->shape[0], tied->dtype, nb_default_device());
-    if (nb_module_register_parameter(m, "weight", tied) || !b || nb_fill_(b, 0.0) ||
-        nb_module_register_parameter(m, "bias", b)) {
+    if (nb_module_adopt_parameter(m, "weight", tied) || !b || nb_fill_(b, 0.0) ||
+        nb_module_adopt_parameter(m, "bias", b)) {
         nb_module_free(m);
         return NULL;
     }
@@ -103,7 +104,7 @@ static nb_status bert_init(nb_module *m, const nb_bert_ctx *c) {
     free(p);
     int64_t pad = nb_nn_embedding_padding_idx(c->tok);
     if (!st && pad != NB_NO_PADDING_IDX) {
-        nb_scope *s = nb_scope_begin();
+        nb_scope *s = nb_op_scope_begin();
         NB_NO_GRAD st = nb_fill_(nb_narrow(nb_module_get(c->tok, "weight"), 0, pad, 1), 0.0);
         nb_scope_end(s);
     }
@@ -175,33 +176,20 @@ static bool inputs_ok(const nb_bert_ctx *c, const nb_tensor *ids, const nb_tenso
     return true;
 }
 
-/* key_padding_mask = !attention_mask ([B, T] bool), or NULL in *kpm when no
- * position is padding (then attention runs unmasked, the same result). */
+/* The key-padding mask (true = padding) from attention_mask (true or 1 =
+ * attend), built on the mask's device: no host round trip. */
 static bool padding_mask(nb_tensor *mask, nb_tensor **kpm) {
     *kpm = NULL;
     if (!mask) return true;
-    size_t n = (size_t)nb_numel(mask);
-    uint8_t *b = malloc(n + 1);
-    if (!b) {
-        nb_set_error(NB_ERR_OOM, "BERT: out of host memory");
-        return false;
-    }
-    if (nb_to_host(mask, b, n)) {
-        free(b);
-        return false;
-    }
-    bool any = false;
-    for (size_t i = 0; i < n; i++) any |= !b[i], b[i] = !b[i];
-    *kpm = any ? nb_from_data(b, 2, mask->shape, NB_BOOL) : NULL;
-    free(b);
-    return !any || *kpm;
+    *kpm = nb_logical_not(mask);
+    return *kpm != NULL;
 }
 
 static nb_tensor *encode_impl(const nb_bert_ctx *c, nb_tensor *ids, nb_tensor *seg, nb_tensor *mask) {
     int64_t T = ids->shape[1];
     nb_tensor *kpm;
     if (!padding_mask(mask, &kpm)) return NULL;
-    nb_tensor *e = nb_add(nb_forward(c->tok, ids), nb_forward(c->pos, nb_arange(0, (double)T, 1, NB_I64)));
+    nb_tensor *e = nb_add(nb_forward(c->tok, ids), nb_forward(c->pos, nb_arange_on(0, (double)T, 1, NB_I64, nb_device_of(ids))));
     if (c->seg && seg) e = nb_add(e, nb_forward(c->seg, seg));
     else if (c->seg) e = nb_add(e, nb_narrow(nb_module_get(c->seg, "weight"), 0, 0, 1)); /* all segment 0 */
     e = nb_forward(c->drop, nb_forward(c->ln, e));
@@ -217,7 +205,7 @@ nb_tensor *nb_bert_encode(nb_module *m, nb_tensor *input_ids, nb_tensor *segment
     }
     const nb_bert_ctx *c = nb_module_ctx(m);
     if (!inputs_ok(c, input_ids, segment_ids, attention_mask)) return NULL;
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, encode_impl(c, input_ids, segment_ids, attention_mask));
 }
 
@@ -225,12 +213,12 @@ nb_tensor *nb_bert_mlm_head(nb_module *m, nb_tensor *hidden) {
     if (!m || nb_module_kind(m) != bert_ops.kind)
         return NB_FAIL(NB_ERR_INVALID_ARG, "bert_mlm_head: module is %s, not a BERT", m ? nb_module_kind(m) : "NULL");
     const nb_bert_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, nb_forward(c->dec, nb_forward(c->head, hidden)));
 }
 
 nb_tensor *nb_bert_forward(nb_module *m, nb_tensor *input_ids, nb_tensor *segment_ids, nb_tensor *attention_mask) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, nb_bert_mlm_head(m, nb_bert_encode(m, input_ids, segment_ids, attention_mask)));
 }
 

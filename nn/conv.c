@@ -12,6 +12,7 @@
 
 #include "nb_impl.h"
 #include "nb_nn.h"
+#include "nn_impl.h"
 #include "nb_ops.h"
 
 typedef enum conv_kind { CONV_2D, CONV_1D, CONV_T2D } conv_kind;
@@ -51,7 +52,7 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
         nb_release(t);
         return NULL;
     }
-    return nb_module_register_parameter(m, name, t) ? NULL : t;
+    return nb_module_adopt_parameter(m, name, t) ? NULL : t;
 }
 
 /* Checks the sizes common to every kind; stride/dilation/padding values

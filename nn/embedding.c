@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "nb_impl.h"
+#include "nn_impl.h"
 #include "nb_transformer.h"
 
 typedef struct nb_embedding_ctx {
@@ -30,7 +31,7 @@ int64_t nb_nn_embedding_padding_idx(const nb_module *m) {
 /* Zeroes row `row` of a [num, dim] leaf without recording autograd (a view
  * of its storage, as PyTorch's `weight[padding_idx].fill_(0)` under no_grad). */
 static nb_status zero_row(nb_tensor *w, int64_t row) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!s) return nb_last_status();
     nb_tensor *r = nb_tensor_view_of(w, 1, &w->shape[1], &w->strides[1], w->offset + row * w->strides[0]);
     nb_status st = r ? nb_fill_(r, 0.0) : nb_last_status();
@@ -45,9 +46,7 @@ nb_module *nb_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim, int
     if (padding_idx != NB_NO_PADDING_IDX && (padding_idx < -num_embeddings || padding_idx >= num_embeddings))
         return NB_FAIL(NB_ERR_INVALID_ARG, "Embedding: padding_idx %lld must be within num_embeddings %lld",
                        (long long)padding_idx, (long long)num_embeddings);
-    if (!nb_dtype_is_compute_float(dt))
-        return NB_FAIL(NB_ERR_DTYPE, "Embedding: dtype must be float32 or float64 (got %s)",
-                       (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
+    if (!nb_nn_check_dtype("Embedding", NB_OP_EMBEDDING, dt)) return NULL;
     nb_embedding_ctx *c = calloc(1, sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, "Embedding: out of host memory");
     c->num = num_embeddings, c->dim = embedding_dim;
@@ -65,7 +64,7 @@ nb_module *nb_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim, int
         nb_module_free(m);
         return NULL;
     }
-    if (nb_module_register_parameter(m, "weight", w)) { /* w released by the call */
+    if (nb_module_adopt_parameter(m, "weight", w)) { /* w released by the call */
         nb_module_free(m);
         return NULL;
     }

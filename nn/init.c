@@ -13,7 +13,7 @@
 static nb_tensor *diag_sign(nb_tensor *R) {
     int64_t k = R->shape[0], st = R->strides[0] + R->strides[1];
     nb_tensor *d = nb_tensor_view_of(R, 1, &k, &st, R->offset);
-    nb_tensor *zero = nb_zeros(0, NULL, R->dtype);
+    nb_tensor *zero = nb_full_on(0, NULL, 0, R->dtype, R->storage->device);
     return nb_sub(nb_to_dtype(nb_gt(d, zero), R->dtype), nb_to_dtype(nb_gt(zero, d), R->dtype));
 }
 
@@ -37,11 +37,12 @@ nb_status nb_init_orthogonal_(nb_tensor *t, double gain, nb_generator *gen) {
     if (t->ndim < 2)
         return nb_set_error(NB_ERR_SHAPE, "init.orthogonal_: only tensors with 2 or more dimensions are supported, got %s",
                             nb_fmt_shape(t->ndim, t->shape, b, sizeof b));
-    if (!nb_dtype_is_compute_float(t->dtype))
-        return nb_set_error(NB_ERR_DTYPE, "init.orthogonal_: float32 or float64 only, got %s", nb_dtype_name(t->dtype));
+    if (!nb_backend_supports(nb_device_of(t), NB_OP_LINALG_QR, t->dtype))
+        return nb_set_error(NB_ERR_DTYPE, "init.orthogonal_: %s is not supported (it needs linalg_qr in that dtype "
+                            "on the tensor's device)", nb_dtype_name(t->dtype));
     if (nb_numel(t) == 0) return NB_OK;
     bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_status st = orthogonal_fill(t, gain, gen);
     nb_scope_end(s);
     nb_set_grad_enabled(prev);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nb_impl.h"
+#include "nn_impl.h"
 #include "nb_transformer.h"
 
 typedef struct nb_layer_norm_ctx {
@@ -33,7 +34,7 @@ static nb_tensor *filled_param(nb_module *m, const char *name, const nb_layer_no
         nb_release(t);
         return NULL;
     }
-    return nb_module_register_parameter(m, name, t) ? NULL : t;
+    return nb_module_adopt_parameter(m, name, t) ? NULL : t;
 }
 
 nb_module *nb_nn_layer_norm_ex(int n_norm, const int64_t *normalized_shape, double eps, bool elementwise_affine,
@@ -46,9 +47,7 @@ nb_module *nb_nn_layer_norm_ex(int n_norm, const int64_t *normalized_shape, doub
             return NB_FAIL(NB_ERR_INVALID_ARG, "LayerNorm: normalized_shape[%d] = %lld must be >= 1", i,
                            (long long)normalized_shape[i]);
     if (!(eps >= 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "LayerNorm: eps %g must be >= 0", eps);
-    if (!nb_dtype_is_compute_float(dt))
-        return NB_FAIL(NB_ERR_DTYPE, "LayerNorm: dtype must be float32 or float64 (got %s)",
-                       (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
+    if (!nb_nn_check_dtype("LayerNorm", NB_OP_LAYER_NORM, dt)) return NULL;
     nb_layer_norm_ctx *c = calloc(1, sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, "LayerNorm: out of host memory");
     c->n_norm = n_norm;

@@ -8,6 +8,7 @@
 
 #include "nb_impl.h"
 #include "nb_nn.h"
+#include "nn_impl.h"
 #include "nb_ops.h"
 
 typedef struct nb_linear_ctx {
@@ -48,16 +49,14 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
         nb_release(t);
         return NULL;
     }
-    return nb_module_register_parameter(m, name, t) ? NULL : t;
+    return nb_module_adopt_parameter(m, name, t) ? NULL : t;
 }
 
 nb_module *nb_nn_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt) {
     if (in_features < 0 || out_features < 0)
         return NB_FAIL(NB_ERR_INVALID_ARG, "linear: sizes must be >= 0 (got in_features %lld, out_features %lld)",
                        (long long)in_features, (long long)out_features);
-    if (!nb_dtype_is_compute_float(dt))
-        return NB_FAIL(NB_ERR_DTYPE, "linear: dtype must be float32 or float64 (got %s)",
-                       (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid");
+    if (!nb_nn_check_dtype("linear", NB_OP_LINEAR, dt)) return NULL;
     nb_linear_ctx *c = calloc(1, sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, "linear: out of host memory");
     c->in_features = in_features, c->out_features = out_features;

@@ -11,6 +11,7 @@
 #include "nb_autograd.h"
 #include "nb_impl.h"
 #include "nb_nn.h"
+#include "nn_impl.h"
 
 typedef struct nb_slot {
     char *name;
@@ -116,6 +117,23 @@ void nb_module_free(nb_module *m) {
     if (!m) return;
     detach(m);
     module_free_tree(m);
+}
+
+bool nb_nn_check_dtype(const char *module, nb_op_id op, nb_dtype dt) {
+    const nb_op_info *r = nb_op_get(op);
+    if ((unsigned)dt >= NB_DTYPE_COUNT || !(r->dtypes & NB_DTM(dt))) {
+        nb_set_error(NB_ERR_DTYPE, "%s: dtype %s is not supported (%s takes %s)", module,
+                     (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid", r->name,
+                     r->dtypes == NB_DTM_F ? "float32, float64" : "other dtypes");
+        return false;
+    }
+    if (!nb_backend_supports(nb_default_device(), op, dt)) {
+        char d[32];
+        nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s in %s is not supported on %s", module, r->name, nb_dtype_name(dt),
+                     nb_device_str(nb_default_device(), d, sizeof d));
+        return false;
+    }
+    return true;
 }
 
 /* ---- plain accessors ----------------------------------------------------- */
@@ -225,14 +243,9 @@ static nb_status slot_push(nb_slots *s, const char *op, const char *name, nb_ten
 }
 
 /* Takes the caller's reference to t in every case: on failure it is
- * released. When every reference to t belongs to open scopes (made in a
- * scope, never nb_retain'ed), the caller has none to give, so the module
- * takes its own instead; otherwise the scope's end would free a registered
- * tensor (a use after free). */
+ * released. */
 static nb_status register_slot(nb_module *m, int kind, const char *name, nb_tensor *t) {
     const char *op = kind == NB_PARAMS ? "register_parameter" : "register_buffer";
-    int scoped = t ? nb_scope_refs(t) : 0;
-    if (scoped > 0 && scoped == atomic_load(&t->refcount)) nb_retain(t); /* the module's own; scopes keep theirs */
     nb_status st = NB_OK;
     if (!m) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: module is NULL", op);
     else if (!t) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: tensor \"%s\" is NULL", op, name ? name : "");
@@ -255,11 +268,23 @@ static nb_status register_slot(nb_module *m, int kind, const char *name, nb_tens
     return NB_OK;
 }
 
+/* The public forms keep the caller's reference untouched: the module
+ * takes one of its own (the ownership rule of nb_core.h). */
 nb_status nb_module_register_parameter(nb_module *m, const char *name, nb_tensor *t) {
+    nb_retain(t);
     return register_slot(m, NB_PARAMS, name, t);
 }
 
 nb_status nb_module_register_buffer(nb_module *m, const char *name, nb_tensor *t) {
+    nb_retain(t);
+    return register_slot(m, NB_BUFFERS, name, t);
+}
+
+nb_status nb_module_adopt_parameter(nb_module *m, const char *name, nb_tensor *t) {
+    return register_slot(m, NB_PARAMS, name, t);
+}
+
+nb_status nb_module_adopt_buffer(nb_module *m, const char *name, nb_tensor *t) {
     return register_slot(m, NB_BUFFERS, name, t);
 }
 

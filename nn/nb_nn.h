@@ -7,8 +7,9 @@
  *
  * Ownership: a module owns its parameters, buffers and children; a
  * container takes ownership of the modules passed to it (also when it fails:
- * then it frees them). nb_module_free frees the whole tree. Parameters are
- * created outside any scope and live until their module is freed.
+ * then it frees them). nb_module_free frees the whole tree. A module holds
+ * its own reference to each parameter, which lives until the module is
+ * freed, whatever scope it was made in.
  * Parameter names follow PyTorch's state_dict: a child added as "fc1" gives
  * "fc1.weight"; nb_nn_sequential names its children "0", "1", ...
  * Constructors take their randomness from the default generator
@@ -93,10 +94,9 @@ typedef struct nb_module_ops {
 nb_module *nb_module_new(const nb_module_ops *ops, void *ctx);
 void *nb_module_ctx(nb_module *m);
 /* Registers a parameter (requires_grad is set) or buffer. The module takes
- * the caller's reference (one made with no scope open, or an nb_retain of a
- * scope-owned tensor), also on failure, when it is released. A tensor whose
- * only references belong to open scopes (made inside a scope, not retained)
- * gets a reference of the module's own instead, so it outlives the scope.
+ * a reference of its own (nb_core.h's ownership rule), so the tensor lives
+ * as long as the module whatever scope it was made in; the caller's
+ * reference is untouched, on success and on failure.
  * Errors: NB_ERR_INVALID_ARG (NULL, bad or duplicate name, a non-leaf
  * parameter), NB_ERR_DTYPE (a parameter that is not float). */
 nb_status nb_module_register_parameter(nb_module *m, const char *name, nb_tensor *t);

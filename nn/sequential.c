@@ -12,7 +12,7 @@
 #include "nb_nn.h"
 
 static nb_tensor *sequential_forward(nb_module *m, nb_tensor *x) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!s) return NULL;
     nb_tensor *h = x;
     nb_module *child;

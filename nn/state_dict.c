@@ -108,7 +108,7 @@ static nb_status classify(const nb_named_tensor *sd, int nsd, const nb_named_ten
 static nb_status copy_into(nb_tensor *dst, nb_tensor *src) {
     nb_device dd = nb_device_of(dst), sd = nb_device_of(src);
     if (dd.type == sd.type && dd.index == sd.index) return nb_copy_(dst, src);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *moved = nb_to_device(src, dd);
     nb_status st = moved ? nb_copy_(dst, moved) : nb_last_status();
     nb_scope_end(s);

@@ -48,7 +48,7 @@ static nb_tensor *causal_mask(const nb_tensor *src) {
 
 nb_tensor *nb_nn_transformer_encoder_layer_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o) {
     if (o.is_causal && !o.mask && src && src->ndim >= 2) { /* PyTorch requires the mask; nabla builds it */
-        nb_scope *s = nb_scope_begin();
+        nb_scope *s = nb_op_scope_begin();
         nb_tensor *mask = causal_mask(src);
         nb_tensor *y = mask ? nb_nn_transformer_encoder_layer_forward(m, src, mask, o.src_key_padding_mask) : NULL;
         return nb_scope_return(s, y);
@@ -66,7 +66,7 @@ nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src,
         return NULL;
     }
     const nb_enc_layer_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *x = src;
     if (c->o.norm_first) {
         x = nb_add(x, sa_block(c, nb_forward(c->norm1, x), src_mask, src_key_padding_mask));
@@ -163,7 +163,7 @@ nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_te
         return NULL;
     }
     const nb_encoder_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *x = src;
     for (int i = 0; x && i < c->num_layers; i++)
         x = nb_nn_transformer_encoder_layer_forward(nb_module_child_at(c->layers, i), x, mask, src_key_padding_mask);
@@ -173,7 +173,7 @@ nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_te
 
 nb_tensor *nb_nn_transformer_encoder_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o) {
     if (o.is_causal && !o.mask && src && src->ndim >= 2) { /* one causal mask for every layer */
-        nb_scope *s = nb_scope_begin();
+        nb_scope *s = nb_op_scope_begin();
         nb_tensor *mask = causal_mask(src);
         nb_tensor *y = mask ? nb_nn_transformer_encoder_forward(m, src, mask, o.src_key_padding_mask) : NULL;
         return nb_scope_return(s, y);

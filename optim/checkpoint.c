@@ -348,7 +348,7 @@ static bool plan_has_state(const nb_optimizer *opt, const opt_plan *p, int k) {
  * max_exp_avg_sq) >= 0, as an optimizer could have written them; a NaN or
  * negative second moment would make every later step NaN. */
 static nb_status check_state_values(const reader *r, const char *key, nb_tensor *t, int k) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     bool second = k == NB_ST_EXP_AVG_SQ || k == NB_ST_MAX_EXP_AVG_SQ;
     nb_tensor *bad = nb_logical_not(nb_isfinite(t));
     if (second && bad) bad = nb_logical_or(bad, nb_lt_scalar(t, 0));
@@ -405,7 +405,7 @@ static nb_status plan_param(const reader *r, const nb_optimizer *opt, const nb_n
         } else if ((st = check_state_values(r, key, t, k)) != NB_OK) {
             break;
         } else {
-            nb_scope *s = nb_scope_begin();
+            nb_scope *s = nb_op_scope_begin();
             nb_tensor *c = nb_tensor_new_unscoped(nb_dim(t), nb_shape(t), nb_dtype_of(t), nb_device_of(param));
             nb_tensor *src = c ? nb_to_device(t, nb_device_of(param)) : NULL;
             st = src ? nb_copy_(c, src) : nb_last_status();

@@ -1,9 +1,11 @@
 /* clip.c - gradient clipping (torch.nn.utils.clip_grad_norm_ and
- * clip_grad_value_). The norms are computed with tensor ops on the
- * gradients' device and dtype (only the final total norm is read back, to
- * return it), in PyTorch 1.13's order: per-gradient norms, then the norm of
- * those, then clip_coef = min(max_norm / (total_norm + 1e-6), 1) applied to
- * every gradient. The gradients are updated in place by the backend's
+ * clip_grad_value_). The norms are computed on the gradients' device and
+ * dtype (only the final total norm is read back, and only when asked), in
+ * PyTorch's order: per-gradient norms, then the norm of those, then
+ * clip_coef = min(max_norm / (total_norm + 1e-6), 1) applied to every
+ * gradient. A backend with the multi-tensor slots (norm_multi, mul_multi:
+ * CUDA) does the per-gradient norms and the scaling in one launch each, as
+ * PyTorch's foreach path; elsewhere they are ops per gradient. The gradients are updated in place by the backend's
  * elementwise kernels (out == input is allowed), so the .grad storage - and
  * any view of it - is kept and no gradient-sized temporary is made for it.
  */
@@ -59,8 +61,10 @@ static nb_tensor *as_dtype_of(nb_tensor *b, const nb_tensor *x) {
     return nb_dtype_of(b) == nb_dtype_of(x) ? b : nb_to_dtype(b, nb_dtype_of(x));
 }
 
-/* The body of clip_grad_norm_ over the k gradients g, inside a scope with grad off. */
-static nb_status clip_norm(nb_tensor **g, int k, double max_norm, double p, double *total_out) {
+static nb_status scale_by_coef(nb_tensor **g, int k, nb_tensor *total, double max_norm, double *total_out);
+
+/* clip_grad_norm_'s body with a norm per gradient (ops). */
+static nb_status clip_norm_ops(nb_tensor **g, int k, double max_norm, double p, double *total_out) {
     nb_tensor **norms = malloc(sizeof *norms * (size_t)k);
     if (!norms) return nb_set_error(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
     bool mixed = false;
@@ -74,16 +78,74 @@ static nb_status clip_norm(nb_tensor **g, int k, double max_norm, double p, doub
     nb_tensor *total = NULL;
     if (st == NB_OK) total = k == 1 && isinf(p) ? norms[0] : vector_norm(nb_stack(norms, k, 0), p);
     free(norms);
-    if (!total) return st != NB_OK ? st : nb_last_status();
+    return total ? scale_by_coef(g, k, total, max_norm, total_out) : st != NB_OK ? st : nb_last_status();
+}
+
+/* The norms of the k gradients in one backend call (norm_multi), when it has
+ * one and they qualify (one dtype, contiguous); NULL with no error otherwise. */
+static nb_tensor *norms_multi(nb_tensor **g, int k, double p) {
+    nb_backend *be = g[0]->storage->backend;
+    if (!be->iface->norm_multi) return NULL;
+    for (int i = 0; i < k; i++)
+        if (nb_dtype_of(g[i]) != nb_dtype_of(g[0]) || !nb_is_contiguous(g[i]) ||
+            g[i]->storage->backend != be)
+            return NULL;
+    nb_kview *v = malloc(sizeof *v * (size_t)k);
+    nb_tensor *out = v ? nb_empty_on(1, (int64_t[]){k}, nb_dtype_of(g[0]), nb_device_of(g[0])) : NULL;
+    if (!out) {
+        free(v);
+        return v ? NULL : NB_FAIL(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
+    }
+    for (int i = 0; i < k; i++) v[i] = nb_kview_of(g[i]);
+    nb_kview vo = nb_kview_of(out);
+    nb_status st = NB_CALL(out, norm_multi, k, v, p, &vo);
+    free(v);
+    return st == NB_OK ? out : NULL;
+}
+
+/* The body of clip_grad_norm_ over the k gradients g, inside a scope with
+ * grad off: the backend's multi-tensor norm when it has one, else a norm
+ * per gradient with ops. */
+static nb_status clip_norm(nb_tensor **g, int k, double max_norm, double p, double *total_out) {
+    nb_backend *be = g[0]->storage->backend;
+    if (be->iface->norm_multi) {
+        nb_status prev = nb_last_status();
+        nb_tensor *norms = norms_multi(g, k, p);
+        if (norms) {
+            nb_tensor *total = k == 1 && isinf(p) ? norms : vector_norm(norms, p);
+            return total ? scale_by_coef(g, k, total, max_norm, total_out) : nb_last_status();
+        }
+        if (nb_last_status() != prev) return nb_last_status(); /* it failed, not just declined */
+    }
+    return clip_norm_ops(g, k, max_norm, p, total_out);
+}
+
+/* Multiplies the k gradients by clamp(max_norm / (total + 1e-6), max=1)
+ * (PyTorch's clip_coef), on the device; *total_out = total when asked (the
+ * one host read). */
+static nb_status scale_by_coef(nb_tensor **g, int k, nb_tensor *total, double max_norm, double *total_out) {
+    nb_status st = NB_OK;
     /* PyTorch: max_norm / (total_norm + 1e-6) is reciprocal(total + 1e-6) * max_norm. */
     nb_tensor *one = scalar_like(total, 1.0);
     nb_tensor *coef = nb_mul_scalar(nb_div(one, nb_add_scalar(total, 1e-6)), max_norm);
     coef = coef ? nb_where(nb_gt(coef, one), one, coef) : NULL; /* clamp(max=1.0); NaN stays NaN */
     if (!coef) return nb_last_status();
-    for (int i = 0; i < k && st == NB_OK; i++) {
-        nb_tensor *c = as_dtype_of(coef, g[i]);
-        st = c ? inplace_scalar_op(g[i], NB_BINARY_MUL, c) : nb_last_status();
-    }
+    nb_backend *be = g[0]->storage->backend;
+    bool multi = be->iface->mul_multi != NULL;
+    for (int i = 0; i < k && multi; i++)
+        multi = nb_dtype_of(g[i]) == nb_dtype_of(coef) && nb_is_contiguous(g[i]) && g[i]->storage->backend == be;
+    if (multi) { /* one launch for every gradient */
+        nb_kview *v = malloc(sizeof *v * (size_t)k);
+        if (!v) return nb_set_error(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
+        for (int i = 0; i < k; i++) v[i] = nb_kview_of(g[i]);
+        nb_kview vc = nb_kview_of(coef);
+        st = NB_CALL(coef, mul_multi, k, v, &vc);
+        free(v);
+    } else
+        for (int i = 0; i < k && st == NB_OK; i++) {
+            nb_tensor *c = as_dtype_of(coef, g[i]);
+            st = c ? inplace_scalar_op(g[i], NB_BINARY_MUL, c) : nb_last_status();
+        }
     if (st == NB_OK && total_out) *total_out = nb_item(total);
     return st;
 }
@@ -111,7 +173,7 @@ nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, d
     if (!g) return NB_ERR_OOM;
     if (total_norm_out) *total_norm_out = 0.0; /* no gradients: PyTorch returns tensor(0.) */
     if (k > 0) {
-        nb_scope *s = nb_scope_begin();
+        nb_scope *s = nb_op_scope_begin();
         bool prev = nb_set_grad_enabled(false);
         st = s ? clip_norm(g, k, max_norm, norm_type, total_norm_out)
                : nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
@@ -128,7 +190,7 @@ nb_status nb_clip_grad_value_(nb_tensor *const *params, int n, double clip_value
     if (st != NB_OK) return st;
     if (!(clip_value >= 0.0) || !isfinite(clip_value))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: clip_value must be >= 0 and finite (got %g)", op, clip_value);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!s) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
     bool prev = nb_set_grad_enabled(false);
     for (int i = 0; i < n && st == NB_OK; i++) {

@@ -28,8 +28,10 @@ static nb_status check_params(const char *op, nb_tensor *const *params, int n) {
         nb_tensor *p = params[i];
         if (!p) return nb_set_error(NB_ERR_INVALID_ARG, "%s: parameter %d is NULL", op, i);
         char buf[NB_SHAPE_BUF];
-        if (nb_dtype_of(p) != NB_F32 && nb_dtype_of(p) != NB_F64)
-            return nb_set_error(NB_ERR_DTYPE, "%s: parameter %d is %s; parameters must be float32 or float64", op, i,
+        /* which float dtypes a step runs in is the backend's answer (its
+         * supports slot for the step kernel, asked at nb_optimizer_step) */
+        if (!nb_dtype_is_float(nb_dtype_of(p)))
+            return nb_set_error(NB_ERR_DTYPE, "%s: parameter %d is %s; parameters must be floating point", op, i,
                                 nb_shape_str(p, buf, sizeof buf));
         if (!nb_is_leaf(p))
             return nb_set_error(NB_ERR_INVALID_ARG, "%s: can't optimize a non-leaf tensor (parameter %d)",
@@ -154,7 +156,7 @@ static nb_status step_one(nb_optimizer *opt, int i) {
 
 nb_status nb_optimizer_step(nb_optimizer *opt) {
     if (!opt) return nb_set_error(NB_ERR_INVALID_ARG, "step: optimizer is NULL");
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     if (!s) return nb_last_status();
     bool prev = nb_set_grad_enabled(false);
     nb_status st = NB_OK;

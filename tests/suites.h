@@ -32,6 +32,7 @@
     X(ops_shape) \
     X(ops_linalg) \
     X(op_table) \
+    X(op_harness) \
     X(text) \
     X(transformer) \
     X(nn) \
@@ -45,7 +46,8 @@
     X(null_args) \
     X(examples) \
     X(print) \
-    X(ops_random)
+    X(ops_random) \
+    X(cuda_elementwise)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

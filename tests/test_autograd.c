@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_impl.h"
 #include "nb_test.h"
 #include "suites.h"
 
@@ -268,8 +269,8 @@ START_TEST(test_tape_freed_after_backward) {
     /* only the tape keeps y, tanh(y) and z alive now */
     ck_assert_uint_gt(allocated_now(), base + 3 * 8192);
     NB_CK_OK(nb_backward(loss));
-    /* left: x's gradient (8000 bytes -> 8192) and the 0-d loss (256) */
-    ck_assert_uint_eq(allocated_now(), base + 8192 + 256);
+    /* left: x's gradient (8000 bytes -> 8192) and the 0-d loss (512) */
+    ck_assert_uint_eq(allocated_now(), base + 8192 + 512);
     double e = exp(0.5), th = tanh(e);
     double want = (1 - th * th) * e * e + th * e; /* d/dx [tanh(e^x) e^x] */
     double g[3];
@@ -335,30 +336,134 @@ START_TEST(test_gradcheck_detects_errors) {
 }
 END_TEST
 
-/* A 300k-op chain, built with no scope open and freed by releasing its last
- * tensor, then built again and differentiated: neither the release nor the
- * backward walk recurses per node (this overflowed the stack before). */
+/* A 300k-op chain, kept alive only by its last tensor (the scope that made
+ * it has ended) and freed by releasing that tensor, then built again and
+ * differentiated: neither the release nor the backward walk recurses per
+ * node (this overflowed the stack before). */
 START_TEST(test_deep_chain) {
     enum { DEPTH = 300000 };
     for (int pass = 0; pass < 2; pass++) {
+        nb_scope *s = nb_scope_begin();
         nb_tensor *x = nb_ones(NB_SHAPE(1), NB_F32), *y = x;
         nb_set_requires_grad(x, true);
         nb_retain(x);
         for (int i = 0; i < DEPTH; i++) {
-            nb_tensor *next = nb_add_scalar(y, 1e-6);
-            NB_CK_NOTNULL(next);
-            nb_release(y); /* the new node keeps y alive */
-            y = next;
+            y = nb_add_scalar(y, 1e-6);
+            NB_CK_NOTNULL(y);
         }
+        nb_retain(y);
+        nb_scope_end(s); /* each node now keeps its input alive: y holds the chain */
         if (pass == 1) {
-            nb_tensor *loss = nb_sum(y, NULL, 0, false);
-            NB_CK_OK(nb_backward(loss));
+            nb_scope *t = nb_scope_begin();
+            NB_CK_OK(nb_backward(nb_sum(y, NULL, 0, false)));
             ck_assert_double_eq(nb_item(nb_tensor_grad(x)), 1);
-            nb_release(loss);
+            nb_scope_end(t);
         }
         nb_release(y); /* frees DEPTH nodes and tensors */
         nb_release(x);
     }
+}
+END_TEST
+
+/* ---- ownership, grad mode and failure paths ------------------------------- */
+
+/* The example at the top of nb_autograd.h run with no scope open: every
+ * result, nb_mul's intermediate included, belongs to the root scope, so
+ * releasing it frees everything (8,192 bytes leaked before the rule). */
+START_TEST(test_header_example_without_scope) {
+    nb_scope_release_root();
+    size_t base = allocated_now();
+    nb_tensor *w = nb_randn(NB_SHAPE(3), NB_F64, NULL);
+    NB_CK_OK(nb_set_requires_grad(w, true));
+    nb_tensor *loss = nb_sum(nb_mul(w, w), NULL, 0, false);
+    NB_CK_OK(nb_backward(loss));
+    double g[3], v[3];
+    nb_test_values(nb_tensor_grad(w), g, 3);
+    nb_test_values(w, v, 3);
+    for (int i = 0; i < 3; i++) ck_assert_double_eq(g[i], 2 * v[i]);
+    ck_assert_uint_gt(allocated_now(), base);
+    nb_scope_release_root();
+    ck_assert_uint_eq(allocated_now(), base);
+}
+END_TEST
+
+static bool grad_off_then_return(void) {
+    NB_NO_GRAD {
+        if (!nb_is_grad_enabled()) return true; /* leaves the block early */
+    }
+    return false;
+}
+
+static nb_status no_grad_fn(void *ctx) {
+    *(bool *)ctx = nb_is_grad_enabled();
+    return NB_OK;
+}
+
+/* NB_NO_GRAD restores grad mode however its block is left (a break or a
+ * return used to leave grad mode off for good). */
+START_TEST(test_no_grad_block_exits) {
+    ck_assert(nb_is_grad_enabled());
+    NB_NO_GRAD { ck_assert(!nb_is_grad_enabled()); }
+    ck_assert(nb_is_grad_enabled());
+    for (int i = 0; i < 3; i++) NB_NO_GRAD {
+            if (i == 1) break; /* leaves NB_NO_GRAD's own block */
+        }
+    ck_assert(nb_is_grad_enabled());
+    ck_assert(grad_off_then_return());
+    ck_assert(nb_is_grad_enabled());
+    NB_NO_GRAD {
+        NB_NO_GRAD { ck_assert(!nb_is_grad_enabled()); }
+        ck_assert(!nb_is_grad_enabled()); /* nested: the outer block's mode */
+    }
+    ck_assert(nb_is_grad_enabled());
+    bool inside = true;
+    NB_CK_OK(nb_no_grad_call(no_grad_fn, &inside));
+    ck_assert(!inside);
+    ck_assert(nb_is_grad_enabled());
+}
+END_TEST
+
+/* Host allocation failures in the tape become errors: a failed node
+ * allocation fails the op; a failed save (which cannot return a status)
+ * fails the op through its scope, and nothing leaks. */
+START_TEST(test_tape_alloc_failures) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_randn_grad(NB_SHAPE(2, 3), 1), *b = nb_test_randn_grad(NB_SHAPE(2, 3), 2);
+    size_t base = allocated_now();
+    int failures = 0;
+    for (int n = 1; n <= 8; n++) { /* fail the n-th host allocation of one nb_mul */
+        nb_clear_error();
+        nb_fault_inject_host_alloc(n);
+        nb_tensor *c = nb_mul(a, b);
+        nb_fault_inject_host_alloc(0);
+        if (c) continue;
+        failures++;
+        ck_assert_int_eq(nb_last_status(), NB_ERR_OOM);
+        ck_assert_msg(strstr(nb_last_error(), "host memory"), "message: %s", nb_last_error());
+    }
+    ck_assert_int_ge(failures, 3); /* the output's storage and tensor, the node, the saves */
+    nb_scope_end(s);
+    s = nb_scope_begin();
+    ck_assert_uint_le(allocated_now(), base);
+    nb_tensor *ok = nb_mul(nb_test_randn_grad(NB_SHAPE(2), 3), nb_test_randn_grad(NB_SHAPE(2), 4));
+    NB_CK_OK(nb_backward(nb_sum(ok, NULL, 0, false)));
+    nb_scope_end(s);
+}
+END_TEST
+
+/* A successful call clears an earlier, unrelated failure, so a later NULL
+ * cannot report a stale message. */
+START_TEST(test_stale_error_cleared) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_ones(NB_SHAPE(2, 3), NB_F32);
+    ck_assert_ptr_null(nb_matmul(x, x)); /* [2,3] @ [2,3] */
+    ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
+    NB_CK_NOTNULL(nb_add(x, x));
+    ck_assert_int_eq(nb_last_status(), NB_OK);
+    ck_assert_str_eq(nb_last_error(), "");
+    ck_assert_ptr_null(nb_exp(NULL));
+    ck_assert_msg(strstr(nb_last_error(), "NULL"), "message: %s", nb_last_error());
+    nb_scope_end(s);
 }
 END_TEST
 
@@ -417,6 +522,10 @@ Suite *nb_suite_autograd(void) {
     tcase_add_test(m, test_tape_freed_after_backward);
     tcase_add_test(m, test_tape_freed_at_scope_end);
     tcase_add_test(m, test_deep_chain);
+    tcase_add_test(m, test_header_example_without_scope);
+    tcase_add_test(m, test_no_grad_block_exits);
+    tcase_add_test(m, test_tape_alloc_failures);
+    tcase_add_test(m, test_stale_error_cleared);
     tcase_set_timeout(m, 30);
     suite_add_tcase(s, m);
     return s;

@@ -442,7 +442,7 @@ START_TEST(test_scope_retain_keeps_alive) {
     NB_CK_NOTNULL(drop);
     nb_retain(keep);
     nb_scope_end(s);
-    /* keep's block (8000 bytes, rounded to the 8192 class) is all that is left */
+    /* keep's block (8000 bytes, rounded to a multiple of 512: 8192) is all that is left */
     ck_assert_uint_eq(allocated_now(), in_outer + 8192);
     double v[1000];
     NB_CK_OK(nb_to_host(keep, v, sizeof v));
@@ -453,11 +453,32 @@ START_TEST(test_scope_retain_keeps_alive) {
     nb_scope_end(outer);
     ck_assert_uint_eq(allocated_now(), before);
 
-    /* with no scope open the caller owns the tensor */
+    /* with no scope open the thread's root scope owns the tensor */
+    size_t root = nb_scope_root_size();
     nb_tensor *own = nb_zeros(NB_SHAPE(10), NB_F32);
-    ck_assert_uint_eq(allocated_now(), before + 256);
-    nb_release(own);
+    NB_CK_NOTNULL(own);
+    ck_assert_uint_eq(allocated_now(), before + 512);
+    ck_assert_uint_eq(nb_scope_root_size(), root + 1);
+    nb_scope_release_root();
+    ck_assert_uint_eq(nb_scope_root_size(), 0);
     nb_release(NULL);
+    ck_assert_uint_eq(allocated_now(), before);
+}
+END_TEST
+
+/* Scopes end in reverse order: the wrong order and a second end are user
+ * errors that change nothing (they used to abort). */
+START_TEST(test_scope_order_errors) {
+    size_t before = allocated_now();
+    nb_scope *a = nb_scope_begin(), *b = nb_scope_begin();
+    nb_tensor *t = nb_zeros(NB_SHAPE(4), NB_F32);
+    NB_CK_FAILS(nb_scope_end(a) == NB_OK, NB_ERR_STATE);
+    ck_assert(strstr(nb_last_error(), "1 inner scope is still open"));
+    ck_assert_double_eq(nb_item(nb_sum(t, NULL, 0, false)), 0); /* b and a are still open: t lives */
+    NB_CK_OK(nb_scope_end(b));
+    NB_CK_FAILS(nb_scope_end(b) == NB_OK, NB_ERR_STATE);
+    NB_CK_OK(nb_scope_end(a));
+    NB_CK_OK(nb_scope_end(NULL));
     ck_assert_uint_eq(allocated_now(), before);
 }
 END_TEST
@@ -465,51 +486,118 @@ END_TEST
 /* ---- caching allocator ---------------------------------------------------- */
 
 START_TEST(test_alloc_stats) {
+    nb_scope *sc = nb_scope_begin();
     nb_memory_empty_cache(NB_CPU);
     nb_memory_reset_peak(NB_CPU);
     nb_memory_stats m0 = nb_memory_stats_get(NB_CPU);
     ck_assert_uint_eq(m0.peak_allocated, m0.allocated);
-    ck_assert_uint_eq(m0.reserved, m0.allocated); /* empty cache: nothing unused held */
 
-    nb_tensor *big = nb_empty(NB_SHAPE(131072), NB_F64); /* exactly 1 MiB */
+    /* a 1 MiB request is the small pool's largest: a 2 MiB segment, split */
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *big = nb_empty(NB_SHAPE(131072), NB_F64);
+    NB_CK_NOTNULL(big);
     nb_memory_stats m1 = nb_memory_stats_get(NB_CPU);
     ck_assert_uint_eq(m1.allocated, m0.allocated + 1048576);
-    ck_assert_uint_eq(m1.reserved, m0.reserved + 1048576);
+    ck_assert_uint_eq(m1.reserved, m0.reserved + 2097152);
+    ck_assert_uint_eq(m1.segments, m0.segments + 1);
     ck_assert_uint_eq(m1.peak_allocated, m1.allocated);
     ck_assert_uint_eq(m1.device_allocs, m0.device_allocs + 1);
-    nb_release(big);
+    /* the second half of the segment serves the next one: no device call */
+    ck_assert_ptr_nonnull(nb_empty(NB_SHAPE(131072), NB_F64));
+    ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).device_allocs, m1.device_allocs);
+    nb_scope_end(s);
 
     nb_memory_stats m2 = nb_memory_stats_get(NB_CPU);
     ck_assert_uint_eq(m2.allocated, m0.allocated);
     ck_assert_uint_eq(m2.reserved, m1.reserved); /* cached, not returned */
-    ck_assert_uint_eq(m2.peak_allocated, m1.peak_allocated);
+    ck_assert_uint_eq(m2.peak_allocated, m1.peak_allocated + 1048576);
 
-    /* the same size again comes from the cache */
-    big = nb_empty(NB_SHAPE(1024, 128), NB_F64);
-    ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).device_allocs, m1.device_allocs);
-    nb_release(big);
+    /* a 1.5 MiB request is large: a 20 MiB segment, whose rest (18.5 MiB) is
+     * split off and serves a 12 MiB request; 10.5 MiB no longer fits in
+     * what is left, and being over 10 MiB gets a segment of its own size
+     * rounded to 2 MiB (12 MiB) */
+    s = nb_scope_begin();
+    ck_assert_ptr_nonnull(nb_empty(NB_SHAPE(196608), NB_F64)); /* 1.5 MiB */
+    nb_memory_stats m3 = nb_memory_stats_get(NB_CPU);
+    ck_assert_uint_eq(m3.reserved, m2.reserved + ((size_t)20 << 20));
+    ck_assert_uint_eq(m3.device_allocs, m2.device_allocs + 1);
+    ck_assert_ptr_nonnull(nb_empty(NB_SHAPE(1572864), NB_F64)); /* 12 MiB */
+    ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).device_allocs, m3.device_allocs);
+    ck_assert_ptr_nonnull(nb_empty(NB_SHAPE(1376256), NB_F64)); /* 10.5 MiB */
+    ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).reserved, m3.reserved + ((size_t)12 << 20));
+    ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).device_allocs, m3.device_allocs + 1);
+    nb_scope_end(s);
 
     nb_memory_reset_peak(NB_CPU);
     ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).peak_allocated, m0.allocated);
-    nb_memory_empty_cache(NB_CPU);
-    nb_memory_stats m3 = nb_memory_stats_get(NB_CPU);
-    ck_assert_uint_eq(m3.reserved, m0.reserved);
-    ck_assert_uint_eq(m3.allocated, m0.allocated);
-    /* after emptying, the same size needs the device again */
-    big = nb_empty(NB_SHAPE(131072), NB_F64);
-    ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).device_allocs, m1.device_allocs + 1);
-    nb_release(big);
-    /* sizes round up to quarter-power-of-two classes (<= 25% slack) */
+    nb_memory_empty_cache(NB_CPU); /* every segment is whole again: all go back */
+    nb_memory_stats m4 = nb_memory_stats_get(NB_CPU);
+    ck_assert_uint_eq(m4.reserved, m0.reserved);
+    ck_assert_uint_eq(m4.segments, m0.segments);
+    ck_assert_uint_eq(m4.allocated, m0.allocated);
+    ck_assert_uint_eq(m4.device_frees, m3.device_frees + 3);
+
+    /* sizes round up to multiples of 512 bytes */
     size_t a0 = allocated_now();
-    nb_tensor *odd = nb_empty(NB_SHAPE(1000), NB_F64); /* 8000 bytes -> 8192 */
+    s = nb_scope_begin();
+    ck_assert_ptr_nonnull(nb_empty(NB_SHAPE(1000), NB_F64)); /* 8000 bytes -> 8192 */
     ck_assert_uint_eq(allocated_now(), a0 + 8192);
-    nb_release(odd);
-    odd = nb_empty(NB_SHAPE(513), NB_F64); /* 4104 bytes -> 5120 */
-    ck_assert_uint_eq(allocated_now(), a0 + 5120);
-    nb_release(odd);
+    ck_assert_ptr_nonnull(nb_empty(NB_SHAPE(513), NB_F64)); /* 4104 bytes -> 4608 */
+    ck_assert_uint_eq(allocated_now(), a0 + 8192 + 4608);
+    nb_scope_end(s);
     ck_assert_uint_eq(allocated_now(), a0);
     nb_memory_stats bad = nb_memory_stats_get((nb_device){NB_DEVICE_CUDA, 99});
     ck_assert_uint_eq(bad.allocated, 0);
+    nb_scope_end(sc);
+}
+END_TEST
+
+/* Blocks are reused only on the stream they were allocated on; one that
+ * nb_record_stream marked as used elsewhere waits for that stream (on the
+ * CPU its event has always completed, so it comes back at the next
+ * allocation). */
+START_TEST(test_alloc_streams) {
+    nb_scope *sc = nb_scope_begin();
+    nb_stream *compute = nb_stream_compute(NB_CPU), *copy = nb_stream_copy(NB_CPU);
+    ck_assert_ptr_nonnull(compute);
+    ck_assert_ptr_nonnull(copy);
+    ck_assert_ptr_ne(compute, copy);
+    ck_assert_ptr_eq(nb_current_stream(NB_CPU), compute);
+    nb_memory_empty_cache(NB_CPU);
+    nb_memory_stats m0 = nb_memory_stats_get(NB_CPU);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_empty(NB_SHAPE(4096), NB_F32); /* compute stream: a new segment */
+    NB_CK_NOTNULL(t);
+    nb_scope_end(s);
+    NB_CK_OK(nb_set_current_stream(copy));
+    ck_assert_ptr_eq(nb_current_stream(NB_CPU), copy);
+    s = nb_scope_begin();
+    t = nb_empty(NB_SHAPE(4096), NB_F32); /* the cached block is the compute stream's: a new one */
+    ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).device_allocs, m0.device_allocs + 2);
+    NB_CK_OK(nb_record_stream(t, compute));
+    nb_scope_end(s); /* freed, pending on an event of the compute stream */
+    nb_memory_stats m1 = nb_memory_stats_get(NB_CPU);
+    ck_assert_uint_eq(m1.active, m1.allocated + 16384);
+    s = nb_scope_begin();
+    ck_assert_ptr_nonnull(nb_empty(NB_SHAPE(4096), NB_F32)); /* the event completed: reused */
+    ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).device_allocs, m0.device_allocs + 2);
+    nb_scope_end(s);
+    NB_CK_OK(nb_set_current_stream(NULL));
+    ck_assert_ptr_eq(nb_current_stream(NB_CPU), compute);
+    /* events and synchronisation are there and trivially done on the CPU */
+    nb_event *e = nb_event_new(NB_CPU);
+    NB_CK_NOTNULL(e);
+    NB_CK_OK(nb_event_record(e, copy));
+    NB_CK_OK(nb_stream_wait_event(compute, e));
+    ck_assert(nb_event_query(e));
+    NB_CK_OK(nb_event_synchronize(e));
+    nb_event_free(e);
+    NB_CK_OK(nb_stream_wait_stream(compute, copy));
+    NB_CK_OK(nb_stream_synchronize(copy));
+    NB_CK_OK(nb_device_synchronize(NB_CPU));
+    NB_CK_FAILS(nb_device_synchronize(NB_CUDA(15)) == NB_OK, NB_ERR_DEVICE);
+    NB_CK_FAILS(nb_record_stream(NULL, compute) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_scope_end(sc);
 }
 END_TEST
 
@@ -565,7 +653,9 @@ Suite *nb_suite_core(void) {
     TCase *m = tcase_create("memory");
     tcase_add_test(m, test_scope_frees_tensors);
     tcase_add_test(m, test_scope_retain_keeps_alive);
+    tcase_add_test(m, test_scope_order_errors);
     tcase_add_test(m, test_alloc_stats);
+    tcase_add_test(m, test_alloc_streams);
     tcase_add_test(m, test_alloc_hot_path_reuses);
     tcase_set_timeout(m, 30);
     suite_add_tcase(s, m);

@@ -107,7 +107,6 @@ static void ck_idx_roundtrip(const char *name) {
     uint8_t got[24];
     NB_CK_OK(nb_to_host(t, got, sizeof got));
     for (int i = 0; i < 24; i++) ck_assert_int_eq(got[i], (7 * i + 3) % 256);
-    nb_release(t);
 }
 
 START_TEST(idx_raw_roundtrip) { ck_idx_roundtrip("ok.idx"); }
@@ -416,8 +415,7 @@ static nb_dataset *make_ds(int64_t n) {
     free(x), free(y);
     nb_dataset *ds = nb_dataset_from_tensors(tx, ty);
     NB_CK_NOTNULL(ds);
-    nb_release(tx), nb_release(ty); /* the dataset keeps its own references */
-    return ds;
+    return ds; /* the dataset keeps its own references to tx, ty */
 }
 
 /* Runs one epoch; writes the y values in order to out; checks that every x
@@ -451,7 +449,7 @@ static int64_t run_epoch(nb_loader *l, int64_t *out, int64_t *sizes) {
 
 START_TEST(dataset_errors) {
     nb_tensor *x = nb_zeros(NB_SHAPE(4, 3), NB_F32), *y = nb_zeros(NB_SHAPE(4), NB_I64);
-    nb_tensor *y5 = nb_zeros(NB_SHAPE(5), NB_I64), *yf = nb_zeros(NB_SHAPE(4), NB_F32);
+    nb_tensor *y5 = nb_zeros(NB_SHAPE(5), NB_I64);
     nb_tensor *x0 = nb_scalar(1, NB_F32);
     NB_CK_FAILS(nb_dataset_from_tensors(x, y5), NB_ERR_SHAPE);
     NB_CK_FAILS(nb_dataset_from_tensors(x, x0), NB_ERR_SHAPE);
@@ -463,7 +461,6 @@ START_TEST(dataset_errors) {
     ck_assert_ptr_eq(nb_dataset_x(ds), x);
     NB_CK_FAILS(nb_loader_new(ds, (nb_loader_options){.batch_size = 0}), NB_ERR_INVALID_ARG);
     nb_dataset_free(ds);
-    nb_release(x), nb_release(y), nb_release(y5), nb_release(yf), nb_release(x0);
 }
 END_TEST
 
@@ -561,6 +558,22 @@ START_TEST(loader_prefetch_identical) {
         ck_assert_mem_eq(sa, sb, 13 * sizeof sa[0]);
         ck_assert_int_eq(sa[12], 7);
     }
+    /* pin_memory (two slots of tensors, uploads on the copy stream), with and
+     * without prefetch: the same batches */
+    for (int pf = 0; pf < 2; pf++) {
+        nb_loader *c = nb_loader_new(ds, (nb_loader_options){.batch_size = 8, .shuffle = true, .seed = 7,
+                                                              .prefetch = pf, .pin_memory = true});
+        ck_assert_ptr_nonnull(c);
+        nb_loader_seek(a, 0, 0);
+        for (int e = 0; e < 3; e++, nb_loader_reset(a), nb_loader_reset(c)) {
+            ck_assert_int_eq(run_epoch(a, ea, sa), 13);
+            ck_assert_int_eq(run_epoch(c, eb, sb), 13);
+            ck_assert_mem_eq(ea, eb, sizeof ea);
+            ck_assert_mem_eq(sa, sb, 13 * sizeof sa[0]);
+        }
+        nb_loader_free(c);
+    }
+    NB_CK_OK(nb_loader_seek(a, nb_loader_epoch(b), 0));
     /* Reset mid-epoch with a prefetch in flight, then free with one in flight. */
     nb_batch bt;
     ck_assert(nb_loader_next(a, &bt) && nb_loader_next(b, &bt));
@@ -691,7 +704,7 @@ START_TEST(dataset_any_dtype) {
     ck_assert_msg(nb_alloc_largest() < (size_t)N * W * sizeof(float) / 4, "the loader allocated %zu bytes",
                   nb_alloc_largest());
     ck_assert_ptr_eq(nb_dataset_x(bds), big); /* the caller's tensor, not a copy */
-    nb_loader_free(bl), nb_dataset_free(bds), nb_release(big);
+    nb_loader_free(bl), nb_dataset_free(bds);
 
     uint8_t xv[7 * 3];
     float yv[7 * 2];
@@ -699,7 +712,7 @@ START_TEST(dataset_any_dtype) {
         for (int c = 0; c < 3; c++) xv[i * 3 + c] = (uint8_t)(30 * i + c);
         yv[i * 2] = (float)i, yv[i * 2 + 1] = -0.5f * (float)i;
     }
-    nb_tensor *x = nb_from_data(xv, NB_SHAPE(7, 3), NB_U8), *yt = nb_from_data(yv, NB_SHAPE(2, 7), NB_F32);
+    nb_tensor *x = nb_from_data(xv, NB_SHAPE(7, 3), NB_U8);
     nb_tensor *y = nb_transpose(nb_contiguous(nb_transpose(nb_from_data(yv, NB_SHAPE(7, 2), NB_F32), 0, 1)), 0, 1);
     ck_assert(!nb_is_contiguous(y)); /* a strided y */
     nb_dataset *ds = nb_dataset_from_tensors(x, y);
@@ -730,7 +743,6 @@ START_TEST(dataset_any_dtype) {
         nb_loader_free(l);
     }
     nb_dataset_free(ds);
-    nb_release(x), nb_release(y), nb_release(yt);
 }
 END_TEST
 

@@ -47,6 +47,7 @@ static void failed_with_message(const char *fn, bool failed) {
 /* void: just returns */
 #define NV(fn, ...) do { note(#fn); nb_clear_error(); fn(__VA_ARGS__); } while (0)
 /* NULL means a default here (a generator): the call succeeds */
+#define NSOK(fn, ...) do { note(#fn); nb_clear_error(); ck_assert_msg(fn(__VA_ARGS__) == NB_OK, "%s: %s", #fn, nb_last_error()); } while (0)
 #define NOK(fn, ...) do { note(#fn); nb_clear_error(); ck_assert_msg(fn(__VA_ARGS__) != NULL, "%s: %s", #fn, nb_last_error()); } while (0)
 /* struct or enum results: an error message (the value is a default) */
 #define NX(fn, ...) do { note(#fn); nb_clear_error(); (void)fn(__VA_ARGS__); failed_with_message(#fn, true); } while (0)
@@ -103,6 +104,31 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_allclose, x, x, 1e-5, 1e-8, false, NULL);
     NI(nb_repr, NULL, NULL, 0);
     NS(nb_print, NULL);
+    NS(nb_device_parse, NULL, NULL);
+    NS(nb_device_parse, "cpu", NULL);
+    NP(nb_device_str, NB_CPU, NULL, 0);
+    NSOK(nb_set_current_stream, NULL); /* NULL: back to the compute stream */
+    NX(nb_stream_device, NULL);
+    NS(nb_stream_synchronize, NULL);
+    NS(nb_stream_wait_stream, NULL, NULL);
+    NS(nb_stream_wait_stream, nb_stream_compute(NB_CPU), NULL);
+    NV(nb_event_free, NULL);
+    NS(nb_event_record, NULL, NULL);
+    NS(nb_stream_wait_event, NULL, NULL);
+    NS(nb_stream_wait_event, nb_stream_compute(NB_CPU), NULL);
+    NB(nb_event_query, NULL);
+    NS(nb_event_synchronize, NULL);
+    NS(nb_set_float32_matmul_precision, NULL);
+    NP(nb_full_on, 2, NULL, 0, NB_F32, NB_CPU);
+    NP(nb_from_data_on, NULL, 2, NULL, NB_F32, NB_CPU);
+    NP(nb_rand_on, 2, NULL, NB_F32, NULL, NB_CPU);
+    NP(nb_randn_on, 2, NULL, NB_F32, NULL, NB_CPU);
+    NS(nb_record_stream, NULL, NULL);
+    NS(nb_record_stream, x, NULL);
+    NV(nb_host_free, NB_CPU, NULL);
+    NS(nb_copy_from_host_async, NULL, NULL, 0, NULL);
+    NS(nb_to_host_async, NULL, NULL, 0, NULL);
+    NS(nb_no_grad_call, NULL, NULL);
     /* autograd/nb_ops.h */
     NP(nb_add_scalar, NULL, 0);
     NP(nb_mul_scalar, NULL, 0);

@@ -365,17 +365,19 @@ static nb_tensor *id_forward(nb_module *m, nb_tensor *x) {
 }
 static const nb_module_ops id_ops = {"Id", id_forward, NULL};
 
-/* A tensor made inside a scope and registered without nb_retain used to be
- * freed by nb_scope_end while the module still pointed at it. */
+/* A tensor made inside a scope and registered used to be freed by
+ * nb_scope_end while the module still pointed at it when an op had used it
+ * first (registration guessed ownership by counting scope references). The
+ * module now always takes its own reference. */
 START_TEST(module_scope_owned_tensor) {
     size_t base = nb_memory_stats_get(NB_CPU).allocated;
     nb_module *m = nb_module_new(&id_ops, NULL);
     NB_CK_NOTNULL(m);
     nb_scope *s = nb_scope_begin();
     nb_tensor *w = nb_full(NB_SHAPE(2, 2), 2.0, NB_F32); /* only the scope holds it */
+    NB_CK_NOTNULL(nb_mul(w, w)); /* an op used it first: the case that was freed */
     NB_CK_OK(nb_module_register_parameter(m, "w", w));
     nb_tensor *b = nb_zeros(NB_SHAPE(8), NB_F32);
-    nb_retain(b); /* the documented way: the caller's own reference */
     NB_CK_OK(nb_module_register_buffer(m, "b", b));
     nb_tensor *dup = nb_zeros(NB_SHAPE(16), NB_F32); /* fails: the scope keeps its reference */
     NB_CK_FAILS(nb_module_register_buffer(m, "w", dup) == NB_OK, NB_ERR_INVALID_ARG);

@@ -376,14 +376,14 @@ static nb_status run_items(nb_backend *be, const att_job *j, att_item_fn fn, int
     if (nitems == 0) return NB_OK;
     int64_t threads = nb_cpu_get_num_threads(), nslots = threads < nitems ? threads : nitems;
     if (nslots < 1) nslots = 1;
-    size_t rounded;
-    char *ws = nb_alloc_raw(be, NB_CPU, (size_t)nslots * j->ws_stride, &rounded);
+    void *ws_block;
+    char *ws = nb_alloc_raw(be, (size_t)nslots * j->ws_stride, nb_backend_current_stream(be), &ws_block);
     if (!ws)
         return nb_set_error(NB_ERR_OOM, "%s: out of memory for %lld tile workspaces of %zu bytes", op,
                             (long long)nslots, j->ws_stride);
     att_run r = {j, fn, nitems, nslots, ws};
     nb_cpu_parallel_for(nslots, 1, run_slots, &r);
-    nb_free_raw(be, NB_CPU, ws, rounded);
+    nb_free_raw(be, ws_block);
     return NB_OK;
 }
 
@@ -522,14 +522,14 @@ nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb
     j.gout = gout->data;
     j.gq = gq ? gq->data : NULL, j.gk = gk ? gk->data : NULL, j.gv = gv ? gv->data : NULL;
     bool f32 = j.dt == NB_F32;
-    size_t rounded;
+    void *ws_block;
     int64_t rows = j.B * j.L;
-    void *D = nb_alloc_raw(be, NB_CPU, nb_dtype_size(j.dt) * (size_t)(rows ? rows : 1), &rounded);
+    void *D = nb_alloc_raw(be, nb_dtype_size(j.dt) * (size_t)(rows ? rows : 1), nb_backend_current_stream(be), &ws_block);
     if (!D) return nb_set_error(NB_ERR_OOM, "%s: out of memory for %lld row sums", op, (long long)rows);
     j.D = D;
     nb_cpu_parallel_for(rows, 4096 / (j.Ev + 1) + 1, f32 ? rowdot_f32 : rowdot_f64, &j);
     if (j.gk || j.gv) st = run_items(be, &j, f32 ? bwd_kv_item_f32 : bwd_kv_item_f64, j.B * j.nkg, op);
     if (!st && j.gq) st = run_items(be, &j, f32 ? bwd_q_item_f32 : bwd_q_item_f64, j.B * j.nqg, op);
-    nb_free_raw(be, NB_CPU, D, rounded);
+    nb_free_raw(be, ws_block);
     return st;
 }

@@ -218,7 +218,6 @@ void nb_cpu_blas_set_num_threads(int n) {
     pthread_mutex_unlock(&B.lock);
 }
 
-const char *nb_blas_info(void) { return nb_cpu_blas_info(); }
 
 /* ---- LAPACKE ------------------------------------------------------------- */
 

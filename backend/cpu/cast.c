@@ -254,6 +254,31 @@ FILL_LOOP(u16)
 static const nb_cpu_loop_fn fill_loops[NB_DTYPE_COUNT] = {fill_float,   fill_double,  fill_int32_t, fill_int64_t,
                                                           fill_uint8_t, fill_b8,      fill_u16,     fill_u16};
 
+/* dst[i] = start + i * step, computed in double and cast as the copy
+ * kernel casts float64 (contiguous 1-D dst). Not a hot path. */
+nb_status nb_cpu_arange(nb_backend *be, const nb_kview *dst, double start, double step) {
+    (void)be;
+    if (dst->ndim != 1 || (dst->shape[0] > 1 && dst->strides[0] != 1))
+        return nb_set_error(NB_ERR_SHAPE, "arange: the output must be contiguous and 1-d");
+    int64_t n = dst->shape[0];
+    char *p = dst->data;
+    for (int64_t i = 0; i < n; i++) {
+        double v = start + (double)i * step;
+        switch (dst->dtype) {
+        case NB_F32: ((float *)p)[i] = CV_float(v); break;
+        case NB_F64: ((double *)p)[i] = v; break;
+        case NB_I32: ((int32_t *)p)[i] = CV_int32_t(v); break;
+        case NB_I64: ((int64_t *)p)[i] = CV_int64_t(v); break;
+        case NB_U8: ((uint8_t *)p)[i] = CV_uint8_t(v); break;
+        case NB_BOOL: ((b8 *)p)[i] = CV_b8(v); break;
+        case NB_F16: ((u16 *)p)[i] = f64_to_f16(v); break;
+        case NB_BF16: ((u16 *)p)[i] = f64_to_bf16(v); break;
+        default: return nb_set_error(NB_ERR_DTYPE, "arange: invalid dtype");
+        }
+    }
+    return NB_OK;
+}
+
 nb_status nb_cpu_fill(nb_backend *be, const nb_kview *dst, double value) {
     (void)be;
     union {

@@ -505,13 +505,13 @@ static size_t align_up(size_t n) { return (n + NB_CONV_ALIGN - 1) / NB_CONV_ALIG
 
 /* Allocates ntasks scratch areas of `task` bytes (the im2col buffer
  * [K + 1, P] or the Winograd scratch) and `extra` bytes after them. */
-static nb_status job_workspace(conv_job *j, nb_backend *be, size_t task, size_t extra, size_t *rounded) {
+static nb_status job_workspace(conv_job *j, nb_backend *be, size_t task, size_t extra, void **ws_block) {
     j->ws_stride = align_up(task);
     size_t bytes = j->ws_stride * (size_t)j->ntasks + extra;
     j->ws = NULL;
-    *rounded = 0;
+    *ws_block = NULL;
     if (bytes == 0) return NB_OK;
-    j->ws = nb_alloc_raw(be, NB_CPU, bytes, rounded);
+    j->ws = nb_alloc_raw(be, bytes, nb_backend_current_stream(be), ws_block);
     return j->ws ? NB_OK : nb_last_status();
 }
 
@@ -663,8 +663,9 @@ nb_status nb_cpu_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, 
     j.a = x->data, j.y = out->data, j.bias = bias ? bias->data : NULL;
     j.wx = w->data, j.kx = bias ? g->k + 1 : g->k;
     j.ntasks = task_count(g->n);
-    size_t rounded, extra = j.wg ? wg_weight_bytes(g) : bias ? g->es * (size_t)(g->co * (g->k + 1)) : 0;
-    if ((st = job_workspace(&j, be, task_bytes(&j), extra, &rounded))) return st;
+    void *ws_block;
+    size_t extra = j.wg ? wg_weight_bytes(g) : bias ? g->es * (size_t)(g->co * (g->k + 1)) : 0;
+    if ((st = job_workspace(&j, be, task_bytes(&j), extra, &ws_block))) return st;
     if (j.wg) {
         wg_prepare(&j, w->data, false);
     } else if (bias) {
@@ -672,7 +673,7 @@ nb_status nb_cpu_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, 
         j.wx = job_extra(&j);
     }
     run_tasks(&j, fwd_task);
-    nb_free_raw(be, NB_CPU, j.ws, rounded);
+    nb_free_raw(be, ws_block);
     return NB_OK;
 }
 
@@ -720,11 +721,11 @@ nb_status nb_cpu_conv2d_backward_input(nb_backend *be, const nb_kview *gx, const
     j.q = wg_make(g->cog, g->cg, g->ho, g->wo, g->h, g->w, 2 - g->ph, 2 - g->pw, g->es);
     j.a = gy->data, j.b = w->data, j.y = gx->data, j.kx = g->k;
     j.ntasks = task_count(g->n);
-    size_t rounded;
-    if ((st = job_workspace(&j, be, task_bytes(&j), j.wg ? wg_weight_bytes(g) : 0, &rounded))) return st;
+    void *ws_block;
+    if ((st = job_workspace(&j, be, task_bytes(&j), j.wg ? wg_weight_bytes(g) : 0, &ws_block))) return st;
     if (j.wg) wg_prepare(&j, w->data, true);
     run_tasks(&j, bwd_input_task);
-    nb_free_raw(be, NB_CPU, j.ws, rounded);
+    nb_free_raw(be, ws_block);
     return NB_OK;
 }
 
@@ -867,9 +868,10 @@ nb_status nb_cpu_conv2d_backward_weight(nb_backend *be, const nb_kview *gw, cons
     if (bucket && (size_t)j.nitems > NB_CONV_BUCKET_BYTES / bucket)
         j.nitems = NB_CONV_BUCKET_BYTES / bucket > 1 ? (int64_t)(NB_CONV_BUCKET_BYTES / bucket) : 1;
     j.ntasks = task_count(j.nitems);
-    size_t rounded, pbytes = align_up(bucket * (size_t)j.nitems);
+    void *ws_block;
+    size_t pbytes = align_up(bucket * (size_t)j.nitems);
     size_t bbytes = j.wg && gbias ? sizeof(double) * (size_t)(j.nitems * g->co) : 0;
-    if ((st = job_workspace(&j, be, task_bytes(&j), pbytes + bbytes, &rounded))) return st;
+    if ((st = job_workspace(&j, be, task_bytes(&j), pbytes + bbytes, &ws_block))) return st;
     if (!j.ws) return NB_OK; /* no weights and no bias: nothing to write */
     j.partial = job_extra(&j);
     j.bsum = bbytes ? (double *)(j.partial + pbytes) : NULL;
@@ -881,6 +883,6 @@ nb_status nb_cpu_conv2d_backward_weight(nb_backend *be, const nb_kview *gw, cons
         sum_job sj = {&j, gbias ? gbias->data : NULL};
         nb_cpu_parallel_for(g->groups * j.kx, NB_CPU_GRAIN / 8 / (g->cog * j.nitems + 1) + 1, sum_buckets, &sj);
     }
-    nb_free_raw(be, NB_CPU, j.ws, rounded);
+    nb_free_raw(be, ws_block);
     return NB_OK;
 }

@@ -1,12 +1,15 @@
 /* cpu_backend.c - the CPU backend: raw host memory (64-byte aligned, for
- * AVX-512 loads and whole cache lines), the vtable of kernels declared in
- * cpu_kernels.h, and nb_cpu_backend(), the built-in singleton the core finds
- * without registration (core/device.c). */
+ * AVX-512 loads and whole cache lines), the synchronous execution model
+ * (streams and events are tokens), the vtable of kernels declared in
+ * cpu_kernels.h, and nb_cpu_backend_init, which registers cpu:0
+ * (backend/registry.c calls it). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
 #include "nb_impl.h"
+#include "threadpool.h"
+#include "blas.h"
 
 #define NB_CPU_ALIGN 64
 
@@ -23,8 +26,12 @@ static void cpu_free(nb_backend *be, void *ptr, size_t bytes) {
     free(ptr);
 }
 
-static nb_status cpu_memcpy(nb_backend *be, void *dst, const void *src, size_t bytes) {
-    (void)be;
+static void *cpu_host_alloc(nb_backend *be, size_t bytes) { return cpu_alloc(be, bytes); }
+static void cpu_host_free(nb_backend *be, void *ptr) { cpu_free(be, ptr, 0); }
+
+/* Every CPU copy is a memcpy that is done when it returns. */
+static nb_status cpu_memcpy(nb_backend *be, void *dst, const void *src, size_t bytes, void *stream) {
+    (void)be, (void)stream;
     if (bytes) memcpy(dst, src, bytes);
     return NB_OK;
 }
@@ -33,15 +40,89 @@ static void cpu_set_num_threads(nb_backend *be, int n) {
     (void)be;
     nb_cpu_set_num_threads(n);
 }
+static int cpu_get_num_threads(nb_backend *be) {
+    (void)be;
+    return nb_cpu_get_num_threads();
+}
+static const char *cpu_info(nb_backend *be) {
+    (void)be;
+    return nb_cpu_blas_info();
+}
+
+/* Kernels run before they return, so streams and events are tokens: every
+ * wait is already satisfied and every event has completed. */
+static int cpu_stream_tokens[NB_STREAM_KIND_COUNT];
+static int cpu_event_token;
+static void *cpu_stream_create(nb_backend *be, nb_stream_kind kind) {
+    (void)be;
+    return &cpu_stream_tokens[kind];
+}
+static void cpu_stream_destroy(nb_backend *be, void *s) { (void)be, (void)s; }
+static nb_status cpu_stream_sync(nb_backend *be, void *s) {
+    (void)be, (void)s;
+    return NB_OK;
+}
+static nb_status cpu_sync(nb_backend *be) {
+    (void)be;
+    return NB_OK;
+}
+static void *cpu_event_create(nb_backend *be) {
+    (void)be;
+    return &cpu_event_token;
+}
+static void cpu_event_destroy(nb_backend *be, void *e) { (void)be, (void)e; }
+static nb_status cpu_event_record(nb_backend *be, void *e, void *s) {
+    (void)be, (void)e, (void)s;
+    return NB_OK;
+}
+static nb_status cpu_event_wait(nb_backend *be, void *s, void *e) {
+    (void)be, (void)e, (void)s;
+    return NB_OK;
+}
+static bool cpu_event_query(nb_backend *be, void *e) {
+    (void)be, (void)e;
+    return true;
+}
+static nb_status cpu_event_sync(nb_backend *be, void *e) {
+    (void)be, (void)e;
+    return NB_OK;
+}
+
+/* The CPU runs every (op, dtype) cell of the op table except compute in
+ * the 16-bit storage dtypes: those rows that list float16/bfloat16 are the
+ * data-movement ops, which move 2-byte elements; the capability check
+ * already stops dtypes a row lacks. */
+static bool cpu_supports(nb_backend *be, int op, nb_dtype dt) {
+    (void)be;
+    if (op >= NB_OP_COUNT) return dt == NB_F32 || dt == NB_F64; /* the optimizer-step kernels */
+    return true;
+}
 
 static const struct nb_backend_i cpu_iface = {
+    .supports = cpu_supports,
+    .info = cpu_info,
+    .set_num_threads = cpu_set_num_threads,
+    .get_num_threads = cpu_get_num_threads,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .stream_synchronize = cpu_stream_sync,
+    .synchronize = cpu_sync,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_wait = cpu_event_wait,
+    .event_query = cpu_event_query,
+    .event_synchronize = cpu_event_sync,
     .alloc = cpu_alloc,
     .free = cpu_free,
-    .memcpy_to_host = cpu_memcpy,
-    .memcpy_from_host = cpu_memcpy,
-    .set_num_threads = cpu_set_num_threads,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
+    .memcpy_h2d = cpu_memcpy,
+    .memcpy_d2h = cpu_memcpy,
+    .memcpy_d2d = cpu_memcpy,
     .copy = nb_cpu_copy,
     .fill = nb_cpu_fill,
+    .arange = nb_cpu_arange,
     .binary = nb_cpu_binary,
     .unary = nb_cpu_unary,
     .unary_backward = nb_cpu_unary_backward,
@@ -96,14 +177,17 @@ static const struct nb_backend_i cpu_iface = {
     .linalg_eigh = nb_cpu_linalg_eigh,
     .linalg_svd = nb_cpu_linalg_svd,
     .linalg_lstsq = nb_cpu_linalg_lstsq,
+    .adam_step_multi = nb_cpu_adam_step_multi,
+    .sgd_step_multi = nb_cpu_sgd_step_multi,
 };
 
 static nb_backend cpu_backend = {
     .iface = &cpu_iface,
-    .type = NB_DEVICE_CPU,
+    .device = {NB_DEVICE_CPU, 0},
     .name = "cpu",
     .version = NB_BACKEND_INTERFACE_VERSION,
     .context = NULL,
 };
 
-nb_backend *nb_cpu_backend(void) { return &cpu_backend; }
+/* One instance: the whole host is cpu:0 (its threads are the pool's). */
+nb_status nb_cpu_backend_init(void) { return nb_backend_register(&cpu_backend); }

@@ -29,6 +29,7 @@
 /* binary.c, unary.c, cast.c */
 nb_status nb_cpu_copy(nb_backend *be, const nb_kview *dst, const nb_kview *src);
 nb_status nb_cpu_fill(nb_backend *be, const nb_kview *dst, double value);
+nb_status nb_cpu_arange(nb_backend *be, const nb_kview *dst, double start, double step);
 nb_status nb_cpu_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
                         const nb_kview *b);
 nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
@@ -68,6 +69,11 @@ nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview
                            const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h);
 nb_status nb_cpu_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                           const nb_kview *momentum_buf, const nb_sgd_hyper *h);
+nb_status nb_cpu_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                 const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
+                                 const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h);
+nb_status nb_cpu_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                const nb_kview *momentum_bufs, const nb_sgd_hyper *h);
 
 /* CNN kernels: conv.c, pool.c, batch_norm.c, upsample.c */
 nb_status nb_cpu_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w, const nb_kview *bias, const nb_conv_params *p);

@@ -198,13 +198,14 @@ nb_status nb_cpu_scatter(nb_backend *be, const nb_kview *out, int dim, const nb_
     int64_t threads = nb_cpu_get_num_threads(), by_work = 1 + numel / NB_CPU_GRAIN;
     j.nslots = threads < j.lines ? threads : j.lines;
     if (j.nslots > by_work) j.nslots = by_work;
-    size_t bytes = sizeof(int64_t) * (size_t)(j.nslots * out->shape[dim]), rounded;
-    j.counts = nb_alloc_raw(be, NB_CPU, bytes, &rounded);
+    size_t bytes = sizeof(int64_t) * (size_t)(j.nslots * out->shape[dim]);
+    void *ws_block;
+    j.counts = nb_alloc_raw(be, bytes, nb_backend_current_stream(be), &ws_block);
     if (!j.counts)
         return nb_set_error(NB_ERR_OOM, "scatter: out of memory for %zu bytes of counts", bytes);
     memset(j.counts, 0, bytes);
     scatter_run r = {&j, fn};
     nb_cpu_parallel_for(j.nslots, 1, scatter_slots, &r);
-    nb_free_raw(be, NB_CPU, j.counts, rounded);
+    nb_free_raw(be, ws_block);
     return NB_OK;
 }

@@ -5,7 +5,9 @@
  * double, per-element math runs in the tensor's dtype, and each step is
  * written in the order of the ATen kernel it mirrors (lerp_, addcmul_,
  * addcdiv_, add_ with alpha). Threads split elements; each element's math is
- * independent, so results do not depend on the thread count. */
+ * independent, so results do not depend on the thread count. The
+ * multi-tensor slots check every group, then run the single-tensor kernel
+ * on each (the same bits by construction). */
 #include <math.h>
 
 #include "cpu_kernels.h"
@@ -135,5 +137,57 @@ nb_status nb_cpu_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview 
     if (st) return st;
     sgd_job j = {.p = param->data, .buf = h->momentum != 0 ? momentum_buf->data : NULL, .g = grad->data, .h = h};
     nb_cpu_parallel_for(nb_cpu_numel(param), NB_OPT_GRAIN, param->dtype == NB_F32 ? sgd_f32 : sgd_f64, &j);
+    return NB_OK;
+}
+
+/* ---- multi-tensor forms: every group checked first, then one step each ---- */
+
+/* Group i's views as the single-tensor slot checks them, and params[0]'s dtype for all. */
+static nb_status check_group(const char *name, const nb_kview *const *v, int n, nb_dtype dt) {
+    nb_status st = check_views(name, v, n);
+    if (st == NB_OK && v[0]->dtype != dt)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", name,
+                            nb_dtype_name(dt), nb_dtype_name(v[0]->dtype));
+    return st;
+}
+
+nb_status nb_cpu_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                 const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
+                                 const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h) {
+    const char *name = h->decoupled ? "adamw" : "adam";
+    if (n < 0 || (n > 0 && (!params || !grads || !exp_avgs || !exp_avg_sqs)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d tensors, or a NULL list", name, n);
+    if (h->step < 1) return nb_set_error(NB_ERR_INVALID_ARG, "%s: step %lld must be >= 1", name, (long long)h->step);
+    if (h->amsgrad && !max_exp_avg_sqs)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: amsgrad needs max_exp_avg_sq", name);
+    for (int i = 0; i < n; i++) {
+        const nb_kview *v[5] = {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
+                                h->amsgrad ? &max_exp_avg_sqs[i] : NULL};
+        nb_status st = check_group(name, v, 5, params[0].dtype);
+        if (st) return st;
+    }
+    for (int i = 0; i < n; i++) {
+        nb_status st = nb_cpu_adam_step(be, &params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
+                                        h->amsgrad ? &max_exp_avg_sqs[i] : NULL, h);
+        if (st) return st;
+    }
+    return NB_OK;
+}
+
+nb_status nb_cpu_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                const nb_kview *momentum_bufs, const nb_sgd_hyper *h) {
+    if (n < 0 || (n > 0 && (!params || !grads)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: %d tensors, or a NULL list", n);
+    if (h->momentum != 0 && !momentum_bufs)
+        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: momentum %g needs a momentum buffer", h->momentum);
+    for (int i = 0; i < n; i++) {
+        const nb_kview *v[3] = {&params[i], &grads[i], h->momentum != 0 ? &momentum_bufs[i] : NULL};
+        nb_status st = check_group("sgd", v, 3, params[0].dtype);
+        if (st) return st;
+    }
+    for (int i = 0; i < n; i++) {
+        nb_status st = nb_cpu_sgd_step(be, &params[i], &grads[i], h->momentum != 0 ? &momentum_bufs[i] : NULL, h);
+        if (st) return st;
+    }
     return NB_OK;
 }

@@ -148,13 +148,13 @@ nb_status nb_cpu_sort(nb_backend *be, const nb_kview *values, const nb_kview *in
     j.nslots = threads < j.lines ? threads : j.lines;
     if (j.nslots > by_work) j.nslots = by_work;
     j.ws_stride = (nb_dtype_size(x->dtype) * (size_t)j.n + 7) / 8 * 8 + 16 * (size_t)j.n;
-    size_t rounded;
-    j.ws = nb_alloc_raw(be, NB_CPU, (size_t)j.nslots * j.ws_stride, &rounded);
+    void *ws_block;
+    j.ws = nb_alloc_raw(be, (size_t)j.nslots * j.ws_stride, nb_backend_current_stream(be), &ws_block);
     if (!j.ws)
         return nb_set_error(NB_ERR_OOM, "sort: out of memory for %lld workspaces of %zu bytes", (long long)j.nslots,
                             j.ws_stride);
     sort_run r = {&j, fn};
     nb_cpu_parallel_for(j.nslots, 1, sort_slots, &r);
-    nb_free_raw(be, NB_CPU, j.ws, rounded);
+    nb_free_raw(be, ws_block);
     return NB_OK;
 }

@@ -22,6 +22,11 @@
 
 #include <stdint.h>
 
+/* The one thread count of nabla's loops and OpenBLAS (n <= 0: the online
+ * cores; NB_NUM_THREADS from the environment is the default). */
+void nb_cpu_set_num_threads(int n);
+int nb_cpu_get_num_threads(void);
+
 /* Elements per task below which splitting a loop is not worth a wake-up. */
 #define NB_CPU_GRAIN 32768
 

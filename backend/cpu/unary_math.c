@@ -139,8 +139,9 @@ static inline v4f vr63(v4f x) {
 V4_LOOP_EXPR(hardsigmoid_f32, 0, vr63(x) / 6.0f)
 V4_LOOP_EXPR(hardswish_f32, 0, x * vr63(x) / 6.0f)
 V4_LOOP_OUT(hardsigmoid_bw_f32, 1, vsel((x > -3.0f) & (x < 3.0f), g * (float)(1.0 / 6), vbcast(0)))
-/* at x = 3 the gradient is g, as PyTorch's vectorized kernel (its scalar one says 1.5 g); NaN gives NaN */
-V4_LOOP_OUT(hardswish_bw_f32, 1, vsel(x < -3.0f, vbcast(0), vsel(x >= 3.0f, g, g * (x / 3.0f + 0.5f))))
+/* at x = 3 the gradient is 1.5 g, aten's hardswish_backward formula (PyTorch 1.13's vectorized
+ * kernel says g there); NaN gives NaN */
+V4_LOOP_OUT(hardswish_bw_f32, 1, vsel(x < -3.0f, vbcast(0), vsel(x > 3.0f, g, g * (x / 3.0f + 0.5f))))
 /* NaN gives 0, as PyTorch's hardtanh_backward (g where min < x < max) */
 V4_LOOP_OUT(hardtanh_min_bw_f32, 1, vsel(x > a, g, vbcast(0)))
 V4_LOOP_OUT(hardtanh_max_bw_f32, 1, vsel(x < a, g, vbcast(0)))
@@ -242,7 +243,7 @@ UB_LOOP(leaky_relu_bw_f64, double, v > 0 ? g : g * a)
 UB_LOOP(hardtanh_min_bw_f64, double, v > a ? g : 0)
 UB_LOOP(hardtanh_max_bw_f64, double, v < a ? g : 0)
 UB_LOOP(hardsigmoid_bw_f64, double, v > -3 && v < 3 ? g * (1.0 / 6) : 0)
-UB_LOOP(hardswish_bw_f64, double, v < -3 ? 0 : v >= 3 ? g : g * (v / 3 + 0.5))
+UB_LOOP(hardswish_bw_f64, double, v < -3 ? 0 : v > 3 ? g : g * (v / 3 + 0.5))
 UB_LOOP(silu_bw_f64, double, g * silu_grad_f64(v))
 UB_LOOP(mish_bw_f64, double, g * mish_grad_f64(v))
 

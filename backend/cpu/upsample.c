@@ -151,8 +151,9 @@ static nb_status up_run(nb_backend *be, const nb_kview *xside, const nb_kview *y
         if (backward) memset(dst, 0, nb_dtype_size(j.dt) * (size_t)(planes * j.H * j.W));
         return NB_OK;
     }
-    size_t rounded, bytes = sizeof(up_tap) * (size_t)(j.Ho + j.Wo);
-    up_tap *taps = nb_alloc_raw(be, NB_CPU, bytes, &rounded);
+    void *ws_block;
+    size_t bytes = sizeof(up_tap) * (size_t)(j.Ho + j.Wo);
+    up_tap *taps = nb_alloc_raw(be, bytes, nb_backend_current_stream(be), &ws_block);
     if (!taps) return nb_last_status();
     fill_taps(taps, j.H, j.Ho, j.dt, bilinear, align);
     fill_taps(taps + j.Ho, j.W, j.Wo, j.dt, bilinear, align);
@@ -161,7 +162,7 @@ static nb_status up_run(nb_backend *be, const nb_kview *xside, const nb_kview *y
     bool f32 = j.dt == NB_F32;
     nb_cpu_range_fn fn = backward ? (f32 ? up_bwd_f32 : up_bwd_f64) : (f32 ? up_fwd_f32 : up_fwd_f64);
     nb_cpu_parallel_for(planes, NB_CPU_GRAIN / work + 1, fn, &j);
-    nb_free_raw(be, NB_CPU, taps, rounded);
+    nb_free_raw(be, ws_block);
     return NB_OK;
 }
 

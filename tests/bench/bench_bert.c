@@ -4,17 +4,26 @@
  * GELU layers of 12 heads, feed-forward 3072, learned positions, LayerNorm
  * after the embedding sum, head Linear+GELU+LayerNorm, decoder tied to the
  * token embedding), seq 128, batch 4, random ids and labels, train mode with
- * dropout 0.1, PyTorch's module initialisation.
+ * dropout 0.1, PyTorch's module initialisation. --config bert-base is
+ * torch_ref.py's `bert-base`: the same with 12 layers and batch 32.
  *
- *   bench_bert [--steps N] [--warmup N] [--threads N]
- * prints: workload=bert device=cpu ... median_ms=... min_ms=... */
+ *   bench_bert [--config bert|bert-base] [--steps N] [--warmup N] [--threads N] [--device cuda] [--tf32]
+ * prints: workload=bert device=cpu mode=fp32 ... median_ms=... min_ms=... */
+#include <stdio.h>
+#include <string.h>
+
 #include "bench_common.h"
 
 int main(int argc, char **argv) {
     nb_bench_args a = nb_bench_parse(argc, argv);
-    nb_set_num_threads(a.threads);
-    nb_manual_seed(0);
-    enum { V = 30522, H = 768, LAYERS = 6, HEADS = 12, T = 128, B = 4 };
+    bool base = a.variant && !strcmp(a.variant, "bert-base");
+    if (a.variant && !base && strcmp(a.variant, "bert")) {
+        fprintf(stderr, "bench_bert: --config %s: must be bert or bert-base\n", a.variant);
+        return 2;
+    }
+    const char *name = base ? "bert-base" : "bert";
+    enum { V = 30522, H = 768, HEADS = 12, T = 128 };
+    const int LAYERS = base ? 12 : 6, B = base ? 32 : 4;
     nb_bert_config c = nb_bert_config_base(V);
     c.hidden_size = H, c.num_layers = LAYERS, c.num_heads = HEADS, c.intermediate_size = 4 * H;
     c.max_position = T;
@@ -27,10 +36,8 @@ int main(int argc, char **argv) {
     nb_generator g = nb_generator_new(0);
     nb_tensor *x = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(B, T), NB_F64, &g), V - 1e-3), NB_I64);
     nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(B, T), NB_F64, &g), V - 1e-3), NB_I64);
-    if (!opt || !x || !y) return nb_bench_fail("bert");
-    int rc = nb_bench_train_steps("bert", net, opt, x, y, &a);
-    nb_release(x);
-    nb_release(y);
+    if (!opt || !x || !y) return nb_bench_fail(name);
+    int rc = nb_bench_train_steps(name, net, opt, x, y, &a);
     nb_optimizer_free(opt);
     nb_module_free(net);
     return rc;

@@ -3,8 +3,8 @@
  * PyTorch MNIST example network, batch 64, synthetic inputs, train mode
  * (dropout on).
  *
- *   bench_cnn [--steps N] [--warmup N] [--threads N]
- * prints: workload=cnn device=cpu threads=T median_ms=... min_ms=... */
+ *   bench_cnn [--steps N] [--warmup N] [--threads N] [--device cuda] [--tf32]
+ * prints: workload=cnn device=cpu mode=fp32 threads=T nabla median_ms=... */
 #include "bench_common.h"
 
 static nb_module *make_cnn(void) {
@@ -17,8 +17,6 @@ static nb_module *make_cnn(void) {
 
 int main(int argc, char **argv) {
     nb_bench_args a = nb_bench_parse(argc, argv);
-    nb_set_num_threads(a.threads);
-    nb_manual_seed(0);
     nb_module *net = make_cnn();
     nb_optimizer *opt = net ? nb_adam(net, (nb_adam_options){.lr = 1e-3}) : NULL;
     nb_generator g = nb_generator_new(0);
@@ -26,8 +24,6 @@ int main(int argc, char **argv) {
     nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(64), NB_F64, &g), 9.999), NB_I64);
     if (!opt || !x || !y) return nb_bench_fail("cnn");
     int rc = nb_bench_train_steps("cnn", net, opt, x, y, &a);
-    nb_release(x);
-    nb_release(y);
     nb_optimizer_free(opt);
     nb_module_free(net);
     return rc;

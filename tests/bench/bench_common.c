@@ -6,19 +6,39 @@
 #include <string.h>
 #include <time.h>
 
+static void usage(const char *prog) {
+    fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N] [--device cpu|cuda|cuda:N] [--tf32] "
+                    "[--config NAME]\n", prog);
+    exit(2);
+}
+
 nb_bench_args nb_bench_parse(int argc, char **argv) {
-    nb_bench_args a = {20, 3, 0};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        int v = atoi(argv[i + 1]);
-        if (!strcmp(argv[i], "--steps")) a.steps = v;
-        else if (!strcmp(argv[i], "--warmup")) a.warmup = v;
-        else if (!strcmp(argv[i], "--threads")) a.threads = v;
-        else {
-            fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N]\n", argv[0]);
-            exit(2);
+    nb_bench_args a = {.steps = 20, .warmup = 3, .device = NB_CPU};
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--tf32")) {
+            a.tf32 = true;
+            continue;
         }
+        if (i + 1 >= argc) usage(argv[0]);
+        const char *v = argv[++i];
+        if (!strcmp(f, "--steps")) a.steps = atoi(v);
+        else if (!strcmp(f, "--warmup")) a.warmup = atoi(v);
+        else if (!strcmp(f, "--threads")) a.threads = atoi(v);
+        else if (!strcmp(f, "--config")) a.variant = v;
+        else if (!strcmp(f, "--device")) {
+            if (nb_device_parse(v, &a.device) != NB_OK) usage(argv[0]);
+        } else usage(argv[0]);
     }
     if (a.steps < 1) a.steps = 1;
+    if (a.warmup < 0) a.warmup = 0;
+    nb_set_num_threads(a.threads);
+    if (nb_set_default_device(a.device) != NB_OK ||
+        nb_set_float32_matmul_precision(a.tf32 ? "high" : "highest") != NB_OK) {
+        fprintf(stderr, "%s: %s\n", argv[0], nb_last_error());
+        exit(2);
+    }
+    nb_manual_seed(0);
     return a;
 }
 
@@ -38,7 +58,8 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static nb_status one_step(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, double *loss) {
+/* One step; the loss tensor is kept (in *loss) for the final read. */
+static nb_status one_step(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss) {
     nb_scope *s = nb_scope_begin();
     nb_optimizer_zero_grad(opt);
     nb_tensor *out = nb_forward(net, x);
@@ -47,27 +68,42 @@ static nb_status one_step(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_te
                        : NULL;
     nb_status st = l ? nb_backward(l) : nb_last_status();
     if (st == NB_OK) st = nb_optimizer_step(opt);
-    *loss = nb_item(l);
+    if (st == NB_OK) st = nb_device_synchronize(nb_device_of(x));
+    nb_release(*loss);
+    *loss = NULL;
+    if (st == NB_OK) *loss = nb_detach(l), nb_retain(*loss);
     nb_scope_end(s);
     return st;
 }
 
 int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y,
                          const nb_bench_args *a) {
-    double *ms = malloc(sizeof(double) * (size_t)a->steps), loss = 0;
+    double *ms = malloc(sizeof(double) * (size_t)a->steps);
+    nb_tensor *loss = NULL;
     if (!ms) return 1;
+    nb_device dev = nb_device_of(x);
+    nb_device_counters c0 = {0};
     for (int i = 0; i < a->warmup + a->steps; i++) {
+        if (i == a->warmup) c0 = nb_device_counters_get(dev);
         double t = now_ms();
         if (one_step(net, opt, x, y, &loss) != NB_OK) {
             free(ms);
+            nb_release(loss);
             return nb_bench_fail(workload);
         }
         if (i >= a->warmup) ms[i - a->warmup] = now_ms() - t;
     }
+    nb_device_counters c1 = nb_device_counters_get(dev);
+    double l = nb_item(loss);
+    nb_release(loss);
     qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);
     double median = a->steps % 2 ? ms[a->steps / 2] : 0.5 * (ms[a->steps / 2 - 1] + ms[a->steps / 2]);
-    printf("workload=%s device=cpu mode=fp32 threads=%d nabla median_ms=%.3f min_ms=%.3f loss=%.4f blas=\"%s\"\n",
-           workload, nb_get_num_threads(), median, ms[0], loss, nb_blas_info());
+    char d[32];
+    printf("workload=%s device=%s mode=%s threads=%d nabla median_ms=%.3f min_ms=%.3f loss=%.4f "
+           "launches_per_step=%.1f syncs_per_step=%.1f info=\"%s\"\n",
+           workload, nb_device_str(dev, d, sizeof d), a->tf32 ? "tf32" : "fp32", nb_get_num_threads(), median,
+           ms[0], l, (double)(c1.kernel_launches - c0.kernel_launches) / a->steps,
+           (double)(c1.host_syncs - c0.host_syncs) / a->steps, nb_backend_info(dev));
     free(ms);
     return 0;
 }

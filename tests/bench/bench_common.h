@@ -8,14 +8,24 @@
 
 typedef struct nb_bench_args {
     int steps, warmup, threads;
+    nb_device device;
+    bool tf32;
+    const char *variant; /* a workload's own flag (bench_bert: --config bert-base) */
 } nb_bench_args;
 
-/* --steps (20) --warmup (3) --threads (0 = all cores); exits on a bad flag. */
+/* --steps (20) --warmup (3) --threads (0 = all cores) --device (cpu; cuda,
+ * cuda:N) --tf32 (nb_set_float32_matmul_precision("high")) and, for the
+ * workloads that have one, --config NAME. Sets the threads, the default
+ * device, the matmul precision and the seed (0); exits with a message on a
+ * bad flag or a device this build cannot use. */
 nb_bench_args nb_bench_parse(int argc, char **argv);
 /* Prints the last error for workload and returns 1. */
 int nb_bench_fail(const char *workload);
 /* Times zero_grad + forward + cross_entropy(logits reshaped to [-1, C], y
- * flattened) + backward + step, and prints the result line. Returns 0 on success. */
+ * flattened) + backward + step, each step ended by a device synchronize
+ * (as torch_ref.py's), the loss read back once at the end. Prints the result
+ * line, with the kernel launches and host synchronizations per step where
+ * the device counts them (the syncs include the timing's own, one a step). Returns 0 on success. */
 int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y,
                          const nb_bench_args *a);
 

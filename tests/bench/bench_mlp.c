@@ -2,8 +2,8 @@
  * backward, Adam) of the `mlp` workload of shared/bench/torch_ref.py:
  * 784-512-512-10 ReLU MLP, batch 128, synthetic inputs.
  *
- *   bench_mlp [--steps N] [--warmup N] [--threads N]
- * prints: workload=mlp device=cpu threads=T median_ms=... min_ms=... */
+ *   bench_mlp [--steps N] [--warmup N] [--threads N] [--device cuda] [--tf32]
+ * prints: workload=mlp device=cpu mode=fp32 threads=T nabla median_ms=... */
 #include "bench_common.h"
 
 static nb_module *make_mlp(void) {
@@ -13,8 +13,6 @@ static nb_module *make_mlp(void) {
 
 int main(int argc, char **argv) {
     nb_bench_args a = nb_bench_parse(argc, argv);
-    nb_set_num_threads(a.threads);
-    nb_manual_seed(0);
     nb_module *net = make_mlp();
     nb_optimizer *opt = net ? nb_adam(net, (nb_adam_options){.lr = 1e-3}) : NULL;
     nb_generator g = nb_generator_new(0);
@@ -22,8 +20,6 @@ int main(int argc, char **argv) {
     nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(128), NB_F64, &g), 9.999), NB_I64);
     if (!opt || !x || !y) return nb_bench_fail("mlp");
     int rc = nb_bench_train_steps("mlp", net, opt, x, y, &a);
-    nb_release(x);
-    nb_release(y);
     nb_optimizer_free(opt);
     nb_module_free(net);
     return rc;

@@ -39,6 +39,9 @@ ENTRIES = {
     ("embedding", "int weight", "int32 is not supported"): STRICT + ": embedding weights are float32/float64",
     ("argmax", "bool", "nabla does not"): "nabla's argmax/argmin take bool (as 0/1); PyTorch 1.13 has no bool kernel",
     ("argmin", "bool", "nabla does not"): "nabla's argmax/argmin take bool (as 0/1); PyTorch 1.13 has no bool kernel",
+    ("hardswish", "special", "gradient of input 0"): "at x = 3 PyTorch 1.13's vectorized kernel gives g, its scalar "
+                                                     "kernel 1.5 g (aten's hardswish_backward formula); nabla "
+                                                     "uses the formula at every size",
     ("softplus", "bad beta", "beta must be finite"): "nabla rejects beta 0 (documented); PyTorch divides by it",
     ("norm", "*", "p = 0.5 is not supported"): "nb_norm takes p >= 1 and +-inf (documented); PyTorch also p < 1",
     ("cat", "legacy empty", "they must match"): "PyTorch's legacy exception for 1-D empty tensors in cat is not kept",

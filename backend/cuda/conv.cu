@@ -1,0 +1,672 @@
+// conv.cu - 2-d convolution on CUDA (torch.nn.functional.conv2d) and its two
+// backward kernels, through cuDNN's legacy convolution API
+// (cudnnConvolutionForward / BackwardData / BackwardFilter, all in cuDNN
+// 9.14), NCHW, float32 and float64, with our own kernels for the bias, the
+// bias gradient, explicit padding, and a direct fallback.
+//
+// Geometry: as backend/cpu/conv.c, output sizes come from the views (out,
+// gy) and input positions outside [0, H) x [0, W) read as zeros, which also
+// gives PyTorch's asymmetric 'same' padding (left padding passed, a larger
+// output) and conv_transpose2d's output_padding. cuDNN pads symmetrically
+// and derives its output size as floor((H + 2p - d(k-1) - 1)/s) + 1; when
+// that equals the view's size it runs on the views directly, otherwise the
+// input side goes through a buffer padded explicitly to
+// Hp = (Ho-1)*s + d(k-1) + 1 rows (p zero rows on top, zeros or a crop at
+// the bottom) and cuDNN runs with padding 0 (backward data writes that
+// buffer and a crop copies it back).
+//
+// Algorithms: chosen once per (op, device, dtype, shapes, parameters) by
+// cuDNN's heuristics (cudnnGet*Algorithm_v7), keeping only results with
+// status success, CUDNN_DETERMINISTIC (backward data and filter have
+// atomics-based algorithms that are not) and a workspace under
+// NB_CONV_MAX_WORKSPACE; the candidates and the descriptors are cached (a
+// plan). The heuristics, unlike cudnnFind*, are not timing-based, so a
+// process picks the same algorithm every run (the same bits) and never
+// synchronizes. float32 runs with CUDNN_FMA_MATH: on Ampere and later
+// CUDNN_DEFAULT_MATH permits TF32 tensor cores, FMA_MATH is plain fp32.
+// A candidate whose call returns NOT_SUPPORTED or BAD_PARAM is dropped for
+// good and the next one runs; with none left (or no cuDNN, or shapes past
+// cuDNN's int32 limits) the direct kernels below run: one thread per output
+// (or input-gradient) element, one block per weight-gradient element with a
+// fixed reduction tree, all accumulating in double.
+//
+// Tensors beyond cuDNN's 2^31-element limit run in chunks of images; the
+// weight gradient accumulates the chunks in order (beta = 1).
+#include <cudnn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block_reduce.cuh"
+#include "cuda_common.cuh"
+#include "cuda_kernels.h"
+
+extern "C" cudnnHandle_t nb_cuda_cudnn(nb_backend *be); // cuda_backend.cu
+
+#define NB_CONV_MAX_WORKSPACE ((size_t)256 << 20)
+#define NB_CONV_MAX_PLANS 4096
+
+namespace nbc {
+namespace {
+
+// x [n, c, h, w] conv w [co, cg, kh, kw] -> y [n, co, ho, wo].
+struct ConvGeom {
+    int64_t n, c, h, w, co, ho, wo, kh, kw, groups;
+    int64_t sh, sw, ph, pw, dh, dw;
+    int64_t cg, cog; // c/groups, co/groups
+    nb_dtype dt;
+};
+
+void view_str(const nb_kview *v, char *buf, size_t len) {
+    int n = snprintf(buf, len, "[");
+    for (int d = 0; d < v->ndim && n > 0 && (size_t)n < len; d++)
+        n += snprintf(buf + n, len - (size_t)n, d ? ", %lld" : "%lld", (long long)v->shape[d]);
+    if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "] %s", nb_dtype_name(v->dtype));
+}
+
+// backend/cpu/conv.c's geom_init: x is the convolution's input side and y
+// its output side (out, gy), whatever the call computes.
+nb_status geom_init(ConvGeom *g, const char *op, const nb_kview *x, const nb_kview *w, const nb_kview *y,
+                    const nb_conv_params *p) {
+    char b1[128], b2[128], b3[128];
+    const nb_kview *v[3] = {x, w, y};
+    if ((x->dtype != NB_F32 && x->dtype != NB_F64) || w->dtype != x->dtype || y->dtype != x->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 views of one dtype (x %s, w %s, y %s)", op,
+                            nb_dtype_name(x->dtype), nb_dtype_name(w->dtype), nb_dtype_name(y->dtype));
+    for (int i = 0; i < 3; i++)
+        if (v[i]->ndim != 4 || !contiguous(v[i])) {
+            view_str(x, b1, sizeof b1), view_str(w, b2, sizeof b2), view_str(y, b3, sizeof b3);
+            return nb_set_error(NB_ERR_INVALID_ARG, "%s: views must be contiguous 4-d (x %s, w %s, y %s)", op, b1, b2,
+                                b3);
+        }
+    *g = ConvGeom{x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[1], y->shape[2], y->shape[3],
+                  w->shape[2], w->shape[3], p->groups, p->stride[0], p->stride[1], p->padding[0], p->padding[1],
+                  p->dilation[0], p->dilation[1], 0, 0, x->dtype};
+    bool ok = g->groups >= 1 && g->c % g->groups == 0 && g->co % g->groups == 0 && y->shape[0] == g->n &&
+              w->shape[0] == g->co && w->shape[1] * g->groups == g->c && g->sh > 0 && g->sw > 0 && g->dh > 0 &&
+              g->dw > 0 && g->ph >= 0 && g->pw >= 0;
+    if (!ok) {
+        view_str(x, b1, sizeof b1), view_str(w, b2, sizeof b2), view_str(y, b3, sizeof b3);
+        return nb_set_error(NB_ERR_SHAPE, "%s: x %s, w %s, y %s do not fit groups %lld, stride (%lld, %lld), "
+                            "padding (%lld, %lld), dilation (%lld, %lld)", op, b1, b2, b3, (long long)g->groups,
+                            (long long)g->sh, (long long)g->sw, (long long)g->ph, (long long)g->pw,
+                            (long long)g->dh, (long long)g->dw);
+    }
+    g->cg = g->c / g->groups, g->cog = g->co / g->groups;
+    return NB_OK;
+}
+
+// ---- own kernels ------------------------------------------------------------------------
+
+// y [n, co, ho, wo] += bias[co]: blockIdx.y walks the planes (no per-element division).
+template <typename T> __global__ void k_add_bias(T *y, const T *bias, int64_t planes, int64_t co, int64_t plane) {
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
+        const T b = bias[pl % co];
+        T *row = y + pl * plane;
+        for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < plane; q += (int64_t)gridDim.x * blockDim.x)
+            row[q] += b;
+    }
+}
+
+// A grid for k_add_bias: x over a plane, y over the planes.
+dim3 bias_grid(int64_t planes, int64_t plane) {
+    int64_t gx = (plane + THREADS - 1) / THREADS;
+    return dim3((unsigned)(gx < 1 ? 1 : gx < 1024 ? gx : 1024), (unsigned)(planes < 65535 ? planes : 65535));
+}
+
+// gbias[c] = sum of gy[:, c, :, :]: one block per channel, images in order,
+// a fixed tree across the block.
+template <typename T> __global__ void k_bias_grad(T *gb, const T *gy, int64_t n, int64_t co, int64_t plane) {
+    __shared__ double red[32];
+    for (int64_t c = blockIdx.x; c < co; c += gridDim.x) { // uniform across the block
+        double acc = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const T *row = gy + (i * co + c) * plane;
+            for (int64_t q = threadIdx.x; q < plane; q += blockDim.x) acc += (double)row[q];
+        }
+        double s = block_sum(acc, red);
+        if (threadIdx.x == 0) gb[c] = (T)s;
+    }
+}
+
+// xp [planes, hp, wp] = x [planes, h, w] shifted down/right by (ph, pw), zeros elsewhere.
+template <typename T>
+__global__ void k_pad(T *xp, const T *x, int64_t planes, int64_t h, int64_t w, int64_t hp, int64_t wp, int64_t ph,
+                      int64_t pw) {
+    NBC_GRID_STRIDE(i, planes * hp * wp) {
+        int64_t q = i % wp, t = i / wp, r = t % hp, pl = t / hp, ih = r - ph, iw = q - pw;
+        xp[i] = ih >= 0 && ih < h && iw >= 0 && iw < w ? x[(pl * h + ih) * w + iw] : (T)0;
+    }
+}
+
+// gx [planes, h, w] = gxp [planes, hp, wp] at (ph, pw) offset; rows past it 0.
+template <typename T>
+__global__ void k_crop(T *gx, const T *gxp, int64_t planes, int64_t h, int64_t w, int64_t hp, int64_t wp, int64_t ph,
+                       int64_t pw) {
+    NBC_GRID_STRIDE(i, planes * h * w) {
+        int64_t iw = i % w, t = i / w, ih = t % h, pl = t / h, r = ih + ph, q = iw + pw;
+        gx[i] = r < hp && q < wp ? gxp[(pl * hp + r) * wp + q] : (T)0;
+    }
+}
+
+// Direct forward: one thread per output element (bias included).
+template <typename T> __global__ void k_fwd_direct(T *y, const T *x, const T *wt, const T *bias, ConvGeom g) {
+    NBC_GRID_STRIDE(i, g.n * g.co * g.ho * g.wo) {
+        int64_t ow = i % g.wo, t = i / g.wo, oh = t % g.ho;
+        t /= g.ho;
+        int64_t co = t % g.co, n = t / g.co, gr = co / g.cog;
+        const T *xb = x + (n * g.c + gr * g.cg) * g.h * g.w;
+        const T *wb = wt + co * g.cg * g.kh * g.kw;
+        double acc = 0;
+        for (int64_t ci = 0; ci < g.cg; ci++)
+            for (int64_t a = 0; a < g.kh; a++) {
+                int64_t ih = oh * g.sh - g.ph + a * g.dh;
+                if (ih < 0 || ih >= g.h) continue;
+                for (int64_t b = 0; b < g.kw; b++) {
+                    int64_t iw = ow * g.sw - g.pw + b * g.dw;
+                    if (iw < 0 || iw >= g.w) continue;
+                    acc += (double)xb[(ci * g.h + ih) * g.w + iw] * (double)wb[(ci * g.kh + a) * g.kw + b];
+                }
+            }
+        if (bias) acc += (double)bias[co];
+        y[i] = (T)acc;
+    }
+}
+
+// Direct backward data: one thread per input-gradient element, gathering the
+// outputs whose windows read it.
+template <typename T> __global__ void k_bwd_data_direct(T *gx, const T *gy, const T *wt, ConvGeom g) {
+    NBC_GRID_STRIDE(i, g.n * g.c * g.h * g.w) {
+        int64_t iw = i % g.w, t = i / g.w, ih = t % g.h;
+        t /= g.h;
+        int64_t c = t % g.c, n = t / g.c, gr = c / g.cg, cl = c % g.cg;
+        double acc = 0;
+        for (int64_t co = gr * g.cog; co < (gr + 1) * g.cog; co++) {
+            const T *gyc = gy + (n * g.co + co) * g.ho * g.wo;
+            const T *wc = wt + (co * g.cg + cl) * g.kh * g.kw;
+            for (int64_t a = 0; a < g.kh; a++) {
+                int64_t th = ih + g.ph - a * g.dh;
+                if (th < 0 || th % g.sh) continue;
+                int64_t oh = th / g.sh;
+                if (oh >= g.ho) continue;
+                for (int64_t b = 0; b < g.kw; b++) {
+                    int64_t tw = iw + g.pw - b * g.dw;
+                    if (tw < 0 || tw % g.sw) continue;
+                    int64_t ow = tw / g.sw;
+                    if (ow >= g.wo) continue;
+                    acc += (double)gyc[oh * g.wo + ow] * (double)wc[a * g.kw + b];
+                }
+            }
+        }
+        gx[i] = (T)acc;
+    }
+}
+
+// Direct backward filter: one block per weight element, the (n, oh, ow)
+// terms strided over the threads, a fixed tree; accumulate adds to gw.
+template <typename T> __global__ void k_bwd_filter_direct(T *gw, const T *gy, const T *x, ConvGeom g, bool accumulate) {
+    __shared__ double red[32];
+    const int64_t nw = g.co * g.cg * g.kh * g.kw, plane = g.ho * g.wo;
+    for (int64_t e = blockIdx.x; e < nw; e += gridDim.x) { // uniform across the block
+        int64_t b = e % g.kw, t = e / g.kw, a = t % g.kh;
+        t /= g.kh;
+        int64_t ci = t % g.cg, co = t / g.cg, gr = co / g.cog;
+        double acc = 0;
+        for (int64_t n = 0; n < g.n; n++) {
+            const T *gyc = gy + (n * g.co + co) * plane;
+            const T *xc = x + (n * g.c + gr * g.cg + ci) * g.h * g.w;
+            for (int64_t q = threadIdx.x; q < plane; q += blockDim.x) {
+                int64_t oh = q / g.wo, ow = q % g.wo;
+                int64_t ih = oh * g.sh - g.ph + a * g.dh, iw = ow * g.sw - g.pw + b * g.dw;
+                if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
+                acc += (double)gyc[q] * (double)xc[ih * g.w + iw];
+            }
+        }
+        double s = block_sum(acc, red);
+        if (threadIdx.x == 0) gw[e] = (T)(accumulate ? (double)gw[e] + s : s);
+    }
+}
+
+// ---- cuDNN plans ------------------------------------------------------------------------
+
+enum ConvOp { OP_FWD, OP_BWD_DATA, OP_BWD_FILTER };
+
+// What a plan depends on: the op, the cuDNN-side geometry (x side after
+// explicit padding, the padding cuDNN applies) and the pointers' alignment
+// (cuDNN may refuse an algorithm for a misaligned view: that must not drop
+// it for aligned calls). All ints: no struct padding.
+struct Key {
+    int op, dev, dt, align;
+    int n, c, h, w, co, cg, kh, kw, ho, wo;
+    int ph, pw, sh, sw, dh, dw, groups;
+};
+
+struct Plan {
+    Key key;
+    cudnnTensorDescriptor_t xd, yd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    int algo[8];
+    size_t ws[8];
+    int nalgo, cur; // cur == nalgo: no cuDNN algorithm (the direct kernels)
+    bool cached;
+};
+
+pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
+Plan *plans[NB_CONV_MAX_PLANS];
+int n_plans;
+
+void plan_free(Plan *pl) {
+    if (pl->cd) cudnnDestroyConvolutionDescriptor(pl->cd);
+    if (pl->wd) cudnnDestroyFilterDescriptor(pl->wd);
+    if (pl->yd) cudnnDestroyTensorDescriptor(pl->yd);
+    if (pl->xd) cudnnDestroyTensorDescriptor(pl->xd);
+    free(pl);
+}
+
+bool accept(cudnnStatus_t st, cudnnDeterminism_t det, cudnnMathType_t mt, bool f32) {
+    if (st != CUDNN_STATUS_SUCCESS || det != CUDNN_DETERMINISTIC) return false;
+    return !f32 || mt == CUDNN_DEFAULT_MATH || mt == CUDNN_FMA_MATH; // no tensor-op (TF32) results for fp32
+}
+
+// Keeps a heuristics result if its workspace query succeeds under the cap.
+void add_candidate(Plan *pl, int algo, cudnnStatus_t ws_status, size_t ws) {
+    if (ws_status != CUDNN_STATUS_SUCCESS || ws > NB_CONV_MAX_WORKSPACE || pl->nalgo >= 8) return;
+    for (int i = 0; i < pl->nalgo; i++)
+        if (pl->algo[i] == algo) return;
+    pl->algo[pl->nalgo] = algo, pl->ws[pl->nalgo] = ws, pl->nalgo++;
+}
+
+// Descriptors and deterministic candidates of k; any failure leaves no
+// candidate (the direct kernels then run). NULL only when out of host memory.
+Plan *plan_build(cudnnHandle_t h, const Key &k) {
+    Plan *pl = (Plan *)calloc(1, sizeof(Plan));
+    if (!pl) return nullptr;
+    pl->key = k;
+    const bool f32 = k.dt == NB_F32;
+    const cudnnDataType_t dt = f32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+    if (cudnnCreateTensorDescriptor(&pl->xd) != CUDNN_STATUS_SUCCESS) pl->xd = nullptr;
+    if (cudnnCreateTensorDescriptor(&pl->yd) != CUDNN_STATUS_SUCCESS) pl->yd = nullptr;
+    if (cudnnCreateFilterDescriptor(&pl->wd) != CUDNN_STATUS_SUCCESS) pl->wd = nullptr;
+    if (cudnnCreateConvolutionDescriptor(&pl->cd) != CUDNN_STATUS_SUCCESS) pl->cd = nullptr;
+    if (!pl->xd || !pl->yd || !pl->wd || !pl->cd) return pl;
+    if (cudnnSetTensor4dDescriptor(pl->xd, CUDNN_TENSOR_NCHW, dt, k.n, k.c, k.h, k.w) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetTensor4dDescriptor(pl->yd, CUDNN_TENSOR_NCHW, dt, k.n, k.co, k.ho, k.wo) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetFilter4dDescriptor(pl->wd, dt, CUDNN_TENSOR_NCHW, k.co, k.cg, k.kh, k.kw) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolution2dDescriptor(pl->cd, k.ph, k.pw, k.sh, k.sw, k.dh, k.dw, CUDNN_CROSS_CORRELATION, dt) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionGroupCount(pl->cd, k.groups) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetConvolutionMathType(pl->cd, f32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH) != CUDNN_STATUS_SUCCESS)
+        return pl;
+    int on, oc, oh, ow; // cuDNN must see the output size we do
+    if (cudnnGetConvolution2dForwardOutputDim(pl->cd, pl->xd, pl->wd, &on, &oc, &oh, &ow) != CUDNN_STATUS_SUCCESS ||
+        on != k.n || oc != k.co || oh != k.ho || ow != k.wo)
+        return pl;
+    int got = 0;
+    size_t ws = 0;
+    if (k.op == OP_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        if (cudnnGetConvolutionForwardAlgorithm_v7(h, pl->xd, pl->wd, pl->cd, pl->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                   &got, r) != CUDNN_STATUS_SUCCESS)
+            got = 0;
+        for (int i = 0; i < got && i < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; i++)
+            if (accept(r[i].status, r[i].determinism, r[i].mathType, f32))
+                add_candidate(pl, (int)r[i].algo,
+                              cudnnGetConvolutionForwardWorkspaceSize(h, pl->xd, pl->wd, pl->cd, pl->yd, r[i].algo, &ws),
+                              ws);
+    } else if (k.op == OP_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        if (cudnnGetConvolutionBackwardDataAlgorithm_v7(h, pl->wd, pl->yd, pl->cd, pl->xd,
+                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                                                        r) != CUDNN_STATUS_SUCCESS)
+            got = 0;
+        for (int i = 0; i < got && i < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; i++)
+            if (accept(r[i].status, r[i].determinism, r[i].mathType, f32))
+                add_candidate(pl, (int)r[i].algo,
+                              cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl->wd, pl->yd, pl->cd, pl->xd,
+                                                                           r[i].algo, &ws),
+                              ws);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, pl->xd, pl->yd, pl->cd, pl->wd,
+                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
+                                                          r) != CUDNN_STATUS_SUCCESS)
+            got = 0;
+        for (int i = 0; i < got && i < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; i++)
+            if (accept(r[i].status, r[i].determinism, r[i].mathType, f32))
+                add_candidate(pl, (int)r[i].algo,
+                              cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl->xd, pl->yd, pl->cd, pl->wd,
+                                                                             r[i].algo, &ws),
+                              ws);
+    }
+    return pl;
+}
+
+// The cached plan of k (built on a miss, under the lock: the heuristics are
+// host-only and run once per shape). A full cache gives an uncached plan
+// that the caller frees. NULL with NB_ERR_OOM set.
+Plan *plan_get(cudnnHandle_t h, const Key &k) {
+    pthread_mutex_lock(&plans_lock);
+    for (int i = 0; i < n_plans; i++)
+        if (!memcmp(&plans[i]->key, &k, sizeof k)) {
+            Plan *p = plans[i];
+            pthread_mutex_unlock(&plans_lock);
+            return p;
+        }
+    Plan *p = plan_build(h, k);
+    if (p && n_plans < NB_CONV_MAX_PLANS) p->cached = true, plans[n_plans++] = p;
+    pthread_mutex_unlock(&plans_lock);
+    if (!p) nb_set_error(NB_ERR_OOM, "conv2d: out of host memory for a cuDNN plan");
+    return p;
+}
+
+void plan_release(Plan *pl) {
+    if (pl && !pl->cached) plan_free(pl);
+}
+
+// The candidate to try; nalgo when none is left. cur only grows (plan_drop),
+// from any thread: host atomics, not a lock.
+int plan_cur(Plan *pl) { return __atomic_load_n(&pl->cur, __ATOMIC_ACQUIRE); }
+bool plan_usable(Plan *pl) { return plan_cur(pl) < pl->nalgo; }
+void plan_drop(Plan *pl, int cur) {
+    __atomic_compare_exchange_n(&pl->cur, &cur, cur + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+bool cudnn_unsupported(cudnnStatus_t s) {
+    int cat = CUDNN_STATUS_CATEGORY((int)s);
+    return cat == CUDNN_STATUS_NOT_SUPPORTED || cat == CUDNN_STATUS_BAD_PARAM;
+}
+
+// Runs the plan's op: fwd y = conv(a = x, b = w); bwd data x-side = (a = w,
+// b = gy); bwd filter w-side = (a = x, b = gy). *ran is false when no cuDNN
+// algorithm remains (the caller runs the direct kernel instead).
+nb_status plan_run(nb_backend *be, cudnnHandle_t h, Plan *pl, const void *a, const void *b, void *out,
+                   bool accumulate, const char *slot, bool *ran) {
+    static const float f_one = 1, f_zero = 0;
+    static const double d_one = 1, d_zero = 0;
+    const bool f32 = pl->key.dt == NB_F32;
+    const void *alpha = f32 ? (const void *)&f_one : (const void *)&d_one;
+    const void *beta = accumulate ? alpha : f32 ? (const void *)&f_zero : (const void *)&d_zero;
+    for (;;) {
+        int cur = plan_cur(pl);
+        if (cur >= pl->nalgo) {
+            *ran = false;
+            return NB_OK;
+        }
+        Scratch ws;
+        size_t wsz = pl->ws[cur];
+        if (wsz && !ws.alloc(be, wsz)) return nb_last_status();
+        cudnnStatus_t s;
+        const char *call;
+        if (pl->key.op == OP_FWD) {
+            call = "cudnnConvolutionForward";
+            s = cudnnConvolutionForward(h, alpha, pl->xd, a, pl->wd, b, pl->cd, (cudnnConvolutionFwdAlgo_t)pl->algo[cur],
+                                        ws.ptr, wsz, beta, pl->yd, out);
+        } else if (pl->key.op == OP_BWD_DATA) {
+            call = "cudnnConvolutionBackwardData";
+            s = cudnnConvolutionBackwardData(h, alpha, pl->wd, a, pl->yd, b, pl->cd,
+                                             (cudnnConvolutionBwdDataAlgo_t)pl->algo[cur], ws.ptr, wsz, beta, pl->xd,
+                                             out);
+        } else {
+            call = "cudnnConvolutionBackwardFilter";
+            s = cudnnConvolutionBackwardFilter(h, alpha, pl->xd, a, pl->yd, b, pl->cd,
+                                               (cudnnConvolutionBwdFilterAlgo_t)pl->algo[cur], ws.ptr, wsz, beta,
+                                               pl->wd, out);
+        }
+        if (s == CUDNN_STATUS_SUCCESS) {
+            *ran = true;
+            return NB_OK;
+        }
+        if (!cudnn_unsupported(s))
+            return nb_set_error(NB_ERR_DEVICE, "%s: %s (algorithm %d) failed on cuda: %s", slot, call, pl->algo[cur],
+                                cudnnGetErrorString(s));
+        plan_drop(pl, cur); // this algorithm cannot run these shapes: drop it for good
+    }
+}
+
+// ---- the three operations ---------------------------------------------------------------
+
+// cuDNN's output size for symmetric padding p, or -1 when the kernel does not fit.
+int64_t cudnn_out(int64_t in, int64_t pad, int64_t k, int64_t d, int64_t s) {
+    int64_t span = d * (k - 1) + 1;
+    return in + 2 * pad < span ? -1 : (in + 2 * pad - span) / s + 1;
+}
+
+// How one call maps onto cuDNN: the x side cuDNN sees ([hx, wx] with
+// padding [pch, pcw]), whether that is an explicitly padded buffer, and
+// the images per chunk (0: cuDNN cannot take it).
+struct Lowering {
+    bool padded;
+    int64_t hx, wx, pch, pcw, chunk;
+};
+
+Lowering lower(const ConvGeom &g) {
+    Lowering L = {};
+    L.padded = cudnn_out(g.h, g.ph, g.kh, g.dh, g.sh) != g.ho || cudnn_out(g.w, g.pw, g.kw, g.dw, g.sw) != g.wo;
+    if (L.padded) {
+        L.hx = (g.ho - 1) * g.sh + g.dh * (g.kh - 1) + 1, L.wx = (g.wo - 1) * g.sw + g.dw * (g.kw - 1) + 1;
+        L.pch = L.pcw = 0;
+    } else {
+        L.hx = g.h, L.wx = g.w, L.pch = g.ph, L.pcw = g.pw;
+    }
+    const int64_t lim = INT_MAX;
+    int64_t per_x = g.c * L.hx * L.wx, per_y = g.co * g.ho * g.wo, per = per_x > per_y ? per_x : per_y;
+    bool fits = g.co * g.cg * g.kh * g.kw <= lim && L.pch <= lim && L.pcw <= lim && g.sh <= lim && g.sw <= lim &&
+                g.dh <= lim && g.dw <= lim && g.groups <= lim && per >= 1 && per <= lim;
+    L.chunk = fits ? (lim / per < g.n ? lim / per : g.n) : 0;
+    return L;
+}
+
+// log2 of the largest power of two (<= 256) dividing every pointer.
+int align_class(const void *a, const void *b, const void *c) {
+    uintptr_t u = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | 256;
+    int k = 0;
+    while (!(u & 1)) u >>= 1, k++;
+    return k;
+}
+
+Key make_key(nb_backend *be, int op, const ConvGeom &g, const Lowering &L, int64_t n, int align) {
+    Key k;
+    memset(&k, 0, sizeof k);
+    k.op = op, k.dev = device_of(be), k.dt = (int)g.dt, k.align = align;
+    k.n = (int)n, k.c = (int)g.c, k.h = (int)L.hx, k.w = (int)L.wx, k.co = (int)g.co, k.cg = (int)g.cg;
+    k.kh = (int)g.kh, k.kw = (int)g.kw, k.ho = (int)g.ho, k.wo = (int)g.wo;
+    k.ph = (int)L.pch, k.pw = (int)L.pcw, k.sh = (int)g.sh, k.sw = (int)g.sw, k.dh = (int)g.dh, k.dw = (int)g.dw;
+    k.groups = (int)g.groups;
+    return k;
+}
+
+template <typename T> nb_status direct_fwd(nb_backend *be, const ConvGeom &g, const T *x, const T *w, const T *bias, T *y) {
+    k_fwd_direct<T><<<blocks_for(g.n * g.co * g.ho * g.wo), THREADS, 0, stream_of(be)>>>(y, x, w, bias, g);
+    return launched("conv2d");
+}
+template <typename T> nb_status direct_bwd_data(nb_backend *be, const ConvGeom &g, const T *gy, const T *w, T *gx) {
+    k_bwd_data_direct<T><<<blocks_for(g.n * g.c * g.h * g.w), THREADS, 0, stream_of(be)>>>(gx, gy, w, g);
+    return launched("conv2d_backward_input");
+}
+template <typename T>
+nb_status direct_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw, bool accumulate) {
+    int64_t nw = g.co * g.cg * g.kh * g.kw;
+    unsigned grid = (unsigned)(nw < 65535LL * 16 ? nw : 65535LL * 16);
+    k_bwd_filter_direct<T><<<grid, THREADS, 0, stream_of(be)>>>(gw, gy, x, g, accumulate);
+    return launched("conv2d_backward_weight");
+}
+
+// The geometry of images [i0, i0 + n) (pointers are offset by the caller).
+ConvGeom sub(const ConvGeom &g, int64_t n) {
+    ConvGeom s = g;
+    s.n = n;
+    return s;
+}
+
+template <typename T>
+nb_status forward(nb_backend *be, const ConvGeom &g, const T *x, const T *w, const T *bias, T *y) {
+    const char *slot = "conv2d";
+    cudnnHandle_t h = g.cg * g.kh * g.kw > 0 ? nb_cuda_cudnn(be) : nullptr;
+    Lowering L = lower(g);
+    if (!h || L.chunk == 0) return direct_fwd(be, g, x, w, bias, y);
+    const int64_t xs = g.c * g.h * g.w, ys = g.co * g.ho * g.wo;
+    Scratch xp;
+    if (L.padded && !xp.alloc(be, sizeof(T) * (size_t)(L.chunk * g.c * L.hx * L.wx))) return nb_last_status();
+    for (int64_t i0 = 0; i0 < g.n; i0 += L.chunk) {
+        int64_t n = g.n - i0 < L.chunk ? g.n - i0 : L.chunk;
+        ConvGeom s = sub(g, n);
+        const T *xi = x + i0 * xs;
+        T *yi = y + i0 * ys;
+        const T *xin = L.padded ? xp.as<T>() : xi;
+        Plan *pl = plan_get(h, make_key(be, OP_FWD, g, L, n, align_class(xin, w, yi)));
+        if (!pl) return nb_last_status();
+        nb_status st = NB_OK;
+        bool ran = false;
+        if (L.padded && plan_usable(pl)) {
+            int64_t planes = n * g.c;
+            k_pad<T><<<blocks_for(planes * L.hx * L.wx), THREADS, 0, stream_of(be)>>>(
+                xp.as<T>(), xi, planes, g.h, g.w, L.hx, L.wx, g.ph, g.pw);
+            st = launched(slot);
+        }
+        if (st == NB_OK) st = plan_run(be, h, pl, xin, w, yi, false, slot, &ran);
+        plan_release(pl);
+        if (st == NB_OK && !ran) st = direct_fwd(be, s, xi, w, bias, yi);
+        else if (st == NB_OK && bias) {
+            k_add_bias<T><<<bias_grid(n * g.co, g.ho * g.wo), THREADS, 0, stream_of(be)>>>(yi, bias, n * g.co, g.co,
+                                                                                         g.ho * g.wo);
+            st = launched(slot);
+        }
+        if (st != NB_OK) return st;
+    }
+    return NB_OK;
+}
+
+template <typename T> nb_status backward_data(nb_backend *be, const ConvGeom &g, const T *gy, const T *w, T *gx) {
+    const char *slot = "conv2d_backward_input";
+    cudnnHandle_t h = nb_cuda_cudnn(be);
+    Lowering L = lower(g);
+    if (!h || L.chunk == 0) return direct_bwd_data(be, g, gy, w, gx);
+    const int64_t xs = g.c * g.h * g.w, ys = g.co * g.ho * g.wo;
+    Scratch gxp;
+    if (L.padded && !gxp.alloc(be, sizeof(T) * (size_t)(L.chunk * g.c * L.hx * L.wx))) return nb_last_status();
+    for (int64_t i0 = 0; i0 < g.n; i0 += L.chunk) {
+        int64_t n = g.n - i0 < L.chunk ? g.n - i0 : L.chunk;
+        ConvGeom s = sub(g, n);
+        const T *gyi = gy + i0 * ys;
+        T *gxi = gx + i0 * xs;
+        T *gxout = L.padded ? gxp.as<T>() : gxi;
+        Plan *pl = plan_get(h, make_key(be, OP_BWD_DATA, g, L, n, align_class(w, gyi, gxout)));
+        if (!pl) return nb_last_status();
+        bool ran = false;
+        nb_status st = plan_run(be, h, pl, w, gyi, gxout, false, slot, &ran);
+        plan_release(pl);
+        if (st == NB_OK && !ran) st = direct_bwd_data(be, s, gyi, w, gxi);
+        else if (st == NB_OK && L.padded) {
+            int64_t planes = n * g.c;
+            k_crop<T><<<blocks_for(planes * g.h * g.w), THREADS, 0, stream_of(be)>>>(gxi, gxp.as<T>(), planes, g.h,
+                                                                                     g.w, L.hx, L.wx, g.ph, g.pw);
+            st = launched(slot);
+        }
+        if (st != NB_OK) return st;
+    }
+    return NB_OK;
+}
+
+template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw) {
+    const char *slot = "conv2d_backward_weight";
+    cudnnHandle_t h = nb_cuda_cudnn(be);
+    Lowering L = lower(g);
+    if (!h || L.chunk == 0) return direct_bwd_filter(be, g, gy, x, gw, false);
+    const int64_t xs = g.c * g.h * g.w, ys = g.co * g.ho * g.wo;
+    Scratch xp;
+    if (L.padded && !xp.alloc(be, sizeof(T) * (size_t)(L.chunk * g.c * L.hx * L.wx))) return nb_last_status();
+    for (int64_t i0 = 0; i0 < g.n; i0 += L.chunk) {
+        int64_t n = g.n - i0 < L.chunk ? g.n - i0 : L.chunk;
+        ConvGeom s = sub(g, n);
+        const T *xi = x + i0 * xs, *gyi = gy + i0 * ys;
+        const T *xin = L.padded ? xp.as<T>() : xi;
+        Plan *pl = plan_get(h, make_key(be, OP_BWD_FILTER, g, L, n, align_class(xin, gyi, gw)));
+        if (!pl) return nb_last_status();
+        nb_status st = NB_OK;
+        bool ran = false;
+        if (L.padded && plan_usable(pl)) {
+            int64_t planes = n * g.c;
+            k_pad<T><<<blocks_for(planes * L.hx * L.wx), THREADS, 0, stream_of(be)>>>(
+                xp.as<T>(), xi, planes, g.h, g.w, L.hx, L.wx, g.ph, g.pw);
+            st = launched(slot);
+        }
+        if (st == NB_OK)
+            st = plan_run(be, h, pl, xin, gyi, gw, i0 > 0, slot, &ran);
+        plan_release(pl);
+        if (st == NB_OK && !ran) st = direct_bwd_filter(be, s, gyi, xi, gw, i0 > 0);
+        if (st != NB_OK) return st;
+    }
+    return NB_OK;
+}
+
+nb_status zero(nb_backend *be, const char *slot, const nb_kview *v) {
+    int64_t n = numel(v);
+    if (n == 0) return NB_OK;
+    NBC_TRY(slot, cudaMemsetAsync(v->data, 0, (size_t)n * nb_dtype_size(v->dtype), stream_of(be)));
+    return NB_OK;
+}
+
+} // namespace
+} // namespace nbc
+
+using namespace nbc;
+
+extern "C" nb_status nb_cuda_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
+                                    const nb_kview *bias, const nb_conv_params *p) {
+    ConvGeom g;
+    nb_status st = geom_init(&g, "conv2d", x, w, out, p);
+    if (st != NB_OK) return st;
+    if (bias && (bias->dtype != x->dtype || bias->ndim != 1 || bias->shape[0] != g.co || !contiguous(bias)))
+        return nb_set_error(NB_ERR_SHAPE, "conv2d: bias must be a contiguous [%lld] %s", (long long)g.co,
+                            nb_dtype_name(x->dtype));
+    if (numel(out) == 0) return NB_OK;
+    return dispatch_float("conv2d", g.dt, [&](auto tag) {
+        using T = decltype(tag);
+        return forward<T>(be, g, (const T *)x->data, (const T *)w->data, bias ? (const T *)bias->data : nullptr,
+                          (T *)out->data);
+    });
+}
+
+extern "C" nb_status nb_cuda_conv2d_backward_input(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                                   const nb_kview *w, const nb_conv_params *p) {
+    const char *slot = "conv2d_backward_input";
+    ConvGeom g;
+    nb_status st = geom_init(&g, slot, gx, w, gy, p);
+    if (st != NB_OK) return st;
+    if (numel(gx) == 0) return NB_OK;
+    if (numel(gy) == 0 || g.kh * g.kw == 0) return zero(be, slot, gx); // nothing flows back
+    return dispatch_float(slot, g.dt, [&](auto tag) {
+        using T = decltype(tag);
+        return backward_data<T>(be, g, (const T *)gy->data, (const T *)w->data, (T *)gx->data);
+    });
+}
+
+extern "C" nb_status nb_cuda_conv2d_backward_weight(nb_backend *be, const nb_kview *gw, const nb_kview *gbias,
+                                                    const nb_kview *gy, const nb_kview *x, const nb_conv_params *p) {
+    const char *slot = "conv2d_backward_weight";
+    ConvGeom g;
+    nb_status st = geom_init(&g, slot, x, gw, gy, p);
+    if (st != NB_OK) return st;
+    if (gbias && (gbias->dtype != g.dt || gbias->ndim != 1 || gbias->shape[0] != g.co || !contiguous(gbias)))
+        return nb_set_error(NB_ERR_SHAPE, "%s: gbias must be a contiguous [%lld] %s", slot, (long long)g.co,
+                            nb_dtype_name(g.dt));
+    if (g.n == 0 || g.ho * g.wo == 0) { // an empty sum
+        st = zero(be, slot, gw);
+        return st == NB_OK && gbias ? zero(be, slot, gbias) : st;
+    }
+    return dispatch_float(slot, g.dt, [&](auto tag) {
+        using T = decltype(tag);
+        if (gbias && g.co > 0) {
+            unsigned grid = (unsigned)(g.co < 65535LL * 16 ? g.co : 65535LL * 16);
+            k_bias_grad<T><<<grid, 512, 0, stream_of(be)>>>((T *)gbias->data, (const T *)gy->data, g.n, g.co,
+                                                            g.ho * g.wo);
+            nb_status s = launched(slot);
+            if (s != NB_OK) return s;
+        }
+        if (numel(gw) == 0) return NB_OK;
+        return backward_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data);
+    });
+}

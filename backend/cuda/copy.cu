@@ -1,0 +1,139 @@
+// copy.cu - the cast family on CUDA: copy (any dtype to any dtype, the
+// source broadcast to the destination's shape, any strides), fill and
+// arange. Conversions follow the CPU backend's (backend/cpu/cast.c): float
+// to integer truncates toward zero, integers convert among themselves by C's
+// rules (wrapping), to bool is != 0, into float16/bfloat16 rounds to
+// nearest even once from the exact value, and a copy within one dtype moves
+// the bits (NaN payloads kept).
+#include "cuda_common.cuh"
+#include "cuda_kernels.h"
+
+namespace nbc {
+
+// The source value as an exact wide type: int64 for integers and bool,
+// double for floats.
+template <typename S> struct Wide { using type = int64_t; };
+template <> struct Wide<float> { using type = double; };
+template <> struct Wide<double> { using type = double; };
+template <> struct Wide<__half> { using type = double; };
+template <> struct Wide<__nv_bfloat16> { using type = double; };
+
+template <typename S> __device__ inline typename Wide<S>::type widen(S s) { return (typename Wide<S>::type)s; }
+template <> __device__ inline double widen<__half>(__half s) { return (double)__half2float(s); }
+template <> __device__ inline double widen<__nv_bfloat16>(__nv_bfloat16 s) { return (double)__bfloat162float(s); }
+
+template <typename D> __device__ inline D narrow_i(int64_t v) { return (D)v; }
+template <> __device__ inline bool narrow_i<bool>(int64_t v) { return v != 0; }
+template <> __device__ inline float narrow_i<float>(int64_t v) { return (float)(double)v; }
+template <> __device__ inline double narrow_i<double>(int64_t v) { return (double)v; }
+template <> __device__ inline __half narrow_i<__half>(int64_t v) { return __double2half((double)v); }
+template <> __device__ inline __nv_bfloat16 narrow_i<__nv_bfloat16>(int64_t v) { return __double2bfloat16((double)v); }
+
+template <typename D> __device__ inline D narrow_f(double v) { return (D)v; }
+template <> __device__ inline bool narrow_f<bool>(double v) { return v != 0; }
+template <> __device__ inline uint8_t narrow_f<uint8_t>(double v) { return (uint8_t)(int64_t)v; }
+template <> __device__ inline float narrow_f<float>(double v) { return __double2float_rn(v); }
+template <> __device__ inline __half narrow_f<__half>(double v) { return __double2half(v); }
+template <> __device__ inline __nv_bfloat16 narrow_f<__nv_bfloat16>(double v) { return __double2bfloat16(v); }
+
+template <typename D> __device__ inline D to(int64_t v) { return narrow_i<D>(v); }
+template <typename D> __device__ inline D to(double v) { return narrow_f<D>(v); }
+
+template <typename S, typename D> __global__ void k_copy(Iter<2> it) {
+    NBC_GRID_STRIDE(i, it.numel) {
+        int64_t off[2];
+        if (it.contig) off[0] = off[1] = i;
+        else it.offsets(i, off);
+        const S s = ((const S *)it.ptr[1])[off[1]];
+        ((D *)it.ptr[0])[off[0]] = to<D>(widen<S>(s));
+    }
+}
+
+// Same dtype: move elements of `bytes` bytes as raw bits.
+template <typename U> __global__ void k_move(Iter<2> it) {
+    NBC_GRID_STRIDE(i, it.numel) {
+        int64_t off[2];
+        if (it.contig) off[0] = off[1] = i;
+        else it.offsets(i, off);
+        ((U *)it.ptr[0])[off[0]] = ((const U *)it.ptr[1])[off[1]];
+    }
+}
+
+template <typename D> __global__ void k_fill(Iter<1> it, double v) {
+    D x = to<D>(v);
+    NBC_GRID_STRIDE(i, it.numel) {
+        int64_t off[1];
+        if (it.contig) off[0] = i;
+        else it.offsets(i, off);
+        ((D *)it.ptr[0])[off[0]] = x;
+    }
+}
+
+// start + i * step rounded as the CPU rounds it (no FMA contraction).
+template <typename D> __global__ void k_arange(D *out, int64_t n, double start, double step) {
+    NBC_GRID_STRIDE(i, n) out[i] = to<D>(__dadd_rn(start, __dmul_rn((double)i, step)));
+}
+
+static nb_status move_bits(nb_backend *be, Iter<2> it, size_t es) {
+    unsigned g = blocks_for(it.numel);
+    cudaStream_t s = stream_of(be);
+    switch (es) {
+    case 1: k_move<uint8_t><<<g, THREADS, 0, s>>>(it); break;
+    case 2: k_move<uint16_t><<<g, THREADS, 0, s>>>(it); break;
+    case 4: k_move<uint32_t><<<g, THREADS, 0, s>>>(it); break;
+    default: k_move<uint64_t><<<g, THREADS, 0, s>>>(it); break;
+    }
+    return launched("copy");
+}
+
+} // namespace nbc
+
+using namespace nbc;
+
+extern "C" nb_status nb_cuda_copy(nb_backend *be, const nb_kview *dst, const nb_kview *src) {
+    if (!same_shape(dst, src))
+        return nb_set_error(NB_ERR_SHAPE, "copy: the source is not expanded to the destination's shape");
+    const nb_kview *v[2] = {dst, src};
+    Iter<2> it = make_iter<2>(v);
+    if (it.numel == 0) return NB_OK;
+    if (dst->dtype == src->dtype) {
+        size_t es = nb_dtype_size(dst->dtype);
+        if (it.contig && dst->data != src->data) {
+            NBC_TRY("copy", cudaMemcpyAsync(dst->data, src->data, (size_t)it.numel * es, cudaMemcpyDeviceToDevice,
+                                            stream_of(be)));
+            return NB_OK;
+        }
+        return move_bits(be, it, es);
+    }
+    return dispatch_all(src->dtype, [&](auto s) {
+        using S = decltype(s);
+        return dispatch_all(dst->dtype, [&](auto d) {
+            using D = decltype(d);
+            k_copy<S, D><<<blocks_for(it.numel), THREADS, 0, stream_of(be)>>>(it);
+            return launched("copy");
+        });
+    });
+}
+
+extern "C" nb_status nb_cuda_fill(nb_backend *be, const nb_kview *dst, double value) {
+    const nb_kview *v[1] = {dst};
+    Iter<1> it = make_iter<1>(v);
+    if (it.numel == 0) return NB_OK;
+    return dispatch_all(dst->dtype, [&](auto d) {
+        using D = decltype(d);
+        k_fill<D><<<blocks_for(it.numel), THREADS, 0, stream_of(be)>>>(it, value);
+        return launched("fill");
+    });
+}
+
+extern "C" nb_status nb_cuda_arange(nb_backend *be, const nb_kview *dst, double start, double step) {
+    if (dst->ndim != 1 || (dst->shape[0] > 1 && dst->strides[0] != 1))
+        return nb_set_error(NB_ERR_SHAPE, "arange: the output must be contiguous and 1-d");
+    int64_t n = dst->shape[0];
+    if (n == 0) return NB_OK;
+    return dispatch_all(dst->dtype, [&](auto d) {
+        using D = decltype(d);
+        k_arange<D><<<blocks_for(n), THREADS, 0, stream_of(be)>>>((D *)dst->data, n, start, step);
+        return launched("arange");
+    });
+}

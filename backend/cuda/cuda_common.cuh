@@ -1,0 +1,222 @@
+// cuda_common.cuh - what every file of the CUDA backend shares (internal):
+// the per-device context and its current stream, error reporting (CUDA
+// calls, launches, the per-stream device error word), scratch memory from
+// the caching allocator, dtype traits (float16/bfloat16 load and store
+// through float), the strided iterator that elementwise kernels walk, and
+// launch sizes. Kernels are deterministic: no atomics in reductions, fixed
+// reduction trees, one writer per output element.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "nb_backend_util.h"
+
+namespace nbc {
+
+constexpr int MAXD = NB_MAX_DIMS;
+constexpr int THREADS = 256;
+
+// ---- the device context ----------------------------------------------------------
+
+// Data-dependent errors that kernels report through the stream's error word
+// (see nb_backend.h, Errors): the word holds kind * 1024 + the slot's tag.
+// ERR_CONVERGE: an eigen/singular value iteration did not converge (syevd,
+// gesvd info > 0), which the CPU reports as NB_ERR_INVALID_ARG.
+enum DevErr { ERR_NONE = 0, ERR_INDEX = 1, ERR_ZERO_DIV = 2, ERR_TARGET = 3, ERR_SINGULAR = 4, ERR_NOT_PD = 5, ERR_RANK = 6,
+              ERR_CONVERGE = 7 };
+
+struct Ctx; // cuda_backend.cu
+
+Ctx *ctx_of(nb_backend *be);
+int device_of(nb_backend *be);
+// The calling thread's current stream on be's device.
+inline cudaStream_t stream_of(nb_backend *be) { return (cudaStream_t)nb_backend_current_stream(be); }
+// The device error word of the current stream (never NULL for a live stream).
+int *err_word(nb_backend *be);
+// A tag for a slot name, so the error word can name the op (tags < 1024).
+int slot_tag(const char *slot);
+
+// nb_set_error for a failed CUDA call: "<slot>: <call> failed: <reason>".
+nb_status cuda_fail(const char *slot, const char *call, cudaError_t e);
+// After a kernel launch: the launch's own error, if any (and counts it,
+// nb_device_counters.kernel_launches).
+nb_status launched(const char *slot);
+// Counts a launch made by a library call (cuBLAS, cuDNN, cuSOLVER: once per
+// call) on the current CUDA device.
+void count_launch(void);
+// Counts a host wait inside a slot (a blocking copy, a stream sync).
+void count_sync(nb_backend *be);
+
+#define NBC_TRY(slot, call)                                                  \
+    do {                                                                     \
+        cudaError_t nbc_e_ = (call);                                         \
+        if (nbc_e_ != cudaSuccess) return nbc::cuda_fail(slot, #call, nbc_e_); \
+    } while (0)
+
+// Device code: records a data-dependent error (the first one wins).
+__device__ inline void raise(int *word, int kind, int tag) { atomicCAS(word, 0, kind * 1024 + tag); }
+
+// ---- scratch memory ---------------------------------------------------------------
+
+// Device memory for one slot call, from the caching allocator on the
+// current stream (reused in the steady state: no cudaMalloc per op).
+struct Scratch {
+    nb_backend *be = nullptr;
+    void *ptr = nullptr, *block = nullptr;
+    Scratch() = default;
+    Scratch(const Scratch &) = delete;
+    Scratch &operator=(const Scratch &) = delete;
+    ~Scratch() {
+        if (block) nb_free_raw(be, block);
+    }
+    // false with NB_ERR_OOM set
+    bool alloc(nb_backend *b, size_t bytes) {
+        be = b;
+        ptr = nb_alloc_raw(b, bytes ? bytes : 1, nb_backend_current_stream(b), &block);
+        return ptr != nullptr;
+    }
+    template <typename T> T *as() const { return (T *)ptr; }
+};
+
+// ---- dtypes ------------------------------------------------------------------------
+
+template <typename T> struct Traits {
+    using acc = T; // what arithmetic runs in
+    __device__ static acc load(T v) { return v; }
+    __device__ static T store(acc v) { return v; }
+};
+template <> struct Traits<float> {
+    using acc = float;
+    __device__ static float load(float v) { return v; }
+    __device__ static float store(float v) { return v; }
+};
+template <> struct Traits<__half> {
+    using acc = float;
+    __device__ static float load(__half v) { return __half2float(v); }
+    __device__ static __half store(float v) { return __float2half_rn(v); }
+};
+template <> struct Traits<__nv_bfloat16> {
+    using acc = float;
+    __device__ static float load(__nv_bfloat16 v) { return __bfloat162float(v); }
+    __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
+};
+
+// Calls F<T>() for the C type of dtype dt: F is a lambda-like functor
+// template used as `dispatch(dt, [&](auto tag) { using T = decltype(tag); ... })`.
+template <typename F> nb_status dispatch_all(nb_dtype dt, F &&f) {
+    switch (dt) {
+    case NB_F32: return f(float());
+    case NB_F64: return f(double());
+    case NB_I32: return f(int32_t());
+    case NB_I64: return f(int64_t());
+    case NB_U8: return f(uint8_t());
+    case NB_BOOL: return f(bool());
+    case NB_F16: return f(__half());
+    case NB_BF16: return f(__nv_bfloat16());
+    default: return nb_set_error(NB_ERR_DTYPE, "cuda: invalid dtype %d", (int)dt);
+    }
+}
+// float32 and float64 only (other dtypes: NB_ERR_DTYPE naming slot).
+template <typename F> nb_status dispatch_float(const char *slot, nb_dtype dt, F &&f) {
+    switch (dt) {
+    case NB_F32: return f(float());
+    case NB_F64: return f(double());
+    default: return nb_set_error(NB_ERR_DTYPE, "%s: %s is not supported on cuda", slot, nb_dtype_name(dt));
+    }
+}
+
+inline bool same_shape(const nb_kview *a, const nb_kview *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+inline int64_t numel(const nb_kview *v) {
+    int64_t n = 1;
+    for (int i = 0; i < v->ndim; i++) n *= v->shape[i];
+    return n;
+}
+inline bool contiguous(const nb_kview *v) {
+    int64_t s = 1;
+    for (int i = v->ndim - 1; i >= 0; i--) {
+        if (v->shape[i] != 1 && v->strides[i] != s) return false;
+        s *= v->shape[i];
+    }
+    return true;
+}
+
+// ---- the strided iterator ---------------------------------------------------------
+
+// N views of one shape, walked in C order of that shape. Dims of size 1 are
+// dropped and neighbouring dims merged where every view allows it, so most
+// calls run with ndim 1 (and `contig` when every view is dense).
+template <int N> struct Iter {
+    int ndim;
+    int64_t numel;
+    bool contig;
+    int64_t shape[MAXD];
+    int64_t st[N][MAXD]; // element strides
+    char *ptr[N];
+
+    __device__ void offsets(int64_t i, int64_t *off) const {
+        for (int k = 0; k < N; k++) off[k] = 0;
+        for (int d = ndim - 1; d >= 0; d--) {
+            int64_t s = shape[d], q = i / s, r = i - q * s;
+            i = q;
+            for (int k = 0; k < N; k++) off[k] += r * st[k][d];
+        }
+    }
+};
+
+template <int N> Iter<N> make_iter(const nb_kview *const *v) {
+    Iter<N> it;
+    it.ndim = 0;
+    it.numel = numel(v[0]);
+    for (int k = 0; k < N; k++) it.ptr[k] = (char *)v[k]->data;
+    for (int d = 0; d < v[0]->ndim; d++) { // drop size-1 dims
+        if (v[0]->shape[d] == 1) continue;
+        it.shape[it.ndim] = v[0]->shape[d];
+        for (int k = 0; k < N; k++) it.st[k][it.ndim] = v[k]->strides[d];
+        it.ndim++;
+    }
+    // merge dim d into d + 1 when every view steps through both as one
+    int nd = 0;
+    for (int d = 0; d < it.ndim; d++) {
+        if (nd > 0) {
+            bool merge = true;
+            for (int k = 0; k < N; k++) merge &= it.st[k][nd - 1] == it.st[k][d] * it.shape[d];
+            if (merge) {
+                it.shape[nd - 1] *= it.shape[d];
+                for (int k = 0; k < N; k++) it.st[k][nd - 1] = it.st[k][d];
+                continue;
+            }
+        }
+        it.shape[nd] = it.shape[d];
+        for (int k = 0; k < N; k++) it.st[k][nd] = it.st[k][d];
+        nd++;
+    }
+    it.ndim = nd;
+    it.contig = nd == 0 || (nd == 1 && [&] {
+                     for (int k = 0; k < N; k++)
+                         if (it.st[k][0] != 1) return false;
+                     return true;
+                 }());
+    return it;
+}
+
+// Blocks for n elements with grid-stride loops (capped: the loop covers the rest).
+inline unsigned blocks_for(int64_t n, int threads = THREADS) {
+    int64_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > 65535LL * 16) b = 65535LL * 16;
+    return (unsigned)b;
+}
+
+#define NBC_GRID_STRIDE(i, n) \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+} // namespace nbc
+

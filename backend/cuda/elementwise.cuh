@@ -1,0 +1,213 @@
+// elementwise.cuh - the launcher that unary.cu and binary.cu share
+// (internal; random.cu and optim.cu use its Vec and aligned_to):
+// out = f(in0[, in1]) over views of one shape, one thread per output
+// element (or per vector of V elements), so results are deterministic.
+// Two paths, chosen on the host from the merged strided
+// iterator (Iter, cuda_common.cuh):
+//   rows:    at most two merged dims, out dense, every input stepping its
+//            inner dim by 1 (dense) or 0 (broadcast): a flat contiguous op
+//            (R = 1), a bias/row broadcast [R, C] op [C], a per-row scale
+//            [R, C] op [R, 1]. Each thread loads V = 16 / sizeof(In)
+//            elements (float4 for float32) with no index division; taken
+//            when every vector access is aligned.
+//   generic: any strides: per-element offsets from int64 div/mod (the
+//            iterator's `contig` case skips them).
+// A functor F gives In, Out, NIN (1 or 2) and `Out operator()(In[, In])`.
+// Also here: float math by overload (m_exp(float) is expf, m_exp(double)
+// exp) for templates over both, and view_str for messages.
+#pragma once
+
+#include <math.h>
+
+#include "cuda_common.cuh"
+
+namespace nbc {
+
+// V elements of T as one aligned access (ld/st.global.v4 for float4).
+template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
+    T v[V];
+};
+
+// Vector width of an input type: 16 bytes.
+template <typename T> constexpr int vec_width() { return sizeof(T) >= 16 ? 1 : (int)(16 / sizeof(T)); }
+
+template <typename F> __device__ __forceinline__ typename F::Out ew_apply(const F &f, const typename F::In *x) {
+    if constexpr (F::NIN == 1) return f(x[0]);
+    else return f(x[0], x[1]);
+}
+
+// The rows path's geometry: out [R, C] dense; input k at in[k] + r * rs[k] + c * cs[k], cs[k] in {0, 1}.
+template <typename F> struct RowArgs {
+    int64_t R, C;
+    typename F::Out *out;
+    const typename F::In *in[F::NIN];
+    int64_t rs[F::NIN];
+    int cs[F::NIN];
+};
+
+// Per row: nv vectors of V elements, then the C - nv * V tail elements one
+// by one; work item j < nv is a vector, j >= nv a tail element.
+template <typename F, int V> __global__ void k_ew_rows(F f, RowArgs<F> a) {
+    using In = typename F::In;
+    using Out = typename F::Out;
+    const int64_t nv = a.C / V, nw = nv + (a.C - nv * V);
+    for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < a.R; r += (int64_t)gridDim.y * blockDim.y) {
+        Out *o = a.out + r * a.C;
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nw; j += (int64_t)gridDim.x * blockDim.x) {
+            if (j < nv) {
+                In x[F::NIN][V];
+#pragma unroll
+                for (int k = 0; k < F::NIN; k++) {
+                    const In *p = a.in[k] + r * a.rs[k];
+                    if (a.cs[k]) {
+                        Vec<In, V> t = *reinterpret_cast<const Vec<In, V> *>(p + j * V);
+#pragma unroll
+                        for (int l = 0; l < V; l++) x[k][l] = t.v[l];
+                    } else {
+                        In s = *p;
+#pragma unroll
+                        for (int l = 0; l < V; l++) x[k][l] = s;
+                    }
+                }
+                Vec<Out, V> y;
+#pragma unroll
+                for (int l = 0; l < V; l++) {
+                    In e[F::NIN];
+#pragma unroll
+                    for (int k = 0; k < F::NIN; k++) e[k] = x[k][l];
+                    y.v[l] = ew_apply(f, e);
+                }
+                *reinterpret_cast<Vec<Out, V> *>(o + j * V) = y;
+            } else {
+                const int64_t c = nv * V + (j - nv);
+                In e[F::NIN];
+#pragma unroll
+                for (int k = 0; k < F::NIN; k++) e[k] = a.in[k][r * a.rs[k] + c * a.cs[k]];
+                o[c] = ew_apply(f, e);
+            }
+        }
+    }
+}
+
+template <typename F> __global__ void k_ew_iter(F f, Iter<F::NIN + 1> it) {
+    using In = typename F::In;
+    using Out = typename F::Out;
+    NBC_GRID_STRIDE(i, it.numel) {
+        int64_t off[F::NIN + 1];
+        if (it.contig) {
+#pragma unroll
+            for (int k = 0; k <= F::NIN; k++) off[k] = i;
+        } else {
+            it.offsets(i, off);
+        }
+        In e[F::NIN];
+#pragma unroll
+        for (int k = 0; k < F::NIN; k++) e[k] = ((const In *)it.ptr[k + 1])[off[k + 1]];
+        ((Out *)it.ptr[0])[off[0]] = ew_apply(f, e);
+    }
+}
+
+inline bool aligned_to(const void *p, size_t bytes) { return (uintptr_t)p % bytes == 0; }
+
+// The rows path's arguments if the merged iterator has that shape and
+// every vector access of width V is aligned; false otherwise.
+template <typename F, int V> bool ew_rows_args(const Iter<F::NIN + 1> &it, RowArgs<F> *a) {
+    using In = typename F::In;
+    using Out = typename F::Out;
+    if (it.ndim > 2) return false;
+    int64_t R = 1, C = 1, ors = 0, ocs = 1;
+    if (it.ndim == 1) C = it.shape[0], ocs = it.st[0][0];
+    if (it.ndim == 2) R = it.shape[0], C = it.shape[1], ors = it.st[0][0], ocs = it.st[0][1];
+    if (ocs != 1 || (R > 1 && ors != C)) return false;
+    if (!aligned_to(it.ptr[0], sizeof(Out) * V) || (R > 1 && C % V != 0)) return false;
+    a->R = R, a->C = C, a->out = (Out *)it.ptr[0];
+    for (int k = 0; k < F::NIN; k++) {
+        int64_t rs = 0, cs = 1;
+        if (it.ndim == 1) cs = it.st[k + 1][0];
+        if (it.ndim == 2) rs = it.st[k + 1][0], cs = it.st[k + 1][1];
+        if (cs != 0 && cs != 1) return false;
+        if (cs == 1 && (!aligned_to(it.ptr[k + 1], sizeof(In) * V) || (R > 1 && rs % V != 0))) return false;
+        a->in[k] = (const In *)it.ptr[k + 1], a->rs[k] = rs, a->cs[k] = (int)cs;
+    }
+    return true;
+}
+
+// Runs f over out and ins (already checked: same shapes, F's dtypes).
+// numel 0: nothing is launched.
+template <typename F> nb_status ew_launch(nb_backend *be, const char *slot, const F &f, const nb_kview *out,
+                                          const nb_kview *in0, const nb_kview *in1 = nullptr) {
+    constexpr int N = F::NIN + 1;
+    const nb_kview *v[3] = {out, in0, in1};
+    Iter<N> it = make_iter<N>(v);
+    if (it.numel == 0) return NB_OK;
+    cudaStream_t s = stream_of(be);
+    constexpr int V = vec_width<typename F::In>();
+    RowArgs<F> a;
+    if (ew_rows_args<F, V>(it, &a)) {
+        // a block of 256 threads: up to 256 work items of a row across x,
+        // several short rows across y
+        const int64_t nw = a.C / V + a.C % V;
+        unsigned bx = nw >= THREADS ? THREADS : (unsigned)((nw + 31) / 32 * 32);
+        unsigned by = THREADS / bx;
+        int64_t gx = (nw + bx - 1) / bx, gy = (a.R + by - 1) / by;
+        if (gx > (1 << 20)) gx = 1 << 20; // grid-stride loops cover the rest
+        if (gy > 65535) gy = 65535;
+        k_ew_rows<F, V><<<dim3((unsigned)gx, (unsigned)gy), dim3(bx, by), 0, s>>>(f, a);
+        return launched(slot);
+    }
+    k_ew_iter<F><<<blocks_for(it.numel), THREADS, 0, s>>>(f, it);
+    return launched(slot);
+}
+
+// ---- float math by overload: float calls CUDA's f functions, double the others
+
+#define NBC_M1(NAME, F32, F64)                                                \
+    __device__ __forceinline__ float NAME(float x) { return F32(x); }         \
+    __device__ __forceinline__ double NAME(double x) { return F64(x); }
+NBC_M1(m_exp, expf, exp)
+NBC_M1(m_log, logf, log)
+NBC_M1(m_sqrt, sqrtf, sqrt)
+NBC_M1(m_tanh, tanhf, tanh)
+NBC_M1(m_fabs, fabsf, fabs)
+NBC_M1(m_floor, floorf, floor)
+NBC_M1(m_ceil, ceilf, ceil)
+NBC_M1(m_rint, rintf, rint)
+NBC_M1(m_trunc, truncf, trunc)
+NBC_M1(m_log1p, log1pf, log1p)
+NBC_M1(m_expm1, expm1f, expm1)
+NBC_M1(m_log2, log2f, log2)
+NBC_M1(m_log10, log10f, log10)
+NBC_M1(m_sin, sinf, sin)
+NBC_M1(m_cos, cosf, cos)
+NBC_M1(m_tan, tanf, tan)
+NBC_M1(m_asin, asinf, asin)
+NBC_M1(m_acos, acosf, acos)
+NBC_M1(m_atan, atanf, atan)
+NBC_M1(m_sinh, sinhf, sinh)
+NBC_M1(m_cosh, coshf, cosh)
+NBC_M1(m_asinh, asinhf, asinh)
+NBC_M1(m_acosh, acoshf, acosh)
+NBC_M1(m_atanh, atanhf, atanh)
+NBC_M1(m_erf, erff, erf)
+NBC_M1(m_erfc, erfcf, erfc)
+#undef NBC_M1
+__device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ float m_fmod(float x, float y) { return fmodf(x, y); }
+__device__ __forceinline__ double m_fmod(double x, double y) { return fmod(x, y); }
+__device__ __forceinline__ float m_atan2(float y, float x) { return atan2f(y, x); }
+__device__ __forceinline__ double m_atan2(double y, double x) { return atan2(y, x); }
+__device__ __forceinline__ float m_copysign(float x, float y) { return copysignf(x, y); }
+__device__ __forceinline__ double m_copysign(double x, double y) { return copysign(x, y); }
+
+// "[2, 3] float32", as the CPU backend names a view in messages.
+constexpr size_t VIEW_BUF = 96;
+inline const char *view_str(const nb_kview *v, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < v->ndim && used < len; d++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)v->shape[d]);
+    if (used < len) snprintf(buf + used, len - used, "] %s", nb_dtype_name(v->dtype));
+    return buf;
+}
+
+} // namespace nbc

@@ -1,0 +1,186 @@
+// loss.cu - the fused cross-entropy forward and backward on CUDA over rows
+// of logits [n, c] (contiguous), with backend/cpu/loss.c's formulas
+// (PyTorch's):
+//   lse_i = max_i + log(sum_j exp(x_ij - max_i))   (the sum in double for float32)
+//   loss_i = lse_i - x[i, t_i]   (0 where t_i == ignore_index)
+//   glogits_ij = gloss_i * (exp(x_ij - lse_i) - [j == t_i])   (0 rows where ignored)
+// Forward: a block per row (32 to 1024 threads by c: BERT's 30522 classes
+// get 1024), the row's max and sum each in a fixed shuffle / shared-memory
+// tree (deterministic, no atomics); the second pass re-reads the row from
+// L2. Backward needs no reduction (lse is saved): a grid over (column
+// chunks, rows), each element written once.
+// A target outside [0, c) that is not ignore_index goes to the stream's
+// error word (NB_ERR_INVALID_ARG at the next sync point); x is never read
+// at it (that row's loss is NaN, its gradient row has no -gloss term).
+#include "cuda_kernels.h"
+#include "red_util.cuh"
+
+namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
+
+// Per-row views: element i of a strided [n] vector.
+template <typename T> struct RowVec {
+    T *p;
+    int64_t s;
+    __device__ T &operator[](int64_t i) const { return p[i * s]; }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(1024) k_ce(const T *x, int64_t n, int64_t c, RowVec<const int64_t> tgt,
+                                             RowVec<T> loss, RowVec<T> lse, int64_t ignore, int *err, int tag) {
+    __shared__ T st[32];
+    __shared__ double sd[32];
+    const int bd = blockDim.x;
+    for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+        const T *xr = x + r * c;
+        T mx = (T)-INFINITY;
+        int64_t i = threadIdx.x;
+        for (; i + 3 * bd < c; i += 4 * bd) { // four loads in flight
+            T v0 = xr[i], v1 = xr[i + bd], v2 = xr[i + 2 * bd], v3 = xr[i + 3 * bd];
+            mx = MaxNan<T>()(mx, v0), mx = MaxNan<T>()(mx, v1), mx = MaxNan<T>()(mx, v2), mx = MaxNan<T>()(mx, v3);
+        }
+        for (; i < c; i += bd) mx = MaxNan<T>()(mx, xr[i]);
+        mx = block_all(mx, MaxNan<T>(), st);
+        double s = 0;
+        i = threadIdx.x;
+        for (; i + 3 * bd < c; i += 4 * bd) {
+            T v0 = xr[i], v1 = xr[i + bd], v2 = xr[i + 2 * bd], v3 = xr[i + 3 * bd];
+            s += (double)ex(v0 - mx), s += (double)ex(v1 - mx), s += (double)ex(v2 - mx), s += (double)ex(v3 - mx);
+        }
+        for (; i < c; i += bd) s += (double)ex(xr[i] - mx);
+        s = group_reduce(s, bd, Plus<double>(), sd); // valid in thread 0
+        if (threadIdx.x == 0) {
+            T l = mx + (T)log(s);
+            int64_t t = tgt[r];
+            lse[r] = l;
+            if (t == ignore) {
+                loss[r] = (T)0;
+            } else if (t < 0 || t >= c) {
+                raise(err, ERR_TARGET, tag);
+                loss[r] = (T)NAN;
+            } else {
+                loss[r] = l - xr[t];
+            }
+        }
+        // the next row's block_all begins with __syncthreads before reusing st/sd
+    }
+}
+
+// No classes (c == 0): every target must be ignored; lse = -inf, loss = 0.
+template <typename T>
+__global__ void k_ce_empty(int64_t n, RowVec<const int64_t> tgt, RowVec<T> loss, RowVec<T> lse, int64_t ignore,
+                           int *err, int tag) {
+    NBC_GRID_STRIDE(r, n) {
+        if (tgt[r] != ignore) raise(err, ERR_TARGET, tag);
+        lse[r] = (T)-INFINITY;
+        loss[r] = (T)0;
+    }
+}
+
+constexpr int CEB_THREADS = 256, CEB_PER = 4; // backward: elements per thread per row chunk
+
+template <typename T>
+__global__ void __launch_bounds__(CEB_THREADS) k_ce_back(const T *x, T *gx, int64_t n, int64_t c,
+                                                         RowVec<const int64_t> tgt, RowVec<const T> gloss,
+                                                         RowVec<const T> lse, int64_t ignore, int *err, int tag) {
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        const int64_t t = tgt[r];
+        const bool ign = t == ignore;
+        if (!ign && (t < 0 || t >= c) && blockIdx.x == 0 && threadIdx.x == 0) raise(err, ERR_TARGET, tag);
+        const T g = ign ? (T)0 : gloss[r], l = ign ? (T)0 : lse[r];
+        const T *xr = x + r * c;
+        T *gr = gx + r * c;
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < c; j += (int64_t)gridDim.x * blockDim.x) {
+            T v = (T)0;
+            if (!ign) {
+                v = g * ex(xr[j] - l);
+                if (j == t) v -= g;
+            }
+            gr[j] = v;
+        }
+    }
+}
+
+// Geometry and dtypes (backend/cpu/loss.c's ce_check; the targets are
+// checked by the kernels).
+static nb_status ce_check(const char *name, const nb_kview *x, const nb_kview *t, const nb_kview *const *rows,
+                          int nrows, const nb_kview *mat2) {
+    char b1[VSTR], b2[VSTR];
+    bool fl = x->dtype == NB_F32 || x->dtype == NB_F64;
+    if (x->ndim != 2 || !fl || !contiguous(x) ||
+        (mat2 && (!same_shape(x, mat2) || mat2->dtype != x->dtype || !contiguous(mat2))))
+        return nb_set_error(NB_ERR_SHAPE, "%s: logits %s must be a contiguous float [n, c] matrix", name,
+                            vstr(x, b1, sizeof b1));
+    int64_t n = x->shape[0];
+    if (t->ndim != 1 || t->shape[0] != n || t->dtype != NB_I64)
+        return nb_set_error(NB_ERR_SHAPE, "%s: target %s must be int64 [%lld] for logits %s", name,
+                            vstr(t, b1, sizeof b1), (long long)n, vstr(x, b2, sizeof b2));
+    for (int i = 0; i < nrows; i++)
+        if (rows[i]->ndim != 1 || rows[i]->shape[0] != n || rows[i]->dtype != x->dtype)
+            return nb_set_error(NB_ERR_SHAPE, "%s: per-row tensor %s must be %s [%lld]", name,
+                                vstr(rows[i], b1, sizeof b1), nb_dtype_name(x->dtype), (long long)n);
+    return NB_OK;
+}
+
+template <typename T> static RowVec<T> rv(const nb_kview *v) { return {(T *)v->data, v->strides[0]}; }
+
+template <typename T>
+static nb_status ce_t(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *logits,
+                      const nb_kview *target, int64_t ignore) {
+    cudaStream_t st = stream_of(be);
+    int64_t n = logits->shape[0], c = logits->shape[1];
+    int *err = err_word(be);
+    int tag = slot_tag("cross_entropy");
+    if (c == 0) {
+        k_ce_empty<T><<<blocks_for(n), THREADS, 0, st>>>(n, rv<const int64_t>(target), rv<T>(loss), rv<T>(lse), ignore,
+                                                         err, tag);
+        return launched("cross_entropy");
+    }
+    // about 8 elements per thread per pass, 32 .. 1024 threads
+    int threads = pow2_at_least((c + 7) / 8);
+    if (threads < 32) threads = 32;
+    k_ce<T><<<grid_for(n, 1, 1 << 20), threads, 0, st>>>((const T *)logits->data, n, c, rv<const int64_t>(target),
+                                                        rv<T>(loss), rv<T>(lse), ignore, err, tag);
+    return launched("cross_entropy");
+}
+
+template <typename T>
+static nb_status ce_back_t(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss, const nb_kview *logits,
+                           const nb_kview *lse, const nb_kview *target, int64_t ignore) {
+    int64_t n = logits->shape[0], c = logits->shape[1];
+    dim3 grid(grid_for(c, (int64_t)CEB_THREADS * CEB_PER, 1024), (unsigned)(n < 65535 ? n : 65535));
+    k_ce_back<T><<<grid, CEB_THREADS, 0, stream_of(be)>>>(
+        (const T *)logits->data, (T *)glogits->data, n, c, rv<const int64_t>(target), rv<const T>(gloss),
+        rv<const T>(lse), ignore, err_word(be), slot_tag("cross_entropy_backward"));
+    return launched("cross_entropy_backward");
+}
+
+} // namespace
+} // namespace red
+} // namespace nbc
+
+using namespace nbc;
+using namespace nbc::red;
+
+extern "C" nb_status nb_cuda_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse,
+                                           const nb_kview *logits, const nb_kview *target, int64_t ignore_index) {
+    const nb_kview *rows[2] = {loss, lse};
+    nb_status st = ce_check("cross_entropy", logits, target, rows, 2, nullptr);
+    if (st != NB_OK) return st;
+    if (logits->shape[0] == 0) return NB_OK;
+    if (logits->dtype == NB_F32) return ce_t<float>(be, loss, lse, logits, target, ignore_index);
+    return ce_t<double>(be, loss, lse, logits, target, ignore_index);
+}
+
+extern "C" nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss,
+                                                    const nb_kview *logits, const nb_kview *lse,
+                                                    const nb_kview *target, int64_t ignore_index) {
+    const nb_kview *rows[2] = {gloss, lse};
+    nb_status st = ce_check("cross_entropy_backward", logits, target, rows, 2, glogits);
+    if (st != NB_OK) return st;
+    if (logits->shape[0] == 0) return NB_OK; // c == 0 still checks the targets
+    if (logits->dtype == NB_F32)
+        return ce_back_t<float>(be, glogits, gloss, logits, lse, target, ignore_index);
+    return ce_back_t<double>(be, glogits, gloss, logits, lse, target, ignore_index);
+}

@@ -1,0 +1,315 @@
+// optim.cu - in-place Adam/AdamW and SGD updates on CUDA: slots adam_step,
+// sgd_step and their multi-tensor forms adam_step_multi, sgd_step_multi
+// (one launch for up to MT_MAX tensors, as llm.c's AdamW kernel and
+// PyTorch's fused/foreach optimizers). Formulas are the CPU backend's
+// (backend/cpu/optim.c, PyTorch's _single_tensor_adam/_single_tensor_sgd)
+// operation by operation: scalar coefficients computed once on the host in
+// double and cast to the dtype, per-element math in the dtype with
+// explicitly rounded intrinsics (__fmul_rn, __fadd_rn, __fdiv_rn,
+// __fsqrt_rn and their double forms), so no FMA contraction: float32 and
+// float64 results equal the CPU's bits, and the single-tensor slots (which
+// run the same kernel on a list of one) equal the multi-tensor ones.
+// The tensors' (pointers, sizes) travel in a kernel-parameter struct, not
+// through a host-to-device copy, so a step can be captured in a CUDA graph
+// (the per-step scalars are kernel arguments for now). Each block takes
+// fixed chunks of MT_CHUNK elements of one tensor; each element is read and
+// written by one thread (float4/double2 accesses where aligned):
+// deterministic.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <type_traits>
+
+#include "cuda_common.cuh"
+#include "cuda_kernels.h"
+#include "elementwise.cuh"
+
+namespace nbc {
+
+constexpr int MT_MAX = 24;          // tensors per launch
+constexpr int64_t MT_CHUNK = 8192;  // elements per block task (a multiple of every vector width)
+
+// NP pointers per tensor: adam p, g, m, v, vmax (NULL unless amsgrad); sgd p, g, buf (NULL without momentum).
+template <int NP> struct MTList {
+    void *ptr[MT_MAX][NP];
+    int64_t numel[MT_MAX];
+    int64_t chunk_end[MT_MAX]; // tensor k owns chunks [chunk_end[k - 1], chunk_end[k])
+    uint32_t vec_ok;           // bit k: every pointer of tensor k is 16-byte aligned
+    int n;
+};
+
+// ---- rounded arithmetic: no contraction, the CPU's bits -------------------------------
+
+__device__ __forceinline__ float r_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double r_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ float r_sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ double r_sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ float r_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double r_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ float r_div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double r_div(double a, double b) { return __ddiv_rn(a, b); }
+__device__ __forceinline__ float r_sqrt(float a) { return __fsqrt_rn(a); }
+__device__ __forceinline__ double r_sqrt(double a) { return __dsqrt_rn(a); }
+
+template <typename T, int W> __device__ __forceinline__ Vec<T, W> ld(const T *p) {
+    return *reinterpret_cast<const Vec<T, W> *>(p);
+}
+template <typename T, int W> __device__ __forceinline__ void st(T *p, const Vec<T, W> &v) {
+    *reinterpret_cast<Vec<T, W> *>(p) = v;
+}
+
+// ---- Adam / AdamW ------------------------------------------------------------------------
+
+template <typename T> struct AdamC {
+    T wd, decay, w1, omw1, b2, w2, neg_step, bc2_sqrt, eps; // omw1 = 1 - w1 in T
+    bool maximize, amsgrad, l2, decoupled, small;
+};
+
+// One element, in the CPU's order of operations (lerp_, mul_/addcmul_, addcdiv_).
+template <typename T> __device__ __forceinline__ void adam_elem(T &p, T gr, T &m, T &v, T &vmax, const AdamC<T> &c) {
+    T g = c.maximize ? -gr : gr;
+    if (c.l2) g = r_add(g, r_mul(c.wd, p));
+    if (c.decoupled) p = r_mul(p, c.decay);
+    // torch's lerp picks its formula by the weight
+    m = c.small ? r_add(m, r_mul(c.w1, r_sub(g, m))) : r_sub(g, r_mul(r_sub(g, m), c.omw1));
+    v = r_add(r_mul(v, c.b2), r_mul(r_mul(c.w2, g), g));
+    T vv = v;
+    if (c.amsgrad) vv = vmax = (vmax > vv || vmax != vmax) ? vmax : vv;
+    const T denom = r_add(r_div(r_sqrt(vv), c.bc2_sqrt), c.eps);
+    p = r_add(p, r_div(r_mul(c.neg_step, m), denom));
+}
+
+template <typename T> struct AdamOp {
+    static constexpr int NP = 5;
+    AdamC<T> c;
+    // W elements at index i of tensor q (p, g, m, v, vmax)
+    template <int W> __device__ __forceinline__ void run(T *const *q, int64_t i) const {
+        Vec<T, W> p = ld<T, W>(q[0] + i), g = ld<T, W>(q[1] + i), m = ld<T, W>(q[2] + i), v = ld<T, W>(q[3] + i);
+        Vec<T, W> mx;
+        if (c.amsgrad) mx = ld<T, W>(q[4] + i);
+#pragma unroll
+        for (int l = 0; l < W; l++) adam_elem(p.v[l], g.v[l], m.v[l], v.v[l], mx.v[l], c);
+        st(q[0] + i, p), st(q[2] + i, m), st(q[3] + i, v);
+        if (c.amsgrad) st(q[4] + i, mx);
+    }
+};
+
+// ---- SGD -----------------------------------------------------------------------------------
+
+template <typename T> struct SgdC {
+    T wd, mom, damp, neg_lr; // damp = 1 - dampening
+    bool maximize, has_wd, has_mom, first, nesterov;
+};
+
+template <typename T> __device__ __forceinline__ void sgd_elem(T &p, T gr, T &buf, const SgdC<T> &c) {
+    T g = c.maximize ? -gr : gr;
+    if (c.has_wd) g = r_add(g, r_mul(c.wd, p));
+    if (c.has_mom) {
+        buf = c.first ? g : r_add(r_mul(buf, c.mom), r_mul(c.damp, g));
+        g = c.nesterov ? r_add(g, r_mul(c.mom, buf)) : buf;
+    }
+    p = r_add(p, r_mul(c.neg_lr, g));
+}
+
+template <typename T> struct SgdOp {
+    static constexpr int NP = 3;
+    SgdC<T> c;
+    template <int W> __device__ __forceinline__ void run(T *const *q, int64_t i) const {
+        Vec<T, W> p = ld<T, W>(q[0] + i), g = ld<T, W>(q[1] + i), b;
+        if (c.has_mom) b = ld<T, W>(q[2] + i);
+#pragma unroll
+        for (int l = 0; l < W; l++) sgd_elem(p.v[l], g.v[l], b.v[l], c);
+        st(q[0] + i, p);
+        if (c.has_mom) st(q[2] + i, b);
+    }
+};
+
+// ---- the multi-tensor kernel ------------------------------------------------------------------
+
+// Block task c: chunk c - chunk_end[k - 1] of the tensor k that owns it
+// (found by a scan of at most MT_MAX entries, uniform across the block).
+template <typename T, typename Op> __global__ void k_multi(MTList<Op::NP> L, int64_t chunks, Op op) {
+    constexpr int V = vec_width<T>();
+    for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+        int k = 0;
+        while (k < L.n - 1 && c >= L.chunk_end[k]) k++;
+        const int64_t start = (c - (k ? L.chunk_end[k - 1] : 0)) * MT_CHUNK;
+        const int64_t end = start + MT_CHUNK < L.numel[k] ? start + MT_CHUNK : L.numel[k];
+        T *q[Op::NP];
+#pragma unroll
+        for (int j = 0; j < Op::NP; j++) q[j] = (T *)L.ptr[k][j];
+        int64_t i = start;
+        if ((L.vec_ok >> k) & 1) {
+            const int64_t nvec = (end - start) / V;
+            for (int64_t t = threadIdx.x; t < nvec; t += blockDim.x) op.template run<V>(q, start + t * V);
+            i = start + nvec * V;
+        }
+        for (int64_t e = i + threadIdx.x; e < end; e += blockDim.x) op.template run<1>(q, e);
+    }
+}
+
+// Launches op over n tensors (ptrs[i][j]: pointer j of tensor i, NULL where
+// absent), MT_MAX per launch; empty tensors are skipped.
+template <typename T, typename Op> static nb_status multi_launch(nb_backend *be, const char *slot, int n,
+                                                                void *const (*ptrs)[Op::NP], const int64_t *numels,
+                                                                const Op &op) {
+    cudaStream_t s = stream_of(be);
+    MTList<Op::NP> L;
+    int i = 0;
+    while (i < n) {
+        memset(&L, 0, sizeof L);
+        int64_t chunks = 0;
+        for (; i < n && L.n < MT_MAX; i++) {
+            if (numels[i] == 0) continue;
+            const int k = L.n++;
+            bool ok = true;
+            for (int j = 0; j < Op::NP; j++) {
+                L.ptr[k][j] = ptrs[i][j];
+                if (ptrs[i][j]) ok &= aligned_to(ptrs[i][j], 16);
+            }
+            L.numel[k] = numels[i];
+            chunks += (numels[i] + MT_CHUNK - 1) / MT_CHUNK;
+            L.chunk_end[k] = chunks;
+            if (ok) L.vec_ok |= 1u << k;
+        }
+        if (L.n == 0) break;
+        const int64_t grid = chunks < (1 << 20) ? chunks : (1 << 20); // the block loop covers the rest
+        k_multi<T, Op><<<(unsigned)grid, THREADS, 0, s>>>(L, chunks, op);
+        nb_status st = launched(slot);
+        if (st != NB_OK) return st;
+    }
+    return NB_OK;
+}
+
+// ---- host: checks as the CPU's, coefficients, dispatch ------------------------------------------
+
+// Every view present must be contiguous, of ref's shape and of dtype dt (float32/float64).
+static nb_status check_views(const char *name, const nb_kview *const *v, int n, nb_dtype dt) {
+    char b1[VIEW_BUF], b2[VIEW_BUF];
+    const nb_kview *ref = v[0];
+    for (int i = 0; i < n; i++) {
+        if (!v[i]) continue;
+        if (!same_shape(ref, v[i]) || !contiguous(v[i]))
+            return nb_set_error(NB_ERR_SHAPE, "%s: state %s must be contiguous and match param %s", name,
+                                view_str(v[i], b1, sizeof b1), view_str(ref, b2, sizeof b2));
+        if ((v[i]->dtype != NB_F32 && v[i]->dtype != NB_F64) || v[i]->dtype != dt)
+            return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", name,
+                                nb_dtype_name(dt), nb_dtype_name(v[i]->dtype));
+    }
+    return NB_OK;
+}
+
+template <typename T> static AdamC<T> adam_coef(const nb_adam_hyper *h) {
+    const double bc1 = 1 - pow(h->beta1, (double)h->step), bc2 = 1 - pow(h->beta2, (double)h->step);
+    const double w1 = 1 - h->beta1;
+    AdamC<T> c;
+    c.wd = (T)h->weight_decay;
+    c.decay = (T)(1 - h->lr * h->weight_decay);
+    c.w1 = (T)w1;
+    c.omw1 = (T)1 - c.w1;
+    c.b2 = (T)h->beta2;
+    c.w2 = (T)(1 - h->beta2);
+    c.neg_step = (T)-(h->lr / bc1);
+    c.bc2_sqrt = (T)sqrt(bc2);
+    c.eps = (T)h->eps;
+    c.maximize = h->maximize, c.amsgrad = h->amsgrad;
+    c.l2 = !h->decoupled && h->weight_decay != 0;
+    c.decoupled = h->decoupled && h->weight_decay != 0;
+    c.small = fabs(w1) < 0.5;
+    return c;
+}
+
+template <typename T> static SgdC<T> sgd_coef(const nb_sgd_hyper *h) {
+    SgdC<T> c;
+    c.wd = (T)h->weight_decay, c.mom = (T)h->momentum, c.damp = (T)(1 - h->dampening), c.neg_lr = (T)-h->lr;
+    c.maximize = h->maximize, c.has_wd = h->weight_decay != 0, c.has_mom = h->momentum != 0;
+    c.first = h->first_step, c.nesterov = h->nesterov;
+    return c;
+}
+
+// The host list of every tensor's pointers and size (the checks see all
+// groups before anything is launched).
+template <int NP> struct PtrList {
+    void *(*p)[NP] = nullptr;
+    int64_t *numel = nullptr;
+    PtrList() = default;
+    PtrList(const PtrList &) = delete;
+    PtrList &operator=(const PtrList &) = delete;
+    ~PtrList() { free(p), free(numel); }
+    bool alloc(int n) {
+        p = (void *(*)[NP])calloc((size_t)n, sizeof *p);
+        numel = (int64_t *)calloc((size_t)n, sizeof *numel);
+        return p && numel;
+    }
+};
+
+static nb_status adam_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                            const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs, const nb_kview *max_exp_avg_sqs,
+                            const nb_adam_hyper *h) {
+    const char *name = h->decoupled ? "adamw" : "adam";
+    if (n < 0 || (n > 0 && (!params || !grads || !exp_avgs || !exp_avg_sqs)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d tensors, or a NULL list", name, n);
+    if (h->step < 1) return nb_set_error(NB_ERR_INVALID_ARG, "%s: step %lld must be >= 1", name, (long long)h->step);
+    if (h->amsgrad && !max_exp_avg_sqs) return nb_set_error(NB_ERR_INVALID_ARG, "%s: amsgrad needs max_exp_avg_sq", name);
+    if (n == 0) return NB_OK;
+    const nb_dtype dt = params[0].dtype;
+    PtrList<5> b;
+    if (!b.alloc(n)) return nb_set_error(NB_ERR_OOM, "%s: no host memory for %d tensors", name, n);
+    for (int i = 0; i < n; i++) { // every group checked before anything runs
+        const nb_kview *v[5] = {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
+                                h->amsgrad ? &max_exp_avg_sqs[i] : nullptr};
+        nb_status st = check_views(name, v, 5, dt);
+        if (st != NB_OK) return st;
+        for (int j = 0; j < 5; j++) b.p[i][j] = v[j] ? v[j]->data : nullptr;
+        b.numel[i] = numel(&params[i]);
+    }
+    if (dt == NB_F32) return multi_launch<float>(be, name, n, b.p, b.numel, AdamOp<float>{adam_coef<float>(h)});
+    return multi_launch<double>(be, name, n, b.p, b.numel, AdamOp<double>{adam_coef<double>(h)});
+}
+
+static nb_status sgd_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                           const nb_kview *momentum_bufs, const nb_sgd_hyper *h) {
+    if (n < 0 || (n > 0 && (!params || !grads)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: %d tensors, or a NULL list", n);
+    if (h->momentum != 0 && !momentum_bufs)
+        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: momentum %g needs a momentum buffer", h->momentum);
+    if (n == 0) return NB_OK;
+    const nb_dtype dt = params[0].dtype;
+    PtrList<3> b;
+    if (!b.alloc(n)) return nb_set_error(NB_ERR_OOM, "sgd: no host memory for %d tensors", n);
+    for (int i = 0; i < n; i++) {
+        const nb_kview *v[3] = {&params[i], &grads[i], h->momentum != 0 ? &momentum_bufs[i] : nullptr};
+        nb_status st = check_views("sgd", v, 3, dt);
+        if (st != NB_OK) return st;
+        for (int j = 0; j < 3; j++) b.p[i][j] = v[j] ? v[j]->data : nullptr;
+        b.numel[i] = numel(&params[i]);
+    }
+    if (dt == NB_F32) return multi_launch<float>(be, "sgd", n, b.p, b.numel, SgdOp<float>{sgd_coef<float>(h)});
+    return multi_launch<double>(be, "sgd", n, b.p, b.numel, SgdOp<double>{sgd_coef<double>(h)});
+}
+
+} // namespace nbc
+
+using namespace nbc;
+
+extern "C" nb_status nb_cuda_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
+                                       const nb_kview *exp_avg, const nb_kview *exp_avg_sq,
+                                       const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h) {
+    return adam_multi(be, 1, param, grad, exp_avg, exp_avg_sq, h->amsgrad ? max_exp_avg_sq : nullptr, h);
+}
+
+extern "C" nb_status nb_cuda_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
+                                      const nb_kview *momentum_buf, const nb_sgd_hyper *h) {
+    return sgd_multi(be, 1, param, grad, h->momentum != 0 ? momentum_buf : nullptr, h);
+}
+
+extern "C" nb_status nb_cuda_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                             const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
+                                             const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h) {
+    return adam_multi(be, n, params, grads, exp_avgs, exp_avg_sqs, h->amsgrad ? max_exp_avg_sqs : nullptr, h);
+}
+
+extern "C" nb_status nb_cuda_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                            const nb_kview *momentum_bufs, const nb_sgd_hyper *h) {
+    return sgd_multi(be, n, params, grads, h->momentum != 0 ? momentum_bufs : nullptr, h);
+}

@@ -1,0 +1,128 @@
+// random.cu - the random slot on CUDA: uniform, normal and bernoulli fills
+// of a contiguous tensor by core/philox.h's layout (element i takes the 64
+// bits of words 2*(i%2), 2*(i%2)+1 of counter block offset + i/2 under key
+// seed), so values depend only on (seed, offset, i), never on the launch.
+// One thread per counter block: it computes nb_philox4x32_10 once and
+// writes elements 2q and 2q+1 (one 8- or 16-byte store where aligned).
+// Formulas are the CPU backend's (backend/cpu/random.c):
+//   uniform:   a + (b - a) u, u = (bits >> 11) 2^-53, rounded to the dtype
+//              and kept below b; written with __dmul_rn/__dadd_rn (no FMA
+//              contraction) and the float32 rounding and clamp constants
+//              computed on the host, so the bits equal the CPU's.
+//   bernoulli: 1 if (bits >> 11) < ceil(p 2^53) (the CPU's integer
+//              compare), any of the six compute dtypes: the CPU's bits.
+//   normal:    a + b n, n = nb_bits_to_normal(bits) (Box-Muller in
+//              double). NOT bit-identical to the CPU: CUDA's double log and
+//              cos are within 1-2 ulp but not correctly rounded as glibc's,
+//              so n may differ in its last bits (relative ~1e-15, well
+//              inside 1e-12); float32 results can then differ by one ulp
+//              where the double lands next to a float rounding boundary.
+#include <math.h>
+
+#include "cuda_common.cuh"
+#include "cuda_kernels.h"
+#include "elementwise.cuh"
+#include "philox.h"
+
+namespace nbc {
+
+// Per-call constants, computed on the host as the CPU computes them.
+struct RandArgs {
+    uint64_t seed, offset;
+    double a, ba, b, b_prev; // uniform: a, b - a, b, the double below b
+    float fb, fb_prev;       // uniform float32: (float)b and the float below it
+    uint64_t th;             // bernoulli: ceil(p 2^53)
+    bool clamp;              // uniform with b > a: results stay below b
+    bool pair_aligned;       // out can take an aligned 2-element store
+};
+
+template <typename T, int DIST> __device__ __forceinline__ T rng_value(uint64_t bits, const RandArgs &r) {
+    if constexpr (DIST == NB_RNG_BERNOULLI) {
+        const bool one = (bits >> 11) < r.th;
+        if constexpr (std::is_same<T, bool>::value) return one;
+        else return one ? (T)1 : (T)0;
+    } else {
+        double v;
+        if constexpr (DIST == NB_RNG_UNIFORM) v = __dadd_rn(r.a, __dmul_rn(r.ba, nb_bits_to_unit(bits)));
+        else v = __dadd_rn(r.a, __dmul_rn(r.b, nb_bits_to_normal(bits)));
+        if constexpr (std::is_same<T, float>::value) {
+            float f = __double2float_rn(v);
+            if (DIST == NB_RNG_UNIFORM && r.clamp && f >= r.fb) f = r.fb_prev;
+            return f;
+        } else {
+            if (DIST == NB_RNG_UNIFORM && r.clamp && v >= r.b) v = r.b_prev;
+            return v;
+        }
+    }
+}
+
+template <typename T, int DIST> __global__ void k_random(T *out, int64_t n, RandArgs r) {
+    const int64_t nq = n / 2 + n % 2; // counter blocks
+    NBC_GRID_STRIDE(q, nq) {
+        const nb_philox_u4 w = nb_philox4x32_10(r.offset + (uint64_t)q, 0, r.seed);
+        const int64_t i = 2 * q;
+        const T v0 = rng_value<T, DIST>(((uint64_t)w.v[0] << 32) | w.v[1], r);
+        if (i + 1 < n) {
+            const T v1 = rng_value<T, DIST>(((uint64_t)w.v[2] << 32) | w.v[3], r);
+            if (r.pair_aligned) {
+                Vec<T, 2> p;
+                p.v[0] = v0, p.v[1] = v1;
+                *reinterpret_cast<Vec<T, 2> *>(out + i) = p;
+            } else {
+                out[i] = v0, out[i + 1] = v1;
+            }
+        } else {
+            out[i] = v0;
+        }
+    }
+}
+
+template <typename T, int DIST> static nb_status rng_launch(nb_backend *be, const nb_kview *dst, int64_t n,
+                                                            RandArgs r) {
+    r.pair_aligned = aligned_to(dst->data, 2 * sizeof(T));
+    k_random<T, DIST><<<blocks_for(n / 2 + n % 2), THREADS, 0, stream_of(be)>>>((T *)dst->data, n, r);
+    return launched(DIST == NB_RNG_UNIFORM ? "uniform" : DIST == NB_RNG_NORMAL ? "normal" : "bernoulli");
+}
+
+} // namespace nbc
+
+using namespace nbc;
+
+extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b,
+                                    uint64_t seed, uint64_t offset) {
+    char buf[VIEW_BUF];
+    static const char *const names[] = {"uniform", "normal", "bernoulli"};
+    if ((unsigned)dist > NB_RNG_BERNOULLI)
+        return nb_set_error(NB_ERR_INVALID_ARG, "random: bad distribution %d", (int)dist);
+    const bool compute = (unsigned)dst->dtype < (unsigned)NB_F16, fl = dst->dtype == NB_F32 || dst->dtype == NB_F64;
+    if (!compute || (dist != NB_RNG_BERNOULLI && !fl))
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs a float32 or float64 tensor, got %s", names[dist],
+                            nb_dtype_name(dst->dtype));
+    if (!contiguous(dst))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s must be contiguous", names[dist], view_str(dst, buf, sizeof buf));
+    const int64_t n = numel(dst);
+    if (n == 0) return NB_OK;
+    RandArgs r{};
+    r.seed = seed, r.offset = offset;
+    if (dist == NB_RNG_BERNOULLI) {
+        r.th = (uint64_t)ceil(a * 0x1p53); // as the CPU: u < p exactly when (bits >> 11) < th
+        switch (dst->dtype) {
+        case NB_F32: return rng_launch<float, NB_RNG_BERNOULLI>(be, dst, n, r);
+        case NB_F64: return rng_launch<double, NB_RNG_BERNOULLI>(be, dst, n, r);
+        case NB_I32: return rng_launch<int32_t, NB_RNG_BERNOULLI>(be, dst, n, r);
+        case NB_I64: return rng_launch<int64_t, NB_RNG_BERNOULLI>(be, dst, n, r);
+        case NB_U8: return rng_launch<uint8_t, NB_RNG_BERNOULLI>(be, dst, n, r);
+        default: return rng_launch<bool, NB_RNG_BERNOULLI>(be, dst, n, r);
+        }
+    }
+    r.a = a, r.b = b, r.ba = b - a;
+    r.clamp = dist == NB_RNG_UNIFORM && b > a;
+    r.b_prev = nextafter(b, -INFINITY);
+    r.fb = (float)b;
+    r.fb_prev = nextafterf(r.fb, -INFINITY);
+    if (dist == NB_RNG_UNIFORM)
+        return dst->dtype == NB_F32 ? rng_launch<float, NB_RNG_UNIFORM>(be, dst, n, r)
+                                    : rng_launch<double, NB_RNG_UNIFORM>(be, dst, n, r);
+    return dst->dtype == NB_F32 ? rng_launch<float, NB_RNG_NORMAL>(be, dst, n, r)
+                                : rng_launch<double, NB_RNG_NORMAL>(be, dst, n, r);
+}

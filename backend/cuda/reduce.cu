@@ -1,0 +1,468 @@
+// reduce.cu - the reduction family on CUDA: reduce (sum, prod, max, min
+// over the dims where out's size is 1, times a scale), argmax and argmin.
+// Semantics are backend/cpu/reduce.c's: float32 and float64 accumulate in
+// double, integers and bool in int64 (sums and products wrap, as PyTorch);
+// max/min propagate NaN; an integer accumulator stored into an integer out
+// ignores the scale; argmax/argmin give the first extreme, NaN counting as
+// the extreme (the first NaN wins).
+//
+// Parallelisation. The dims are grouped as the CPU groups them (kept dims
+// K, reduced dims R, neighbours merged), then:
+// - row mode (the reduced elements of one output are the near ones in
+//   memory, or there is one output): a group of g threads (1, 8, 32 or 256)
+//   per output; thread t of the group combines elements t, t + g, ... of
+//   its range in order, then the group combines its threads in a fixed
+//   shuffle tree. Loss sums and means run here.
+// - column mode (an output's neighbours are the near ones: a bias gradient
+//   [512, 768] -> [1, 768]): a 32 x 8 block takes 32 neighbouring outputs
+//   (coalesced); each of the 8 thread rows combines every 8th reduced
+//   element in order, then a fixed tree over the 8 rows in shared memory.
+// Few outputs with long reductions split the reduced range into fixed
+// chunks over grid.y; a second kernel combines each output's chunk results
+// left to right. The split depends only on the shape (not on the GPU), so a
+// shape always gets the same tree: deterministic, no atomics.
+#include "cuda_kernels.h"
+#include "red_util.cuh"
+
+namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
+
+// ---- the plan: kept and reduced dims ------------------------------------------------
+
+struct RedPlan {
+    int nk, nr; // kept and reduced dims after merging (nr >= 1)
+    int64_t kshape[MAXD], kx[MAXD], ko[MAXD]; // x and out strides of the kept dims
+    int64_t rshape[MAXD], rx[MAXD];
+    int64_t M, R; // outputs, reduced elements per output
+};
+
+// Appends a dim to a group, merged into the group's last dim when every
+// stride runs on across both (backend/cpu/reduce.c's group_add).
+static void group_add(int *n, int64_t *shape, int64_t *s1, int64_t *s2, int64_t size, int64_t a, int64_t b) {
+    int k = *n;
+    if (k > 0 && s1[k - 1] == a * size && (!s2 || s2[k - 1] == b * size)) {
+        shape[k - 1] *= size;
+        s1[k - 1] = a;
+        if (s2) s2[k - 1] = b;
+        return;
+    }
+    shape[k] = size, s1[k] = a;
+    if (s2) s2[k] = b;
+    *n = k + 1;
+}
+
+static bool plan_init(RedPlan *p, const nb_kview *out, const nb_kview *x) {
+    memset(p, 0, sizeof *p);
+    if (out->ndim != x->ndim) return false;
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t n = x->shape[d];
+        if (n == 1 && out->shape[d] == 1) continue;
+        if (out->shape[d] == 1) group_add(&p->nr, p->rshape, p->rx, nullptr, n, x->strides[d], 0);
+        else if (out->shape[d] == n) group_add(&p->nk, p->kshape, p->kx, p->ko, n, x->strides[d], out->strides[d]);
+        else return false;
+    }
+    if (p->nr == 0) p->rshape[0] = 1, p->rx[0] = 0, p->nr = 1;
+    p->M = p->R = 1;
+    for (int d = 0; d < p->nk; d++) p->M *= p->kshape[d];
+    for (int d = 0; d < p->nr; d++) p->R *= p->rshape[d];
+    return true;
+}
+
+__device__ inline void kept_offsets(const RedPlan &p, int64_t m, int64_t &xo, int64_t &oo) {
+    int64_t a = 0, b = 0;
+    for (int d = p.nk - 1; d >= 0; d--) {
+        int64_t s = p.kshape[d], q = m / s, i = m - q * s;
+        m = q;
+        a += i * p.kx[d], b += i * p.ko[d];
+    }
+    xo = a, oo = b;
+}
+
+// Offset in x of reduced element r (flat, C order over the reduced dims);
+// callers take the nr == 1 path themselves.
+__device__ inline int64_t red_offset(const RedPlan &p, int64_t r) {
+    int64_t a = 0;
+    for (int d = p.nr - 1; d >= 0; d--) {
+        int64_t s = p.rshape[d], q = r / s;
+        a += (r - q * s) * p.rx[d];
+        r = q;
+    }
+    return a;
+}
+
+// ---- the combine rules ----------------------------------------------------------------
+
+template <typename T> struct AccOf { using type = int64_t; };
+template <> struct AccOf<float> { using type = double; };
+template <> struct AccOf<double> { using type = double; };
+
+// a holds the earlier elements, b the later ones. MAX/MIN take b when it is
+// NaN or beyond a (the CPU's MAXF(b, a)), so NaN propagates.
+template <int OP, typename A> struct RedF {
+    __device__ A operator()(A a, A b) const {
+        if constexpr (OP == NB_REDUCE_SUM) return wadd(a, b);
+        else if constexpr (OP == NB_REDUCE_PROD) return wmul(a, b);
+        else if constexpr (OP == NB_REDUCE_MAX) return is_nan(b) || b > a ? b : a;
+        else return is_nan(b) || b < a ? b : a;
+    }
+    // the identity: 0, 1, -inf (the lowest integer), +inf (the highest)
+    __device__ static A id() {
+        if constexpr (OP == NB_REDUCE_SUM) return (A)0;
+        else if constexpr (OP == NB_REDUCE_PROD) return (A)1;
+        else if constexpr (OP == NB_REDUCE_MAX) return lowest<A>();
+        else return highest<A>();
+    }
+};
+
+// Stores an accumulator (the CPU's store_f / store_i).
+__device__ inline void store_f(void *base, nb_dtype dt, int64_t o, double v) {
+    switch (dt) {
+    case NB_F32: ((float *)base)[o] = (float)v; break;
+    case NB_F64: ((double *)base)[o] = v; break;
+    case NB_I32: ((int32_t *)base)[o] = (int32_t)v; break;
+    case NB_I64: ((int64_t *)base)[o] = (int64_t)v; break;
+    default: ((uint8_t *)base)[o] = (uint8_t)(int64_t)v; break;
+    }
+}
+__device__ inline void store_acc(void *base, nb_dtype dt, int64_t o, double acc, double scale) {
+    store_f(base, dt, o, acc * scale);
+}
+__device__ inline void store_acc(void *base, nb_dtype dt, int64_t o, int64_t acc, double scale) {
+    if (dt == NB_F32 || dt == NB_F64) store_f(base, dt, o, (double)acc * scale);
+    else if (dt == NB_I32) ((int32_t *)base)[o] = (int32_t)acc;
+    else if (dt == NB_I64) ((int64_t *)base)[o] = acc;
+    else ((uint8_t *)base)[o] = (uint8_t)acc;
+}
+
+// ---- kernels ----------------------------------------------------------------------------
+
+// Row mode: groups of g threads per output, blockDim.x / g outputs per
+// block; grid.y = the chunks of the reduced range (chunk elements each).
+// With nsplit > 1 each (output, chunk) result goes to partial[m * nsplit + chunk].
+template <typename T, int OP>
+__global__ void __launch_bounds__(THREADS) k_red_rows(RedPlan p, const T *x, void *out, nb_dtype odt, double scale,
+                                                      int g, int64_t chunk, int nsplit,
+                                                      typename AccOf<T>::type *partial) {
+    using A = typename AccOf<T>::type;
+    using F = RedF<OP, A>;
+    __shared__ A sm[THREADS / 32];
+    const int opb = blockDim.x / g, lane = threadIdx.x & (g - 1);
+    const int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = r0 + chunk < p.R ? r0 + chunk : p.R;
+    for (int64_t base = (int64_t)blockIdx.x * opb; base < p.M; base += (int64_t)gridDim.x * opb) {
+        const int64_t m = base + threadIdx.x / g;
+        A acc = F::id();
+        if (m < p.M) {
+            int64_t xo, oo;
+            kept_offsets(p, m, xo, oo);
+            const T *xp = x + xo;
+            int64_t r = r0 + lane;
+            if (p.nr == 1) {
+                const int64_t s = p.rx[0];
+                for (; r + 3 * g < r1; r += 4 * g) { // four loads in flight, combined in order
+                    A v0 = (A)xp[r * s], v1 = (A)xp[(r + g) * s], v2 = (A)xp[(r + 2 * g) * s],
+                      v3 = (A)xp[(r + 3 * g) * s];
+                    acc = F()(acc, v0), acc = F()(acc, v1), acc = F()(acc, v2), acc = F()(acc, v3);
+                }
+                for (; r < r1; r += g) acc = F()(acc, (A)xp[r * s]);
+            } else {
+                for (; r < r1; r += g) acc = F()(acc, (A)xp[red_offset(p, r)]);
+            }
+        }
+        acc = group_reduce(acc, g, F(), sm);
+        if (lane == 0 && m < p.M) {
+            if (nsplit > 1) {
+                partial[m * nsplit + blockIdx.y] = acc;
+            } else {
+                int64_t xo, oo;
+                kept_offsets(p, m, xo, oo);
+                store_acc(out, odt, oo, acc, scale);
+            }
+        }
+    }
+}
+
+constexpr int COLS_X = 32, COLS_Y = 8; // column mode block: outputs x reduction lanes
+
+template <typename T, int OP>
+__global__ void __launch_bounds__(COLS_X *COLS_Y) k_red_cols(RedPlan p, const T *x, void *out, nb_dtype odt,
+                                                             double scale, int64_t chunk, int nsplit,
+                                                             typename AccOf<T>::type *partial) {
+    using A = typename AccOf<T>::type;
+    using F = RedF<OP, A>;
+    __shared__ A sm[COLS_Y][COLS_X + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = r0 + chunk < p.R ? r0 + chunk : p.R;
+    for (int64_t base = (int64_t)blockIdx.x * COLS_X; base < p.M; base += (int64_t)gridDim.x * COLS_X) {
+        const int64_t m = base + tx;
+        A acc = F::id();
+        if (m < p.M) {
+            int64_t xo, oo;
+            kept_offsets(p, m, xo, oo);
+            const T *xp = x + xo;
+            int64_t r = r0 + ty;
+            if (p.nr == 1) {
+                const int64_t s = p.rx[0];
+                for (; r + 3 * COLS_Y < r1; r += 4 * COLS_Y) {
+                    A v0 = (A)xp[r * s], v1 = (A)xp[(r + COLS_Y) * s], v2 = (A)xp[(r + 2 * COLS_Y) * s],
+                      v3 = (A)xp[(r + 3 * COLS_Y) * s];
+                    acc = F()(acc, v0), acc = F()(acc, v1), acc = F()(acc, v2), acc = F()(acc, v3);
+                }
+                for (; r < r1; r += COLS_Y) acc = F()(acc, (A)xp[r * s]);
+            } else {
+                for (; r < r1; r += COLS_Y) acc = F()(acc, (A)xp[red_offset(p, r)]);
+            }
+        }
+        sm[ty][tx] = acc;
+        __syncthreads();
+        for (int w = COLS_Y / 2; w > 0; w >>= 1) { // rows ty and ty + w, fixed pairs
+            if (ty < w) sm[ty][tx] = F()(sm[ty][tx], sm[ty + w][tx]);
+            __syncthreads();
+        }
+        if (ty == 0 && m < p.M) {
+            A v = sm[0][tx];
+            if (nsplit > 1) {
+                partial[m * nsplit + blockIdx.y] = v;
+            } else {
+                int64_t xo, oo;
+                kept_offsets(p, m, xo, oo);
+                store_acc(out, odt, oo, v, scale);
+            }
+        }
+        __syncthreads(); // sm is rewritten by the next round
+    }
+}
+
+// Each output's chunk results, a warp per output: lane l combines chunks
+// l, l + 32, ... in order, then the warp's fixed shuffle tree.
+template <typename T, int OP>
+__global__ void __launch_bounds__(THREADS) k_red_final(RedPlan p, const typename AccOf<T>::type *partial, int nsplit,
+                                                       void *out, nb_dtype odt, double scale) {
+    using A = typename AccOf<T>::type;
+    using F = RedF<OP, A>;
+    const int lane = threadIdx.x & 31, wpb = THREADS / 32;
+    for (int64_t base = (int64_t)blockIdx.x * wpb; base < p.M; base += (int64_t)gridDim.x * wpb) {
+        const int64_t m = base + (threadIdx.x >> 5); // the same for the whole warp
+        if (m >= p.M) continue;
+        A acc = F::id();
+        for (int s = lane; s < nsplit; s += 32) acc = F()(acc, partial[m * nsplit + s]);
+        acc = group_reduce(acc, 32, F(), (A *)nullptr); // shuffles only (g = 32)
+        if (lane == 0) {
+            int64_t xo, oo;
+            kept_offsets(p, m, xo, oo);
+            store_acc(out, odt, oo, acc, scale);
+        }
+    }
+}
+
+// Blocks we aim for when a reduction is split (about eight per SM of an
+// H100, enough loads in flight; a constant, so the tree does not depend on
+// the GPU).
+constexpr int64_t SPLIT_TARGET = 1056;
+
+static int64_t absl(int64_t v) { return v < 0 ? -v : v; }
+
+template <typename T, int OP> static nb_status run_reduce(nb_backend *be, const RedPlan &p, const nb_kview *out,
+                                                          const nb_kview *x, double scale) {
+    using A = typename AccOf<T>::type;
+    cudaStream_t st = stream_of(be);
+    // column mode when the innermost kept dim is nearer in memory than every reduced dim
+    bool col = p.nk >= 1 && p.R > 1;
+    for (int d = 0; col && d < p.nr; d++)
+        if (p.rshape[d] > 1 && absl(p.kx[p.nk - 1]) >= absl(p.rx[d])) col = false;
+    int g = 0;
+    int64_t bx, minchunk;
+    if (col) {
+        bx = (p.M + COLS_X - 1) / COLS_X;
+        minchunk = 4 * COLS_Y;
+    } else {
+        g = p.R <= 8 ? 1 : p.R <= 64 ? 8 : p.R <= 2048 ? 32 : THREADS;
+        bx = (p.M + THREADS / g - 1) / (THREADS / g);
+        minchunk = g == THREADS ? 16 * THREADS : p.R; // only block-per-output reductions split
+    }
+    int64_t nsplit = 1;
+    if (bx < SPLIT_TARGET && p.R >= 2 * minchunk) {
+        nsplit = (SPLIT_TARGET + bx - 1) / bx;
+        int64_t most = p.R / minchunk;
+        if (nsplit > most) nsplit = most;
+        if (nsplit > 1024) nsplit = 1024;
+    }
+    int64_t chunk = (p.R + nsplit - 1) / nsplit;
+    nsplit = (p.R + chunk - 1) / chunk; // every chunk non-empty
+    Scratch part;
+    if (nsplit > 1 && !part.alloc(be, sizeof(A) * (size_t)(p.M * nsplit)))
+        return nb_set_error(NB_ERR_OOM, "reduce: out of memory for %lld partial results", (long long)(p.M * nsplit));
+    A *pp = part.as<A>();
+    dim3 grid(grid_for(bx, 1, 1 << 20), (unsigned)nsplit);
+    if (col)
+        k_red_cols<T, OP><<<grid, dim3(COLS_X, COLS_Y), 0, st>>>(p, (const T *)x->data, out->data, out->dtype, scale,
+                                                                chunk, (int)nsplit, pp);
+    else
+        k_red_rows<T, OP><<<grid, THREADS, 0, st>>>(p, (const T *)x->data, out->data, out->dtype, scale, g, chunk,
+                                                   (int)nsplit, pp);
+    nb_status s = launched("reduce");
+    if (s != NB_OK || nsplit == 1) return s;
+    k_red_final<T, OP><<<grid_for(p.M, THREADS / 32, 1 << 20), THREADS, 0, st>>>(p, pp, (int)nsplit, out->data,
+                                                                                 out->dtype, scale);
+    return launched("reduce");
+}
+
+template <typename T> static nb_status reduce_t(nb_backend *be, nb_reduce_op op, const RedPlan &p, const nb_kview *out,
+                                                const nb_kview *x, double scale) {
+    switch (op) {
+    case NB_REDUCE_SUM: return run_reduce<T, NB_REDUCE_SUM>(be, p, out, x, scale);
+    case NB_REDUCE_MAX: return run_reduce<T, NB_REDUCE_MAX>(be, p, out, x, scale);
+    case NB_REDUCE_MIN: return run_reduce<T, NB_REDUCE_MIN>(be, p, out, x, scale);
+    default: return run_reduce<T, NB_REDUCE_PROD>(be, p, out, x, scale);
+    }
+}
+
+// ---- argmax, argmin ------------------------------------------------------------------------
+
+template <typename T> struct ArgV { using type = T; };
+template <> struct ArgV<uint8_t> { using type = int32_t; };
+
+template <typename V> struct ArgPair {
+    V v;
+    int64_t i;
+};
+template <typename V> __device__ inline ArgPair<V> shfl_down(ArgPair<V> p, int o, int w) {
+    return {__shfl_down_sync(FULL_MASK, p.v, o, w), __shfl_down_sync(FULL_MASK, p.i, o, w)};
+}
+
+// b beats a: a NaN beats every number and the earlier of two NaNs wins; else
+// the larger (MIN: smaller) value, the earlier index on ties. The winner is
+// the first NaN or the first extreme, whatever the order of the combines.
+template <typename V, bool MIN> struct ArgF {
+    __device__ static bool beats(const ArgPair<V> &a, const ArgPair<V> &b) {
+        bool an = is_nan(a.v), bn = is_nan(b.v);
+        if (an || bn) return bn && (!an || b.i < a.i);
+        if (MIN ? b.v < a.v : b.v > a.v) return true;
+        return b.v == a.v && b.i < a.i;
+    }
+    __device__ ArgPair<V> operator()(ArgPair<V> a, ArgPair<V> b) const { return beats(a, b) ? b : a; }
+};
+
+// Lines of x along dim (views 0 x, 1 indices, 2 values or indices again),
+// g threads per line.
+template <typename T, bool MIN>
+__global__ void __launch_bounds__(THREADS) k_argmax(Iter<3> it, int64_t n, int64_t xs, int g, bool has_values) {
+    using V = typename ArgV<T>::type;
+    using P = ArgPair<V>;
+    __shared__ P sm[THREADS / 32];
+    const int lpb = blockDim.x / g, lane = threadIdx.x & (g - 1);
+    for (int64_t base = (int64_t)blockIdx.x * lpb; base < it.numel; base += (int64_t)gridDim.x * lpb) {
+        const int64_t l = base + threadIdx.x / g;
+        P acc = {MIN ? highest<V>() : lowest<V>(), (int64_t)9223372036854775807LL};
+        int64_t off[3] = {0, 0, 0};
+        if (l < it.numel) {
+            iter_off(it, l, off);
+            const T *xp = (const T *)it.ptr[0] + off[0];
+            for (int64_t i = lane; i < n; i += g) {
+                P c = {(V)xp[i * xs], i};
+                if (ArgF<V, MIN>::beats(acc, c)) acc = c;
+            }
+        }
+        acc = group_reduce(acc, g, ArgF<V, MIN>(), sm);
+        if (lane == 0 && l < it.numel) {
+            ((int64_t *)it.ptr[1])[off[1]] = acc.i;
+            if (has_values) ((T *)it.ptr[2])[off[2]] = (T)acc.v;
+        }
+    }
+}
+
+static nb_status arg_reduce(nb_backend *be, const char *op, bool min, const nb_kview *values, const nb_kview *indices,
+                            const nb_kview *x, int dim) {
+    char b1[VSTR], b2[VSTR];
+    if (dim < 0 || dim >= x->ndim)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", op, dim, vstr(x, b1, sizeof b1));
+    bool compute = x->dtype == NB_F32 || x->dtype == NB_F64 || x->dtype == NB_I32 || x->dtype == NB_I64 ||
+                   x->dtype == NB_U8 || x->dtype == NB_BOOL;
+    if (!compute || indices->dtype != NB_I64 || (values && values->dtype != x->dtype))
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs int64 indices and values of x's dtype (x %s)", op,
+                            nb_dtype_name(x->dtype));
+    bool ok = indices->ndim == x->ndim && (!values || values->ndim == x->ndim);
+    for (int d = 0; d < x->ndim && ok; d++) {
+        int64_t want = d == dim ? 1 : x->shape[d];
+        ok = indices->shape[d] == want && (!values || values->shape[d] == want);
+    }
+    if (!ok)
+        return nb_set_error(NB_ERR_SHAPE, "%s: indices %s do not fit x %s reduced at dim %d", op,
+                            vstr(indices, b1, sizeof b1), vstr(x, b2, sizeof b2), dim);
+    int64_t n = x->shape[dim], lines = numel(indices);
+    if (lines == 0) return NB_OK;
+    if (n == 0) return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d of %s is empty", op, dim, vstr(x, b1, sizeof b1));
+    nb_kview lv[3] = {lines_of(x, x, dim), lines_of(indices, x, dim), lines_of(values ? values : indices, x, dim)};
+    const nb_kview *v[3] = {&lv[0], &lv[1], &lv[2]};
+    Iter<3> it = make_iter<3>(v);
+    int64_t xs = x->strides[dim];
+    // a thread per line when the lines are the near ones in memory; else a group per line
+    int g = n <= 4 ? 1 : n <= 64 ? 8 : n <= 2048 ? 32 : THREADS;
+    if (xs != 1 && lines >= 1024 && it.ndim >= 1 && absl(it.st[0][it.ndim - 1]) < absl(xs)) g = 1;
+    unsigned grid = grid_for(lines, THREADS / g, 1 << 20);
+    cudaStream_t st = stream_of(be);
+    bool hv = values != nullptr;
+    auto go = [&](auto tag) {
+        using T = decltype(tag);
+        if (min) k_argmax<T, true><<<grid, THREADS, 0, st>>>(it, n, xs, g, hv);
+        else k_argmax<T, false><<<grid, THREADS, 0, st>>>(it, n, xs, g, hv);
+        return launched(op);
+    };
+    switch (x->dtype) {
+    case NB_F32: return go(float());
+    case NB_F64: return go(double());
+    case NB_I32: return go(int32_t());
+    case NB_I64: return go(int64_t());
+    default: return go(uint8_t()); // uint8 and bool
+    }
+}
+
+} // namespace
+} // namespace red
+} // namespace nbc
+
+using namespace nbc;
+using namespace nbc::red;
+
+extern "C" nb_status nb_cuda_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x,
+                                    double scale) {
+    static const char *const names[] = {"sum", "max", "min", "prod"};
+    char b1[VSTR], b2[VSTR];
+    if ((unsigned)op > NB_REDUCE_PROD)
+        return nb_set_error(NB_ERR_UNSUPPORTED, "reduce: op %d is not a reduction of this slot", (int)op);
+    auto compute = [](nb_dtype d) {
+        return d == NB_F32 || d == NB_F64 || d == NB_I32 || d == NB_I64 || d == NB_U8 || d == NB_BOOL;
+    };
+    if (!compute(x->dtype) || !compute(out->dtype) || out->dtype == NB_BOOL)
+        return nb_set_error(NB_ERR_DTYPE, "%s: cannot reduce %s into %s", names[op], nb_dtype_name(x->dtype),
+                            nb_dtype_name(out->dtype));
+    RedPlan p;
+    if (!plan_init(&p, out, x))
+        return nb_set_error(NB_ERR_SHAPE, "reduce: out %s does not fit x %s (x's ndim, size 1 on reduced dims)",
+                            vstr(out, b1, sizeof b1), vstr(x, b2, sizeof b2));
+    if (p.M == 0) return NB_OK;
+    if (p.R == 0) {
+        if (op == NB_REDUCE_MAX || op == NB_REDUCE_MIN)
+            return nb_set_error(NB_ERR_INVALID_ARG, "%s: reduction over an empty dimension", names[op]);
+        // scale * the empty sum or product: a mean over nothing (scale 1/0) is NaN, as PyTorch's 0/0
+        double v = op == NB_REDUCE_PROD ? 1.0 : 0.0;
+        return nb_cuda_fill(be, out, nb_dtype_is_float(out->dtype) ? v * scale : v);
+    }
+    switch (x->dtype) {
+    case NB_F32: return reduce_t<float>(be, op, p, out, x, scale);
+    case NB_F64: return reduce_t<double>(be, op, p, out, x, scale);
+    case NB_I32: return reduce_t<int32_t>(be, op, p, out, x, scale);
+    case NB_I64: return reduce_t<int64_t>(be, op, p, out, x, scale);
+    default: return reduce_t<uint8_t>(be, op, p, out, x, scale); // uint8 and bool
+    }
+}
+
+extern "C" nb_status nb_cuda_argmax(nb_backend *be, const nb_kview *values, const nb_kview *indices, const nb_kview *x,
+                                    int dim) {
+    return arg_reduce(be, "argmax", false, values, indices, x, dim);
+}
+
+extern "C" nb_status nb_cuda_argmin(nb_backend *be, const nb_kview *values, const nb_kview *indices, const nb_kview *x,
+                                    int dim) {
+    return arg_reduce(be, "argmin", true, values, indices, x, dim);
+}

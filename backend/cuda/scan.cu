@@ -1,0 +1,254 @@
+// scan.cu - cumulative ops along one dim on CUDA (cumsum, cumprod, cummax,
+// cummin, logcumsumexp) and their backward rules: the scan and
+// scan_backward slots, with backend/cpu/scan.c's formulas line for line.
+// One thread per line (every position of the other dims), walking its line
+// sequentially along dim: each output has one evaluation order, so results
+// are deterministic with no atomics. Neighbouring threads take neighbouring
+// lines, so reads coalesce when dim is not the innermost dim. Floats
+// accumulate in double, integers in int64 (wrapping).
+#include "cuda_kernels.h"
+#include "red_util.cuh"
+
+namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
+
+// PyTorch's _log_add_exp_helper (scan.c's log_add_exp): exact for
+// infinities, NaN propagates.
+__device__ inline double log_add_exp(double a, double b) {
+    if (isnan(a) || isnan(b)) return a + b;
+    double lo = fmin(a, b), hi = fmax(a, b);
+    if (lo != hi || isfinite(lo)) return log1p(exp(lo - hi)) + hi;
+    return a;
+}
+
+template <typename O> __device__ inline O int_out(int64_t v) {
+    if constexpr (std::is_same<O, bool>::value) return v != 0;
+    else return (O)v;
+}
+
+// ---- forward ----------------------------------------------------------------------------
+
+// Lines: views 0 out, 1 indices (or out again), 2 x; st = their element
+// steps along dim.
+template <typename T>
+__global__ void k_scan_float(Iter<3> it, int op, int64_t n, int64_t so, int64_t si, int64_t sx, bool has_idx) {
+    NBC_GRID_STRIDE(l, it.numel) {
+        int64_t off[3];
+        iter_off(it, l, off);
+        T *o = (T *)it.ptr[0] + off[0];
+        int64_t *ix = (int64_t *)it.ptr[1] + off[1];
+        const T *x = (const T *)it.ptr[2] + off[2];
+        double acc = op == NB_REDUCE_PROD ? 1.0 : op == NB_REDUCE_LOGSUMEXP ? -INFINITY : 0.0;
+        int64_t best = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double v = (double)x[i * sx];
+            switch (op) {
+            case NB_REDUCE_SUM: acc += v; break;
+            case NB_REDUCE_PROD: acc *= v; break;
+            case NB_REDUCE_LOGSUMEXP: acc = log_add_exp(acc, v); break;
+            case NB_REDUCE_MAX:
+                if (i == 0 || isnan(v) || (!isnan(acc) && v >= acc)) acc = v, best = i;
+                break;
+            default:
+                if (i == 0 || isnan(v) || (!isnan(acc) && v <= acc)) acc = v, best = i;
+                break;
+            }
+            o[i * so] = (T)acc;
+            if (has_idx) ix[i * si] = best;
+        }
+    }
+}
+
+template <typename T, typename O>
+__global__ void k_scan_int(Iter<3> it, int op, int64_t n, int64_t so, int64_t si, int64_t sx, bool has_idx) {
+    NBC_GRID_STRIDE(l, it.numel) {
+        int64_t off[3];
+        iter_off(it, l, off);
+        O *o = (O *)it.ptr[0] + off[0];
+        int64_t *ix = (int64_t *)it.ptr[1] + off[1];
+        const T *x = (const T *)it.ptr[2] + off[2];
+        int64_t acc = op == NB_REDUCE_PROD ? 1 : 0, best = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = (int64_t)x[i * sx];
+            switch (op) {
+            case NB_REDUCE_SUM: acc = wadd(acc, v); break;
+            case NB_REDUCE_PROD: acc = wmul(acc, v); break;
+            case NB_REDUCE_MAX:
+                if (i == 0 || v >= acc) acc = v, best = i;
+                break;
+            default:
+                if (i == 0 || v <= acc) acc = v, best = i;
+                break;
+            }
+            o[i * so] = int_out<O>(acc);
+            if (has_idx) ix[i * si] = best;
+        }
+    }
+}
+
+// ---- backward ---------------------------------------------------------------------------
+
+// Lines: views 0 gx, 1 g, 2 x, 3 out, 4 indices (unused ones are gx again);
+// st = element steps along dim.
+struct Steps {
+    int64_t s[5];
+};
+
+template <typename T>
+__global__ void k_scan_back(Iter<5> it, int op, int64_t n, Steps st, int *err, int tag) {
+    NBC_GRID_STRIDE(l, it.numel) {
+        int64_t off[5];
+        iter_off(it, l, off);
+        T *gx = (T *)it.ptr[0] + off[0];
+        const T *g = (const T *)it.ptr[1] + off[1], *x = (const T *)it.ptr[2] + off[2],
+                *out = (const T *)it.ptr[3] + off[3];
+        const int64_t *idx = (const int64_t *)it.ptr[4] + off[4];
+        const int64_t s0 = st.s[0], s1 = st.s[1], s2 = st.s[2], s3 = st.s[3], s4 = st.s[4];
+        if (op == NB_REDUCE_SUM) { // reverse cumsum of g
+            double acc = 0;
+            for (int64_t i = n - 1; i >= 0; i--) {
+                acc += (double)g[i * s1];
+                gx[i * s0] = (T)acc;
+            }
+        } else if (op == NB_REDUCE_PROD) { // PyTorch's cumprod_backward, exact with zeros
+            int64_t k = 0;
+            while (k < n && (double)x[k * s2] != 0.0) k++; // the first zero, or n
+            double acc = 0;
+            for (int64_t i = k - 1; i >= 0; i--) { // before it: revcumsum(g * out) / x
+                acc += (double)g[i * s1] * (double)out[i * s3];
+                gx[i * s0] = (T)(acc / (double)x[i * s2]);
+            }
+            if (k < n) {
+                // at it: sum_{j >= k} g_j prod_{m <= j, m != k} x_m, left to right
+                double pr = k ? (double)out[(k - 1) * s3] : 1.0, s = (double)g[k * s1] * pr;
+                for (int64_t i = k + 1; i < n; i++) {
+                    pr *= (double)x[i * s2];
+                    s += (double)g[i * s1] * pr;
+                }
+                gx[k * s0] = (T)s;
+                for (int64_t i = k + 1; i < n; i++) gx[i * s0] = (T)0; // two zeros in each product
+            }
+        } else if (op == NB_REDUCE_LOGSUMEXP) { // T_i = g_i + exp(out_i - out_{i+1}) T_{i+1}
+            double t = 0, next = 0;
+            for (int64_t i = n - 1; i >= 0; i--) {
+                double oi = (double)out[i * s3], xi = (double)x[i * s2];
+                double r = i == n - 1 ? 0.0 : oi == next ? 1.0 : exp(oi - next);
+                t = (double)g[i * s1] + r * t;
+                gx[i * s0] = (T)(xi == oi ? t : exp(xi - oi) * t);
+                next = oi;
+            }
+        } else { // MAX/MIN: g scattered to the indices in increasing position order
+            for (int64_t i = 0; i < n; i++) gx[i * s0] = (T)0;
+            for (int64_t i = 0; i < n; i++) {
+                int64_t t = idx[i * s4];
+                if (t < 0 || t >= n) { // reported at the next sync; never written out of bounds
+                    raise(err, ERR_INDEX, tag);
+                    continue;
+                }
+                gx[t * s0] = (T)((double)gx[t * s0] + (double)g[i * s1]);
+            }
+        }
+    }
+}
+
+static bool same_shape_as(const nb_kview *v, const nb_kview *x) { return same_shape(v, x); }
+
+static bool is_compute(nb_dtype d) {
+    return d == NB_F32 || d == NB_F64 || d == NB_I32 || d == NB_I64 || d == NB_U8 || d == NB_BOOL;
+}
+
+} // namespace
+} // namespace red
+} // namespace nbc
+
+using namespace nbc;
+using namespace nbc::red;
+
+extern "C" nb_status nb_cuda_scan(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *indices,
+                                  const nb_kview *x, int dim) {
+    char b1[VSTR], b2[VSTR];
+    bool ext = op == NB_REDUCE_MAX || op == NB_REDUCE_MIN;
+    bool fl = x->dtype == NB_F32 || x->dtype == NB_F64;
+    if ((unsigned)op >= NB_REDUCE_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "scan: bad op %d", (int)op);
+    if (dim < 0 || dim >= x->ndim)
+        return nb_set_error(NB_ERR_INVALID_ARG, "scan: dim %d out of range for %s", dim, vstr(x, b1, sizeof b1));
+    if (!same_shape_as(out, x) || (indices && !same_shape_as(indices, x)) || (ext && !indices))
+        return nb_set_error(NB_ERR_SHAPE, "scan: out %s (and indices for cummax/cummin) must have x's shape %s",
+                            vstr(out, b1, sizeof b1), vstr(x, b2, sizeof b2));
+    bool dt_ok = is_compute(x->dtype) && (!indices || indices->dtype == NB_I64);
+    if (fl || ext) dt_ok = dt_ok && out->dtype == x->dtype;
+    else dt_ok = dt_ok && out->dtype == NB_I64;
+    if (op == NB_REDUCE_LOGSUMEXP && !fl) dt_ok = false;
+    if (!dt_ok)
+        return nb_set_error(NB_ERR_DTYPE, "scan: op %d cannot take x %s into out %s", (int)op, nb_dtype_name(x->dtype),
+                            nb_dtype_name(out->dtype));
+    if (numel(x) == 0) return NB_OK;
+    const nb_kview *iv = ext ? indices : out;
+    nb_kview lv[3] = {lines_of(out, x, dim), lines_of(iv, x, dim), lines_of(x, x, dim)};
+    const nb_kview *v[3] = {&lv[0], &lv[1], &lv[2]};
+    Iter<3> it = make_iter<3>(v);
+    int64_t n = x->shape[dim], so = out->strides[dim], si = iv->strides[dim], sx = x->strides[dim];
+    unsigned grid = blocks_for(it.numel);
+    cudaStream_t st = stream_of(be);
+    switch (x->dtype) {
+    case NB_F32: k_scan_float<float><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext); break;
+    case NB_F64: k_scan_float<double><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext); break;
+    case NB_I32:
+        if (ext) k_scan_int<int32_t, int32_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        else k_scan_int<int32_t, int64_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        break;
+    case NB_I64: k_scan_int<int64_t, int64_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext); break;
+    case NB_U8:
+        if (ext) k_scan_int<uint8_t, uint8_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        else k_scan_int<uint8_t, int64_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        break;
+    default: // bool: 0/1 bytes
+        if (ext) k_scan_int<uint8_t, bool><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        else k_scan_int<uint8_t, int64_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        break;
+    }
+    return launched("scan");
+}
+
+extern "C" nb_status nb_cuda_scan_backward(nb_backend *be, nb_reduce_op op, const nb_kview *gx, const nb_kview *g,
+                                           const nb_kview *x, const nb_kview *out, const nb_kview *indices, int dim) {
+    char b1[VSTR], b2[VSTR];
+    if ((unsigned)op >= NB_REDUCE_OP_COUNT)
+        return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: bad op %d", (int)op);
+    if (dim < 0 || dim >= gx->ndim)
+        return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: dim %d out of range for %s", dim,
+                            vstr(gx, b1, sizeof b1));
+    bool need_xo = op == NB_REDUCE_PROD || op == NB_REDUCE_LOGSUMEXP;
+    bool need_i = op == NB_REDUCE_MAX || op == NB_REDUCE_MIN;
+    if ((need_xo && (!x || !out)) || (need_i && !indices))
+        return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: op %d needs its saved tensors", (int)op);
+    const nb_kview *vs[] = {g, need_xo ? x : nullptr, need_xo ? out : nullptr, need_i ? indices : nullptr};
+    for (int k = 0; k < 4; k++) {
+        if (!vs[k]) continue;
+        if (!same_shape_as(vs[k], gx))
+            return nb_set_error(NB_ERR_SHAPE, "scan_backward: %s does not match gx %s", vstr(vs[k], b1, sizeof b1),
+                                vstr(gx, b2, sizeof b2));
+        if (vs[k]->dtype != (k == 3 ? NB_I64 : gx->dtype) || (gx->dtype != NB_F32 && gx->dtype != NB_F64))
+            return nb_set_error(NB_ERR_DTYPE, "scan_backward: needs float gx, g, x, out of one dtype (%s, %s)",
+                                nb_dtype_name(gx->dtype), nb_dtype_name(vs[k]->dtype));
+    }
+    if (numel(gx) == 0) return NB_OK;
+    const nb_kview *use[5] = {gx, g, vs[1] ? vs[1] : gx, vs[2] ? vs[2] : gx, vs[3] ? vs[3] : gx};
+    nb_kview lv[5];
+    const nb_kview *v[5];
+    Steps st;
+    for (int k = 0; k < 5; k++) {
+        lv[k] = lines_of(use[k], gx, dim);
+        v[k] = &lv[k];
+        st.s[k] = use[k]->strides[dim];
+    }
+    Iter<5> it = make_iter<5>(v);
+    int *err = err_word(be);
+    int tag = slot_tag("scan_backward");
+    if (gx->dtype == NB_F32)
+        k_scan_back<float><<<blocks_for(it.numel), THREADS, 0, stream_of(be)>>>(it, op, gx->shape[dim], st, err, tag);
+    else
+        k_scan_back<double><<<blocks_for(it.numel), THREADS, 0, stream_of(be)>>>(it, op, gx->shape[dim], st, err, tag);
+    return launched("scan_backward");
+}

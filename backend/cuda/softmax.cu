@@ -1,0 +1,280 @@
+// softmax.cu - softmax / log_softmax along a dim of a contiguous tensor and
+// their backward on CUDA, with backend/cpu/softmax.c's formulas (PyTorch's):
+//   softmax y = exp(x - max) / sum exp(x - max)   (the sum in double for float32)
+//   log_softmax y = (x - max) - log(sum exp(x - max))
+//   softmax backward gx = y * (gy - sum(gy * y))
+//   log_softmax backward gx = gy - exp(y) * sum(gy)
+// The tensor is seen as [outer, size, inner] around dim.
+// inner == 1 (the last dim: attention scores, logits):
+// - size <= 1024: a warp per row, the row held in registers (VPT values per
+//   lane), max and sum by warp shuffles: one read and one write per element;
+// - longer rows: a block per row, three passes (max, sum, write), the
+//   re-reads served by L2.
+// inner > 1: a thread per (outer, column), walking size in order (neighbouring
+// threads take neighbouring columns: coalesced).
+// Each lane sums its own elements in order, then a fixed shuffle / shared
+// memory tree: deterministic, no atomics.
+#include "cuda_kernels.h"
+#include "red_util.cuh"
+
+namespace nbc {
+namespace red {
+namespace { // internal linkage: no clash with other files' kernels
+
+// ---- forward ----------------------------------------------------------------------------
+
+template <typename T, int VPT>
+__global__ void __launch_bounds__(THREADS) k_sm_warp(const T *x, T *y, int64_t rows, int n, bool lg) {
+    const int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;
+    for (int64_t r = (int64_t)blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * wpb) {
+        const T *xr = x + r * n;
+        T *yr = y + r * n;
+        T v[VPT], mx = (T)-INFINITY;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            int i = lane + k * 32;
+            v[k] = i < n ? xr[i] : (T)0;
+            if (i < n) mx = MaxNan<T>()(mx, v[k]);
+        }
+        mx = warp_all(mx, MaxNan<T>());
+        double s = 0;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            if (lane + k * 32 < n) {
+                T e = ex(v[k] - mx);
+                s += (double)e;
+                if (!lg) v[k] = e;
+            }
+        }
+        s = warp_all(s, Plus<double>());
+        if (lg) {
+            T ls = (T)log(s);
+#pragma unroll
+            for (int k = 0; k < VPT; k++)
+                if (lane + k * 32 < n) yr[lane + k * 32] = (v[k] - mx) - ls;
+        } else {
+            T inv = (T)(1.0 / s);
+#pragma unroll
+            for (int k = 0; k < VPT; k++)
+                if (lane + k * 32 < n) yr[lane + k * 32] = v[k] * inv;
+        }
+    }
+}
+
+constexpr int SM_BLOCK = 512; // threads per row for long rows
+
+template <typename T>
+__global__ void __launch_bounds__(SM_BLOCK) k_sm_block(const T *x, T *y, int64_t rows, int64_t n, bool lg) {
+    __shared__ T st[SM_BLOCK / 32];
+    __shared__ double sd[SM_BLOCK / 32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T *xr = x + r * n;
+        T *yr = y + r * n;
+        T mx = (T)-INFINITY;
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = MaxNan<T>()(mx, xr[i]);
+        mx = block_all(mx, MaxNan<T>(), st);
+        double s = 0;
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+            T e = ex(xr[i] - mx);
+            if (!lg) yr[i] = e; // rescaled below by the thread that wrote it
+            s += (double)e;
+        }
+        s = block_all(s, Plus<double>(), sd);
+        if (lg) {
+            T ls = (T)log(s);
+            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = (xr[i] - mx) - ls;
+        } else {
+            T inv = (T)(1.0 / s);
+            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] *= inv;
+        }
+    }
+}
+
+// inner > 1: thread per (o, c), the CPU's sm_cols order for one column.
+template <typename T> __global__ void k_sm_cols(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, bool lg) {
+    NBC_GRID_STRIDE(u, outer * inner) {
+        int64_t o = u / inner, c = u - o * inner, base = o * n * inner + c;
+        const T *xc = x + base;
+        T *yc = y + base;
+        T mx = xc[0];
+        for (int64_t i = 1; i < n; i++) mx = MaxNan<T>()(mx, xc[i * inner]);
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            T e = ex(xc[i * inner] - mx);
+            if (!lg) yc[i * inner] = e;
+            s += (double)e;
+        }
+        T ls = lg ? (T)log(s) : (T)(1.0 / s);
+        for (int64_t i = 0; i < n; i++) {
+            if (lg) yc[i * inner] = (xc[i * inner] - mx) - ls;
+            else yc[i * inner] *= ls;
+        }
+    }
+}
+
+// ---- backward ---------------------------------------------------------------------------
+
+template <typename T, int VPT>
+__global__ void __launch_bounds__(THREADS) k_smb_warp(const T *gy, const T *y, T *gx, int64_t rows, int n, bool lg) {
+    const int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;
+    for (int64_t r = (int64_t)blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += (int64_t)gridDim.x * wpb) {
+        const T *gr = gy + r * n, *yr = y + r * n;
+        T *gxr = gx + r * n;
+        T gv[VPT], yv[VPT];
+        double acc = 0;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            int i = lane + k * 32;
+            gv[k] = i < n ? gr[i] : (T)0;
+            yv[k] = i < n ? yr[i] : (T)0;
+            if (i < n) acc += lg ? (double)gv[k] : (double)(gv[k] * yv[k]);
+        }
+        T s = (T)warp_all(acc, Plus<double>());
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            int i = lane + k * 32;
+            if (i < n) gxr[i] = lg ? gv[k] - ex(yv[k]) * s : yv[k] * (gv[k] - s);
+        }
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SM_BLOCK) k_smb_block(const T *gy, const T *y, T *gx, int64_t rows, int64_t n,
+                                                        bool lg) {
+    __shared__ double sd[SM_BLOCK / 32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T *gr = gy + r * n, *yr = y + r * n;
+        T *gxr = gx + r * n;
+        double acc = 0;
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += lg ? (double)gr[i] : (double)(gr[i] * yr[i]);
+        T s = (T)block_all(acc, Plus<double>(), sd);
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+            gxr[i] = lg ? gr[i] - ex(yr[i]) * s : yr[i] * (gr[i] - s);
+    }
+}
+
+template <typename T>
+__global__ void k_smb_cols(const T *gy, const T *y, T *gx, int64_t outer, int64_t n, int64_t inner, bool lg) {
+    NBC_GRID_STRIDE(u, outer * inner) {
+        int64_t o = u / inner, c = u - o * inner, base = o * n * inner + c;
+        const T *gc = gy + base, *yc = y + base;
+        T *gxc = gx + base;
+        double acc = 0;
+        for (int64_t i = 0; i < n; i++)
+            acc += lg ? (double)gc[i * inner] : (double)(gc[i * inner] * yc[i * inner]);
+        T s = (T)acc;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t e = i * inner;
+            gxc[e] = lg ? gc[e] - ex(yc[e]) * s : yc[e] * (gc[e] - s);
+        }
+    }
+}
+
+// ---- launch -------------------------------------------------------------------------------
+
+struct SmGeo {
+    int64_t outer, size, inner;
+};
+
+static nb_status sm_setup(const char *name, const nb_kview *const *v, int nv, int dim, SmGeo *g) {
+    char b1[VSTR], b2[VSTR];
+    const nb_kview *a = v[0];
+    if (dim < 0 || dim >= a->ndim)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", name, dim, vstr(a, b1, sizeof b1));
+    for (int i = 0; i < nv; i++) {
+        if (!same_shape(a, v[i]))
+            return nb_set_error(NB_ERR_SHAPE, "%s: shapes %s and %s differ", name, vstr(a, b1, sizeof b1),
+                                vstr(v[i], b2, sizeof b2));
+        if ((v[i]->dtype != NB_F32 && v[i]->dtype != NB_F64) || v[i]->dtype != a->dtype)
+            return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", name,
+                                nb_dtype_name(a->dtype), nb_dtype_name(v[i]->dtype));
+        if (!contiguous(v[i]))
+            return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s must be contiguous", name, vstr(v[i], b1, sizeof b1));
+    }
+    g->outer = g->inner = 1;
+    for (int d = 0; d < dim; d++) g->outer *= a->shape[d];
+    for (int d = dim + 1; d < a->ndim; d++) g->inner *= a->shape[d];
+    g->size = a->shape[dim];
+    return NB_OK;
+}
+
+// Registers per lane for a row of n <= 1024 in a warp.
+static int vpt_for(int64_t n) { return n <= 32 ? 1 : n <= 64 ? 2 : n <= 128 ? 4 : n <= 256 ? 8 : n <= 512 ? 16 : 32; }
+
+template <typename T>
+static nb_status softmax_t(nb_backend *be, const SmGeo &g, const T *x, T *y, bool lg, const char *name) {
+    cudaStream_t st = stream_of(be);
+    if (g.inner > 1) {
+        k_sm_cols<T><<<blocks_for(g.outer * g.inner), THREADS, 0, st>>>(x, y, g.outer, g.size, g.inner, lg);
+    } else if (g.size <= 1024) {
+        unsigned grid = grid_for(g.outer, THREADS / 32, 1 << 20);
+        int n = (int)g.size;
+        switch (vpt_for(n)) {
+        case 1: k_sm_warp<T, 1><<<grid, THREADS, 0, st>>>(x, y, g.outer, n, lg); break;
+        case 2: k_sm_warp<T, 2><<<grid, THREADS, 0, st>>>(x, y, g.outer, n, lg); break;
+        case 4: k_sm_warp<T, 4><<<grid, THREADS, 0, st>>>(x, y, g.outer, n, lg); break;
+        case 8: k_sm_warp<T, 8><<<grid, THREADS, 0, st>>>(x, y, g.outer, n, lg); break;
+        case 16: k_sm_warp<T, 16><<<grid, THREADS, 0, st>>>(x, y, g.outer, n, lg); break;
+        default: k_sm_warp<T, 32><<<grid, THREADS, 0, st>>>(x, y, g.outer, n, lg); break;
+        }
+    } else {
+        k_sm_block<T><<<grid_for(g.outer, 1, 1 << 20), SM_BLOCK, 0, st>>>(x, y, g.outer, g.size, lg);
+    }
+    return launched(name);
+}
+
+template <typename T>
+static nb_status softmax_back_t(nb_backend *be, const SmGeo &g, const T *gy, const T *y, T *gx, bool lg,
+                                const char *name) {
+    cudaStream_t st = stream_of(be);
+    if (g.inner > 1) {
+        k_smb_cols<T><<<blocks_for(g.outer * g.inner), THREADS, 0, st>>>(gy, y, gx, g.outer, g.size, g.inner, lg);
+    } else if (g.size <= 1024) {
+        unsigned grid = grid_for(g.outer, THREADS / 32, 1 << 20);
+        int n = (int)g.size;
+        switch (vpt_for(n)) {
+        case 1: k_smb_warp<T, 1><<<grid, THREADS, 0, st>>>(gy, y, gx, g.outer, n, lg); break;
+        case 2: k_smb_warp<T, 2><<<grid, THREADS, 0, st>>>(gy, y, gx, g.outer, n, lg); break;
+        case 4: k_smb_warp<T, 4><<<grid, THREADS, 0, st>>>(gy, y, gx, g.outer, n, lg); break;
+        case 8: k_smb_warp<T, 8><<<grid, THREADS, 0, st>>>(gy, y, gx, g.outer, n, lg); break;
+        case 16: k_smb_warp<T, 16><<<grid, THREADS, 0, st>>>(gy, y, gx, g.outer, n, lg); break;
+        default: k_smb_warp<T, 32><<<grid, THREADS, 0, st>>>(gy, y, gx, g.outer, n, lg); break;
+        }
+    } else {
+        k_smb_block<T><<<grid_for(g.outer, 1, 1 << 20), SM_BLOCK, 0, st>>>(gy, y, gx, g.outer, g.size, lg);
+    }
+    return launched(name);
+}
+
+} // namespace
+} // namespace red
+} // namespace nbc
+
+using namespace nbc;
+using namespace nbc::red;
+
+extern "C" nb_status nb_cuda_softmax(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, bool log) {
+    const char *name = log ? "log_softmax" : "softmax";
+    const nb_kview *v[2] = {x, out};
+    SmGeo g = {0, 0, 0};
+    nb_status st = sm_setup(name, v, 2, dim, &g);
+    if (st != NB_OK) return st;
+    if (g.outer * g.size * g.inner == 0) return NB_OK;
+    if (x->dtype == NB_F32) return softmax_t<float>(be, g, (const float *)x->data, (float *)out->data, log, name);
+    return softmax_t<double>(be, g, (const double *)x->data, (double *)out->data, log, name);
+}
+
+extern "C" nb_status nb_cuda_softmax_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
+                                              const nb_kview *y, int dim, bool log) {
+    const char *name = log ? "log_softmax_backward" : "softmax_backward";
+    const nb_kview *v[3] = {y, gy, gx};
+    SmGeo g = {0, 0, 0};
+    nb_status st = sm_setup(name, v, 3, dim, &g);
+    if (st != NB_OK) return st;
+    if (g.outer * g.size * g.inner == 0) return NB_OK;
+    if (y->dtype == NB_F32)
+        return softmax_back_t<float>(be, g, (const float *)gy->data, (const float *)y->data, (float *)gx->data, log,
+                                     name);
+    return softmax_back_t<double>(be, g, (const double *)gy->data, (const double *)y->data, (double *)gx->data, log,
+                                  name);
+}

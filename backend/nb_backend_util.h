@@ -1,0 +1,60 @@
+/* nb_backend_util.h - the internals a backend's kernels use (not
+ * installed), in a header that C++ (a CUDA backend's .cu files) can
+ * include: error reporting, the caching allocator for scratch memory, the
+ * host allocations of the core and the tape. */
+#ifndef NB_BACKEND_UTIL_H
+#define NB_BACKEND_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "nb_backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An always-on check for broken internal invariants (never for user input). */
+#define NB_ASSERT(cond)                                                                         \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            fprintf(stderr, "nabla: internal invariant failed at %s:%d: %s\n", __FILE__, __LINE__, \
+                    #cond);                                                                      \
+            abort();                                                                             \
+        }                                                                                        \
+    } while (0)
+
+/* Records an error for nb_last_error(); returns s so callers can `return nb_set_error(...)`. */
+nb_status nb_set_error(nb_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same, for functions returning a pointer: sets the error, returns NULL. */
+#define NB_FAIL(s, ...) (nb_set_error((s), __VA_ARGS__), (void *)0)
+
+/* nb_set_float32_matmul_precision's setting: 0 highest, 1 high, 2 medium. */
+int nb_float32_matmul_precision(void);
+
+/* ---- host allocations of the core and the tape (core/error.c) -------------- */
+
+/* calloc for the small host structs of tensors, storages and tape nodes.
+ * Tests can make the n-th next call (per thread) fail with
+ * nb_fault_inject_host_alloc(n), to check that every caller turns it into
+ * an error instead of a crash. */
+void *nb_host_calloc(size_t n, size_t size);
+void nb_fault_inject_host_alloc(int n);
+/* For steps that cannot return a status (nb_save): records the failure;
+ * the op's nb_scope_return then returns NULL with that error. */
+void nb_fail_pending(nb_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool nb_take_pending_failure(void);
+
+/* ---- caching allocator (core/alloc.c) ----------------------------------- */
+
+/* bytes on be's device for use on stream (a backend stream handle); *block
+ * receives the block to give back to nb_free_raw. NULL with NB_ERR_OOM. */
+void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **block);
+void nb_free_raw(nb_backend *be, void *block);
+/* The block is also used on stream (nb_record_stream). */
+nb_status nb_alloc_record_stream(nb_backend *be, void *block, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# tests/cuda/run.sh - the CUDA backend's tests, examples and benchmarks on a
+# GPU machine, in two halves:
+#
+#   tests/cuda/run.sh stage            on a machine with the CUDA toolkit and
+#                                      Check (no GPU needed): builds build-cuda
+#                                      (meson -Dcuda=enabled, release) and copies
+#                                      what the GPU machine needs into .dev/:
+#                                      the test runner, the library, the examples
+#                                      and benchmarks, the libraries the GPU
+#                                      machine lacks, MNIST (.gz), the WordNet
+#                                      corpus and its cached vocabulary, and
+#                                      torch_ref.py
+#   tests/cuda/run.sh STEP...          on the GPU machine, from the repository
+#                                      root holding .dev/ (all steps: `all`)
+#
+# Steps (each writes $OUT/<step>.log when $OUT is set, else .dev/out/):
+#   info        nvidia-smi and the device nabla sees
+#   harness     the op test harness on every device and dtype (suite
+#               op_harness; its summary lines) and the CUDA suites
+#   suite       the whole test suite (CPU and CUDA cases)
+#   memcheck    compute-sanitizer memcheck over the harness and CUDA suites
+#   racecheck   compute-sanitizer racecheck over the same
+#   examples    mnist_mlp, mnist_cnn and bert_mlm with --device cuda
+#   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
+#               torch_ref.py's eager and graph figures from the same run
+# Prints a summary table last. The device tool (/work/.library/device)
+# runs it as:  tests/cuda/run.sh harness bench   with .dev carried.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dev=$root/.dev
+
+stage() {
+    set -e
+    cd "$root"
+    [ -d build-cuda ] || meson setup build-cuda -Dbuildtype=release --werror -Dcuda=enabled
+    ninja -C build-cuda
+    rm -rf "$dev"
+    mkdir -p "$dev/bin" "$dev/lib" "$dev/data/mnist" "$dev/data/wordnet"
+    cp build-cuda/tests/nabla-tests build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn \
+        build-cuda/examples/bert_mlm build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
+        build-cuda/tests/bench/bench_bert "$dev/bin/"
+    [ -x build-cuda/tests/bench/cuda_cnn_slots ] && cp build-cuda/tests/bench/cuda_cnn_slots "$dev/bin/"
+    cp -L build-cuda/libnabla.so.0 "$dev/lib/"
+    # Check is linked statically; its subunit is not on the GPU machine
+    for l in libsubunit.so.0; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
+    local mn=${NB_MNIST_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nabla/mnist}
+    for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+        if [ -f "$mn/$f.gz" ]; then cp "$mn/$f.gz" "$dev/data/mnist/"; else gzip -c "$mn/$f" >"$dev/data/mnist/$f.gz"; fi
+    done
+    local wn=${XDG_CACHE_HOME:-$HOME/.cache}/nabla/wordnet
+    cp "$wn/train.txt" "$wn/eval.txt" "$dev/data/wordnet/"
+    cp "$wn"/vocab-8192.txt "$dev/data/wordnet/" 2>/dev/null || echo "run.sh: no cached vocab-8192.txt (bert_mlm will train it there)"
+    local ref=${NB_TORCH_REF:-$root/../shared/bench/torch_ref.py}
+    cp "$ref" "$dev/"
+    du -sh "$dev"
+}
+
+out=${OUT:-$dev/out}
+summary=()
+
+log() { echo "$@" | tee -a "$out/summary.txt"; }
+
+# runs a step's command, keeping its output in $out/<name>.log
+step() {
+    local name=$1
+    shift
+    local t0=$SECONDS
+    "$@" >"$out/$name.log" 2>&1
+    local rc=$?
+    summary+=("$(printf '%-12s rc=%-3d %4ds' "$name" "$rc" $((SECONDS - t0)))")
+    return $rc
+}
+
+# the test binary on a suite list (Check's CK_RUN_SUITE takes one; loop)
+suites() {
+    local rc=0
+    for s in "$@"; do
+        CK_RUN_SUITE=$s "$dev/bin/nabla-tests" || rc=1
+    done
+    return $rc
+}
+
+cuda_suites="op_harness cuda_elementwise"
+
+# compute-sanitizer --tool $1 over the CUDA suites, one process each
+# (CK_FORK=no: Check's forks would hide the tests from the tool)
+sanitize() {
+    local tool=$1 rc=0
+    shift
+    for s in $cuda_suites; do
+        CK_FORK=no CK_RUN_SUITE=$s compute-sanitizer --tool "$tool" "$@" --error-exitcode 9 "$dev/bin/nabla-tests" || rc=1
+    done
+    return $rc
+}
+
+run_bench() {
+    local torch=$dev/torch_ref.py
+    for w in mlp cnn bert bert-base; do
+        local bin=bench_${w%-base}
+        local cfg=()
+        [ "$w" = bert-base ] && cfg=(--config bert-base)
+        local steps=(--steps 50 --warmup 10)
+        [ "${w#bert}" != "$w" ] && steps=(--steps 20 --warmup 5)
+        [ "$w" != bert-base ] && "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda
+        "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32
+        [ "$w" != bert-base ] && python3 "$torch" "$w" "${steps[@]}" --device cuda
+        python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32
+        python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32 --graph
+    done
+}
+
+gpu() {
+    mkdir -p "$out"
+    : >"$out/summary.txt"
+    export LD_LIBRARY_PATH=$dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export NB_MNIST_DIR=$dev/data/mnist
+    local steps=("$@")
+    [ "${steps[0]}" = all ] && steps=(info harness suite memcheck racecheck examples bench)
+    for s in "${steps[@]}"; do
+        case $s in
+        info) step info bash -c "nvidia-smi; CK_RUN_SUITE=core CK_VERBOSITY=silent '$dev/bin/nabla-tests'" ;;
+        harness) step harness suites $cuda_suites ;;
+        suite) step suite "$dev/bin/nabla-tests" ;;
+        memcheck) step memcheck sanitize memcheck --leak-check no ;;
+        racecheck) step racecheck sanitize racecheck ;;
+        examples)
+            step mnist_mlp "$dev/bin/mnist_mlp" --device cuda
+            step mnist_cnn "$dev/bin/mnist_cnn" --device cuda
+            step bert_mlm "$dev/bin/bert_mlm" --device cuda --data "$dev/data/wordnet" ;;
+        bench) step bench run_bench ;;
+        slots) [ -x "$dev/bin/cuda_cnn_slots" ] && step slots "$dev/bin/cuda_cnn_slots" ;;
+        *) echo "run.sh: unknown step $s" >&2 ;;
+        esac
+    done
+    # the short table the device tool's reply ends with
+    echo "== summary"
+    for l in "${summary[@]}"; do echo "$l"; done
+    grep -h '^op harness on\|^[0-9]*%: Checks' "$out"/harness.log "$out"/suite.log 2>/dev/null | head -20
+    grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out"/memcheck.log "$out"/racecheck.log 2>/dev/null
+    grep -h '^final:\|^step [0-9]*:.*' "$out"/mnist_*.log "$out"/bert_mlm.log 2>/dev/null | grep final
+    grep -h '^workload=' "$out"/bench.log 2>/dev/null | sed 's/ info=.*//; s/ torch=[^ ]*//'
+}
+
+case ${1:-} in
+stage) stage ;;
+"") sed -n '2,28p' "$0" ;;
+*) gpu "$@" ;;
+esac

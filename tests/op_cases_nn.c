@@ -1,0 +1,183 @@
+/* op_cases_nn.c - op harness cases of the matmul, softmax, loss, conv,
+ * pool, batch_norm, layer_norm, dropout, upsample and attention families:
+ * small shapes that still reach each kernel's paths (strides, padding,
+ * dilation, groups, a Winograd-sized 3x3 convolution, ceil_mode, causal
+ * and additive masks, dropout and multinomial from a fixed generator). */
+#include <math.h>
+
+#include "op_harness.h"
+
+/* ---- matmul ---- */
+static nb_tensor *matmul(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_matmul(x[0], x[1]); }
+static nb_tensor *matmul_t(nb_tensor *const *x, const nb_op_case *c) { /* a transposed operand */
+    (void)c;
+    return nb_matmul(nb_transpose(x[0], -1, -2), x[1]);
+}
+static nb_tensor *linear(nb_tensor *const *x, const nb_op_case *c) { return nb_linear(x[0], x[1], c->n_in > 2 ? x[2] : NULL); }
+static nb_tensor *bmm(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_bmm(x[0], x[1]); }
+
+/* ---- softmax, losses ---- */
+static nb_tensor *softmax(nb_tensor *const *x, const nb_op_case *c) { return nb_softmax(x[0], (int)c->p[0]); }
+static nb_tensor *log_softmax(nb_tensor *const *x, const nb_op_case *c) { return nb_log_softmax(x[0], (int)c->p[0]); }
+static nb_tensor *cross_entropy(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_cross_entropy(x[0], x[1]); }
+static nb_tensor *cross_entropy_ex(nb_tensor *const *x, const nb_op_case *c) {
+    nb_cross_entropy_options o = {.ignore_index = (int64_t)c->p[0], .reduction = (nb_reduction)c->p[1]};
+    return nb_cross_entropy_ex(x[0], x[1], o);
+}
+/* nll_loss takes any values as log-probabilities; p[2] != 0: class weights
+ * (constants: PyTorch has no gradient for them either) */
+static nb_tensor *nll_loss(nb_tensor *const *x, const nb_op_case *c) {
+    static const double w[4] = {0.5, 1, 2, 1.5};
+    nb_cross_entropy_options o = {.ignore_index = (int64_t)c->p[0], .reduction = (nb_reduction)c->p[1]};
+    if (c->p[2] != 0) {
+        o.weight = nb_to_dtype(nb_from_data_on(w, NB_SHAPE(4), NB_F64, nb_device_of(x[0])), nb_dtype_of(x[0]));
+        if (!o.weight) return NULL;
+    }
+    return nb_nll_loss(x[0], x[1], o);
+}
+static nb_tensor *mse(nb_tensor *const *x, const nb_op_case *c) { return nb_mse_loss(x[0], x[1], (nb_reduction)c->p[0]); }
+
+/* ---- convolution, pooling ---- */
+static nb_tensor *conv2d(nb_tensor *const *x, const nb_op_case *c) {
+    nb_conv2d_options o = {.stride = {(int64_t)c->p[0], (int64_t)c->p[0]}, .padding = {(int64_t)c->p[1], 0},
+                           .dilation = {(int64_t)c->p[2], 1}, .groups = (int64_t)c->p[3]};
+    return nb_conv2d(x[0], x[1], c->n_in > 2 ? x[2] : NULL, o);
+}
+static nb_tensor *conv1d(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    return nb_conv1d(x[0], x[1], x[2], (nb_conv1d_options){.stride = 2, .padding = 1});
+}
+static nb_tensor *conv_t2d(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_conv_transpose2d_options o = {.stride = {2, 1}, .padding = {1, 0}, .output_padding = {1, 0}, .groups = 1};
+    return nb_conv_transpose2d(x[0], x[1], x[2], o);
+}
+static nb_pool2d_options pool_opts(const nb_op_case *c) {
+    return (nb_pool2d_options){.kernel = {(int64_t)c->p[0], (int64_t)c->p[0]}, .stride = {(int64_t)c->p[1], (int64_t)c->p[1]},
+                               .padding = {(int64_t)c->p[2], (int64_t)c->p[2]}, .ceil_mode = c->p[3] != 0};
+}
+static nb_tensor *max_pool2d(nb_tensor *const *x, const nb_op_case *c) { return nb_max_pool2d(x[0], pool_opts(c), NULL); }
+static nb_tensor *avg_pool2d(nb_tensor *const *x, const nb_op_case *c) { return nb_avg_pool2d(x[0], pool_opts(c)); }
+static nb_tensor *max_pool1d(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    return nb_max_pool1d(x[0], (nb_pool1d_options){.kernel = 3, .stride = 2, .padding = 1}, NULL);
+}
+static nb_tensor *avg_pool1d(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    return nb_avg_pool1d(x[0], (nb_pool1d_options){.kernel = 2, .stride = 1, .count_include_pad_false = true, .padding = 1});
+}
+static nb_tensor *aap2d(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_adaptive_avg_pool2d(x[0], 2, 3); }
+static nb_tensor *aap1d(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_adaptive_avg_pool1d(x[0], 3); }
+static nb_tensor *amp2d(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_adaptive_max_pool2d(x[0], 2, 2, NULL); }
+
+/* ---- normalization, dropout, resizing ---- */
+static nb_tensor *batch_norm(nb_tensor *const *x, const nb_op_case *c) {
+    bool training = c->p[0] != 0;
+    nb_device d = nb_device_of(x[0]);
+    nb_dtype dt = nb_dtype_of(x[0]);
+    nb_tensor *rm = nb_full_on(NB_SHAPE(3), 0.1, dt, d), *rv = nb_full_on(NB_SHAPE(3), 1.3, dt, d);
+    return nb_batch_norm(x[0], rm, rv, x[1], x[2], training, 0.1, 1e-5);
+}
+static nb_tensor *layer_norm(nb_tensor *const *x, const nb_op_case *c) {
+    int n = (int)c->p[0];
+    const int64_t *shape = nb_shape(x[0]) + nb_dim(x[0]) - n;
+    return nb_layer_norm(x[0], n, shape, c->n_in > 1 ? x[1] : NULL, c->n_in > 2 ? x[2] : NULL, 1e-5);
+}
+static nb_tensor *dropout(nb_tensor *const *x, const nb_op_case *c) {
+    nb_generator g = nb_generator_new(7);
+    return nb_dropout(x[0], c->p[0], true, &g);
+}
+/* the draws are float64 whatever p's dtype, so every dtype gives the same samples */
+static nb_tensor *multinomial(nb_tensor *const *x, const nb_op_case *c) {
+    nb_generator g = nb_generator_new(5);
+    return nb_multinomial(x[0], 3, c->p[0] != 0, &g);
+}
+static nb_tensor *interpolate(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_interpolate(x[0], 5, 3, (nb_interpolate_mode)c->p[0], c->p[1] != 0);
+}
+
+/* ---- attention: q [2, 3, 4], k [2, 5, 4], v [2, 5, 3] ---- */
+static nb_tensor *sdpa(nb_tensor *const *x, const nb_op_case *c) {
+    nb_generator g = nb_generator_new(11);
+    nb_sdpa_options o = {.is_causal = c->p[0] != 0, .dropout_p = c->p[1], .gen = &g,
+                         .attn_mask = c->n_in > 3 ? x[3] : NULL};
+    return nb_scaled_dot_product_attention(x[0], x[1], x[2], o);
+}
+
+#define QKV IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 5, 4), IN(K_REAL, 2, 5, 3)
+
+static const nb_op_case cases[] = {
+    {.op = NB_OP_MATMUL, .label = "matmul [3, 4] @ [4, 2]", .fn = matmul, .n_in = 2, .in = {IN(K_REAL, 3, 4), IN(K_REAL, 4, 2)}},
+    {.op = NB_OP_MATMUL, .label = "matmul batched, broadcast", .fn = matmul, .n_in = 2,
+     .in = {IN(K_REAL, 2, 1, 3, 4), IN(K_REAL, 3, 4, 2)}},
+    {.op = NB_OP_MATMUL, .label = "matmul of a transposed operand", .fn = matmul_t, .n_in = 2,
+     .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 2)}},
+    {.op = NB_OP_MATMUL, .label = "matmul vector @ matrix", .fn = matmul, .n_in = 2, .in = {IN(K_REAL, 4), IN(K_REAL, 4, 3)}},
+    {.op = NB_OP_LINEAR, .label = "linear with bias", .fn = linear, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 5, 4), IN(K_REAL, 5)}},
+    {.op = NB_OP_LINEAR, .label = "linear without bias", .fn = linear, .n_in = 2, .in = {IN(K_REAL, 3, 4), IN(K_REAL, 2, 4)}},
+    {.op = NB_OP_BMM, .label = "bmm", .fn = bmm, .n_in = 2, .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 4, 2)}},
+    {.op = NB_OP_SOFTMAX, .label = "softmax dim -1", .fn = softmax, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {-1}},
+    {.op = NB_OP_SOFTMAX, .label = "softmax dim 1", .fn = softmax, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {1}},
+    {.op = NB_OP_LOG_SOFTMAX, .label = "log_softmax dim -1", .fn = log_softmax, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {-1}},
+    {.op = NB_OP_LOG_SOFTMAX, .label = "log_softmax dim 0", .fn = log_softmax, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {0}},
+    {.op = NB_OP_CROSS_ENTROPY, .label = "cross_entropy mean", .fn = cross_entropy, .n_in = 2, .in = {IN(K_REAL, 6, 5), IDX(0, 5, 6)}},
+    {.op = NB_OP_CROSS_ENTROPY_EX, .label = "cross_entropy ignore_index 2, sum", .fn = cross_entropy_ex, .n_in = 2,
+     .in = {IN(K_REAL, 6, 5), IDX(0, 5, 6)}, .p = {2, NB_REDUCTION_SUM}},
+    {.op = NB_OP_CROSS_ENTROPY_EX, .label = "cross_entropy ignore_index 1, none", .fn = cross_entropy_ex, .n_in = 2,
+     .in = {IN(K_REAL, 6, 5), IDX(0, 5, 6)}, .p = {1, NB_REDUCTION_NONE}},
+    {.op = NB_OP_NLL_LOSS, .label = "nll_loss mean", .fn = nll_loss, .n_in = 2, .in = {IN(K_REAL, 6, 5), IDX(0, 5, 6)},
+     .p = {-100, NB_REDUCTION_MEAN}},
+    {.op = NB_OP_NLL_LOSS, .label = "nll_loss [N, C, d] class weights, ignore_index 1, none", .fn = nll_loss,
+     .n_in = 2, .in = {IN(K_REAL, 3, 4, 2), IDX(0, 4, 3, 2)}, .p = {1, NB_REDUCTION_NONE, 1}},
+    {.op = NB_OP_MSE_LOSS, .label = "mse_loss mean", .fn = mse, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)},
+     .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_MSE_LOSS, .label = "mse_loss none, broadcast", .fn = mse, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 3)},
+     .p = {NB_REDUCTION_NONE}},
+    {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
+     .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
+    {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,
+     .in = {IN(K_REAL, 1, 8, 6, 6), IN(K_REAL, 8, 8, 3, 3)}, .tol = 1e-4, .p = {1, 1, 1, 1}},
+    {.op = NB_OP_CONV1D, .label = "conv1d stride 2 padding 1", .fn = conv1d, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 7), IN(K_REAL, 4, 3, 3), IN(K_REAL, 4)}, .tol = 1e-4},
+    {.op = NB_OP_CONV_TRANSPOSE2D, .label = "conv_transpose2d stride 2 output_padding 1", .fn = conv_t2d, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 4, 3), IN(K_REAL, 3, 2, 3, 2), IN(K_REAL, 2)}, .tol = 1e-4},
+    {.op = NB_OP_MAX_POOL2D, .label = "max_pool2d 2 stride 2", .fn = max_pool2d, .n_in = 1, .in = {IN(K_REAL, 2, 2, 5, 4)},
+     .p = {2, 2, 0, 0}},
+    {.op = NB_OP_MAX_POOL2D, .label = "max_pool2d 3 stride 2 padding 1 ceil_mode", .fn = max_pool2d, .n_in = 1,
+     .in = {IN(K_REAL, 1, 2, 6, 5)}, .p = {3, 2, 1, 1}},
+    {.op = NB_OP_AVG_POOL2D, .label = "avg_pool2d 3 stride 2 padding 1", .fn = avg_pool2d, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 5, 4)}, .p = {3, 2, 1, 0}},
+    {.op = NB_OP_MAX_POOL1D, .label = "max_pool1d 3 stride 2 padding 1", .fn = max_pool1d, .n_in = 1, .in = {IN(K_REAL, 2, 3, 7)}},
+    {.op = NB_OP_AVG_POOL1D, .label = "avg_pool1d 2 padding 1 count_include_pad false", .fn = avg_pool1d, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3, 5)}},
+    {.op = NB_OP_ADAPTIVE_AVG_POOL2D, .label = "adaptive_avg_pool2d 5x7 to 2x3", .fn = aap2d, .n_in = 1, .in = {IN(K_REAL, 2, 2, 5, 7)}},
+    {.op = NB_OP_ADAPTIVE_AVG_POOL1D, .label = "adaptive_avg_pool1d 7 to 3", .fn = aap1d, .n_in = 1, .in = {IN(K_REAL, 2, 3, 7)}},
+    {.op = NB_OP_ADAPTIVE_MAX_POOL2D, .label = "adaptive_max_pool2d 5x5 to 2x2", .fn = amp2d, .n_in = 1, .in = {IN(K_REAL, 1, 2, 5, 5)}},
+    {.op = NB_OP_BATCH_NORM, .label = "batch_norm training", .fn = batch_norm, .n_in = 3,
+     .in = {IN(K_REAL, 4, 3, 2, 2), IN(K_REAL, 3), IN(K_REAL, 3)}, .tol = 1e-4, .p = {1}},
+    {.op = NB_OP_BATCH_NORM, .label = "batch_norm eval", .fn = batch_norm, .n_in = 3,
+     .in = {IN(K_REAL, 4, 3, 2), IN(K_REAL, 3), IN(K_REAL, 3)}, .p = {0}},
+    {.op = NB_OP_LAYER_NORM, .label = "layer_norm last dim, weight and bias", .fn = layer_norm, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 5), IN(K_REAL, 5), IN(K_REAL, 5)}, .tol = 1e-4, .p = {1}},
+    {.op = NB_OP_LAYER_NORM, .label = "layer_norm last two dims, no affine", .fn = layer_norm, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3, 4)}, .tol = 1e-4, .p = {2}},
+    {.op = NB_OP_DROPOUT, .label = "dropout 0.3", .fn = dropout, .n_in = 1, .in = {IN(K_REAL, 4, 8)}, .p = {0.3}},
+    {.op = NB_OP_MULTINOMIAL, .label = "multinomial 3 of 5 without replacement", .fn = multinomial, .n_in = 1,
+     .in = {IN(K_POS, 2, 5)}, .p = {0}},
+    {.op = NB_OP_MULTINOMIAL, .label = "multinomial 3 of [5] with replacement", .fn = multinomial, .n_in = 1,
+     .in = {IN(K_POS, 5)}, .p = {1}},
+    {.op = NB_OP_INTERPOLATE, .label = "interpolate nearest to 5x3", .fn = interpolate, .n_in = 1, .in = {IN(K_REAL, 2, 2, 3, 4)},
+     .p = {NB_INTERPOLATE_NEAREST, 0}},
+    {.op = NB_OP_INTERPOLATE, .label = "interpolate bilinear to 5x3", .fn = interpolate, .n_in = 1, .in = {IN(K_REAL, 2, 2, 3, 4)},
+     .p = {NB_INTERPOLATE_BILINEAR, 0}},
+    {.op = NB_OP_INTERPOLATE, .label = "interpolate bilinear align_corners", .fn = interpolate, .n_in = 1,
+     .in = {IN(K_REAL, 1, 2, 3, 4)}, .p = {NB_INTERPOLATE_BILINEAR, 1}},
+    {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa", .fn = sdpa, .n_in = 3, .in = {QKV}},
+    {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa causal", .fn = sdpa, .n_in = 3, .in = {QKV}, .p = {1, 0}},
+    {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa additive mask", .fn = sdpa, .n_in = 4,
+     .in = {QKV, IN(K_REAL, 3, 5)}},
+    {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa dropout 0.25", .fn = sdpa, .n_in = 3, .in = {QKV}, .p = {0, 0.25}},
+};
+
+const nb_case_table nb_cases_nn = {cases, (int)(sizeof cases / sizeof cases[0])};

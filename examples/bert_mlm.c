@@ -278,26 +278,17 @@ static bool mlm_forward(nb_module *bert, const dev_batch *b, nb_reduction red, m
 
 /* ---- training and evaluation ------------------------------------------------------------ */
 
-/* AdamW as BERT: weight decay 0.01 on matrices, none on biases and LayerNorm
- * (every 1-d parameter); out[0] decays, out[1] does not. */
-static bool optimizers(nb_module *bert, const args *a, nb_optimizer **out) {
-    int n = nb_module_parameters(bert, NULL, 0);
-    nb_named_tensor *p = malloc(sizeof *p * (size_t)n);
-    nb_tensor **dec = malloc(sizeof *dec * (size_t)n), **nodec = malloc(sizeof *nodec * (size_t)n);
-    int nd = 0, nn = 0;
-    if (p && dec && nodec) {
-        nb_module_parameters(bert, p, n);
-        for (int i = 0; i < n; i++) {
-            if (nb_dim(p[i].tensor) >= 2) dec[nd++] = p[i].tensor;
-            else nodec[nn++] = p[i].tensor;
-        }
-        nb_adam_options o = {.lr = a->lr, .betas = {0.9, 0.999}, .eps = 1e-6, .weight_decay = 0.01};
-        out[0] = nb_adamw_params(dec, nd, o);
-        o.weight_decay = NB_ZERO;
-        out[1] = out[0] ? nb_adamw_params(nodec, nn, o) : NULL;
-    }
-    free(p), free(dec), free(nodec);
-    return out[0] && out[1];
+/* AdamW as BERT: weight decay 0.01, none on biases and LayerNorm
+ * (nb_decay_split_module), as two parameter groups. */
+static nb_optimizer *optimizer(nb_module *bert, const args *a) {
+    nb_decay_split sp;
+    if (nb_decay_split_module(bert, &sp) != NB_OK) return NULL;
+    nb_optimizer *opt = nb_adamw_groups(
+        (nb_param_group[]){{sp.decay, sp.n_decay, NULL},
+                           {sp.no_decay, sp.n_no_decay, &(nb_adam_options){.weight_decay = NB_ZERO}}},
+        2, (nb_adam_options){.lr = a->lr, .betas = {0.9, 0.999}, .eps = 1e-6, .weight_decay = 0.01});
+    nb_decay_split_free(&sp);
+    return opt;
 }
 
 typedef struct totals {
@@ -317,13 +308,13 @@ static bool read_totals(nb_tensor *loss, nb_tensor *correct, totals *t) {
  * the correct predictions are summed on the device and read at the log
  * lines only. */
 static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_start, bool *diverged) {
-    nb_optimizer *opt[2] = {NULL, NULL};
+    nb_optimizer *opt = NULL;
     int64_t N = nb_mlm_num_sequences(ds), T = a->seq, B = a->batch < N ? a->batch : N;
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)N);
     stager g;
     bool staged = stager_init(&g, nb_default_device(), B, T);
     nb_tensor *loss_sum = total_new(g.dev, NB_F64), *correct = total_new(g.dev, NB_I64);
-    bool ok = perm && staged && loss_sum && correct && optimizers(bert, a, opt);
+    bool ok = perm && staged && loss_sum && correct && (opt = optimizer(bert, a));
     int64_t epoch = -1, pos = N;
     totals iv = {0};
     double t_iv = now_seconds();
@@ -340,9 +331,9 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         pos += B;
         nb_module_zero_grad(bert);
         if (ok && o.loss) {
-            for (int i = 0; i < 2; i++) ok = ok && nb_optimizer_set_lr(opt[i], lr_at(a, step)) == NB_OK;
+            ok = nb_optimizer_set_lr(opt, lr_at(a, step)) == NB_OK; /* every group */
             ok = ok && nb_backward(o.loss) == NB_OK && nb_clip_grad_norm_module_(bert, 1.0, 2.0, NULL) == NB_OK &&
-                 nb_optimizer_step(opt[0]) == NB_OK && nb_optimizer_step(opt[1]) == NB_OK;
+                 nb_optimizer_step(opt) == NB_OK;
             ok = ok && accumulate(&loss_sum, o.loss) && accumulate(&correct, o.correct);
             iv.masked += b.m, iv.steps++;
         }
@@ -368,7 +359,7 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         }
     }
     nb_release(loss_sum), nb_release(correct);
-    nb_optimizer_free(opt[0]), nb_optimizer_free(opt[1]);
+    nb_optimizer_free(opt);
     if (staged) stager_free(&g);
     free(perm);
     return ok;

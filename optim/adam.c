@@ -3,87 +3,113 @@
  * kernel (formula in nb_optim.h; Kingma & Ba, "Adam", ICLR 2015; Loshchilov
  * & Hutter, "Decoupled weight decay regularization", ICLR 2019).
  */
-#include <math.h>
-#include <stdlib.h>
-
 #include "optim_impl.h"
 
-static bool adam_has_state(const nb_optimizer *opt, int which) {
-    return which == NB_ST_EXP_AVG || which == NB_ST_EXP_AVG_SQ ||
-           (which == NB_ST_MAX_EXP_AVG_SQ && opt->adam.amsgrad);
+static const nb_field adam_fields[] = {
+    NB_FIELD(nb_adam_options, lr, "lr", NB_FIELD_F64),
+    NB_FIELD(nb_adam_options, betas[0], "betas.0", NB_FIELD_F64),
+    NB_FIELD(nb_adam_options, betas[1], "betas.1", NB_FIELD_F64),
+    NB_FIELD(nb_adam_options, eps, "eps", NB_FIELD_F64),
+    NB_FIELD(nb_adam_options, weight_decay, "weight_decay", NB_FIELD_F64),
+    NB_FIELD(nb_adam_options, amsgrad, "amsgrad", NB_FIELD_BOOL),
+    NB_FIELD(nb_adam_options, maximize, "maximize", NB_FIELD_BOOL),
+    NB_FIELD(nb_adam_options, decoupled_weight_decay, "decoupled_weight_decay", NB_FIELD_BOOL),
+};
+static const char *const adam_tensors[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+static const nb_adam_options adam_torch = {.lr = 1e-3, .betas = {0.9, 0.999}, .eps = 1e-8};
+static const nb_adam_options adamw_torch = {.lr = 1e-3, .betas = {0.9, 0.999}, .eps = 1e-8, .weight_decay = 1e-2};
+
+static bool adam_has_tensor(const void *options, const nb_tensor *p, int k, int *ndim, int64_t *shape) {
+    (void)p, (void)ndim, (void)shape;
+    return k < 2 || ((const nb_adam_options *)options)->amsgrad;
 }
 
-static nb_status adam_update(nb_optimizer *opt, int i, nb_tensor *p, nb_tensor *g, bool first) {
-    (void)first; /* the step count carries Adam's history */
-    const nb_adam_options *o = &opt->adam;
-    nb_tensor *const *st = opt->state[i].state;
+static nb_status adam_update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_tensor *grad, unsigned created) {
+    (void)created; /* the step count carries Adam's history */
+    const nb_adam_options *o = &opt->groups[g].o.adam;
+    nb_tensor *const *st = opt->state[i].t;
     nb_adam_hyper h = {
-        .lr = opt->lr,
+        .lr = o->lr,
         .beta1 = o->betas[0],
         .beta2 = o->betas[1],
         .eps = o->eps,
         .weight_decay = o->weight_decay,
-        .decoupled = opt->kind == NB_OPTIM_ADAMW,
+        .decoupled = opt->d == &nb_adamw_desc || o->decoupled_weight_decay,
         .amsgrad = o->amsgrad,
         .maximize = o->maximize,
         .step = opt->state[i].step + 1,
     };
-    nb_kview kp = nb_kview_of(p), kg = nb_kview_of(g);
-    nb_kview km = nb_kview_of(st[NB_ST_EXP_AVG]), kv = nb_kview_of(st[NB_ST_EXP_AVG_SQ]), kmax = {0};
-    if (o->amsgrad) kmax = nb_kview_of(st[NB_ST_MAX_EXP_AVG_SQ]);
+    nb_kview kp = nb_kview_of(p), kg = nb_kview_of(grad);
+    nb_kview km = nb_kview_of(st[0]), kv = nb_kview_of(st[1]), kmax = {0};
+    if (o->amsgrad) kmax = nb_kview_of(st[2]);
     return NB_CALL(p, adam_step, &kp, &kg, &km, &kv, o->amsgrad ? &kmax : NULL, &h);
 }
 
-static nb_status adam_check(const char *op, const nb_adam_options *o) {
-    if (!(o->lr >= 0.0) || !isfinite(o->lr))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: lr must be >= 0 (got %g)", op, o->lr);
-    if (!(o->eps >= 0.0) || !isfinite(o->eps))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op, o->eps);
-    for (int k = 0; k < 2; k++)
-        if (!(o->betas[k] >= 0.0 && o->betas[k] < 1.0))
-            return nb_set_error(NB_ERR_INVALID_ARG, "%s: betas[%d] must be in [0, 1) (got %g)", op, k,
-                                o->betas[k]);
-    if (!(o->weight_decay >= 0.0) || !isfinite(o->weight_decay))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: weight_decay must be >= 0 (got %g)", op,
-                            o->weight_decay);
-    return NB_OK;
+/* The same over n parameters with one adam_step_multi call (one launch on
+ * a GPU); h is shared, so the caller batches equal step counts. */
+static nb_status adam_update_multi(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
+                                   nb_tensor *const *grad, unsigned created) {
+    (void)created;
+    const nb_adam_options *o = &opt->groups[g].o.adam;
+    nb_adam_hyper h = {
+        .lr = o->lr,
+        .beta1 = o->betas[0],
+        .beta2 = o->betas[1],
+        .eps = o->eps,
+        .weight_decay = o->weight_decay,
+        .decoupled = opt->d == &nb_adamw_desc || o->decoupled_weight_decay,
+        .amsgrad = o->amsgrad,
+        .maximize = o->maximize,
+        .step = opt->state[idx[0]].step + 1,
+    };
+    nb_backend *be = p[0]->storage->backend;
+    if (!be->iface->adam_step_multi) { /* the single-tensor kernel, n times */
+        for (int j = 0; j < n; j++) {
+            nb_status st = adam_update(opt, g, idx[j], p[j], grad[j], created);
+            if (st) return st;
+        }
+        return NB_OK;
+    }
+    enum { M = 64 };
+    nb_kview kp[M], kg[M], km[M], kv[M], kmax[M];
+    if (n > M) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d parameters in one batch (at most %d)", opt->d->op, n, M);
+    for (int j = 0; j < n; j++) {
+        nb_tensor *const *st = opt->state[idx[j]].t;
+        kp[j] = nb_kview_of(p[j]), kg[j] = nb_kview_of(grad[j]);
+        km[j] = nb_kview_of(st[0]), kv[j] = nb_kview_of(st[1]);
+        if (o->amsgrad) kmax[j] = nb_kview_of(st[2]);
+    }
+    return NB_CALL(p[0], adam_step_multi, n, kp, kg, km, kv, o->amsgrad ? kmax : NULL, &h);
 }
 
-static nb_optimizer *adam_new(nb_optim_kind kind, nb_tensor *const *params, int n, nb_adam_options opts) {
-    const char *op = kind == NB_OPTIM_ADAMW ? "adamw" : "adam";
-    nb_adam_options o = opts;
-    o.lr = nb_optim_default(o.lr, 1e-3);
-    o.betas[0] = nb_optim_default(o.betas[0], 0.9);
-    o.betas[1] = nb_optim_default(o.betas[1], 0.999);
-    o.eps = nb_optim_default(o.eps, 1e-8);
-    o.weight_decay = nb_optim_default(o.weight_decay, kind == NB_OPTIM_ADAMW ? 1e-2 : 0.0);
-    if (adam_check(op, &o)) return NULL;
-    nb_optimizer *opt = nb_optim_new(kind, op, params, n);
-    if (!opt) return NULL;
-    opt->adam = o;
-    opt->lr = o.lr;
-    opt->has_state = adam_has_state;
-    opt->update = adam_update;
-    return opt;
+static nb_status adam_check(const char *op, const void *options) {
+    const nb_adam_options *o = options;
+    nb_status st = nb_optim_check_nonneg(op, "lr", o->lr);
+    if (!st) st = nb_optim_check_nonneg(op, "eps", o->eps);
+    if (!st) st = nb_optim_check_unit(op, "betas[0]", o->betas[0]);
+    if (!st) st = nb_optim_check_unit(op, "betas[1]", o->betas[1]);
+    if (!st) st = nb_optim_check_nonneg(op, "weight_decay", o->weight_decay);
+    return st;
 }
 
-nb_optimizer *nb_adam_params(nb_tensor *const *params, int n, nb_adam_options opts) {
-    return adam_new(NB_OPTIM_ADAM, params, n, opts);
-}
+#define ADAM_DESC(var, pyname, opname, dflt)                                                                  \
+    const nb_optim_desc var = {                                                                                \
+        .name = pyname,                                                                                        \
+        .op = opname,                                                                                          \
+        .options_size = sizeof(nb_adam_options),                                                               \
+        .torch_defaults = &dflt,                                                                               \
+        .fields = adam_fields,                                                                                 \
+        .n_fields = sizeof adam_fields / sizeof *adam_fields,                                                  \
+        .tensor_names = adam_tensors,                                                                          \
+        .n_tensors = 3,                                                                                        \
+        .contiguous = true,                                                                                    \
+        .check = adam_check,                                                                                   \
+        .has_tensor = adam_has_tensor,                                                                         \
+        .update = adam_update,                                                                                 \
+        .update_multi = adam_update_multi,                                                                     \
+    };
+ADAM_DESC(nb_adam_desc, "Adam", "adam", adam_torch)
+ADAM_DESC(nb_adamw_desc, "AdamW", "adamw", adamw_torch)
 
-nb_optimizer *nb_adamw_params(nb_tensor *const *params, int n, nb_adam_options opts) {
-    return adam_new(NB_OPTIM_ADAMW, params, n, opts);
-}
-
-static nb_optimizer *adam_from_module(nb_optim_kind kind, nb_module *m, nb_adam_options opts) {
-    int n = 0;
-    nb_tensor **params = nb_optim_module_params(m, kind == NB_OPTIM_ADAMW ? "adamw" : "adam", &n);
-    if (!params) return NULL;
-    nb_optimizer *opt = adam_new(kind, params, n, opts);
-    free(params);
-    return opt;
-}
-
-nb_optimizer *nb_adam(nb_module *m, nb_adam_options opts) { return adam_from_module(NB_OPTIM_ADAM, m, opts); }
-
-nb_optimizer *nb_adamw(nb_module *m, nb_adam_options opts) { return adam_from_module(NB_OPTIM_ADAMW, m, opts); }
+NB_OPTIM_CONSTRUCTORS(adam, nb_adam_options, nb_adam_desc)
+NB_OPTIM_CONSTRUCTORS(adamw, nb_adam_options, nb_adamw_desc)

@@ -12,29 +12,40 @@
  *
  * What the file holds (tensor names are PyTorch's state_dict names; all
  * scalar state is metadata, as strings; floats printed with "%.17g", which
- * round-trips every double exactly):
+ * round-trips every double exactly) - PyTorch's optimizer.state_dict()
+ * layout, param_groups with their params index lists and per-parameter
+ * state, flattened to keys:
  *   tensors   <module state_dict>            "fc1.weight", "bn1.running_mean", ...
- *             optimizer.state.<i>.<name>     <name>: exp_avg, exp_avg_sq,
- *                                            max_exp_avg_sq (amsgrad), momentum_buffer;
- *                                            i: the optimizer's parameter index,
- *                                            as the keys of PyTorch's optimizer
- *                                            state_dict()["state"]
+ *             optimizer.state.<i>.<name>     the optimizer's state tensors by
+ *                                            PyTorch's names (exp_avg, exp_avg_sq,
+ *                                            momentum_buffer, square_avg, ...; nb_optim.h
+ *                                            lists each kind's); i: the parameter's
+ *                                            index, as the keys of PyTorch's
+ *                                            optimizer.state_dict()["state"]
  *   metadata  format = "pt", nabla.checkpoint = "1"
  *             global_step
  *             rng.seed, rng.offset           the generator (Philox key and counter)
  *             loader.epoch, loader.position, loader.seed, loader.num_batches
- *             optimizer.kind                 "SGD", "Adam", "AdamW"
- *             optimizer.num_params
- *             optimizer.param_groups.0.<h>   lr, betas.0, betas.1, eps, weight_decay,
- *                                            amsgrad, maximize (Adam/AdamW); lr,
- *                                            momentum, dampening, weight_decay,
- *                                            nesterov, maximize (SGD)
+ *             optimizer.kind                 PyTorch's class name: "SGD", "AdamW", ...
+ *             optimizer.num_params, optimizer.num_param_groups
+ *             optimizer.param_groups.<g>.params     "[0, 1, 2]": its parameters' indices
+ *             optimizer.param_groups.<g>.<key>      every hyperparameter by its PyTorch
+ *                                            key (lr, betas.0, betas.1, eps, weight_decay,
+ *                                            amsgrad, momentum, ...; true/false for
+ *                                            flags, None for Adafactor's eps.0 default)
+ *             optimizer.param_groups.<g>.initial_lr (once a scheduler set it)
  *             optimizer.state.<i>.step       updates applied to parameter i
  *             optimizer.state.<i>.param      its name in the module ("" if none)
- *             scheduler.kind, scheduler.num_states,
- *             scheduler.<j>.last_epoch, .base_lr, .last_lr   (nb_scheduler_state j)
+ *             optimizer.state.<i>.<name>     scalar state (NAdam's mu_product, ASGD's
+ *                                            eta and mu, LBFGS's n_iter, t, ...)
+ *             scheduler.kind, scheduler.num_values
+ *             scheduler.<key>                nb_scheduler_state_dict's pairs:
+ *                                            scheduler.last_epoch, scheduler.base_lrs.0,
+ *                                            scheduler._last_lr.0, scheduler._schedulers.1.T_cur ...
  *             user.<key>                     the caller's own pairs (nb_checkpoint.user)
  *             crc32.<tensor>                 per-tensor CRC-32 (nb_safetensors.h)
+ * Files written before parameter groups (one group, no params list;
+ * scheduler records scheduler.<j>.last_epoch / .base_lr / .last_lr) load too.
  * Only the parts given are saved; loading restores the parts given and
  * requires the file to have them. Module state_dict names may not start
  * with "optimizer." (reserved).
@@ -56,7 +67,7 @@ extern "C" {
 typedef struct nb_checkpoint {
     nb_module *module;       /* required: its state_dict */
     nb_optimizer *optimizer; /* optional: hyperparameters, per-parameter state and steps */
-    nb_scheduler *scheduler; /* optional: nb_scheduler_get_state's records */
+    nb_scheduler *scheduler; /* optional: nb_scheduler_state_dict's pairs */
     nb_loader *loader;       /* optional: epoch and position (nb_loader_seek on load) */
     nb_generator *generator; /* the RNG to save/restore; NULL = nb_default_generator() */
     int64_t global_step;     /* saved; set by nb_load_checkpoint */
@@ -80,8 +91,9 @@ nb_status nb_save_checkpoint(const char *path, const nb_checkpoint *ck);
  * built as when saving (same module structure, optimizer kind and parameter
  * count, scheduler constructor, loader batch size and seed). Everything is
  * validated before anything changes, so a failed load leaves every part as
- * it was. The optimizer's hyperparameters (lr, betas, ...) are restored
- * from the file, as PyTorch's optimizer.load_state_dict.
+ * it was. The optimizer's hyperparameters (every group's lr, betas, ...,
+ * including momenta a scheduler cycled) are restored from the file, as
+ * PyTorch's optimizer.load_state_dict.
  * file (may be NULL) receives the loaded file, for the caller's "user.*"
  * metadata (nb_safetensors_meta); free it with nb_safetensors_free.
  * Errors (the message names the key or tensor): NB_ERR_INVALID_ARG (NULL
@@ -95,8 +107,8 @@ nb_status nb_save_checkpoint(const char *path, const nb_checkpoint *ck);
  * as lr 1e308 with float32 parameters),
  * NB_ERR_SHAPE (a module or optimizer tensor of the wrong shape),
  * NB_ERR_DTYPE (optimizer state of another dtype than its parameter),
- * NB_ERR_STATE (another optimizer kind, parameter count, scheduler kind,
- * loader seed or batches per epoch than saved), NB_ERR_OOM. */
+ * NB_ERR_STATE (another optimizer kind, parameter count, param groups,
+ * scheduler kind, loader seed or batches per epoch than saved), NB_ERR_OOM. */
 nb_status nb_load_checkpoint(const char *path, nb_checkpoint *ck, nb_safetensors **file);
 
 #ifdef __cplusplus

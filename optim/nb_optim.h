@@ -1,4 +1,7 @@
-/* nb_optim.h - optimizers (torch.optim's names, defaults and update rules).
+/* nb_optim.h - optimizers (torch.optim's names, defaults, update rules and
+ * parameter groups) and gradient clipping. Learning-rate schedulers are in
+ * nb_lr_scheduler.h (included at the end); the table of every optimizer and
+ * option is optim/OPTIM.md.
  *
  *   nb_optimizer *opt = nb_adam(net, (nb_adam_options){.lr = 1e-3});
  *   for (...) {
@@ -11,18 +14,41 @@
  *   nb_optimizer_free(opt);
  *
  * Options are plain structs written as designated initialisers. A field
- * left 0 takes PyTorch's default (lr 1e-3 for Adam/AdamW, betas (0.9,
- * 0.999), eps 1e-8, AdamW's weight_decay 1e-2; every other default is 0 or
- * false anyway). Where PyTorch's default is not 0, ask for an actual 0 with
- * NB_ZERO: `(nb_adam_options){.weight_decay = NB_ZERO}` is AdamW without
- * weight decay, `.betas = {NB_ZERO, 0.999}` is Adam with beta1 = 0.
+ * left 0 takes PyTorch's default (each struct lists them). Where PyTorch's
+ * default is not 0, ask for an actual 0 with NB_ZERO:
+ * `(nb_adam_options){.weight_decay = NB_ZERO}` is AdamW without weight
+ * decay, `.betas = {NB_ZERO, 0.999}` is Adam with beta1 = 0. A yes/no
+ * option whose PyTorch default is true is an nb_flag.
+ *
+ * Parameter groups (torch.optim's param_groups): every kind has three
+ * constructors, nb_<kind>(module, opts) over a module's parameters,
+ * nb_<kind>_params(list, n, opts) over a list, and nb_<kind>_groups(groups,
+ * n_groups, opts) over several groups, each with its own hyperparameters:
+ *
+ *   nb_decay_split sp;                    // BERT's recipe: no decay on biases and norms
+ *   nb_decay_split_module(net, &sp);
+ *   nb_optimizer *opt = nb_adamw_groups((nb_param_group[]){
+ *           {sp.decay, sp.n_decay, NULL},
+ *           {sp.no_decay, sp.n_no_decay, &(nb_adam_options){.weight_decay = NB_ZERO}}},
+ *       2, (nb_adam_options){.lr = 1e-4, .weight_decay = 0.01});
+ *   nb_decay_split_free(&sp);
+ *
+ * A group's options struct (of the optimizer's own options type) overrides
+ * the constructor's options field by field, as a PyTorch group dict
+ * overrides the defaults: a field left 0 (or a NULL struct) inherits the
+ * constructor's value, NB_ZERO asks for 0. A bool field is true in a group
+ * when the group or the constructor sets it (a group can turn a flag on, not
+ * off). Groups may be added later (nb_optimizer_add_param_group).
  *
  * Parameters: an optimizer keeps its own reference to every parameter
- * (nb_retain), so the module may be freed before or after it. The update
- * itself is the backend's adam_step/sgd_step kernel, in place on the
- * parameter; optimizer state (exp_avg, ...) lives on the parameter's device
- * in its dtype and is created on the first step that sees a gradient.
- * One parameter group with one learning rate (nb_optimizer_set_lr).
+ * (nb_retain), so the module may be freed before or after it. Parameter i
+ * is the i-th of the groups' lists, group after group (PyTorch's state_dict
+ * numbering). Optimizer state (exp_avg, ...) lives on the parameter's
+ * device in its dtype and is created on the first step that sees a
+ * gradient. SGD and Adam/AdamW run as fused backend kernels (adam_step,
+ * sgd_step); the others are compositions of nabla ops, so they run on any
+ * device. Results do not depend on PyTorch's foreach/fused switches (there
+ * are none) and match torch.optim's float64 trajectories (tests/optim_ref).
  */
 #ifndef NB_OPTIM_H
 #define NB_OPTIM_H
@@ -38,13 +64,22 @@ extern "C" {
  * -0.0, which compares equal to 0 and differs only in its sign bit. */
 #define NB_ZERO (-0.0)
 
-/* torch.optim.SGD. p: parameter, g: gradient, b: momentum buffer, t: step.
- *   g = maximize ? -grad : grad;  g += weight_decay * p
+/* A yes/no option whose PyTorch default is true: left 0, it takes the default. */
+typedef enum nb_flag { NB_FLAG_DEFAULT = 0, NB_FLAG_TRUE, NB_FLAG_FALSE } nb_flag;
+
+/* ---- options, one struct per optimizer (p: parameter, g: gradient,
+ * t: this step from 1; maximize negates g first; every lr >= 0 and every
+ * weight_decay >= 0; the formulas are torch.optim's, documented on
+ * pytorch.org/docs/stable/generated/torch.optim.<Name>.html) ------------- */
+
+/* torch.optim.SGD.
+ *   g += weight_decay * p
  *   if momentum: b = (t == 1) ? g : momentum * b + (1 - dampening) * g
  *                g = nesterov ? g + momentum * b : b
  *   p -= lr * g
- * lr has no default here and must be > 0; momentum, dampening and
- * weight_decay >= 0; nesterov needs momentum > 0 and dampening 0. */
+ * lr has no default (as PyTorch's) and must be given, >= 0 (NB_ZERO for 0);
+ * momentum and weight_decay >= 0; nesterov needs momentum > 0 and
+ * dampening 0. State: momentum_buffer (momentum != 0). */
 typedef struct nb_sgd_options {
     double lr;
     double momentum;
@@ -55,14 +90,14 @@ typedef struct nb_sgd_options {
 } nb_sgd_options;
 
 /* torch.optim.Adam / AdamW (Kingma & Ba 2015; Loshchilov & Hutter 2019).
- *   g = maximize ? -grad : grad
- *   Adam: g += weight_decay * p;   AdamW: p *= 1 - lr * weight_decay
+ *   Adam: g += weight_decay * p;   AdamW (or decoupled_weight_decay): p *= 1 - lr * weight_decay
  *   m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g^2
  *   vmax = max(vmax, v) (amsgrad; then v below is vmax)
  *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
- * Defaults (a field left 0): lr 1e-3, betas (0.9, 0.999), eps 1e-8,
- * weight_decay 0 for Adam and 1e-2 for AdamW. Valid ranges: lr >= 0,
- * 0 <= beta < 1, eps >= 0, weight_decay >= 0. */
+ * Defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0 for Adam
+ * and 1e-2 for AdamW. 0 <= beta < 1, eps >= 0. decoupled_weight_decay makes
+ * Adam AdamW (PyTorch 2.11's Adam option). State: exp_avg, exp_avg_sq,
+ * max_exp_avg_sq (amsgrad). */
 typedef struct nb_adam_options {
     double lr;
     double betas[2];
@@ -70,206 +105,390 @@ typedef struct nb_adam_options {
     double weight_decay;
     bool amsgrad;
     bool maximize;
+    bool decoupled_weight_decay;
 } nb_adam_options;
+
+/* torch.optim.Adadelta (Zeiler 2012, "ADADELTA").
+ *   g += weight_decay * p;   v = rho * v + (1 - rho) * g^2
+ *   delta = sqrt(u + eps) / sqrt(v + eps) * g;   u = rho * u + (1 - rho) * delta^2
+ *   p -= lr * delta
+ * Defaults: lr 1.0, rho 0.9, eps 1e-6. 0 <= rho <= 1.
+ * State: square_avg (v), acc_delta (u). */
+typedef struct nb_adadelta_options {
+    double lr;
+    double rho;
+    double eps;
+    double weight_decay;
+    bool maximize;
+} nb_adadelta_options;
+
+/* torch.optim.Adafactor (Shazeer & Stern 2018), PyTorch's variant:
+ *   beta2_t = 1 - t^beta2_decay;   rho = min(lr, 1 / sqrt(t))
+ *   alpha = max(eps[1], RMS(p)) * rho;   p *= 1 - lr * weight_decay
+ *   ndim >= 2 (factored over the last two dims, [..., R, C]):
+ *     row = lerp(row, mean(g^2, -1), 1 - beta2_t)   [..., R, 1]
+ *     col = lerp(col, mean(g^2, -2), 1 - beta2_t)   [..., 1, C]
+ *     v = row * col / max(mean(row, -2), eps[0])
+ *   else: v = lerp(v, g^2, 1 - beta2_t)
+ *   u = g / sqrt(max(v, eps[0]^2));   p -= alpha / max(1, RMS(u) / d) * u
+ * Defaults: lr 1e-2, beta2_decay -0.8 (<= 0), eps (None, 1e-3) where None
+ * (eps[0] left 0) is the dtype's machine epsilon, d 1.0 (>= 1), weight_decay 0.
+ * State: row_var, col_var (ndim >= 2) or variance. */
+typedef struct nb_adafactor_options {
+    double lr;
+    double beta2_decay;
+    double eps[2];
+    double d;
+    double weight_decay;
+    bool maximize;
+} nb_adafactor_options;
+
+/* torch.optim.Adagrad (Duchi et al. 2011).
+ *   g += weight_decay * p;   clr = lr / (1 + (t - 1) * lr_decay)
+ *   s += g^2;   p -= clr * g / (sqrt(s) + eps)
+ * Defaults: lr 1e-2, lr_decay 0, initial_accumulator_value 0, eps 1e-10.
+ * State: sum (starts at initial_accumulator_value). */
+typedef struct nb_adagrad_options {
+    double lr;
+    double lr_decay;
+    double weight_decay;
+    double initial_accumulator_value;
+    double eps;
+    bool maximize;
+} nb_adagrad_options;
+
+/* torch.optim.Adamax (Kingma & Ba 2015, section 7).
+ *   g += weight_decay * p;   m = beta1 * m + (1 - beta1) * g
+ *   u = max(beta2 * u, |g| + eps);   p -= lr / (1 - beta1^t) * m / u
+ * Defaults: lr 2e-3, betas (0.9, 0.999), eps 1e-8. State: exp_avg, exp_inf. */
+typedef struct nb_adamax_options {
+    double lr;
+    double betas[2];
+    double eps;
+    double weight_decay;
+    bool maximize;
+} nb_adamax_options;
+
+/* torch.optim.ASGD (Polyak & Juditsky 1992).
+ *   g += weight_decay * p;   p *= 1 - lambd * eta;   p -= eta * g
+ *   ax = (mu == 1) ? p : ax + mu * (p - ax)
+ *   eta = lr / (1 + lambd * lr * t)^alpha;   mu = 1 / max(1, t - t0)
+ * Defaults: lr 1e-2, lambd 1e-4, alpha 0.75, t0 1e6. State: ax (the
+ * average), eta, mu (scalars; eta starts at lr, mu at 1). */
+typedef struct nb_asgd_options {
+    double lr;
+    double lambd;
+    double alpha;
+    double t0;
+    double weight_decay;
+    bool maximize;
+} nb_asgd_options;
+
+typedef enum nb_line_search { NB_LINE_SEARCH_NONE = 0, NB_LINE_SEARCH_STRONG_WOLFE } nb_line_search;
+
+/* torch.optim.LBFGS (Nocedal 1980; after minFunc): up to max_iter L-BFGS
+ * iterations per step over all parameters as one flat vector, with a fixed
+ * step lr or a strong-Wolfe line search (c1 1e-4, c2 0.9, 25 evaluations).
+ * It re-evaluates the loss, so it needs nb_optimizer_step_closure. One
+ * parameter group only (as PyTorch). Defaults: lr 1, max_iter 20, max_eval
+ * max_iter * 5 / 4, tolerance_grad 1e-7, tolerance_change 1e-9,
+ * history_size 100, no line search. State (on parameter 0, PyTorch's
+ * names): tensors d, prev_flat_grad, old_dirs [k, N], old_stps [k, N], ro
+ * [k]; scalars func_evals, n_iter, t, H_diag, prev_loss. */
+typedef struct nb_lbfgs_options {
+    double lr;
+    int64_t max_iter;
+    int64_t max_eval;
+    double tolerance_grad;
+    double tolerance_change;
+    int64_t history_size;
+    nb_line_search line_search_fn;
+} nb_lbfgs_options;
+
+/* torch.optim.NAdam (Dozat 2016, "Incorporating Nesterov momentum into Adam").
+ *   g += weight_decay * p  (or p *= 1 - lr * weight_decay, decoupled_weight_decay)
+ *   mu_t = beta1 (1 - 0.5 * 0.96^(t psi));   P = prod mu_1..t (state mu_product)
+ *   m = lerp(m, g, 1 - beta1);   v = beta2 v + (1 - beta2) g^2
+ *   denom = sqrt(v / (1 - beta2^t)) + eps
+ *   p -= lr (1 - mu_t) / (1 - P) * g / denom + lr mu_{t+1} / (1 - P mu_{t+1}) * m / denom
+ * Defaults: lr 2e-3, betas (0.9, 0.999), eps 1e-8, momentum_decay (psi) 4e-3.
+ * State: exp_avg, exp_avg_sq; scalar mu_product. */
+typedef struct nb_nadam_options {
+    double lr;
+    double betas[2];
+    double eps;
+    double weight_decay;
+    double momentum_decay;
+    bool decoupled_weight_decay;
+    bool maximize;
+} nb_nadam_options;
+
+/* torch.optim.RAdam (Liu et al. 2020, "On the variance of the adaptive learning rate").
+ *   g += weight_decay * p  (or p *= 1 - lr * weight_decay, decoupled_weight_decay)
+ *   m = lerp(m, g, 1 - beta1);   v = beta2 v + (1 - beta2) g^2
+ *   rho_inf = 2 / (1 - beta2) - 1;   rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t)
+ *   rho_t > 5: r = sqrt((rho_t-4)(rho_t-2) rho_inf / ((rho_inf-4)(rho_inf-2) rho_t))
+ *              p -= lr m / (1 - beta1^t) * sqrt(1 - beta2^t) / (sqrt(v) + eps) * r
+ *   else:      p -= lr m / (1 - beta1^t)
+ * Defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8. State: exp_avg, exp_avg_sq. */
+typedef struct nb_radam_options {
+    double lr;
+    double betas[2];
+    double eps;
+    double weight_decay;
+    bool decoupled_weight_decay;
+    bool maximize;
+} nb_radam_options;
+
+/* torch.optim.RMSprop (Hinton's lecture 6e; centered: Graves 2013).
+ *   g += weight_decay * p;   v = alpha v + (1 - alpha) g^2
+ *   centered: ga = lerp(ga, g, 1 - alpha); avg = sqrt(v - ga^2) + eps  else avg = sqrt(v) + eps
+ *   momentum > 0: b = momentum b + g / avg; p -= lr b    else p -= lr g / avg
+ * Defaults: lr 1e-2, alpha 0.99, eps 1e-8, momentum 0. State: square_avg,
+ * momentum_buffer (momentum > 0), grad_avg (centered). */
+typedef struct nb_rmsprop_options {
+    double lr;
+    double alpha;
+    double eps;
+    double weight_decay;
+    double momentum;
+    bool centered;
+    bool maximize;
+} nb_rmsprop_options;
+
+/* torch.optim.Rprop (Riedmiller & Braun 1993, iRprop-).
+ *   s = sign(g * prev);  eta = etaplus (s > 0), etaminus (s < 0), 1 (s = 0)
+ *   step_size = clamp(step_size * eta, step_sizes[0], step_sizes[1])
+ *   g = 0 where s < 0;   p -= sign(g) * step_size;   prev = g
+ * lr is only the initial step size. Defaults: lr 1e-2, etas (0.5, 1.2)
+ * (0 < etaminus < 1 < etaplus), step_sizes (1e-6, 50).
+ * State: prev, step_size. */
+typedef struct nb_rprop_options {
+    double lr;
+    double etas[2];
+    double step_sizes[2];
+    bool maximize;
+} nb_rprop_options;
+
+/* Lion (Chen et al. 2023, "Symbolic discovery of optimization algorithms",
+ * Algorithm 2; not in torch.optim):
+ *   p *= 1 - lr * weight_decay;   c = beta1 m + (1 - beta1) g
+ *   p -= lr * sign(c);            m = beta2 m + (1 - beta2) g
+ * Defaults (the paper's): lr 1e-4, betas (0.9, 0.99), weight_decay 0.
+ * State: exp_avg. */
+typedef struct nb_lion_options {
+    double lr;
+    double betas[2];
+    double weight_decay;
+    bool maximize;
+} nb_lion_options;
+
+/* How Muon scales lr by the weight's shape [A, B]: "original" (Keller
+ * Jordan) sqrt(max(1, A / B)); "match_rms_adamw" (Moonshot, Liu et al. 2025)
+ * 0.2 sqrt(max(A, B)). */
+typedef enum nb_muon_adjust_lr { NB_MUON_ADJUST_ORIGINAL = 0, NB_MUON_ADJUST_MATCH_RMS_ADAMW } nb_muon_adjust_lr;
+
+/* Muon (K. Jordan 2024, "Muon: an optimizer for hidden layers"), as
+ * torch.optim.Muon (PyTorch 2.9+), for 2-D parameters:
+ *   b = lerp(b, g, 1 - momentum);   u = nesterov ? lerp(g, b, momentum) : b
+ *   O = NewtonSchulz(u): X = u / max(||u||_F, eps) (transposed if A > B), then
+ *       ns_steps times: G = X X^T; X = a X + (b G + c G G) X
+ *   p *= 1 - lr * weight_decay;   p -= adjust(lr, shape) * O
+ * The Newton-Schulz iteration runs in the parameter's dtype (PyTorch's in
+ * bfloat16). Parameters that are not 2-D, and every parameter of a group
+ * with adamw set (embeddings and the output head in the modded-nanogpt
+ * recipe, Keller Jordan's MuonWithAuxAdam use_muon=False), get AdamW with
+ * the group's lr and weight_decay and adamw_betas, adamw_eps.
+ * Defaults: lr 1e-3, weight_decay 0.1, momentum 0.95, nesterov true,
+ * ns_coefficients (3.4445, -4.7750, 2.0315), eps 1e-7, ns_steps 5 (< 100),
+ * adjust original; adamw_betas (0.9, 0.999), adamw_eps 1e-8.
+ * State: momentum_buffer (Muon), exp_avg, exp_avg_sq (AdamW). */
+typedef struct nb_muon_options {
+    double lr;
+    double weight_decay;
+    double momentum;
+    nb_flag nesterov;
+    double ns_coefficients[3];
+    double eps;
+    int64_t ns_steps;
+    nb_muon_adjust_lr adjust_lr_fn;
+    bool adamw;
+    double adamw_betas[2];
+    double adamw_eps;
+} nb_muon_options;
+
+/* ---- construction ------------------------------------------------------------ */
 
 typedef struct nb_optimizer nb_optimizer;
 
+/* One parameter group: n parameters (borrowed for the call) and an
+ * options struct of the optimizer's type (NULL: the constructor's). */
+typedef struct nb_param_group {
+    nb_tensor *const *params;
+    int n;
+    const void *options;
+} nb_param_group;
+
 /* Optimizers over every parameter of a module (nb_module_parameters, each
- * shared tensor once), or over an explicit list of n distinct float leaf
- * tensors. Return NULL with nb_last_error() set ("adam: lr must be >= 0
- * (got -1)") on: a NULL module or list, an empty parameter list, duplicates,
- * non-float or non-leaf tensors (NB_ERR_INVALID_ARG / NB_ERR_DTYPE); an
- * option out of range (NB_ERR_INVALID_ARG); NB_ERR_OOM. */
+ * shared tensor once), over an explicit list of n distinct float leaf
+ * tensors, or over n_groups groups. Return NULL with nb_last_error() set
+ * ("adam: lr must be >= 0 (got -1)") on: a NULL module or list, an empty
+ * parameter list (a group may be empty; not all of them), a parameter in
+ * two places, non-float or non-leaf tensors (NB_ERR_INVALID_ARG /
+ * NB_ERR_DTYPE); an option out of range (NB_ERR_INVALID_ARG); Muon with no
+ * matrix to orthogonalise is fine (all AdamW); LBFGS with several groups
+ * (NB_ERR_INVALID_ARG); NB_ERR_OOM. */
 nb_optimizer *nb_sgd(nb_module *m, nb_sgd_options opts);
-nb_optimizer *nb_adam(nb_module *m, nb_adam_options opts);
-nb_optimizer *nb_adamw(nb_module *m, nb_adam_options opts);
 nb_optimizer *nb_sgd_params(nb_tensor *const *params, int n, nb_sgd_options opts);
+nb_optimizer *nb_sgd_groups(const nb_param_group *groups, int n_groups, nb_sgd_options opts);
+nb_optimizer *nb_adam(nb_module *m, nb_adam_options opts);
 nb_optimizer *nb_adam_params(nb_tensor *const *params, int n, nb_adam_options opts);
+nb_optimizer *nb_adam_groups(const nb_param_group *groups, int n_groups, nb_adam_options opts);
+nb_optimizer *nb_adamw(nb_module *m, nb_adam_options opts);
 nb_optimizer *nb_adamw_params(nb_tensor *const *params, int n, nb_adam_options opts);
+nb_optimizer *nb_adamw_groups(const nb_param_group *groups, int n_groups, nb_adam_options opts);
+nb_optimizer *nb_adadelta(nb_module *m, nb_adadelta_options opts);
+nb_optimizer *nb_adadelta_params(nb_tensor *const *params, int n, nb_adadelta_options opts);
+nb_optimizer *nb_adadelta_groups(const nb_param_group *groups, int n_groups, nb_adadelta_options opts);
+nb_optimizer *nb_adafactor(nb_module *m, nb_adafactor_options opts);
+nb_optimizer *nb_adafactor_params(nb_tensor *const *params, int n, nb_adafactor_options opts);
+nb_optimizer *nb_adafactor_groups(const nb_param_group *groups, int n_groups, nb_adafactor_options opts);
+nb_optimizer *nb_adagrad(nb_module *m, nb_adagrad_options opts);
+nb_optimizer *nb_adagrad_params(nb_tensor *const *params, int n, nb_adagrad_options opts);
+nb_optimizer *nb_adagrad_groups(const nb_param_group *groups, int n_groups, nb_adagrad_options opts);
+nb_optimizer *nb_adamax(nb_module *m, nb_adamax_options opts);
+nb_optimizer *nb_adamax_params(nb_tensor *const *params, int n, nb_adamax_options opts);
+nb_optimizer *nb_adamax_groups(const nb_param_group *groups, int n_groups, nb_adamax_options opts);
+nb_optimizer *nb_asgd(nb_module *m, nb_asgd_options opts);
+nb_optimizer *nb_asgd_params(nb_tensor *const *params, int n, nb_asgd_options opts);
+nb_optimizer *nb_asgd_groups(const nb_param_group *groups, int n_groups, nb_asgd_options opts);
+nb_optimizer *nb_lbfgs(nb_module *m, nb_lbfgs_options opts);
+nb_optimizer *nb_lbfgs_params(nb_tensor *const *params, int n, nb_lbfgs_options opts);
+nb_optimizer *nb_lbfgs_groups(const nb_param_group *groups, int n_groups, nb_lbfgs_options opts);
+nb_optimizer *nb_nadam(nb_module *m, nb_nadam_options opts);
+nb_optimizer *nb_nadam_params(nb_tensor *const *params, int n, nb_nadam_options opts);
+nb_optimizer *nb_nadam_groups(const nb_param_group *groups, int n_groups, nb_nadam_options opts);
+nb_optimizer *nb_radam(nb_module *m, nb_radam_options opts);
+nb_optimizer *nb_radam_params(nb_tensor *const *params, int n, nb_radam_options opts);
+nb_optimizer *nb_radam_groups(const nb_param_group *groups, int n_groups, nb_radam_options opts);
+nb_optimizer *nb_rmsprop(nb_module *m, nb_rmsprop_options opts);
+nb_optimizer *nb_rmsprop_params(nb_tensor *const *params, int n, nb_rmsprop_options opts);
+nb_optimizer *nb_rmsprop_groups(const nb_param_group *groups, int n_groups, nb_rmsprop_options opts);
+nb_optimizer *nb_rprop(nb_module *m, nb_rprop_options opts);
+nb_optimizer *nb_rprop_params(nb_tensor *const *params, int n, nb_rprop_options opts);
+nb_optimizer *nb_rprop_groups(const nb_param_group *groups, int n_groups, nb_rprop_options opts);
+nb_optimizer *nb_lion(nb_module *m, nb_lion_options opts);
+nb_optimizer *nb_lion_params(nb_tensor *const *params, int n, nb_lion_options opts);
+nb_optimizer *nb_lion_groups(const nb_param_group *groups, int n_groups, nb_lion_options opts);
+nb_optimizer *nb_muon(nb_module *m, nb_muon_options opts);
+nb_optimizer *nb_muon_params(nb_tensor *const *params, int n, nb_muon_options opts);
+nb_optimizer *nb_muon_groups(const nb_param_group *groups, int n_groups, nb_muon_options opts);
 /* Releases the state and the optimizer's references to the parameters. NULL is ignored. */
 void nb_optimizer_free(nb_optimizer *opt);
+
+/* add_param_group: appends a group (its parameters get the next indices),
+ * its options inheriting the constructor's as above. Errors as for the
+ * constructors (a parameter already in the optimizer: NB_ERR_INVALID_ARG);
+ * on error the optimizer is unchanged. Schedulers built before do not see
+ * the new group (their step then fails with NB_ERR_STATE), as PyTorch's. */
+nb_status nb_optimizer_add_param_group(nb_optimizer *opt, const nb_param_group *group);
+
+/* ---- stepping ------------------------------------------------------------------- */
 
 /* Drops every parameter's gradient (zero_grad(set_to_none=True)). */
 void nb_optimizer_zero_grad(nb_optimizer *opt);
 /* One update of every parameter that has a gradient; the others are
  * skipped (their state and step count unchanged), as PyTorch. Runs under no
- * grad. Errors: NB_ERR_INVALID_ARG (NULL), the kernel's errors (e.g.
- * NB_ERR_UNSUPPORTED on a backend without the slot); parameters before the
- * failing one keep their update. */
+ * grad. Errors: NB_ERR_INVALID_ARG (NULL; LBFGS, which needs a closure),
+ * NB_ERR_STATE (a gradient of another shape or dtype), the kernels' errors;
+ * parameters before the failing one keep their update. */
 nb_status nb_optimizer_step(nb_optimizer *opt);
 
-/* The learning rate of the (single) parameter group, for schedulers.
- * set_lr fails with NB_ERR_INVALID_ARG unless lr >= 0 and finite. */
+/* A closure re-evaluates the model: zeroes the gradients, runs forward and
+ * backward (grad mode is on while it runs) and writes the loss to *loss.
+ * It returns NB_OK or an error, which the step returns. */
+typedef nb_status (*nb_closure_fn)(void *user, double *loss);
+/* optimizer.step(closure): evaluates the closure (once, or as often as
+ * LBFGS needs), steps, and writes the first evaluation's loss to *loss
+ * (may be NULL), as PyTorch returns it. Errors: nb_optimizer_step's, a NULL
+ * closure, the closure's. */
+nb_status nb_optimizer_step_closure(nb_optimizer *opt, nb_closure_fn closure, void *user, double *loss);
+
+/* ---- groups and hyperparameters -------------------------------------------------- */
+
+int nb_optimizer_num_param_groups(const nb_optimizer *opt);
+/* Group g's parameters are indices first .. first + count - 1; returns
+ * count (-1 for a bad group, *first untouched). first may be NULL. */
+int nb_optimizer_group_params(const nb_optimizer *opt, int group, int *first);
+/* Group 0's lr (NAN for NULL); set_lr sets every group's lr (for one group,
+ * the usual case, that group's), as a loop over param_groups. set_lr fails
+ * with NB_ERR_INVALID_ARG unless lr >= 0 and finite. */
 double nb_optimizer_get_lr(const nb_optimizer *opt);
 nb_status nb_optimizer_set_lr(nb_optimizer *opt, double lr);
-/* "SGD", "Adam" or "AdamW". */
+double nb_optimizer_get_group_lr(const nb_optimizer *opt, int group);
+nb_status nb_optimizer_set_group_lr(nb_optimizer *opt, int group, double lr);
+/* Any hyperparameter of a group by its PyTorch param_group key ("lr",
+ * "momentum", "betas.0", "weight_decay", "amsgrad", ...; optim/OPTIM.md
+ * lists them), as a double (bools 0/1, enums and ints as numbers).
+ * set_group_option validates the new value as the constructor would.
+ * Errors: NB_ERR_INVALID_ARG (bad group, unknown key, a value out of range). */
+nb_status nb_optimizer_get_group_option(const nb_optimizer *opt, int group, const char *key, double *value);
+nb_status nb_optimizer_set_group_option(nb_optimizer *opt, int group, const char *key, double value);
+/* Copies group g's resolved options (defaults filled in) into out, which
+ * must be the optimizer's options type of `size` bytes (NB_ERR_INVALID_ARG
+ * otherwise): nb_optimizer_group_options(opt, 1, &o, sizeof o). */
+nb_status nb_optimizer_group_options(const nb_optimizer *opt, int group, void *out, size_t size);
+/* PyTorch's class name: "SGD", "Adam", "AdamW", "Adadelta", "Adafactor",
+ * "Adagrad", "Adamax", "ASGD", "LBFGS", "NAdam", "RAdam", "RMSprop",
+ * "Rprop", "Lion", "Muon". */
 const char *nb_optimizer_kind(const nb_optimizer *opt);
-/* The options in force, with defaults filled in (NB_ZERO reads as 0);
- * lr follows nb_optimizer_set_lr. Fail (zeroed struct) for another kind. */
+/* Group 0's options (the others: nb_optimizer_group_options). Fail (zeroed
+ * struct) for another kind. */
 nb_sgd_options nb_optimizer_sgd_options(const nb_optimizer *opt);
 nb_adam_options nb_optimizer_adam_options(const nb_optimizer *opt);
 
+/* ---- the decay / no-decay split (BERT, Hugging Face Trainer) ---------------------
+ * Splits the parameters of m (nb_module_parameters' order) into those that
+ * take weight decay and those that do not: biases (a name whose last part is
+ * "bias") and every parameter of a normalisation layer (a module whose kind
+ * contains "Norm": LayerNorm, BatchNorm1d, ...), as Hugging Face's
+ * get_decay_parameter_names. The arrays are malloc'd, the tensors borrowed
+ * from m; free them with nb_decay_split_free. Errors: NB_ERR_INVALID_ARG
+ * (NULL), NB_ERR_OOM. */
+typedef struct nb_decay_split {
+    nb_tensor **decay;
+    int n_decay;
+    nb_tensor **no_decay;
+    int n_no_decay;
+} nb_decay_split;
+nb_status nb_decay_split_module(nb_module *m, nb_decay_split *out);
+void nb_decay_split_free(nb_decay_split *s);
+
 /* ---- state, for checkpoints ---------------------------------------------- */
 
-/* Number of parameters, and the i-th one (borrowed), in the order given at
- * construction (nb_module_parameters' order for a module). */
+/* Number of parameters, and the i-th one (borrowed). */
 int nb_optimizer_num_params(const nb_optimizer *opt);
 nb_tensor *nb_optimizer_param(const nb_optimizer *opt, int i);
-/* The i-th parameter's state tensor (borrowed, contiguous, the parameter's
- * shape, dtype and device) by PyTorch's state_dict name: "exp_avg",
- * "exp_avg_sq", "max_exp_avg_sq" (amsgrad) for Adam/AdamW, "momentum_buffer"
- * (momentum > 0) for SGD. NULL when the optimizer has no such state, or it
- * has not been created yet (before the first step that saw a gradient). */
+/* The i-th parameter's state tensor (borrowed, contiguous, on the
+ * parameter's device in its dtype) by PyTorch's state name (each options
+ * struct above lists its kind's). NULL when the optimizer has no such
+ * state or it has not been created yet (before the first step that saw a
+ * gradient). */
 nb_tensor *nb_optimizer_state(const nb_optimizer *opt, int i, const char *name);
+/* The i-th parameter's scalar state by name (NAdam's mu_product, ASGD's eta
+ * and mu, LBFGS's n_iter, ...). Errors: NB_ERR_INVALID_ARG (bad index or
+ * name, or the state not created yet). */
+nb_status nb_optimizer_state_scalar(const nb_optimizer *opt, int i, const char *name, double *value);
 /* Updates applied to the i-th parameter so far (PyTorch's state "step";
- * also counted for SGD); -1 for a bad index. */
+ * counted for every kind); -1 for a bad index. */
 int64_t nb_optimizer_step_count(const nb_optimizer *opt, int i);
 /* For loading a checkpoint: creates the i-th parameter's state tensors
- * (zeros, to be overwritten with nb_copy_) if absent and sets its step
- * count (>= 0). A momentum buffer that exists holds history, as in
- * PyTorch's state: the next SGD step computes momentum * b + ... from it
- * rather than starting b from g. Errors: NB_ERR_INVALID_ARG, NB_ERR_OOM. */
+ * (zeros, to be overwritten with nb_copy_) if absent, marks the state as
+ * started and sets its step count (>= 0). A momentum buffer that exists
+ * holds history, as in PyTorch's state: the next SGD step computes
+ * momentum * b + ... from it rather than starting b from g.
+ * Errors: NB_ERR_INVALID_ARG, NB_ERR_OOM. */
 nb_status nb_optimizer_init_state(nb_optimizer *opt, int i, int64_t step);
-
-/* ---- learning-rate schedulers (optim/scheduler.c) ------------------------
- * torch.optim.lr_scheduler with one parameter group:
- *
- *   nb_scheduler *sch = nb_sequential_lr(opt, (nb_scheduler *[]){
- *           nb_linear_lr(opt, 0.1, 1.0, 5),
- *           nb_cosine_annealing_lr(opt, 95, 0.0)}, 2, (int64_t[]){5});
- *   for (epoch...) { ...train...; nb_scheduler_step(sch); }
- *   nb_scheduler_free(sch);
- *
- * A scheduler reads and writes the optimizer's lr (nb_optimizer_get_lr /
- * nb_optimizer_set_lr); the optimizer must outlive it. Constructing one
- * performs PyTorch's initial step (last_epoch -1 -> 0), which sets the lr
- * of step 0, and remembers the lr it found as its base lr (PyTorch's group
- * "initial_lr"; OneCycleLR's is max_lr / div_factor).
- *
- * The lr after each step is computed exactly as PyTorch 1.13/2.x's get_lr
- * does, including its recursive ("chainable") forms, which multiply the
- * optimizer's current lr rather than evaluating a closed form in the step
- * count: StepLR/MultiStepLR/ExponentialLR multiply by gamma,
- * CosineAnnealingLR uses
- *   lr_t = (1 + cos(pi t / T)) / (1 + cos(pi (t-1) / T)) * (lr_{t-1} - eta_min) + eta_min
- * (with PyTorch's special case when (t - 1 - T) % 2T == 0), LinearLR
- *   lr_t = lr_{t-1} * (1 + (e - s) / (T s + (t - 1)(e - s)))   (t <= T).
- * So an lr set by hand between steps carries into the next one, as in
- * PyTorch, and the sequences match PyTorch's float64 values bit for bit
- * (same operations in the same order; checked against torch 1.13 with
- * glibc's cos over 100 steps of every scheduler here).
- *
- * Differences from PyTorch: the base lr is per scheduler (two independent
- * schedulers over one optimizer: the second takes the lr the first left as
- * its base, where PyTorch reuses the group's "initial_lr"; SequentialLR
- * reproduces the shared initial_lr exactly, see there). No last_epoch
- * constructor argument (resume with nb_scheduler_set_state); OneCycleLR
- * does not cycle momentum (as cycle_momentum=False).
- *
- * Constructors return NULL with nb_last_error() set on a NULL optimizer, an
- * argument out of PyTorch's range (NB_ERR_INVALID_ARG), NB_ERR_OOM. */
-typedef struct nb_scheduler nb_scheduler;
-
-/* StepLR: lr *= gamma every step_size steps (step_size >= 1, gamma >= 0). */
-nb_scheduler *nb_step_lr(nb_optimizer *opt, int64_t step_size, double gamma);
-/* MultiStepLR: lr *= gamma^k at step m, k = how many times m is among the
- * n milestones (any order, repeats allowed, n >= 0; copied). gamma >= 0. */
-nb_scheduler *nb_multi_step_lr(nb_optimizer *opt, const int64_t *milestones, int n, double gamma);
-/* ExponentialLR: lr *= gamma every step (gamma >= 0). */
-nb_scheduler *nb_exponential_lr(nb_optimizer *opt, double gamma);
-/* CosineAnnealingLR (Loshchilov & Hutter 2017, SGDR without restarts), in
- * PyTorch's recursive form above; continues past T_max (the cosine rises
- * again). T_max >= 1, eta_min >= 0 and finite. */
-nb_scheduler *nb_cosine_annealing_lr(nb_optimizer *opt, int64_t T_max, double eta_min);
-/* LinearLR (warmup): the lr factor goes linearly from start_factor at step
- * 0 to end_factor at step total_iters, then stays. PyTorch's defaults are
- * (1/3, 1.0, 5). 0 < start_factor <= 1, 0 <= end_factor <= 1,
- * total_iters >= 1. */
-nb_scheduler *nb_linear_lr(nb_optimizer *opt, double start_factor, double end_factor, int64_t total_iters);
-
-typedef enum nb_anneal_strategy { NB_ANNEAL_COS = 0, NB_ANNEAL_LINEAR } nb_anneal_strategy;
-
-/* OneCycleLR's options (Smith & Topin 2017, "Super-Convergence"). A field
- * left 0 takes PyTorch's default: pct_start 0.3 (NB_ZERO for 0),
- * anneal_strategy cos, div_factor 25, final_div_factor 1e4, three_phase
- * false. 0 <= pct_start <= 1, div_factor > 0, final_div_factor > 0. */
-typedef struct nb_one_cycle_options {
-    double pct_start;
-    nb_anneal_strategy anneal_strategy;
-    double div_factor;
-    double final_div_factor;
-    bool three_phase;
-} nb_one_cycle_options;
-
-/* OneCycleLR over total_steps (>= 1) steps: from initial_lr = max_lr /
- * div_factor up to max_lr at step pct_start * total_steps - 1, then down to
- * min_lr = initial_lr / final_div_factor at step total_steps - 1 (three
- * phase: up, back down to initial_lr at 2 pct_start total_steps - 2, then
- * to min_lr). Ignores the optimizer's lr, as PyTorch. Stepping past step
- * total_steps fails (NB_ERR_STATE, "Tried to step ... times"), as PyTorch;
- * a phase of zero length reached fails with NB_ERR_INVALID_ARG (PyTorch's
- * ZeroDivisionError). max_lr >= 0 and finite. One difference: at step
- * total_steps (the lr after the last update, never used by one) the linear
- * anneal extrapolates below min_lr and can be negative in PyTorch
- * (-0.00714 for max_lr 0.5 over 100 steps); an optimizer lr must be >= 0,
- * so it is clamped to 0. Momentum is not cycled (cycle_momentum=False):
- * that would need a momentum/beta1 setter on nb_optimizer. */
-nb_scheduler *nb_one_cycle_lr(nb_optimizer *opt, double max_lr, int64_t total_steps, nb_one_cycle_options opts);
-
-/* SequentialLR: schedulers[0] runs until step milestones[0], where
- * schedulers[1] takes over (stepped to its epoch 0 with its closed form,
- * PyTorch's scheduler.step(0)), and so on; n >= 1 schedulers and n - 1
- * non-decreasing milestones (copied). Takes ownership of the n children
- * ALWAYS, also when it fails (so a NULL child from a failed nested
- * constructor neither leaks the others nor crashes: it is an error).
- * The children must be over opt, created in array order as in PyTorch's
- * examples, and not themselves SequentialLR. As PyTorch, it resets the lr
- * to the group's initial_lr (children[0]'s base lr, or the base lr of the
- * last OneCycleLR child, which overwrote it in PyTorch; each later child's
- * base lr is set to that), undoes every child's initial step and redoes
- * children[0]'s. */
-nb_scheduler *nb_sequential_lr(nb_optimizer *opt, nb_scheduler *const *schedulers, int n, const int64_t *milestones);
-
-/* scheduler.step(): advances one step and sets the optimizer's lr. On
- * error (NULL; OneCycleLR past total_steps; an lr that set_lr rejects, e.g.
- * NaN) the scheduler and the lr are unchanged. */
-nb_status nb_scheduler_step(nb_scheduler *s);
-/* get_last_lr()[0]: the lr the scheduler last set (NAN for NULL). */
-double nb_scheduler_get_last_lr(const nb_scheduler *s);
-/* last_epoch: steps taken since construction (0 right after it); -1 for NULL. */
-int64_t nb_scheduler_last_epoch(const nb_scheduler *s);
-/* "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
- * "LinearLR", "OneCycleLR", "SequentialLR" (NULL for NULL). */
-const char *nb_scheduler_kind(const nb_scheduler *s);
-/* Frees the scheduler and, for SequentialLR, its children. NULL is ignored. */
-void nb_scheduler_free(nb_scheduler *s);
-
-/* ---- scheduler state, for checkpoints ---------------------------------------
- * Everything that changes as a scheduler steps; the hyperparameters are not
- * state (rebuild the scheduler with the same constructor, then set_state).
- * A scheduler has nb_scheduler_num_states(s) records: 1, or for SequentialLR
- * 1 + n, its own (index 0) then its children's in order. A child that has
- * not run yet has last_epoch -1 (PyTorch's value after SequentialLR undid
- * its initial step). The exact float64 values restore the exact sequence:
- * after set_state the next steps are bit-identical to those of the
- * scheduler that get_state was called on. */
-typedef struct nb_scheduler_state {
-    int64_t last_epoch; /* PyTorch's last_epoch */
-    double base_lr;     /* base_lrs[0] (the group's "initial_lr") */
-    double last_lr;     /* _last_lr[0] */
-} nb_scheduler_state;
-
-int nb_scheduler_num_states(const nb_scheduler *s);
-/* Writes the num_states records to out (n must equal num_states). */
-nb_status nb_scheduler_get_state(const nb_scheduler *s, nb_scheduler_state *out, int n);
-/* Restores the records (n must equal num_states) and sets the optimizer's
- * lr to in[0].last_lr, the lr the scheduler last set: the recursive forms
- * continue from the optimizer's lr, so this alone resumes exactly (restore
- * the optimizer's lr afterwards only if it was changed by hand after the
- * last step). Errors, leaving everything unchanged: NB_ERR_INVALID_ARG
- * (NULL, wrong n, last_epoch < 0 at index 0 or < -1 for a child,
- * an lr negative or not finite, OneCycleLR's last_epoch > total_steps). */
-nb_status nb_scheduler_set_state(nb_scheduler *s, const nb_scheduler_state *in, int n);
 
 /* ---- gradient clipping (optim/clip.c) ---------------------------------------
  * torch.nn.utils.clip_grad_norm_ / clip_grad_value_. Parameters without a
@@ -301,4 +520,7 @@ nb_status nb_clip_grad_value_module_(nb_module *m, double clip_value);
 #ifdef __cplusplus
 }
 #endif
+
+#include "nb_lr_scheduler.h"
+
 #endif

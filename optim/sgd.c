@@ -3,69 +3,108 @@
  * nb_optim.h, from torch.optim.SGD's documentation and implementation).
  */
 #include <math.h>
-#include <stdlib.h>
 
 #include "optim_impl.h"
 
-static bool sgd_has_state(const nb_optimizer *opt, int which) {
-    return which == NB_ST_MOMENTUM && opt->sgd.momentum != 0.0;
+static const nb_field sgd_fields[] = {
+    NB_FIELD(nb_sgd_options, lr, "lr", NB_FIELD_F64),
+    NB_FIELD(nb_sgd_options, momentum, "momentum", NB_FIELD_F64),
+    NB_FIELD(nb_sgd_options, dampening, "dampening", NB_FIELD_F64),
+    NB_FIELD(nb_sgd_options, weight_decay, "weight_decay", NB_FIELD_F64),
+    NB_FIELD(nb_sgd_options, nesterov, "nesterov", NB_FIELD_BOOL),
+    NB_FIELD(nb_sgd_options, maximize, "maximize", NB_FIELD_BOOL),
+};
+static const char *const sgd_tensors[] = {"momentum_buffer"};
+/* lr NAN: SGD's lr is required (NB_ZERO asks for 0, which PyTorch allows). */
+static const nb_sgd_options sgd_torch = {.lr = NAN};
+
+static bool sgd_has_tensor(const void *options, const nb_tensor *p, int k, int *ndim, int64_t *shape) {
+    (void)p, (void)k, (void)ndim, (void)shape;
+    return ((const nb_sgd_options *)options)->momentum != 0.0;
 }
 
-static nb_status sgd_update(nb_optimizer *opt, int i, nb_tensor *p, nb_tensor *g, bool first) {
-    const nb_sgd_options *o = &opt->sgd;
+static nb_status sgd_update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_tensor *grad, unsigned created) {
+    const nb_sgd_options *o = &opt->groups[g].o.sgd;
     nb_sgd_hyper h = {
-        .lr = opt->lr,
+        .lr = o->lr,
         .momentum = o->momentum,
         .dampening = o->dampening,
         .weight_decay = o->weight_decay,
         .nesterov = o->nesterov,
         .maximize = o->maximize,
-        .first_step = first,
+        .first_step = created & 1u, /* a new buffer starts as g (PyTorch: clone(grad)) */
     };
-    nb_tensor *buf = opt->state[i].state[NB_ST_MOMENTUM];
-    nb_kview kp = nb_kview_of(p), kg = nb_kview_of(g), kb = {0};
+    nb_tensor *buf = o->momentum != 0.0 ? opt->state[i].t[0] : NULL;
+    nb_kview kp = nb_kview_of(p), kg = nb_kview_of(grad), kb = {0};
     if (buf) kb = nb_kview_of(buf);
     return NB_CALL(p, sgd_step, &kp, &kg, buf ? &kb : NULL, &h);
 }
 
-/* PyTorch's argument checks, plus a required lr (nb_sgd_options has no default). */
-static nb_status sgd_check(const nb_sgd_options *o) {
-    if (!(o->lr > 0.0) || !isfinite(o->lr))
-        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: lr must be > 0 (got %g); SGD's lr has no default", o->lr);
-    if (!(o->momentum >= 0.0) || !isfinite(o->momentum))
-        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: momentum must be >= 0 (got %g)", o->momentum);
-    if (!(o->weight_decay >= 0.0) || !isfinite(o->weight_decay))
-        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: weight_decay must be >= 0 (got %g)", o->weight_decay);
-    if (!isfinite(o->dampening))
-        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: dampening must be finite (got %g)", o->dampening);
-    if (o->nesterov && (o->momentum <= 0.0 || o->dampening != 0.0))
-        return nb_set_error(NB_ERR_INVALID_ARG,
-                            "sgd: nesterov momentum requires a momentum > 0 and zero dampening "
-                            "(got momentum %g, dampening %g)", o->momentum, o->dampening);
-    return NB_OK;
+/* The same over n parameters with one sgd_step_multi call (one launch on a
+ * GPU); the caller batches parameters with the same `created`. */
+static nb_status sgd_update_multi(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
+                                  nb_tensor *const *grad, unsigned created) {
+    const nb_sgd_options *o = &opt->groups[g].o.sgd;
+    nb_backend *be = p[0]->storage->backend;
+    if (!be->iface->sgd_step_multi) {
+        for (int j = 0; j < n; j++) {
+            nb_status st = sgd_update(opt, g, idx[j], p[j], grad[j], created);
+            if (st) return st;
+        }
+        return NB_OK;
+    }
+    nb_sgd_hyper h = {
+        .lr = o->lr,
+        .momentum = o->momentum,
+        .dampening = o->dampening,
+        .weight_decay = o->weight_decay,
+        .nesterov = o->nesterov,
+        .maximize = o->maximize,
+        .first_step = created & 1u,
+    };
+    enum { M = 64 };
+    nb_kview kp[M], kg[M], kb[M];
+    if (n > M) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d parameters in one batch (at most %d)", opt->d->op, n, M);
+    bool mom = o->momentum != 0.0;
+    for (int j = 0; j < n; j++) {
+        kp[j] = nb_kview_of(p[j]), kg[j] = nb_kview_of(grad[j]);
+        if (mom) kb[j] = nb_kview_of(opt->state[idx[j]].t[0]);
+    }
+    return NB_CALL(p[0], sgd_step_multi, n, kp, kg, mom ? kb : NULL, &h);
 }
 
-nb_optimizer *nb_sgd_params(nb_tensor *const *params, int n, nb_sgd_options opts) {
-    nb_sgd_options o = opts; /* every SGD default is 0; NB_ZERO reads as 0 */
-    o.lr = nb_optim_default(o.lr, 0.0);
-    o.momentum = nb_optim_default(o.momentum, 0.0);
-    o.dampening = nb_optim_default(o.dampening, 0.0);
-    o.weight_decay = nb_optim_default(o.weight_decay, 0.0);
-    if (sgd_check(&o)) return NULL;
-    nb_optimizer *opt = nb_optim_new(NB_OPTIM_SGD, "sgd", params, n);
-    if (!opt) return NULL;
-    opt->sgd = o;
-    opt->lr = o.lr;
-    opt->has_state = sgd_has_state;
-    opt->update = sgd_update;
-    return opt;
+/* PyTorch's argument checks, plus a required lr. */
+static nb_status sgd_check(const char *op, const void *options) {
+    const nb_sgd_options *o = options;
+    if (isnan(o->lr))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: lr is required (SGD's lr has no default; NB_ZERO for 0)", op);
+    nb_status st = nb_optim_check_nonneg(op, "lr", o->lr);
+    if (!st) st = nb_optim_check_nonneg(op, "momentum", o->momentum);
+    if (!st) st = nb_optim_check_nonneg(op, "weight_decay", o->weight_decay);
+    if (!st && !isfinite(o->dampening))
+        st = nb_set_error(NB_ERR_INVALID_ARG, "%s: dampening must be finite (got %g)", op, o->dampening);
+    if (!st && o->nesterov && (o->momentum <= 0.0 || o->dampening != 0.0))
+        st = nb_set_error(NB_ERR_INVALID_ARG,
+                          "%s: nesterov momentum requires a momentum > 0 and zero dampening "
+                          "(got momentum %g, dampening %g)",
+                          op, o->momentum, o->dampening);
+    return st;
 }
 
-nb_optimizer *nb_sgd(nb_module *m, nb_sgd_options opts) {
-    int n = 0;
-    nb_tensor **params = nb_optim_module_params(m, "sgd", &n);
-    if (!params) return NULL;
-    nb_optimizer *opt = nb_sgd_params(params, n, opts);
-    free(params);
-    return opt;
-}
+const nb_optim_desc nb_sgd_desc = {
+    .name = "SGD",
+    .op = "sgd",
+    .options_size = sizeof(nb_sgd_options),
+    .torch_defaults = &sgd_torch,
+    .fields = sgd_fields,
+    .n_fields = sizeof sgd_fields / sizeof *sgd_fields,
+    .tensor_names = sgd_tensors,
+    .n_tensors = 1,
+    .contiguous = true,
+    .check = sgd_check,
+    .has_tensor = sgd_has_tensor,
+    .update = sgd_update,
+    .update_multi = sgd_update_multi,
+};
+
+NB_OPTIM_CONSTRUCTORS(sgd, nb_sgd_options, nb_sgd_desc)

@@ -41,6 +41,8 @@
     X(safetensors) \
     X(checkpoint) \
     X(scheduler) \
+    X(optim_ref) \
+    X(optim_groups) \
     X(mnist_e2e) \
     X(alloc_faults) \
     X(null_args) \

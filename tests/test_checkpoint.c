@@ -294,7 +294,8 @@ START_TEST(ckpt_file_contents) {
     ck_assert_str_eq(nb_safetensors_meta(f, "optimizer.state.2.param"), "2.weight");
     ck_assert_str_eq(nb_safetensors_meta(f, "loader.position"), "3");
     ck_assert_str_eq(nb_safetensors_meta(f, "scheduler.kind"), "CosineAnnealingLR");
-    ck_assert_str_eq(nb_safetensors_meta(f, "scheduler.0.last_epoch"), "3");
+    ck_assert_str_eq(nb_safetensors_meta(f, "scheduler.last_epoch"), "3");
+    ck_assert_str_eq(nb_safetensors_meta(f, "optimizer.param_groups.0.params"), "[0, 1, 2, 3]");
     nb_ck_shape(nb_safetensors_get(f, "optimizer.state.2.max_exp_avg_sq"), NB_SHAPE(N_CLASSES, 16));
     nb_tensor *m = nb_safetensors_get(f, "optimizer.state.0.exp_avg");
     nb_ck_shape(m, NB_SHAPE(16, N_IN));
@@ -357,8 +358,8 @@ START_TEST(ckpt_bad_loads_change_nothing) {
     expect_load_fails(&r, path_in("t3.st"), NB_ERR_FORMAT, "betas");
     tamper(path_in("good.st"), path_in("t4.st"), "optimizer.state.1.param", "2.bias");
     expect_load_fails(&r, path_in("t4.st"), NB_ERR_STATE, "optimizer parameter 1 is '2.bias' in the file but '0.bias'");
-    tamper(path_in("good.st"), path_in("t5.st"), "scheduler.0.last_lr", "nan");
-    expect_load_fails(&r, path_in("t5.st"), NB_ERR_FORMAT, "scheduler.0.last_lr");
+    tamper(path_in("good.st"), path_in("t5.st"), "scheduler._last_lr.0", "nan");
+    expect_load_fails(&r, path_in("t5.st"), NB_ERR_FORMAT, "scheduler._last_lr.0");
     tamper(path_in("good.st"), path_in("t6.st"), "nabla.checkpoint", "2");
     expect_load_fails(&r, path_in("t6.st"), NB_ERR_FORMAT, "not a nabla checkpoint");
     NB_CK_OK(nb_module_state_dict_save(r.net, path_in("sd.st")));
@@ -393,6 +394,55 @@ START_TEST(ckpt_bad_loads_change_nothing) {
     NB_CK_FAILS(nb_load_checkpoint(path_in("missing.st"), &ck, NULL) == NB_OK, NB_ERR_IO);
     nb_module_free(wide);
     run_free(&other), run_free(&r);
+}
+END_TEST
+
+/* Rewrites a checkpoint into the format before parameter groups: one
+ * optimizer group without a params list or the newer Adam key, and the
+ * scheduler as records scheduler.<j>.{last_epoch, base_lr, last_lr}. */
+static void to_legacy(const char *from, const char *to) {
+    nb_safetensors *f = nb_safetensors_load(from);
+    NB_CK_NOTNULL(f);
+    nb_st_pair *meta = malloc(sizeof *meta * ((size_t)f->n_meta + 1));
+    int n = 0;
+    static const char *const drop[] = {"optimizer.num_param_groups", "optimizer.param_groups.0.params",
+                                       "optimizer.param_groups.0.decoupled_weight_decay", "scheduler.num_values"};
+    static const char *const from_key[] = {"scheduler.last_epoch", "scheduler.base_lrs.0", "scheduler._last_lr.0"};
+    static const char *const to_key[] = {"scheduler.0.last_epoch", "scheduler.0.base_lr", "scheduler.0.last_lr"};
+    for (int i = 0; i < f->n_meta; i++) {
+        bool skip = !strncmp(f->meta[i].key, "crc32.", 6);
+        for (size_t k = 0; k < sizeof drop / sizeof *drop; k++) skip |= !strcmp(f->meta[i].key, drop[k]);
+        if (skip) continue;
+        meta[n] = f->meta[i];
+        for (size_t k = 0; k < 3; k++)
+            if (!strcmp(meta[n].key, from_key[k])) meta[n].key = to_key[k];
+        n++;
+    }
+    meta[n++] = (nb_st_pair){"scheduler.num_states", "1"};
+    NB_CK_OK(nb_safetensors_save(to, f->tensors, f->n_tensors, meta, n));
+    free(meta);
+    nb_safetensors_free(f);
+}
+
+START_TEST(ckpt_legacy_format) {
+    run a, b;
+    run_init(&a, false, 1);
+    run_until(&a, TOTAL_STEPS);
+    run_init(&b, false, 1);
+    run_until(&b, 10);
+    nb_checkpoint ck = ck_of(&b);
+    NB_CK_OK(nb_save_checkpoint(path_in("new.st"), &ck));
+    to_legacy(path_in("new.st"), path_in("old.st"));
+    double first[TOTAL_STEPS];
+    memcpy(first, b.losses, sizeof first);
+    run_free(&b);
+    run_init(&b, false, 77);
+    ck = ck_of(&b);
+    NB_CK_OK(nb_load_checkpoint(path_in("old.st"), &ck, NULL));
+    b.step = ck.global_step;
+    run_until(&b, TOTAL_STEPS);
+    for (int i = 10; i < TOTAL_STEPS; i++) ck_assert_msg(a.losses[i] == b.losses[i], "step %d differs", i);
+    run_free(&a), run_free(&b);
 }
 END_TEST
 
@@ -566,7 +616,7 @@ START_TEST(ckpt_validates_state_values) {
         {"optimizer.state.0.step", "+3", "'optimizer.state.0.step'"},
         {"optimizer.param_groups.0.lr", "1e308", "overflows the parameters' float32"},
         {"optimizer.param_groups.0.eps", "1e39", "overflows the parameters' float32"},
-        {"scheduler.0.base_lr", "1e300", "overflows the parameters' float32"},
+        {"scheduler.base_lrs.0", "1e300", "overflows the parameters' float32"},
     };
     for (size_t i = 0; i < sizeof metas / sizeof metas[0]; i++) {
         tamper(path_in("good.st"), path_in("t.st"), metas[i].key, metas[i].value);
@@ -599,6 +649,7 @@ Suite *nb_suite_checkpoint(void) {
     tcase_add_test(tc, ckpt_resume_sgd_epoch_end);
     tcase_add_test(tc, ckpt_file_contents);
     tcase_add_test(tc, ckpt_bad_loads_change_nothing);
+    tcase_add_test(tc, ckpt_legacy_format);
     tcase_add_test(tc, ckpt_kill_during_save);
     tcase_add_test(tc, ckpt_torch_interop);
     suite_add_tcase(s, tc);

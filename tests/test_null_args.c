@@ -467,6 +467,38 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_optimizer_state, NULL, 0, NULL);
     NI(nb_optimizer_step_count, NULL, 0);
     NS(nb_optimizer_init_state, NULL, 0, 0);
+    NP(nb_sgd_groups, NULL, 1, (nb_sgd_options){.lr = 0.1});
+    NP(nb_adam_groups, NULL, 1, (nb_adam_options){0});
+    NP(nb_adamw_groups, NULL, 1, (nb_adam_options){0});
+#define OPTIM_NULLS(name, opts_t)                  \
+    NP(nb_##name, NULL, (opts_t){0});              \
+    NP(nb_##name##_params, NULL, 1, (opts_t){0});  \
+    NP(nb_##name##_groups, NULL, 1, (opts_t){0})
+    OPTIM_NULLS(adadelta, nb_adadelta_options);
+    OPTIM_NULLS(adafactor, nb_adafactor_options);
+    OPTIM_NULLS(adagrad, nb_adagrad_options);
+    OPTIM_NULLS(adamax, nb_adamax_options);
+    OPTIM_NULLS(asgd, nb_asgd_options);
+    OPTIM_NULLS(lbfgs, nb_lbfgs_options);
+    OPTIM_NULLS(nadam, nb_nadam_options);
+    OPTIM_NULLS(radam, nb_radam_options);
+    OPTIM_NULLS(rmsprop, nb_rmsprop_options);
+    OPTIM_NULLS(rprop, nb_rprop_options);
+    OPTIM_NULLS(lion, nb_lion_options);
+    OPTIM_NULLS(muon, nb_muon_options);
+#undef OPTIM_NULLS
+    NS(nb_optimizer_add_param_group, NULL, NULL);
+    NS(nb_optimizer_step_closure, NULL, NULL, NULL, NULL);
+    NI(nb_optimizer_num_param_groups, NULL);
+    NI(nb_optimizer_group_params, NULL, 0, NULL);
+    ND(nb_optimizer_get_group_lr, NULL, 0);
+    NS(nb_optimizer_set_group_lr, NULL, 0, 0.1);
+    NS(nb_optimizer_get_group_option, NULL, 0, NULL, NULL);
+    NS(nb_optimizer_set_group_option, NULL, 0, NULL, 0);
+    NS(nb_optimizer_group_options, NULL, 0, NULL, 0);
+    NS(nb_decay_split_module, NULL, NULL);
+    NV(nb_decay_split_free, NULL);
+    NS(nb_optimizer_state_scalar, NULL, 0, NULL, NULL);
     NP(nb_step_lr, NULL, 0, 0);
     NP(nb_multi_step_lr, NULL, NULL, 1, 0);
     NP(nb_exponential_lr, NULL, 0);
@@ -479,9 +511,19 @@ START_TEST(test_every_public_function_survives_null) {
     NI(nb_scheduler_last_epoch, NULL);
     NQ(nb_scheduler_kind, NULL);
     NV(nb_scheduler_free, NULL);
-    NI(nb_scheduler_num_states, NULL);
-    NS(nb_scheduler_get_state, NULL, NULL, 1);
-    NS(nb_scheduler_set_state, NULL, NULL, 1);
+    NP(nb_constant_lr, NULL, 0.5, 5);
+    NP(nb_polynomial_lr, NULL, 5, 1.0);
+    NP(nb_lambda_lr, NULL, NULL, NULL);
+    NP(nb_multiplicative_lr, NULL, NULL, NULL);
+    NP(nb_cosine_annealing_warm_restarts, NULL, 5, 1, 0.0);
+    NP(nb_cyclic_lr, NULL, 0.01, 0.1, (nb_cyclic_lr_options){0});
+    NP(nb_reduce_lr_on_plateau, NULL, (nb_reduce_lr_on_plateau_options){0});
+    NP(nb_chained_scheduler, NULL, NULL, 1);
+    NS(nb_scheduler_step_metric, NULL, 0);
+    ND(nb_scheduler_get_group_last_lr, NULL, 0);
+    NI(nb_scheduler_state_size, NULL);
+    NS(nb_scheduler_state_dict, NULL, NULL, 1);
+    NS(nb_scheduler_load_state_dict, NULL, NULL, 1);
     NS(nb_clip_grad_norm_, NULL, 1, 0, 0, NULL);
     NS(nb_clip_grad_norm_module_, NULL, 0, 0, NULL);
     NS(nb_clip_grad_value_, NULL, 1, 0);
@@ -569,8 +611,24 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_optimizer_state, opt, 0, NULL);
     NP(nb_multi_step_lr, opt, NULL, 2, 0.1);
     NP(nb_sequential_lr, opt, NULL, 2, NULL);
-    NS(nb_scheduler_get_state, NULL, NULL, 1);
+    NS(nb_scheduler_state_dict, NULL, NULL, 1);
     NP(nb_sgd_params, (nb_tensor *[]){NULL}, 1, (nb_sgd_options){.lr = 0.1});
+    NS(nb_optimizer_get_group_option, opt, 0, NULL, NULL);
+    NS(nb_optimizer_set_group_option, opt, 0, NULL, 0);
+    NS(nb_optimizer_group_options, opt, 0, NULL, 0);
+    NS(nb_optimizer_state_scalar, opt, 0, NULL, NULL);
+    NS(nb_optimizer_add_param_group, opt, NULL);
+    NS(nb_optimizer_step_closure, opt, NULL, NULL, NULL);
+    NS(nb_decay_split_module, net, NULL);
+    NP(nb_chained_scheduler, opt, NULL, 1);
+    NP(nb_lambda_lr, opt, NULL, NULL);
+    {
+        nb_scheduler *sch = nb_step_lr(opt, 2, 0.5);
+        NB_CK_NOTNULL(sch);
+        NS(nb_scheduler_state_dict, sch, NULL, 1);
+        NS(nb_scheduler_load_state_dict, sch, NULL, 1);
+        nb_scheduler_free(sch);
+    }
     NS(nb_clip_grad_norm_, (nb_tensor *[]){x, NULL}, 2, 1.0, 2.0, NULL);
     NS(nb_clip_grad_value_, (nb_tensor *[]){NULL}, 1, 1.0);
     nb_optimizer_free(opt);
@@ -589,7 +647,8 @@ START_TEST(test_every_public_function_survives_null) {
     /* the scan: every function of the public headers that takes a pointer was called */
     static const char *const headers[] = {"core/nb_core.h", "autograd/nb_ops.h", "autograd/nb_linalg.h",
                                           "autograd/nb_autograd.h", "autograd/nb_op_table.h", "nn/nb_nn.h",
-                                          "nn/nb_transformer.h", "optim/nb_optim.h", "optim/nb_checkpoint.h",
+                                          "nn/nb_transformer.h", "optim/nb_optim.h", "optim/nb_lr_scheduler.h",
+                                          "optim/nb_checkpoint.h",
                                           "data/nb_data.h", "data/nb_text.h", "core/nb_safetensors.h"};
     int found = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {

@@ -340,7 +340,7 @@ START_TEST(test_errors) {
     ck_message("weight_decay");
 
     NB_CK_FAILS(nb_sgd_params(&p, 1, (nb_sgd_options){.momentum = 0.9}), NB_ERR_INVALID_ARG);
-    ck_message("sgd: lr must be > 0");
+    ck_message("sgd: lr is required");
     NB_CK_FAILS(nb_sgd_params(&p, 1, (nb_sgd_options){.lr = -0.1}), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_sgd_params(&p, 1, (nb_sgd_options){.lr = 0.1, .nesterov = true}), NB_ERR_INVALID_ARG);
     ck_message("nesterov");

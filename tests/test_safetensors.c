@@ -323,7 +323,6 @@ START_TEST(st_stale_tmp_cleanup) {
     ck_assert_msg(access(dead, F_OK) != 0, "%s was not removed", dead);
     ck_assert_int_eq(access(live, F_OK), 0);
     ck_assert_int_eq(access(other, F_OK), 0);
-    nb_release(t);
 }
 END_TEST
 

@@ -295,8 +295,8 @@ START_TEST(test_one_cycle_past_end) {
     for (int t = 0; t < 10; t++) NB_CK_OK(nb_scheduler_step(s));
     double lr = nb_optimizer_get_lr(o);
     nb_clear_error();
-    ck_assert_int_eq(nb_scheduler_step(s), NB_ERR_STATE); /* PyTorch: "Tried to step 12 times..." */
-    ck_assert_ptr_nonnull(strstr(nb_last_error(), "Tried to step 12 times"));
+    ck_assert_int_eq(nb_scheduler_step(s), NB_ERR_STATE); /* PyTorch 2.11: "Tried to step 11 times..." */
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "Tried to step 11 times"));
     ck_assert(nb_optimizer_get_lr(o) == lr);
     ck_assert_int_eq(nb_scheduler_last_epoch(s), 10);
     /* pct_start * total_steps = 1: the first phase has zero length (PyTorch: ZeroDivisionError) */
@@ -315,7 +315,7 @@ START_TEST(test_sequential_lr) {
     nb_optimizer *o = new_opt();
     nb_scheduler *s = warmup_cosine(o);
     ck_assert_str_eq(nb_scheduler_kind(s), "SequentialLR");
-    ck_assert_int_eq(nb_scheduler_num_states(s), 3);
+    ck_assert_int_eq(nb_scheduler_state_size(s), 2 + 3 + 3); /* its last_epoch, _last_lr; each child's 3 */
     ck_sequence(o, s, REF_SEQ_WARMUP_COSINE, "SequentialLR(LinearLR, CosineAnnealingLR)");
     o = new_opt();
     nb_scheduler *three[3] = {nb_linear_lr(o, 0.5, 1.0, 4), nb_exponential_lr(o, 0.9), nb_step_lr(o, 10, 0.5)};
@@ -344,6 +344,14 @@ static nb_scheduler *mk_linear(nb_optimizer *o) { return nb_linear_lr(o, 0.25, 1
 static nb_scheduler *mk_one_cycle(nb_optimizer *o) { return nb_one_cycle_lr(o, 0.5, 100, (nb_one_cycle_options){0}); }
 static nb_scheduler *mk_multi(nb_optimizer *o) { return nb_multi_step_lr(o, (int64_t[]){30, 10, 60, 60, 80}, 5, 0.3); }
 
+/* The value of key in a state dict of n pairs (the test fails if absent). */
+static double value_of(const nb_scheduler_value *v, int n, const char *key) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i].key, key)) return v[i].value;
+    ck_abort_msg("no state value '%s'", key);
+    return NAN;
+}
+
 /* Runs `make` for `at` steps, saves the state, restores it into a fresh
  * optimizer + scheduler and checks that both continue bit-identically to
  * step 100, and match ref. */
@@ -352,17 +360,17 @@ static void ck_resume(make_fn make, const double *ref, int at) {
     nb_scheduler *a = make(oa);
     NB_CK_NOTNULL(a);
     for (int t = 0; t < at; t++) NB_CK_OK(nb_scheduler_step(a));
-    int n = nb_scheduler_num_states(a);
-    ck_assert_int_ge(n, 1);
-    nb_scheduler_state st[4];
-    ck_assert_int_le(n, 4);
-    NB_CK_OK(nb_scheduler_get_state(a, st, n));
-    ck_assert_int_eq(st[0].last_epoch, at);
-    ck_assert(st[0].last_lr == nb_optimizer_get_lr(oa));
+    int n = nb_scheduler_state_size(a);
+    ck_assert_int_ge(n, 3);
+    nb_scheduler_value st[16];
+    ck_assert_int_le(n, 16);
+    NB_CK_OK(nb_scheduler_state_dict(a, st, n));
+    ck_assert(value_of(st, n, "last_epoch") == at);
+    ck_assert(value_of(st, n, "_last_lr.0") == nb_optimizer_get_lr(oa));
     nb_scheduler *b = make(ob);
     NB_CK_NOTNULL(b);
     NB_CK_OK(nb_scheduler_step(b)); /* some other position, to be overwritten */
-    NB_CK_OK(nb_scheduler_set_state(b, st, n));
+    NB_CK_OK(nb_scheduler_load_state_dict(b, st, n));
     ck_assert(nb_optimizer_get_lr(ob) == nb_optimizer_get_lr(oa));
     ck_assert_int_eq(nb_scheduler_last_epoch(b), at);
     for (int t = at + 1; t <= NSTEPS; t++) {
@@ -392,20 +400,29 @@ START_TEST(test_state_records) {
     nb_scheduler *s = warmup_cosine(o);
     NB_CK_NOTNULL(s);
     for (int t = 0; t < 7; t++) NB_CK_OK(nb_scheduler_step(s));
-    nb_scheduler_state st[3];
-    NB_CK_OK(nb_scheduler_get_state(s, st, 3));
-    ck_assert_int_eq(st[0].last_epoch, 7);
-    ck_assert_int_eq(st[1].last_epoch, 4); /* the warmup ran epochs 0..4 */
-    ck_assert_int_eq(st[2].last_epoch, 2); /* the cosine: step(0) at 5, then 6, 7 */
-    for (int i = 0; i < 3; i++) ck_assert(st[i].base_lr == BASE_LR);
-    ck_assert(st[0].last_lr == st[2].last_lr);
-    NB_CK_FAILS(nb_scheduler_get_state(s, st, 1) == NB_OK, NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_scheduler_set_state(s, st, 2) == NB_OK, NB_ERR_INVALID_ARG);
-    nb_scheduler_state bad[3] = {st[0], st[1], st[2]};
-    bad[0].last_epoch = -1;
-    NB_CK_FAILS(nb_scheduler_set_state(s, bad, 3) == NB_OK, NB_ERR_INVALID_ARG);
-    bad[0] = st[0], bad[2].last_lr = NAN;
-    NB_CK_FAILS(nb_scheduler_set_state(s, bad, 3) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_scheduler_value st[8];
+    ck_assert_int_eq(nb_scheduler_state_size(s), 8);
+    NB_CK_OK(nb_scheduler_state_dict(s, st, 8));
+    ck_assert(value_of(st, 8, "last_epoch") == 7);
+    ck_assert(value_of(st, 8, "_schedulers.0.last_epoch") == 4); /* the warmup ran epochs 0..4 */
+    ck_assert(value_of(st, 8, "_schedulers.1.last_epoch") == 2); /* the cosine: step(0) at 5, then 6, 7 */
+    ck_assert(value_of(st, 8, "_schedulers.0.base_lrs.0") == BASE_LR);
+    ck_assert(value_of(st, 8, "_schedulers.1.base_lrs.0") == BASE_LR);
+    ck_assert(value_of(st, 8, "_last_lr.0") == value_of(st, 8, "_schedulers.1._last_lr.0"));
+    NB_CK_FAILS(nb_scheduler_state_dict(s, st, 1) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_scheduler_load_state_dict(s, st, 2) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_scheduler_value bad[8];
+    memcpy(bad, st, sizeof bad);
+    for (int i = 0; i < 8; i++)
+        if (!strcmp(bad[i].key, "last_epoch")) bad[i].value = -1;
+    NB_CK_FAILS(nb_scheduler_load_state_dict(s, bad, 8) == NB_OK, NB_ERR_INVALID_ARG);
+    memcpy(bad, st, sizeof bad);
+    for (int i = 0; i < 8; i++)
+        if (!strcmp(bad[i].key, "_schedulers.1._last_lr.0")) bad[i].value = NAN;
+    NB_CK_FAILS(nb_scheduler_load_state_dict(s, bad, 8) == NB_OK, NB_ERR_INVALID_ARG);
+    memcpy(bad, st, sizeof bad);
+    strcpy(bad[3].key, "no_such_key");
+    NB_CK_FAILS(nb_scheduler_load_state_dict(s, bad, 8) == NB_OK, NB_ERR_INVALID_ARG);
     ck_assert_int_eq(nb_scheduler_last_epoch(s), 7); /* unchanged by the failures */
     nb_scheduler_free(s);
     nb_optimizer_free(o);
@@ -444,6 +461,147 @@ START_TEST(test_scheduler_errors) {
     ck_assert_ptr_null(nb_scheduler_kind(NULL));
     nb_scheduler_free(NULL);
     nb_optimizer_free(o), nb_optimizer_free(o2);
+}
+END_TEST
+
+/* ---- the schedulers of issue #15: their checks and behaviour around the
+ * sequences that test_optim_ref.c compares with PyTorch ---------------------- */
+
+static double nan_at_3(int64_t e, int g, void *user) {
+    (void)g, (void)user;
+    return e == 3 ? NAN : 0.5;
+}
+
+START_TEST(test_more_scheduler_errors) {
+    nb_optimizer *o = new_opt(), *o2 = new_opt();
+    const nb_status E = NB_ERR_INVALID_ARG;
+    NB_CK_FAILS(nb_constant_lr(o, 0.0, 5), E);
+    NB_CK_FAILS(nb_constant_lr(o, 1.5, 5), E);
+    NB_CK_FAILS(nb_constant_lr(o, 0.5, -1), E);
+    NB_CK_FAILS(nb_polynomial_lr(o, 0, 1.0), E);
+    NB_CK_FAILS(nb_polynomial_lr(o, 5, NAN), E);
+    NB_CK_FAILS(nb_lambda_lr(o, NULL, NULL), E);
+    NB_CK_FAILS(nb_multiplicative_lr(o, NULL, NULL), E);
+    NB_CK_FAILS(nb_cosine_annealing_warm_restarts(o, 0, 1, 0.0), E);
+    NB_CK_FAILS(nb_cosine_annealing_warm_restarts(o, 5, 0, 0.0), E);
+    NB_CK_FAILS(nb_cosine_annealing_warm_restarts(o, 5, 1, -1.0), E);
+    NB_CK_FAILS(nb_cyclic_lr(o, 0.01, 0.1, (nb_cyclic_lr_options){.step_size_up = -1}), E);
+    NB_CK_FAILS(nb_cyclic_lr(o, 0.01, 0.1, (nb_cyclic_lr_options){.mode = 7}), E);
+    NB_CK_FAILS(nb_cyclic_lr(o, 0.01, 0.1, (nb_cyclic_lr_options){.scale_mode = 7}), E);
+    NB_CK_FAILS(nb_cyclic_lr(o, -0.01, 0.1, (nb_cyclic_lr_options){0}), E);
+    NB_CK_FAILS(nb_cyclic_lr(o, 0.01, NAN, (nb_cyclic_lr_options){0}), E);
+    NB_CK_FAILS(nb_one_cycle_lr(o, 0, 10, (nb_one_cycle_options){.max_lrs = (double[]){-1}}), E);
+    NB_CK_FAILS(nb_one_cycle_lr(o, 0.1, 10, (nb_one_cycle_options){.base_momentum = INFINITY}), E);
+    NB_CK_FAILS(nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){.factor = 1.0}), E);
+    NB_CK_FAILS(nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){.mode = 3}), E);
+    NB_CK_FAILS(nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){.threshold_mode = 3}), E);
+    NB_CK_FAILS(nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){.patience = 1.5}), E);
+    NB_CK_FAILS(nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){.cooldown = -1}), E);
+    NB_CK_FAILS(nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){.min_lrs = (double[]){-1}}), E);
+    NB_CK_FAILS(nb_chained_scheduler(o, NULL, 0), E);
+    NB_CK_FAILS(nb_chained_scheduler(o, (nb_scheduler *[]){nb_exponential_lr(o, 0.9), NULL}, 2), E);
+    NB_CK_FAILS(nb_chained_scheduler(o, (nb_scheduler *[]){nb_exponential_lr(o2, 0.9)}, 1), E);
+    nb_scheduler *plateau_child = nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){0});
+    NB_CK_FAILS(nb_chained_scheduler(o, &plateau_child, 1), E);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "ReduceLROnPlateau"));
+    nb_scheduler *inner = nb_chained_scheduler(o, (nb_scheduler *[]){nb_exponential_lr(o, 0.9)}, 1);
+    NB_CK_FAILS(nb_sequential_lr(o, (nb_scheduler *[]){inner, nb_exponential_lr(o, 0.9)}, 2, (int64_t[]){3}), E);
+    /* the optimizer must have momentum or betas to cycle it (Adagrad has neither) */
+    nb_tensor *p = nb_zeros(NB_SHAPE(2), NB_F64);
+    NB_CK_OK(nb_set_requires_grad(p, true));
+    nb_optimizer *ada = nb_adagrad_params(&p, 1, (nb_adagrad_options){0});
+    NB_CK_FAILS(nb_one_cycle_lr(ada, 0.1, 10, (nb_one_cycle_options){0}), E);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "momentum or beta1"));
+    NB_CK_FAILS(nb_cyclic_lr(ada, 0.01, 0.1, (nb_cyclic_lr_options){0}), E);
+    nb_scheduler *ok = nb_one_cycle_lr(ada, 0.1, 10, (nb_one_cycle_options){.cycle_momentum = NB_FLAG_FALSE});
+    NB_CK_NOTNULL(ok);
+    nb_scheduler_free(ok);
+    nb_optimizer_free(ada);
+    nb_optimizer_free(o), nb_optimizer_free(o2);
+}
+END_TEST
+
+START_TEST(test_scheduler_step_rules) {
+    nb_optimizer *o = new_opt();
+    nb_scheduler *plateau = nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){.patience = NB_ZERO});
+    NB_CK_NOTNULL(plateau);
+    ck_assert(nb_optimizer_get_lr(o) == BASE_LR); /* no step at construction */
+    NB_CK_FAILS(nb_scheduler_step(plateau) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_OK(nb_scheduler_step_metric(plateau, 1.0)); /* the first metric sets best */
+    ck_assert(nb_optimizer_get_lr(o) == BASE_LR);
+    NB_CK_OK(nb_scheduler_step_metric(plateau, 1.0)); /* not better, patience 0: reduced */
+    ck_assert(nb_optimizer_get_lr(o) == BASE_LR * 0.1);
+    ck_assert_int_eq(nb_scheduler_last_epoch(plateau), 2);
+    nb_scheduler_value v[8];
+    int n = nb_scheduler_state_size(plateau);
+    ck_assert_int_eq(n, 5); /* last_epoch, _last_lr.0, best, num_bad_epochs, cooldown_counter */
+    NB_CK_OK(nb_scheduler_state_dict(plateau, v, n));
+    nb_scheduler_free(plateau);
+    /* a fresh one starts with best = inf (mode min); loading brings back best = 1 */
+    plateau = nb_reduce_lr_on_plateau(o, (nb_reduce_lr_on_plateau_options){.patience = NB_ZERO});
+    nb_scheduler_value fresh[8];
+    NB_CK_OK(nb_scheduler_state_dict(plateau, fresh, n));
+    ck_assert(isinf(fresh[2].value) && !strcmp(fresh[2].key, "best"));
+    NB_CK_OK(nb_scheduler_load_state_dict(plateau, v, n));
+    NB_CK_OK(nb_scheduler_step_metric(plateau, 0.5)); /* better: no change */
+    ck_assert(nb_optimizer_get_lr(o) == BASE_LR * 0.1);
+    nb_scheduler_free(plateau);
+
+    nb_scheduler *step = nb_step_lr(o, 2, 0.5);
+    NB_CK_FAILS(nb_scheduler_step_metric(step, 1.0) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_scheduler_free(step);
+
+    /* a lambda giving NaN: that step fails, nothing moves */
+    nb_scheduler *lam = nb_multiplicative_lr(o, nan_at_3, NULL);
+    NB_CK_NOTNULL(lam);
+    NB_CK_OK(nb_scheduler_step(lam));
+    NB_CK_OK(nb_scheduler_step(lam));
+    double lr = nb_optimizer_get_lr(o);
+    NB_CK_FAILS(nb_scheduler_step(lam) == NB_OK, NB_ERR_INVALID_ARG);
+    ck_assert(nb_optimizer_get_lr(o) == lr && nb_scheduler_last_epoch(lam) == 2);
+    nb_scheduler_free(lam);
+    nb_optimizer_free(o);
+}
+END_TEST
+
+/* As PyTorch: the first scheduler records each group's lr as initial_lr,
+ * which the later ones take as their base_lrs; CyclicLR sets the momentum to
+ * max_momentum; a group added after a scheduler makes its step fail. */
+START_TEST(test_scheduler_groups_and_initial_lr) {
+    nb_tensor *a = nb_zeros(NB_SHAPE(2), NB_F64), *b = nb_zeros(NB_SHAPE(2), NB_F64);
+    nb_tensor *c = nb_zeros(NB_SHAPE(1), NB_F64);
+    NB_CK_OK(nb_set_requires_grad(a, true));
+    NB_CK_OK(nb_set_requires_grad(b, true));
+    NB_CK_OK(nb_set_requires_grad(c, true));
+    nb_optimizer *o = nb_sgd_groups((nb_param_group[]){{&a, 1, NULL}, {&b, 1, &(nb_sgd_options){.lr = 0.4}}}, 2,
+                                    (nb_sgd_options){.lr = 0.2, .momentum = 0.5});
+    NB_CK_NOTNULL(o);
+    nb_scheduler *warm = nb_linear_lr(o, 0.25, 1.0, 4);
+    ck_assert(nb_optimizer_get_group_lr(o, 0) == 0.05 && nb_optimizer_get_group_lr(o, 1) == 0.1);
+    ck_assert(nb_scheduler_get_group_last_lr(warm, 1) == 0.1 && isnan(nb_scheduler_get_group_last_lr(warm, 2)));
+    nb_scheduler *cos = nb_cosine_annealing_lr(o, 10, 0.0);
+    nb_scheduler_value v[8];
+    NB_CK_OK(nb_scheduler_state_dict(cos, v, nb_scheduler_state_size(cos)));
+    ck_assert(!strcmp(v[1].key, "base_lrs.0") && v[1].value == 0.2); /* the initial lr, not the warmed-up 0.05 */
+    ck_assert(!strcmp(v[2].key, "base_lrs.1") && v[2].value == 0.4);
+    nb_scheduler *cyc = nb_cyclic_lr(o, 0.01, 0.1, (nb_cyclic_lr_options){.base_lrs = (double[]){0.01, 0.03}});
+    NB_CK_NOTNULL(cyc);
+    double m;
+    /* PyTorch's quirk: the constructor's step runs with base_lrs from the
+     * groups' initial_lr (set by the LinearLR), so the lrs are 0.2 and 0.4
+     * until the first step (torch 1.13 and 2.11 print the same) */
+    ck_assert(nb_optimizer_get_group_lr(o, 0) == 0.2 && nb_optimizer_get_group_lr(o, 1) == 0.4);
+    NB_CK_OK(nb_optimizer_get_group_option(o, 1, "momentum", &m));
+    ck_assert(m == 0.9);
+    NB_CK_OK(nb_scheduler_step(cyc));
+    ck_assert(nb_optimizer_get_group_lr(o, 0) == 0.010045000000000016);
+    ck_assert(nb_optimizer_get_group_lr(o, 1) == 0.03003500000000001);
+    NB_CK_OK(nb_optimizer_add_param_group(o, &(nb_param_group){&c, 1, NULL}));
+    NB_CK_FAILS(nb_scheduler_step(cyc) == NB_OK, NB_ERR_STATE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "3 param groups"));
+    ck_assert_int_eq(nb_scheduler_last_epoch(cyc), 1);
+    nb_scheduler_free(warm), nb_scheduler_free(cos), nb_scheduler_free(cyc);
+    nb_optimizer_free(o);
 }
 END_TEST
 
@@ -566,6 +724,9 @@ Suite *nb_suite_scheduler(void) {
     tcase_add_test(tc, test_state_resume);
     tcase_add_test(tc, test_state_records);
     tcase_add_test(tc, test_scheduler_errors);
+    tcase_add_test(tc, test_more_scheduler_errors);
+    tcase_add_test(tc, test_scheduler_step_rules);
+    tcase_add_test(tc, test_scheduler_groups_and_initial_lr);
     suite_add_tcase(s, tc);
     TCase *tc2 = tcase_create("clip");
     tcase_add_test(tc2, test_clip_grad_norm);

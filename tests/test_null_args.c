@@ -429,6 +429,17 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_module_load_tensors, NULL, NULL, 1, false, NULL);
     NS(nb_module_load_state_dict, NULL, NULL, false, NULL);
     NS(nb_init_orthogonal_, NULL, 0, NULL);
+    ND(nb_init_calculate_gain, NULL, 0);
+    NS(nb_init_calculate_fan_in_and_fan_out, NULL, (int64_t[1]){0}, (int64_t[1]){0});
+    NS(nb_init_calculate_fan_in_and_fan_out, x, NULL, NULL);
+    NS(nb_init_xavier_uniform_, NULL, 1, NULL);
+    NS(nb_init_xavier_normal_, NULL, 1, NULL);
+    NS(nb_init_kaiming_uniform_, NULL, 0, NB_FAN_IN, NULL, NULL);
+    NS(nb_init_kaiming_normal_, NULL, 0, NB_FAN_IN, NULL, NULL);
+    NS(nb_init_trunc_normal_, NULL, 0, 1, -2, 2, NULL);
+    NS(nb_init_constant_, NULL, 0);
+    NS(nb_init_zeros_, NULL);
+    NS(nb_init_ones_, NULL);
     /* nn/nb_transformer.h */
     NI(nb_nn_embedding_padding_idx, NULL);
     NP(nb_nn_layer_norm_ex, 0, NULL, 0, false, (nb_dtype)0);

@@ -241,6 +241,9 @@ extern "C" {
     X(CONV2D, conv2d, conv, NB_D, NB_DTM_F) \
     X(CONV1D, conv1d, conv, NB_D, NB_DTM_F) \
     X(CONV_TRANSPOSE2D, conv_transpose2d, conv, NB_D, NB_DTM_F) \
+    X(CONV_TRANSPOSE1D, conv_transpose1d, conv, NB_D | NB_C, NB_DTM_F) \
+    X(CONV3D, conv3d, conv, NB_D | NB_C, NB_DTM_F) \
+    X(CONV_TRANSPOSE3D, conv_transpose3d, conv, NB_D | NB_C, NB_DTM_F) \
     X(MAX_POOL2D, max_pool2d, pool, NB_D, NB_DTM_F) \
     X(MAX_POOL1D, max_pool1d, pool, NB_D, NB_DTM_F) \
     X(AVG_POOL2D, avg_pool2d, pool, NB_D, NB_DTM_F) \
@@ -248,6 +251,9 @@ extern "C" {
     X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d, pool, NB_D, NB_DTM_F) \
     X(ADAPTIVE_AVG_POOL1D, adaptive_avg_pool1d, pool, NB_D, NB_DTM_F) \
     X(ADAPTIVE_MAX_POOL2D, adaptive_max_pool2d, pool, NB_D, NB_DTM_F) \
+    X(MAX_POOL3D, max_pool3d, pool, NB_D | NB_C, NB_DTM_F) \
+    X(AVG_POOL3D, avg_pool3d, pool, NB_D | NB_C, NB_DTM_F) \
+    X(ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d, pool, NB_D | NB_C, NB_DTM_F) \
     X(BATCH_NORM, batch_norm, batch_norm, NB_D, NB_DTM_F) \
     X(DROPOUT, dropout, dropout, NB_D | NB_R, NB_DTM_F) \
     X(MULTINOMIAL, multinomial, random, NB_C | NB_R | NB_S, NB_DTM_F) \

@@ -794,6 +794,43 @@ nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d
 nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
                                nb_conv_transpose2d_options opts);
 
+/* F.conv_transpose1d: x [N, Cin, L] (or [Cin, L]), weight [Cin, Cout/groups,
+ * k]; L_out = (L-1)*stride - 2*pad + dilation*(k-1) + output_padding + 1
+ * (conv_transpose2d on [N, C, 1, L] views). */
+typedef struct nb_conv_transpose1d_options {
+    int64_t stride, padding, output_padding, dilation, groups; /* 0 = default */
+} nb_conv_transpose1d_options;
+nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
+                               nb_conv_transpose1d_options opts);
+
+/* F.conv3d: x [N, Cin, D, H, W] (or [Cin, D, H, W]), weight [Cout,
+ * Cin/groups, kd, kh, kw], bias [Cout] or NULL; per dim out = floor((in +
+ * 2*pad - dilation*(k-1) - 1) / stride) + 1 (PyTorch's Conv3d doc), or
+ * out = in with padding_same (stride 1; an odd total padding puts the extra
+ * one after). Computed as kd 2-d convolutions (one per kernel depth tap, of
+ * the input depth slices that tap reads, batched over the output depths)
+ * summed: the conv2d kernels and their backward rules, on any backend
+ * that has conv2d. Errors as conv2d's. */
+typedef struct nb_conv3d_options {
+    int64_t stride[3];   /* (d, h, w); 0 = 1 */
+    int64_t padding[3];  /* default 0 */
+    int64_t dilation[3]; /* 0 = 1 */
+    int64_t groups;      /* 0 = 1 */
+    bool padding_same;
+} nb_conv3d_options;
+nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv3d_options opts);
+
+/* F.conv_transpose3d: x [N, Cin, D, H, W] (or unbatched), weight [Cin,
+ * Cout/groups, kd, kh, kw]; per dim out = (in-1)*stride - 2*pad +
+ * dilation*(k-1) + output_padding + 1, output_padding smaller than the
+ * stride or the dilation (PyTorch's rule). Computed as kd conv_transpose2d
+ * (one per depth tap) placed at their output depths and summed. */
+typedef struct nb_conv_transpose3d_options {
+    int64_t stride[3], padding[3], output_padding[3], dilation[3], groups; /* 0 = default */
+} nb_conv_transpose3d_options;
+nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
+                               nb_conv_transpose3d_options opts);
+
 /* ---- pooling (ops_pool.c; backend/cpu/pool.c) -------------------------------- */
 
 /* pooling (autograd/ops_pool.c; kernels backend/cpu/pool.c)
@@ -826,6 +863,27 @@ nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts);
 nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w);
 nb_tensor *nb_adaptive_avg_pool1d(nb_tensor *x, int64_t out_l);
 nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb_tensor **indices);
+
+/* 3-d pooling of x [N, C, D, H, W] or [C, D, H, W] (torch.nn.functional's
+ * max_pool3d, avg_pool3d, adaptive_avg_pool3d): per dim the output size and
+ * the rules of the 2-d ops above (padding <= kernel/2, ceil_mode,
+ * count_include_pad, divisor_override, dilation for max only). Computed as
+ * a 2-d pool over (h, w) then one over depth: exact, since a window is a
+ * box (max of maxima; every PyTorch divisor is a product of per-dim
+ * counts), and max keeps PyTorch's tie order (first in (d, h, w)). max
+ * indices: flat d*H*W + h*W + w positions (return_indices). */
+typedef struct nb_pool3d_options {
+    int64_t kernel[3];   /* (d, h, w) */
+    int64_t stride[3];   /* 0 = kernel */
+    int64_t padding[3];
+    int64_t dilation[3]; /* max pool only; 0 = 1 */
+    bool ceil_mode;
+    bool count_include_pad_false; /* avg pool */
+    int64_t divisor_override;     /* avg pool: 0 = none */
+} nb_pool3d_options;
+nb_tensor *nb_max_pool3d(nb_tensor *x, nb_pool3d_options opts, nb_tensor **indices);
+nb_tensor *nb_avg_pool3d(nb_tensor *x, nb_pool3d_options opts);
+nb_tensor *nb_adaptive_avg_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w);
 
 /* ---- batch normalization (ops_batch_norm.c; backend/cpu/batch_norm.c) -------- */
 

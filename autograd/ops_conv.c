@@ -298,3 +298,159 @@ nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_t2d_impl(x, weight, bias, o));
 }
+
+/* ---- conv_transpose1d: conv_transpose2d on [N, C, 1, L] views ----------------- */
+
+nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv_transpose1d_options opts) {
+    const char *op = "conv_transpose1d";
+    nb_tensor *in[3] = {x, weight, bias};
+    int n_in = bias ? 3 : 2;
+    nb_scope *s = nb_op_scope_begin();
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(NB_OP_CONV_TRANSPOSE1D, n_in, in))
+        return nb_scope_return(s, NULL);
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if ((x->ndim != 3 && x->ndim != 2) || weight->ndim != 3)
+        return nb_scope_return(s, NB_FAIL(NB_ERR_SHAPE, "%s: expected 3-d input (or 2-d unbatched) and 3-d weight, "
+                                          "got input %s, weight %s", op, shape_of(x, a), shape_of(weight, b)));
+    nb_conv_transpose2d_options o = {.stride = {1, opts.stride}, .padding = {0, opts.padding},
+                                     .output_padding = {0, opts.output_padding}, .dilation = {1, opts.dilation},
+                                     .groups = opts.groups};
+    int h = x->ndim - 1; /* where the trivial H goes: before L */
+    nb_tensor *y = nb_conv_transpose2d(nb_unsqueeze(x, h), nb_unsqueeze(weight, 2), bias, o);
+    return nb_scope_return(s, y ? nb_squeeze(y, h) : NULL);
+}
+
+/* ---- conv3d and conv_transpose3d: sums of 2-d convolutions over the depth taps -- */
+
+/* A 3-d convolution is, for each kernel depth tap kz, a 2-d convolution of
+ * the input depth slices kz*dd, kz*dd + sd, ... (one per output depth,
+ * batched as [N*Do, C, H, W]) with w[:, :, kz], summed over kz: the same
+ * multiplications as a direct 3-d kernel, on the 2-d kernels (and their
+ * backward rules, through autograd). */
+
+static bool bad_opts3(const char *op, int64_t *stride, int64_t *dilation, const int64_t *padding,
+                      const int64_t *output_padding, int64_t *groups) {
+    for (int d = 0; d < 3; d++) {
+        if (stride[d] == 0) stride[d] = 1;
+        if (dilation[d] == 0) dilation[d] = 1;
+        if (stride[d] < 0 || dilation[d] < 0 || padding[d] < 0 || (output_padding && output_padding[d] < 0)) {
+            nb_set_error(NB_ERR_INVALID_ARG, "%s: stride (%lld), dilation (%lld), padding (%lld)%s must not be "
+                         "negative", op, (long long)stride[d], (long long)dilation[d], (long long)padding[d],
+                         output_padding ? " and output_padding" : "");
+            return true;
+        }
+    }
+    if (*groups == 0) *groups = 1;
+    if (*groups < 0) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: groups must be positive, got %lld", op, (long long)*groups);
+        return true;
+    }
+    return false;
+}
+
+/* w[:, :, kz] as [w0, w1, kh, kw] */
+static nb_tensor *depth_tap(nb_tensor *w, int64_t kz) { return nb_squeeze(nb_narrow(w, 2, kz, 1), 2); }
+
+static nb_tensor *conv3d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, nb_conv3d_options o) {
+    const char *op = "conv3d";
+    nb_tensor *in[3] = {x, w, bias};
+    int n_in = bias ? 3 : 2;
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(NB_OP_CONV3D, n_in, in) ||
+        bad_opts3(op, o.stride, o.dilation, o.padding, NULL, &o.groups))
+        return NULL;
+    if (x->ndim == 4) return nb_squeeze(conv3d_impl(nb_unsqueeze(x, 0), w, bias, o), 0);
+    conv_opts co = {.groups = o.groups, .same = o.padding_same};
+    if (o.padding_same && (o.stride[0] != 1 || o.stride[1] != 1 || o.stride[2] != 1))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: padding='same' is not supported for strided convolutions", op);
+    if (o.padding_same && (o.padding[0] || o.padding[1] || o.padding[2]))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: padding='same' excludes explicit padding", op);
+    if (!check_shapes(op, 3, false, x, w, bias, &co)) return NULL;
+    int64_t N = x->shape[0], C = x->shape[1], D = x->shape[2], kd = w->shape[2], Co = w->shape[0];
+    int64_t sd = o.stride[0], dd = o.dilation[0], span = dd * (kd - 1) + 1;
+    int64_t pl = o.padding_same ? dd * (kd - 1) / 2 : o.padding[0], pr = o.padding_same ? dd * (kd - 1) - pl : pl;
+    if (D + pl + pr < span) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "%s: padded input depth %lld (input %s, padding %lld) is smaller than the dilated "
+                       "kernel depth %lld (weight %s, dilation %lld)", op, (long long)(D + pl + pr), shape_of(x, a),
+                       (long long)pl, (long long)span, shape_of(w, b), (long long)dd);
+    }
+    int64_t Do = (D + pl + pr - span) / sd + 1;
+    nb_tensor *xp = pl || pr ? nb_pad(x, (const int64_t[]){0, 0, 0, 0, pl, pr}, 6, NB_PAD_CONSTANT, 0) : x;
+    nb_conv2d_options o2 = {.stride = {o.stride[1], o.stride[2]}, .padding = {o.padding[1], o.padding[2]},
+                            .dilation = {o.dilation[1], o.dilation[2]}, .groups = o.groups,
+                            .padding_same = o.padding_same};
+    nb_tensor *acc = NULL;
+    for (int64_t kz = 0; kz < kd && xp; kz++) {
+        nb_tensor *slab = nb_slice(xp, 2, kz * dd, kz * dd + sd * (Do - 1) + 1, sd); /* [N, C, Do, H, W] */
+        slab = nb_reshape(nb_permute(slab, (const int[]){0, 2, 1, 3, 4}), NB_SHAPE(N * Do, C, x->shape[3], x->shape[4]));
+        nb_tensor *y = nb_conv2d(slab, depth_tap(w, kz), kz == 0 ? bias : NULL, o2); /* [N*Do, Co, Ho, Wo] */
+        acc = kz == 0 ? y : nb_add(acc, y);
+        if (!acc) return NULL;
+    }
+    if (!acc) return NULL;
+    acc = nb_reshape(acc, NB_SHAPE(N, Do, Co, acc->shape[2], acc->shape[3]));
+    return nb_contiguous(nb_permute(acc, (const int[]){0, 2, 1, 3, 4}));
+}
+
+nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv3d_options opts) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, conv3d_impl(x, weight, bias, opts));
+}
+
+/* The adjoint: each input depth slice iz, transposed-convolved with
+ * w[:, :, kz], lands at output depth iz*sd + kz*dd - pd (the slices of
+ * one tap interleaved with sd - 1 zero slices), summed over kz. */
+static nb_tensor *conv_t3d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, nb_conv_transpose3d_options o) {
+    const char *op = "conv_transpose3d";
+    nb_tensor *in[3] = {x, w, bias};
+    int n_in = bias ? 3 : 2;
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(NB_OP_CONV_TRANSPOSE3D, n_in, in) ||
+        bad_opts3(op, o.stride, o.dilation, o.padding, o.output_padding, &o.groups))
+        return NULL;
+    if (x->ndim == 4) return nb_squeeze(conv_t3d_impl(nb_unsqueeze(x, 0), w, bias, o), 0);
+    conv_opts co = {.groups = o.groups};
+    if (!check_shapes(op, 3, true, x, w, bias, &co)) return NULL;
+    for (int d = 0; d < 3; d++)
+        if (o.output_padding[d] >= o.stride[d] && o.output_padding[d] >= o.dilation[d])
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: output_padding %lld must be smaller than either stride %lld or "
+                           "dilation %lld", op, (long long)o.output_padding[d], (long long)o.stride[d],
+                           (long long)o.dilation[d]);
+    int64_t N = x->shape[0], Ci = x->shape[1], Di = x->shape[2], kd = w->shape[2];
+    int64_t sd = o.stride[0], dd = o.dilation[0], pd = o.padding[0];
+    int64_t full = (Di - 1) * sd + dd * (kd - 1) + 1 + o.output_padding[0], Do = full - 2 * pd;
+    if (Do < 1) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "%s: input %s, weight %s, depth padding %lld give a non-positive output depth "
+                       "%lld", op, shape_of(x, a), shape_of(w, b), (long long)pd, (long long)Do);
+    }
+    nb_conv_transpose2d_options o2 = {.stride = {o.stride[1], o.stride[2]}, .padding = {o.padding[1], o.padding[2]},
+                                      .output_padding = {o.output_padding[1], o.output_padding[2]},
+                                      .dilation = {o.dilation[1], o.dilation[2]}, .groups = o.groups};
+    nb_tensor *xr = nb_reshape(nb_permute(x, (const int[]){0, 2, 1, 3, 4}), NB_SHAPE(N * Di, Ci, x->shape[3], x->shape[4]));
+    nb_tensor *acc = NULL;
+    int64_t used = (Di - 1) * sd + 1; /* depth rows one tap covers */
+    for (int64_t kz = 0; kz < kd && xr; kz++) {
+        nb_tensor *y = nb_conv_transpose2d(xr, depth_tap(w, kz), NULL, o2); /* [N*Di, Co, Ho, Wo] */
+        if (!y) return NULL;
+        int64_t Co = y->shape[1], Ho = y->shape[2], Wo = y->shape[3];
+        y = nb_reshape(y, NB_SHAPE(N, Di, 1, Co, Ho, Wo));
+        if (sd > 1) /* interleave sd - 1 zero slices after each */
+            y = nb_narrow(nb_reshape(nb_pad(y, (const int64_t[]){0, 0, 0, 0, 0, 0, 0, sd - 1}, 8, NB_PAD_CONSTANT, 0),
+                                     NB_SHAPE(N, Di * sd, Co, Ho, Wo)),
+                          1, 0, used);
+        else
+            y = nb_reshape(y, NB_SHAPE(N, Di, Co, Ho, Wo));
+        y = nb_pad(y, (const int64_t[]){0, 0, 0, 0, 0, 0, kz * dd, full - kz * dd - used}, 8, NB_PAD_CONSTANT, 0);
+        acc = kz == 0 ? y : nb_add(acc, y);
+        if (!acc) return NULL;
+    }
+    if (!acc) return NULL;
+    nb_tensor *out = nb_permute(nb_narrow(acc, 1, pd, Do), (const int[]){0, 2, 1, 3, 4}); /* [N, Co, Do, Ho, Wo] */
+    if (bias) out = nb_add(out, nb_reshape(bias, NB_SHAPE(bias->shape[0], 1, 1, 1)));
+    return nb_contiguous(out);
+}
+
+nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv_transpose3d_options opts) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, conv_t3d_impl(x, weight, bias, opts));
+}

@@ -27,6 +27,10 @@ static bool infer_shape(const char *op, const nb_tensor *t, int ndim, const int6
         nb_set_error(NB_ERR_INVALID_ARG, "%s: ndim %d outside [0, %d]", op, ndim, NB_MAX_DIMS);
         return false;
     }
+    if (ndim > 0 && !shape) { /* e.g. nb_shape() of a failed result */
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL shape for %d dims", op, ndim);
+        return false;
+    }
     for (int i = 0; i < ndim; i++) {
         if (shape[i] == -1 && infer < 0) infer = i;
         else if (shape[i] < 0) {
@@ -247,6 +251,7 @@ static nb_status expand_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 nb_tensor *nb_expand(nb_tensor *t, int ndim, const int64_t *shape) {
     if (!nb_check_inputs("expand", 1, &t)) return NULL;
+    if (ndim > 0 && !shape) return NB_FAIL(NB_ERR_INVALID_ARG, "expand: NULL shape for %d dims", ndim);
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     if (ndim < t->ndim || ndim > NB_MAX_DIMS) goto bad;
     int64_t s[NB_MAX_DIMS], st[NB_MAX_DIMS];

@@ -52,6 +52,30 @@ static nb_tensor *conv_t2d(nb_tensor *const *x, const nb_op_case *c) {
     nb_conv_transpose2d_options o = {.stride = {2, 1}, .padding = {1, 0}, .output_padding = {1, 0}, .groups = 1};
     return nb_conv_transpose2d(x[0], x[1], x[2], o);
 }
+static nb_tensor *conv_t1d(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_conv_transpose1d_options o = {.stride = 2, .padding = 1, .output_padding = 1};
+    return nb_conv_transpose1d(x[0], x[1], x[2], o);
+}
+static nb_tensor *conv3d(nb_tensor *const *x, const nb_op_case *c) {
+    nb_conv3d_options o = {.stride = {(int64_t)c->p[0], 1, (int64_t)c->p[0]}, .padding = {(int64_t)c->p[1], 0, 1},
+                           .dilation = {(int64_t)c->p[2], 1, 1}, .groups = (int64_t)c->p[3]};
+    return nb_conv3d(x[0], x[1], c->n_in > 2 ? x[2] : NULL, o);
+}
+static nb_tensor *conv_t3d(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_conv_transpose3d_options o = {.stride = {2, 1, 2}, .padding = {1, 0, 0}, .output_padding = {1, 0, 0},
+                                     .dilation = {1, 1, 2}};
+    return nb_conv_transpose3d(x[0], x[1], x[2], o);
+}
+static nb_pool3d_options pool3_opts(const nb_op_case *c) {
+    return (nb_pool3d_options){.kernel = {(int64_t)c->p[0], 2, (int64_t)c->p[0]},
+                               .stride = {(int64_t)c->p[1], 1, (int64_t)c->p[1]}, .padding = {(int64_t)c->p[2], 1, 0},
+                               .ceil_mode = c->p[3] != 0};
+}
+static nb_tensor *max_pool3d(nb_tensor *const *x, const nb_op_case *c) { return nb_max_pool3d(x[0], pool3_opts(c), NULL); }
+static nb_tensor *avg_pool3d(nb_tensor *const *x, const nb_op_case *c) { return nb_avg_pool3d(x[0], pool3_opts(c)); }
+static nb_tensor *aap3d(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_adaptive_avg_pool3d(x[0], 2, 3, 2); }
 static nb_pool2d_options pool_opts(const nb_op_case *c) {
     return (nb_pool2d_options){.kernel = {(int64_t)c->p[0], (int64_t)c->p[0]}, .stride = {(int64_t)c->p[1], (int64_t)c->p[1]},
                                .padding = {(int64_t)c->p[2], (int64_t)c->p[2]}, .ceil_mode = c->p[3] != 0};
@@ -142,6 +166,20 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 2, 3, 7), IN(K_REAL, 4, 3, 3), IN(K_REAL, 4)}, .tol = 1e-4},
     {.op = NB_OP_CONV_TRANSPOSE2D, .label = "conv_transpose2d stride 2 output_padding 1", .fn = conv_t2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 3, 4, 3), IN(K_REAL, 3, 2, 3, 2), IN(K_REAL, 2)}, .tol = 1e-4},
+    {.op = NB_OP_CONV_TRANSPOSE1D, .label = "conv_transpose1d stride 2 padding 1 output_padding 1", .fn = conv_t1d,
+     .n_in = 3, .in = {IN(K_REAL, 2, 3, 5), IN(K_REAL, 3, 2, 3), IN(K_REAL, 2)}, .tol = 1e-4},
+    {.op = NB_OP_CONV3D, .label = "conv3d stride (2, 1, 2) padding (1, 0, 1) groups 2", .fn = conv3d, .n_in = 3,
+     .in = {IN(K_REAL, 2, 4, 5, 3, 4), IN(K_REAL, 4, 2, 3, 2, 2), IN(K_REAL, 4)}, .tol = 1e-4, .p = {2, 1, 1, 2}},
+    {.op = NB_OP_CONV3D, .label = "conv3d depth dilation 2", .fn = conv3d, .n_in = 2,
+     .in = {IN(K_REAL, 1, 2, 5, 3, 3), IN(K_REAL, 3, 2, 2, 2, 2)}, .tol = 1e-4, .p = {1, 0, 2, 1}},
+    {.op = NB_OP_CONV_TRANSPOSE3D, .label = "conv_transpose3d stride (2, 1, 2) output_padding", .fn = conv_t3d,
+     .n_in = 3, .in = {IN(K_REAL, 2, 3, 2, 3, 2), IN(K_REAL, 3, 2, 3, 2, 2), IN(K_REAL, 2)}, .tol = 1e-4},
+    {.op = NB_OP_MAX_POOL3D, .label = "max_pool3d 2 stride 2 padding (1, 1, 0) ceil_mode", .fn = max_pool3d, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 5, 4, 5)}, .p = {2, 2, 1, 1}},
+    {.op = NB_OP_AVG_POOL3D, .label = "avg_pool3d 3 stride 2 padding (1, 1, 0)", .fn = avg_pool3d, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 5, 4, 5)}, .p = {3, 2, 1, 0}},
+    {.op = NB_OP_ADAPTIVE_AVG_POOL3D, .label = "adaptive_avg_pool3d 5x4x3 to 2x3x2", .fn = aap3d, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 5, 4, 3)}},
     {.op = NB_OP_MAX_POOL2D, .label = "max_pool2d 2 stride 2", .fn = max_pool2d, .n_in = 1, .in = {IN(K_REAL, 2, 2, 5, 4)},
      .p = {2, 2, 0, 0}},
     {.op = NB_OP_MAX_POOL2D, .label = "max_pool2d 3 stride 2 padding 1 ceil_mode", .fn = max_pool2d, .n_in = 1,

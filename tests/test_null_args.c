@@ -284,11 +284,14 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_kthvalue, NULL, 0, 0, false, NULL, NULL);
     NP(nb_reshape, NULL, 2, NULL);
     NP(nb_view, NULL, 2, NULL);
+    NP(nb_reshape, x, 2, NULL); /* a NULL shape array (nb_shape of a failed result) */
+    NP(nb_view, x, 2, NULL);
     NP(nb_permute, NULL, NULL);
     NP(nb_transpose, NULL, 0, 0);
     NP(nb_narrow, NULL, 0, 0, 0);
     NP(nb_slice, NULL, 0, 0, 0, 0);
     NP(nb_expand, NULL, 2, NULL);
+    NP(nb_expand, x, 2, NULL);
     NP(nb_unsqueeze, NULL, 0);
     NP(nb_squeeze, NULL, 0);
     NP(nb_contiguous, NULL);
@@ -360,6 +363,15 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_conv1d, x, NULL, NULL, (nb_conv1d_options){0});
     NP(nb_conv_transpose2d, NULL, NULL, NULL, (nb_conv_transpose2d_options){0});
     NP(nb_conv_transpose2d, x, NULL, NULL, (nb_conv_transpose2d_options){0});
+    NP(nb_conv_transpose1d, NULL, NULL, NULL, (nb_conv_transpose1d_options){0});
+    NP(nb_conv_transpose1d, x, NULL, NULL, (nb_conv_transpose1d_options){0});
+    NP(nb_conv3d, NULL, NULL, NULL, (nb_conv3d_options){0});
+    NP(nb_conv3d, x, NULL, NULL, (nb_conv3d_options){0});
+    NP(nb_conv_transpose3d, NULL, NULL, NULL, (nb_conv_transpose3d_options){0});
+    NP(nb_conv_transpose3d, x, NULL, NULL, (nb_conv_transpose3d_options){0});
+    NP(nb_max_pool3d, NULL, (nb_pool3d_options){0}, NULL);
+    NP(nb_avg_pool3d, NULL, (nb_pool3d_options){0});
+    NP(nb_adaptive_avg_pool3d, NULL, 1, 1, 1);
     NP(nb_max_pool2d, NULL, (nb_pool2d_options){0}, NULL);
     NP(nb_max_pool1d, NULL, (nb_pool1d_options){0}, NULL);
     NP(nb_avg_pool2d, NULL, (nb_pool2d_options){0});

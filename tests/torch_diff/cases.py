@@ -893,6 +893,47 @@ def cnn():
                 Case("conv_transpose2d", [R((1, 2, 3, 3), F64), R((2, 2, 2, 2), F64)], ct2,
                      {k: v for k, v in args.items() if k != "groups"}, tag="f64")]
 
+    def ct1(xs, a):
+        return F.conv_transpose1d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", 1),
+                                  a.get("padding", 0), a.get("output_padding", 0), a.get("groups", 1),
+                                  a.get("dilation", 1))
+
+    def c3(xs, a):
+        pad = "same" if a.get("padding_mode") == "same" else a.get("padding", 0)
+        return F.conv3d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", 1), pad,
+                        a.get("dilation", 1), a.get("groups", 1))
+
+    def ct3(xs, a):
+        return F.conv_transpose3d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", 1),
+                                  a.get("padding", 0), a.get("output_padding", 0), a.get("groups", 1),
+                                  a.get("dilation", 1))
+
+    for args in ({}, {"stride": 2, "padding": 1, "output_padding": 1}, {"groups": 2}, {"dilation": 2, "padding": 1}):
+        out += [Case("conv_transpose1d", [R((2, 4, 5)), R((4, 6 // args.get("groups", 1), 3)), R((6,))], ct1, args,
+                     tag="f32", tol=CT),
+                Case("conv_transpose1d", [R((4, 5), F64), R((4, 2, 2), F64)], ct1,
+                     {k: v for k, v in args.items() if k != "groups"}, tag="f64 unbatched")]
+    for args in ({}, {"stride": [2, 1, 2], "padding": [1, 0, 1]}, {"dilation": [2, 1, 1], "padding": [2, 1, 0]},
+                 {"groups": 2}, {"padding_mode": "same"}, {"padding_mode": "same", "dilation": [2, 1, 2]}):
+        out += [Case("conv3d", [R((2, 4, 5, 6, 5)), R((6, 4 // args.get("groups", 1), 3, 2, 3)), R((6,))], c3, args,
+                     tag="f32", tol=CT),
+                Case("conv3d", [R((1, 2, 4, 3, 4), F64), R((2, 2 // args.get("groups", 1), 2, 2, 2), F64)], c3, args,
+                     tag="f64")]
+    out += [Case("conv3d", [R((2, 3, 4, 4, 4)), R((4, 2, 2, 2, 2))], c3, {}, tag="channel error"),
+            Case("conv3d", [R((1, 2, 2, 4, 4)), R((4, 2, 3, 2, 2))], c3, {}, tag="kernel too large"),
+            Case("conv3d", [R((2, 4, 4, 4)), R((3, 2, 2, 2, 2)), R((3,))], c3, {}, tag="unbatched"),
+            Case("conv3d", [R((1, 2, 4, 4, 4)), R((3, 2, 2, 2, 2))], c3, {"padding_mode": "same", "stride": 2},
+                 tag="same stride error")]
+    for args in ({}, {"stride": [2, 1, 2], "padding": [1, 0, 1], "output_padding": [1, 0, 1]}, {"groups": 2},
+                 {"dilation": [2, 1, 2], "stride": [3, 1, 1]}, {"stride": 2, "padding": 2}):
+        out += [Case("conv_transpose3d", [R((2, 4, 3, 4, 3)), R((4, 6 // args.get("groups", 1), 3, 2, 3)), R((6,))],
+                     ct3, args, tag="f32", tol=CT),
+                Case("conv_transpose3d", [R((1, 2, 2, 3, 2), F64), R((2, 2, 2, 2, 2), F64)], ct3,
+                     {k: v for k, v in args.items() if k != "groups"}, tag="f64")]
+    out += [Case("conv_transpose3d", [R((1, 2, 2, 2, 2)), R((2, 2, 2, 2, 2))], ct3,
+                 {"stride": 2, "output_padding": 2}, tag="output_padding error"),
+            Case("conv_transpose3d", [R((2, 2, 2, 2)), R((2, 3, 2, 2, 2))], ct3, {"stride": 2}, tag="unbatched")]
+
     def mp2(xs, a):
         return tuple(F.max_pool2d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),
                                   a.get("dilation", 1), a.get("ceil_mode", False), return_indices=True))
@@ -923,6 +964,36 @@ def cnn():
                  no_grad_out={1}),
             Case("max_pool2d", [R((1, 1, 4, 4))], mp2, {"kernel_size": 2}, views=["T"], tag="view", no_grad_out={1}),
             Case("avg_pool2d", [R((1, 2, 5, 5))], ap2, {"kernel_size": 2, "divisor_override": 3}, tag="divisor")]
+    def mp3(xs, a):
+        return tuple(F.max_pool3d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),
+                                  a.get("dilation", 1), a.get("ceil_mode", False), return_indices=True))
+
+    def ap3(xs, a):
+        return F.avg_pool3d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),
+                            a.get("ceil_mode", False), a.get("count_include_pad", True),
+                            a.get("divisor_override") or None)
+
+    for args in ({"kernel_size": 2}, {"kernel_size": [3, 2, 3], "stride": 2, "padding": [1, 0, 1]},
+                 {"kernel_size": 3, "stride": 2, "ceil_mode": True}, {"kernel_size": 2, "dilation": [2, 1, 2]},
+                 {"kernel_size": 3, "padding": 1, "count_include_pad": False},
+                 {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+                 {"kernel_size": [2, 3, 2], "divisor_override": 5}):
+        out += [Case("max_pool3d", [R((2, 2, 5, 6, 5))], mp3, {k: v for k, v in args.items()
+                                                                  if k not in ("count_include_pad", "divisor_override")},
+                     tag="f32", no_grad_out={1}),
+                Case("avg_pool3d", [R((2, 5, 6, 5), F64)], ap3, {k: v for k, v in args.items() if k != "dilation"},
+                     tag="f64 unbatched")]
+    # ties across depth and plane: PyTorch's first maximum in (d, h, w) order
+    out += [Case("max_pool3d", [T([[[[[1.0, 2.0], [2.0, 0.0]], [[2.0, 1.0], [0.0, 2.0]]]]])], mp3, {"kernel_size": 2},
+                 tag="ties", no_grad_out={1}),
+            Case("max_pool3d", [T([[[[[1.0, NAN], [2.0, 0.0]], [[NAN, 1.0], [0.0, 2.0]]]]])], mp3, {"kernel_size": 2},
+                 tag="nan", no_grad_out={1}),
+            Case("max_pool3d", [R((1, 1, 2, 2, 2))], mp3, {"kernel_size": 2, "padding": 2}, tag="padding error",
+                 no_grad_out={1}),
+            Case("avg_pool3d", [R((1, 1, 2, 2, 2))], ap3, {"kernel_size": 3}, tag="too small")]
+    for osz in ([1, 1, 1], [2, 3, 2], [5, 4, 3], [7, 7, 6]):
+        out += [Case("adaptive_avg_pool3d", [R((2, 3, 5, 4, 3))], lambda xs, a: F.adaptive_avg_pool3d(xs[0], a[
+            "output_size"]), {"output_size": osz}, tag="f32")]
     for osz in ([1, 1], [2, 3], [5, 4], [7, 7]):
         out += [Case("adaptive_avg_pool2d", [R((2, 3, 5, 4))], lambda xs, a: F.adaptive_avg_pool2d(xs[0], a[
             "output_size"]), {"output_size": osz}, tag="f32"),

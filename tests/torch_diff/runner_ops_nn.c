@@ -19,6 +19,13 @@ static void pair(const dcase *c, const char *k, int64_t d, int64_t out[2]) {
     else out[0] = out[1] = ai(c, k, d);
 }
 
+/* an int or a list of 3 */
+static void triple(const dcase *c, const char *k, int64_t d, int64_t out[3]) {
+    int64_t v[3];
+    int n = al(c, k, v, 3);
+    for (int i = 0; i < 3; i++) out[i] = n == 3 ? v[i] : n == 1 ? v[0] : ai(c, k, d);
+}
+
 static nb_reduction reduction(const dcase *c) {
     const char *r = as(c, "reduction", "mean");
     return !strcmp(r, "sum") ? NB_REDUCTION_SUM : !strcmp(r, "none") ? NB_REDUCTION_NONE : NB_REDUCTION_MEAN;
@@ -57,6 +64,23 @@ nb_status h_conv_transpose2d(dcase *c) {
     pair(c, "output_padding", 0, o.output_padding);
     OUT1(nb_conv_transpose2d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
 }
+nb_status h_conv_transpose1d(dcase *c) {
+    nb_conv_transpose1d_options o = {.stride = ai(c, "stride", 1), .padding = ai(c, "padding", 0),
+                                     .output_padding = ai(c, "output_padding", 0), .dilation = ai(c, "dilation", 1),
+                                     .groups = ai(c, "groups", 1)};
+    OUT1(nb_conv_transpose1d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
+nb_status h_conv3d(dcase *c) {
+    nb_conv3d_options o = {.groups = ai(c, "groups", 1), .padding_same = !strcmp(as(c, "padding_mode", ""), "same")};
+    triple(c, "stride", 1, o.stride), triple(c, "padding", 0, o.padding), triple(c, "dilation", 1, o.dilation);
+    OUT1(nb_conv3d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
+nb_status h_conv_transpose3d(dcase *c) {
+    nb_conv_transpose3d_options o = {.groups = ai(c, "groups", 1)};
+    triple(c, "stride", 1, o.stride), triple(c, "padding", 0, o.padding), triple(c, "dilation", 1, o.dilation);
+    triple(c, "output_padding", 0, o.output_padding);
+    OUT1(nb_conv_transpose3d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
 
 static nb_pool2d_options pool2d(const dcase *c) {
     nb_pool2d_options o = {.ceil_mode = ab(c, "ceil_mode", false),
@@ -79,6 +103,24 @@ nb_status h_max_pool2d(dcase *c) {
 nb_status h_max_pool1d(dcase *c) {
     c->out[0] = nb_max_pool1d(I0, pool1d(c), &c->out[1]);
     OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+static nb_pool3d_options pool3d(const dcase *c) {
+    nb_pool3d_options o = {.ceil_mode = ab(c, "ceil_mode", false),
+                           .count_include_pad_false = !ab(c, "count_include_pad", true),
+                           .divisor_override = ai(c, "divisor_override", 0)};
+    triple(c, "kernel_size", 1, o.kernel), triple(c, "stride", 0, o.stride), triple(c, "padding", 0, o.padding);
+    triple(c, "dilation", 1, o.dilation);
+    return o;
+}
+nb_status h_max_pool3d(dcase *c) {
+    c->out[0] = nb_max_pool3d(I0, pool3d(c), &c->out[1]);
+    OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+nb_status h_avg_pool3d(dcase *c) { OUT1(nb_avg_pool3d(I0, pool3d(c))); }
+nb_status h_adaptive_avg_pool3d(dcase *c) {
+    int64_t s[3];
+    triple(c, "output_size", 1, s);
+    OUT1(nb_adaptive_avg_pool3d(I0, s[0], s[1], s[2]));
 }
 nb_status h_avg_pool2d(dcase *c) { OUT1(nb_avg_pool2d(I0, pool2d(c))); }
 nb_status h_avg_pool1d(dcase *c) { OUT1(nb_avg_pool1d(I0, pool1d(c))); }

@@ -244,6 +244,7 @@ extern "C" {
     X(CONV_TRANSPOSE1D, conv_transpose1d, conv, NB_D | NB_C, NB_DTM_F) \
     X(CONV3D, conv3d, conv, NB_D | NB_C, NB_DTM_F) \
     X(CONV_TRANSPOSE3D, conv_transpose3d, conv, NB_D | NB_C, NB_DTM_F) \
+    X(DEFORM_CONV2D, deform_conv2d, conv, NB_D | NB_C, NB_DTM_F) \
     X(MAX_POOL2D, max_pool2d, pool, NB_D, NB_DTM_F) \
     X(MAX_POOL1D, max_pool1d, pool, NB_D, NB_DTM_F) \
     X(AVG_POOL2D, avg_pool2d, pool, NB_D, NB_DTM_F) \

@@ -831,6 +831,24 @@ typedef struct nb_conv_transpose3d_options {
 nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
                                nb_conv_transpose3d_options opts);
 
+/* torchvision.ops.deform_conv2d: deformable convolution (v1, Dai et al.
+ * 2017; with a mask v2, Zhu et al. 2019). x [B, Cin, H, W]; offset [B,
+ * 2*offset_groups*kh*kw, Ho, Wo], channel 2*(g*kh*kw + i*kw + j) the y and
+ * the next the x shift of tap (i, j) for the channels of offset group g
+ * (Cin divisible by offset_groups); weight [Cout, Cin/groups, kh, kw]
+ * (groups = Cin / weight's dim 1); bias [Cout] or NULL; mask [B,
+ * offset_groups*kh*kw, Ho, Wo] or NULL (v1). Ho, Wo as conv2d's. Tap (i, j)
+ * of output (oh, ow) samples x bilinearly at (oh*sh - ph + i*dh + dy, ow*sw
+ * - pw + j*dw + dx), corners outside the input reading 0, times the mask.
+ * Composite (floor, gather, matmul): gradients for x, offset, mask, weight
+ * and bias. Batched input only, as torchvision. Errors: NB_ERR_SHAPE,
+ * NB_ERR_DTYPE, NB_ERR_INVALID_ARG (negative stride/padding/dilation). */
+typedef struct nb_deform_conv2d_options {
+    int64_t stride[2], padding[2], dilation[2]; /* stride/dilation 0 = 1 */
+} nb_deform_conv2d_options;
+nb_tensor *nb_deform_conv2d(nb_tensor *x, nb_tensor *offset, nb_tensor *weight, nb_tensor *bias, nb_tensor *mask,
+                            nb_deform_conv2d_options opts);
+
 /* ---- pooling (ops_pool.c; backend/cpu/pool.c) -------------------------------- */
 
 /* pooling (autograd/ops_pool.c; kernels backend/cpu/pool.c)

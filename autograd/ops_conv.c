@@ -11,7 +11,10 @@
  * padding='same' follows PyTorch: total padding dilation*(k-1) per dim, the
  * left/top side gets half rounded down and the odd one goes right/bottom;
  * the kernels take the left padding and the larger output size, and read
- * the missing right/bottom column as zeros. Tests: tests/test_ops_conv.c. */
+ * the missing right/bottom column as zeros. conv_transpose1d, conv3d,
+ * conv_transpose3d and deform_conv2d are composites at the end (no kernels
+ * of their own). Tests: tests/test_ops_conv.c. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -453,4 +456,109 @@ static nb_tensor *conv_t3d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, nb_
 nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv_transpose3d_options opts) {
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_t3d_impl(x, weight, bias, opts));
+}
+
+/* ---- deform_conv2d (torchvision.ops.deform_conv2d) ---------------------------------- */
+
+/* Deformable convolution v1/v2 (Dai et al. 2017, arXiv:1703.06211; Zhu et
+ * al. 2019, arXiv:1811.11168), torchvision's semantics: kernel tap k of
+ * output (oh, ow) reads x at (oh*sh - ph + i*dh + dy, ow*sw - pw + j*dw +
+ * dx), (dy, dx) = offset[b, 2*(g*K + k) + {0, 1}, oh, ow], bilinearly
+ * (corners outside the input are 0, and so is a point at or past -1 / the
+ * size), times mask[b, g*K + k, oh, ow]; the samples, as im2col columns,
+ * meet the weight in a batched GEMM. Written from ops (floor, gather,
+ * matmul), so autograd gives the gradients of x, offset, mask, weight and
+ * bias: the offsets' through the bilinear weights (y - floor(y)). */
+static nb_tensor *deform_impl(nb_tensor *x, nb_tensor *off, nb_tensor *w, nb_tensor *bias, nb_tensor *mask,
+                              nb_deform_conv2d_options o) {
+    const char *op = "deform_conv2d";
+    nb_tensor *in[5] = {x, off, w, bias, mask};
+    nb_tensor *req[5];
+    int n = 0;
+    for (int i = 0; i < 5; i++)
+        if (in[i] || i < 3) req[n++] = in[i];
+    if (!nb_check_inputs(op, n, req) || !nb_check_dtypes(NB_OP_DEFORM_CONV2D, n, req)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    for (int d = 0; d < 2; d++) {
+        if (o.stride[d] == 0) o.stride[d] = 1;
+        if (o.dilation[d] == 0) o.dilation[d] = 1;
+        if (o.stride[d] < 0 || o.dilation[d] < 0 || o.padding[d] < 0)
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: stride, dilation and padding must not be negative", op);
+    }
+    if (x->ndim != 4 || w->ndim != 4 || off->ndim != 4 || (mask && mask->ndim != 4))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: expected 4-d input, offset, weight (and mask), got input %s, offset %s, "
+                       "weight %s", op, shape_of(x, a), shape_of(off, b), shape_of(w, c));
+    int64_t B = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], Co = w->shape[0];
+    int64_t kh = w->shape[2], kw = w->shape[3], K = kh * kw;
+    int64_t gw = w->shape[1] > 0 && C % w->shape[1] == 0 ? C / w->shape[1] : 0;
+    int64_t go = K > 0 && off->shape[1] % (2 * K) == 0 ? off->shape[1] / (2 * K) : 0;
+    int64_t Ho = (H + 2 * o.padding[0] - (o.dilation[0] * (kh - 1) + 1)) / o.stride[0] + 1;
+    int64_t Wo = (W + 2 * o.padding[1] - (o.dilation[1] * (kw - 1) + 1)) / o.stride[1] + 1;
+    if (K == 0 || gw == 0 || Co % gw || go == 0 || C % go)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: input %s, offset %s and weight %s do not fit: weight [Cout, Cin/groups, kh, "
+                       "kw] with Cin and Cout divisible by groups, offset [B, 2 * offset_groups * kh * kw, Ho, Wo] "
+                       "with Cin divisible by offset_groups", op, shape_of(x, a), shape_of(off, b), shape_of(w, c));
+    if (Ho < 1 || Wo < 1 || H + 2 * o.padding[0] < o.dilation[0] * (kh - 1) + 1 ||
+        W + 2 * o.padding[1] < o.dilation[1] * (kw - 1) + 1)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: input %s is smaller than the dilated kernel of weight %s", op,
+                       shape_of(x, a), shape_of(w, c));
+    if (off->shape[0] != B || off->shape[2] != Ho || off->shape[3] != Wo)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: offset %s must be [%lld, %lld, %lld, %lld]", op, shape_of(off, b),
+                       (long long)B, (long long)(2 * go * K), (long long)Ho, (long long)Wo);
+    if (mask && (mask->shape[0] != B || mask->shape[1] != go * K || mask->shape[2] != Ho || mask->shape[3] != Wo))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: mask %s must be [%lld, %lld, %lld, %lld]", op, shape_of(mask, a),
+                       (long long)B, (long long)(go * K), (long long)Ho, (long long)Wo);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != Co))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: bias %s must be [%lld]", op, shape_of(bias, a), (long long)Co);
+    /* the taps' undeformed positions [K, Ho, Wo], on the host once */
+    int64_t KL = K * Ho * Wo, Cg = C / go;
+    double *base = malloc(sizeof(double) * 2 * (size_t)KL);
+    if (!base) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t oh = 0; oh < Ho; oh++)
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                int64_t at = (k * Ho + oh) * Wo + ow;
+                base[at] = (double)(oh * o.stride[0] - o.padding[0] + k / kw * o.dilation[0]);
+                base[KL + at] = (double)(ow * o.stride[1] - o.padding[1] + k % kw * o.dilation[1]);
+            }
+    nb_tensor *pos = nb_to_dtype(nb_from_data_on(base, NB_SHAPE(2, 1, 1, K, Ho, Wo), NB_F64, nb_device_of(x)),
+                                 x->dtype);
+    free(base);
+    nb_tensor *d = nb_reshape(off, NB_SHAPE(B, go, K, 2, Ho, Wo));
+    nb_tensor *y = nb_add(nb_squeeze(nb_narrow(pos, 0, 0, 1), 0), nb_squeeze(nb_narrow(d, 3, 0, 1), 3));
+    nb_tensor *xs = nb_add(nb_squeeze(nb_narrow(pos, 0, 1, 1), 0), nb_squeeze(nb_narrow(d, 3, 1, 1), 3));
+    if (!y || !xs) return NULL;
+    /* [B, go, K, Ho, Wo] each */
+    nb_tensor *y0 = nb_floor(y), *x0 = nb_floor(xs);
+    nb_tensor *ly = nb_sub(y, y0), *lx = nb_sub(xs, x0), *hy = nb_add_scalar(nb_neg(ly), 1), *hx = nb_add_scalar(nb_neg(lx), 1);
+    nb_tensor *inside = nb_logical_and(nb_logical_and(nb_gt_scalar(y, -1), nb_lt_scalar(y, (double)H)),
+                                       nb_logical_and(nb_gt_scalar(xs, -1), nb_lt_scalar(xs, (double)W)));
+    nb_tensor *scale = nb_to_dtype(inside, x->dtype);
+    if (mask) scale = nb_mul(scale, nb_reshape(mask, NB_SHAPE(B, go, K, Ho, Wo)));
+    nb_tensor *planes = nb_reshape(x, NB_SHAPE(B, go, Cg, H * W)), *cols = NULL;
+    for (int cy = 0; cy < 2; cy++)
+        for (int cx = 0; cx < 2; cx++) {
+            nb_tensor *yc = cy ? nb_add_scalar(y0, 1) : y0, *xc = cx ? nb_add_scalar(x0, 1) : x0;
+            nb_tensor *ok = nb_logical_and(nb_logical_and(nb_ge_scalar(yc, 0), nb_le_scalar(yc, (double)(H - 1))),
+                                           nb_logical_and(nb_ge_scalar(xc, 0), nb_le_scalar(xc, (double)(W - 1))));
+            nb_tensor *flat = nb_add(nb_mul_scalar(nb_clamp_scalar(yc, 0, (double)(H - 1)), (double)W),
+                                     nb_clamp_scalar(xc, 0, (double)(W - 1)));
+            nb_tensor *idx = nb_expand(nb_reshape(nb_to_dtype(flat, NB_I64), NB_SHAPE(B, go, 1, KL)),
+                                       NB_SHAPE(B, go, Cg, KL));
+            nb_tensor *wt = nb_mul(nb_mul(cy ? ly : hy, cx ? lx : hx), nb_mul(scale, nb_to_dtype(ok, x->dtype)));
+            nb_tensor *v = nb_mul(nb_gather(planes, 3, idx), nb_reshape(wt, NB_SHAPE(B, go, 1, KL)));
+            cols = cols ? nb_add(cols, v) : v;
+            if (!cols) return NULL;
+        }
+    /* [B, go, Cg, K*L] is [B, C, K, L]: the weight groups' im2col columns */
+    nb_tensor *cg = nb_reshape(cols, NB_SHAPE(B, gw, C / gw * K, Ho * Wo));
+    nb_tensor *wg = nb_reshape(w, NB_SHAPE(1, gw, Co / gw, C / gw * K));
+    nb_tensor *out = nb_reshape(nb_matmul(wg, cg), NB_SHAPE(B, Co, Ho, Wo));
+    return bias ? nb_add(out, nb_reshape(bias, NB_SHAPE(Co, 1, 1))) : out;
+}
+
+nb_tensor *nb_deform_conv2d(nb_tensor *x, nb_tensor *offset, nb_tensor *weight, nb_tensor *bias, nb_tensor *mask,
+                            nb_deform_conv2d_options opts) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, deform_impl(x, offset, weight, bias, mask, opts));
 }

@@ -68,6 +68,13 @@ static nb_tensor *conv_t3d(nb_tensor *const *x, const nb_op_case *c) {
                                      .dilation = {1, 1, 2}};
     return nb_conv_transpose3d(x[0], x[1], x[2], o);
 }
+/* offsets scaled to about +-1.5 pixels, mask through a sigmoid: inputs x, offset, weight, mask (the
+ * harness takes 4; the bias is covered by tests/torch_diff and test_ops_conv.c) */
+static nb_tensor *deform(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_deform_conv2d_options o = {.stride = {1, 2}, .padding = {1, 0}};
+    return nb_deform_conv2d(x[0], nb_mul_scalar(x[1], 0.7), x[2], NULL, nb_sigmoid(x[3]), o);
+}
 static nb_pool3d_options pool3_opts(const nb_op_case *c) {
     return (nb_pool3d_options){.kernel = {(int64_t)c->p[0], 2, (int64_t)c->p[0]},
                                .stride = {(int64_t)c->p[1], 1, (int64_t)c->p[1]}, .padding = {(int64_t)c->p[2], 1, 0},
@@ -174,6 +181,10 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 1, 2, 5, 3, 3), IN(K_REAL, 3, 2, 2, 2, 2)}, .tol = 1e-4, .p = {1, 0, 2, 1}},
     {.op = NB_OP_CONV_TRANSPOSE3D, .label = "conv_transpose3d stride (2, 1, 2) output_padding", .fn = conv_t3d,
      .n_in = 3, .in = {IN(K_REAL, 2, 3, 2, 3, 2), IN(K_REAL, 3, 2, 3, 2, 2), IN(K_REAL, 2)}, .tol = 1e-4},
+    {.op = NB_OP_DEFORM_CONV2D, .label = "deform_conv2d stride (1, 2) padding (1, 0), 2 offset groups, mask",
+     .fn = deform, .n_in = 4,
+     .in = {IN(K_REAL, 2, 4, 4, 5), IN(K_REAL, 2, 16, 5, 2), IN(K_REAL, 3, 4, 2, 2), IN(K_REAL, 2, 8, 5, 2)},
+     .tol = 1e-4},
     {.op = NB_OP_MAX_POOL3D, .label = "max_pool3d 2 stride 2 padding (1, 1, 0) ceil_mode", .fn = max_pool3d, .n_in = 1,
      .in = {IN(K_REAL, 2, 2, 5, 4, 5)}, .p = {2, 2, 1, 1}},
     {.op = NB_OP_AVG_POOL3D, .label = "avg_pool3d 3 stride 2 padding (1, 1, 0)", .fn = avg_pool3d, .n_in = 1,

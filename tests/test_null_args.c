@@ -369,6 +369,9 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_conv3d, x, NULL, NULL, (nb_conv3d_options){0});
     NP(nb_conv_transpose3d, NULL, NULL, NULL, (nb_conv_transpose3d_options){0});
     NP(nb_conv_transpose3d, x, NULL, NULL, (nb_conv_transpose3d_options){0});
+    NP(nb_deform_conv2d, NULL, x, x, NULL, NULL, (nb_deform_conv2d_options){0});
+    NP(nb_deform_conv2d, x, NULL, x, NULL, NULL, (nb_deform_conv2d_options){0});
+    NP(nb_deform_conv2d, x, x, NULL, NULL, NULL, (nb_deform_conv2d_options){0});
     NP(nb_max_pool3d, NULL, (nb_pool3d_options){0}, NULL);
     NP(nb_avg_pool3d, NULL, (nb_pool3d_options){0});
     NP(nb_adaptive_avg_pool3d, NULL, 1, 1, 1);

@@ -1,6 +1,8 @@
 /* test_ops_conv.c - conv2d, conv1d, conv_transpose2d and their modules;
  * conv3d against a naive 3-d convolution, conv_transpose3d/1d as the
- * adjoints of conv3d/conv1d, their gradchecks and errors;
+ * adjoints of conv3d/conv1d, their gradchecks and errors; deform_conv2d
+ * (zero offsets = conv2d, integer and half-pixel shifts by hand, gradcheck,
+ * errors; against PyTorch's grid_sample in tests/torch_diff);
  * a hand-computed case, forwards against a naive direct convolution
  * written here (random shapes with odd sizes, stride, padding, dilation,
  * groups, 'same' with odd and even kernels; float64 and float32),
@@ -797,6 +799,78 @@ START_TEST(test_conv3d_errors) {
 }
 END_TEST
 
+/* ---- deform_conv2d ---------------------------------------------------------------- */
+
+/* zero offsets and a unit mask give conv2d; integer offsets read shifted pixels
+ * (zeros past the edge); half-pixel offsets average neighbours */
+START_TEST(test_deform_conv2d_values) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_randn_grad(4, (int64_t[]){2, 4, 5, 6}, 80), *w = nb_test_randn_grad(4, (int64_t[]){6, 2, 3, 2}, 81);
+    nb_tensor *b = nb_test_randn_grad(1, (int64_t[]){6}, 82);
+    nb_deform_conv2d_options o = {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}};
+    nb_tensor *ref = nb_conv2d(x, w, b, (nb_conv2d_options){.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2},
+                                                            .groups = 2});
+    nb_ck_shape(ref, 4, (int64_t[]){2, 6, 3, 6});
+    nb_tensor *zero = nb_zeros(NB_SHAPE(2, 2 * 2 * 6, 3, 6), NB_F64), *ones = nb_ones(NB_SHAPE(2, 2 * 6, 3, 6), NB_F64);
+    nb_tensor *y = nb_deform_conv2d(x, zero, w, b, NULL, o);
+    ck_assert(nb_item(nb_amax(nb_abs(nb_sub(y, ref)), NULL, 0, false)) < 1e-12);
+    y = nb_deform_conv2d(x, zero, w, b, ones, o);
+    ck_assert(nb_item(nb_amax(nb_abs(nb_sub(y, ref)), NULL, 0, false)) < 1e-12);
+    /* a 1x1 kernel with offset (+1, -2): out[h, w] = x[h + 1, w - 2], 0 outside */
+    nb_tensor *x1 = nb_test_tensor(NB_SHAPE(1, 1, 3, 4), NB_F64, (double[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+    nb_tensor *w1 = nb_ones(NB_SHAPE(1, 1, 1, 1), NB_F64);
+    nb_tensor *off = nb_cat((nb_tensor *[]){nb_full(NB_SHAPE(1, 1, 3, 4), 1, NB_F64), nb_full(NB_SHAPE(1, 1, 3, 4), -2, NB_F64)}, 2, 1);
+    nb_ck_close(nb_deform_conv2d(x1, off, w1, NULL, NULL, (nb_deform_conv2d_options){0}),
+                (double[]){0, 0, 5, 6, 0, 0, 9, 10, 0, 0, 0, 0}, 12, 0, 0);
+    /* (+0.5, +0.5): the mean of a 2x2 block, half of it past the last row/column */
+    off = nb_full(NB_SHAPE(1, 2, 3, 4), 0.5, NB_F64);
+    nb_ck_close(nb_deform_conv2d(x1, off, w1, NULL, nb_full(NB_SHAPE(1, 1, 3, 4), 2, NB_F64), (nb_deform_conv2d_options){0}),
+                (double[]){7, 9, 11, 6, 15, 17, 19, 10, 9.5, 10.5, 11.5, 6}, 12, 1e-12, 1e-12); /* mask 2 */
+    nb_scope_end(s);
+}
+END_TEST
+
+static nb_tensor *f_deform(nb_tensor *const *in, int n, void *ctx) {
+    (void)n, (void)ctx;
+    nb_deform_conv2d_options o = {.stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 1}};
+    return nb_deform_conv2d(in[0], nb_mul_scalar(in[1], 0.8), in[2], in[3], in[4], o);
+}
+
+START_TEST(test_deform_conv2d_gradcheck) {
+    nb_scope *s = nb_scope_begin();
+    /* x [2, 4, 5, 4], weight [4, 2, 2, 2] (groups 2), offset groups 2: offset [2, 16, 5, 3], mask [2, 8, 5, 3] */
+    nb_tensor *in[5] = {nb_test_randn_grad(4, (int64_t[]){2, 4, 5, 4}, 90), nb_test_randn_grad(4, (int64_t[]){2, 16, 5, 3}, 91),
+                        nb_test_randn_grad(4, (int64_t[]){4, 2, 2, 2}, 92), nb_test_randn_grad(1, (int64_t[]){4}, 93),
+                        nb_test_randn_grad(4, (int64_t[]){2, 8, 5, 3}, 94)};
+    nb_ck_gradcheck(f_deform, in, 5, NULL);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_deform_conv2d_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_zeros(NB_SHAPE(1, 4, 5, 5), NB_F32), *w = nb_zeros(NB_SHAPE(2, 4, 3, 3), NB_F32);
+    nb_tensor *off = nb_zeros(NB_SHAPE(1, 18, 3, 3), NB_F32);
+    nb_deform_conv2d_options o = {0};
+    NB_CK_NOTNULL(nb_deform_conv2d(x, off, w, NULL, NULL, o));
+    NB_CK_FAILS(nb_deform_conv2d(x, nb_zeros(NB_SHAPE(1, 18, 3, 4), NB_F32), w, NULL, NULL, o), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "offset"));
+    NB_CK_FAILS(nb_deform_conv2d(x, nb_zeros(NB_SHAPE(1, 17, 3, 3), NB_F32), w, NULL, NULL, o), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_deform_conv2d(x, off, nb_zeros(NB_SHAPE(2, 3, 3, 3), NB_F32), NULL, NULL, o), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_deform_conv2d(x, off, w, nb_zeros(NB_SHAPE(3), NB_F32), NULL, o), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_deform_conv2d(x, off, w, NULL, nb_zeros(NB_SHAPE(1, 8, 3, 3), NB_F32), o), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "mask"));
+    NB_CK_FAILS(nb_deform_conv2d(x, nb_zeros(NB_SHAPE(1, 18, 1, 1), NB_F32), nb_zeros(NB_SHAPE(2, 4, 6, 6), NB_F32),
+                                 NULL, NULL, o),
+                NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_deform_conv2d(x, off, w, NULL, NULL, (nb_deform_conv2d_options){.padding = {-1, 0}}),
+                NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_deform_conv2d(x, nb_zeros(NB_SHAPE(1, 18, 3, 3), NB_F64), w, NULL, NULL, o), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_deform_conv2d(nb_zeros(NB_SHAPE(4, 5, 5), NB_F32), off, w, NULL, NULL, o), NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_conv(void) {
     Suite *s = suite_create("ops_conv");
     TCase *f = tcase_create("forward");
@@ -824,6 +898,9 @@ Suite *nb_suite_ops_conv(void) {
     tcase_add_test(t3, test_conv_transpose3d_1d_adjoint);
     tcase_add_test(t3, test_conv3d_gradcheck);
     tcase_add_test(t3, test_conv3d_errors);
+    tcase_add_test(t3, test_deform_conv2d_values);
+    tcase_add_test(t3, test_deform_conv2d_gradcheck);
+    tcase_add_test(t3, test_deform_conv2d_errors);
     tcase_set_timeout(t3, 60);
     suite_add_tcase(s, t3);
     TCase *m = tcase_create("modules");

@@ -853,6 +853,10 @@ def products_and_losses():
 CT = {F32: (1e-4, 1e-5)}
 
 
+def pair_of(v):
+    return list(v) if isinstance(v, (list, tuple)) else [v, v]
+
+
 def cnn():
     out = []
 
@@ -933,6 +937,56 @@ def cnn():
     out += [Case("conv_transpose3d", [R((1, 2, 2, 2, 2)), R((2, 2, 2, 2, 2))], ct3,
                  {"stride": 2, "output_padding": 2}, tag="output_padding error"),
             Case("conv_transpose3d", [R((2, 2, 2, 2)), R((2, 3, 2, 2, 2))], ct3, {"stride": 2}, tag="unbatched")]
+
+    def deform(xs, a):
+        """torchvision.ops.deform_conv2d, written independently of nabla's composite: each tap's
+        samples by F.grid_sample (bilinear, zeros outside, align_corners=True: pixel = (g + 1) / 2 (size - 1)),
+        then the grouped GEMM. torchvision is not packaged for this PyTorch."""
+        x, off, w = xs[0], xs[1], xs[2]
+        b, m = (xs[3] if len(xs) > 3 else None), (xs[4] if len(xs) > 4 else None)
+        st, pd, dl = (pair_of(a.get(k, dflt)) for k, dflt in (("stride", 1), ("padding", 0), ("dilation", 1)))
+        B, C, H, W = x.shape
+        Co, Cw, kh, kw = w.shape
+        K = kh * kw
+        go = off.shape[1] // (2 * K)
+        Ho = (H + 2 * pd[0] - (dl[0] * (kh - 1) + 1)) // st[0] + 1
+        Wo = (W + 2 * pd[1] - (dl[1] * (kw - 1) + 1)) // st[1] + 1
+        if C % Cw or Co % (C // Cw) or go == 0 or C % go or tuple(off.shape) != (B, 2 * go * K, Ho, Wo):
+            raise RuntimeError("deform_conv2d: shapes do not fit (torchvision's checks)")
+        oh = torch.arange(Ho, dtype=x.dtype).view(Ho, 1) * st[0] - pd[0]
+        ow = torch.arange(Wo, dtype=x.dtype).view(1, Wo) * st[1] - pd[1]
+        cols = []
+        for g in range(go):
+            for k in range(K):
+                i, j = divmod(k, kw)
+                py = oh + i * dl[0] + off[:, 2 * (g * K + k)]
+                px = ow + j * dl[1] + off[:, 2 * (g * K + k) + 1]
+                grid = torch.stack([px / (W - 1) * 2 - 1, py / (H - 1) * 2 - 1], dim=-1)
+                v = F.grid_sample(x[:, g * (C // go):(g + 1) * (C // go)], grid, mode="bilinear",
+                                  padding_mode="zeros", align_corners=True)
+                if m is not None:
+                    v = v * m[:, g * K + k].unsqueeze(1)
+                cols.append(v)  # [B, C/go, Ho, Wo]
+        col = torch.stack(cols, 0).view(go, K, B, C // go, Ho * Wo).permute(2, 0, 3, 1, 4).reshape(B, C * K, Ho * Wo)
+        gw = C // Cw
+        col = col.view(B, gw, Cw * K, Ho * Wo)
+        out = torch.matmul(w.reshape(1, gw, Co // gw, Cw * K), col).reshape(B, Co, Ho, Wo)
+        return out + b.view(1, Co, 1, 1) if b is not None else out
+
+    def dcase(x, w, ho, wo, go, args, mask=True, bias=True, dt=F32, tag="", spread=1.5):
+        K = w[2] * w[3]
+        ins = [R(x, dt), R((x[0], 2 * go * K, ho, wo), dt, -spread, spread), R(w, dt),
+               R((w[0],), dt) if bias else None, R((x[0], go * K, ho, wo), dt, 0, 1) if mask else None]
+        return Case("deform_conv2d", ins, deform, args, tag=tag or ("f32" if dt == F32 else "f64"), tol=CT)
+
+    out += [dcase((2, 4, 5, 6), (6, 4, 3, 3), 3, 4, 1, {}),
+            dcase((1, 4, 6, 5), (4, 2, 3, 2), 3, 3, 2, {"stride": [2, 1], "padding": [1, 0], "dilation": [1, 2]},
+                  dt=F64),
+            dcase((2, 2, 4, 4), (3, 2, 2, 2), 5, 5, 2, {"padding": 1}, mask=False, bias=False, tag="v1, offsets off the "
+                  "edges", spread=4),
+            dcase((1, 2, 4, 5), (2, 2, 3, 3), 2, 3, 1, {}, dt=F64, spread=0.45, tag="f64 small offsets"),
+            Case("deform_conv2d", [R((1, 4, 5, 5)), R((1, 18, 3, 3)), R((2, 3, 3, 3))], deform, {}, tag="channel error"),
+            Case("deform_conv2d", [R((1, 2, 5, 5)), R((1, 18, 4, 3)), R((2, 2, 3, 3))], deform, {}, tag="offset error")]
 
     def mp2(xs, a):
         return tuple(F.max_pool2d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),

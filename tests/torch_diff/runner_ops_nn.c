@@ -81,6 +81,12 @@ nb_status h_conv_transpose3d(dcase *c) {
     triple(c, "output_padding", 0, o.output_padding);
     OUT1(nb_conv_transpose3d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
 }
+/* in: x, offset, weight, bias, mask (bias and mask may be null) */
+nb_status h_deform_conv2d(dcase *c) {
+    nb_deform_conv2d_options o;
+    pair(c, "stride", 1, o.stride), pair(c, "padding", 0, o.padding), pair(c, "dilation", 1, o.dilation);
+    OUT1(nb_deform_conv2d(I0, I1, I2, c->n_in > 3 ? c->in[3] : NULL, c->n_in > 4 ? c->in[4] : NULL, o));
+}
 
 static nb_pool2d_options pool2d(const dcase *c) {
     nb_pool2d_options o = {.ceil_mode = ab(c, "ceil_mode", false),

@@ -14,7 +14,6 @@
  * the missing right/bottom column as zeros. conv_transpose1d, conv3d,
  * conv_transpose3d and deform_conv2d are composites at the end (no kernels
  * of their own). Tests: tests/test_ops_conv.c. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -510,23 +509,22 @@ static nb_tensor *deform_impl(nb_tensor *x, nb_tensor *off, nb_tensor *w, nb_ten
                        (long long)B, (long long)(go * K), (long long)Ho, (long long)Wo);
     if (bias && (bias->ndim != 1 || bias->shape[0] != Co))
         return NB_FAIL(NB_ERR_SHAPE, "%s: bias %s must be [%lld]", op, shape_of(bias, a), (long long)Co);
-    /* the taps' undeformed positions [K, Ho, Wo], on the host once */
+    /* the taps' undeformed positions [K, Ho, Wo]: row oh*sh - ph + i*dh, column ow*sw - pw + j*dw */
     int64_t KL = K * Ho * Wo, Cg = C / go;
-    double *base = malloc(sizeof(double) * 2 * (size_t)KL);
-    if (!base) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t oh = 0; oh < Ho; oh++)
-            for (int64_t ow = 0; ow < Wo; ow++) {
-                int64_t at = (k * Ho + oh) * Wo + ow;
-                base[at] = (double)(oh * o.stride[0] - o.padding[0] + k / kw * o.dilation[0]);
-                base[KL + at] = (double)(ow * o.stride[1] - o.padding[1] + k % kw * o.dilation[1]);
-            }
-    nb_tensor *pos = nb_to_dtype(nb_from_data_on(base, NB_SHAPE(2, 1, 1, K, Ho, Wo), NB_F64, nb_device_of(x)),
-                                 x->dtype);
-    free(base);
+    nb_device dev = nb_device_of(x);
+    nb_tensor *ti = nb_reshape(nb_arange_on(0, (double)(kh * o.dilation[0]), (double)o.dilation[0], x->dtype, dev),
+                               NB_SHAPE(kh, 1, 1, 1));
+    nb_tensor *tj = nb_reshape(nb_arange_on(0, (double)(kw * o.dilation[1]), (double)o.dilation[1], x->dtype, dev),
+                               NB_SHAPE(1, kw, 1, 1));
+    nb_tensor *rows = nb_reshape(nb_arange_on((double)-o.padding[0], (double)(Ho * o.stride[0] - o.padding[0]),
+                                              (double)o.stride[0], x->dtype, dev), NB_SHAPE(1, 1, Ho, 1));
+    nb_tensor *cols0 = nb_reshape(nb_arange_on((double)-o.padding[1], (double)(Wo * o.stride[1] - o.padding[1]),
+                                               (double)o.stride[1], x->dtype, dev), NB_SHAPE(1, 1, 1, Wo));
+    nb_tensor *py = nb_reshape(nb_expand(nb_add(ti, rows), NB_SHAPE(kh, kw, Ho, Wo)), NB_SHAPE(K, Ho, Wo));
+    nb_tensor *px = nb_reshape(nb_expand(nb_add(tj, cols0), NB_SHAPE(kh, kw, Ho, Wo)), NB_SHAPE(K, Ho, Wo));
     nb_tensor *d = nb_reshape(off, NB_SHAPE(B, go, K, 2, Ho, Wo));
-    nb_tensor *y = nb_add(nb_squeeze(nb_narrow(pos, 0, 0, 1), 0), nb_squeeze(nb_narrow(d, 3, 0, 1), 3));
-    nb_tensor *xs = nb_add(nb_squeeze(nb_narrow(pos, 0, 1, 1), 0), nb_squeeze(nb_narrow(d, 3, 1, 1), 3));
+    nb_tensor *y = nb_add(py, nb_squeeze(nb_narrow(d, 3, 0, 1), 3));
+    nb_tensor *xs = nb_add(px, nb_squeeze(nb_narrow(d, 3, 1, 1), 3));
     if (!y || !xs) return NULL;
     /* [B, go, K, Ho, Wo] each */
     nb_tensor *y0 = nb_floor(y), *x0 = nb_floor(xs);

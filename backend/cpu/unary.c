@@ -23,11 +23,11 @@ static bool dtype_ok(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT; }
 
 /* ---- unary: out = EXPR(x; a) ---------------------------------------------- */
 
-/* relu keeps NaN (as torch.relu) and maps -0 to 0. */
 /* x ** a; a = 0.5 and -0.5 run as sqrt and 1 / sqrt, as PyTorch's
  * pow_tensor_scalar does (so (-inf) ** 0.5 is NaN and (-0) ** -0.5 is -inf,
  * where C's pow gives inf and inf). */
 #define POWS(x, a) ((a) == 0.5 ? sqrt(x) : (a) == -0.5 ? 1 / sqrt(x) : pow(x, a))
+/* relu keeps NaN (as torch.relu) and maps -0 to 0. */
 #define RELU(x) ((x) > 0 || (x) != (x) ? (x) : 0)
 /* 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below: exp never overflows. */
 #define SIGMOID(x) ((x) >= 0 ? 1 / (1 + exp(-(x))) : exp(x) / (1 + exp(x)))

@@ -410,6 +410,10 @@ def main():
     print("torch_diff: %d cases over %d ops (of %d in the op table) and %d reprs: %d failed, %d allowed (known "
           "differences, tests/torch_diff/allow.py), the rest agree; PyTorch %.1fs, nabla %.1fs" % (
               len(results), n_ops, len(ops), n_repr, len(failed), allowed, t1 - t0, t2 - t1))
+    # the plain closing line test runners print (allowed differences pass; a missing case or a stale
+    # allow-list entry counts as a failure)
+    n_bad = len(failed) + len(missing) + len(missing_grad) + len(unknown) + len(stale)
+    print("torch_diff: %d passed, %d failed" % (len(results) + n_repr - len(failed), n_bad))
     if not keep:
         for p in (inp, man, outp):
             os.remove(p)

@@ -272,7 +272,10 @@ extern "C" {
     X(LINALG_EIGH, linalg_eigh, linalg, NB_D, NB_DTM_F) \
     X(LINALG_SVD, linalg_svd, linalg, NB_D, NB_DTM_F) \
     X(LINALG_SVDVALS, linalg_svdvals, linalg, NB_D, NB_DTM_F) \
-    X(LINALG_LSTSQ, linalg_lstsq, linalg, NB_D, NB_DTM_F)
+    X(LINALG_LSTSQ, linalg_lstsq, linalg, NB_D, NB_DTM_F) \
+    /* decoders */ \
+    X(RMS_NORM, rms_norm, rms_norm, NB_D, NB_DTM_F) \
+    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D, NB_DTM_F)
 /* clang-format on */
 
 typedef enum nb_op_id {

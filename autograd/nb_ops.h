@@ -964,6 +964,7 @@ typedef struct nb_sdpa_options {
     bool is_causal;       /* mask out j > i (with attn_mask NULL, as PyTorch) */
     double scale;         /* 0 = 1/sqrt(E) */
     nb_generator *gen;    /* for dropout; NULL = default */
+    bool enable_gqa;      /* grouped-query attention: k, v have fewer heads (see below) */
 } nb_sdpa_options;
 
 /* F.scaled_dot_product_attention: softmax(q k^T * scale + mask) v for
@@ -973,8 +974,46 @@ typedef struct nb_sdpa_options {
  * tiled kernel with an online softmax (FlashAttention, Dao et al. 2022) that
  * never holds the full [..., L, S] score matrix; the forward saves the
  * log-sum-exp per row, and the backward recomputes the scores from it. A
- * row whose every score is masked gives NaN, as PyTorch. */
+ * row whose every score is masked gives NaN, as PyTorch.
+ * enable_gqa (PyTorch 2.5's; Ainslie et al. 2023, "GQA"): q [..., Hq, L, E],
+ * k [..., Hk, S, E], v [..., Hk, S, Ev] with Hq a multiple of Hk (at least
+ * 3 dims, at most 7); kv head j serves q heads j*Hq/Hk .. (j+1)*Hq/Hk - 1
+ * (PyTorch's repeat_interleave). Cost: with a mask or is_causal, k and v
+ * are repeated to Hq heads (one contiguous copy each, Hq/Hk times their
+ * size; the gradient is summed back over each group); without either (the
+ * KV-cache decode step), q is regrouped to [..., Hk, (Hq/Hk) L, E] instead,
+ * so k and v are not copied. Errors: NB_ERR_SHAPE (heads that do not
+ * divide, fewer than 3 dims). */
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts);
+
+/* ---- decoders: RMSNorm (ops_rms_norm.c; backend/cpu/rms_norm.c) -------------- */
+
+/* F.rms_norm (PyTorch 2.4; Zhang & Sennrich 2019): y = x / sqrt(mean(x^2) +
+ * eps) * weight over the last n_norm dims of x, whose sizes are
+ * normalized_shape; weight of normalized_shape or NULL. eps 0 means
+ * PyTorch's eps=None, torch.finfo(x.dtype).eps (1.1920929e-07 for float32);
+ * Llama checkpoints set 1e-5 or 1e-6. A fused kernel; the forward saves
+ * 1/sqrt(mean(x^2) + eps) per row, the mean of squares accumulated in double.
+ * Gradients to x and weight. f32/f64, one dtype.
+ * Errors: NB_ERR_SHAPE (normalized_shape or weight do not fit),
+ * NB_ERR_INVALID_ARG (eps negative, NaN or infinite), NB_ERR_DTYPE. */
+nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight, double eps);
+
+/* ---- decoders: rotary embedding (ops_rope.c; backend/cpu/rope.c) ------------- */
+
+/* Rotary position embedding (RoFormer, Su et al. 2021) in Llama's
+ * rotate-half layout, Hugging Face's apply_rotary_pos_emb for one tensor:
+ *   out = x * cos + rotate_half(x) * sin,  rotate_half(x) = cat(-x2, x1)
+ * where x1, x2 are the halves of the last dim. x [..., T, D] (D even; e.g.
+ * [B, heads, T, head_dim]); cos, sin [T, D/2], the tables of the angles
+ * pos_t * inv_freq_i (Hugging Face's [T, D] tables are these twice over;
+ * nb_nn_rotary_embedding in nb_decoder.h builds them with theta, Llama 3's
+ * frequency scaling and a position offset for a KV cache). One fused
+ * kernel. Gradients: x gets the inverse rotation of g; cos and sin, when
+ * they require grad, get sum(g1 x1 + g2 x2) and sum(g2 x1 - g1 x2) over
+ * the leading dims. f32/f64, one dtype.
+ * Errors: NB_ERR_SHAPE (shapes that do not fit, D odd), NB_ERR_DTYPE. */
+nb_tensor *nb_apply_rotary_pos_emb(nb_tensor *x, nb_tensor *cos, nb_tensor *sin);
 
 #ifdef __cplusplus
 }

@@ -11,7 +11,8 @@
  * into one contiguous copy so that the mask view fits in the third slot.
  * A float mask that requires grad gets dS summed to its shape; that
  * gradient alone is built by composition and holds a [B, L, S] tensor.
- * Tests: tests/test_ops_attention.c. */
+ * Grouped-query attention (enable_gqa) is handled here, above the kernel:
+ * see sdpa_gqa. Tests: tests/test_ops_attention.c. */
 #include <math.h>
 #include <string.h>
 
@@ -262,8 +263,55 @@ static void broadcast_batch(nb_tensor **qkv) {
     }
 }
 
+/* ---- grouped-query attention (PyTorch's enable_gqa) ------------------------------- */
+
+/* k/v [..., Hk, S, *] repeated over groups of g heads: [..., Hk * g, S, *]
+ * with kv head j serving q heads j*g .. j*g + g - 1 (repeat_interleave on
+ * dim -3, as PyTorch and Hugging Face's repeat_kv). A broadcast view then
+ * one contiguous copy; expand's backward sums the gradient over the group. */
+static nb_tensor *repeat_heads(nb_tensor *t, int64_t g) {
+    int nd = t->ndim;
+    int64_t shape[NB_MAX_DIMS], out[NB_MAX_DIMS];
+    for (int d = 0; d < nd - 2; d++) shape[d] = t->shape[d];
+    shape[nd - 2] = g, shape[nd - 1] = t->shape[nd - 2], shape[nd] = t->shape[nd - 1];
+    for (int d = 0; d < nd; d++) out[d] = t->shape[d];
+    out[nd - 3] *= g;
+    return nb_reshape(nb_expand(nb_unsqueeze(t, nd - 2), nd + 1, shape), nd, out);
+}
+
+/* q [..., Hq, L, E] with k, v [..., Hk, S, *], Hq a multiple of Hk. Without
+ * a mask or causality every query row is independent, so q is regrouped to
+ * [..., Hk, (Hq / Hk) * L, E] against the unrepeated k and v (no copy of
+ * them: the KV-cache decode case); otherwise k and v are repeated. */
+static nb_tensor *sdpa_gqa(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options o) {
+    nb_tensor *in[3] = {q, k, v};
+    if (!nb_check_inputs(SDPA, 3, in)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    int nd = q->ndim;
+    if (nd < 3 || k->ndim != nd || v->ndim != nd || k->shape[nd - 3] < 1 || v->shape[nd - 3] != k->shape[nd - 3] ||
+        q->shape[nd - 3] % k->shape[nd - 3] || nd == NB_MAX_DIMS)
+        return NB_FAIL(NB_ERR_SHAPE, SDPA ": enable_gqa needs q %s, k %s, v %s as [..., Hq, L, E], [..., Hk, S, E], "
+                                         "[..., Hk, S, Ev] with Hq a multiple of Hk (and at most %d dims)",
+                       nb_fmt_shape(q->ndim, q->shape, a, sizeof a), nb_fmt_shape(k->ndim, k->shape, b, sizeof b),
+                       nb_fmt_shape(v->ndim, v->shape, c, sizeof c), NB_MAX_DIMS - 1);
+    int64_t g = q->shape[nd - 3] / k->shape[nd - 3];
+    if (g == 1) return sdpa_impl(q, k, v, o);
+    if (!o.attn_mask && !o.is_causal) {
+        int64_t qs[NB_MAX_DIMS], os[NB_MAX_DIMS];
+        memcpy(qs, q->shape, sizeof(int64_t) * (size_t)nd);
+        qs[nd - 3] = k->shape[nd - 3], qs[nd - 2] = g * q->shape[nd - 2];
+        memcpy(os, q->shape, sizeof(int64_t) * (size_t)nd);
+        os[nd - 1] = v->shape[nd - 1];
+        nb_tensor *out = sdpa_impl(nb_reshape(q, nd, qs), k, v, o);
+        return out ? nb_reshape(out, nd, os) : NULL;
+    }
+    nb_tensor *kr = repeat_heads(k, g), *vr = repeat_heads(v, g);
+    return kr && vr ? sdpa_impl(q, kr, vr, o) : NULL;
+}
+
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts) {
     nb_scope *s = nb_op_scope_begin();
+    if (opts.enable_gqa) return nb_scope_return(s, sdpa_gqa(q, k, v, opts));
     nb_tensor *qkv[3] = {q, k, v};
     broadcast_batch(qkv);
     return nb_scope_return(s, sdpa_impl(qkv[0], qkv[1], qkv[2], opts));

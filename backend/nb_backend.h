@@ -261,6 +261,14 @@ struct nb_backend_i {
     nb_status (*event_wait)(nb_backend *be, void *stream, void *event);
     bool (*event_query)(nb_backend *be, void *event);
     nb_status (*event_synchronize)(nb_backend *be, void *event);
+    /* The profiler's clock (nb_profiler_start): a timing mark at the
+     * current end of the current stream's queue (a timed event on a GPU, the
+     * host clock on the CPU, which is synchronous), the milliseconds between
+     * two marks once both have passed (waiting for b), and a mark's release.
+     * Optional: without them the profiler counts calls only. */
+    void *(*timer_mark)(nb_backend *be);
+    double (*timer_elapsed_ms)(nb_backend *be, void *a, void *b);
+    void (*timer_free)(nb_backend *be, void *mark);
 
     /* ---- memory ------------------------------------------------------------ */
     /* Raw device memory (the caching allocator in core/ sits above). NULL on
@@ -580,6 +588,26 @@ struct nb_backend_i {
      * read on the device (so a captured graph reads its current value).
      * NULL: core multiplies tensor by tensor. */
     nb_status (*mul_multi)(nb_backend *be, int n, const nb_kview *xs, const nb_kview *s);
+    /* ---- decoders: RMSNorm, rotary embedding (rms_norm.c, rope.c) ---------- */
+    /* Rows of x [R, M] (contiguous, f32/f64): rstd = 1/sqrt(mean(x^2) + eps),
+     * out = x * rstd * w; rstd [R] saved. w [M] may be NULL. The mean of
+     * squares accumulates in double in a fixed order (thread-count independent). */
+    nb_status (*rms_norm)(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,
+                          const nb_kview *w, double eps);
+    /* gx [R, M] and gw [M] (each may be NULL: skip; overwritten; gw summed
+     * over rows in a fixed order): xhat = x * rstd, a = gy * w,
+     * gx = rstd * (a - xhat * mean(a * xhat)), gw = sum_rows(gy * xhat). */
+    nb_status (*rms_norm_backward)(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gy,
+                                   const nb_kview *x, const nb_kview *w, const nb_kview *rstd);
+    /* Rotary embedding, rotate-half layout (Llama / Hugging Face's
+     * apply_rotary_pos_emb): x [N, T, D] contiguous, D even, h = D/2; cos and
+     * sin [T, h] contiguous, x's dtype (f32/f64). For each row (n, t) and
+     * i < h: out[i] = x[i] cos[t,i] - x[i+h] sin[t,i], out[i+h] = x[i+h]
+     * cos[t,i] + x[i] sin[t,i]. inverse rotates by the opposite angle (the
+     * backward: the transpose of a rotation is its inverse). out may not
+     * alias x. */
+    nb_status (*rope)(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
+                      const nb_kview *sin, bool inverse);
 };
 
 struct nb_backend {

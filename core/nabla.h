@@ -4,8 +4,9 @@
  *
  * Components: nb_core.h (tensors, scopes, RNG, memory), nb_autograd.h
  * (backward, no_grad, gradcheck), nb_ops.h (differentiable ops), nb_nn.h
- * (modules), nb_optim.h (optimizers), nb_data.h (datasets, loader, MNIST),
- * nb_backend.h (the device-backend interface).
+ * (modules), nb_transformer.h and nb_decoder.h (BERT, GPT-2, Llama),
+ * nb_optim.h (optimizers), nb_data.h (datasets, loader, MNIST), nb_text.h
+ * and nb_bpe.h (tokenizers), nb_backend.h (the device-backend interface).
  */
 #ifndef NABLA_H
 #define NABLA_H
@@ -18,9 +19,11 @@
 #include "nb_op_table.h"
 #include "nb_nn.h"
 #include "nb_transformer.h"
+#include "nb_decoder.h"
 #include "nb_optim.h"
 #include "nb_data.h"
 #include "nb_text.h"
+#include "nb_bpe.h"
 #include "nb_checkpoint.h"
 #include "nb_backend.h"
 

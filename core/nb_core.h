@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -360,6 +361,20 @@ typedef struct nb_device_counters {
 } nb_device_counters;
 /* Zeros with NB_ERR_DEVICE for a device that does not exist. */
 nb_device_counters nb_device_counters_get(nb_device dev);
+
+/* ---- profiling ----------------------------------------------------------------
+ * A per-kernel-slot profile of the work ops enqueue, on every device: from
+ * nb_profiler_start, each backend kernel slot call is timed on its stream (GPU
+ * events; the host clock on the CPU) and counted by slot name ("matmul",
+ * "layer_norm_backward"). The marks add a little host time per call, so read
+ * it for where device time goes, not for the step's wall time. NB_PROFILE=1
+ * in the environment starts it when the library loads. */
+void nb_profiler_start(void);
+/* Prints one line per slot, most device time first: calls, total ms, us per
+ * call and the share of the profiled device time, then the totals and the
+ * wall time since nb_profiler_start; synchronizes the devices, stops
+ * profiling and frees the marks. f NULL: stderr. */
+void nb_profiler_report(FILE *f);
 void nb_memory_reset_peak(nb_device dev);
 /* Returns cached, unused segments to the device (torch.cuda.empty_cache). */
 void nb_memory_empty_cache(nb_device dev);

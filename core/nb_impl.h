@@ -81,11 +81,21 @@ static inline bool nb_dtype_is_compute_float(nb_dtype dt) { return dt == NB_F32 
  * with NB_SYNC_DEBUG=1, synchronizes after it so an asynchronous error
  * names the op that raised it. */
 #define NB_CALL(t, slot, ...)                                                                             \
-    (NB_BE(t)->iface->slot ? nb_after_kernel(NB_BE(t), NB_BE(t)->iface->slot(NB_BE(t), __VA_ARGS__))     \
-                           : nb_set_error(NB_ERR_UNSUPPORTED, "%s: not supported on backend %s:%d", #slot, \
-                                          NB_BE(t)->name, NB_BE(t)->device.index))
-/* NB_CALL's tail: st, or with NB_SYNC_DEBUG the device's pending error. */
-nb_status nb_after_kernel(nb_backend *be, nb_status st);
+    (NB_BE(t)->iface->slot                                                                                \
+         ? nb_after_kernel(NB_BE(t), (nb_prof_before(NB_BE(t)), NB_BE(t)->iface->slot(NB_BE(t), __VA_ARGS__)), \
+                           #slot)                                                                         \
+         : nb_set_error(NB_ERR_UNSUPPORTED, "%s: not supported on backend %s:%d", #slot, NB_BE(t)->name,  \
+                        NB_BE(t)->device.index))
+/* NB_CALL's tail: st, or with NB_SYNC_DEBUG the device's pending error;
+ * counts the call and, while profiling, times it as `slot`. */
+nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot);
+/* While profiling (nb_profiler_start), a timing mark before a slot call. */
+extern bool nb_prof_on;
+void nb_prof_mark_before(nb_backend *be);
+void nb_prof_mark_after(nb_backend *be, const char *slot);
+static inline void nb_prof_before(nb_backend *be) {
+    if (nb_prof_on) nb_prof_mark_before(be);
+}
 bool nb_sync_debug(void);
 
 int64_t nb_shape_numel(int ndim, const int64_t *shape);

@@ -180,8 +180,9 @@ nb_device_counters nb_device_counters_get(nb_device dev) {
     return c;
 }
 
-nb_status nb_after_kernel(nb_backend *be, nb_status st) {
+nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot) {
     atomic_fetch_add_explicit(&kernel_calls[be->device.type][be->device.index], 1, memory_order_relaxed);
+    if (nb_prof_on) nb_prof_mark_after(be, slot);
     if (st != NB_OK || !nb_sync_debug()) return st;
     return be->iface->synchronize(be);
 }

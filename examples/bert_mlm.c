@@ -28,8 +28,10 @@
  *
  * --device cuda (or cuda:N) trains on a GPU and changes the defaults to a
  * larger model and schedule (6 layers, hidden 512, 8 heads, batch 128,
- * 3000 steps, warmup 300, peak lr 5e-4, --minutes 2); any flag given still
- * overrides them. Batches are built on the host into page-locked buffers
+ * 3000 steps, warmup 300, peak lr 5e-4, --minutes 2, --eval-every 500 (a
+ * line with the held-out accuracy and the seconds so far), and --tf32 1: float32
+ * matrix products on the tensor cores in TF32, nb_set_float32_matmul_precision
+ * ("high")); any flag given still overrides them. Batches are built on the host into page-locked buffers
  * and uploaded asynchronously; the losses and accuracies are summed on the
  * device and read at the log lines only.
  */
@@ -47,11 +49,12 @@
 typedef struct args {
     int layers;
     int64_t hidden, heads, seq, batch, vocab;
-    int64_t steps, warmup, log_every;
+    int64_t steps, warmup, log_every, eval_every;
     double lr, minutes, dropout;
     uint64_t seed;
     int threads;
     int norm_first;
+    int tf32; /* nb_set_float32_matmul_precision("high") */
     const char *data;
     nb_device device;
 } args;
@@ -65,8 +68,9 @@ static double now_seconds(void) {
 static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--layers N] [--hidden N] [--heads N] [--seq N] [--batch-size N] [--vocab-size N]\n"
-            "          [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X] [--log-every N]\n"
-            "          [--seed N] [--threads N] [--norm-first 0|1] [--data DIR] [--device cpu|cuda|cuda:N]\n",
+            "          [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X] [--log-every N] [--eval-every N]\n"
+            "          [--seed N] [--threads N] [--norm-first 0|1] [--data DIR] [--device cpu|cuda|cuda:N]\n"
+            "          [--tf32 0|1]\n",
             prog);
     return 2;
 }
@@ -90,12 +94,14 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(f, "--steps")) ok = nb_flag_int(prog, f, v, 1, INT64_MAX, &a->steps);
         else if (!strcmp(f, "--warmup")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->warmup);
         else if (!strcmp(f, "--log-every")) ok = nb_flag_int(prog, f, v, 1, INT64_MAX, &a->log_every);
+        else if (!strcmp(f, "--eval-every")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->eval_every);
         else if (!strcmp(f, "--lr")) ok = nb_flag_double(prog, f, v, 0, true, DBL_MAX, &a->lr);
         else if (!strcmp(f, "--dropout")) ok = nb_flag_double(prog, f, v, 0, false, 0.999999, &a->dropout);
         else if (!strcmp(f, "--minutes")) ok = nb_flag_double(prog, f, v, 0, false, 1e7, &a->minutes);
         else if (!strcmp(f, "--seed")) ok = nb_flag_u64(prog, f, v, &a->seed);
         else if (!strcmp(f, "--threads")) ok = nb_flag_int(prog, f, v, 0, 4096, &x), a->threads = (int)x;
         else if (!strcmp(f, "--norm-first")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->norm_first = (int)x;
+        else if (!strcmp(f, "--tf32")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->tf32 = (int)x;
         else if (!strcmp(f, "--data")) a->data = v;
         else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
         else {
@@ -304,10 +310,19 @@ static bool read_totals(nb_tensor *loss, nb_tensor *correct, totals *t) {
     return !isnan(c);
 }
 
+static bool evaluate(nb_module *bert, nb_mlm_dataset *ds, int64_t batch, int32_t frequent, totals *r);
+
+/* The held-out split to evaluate on every a->eval_every steps. */
+typedef struct eval_set {
+    nb_mlm_dataset *ds;
+    int32_t frequent;
+} eval_set;
+
 /* Trains for a->steps updates (or until the --minutes budget). The loss and
  * the correct predictions are summed on the device and read at the log
  * lines only. */
-static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_start, bool *diverged) {
+static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_start, bool *diverged,
+                  const eval_set *ev) {
     nb_optimizer *opt = NULL;
     int64_t N = nb_mlm_num_sequences(ds), T = a->seq, B = a->batch < N ? a->batch : N;
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)N);
@@ -352,6 +367,17 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
             nb_release(loss_sum), nb_release(correct);
             loss_sum = total_new(g.dev, NB_F64), correct = total_new(g.dev, NB_I64);
             ok = ok && loss_sum && correct;
+        }
+        if (ok && a->eval_every && step % a->eval_every == 0 && step != a->steps && !out_of_time) {
+            totals r;
+            ok = evaluate(bert, ev->ds, a->batch, ev->frequent, &r);
+            nb_module_train(bert, true);
+            if (ok)
+                printf("eval at step %lld (%.0f s): mlm_accuracy=%.4f unigram_accuracy=%.4f (%.2fx)\n",
+                       (long long)step, now_seconds() - t_start, (double)r.correct / (double)r.masked,
+                       (double)r.unigram / (double)r.masked, (double)r.correct / (double)(r.unigram ? r.unigram : 1));
+            fflush(stdout);
+            t_iv = now_seconds(); /* the interval's tokens/s leaves the evaluation out */
         }
         if (out_of_time) {
             printf("stopping after step %lld: the --minutes %g budget is spent\n", (long long)step, a->minutes);
@@ -409,8 +435,9 @@ int main(int argc, char **argv) {
               .warmup = 100, .log_every = 50, .lr = 1e-3, .minutes = 13, .dropout = 0, .seed = 0, .threads = 0};
     if (gpu_requested(argc, argv)) /* the GPU's defaults; flags still override them */
         a.layers = 6, a.hidden = 512, a.heads = 8, a.batch = 128, a.steps = GPU_STEPS, a.warmup = GPU_WARMUP,
-        a.lr = GPU_LR, a.log_every = 200, a.minutes = 2;
+        a.lr = GPU_LR, a.log_every = 200, a.eval_every = 500, a.minutes = 2, a.tf32 = 1;
     if (parse(argc, argv, &a)) return 2;
+    nb_set_float32_matmul_precision(a.tf32 ? "high" : "highest");
     double t0 = now_seconds();
     if (!nb_example_set_threads(argv[0], a.threads)) return 2;
     nb_manual_seed(a.seed);
@@ -451,7 +478,8 @@ int main(int argc, char **argv) {
     int32_t frequent = nb_mlm_most_frequent_token(train_ds);
     totals r;
     bool diverged = false;
-    if (!train(bert, train_ds, &a, t0, &diverged)) return diverged ? 1 : fail("training");
+    eval_set ev = {eval_ds, frequent};
+    if (!train(bert, train_ds, &a, t0, &diverged, &ev)) return diverged ? 1 : fail("training");
     if (!evaluate(bert, eval_ds, a.batch, frequent, &r)) return fail("evaluation");
     printf("eval: %lld masked tokens; most frequent training label \"%s\"\n", (long long)r.masked,
            nb_wordpiece_id_to_token(wp, frequent));

@@ -1,5 +1,5 @@
 /* op_cases_nn.c - op harness cases of the matmul, softmax, loss, conv,
- * pool, batch_norm, layer_norm, dropout, upsample and attention families:
+ * pool, batch_norm, layer_norm, dropout, upsample, attention, rms_norm and rope families:
  * small shapes that still reach each kernel's paths (strides, padding,
  * dilation, groups, a Winograd-sized 3x3 convolution, ceil_mode, causal
  * and additive masks, dropout and multinomial from a fixed generator). */
@@ -136,6 +136,21 @@ static nb_tensor *sdpa(nb_tensor *const *x, const nb_op_case *c) {
 }
 
 #define QKV IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 5, 4), IN(K_REAL, 2, 5, 3)
+/* grouped-query heads: q [2, 4, 3, 4] over k [2, 2, 5, 4], v [2, 2, 5, 3] */
+#define QKV_GQA IN(K_REAL, 2, 4, 3, 4), IN(K_REAL, 2, 2, 5, 4), IN(K_REAL, 2, 2, 5, 3)
+static nb_tensor *sdpa_gqa(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_scaled_dot_product_attention(x[0], x[1], x[2], (nb_sdpa_options){.is_causal = c->p[0] != 0, .enable_gqa = true});
+}
+
+/* ---- decoders: rms_norm, apply_rotary_pos_emb ---- */
+static nb_tensor *rms_norm(nb_tensor *const *x, const nb_op_case *c) {
+    int n = (int)c->p[0];
+    return nb_rms_norm(x[0], n, nb_shape(x[0]) + nb_dim(x[0]) - n, c->n_in > 1 ? x[1] : NULL, c->p[1]);
+}
+static nb_tensor *rope(nb_tensor *const *x, const nb_op_case *c) {
+    nb_tensor *in = c->p[0] != 0 ? nb_transpose(x[0], 1, 2) : x[0]; /* [B, T, H, D] seen as [B, H, T, D] */
+    return nb_apply_rotary_pos_emb(in, x[1], x[2]);
+}
 
 static const nb_op_case cases[] = {
     {.op = NB_OP_MATMUL, .label = "matmul [3, 4] @ [4, 2]", .fn = matmul, .n_in = 2, .in = {IN(K_REAL, 3, 4), IN(K_REAL, 4, 2)}},
@@ -227,6 +242,18 @@ static const nb_op_case cases[] = {
     {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa additive mask", .fn = sdpa, .n_in = 4,
      .in = {QKV, IN(K_REAL, 3, 5)}},
     {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa dropout 0.25", .fn = sdpa, .n_in = 3, .in = {QKV}, .p = {0, 0.25}},
+    {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa enable_gqa (q regrouped)", .fn = sdpa_gqa, .n_in = 3,
+     .in = {QKV_GQA}},
+    {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa enable_gqa causal (k, v repeated)", .fn = sdpa_gqa,
+     .n_in = 3, .in = {QKV_GQA}, .p = {1}},
+    {.op = NB_OP_RMS_NORM, .label = "rms_norm last dim, weight", .fn = rms_norm, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3, 5), IN(K_REAL, 5)}, .tol = 1e-4, .p = {1, 1e-5}},
+    {.op = NB_OP_RMS_NORM, .label = "rms_norm last two dims, no weight, eps=None", .fn = rms_norm, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3, 4)}, .tol = 1e-4, .p = {2, 0}},
+    {.op = NB_OP_APPLY_ROTARY_POS_EMB, .label = "apply_rotary_pos_emb [2, 2, 3, 6] with table gradients",
+     .fn = rope, .n_in = 3, .in = {IN(K_REAL, 2, 2, 3, 6), IN(K_UNIT, 3, 3), IN(K_UNIT, 3, 3)}},
+    {.op = NB_OP_APPLY_ROTARY_POS_EMB, .label = "apply_rotary_pos_emb of a transposed view", .fn = rope, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 2, 4), IN(K_UNIT, 3, 2), IN(K_UNIT, 3, 2)}, .p = {1}},
 };
 
 const nb_case_table nb_cases_nn = {cases, (int)(sizeof cases / sizeof cases[0])};

@@ -26,6 +26,8 @@
     X(ops_index) \
     X(ops_layer_norm) \
     X(ops_attention) \
+    X(ops_rms_norm) \
+    X(ops_rope) \
     X(ops_scan) \
     X(ops_sort) \
     X(ops_gather) \
@@ -34,7 +36,10 @@
     X(op_table) \
     X(op_harness) \
     X(text) \
+    X(bpe) \
     X(transformer) \
+    X(decoder) \
+    X(decoder_io) \
     X(nn) \
     X(optim) \
     X(data) \

@@ -129,6 +129,43 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_copy_from_host_async, NULL, NULL, 0, NULL);
     NS(nb_to_host_async, NULL, NULL, 0, NULL);
     NS(nb_no_grad_call, NULL, NULL);
+    NV(nb_profiler_report, NULL); /* NULL: stderr */
+    /* decoders (nb_ops.h, nn/nb_decoder.h) */
+    NP(nb_rms_norm, NULL, 1, (int64_t[]){2}, NULL, 1e-6);
+    NP(nb_apply_rotary_pos_emb, NULL, NULL, NULL);
+    NS(nb_nn_rotary_embedding_forward, NULL, 4, 0, NULL, NULL);
+    NX(nb_gpt2_get_config, NULL);
+    NX(nb_llama_get_config, NULL);
+    NP(nb_kv_cache_new, NULL, 1, 8);
+    NV(nb_kv_cache_free, NULL);
+    NI(nb_kv_cache_length, NULL);
+    NS(nb_kv_cache_crop, NULL, 0);
+    NB(nb_is_causal_lm, NULL);
+    NP(nb_causal_lm_hidden, NULL, NULL, NULL);
+    NP(nb_causal_lm_head, NULL, NULL);
+    NP(nb_causal_lm_forward, NULL, NULL, NULL);
+    NI(nb_generate, NULL, NULL, 0, NULL, 0, (nb_generate_options){0});
+    NI(nb_sample_logits, NULL, 0, NULL);
+    NS(nb_hf_config_load, NULL, NULL, NULL, NULL);
+    NS(nb_causal_lm_load_weights, NULL, NULL, true, NULL);
+    NS(nb_save_pretrained, NULL, NULL);
+    NP(nb_from_pretrained, NULL, NULL);
+    /* data/nb_bpe.h */
+    NP(nb_bpe_load_gpt2, NULL, NULL);
+    NP(nb_bpe_load_tokenizer_json, NULL);
+    NP(nb_bpe_train, NULL, 300, (nb_bpe_train_options){0});
+    NS(nb_bpe_save_gpt2, NULL, NULL, NULL);
+    NS(nb_bpe_save_tokenizer_json, NULL, NULL);
+    NV(nb_bpe_free, NULL);
+    NX(nb_bpe_vocab_size, NULL);
+    NX(nb_bpe_num_merges, NULL);
+    NX(nb_bpe_get_pretokenizer, NULL);
+    NI(nb_bpe_token_to_id, NULL, NULL);
+    NP(nb_bpe_id_to_token, NULL, 0);
+    NB(nb_bpe_is_special, NULL, 0);
+    NI(nb_bpe_encode, NULL, NULL, 0, false, NULL, 0);
+    NI(nb_bpe_decode, NULL, NULL, 0, NULL, 0);
+    NI(nb_bpe_pretokenize, NB_BPE_GPT2, NULL, 1, NULL, 0);
     /* autograd/nb_ops.h */
     NP(nb_add_scalar, NULL, 0);
     NP(nb_mul_scalar, NULL, 0);
@@ -674,7 +711,7 @@ START_TEST(test_every_public_function_survives_null) {
     static const char *const headers[] = {"core/nb_core.h", "autograd/nb_ops.h", "autograd/nb_linalg.h",
                                           "autograd/nb_autograd.h", "autograd/nb_op_table.h", "nn/nb_nn.h",
                                           "nn/nb_transformer.h", "optim/nb_optim.h", "optim/nb_lr_scheduler.h",
-                                          "optim/nb_checkpoint.h",
+                                          "optim/nb_checkpoint.h", "nn/nb_decoder.h", "data/nb_bpe.h",
                                           "data/nb_data.h", "data/nb_text.h", "core/nb_safetensors.h"};
     int found = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {

@@ -4,6 +4,7 @@
  * cpu_kernels.h, and nb_cpu_backend_init, which registers cpu:0
  * (backend/registry.c calls it). */
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -88,6 +89,26 @@ static nb_status cpu_event_sync(nb_backend *be, void *e) {
     return NB_OK;
 }
 
+/* The profiler's marks: the host clock (the CPU's slots finish before they return). */
+static void *cpu_timer_mark(nb_backend *be) {
+    (void)be;
+    double *t = malloc(sizeof *t);
+    if (t) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        *t = 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+    }
+    return t;
+}
+static double cpu_timer_elapsed_ms(nb_backend *be, void *a, void *b) {
+    (void)be;
+    return *(double *)b - *(double *)a;
+}
+static void cpu_timer_free(nb_backend *be, void *m) {
+    (void)be;
+    free(m);
+}
+
 /* The CPU runs every (op, dtype) cell of the op table except compute in
  * the 16-bit storage dtypes: those rows that list float16/bfloat16 are the
  * data-movement ops, which move 2-byte elements; the capability check
@@ -112,6 +133,9 @@ static const struct nb_backend_i cpu_iface = {
     .event_record = cpu_event_record,
     .event_wait = cpu_event_wait,
     .event_query = cpu_event_query,
+    .timer_mark = cpu_timer_mark,
+    .timer_elapsed_ms = cpu_timer_elapsed_ms,
+    .timer_free = cpu_timer_free,
     .event_synchronize = cpu_event_sync,
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -179,6 +203,10 @@ static const struct nb_backend_i cpu_iface = {
     .linalg_lstsq = nb_cpu_linalg_lstsq,
     .adam_step_multi = nb_cpu_adam_step_multi,
     .sgd_step_multi = nb_cpu_sgd_step_multi,
+    /* decoders */
+    .rms_norm = nb_cpu_rms_norm,
+    .rms_norm_backward = nb_cpu_rms_norm_backward,
+    .rope = nb_cpu_rope,
 };
 
 static nb_backend cpu_backend = {

@@ -12,7 +12,7 @@
  *           ops, add/mul scalar
  *   unary_backward, softmax*, cross_entropy*, random (uniform, normal),
  *   adam/sgd, conv/pool/norm, matmul (OpenBLAS), linalg (LAPACKE),
- *   layer_norm*, attention*: float32/float64
+ *   layer_norm*, attention*, rms_norm*, rope: float32/float64
  *   index_add: float32/float64, int32/int64/uint8 (wrapping)
  *   reduce, argmax/argmin, scan, sort, scatter: the six computing dtypes
  *   index_select, index_copy, where, gather, nonzero: every dtype (they
@@ -132,5 +132,12 @@ nb_status nb_cpu_linalg_qr(nb_backend *be, const nb_kview *q, const nb_kview *r,
 nb_status nb_cpu_linalg_eigh(nb_backend *be, const nb_kview *w, const nb_kview *v, const nb_kview *a, bool upper);
 nb_status nb_cpu_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *s, const nb_kview *vh, const nb_kview *a);
 nb_status nb_cpu_linalg_lstsq(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
+/* decoders: rms_norm.c, rope.c (float32/float64) */
+nb_status nb_cpu_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,
+                          const nb_kview *w, double eps);
+nb_status nb_cpu_rms_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gy,
+                                   const nb_kview *x, const nb_kview *w, const nb_kview *rstd);
+nb_status nb_cpu_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
+                      const nb_kview *sin, bool inverse);
 
 #endif

@@ -266,6 +266,29 @@ static nb_status memcpy_peer(nb_backend *be, void *dst, nb_backend *src_be, cons
 
 static const char *info(nb_backend *be) { return ctx_of(be)->info; }
 
+// The profiler's marks: timed events recorded on the current stream.
+static void *timer_mark(nb_backend *be) {
+    cudaEvent_t e;
+    if (cudaEventCreate(&e) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    cudaEventRecord(e, stream_of(be));
+    return e;
+}
+static double timer_elapsed_ms(nb_backend *be, void *a, void *b) {
+    (void)be;
+    float ms = 0;
+    if (cudaEventSynchronize((cudaEvent_t)b) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, (cudaEvent_t)a, (cudaEvent_t)b) != cudaSuccess)
+        (void)cudaGetLastError();
+    return ms;
+}
+static void timer_free(nb_backend *be, void *m) {
+    (void)be;
+    cudaEventDestroy((cudaEvent_t)m);
+}
+
 void count_sync(nb_backend *be) { n_syncs[device_of(be)].fetch_add(1, std::memory_order_relaxed); }
 
 static void counters(nb_backend *be, nb_device_counters *c) {
@@ -299,6 +322,9 @@ static void fill_iface(void) {
     i->supports = supports;
     i->info = info;
     i->counters = counters;
+    i->timer_mark = timer_mark;
+    i->timer_elapsed_ms = timer_elapsed_ms;
+    i->timer_free = timer_free;
     i->stream_create = stream_create;
     i->stream_destroy = stream_destroy;
     i->stream_synchronize = stream_synchronize;

@@ -8,7 +8,7 @@
 
 static void usage(const char *prog) {
     fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N] [--device cpu|cuda|cuda:N] [--tf32] "
-                    "[--config NAME]\n", prog);
+                    "[--config NAME] [--profile]\n", prog);
     exit(2);
 }
 
@@ -16,8 +16,8 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
     nb_bench_args a = {.steps = 20, .warmup = 3, .device = NB_CPU};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
-        if (!strcmp(f, "--tf32")) {
-            a.tf32 = true;
+        if (!strcmp(f, "--tf32") || !strcmp(f, "--profile")) {
+            *(f[2] == 't' ? &a.tf32 : &a.profile) = true;
             continue;
         }
         if (i + 1 >= argc) usage(argv[0]);
@@ -84,7 +84,10 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_device dev = nb_device_of(x);
     nb_device_counters c0 = {0};
     for (int i = 0; i < a->warmup + a->steps; i++) {
-        if (i == a->warmup) c0 = nb_device_counters_get(dev);
+        if (i == a->warmup) {
+            c0 = nb_device_counters_get(dev);
+            if (a->profile) nb_profiler_start();
+        }
         double t = now_ms();
         if (one_step(net, opt, x, y, &loss) != NB_OK) {
             free(ms);
@@ -94,6 +97,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
         if (i >= a->warmup) ms[i - a->warmup] = now_ms() - t;
     }
     nb_device_counters c1 = nb_device_counters_get(dev);
+    if (a->profile) nb_profiler_report(stderr);
     double l = nb_item(loss);
     nb_release(loss);
     qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);

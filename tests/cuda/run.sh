@@ -20,8 +20,15 @@
 #               op_harness; its summary lines) and the CUDA suites
 #   suite       the whole test suite (CPU and CUDA cases)
 #   memcheck    compute-sanitizer memcheck over the harness and CUDA suites
-#   racecheck   compute-sanitizer racecheck over the same
+#   racecheck   compute-sanitizer racecheck over the slot checkers and
+#               the elementwise suite
+#   parity      the examples' networks stepped on the CPU and the GPU from
+#               the same weights, inputs and dropout masks (device_parity)
+#   slots       the slot checkers (cuda_cnn_slots, cuda_reduce_slots): each
+#               slot against the CPU's at the hot shapes, with timings
 #   examples    mnist_mlp, mnist_cnn and bert_mlm with --device cuda
+#   profile     the kernel-slot profile (nb_profiler_report) of the
+#               benchmarks' steps: where the device time goes
 #   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
 #               torch_ref.py's eager and graph figures from the same run
 # Prints a summary table last. The device tool (/work/.library/device)
@@ -37,11 +44,12 @@ stage() {
     [ -d build-cuda ] || meson setup build-cuda -Dbuildtype=release --werror -Dcuda=enabled
     ninja -C build-cuda
     rm -rf "$dev"
-    mkdir -p "$dev/bin" "$dev/lib" "$dev/data/mnist" "$dev/data/wordnet"
-    cp build-cuda/tests/nabla-tests build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn \
-        build-cuda/examples/bert_mlm build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
+    mkdir -p "$dev/bin" "$dev/examples" "$dev/lib" "$dev/data/mnist" "$dev/data/wordnet"
+    # the examples beside bin/ as in the build tree (test_examples runs ../examples/*)
+    cp build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn build-cuda/examples/bert_mlm "$dev/examples/"
+    cp build-cuda/tests/nabla-tests build-cuda/tests/device_parity build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
         build-cuda/tests/bench/bench_bert "$dev/bin/"
-    [ -x build-cuda/tests/bench/cuda_cnn_slots ] && cp build-cuda/tests/bench/cuda_cnn_slots "$dev/bin/"
+    cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots "$dev/bin/"
     cp -L build-cuda/libnabla.so.0 "$dev/lib/"
     # Check is linked statically; its subunit is not on the GPU machine
     for l in libsubunit.so.0; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
@@ -84,13 +92,26 @@ suites() {
 
 cuda_suites="op_harness cuda_elementwise"
 
+# racecheck (shared-memory hazards) over the slot checkers, which run every
+# kernel path at the hot shapes once, and the elementwise suite: the whole
+# harness under racecheck outlasts a device call
+racecheck_all() {
+    local rc=0
+    for b in cuda_cnn_slots cuda_reduce_slots; do
+        compute-sanitizer --tool racecheck --error-exitcode 9 "$dev/bin/$b" --reps 1 || rc=1
+    done
+    CK_FORK=no CK_RUN_SUITE=cuda_elementwise compute-sanitizer --tool racecheck --error-exitcode 9 \
+        "$dev/bin/nabla-tests" || rc=1
+    return $rc
+}
+
 # compute-sanitizer --tool $1 over the CUDA suites, one process each
 # (CK_FORK=no: Check's forks would hide the tests from the tool)
 sanitize() {
     local tool=$1 rc=0
     shift
     for s in $cuda_suites; do
-        CK_FORK=no CK_RUN_SUITE=$s compute-sanitizer --tool "$tool" "$@" --error-exitcode 9 "$dev/bin/nabla-tests" || rc=1
+        NB_OP_HARNESS_DEVICE=cuda:0 CK_FORK=no CK_RUN_SUITE=$s compute-sanitizer --tool "$tool" "$@" --error-exitcode 9 "$dev/bin/nabla-tests" || rc=1
     done
     return $rc
 }
@@ -124,13 +145,19 @@ gpu() {
         harness) step harness suites $cuda_suites ;;
         suite) step suite "$dev/bin/nabla-tests" ;;
         memcheck) step memcheck sanitize memcheck --leak-check no ;;
-        racecheck) step racecheck sanitize racecheck ;;
+        racecheck) step racecheck racecheck_all ;;
         examples)
-            step mnist_mlp "$dev/bin/mnist_mlp" --device cuda
-            step mnist_cnn "$dev/bin/mnist_cnn" --device cuda
-            step bert_mlm "$dev/bin/bert_mlm" --device cuda --data "$dev/data/wordnet" ;;
+            step mnist_mlp "$dev/examples/mnist_mlp" --device cuda
+            step mnist_cnn "$dev/examples/mnist_cnn" --device cuda
+            step bert_mlm "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" ;;
         bench) step bench run_bench ;;
-        slots) [ -x "$dev/bin/cuda_cnn_slots" ] && step slots "$dev/bin/cuda_cnn_slots" ;;
+        profile) step profile bash -c "for w in mlp cnn; do '$dev/bin/bench_\$w' --device cuda --steps 20 --profile; done;
+            '$dev/bin/bench_bert' --device cuda --tf32 --steps 10 --profile;
+            '$dev/bin/bench_bert' --config bert-base --device cuda --tf32 --steps 5 --profile" ;;
+        parity) step parity "$dev/bin/device_parity" --device cuda --steps 3 ;;
+        slots)
+            step cnn_slots "$dev/bin/cuda_cnn_slots"
+            step reduce_slots "$dev/bin/cuda_reduce_slots" ;;
         *) echo "run.sh: unknown step $s" >&2 ;;
         esac
     done

@@ -11,7 +11,8 @@ cd "$(dirname "$0")/../.."
 secs=${1:-60}
 dir=build-fuzz
 if [[ ! -f "$dir/build.ninja" ]]; then
-  CC=clang meson setup "$dir" -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false \
+  # -Dcuda=disabled: the fuzz target links libnabla.a alone, without the CUDA runtime
+  CC=clang meson setup "$dir" -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled \
     -Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" >/dev/null
 fi
 ninja -C "$dir" ${NB_JOBS:+-j"$NB_JOBS"} libnabla.a >/dev/null

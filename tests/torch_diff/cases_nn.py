@@ -252,6 +252,40 @@ def cnn():
                  tag="constant row", tol={F32: (1e-4, 1e-5)}),
             Case("layer_norm", [R((3, 5))], ln, {"normalized_shape": [4], "eps": 1e-5}, tag="shape error")]
 
+    def rms(xs, a):
+        """F.rms_norm (PyTorch 2.4; 1.13 has none), written out: x / sqrt(mean(x^2) + eps) * weight over the
+        last len(normalized_shape) dims; eps 0 is PyTorch's None, the dtype's machine epsilon."""
+        ns = a["normalized_shape"]
+        x = xs[0]
+        if list(x.shape[len(x.shape) - len(ns):]) != list(ns) or len(ns) > x.dim():
+            raise RuntimeError("normalized_shape does not fit")
+        eps = a.get("eps", 0) or torch.finfo(x.dtype).eps
+        dims = tuple(range(x.dim() - len(ns), x.dim()))
+        y = x * torch.rsqrt((x * x).mean(dims, keepdim=True) + eps)
+        return y * xs[1] if len(xs) > 1 and xs[1] is not None else y
+
+    out += [Case("rms_norm", [R((3, 5)), R((5,))], rms, {"normalized_shape": [5], "eps": 1e-6}, tag="f32",
+                 tol={F32: (1e-4, 1e-5)}),
+            Case("rms_norm", [R((2, 3, 4), F64)], rms, {"normalized_shape": [3, 4]}, tag="f64 default eps"),
+            Case("rms_norm", [T([[0.0, 0.0, 0.0], [1e20, -1e20, 3.0]])], rms, {"normalized_shape": [3], "eps": 1e-5},
+                 tag="zero row", tol={F32: (1e-4, 1e-5)}),
+            Case("rms_norm", [R((3, 5)), R((4,))], rms, {"normalized_shape": [4]}, tag="shape error")]
+
+    def rope(xs, a):
+        """Hugging Face's apply_rotary_pos_emb for one tensor, with [T, D/2] tables repeated to [T, D]."""
+        x, c, s = xs
+        if x.shape[-1] % 2 or list(c.shape) != [x.shape[-2], x.shape[-1] // 2] or c.shape != s.shape:
+            raise RuntimeError("shapes do not fit")
+        c2, s2 = torch.cat([c, c], -1), torch.cat([s, s], -1)
+        h = x.shape[-1] // 2
+        rot = torch.cat([-x[..., h:], x[..., :h]], -1)
+        return x * c2 + rot * s2
+
+    out += [Case("apply_rotary_pos_emb", [R((2, 3, 4, 6)), R((4, 3)), R((4, 3))], rope, {}, tag="f32"),
+            Case("apply_rotary_pos_emb", [R((5, 4), F64), R((5, 2), F64), R((5, 2), F64)], rope, {}, tag="f64"),
+            Case("apply_rotary_pos_emb", [R((2, 4, 5)), R((4, 2)), R((4, 2))], rope, {}, tag="odd error"),
+            Case("apply_rotary_pos_emb", [R((2, 4, 6)), R((3, 3)), R((3, 3))], rope, {}, tag="table error")]
+
     def sdpa(xs, a):
         """PyTorch 2's F.scaled_dot_product_attention (1.13 has none), written out: softmax(q k^T * scale
         + mask) v; a bool mask keeps the true entries; is_causal masks j > i; a fully masked row is NaN."""
@@ -263,7 +297,10 @@ def cnn():
             L, S = s.shape[-2], s.shape[-1]
             s = s.masked_fill(torch.ones(L, S, dtype=BOOL).triu(1), -INF)
         if len(xs) > 3 and xs[3] is not None:
-            s = s.masked_fill(~xs[3], -INF) if xs[3].dtype == BOOL else s + xs[3]
+            # a bool mask becomes an additive 0 / -inf mask, as PyTorch's math backend does: a fully masked
+            # row is NaN and so are the gradients it reaches (masked_fill would give them 0)
+            m = xs[3]
+            s = s + (torch.zeros(m.shape, dtype=s.dtype).masked_fill(~m, -INF) if m.dtype == BOOL else m)
         return F.softmax(s, -1) @ v
 
     at = {F32: (1e-4, 1e-5)}

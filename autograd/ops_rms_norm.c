@@ -1,0 +1,92 @@
+/* ops_rms_norm.c - rms_norm (F.rms_norm; Zhang & Sennrich 2019): fused
+ * forward and backward; the forward saves rstd per row. Kernel:
+ * backend/cpu/rms_norm.c. Tests: tests/test_ops_rms_norm.c. */
+#include <float.h>
+#include <math.h>
+
+#include "nb_autograd_impl.h"
+
+/* A contiguous tensor seen as [rows, m] (or as [m] when rows < 0). */
+static nb_kview as_rows(const nb_tensor *t, int64_t rows, int64_t m) {
+    nb_kview v = nb_kview_of(t);
+    v.ndim = rows < 0 ? 1 : 2;
+    v.shape[0] = rows < 0 ? m : rows, v.strides[0] = rows < 0 ? 1 : m;
+    v.shape[1] = m, v.strides[1] = 1;
+    return v;
+}
+
+/* A contiguous copy (or t itself) without recording a node: the op's own
+ * node stands for it. */
+static nb_tensor *contiguous_nograd(nb_tensor *t) {
+    bool prev = nb_set_grad_enabled(false);
+    nb_tensor *c = nb_contiguous(t);
+    nb_set_grad_enabled(prev);
+    return c;
+}
+
+/* saved: x (contiguous), weight (or NULL), rstd; p.layer_norm: rows, m */
+static nb_status rms_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *x = n->saved[0], *w = n->saved[1], *rstd = n->saved[2];
+    int64_t rows = n->p.layer_norm.rows, m = n->p.layer_norm.m;
+    nb_tensor *gc = nb_contiguous(g);
+    if (!gc) return nb_last_status();
+    if (n->in[0] && !(gin[0] = nb_empty_like(x))) return nb_last_status();
+    if (n->in[1] && !(gin[1] = nb_empty_like(n->in[1]))) return nb_last_status();
+    nb_kview vgx = {0}, vgw = {0}, vw = {0};
+    if (gin[0]) vgx = as_rows(gin[0], rows, m);
+    if (gin[1]) vgw = as_rows(gin[1], -1, m);
+    if (w) vw = as_rows(w, -1, m);
+    nb_kview vgy = as_rows(gc, rows, m), vx = as_rows(x, rows, m), vr = nb_kview_of(rstd);
+    return NB_CALL(x, rms_norm_backward, gin[0] ? &vgx : NULL, gin[1] ? &vgw : NULL, &vgy, &vx, w ? &vw : NULL,
+                   &vr);
+}
+
+static nb_tensor *rms_norm_impl(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
+                                double eps) {
+    nb_tensor *in[2] = {x, weight};
+    int np = weight ? 2 : 1;
+    if (!nb_check_inputs("rms_norm", np, in) || !nb_check_dtypes(NB_OP_RMS_NORM, np, in)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (!(eps >= 0) || isinf(eps))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "rms_norm: eps %g must be finite and >= 0 (0 means finfo(dtype).eps)", eps);
+    if (eps == 0) eps = x->dtype == NB_F32 ? FLT_EPSILON : DBL_EPSILON; /* PyTorch's eps=None */
+    if (n_norm < 1 || n_norm > x->ndim || !normalized_shape)
+        return NB_FAIL(NB_ERR_SHAPE, "rms_norm: normalized_shape of %d dims does not fit input %s", n_norm,
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    int lead = x->ndim - n_norm;
+    int64_t m = 1;
+    for (int i = 0; i < n_norm; i++) {
+        if (x->shape[lead + i] != normalized_shape[i])
+            return NB_FAIL(NB_ERR_SHAPE, "rms_norm: input %s does not end with normalized_shape %s",
+                           nb_fmt_shape(x->ndim, x->shape, a, sizeof a), nb_fmt_shape(n_norm, normalized_shape, b, sizeof b));
+        m *= normalized_shape[i];
+    }
+    bool wok = !weight || weight->ndim == n_norm;
+    for (int i = 0; wok && weight && i < n_norm; i++) wok = weight->shape[i] == normalized_shape[i];
+    if (!wok)
+        return NB_FAIL(NB_ERR_SHAPE, "rms_norm: weight %s must have normalized_shape %s",
+                       nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a),
+                       nb_fmt_shape(n_norm, normalized_shape, b, sizeof b));
+    int64_t rows = nb_shape_numel(lead, x->shape);
+    nb_tensor *xc = contiguous_nograd(x), *wc = weight ? contiguous_nograd(weight) : NULL;
+    nb_tensor *out = nb_empty_like(x), *rstd = nb_tensor_new(1, &rows, x->dtype, x->storage->device);
+    if (!xc || (weight && !wc) || !out || !rstd) return NULL;
+    nb_kview vo = as_rows(out, rows, m), vx = as_rows(xc, rows, m), vr = nb_kview_of(rstd), vw = {0};
+    if (wc) vw = as_rows(wc, -1, m);
+    if (NB_CALL(x, rms_norm, &vo, &vr, &vx, wc ? &vw : NULL, eps) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record(NB_OP_RMS_NORM, rms_norm_backward, out, 2, in, &failed);
+    if (failed) return NULL;
+    if (n) {
+        n->p.layer_norm.rows = rows, n->p.layer_norm.m = m;
+        nb_save(n, 0, xc);
+        if (wc) nb_save(n, 1, wc);
+        nb_save(n, 2, rstd);
+    }
+    return out;
+}
+
+nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight, double eps) {
+    nb_scope *s = nb_scope_begin();
+    return nb_scope_return(s, rms_norm_impl(x, n_norm, normalized_shape, weight, eps));
+}

@@ -1,0 +1,65 @@
+/* rope.c - the CPU's rotary position embedding (Su et al. 2021, "RoFormer:
+ * enhanced transformer with rotary position embedding"), in the rotate-half
+ * layout of Llama and Hugging Face's apply_rotary_pos_emb: the pairs are
+ * (x[i], x[i + D/2]), not adjacent elements. For x [N, T, D] and tables
+ * cos, sin [T, D/2]:
+ *   out[i]       = x[i] cos - x[i + h] sin
+ *   out[i + h]   = x[i + h] cos + x[i] sin          (h = D/2)
+ * and with inverse the angle is negated (sin -> -sin), which is the
+ * backward: a rotation's transpose is its inverse. Rows are independent, so
+ * any split over threads gives the same bits. */
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+#include "threadpool.h"
+
+typedef struct rope_job {
+    char *out;
+    const char *x, *cos, *sin;
+    int64_t T, h;
+    bool inverse;
+} rope_job;
+
+#define ROPE_FUNCS(T_, S)                                                                  \
+    static void rope_rows_##S(void *arg, int64_t r0, int64_t r1) {                         \
+        const rope_job *j = arg;                                                           \
+        int64_t h = j->h;                                                                  \
+        const T_ sg = j->inverse ? (T_)-1 : (T_)1;                                         \
+        for (int64_t r = r0; r < r1; r++) {                                                \
+            int64_t t = r % j->T;                                                          \
+            const T_ *x = (const T_ *)j->x + r * 2 * h;                                    \
+            const T_ *c = (const T_ *)j->cos + t * h, *s = (const T_ *)j->sin + t * h;     \
+            T_ *y = (T_ *)j->out + r * 2 * h;                                              \
+            for (int64_t i = 0; i < h; i++) {                                              \
+                T_ x1 = x[i], x2 = x[i + h], si = sg * s[i];                               \
+                y[i] = x1 * c[i] - x2 * si;                                                \
+                y[i + h] = x2 * c[i] + x1 * si;                                            \
+            }                                                                              \
+        }                                                                                  \
+    }
+ROPE_FUNCS(float, f32)
+ROPE_FUNCS(double, f64)
+
+nb_status nb_cpu_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
+                      const nb_kview *sin, bool inverse) {
+    (void)be;
+    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
+    if (x->ndim != 3 || !nb_cpu_is_contiguous(x) || !nb_dtype_is_compute_float(x->dtype) || x->shape[2] % 2 ||
+        !nb_cpu_same_shape(out, x) || !nb_cpu_is_contiguous(out) || out->dtype != x->dtype)
+        return nb_set_error(NB_ERR_INVALID_ARG, "rope: x %s and out %s must be contiguous float [N, T, D], D even",
+                            nb_cpu_view_str(x, b1, sizeof b1), nb_cpu_view_str(out, b2, sizeof b2));
+    int64_t T = x->shape[1], h = x->shape[2] / 2;
+    const nb_kview *tabs[2] = {cos, sin};
+    for (int i = 0; i < 2; i++)
+        if (tabs[i]->ndim != 2 || tabs[i]->shape[0] != T || tabs[i]->shape[1] != h ||
+            !nb_cpu_is_contiguous(tabs[i]) || tabs[i]->dtype != x->dtype)
+            return nb_set_error(NB_ERR_SHAPE, "rope: %s table %s must be contiguous [T, D/2] of x %s",
+                                i ? "sin" : "cos", nb_cpu_view_str(tabs[i], b3, sizeof b3),
+                                nb_cpu_view_str(x, b1, sizeof b1));
+    int64_t rows = x->shape[0] * T;
+    if (rows == 0 || h == 0) return NB_OK;
+    rope_job j = {.out = out->data, .x = x->data, .cos = cos->data, .sin = sin->data, .T = T, .h = h,
+                  .inverse = inverse};
+    nb_cpu_parallel_for(rows, NB_CPU_GRAIN / (2 * h) + 1, x->dtype == NB_F32 ? rope_rows_f32 : rope_rows_f64, &j);
+    return NB_OK;
+}

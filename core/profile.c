@@ -1,0 +1,111 @@
+/* profile.c - the kernel-slot profiler (nb_profiler_start/report): a timing
+ * mark before and after each slot call (NB_CALL), kept per thread in call
+ * order and resolved into milliseconds at the report, when every device has
+ * finished. Marks come from the backend's timer slots (timed GPU events; the
+ * host clock on the CPU). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nb_impl.h"
+
+bool nb_prof_on;
+
+typedef struct mark_pair {
+    nb_backend *be;
+    const char *slot; /* a string literal (NB_CALL's #slot) */
+    void *a, *b;
+} mark_pair;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static mark_pair *pairs;
+static size_t n_pairs, cap_pairs;
+static _Thread_local void *open_mark; /* before's mark, until after */
+static double t_start;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+__attribute__((constructor)) static void from_env(void) {
+    const char *e = getenv("NB_PROFILE");
+    if (e && *e && strcmp(e, "0")) nb_profiler_start();
+}
+
+void nb_profiler_start(void) {
+    t_start = now_ms();
+    nb_prof_on = true;
+}
+
+void nb_prof_mark_before(nb_backend *be) { open_mark = be->iface->timer_mark ? be->iface->timer_mark(be) : NULL; }
+
+void nb_prof_mark_after(nb_backend *be, const char *slot) {
+    void *a = open_mark, *b = a && be->iface->timer_mark ? be->iface->timer_mark(be) : NULL;
+    open_mark = NULL;
+    pthread_mutex_lock(&lock);
+    if (n_pairs == cap_pairs) {
+        size_t cap = cap_pairs ? 2 * cap_pairs : 4096;
+        mark_pair *p = realloc(pairs, sizeof *p * cap);
+        if (!p) { /* out of host memory: this call goes uncounted */
+            pthread_mutex_unlock(&lock);
+            if (a) be->iface->timer_free(be, a);
+            if (b) be->iface->timer_free(be, b);
+            return;
+        }
+        pairs = p, cap_pairs = cap;
+    }
+    pairs[n_pairs++] = (mark_pair){be, slot, a, b};
+    pthread_mutex_unlock(&lock);
+}
+
+typedef struct row {
+    const char *slot;
+    nb_backend *be;
+    long calls;
+    double ms;
+} row;
+
+static int by_ms(const void *x, const void *y) {
+    double a = ((const row *)x)->ms, b = ((const row *)y)->ms;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+void nb_profiler_report(FILE *f) {
+    if (!f) f = stderr;
+    nb_prof_on = false;
+    double wall = now_ms() - t_start;
+    pthread_mutex_lock(&lock);
+    row *rows = calloc(n_pairs ? n_pairs : 1, sizeof *rows);
+    size_t n_rows = 0;
+    double total = 0;
+    long calls = 0;
+    for (size_t i = 0; rows && i < n_pairs; i++) {
+        mark_pair *p = &pairs[i];
+        double ms = p->a && p->b ? p->be->iface->timer_elapsed_ms(p->be, p->a, p->b) : 0;
+        size_t r = 0;
+        while (r < n_rows && !(rows[r].be == p->be && !strcmp(rows[r].slot, p->slot))) r++;
+        if (r == n_rows) rows[n_rows++] = (row){p->slot, p->be, 0, 0};
+        rows[r].calls++, rows[r].ms += ms;
+        total += ms, calls++;
+    }
+    for (size_t i = 0; i < n_pairs; i++) {
+        if (pairs[i].a) pairs[i].be->iface->timer_free(pairs[i].be, pairs[i].a);
+        if (pairs[i].b) pairs[i].be->iface->timer_free(pairs[i].be, pairs[i].b);
+    }
+    n_pairs = 0;
+    pthread_mutex_unlock(&lock);
+    if (!rows) return;
+    qsort(rows, n_rows, sizeof *rows, by_ms);
+    fprintf(f, "%-32s %-8s %9s %10s %9s %6s\n", "slot", "device", "calls", "total_ms", "us/call", "share");
+    for (size_t r = 0; r < n_rows; r++) {
+        char d[32];
+        fprintf(f, "%-32s %-8s %9ld %10.3f %9.2f %5.1f%%\n", rows[r].slot, nb_device_str(rows[r].be->device, d, sizeof d),
+                rows[r].calls, rows[r].ms, rows[r].calls ? 1e3 * rows[r].ms / (double)rows[r].calls : 0,
+                total > 0 ? 100 * rows[r].ms / total : 0);
+    }
+    fprintf(f, "profile: %ld slot calls, %.3f ms in them, %.3f ms of wall time\n", calls, total, wall);
+    free(rows);
+}

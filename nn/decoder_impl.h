@@ -1,0 +1,65 @@
+/* decoder_impl.h - internals shared by the decoder files of nn/ (not
+ * installed): the small modules the GPT-2 and Llama trees are made of, and
+ * the model context that the forward, the KV cache, generation and the
+ * checkpoint code read. */
+#ifndef NB_DECODER_IMPL_H
+#define NB_DECODER_IMPL_H
+
+#include "nb_decoder.h"
+#include "nb_impl.h"
+#include "nb_transformer.h"
+
+/* ---- small modules (decoder_layers.c) ------------------------------------------- */
+
+/* Transformers' Conv1D(nf, nx) of GPT-2: "weight" [nx, nf] N(0, 0.02^2),
+ * "bias" [nf] zeros; y = x W + b. Kind "Conv1D". */
+nb_module *nb_hf_conv1d(int64_t nx, int64_t nf, nb_dtype dt);
+/* A bias-free Linear whose "weight" is `weight` itself (a tied head): kind
+ * "Linear", y = x weight^T. The module takes its own reference. */
+nb_module *nb_tied_linear(nb_tensor *weight);
+/* An empty ModuleList (children "0", "1", ... added by the caller). */
+nb_module *nb_module_list(void);
+/* Adds child under name and stores it in *slot; false on failure (the
+ * child is freed by nb_module_add). */
+bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module **slot);
+
+/* ---- the shared decoder (decoder.c) ----------------------------------------------- */
+
+typedef enum nb_decoder_family { NB_FAMILY_GPT2, NB_FAMILY_LLAMA } nb_decoder_family;
+
+/* What the forward needs, in one form for both families. */
+typedef struct nb_decoder_shape {
+    nb_decoder_family family;
+    int64_t vocab, hidden, heads, kv_heads, head_dim, inner;
+    int layers;
+    int64_t max_positions;    /* GPT-2's n_positions, Llama's max_position_embeddings */
+    double norm_eps;
+    double attn_dropout;      /* on the attention weights */
+    double resid_dropout;     /* GPT-2: after the output projections */
+    double embd_dropout;      /* GPT-2: after the embedding sum */
+    bool attn_bias, mlp_bias; /* Llama's attention_bias, mlp_bias (GPT-2: always) */
+    bool tied;                /* the head is the token embedding */
+    double init_range;        /* initializer_range */
+    nb_dtype dtype;
+} nb_decoder_shape;
+
+/* The root module's context (GPT2LMHeadModel, LlamaForCausalLM). */
+typedef struct nb_decoder_ctx {
+    nb_decoder_shape s;
+    nb_gpt2_config gpt2;   /* the family's own config */
+    nb_llama_config llama;
+    /* borrowed modules of the tree */
+    nb_module *base;       /* transformer / model */
+    nb_module *embed;      /* wte / embed_tokens */
+    nb_module *pos;        /* wpe (GPT-2), else NULL */
+    nb_module *drop;       /* GPT-2's embedding dropout, else NULL */
+    nb_module *layers;     /* h / layers (ModuleList) */
+    nb_module *norm;       /* ln_f / norm */
+    nb_module *rotary;     /* rotary_emb (Llama), else NULL */
+    nb_module *lm_head;
+} nb_decoder_ctx;
+
+/* The context of a GPT-2 or Llama root module, or NULL (no error set). */
+const nb_decoder_ctx *nb_decoder_ctx_of(const nb_module *m);
+
+#endif

@@ -1,0 +1,255 @@
+/* decoder_layers.c - the small modules of the decoder models: nn.RMSNorm,
+ * the rotary-embedding table builder (transformers' LlamaRotaryEmbedding,
+ * with Llama 3's frequency scaling), the SwiGLU feed-forward (LlamaMLP),
+ * GPT-2's Conv1D (weight [in, out]), a tied bias-free head and ModuleList.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "decoder_impl.h"
+#include "nn_impl.h"
+
+bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module **slot) {
+    if (nb_module_add(m, name, child)) return false;
+    if (slot) *slot = child;
+    return true;
+}
+
+static const char *dtype_str(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid"; }
+
+/* ---- RMSNorm --------------------------------------------------------------------- */
+
+typedef struct nb_rms_norm_ctx {
+    int64_t size;
+    double eps;
+    nb_tensor *weight; /* borrowed parameter */
+} nb_rms_norm_ctx;
+
+static nb_tensor *rms_norm_forward(nb_module *m, nb_tensor *x) {
+    const nb_rms_norm_ctx *c = nb_module_ctx(m);
+    return nb_rms_norm(x, 1, &c->size, c->weight, c->eps);
+}
+
+static const nb_module_ops rms_norm_ops = {"RMSNorm", rms_norm_forward, free};
+
+nb_module *nb_nn_rms_norm(int64_t normalized_shape, double eps, nb_dtype dt) {
+    if (normalized_shape < 1 || !(eps >= 0) || isinf(eps))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "RMSNorm: normalized_shape %lld must be >= 1 and eps %g finite and >= 0",
+                       (long long)normalized_shape, eps);
+    if (!nb_dtype_is_compute_float(dt))
+        return NB_FAIL(NB_ERR_DTYPE, "RMSNorm: dtype must be float32 or float64 (got %s)", dtype_str(dt));
+    nb_rms_norm_ctx *c = calloc(1, sizeof *c);
+    nb_module *m = c ? nb_module_new(&rms_norm_ops, c) : NB_FAIL(NB_ERR_OOM, "RMSNorm: out of host memory");
+    if (!m) return NULL;
+    c->size = normalized_shape, c->eps = eps;
+    nb_tensor *w = nb_tensor_new_unscoped(1, &normalized_shape, dt, nb_default_device());
+    if (!w || nb_fill_(w, 1.0)) {
+        nb_release(w);
+        nb_module_free(m);
+        return NULL;
+    }
+    if (nb_module_adopt_parameter(m, "weight", w)) { /* w released by the call */
+        nb_module_free(m);
+        return NULL;
+    }
+    c->weight = w;
+    return m;
+}
+
+/* ---- RotaryEmbedding ---------------------------------------------------------------- */
+
+typedef struct nb_rotary_ctx {
+    int64_t head_dim;
+    nb_dtype dtype;
+    nb_tensor *inv_freq; /* owned [head_dim / 2]; not a buffer (not in the state_dict) */
+} nb_rotary_ctx;
+
+static void rotary_free(void *p) {
+    nb_rotary_ctx *c = p;
+    if (c) nb_release(c->inv_freq);
+    free(c);
+}
+
+static nb_tensor *rotary_forward1(nb_module *m, nb_tensor *x) {
+    (void)m, (void)x;
+    return NB_FAIL(NB_ERR_INVALID_ARG, "RotaryEmbedding: use nb_nn_rotary_embedding_forward (it takes a length "
+                                       "and an offset, not a tensor)");
+}
+
+static const nb_module_ops rotary_ops = {"RotaryEmbedding", rotary_forward1, rotary_free};
+
+/* transformers' _compute_llama3_parameters, in double. */
+static double llama3_scale(double inv, const nb_rope_config *c) {
+    double old = (double)c->original_max_position_embeddings;
+    double low_wl = old / c->low_freq_factor, high_wl = old / c->high_freq_factor;
+    double wl = 2 * M_PI / inv;
+    if (wl > low_wl) return inv / c->factor;
+    if (wl < high_wl) return inv;
+    double smooth = (old / wl - c->low_freq_factor) / (c->high_freq_factor - c->low_freq_factor);
+    return (1 - smooth) * inv / c->factor + smooth * inv;
+}
+
+nb_module *nb_nn_rotary_embedding(int64_t head_dim, nb_rope_config rc, nb_dtype dt) {
+    bool scaled = rc.factor != 0;
+    if (head_dim < 2 || head_dim % 2 || !(rc.theta > 0) ||
+        (scaled && !(rc.factor > 0 && rc.low_freq_factor > 0 && rc.high_freq_factor > rc.low_freq_factor &&
+                     rc.original_max_position_embeddings > 0)))
+        return NB_FAIL(NB_ERR_INVALID_ARG,
+                       "RotaryEmbedding: head_dim %lld must be even and >= 2, theta %g > 0, and a llama3 scaling "
+                       "needs factor > 0, 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings "
+                       "> 0 (got %g, %g, %g, %lld)",
+                       (long long)head_dim, rc.theta, rc.factor, rc.low_freq_factor, rc.high_freq_factor,
+                       (long long)rc.original_max_position_embeddings);
+    if (!nb_dtype_is_compute_float(dt))
+        return NB_FAIL(NB_ERR_DTYPE, "RotaryEmbedding: dtype must be float32 or float64 (got %s)", dtype_str(dt));
+    int64_t h = head_dim / 2;
+    double *f = malloc(sizeof(double) * (size_t)h);
+    nb_rotary_ctx *c = f ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        free(f);
+        return NB_FAIL(NB_ERR_OOM, "RotaryEmbedding: out of host memory");
+    }
+    nb_module *m = nb_module_new(&rotary_ops, c); /* frees c on failure */
+    if (!m) {
+        free(f);
+        return NULL;
+    }
+    c->head_dim = head_dim, c->dtype = dt;
+    for (int64_t i = 0; i < h; i++) {
+        f[i] = 1.0 / pow(rc.theta, (double)(2 * i) / (double)head_dim);
+        if (scaled) f[i] = llama3_scale(f[i], &rc);
+    }
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_to_dtype(nb_from_data(f, 1, &h, NB_F64), dt);
+    if (t) nb_retain(t), c->inv_freq = t;
+    nb_scope_end(s);
+    free(f);
+    if (!c->inv_freq) {
+        nb_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+nb_status nb_nn_rotary_embedding_forward(nb_module *m, int64_t seq_len, int64_t offset, nb_tensor **cos,
+                                         nb_tensor **sin) {
+    if (!m || nb_module_kind(m) != rotary_ops.kind || seq_len < 0 || offset < 0 || !cos || !sin)
+        return nb_set_error(NB_ERR_INVALID_ARG, "rotary_embedding_forward: needs a RotaryEmbedding (got %s), "
+                                                "seq_len %lld and offset %lld >= 0, and outputs",
+                            m ? nb_module_kind(m) : "NULL", (long long)seq_len, (long long)offset);
+    const nb_rotary_ctx *c = nb_module_ctx(m);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *pos = nb_arange((double)offset, (double)(offset + seq_len), 1, c->dtype);
+    nb_device dev = nb_device_of(c->inv_freq), pd = pos ? nb_device_of(pos) : dev;
+    if (pos && (pd.type != dev.type || pd.index != dev.index)) pos = nb_to_device(pos, dev);
+    /* angles pos * inv_freq rounded to the dtype, as transformers' float32 matmul of the two */
+    nb_tensor *ang = nb_mul(nb_unsqueeze(pos, 1), nb_unsqueeze(c->inv_freq, 0));
+    nb_tensor *co = nb_cos(ang), *si = nb_sin(ang);
+    if (!co || !si) {
+        nb_scope_end(s);
+        return nb_last_status();
+    }
+    nb_retain(co), nb_retain(si);
+    nb_scope_end(s);
+    *cos = nb_scope_adopt(co), *sin = nb_scope_adopt(si);
+    return NB_OK;
+}
+
+/* ---- SwiGLU ---------------------------------------------------------------------------- */
+
+typedef struct nb_swiglu_ctx {
+    nb_module *gate, *up, *down; /* borrowed children */
+} nb_swiglu_ctx;
+
+static nb_tensor *swiglu_forward(nb_module *m, nb_tensor *x) {
+    const nb_swiglu_ctx *c = nb_module_ctx(m);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *h = nb_mul(nb_silu(nb_forward(c->gate, x)), nb_forward(c->up, x));
+    return nb_scope_return(s, nb_forward(c->down, h));
+}
+
+static const nb_module_ops swiglu_ops = {"SwiGLU", swiglu_forward, free};
+
+nb_module *nb_nn_swiglu(int64_t hidden_size, int64_t intermediate_size, bool bias, nb_dtype dt) {
+    if (hidden_size < 1 || intermediate_size < 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "SwiGLU: hidden_size %lld and intermediate_size %lld must be >= 1",
+                       (long long)hidden_size, (long long)intermediate_size);
+    nb_swiglu_ctx *c = calloc(1, sizeof *c);
+    nb_module *m = c ? nb_module_new(&swiglu_ops, c) : NB_FAIL(NB_ERR_OOM, "SwiGLU: out of host memory");
+    if (!m) return NULL;
+    bool ok = nb_decoder_add(m, "gate_proj", nb_nn_linear_ex(hidden_size, intermediate_size, bias, dt), &c->gate) &&
+              nb_decoder_add(m, "up_proj", nb_nn_linear_ex(hidden_size, intermediate_size, bias, dt), &c->up) &&
+              nb_decoder_add(m, "down_proj", nb_nn_linear_ex(intermediate_size, hidden_size, bias, dt), &c->down);
+    if (!ok) {
+        nb_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- Conv1D (GPT-2) ----------------------------------------------------------------------- */
+
+typedef struct nb_conv1d_hf_ctx {
+    nb_tensor *weight, *bias; /* borrowed: [nx, nf], [nf] */
+} nb_conv1d_hf_ctx;
+
+static nb_tensor *conv1d_hf_forward(nb_module *m, nb_tensor *x) {
+    const nb_conv1d_hf_ctx *c = nb_module_ctx(m);
+    nb_scope *s = nb_scope_begin();
+    /* x W + b as F.linear with the transposed view: one GEMM, no copy */
+    return nb_scope_return(s, nb_linear(x, nb_transpose(c->weight, 0, 1), c->bias));
+}
+
+static const nb_module_ops conv1d_hf_ops = {"Conv1D", conv1d_hf_forward, free};
+
+static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int64_t *shape, nb_dtype dt,
+                            double std) {
+    nb_tensor *t = nb_tensor_new_unscoped(ndim, shape, dt, nb_default_device());
+    nb_status st = t ? (std > 0 ? nb_normal_(t, 0, std, NULL) : nb_fill_(t, 0)) : nb_last_status();
+    if (st) {
+        nb_release(t);
+        return NULL;
+    }
+    return nb_module_adopt_parameter(m, name, t) ? NULL : t;
+}
+
+nb_module *nb_hf_conv1d(int64_t nx, int64_t nf, nb_dtype dt) {
+    if (nx < 1 || nf < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "Conv1D: sizes %lld, %lld must be >= 1", (long long)nx, (long long)nf);
+    if (!nb_dtype_is_compute_float(dt))
+        return NB_FAIL(NB_ERR_DTYPE, "Conv1D: dtype must be float32 or float64 (got %s)", dtype_str(dt));
+    nb_conv1d_hf_ctx *c = calloc(1, sizeof *c);
+    nb_module *m = c ? nb_module_new(&conv1d_hf_ops, c) : NB_FAIL(NB_ERR_OOM, "Conv1D: out of host memory");
+    if (!m) return NULL;
+    c->weight = new_param(m, "weight", NB_SHAPE(nx, nf), dt, 0.02);
+    if (c->weight) c->bias = new_param(m, "bias", NB_SHAPE(nf), dt, 0);
+    if (!c->bias) {
+        nb_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- tied head, ModuleList ------------------------------------------------------------------ */
+
+static nb_tensor *tied_forward(nb_module *m, nb_tensor *x) { return nb_linear(x, nb_module_ctx(m), NULL); }
+
+static const nb_module_ops tied_ops = {"Linear", tied_forward, NULL};
+
+nb_module *nb_tied_linear(nb_tensor *weight) {
+    nb_module *m = nb_module_new(&tied_ops, weight);
+    /* the head takes its own reference, as PyTorch's lm_head.weight = wte.weight */
+    if (m && nb_module_register_parameter(m, "weight", weight)) {
+        nb_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static nb_tensor *module_list_forward(nb_module *m, nb_tensor *x) {
+    (void)m, (void)x;
+    return NB_FAIL(NB_ERR_INVALID_ARG, "ModuleList: has no forward (it only holds modules)");
+}
+
+static const nb_module_ops module_list_ops = {"ModuleList", module_list_forward, NULL};
+
+nb_module *nb_module_list(void) { return nb_module_new(&module_list_ops, NULL); }

@@ -1,0 +1,106 @@
+/* bench_llama_infer.c - inference speed of a Llama model with random
+ * weights: prefill tokens/s at given context lengths (one forward over the
+ * whole prompt into a KV cache, through the fused attention, so memory
+ * stays linear in the context) and decode tokens/s at batch 1 (one token
+ * per forward, greedy). The `llama` workload of tests/bench/llama_infer_ref.py,
+ * which runs the same shapes in PyTorch (SDPA).
+ *
+ *   bench_llama_infer [--config 3.2-1b|tiny] [--contexts 128,4096,100000]
+ *                     [--decode N] [--device cpu|cuda|cuda:N] [--threads N]
+ * --config 3.2-1b is Llama 3.2 1B's config.json (nb_llama_config_3_2_1b),
+ * float32 (bfloat16 is a storage dtype in nabla for now); tiny is a 2-layer
+ * model for a quick check. Prints per context:
+ *   workload=llama config=... device=... context=C prefill_ms=... prefill_tokens_per_s=...
+ *     decode_tokens=N decode_tokens_per_s=... peak_gib=...
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nabla.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* The argmax of the last position's logits of hidden [1, T, H]. */
+static int64_t next_token(nb_module *m, nb_tensor *hidden) {
+    int64_t T = nb_size(hidden, 1), tok = -1;
+    nb_tensor *a = nb_argmax(nb_causal_lm_head(m, nb_narrow(hidden, 1, T - 1, 1)), -1, false);
+    if (!a || nb_to_host(a, &tok, sizeof tok)) return -1;
+    return tok;
+}
+
+int main(int argc, char **argv) {
+    const char *config = "3.2-1b", *contexts = "128,4096", *device = "cpu";
+    int decode = 32, threads = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--config")) config = argv[i + 1];
+        else if (!strcmp(argv[i], "--contexts")) contexts = argv[i + 1];
+        else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
+        else if (!strcmp(argv[i], "--decode")) decode = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else return fprintf(stderr, "usage: %s [--config 3.2-1b|tiny] [--contexts A,B,..] [--decode N] "
+                                    "[--device cpu|cuda|cuda:N] [--threads N]\n", argv[0]), 2;
+    }
+    nb_set_num_threads(threads);
+    nb_device dev = NB_CPU;
+    if (!strncmp(device, "cuda", 4)) dev = (nb_device){NB_DEVICE_CUDA, device[4] == ':' ? atoi(device + 5) : 0};
+    if (nb_set_default_device(dev) != NB_OK) return fprintf(stderr, "bench_llama_infer: %s\n", nb_last_error()), 1;
+    nb_manual_seed(0);
+    nb_llama_config c = nb_llama_config_3_2_1b();
+    if (!strcmp(config, "tiny")) {
+        c.hidden_size = 256, c.intermediate_size = 1024, c.num_hidden_layers = 2, c.num_attention_heads = 8;
+        c.num_key_value_heads = 2, c.head_dim = 32, c.vocab_size = 4096;
+    } else if (strcmp(config, "3.2-1b")) return fprintf(stderr, "bench_llama_infer: unknown --config %s\n", config), 2;
+    nb_module *m = nb_llama(c);
+    if (!m) return fprintf(stderr, "bench_llama_infer: %s\n", nb_last_error()), 1;
+    nb_module_train(m, false);
+    printf("llama %s: %lld parameters, %d layers, %lld heads over %lld kv heads of %lld, float32, %d threads\n", config,
+           (long long)nb_module_num_params(m), c.num_hidden_layers, (long long)c.num_attention_heads,
+           (long long)c.num_key_value_heads, (long long)c.head_dim, nb_get_num_threads());
+    bool prev = nb_set_grad_enabled(false);
+    int rc = 0;
+    for (const char *p = contexts; rc == 0 && *p;) {
+        int64_t C = strtoll(p, (char **)&p, 10);
+        if (*p == ',') p++;
+        nb_kv_cache *cache = C > 0 ? nb_kv_cache_new(m, 1, C + decode) : NULL;
+        int64_t *ids = malloc(sizeof(int64_t) * (size_t)(C > 0 ? C : 1));
+        if (!cache || !ids) {
+            fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, nb_last_error());
+            rc = 1;
+            break;
+        }
+        uint64_t x = 88172645463325252ull;
+        for (int64_t i = 0; i < C; i++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, ids[i] = (int64_t)(x % (uint64_t)c.vocab_size);
+        nb_memory_reset_peak(dev);
+        nb_scope *s = nb_scope_begin();
+        double t0 = now_ms();
+        int64_t tok = next_token(m, nb_causal_lm_hidden(m, nb_from_data(ids, 2, (int64_t[]){1, C}, NB_I64), cache));
+        double t1 = now_ms();
+        nb_scope_end(s);
+        for (int i = 0; tok >= 0 && i < decode; i++) {
+            s = nb_scope_begin();
+            tok = next_token(m, nb_causal_lm_hidden(m, nb_from_data(&tok, 2, (int64_t[]){1, 1}, NB_I64), cache));
+            nb_scope_end(s);
+        }
+        double t2 = now_ms();
+        if (tok < 0) {
+            fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, nb_last_error());
+            rc = 1;
+        } else
+            printf("workload=llama config=%s device=%s context=%lld prefill_ms=%.1f prefill_tokens_per_s=%.0f "
+                   "decode_tokens=%d decode_tokens_per_s=%.2f peak_gib=%.2f\n",
+                   config, device, (long long)C, t1 - t0, (double)C / ((t1 - t0) * 1e-3), decode,
+                   decode / ((t2 - t1) * 1e-3), (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
+        fflush(stdout);
+        nb_kv_cache_free(cache);
+        free(ids);
+    }
+    nb_set_grad_enabled(prev);
+    nb_module_free(m);
+    return rc;
+}

@@ -938,8 +938,10 @@ nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
  * replacement (or one sample) by the Gumbel-max trick, topk of p / q with q
  * ~ Exp(1) (aten's CPU algorithm), so samples are distinct and zero-
  * probability categories never drawn; with replacement by inverse-CDF
- * sampling. gen NULL = the default generator; deterministic given it (the
- * samples differ from PyTorch's, whose generator is another). The checks
+ * sampling, computed in float64 whatever p's dtype (float32 and float64
+ * probabilities of the same values give the same samples). gen NULL = the
+ * default generator; deterministic given it (the samples differ from
+ * PyTorch's, whose generator is another). The checks
  * read the distribution to the host. Not differentiable. Errors:
  * NB_ERR_SHAPE (p not 1-D or 2-D), NB_ERR_INVALID_ARG (negative, infinite or
  * NaN probabilities, a row summing to 0, num_samples < 0, more samples

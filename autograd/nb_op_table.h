@@ -138,6 +138,8 @@ extern "C" {
     X(GE_SCALAR, ge_scalar, binary, 0, NB_DTM_A6) \
     X(LT_SCALAR, lt_scalar, binary, 0, NB_DTM_A6) \
     X(LE_SCALAR, le_scalar, binary, 0, NB_DTM_A6) \
+    X(ISCLOSE, isclose, binary, NB_C, NB_DTM_A6) \
+    X(ALLCLOSE, allclose, binary, NB_C | NB_S, NB_DTM_A6) \
     X(ISNAN, isnan, binary, NB_C, NB_DTM_A8) \
     X(ISINF, isinf, binary, NB_C, NB_DTM_A8) \
     X(ISFINITE, isfinite, binary, NB_C, NB_DTM_A8) \
@@ -238,10 +240,15 @@ extern "C" {
     X(CROSS_ENTROPY, cross_entropy, loss, NB_D, NB_DTM_F) \
     X(CROSS_ENTROPY_EX, cross_entropy_ex, loss, NB_D, NB_DTM_F) \
     X(MSE_LOSS, mse_loss, loss, NB_D | NB_C, NB_DTM_F) \
+    X(NLL_LOSS, nll_loss, loss, NB_D | NB_C, NB_DTM_F) \
     /* CNN */ \
     X(CONV2D, conv2d, conv, NB_D, NB_DTM_F) \
     X(CONV1D, conv1d, conv, NB_D, NB_DTM_F) \
     X(CONV_TRANSPOSE2D, conv_transpose2d, conv, NB_D, NB_DTM_F) \
+    X(CONV_TRANSPOSE1D, conv_transpose1d, conv, NB_D | NB_C, NB_DTM_F) \
+    X(CONV3D, conv3d, conv, NB_D | NB_C, NB_DTM_F) \
+    X(CONV_TRANSPOSE3D, conv_transpose3d, conv, NB_D | NB_C, NB_DTM_F) \
+    X(DEFORM_CONV2D, deform_conv2d, conv, NB_D | NB_C, NB_DTM_F) \
     X(MAX_POOL2D, max_pool2d, pool, NB_D, NB_DTM_F) \
     X(MAX_POOL1D, max_pool1d, pool, NB_D, NB_DTM_F) \
     X(AVG_POOL2D, avg_pool2d, pool, NB_D, NB_DTM_F) \
@@ -249,8 +256,12 @@ extern "C" {
     X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d, pool, NB_D, NB_DTM_F) \
     X(ADAPTIVE_AVG_POOL1D, adaptive_avg_pool1d, pool, NB_D, NB_DTM_F) \
     X(ADAPTIVE_MAX_POOL2D, adaptive_max_pool2d, pool, NB_D, NB_DTM_F) \
+    X(MAX_POOL3D, max_pool3d, pool, NB_D | NB_C, NB_DTM_F) \
+    X(AVG_POOL3D, avg_pool3d, pool, NB_D | NB_C, NB_DTM_F) \
+    X(ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d, pool, NB_D | NB_C, NB_DTM_F) \
     X(BATCH_NORM, batch_norm, batch_norm, NB_D, NB_DTM_F) \
     X(DROPOUT, dropout, dropout, NB_D | NB_R, NB_DTM_F) \
+    X(MULTINOMIAL, multinomial, random, NB_C | NB_R | NB_S, NB_DTM_F) \
     X(INTERPOLATE, interpolate, upsample, NB_D, NB_DTM_F) \
     /* transformer */ \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D, NB_DTM_F) \

@@ -113,7 +113,7 @@ static bool sdpa_check(nb_tensor *q, nb_tensor *k, nb_tensor *v, const nb_sdpa_o
     for (int d = 0; ok && d < nd - 2; d++) ok = k->shape[d] == q->shape[d] && v->shape[d] == q->shape[d];
     if (!ok) {
         nb_set_error(NB_ERR_SHAPE, SDPA ": q %s, k %s, v %s do not fit [..., L, E], [..., S, E], [..., S, Ev] "
-                                        "with equal leading dims",
+                                        "with leading dims that broadcast",
                      nb_fmt_shape(q->ndim, q->shape, a, sizeof a), nb_fmt_shape(k->ndim, k->shape, b, sizeof b),
                      nb_fmt_shape(v->ndim, v->shape, c, sizeof c));
         return false;
@@ -242,6 +242,34 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     return out;
 }
 
+/* PyTorch broadcasts the batch dims of q, k and v: each is expanded (a view,
+ * whose gradient sums back) to their common batch shape. Shapes that do not
+ * broadcast are left for sdpa_check to report. */
+static void broadcast_batch(nb_tensor **qkv) {
+    int nd = 2, bnd = 0;
+    int64_t batch[NB_MAX_DIMS];
+    for (int i = 0; i < 3; i++) {
+        if (!qkv[i] || qkv[i]->ndim < 2) return;
+        nd = qkv[i]->ndim > nd ? qkv[i]->ndim : nd;
+    }
+    for (int i = 0; i < 3; i++) {
+        int64_t b[NB_MAX_DIMS];
+        int n;
+        if (!nb_broadcast_shapes(bnd, batch, qkv[i]->ndim - 2, qkv[i]->shape, &n, b)) return;
+        bnd = n;
+        memcpy(batch, b, sizeof(int64_t) * (size_t)n);
+    }
+    for (int i = 0; i < 3; i++) {
+        nb_tensor *t = qkv[i];
+        if (t->ndim == nd && !memcmp(t->shape, batch, sizeof(int64_t) * (size_t)bnd)) continue;
+        int64_t shape[NB_MAX_DIMS];
+        memcpy(shape, batch, sizeof(int64_t) * (size_t)bnd);
+        shape[bnd] = t->shape[t->ndim - 2], shape[bnd + 1] = t->shape[t->ndim - 1];
+        nb_tensor *e = nb_expand(t, bnd + 2, shape);
+        if (e) qkv[i] = e;
+    }
+}
+
 /* ---- grouped-query attention (PyTorch's enable_gqa) ------------------------------- */
 
 /* k/v [..., Hk, S, *] repeated over groups of g heads: [..., Hk * g, S, *]
@@ -294,5 +322,8 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
     if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 3, in)) return NULL;
     q = in[0], k = in[1], v = in[2];
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, opts.enable_gqa ? sdpa_gqa(q, k, v, opts) : sdpa_impl(q, k, v, opts));
+    if (opts.enable_gqa) return nb_scope_return(s, sdpa_gqa(q, k, v, opts));
+    nb_tensor *qkv[3] = {q, k, v};
+    broadcast_batch(qkv);
+    return nb_scope_return(s, sdpa_impl(qkv[0], qkv[1], qkv[2], opts));
 }

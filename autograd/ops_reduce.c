@@ -115,7 +115,8 @@ static nb_tensor *prod_of_others(nb_tensor *x, const bool *mask) {
 }
 
 /* prod: g * out / x (PyTorch's prod_backward) where the slice holds no 0,
- * inf or NaN; elsewhere g * (the product of the others), which is exact
+ * inf or NaN and the product neither overflowed nor underflowed; elsewhere
+ * g * (the product of the others), which is exact
  * with zeros (one zero: the others' product at it, 0 elsewhere) and stays
  * right beside inf or NaN, where out / x is NaN (PyTorch 1.13 gives NaN
  * for the gradient of the inf in prod([inf, 2, 3]); the answer is 6). */
@@ -129,7 +130,10 @@ static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *ge = grad_expand(n, g);
     nb_tensor *plain = nb_div(nb_mul(ge, k), x);
     nb_tensor *exact = nb_mul(ge, prod_of_others(x, mask));
-    gin[0] = cnt ? nb_where(nb_eq_scalar(cnt, 0), plain, exact) : NULL;
+    /* out / x is also wrong where the product over- or underflowed while the others' product need not */
+    nb_tensor *ok = cnt ? nb_logical_and(nb_eq_scalar(cnt, 0), nb_logical_and(nb_isfinite(k), nb_ne_scalar(k, 0)))
+                        : NULL;
+    gin[0] = ok ? nb_where(ok, plain, exact) : NULL;
     return gin[0] ? NB_OK : nb_last_status();
 }
 

@@ -4,11 +4,18 @@
 
 /* ---- softmax / log_softmax ------------------------------------------------ */
 
+/* A 0-d tensor is softmaxed as the 1-element vector it holds (PyTorch takes dim 0 or -1 there). */
+static nb_kview as_vector(const nb_tensor *t) {
+    nb_kview v = nb_kview_of(t);
+    if (v.ndim == 0) v.ndim = 1, v.shape[0] = 1, v.strides[0] = 1;
+    return v;
+}
+
 static nb_status softmax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *y = n->saved[0];
     nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(y);
     if (!gc || !gx) return nb_last_status();
-    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vy = nb_kview_of(y);
+    nb_kview vgx = as_vector(gx), vg = as_vector(gc), vy = as_vector(y);
     gin[0] = gx;
     return NB_CALL(y, softmax_backward, &vgx, &vg, &vy, n->p.softmax.dim, n->p.softmax.log);
 }
@@ -20,7 +27,7 @@ static nb_tensor *softmax_impl(nb_op_id id, nb_tensor *t, int dim, bool log) {
     if (d < 0) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %d-d input", op, dim, t->ndim);
     nb_tensor *x = nb_contiguous(t), *out = nb_empty_like(t);
     if (!x || !out) return NULL;
-    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
+    nb_kview vo = as_vector(out), vx = as_vector(x);
     if (NB_CALL(t, softmax, &vo, &vx, t->ndim ? d : 0, log) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(id, softmax_backward, out, 1, &t, &failed);

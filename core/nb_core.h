@@ -309,6 +309,12 @@ nb_status nb_normal_(nb_tensor *t, double mean, double std, nb_generator *gen);
 nb_status nb_bernoulli_(nb_tensor *t, double p, nb_generator *gen);
 /* A random permutation of 0..n-1 (int64), Fisher-Yates driven by Philox. */
 nb_tensor *nb_randperm(int64_t n, nb_generator *gen);
+/* torch.randint(low, high, size, generator, dtype): integers uniform in
+ * [low, high) as dtype (int64 is PyTorch's default; floats hold integer
+ * values; bool [0, 2)); exact while high - low <= 2^53. Errors:
+ * NB_ERR_INVALID_ARG (low >= high, a range dtype cannot hold), shapes as
+ * nb_empty. nb_multinomial (nb_ops.h) samples categories. */
+nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen);
 
 /* ---- memory: the caching allocator ------------------------------------------
  * Per device, freed blocks are cached and reused, so a training step calls
@@ -431,6 +437,21 @@ void nb_host_free(nb_device dev, void *ptr);
 nb_status nb_copy_from_host_async(nb_tensor *t, const void *host, size_t bytes, nb_stream *s);
 /* The reverse, into host memory; the data is there after a sync of s. */
 nb_status nb_to_host_async(const nb_tensor *t, void *host, size_t bytes, nb_stream *s);
+
+/* ---- printing (core/print.c) ------------------------------------------- */
+
+/* PyTorch's repr of t (print options at their defaults: precision 4,
+ * summarized past 1000 elements with 3 edge items, 80 columns), e.g.
+ *   tensor([[1.5000, 2.0000],
+ *           [   nan,    inf]], dtype=torch.float64, requires_grad=True)
+ * with the dtype shown unless float32, int64 or bool, grad_fn=<...> named
+ * after nabla's op (AddBackward0), and the device unless the default.
+ * nb_repr writes it NUL-terminated into buf (truncated to len - 1 bytes;
+ * buf may be NULL when len is 0) and returns its full length, or -1 on
+ * error (NULL t: NB_ERR_INVALID_ARG; NB_ERR_OOM). nb_print writes it and a
+ * newline to stdout (NB_ERR_IO if that fails). Both read t to the host. */
+int64_t nb_repr(const nb_tensor *t, char *buf, size_t len);
+nb_status nb_print(const nb_tensor *t);
 
 #ifdef __cplusplus
 }

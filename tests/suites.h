@@ -52,6 +52,8 @@
     X(alloc_faults) \
     X(null_args) \
     X(examples) \
+    X(print) \
+    X(ops_random) \
     X(cuda_elementwise) \
     X(graph) \
     X(autocast)

@@ -260,7 +260,7 @@ extern "C" {
     X(AVG_POOL3D, avg_pool3d, pool, NB_D | NB_C, NB_DTM_F) \
     X(ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d, pool, NB_D | NB_C, NB_DTM_F) \
     X(BATCH_NORM, batch_norm, batch_norm, NB_D, NB_DTM_F) \
-    X(DROPOUT, dropout, dropout, NB_D | NB_R, NB_DTM_F) \
+    X(DROPOUT, dropout, dropout, NB_D | NB_R | NB_LP, NB_DTM_F | NB_DTM_H) \
     X(MULTINOMIAL, multinomial, random, NB_C | NB_R | NB_S, NB_DTM_F) \
     X(INTERPOLATE, interpolate, upsample, NB_D, NB_DTM_F) \
     /* transformer */ \

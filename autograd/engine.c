@@ -33,6 +33,10 @@ nb_tensor *nb_tensor_grad(const nb_tensor *t) {
 
 void nb_tensor_zero_grad(nb_tensor *t) {
     if (!t) return;
+    if (t->keep_grad && t->grad) { /* a view of a flat gradient buffer: zeroed in place */
+        nb_fill_(t->grad, 0);
+        return;
+    }
     nb_release(t->grad);
     t->grad = NULL;
 }

@@ -34,6 +34,7 @@ struct nb_tensor {
     int64_t shape[NB_MAX_DIMS];
     int64_t strides[NB_MAX_DIMS];
     bool requires_grad;
+    bool keep_grad;          /* .grad is a view of a flat gradient buffer: zero_grad zeroes it in place */
     nb_tensor *grad;         /* owned; leaves only */
     struct nb_node *grad_fn; /* owned reference; NULL for leaves */
 };
@@ -43,6 +44,10 @@ nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device 
 /* The same, never registered with a scope: the caller owns it (module
  * parameters, optimizer state, .grad). */
 nb_tensor *nb_tensor_new_unscoped(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
+/* Moves contiguous t into base's storage at element `offset` (t's values
+ * copied there first): t keeps its identity (references to it stay valid)
+ * and becomes a contiguous view of base. Flat parameter buffers. */
+nb_status nb_tensor_rebase(nb_tensor *t, nb_tensor *base, int64_t offset);
 /* A view of t's storage with the given geometry (scoped like nb_tensor_new). */
 nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset);

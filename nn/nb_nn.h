@@ -51,6 +51,25 @@ nb_module *nb_module_child(nb_module *m, const char *name);
 int nb_module_parameters(nb_module *m, nb_named_tensor *out, int cap);
 /* Buffers (e.g. BatchNorm's running_mean) likewise. */
 int nb_module_buffers(nb_module *m, nb_named_tensor *out, int cap);
+/* Flat parameter and gradient buffers (llm.c's; PyTorch FSDP's flat
+ * parameters): moves the parameters of root module m, per (dtype, device),
+ * into one contiguous buffer, each parameter becoming a view into it (its
+ * values, name and identity unchanged, so optimizers and references built
+ * before stay valid), and gives each a gradient that is a view into one
+ * gradient buffer (a gradient present is carried over). From then on
+ * backward accumulates into those views, nb_module_zero_grad zeroes each
+ * gradient buffer with one fill (gradients stay allocated, zeroed:
+ * PyTorch's zero_grad(set_to_none=False)), and the buffers are what a
+ * gradient all-reduce or norm can take whole. state_dict names and
+ * checkpoints are unchanged. Each parameter starts at a multiple of 64
+ * elements. Calling it again does nothing. Errors: NB_ERR_INVALID_ARG (a
+ * child module, a non-contiguous parameter), NB_ERR_UNSUPPORTED (more than
+ * 4 (dtype, device) groups), NB_ERR_OOM. */
+nb_status nb_module_flatten_parameters(nb_module *m);
+/* The flat buffers (borrowed): up to cap parameter and gradient buffers
+ * (either array may be NULL); returns their number (0: not flattened), -1
+ * for NULL m. */
+int nb_module_flat_buffers(nb_module *m, nb_tensor **params, nb_tensor **grads, int cap);
 /* Total number of parameter elements. */
 int64_t nb_module_num_params(nb_module *m);
 

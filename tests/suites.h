@@ -56,7 +56,8 @@
     X(ops_random) \
     X(cuda_elementwise) \
     X(graph) \
-    X(autocast)
+    X(autocast) \
+    X(flat_params)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

@@ -131,6 +131,8 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_no_grad_call, NULL, NULL);
     NV(nb_profiler_report, NULL); /* NULL: stderr */
     NS(nb_graph_replay, NULL);
+    NS(nb_module_flatten_parameters, NULL);
+    NI(nb_module_flat_buffers, NULL, NULL, NULL, 0);
     NV(nb_graph_free, NULL);
     /* decoders (nb_ops.h, nn/nb_decoder.h) */
     NP(nb_rms_norm, NULL, 1, (int64_t[]){2}, NULL, 1e-6);

@@ -8,7 +8,7 @@
 
 static void usage(const char *prog) {
     fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N] [--device cpu|cuda|cuda:N] [--tf32] "
-                    "[--config NAME] [--graph] [--profile]\n", prog);
+                    "[--config NAME] [--amp] [--graph] [--profile]\n", prog);
     exit(2);
 }
 
@@ -16,8 +16,8 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
     nb_bench_args a = {.steps = 20, .warmup = 3, .device = NB_CPU};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
-        if (!strcmp(f, "--tf32") || !strcmp(f, "--profile") || !strcmp(f, "--graph")) {
-            *(f[2] == 't' ? &a.tf32 : f[2] == 'p' ? &a.profile : &a.graph) = true;
+        if (!strcmp(f, "--tf32") || !strcmp(f, "--profile") || !strcmp(f, "--graph") || !strcmp(f, "--amp")) {
+            *(f[2] == 't' ? &a.tf32 : f[2] == 'p' ? &a.profile : f[2] == 'g' ? &a.graph : &a.amp) = true;
             continue;
         }
         if (i + 1 >= argc) usage(argv[0]);
@@ -60,13 +60,17 @@ static int cmp_double(const void *a, const void *b) {
 
 /* One step (without the timing's synchronize); the loss tensor is kept (in
  * *loss) for the final read. */
+static bool amp; /* --amp */
+
 static nb_status step_work(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss) {
     nb_scope *s = nb_scope_begin();
     nb_optimizer_zero_grad(opt);
+    if (amp) nb_autocast_begin(nb_device_of(x), NB_BF16);
     nb_tensor *out = nb_forward(net, x);
     nb_tensor *l = out ? nb_cross_entropy(nb_reshape(out, 2, (int64_t[]){-1, nb_size(out, -1)}),
                                           nb_reshape(y, 1, (int64_t[]){-1}))
                        : NULL;
+    if (amp) nb_autocast_end(nb_device_of(x));
     nb_status st = l ? nb_backward(l) : nb_last_status();
     if (st == NB_OK) st = nb_optimizer_step(opt);
     nb_release(*loss);
@@ -83,6 +87,15 @@ static nb_status one_step(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_te
     return st == NB_OK ? nb_device_synchronize(nb_device_of(x)) : st;
 }
 
+/* torch_ref.py's mode string: fp32, or tf32/amp/graph joined by '+'. */
+static const char *mode_name(const nb_bench_args *a) {
+    static char m[32];
+    snprintf(m, sizeof m, "%s%s%s%s%s", a->tf32 ? "tf32" : "", a->tf32 && a->amp ? "+" : "", a->amp ? "amp" : "",
+             (a->tf32 || a->amp) && a->graph ? "+" : "", a->graph ? "graph" : "");
+    if (!m[0]) snprintf(m, sizeof m, "fp32");
+    return m;
+}
+
 int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y,
                          const nb_bench_args *a) {
     double *ms = malloc(sizeof(double) * (size_t)a->steps);
@@ -91,6 +104,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_device dev = nb_device_of(x);
     nb_device_counters c0 = {0};
     nb_graph *g = NULL;
+    amp = a->amp;
     for (int i = 0; i < a->warmup + a->steps; i++) {
         if (i == a->warmup && a->graph) { /* capture one step after the eager warm-up */
             nb_status st = nb_graph_capture_begin(dev);
@@ -131,7 +145,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     char d[32];
     printf("workload=%s device=%s mode=%s threads=%d nabla median_ms=%.3f min_ms=%.3f loss=%.4f "
            "launches_per_step=%.1f syncs_per_step=%.1f info=\"%s\"\n",
-           workload, nb_device_str(dev, d, sizeof d), a->graph ? (a->tf32 ? "tf32+graph" : "fp32+graph") : a->tf32 ? "tf32" : "fp32", nb_get_num_threads(), median,
+           workload, nb_device_str(dev, d, sizeof d), mode_name(a), nb_get_num_threads(), median,
            ms[0], l, (double)(c1.kernel_launches - c0.kernel_launches) / a->steps,
            (double)(c1.host_syncs - c0.host_syncs) / a->steps, nb_backend_info(dev));
     free(ms);

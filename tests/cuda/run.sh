@@ -90,7 +90,7 @@ suites() {
     return $rc
 }
 
-cuda_suites="op_harness cuda_elementwise graph"
+cuda_suites="op_harness cuda_elementwise graph autocast flat_params"
 
 # racecheck (shared-memory hazards) over the slot checkers, which run every
 # kernel path at the hot shapes once, and the elementwise suite: the whole
@@ -127,9 +127,12 @@ run_bench() {
         [ "$w" != bert-base ] && "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --graph
+        "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --amp
+        "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --amp --graph
         [ "$w" != bert-base ] && python3 "$torch" "$w" "${steps[@]}" --device cuda
         python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32
         python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32 --graph
+        python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32 --amp --graph
     done
 }
 

@@ -11,7 +11,10 @@ difference documented there, or PyTorch 1.13 being wrong by the mathematics
 DAZ = ("nabla runs with flush-to-zero and denormals-are-zero (documented: denormals make backward GEMMs "
        "several times slower); subnormal inputs read as zero in arithmetic, while libm functions that inspect "
        "the bits (log, atan2, pow, fmod, ...) see them, so results on subnormals are those of neither mode")
-STORAGE = "float16 and bfloat16 are storage dtypes in nabla: compute ops reject them (NB_ERR_DTYPE, documented)"
+STORAGE = ("float16 and bfloat16 compute only in the ops marked lp in OPS.md (float32 arithmetic inside); "
+           "the other compute ops reject them (NB_ERR_DTYPE, documented)")
+HALF_CPU = ("nabla computes float16 on the CPU (through float32) for the ops marked lp and the binary ops, where "
+            "PyTorch 1.13's CPU has no Half kernel")
 STRICT = "stricter dtype rules, documented in the op's docstring (cast with nb_to_dtype first)"
 SHIFT = ("PyTorch 1.13 shifts by the count modulo the bit width (C's undefined behaviour, as x86 does it); nabla "
          "gives the arithmetic result: 0, or the sign fill for >> (as PyTorch 2)")
@@ -24,6 +27,7 @@ FLOORDIV = ("PyTorch 1.13's floor division gives NaN where the quotient overflow
 ENTRIES = {
     ("*", "subnormal", "element"): DAZ,
     ("*", "f16", "float16"): STORAGE,
+    ("*", "f16", "nabla does not"): HALF_CPU,
     ("relu", "int", "int32 is not supported"): STRICT + ": relu takes float32/float64",
     ("relu6", "int", "int32 is not supported"): STRICT + ": relu6 (hardtanh) takes float32/float64",
     ("hardtanh", "int", "int32 is not supported"): STRICT + ": hardtanh takes float32/float64",

@@ -406,8 +406,9 @@ bool nb_graph_is_capturing(nb_device dev);
  * A per-kernel-slot profile of the work ops enqueue, on every device: from
  * nb_profiler_start, each backend kernel slot call is timed on its stream (GPU
  * events; the host clock on the CPU) and counted by slot name ("matmul",
- * "layer_norm_backward"). The marks add a little host time per call, so read
- * it for where device time goes, not for the step's wall time. NB_PROFILE=1
+ * "layer_norm_backward"), with the host's time inside each call (its
+ * launch work). The marks add a little host time per call, so read it for
+ * where time goes, not for the step's wall time. NB_PROFILE=1
  * in the environment starts it when the library loads. */
 void nb_profiler_start(void);
 /* Prints one line per slot, most device time first: calls, total ms, us per

@@ -16,12 +16,14 @@ typedef struct mark_pair {
     nb_backend *be;
     const char *slot; /* a string literal (NB_CALL's #slot) */
     void *a, *b;
+    double host_ms;   /* the host's time inside the slot call (launch work, for a device) */
 } mark_pair;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static mark_pair *pairs;
 static size_t n_pairs, cap_pairs;
 static _Thread_local void *open_mark; /* before's mark, until after */
+static _Thread_local double open_host;  /* before's host clock */
 static double t_start;
 
 static double now_ms(void) {
@@ -40,9 +42,13 @@ void nb_profiler_start(void) {
     nb_prof_on = true;
 }
 
-void nb_prof_mark_before(nb_backend *be) { open_mark = be->iface->timer_mark ? be->iface->timer_mark(be) : NULL; }
+void nb_prof_mark_before(nb_backend *be) {
+    open_mark = be->iface->timer_mark ? be->iface->timer_mark(be) : NULL;
+    open_host = now_ms(); /* after the mark: its own cost stays out */
+}
 
 void nb_prof_mark_after(nb_backend *be, const char *slot) {
+    double host = now_ms() - open_host;
     void *a = open_mark, *b = a && be->iface->timer_mark ? be->iface->timer_mark(be) : NULL;
     open_mark = NULL;
     pthread_mutex_lock(&lock);
@@ -57,7 +63,7 @@ void nb_prof_mark_after(nb_backend *be, const char *slot) {
         }
         pairs = p, cap_pairs = cap;
     }
-    pairs[n_pairs++] = (mark_pair){be, slot, a, b};
+    pairs[n_pairs++] = (mark_pair){be, slot, a, b, host};
     pthread_mutex_unlock(&lock);
 }
 
@@ -65,7 +71,7 @@ typedef struct row {
     const char *slot;
     nb_backend *be;
     long calls;
-    double ms;
+    double ms, host_ms;
 } row;
 
 static int by_ms(const void *x, const void *y) {
@@ -84,16 +90,16 @@ void nb_profiler_report(FILE *f) {
     pthread_mutex_lock(&lock);
     row *rows = calloc(n_pairs ? n_pairs : 1, sizeof *rows);
     size_t n_rows = 0;
-    double total = 0;
+    double total = 0, host_total = 0;
     long calls = 0;
     for (size_t i = 0; rows && i < n_pairs; i++) {
         mark_pair *p = &pairs[i];
         double ms = p->a && p->b ? p->be->iface->timer_elapsed_ms(p->be, p->a, p->b) : 0;
         size_t r = 0;
         while (r < n_rows && !(rows[r].be == p->be && !strcmp(rows[r].slot, p->slot))) r++;
-        if (r == n_rows) rows[n_rows++] = (row){p->slot, p->be, 0, 0};
-        rows[r].calls++, rows[r].ms += ms;
-        total += ms, calls++;
+        if (r == n_rows) rows[n_rows++] = (row){p->slot, p->be, 0, 0, 0};
+        rows[r].calls++, rows[r].ms += ms, rows[r].host_ms += p->host_ms;
+        total += ms, host_total += p->host_ms, calls++;
     }
     for (size_t i = 0; i < n_pairs; i++) {
         if (pairs[i].a) pairs[i].be->iface->timer_free(pairs[i].be, pairs[i].a);
@@ -103,14 +109,18 @@ void nb_profiler_report(FILE *f) {
     pthread_mutex_unlock(&lock);
     if (!rows) return;
     qsort(rows, n_rows, sizeof *rows, by_ms);
-    fprintf(f, "%-32s %-8s %9s %10s %9s %6s\n", "slot", "device", "calls", "total_ms", "us/call", "share");
+    fprintf(f, "%-32s %-8s %9s %10s %9s %6s %12s\n", "slot", "device", "calls", "total_ms", "us/call", "share",
+            "host_us/call");
     for (size_t r = 0; r < n_rows; r++) {
         char d[32];
-        fprintf(f, "%-32s %-8s %9ld %10.3f %9.2f %5.1f%%\n", rows[r].slot, nb_device_str(rows[r].be->device, d, sizeof d),
-                rows[r].calls, rows[r].ms, rows[r].calls ? 1e3 * rows[r].ms / (double)rows[r].calls : 0,
-                total > 0 ? 100 * rows[r].ms / total : 0);
+        double c = rows[r].calls ? (double)rows[r].calls : 1;
+        fprintf(f, "%-32s %-8s %9ld %10.3f %9.2f %5.1f%% %12.2f\n", rows[r].slot,
+                nb_device_str(rows[r].be->device, d, sizeof d), rows[r].calls, rows[r].ms, 1e3 * rows[r].ms / c,
+                total > 0 ? 100 * rows[r].ms / total : 0, 1e3 * rows[r].host_ms / c);
     }
-    fprintf(f, "profile: %ld slot calls, %.3f ms in them, %.3f ms of wall time\n", calls, total, wall);
+    /* wall - host inside slots = the host's own work around them (core, autograd, allocation) */
+    fprintf(f, "profile: %ld slot calls, %.3f ms of device (kernel) time in them, %.3f ms of host time inside "
+               "them, %.3f ms of wall time\n", calls, total, host_total, wall);
     free(rows);
     t_start = 0;
 }

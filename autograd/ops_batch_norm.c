@@ -108,6 +108,7 @@ static nb_tensor *bn_impl(nb_tensor *x, nb_tensor *rm, nb_tensor *rv, nb_tensor 
     if (NB_CALL(x, batch_norm, &vo, &vsm, &vsi, rmc ? &vrm : NULL, rvc ? &vrv : NULL, &vx, wc ? &vw : NULL,
                 bc ? &vb : NULL, training, momentum, eps) != NB_OK)
         return NULL;
+    if (training) nb_bump_version(rm), nb_bump_version(rv); /* the running stats were updated in place */
     nb_tensor *in[3] = {x, w, b};
     bool failed;
     nb_node *n = nb_record(NB_OP_BATCH_NORM, bn_backward, out, 3, in, &failed);

@@ -79,9 +79,18 @@ static nb_status sum_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return gin[0] ? NB_OK : nb_last_status();
 }
 
+/* The saved result (slot 1; its own output, so connected under
+ * create_graph) viewed in the keepdim shape of the input (slot 0). */
+static nb_tensor *saved_keepdim(nb_node *n) {
+    nb_tensor *x = n->saved[0];
+    int64_t kshape[NB_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) kshape[i] = n->p.reduce.reduced[i] ? 1 : x->shape[i];
+    return nb_reshape(n->saved[1], x->ndim, kshape);
+}
+
 /* amax: the gradient is shared among the elements equal to the maximum. */
 static nb_status amax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_tensor *x = n->saved[0], *k = n->saved[1];
+    nb_tensor *x = n->saved[0], *k = saved_keepdim(n);
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
     nb_tensor *hit = nb_to_dtype(nb_eq(x, k), x->dtype);
@@ -120,7 +129,7 @@ static nb_tensor *prod_of_others(nb_tensor *x, const bool *mask) {
  * right beside inf or NaN, where out / x is NaN (PyTorch 1.13 gives NaN
  * for the gradient of the inf in prod([inf, 2, 3]); the answer is 6). */
 static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_tensor *x = n->saved[0], *k = n->saved[1];
+    nb_tensor *x = n->saved[0], *k = saved_keepdim(n);
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
     if (nb_numel(x) == 0) return (gin[0] = nb_zeros_like(x)) ? NB_OK : nb_last_status();
@@ -155,7 +164,7 @@ static nb_tensor *reduce_op(nb_op_id id, nb_reduce_op kop, nb_tensor *t, const i
     if (n) {
         for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];
         n->p.reduce.scale = scale;
-        if (kop != NB_REDUCE_SUM) nb_save(n, 0, t), nb_save(n, 1, k);
+        if (kop != NB_REDUCE_SUM) nb_save(n, 0, t), nb_save(n, 1, out);
     }
     return out;
 }
@@ -405,7 +414,7 @@ static nb_tensor *abs_of(nb_tensor *x) { return nb_mul(x, sign_of(x)); }
  * 2-norm of zeros has gradient 0); p = +-inf: g sign(x) shared evenly
  * among the elements with |x| == n. */
 static nb_status norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_tensor *x = n->saved[0], *k = n->saved[1];
+    nb_tensor *x = n->saved[0], *k = saved_keepdim(n);
     double p = n->p.reduce.p;
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
@@ -450,7 +459,7 @@ static nb_tensor *norm_impl(nb_tensor *t, double p, const int *dims, int n_dims,
     if (n) {
         for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];
         n->p.reduce.p = p;
-        nb_save(n, 0, t), nb_save(n, 1, k);
+        nb_save(n, 0, t), nb_save(n, 1, out);
     }
     return out;
 }

@@ -41,6 +41,7 @@ static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, dou
     uint64_t offset = nb_generator_advance(gen, nb_philox_blocks(n));
     if (nb_is_contiguous(t)) {
         nb_kview v = nb_kview_of(t);
+        nb_bump_version(t);
         return NB_CALL(t, random, &v, dist, a, b, seed, offset);
     }
     nb_scope *s = nb_op_scope_begin();

@@ -445,6 +445,9 @@ START_TEST(test_every_public_function_survives_null) {
     NX(nb_op_find, NULL);
     /* nn/nb_nn.h */
     NP(nb_forward, NULL, NULL);
+    NI(nb_module_register_forward_pre_hook, NULL, NULL, NULL);
+    NI(nb_module_register_forward_hook, NULL, NULL, NULL);
+    NS(nb_module_remove_hook, NULL, 1);
     NV(nb_module_free, NULL);
     NV(nb_module_train, NULL, false);
     NB(nb_module_is_training, NULL);

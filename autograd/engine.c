@@ -604,7 +604,7 @@ static nb_status run_pass(pass *p, nb_tensor *const *outputs, nb_tensor *const *
     for (int o = 0; o < n_out && n_roots < (int)(sizeof roots / sizeof roots[0]); o++) roots[n_roots++] = outputs[o]->grad_fn;
     nb_status st = collect(roots, n_roots, &p->nodes);
     if (st == NB_OK) {
-        qsort(p->nodes.v, p->nodes.len, sizeof *p->nodes.v, by_seq_desc);
+        if (p->nodes.len > 1) qsort(p->nodes.v, p->nodes.len, sizeof *p->nodes.v, by_seq_desc);
         mark_needed(p);
         st = count_edges(p, outputs, n_out);
     }
@@ -625,8 +625,11 @@ static nb_status run_pass(pass *p, nb_tensor *const *outputs, nb_tensor *const *
         }
         if (n->ext && n->ext->hooks) { /* hooks of the non-leaf tensors n made */
             int n_out_node = n->kind == NB_NODE_FUNCTION ? nb_function_n_outputs(n) : 1;
-            for (int o = 0; o < n_out_node && st == NB_OK; o++)
-                if (*acc_slot(n, o)) st = nb_hooks_run_grad(n->ext->hooks, o, acc_slot(n, o), "a tensor's gradient hook");
+            for (int o = 0; o < n_out_node && st == NB_OK; o++) {
+                nb_tensor **acc = acc_slot(n, o), *g = *acc;
+                if (g) st = nb_hooks_run_grad(n->ext->hooks, o, &g, "a tensor's gradient hook");
+                if (g != *acc) nb_retain(g), nb_release(*acc), *acc = g; /* replaced: the node owns the new one */
+            }
         }
         if (st == NB_OK && (n->bw & BW_TARGET)) st = capture(p, n);
         if (st == NB_OK && (n->bw & BW_RUN)) st = run_node(p, n);

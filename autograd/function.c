@@ -14,7 +14,9 @@
 #define MAX_VALUES 16
 
 struct nb_function_ctx {
-    const nb_function *fn;
+    const nb_function *fn; /* &fn_copy: the caller's struct may be gone by backward */
+    nb_function fn_copy;
+    char name[64];
     void *user;
     int n_in, n_out;
     bool in_forward, in_backward, materialize;
@@ -332,7 +334,10 @@ nb_status nb_function_apply(const nb_function *fn, nb_tensor *const *inputs, int
     for (int j = 0; j < n_out; j++) outputs[j] = NULL;
     nb_function_ctx *c = calloc(1, sizeof *c);
     if (!c) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", fname(NULL));
-    c->fn = fn, c->user = user, c->n_in = n_inputs, c->n_out = n_out, c->materialize = true;
+    c->fn_copy = *fn;
+    snprintf(c->name, sizeof c->name, "%s", fn->name ? fn->name : "function");
+    c->fn_copy.name = c->name;
+    c->fn = &c->fn_copy, c->user = user, c->n_in = n_inputs, c->n_out = n_out, c->materialize = true;
     bool record = nb_is_grad_enabled();
     bool any = false;
     for (int i = 0; i < n_inputs; i++) any |= c->needs[i] = record && inputs[i] && inputs[i]->requires_grad;

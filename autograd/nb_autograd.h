@@ -207,7 +207,7 @@ bool nb_is_anomaly_enabled(void);
  * differentiable again. */
 typedef struct nb_function_ctx nb_function_ctx;
 typedef struct nb_function {
-    const char *name; /* for messages: "backward of <name>" */
+    const char *name; /* for messages: "backward of <name>" (copied, up to 63 characters) */
     int n_outputs;    /* 1 .. 16 */
     nb_status (*forward)(nb_function_ctx *ctx, nb_tensor *const *inputs, int n_inputs, nb_tensor **outputs);
     nb_status (*backward)(nb_function_ctx *ctx, nb_tensor *const *grad_outputs, nb_tensor **grad_inputs);

@@ -214,7 +214,8 @@ typedef struct nb_function {
 } nb_function;
 /* Function.apply: runs fn on inputs[0..n_inputs) (1 to 16; NULL entries
  * are allowed and passed on as NULL) and writes fn->n_outputs scoped
- * results to outputs; user is nb_ctx_user's value. When grad mode is on
+ * results to outputs; user is nb_ctx_user's value. *fn is copied (its
+ * callbacks must stay valid while the graph lives). When grad mode is on
  * and an input requires grad, the differentiable outputs require grad and
  * hold the function's node. An output that is one of the inputs is
  * returned as a new view of it. Errors: NB_ERR_INVALID_ARG (bad fn or

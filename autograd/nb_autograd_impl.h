@@ -5,7 +5,16 @@
  * grad: nb_record() links the node to the output, then the op saves what
  * its backward needs with nb_save(). A backward rule receives the gradient
  * of the node's output and writes one gradient per input (NULL where an
- * input needs none), each of that input's shape. */
+ * input needs none), each of that input's shape.
+ *
+ * Under create_graph (nb_grad, nb_backward_ex) grad mode is on while rules
+ * run and n->saved[] holds the saved tensors connected to their graphs (the
+ * original tensor, or for the node's own output an alias whose grad_fn is
+ * the node), so nb_needs_grad() of the gradient and the saved tensors tells
+ * a rule to compute with recorded ops (or to record its raw result with
+ * nb_record_grad and a rule of its own). An op whose rule does so carries
+ * NB_OPF_DIFF2 in the op table; the engine records the gradients of the
+ * others as nodes that fail when a double backward reaches them. */
 #ifndef NB_AUTOGRAD_IMPL_H
 #define NB_AUTOGRAD_IMPL_H
 

@@ -164,6 +164,27 @@ START_TEST(test_double_backward_unsupported) {
 }
 END_TEST
 
+/* prod and cumprod have exact rules where an element is 0 (the harness
+ * draws away from 0): their double backward there, by gradgradcheck. */
+static nb_tensor *prod_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n, (void)ctx;
+    return nb_prod(in[0], (int[]){1}, 1, false);
+}
+static nb_tensor *cumprod_fn(nb_tensor *const *in, int n, void *ctx) {
+    (void)n, (void)ctx;
+    return nb_cumprod(in[0], 1);
+}
+
+START_TEST(test_double_backward_at_zero) {
+    nb_scope *s = nb_scope_begin();
+    /* rows with no zero, one zero, two zeros */
+    nb_tensor *x = leaf(NB_SHAPE(3, 4), (double[]){0.5, -1.5, 2, 0.75, 0.5, 0, 2, -1, 0, 1.25, 0, 3});
+    NB_CK_OK(nb_gradgradcheck(prod_fn, &x, 1, NULL, NULL));
+    NB_CK_OK(nb_gradgradcheck(cumprod_fn, &x, 1, NULL, NULL));
+    nb_scope_end(s);
+}
+END_TEST
+
 /* ---- a Hessian-vector product against PyTorch -------------------------------------------- */
 
 static nb_tensor *ref_tensor(const double *v, int ndim, const int64_t *shape, bool grad) {
@@ -278,6 +299,7 @@ Suite *nb_suite_autograd_grad(void) {
     tcase_add_test(tc, test_retain_graph);
     tcase_add_test(tc, test_backward_create_graph);
     tcase_add_test(tc, test_double_backward_unsupported);
+    tcase_add_test(tc, test_double_backward_at_zero);
     tcase_add_test(tc, test_hessian_vector_product_vs_pytorch);
     tcase_add_test(tc, test_wgan_gp_vs_pytorch);
     suite_add_tcase(s, tc);

@@ -136,7 +136,9 @@ static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *special = nb_logical_or(nb_eq_scalar(x, 0), nb_logical_not(nb_isfinite(x)));
     nb_tensor *cnt = special ? reduce_raw("prod", NB_REDUCE_SUM, nb_to_dtype(special, x->dtype), mask, 1.0) : NULL;
     nb_tensor *ge = grad_expand(n, g);
-    nb_tensor *plain = nb_div(nb_mul(ge, k), x);
+    /* divided by 1 where x is special: those slices take `exact`, and a
+     * double backward through where() must not meet 0 * inf there */
+    nb_tensor *plain = nb_div(nb_mul(ge, k), nb_where(special, nb_scalar_like(x, 1, x->dtype), x));
     nb_tensor *exact = nb_mul(ge, prod_of_others(x, mask));
     gin[0] = cnt ? nb_where(nb_eq_scalar(cnt, 0), plain, exact) : NULL;
     return gin[0] ? NB_OK : nb_last_status();

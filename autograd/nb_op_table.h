@@ -177,7 +177,7 @@ extern "C" {
     X(CUMPROD, cumprod, scan, NB_D2, NB_DTM_A6) \
     X(CUMMAX, cummax, scan, NB_D2, NB_DTM_A6) \
     X(CUMMIN, cummin, scan, NB_D2, NB_DTM_A6) \
-    X(LOGCUMSUMEXP, logcumsumexp, scan, NB_D, NB_DTM_F) \
+    X(LOGCUMSUMEXP, logcumsumexp, scan, NB_D2, NB_DTM_F) \
     X(SORT, sort, sort, NB_D2, NB_DTM_A6) \
     X(ARGSORT, argsort, sort, 0, NB_DTM_A6) \
     X(TOPK, topk, sort, NB_D2, NB_DTM_A6) \
@@ -240,16 +240,16 @@ extern "C" {
     X(CONV2D, conv2d, conv, NB_D2, NB_DTM_F) \
     X(CONV1D, conv1d, conv, NB_D2, NB_DTM_F) \
     X(CONV_TRANSPOSE2D, conv_transpose2d, conv, NB_D2, NB_DTM_F) \
-    X(MAX_POOL2D, max_pool2d, pool, NB_D, NB_DTM_F) \
-    X(MAX_POOL1D, max_pool1d, pool, NB_D, NB_DTM_F) \
-    X(AVG_POOL2D, avg_pool2d, pool, NB_D, NB_DTM_F) \
-    X(AVG_POOL1D, avg_pool1d, pool, NB_D, NB_DTM_F) \
-    X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d, pool, NB_D, NB_DTM_F) \
-    X(ADAPTIVE_AVG_POOL1D, adaptive_avg_pool1d, pool, NB_D, NB_DTM_F) \
-    X(ADAPTIVE_MAX_POOL2D, adaptive_max_pool2d, pool, NB_D, NB_DTM_F) \
-    X(BATCH_NORM, batch_norm, batch_norm, NB_D, NB_DTM_F) \
+    X(MAX_POOL2D, max_pool2d, pool, NB_D2, NB_DTM_F) \
+    X(MAX_POOL1D, max_pool1d, pool, NB_D2, NB_DTM_F) \
+    X(AVG_POOL2D, avg_pool2d, pool, NB_D2, NB_DTM_F) \
+    X(AVG_POOL1D, avg_pool1d, pool, NB_D2, NB_DTM_F) \
+    X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d, pool, NB_D2, NB_DTM_F) \
+    X(ADAPTIVE_AVG_POOL1D, adaptive_avg_pool1d, pool, NB_D2, NB_DTM_F) \
+    X(ADAPTIVE_MAX_POOL2D, adaptive_max_pool2d, pool, NB_D2, NB_DTM_F) \
+    X(BATCH_NORM, batch_norm, batch_norm, NB_D2, NB_DTM_F) \
     X(DROPOUT, dropout, dropout, NB_D2 | NB_R, NB_DTM_F) \
-    X(INTERPOLATE, interpolate, upsample, NB_D, NB_DTM_F) \
+    X(INTERPOLATE, interpolate, upsample, NB_D2, NB_DTM_F) \
     /* transformer */ \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F) \
     X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D2 | NB_R, NB_DTM_F) \
@@ -265,8 +265,8 @@ extern "C" {
     X(LINALG_SVDVALS, linalg_svdvals, linalg, NB_D, NB_DTM_F) \
     X(LINALG_LSTSQ, linalg_lstsq, linalg, NB_D, NB_DTM_F) \
     /* decoders */ \
-    X(RMS_NORM, rms_norm, rms_norm, NB_D, NB_DTM_F) \
-    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D, NB_DTM_F)
+    X(RMS_NORM, rms_norm, rms_norm, NB_D2, NB_DTM_F) \
+    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D2, NB_DTM_F)
 /* clang-format on */
 
 typedef enum nb_op_id {

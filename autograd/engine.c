@@ -39,6 +39,10 @@ nb_tensor *nb_tensor_grad(const nb_tensor *t) {
 
 void nb_tensor_zero_grad(nb_tensor *t) {
     if (!t) return;
+    if (t->keep_grad && t->grad) { /* a view of a flat gradient buffer: zeroed in place */
+        nb_fill_(t->grad, 0);
+        return;
+    }
     nb_release(t->grad);
     t->grad = NULL;
 }
@@ -382,7 +386,11 @@ static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g, bool may_steal, 
         leaf->grad = c;
         return NB_OK;
     }
-    if (create_graph || leaf->grad->requires_grad) {
+    if (leaf->keep_grad && g->requires_grad) /* .grad must stay a view of the flat buffer */
+        return nb_set_error(NB_ERR_UNSUPPORTED, "backward: create_graph cannot accumulate a differentiable gradient "
+                                                "into a parameter whose .grad is a view of a flat gradient buffer "
+                                                "(nb_module_flatten_parameters); use nb_grad");
+    if (!leaf->keep_grad && (create_graph || leaf->grad->requires_grad)) {
         nb_tensor *sum = nb_add(leaf->grad, g);
         if (!sum) return nb_last_status();
         nb_retain(sum);
@@ -461,11 +469,9 @@ static nb_status leaf_edge(pass *p, nb_tensor *leaf, nb_tensor *g, bool may_stea
  * (PyTorch: "the derivative for ... is not implemented"). */
 static nb_status nodiff_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     (void)g, (void)gin;
-    char nm[96];
     return nb_set_error(NB_ERR_UNSUPPORTED,
                         "backward: double backward through %s is not supported: its backward rule is not "
-                        "differentiable (create_graph recorded its gradient as a constant)",
-                        nb_node_name(n, nm, sizeof nm));
+                        "differentiable (create_graph recorded its gradient as a constant)", nb_op_name(n->op));
 }
 
 static nb_status mark_nodiff(nb_node *n, nb_tensor *g, nb_tensor **gin) {
@@ -697,7 +703,9 @@ nb_status nb_backward_ex(nb_tensor *out, nb_tensor *grad_out, const nb_backward_
     if (st == NB_OK) {
         bool prev = nb_set_grad_enabled(o.create_graph);
         pass p = {.create_graph = o.create_graph, .retain_graph = o.retain_graph || o.create_graph, .accumulate = true};
+        nb_autocast_pause(true); /* each op's backward runs in its forward's dtypes */
         st = run_pass(&p, &out, &grad_out, 1);
+        nb_autocast_pause(false);
         end_pass(&p);
         nb_set_grad_enabled(prev);
     }
@@ -764,7 +772,9 @@ nb_status nb_grad(nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int
               .inputs = inputs, .n_inputs = n_inputs, .captured = captured};
     if (st == NB_OK) {
         bool prev = nb_set_grad_enabled(o.create_graph);
+        nb_autocast_pause(true);
         st = run_pass(&p, outputs, seeds, n_outputs);
+        nb_autocast_pause(false);
         nb_set_grad_enabled(prev);
     }
     for (int i = 0; i < n_inputs && st == NB_OK; i++) {

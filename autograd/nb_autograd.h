@@ -244,6 +244,31 @@ double nb_ctx_value(const nb_function_ctx *ctx, const char *key);
 /* The user pointer given to nb_function_apply. */
 void *nb_ctx_user(const nb_function_ctx *ctx);
 
+/* ---- autocast (torch.autocast) -------------------------------------------------
+ * Mixed precision: between nb_autocast_begin(dev, NB_BF16) and
+ * nb_autocast_end(dev), ops on tensors of dev's device type run as
+ * PyTorch's autocast runs them:
+ *   lower precision (float32 inputs cast to the autocast dtype, float32
+ *     accumulation inside): matmul, linear, bmm;
+ *   float32 (16-bit inputs cast to float32): softmax, log_softmax,
+ *     layer_norm, rms_norm, cross_entropy, mse_loss, sum, and - unlike
+ *     PyTorch, until nabla has 16-bit kernels for them - the fused attention
+ *     and conv2d;
+ *   every other op: in its inputs' dtypes (an add of float32 and bfloat16
+ *     promotes to float32).
+ * float64 inputs are never cast. Casts are recorded ops, so gradients reach
+ * the float32 parameters in float32 (the optimizer updates them there); a
+ * parameter's cast is made once per region and cached until the outermost
+ * nb_autocast_end, so wrap each forward pass (not the optimizer step) in a
+ * region. Backward runs without autocast, each op in its forward's dtypes.
+ * Regions nest (the innermost dtype applies). The lists: autograd/OPS.md.
+ * Errors: NB_ERR_DTYPE (a dtype other than bfloat16/float16), NB_ERR_DEVICE,
+ * NB_ERR_STATE (more than 16 nested regions; end without begin). */
+nb_status nb_autocast_begin(nb_device dev, nb_dtype dtype);
+nb_status nb_autocast_end(nb_device dev);
+/* Whether an autocast region is open for dev's device type. */
+bool nb_autocast_is_enabled(nb_device dev);
+
 /* ---- gradcheck ------------------------------------------------------- */
 
 /* f maps n_inputs tensors to one output tensor (any shape). */

@@ -59,6 +59,7 @@ typedef union nb_op_params {
         int64_t B, L, S, E, Ev;
         bool causal, has_mask;
         uint64_t seed, offset;
+        const uint64_t *offset_base; /* captured in a CUDA graph: the device offset base (core/graph.c) */
         double scale, dropout_p;
     } attention;
     struct { int flag; } linalg; /* cholesky: upper; qr: mode; svd: full_matrices */
@@ -80,6 +81,18 @@ typedef struct nb_node_ext {
     char *trace;                   /* anomaly mode: "mul([3] float64, [3] float64) -> [3] float64" */
     struct nb_function_ctx *fn;    /* NB_NODE_FUNCTION */
 } nb_node_ext;
+
+/* ---- autocast (autocast.c) ---- */
+typedef enum nb_autocast_list {
+    NB_AUTOCAST_LOWER, /* matmul, linear (bmm through matmul): float32 inputs to the autocast dtype */
+    NB_AUTOCAST_FP32   /* softmax, log_softmax, layer_norm, rms_norm, cross_entropy, mse_loss, sum, and
+                          (until they have 16-bit kernels) attention and conv2d: 16-bit inputs to float32 */
+} nb_autocast_list;
+/* Under an autocast region for an input's device type, replaces in[i] by its
+ * cast for the op's list (NULL entries skipped); false with an error. */
+bool nb_autocast_inputs(nb_autocast_list list, int n, nb_tensor **in);
+/* Backward passes run without autocast (nested: pause true, then false). */
+void nb_autocast_pause(bool pause);
 
 struct nb_node {
     int refcount; /* the output tensors', plus one while a backward walks it */

@@ -35,7 +35,9 @@ extern "C" {
 #define NB_OPF_VIEW 4u      /* returns a view sharing the input's storage */
 #define NB_OPF_SYNC 8u      /* reads data to the host (output size depends on it) */
 #define NB_OPF_RANDOM 16u   /* draws from a generator (deterministic given it) */
-#define NB_OPF_DIFF2 32u    /* its backward rule is differentiable: double backward (create_graph) works */
+#define NB_OPF_LP 32u       /* computes on bfloat16/float16 (float32 arithmetic inside, 16-bit tensors):
+                               what autocast's lower-precision ops and their neighbours run on */
+#define NB_OPF_DIFF2 64u    /* its backward rule is differentiable: double backward (create_graph) works */
 
 /* ---- dtype masks --------------------------------------------------------------- */
 #define NB_DTM(dt) (1u << (dt))
@@ -46,26 +48,28 @@ extern "C" {
 #define NB_DTM_A6 (NB_DTM_N | NB_DTM(NB_BOOL))                         /* the compute dtypes */
 #define NB_DTM_A8 (NB_DTM_A6 | NB_DTM(NB_F16) | NB_DTM(NB_BF16))      /* every dtype */
 #define NB_DTM_I64 NB_DTM(NB_I64)
+#define NB_DTM_H (NB_DTM(NB_F16) | NB_DTM(NB_BF16))                   /* the 16-bit floats */
 
 #define NB_D NB_OPF_DIFF
 #define NB_C NB_OPF_COMPOSITE
 #define NB_V NB_OPF_VIEW
 #define NB_S NB_OPF_SYNC
 #define NB_R NB_OPF_RANDOM
+#define NB_LP NB_OPF_LP
 #define NB_D2 (NB_OPF_DIFF | NB_OPF_DIFF2)
 
 /* clang-format off */
 #define NB_OP_TABLE(X) \
     /* unary math and activations */ \
-    X(NEG, neg, unary, NB_D2, NB_DTM_N) \
-    X(EXP, exp, unary, NB_D2, NB_DTM_A6) \
+    X(NEG, neg, unary, NB_D2 | NB_LP, NB_DTM_N | NB_DTM_H) \
+    X(EXP, exp, unary, NB_D2 | NB_LP, NB_DTM_A6 | NB_DTM_H) \
     X(LOG, log, unary, NB_D2, NB_DTM_A6) \
     X(SQRT, sqrt, unary, NB_D2, NB_DTM_A6) \
-    X(RELU, relu, unary, NB_D2, NB_DTM_F) \
-    X(SIGMOID, sigmoid, unary, NB_D2, NB_DTM_A6) \
-    X(TANH, tanh, unary, NB_D2, NB_DTM_A6) \
-    X(ADD_SCALAR, add_scalar, unary, NB_D2, NB_DTM_N) \
-    X(MUL_SCALAR, mul_scalar, unary, NB_D2, NB_DTM_N) \
+    X(RELU, relu, unary, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(SIGMOID, sigmoid, unary, NB_D2 | NB_LP, NB_DTM_A6 | NB_DTM_H) \
+    X(TANH, tanh, unary, NB_D2 | NB_LP, NB_DTM_A6 | NB_DTM_H) \
+    X(ADD_SCALAR, add_scalar, unary, NB_D2 | NB_LP, NB_DTM_N | NB_DTM_H) \
+    X(MUL_SCALAR, mul_scalar, unary, NB_D2 | NB_LP, NB_DTM_N | NB_DTM_H) \
     X(POW_SCALAR, pow_scalar, unary, NB_D2, NB_DTM_F) \
     X(ABS, abs, unary, NB_D2, NB_DTM_N) \
     X(SIGN, sign, unary, NB_D2, NB_DTM_N) \
@@ -96,7 +100,7 @@ extern "C" {
     X(LEAKY_RELU, leaky_relu, unary, NB_D2, NB_DTM_F) \
     X(ELU, elu, unary, NB_D2, NB_DTM_F) \
     X(SELU, selu, unary, NB_D2, NB_DTM_F) \
-    X(SILU, silu, unary, NB_D2, NB_DTM_F) \
+    X(SILU, silu, unary, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
     X(MISH, mish, unary, NB_D2, NB_DTM_F) \
     X(SOFTPLUS, softplus, unary, NB_D2, NB_DTM_F) \
     X(HARDTANH, hardtanh, unary, NB_D2 | NB_C, NB_DTM_F) \
@@ -104,12 +108,12 @@ extern "C" {
     X(HARDSIGMOID, hardsigmoid, unary, NB_D2, NB_DTM_F) \
     X(HARDSWISH, hardswish, unary, NB_D2, NB_DTM_F) \
     X(LOGSIGMOID, logsigmoid, unary, NB_D2, NB_DTM_F) \
-    X(GELU, gelu, unary, NB_D2, NB_DTM_F) \
+    X(GELU, gelu, unary, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
     /* arithmetic, comparisons, logic */ \
-    X(ADD, add, binary, NB_D2, NB_DTM_A6) \
-    X(SUB, sub, binary, NB_D2, NB_DTM_N) \
-    X(MUL, mul, binary, NB_D2, NB_DTM_A6) \
-    X(DIV, div, binary, NB_D2, NB_DTM_A6) \
+    X(ADD, add, binary, NB_D2 | NB_LP, NB_DTM_A6 | NB_DTM_H) \
+    X(SUB, sub, binary, NB_D2 | NB_LP, NB_DTM_N | NB_DTM_H) \
+    X(MUL, mul, binary, NB_D2 | NB_LP, NB_DTM_A6 | NB_DTM_H) \
+    X(DIV, div, binary, NB_D2 | NB_LP, NB_DTM_A6 | NB_DTM_H) \
     X(POW, pow, binary, NB_D2, NB_DTM_N) \
     X(DIV_MODE, div_mode, binary, NB_D2, NB_DTM_N) \
     X(FLOOR_DIVIDE, floor_divide, binary, NB_D2, NB_DTM_N) \
@@ -136,6 +140,8 @@ extern "C" {
     X(GE_SCALAR, ge_scalar, binary, 0, NB_DTM_A6) \
     X(LT_SCALAR, lt_scalar, binary, 0, NB_DTM_A6) \
     X(LE_SCALAR, le_scalar, binary, 0, NB_DTM_A6) \
+    X(ISCLOSE, isclose, binary, NB_C, NB_DTM_A6) \
+    X(ALLCLOSE, allclose, binary, NB_C | NB_S, NB_DTM_A6) \
     X(ISNAN, isnan, binary, NB_C, NB_DTM_A8) \
     X(ISINF, isinf, binary, NB_C, NB_DTM_A8) \
     X(ISFINITE, isfinite, binary, NB_C, NB_DTM_A8) \
@@ -156,7 +162,7 @@ extern "C" {
     X(BITWISE_RIGHT_SHIFT_SCALAR, bitwise_right_shift_scalar, binary, 0, NB_DTM_INTB) \
     X(TO_DTYPE, to_dtype, cast, NB_D2, NB_DTM_A8) \
     /* reductions, cumulative ops, sorting */ \
-    X(SUM, sum, reduce, NB_D2, NB_DTM_A6) \
+    X(SUM, sum, reduce, NB_D2 | NB_LP, NB_DTM_A6 | NB_DTM_H) \
     X(MEAN, mean, reduce, NB_D2, NB_DTM_F) \
     X(MAX, max, reduce, NB_D2, NB_DTM_N) \
     X(MIN, min, reduce, NB_D2, NB_DTM_N) \
@@ -228,18 +234,23 @@ extern "C" {
     X(SCATTER_REDUCE, scatter_reduce, gather, NB_D2, NB_DTM_N) \
     X(TAKE_ALONG_DIM, take_along_dim, gather, NB_D2 | NB_C, NB_DTM_A6) \
     /* matrix products, softmax, losses */ \
-    X(MATMUL, matmul, matmul, NB_D2, NB_DTM_F) \
-    X(LINEAR, linear, matmul, NB_D2, NB_DTM_F) \
-    X(BMM, bmm, matmul, NB_D2 | NB_C, NB_DTM_F) \
+    X(MATMUL, matmul, matmul, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(LINEAR, linear, matmul, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(BMM, bmm, matmul, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H) \
     X(SOFTMAX, softmax, softmax, NB_D2, NB_DTM_F) \
     X(LOG_SOFTMAX, log_softmax, softmax, NB_D2, NB_DTM_F) \
     X(CROSS_ENTROPY, cross_entropy, loss, NB_D2, NB_DTM_F) \
     X(CROSS_ENTROPY_EX, cross_entropy_ex, loss, NB_D2, NB_DTM_F) \
     X(MSE_LOSS, mse_loss, loss, NB_D2 | NB_C, NB_DTM_F) \
+    X(NLL_LOSS, nll_loss, loss, NB_D2 | NB_C, NB_DTM_F) \
     /* CNN */ \
     X(CONV2D, conv2d, conv, NB_D2, NB_DTM_F) \
     X(CONV1D, conv1d, conv, NB_D2, NB_DTM_F) \
     X(CONV_TRANSPOSE2D, conv_transpose2d, conv, NB_D2, NB_DTM_F) \
+    X(CONV_TRANSPOSE1D, conv_transpose1d, conv, NB_D2 | NB_C, NB_DTM_F) \
+    X(CONV3D, conv3d, conv, NB_D2 | NB_C, NB_DTM_F) \
+    X(CONV_TRANSPOSE3D, conv_transpose3d, conv, NB_D2 | NB_C, NB_DTM_F) \
+    X(DEFORM_CONV2D, deform_conv2d, conv, NB_D2 | NB_C, NB_DTM_F) \
     X(MAX_POOL2D, max_pool2d, pool, NB_D2, NB_DTM_F) \
     X(MAX_POOL1D, max_pool1d, pool, NB_D2, NB_DTM_F) \
     X(AVG_POOL2D, avg_pool2d, pool, NB_D2, NB_DTM_F) \
@@ -247,8 +258,12 @@ extern "C" {
     X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d, pool, NB_D2, NB_DTM_F) \
     X(ADAPTIVE_AVG_POOL1D, adaptive_avg_pool1d, pool, NB_D2, NB_DTM_F) \
     X(ADAPTIVE_MAX_POOL2D, adaptive_max_pool2d, pool, NB_D2, NB_DTM_F) \
+    X(MAX_POOL3D, max_pool3d, pool, NB_D2 | NB_C, NB_DTM_F) \
+    X(AVG_POOL3D, avg_pool3d, pool, NB_D2 | NB_C, NB_DTM_F) \
+    X(ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d, pool, NB_D2 | NB_C, NB_DTM_F) \
     X(BATCH_NORM, batch_norm, batch_norm, NB_D2, NB_DTM_F) \
-    X(DROPOUT, dropout, dropout, NB_D2 | NB_R, NB_DTM_F) \
+    X(DROPOUT, dropout, dropout, NB_D2 | NB_R | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(MULTINOMIAL, multinomial, random, NB_C | NB_R | NB_S, NB_DTM_F) \
     X(INTERPOLATE, interpolate, upsample, NB_D2, NB_DTM_F) \
     /* transformer */ \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F) \

@@ -39,7 +39,8 @@ extern "C" {
 
 /* Scalar arithmetic, x + s, x * s, x ** exponent (PyTorch's scalar
  * promotion: see the binary ops below), and the basic functions. relu's
- * gradient at 0 is 0, as PyTorch. */
+ * gradient at 0 is 0 and at NaN g, as PyTorch. x ** 0.5 and x ** -0.5 are
+ * sqrt(x) and 1 / sqrt(x), as PyTorch's kernel ((-inf) ** 0.5 is NaN). */
 nb_tensor *nb_add_scalar(nb_tensor *a, double s);
 nb_tensor *nb_mul_scalar(nb_tensor *a, double s);
 nb_tensor *nb_pow_scalar(nb_tensor *a, double exponent);
@@ -122,7 +123,7 @@ nb_tensor *nb_erfc(nb_tensor *x);
 nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope);
 
 /* F.elu (Clevert et al. 2015): x > 0 ? x : alpha (e^x - 1) (default alpha
- * 1). Gradient at 0 is alpha (the negative branch, as PyTorch). */
+ * 1). Gradient at 0 is alpha (the negative branch, as PyTorch), at NaN NaN. */
 nb_tensor *nb_elu(nb_tensor *x, double alpha);
 
 /* F.selu (Klambauer et al. 2017): scale * elu(x, alpha) with alpha =
@@ -144,8 +145,8 @@ nb_tensor *nb_mish(nb_tensor *x);
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
 
 /* F.hardtanh: clamp(x, min_val, max_val) (defaults -1, 1); gradient gy
- * where min_val < x < max_val and 0 elsewhere, at both ends included (as
- * PyTorch's hardtanh_backward). NaN stays NaN. Errors: min_val > max_val
+ * where min_val < x < max_val and 0 elsewhere, at both ends and at NaN
+ * included (as PyTorch's hardtanh_backward). NaN stays NaN. Errors: min_val > max_val
  * (NB_ERR_INVALID_ARG). */
 nb_tensor *nb_hardtanh(nb_tensor *x, double min_val, double max_val);
 
@@ -157,7 +158,8 @@ nb_tensor *nb_relu6(nb_tensor *x);
 nb_tensor *nb_hardsigmoid(nb_tensor *x);
 
 /* F.hardswish (Howard et al. 2019): x min(max(x + 3, 0), 6) / 6; gradient 0
- * below -3, gy (x / 3 + 1/2) on [-3, 3], gy above. */
+ * below -3, gy (x / 3 + 1/2) on [-3, 3), gy from 3 (PyTorch's vectorized
+ * kernel; its scalar one gives 1.5 gy at 3). */
 nb_tensor *nb_hardswish(nb_tensor *x);
 
 /* F.logsigmoid: log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|) (no overflow
@@ -297,6 +299,18 @@ nb_tensor *nb_bitwise_xor_scalar(nb_tensor *a, int64_t b);
 nb_tensor *nb_bitwise_left_shift_scalar(nb_tensor *a, int64_t b);
 nb_tensor *nb_bitwise_right_shift_scalar(nb_tensor *a, int64_t b);
 
+/* torch.isclose(a, b, rtol, atol, equal_nan): bool of the broadcast shape,
+ * true where a == b (infinities of one sign included), or both are NaN and
+ * equal_nan, or |a - b| is finite and <= atol + |rtol * b| (PyTorch's
+ * defaults: rtol 1e-5, atol 1e-8). a and b must share a dtype, as PyTorch
+ * (NB_ERR_DTYPE otherwise; float16/bfloat16 too); integers subtract in their
+ * dtype, bool compares as float32. Not differentiable. Errors: negative
+ * rtol or atol (NB_ERR_INVALID_ARG), shapes (NB_ERR_SHAPE).
+ * nb_allclose: whether every element is close (torch.allclose), into
+ * *result; reads one value to the host. */
+nb_tensor *nb_isclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool equal_nan);
+nb_status nb_allclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool equal_nan, bool *result);
+
 /* ---- reductions (ops_reduce.c; backend/cpu/reduce.c) ------------------------- */
 
 /* dims: n_dims dims to reduce (negative counts from the end); dims NULL or
@@ -356,7 +370,7 @@ nb_tensor *nb_argmin(nb_tensor *t, int dim, bool keepdim);
  * its gradient is 2 (x - mean) g / (N - correction). */
 nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim);
 
-/* sqrt(nb_var(...)); the gradient at std == 0 is inf/NaN, as PyTorch. */
+/* sqrt(nb_var(...)); the gradient at std == 0 is 0, PyTorch's masked std_backward. */
 nb_tensor *nb_std(nb_tensor *t, const int *dims, int n_dims, double correction, bool keepdim);
 
 /* torch.linalg.vector_norm(t, ord=p, dim=dims, keepdim): (sum |x|^p)^(1/p)
@@ -560,17 +574,20 @@ nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing
 /* Marks "no padding_idx" for nb_embedding. */
 #define NB_NO_PADDING_IDX INT64_MIN
 
-/* F.embedding: rows of weight [V, D] picked by int64 indices of any shape
+/* F.embedding: rows of weight [V, D] picked by int64 (or int32) indices of any shape
  * -> [*indices.shape, D]. The gradient of weight accumulates the rows of g
  * per index in a fixed order (deterministic, no atomics); the padding_idx
  * row (negative counts from V) gets no gradient. Errors: an index outside
  * [0, V) -> NB_ERR_INVALID_ARG naming it. */
 nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx);
 
-/* torch.index_select: t's slices along dim picked by a 1-D int64 index. */
+/* torch.index_select: t's slices along dim picked by a 1-D (or 0-d) int64
+ * or int32 index. */
 nb_tensor *nb_index_select(nb_tensor *t, int dim, nb_tensor *index);
 
-/* torch.cat of n tensors (same shape but along dim) along dim. */
+/* torch.cat of n tensors (same shape but along dim) along dim; mixed dtypes
+ * promote to their common dtype (nb_promote_types), as torch.cat. PyTorch's
+ * legacy exception for 1-D empty tensors of another shape is not kept. */
 nb_tensor *nb_cat(nb_tensor *const *ts, int n, int dim);
 
 /* torch.stack: n tensors of one shape joined along a new dim. */
@@ -582,8 +599,9 @@ nb_tensor *nb_stack(nb_tensor *const *ts, int n, int dim);
 int nb_split(nb_tensor *t, int64_t split_size, int dim, nb_tensor **out, int cap);
 int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap);
 
-/* torch.where(cond, a, b): cond bool; the three broadcast together;
- * gradients flow to a and b. */
+/* torch.where(cond, a, b): cond bool; the three broadcast together; a and
+ * b promote to torch.result_type(a, b); gradients flow to a and b (each in
+ * its own dtype). */
 nb_tensor *nb_where(nb_tensor *cond, nb_tensor *a, nb_tensor *b);
 
 /* Tensor.masked_fill: value where mask (bool, broadcastable to t) is true. */
@@ -697,19 +715,47 @@ nb_tensor *nb_log_softmax(nb_tensor *t, int dim);
 typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
 
 typedef struct nb_cross_entropy_options {
-    int64_t ignore_index;   /* targets equal to it add nothing (default -100) */
+    int64_t ignore_index;   /* targets equal to it add nothing (default -100; class indices only) */
     nb_reduction reduction; /* mean over non-ignored targets (default), sum, none */
+    nb_tensor *weight;      /* class weights [C] of the input's dtype, or NULL (borrowed) */
+    double label_smoothing; /* in [0, 1]; 0 = none (Szegedy et al. 2016) */
 } nb_cross_entropy_options;
 #define NB_CROSS_ENTROPY_DEFAULTS ((nb_cross_entropy_options){.ignore_index = -100, .reduction = NB_REDUCTION_MEAN})
 
-/* F.cross_entropy with class indices: logits [N, C] (f32/f64), target [N]
- * int64 in [0, C) or ignore_index. Fused log-softmax + NLL: the forward
- * saves the log-sum-exp per row, and the backward is softmax - onehot.
- * Errors: NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_INVALID_ARG (a target out of
- * range, found by the kernel). Mean over zero non-ignored targets is NaN, as
- * PyTorch. */
+/* F.cross_entropy (PyTorch's doc and its cross_entropy_loss): input logits
+ * [C] (unbatched), [N, C] or [N, C, d1, ..., dk], f32/f64; target either
+ * class indices (int64) of the input's shape without C ([], [N],
+ * [N, d1, ..., dk]), each in [0, C) or ignore_index, or class
+ * probabilities of the input's shape and dtype. With class indices the
+ * loss of an element is w[t] (lse - x[t]) (w = weight, or 1), and the mean
+ * divides the sum by the sum of w[t] over the non-ignored elements (NaN
+ * when there is none, as PyTorch); label_smoothing e mixes in the uniform
+ * distribution: (1 - e) nll + e / C * (-sum_c w_c log p_c), the second
+ * term masked and averaged likewise (PyTorch's formula). With
+ * probabilities the target becomes t (1 - e) + e / C, the loss of an
+ * element is -sum_c w_c t_c log p_c, and the mean divides by the number of
+ * elements (N d1 ... dk); ignore_index must stay -100 (PyTorch's rule:
+ * NB_ERR_INVALID_ARG otherwise). reduction none
+ * returns the target's shape ([] for unbatched input). The common case
+ * ([N, C], class indices, no weight, no smoothing; and [N, C, d...] after a
+ * copy to [N d..., C]) is one fused kernel: the forward saves the
+ * log-sum-exp per row and the backward is softmax - onehot; the rest is
+ * written from log_softmax, gather and sums. Errors: NB_ERR_SHAPE (shapes
+ * that do not fit, weight not [C]), NB_ERR_DTYPE (target neither int64 nor
+ * the input's float dtype, weight of another dtype), NB_ERR_INVALID_ARG (a
+ * class index outside [0, C), label_smoothing outside [0, 1], a bad
+ * reduction). */
 nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target);
 nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts);
+
+/* F.nll_loss: the negative log-likelihood of class indices, for inputs that
+ * are already log-probabilities (log_softmax's output): input [C], [N, C]
+ * or [N, C, d1, ..., dk], target int64 of the input's shape without C.
+ * Element loss -w[t] input[t] (0 where t == ignore_index); mean divides by
+ * the sum of w[t] (NaN when nothing counts). opts.label_smoothing must be
+ * 0. Gradient: -w[t] at the target class, 0 elsewhere. Errors as
+ * nb_cross_entropy_ex. */
+nb_tensor *nb_nll_loss(nb_tensor *input, nb_tensor *target, nb_cross_entropy_options opts);
 
 /* F.mse_loss: mean (or sum, none) of (input - target)^2; same shapes or broadcastable. */
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
@@ -748,6 +794,61 @@ nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d
 nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
                                nb_conv_transpose2d_options opts);
 
+/* F.conv_transpose1d: x [N, Cin, L] (or [Cin, L]), weight [Cin, Cout/groups,
+ * k]; L_out = (L-1)*stride - 2*pad + dilation*(k-1) + output_padding + 1
+ * (conv_transpose2d on [N, C, 1, L] views). */
+typedef struct nb_conv_transpose1d_options {
+    int64_t stride, padding, output_padding, dilation, groups; /* 0 = default */
+} nb_conv_transpose1d_options;
+nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
+                               nb_conv_transpose1d_options opts);
+
+/* F.conv3d: x [N, Cin, D, H, W] (or [Cin, D, H, W]), weight [Cout,
+ * Cin/groups, kd, kh, kw], bias [Cout] or NULL; per dim out = floor((in +
+ * 2*pad - dilation*(k-1) - 1) / stride) + 1 (PyTorch's Conv3d doc), or
+ * out = in with padding_same (stride 1; an odd total padding puts the extra
+ * one after). Computed as kd 2-d convolutions (one per kernel depth tap, of
+ * the input depth slices that tap reads, batched over the output depths)
+ * summed: the conv2d kernels and their backward rules, on any backend
+ * that has conv2d. Errors as conv2d's. */
+typedef struct nb_conv3d_options {
+    int64_t stride[3];   /* (d, h, w); 0 = 1 */
+    int64_t padding[3];  /* default 0 */
+    int64_t dilation[3]; /* 0 = 1 */
+    int64_t groups;      /* 0 = 1 */
+    bool padding_same;
+} nb_conv3d_options;
+nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv3d_options opts);
+
+/* F.conv_transpose3d: x [N, Cin, D, H, W] (or unbatched), weight [Cin,
+ * Cout/groups, kd, kh, kw]; per dim out = (in-1)*stride - 2*pad +
+ * dilation*(k-1) + output_padding + 1, output_padding smaller than the
+ * stride or the dilation (PyTorch's rule). Computed as kd conv_transpose2d
+ * (one per depth tap) placed at their output depths and summed. */
+typedef struct nb_conv_transpose3d_options {
+    int64_t stride[3], padding[3], output_padding[3], dilation[3], groups; /* 0 = default */
+} nb_conv_transpose3d_options;
+nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
+                               nb_conv_transpose3d_options opts);
+
+/* torchvision.ops.deform_conv2d: deformable convolution (v1, Dai et al.
+ * 2017; with a mask v2, Zhu et al. 2019). x [B, Cin, H, W]; offset [B,
+ * 2*offset_groups*kh*kw, Ho, Wo], channel 2*(g*kh*kw + i*kw + j) the y and
+ * the next the x shift of tap (i, j) for the channels of offset group g
+ * (Cin divisible by offset_groups); weight [Cout, Cin/groups, kh, kw]
+ * (groups = Cin / weight's dim 1); bias [Cout] or NULL; mask [B,
+ * offset_groups*kh*kw, Ho, Wo] or NULL (v1). Ho, Wo as conv2d's. Tap (i, j)
+ * of output (oh, ow) samples x bilinearly at (oh*sh - ph + i*dh + dy, ow*sw
+ * - pw + j*dw + dx), corners outside the input reading 0, times the mask.
+ * Composite (floor, gather, matmul): gradients for x, offset, mask, weight
+ * and bias. Batched input only, as torchvision. Errors: NB_ERR_SHAPE,
+ * NB_ERR_DTYPE, NB_ERR_INVALID_ARG (negative stride/padding/dilation). */
+typedef struct nb_deform_conv2d_options {
+    int64_t stride[2], padding[2], dilation[2]; /* stride/dilation 0 = 1 */
+} nb_deform_conv2d_options;
+nb_tensor *nb_deform_conv2d(nb_tensor *x, nb_tensor *offset, nb_tensor *weight, nb_tensor *bias, nb_tensor *mask,
+                            nb_deform_conv2d_options opts);
+
 /* ---- pooling (ops_pool.c; backend/cpu/pool.c) -------------------------------- */
 
 /* pooling (autograd/ops_pool.c; kernels backend/cpu/pool.c)
@@ -781,6 +882,27 @@ nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w);
 nb_tensor *nb_adaptive_avg_pool1d(nb_tensor *x, int64_t out_l);
 nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb_tensor **indices);
 
+/* 3-d pooling of x [N, C, D, H, W] or [C, D, H, W] (torch.nn.functional's
+ * max_pool3d, avg_pool3d, adaptive_avg_pool3d): per dim the output size and
+ * the rules of the 2-d ops above (padding <= kernel/2, ceil_mode,
+ * count_include_pad, divisor_override, dilation for max only). Computed as
+ * a 2-d pool over (h, w) then one over depth: exact, since a window is a
+ * box (max of maxima; every PyTorch divisor is a product of per-dim
+ * counts), and max keeps PyTorch's tie order (first in (d, h, w)). max
+ * indices: flat d*H*W + h*W + w positions (return_indices). */
+typedef struct nb_pool3d_options {
+    int64_t kernel[3];   /* (d, h, w) */
+    int64_t stride[3];   /* 0 = kernel */
+    int64_t padding[3];
+    int64_t dilation[3]; /* max pool only; 0 = 1 */
+    bool ceil_mode;
+    bool count_include_pad_false; /* avg pool */
+    int64_t divisor_override;     /* avg pool: 0 = none */
+} nb_pool3d_options;
+nb_tensor *nb_max_pool3d(nb_tensor *x, nb_pool3d_options opts, nb_tensor **indices);
+nb_tensor *nb_avg_pool3d(nb_tensor *x, nb_pool3d_options opts);
+nb_tensor *nb_adaptive_avg_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w);
+
 /* ---- batch normalization (ops_batch_norm.c; backend/cpu/batch_norm.c) -------- */
 
 /* F.batch_norm on x [N, C] or [N, C, *]: training uses batch statistics
@@ -808,6 +930,24 @@ nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_sha
  * Errors: p outside [0, 1]. */
 nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
 
+/* ---- sampling (ops_random.c; composites) ------------------------------------ */
+
+/* torch.multinomial(p, num_samples, replacement, generator): int64 indices
+ * [num_samples] (p [C]) or [N, num_samples] (p [N, C]) drawn with
+ * probability proportional to p's rows (f32/f64, not normalized). Without
+ * replacement (or one sample) by the Gumbel-max trick, topk of p / q with q
+ * ~ Exp(1) (aten's CPU algorithm), so samples are distinct and zero-
+ * probability categories never drawn; with replacement by inverse-CDF
+ * sampling, computed in float64 whatever p's dtype (float32 and float64
+ * probabilities of the same values give the same samples). gen NULL = the
+ * default generator; deterministic given it (the samples differ from
+ * PyTorch's, whose generator is another). The checks
+ * read the distribution to the host. Not differentiable. Errors:
+ * NB_ERR_SHAPE (p not 1-D or 2-D), NB_ERR_INVALID_ARG (negative, infinite or
+ * NaN probabilities, a row summing to 0, num_samples < 0, more samples
+ * without replacement than nonzero categories), NB_ERR_DTYPE. */
+nb_tensor *nb_multinomial(nb_tensor *p, int64_t num_samples, bool replacement, nb_generator *gen);
+
 /* ---- resizing (ops_upsample.c; backend/cpu/upsample.c) ----------------------- */
 
 typedef enum nb_interpolate_mode { NB_INTERPOLATE_NEAREST, NB_INTERPOLATE_BILINEAR } nb_interpolate_mode;
@@ -830,7 +970,9 @@ typedef struct nb_sdpa_options {
 } nb_sdpa_options;
 
 /* F.scaled_dot_product_attention: softmax(q k^T * scale + mask) v for
- * q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev]. A fused,
+ * q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev], the leading
+ * (batch) dims broadcast as PyTorch's (k and v of [1, H, S, E] serve every
+ * batch element; the expanded copy is made once). A fused,
  * tiled kernel with an online softmax (FlashAttention, Dao et al. 2022) that
  * never holds the full [..., L, S] score matrix; the forward saves the
  * log-sum-exp per row, and the backward recomputes the scores from it. A

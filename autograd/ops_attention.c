@@ -48,9 +48,11 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
     nb_tensor *P = nb_exp(nb_sub(sc, nb_unsqueeze(lse, 2)));
     nb_tensor *dP = nb_matmul(g3, nb_transpose(v3, 1, 2));
     if (p > 0 && dP) { /* the forward's keep mask: Philox bits of (b*L + i)*S + j, drop iff u < p */
-        nb_generator gen = {n->p.attention.seed, n->p.attention.offset};
         nb_tensor *drop = nb_tensor_new(3, bls, q3->dtype, q3->storage->device);
-        if (!drop || nb_bernoulli_(drop, p, &gen) != NB_OK) return NULL;
+        nb_kview vd = drop ? nb_kview_of(drop) : (nb_kview){0};
+        if (!drop || NB_CALL(drop, random, &vd, NB_RNG_BERNOULLI, p, 0, n->p.attention.seed, n->p.attention.offset,
+                             n->p.attention.offset_base) != NB_OK)
+            return NULL;
         dP = nb_mul(dP, nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p)));
     }
     int last = -1;
@@ -139,7 +141,8 @@ static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         nb_kview vm = mask ? nb_kview_of(mask) : (nb_kview){0};
         nb_status st = NB_CALL(q3, attention_backward, gq ? &vgq : NULL, gk ? &vgk : NULL, gv ? &vgv : NULL, &vg,
                                &vq, &vk, &vv, &vo, &vl, mask ? &vm : NULL, n->p.attention.causal, n->p.attention.scale,
-                               n->p.attention.dropout_p, n->p.attention.seed, n->p.attention.offset);
+                               n->p.attention.dropout_p, n->p.attention.seed, n->p.attention.offset,
+                               n->p.attention.offset_base);
         if (st) return st;
     }
     nb_tensor *gx[3] = {gq, gk, gv};
@@ -164,7 +167,7 @@ static bool sdpa_check(nb_tensor *q, nb_tensor *k, nb_tensor *v, const nb_sdpa_o
     for (int d = 0; ok && d < nd - 2; d++) ok = k->shape[d] == q->shape[d] && v->shape[d] == q->shape[d];
     if (!ok) {
         nb_set_error(NB_ERR_SHAPE, SDPA ": q %s, k %s, v %s do not fit [..., L, E], [..., S, E], [..., S, Ev] "
-                                        "with equal leading dims",
+                                        "with leading dims that broadcast",
                      nb_fmt_shape(q->ndim, q->shape, a, sizeof a), nb_fmt_shape(k->ndim, k->shape, b, sizeof b),
                      nb_fmt_shape(v->ndim, v->shape, c, sizeof c));
         return false;
@@ -262,15 +265,19 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     }
     if (!out || !out3 || !lse || (o.attn_mask && !mask)) return NULL;
     uint64_t seed = 0, offset = 0;
+    const uint64_t *base = NULL; /* set while a CUDA graph is captured */
     if (o.dropout_p > 0) {
         nb_generator *gen = o.gen ? o.gen : nb_default_generator();
         seed = gen->seed;
         offset = nb_generator_advance(gen, nb_philox_blocks((uint64_t)(B * L * S)));
+        bool failed;
+        base = nb_graph_rng_base(q->storage->backend, gen, &offset, &failed);
+        if (failed) return NULL;
     }
     nb_kview vo = nb_kview_of(out3), vl = nb_kview_of(lse), vq = nb_kview_of(q3), vk = nb_kview_of(k3),
              vv = nb_kview_of(v3), vm = mask ? nb_kview_of(mask) : (nb_kview){0};
     if (NB_CALL(q, attention, &vo, &vl, &vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, seed,
-                offset) != NB_OK)
+                offset, base) != NB_OK)
         return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, sdpa_backward, out, n_in, in, &failed);
@@ -279,7 +286,7 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
         n->p.attention.B = dims[0], n->p.attention.L = dims[1], n->p.attention.S = dims[2];
         n->p.attention.E = dims[3], n->p.attention.Ev = dims[4];
         n->p.attention.causal = o.is_causal;
-        n->p.attention.seed = seed, n->p.attention.offset = offset;
+        n->p.attention.seed = seed, n->p.attention.offset = offset, n->p.attention.offset_base = base;
         n->p.attention.has_mask = mask != NULL;
         n->p.attention.scale = scale, n->p.attention.dropout_p = o.dropout_p;
         nb_save(n, 0, q3), nb_save(n, 1, out3);
@@ -287,6 +294,34 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
         else nb_save(n, 2, k3), nb_save(n, 3, v3);
     }
     return out;
+}
+
+/* PyTorch broadcasts the batch dims of q, k and v: each is expanded (a view,
+ * whose gradient sums back) to their common batch shape. Shapes that do not
+ * broadcast are left for sdpa_check to report. */
+static void broadcast_batch(nb_tensor **qkv) {
+    int nd = 2, bnd = 0;
+    int64_t batch[NB_MAX_DIMS];
+    for (int i = 0; i < 3; i++) {
+        if (!qkv[i] || qkv[i]->ndim < 2) return;
+        nd = qkv[i]->ndim > nd ? qkv[i]->ndim : nd;
+    }
+    for (int i = 0; i < 3; i++) {
+        int64_t b[NB_MAX_DIMS];
+        int n;
+        if (!nb_broadcast_shapes(bnd, batch, qkv[i]->ndim - 2, qkv[i]->shape, &n, b)) return;
+        bnd = n;
+        memcpy(batch, b, sizeof(int64_t) * (size_t)n);
+    }
+    for (int i = 0; i < 3; i++) {
+        nb_tensor *t = qkv[i];
+        if (t->ndim == nd && !memcmp(t->shape, batch, sizeof(int64_t) * (size_t)bnd)) continue;
+        int64_t shape[NB_MAX_DIMS];
+        memcpy(shape, batch, sizeof(int64_t) * (size_t)bnd);
+        shape[bnd] = t->shape[t->ndim - 2], shape[bnd + 1] = t->shape[t->ndim - 1];
+        nb_tensor *e = nb_expand(t, bnd + 2, shape);
+        if (e) qkv[i] = e;
+    }
 }
 
 /* ---- grouped-query attention (PyTorch's enable_gqa) ------------------------------- */
@@ -336,6 +371,13 @@ static nb_tensor *sdpa_gqa(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_opt
 }
 
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts) {
+    /* float32 under autocast: the fused kernels have no 16-bit form yet */
+    nb_tensor *in[3] = {q, k, v};
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 3, in)) return NULL;
+    q = in[0], k = in[1], v = in[2];
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, opts.enable_gqa ? sdpa_gqa(q, k, v, opts) : sdpa_impl(q, k, v, opts));
+    if (opts.enable_gqa) return nb_scope_return(s, sdpa_gqa(q, k, v, opts));
+    nb_tensor *qkv[3] = {q, k, v};
+    broadcast_batch(qkv);
+    return nb_scope_return(s, sdpa_impl(qkv[0], qkv[1], qkv[2], opts));
 }

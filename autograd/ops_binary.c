@@ -496,3 +496,39 @@ nb_tensor *nb_bitwise_not(nb_tensor *x) {
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, kernel2("bitwise_not", NB_BINARY_BITWISE_XOR, x, nb_scalar_like(x, -1, x->dtype), x->dtype));
 }
+
+/* ---- isclose / allclose ------------------------------------------------------ */
+
+/* PyTorch's isclose: a == b, or (equal_nan) both NaN, or |a - b| finite and
+ * <= atol + |rtol b| (bool promoted to float32 first; integers subtract in
+ * their dtype, as PyTorch). */
+static nb_tensor *isclose_impl(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool equal_nan) {
+    nb_tensor *in[2] = {a, b};
+    if (!nb_check_inputs("isclose", 2, in) || !nb_check_dtypes(NB_OP_ISCLOSE, 2, in)) return NULL;
+    if (!(rtol >= 0) || !(atol >= 0))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "isclose: rtol %g and atol %g must be non-negative", rtol, atol);
+    nb_tensor *close = nb_eq(a, b);
+    if (equal_nan && nb_dtype_is_float(a->dtype)) close = nb_logical_or(close, nb_logical_and(nb_isnan(a), nb_isnan(b)));
+    if (rtol == 0 && atol == 0) return close;
+    nb_tensor *ca = a->dtype == NB_BOOL ? nb_to_dtype(a, NB_F32) : a, *cb = b->dtype == NB_BOOL ? nb_to_dtype(b, NB_F32) : b;
+    nb_tensor *allowed = nb_add_scalar(nb_abs(nb_mul_scalar(cb, rtol)), atol);
+    nb_tensor *actual = nb_abs(nb_sub(ca, cb));
+    return nb_logical_or(close, nb_logical_and(nb_isfinite(actual), nb_le(actual, allowed)));
+}
+
+nb_tensor *nb_isclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool equal_nan) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, isclose_impl(a, b, rtol, atol, equal_nan));
+}
+
+nb_status nb_allclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool equal_nan, bool *result) {
+    if (result) *result = false;
+    if (!result) return nb_set_error(NB_ERR_INVALID_ARG, "allclose: NULL result");
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *all = nb_all(nb_isclose(a, b, rtol, atol, equal_nan), NULL, 0, false);
+    double v = all ? nb_item(all) : NAN;
+    nb_scope_end(s);
+    if (isnan(v)) return nb_last_status();
+    *result = v != 0;
+    return NB_OK;
+}

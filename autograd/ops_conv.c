@@ -11,7 +11,9 @@
  * padding='same' follows PyTorch: total padding dilation*(k-1) per dim, the
  * left/top side gets half rounded down and the odd one goes right/bottom;
  * the kernels take the left padding and the larger output size, and read
- * the missing right/bottom column as zeros. Tests: tests/test_ops_conv.c. */
+ * the missing right/bottom column as zeros. conv_transpose1d, conv3d,
+ * conv_transpose3d and deform_conv2d are composites at the end (no kernels
+ * of their own). Tests: tests/test_ops_conv.c. */
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -291,8 +293,10 @@ nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d
     conv_opts o = {.groups = opts.groups, .same = opts.padding_same};
     for (int d = 0; d < 2; d++)
         o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d];
+    nb_tensor *in[3] = {x, weight, bias}; /* float32 under autocast: no 16-bit convolution kernels yet */
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, conv_impl("conv2d", 2, x, weight, bias, o));
+    return nb_scope_return(s, conv_impl("conv2d", 2, in[0], in[1], in[2], o));
 }
 
 nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d_options opts) {
@@ -386,4 +390,264 @@ nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
         o.output_padding[d] = opts.output_padding[d];
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_t2d_impl(x, weight, bias, o));
+}
+
+/* ---- conv_transpose1d: conv_transpose2d on [N, C, 1, L] views ----------------- */
+
+nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv_transpose1d_options opts) {
+    const char *op = "conv_transpose1d";
+    nb_tensor *in[3] = {x, weight, bias};
+    int n_in = bias ? 3 : 2;
+    nb_scope *s = nb_op_scope_begin();
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(NB_OP_CONV_TRANSPOSE1D, n_in, in))
+        return nb_scope_return(s, NULL);
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if ((x->ndim != 3 && x->ndim != 2) || weight->ndim != 3)
+        return nb_scope_return(s, NB_FAIL(NB_ERR_SHAPE, "%s: expected 3-d input (or 2-d unbatched) and 3-d weight, "
+                                          "got input %s, weight %s", op, shape_of(x, a), shape_of(weight, b)));
+    nb_conv_transpose2d_options o = {.stride = {1, opts.stride}, .padding = {0, opts.padding},
+                                     .output_padding = {0, opts.output_padding}, .dilation = {1, opts.dilation},
+                                     .groups = opts.groups};
+    int h = x->ndim - 1; /* where the trivial H goes: before L */
+    nb_tensor *y = nb_conv_transpose2d(nb_unsqueeze(x, h), nb_unsqueeze(weight, 2), bias, o);
+    return nb_scope_return(s, y ? nb_squeeze(y, h) : NULL);
+}
+
+/* ---- conv3d and conv_transpose3d: sums of 2-d convolutions over the depth taps -- */
+
+/* A 3-d convolution is, for each kernel depth tap kz, a 2-d convolution of
+ * the input depth slices kz*dd, kz*dd + sd, ... (one per output depth,
+ * batched as [N*Do, C, H, W]) with w[:, :, kz], summed over kz: the same
+ * multiplications as a direct 3-d kernel, on the 2-d kernels (and their
+ * backward rules, through autograd). */
+
+static bool bad_opts3(const char *op, int64_t *stride, int64_t *dilation, const int64_t *padding,
+                      const int64_t *output_padding, int64_t *groups) {
+    for (int d = 0; d < 3; d++) {
+        if (stride[d] == 0) stride[d] = 1;
+        if (dilation[d] == 0) dilation[d] = 1;
+        if (stride[d] < 0 || dilation[d] < 0 || padding[d] < 0 || (output_padding && output_padding[d] < 0)) {
+            nb_set_error(NB_ERR_INVALID_ARG, "%s: stride (%lld), dilation (%lld), padding (%lld)%s must not be "
+                         "negative", op, (long long)stride[d], (long long)dilation[d], (long long)padding[d],
+                         output_padding ? " and output_padding" : "");
+            return true;
+        }
+    }
+    if (*groups == 0) *groups = 1;
+    if (*groups < 0) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: groups must be positive, got %lld", op, (long long)*groups);
+        return true;
+    }
+    return false;
+}
+
+/* w[:, :, kz] as [w0, w1, kh, kw] */
+static nb_tensor *depth_tap(nb_tensor *w, int64_t kz) { return nb_squeeze(nb_narrow(w, 2, kz, 1), 2); }
+
+static nb_tensor *conv3d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, nb_conv3d_options o) {
+    const char *op = "conv3d";
+    nb_tensor *in[3] = {x, w, bias};
+    int n_in = bias ? 3 : 2;
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(NB_OP_CONV3D, n_in, in) ||
+        bad_opts3(op, o.stride, o.dilation, o.padding, NULL, &o.groups))
+        return NULL;
+    if (x->ndim == 4) return nb_squeeze(conv3d_impl(nb_unsqueeze(x, 0), w, bias, o), 0);
+    conv_opts co = {.groups = o.groups, .same = o.padding_same};
+    if (o.padding_same && (o.stride[0] != 1 || o.stride[1] != 1 || o.stride[2] != 1))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: padding='same' is not supported for strided convolutions", op);
+    if (o.padding_same && (o.padding[0] || o.padding[1] || o.padding[2]))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: padding='same' excludes explicit padding", op);
+    if (!check_shapes(op, 3, false, x, w, bias, &co)) return NULL;
+    int64_t N = x->shape[0], C = x->shape[1], D = x->shape[2], kd = w->shape[2], Co = w->shape[0];
+    int64_t sd = o.stride[0], dd = o.dilation[0], span = dd * (kd - 1) + 1;
+    int64_t pl = o.padding_same ? dd * (kd - 1) / 2 : o.padding[0], pr = o.padding_same ? dd * (kd - 1) - pl : pl;
+    if (D + pl + pr < span) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "%s: padded input depth %lld (input %s, padding %lld) is smaller than the dilated "
+                       "kernel depth %lld (weight %s, dilation %lld)", op, (long long)(D + pl + pr), shape_of(x, a),
+                       (long long)pl, (long long)span, shape_of(w, b), (long long)dd);
+    }
+    int64_t Do = (D + pl + pr - span) / sd + 1;
+    nb_tensor *xp = pl || pr ? nb_pad(x, (const int64_t[]){0, 0, 0, 0, pl, pr}, 6, NB_PAD_CONSTANT, 0) : x;
+    nb_conv2d_options o2 = {.stride = {o.stride[1], o.stride[2]}, .padding = {o.padding[1], o.padding[2]},
+                            .dilation = {o.dilation[1], o.dilation[2]}, .groups = o.groups,
+                            .padding_same = o.padding_same};
+    nb_tensor *acc = NULL;
+    for (int64_t kz = 0; kz < kd && xp; kz++) {
+        nb_tensor *slab = nb_slice(xp, 2, kz * dd, kz * dd + sd * (Do - 1) + 1, sd); /* [N, C, Do, H, W] */
+        slab = nb_reshape(nb_permute(slab, (const int[]){0, 2, 1, 3, 4}), NB_SHAPE(N * Do, C, x->shape[3], x->shape[4]));
+        nb_tensor *y = nb_conv2d(slab, depth_tap(w, kz), kz == 0 ? bias : NULL, o2); /* [N*Do, Co, Ho, Wo] */
+        acc = kz == 0 ? y : nb_add(acc, y);
+        if (!acc) return NULL;
+    }
+    if (!acc) return NULL;
+    acc = nb_reshape(acc, NB_SHAPE(N, Do, Co, acc->shape[2], acc->shape[3]));
+    return nb_contiguous(nb_permute(acc, (const int[]){0, 2, 1, 3, 4}));
+}
+
+nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv3d_options opts) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, conv3d_impl(x, weight, bias, opts));
+}
+
+/* The adjoint: each input depth slice iz, transposed-convolved with
+ * w[:, :, kz], lands at output depth iz*sd + kz*dd - pd (the slices of
+ * one tap interleaved with sd - 1 zero slices), summed over kz. */
+static nb_tensor *conv_t3d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, nb_conv_transpose3d_options o) {
+    const char *op = "conv_transpose3d";
+    nb_tensor *in[3] = {x, w, bias};
+    int n_in = bias ? 3 : 2;
+    if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(NB_OP_CONV_TRANSPOSE3D, n_in, in) ||
+        bad_opts3(op, o.stride, o.dilation, o.padding, o.output_padding, &o.groups))
+        return NULL;
+    if (x->ndim == 4) return nb_squeeze(conv_t3d_impl(nb_unsqueeze(x, 0), w, bias, o), 0);
+    conv_opts co = {.groups = o.groups};
+    if (!check_shapes(op, 3, true, x, w, bias, &co)) return NULL;
+    for (int d = 0; d < 3; d++)
+        if (o.output_padding[d] >= o.stride[d] && o.output_padding[d] >= o.dilation[d])
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: output_padding %lld must be smaller than either stride %lld or "
+                           "dilation %lld", op, (long long)o.output_padding[d], (long long)o.stride[d],
+                           (long long)o.dilation[d]);
+    int64_t N = x->shape[0], Ci = x->shape[1], Di = x->shape[2], kd = w->shape[2];
+    int64_t sd = o.stride[0], dd = o.dilation[0], pd = o.padding[0];
+    int64_t full = (Di - 1) * sd + dd * (kd - 1) + 1 + o.output_padding[0], Do = full - 2 * pd;
+    if (Do < 1) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "%s: input %s, weight %s, depth padding %lld give a non-positive output depth "
+                       "%lld", op, shape_of(x, a), shape_of(w, b), (long long)pd, (long long)Do);
+    }
+    nb_conv_transpose2d_options o2 = {.stride = {o.stride[1], o.stride[2]}, .padding = {o.padding[1], o.padding[2]},
+                                      .output_padding = {o.output_padding[1], o.output_padding[2]},
+                                      .dilation = {o.dilation[1], o.dilation[2]}, .groups = o.groups};
+    nb_tensor *xr = nb_reshape(nb_permute(x, (const int[]){0, 2, 1, 3, 4}), NB_SHAPE(N * Di, Ci, x->shape[3], x->shape[4]));
+    nb_tensor *acc = NULL;
+    int64_t used = (Di - 1) * sd + 1; /* depth rows one tap covers */
+    for (int64_t kz = 0; kz < kd && xr; kz++) {
+        nb_tensor *y = nb_conv_transpose2d(xr, depth_tap(w, kz), NULL, o2); /* [N*Di, Co, Ho, Wo] */
+        if (!y) return NULL;
+        int64_t Co = y->shape[1], Ho = y->shape[2], Wo = y->shape[3];
+        y = nb_reshape(y, NB_SHAPE(N, Di, 1, Co, Ho, Wo));
+        if (sd > 1) /* interleave sd - 1 zero slices after each */
+            y = nb_narrow(nb_reshape(nb_pad(y, (const int64_t[]){0, 0, 0, 0, 0, 0, 0, sd - 1}, 8, NB_PAD_CONSTANT, 0),
+                                     NB_SHAPE(N, Di * sd, Co, Ho, Wo)),
+                          1, 0, used);
+        else
+            y = nb_reshape(y, NB_SHAPE(N, Di, Co, Ho, Wo));
+        y = nb_pad(y, (const int64_t[]){0, 0, 0, 0, 0, 0, kz * dd, full - kz * dd - used}, 8, NB_PAD_CONSTANT, 0);
+        acc = kz == 0 ? y : nb_add(acc, y);
+        if (!acc) return NULL;
+    }
+    if (!acc) return NULL;
+    nb_tensor *out = nb_permute(nb_narrow(acc, 1, pd, Do), (const int[]){0, 2, 1, 3, 4}); /* [N, Co, Do, Ho, Wo] */
+    if (bias) out = nb_add(out, nb_reshape(bias, NB_SHAPE(bias->shape[0], 1, 1, 1)));
+    return nb_contiguous(out);
+}
+
+nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv_transpose3d_options opts) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, conv_t3d_impl(x, weight, bias, opts));
+}
+
+/* ---- deform_conv2d (torchvision.ops.deform_conv2d) ---------------------------------- */
+
+/* Deformable convolution v1/v2 (Dai et al. 2017, arXiv:1703.06211; Zhu et
+ * al. 2019, arXiv:1811.11168), torchvision's semantics: kernel tap k of
+ * output (oh, ow) reads x at (oh*sh - ph + i*dh + dy, ow*sw - pw + j*dw +
+ * dx), (dy, dx) = offset[b, 2*(g*K + k) + {0, 1}, oh, ow], bilinearly
+ * (corners outside the input are 0, and so is a point at or past -1 / the
+ * size), times mask[b, g*K + k, oh, ow]; the samples, as im2col columns,
+ * meet the weight in a batched GEMM. Written from ops (floor, gather,
+ * matmul), so autograd gives the gradients of x, offset, mask, weight and
+ * bias: the offsets' through the bilinear weights (y - floor(y)). */
+static nb_tensor *deform_impl(nb_tensor *x, nb_tensor *off, nb_tensor *w, nb_tensor *bias, nb_tensor *mask,
+                              nb_deform_conv2d_options o) {
+    const char *op = "deform_conv2d";
+    nb_tensor *in[5] = {x, off, w, bias, mask};
+    nb_tensor *req[5];
+    int n = 0;
+    for (int i = 0; i < 5; i++)
+        if (in[i] || i < 3) req[n++] = in[i];
+    if (!nb_check_inputs(op, n, req) || !nb_check_dtypes(NB_OP_DEFORM_CONV2D, n, req)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    for (int d = 0; d < 2; d++) {
+        if (o.stride[d] == 0) o.stride[d] = 1;
+        if (o.dilation[d] == 0) o.dilation[d] = 1;
+        if (o.stride[d] < 0 || o.dilation[d] < 0 || o.padding[d] < 0)
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: stride, dilation and padding must not be negative", op);
+    }
+    if (x->ndim != 4 || w->ndim != 4 || off->ndim != 4 || (mask && mask->ndim != 4))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: expected 4-d input, offset, weight (and mask), got input %s, offset %s, "
+                       "weight %s", op, shape_of(x, a), shape_of(off, b), shape_of(w, c));
+    int64_t B = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], Co = w->shape[0];
+    int64_t kh = w->shape[2], kw = w->shape[3], K = kh * kw;
+    int64_t gw = w->shape[1] > 0 && C % w->shape[1] == 0 ? C / w->shape[1] : 0;
+    int64_t go = K > 0 && off->shape[1] % (2 * K) == 0 ? off->shape[1] / (2 * K) : 0;
+    int64_t Ho = (H + 2 * o.padding[0] - (o.dilation[0] * (kh - 1) + 1)) / o.stride[0] + 1;
+    int64_t Wo = (W + 2 * o.padding[1] - (o.dilation[1] * (kw - 1) + 1)) / o.stride[1] + 1;
+    if (K == 0 || gw == 0 || Co % gw || go == 0 || C % go)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: input %s, offset %s and weight %s do not fit: weight [Cout, Cin/groups, kh, "
+                       "kw] with Cin and Cout divisible by groups, offset [B, 2 * offset_groups * kh * kw, Ho, Wo] "
+                       "with Cin divisible by offset_groups", op, shape_of(x, a), shape_of(off, b), shape_of(w, c));
+    if (Ho < 1 || Wo < 1 || H + 2 * o.padding[0] < o.dilation[0] * (kh - 1) + 1 ||
+        W + 2 * o.padding[1] < o.dilation[1] * (kw - 1) + 1)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: input %s is smaller than the dilated kernel of weight %s", op,
+                       shape_of(x, a), shape_of(w, c));
+    if (off->shape[0] != B || off->shape[2] != Ho || off->shape[3] != Wo)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: offset %s must be [%lld, %lld, %lld, %lld]", op, shape_of(off, b),
+                       (long long)B, (long long)(2 * go * K), (long long)Ho, (long long)Wo);
+    if (mask && (mask->shape[0] != B || mask->shape[1] != go * K || mask->shape[2] != Ho || mask->shape[3] != Wo))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: mask %s must be [%lld, %lld, %lld, %lld]", op, shape_of(mask, a),
+                       (long long)B, (long long)(go * K), (long long)Ho, (long long)Wo);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != Co))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: bias %s must be [%lld]", op, shape_of(bias, a), (long long)Co);
+    /* the taps' undeformed positions [K, Ho, Wo]: row oh*sh - ph + i*dh, column ow*sw - pw + j*dw */
+    int64_t KL = K * Ho * Wo, Cg = C / go;
+    nb_device dev = nb_device_of(x);
+    nb_tensor *ti = nb_reshape(nb_arange_on(0, (double)(kh * o.dilation[0]), (double)o.dilation[0], x->dtype, dev),
+                               NB_SHAPE(kh, 1, 1, 1));
+    nb_tensor *tj = nb_reshape(nb_arange_on(0, (double)(kw * o.dilation[1]), (double)o.dilation[1], x->dtype, dev),
+                               NB_SHAPE(1, kw, 1, 1));
+    nb_tensor *rows = nb_reshape(nb_arange_on((double)-o.padding[0], (double)(Ho * o.stride[0] - o.padding[0]),
+                                              (double)o.stride[0], x->dtype, dev), NB_SHAPE(1, 1, Ho, 1));
+    nb_tensor *cols0 = nb_reshape(nb_arange_on((double)-o.padding[1], (double)(Wo * o.stride[1] - o.padding[1]),
+                                               (double)o.stride[1], x->dtype, dev), NB_SHAPE(1, 1, 1, Wo));
+    nb_tensor *py = nb_reshape(nb_expand(nb_add(ti, rows), NB_SHAPE(kh, kw, Ho, Wo)), NB_SHAPE(K, Ho, Wo));
+    nb_tensor *px = nb_reshape(nb_expand(nb_add(tj, cols0), NB_SHAPE(kh, kw, Ho, Wo)), NB_SHAPE(K, Ho, Wo));
+    nb_tensor *d = nb_reshape(off, NB_SHAPE(B, go, K, 2, Ho, Wo));
+    nb_tensor *y = nb_add(py, nb_squeeze(nb_narrow(d, 3, 0, 1), 3));
+    nb_tensor *xs = nb_add(px, nb_squeeze(nb_narrow(d, 3, 1, 1), 3));
+    if (!y || !xs) return NULL;
+    /* [B, go, K, Ho, Wo] each */
+    nb_tensor *y0 = nb_floor(y), *x0 = nb_floor(xs);
+    nb_tensor *ly = nb_sub(y, y0), *lx = nb_sub(xs, x0), *hy = nb_add_scalar(nb_neg(ly), 1), *hx = nb_add_scalar(nb_neg(lx), 1);
+    nb_tensor *inside = nb_logical_and(nb_logical_and(nb_gt_scalar(y, -1), nb_lt_scalar(y, (double)H)),
+                                       nb_logical_and(nb_gt_scalar(xs, -1), nb_lt_scalar(xs, (double)W)));
+    nb_tensor *scale = nb_to_dtype(inside, x->dtype);
+    if (mask) scale = nb_mul(scale, nb_reshape(mask, NB_SHAPE(B, go, K, Ho, Wo)));
+    nb_tensor *planes = nb_reshape(x, NB_SHAPE(B, go, Cg, H * W)), *cols = NULL;
+    for (int cy = 0; cy < 2; cy++)
+        for (int cx = 0; cx < 2; cx++) {
+            nb_tensor *yc = cy ? nb_add_scalar(y0, 1) : y0, *xc = cx ? nb_add_scalar(x0, 1) : x0;
+            nb_tensor *ok = nb_logical_and(nb_logical_and(nb_ge_scalar(yc, 0), nb_le_scalar(yc, (double)(H - 1))),
+                                           nb_logical_and(nb_ge_scalar(xc, 0), nb_le_scalar(xc, (double)(W - 1))));
+            nb_tensor *flat = nb_add(nb_mul_scalar(nb_clamp_scalar(yc, 0, (double)(H - 1)), (double)W),
+                                     nb_clamp_scalar(xc, 0, (double)(W - 1)));
+            nb_tensor *idx = nb_expand(nb_reshape(nb_to_dtype(flat, NB_I64), NB_SHAPE(B, go, 1, KL)),
+                                       NB_SHAPE(B, go, Cg, KL));
+            nb_tensor *wt = nb_mul(nb_mul(cy ? ly : hy, cx ? lx : hx), nb_mul(scale, nb_to_dtype(ok, x->dtype)));
+            nb_tensor *v = nb_mul(nb_gather(planes, 3, idx), nb_reshape(wt, NB_SHAPE(B, go, 1, KL)));
+            cols = cols ? nb_add(cols, v) : v;
+            if (!cols) return NULL;
+        }
+    /* [B, go, Cg, K*L] is [B, C, K, L]: the weight groups' im2col columns */
+    nb_tensor *cg = nb_reshape(cols, NB_SHAPE(B, gw, C / gw * K, Ho * Wo));
+    nb_tensor *wg = nb_reshape(w, NB_SHAPE(1, gw, Co / gw, C / gw * K));
+    nb_tensor *out = nb_reshape(nb_matmul(wg, cg), NB_SHAPE(B, Co, Ho, Wo));
+    return bias ? nb_add(out, nb_reshape(bias, NB_SHAPE(Co, 1, 1))) : out;
+}
+
+nb_tensor *nb_deform_conv2d(nb_tensor *x, nb_tensor *offset, nb_tensor *weight, nb_tensor *bias, nb_tensor *mask,
+                            nb_deform_conv2d_options opts) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, deform_impl(x, offset, weight, bias, mask, opts));
 }

@@ -40,6 +40,15 @@ static nb_tensor *index_copy(nb_tensor *t) {
     return NB_CALL(t, copy, &d, &s) == NB_OK ? c : NULL;
 }
 
+/* An int32 or int64 index as a contiguous int64 copy (embedding and
+ * index_select take int32 ids, as PyTorch's IntTensor indices). */
+static nb_tensor *index_i64(nb_tensor *t) {
+    nb_tensor *c = nb_tensor_new(t->ndim, t->shape, NB_I64, t->storage->device);
+    if (!c) return NULL;
+    nb_kview d = nb_kview_of(c), s = nb_kview_of(t);
+    return NB_CALL(t, copy, &d, &s) == NB_OK ? c : NULL;
+}
+
 /* gx = zeros of shape like `like`, plus g's slices added at index along dim. */
 static nb_tensor *index_add_new(const nb_tensor *like, int dim, nb_tensor *index, nb_tensor *g, nb_kview vg,
                                 int64_t skip) {
@@ -88,8 +97,8 @@ static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t 
         return NB_FAIL(NB_ERR_SHAPE, "embedding: weight %s must be [num_embeddings, dim] and indices %s have < %d dims",
                        nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a),
                        nb_fmt_shape(indices->ndim, indices->shape, b, sizeof b), NB_MAX_DIMS);
-    if (indices->dtype != NB_I64)
-        return NB_FAIL(NB_ERR_DTYPE, "embedding: indices must be int64, got %s", nb_dtype_name(indices->dtype));
+    if (indices->dtype != NB_I64 && indices->dtype != NB_I32)
+        return NB_FAIL(NB_ERR_DTYPE, "embedding: indices must be int64 or int32, got %s", nb_dtype_name(indices->dtype));
     int64_t v = weight->shape[0], d = weight->shape[1];
     if (padding_idx != NB_NO_PADDING_IDX) {
         if (padding_idx < -v || padding_idx >= v)
@@ -98,7 +107,7 @@ static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t 
                            nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a));
         if (padding_idx < 0) padding_idx += v;
     }
-    nb_tensor *idx = index_copy(indices), *wc = contiguous_nograd(weight);
+    nb_tensor *idx = index_i64(indices), *wc = contiguous_nograd(weight);
     int64_t shape[NB_MAX_DIMS];
     memcpy(shape, indices->shape, sizeof(int64_t) * (size_t)indices->ndim);
     shape[indices->ndim] = d;
@@ -159,13 +168,13 @@ static nb_tensor *index_select_impl(nb_tensor *t, int dim, nb_tensor *index) {
     if (d < 0 || t->ndim == 0)
         return NB_FAIL(NB_ERR_INVALID_ARG, "index_select: dim %d out of range for input %s", dim,
                        nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
-    if (index->dtype != NB_I64 || index->ndim > 1)
-        return NB_FAIL(NB_ERR_INVALID_ARG, "index_select: index must be a 1-D int64 tensor, got %s %s",
+    if ((index->dtype != NB_I64 && index->dtype != NB_I32) || index->ndim > 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "index_select: index must be a 1-D int64 or int32 tensor, got %s %s",
                        nb_fmt_shape(index->ndim, index->shape, b, sizeof b), nb_dtype_name(index->dtype));
     int64_t shape[NB_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     shape[d] = nb_numel(index);
-    nb_tensor *idx = index_copy(index), *tc = contiguous_nograd(t);
+    nb_tensor *idx = index_i64(index), *tc = contiguous_nograd(t);
     nb_tensor *out = nb_tensor_new(t->ndim, shape, t->dtype, t->storage->device);
     if (!idx || !tc || !out) return NULL;
     nb_kview vo = nb_kview_of(out), vt = nb_kview_of(tc), vi = flat_view(idx);
@@ -228,7 +237,20 @@ static bool record_cat(nb_tensor *part, nb_tensor *const *ts, int n, int d) {
 
 static nb_tensor *cat_impl(nb_tensor *const *ts, int n, int dim) {
     if (!ts || n < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "cat: needs at least one tensor (got %d)", n);
-    if (!nb_check_inputs("cat", n, ts) || !nb_check_dtypes(NB_OP_CAT, n, ts)) return NULL;
+    if (!nb_check_inputs("cat", n, ts)) return NULL;
+    nb_dtype dt = ts[0]->dtype;
+    for (int i = 1; i < n; i++) dt = nb_promote_types(dt, ts[i]->dtype);
+    for (int i = 0; i < n; i++)
+        if (ts[i]->dtype != dt) { /* torch.cat promotes to the inputs' common dtype */
+            nb_tensor **cast = malloc(sizeof *cast * (size_t)n);
+            if (!cast) return NB_FAIL(NB_ERR_OOM, "cat: out of host memory");
+            int k = 0;
+            for (; k < n && (cast[k] = ts[k]->dtype == dt ? ts[k] : nb_to_dtype(ts[k], dt)); k++) {}
+            nb_tensor *r = k == n ? cat_impl(cast, n, dim) : NULL;
+            free(cast);
+            return r;
+        }
+    if (!nb_check_dtypes(NB_OP_CAT, n, ts)) return NULL;
     const nb_tensor *t0 = ts[0];
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     int d = nb_wrap_dim(dim, t0->ndim);
@@ -397,7 +419,12 @@ static nb_status where_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 static nb_tensor *where_impl(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
     nb_tensor *in[3] = {cond, a, b};
-    if (!nb_check_inputs("where", 3, in) || !nb_check_dtypes(NB_OP_WHERE, 2, in + 1)) return NULL;
+    if (!nb_check_inputs("where", 3, in)) return NULL;
+    if (a->dtype != b->dtype) { /* torch.where promotes a and b (torch.result_type) */
+        if (!nb_promote_inputs(2, in + 1, nb_result_type(a, b))) return NULL;
+        a = in[1], b = in[2];
+    }
+    if (!nb_check_dtypes(NB_OP_WHERE, 2, in + 1)) return NULL;
     if (cond->dtype != NB_BOOL)
         return NB_FAIL(NB_ERR_DTYPE, "where: condition must be bool, got %s", nb_dtype_name(cond->dtype));
     int nd1, nd;

@@ -2,6 +2,7 @@
  * dispatch and backward rules. Kernels: backend/cpu/loss.c. Tests:
  * tests/test_ops_loss.c. */
 #include <math.h>
+#include <string.h>
 
 #include "nb_autograd_impl.h"
 
@@ -53,36 +54,155 @@ static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_i
     return loss;
 }
 
-static nb_tensor *ce_impl(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options o) {
-    nb_tensor *in[2] = {logits, target};
-    if (!nb_check_inputs("cross_entropy", 2, in) || !nb_check_dtypes(NB_OP_CROSS_ENTROPY, 1, in)) return NULL;
+/* The input and target as rows: x [M, C] and t [M] (class indices) or
+ * [M, C] (probabilities), the class dim moved last; out_shape is the
+ * target's shape without C, for reduction none. */
+typedef struct ce_flat {
+    nb_tensor *x, *t;
+    bool probs;
+    int64_t C, M;
+    int out_ndim;
+    int64_t out_shape[NB_MAX_DIMS];
+} ce_flat;
+
+static nb_tensor *rows_of(nb_tensor *t, int64_t M, int64_t C) {
+    if (t->ndim <= 2) return nb_reshape(t, NB_SHAPE(M, C));
+    int src = 1, dst = -1;
+    return nb_reshape(nb_movedim(t, &src, &dst, 1), NB_SHAPE(M, C));
+}
+
+static bool ce_flatten(const char *op, nb_tensor *input, nb_tensor *target, bool allow_probs, ce_flat *f) {
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-    if (logits->ndim != 2 || target->ndim != 1 || target->shape[0] != logits->shape[0])
-        return NB_FAIL(NB_ERR_SHAPE, "cross_entropy: logits %s and target %s; expected [N, C] and [N]",
-                       nb_fmt_shape(logits->ndim, logits->shape, a, sizeof a),
-                       nb_fmt_shape(target->ndim, target->shape, b, sizeof b));
-    if (target->dtype != NB_I64)
-        return NB_FAIL(NB_ERR_DTYPE, "cross_entropy: target must be int64 class indices, got %s",
-                       nb_dtype_name(target->dtype));
-    if ((unsigned)o.reduction > NB_REDUCTION_NONE)
-        return NB_FAIL(NB_ERR_INVALID_ARG, "cross_entropy: bad reduction %d", (int)o.reduction);
-    nb_tensor *rows = ce_rows(logits, target, o.ignore_index);
-    if (!rows || o.reduction == NB_REDUCTION_NONE) return rows;
+    nb_fmt_shape(input->ndim, input->shape, a, sizeof a);
+    nb_fmt_shape(target->ndim, target->shape, b, sizeof b);
+    if (input->ndim == 0) {
+        nb_set_error(NB_ERR_SHAPE, "%s: input %s has no class dim ([C], [N, C] or [N, C, d1, ...])", op, a);
+        return false;
+    }
+    int cdim = input->ndim == 1 ? 0 : 1;
+    f->C = input->shape[cdim];
+    f->out_ndim = 0;
+    f->M = 1;
+    for (int i = 0; i < input->ndim; i++)
+        if (i != cdim) f->out_shape[f->out_ndim++] = input->shape[i], f->M *= input->shape[i];
+    /* PyTorch's rule: a target of the input's shape holds probabilities, any other class indices */
+    f->probs = allow_probs && target->ndim == input->ndim &&
+               !memcmp(target->shape, input->shape, sizeof(int64_t) * (size_t)input->ndim);
+    if (f->probs && target->dtype != input->dtype) {
+        nb_set_error(NB_ERR_DTYPE, "%s: probabilities (a target of the input's shape %s) must be %s, got %s", op, a,
+                     nb_dtype_name(input->dtype), nb_dtype_name(target->dtype));
+        return false;
+    }
+    if (!f->probs && target->dtype != NB_I64) {
+        nb_set_error(NB_ERR_DTYPE, "%s: class indices must be int64, got %s (target %s)", op,
+                     nb_dtype_name(target->dtype), b);
+        return false;
+    }
+    if (!f->probs && (target->ndim != f->out_ndim ||
+                      memcmp(target->shape, f->out_shape, sizeof(int64_t) * (size_t)f->out_ndim))) {
+        nb_set_error(NB_ERR_SHAPE, "%s: input %s and target %s do not fit (class indices need the input's shape "
+                     "without the class dim%s)", op, a, b, allow_probs ? ", probabilities the input's shape" : "");
+        return false;
+    }
+    f->x = rows_of(input, f->M, f->C);
+    f->t = f->probs ? rows_of(target, f->M, f->C) : nb_reshape(target, 1, &f->M);
+    return f->x && f->t;
+}
+
+/* The reduction of per-row losses [M]: none keeps them (in the target's
+ * shape), sum adds them, mean divides the sum by `denom` (a 0-d tensor). */
+static nb_tensor *ce_reduce(const ce_flat *f, nb_tensor *rows, nb_reduction r, nb_tensor *denom) {
+    if (!rows) return NULL;
+    if (r == NB_REDUCTION_NONE) return nb_reshape(rows, f->out_ndim, f->out_shape);
     nb_tensor *total = nb_sum(rows, NULL, 0, false);
-    if (o.reduction == NB_REDUCTION_SUM) return total;
-    /* mean over the targets that count (PyTorch: NaN when none does) */
-    nb_tensor *ign = nb_scalar_like(target, (double)o.ignore_index, NB_I64);
-    nb_tensor *count = nb_sum(nb_to_dtype(nb_ne(target, ign), logits->dtype), NULL, 0, false);
-    return nb_div(total, count);
+    return r == NB_REDUCTION_SUM ? total : nb_div(total, denom);
+}
+
+/* Class indices, written from gather and sums (weights, smoothing, NLL). */
+static nb_tensor *ce_indices(const char *op, const ce_flat *f, nb_tensor *logp, nb_cross_entropy_options o) {
+    nb_tensor *t = f->t;
+    nb_tensor *valid = nb_ne_scalar(t, (double)o.ignore_index);
+    nb_tensor *bad = valid ? nb_logical_and(valid, nb_logical_or(nb_lt_scalar(t, 0), nb_ge_scalar(t, (double)f->C)))
+                           : NULL;
+    nb_tensor *any = bad ? nb_any(bad, NULL, 0, false) : NULL;
+    if (!any) return NULL;
+    if (nb_item(any) != 0) /* a host read, as PyTorch's CPU check of its targets */
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: a target is outside [0, %lld) and not ignore_index %lld", op,
+                       (long long)f->C, (long long)o.ignore_index);
+    nb_tensor *zero_i = nb_scalar_like(t, 0, NB_I64), *zero = nb_scalar_like(logp, 0, logp->dtype);
+    nb_tensor *safe = nb_where(valid, t, zero_i);
+    nb_tensor *picked = nb_squeeze(nb_gather(logp, 1, nb_unsqueeze(safe, 1)), 1);
+    nb_tensor *wt = o.weight ? nb_index_select(o.weight, 0, safe) : nb_ones_like(picked);
+    wt = nb_where(valid, wt, zero);
+    nb_tensor *denom = nb_sum(wt, NULL, 0, false);
+    nb_tensor *nll = ce_reduce(f, nb_where(valid, nb_neg(nb_mul(picked, wt)), zero), o.reduction, denom);
+    if (o.label_smoothing == 0 || !nll) return nll;
+    nb_tensor *wl = o.weight ? nb_mul(logp, nb_reshape(o.weight, NB_SHAPE(1, f->C))) : logp;
+    nb_tensor *smooth = nb_where(valid, nb_neg(nb_sum(wl, (int[]){1}, 1, false)), zero);
+    nb_tensor *sm = ce_reduce(f, smooth, o.reduction, denom);
+    double e = o.label_smoothing;
+    return nb_add(nb_mul_scalar(nll, 1 - e), nb_mul_scalar(sm, e / (double)f->C));
+}
+
+/* Class probabilities: -sum_c w_c t_c log p_c per row, t smoothed. */
+static nb_tensor *ce_probs(const ce_flat *f, nb_tensor *logp, nb_cross_entropy_options o) {
+    double e = o.label_smoothing;
+    nb_tensor *t = e > 0 ? nb_add_scalar(nb_mul_scalar(f->t, 1 - e), e / (double)f->C) : f->t;
+    nb_tensor *prod = nb_mul(logp, t);
+    if (o.weight) prod = nb_mul(prod, nb_reshape(o.weight, NB_SHAPE(1, f->C)));
+    nb_tensor *rows = nb_neg(nb_sum(prod, (int[]){1}, 1, false));
+    nb_tensor *m = rows ? nb_scalar_like(rows, (double)f->M, rows->dtype) : NULL;
+    return m ? ce_reduce(f, rows, o.reduction, m) : NULL;
+}
+
+static nb_tensor *loss_impl(const char *op, nb_tensor *input, nb_tensor *target, nb_cross_entropy_options o,
+                            bool logits) {
+    nb_tensor *in[3] = {input, target, o.weight};
+    nb_op_id id = logits ? NB_OP_CROSS_ENTROPY_EX : NB_OP_NLL_LOSS;
+    if (!nb_check_inputs(op, o.weight ? 3 : 2, in) || !nb_check_dtypes(id, 1, in)) return NULL;
+    if ((unsigned)o.reduction > NB_REDUCTION_NONE)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: bad reduction %d", op, (int)o.reduction);
+    if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1) || (!logits && o.label_smoothing != 0))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: label_smoothing %g %s", op, o.label_smoothing,
+                       logits ? "is outside [0, 1]" : "is not supported (cross_entropy has it)");
+    ce_flat f;
+    if (!ce_flatten(op, input, target, logits, &f)) return NULL;
+    if (o.weight) {
+        char a[NB_SHAPE_BUF];
+        if (o.weight->ndim != 1 || o.weight->shape[0] != f.C)
+            return NB_FAIL(NB_ERR_SHAPE, "%s: weight %s must be [C] = [%lld]", op,
+                           nb_fmt_shape(o.weight->ndim, o.weight->shape, a, sizeof a), (long long)f.C);
+        if (o.weight->dtype != input->dtype)
+            return NB_FAIL(NB_ERR_DTYPE, "%s: weight is %s, input %s", op, nb_dtype_name(o.weight->dtype),
+                           nb_dtype_name(input->dtype));
+    }
+    if (f.probs && o.ignore_index != -100) /* PyTorch's rule: the default is the only value */
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: ignore_index %lld is not supported for probability targets", op,
+                       (long long)o.ignore_index);
+    if (logits && !f.probs && !o.weight && o.label_smoothing == 0) { /* the fused kernel */
+        nb_tensor *rows = ce_rows(f.x, f.t, o.ignore_index);
+        nb_tensor *count = nb_sum(nb_to_dtype(nb_ne_scalar(f.t, (double)o.ignore_index), input->dtype), NULL, 0,
+                                  false);
+        return count ? ce_reduce(&f, rows, o.reduction, count) : NULL;
+    }
+    nb_tensor *logp = logits ? nb_log_softmax(f.x, 1) : f.x;
+    if (!logp) return NULL;
+    return f.probs ? ce_probs(&f, logp, o) : ce_indices(op, &f, logp, o);
 }
 
 nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts) {
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &logits)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, ce_impl(logits, target, opts));
+    return nb_scope_return(s, loss_impl("cross_entropy", logits, target, opts, true));
 }
 
 nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target) {
     return nb_cross_entropy_ex(logits, target, NB_CROSS_ENTROPY_DEFAULTS);
+}
+
+nb_tensor *nb_nll_loss(nb_tensor *input, nb_tensor *target, nb_cross_entropy_options opts) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, loss_impl("nll_loss", input, target, opts, false));
 }
 
 /* ---- mse_loss ----------------------------------------------------------------- */
@@ -107,6 +227,8 @@ static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, nb_reduction red
 }
 
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
+    nb_tensor *in[2] = {input, target};
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 2, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, mse_impl(input, target, reduction));
+    return nb_scope_return(s, mse_impl(in[0], in[1], reduction));
 }

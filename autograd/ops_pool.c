@@ -7,7 +7,9 @@
  * PyTorch's pooling_output_shape:
  *   out = floor((in + 2*pad - dil*(k-1) - 1 + (ceil ? stride-1 : 0)) / stride) + 1,
  *   minus one in ceil mode if the last window would start at or past in + pad.
- * Kernels: backend/cpu/pool.c. Tests: tests/test_ops_pool.c. */
+ * max_pool3d, avg_pool3d and adaptive_avg_pool3d are two of those pools
+ * (see the 3-d section). Kernels: backend/cpu/pool.c. Tests:
+ * tests/test_ops_pool.c. */
 #include "nb_autograd_impl.h"
 
 /* Sets the error and yields false, for the bool checks below. */
@@ -334,4 +336,124 @@ nb_tensor *nb_adaptive_avg_pool1d(nb_tensor *x, int64_t out_l) {
 nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb_tensor **indices) {
     pool_req r = {.op = "adaptive_max_pool2d", .id = NB_OP_ADAPTIVE_MAX_POOL2D, .kind = POOL_ADAPTIVE_MAX, .out = {out_h, out_w}};
     return pool_run(r, x, indices);
+}
+
+/* ---- 3-d pooling: separable into an (h, w) pool and a depth pool ------------------ */
+
+/* A 3-d window is a box, so its max is the max over depth of the (h, w)
+ * maxima, and its average (every divisor PyTorch uses is a product of
+ * per-dim counts: the clipped window, or its part inside the input) is
+ * the depth average of the (h, w) averages. Stage 1 pools [N, C*D, H, W];
+ * stage 2 pools [N, C, D, Ho*Wo] with a (kd, 1) window. Stage 1 first
+ * keeps PyTorch's tie order for max: the first maximum in (d, h, w) order. */
+
+/* Checks the options (0 stride = kernel, 0 dilation = 1) and x [N, C, D, H, W]
+ * or [C, D, H, W]; the output depth, height and width into o. */
+static bool check3d(const char *op, bool avg, nb_pool3d_options *p, const nb_tensor *x, int64_t *o) {
+    char a[NB_SHAPE_BUF];
+    if (x->ndim != 4 && x->ndim != 5)
+        return POOL_BAD_SHAPE("%s: expected a 4-d or 5-d input, got %s", op, nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    for (int d = 0; d < 3; d++) {
+        int64_t *k = &p->kernel[d], *s = &p->stride[d], *pad = &p->padding[d], *dil = &p->dilation[d];
+        if (*s == 0) *s = *k;
+        if (*dil == 0) *dil = 1;
+        if (*k < 1 || *s < 1 || *dil < 1 || *pad < 0)
+            return POOL_BAD("%s: kernel %lld, stride %lld and dilation %lld must be positive, padding %lld not negative",
+                            op, (long long)*k, (long long)*s, (long long)*dil, (long long)*pad);
+        if (*pad > *k / 2)
+            return POOL_BAD("%s: padding %lld should be at most half of the kernel size %lld", op, (long long)*pad,
+                            (long long)*k);
+        if (avg && *dil != 1) return POOL_BAD("%s: dilation %lld is not supported (avg pooling has none)", op, (long long)*dil);
+        int64_t in = x->shape[x->ndim - 3 + d];
+        o[d] = out_size(in, *k, *pad, *s, *dil, p->ceil_mode);
+        if (in < 1 || o[d] < 1)
+            return POOL_BAD_SHAPE("%s: input %s is too small for kernel %lld (padding %lld, dilation %lld): output "
+                                  "size %lld", op, nb_fmt_shape(x->ndim, x->shape, a, sizeof a), (long long)*k,
+                                  (long long)*pad, (long long)*dil, (long long)o[d]);
+    }
+    if (avg && p->divisor_override < 0)
+        return POOL_BAD("%s: divisor_override %lld must be positive (0: none)", op, (long long)p->divisor_override);
+    return true;
+}
+
+static nb_tensor *pool3d_impl(const char *op, nb_op_id id, bool avg, nb_tensor *x, nb_pool3d_options p,
+                              nb_tensor **indices) {
+    int64_t o[3];
+    if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(id, 1, &x) || !check3d(op, avg, &p, x, o)) return NULL;
+    if (x->ndim == 4) {
+        nb_tensor *y = pool3d_impl(op, id, avg, nb_unsqueeze(x, 0), p, indices);
+        if (y && indices) *indices = nb_squeeze(*indices, 0);
+        return y ? nb_squeeze(y, 0) : NULL;
+    }
+    int64_t N = x->shape[0], C = x->shape[1], D = x->shape[2], H = x->shape[3], W = x->shape[4];
+    nb_pool2d_options hw = {.kernel = {p.kernel[1], p.kernel[2]}, .stride = {p.stride[1], p.stride[2]},
+                            .padding = {p.padding[1], p.padding[2]}, .dilation = {p.dilation[1], p.dilation[2]},
+                            .ceil_mode = p.ceil_mode, .count_include_pad_false = p.count_include_pad_false,
+                            .divisor_override = p.divisor_override ? 1 : 0};
+    nb_pool2d_options dp = {.kernel = {p.kernel[0], 1}, .stride = {p.stride[0], 1}, .padding = {p.padding[0], 0},
+                            .dilation = {p.dilation[0], 1}, .ceil_mode = p.ceil_mode,
+                            .count_include_pad_false = p.count_include_pad_false,
+                            .divisor_override = p.divisor_override};
+    nb_tensor *x4 = nb_reshape(x, NB_SHAPE(N, C * D, H, W)), *i1 = NULL, *i2 = NULL;
+    nb_tensor *y1 = avg ? nb_avg_pool2d(x4, hw) : nb_max_pool2d(x4, hw, indices ? &i1 : NULL); /* [N, C*D, Ho, Wo] */
+    nb_tensor *y1d = nb_reshape(y1, NB_SHAPE(N, C, D, o[1] * o[2]));
+    nb_tensor *y = avg ? nb_avg_pool2d(y1d, dp) : nb_max_pool2d(y1d, dp, indices ? &i2 : NULL); /* [N, C, Do, Ho*Wo] */
+    if (indices && y) {
+        /* i2: d * Ho*Wo + cell in the [D, Ho*Wo] plane; i1 at that spot: h * W + w */
+        int64_t cells = o[1] * o[2];
+        nb_tensor *flat2 = nb_reshape(i2, NB_SHAPE(N, C, o[0] * cells));
+        nb_tensor *hwi = nb_gather(nb_reshape(i1, NB_SHAPE(N, C, D * cells)), 2, flat2);
+        nb_tensor *d = nb_div_mode(flat2, nb_scalar_like(flat2, (double)cells, NB_I64), NB_ROUNDING_FLOOR);
+        nb_tensor *idx = nb_add(nb_mul_scalar(d, (double)(H * W)), hwi);
+        *indices = nb_reshape(idx, NB_SHAPE(N, C, o[0], o[1], o[2]));
+        if (!*indices) return NULL;
+    }
+    return nb_reshape(y, NB_SHAPE(N, C, o[0], o[1], o[2]));
+}
+
+nb_tensor *nb_max_pool3d(nb_tensor *x, nb_pool3d_options opts, nb_tensor **indices) {
+    nb_tensor *idx = NULL;
+    if (indices) *indices = NULL;
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *out = pool3d_impl("max_pool3d", NB_OP_MAX_POOL3D, false, x, opts, indices ? &idx : NULL);
+    if (!out) idx = NULL;
+    nb_retain(idx); /* *indices outlives the op's scope like the result */
+    out = nb_scope_return(s, out);
+    if (!out || !indices) {
+        nb_release(idx);
+        return out;
+    }
+    *indices = nb_scope_adopt(idx);
+    return out;
+}
+
+nb_tensor *nb_avg_pool3d(nb_tensor *x, nb_pool3d_options opts) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, pool3d_impl("avg_pool3d", NB_OP_AVG_POOL3D, true, x, opts, NULL));
+}
+
+/* Adaptive average over a box of cells is the depth average of the (h, w)
+ * averages, each stage by PyTorch's index rule. */
+static nb_tensor *aap3d_impl(nb_tensor *x, const int64_t *out) {
+    const char *op = "adaptive_avg_pool3d";
+    char a[NB_SHAPE_BUF];
+    if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(NB_OP_ADAPTIVE_AVG_POOL3D, 1, &x)) return NULL;
+    if (x->ndim != 4 && x->ndim != 5)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: expected a 4-d or 5-d input, got %s", op,
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    if (x->ndim == 4) return nb_squeeze(aap3d_impl(nb_unsqueeze(x, 0), out), 0);
+    for (int d = 0; d < 3; d++)
+        if (out[d] < 1 || x->shape[2 + d] < 1)
+            return NB_FAIL(NB_ERR_SHAPE, "%s: output size (%lld, %lld, %lld) and the input's spatial dims %s must be "
+                           "positive", op, (long long)out[0], (long long)out[1], (long long)out[2],
+                           nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    int64_t N = x->shape[0], C = x->shape[1], D = x->shape[2];
+    nb_tensor *y1 = nb_adaptive_avg_pool2d(nb_reshape(x, NB_SHAPE(N, C * D, x->shape[3], x->shape[4])), out[1], out[2]);
+    nb_tensor *y = nb_adaptive_avg_pool2d(nb_reshape(y1, NB_SHAPE(N, C, D, out[1] * out[2])), out[0], out[1] * out[2]);
+    return nb_reshape(y, NB_SHAPE(N, C, out[0], out[1], out[2]));
+}
+
+nb_tensor *nb_adaptive_avg_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w) {
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, aap3d_impl(x, (const int64_t[]){out_d, out_h, out_w}));
 }

@@ -124,7 +124,8 @@ static nb_tensor *prod_of_others(nb_tensor *x, const bool *mask) {
 }
 
 /* prod: g * out / x (PyTorch's prod_backward) where the slice holds no 0,
- * inf or NaN; elsewhere g * (the product of the others), which is exact
+ * inf or NaN and the product neither overflowed nor underflowed; elsewhere
+ * g * (the product of the others), which is exact
  * with zeros (one zero: the others' product at it, 0 elsewhere) and stays
  * right beside inf or NaN, where out / x is NaN (PyTorch 1.13 gives NaN
  * for the gradient of the inf in prod([inf, 2, 3]); the answer is 6). */
@@ -140,7 +141,10 @@ static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
      * double backward through where() must not meet 0 * inf there */
     nb_tensor *plain = nb_div(nb_mul(ge, k), nb_where(special, nb_scalar_like(x, 1, x->dtype), x));
     nb_tensor *exact = nb_mul(ge, prod_of_others(x, mask));
-    gin[0] = cnt ? nb_where(nb_eq_scalar(cnt, 0), plain, exact) : NULL;
+    /* out / x is also wrong where the product over- or underflowed while the others' product need not */
+    nb_tensor *ok = cnt ? nb_logical_and(nb_eq_scalar(cnt, 0), nb_logical_and(nb_isfinite(k), nb_ne_scalar(k, 0)))
+                        : NULL;
+    gin[0] = ok ? nb_where(ok, plain, exact) : NULL;
     return gin[0] ? NB_OK : nb_last_status();
 }
 
@@ -178,6 +182,7 @@ static nb_tensor *scoped_reduce(nb_op_id id, nb_reduce_op kop, nb_tensor *t, con
 }
 
 nb_tensor *nb_sum(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &t)) return NULL; /* on PyTorch's float32 list */
     return scoped_reduce(NB_OP_SUM, NB_REDUCE_SUM, t, dims, n_dims, keepdim, false);
 }
 nb_tensor *nb_mean(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {

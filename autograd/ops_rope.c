@@ -114,6 +114,6 @@ static nb_tensor *rope_impl(nb_tensor *x, nb_tensor *cos, nb_tensor *sin) {
 }
 
 nb_tensor *nb_apply_rotary_pos_emb(nb_tensor *x, nb_tensor *cos, nb_tensor *sin) {
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, rope_impl(x, cos, sin));
 }

@@ -265,7 +265,9 @@ static nb_tensor *pad_impl(nb_tensor *t, const int64_t *pads, int n_pads, nb_pad
             return NB_FAIL(NB_ERR_INVALID_ARG, "pad: padding (%lld, %lld) of dim %d makes input %s %s in size",
                            (long long)lo[d], (long long)hi[d], d, nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
                            wraps ? "too large (int64 overflow)" : "negative");
-        if (-lo[d] > n || -hi[d] > n) /* PyTorch: a crop larger than the dim is an error */
+        /* constant and circular crop first: a crop larger than the dim is an error (PyTorch's, and
+         * circular read past the input there); reflect and replicate map each output position */
+        if ((mode == NB_PAD_CONSTANT || mode == NB_PAD_CIRCULAR) && (-lo[d] > n || -hi[d] > n))
             return NB_FAIL(NB_ERR_INVALID_ARG, "pad: padding (%lld, %lld) of dim %d crops more than its size %lld (input %s)",
                            (long long)lo[d], (long long)hi[d], d, (long long)n,
                            nb_fmt_shape(t->ndim, t->shape, a, sizeof a));

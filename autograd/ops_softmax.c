@@ -11,6 +11,13 @@ static nb_tensor *softmax_grad_ops(nb_tensor *g, nb_tensor *y, int dim, bool log
     return nb_mul(y, nb_sub(g, nb_sum(nb_mul(g, y), &dim, 1, true)));
 }
 
+/* A 0-d tensor is softmaxed as the 1-element vector it holds (PyTorch takes dim 0 or -1 there). */
+static nb_kview as_vector(const nb_tensor *t) {
+    nb_kview v = nb_kview_of(t);
+    if (v.ndim == 0) v.ndim = 1, v.shape[0] = 1, v.strides[0] = 1;
+    return v;
+}
+
 static nb_status softmax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *y = n->saved[0];
     if (nb_needs_grad(2, (nb_tensor *[]){g, y})) {
@@ -19,7 +26,7 @@ static nb_status softmax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     }
     nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(y);
     if (!gc || !gx) return nb_last_status();
-    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vy = nb_kview_of(y);
+    nb_kview vgx = as_vector(gx), vg = as_vector(gc), vy = as_vector(y);
     gin[0] = gx;
     return NB_CALL(y, softmax_backward, &vgx, &vg, &vy, n->p.softmax.dim, n->p.softmax.log);
 }
@@ -31,7 +38,7 @@ static nb_tensor *softmax_impl(nb_op_id id, nb_tensor *t, int dim, bool log) {
     if (d < 0) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %d-d input", op, dim, t->ndim);
     nb_tensor *x = nb_contiguous(t), *out = nb_empty_like(t);
     if (!x || !out) return NULL;
-    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
+    nb_kview vo = as_vector(out), vx = as_vector(x);
     if (NB_CALL(t, softmax, &vo, &vx, t->ndim ? d : 0, log) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(id, softmax_backward, out, 1, &t, &failed);
@@ -45,11 +52,13 @@ static nb_tensor *softmax_impl(nb_op_id id, nb_tensor *t, int dim, bool log) {
 }
 
 nb_tensor *nb_softmax(nb_tensor *t, int dim) {
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &t)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, softmax_impl(NB_OP_SOFTMAX, t, dim, false));
 }
 
 nb_tensor *nb_log_softmax(nb_tensor *t, int dim) {
+    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &t)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, softmax_impl(NB_OP_LOG_SOFTMAX, t, dim, true));
 }

@@ -27,6 +27,10 @@ static bool infer_shape(const char *op, const nb_tensor *t, int ndim, const int6
         nb_set_error(NB_ERR_INVALID_ARG, "%s: ndim %d outside [0, %d]", op, ndim, NB_MAX_DIMS);
         return false;
     }
+    if (ndim > 0 && !shape) { /* e.g. nb_shape() of a failed result */
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL shape for %d dims", op, ndim);
+        return false;
+    }
     for (int i = 0; i < ndim; i++) {
         if (shape[i] == -1 && infer < 0) infer = i;
         else if (shape[i] < 0) {
@@ -263,6 +267,7 @@ static nb_status expand_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 nb_tensor *nb_expand(nb_tensor *t, int ndim, const int64_t *shape) {
     if (!nb_check_inputs("expand", 1, &t)) return NULL;
+    if (ndim > 0 && !shape) return NB_FAIL(NB_ERR_INVALID_ARG, "expand: NULL shape for %d dims", ndim);
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     if (ndim < t->ndim || ndim > NB_MAX_DIMS) goto bad;
     int64_t s[NB_MAX_DIMS], st[NB_MAX_DIMS];
@@ -440,6 +445,10 @@ nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step) {
     if (!nb_check_inputs("unfold", 1, &t)) return NULL;
     char s[NB_SHAPE_BUF];
     int d = nb_wrap_dim(dim, t->ndim);
+    if (t->ndim == 0 && d == 0 && size >= 0 && size <= 1 && step >= 1) { /* PyTorch: a 0-d t gives [size] */
+        nb_scope *sc = nb_op_scope_begin();
+        return nb_scope_return(sc, nb_narrow(nb_reshape(t, NB_SHAPE(1)), 0, 0, size));
+    }
     if (d < 0 || t->ndim == 0 || t->ndim == NB_MAX_DIMS)
         return NB_FAIL(NB_ERR_INVALID_ARG, "unfold: dim %d out of range for input %s (1 to %d dims)", dim,
                        nb_fmt_shape(t->ndim, t->shape, s, sizeof s), NB_MAX_DIMS - 1);

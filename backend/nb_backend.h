@@ -183,6 +183,14 @@ typedef struct nb_adam_hyper {
     bool amsgrad;
     bool maximize;
     int64_t step;   /* this update's step count, from 1 */
+    /* Capturable form (PyTorch's capturable=True), for steps replayed in a
+     * CUDA graph: NULL, or device memory read when the kernel runs instead
+     * of lr and step. lr_dev: one float64. step_dev: n pointers (one per
+     * tensor of the call, host array) to float64 step counters in device
+     * memory, which the call increments before using them (all n hold the
+     * same count). Only the multi-tensor slot takes them. */
+    const double *lr_dev;
+    double *const *step_dev;
 } nb_adam_hyper;
 
 /* Hyperparameters of one SGD update (torch.optim.SGD docs). */
@@ -191,6 +199,7 @@ typedef struct nb_sgd_hyper {
     bool nesterov;
     bool maximize;
     bool first_step; /* momentum buffer is initialised to g (no dampening) */
+    const double *lr_dev; /* NULL, or a device float64 read instead of lr (capturable) */
 } nb_sgd_hyper;
 
 /* Geometry of a 2-d convolution (conv1d runs as conv2d with H = 1), as
@@ -261,6 +270,16 @@ struct nb_backend_i {
     nb_status (*event_wait)(nb_backend *be, void *stream, void *event);
     bool (*event_query)(nb_backend *be, void *event);
     nb_status (*event_synchronize)(nb_backend *be, void *event);
+    /* ---- CUDA graphs (optional; core/graph.c) -----------------------------
+     * Capture of the work enqueued on a stream into a graph replayed with
+     * one launch. Between begin and end, work enqueued on that stream is
+     * recorded, not run, and host synchronisation on it fails
+     * (NB_ERR_STATE). NULL: the backend has no graphs (NB_ERR_UNSUPPORTED). */
+    nb_status (*graph_capture_begin)(nb_backend *be, void *stream);
+    /* Ends the capture on stream and instantiates it into *exec. */
+    nb_status (*graph_capture_end)(nb_backend *be, void *stream, void **exec);
+    nb_status (*graph_launch)(nb_backend *be, void *exec, void *stream);
+    void (*graph_destroy)(nb_backend *be, void *exec);
     /* The profiler's clock (nb_profiler_start): a timing mark at the
      * current end of the current stream's queue (a timed event on a GPU, the
      * host clock on the CPU, which is synchronous), the milliseconds between
@@ -334,9 +353,12 @@ struct nb_backend_i {
                                         const nb_kview *logits, const nb_kview *lse,
                                         const nb_kview *target, int64_t ignore_index);
     /* Fills contiguous dst from Philox(seed) starting at counter block
-     * `offset`, by the layout in core/philox.h (nb_philox_blocks). */
+     * `offset`, by the layout in core/philox.h (nb_philox_blocks).
+     * offset_base: NULL, or (while a CUDA graph is captured) a device
+     * uint64 the kernel adds to offset when it runs, so each replay draws
+     * fresh numbers (core/graph.c); backends without graphs get NULL. */
     nb_status (*random)(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b,
-                        uint64_t seed, uint64_t offset);
+                        uint64_t seed, uint64_t offset, const uint64_t *offset_base);
     /* In-place optimizer updates of contiguous tensors of one shape.
      * max_exp_avg_sq is NULL unless amsgrad; momentum_buf NULL if momentum 0. */
     nb_status (*adam_step)(nb_backend *be, const nb_kview *param, const nb_kview *grad,
@@ -432,14 +454,16 @@ struct nb_backend_i {
      * (b*L + i)*S + j (core/philox.h layout). */
     nb_status (*attention)(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                            const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal,
-                           double scale, double dropout_p, uint64_t seed, uint64_t offset);
+                           double scale, double dropout_p, uint64_t seed, uint64_t offset,
+                           const uint64_t *offset_base);
     /* gq, gk, gv (overwritten; each may be NULL: skip) from gout,
-     * recomputing the scores from lse. */
+     * recomputing the scores from lse (and the dropout mask from the same
+     * seed, offset and offset_base, as `random`'s). */
     nb_status (*attention_backward)(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
                                     const nb_kview *gout, const nb_kview *q, const nb_kview *k,
                                     const nb_kview *v, const nb_kview *out, const nb_kview *lse,
                                     const nb_kview *mask, bool is_causal, double scale, double dropout_p,
-                                    uint64_t seed, uint64_t offset);
+                                    uint64_t seed, uint64_t offset, const uint64_t *offset_base);
 
     /* ---- op coverage: binary, logic (backend/cpu/binary.c) --------------- */
     /* ---- op coverage: reductions, scans (reduce.c, scan.c) ---------------- */

@@ -53,6 +53,11 @@ void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **block);
 void nb_free_raw(nb_backend *be, void *block);
 /* The block is also used on stream (nb_record_stream). */
 nb_status nb_alloc_record_stream(nb_backend *be, void *block, void *stream);
+/* Graph pools (core/graph.c): requests on `stream` come from pool `pool`
+ * until nb_alloc_capture_end; nb_alloc_pool_release when the graph dies. */
+nb_status nb_alloc_capture_begin(nb_backend *be, void *stream, int pool);
+void nb_alloc_capture_end(nb_backend *be);
+void nb_alloc_pool_release(nb_backend *be, int pool);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,16 @@
  * (nb_record_stream) waits for an event per such stream before it is
  * cached again. On a failed device allocation the unused segments go back
  * to the device and the request is retried once. Statistics use PyTorch's
- * names (nb_core.h). The training hot path allocates from the cache only. */
+ * names (nb_core.h). The training hot path allocates from the cache only.
+ *
+ * Graph pools (PyTorch's private pools): while a CUDA graph is captured on
+ * a stream, that stream's requests are served from segments of the graph's
+ * own pool, which eager requests never share: a replay writes into that
+ * memory, so nothing else may be given it while the graph lives. Blocks
+ * freed during the capture are reused by later requests of the same capture
+ * (replays run in the same order). When the graph is freed its pool dies:
+ * its free segments go back to the device, and so does each remaining block's
+ * segment once freed. */
 #include <pthread.h>
 #include <string.h>
 
@@ -23,6 +32,7 @@
 #define ROUND_LARGE ((size_t)2 << 20)      /* ...rounded to 2 MiB */
 #define NUM_BINS 64                        /* size bins: quarters of powers of two */
 #define MAX_STREAM_USES 4
+#define MAX_POOLS 64                       /* graphs alive at once, per device */
 
 typedef struct block block;
 struct block {
@@ -37,6 +47,7 @@ struct block {
     void *uses[MAX_STREAM_USES];
     void *events[MAX_STREAM_USES]; /* while pending: one event per use */
     int n_events;
+    int pool;          /* 0: the shared pool; else a graph's private pool */
 };
 
 typedef struct {
@@ -46,6 +57,9 @@ typedef struct {
     block *pending;           /* freed blocks waiting for their events */
     block *spare;             /* recycled block structs */
     nb_memory_stats stats;
+    void *cap_stream;         /* the stream being captured into cap_pool (0: none) */
+    int cap_pool;
+    int live[MAX_POOLS], n_live; /* graph pools still in use */
 } dev_cache;
 
 static dev_cache caches[NB_DEVICE_TYPE_COUNT][NB_MAX_DEVICES];
@@ -100,12 +114,19 @@ static void block_recycle(dev_cache *c, block *b) {
     c->spare = b;
 }
 
+static bool pool_live(const dev_cache *c, int pool) {
+    for (int i = 0; i < c->n_live; i++)
+        if (c->live[i] == pool) return true;
+    return false;
+}
+
 /* The smallest free block of the pool on `stream` that holds size. */
-static block *best_fit(dev_cache *c, bool small, size_t size, void *stream) {
+static block *best_fit(dev_cache *c, bool small, size_t size, void *stream, int pool) {
     for (int k = bin_of(size); k < NUM_BINS; k++) {
         block *best = NULL;
         for (block *b = c->bins[!small][k]; b; b = b->fnext)
-            if (b->stream == stream && b->size >= size && (!best || b->size < best->size)) best = b;
+            if (b->stream == stream && b->pool == pool && b->size >= size && (!best || b->size < best->size))
+                best = b;
         if (best) return best;
     }
     return NULL;
@@ -117,13 +138,15 @@ static void update_peaks(nb_memory_stats *s) {
     if (s->reserved > s->peak_reserved) s->peak_reserved = s->reserved;
 }
 
-/* Gives every unsplit free segment back to the device. */
+/* Gives every unsplit free segment back to the device (a live graph's
+ * excepted: its replays use them). */
 static void release_cached(dev_cache *c) {
     for (int p = 0; p < 2; p++)
         for (int k = 0; k < NUM_BINS; k++)
             for (block *b = c->bins[p][k], *nx; b; b = nx) {
                 nx = b->fnext;
                 if (b->prev || b->next) continue; /* part of a segment still in use */
+                if (b->pool && pool_live(c, b->pool)) continue;
                 bin_remove(c, b);
                 c->be->iface->free(c->be, b->ptr, b->size);
                 c->stats.reserved -= b->size;
@@ -153,6 +176,14 @@ static void free_block(dev_cache *c, block *b) {
         if (n->next) n->next->prev = b;
         block_recycle(c, n);
     }
+    if (b->pool && !b->prev && !b->next && !pool_live(c, b->pool)) { /* a dead graph's whole segment */
+        c->be->iface->free(c->be, b->ptr, b->size);
+        c->stats.reserved -= b->size;
+        c->stats.segments--;
+        c->stats.device_frees++;
+        block_recycle(c, b);
+        return;
+    }
     bin_insert(c, b);
 }
 
@@ -180,13 +211,14 @@ void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **handle) {
     bool small = size <= SMALL_SIZE;
     pthread_mutex_lock(&c->lock);
     if (c->pending) process_events(c);
-    block *b = best_fit(c, small, size, stream);
+    const int pool = c->cap_pool && stream == c->cap_stream ? c->cap_pool : 0;
+    block *b = best_fit(c, small, size, stream, pool);
     if (b) bin_remove(c, b);
     else { /* a new segment */
         size_t seg = small ? SMALL_SEGMENT : size <= MIN_LARGE_ALLOC ? LARGE_SEGMENT
                                                    : (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
         char *p = be->iface->alloc(be, seg);
-        if (!p) { /* give the cache back and try once more */
+        if (!p && !c->cap_pool) { /* give the cache back and try once more (not while capturing) */
             c->stats.num_alloc_retries++;
             release_cached(c);
             p = be->iface->alloc(be, seg);
@@ -202,7 +234,7 @@ void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **handle) {
                            "alloc: out of memory allocating %zu bytes on %s (%zu bytes allocated, %zu reserved "
                            "by nabla)", bytes, nb_device_str(be->device, d, sizeof d), alloc, res);
         }
-        b->ptr = p, b->size = seg, b->stream = stream, b->small = small;
+        b->ptr = p, b->size = seg, b->stream = stream, b->small = small, b->pool = pool;
         c->stats.reserved += seg;
         c->stats.segments++;
         c->stats.device_allocs++;
@@ -211,7 +243,7 @@ void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **handle) {
     if (small ? rest >= ROUND : rest > SMALL_SIZE) { /* split: the tail stays cached */
         block *t = block_new(c);
         if (t) {
-            t->ptr = b->ptr + size, t->size = rest, t->stream = stream, t->small = b->small;
+            t->ptr = b->ptr + size, t->size = rest, t->stream = stream, t->small = b->small, t->pool = b->pool;
             t->prev = b, t->next = b->next;
             if (b->next) b->next->prev = t;
             b->next = t;
@@ -256,6 +288,48 @@ void nb_free_raw(nb_backend *be, void *handle) {
         c->stats.active -= b->size;
         free_block(c, b);
     }
+    pthread_mutex_unlock(&c->lock);
+}
+
+nb_status nb_alloc_capture_begin(nb_backend *be, void *stream, int pool) {
+    dev_cache *c = cache_of(be);
+    pthread_mutex_lock(&c->lock);
+    nb_status st = NB_OK;
+    if (c->cap_pool) st = nb_set_error(NB_ERR_STATE, "graph_capture_begin: a capture is already under way on this device");
+    else if (c->n_live == MAX_POOLS && !pool_live(c, pool))
+        st = nb_set_error(NB_ERR_STATE, "graph_capture_begin: %d graphs are alive on this device (the most)", MAX_POOLS);
+    else {
+        c->cap_stream = stream, c->cap_pool = pool;
+        if (!pool_live(c, pool)) c->live[c->n_live++] = pool; /* resumed captures keep their one entry */
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+void nb_alloc_capture_end(nb_backend *be) {
+    dev_cache *c = cache_of(be);
+    pthread_mutex_lock(&c->lock);
+    c->cap_stream = NULL, c->cap_pool = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void nb_alloc_pool_release(nb_backend *be, int pool) {
+    dev_cache *c = cache_of(be);
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < c->n_live; i++)
+        if (c->live[i] == pool) c->live[i] = c->live[--c->n_live];
+    for (int p = 0; p < 2; p++) /* its free whole segments go back now; the rest when freed */
+        for (int k = 0; k < NUM_BINS; k++)
+            for (block *b = c->bins[p][k], *nx; b; b = nx) {
+                nx = b->fnext;
+                if (b->pool != pool || b->prev || b->next) continue;
+                bin_remove(c, b);
+                c->be->iface->free(c->be, b->ptr, b->size);
+                c->stats.reserved -= b->size;
+                c->stats.segments--;
+                c->stats.device_frees++;
+                block_recycle(c, b);
+            }
     pthread_mutex_unlock(&c->lock);
 }
 

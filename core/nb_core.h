@@ -310,6 +310,12 @@ nb_status nb_normal_(nb_tensor *t, double mean, double std, nb_generator *gen);
 nb_status nb_bernoulli_(nb_tensor *t, double p, nb_generator *gen);
 /* A random permutation of 0..n-1 (int64), Fisher-Yates driven by Philox. */
 nb_tensor *nb_randperm(int64_t n, nb_generator *gen);
+/* torch.randint(low, high, size, generator, dtype): integers uniform in
+ * [low, high) as dtype (int64 is PyTorch's default; floats hold integer
+ * values; bool [0, 2)); exact while high - low <= 2^53. Errors:
+ * NB_ERR_INVALID_ARG (low >= high, a range dtype cannot hold), shapes as
+ * nb_empty. nb_multinomial (nb_ops.h) samples categories. */
+nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen);
 
 /* ---- memory: the caching allocator ------------------------------------------
  * Per device, freed blocks are cached and reused, so a training step calls
@@ -357,6 +363,46 @@ typedef struct nb_device_counters {
 /* Zeros with NB_ERR_DEVICE for a device that does not exist. */
 nb_device_counters nb_device_counters_get(nb_device dev);
 
+/* ---- CUDA graphs -------------------------------------------------------------------
+ * A training step captured once and replayed with one launch
+ * (torch.cuda.graphs): the host's per-op work disappears from replays.
+ *
+ *   step(); step();                            // warm up eagerly (caches, state)
+ *   nb_graph_capture_begin(dev);
+ *   step();                                    // recorded, not run
+ *   nb_graph *g = nb_graph_capture_end(dev);
+ *   for (...) { nb_copy_(x, batch_x); nb_graph_replay(g); }
+ *
+ * The captured work reads and writes the same memory on every replay: feed
+ * it by copying into the tensors it read (x above). Tensors made during the
+ * capture come from the graph's private memory pool and stay valid while the
+ * graph lives. What changes per step must live on the device: random ops
+ * (dropout) draw from the generator's offset at replay time, so each replay
+ * draws what the eager step at that point would; optimizers on a device
+ * with graphs read lr and the step count from device memory, so
+ * nb_optimizer_set_lr and schedulers between replays take effect, and
+ * each replay advances the step counts (host and device). A replay
+ * gives the same bits as the eager step it recorded. While capturing, a
+ * host synchronisation (nb_item, nb_to_host, nb_device_synchronize) fails
+ * with NB_ERR_STATE and no tensor made before the capture may be freed.
+ * Graphs are CUDA's: on the CPU capture fails with NB_ERR_UNSUPPORTED. */
+typedef struct nb_graph nb_graph;
+/* Starts capturing what the calling thread enqueues on dev's current stream.
+ * Errors: NB_ERR_UNSUPPORTED (a device without graphs), NB_ERR_STATE (a
+ * capture under way), NB_ERR_DEVICE. */
+nb_status nb_graph_capture_begin(nb_device dev);
+/* Ends the capture and returns the graph, ready to replay, or NULL with an
+ * error (an op that failed during the capture fails it). */
+nb_graph *nb_graph_capture_end(nb_device dev);
+/* Launches the captured work on the device's current stream (asynchronous),
+ * after the per-replay values (generator offsets) are written. */
+nb_status nb_graph_replay(nb_graph *g);
+/* Releases the graph and its memory pool (tensors made during the capture
+ * keep their memory until they are freed). NULL is ignored. */
+void nb_graph_free(nb_graph *g);
+/* Whether dev's current stream is being captured. */
+bool nb_graph_is_capturing(nb_device dev);
+
 /* ---- profiling ----------------------------------------------------------------
  * A per-kernel-slot profile of the work ops enqueue, on every device: from
  * nb_profiler_start, each backend kernel slot call is timed on its stream (GPU
@@ -392,6 +438,21 @@ void nb_host_free(nb_device dev, void *ptr);
 nb_status nb_copy_from_host_async(nb_tensor *t, const void *host, size_t bytes, nb_stream *s);
 /* The reverse, into host memory; the data is there after a sync of s. */
 nb_status nb_to_host_async(const nb_tensor *t, void *host, size_t bytes, nb_stream *s);
+
+/* ---- printing (core/print.c) ------------------------------------------- */
+
+/* PyTorch's repr of t (print options at their defaults: precision 4,
+ * summarized past 1000 elements with 3 edge items, 80 columns), e.g.
+ *   tensor([[1.5000, 2.0000],
+ *           [   nan,    inf]], dtype=torch.float64, requires_grad=True)
+ * with the dtype shown unless float32, int64 or bool, grad_fn=<...> named
+ * after nabla's op (AddBackward0), and the device unless the default.
+ * nb_repr writes it NUL-terminated into buf (truncated to len - 1 bytes;
+ * buf may be NULL when len is 0) and returns its full length, or -1 on
+ * error (NULL t: NB_ERR_INVALID_ARG; NB_ERR_OOM). nb_print writes it and a
+ * newline to stdout (NB_ERR_IO if that fails). Both read t to the host. */
+int64_t nb_repr(const nb_tensor *t, char *buf, size_t len);
+nb_status nb_print(const nb_tensor *t);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,7 @@ struct nb_tensor {
     int64_t shape[NB_MAX_DIMS];
     int64_t strides[NB_MAX_DIMS];
     bool requires_grad;
+    bool keep_grad;          /* .grad is a view of a flat gradient buffer: zero_grad zeroes it in place */
     nb_tensor *grad;         /* owned; leaves only */
     struct nb_node *grad_fn; /* owned reference; NULL for leaves */
     int output_nr;           /* which output of grad_fn (custom functions have several) */
@@ -58,6 +59,10 @@ nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device 
 /* The same, never registered with a scope: the caller owns it (module
  * parameters, optimizer state, .grad). */
 nb_tensor *nb_tensor_new_unscoped(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
+/* Moves contiguous t into base's storage at element `offset` (t's values
+ * copied there first): t keeps its identity (references to it stay valid)
+ * and becomes a contiguous view of base. Flat parameter buffers. */
+nb_status nb_tensor_rebase(nb_tensor *t, nb_tensor *base, int64_t offset);
 /* A view of t's storage with the given geometry (scoped like nb_tensor_new). */
 nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset);
@@ -104,6 +109,22 @@ static inline bool nb_dtype_is_compute_float(nb_dtype dt) { return dt == NB_F32 
 /* NB_CALL's tail: st, or with NB_SYNC_DEBUG the device's pending error;
  * counts the call and, while profiling, times it as `slot`. */
 nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot);
+/* ---- graph capture (core/graph.c) ----
+ * While be's current stream is captured: gen's (NULL: the default
+ * generator's) device offset base for random kernels, with *offset (as
+ * nb_generator_advance returned it) made relative to it; NULL (offset
+ * untouched) when not capturing or on error (then *failed is set). */
+const uint64_t *nb_graph_rng_base(nb_backend *be, nb_generator *gen, uint64_t *offset, bool *failed);
+/* While be's current stream is captured, registers on_replay: (ctx, 0) runs
+ * just before each replay launches (refresh device values the replay
+ * reads), (ctx, +1) after each launch, and (ctx, -1) when the capture ends
+ * (undoing the host state the captured call advanced, since the capture
+ * ran nothing); false with an error if no more can be registered. ctx must
+ * outlive the graph. Not capturing: nothing, true. */
+bool nb_graph_on_replay(nb_backend *be, void (*on_replay)(void *ctx, int delta), void *ctx);
+/* Whether be's current stream is being captured. */
+bool nb_graph_capturing_be(nb_backend *be);
+
 /* While profiling (nb_profiler_start), a timing mark before a slot call. */
 extern bool nb_prof_on;
 void nb_prof_mark_before(nb_backend *be);

@@ -98,9 +98,10 @@ nb_safetensors *nb_safetensors_load_buffer(const void *data, size_t len, const c
 /* NULL is ignored. */
 void nb_safetensors_free(nb_safetensors *f);
 
-/* The tensor named name (borrowed from f), or NULL (no error set). */
+/* The tensor named name (borrowed from f), or NULL (no error set; a NULL f
+ * or name also sets NB_ERR_INVALID_ARG unless an error is pending). */
 nb_tensor *nb_safetensors_get(const nb_safetensors *f, const char *name);
-/* The metadata value of key (borrowed from f), or NULL (no error set). */
+/* The metadata value of key (borrowed from f), or NULL (as nb_safetensors_get). */
 const char *nb_safetensors_meta(const nb_safetensors *f, const char *key);
 
 #ifdef __cplusplus

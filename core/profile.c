@@ -75,6 +75,10 @@ static int by_ms(const void *x, const void *y) {
 
 void nb_profiler_report(FILE *f) {
     if (!f) f = stderr;
+    if (t_start == 0) {
+        fprintf(f, "profile: nb_profiler_start was not called\n");
+        return;
+    }
     nb_prof_on = false;
     double wall = now_ms() - t_start;
     pthread_mutex_lock(&lock);
@@ -108,4 +112,5 @@ void nb_profiler_report(FILE *f) {
     }
     fprintf(f, "profile: %ld slot calls, %.3f ms in them, %.3f ms of wall time\n", calls, total, wall);
     free(rows);
+    t_start = 0;
 }

@@ -3,7 +3,10 @@
  * the layout in philox.h, so they are the same on every device and thread count. */
 #include <pthread.h>
 
+#include <math.h>
+
 #include "nb_impl.h"
+#include "nb_ops.h"
 #include "philox.h"
 
 static nb_generator default_gen = {0x2545F4914F6CDD1DULL, 0};
@@ -39,17 +42,20 @@ static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, dou
     uint64_t seed = gen ? gen->seed : default_gen.seed;
     uint64_t n = (uint64_t)nb_numel(t);
     uint64_t offset = nb_generator_advance(gen, nb_philox_blocks(n));
+    bool failed;
+    const uint64_t *base = nb_graph_rng_base(t->storage->backend, gen, &offset, &failed); /* capturing a graph */
+    if (failed) return nb_last_status();
     if (nb_is_contiguous(t)) {
         nb_kview v = nb_kview_of(t);
         nb_bump_version(t);
-        return NB_CALL(t, random, &v, dist, a, b, seed, offset);
+        return NB_CALL(t, random, &v, dist, a, b, seed, offset, base);
     }
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *c = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     nb_status st = c ? NB_OK : nb_last_status();
     if (c) {
         nb_kview v = nb_kview_of(c);
-        st = NB_CALL(c, random, &v, dist, a, b, seed, offset);
+        st = NB_CALL(c, random, &v, dist, a, b, seed, offset, base);
     }
     if (st == NB_OK) st = nb_copy_(t, c);
     nb_scope_end(s);
@@ -107,4 +113,27 @@ nb_tensor *nb_randperm(int64_t n, nb_generator *gen) {
     nb_tensor *t = nb_from_data(p, 1, &n, NB_I64);
     free(p);
     return t;
+}
+
+/* floor(low + U[0, 1) (high - low)), from a float64 uniform fill (so the
+ * draws are the backend's Philox layout), clamped below high against
+ * rounding, then cast. */
+nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
+    if (low >= high)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "randint: low %lld must be below high %lld", (long long)low, (long long)high);
+    if ((unsigned)dt >= NB_DTYPE_COUNT) return NB_FAIL(NB_ERR_DTYPE, "randint: bad dtype %d", (int)dt);
+    double lo = (double)low, hi = (double)high;
+    static const double top[NB_DTYPE_COUNT] = {[NB_F32] = 0x1p24, [NB_F64] = 0x1p53, [NB_I32] = 0x1p31,
+                                               [NB_I64] = 0x1p63, [NB_U8] = 256, [NB_BOOL] = 2,
+                                               [NB_F16] = 2048, [NB_BF16] = 256};
+    double min = dt == NB_U8 || dt == NB_BOOL ? 0 : -top[dt];
+    if (lo < min || hi > top[dt])
+        return NB_FAIL(NB_ERR_INVALID_ARG, "randint: [%lld, %lld) does not fit %s", (long long)low, (long long)high,
+                       nb_dtype_name(dt));
+    /* high near 2^63 rounds to 2^63 in float64: cap at the double below it */
+    double cap = hi - 1 < hi ? hi - 1 : nextafter(hi, lo);
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *u = nb_rand(ndim, shape, NB_F64, gen);
+    nb_tensor *v = nb_clamp_scalar(nb_floor(nb_add_scalar(nb_mul_scalar(u, hi - lo), lo)), NAN, cap);
+    return nb_scope_return(s, v ? nb_to_dtype(v, dt) : NULL);
 }

@@ -141,6 +141,23 @@ nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device 
     return nb_scope_adopt(nb_tensor_new_unscoped(ndim, shape, dt, dev));
 }
 
+nb_status nb_tensor_rebase(nb_tensor *t, nb_tensor *base, int64_t offset) {
+    int64_t n = nb_numel(t);
+    if (t->dtype != base->dtype || base->storage->backend != t->storage->backend || offset < 0 ||
+        offset + n > (int64_t)(base->storage->bytes / nb_dtype_size(base->dtype)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "tensor_rebase: the buffer does not hold the tensor at %lld",
+                            (long long)offset);
+    nb_tensor *dst = nb_tensor_view_of(base, t->ndim, t->shape, NULL, offset);
+    nb_status st = dst ? nb_copy_(dst, t) : nb_last_status();
+    if (st) return st;
+    atomic_fetch_add(&base->storage->refcount, 1);
+    storage_release(t->storage);
+    t->storage = base->storage;
+    t->offset = offset;
+    nb_contiguous_strides(t->ndim, t->shape, t->strides);
+    return NB_OK;
+}
+
 nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset) {
     if (!check_shape("view", ndim, shape)) return NULL; /* an expand to [2^40, 2^40] must not wrap numel */

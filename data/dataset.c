@@ -1,5 +1,5 @@
-/* dataset.c - tensor datasets (x [N, ...] float32, y [N] int64) with a host
- * copy for the loader to gather batches from, and the MNIST loader: finds
+/* dataset.c - tensor datasets (x [N, ...] and y [N, ...] of any dtypes; the
+ * loader gathers batches from the tensors themselves), and the MNIST loader: finds
  * the four IDX files (raw or .gz), checks that they are MNIST-shaped and
  * agree, and converts pixels to float32 on the host once, as torchvision's
  * ToTensor + Normalize do. */
@@ -11,20 +11,19 @@
 #include "data_impl.h"
 #include "nb_data.h"
 #include "nb_impl.h"
+#include "nb_ops.h"
 
 /* ---- datasets --------------------------------------------------------- */
 
-/* A dataset over tensors the caller no longer needs (its references move in)
- * and host buffers it hands over (malloc'd; freed by the dataset). */
-static nb_dataset *dataset_wrap(nb_tensor *x, nb_tensor *y, float *hx, int64_t *hy) {
+/* A dataset over tensors the caller no longer needs (its references move in). */
+static nb_dataset *dataset_wrap(nb_tensor *x, nb_tensor *y) {
     nb_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) {
-        nb_release(x), nb_release(y), free(hx), free(hy);
+        nb_release(x), nb_release(y);
         return NB_FAIL(NB_ERR_OOM, "dataset: out of host memory");
     }
-    ds->x = x, ds->y = y, ds->hx = hx, ds->hy = hy;
+    ds->x = x, ds->y = y;
     ds->n = nb_size(x, 0);
-    ds->row = nb_shape_numel(nb_dim(x) - 1, nb_shape(x) + 1);
     return ds;
 }
 
@@ -34,36 +33,30 @@ nb_dataset *nb_dataset_from_tensors(nb_tensor *x, nb_tensor *y) {
         return NULL;
     }
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-    if (nb_dtype_of(x) != NB_F32 || nb_dtype_of(y) != NB_I64)
-        return NB_FAIL(NB_ERR_DTYPE, "dataset_from_tensors: x must be float32 and y int64 (got %s, %s)",
-                       nb_dtype_name(nb_dtype_of(x)), nb_dtype_name(nb_dtype_of(y)));
-    if (nb_dim(x) < 1 || nb_dim(y) != 1 || nb_size(x, 0) != nb_size(y, 0))
-        return NB_FAIL(NB_ERR_SHAPE, "dataset_from_tensors: need x [N, ...] and y [N] (got x %s, y %s)",
+    if (nb_dim(x) < 1 || nb_dim(y) < 1 || nb_size(x, 0) != nb_size(y, 0))
+        return NB_FAIL(NB_ERR_SHAPE, "dataset_from_tensors: need x [N, ...] and y [N, ...] (got x %s, y %s)",
                        nb_fmt_shape(nb_dim(x), nb_shape(x), a, sizeof a),
                        nb_fmt_shape(nb_dim(y), nb_shape(y), b, sizeof b));
     nb_device dx = nb_device_of(x), dy = nb_device_of(y);
     if (dx.type != dy.type || dx.index != dy.index)
         return NB_FAIL(NB_ERR_DEVICE, "dataset_from_tensors: x and y are on different devices");
-    size_t xb = (size_t)nb_numel(x) * sizeof(float), yb = (size_t)nb_numel(y) * sizeof(int64_t);
-    float *hx = malloc(xb ? xb : 1);
-    int64_t *hy = malloc(yb ? yb : 1);
-    if (!hx || !hy) {
-        free(hx), free(hy);
-        return NB_FAIL(NB_ERR_OOM, "dataset_from_tensors: cannot allocate the host copy of x %s",
-                       nb_fmt_shape(nb_dim(x), nb_shape(x), a, sizeof a));
-    }
-    if (nb_to_host(x, hx, xb) || nb_to_host(y, hy, yb)) {
-        free(hx), free(hy);
+    /* contiguous (the loader's gather kernel needs it): a new reference when
+     * already contiguous, else one copy; never a host copy */
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *xc = nb_contiguous(x), *yc = nb_contiguous(y);
+    if (xc) nb_retain(xc);
+    if (yc) nb_retain(yc);
+    nb_scope_end(s);
+    if (!xc || !yc) {
+        nb_release(xc), nb_release(yc);
         return NULL;
     }
-    nb_retain(x), nb_retain(y);
-    return dataset_wrap(x, y, hx, hy);
+    return dataset_wrap(xc, yc);
 }
 
 void nb_dataset_free(nb_dataset *ds) {
     if (!ds) return;
     nb_release(ds->x), nb_release(ds->y);
-    free(ds->hx), free(ds->hy);
     free(ds);
 }
 
@@ -167,12 +160,15 @@ static nb_status mnist_build(const nb_idx *img, const nb_idx *lab, nb_mnist_opti
     nb_tensor *x = opts.flatten ? nb_tensor_new_unscoped(2, xs2, NB_F32, dev)
                                 : nb_tensor_new_unscoped(4, xs4, NB_F32, dev);
     nb_tensor *y = x ? nb_tensor_new_unscoped(1, &n, NB_I64, dev) : NULL;
-    if (!y || nb_copy_from_host(x, hx, (size_t)nb_numel(x) * sizeof(float)) ||
-        nb_copy_from_host(y, hy, (size_t)n * sizeof(int64_t))) {
-        nb_release(x), nb_release(y), free(hx), free(hy);
-        return nb_last_status() ? nb_last_status() : NB_ERR_OOM;
+    nb_status st = !y ? (nb_last_status() ? nb_last_status() : NB_ERR_OOM)
+                      : nb_copy_from_host(x, hx, (size_t)nb_numel(x) * sizeof(float));
+    if (!st) st = nb_copy_from_host(y, hy, (size_t)n * sizeof(int64_t));
+    free(hx), free(hy); /* the tensors hold the data: no second copy */
+    if (st) {
+        nb_release(x), nb_release(y);
+        return st;
     }
-    *out = dataset_wrap(x, y, hx, hy);
+    *out = dataset_wrap(x, y);
     return *out ? NB_OK : NB_ERR_OOM;
 }
 

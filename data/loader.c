@@ -1,20 +1,21 @@
 /* loader.c - the batching data loader (torch.utils.data.DataLoader for a
- * tensor dataset). A batch is gathered on the host from the dataset's host
- * copy into one of two host slots, then copied into batch tensors that are
- * created once and reused: on any device that copy is the only transfer.
- * With prefetch, a worker thread gathers batch k+1 into the other slot while
- * the caller trains on batch k; the worker only touches host memory (no
- * tensor API, no nb_set_error), so the batches are the same with or
- * without it. The epoch's order is a Fisher-Yates shuffle whose draws are
- * Philox(key = seed, counter = (draw / 2, epoch + 1)): a pure function of
- * (seed, epoch), and disjoint from the tensor fills (counter high word 0).
- *
- * pin_memory: the two host slots are page-locked and each has its own batch
- * tensors; batch k is uploaded into slot k & 1's tensors on the device's copy
- * stream, after the device is done with batch k-2 (event consumed[k & 1])
- * and before the compute stream uses it (event copied[k & 1]); a host slot
- * is gathered into again only after its last upload completed. */
+ * tensor dataset). A batch is gathered from the dataset's tensors by the
+ * backend's index_select kernel (rows picked by the epoch's order, kept as
+ * an int64 tensor on the dataset's device) straight into batch tensors the
+ * loader owns: no host copy of the dataset, and any dtypes. With prefetch
+ * there are two sets of batch tensors: a worker thread gathers batch k+1
+ * into one while the caller trains on batch k in the other (the worker
+ * calls only that kernel: no scopes, no tensor allocation; after a failure
+ * there nb_loader_next gathers again and reports it), so the batches are
+ * the same with or without it. The worker runs on the CPU only: on a GPU
+ * the gather is a kernel enqueued on the caller's current stream, which
+ * already overlaps the device's work, and keeping every launch on the
+ * caller's thread keeps the stream order. pin_memory changes nothing here:
+ * no batch crosses from the host. The epoch's order is a Fisher-Yates shuffle whose draws
+ * are Philox(key = seed, counter = (draw / 2, epoch + 1)): a pure function
+ * of (seed, epoch), and disjoint from the tensor fills (counter high word 0). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,26 +24,20 @@
 #include "nb_impl.h"
 #include "philox.h"
 
+/* A set of batch tensors: x, y of a full batch and of a final short one. */
 typedef struct slot {
-    float *x;   /* [cap, row] */
-    int64_t *y; /* [cap] */
+    nb_tensor *full[2], *last[2]; /* unscoped, owned */
 } slot;
 
 struct nb_loader {
     nb_dataset *ds; /* borrowed */
     nb_loader_options o;
     int64_t nbatches, epoch, pos;
-    int64_t cap;        /* rows per slot: min(batch_size, n) */
-    int64_t *perm;      /* [n] dataset rows in this epoch's order */
-    slot slots[2];      /* batch k is gathered into slots[k & 1] */
-    /* [slot][x, y] of a full batch and of a final short batch (created on
-     * first use; slot k & 1 with pin_memory, else slot 0) */
-    nb_tensor *full[2][2], *last[2][2];
-    nb_device dev;                         /* the dataset's */
-    bool pinned;                           /* pin_memory: the slots came from nb_host_alloc */
-    nb_event *copied[2], *consumed[2];    /* pin_memory: per slot (NULL: not needed yet) */
+    int64_t *perm;      /* [n] dataset rows in this epoch's order (host) */
+    nb_tensor *order;   /* the same as an int64 tensor on the dataset's device */
+    slot slots[2];      /* batch k is gathered into slots[k & 1] (one slot without prefetch) */
     nb_status status;
-    /* prefetch: one job at a time; mu guards job, quit and ready */
+    /* prefetch: one job at a time; mu guards job, quit, ready and the worker's failure */
     bool threaded, job, quit;
     int64_t job_batch, ready; /* batch being gathered; batch gathered (-1: none) */
     pthread_t thread;
@@ -50,7 +45,7 @@ struct nb_loader {
     pthread_cond_t cv;
 };
 
-/* ---- order and gathering (host only; safe on the worker) -------------- */
+/* ---- order and gathering ------------------------------------------------ */
 
 static void make_perm(nb_loader *l) {
     int64_t n = l->ds->n;
@@ -67,21 +62,35 @@ static void make_perm(nb_loader *l) {
     }
 }
 
+/* The epoch's order: on the host, then in the order tensor (main thread only). */
+static nb_status new_order(nb_loader *l) {
+    make_perm(l);
+    return nb_copy_from_host(l->order, l->perm, (size_t)l->ds->n * sizeof(int64_t));
+}
+
 static int64_t batch_rows(const nb_loader *l, int64_t k) {
     int64_t start = k * l->o.batch_size, left = l->ds->n - start;
     return left < l->o.batch_size ? left : l->o.batch_size;
 }
 
-static void gather(nb_loader *l, int64_t k) {
-    const nb_dataset *ds = l->ds;
-    slot *s = &l->slots[k & 1];
-    const int64_t *idx = l->perm + k * l->o.batch_size;
-    int64_t rows = batch_rows(l, k);
-    size_t rb = (size_t)ds->row * sizeof(float);
-    for (int64_t j = 0; j < rows; j++) {
-        memcpy(s->x + j * ds->row, ds->hx + idx[j] * ds->row, rb);
-        s->y[j] = ds->hy[idx[j]];
+static nb_tensor **slot_tensors(nb_loader *l, int64_t k) {
+    slot *s = &l->slots[l->threaded ? (k & 1) : 0];
+    return batch_rows(l, k) == l->o.batch_size ? s->full : s->last;
+}
+
+/* Gathers batch k into its slot with the backend's index_select kernel
+ * (no tensor API: also called on the worker). */
+static nb_status gather(nb_loader *l, int64_t k) {
+    nb_tensor **t = slot_tensors(l, k), *src[2] = {l->ds->x, l->ds->y};
+    nb_kview idx = nb_kview_of(l->order);
+    idx.data = (char *)idx.data + (size_t)(k * l->o.batch_size) * sizeof(int64_t);
+    idx.shape[0] = batch_rows(l, k);
+    for (int i = 0; i < 2; i++) {
+        nb_kview out = nb_kview_of(t[i]), x = nb_kview_of(src[i]);
+        nb_status st = NB_CALL(src[i], index_select, &out, &x, 0, &idx);
+        if (st) return st;
     }
+    return NB_OK;
 }
 
 /* ---- prefetch worker --------------------------------------------------- */
@@ -94,9 +103,9 @@ static void *worker(void *arg) {
         if (l->quit) break;
         int64_t k = l->job_batch;
         pthread_mutex_unlock(&l->mu);
-        gather(l, k);
+        nb_status st = gather(l, k);
         pthread_mutex_lock(&l->mu);
-        l->job = false, l->ready = k;
+        l->job = false, l->ready = st ? -1 : k; /* a failure: nb_loader_next gathers again and reports it */
         pthread_cond_broadcast(&l->cv);
     }
     pthread_mutex_unlock(&l->mu);
@@ -113,16 +122,9 @@ static int64_t wait_idle(nb_loader *l) {
     return r;
 }
 
-/* pin_memory: waits until host slot s's last upload has completed, so it
- * can be gathered into again (usually long done: it was batch k-2's). */
-static nb_status slot_free(nb_loader *l, int s) {
-    return l->pinned && l->copied[s] ? nb_event_synchronize(l->copied[s]) : NB_OK;
-}
-
 /* Asks the (idle) worker to gather batch k, if the epoch has one. */
 static void request(nb_loader *l, int64_t k) {
     if (!l->threaded || k >= l->nbatches) return;
-    if (slot_free(l, (int)(k & 1)) != NB_OK) return; /* gathered in nb_loader_next instead */
     pthread_mutex_lock(&l->mu);
     l->job = true, l->job_batch = k, l->ready = -1;
     pthread_cond_broadcast(&l->cv);
@@ -158,6 +160,22 @@ static void start_worker(nb_loader *l) {
     if (!l->threaded) pthread_cond_destroy(&l->cv), pthread_mutex_destroy(&l->mu);
 }
 
+/* The batch tensors of one slot: [rows, ...] like x and y, for a full and a short batch. */
+static bool make_slot(nb_loader *l, slot *s) {
+    const nb_dataset *ds = l->ds;
+    int64_t rows[2] = {l->o.batch_size < ds->n ? l->o.batch_size : ds->n, ds->n % l->o.batch_size};
+    nb_tensor **dst[2] = {s->full, s->last}, *src[2] = {ds->x, ds->y};
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 2; i++) {
+            int64_t shape[NB_MAX_DIMS];
+            memcpy(shape, nb_shape(src[i]), sizeof(int64_t) * (size_t)nb_dim(src[i]));
+            shape[0] = rows[r];
+            if (!(dst[r][i] = nb_tensor_new_unscoped(nb_dim(src[i]), shape, nb_dtype_of(src[i]), nb_device_of(src[i]))))
+                return false;
+        }
+    return true;
+}
+
 nb_loader *nb_loader_new(nb_dataset *ds, nb_loader_options opts) {
     if (!ds) { /* keep the first error (e.g. a failed nb_mnist_load) */
         if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "loader_new: dataset is NULL");
@@ -170,35 +188,20 @@ nb_loader *nb_loader_new(nb_dataset *ds, nb_loader_options opts) {
     int64_t n = ds->n, bs = opts.batch_size;
     l->ds = ds, l->o = opts, l->ready = -1;
     l->nbatches = n / bs + (!opts.drop_last && n % bs != 0);
-    l->cap = bs < n ? bs : n;
-    size_t cap = (size_t)(l->cap ? l->cap : 1), row = (size_t)(ds->row ? ds->row : 1);
     l->perm = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    bool ok = l->perm != NULL;
-    l->dev = nb_device_of(ds->x);
-    l->pinned = opts.pin_memory;
-    for (int s = 0; s < (opts.prefetch || l->pinned ? 2 : 1) && ok; s++) {
-        if (l->pinned) {
-            l->slots[s].x = nb_host_alloc(l->dev, cap * row * sizeof(float));
-            l->slots[s].y = nb_host_alloc(l->dev, cap * sizeof(int64_t));
-        } else {
-            l->slots[s].x = malloc(cap * row * sizeof(float));
-            l->slots[s].y = malloc(cap * sizeof(int64_t));
-        }
-        ok = l->slots[s].x && l->slots[s].y;
-    }
-    for (int s = 0; s < 2 && ok && l->pinned; s++) {
-        l->copied[s] = nb_event_new(l->dev);
-        l->consumed[s] = nb_event_new(l->dev);
-        ok = l->copied[s] && l->consumed[s];
-    }
+    l->order = l->perm ? nb_tensor_new_unscoped(1, &n, NB_I64, nb_device_of(ds->x)) : NULL;
+    bool worker = opts.prefetch && nb_device_of(ds->x).type == NB_DEVICE_CPU;
+    bool ok = l->order && make_slot(l, &l->slots[0]) && (!worker || make_slot(l, &l->slots[1]));
+    if (ok && new_order(l) != NB_OK) ok = false;
     if (!ok) {
+        nb_status st = nb_last_status();
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", nb_last_error());
         nb_loader_free(l);
-        return NB_FAIL(NB_ERR_OOM, "loader_new: cannot allocate %shost buffers or events for batch_size %lld",
-                       opts.pin_memory ? "pinned " : "", (long long)bs);
+        return NB_FAIL(st ? st : NB_ERR_OOM, "loader_new: cannot make the batch tensors for batch_size %lld: %s",
+                       (long long)bs, msg[0] ? msg : "out of host memory");
     }
-    if (!opts.prefetch && !l->pinned) l->slots[1] = l->slots[0]; /* one buffer, used for every batch */
-    make_perm(l);
-    if (opts.prefetch) start_worker(l);
+    if (worker) start_worker(l);
     request(l, 0);
     return l;
 }
@@ -214,16 +217,9 @@ void nb_loader_free(nb_loader *l) {
         pthread_join(l->thread, NULL);
         pthread_cond_destroy(&l->cv), pthread_mutex_destroy(&l->mu);
     }
-    if (l->pinned) nb_device_synchronize(l->dev); /* no upload may still read the host slots */
-    int nslots = l->slots[1].x == l->slots[0].x ? 1 : 2;
-    for (int s = 0; s < nslots; s++) {
-        if (l->pinned) nb_host_free(l->dev, l->slots[s].x), nb_host_free(l->dev, l->slots[s].y);
-        else free(l->slots[s].x), free(l->slots[s].y);
-    }
-    for (int s = 0; s < 2; s++) {
-        for (int i = 0; i < 2; i++) nb_release(l->full[s][i]), nb_release(l->last[s][i]);
-        nb_event_free(l->copied[s]), nb_event_free(l->consumed[s]);
-    }
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 2; i++) nb_release(l->slots[s].full[i]), nb_release(l->slots[s].last[i]);
+    nb_release(l->order);
     free(l->perm);
     free(l);
 }
@@ -234,10 +230,11 @@ nb_status nb_loader_seek(nb_loader *l, int64_t epoch, int64_t batch) {
         return l->status = nb_set_error(NB_ERR_INVALID_ARG,
                                         "loader_seek: epoch %lld, batch %lld out of range (%lld batches per epoch)",
                                         (long long)epoch, (long long)batch, (long long)l->nbatches);
-    wait_idle(l); /* the worker reads perm */
+    wait_idle(l); /* the worker reads the order */
     if (epoch != l->epoch) {
         l->epoch = epoch;
-        make_perm(l);
+        nb_status st = new_order(l);
+        if (st) return l->status = st;
     }
     l->pos = batch, l->ready = -1, l->status = NB_OK;
     request(l, batch);
@@ -246,48 +243,6 @@ nb_status nb_loader_seek(nb_loader *l, int64_t epoch, int64_t batch) {
 
 void nb_loader_reset(nb_loader *l) {
     if (!no_loader("loader_reset", l)) nb_loader_seek(l, l->epoch + 1, 0);
-}
-
-/* Slot sl's tensors for a batch of `rows` rows, created on first use
- * (*created set then). */
-static nb_status batch_tensors(nb_loader *l, int sl, int64_t rows, nb_tensor ***out, bool *created) {
-    nb_tensor **t = rows == l->o.batch_size ? l->full[sl] : l->last[sl];
-    *out = t;
-    *created = false;
-    if (t[0]) return NB_OK;
-    *created = true;
-    const nb_tensor *x = l->ds->x;
-    int64_t shape[NB_MAX_DIMS];
-    memcpy(shape, nb_shape(x), sizeof(int64_t) * (size_t)nb_dim(x));
-    shape[0] = rows;
-    t[0] = nb_tensor_new_unscoped(nb_dim(x), shape, NB_F32, l->dev);
-    t[1] = t[0] ? nb_tensor_new_unscoped(1, &rows, NB_I64, l->dev) : NULL;
-    nb_status st = t[1] ? NB_OK : nb_last_status() ? nb_last_status() : NB_ERR_OOM;
-    /* written on the copy stream: their memory waits for it when freed */
-    for (int i = 0; i < 2 && st == NB_OK && l->pinned; i++) st = nb_record_stream(t[i], nb_stream_copy(l->dev));
-    if (st == NB_OK) return NB_OK;
-    nb_release(t[0]), nb_release(t[1]);
-    t[0] = t[1] = NULL;
-    return st;
-}
-
-/* pin_memory: uploads host slot sl into t on the copy stream, ordered after
- * the device's use of batch k-2 (the same tensors) and before the compute
- * stream's use of batch k. Tensors just created wait for everything
- * enqueued on the compute stream so far: their memory came from the
- * compute stream's cache, and work already enqueued there may still use it
- * (a block freed by the step before). */
-static nb_status upload_async(nb_loader *l, int sl, nb_tensor **t, int64_t rows, bool created) {
-    nb_stream *compute = nb_current_stream(l->dev), *copy = nb_stream_copy(l->dev);
-    if (!compute || !copy) return nb_last_status();
-    /* everything enqueued so far includes every use of batch k-1 */
-    nb_status st = nb_event_record(l->consumed[sl ^ 1], compute);
-    if (!st) st = nb_stream_wait_event(copy, l->consumed[created ? sl ^ 1 : sl]);
-    if (!st) st = nb_copy_from_host_async(t[0], l->slots[sl].x, (size_t)(rows * l->ds->row) * sizeof(float), copy);
-    if (!st) st = nb_copy_from_host_async(t[1], l->slots[sl].y, (size_t)rows * sizeof(int64_t), copy);
-    if (!st) st = nb_event_record(l->copied[sl], copy);
-    if (!st) st = nb_stream_wait_event(compute, l->copied[sl]);
-    return st;
 }
 
 bool nb_loader_next(nb_loader *l, nb_batch *b) {
@@ -299,24 +254,15 @@ bool nb_loader_next(nb_loader *l, nb_batch *b) {
     }
     int64_t k = l->pos;
     if (k >= l->nbatches) return false;
-    int sl = (int)(k & 1);
     nb_status st = NB_OK;
-    if (wait_idle(l) != k) { /* not prefetched: gather it here */
-        st = slot_free(l, sl);
-        if (!st) gather(l, k);
+    if (wait_idle(l) != k) st = gather(l, k); /* not prefetched (or the worker failed): gather it here */
+    if (st) {
+        l->status = st;
+        return false;
     }
-    if (!st) request(l, k + 1); /* overlaps with the upload and the caller's step */
-    int64_t rows = batch_rows(l, k);
-    nb_tensor **t = NULL;
-    const slot *s = &l->slots[sl];
-    bool created = false;
-    if (!st) st = batch_tensors(l, l->pinned ? sl : 0, rows, &t, &created);
-    if (!st && l->pinned) st = upload_async(l, sl, t, rows, created);
-    if (!st && !l->pinned) st = nb_copy_from_host(t[0], s->x, (size_t)(rows * l->ds->row) * sizeof(float));
-    if (!st && !l->pinned) st = nb_copy_from_host(t[1], s->y, (size_t)rows * sizeof(int64_t));
-    l->status = st;
-    if (st) return false;
-    b->x = t[0], b->y = t[1], b->size = rows, b->index = k;
+    request(l, k + 1); /* overlaps with the caller's step */
+    nb_tensor **t = slot_tensors(l, k);
+    b->x = t[0], b->y = t[1], b->size = batch_rows(l, k), b->index = k;
     b->indices = l->perm + k * l->o.batch_size;
     l->pos = k + 1;
     return true;

@@ -83,19 +83,21 @@ nb_tensor *nb_idx_load(const char *path);
  * (x[i], y[i]). */
 typedef struct nb_dataset nb_dataset;
 
-/* A dataset of inputs x [N, ...] float32 and targets y [N] int64 (class
- * indices, as nb_cross_entropy takes them). Takes its own references to x
- * and y (the caller keeps theirs) and copies both to the host once.
- * Errors: NULL input (first error kept), NB_ERR_DTYPE (x not float32 or
- * y not int64), NB_ERR_SHAPE (x 0-dim, y not 1-D, N differs), NB_ERR_DEVICE
- * (x and y on different devices), NB_ERR_OOM. */
+/* A dataset of inputs x [N, ...] and targets y [N, ...] (class indices
+ * [N] int64 for nb_cross_entropy, or regression targets, masks, ...) of any
+ * dtypes, on one device. Takes its own references to x and y (the caller
+ * keeps theirs); a non-contiguous one is copied once to a contiguous tensor
+ * on its device. The loader gathers batches from these tensors: there is
+ * no host copy of the data.
+ * Errors: NULL input (first error kept), NB_ERR_SHAPE (x or y 0-dim, N
+ * differs), NB_ERR_DEVICE (x and y on different devices), NB_ERR_OOM. */
 nb_dataset *nb_dataset_from_tensors(nb_tensor *x, nb_tensor *y);
 /* NULL is ignored. Releases the dataset's references and host copy. */
 void nb_dataset_free(nb_dataset *ds);
 /* N, the number of samples. */
 int64_t nb_dataset_len(const nb_dataset *ds);
-/* The whole inputs [N, ...] float32 / targets [N] int64; borrowed (valid
- * while the dataset lives; nb_retain to keep longer). */
+/* The whole inputs [N, ...] / targets [N, ...]; borrowed (valid while the
+ * dataset lives; nb_retain to keep longer). */
 nb_tensor *nb_dataset_x(const nb_dataset *ds);
 nb_tensor *nb_dataset_y(const nb_dataset *ds);
 
@@ -150,25 +152,25 @@ typedef struct nb_loader_options {
     bool shuffle;       /* a new permutation every epoch (else dataset order) */
     uint64_t seed;      /* the shuffle's Philox key */
     bool drop_last;     /* drop a final batch smaller than batch_size */
-    bool prefetch;      /* gather the next batch on a background thread
-                           while the caller trains on this one; the batches
-                           are identical either way */
-    bool pin_memory;    /* gather into page-locked host memory (nb_host_alloc)
-                           and upload on the device's copy stream, so the
-                           upload of batch k overlaps the device's work on
-                           batch k-1; the compute stream waits for it before
-                           batch k is used. The batches are identical either
-                           way. On the CPU it changes nothing. */
+    bool prefetch;      /* CPU: gather the next batch on a background thread
+                           while the caller trains on this one (the loader
+                           alternates between two sets of batch tensors). On
+                           a GPU the gather is already an asynchronous kernel
+                           on the current stream, so it changes nothing. The
+                           batches are identical either way */
+    bool pin_memory;    /* accepted for PyTorch's DataLoader; changes nothing:
+                           batches are gathered on the dataset's device from
+                           its tensors, so none is uploaded from the host */
 } nb_loader_options;
 
 /* One batch. The tensors are owned by the loader and valid until the next
  * nb_loader_next, nb_loader_reset, nb_loader_seek or nb_loader_free on the
  * same loader: do not release them (nb_retain one to keep it, but its
- * contents will still be overwritten by later batches; with pin_memory the
- * loader alternates between two sets of tensors). */
+ * contents will still be overwritten by later batches; with prefetch on the
+ * CPU the loader alternates between two sets of tensors). */
 typedef struct nb_batch {
-    nb_tensor *x;           /* [size, ...] float32, on the dataset's device */
-    nb_tensor *y;           /* [size] int64 */
+    nb_tensor *x;           /* [size, ...] rows of the dataset's x (its dtype and device) */
+    nb_tensor *y;           /* [size, ...] rows of its y */
     int64_t size;           /* batch_size, or less for a final short batch */
     int64_t index;          /* this batch's number in the epoch, from 0 */
     const int64_t *indices; /* the dataset rows in this batch (size entries); borrowed */

@@ -123,7 +123,7 @@ static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]\n"
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
-            "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N]\n",
+            "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N] [--cuda-graph]\n",
             prog);
     return 2;
 }
@@ -134,6 +134,11 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x = 0;
         bool ok = true;
+        if (!strcmp(f, "--cuda-graph")) { /* a bare flag */
+            a->cuda_graph = true;
+            i--;
+            continue;
+        }
         if (strncmp(f, "--", 2)) return usage(prog);
         if (!v) {
             fprintf(stderr, "%s: %s needs a value\n", prog, f);
@@ -163,6 +168,10 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
             return usage(prog);
         }
         if (!ok) return 2;
+    }
+    if (a->cuda_graph && a->device.type != NB_DEVICE_CUDA) {
+        fprintf(stderr, "%s: --cuda-graph needs --device cuda\n", prog);
+        return 2;
     }
     if (a->save_every && !a->save) {
         fprintf(stderr, "%s: --save-every needs --save PATH\n", prog);
@@ -226,14 +235,20 @@ typedef struct run {
     double loss_sum; /* over the current epoch's steps so far, as of the last read of acc */
     nb_tensor *acc;  /* float64 0-d on the device: loss_sum plus the losses since (ours) */
     int64_t steps;
+    /* --cuda-graph: full batches are copied into gx, gy and a step captured
+     * once (after warm eager steps) is replayed */
+    nb_tensor *gx, *gy;
+    nb_graph *graph;
+    int warm;
     const char *name;  /* the program, for messages */
     bool reported;     /* the failure's message is printed already */
 } run;
 
 /* The device sum restarted at loss_sum: float64 additions of each step's
- * float32 loss, in order, so the sum is the same bits as adding on the host. */
+ * float32 loss, in order, so the sum is the same bits as adding on the host.
+ * One tensor, updated in place, so a captured step adds into it too. */
 static nb_status acc_reset(run *r) {
-    nb_release(r->acc);
+    if (r->acc) return nb_fill_(r->acc, r->loss_sum);
     nb_scope *s = nb_scope_begin();
     r->acc = keep(nb_full_on(0, NULL, r->loss_sum, NB_F64, nb_default_device()));
     nb_scope_end(s);
@@ -312,22 +327,59 @@ static bool resume_run(run *r, const char *name) {
     return ok;
 }
 
+/* One training step on x, y; the loss is added to acc in place. */
+static nb_status run_step(run *r, nb_tensor *x, nb_tensor *y) {
+    nb_scope *step = nb_scope_begin();
+    nb_tensor *loss = nb_cross_entropy(nb_forward(r->net, x), y);
+    nb_optimizer_zero_grad(r->opt);
+    nb_status st = loss ? nb_backward(loss) : nb_last_status();
+    if (st == NB_OK) st = nb_optimizer_step(r->opt);
+    nb_tensor *sum = st == NB_OK ? nb_add(r->acc, nb_to_dtype(nb_detach(loss), NB_F64)) : NULL;
+    if (st == NB_OK) st = sum ? nb_copy_(r->acc, sum) : nb_last_status();
+    nb_scope_end(step);
+    return st;
+}
+
+/* A step of batch b through the captured graph (--cuda-graph): a full batch
+ * is copied into the static inputs; the first ones run eagerly to warm the
+ * caches and the optimizer's state, then one is captured and replayed from
+ * then on. A short last batch runs eagerly. */
+static nb_status graph_step(run *r, const nb_batch *b) {
+    enum { WARM = 3 };
+    if (b->size != r->a->batch_size) return run_step(r, b->x, b->y);
+    if (!r->gx) {
+        nb_scope *s = nb_scope_begin();
+        r->gx = keep(nb_zeros_like(b->x)), r->gy = keep(nb_zeros_like(b->y));
+        nb_scope_end(s);
+        if (!r->gx || !r->gy) return nb_last_status();
+    }
+    nb_status st = nb_copy_(r->gx, b->x);
+    if (!st) st = nb_copy_(r->gy, b->y);
+    if (st) return st;
+    if (!r->graph && r->warm < WARM) {
+        r->warm++;
+        return run_step(r, r->gx, r->gy);
+    }
+    if (!r->graph) {
+        nb_device dev = nb_device_of(r->gx);
+        if ((st = nb_graph_capture_begin(dev))) return st;
+        st = run_step(r, r->gx, r->gy);
+        nb_graph *g = nb_graph_capture_end(dev);
+        if (st) return nb_graph_free(g), st;
+        if (!g) return nb_last_status();
+        r->graph = g;
+    }
+    return nb_graph_replay(r->graph);
+}
+
 /* The rest of the current epoch; returns the epoch's mean loss, or a
  * negative value on error. */
 static double train_epoch(run *r, double *samples) {
     int64_t nbatches = nb_loader_num_batches(r->loader);
     for (nb_batch b; nb_loader_next(r->loader, &b);) {
         set_lr(r->opt, r->a, r->global_step++, r->total_steps);
-        nb_scope *step = nb_scope_begin();
-        nb_tensor *loss = nb_cross_entropy(nb_forward(r->net, b.x), b.y);
-        nb_optimizer_zero_grad(r->opt);
-        nb_status st = loss ? nb_backward(loss) : nb_last_status();
-        if (st == NB_OK) st = nb_optimizer_step(r->opt);
-        nb_tensor *sum = st == NB_OK ? keep(nb_add(r->acc, nb_to_dtype(nb_detach(loss), NB_F64))) : NULL;
-        nb_scope_end(step);
-        if (!sum) return -1;
-        nb_release(r->acc);
-        r->acc = sum;
+        nb_status st = r->a->cuda_graph ? graph_step(r, &b) : run_step(r, b.x, b.y);
+        if (st != NB_OK) return -1;
         r->steps++;
         if (r->steps % 100 == 0 && !acc_read(r)) return -1;
         *samples += (double)b.size;
@@ -338,6 +390,12 @@ static double train_epoch(run *r, double *samples) {
     }
     if (!acc_read(r)) return -1;
     return r->steps ? r->loss_sum / (double)r->steps : -1;
+}
+
+/* Releases what the run made. */
+static void run_free(run *r) {
+    nb_graph_free(r->graph);
+    nb_release(r->acc), nb_release(r->gx), nb_release(r->gy);
 }
 
 nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader *loader, nb_dataset *test,
@@ -366,7 +424,7 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
         r.test_accuracy = nb_example_accuracy(net, test, 1000);
         if (r.train_loss < 0 || r.test_accuracy < 0) {
             if (!rn.reported) fprintf(stderr, "%s: %s\n", name, nb_last_error());
-            nb_release(rn.acc);
+            run_free(&rn);
             return r;
         }
         printf("epoch %d/%d: train_loss=%.4f test_accuracy=%.4f samples/s=%.0f\n", e + 1, a->epochs, r.train_loss,
@@ -374,13 +432,13 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
         fflush(stdout);
         if (a->save && save_run(&rn) != NB_OK) {
             if (!rn.reported) fprintf(stderr, "%s: --save: %s\n", name, nb_last_error());
-            nb_release(rn.acc);
+            run_free(&rn);
             return r;
         }
     }
     if (first >= last) r.test_accuracy = nb_example_accuracy(net, test, 1000); /* nothing left to train */
     r.seconds = now_seconds() - t0;
-    nb_release(rn.acc);
+    run_free(&rn);
     r.ok = true;
     return r;
 }

@@ -87,7 +87,7 @@ static bool standalone_state(nb_module *rotary, int64_t T, fwd_state *st) {
 static nb_tensor *attn_forward1(nb_module *m, nb_tensor *x) {
     const attn_ctx *a = nb_module_ctx(m);
     if (nb_dim(x) != 3) return NB_FAIL(NB_ERR_SHAPE, "attention: input must be [B, T, H]");
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     fwd_state st;
     nb_tensor *y = standalone_state(a->rotary, nb_size(x, 1), &st) ? attention(a, m, x, &st) : NULL;
     return nb_scope_return(s, y);
@@ -130,7 +130,7 @@ typedef struct gpt2_mlp_ctx {
 /* dropout(c_proj(gelu_tanh(c_fc(x)))): transformers' "gelu_new" */
 static nb_tensor *gpt2_mlp_forward(nb_module *m, nb_tensor *x) {
     const gpt2_mlp_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *h = nb_gelu(nb_forward(c->c_fc, x), NB_GELU_TANH);
     return nb_scope_return(s, nb_forward(c->dropout, nb_forward(c->c_proj, h)));
 }
@@ -167,7 +167,7 @@ static nb_tensor *block(const block_ctx *b, nb_tensor *x, const fwd_state *st) {
 static nb_tensor *block_forward1(nb_module *m, nb_tensor *x) {
     const block_ctx *b = nb_module_ctx(m);
     if (nb_dim(x) != 3) return NB_FAIL(NB_ERR_SHAPE, "%s: input must be [B, T, H]", nb_module_kind(m));
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     fwd_state st;
     nb_tensor *y = standalone_state(b->rotary, nb_size(x, 1), &st) ? block(b, x, &st) : NULL;
     return nb_scope_return(s, y);
@@ -487,7 +487,7 @@ static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cac
     if (P > 0 && T > 1 && !(st.mask = end_aligned_causal_mask(T, P, dev))) return NULL;
     for (int i = 0; h && i < c->s.layers; i++) {
         nb_module *layer = nb_module_child_at(c->layers, i);
-        nb_scope *s = nb_scope_begin(); /* a layer's intermediates die with it (the tape keeps what backward needs) */
+        nb_scope *s = nb_op_scope_begin(); /* a layer's intermediates die with it (the tape keeps what backward needs) */
         h = nb_scope_return(s, block(nb_module_ctx(layer), h, &st));
     }
     h = nb_forward(c->norm, h);
@@ -519,7 +519,7 @@ nb_tensor *nb_causal_lm_hidden(nb_module *m, nb_tensor *ids, nb_kv_cache *cache)
         return NB_FAIL(NB_ERR_SHAPE, "causal_lm: %lld tokens after %lld exceed the %s of %lld positions", (long long)T,
                        (long long)P, cache ? "KV cache" : "model (n_positions)", (long long)limit);
     bool prev = nb_set_grad_enabled(cache ? false : nb_is_grad_enabled());
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *h = nb_scope_return(s, hidden_impl(c, ids, cache));
     nb_set_grad_enabled(prev);
     return h;
@@ -534,7 +534,7 @@ nb_tensor *nb_causal_lm_head(nb_module *m, nb_tensor *hidden) {
 
 nb_tensor *nb_causal_lm_forward(nb_module *m, nb_tensor *ids, nb_kv_cache *cache) {
     bool prev = nb_set_grad_enabled(cache ? false : nb_is_grad_enabled());
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *y = nb_scope_return(s, nb_causal_lm_head(m, nb_causal_lm_hidden(m, ids, cache)));
     nb_set_grad_enabled(prev);
     return y;

@@ -119,7 +119,7 @@ nb_module *nb_nn_rotary_embedding(int64_t head_dim, nb_rope_config rc, nb_dtype 
         f[i] = 1.0 / pow(rc.theta, (double)(2 * i) / (double)head_dim);
         if (scaled) f[i] = llama3_scale(f[i], &rc);
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *t = nb_to_dtype(nb_from_data(f, 1, &h, NB_F64), dt);
     if (t) nb_retain(t), c->inv_freq = t;
     nb_scope_end(s);
@@ -138,7 +138,7 @@ nb_status nb_nn_rotary_embedding_forward(nb_module *m, int64_t seq_len, int64_t 
                                                 "seq_len %lld and offset %lld >= 0, and outputs",
                             m ? nb_module_kind(m) : "NULL", (long long)seq_len, (long long)offset);
     const nb_rotary_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *pos = nb_arange((double)offset, (double)(offset + seq_len), 1, c->dtype);
     nb_device dev = nb_device_of(c->inv_freq), pd = pos ? nb_device_of(pos) : dev;
     if (pos && (pd.type != dev.type || pd.index != dev.index)) pos = nb_to_device(pos, dev);
@@ -163,7 +163,7 @@ typedef struct nb_swiglu_ctx {
 
 static nb_tensor *swiglu_forward(nb_module *m, nb_tensor *x) {
     const nb_swiglu_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *h = nb_mul(nb_silu(nb_forward(c->gate, x)), nb_forward(c->up, x));
     return nb_scope_return(s, nb_forward(c->down, h));
 }
@@ -195,7 +195,7 @@ typedef struct nb_conv1d_hf_ctx {
 
 static nb_tensor *conv1d_hf_forward(nb_module *m, nb_tensor *x) {
     const nb_conv1d_hf_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     /* x W + b as F.linear with the transposed view: one GEMM, no copy */
     return nb_scope_return(s, nb_linear(x, nb_transpose(c->weight, 0, 1), c->bias));
 }

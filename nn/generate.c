@@ -107,7 +107,7 @@ static int64_t generate_loop(nb_module *m, const nb_decoder_ctx *c, const int64_
         if (!logits) nb_set_error(NB_ERR_OOM, "generate: out of host memory");
         return -1;
     }
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){1, n_prompt}, NB_I64);
     bool ok = last_logits(m, nb_causal_lm_hidden(m, prompt, cache), logits, V);
     nb_scope_end(s);
@@ -122,7 +122,7 @@ static int64_t generate_loop(nb_module *m, const nb_decoder_ctx *c, const int64_
         if ((o->callback && !o->callback(o->user, tok)) || is_stop(o, tok) || n == o->max_new_tokens ||
             n_prompt + n >= total)
             break;
-        s = nb_scope_begin();
+        s = nb_op_scope_begin();
         nb_tensor *next = nb_from_data(&tok, 2, (int64_t[]){1, 1}, NB_I64);
         ok = last_logits(m, nb_causal_lm_hidden(m, next, cache), logits, V);
         nb_scope_end(s);

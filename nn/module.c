@@ -38,6 +38,7 @@ typedef struct nb_name_cache {
 } nb_name_cache;
 
 enum { NB_PARAMS = 0, NB_BUFFERS = 1 };
+#define NB_FLAT_MAX 4 /* (dtype, device) groups of flat parameter buffers */
 
 /* A forward pre-hook or forward hook (Module.register_forward_pre_hook /
  * register_forward_hook), run by nb_forward. */
@@ -62,6 +63,10 @@ struct nb_module {
     nb_name_cache cache[2];
     nb_module_hook *hooks;
     int n_hooks, cap_hooks;
+    /* nb_module_flatten_parameters: per (dtype, device) group, the flat
+     * parameter and gradient buffers (owned) */
+    nb_tensor *flat[NB_FLAT_MAX], *gflat[NB_FLAT_MAX];
+    int n_flat;
 };
 
 /* ---- lifetime ------------------------------------------------------------ */
@@ -125,6 +130,7 @@ static void module_free_tree(nb_module *m) {
     }
     free(m->children);
     free(m->hooks);
+    for (int i = 0; i < m->n_flat; i++) nb_release(m->flat[i]), nb_release(m->gflat[i]);
     if (m->ops->free_ctx) m->ops->free_ctx(m->ctx);
     free(m);
 }
@@ -483,5 +489,93 @@ int64_t nb_module_num_params(nb_module *m) {
 
 void nb_module_zero_grad(nb_module *m) {
     if (list_named(m, NB_PARAMS, NULL, 0) < 0) return;
+    if (m->n_flat) { /* one fill per flat gradient buffer */
+        for (int i = 0; i < m->n_flat; i++) nb_fill_(m->gflat[i], 0);
+        return;
+    }
     for (int i = 0; i < m->cache[NB_PARAMS].len; i++) nb_tensor_zero_grad(m->cache[NB_PARAMS].items[i].tensor);
+}
+
+/* ---- flat parameter buffers ---------------------------------------------------- */
+
+#define NB_FLAT_ALIGN 64 /* elements: each parameter starts 256-byte aligned in float32 */
+
+static nb_status flatten_group(nb_module *m, nb_named_tensor *ps, int n, nb_dtype dt, nb_device dev) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        if (nb_dtype_of(ps[i].tensor) == dt && nb_device_of(ps[i].tensor).type == dev.type &&
+            nb_device_of(ps[i].tensor).index == dev.index)
+            total += (nb_numel(ps[i].tensor) + NB_FLAT_ALIGN - 1) / NB_FLAT_ALIGN * NB_FLAT_ALIGN;
+    nb_tensor *flat = nb_tensor_new_unscoped(1, &total, dt, dev), *gflat = nb_tensor_new_unscoped(1, &total, dt, dev);
+    nb_status st = flat && gflat ? nb_fill_(flat, 0) : nb_last_status();
+    if (!st) st = nb_fill_(gflat, 0);
+    int64_t off = 0;
+    for (int i = 0; i < n && !st; i++) {
+        nb_tensor *p = ps[i].tensor;
+        if (nb_dtype_of(p) != dt || nb_device_of(p).type != dev.type || nb_device_of(p).index != dev.index) continue;
+        st = nb_tensor_rebase(p, flat, off);
+        nb_tensor *g = st ? NULL : nb_tensor_view_of(gflat, p->ndim, p->shape, NULL, off);
+        if (!st && !g) st = nb_last_status();
+        if (!st && p->grad) st = nb_copy_(g, p->grad); /* a gradient present carries over */
+        if (!st) {
+            nb_retain(g); /* p's own reference (the view also belongs to the current scope) */
+            nb_release(p->grad);
+            p->grad = g;
+            p->keep_grad = true;
+        }
+        off += (nb_numel(p) + NB_FLAT_ALIGN - 1) / NB_FLAT_ALIGN * NB_FLAT_ALIGN;
+    }
+    if (st) {
+        nb_release(flat), nb_release(gflat);
+        return st;
+    }
+    m->flat[m->n_flat] = flat, m->gflat[m->n_flat] = gflat;
+    m->n_flat++;
+    return NB_OK;
+}
+
+nb_status nb_module_flatten_parameters(nb_module *m) {
+    int n = list_named(m, NB_PARAMS, NULL, 0);
+    if (n < 0) return nb_last_status();
+    if (m->n_flat) return NB_OK; /* already flat */
+    if (m->parent)
+        return nb_set_error(NB_ERR_INVALID_ARG, "module_flatten_parameters: flatten the root module, not a child");
+    nb_named_tensor *ps = malloc(sizeof *ps * (size_t)(n ? n : 1));
+    if (!ps) return nb_set_error(NB_ERR_OOM, "module_flatten_parameters: out of host memory");
+    int k = 0; /* distinct tensors (a tied weight appears once) */
+    for (int i = 0; i < n; i++) {
+        nb_tensor *t = m->cache[NB_PARAMS].items[i].tensor;
+        bool seen = false;
+        for (int j = 0; j < k && !seen; j++) seen = ps[j].tensor == t;
+        if (!seen) ps[k++] = m->cache[NB_PARAMS].items[i];
+    }
+    nb_status st = NB_OK;
+    for (int i = 0; i < k && !st; i++)
+        if (!nb_is_contiguous(ps[i].tensor))
+            st = nb_set_error(NB_ERR_INVALID_ARG, "module_flatten_parameters: parameter %s is not contiguous", ps[i].name);
+    nb_scope *s = st ? NULL : nb_op_scope_begin();
+    for (int i = 0; i < k && !st; i++) { /* one group per (dtype, device), in first-seen order */
+        nb_tensor *p = ps[i].tensor;
+        bool done = false;
+        for (int g = 0; g < m->n_flat && !done; g++)
+            done = nb_dtype_of(m->flat[g]) == nb_dtype_of(p) && nb_device_of(m->flat[g]).type == nb_device_of(p).type &&
+                   nb_device_of(m->flat[g]).index == nb_device_of(p).index;
+        if (done) continue;
+        if (m->n_flat == NB_FLAT_MAX)
+            st = nb_set_error(NB_ERR_UNSUPPORTED, "module_flatten_parameters: more than %d (dtype, device) groups",
+                              NB_FLAT_MAX);
+        else st = flatten_group(m, ps, k, nb_dtype_of(p), nb_device_of(p));
+    }
+    if (s) nb_scope_end(s);
+    free(ps);
+    return st;
+}
+
+int nb_module_flat_buffers(nb_module *m, nb_tensor **params, nb_tensor **grads, int cap) {
+    if (!m) return nb_set_error(NB_ERR_INVALID_ARG, "module_flat_buffers: module is NULL"), -1;
+    for (int i = 0; i < m->n_flat && i < cap; i++) {
+        if (params) params[i] = m->flat[i];
+        if (grads) grads[i] = m->gflat[i];
+    }
+    return m->n_flat;
 }

@@ -68,6 +68,25 @@ nb_module *nb_module_child(nb_module *m, const char *name);
 int nb_module_parameters(nb_module *m, nb_named_tensor *out, int cap);
 /* Buffers (e.g. BatchNorm's running_mean) likewise. */
 int nb_module_buffers(nb_module *m, nb_named_tensor *out, int cap);
+/* Flat parameter and gradient buffers (llm.c's; PyTorch FSDP's flat
+ * parameters): moves the parameters of root module m, per (dtype, device),
+ * into one contiguous buffer, each parameter becoming a view into it (its
+ * values, name and identity unchanged, so optimizers and references built
+ * before stay valid), and gives each a gradient that is a view into one
+ * gradient buffer (a gradient present is carried over). From then on
+ * backward accumulates into those views, nb_module_zero_grad zeroes each
+ * gradient buffer with one fill (gradients stay allocated, zeroed:
+ * PyTorch's zero_grad(set_to_none=False)), and the buffers are what a
+ * gradient all-reduce or norm can take whole. state_dict names and
+ * checkpoints are unchanged. Each parameter starts at a multiple of 64
+ * elements. Calling it again does nothing. Errors: NB_ERR_INVALID_ARG (a
+ * child module, a non-contiguous parameter), NB_ERR_UNSUPPORTED (more than
+ * 4 (dtype, device) groups), NB_ERR_OOM. */
+nb_status nb_module_flatten_parameters(nb_module *m);
+/* The flat buffers (borrowed): up to cap parameter and gradient buffers
+ * (either array may be NULL); returns their number (0: not flattened), -1
+ * for NULL m. */
+int nb_module_flat_buffers(nb_module *m, nb_tensor **params, nb_tensor **grads, int cap);
 /* Total number of parameter elements. */
 int64_t nb_module_num_params(nb_module *m);
 
@@ -240,6 +259,60 @@ nb_module *nb_nn_logsigmoid(void);
  * Errors: NB_ERR_SHAPE (ndim < 2), NB_ERR_DTYPE, LAPACK's (NB_ERR_UNSUPPORTED
  * when no LAPACKE can be loaded). */
 nb_status nb_init_orthogonal_(nb_tensor *t, double gain, nb_generator *gen);
+
+/* torch.nn.init.calculate_gain: the recommended gain of a nonlinearity,
+ * PyTorch's table: 1 for "linear", "conv1d/2d/3d",
+ * "conv_transpose1d/2d/3d" and "sigmoid"; 5/3 "tanh"; sqrt(2) "relu";
+ * sqrt(2 / (1 + param^2)) "leaky_relu" (param: the negative slope, NAN for
+ * PyTorch's None = 0.01); 3/4 "selu". NAN with NB_ERR_INVALID_ARG for any
+ * other name, NULL or a non-finite slope. */
+double nb_init_calculate_gain(const char *nonlinearity, double param);
+/* fan_in = shape[1] * receptive field, fan_out = shape[0] * receptive field,
+ * the receptive field being the product of shape[2:]
+ * (torch.nn.init._calculate_fan_in_and_fan_out). Errors: NB_ERR_SHAPE for
+ * ndim < 2, NB_ERR_INVALID_ARG for NULL. */
+nb_status nb_init_calculate_fan_in_and_fan_out(const nb_tensor *t, int64_t *fan_in, int64_t *fan_out);
+
+/* The in-place initialisers below fill t (float dtypes, any device, ndim >= 2
+ * where a fan is needed) without autograd, drawing from gen (NULL: the
+ * default generator); an empty tensor is left as is. Errors: NB_ERR_INVALID_ARG
+ * (NULL, bad arguments), NB_ERR_DTYPE (not a float tensor), NB_ERR_SHAPE
+ * (ndim < 2). torch.nn.init.uniform_ and normal_ are nb_uniform_ and
+ * nb_normal_ (nb_core.h). */
+
+/* xavier_uniform_: U(-b, b) with b = gain sqrt(6 / (fan_in + fan_out));
+ * xavier_normal_: N(0, gain^2 2 / (fan_in + fan_out)) (Glorot & Bengio
+ * 2010, "Understanding the difficulty of training deep feedforward neural
+ * networks"; PyTorch's default gain is 1). */
+nb_status nb_init_xavier_uniform_(nb_tensor *t, double gain, nb_generator *gen);
+nb_status nb_init_xavier_normal_(nb_tensor *t, double gain, nb_generator *gen);
+
+/* Which fan kaiming_ divides by: fan_in keeps the forward pass's variance,
+ * fan_out the backward pass's (PyTorch's mode='fan_in' / 'fan_out'). */
+typedef enum nb_init_fan_mode { NB_FAN_IN, NB_FAN_OUT } nb_init_fan_mode;
+/* kaiming_uniform_: U(-b, b) with b = gain sqrt(3 / fan); kaiming_normal_:
+ * N(0, gain^2 / fan); gain = nb_init_calculate_gain(nonlinearity, a), fan
+ * by mode (He et al. 2015, "Delving deep into rectifiers"). PyTorch's
+ * defaults: a = 0, NB_FAN_IN, nonlinearity "leaky_relu" (NULL means that),
+ * so gain sqrt(2). Errors as above, and an unsupported nonlinearity. */
+nb_status nb_init_kaiming_uniform_(nb_tensor *t, double a, nb_init_fan_mode mode, const char *nonlinearity,
+                                   nb_generator *gen);
+nb_status nb_init_kaiming_normal_(nb_tensor *t, double a, nb_init_fan_mode mode, const char *nonlinearity,
+                                  nb_generator *gen);
+
+/* trunc_normal_: N(mean, std^2) restricted to [a, b] (any ndim), by PyTorch's
+ * inverse-CDF method: u ~ U(erf(alpha / sqrt 2), erf(beta / sqrt 2)) with
+ * alpha = (a - mean) / std, beta = (b - mean) / std, then
+ * mean + std sqrt(2) erfinv(u), clamped to [a, b]; computed in float64 and
+ * rounded once into t (so a truncation far in a tail stays accurate).
+ * PyTorch's defaults: mean 0, std 1, a -2, b 2. Errors: NB_ERR_INVALID_ARG
+ * unless mean is finite, 0 < std < inf and a <= b (a, b may be infinite). */
+nb_status nb_init_trunc_normal_(nb_tensor *t, double mean, double std, double a, double b, nb_generator *gen);
+
+/* constant_ / zeros_ / ones_: every element set (any dtype; nb_fill_). */
+nb_status nb_init_constant_(nb_tensor *t, double value);
+nb_status nb_init_zeros_(nb_tensor *t);
+nb_status nb_init_ones_(nb_tensor *t);
 
 #ifdef __cplusplus
 }

@@ -140,6 +140,18 @@ nb_module *nb_nn_transformer_encoder_layer(nb_encoder_layer_options o);
 nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
                                                 nb_tensor *src_key_padding_mask);
 
+/* The forwards' masks and PyTorch's is_causal, for the _ex forms:
+ * is_causal with mask NULL applies the causal mask (position i attends to
+ * j <= i only; built once per call); with a mask given it is PyTorch's hint
+ * that the mask is causal, and the mask is used as given. */
+typedef struct nb_encoder_forward_options {
+    nb_tensor *mask;                 /* attn_mask as nb_nn_multihead_attention_forward's, or NULL */
+    nb_tensor *src_key_padding_mask; /* key_padding_mask, or NULL */
+    bool is_causal;
+} nb_encoder_forward_options;
+/* TransformerEncoderLayer.forward(src, src_mask, src_key_padding_mask, is_causal). */
+nb_tensor *nb_nn_transformer_encoder_layer_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o);
+
 /* nn.TransformerEncoder(layer, num_layers, norm): a child "layers" (a
  * ModuleList: children "0", "1", ...) of num_layers encoder layers built
  * from o, so parameters read "layers.0.self_attn.in_proj_weight"; every
@@ -152,6 +164,8 @@ nb_module *nb_nn_transformer_encoder(nb_encoder_layer_options o, int num_layers,
  * order with the same masks, then norm. */
 nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tensor *mask,
                                           nb_tensor *src_key_padding_mask);
+/* TransformerEncoder.forward(src, mask, src_key_padding_mask, is_causal). */
+nb_tensor *nb_nn_transformer_encoder_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o);
 
 /* ---- BERT masked-language model (nn/bert.c) ---------------------------------- */
 

@@ -39,6 +39,23 @@ static nb_tensor *ff_block(const nb_enc_layer_ctx *c, nb_tensor *x) {
 
 static const nb_module_ops enc_layer_ops;
 
+/* The causal attn_mask for T positions: bool [T, T], true (may NOT attend,
+ * MultiheadAttention's convention) above the diagonal. */
+static nb_tensor *causal_mask(const nb_tensor *src) {
+    int64_t T = src->shape[src->ndim - 2];
+    return nb_triu(nb_to_device(nb_ones(NB_SHAPE(T, T), NB_BOOL), nb_device_of(src)), 1);
+}
+
+nb_tensor *nb_nn_transformer_encoder_layer_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o) {
+    if (o.is_causal && !o.mask && src && src->ndim >= 2) { /* PyTorch requires the mask; nabla builds it */
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *mask = causal_mask(src);
+        nb_tensor *y = mask ? nb_nn_transformer_encoder_layer_forward(m, src, mask, o.src_key_padding_mask) : NULL;
+        return nb_scope_return(s, y);
+    }
+    return nb_nn_transformer_encoder_layer_forward(m, src, o.mask, o.src_key_padding_mask);
+}
+
 nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
                                                 nb_tensor *src_key_padding_mask) {
     if (!m || nb_module_kind(m) != enc_layer_ops.kind)
@@ -152,6 +169,16 @@ nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_te
         x = nb_nn_transformer_encoder_layer_forward(nb_module_child_at(c->layers, i), x, mask, src_key_padding_mask);
     if (c->norm) x = nb_forward(c->norm, x);
     return nb_scope_return(s, x);
+}
+
+nb_tensor *nb_nn_transformer_encoder_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o) {
+    if (o.is_causal && !o.mask && src && src->ndim >= 2) { /* one causal mask for every layer */
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *mask = causal_mask(src);
+        nb_tensor *y = mask ? nb_nn_transformer_encoder_forward(m, src, mask, o.src_key_padding_mask) : NULL;
+        return nb_scope_return(s, y);
+    }
+    return nb_nn_transformer_encoder_forward(m, src, o.mask, o.src_key_padding_mask);
 }
 
 static nb_tensor *encoder_forward1(nb_module *m, nb_tensor *x) {

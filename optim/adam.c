@@ -72,7 +72,13 @@ static nb_status adam_update_multi(nb_optimizer *opt, int g, int n, const int *i
     }
     enum { M = 64 };
     nb_kview kp[M], kg[M], km[M], kv[M], kmax[M];
+    double *steps[M];
     if (n > M) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d parameters in one batch (at most %d)", opt->d->op, n, M);
+    if (nb_optim_capturable(p[0])) { /* lr and step read on the device (CUDA graphs) */
+        nb_status st = nb_optim_dev_prepare(opt, g, n, idx, p, &h.lr_dev, steps);
+        if (st) return st;
+        h.step_dev = steps;
+    }
     for (int j = 0; j < n; j++) {
         nb_tensor *const *st = opt->state[idx[j]].t;
         kp[j] = nb_kview_of(p[j]), kg[j] = nb_kview_of(grad[j]);

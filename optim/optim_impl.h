@@ -81,6 +81,7 @@ struct nb_optimizer {
     nb_optim_group *groups;
     nb_optim_options defaults; /* the constructor's options, resolved (add_param_group inherits them) */
     void *extra;           /* the kind's own data (LBFGS), freed by d->free_extra */
+    struct nb_optim_dev *devm; /* lr and step counts on the device (capturable.c), or NULL */
 };
 
 /* A kind of optimizer. */
@@ -127,6 +128,22 @@ struct nb_optim_desc {
     nb_status (*check_tensor)(const nb_optimizer *opt, const void *options, int i, int k, const nb_tensor *t);
     void (*free_extra)(void *extra);
 };
+
+/* ---- capturable.c: lr and step counts on the device (CUDA graphs) ---------- */
+
+/* Whether p's device has graphs: its fused updates then read lr and step
+ * counts from device memory (nb_optim_dev_prepare). */
+bool nb_optim_capturable(const nb_tensor *p);
+/* For a fused update of parameters idx[0..n) of group g (p their tensors):
+ * the device's lr word for the group (*lr_dev) and step counters (step_dev[j],
+ * incremented by the kernel), made and brought up to date here (outside a
+ * capture; inside one they must already be, else NB_ERR_STATE: warm up with
+ * an eager step); while capturing, registers the replay hooks. A host step
+ * count that differs from what the device holds (a checkpoint load) is
+ * uploaded before use. */
+nb_status nb_optim_dev_prepare(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
+                               const double **lr_dev, double **step_dev);
+void nb_optim_dev_free(nb_optimizer *opt);
 
 /* ---- optimizer.c ------------------------------------------------------------ */
 

@@ -280,6 +280,7 @@ void nb_optimizer_free(nb_optimizer *opt) {
         nb_release(opt->params[i]);
     }
     if (opt->extra && opt->d->free_extra) opt->d->free_extra(opt->extra);
+    nb_optim_dev_free(opt);
     free(opt->state);
     free(opt->params);
     free(opt->groups);
@@ -393,6 +394,9 @@ static nb_status step_group_multi(nb_optimizer *opt, int g) {
         unsigned created = 0;
         st = ensure_state(opt, g, i, &created);
         if (!st && fresh && opt->d->init) st = opt->d->init(opt, g, i);
+        if (!st && created && nb_graph_capturing_be(p->storage->backend)) /* a zero fill would run every replay */
+            st = nb_set_error(NB_ERR_STATE, "%s: parameter %d has no optimizer state yet; take one eager step "
+                                            "before capturing a graph", opt->d->op, i);
         if (st) {
             for (int k = 0; k < opt->d->n_tensors; k++)
                 if (created & (1u << k)) nb_release(s->t[k]), s->t[k] = NULL;

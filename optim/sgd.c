@@ -65,6 +65,11 @@ static nb_status sgd_update_multi(nb_optimizer *opt, int g, int n, const int *id
     enum { M = 64 };
     nb_kview kp[M], kg[M], kb[M];
     if (n > M) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d parameters in one batch (at most %d)", opt->d->op, n, M);
+    if (nb_optim_capturable(p[0])) { /* lr read on the device (CUDA graphs); SGD keeps no step count there */
+        double *steps[M];
+        nb_status st = nb_optim_dev_prepare(opt, g, n, idx, p, &h.lr_dev, steps);
+        if (st) return st;
+    }
     bool mom = o->momentum != 0.0;
     for (int j = 0; j < n; j++) {
         kp[j] = nb_kview_of(p[j]), kg[j] = nb_kview_of(grad[j]);

@@ -68,6 +68,16 @@ static nb_tensor *isinf_(nb_tensor *const *x, const nb_op_case *c) {
     return nb_isinf(nb_div(x[0], nb_to_dtype(x[1], nb_dtype_of(x[0])))); /* x / 0 where the mask is false */
 }
 static nb_tensor *isfinite_(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_isfinite(nb_log(x[0])); }
+/* tolerances wide enough that N(0, 1) pairs (and integers in [-5, 5]) give both answers */
+static nb_tensor *isclose_(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    return nb_isclose(x[0], x[1], 0.5, 0.5, false);
+}
+static nb_tensor *allclose_(nb_tensor *const *x, const nb_op_case *c) {
+    bool r = false;
+    if (nb_allclose(x[0], x[1], 0.5, c->p[0], false, &r)) return NULL;
+    return nb_full_on(0, NULL, r, NB_BOOL, nb_device_of(x[0]));
+}
 static nb_tensor *to_f64(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_to_dtype(x[0], NB_F64); }
 static nb_tensor *to_f32(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_to_dtype(x[0], NB_F32); }
 
@@ -183,6 +193,11 @@ static const nb_op_case cases[] = {
     FN1(BITWISE_XOR_SCALAR, "x ^ 5", xor_s, K_REAL),
     FN1(BITWISE_LEFT_SHIFT_SCALAR, "x << 2", left_shift_s, K_REAL),
     FN1(BITWISE_RIGHT_SHIFT_SCALAR, "x >> 1", right_shift_s, K_REAL),
+    FN2(ISCLOSE, "isclose rtol 0.5 atol 0.5", isclose_, K_REAL, K_REAL),
+    {.op = NB_OP_ALLCLOSE, .label = "allclose atol 10 (true)", .fn = allclose_, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)}, .p = {10}},
+    {.op = NB_OP_ALLCLOSE, .label = "allclose atol 0.5 (false)", .fn = allclose_, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)}, .p = {0.5}},
     /* casts */
     FN1(TO_DTYPE, "to float64", to_f64, K_REAL),
     {.op = NB_OP_TO_DTYPE, .label = "to float32", .fn = to_f32, .n_in = 1, .in = {IN(K_REAL, 2, 3)},

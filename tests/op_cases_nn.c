@@ -2,7 +2,7 @@
  * pool, batch_norm, layer_norm, dropout, upsample, attention, rms_norm and rope families:
  * small shapes that still reach each kernel's paths (strides, padding,
  * dilation, groups, a Winograd-sized 3x3 convolution, ceil_mode, causal
- * and additive masks, dropout from a fixed generator). */
+ * and additive masks, dropout and multinomial from a fixed generator). */
 #include <math.h>
 
 #include "op_harness.h"
@@ -24,6 +24,17 @@ static nb_tensor *cross_entropy_ex(nb_tensor *const *x, const nb_op_case *c) {
     nb_cross_entropy_options o = {.ignore_index = (int64_t)c->p[0], .reduction = (nb_reduction)c->p[1]};
     return nb_cross_entropy_ex(x[0], x[1], o);
 }
+/* nll_loss takes any values as log-probabilities; p[2] != 0: class weights
+ * (constants: PyTorch has no gradient for them either) */
+static nb_tensor *nll_loss(nb_tensor *const *x, const nb_op_case *c) {
+    static const double w[4] = {0.5, 1, 2, 1.5};
+    nb_cross_entropy_options o = {.ignore_index = (int64_t)c->p[0], .reduction = (nb_reduction)c->p[1]};
+    if (c->p[2] != 0) {
+        o.weight = nb_to_dtype(nb_from_data_on(w, NB_SHAPE(4), NB_F64, nb_device_of(x[0])), nb_dtype_of(x[0]));
+        if (!o.weight) return NULL;
+    }
+    return nb_nll_loss(x[0], x[1], o);
+}
 static nb_tensor *mse(nb_tensor *const *x, const nb_op_case *c) { return nb_mse_loss(x[0], x[1], (nb_reduction)c->p[0]); }
 
 /* ---- convolution, pooling ---- */
@@ -41,6 +52,37 @@ static nb_tensor *conv_t2d(nb_tensor *const *x, const nb_op_case *c) {
     nb_conv_transpose2d_options o = {.stride = {2, 1}, .padding = {1, 0}, .output_padding = {1, 0}, .groups = 1};
     return nb_conv_transpose2d(x[0], x[1], x[2], o);
 }
+static nb_tensor *conv_t1d(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_conv_transpose1d_options o = {.stride = 2, .padding = 1, .output_padding = 1};
+    return nb_conv_transpose1d(x[0], x[1], x[2], o);
+}
+static nb_tensor *conv3d(nb_tensor *const *x, const nb_op_case *c) {
+    nb_conv3d_options o = {.stride = {(int64_t)c->p[0], 1, (int64_t)c->p[0]}, .padding = {(int64_t)c->p[1], 0, 1},
+                           .dilation = {(int64_t)c->p[2], 1, 1}, .groups = (int64_t)c->p[3]};
+    return nb_conv3d(x[0], x[1], c->n_in > 2 ? x[2] : NULL, o);
+}
+static nb_tensor *conv_t3d(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_conv_transpose3d_options o = {.stride = {2, 1, 2}, .padding = {1, 0, 0}, .output_padding = {1, 0, 0},
+                                     .dilation = {1, 1, 2}};
+    return nb_conv_transpose3d(x[0], x[1], x[2], o);
+}
+/* offsets scaled to about +-1.5 pixels, mask through a sigmoid: inputs x, offset, weight, mask (the
+ * harness takes 4; the bias is covered by tests/torch_diff and test_ops_conv.c) */
+static nb_tensor *deform(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_deform_conv2d_options o = {.stride = {1, 2}, .padding = {1, 0}};
+    return nb_deform_conv2d(x[0], nb_mul_scalar(x[1], 0.7), x[2], NULL, nb_sigmoid(x[3]), o);
+}
+static nb_pool3d_options pool3_opts(const nb_op_case *c) {
+    return (nb_pool3d_options){.kernel = {(int64_t)c->p[0], 2, (int64_t)c->p[0]},
+                               .stride = {(int64_t)c->p[1], 1, (int64_t)c->p[1]}, .padding = {(int64_t)c->p[2], 1, 0},
+                               .ceil_mode = c->p[3] != 0};
+}
+static nb_tensor *max_pool3d(nb_tensor *const *x, const nb_op_case *c) { return nb_max_pool3d(x[0], pool3_opts(c), NULL); }
+static nb_tensor *avg_pool3d(nb_tensor *const *x, const nb_op_case *c) { return nb_avg_pool3d(x[0], pool3_opts(c)); }
+static nb_tensor *aap3d(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_adaptive_avg_pool3d(x[0], 2, 3, 2); }
 static nb_pool2d_options pool_opts(const nb_op_case *c) {
     return (nb_pool2d_options){.kernel = {(int64_t)c->p[0], (int64_t)c->p[0]}, .stride = {(int64_t)c->p[1], (int64_t)c->p[1]},
                                .padding = {(int64_t)c->p[2], (int64_t)c->p[2]}, .ceil_mode = c->p[3] != 0};
@@ -75,6 +117,11 @@ static nb_tensor *layer_norm(nb_tensor *const *x, const nb_op_case *c) {
 static nb_tensor *dropout(nb_tensor *const *x, const nb_op_case *c) {
     nb_generator g = nb_generator_new(7);
     return nb_dropout(x[0], c->p[0], true, &g);
+}
+/* the draws are float64 whatever p's dtype, so every dtype gives the same samples */
+static nb_tensor *multinomial(nb_tensor *const *x, const nb_op_case *c) {
+    nb_generator g = nb_generator_new(5);
+    return nb_multinomial(x[0], 3, c->p[0] != 0, &g);
 }
 static nb_tensor *interpolate(nb_tensor *const *x, const nb_op_case *c) {
     return nb_interpolate(x[0], 5, 3, (nb_interpolate_mode)c->p[0], c->p[1] != 0);
@@ -131,6 +178,10 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 6, 5), IDX(0, 5, 6)}, .p = {2, NB_REDUCTION_SUM}},
     {.op = NB_OP_CROSS_ENTROPY_EX, .label = "cross_entropy ignore_index 1, none", .fn = cross_entropy_ex, .n_in = 2,
      .in = {IN(K_REAL, 6, 5), IDX(0, 5, 6)}, .p = {1, NB_REDUCTION_NONE}},
+    {.op = NB_OP_NLL_LOSS, .label = "nll_loss mean", .fn = nll_loss, .n_in = 2, .in = {IN(K_REAL, 6, 5), IDX(0, 5, 6)},
+     .p = {-100, NB_REDUCTION_MEAN}},
+    {.op = NB_OP_NLL_LOSS, .label = "nll_loss [N, C, d] class weights, ignore_index 1, none", .fn = nll_loss,
+     .n_in = 2, .in = {IN(K_REAL, 3, 4, 2), IDX(0, 4, 3, 2)}, .p = {1, NB_REDUCTION_NONE, 1}},
     {.op = NB_OP_MSE_LOSS, .label = "mse_loss mean", .fn = mse, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)},
      .p = {NB_REDUCTION_MEAN}},
     {.op = NB_OP_MSE_LOSS, .label = "mse_loss none, broadcast", .fn = mse, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 3)},
@@ -143,6 +194,24 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 2, 3, 7), IN(K_REAL, 4, 3, 3), IN(K_REAL, 4)}, .tol = 1e-4},
     {.op = NB_OP_CONV_TRANSPOSE2D, .label = "conv_transpose2d stride 2 output_padding 1", .fn = conv_t2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 3, 4, 3), IN(K_REAL, 3, 2, 3, 2), IN(K_REAL, 2)}, .tol = 1e-4},
+    {.op = NB_OP_CONV_TRANSPOSE1D, .label = "conv_transpose1d stride 2 padding 1 output_padding 1", .fn = conv_t1d,
+     .n_in = 3, .in = {IN(K_REAL, 2, 3, 5), IN(K_REAL, 3, 2, 3), IN(K_REAL, 2)}, .tol = 1e-4},
+    {.op = NB_OP_CONV3D, .label = "conv3d stride (2, 1, 2) padding (1, 0, 1) groups 2", .fn = conv3d, .n_in = 3,
+     .in = {IN(K_REAL, 2, 4, 5, 3, 4), IN(K_REAL, 4, 2, 3, 2, 2), IN(K_REAL, 4)}, .tol = 1e-4, .p = {2, 1, 1, 2}},
+    {.op = NB_OP_CONV3D, .label = "conv3d depth dilation 2", .fn = conv3d, .n_in = 2,
+     .in = {IN(K_REAL, 1, 2, 5, 3, 3), IN(K_REAL, 3, 2, 2, 2, 2)}, .tol = 1e-4, .p = {1, 0, 2, 1}},
+    {.op = NB_OP_CONV_TRANSPOSE3D, .label = "conv_transpose3d stride (2, 1, 2) output_padding", .fn = conv_t3d,
+     .n_in = 3, .in = {IN(K_REAL, 2, 3, 2, 3, 2), IN(K_REAL, 3, 2, 3, 2, 2), IN(K_REAL, 2)}, .tol = 1e-4},
+    {.op = NB_OP_DEFORM_CONV2D, .label = "deform_conv2d stride (1, 2) padding (1, 0), 2 offset groups, mask",
+     .fn = deform, .n_in = 4,
+     .in = {IN(K_REAL, 2, 4, 4, 5), IN(K_REAL, 2, 16, 5, 2), IN(K_REAL, 3, 4, 2, 2), IN(K_REAL, 2, 8, 5, 2)},
+     .tol = 1e-4},
+    {.op = NB_OP_MAX_POOL3D, .label = "max_pool3d 2 stride 2 padding (1, 1, 0) ceil_mode", .fn = max_pool3d, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 5, 4, 5)}, .p = {2, 2, 1, 1}},
+    {.op = NB_OP_AVG_POOL3D, .label = "avg_pool3d 3 stride 2 padding (1, 1, 0)", .fn = avg_pool3d, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 5, 4, 5)}, .p = {3, 2, 1, 0}},
+    {.op = NB_OP_ADAPTIVE_AVG_POOL3D, .label = "adaptive_avg_pool3d 5x4x3 to 2x3x2", .fn = aap3d, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 5, 4, 3)}},
     {.op = NB_OP_MAX_POOL2D, .label = "max_pool2d 2 stride 2", .fn = max_pool2d, .n_in = 1, .in = {IN(K_REAL, 2, 2, 5, 4)},
      .p = {2, 2, 0, 0}},
     {.op = NB_OP_MAX_POOL2D, .label = "max_pool2d 3 stride 2 padding 1 ceil_mode", .fn = max_pool2d, .n_in = 1,
@@ -164,6 +233,10 @@ static const nb_op_case cases[] = {
     {.op = NB_OP_LAYER_NORM, .label = "layer_norm last two dims, no affine", .fn = layer_norm, .n_in = 1,
      .in = {IN(K_REAL, 2, 3, 4)}, .tol = 1e-4, .p = {2}},
     {.op = NB_OP_DROPOUT, .label = "dropout 0.3", .fn = dropout, .n_in = 1, .in = {IN(K_REAL, 4, 8)}, .p = {0.3}},
+    {.op = NB_OP_MULTINOMIAL, .label = "multinomial 3 of 5 without replacement", .fn = multinomial, .n_in = 1,
+     .in = {IN(K_POS, 2, 5)}, .p = {0}},
+    {.op = NB_OP_MULTINOMIAL, .label = "multinomial 3 of [5] with replacement", .fn = multinomial, .n_in = 1,
+     .in = {IN(K_POS, 5)}, .p = {1}},
     {.op = NB_OP_INTERPOLATE, .label = "interpolate nearest to 5x3", .fn = interpolate, .n_in = 1, .in = {IN(K_REAL, 2, 2, 3, 4)},
      .p = {NB_INTERPOLATE_NEAREST, 0}},
     {.op = NB_OP_INTERPOLATE, .label = "interpolate bilinear to 5x3", .fn = interpolate, .n_in = 1, .in = {IN(K_REAL, 2, 2, 3, 4)},

@@ -35,7 +35,7 @@ typedef enum nb_in_kind {
 typedef struct nb_in_spec {
     nb_in_kind kind;
     int ndim;
-    int64_t shape[4];
+    int64_t shape[5]; /* up to 5-d (the 3-d convolutions and pools) */
     int64_t lo, hi; /* K_INDEX */
 } nb_in_spec;
 

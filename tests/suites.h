@@ -55,7 +55,12 @@
     X(alloc_faults) \
     X(null_args) \
     X(examples) \
-    X(cuda_elementwise)
+    X(print) \
+    X(ops_random) \
+    X(cuda_elementwise) \
+    X(graph) \
+    X(autocast) \
+    X(flat_params)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

@@ -345,8 +345,8 @@ START_TEST(test_cuda_random_bits) {
                     pair t = make_pair(&gm, dt, (range){0, 2, false}, dev);
                     nb_kview vc = nb_kview_of(t.c), vg = nb_kview_of(t.g);
                     double a = dist == NB_RNG_BERNOULLI ? 0.3 : -2, b = dist == NB_RNG_NORMAL ? 0.5 : 3;
-                    NB_CK_OK(cpu_be()->iface->random(cpu_be(), &vc, (nb_rng_dist)dist, a, b, 1234, 77));
-                    NB_CK_OK(be->iface->random(be, &vg, (nb_rng_dist)dist, a, b, 1234, 77));
+                    NB_CK_OK(cpu_be()->iface->random(cpu_be(), &vc, (nb_rng_dist)dist, a, b, 1234, 77, NULL));
+                    NB_CK_OK(be->iface->random(be, &vg, (nb_rng_dist)dist, a, b, 1234, 77, NULL));
                     NB_CK_OK(nb_device_synchronize(dev));
                     char what[96];
                     snprintf(what, sizeof what, "random dist %d %s start %d", dist, nb_dtype_name(dt), odd_start);
@@ -396,10 +396,10 @@ START_TEST(test_cuda_adam_multi) {
     FOR_CUDA(dev) {
         nb_backend *be = nb_backend_get(dev);
         const nb_adam_hyper hs[] = {
-            {1e-3, 0.9, 0.999, 1e-8, 0, false, false, false, 1},
-            {1e-3, 0.9, 0.999, 1e-8, 0.01, true, false, false, 1},  /* AdamW */
-            {1e-2, 0.9, 0.99, 1e-6, 0.1, false, true, true, 1},     /* L2, amsgrad, maximize */
-            {5e-3, 0.3, 0.5, 1e-8, 0, false, true, false, 1},       /* lerp's other formula */
+            {1e-3, 0.9, 0.999, 1e-8, 0, false, false, false, 1, NULL, NULL},
+            {1e-3, 0.9, 0.999, 1e-8, 0.01, true, false, false, 1, NULL, NULL},  /* AdamW */
+            {1e-2, 0.9, 0.99, 1e-6, 0.1, false, true, true, 1, NULL, NULL},     /* L2, amsgrad, maximize */
+            {5e-3, 0.3, 0.5, 1e-8, 0, false, true, false, 1, NULL, NULL},       /* lerp's other formula */
         };
         for (int hi = 0; hi < 4; hi++)
             for (int d = 0; d < 2; d++) {
@@ -439,9 +439,9 @@ START_TEST(test_cuda_sgd_multi) {
     FOR_CUDA(dev) {
         nb_backend *be = nb_backend_get(dev);
         const nb_sgd_hyper hs[] = {
-            {0.1, 0, 0, 0, false, false, true},
-            {0.1, 0.9, 0.1, 0.01, false, false, true},
-            {0.05, 0.9, 0, 0.001, true, true, true}, /* nesterov, maximize */
+            {0.1, 0, 0, 0, false, false, true, NULL},
+            {0.1, 0.9, 0.1, 0.01, false, false, true, NULL},
+            {0.05, 0.9, 0, 0.001, true, true, true, NULL}, /* nesterov, maximize */
         };
         for (int hi = 0; hi < 3; hi++)
             for (int d = 0; d < 2; d++) {
@@ -492,14 +492,14 @@ START_TEST(test_cpu_optim_multi_matches_single) {
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < N; i++)
             for (int j = 0; j < 5; j++) v[k][j][i] = nb_kview_of(t[k][i][j]);
-    nb_adam_hyper h = {1e-2, 0.9, 0.99, 1e-6, 0.1, true, true, false, 1};
+    nb_adam_hyper h = {1e-2, 0.9, 0.99, 1e-6, 0.1, true, true, false, 1, NULL, NULL};
     for (int step = 1; step <= 3; step++) {
         h.step = step;
         NB_CK_OK(be->iface->adam_step_multi(be, N, v[0][0], v[0][1], v[0][2], v[0][3], v[0][4], &h));
         for (int i = 0; i < N; i++)
             NB_CK_OK(be->iface->adam_step(be, &v[1][0][i], &v[1][1][i], &v[1][2][i], &v[1][3][i], &v[1][4][i], &h));
     }
-    nb_sgd_hyper sh = {0.1, 0.9, 0.1, 0.01, true, false, true};
+    nb_sgd_hyper sh = {0.1, 0.9, 0.1, 0.01, true, false, true, NULL};
     for (int step = 1; step <= 2; step++) {
         sh.first_step = step == 1;
         NB_CK_OK(be->iface->sgd_step_multi(be, N, v[0][0], v[0][1], v[0][2], &sh));
@@ -521,7 +521,7 @@ START_TEST(test_cpu_optim_multi_matches_single) {
     nb_tensor *p64 = nb_to_dtype(t[0][2][0], NB_F64);
     mixed[2] = nb_kview_of(p64);
     ck_assert_int_eq(be->iface->sgd_step_multi(be, N, mixed, v[0][1], v[0][2], &sh), NB_ERR_DTYPE);
-    nb_sgd_hyper plain = {0.1, 0, 0, 0, false, false, true};
+    nb_sgd_hyper plain = {0.1, 0, 0, 0, false, false, true, NULL};
     NB_CK_OK(be->iface->sgd_step_multi(be, 0, NULL, NULL, NULL, &plain)); /* nothing to do */
     free(before), free(after);
     nb_scope_end(s);

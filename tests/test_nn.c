@@ -2,8 +2,13 @@
  * state_dict names), Linear's initialisation bounds and order, forward
  * values against hand-computed results, train/eval propagation, ownership
  * on failure (NULL children, duplicate names) and the module tree's
- * bookkeeping (cache invalidation, detaching a freed child).
+ * bookkeeping (cache invalidation, detaching a freed child); nn.init: the
+ * gain table, fans, the xavier/kaiming bounds and variances, trunc_normal_'s
+ * range and moments (also far in a tail), determinism by generator, and
+ * the errors.
  */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nb_test.h"
@@ -335,6 +340,167 @@ START_TEST(test_forward_without_scope) {
 }
 END_TEST
 
+/* ---- nn.init ---------------------------------------------------------------- */
+
+START_TEST(init_gain_and_fans) {
+    ck_assert(nb_init_calculate_gain("linear", NAN) == 1);
+    ck_assert(nb_init_calculate_gain("conv_transpose3d", NAN) == 1);
+    ck_assert(nb_init_calculate_gain("sigmoid", NAN) == 1);
+    ck_assert(fabs(nb_init_calculate_gain("tanh", NAN) - 5.0 / 3) < 1e-15);
+    ck_assert(nb_init_calculate_gain("relu", NAN) == sqrt(2.0));
+    ck_assert(nb_init_calculate_gain("selu", NAN) == 0.75);
+    ck_assert(nb_init_calculate_gain("leaky_relu", NAN) == sqrt(2.0 / (1 + 0.01 * 0.01)));
+    ck_assert(nb_init_calculate_gain("leaky_relu", sqrt(5.0)) == sqrt(2.0 / 6));
+    ck_assert(isnan(nb_init_calculate_gain("swish", NAN)));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "swish"));
+    ck_assert(isnan(nb_init_calculate_gain("leaky_relu", INFINITY)));
+    nb_scope *s = nb_scope_begin();
+    int64_t fi = 0, fo = 0;
+    NB_CK_OK(nb_init_calculate_fan_in_and_fan_out(nb_zeros(NB_SHAPE(4, 3, 2, 5), NB_F32), &fi, &fo));
+    ck_assert_int_eq(fi, 30);
+    ck_assert_int_eq(fo, 40);
+    NB_CK_FAILS(nb_init_calculate_fan_in_and_fan_out(nb_zeros(NB_SHAPE(4), NB_F32), &fi, &fo) == NB_OK,
+                NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* Mean and variance of t's values; the largest |value| into *amax. */
+static void moments(nb_tensor *t, double *mean, double *var, double *amax) {
+    double *v = nb_test_values_of(t), s = 0, q = 0, m = 0;
+    int64_t n = nb_numel(t);
+    for (int64_t i = 0; i < n; i++) s += v[i], m = fabs(v[i]) > m ? fabs(v[i]) : m;
+    for (int64_t i = 0; i < n; i++) q += (v[i] - s / (double)n) * (v[i] - s / (double)n);
+    *mean = s / (double)n, *var = q / (double)(n - 1), *amax = m;
+    free(v);
+}
+
+/* a [O, I, 3, 3] weight (O I 9 = 98304 draws): uniform bound b has variance
+ * b^2 / 3; the bounds hold exactly, the variance to about 2% (many standard
+ * errors) */
+static void ck_fill(nb_tensor *w, bool uniform, double want_std) {
+    double mean, var, amax;
+    moments(w, &mean, &var, &amax);
+    ck_assert_msg(fabs(sqrt(var) / want_std - 1) < 0.02, "std %g, want %g", sqrt(var), want_std);
+    ck_assert_msg(fabs(mean) < 0.02 * want_std, "mean %g", mean);
+    if (uniform) ck_assert(amax <= sqrt(3.0) * want_std && amax > 0.99 * sqrt(3.0) * want_std);
+}
+
+START_TEST(init_xavier_kaiming) {
+    nb_scope *s = nb_scope_begin();
+    enum { O = 128, I = 48 };
+    double fi = I * 9, fo = O * 9;
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = d ? NB_F32 : NB_F64;
+        nb_tensor *w = nb_empty(NB_SHAPE(O, I, 3, 3), dt);
+        nb_generator g = nb_generator_new(3);
+        NB_CK_OK(nb_init_xavier_uniform_(w, 2, &g));
+        ck_fill(w, true, 2 * sqrt(2 / (fi + fo)));
+        NB_CK_OK(nb_init_xavier_normal_(w, 1, &g));
+        ck_fill(w, false, sqrt(2 / (fi + fo)));
+        NB_CK_OK(nb_init_kaiming_uniform_(w, 0, NB_FAN_IN, NULL, &g)); /* PyTorch's defaults: gain sqrt(2) */
+        ck_fill(w, true, sqrt(2 / fi));
+        NB_CK_OK(nb_init_kaiming_uniform_(w, sqrt(5.0), NB_FAN_IN, "leaky_relu", &g)); /* nn.Linear's and Conv's */
+        ck_fill(w, true, sqrt(2.0 / 6) / sqrt(fi));
+        NB_CK_OK(nb_init_kaiming_normal_(w, 0, NB_FAN_OUT, "relu", &g));
+        ck_fill(w, false, sqrt(2 / fo));
+        NB_CK_OK(nb_init_kaiming_normal_(w, 0, NB_FAN_IN, "tanh", &g));
+        ck_fill(w, false, 5.0 / 3 / sqrt(fi));
+    }
+    /* the same generator state, the same values */
+    nb_tensor *a = nb_empty(NB_SHAPE(5, 7), NB_F32), *b = nb_empty(NB_SHAPE(5, 7), NB_F32);
+    nb_generator g1 = nb_generator_new(9), g2 = nb_generator_new(9);
+    NB_CK_OK(nb_init_kaiming_normal_(a, 0, NB_FAN_IN, NULL, &g1));
+    NB_CK_OK(nb_init_kaiming_normal_(b, 0, NB_FAN_IN, NULL, &g2));
+    ck_assert(nb_item(nb_sum(nb_ne(a, b), NULL, 0, false)) == 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* truncated normal moments: Z = Phi(beta) - Phi(alpha), mean = mu + sigma
+ * (phi(alpha) - phi(beta)) / Z, var = sigma^2 (1 + (alpha phi(alpha) - beta
+ * phi(beta)) / Z - ((phi(alpha) - phi(beta)) / Z)^2) */
+static void trunc_moments(double mu, double sigma, double a, double b, double *mean, double *var) {
+    double al = (a - mu) / sigma, be = (b - mu) / sigma;
+    double pa = exp(-al * al / 2) / sqrt(2 * M_PI), pb = exp(-be * be / 2) / sqrt(2 * M_PI);
+    double Z = al >= 0 ? 0.5 * (erfc(al / sqrt(2.0)) - erfc(be / sqrt(2.0)))
+                       : 0.5 * (erfc(-be / sqrt(2.0)) - erfc(-al / sqrt(2.0)));
+    double r = (pa - pb) / Z;
+    *mean = mu + sigma * r, *var = sigma * sigma * (1 + (al * pa - be * pb) / Z - r * r);
+}
+
+START_TEST(init_trunc_normal) {
+    nb_scope *s = nb_scope_begin();
+    /* PyTorch's defaults; a shifted, scaled one; one 4 to 5 standard deviations out */
+    const double cfg[3][4] = {{0, 1, -2, 2}, {1.5, 0.02, 1.46, 1.55}, {0, 1, 4, 5}};
+    for (int c = 0; c < 3; c++)
+        for (int d = 0; d < 2; d++) {
+            nb_dtype dt = d ? NB_F32 : NB_F64;
+            nb_tensor *t = nb_empty(NB_SHAPE(400, 250), dt);
+            nb_generator g = nb_generator_new(21);
+            NB_CK_OK(nb_init_trunc_normal_(t, cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], &g));
+            double want_m, want_v, mean, var, amax;
+            trunc_moments(cfg[c][0], cfg[c][1], cfg[c][2], cfg[c][3], &want_m, &want_v);
+            moments(t, &mean, &var, &amax);
+            double se = sqrt(want_v / 1e5);
+            ck_assert_msg(fabs(mean - want_m) < 6 * se, "config %d: mean %.9g, want %.9g", c, mean, want_m);
+            ck_assert_msg(fabs(var / want_v - 1) < 0.03, "config %d: var %g, want %g", c, var, want_v);
+            ck_assert(nb_item(nb_sum(nb_lt_scalar(t, (float)cfg[c][2]), NULL, 0, false)) == 0);
+            ck_assert(nb_item(nb_sum(nb_gt_scalar(t, (float)cfg[c][3]), NULL, 0, false)) == 0);
+            ck_assert(nb_item(nb_sum(nb_logical_not(nb_isfinite(t)), NULL, 0, false)) == 0);
+        }
+    /* infinite bounds: the plain normal */
+    nb_tensor *t = nb_empty(NB_SHAPE(100000), NB_F64);
+    NB_CK_OK(nb_init_trunc_normal_(t, 0, 2, -INFINITY, INFINITY, NULL));
+    double mean, var, amax;
+    moments(t, &mean, &var, &amax);
+    ck_assert(fabs(mean) < 0.03 && fabs(var / 4 - 1) < 0.03 && isfinite(amax));
+    NB_CK_FAILS(nb_init_trunc_normal_(t, 0, 0, -2, 2, NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_init_trunc_normal_(t, 0, 1, 2, -2, NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_init_trunc_normal_(t, NAN, 1, -2, 2, NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(init_constants_and_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *i = nb_empty(NB_SHAPE(2, 3), NB_I64);
+    NB_CK_OK(nb_init_constant_(i, 7));
+    nb_ck_close(i, (double[]){7, 7, 7, 7, 7, 7}, 6, 0, 0);
+    NB_CK_OK(nb_init_zeros_(i));
+    nb_ck_close(i, (double[]){0, 0, 0, 0, 0, 0}, 6, 0, 0);
+    NB_CK_OK(nb_init_ones_(i));
+    nb_ck_close(i, (double[]){1, 1, 1, 1, 1, 1}, 6, 0, 0);
+    /* the random fills take float tensors only, and a fan needs 2 dims */
+    NB_CK_FAILS(nb_init_xavier_uniform_(i, 1, NULL) == NB_OK, NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_init_kaiming_normal_(i, 0, NB_FAN_IN, NULL, NULL) == NB_OK, NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_init_trunc_normal_(i, 0, 1, -2, 2, NULL) == NB_OK, NB_ERR_DTYPE);
+    nb_tensor *v = nb_zeros(NB_SHAPE(5), NB_F32);
+    NB_CK_FAILS(nb_init_xavier_normal_(v, 1, NULL) == NB_OK, NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_init_kaiming_uniform_(v, 0, NB_FAN_IN, NULL, NULL) == NB_OK, NB_ERR_SHAPE);
+    nb_tensor *w = nb_zeros(NB_SHAPE(5, 4), NB_F32);
+    NB_CK_FAILS(nb_init_kaiming_uniform_(w, 0, (nb_init_fan_mode)7, NULL, NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_init_kaiming_uniform_(w, 0, NB_FAN_IN, "softmax", NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_init_xavier_uniform_(w, INFINITY, NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    /* empty tensors are left alone (PyTorch: a no-op) */
+    nb_tensor *e = nb_empty(NB_SHAPE(0, 4), NB_F32);
+    NB_CK_OK(nb_init_xavier_uniform_(e, 1, NULL));
+    NB_CK_OK(nb_init_kaiming_normal_(e, 0, NB_FAN_OUT, NULL, NULL));
+    NB_CK_OK(nb_init_trunc_normal_(e, 0, 1, -2, 2, NULL));
+    /* parameters are filled without autograd */
+    nb_module *lin = nb_nn_linear(4, 3);
+    nb_named_tensor p[2];
+    ck_assert_int_eq(nb_module_parameters(lin, p, 2), 2);
+    NB_CK_OK(nb_init_xavier_uniform_(p[0].tensor, 1, NULL));
+    NB_CK_OK(nb_init_zeros_(p[1].tensor));
+    ck_assert_ptr_null(nb_tensor_grad(p[0].tensor));
+    ck_assert(nb_item(nb_sum(nb_abs(p[1].tensor), NULL, 0, false)) == 0);
+    nb_module_free(lin);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_nn(void) {
     Suite *s = suite_create("nn");
     TCase *tc = tcase_create("modules");
@@ -348,6 +514,10 @@ Suite *nb_suite_nn(void) {
     tcase_add_test(tc, test_duplicate_names);
     tcase_add_test(tc, test_tree_edits_and_append);
     tcase_add_test(tc, test_forward_without_scope);
+    tcase_add_test(tc, init_gain_and_fans);
+    tcase_add_test(tc, init_xavier_kaiming);
+    tcase_add_test(tc, init_trunc_normal);
+    tcase_add_test(tc, init_constants_and_errors);
     suite_add_tcase(s, tc);
     return s;
 }

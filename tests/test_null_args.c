@@ -96,6 +96,14 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_normal_, NULL, 0, 0, NULL);
     NS(nb_bernoulli_, NULL, 0, NULL);
     NOK(nb_randperm, 1, NULL); /* the default generator */
+    NP(nb_randint, 0, 2, 2, NULL, NB_I64, NULL);
+    NP(nb_multinomial, NULL, 1, false, NULL);
+    NP(nb_isclose, NULL, x, 1e-5, 1e-8, false);
+    NP(nb_isclose, x, NULL, 1e-5, 1e-8, false);
+    NS(nb_allclose, x, NULL, 1e-5, 1e-8, false, (bool[1]){0});
+    NS(nb_allclose, x, x, 1e-5, 1e-8, false, NULL);
+    NI(nb_repr, NULL, NULL, 0);
+    NS(nb_print, NULL);
     NS(nb_device_parse, NULL, NULL);
     NS(nb_device_parse, "cpu", NULL);
     NP(nb_device_str, NB_CPU, NULL, 0);
@@ -122,6 +130,10 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_to_host_async, NULL, NULL, 0, NULL);
     NS(nb_no_grad_call, NULL, NULL);
     NV(nb_profiler_report, NULL); /* NULL: stderr */
+    NS(nb_graph_replay, NULL);
+    NS(nb_module_flatten_parameters, NULL);
+    NI(nb_module_flat_buffers, NULL, NULL, NULL, 0);
+    NV(nb_graph_free, NULL);
     /* decoders (nb_ops.h, nn/nb_decoder.h) */
     NP(nb_rms_norm, NULL, 1, (int64_t[]){2}, NULL, 1e-6);
     NP(nb_apply_rotary_pos_emb, NULL, NULL, NULL);
@@ -313,11 +325,14 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_kthvalue, NULL, 0, 0, false, NULL, NULL);
     NP(nb_reshape, NULL, 2, NULL);
     NP(nb_view, NULL, 2, NULL);
+    NP(nb_reshape, x, 2, NULL); /* a NULL shape array (nb_shape of a failed result) */
+    NP(nb_view, x, 2, NULL);
     NP(nb_permute, NULL, NULL);
     NP(nb_transpose, NULL, 0, 0);
     NP(nb_narrow, NULL, 0, 0, 0);
     NP(nb_slice, NULL, 0, 0, 0, 0);
     NP(nb_expand, NULL, 2, NULL);
+    NP(nb_expand, x, 2, NULL);
     NP(nb_unsqueeze, NULL, 0);
     NP(nb_squeeze, NULL, 0);
     NP(nb_contiguous, NULL);
@@ -379,6 +394,8 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_cross_entropy, x, NULL);
     NP(nb_cross_entropy_ex, NULL, NULL, (nb_cross_entropy_options){0});
     NP(nb_cross_entropy_ex, x, NULL, (nb_cross_entropy_options){0});
+    NP(nb_nll_loss, NULL, NULL, (nb_cross_entropy_options){0});
+    NP(nb_nll_loss, x, NULL, (nb_cross_entropy_options){0});
     NP(nb_mse_loss, NULL, NULL, (nb_reduction)0);
     NP(nb_mse_loss, x, NULL, (nb_reduction)0);
     NP(nb_conv2d, NULL, NULL, NULL, (nb_conv2d_options){0});
@@ -387,6 +404,18 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_conv1d, x, NULL, NULL, (nb_conv1d_options){0});
     NP(nb_conv_transpose2d, NULL, NULL, NULL, (nb_conv_transpose2d_options){0});
     NP(nb_conv_transpose2d, x, NULL, NULL, (nb_conv_transpose2d_options){0});
+    NP(nb_conv_transpose1d, NULL, NULL, NULL, (nb_conv_transpose1d_options){0});
+    NP(nb_conv_transpose1d, x, NULL, NULL, (nb_conv_transpose1d_options){0});
+    NP(nb_conv3d, NULL, NULL, NULL, (nb_conv3d_options){0});
+    NP(nb_conv3d, x, NULL, NULL, (nb_conv3d_options){0});
+    NP(nb_conv_transpose3d, NULL, NULL, NULL, (nb_conv_transpose3d_options){0});
+    NP(nb_conv_transpose3d, x, NULL, NULL, (nb_conv_transpose3d_options){0});
+    NP(nb_deform_conv2d, NULL, x, x, NULL, NULL, (nb_deform_conv2d_options){0});
+    NP(nb_deform_conv2d, x, NULL, x, NULL, NULL, (nb_deform_conv2d_options){0});
+    NP(nb_deform_conv2d, x, x, NULL, NULL, NULL, (nb_deform_conv2d_options){0});
+    NP(nb_max_pool3d, NULL, (nb_pool3d_options){0}, NULL);
+    NP(nb_avg_pool3d, NULL, (nb_pool3d_options){0});
+    NP(nb_adaptive_avg_pool3d, NULL, 1, 1, 1);
     NP(nb_max_pool2d, NULL, (nb_pool2d_options){0}, NULL);
     NP(nb_max_pool1d, NULL, (nb_pool1d_options){0}, NULL);
     NP(nb_avg_pool2d, NULL, (nb_pool2d_options){0});
@@ -475,6 +504,17 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_module_load_tensors, NULL, NULL, 1, false, NULL);
     NS(nb_module_load_state_dict, NULL, NULL, false, NULL);
     NS(nb_init_orthogonal_, NULL, 0, NULL);
+    ND(nb_init_calculate_gain, NULL, 0);
+    NS(nb_init_calculate_fan_in_and_fan_out, NULL, (int64_t[1]){0}, (int64_t[1]){0});
+    NS(nb_init_calculate_fan_in_and_fan_out, x, NULL, NULL);
+    NS(nb_init_xavier_uniform_, NULL, 1, NULL);
+    NS(nb_init_xavier_normal_, NULL, 1, NULL);
+    NS(nb_init_kaiming_uniform_, NULL, 0, NB_FAN_IN, NULL, NULL);
+    NS(nb_init_kaiming_normal_, NULL, 0, NB_FAN_IN, NULL, NULL);
+    NS(nb_init_trunc_normal_, NULL, 0, 1, -2, 2, NULL);
+    NS(nb_init_constant_, NULL, 0);
+    NS(nb_init_zeros_, NULL);
+    NS(nb_init_ones_, NULL);
     /* nn/nb_transformer.h */
     NI(nb_nn_embedding_padding_idx, NULL);
     NP(nb_nn_layer_norm_ex, 0, NULL, 0, false, (nb_dtype)0);
@@ -487,6 +527,8 @@ START_TEST(test_every_public_function_survives_null) {
         nb_module_free(enc);
     }
     NP(nb_nn_transformer_encoder_forward, NULL, NULL, NULL, NULL);
+    NP(nb_nn_transformer_encoder_forward_ex, NULL, NULL, (nb_encoder_forward_options){.is_causal = true});
+    NP(nb_nn_transformer_encoder_layer_forward_ex, NULL, NULL, (nb_encoder_forward_options){.is_causal = true});
     NX(nb_bert_get_config, NULL);
     NP(nb_bert_encode, NULL, NULL, NULL, NULL);
     NP(nb_bert_mlm_head, NULL, NULL);

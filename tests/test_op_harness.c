@@ -173,6 +173,16 @@ static nb_tensor *gc_fn(nb_tensor *const *in, int n, void *ctx) {
     return run(((gc_ctx *)ctx)->c, in);
 }
 
+/* Whether a case's gradients are checked in dt on dev: where the device
+ * computes in dt, and for float16/bfloat16 only for the ops that compute in
+ * them (NB_OPF_LP; the others move 16-bit data, and their backward's
+ * scatter kernels take no 16-bit sums). */
+static bool grads_in(const nb_op_case *c, nb_device dev, nb_dtype dt) {
+    bool h = dt == NB_F16 || dt == NB_BF16;
+    return differentiable(c) && is_float(dt) && nb_backend_supports(dev, NB_OP_ADD, dt) &&
+           (!h || (nb_op_get(c->op)->flags & NB_OPF_LP));
+}
+
 /* Relative tolerance of a result in dtype dt against the float64 reference
  * (0: exact, for integers and bool). */
 static double tol_for(const nb_op_case *c, nb_dtype dt) {
@@ -185,7 +195,7 @@ static void run_case(const nb_op_case *c, nb_device dev, nb_dtype dt) {
     snprintf(where, sizeof where, "on %s in %s", nb_device_str(dev, d, sizeof d), nb_dtype_name(dt));
     /* gradients where the device computes in the dtype (the CPU's float16
      * and bfloat16 are storage only: data movement, no arithmetic) */
-    bool grads = differentiable(c) && is_float(dt) && nb_backend_supports(dev, NB_OP_ADD, dt);
+    bool grads = grads_in(c, dev, dt);
     double tol = tol_for(c, dt);
     nb_scope *s = nb_scope_begin();
     /* the reference: float64 inputs (integer and bool runs: the same dtype) on the CPU */
@@ -317,7 +327,7 @@ START_TEST(test_op_summary) {
                 for (int d = 0; d < NB_DTYPE_COUNT; d++) {
                     if (!(m & NB_DTM(d))) continue;
                     runs++;
-                    bool g = differentiable(c) && is_float((nb_dtype)d) && nb_backend_supports(dev, NB_OP_ADD, (nb_dtype)d);
+                    bool g = grads_in(c, dev, (nb_dtype)d);
                     grad_runs += g;
                     gradchecks += g && d == NB_F64 && !(c->flags & C_NOGC);
                     gradgradchecks += g && d == NB_F64 && twice_differentiable(c);

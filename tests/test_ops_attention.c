@@ -475,6 +475,34 @@ START_TEST(test_errors) {
 }
 END_TEST
 
+static nb_tensor *f_sdpa_bcast(nb_tensor *const *in, int n, void *ctx) {
+    (void)n, (void)ctx;
+    return nb_scaled_dot_product_attention(in[0], in[1], in[2], (nb_sdpa_options){.is_causal = true});
+}
+
+/* issue 13: the batch dims of q, k, v broadcast (k, v [1, H, S, E] serve
+ * every batch element; fewer leading dims too), equal to expanding them
+ * first; gradients sum over the broadcast dims (float64 gradcheck). */
+START_TEST(test_sdpa_batch_broadcast) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *q = nb_test_randn_grad(NB_SHAPE(2, 2, 3, 4), 61), *k = nb_test_randn_grad(NB_SHAPE(1, 2, 3, 4), 62);
+    nb_tensor *v = nb_test_randn_grad(NB_SHAPE(2, 3, 5), 63);
+    nb_tensor *y = nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){0});
+    nb_ck_shape(y, 4, (int64_t[]){2, 2, 3, 5});
+    nb_tensor *ye = nb_scaled_dot_product_attention(q, nb_contiguous(nb_expand(k, NB_SHAPE(2, 2, 3, 4))),
+                                                    nb_contiguous(nb_expand(v, NB_SHAPE(2, 2, 3, 5))),
+                                                    (nb_sdpa_options){0});
+    double a[60], b[60];
+    nb_test_values(y, a, 60), nb_test_values(ye, b, 60);
+    for (int i = 0; i < 60; i++) ck_assert_double_eq_tol(a[i], b[i], 1e-14);
+    nb_tensor *in[3] = {q, k, v};
+    nb_ck_gradcheck(f_sdpa_bcast, in, 3, NULL);
+    NB_CK_FAILS(nb_scaled_dot_product_attention(q, nb_test_randn_grad(NB_SHAPE(3, 2, 3, 4), 64), v,
+                                                (nb_sdpa_options){0}), NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 static nb_tensor *f_gqa(nb_tensor *const *in, int n, void *ctx) {
     (void)n;
     return nb_scaled_dot_product_attention(in[0], in[1], in[2], *(const nb_sdpa_options *)ctx);
@@ -549,6 +577,7 @@ Suite *nb_suite_ops_attention(void) {
     Suite *s = suite_create("ops_attention");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_hand_value);
+    tcase_add_test(f, test_sdpa_batch_broadcast);
     tcase_add_test(f, test_forward_f64_small);
     tcase_add_test(f, test_forward_f64_ragged);
     tcase_add_test(f, test_forward_f32);

@@ -541,10 +541,32 @@ START_TEST(test_lerp_grad_infinite_range) {
 }
 END_TEST
 
+/* torch.isclose / allclose: PyTorch's rule by hand (the differential suite
+ * compares many more). */
+START_TEST(test_isclose_allclose) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(5), NB_F64, (double[]){1, INFINITY, NAN, 1e-9, 100});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(5), NB_F64, (double[]){1 + 1e-6, INFINITY, NAN, 0, 100.002});
+    nb_ck_close(nb_to_dtype(nb_isclose(a, b, 1e-5, 1e-8, false), NB_F64), (double[]){1, 1, 0, 1, 0}, 5, 0, 0);
+    nb_ck_close(nb_to_dtype(nb_isclose(a, b, 1e-5, 1e-8, true), NB_F64), (double[]){1, 1, 1, 1, 0}, 5, 0, 0);
+    nb_ck_close(nb_to_dtype(nb_isclose(a, b, 1e-4, 0, true), NB_F64), (double[]){1, 1, 1, 0, 1}, 5, 0, 0);
+    bool r = true;
+    NB_CK_OK(nb_allclose(a, b, 1e-5, 1e-8, true, &r));
+    ck_assert(!r);
+    NB_CK_OK(nb_allclose(a, a, 0, 0, true, &r));
+    ck_assert(r);
+    NB_CK_FAILS(nb_isclose(a, nb_to_dtype(b, NB_F32), 1e-5, 1e-8, false), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_isclose(a, b, -1, 1e-8, false), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_allclose(a, nb_ones(NB_SHAPE(4), NB_F64), 1e-5, 1e-8, false, &r) == NB_OK, NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_binary(void) {
     Suite *s = suite_create("ops_binary");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_binary_forward);
+    tcase_add_test(f, test_isclose_allclose);
     tcase_add_test(f, test_lerp_grad_infinite_range);
     tcase_add_test(f, test_integer_and_comparison_ops);
     tcase_add_test(f, test_comparisons);

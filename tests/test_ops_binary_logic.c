@@ -245,12 +245,14 @@ START_TEST(test_mixed_dtype_ops) {
     ck_assert_int_eq(nb_dtype_of(nb_atan2(T(NB_I32, 1), T(NB_I32, 1))), NB_F32);
     ck_assert_int_eq(nb_dtype_of(nb_pow(T(NB_I32, 3), T(NB_I32, 4))), NB_I32);
     CK(nb_pow(T(NB_I32, 3, -2, 2, 1, -1, 5), T(NB_I32, 4, 3, -1, -3, -3, 0)), 81, -8, 0, 1, -1, 1);
-    /* f16 joins with f32 (cast first); f16 alone does not compute */
+    /* f16 joins with f32 (cast first); f16 with f16 stays f16 (float32 math inside) */
     nb_tensor *h = nb_to_dtype(T(NB_F32, 1.5, -2), NB_F16);
     nb_tensor *hs = nb_add(h, T(NB_F32, 1, 1));
     ck_assert_int_eq(nb_dtype_of(hs), NB_F32);
     CK(hs, 2.5, -1);
-    NB_CK_FAILS(nb_add(h, h), NB_ERR_DTYPE);
+    nb_tensor *hh = nb_add(h, h);
+    ck_assert_int_eq(nb_dtype_of(hh), NB_F16);
+    CK(nb_to_dtype(hh, NB_F32), 3, -4);
     nb_scope_end(s);
 }
 END_TEST

@@ -1,10 +1,15 @@
-/* test_ops_conv.c - conv2d, conv1d, conv_transpose2d and their modules:
+/* test_ops_conv.c - conv2d, conv1d, conv_transpose2d and their modules;
+ * conv3d against a naive 3-d convolution, conv_transpose3d/1d as the
+ * adjoints of conv3d/conv1d, their gradchecks and errors; deform_conv2d
+ * (zero offsets = conv2d, integer and half-pixel shifts by hand, gradcheck,
+ * errors; against PyTorch's grid_sample in tests/torch_diff);
  * a hand-computed case, forwards against a naive direct convolution
  * written here (random shapes with odd sizes, stride, padding, dilation,
  * groups, 'same' with odd and even kernels; float64 and float32),
  * gradchecks of x, weight and bias on many configurations, bitwise equality
  * across thread counts, module shapes and PyTorch's init bounds, and the
  * error paths. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -620,6 +625,252 @@ START_TEST(test_conv_errors) {
 }
 END_TEST
 
+/* ---- conv3d, conv_transpose3d, conv_transpose1d ----------------------------------- */
+
+typedef struct ref3 {
+    int64_t n, c, co, g, in[3], k[3], s[3], p[3], d[3], out[3];
+} ref3;
+
+/* out[n, oc, o0, o1, o2] = b[oc] + sum x[n, c, o*s - p + k*d] w[oc, c', k] (zero outside) */
+static void ref_conv3d(const ref3 *r, const double *x, const double *w, const double *b, double *out) {
+    int64_t cg = r->c / r->g, cog = r->co / r->g, *I = (int64_t *)r->in, *O = (int64_t *)r->out;
+    const int64_t *K = r->k;
+    for (int64_t n = 0; n < r->n; n++)
+        for (int64_t oc = 0; oc < r->co; oc++)
+            for (int64_t o0 = 0; o0 < O[0]; o0++)
+                for (int64_t o1 = 0; o1 < O[1]; o1++)
+                    for (int64_t o2 = 0; o2 < O[2]; o2++) {
+                        double acc = b ? b[oc] : 0;
+                        for (int64_t cc = 0; cc < cg; cc++)
+                            for (int64_t a = 0; a < K[0]; a++)
+                                for (int64_t i = 0; i < K[1]; i++)
+                                    for (int64_t j = 0; j < K[2]; j++) {
+                                        int64_t z = o0 * r->s[0] - r->p[0] + a * r->d[0];
+                                        int64_t y = o1 * r->s[1] - r->p[1] + i * r->d[1];
+                                        int64_t v = o2 * r->s[2] - r->p[2] + j * r->d[2];
+                                        if (z < 0 || z >= I[0] || y < 0 || y >= I[1] || v < 0 || v >= I[2]) continue;
+                                        int64_t c = oc / cog * cg + cc;
+                                        acc += x[(((n * r->c + c) * I[0] + z) * I[1] + y) * I[2] + v] *
+                                               w[(((oc * cg + cc) * K[0] + a) * K[1] + i) * K[2] + j];
+                                    }
+                        out[(((n * r->co + oc) * O[0] + o0) * O[1] + o1) * O[2] + o2] = acc;
+                    }
+}
+
+START_TEST(test_conv3d_vs_naive) {
+    /* {n, c, co, g, in, k, s, p, d, same} */
+    const struct {
+        int64_t n, c, co, g, in[3], k[3], s[3], p[3], d[3];
+        bool same;
+    } cfg[] = {
+        {2, 3, 4, 1, {4, 5, 3}, {2, 3, 2}, {1, 1, 1}, {0, 1, 0}, {1, 1, 1}, false},
+        {1, 4, 6, 2, {5, 4, 6}, {3, 2, 3}, {2, 1, 2}, {1, 0, 1}, {1, 2, 1}, false},
+        {2, 2, 2, 2, {6, 3, 4}, {2, 2, 2}, {3, 1, 1}, {1, 1, 0}, {2, 1, 2}, false},
+        {1, 2, 3, 1, {4, 5, 4}, {2, 3, 4}, {1, 1, 1}, {0, 0, 0}, {2, 1, 1}, true}, /* even kernels: the extra pad after */
+    };
+    for (size_t t = 0; t < sizeof cfg / sizeof cfg[0]; t++)
+        for (int d = 0; d < 2; d++) {
+            nb_scope *s = nb_scope_begin();
+            nb_dtype dt = d ? NB_F32 : NB_F64;
+            ref3 r = {.n = cfg[t].n, .c = cfg[t].c, .co = cfg[t].co, .g = cfg[t].g};
+            nb_conv3d_options o = {.groups = r.g, .padding_same = cfg[t].same};
+            for (int i = 0; i < 3; i++) {
+                r.in[i] = cfg[t].in[i], r.k[i] = cfg[t].k[i], r.s[i] = cfg[t].s[i], r.d[i] = cfg[t].d[i];
+                r.p[i] = cfg[t].same ? r.d[i] * (r.k[i] - 1) / 2 : cfg[t].p[i];
+                r.out[i] = cfg[t].same ? r.in[i] : (r.in[i] + 2 * r.p[i] - r.d[i] * (r.k[i] - 1) - 1) / r.s[i] + 1;
+                o.stride[i] = r.s[i], o.dilation[i] = r.d[i], o.padding[i] = cfg[t].same ? 0 : r.p[i];
+            }
+            nb_tensor *x = nb_to_dtype(nb_test_randn_grad(5, (int64_t[]){r.n, r.c, r.in[0], r.in[1], r.in[2]}, 3 + t), dt);
+            nb_tensor *w = nb_to_dtype(nb_test_randn_grad(5, (int64_t[]){r.co, r.c / r.g, r.k[0], r.k[1], r.k[2]}, 5 + t),
+                                       dt);
+            nb_tensor *b = nb_to_dtype(nb_test_randn_grad(1, &r.co, 7 + t), dt);
+            double *xv = nb_test_values_of(x), *wv = nb_test_values_of(w), *bv = nb_test_values_of(b);
+            int64_t on = r.n * r.co * r.out[0] * r.out[1] * r.out[2];
+            double *want = malloc(sizeof(double) * (size_t)on);
+            ref_conv3d(&r, xv, wv, bv, want);
+            nb_tensor *y = nb_conv3d(x, w, b, o);
+            NB_CK_NOTNULL(y);
+            nb_ck_shape(y, 5, (int64_t[]){r.n, r.co, r.out[0], r.out[1], r.out[2]});
+            nb_ck_close(y, want, on, d ? 1e-4 : 1e-12, d ? 1e-5 : 1e-12);
+            free(xv), free(wv), free(bv), free(want);
+            nb_scope_end(s);
+        }
+}
+END_TEST
+
+/* sum(a * b) */
+static double dot(nb_tensor *a, nb_tensor *b) { return nb_item(nb_sum(nb_mul(a, b), NULL, 0, false)); }
+
+/* conv_transpose is the adjoint of conv: <conv(x, w), y> = <x, conv_transpose(y, w)>,
+ * with output_padding giving back x's size; the bias is added per channel */
+START_TEST(test_conv_transpose3d_1d_adjoint) {
+    nb_scope *s = nb_scope_begin();
+    /* x [2, 4, 7, 5, 7], w [6, 2, 3, 2, 3], groups 2, stride (2, 1, 3), padding (1, 1, 0), dilation (1, 2, 1):
+     * y [2, 6, 4, 5, 2]; back: depth (4-1)*2 - 2 + 2 + 1 = 7, height 4 - 2 + 2 + 1 = 5, width 3 + 2 + 1 + 1 = 7
+     * with output_padding 1 there (floor division dropped one column) */
+    nb_tensor *x = nb_test_randn_grad(5, (int64_t[]){2, 4, 7, 5, 7}, 11), *w = nb_test_randn_grad(5, (int64_t[]){6, 2, 3, 2, 3}, 12);
+    nb_conv3d_options o = {.stride = {2, 1, 3}, .padding = {1, 1, 0}, .dilation = {1, 2, 1}, .groups = 2};
+    nb_tensor *y = nb_conv3d(x, w, NULL, o);
+    nb_ck_shape(y, 5, (int64_t[]){2, 6, 4, 5, 2});
+    nb_tensor *g = nb_test_randn_grad(5, nb_shape(y), 13);
+    nb_conv_transpose3d_options ot = {.stride = {2, 1, 3}, .padding = {1, 1, 0}, .dilation = {1, 2, 1}, .groups = 2,
+                                      .output_padding = {0, 0, 1}};
+    nb_tensor *xt = nb_conv_transpose3d(g, w, NULL, ot);
+    nb_ck_shape(xt, 5, nb_shape(x));
+    ck_assert(fabs(dot(y, g) - dot(x, xt)) < 1e-9 * (1 + fabs(dot(y, g))));
+    nb_tensor *bias = nb_test_randn_grad(1, (int64_t[]){4}, 14); /* Cout = w's dim 1 * groups */
+    nb_tensor *diff = nb_sub(nb_conv_transpose3d(g, w, bias, ot), xt);
+    nb_tensor *want_b = nb_expand(nb_reshape(bias, NB_SHAPE(1, 4, 1, 1, 1)), 5, nb_shape(diff));
+    ck_assert(nb_item(nb_amax(nb_abs(nb_sub(diff, want_b)), NULL, 0, false)) < 1e-12);
+    /* conv_transpose1d against conv1d */
+    nb_tensor *x1 = nb_test_randn_grad(3, (int64_t[]){3, 4, 10}, 15), *w1 = nb_test_randn_grad(3, (int64_t[]){2, 2, 3}, 16);
+    nb_conv1d_options o1 = {.stride = 2, .padding = 1, .dilation = 2, .groups = 2};
+    nb_tensor *y1 = nb_conv1d(x1, w1, NULL, o1); /* [3, 2, 4]: back to 9 + output_padding 1 */
+    nb_tensor *g1 = nb_test_randn_grad(3, nb_shape(y1), 17);
+    nb_tensor *xt1 = nb_conv_transpose1d(g1, w1, NULL, (nb_conv_transpose1d_options){.stride = 2, .padding = 1,
+                                         .dilation = 2, .groups = 2, .output_padding = 1});
+    nb_ck_shape(xt1, 3, (int64_t[]){3, 4, 10});
+    ck_assert(fabs(dot(y1, g1) - dot(x1, xt1)) < 1e-9 * (1 + fabs(dot(y1, g1))));
+    nb_ck_shape(nb_conv_transpose1d(nb_squeeze(nb_narrow(g1, 0, 0, 1), 0), w1, NULL,
+                                    (nb_conv_transpose1d_options){.groups = 2}),
+                2, (int64_t[]){4, 6}); /* unbatched: [Cin, L] -> [Cout, L + k - 1] */
+    nb_scope_end(s);
+}
+END_TEST
+
+static nb_tensor *f_conv3(nb_tensor *const *in, int n, void *ctx) {
+    int kind = *(const int *)ctx;
+    nb_tensor *b = n > 2 ? in[2] : NULL;
+    if (kind == 0)
+        return nb_conv3d(in[0], in[1], b, (nb_conv3d_options){.stride = {2, 1, 1}, .padding = {1, 0, 1},
+                                                               .dilation = {1, 1, 2}, .groups = 2});
+    if (kind == 1)
+        return nb_conv_transpose3d(in[0], in[1], b, (nb_conv_transpose3d_options){.stride = {2, 1, 2},
+                                   .padding = {1, 0, 0}, .output_padding = {1, 0, 1}, .dilation = {1, 2, 1}});
+    return nb_conv_transpose1d(in[0], in[1], b, (nb_conv_transpose1d_options){.stride = 3, .padding = 1,
+                               .output_padding = 2, .groups = 2});
+}
+
+START_TEST(test_conv3d_gradcheck) {
+    const int64_t shapes[3][3][5] = {{{2, 4, 4, 3, 3}, {2, 2, 2, 2, 2}, {2}},
+                                     {{1, 2, 2, 3, 2}, {2, 3, 2, 2, 2}, {3}},
+                                     {{2, 4, 3}, {4, 1, 2}, {2}}};
+    const int nd[3] = {5, 5, 3};
+    for (int kind = 0; kind < 3; kind++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *in[3] = {nb_test_randn_grad(nd[kind], shapes[kind][0], 20 + kind),
+                            nb_test_randn_grad(nd[kind], shapes[kind][1], 30 + kind),
+                            nb_test_randn_grad(1, shapes[kind][2], 40 + kind)};
+        nb_ck_gradcheck(f_conv3, in, 3, &kind);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
+START_TEST(test_conv3d_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_zeros(NB_SHAPE(1, 4, 3, 3, 3), NB_F64), *w = nb_zeros(NB_SHAPE(2, 4, 2, 2, 2), NB_F64);
+    NB_CK_FAILS(nb_conv3d(x, nb_zeros(NB_SHAPE(2, 3, 2, 2, 2), NB_F64), NULL, (nb_conv3d_options){0}), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "conv3d"));
+    NB_CK_FAILS(nb_conv3d(x, nb_zeros(NB_SHAPE(2, 4, 2, 2), NB_F64), NULL, (nb_conv3d_options){0}), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_conv3d(x, nb_zeros(NB_SHAPE(2, 4, 4, 2, 2), NB_F64), NULL, (nb_conv3d_options){0}), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "depth"));
+    NB_CK_FAILS(nb_conv3d(x, w, NULL, (nb_conv3d_options){.stride = {-1, 1, 1}}), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_conv3d(x, w, NULL, (nb_conv3d_options){.stride = {2, 1, 1}, .padding_same = true}),
+                NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_conv3d(x, w, nb_zeros(NB_SHAPE(3), NB_F64), (nb_conv3d_options){0}), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_conv3d(x, nb_zeros(NB_SHAPE(2, 4, 2, 2, 2), NB_F32), NULL, (nb_conv3d_options){0}), NB_ERR_DTYPE);
+    nb_ck_shape(nb_conv3d(nb_zeros(NB_SHAPE(4, 3, 3, 3), NB_F64), w, NULL, (nb_conv3d_options){0}), 4,
+                (int64_t[]){2, 2, 2, 2}); /* unbatched */
+    nb_tensor *wt = nb_zeros(NB_SHAPE(4, 2, 2, 2, 2), NB_F64);
+    NB_CK_FAILS(nb_conv_transpose3d(x, wt, NULL, (nb_conv_transpose3d_options){.output_padding = {1, 0, 0}}),
+                NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "output_padding"));
+    NB_CK_FAILS(nb_conv_transpose3d(x, wt, NULL, (nb_conv_transpose3d_options){.padding = {2, 0, 0}}), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_conv_transpose3d(x, nb_zeros(NB_SHAPE(3, 2, 2, 2, 2), NB_F64), NULL, (nb_conv_transpose3d_options){0}),
+                NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_conv_transpose1d(nb_zeros(NB_SHAPE(1, 4, 3), NB_F64), nb_zeros(NB_SHAPE(4, 2, 2, 2), NB_F64), NULL,
+                                    (nb_conv_transpose1d_options){0}),
+                NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_conv_transpose1d(nb_zeros(NB_SHAPE(1, 4, 3), NB_F64), nb_zeros(NB_SHAPE(4, 2, 2), NB_F64), NULL,
+                                    (nb_conv_transpose1d_options){.output_padding = 1}),
+                NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* ---- deform_conv2d ---------------------------------------------------------------- */
+
+/* zero offsets and a unit mask give conv2d; integer offsets read shifted pixels
+ * (zeros past the edge); half-pixel offsets average neighbours */
+START_TEST(test_deform_conv2d_values) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_randn_grad(4, (int64_t[]){2, 4, 5, 6}, 80), *w = nb_test_randn_grad(4, (int64_t[]){6, 2, 3, 2}, 81);
+    nb_tensor *b = nb_test_randn_grad(1, (int64_t[]){6}, 82);
+    nb_deform_conv2d_options o = {.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2}};
+    nb_tensor *ref = nb_conv2d(x, w, b, (nb_conv2d_options){.stride = {2, 1}, .padding = {1, 1}, .dilation = {1, 2},
+                                                            .groups = 2});
+    nb_ck_shape(ref, 4, (int64_t[]){2, 6, 3, 6});
+    nb_tensor *zero = nb_zeros(NB_SHAPE(2, 2 * 2 * 6, 3, 6), NB_F64), *ones = nb_ones(NB_SHAPE(2, 2 * 6, 3, 6), NB_F64);
+    nb_tensor *y = nb_deform_conv2d(x, zero, w, b, NULL, o);
+    ck_assert(nb_item(nb_amax(nb_abs(nb_sub(y, ref)), NULL, 0, false)) < 1e-12);
+    y = nb_deform_conv2d(x, zero, w, b, ones, o);
+    ck_assert(nb_item(nb_amax(nb_abs(nb_sub(y, ref)), NULL, 0, false)) < 1e-12);
+    /* a 1x1 kernel with offset (+1, -2): out[h, w] = x[h + 1, w - 2], 0 outside */
+    nb_tensor *x1 = nb_test_tensor(NB_SHAPE(1, 1, 3, 4), NB_F64, (double[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+    nb_tensor *w1 = nb_ones(NB_SHAPE(1, 1, 1, 1), NB_F64);
+    nb_tensor *off = nb_cat((nb_tensor *[]){nb_full(NB_SHAPE(1, 1, 3, 4), 1, NB_F64), nb_full(NB_SHAPE(1, 1, 3, 4), -2, NB_F64)}, 2, 1);
+    nb_ck_close(nb_deform_conv2d(x1, off, w1, NULL, NULL, (nb_deform_conv2d_options){0}),
+                (double[]){0, 0, 5, 6, 0, 0, 9, 10, 0, 0, 0, 0}, 12, 0, 0);
+    /* (+0.5, +0.5): the mean of a 2x2 block, half of it past the last row/column */
+    off = nb_full(NB_SHAPE(1, 2, 3, 4), 0.5, NB_F64);
+    nb_ck_close(nb_deform_conv2d(x1, off, w1, NULL, nb_full(NB_SHAPE(1, 1, 3, 4), 2, NB_F64), (nb_deform_conv2d_options){0}),
+                (double[]){7, 9, 11, 6, 15, 17, 19, 10, 9.5, 10.5, 11.5, 6}, 12, 1e-12, 1e-12); /* mask 2 */
+    nb_scope_end(s);
+}
+END_TEST
+
+static nb_tensor *f_deform(nb_tensor *const *in, int n, void *ctx) {
+    (void)n, (void)ctx;
+    nb_deform_conv2d_options o = {.stride = {1, 2}, .padding = {1, 1}, .dilation = {2, 1}};
+    return nb_deform_conv2d(in[0], nb_mul_scalar(in[1], 0.8), in[2], in[3], in[4], o);
+}
+
+START_TEST(test_deform_conv2d_gradcheck) {
+    nb_scope *s = nb_scope_begin();
+    /* x [2, 4, 5, 4], weight [4, 2, 2, 2] (groups 2), offset groups 2: offset [2, 16, 5, 3], mask [2, 8, 5, 3] */
+    nb_tensor *in[5] = {nb_test_randn_grad(4, (int64_t[]){2, 4, 5, 4}, 90), nb_test_randn_grad(4, (int64_t[]){2, 16, 5, 3}, 91),
+                        nb_test_randn_grad(4, (int64_t[]){4, 2, 2, 2}, 92), nb_test_randn_grad(1, (int64_t[]){4}, 93),
+                        nb_test_randn_grad(4, (int64_t[]){2, 8, 5, 3}, 94)};
+    nb_ck_gradcheck(f_deform, in, 5, NULL);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_deform_conv2d_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_zeros(NB_SHAPE(1, 4, 5, 5), NB_F32), *w = nb_zeros(NB_SHAPE(2, 4, 3, 3), NB_F32);
+    nb_tensor *off = nb_zeros(NB_SHAPE(1, 18, 3, 3), NB_F32);
+    nb_deform_conv2d_options o = {0};
+    NB_CK_NOTNULL(nb_deform_conv2d(x, off, w, NULL, NULL, o));
+    NB_CK_FAILS(nb_deform_conv2d(x, nb_zeros(NB_SHAPE(1, 18, 3, 4), NB_F32), w, NULL, NULL, o), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "offset"));
+    NB_CK_FAILS(nb_deform_conv2d(x, nb_zeros(NB_SHAPE(1, 17, 3, 3), NB_F32), w, NULL, NULL, o), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_deform_conv2d(x, off, nb_zeros(NB_SHAPE(2, 3, 3, 3), NB_F32), NULL, NULL, o), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_deform_conv2d(x, off, w, nb_zeros(NB_SHAPE(3), NB_F32), NULL, o), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_deform_conv2d(x, off, w, NULL, nb_zeros(NB_SHAPE(1, 8, 3, 3), NB_F32), o), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "mask"));
+    NB_CK_FAILS(nb_deform_conv2d(x, nb_zeros(NB_SHAPE(1, 18, 1, 1), NB_F32), nb_zeros(NB_SHAPE(2, 4, 6, 6), NB_F32),
+                                 NULL, NULL, o),
+                NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_deform_conv2d(x, off, w, NULL, NULL, (nb_deform_conv2d_options){.padding = {-1, 0}}),
+                NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_deform_conv2d(x, nb_zeros(NB_SHAPE(1, 18, 3, 3), NB_F64), w, NULL, NULL, o), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_deform_conv2d(nb_zeros(NB_SHAPE(4, 5, 5), NB_F32), off, w, NULL, NULL, o), NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_conv(void) {
     Suite *s = suite_create("ops_conv");
     TCase *f = tcase_create("forward");
@@ -642,6 +893,16 @@ Suite *nb_suite_ops_conv(void) {
     tcase_add_test(g, test_conv_same_bits_any_thread_count);
     tcase_set_timeout(g, 120);
     suite_add_tcase(s, g);
+    TCase *t3 = tcase_create("conv3d");
+    tcase_add_test(t3, test_conv3d_vs_naive);
+    tcase_add_test(t3, test_conv_transpose3d_1d_adjoint);
+    tcase_add_test(t3, test_conv3d_gradcheck);
+    tcase_add_test(t3, test_conv3d_errors);
+    tcase_add_test(t3, test_deform_conv2d_values);
+    tcase_add_test(t3, test_deform_conv2d_gradcheck);
+    tcase_add_test(t3, test_deform_conv2d_errors);
+    tcase_set_timeout(t3, 60);
+    suite_add_tcase(s, t3);
     TCase *m = tcase_create("modules");
     tcase_add_test(m, test_conv_modules);
     suite_add_tcase(s, m);

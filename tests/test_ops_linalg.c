@@ -480,11 +480,30 @@ START_TEST(test_nan_input) {
 }
 END_TEST
 
+/* complete QR of a tall matrix: LAPACK's orgqr reads Q's columns past n,
+ * which must not hold garbage from a reused scratch block (NaN there made
+ * LAPACKE reject argument 5; found by tests/torch_diff) */
+START_TEST(test_qr_complete_tall_reused_scratch) {
+    for (int rep = 0; rep < 3; rep++) {
+        nb_scope *s = nb_scope_begin();
+        nb_scope *junk = nb_scope_begin(); /* NaN blocks of the scratch's size, freed for reuse */
+        for (int64_t k = 1; k < 80; k++) ck_assert_ptr_nonnull(nb_full(NB_SHAPE(k), NAN, NB_F64));
+        nb_scope_end(junk);
+        nb_tensor *A = nb_test_tensor(NB_SHAPE(1, 5, 2), NB_F64, (double[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 1});
+        nb_tensor *Q = NULL, *R = NULL;
+        NB_CK_OK(nb_linalg_qr(A, NB_QR_COMPLETE, &Q, &R));
+        check_qr(A, NB_QR_COMPLETE, 5);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
 Suite *nb_suite_ops_linalg(void) {
     Suite *s = suite_create("ops_linalg");
     TCase *tc = tcase_create("ops_linalg");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_solve_inv);
+    tcase_add_test(tc, test_qr_complete_tall_reused_scratch);
     tcase_add_test(tc, test_nan_input);
     tcase_add_test(tc, test_det_slogdet);
     tcase_add_test(tc, test_cholesky);

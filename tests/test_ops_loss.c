@@ -246,10 +246,101 @@ START_TEST(test_losses_float32) {
 }
 END_TEST
 
+typedef struct {
+    nb_tensor *target, *weight;
+    double smoothing;
+    nb_reduction red;
+    bool nll;
+} ce_ext;
+
+static nb_tensor *f_ce_ext(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    const ce_ext *c = ctx;
+    nb_cross_entropy_options o = NB_CROSS_ENTROPY_DEFAULTS;
+    o.weight = c->weight, o.label_smoothing = c->smoothing, o.reduction = c->red;
+    if (c->target) o.ignore_index = 2; /* class indices only */
+    return c->nll ? nb_nll_loss(nb_log_softmax(in[0], 1), c->target, o)
+                  : nb_cross_entropy_ex(in[0], c->target ? c->target : in[1], o);
+}
+
+/* issue 13: class weights, label smoothing, [N, C, d...] and unbatched
+ * inputs, probability targets, nll_loss: values by hand, float64
+ * gradchecks (PyTorch agreement is the differential suite's). */
+START_TEST(test_cross_entropy_extensions) {
+    nb_scope *s = nb_scope_begin();
+    /* by hand: logits [[0, ln 3]] (p = [1/4, 3/4]), target 1, weight [2, 5], smoothing 0.2:
+     * nll = 5 * ln(4/3); smooth = -(2 ln(1/4) + 5 ln(3/4)); mean divides both by w[t] = 5 */
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(1, 2), NB_F64, (double[]){0, log(3.0)});
+    nb_tensor *w = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){2, 5});
+    nb_cross_entropy_options o = NB_CROSS_ENTROPY_DEFAULTS;
+    o.weight = w, o.label_smoothing = 0.2;
+    double nll = log(4.0 / 3.0), smooth = -(2 * log(0.25) + 5 * log(0.75)) / 5;
+    nb_ck_close(nb_cross_entropy_ex(x, nb_test_tensor(NB_SHAPE(1), NB_I64, (double[]){1}), o),
+                (double[]){0.8 * nll + 0.1 * smooth}, 1, 0, 1e-12);
+    /* probabilities [0.5, 0.5] with weights: -(2 * 0.5 ln 1/4 + 5 * 0.5 ln 3/4) */
+    o.label_smoothing = 0;
+    nb_ck_close(nb_cross_entropy_ex(x, nb_test_tensor(NB_SHAPE(1, 2), NB_F64, (double[]){0.5, 0.5}), o),
+                (double[]){-(log(0.25) + 2.5 * log(0.75))}, 1, 0, 1e-12);
+    /* unbatched [C] with a 0-d target; none keeps the 0-d shape */
+    o = NB_CROSS_ENTROPY_DEFAULTS;
+    o.reduction = NB_REDUCTION_NONE;
+    nb_tensor *u = nb_cross_entropy_ex(nb_reshape(x, NB_SHAPE(2)), nb_scalar(1, NB_I64), o);
+    nb_ck_shape(u, 0, NULL);
+    nb_ck_close(u, (double[]){nll}, 1, 0, 1e-12);
+    /* [N, C, d]: the loss per (n, d), the same as the [N d, C] rows */
+    nb_tensor *sp = nb_test_randn_grad(NB_SHAPE(2, 3, 4), 31);
+    nb_tensor *st = nb_test_tensor(NB_SHAPE(2, 4), NB_I64, (double[]){0, 1, 2, 2, 1, 0, 2, 1});
+    nb_tensor *per = nb_cross_entropy_ex(sp, st, o);
+    nb_ck_shape(per, 2, (int64_t[]){2, 4});
+    int src = 1, dst = -1;
+    nb_tensor *rows = nb_cross_entropy_ex(nb_reshape(nb_movedim(sp, &src, &dst, 1), NB_SHAPE(8, 3)),
+                                          nb_reshape(st, NB_SHAPE(8)), o);
+    double a[8], b[8];
+    nb_test_values(per, a, 8), nb_test_values(rows, b, 8);
+    for (int i = 0; i < 8; i++) ck_assert_double_eq_tol(a[i], b[i], 1e-12);
+    /* gradchecks: weights + smoothing + ignore_index 2, spatial, probabilities, nll_loss */
+    nb_tensor *wt = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0.5, 2, 1.5});
+    nb_tensor *t3 = nb_test_tensor(NB_SHAPE(4), NB_I64, (double[]){0, 2, 1, 1});
+    for (int r = 0; r < 3; r++) {
+        ce_ext c = {t3, wt, 0.1, (nb_reduction)r, false};
+        nb_tensor *in = nb_test_randn_grad(NB_SHAPE(4, 3), 32 + (uint64_t)r);
+        nb_ck_gradcheck(f_ce_ext, &in, 1, &c);
+        c.nll = true, c.smoothing = 0;
+        nb_ck_gradcheck(f_ce_ext, &in, 1, &c);
+        ce_ext cs = {st, NULL, 0.2, (nb_reduction)r, false};
+        nb_ck_gradcheck(f_ce_ext, &sp, 1, &cs);
+        ce_ext cp = {NULL, wt, 0.1, (nb_reduction)r, false};
+        nb_tensor *pin[2] = {in, nb_softmax(nb_test_randn_grad(NB_SHAPE(4, 3), 40), 1)};
+        pin[1] = nb_detach(pin[1]);
+        NB_CK_OK(nb_set_requires_grad(pin[1], true));
+        nb_ck_gradcheck(f_ce_ext, pin, 2, &cp);
+    }
+    /* errors */
+    o = NB_CROSS_ENTROPY_DEFAULTS;
+    o.weight = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 1, 1});
+    NB_CK_FAILS(nb_cross_entropy_ex(x, nb_test_tensor(NB_SHAPE(1), NB_I64, (double[]){1}), o), NB_ERR_SHAPE);
+    o.weight = nb_to_dtype(w, NB_F32);
+    NB_CK_FAILS(nb_cross_entropy_ex(x, nb_test_tensor(NB_SHAPE(1), NB_I64, (double[]){1}), o), NB_ERR_DTYPE);
+    o = NB_CROSS_ENTROPY_DEFAULTS;
+    o.label_smoothing = 1.5;
+    NB_CK_FAILS(nb_cross_entropy_ex(x, nb_test_tensor(NB_SHAPE(1), NB_I64, (double[]){1}), o), NB_ERR_INVALID_ARG);
+    o.label_smoothing = 0.1;
+    NB_CK_FAILS(nb_nll_loss(x, nb_test_tensor(NB_SHAPE(1), NB_I64, (double[]){1}), o), NB_ERR_INVALID_ARG);
+    o.label_smoothing = 0;
+    NB_CK_FAILS(nb_nll_loss(x, nb_test_tensor(NB_SHAPE(1), NB_I64, (double[]){2}), o), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nll_loss(x, nb_test_tensor(NB_SHAPE(1, 2), NB_F64, (double[]){0.5, 0.5}), o), NB_ERR_DTYPE);
+    o.ignore_index = 0;
+    NB_CK_FAILS(nb_cross_entropy_ex(x, nb_test_tensor(NB_SHAPE(1, 2), NB_F64, (double[]){0.5, 0.5}), o),
+                NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_loss(void) {
     Suite *s = suite_create("ops_loss");
     TCase *f = tcase_create("forward");
     tcase_add_test(f, test_cross_entropy_forward);
+    tcase_add_test(f, test_cross_entropy_extensions);
     tcase_add_test(f, test_cross_entropy_errors);
     tcase_add_test(f, test_mse_loss);
     tcase_add_test(f, test_losses_float32);

@@ -4,7 +4,10 @@
  * direct reference on random shapes and windows (f64 and f32), gradchecks
  * of every op on several configurations (odd sizes, stride != kernel,
  * padding, dilation, ceil_mode, unbatched and non-contiguous inputs),
- * backward bits independent of the thread count, errors, and the modules. */
+ * backward bits independent of the thread count, errors, and the modules;
+ * max/avg/adaptive_avg_pool3d against a direct 3-d reference (values,
+ * indices and tie order, every divisor rule), gradchecks and errors. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -516,6 +519,166 @@ START_TEST(test_pool_releases_memory) {
 }
 END_TEST
 
+/* ---- 3-d pooling ------------------------------------------------------------------ */
+
+/* PyTorch's pooling_output_shape, one dim */
+static int64_t pool_out(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, bool ceil) {
+    int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
+    int64_t o = num / s + 1;
+    if (ceil && (o - 1) * s >= in + p) o--;
+    return o;
+}
+
+/* A direct 3-d reference (PyTorch's CPU loops): max with the first maximum
+ * (NaN wins) in (d, h, w) order and its flat index; avg with PyTorch's
+ * divisor (the window clipped to in + pad, or to the input, or the
+ * override). One plane [D, H, W] of x into out [Do, Ho, Wo]. */
+static void ref_pool3d(bool avg, const int64_t *in, const nb_pool3d_options *o, const int64_t *out, const double *x,
+                       double *y, int64_t *idx) {
+    for (int64_t a = 0; a < out[0]; a++)
+        for (int64_t b = 0; b < out[1]; b++)
+            for (int64_t c = 0; c < out[2]; c++) {
+                int64_t st[3] = {a * o->stride[0] - o->padding[0], b * o->stride[1] - o->padding[1],
+                                 c * o->stride[2] - o->padding[2]};
+                double best = -INFINITY, sum = 0;
+                int64_t bi = -1, count = 0, clipped = 1;
+                for (int k = 0; k < 3; k++) {
+                    int64_t end = st[k] + (o->kernel[k] - 1) * o->dilation[k] + 1;
+                    clipped *= (end < in[k] + o->padding[k] ? end : in[k] + o->padding[k]) - st[k];
+                }
+                for (int64_t i = 0; i < o->kernel[0]; i++)
+                    for (int64_t j = 0; j < o->kernel[1]; j++)
+                        for (int64_t l = 0; l < o->kernel[2]; l++) {
+                            int64_t z = st[0] + i * o->dilation[0], h = st[1] + j * o->dilation[1];
+                            int64_t w = st[2] + l * o->dilation[2];
+                            if (z < 0 || z >= in[0] || h < 0 || h >= in[1] || w < 0 || w >= in[2]) continue;
+                            int64_t f = (z * in[1] + h) * in[2] + w;
+                            sum += x[f], count++;
+                            if (bi < 0 || x[f] > best || (isnan(x[f]) && !isnan(best))) best = x[f], bi = f;
+                        }
+                int64_t at = (a * out[1] + b) * out[2] + c;
+                if (!avg) y[at] = best, idx[at] = bi;
+                else y[at] = sum / (double)(o->divisor_override ? o->divisor_override
+                                            : o->count_include_pad_false ? count : clipped);
+            }
+}
+
+START_TEST(test_pool3d_vs_reference) {
+    const nb_pool3d_options cfg[] = {
+        {.kernel = {2, 2, 2}},
+        {.kernel = {3, 2, 3}, .stride = {2, 1, 2}, .padding = {1, 1, 1}},
+        {.kernel = {3, 3, 3}, .stride = {2, 2, 2}, .ceil_mode = true},
+        {.kernel = {2, 3, 2}, .stride = {1, 2, 1}, .padding = {1, 1, 0}, .ceil_mode = true,
+         .count_include_pad_false = true},
+        {.kernel = {2, 2, 3}, .divisor_override = 7},
+        {.kernel = {2, 2, 2}, .dilation = {2, 1, 3}, .stride = {1, 1, 1}}, /* max only */
+    };
+    const int64_t in[3] = {5, 6, 7}, N = 2, C = 3;
+    for (size_t t = 0; t < sizeof cfg / sizeof cfg[0]; t++)
+        for (int avg = 0; avg < 2; avg++) {
+            nb_pool3d_options o = cfg[t];
+            if (avg && o.dilation[0]) continue;
+            for (int k = 0; k < 3; k++) {
+                if (!o.stride[k]) o.stride[k] = o.kernel[k];
+                if (!o.dilation[k]) o.dilation[k] = 1;
+            }
+            int64_t out[3];
+            for (int k = 0; k < 3; k++) out[k] = pool_out(in[k], o.kernel[k], o.padding[k], o.stride[k], o.dilation[k], o.ceil_mode);
+            nb_scope *s = nb_scope_begin();
+            nb_generator g = nb_generator_new(50 + t);
+            nb_tensor *x = nb_round(nb_mul_scalar(nb_randn(NB_SHAPE(N, C, in[0], in[1], in[2]), NB_F64, &g), 2)); /* ties */
+            double *xv = nb_test_values_of(x);
+            int64_t plane = in[0] * in[1] * in[2], oplane = out[0] * out[1] * out[2];
+            double *want = malloc(sizeof(double) * (size_t)(N * C * oplane));
+            int64_t *wi = malloc(sizeof(int64_t) * (size_t)(N * C * oplane));
+            for (int64_t p = 0; p < N * C; p++)
+                ref_pool3d(avg, in, &o, out, xv + p * plane, want + p * oplane, wi + p * oplane);
+            nb_tensor *idx = NULL;
+            nb_tensor *y = avg ? nb_avg_pool3d(x, cfg[t]) : nb_max_pool3d(x, cfg[t], &idx);
+            NB_CK_NOTNULL(y);
+            nb_ck_shape(y, 5, (int64_t[]){N, C, out[0], out[1], out[2]});
+            nb_ck_close(y, want, N * C * oplane, 1e-12, 1e-12);
+            if (!avg) {
+                double *iv = nb_test_values_of(idx);
+                for (int64_t i = 0; i < N * C * oplane; i++)
+                    ck_assert_msg(iv[i] == (double)wi[i], "config %zu: index %lld: %g, want %lld", t, (long long)i,
+                                  iv[i], (long long)wi[i]);
+                free(iv);
+            }
+            free(xv), free(want), free(wi);
+            nb_scope_end(s);
+        }
+    /* adaptive: each output cell averages [floor(i*in/out), ceil((i+1)*in/out)) per dim */
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(60);
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 5, 4, 7), NB_F64, &g); /* unbatched [C, D, H, W] */
+    const int64_t ain[3] = {5, 4, 7}, aout[3] = {3, 4, 2};
+    double *xv = nb_test_values_of(x), want[2 * 3 * 4 * 2];
+    for (int64_t c = 0; c < 2; c++)
+        for (int64_t a = 0; a < aout[0]; a++)
+            for (int64_t b = 0; b < aout[1]; b++)
+                for (int64_t e = 0; e < aout[2]; e++) {
+                    int64_t lo[3], hi[3], ij[3] = {a, b, e};
+                    for (int k = 0; k < 3; k++)
+                        lo[k] = ij[k] * ain[k] / aout[k], hi[k] = ((ij[k] + 1) * ain[k] + aout[k] - 1) / aout[k];
+                    double sum = 0;
+                    for (int64_t z = lo[0]; z < hi[0]; z++)
+                        for (int64_t h = lo[1]; h < hi[1]; h++)
+                            for (int64_t w = lo[2]; w < hi[2]; w++) sum += xv[((c * 5 + z) * 4 + h) * 7 + w];
+                    want[((c * 3 + a) * 4 + b) * 2 + e] = sum / (double)((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));
+                }
+    nb_tensor *y = nb_adaptive_avg_pool3d(x, 3, 4, 2);
+    nb_ck_shape(y, 4, (int64_t[]){2, 3, 4, 2});
+    nb_ck_close(y, want, 48, 1e-12, 1e-12);
+    free(xv);
+    nb_scope_end(s);
+}
+END_TEST
+
+static nb_tensor *f_pool3(nb_tensor *const *in, int n, void *ctx) {
+    (void)n;
+    int kind = *(const int *)ctx;
+    nb_pool3d_options o = {.kernel = {2, 3, 2}, .stride = {1, 2, 2}, .padding = {1, 1, 0}, .ceil_mode = true,
+                           .count_include_pad_false = kind == 1};
+    if (kind == 0) return nb_max_pool3d(in[0], o, NULL);
+    if (kind == 1) return nb_avg_pool3d(in[0], o);
+    return nb_adaptive_avg_pool3d(in[0], 2, 3, 2);
+}
+
+START_TEST(test_pool3d_gradcheck) {
+    for (int kind = 0; kind < 3; kind++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *x = nb_test_randn_grad(5, (int64_t[]){2, 2, 4, 5, 3}, 70 + kind);
+        nb_ck_gradcheck(f_pool3, &x, 1, &kind);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
+START_TEST(test_pool3d_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_zeros(NB_SHAPE(1, 2, 3, 3, 3), NB_F32);
+    NB_CK_FAILS(nb_max_pool3d(nb_zeros(NB_SHAPE(3, 3, 3), NB_F32), (nb_pool3d_options){.kernel = {2, 2, 2}}, NULL),
+                NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "max_pool3d"));
+    NB_CK_FAILS(nb_max_pool3d(x, (nb_pool3d_options){.kernel = {2, 0, 2}}, NULL), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_avg_pool3d(x, (nb_pool3d_options){.kernel = {2, 2, 2}, .padding = {2, 0, 0}}), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "half"));
+    NB_CK_FAILS(nb_avg_pool3d(x, (nb_pool3d_options){.kernel = {2, 2, 2}, .dilation = {2, 1, 1}}), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_avg_pool3d(x, (nb_pool3d_options){.kernel = {4, 2, 2}}), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_avg_pool3d(x, (nb_pool3d_options){.kernel = {2, 2, 2}, .divisor_override = -1}), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_adaptive_avg_pool3d(x, 0, 1, 1), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_adaptive_avg_pool3d(nb_zeros(NB_SHAPE(2, 3), NB_F32), 1, 1, 1), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_max_pool3d(nb_zeros(NB_SHAPE(1, 2, 3, 3, 3), NB_I64), (nb_pool3d_options){.kernel = {2, 2, 2}}, NULL),
+                NB_ERR_DTYPE);
+    nb_tensor *idx = NULL;
+    nb_ck_shape(nb_max_pool3d(nb_zeros(NB_SHAPE(2, 4, 4, 4), NB_F32), (nb_pool3d_options){.kernel = {2, 2, 2}}, &idx), 4,
+                (int64_t[]){2, 2, 2, 2}); /* unbatched, with indices */
+    nb_ck_shape(idx, 4, (int64_t[]){2, 2, 2, 2});
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_pool(void) {
     Suite *s = suite_create("ops_pool");
     TCase *f = tcase_create("forward");
@@ -527,12 +690,15 @@ Suite *nb_suite_ops_pool(void) {
     tcase_add_test(f, test_pool_errors);
     tcase_add_test(f, test_pool_modules);
     tcase_add_test(f, test_pool_releases_memory);
+    tcase_add_test(f, test_pool3d_vs_reference);
+    tcase_add_test(f, test_pool3d_errors);
     tcase_set_timeout(f, 60);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_max_pool_gradcheck);
     tcase_add_test(g, test_avg_pool_gradcheck);
     tcase_add_test(g, test_backward_thread_independent);
+    tcase_add_test(g, test_pool3d_gradcheck);
     tcase_set_timeout(g, 120);
     suite_add_tcase(s, g);
     return s;

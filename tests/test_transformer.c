@@ -571,10 +571,58 @@ START_TEST(test_constructor_errors) {
 }
 END_TEST
 
+/* issue 13: is_causal on the encoder and its layers: position i never sees
+ * j > i (changing the last position leaves the others' outputs alone), and
+ * it equals passing the causal mask explicitly. */
+START_TEST(test_encoder_is_causal) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(5);
+    nb_encoder_layer_options o = NB_ENCODER_LAYER_OPTIONS(8, 2);
+    o.dim_feedforward = 16, o.dropout = 0, o.dtype = NB_F64;
+    nb_module *enc = nb_nn_transformer_encoder(o, 2, NULL), *layer = nb_nn_transformer_encoder_layer(o);
+    NB_CK_NOTNULL(enc), NB_CK_NOTNULL(layer);
+    nb_generator g = nb_generator_new(6);
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 5, 8), NB_F64, &g);
+    nb_tensor *x2 = nb_contiguous(nb_mul_scalar(x, 1));
+    nb_tensor *last = nb_narrow(x2, 1, 4, 1);
+    NB_CK_OK(nb_fill_(last, 3.0));
+    nb_tensor *mask = nb_triu(nb_ones(NB_SHAPE(5, 5), NB_BOOL), 1);
+    nb_encoder_forward_options causal = {.is_causal = true};
+    for (int which = 0; which < 2; which++) {
+        nb_tensor *y1, *y2, *ym;
+        if (which) {
+            y1 = nb_nn_transformer_encoder_forward_ex(enc, x, causal);
+            y2 = nb_nn_transformer_encoder_forward_ex(enc, x2, causal);
+            ym = nb_nn_transformer_encoder_forward(enc, x, mask, NULL);
+        } else {
+            y1 = nb_nn_transformer_encoder_layer_forward_ex(layer, x, causal);
+            y2 = nb_nn_transformer_encoder_layer_forward_ex(layer, x2, causal);
+            ym = nb_nn_transformer_encoder_layer_forward(layer, x, mask, NULL);
+        }
+        NB_CK_NOTNULL(y1), NB_CK_NOTNULL(y2), NB_CK_NOTNULL(ym);
+        double a[80], b[80], m[80];
+        nb_test_values(y1, a, 80), nb_test_values(y2, b, 80), nb_test_values(ym, m, 80);
+        for (int i = 0; i < 80; i++) {
+            int pos = (i / 8) % 5;
+            if (pos < 4) ck_assert_msg(a[i] == b[i], "position %d saw a later position", pos);
+            ck_assert_double_eq_tol(a[i], m[i], 1e-12);
+        }
+        ck_assert(a[79] != b[79]); /* the last position did change */
+    }
+    /* without is_causal the first position sees the last */
+    nb_tensor *n1 = nb_nn_transformer_encoder_layer_forward(layer, x, NULL, NULL);
+    nb_tensor *n2 = nb_nn_transformer_encoder_layer_forward(layer, x2, NULL, NULL);
+    ck_assert(nb_item(nb_sum(nb_ne(nb_narrow(n1, 1, 0, 1), nb_narrow(n2, 1, 0, 1)), NULL, 0, false)) > 0);
+    nb_module_free(enc), nb_module_free(layer);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_transformer(void) {
     Suite *s = suite_create("transformer");
     TCase *m = tcase_create("modules");
     tcase_add_test(m, test_encoder_names);
+    tcase_add_test(m, test_encoder_is_causal);
     tcase_add_test(m, test_init);
     tcase_add_test(m, test_bert_names_tied);
     tcase_add_test(m, test_constructor_errors);

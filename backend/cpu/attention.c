@@ -494,8 +494,9 @@ static void fill_empty_keys(const att_job *j) {
 
 nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                            const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
-                           double dropout_p, uint64_t seed, uint64_t offset) {
+                           double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
     att_job j;
+    if (offset_base) offset += *offset_base; /* host memory here: the CPU captures no graphs */
     nb_status st = setup("attention", &j, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);
     if (st) return st;
     if (j.S == 0) {
@@ -508,8 +509,10 @@ nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *
 nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
                                     const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v,
                                     const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal,
-                                    double scale, double dropout_p, uint64_t seed, uint64_t offset) {
+                                    double scale, double dropout_p, uint64_t seed, uint64_t offset,
+                                    const uint64_t *offset_base) {
     const char *op = "attention_backward";
+    if (offset_base) offset += *offset_base;
     att_job j;
     nb_status st = setup(op, &j, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);
     if (st) return st;

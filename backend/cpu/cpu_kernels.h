@@ -61,7 +61,7 @@ nb_status nb_cpu_cross_entropy_backward(nb_backend *be, const nb_kview *glogits,
 
 /* random.c */
 nb_status nb_cpu_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b,
-                        uint64_t seed, uint64_t offset);
+                        uint64_t seed, uint64_t offset, const uint64_t *offset_base);
 
 /* optim.c */
 nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
@@ -97,8 +97,8 @@ nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb
 nb_status nb_cpu_where(nb_backend *be, const nb_kview *out, const nb_kview *cond, const nb_kview *a, const nb_kview *b);
 nb_status nb_cpu_layer_norm(nb_backend *be, const nb_kview *out, const nb_kview *mean, const nb_kview *rstd, const nb_kview *x, const nb_kview *w, const nb_kview *b, double eps);
 nb_status nb_cpu_layer_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gb, const nb_kview *gy, const nb_kview *x, const nb_kview *w, const nb_kview *mean, const nb_kview *rstd);
-nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset);
-nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv, const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset);
+nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base);
+nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv, const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base);
 
 /* op coverage: binary.c (logic). The binary slot's new ops, by dtype:
  *   remainder, fmod, div_trunc, div_floor: f32/f64/i32/i64/u8 (integer
@@ -132,6 +132,17 @@ nb_status nb_cpu_linalg_qr(nb_backend *be, const nb_kview *q, const nb_kview *r,
 nb_status nb_cpu_linalg_eigh(nb_backend *be, const nb_kview *w, const nb_kview *v, const nb_kview *a, bool upper);
 nb_status nb_cpu_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *s, const nb_kview *vh, const nb_kview *a);
 nb_status nb_cpu_linalg_lstsq(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
+/* half.c: bfloat16/float16 arithmetic through float32 copies (the slots
+ * below route 16-bit operands here) */
+bool nb_cpu_is16(nb_dtype dt);
+nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha);
+nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
+                                  const nb_kview *x, const nb_kview *y, double alpha);
+nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a, const nb_kview *b);
+nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
+                          double beta);
+nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale);
+
 /* decoders: rms_norm.c, rope.c (float32/float64) */
 nb_status nb_cpu_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,
                           const nb_kview *w, double eps);

@@ -204,6 +204,10 @@ static lapack_int qr_one(const nb_cpu_lapack *L, nb_dtype dt, char *buf, char *t
     if (info) return info;
     for (int64_t i = 0; i < kq; i++) /* R: the upper triangle of the first rows */
         for (int64_t j = 0; j < n; j++) set(r, dt, i * n + j, i <= j ? get(buf, dt, i * ld + j) : 0.0);
+    /* complete mode of a tall matrix: orgqr reads columns n..kq-1 too (LAPACKE
+     * checks them for NaN), which the copy of a never wrote */
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = n; j < kq; j++) set(buf, dt, i * ld + j, 0.0);
     info = dt == NB_F32 ? L->sorgqr(ROW, M, KQ, K, (float *)buf, LD, (const float *)tau)
                         : L->dorgqr(ROW, M, KQ, K, (double *)buf, LD, (const double *)tau);
     int64_t es = (int64_t)nb_dtype_size(dt);

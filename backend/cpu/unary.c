@@ -23,6 +23,10 @@ static bool dtype_ok(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT; }
 
 /* ---- unary: out = EXPR(x; a) ---------------------------------------------- */
 
+/* x ** a; a = 0.5 and -0.5 run as sqrt and 1 / sqrt, as PyTorch's
+ * pow_tensor_scalar does (so (-inf) ** 0.5 is NaN and (-0) ** -0.5 is -inf,
+ * where C's pow gives inf and inf). */
+#define POWS(x, a) ((a) == 0.5 ? sqrt(x) : (a) == -0.5 ? 1 / sqrt(x) : pow(x, a))
 /* relu keeps NaN (as torch.relu) and maps -0 to 0. */
 #define RELU(x) ((x) > 0 || (x) != (x) ? (x) : 0)
 /* 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below: exp never overflows. */
@@ -95,7 +99,7 @@ static inline double gelu_tanh_grad_f64(double x) {
     UN_LOOP(tanh_##S, T, tanh(x))                                                               \
     UN_LOOP(adds_##S, T, x + a)                                                                 \
     UN_LOOP(muls_##S, T, x *a)                                                                  \
-    UN_LOOP(pows_##S, T, pow(x, a))                                                             \
+    UN_LOOP(pows_##S, T, POWS(x, a))                                                            \
     UN_LOOP(square_##S, T, x *x)
 #define INT_UNS(T, UT, S)                                                                       \
     UN_LOOP(neg_##S, T, -(UT)x)                                                                 \
@@ -127,7 +131,8 @@ static const char *un_name(nb_unary_op op) { return op < NB_UNARY_ABS ? un_names
 
 nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
                        double alpha) {
-    (void)be;
+    if (nb_cpu_is16(x->dtype) && out->dtype == x->dtype && (unsigned)op < NB_UNARY_OP_COUNT)
+        return nb_cpu_unary16(be, op, out, x, alpha);
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
     if ((unsigned)op >= NB_UNARY_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "unary: bad op %d", (int)op);
     const char *name = un_name(op);
@@ -156,12 +161,12 @@ nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, cons
     UB_LOOP(exp_bw_##S, T, g *v)                                                                \
     UB_LOOP(log_bw_##S, T, g / v)                                                               \
     UB_LOOP(sqrt_bw_##S, T, g / (2 * v))                                                        \
-    UB_LOOP(relu_bw_##S, T, v > 0 ? g : 0)                                                      \
+    UB_LOOP(relu_bw_##S, T, v <= 0 ? 0 : g) /* NaN passes g, as PyTorch's threshold_backward */ \
     UB_LOOP(sigmoid_bw_##S, T, g *(1 - v) * v)                                                  \
     UB_LOOP(tanh_bw_##S, T, g *(1 - v * v))                                                     \
     UB_LOOP(adds_bw_##S, T, g)                                                                  \
     UB_LOOP(muls_bw_##S, T, g *a)                                                               \
-    UB_LOOP(pows_bw_##S, T, a == 0 ? 0 : g * (a * pow(v, a - 1)))
+    UB_LOOP(pows_bw_##S, T, a == 0 ? 0 : g * (a * POWS(v, a - 1)))
 FLOAT_UBS(float, f32)
 FLOAT_UBS(double, f64)
 UB_LOOP(gelu_bw_f64, double, g *gelu_grad_f64(v))
@@ -195,7 +200,9 @@ static const nb_kview *ub_operand(int uses, const nb_kview *gy, const nb_kview *
 nb_status nb_cpu_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx,
                                 const nb_kview *gy, const nb_kview *x, const nb_kview *y,
                                 double alpha) {
-    (void)be;
+    if (nb_cpu_is16(gx->dtype) && gy->dtype == gx->dtype && (!x || x->dtype == gx->dtype) &&
+        (!y || y->dtype == gx->dtype) && (unsigned)op < NB_UNARY_OP_COUNT)
+        return nb_cpu_unary_backward16(be, op, gx, gy, x, y, alpha);
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
     if ((unsigned)op >= NB_UNARY_OP_COUNT)
         return nb_set_error(NB_ERR_INVALID_ARG, "unary_backward: bad op %d", (int)op);

@@ -115,10 +115,10 @@ V4_LOOP(silu_bw_f32, vsilu_grad, 1)
 V4_LOOP(mish_f32, vmish, 0)
 V4_LOOP(mish_bw_f32, vmish_grad, 1)
 V4_LOOP_EXPR(elu_f32, 0, vsel(x <= 0.0f, vexpm1(x) * a, x))
-V4_LOOP_EXPR(elu_bw_f32, 1, vsel(x <= 0.0f, vexp(x) * a, vbcast(1)))
+V4_LOOP_EXPR(elu_bw_f32, 1, vsel(x > 0.0f, vbcast(1), vexp(x) * a)) /* NaN gives NaN, as PyTorch */
 #define SELU_NEG_F ((float)SELU_ALPHA * (float)SELU_SCALE)
 V4_LOOP_EXPR(selu_f32, 0, vsel(x <= 0.0f, vexpm1(x) * SELU_NEG_F, x * (float)SELU_SCALE))
-V4_LOOP_EXPR(selu_bw_f32, 1, vsel(x <= 0.0f, vexp(x) * SELU_NEG_F, vbcast((float)SELU_SCALE)))
+V4_LOOP_EXPR(selu_bw_f32, 1, vsel(x > 0.0f, vbcast((float)SELU_SCALE), vexp(x) * SELU_NEG_F))
 /* softplus = max(x, 0) + log1p(e^-|x|) (the same value as log1p(e^x), no overflow) */
 V4_LOOP_EXPR(softplus_f32, 0, vsel(x > a, x, vmax0(x) + vlog1p01(vexp(-vabs(x)))))
 V4_LOOP_EXPR(softplus_bw_f32, 1, vsel(x > a, vbcast(1), 1.0f / (vexp(-x) + 1.0f)))
@@ -139,9 +139,12 @@ static inline v4f vr63(v4f x) {
 V4_LOOP_EXPR(hardsigmoid_f32, 0, vr63(x) / 6.0f)
 V4_LOOP_EXPR(hardswish_f32, 0, x * vr63(x) / 6.0f)
 V4_LOOP_OUT(hardsigmoid_bw_f32, 1, vsel((x > -3.0f) & (x < 3.0f), g * (float)(1.0 / 6), vbcast(0)))
-V4_LOOP_OUT(hardswish_bw_f32, 1, vsel(x < -3.0f, vbcast(0), vsel(x <= 3.0f, g * (x / 3.0f + 0.5f), g)))
-V4_LOOP_OUT(hardtanh_min_bw_f32, 1, vsel(x <= a, vbcast(0), g))
-V4_LOOP_OUT(hardtanh_max_bw_f32, 1, vsel(x >= a, vbcast(0), g))
+/* at x = 3 the gradient is 1.5 g, aten's hardswish_backward formula (PyTorch 1.13's vectorized
+ * kernel says g there); NaN gives NaN */
+V4_LOOP_OUT(hardswish_bw_f32, 1, vsel(x < -3.0f, vbcast(0), vsel(x > 3.0f, g, g * (x / 3.0f + 0.5f))))
+/* NaN gives 0, as PyTorch's hardtanh_backward (g where min < x < max) */
+V4_LOOP_OUT(hardtanh_min_bw_f32, 1, vsel(x > a, g, vbcast(0)))
+V4_LOOP_OUT(hardtanh_max_bw_f32, 1, vsel(x < a, g, vbcast(0)))
 
 /* ---- forward ------------------------------------------------------------- */
 
@@ -232,15 +235,15 @@ UN_LOOP(ident_u8, uint8_t, x)
     UB_LOOP(erfc_bw_##S, T, (T)-M_2_SQRTPI * exp(-(v * v)) * g)
 FLOAT_MATH_BW(float, f32)
 FLOAT_MATH_BW(double, f64)
-UB_LOOP(elu_bw_f64, double, v <= 0 ? g * a * exp(v) : g)
-UB_LOOP(selu_bw_f64, double, v <= 0 ? g * (SELU_ALPHA * SELU_SCALE) * exp(v) : g * SELU_SCALE)
+UB_LOOP(elu_bw_f64, double, v > 0 ? g : g * a * exp(v))
+UB_LOOP(selu_bw_f64, double, v > 0 ? g * SELU_SCALE : g * (SELU_ALPHA * SELU_SCALE) * exp(v))
 UB_LOOP(softplus_bw_f64, double, g * softplus_grad_f64(v, a))
 UB_LOOP(logsigmoid_bw_f64, double, g * logsigmoid_grad_f64(v))
 UB_LOOP(leaky_relu_bw_f64, double, v > 0 ? g : g * a)
-UB_LOOP(hardtanh_min_bw_f64, double, v <= a ? 0 : g)
-UB_LOOP(hardtanh_max_bw_f64, double, v >= a ? 0 : g)
+UB_LOOP(hardtanh_min_bw_f64, double, v > a ? g : 0)
+UB_LOOP(hardtanh_max_bw_f64, double, v < a ? g : 0)
 UB_LOOP(hardsigmoid_bw_f64, double, v > -3 && v < 3 ? g * (1.0 / 6) : 0)
-UB_LOOP(hardswish_bw_f64, double, v < -3 ? 0 : v <= 3 ? g * (v / 3 + 0.5) : g)
+UB_LOOP(hardswish_bw_f64, double, v < -3 ? 0 : v > 3 ? g : g * (v / 3 + 0.5))
 UB_LOOP(silu_bw_f64, double, g * silu_grad_f64(v))
 UB_LOOP(mish_bw_f64, double, g * mish_grad_f64(v))
 

@@ -43,6 +43,7 @@ struct Att {
     double scale;
     bool causal, dropout;
     uint64_t seed, offset, thresh;
+    const uint64_t *offset_base; // graph capture: added to offset on the device
     double keep_scale;
     MaskInfo mask;
 };
@@ -69,7 +70,8 @@ template <typename T> __device__ inline T masked(const Att &a, int64_t mb, int64
 
 // 0 for a dropped weight, 1/(1-p) for a kept one.
 __device__ inline double keep(const Att &a, int64_t b, int64_t i, int64_t j) {
-    uint64_t bits = nb_philox_bits(a.seed, a.offset, (uint64_t)((b * a.L + i) * a.S + j));
+    const uint64_t off = a.offset + (a.offset_base ? *a.offset_base : 0);
+    uint64_t bits = nb_philox_bits(a.seed, off, (uint64_t)((b * a.L + i) * a.S + j));
     return (bits >> 11) >= a.thresh ? a.keep_scale : 0.0;
 }
 
@@ -296,7 +298,7 @@ template <typename T> __global__ void k_fill_empty(T *out, T *lse, int64_t no, i
 
 static nb_status setup(const char *op, Att *a, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                        const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
-                       double dropout_p, uint64_t seed, uint64_t offset) {
+                       double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
     nb_dtype dt = q->dtype;
     if (dt != NB_F32 && dt != NB_F64)
         return nb_set_error(NB_ERR_DTYPE, "%s: %s is not supported on cuda", op, nb_dtype_name(dt));
@@ -314,7 +316,7 @@ static nb_status setup(const char *op, Att *a, const nb_kview *out, const nb_kvi
     if (!(dropout_p >= 0 && dropout_p < 1))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: dropout_p %g outside [0, 1)", op, dropout_p);
     a->scale = scale, a->causal = is_causal, a->dropout = dropout_p > 0;
-    a->seed = seed, a->offset = offset;
+    a->seed = seed, a->offset = offset, a->offset_base = offset_base;
     a->thresh = (uint64_t)ceil(dropout_p * 0x1.0p53);
     a->keep_scale = 1 / (1 - dropout_p);
     a->mask = MaskInfo{};
@@ -354,10 +356,11 @@ using namespace nbc;
 
 extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                                        const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal,
-                                       double scale, double dropout_p, uint64_t seed, uint64_t offset) {
+                                       double scale, double dropout_p, uint64_t seed, uint64_t offset,
+                                       const uint64_t *offset_base) {
     const char *op = "attention";
     Att a;
-    nb_status st = setup(op, &a, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);
+    nb_status st = setup(op, &a, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset, offset_base);
     if (st) return st;
     if (a.B * a.L == 0) return NB_OK;
     cudaStream_t s = stream_of(be);
@@ -394,10 +397,11 @@ extern "C" nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *
                                                 const nb_kview *gv, const nb_kview *gout, const nb_kview *q,
                                                 const nb_kview *k, const nb_kview *v, const nb_kview *out,
                                                 const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale,
-                                                double dropout_p, uint64_t seed, uint64_t offset) {
+                                                double dropout_p, uint64_t seed, uint64_t offset,
+                                                const uint64_t *offset_base) {
     const char *op = "attention_backward";
     Att a;
-    nb_status st = setup(op, &a, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);
+    nb_status st = setup(op, &a, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset, offset_base);
     if (st) return st;
     const nb_kview *gs[4] = {gout, gq, gk, gv};
     const nb_kview *like[4] = {out, q, k, v};

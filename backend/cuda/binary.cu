@@ -205,7 +205,7 @@ static bool is_int_division(nb_binary_op op, nb_dtype dt) {
 
 // The CPU's (op, dtype) table (bin_loops in backend/cpu/binary.c).
 static bool bin_supported(nb_binary_op op, nb_dtype dt) {
-    bool fl = dt == NB_F32 || dt == NB_F64, in = dt == NB_I32 || dt == NB_I64 || dt == NB_U8, b = dt == NB_BOOL;
+    bool fl = dt == NB_F32 || dt == NB_F64 || dt == NB_BF16 || dt == NB_F16, in = dt == NB_I32 || dt == NB_I64 || dt == NB_U8, b = dt == NB_BOOL;
     switch (op) {
     case NB_BINARY_ADD:
     case NB_BINARY_MUL:
@@ -246,6 +246,20 @@ template <typename T> static nb_status bin_run(nb_backend *be, nb_binary_op op, 
     return ew_launch(be, name, BinF<T, false, -1>{op, err, tag}, out, a, b);
 }
 
+// bfloat16/float16: the float32 functors through Half16.
+template <typename H> static nb_status bin_run16(nb_backend *be, nb_binary_op op, const nb_kview *out,
+                                                const nb_kview *a, const nb_kview *b) {
+    const char *name = bin_names[op];
+    if (is_compare(op)) return ew_launch(be, name, Half16<BinF<float, true, -1>, H>{{op, nullptr, 0}}, out, a, b);
+    switch (op) {
+    case NB_BINARY_ADD:
+        return ew_launch(be, name, Half16<BinF<float, false, NB_BINARY_ADD>, H>{{op, nullptr, 0}}, out, a, b);
+    case NB_BINARY_MUL:
+        return ew_launch(be, name, Half16<BinF<float, false, NB_BINARY_MUL>, H>{{op, nullptr, 0}}, out, a, b);
+    default: return ew_launch(be, name, Half16<BinF<float, false, -1>, H>{{op, nullptr, 0}}, out, a, b);
+    }
+}
+
 } // namespace nbc
 
 using namespace nbc;
@@ -267,6 +281,8 @@ extern "C" nb_status nb_cuda_binary(nb_backend *be, nb_binary_op op, const nb_kv
     if (!bin_supported(op, a->dtype))
         return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on cuda", name, nb_dtype_name(a->dtype));
     switch (a->dtype) {
+    case NB_BF16: return bin_run16<__nv_bfloat16>(be, op, out, a, b);
+    case NB_F16: return bin_run16<__half>(be, op, out, a, b);
     case NB_F32: return bin_run<float>(be, op, out, a, b);
     case NB_F64: return bin_run<double>(be, op, out, a, b);
     case NB_I32: return bin_run<int32_t>(be, op, out, a, b);

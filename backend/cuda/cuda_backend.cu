@@ -153,9 +153,23 @@ static void stream_destroy(nb_backend *be, void *s) {
     (void)be, (void)s; // streams live for the process, with their words
 }
 
+// A host wait on a stream being captured into a graph would fail deep in
+// CUDA (and invalidate the capture): name it instead.
+static bool capturing(cudaStream_t s) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) (void)cudaGetLastError();
+    return cs != cudaStreamCaptureStatusNone;
+}
+static nb_status no_sync_in_capture(const char *what) {
+    return nb_set_error(NB_ERR_STATE, "%s: the host cannot wait for a stream while a CUDA graph is being captured "
+                                      "(nb_item, nb_to_host and synchronize are not allowed in a captured step)",
+                        what);
+}
+
 static nb_status stream_synchronize(nb_backend *be, void *s) {
     Ctx *c = ctx_of(be);
     cudaSetDevice(c->dev);
+    if (capturing((cudaStream_t)s)) return no_sync_in_capture("stream_synchronize");
     n_syncs[c->dev].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("stream_synchronize", cudaStreamSynchronize((cudaStream_t)s));
     for (int i = 0; i < c->n_streams; i++)
@@ -166,6 +180,8 @@ static nb_status stream_synchronize(nb_backend *be, void *s) {
 static nb_status synchronize(nb_backend *be) {
     Ctx *c = ctx_of(be);
     cudaSetDevice(c->dev);
+    for (int i = 0; i < c->n_streams; i++)
+        if (capturing(c->streams[i].s)) return no_sync_in_capture("synchronize");
     n_syncs[c->dev].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("synchronize", cudaDeviceSynchronize());
     nb_status st = NB_OK;
@@ -266,6 +282,37 @@ static nb_status memcpy_peer(nb_backend *be, void *dst, nb_backend *src_be, cons
 
 static const char *info(nb_backend *be) { return ctx_of(be)->info; }
 
+// ---- CUDA graphs (core/graph.c) ------------------------------------------------------
+// Relaxed capture: the caching allocator may call cudaMalloc during a
+// capture (a new segment of the graph's pool), which the global and
+// thread-local modes forbid.
+static nb_status graph_capture_begin(nb_backend *be, void *s) {
+    cudaSetDevice(device_of(be));
+    NBC_TRY("graph_capture_begin", cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeRelaxed));
+    return NB_OK;
+}
+static nb_status graph_capture_end(nb_backend *be, void *s, void **exec) {
+    cudaSetDevice(device_of(be));
+    cudaGraph_t g = nullptr;
+    NBC_TRY("graph_capture_end", cudaStreamEndCapture((cudaStream_t)s, &g));
+    cudaGraphExec_t x = nullptr;
+    cudaError_t e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) return cuda_fail("graph_capture_end", "cudaGraphInstantiate", e);
+    *exec = x;
+    return NB_OK;
+}
+static nb_status graph_launch(nb_backend *be, void *exec, void *s) {
+    cudaSetDevice(device_of(be));
+    count_launch();
+    NBC_TRY("graph_replay", cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)s));
+    return NB_OK;
+}
+static void graph_destroy(nb_backend *be, void *exec) {
+    (void)be;
+    cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}
+
 // The profiler's marks: timed events recorded on the current stream.
 static void *timer_mark(nb_backend *be) {
     cudaEvent_t e;
@@ -322,6 +369,10 @@ static void fill_iface(void) {
     i->supports = supports;
     i->info = info;
     i->counters = counters;
+    i->graph_capture_begin = graph_capture_begin;
+    i->graph_capture_end = graph_capture_end;
+    i->graph_launch = graph_launch;
+    i->graph_destroy = graph_destroy;
     i->timer_mark = timer_mark;
     i->timer_elapsed_ms = timer_elapsed_ms;
     i->timer_free = timer_free;

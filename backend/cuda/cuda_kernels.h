@@ -16,11 +16,12 @@ nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, c
 // attention.cu
 nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                             const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
-                            double dropout_p, uint64_t seed, uint64_t offset);
+                            double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base);
 nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
                                      const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v,
                                      const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal,
-                                     double scale, double dropout_p, uint64_t seed, uint64_t offset);
+                                     double scale, double dropout_p, uint64_t seed, uint64_t offset,
+                                     const uint64_t *offset_base);
 // linalg.cu
 nb_status nb_cuda_linalg_solve(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
 nb_status nb_cuda_linalg_det(nb_backend *be, const nb_kview *det, const nb_kview *sign, const nb_kview *logabsdet,
@@ -81,7 +82,7 @@ nb_status nb_cuda_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, c
                          const nb_kview *b);
 // random.cu
 nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b, uint64_t seed,
-                         uint64_t offset);
+                         uint64_t offset, const uint64_t *offset_base);
 // optim.cu
 nb_status nb_cuda_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad, const nb_kview *exp_avg,
                             const nb_kview *exp_avg_sq, const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h);
@@ -99,6 +100,8 @@ nb_status nb_cuda_rms_norm_backward(nb_backend *be, const nb_kview *gx, const nb
                                     const nb_kview *x, const nb_kview *w, const nb_kview *rstd);
 nb_status nb_cuda_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
                        const nb_kview *sin, bool inverse);
+// half.cu: 16-bit operands through float32 for slots without 16-bit kernels
+nb_status nb_cuda_reduce_any(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale);
 // foreach.cu
 nb_status nb_cuda_norm_multi(nb_backend *be, int n, const nb_kview *xs, double p, const nb_kview *out);
 nb_status nb_cuda_mul_multi(nb_backend *be, int n, const nb_kview *xs, const nb_kview *s);
@@ -196,7 +199,7 @@ nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kview *glogits
 // reduce.cu, scan.cu, sort.cu, gather.cu, index.cu, softmax.cu, loss.cu
 #define NB_CUDA_SET_REDUCE_SLOTS(i)                                 \
     do {                                                            \
-        (i)->reduce = nb_cuda_reduce;                               \
+        (i)->reduce = nb_cuda_reduce_any;                               \
         (i)->argmax = nb_cuda_argmax;                               \
         (i)->argmin = nb_cuda_argmin;                               \
         (i)->scan = nb_cuda_scan;                                   \

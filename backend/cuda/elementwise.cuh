@@ -19,6 +19,8 @@
 
 #include <math.h>
 
+#include <type_traits>
+
 #include "cuda_common.cuh"
 
 namespace nbc {
@@ -30,6 +32,23 @@ template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
 
 // Vector width of an input type: 16 bytes.
 template <typename T> constexpr int vec_width() { return sizeof(T) >= 16 ? 1 : (int)(16 / sizeof(T)); }
+
+// A float32 functor F over 16-bit storage H (__nv_bfloat16, __half): each
+// element loaded to float, F applied, a float result rounded back to H
+// (PyTorch's bf16/f16 elementwise: float math, 16-bit tensors). Other
+// outputs (comparisons' bool) pass through.
+template <typename F, typename H> struct Half16 {
+    using In = H;
+    using Out = typename std::conditional<std::is_same<typename F::Out, float>::value, H, typename F::Out>::type;
+    static constexpr int NIN = F::NIN;
+    F f;
+    __device__ __forceinline__ Out cvt(typename F::Out v) const {
+        if constexpr (std::is_same<typename F::Out, float>::value) return Traits<H>::store(v);
+        else return v;
+    }
+    __device__ __forceinline__ Out operator()(H x) const { return cvt(f(Traits<H>::load(x))); }
+    __device__ __forceinline__ Out operator()(H x, H y) const { return cvt(f(Traits<H>::load(x), Traits<H>::load(y))); }
+};
 
 template <typename F> __device__ __forceinline__ typename F::Out ew_apply(const F &f, const typename F::In *x) {
     if constexpr (F::NIN == 1) return f(x[0]);

@@ -36,8 +36,10 @@ nb_status gemm_rm(nb_backend *be, const char *slot, nb_dtype dt, bool ta, bool t
                   double beta, void *C, int64_t ldc, int64_t sC, int64_t batch) {
     if (m == 0 || n == 0 || batch == 0) return NB_OK;
     cublasHandle_t h = nb_cuda_cublas(be);
-    cudaDataType_t t = dt == NB_F64 ? CUDA_R_64F : CUDA_R_32F;
+    // bfloat16/float16: 16-bit operands and result, float32 accumulation (PyTorch's bf16 matmul)
+    cudaDataType_t t = dt == NB_F64 ? CUDA_R_64F : dt == NB_BF16 ? CUDA_R_16BF : dt == NB_F16 ? CUDA_R_16F : CUDA_R_32F;
     cublasComputeType_t ct = dt == NB_F64 ? CUBLAS_COMPUTE_64F
+                             : dt == NB_BF16 || dt == NB_F16 ? CUBLAS_COMPUTE_32F
                              : nb_float32_matmul_precision() == 0 ? CUBLAS_COMPUTE_32F
                              : nb_float32_matmul_precision() == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                   : CUBLAS_COMPUTE_32F_FAST_16BF;
@@ -62,6 +64,9 @@ nb_status gemm_rm(nb_backend *be, const char *slot, nb_dtype dt, bool ta, bool t
 // C = beta C when k == 0 (beta 0 writes zeros, even over NaN).
 template <typename T> __global__ void k_scale(T *c, int64_t n, T beta) {
     NBC_GRID_STRIDE(i, n) c[i] = beta == (T)0 ? (T)0 : beta * c[i];
+}
+template <typename H> __global__ void k_scale16(H *c, int64_t n, float beta) {
+    NBC_GRID_STRIDE(i, n) c[i] = Traits<H>::store(beta == 0.f ? 0.f : beta * Traits<H>::load(c[i]));
 }
 
 // A matrix operand [r, c] with element strides (sr, sc): as row-major with
@@ -88,8 +93,9 @@ using namespace nbc;
 extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                                     double alpha, double beta) {
     const char *slot = "matmul";
-    if ((c->dtype != NB_F32 && c->dtype != NB_F64) || a->dtype != c->dtype || b->dtype != c->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "matmul: needs float32 or float64 operands of one dtype (a %s, b %s, c %s)",
+    const nb_dtype dt = c->dtype;
+    if ((dt != NB_F32 && dt != NB_F64 && dt != NB_BF16 && dt != NB_F16) || a->dtype != dt || b->dtype != dt)
+        return nb_set_error(NB_ERR_DTYPE, "matmul: needs float operands of one dtype (a %s, b %s, c %s)",
                             nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(c->dtype));
     int nd = c->ndim;
     bool ok = nd >= 2 && a->ndim == nd && b->ndim == nd && a->shape[nd - 2] == c->shape[nd - 2] &&
@@ -100,6 +106,15 @@ extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_
     int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[nd - 1], total = numel(c);
     if (total == 0) return NB_OK;
     int64_t batches = total / (m * n);
+    if (k == 0 && dt == NB_BF16) {
+        k_scale16<__nv_bfloat16><<<blocks_for(total), THREADS, 0, stream_of(be)>>>((__nv_bfloat16 *)c->data, total,
+                                                                                  (float)beta);
+        return launched(slot);
+    }
+    if (k == 0 && dt == NB_F16) {
+        k_scale16<__half><<<blocks_for(total), THREADS, 0, stream_of(be)>>>((__half *)c->data, total, (float)beta);
+        return launched(slot);
+    }
     if (k == 0)
         return dispatch_float(slot, c->dtype, [&](auto t) {
             using T = decltype(t);

@@ -199,32 +199,100 @@ static nb_status check_views(const char *name, const nb_kview *const *v, int n, 
     return NB_OK;
 }
 
-template <typename T> static AdamC<T> adam_coef(const nb_adam_hyper *h) {
-    const double bc1 = 1 - pow(h->beta1, (double)h->step), bc2 = 1 - pow(h->beta2, (double)h->step);
-    const double w1 = 1 - h->beta1;
+// Adam's per-call coefficients from lr and the step count, in double then
+// cast (the CPU's host arithmetic); on the host, or on the device for the
+// capturable form (lr and step read when the graph runs).
+template <typename T> __host__ __device__ AdamC<T> adam_coef_at(const nb_adam_hyper &h, double lr, double step) {
+    const double bc1 = 1 - pow(h.beta1, step), bc2 = 1 - pow(h.beta2, step);
+    const double w1 = 1 - h.beta1;
     AdamC<T> c;
-    c.wd = (T)h->weight_decay;
-    c.decay = (T)(1 - h->lr * h->weight_decay);
+    c.wd = (T)h.weight_decay;
+    c.decay = (T)(1 - lr * h.weight_decay);
     c.w1 = (T)w1;
     c.omw1 = (T)1 - c.w1;
-    c.b2 = (T)h->beta2;
-    c.w2 = (T)(1 - h->beta2);
-    c.neg_step = (T)-(h->lr / bc1);
+    c.b2 = (T)h.beta2;
+    c.w2 = (T)(1 - h.beta2);
+    c.neg_step = (T)-(lr / bc1);
     c.bc2_sqrt = (T)sqrt(bc2);
-    c.eps = (T)h->eps;
-    c.maximize = h->maximize, c.amsgrad = h->amsgrad;
-    c.l2 = !h->decoupled && h->weight_decay != 0;
-    c.decoupled = h->decoupled && h->weight_decay != 0;
+    c.eps = (T)h.eps;
+    c.maximize = h.maximize, c.amsgrad = h.amsgrad;
+    c.l2 = !h.decoupled && h.weight_decay != 0;
+    c.decoupled = h.decoupled && h.weight_decay != 0;
     c.small = fabs(w1) < 0.5;
     return c;
 }
 
-template <typename T> static SgdC<T> sgd_coef(const nb_sgd_hyper *h) {
+template <typename T> static AdamC<T> adam_coef(const nb_adam_hyper *h) {
+    return adam_coef_at<T>(*h, h->lr, (double)h->step);
+}
+
+template <typename T> __host__ __device__ SgdC<T> sgd_coef_at(const nb_sgd_hyper &h, double lr) {
     SgdC<T> c;
-    c.wd = (T)h->weight_decay, c.mom = (T)h->momentum, c.damp = (T)(1 - h->dampening), c.neg_lr = (T)-h->lr;
-    c.maximize = h->maximize, c.has_wd = h->weight_decay != 0, c.has_mom = h->momentum != 0;
-    c.first = h->first_step, c.nesterov = h->nesterov;
+    c.wd = (T)h.weight_decay, c.mom = (T)h.momentum, c.damp = (T)(1 - h.dampening), c.neg_lr = (T)-lr;
+    c.maximize = h.maximize, c.has_wd = h.weight_decay != 0, c.has_mom = h.momentum != 0;
+    c.first = h.first_step, c.nesterov = h.nesterov;
     return c;
+}
+
+template <typename T> static SgdC<T> sgd_coef(const nb_sgd_hyper *h) { return sgd_coef_at<T>(*h, h->lr); }
+
+// ---- the capturable form: coefficients computed on the device -----------------------------
+
+constexpr int STEP_CHUNK = 32;
+struct StepList {
+    double *p[STEP_CHUNK];
+    int n;
+};
+
+// Thread j: *p[j] += 1; with `out`, thread 0 first writes the coefficients
+// for the new count (every counter of the call holds the same one).
+template <typename T>
+__global__ void k_adam_coef(StepList L, nb_adam_hyper h, const double *lr_dev, AdamC<T> *out) {
+    const int j = threadIdx.x;
+    if (j >= L.n) return;
+    const double step = (L.p[j] ? *L.p[j] : (double)h.step - 1) + 1;
+    if (out && j == 0) *out = adam_coef_at<T>(h, lr_dev ? *lr_dev : h.lr, step);
+    if (L.p[j]) *L.p[j] = step;
+}
+
+template <typename T> __global__ void k_sgd_coef(nb_sgd_hyper h, const double *lr_dev, SgdC<T> *out) {
+    *out = sgd_coef_at<T>(h, *lr_dev);
+}
+
+// Ops reading their coefficients from device memory when the kernel runs.
+template <typename T> struct AdamOpDev {
+    static constexpr int NP = 5;
+    const AdamC<T> *cp;
+    template <int W> __device__ __forceinline__ void run(T *const *q, int64_t i) const {
+        AdamOp<T> op{*cp};
+        op.template run<W>(q, i);
+    }
+};
+template <typename T> struct SgdOpDev {
+    static constexpr int NP = 3;
+    const SgdC<T> *cp;
+    template <int W> __device__ __forceinline__ void run(T *const *q, int64_t i) const {
+        SgdOp<T> op{*cp};
+        op.template run<W>(q, i);
+    }
+};
+
+// The step counters advanced and the coefficients written to scratch.
+template <typename T>
+static nb_status adam_coef_dev(nb_backend *be, const char *slot, int n, const nb_adam_hyper *h, Scratch &coef) {
+    if (!coef.alloc(be, sizeof(AdamC<T>))) return nb_last_status();
+    cudaStream_t s = stream_of(be);
+    for (int i0 = 0; i0 < n || i0 == 0; i0 += STEP_CHUNK) {
+        StepList L{};
+        L.n = n - i0 < STEP_CHUNK ? n - i0 : STEP_CHUNK;
+        if (L.n < 1) L.n = 1;
+        for (int j = 0; j < L.n; j++) L.p[j] = h->step_dev ? h->step_dev[i0 + j] : nullptr;
+        k_adam_coef<T><<<1, STEP_CHUNK, 0, s>>>(L, *h, h->lr_dev, i0 == 0 ? coef.as<AdamC<T>>() : nullptr);
+        nb_status st = launched(slot);
+        if (st) return st;
+        if (!h->step_dev) break;
+    }
+    return NB_OK;
 }
 
 // The host list of every tensor's pointers and size (the checks see all
@@ -263,6 +331,15 @@ static nb_status adam_multi(nb_backend *be, int n, const nb_kview *params, const
         for (int j = 0; j < 5; j++) b.p[i][j] = v[j] ? v[j]->data : nullptr;
         b.numel[i] = numel(&params[i]);
     }
+    if (h->lr_dev || h->step_dev) { /* capturable: lr and step read on the device */
+        Scratch coef;
+        if (dt == NB_F32) {
+            nb_status st = adam_coef_dev<float>(be, name, n, h, coef);
+            return st ? st : multi_launch<float>(be, name, n, b.p, b.numel, AdamOpDev<float>{coef.as<AdamC<float>>()});
+        }
+        nb_status st = adam_coef_dev<double>(be, name, n, h, coef);
+        return st ? st : multi_launch<double>(be, name, n, b.p, b.numel, AdamOpDev<double>{coef.as<AdamC<double>>()});
+    }
     if (dt == NB_F32) return multi_launch<float>(be, name, n, b.p, b.numel, AdamOp<float>{adam_coef<float>(h)});
     return multi_launch<double>(be, name, n, b.p, b.numel, AdamOp<double>{adam_coef<double>(h)});
 }
@@ -284,6 +361,20 @@ static nb_status sgd_multi(nb_backend *be, int n, const nb_kview *params, const 
         for (int j = 0; j < 3; j++) b.p[i][j] = v[j] ? v[j]->data : nullptr;
         b.numel[i] = numel(&params[i]);
     }
+    if (h->lr_dev) { /* capturable: lr read on the device */
+        Scratch coef;
+        cudaStream_t s = stream_of(be);
+        if (dt == NB_F32) {
+            if (!coef.alloc(be, sizeof(SgdC<float>))) return nb_last_status();
+            k_sgd_coef<float><<<1, 1, 0, s>>>(*h, h->lr_dev, coef.as<SgdC<float>>());
+            nb_status st = launched("sgd");
+            return st ? st : multi_launch<float>(be, "sgd", n, b.p, b.numel, SgdOpDev<float>{coef.as<SgdC<float>>()});
+        }
+        if (!coef.alloc(be, sizeof(SgdC<double>))) return nb_last_status();
+        k_sgd_coef<double><<<1, 1, 0, s>>>(*h, h->lr_dev, coef.as<SgdC<double>>());
+        nb_status st = launched("sgd");
+        return st ? st : multi_launch<double>(be, "sgd", n, b.p, b.numel, SgdOpDev<double>{coef.as<SgdC<double>>()});
+    }
     if (dt == NB_F32) return multi_launch<float>(be, "sgd", n, b.p, b.numel, SgdOp<float>{sgd_coef<float>(h)});
     return multi_launch<double>(be, "sgd", n, b.p, b.numel, SgdOp<double>{sgd_coef<double>(h)});
 }
@@ -295,6 +386,8 @@ using namespace nbc;
 extern "C" nb_status nb_cuda_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                                        const nb_kview *exp_avg, const nb_kview *exp_avg_sq,
                                        const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h) {
+    if (h->lr_dev || h->step_dev)
+        return nb_set_error(NB_ERR_INVALID_ARG, "adam_step: the capturable form is the multi-tensor slot's");
     return adam_multi(be, 1, param, grad, exp_avg, exp_avg_sq, h->amsgrad ? max_exp_avg_sq : nullptr, h);
 }
 

@@ -29,6 +29,7 @@ namespace nbc {
 // Per-call constants, computed on the host as the CPU computes them.
 struct RandArgs {
     uint64_t seed, offset;
+    const uint64_t *offset_base; // graph capture: added to offset on the device (random slot's contract)
     double a, ba, b, b_prev; // uniform: a, b - a, b, the double below b
     float fb, fb_prev;       // uniform float32: (float)b and the float below it
     uint64_t th;             // bernoulli: ceil(p 2^53)
@@ -58,8 +59,9 @@ template <typename T, int DIST> __device__ __forceinline__ T rng_value(uint64_t 
 
 template <typename T, int DIST> __global__ void k_random(T *out, int64_t n, RandArgs r) {
     const int64_t nq = n / 2 + n % 2; // counter blocks
+    const uint64_t off = r.offset + (r.offset_base ? *r.offset_base : 0);
     NBC_GRID_STRIDE(q, nq) {
-        const nb_philox_u4 w = nb_philox4x32_10(r.offset + (uint64_t)q, 0, r.seed);
+        const nb_philox_u4 w = nb_philox4x32_10(off + (uint64_t)q, 0, r.seed);
         const int64_t i = 2 * q;
         const T v0 = rng_value<T, DIST>(((uint64_t)w.v[0] << 32) | w.v[1], r);
         if (i + 1 < n) {
@@ -89,7 +91,7 @@ template <typename T, int DIST> static nb_status rng_launch(nb_backend *be, cons
 using namespace nbc;
 
 extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b,
-                                    uint64_t seed, uint64_t offset) {
+                                    uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
     char buf[VIEW_BUF];
     static const char *const names[] = {"uniform", "normal", "bernoulli"};
     if ((unsigned)dist > NB_RNG_BERNOULLI)
@@ -103,7 +105,7 @@ extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_
     const int64_t n = numel(dst);
     if (n == 0) return NB_OK;
     RandArgs r{};
-    r.seed = seed, r.offset = offset;
+    r.seed = seed, r.offset = offset, r.offset_base = offset_base;
     if (dist == NB_RNG_BERNOULLI) {
         r.th = (uint64_t)ceil(a * 0x1p53); // as the CPU: u < p exactly when (bits >> 11) < th
         switch (dst->dtype) {

@@ -280,7 +280,7 @@ static_assert(NB_UNARY_LOGSIGMOID == NB_UNARY_OP_COUNT - 1 && NB_UNARY_OP_COUNT 
 // The CPU's (op, dtype) table: integers for neg, add/mul_scalar, abs, sign
 // and the rounding ops; float32/float64 for everything.
 static bool un_supported(nb_unary_op op, nb_dtype dt) {
-    if (dt == NB_F32 || dt == NB_F64) return true;
+    if (dt == NB_F32 || dt == NB_F64 || dt == NB_BF16 || dt == NB_F16) return true; /* 16-bit: float math */
     if (dt != NB_I32 && dt != NB_I64 && dt != NB_U8) return false;
     switch (op) {
     case NB_UNARY_NEG:
@@ -345,6 +345,38 @@ template <typename T> static nb_status ub_run(nb_backend *be, nb_unary_op op, co
     return ew_launch(be, name, UbF<T, -1>{op, a}, gx, gy, v);
 }
 
+// bfloat16/float16 tensors: the float32 functors through Half16 (float math
+// per element, rounded back to 16 bits).
+template <typename H> static nb_status un_run16(nb_backend *be, nb_unary_op op, const nb_kview *out,
+                                               const nb_kview *x, double alpha) {
+    const char *name = un_names[op];
+    UnP<float> p{};
+    p.a = (float)alpha;
+    p.neg = p.a < 0;
+    p.p10 = (float)pow(10.0, p.neg ? -(double)p.a : (double)p.a);
+    p.square = op == NB_UNARY_POW_SCALAR && alpha == 2.0;
+    switch (op) {
+    case NB_UNARY_RELU: return ew_launch(be, name, Half16<UnF<float, NB_UNARY_RELU>, H>{{op, p}}, out, x);
+    case NB_UNARY_GELU: return ew_launch(be, name, Half16<UnF<float, NB_UNARY_GELU>, H>{{op, p}}, out, x);
+    case NB_UNARY_GELU_TANH:
+        return ew_launch(be, name, Half16<UnF<float, NB_UNARY_GELU_TANH>, H>{{op, p}}, out, x);
+    case NB_UNARY_MUL_SCALAR:
+        return ew_launch(be, name, Half16<UnF<float, NB_UNARY_MUL_SCALAR>, H>{{op, p}}, out, x);
+    default: return ew_launch(be, name, Half16<UnF<float, -1>, H>{{op, p}}, out, x);
+    }
+}
+
+template <typename H> static nb_status ub_run16(nb_backend *be, nb_unary_op op, const nb_kview *gx,
+                                               const nb_kview *gy, const nb_kview *v, double alpha) {
+    const char *name = un_names[op];
+    const float a = (float)alpha;
+    switch (op) {
+    case NB_UNARY_RELU: return ew_launch(be, name, Half16<UbF<float, NB_UNARY_RELU>, H>{{op, a}}, gx, gy, v);
+    case NB_UNARY_GELU: return ew_launch(be, name, Half16<UbF<float, NB_UNARY_GELU>, H>{{op, a}}, gx, gy, v);
+    default: return ew_launch(be, name, Half16<UbF<float, -1>, H>{{op, a}}, gx, gy, v);
+    }
+}
+
 // Which saved tensor a backward rule reads (the CPU's USES_*): x, y, either, or none (gy).
 enum { USES_NONE, USES_X, USES_Y, USES_EITHER };
 static int ub_uses(nb_unary_op op) {
@@ -388,6 +420,8 @@ extern "C" nb_status nb_cuda_unary(nb_backend *be, nb_unary_op op, const nb_kvie
     if (!un_supported(op, x->dtype))
         return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on cuda", name, nb_dtype_name(x->dtype));
     switch (x->dtype) {
+    case NB_BF16: return un_run16<__nv_bfloat16>(be, op, out, x, alpha);
+    case NB_F16: return un_run16<__half>(be, op, out, x, alpha);
     case NB_F32: return un_run<float>(be, op, out, x, alpha);
     case NB_F64: return un_run<double>(be, op, out, x, alpha);
     case NB_I32: return un_run<int32_t>(be, op, out, x, alpha);
@@ -410,9 +444,15 @@ extern "C" nb_status nb_cuda_unary_backward(nb_backend *be, nb_unary_op op, cons
     if (!same_shape(gx, gy) || !same_shape(gx, v))
         return nb_set_error(NB_ERR_SHAPE, "%s backward: gx %s, gy %s and saved %s differ", name,
                             view_str(gx, b1, sizeof b1), view_str(gy, b2, sizeof b2), view_str(v, b3, sizeof b3));
-    if ((gx->dtype != NB_F32 && gx->dtype != NB_F64) || gy->dtype != gx->dtype || v->dtype != gx->dtype)
+    const nb_dtype dt = gx->dtype;
+    if ((dt != NB_F32 && dt != NB_F64 && dt != NB_BF16 && dt != NB_F16) || gy->dtype != dt || v->dtype != dt)
         return nb_set_error(NB_ERR_DTYPE,
-                            "%s backward: needs one dtype, float32 or float64 (gx %s, gy %s, saved %s)", name,
+                            "%s backward: needs one float dtype (gx %s, gy %s, saved %s)", name,
                             nb_dtype_name(gx->dtype), nb_dtype_name(gy->dtype), nb_dtype_name(v->dtype));
-    return gx->dtype == NB_F32 ? ub_run<float>(be, op, gx, gy, v, alpha) : ub_run<double>(be, op, gx, gy, v, alpha);
+    switch (dt) {
+    case NB_BF16: return ub_run16<__nv_bfloat16>(be, op, gx, gy, v, alpha);
+    case NB_F16: return ub_run16<__half>(be, op, gx, gy, v, alpha);
+    case NB_F32: return ub_run<float>(be, op, gx, gy, v, alpha);
+    default: return ub_run<double>(be, op, gx, gy, v, alpha);
+    }
 }

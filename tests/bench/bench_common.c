@@ -8,7 +8,7 @@
 
 static void usage(const char *prog) {
     fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N] [--device cpu|cuda|cuda:N] [--tf32] "
-                    "[--config NAME] [--profile]\n", prog);
+                    "[--config NAME] [--amp] [--graph] [--profile]\n", prog);
     exit(2);
 }
 
@@ -16,8 +16,8 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
     nb_bench_args a = {.steps = 20, .warmup = 3, .device = NB_CPU};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
-        if (!strcmp(f, "--tf32") || !strcmp(f, "--profile")) {
-            *(f[2] == 't' ? &a.tf32 : &a.profile) = true;
+        if (!strcmp(f, "--tf32") || !strcmp(f, "--profile") || !strcmp(f, "--graph") || !strcmp(f, "--amp")) {
+            *(f[2] == 't' ? &a.tf32 : f[2] == 'p' ? &a.profile : f[2] == 'g' ? &a.graph : &a.amp) = true;
             continue;
         }
         if (i + 1 >= argc) usage(argv[0]);
@@ -58,22 +58,42 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* One step; the loss tensor is kept (in *loss) for the final read. */
-static nb_status one_step(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss) {
+/* One step (without the timing's synchronize); the loss tensor is kept (in
+ * *loss) for the final read. */
+static bool amp; /* --amp */
+
+static nb_status step_work(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss) {
     nb_scope *s = nb_scope_begin();
     nb_optimizer_zero_grad(opt);
+    if (amp) nb_autocast_begin(nb_device_of(x), NB_BF16);
     nb_tensor *out = nb_forward(net, x);
     nb_tensor *l = out ? nb_cross_entropy(nb_reshape(out, 2, (int64_t[]){-1, nb_size(out, -1)}),
                                           nb_reshape(y, 1, (int64_t[]){-1}))
                        : NULL;
+    if (amp) nb_autocast_end(nb_device_of(x));
     nb_status st = l ? nb_backward(l) : nb_last_status();
     if (st == NB_OK) st = nb_optimizer_step(opt);
-    if (st == NB_OK) st = nb_device_synchronize(nb_device_of(x));
     nb_release(*loss);
     *loss = NULL;
     if (st == NB_OK) *loss = nb_detach(l), nb_retain(*loss);
     nb_scope_end(s);
     return st;
+}
+
+/* One timed step: eager, or (with a graph) a replay; ends with a device synchronize. */
+static nb_status one_step(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss,
+                          nb_graph *g) {
+    nb_status st = g ? nb_graph_replay(g) : step_work(net, opt, x, y, loss);
+    return st == NB_OK ? nb_device_synchronize(nb_device_of(x)) : st;
+}
+
+/* torch_ref.py's mode string: fp32, or tf32/amp/graph joined by '+'. */
+static const char *mode_name(const nb_bench_args *a) {
+    static char m[32];
+    snprintf(m, sizeof m, "%s%s%s%s%s", a->tf32 ? "tf32" : "", a->tf32 && a->amp ? "+" : "", a->amp ? "amp" : "",
+             (a->tf32 || a->amp) && a->graph ? "+" : "", a->graph ? "graph" : "");
+    if (!m[0]) snprintf(m, sizeof m, "fp32");
+    return m;
 }
 
 int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y,
@@ -83,13 +103,32 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     if (!ms) return 1;
     nb_device dev = nb_device_of(x);
     nb_device_counters c0 = {0};
+    nb_graph *g = NULL;
+    amp = a->amp;
     for (int i = 0; i < a->warmup + a->steps; i++) {
+        if (i == a->warmup && a->graph) { /* capture one step after the eager warm-up */
+            nb_status st = nb_graph_capture_begin(dev);
+            if (!st) st = step_work(net, opt, x, y, &loss);
+            char why[512];
+            snprintf(why, sizeof why, "%s", nb_last_error()); /* the first failure's message */
+            nb_graph *cg = nb_graph_is_capturing(dev) ? nb_graph_capture_end(dev) : NULL;
+            if (st || !cg) {
+                if (!st) snprintf(why, sizeof why, "%s", nb_last_error());
+                fprintf(stderr, "bench %s: %s\n", workload, why);
+                nb_graph_free(cg);
+                free(ms);
+                nb_release(loss);
+                return 1;
+            }
+            g = cg;
+        }
         if (i == a->warmup) {
             c0 = nb_device_counters_get(dev);
             if (a->profile) nb_profiler_start();
         }
         double t = now_ms();
-        if (one_step(net, opt, x, y, &loss) != NB_OK) {
+        if (one_step(net, opt, x, y, &loss, g) != NB_OK) {
+            nb_graph_free(g);
             free(ms);
             nb_release(loss);
             return nb_bench_fail(workload);
@@ -98,14 +137,15 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     }
     nb_device_counters c1 = nb_device_counters_get(dev);
     if (a->profile) nb_profiler_report(stderr);
-    double l = nb_item(loss);
+    double l = nb_item(loss); /* with a graph: the captured step's loss, as the last replay left it */
     nb_release(loss);
+    nb_graph_free(g);
     qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);
     double median = a->steps % 2 ? ms[a->steps / 2] : 0.5 * (ms[a->steps / 2 - 1] + ms[a->steps / 2]);
     char d[32];
     printf("workload=%s device=%s mode=%s threads=%d nabla median_ms=%.3f min_ms=%.3f loss=%.4f "
            "launches_per_step=%.1f syncs_per_step=%.1f info=\"%s\"\n",
-           workload, nb_device_str(dev, d, sizeof d), a->tf32 ? "tf32" : "fp32", nb_get_num_threads(), median,
+           workload, nb_device_str(dev, d, sizeof d), mode_name(a), nb_get_num_threads(), median,
            ms[0], l, (double)(c1.kernel_launches - c0.kernel_launches) / a->steps,
            (double)(c1.host_syncs - c0.host_syncs) / a->steps, nb_backend_info(dev));
     free(ms);

@@ -10,13 +10,18 @@ typedef struct nb_bench_args {
     int steps, warmup, threads;
     nb_device device;
     bool tf32;
+    bool amp;     /* --amp: forward under bf16 autocast (torch_ref.py's --amp) */
+    bool graph;   /* --graph: the timed steps replay one captured step (CUDA graphs) */
     bool profile; /* --profile: the kernel-slot profile of the timed steps (nb_profiler_report) */
     const char *variant; /* a workload's own flag (bench_bert: --config bert-base) */
 } nb_bench_args;
 
 /* --steps (20) --warmup (3) --threads (0 = all cores) --device (cpu; cuda,
  * cuda:N) --tf32 (nb_set_float32_matmul_precision("high")) and, for the
- * workloads that have one, --config NAME, and --profile. Sets the threads, the default
+ * workloads that have one, --config NAME, --amp (the forward and loss under
+ * nb_autocast bfloat16), --graph (after the warm-up steps
+ * one step is captured and the timed steps replay it, as torch_ref.py's
+ * --graph) and --profile. Sets the threads, the default
  * device, the matmul precision and the seed (0); exits with a message on a
  * bad flag or a device this build cannot use. */
 nb_bench_args nb_bench_parse(int argc, char **argv);

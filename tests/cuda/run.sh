@@ -90,7 +90,7 @@ suites() {
     return $rc
 }
 
-cuda_suites="op_harness cuda_elementwise"
+cuda_suites="op_harness cuda_elementwise graph autocast flat_params"
 
 # racecheck (shared-memory hazards) over the slot checkers, which run every
 # kernel path at the hot shapes once, and the elementwise suite: the whole
@@ -126,9 +126,13 @@ run_bench() {
         [ "${w#bert}" != "$w" ] && steps=(--steps 20 --warmup 5)
         [ "$w" != bert-base ] && "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32
+        "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --graph
+        "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --amp
+        "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --amp --graph
         [ "$w" != bert-base ] && python3 "$torch" "$w" "${steps[@]}" --device cuda
         python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32
         python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32 --graph
+        python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32 --amp --graph
     done
 }
 
@@ -148,6 +152,7 @@ gpu() {
         racecheck) step racecheck racecheck_all ;;
         examples)
             step mnist_mlp "$dev/examples/mnist_mlp" --device cuda
+            step mnist_mlp_graph "$dev/examples/mnist_mlp" --device cuda --cuda-graph
             step mnist_cnn "$dev/examples/mnist_cnn" --device cuda
             step bert_mlm "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" ;;
         bench) step bench run_bench ;;

@@ -1,0 +1,99 @@
+/* autocast.c - mixed precision (torch.autocast): inside nb_autocast_begin /
+ * nb_autocast_end for a device type, the ops of the lower-precision list
+ * cast their float32 inputs to the autocast dtype (bfloat16 or float16),
+ * and the ops of the float32 list cast 16-bit inputs to float32; the other
+ * ops run in their inputs' dtypes. Casts are recorded ops, so gradients
+ * flow back to the float32 parameters (the optimizer's master weights).
+ * A leaf that requires grad (a parameter) is cast once per autocast region:
+ * the cast is cached until the outermost nb_autocast_end, as PyTorch's
+ * autocast cache. Backward passes run without autocast (each op's backward
+ * in its forward's dtypes). The lists are in autograd/OPS.md. */
+#include <stdlib.h>
+
+#include "nb_autograd_impl.h"
+
+#define MAX_DEPTH 16
+
+typedef struct cache_entry {
+    nb_tensor *src, *cast; /* both referenced by the cache */
+} cache_entry;
+
+static _Thread_local nb_dtype stack[NB_DEVICE_TYPE_COUNT][MAX_DEPTH];
+static _Thread_local int depth[NB_DEVICE_TYPE_COUNT];
+static _Thread_local int paused; /* inside a backward pass */
+static _Thread_local cache_entry *cache;
+static _Thread_local int n_cache, cap_cache;
+
+static void cache_clear(void) {
+    for (int i = 0; i < n_cache; i++) nb_release(cache[i].cast), nb_release(cache[i].src);
+    free(cache);
+    cache = NULL, n_cache = cap_cache = 0;
+}
+
+nb_status nb_autocast_begin(nb_device dev, nb_dtype dtype) {
+    if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT)
+        return nb_set_error(NB_ERR_DEVICE, "autocast_begin: bad device type %d", (int)dev.type);
+    if (dtype != NB_BF16 && dtype != NB_F16)
+        return nb_set_error(NB_ERR_DTYPE, "autocast_begin: the autocast dtype must be bfloat16 or float16, not %s",
+                            nb_dtype_name(dtype));
+    if (depth[dev.type] == MAX_DEPTH)
+        return nb_set_error(NB_ERR_STATE, "autocast_begin: more than %d nested regions", MAX_DEPTH);
+    stack[dev.type][depth[dev.type]++] = dtype;
+    return NB_OK;
+}
+
+nb_status nb_autocast_end(nb_device dev) {
+    if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT || depth[dev.type] == 0)
+        return nb_set_error(NB_ERR_STATE, "autocast_end: no autocast region is open for this device type");
+    depth[dev.type]--;
+    bool any = false;
+    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++) any |= depth[t] > 0;
+    if (!any) cache_clear(); /* the outermost region ended */
+    return NB_OK;
+}
+
+bool nb_autocast_is_enabled(nb_device dev) {
+    return (unsigned)dev.type < NB_DEVICE_TYPE_COUNT && depth[dev.type] > 0;
+}
+
+void nb_autocast_pause(bool pause) { paused += pause ? 1 : -1; }
+
+/* The cast of t to dt, cached for parameters. */
+static nb_tensor *cast(nb_tensor *t, nb_dtype dt) {
+    bool cacheable = nb_is_leaf(t) && nb_requires_grad(t);
+    for (int i = 0; cacheable && i < n_cache; i++)
+        if (cache[i].src == t && cache[i].cast->dtype == dt) return cache[i].cast;
+    nb_tensor *c = nb_to_dtype(t, dt);
+    if (!c || !cacheable) return c;
+    if (n_cache == cap_cache) {
+        int cap = cap_cache ? 2 * cap_cache : 64;
+        cache_entry *e = realloc(cache, sizeof *e * (size_t)cap);
+        if (!e) return c; /* not cached: still right */
+        cache = e, cap_cache = cap;
+    }
+    nb_retain(t), nb_retain(c);
+    cache[n_cache++] = (cache_entry){t, c};
+    return c;
+}
+
+bool nb_autocast_inputs(nb_autocast_list list, int n, nb_tensor **in) {
+    if (paused) return true;
+    for (int i = 0; i < n; i++) {
+        nb_tensor *t = in[i];
+        if (!t) continue;
+        nb_device_type dt = t->storage->device.type;
+        if (!depth[dt]) continue;
+        nb_dtype lp = stack[dt][depth[dt] - 1], want;
+        if (list == NB_AUTOCAST_LOWER) {
+            if (t->dtype != NB_F32) continue; /* float64 stays, as PyTorch's eligible inputs */
+            want = lp;
+        } else {
+            if (t->dtype != NB_BF16 && t->dtype != NB_F16) continue;
+            want = NB_F32;
+        }
+        nb_tensor *c = cast(t, want);
+        if (!c) return false;
+        in[i] = c;
+    }
+    return true;
+}

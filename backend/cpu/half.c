@@ -1,0 +1,105 @@
+/* half.c - bfloat16/float16 arithmetic on the CPU through float32: each
+ * 16-bit operand is widened into a dense float32 copy, the float32 kernel
+ * runs, and a 16-bit result is rounded back (round to nearest even, as the
+ * copy kernel's casts). PyTorch's CPU bf16 ops also compute in float32;
+ * this is what autocast runs on a CPU (the matmul in float32 with
+ * OpenBLAS, whose Debian build has no sbgemm). The copies come from the
+ * host heap per call: a correct path for 16-bit tensors, not a fast one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "iter.h"
+#include "nb_impl.h"
+
+typedef struct wide {
+    nb_kview v; /* float32, dense, of the source's shape */
+    float *buf;
+} wide;
+
+/* A dense float32 view of src's shape; with `fill`, src's values (widened;
+ * broadcast dims copied out). NULL src: an empty wide. */
+static nb_status widen(nb_backend *be, const nb_kview *src, wide *w, bool fill) {
+    memset(w, 0, sizeof *w);
+    if (!src) return NB_OK;
+    int64_t n = nb_cpu_numel(src);
+    w->buf = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!w->buf) return nb_set_error(NB_ERR_OOM, "16-bit op: out of host memory for %lld float32 elements", (long long)n);
+    w->v = *src;
+    w->v.data = w->buf;
+    w->v.dtype = NB_F32;
+    nb_contiguous_strides(src->ndim, src->shape, w->v.strides);
+    return fill && n ? nb_cpu_copy(be, &w->v, src) : NB_OK;
+}
+
+static void wide_free(wide *w, int n) {
+    for (int i = 0; i < n; i++) free(w[i].buf);
+}
+
+/* Rounds a float32 result back into dst (16-bit). */
+static nb_status narrow(nb_backend *be, const nb_kview *dst, const wide *w) {
+    return nb_cpu_numel(dst) ? nb_cpu_copy(be, dst, &w->v) : NB_OK;
+}
+
+bool nb_cpu_is16(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
+
+nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha) {
+    wide w[2];
+    nb_status st = widen(be, x, &w[0], true);
+    if (!st) st = widen(be, out, &w[1], false);
+    if (!st) st = nb_cpu_unary(be, op, &w[1].v, &w[0].v, alpha);
+    if (!st) st = narrow(be, out, &w[1]);
+    wide_free(w, 2);
+    return st;
+}
+
+nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
+                                  const nb_kview *x, const nb_kview *y, double alpha) {
+    wide w[4];
+    nb_status st = widen(be, gy, &w[0], true);
+    if (!st) st = widen(be, x, &w[1], true);
+    if (!st) st = widen(be, y, &w[2], true);
+    if (!st) st = widen(be, gx, &w[3], false);
+    if (!st)
+        st = nb_cpu_unary_backward(be, op, &w[3].v, &w[0].v, x ? &w[1].v : NULL, y ? &w[2].v : NULL, alpha);
+    if (!st) st = narrow(be, gx, &w[3]);
+    wide_free(w, 4);
+    return st;
+}
+
+nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a, const nb_kview *b) {
+    wide w[3];
+    bool out16 = nb_cpu_is16(out->dtype); /* comparisons write bool directly */
+    nb_status st = widen(be, a, &w[0], true);
+    if (!st) st = widen(be, b, &w[1], true);
+    if (!st && out16) st = widen(be, out, &w[2], false);
+    else if (!st) memset(&w[2], 0, sizeof w[2]);
+    if (!st) st = nb_cpu_binary(be, op, out16 ? &w[2].v : out, &w[0].v, &w[1].v);
+    if (!st && out16) st = narrow(be, out, &w[2]);
+    wide_free(w, 3);
+    return st;
+}
+
+nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
+                          double beta) {
+    wide w[3];
+    nb_status st = widen(be, a, &w[0], true);
+    if (!st) st = widen(be, b, &w[1], true);
+    if (!st) st = widen(be, c, &w[2], beta != 0); /* beta C reads C */
+    if (!st) st = nb_cpu_matmul(be, &w[2].v, &w[0].v, &w[1].v, alpha, beta);
+    if (!st) st = narrow(be, c, &w[2]);
+    wide_free(w, 3);
+    return st;
+}
+
+nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale) {
+    wide w[2];
+    bool out16 = nb_cpu_is16(out->dtype);
+    nb_status st = widen(be, x, &w[0], true);
+    if (!st && out16) st = widen(be, out, &w[1], false);
+    else if (!st) memset(&w[1], 0, sizeof w[1]);
+    if (!st) st = nb_cpu_reduce(be, op, out16 ? &w[1].v : out, &w[0].v, scale);
+    if (!st && out16) st = narrow(be, out, &w[1]);
+    wide_free(w, 2);
+    return st;
+}

@@ -1,0 +1,125 @@
+/* test_autocast.c - nb_autocast_begin/end (torch.autocast) on every device:
+ * the lists' casts, float32 gradients for float32 parameters close to a
+ * float32 run's, backward outside autocast, nesting, float64 untouched, the
+ * errors, and an MLP whose autocast training tracks float32 training. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "nb_test.h"
+#include "suites.h"
+
+#define FOR_DEVICES(dev)                                                                          \
+    for (int t_ = 0; t_ < NB_DEVICE_TYPE_COUNT; t_++)                                             \
+        for (int i_ = 0; i_ < nb_device_count((nb_device_type)t_); i_++)                         \
+            for (nb_device dev = {(nb_device_type)t_, i_}; dev.index == i_; dev.index = -1)
+
+START_TEST(test_autocast_errors) {
+    NB_CK_FAILS(nb_autocast_begin(NB_CPU, NB_F32) == NB_OK, NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_autocast_end(NB_CPU) == NB_OK, NB_ERR_STATE);
+    ck_assert(!nb_autocast_is_enabled(NB_CPU));
+    NB_CK_OK(nb_autocast_begin(NB_CPU, NB_BF16));
+    NB_CK_OK(nb_autocast_begin(NB_CPU, NB_F16)); /* nested: the inner dtype applies */
+    ck_assert(nb_autocast_is_enabled(NB_CPU));
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_ones(NB_SHAPE(2, 3), NB_F32), *b = nb_ones(NB_SHAPE(3, 2), NB_F32);
+    ck_assert_int_eq(nb_dtype_of(nb_matmul(a, b)), NB_F16);
+    NB_CK_OK(nb_autocast_end(NB_CPU));
+    ck_assert_int_eq(nb_dtype_of(nb_matmul(a, b)), NB_BF16);
+    /* float64 is never cast */
+    nb_tensor *a64 = nb_ones(NB_SHAPE(2, 3), NB_F64), *b64 = nb_ones(NB_SHAPE(3, 2), NB_F64);
+    ck_assert_int_eq(nb_dtype_of(nb_matmul(a64, b64)), NB_F64);
+    NB_CK_OK(nb_autocast_end(NB_CPU));
+    ck_assert(!nb_autocast_is_enabled(NB_CPU));
+    ck_assert_int_eq(nb_dtype_of(nb_matmul(a, b)), NB_F32);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* linear -> gelu -> linear -> cross_entropy with and without autocast: the
+ * dtypes along the way, and the float32 gradients within bfloat16's error. */
+START_TEST(test_autocast_lists_and_grads) {
+    FOR_DEVICES(dev) {
+        nb_scope *s = nb_scope_begin();
+        nb_generator g = nb_generator_new(3);
+        nb_tensor *x = nb_randn_on(NB_SHAPE(16, 32), NB_F32, &g, dev);
+        nb_tensor *w1 = nb_mul_scalar(nb_randn_on(NB_SHAPE(64, 32), NB_F32, &g, dev), 0.2);
+        nb_tensor *w2 = nb_mul_scalar(nb_randn_on(NB_SHAPE(10, 64), NB_F32, &g, dev), 0.2);
+        nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(16), NB_F64, &g, dev), 9.99), NB_I64);
+        w1 = nb_detach(w1), w2 = nb_detach(w2);
+        NB_CK_OK(nb_set_requires_grad(w1, true));
+        NB_CK_OK(nb_set_requires_grad(w2, true));
+        double ref[2] = {0}, got[2] = {0};
+        for (int ac = 0; ac < 2; ac++) {
+            nb_tensor_zero_grad(w1), nb_tensor_zero_grad(w2);
+            if (ac) NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+            nb_tensor *h = nb_linear(x, w1, NULL);
+            ck_assert_int_eq(nb_dtype_of(h), ac ? NB_BF16 : NB_F32);
+            nb_tensor *a = nb_gelu(h, NB_GELU_ERF); /* not on a list: runs in its input's dtype */
+            ck_assert_int_eq(nb_dtype_of(a), ac ? NB_BF16 : NB_F32);
+            nb_tensor *logits = nb_linear(a, w2, NULL);
+            nb_tensor *p = nb_softmax(logits, -1); /* float32 list */
+            ck_assert_int_eq(nb_dtype_of(p), NB_F32);
+            nb_tensor *loss = nb_cross_entropy(logits, y);
+            ck_assert_int_eq(nb_dtype_of(loss), NB_F32);
+            if (ac) NB_CK_OK(nb_autocast_end(dev));
+            NB_CK_OK(nb_backward(loss));
+            ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(w1)), NB_F32); /* the master weights' dtype */
+            double *out = ac ? got : ref;
+            out[0] = nb_item(nb_sum(nb_abs(nb_tensor_grad(w1)), NULL, 0, false));
+            out[1] = nb_item(nb_sum(nb_abs(nb_tensor_grad(w2)), NULL, 0, false));
+        }
+        for (int k = 0; k < 2; k++)
+            ck_assert_msg(fabs(got[k] - ref[k]) <= 3e-2 * ref[k], "grad %d: |g| %g under autocast, %g in float32", k,
+                          got[k], ref[k]);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
+/* The mnist_mlp network on fixed random data: 40 Adam steps with autocast
+ * lower the loss as float32 training does (within 5%). */
+START_TEST(test_autocast_training) {
+    FOR_DEVICES(dev) {
+        double final[2];
+        for (int ac = 0; ac < 2; ac++) {
+            nb_manual_seed(11);
+            NB_CK_OK(nb_set_default_device(dev));
+            nb_module *net = nb_nn_sequential(nb_nn_linear(64, 128), nb_nn_relu(), nb_nn_linear(128, 10));
+            NB_CK_OK(nb_set_default_device(NB_CPU));
+            nb_optimizer *opt = nb_adam(net, (nb_adam_options){.lr = 3e-3});
+            nb_scope *s = nb_scope_begin();
+            nb_generator g = nb_generator_new(5);
+            nb_tensor *x = nb_randn_on(NB_SHAPE(128, 64), NB_F32, &g, dev);
+            nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(128), NB_F64, &g, dev), 9.99), NB_I64);
+            for (int step = 0; step < 40; step++) {
+                nb_scope *st = nb_scope_begin();
+                nb_optimizer_zero_grad(opt);
+                if (ac) NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+                nb_tensor *loss = nb_cross_entropy(nb_forward(net, x), y);
+                if (ac) NB_CK_OK(nb_autocast_end(dev));
+                NB_CK_OK(nb_backward(loss));
+                NB_CK_OK(nb_optimizer_step(opt));
+                final[ac] = nb_item(loss);
+                nb_scope_end(st);
+            }
+            nb_scope_end(s);
+            nb_optimizer_free(opt);
+            nb_module_free(net);
+        }
+        ck_assert_msg(final[0] < 1.5, "float32 training did not learn: %g", final[0]);
+        ck_assert_msg(fabs(final[1] - final[0]) <= 0.05 * final[0] + 0.02, "loss %g with autocast, %g in float32",
+                      final[1], final[0]);
+    }
+}
+END_TEST
+
+Suite *nb_suite_autocast(void) {
+    Suite *s = suite_create("autocast");
+    TCase *c = tcase_create("autocast");
+    tcase_set_timeout(c, 120);
+    tcase_add_test(c, test_autocast_errors);
+    tcase_add_test(c, test_autocast_lists_and_grads);
+    tcase_add_test(c, test_autocast_training);
+    suite_add_tcase(s, c);
+    return s;
+}

@@ -1,0 +1,178 @@
+/* test_graph.c - CUDA graph capture and replay (nb_graph_*). On the CPU:
+ * the errors. On each CUDA device (the cases skip without one): 100 steps
+ * of mnist_mlp's network with Adam replayed from one captured step end with
+ * the same bits as 100 eager steps (issue 12's test); the same for a network
+ * with dropout (a fresh mask per replay, as the eager steps draw) under an
+ * lr changed between replays; a host sync inside a capture is an error. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_test.h"
+#include "suites.h"
+
+START_TEST(test_graph_errors_cpu) {
+    NB_CK_FAILS(nb_graph_capture_begin(NB_CPU) == NB_OK, NB_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "graphs"));
+    ck_assert(!nb_graph_is_capturing(NB_CPU));
+    ck_assert_ptr_null(nb_graph_capture_end(NB_CPU));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_STATE);
+    NB_CK_FAILS(nb_graph_replay(NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_graph_free(NULL);
+}
+END_TEST
+
+/* ---- on a GPU ----------------------------------------------------------------------- */
+
+typedef struct net {
+    nb_module *m;
+    nb_optimizer *opt;
+    nb_tensor *x, *y, *loss_sum; /* static inputs; the summed loss (float64, on the device) */
+} net;
+
+static nb_module *make(bool dropout) {
+    if (dropout)
+        return nb_nn_sequential(nb_nn_linear(784, 256), nb_nn_relu(), nb_nn_dropout(0.3), nb_nn_linear(256, 10));
+    return nb_nn_sequential(nb_nn_linear(784, 512), nb_nn_relu(), nb_nn_linear(512, 512), nb_nn_relu(),
+                            nb_nn_linear(512, 10));
+}
+
+static void net_init(net *n, nb_device dev, bool dropout) {
+    nb_manual_seed(7);
+    NB_CK_OK(nb_set_default_device(dev));
+    n->m = make(dropout);
+    n->opt = nb_adam(n->m, (nb_adam_options){.lr = 1e-3});
+    n->x = nb_empty(NB_SHAPE(64, 784), NB_F32), n->y = nb_empty(NB_SHAPE(64), NB_I64);
+    n->loss_sum = nb_zeros(0, NULL, NB_F64);
+    NB_CK_OK(nb_set_default_device(NB_CPU));
+    ck_assert_ptr_nonnull(n->opt);
+    nb_retain(n->x), nb_retain(n->y), nb_retain(n->loss_sum);
+}
+
+static void net_free(net *n) {
+    nb_optimizer_free(n->opt);
+    nb_module_free(n->m);
+    nb_release(n->x), nb_release(n->y), nb_release(n->loss_sum);
+}
+
+/* Batch k's data (a function of k alone), copied into the static inputs. */
+static void feed(net *n, int k) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(1000 + (uint64_t)k);
+    nb_device dev = nb_device_of(n->x);
+    nb_tensor *x = nb_randn_on(NB_SHAPE(64, 784), NB_F32, &g, dev);
+    nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(64), NB_F64, &g, dev), 9.999), NB_I64);
+    NB_CK_OK(nb_copy_(n->x, x));
+    NB_CK_OK(nb_copy_(n->y, y));
+    nb_scope_end(s);
+}
+
+/* One training step on the static inputs; the loss is added to loss_sum in place. */
+static nb_status step(net *n) {
+    nb_scope *s = nb_scope_begin();
+    nb_optimizer_zero_grad(n->opt);
+    nb_tensor *loss = nb_cross_entropy(nb_forward(n->m, n->x), n->y);
+    nb_status st = loss ? nb_backward(loss) : nb_last_status();
+    if (!st) st = nb_optimizer_step(n->opt);
+    nb_tensor *sum = st ? NULL : nb_add(n->loss_sum, nb_to_dtype(nb_detach(loss), NB_F64));
+    if (!st) st = sum ? nb_copy_(n->loss_sum, sum) : nb_last_status();
+    nb_scope_end(s);
+    return st;
+}
+
+/* Every parameter of a and b: bitwise equal. */
+static void ck_same_params(nb_module *a, nb_module *b) {
+    int k = nb_module_parameters(a, NULL, 0);
+    nb_named_tensor pa[16], pb[16];
+    ck_assert_int_le(k, 16);
+    nb_module_parameters(a, pa, k), nb_module_parameters(b, pb, k);
+    for (int i = 0; i < k; i++) {
+        int64_t m = nb_numel(pa[i].tensor);
+        float *ha = malloc(sizeof(float) * (size_t)m), *hb = malloc(sizeof(float) * (size_t)m);
+        NB_CK_OK(nb_to_host(pa[i].tensor, ha, sizeof(float) * (size_t)m));
+        NB_CK_OK(nb_to_host(pb[i].tensor, hb, sizeof(float) * (size_t)m));
+        ck_assert_msg(!memcmp(ha, hb, sizeof(float) * (size_t)m), "parameter %s differs between eager and graph",
+                      pa[i].name);
+        free(ha), free(hb);
+    }
+}
+
+/* 100 steps eagerly, and 3 eager warm-up steps + 97 replays of a captured
+ * one, from the same seed and data: the same parameters and loss sum.
+ * With `lr_change`, the lr halves at step 50 in both runs. */
+static void eager_vs_graph(nb_device dev, bool dropout, bool lr_change) {
+    enum { STEPS = 100, WARM = 3 };
+    net e, g;
+    net_init(&e, dev, dropout);
+    for (int k = 0; k < STEPS; k++) {
+        if (lr_change && k == 50) NB_CK_OK(nb_optimizer_set_lr(e.opt, 5e-4));
+        feed(&e, k);
+        NB_CK_OK(step(&e));
+    }
+    /* the graph run: the same seed (net_init), so the same weights and masks */
+    net_init(&g, dev, dropout);
+    nb_graph *gr = NULL;
+    for (int k = 0; k < STEPS; k++) {
+        if (lr_change && k == 50) NB_CK_OK(nb_optimizer_set_lr(g.opt, 5e-4));
+        feed(&g, k);
+        if (k < WARM) {
+            NB_CK_OK(step(&g));
+            continue;
+        }
+        if (!gr) {
+            NB_CK_OK(nb_graph_capture_begin(dev));
+            ck_assert(nb_graph_is_capturing(dev));
+            NB_CK_OK(step(&g));
+            gr = nb_graph_capture_end(dev);
+            ck_assert_msg(gr != NULL, "capture: %s", nb_last_error());
+            ck_assert(!nb_graph_is_capturing(dev));
+        }
+        NB_CK_OK(nb_graph_replay(gr));
+    }
+    NB_CK_OK(nb_device_synchronize(dev));
+    ck_same_params(e.m, g.m);
+    ck_assert(nb_item(e.loss_sum) == nb_item(g.loss_sum));
+    nb_graph_free(gr);
+    net_free(&e), net_free(&g);
+}
+
+START_TEST(test_graph_mlp_bitwise) {
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) eager_vs_graph(NB_CUDA(i), false, false);
+}
+END_TEST
+
+START_TEST(test_graph_dropout_lr_bitwise) {
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) eager_vs_graph(NB_CUDA(i), true, true);
+}
+END_TEST
+
+START_TEST(test_graph_sync_in_capture) {
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) {
+        nb_device dev = NB_CUDA(i);
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *a = nb_full_on(NB_SHAPE(1), 1, NB_F32, dev);
+        NB_CK_OK(nb_graph_capture_begin(dev));
+        NB_CK_FAILS(nb_graph_capture_begin(dev) == NB_OK, NB_ERR_STATE);
+        nb_tensor *b = nb_add(a, a);
+        ck_assert_ptr_nonnull(b);
+        ck_assert(isnan(nb_item(b))); /* a host read inside a capture */
+        ck_assert_int_eq(nb_last_status(), NB_ERR_STATE);
+        nb_graph *g = nb_graph_capture_end(dev);
+        ck_assert_ptr_null(g); /* the failed read failed the capture */
+        nb_graph_free(g);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
+Suite *nb_suite_graph(void) {
+    Suite *s = suite_create("graph");
+    TCase *c = tcase_create("graph");
+    tcase_set_timeout(c, 300);
+    tcase_add_test(c, test_graph_errors_cpu);
+    tcase_add_test(c, test_graph_mlp_bitwise);
+    tcase_add_test(c, test_graph_dropout_lr_bitwise);
+    tcase_add_test(c, test_graph_sync_in_capture);
+    suite_add_tcase(s, c);
+    return s;
+}

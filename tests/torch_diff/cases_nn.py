@@ -1,0 +1,420 @@
+"""cases_nn.py - the differential suite's cases of the CNN, normalization,
+attention, linear-algebra and sampling ops (see cases.py)."""
+import math  # noqa: F401
+
+import torch
+import torch.nn.functional as F
+
+from cases_common import *  # noqa: F401,F403
+
+
+# ---- CNN, normalization, attention ---------------------------------------------------------------------------------
+
+CT = {F32: (1e-4, 1e-5)}
+
+
+def pair_of(v):
+    return list(v) if isinstance(v, (list, tuple)) else [v, v]
+
+
+def cnn():
+    out = []
+
+    def c2(xs, a):
+        pad = "same" if a.get("padding_mode") == "same" else a.get("padding", 0)
+        return F.conv2d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", 1), pad,
+                        a.get("dilation", 1), a.get("groups", 1))
+
+    def c1(xs, a):
+        pad = "same" if a.get("padding_mode") == "same" else a.get("padding", 0)
+        return F.conv1d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", 1), pad,
+                        a.get("dilation", 1), a.get("groups", 1))
+
+    def ct2(xs, a):
+        return F.conv_transpose2d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", 1),
+                                  a.get("padding", 0), a.get("output_padding", 0), a.get("groups", 1),
+                                  a.get("dilation", 1))
+
+    for args in ({}, {"stride": [2, 1], "padding": [1, 2]}, {"dilation": [2, 2], "padding": [2, 2]},
+                 {"groups": 2}, {"padding_mode": "same"}, {"stride": 2, "padding": 1}):
+        out += [Case("conv2d", [R((2, 4, 6, 7)), R((6, 4 // args.get("groups", 1), 3, 3)), R((6,))], c2, args,
+                     tag="f32", tol=CT),
+                Case("conv2d", [R((1, 4, 5, 5), F64), R((2, 4 // args.get("groups", 1), 2, 3), F64)], c2, args,
+                     tag="f64")]
+        out += [Case("conv1d", [R((2, 4, 9)), R((6, 4 // args.get("groups", 1), 3)), R((6,))], c1,
+                     {k: (v[0] if isinstance(v, list) else v) for k, v in args.items()}, tag="f32", tol=CT)]
+    out += [Case("conv2d", [R((2, 16, 8, 8)), R((16, 16, 3, 3)), R((16,))], c2, {"padding": 1}, tag="winograd",
+                 tol={F32: (1e-3, 1e-4)}),
+            Case("conv2d", [R((2, 3, 6, 6)), R((4, 2, 3, 3))], c2, {}, tag="channel error"),
+            Case("conv2d", [R((2, 3, 2, 2)), R((4, 3, 3, 3))], c2, {}, tag="kernel too large"),
+            Case("conv2d", [R((3, 6, 6)), R((4, 3, 3, 3))], c2, {}, tag="unbatched"),
+            Case("conv2d", [R((2, 2, 5, 5)), R((4, 2, 3, 3))], c2, {"padding_mode": "same", "stride": 2},
+                 tag="same stride error")]
+    for args in ({}, {"stride": [2, 2], "padding": [1, 0], "output_padding": [1, 0]}, {"groups": 2},
+                 {"dilation": [2, 1]}):
+        out += [Case("conv_transpose2d", [R((2, 4, 4, 5)), R((4, 6 // args.get("groups", 1), 3, 3)), R((6,))], ct2,
+                     args, tag="f32", tol=CT),
+                Case("conv_transpose2d", [R((1, 2, 3, 3), F64), R((2, 2, 2, 2), F64)], ct2,
+                     {k: v for k, v in args.items() if k != "groups"}, tag="f64")]
+
+    def ct1(xs, a):
+        return F.conv_transpose1d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", 1),
+                                  a.get("padding", 0), a.get("output_padding", 0), a.get("groups", 1),
+                                  a.get("dilation", 1))
+
+    def c3(xs, a):
+        pad = "same" if a.get("padding_mode") == "same" else a.get("padding", 0)
+        return F.conv3d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", 1), pad,
+                        a.get("dilation", 1), a.get("groups", 1))
+
+    def ct3(xs, a):
+        return F.conv_transpose3d(xs[0], xs[1], xs[2] if len(xs) > 2 else None, a.get("stride", 1),
+                                  a.get("padding", 0), a.get("output_padding", 0), a.get("groups", 1),
+                                  a.get("dilation", 1))
+
+    for args in ({}, {"stride": 2, "padding": 1, "output_padding": 1}, {"groups": 2}, {"dilation": 2, "padding": 1}):
+        out += [Case("conv_transpose1d", [R((2, 4, 5)), R((4, 6 // args.get("groups", 1), 3)), R((6,))], ct1, args,
+                     tag="f32", tol=CT),
+                Case("conv_transpose1d", [R((4, 5), F64), R((4, 2, 2), F64)], ct1,
+                     {k: v for k, v in args.items() if k != "groups"}, tag="f64 unbatched")]
+    for args in ({}, {"stride": [2, 1, 2], "padding": [1, 0, 1]}, {"dilation": [2, 1, 1], "padding": [2, 1, 0]},
+                 {"groups": 2}, {"padding_mode": "same"}, {"padding_mode": "same", "dilation": [2, 1, 2]}):
+        out += [Case("conv3d", [R((2, 4, 5, 6, 5)), R((6, 4 // args.get("groups", 1), 3, 2, 3)), R((6,))], c3, args,
+                     tag="f32", tol=CT),
+                Case("conv3d", [R((1, 2, 4, 3, 4), F64), R((2, 2 // args.get("groups", 1), 2, 2, 2), F64)], c3, args,
+                     tag="f64")]
+    out += [Case("conv3d", [R((2, 3, 4, 4, 4)), R((4, 2, 2, 2, 2))], c3, {}, tag="channel error"),
+            Case("conv3d", [R((1, 2, 2, 4, 4)), R((4, 2, 3, 2, 2))], c3, {}, tag="kernel too large"),
+            Case("conv3d", [R((2, 4, 4, 4)), R((3, 2, 2, 2, 2)), R((3,))], c3, {}, tag="unbatched"),
+            Case("conv3d", [R((1, 2, 4, 4, 4)), R((3, 2, 2, 2, 2))], c3, {"padding_mode": "same", "stride": 2},
+                 tag="same stride error")]
+    for args in ({}, {"stride": [2, 1, 2], "padding": [1, 0, 1], "output_padding": [1, 0, 1]}, {"groups": 2},
+                 {"dilation": [2, 1, 2], "stride": [3, 1, 1]}, {"stride": 2, "padding": 2}):
+        out += [Case("conv_transpose3d", [R((2, 4, 3, 4, 3)), R((4, 6 // args.get("groups", 1), 3, 2, 3)), R((6,))],
+                     ct3, args, tag="f32", tol=CT),
+                Case("conv_transpose3d", [R((1, 2, 2, 3, 2), F64), R((2, 2, 2, 2, 2), F64)], ct3,
+                     {k: v for k, v in args.items() if k != "groups"}, tag="f64")]
+    out += [Case("conv_transpose3d", [R((1, 2, 2, 2, 2)), R((2, 2, 2, 2, 2))], ct3,
+                 {"stride": 2, "output_padding": 2}, tag="output_padding error"),
+            Case("conv_transpose3d", [R((2, 2, 2, 2)), R((2, 3, 2, 2, 2))], ct3, {"stride": 2}, tag="unbatched")]
+
+    def deform(xs, a):
+        """torchvision.ops.deform_conv2d, written independently of nabla's composite: each tap's
+        samples by F.grid_sample (bilinear, zeros outside, align_corners=True: pixel = (g + 1) / 2 (size - 1)),
+        then the grouped GEMM. torchvision is not packaged for this PyTorch."""
+        x, off, w = xs[0], xs[1], xs[2]
+        b, m = (xs[3] if len(xs) > 3 else None), (xs[4] if len(xs) > 4 else None)
+        st, pd, dl = (pair_of(a.get(k, dflt)) for k, dflt in (("stride", 1), ("padding", 0), ("dilation", 1)))
+        B, C, H, W = x.shape
+        Co, Cw, kh, kw = w.shape
+        K = kh * kw
+        go = off.shape[1] // (2 * K)
+        Ho = (H + 2 * pd[0] - (dl[0] * (kh - 1) + 1)) // st[0] + 1
+        Wo = (W + 2 * pd[1] - (dl[1] * (kw - 1) + 1)) // st[1] + 1
+        if C % Cw or Co % (C // Cw) or go == 0 or C % go or tuple(off.shape) != (B, 2 * go * K, Ho, Wo):
+            raise RuntimeError("deform_conv2d: shapes do not fit (torchvision's checks)")
+        oh = torch.arange(Ho, dtype=x.dtype).view(Ho, 1) * st[0] - pd[0]
+        ow = torch.arange(Wo, dtype=x.dtype).view(1, Wo) * st[1] - pd[1]
+        cols = []
+        for g in range(go):
+            for k in range(K):
+                i, j = divmod(k, kw)
+                py = oh + i * dl[0] + off[:, 2 * (g * K + k)]
+                px = ow + j * dl[1] + off[:, 2 * (g * K + k) + 1]
+                grid = torch.stack([px / (W - 1) * 2 - 1, py / (H - 1) * 2 - 1], dim=-1)
+                v = F.grid_sample(x[:, g * (C // go):(g + 1) * (C // go)], grid, mode="bilinear",
+                                  padding_mode="zeros", align_corners=True)
+                if m is not None:
+                    v = v * m[:, g * K + k].unsqueeze(1)
+                cols.append(v)  # [B, C/go, Ho, Wo]
+        col = torch.stack(cols, 0).view(go, K, B, C // go, Ho * Wo).permute(2, 0, 3, 1, 4).reshape(B, C * K, Ho * Wo)
+        gw = C // Cw
+        col = col.view(B, gw, Cw * K, Ho * Wo)
+        out = torch.matmul(w.reshape(1, gw, Co // gw, Cw * K), col).reshape(B, Co, Ho, Wo)
+        return out + b.view(1, Co, 1, 1) if b is not None else out
+
+    def dcase(x, w, ho, wo, go, args, mask=True, bias=True, dt=F32, tag="", spread=1.5):
+        K = w[2] * w[3]
+        ins = [R(x, dt), R((x[0], 2 * go * K, ho, wo), dt, -spread, spread), R(w, dt),
+               R((w[0],), dt) if bias else None, R((x[0], go * K, ho, wo), dt, 0, 1) if mask else None]
+        return Case("deform_conv2d", ins, deform, args, tag=tag or ("f32" if dt == F32 else "f64"), tol=CT)
+
+    out += [dcase((2, 4, 5, 6), (6, 4, 3, 3), 3, 4, 1, {}),
+            dcase((1, 4, 6, 5), (4, 2, 3, 2), 3, 3, 2, {"stride": [2, 1], "padding": [1, 0], "dilation": [1, 2]},
+                  dt=F64),
+            dcase((2, 2, 4, 4), (3, 2, 2, 2), 5, 5, 2, {"padding": 1}, mask=False, bias=False, tag="v1, offsets off the "
+                  "edges", spread=4),
+            dcase((1, 2, 4, 5), (2, 2, 3, 3), 2, 3, 1, {}, dt=F64, spread=0.45, tag="f64 small offsets"),
+            Case("deform_conv2d", [R((1, 4, 5, 5)), R((1, 18, 3, 3)), R((2, 3, 3, 3))], deform, {}, tag="channel error"),
+            Case("deform_conv2d", [R((1, 2, 5, 5)), R((1, 18, 4, 3)), R((2, 2, 3, 3))], deform, {}, tag="offset error")]
+
+    def mp2(xs, a):
+        return tuple(F.max_pool2d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),
+                                  a.get("dilation", 1), a.get("ceil_mode", False), return_indices=True))
+
+    def mp1(xs, a):
+        return tuple(F.max_pool1d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),
+                                  a.get("dilation", 1), a.get("ceil_mode", False), return_indices=True))
+
+    def ap2(xs, a):
+        return F.avg_pool2d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),
+                            a.get("ceil_mode", False), a.get("count_include_pad", True),
+                            a.get("divisor_override") or None)
+
+    def ap1(xs, a):
+        return F.avg_pool1d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),
+                            a.get("ceil_mode", False), a.get("count_include_pad", True))
+
+    for args in ({"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+                 {"kernel_size": 3, "stride": 2, "ceil_mode": True}, {"kernel_size": 2, "dilation": 2},
+                 {"kernel_size": 3, "padding": 1, "count_include_pad": False}, {"kernel_size": 5, "padding": 3}):
+        out += [Case("max_pool2d", [R((2, 3, 7, 6))], mp2, args, tag="f32", no_grad_out={1}),
+                Case("max_pool1d", [R((2, 3, 9), F64)], mp1, args, tag="f64", no_grad_out={1}),
+                Case("avg_pool2d", [R((2, 3, 7, 6))], ap2, {k: v for k, v in args.items() if k != "dilation"},
+                     tag="f32"),
+                Case("avg_pool1d", [R((3, 9), F64)], ap1, {k: v for k, v in args.items() if k != "dilation"},
+                     tag="f64")]
+    out += [Case("max_pool2d", [T([[[[1.0, 1.0], [NAN, 0.0]]]])], mp2, {"kernel_size": 2}, tag="ties nan",
+                 no_grad_out={1}),
+            Case("max_pool2d", [R((1, 1, 4, 4))], mp2, {"kernel_size": 2}, views=["T"], tag="view", no_grad_out={1}),
+            Case("avg_pool2d", [R((1, 2, 5, 5))], ap2, {"kernel_size": 2, "divisor_override": 3}, tag="divisor")]
+    def mp3(xs, a):
+        return tuple(F.max_pool3d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),
+                                  a.get("dilation", 1), a.get("ceil_mode", False), return_indices=True))
+
+    def ap3(xs, a):
+        return F.avg_pool3d(xs[0], a["kernel_size"], a.get("stride") or None, a.get("padding", 0),
+                            a.get("ceil_mode", False), a.get("count_include_pad", True),
+                            a.get("divisor_override") or None)
+
+    for args in ({"kernel_size": 2}, {"kernel_size": [3, 2, 3], "stride": 2, "padding": [1, 0, 1]},
+                 {"kernel_size": 3, "stride": 2, "ceil_mode": True}, {"kernel_size": 2, "dilation": [2, 1, 2]},
+                 {"kernel_size": 3, "padding": 1, "count_include_pad": False},
+                 {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+                 {"kernel_size": [2, 3, 2], "divisor_override": 5}):
+        out += [Case("max_pool3d", [R((2, 2, 5, 6, 5))], mp3, {k: v for k, v in args.items()
+                                                                  if k not in ("count_include_pad", "divisor_override")},
+                     tag="f32", no_grad_out={1}),
+                Case("avg_pool3d", [R((2, 5, 6, 5), F64)], ap3, {k: v for k, v in args.items() if k != "dilation"},
+                     tag="f64 unbatched")]
+    # ties across depth and plane: PyTorch's first maximum in (d, h, w) order
+    out += [Case("max_pool3d", [T([[[[[1.0, 2.0], [2.0, 0.0]], [[2.0, 1.0], [0.0, 2.0]]]]])], mp3, {"kernel_size": 2},
+                 tag="ties", no_grad_out={1}),
+            Case("max_pool3d", [T([[[[[1.0, NAN], [2.0, 0.0]], [[NAN, 1.0], [0.0, 2.0]]]]])], mp3, {"kernel_size": 2},
+                 tag="nan", no_grad_out={1}),
+            Case("max_pool3d", [R((1, 1, 2, 2, 2))], mp3, {"kernel_size": 2, "padding": 2}, tag="padding error",
+                 no_grad_out={1}),
+            Case("avg_pool3d", [R((1, 1, 2, 2, 2))], ap3, {"kernel_size": 3}, tag="too small")]
+    for osz in ([1, 1, 1], [2, 3, 2], [5, 4, 3], [7, 7, 6]):
+        out += [Case("adaptive_avg_pool3d", [R((2, 3, 5, 4, 3))], lambda xs, a: F.adaptive_avg_pool3d(xs[0], a[
+            "output_size"]), {"output_size": osz}, tag="f32")]
+    for osz in ([1, 1], [2, 3], [5, 4], [7, 7]):
+        out += [Case("adaptive_avg_pool2d", [R((2, 3, 5, 4))], lambda xs, a: F.adaptive_avg_pool2d(xs[0], a[
+            "output_size"]), {"output_size": osz}, tag="f32"),
+                Case("adaptive_max_pool2d", [R((2, 3, 5, 4), F64)],
+                     lambda xs, a: tuple(F.adaptive_max_pool2d(xs[0], a["output_size"], return_indices=True)),
+                     {"output_size": osz}, tag="f64", no_grad_out={1}),
+                Case("adaptive_avg_pool1d", [R((2, 3, 7))], lambda xs, a: F.adaptive_avg_pool1d(xs[0], a[
+                    "output_size"]), {"output_size": osz[0]}, tag="f32")]
+
+    def bn(xs, a):
+        rm, rv = (xs[1].clone(), xs[2].clone()) if xs[1] is not None else (None, None)
+        y = F.batch_norm(xs[0], rm, rv, xs[3], xs[4], a["training"], a["momentum"], a["eps"])
+        return (y, rm, rv) if rm is not None else (y, None, None)
+
+    for training in (True, False):
+        for shape in ((4, 3), (2, 3, 5), (2, 3, 2, 2)):
+            out += [Case("batch_norm", [R(shape), R((3,)), R((3,), F32, 0.5, 2), R((3,)), R((3,))], bn,
+                         {"training": training, "momentum": 0.1, "eps": 1e-5}, req=[True, False, False, True, True],
+                         tag="f32", tol={F32: (1e-4, 1e-5)}, no_grad_out={1, 2}),
+                    Case("batch_norm", [R(shape, F64), None, None, None, None], bn,
+                         {"training": True, "momentum": 0.1, "eps": 1e-5}, tag="no stats", no_grad_out={1, 2})]
+    out.append(Case("batch_norm", [R((1, 3)), R((3,)), R((3,), F32, 0.5, 2), None, None], bn,
+                    {"training": True, "momentum": 0.1, "eps": 1e-5}, req=[True, False, False], tag="one sample",
+                    no_grad_out={1, 2}))
+    for p, training in ((0.0, True), (0.5, False), (1.0, True)):
+        out.append(Case("dropout", [R((3, 4))], lambda xs, a: F.dropout(xs[0], a["p"], a["training"]),
+                        {"p": p, "training": training}, tag="deterministic"))
+    out.append(Case("dropout", [R((3, 4))], lambda xs, a: F.dropout(xs[0], a["p"], True), {"p": 1.5},
+                    tag="bad p"))
+    for mode, ac in (("nearest", False), ("bilinear", False), ("bilinear", True)):
+        for size in ([8, 6], [3, 2], [5, 5], [1, 1]):
+            f = lambda xs, a: F.interpolate(xs[0], size=a["size"], mode=a["mode"],
+                                            align_corners=a["align_corners"] if a["mode"] != "nearest" else None)
+            out.append(Case("interpolate", [R((2, 3, 4, 5))], f, {"size": size, "mode": mode, "align_corners": ac},
+                            tag="f32", tol={F32: (1e-4, 1e-6)}))
+    ln = lambda xs, a: F.layer_norm(xs[0], a["normalized_shape"], xs[1] if len(xs) > 1 else None,
+                                    xs[2] if len(xs) > 2 else None, a["eps"])
+    out += [Case("layer_norm", [R((3, 5)), R((5,)), R((5,))], ln, {"normalized_shape": [5], "eps": 1e-5},
+                 tag="f32", tol={F32: (1e-4, 1e-5)}),
+            Case("layer_norm", [R((2, 3, 4), F64)], ln, {"normalized_shape": [3, 4], "eps": 1e-5}, tag="f64"),
+            Case("layer_norm", [T([[1.0, 1.0, 1.0], [1e20, -1e20, 0.0]])], ln, {"normalized_shape": [3], "eps": 1e-5},
+                 tag="constant row", tol={F32: (1e-4, 1e-5)}),
+            Case("layer_norm", [R((3, 5))], ln, {"normalized_shape": [4], "eps": 1e-5}, tag="shape error")]
+
+    def rms(xs, a):
+        """F.rms_norm (PyTorch 2.4; 1.13 has none), written out: x / sqrt(mean(x^2) + eps) * weight over the
+        last len(normalized_shape) dims; eps 0 is PyTorch's None, the dtype's machine epsilon."""
+        ns = a["normalized_shape"]
+        x = xs[0]
+        if list(x.shape[len(x.shape) - len(ns):]) != list(ns) or len(ns) > x.dim():
+            raise RuntimeError("normalized_shape does not fit")
+        eps = a.get("eps", 0) or torch.finfo(x.dtype).eps
+        dims = tuple(range(x.dim() - len(ns), x.dim()))
+        y = x * torch.rsqrt((x * x).mean(dims, keepdim=True) + eps)
+        return y * xs[1] if len(xs) > 1 and xs[1] is not None else y
+
+    out += [Case("rms_norm", [R((3, 5)), R((5,))], rms, {"normalized_shape": [5], "eps": 1e-6}, tag="f32",
+                 tol={F32: (1e-4, 1e-5)}),
+            Case("rms_norm", [R((2, 3, 4), F64)], rms, {"normalized_shape": [3, 4]}, tag="f64 default eps"),
+            Case("rms_norm", [T([[0.0, 0.0, 0.0], [1e20, -1e20, 3.0]])], rms, {"normalized_shape": [3], "eps": 1e-5},
+                 tag="zero row", tol={F32: (1e-4, 1e-5)}),
+            Case("rms_norm", [R((3, 5)), R((4,))], rms, {"normalized_shape": [4]}, tag="shape error")]
+
+    def rope(xs, a):
+        """Hugging Face's apply_rotary_pos_emb for one tensor, with [T, D/2] tables repeated to [T, D]."""
+        x, c, s = xs
+        if x.shape[-1] % 2 or list(c.shape) != [x.shape[-2], x.shape[-1] // 2] or c.shape != s.shape:
+            raise RuntimeError("shapes do not fit")
+        c2, s2 = torch.cat([c, c], -1), torch.cat([s, s], -1)
+        h = x.shape[-1] // 2
+        rot = torch.cat([-x[..., h:], x[..., :h]], -1)
+        return x * c2 + rot * s2
+
+    out += [Case("apply_rotary_pos_emb", [R((2, 3, 4, 6)), R((4, 3)), R((4, 3))], rope, {}, tag="f32"),
+            Case("apply_rotary_pos_emb", [R((5, 4), F64), R((5, 2), F64), R((5, 2), F64)], rope, {}, tag="f64"),
+            Case("apply_rotary_pos_emb", [R((2, 4, 5)), R((4, 2)), R((4, 2))], rope, {}, tag="odd error"),
+            Case("apply_rotary_pos_emb", [R((2, 4, 6)), R((3, 3)), R((3, 3))], rope, {}, tag="table error")]
+
+    def sdpa(xs, a):
+        """PyTorch 2's F.scaled_dot_product_attention (1.13 has none), written out: softmax(q k^T * scale
+        + mask) v; a bool mask keeps the true entries; is_causal masks j > i; a fully masked row is NaN."""
+        q, k, v = xs[0], xs[1], xs[2]
+        if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+            raise RuntimeError("shapes do not fit")
+        s = (q @ k.transpose(-1, -2)) * a.get("scale", 1 / math.sqrt(q.shape[-1]))
+        if a.get("is_causal"):
+            L, S = s.shape[-2], s.shape[-1]
+            s = s.masked_fill(torch.ones(L, S, dtype=BOOL).triu(1), -INF)
+        if len(xs) > 3 and xs[3] is not None:
+            # a bool mask becomes an additive 0 / -inf mask, as PyTorch's math backend does: a fully masked
+            # row is NaN and so are the gradients it reaches (masked_fill would give them 0)
+            m = xs[3]
+            s = s + (torch.zeros(m.shape, dtype=s.dtype).masked_fill(~m, -INF) if m.dtype == BOOL else m)
+        return F.softmax(s, -1) @ v
+
+    at = {F32: (1e-4, 1e-5)}
+    out += [Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 4)), R((2, 5, 6))], sdpa, tag="f32", tol=at),
+            Case("scaled_dot_product_attention", [R((1, 2, 3, 4), F64), R((1, 2, 3, 4), F64), R((1, 2, 3, 4), F64)],
+                 sdpa, {"is_causal": True}, tag="causal"),
+            Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 4)), R((2, 5, 6)), R((3, 5), BOOL, -1, 3)],
+                 sdpa, tag="bool mask", tol=at),
+            Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 4)), R((2, 5, 6)), R((2, 1, 5))],
+                 sdpa, tag="float mask", tol=at),
+            Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 3, 4)), R((2, 3, 4)), T([[False] * 3] * 3)],
+                 sdpa, tag="all masked"),
+            Case("scaled_dot_product_attention", [R((2, 2, 3, 4)), R((1, 2, 5, 4)), R((1, 2, 5, 4))], sdpa,
+                 tag="batch broadcast", tol=at),
+            Case("scaled_dot_product_attention", [R((2, 2, 3, 4), F64), R((2, 5, 4), F64), R((1, 1, 5, 3), F64)],
+                 sdpa, {"is_causal": True}, tag="batch broadcast"),
+            Case("scaled_dot_product_attention", [R((2, 3, 4)), R((3, 5, 4)), R((3, 5, 4))], sdpa,
+                 tag="batch error"),
+            Case("scaled_dot_product_attention", [R((3, 4)), R((5, 4)), R((5, 6))], sdpa, tag="2-d", tol=at),
+            Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 4)), R((2, 5, 6))], sdpa, {"scale": 0.7},
+                 tag="scale", tol=at),
+            Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 3)), R((2, 5, 6))], sdpa, tag="shape error")]
+    return out
+
+
+# ---- linear algebra -------------------------------------------------------------------------------------------------
+
+def spd(n, batch=(), dt=F64):
+    a = R(batch + (n, n), dt)
+    return a @ a.transpose(-1, -2) + n * torch.eye(n, dtype=dt)
+
+
+def well(n, batch=(), dt=F64):
+    return R(batch + (n, n), dt) + 3 * torch.eye(n, dtype=dt)
+
+
+LT = {F32: (2e-4, 1e-5)}
+
+
+def linalg():
+    out = []
+    la = torch.linalg
+    out += [Case("linalg_solve", [well(3), R((3, 2), F64)], lambda xs, a: la.solve(xs[0], xs[1]), tag="f64"),
+            Case("linalg_solve", [well(3, (2,), F32), R((2, 3), F32)], lambda xs, a: la.solve(xs[0], xs[1]),
+                 tag="vector", tol=LT),
+            Case("linalg_solve", [well(2, (2, 1)), R((3, 2, 1), F64)], lambda xs, a: la.solve(xs[0], xs[1]),
+                 tag="broadcast"),
+            Case("linalg_solve", [T([[1.0, 2.0], [2.0, 4.0]], F64), R((2, 1), F64)],
+                 lambda xs, a: la.solve(xs[0], xs[1]), tag="singular"),
+            Case("linalg_solve", [T([[NAN, 1.0], [2.0, 3.0]], F64), R((2, 1), F64)],
+                 lambda xs, a: la.solve(xs[0], xs[1]), tag="nan"),
+            Case("linalg_solve", [R((2, 3), F64), R((2, 1), F64)], lambda xs, a: la.solve(xs[0], xs[1]),
+                 tag="not square")]
+    for name, f in (("linalg_inv", lambda xs, a: la.inv(xs[0])), ("linalg_det", lambda xs, a: la.det(xs[0])),
+                    ("linalg_slogdet", lambda xs, a: tuple(la.slogdet(xs[0]))),
+                    ("linalg_svdvals", lambda xs, a: la.svdvals(xs[0]))):
+        out += [Case(name, [well(3)], f, tag="f64"),
+                Case(name, [well(3, (2,), F32)], f, tag="f32", tol=LT),
+                Case(name, [well(3)], f, views=["T"], tag="view"),
+                Case(name, [R((0, 0), F64)], f, tag="empty"),
+                Case(name, [T([[NAN, 1.0], [2.0, 3.0]], F64)], f, tag="nan"),
+                Case(name, [R((2, 3), F64)], f, tag="not square"),
+                Case(name, [R((3, 3), I32)], f, tag="int")]
+    out.append(Case("linalg_det", [T([[1.0, 2.0], [2.0, 4.0]], F64)], lambda xs, a: la.det(xs[0]), req=False,
+                    tag="singular"))
+    out.append(Case("linalg_inv", [T([[1.0, 2.0], [2.0, 4.0]], F64)], lambda xs, a: la.inv(xs[0]), tag="singular"))
+    for up in (False, True):
+        f = lambda xs, a: la.cholesky(xs[0], upper=a["upper"])
+        out += [Case("linalg_cholesky", [spd(3)], f, {"upper": up}, tag="f64"),
+                Case("linalg_cholesky", [spd(3, (2,), F32)], f, {"upper": up}, tag="f32", tol=LT),
+                Case("linalg_cholesky", [T([[1.0, 2.0], [2.0, 1.0]], F64)], f, {"upper": up}, tag="not pd"),
+                Case("linalg_cholesky", [T([[NAN, 0.0], [0.0, 1.0]], F64)], f, {"upper": up}, tag="nan")]
+    for mode in ("reduced", "complete"):
+        f = lambda xs, a: tuple(la.qr(xs[0], mode=a["mode"]))
+        out += [Case("linalg_qr", [R((4, 3), F64)], f, {"mode": mode}, tag="tall"),
+                Case("linalg_qr", [R((3, 3), F64)], f, {"mode": mode}, tag="square"),
+                Case("linalg_qr", [R((2, 4, 2), F32)], f, {"mode": mode}, tag="f32", tol=LT),
+                Case("linalg_qr", [T([[NAN, 1.0], [2.0, 3.0]], F64)], f, {"mode": mode}, tag="nan")]
+    for uplo in ("L", "U"):
+        f = lambda xs, a: tuple(la.eigh(xs[0], UPLO=a["UPLO"]))
+        out += [Case("linalg_eigh", [spd(3)], f, {"UPLO": uplo}, tag="f64", no_grad_out={1}),
+                Case("linalg_eigh", [spd(3, (2,), F32)], f, {"UPLO": uplo}, tag="f32", tol=LT, no_grad_out={1},
+                     skip_out={1}),
+                Case("linalg_eigh", [T([[2.0, NAN], [NAN, 3.0]], F64)], f, {"UPLO": uplo}, tag="nan")]
+    for full in (True, False):
+        f = lambda xs, a: tuple(la.svd(xs[0], full_matrices=a["full_matrices"]))
+        out += [Case("linalg_svd", [R((4, 3), F64)], f, {"full_matrices": full}, tag="f64", skip_out={0, 2},
+                     no_grad_out={0, 2}),
+                Case("linalg_svd", [T([[NAN, 1.0], [2.0, 3.0]], F64)], f, {"full_matrices": full}, tag="nan")]
+    ls = lambda xs, a: (la.lstsq(xs[0], xs[1], driver="gels").solution,)
+    out += [Case("linalg_lstsq", [R((5, 3), F64), R((5, 2), F64)], ls, tag="tall"),
+            Case("linalg_lstsq", [R((2, 4), F64), R((2, 1), F64)], ls, tag="wide"),
+            Case("linalg_lstsq", [R((2, 4, 3), F32), R((2, 4, 2), F32)], ls, tag="f32", tol={F32: (1e-3, 1e-4)}),
+            Case("linalg_lstsq", [T([[NAN, 1.0], [2.0, 3.0], [1.0, 1.0]], F64), R((3, 1), F64)], ls, tag="nan")]
+    return out
+
+
+def sampling():
+    mn = lambda xs, a: torch.multinomial(xs[0], a["num_samples"], a["replacement"])
+    out = []
+    for rep in (False, True):
+        for n in (1, 3):
+            out += [Case("multinomial", [R((5,), F32, 0, 1)], mn, {"num_samples": n, "replacement": rep}, tag="1-d",
+                         values=False),
+                    Case("multinomial", [R((2, 4), F64, 0, 1)], mn, {"num_samples": n, "replacement": rep},
+                         tag="2-d", values=False)]
+        out += [Case("multinomial", [T([0.5, -0.1, 0.6])], mn, {"num_samples": 1, "replacement": rep},
+                     tag="negative"),
+                Case("multinomial", [T([[0.0, 0.0], [1.0, 2.0]])], mn, {"num_samples": 1, "replacement": rep},
+                     tag="zero row"),
+                Case("multinomial", [T([0.5, NAN])], mn, {"num_samples": 1, "replacement": rep}, tag="nan"),
+                Case("multinomial", [R((2, 2, 2))], mn, {"num_samples": 1, "replacement": rep}, tag="3-d")]
+    out += [Case("multinomial", [T([0.5, 0.0, 0.5])], mn, {"num_samples": 3, "replacement": False}, tag="too few"),
+            Case("multinomial", [T([0.5, 0.0, 0.5])], mn, {"num_samples": 4, "replacement": True}, tag="replacement",
+                 values=False),
+            Case("multinomial", [R((3,), I64, 1, 3)], mn, {"num_samples": 1, "replacement": True}, tag="int")]
+    return out

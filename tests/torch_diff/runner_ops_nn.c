@@ -1,0 +1,210 @@
+/* runner_ops_nn.c - the differential runner's handlers for matrix
+ * products, softmax, losses, convolution, pooling, normalization, dropout,
+ * resizing, attention and linear algebra (the rest: runner_ops.c). */
+#include <string.h>
+
+#include "runner.h"
+
+#define I0 c->in[0]
+#define I1 c->in[1]
+#define I2 c->in[2]
+
+/* Two values of a list argument, or d for both when absent (a scalar
+ * argument gives both). */
+static void pair(const dcase *c, const char *k, int64_t d, int64_t out[2]) {
+    int64_t v[2];
+    int n = al(c, k, v, 2);
+    if (n == 2) out[0] = v[0], out[1] = v[1];
+    else if (n == 1) out[0] = out[1] = v[0];
+    else out[0] = out[1] = ai(c, k, d);
+}
+
+/* an int or a list of 3 */
+static void triple(const dcase *c, const char *k, int64_t d, int64_t out[3]) {
+    int64_t v[3];
+    int n = al(c, k, v, 3);
+    for (int i = 0; i < 3; i++) out[i] = n == 3 ? v[i] : n == 1 ? v[0] : ai(c, k, d);
+}
+
+static nb_reduction reduction(const dcase *c) {
+    const char *r = as(c, "reduction", "mean");
+    return !strcmp(r, "sum") ? NB_REDUCTION_SUM : !strcmp(r, "none") ? NB_REDUCTION_NONE : NB_REDUCTION_MEAN;
+}
+
+nb_status h_linear(dcase *c) { OUT1(nb_linear(I0, I1, c->n_in > 2 ? I2 : NULL)); }
+nb_status h_softmax(dcase *c) { OUT1(nb_softmax(I0, (int)ai(c, "dim", -1))); }
+nb_status h_log_softmax(dcase *c) { OUT1(nb_log_softmax(I0, (int)ai(c, "dim", -1))); }
+nb_status h_cross_entropy(dcase *c) { OUT1(nb_cross_entropy(I0, I1)); }
+nb_status h_cross_entropy_ex(dcase *c) {
+    nb_cross_entropy_options o = NB_CROSS_ENTROPY_DEFAULTS;
+    o.ignore_index = ai(c, "ignore_index", -100);
+    o.reduction = reduction(c);
+    o.weight = c->n_in > 2 ? I2 : NULL;
+    o.label_smoothing = ad(c, "label_smoothing", 0);
+    OUT1(nb_cross_entropy_ex(I0, I1, o));
+}
+nb_status h_mse_loss(dcase *c) { OUT1(nb_mse_loss(I0, I1, reduction(c))); }
+
+/* ---- convolution, pooling ----------------------------------------------------------------------- */
+
+nb_status h_conv2d(dcase *c) {
+    nb_conv2d_options o = {.groups = ai(c, "groups", 1), .padding_same = !strcmp(as(c, "padding_mode", ""), "same")};
+    pair(c, "stride", 1, o.stride), pair(c, "padding", 0, o.padding), pair(c, "dilation", 1, o.dilation);
+    OUT1(nb_conv2d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
+nb_status h_conv1d(dcase *c) {
+    nb_conv1d_options o = {.stride = ai(c, "stride", 1), .padding = ai(c, "padding", 0),
+                           .dilation = ai(c, "dilation", 1), .groups = ai(c, "groups", 1),
+                           .padding_same = !strcmp(as(c, "padding_mode", ""), "same")};
+    OUT1(nb_conv1d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
+nb_status h_conv_transpose2d(dcase *c) {
+    nb_conv_transpose2d_options o = {.groups = ai(c, "groups", 1)};
+    pair(c, "stride", 1, o.stride), pair(c, "padding", 0, o.padding), pair(c, "dilation", 1, o.dilation);
+    pair(c, "output_padding", 0, o.output_padding);
+    OUT1(nb_conv_transpose2d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
+nb_status h_conv_transpose1d(dcase *c) {
+    nb_conv_transpose1d_options o = {.stride = ai(c, "stride", 1), .padding = ai(c, "padding", 0),
+                                     .output_padding = ai(c, "output_padding", 0), .dilation = ai(c, "dilation", 1),
+                                     .groups = ai(c, "groups", 1)};
+    OUT1(nb_conv_transpose1d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
+nb_status h_conv3d(dcase *c) {
+    nb_conv3d_options o = {.groups = ai(c, "groups", 1), .padding_same = !strcmp(as(c, "padding_mode", ""), "same")};
+    triple(c, "stride", 1, o.stride), triple(c, "padding", 0, o.padding), triple(c, "dilation", 1, o.dilation);
+    OUT1(nb_conv3d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
+nb_status h_conv_transpose3d(dcase *c) {
+    nb_conv_transpose3d_options o = {.groups = ai(c, "groups", 1)};
+    triple(c, "stride", 1, o.stride), triple(c, "padding", 0, o.padding), triple(c, "dilation", 1, o.dilation);
+    triple(c, "output_padding", 0, o.output_padding);
+    OUT1(nb_conv_transpose3d(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
+/* in: x, offset, weight, bias, mask (bias and mask may be null) */
+nb_status h_deform_conv2d(dcase *c) {
+    nb_deform_conv2d_options o;
+    pair(c, "stride", 1, o.stride), pair(c, "padding", 0, o.padding), pair(c, "dilation", 1, o.dilation);
+    OUT1(nb_deform_conv2d(I0, I1, I2, c->n_in > 3 ? c->in[3] : NULL, c->n_in > 4 ? c->in[4] : NULL, o));
+}
+
+static nb_pool2d_options pool2d(const dcase *c) {
+    nb_pool2d_options o = {.ceil_mode = ab(c, "ceil_mode", false),
+                           .count_include_pad_false = !ab(c, "count_include_pad", true),
+                           .divisor_override = ai(c, "divisor_override", 0)};
+    pair(c, "kernel_size", 1, o.kernel), pair(c, "stride", 0, o.stride), pair(c, "padding", 0, o.padding);
+    pair(c, "dilation", 1, o.dilation);
+    return o;
+}
+static nb_pool1d_options pool1d(const dcase *c) {
+    return (nb_pool1d_options){.kernel = ai(c, "kernel_size", 1), .stride = ai(c, "stride", 0),
+                               .padding = ai(c, "padding", 0), .dilation = ai(c, "dilation", 1),
+                               .ceil_mode = ab(c, "ceil_mode", false),
+                               .count_include_pad_false = !ab(c, "count_include_pad", true)};
+}
+nb_status h_max_pool2d(dcase *c) {
+    c->out[0] = nb_max_pool2d(I0, pool2d(c), &c->out[1]);
+    OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+nb_status h_max_pool1d(dcase *c) {
+    c->out[0] = nb_max_pool1d(I0, pool1d(c), &c->out[1]);
+    OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+static nb_pool3d_options pool3d(const dcase *c) {
+    nb_pool3d_options o = {.ceil_mode = ab(c, "ceil_mode", false),
+                           .count_include_pad_false = !ab(c, "count_include_pad", true),
+                           .divisor_override = ai(c, "divisor_override", 0)};
+    triple(c, "kernel_size", 1, o.kernel), triple(c, "stride", 0, o.stride), triple(c, "padding", 0, o.padding);
+    triple(c, "dilation", 1, o.dilation);
+    return o;
+}
+nb_status h_max_pool3d(dcase *c) {
+    c->out[0] = nb_max_pool3d(I0, pool3d(c), &c->out[1]);
+    OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+nb_status h_avg_pool3d(dcase *c) { OUT1(nb_avg_pool3d(I0, pool3d(c))); }
+nb_status h_adaptive_avg_pool3d(dcase *c) {
+    int64_t s[3];
+    triple(c, "output_size", 1, s);
+    OUT1(nb_adaptive_avg_pool3d(I0, s[0], s[1], s[2]));
+}
+nb_status h_avg_pool2d(dcase *c) { OUT1(nb_avg_pool2d(I0, pool2d(c))); }
+nb_status h_avg_pool1d(dcase *c) { OUT1(nb_avg_pool1d(I0, pool1d(c))); }
+nb_status h_adaptive_avg_pool2d(dcase *c) {
+    int64_t s[2];
+    pair(c, "output_size", 1, s);
+    OUT1(nb_adaptive_avg_pool2d(I0, s[0], s[1]));
+}
+nb_status h_adaptive_avg_pool1d(dcase *c) { OUT1(nb_adaptive_avg_pool1d(I0, ai(c, "output_size", 1))); }
+nb_status h_adaptive_max_pool2d(dcase *c) {
+    int64_t s[2];
+    pair(c, "output_size", 1, s);
+    c->out[0] = nb_adaptive_max_pool2d(I0, s[0], s[1], &c->out[1]);
+    OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+
+/* ---- normalization, dropout, resizing, attention --------------------------------------------------- */
+
+/* in: x, running_mean, running_var, weight, bias (each but x may be null);
+ * outputs: y, then the running statistics after the update (training). */
+nb_status h_batch_norm(dcase *c) {
+    nb_tensor *rm = c->n_in > 1 ? I1 : NULL, *rv = c->n_in > 2 ? I2 : NULL;
+    c->out[0] = nb_batch_norm(I0, rm, rv, c->n_in > 3 ? c->in[3] : NULL, c->n_in > 4 ? c->in[4] : NULL,
+                              ab(c, "training", true), ad(c, "momentum", 0.1), ad(c, "eps", 1e-5));
+    c->out[1] = c->out[0] ? rm : NULL;
+    c->out[2] = c->out[0] ? rv : NULL;
+    OUTS(3, c->out[0] ? NB_OK : nb_last_status());
+}
+nb_status h_dropout(dcase *c) { OUT1(nb_dropout(I0, ad(c, "p", 0.5), ab(c, "training", true), NULL)); }
+nb_status h_interpolate(dcase *c) {
+    int64_t s[2];
+    pair(c, "size", 1, s);
+    bool bil = !strcmp(as(c, "mode", "nearest"), "bilinear");
+    OUT1(nb_interpolate(I0, s[0], s[1], bil ? NB_INTERPOLATE_BILINEAR : NB_INTERPOLATE_NEAREST,
+                        ab(c, "align_corners", false)));
+}
+nb_status h_layer_norm(dcase *c) {
+    int64_t ns[NB_MAX_DIMS];
+    int n = al(c, "normalized_shape", ns, NB_MAX_DIMS);
+    OUT1(nb_layer_norm(I0, n < 0 ? 0 : n, ns, c->n_in > 1 ? I1 : NULL, c->n_in > 2 ? I2 : NULL, ad(c, "eps", 1e-5)));
+}
+nb_status h_rms_norm(dcase *c) {
+    int64_t ns[NB_MAX_DIMS];
+    int n = al(c, "normalized_shape", ns, NB_MAX_DIMS);
+    OUT1(nb_rms_norm(I0, n < 0 ? 0 : n, ns, c->n_in > 1 ? I1 : NULL, ad(c, "eps", 0)));
+}
+nb_status h_apply_rotary_pos_emb(dcase *c) { OUT1(nb_apply_rotary_pos_emb(I0, I1, I2)); }
+nb_status h_scaled_dot_product_attention(dcase *c) {
+    nb_sdpa_options o = {.attn_mask = c->n_in > 3 ? c->in[3] : NULL, .is_causal = ab(c, "is_causal", false),
+                         .scale = ad(c, "scale", 0)};
+    OUT1(nb_scaled_dot_product_attention(I0, I1, I2, o));
+}
+
+/* ---- linear algebra ------------------------------------------------------------------------------------ */
+
+nb_status h_linalg_solve(dcase *c) { OUT1(nb_linalg_solve(I0, I1)); }
+nb_status h_linalg_inv(dcase *c) { OUT1(nb_linalg_inv(I0)); }
+nb_status h_linalg_det(dcase *c) { OUT1(nb_linalg_det(I0)); }
+nb_status h_linalg_slogdet(dcase *c) { OUTS(2, nb_linalg_slogdet(I0, &c->out[0], &c->out[1])); }
+nb_status h_linalg_cholesky(dcase *c) { OUT1(nb_linalg_cholesky(I0, ab(c, "upper", false))); }
+nb_status h_linalg_qr(dcase *c) {
+    nb_linalg_qr_mode m = !strcmp(as(c, "mode", "reduced"), "complete") ? NB_QR_COMPLETE : NB_QR_REDUCED;
+    OUTS(2, nb_linalg_qr(I0, m, &c->out[0], &c->out[1]));
+}
+nb_status h_linalg_eigh(dcase *c) { OUTS(2, nb_linalg_eigh(I0, as(c, "UPLO", "L")[0], &c->out[0], &c->out[1])); }
+nb_status h_linalg_svd(dcase *c) {
+    OUTS(3, nb_linalg_svd(I0, ab(c, "full_matrices", true), &c->out[0], &c->out[1], &c->out[2]));
+}
+nb_status h_linalg_svdvals(dcase *c) { OUT1(nb_linalg_svdvals(I0)); }
+nb_status h_linalg_lstsq(dcase *c) {
+    c->out[0] = nb_linalg_lstsq(I0, I1, &c->out[1]);
+    OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+
+nb_status h_nll_loss(dcase *c) {
+    nb_cross_entropy_options o = NB_CROSS_ENTROPY_DEFAULTS;
+    o.ignore_index = ai(c, "ignore_index", -100);
+    o.reduction = reduction(c);
+    o.weight = c->n_in > 2 ? I2 : NULL;
+    OUT1(nb_nll_loss(I0, I1, o));
+}

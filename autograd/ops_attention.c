@@ -68,9 +68,11 @@ static nb_tensor *dropout_scale(nb_node *n, const nb_tensor *like) {
     double p = n->p.attention.dropout_p;
     if (!(p > 0)) return NULL;
     int64_t bls[3] = {n->p.attention.B, n->p.attention.L, n->p.attention.S};
-    nb_generator gen = {n->p.attention.seed, n->p.attention.offset};
     nb_tensor *drop = nb_tensor_new(3, bls, like->dtype, like->storage->device);
-    if (!drop || nb_bernoulli_(drop, p, &gen) != NB_OK) return NULL;
+    nb_kview vd = drop ? nb_kview_of(drop) : (nb_kview){0};
+    if (!drop || NB_CALL(drop, random, &vd, NB_RNG_BERNOULLI, p, 0, n->p.attention.seed, n->p.attention.offset,
+                         n->p.attention.offset_base) != NB_OK)
+        return NULL;
     return nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p));
 }
 

@@ -200,6 +200,7 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
         nb_module_hook h = m->hooks[i];
         nb_tensor *r = NULL;
         if (h.post) continue;
+        nb_clear_error(); /* a failing hook's own message, not a stale one */
         nb_status st = h.fn.pre(m, x, &r, h.user);
         if (st != NB_OK) return hook_failed(m, st, "forward pre-hook");
         if (r) x = r;
@@ -209,6 +210,7 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
         nb_module_hook h = m->hooks[i];
         nb_tensor *r = NULL;
         if (!h.post) continue;
+        nb_clear_error();
         nb_status st = h.fn.post(m, x, out, &r, h.user);
         if (st != NB_OK) return hook_failed(m, st, "forward hook");
         if (r) out = r;

@@ -1,6 +1,11 @@
-/* engine.c - the tape: recording nodes as ops run, nb_backward walking them
- * in reverse recording order, gradient accumulation into leaves, freeing
- * the tape after backward, grad mode and detach. */
+/* engine.c - the tape: recording nodes as ops run, saving tensors for
+ * backward (with their storage versions), and the backward pass shared by
+ * nb_backward_ex and nb_grad: nodes reachable from the outputs run in
+ * decreasing recording order, gradients accumulate into nodes, into the
+ * .grad of leaves or into nb_grad's results, hooks and anomaly checks run
+ * on the way, and the tape is freed afterwards unless retained. Under
+ * create_graph grad mode stays on, saved tensors are unpacked connected to
+ * their graphs, and what the rules compute is recorded in turn. */
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -15,6 +20,7 @@ bool nb_set_grad_enabled(bool enabled) {
     return prev;
 }
 bool nb_is_grad_enabled(void) { return grad_enabled; }
+uint64_t nb_next_seq(void) { return next_seq++; }
 
 nb_status nb_no_grad_call(nb_status (*fn)(void *ctx), void *ctx) {
     if (!fn) return nb_set_error(NB_ERR_INVALID_ARG, "no_grad_call: NULL function");
@@ -66,8 +72,45 @@ bool nb_needs_grad(int n, nb_tensor *const *inputs) {
     return false;
 }
 
-nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
-                   bool *failed) {
+nb_node_ext *nb_node_ext_get(nb_node *n) {
+    if (!n->ext && !(n->ext = nb_host_calloc(1, sizeof *n->ext)))
+        nb_set_error(NB_ERR_OOM, "%s: out of host memory", nb_op_name(n->op));
+    return n->ext;
+}
+
+const char *nb_node_name(const nb_node *n, char *buf, size_t len) {
+    if (n->kind == NB_NODE_FUNCTION) return nb_function_node_name(n);
+    if (n->kind == NB_NODE_OP) return nb_op_name(n->op);
+    snprintf(buf, len, "the backward of %s", nb_op_name(n->op));
+    return buf;
+}
+
+/* Anomaly mode, at record time: the op's forward must not turn finite
+ * inputs into NaN or inf, and the node remembers what recorded it. */
+static bool anomaly_forward(nb_node *node, nb_tensor *out, int n, nb_tensor *const *inputs) {
+    char desc[512], a[NB_SHAPE_BUF], nm[96];
+    size_t pos = (size_t)snprintf(desc, sizeof desc, "%s(", nb_node_name(node, nm, sizeof nm));
+    for (int i = 0; i < n && pos < sizeof desc; i++)
+        pos += (size_t)snprintf(desc + pos, sizeof desc - pos, "%s%s %s", i ? ", " : "",
+                                inputs[i] ? nb_fmt_shape(inputs[i]->ndim, inputs[i]->shape, a, sizeof a) : "None",
+                                inputs[i] ? nb_dtype_name(inputs[i]->dtype) : "");
+    if (pos < sizeof desc)
+        snprintf(desc + pos, sizeof desc - pos, ") -> %s %s", nb_fmt_shape(out->ndim, out->shape, a, sizeof a),
+                 nb_dtype_name(out->dtype));
+    nb_node_ext *e = nb_node_ext_get(node);
+    if (!e || !(e->trace = strdup(desc))) {
+        nb_set_error(NB_ERR_OOM, "%s: out of host memory recording the anomaly trace", nb_op_name(node->op));
+        return false;
+    }
+    if (node->kind == NB_NODE_OP && nb_anomaly_nonfinite(1, &out) && !nb_anomaly_nonfinite(n, inputs)) {
+        nb_set_error(NB_ERR_ANOMALY, "anomaly: the forward of %s produced NaN or inf from finite inputs", desc);
+        return false;
+    }
+    return true;
+}
+
+static nb_node *record(nb_op_id op, uint8_t kind, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
+                       bool *failed) {
     *failed = false;
     if (!out || !nb_needs_grad(n, inputs)) return NULL;
     NB_ASSERT(n <= NB_NODE_MAX_IN && !out->grad_fn);
@@ -80,8 +123,10 @@ nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_ten
     node->refcount = 1;
     node->seq = next_seq++;
     node->op = op;
+    node->kind = kind;
     node->backward = fn;
     node->n_in = n;
+    node->in = node->in_buf;
     for (int i = 0; i < n; i++)
         if (inputs[i] && inputs[i]->requires_grad) {
             nb_retain(inputs[i]);
@@ -91,7 +136,23 @@ nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_ten
     memcpy(node->out_shape, out->shape, sizeof out->shape);
     node->out_dtype = out->dtype;
     out->grad_fn = node;
+    out->output_nr = 0;
     out->requires_grad = true;
+    if (nb_anomaly_enabled() && !anomaly_forward(node, out, n, inputs)) {
+        *failed = true; /* the op's result (and its node) die with its scope */
+        return NULL;
+    }
+    return node;
+}
+
+nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs, bool *failed) {
+    return record(op, NB_NODE_OP, fn, out, n, inputs, failed);
+}
+
+nb_node *nb_record_grad(const nb_node *src, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
+                        bool *failed) {
+    nb_node *node = record(src->op, NB_NODE_GRAD, fn, out, n, inputs, failed);
+    if (node) node->p = src->p;
     return node;
 }
 
@@ -112,17 +173,48 @@ void nb_save(nb_node *n, int slot, const nb_tensor *t) {
     memcpy(alias->shape, t->shape, sizeof t->shape);
     memcpy(alias->strides, t->strides, sizeof t->strides);
     n->saved[slot] = alias;
+    n->saved_version[slot] = atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+    if (t->grad_fn == n) n->saved_out |= (uint8_t)(1u << slot); /* no reference: that would be a cycle */
+    else if (t->requires_grad) {
+        nb_retain((nb_tensor *)t);
+        n->saved_var[slot] = (nb_tensor *)t;
+    }
+}
+
+nb_status nb_saved_check(const nb_node *n, const nb_tensor *alias, unsigned version, int index) {
+    unsigned now = atomic_load_explicit(&alias->storage->version, memory_order_relaxed);
+    if (now == version) return NB_OK;
+    char a[NB_SHAPE_BUF], nm[96];
+    return nb_set_error(NB_ERR_STATE, "backward: one of the variables needed for gradient computation has been "
+                                      "modified by an inplace operation: [%s %s], saved by %s (saved tensor %d), "
+                                      "is at version %u; expected version %u instead",
+                        nb_dtype_name(alias->dtype), nb_fmt_shape(alias->ndim, alias->shape, a, sizeof a),
+                        nb_node_name(n, nm, sizeof nm), index, now, version);
+}
+
+nb_tensor *nb_saved_unpack(nb_node *n, nb_tensor *alias, nb_tensor *var, bool is_out, int out_nr, bool connected) {
+    if (!connected || (!var && !is_out)) return alias;
+    if (var) return var;
+    nb_tensor *t = nb_tensor_view_of(alias, alias->ndim, alias->shape, alias->strides, alias->offset);
+    if (!t) return NULL;
+    t->grad_fn = n; /* PyTorch's SavedVariable of an output: the node itself, weakly held until now */
+    n->refcount++;
+    t->output_nr = out_nr;
+    t->requires_grad = true;
+    return t;
 }
 
 static void node_free_tape(nb_node *n) {
-    for (int i = 0; i < NB_NODE_MAX_IN; i++) {
+    for (int i = 0; i < n->n_in; i++) {
         nb_release(n->in[i]);
         n->in[i] = NULL;
     }
     for (int i = 0; i < NB_NODE_MAX_SAVED; i++) {
         nb_release(n->saved[i]);
-        n->saved[i] = NULL;
+        nb_release(n->saved_var[i]);
+        n->saved[i] = n->saved_var[i] = NULL;
     }
+    if (n->kind == NB_NODE_FUNCTION) nb_function_free_tape(n);
     n->freed = true;
 }
 
@@ -144,12 +236,18 @@ void nb_node_release(nb_node *n) {
         release_pending = m->release_next;
         node_free_tape(m);
         nb_release(m->grad_acc);
+        if (m->ext) {
+            nb_tensor_hooks_free(m->ext->hooks);
+            free(m->ext->trace);
+            if (m->ext->fn) nb_function_free(m);
+            free(m->ext);
+        }
         free(m);
     }
     releasing = false;
 }
 
-/* ---- backward ------------------------------------------------------------ */
+/* ---- the backward pass ------------------------------------------------------ */
 
 typedef struct {
     nb_node **v;
@@ -167,17 +265,77 @@ static bool list_push(node_list *l, nb_node *n) {
     return true;
 }
 
-/* Every node reachable from root, once each (iterative DFS). */
-static nb_status collect(nb_node *root, node_list *out) {
+/* n->bw flags during a pass */
+enum { BW_RUN = 1, BW_TARGET = 2 };
+
+/* A leaf whose gradient this pass collects before it is used: one with
+ * hooks, or one of nb_grad's inputs. pending counts the edges into it not
+ * yet processed; at 0 its gradient is complete. */
+typedef struct {
+    nb_tensor *leaf, *acc, *result;
+    long pending;
+} leaf_slot;
+
+typedef struct {
+    bool create_graph, retain_graph;
+    bool accumulate; /* into .grad (backward); else only into results (grad) */
+    nb_tensor *const *inputs; /* nb_grad's */
+    int n_inputs;
+    nb_tensor **captured; /* per input: a non-leaf input's gradient */
+    leaf_slot *slots;
+    int n_slots, cap_slots;
+    node_list nodes;
+} pass;
+
+static bool is_input(const pass *p, const nb_tensor *t) {
+    for (int i = 0; i < p->n_inputs; i++)
+        if (p->inputs[i] == t) return true;
+    return false;
+}
+
+static leaf_slot *find_slot(pass *p, const nb_tensor *leaf) {
+    for (int i = 0; i < p->n_slots; i++)
+        if (p->slots[i].leaf == leaf) return &p->slots[i];
+    return NULL;
+}
+
+/* Whether a leaf's gradient goes through a slot this pass. */
+static bool slotted(const pass *p, const nb_tensor *leaf) {
+    return p->accumulate ? leaf->hooks != NULL : is_input(p, leaf);
+}
+
+/* Counts one more edge into leaf (adding its slot if needed). */
+static nb_status slot_edge(pass *p, nb_tensor *leaf) {
+    leaf_slot *s = find_slot(p, leaf);
+    if (!s) {
+        if (p->n_slots == p->cap_slots) {
+            int cap = p->cap_slots ? 2 * p->cap_slots : 8;
+            leaf_slot *v = realloc(p->slots, sizeof *v * (size_t)cap);
+            if (!v) return nb_set_error(NB_ERR_OOM, "backward: out of host memory");
+            p->slots = v, p->cap_slots = cap;
+        }
+        s = &p->slots[p->n_slots++];
+        *s = (leaf_slot){leaf, NULL, NULL, 0};
+    }
+    s->pending++;
+    return NB_OK;
+}
+
+/* Every node reachable from the roots, once each (iterative DFS). */
+static nb_status collect(nb_node *const *roots, int n_roots, node_list *out) {
     uint64_t stamp = next_visit++;
     node_list stack = {0};
     nb_status st = NB_OK;
-    root->visit = stamp;
-    if (!list_push(&stack, root)) st = NB_ERR_OOM;
+    for (int r = 0; r < n_roots && st == NB_OK; r++)
+        if (roots[r] && roots[r]->visit != stamp) {
+            roots[r]->visit = stamp;
+            if (!list_push(&stack, roots[r])) st = NB_ERR_OOM;
+        }
     while (st == NB_OK && stack.len) {
         nb_node *n = stack.v[--stack.len];
         if (!list_push(out, n)) st = NB_ERR_OOM;
         else n->refcount++; /* freeing one node's tape may drop another's last owner */
+        n->bw = 0;
         for (int i = 0; st == NB_OK && i < n->n_in; i++) {
             nb_node *c = n->in[i] ? n->in[i]->grad_fn : NULL;
             if (c && c->visit != stamp) {
@@ -202,8 +360,17 @@ static bool exclusively_owned(const nb_tensor *g) {
            g->offset == 0 && !g->grad_fn;
 }
 
-static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g, bool may_steal) {
+/* leaf.grad += g. Under create_graph (or when .grad has a graph) out of
+ * place and recorded, so .grad can be differentiated; else in place. */
+static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g, bool may_steal, bool create_graph) {
     if (!leaf->grad) {
+        if (create_graph && g->requires_grad) { /* keep the graph; never share g with another owner */
+            nb_tensor *r = atomic_load(&g->refcount) == 1 && g->grad_fn ? g : nb_mul_scalar(g, 1.0);
+            if (!r) return nb_last_status();
+            nb_retain(r);
+            leaf->grad = r;
+            return NB_OK;
+        }
         if (may_steal && exclusively_owned(g)) {
             nb_retain(g);
             leaf->grad = g;
@@ -219,89 +386,336 @@ static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g, bool may_steal) 
         leaf->grad = c;
         return NB_OK;
     }
+    if (leaf->keep_grad && g->requires_grad) /* .grad must stay a view of the flat buffer */
+        return nb_set_error(NB_ERR_UNSUPPORTED, "backward: create_graph cannot accumulate a differentiable gradient "
+                                                "into a parameter whose .grad is a view of a flat gradient buffer "
+                                                "(nb_module_flatten_parameters); use nb_grad");
+    if (!leaf->keep_grad && (create_graph || leaf->grad->requires_grad)) {
+        nb_tensor *sum = nb_add(leaf->grad, g);
+        if (!sum) return nb_last_status();
+        nb_retain(sum);
+        nb_release(leaf->grad);
+        leaf->grad = sum;
+        return NB_OK;
+    }
+    nb_bump_version(leaf->grad);
     nb_kview a = nb_kview_of(leaf->grad), b = nb_kview_of(g);
     return NB_CALL(leaf, binary, NB_BINARY_ADD, &a, &a, &b);
 }
 
-static nb_status accumulate_node(nb_node *n, nb_tensor *g) {
-    if (!n->grad_acc) {
+static nb_tensor **acc_slot(nb_node *n, int out_nr) {
+    return out_nr ? nb_function_acc(n, out_nr) : &n->grad_acc;
+}
+
+static nb_status accumulate_node(nb_node *n, int out_nr, nb_tensor *g) {
+    nb_tensor **acc = acc_slot(n, out_nr);
+    if (!*acc) {
         nb_retain(g);
-        n->grad_acc = g;
+        *acc = g;
         return NB_OK;
     }
-    nb_tensor *sum = nb_add(n->grad_acc, g);
+    nb_tensor *sum = nb_add(*acc, g);
     if (!sum) return nb_last_status();
     nb_retain(sum);
-    nb_release(n->grad_acc);
-    n->grad_acc = sum;
+    nb_release(*acc);
+    *acc = sum;
     return NB_OK;
 }
 
-static nb_status run_node(nb_node *n) {
-    nb_tensor *gin[NB_NODE_MAX_IN] = {0};
+static bool has_grad(nb_node *n) {
+    if (n->grad_acc) return true;
+    return n->kind == NB_NODE_FUNCTION && nb_function_has_grad(n);
+}
+
+/* The slot's gradient is complete: hooks, then .grad or nb_grad's result. */
+static nb_status finish_slot(pass *p, leaf_slot *s) {
+    nb_tensor *g = s->acc;
+    if (!g) return NB_OK;
+    nb_status st = s->leaf->hooks ? nb_hooks_run_grad(s->leaf->hooks, 0, &g, "a leaf's gradient hook") : NB_OK;
+    if (st == NB_OK && !p->accumulate) {
+        nb_retain(g);
+        s->result = g;
+    }
+    if (st == NB_OK && p->accumulate) st = accumulate_leaf(s->leaf, g, false, p->create_graph);
+    if (st == NB_OK && p->accumulate && s->leaf->hooks) st = nb_hooks_run_post(s->leaf);
+    return st;
+}
+
+/* One edge of the graph into a leaf has been processed, g its gradient
+ * (NULL: none came). may_steal: g is a rule's result, not the caller's. */
+static nb_status leaf_edge(pass *p, nb_tensor *leaf, nb_tensor *g, bool may_steal) {
+    if (!slotted(p, leaf)) {
+        if (!g || !p->accumulate) return NB_OK;
+        return accumulate_leaf(leaf, g, may_steal, p->create_graph);
+    }
+    leaf_slot *s = find_slot(p, leaf);
+    nb_status st = NB_OK;
+    if (g && !s->acc) {
+        nb_retain(g);
+        s->acc = g;
+    } else if (g) {
+        nb_tensor *sum = nb_add(s->acc, g);
+        if (!sum) return nb_last_status();
+        nb_retain(sum);
+        nb_release(s->acc);
+        s->acc = sum;
+    }
+    if (--s->pending == 0) st = finish_slot(p, s);
+    return st;
+}
+
+/* Under create_graph, an op whose rule is not differentiable: its
+ * gradients are recorded as NB_NODE_NODIFF nodes that fail when reached
+ * (PyTorch: "the derivative for ... is not implemented"). */
+static nb_status nodiff_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    (void)g, (void)gin;
+    return nb_set_error(NB_ERR_UNSUPPORTED,
+                        "backward: double backward through %s is not supported: its backward rule is not "
+                        "differentiable (create_graph recorded its gradient as a constant)", nb_op_name(n->op));
+}
+
+static nb_status mark_nodiff(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *deps[NB_NODE_MAX_IN] = {g};
+    int k = 1;
+    for (int i = 0; i < n->n_in && k < NB_NODE_MAX_IN; i++)
+        if (n->in[i]) deps[k++] = n->in[i];
+    for (int i = 0; i < n->n_in; i++) {
+        if (!gin[i] || !nb_needs_grad(k, deps)) continue;
+        nb_tensor *v = nb_tensor_view_of(gin[i], gin[i]->ndim, gin[i]->shape, gin[i]->strides, gin[i]->offset);
+        bool failed;
+        if (!v || (record(n->op, NB_NODE_NODIFF, nodiff_backward, v, k, deps, &failed), failed)) return nb_last_status();
+        gin[i] = v;
+    }
+    return NB_OK;
+}
+
+static bool diff2(const nb_node *n) {
+    if (n->kind != NB_NODE_OP) return n->kind != NB_NODE_NODIFF;
+    return (nb_op_get(n->op)->flags & NB_OPF_DIFF2) != 0;
+}
+
+static nb_status anomaly_backward(nb_node *n, nb_tensor **gin) {
+    char nm[96], what[768], a[NB_SHAPE_BUF];
+    for (int i = 0; i < n->n_in; i++) {
+        if (!gin[i] || !nb_anomaly_nonfinite(1, &gin[i])) continue;
+        snprintf(what, sizeof what, "the backward of %s returned NaN or inf in the gradient of its input %d (%s %s); "
+                 "the forward that recorded it: %s", nb_node_name(n, nm, sizeof nm), i,
+                 nb_fmt_shape(gin[i]->ndim, gin[i]->shape, a, sizeof a), nb_dtype_name(gin[i]->dtype),
+                 n->ext && n->ext->trace ? n->ext->trace : "(recorded before anomaly mode was on)");
+        return nb_set_error(NB_ERR_ANOMALY, "anomaly: %s", what);
+    }
+    return NB_OK;
+}
+
+/* Runs n's rule and passes each input its gradient. */
+static nb_status run_node(pass *p, nb_node *n) {
+    nb_tensor *gin[NB_FUNCTION_MAX_IO] = {0};
+    char nm[96];
     if (n->save_failed)
         return nb_set_error(NB_ERR_OOM, "backward: %s could not save its tensors for backward (out of host memory)",
-                            nb_op_name(n->op));
-    nb_status st = n->backward(n, n->grad_acc, gin);
-    if (st != NB_OK) return st;
+                            nb_node_name(n, nm, sizeof nm));
+    nb_tensor *keep[NB_NODE_MAX_SAVED];
+    for (int i = 0; i < NB_NODE_MAX_SAVED; i++) {
+        keep[i] = n->saved[i];
+        if (keep[i]) {
+            nb_status st = nb_saved_check(n, keep[i], n->saved_version[i], i);
+            if (st) return st;
+        }
+    }
+    nb_status st = NB_OK;
+    if (p->create_graph) /* the rule computes with tensors connected to their graphs */
+        for (int i = 0; i < NB_NODE_MAX_SAVED && st == NB_OK; i++)
+            if (keep[i] && !(n->saved[i] = nb_saved_unpack(n, keep[i], n->saved_var[i], n->saved_out >> i & 1, 0, true)))
+                st = nb_last_status();
+    if (st == NB_OK) st = n->backward(n, n->grad_acc, gin);
+    memcpy(n->saved, keep, sizeof keep);
+    if (st == NB_OK && p->create_graph && !diff2(n)) st = mark_nodiff(n, n->grad_acc, gin);
+    if (st == NB_OK && nb_anomaly_enabled()) st = anomaly_backward(n, gin);
     for (int i = 0; i < n->n_in && st == NB_OK; i++) {
         nb_tensor *in = n->in[i];
-        if (!in || !gin[i]) continue;
-        /* a backward rule returning another shape is a bug in nabla, not user input */
-        NB_ASSERT(gin[i]->ndim == in->ndim && !memcmp(gin[i]->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim));
-        st = in->grad_fn ? accumulate_node(in->grad_fn, gin[i]) : accumulate_leaf(in, gin[i], true);
+        if (!in) continue;
+        if (gin[i] && n->kind != NB_NODE_FUNCTION) /* a rule returning another shape is a bug in nabla */
+            NB_ASSERT(gin[i]->ndim == in->ndim &&
+                      !memcmp(gin[i]->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim));
+        if (in->grad_fn) st = gin[i] ? accumulate_node(in->grad_fn, in->output_nr, gin[i]) : NB_OK;
+        else if (!p->accumulate && !is_input(p, in)) continue;
+        else st = leaf_edge(p, in, gin[i], true);
     }
     return st;
 }
 
-static nb_status run_backward(nb_node *root, nb_tensor *seed) {
-    node_list nodes = {0};
-    nb_status st = collect(root, &nodes);
+/* A node that will not run: the edges into leaves it would have fed are done. */
+static nb_status skip_node(pass *p, nb_node *n) {
+    nb_status st = NB_OK;
+    for (int i = 0; i < n->n_in && st == NB_OK; i++)
+        if (n->in[i] && !n->in[i]->grad_fn && (p->accumulate || is_input(p, n->in[i]))) st = leaf_edge(p, n->in[i], NULL, true);
+    return st;
+}
+
+static void drop_grads(nb_node *n) {
+    nb_release(n->grad_acc);
+    n->grad_acc = NULL;
+    if (n->kind == NB_NODE_FUNCTION) nb_function_drop_grads(n);
+}
+
+/* Marks the nodes nb_grad must run: those on a path to one of its inputs
+ * (ascending seq: a node's inputs were recorded before it). */
+static void mark_needed(pass *p) {
+    for (int i = 0; i < p->n_inputs; i++)
+        if (p->inputs[i]->grad_fn) p->inputs[i]->grad_fn->bw |= BW_TARGET;
+    for (size_t k = p->nodes.len; k-- > 0;) {
+        nb_node *n = p->nodes.v[k];
+        if (!p->accumulate) {
+            for (int i = 0; i < n->n_in && !(n->bw & BW_RUN); i++) {
+                nb_tensor *in = n->in[i];
+                if (in && (in->grad_fn ? (in->grad_fn->bw & (BW_RUN | BW_TARGET)) : is_input(p, in))) n->bw |= BW_RUN;
+            }
+        } else
+            n->bw |= BW_RUN;
+    }
+}
+
+/* Counts the edges into slotted leaves from nodes that will run. */
+static nb_status count_edges(pass *p, nb_tensor *const *outputs, int n_out) {
+    for (int o = 0; o < n_out; o++)
+        if (!outputs[o]->grad_fn && slotted(p, outputs[o]) && slot_edge(p, outputs[o]) != NB_OK)
+            return nb_last_status();
+    for (size_t k = 0; k < p->nodes.len; k++) {
+        nb_node *n = p->nodes.v[k];
+        if (!(n->bw & BW_RUN)) continue;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] && !n->in[i]->grad_fn && slotted(p, n->in[i]) && slot_edge(p, n->in[i]) != NB_OK)
+                return nb_last_status();
+    }
+    return NB_OK;
+}
+
+/* Captures the gradients of nb_grad's non-leaf inputs made by node n. */
+static nb_status capture(pass *p, nb_node *n) {
+    for (int i = 0; i < p->n_inputs; i++) {
+        nb_tensor *t = p->inputs[i];
+        if (t->grad_fn != n || p->captured[i]) continue;
+        nb_tensor *g = *acc_slot(n, t->output_nr);
+        if (!g) continue;
+        nb_retain(g);
+        p->captured[i] = g;
+    }
+    return NB_OK;
+}
+
+/* The pass over the graph of outputs seeded with seeds (same shapes). */
+static nb_status run_pass(pass *p, nb_tensor *const *outputs, nb_tensor *const *seeds, int n_out) {
+    nb_node *roots[NB_FUNCTION_MAX_IO * 4];
+    int n_roots = 0;
+    for (int o = 0; o < n_out && n_roots < (int)(sizeof roots / sizeof roots[0]); o++) roots[n_roots++] = outputs[o]->grad_fn;
+    nb_status st = collect(roots, n_roots, &p->nodes);
     if (st == NB_OK) {
-        qsort(nodes.v, nodes.len, sizeof *nodes.v, by_seq_desc);
-        nb_retain(seed);
-        root->grad_acc = seed;
+        if (p->nodes.len > 1) qsort(p->nodes.v, p->nodes.len, sizeof *p->nodes.v, by_seq_desc);
+        mark_needed(p);
+        st = count_edges(p, outputs, n_out);
     }
-    for (size_t i = 0; st == NB_OK && i < nodes.len; i++) {
-        nb_node *n = nodes.v[i];
-        if (n->freed) st = nb_set_error(NB_ERR_STATE, "backward: the graph through %s was already freed by an "
-                                                      "earlier backward", nb_op_name(n->op));
-        else if (n->grad_acc) st = run_node(n);
+    for (int o = 0; o < n_out && st == NB_OK; o++)
+        st = outputs[o]->grad_fn ? accumulate_node(outputs[o]->grad_fn, outputs[o]->output_nr, seeds[o])
+                                 : leaf_edge(p, outputs[o], seeds[o], false);
+    for (size_t i = 0; st == NB_OK && i < p->nodes.len; i++) {
+        nb_node *n = p->nodes.v[i];
+        char nm[96];
+        if (!has_grad(n) || !(n->bw & (BW_RUN | BW_TARGET))) {
+            if (n->bw & BW_RUN) st = skip_node(p, n);
+            continue;
+        }
+        if (n->freed) {
+            st = nb_set_error(NB_ERR_STATE, "backward: the graph through %s was already freed by an earlier backward "
+                              "(pass retain_graph to backward twice)", nb_node_name(n, nm, sizeof nm));
+            break;
+        }
+        if (n->ext && n->ext->hooks) { /* hooks of the non-leaf tensors n made */
+            int n_out_node = n->kind == NB_NODE_FUNCTION ? nb_function_n_outputs(n) : 1;
+            for (int o = 0; o < n_out_node && st == NB_OK; o++) {
+                nb_tensor **acc = acc_slot(n, o), *g = *acc;
+                if (g) st = nb_hooks_run_grad(n->ext->hooks, o, &g, "a tensor's gradient hook");
+                if (g != *acc) nb_retain(g), nb_release(*acc), *acc = g; /* replaced: the node owns the new one */
+            }
+        }
+        if (st == NB_OK && (n->bw & BW_TARGET)) st = capture(p, n);
+        if (st == NB_OK && (n->bw & BW_RUN)) st = run_node(p, n);
+        drop_grads(n); /* its inputs have their shares: free the memory now */
     }
-    for (size_t i = 0; i < nodes.len; i++) { /* the tape dies with the backward */
-        nb_release(nodes.v[i]->grad_acc);
-        nodes.v[i]->grad_acc = NULL;
-        node_free_tape(nodes.v[i]);
+    for (int s = 0; s < p->n_slots && st == NB_OK; s++) /* a slot short of edges (a node that failed) */
+        if (p->slots[s].pending > 0) {
+            p->slots[s].pending = 0;
+            st = finish_slot(p, &p->slots[s]);
+        }
+    return st;
+}
+
+static void end_pass(pass *p) {
+    for (size_t i = 0; i < p->nodes.len; i++) {
+        drop_grads(p->nodes.v[i]);
+        if (!p->retain_graph) node_free_tape(p->nodes.v[i]); /* the tape dies with the backward */
     }
-    for (size_t i = 0; i < nodes.len; i++) nb_node_release(nodes.v[i]);
-    free(nodes.v);
+    for (size_t i = 0; i < p->nodes.len; i++) nb_node_release(p->nodes.v[i]);
+    free(p->nodes.v);
+    for (int s = 0; s < p->n_slots; s++) nb_release(p->slots[s].acc), nb_release(p->slots[s].result);
+    free(p->slots);
+}
+
+/* ---- nb_backward ---------------------------------------------------------------- */
+
+/* grad_out fits out (shape and dtype). */
+static nb_status check_seed(const char *op, const nb_tensor *out, const nb_tensor *grad_out) {
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    bool same_shape = grad_out->ndim == out->ndim &&
+                      !memcmp(grad_out->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+    if (same_shape && grad_out->dtype != out->dtype) /* a dtype error, not a shape one */
+        return nb_set_error(NB_ERR_DTYPE, "%s: gradient dtype %s does not match output dtype %s (shape %s)", op,
+                            nb_dtype_name(grad_out->dtype), nb_dtype_name(out->dtype),
+                            nb_fmt_shape(out->ndim, out->shape, b, sizeof b));
+    if (!same_shape)
+        return nb_set_error(NB_ERR_SHAPE, "%s: gradient %s %s does not match output %s %s", op,
+                            nb_fmt_shape(grad_out->ndim, grad_out->shape, a, sizeof a), nb_dtype_name(grad_out->dtype),
+                            nb_fmt_shape(out->ndim, out->shape, b, sizeof b), nb_dtype_name(out->dtype));
+    return NB_OK;
+}
+
+/* The implicit seed of a one-element output: ones (scoped). */
+static nb_tensor *ones_seed(const char *op, const nb_tensor *out) {
+    if (nb_numel(out) != 1) {
+        char a[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "%s: output of shape %s is not a scalar; give its gradient (grad can be "
+                       "implicitly created only for one-element outputs)", op,
+                       nb_fmt_shape(out->ndim, out->shape, a, sizeof a));
+    }
+    nb_tensor *one = nb_tensor_new(out->ndim, out->shape, out->dtype, out->storage->device);
+    return one && nb_fill_(one, 1) == NB_OK ? one : NULL;
+}
+
+nb_status nb_backward_ex(nb_tensor *out, nb_tensor *grad_out, const nb_backward_options *opts) {
+    nb_backward_options o = opts ? *opts : (nb_backward_options){0};
+    if (!out) return nb_set_error(NB_ERR_INVALID_ARG, "backward: NULL tensor");
+    if (!out->requires_grad)
+        return nb_set_error(NB_ERR_STATE, "backward: the tensor does not require grad (no input requires grad, "
+                                          "or it was computed under no_grad)");
+    nb_scope *s = nb_op_scope_begin();
+    nb_status st = NB_OK;
+    if (!grad_out && !(grad_out = ones_seed("backward", out))) st = nb_last_status();
+    if (st == NB_OK) st = check_seed("backward", out, grad_out);
+    if (st == NB_OK) {
+        bool prev = nb_set_grad_enabled(o.create_graph);
+        pass p = {.create_graph = o.create_graph, .retain_graph = o.retain_graph || o.create_graph, .accumulate = true};
+        nb_autocast_pause(true); /* each op's backward runs in its forward's dtypes */
+        st = run_pass(&p, &out, &grad_out, 1);
+        nb_autocast_pause(false);
+        end_pass(&p);
+        nb_set_grad_enabled(prev);
+    }
+    nb_scope_end(s);
     return st;
 }
 
 nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out) {
     if (!out || !grad_out) return nb_set_error(NB_ERR_INVALID_ARG, "backward: NULL tensor");
-    if (!out->requires_grad)
-        return nb_set_error(NB_ERR_STATE, "backward: the tensor does not require grad (no input requires grad, "
-                                          "or it was computed under no_grad)");
-    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-    bool same_shape = grad_out->ndim == out->ndim &&
-                      !memcmp(grad_out->shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
-    if (same_shape && grad_out->dtype != out->dtype) /* a dtype error, not a shape one */
-        return nb_set_error(NB_ERR_DTYPE, "backward: gradient dtype %s does not match output dtype %s (shape %s)",
-                            nb_dtype_name(grad_out->dtype), nb_dtype_name(out->dtype),
-                            nb_fmt_shape(out->ndim, out->shape, b, sizeof b));
-    if (!same_shape)
-        return nb_set_error(NB_ERR_SHAPE, "backward: gradient %s %s does not match output %s %s",
-                            nb_fmt_shape(grad_out->ndim, grad_out->shape, a, sizeof a), nb_dtype_name(grad_out->dtype),
-                            nb_fmt_shape(out->ndim, out->shape, b, sizeof b), nb_dtype_name(out->dtype));
-    bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_op_scope_begin();
-    nb_autocast_pause(true); /* each op's backward runs in its forward's dtypes */
-    nb_status st = out->grad_fn ? run_backward(out->grad_fn, grad_out) : accumulate_leaf(out, grad_out, false);
-    nb_autocast_pause(false);
-    nb_scope_end(s);
-    nb_set_grad_enabled(prev);
-    return st;
+    return nb_backward_ex(out, grad_out, NULL);
 }
 
 nb_status nb_backward(nb_tensor *out) {
@@ -311,10 +725,85 @@ nb_status nb_backward(nb_tensor *out) {
         return nb_set_error(NB_ERR_SHAPE, "backward: output of shape %s is not a scalar; use nb_backward_with",
                             nb_fmt_shape(out->ndim, out->shape, a, sizeof a));
     }
+    return nb_backward_ex(out, NULL, NULL);
+}
+
+/* ---- nb_grad ------------------------------------------------------------------ */
+
+static nb_status grad_check_args(nb_tensor *const *outputs, int n_out, nb_tensor *const *inputs, int n_in,
+                                 nb_tensor **grads) {
+    if (!outputs || !inputs || !grads || n_out < 1 || n_in < 1 || n_out > NB_FUNCTION_MAX_IO * 4)
+        return nb_set_error(NB_ERR_INVALID_ARG, "grad: needs 1 to %d outputs, at least one input and a result "
+                                                "array (got %d outputs, %d inputs)", NB_FUNCTION_MAX_IO * 4, n_out, n_in);
+    for (int i = 0; i < n_out; i++) {
+        if (!outputs[i]) return nb_set_error(NB_ERR_INVALID_ARG, "grad: output %d is NULL", i);
+        if (!outputs[i]->requires_grad)
+            return nb_set_error(NB_ERR_STATE, "grad: output %d does not require grad (no input requires grad, or it "
+                                              "was computed under no_grad)", i);
+    }
+    for (int i = 0; i < n_in; i++) {
+        if (!inputs[i]) return nb_set_error(NB_ERR_INVALID_ARG, "grad: input %d is NULL", i);
+        if (!inputs[i]->requires_grad)
+            return nb_set_error(NB_ERR_STATE, "grad: input %d does not require grad (one of the differentiated "
+                                              "tensors does not require grad)", i);
+    }
+    return NB_OK;
+}
+
+nb_status nb_grad(nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int n_outputs, nb_tensor *const *inputs,
+                  int n_inputs, nb_tensor **grads, const nb_grad_options *opts) {
+    nb_grad_options o = opts ? *opts : (nb_grad_options){0};
+    for (int i = 0; grads && i < n_inputs; i++) grads[i] = NULL;
+    nb_status st = grad_check_args(outputs, n_outputs, inputs, n_inputs, grads);
+    if (st) return st;
+    nb_tensor **captured = calloc((size_t)n_inputs, sizeof *captured);
+    nb_tensor **seeds = calloc((size_t)n_outputs, sizeof *seeds);
+    if (!captured || !seeds) {
+        free(captured), free(seeds);
+        return nb_set_error(NB_ERR_OOM, "grad: out of host memory");
+    }
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *one = nb_tensor_new(out->ndim, out->shape, out->dtype, out->storage->device);
-    nb_status st = one ? nb_fill_(one, 1) : nb_last_status();
-    if (st == NB_OK) st = nb_backward_with(out, one);
+    for (int i = 0; i < n_outputs && st == NB_OK; i++) {
+        seeds[i] = grad_outputs ? grad_outputs[i] : NULL;
+        if (!seeds[i] && !(seeds[i] = ones_seed("grad", outputs[i]))) st = nb_last_status();
+        else st = check_seed("grad", outputs[i], seeds[i]);
+    }
+    pass p = {.create_graph = o.create_graph, .retain_graph = o.retain_graph || o.create_graph, .accumulate = false,
+              .inputs = inputs, .n_inputs = n_inputs, .captured = captured};
+    if (st == NB_OK) {
+        bool prev = nb_set_grad_enabled(o.create_graph);
+        nb_autocast_pause(true);
+        st = run_pass(&p, outputs, seeds, n_outputs);
+        nb_autocast_pause(false);
+        nb_set_grad_enabled(prev);
+    }
+    for (int i = 0; i < n_inputs && st == NB_OK; i++) {
+        nb_tensor *g = captured[i];
+        if (!inputs[i]->grad_fn) {
+            leaf_slot *sl = find_slot(&p, inputs[i]);
+            g = sl ? sl->result : NULL;
+        }
+        if (g) {
+            nb_retain(g);
+            grads[i] = g;
+        } else if (o.materialize_grads) {
+            nb_tensor *z = nb_zeros_like(inputs[i]);
+            if (!z) st = nb_last_status();
+            else nb_retain(z), grads[i] = z;
+        } else if (!o.allow_unused) {
+            char a[NB_SHAPE_BUF];
+            st = nb_set_error(NB_ERR_STATE, "grad: input %d (%s) was not used in the graph of the outputs; pass "
+                              "allow_unused (or materialize_grads) if that is intended", i,
+                              nb_fmt_shape(inputs[i]->ndim, inputs[i]->shape, a, sizeof a));
+        }
+    }
+    end_pass(&p);
+    for (int i = 0; i < n_inputs; i++) nb_release(captured[i]);
+    free(captured), free(seeds);
     nb_scope_end(s);
+    for (int i = 0; i < n_inputs; i++) { /* the results belong to the caller's scope */
+        if (st != NB_OK) nb_release(grads[i]), grads[i] = NULL;
+        else if (grads[i]) nb_scope_adopt(grads[i]);
+    }
     return st;
 }

@@ -5,7 +5,16 @@
  * grad: nb_record() links the node to the output, then the op saves what
  * its backward needs with nb_save(). A backward rule receives the gradient
  * of the node's output and writes one gradient per input (NULL where an
- * input needs none), each of that input's shape. */
+ * input needs none), each of that input's shape.
+ *
+ * Under create_graph (nb_grad, nb_backward_ex) grad mode is on while rules
+ * run and n->saved[] holds the saved tensors connected to their graphs (the
+ * original tensor, or for the node's own output an alias whose grad_fn is
+ * the node), so nb_needs_grad() of the gradient and the saved tensors tells
+ * a rule to compute with recorded ops (or to record its raw result with
+ * nb_record_grad and a rule of its own). An op whose rule does so carries
+ * NB_OPF_DIFF2 in the op table; the engine records the gradients of the
+ * others as nodes that fail when a double backward reaches them. */
 #ifndef NB_AUTOGRAD_IMPL_H
 #define NB_AUTOGRAD_IMPL_H
 
@@ -16,6 +25,8 @@
 
 #define NB_NODE_MAX_IN 4
 #define NB_NODE_MAX_SAVED 6
+/* A custom function's inputs and outputs (autograd/function.c). */
+#define NB_FUNCTION_MAX_IO 16
 
 typedef struct nb_node nb_node;
 typedef nb_status (*nb_backward_fn)(nb_node *n, nb_tensor *gout, nb_tensor **gin);
@@ -37,11 +48,12 @@ typedef union nb_op_params {
     struct { int dim; int64_t start, step; } slice;                  /* also unfold: start = size */
     struct { int64_t offset; int dim1, dim2; } diagonal;             /* diagonal, diag_embed */
     struct { int64_t lo[NB_MAX_DIMS]; } pad;
-    struct { int64_t rows, m; } layer_norm;
+    struct { int64_t rows, m; double eps; } layer_norm;
     struct { bool training; double eps; } batch_norm;
     struct { bool bilinear, align_corners; } upsample;
     struct { int64_t ignore_index; } cross_entropy;
     nb_conv_params conv;
+    struct { nb_conv_params conv; int64_t shape[4]; } conv_grad;     /* a convolution's gradient node */
     nb_pool_params pool;
     struct {
         int64_t B, L, S, E, Ev;
@@ -52,6 +64,23 @@ typedef union nb_op_params {
     } attention;
     struct { int flag; } linalg; /* cholesky: upper; qr: mode; svd: full_matrices */
 } nb_op_params;
+
+/* What recorded a node. */
+typedef enum nb_node_kind {
+    NB_NODE_OP,       /* an op's forward */
+    NB_NODE_GRAD,     /* a backward rule under create_graph: a step of the op's gradient */
+    NB_NODE_NODIFF,   /* a gradient whose rule is not differentiable: backward through it fails */
+    NB_NODE_FUNCTION, /* a custom function (nb_function_apply) */
+} nb_node_kind;
+
+/* Per-node state most nodes lack (allocated on demand): the gradient
+ * hooks of the node's outputs, anomaly mode's record of the forward, a
+ * custom function's context. */
+typedef struct nb_node_ext {
+    struct nb_tensor_hooks *hooks; /* hooks of the outputs (non-leaf tensors), each naming its output */
+    char *trace;                   /* anomaly mode: "mul([3] float64, [3] float64) -> [3] float64" */
+    struct nb_function_ctx *fn;    /* NB_NODE_FUNCTION */
+} nb_node_ext;
 
 /* ---- autocast (autocast.c) ---- */
 typedef enum nb_autocast_list {
@@ -66,33 +95,114 @@ bool nb_autocast_inputs(nb_autocast_list list, int n, nb_tensor **in);
 void nb_autocast_pause(bool pause);
 
 struct nb_node {
-    int refcount; /* the output tensor's, plus one while a backward walks it */
+    int refcount; /* the output tensors', plus one while a backward walks it */
     uint64_t seq; /* recording order: backward runs in decreasing seq */
     nb_op_id op;  /* the op that recorded the node (nb_op_name for messages) */
+    uint8_t kind; /* nb_node_kind */
+    uint8_t saved_out; /* bit i: saved[i] is the node's own output (see nb_save) */
+    uint8_t bw;   /* flags of the running backward (engine.c) */
+    bool freed;         /* tape already released by a backward */
+    bool save_failed;   /* nb_save ran out of memory: backward must fail */
     nb_backward_fn backward;
     int n_in;
-    nb_tensor *in[NB_NODE_MAX_IN];      /* retained inputs that require grad, else NULL */
+    nb_tensor **in;                      /* in_buf, or a custom function's inputs */
+    nb_tensor *in_buf[NB_NODE_MAX_IN];   /* retained inputs that require grad, else NULL */
     nb_tensor *saved[NB_NODE_MAX_SAVED]; /* detached aliases kept for backward */
+    /* the saved tensor itself when it required grad and is not the
+     * node's output: under create_graph, backward computes with it, so
+     * the gradient is connected to the graph that made it */
+    nb_tensor *saved_var[NB_NODE_MAX_SAVED];
+    unsigned saved_version[NB_NODE_MAX_SAVED]; /* its storage's version when saved */
     nb_op_params p;
     int out_ndim;
     int64_t out_shape[NB_MAX_DIMS];
     nb_dtype out_dtype;
-    bool freed;         /* tape already released by a backward */
-    bool save_failed;   /* nb_save ran out of memory: backward must fail */
-    nb_tensor *grad_acc; /* gradient of the output, during backward */
+    nb_tensor *grad_acc; /* gradient of output 0, during backward */
     uint64_t visit;     /* generation stamp of the backward walk */
     nb_node *release_next; /* nb_node_release's pending list (no recursion) */
+    nb_node_ext *ext;   /* NULL for most nodes */
 };
 
-/* Whether an op on these inputs must record a node. */
+/* Whether an op on these inputs must record a node: grad mode is on and
+ * one of them requires grad. Inside backward grad mode is on only under
+ * create_graph, so a backward rule asks this of its gradient and saved
+ * tensors to choose between its raw kernels (first order) and recorded
+ * ops whose result can be differentiated again. */
 bool nb_needs_grad(int n, nb_tensor *const *inputs);
 /* Records a node for `out` if nb_needs_grad(n, inputs); returns it or NULL.
- * On allocation failure returns NULL and sets *failed. */
+ * On allocation failure (or an anomaly, in anomaly mode) returns NULL and
+ * sets *failed. */
 nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
                    bool *failed);
-/* Keeps a detached alias of t for backward (does not keep t's graph alive). */
+/* The next recording order number of this thread (a node made by hand). */
+uint64_t nb_next_seq(void);
+/* A backward rule's own node under create_graph: records `out` (a
+ * gradient the rule computed with raw kernels) as a step of src's op's
+ * gradient with rule fn, which must itself use recorded ops. Copies src's
+ * params. Returns the node or NULL (no input needs grad, or *failed). */
+nb_node *nb_record_grad(const nb_node *src, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
+                        bool *failed);
+/* Keeps a detached alias of t for backward (does not keep t's graph
+ * alive), and t's storage version for the in-place check. Saving the
+ * node's own output (t->grad_fn == n) keeps no reference to it. */
 void nb_save(nb_node *n, int slot, const nb_tensor *t);
 void nb_node_release(nb_node *n);
+/* The node's ext, allocated on first use (NULL on OOM, error set). */
+nb_node_ext *nb_node_ext_get(nb_node *n);
+/* "mul", or "the backward of mul" for a gradient node, or a custom
+ * function's name: for messages. */
+const char *nb_node_name(const nb_node *n, char *buf, size_t len);
+
+/* ---- saved tensors (engine.c; also a custom function's) ------------------- */
+
+/* Fails with PyTorch's message when t's storage changed since it was saved
+ * at `version` by node n. */
+nb_status nb_saved_check(const nb_node *n, const nb_tensor *alias, unsigned version, int index);
+/* The tensor backward computes with: connected (create_graph) is the
+ * original var when there is one, or for the node's output an alias whose
+ * grad_fn is n (output out_nr); else the detached alias. Scoped (NULL on
+ * OOM). */
+nb_tensor *nb_saved_unpack(nb_node *n, nb_tensor *alias, nb_tensor *var, bool is_out, int out_nr, bool connected);
+
+/* ---- hooks and anomaly mode (autograd/hooks.c) ----------------------------- */
+
+typedef struct nb_hook {
+    int64_t id;
+    int kind;      /* NB_HOOK_* */
+    int output_nr; /* the output a node hook belongs to */
+    union {
+        nb_grad_hook_fn grad;
+        nb_post_accumulate_grad_hook_fn post;
+    } fn;
+    void *user;
+} nb_hook;
+enum { NB_HOOK_GRAD, NB_HOOK_POST_ACCUMULATE };
+struct nb_tensor_hooks {
+    nb_hook *v;
+    int len, cap;
+};
+/* Runs the gradient hooks of kind NB_HOOK_GRAD for output out_nr on *g
+ * (each may replace it). */
+nb_status nb_hooks_run_grad(struct nb_tensor_hooks *h, int out_nr, nb_tensor **g, const char *what);
+/* Runs a leaf's post-accumulate-grad hooks. */
+nb_status nb_hooks_run_post(nb_tensor *leaf);
+bool nb_anomaly_enabled(void);
+/* Anomaly mode: NB_ERR_ANOMALY when t holds NaN or inf (what names the op
+ * and the tensor). */
+nb_status nb_anomaly_check(const nb_tensor *t, const char *what);
+/* Whether any of the float tensors holds NaN or inf. */
+bool nb_anomaly_nonfinite(int n, nb_tensor *const *ts);
+
+/* ---- custom functions (autograd/function.c) --------------------------------- */
+
+const char *nb_function_node_name(const nb_node *n);
+int nb_function_n_outputs(const nb_node *n);
+/* The gradient accumulator of output out_nr >= 1 (output 0's is grad_acc). */
+nb_tensor **nb_function_acc(nb_node *n, int out_nr);
+bool nb_function_has_grad(const nb_node *n);
+void nb_function_drop_grads(nb_node *n);
+void nb_function_free_tape(nb_node *n); /* the inputs and saved tensors */
+void nb_function_free(nb_node *n);      /* the rest of the context */
 
 /* ---- helpers for ops (autograd/ops_common.c) ------------------------------ */
 

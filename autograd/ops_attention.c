@@ -62,6 +62,60 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
     return nb_sum_to_shape(nb_reshape(dS, mask_view->ndim, mask_view->shape), mask->ndim, mask->shape);
 }
 
+/* The forward's dropout keep mask scaled by 1 / (1 - p) ([B, L, S]; the
+ * Philox bits of (b*L + i)*S + j, drop iff u < p), or NULL without dropout. */
+static nb_tensor *dropout_scale(nb_node *n, const nb_tensor *like) {
+    double p = n->p.attention.dropout_p;
+    if (!(p > 0)) return NULL;
+    int64_t bls[3] = {n->p.attention.B, n->p.attention.L, n->p.attention.S};
+    nb_tensor *drop = nb_tensor_new(3, bls, like->dtype, like->storage->device);
+    nb_kview vd = drop ? nb_kview_of(drop) : (nb_kview){0};
+    if (!drop || NB_CALL(drop, random, &vd, NB_RNG_BERNOULLI, p, 0, n->p.attention.seed, n->p.attention.offset,
+                         n->p.attention.offset_base) != NB_OK)
+        return NULL;
+    return nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p));
+}
+
+/* create_graph: the attention recomputed as recorded ops (scores, softmax,
+ * the forward's dropout mask) and its gradients written with them
+ * (FlashAttention's backward, unfused), so that they can be differentiated
+ * again; it holds [B, L, S] tensors. q, k, v and a float mask are the
+ * connected inputs where they require grad, else the saved copies. */
+static nb_status sdpa_grad_ops(nb_node *n, nb_tensor *g3, nb_tensor *q3, nb_tensor *k3, nb_tensor *v3,
+                               nb_tensor *mask, nb_tensor **gin) {
+    int64_t B = n->p.attention.B, L = n->p.attention.L, S = n->p.attention.S, E = n->p.attention.E,
+            Ev = n->p.attention.Ev;
+    int last = -1;
+    nb_tensor *q = n->in[0] ? nb_reshape(n->in[0], NB_SHAPE(B, L, E)) : q3;
+    nb_tensor *k = n->in[1] ? nb_reshape(n->in[1], NB_SHAPE(B, S, E)) : k3;
+    nb_tensor *v = n->in[2] ? nb_reshape(n->in[2], NB_SHAPE(B, S, Ev)) : v3;
+    nb_tensor *sc = nb_mul_scalar(nb_matmul(q, nb_transpose(k, 1, 2)), n->p.attention.scale);
+    if (mask) { /* the broadcast [..., L, S] view as [B, L, S] */
+        nb_tensor *m = n->in[3] ? nb_expand(n->in[3], mask->ndim, mask->shape) : mask;
+        m = nb_reshape(m, NB_SHAPE(B, L, S));
+        sc = m && m->dtype == NB_BOOL ? nb_masked_fill(sc, nb_logical_not(m), -INFINITY) : nb_add(sc, m);
+    } else if (n->p.attention.causal) {
+        nb_tensor *i = nb_reshape(nb_arange_on(0, (double)L, 1, NB_I64, q3->storage->device), NB_SHAPE(L, 1));
+        nb_tensor *j = nb_reshape(nb_arange_on(0, (double)S, 1, NB_I64, q3->storage->device), NB_SHAPE(1, S));
+        sc = nb_masked_fill(sc, nb_gt(j, i), -INFINITY);
+    }
+    nb_tensor *P = nb_softmax(sc, -1), *keep = dropout_scale(n, q3);
+    nb_tensor *Pd = keep ? nb_mul(P, keep) : P;
+    nb_tensor *dPd = nb_matmul(g3, nb_transpose(v, 1, 2));
+    nb_tensor *dP = keep ? nb_mul(dPd, keep) : dPd;
+    nb_tensor *dS = nb_mul(P, nb_sub(dP, nb_sum(nb_mul(dP, P), &last, 1, true)));
+    if (!dS) return nb_last_status();
+    nb_tensor *gx[3] = {nb_mul_scalar(nb_matmul(dS, k), n->p.attention.scale),
+                        nb_mul_scalar(nb_matmul(nb_transpose(dS, 1, 2), q), n->p.attention.scale),
+                        nb_matmul(nb_transpose(Pd, 1, 2), g3)};
+    for (int i = 0; i < 3; i++)
+        if (n->in[i] && !(gin[i] = nb_reshape(gx[i], n->in[i]->ndim, n->in[i]->shape))) return nb_last_status();
+    if (n->in[3] &&
+        !(gin[3] = nb_sum_to_shape(nb_reshape(dS, mask->ndim, mask->shape), n->in[3]->ndim, n->in[3]->shape)))
+        return nb_last_status();
+    return NB_OK;
+}
+
 /* saved: [0] q [B, L, E], [1] out [B, L, Ev] inside the out|lse buffer;
  * with a mask [2] the mask expanded to [..., L, S], k and v packed after q
  * in q's storage; without, [2] k [B, S, E] and [3] v [B, S, Ev] */
@@ -72,6 +126,8 @@ static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *v3 = mask ? view3(q3, B, S, Ev, q3->offset + B * L * E + B * S * E) : n->saved[3];
     int64_t bl[2] = {B, L}, bl_strides[2] = {L, 1};
     nb_tensor *lse = nb_tensor_view_of(out3, 2, bl, bl_strides, out3->offset + B * L * Ev);
+    if (nb_needs_grad(5, (nb_tensor *[]){g, n->in[0], n->in[1], n->in[2], n->in[3]}))
+        return sdpa_grad_ops(n, nb_reshape(g, NB_SHAPE(B, L, Ev)), q3, k3, v3, mask, gin);
     nb_tensor *gc = nb_contiguous(g);
     nb_tensor *g3 = gc ? view3(gc, B, L, Ev, gc->offset) : NULL;
     nb_device dev = q3->storage->device;

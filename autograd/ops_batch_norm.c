@@ -8,12 +8,51 @@
 
 /* ---- batch_norm ------------------------------------------------------------- */
 
+/* create_graph: the gradients as recorded ops over the dims other than the
+ * channels (1). Training: the batch statistics recomputed from x,
+ *   xhat = (x - mean) rstd, gxhat = g w,
+ *   dx = rstd (gxhat - mean(gxhat) - xhat mean(gxhat xhat));
+ * eval: the saved running statistics are constants, dx = g w rstd.
+ * dw = sum(g xhat), db = sum(g) in both. */
+static nb_status bn_grad_ops(nb_node *n, nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_tensor **gin) {
+    int nd = x->ndim, dims[NB_MAX_DIMS], k = 0;
+    int64_t cshape[NB_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        cshape[d] = d == 1 ? x->shape[1] : 1;
+        if (d != 1) dims[k++] = d;
+    }
+    double eps = n->p.batch_norm.eps;
+    nb_tensor *mean, *rstd;
+    if (n->p.batch_norm.training) {
+        mean = nb_mean(x, dims, k, true);
+        nb_tensor *xc = nb_sub(x, mean);
+        rstd = nb_rsqrt(nb_add_scalar(nb_mean(nb_mul(xc, xc), dims, k, true), eps));
+    } else {
+        mean = nb_reshape(n->saved[2], nd, cshape);
+        rstd = nb_rsqrt(nb_add_scalar(nb_reshape(n->saved[3], nd, cshape), eps));
+    }
+    nb_tensor *xhat = nb_mul(nb_sub(x, mean), rstd);
+    nb_tensor *gxhat = w ? nb_mul(g, nb_reshape(w, nd, cshape)) : g;
+    if (n->in[0]) {
+        nb_tensor *inner = gxhat;
+        if (n->p.batch_norm.training)
+            inner = nb_sub(nb_sub(gxhat, nb_mean(gxhat, dims, k, true)),
+                           nb_mul(xhat, nb_mean(nb_mul(gxhat, xhat), dims, k, true)));
+        if (!(gin[0] = nb_mul(rstd, inner))) return nb_last_status();
+    }
+    if (n->in[1] && !(gin[1] = nb_sum(nb_mul(g, xhat), dims, k, false))) return nb_last_status();
+    if (n->in[2] && !(gin[2] = nb_sum(g, dims, k, false))) return nb_last_status();
+    return NB_OK;
+}
+
 /* in: x, weight, bias. saved: x (contiguous), weight (or NULL), then the
  * statistics the forward normalised with: training save_mean/save_invstd;
  * eval copies of running_mean/running_var (a later training step updates
  * the buffers in place). p.batch_norm: training, eps. */
 static nb_status bn_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1], *s0 = n->saved[2], *s1 = n->saved[3];
+    nb_tensor *xg = n->in[0] ? n->in[0] : x, *wg = n->in[1] ? n->in[1] : w; /* connected under create_graph */
+    if (nb_needs_grad(3, (nb_tensor *[]){g, xg, wg})) return bn_grad_ops(n, g, xg, wg, gin);
     bool training = n->p.batch_norm.training;
     int64_t C = x->shape[1];
     nb_device dev = x->storage->device;
@@ -108,6 +147,7 @@ static nb_tensor *bn_impl(nb_tensor *x, nb_tensor *rm, nb_tensor *rv, nb_tensor 
     if (NB_CALL(x, batch_norm, &vo, &vsm, &vsi, rmc ? &vrm : NULL, rvc ? &vrv : NULL, &vx, wc ? &vw : NULL,
                 bc ? &vb : NULL, training, momentum, eps) != NB_OK)
         return NULL;
+    if (training) nb_bump_version(rm), nb_bump_version(rv); /* the running stats were updated in place */
     nb_tensor *in[3] = {x, w, b};
     bool failed;
     nb_node *n = nb_record(NB_OP_BATCH_NORM, bn_backward, out, 3, in, &failed);

@@ -117,6 +117,12 @@ nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape) {
         nb_retain(g);
         return nb_scope_adopt(g);
     }
+    if (nb_needs_grad(1, &g)) { /* create_graph: a recorded sum, differentiable again */
+        int dims[NB_MAX_DIMS], nd = 0;
+        for (int i = 0; i < g->ndim; i++)
+            if (kshape[i] != g->shape[i] || i < lead) dims[nd++] = i;
+        return nb_reshape(nb_sum(g, dims, nd, true), ndim, shape);
+    }
     nb_tensor *r = nb_tensor_new(g->ndim, kshape, g->dtype, g->storage->device);
     if (!r) return NULL;
     nb_kview o = nb_kview_of(r), x = nb_kview_of(g);

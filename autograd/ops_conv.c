@@ -149,10 +149,93 @@ static nb_tensor *record_conv(nb_op_id op, nb_backward_fn fn, nb_tensor *out, nb
     return out;
 }
 
+/* ---- the gradients as recorded ops (create_graph) ------------------------------------
+ * A convolution F(x, w) is bilinear, so its gradients are too:
+ *   A(g, w) = dF/dx^T g (conv2d_backward_input), B(x, g) = dF/dw^T g
+ *   (conv2d_backward_weight), and <A(g, w), u> = <g, F(u, w)> = <B(u, g), w>.
+ * Each of F, A, B is recorded as a node whose rule is the other two:
+ *   F: dx = A(gg, w), dw = B(x, gg)   (conv2d's own rule)
+ *   A: dg = F(gg, w), dw = B(gg, g)
+ *   B: dx = A(g, gg), dg = F(x, gg)
+ * so gradients of any order run on the three fused kernels. */
+
+static nb_status conv2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin);
+static nb_tensor *conv_a(nb_tensor *g, nb_tensor *w, const nb_conv_params *p, const int64_t *x_shape);
+static nb_tensor *conv_b(nb_tensor *x, nb_tensor *g, const nb_conv_params *p, const int64_t *w_shape);
+
+/* F(x, w) without bias into a [N, Cout, Ho, Wo] result of out_shape, recorded as conv2d. */
+static nb_tensor *conv_f(nb_tensor *x, nb_tensor *w, const nb_conv_params *p, const int64_t *out_shape) {
+    nb_tensor *xc = nb_contiguous(x), *wc = nb_contiguous(w);
+    nb_tensor *out = xc && wc ? nb_tensor_new(4, out_shape, x->dtype, x->storage->device) : NULL;
+    if (!out) return NULL;
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc), vw = nb_kview_of(wc);
+    if (NB_CALL(x, conv2d, &vo, &vx, &vw, NULL, p) != NB_OK) return NULL;
+    return record_conv(NB_OP_CONV2D, conv2d_backward, out, (nb_tensor *[]){x, w, NULL}, xc, wc, p);
+}
+
+/* saved: [0] g, [1] w; p.conv_grad: the convolution and g's shape */
+static nb_status conv_a_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    const nb_conv_params *p = &n->p.conv_grad.conv;
+    if (n->in[0] && !(gin[0] = conv_f(gg, n->saved[1], p, n->p.conv_grad.shape))) return nb_last_status();
+    if (n->in[1] && !(gin[1] = conv_b(gg, n->saved[0], p, n->in[1]->shape))) return nb_last_status();
+    return NB_OK;
+}
+
+/* saved: [0] x, [1] g */
+static nb_status conv_b_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    const nb_conv_params *p = &n->p.conv_grad.conv;
+    if (n->in[0] && !(gin[0] = conv_a(n->saved[1], gg, p, n->in[0]->shape))) return nb_last_status();
+    if (n->in[1] && !(gin[1] = conv_f(n->saved[0], gg, p, n->p.conv_grad.shape))) return nb_last_status();
+    return NB_OK;
+}
+
+/* Records a gradient node of a convolution on out = fn(a, b); g_shape is
+ * the convolution's output shape. Each input is saved for the other's rule. */
+static nb_tensor *record_conv_grad(nb_backward_fn fn, nb_tensor *out, nb_tensor *a, nb_tensor *b,
+                                   const nb_conv_params *p, const int64_t *g_shape) {
+    nb_node src = {.op = NB_OP_CONV2D};
+    src.p.conv_grad.conv = *p;
+    memcpy(src.p.conv_grad.shape, g_shape, sizeof src.p.conv_grad.shape);
+    bool failed;
+    nb_node *n = nb_record_grad(&src, fn, out, 2, (nb_tensor *[]){a, b}, &failed);
+    if (failed) return NULL;
+    if (n) {
+        if (n->in[1]) nb_save(n, 0, a);
+        if (n->in[0]) nb_save(n, 1, b);
+    }
+    return out;
+}
+
+/* A(g, w): the input gradient, of x_shape. */
+static nb_tensor *conv_a(nb_tensor *g, nb_tensor *w, const nb_conv_params *p, const int64_t *x_shape) {
+    nb_tensor *gc = nb_contiguous(g), *wc = nb_contiguous(w);
+    nb_tensor *gx = gc && wc ? nb_tensor_new(4, x_shape, g->dtype, g->storage->device) : NULL;
+    if (!gx) return NULL;
+    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vw = nb_kview_of(wc);
+    if (NB_CALL(g, conv2d_backward_input, &vgx, &vg, &vw, p) != NB_OK) return NULL;
+    return record_conv_grad(conv_a_backward, gx, g, w, p, g->shape);
+}
+
+/* B(x, g): the weight gradient, of w_shape. */
+static nb_tensor *conv_b(nb_tensor *x, nb_tensor *g, const nb_conv_params *p, const int64_t *w_shape) {
+    nb_tensor *xc = nb_contiguous(x), *gc = nb_contiguous(g);
+    nb_tensor *gw = xc && gc ? nb_tensor_new(4, w_shape, g->dtype, g->storage->device) : NULL;
+    if (!gw) return NULL;
+    nb_kview vgw = nb_kview_of(gw), vg = nb_kview_of(gc), vx = nb_kview_of(xc);
+    if (NB_CALL(g, conv2d_backward_weight, &vgw, NULL, &vg, &vx, p) != NB_OK) return NULL;
+    return record_conv_grad(conv_b_backward, gw, x, g, p, g->shape);
+}
+
 /* ---- conv2d -------------------------------------------------------------------- */
 
 static nb_status conv2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_conv_params p = n->p.conv;
+    if (nb_needs_grad(3, (nb_tensor *[]){g, n->saved[0], n->saved[1]})) { /* create_graph */
+        if (n->in[0] && !(gin[0] = conv_a(g, n->saved[1], &p, n->in[0]->shape))) return nb_last_status();
+        if (n->in[1] && !(gin[1] = conv_b(n->saved[0], g, &p, n->in[1]->shape))) return nb_last_status();
+        if (n->in[2] && !(gin[2] = bias_grad(g))) return nb_last_status();
+        return NB_OK;
+    }
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     nb_kview vg = nb_kview_of(gc);
@@ -229,6 +312,12 @@ nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d
  * convolution's output and out [N, Cout, Ho, Wo] its input. */
 static nb_status conv_t2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_conv_params p = n->p.conv;
+    if (nb_needs_grad(3, (nb_tensor *[]){g, n->saved[0], n->saved[1]})) { /* create_graph: y = A(x, w) */
+        if (n->in[0] && !(gin[0] = conv_f(g, n->saved[1], &p, n->in[0]->shape))) return nb_last_status();
+        if (n->in[1] && !(gin[1] = conv_b(g, n->saved[0], &p, n->in[1]->shape))) return nb_last_status();
+        if (n->in[2] && !(gin[2] = bias_grad(g))) return nb_last_status();
+        return NB_OK;
+    }
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     nb_kview vg = nb_kview_of(gc);

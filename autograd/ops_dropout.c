@@ -9,7 +9,9 @@
 
 /* saved[0]: the scaled mask (0 or 1/(1-p)); gx = g * mask. */
 static nb_status dropout_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_tensor *mask = n->saved[0], *gx = nb_empty_like(mask);
+    nb_tensor *mask = n->saved[0];
+    if (nb_needs_grad(1, &g)) return (gin[0] = nb_mul(g, mask)) ? NB_OK : nb_last_status(); /* create_graph */
+    nb_tensor *gx = nb_empty_like(mask);
     if (!gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(g), vm = nb_kview_of(mask);
     gin[0] = gx;

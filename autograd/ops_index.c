@@ -60,6 +60,18 @@ static nb_tensor *index_add_new(const nb_tensor *like, int dim, nb_tensor *index
 
 /* ---- embedding ------------------------------------------------------------------ */
 
+/* The weight gradient's own rule (create_graph): it sums rows of g into
+ * rows of the weight, so its gradient is the lookup of gg at the indices,
+ * 0 at padding_idx. saved[0]: the flat indices; in[0]: g. */
+static nb_status embedding_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    nb_tensor *idx = n->saved[0], *g = n->in[0];
+    nb_tensor *r = nb_embedding(idx, gg, NB_NO_PADDING_IDX);
+    if (r && n->p.embedding.padding_idx != NB_NO_PADDING_IDX)
+        r = nb_masked_fill(r, nb_unsqueeze(nb_eq_scalar(idx, (double)n->p.embedding.padding_idx), 1), 0);
+    gin[0] = r ? nb_reshape(r, g->ndim, g->shape) : NULL;
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
 /* saved: flat int64 indices; p.embedding.padding_idx (INT64_MIN: none) */
 static nb_status embedding_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *idx = n->saved[0], *w = n->in[0];
@@ -69,7 +81,12 @@ static nb_status embedding_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vg = nb_kview_of(gc);
     vg.ndim = 2, vg.shape[0] = rows, vg.shape[1] = w->shape[1], vg.strides[0] = w->shape[1], vg.strides[1] = 1;
     gin[0] = index_add_new(w, 0, idx, gc, vg, n->p.embedding.padding_idx);
-    return gin[0] ? NB_OK : nb_last_status();
+    if (!gin[0]) return nb_last_status();
+    bool failed;
+    nb_node *gn = nb_record_grad(n, embedding_grad_backward, gin[0], 1, &g, &failed);
+    if (failed) return nb_last_status();
+    if (gn) nb_save(gn, 0, idx);
+    return NB_OK;
 }
 
 static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx) {
@@ -124,12 +141,23 @@ nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_i
 
 /* ---- index_select ------------------------------------------------------------------ */
 
+/* The input gradient's own rule (create_graph): index_select of gg. */
+static nb_status index_select_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    gin[0] = nb_index_select(gg, n->p.axis.dim, n->saved[0]);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
 /* saved: flat int64 index; p.axis.dim */
 static nb_status index_select_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     gin[0] = index_add_new(n->in[0], n->p.axis.dim, n->saved[0], gc, nb_kview_of(gc), NB_NO_PADDING_IDX);
-    return gin[0] ? NB_OK : nb_last_status();
+    if (!gin[0]) return nb_last_status();
+    bool failed;
+    nb_node *gn = nb_record_grad(n, index_select_grad_backward, gin[0], 1, &g, &failed);
+    if (failed) return nb_last_status();
+    if (gn) nb_save(gn, 0, n->saved[0]);
+    return NB_OK;
 }
 
 static nb_tensor *index_select_impl(nb_tensor *t, int dim, nb_tensor *index) {
@@ -369,7 +397,10 @@ int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap) {
 
 /* g where cond (keep_true) or where !cond, zeros elsewhere. */
 static nb_tensor *masked_grad(nb_tensor *g, nb_tensor *cond, bool keep_true) {
-    nb_tensor *r = nb_empty_like(g), *zero = nb_scalar_like(g, 0, g->dtype);
+    nb_tensor *zero = nb_scalar_like(g, 0, g->dtype);
+    if (zero && nb_needs_grad(1, &g)) /* create_graph: a recorded where */
+        return keep_true ? nb_where(cond, g, zero) : nb_where(cond, zero, g);
+    nb_tensor *r = nb_empty_like(g);
     if (!r || !zero) return NULL;
     nb_kview vr = nb_kview_of(r), vg = nb_kview_of(g), vc = nb_kview_expand(cond, g->ndim, g->shape),
              vz = nb_kview_expand(zero, g->ndim, g->shape);
@@ -490,6 +521,8 @@ static nb_status index_put_backward(nb_node *n, nb_tensor *g, nb_tensor **gin, b
         zs[d] = nb_numel(idx);
         nb_tensor *gx = nb_empty_like(g), *z = nb_tensor_new(g->ndim, zs, g->dtype, g->storage->device);
         if (!gx || !z) return nb_last_status();
+        if (nb_needs_grad(1, &g)) /* create_graph: a recorded index_copy of zeros */
+            return (gin[0] = nb_index_copy(g, d, idx, nb_zeros_like(z))) ? NB_OK : nb_last_status();
         nb_kview vx = nb_kview_of(gx), vg = nb_kview_of(g), vz = nb_kview_of(z), vi = flat_view(idx);
         nb_status st = NB_CALL(g, copy, &vx, &vg);
         if (st == NB_OK) st = NB_CALL(g, fill, &vz, 0.0);

@@ -23,10 +23,37 @@ static nb_tensor *contiguous_nograd(nb_tensor *t) {
 
 /* ---- layer_norm ------------------------------------------------------------- */
 
-/* saved: x (contiguous), weight (or NULL), mean, rstd; p.layer_norm: rows, m */
+/* create_graph: the gradients as recorded ops, mean and rstd recomputed
+ * from x so that their dependence on it is differentiated too:
+ *   xhat = (x - mean) rstd, gxhat = g w,
+ *   dx = rstd (gxhat - mean(gxhat) - xhat mean(gxhat xhat)),
+ *   dw = sum_rows(g xhat), db = sum_rows(g). */
+static nb_status layer_norm_grad_ops(nb_node *n, nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_tensor **gin) {
+    int64_t rows = n->p.layer_norm.rows, m = n->p.layer_norm.m;
+    int last = 1, first = 0;
+    nb_tensor *x2 = nb_reshape(x, NB_SHAPE(rows, m)), *g2 = nb_reshape(g, NB_SHAPE(rows, m));
+    nb_tensor *xc = nb_sub(x2, nb_mean(x2, &last, 1, true));
+    nb_tensor *rstd = nb_rsqrt(nb_add_scalar(nb_mean(nb_mul(xc, xc), &last, 1, true), n->p.layer_norm.eps));
+    nb_tensor *xhat = nb_mul(xc, rstd);
+    nb_tensor *gxhat = w ? nb_mul(g2, nb_reshape(w, NB_SHAPE(1, m))) : g2;
+    if (n->in[0]) {
+        nb_tensor *inner = nb_sub(nb_sub(gxhat, nb_mean(gxhat, &last, 1, true)),
+                                  nb_mul(xhat, nb_mean(nb_mul(gxhat, xhat), &last, 1, true)));
+        if (!(gin[0] = nb_reshape(nb_mul(rstd, inner), x->ndim, x->shape))) return nb_last_status();
+    }
+    if (n->in[1] && !(gin[1] = nb_reshape(nb_sum(nb_mul(g2, xhat), &first, 1, false), n->in[1]->ndim, n->in[1]->shape)))
+        return nb_last_status();
+    if (n->in[2] && !(gin[2] = nb_reshape(nb_sum(g2, &first, 1, false), n->in[2]->ndim, n->in[2]->shape)))
+        return nb_last_status();
+    return NB_OK;
+}
+
+/* saved: x (contiguous), weight (or NULL), mean, rstd; p.layer_norm: rows, m, eps */
 static nb_status layer_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
     int64_t rows = n->p.layer_norm.rows, m = n->p.layer_norm.m;
+    nb_tensor *xg = n->in[0] ? n->in[0] : x, *wg = n->in[1] ? n->in[1] : w; /* connected under create_graph */
+    if (nb_needs_grad(3, (nb_tensor *[]){g, xg, wg})) return layer_norm_grad_ops(n, g, xg, wg, gin);
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     if (n->in[0] && !(gin[0] = nb_empty_like(x))) return nb_last_status();
@@ -91,7 +118,7 @@ static nb_tensor *layer_norm_impl(nb_tensor *x, int n_norm, const int64_t *norma
     nb_node *n = nb_record(NB_OP_LAYER_NORM, layer_norm_backward, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) {
-        n->p.layer_norm.rows = rows, n->p.layer_norm.m = m;
+        n->p.layer_norm.rows = rows, n->p.layer_norm.m = m, n->p.layer_norm.eps = eps;
         nb_save(n, 0, xc);
         if (wc) nb_save(n, 1, wc);
         nb_save(n, 2, mean);

@@ -9,8 +9,24 @@
 /* ---- cross_entropy ------------------------------------------------------------ */
 
 /* saved: logits, lse, target; p.cross_entropy.ignore_index */
+/* create_graph: (softmax(logits) - onehot(target)) * g per row, rows whose
+ * target is ignore_index zeroed, as recorded ops (the softmax recomputed
+ * from the connected logits, not the saved log-sum-exp). */
+static nb_tensor *ce_grad_ops(nb_tensor *g, nb_tensor *logits, nb_tensor *target, int64_t ignore_index) {
+    int64_t c = logits->shape[1];
+    nb_tensor *classes = nb_reshape(nb_arange_on(0, (double)c, 1, NB_I64, logits->storage->device), NB_SHAPE(1, c));
+    nb_tensor *t = nb_unsqueeze(target, 1);
+    nb_tensor *onehot = nb_to_dtype(nb_eq(classes, t), logits->dtype);
+    nb_tensor *valid = nb_to_dtype(nb_ne_scalar(t, (double)ignore_index), logits->dtype);
+    return nb_mul(nb_sub(nb_softmax(logits, 1), onehot), nb_mul(nb_unsqueeze(g, 1), valid));
+}
+
 static nb_status ce_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *logits = n->saved[0], *lse = n->saved[1], *target = n->saved[2];
+    if (nb_needs_grad(2, (nb_tensor *[]){g, logits})) {
+        gin[0] = ce_grad_ops(g, logits, target, n->p.cross_entropy.ignore_index);
+        return gin[0] ? NB_OK : nb_last_status();
+    }
     nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(logits);
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(logits), vl = nb_kview_of(lse),

@@ -47,6 +47,11 @@ static nb_tensor *gemm_nd(nb_tensor *a, nb_tensor *b) {
 
 static nb_status matmul_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *a = n->saved[0], *b = n->saved[1];
+    if (nb_needs_grad(3, (nb_tensor *[]){g, a, b})) { /* create_graph: recorded matmuls */
+        if (n->in[0]) gin[0] = nb_sum_to_shape(nb_matmul(g, nb_transpose(b, -1, -2)), a->ndim, a->shape);
+        if (n->in[1]) gin[1] = nb_sum_to_shape(nb_matmul(nb_transpose(a, -1, -2), g), b->ndim, b->shape);
+        return (n->in[0] && !gin[0]) || (n->in[1] && !gin[1]) ? nb_last_status() : NB_OK;
+    }
     if (n->in[0]) gin[0] = nb_sum_to_shape(gemm_nd(g, nb_transpose(b, -1, -2)), a->ndim, a->shape);
     if (n->in[1]) gin[1] = nb_sum_to_shape(gemm_nd(nb_transpose(a, -1, -2), g), b->ndim, b->shape);
     return (n->in[0] && !gin[0]) || (n->in[1] && !gin[1]) ? nb_last_status() : NB_OK;
@@ -93,8 +98,9 @@ static nb_tensor *matmul_impl(nb_tensor *a, nb_tensor *b) {
 /* x2 [n, in], w [out, in], bias [out]: dx = g w, dw = g^T x2, db = sum_rows(g) */
 static nb_status linear_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1];
-    if (n->in[0]) gin[0] = gemm_nd(g, w);
-    if (n->in[1]) gin[1] = gemm_nd(nb_transpose(g, 0, 1), x);
+    bool graph = nb_needs_grad(3, (nb_tensor *[]){g, x, w}); /* create_graph: recorded matmuls */
+    if (n->in[0]) gin[0] = graph ? nb_matmul(g, w) : gemm_nd(g, w);
+    if (n->in[1]) gin[1] = graph ? nb_matmul(nb_transpose(g, 0, 1), x) : gemm_nd(nb_transpose(g, 0, 1), x);
     if (n->in[2]) gin[2] = nb_sum_to_shape(g, 1, &w->shape[0]);
     for (int i = 0; i < 3; i++)
         if (n->in[i] && !gin[i]) return nb_last_status();

@@ -97,13 +97,62 @@ static nb_tensor *grad_setup(nb_node *n, nb_tensor *g, nb_kview *vgx, nb_kview *
     return gx;
 }
 
+/* Under create_graph the gradient, made by a raw kernel, is recorded with
+ * a rule of its own: the gradient of a pool's gradient is the pool again
+ * (the max pools: a gather at the saved argmax positions; the average
+ * pools, linear maps: the forward, whose adjoint the backward is). */
+static nb_status avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin);
+static nb_status adaptive_avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin);
+
+/* The average pool (or adaptive, p NULL) of the 4-d x into `shape`, recorded. */
+static nb_tensor *avg_forward(const nb_node *src, nb_tensor *x, const int64_t *shape, bool adaptive) {
+    nb_tensor *xc = nb_contiguous(x), *out = xc ? nb_tensor_new(4, shape, x->dtype, x->storage->device) : NULL;
+    if (!out) return NULL;
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc);
+    nb_pool_params p = src->p.pool;
+    if ((adaptive ? NB_CALL(x, adaptive_avg_pool2d, &vo, &vx) : NB_CALL(x, avg_pool2d, &vo, &vx, &p)) != NB_OK)
+        return NULL;
+    bool failed;
+    nb_node *n = nb_record(src->op, adaptive ? adaptive_avg_backward : avg_backward, out, 1, &x, &failed);
+    if (failed) return NULL;
+    if (n) n->p.pool = p;
+    return out;
+}
+
+/* rules of the gradients' own nodes: in[0] is g, saved[0] the argmax indices */
+static nb_status max_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    const nb_tensor *g = n->in[0];
+    int64_t N = g->shape[0], C = g->shape[1], hw = gg->shape[2] * gg->shape[3], o = g->shape[2] * g->shape[3];
+    nb_tensor *r = nb_gather(nb_reshape(gg, NB_SHAPE(N, C, hw)), 2, nb_reshape(n->saved[0], NB_SHAPE(N, C, o)));
+    gin[0] = r ? nb_reshape(r, g->ndim, g->shape) : NULL;
+    return gin[0] ? NB_OK : nb_last_status();
+}
+static nb_status avg_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    gin[0] = avg_forward(n, gg, n->in[0]->shape, false);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+static nb_status adaptive_avg_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    gin[0] = avg_forward(n, gg, n->in[0]->shape, true);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
+/* Records gx's node under create_graph (nothing otherwise). */
+static nb_status grad_node(nb_node *n, nb_backward_fn fn, nb_tensor *gx, nb_tensor *g) {
+    bool failed;
+    nb_node *gn = nb_record_grad(n, fn, gx, 1, &g, &failed);
+    if (failed) return nb_last_status();
+    if (gn && fn == max_grad_backward) nb_save(gn, 0, n->saved[0]);
+    return NB_OK;
+}
+
 /* max and adaptive max: gy scattered to the saved argmax positions */
 static nb_status max_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vgx, vgy, vi = nb_kview_of(n->saved[0]);
     nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
     if (!gx) return nb_last_status();
     gin[0] = gx;
-    return NB_CALL(gx, max_pool2d_backward, &vgx, &vgy, &vi);
+    nb_status st = NB_CALL(gx, max_pool2d_backward, &vgx, &vgy, &vi);
+    return st ? st : grad_node(n, max_grad_backward, gx, g);
 }
 
 static nb_status avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
@@ -112,7 +161,8 @@ static nb_status avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (!gx) return nb_last_status();
     nb_pool_params p = n->p.pool;
     gin[0] = gx;
-    return NB_CALL(gx, avg_pool2d_backward, &vgx, &vgy, &p);
+    nb_status st = NB_CALL(gx, avg_pool2d_backward, &vgx, &vgy, &p);
+    return st ? st : grad_node(n, avg_grad_backward, gx, g);
 }
 
 static nb_status adaptive_avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
@@ -120,7 +170,8 @@ static nb_status adaptive_avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin
     nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
     if (!gx) return nb_last_status();
     gin[0] = gx;
-    return NB_CALL(gx, adaptive_avg_pool2d_backward, &vgx, &vgy);
+    nb_status st = NB_CALL(gx, adaptive_avg_pool2d_backward, &vgx, &vgy);
+    return st ? st : grad_node(n, adaptive_avg_grad_backward, gx, g);
 }
 
 /* ---- forward ------------------------------------------------------------------ */

@@ -79,9 +79,18 @@ static nb_status sum_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return gin[0] ? NB_OK : nb_last_status();
 }
 
+/* The saved result (slot 1; its own output, so connected under
+ * create_graph) viewed in the keepdim shape of the input (slot 0). */
+static nb_tensor *saved_keepdim(nb_node *n) {
+    nb_tensor *x = n->saved[0];
+    int64_t kshape[NB_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) kshape[i] = n->p.reduce.reduced[i] ? 1 : x->shape[i];
+    return nb_reshape(n->saved[1], x->ndim, kshape);
+}
+
 /* amax: the gradient is shared among the elements equal to the maximum. */
 static nb_status amax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_tensor *x = n->saved[0], *k = n->saved[1];
+    nb_tensor *x = n->saved[0], *k = saved_keepdim(n);
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
     nb_tensor *hit = nb_to_dtype(nb_eq(x, k), x->dtype);
@@ -121,14 +130,16 @@ static nb_tensor *prod_of_others(nb_tensor *x, const bool *mask) {
  * right beside inf or NaN, where out / x is NaN (PyTorch 1.13 gives NaN
  * for the gradient of the inf in prod([inf, 2, 3]); the answer is 6). */
 static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_tensor *x = n->saved[0], *k = n->saved[1];
+    nb_tensor *x = n->saved[0], *k = saved_keepdim(n);
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
     if (nb_numel(x) == 0) return (gin[0] = nb_zeros_like(x)) ? NB_OK : nb_last_status();
     nb_tensor *special = nb_logical_or(nb_eq_scalar(x, 0), nb_logical_not(nb_isfinite(x)));
     nb_tensor *cnt = special ? reduce_raw("prod", NB_REDUCE_SUM, nb_to_dtype(special, x->dtype), mask, 1.0) : NULL;
     nb_tensor *ge = grad_expand(n, g);
-    nb_tensor *plain = nb_div(nb_mul(ge, k), x);
+    /* divided by 1 where x is special: those slices take `exact`, and a
+     * double backward through where() must not meet 0 * inf there */
+    nb_tensor *plain = nb_div(nb_mul(ge, k), nb_where(special, nb_scalar_like(x, 1, x->dtype), x));
     nb_tensor *exact = nb_mul(ge, prod_of_others(x, mask));
     /* out / x is also wrong where the product over- or underflowed while the others' product need not */
     nb_tensor *ok = cnt ? nb_logical_and(nb_eq_scalar(cnt, 0), nb_logical_and(nb_isfinite(k), nb_ne_scalar(k, 0)))
@@ -159,7 +170,7 @@ static nb_tensor *reduce_op(nb_op_id id, nb_reduce_op kop, nb_tensor *t, const i
     if (n) {
         for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];
         n->p.reduce.scale = scale;
-        if (kop != NB_REDUCE_SUM) nb_save(n, 0, t), nb_save(n, 1, k);
+        if (kop != NB_REDUCE_SUM) nb_save(n, 0, t), nb_save(n, 1, out);
     }
     return out;
 }
@@ -410,7 +421,7 @@ static nb_tensor *abs_of(nb_tensor *x) { return nb_mul(x, sign_of(x)); }
  * 2-norm of zeros has gradient 0); p = +-inf: g sign(x) shared evenly
  * among the elements with |x| == n. */
 static nb_status norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    nb_tensor *x = n->saved[0], *k = n->saved[1];
+    nb_tensor *x = n->saved[0], *k = saved_keepdim(n);
     double p = n->p.reduce.p;
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
@@ -455,7 +466,7 @@ static nb_tensor *norm_impl(nb_tensor *t, double p, const int *dims, int n_dims,
     if (n) {
         for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];
         n->p.reduce.p = p;
-        nb_save(n, 0, t), nb_save(n, 1, k);
+        nb_save(n, 0, t), nb_save(n, 1, out);
     }
     return out;
 }

@@ -24,10 +24,31 @@ static nb_tensor *contiguous_nograd(nb_tensor *t) {
     return c;
 }
 
-/* saved: x (contiguous), weight (or NULL), rstd; p.layer_norm: rows, m */
+/* create_graph: the gradients as recorded ops, rstd recomputed from x:
+ *   xhat = x rstd, gxhat = g w, dx = rstd (gxhat - xhat mean(gxhat xhat)),
+ *   dw = sum_rows(g xhat). */
+static nb_status rms_norm_grad_ops(nb_node *n, nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_tensor **gin) {
+    int64_t rows = n->p.layer_norm.rows, m = n->p.layer_norm.m;
+    int last = 1, first = 0;
+    nb_tensor *x2 = nb_reshape(x, NB_SHAPE(rows, m)), *g2 = nb_reshape(g, NB_SHAPE(rows, m));
+    nb_tensor *rstd = nb_rsqrt(nb_add_scalar(nb_mean(nb_mul(x2, x2), &last, 1, true), n->p.layer_norm.eps));
+    nb_tensor *xhat = nb_mul(x2, rstd);
+    nb_tensor *gxhat = w ? nb_mul(g2, nb_reshape(w, NB_SHAPE(1, m))) : g2;
+    if (n->in[0] &&
+        !(gin[0] = nb_reshape(nb_mul(rstd, nb_sub(gxhat, nb_mul(xhat, nb_mean(nb_mul(gxhat, xhat), &last, 1, true)))),
+                              x->ndim, x->shape)))
+        return nb_last_status();
+    if (n->in[1] && !(gin[1] = nb_reshape(nb_sum(nb_mul(g2, xhat), &first, 1, false), n->in[1]->ndim, n->in[1]->shape)))
+        return nb_last_status();
+    return NB_OK;
+}
+
+/* saved: x (contiguous), weight (or NULL), rstd; p.layer_norm: rows, m, eps */
 static nb_status rms_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1], *rstd = n->saved[2];
     int64_t rows = n->p.layer_norm.rows, m = n->p.layer_norm.m;
+    nb_tensor *xg = n->in[0] ? n->in[0] : x, *wg = n->in[1] ? n->in[1] : w; /* connected under create_graph */
+    if (nb_needs_grad(3, (nb_tensor *[]){g, xg, wg})) return rms_norm_grad_ops(n, g, xg, wg, gin);
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     if (n->in[0] && !(gin[0] = nb_empty_like(x))) return nb_last_status();
@@ -78,7 +99,7 @@ static nb_tensor *rms_norm_impl(nb_tensor *x, int n_norm, const int64_t *normali
     nb_node *n = nb_record(NB_OP_RMS_NORM, rms_norm_backward, out, 2, in, &failed);
     if (failed) return NULL;
     if (n) {
-        n->p.layer_norm.rows = rows, n->p.layer_norm.m = m;
+        n->p.layer_norm.rows = rows, n->p.layer_norm.m = m, n->p.layer_norm.eps = eps;
         nb_save(n, 0, xc);
         if (wc) nb_save(n, 1, wc);
         nb_save(n, 2, rstd);

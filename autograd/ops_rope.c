@@ -35,9 +35,33 @@ static nb_status table_grads(nb_tensor *x3, nb_tensor *g3, int64_t h, nb_tensor 
     return (gcos && !*gcos) || (gsin && !*gsin) ? nb_last_status() : NB_OK;
 }
 
+/* create_graph: out1 = x1 cos - x2 sin, out2 = x2 cos + x1 sin (halves of
+ * the last dim), so gx1 = g1 cos + g2 sin, gx2 = g2 cos - g1 sin and the
+ * tables' gradients as table_grads, all as recorded ops on the connected
+ * inputs (the saved copies where an input needs no gradient). */
+static nb_status rope_grad_ops(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    nb_tensor *cos = n->in[1] ? n->in[1] : n->saved[1], *sin = n->in[2] ? n->in[2] : n->saved[2];
+    int64_t h = cos->shape[1];
+    nb_tensor *g1 = nb_narrow(g, -1, 0, h), *g2 = nb_narrow(g, -1, h, h);
+    if (n->in[0]) {
+        nb_tensor *parts[2] = {nb_add(nb_mul(g1, cos), nb_mul(g2, sin)), nb_sub(nb_mul(g2, cos), nb_mul(g1, sin))};
+        if (!parts[0] || !parts[1] || !(gin[0] = nb_cat(parts, 2, -1))) return nb_last_status();
+    }
+    if (n->in[1] || n->in[2]) {
+        nb_tensor *x = n->in[0] ? n->in[0] : nb_reshape(n->saved[0], g->ndim, g->shape);
+        nb_tensor *x1 = nb_narrow(x, -1, 0, h), *x2 = nb_narrow(x, -1, h, h);
+        if (n->in[1] && !(gin[1] = nb_sum_to_shape(nb_add(nb_mul(g1, x1), nb_mul(g2, x2)), 2, cos->shape)))
+            return nb_last_status();
+        if (n->in[2] && !(gin[2] = nb_sum_to_shape(nb_sub(nb_mul(g2, x1), nb_mul(g1, x2)), 2, sin->shape)))
+            return nb_last_status();
+    }
+    return NB_OK;
+}
+
 /* saved: [0] x (contiguous; kept only when a table requires grad), [1] cos,
  * [2] sin (contiguous) */
 static nb_status rope_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    if (nb_needs_grad(4, (nb_tensor *[]){g, n->in[0], n->in[1], n->in[2]})) return rope_grad_ops(n, g, gin);
     nb_tensor *cos = n->saved[1], *sin = n->saved[2];
     int64_t T = cos->shape[0], h = cos->shape[1], D = 2 * h;
     nb_tensor *gc = nb_contiguous(g);

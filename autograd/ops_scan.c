@@ -4,6 +4,7 @@
  * cumprod_backward exact with zeros, an ordered scatter to the cummax/cummin
  * indices, the stable logcumsumexp gradient). Kernels: backend/cpu/scan.c.
  * Tests: tests/test_ops_scan.c. */
+#include <math.h>
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -15,9 +16,69 @@ static nb_kview kv1(const nb_tensor *t) {
     return v;
 }
 
+/* cumprod's gradient as recorded ops, exact with zeros (create_graph):
+ * gx_i = prod_{j<i} x_j * sum_{k>=i} g_k prod_{i<j<=k} x_j, the inner
+ * products from a cumprod over an [.., R, R] matrix (x_j where j > i,
+ * else 1), with x's dim d moved last. Quadratic in the scanned length. */
+static nb_tensor *cumprod_grad_ops(nb_tensor *g, nb_tensor *x, int d) {
+    int last = -1;
+    nb_tensor *xp = nb_movedim(x, &d, &last, 1), *gp = nb_movedim(g, &d, &last, 1);
+    if (!xp || !gp) return NULL;
+    int nd = xp->ndim;
+    int64_t r = xp->shape[nd - 1], sq[NB_MAX_DIMS];
+    memcpy(sq, xp->shape, sizeof(int64_t) * (size_t)nd);
+    sq[nd] = r; /* [.., R (i), R (j or k)] */
+    nb_device dev = x->storage->device;
+    nb_tensor *i = nb_reshape(nb_arange_on(0, (double)r, 1, NB_I64, dev), NB_SHAPE(r, 1));
+    nb_tensor *j = nb_reshape(nb_arange_on(0, (double)r, 1, NB_I64, dev), NB_SHAPE(1, r));
+    nb_tensor *one = nb_scalar_like(x, 1, x->dtype), *zero = nb_scalar_like(x, 0, x->dtype);
+    nb_tensor *xm = nb_where(nb_gt(j, i), nb_expand(nb_unsqueeze(xp, -2), nd + 1, sq), one);
+    nb_tensor *inner = nb_cumprod(xm, -1);
+    nb_tensor *terms = nb_where(nb_ge(j, i), nb_mul(nb_unsqueeze(gp, -2), inner), zero);
+    nb_tensor *before = nb_pad(nb_cumprod(xp, -1), (const int64_t[]){1, -1}, 2, NB_PAD_CONSTANT, 1.0);
+    nb_tensor *gxp = nb_mul(before, nb_sum(terms, &last, 1, false));
+    return nb_movedim(gxp, &last, &d, 1);
+}
+
+/* logcumsumexp's gradient as recorded ops (create_graph):
+ * gx_i = sum_{k>=i} g_k exp(x_i - out_k), each exponent <= 0 (stable);
+ * the other terms are exp(-inf) = 0, so no 0 * inf reaches a double
+ * backward. Quadratic in the scanned length. */
+static nb_tensor *logcumsumexp_grad_ops(nb_tensor *g, nb_tensor *x, nb_tensor *out, int d) {
+    int last = -1;
+    nb_tensor *xp = nb_movedim(x, &d, &last, 1), *gp = nb_movedim(g, &d, &last, 1), *op = nb_movedim(out, &d, &last, 1);
+    if (!xp || !gp || !op) return NULL;
+    int64_t r = xp->shape[xp->ndim - 1];
+    nb_device dev = x->storage->device;
+    nb_tensor *i = nb_reshape(nb_arange_on(0, (double)r, 1, NB_I64, dev), NB_SHAPE(r, 1));
+    nb_tensor *k = nb_reshape(nb_arange_on(0, (double)r, 1, NB_I64, dev), NB_SHAPE(1, r));
+    nb_tensor *diff = nb_sub(nb_unsqueeze(xp, -1), nb_unsqueeze(op, -2)); /* [.., i, k] = x_i - out_k */
+    nb_tensor *e = nb_exp(nb_where(nb_ge(k, i), diff, nb_scalar_like(x, -INFINITY, x->dtype)));
+    nb_tensor *gxp = nb_sum(nb_mul(nb_unsqueeze(gp, -2), e), &last, 1, false);
+    return nb_movedim(gxp, &last, &d, 1);
+}
+
+/* The gradient as recorded ops (create_graph): cumsum's is the reversed
+ * cumsum; cummax/cummin's is g summed into the recorded indices. */
+static nb_tensor *scan_grad_ops(nb_node *n, nb_tensor *g, nb_tensor *x, nb_tensor *idx) {
+    int d = n->p.scan.dim;
+    if (x->ndim == 0) return nb_mul_scalar(g, 1); /* a one-element scan is the identity */
+    switch (n->p.scan.kop) {
+    case NB_REDUCE_SUM: return nb_flip(nb_cumsum(nb_flip(g, &d, 1), d), &d, 1);
+    case NB_REDUCE_PROD: return cumprod_grad_ops(g, x, d);
+    case NB_REDUCE_MAX: case NB_REDUCE_MIN: return nb_scatter_add(nb_zeros_like(x), d, idx, g);
+    case NB_REDUCE_LOGSUMEXP: return logcumsumexp_grad_ops(g, x, n->saved[1], d);
+    default: return NB_FAIL(NB_ERR_UNSUPPORTED, "%s: no differentiable backward", nb_op_name(n->op));
+    }
+}
+
 /* Saved: 0 x, 1 out, 2 indices (cummax/cummin); p.scan: the op and dim. */
 static nb_status scan_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *out = n->saved[1], *idx = n->saved[2];
+    if (nb_needs_grad(3, (nb_tensor *[]){g, x, out})) {
+        gin[0] = scan_grad_ops(n, g, x, idx);
+        return gin[0] ? NB_OK : nb_last_status();
+    }
     nb_tensor *gx = nb_empty_like(x), *gc = nb_contiguous(g);
     if (!gx || !gc) return nb_last_status();
     nb_kview vgx = kv1(gx), vg = kv1(gc), vx = kv1(x), vo = kv1(out), vi = idx ? kv1(idx) : vgx;

@@ -4,6 +4,13 @@
 
 /* ---- softmax / log_softmax ------------------------------------------------ */
 
+/* create_graph: softmax gx = y (g - sum(g y)); log_softmax gx = g - exp(y) sum(g)
+ * (sums along dim, kept), as recorded ops. */
+static nb_tensor *softmax_grad_ops(nb_tensor *g, nb_tensor *y, int dim, bool log) {
+    if (log) return nb_sub(g, nb_mul(nb_exp(y), nb_sum(g, &dim, 1, true)));
+    return nb_mul(y, nb_sub(g, nb_sum(nb_mul(g, y), &dim, 1, true)));
+}
+
 /* A 0-d tensor is softmaxed as the 1-element vector it holds (PyTorch takes dim 0 or -1 there). */
 static nb_kview as_vector(const nb_tensor *t) {
     nb_kview v = nb_kview_of(t);
@@ -13,6 +20,10 @@ static nb_kview as_vector(const nb_tensor *t) {
 
 static nb_status softmax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *y = n->saved[0];
+    if (nb_needs_grad(2, (nb_tensor *[]){g, y})) {
+        gin[0] = softmax_grad_ops(g, y, n->p.softmax.dim, n->p.softmax.log);
+        return gin[0] ? NB_OK : nb_last_status();
+    }
     nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(y);
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = as_vector(gx), vg = as_vector(gc), vy = as_vector(y);

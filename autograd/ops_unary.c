@@ -11,10 +11,102 @@
 
 /* ---- unary --------------------------------------------------------------- */
 
+#define SELU_ALPHA 1.6732632423543772848170429916717
+#define SELU_SCALE 1.0507009873554804934193349852946
+
+static nb_tensor *sc(const nb_tensor *like, double v) { return nb_scalar_like(like, v, like->dtype); }
+
+/* g where mask, else 0 */
+static nb_tensor *masked(nb_tensor *mask, nb_tensor *g) { return nb_where(mask, g, sc(g, 0)); }
+
+/* gx = g * f'(x) of unary op kop as recorded ops, for create_graph: the
+ * formulas of the backend's unary_backward slot (PyTorch's
+ * derivatives.yaml), written so that they can be differentiated again.
+ * x and y are the saved input and output, connected to the graph. */
+static nb_tensor *unary_grad_ops(nb_unary_op kop, double a, nb_tensor *g, nb_tensor *x, nb_tensor *y) {
+    switch (kop) {
+    case NB_UNARY_NEG: return nb_neg(g);
+    case NB_UNARY_EXP: return nb_mul(g, y);
+    case NB_UNARY_LOG: return nb_div(g, x);
+    case NB_UNARY_SQRT: return nb_div(g, nb_mul_scalar(y, 2));
+    case NB_UNARY_RELU: return masked(nb_gt_scalar(x, 0), g);
+    case NB_UNARY_SIGMOID: return nb_mul(g, nb_mul(nb_add_scalar(nb_neg(y), 1), y));
+    case NB_UNARY_TANH: return nb_mul(g, nb_add_scalar(nb_neg(nb_mul(y, y)), 1));
+    case NB_UNARY_ADD_SCALAR: return nb_mul_scalar(g, 1);
+    case NB_UNARY_MUL_SCALAR: return nb_mul_scalar(g, a);
+    case NB_UNARY_POW_SCALAR: return a == 0 ? nb_zeros_like(x) : nb_mul(g, nb_mul_scalar(nb_pow_scalar(x, a - 1), a));
+    case NB_UNARY_ABS: return nb_mul(g, nb_sign(x));
+    case NB_UNARY_SIGN: case NB_UNARY_FLOOR: case NB_UNARY_CEIL: case NB_UNARY_ROUND: case NB_UNARY_TRUNC:
+        return nb_zeros_like(x);
+    case NB_UNARY_RECIPROCAL: return nb_neg(nb_mul(g, nb_mul(y, y)));
+    case NB_UNARY_RSQRT: return nb_mul_scalar(nb_mul(g, nb_mul(y, nb_mul(y, y))), -0.5);
+    case NB_UNARY_LOG1P: return nb_div(g, nb_add_scalar(x, 1));
+    case NB_UNARY_EXPM1: return nb_mul(g, nb_add_scalar(y, 1));
+    case NB_UNARY_LOG2: return nb_mul_scalar(nb_div(g, x), M_LOG2E);
+    case NB_UNARY_LOG10: return nb_div(g, nb_mul_scalar(x, M_LN10));
+    case NB_UNARY_SIN: return nb_mul(g, nb_cos(x));
+    case NB_UNARY_COS: return nb_neg(nb_mul(g, nb_sin(x)));
+    case NB_UNARY_TAN: return nb_mul(g, nb_add_scalar(nb_mul(y, y), 1));
+    case NB_UNARY_ASIN: return nb_mul(g, nb_rsqrt(nb_add_scalar(nb_neg(nb_mul(x, x)), 1)));
+    case NB_UNARY_ACOS: return nb_neg(nb_mul(g, nb_rsqrt(nb_add_scalar(nb_neg(nb_mul(x, x)), 1))));
+    case NB_UNARY_ATAN: return nb_div(g, nb_add_scalar(nb_mul(x, x), 1));
+    case NB_UNARY_SINH: return nb_mul(g, nb_cosh(x));
+    case NB_UNARY_COSH: return nb_mul(g, nb_sinh(x));
+    case NB_UNARY_ASINH: return nb_mul(g, nb_rsqrt(nb_add_scalar(nb_mul(x, x), 1)));
+    case NB_UNARY_ACOSH: return nb_mul(g, nb_rsqrt(nb_add_scalar(nb_mul(x, x), -1)));
+    case NB_UNARY_ATANH: return nb_div(g, nb_add_scalar(nb_neg(nb_mul(x, x)), 1));
+    case NB_UNARY_ERF: return nb_mul(g, nb_mul_scalar(nb_exp(nb_neg(nb_mul(x, x))), M_2_SQRTPI));
+    case NB_UNARY_ERFC: return nb_mul(g, nb_mul_scalar(nb_exp(nb_neg(nb_mul(x, x))), -M_2_SQRTPI));
+    case NB_UNARY_LEAKY_RELU: return nb_where(nb_gt_scalar(x, 0), g, nb_mul_scalar(g, a));
+    case NB_UNARY_ELU: return nb_where(nb_le_scalar(x, 0), nb_mul(g, nb_mul_scalar(nb_exp(x), a)), g);
+    case NB_UNARY_SELU:
+        return nb_where(nb_le_scalar(x, 0), nb_mul(g, nb_mul_scalar(nb_exp(x), SELU_ALPHA * SELU_SCALE)),
+                        nb_mul_scalar(g, SELU_SCALE));
+    case NB_UNARY_SILU: { /* s (1 + x (1 - s)) */
+        nb_tensor *s = nb_sigmoid(x);
+        return nb_mul(g, nb_mul(s, nb_add_scalar(nb_mul(x, nb_add_scalar(nb_neg(s), 1)), 1)));
+    }
+    case NB_UNARY_MISH: { /* tanh(sp) + x s (1 - tanh(sp)^2), sp = softplus(x) */
+        nb_tensor *t = nb_tanh(nb_softplus(x, 1, 20)), *s = nb_sigmoid(x);
+        return nb_mul(g, nb_add(t, nb_mul(nb_mul(x, s), nb_add_scalar(nb_neg(nb_mul(t, t)), 1))));
+    }
+    case NB_UNARY_SOFTPLUS: return nb_where(nb_gt_scalar(x, a), g, nb_mul(g, nb_sigmoid(x)));
+    case NB_UNARY_HARDTANH_MIN: return masked(nb_gt_scalar(x, a), g);
+    case NB_UNARY_HARDTANH_MAX: return masked(nb_lt_scalar(x, a), g);
+    case NB_UNARY_HARDSIGMOID:
+        return masked(nb_logical_and(nb_gt_scalar(x, -3), nb_lt_scalar(x, 3)), nb_mul_scalar(g, 1.0 / 6));
+    case NB_UNARY_HARDSWISH:
+        return masked(nb_ge_scalar(x, -3),
+                      nb_where(nb_le_scalar(x, 3), nb_mul(g, nb_add_scalar(nb_mul_scalar(x, 1.0 / 3), 0.5)), g));
+    case NB_UNARY_LOGSIGMOID: return nb_mul(g, nb_sigmoid(nb_neg(x)));
+    case NB_UNARY_GELU: { /* Phi(x) + x phi(x) */
+        nb_tensor *cdf = nb_mul_scalar(nb_add_scalar(nb_erf(nb_mul_scalar(x, M_SQRT1_2)), 1), 0.5);
+        nb_tensor *pdf = nb_mul_scalar(nb_exp(nb_mul_scalar(nb_mul(x, x), -0.5)), 0.5 * M_2_SQRTPI * M_SQRT1_2);
+        return nb_mul(g, nb_add(cdf, nb_mul(x, pdf)));
+    }
+    case NB_UNARY_GELU_TANH: { /* PyTorch's GeluBackward with approximate='tanh' */
+        const double k = M_SQRT2 * M_2_SQRTPI * 0.5, c = 0.044715;
+        nb_tensor *x2 = nb_mul(x, x);
+        nb_tensor *t = nb_tanh(nb_mul_scalar(nb_add(x, nb_mul_scalar(nb_mul(x2, x), c)), k));
+        nb_tensor *left = nb_mul_scalar(nb_add_scalar(t, 1), 0.5);
+        nb_tensor *right = nb_mul(nb_mul(nb_mul_scalar(x, 0.5), nb_add_scalar(nb_neg(nb_mul(t, t)), 1)),
+                                  nb_add_scalar(nb_mul_scalar(x2, 3 * c * k), k));
+        return nb_mul(g, nb_add(left, right));
+    }
+    default: break;
+    }
+    return NB_FAIL(NB_ERR_UNSUPPORTED, "unary backward: op %d has no differentiable rule", (int)kop);
+}
+
 /* One rule for every unary op: the backend's unary_backward with the saved
- * input (slot 0), output (slot 1) and alpha (p.unary). */
+ * input (slot 0), output (slot 1) and alpha (p.unary); under create_graph
+ * the same formula as recorded ops. */
 static nb_status unary_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *y = n->saved[1];
+    if (nb_needs_grad(3, (nb_tensor *[]){g, x, y})) {
+        gin[0] = unary_grad_ops(n->p.unary.kop, n->p.unary.alpha, g, x, y);
+        return gin[0] ? NB_OK : nb_last_status();
+    }
     nb_tensor *gx = nb_empty_like(x);
     if (!gx) return nb_last_status();
     nb_tensor *gc = nb_contiguous(g);
@@ -175,6 +267,10 @@ nb_tensor *nb_relu6(nb_tensor *x) { return nb_hardtanh(x, 0, 6); }
 /* saved: x; p.unary.kop: the unary op. The rule needs only x. */
 static nb_status gelu_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0];
+    if (nb_needs_grad(2, (nb_tensor *[]){g, x})) {
+        gin[0] = unary_grad_ops(n->p.unary.kop, 0, g, x, NULL);
+        return gin[0] ? NB_OK : nb_last_status();
+    }
     nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(x);
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(x);

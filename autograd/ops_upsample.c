@@ -4,6 +4,30 @@
  * Kernels: backend/cpu/upsample.c. Tests: tests/test_ops_upsample.c. */
 #include "nb_autograd_impl.h"
 
+static nb_status interpolate_backward(nb_node *n, nb_tensor *g, nb_tensor **gin);
+
+/* x [N, C, H, W] resized to shape's H, W, recorded as interpolate. */
+static nb_tensor *resize(const nb_node *src, nb_tensor *x, const int64_t *shape) {
+    nb_tensor *xc = nb_contiguous(x), *out = xc ? nb_tensor_new(4, shape, x->dtype, x->storage->device) : NULL;
+    if (!out) return NULL;
+    nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc);
+    if (NB_CALL(x, upsample2d, &vo, &vx, src->p.upsample.bilinear, src->p.upsample.align_corners) != NB_OK)
+        return NULL;
+    bool failed;
+    nb_node *n = nb_record(NB_OP_INTERPOLATE, interpolate_backward, out, 1, &x, &failed);
+    if (failed) return NULL;
+    if (n) n->p.upsample = src->p.upsample;
+    return out;
+}
+
+/* The rule of the gradient's own node (create_graph): interpolate is linear,
+ * its backward the adjoint, so the gradient of the gradient is the resize
+ * again, to the shape of g (in[0]). */
+static nb_status interpolate_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    gin[0] = resize(n, gg, n->in[0]->shape);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
 /* p.upsample: bilinear, align_corners; the input's shape is n->in[0]'s. */
 static nb_status interpolate_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->in[0];
@@ -12,7 +36,10 @@ static nb_status interpolate_backward(nb_node *n, nb_tensor *g, nb_tensor **gin)
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc);
     gin[0] = gx;
-    return NB_CALL(gx, upsample2d_backward, &vgx, &vg, n->p.upsample.bilinear, n->p.upsample.align_corners);
+    nb_status st = NB_CALL(gx, upsample2d_backward, &vgx, &vg, n->p.upsample.bilinear, n->p.upsample.align_corners);
+    bool failed;
+    if (st == NB_OK) nb_record_grad(n, interpolate_grad_backward, gx, 1, &g, &failed);
+    return st == NB_OK && failed ? nb_last_status() : st;
 }
 
 static nb_tensor *interpolate_impl(nb_tensor *x, int64_t out_h, int64_t out_w, nb_interpolate_mode mode,

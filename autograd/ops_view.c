@@ -190,6 +190,22 @@ nb_tensor *nb_transpose(nb_tensor *t, int dim0, int dim1) {
 
 /* ---- slicing -------------------------------------------------------------- */
 
+/* Under create_graph a rule that writes g into zeros with raw kernels
+ * records its result with a rule of its own: the forward view again. */
+static nb_status grad_node(nb_node *n, nb_backward_fn fn, nb_tensor *gx, nb_tensor *g) {
+    bool failed;
+    nb_record_grad(n, fn, gx, 1, &g, &failed);
+    return failed ? nb_last_status() : NB_OK;
+}
+
+/* The rule of slice's gradient: slice gg as the forward did (in[0] is g). */
+static nb_status slice_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    int d = n->p.slice.dim;
+    int64_t start = n->p.slice.start, len = n->in[0]->shape[d];
+    gin[0] = nb_slice(gg, d, start, start + (len - 1) * n->p.slice.step + 1, n->p.slice.step);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
 /* p.slice: dim, start, step. The gradient is g scattered into zeros. */
 static nb_status slice_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *in = n->in[0];
@@ -203,7 +219,7 @@ static nb_status slice_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *zv = nb_tensor_view_of(z, g->ndim, g->shape, strides, offset);
     nb_status st = zv ? nb_copy_(zv, g) : nb_last_status();
     gin[0] = z;
-    return st;
+    return st ? st : grad_node(n, slice_grad_backward, z, g);
 }
 
 nb_tensor *nb_slice(nb_tensor *t, int dim, int64_t start, int64_t end, int64_t step) {
@@ -322,6 +338,12 @@ static bool diagonal_geometry(const char *op, int ndim, const int64_t *shape, co
     return true;
 }
 
+/* The rule of diagonal's gradient: the diagonal of gg. */
+static nb_status diagonal_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    gin[0] = nb_diagonal(gg, n->p.diagonal.offset, n->p.diagonal.dim1, n->p.diagonal.dim2);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
 /* p.diagonal: offset, dim1, dim2. The gradient is g written into the
  * same diagonal of zeros. */
 static nb_status diagonal_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
@@ -333,7 +355,7 @@ static nb_status diagonal_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *zv = nb_tensor_view_of(z, g->ndim, shape, strides, off);
     nb_status st = zv ? nb_copy_(zv, g) : nb_last_status();
     gin[0] = z;
-    return st;
+    return st ? st : grad_node(n, diagonal_grad_backward, z, g);
 }
 
 nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int dim1, int dim2) {
@@ -390,6 +412,12 @@ nb_tensor *nb_diag_embed(nb_tensor *t, int64_t offset, int dim1, int dim2) {
 
 /* ---- unfold ----------------------------------------------------------------------------------- */
 
+/* The rule of unfold's gradient: unfold gg as the forward did. */
+static nb_status unfold_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin) {
+    gin[0] = nb_unfold(gg, n->p.slice.dim, n->p.slice.start, n->p.slice.step);
+    return gin[0] ? NB_OK : nb_last_status();
+}
+
 /* p.slice: dim, size (in start), step. Windows may overlap, so the gradient
  * adds, for each window offset k, g[..., k] into gx's positions w*step + k
  * (a strided view), k in order: deterministic. */
@@ -410,7 +438,7 @@ static nb_status unfold_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         if (st != NB_OK) return st;
     }
     gin[0] = gx;
-    return NB_OK;
+    return grad_node(n, unfold_grad_backward, gx, g);
 }
 
 nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step) {

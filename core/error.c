@@ -62,6 +62,7 @@ const char *nb_status_str(nb_status s) {
     case NB_ERR_UNSUPPORTED: return "unsupported";
     case NB_ERR_STATE: return "state error";
     case NB_ERR_MISMATCH: return "mismatch";
+    case NB_ERR_ANOMALY: return "numerical anomaly";
     }
     return "unknown status";
 }

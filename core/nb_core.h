@@ -50,6 +50,7 @@ typedef enum nb_status {
     NB_ERR_UNSUPPORTED, /* valid, but not implemented on this backend */
     NB_ERR_STATE,       /* call out of order (e.g. backward twice) */
     NB_ERR_MISMATCH,    /* a check found values that disagree (nb_gradcheck) */
+    NB_ERR_ANOMALY,     /* anomaly detection found NaN or inf (nb_set_detect_anomaly) */
 } nb_status;
 
 /* The message of the last failure on this thread ("" when none). */

@@ -21,7 +21,13 @@ typedef struct nb_storage {
     nb_device device;
     nb_backend *backend;
     void *block; /* the caching allocator's block (core/alloc.c) */
+    /* Bumped by every in-place write (nb_copy_, nb_fill_, the random _
+     * fills, copies from the host, optimizer steps, gradient accumulation):
+     * a tensor saved for backward remembers it, and backward fails when it
+     * changed (PyTorch's version counter, shared by a tensor and its views). */
+    atomic_uint version;
 } nb_storage;
+
 
 struct nb_node; /* autograd/nb_autograd_impl.h */
 
@@ -37,7 +43,16 @@ struct nb_tensor {
     bool keep_grad;          /* .grad is a view of a flat gradient buffer: zero_grad zeroes it in place */
     nb_tensor *grad;         /* owned; leaves only */
     struct nb_node *grad_fn; /* owned reference; NULL for leaves */
+    int output_nr;           /* which output of grad_fn (custom functions have several) */
+    struct nb_tensor_hooks *hooks; /* owned; gradient hooks of a leaf (autograd/hooks.c), else NULL */
 };
+
+/* Records an in-place write to t's storage (see nb_storage.version). */
+static inline void nb_bump_version(nb_tensor *t) {
+    if (t) atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);
+}
+/* Frees a leaf's hook list (autograd/hooks.c; called when t dies). */
+void nb_tensor_hooks_free(struct nb_tensor_hooks *h);
 
 /* New contiguous tensor; registered with the current scope if any. */
 nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);

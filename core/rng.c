@@ -47,6 +47,7 @@ static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, dou
     if (failed) return nb_last_status();
     if (nb_is_contiguous(t)) {
         nb_kview v = nb_kview_of(t);
+        nb_bump_version(t);
         return NB_CALL(t, random, &v, dist, a, b, seed, offset, base);
     }
     nb_scope *s = nb_op_scope_begin();

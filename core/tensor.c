@@ -75,6 +75,7 @@ static nb_storage *storage_new(size_t bytes, nb_device dev) {
         return NULL;
     }
     atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
     s->bytes = bytes;
     s->device = be->device;
     s->backend = be;
@@ -170,6 +171,7 @@ void nb_retain(nb_tensor *t) {
 void nb_release(nb_tensor *t) {
     if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
     nb_release(t->grad);
+    if (t->hooks) nb_tensor_hooks_free(t->hooks);
     if (t->grad_fn) nb_node_release(t->grad_fn);
     storage_release(t->storage);
     free(t);
@@ -410,6 +412,7 @@ nb_status nb_copy_from_host_async(nb_tensor *t, const void *src, size_t bytes, n
     if (!need) return NB_OK;
     nb_kview v = nb_kview_of(t);
     nb_backend *be = t->storage->backend;
+    nb_bump_version(t);
     return be->iface->memcpy_h2d(be, v.data, src, need, stream_handle(be, s));
 }
 
@@ -434,6 +437,7 @@ void nb_host_free(nb_device dev, void *ptr) {
 
 nb_status nb_fill_(nb_tensor *t, double value) {
     if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "fill_: NULL tensor");
+    nb_bump_version(t);
     nb_kview v = nb_kview_of(t);
     return NB_CALL(t, fill, &v, value);
 }
@@ -455,6 +459,7 @@ nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
         nb_scope_end(s);
         return st;
     }
+    nb_bump_version(dst);
     nb_kview d = nb_kview_of(dst), s = nb_kview_expand(src, dst->ndim, dst->shape);
     return NB_CALL(dst, copy, &d, &s);
 }

@@ -5,6 +5,7 @@
  * Modules never touch tensor data; parameters are plain leaf tensors that
  * require grad and that no scope owns.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,18 @@ typedef struct nb_name_cache {
 enum { NB_PARAMS = 0, NB_BUFFERS = 1 };
 #define NB_FLAT_MAX 4 /* (dtype, device) groups of flat parameter buffers */
 
+/* A forward pre-hook or forward hook (Module.register_forward_pre_hook /
+ * register_forward_hook), run by nb_forward. */
+typedef struct nb_module_hook {
+    int64_t id;
+    bool post;
+    union {
+        nb_forward_pre_hook_fn pre;
+        nb_forward_hook_fn post;
+    } fn;
+    void *user;
+} nb_module_hook;
+
 struct nb_module {
     const nb_module_ops *ops;
     void *ctx;
@@ -48,6 +61,8 @@ struct nb_module {
     nb_child *children;
     int n_children, cap_children;
     nb_name_cache cache[2];
+    nb_module_hook *hooks;
+    int n_hooks, cap_hooks;
     /* nb_module_flatten_parameters: per (dtype, device) group, the flat
      * parameter and gradient buffers (owned) */
     nb_tensor *flat[NB_FLAT_MAX], *gflat[NB_FLAT_MAX];
@@ -114,6 +129,7 @@ static void module_free_tree(nb_module *m) {
         module_free_tree(m->children[i].module);
     }
     free(m->children);
+    free(m->hooks);
     for (int i = 0; i < m->n_flat; i++) nb_release(m->flat[i]), nb_release(m->gflat[i]);
     if (m->ops->free_ctx) m->ops->free_ctx(m->ctx);
     free(m);
@@ -164,6 +180,13 @@ void nb_module_train(nb_module *m, bool training) {
     for (int i = 0; i < m->n_children; i++) nb_module_train(m->children[i].module, training);
 }
 
+/* A hook's failure keeps its own message, or gets one naming the module. */
+static nb_tensor *hook_failed(const nb_module *m, nb_status st, const char *what) {
+    if (nb_last_status() == NB_OK || !nb_last_error()[0])
+        nb_set_error(st, "forward: a %s of %s failed (status %s)", what, m->ops->kind, nb_status_str(st));
+    return NULL;
+}
+
 nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
     if (!m) return NB_FAIL(NB_ERR_INVALID_ARG, "forward: module is NULL");
     if (!x) {
@@ -172,7 +195,63 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
             nb_set_error(NB_ERR_INVALID_ARG, "forward: input of %s is NULL", m->ops->kind);
         return NULL;
     }
-    return m->ops->forward(m, x);
+    if (!m->n_hooks) return m->ops->forward(m, x);
+    for (int i = 0; i < m->n_hooks; i++) { /* pre-hooks, in registration order; each may replace the input */
+        nb_module_hook h = m->hooks[i];
+        nb_tensor *r = NULL;
+        if (h.post) continue;
+        nb_clear_error(); /* a failing hook's own message, not a stale one */
+        nb_status st = h.fn.pre(m, x, &r, h.user);
+        if (st != NB_OK) return hook_failed(m, st, "forward pre-hook");
+        if (r) x = r;
+    }
+    nb_tensor *out = m->ops->forward(m, x);
+    for (int i = 0; out && i < m->n_hooks; i++) { /* then the forward hooks; each may replace the output */
+        nb_module_hook h = m->hooks[i];
+        nb_tensor *r = NULL;
+        if (!h.post) continue;
+        nb_clear_error();
+        nb_status st = h.fn.post(m, x, out, &r, h.user);
+        if (st != NB_OK) return hook_failed(m, st, "forward hook");
+        if (r) out = r;
+    }
+    return out;
+}
+
+static int64_t add_module_hook(nb_module *m, nb_module_hook h, const char *op) {
+    static _Atomic int64_t next_id = 1;
+    if (no_module(op, m)) return -1;
+    if (m->n_hooks == m->cap_hooks) {
+        int cap = m->cap_hooks ? 2 * m->cap_hooks : 4;
+        nb_module_hook *v = realloc(m->hooks, sizeof *v * (size_t)cap);
+        if (!v) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op), -1;
+        m->hooks = v, m->cap_hooks = cap;
+    }
+    h.id = atomic_fetch_add(&next_id, 1);
+    m->hooks[m->n_hooks++] = h;
+    return h.id;
+}
+
+int64_t nb_module_register_forward_pre_hook(nb_module *m, nb_forward_pre_hook_fn fn, void *user) {
+    if (!fn) return nb_set_error(NB_ERR_INVALID_ARG, "register_forward_pre_hook: NULL hook"), -1;
+    return add_module_hook(m, (nb_module_hook){.post = false, .fn.pre = fn, .user = user}, "register_forward_pre_hook");
+}
+
+int64_t nb_module_register_forward_hook(nb_module *m, nb_forward_hook_fn fn, void *user) {
+    if (!fn) return nb_set_error(NB_ERR_INVALID_ARG, "register_forward_hook: NULL hook"), -1;
+    return add_module_hook(m, (nb_module_hook){.post = true, .fn.post = fn, .user = user}, "register_forward_hook");
+}
+
+nb_status nb_module_remove_hook(nb_module *m, int64_t handle) {
+    if (no_module("module_remove_hook", m)) return nb_last_status();
+    for (int i = 0; i < m->n_hooks; i++)
+        if (m->hooks[i].id == handle) {
+            memmove(&m->hooks[i], &m->hooks[i + 1], sizeof *m->hooks * (size_t)(m->n_hooks - i - 1));
+            m->n_hooks--;
+            return NB_OK;
+        }
+    return nb_set_error(NB_ERR_INVALID_ARG, "module_remove_hook: %s has no hook with handle %lld", m->ops->kind,
+                        (long long)handle);
 }
 
 int nb_module_num_children(const nb_module *m) { return no_module("module_num_children", m) ? -1 : m->n_children; }

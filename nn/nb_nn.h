@@ -30,6 +30,23 @@ typedef struct nb_module nb_module;
 
 /* Runs the module's forward. NULL in gives NULL out (first error kept). */
 nb_tensor *nb_forward(nb_module *m, nb_tensor *x);
+
+/* Module.register_forward_pre_hook / register_forward_hook: nb_forward(m, x)
+ * runs m's pre-hooks on the input (each may set *replace to a new input,
+ * e.g. an op result), the forward, then m's forward hooks on the input and
+ * output (each may set *replace to a new output), in registration order.
+ * A hook's non-OK status fails nb_forward (NULL, the hook's error kept).
+ * Modules whose forward takes more than one tensor (attention, encoders)
+ * run hooks only when called through nb_forward; a container's children
+ * are (Sequential calls nb_forward on each). Returns a handle > 0, or -1
+ * (NB_ERR_INVALID_ARG for NULL, NB_ERR_OOM). */
+typedef nb_status (*nb_forward_pre_hook_fn)(nb_module *m, nb_tensor *input, nb_tensor **replace, void *user);
+typedef nb_status (*nb_forward_hook_fn)(nb_module *m, nb_tensor *input, nb_tensor *output, nb_tensor **replace,
+                                        void *user);
+int64_t nb_module_register_forward_pre_hook(nb_module *m, nb_forward_pre_hook_fn fn, void *user);
+int64_t nb_module_register_forward_hook(nb_module *m, nb_forward_hook_fn fn, void *user);
+/* Removes a hook by its handle (NB_ERR_INVALID_ARG: NULL or no such handle). */
+nb_status nb_module_remove_hook(nb_module *m, int64_t handle);
 void nb_module_free(nb_module *m); /* NULL is ignored */
 
 /* train (default) or eval mode, for the module and all its children. */

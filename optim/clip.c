@@ -53,6 +53,7 @@ static nb_tensor *vector_norm(nb_tensor *x, double p) {
 static nb_status inplace_scalar_op(nb_tensor *x, nb_binary_op op, nb_tensor *b) {
     if (nb_numel(x) == 0) return NB_OK;
     nb_kview xv = nb_kview_of(x), bv = nb_kview_expand(b, x->ndim, x->shape);
+    nb_bump_version(x);
     return NB_CALL(x, binary, op, &xv, &xv, &bv);
 }
 
@@ -137,7 +138,7 @@ static nb_status scale_by_coef(nb_tensor **g, int k, nb_tensor *total, double ma
     if (multi) { /* one launch for every gradient */
         nb_kview *v = malloc(sizeof *v * (size_t)k);
         if (!v) return nb_set_error(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
-        for (int i = 0; i < k; i++) v[i] = nb_kview_of(g[i]);
+        for (int i = 0; i < k; i++) v[i] = nb_kview_of(g[i]), nb_bump_version(g[i]);
         nb_kview vc = nb_kview_of(coef);
         st = NB_CALL(coef, mul_multi, k, v, &vc);
         free(v);

@@ -432,22 +432,33 @@ static nb_status generic_step(nb_optimizer *opt) {
     return st;
 }
 
+/* The step wrote parameters in place through kernels: their storages'
+ * version counters move on, so a pending graph that saved one fails its
+ * backward instead of using the new values (PyTorch's in-place check).
+ * The generic step updates the parameters that have a gradient; a step of
+ * its own (LBFGS) may write them all. */
+static nb_status bump_params(nb_optimizer *opt, bool all, nb_status st) {
+    for (int i = 0; i < opt->n; i++)
+        if (all || nb_tensor_grad(opt->params[i])) nb_bump_version(opt->params[i]);
+    return st;
+}
+
 nb_status nb_optimizer_step(nb_optimizer *opt) {
     if (!opt) return nb_set_error(NB_ERR_INVALID_ARG, "step: optimizer is NULL");
-    if (opt->d->step) return opt->d->step(opt, NULL, NULL, NULL);
-    return generic_step(opt);
+    if (opt->d->step) return bump_params(opt, true, opt->d->step(opt, NULL, NULL, NULL));
+    return bump_params(opt, false, generic_step(opt));
 }
 
 nb_status nb_optimizer_step_closure(nb_optimizer *opt, nb_closure_fn closure, void *user, double *loss) {
     if (!opt) return nb_set_error(NB_ERR_INVALID_ARG, "step: optimizer is NULL");
     if (!closure) return nb_set_error(NB_ERR_INVALID_ARG, "%s: step_closure needs a closure", opt->d->op);
-    if (opt->d->step) return opt->d->step(opt, closure, user, loss);
+    if (opt->d->step) return bump_params(opt, true, opt->d->step(opt, closure, user, loss));
     double l = NAN;
     bool prev = nb_set_grad_enabled(true); /* PyTorch: with torch.enable_grad(): loss = closure() */
     nb_status st = closure(user, &l);
     nb_set_grad_enabled(prev);
     if (st) return st;
-    st = generic_step(opt);
+    st = bump_params(opt, false, generic_step(opt));
     if (!st && loss) *loss = l;
     return st;
 }

@@ -136,6 +136,12 @@ static nb_tensor *sdpa(nb_tensor *const *x, const nb_op_case *c) {
 }
 
 #define QKV IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 5, 4), IN(K_REAL, 2, 5, 3)
+/* a bool mask (true = attend) that leaves every row a key: j <= i + 1 */
+static nb_tensor *sdpa_bool_mask(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_tensor *mask = nb_gt_scalar(nb_tril(nb_full_on(NB_SHAPE(3, 5), 1.0, NB_F32, nb_device_of(x[0])), 1), 0.5);
+    return nb_scaled_dot_product_attention(x[0], x[1], x[2], (nb_sdpa_options){.attn_mask = mask});
+}
 /* grouped-query heads: q [2, 4, 3, 4] over k [2, 2, 5, 4], v [2, 2, 5, 3] */
 #define QKV_GQA IN(K_REAL, 2, 4, 3, 4), IN(K_REAL, 2, 2, 5, 4), IN(K_REAL, 2, 2, 5, 3)
 static nb_tensor *sdpa_gqa(nb_tensor *const *x, const nb_op_case *c) {
@@ -239,6 +245,7 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 1, 2, 3, 4)}, .p = {NB_INTERPOLATE_BILINEAR, 1}},
     {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa", .fn = sdpa, .n_in = 3, .in = {QKV}},
     {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa causal", .fn = sdpa, .n_in = 3, .in = {QKV}, .p = {1, 0}},
+    {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa bool mask", .fn = sdpa_bool_mask, .n_in = 3, .in = {QKV}},
     {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa additive mask", .fn = sdpa, .n_in = 4,
      .in = {QKV, IN(K_REAL, 3, 5)}},
     {.op = NB_OP_SCALED_DOT_PRODUCT_ATTENTION, .label = "sdpa dropout 0.25", .fn = sdpa, .n_in = 3, .in = {QKV}, .p = {0, 0.25}},

@@ -7,7 +7,9 @@
  *     values (float dtypes: |got - ref| <= tol (1 + |ref|); integer and
  *     bool dtypes, and float64 everywhere but rounding: exact or 1e-12),
  *   - gradients: nb_gradcheck in float64 on every device; for other float
- *     dtypes, the gradient of sum(out * v) against the float64 CPU one,
+ *     dtypes, the gradient of sum(out * v) against the float64 CPU one;
+ *     for the ops whose backward is differentiable (NB_OPF_DIFF2: "yes,
+ *     twice" in OPS.md), nb_gradgradcheck in float64 (double backward),
  *   - determinism: the same bits twice (forward and gradients).
  * The cases live in tests/op_cases_<group>.c; an op of the table without a
  * case fails the suite. */
@@ -47,6 +49,7 @@ typedef nb_tensor *(*nb_case_fn)(nb_tensor *const *x, const nb_op_case *c);
 #define C_NOGC 2u     /* compare float gradients with the CPU's, but skip the finite-difference gradcheck */
 #define C_NOINT 4u    /* float dtypes only, although the row takes integers */
 #define C_NO16 8u     /* not in float16/bfloat16 even where the backend has them */
+#define C_NOGG 16u    /* no gradgradcheck although the op is twice differentiable (say why at the case) */
 
 struct nb_op_case {
     nb_op_id op;

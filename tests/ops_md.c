@@ -37,7 +37,8 @@ size_t nb_ops_md_table(char *out, size_t len) {
         if (r->flags & NB_OPF_RANDOM) k += (size_t)snprintf(kind + k, sizeof kind - k, "%srandom", k ? ", " : "");
         if (r->flags & NB_OPF_LP) k += (size_t)snprintf(kind + k, sizeof kind - k, "%slp", k ? ", " : "");
         if (!k) snprintf(kind, sizeof kind, "kernel");
-        PUT("| %d | nb_%s | %s | %s | %s | %s |\n", i, r->name, r->family, dt, r->flags & NB_OPF_DIFF ? "yes" : "no",
+        PUT("| %d | nb_%s | %s | %s | %s | %s |\n", i, r->name, r->family, dt, r->flags & NB_OPF_DIFF2  ? "yes, twice"
+                                                                                   : r->flags & NB_OPF_DIFF ? "yes" : "no",
             kind);
     }
     PUT("%s\n", NB_OPS_MD_END);

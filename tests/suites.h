@@ -9,6 +9,9 @@
     X(core) \
     X(rng) \
     X(autograd) \
+    X(autograd_grad) \
+    X(autograd_function) \
+    X(autograd_hooks) \
     X(ops_unary) \
     X(ops_binary) \
     X(ops_binary_logic) \

@@ -454,10 +454,29 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_backward, NULL);
     NS(nb_backward_with, NULL, NULL);
     NS(nb_gradcheck, (nb_gradcheck_fn)0, NULL, 1, NULL, NULL);
+    NS(nb_gradgradcheck, (nb_gradcheck_fn)0, NULL, 1, NULL, NULL);
+    NS(nb_backward_ex, NULL, NULL, NULL);
+    NS(nb_grad, NULL, NULL, 1, NULL, 1, NULL, NULL);
+    NI(nb_register_hook, NULL, NULL, NULL);
+    NI(nb_register_post_accumulate_grad_hook, NULL, NULL, NULL);
+    NS(nb_remove_hook, NULL, 1);
+    NS(nb_function_apply, NULL, NULL, 1, NULL, NULL);
+    NS(nb_ctx_save_for_backward, NULL, NULL, 0);
+    NP(nb_ctx_saved_tensor, NULL, 0);
+    NI(nb_ctx_num_saved, NULL);
+    NB(nb_ctx_needs_input_grad, NULL, 0);
+    NS(nb_ctx_mark_non_differentiable, NULL, NULL);
+    NV(nb_ctx_set_materialize_grads, NULL, false);
+    NS(nb_ctx_set_value, NULL, NULL, 0.0);
+    ND(nb_ctx_value, NULL, NULL);
+    NP(nb_ctx_user, NULL);
     /* autograd/nb_op_table.h */
     NX(nb_op_find, NULL);
     /* nn/nb_nn.h */
     NP(nb_forward, NULL, NULL);
+    NI(nb_module_register_forward_pre_hook, NULL, NULL, NULL);
+    NI(nb_module_register_forward_hook, NULL, NULL, NULL);
+    NS(nb_module_remove_hook, NULL, 1);
     NV(nb_module_free, NULL);
     NV(nb_module_train, NULL, false);
     NB(nb_module_is_training, NULL);
@@ -705,6 +724,15 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_stack, (nb_tensor *[]){NULL, x}, 2, 0);
     NS(nb_meshgrid, (nb_tensor *[]){NULL}, 1, NB_MESHGRID_IJ, (nb_tensor *[1]){0});
     NS(nb_gradcheck, gc_fn, (nb_tensor *[]){NULL}, 1, NULL, NULL);
+    NS(nb_gradgradcheck, gc_fn, (nb_tensor *[]){NULL}, 1, NULL, NULL);
+    {
+        nb_tensor *gr[1];
+        NS(nb_grad, (nb_tensor *[]){x}, NULL, 1, (nb_tensor *[]){NULL}, 1, gr, NULL);
+        NS(nb_grad, (nb_tensor *[]){NULL}, NULL, 1, (nb_tensor *[]){x}, 1, gr, NULL);
+        NS(nb_grad, (nb_tensor *[]){x}, NULL, 1, (nb_tensor *[]){x}, 1, NULL, NULL);
+        NI(nb_register_hook, x, NULL, NULL);
+        NS(nb_function_apply, &(nb_function){0}, (nb_tensor *[]){x}, 1, NULL, NULL);
+    }
     NS(nb_safetensors_save, "/nonexistent/x.safetensors", (nb_named_tensor[]){{"a", NULL}}, 1, NULL, 0);
     NP(nb_safetensors_load_buffer, NULL, 8, "buffer");
     /* the second-position NULLs above also leave x untouched */

@@ -141,6 +141,10 @@ static bool differentiable(const nb_op_case *c) {
     return (nb_op_get(c->op)->flags & NB_OPF_DIFF) && !(c->flags & C_NOGRAD);
 }
 
+static bool twice_differentiable(const nb_op_case *c) {
+    return differentiable(c) && (nb_op_get(c->op)->flags & NB_OPF_DIFF2) && !(c->flags & (C_NOGC | C_NOGG));
+}
+
 /* Forward and, for a differentiable case, the gradient of sum(out * v)
  * (v from a fixed generator) for each input that requires grad. */
 typedef struct {
@@ -239,6 +243,11 @@ static void run_case(const nb_op_case *c, nb_device dev, nb_dtype dt) {
         gc_ctx ctx = {c};
         nb_status st = nb_gradcheck(gc_fn, x, c->n_in, &ctx, NULL);
         ck_assert_msg(st == NB_OK, "%s %s %s: %s", nb_op_name(c->op), c->label, where, nb_last_error());
+        if (twice_differentiable(c)) { /* the double backward (create_graph) against finite differences */
+            st = nb_gradgradcheck(gc_fn, x, c->n_in, &ctx, NULL);
+            ck_assert_msg(st == NB_OK, "%s %s %s: gradgradcheck: %s", nb_op_name(c->op), c->label, where,
+                          nb_last_error());
+        }
     }
     nb_scope_end(s);
 }
@@ -310,7 +319,7 @@ START_TEST(test_op_summary) {
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
         for (int i = 0; i < nb_device_count((nb_device_type)t); i++) {
             nb_device dev = {(nb_device_type)t, i};
-            int runs = 0, grad_runs = 0, gradchecks = 0, ops_seen = 0;
+            int runs = 0, grad_runs = 0, gradchecks = 0, gradgradchecks = 0, ops_seen = 0;
             bool seen[NB_OP_COUNT] = {0};
             for (int k = 0; k < total_cases(); k++) {
                 const nb_op_case *c = case_at(k);
@@ -321,13 +330,14 @@ START_TEST(test_op_summary) {
                     bool g = grads_in(c, dev, (nb_dtype)d);
                     grad_runs += g;
                     gradchecks += g && d == NB_F64 && !(c->flags & C_NOGC);
+                    gradgradchecks += g && d == NB_F64 && twice_differentiable(c);
                     if (!seen[c->op]) seen[c->op] = true, ops_seen++;
                 }
             }
             char name[32];
             printf("op harness on %s: %d ops of %d, %d cases, %d (case, dtype) runs, %d with gradients, %d float64 "
-                   "gradchecks\n", nb_device_str(dev, name, sizeof name), ops_seen, (int)NB_OP_COUNT, total_cases(), runs,
-                   grad_runs, gradchecks);
+                   "gradchecks, %d gradgradchecks\n", nb_device_str(dev, name, sizeof name), ops_seen, (int)NB_OP_COUNT,
+                   total_cases(), runs, grad_runs, gradchecks, gradgradchecks);
         }
 }
 END_TEST

@@ -113,62 +113,71 @@ static inline vf vexp(vf x) {
 
 /* The maximum of a float32 row (n >= 1), NaN if any element is NaN (as a
  * sequential x != x || x > m scan): 16 fixed lanes (element i in lane
- * i % 16) combined in order, so every NB_VLEN gives the same bits (signed
- * zeros included). */
-typedef float nb_vf16 __attribute__((vector_size(64)));
-typedef int32_t nb_vi16 __attribute__((vector_size(64)));
+ * i % 16, held in 16 / NB_VLEN registers) combined in order, so every
+ * NB_VLEN gives the same bits (signed zeros included). Native-width
+ * vectors only: GCC expands wider ones piecewise. */
+#define NB_VMAX_REGS (16 / NB_VLEN)
 static inline float nb_vmax(const float *x, int64_t n) {
     float r = x[0];
     int64_t i = 0;
     if (n >= 16) {
-        nb_vf16 m;
-        memcpy(&m, x, sizeof m);
-        for (i = 16; i + 16 <= n; i += 16) {
-            nb_vf16 v;
-            memcpy(&v, x + i, sizeof v);
-            nb_vi16 t = (v != v) | (v > m);
-            m = (nb_vf16)((t & (nb_vi16)v) | (~t & (nb_vi16)m));
-        }
-        r = m[0];
-        for (int l = 1; l < 16; l++) r = m[l] != m[l] || m[l] > r ? m[l] : r;
+        vf m[NB_VMAX_REGS];
+        memcpy(m, x, sizeof m);
+        for (i = 16; i + 16 <= n; i += 16)
+            for (int k = 0; k < NB_VMAX_REGS; k++) {
+                vf v;
+                memcpy(&v, x + i + k * NB_VLEN, sizeof v);
+                m[k] = vsel((v != v) | (v > m[k]), v, m[k]);
+            }
+        float lane[16];
+        memcpy(lane, m, sizeof lane);
+        r = lane[0];
+        for (int l = 1; l < 16; l++) r = lane[l] != lane[l] || lane[l] > r ? lane[l] : r;
     }
     for (; i < n; i++) r = x[i] != x[i] || x[i] > r ? x[i] : r;
     return r;
 }
 
 /* sum_i e^(x[i] - mx) over a float32 row, e^ by vexp, accumulated in
- * double: element i goes to double lane i % 8, in order, and the 8 lanes
- * are combined in a fixed tree, so the bits are the same at every NB_VLEN
- * (the tail is padded with -inf, whose e^ is an exact 0). With y, also
- * stores y[i] = e^(x[i] - mx). Rows of cross-entropy (BERT: 30522 wide) and
+ * double: element i goes to double lane i % 8, in order (the lanes live in
+ * 16 / NB_VLEN registers of NB_VLEN / 2 doubles), and the 8 lanes are
+ * combined in a fixed tree, so the bits are the same at every NB_VLEN (the
+ * tail is padded with -inf, whose e^ is an exact 0). With y, also stores
+ * y[i] = e^(x[i] - mx). Rows of cross-entropy (BERT: 30522 wide) and
  * softmax. */
-#define NB_SE_STEP (NB_VLEN > 8 ? NB_VLEN : 8)
-typedef double nb_vd8 __attribute__((vector_size(64)));
-typedef float nb_vf8 __attribute__((vector_size(32)));
-static inline double nb_vsum_exp(const float *x, int64_t n, float mx, float *y) {
-    nb_vd8 acc = {0};
-    for (int64_t i = 0; i < n; i += NB_SE_STEP) {
-        int64_t m = n - i < NB_SE_STEP ? n - i : NB_SE_STEP;
-        float e[NB_SE_STEP];
-        if (m == NB_SE_STEP) {
-            memcpy(e, x + i, sizeof e);
-        } else {
-            for (int l = 0; l < NB_SE_STEP; l++) e[l] = l < m ? x[i + l] : -__builtin_inff();
-        }
-        for (int v = 0; v < NB_SE_STEP; v += NB_VLEN) {
-            vf xv;
-            memcpy(&xv, e + v, sizeof xv);
-            xv = vexp(xv - mx);
-            memcpy(e + v, &xv, sizeof xv);
-        }
-        if (y) memcpy(y + i, e, sizeof(float) * (size_t)m);
-        for (int h = 0; h < NB_SE_STEP; h += 8) {
-            nb_vf8 q;
-            memcpy(&q, e + h, sizeof q);
-            acc += __builtin_convertvector(q, nb_vd8);
-        }
+#define NB_SE_STEP (NB_VLEN > 8 ? NB_VLEN : 8) /* elements per iteration */
+#define NB_SE_REGS (16 / NB_VLEN)              /* double registers holding the 8 lanes */
+typedef double nb_vd __attribute__((vector_size(4 * NB_VLEN)));   /* NB_VLEN / 2 doubles */
+typedef float nb_vfh __attribute__((vector_size(2 * NB_VLEN)));   /* NB_VLEN / 2 floats */
+/* One step of nb_vsum_exp: NB_SE_STEP elements from x (loaded straight:
+ * a copy through a stack buffer stalls store forwarding), e^ stored to y. */
+static inline void nb_se_step(const float *x, float mx, float *y, nb_vd *acc) {
+    for (int v = 0; v < NB_SE_STEP / NB_VLEN; v++) {
+        vf xv;
+        memcpy(&xv, x + v * NB_VLEN, sizeof xv);
+        xv = vexp(xv - mx);
+        if (y) memcpy(y + v * NB_VLEN, &xv, sizeof xv);
+        nb_vfh lo, hi;
+        memcpy(&lo, &xv, sizeof lo);
+        memcpy(&hi, (char *)&xv + sizeof lo, sizeof hi);
+        acc[(2 * v) % NB_SE_REGS] += __builtin_convertvector(lo, nb_vd);
+        acc[(2 * v + 1) % NB_SE_REGS] += __builtin_convertvector(hi, nb_vd);
     }
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+static inline double nb_vsum_exp(const float *x, int64_t n, float mx, float *y) {
+    nb_vd acc[NB_SE_REGS];
+    memset(acc, 0, sizeof acc);
+    int64_t i = 0;
+    for (; i + NB_SE_STEP <= n; i += NB_SE_STEP) nb_se_step(x + i, mx, y ? y + i : NULL, acc);
+    if (i < n) {
+        float e[NB_SE_STEP];
+        for (int l = 0; l < NB_SE_STEP; l++) e[l] = i + l < n ? x[i + l] : -__builtin_inff();
+        nb_se_step(e, mx, e, acc);
+        if (y) memcpy(y + i, e, sizeof(float) * (size_t)(n - i));
+    }
+    double lane[8];
+    memcpy(lane, acc, sizeof lane);
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 
 /* y[i] = g * e^(x[i] - c) (vexp, any NB_VLEN gives the same bits). */

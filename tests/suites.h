@@ -10,6 +10,7 @@
     X(rng) \
     X(autograd) \
     X(ops_unary) \
+    X(cpu_isa) \
     X(ops_binary) \
     X(ops_binary_logic) \
     X(ops_cast) \

@@ -13,13 +13,15 @@
  * vectorises get the level's vector width, and the hand-vectorised ones
  * (GCC vector extensions, unary_loops.h) take NB_VLEN lanes.
  *
- * Determinism: results depend only on the inputs, the level and the thread
- * count. Floating-point contraction stays off (ISO C mode), so a kernel
- * whose order of operations does not depend on the vector width gives the
- * same bits at every level (elementwise ops, reduce.c's fixed 8 lanes,
- * Philox, Adam/SGD, casts); those whose lanes are the vector width (the
- * float32 row sums of cross-entropy, softmax and layer_norm) agree within a
- * few float32 ulps of the row's sum. tests/test_cpu_isa.c checks both.
+ * Determinism: results depend only on the inputs and the thread count,
+ * and not on the level: floating-point contraction stays off (ISO C mode),
+ * the auto-vectorised loops keep the source's order of operations, and the
+ * hand-vectorised reductions fix their lanes independently of the width
+ * (reduce.c's 8 lanes, layer_norm's 8 double lanes, nb_vmax's 16 and
+ * nb_vsum_exp's 8 in unary_loops.h). So every level gives the baseline's
+ * bits, except for the sign and payload of NaN results (which NaN operand
+ * an instruction passes on depends on operand order, which the vectoriser
+ * may swap). tests/test_cpu_isa.c checks this for every slot below.
  */
 #ifndef NB_CPU_ISA_H
 #define NB_CPU_ISA_H

@@ -49,7 +49,7 @@ typedef struct bufs {
 } bufs;
 
 static void run(const nb_cpu_isa_kernels *k, int which, bufs *B) {
-    nb_backend *be = NULL;
+    nb_backend *be = nb_backend_get(NB_CPU);
     int64_t n = B->n, R = B->rows, C = B->cols;
     nb_kview a = vec(B->a, NB_F32, n), b = vec(B->b, NB_F32, n), c = vec(B->c, NB_F32, n);
     switch (which) {

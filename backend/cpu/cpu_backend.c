@@ -47,11 +47,11 @@ static int cpu_get_num_threads(nb_backend *be) {
     (void)be;
     return nb_cpu_get_num_threads();
 }
-/* "isa=avx512 (...); OpenBLAS ...": the kernels' level (isa.h) and the BLAS. */
+/* "isa=avx512 (...); OpenBLAS ...; oneDNN ...": the kernels' level (isa.h), the BLAS and oneDNN. */
 static const char *cpu_info(nb_backend *be) {
     (void)be;
     static _Thread_local char buf[1536];
-    snprintf(buf, sizeof buf, "%s; %s", nb_cpu_isa_info(), nb_cpu_blas_info());
+    snprintf(buf, sizeof buf, "%s; %s; %s", nb_cpu_isa_info(), nb_cpu_blas_info(), nb_cpu_dnnl_info());
     return buf;
 }
 

@@ -127,6 +127,21 @@ static const char *const un_names[NB_UNARY_OP_COUNT] = {
     "neg", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "add_scalar", "mul_scalar", "pow_scalar",
     "gelu", "gelu_tanh"};
 
+/* Memory-bound ops (a compare or one arithmetic op per element): larger tasks. */
+static int64_t un_grain(nb_unary_op op, double alpha) {
+    switch (op) {
+    case NB_UNARY_NEG: case NB_UNARY_RELU: case NB_UNARY_ADD_SCALAR: case NB_UNARY_MUL_SCALAR:
+    case NB_UNARY_ABS: case NB_UNARY_SIGN: case NB_UNARY_FLOOR: case NB_UNARY_CEIL: case NB_UNARY_TRUNC:
+    case NB_UNARY_LEAKY_RELU: case NB_UNARY_HARDTANH_MIN: case NB_UNARY_HARDTANH_MAX:
+    case NB_UNARY_HARDSIGMOID: case NB_UNARY_HARDSWISH:
+        return NB_CPU_GRAIN_LIGHT;
+    case NB_UNARY_POW_SCALAR:
+        return alpha == 2.0 ? NB_CPU_GRAIN_LIGHT : NB_CPU_GRAIN;
+    default:
+        return NB_CPU_GRAIN;
+    }
+}
+
 static const char *un_name(nb_unary_op op) { return op < NB_UNARY_ABS ? un_names[op] : nb_cpu_unary_math_name(op); }
 
 nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
@@ -150,7 +165,7 @@ nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, cons
     nb_cpu_iter it;
     const nb_kview *ops[2] = {out, x};
     nb_cpu_iter_init(&it, 2, ops);
-    nb_cpu_iter_run(&it, NB_CPU_GRAIN, fn, &alpha);
+    nb_cpu_iter_run(&it, un_grain(op, alpha), fn, &alpha);
     return NB_OK;
 }
 
@@ -225,6 +240,6 @@ nb_status nb_cpu_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *
     nb_cpu_iter it;
     const nb_kview *ops[3] = {gx, gy, v};
     nb_cpu_iter_init(&it, 3, ops);
-    nb_cpu_iter_run(&it, NB_CPU_GRAIN, fn, &alpha);
+    nb_cpu_iter_run(&it, un_grain(op, alpha), fn, &alpha);
     return NB_OK;
 }

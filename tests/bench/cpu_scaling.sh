@@ -13,11 +13,13 @@
 #   BERT_STEPS=5 BERT_WARMUP=1 (a bert step takes seconds on 2 cores)
 #   PYTHON=/usr/bin/python3 (Debian's has torch 1.13; point it at a venv with
 #                        torch 2.x to compare against that), TORCH_REF=path
-#   TORCH_POLICIES="default PASSIVE"  OpenMP wait policies PyTorch runs under;
-#                        a cell keeps torch's fastest (on a shared 2-vCPU VM,
-#                        torch 1.13's spinning OpenMP threads starve its
-#                        OpenBLAS threads: mlp 220 ms/step by default, 9.7 ms
-#                        with OMP_WAIT_POLICY=PASSIVE)
+#   TORCH_POLICIES="default PASSIVE"  OpenMP wait policies PyTorch runs under,
+#                        one column each (on a shared 2-vCPU VM, torch 1.13's
+#                        spinning OpenMP threads starve its OpenBLAS threads:
+#                        mlp 150-230 ms/step by default, 9.6 ms with
+#                        OMP_WAIT_POLICY=PASSIVE)
+#   AGG=median           how the REPEAT runs' medians combine (min: the
+#                        quietest run of each, on a noisy shared machine)
 #   REPEAT=1             run every cell REPEAT times (nabla and torch
 #                        interleaved) and report the median of the medians
 #   NB_CPU_ISA           passed to nabla (baseline|avx2|avx512): the kernels' ISA
@@ -49,7 +51,10 @@ REPEAT=${REPEAT:-1}
 [[ -f "$ref" ]] || { echo "cpu_scaling: no shared/bench/torch_ref.py above $here (set TORCH_REF)" >&2; exit 2; }
 
 median_of() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+min_of() { sort -g | head -1; }
+agg() { if [[ ${AGG:-median} == min ]]; then min_of; else median_of; fi; }
 field() { sed -n "s/.*$1=\\([0-9.]*\\).*/\\1/p"; }
+policies=(${TORCH_POLICIES:-default PASSIVE})
 
 declare -A cell
 torch_ver="?"
@@ -58,46 +63,48 @@ for w in $WORKLOADS; do
   steps=${STEPS:-30} warm=${WARMUP:-5}
   if [[ $w == bert ]]; then steps=${BERT_STEPS:-5} warm=${BERT_WARMUP:-1}; fi
   for t in $THREADS; do
-    ours="" theirs="" befores=""
+    declare -A runs=() # runs[before|after|torch<i>] = newline-separated medians
     for ((r = 0; r < REPEAT; r++)); do
       if [[ -n "${BEFORE:-}" ]]; then
         q=$("$BEFORE/tests/bench/bench_$w" --threads "$t" --steps "$steps" --warmup "$warm" | tail -1)
         echo "before: $q" >&2
-        befores+="$(field median_ms <<<"$q")"$'\n'
+        runs[before]+="$(field median_ms <<<"$q")"$'\n'
       fi
       o=$("$build/tests/bench/bench_$w" --threads "$t" --steps "$steps" --warmup "$warm" | tail -1)
       echo "$o" >&2
-      p="" pbest=""
-      for pol in ${TORCH_POLICIES:-default PASSIVE}; do
-        env=(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t)
-        [[ $pol == default ]] || env+=(OMP_WAIT_POLICY=$pol)
-        pp=$(env "${env[@]}" "$py" "$ref" "$w" --threads "$t" --steps "$steps" --warmup "$warm" | tail -1)
-        echo "$pp (OMP_WAIT_POLICY=$pol)" >&2
-        m=$(field median_ms <<<"$pp")
-        if [[ -z "$pbest" ]] || awk -v a="$m" -v b="$pbest" 'BEGIN { exit !(a < b) }'; then pbest=$m p=$pp; fi
-      done
-      ours+="$(field median_ms <<<"$o")"$'\n'
-      theirs+="$(field median_ms <<<"$p")"$'\n'
-      torch_ver=$(sed -n 's/.*torch=\([^ ]*\).*/\1/p' <<<"$p")
+      runs[after]+="$(field median_ms <<<"$o")"$'\n'
       isa=$(sed -n 's/.*isa=\([^ ;")]*\).*/\1/p' <<<"$o")
+      for i in "${!policies[@]}"; do
+        env=(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t)
+        [[ ${policies[$i]} == default ]] || env+=(OMP_WAIT_POLICY=${policies[$i]})
+        p=$(env "${env[@]}" "$py" "$ref" "$w" --threads "$t" --steps "$steps" --warmup "$warm" | tail -1)
+        echo "$p (OMP_WAIT_POLICY=${policies[$i]})" >&2
+        runs[torch$i]+="$(field median_ms <<<"$p")"$'\n'
+        torch_ver=$(sed -n 's/.*torch=\([^ ]*\).*/\1/p' <<<"$p")
+      done
     done
-    a=$(median_of <<<"${ours%$'\n'}") b=$(median_of <<<"${theirs%$'\n'}")
+    a=$(agg <<<"${runs[after]%$'\n'}")
+    c=""
     if [[ -n "${BEFORE:-}" ]]; then
-      c=$(median_of <<<"${befores%$'\n'}")
-      cell[$w,$t]=$(awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN { printf "%.3g / %.3g / %.3g (%.2fx, %.2fx)", c, a, b, b / c, b / a }')
-    else
-      cell[$w,$t]=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3g / %.3g (%.2fx)", a, b, b / a }')
+      b=$(agg <<<"${runs[before]%$'\n'}")
+      c=$(awk -v b="$b" 'BEGIN { printf "%.3g / ", b }')
     fi
+    c+=$(awk -v a="$a" 'BEGIN { printf "%.3g", a }')
+    for i in "${!policies[@]}"; do
+      tt=$(agg <<<"${runs[torch$i]%$'\n'}")
+      c+=$(awk -v a="$a" -v t="$tt" -v b="${b:-}" 'BEGIN { printf " / %.3g (", t; if (b != "") printf "%.2fx, ", t / b; printf "%.2fx)", t / a }')
+    done
+    cell[$w,$t]=$c
+    unset runs
   done
 done
 
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 echo
-if [[ -n "${BEFORE:-}" ]]; then
-  echo "CPU: $model, $ncpu cores; nabla kernels: ${isa:-?}; torch $torch_ver; median ms per step, nabla before ($BEFORE) / after / torch (torch / before, torch / after)"
-else
-  echo "CPU: $model, $ncpu cores; nabla kernels: ${isa:-?}; torch $torch_ver; median ms per step, nabla / torch (torch / nabla)"
-fi
+cols="nabla"
+[[ -z "${BEFORE:-}" ]] || cols="nabla before ($BEFORE) / nabla"
+for pol in "${policies[@]}"; do cols+=" / torch (OMP_WAIT_POLICY=$pol: torch / nabla${BEFORE:+ before, torch / nabla})"; done
+echo "CPU: $model, $ncpu cores; nabla kernels: ${isa:-?}; torch $torch_ver; ${AGG:-median} over $REPEAT run(s) of each median ms per step: $cols"
 echo
 hdr="| workload |" sep="|---|"
 for t in $THREADS; do hdr+=" $t threads |"; sep+="---|"; done

@@ -13,6 +13,7 @@
     X(autograd_function) \
     X(autograd_hooks) \
     X(ops_unary) \
+    X(cpu_isa) \
     X(ops_binary) \
     X(ops_binary_logic) \
     X(ops_cast) \

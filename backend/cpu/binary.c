@@ -257,7 +257,9 @@ nb_status nb_cpu_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, co
     const nb_kview *ops[3] = {out, a, b};
     nb_cpu_iter_init(&it, 3, ops);
     atomic_int zero = 0;
-    nb_cpu_iter_run(&it, NB_CPU_GRAIN, fn, &zero);
+    /* pow, atan2 and the float remainders call libm per element: smaller tasks */
+    bool heavy = op == NB_BINARY_POW || op == NB_BINARY_ATAN2 || op == NB_BINARY_FMOD || op == NB_BINARY_REMAINDER;
+    nb_cpu_iter_run(&it, heavy ? NB_CPU_GRAIN : NB_CPU_GRAIN_LIGHT, fn, &zero);
     if (is_int_division(op, a->dtype) && atomic_load(&zero))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: integer division by zero (divisor %s)", name,
                             nb_cpu_view_str(b, b1, sizeof b1));

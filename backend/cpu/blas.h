@@ -90,4 +90,17 @@ const char *nb_cpu_blas_info(void);
  * from nb_cpu_get_num_threads()). Called by nb_cpu_set_num_threads. */
 void nb_cpu_blas_set_num_threads(int n);
 
+/* oneDNN (dnnl.c): its row-major sgemm, C = alpha op(A) op(B) + beta C,
+ * transa/transb 'N' or 'T'; returns dnnl_status_t (0: success). */
+typedef int (*nb_dnnl_sgemm_fn)(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha,
+                                const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                                int64_t ldc);
+/* oneDNN's sgemm, loading libdnnl.so.2 on the first call, with the calling
+ * thread's OpenMP team set to nabla's thread count; NULL unless
+ * NB_CPU_GEMM=onednn, or when it is not built (-Donednn=disabled) or the
+ * library does not load. Call it only outside nabla's pool (it runs its own threads). */
+nb_dnnl_sgemm_fn nb_cpu_dnnl_sgemm(void);
+/* One line: "oneDNN 2.6.3 sgemm (NB_CPU_GEMM=onednn)" or why it is not used. */
+const char *nb_cpu_dnnl_info(void);
+
 #endif

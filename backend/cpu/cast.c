@@ -227,7 +227,7 @@ nb_status nb_cpu_copy(nb_backend *be, const nb_kview *dst, const nb_kview *src) 
     nb_cpu_iter it;
     const nb_kview *ops[2] = {dst, src};
     nb_cpu_iter_init(&it, 2, ops);
-    nb_cpu_iter_run(&it, NB_CPU_GRAIN, cast_loop(dst->dtype, src->dtype), NULL);
+    nb_cpu_iter_run(&it, NB_CPU_GRAIN_LIGHT, cast_loop(dst->dtype, src->dtype), NULL);
     return NB_OK;
 }
 
@@ -304,6 +304,6 @@ nb_status nb_cpu_fill(nb_backend *be, const nb_kview *dst, double value) {
     nb_cpu_iter it;
     const nb_kview *ops[1] = {dst};
     nb_cpu_iter_init(&it, 1, ops);
-    nb_cpu_iter_run(&it, NB_CPU_GRAIN, fill_loops[dst->dtype], &v);
+    nb_cpu_iter_run(&it, NB_CPU_GRAIN_LIGHT, fill_loops[dst->dtype], &v);
     return NB_OK;
 }

@@ -3,6 +3,7 @@
  * (streams and events are tokens), the vtable of kernels declared in
  * cpu_kernels.h, and nb_cpu_backend_init, which registers cpu:0
  * (backend/registry.c calls it). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "nb_impl.h"
 #include "threadpool.h"
 #include "blas.h"
+#include "isa.h"
 
 #define NB_CPU_ALIGN 64
 
@@ -45,9 +47,12 @@ static int cpu_get_num_threads(nb_backend *be) {
     (void)be;
     return nb_cpu_get_num_threads();
 }
+/* "isa=avx512 (...); OpenBLAS ...; oneDNN ...": the kernels' level (isa.h), the BLAS and oneDNN. */
 static const char *cpu_info(nb_backend *be) {
     (void)be;
-    return nb_cpu_blas_info();
+    static _Thread_local char buf[1536];
+    snprintf(buf, sizeof buf, "%s; %s; %s", nb_cpu_isa_info(), nb_cpu_blas_info(), nb_cpu_dnnl_info());
+    return buf;
 }
 
 /* Kernels run before they return, so streams and events are tokens: every
@@ -119,7 +124,9 @@ static bool cpu_supports(nb_backend *be, int op, nb_dtype dt) {
     return true;
 }
 
-static const struct nb_backend_i cpu_iface = {
+/* The slots of isa.h's kernels are filled in by nb_cpu_backend_use_kernels
+ * (the level chosen at start-up); the others are built once. */
+static struct nb_backend_i cpu_iface = {
     .supports = cpu_supports,
     .info = cpu_info,
     .set_num_threads = cpu_set_num_threads,
@@ -144,22 +151,7 @@ static const struct nb_backend_i cpu_iface = {
     .memcpy_h2d = cpu_memcpy,
     .memcpy_d2h = cpu_memcpy,
     .memcpy_d2d = cpu_memcpy,
-    .copy = nb_cpu_copy,
-    .fill = nb_cpu_fill,
-    .arange = nb_cpu_arange,
-    .binary = nb_cpu_binary,
-    .unary = nb_cpu_unary,
-    .unary_backward = nb_cpu_unary_backward,
-    .reduce = nb_cpu_reduce,
-    .argmax = nb_cpu_argmax,
     .matmul = nb_cpu_matmul,
-    .softmax = nb_cpu_softmax,
-    .softmax_backward = nb_cpu_softmax_backward,
-    .cross_entropy = nb_cpu_cross_entropy,
-    .cross_entropy_backward = nb_cpu_cross_entropy_backward,
-    .random = nb_cpu_random,
-    .adam_step = nb_cpu_adam_step,
-    .sgd_step = nb_cpu_sgd_step,
     .conv2d = nb_cpu_conv2d,
     .conv2d_backward_input = nb_cpu_conv2d_backward_input,
     .conv2d_backward_weight = nb_cpu_conv2d_backward_weight,
@@ -177,13 +169,8 @@ static const struct nb_backend_i cpu_iface = {
     .index_select = nb_cpu_index_select,
     .index_add = nb_cpu_index_add,
     .where = nb_cpu_where,
-    .layer_norm = nb_cpu_layer_norm,
-    .layer_norm_backward = nb_cpu_layer_norm_backward,
-    .attention = nb_cpu_attention,
-    .attention_backward = nb_cpu_attention_backward,
     /* op coverage: binary, logic */
     /* op coverage: reductions, scans */
-    .argmin = nb_cpu_argmin,
     .scan = nb_cpu_scan,
     .scan_backward = nb_cpu_scan_backward,
     /* op coverage: sorting, gather/scatter */
@@ -201,11 +188,7 @@ static const struct nb_backend_i cpu_iface = {
     .linalg_eigh = nb_cpu_linalg_eigh,
     .linalg_svd = nb_cpu_linalg_svd,
     .linalg_lstsq = nb_cpu_linalg_lstsq,
-    .adam_step_multi = nb_cpu_adam_step_multi,
-    .sgd_step_multi = nb_cpu_sgd_step_multi,
     /* decoders */
-    .rms_norm = nb_cpu_rms_norm,
-    .rms_norm_backward = nb_cpu_rms_norm_backward,
     .rope = nb_cpu_rope,
 };
 
@@ -217,5 +200,14 @@ static nb_backend cpu_backend = {
     .context = NULL,
 };
 
+void nb_cpu_backend_use_kernels(const nb_cpu_isa_kernels *k) {
+#define NB_CPU_ISA_USE(s) cpu_iface.s = k->s;
+    NB_CPU_ISA_SLOTS(NB_CPU_ISA_USE)
+#undef NB_CPU_ISA_USE
+}
+
 /* One instance: the whole host is cpu:0 (its threads are the pool's). */
-nb_status nb_cpu_backend_init(void) { return nb_backend_register(&cpu_backend); }
+nb_status nb_cpu_backend_init(void) {
+    nb_cpu_backend_use_kernels(nb_cpu_isa_kernels_get());
+    return nb_backend_register(&cpu_backend);
+}

@@ -9,8 +9,12 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "isa.h"
 #include "iter.h"
 #include "nb_impl.h"
+
+/* The float32 kernels of the instruction-set level in use (isa.h). */
+#define K nb_cpu_isa_kernels_get()
 
 typedef struct wide {
     nb_kview v; /* float32, dense, of the source's shape */
@@ -29,7 +33,7 @@ static nb_status widen(nb_backend *be, const nb_kview *src, wide *w, bool fill) 
     w->v.data = w->buf;
     w->v.dtype = NB_F32;
     nb_contiguous_strides(src->ndim, src->shape, w->v.strides);
-    return fill && n ? nb_cpu_copy(be, &w->v, src) : NB_OK;
+    return fill && n ? K->copy(be, &w->v, src) : NB_OK;
 }
 
 static void wide_free(wide *w, int n) {
@@ -38,7 +42,7 @@ static void wide_free(wide *w, int n) {
 
 /* Rounds a float32 result back into dst (16-bit). */
 static nb_status narrow(nb_backend *be, const nb_kview *dst, const wide *w) {
-    return nb_cpu_numel(dst) ? nb_cpu_copy(be, dst, &w->v) : NB_OK;
+    return nb_cpu_numel(dst) ? K->copy(be, dst, &w->v) : NB_OK;
 }
 
 bool nb_cpu_is16(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
@@ -47,7 +51,7 @@ nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, co
     wide w[2];
     nb_status st = widen(be, x, &w[0], true);
     if (!st) st = widen(be, out, &w[1], false);
-    if (!st) st = nb_cpu_unary(be, op, &w[1].v, &w[0].v, alpha);
+    if (!st) st = K->unary(be, op, &w[1].v, &w[0].v, alpha);
     if (!st) st = narrow(be, out, &w[1]);
     wide_free(w, 2);
     return st;
@@ -61,7 +65,7 @@ nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview
     if (!st) st = widen(be, y, &w[2], true);
     if (!st) st = widen(be, gx, &w[3], false);
     if (!st)
-        st = nb_cpu_unary_backward(be, op, &w[3].v, &w[0].v, x ? &w[1].v : NULL, y ? &w[2].v : NULL, alpha);
+        st = K->unary_backward(be, op, &w[3].v, &w[0].v, x ? &w[1].v : NULL, y ? &w[2].v : NULL, alpha);
     if (!st) st = narrow(be, gx, &w[3]);
     wide_free(w, 4);
     return st;
@@ -74,7 +78,7 @@ nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, 
     if (!st) st = widen(be, b, &w[1], true);
     if (!st && out16) st = widen(be, out, &w[2], false);
     else if (!st) memset(&w[2], 0, sizeof w[2]);
-    if (!st) st = nb_cpu_binary(be, op, out16 ? &w[2].v : out, &w[0].v, &w[1].v);
+    if (!st) st = K->binary(be, op, out16 ? &w[2].v : out, &w[0].v, &w[1].v);
     if (!st && out16) st = narrow(be, out, &w[2]);
     wide_free(w, 3);
     return st;
@@ -98,7 +102,7 @@ nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, 
     nb_status st = widen(be, x, &w[0], true);
     if (!st && out16) st = widen(be, out, &w[1], false);
     else if (!st) memset(&w[1], 0, sizeof w[1]);
-    if (!st) st = nb_cpu_reduce(be, op, out16 ? &w[1].v : out, &w[0].v, scale);
+    if (!st) st = K->reduce(be, op, out16 ? &w[1].v : out, &w[0].v, scale);
     if (!st && out16) st = narrow(be, out, &w[1]);
     wide_free(w, 2);
     return st;

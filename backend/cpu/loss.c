@@ -1,7 +1,8 @@
 /* loss.c - the CPU's fused cross-entropy forward and backward over rows of
  * logits [n, c] (llm.c and ggml fuse them the same way): each row's
- * log-sum-exp runs sequentially in a fixed order (float32 exp four lanes at a
- * time, accumulated in double) and threads split rows, so results do not
+ * log-sum-exp runs sequentially in a fixed order (float32 exp NB_VLEN lanes
+ * at a time, accumulated in double: nb_vsum_exp, the same bits at every
+ * instruction-set level) and threads split rows, so results do not
  * depend on the thread count. Formulas (PyTorch's):
  *   loss_i = lse_i - x[i, t_i], glogits = gloss_i * (softmax_i - onehot(t_i)) */
 #include <string.h>
@@ -26,7 +27,7 @@ static int64_t target_at(const ce_job *j, int64_t i) {
 }
 
 /* sum_i exp(x[i] - mx) (accumulated in double) and gx[i] = g * exp(x[i] - lse):
- * the float32 forms use the 4-lane vexp, since libm's expf does not
+ * the float32 forms use the vector vexp (unary_loops.h), since libm's expf does not
  * vectorise and these rows are [tokens, vocab] wide (BERT: 30522). */
 static double sum_exp_f64(const double *x, int64_t c, double mx) {
     double sum = 0;
@@ -36,27 +37,15 @@ static double sum_exp_f64(const double *x, int64_t c, double mx) {
 static void scaled_exp_f64(double *gx, const double *x, int64_t c, double lse, double g) {
     for (int64_t i = 0; i < c; i++) gx[i] = g * exp(x[i] - lse);
 }
-static double sum_exp_f32(const float *x, int64_t c, float mx) {
-    double s[4] = {0, 0, 0, 0}, sum = 0;
-    int64_t i = 0;
-    for (; i + 4 <= c; i += 4) {
-        v4f v;
-        memcpy(&v, x + i, sizeof v);
-        v4f e = vexp(v - mx);
-        for (int k = 0; k < 4; k++) s[k] += e[k];
-    }
-    for (; i < c; i++) sum += expf(x[i] - mx);
-    return sum + ((s[0] + s[1]) + (s[2] + s[3]));
+static double row_max_f64(const double *x, int64_t c) {
+    double mx = x[0];
+    for (int64_t i = 1; i < c; i++) mx = MAXF(x[i], mx);
+    return mx;
 }
+static float row_max_f32(const float *x, int64_t c) { return nb_vmax(x, c); }
+static double sum_exp_f32(const float *x, int64_t c, float mx) { return nb_vsum_exp(x, c, mx, NULL); }
 static void scaled_exp_f32(float *gx, const float *x, int64_t c, float lse, float g) {
-    int64_t i = 0;
-    for (; i + 4 <= c; i += 4) {
-        v4f v;
-        memcpy(&v, x + i, sizeof v);
-        v = g * vexp(v - lse);
-        memcpy(gx + i, &v, sizeof v);
-    }
-    for (; i < c; i++) gx[i] = g * expf(x[i] - lse);
+    nb_vscaled_exp(gx, x, c, lse, g);
 }
 
 #define CE_FUNCS(T, S)                                                                          \
@@ -65,8 +54,7 @@ static void scaled_exp_f32(float *gx, const float *x, int64_t c, float lse, floa
         int64_t c = j->logits->shape[1];                                                        \
         for (int64_t r = r0; r < r1; r++) {                                                     \
             const T *x = (const T *)j->logits->data + r * c;                                    \
-            T mx = x[0];                                                                        \
-            for (int64_t i = 1; i < c; i++) mx = MAXF(x[i], mx);                                \
+            T mx = row_max_##S(x, c);                                                           \
             T lse = mx + (T)log(sum_exp_##S(x, c, mx));                                         \
             int64_t t = target_at(j, r);                                                        \
             ((T *)j->lse->data)[r * j->lse->strides[0]] = lse;                                  \

@@ -6,7 +6,9 @@
  * matrix that fits neither (e.g. a broadcast row, stride 0) is copied to a
  * contiguous buffer first. Batches of small products (below OpenBLAS's own
  * threading threshold, 64^3 multiply-adds) run in parallel on the pool;
- * larger ones run one after another, each threaded inside OpenBLAS. */
+ * larger ones run one after another, each threaded inside OpenBLAS, or,
+ * with NB_CPU_GEMM=onednn, float32 ones whose every dim is at least
+ * NB_DNNL_MIN_DIM inside oneDNN's sgemm (dnnl.c says when that pays). */
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -21,6 +23,11 @@
 /* OpenBLAS 0.3.21 runs a GEMM single-threaded below this many multiply-adds
  * (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD). */
 #define NB_BLAS_SMALL_GEMM 262144
+
+/* oneDNN lost to OpenBLAS on GEMMs with a dim below this (its OpenMP team
+ * costs more than such a product: 128x10x512 ran at 66 vs 16 GF/s, but
+ * 128x512x10 at 70 vs 97 and 64x10x128 at 32 vs 88). */
+#define NB_DNNL_MIN_DIM 32
 
 typedef struct mat_layout {
     int trans;  /* NB_CBLAS_NO_TRANS or NB_CBLAS_TRANS */
@@ -49,6 +56,7 @@ typedef struct mm_job {
     mat_layout la, lb;
     double alpha, beta;
     atomic_int oom; /* a copy buffer could not be allocated */
+    nb_dnnl_sgemm_fn dnnl; /* oneDNN for this call's GEMMs (top level only), or NULL */
 } mm_job;
 
 /* Element offset of batch i in view v (batch dims are all but the last two). */
@@ -86,7 +94,11 @@ static void gemm_one(mm_job *j, int64_t bi) {
         if (pa) a = pa;
         if (pb) b = pb;
         int m = (int)j->m, n = (int)j->n, k = (int)j->k;
-        if (j->c->dtype == NB_F32)
+        if (j->dnnl && j->dnnl(j->la.trans == NB_CBLAS_TRANS ? 'T' : 'N', j->lb.trans == NB_CBLAS_TRANS ? 'T' : 'N',
+                               m, n, k, (float)j->alpha, (const float *)a, j->la.ld, (const float *)b, j->lb.ld,
+                               (float)j->beta, (float *)c, n) == 0) {
+            /* done by oneDNN (a failure falls through to OpenBLAS) */
+        } else if (j->c->dtype == NB_F32)
             j->blas->sgemm(NB_CBLAS_ROW_MAJOR, j->la.trans, j->lb.trans, m, n, k, (float)j->alpha,
                            (const float *)a, j->la.ld, (const float *)b, j->lb.ld, (float)j->beta,
                            (float *)c, n);
@@ -112,6 +124,12 @@ static void scale_c(const nb_kview *c, int64_t numel, double beta) {
         double *p = c->data;
         for (int64_t i = 0; i < numel; i++) p[i] = beta == 0 ? 0.0 : beta * p[i];
     }
+}
+
+/* A float32 GEMM run at top level goes to oneDNN (when nb_cpu_dnnl_sgemm
+ * gives it: NB_CPU_GEMM=onednn) if no dim is tiny. */
+static bool use_dnnl(int64_t m, int64_t n, int64_t k) {
+    return m >= NB_DNNL_MIN_DIM && n >= NB_DNNL_MIN_DIM && k >= NB_DNNL_MIN_DIM;
 }
 
 static nb_status check_shapes(const nb_kview *c, const nb_kview *a, const nb_kview *b) {
@@ -156,12 +174,14 @@ nb_status nb_cpu_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, co
     mm_job job = {blas, c, a, b, m, n, k,
                   layout_of(m, k, a->strides[nd - 2], a->strides[nd - 1]),
                   layout_of(k, n, b->strides[nd - 2], b->strides[nd - 1]),
-                  alpha, beta, 0};
+                  alpha, beta, 0, NULL};
     int64_t work = m * n * k;
-    if (batches > 1 && work < NB_BLAS_SMALL_GEMM && nb_cpu_get_num_threads() > 1)
+    if (batches > 1 && work < NB_BLAS_SMALL_GEMM && nb_cpu_get_num_threads() > 1) {
         nb_cpu_parallel_for(batches, NB_BLAS_SMALL_GEMM / 4 / work + 1, gemm_batches, &job);
-    else
+    } else {
+        if (c->dtype == NB_F32 && use_dnnl(m, n, k)) job.dnnl = nb_cpu_dnnl_sgemm();
         gemm_batches(&job, 0, batches);
+    }
     if (atomic_load(&job.oom))
         return nb_set_error(NB_ERR_OOM, "matmul: out of memory copying a strided operand (m=%lld, n=%lld, k=%lld)",
                             (long long)m, (long long)n, (long long)k);

@@ -5,7 +5,7 @@
  * in rows. Every reduction over `size` runs sequentially in a fixed order
  * (float32 accumulates in double) and threads split rows or column blocks,
  * so results do not depend on the thread count. Formulas (PyTorch's):
- *   softmax y = exp(x - max) / sum exp(x - max)
+ *   softmax y = exp(x - max) / sum exp(x - max)   (float32 rows: vector exp)
  *   log_softmax y = (x - max) - log(sum exp(x - max))
  *   softmax backward gx = y * (gy - sum(gy * y))
  *   log_softmax backward gx = gy - exp(y) * sum(gy) */
@@ -29,6 +29,26 @@ typedef struct sm_job {
 
 #define MAXF(x, y) ((x) != (x) || (x) > (y) ? (x) : (y))
 
+/* A row's max and sum of exp(x - max) (storing the exps in y unless NULL):
+ * float32 through the vector helpers of unary_loops.h (same bits at every
+ * instruction-set level), float64 sequentially with libm. */
+static double row_max_f64(const double *x, int64_t n) {
+    double mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = MAXF(x[i], mx);
+    return mx;
+}
+static double row_sum_exp_f64(const double *x, int64_t n, double mx, double *y) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = exp(x[i] - mx);
+        if (y) y[i] = e;
+        sum += e;
+    }
+    return sum;
+}
+static float row_max_f32(const float *x, int64_t n) { return nb_vmax(x, n); }
+static double row_sum_exp_f32(const float *x, int64_t n, float mx, float *y) { return nb_vsum_exp(x, n, mx, y); }
+
 #define SOFTMAX_FUNCS(T, S)                                                                     \
     /* forward, inner == 1: rows r0..r1 */                                                      \
     static void sm_rows_##S(void *arg, int64_t r0, int64_t r1) {                                \
@@ -36,14 +56,8 @@ typedef struct sm_job {
         int64_t n = j->size;                                                                    \
         for (int64_t r = r0; r < r1; r++) {                                                     \
             const T *x = (const T *)j->x + r * n;                                               \
-            T *y = (T *)j->out + r * n, mx = x[0];                                              \
-            for (int64_t i = 1; i < n; i++) mx = MAXF(x[i], mx);                                \
-            double sum = 0;                                                                     \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                T e = exp(x[i] - mx);                                                           \
-                if (!j->log) y[i] = e;                                                          \
-                sum += e;                                                                       \
-            }                                                                                   \
+            T *y = (T *)j->out + r * n, mx = row_max_##S(x, n);                                 \
+            double sum = row_sum_exp_##S(x, n, mx, j->log ? NULL : y);                          \
             if (j->log) {                                                                       \
                 T ls = (T)log(sum);                                                             \
                 for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mx) - ls;                        \

@@ -44,9 +44,9 @@ static bool dtype_ok(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT; }
  * Cephes' expf (Cody-Waite reduction, degree-6 polynomial, 2^n through the
  * exponent bits). */
 /* Phi(x) = 1 - erfc(x / sqrt 2) / 2 (x >= 0), erfc(-x / sqrt 2) / 2 (x < 0). */
-static inline v4f vphi(v4f x) {
-    v4f z = (v4f)((v4i)x & 0x7fffffff) * 0.70710678118654752440f, t = 1.0f / (z * 0.5f + 1.0f);
-    v4f q = t * 0.17087277f - 0.82215223f;
+static inline vf vphi(vf x) {
+    vf z = (vf)((vi)x & 0x7fffffff) * 0.70710678118654752440f, t = 1.0f / (z * 0.5f + 1.0f);
+    vf q = t * 0.17087277f - 0.82215223f;
     q = q * t + 1.48851587f;
     q = q * t - 1.13520398f;
     q = q * t + 0.27886807f;
@@ -55,26 +55,26 @@ static inline v4f vphi(v4f x) {
     q = q * t + 0.37409196f;
     q = q * t + 1.00002368f;
     q = q * t - 1.26551223f;
-    v4f half = t * vexp(q - z * z) * 0.5f;
+    vf half = t * vexp(q - z * z) * 0.5f;
     return vsel(x >= 0.0f, 1.0f - half, half);
 }
-static inline v4f vgelu(v4f x) { return x * vphi(x); }
-static inline v4f vgelu_grad(v4f x) { return vphi(x) + x * (vexp(x * x * -0.5f) * 0.39894228040143267794f); }
+static inline vf vgelu(vf x) { return x * vphi(x); }
+static inline vf vgelu_grad(vf x) { return vphi(x) + x * (vexp(x * x * -0.5f) * 0.39894228040143267794f); }
 /* s = 0.5 (1 + tanh(u)) = sigmoid(2u); 1 - tanh(u)^2 = 4 s (1 - s). */
-static inline v4f vgelu_tanh(v4f x) {
-    v4f u = (x + x * x * x * 0.044715f) * 0.79788456080286535588f;
+static inline vf vgelu_tanh(vf x) {
+    vf u = (x + x * x * x * 0.044715f) * 0.79788456080286535588f;
     return x / (vexp(u * -2.0f) + 1.0f);
 }
-static inline v4f vgelu_tanh_grad(v4f x) {
+static inline vf vgelu_tanh_grad(vf x) {
     const float k = 0.79788456080286535588f, c = 0.044715f;
-    v4f x2 = x * x, s = 1.0f / (vexp((x + x2 * x * c) * (-2.0f * k)) + 1.0f);
+    vf x2 = x * x, s = 1.0f / (vexp((x + x2 * x * c) * (-2.0f * k)) + 1.0f);
     return s + x * s * (1.0f - s) * ((x2 * (3.0f * c) + 1.0f) * (2.0f * k));
 }
 
-V4_LOOP(gelu_f32, vgelu, 0)
-V4_LOOP(gelu_tanh_f32, vgelu_tanh, 0)
-V4_LOOP(gelu_bw_f32, vgelu_grad, 1)
-V4_LOOP(gelu_tanh_bw_f32, vgelu_tanh_grad, 1)
+VF_LOOP(gelu_f32, vgelu, 0)
+VF_LOOP(gelu_tanh_f32, vgelu_tanh, 0)
+VF_LOOP(gelu_bw_f32, vgelu_grad, 1)
+VF_LOOP(gelu_tanh_bw_f32, vgelu_tanh_grad, 1)
 
 static inline double gelu_val_f64(double x) { return 0.5 * x * (1 + erf(x * 0.70710678118654752440)); }
 static inline double gelu_grad_f64(double x) {
@@ -127,6 +127,21 @@ static const char *const un_names[NB_UNARY_OP_COUNT] = {
     "neg", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "add_scalar", "mul_scalar", "pow_scalar",
     "gelu", "gelu_tanh"};
 
+/* Memory-bound ops (a compare or one arithmetic op per element): larger tasks. */
+static int64_t un_grain(nb_unary_op op, double alpha) {
+    switch (op) {
+    case NB_UNARY_NEG: case NB_UNARY_RELU: case NB_UNARY_ADD_SCALAR: case NB_UNARY_MUL_SCALAR:
+    case NB_UNARY_ABS: case NB_UNARY_SIGN: case NB_UNARY_FLOOR: case NB_UNARY_CEIL: case NB_UNARY_TRUNC:
+    case NB_UNARY_LEAKY_RELU: case NB_UNARY_HARDTANH_MIN: case NB_UNARY_HARDTANH_MAX:
+    case NB_UNARY_HARDSIGMOID: case NB_UNARY_HARDSWISH:
+        return NB_CPU_GRAIN_LIGHT;
+    case NB_UNARY_POW_SCALAR:
+        return alpha == 2.0 ? NB_CPU_GRAIN_LIGHT : NB_CPU_GRAIN;
+    default:
+        return NB_CPU_GRAIN;
+    }
+}
+
 static const char *un_name(nb_unary_op op) { return op < NB_UNARY_ABS ? un_names[op] : nb_cpu_unary_math_name(op); }
 
 nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
@@ -150,7 +165,7 @@ nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, cons
     nb_cpu_iter it;
     const nb_kview *ops[2] = {out, x};
     nb_cpu_iter_init(&it, 2, ops);
-    nb_cpu_iter_run(&it, NB_CPU_GRAIN, fn, &alpha);
+    nb_cpu_iter_run(&it, un_grain(op, alpha), fn, &alpha);
     return NB_OK;
 }
 
@@ -225,6 +240,6 @@ nb_status nb_cpu_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *
     nb_cpu_iter it;
     const nb_kview *ops[3] = {gx, gy, v};
     nb_cpu_iter_init(&it, 3, ops);
-    nb_cpu_iter_run(&it, NB_CPU_GRAIN, fn, &alpha);
+    nb_cpu_iter_run(&it, un_grain(op, alpha), fn, &alpha);
     return NB_OK;
 }

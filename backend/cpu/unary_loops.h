@@ -3,7 +3,7 @@
  * unary_math.c (abs..logsigmoid). A loop has an all-contiguous branch
  * (a plain indexed loop the compiler vectorises) and a generic byte-strided
  * one; the float32 activations that call exp use 4-lane GCC vector code
- * (V4_LOOP with vexp) since libm's expf does not vectorise. */
+ * (VF_LOOP with vexp) since libm's expf does not vectorise. */
 #ifndef NB_CPU_UNARY_LOOPS_H
 #define NB_CPU_UNARY_LOOPS_H
 
@@ -69,13 +69,21 @@ typedef struct nb_cpu_unary_rule {
     int uses;
 } nb_cpu_unary_rule;
 
-/* ---- float32 4-lane vector code (GCC vector extensions) ------------------ */
+/* ---- float32 vector code (GCC vector extensions) ------------------------- */
 
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
+/* float lanes of one register of the level's widest vectors */
+#if defined(__AVX512F__)
+#define NB_VLEN 16
+#elif defined(__AVX__)
+#define NB_VLEN 8
+#else
+#define NB_VLEN 4
+#endif
+typedef float vf __attribute__((vector_size(4 * NB_VLEN)));
+typedef int32_t vi __attribute__((vector_size(4 * NB_VLEN)));
 
 /* m ? a : b lane by lane (m from a comparison: all ones or zero). */
-static inline v4f vsel(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
+static inline vf vsel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
 
 /* e^x by Cephes' expf: Cody-Waite reduction, degree-6 polynomial, 2^n
  * through the exponent bits, as two factors 2^(n/2) 2^(n - n/2) so that n
@@ -83,52 +91,141 @@ static inline v4f vsel(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & 
  * below -104 it is 0, as libm's expf (silu, mish and gelu at -3e38 or -inf
  * depend on it: x / (1 + e^-x) must see an infinite denominator); NaN
  * passes through. */
-static inline v4f vexp(v4f x) {
+static inline vf vexp(vf x) {
     const float lo = -104.0f, hi = 88.72283172607421875f; /* the largest float with e^x <= FLT_MAX */
-    v4f xc = vsel(x < lo, (v4f){0} + lo, x);
-    xc = vsel(xc > hi, (v4f){0} + hi, xc);
-    v4f n = xc * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
+    vf xc = vsel(x < lo, (vf){0} + lo, x);
+    xc = vsel(xc > hi, (vf){0} + hi, xc);
+    vf n = xc * 1.44269504088896341f + 12582912.0f; /* + 1.5 * 2^23 rounds to an integer */
     n = n - 12582912.0f;
-    v4f r = xc - n * 0.693359375f;
+    vf r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
-    v4f q = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    vf q = r * 1.9875691500e-4f + 1.3981999507e-3f;
     q = q * r + 8.3334519073e-3f;
     q = q * r + 4.1665795894e-2f;
     q = q * r + 1.6666665459e-1f;
     q = q * r + 5.0000001201e-1f;
     q = q * (r * r) + r + 1.0f;
-    v4i ni = __builtin_convertvector(n, v4i), n1 = ni >> 1;
-    v4f e = q * (v4f)((n1 + 127) << 23) * (v4f)((ni - n1 + 127) << 23);
-    e = vsel(x > hi, (v4f){0} + __builtin_inff(), e);
-    return vsel(x < lo, (v4f){0}, e);
+    vi ni = __builtin_convertvector(n, vi), n1 = ni >> 1;
+    vf e = q * (vf)((n1 + 127) << 23) * (vf)((ni - n1 + 127) << 23);
+    e = vsel(x > hi, (vf){0} + __builtin_inff(), e);
+    return vsel(x < lo, (vf){0}, e);
+}
+
+/* The maximum of a float32 row (n >= 1), NaN if any element is NaN (as a
+ * sequential x != x || x > m scan): 16 fixed lanes (element i in lane
+ * i % 16, held in 16 / NB_VLEN registers) combined in order, so every
+ * NB_VLEN gives the same bits (signed zeros included). Native-width
+ * vectors only: GCC expands wider ones piecewise. */
+#define NB_VMAX_REGS (16 / NB_VLEN)
+static inline float nb_vmax(const float *x, int64_t n) {
+    float r = x[0];
+    int64_t i = 0;
+    if (n >= 16) {
+        vf m[NB_VMAX_REGS];
+        memcpy(m, x, sizeof m);
+        for (i = 16; i + 16 <= n; i += 16)
+            for (int k = 0; k < NB_VMAX_REGS; k++) {
+                vf v;
+                memcpy(&v, x + i + k * NB_VLEN, sizeof v);
+                m[k] = vsel((v != v) | (v > m[k]), v, m[k]);
+            }
+        float lane[16];
+        memcpy(lane, m, sizeof lane);
+        r = lane[0];
+        for (int l = 1; l < 16; l++) r = lane[l] != lane[l] || lane[l] > r ? lane[l] : r;
+    }
+    for (; i < n; i++) r = x[i] != x[i] || x[i] > r ? x[i] : r;
+    return r;
+}
+
+/* sum_i e^(x[i] - mx) over a float32 row, e^ by vexp, accumulated in
+ * double: element i goes to double lane i % 8, in order (the lanes live in
+ * 16 / NB_VLEN registers of NB_VLEN / 2 doubles), and the 8 lanes are
+ * combined in a fixed tree, so the bits are the same at every NB_VLEN (the
+ * tail is padded with -inf, whose e^ is an exact 0). With y, also stores
+ * y[i] = e^(x[i] - mx). Rows of cross-entropy (BERT: 30522 wide) and
+ * softmax. */
+#define NB_SE_STEP (NB_VLEN > 8 ? NB_VLEN : 8) /* elements per iteration */
+#define NB_SE_REGS (16 / NB_VLEN)              /* double registers holding the 8 lanes */
+typedef double nb_vd __attribute__((vector_size(4 * NB_VLEN)));   /* NB_VLEN / 2 doubles */
+typedef float nb_vfh __attribute__((vector_size(2 * NB_VLEN)));   /* NB_VLEN / 2 floats */
+/* One step of nb_vsum_exp: NB_SE_STEP elements from x (loaded straight:
+ * a copy through a stack buffer stalls store forwarding), e^ stored to y. */
+static inline void nb_se_step(const float *x, float mx, float *y, nb_vd *acc) {
+    for (int v = 0; v < NB_SE_STEP / NB_VLEN; v++) {
+        vf xv;
+        memcpy(&xv, x + v * NB_VLEN, sizeof xv);
+        xv = vexp(xv - mx);
+        if (y) memcpy(y + v * NB_VLEN, &xv, sizeof xv);
+        nb_vfh lo, hi;
+        memcpy(&lo, &xv, sizeof lo);
+        memcpy(&hi, (char *)&xv + sizeof lo, sizeof hi);
+        acc[(2 * v) % NB_SE_REGS] += __builtin_convertvector(lo, nb_vd);
+        acc[(2 * v + 1) % NB_SE_REGS] += __builtin_convertvector(hi, nb_vd);
+    }
+}
+static inline double nb_vsum_exp(const float *x, int64_t n, float mx, float *y) {
+    nb_vd acc[NB_SE_REGS];
+    memset(acc, 0, sizeof acc);
+    int64_t i = 0;
+    for (; i + NB_SE_STEP <= n; i += NB_SE_STEP) nb_se_step(x + i, mx, y ? y + i : NULL, acc);
+    if (i < n) {
+        float e[NB_SE_STEP];
+        for (int l = 0; l < NB_SE_STEP; l++) e[l] = i + l < n ? x[i + l] : -__builtin_inff();
+        nb_se_step(e, mx, e, acc);
+        if (y) memcpy(y + i, e, sizeof(float) * (size_t)(n - i));
+    }
+    double lane[8];
+    memcpy(lane, acc, sizeof lane);
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+/* y[i] = g * e^(x[i] - c) (vexp, any NB_VLEN gives the same bits). */
+static inline void nb_vscaled_exp(float *y, const float *x, int64_t n, float c, float g) {
+    for (int64_t i = 0; i < n; i += NB_VLEN) {
+        int64_t m = n - i < NB_VLEN ? n - i : NB_VLEN;
+        float b[NB_VLEN] = {0};
+        vf v;
+        if (m == NB_VLEN) memcpy(&v, x + i, sizeof v);
+        else {
+            memcpy(b, x + i, sizeof(float) * (size_t)m);
+            memcpy(&v, b, sizeof v);
+        }
+        v = g * vexp(v - c);
+        if (m == NB_VLEN) memcpy(y + i, &v, sizeof v);
+        else {
+            memcpy(b, &v, sizeof v);
+            memcpy(y + i, b, sizeof(float) * (size_t)m);
+        }
+    }
 }
 
 /* out = OUT(x; a) (unary) or OUT(g, x; a) (backward, operands gx, gy, x) on
- * float32, x and g v4f and a the float alpha, 4 lanes (one SSE register) a
+ * float32, x and g vf and a the float alpha, NB_VLEN lanes (one register) a
  * block; strided operands and the tail go through a buffer. Explicit vector
  * code because GCC will not if-convert float compares under -ftrapping-math. */
-#define V4_LOOP_OUT(NAME, BW, OUT)                                                              \
+#define VF_LOOP_OUT(NAME, BW, OUT)                                                              \
     static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
         const float a = (float)*(const double *)ctx;                                            \
         (void)a;                                                                                \
         const int xo = (BW) ? 2 : 1; /* operand index of x */                                  \
         int64_t i = 0;                                                                          \
         if (s[0] == 4 && s[1] == 4 && (!(BW) || s[2] == 4))                                     \
-            for (; i + 4 <= n; i += 4) {                                                        \
-                v4f x, g = {0};                                                                 \
+            for (; i + NB_VLEN <= n; i += NB_VLEN) {                                            \
+                vf x, g = {0};                                                                  \
                 memcpy(&x, p[xo] + 4 * i, sizeof x);                                            \
                 if (BW) memcpy(&g, p[1] + 4 * i, sizeof g);                                     \
                 x = (OUT);                                                                      \
                 memcpy(p[0] + 4 * i, &x, sizeof x);                                             \
             }                                                                                   \
-        for (; i < n; i += 4) {                                                                 \
-            int64_t m = n - i < 4 ? n - i : 4;                                                  \
-            float xb[4] = {0}, gb[4] = {0};                                                     \
+        for (; i < n; i += NB_VLEN) {                                                           \
+            int64_t m = n - i < NB_VLEN ? n - i : NB_VLEN;                                      \
+            float xb[NB_VLEN] = {0}, gb[NB_VLEN] = {0};                                         \
             for (int64_t l = 0; l < m; l++) {                                                   \
                 xb[l] = *(const float *)(p[xo] + (i + l) * s[xo]);                              \
                 if (BW) gb[l] = *(const float *)(p[1] + (i + l) * s[1]);                        \
             }                                                                                   \
-            v4f x, g;                                                                           \
+            vf x, g;                                                                           \
             memcpy(&x, xb, sizeof x);                                                           \
             memcpy(&g, gb, sizeof g);                                                           \
             x = (OUT);                                                                          \
@@ -137,8 +234,8 @@ static inline v4f vexp(v4f x) {
         }                                                                                       \
     }
 /* out = EXPR (unary) or gy * EXPR (backward) */
-#define V4_LOOP_EXPR(NAME, BW, EXPR) V4_LOOP_OUT(NAME, BW, (BW) ? g * (EXPR) : (EXPR))
-#define V4_LOOP(NAME, F, BW) V4_LOOP_EXPR(NAME, BW, F(x))
+#define VF_LOOP_EXPR(NAME, BW, EXPR) VF_LOOP_OUT(NAME, BW, (BW) ? g * (EXPR) : (EXPR))
+#define VF_LOOP(NAME, F, BW) VF_LOOP_EXPR(NAME, BW, F(x))
 
 /* ---- unary_math.c: the ops from NB_UNARY_ABS on ---------------------- */
 

@@ -51,45 +51,45 @@ HELPERS(double, f64)
 
 /* ---- float32 vector forms ------------------------------------------------ */
 
-static inline v4f vsilu(v4f x) { return x / (vexp(-x) + 1.0f); }
-static inline v4f vsilu_grad(v4f x) {
-    v4f s = 1.0f / (vexp(-x) + 1.0f);
+static inline vf vsilu(vf x) { return x / (vexp(-x) + 1.0f); }
+static inline vf vsilu_grad(vf x) {
+    vf s = 1.0f / (vexp(-x) + 1.0f);
     return s * (1.0f + x * (1.0f - s));
 }
 /* tanh(log(1 + e)) = n / (n + 2) with n = e (e + 2), e = e^x (exact algebra,
  * no cancellation for x < 0); 1 above x = 20, where n would overflow. */
-static inline v4f vtanh_softplus(v4f e, v4f x) {
-    v4f n = e * (e + 2.0f);
-    return vsel(x > 20.0f, (v4f){0} + 1.0f, n / (n + 2.0f));
+static inline vf vtanh_softplus(vf e, vf x) {
+    vf n = e * (e + 2.0f);
+    return vsel(x > 20.0f, (vf){0} + 1.0f, n / (n + 2.0f));
 }
-static inline v4f vmish(v4f x) { return x * vtanh_softplus(vexp(x), x); }
-static inline v4f vmish_grad(v4f x) {
-    v4f e = vexp(x), t = vtanh_softplus(e, x), s = 1.0f / (vexp(-x) + 1.0f); /* not e / (e + 1): inf / inf above x = 88.7 */
+static inline vf vmish(vf x) { return x * vtanh_softplus(vexp(x), x); }
+static inline vf vmish_grad(vf x) {
+    vf e = vexp(x), t = vtanh_softplus(e, x), s = 1.0f / (vexp(-x) + 1.0f); /* not e / (e + 1): inf / inf above x = 88.7 */
     return t + x * s * (1.0f - t * t);
 }
-static inline v4f vbcast(float c) { return (v4f){0} + c; }
+static inline vf vbcast(float c) { return (vf){0} + c; }
 /* e^x - 1: Taylor to x^7 for |x| < 0.35 (truncation < 2e-8 relative, and
  * x + x (x q) keeps -0), else vexp(x) - 1 (cancellation costs < 2 ulp). */
-static inline v4f vexpm1(v4f x) {
-    v4f q = x * (1.0f / 5040) + (1.0f / 720);
+static inline vf vexpm1(vf x) {
+    vf q = x * (1.0f / 5040) + (1.0f / 720);
     q = q * x + (1.0f / 120);
     q = q * x + (1.0f / 24);
     q = q * x + (1.0f / 6);
     q = q * x + 0.5f;
-    v4f ax = (v4f)((v4i)x & 0x7fffffff);
+    vf ax = (vf)((vi)x & 0x7fffffff);
     return vsel(ax < 0.35f, x + x * (x * q), vexp(x) - 1.0f);
 }
 /* log(w) for positive normal w (NaN passes), by Cephes' logf: w = m 2^e
  * with m in [sqrt(1/2), sqrt 2), degree-8 polynomial in m - 1. */
-static inline v4f vlog(v4f w) {
-    v4i bits = (v4i)w;
-    v4f e = __builtin_convertvector(((bits >> 23) & 0xff) - 126, v4f);
-    v4f m = (v4f)((bits & 0x807fffff) | 0x3f000000); /* [0.5, 1) */
-    v4i small = m < 0.70710678118654752f;
+static inline vf vlog(vf w) {
+    vi bits = (vi)w;
+    vf e = __builtin_convertvector(((bits >> 23) & 0xff) - 126, vf);
+    vf m = (vf)((bits & 0x807fffff) | 0x3f000000); /* [0.5, 1) */
+    vi small = m < 0.70710678118654752f;
     e = vsel(small, e - 1.0f, e);
     m = vsel(small, m + m, m) - 1.0f;
-    v4f z = m * m;
-    v4f y = m * 7.0376836292e-2f - 1.1514610310e-1f;
+    vf z = m * m;
+    vf y = m * 7.0376836292e-2f - 1.1514610310e-1f;
     y = y * m + 1.1676998740e-1f;
     y = y * m - 1.2420140846e-1f;
     y = y * m + 1.4249322787e-1f;
@@ -102,49 +102,49 @@ static inline v4f vlog(v4f w) {
 }
 /* log(1 + u) for u in [0, 1] (NaN passes): log(w) u / (w - 1) with w = 1 + u
  * corrects w's rounding (Goldberg 1991), so tiny u keep their relative accuracy. */
-static inline v4f vlog1p01(v4f u) {
-    v4f w = u + 1.0f;
+static inline vf vlog1p01(vf u) {
+    vf w = u + 1.0f;
     return vsel(w == 1.0f, u, vlog(w) * (u / (w - 1.0f)));
 }
-static inline v4f vabs(v4f x) { return (v4f)((v4i)x & 0x7fffffff); }
-static inline v4f vmax0(v4f x) { return vsel(x > 0.0f, x, vbcast(0)); }
-static inline v4f vmin0(v4f x) { return vsel(x > 0.0f, vbcast(0), x); } /* NaN stays */
+static inline vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
+static inline vf vmax0(vf x) { return vsel(x > 0.0f, x, vbcast(0)); }
+static inline vf vmin0(vf x) { return vsel(x > 0.0f, vbcast(0), x); } /* NaN stays */
 
-V4_LOOP(silu_f32, vsilu, 0)
-V4_LOOP(silu_bw_f32, vsilu_grad, 1)
-V4_LOOP(mish_f32, vmish, 0)
-V4_LOOP(mish_bw_f32, vmish_grad, 1)
-V4_LOOP_EXPR(elu_f32, 0, vsel(x <= 0.0f, vexpm1(x) * a, x))
-V4_LOOP_EXPR(elu_bw_f32, 1, vsel(x > 0.0f, vbcast(1), vexp(x) * a)) /* NaN gives NaN, as PyTorch */
+VF_LOOP(silu_f32, vsilu, 0)
+VF_LOOP(silu_bw_f32, vsilu_grad, 1)
+VF_LOOP(mish_f32, vmish, 0)
+VF_LOOP(mish_bw_f32, vmish_grad, 1)
+VF_LOOP_EXPR(elu_f32, 0, vsel(x <= 0.0f, vexpm1(x) * a, x))
+VF_LOOP_EXPR(elu_bw_f32, 1, vsel(x > 0.0f, vbcast(1), vexp(x) * a)) /* NaN gives NaN, as PyTorch */
 #define SELU_NEG_F ((float)SELU_ALPHA * (float)SELU_SCALE)
-V4_LOOP_EXPR(selu_f32, 0, vsel(x <= 0.0f, vexpm1(x) * SELU_NEG_F, x * (float)SELU_SCALE))
-V4_LOOP_EXPR(selu_bw_f32, 1, vsel(x > 0.0f, vbcast((float)SELU_SCALE), vexp(x) * SELU_NEG_F))
+VF_LOOP_EXPR(selu_f32, 0, vsel(x <= 0.0f, vexpm1(x) * SELU_NEG_F, x * (float)SELU_SCALE))
+VF_LOOP_EXPR(selu_bw_f32, 1, vsel(x > 0.0f, vbcast((float)SELU_SCALE), vexp(x) * SELU_NEG_F))
 /* softplus = max(x, 0) + log1p(e^-|x|) (the same value as log1p(e^x), no overflow) */
-V4_LOOP_EXPR(softplus_f32, 0, vsel(x > a, x, vmax0(x) + vlog1p01(vexp(-vabs(x)))))
-V4_LOOP_EXPR(softplus_bw_f32, 1, vsel(x > a, vbcast(1), 1.0f / (vexp(-x) + 1.0f)))
-V4_LOOP_EXPR(logsigmoid_f32, 0, vmin0(x) - vlog1p01(vexp(-vabs(x))))
-static inline v4f vlogsigmoid_grad(v4f x) {
-    v4f z = vexp(-vabs(x)), q = z / (z + 1.0f);
+VF_LOOP_EXPR(softplus_f32, 0, vsel(x > a, x, vmax0(x) + vlog1p01(vexp(-vabs(x)))))
+VF_LOOP_EXPR(softplus_bw_f32, 1, vsel(x > a, vbcast(1), 1.0f / (vexp(-x) + 1.0f)))
+VF_LOOP_EXPR(logsigmoid_f32, 0, vmin0(x) - vlog1p01(vexp(-vabs(x))))
+static inline vf vlogsigmoid_grad(vf x) {
+    vf z = vexp(-vabs(x)), q = z / (z + 1.0f);
     return vsel(x < 0.0f, 1.0f - q, q);
 }
-V4_LOOP(logsigmoid_bw_f32, vlogsigmoid_grad, 1)
+VF_LOOP(logsigmoid_bw_f32, vlogsigmoid_grad, 1)
 /* piecewise-linear ones: selects are exact, and masked gradients are a true 0 */
-V4_LOOP_EXPR(leaky_relu_f32, 0, vsel(x > 0.0f, x, x * a))
-V4_LOOP_EXPR(leaky_relu_bw_f32, 1, vsel(x > 0.0f, vbcast(1), vbcast(a)))
-static inline v4f vr63(v4f x) {
-    v4f t = x + 3.0f;
+VF_LOOP_EXPR(leaky_relu_f32, 0, vsel(x > 0.0f, x, x * a))
+VF_LOOP_EXPR(leaky_relu_bw_f32, 1, vsel(x > 0.0f, vbcast(1), vbcast(a)))
+static inline vf vr63(vf x) {
+    vf t = x + 3.0f;
     t = vsel(t < 0.0f, vbcast(0), t);
     return vsel(t > 6.0f, vbcast(6), t);
 }
-V4_LOOP_EXPR(hardsigmoid_f32, 0, vr63(x) / 6.0f)
-V4_LOOP_EXPR(hardswish_f32, 0, x * vr63(x) / 6.0f)
-V4_LOOP_OUT(hardsigmoid_bw_f32, 1, vsel((x > -3.0f) & (x < 3.0f), g * (float)(1.0 / 6), vbcast(0)))
+VF_LOOP_EXPR(hardsigmoid_f32, 0, vr63(x) / 6.0f)
+VF_LOOP_EXPR(hardswish_f32, 0, x * vr63(x) / 6.0f)
+VF_LOOP_OUT(hardsigmoid_bw_f32, 1, vsel((x > -3.0f) & (x < 3.0f), g * (float)(1.0 / 6), vbcast(0)))
 /* at x = 3 the gradient is 1.5 g, aten's hardswish_backward formula (PyTorch 1.13's vectorized
  * kernel says g there); NaN gives NaN */
-V4_LOOP_OUT(hardswish_bw_f32, 1, vsel(x < -3.0f, vbcast(0), vsel(x > 3.0f, g, g * (x / 3.0f + 0.5f))))
+VF_LOOP_OUT(hardswish_bw_f32, 1, vsel(x < -3.0f, vbcast(0), vsel(x > 3.0f, g, g * (x / 3.0f + 0.5f))))
 /* NaN gives 0, as PyTorch's hardtanh_backward (g where min < x < max) */
-V4_LOOP_OUT(hardtanh_min_bw_f32, 1, vsel(x > a, g, vbcast(0)))
-V4_LOOP_OUT(hardtanh_max_bw_f32, 1, vsel(x < a, g, vbcast(0)))
+VF_LOOP_OUT(hardtanh_min_bw_f32, 1, vsel(x > a, g, vbcast(0)))
+VF_LOOP_OUT(hardtanh_max_bw_f32, 1, vsel(x < a, g, vbcast(0)))
 
 /* ---- forward ------------------------------------------------------------- */
 

@@ -31,7 +31,9 @@
  * 3000 steps, warmup 300, peak lr 5e-4, --minutes 2, --eval-every 500 (a
  * line with the held-out accuracy and the seconds so far), and --tf32 1: float32
  * matrix products on the tensor cores in TF32, nb_set_float32_matmul_precision
- * ("high")); any flag given still overrides them. Batches are built on the host into page-locked buffers
+ * ("high")); any flag given still overrides them. --amp 1 runs each training
+ * forward pass and loss under bfloat16 autocast (nb_autocast_begin), as
+ * torch.autocast does; evaluation stays in float32. Batches are built on the host into page-locked buffers
  * and uploaded asynchronously; the losses and accuracies are summed on the
  * device and read at the log lines only.
  */
@@ -55,6 +57,7 @@ typedef struct args {
     int threads;
     int norm_first;
     int tf32; /* nb_set_float32_matmul_precision("high") */
+    int amp;  /* training forward passes under bfloat16 autocast */
     const char *data;
     nb_device device;
 } args;
@@ -70,7 +73,7 @@ static int usage(const char *prog) {
             "usage: %s [--layers N] [--hidden N] [--heads N] [--seq N] [--batch-size N] [--vocab-size N]\n"
             "          [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X] [--log-every N] [--eval-every N]\n"
             "          [--seed N] [--threads N] [--norm-first 0|1] [--data DIR] [--device cpu|cuda|cuda:N]\n"
-            "          [--tf32 0|1]\n",
+            "          [--tf32 0|1] [--amp 0|1]\n",
             prog);
     return 2;
 }
@@ -102,6 +105,7 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(f, "--threads")) ok = nb_flag_int(prog, f, v, 0, 4096, &x), a->threads = (int)x;
         else if (!strcmp(f, "--norm-first")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->norm_first = (int)x;
         else if (!strcmp(f, "--tf32")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->tf32 = (int)x;
+        else if (!strcmp(f, "--amp")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->amp = (int)x;
         else if (!strcmp(f, "--data")) a->data = v;
         else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
         else {
@@ -278,6 +282,7 @@ static bool mlm_forward(nb_module *bert, const dev_batch *b, nb_reduction red, m
     nb_tensor *sel = nb_index_select(nb_reshape(h, 2, (int64_t[]){B * T, H}), 0, b->idx);
     nb_tensor *logits = nb_bert_mlm_head(bert, sel);
     o->loss = nb_cross_entropy_ex(logits, b->target, (nb_cross_entropy_options){.ignore_index = -100, .reduction = red});
+    if (logits && nb_dtype_of(logits) != NB_F32) logits = nb_to_dtype(logits, NB_F32); /* autocast's bf16 */
     o->correct = nb_sum(nb_eq(nb_argmax(logits, -1, false), b->target), NULL, 0, false);
     return o->loss && o->correct;
 }
@@ -342,7 +347,13 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         nb_scope *s = nb_scope_begin();
         dev_batch b;
         mlm_out o = {0};
-        ok = ok && stage_batch(&g, ds, epoch, perm + pos, B, -1, &b) && mlm_forward(bert, &b, NB_REDUCTION_MEAN, &o);
+        ok = ok && stage_batch(&g, ds, epoch, perm + pos, B, -1, &b);
+        if (ok && a->amp) ok = nb_autocast_begin(g.dev, NB_BF16) == NB_OK;
+        if (ok) {
+            ok = mlm_forward(bert, &b, NB_REDUCTION_MEAN, &o);
+            if (a->amp && !ok) fprintf(stderr, "bert_mlm: %s\n", nb_last_error()); /* before the next call */
+            if (a->amp) nb_autocast_end(g.dev);
+        }
         pos += B;
         nb_module_zero_grad(bert);
         if (ok && o.loss) {

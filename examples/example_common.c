@@ -123,7 +123,8 @@ static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]\n"
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
-            "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N] [--cuda-graph]\n",
+            "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N] [--cuda-graph]\n"
+            "          [--amp]\n",
             prog);
     return 2;
 }
@@ -134,8 +135,8 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x = 0;
         bool ok = true;
-        if (!strcmp(f, "--cuda-graph")) { /* a bare flag */
-            a->cuda_graph = true;
+        if (!strcmp(f, "--cuda-graph") || !strcmp(f, "--amp")) { /* bare flags */
+            *(f[2] == 'c' ? &a->cuda_graph : &a->amp) = true;
             i--;
             continue;
         }
@@ -327,12 +328,19 @@ static bool resume_run(run *r, const char *name) {
     return ok;
 }
 
-/* One training step on x, y; the loss is added to acc in place. */
+/* One training step on x, y; the loss is added to acc in place. With
+ * --amp the forward pass and the loss run under bfloat16 autocast (the
+ * backward pass and the optimizer step outside it, as in PyTorch). */
 static nb_status run_step(run *r, nb_tensor *x, nb_tensor *y) {
     nb_scope *step = nb_scope_begin();
-    nb_tensor *loss = nb_cross_entropy(nb_forward(r->net, x), y);
+    nb_device dev = nb_device_of(x);
+    nb_status ast = r->a->amp ? nb_autocast_begin(dev, NB_BF16) : NB_OK;
+    bool open = r->a->amp && !ast;
+    nb_tensor *loss = ast ? NULL : nb_cross_entropy(nb_forward(r->net, x), y);
+    if (!ast && !loss) ast = nb_last_status(); /* before nb_autocast_end, a call of its own */
+    if (open) nb_autocast_end(dev);
     nb_optimizer_zero_grad(r->opt);
-    nb_status st = loss ? nb_backward(loss) : nb_last_status();
+    nb_status st = ast ? ast : nb_backward(loss);
     if (st == NB_OK) st = nb_optimizer_step(r->opt);
     nb_tensor *sum = st == NB_OK ? nb_add(r->acc, nb_to_dtype(nb_detach(loss), NB_F64)) : NULL;
     if (st == NB_OK) st = sum ? nb_copy_(r->acc, sum) : nb_last_status();
@@ -421,7 +429,8 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
         }
         r.train_loss = acc_reset(&rn) == NB_OK ? train_epoch(&rn, &samples) : -1;
         double dt = now_seconds() - te;
-        r.test_accuracy = nb_example_accuracy(net, test, 1000);
+        /* a failed epoch's message, before the evaluation's calls clear it */
+        r.test_accuracy = r.train_loss < 0 ? -1 : nb_example_accuracy(net, test, 1000);
         if (r.train_loss < 0 || r.test_accuracy < 0) {
             if (!rn.reported) fprintf(stderr, "%s: %s\n", name, nb_last_error());
             run_free(&rn);

@@ -29,6 +29,7 @@ typedef struct nb_example_args {
     int schedule;       /* --lr-schedule: an nb_lr_schedule (default cosine) */
     nb_device device;   /* --device cpu|cuda|cuda:N (default cpu): made the default device */
     bool cuda_graph;    /* --cuda-graph: full batches replay one captured training step */
+    bool amp;           /* --amp: the forward pass and loss under bfloat16 autocast */
 } nb_example_args;
 
 typedef struct nb_example_result {
@@ -38,7 +39,7 @@ typedef struct nb_example_result {
 
 /* Parses --epochs --batch-size --lr --seed --threads --data --save
  * --save-every --resume --stop-after --lr-schedule --device --cuda-graph
- * (a bare flag, with --device cuda), and makes the
+ * (a bare flag, with --device cuda) --amp (a bare flag), and makes the
  * device the default one (nb_set_default_device). A bad value prints a
  * line naming the flag, the value and what it must be (an integer out of
  * range is an error, never wrapped: --epochs 4294967297 is refused); an

@@ -25,6 +25,7 @@ static size_t n_pairs, cap_pairs;
 static _Thread_local void *open_mark; /* before's mark, until after */
 static _Thread_local double open_host;  /* before's host clock */
 static double t_start;
+static _Thread_local const char *open_detail; /* nb_prof_detail's row for the open call */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -43,12 +44,18 @@ void nb_profiler_start(void) {
 }
 
 void nb_prof_mark_before(nb_backend *be) {
+    open_detail = NULL;
     open_mark = be->iface->timer_mark ? be->iface->timer_mark(be) : NULL;
     open_host = now_ms(); /* after the mark: its own cost stays out */
 }
 
+void nb_prof_detail(const char *row) {
+    if (nb_prof_on) open_detail = row;
+}
+
 void nb_prof_mark_after(nb_backend *be, const char *slot) {
     double host = now_ms() - open_host;
+    if (open_detail) slot = open_detail, open_detail = NULL;
     void *a = open_mark, *b = a && be->iface->timer_mark ? be->iface->timer_mark(be) : NULL;
     open_mark = NULL;
     pthread_mutex_lock(&lock);

@@ -27,6 +27,8 @@
 #   slots       the slot checkers (cuda_cnn_slots, cuda_reduce_slots): each
 #               slot against the CPU's at the hot shapes, with timings
 #   examples    mnist_mlp, mnist_cnn and bert_mlm with --device cuda
+#   amp         the same under bfloat16 autocast (--amp), mnist_cnn also
+#               with --cuda-graph
 #   profile     the kernel-slot profile (nb_profiler_report) of the
 #               benchmarks' steps: where the device time goes
 #   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
@@ -51,6 +53,11 @@ stage() {
         build-cuda/tests/bench/bench_bert "$dev/bin/"
     cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots "$dev/bin/"
     cp -L build-cuda/libnabla.so.0 "$dev/lib/"
+    # symbols stay here: the device tool carries at most 64 MiB
+    # symbols stay here, and the two large files (CUDA fat binaries) travel
+    # compressed: the device tool carries at most 64 MiB
+    strip --strip-unneeded "$dev"/bin/* "$dev"/examples/* "$dev/lib/libnabla.so.0"
+    gzip -1 "$dev/bin/nabla-tests" "$dev/lib/libnabla.so.0"
     # Check is linked statically; its subunit is not on the GPU machine
     for l in libsubunit.so.0; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
     local mn=${NB_MNIST_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nabla/mnist}
@@ -138,6 +145,9 @@ run_bench() {
 
 gpu() {
     mkdir -p "$out"
+    for f in "$dev/bin/nabla-tests" "$dev/lib/libnabla.so.0"; do
+        [ -f "$f.gz" ] && gunzip -f "$f.gz"
+    done
     : >"$out/summary.txt"
     export LD_LIBRARY_PATH=$dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export NB_MNIST_DIR=$dev/data/mnist
@@ -155,10 +165,15 @@ gpu() {
             step mnist_mlp_graph "$dev/examples/mnist_mlp" --device cuda --cuda-graph
             step mnist_cnn "$dev/examples/mnist_cnn" --device cuda
             step bert_mlm "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" ;;
+        amp)
+            step mnist_mlp_amp "$dev/examples/mnist_mlp" --device cuda --amp
+            step mnist_cnn_amp "$dev/examples/mnist_cnn" --device cuda --amp
+            step mnist_cnn_graph "$dev/examples/mnist_cnn" --device cuda --cuda-graph --amp
+            step bert_mlm_amp "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" --amp 1 ;;
         bench) step bench run_bench ;;
-        profile) step profile bash -c "for w in mlp cnn; do '$dev/bin/bench_\$w' --device cuda --steps 20 --profile; done;
-            '$dev/bin/bench_bert' --device cuda --tf32 --steps 10 --profile;
-            '$dev/bin/bench_bert' --config bert-base --device cuda --tf32 --steps 5 --profile" ;;
+        profile) step profile bash -c "for w in mlp cnn; do $dev/bin/bench_\$w --device cuda --steps 20 --profile; done;
+            for m in '' --amp; do $dev/bin/bench_bert --device cuda --tf32 \$m --steps 10 --profile;
+            $dev/bin/bench_bert --config bert-base --device cuda --tf32 \$m --steps 5 --profile; done" ;;
         parity) step parity "$dev/bin/device_parity" --device cuda --steps 3 ;;
         slots)
             step cnn_slots "$dev/bin/cuda_cnn_slots"
@@ -171,7 +186,7 @@ gpu() {
     for l in "${summary[@]}"; do echo "$l"; done
     grep -h '^op harness on\|^[0-9]*%: Checks' "$out"/harness.log "$out"/suite.log 2>/dev/null | head -20
     grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out"/memcheck.log "$out"/racecheck.log 2>/dev/null
-    grep -h '^final:\|^step [0-9]*:.*' "$out"/mnist_*.log "$out"/bert_mlm.log 2>/dev/null | grep final
+    grep -H '^final:' "$out"/mnist_*.log "$out"/bert_mlm*.log 2>/dev/null | sed 's|.*/||' 
     grep -h '^workload=' "$out"/bench.log 2>/dev/null | sed 's/ info=.*//; s/ torch=[^ ]*//'
 }
 

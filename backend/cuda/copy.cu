@@ -7,6 +7,7 @@
 // the bits (NaN payloads kept).
 #include "cuda_common.cuh"
 #include "cuda_kernels.h"
+#include "elementwise.cuh"
 
 namespace nbc {
 
@@ -39,25 +40,23 @@ template <> __device__ inline __nv_bfloat16 narrow_f<__nv_bfloat16>(double v) { 
 template <typename D> __device__ inline D to(int64_t v) { return narrow_i<D>(v); }
 template <typename D> __device__ inline D to(double v) { return narrow_f<D>(v); }
 
-template <typename S, typename D> __global__ void k_copy(Iter<2> it) {
-    NBC_GRID_STRIDE(i, it.numel) {
-        int64_t off[2];
-        if (it.contig) off[0] = off[1] = i;
-        else it.offsets(i, off);
-        const S s = ((const S *)it.ptr[1])[off[1]];
-        ((D *)it.ptr[0])[off[0]] = to<D>(widen<S>(s));
-    }
-}
+// The copy as an elementwise functor (elementwise.cuh's launcher: the
+// vectorized rows path for contiguous and broadcast sources, the strided
+// iterator otherwise).
+template <typename S, typename D> struct CopyF {
+    using In = S;
+    using Out = D;
+    static constexpr int NIN = 1;
+    __device__ __forceinline__ D operator()(S s) const { return to<D>(widen<S>(s)); }
+};
 
-// Same dtype: move elements of `bytes` bytes as raw bits.
-template <typename U> __global__ void k_move(Iter<2> it) {
-    NBC_GRID_STRIDE(i, it.numel) {
-        int64_t off[2];
-        if (it.contig) off[0] = off[1] = i;
-        else it.offsets(i, off);
-        ((U *)it.ptr[0])[off[0]] = ((const U *)it.ptr[1])[off[1]];
-    }
-}
+// Same dtype: elements of U's size moved as raw bits.
+template <typename U> struct MoveF {
+    using In = U;
+    using Out = U;
+    static constexpr int NIN = 1;
+    __device__ __forceinline__ U operator()(U x) const { return x; }
+};
 
 template <typename D> __global__ void k_fill(Iter<1> it, double v) {
     D x = to<D>(v);
@@ -74,16 +73,13 @@ template <typename D> __global__ void k_arange(D *out, int64_t n, double start, 
     NBC_GRID_STRIDE(i, n) out[i] = to<D>(__dadd_rn(start, __dmul_rn((double)i, step)));
 }
 
-static nb_status move_bits(nb_backend *be, Iter<2> it, size_t es) {
-    unsigned g = blocks_for(it.numel);
-    cudaStream_t s = stream_of(be);
+static nb_status move_bits(nb_backend *be, const nb_kview *dst, const nb_kview *src, size_t es) {
     switch (es) {
-    case 1: k_move<uint8_t><<<g, THREADS, 0, s>>>(it); break;
-    case 2: k_move<uint16_t><<<g, THREADS, 0, s>>>(it); break;
-    case 4: k_move<uint32_t><<<g, THREADS, 0, s>>>(it); break;
-    default: k_move<uint64_t><<<g, THREADS, 0, s>>>(it); break;
+    case 1: return ew_launch(be, "copy", MoveF<uint8_t>{}, dst, src);
+    case 2: return ew_launch(be, "copy", MoveF<uint16_t>{}, dst, src);
+    case 4: return ew_launch(be, "copy", MoveF<uint32_t>{}, dst, src);
+    default: return ew_launch(be, "copy", MoveF<uint64_t>{}, dst, src);
     }
-    return launched("copy");
 }
 
 } // namespace nbc
@@ -96,6 +92,12 @@ extern "C" nb_status nb_cuda_copy(nb_backend *be, const nb_kview *dst, const nb_
     const nb_kview *v[2] = {dst, src};
     Iter<2> it = make_iter<2>(v);
     if (it.numel == 0) return NB_OK;
+    bool bcast = false;
+    for (int d = 0; d < src->ndim; d++) bcast |= src->strides[d] == 0 && src->shape[d] > 1;
+    nb_prof_detail(dst->dtype != src->dtype ? "copy (cast)"
+                   : it.contig              ? "copy (contiguous)"
+                   : bcast                  ? "copy (broadcast)"
+                                            : "copy (strided)");
     if (dst->dtype == src->dtype) {
         size_t es = nb_dtype_size(dst->dtype);
         if (it.contig && dst->data != src->data) {
@@ -103,14 +105,13 @@ extern "C" nb_status nb_cuda_copy(nb_backend *be, const nb_kview *dst, const nb_
                                             stream_of(be)));
             return NB_OK;
         }
-        return move_bits(be, it, es);
+        return move_bits(be, dst, src, es);
     }
     return dispatch_all(src->dtype, [&](auto s) {
         using S = decltype(s);
         return dispatch_all(dst->dtype, [&](auto d) {
             using D = decltype(d);
-            k_copy<S, D><<<blocks_for(it.numel), THREADS, 0, stream_of(be)>>>(it);
-            return launched("copy");
+            return ew_launch(be, "copy", CopyF<S, D>{}, dst, src);
         });
     });
 }

@@ -157,11 +157,24 @@ template <int N> struct Iter {
     int ndim;
     int64_t numel;
     bool contig;
+    bool small = false; // numel and every view's offsets below 2^31: 32-bit index math
     int64_t shape[MAXD];
     int64_t st[N][MAXD]; // element strides
     char *ptr[N];
 
     __device__ void offsets(int64_t i, int64_t *off) const {
+        if (small) { // 32-bit division is several times cheaper than 64-bit
+            uint32_t u = (uint32_t)i;
+            int32_t o[N];
+            for (int k = 0; k < N; k++) o[k] = 0;
+            for (int d = ndim - 1; d >= 0; d--) {
+                uint32_t s = (uint32_t)shape[d], q = u / s, r = u - q * s;
+                u = q;
+                for (int k = 0; k < N; k++) o[k] += (int32_t)r * (int32_t)st[k][d];
+            }
+            for (int k = 0; k < N; k++) off[k] = o[k];
+            return;
+        }
         for (int k = 0; k < N; k++) off[k] = 0;
         for (int d = ndim - 1; d >= 0; d--) {
             int64_t s = shape[d], q = i / s, r = i - q * s;
@@ -199,6 +212,12 @@ template <int N> Iter<N> make_iter(const nb_kview *const *v) {
         nd++;
     }
     it.ndim = nd;
+    it.small = it.numel < ((int64_t)1 << 31);
+    for (int k = 0; k < N && it.small; k++) {
+        int64_t span = 0; // the largest |offset| of view k
+        for (int d = 0; d < nd; d++) span += (it.shape[d] - 1) * (it.st[k][d] < 0 ? -it.st[k][d] : it.st[k][d]);
+        it.small = span < ((int64_t)1 << 31);
+    }
     it.contig = nd == 0 || (nd == 1 && [&] {
                      for (int k = 0; k < N; k++)
                          if (it.st[k][0] != 1) return false;

@@ -112,16 +112,21 @@ static nb_tensor *linear_2d(nb_tensor *x, nb_tensor *w, nb_tensor *bias) {
     nb_tensor *out = nb_tensor_new(2, shape, x->dtype, x->storage->device);
     nb_tensor *xr = gemm_ready(x), *wr = gemm_ready(w);
     if (!out || !xr || !wr) return NULL;
-    double beta = 0;
-    if (bias) { /* the GEMM accumulates onto the broadcast bias */
-        nb_kview o = nb_kview_of(out), vb = nb_kview_expand(bias, 2, shape);
-        if (NB_CALL(x, copy, &o, &vb) != NB_OK) return NULL;
-        beta = 1;
-    }
     int64_t wt_shape[2] = {w->shape[1], w->shape[0]}, wt_strides[2] = {wr->strides[1], wr->strides[0]};
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xr), vw = nb_kview_of(wr);
     vw.shape[0] = wt_shape[0], vw.shape[1] = wt_shape[1], vw.strides[0] = wt_strides[0], vw.strides[1] = wt_strides[1];
-    if (NB_CALL(x, matmul, &vo, &vx, &vw, 1.0, beta) != NB_OK) return NULL;
+    double beta = 0;
+    if (bias && NB_BE(x)->iface->addmm && nb_is_contiguous(bias)) { /* the bias in the GEMM's epilogue */
+        nb_kview vb = nb_kview_of(bias);
+        if (NB_CALL(x, addmm, &vo, &vx, &vw, &vb) != NB_OK) return NULL;
+    } else {
+        if (bias) { /* the GEMM accumulates onto the broadcast bias */
+            nb_kview o = nb_kview_of(out), vb = nb_kview_expand(bias, 2, shape);
+            if (NB_CALL(x, copy, &o, &vb) != NB_OK) return NULL;
+            beta = 1;
+        }
+        if (NB_CALL(x, matmul, &vo, &vx, &vw, 1.0, beta) != NB_OK) return NULL;
+    }
     nb_tensor *in[3] = {x, w, bias};
     bool failed;
     nb_node *n = nb_record(NB_OP_LINEAR, linear_backward, out, 3, in, &failed);

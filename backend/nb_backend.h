@@ -338,6 +338,13 @@ struct nb_backend_i {
      * and b has unit stride in one of its last two dims; c is contiguous. */
     nb_status (*matmul)(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                         double alpha, double beta);
+    /* c = a @ b + bias, the bias [n] (contiguous) added to every row
+     * (torch.addmm(bias, a, b)): a [m, k], b [k, n], c [m, n] 2-d as in
+     * matmul, one float dtype. A GEMM with the bias in its epilogue.
+     * Optional: without it, linear broadcasts the bias into c and runs
+     * matmul with beta 1. */
+    nb_status (*addmm)(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                       const nb_kview *bias);
     /* Contiguous out/x; along dim. log selects log_softmax. */
     nb_status (*softmax)(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, bool log);
     /* gx from gy and the forward output y (all contiguous, same shape). */
@@ -653,6 +660,10 @@ nb_backend *nb_backend_get(nb_device dev);
 /* The raw stream handle of the calling thread's current stream on be's
  * device, for kernels to enqueue on (the backend's own type). */
 void *nb_backend_current_stream(nb_backend *be);
+/* While profiling (nb_profiler_start), names the current slot call's row in
+ * the report more finely than the slot ("copy (cast)"); row must be a
+ * string literal. Not profiling: nothing. */
+void nb_prof_detail(const char *row);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@ nb_status nb_cuda_arange(nb_backend *be, const nb_kview *dst, double start, doub
 // matmul.cu
 nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
                          double beta);
+nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, const nb_kview *bias);
 // attention.cu
 nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                             const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
@@ -149,6 +150,7 @@ nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kview *glogits
         (i)->fill = nb_cuda_fill;   \
         (i)->arange = nb_cuda_arange; \
         (i)->matmul = nb_cuda_matmul; \
+        (i)->addmm = nb_cuda_addmm;   \
         (i)->attention = nb_cuda_attention; \
         (i)->attention_backward = nb_cuda_attention_backward; \
         (i)->linalg_solve = nb_cuda_linalg_solve; \

@@ -248,11 +248,25 @@ class Muon211(torch.optim.Optimizer):
                 param.add_(update, alpha=-adjusted_lr)
 
 
+def one_muon_step(cls):
+    """A 2-D parameter after one step of cls (a fixed gradient), to check the patch."""
+    g = torch.Generator().manual_seed(5)
+    p = torch.randn(6, 4, dtype=torch.float64, generator=g).requires_grad_(True)
+    p.grad = torch.randn(6, 4, dtype=torch.float64, generator=g)
+    cls([p], lr=0.02, weight_decay=0.01).step()
+    return p.detach()
+
+
 def muon_class():
     if have("Muon"):
         mod = sys.modules[torch.optim.Muon.__module__]
         mod._zeropower_via_newtonschulz = zeropower_f64  # float64 instead of bfloat16
-        return torch.optim.Muon, "torch.optim.Muon (Newton-Schulz in float64)"
+        # torch 2.11.0's Muon kept its bfloat16 iteration under this patch:
+        # use it only where the patched step is the transcription's
+        if torch.equal(one_muon_step(torch.optim.Muon), one_muon_step(Muon211)):
+            return torch.optim.Muon, "torch.optim.Muon (Newton-Schulz in float64)"
+        return Muon211, ("emulated: PyTorch 2.11's Muon (Newton-Schulz in float64; torch %s kept its bfloat16 "
+                         "iteration despite the patch)" % torch.__version__.split("+")[0])
     return Muon211, "emulated: PyTorch 2.11's Muon (Newton-Schulz in float64)"
 
 

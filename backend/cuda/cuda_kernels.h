@@ -8,6 +8,8 @@
 extern "C" {
 // copy.cu
 nb_status nb_cuda_copy(nb_backend *be, const nb_kview *dst, const nb_kview *src);
+// The copy for other slots' own use (no profiler row of its own).
+nb_status nb_cuda_copy_into(nb_backend *be, const nb_kview *dst, const nb_kview *src);
 nb_status nb_cuda_fill(nb_backend *be, const nb_kview *dst, double value);
 nb_status nb_cuda_arange(nb_backend *be, const nb_kview *dst, double start, double step);
 // matmul.cu

@@ -22,7 +22,7 @@ nb_status widen(nb_backend *be, const nb_kview *src, nb_kview *w, Scratch &buf, 
     for (int d = src->ndim - 1; d >= 0; d--) w->strides[d] = s, s *= src->shape[d];
     if (!buf.alloc(be, sizeof(float) * (size_t)(s ? s : 1))) return nb_last_status();
     w->data = buf.ptr;
-    return fill && s ? nb_cuda_copy(be, w, src) : NB_OK;
+    return fill && s ? nb_cuda_copy_into(be, w, src) : NB_OK;
 }
 
 } // namespace
@@ -38,6 +38,6 @@ nb_status nb_cuda_reduce_any(nb_backend *be, nb_reduce_op op, const nb_kview *ou
     const bool out16 = is16(out->dtype);
     if (!st && out16) st = widen(be, out, &wo, bo, false);
     if (!st) st = nb_cuda_reduce(be, op, out16 ? &wo : out, &wx, scale);
-    if (!st && out16 && numel(out)) st = nb_cuda_copy(be, out, &wo);
+    if (!st && out16 && numel(out)) st = nb_cuda_copy_into(be, out, &wo);
     return st;
 }

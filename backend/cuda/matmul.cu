@@ -90,7 +90,6 @@ static bool layout(int64_t r, int64_t c, int64_t sr, int64_t sc, bool *trans, in
     return false;
 }
 
-
 // ---- addmm through cuBLASLt: the bias in the GEMM's epilogue ------------------------
 
 // A plan per problem (device, dtype, precision, layouts, alignments): the
@@ -189,11 +188,11 @@ static uint32_t align_of(const void *p) {
 }
 
 // c = a b + bias through cuBLASLt; false (nothing enqueued, no error)
-// where it is not taken: float64, and float32 in full precision (cuBLAS's
-// GEMM measured faster there: mlp 0.23 against 0.37 ms a step on the H100,
-// in a build whose plans also excluded split-K),
-// a dimension past int range, a bias not 256-byte aligned, no workspace
-// (its first allocation inside a graph capture), or no algorithm.
+// where it is not taken: float64; float32 in full precision, where cuBLAS's
+// GEMM measured faster (mlp 0.23 against 0.37 ms a step on the H100, in a
+// build whose plans also excluded split-K); a dimension past int range; a
+// bias not 256-byte aligned; no workspace (its first allocation would fall
+// inside a graph capture); or no algorithm.
 static bool addmm_lt(nb_backend *be, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
                      int64_t lda, const void *B, int64_t ldb, void *C, const void *bias, nb_status *st) {
     if (dt == NB_F64 || (dt == NB_F32 && nb_float32_matmul_precision() == 0) || k == 0 || align_of(bias) < 256)
@@ -314,6 +313,6 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
     // elsewhere: the bias broadcast into c, then c = a b + c
     nb_kview vb = *bias;
     vb.ndim = 2, vb.shape[0] = m, vb.shape[1] = n, vb.strides[0] = 0, vb.strides[1] = bias->strides[0];
-    if ((st = nb_cuda_copy(be, c, &vb))) return st;
+    if ((st = nb_cuda_copy_into(be, c, &vb))) return st;
     return nb_cuda_matmul(be, c, a, b, 1.0, 1.0);
 }

@@ -100,7 +100,17 @@ typedef int (*nb_dnnl_sgemm_fn)(char transa, char transb, int64_t m, int64_t n, 
  * NB_CPU_GEMM=onednn, or when it is not built (-Donednn=disabled) or the
  * library does not load. Call it only outside nabla's pool (it runs its own threads). */
 nb_dnnl_sgemm_fn nb_cpu_dnnl_sgemm(void);
-/* One line: "oneDNN 2.6.3 sgemm (NB_CPU_GEMM=onednn)" or why it is not used. */
+/* oneDNN's row-major bfloat16 GEMM, C (float32) = alpha op(A) op(B) + beta C
+ * with A and B bfloat16 (their bits as uint16_t); dnnl_status_t (0: success). */
+typedef int (*nb_dnnl_gemm_bf16_fn)(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha,
+                                    const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, float beta,
+                                    float *c, int64_t ldc);
+/* That GEMM, loading libdnnl.so.2 on the first call, with the calling
+ * thread's OpenMP team set to nabla's thread count; NULL with
+ * NB_CPU_BF16_GEMM=0, without -Donednn, or when the library does not load.
+ * Call it only outside nabla's pool. */
+nb_dnnl_gemm_bf16_fn nb_cpu_dnnl_gemm_bf16(void);
+/* One line: "oneDNN 2.6.3 bf16 gemm" (and " sgemm (NB_CPU_GEMM=onednn)") or why it is not used. */
 const char *nb_cpu_dnnl_info(void);
 
 #endif

@@ -2,7 +2,10 @@
  * (blas.h: nb_cpu_dnnl_sgemm), loaded at run time like OpenBLAS: built
  * unless meson's -Donednn=disabled, used only where libdnnl.so.2 (Debian:
  * libdnnl2) loads, and only with NB_CPU_GEMM=onednn (matmul.c): OpenBLAS
- * stays the default.
+ * stays the default. Also oneDNN's bfloat16 GEMM (nb_cpu_dnnl_gemm_bf16:
+ * bfloat16 operands, float32 accumulation and result) for the bfloat16
+ * matmul (half.c), on by default where the library loads
+ * (NB_CPU_BF16_GEMM=0 turns it off): Debian's OpenBLAS has no sbgemm.
  *
  * Measured on a 2-core AMD EPYC (AVX-512) with tests/bench/gemm_shapes,
  * each GEMM alone (repeated, caches warm): oneDNN 2.6's JIT sgemm beat
@@ -32,6 +35,7 @@
 
 static struct {
     nb_dnnl_sgemm_fn sgemm;
+    nb_dnnl_gemm_bf16_fn gemm_bf16;
     void (*omp_set_num_threads)(int);
     char info[256];
 } D;
@@ -40,9 +44,10 @@ static _Thread_local int omp_threads_set; /* this thread's OpenMP team size, 0: 
 
 static void dnnl_load(void) {
 #if defined(NB_WITH_ONEDNN)
-    const char *want = getenv("NB_CPU_GEMM");
-    if (!want || strcmp(want, "onednn")) {
-        snprintf(D.info, sizeof D.info, "oneDNN off (NB_CPU_GEMM=onednn uses it)");
+    const char *want = getenv("NB_CPU_GEMM"), *bf = getenv("NB_CPU_BF16_GEMM");
+    bool use_sgemm = want && !strcmp(want, "onednn"), use_bf16 = !(bf && !strcmp(bf, "0"));
+    if (!use_sgemm && !use_bf16) {
+        snprintf(D.info, sizeof D.info, "oneDNN off (NB_CPU_GEMM=onednn uses its sgemm; NB_CPU_BF16_GEMM=0)");
         return;
     }
     void *g = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -56,35 +61,48 @@ static void dnnl_load(void) {
         snprintf(D.info, sizeof D.info, "oneDNN not loaded (%.200s)", e ? e : "libdnnl.so.2");
         return;
     }
-    void *p = dlsym(h, "dnnl_sgemm"), *q = dlsym(h, "omp_set_num_threads");
-    if (!p) {
-        snprintf(D.info, sizeof D.info, "oneDNN not used: libdnnl.so.2 has no dnnl_sgemm");
+    void *p = dlsym(h, "dnnl_sgemm"), *pb = dlsym(h, "dnnl_gemm_bf16bf16f32"), *q = dlsym(h, "omp_set_num_threads");
+    if (!p || !pb) {
+        snprintf(D.info, sizeof D.info, "oneDNN not used: libdnnl.so.2 has no dnnl_sgemm or dnnl_gemm_bf16bf16f32");
         return;
     }
-    memcpy(&D.sgemm, &p, sizeof p);
+    if (use_sgemm) memcpy(&D.sgemm, &p, sizeof p);
+    if (use_bf16) memcpy(&D.gemm_bf16, &pb, sizeof pb);
     if (q) memcpy(&D.omp_set_num_threads, &q, sizeof q);
     typedef struct { int major, minor, patch; const char *hash; unsigned cpu_runtime, gpu_runtime; } ver_t;
     const ver_t *(*version)(void) = NULL;
     void *v = dlsym(h, "dnnl_version");
     if (v) memcpy(&version, &v, sizeof v);
     const ver_t *ver = version ? version() : NULL;
-    snprintf(D.info, sizeof D.info, "oneDNN %d.%d.%d sgemm (NB_CPU_GEMM=onednn%s)", ver ? ver->major : 0,
-             ver ? ver->minor : 0, ver ? ver->patch : 0,
-             gomp_loaded ? "; libgomp loaded before nabla: its OMP_WAIT_POLICY kept" : "");
+    snprintf(D.info, sizeof D.info, "oneDNN %d.%d.%d%s%s%s", ver ? ver->major : 0, ver ? ver->minor : 0,
+             ver ? ver->patch : 0, use_sgemm ? " sgemm (NB_CPU_GEMM=onednn)" : "",
+             use_bf16 ? " bf16 gemm" : "", gomp_loaded ? "; libgomp loaded before nabla: its OMP_WAIT_POLICY kept" : "");
 #else
     snprintf(D.info, sizeof D.info, "oneDNN not built (-Donednn=disabled)");
 #endif
 }
 
-nb_dnnl_sgemm_fn nb_cpu_dnnl_sgemm(void) {
-    pthread_once(&dnnl_once, dnnl_load);
-    if (!D.sgemm) return NULL;
+/* Sizes the calling thread's OpenMP team to nabla's thread count. */
+static void omp_team(void) {
     int t = nb_cpu_get_num_threads();
     if (D.omp_set_num_threads && omp_threads_set != t) {
         D.omp_set_num_threads(t);
         omp_threads_set = t;
     }
+}
+
+nb_dnnl_sgemm_fn nb_cpu_dnnl_sgemm(void) {
+    pthread_once(&dnnl_once, dnnl_load);
+    if (!D.sgemm) return NULL;
+    omp_team();
     return D.sgemm;
+}
+
+nb_dnnl_gemm_bf16_fn nb_cpu_dnnl_gemm_bf16(void) {
+    pthread_once(&dnnl_once, dnnl_load);
+    if (!D.gemm_bf16) return NULL;
+    omp_team();
+    return D.gemm_bf16;
 }
 
 const char *nb_cpu_dnnl_info(void) {

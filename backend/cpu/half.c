@@ -2,12 +2,14 @@
  * 16-bit operand is widened into a dense float32 copy, the float32 kernel
  * runs, and a 16-bit result is rounded back (round to nearest even, as the
  * copy kernel's casts). PyTorch's CPU bf16 ops also compute in float32;
- * this is what autocast runs on a CPU (the matmul in float32 with
- * OpenBLAS, whose Debian build has no sbgemm). The copies come from the
+ * this is what autocast runs on a CPU. A bfloat16 matmul goes to oneDNN's
+ * bf16 GEMM where libdnnl loads (dnnl.c; Debian's OpenBLAS has no sbgemm),
+ * else to the float32 GEMM on widened copies. The copies come from the
  * host heap per call: a correct path for 16-bit tensors, not a fast one. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "cpu_kernels.h"
 #include "isa.h"
 #include "iter.h"
@@ -84,8 +86,61 @@ nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, 
     return st;
 }
 
+/* A matrix operand [r, c] with element strides (sr, sc) as oneDNN's
+ * row-major 'N' or 'T' with a leading dimension; false if neither dim has
+ * a unit stride. */
+static bool gemm_layout(int64_t r, int64_t c, int64_t sr, int64_t sc, char *trans, int64_t *ld) {
+    if ((sc == 1 || c == 1) && (r == 1 || sr >= c)) return *trans = 'N', *ld = r == 1 ? (c ? c : 1) : sr, true;
+    if ((sr == 1 || r == 1) && (c == 1 || sc >= r)) return *trans = 'T', *ld = c == 1 ? (r ? r : 1) : sc, true;
+    return false;
+}
+
+/* bfloat16 c = alpha a b + beta c through oneDNN's bf16 GEMM (float32
+ * accumulation into a float32 copy of c, rounded once): true when taken,
+ * with its status in *st; false when oneDNN is not there or a view does not
+ * fit (a batch dim or both matrix dims strided), for the float32 path. */
+static bool matmul_bf16_dnnl(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
+                             double beta, nb_status *st) {
+    int nd = c->ndim;
+    if (c->dtype != NB_BF16 || nd < 2 || a->ndim != nd || b->ndim != nd || !nb_cpu_is_contiguous(c)) return false;
+    int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[nd - 1], batches = 1;
+    if (a->shape[nd - 2] != m || b->shape[nd - 1] != n || b->shape[nd - 2] != k || m == 0 || n == 0 || k == 0)
+        return false;
+    for (int d = 0; d < nd - 2; d++) {
+        if (a->shape[d] != c->shape[d] || b->shape[d] != c->shape[d]) return false;
+        batches *= c->shape[d];
+    }
+    char ta, tb;
+    int64_t lda, ldb;
+    if (!gemm_layout(m, k, a->strides[nd - 2], a->strides[nd - 1], &ta, &lda) ||
+        !gemm_layout(k, n, b->strides[nd - 2], b->strides[nd - 1], &tb, &ldb))
+        return false;
+    nb_dnnl_gemm_bf16_fn gemm = nb_cpu_dnnl_gemm_bf16();
+    if (!gemm) return false;
+    wide w;
+    if ((*st = widen(be, c, &w, beta != 0))) return true; /* beta C reads C */
+    for (int64_t i = 0; i < batches; i++) {
+        int64_t oa = 0, ob = 0, rem = i; /* the batch's element offsets in a and b */
+        for (int d = nd - 3; d >= 0; d--) {
+            int64_t j = rem % c->shape[d];
+            rem /= c->shape[d];
+            oa += j * a->strides[d], ob += j * b->strides[d];
+        }
+        if (gemm(ta, tb, m, n, k, (float)alpha, (const uint16_t *)a->data + oa, lda, (const uint16_t *)b->data + ob, ldb,
+                 (float)beta, w.buf + i * m * n, n) != 0) {
+            wide_free(&w, 1); /* c is untouched: the float32 path runs instead */
+            return false;
+        }
+    }
+    *st = narrow(be, c, &w);
+    wide_free(&w, 1);
+    return true;
+}
+
 nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
                           double beta) {
+    nb_status bst;
+    if (matmul_bf16_dnnl(be, c, a, b, alpha, beta, &bst)) return bst;
     wide w[3];
     nb_status st = widen(be, a, &w[0], true);
     if (!st) st = widen(be, b, &w[1], true);

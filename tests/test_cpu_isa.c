@@ -347,6 +347,7 @@ START_TEST(test_isa_select_and_info) {
     ck_assert_int_eq(nb_cpu_isa_select(NB_CPU_ISA_COUNT), NB_ERR_INVALID_ARG);
     if (top < NB_CPU_ISA_AVX512) ck_assert_int_eq(nb_cpu_isa_select(NB_CPU_ISA_AVX512), NB_ERR_UNSUPPORTED);
     nb_generator g = nb_generator_new(5);
+    nb_scope *outer = nb_scope_begin(); /* x belongs to it (results belong to the innermost scope) */
     nb_tensor *x = nb_randn(NB_SHAPE(64, 300), NB_F32, &g);
     float ref[64 * 300], got[64 * 300];
     for (int l = NB_CPU_ISA_BASELINE; l <= (int)top; l++) {
@@ -362,7 +363,7 @@ START_TEST(test_isa_select_and_info) {
         if (l) ck_assert_msg(!memcmp(ref, got, sizeof ref), "gelu + log_softmax at %s", nb_cpu_isa_name((nb_cpu_isa)l));
     }
     NB_CK_OK(nb_cpu_isa_select(top));
-    nb_release(x);
+    nb_scope_end(outer);
 }
 END_TEST
 

@@ -37,6 +37,18 @@ const char *nb_cpu_isa_name(nb_cpu_isa isa) {
     return (unsigned)isa < NB_CPU_ISA_COUNT ? isa_names[isa] : "?";
 }
 
+#if defined(NB_CPU_ISA_X86)
+#include <cpuid.h>
+/* A cpuid feature bit (reg: 0 eax, 1 ebx, 2 ecx, 3 edx) for the features
+ * clang's __builtin_cpu_supports does not name (f16c, movbe, amx-bf16);
+ * none of them needs register state beyond what the level's others check. */
+static bool cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit) {
+    unsigned r[4];
+    if (!__get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3])) return false;
+    return (r[reg] >> bit) & 1u;
+}
+#endif
+
 static nb_cpu_isa detect(void) {
 #if defined(NB_CPU_ISA_X86)
     __builtin_cpu_init();
@@ -46,7 +58,7 @@ static nb_cpu_isa detect(void) {
         __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2"))
         return NB_CPU_ISA_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
-        __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("movbe"))
+        __builtin_cpu_supports("bmi2") && cpuid_bit(1, 0, 2, 29) /* f16c */ && cpuid_bit(1, 0, 2, 22) /* movbe */)
         return NB_CPU_ISA_AVX2;
 #endif
     return NB_CPU_ISA_BASELINE;
@@ -60,7 +72,7 @@ static void detect_extras(void) {
 #if defined(NB_CPU_ISA_X86)
     if (__builtin_cpu_supports("avx512bf16"))
         used += (size_t)snprintf(S.extras + used, sizeof S.extras - used, " avx512_bf16");
-    if (__builtin_cpu_supports("amx-bf16") && used < sizeof S.extras)
+    if (cpuid_bit(7, 0, 3, 22) /* amx-bf16 */ && used < sizeof S.extras)
         used += (size_t)snprintf(S.extras + used, sizeof S.extras - used, " amx_bf16");
     if (__builtin_cpu_supports("avx512vnni") && used < sizeof S.extras)
         snprintf(S.extras + used, sizeof S.extras - used, " avx512_vnni");

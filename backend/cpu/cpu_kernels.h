@@ -151,4 +151,15 @@ nb_status nb_cpu_rms_norm_backward(nb_backend *be, const nb_kview *gx, const nb_
 nb_status nb_cpu_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
                       const nb_kview *sin, bool inverse);
 
+/* How BLAS reads a rows x cols matrix with element strides (sr, sc)
+ * (matmul.c, also used by half.c's bf16 GEMM). */
+typedef struct nb_cpu_mat_layout {
+    int trans;  /* NB_CBLAS_NO_TRANS or NB_CBLAS_TRANS */
+    int ld;
+    bool copy;  /* no BLAS layout fits: pass a contiguous copy */
+} nb_cpu_mat_layout;
+nb_cpu_mat_layout nb_cpu_layout_of(int64_t rows, int64_t cols, int64_t sr, int64_t sc);
+/* Element offset of batch i in view v (batch dims are all but the last two). */
+int64_t nb_cpu_batch_offset(const nb_kview *v, int64_t i);
+
 #endif

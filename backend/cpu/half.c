@@ -86,15 +86,6 @@ nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, 
     return st;
 }
 
-/* A matrix operand [r, c] with element strides (sr, sc) as oneDNN's
- * row-major 'N' or 'T' with a leading dimension; false if neither dim has
- * a unit stride. */
-static bool gemm_layout(int64_t r, int64_t c, int64_t sr, int64_t sc, char *trans, int64_t *ld) {
-    if ((sc == 1 || c == 1) && (r == 1 || sr >= c)) return *trans = 'N', *ld = r == 1 ? (c ? c : 1) : sr, true;
-    if ((sr == 1 || r == 1) && (c == 1 || sc >= r)) return *trans = 'T', *ld = c == 1 ? (r ? r : 1) : sc, true;
-    return false;
-}
-
 /* bfloat16 c = alpha a b + beta c through oneDNN's bf16 GEMM (float32
  * accumulation into a float32 copy of c, rounded once): true when taken,
  * with its status in *st; false when oneDNN is not there or a view does not
@@ -110,24 +101,18 @@ static bool matmul_bf16_dnnl(nb_backend *be, const nb_kview *c, const nb_kview *
         if (a->shape[d] != c->shape[d] || b->shape[d] != c->shape[d]) return false;
         batches *= c->shape[d];
     }
-    char ta, tb;
-    int64_t lda, ldb;
-    if (!gemm_layout(m, k, a->strides[nd - 2], a->strides[nd - 1], &ta, &lda) ||
-        !gemm_layout(k, n, b->strides[nd - 2], b->strides[nd - 1], &tb, &ldb))
-        return false;
+    nb_cpu_mat_layout la = nb_cpu_layout_of(m, k, a->strides[nd - 2], a->strides[nd - 1]);
+    nb_cpu_mat_layout lb = nb_cpu_layout_of(k, n, b->strides[nd - 2], b->strides[nd - 1]);
+    if (la.copy || lb.copy) return false;
     nb_dnnl_gemm_bf16_fn gemm = nb_cpu_dnnl_gemm_bf16();
     if (!gemm) return false;
     wide w;
     if ((*st = widen(be, c, &w, beta != 0))) return true; /* beta C reads C */
     for (int64_t i = 0; i < batches; i++) {
-        int64_t oa = 0, ob = 0, rem = i; /* the batch's element offsets in a and b */
-        for (int d = nd - 3; d >= 0; d--) {
-            int64_t j = rem % c->shape[d];
-            rem /= c->shape[d];
-            oa += j * a->strides[d], ob += j * b->strides[d];
-        }
-        if (gemm(ta, tb, m, n, k, (float)alpha, (const uint16_t *)a->data + oa, lda, (const uint16_t *)b->data + ob, ldb,
-                 (float)beta, w.buf + i * m * n, n) != 0) {
+        const uint16_t *ai = (const uint16_t *)a->data + nb_cpu_batch_offset(a, i);
+        const uint16_t *bi = (const uint16_t *)b->data + nb_cpu_batch_offset(b, i);
+        if (gemm(la.trans == NB_CBLAS_TRANS ? 'T' : 'N', lb.trans == NB_CBLAS_TRANS ? 'T' : 'N', m, n, k, (float)alpha,
+                 ai, la.ld, bi, lb.ld, (float)beta, w.buf + i * m * n, n) != 0) {
             wide_free(&w, 1); /* c is untouched: the float32 path runs instead */
             return false;
         }

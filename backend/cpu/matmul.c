@@ -29,38 +29,30 @@
  * 128x512x10 at 70 vs 97 and 64x10x128 at 32 vs 88). */
 #define NB_DNNL_MIN_DIM 32
 
-typedef struct mat_layout {
-    int trans;  /* NB_CBLAS_NO_TRANS or NB_CBLAS_TRANS */
-    int ld;
-    bool copy;  /* no BLAS layout fits: pass a contiguous copy */
-} mat_layout;
-
-/* How BLAS reads a rows x cols matrix with element strides (sr, sc). */
-static mat_layout layout_of(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
+nb_cpu_mat_layout nb_cpu_layout_of(int64_t rows, int64_t cols, int64_t sr, int64_t sc) {
     int64_t r1 = rows > 1 ? rows : 1, c1 = cols > 1 ? cols : 1;
     if (sc == 1 || cols == 1) { /* row-major: (i, j) at i*ld + j */
         int64_t ld = rows == 1 ? c1 : sr;
-        if (ld >= c1 && ld <= INT_MAX) return (mat_layout){NB_CBLAS_NO_TRANS, (int)ld, false};
+        if (ld >= c1 && ld <= INT_MAX) return (nb_cpu_mat_layout){NB_CBLAS_NO_TRANS, (int)ld, false};
     }
     if (sr == 1 || rows == 1) { /* column-major: (i, j) at j*ld + i */
         int64_t ld = cols == 1 ? r1 : sc;
-        if (ld >= r1 && ld <= INT_MAX) return (mat_layout){NB_CBLAS_TRANS, (int)ld, false};
+        if (ld >= r1 && ld <= INT_MAX) return (nb_cpu_mat_layout){NB_CBLAS_TRANS, (int)ld, false};
     }
-    return (mat_layout){NB_CBLAS_NO_TRANS, (int)c1, true};
+    return (nb_cpu_mat_layout){NB_CBLAS_NO_TRANS, (int)c1, true};
 }
 
 typedef struct mm_job {
     const nb_cpu_blas *blas;
     const nb_kview *c, *a, *b;
     int64_t m, n, k;
-    mat_layout la, lb;
+    nb_cpu_mat_layout la, lb;
     double alpha, beta;
     atomic_int oom; /* a copy buffer could not be allocated */
     nb_dnnl_sgemm_fn dnnl; /* oneDNN for this call's GEMMs (top level only), or NULL */
 } mm_job;
 
-/* Element offset of batch i in view v (batch dims are all but the last two). */
-static int64_t batch_offset(const nb_kview *v, int64_t i) {
+int64_t nb_cpu_batch_offset(const nb_kview *v, int64_t i) {
     int64_t off = 0;
     for (int d = v->ndim - 3; d >= 0; d--) {
         off += (i % v->shape[d]) * v->strides[d];
@@ -83,8 +75,8 @@ static void *pack(const nb_kview *v, const char *src, int64_t rows, int64_t cols
 
 static void gemm_one(mm_job *j, int64_t bi) {
     size_t es = nb_dtype_size(j->c->dtype);
-    const char *a = (const char *)j->a->data + batch_offset(j->a, bi) * (int64_t)es;
-    const char *b = (const char *)j->b->data + batch_offset(j->b, bi) * (int64_t)es;
+    const char *a = (const char *)j->a->data + nb_cpu_batch_offset(j->a, bi) * (int64_t)es;
+    const char *b = (const char *)j->b->data + nb_cpu_batch_offset(j->b, bi) * (int64_t)es;
     char *c = (char *)j->c->data + bi * j->m * j->n * (int64_t)es;
     void *pa = j->la.copy ? pack(j->a, a, j->m, j->k) : NULL;
     void *pb = j->lb.copy ? pack(j->b, b, j->k, j->n) : NULL;
@@ -172,8 +164,8 @@ nb_status nb_cpu_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, co
     const nb_cpu_blas *blas = nb_cpu_blas_get();
     if (!blas) return nb_last_status();
     mm_job job = {blas, c, a, b, m, n, k,
-                  layout_of(m, k, a->strides[nd - 2], a->strides[nd - 1]),
-                  layout_of(k, n, b->strides[nd - 2], b->strides[nd - 1]),
+                  nb_cpu_layout_of(m, k, a->strides[nd - 2], a->strides[nd - 1]),
+                  nb_cpu_layout_of(k, n, b->strides[nd - 2], b->strides[nd - 1]),
                   alpha, beta, 0, NULL};
     int64_t work = m * n * k;
     if (batches > 1 && work < NB_BLAS_SMALL_GEMM && nb_cpu_get_num_threads() > 1) {

@@ -13,7 +13,14 @@
  * caller's thread keeps the stream order. pin_memory changes nothing here:
  * no batch crosses from the host. The epoch's order is a Fisher-Yates shuffle whose draws
  * are Philox(key = seed, counter = (draw / 2, epoch + 1)): a pure function
- * of (seed, epoch), and disjoint from the tensor fills (counter high word 0). */
+ * of (seed, epoch), and disjoint from the tensor fills (counter high word 0).
+ * With num_replicas > 1 (torch.utils.data.DistributedSampler) every rank
+ * draws the same permutation of all N rows, pads it to a multiple of
+ * num_replicas by repeating it from the start, and keeps every
+ * num_replicas-th entry from its rank on: the shards are disjoint and
+ * together cover the (padded) epoch, reshuffled each epoch from the shared
+ * seed. Batch k of every rank together is batch k of a single loader with
+ * batch_size * num_replicas (without padding). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +39,10 @@ typedef struct slot {
 struct nb_loader {
     nb_dataset *ds; /* borrowed */
     nb_loader_options o;
+    int64_t n;          /* rows this loader visits per epoch (its shard's, padded) */
     int64_t nbatches, epoch, pos;
     int64_t *perm;      /* [n] dataset rows in this epoch's order (host) */
+    int64_t *all;       /* [N] the whole dataset's order when sharded (else NULL) */
     nb_tensor *order;   /* the same as an int64 tensor on the dataset's device */
     slot slots[2];      /* batch k is gathered into slots[k & 1] (one slot without prefetch) */
     nb_status status;
@@ -48,28 +57,31 @@ struct nb_loader {
 /* ---- order and gathering ------------------------------------------------ */
 
 static void make_perm(nb_loader *l) {
-    int64_t n = l->ds->n;
-    for (int64_t i = 0; i < n; i++) l->perm[i] = i;
-    if (!l->o.shuffle) return;
-    nb_philox_u4 r = {{0}};
-    for (int64_t i = n - 1, d = 0; i > 0; i--, d++) {
-        if (d % 2 == 0) r = nb_philox4x32_10((uint64_t)d / 2, (uint64_t)l->epoch + 1, l->o.seed);
-        int w = (int)(d % 2) * 2;
-        uint64_t bits = (uint64_t)r.v[w] << 32 | r.v[w + 1];
-        int64_t j = (int64_t)(bits % (uint64_t)(i + 1));
-        int64_t t = l->perm[i];
-        l->perm[i] = l->perm[j], l->perm[j] = t;
+    int64_t n = l->ds->n, *p = l->all ? l->all : l->perm;
+    for (int64_t i = 0; i < n; i++) p[i] = i;
+    if (l->o.shuffle) {
+        nb_philox_u4 r = {{0}};
+        for (int64_t i = n - 1, d = 0; i > 0; i--, d++) {
+            if (d % 2 == 0) r = nb_philox4x32_10((uint64_t)d / 2, (uint64_t)l->epoch + 1, l->o.seed);
+            int w = (int)(d % 2) * 2;
+            uint64_t bits = (uint64_t)r.v[w] << 32 | r.v[w + 1];
+            int64_t j = (int64_t)(bits % (uint64_t)(i + 1));
+            int64_t t = p[i];
+            p[i] = p[j], p[j] = t;
+        }
     }
+    if (l->all) /* this rank's shard of the padded order */
+        for (int64_t i = 0; i < l->n; i++) l->perm[i] = p[(l->o.rank + i * l->o.num_replicas) % n];
 }
 
 /* The epoch's order: on the host, then in the order tensor (main thread only). */
 static nb_status new_order(nb_loader *l) {
     make_perm(l);
-    return nb_copy_from_host(l->order, l->perm, (size_t)l->ds->n * sizeof(int64_t));
+    return nb_copy_from_host(l->order, l->perm, (size_t)l->n * sizeof(int64_t));
 }
 
 static int64_t batch_rows(const nb_loader *l, int64_t k) {
-    int64_t start = k * l->o.batch_size, left = l->ds->n - start;
+    int64_t start = k * l->o.batch_size, left = l->n - start;
     return left < l->o.batch_size ? left : l->o.batch_size;
 }
 
@@ -163,7 +175,7 @@ static void start_worker(nb_loader *l) {
 /* The batch tensors of one slot: [rows, ...] like x and y, for a full and a short batch. */
 static bool make_slot(nb_loader *l, slot *s) {
     const nb_dataset *ds = l->ds;
-    int64_t rows[2] = {l->o.batch_size < ds->n ? l->o.batch_size : ds->n, ds->n % l->o.batch_size};
+    int64_t rows[2] = {l->o.batch_size < l->n ? l->o.batch_size : l->n, l->n % l->o.batch_size};
     nb_tensor **dst[2] = {s->full, s->last}, *src[2] = {ds->x, ds->y};
     for (int r = 0; r < 2; r++)
         for (int i = 0; i < 2; i++) {
@@ -183,13 +195,21 @@ nb_loader *nb_loader_new(nb_dataset *ds, nb_loader_options opts) {
     }
     if (opts.batch_size < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, "loader_new: batch_size %lld < 1", (long long)opts.batch_size);
+    if (opts.num_replicas < 0 || opts.rank < 0 || opts.rank >= (opts.num_replicas > 1 ? opts.num_replicas : 1))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "loader_new: rank %d out of range for num_replicas %d", opts.rank,
+                       opts.num_replicas);
+    if (opts.num_replicas > 1 && ds->n == 0)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "loader_new: cannot shard an empty dataset over %d replicas",
+                       opts.num_replicas);
     nb_loader *l = calloc(1, sizeof *l);
     if (!l) return NB_FAIL(NB_ERR_OOM, "loader_new: out of host memory");
-    int64_t n = ds->n, bs = opts.batch_size;
-    l->ds = ds, l->o = opts, l->ready = -1;
+    bool sharded = opts.num_replicas > 1;
+    int64_t bs = opts.batch_size, n = sharded ? (ds->n + opts.num_replicas - 1) / opts.num_replicas : ds->n;
+    l->ds = ds, l->o = opts, l->ready = -1, l->n = n;
     l->nbatches = n / bs + (!opts.drop_last && n % bs != 0);
     l->perm = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    l->order = l->perm ? nb_tensor_new_unscoped(1, &n, NB_I64, nb_device_of(ds->x)) : NULL;
+    l->all = sharded ? malloc((size_t)ds->n * sizeof(int64_t)) : NULL;
+    l->order = l->perm && (!sharded || l->all) ? nb_tensor_new_unscoped(1, &n, NB_I64, nb_device_of(ds->x)) : NULL;
     bool worker = opts.prefetch && nb_device_of(ds->x).type == NB_DEVICE_CPU;
     bool ok = l->order && make_slot(l, &l->slots[0]) && (!worker || make_slot(l, &l->slots[1]));
     if (ok && new_order(l) != NB_OK) ok = false;
@@ -221,6 +241,7 @@ void nb_loader_free(nb_loader *l) {
         for (int i = 0; i < 2; i++) nb_release(l->slots[s].full[i]), nb_release(l->slots[s].last[i]);
     nb_release(l->order);
     free(l->perm);
+    free(l->all);
     free(l);
 }
 

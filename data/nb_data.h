@@ -161,6 +161,18 @@ typedef struct nb_loader_options {
     bool pin_memory;    /* accepted for PyTorch's DataLoader; changes nothing:
                            batches are gathered on the dataset's device from
                            its tensors, so none is uploaded from the host */
+    /* torch.utils.data.DistributedSampler: with num_replicas > 1 this
+       loader visits only rank's shard of each epoch. Every rank draws the
+       same order of all N rows from (seed, epoch), pads it to a multiple
+       of num_replicas by repeating it from its start, and takes every
+       num_replicas-th row from `rank` on: ceil(N / num_replicas) rows per
+       rank, disjoint across ranks but for the padding, reshuffled every
+       epoch (nb_loader_reset / nb_loader_seek play set_epoch). Batch k of
+       all ranks together is batch k of one loader with batch_size *
+       num_replicas. 0 or 1: the whole dataset. nb_process_group_rank and
+       _size (nb_distributed.h) give the values. */
+    int num_replicas;
+    int rank;           /* in [0, num_replicas) */
 } nb_loader_options;
 
 /* One batch. The tensors are owned by the loader and valid until the next
@@ -197,7 +209,8 @@ void nb_loader_reset(nb_loader *l);
  * loader that ran from the start would be (to resume training).
  * Errors: NB_ERR_INVALID_ARG (epoch < 0, batch < 0 or > num_batches). */
 nb_status nb_loader_seek(nb_loader *l, int64_t epoch, int64_t batch);
-/* Batches per epoch: ceil(N / batch_size), or floor with drop_last. */
+/* Batches per epoch: ceil(N / batch_size), or floor with drop_last (N: the
+ * rows of this loader's shard when sharded). */
 int64_t nb_loader_num_batches(const nb_loader *l);
 /* The current epoch, from 0 (incremented by nb_loader_reset). */
 int64_t nb_loader_epoch(const nb_loader *l);

@@ -588,6 +588,47 @@ START_TEST(loader_prefetch_identical) {
 }
 END_TEST
 
+/* DistributedSampler: disjoint shards that cover the padded epoch, batch k
+ * of all ranks = batch k of one loader with the global batch, a new
+ * shuffle every epoch, and bad ranks refused. */
+START_TEST(loader_distributed_shards) {
+    nb_dataset *ds = make_ds(11);
+    int64_t whole[3][12], shard[3][3][8], sizes[8];
+    nb_loader *one = nb_loader_new(ds, (nb_loader_options){.batch_size = 6, .shuffle = true, .seed = 7});
+    NB_CK_NOTNULL(one);
+    for (int e = 0; e < 2; e++, nb_loader_reset(one)) ck_assert_int_eq(run_epoch(one, whole[e], NULL), 2);
+    nb_loader_free(one);
+    for (int r = 0; r < 3; r++) {
+        nb_loader *l = nb_loader_new(ds, (nb_loader_options){.batch_size = 2, .shuffle = true, .seed = 7,
+                                                             .num_replicas = 3, .rank = r, .prefetch = r == 1});
+        NB_CK_NOTNULL(l);
+        ck_assert_int_eq(nb_loader_num_batches(l), 2); /* ceil(11 / 3) = 4 rows per rank */
+        for (int e = 0; e < 2; e++, nb_loader_reset(l)) {
+            ck_assert_int_eq(run_epoch(l, shard[e][r], sizes), 2);
+            ck_assert_int_eq(sizes[0], 2);
+            ck_assert_int_eq(sizes[1], 2);
+        }
+        nb_loader_free(l);
+    }
+    for (int e = 0; e < 2; e++) {
+        int seen[11] = {0};
+        for (int r = 0; r < 3; r++)
+            for (int i = 0; i < 4; i++) {
+                /* row i of rank r is entry r + 3i of the padded order, the
+                   single loader's order repeated from its start */
+                ck_assert_int_eq(shard[e][r][i], whole[e][(r + 3 * i) % 11]);
+                seen[shard[e][r][i]]++;
+            }
+        for (int j = 0; j < 11; j++) ck_assert_int_eq(seen[j], 1 + (j == whole[e][0]));
+    }
+    ck_assert(memcmp(shard[0][0], shard[1][0], 4 * sizeof(int64_t)) != 0); /* reshuffled per epoch */
+    NB_CK_FAILS(nb_loader_new(ds, (nb_loader_options){.batch_size = 2, .num_replicas = 3, .rank = 3}),
+                NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_loader_new(ds, (nb_loader_options){.batch_size = 2, .rank = 1}), NB_ERR_INVALID_ARG);
+    nb_dataset_free(ds);
+}
+END_TEST
+
 START_TEST(loader_seek_resume) {
     enum { N = 50 };
     nb_dataset *ds = make_ds(N);
@@ -777,6 +818,7 @@ Suite *nb_suite_data(void) {
     tcase_add_test(ld, loader_shuffle);
     tcase_add_test(ld, loader_prefetch_identical);
     tcase_add_test(ld, loader_seek_resume);
+    tcase_add_test(ld, loader_distributed_shards);
     suite_add_tcase(s, ld);
     return s;
 }

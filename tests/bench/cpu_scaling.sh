@@ -7,6 +7,10 @@
 #
 #   tests/bench/cpu_scaling.sh [build dir=build]
 # Environment (all optional):
+#   BENCH_DIR=dir        where bench_mlp, bench_cnn and bench_bert are
+#                        (default: <build dir>/tests/bench), e.g. prebuilt
+#                        binaries staged without their build tree (.dev/bin of
+#                        tests/cuda/run.sh; libnabla then through LD_LIBRARY_PATH)
 #   THREADS="2 4 16"     thread counts (default: 2, 4 and nproc, those <= nproc)
 #   WORKLOADS="mlp cnn"  workloads (default: mlp cnn bert)
 #   STEPS=30 WARMUP=5    timed and warm-up steps of mlp and cnn; bert runs
@@ -29,6 +33,7 @@
 # The raw result lines go to stderr as they come.
 set -euo pipefail
 build=${1:-build}
+bench=${BENCH_DIR:-$build/tests/bench}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 ref=${TORCH_REF:-}
 if [[ -z "$ref" ]]; then # shared/ beside the checkout (a git worktree may sit one level deeper)
@@ -47,7 +52,7 @@ if [[ -z "${THREADS:-}" ]]; then
 fi
 WORKLOADS=${WORKLOADS:-mlp cnn bert}
 REPEAT=${REPEAT:-1}
-[[ -x "$build/tests/bench/bench_mlp" ]] || { echo "cpu_scaling: build $build first (ninja -C $build)" >&2; exit 2; }
+[[ -x "$bench/bench_mlp" ]] || { echo "cpu_scaling: no $bench/bench_mlp (ninja -C $build, or set BENCH_DIR)" >&2; exit 2; }
 [[ -f "$ref" ]] || { echo "cpu_scaling: no shared/bench/torch_ref.py above $here (set TORCH_REF)" >&2; exit 2; }
 
 median_of() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -70,7 +75,7 @@ for w in $WORKLOADS; do
         echo "before: $q" >&2
         runs[before]+="$(field median_ms <<<"$q")"$'\n'
       fi
-      o=$("$build/tests/bench/bench_$w" --threads "$t" --steps "$steps" --warmup "$warm" | tail -1)
+      o=$("$bench/bench_$w" --threads "$t" --steps "$steps" --warmup "$warm" | tail -1)
       echo "$o" >&2
       runs[after]+="$(field median_ms <<<"$o")"$'\n'
       isa=$(sed -n 's/.*isa=\([^ ;")]*\).*/\1/p' <<<"$o")

@@ -10,17 +10,28 @@
 #    (bench_llama_infer --device cuda, float32: it reports the missing CUDA
 #    backend until that lands) beside PyTorch's SDPA in bfloat16 and float32
 #    (tests/bench/llama_infer_ref.py), with peak GPU memory.
-# $PYTHON picks the interpreter with PyTorch (default python3).
+# $PYTHON picks the interpreter with PyTorch (default python3). BENCH_DIR=dir
+# takes bench_gpt and bench_llama_infer prebuilt from dir instead of building
+# build-bench (tests/cuda/run.sh's decoder step: its staged .dev/bin).
 set -uo pipefail
+bin=${BENCH_DIR:+$(cd "$BENCH_DIR" && pwd)}
 cd "$(dirname "$0")/../.."
 T=${THREADS:-16}
 PY=${PYTHON:-python3}
-[[ -f build-bench/build.ninja ]] || meson setup build-bench -Dbuildtype=release >/dev/null
-ninja -C build-bench tests/bench/bench_gpt tests/bench/bench_llama_infer >/dev/null || exit 1
+build=build-bench
+if [[ -n "$bin" ]]; then # compare.sh wants a build tree: one of links to $bin
+  build=$(mktemp -d)
+  trap 'rm -rf "$build"' EXIT
+  mkdir -p "$build/tests/bench"
+  ln -s "$bin/bench_gpt" "$bin/bench_llama_infer" "$build/tests/bench/"
+else
+  [[ -f build-bench/build.ninja ]] || meson setup build-bench -Dbuildtype=release >/dev/null
+  ninja -C build-bench tests/bench/bench_gpt tests/bench/bench_llama_infer >/dev/null || exit 1
+fi
 echo "== GPT-2 small training step (seq 128, batch 4), CPU, $T threads"
-PYTHON=$PY bash tests/bench/compare.sh gpt2 "$T" build-bench
+PYTHON=$PY bash tests/bench/compare.sh gpt2 "$T" "$build"
 echo "== Llama-3.2-1B inference, GPU: nabla (float32)"
-build-bench/tests/bench/bench_llama_infer --device cuda --contexts 128,4096,100000 --decode 64 ||
+"$build/tests/bench/bench_llama_infer" --device cuda --contexts 128,4096,100000 --decode 64 ||
   echo "nabla: no result (CUDA backend missing?)"
 for dt in bfloat16 float32; do
   echo "== Llama-3.2-1B inference, GPU: PyTorch SDPA ($dt)"

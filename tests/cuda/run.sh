@@ -10,7 +10,8 @@
 #                                      and benchmarks, the libraries the GPU
 #                                      machine lacks, MNIST (.gz), the WordNet
 #                                      corpus and its cached vocabulary, and
-#                                      torch_ref.py
+#                                      torch_ref.py (gpt_ref.py and
+#                                      llama_infer_ref.py travel in the tree)
 #   tests/cuda/run.sh STEP...          on the GPU machine, from the repository
 #                                      root holding .dev/ (all steps: `all`)
 #
@@ -33,6 +34,16 @@
 #               benchmarks' steps: where the device time goes
 #   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
 #               torch_ref.py's eager and graph figures from the same run
+#   cpu         the CPU scaling table of issue 17 (tests/bench/cpu_scaling.sh
+#               on the staged bench_mlp, bench_cnn and bench_bert against
+#               torch_ref.py under python3's PyTorch, 2, 4 and 16 threads),
+#               then their kernel-slot profiles at 16 threads (cpu_profile)
+#   decoder     the decoder figures of issue 16 (tests/bench/decoder_gpu_bench.sh
+#               on the staged bench_gpt and bench_llama_infer): GPT-2 small
+#               training on the CPU at 16 threads against gpt_ref.py, Llama
+#               3.2 1B inference on the GPU against llama_infer_ref.py
+# `all` is info harness suite memcheck racecheck examples bench; the others
+# (amp, profile, parity, slots, and the long cpu and decoder) by name.
 # Prints a summary table last. The device tool (/work/.library/device)
 # runs it as:  tests/cuda/run.sh harness bench   with .dev carried.
 set -uo pipefail
@@ -52,12 +63,13 @@ stage() {
     cp build-cuda/tests/nabla-tests build-cuda/tests/device_parity build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
         build-cuda/tests/bench/bench_bert "$dev/bin/"
     cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots "$dev/bin/"
+    # the decoder benchmarks (linked with the static library, each a fat binary; no data files)
+    cp build-cuda/tests/bench/bench_gpt build-cuda/tests/bench/bench_llama_infer "$dev/bin/"
     cp -L build-cuda/libnabla.so.0 "$dev/lib/"
-    # symbols stay here: the device tool carries at most 64 MiB
-    # symbols stay here, and the two large files (CUDA fat binaries) travel
+    # symbols stay here, and the large files (CUDA fat binaries) travel
     # compressed: the device tool carries at most 64 MiB
     strip --strip-unneeded "$dev"/bin/* "$dev"/examples/* "$dev/lib/libnabla.so.0"
-    gzip -1 "$dev/bin/nabla-tests" "$dev/lib/libnabla.so.0"
+    gzip -1 "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla.so.0"
     # Check is linked statically; its subunit is not on the GPU machine
     for l in libsubunit.so.0; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
     local mn=${NB_MNIST_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nabla/mnist}
@@ -123,6 +135,23 @@ sanitize() {
     return $rc
 }
 
+# the CPU scaling table (issue 17): nabla's staged benchmarks against
+# torch_ref.py under the python3 on PATH, the cells back to back
+cpu_scaling() {
+    THREADS="2 4 16" TORCH_POLICIES=default TORCH_REF=$dev/torch_ref.py PYTHON=$(command -v python3) \
+        BENCH_DIR=$dev/bin bash "$root/tests/bench/cpu_scaling.sh"
+}
+
+# where the CPU's time goes at 16 threads (nb_profiler_report, on stderr)
+cpu_profile() {
+    local rc=0
+    for w in mlp cnn; do
+        "$dev/bin/bench_$w" --threads 16 --steps 20 --warmup 3 --profile || rc=1
+    done
+    "$dev/bin/bench_bert" --threads 16 --steps 3 --warmup 1 --profile || rc=1
+    return $rc
+}
+
 run_bench() {
     local torch=$dev/torch_ref.py
     for w in mlp cnn bert bert-base; do
@@ -145,7 +174,7 @@ run_bench() {
 
 gpu() {
     mkdir -p "$out"
-    for f in "$dev/bin/nabla-tests" "$dev/lib/libnabla.so.0"; do
+    for f in "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla.so.0"; do
         [ -f "$f.gz" ] && gunzip -f "$f.gz"
     done
     : >"$out/summary.txt"
@@ -171,6 +200,10 @@ gpu() {
             step mnist_cnn_graph "$dev/examples/mnist_cnn" --device cuda --cuda-graph --amp
             step bert_mlm_amp "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" --amp 1 ;;
         bench) step bench run_bench ;;
+        cpu)
+            step cpu cpu_scaling
+            step cpu_profile cpu_profile ;;
+        decoder) step decoder env THREADS=16 PYTHON=python3 BENCH_DIR="$dev/bin" bash "$root/tests/bench/decoder_gpu_bench.sh" ;;
         profile) step profile bash -c "for w in mlp cnn; do $dev/bin/bench_\$w --device cuda --steps 20 --profile; done;
             for m in '' --amp; do $dev/bin/bench_bert --device cuda --tf32 \$m --steps 10 --profile;
             $dev/bin/bench_bert --config bert-base --device cuda --tf32 \$m --steps 5 --profile; done" ;;
@@ -188,10 +221,12 @@ gpu() {
     grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out"/memcheck.log "$out"/racecheck.log 2>/dev/null
     grep -H '^final:' "$out"/mnist_*.log "$out"/bert_mlm*.log 2>/dev/null | sed 's|.*/||' 
     grep -h '^workload=' "$out"/bench.log 2>/dev/null | sed 's/ info=.*//; s/ torch=[^ ]*//'
+    grep -h '^CPU: \|^|' "$out"/cpu.log 2>/dev/null
+    grep -h '^workload=\|^nabla: no result' "$out"/decoder.log 2>/dev/null | sed 's/ info=.*//'
 }
 
 case ${1:-} in
 stage) stage ;;
-"") sed -n '2,28p' "$0" ;;
+"") sed -n '2,/^set -uo/{/^set -uo/!p}' "$0" ;;
 *) gpu "$@" ;;
 esac

@@ -25,6 +25,7 @@
 #include "nb_text.h"
 #include "nb_bpe.h"
 #include "nb_checkpoint.h"
+#include "nb_distributed.h"
 #include "nb_backend.h"
 
 #endif

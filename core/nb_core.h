@@ -138,6 +138,12 @@ nb_status nb_device_synchronize(nb_device dev);
  * or NULL with NB_ERR_DEVICE. */
 nb_stream *nb_stream_compute(nb_device dev);
 nb_stream *nb_stream_copy(nb_device dev);
+/* A new stream of dev (torch.cuda.Stream()), NULL with NB_ERR_DEVICE when
+ * the backend cannot make one (a CUDA device has at most a few dozen).
+ * nb_stream_free releases it (NULL and the device's own streams are
+ * ignored); work enqueued on it still runs. */
+nb_stream *nb_stream_new(nb_device dev);
+void nb_stream_free(nb_stream *s);
 /* The calling thread's current stream on dev (the compute stream unless
  * set), on which ops enqueue their kernels. */
 nb_stream *nb_current_stream(nb_device dev);

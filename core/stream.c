@@ -48,6 +48,31 @@ static nb_stream *stream_of(nb_device dev, nb_stream_kind kind) {
 }
 
 nb_stream *nb_stream_compute(nb_device dev) { return stream_of(dev, NB_STREAM_COMPUTE); }
+
+nb_stream *nb_stream_new(nb_device dev) {
+    nb_backend *be = nb_backend_get(dev);
+    if (!be) return NULL;
+    nb_stream *s = calloc(1, sizeof *s);
+    if (!s) return NB_FAIL(NB_ERR_OOM, "stream_new: out of host memory");
+    s->be = be, s->kind = NB_STREAM_COMPUTE;
+    if (!(s->handle = be->iface->stream_create(be, NB_STREAM_COMPUTE))) {
+        free(s);
+        char d[32];
+        return NB_FAIL(NB_ERR_DEVICE, "stream_new: cannot create a stream on %s: %s",
+                       nb_device_str(dev, d, sizeof d), nb_last_error());
+    }
+    return s;
+}
+
+void nb_stream_free(nb_stream *s) {
+    if (!s) return;
+    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++) /* the device's own streams live for the process */
+        for (int i = 0; i < NB_MAX_DEVICES; i++)
+            for (int k = 0; k < NB_STREAM_KIND_COUNT; k++)
+                if (s == &streams[t][i][k]) return;
+    s->be->iface->stream_destroy(s->be, s->handle);
+    free(s);
+}
 nb_stream *nb_stream_copy(nb_device dev) { return stream_of(dev, NB_STREAM_COPY); }
 
 nb_stream *nb_current_stream(nb_device dev) {

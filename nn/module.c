@@ -502,12 +502,14 @@ void nb_module_zero_grad(nb_module *m) {
 
 #define NB_FLAT_ALIGN 64 /* elements: each parameter starts 256-byte aligned in float32 */
 
-static nb_status flatten_group(nb_module *m, nb_named_tensor *ps, int n, nb_dtype dt, nb_device dev) {
+static nb_status flatten_group(nb_module *m, nb_named_tensor *ps, int n, nb_dtype dt, nb_device dev,
+                               int64_t pad_multiple) {
     int64_t total = 0;
     for (int i = 0; i < n; i++)
         if (nb_dtype_of(ps[i].tensor) == dt && nb_device_of(ps[i].tensor).type == dev.type &&
             nb_device_of(ps[i].tensor).index == dev.index)
             total += (nb_numel(ps[i].tensor) + NB_FLAT_ALIGN - 1) / NB_FLAT_ALIGN * NB_FLAT_ALIGN;
+    total = (total + pad_multiple - 1) / pad_multiple * pad_multiple;
     nb_tensor *flat = nb_tensor_new_unscoped(1, &total, dt, dev), *gflat = nb_tensor_new_unscoped(1, &total, dt, dev);
     nb_status st = flat && gflat ? nb_fill_(flat, 0) : nb_last_status();
     if (!st) st = nb_fill_(gflat, 0);
@@ -536,7 +538,11 @@ static nb_status flatten_group(nb_module *m, nb_named_tensor *ps, int n, nb_dtyp
     return NB_OK;
 }
 
-nb_status nb_module_flatten_parameters(nb_module *m) {
+nb_status nb_module_flatten_parameters(nb_module *m) { return nb_module_flatten_parameters_ex(m, 1); }
+
+nb_status nb_module_flatten_parameters_ex(nb_module *m, int64_t pad_multiple) {
+    if (pad_multiple < 1)
+        return nb_set_error(NB_ERR_INVALID_ARG, "module_flatten_parameters: pad_multiple %lld < 1", (long long)pad_multiple);
     int n = list_named(m, NB_PARAMS, NULL, 0);
     if (n < 0) return nb_last_status();
     if (m->n_flat) return NB_OK; /* already flat */
@@ -566,7 +572,7 @@ nb_status nb_module_flatten_parameters(nb_module *m) {
         if (m->n_flat == NB_FLAT_MAX)
             st = nb_set_error(NB_ERR_UNSUPPORTED, "module_flatten_parameters: more than %d (dtype, device) groups",
                               NB_FLAT_MAX);
-        else st = flatten_group(m, ps, k, nb_dtype_of(p), nb_device_of(p));
+        else st = flatten_group(m, ps, k, nb_dtype_of(p), nb_device_of(p), pad_multiple);
     }
     if (s) nb_scope_end(s);
     free(ps);

@@ -83,6 +83,10 @@ int nb_module_buffers(nb_module *m, nb_named_tensor *out, int cap);
  * child module, a non-contiguous parameter), NB_ERR_UNSUPPORTED (more than
  * 4 (dtype, device) groups), NB_ERR_OOM. */
 nb_status nb_module_flatten_parameters(nb_module *m);
+/* The same with each buffer's length padded (zeros) to a multiple of
+ * pad_multiple elements (>= 1): ZeRO-1 splits it evenly over the ranks.
+ * Does nothing when m is already flat. */
+nb_status nb_module_flatten_parameters_ex(nb_module *m, int64_t pad_multiple);
 /* The flat buffers (borrowed): up to cap parameter and gradient buffers
  * (either array may be NULL); returns their number (0: not flattened), -1
  * for NULL m. */

@@ -1,0 +1,252 @@
+/* pg_nccl.c - the NCCL backend of the process group (CUDA tensors). Every
+ * collective runs on the group's communication stream, ordered after the
+ * caller's current stream by an event, and the current stream waits for it
+ * through another (PyTorch's ProcessGroupNCCL does the same): compute and
+ * communication overlap wherever the caller waits late (DDP's buckets).
+ * The tensors are marked used on the communication stream
+ * (nb_record_stream) so the caching allocator does not hand their memory
+ * to the compute stream before the collective is done. Without NCCL at
+ * build time every entry point reports NB_ERR_UNSUPPORTED. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dist_impl.h"
+
+#ifdef NB_WITH_NCCL
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#define N_EVENTS 64 /* completion events, reused round robin */
+
+typedef struct {
+    ncclComm_t comm;
+    nb_stream *stream; /* the communication stream (per device, for the process) */
+    nb_event *pre;     /* "the current stream's work so far", re-recorded per call */
+    nb_event *done[N_EVENTS];
+    int next;
+} nccl_ctx;
+
+static nb_stream *comm_streams[NB_MAX_DEVICES];
+
+static nb_status nccl_fail(ncclResult_t r, const char *op) {
+    return nb_set_error(NB_ERR_DEVICE, "%s: NCCL error %d: %s", op, (int)r, ncclGetErrorString(r));
+}
+#define NCCL_TRY(op, call)                                  \
+    do {                                                    \
+        ncclResult_t r_ = (call);                           \
+        if (r_ != ncclSuccess) return nccl_fail(r_, op);    \
+    } while (0)
+
+static ncclDataType_t nccl_type(nb_dtype dt) {
+    switch (dt) {
+    case NB_F32: return ncclFloat32;
+    case NB_F64: return ncclFloat64;
+    case NB_F16: return ncclFloat16;
+    case NB_BF16: return ncclBfloat16;
+    case NB_I32: return ncclInt32;
+    case NB_I64: return ncclInt64;
+    default: return ncclUint8; /* uint8, bool */
+    }
+}
+
+static ncclRedOp_t nccl_op(nb_dist_op op) {
+    switch (op) {
+    case NB_DIST_AVG: return ncclAvg;
+    case NB_DIST_MAX: return ncclMax;
+    case NB_DIST_MIN: return ncclMin;
+    default: return ncclSum;
+    }
+}
+
+static cudaStream_t raw(nb_stream *s) { return (cudaStream_t)nb_stream_handle(s); }
+
+/* Orders the communication stream after the caller's current stream. */
+static nb_status begin(nb_process_group *pg) {
+    nccl_ctx *c = pg->ctx;
+    nb_status st = nb_event_record(c->pre, nb_current_stream(pg->device));
+    return st ? st : nb_stream_wait_event(c->stream, c->pre);
+}
+
+/* Records the collective's end on the communication stream into a
+ * completion event (*ev), and keeps the tensors' memory alive for it. */
+static nb_status end(nb_process_group *pg, nb_tensor *a, const nb_tensor *b, nb_event **ev) {
+    nccl_ctx *c = pg->ctx;
+    nb_status st = NB_OK;
+    if (a) st = nb_record_stream(a, c->stream);
+    if (!st && b) st = nb_record_stream((nb_tensor *)b, c->stream);
+    nb_event *e = c->done[c->next];
+    c->next = (c->next + 1) % N_EVENTS;
+    if (!st) st = nb_event_record(e, c->stream);
+    *ev = e;
+    return st;
+}
+
+/* The caller's current stream waits for ev. */
+static nb_status join(nb_process_group *pg, nb_event *ev) {
+    return nb_stream_wait_event(nb_current_stream(pg->device), ev);
+}
+
+static nb_status c_all_reduce(nb_process_group *pg, nb_tensor *t, void *buf, int64_t n, nb_dtype dt, nb_dist_op op,
+                              nb_pg_work *w) {
+    nccl_ctx *c = pg->ctx;
+    nb_status st = begin(pg);
+    if (st) return st;
+    NCCL_TRY("all_reduce", ncclAllReduce(buf, buf, (size_t)n, nccl_type(dt), nccl_op(op), c->comm, raw(c->stream)));
+    nb_event *e;
+    st = end(pg, t, NULL, &e);
+    w->req = e;
+    return st;
+}
+
+static nb_status c_wait(nb_process_group *pg, nb_pg_work *w) {
+    nb_status st = join(pg, w->req);
+    w->req = NULL;
+    return st;
+}
+
+static nb_status c_broadcast(nb_process_group *pg, nb_tensor *t, void *buf, int64_t n, nb_dtype dt, int src) {
+    nccl_ctx *c = pg->ctx;
+    nb_status st = begin(pg);
+    if (st) return st;
+    NCCL_TRY("broadcast", ncclBroadcast(buf, buf, (size_t)n, nccl_type(dt), src, c->comm, raw(c->stream)));
+    nb_event *e;
+    st = end(pg, t, NULL, &e);
+    return st ? st : join(pg, e);
+}
+
+static nb_status c_all_gather(nb_process_group *pg, nb_tensor *out, void *dst, const nb_tensor *in, const void *src,
+                              int64_t n, nb_dtype dt) {
+    nccl_ctx *c = pg->ctx;
+    nb_status st = begin(pg);
+    if (st) return st;
+    NCCL_TRY("all_gather", ncclAllGather(src, dst, (size_t)n, nccl_type(dt), c->comm, raw(c->stream)));
+    nb_event *e;
+    st = end(pg, out, in, &e);
+    return st ? st : join(pg, e);
+}
+
+static nb_status c_reduce_scatter(nb_process_group *pg, nb_tensor *out, void *dst, const nb_tensor *in,
+                                  const void *src, int64_t n, nb_dtype dt, nb_dist_op op) {
+    nccl_ctx *c = pg->ctx;
+    nb_status st = begin(pg);
+    if (st) return st;
+    NCCL_TRY("reduce_scatter",
+             ncclReduceScatter(src, dst, (size_t)n, nccl_type(dt), nccl_op(op), c->comm, raw(c->stream)));
+    nb_event *e;
+    st = end(pg, out, in, &e);
+    return st ? st : join(pg, e);
+}
+
+/* A barrier is an all-reduce of one value, waited for by the host. */
+static nb_status c_barrier(nb_process_group *pg) {
+    nccl_ctx *c = pg->ctx;
+    nb_tensor *one = nb_tensor_new_unscoped(1, (int64_t[]){1}, NB_F32, pg->device);
+    if (!one) return nb_last_status();
+    nb_status st = nb_fill_(one, 1.0) ? nb_last_status() : begin(pg);
+    if (!st) {
+        ncclResult_t r = ncclAllReduce(nb_pg_data(one), nb_pg_data(one), 1, ncclFloat32, ncclSum, c->comm, raw(c->stream));
+        st = r == ncclSuccess ? nb_record_stream(one, c->stream) : nccl_fail(r, "barrier");
+    }
+    if (!st) st = nb_stream_synchronize(c->stream);
+    nb_release(one);
+    return st;
+}
+
+static void c_destroy(nb_process_group *pg) {
+    nccl_ctx *c = pg->ctx;
+    if (!c) return;
+    if (c->stream) nb_stream_synchronize(c->stream);
+    if (c->comm) ncclCommDestroy(c->comm);
+    nb_event_free(c->pre);
+    for (int i = 0; i < N_EVENTS; i++) nb_event_free(c->done[i]);
+    free(c);
+    pg->ctx = NULL;
+}
+
+static const nb_pg_backend_i nccl_iface = {
+    .name = "NCCL",
+    .all_reduce = c_all_reduce,
+    .wait = c_wait,
+    .progress = NULL,
+    .broadcast = c_broadcast,
+    .all_gather = c_all_gather,
+    .reduce_scatter = c_reduce_scatter,
+    .barrier = c_barrier,
+    .destroy = c_destroy,
+};
+
+/* The unique id through a file: rank 0 writes it whole (a temporary file
+ * renamed into place), the others wait for it (NB_DIST_TIMEOUT seconds,
+ * default 300). */
+static nb_status id_through_file(nb_process_group *pg, const char *path, ncclUniqueId *id) {
+    if (!path || !*path)
+        return nb_set_error(NB_ERR_INVALID_ARG, "distributed_init: NCCL with %d processes outside mpirun needs a file to "
+                                                "exchange its id: set NB_DIST_INIT_FILE (or init_file)", pg->size);
+    if (pg->rank == 0) {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        bool ok = f && fwrite(id, sizeof *id, 1, f) == 1;
+        if (f && fclose(f) != 0) ok = false;
+        if (!ok || rename(tmp, path) != 0) {
+            int e = errno;
+            remove(tmp);
+            return nb_set_error(NB_ERR_IO, "distributed_init: cannot write the NCCL id to %s: %s", path, strerror(e));
+        }
+        return NB_OK;
+    }
+    const char *t = getenv("NB_DIST_TIMEOUT");
+    double limit = t && atof(t) > 0 ? atof(t) : 300.0, waited = 0;
+    for (;;) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t got = fread(id, sizeof *id, 1, f);
+            fclose(f);
+            if (got == 1) return NB_OK;
+        }
+        if (waited >= limit)
+            return nb_set_error(NB_ERR_IO, "distributed_init: rank %d waited %.0f s for rank 0's NCCL id in %s", pg->rank,
+                                waited, path);
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        waited += 0.01;
+    }
+}
+
+nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file) {
+    int dev = pg->device.index;
+    if (cudaSetDevice(dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return nb_set_error(NB_ERR_DEVICE, "distributed_init: cannot use cuda:%d", dev);
+    }
+    nccl_ctx *c = calloc(1, sizeof *c);
+    if (!c) return nb_set_error(NB_ERR_OOM, "distributed_init: out of host memory");
+    pg->ctx = c, pg->be = &nccl_iface; /* c_destroy frees what was made on failure */
+    if (!comm_streams[dev] && !(comm_streams[dev] = nb_stream_new(pg->device))) return nb_last_status();
+    c->stream = comm_streams[dev];
+    if (!(c->pre = nb_event_new(pg->device))) return nb_last_status();
+    for (int i = 0; i < N_EVENTS; i++)
+        if (!(c->done[i] = nb_event_new(pg->device))) return nb_last_status();
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (pg->rank == 0) NCCL_TRY("distributed_init", ncclGetUniqueId(&id));
+    nb_status st = NB_OK;
+    if (pg->size > 1) st = init_file ? id_through_file(pg, init_file, &id) : nb_mpi_bootstrap_bcast(pg, &id, sizeof id);
+    if (st) return st;
+    NCCL_TRY("distributed_init", ncclCommInitRank(&c->comm, pg->size, id, pg->rank));
+    if (pg->size > 1 && init_file && pg->rank == 0) remove(init_file); /* every rank has joined: the id is spent */
+    return NB_OK;
+}
+
+#else /* !NB_WITH_NCCL */
+
+nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file) {
+    (void)pg, (void)init_file;
+    return nb_set_error(NB_ERR_UNSUPPORTED, "distributed_init: this build has no NCCL backend (it comes with the CUDA "
+                                            "backend where libnccl is found)");
+}
+
+#endif

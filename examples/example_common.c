@@ -124,7 +124,7 @@ static int usage(const char *prog) {
             "usage: %s [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]\n"
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
             "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N] [--cuda-graph]\n"
-            "          [--amp]\n",
+            "          [--amp] [--distributed] [--max-steps N] [--dtype float32|float64]\n",
             prog);
     return 2;
 }
@@ -135,8 +135,8 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x = 0;
         bool ok = true;
-        if (!strcmp(f, "--cuda-graph") || !strcmp(f, "--amp")) { /* bare flags */
-            *(f[2] == 'c' ? &a->cuda_graph : &a->amp) = true;
+        if (!strcmp(f, "--cuda-graph") || !strcmp(f, "--amp") || !strcmp(f, "--distributed")) { /* bare flags */
+            *(f[2] == 'c' ? &a->cuda_graph : f[2] == 'a' ? &a->amp : &a->distributed) = true;
             i--;
             continue;
         }
@@ -155,6 +155,11 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         else if (!strcmp(f, "--save-every")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->save_every);
         else if (!strcmp(f, "--resume")) a->resume = v;
         else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
+        else if (!strcmp(f, "--dtype")) {
+            ok = !strcmp(v, "float32") || !strcmp(v, "float64");
+            a->dtype = ok && v[5] == '6' ? NB_F64 : NB_F32;
+            if (!ok) fprintf(stderr, "%s: --dtype %s: must be float32 or float64\n", prog, v);
+        } else if (!strcmp(f, "--max-steps")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->max_steps);
         else if (!strcmp(f, "--stop-after")) ok = nb_flag_int(prog, f, v, 0, 100000, &x), a->stop_after = (int)x;
         else if (!strcmp(f, "--lr-schedule")) {
             a->schedule = -1;
@@ -269,6 +274,7 @@ static bool acc_read(run *r) {
  * exactly) and the schedule's length. */
 static nb_status save_run(run *r) {
     if (!acc_read(r)) return NB_ERR_STATE;
+    if (nb_process_group_rank(r->a->pg) > 0) return NB_OK; /* --distributed: rank 0 writes */
     char sum[40], steps[32], total[32], lr[40];
     snprintf(sum, sizeof sum, "%.17g", r->loss_sum);
     snprintf(steps, sizeof steps, "%lld", (long long)r->steps);
@@ -341,7 +347,7 @@ static nb_status run_step(run *r, nb_tensor *x, nb_tensor *y) {
     if (open) nb_autocast_end(dev);
     nb_optimizer_zero_grad(r->opt);
     nb_status st = ast ? ast : nb_backward(loss);
-    if (st == NB_OK) st = nb_optimizer_step(r->opt);
+    if (st == NB_OK) st = r->a->ddp ? nb_ddp_step(r->a->ddp, r->opt) : nb_optimizer_step(r->opt);
     nb_tensor *sum = st == NB_OK ? nb_add(r->acc, nb_to_dtype(nb_detach(loss), NB_F64)) : NULL;
     if (st == NB_OK) st = sum ? nb_copy_(r->acc, sum) : nb_last_status();
     nb_scope_end(step);
@@ -391,6 +397,7 @@ static double train_epoch(run *r, double *samples) {
         r->steps++;
         if (r->steps % 100 == 0 && !acc_read(r)) return -1;
         *samples += (double)b.size;
+        if (r->a->max_steps && r->global_step >= r->a->max_steps) break; /* --max-steps: the run ends here */
         /* the end of an epoch is saved after its line is printed */
         if (r->a->save_every && r->global_step % r->a->save_every == 0 && nb_loader_position(r->loader) < nbatches &&
             save_run(r) != NB_OK)
@@ -444,10 +451,60 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
             run_free(&rn);
             return r;
         }
+        if (a->max_steps && rn.global_step >= a->max_steps) break;
     }
     if (first >= last) r.test_accuracy = nb_example_accuracy(net, test, 1000); /* nothing left to train */
     r.seconds = now_seconds() - t0;
     run_free(&rn);
     r.ok = true;
     return r;
+}
+
+/* ---- --distributed ----------------------------------------------------------- */
+
+bool nb_example_distributed_begin(const char *prog, nb_example_args *a) {
+    if (!a->distributed) return true;
+    if (a->cuda_graph) {
+        fprintf(stderr, "%s: --distributed does not capture CUDA graphs yet: drop --cuda-graph\n", prog);
+        return false;
+    }
+    if (a->device.type == NB_DEVICE_CUDA) { /* one GPU per rank: LOCAL_RANK's when several are visible */
+        int n = nb_device_count(NB_DEVICE_CUDA);
+        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK") ? getenv("OMPI_COMM_WORLD_LOCAL_RANK") : getenv("LOCAL_RANK");
+        if (n > 1 && lr) {
+            a->device = NB_CUDA(atoi(lr) % n);
+            nb_set_default_device(a->device);
+        }
+    }
+    a->pg = nb_distributed_init((nb_distributed_options){.device = a->device});
+    if (!a->pg) {
+        fprintf(stderr, "%s: --distributed: %s\n", prog, nb_last_error());
+        return false;
+    }
+    if (nb_process_group_rank(a->pg) > 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "%s: --distributed: cannot silence rank %d's output\n", prog, nb_process_group_rank(a->pg));
+        return false;
+    }
+    return true;
+}
+
+bool nb_example_distributed_model(const char *prog, nb_example_args *a, nb_module *net) {
+    if (!a->pg) return true;
+    a->ddp = nb_ddp_new(net, a->pg, NULL);
+    if (!a->ddp) fprintf(stderr, "%s: --distributed: %s\n", prog, nb_last_error());
+    else printf("%s: rank %d of %d (%s), %d gradient buckets\n", prog, nb_process_group_rank(a->pg),
+                nb_process_group_size(a->pg), nb_process_group_backend(a->pg) == NB_DIST_NCCL ? "NCCL" : "MPI",
+                nb_ddp_num_buckets(a->ddp));
+    return a->ddp != NULL;
+}
+
+nb_loader_options nb_example_loader_shard(const nb_example_args *a, nb_loader_options o) {
+    if (a->pg) o.num_replicas = nb_process_group_size(a->pg), o.rank = nb_process_group_rank(a->pg);
+    return o;
+}
+
+void nb_example_distributed_end(nb_example_args *a) {
+    nb_ddp_free(a->ddp);
+    nb_distributed_destroy(a->pg);
+    a->ddp = NULL, a->pg = NULL;
 }

@@ -30,6 +30,13 @@ typedef struct nb_example_args {
     nb_device device;   /* --device cpu|cuda|cuda:N (default cpu): made the default device */
     bool cuda_graph;    /* --cuda-graph: full batches replay one captured training step */
     bool amp;           /* --amp: the forward pass and loss under bfloat16 autocast */
+    bool distributed;   /* --distributed: one data-parallel rank of a run started by mpirun or
+                           torchrun (nb_example_distributed_begin) */
+    int64_t max_steps;  /* --max-steps N: end the run after N training steps (the lr schedule
+                           still spans --epochs); 0 = no limit */
+    nb_dtype dtype;     /* --dtype float32|float64 (mnist_mlp): the parameters' and inputs' dtype */
+    nb_process_group *pg; /* with --distributed: the group, and the DDP wrapper of the model */
+    nb_ddp *ddp;
 } nb_example_args;
 
 typedef struct nb_example_result {
@@ -84,5 +91,20 @@ double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size)
  * after each epoch's line and every a->save_every steps within an epoch. */
 nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader *loader, nb_dataset *test,
                                    const nb_example_args *a, const char *name);
+
+/* --distributed, before the model is built: joins the process group
+ * (nb_distributed_init: MPI for --device cpu, NCCL for --device cuda; with
+ * several GPUs visible each rank takes cuda:LOCAL_RANK) and silences stdout
+ * on every rank but 0. Then nb_example_distributed_model wraps the model in
+ * DDP (after it is built, before the optimizer) and nb_example_loader_shard
+ * sets the loader's DistributedSampler fields. Every rank trains its shard
+ * of each global batch of world_size * --batch-size samples; only rank 0
+ * writes --save checkpoints, and every rank can --resume from one. Without
+ * --distributed they do nothing. False, with the message printed, on error. */
+bool nb_example_distributed_begin(const char *prog, nb_example_args *a);
+bool nb_example_distributed_model(const char *prog, nb_example_args *a, nb_module *net);
+nb_loader_options nb_example_loader_shard(const nb_example_args *a, nb_loader_options o);
+/* Frees the DDP wrapper and leaves the group (NULLs in a). */
+void nb_example_distributed_end(nb_example_args *a);
 
 #endif

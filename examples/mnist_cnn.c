@@ -6,6 +6,11 @@
  *
  *   mnist_cnn [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]
  *             [--save PATH] [--save-every STEPS] [--resume PATH] [--stop-after EPOCHS]
+ *             [--device cpu|cuda] [--amp] [--cuda-graph] [--distributed] [--max-steps N]
+ *
+ * --distributed: one data-parallel rank (see mnist_mlp.c). Every rank draws
+ * the same dropout masks for its own rows (one seed), as PyTorch does when
+ * every rank calls manual_seed with the same value.
  *
  * Prints one line per epoch and, last, exactly
  *   final: test_accuracy=0.XXXX train_loss=X.XXXX seconds=S */
@@ -27,7 +32,12 @@ int main(int argc, char **argv) {
                          .schedule = NB_LR_WSD};
     if (nb_example_parse(argc, argv, &a) != 0) return 2;
     if (!nb_example_set_threads(argv[0], a.threads)) return 2;
+    if (a.dtype == NB_F64) {
+        fprintf(stderr, "mnist_cnn: --dtype float64 is mnist_mlp's (the convolutions run in float32)\n");
+        return 2;
+    }
     nb_manual_seed(a.seed);
+    if (!nb_example_distributed_begin(argv[0], &a)) return 1;
 
     nb_dataset *train = NULL, *test = NULL;
     nb_mnist_options mo = {.flatten = false}; /* [N, 1, 28, 28] */
@@ -36,11 +46,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     nb_module *net = make_cnn();
+    if (net && !nb_example_distributed_model(argv[0], &a, net)) return 1;
     nb_optimizer *opt = net ? nb_adam(net, (nb_adam_options){.lr = a.lr}) : NULL;
-    nb_loader *loader = opt ? nb_loader_new(train, (nb_loader_options){.batch_size = a.batch_size, .shuffle = true,
-                                                                         .seed = a.seed, .prefetch = true,
-                                                                         .pin_memory = true})
-                            : NULL;
+    nb_loader_options lo = {.batch_size = a.batch_size, .shuffle = true, .seed = a.seed, .prefetch = true,
+                            .pin_memory = true};
+    nb_loader *loader = opt ? nb_loader_new(train, nb_example_loader_shard(&a, lo)) : NULL;
     if (!loader) {
         fprintf(stderr, "mnist_cnn: %s\n", nb_last_error());
         return 1;
@@ -52,6 +62,7 @@ int main(int argc, char **argv) {
     nb_example_result r = nb_example_train(net, opt, loader, test, &a, "mnist_cnn");
     nb_loader_free(loader);
     nb_optimizer_free(opt);
+    nb_example_distributed_end(&a);
     nb_module_free(net);
     nb_dataset_free(train);
     nb_dataset_free(test);

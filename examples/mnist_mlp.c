@@ -3,6 +3,12 @@
  *
  *   mnist_mlp [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]
  *             [--save PATH] [--save-every STEPS] [--resume PATH] [--stop-after EPOCHS]
+ *             [--device cpu|cuda] [--amp] [--cuda-graph] [--distributed] [--max-steps N]
+ *             [--dtype float32|float64]
+ *
+ * Data-parallel: `mpirun -np 2 mnist_mlp --distributed` (CPU, MPI), or one
+ * process per GPU with --device cuda (NCCL); each rank trains on its shard of
+ * every global batch of 2 x --batch-size samples (README: "Data-parallel").
  *
  * Prints one line per epoch and, last, exactly
  *   final: test_accuracy=0.XXXX train_loss=X.XXXX seconds=S
@@ -15,11 +21,23 @@
 #include "example_common.h"
 #include "nabla.h"
 
+/* --dtype float64: the images as float64 (the labels stay int64). */
+static bool as_dtype(nb_dataset **ds) {
+    nb_scope *s = nb_scope_begin();
+    nb_dataset *d = nb_dataset_from_tensors(nb_to_dtype(nb_dataset_x(*ds), NB_F64), nb_dataset_y(*ds));
+    nb_scope_end(s);
+    if (!d) return false;
+    nb_dataset_free(*ds);
+    *ds = d;
+    return true;
+}
+
 int main(int argc, char **argv) {
     nb_example_args a = {.epochs = 10, .batch_size = 128, .lr = 1e-3, .seed = 0, .threads = 0, .data = NULL};
     if (nb_example_parse(argc, argv, &a) != 0) return 2;
     if (!nb_example_set_threads(argv[0], a.threads)) return 2;
     nb_manual_seed(a.seed);
+    if (!nb_example_distributed_begin(argv[0], &a)) return 1;
 
     nb_dataset *train = NULL, *test = NULL;
     nb_mnist_options mo = {.flatten = true};
@@ -27,13 +45,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "mnist_mlp: %s\n", nb_last_error());
         return 1;
     }
-    nb_module *net = nb_nn_sequential(nb_nn_linear(784, 512), nb_nn_relu(), nb_nn_linear(512, 512), nb_nn_relu(),
-                                   nb_nn_linear(512, 10));
+    if (a.dtype == NB_F64 && (!as_dtype(&train) || !as_dtype(&test))) {
+        fprintf(stderr, "mnist_mlp: %s\n", nb_last_error());
+        return 1;
+    }
+    nb_dtype dt = a.dtype == NB_F64 ? NB_F64 : NB_F32;
+    nb_module *net = nb_nn_sequential(nb_nn_linear_ex(784, 512, true, dt), nb_nn_relu(),
+                                      nb_nn_linear_ex(512, 512, true, dt), nb_nn_relu(),
+                                      nb_nn_linear_ex(512, 10, true, dt));
+    if (net && !nb_example_distributed_model(argv[0], &a, net)) return 1;
     nb_optimizer *opt = net ? nb_adam(net, (nb_adam_options){.lr = a.lr}) : NULL;
-    nb_loader *loader = opt ? nb_loader_new(train, (nb_loader_options){.batch_size = a.batch_size, .shuffle = true,
-                                                                         .seed = a.seed, .prefetch = true,
-                                                                         .pin_memory = true})
-                            : NULL;
+    nb_loader_options lo = {.batch_size = a.batch_size, .shuffle = true, .seed = a.seed, .prefetch = true,
+                            .pin_memory = true};
+    nb_loader *loader = opt ? nb_loader_new(train, nb_example_loader_shard(&a, lo)) : NULL;
     if (!loader) {
         fprintf(stderr, "mnist_mlp: %s\n", nb_last_error());
         return 1;
@@ -45,6 +69,7 @@ int main(int argc, char **argv) {
     nb_example_result r = nb_example_train(net, opt, loader, test, &a, "mnist_mlp");
     nb_loader_free(loader);
     nb_optimizer_free(opt);
+    nb_example_distributed_end(&a);
     nb_module_free(net);
     nb_dataset_free(train);
     nb_dataset_free(test);

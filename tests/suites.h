@@ -61,7 +61,8 @@
     X(cuda_elementwise) \
     X(graph) \
     X(autocast) \
-    X(flat_params)
+    X(flat_params) \
+    X(distributed)
 
 #define NB_DECLARE_SUITE(name) Suite *nb_suite_##name(void);
 NB_SUITES(NB_DECLARE_SUITE)

@@ -8,14 +8,22 @@
 
 static void usage(const char *prog) {
     fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N] [--device cpu|cuda|cuda:N] [--tf32] "
-                    "[--config NAME] [--amp] [--graph] [--profile]\n", prog);
+                    "[--config NAME] [--amp] [--graph] [--profile] [--distributed]\n", prog);
     exit(2);
 }
 
+static nb_process_group *group; /* left at exit (MPI must be finalized) */
+static void leave_group(void) { nb_distributed_destroy(group); }
+
 nb_bench_args nb_bench_parse(int argc, char **argv) {
     nb_bench_args a = {.steps = 20, .warmup = 3, .device = NB_CPU};
+    bool distributed = false;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
+        if (!strcmp(f, "--distributed")) {
+            distributed = true;
+            continue;
+        }
         if (!strcmp(f, "--tf32") || !strcmp(f, "--profile") || !strcmp(f, "--graph") || !strcmp(f, "--amp")) {
             *(f[2] == 't' ? &a.tf32 : f[2] == 'p' ? &a.profile : f[2] == 'g' ? &a.graph : &a.amp) = true;
             continue;
@@ -33,6 +41,14 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
     if (a.steps < 1) a.steps = 1;
     if (a.warmup < 0) a.warmup = 0;
     nb_set_num_threads(a.threads);
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK") ? getenv("OMPI_COMM_WORLD_LOCAL_RANK") : getenv("LOCAL_RANK");
+    int ngpu = a.device.type == NB_DEVICE_CUDA ? nb_device_count(NB_DEVICE_CUDA) : 0;
+    if (distributed && lr && ngpu > 1) a.device = NB_CUDA(atoi(lr) % ngpu); /* one GPU per rank */
+    if (distributed && !(a.pg = nb_distributed_init((nb_distributed_options){.device = a.device}))) {
+        fprintf(stderr, "%s: --distributed: %s\n", argv[0], nb_last_error());
+        exit(2);
+    }
+    if (a.pg) group = a.pg, atexit(leave_group);
     if (nb_set_default_device(a.device) != NB_OK ||
         nb_set_float32_matmul_precision(a.tf32 ? "high" : "highest") != NB_OK) {
         fprintf(stderr, "%s: %s\n", argv[0], nb_last_error());
@@ -61,6 +77,7 @@ static int cmp_double(const void *a, const void *b) {
 /* One step (without the timing's synchronize); the loss tensor is kept (in
  * *loss) for the final read. */
 static bool amp; /* --amp */
+static nb_ddp *ddp; /* --distributed */
 
 static nb_status step_work(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss) {
     nb_scope *s = nb_scope_begin();
@@ -72,7 +89,7 @@ static nb_status step_work(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_t
                        : NULL;
     if (amp) nb_autocast_end(nb_device_of(x));
     nb_status st = l ? nb_backward(l) : nb_last_status();
-    if (st == NB_OK) st = nb_optimizer_step(opt);
+    if (st == NB_OK) st = ddp ? nb_ddp_step(ddp, opt) : nb_optimizer_step(opt);
     nb_release(*loss);
     *loss = NULL;
     if (st == NB_OK) *loss = nb_detach(l), nb_retain(*loss);
@@ -105,6 +122,10 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_device_counters c0 = {0};
     nb_graph *g = NULL;
     amp = a->amp;
+    if (a->pg && !(ddp = nb_ddp_new(net, a->pg, NULL))) {
+        free(ms);
+        return nb_bench_fail(workload);
+    }
     for (int i = 0; i < a->warmup + a->steps; i++) {
         if (i == a->warmup && a->graph) { /* capture one step after the eager warm-up */
             nb_status st = nb_graph_capture_begin(dev);
@@ -140,12 +161,22 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     double l = nb_item(loss); /* with a graph: the captured step's loss, as the last replay left it */
     nb_release(loss);
     nb_graph_free(g);
+    nb_ddp_free(ddp);
+    ddp = NULL;
     qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);
+    char world[32] = "";
+    if (a->pg) {
+        snprintf(world, sizeof world, "world=%d ", nb_process_group_size(a->pg));
+        if (nb_process_group_rank(a->pg) != 0) { /* rank 0 reports */
+            free(ms);
+            return 0;
+        }
+    }
     double median = a->steps % 2 ? ms[a->steps / 2] : 0.5 * (ms[a->steps / 2 - 1] + ms[a->steps / 2]);
     char d[32];
-    printf("workload=%s device=%s mode=%s threads=%d nabla median_ms=%.3f min_ms=%.3f loss=%.4f "
+    printf("workload=%s device=%s mode=%s threads=%d %snabla median_ms=%.3f min_ms=%.3f loss=%.4f "
            "launches_per_step=%.1f syncs_per_step=%.1f info=\"%s\"\n",
-           workload, nb_device_str(dev, d, sizeof d), mode_name(a), nb_get_num_threads(), median,
+           workload, nb_device_str(dev, d, sizeof d), mode_name(a), nb_get_num_threads(), world, median,
            ms[0], l, (double)(c1.kernel_launches - c0.kernel_launches) / a->steps,
            (double)(c1.host_syncs - c0.host_syncs) / a->steps, nb_backend_info(dev));
     free(ms);

@@ -14,6 +14,8 @@ typedef struct nb_bench_args {
     bool graph;   /* --graph: the timed steps replay one captured step (CUDA graphs) */
     bool profile; /* --profile: the kernel-slot profile of the timed steps (nb_profiler_report) */
     const char *variant; /* a workload's own flag (bench_bert: --config bert-base) */
+    nb_process_group *pg; /* --distributed: DDP over the launcher's ranks (weak scaling: each
+                             rank steps its own batch; rank 0 prints, with world=N) */
 } nb_bench_args;
 
 /* --steps (20) --warmup (3) --threads (0 = all cores) --device (cpu; cuda,
@@ -21,7 +23,9 @@ typedef struct nb_bench_args {
  * workloads that have one, --config NAME, --amp (the forward and loss under
  * nb_autocast bfloat16), --graph (after the warm-up steps
  * one step is captured and the timed steps replay it, as torch_ref.py's
- * --graph) and --profile. Sets the threads, the default
+ * --graph), --profile and --distributed (under mpirun or torchrun; with
+ * --device cuda each rank takes cuda:LOCAL_RANK when several GPUs are
+ * visible). Sets the threads, the default
  * device, the matmul precision and the seed (0); exits with a message on a
  * bad flag or a device this build cannot use. */
 nb_bench_args nb_bench_parse(int argc, char **argv);

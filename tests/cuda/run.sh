@@ -42,8 +42,12 @@
 #               on the staged bench_gpt and bench_llama_infer): GPT-2 small
 #               training on the CPU at 16 threads against gpt_ref.py, Llama
 #               3.2 1B inference on the GPU against llama_infer_ref.py
+#   ddp         data-parallel (issue 18): dist_check over NCCL on one GPU and
+#               on all of them, and over MPI on 2 CPU processes; then
+#               bench_bert --distributed under mpirun against PyTorch DDP
+#               under torchrun (tests/bench/ddp_ref.py) at 1, 2, 4, 8 GPUs
 # `all` is info harness suite memcheck racecheck examples bench; the others
-# (amp, profile, parity, slots, and the long cpu and decoder) by name.
+# (amp, profile, parity, slots, ddp, and the long cpu and decoder) by name.
 # Prints a summary table last. The device tool (/work/.library/device)
 # runs it as:  tests/cuda/run.sh harness bench   with .dev carried.
 set -uo pipefail
@@ -62,7 +66,7 @@ stage() {
     cp build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn build-cuda/examples/bert_mlm "$dev/examples/"
     cp build-cuda/tests/nabla-tests build-cuda/tests/device_parity build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
         build-cuda/tests/bench/bench_bert "$dev/bin/"
-    cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots "$dev/bin/"
+    cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots build-cuda/tests/dist_check "$dev/bin/"
     # the decoder benchmarks (linked with the static library, each a fat binary; no data files)
     cp build-cuda/tests/bench/bench_gpt build-cuda/tests/bench/bench_llama_infer "$dev/bin/"
     cp -L build-cuda/libnabla.so.0 "$dev/lib/"
@@ -152,6 +156,37 @@ cpu_profile() {
     return $rc
 }
 
+# data-parallel (issue 18): dist_check over NCCL with 1 GPU and with every
+# visible GPU, then the weak-scaling table: bench_bert --distributed under
+# mpirun (one process per GPU, each on cuda:LOCAL_RANK with every GPU
+# visible, so NCCL can use NVLink) beside PyTorch DDP under torchrun, at 1,
+# 2, 4 and 8 GPUs (those present), the two back to back per cell
+ddp_runs() {
+    local ngpu rc=0 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH)
+    ngpu=$(nvidia-smi -L | wc -l)
+    "$dev/bin/dist_check" --device cuda || rc=1
+    "${mpi[@]}" -np "$ngpu" "$dev/bin/dist_check" --device cuda || rc=1
+    "${mpi[@]}" -np 2 "$dev/bin/dist_check" || rc=1 # MPI on the CPUs of this machine too
+    "${mpi[@]}" -np "$ngpu" -x NB_MNIST_DIR "$dev/examples/mnist_mlp" --distributed --device cuda --epochs 2 || rc=1
+    rm -f /tmp/nb_nccl.id # torchrun's variables, the NCCL id through a file
+    NB_DIST_INIT_FILE=/tmp/nb_nccl.id torchrun --standalone --nproc_per_node 2 --no-python \
+        "$dev/bin/dist_check" --device cuda 2>&1 | grep -v '^W\|^\*\*\*\|OMP_NUM_THREADS' || rc=1
+    for n in 1 2 4 8; do
+        [ "$n" -le "$ngpu" ] || continue
+        for w in bert bert-base; do
+            local cfg=(--config "$w") st=(--steps 30 --warmup 5)
+            for m in "--tf32" "--tf32 --amp"; do
+                # shellcheck disable=SC2086
+                "${mpi[@]}" -np "$n" "$dev/bin/bench_bert" "${cfg[@]}" "${st[@]}" --device cuda --distributed $m || rc=1
+                # shellcheck disable=SC2086
+                TORCH_REF=$dev/torch_ref.py torchrun --standalone --nproc_per_node "$n" \
+                    "$root/tests/bench/ddp_ref.py" "$w" "${st[@]}" $m 2>&1 | grep -v '^W\|^\*\*\*\|OMP_NUM_THREADS' || rc=1
+            done
+        done
+    done
+    return $rc
+}
+
 run_bench() {
     local torch=$dev/torch_ref.py
     for w in mlp cnn bert bert-base; do
@@ -203,6 +238,7 @@ gpu() {
         cpu)
             step cpu cpu_scaling
             step cpu_profile cpu_profile ;;
+        ddp) step ddp ddp_runs ;;
         decoder) step decoder env THREADS=16 PYTHON=python3 BENCH_DIR="$dev/bin" bash "$root/tests/bench/decoder_gpu_bench.sh" ;;
         profile) step profile bash -c "for w in mlp cnn; do $dev/bin/bench_\$w --device cuda --steps 20 --profile; done;
             for m in '' --amp; do $dev/bin/bench_bert --device cuda --tf32 \$m --steps 10 --profile;
@@ -223,6 +259,7 @@ gpu() {
     grep -h '^workload=' "$out"/bench.log 2>/dev/null | sed 's/ info=.*//; s/ torch=[^ ]*//'
     grep -h '^CPU: \|^|' "$out"/cpu.log 2>/dev/null
     grep -h '^workload=\|^nabla: no result' "$out"/decoder.log 2>/dev/null | sed 's/ info=.*//'
+    grep -h '^dist_check: \|^workload=\|^final:' "$out"/ddp.log 2>/dev/null | sed 's/ info=.*//; s/ torch=[^ ]*//'
 }
 
 case ${1:-} in

@@ -162,7 +162,9 @@ cpu_profile() {
 # visible, so NCCL can use NVLink) beside PyTorch DDP under torchrun, at 1,
 # 2, 4 and 8 GPUs (those present), the two back to back per cell
 ddp_runs() {
-    local ngpu rc=0 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH)
+    # NVLink multicast stays off (the machines' rule: it can take shared GPUs down)
+    export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+    local ngpu rc=0 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
     ngpu=$(nvidia-smi -L | wc -l)
     "$dev/bin/dist_check" --device cuda || rc=1
     "${mpi[@]}" -np "$ngpu" "$dev/bin/dist_check" --device cuda || rc=1

@@ -2,8 +2,8 @@
  * contiguous tensor is seen as [outer, size, inner] around the indexed dim.
  * index_select copies whole inner runs, split over threads by output row.
  * index_add (the backward of index_select and embedding) zeroes its output
- * and adds g's rows in index order; threads split the (outer, column block)
- * pairs, so every output element is written by one thread and summed in a
+ * (threads split it into contiguous row spans) and adds g's rows in index
+ * order; threads split the (outer, column block) pairs, so every output element is written by one thread and summed in a
  * fixed order, whatever the thread count (PyTorch's deterministic index_add
  * / embedding backward, with no atomics). index_copy overwrites rows in
  * index order per outer slice (the last repeat wins, deterministically).
@@ -111,6 +111,16 @@ typedef struct add_job {
     int64_t cb, ncb; /* column block width and count per outer slice */
 } add_job;
 
+typedef struct zero_job {
+    char *p;
+    int64_t row; /* bytes */
+} zero_job;
+
+static void zero_rows(void *arg, int64_t r0, int64_t r1) {
+    const zero_job *z = arg;
+    memset(z->p + r0 * z->row, 0, (size_t)((r1 - r0) * z->row));
+}
+
 #define INDEX_ADD_FUNC(T, S, ADD)                                                               \
     static void add_units_##S(void *arg, int64_t u0, int64_t u1) {                              \
         const add_job *j = arg;                                                                 \
@@ -119,7 +129,6 @@ typedef struct add_job {
             int64_t w = j->inner - c0 < j->cb ? j->inner - c0 : j->cb;                          \
             T *gx = (T *)j->gx + o * j->size * j->inner + c0;                                   \
             const T *g = (const T *)j->g + o * j->k * j->inner + c0;                            \
-            for (int64_t r = 0; r < j->size; r++) memset(gx + r * j->inner, 0, sizeof(T) * (size_t)w); \
             for (int64_t i = 0; i < j->k; i++) {                                                \
                 if (j->idx[i] == j->skip) continue;                                             \
                 T *dst = gx + j->idx[i] * j->inner;                                             \
@@ -163,6 +172,10 @@ nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb
     j.ncb = (j.inner + j.cb - 1) / j.cb;
     int64_t units = outer * j.ncb;
     int64_t grain = work < NB_CPU_GRAIN ? units : 1;
+    /* zeroed first in contiguous spans (an embedding's gradient is mostly
+     * rows no index names: one streaming pass, not a strided one per block) */
+    zero_job z = {gx->data, (int64_t)nb_dtype_size(gx->dtype) * j.inner};
+    nb_cpu_parallel_for(outer * j.size, NB_CPU_GRAIN / j.inner + 1, zero_rows, &z);
     nb_cpu_parallel_for(units, grain, fn, &j);
     return NB_OK;
 }

@@ -38,6 +38,8 @@
 #               on the staged bench_mlp, bench_cnn and bench_bert against
 #               torch_ref.py under python3's PyTorch, 2, 4 and 16 threads),
 #               then their kernel-slot profiles at 16 threads (cpu_profile)
+#               and the workloads' GEMM shapes through the BLAS beside its
+#               square-GEMM peak at 2 and 16 threads (cpu_gemm)
 #   decoder     the decoder figures of issue 16 (tests/bench/decoder_gpu_bench.sh
 #               on the staged bench_gpt and bench_llama_infer): GPT-2 small
 #               training on the CPU at 16 threads against gpt_ref.py, Llama
@@ -66,7 +68,8 @@ stage() {
     cp build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn build-cuda/examples/bert_mlm "$dev/examples/"
     cp build-cuda/tests/nabla-tests build-cuda/tests/device_parity build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
         build-cuda/tests/bench/bench_bert "$dev/bin/"
-    cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots build-cuda/tests/dist_check "$dev/bin/"
+    cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots build-cuda/tests/dist_check \
+        build-cuda/tests/bench/gemm_shapes "$dev/bin/"
     # the decoder benchmarks (linked with the static library, each a fat binary; no data files)
     cp build-cuda/tests/bench/bench_gpt build-cuda/tests/bench/bench_llama_infer "$dev/bin/"
     cp -L build-cuda/libnabla.so.0 "$dev/lib/"
@@ -239,7 +242,8 @@ gpu() {
         bench) step bench run_bench ;;
         cpu)
             step cpu cpu_scaling
-            step cpu_profile cpu_profile ;;
+            step cpu_profile cpu_profile
+            step cpu_gemm bash -c "for t in 2 16; do '$dev/bin/gemm_shapes' --threads \$t --reps 5; done" ;;
         ddp) step ddp ddp_runs ;;
         decoder) step decoder env NABLA_CONTEXTS="${NABLA_CONTEXTS:-128,4096,32768}" THREADS=16 PYTHON=python3 BENCH_DIR="$dev/bin" bash "$root/tests/bench/decoder_gpu_bench.sh" ;;
         profile) step profile bash -c "for w in mlp cnn; do $dev/bin/bench_\$w --device cuda --steps 20 --profile; done;

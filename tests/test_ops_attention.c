@@ -448,6 +448,34 @@ START_TEST(test_memory_no_score_matrix) {
 }
 END_TEST
 
+/* The CUDA long-sequence path (B*L*S above the score-matrix path's 2^26:
+ * the tiled kernels, k_flash_fwd64 at head size 64 in float32) against the
+ * CPU on the same bits: causal with dropout (the same Philox masks), a bool
+ * mask, and neither with S != L (partial key tiles and query blocks).
+ * Skipped without a CUDA device. */
+START_TEST(test_cuda_long_sequence_matches_cpu) {
+    if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
+    nb_scope *s = nb_scope_begin();
+    const int64_t B = 2, L = 5800, S = 5801, E = 64;
+    nb_tensor *q = randn(NB_SHAPE(B, 1, L, E), NB_F32, 11), *k = randn(NB_SHAPE(B, 1, S, E), NB_F32, 12);
+    nb_tensor *v = randn(NB_SHAPE(B, 1, S, E), NB_F32, 13);
+    nb_tensor *qc = nb_to_device(q, NB_CUDA(0)), *kc = nb_to_device(k, NB_CUDA(0)), *vc = nb_to_device(v, NB_CUDA(0));
+    nb_tensor *mask = bool_mask(L, S, 5, NULL), *maskc = nb_to_device(mask, NB_CUDA(0));
+    for (int c = 0; c < 3; c++) {
+        nb_generator g1 = nb_generator_new(7), g2 = g1;
+        nb_sdpa_options o = {.is_causal = c == 0, .dropout_p = c == 0 ? 0.1 : 0, .attn_mask = c == 1 ? mask : NULL};
+        nb_tensor *kk = c == 0 ? nb_narrow(k, 2, 0, L) : k, *vv = c == 0 ? nb_narrow(v, 2, 0, L) : v;
+        nb_tensor *kkc = c == 0 ? nb_narrow(kc, 2, 0, L) : kc, *vvc = c == 0 ? nb_narrow(vc, 2, 0, L) : vc;
+        o.gen = &g1;
+        nb_tensor *want = nb_scaled_dot_product_attention(q, kk, vv, o);
+        o.gen = &g2, o.attn_mask = c == 1 ? maskc : NULL;
+        nb_tensor *got = nb_to_device(nb_scaled_dot_product_attention(qc, nb_contiguous(kkc), nb_contiguous(vvc), o), NB_CPU);
+        ck_same(got, want, 2e-4);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_errors) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *q = randn(NB_SHAPE(2, 5, 4), NB_F64, 1), *k = randn(NB_SHAPE(2, 7, 4), NB_F64, 2);
@@ -603,7 +631,8 @@ Suite *nb_suite_ops_attention(void) {
     TCase *t = tcase_create("threads_memory");
     tcase_add_test(t, test_threads_bitwise);
     tcase_add_test(t, test_memory_no_score_matrix);
-    tcase_set_timeout(t, 60);
+    tcase_add_test(t, test_cuda_long_sequence_matches_cpu);
+    tcase_set_timeout(t, 120);
     suite_add_tcase(s, t);
     return s;
 }

@@ -15,10 +15,14 @@
 //    dK = scale dS^T Q (FlashAttention-2's formulas).
 //  - long sequences: FlashAttention's tiling (Dao et al. 2022), O(L + S)
 //    memory: a block of query rows streams key/value tiles through shared
-//    memory with an online softmax; backward in two passes, one owning the
+//    memory with an online softmax (float32 at head size 64: the query row
+//    and accumulator in registers, k_flash_fwd64); backward in two passes, one owning the
 //    dQ rows and one the dK/dV rows, each summing in a fixed order (no
 //    atomics: deterministic).
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_common.cuh"
 #include "cuda_kernels.h"
@@ -203,6 +207,94 @@ template <typename T> __global__ void k_flash_fwd(Att a, const T *q, const T *k,
     lse[b * a.L + i] = (T)(l == 0 ? -INFINITY : m + log(l));
 }
 
+// The float32 forward at head size 64 (E == Ev == 64: BERT, GPT-2, Llama 3.2
+// 1B), where the long-sequence path spends its time: each thread keeps its
+// query row and output accumulator in registers (k_flash_fwd keeps them in
+// global and shared memory), reads the key/value tile as broadcast float4s,
+// and runs the online softmax in float. The same masking, dropout bits and
+// lse as k_flash_fwd; the sums run in the same key order (rounding aside).
+constexpr int HD = 64;
+__global__ void __launch_bounds__(FQ) k_flash_fwd64(Att a, const float *q, const float *k, const float *v,
+                                                     float *out, float *lse) {
+    __shared__ float4 ks[FK][HD / 4], vs[FK][HD / 4];
+    int64_t b = blockIdx.y, i = (int64_t)blockIdx.x * FQ + threadIdx.x;
+    bool live = i < a.L;
+    float qr[HD], acc[HD];
+    const float4 *q4 = (const float4 *)(q + (b * a.L + (live ? i : 0)) * HD);
+#pragma unroll
+    for (int e = 0; e < HD / 4; e++) {
+        float4 x = q4[e];
+        qr[4 * e] = x.x, qr[4 * e + 1] = x.y, qr[4 * e + 2] = x.z, qr[4 * e + 3] = x.w;
+    }
+#pragma unroll
+    for (int e = 0; e < HD; e++) acc[e] = 0;
+    int64_t mb = a.mask.ptr ? mask_base(a.mask, b) : 0;
+    float m = -INFINITY, l = 0, scale = (float)a.scale;
+    int64_t last = (int64_t)blockIdx.x * FQ + FQ - 1;
+    int64_t kend = a.causal ? (last + 1 < a.S ? last + 1 : a.S) : a.S;
+    const float4 *k4 = (const float4 *)k, *v4 = (const float4 *)v;
+    for (int64_t j0 = 0; j0 < kend; j0 += FK) {
+        int nk = a.S - j0 < FK ? (int)(a.S - j0) : FK;
+        __syncthreads();
+        for (int x = threadIdx.x; x < FK * HD / 4; x += FQ) {
+            int c = x / (HD / 4), e = x % (HD / 4);
+            bool in = c < nk;
+            ks[c][e] = in ? k4[(b * a.S + j0 + c) * (HD / 4) + e] : make_float4(0, 0, 0, 0);
+            vs[c][e] = in ? v4[(b * a.S + j0 + c) * (HD / 4) + e] : make_float4(0, 0, 0, 0);
+        }
+        __syncthreads();
+        if (!live) continue;
+        float sc[FK];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < FK; c++) {
+            float d = 0;
+#pragma unroll
+            for (int e = 0; e < HD / 4; e++) {
+                float4 kk = ks[c][e];
+                d += qr[4 * e] * kk.x;
+                d += qr[4 * e + 1] * kk.y;
+                d += qr[4 * e + 2] * kk.z;
+                d += qr[4 * e + 3] * kk.w;
+            }
+            float sv = c < nk ? masked<float>(a, mb, i, j0 + c, scale * d) : -INFINITY;
+            sc[c] = sv;
+            mx = fmaxf(mx, sv);
+        }
+        float mnew = fmaxf(m, mx);
+        if (mnew == -INFINITY) continue; // everything masked so far
+        float alpha = expf(m - mnew), sum = 0;
+#pragma unroll
+        for (int c = 0; c < FK; c++) {
+            float p = expf(sc[c] - mnew);
+            sum += p;
+            sc[c] = a.dropout && c < nk ? p * (float)keep(a, b, i, j0 + c) : p; // dropout after l (lse is undropped)
+        }
+        l = l * alpha + sum;
+        m = mnew;
+#pragma unroll
+        for (int e = 0; e < HD; e++) acc[e] *= alpha;
+#pragma unroll
+        for (int c = 0; c < FK; c++) {
+            float p = sc[c];
+#pragma unroll
+            for (int e = 0; e < HD / 4; e++) {
+                float4 vv = vs[c][e];
+                acc[4 * e] += p * vv.x;
+                acc[4 * e + 1] += p * vv.y;
+                acc[4 * e + 2] += p * vv.z;
+                acc[4 * e + 3] += p * vv.w;
+            }
+        }
+    }
+    if (!live) return;
+    float4 *o4 = (float4 *)(out + (b * a.L + i) * HD);
+#pragma unroll
+    for (int e = 0; e < HD / 4; e++) // l == 0: 0/0, NaN as the CPU
+        o4[e] = make_float4(acc[4 * e] / l, acc[4 * e + 1] / l, acc[4 * e + 2] / l, acc[4 * e + 3] / l);
+    lse[b * a.L + i] = l == 0 ? -INFINITY : m + logf(l);
+}
+
 // dQ rows: for query row i, dq = scale sum_j dS_ij k_j.
 template <typename T>
 __global__ void k_flash_dq(Att a, const T *q, const T *k, const T *v, const T *go, const T *lse, const double *D,
@@ -339,11 +431,24 @@ static nb_status setup(const char *op, Att *a, const nb_kview *out, const nb_kvi
 
 constexpr int64_t GEMM_PATH_MAX = (int64_t)1 << 26; // scores held when B*L*S is at most this
 
+// NB_CUDA_ATTENTION=flash takes the long-sequence path at every size (the
+// tests' way to reach it), =gemm the score-matrix path; read once.
+static int64_t gemm_path_max() {
+    static int64_t v = -2;
+    if (v == -2) {
+        const char *e = getenv("NB_CUDA_ATTENTION");
+        v = e && !strcmp(e, "flash") ? -1 : e && !strcmp(e, "gemm") ? INT64_MAX : GEMM_PATH_MAX;
+    }
+    return v;
+}
+
 static size_t flash_smem(const Att &a, size_t es, int which) {
     if (which == 2) return es * (size_t)(FK * a.E + FK * a.Ev) + 2 * sizeof(double) * FK + es * (size_t)(FQ * (a.E + a.Ev + 1));
     int64_t accw = which == 0 ? a.Ev + 1 : a.E + 1;
     return es * (size_t)(FK * a.E + FK * a.Ev + FQ * accw);
 }
+
+static bool aligned16(const nb_kview *t) { return ((uintptr_t)t->data & 15) == 0; }
 
 static nb_status set_smem(const void *fn, size_t bytes, const char *op) {
     if (bytes > 48 * 1024) NBC_TRY(op, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
@@ -371,7 +476,7 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
                                                                              a.B * a.L * a.Ev, a.B * a.L);
             return launched(op);
         }
-        if (a.B * a.L * a.S <= GEMM_PATH_MAX) {
+        if (a.B * a.L * a.S <= gemm_path_max()) {
             Scratch sc;
             if (!sc.alloc(be, sizeof(T) * (size_t)(a.B * a.L * a.S))) return nb_last_status();
             nb_status r = gemm_rm(be, op, q->dtype, false, true, a.L, a.S, a.E, a.scale, q->data, a.E, a.L * a.E, k->data,
@@ -383,10 +488,16 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
             return gemm_rm(be, op, q->dtype, false, false, a.L, a.Ev, a.S, 1.0, sc.ptr, a.S, a.L * a.S, v->data, a.Ev,
                            a.S * a.Ev, 0.0, out->data, a.Ev, a.L * a.Ev, a.B);
         }
+        dim3 grid((unsigned)((a.L + FQ - 1) / FQ), (unsigned)a.B);
+        if (sizeof(T) == 4 && a.E == HD && a.Ev == HD && aligned16(q) && aligned16(k) && aligned16(v) &&
+            aligned16(out)) {
+            k_flash_fwd64<<<grid, FQ, 0, s>>>(a, (const float *)q->data, (const float *)k->data,
+                                              (const float *)v->data, (float *)out->data, (float *)lse->data);
+            return launched(op);
+        }
         size_t sm = flash_smem(a, sizeof(T), 0);
         nb_status r = set_smem((const void *)k_flash_fwd<T>, sm, op);
         if (r) return r;
-        dim3 grid((unsigned)((a.L + FQ - 1) / FQ), (unsigned)a.B);
         k_flash_fwd<T><<<grid, FQ, sm, s>>>(a, (const T *)q->data, (const T *)k->data, (const T *)v->data,
                                             (T *)out->data, (T *)lse->data);
         return launched(op);
@@ -424,7 +535,7 @@ extern "C" nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *
                                                                 dsum.as<double>(), rows, a.Ev);
         nb_status r = launched(op);
         if (r) return r;
-        if (a.B * a.L * a.S <= GEMM_PATH_MAX) {
+        if (a.B * a.L * a.S <= gemm_path_max()) {
             size_t n = (size_t)(a.B * a.L * a.S);
             Scratch p, pd, dp;
             if (!p.alloc(be, sizeof(T) * n) || !dp.alloc(be, sizeof(T) * n) || (a.dropout && !pd.alloc(be, sizeof(T) * n)))

@@ -14,8 +14,7 @@
 # takes bench_gpt and bench_llama_infer prebuilt from dir instead of building
 # build-bench (tests/cuda/run.sh's decoder step: its staged .dev/bin).
 # CONTEXTS=128,4096,100000 the prefill lengths; NABLA_CONTEXTS nabla's own
-# (its float32 attention at 100k tokens outlasts a device call); SKIP_GPT=1
-# runs the Llama part only.
+# (default: the same); SKIP_GPT=1 runs the Llama part only.
 set -uo pipefail
 bin=${BENCH_DIR:+$(cd "$BENCH_DIR" && pwd)}
 cd "$(dirname "$0")/../.."

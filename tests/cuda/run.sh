@@ -245,7 +245,7 @@ gpu() {
             step cpu_profile cpu_profile
             step cpu_gemm bash -c "for t in 2 16; do '$dev/bin/gemm_shapes' --threads \$t --reps 5; done" ;;
         ddp) step ddp ddp_runs ;;
-        decoder) step decoder env NABLA_CONTEXTS="${NABLA_CONTEXTS:-128,4096,32768}" THREADS=16 PYTHON=python3 BENCH_DIR="$dev/bin" bash "$root/tests/bench/decoder_gpu_bench.sh" ;;
+        decoder) step decoder env THREADS=16 PYTHON=python3 BENCH_DIR="$dev/bin" bash "$root/tests/bench/decoder_gpu_bench.sh" ;;
         profile) step profile bash -c "for w in mlp cnn; do $dev/bin/bench_\$w --device cuda --steps 20 --profile; done;
             for m in '' --amp; do $dev/bin/bench_bert --device cuda --tf32 \$m --steps 10 --profile;
             $dev/bin/bench_bert --config bert-base --device cuda --tf32 \$m --steps 5 --profile; done" ;;

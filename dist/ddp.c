@@ -313,8 +313,13 @@ nb_tensor *nb_ddp_shard_parameters(nb_ddp *d) {
     return d->shard;
 }
 
-int nb_ddp_num_buckets(const nb_ddp *d) { return d ? d->n_buckets : -1; }
+int nb_ddp_num_buckets(const nb_ddp *d) {
+    if (!d) return nb_set_error(NB_ERR_INVALID_ARG, "ddp_num_buckets: NULL ddp"), -1;
+    return d->n_buckets;
+}
 
 int64_t nb_ddp_bucket_numel(const nb_ddp *d, int i) {
-    return d && i >= 0 && i < d->n_buckets ? nb_numel(d->buckets[i].grad) : -1;
+    if (!d || i < 0 || i >= d->n_buckets)
+        return nb_set_error(NB_ERR_INVALID_ARG, "ddp_bucket_numel: %s", d ? "bucket index out of range" : "NULL ddp"), -1;
+    return nb_numel(d->buckets[i].grad);
 }

@@ -96,7 +96,8 @@ bool nb_distributed_available(nb_dist_backend backend);
 
 /* get_rank, get_world_size, LOCAL_RANK (the rank among this host's
  * processes), the backend chosen, the group's device; -1 (NB_DIST_AUTO, the
- * CPU) for NULL. */
+ * CPU) with NB_ERR_INVALID_ARG for NULL (an earlier error is kept, so
+ * nb_process_group_rank(NULL) after a failed init names that failure). */
 int nb_process_group_rank(const nb_process_group *pg);
 int nb_process_group_size(const nb_process_group *pg);
 int nb_process_group_local_rank(const nb_process_group *pg);
@@ -185,7 +186,8 @@ nb_status nb_ddp_step(nb_ddp *ddp, nb_optimizer *opt);
  * error without zero1. */
 nb_tensor *nb_ddp_shard_parameters(nb_ddp *ddp);
 /* How many buckets, and the elements of bucket i (0 is the first to fill:
- * the last parameters). -1 for NULL or i out of range. */
+ * the last parameters). -1 with NB_ERR_INVALID_ARG for NULL or i out of
+ * range. */
 int nb_ddp_num_buckets(const nb_ddp *ddp);
 int64_t nb_ddp_bucket_numel(const nb_ddp *ddp, int i);
 

@@ -109,11 +109,23 @@ void nb_distributed_destroy(nb_process_group *pg) {
     free(pg);
 }
 
-int nb_process_group_rank(const nb_process_group *pg) { return pg ? pg->rank : -1; }
-int nb_process_group_size(const nb_process_group *pg) { return pg ? pg->size : -1; }
-int nb_process_group_local_rank(const nb_process_group *pg) { return pg ? pg->local_rank : -1; }
-nb_dist_backend nb_process_group_backend(const nb_process_group *pg) { return pg ? pg->backend : NB_DIST_AUTO; }
-nb_device nb_process_group_device(const nb_process_group *pg) { return pg ? pg->device : NB_CPU; }
+/* A NULL group: an error, unless one is pending (a failed nb_distributed_init's). */
+static bool no_group(const char *fn, const nb_process_group *pg) {
+    if (!pg && nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL process group", fn);
+    return !pg;
+}
+
+int nb_process_group_rank(const nb_process_group *pg) { return no_group("process_group_rank", pg) ? -1 : pg->rank; }
+int nb_process_group_size(const nb_process_group *pg) { return no_group("process_group_size", pg) ? -1 : pg->size; }
+int nb_process_group_local_rank(const nb_process_group *pg) {
+    return no_group("process_group_local_rank", pg) ? -1 : pg->local_rank;
+}
+nb_dist_backend nb_process_group_backend(const nb_process_group *pg) {
+    return no_group("process_group_backend", pg) ? NB_DIST_AUTO : pg->backend;
+}
+nb_device nb_process_group_device(const nb_process_group *pg) {
+    return no_group("process_group_device", pg) ? NB_CPU : pg->device;
+}
 
 /* ---- argument checks ------------------------------------------------------ */
 

@@ -113,6 +113,7 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_stream_wait_stream, NULL, NULL);
     NS(nb_stream_wait_stream, nb_stream_compute(NB_CPU), NULL);
     NV(nb_event_free, NULL);
+    NV(nb_stream_free, NULL);
     NS(nb_event_record, NULL, NULL);
     NS(nb_stream_wait_event, NULL, NULL);
     NS(nb_stream_wait_event, nb_stream_compute(NB_CPU), NULL);
@@ -132,6 +133,7 @@ START_TEST(test_every_public_function_survives_null) {
     NV(nb_profiler_report, NULL); /* NULL: stderr */
     NS(nb_graph_replay, NULL);
     NS(nb_module_flatten_parameters, NULL);
+    NS(nb_module_flatten_parameters_ex, NULL, 1);
     NI(nb_module_flat_buffers, NULL, NULL, NULL, 0);
     NV(nb_graph_free, NULL);
     /* decoders (nb_ops.h, nn/nb_decoder.h) */
@@ -739,12 +741,34 @@ START_TEST(test_every_public_function_survives_null) {
     ck_assert(nb_item(nb_sum(x, NULL, 0, false)) == 4);
     nb_scope_end(s);
 
+    /* dist/nb_distributed.h */
+    NV(nb_distributed_destroy, NULL);
+    NI(nb_process_group_rank, NULL);
+    NI(nb_process_group_size, NULL);
+    NI(nb_process_group_local_rank, NULL);
+    NX(nb_process_group_backend, NULL);
+    NX(nb_process_group_device, NULL);
+    NS(nb_all_reduce, NULL, NULL, NB_DIST_SUM);
+    NS(nb_broadcast, NULL, NULL, 0);
+    NS(nb_all_gather, NULL, NULL, NULL);
+    NS(nb_reduce_scatter, NULL, NULL, NULL, NB_DIST_SUM);
+    NS(nb_barrier, NULL);
+    NP(nb_all_reduce_async, NULL, NULL, NB_DIST_SUM);
+    NS(nb_work_wait, NULL);
+    NP(nb_ddp_new, NULL, NULL, NULL);
+    NV(nb_ddp_free, NULL);
+    NS(nb_ddp_set_no_sync, NULL, true);
+    NS(nb_ddp_step, NULL, NULL);
+    NP(nb_ddp_shard_parameters, NULL);
+    NI(nb_ddp_num_buckets, NULL);
+    NI(nb_ddp_bucket_numel, NULL, 0);
     /* the scan: every function of the public headers that takes a pointer was called */
     static const char *const headers[] = {"core/nb_core.h", "autograd/nb_ops.h", "autograd/nb_linalg.h",
                                           "autograd/nb_autograd.h", "autograd/nb_op_table.h", "nn/nb_nn.h",
                                           "nn/nb_transformer.h", "optim/nb_optim.h", "optim/nb_lr_scheduler.h",
                                           "optim/nb_checkpoint.h", "nn/nb_decoder.h", "data/nb_bpe.h",
-                                          "data/nb_data.h", "data/nb_text.h", "core/nb_safetensors.h"};
+                                          "data/nb_data.h", "data/nb_text.h", "core/nb_safetensors.h",
+                                          "dist/nb_distributed.h"};
     int found = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char path[512];

@@ -116,9 +116,12 @@ static nb_status broadcast_buffers(nb_ddp *d) {
     return st;
 }
 
+/* PyTorch syncs buffers only for forwards that will be followed by a
+ * synced backward: grad enabled and no_sync off. */
 static nb_status before_forward(nb_module *m, nb_tensor *input, nb_tensor **replace, void *user) {
     (void)m, (void)input, (void)replace;
-    return broadcast_buffers(user);
+    nb_ddp *d = user;
+    return nb_is_grad_enabled() && !d->no_sync ? broadcast_buffers(d) : NB_OK;
 }
 
 /* ---- construction ------------------------------------------------------------ */
@@ -221,18 +224,14 @@ nb_ddp *nb_ddp_new(nb_module *m, nb_process_group *pg, const nb_ddp_options *opt
     if (opts) d->o = *opts;
     nb_scope *s = nb_op_scope_begin();
     nb_named_tensor *ps = NULL;
-    /* with zero1 every rank's shard is the same length (all_gather's rule) */
-    nb_status st = nb_module_flatten_parameters_ex(m, d->o.zero1 ? 64 * (int64_t)pg->size : 1);
-    int n = st ? -1 : nb_module_parameters(m, NULL, 0);
-    if (!st && n < 0) st = nb_last_status();
+    nb_status st = NB_OK;
+    int n = nb_module_parameters(m, NULL, 0);
+    if (n < 0) st = nb_last_status(), n = 0;
     if (!st && !(ps = malloc(sizeof *ps * (size_t)(n ? n : 1)))) st = nb_set_error(NB_ERR_OOM, "ddp_new: out of host memory");
-    if (!st) {
-        nb_module_parameters(m, ps, n);
-        d->n_groups = nb_module_flat_buffers(m, d->flat, d->gflat, MAX_GROUPS);
-        d->params = calloc((size_t)(n ? n : 1), sizeof *d->params);
-        if (!d->params) st = nb_set_error(NB_ERR_OOM, "ddp_new: out of host memory");
-    }
-    for (int i = 0; i < n && !st; i++) { /* distinct tensors, in registration order */
+    if (!st && !(d->params = calloc((size_t)(n ? n : 1), sizeof *d->params)))
+        st = nb_set_error(NB_ERR_OOM, "ddp_new: out of host memory");
+    if (!st) nb_module_parameters(m, ps, n);
+    for (int i = 0; i < n && !st; i++) { /* distinct tensors, in registration order; checked before m changes */
         bool seen = false;
         for (int j = 0; j < d->n_params && !seen; j++) seen = d->params[j].t == ps[i].tensor;
         if (seen) continue;
@@ -241,10 +240,20 @@ nb_ddp *nb_ddp_new(nb_module *m, nb_process_group *pg, const nb_ddp_options *opt
             char a[32], b[32];
             st = nb_set_error(NB_ERR_DEVICE, "ddp_new: parameter %s is on %s, the process group on %s", ps[i].name,
                               nb_device_str(dv, a, sizeof a), nb_device_str(pg->device, b, sizeof b));
-            break;
+        } else if (d->o.zero1 && !ps[i].tensor->requires_grad) {
+            st = nb_set_error(NB_ERR_INVALID_ARG, "ddp_new: zero1 steps every element of the flat parameters, and "
+                              "parameter %s is frozen (requires_grad false)", ps[i].name);
         }
         d->params[d->n_params++] = (param){.ddp = d, .t = ps[i].tensor, .name = ps[i].name, .bucket = -1};
     }
+    /* with zero1 every rank's shard is the same length (all_gather's rule) */
+    if (!st) st = nb_module_flatten_parameters_ex(m, d->o.zero1 ? 64 * (int64_t)pg->size : 1);
+    if (!st) d->n_groups = nb_module_flat_buffers(m, d->flat, d->gflat, MAX_GROUPS);
+    for (int i = 0; i < d->n_params && !st; i++) /* a parameter registered after an earlier flatten */
+        if (!d->params[i].t->grad || group_of(d, d->params[i].t->grad) < 0)
+            st = nb_set_error(NB_ERR_INVALID_ARG, "ddp_new: parameter %s is not in the module's flat buffers "
+                              "(registered after nb_module_flatten_parameters?)", d->params[i].name);
+    for (int g = 0; g < d->n_groups && !st; g++) st = nb_pg_check(pg, "ddp_new", d->gflat[g], true);
     /* every rank starts from rank 0's weights and buffers */
     for (int g = 0; g < d->n_groups && !st; g++) st = nb_broadcast(pg, d->flat[g], 0);
     if (!st) st = broadcast_buffers(d);
@@ -292,6 +301,7 @@ nb_status nb_ddp_step(nb_ddp *d, nb_optimizer *opt) {
         return nb_optimizer_step(opt);
     }
     nb_status st = nb_reduce_scatter(d->pg, d->shard_grad, d->gflat[0], NB_DIST_AVG);
+    if (!st) st = nb_fill_(d->gflat[0], 0); /* the local gradients are spent */
     if (st) return st;
     if (d->shard->grad != d->shard_grad) { /* zero_grad(set_to_none) may have dropped it */
         nb_release(d->shard->grad);

@@ -40,7 +40,8 @@ struct nb_process_group {
     nb_device device;
     const nb_pg_backend_i *be;
     void *ctx;          /* the backend's state */
-    bool mpi_inited;    /* nb_distributed_init called MPI_Init (MPI finalizes at destroy) */
+    bool mpi_inited;    /* this group uses MPI (the last such group to go finalizes it, if nabla
+                           initialized it) */
 };
 
 /* The launcher's view: rank, size, local rank from Open MPI's or torchrun's
@@ -51,7 +52,7 @@ nb_status nb_dist_env(int *rank, int *size, int *local_rank, bool *under_mpirun)
 nb_status nb_pg_mpi_init(nb_process_group *pg);
 nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file);
 /* MPI as the bootstrap of NCCL under mpirun: initializes MPI if needed
- * (sets pg->mpi_inited), then broadcasts bytes from rank 0. */
+ * (pg then counts as a user of MPI), then broadcasts bytes from rank 0. */
 nb_status nb_mpi_bootstrap_bcast(nb_process_group *pg, void *bytes, int n);
 nb_status nb_mpi_bootstrap_barrier(void);
 void nb_mpi_finalize_if(nb_process_group *pg);

@@ -42,8 +42,8 @@
  * machines gives the same bits; a different world size sums in another
  * order.
  *
- * Errors: NB_ERR_INVALID_ARG (NULL, a rank out of range, sizes that do not
- * match the world size), NB_ERR_DTYPE, NB_ERR_DEVICE (a tensor not on the
+ * Errors: NB_ERR_INVALID_ARG (NULL, a rank out of range), NB_ERR_SHAPE
+ * (sizes that do not match the world size), NB_ERR_DTYPE, NB_ERR_DEVICE (a tensor not on the
  * group's device), NB_ERR_UNSUPPORTED (a backend this build lacks, a
  * reduction of float16/bfloat16 through MPI), NB_ERR_IO (the init file),
  * NB_ERR_DEVICE for a failure inside NCCL or MPI, with their message.
@@ -87,8 +87,10 @@ typedef struct nb_process_group nb_process_group;
  * headers were found (nb_distributed_available), NCCL with the CUDA
  * backend. */
 nb_process_group *nb_distributed_init(nb_distributed_options opts);
-/* destroy_process_group: waits for the group's work, frees it (finalizes
- * MPI if nb_distributed_init initialized it). NULL is ignored. */
+/* destroy_process_group: frees the group after its NCCL work has finished
+ * (every nb_work must have been waited for first); MPI is finalized when
+ * the last group that uses it goes, if nb_distributed_init initialized it.
+ * NULL is ignored. */
 void nb_distributed_destroy(nb_process_group *pg);
 /* Whether this build has the backend (MPI: Open MPI linked; NCCL: NCCL and
  * the CUDA backend linked; a GPU is not needed to answer). */
@@ -108,7 +110,9 @@ nb_device nb_process_group_device(const nb_process_group *pg);
  * Every rank calls the same collectives in the same order with tensors of
  * the same dtype and sizes, contiguous and on the group's device. Dtypes:
  * float32, float64, int32, int64, uint8 and bool everywhere; float16 and
- * bfloat16 through NCCL (through MPI only broadcast and all_gather). */
+ * bfloat16 through NCCL (through MPI only broadcast and all_gather). AVG
+ * takes floating dtypes only; on bool, SUM is a logical or (MAX), as in
+ * PyTorch. Counts through MPI are limited to 2^31 - 1 elements per call. */
 
 /* all_reduce: t = op over the ranks of t, in place. */
 nb_status nb_all_reduce(nb_process_group *pg, nb_tensor *t, nb_dist_op op);
@@ -118,7 +122,8 @@ nb_status nb_broadcast(nb_process_group *pg, nb_tensor *t, int src);
  * `in`, rank after rank. `in` may be rank's own slice of out (in place). */
 nb_status nb_all_gather(nb_process_group *pg, nb_tensor *out, const nb_tensor *in);
 /* reduce_scatter_tensor: out (numel(in) / world_size elements) = rank's
- * slice of op over the ranks of in. */
+ * slice of op over the ranks of in. Through NCCL out may be rank's own
+ * slice of in; through MPI it may not overlap in (NB_ERR_INVALID_ARG). */
 nb_status nb_reduce_scatter(nb_process_group *pg, nb_tensor *out, const nb_tensor *in, nb_dist_op op);
 /* barrier: returns when every rank has called it (on a GPU after the
  * device work enqueued before it on every rank has finished). */
@@ -137,17 +142,22 @@ nb_status nb_work_wait(nb_work *w);
 typedef struct nb_ddp nb_ddp;
 
 typedef struct nb_ddp_options {
-    double bucket_cap_mb;   /* bucket size in MiB (default 25, PyTorch's) */
-    bool broadcast_buffers; /* default true: rank 0's buffers (BatchNorm's running
-                               statistics) are broadcast at every nb_forward of the
-                               module, as PyTorch's DDP does */
-    bool no_broadcast_buffers; /* set to turn the above off */
-    bool zero1;             /* ZeRO stage 1 (llm.c's, DeepSpeed's): gradients are not
-                               all-reduced in backward; nb_ddp_step reduce-scatters
-                               them, steps the optimizer on this rank's shard of the
-                               flat parameters only (its state is 1/world of the
-                               whole), and all-gathers the parameters. Build the
-                               optimizer on nb_ddp_shard_parameters */
+    double bucket_cap_mb;      /* bucket size in MiB (default 25, PyTorch's) */
+    bool no_broadcast_buffers; /* by default rank 0's buffers (BatchNorm's running
+                                  statistics) are broadcast before each nb_forward of
+                                  the module while grad is enabled and no_sync is off
+                                  (PyTorch's broadcast_buffers=True); true turns it off.
+                                  Every rank must then run those forwards */
+    bool zero1;                /* ZeRO stage 1 (llm.c's, DeepSpeed's): gradients are not
+                                  all-reduced in backward; nb_ddp_step reduce-scatters
+                                  them, steps the optimizer on this rank's shard of the
+                                  flat parameters only (its state is 1/world of the
+                                  whole), and all-gathers the parameters. Build the
+                                  optimizer on nb_ddp_shard_parameters. Every parameter
+                                  must require grad; one optimizer setting covers the
+                                  whole shard (no per-parameter groups), and clipping
+                                  or loss scaling of the reduced gradients is not
+                                  offered */
 } nb_ddp_options;
 
 /* DistributedDataParallel(module, process_group): flattens m's parameters
@@ -163,10 +173,13 @@ typedef struct nb_ddp_options {
  * gradient in every backward (find_unused_parameters=False): a backward
  * that leaves one out fails the next one's hooks with an error naming it.
  * opts may be NULL (defaults). m stays the caller's (state_dict names are
- * unchanged: no "module." prefix). Errors: NULL arguments, a module whose
- * parameters' device is not the group's (NB_ERR_DEVICE), with zero1 a
- * module whose flat parameters need more than one group (dtype, device),
- * and the collectives' errors. */
+ * unchanged: no "module." prefix); free the ddp before m. Several (dtype)
+ * groups each get buckets, launched group after group. Errors: NULL
+ * arguments, a module whose parameters' device is not the group's
+ * (NB_ERR_DEVICE, checked before m is touched), gradients the backend
+ * cannot reduce (float16/bfloat16 through MPI), with zero1 a module whose
+ * flat parameters need more than one group (dtype, device) or that has a
+ * frozen parameter, and the collectives' errors. */
 nb_ddp *nb_ddp_new(nb_module *m, nb_process_group *pg, const nb_ddp_options *opts);
 /* Removes the hooks; m keeps its (flat) parameters. NULL is ignored. */
 void nb_ddp_free(nb_ddp *ddp);
@@ -175,8 +188,10 @@ void nb_ddp_free(nb_ddp *ddp);
  * Gradient accumulation over k micro-batches: k - 1 with no_sync on. */
 nb_status nb_ddp_set_no_sync(nb_ddp *ddp, bool no_sync);
 /* The optimizer step of a DDP step: nb_optimizer_step(opt), or with zero1:
- * reduce-scatter (AVG) the flat gradient into this rank's shard, step opt
- * (built on nb_ddp_shard_parameters), all-gather the flat parameters. */
+ * reduce-scatter (AVG) the flat gradient into this rank's shard, zero the
+ * flat gradient (the local gradients are spent: the next backward starts
+ * from zero whichever zero_grad the loop calls), step opt (built on
+ * nb_ddp_shard_parameters), all-gather the flat parameters. */
 nb_status nb_ddp_step(nb_ddp *ddp, nb_optimizer *opt);
 /* zero1: this rank's shard of the flat parameters as one 1-d leaf tensor
  * (a view into the flat buffer, whose .grad is the shard's averaged

@@ -42,7 +42,7 @@ static MPI_Datatype mpi_type(nb_dtype dt) {
     }
 }
 
-static MPI_Op mpi_op(nb_dist_op op) {
+static MPI_Op mpi_op(nb_dist_op op) { /* bool SUM arrives as MAX (process_group.c) */
     return op == NB_DIST_MAX ? MPI_MAX : op == NB_DIST_MIN ? MPI_MIN : MPI_SUM; /* AVG: sum, then scaled */
 }
 
@@ -53,16 +53,24 @@ static nb_status count_of(const char *op, int64_t n, int *c) {
     return NB_OK;
 }
 
+/* MPI initialized by nabla is finalized when the last group using it goes. */
+static bool we_inited;
+static int users;
+
 static nb_status ensure_init(nb_process_group *pg) {
+    if (pg->mpi_inited) return NB_OK;
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
     if (finalized) return nb_set_error(NB_ERR_INVALID_ARG, "distributed_init: MPI was already finalized");
-    if (inited) return NB_OK;
-    int provided;
-    /* nabla's worker threads never call MPI: the caller's thread does */
-    MPI_TRY("distributed_init", MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided));
-    pg->mpi_inited = true;
+    if (!inited) {
+        int provided = 0;
+        /* nabla's worker threads never call MPI: the caller's thread does */
+        MPI_TRY("distributed_init", MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided));
+        we_inited = true;
+    }
+    pg->mpi_inited = true; /* this group counts as a user of MPI */
+    users++;
     return NB_OK;
 }
 
@@ -193,9 +201,10 @@ nb_status nb_mpi_bootstrap_barrier(void) {
 }
 
 void nb_mpi_finalize_if(nb_process_group *pg) {
+    if (!pg || !pg->mpi_inited) return;
+    pg->mpi_inited = false;
     int finalized = 0;
-    if (pg && pg->mpi_inited && MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) MPI_Finalize();
-    if (pg) pg->mpi_inited = false;
+    if (--users == 0 && we_inited && MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) MPI_Finalize();
 }
 
 #else /* !NB_WITH_MPI */

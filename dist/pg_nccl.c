@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -201,8 +202,12 @@ static nb_status id_through_file(nb_process_group *pg, const char *path, ncclUni
     }
     const char *t = getenv("NB_DIST_TIMEOUT");
     double limit = t && atof(t) > 0 ? atof(t) : 300.0, waited = 0;
+    time_t start = time(NULL);
     for (;;) {
-        FILE *f = fopen(path, "rb");
+        struct stat sb;
+        /* a file older than this run (a crashed job's) is not the id: wait
+           for rank 0 to replace it (ranks start within a minute) */
+        FILE *f = stat(path, &sb) == 0 && sb.st_mtime >= start - 60 ? fopen(path, "rb") : NULL;
         if (f) {
             size_t got = fread(id, sizeof *id, 1, f);
             fclose(f);
@@ -236,8 +241,12 @@ nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file) {
     nb_status st = NB_OK;
     if (pg->size > 1) st = init_file ? id_through_file(pg, init_file, &id) : nb_mpi_bootstrap_bcast(pg, &id, sizeof id);
     if (st) return st;
-    NCCL_TRY("distributed_init", ncclCommInitRank(&c->comm, pg->size, id, pg->rank));
-    if (pg->size > 1 && init_file && pg->rank == 0) remove(init_file); /* every rank has joined: the id is spent */
+    ncclResult_t r = ncclCommInitRank(&c->comm, pg->size, id, pg->rank);
+    if (pg->size > 1 && init_file && pg->rank == 0) remove(init_file); /* joined or failed: the id is spent */
+    if (r != ncclSuccess) {
+        c->comm = NULL;
+        return nccl_fail(r, "distributed_init");
+    }
     return NB_OK;
 }
 

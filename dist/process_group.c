@@ -88,8 +88,11 @@ nb_process_group *nb_distributed_init(nb_distributed_options opts) {
                                          "(WORLD_SIZE=%d came from another launcher)", pg->size);
         goto fail;
     }
+    /* NCCL's id: over MPI under mpirun (unless a file is named explicitly
+       or this build has no MPI), else through the file */
     const char *file = opts.init_file ? opts.init_file : getenv("NB_DIST_INIT_FILE");
-    nb_status st = pg->backend == NB_DIST_MPI ? nb_pg_mpi_init(pg) : nb_pg_nccl_init(pg, mpirun ? NULL : file);
+    bool over_mpi = mpirun && !opts.init_file && nb_distributed_available(NB_DIST_MPI);
+    nb_status st = pg->backend == NB_DIST_MPI ? nb_pg_mpi_init(pg) : nb_pg_nccl_init(pg, over_mpi ? NULL : file);
     if (st) goto fail;
     return pg;
 fail:;
@@ -133,8 +136,7 @@ void *nb_pg_data(const nb_tensor *t) { return nb_kview_of(t).data; }
 
 static bool carried(nb_dist_backend b, nb_dtype dt, bool reduce) {
     switch (dt) {
-    case NB_F32: case NB_F64: case NB_I32: case NB_I64: return true;
-    case NB_U8: case NB_BOOL: return !reduce || b == NB_DIST_NCCL;
+    case NB_F32: case NB_F64: case NB_I32: case NB_I64: case NB_U8: case NB_BOOL: return true;
     case NB_F16: case NB_BF16: return !reduce || b == NB_DIST_NCCL;
     default: return false;
     }
@@ -157,8 +159,14 @@ nb_status nb_pg_check(nb_process_group *pg, const char *op, const nb_tensor *t, 
     return NB_OK;
 }
 
-static nb_status check_op(const char *name, nb_dist_op op) {
-    if ((unsigned)op > NB_DIST_MIN) return nb_set_error(NB_ERR_INVALID_ARG, "%s: unknown reduce op %d", name, (int)op);
+/* The op as the backend runs it: bool SUM is a logical or (MAX), as
+ * PyTorch's; AVG needs a floating dtype. */
+static nb_status check_op(const char *name, nb_dist_op *op, nb_dtype dt) {
+    if ((unsigned)*op > NB_DIST_MIN) return nb_set_error(NB_ERR_INVALID_ARG, "%s: unknown reduce op %d", name, (int)*op);
+    bool fl = dt == NB_F32 || dt == NB_F64 || dt == NB_F16 || dt == NB_BF16;
+    if (*op == NB_DIST_AVG && !fl)
+        return nb_set_error(NB_ERR_DTYPE, "%s: AVG of %s (average floating tensors, or SUM)", name, nb_dtype_name(dt));
+    if (dt == NB_BOOL && *op == NB_DIST_SUM) *op = NB_DIST_MAX;
     return NB_OK;
 }
 
@@ -166,7 +174,7 @@ static nb_status check_op(const char *name, nb_dist_op op) {
 
 nb_status nb_pg_all_reduce_start(nb_process_group *pg, nb_tensor *t, nb_dist_op op, nb_pg_work *w) {
     nb_status st = nb_pg_check(pg, "all_reduce", t, true);
-    if (!st) st = check_op("all_reduce", op);
+    if (!st) st = check_op("all_reduce", &op, nb_dtype_of(t));
     if (st) return st;
     memset(w, 0, sizeof *w);
     w->t = t, w->op = op;
@@ -260,7 +268,7 @@ nb_status nb_all_gather(nb_process_group *pg, nb_tensor *out, const nb_tensor *i
 nb_status nb_reduce_scatter(nb_process_group *pg, nb_tensor *out, const nb_tensor *in, nb_dist_op op) {
     nb_op_take_fresh();
     nb_status st = check_pair(pg, "reduce_scatter", in, out, true);
-    if (!st) st = check_op("reduce_scatter", op);
+    if (!st) st = check_op("reduce_scatter", &op, nb_dtype_of(in));
     if (st) return st;
     int64_t n = nb_numel(out);
     void *dst = nb_pg_data(out);

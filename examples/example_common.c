@@ -274,7 +274,7 @@ static bool acc_read(run *r) {
  * exactly) and the schedule's length. */
 static nb_status save_run(run *r) {
     if (!acc_read(r)) return NB_ERR_STATE;
-    if (nb_process_group_rank(r->a->pg) > 0) return NB_OK; /* --distributed: rank 0 writes */
+    if (r->a->pg && nb_process_group_rank(r->a->pg) > 0) return NB_OK; /* --distributed: rank 0 writes */
     char sum[40], steps[32], total[32], lr[40];
     snprintf(sum, sizeof sum, "%.17g", r->loss_sum);
     snprintf(steps, sizeof steps, "%lld", (long long)r->steps);

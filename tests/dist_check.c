@@ -43,7 +43,7 @@ static nb_tensor *from64(const double *v, int64_t n, nb_dtype dt) {
 
 static void check_collectives(nb_process_group *pg) {
     enum { N = 37 };
-    double v[N * 8], got[N * 8];
+    double v[N * 64], got[N * 64], got2[N]; /* worlds up to 64 (main refuses more) */
     const nb_dtype dts[] = {NB_F32, NB_F64, NB_I64};
     for (int d = 0; d < 3; d++) {
         nb_scope *s = nb_scope_begin();
@@ -100,7 +100,7 @@ static void check_collectives(nb_process_group *pg) {
               *avg = nb_zeros(NB_SHAPE(N), NB_F64);
     CHECK(nb_reduce_scatter(pg, part, whole, NB_DIST_SUM) == NB_OK, "reduce_scatter");
     CHECK(nb_reduce_scatter(pg, avg, whole, NB_DIST_AVG) == NB_OK, "reduce_scatter avg");
-    double tri = world * (world + 1) / 2.0, got2[N];
+    double tri = world * (world + 1) / 2.0;
     host64(part, got, N);
     host64(avg, got2, N);
     ok = true;
@@ -113,6 +113,16 @@ static void check_collectives(nb_process_group *pg) {
     host64(c, got, N);
     CHECK(got[0] == world && got[N - 1] == world, "all_reduce async values");
     CHECK(nb_barrier(pg) == NB_OK, "barrier");
+    /* bool SUM is a logical or; uint8 sums; AVG of integers is refused */
+    for (int i = 0; i < N; i++) v[i] = i % world == rank;
+    nb_tensor *bl = nb_to_dtype(from64(v, N, NB_F64), NB_BOOL), *u8 = nb_to_dtype(from64(v, N, NB_F64), NB_U8);
+    CHECK(nb_all_reduce(pg, bl, NB_DIST_SUM) == NB_OK && nb_all_reduce(pg, u8, NB_DIST_SUM) == NB_OK, "bool, uint8 sum");
+    host64(bl, got, N);
+    host64(u8, got2, N);
+    ok = true;
+    for (int i = 0; i < N; i++) ok &= got[i] == 1 && got2[i] == 1;
+    CHECK(ok, "bool sum is or, uint8 sum counts");
+    CHECK(nb_all_reduce(pg, u8, NB_DIST_AVG) == NB_ERR_DTYPE, "AVG of uint8 refused");
     /* errors, the same on every rank (nothing is sent) */
     nb_tensor *m = nb_zeros(NB_SHAPE(4, 6), NB_F32);
     CHECK(nb_all_reduce(pg, nb_transpose(m, 0, 1), NB_DIST_SUM) == NB_ERR_INVALID_ARG &&
@@ -141,7 +151,7 @@ static void check_shards(nb_process_group *pg) {
                                                          .num_replicas = world, .rank = rank});
     CHECK(l != NULL, "sharded loader");
     for (int epoch = 0; l && epoch < 2; epoch++, nb_loader_reset(l)) {
-        double mine[ROWS], all[ROWS * 8];
+        double mine[ROWS], *all = malloc(sizeof(double) * (size_t)(per * world));
         int64_t k = 0;
         for (nb_batch b; nb_loader_next(l, &b);)
             for (int64_t j = 0; j < b.size; j++) mine[k++] = (double)b.indices[j];
@@ -155,6 +165,7 @@ static void check_shards(nb_process_group *pg) {
         for (int i = 0; i < ROWS; i++) twice += seen[i] > 1 ? seen[i] - 1 : 0, missing += seen[i] == 0;
         CHECK(missing == 0 && twice == per * world - ROWS, "epoch %d: shards disjoint but for the %lld padding rows "
               "(%d rows missing, %d repeated)", epoch, (long long)(per * world - ROWS), missing, twice);
+        free(all);
     }
     nb_loader_free(l);
     nb_dataset_free(ds);
@@ -245,7 +256,9 @@ static void check_ddp(nb_process_group *pg) {
     nb_module *z = mlp(1, false), *p = mlp(1, false);
     nb_ddp *dz = nb_ddp_new(z, pg, &(nb_ddp_options){.zero1 = true}), *dp = nb_ddp_new(p, pg, NULL);
     nb_tensor *shard = dz ? nb_ddp_shard_parameters(dz) : NULL;
-    CHECK(shard && nb_numel(shard) * world == nb_numel(shard) * world, "zero1 shard");
+    nb_tensor *zflat = NULL;
+    CHECK(nb_module_flat_buffers(z, &zflat, NULL, 1) == 1 && shard && nb_numel(shard) * world == nb_numel(zflat),
+          "zero1 shard: 1/world of the flat parameters");
     nb_optimizer *oz = shard ? nb_adamw_params(&shard, 1, (nb_adam_options){.lr = 1e-2, .weight_decay = 0.1}) : NULL;
     nb_optimizer *op = nb_adamw(p, (nb_adam_options){.lr = 1e-2, .weight_decay = 0.1});
     CHECK(nb_ddp_shard_parameters(dp) == NULL, "no shard without zero1");
@@ -256,6 +269,9 @@ static void check_ddp(nb_process_group *pg) {
     }
     d = rel_diff(z, p, false);
     CHECK(d < 1e-6, "ZeRO-1 parameters differ from DDP's by %g", d);
+    nb_tensor *zg = NULL;
+    CHECK(nb_module_flat_buffers(z, NULL, &zg, 1) == 1 && nb_item(nb_sum(nb_abs(zg), NULL, 0, false)) == 0,
+          "zero1's step spends the local gradients");
     nb_optimizer_free(oz), nb_optimizer_free(op);
     nb_ddp_free(dz), nb_ddp_free(dp);
     nb_module_free(z), nb_module_free(p);
@@ -289,6 +305,10 @@ int main(int argc, char **argv) {
         return 100;
     }
     rank = nb_process_group_rank(pg), world = nb_process_group_size(pg);
+    if (world > 64) {
+        fprintf(stderr, "dist_check: at most 64 ranks\n");
+        return 100;
+    }
     check_collectives(pg);
     check_shards(pg);
     check_ddp(pg);

@@ -3,8 +3,9 @@
  * index_select copies whole inner runs, split over threads by output row.
  * index_add (the backward of index_select and embedding) zeroes its output
  * (threads split it into contiguous row spans) and adds g's rows in index
- * order; threads split the (outer, column block) pairs, so every output element is written by one thread and summed in a
- * fixed order, whatever the thread count (PyTorch's deterministic index_add
+ * order; threads split the (outer, column block) pairs, so every output
+ * element is written by one thread and summed in a fixed order, whatever
+ * the thread count (PyTorch's deterministic index_add
  * / embedding backward, with no atomics). index_copy overwrites rows in
  * index order per outer slice (the last repeat wins, deterministically).
  * where walks the strided iterator (iter.h) with one loop per element

@@ -87,6 +87,12 @@ typedef struct nb_process_group nb_process_group;
  * headers were found (nb_distributed_available), NCCL with the CUDA
  * backend. */
 nb_process_group *nb_distributed_init(nb_distributed_options opts);
+/* The device this process should use for dev's type: with a CUDA dev and
+ * several GPUs visible, cuda:(LOCAL_RANK mod count) (from Open MPI's or
+ * torchrun's variables; one GPU per rank, as torch.cuda.set_device(
+ * local_rank)); otherwise dev itself. Pass the result to
+ * nb_distributed_init and nb_set_default_device. */
+nb_device nb_distributed_local_device(nb_device dev);
 /* destroy_process_group: frees the group after its NCCL work has finished
  * (every nb_work must have been waited for first); MPI is finalized when
  * the last group that uses it goes, if nb_distributed_init initialized it.

@@ -39,6 +39,18 @@ nb_status nb_dist_env(int *rank, int *size, int *local_rank, bool *under_mpirun)
     return NB_OK;
 }
 
+nb_device nb_distributed_local_device(nb_device dev) {
+    if (dev.type != NB_DEVICE_CUDA) return dev;
+    int rank, size, local;
+    bool mpirun;
+    if (nb_dist_env(&rank, &size, &local, &mpirun) != NB_OK) {
+        nb_clear_error(); /* nb_distributed_init reports a bad environment */
+        return dev;
+    }
+    int n = nb_device_count(NB_DEVICE_CUDA);
+    return n > 1 && size > 1 ? NB_CUDA(local % n) : dev;
+}
+
 /* ---- the group ------------------------------------------------------------- */
 
 bool nb_distributed_available(nb_dist_backend backend) {

@@ -468,14 +468,8 @@ bool nb_example_distributed_begin(const char *prog, nb_example_args *a) {
         fprintf(stderr, "%s: --distributed does not capture CUDA graphs yet: drop --cuda-graph\n", prog);
         return false;
     }
-    if (a->device.type == NB_DEVICE_CUDA) { /* one GPU per rank: LOCAL_RANK's when several are visible */
-        int n = nb_device_count(NB_DEVICE_CUDA);
-        const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK") ? getenv("OMPI_COMM_WORLD_LOCAL_RANK") : getenv("LOCAL_RANK");
-        if (n > 1 && lr) {
-            a->device = NB_CUDA(atoi(lr) % n);
-            nb_set_default_device(a->device);
-        }
-    }
+    a->device = nb_distributed_local_device(a->device); /* one GPU per rank */
+    nb_set_default_device(a->device);
     a->pg = nb_distributed_init((nb_distributed_options){.device = a->device});
     if (!a->pg) {
         fprintf(stderr, "%s: --distributed: %s\n", prog, nb_last_error());

@@ -294,9 +294,7 @@ out:
 int main(int argc, char **argv) {
     dev = NB_CPU;
     if (argc == 3 && !strcmp(argv[1], "--device") && nb_device_parse(argv[2], &dev) != NB_OK) return 100;
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK") ? getenv("OMPI_COMM_WORLD_LOCAL_RANK") : getenv("LOCAL_RANK");
-    int ngpu = dev.type == NB_DEVICE_CUDA ? nb_device_count(NB_DEVICE_CUDA) : 0;
-    if (lr && ngpu > 1) dev = NB_CUDA(atoi(lr) % ngpu); /* one GPU per rank */
+    dev = nb_distributed_local_device(dev); /* one GPU per rank */
     nb_set_num_threads(1);
     nb_set_default_device(dev);
     nb_process_group *pg = nb_distributed_init((nb_distributed_options){.device = dev});

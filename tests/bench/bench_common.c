@@ -41,9 +41,7 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
     if (a.steps < 1) a.steps = 1;
     if (a.warmup < 0) a.warmup = 0;
     nb_set_num_threads(a.threads);
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK") ? getenv("OMPI_COMM_WORLD_LOCAL_RANK") : getenv("LOCAL_RANK");
-    int ngpu = a.device.type == NB_DEVICE_CUDA ? nb_device_count(NB_DEVICE_CUDA) : 0;
-    if (distributed && lr && ngpu > 1) a.device = NB_CUDA(atoi(lr) % ngpu); /* one GPU per rank */
+    if (distributed) a.device = nb_distributed_local_device(a.device); /* one GPU per rank */
     if (distributed && !(a.pg = nb_distributed_init((nb_distributed_options){.device = a.device}))) {
         fprintf(stderr, "%s: --distributed: %s\n", argv[0], nb_last_error());
         exit(2);

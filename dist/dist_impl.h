@@ -50,6 +50,8 @@ nb_status nb_dist_env(int *rank, int *size, int *local_rank, bool *under_mpirun)
 
 /* Backends: each sets pg->be and pg->ctx (NB_ERR_UNSUPPORTED when not built). */
 nb_status nb_pg_mpi_init(nb_process_group *pg);
+/* NCCL: init_file NULL exchanges the id over MPI (mpirun), else through
+ * the file (process_group.c checks one is given when size > 1). */
 nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file);
 /* MPI as the bootstrap of NCCL under mpirun: initializes MPI if needed
  * (pg then counts as a user of MPI), then broadcasts bytes from rank 0. */

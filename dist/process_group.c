@@ -104,6 +104,11 @@ nb_process_group *nb_distributed_init(nb_distributed_options opts) {
        or this build has no MPI), else through the file */
     const char *file = opts.init_file ? opts.init_file : getenv("NB_DIST_INIT_FILE");
     bool over_mpi = mpirun && !opts.init_file && nb_distributed_available(NB_DIST_MPI);
+    if (pg->backend == NB_DIST_NCCL && pg->size > 1 && !over_mpi && (!file || !*file)) {
+        nb_set_error(NB_ERR_INVALID_ARG, "distributed_init: NCCL with %d processes outside mpirun needs a file to "
+                                         "exchange its id: set NB_DIST_INIT_FILE (or init_file)", pg->size);
+        goto fail;
+    }
     nb_status st = pg->backend == NB_DIST_MPI ? nb_pg_mpi_init(pg) : nb_pg_nccl_init(pg, over_mpi ? NULL : file);
     if (st) goto fail;
     return pg;

@@ -48,6 +48,7 @@ struct nb_ddp {
     int64_t pre_hook; /* the buffers' broadcast before each forward (0: none) */
     /* zero1 */
     nb_tensor *shard, *shard_grad; /* owned */
+    nb_tensor *full;               /* owned: the whole flat parameters as a leaf (checkpoints) */
 };
 
 /* ---- buckets --------------------------------------------------------------- */
@@ -209,7 +210,7 @@ void nb_ddp_free(nb_ddp *d) {
         nb_release(d->shard->grad);
         d->shard->grad = NULL;
     }
-    nb_release(d->shard), nb_release(d->shard_grad);
+    nb_release(d->shard), nb_release(d->shard_grad), nb_release(d->full);
     free(d->buckets);
     free(d->params);
     free(d);
@@ -321,6 +322,86 @@ nb_tensor *nb_ddp_shard_parameters(nb_ddp *d) {
         d->shard->grad = d->shard_grad;
     }
     return d->shard;
+}
+
+/* ---- ZeRO-1 checkpoints --------------------------------------------------------- */
+
+/* The element-wise optimizers' state tensors (nb_optim.h's State: lists). */
+static const char *const state_names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg",
+                                          "acc_delta", "sum", "exp_inf", "ax", "grad_avg", "prev", "step_size",
+                                          "variance"};
+static const char *const scalar_names[] = {"mu_product", "eta", "mu"};
+
+nb_tensor *nb_ddp_full_parameters(nb_ddp *d) {
+    if (!d) return NB_FAIL(NB_ERR_INVALID_ARG, "ddp_full_parameters: NULL ddp");
+    if (!d->o.zero1) return NB_FAIL(NB_ERR_STATE, "ddp_full_parameters: this ddp was made without zero1");
+    if (!d->full) {
+        nb_scope *s = nb_op_scope_begin();
+        int64_t n = nb_numel(d->flat[0]);
+        d->full = nb_tensor_view_of(d->flat[0], 1, &n, (int64_t[]){1}, d->flat[0]->offset);
+        if (d->full) {
+            nb_retain(d->full);
+            d->full->requires_grad = true;
+        }
+        nb_scope_end(s);
+    }
+    return d->full;
+}
+
+/* Checks a (shard, full) pair of optimizers against d. */
+static nb_status check_pair_opt(nb_ddp *d, const char *op, nb_optimizer *shard, nb_optimizer *full) {
+    if (!d || !shard || !full) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL argument", op);
+    if (!d->o.zero1) return nb_set_error(NB_ERR_STATE, "%s: this ddp was made without zero1", op);
+    if (!nb_ddp_full_parameters(d)) return nb_last_status();
+    if (nb_optimizer_num_params(shard) != 1 || nb_optimizer_param(shard, 0) != d->shard ||
+        nb_optimizer_num_params(full) != 1 || nb_optimizer_param(full, 0) != d->full)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: the optimizers must be built on nb_ddp_shard_parameters and "
+                            "nb_ddp_full_parameters alone", op);
+    for (size_t i = 0; i < sizeof scalar_names / sizeof *scalar_names; i++) {
+        double v;
+        nb_optimizer *o[2] = {shard, full};
+        for (int k = 0; k < 2; k++)
+            if (nb_optimizer_state_scalar(o[k], 0, scalar_names[i], &v) == NB_OK)
+                return nb_set_error(NB_ERR_UNSUPPORTED, "%s: optimizer state with the scalar %s is not sharded "
+                                    "(element-wise tensor state only)", op, scalar_names[i]);
+    }
+    nb_clear_error(); /* the probes above */
+    return NB_OK;
+}
+
+/* Copies from's step count, lr and state into to (shard -> full through
+ * all_gather, or full -> shard through this rank's slice). */
+static nb_status move_state(nb_ddp *d, const char *op, nb_optimizer *from, nb_optimizer *to, bool gather) {
+    nb_status st = check_pair_opt(d, op, gather ? from : to, gather ? to : from);
+    if (st) return st;
+    int64_t step = nb_optimizer_step_count(from, 0);
+    if (step < 0) return nb_last_status();
+    if ((st = nb_optimizer_set_lr(to, nb_optimizer_get_lr(from)))) return st;
+    if ((st = nb_optimizer_init_state(to, 0, step))) return st;
+    nb_scope *s = nb_op_scope_begin();
+    int64_t n = nb_numel(d->shard);
+    for (size_t i = 0; i < sizeof state_names / sizeof *state_names && !st; i++) {
+        nb_tensor *a = nb_optimizer_state(from, 0, state_names[i]), *b = nb_optimizer_state(to, 0, state_names[i]);
+        if (!a && !b) continue;
+        if (!a || !b) {
+            st = nb_set_error(NB_ERR_INVALID_ARG, "%s: state %s is in one optimizer and not the other (different "
+                              "kinds or options)", op, state_names[i]);
+            break;
+        }
+        st = gather ? nb_all_gather(d->pg, b, a) : nb_copy_(b, nb_narrow(a, 0, n * d->pg->rank, n));
+    }
+    nb_scope_end(s);
+    return st;
+}
+
+nb_status nb_ddp_gather_optimizer(nb_ddp *d, nb_optimizer *shard, nb_optimizer *full) {
+    nb_op_take_fresh();
+    return move_state(d, "ddp_gather_optimizer", shard, full, true);
+}
+
+nb_status nb_ddp_scatter_optimizer(nb_ddp *d, nb_optimizer *full, nb_optimizer *shard) {
+    nb_op_take_fresh();
+    return move_state(d, "ddp_scatter_optimizer", full, shard, false);
 }
 
 int nb_ddp_num_buckets(const nb_ddp *d) {

@@ -206,6 +206,24 @@ nb_status nb_ddp_step(nb_ddp *ddp, nb_optimizer *opt);
  * Adam, AdamW, ...) give the unsharded results. Borrowed; NULL with an
  * error without zero1. */
 nb_tensor *nb_ddp_shard_parameters(nb_ddp *ddp);
+/* ZeRO-1 checkpoints (rank 0 writes, every rank resumes). The whole flat
+ * parameters as one 1-d leaf (a view, borrowed): build a second optimizer
+ * of the same kind and options on it (nb_adamw_params(&full, 1, ...)) to
+ * hold the whole state while a checkpoint is written or read (it costs
+ * the full state's memory while it lives).
+ *   save:   nb_ddp_gather_optimizer(ddp, opt, full) on every rank (a
+ *           collective), then rank 0 nb_save_checkpoint(path, {.module,
+ *           .optimizer = full, ...});
+ *   resume: every rank nb_load_checkpoint(path, {.module, .optimizer =
+ *           full, ...}), then nb_ddp_scatter_optimizer(ddp, full, opt).
+ * Gather copies the shard's step count, lr and state tensors (all_gather);
+ * scatter copies the whole's back, this rank's slice. Errors: NULL, no
+ * zero1, optimizers not built on the shard / full parameters, kinds whose
+ * state has scalars (NAdam, ASGD: NB_ERR_UNSUPPORTED), state tensors one
+ * has and the other lacks (different kinds or options), the collectives'. */
+nb_tensor *nb_ddp_full_parameters(nb_ddp *ddp);
+nb_status nb_ddp_gather_optimizer(nb_ddp *ddp, nb_optimizer *shard, nb_optimizer *full);
+nb_status nb_ddp_scatter_optimizer(nb_ddp *ddp, nb_optimizer *full, nb_optimizer *shard);
 /* How many buckets, and the elements of bucket i (0 is the first to fill:
  * the last parameters). -1 with NB_ERR_INVALID_ARG for NULL or i out of
  * range. */

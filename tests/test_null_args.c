@@ -760,6 +760,9 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_ddp_set_no_sync, NULL, true);
     NS(nb_ddp_step, NULL, NULL);
     NP(nb_ddp_shard_parameters, NULL);
+    NP(nb_ddp_full_parameters, NULL);
+    NS(nb_ddp_gather_optimizer, NULL, NULL, NULL);
+    NS(nb_ddp_scatter_optimizer, NULL, NULL, NULL);
     NI(nb_ddp_num_buckets, NULL);
     NI(nb_ddp_bucket_numel, NULL, 0);
     /* the scan: every function of the public headers that takes a pointer was called */

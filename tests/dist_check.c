@@ -328,6 +328,23 @@ static void check_ddp(nb_process_group *pg) {
     nb_ddp_free(dz), nb_ddp_free(dp);
     nb_module_free(z), nb_module_free(p);
     check_zero1_checkpoint(pg);
+    /* a frozen parameter: reduced with its bucket, never awaited */
+    nb_module *fz = mlp(1, false);
+    nb_named_tensor fp[8];
+    nb_module_parameters(fz, fp, 8);
+    nb_set_requires_grad(fp[1].tensor, false); /* 0.bias */
+    nb_ddp *dfz = nb_ddp_new(fz, pg, &(nb_ddp_options){.bucket_cap_mb = 0.004});
+    nb_optimizer *ofz = nb_sgd(fz, (nb_sgd_options){.lr = 0.1});
+    double before = nb_item(nb_sum(fp[1].tensor, NULL, 0, false));
+    for (int step = 0; dfz && step < 2; step++) {
+        nb_module_zero_grad(fz);
+        CHECK(nb_backward(loss_of(fz, rank + step)) == NB_OK && nb_ddp_step(dfz, ofz) == NB_OK,
+              "step with a frozen parameter");
+    }
+    CHECK(dfz && nb_item(nb_sum(fp[1].tensor, NULL, 0, false)) == before, "the frozen parameter is unchanged");
+    nb_optimizer_free(ofz);
+    nb_ddp_free(dfz);
+    nb_module_free(fz);
     /* an unused parameter is named */
     nb_module *u = mlp(1, true);
     nb_ddp *du = nb_ddp_new(u, pg, NULL);

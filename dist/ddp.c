@@ -20,8 +20,7 @@
 
 typedef struct bucket {
     nb_tensor *grad;   /* the view of the flat gradient it reduces (owned reference) */
-    int group;
-    int n_params, pending; /* parameters in it; those whose gradient is not ready yet */
+    int n_params, pending; /* parameters awaited in it (frozen ones are not); those not ready yet */
     nb_pg_work work;
 } bucket;
 
@@ -133,14 +132,20 @@ static int group_of(const nb_ddp *d, const nb_tensor *g) {
     return -1;
 }
 
+/* An owned 1-d view of elements [lo, lo + len) of a flat buffer (a bucket,
+ * a ZeRO-1 shard, the whole for checkpoints), or NULL with an error. */
+static nb_tensor *flat_slice(nb_tensor *flat, int64_t lo, int64_t len) {
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *v = nb_tensor_view_of(flat, 1, &len, (int64_t[]){1}, flat->offset + lo);
+    nb_retain(v);
+    nb_scope_end(s);
+    return v;
+}
+
 /* Closes bucket k as the range [lo, hi) of group g's flat gradient. */
 static nb_status close_bucket(nb_ddp *d, int k, int g, int64_t lo, int64_t hi) {
-    int64_t len = hi - lo;
-    bucket *b = &d->buckets[k];
-    b->grad = nb_tensor_view_of(d->gflat[g], 1, &len, (int64_t[]){1}, d->gflat[g]->offset + lo);
-    if (!b->grad) return nb_last_status();
-    nb_retain(b->grad);
-    return NB_OK;
+    d->buckets[k].grad = flat_slice(d->gflat[g], lo, hi - lo);
+    return d->buckets[k].grad ? NB_OK : nb_last_status();
 }
 
 /* Cuts each group's buffer into buckets from its end. */
@@ -157,11 +162,12 @@ static nb_status make_buckets(nb_ddp *d) {
             if (group_of(d, p->t->grad) != g) continue;
             if (open < 0) {
                 open = d->n_buckets++;
-                d->buckets[open].group = g;
                 bytes = 0;
             }
-            p->bucket = open;
-            d->buckets[open].n_params++;
+            if (p->t->requires_grad) { /* a frozen parameter is reduced with its bucket, never awaited */
+                p->bucket = open;
+                d->buckets[open].n_params++;
+            }
             lo = p->t->grad->offset - d->gflat[g]->offset;
             bytes += (double)nb_numel(p->t) * es;
             if (bytes >= (open == 0 && cap > FIRST_BUCKET_BYTES ? FIRST_BUCKET_BYTES : cap)) {
@@ -188,9 +194,7 @@ static nb_status make_shard(nb_ddp *d) {
         return nb_set_error(NB_ERR_UNSUPPORTED, "ddp: zero1 needs the flat parameters (%lld elements) to split evenly "
                             "over world size %lld: the module was flattened before nb_ddp_new", (long long)n, (long long)w);
     int64_t s = n / w;
-    d->shard = nb_tensor_view_of(d->flat[0], 1, &s, (int64_t[]){1}, d->flat[0]->offset + s * d->pg->rank);
-    if (!d->shard) return nb_last_status();
-    nb_retain(d->shard);
+    if (!(d->shard = flat_slice(d->flat[0], s * d->pg->rank, s))) return nb_last_status();
     d->shard->requires_grad = true; /* a leaf: the optimizer's parameter */
     d->shard_grad = nb_tensor_new_unscoped(1, &s, nb_dtype_of(d->flat[0]), d->pg->device);
     if (!d->shard_grad) return nb_last_status();
@@ -261,11 +265,7 @@ nb_ddp *nb_ddp_new(nb_module *m, nb_process_group *pg, const nb_ddp_options *opt
     if (!st) st = d->o.zero1 ? make_shard(d) : NB_OK;
     if (!st) st = make_buckets(d);
     for (int i = 0; i < d->n_params && !st; i++) {
-        if (!d->params[i].t->requires_grad) { /* frozen: reduced with its bucket, never awaited */
-            d->buckets[d->params[i].bucket].n_params--, d->buckets[d->params[i].bucket].pending--;
-            d->params[i].bucket = -1;
-            continue;
-        }
+        if (d->params[i].bucket < 0) continue; /* frozen */
         d->params[i].hook = nb_register_post_accumulate_grad_hook(d->params[i].t, on_grad, &d->params[i]);
         if (d->params[i].hook < 0) st = nb_last_status();
     }
@@ -335,16 +335,7 @@ static const char *const scalar_names[] = {"mu_product", "eta", "mu"};
 nb_tensor *nb_ddp_full_parameters(nb_ddp *d) {
     if (!d) return NB_FAIL(NB_ERR_INVALID_ARG, "ddp_full_parameters: NULL ddp");
     if (!d->o.zero1) return NB_FAIL(NB_ERR_STATE, "ddp_full_parameters: this ddp was made without zero1");
-    if (!d->full) {
-        nb_scope *s = nb_op_scope_begin();
-        int64_t n = nb_numel(d->flat[0]);
-        d->full = nb_tensor_view_of(d->flat[0], 1, &n, (int64_t[]){1}, d->flat[0]->offset);
-        if (d->full) {
-            nb_retain(d->full);
-            d->full->requires_grad = true;
-        }
-        nb_scope_end(s);
-    }
+    if (!d->full && (d->full = flat_slice(d->flat[0], 0, nb_numel(d->flat[0])))) d->full->requires_grad = true;
     return d->full;
 }
 

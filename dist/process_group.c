@@ -200,14 +200,18 @@ nb_status nb_pg_all_reduce_start(nb_process_group *pg, nb_tensor *t, nb_dist_op 
     return st;
 }
 
+/* AVG's scale after a sum: MPI has no average (NCCL's ncclAvg does it). */
+static nb_status finish_avg(nb_process_group *pg, nb_tensor *t, nb_dist_op op) {
+    if (op != NB_DIST_AVG || pg->backend == NB_DIST_NCCL || pg->size == 1) return NB_OK;
+    nb_kview v = nb_kview_of(t);
+    return NB_CALL(t, unary, NB_UNARY_MUL_SCALAR, &v, &v, 1.0 / pg->size);
+}
+
 nb_status nb_pg_work_wait(nb_process_group *pg, nb_pg_work *w) {
     if (!w->active) return NB_OK;
     w->active = false;
     nb_status st = pg->be->wait(pg, w);
-    if (st || w->op != NB_DIST_AVG || pg->backend == NB_DIST_NCCL || pg->size == 1) return st;
-    /* MPI has no average: the sum scaled in place */
-    nb_kview v = nb_kview_of(w->t);
-    return NB_CALL(w->t, unary, NB_UNARY_MUL_SCALAR, &v, &v, 1.0 / pg->size);
+    return st ? st : finish_avg(pg, w->t, w->op);
 }
 
 nb_status nb_all_reduce(nb_process_group *pg, nb_tensor *t, nb_dist_op op) {
@@ -292,9 +296,7 @@ nb_status nb_reduce_scatter(nb_process_group *pg, nb_tensor *out, const nb_tenso
     const void *src = nb_pg_data(in);
     if (n == 0) return NB_OK;
     st = pg->be->reduce_scatter(pg, out, dst, in, src, n, nb_dtype_of(in), op);
-    if (st || op != NB_DIST_AVG || pg->backend == NB_DIST_NCCL) return st;
-    nb_kview v = nb_kview_of(out);
-    return NB_CALL(out, unary, NB_UNARY_MUL_SCALAR, &v, &v, 1.0 / pg->size);
+    return st ? st : finish_avg(pg, out, op);
 }
 
 nb_status nb_barrier(nb_process_group *pg) {

@@ -35,13 +35,16 @@ static const char *cublas_text(cublasStatus_t s) {
 // [m, k] (A stored [m, k] with row stride lda, or [k, m] when ta), op(B) is
 // [k, n], C [m, n] with row stride ldc; batch strides in elements (0 =
 // shared). Runs as column-major C^T = op(B)^T op(A)^T.
-nb_status gemm_rm(nb_backend *be, const char *slot, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                  double alpha, const void *A, int64_t lda, int64_t sA, const void *B, int64_t ldb, int64_t sB,
-                  double beta, void *C, int64_t ldc, int64_t sC, int64_t batch) {
+// gemm_rm_ex: the operands in dt, C in dt_c (dt itself, or float32 for
+// 16-bit operands: the attention's float32 scores from bf16 q and k).
+nb_status gemm_rm_ex(nb_backend *be, const char *slot, nb_dtype dt, nb_dtype dt_c, bool ta, bool tb, int64_t m,
+                     int64_t n, int64_t k, double alpha, const void *A, int64_t lda, int64_t sA, const void *B,
+                     int64_t ldb, int64_t sB, double beta, void *C, int64_t ldc, int64_t sC, int64_t batch) {
     if (m == 0 || n == 0 || batch == 0) return NB_OK;
     cublasHandle_t h = nb_cuda_cublas(be);
-    // bfloat16/float16: 16-bit operands and result, float32 accumulation (PyTorch's bf16 matmul)
+    // bfloat16/float16: 16-bit operands, float32 accumulation (PyTorch's bf16 matmul)
     cudaDataType_t t = dt == NB_F64 ? CUDA_R_64F : dt == NB_BF16 ? CUDA_R_16BF : dt == NB_F16 ? CUDA_R_16F : CUDA_R_32F;
+    cudaDataType_t tc = dt_c == dt ? t : CUDA_R_32F;
     cublasComputeType_t ct = dt == NB_F64 ? CUBLAS_COMPUTE_64F
                              : dt == NB_BF16 || dt == NB_F16 ? CUBLAS_COMPUTE_32F
                              : nb_float32_matmul_precision() == 0 ? CUBLAS_COMPUTE_32F
@@ -56,13 +59,19 @@ nb_status gemm_rm(nb_backend *be, const char *slot, nb_dtype dt, bool ta, bool t
     // column-major: C^T [n, m] = op(B)^T [n, k] op(A)^T [k, m]
     cublasStatus_t s = cublasGemmStridedBatchedEx(
         h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)(k ? k : 1), pa, B, t,
-        (int)(ldb ? ldb : 1), sB, A, t, (int)(lda ? lda : 1), sA, pb, C, t, (int)ldc, sC, (int)batch, ct,
+        (int)(ldb ? ldb : 1), sB, A, t, (int)(lda ? lda : 1), sA, pb, C, tc, (int)ldc, sC, (int)batch, ct,
         CUBLAS_GEMM_DEFAULT);
     count_launch();
     if (s != CUBLAS_STATUS_SUCCESS)
         return nb_set_error(NB_ERR_DEVICE, "%s: cublasGemmStridedBatchedEx failed: %s (m=%lld n=%lld k=%lld batch=%lld)",
                             slot, cublas_text(s), (long long)m, (long long)n, (long long)k, (long long)batch);
     return NB_OK;
+}
+
+nb_status gemm_rm(nb_backend *be, const char *slot, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  double alpha, const void *A, int64_t lda, int64_t sA, const void *B, int64_t ldb, int64_t sB,
+                  double beta, void *C, int64_t ldc, int64_t sC, int64_t batch) {
+    return gemm_rm_ex(be, slot, dt, dt, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
 }
 
 // C = beta C when k == 0 (beta 0 writes zeros, even over NaN).
@@ -194,15 +203,16 @@ static uint32_t align_of(const void *p) {
 // bias not 256-byte aligned; no workspace (its first allocation would fall
 // inside a graph capture); or no algorithm.
 static bool addmm_lt(nb_backend *be, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
-                     int64_t lda, const void *B, int64_t ldb, void *C, const void *bias, nb_status *st) {
+                     int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc, const void *bias, nb_status *st) {
     if (dt == NB_F64 || (dt == NB_F32 && nb_float32_matmul_precision() == 0) || k == 0 || align_of(bias) < 256)
         return false;
-    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX) return false;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
+        return false;
     int dev = device_of(be);
     LtKey key;
     memset(&key, 0, sizeof key); // padding compared by memcmp
     key.dev = dev, key.dt = (int)dt, key.prec = dt == NB_F32 ? nb_float32_matmul_precision() : 0;
-    key.ta = ta, key.tb = tb, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = n;
+    key.ta = ta, key.tb = tb, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
     key.align_a = align_of(A), key.align_b = align_of(B), key.align_c = align_of(C);
     pthread_mutex_lock(&lt_lock);
     if (!lt_ws[dev]) {
@@ -232,6 +242,74 @@ static bool addmm_lt(nb_backend *be, nb_dtype dt, bool ta, bool tb, int64_t m, i
     return true;
 }
 
+// ---- unaligned problems --------------------------------------------------------------------
+
+// A large GEMM with a dimension that is not a multiple of 8 or rows that are
+// not 16-byte aligned (a vocabulary of 30522) gets cuBLAS's narrow-load
+// kernels: bert-base's MLM head ran at about 180 TFLOP/s in bf16 on an H200,
+// near 1 ms per product. Such a problem runs on zero-padded copies instead
+// (every dim rounded up to 8, rows 16-byte aligned: the zeros add nothing
+// to any sum), C computed into padded scratch and its [m, n] part copied
+// out; the copies (the copy engine's 2-D copies) cost a few percent of the
+// GEMM.
+constexpr double PAD_MIN_FLOP = 2e9;
+
+struct Padded {
+    Scratch buf;
+    nb_kview v;
+};
+
+static int64_t up8(int64_t x) { return (x + 7) / 8 * 8; }
+
+// x [R, C] (2-D, a unit stride in one dim) as a zero-padded dense copy
+// [R8, C8] in the same orientation; with fill, x's values (else zeros).
+static nb_status pad_mat(nb_backend *be, const nb_kview *x, int64_t R8, int64_t C8, Padded *p, bool fill) {
+    size_t es = nb_dtype_size(x->dtype);
+    bool rows = x->strides[1] == 1 || x->shape[1] == 1; // row-major: rows of C contiguous elements
+    int64_t R = x->shape[0], C = x->shape[1];
+    if (!p->buf.alloc(be, es * (size_t)(R8 * C8))) return nb_last_status();
+    cudaStream_t s = stream_of(be);
+    NBC_TRY("matmul", cudaMemsetAsync(p->buf.ptr, 0, es * (size_t)(R8 * C8), s));
+    p->v = *x;
+    p->v.data = p->buf.ptr, p->v.shape[0] = R8, p->v.shape[1] = C8;
+    if (rows) p->v.strides[0] = C8, p->v.strides[1] = 1;
+    else p->v.strides[0] = 1, p->v.strides[1] = R8;
+    if (fill && R > 0 && C > 0) {
+        int64_t len = rows ? C : R, cnt = rows ? R : C, ld = rows ? x->strides[0] : x->strides[1];
+        if (cnt == 1) ld = len;
+        NBC_TRY("matmul", cudaMemcpy2DAsync(p->buf.ptr, (size_t)(rows ? C8 : R8) * es, x->data, (size_t)ld * es,
+                                            (size_t)len * es, (size_t)cnt, cudaMemcpyDeviceToDevice, s));
+    }
+    return NB_OK;
+}
+
+// c's [m, n] part of a padded result (row-major, rows of C8).
+static nb_status unpad_mat(nb_backend *be, const nb_kview *c, const Padded &p) {
+    size_t es = nb_dtype_size(c->dtype);
+    int64_t m = c->shape[0], n = c->shape[1];
+    if (m == 0 || n == 0) return NB_OK;
+    NBC_TRY("matmul", cudaMemcpy2DAsync(c->data, (size_t)(m > 1 ? c->strides[0] : n) * es, p.v.data,
+                                        (size_t)p.v.strides[0] * es, (size_t)n * es, (size_t)m,
+                                        cudaMemcpyDeviceToDevice, stream_of(be)));
+    return NB_OK;
+}
+
+static bool rows_unaligned(const nb_kview *x) {
+    size_t es = nb_dtype_size(x->dtype);
+    bool rows = x->strides[1] == 1 || x->shape[1] == 1;
+    int64_t cnt = rows ? x->shape[0] : x->shape[1], ld = rows ? x->strides[0] : x->strides[1];
+    return cnt > 1 && ((size_t)ld * es) % 16 != 0;
+}
+
+// Whether c = a b (2-D, c [m, n] row-major) is worth padding: large, not
+// float64, and a dim off a multiple of 8 or some operand's rows unaligned.
+static bool pad_worth(const nb_kview *c, const nb_kview *a, const nb_kview *b) {
+    if (c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || c->dtype == NB_F64) return false;
+    int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
+    if (2.0 * (double)m * (double)n * (double)k < PAD_MIN_FLOP) return false;
+    return m % 8 || n % 8 || k % 8 || rows_unaligned(a) || rows_unaligned(b) || rows_unaligned(c);
+}
+
 } // namespace nbc
 
 using namespace nbc;
@@ -248,7 +326,21 @@ extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_
               b->shape[nd - 1] == c->shape[nd - 1] && a->shape[nd - 1] == b->shape[nd - 2];
     for (int d = 0; d < nd - 2 && ok; d++) ok = a->shape[d] == c->shape[d] && b->shape[d] == c->shape[d];
     if (!ok) return nb_set_error(NB_ERR_SHAPE, "matmul: the operands' shapes do not fit c");
-    if (!contiguous(c)) return nb_set_error(NB_ERR_INVALID_ARG, "matmul: c must be contiguous");
+    // 2-D: c may have a row stride of its own (a padded result, below)
+    bool rows_c = nd == 2 && (c->shape[1] <= 1 || c->strides[1] == 1) && (c->shape[0] <= 1 || c->strides[0] >= c->shape[1]);
+    if (!contiguous(c) && !rows_c)
+        return nb_set_error(NB_ERR_INVALID_ARG, "matmul: c must be contiguous (or 2-D with unit column stride)");
+    if (pad_worth(c, a, b)) {
+        int64_t m8 = up8(c->shape[0]), n8 = up8(c->shape[1]), k8 = up8(a->shape[1]);
+        Padded pa, pb, pc;
+        nb_status st = pad_mat(be, a, m8, k8, &pa, true);
+        if (!st) st = pad_mat(be, b, k8, n8, &pb, true);
+        if (!st) st = pad_mat(be, c, m8, n8, &pc, beta != 0);
+        if (!st && !(pc.v.strides[1] == 1)) // C is row-major: a column-major c is copied in as rows
+            st = nb_set_error(NB_ERR_INVALID_ARG, "matmul: c must have unit column stride");
+        if (!st) st = nb_cuda_matmul(be, &pc.v, &pa.v, &pb.v, alpha, beta);
+        return st ? st : unpad_mat(be, c, pc);
+    }
     int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[nd - 1], total = numel(c);
     if (total == 0) return NB_OK;
     int64_t batches = total / (m * n);
@@ -286,9 +378,10 @@ extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_
             offa += i * a->strides[d];
             offb += i * b->strides[d];
         }
+        int64_t ldc = nd == 2 && m > 1 ? c->strides[0] : n;
         nb_status st = gemm_rm(be, slot, c->dtype, ta, tb, m, n, k, alpha, (const char *)a->data + offa * es, lda, sa,
                                (const char *)b->data + offb * es, ldb, sb, beta, (char *)c->data + o * inner * m * n * es,
-                               n, m * n, inner);
+                               ldc, m * n, inner);
         if (st) return st;
     }
     return NB_OK;
@@ -306,9 +399,27 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
     bool ta, tb;
     int64_t lda, ldb;
     nb_status st = NB_OK;
-    if (m > 0 && n > 0 && contiguous(c) && a->dtype == dt && b->dtype == dt &&
+    bool rows_c = (n <= 1 || c->strides[1] == 1) && (m <= 1 || c->strides[0] >= n);
+    if (a->dtype == dt && b->dtype == dt && rows_c && pad_worth(c, a, b)) {
+        int64_t m8 = up8(m), n8 = up8(n), k8 = up8(k);
+        Padded pa, pb, pc, pbias;
+        nb_kview b2 = *bias; // the bias as a [1, n] row, padded to [1, n8]
+        b2.ndim = 2, b2.shape[0] = 1, b2.shape[1] = n, b2.strides[0] = n, b2.strides[1] = 1;
+        st = pad_mat(be, a, m8, k8, &pa, true);
+        if (!st) st = pad_mat(be, b, k8, n8, &pb, true);
+        if (!st) st = pad_mat(be, c, m8, n8, &pc, false);
+        if (!st) st = pad_mat(be, &b2, 1, n8, &pbias, true);
+        if (!st) {
+            nb_kview vb = pbias.v;
+            vb.ndim = 1, vb.shape[0] = n8, vb.strides[0] = 1;
+            st = nb_cuda_addmm(be, &pc.v, &pa.v, &pb.v, &vb);
+        }
+        return st ? st : unpad_mat(be, c, pc);
+    }
+    int64_t ldc = m > 1 ? c->strides[0] : n;
+    if (m > 0 && n > 0 && rows_c && a->dtype == dt && b->dtype == dt &&
         layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
-        addmm_lt(be, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, bias->data, &st))
+        addmm_lt(be, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc, bias->data, &st))
         return st;
     // elsewhere: the bias broadcast into c, then c = a b + c
     nb_kview vb = *bias;

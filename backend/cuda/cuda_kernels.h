@@ -103,8 +103,6 @@ nb_status nb_cuda_rms_norm_backward(nb_backend *be, const nb_kview *gx, const nb
                                     const nb_kview *x, const nb_kview *w, const nb_kview *rstd);
 nb_status nb_cuda_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
                        const nb_kview *sin, bool inverse);
-// half.cu: 16-bit operands through float32 for slots without 16-bit kernels
-nb_status nb_cuda_reduce_any(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale);
 // foreach.cu
 nb_status nb_cuda_norm_multi(nb_backend *be, int n, const nb_kview *xs, double p, const nb_kview *out);
 nb_status nb_cuda_mul_multi(nb_backend *be, int n, const nb_kview *xs, const nb_kview *s);
@@ -203,7 +201,7 @@ nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kview *glogits
 // reduce.cu, scan.cu, sort.cu, gather.cu, index.cu, softmax.cu, loss.cu
 #define NB_CUDA_SET_REDUCE_SLOTS(i)                                 \
     do {                                                            \
-        (i)->reduce = nb_cuda_reduce_any;                               \
+        (i)->reduce = nb_cuda_reduce;                               \
         (i)->argmax = nb_cuda_argmax;                               \
         (i)->argmin = nb_cuda_argmin;                               \
         (i)->scan = nb_cuda_scan;                                   \

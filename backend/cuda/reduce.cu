@@ -1,7 +1,7 @@
 // reduce.cu - the reduction family on CUDA: reduce (sum, prod, max, min
 // over the dims where out's size is 1, times a scale), argmax and argmin.
-// Semantics are backend/cpu/reduce.c's: float32 and float64 accumulate in
-// double, integers and bool in int64 (sums and products wrap, as PyTorch);
+// Semantics are backend/cpu/reduce.c's: float32, float64 and the 16-bit
+// floats (read directly, no float32 copy) accumulate in double, integers and bool in int64 (sums and products wrap, as PyTorch);
 // max/min propagate NaN; an integer accumulator stored into an integer out
 // ignores the scale; argmax/argmin give the first extreme, NaN counting as
 // the extreme (the first NaN wins).
@@ -21,6 +21,8 @@
 // chunks over grid.y; a second kernel combines each output's chunk results
 // left to right. The split depends only on the shape (not on the GPU), so a
 // shape always gets the same tree: deterministic, no atomics.
+#include <type_traits>
+
 #include "cuda_kernels.h"
 #include "red_util.cuh"
 
@@ -96,6 +98,13 @@ __device__ inline int64_t red_offset(const RedPlan &p, int64_t r) {
 template <typename T> struct AccOf { using type = int64_t; };
 template <> struct AccOf<float> { using type = double; };
 template <> struct AccOf<double> { using type = double; };
+template <> struct AccOf<__nv_bfloat16> { using type = double; };
+template <> struct AccOf<__half> { using type = double; };
+
+// An element as the accumulator type (16-bit floats through float, exact).
+template <typename A, typename T> __device__ inline A ldv(T v) { return (A)v; }
+template <> __device__ inline double ldv<double, __nv_bfloat16>(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
+template <> __device__ inline double ldv<double, __half>(__half v) { return (double)__half2float(v); }
 
 // a holds the earlier elements, b the later ones. MAX/MIN take b when it is
 // NaN or beyond a (the CPU's MAXF(b, a)), so NaN propagates.
@@ -120,6 +129,9 @@ __device__ inline void store_f(void *base, nb_dtype dt, int64_t o, double v) {
     switch (dt) {
     case NB_F32: ((float *)base)[o] = (float)v; break;
     case NB_F64: ((double *)base)[o] = v; break;
+    // 16-bit: rounded to float32 first, as the CPU (which reduces float32 copies) rounds
+    case NB_BF16: ((__nv_bfloat16 *)base)[o] = __float2bfloat16_rn((float)v); break;
+    case NB_F16: ((__half *)base)[o] = __float2half_rn((float)v); break;
     case NB_I32: ((int32_t *)base)[o] = (int32_t)v; break;
     case NB_I64: ((int64_t *)base)[o] = (int64_t)v; break;
     default: ((uint8_t *)base)[o] = (uint8_t)(int64_t)v; break;
@@ -129,7 +141,7 @@ __device__ inline void store_acc(void *base, nb_dtype dt, int64_t o, double acc,
     store_f(base, dt, o, acc * scale);
 }
 __device__ inline void store_acc(void *base, nb_dtype dt, int64_t o, int64_t acc, double scale) {
-    if (dt == NB_F32 || dt == NB_F64) store_f(base, dt, o, (double)acc * scale);
+    if (dt == NB_F32 || dt == NB_F64 || dt == NB_BF16 || dt == NB_F16) store_f(base, dt, o, (double)acc * scale);
     else if (dt == NB_I32) ((int32_t *)base)[o] = (int32_t)acc;
     else if (dt == NB_I64) ((int64_t *)base)[o] = acc;
     else ((uint8_t *)base)[o] = (uint8_t)acc;
@@ -160,13 +172,13 @@ __global__ void __launch_bounds__(THREADS) k_red_rows(RedPlan p, const T *x, voi
             if (p.nr == 1) {
                 const int64_t s = p.rx[0];
                 for (; r + 3 * g < r1; r += 4 * g) { // four loads in flight, combined in order
-                    A v0 = (A)xp[r * s], v1 = (A)xp[(r + g) * s], v2 = (A)xp[(r + 2 * g) * s],
-                      v3 = (A)xp[(r + 3 * g) * s];
+                    A v0 = ldv<A>(xp[r * s]), v1 = ldv<A>(xp[(r + g) * s]), v2 = ldv<A>(xp[(r + 2 * g) * s]),
+                      v3 = ldv<A>(xp[(r + 3 * g) * s]);
                     acc = F()(acc, v0), acc = F()(acc, v1), acc = F()(acc, v2), acc = F()(acc, v3);
                 }
-                for (; r < r1; r += g) acc = F()(acc, (A)xp[r * s]);
+                for (; r < r1; r += g) acc = F()(acc, ldv<A>(xp[r * s]));
             } else {
-                for (; r < r1; r += g) acc = F()(acc, (A)xp[red_offset(p, r)]);
+                for (; r < r1; r += g) acc = F()(acc, ldv<A>(xp[red_offset(p, r)]));
             }
         }
         acc = group_reduce(acc, g, F(), sm);
@@ -204,13 +216,13 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y) k_red_cols(RedPlan p, const T 
             if (p.nr == 1) {
                 const int64_t s = p.rx[0];
                 for (; r + 3 * COLS_Y < r1; r += 4 * COLS_Y) {
-                    A v0 = (A)xp[r * s], v1 = (A)xp[(r + COLS_Y) * s], v2 = (A)xp[(r + 2 * COLS_Y) * s],
-                      v3 = (A)xp[(r + 3 * COLS_Y) * s];
+                    A v0 = ldv<A>(xp[r * s]), v1 = ldv<A>(xp[(r + COLS_Y) * s]), v2 = ldv<A>(xp[(r + 2 * COLS_Y) * s]),
+                      v3 = ldv<A>(xp[(r + 3 * COLS_Y) * s]);
                     acc = F()(acc, v0), acc = F()(acc, v1), acc = F()(acc, v2), acc = F()(acc, v3);
                 }
-                for (; r < r1; r += COLS_Y) acc = F()(acc, (A)xp[r * s]);
+                for (; r < r1; r += COLS_Y) acc = F()(acc, ldv<A>(xp[r * s]));
             } else {
-                for (; r < r1; r += COLS_Y) acc = F()(acc, (A)xp[red_offset(p, r)]);
+                for (; r < r1; r += COLS_Y) acc = F()(acc, ldv<A>(xp[red_offset(p, r)]));
             }
         }
         sm[ty][tx] = acc;
@@ -231,6 +243,67 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y) k_red_cols(RedPlan p, const T 
         }
         __syncthreads(); // sm is rewritten by the next round
     }
+}
+
+// Column mode with V neighbouring columns per thread (one aligned vector
+// load each, not one element: a warp read 64 bytes of a bf16 bias gradient
+// per load): for one kept dim of unit stride (x and out) and one reduced
+// dim. Its chunks are cut for its own block count (fewer column blocks,
+// more chunks), so its tree differs from k_red_cols's; which kernel runs
+// depends on the shape, the strides and x's alignment, all fixed for a
+// given program, so the bits still repeat run to run.
+template <typename T, int V> struct alignas(sizeof(T) * V) VecT {
+    T v[V];
+};
+template <typename T, int OP, int V>
+__global__ void __launch_bounds__(COLS_X *COLS_Y) k_red_cols_vec(RedPlan p, const T *x, void *out, nb_dtype odt,
+                                                                 double scale, int64_t chunk, int nsplit,
+                                                                 typename AccOf<T>::type *partial) {
+    using A = typename AccOf<T>::type;
+    using F = RedF<OP, A>;
+    __shared__ A sm[COLS_Y][V][COLS_X + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = r0 + chunk < p.R ? r0 + chunk : p.R, s = p.rx[0];
+    for (int64_t base = (int64_t)blockIdx.x * COLS_X * V; base < p.M; base += (int64_t)gridDim.x * COLS_X * V) {
+        const int64_t m0 = base + (int64_t)tx * V; // this thread's V columns (M is a multiple of V)
+        A acc[V];
+#pragma unroll
+        for (int l = 0; l < V; l++) acc[l] = F::id();
+        if (m0 < p.M)
+            for (int64_t r = r0 + ty; r < r1; r += COLS_Y) {
+                VecT<T, V> t = *reinterpret_cast<const VecT<T, V> *>(x + m0 + r * s);
+#pragma unroll
+                for (int l = 0; l < V; l++) acc[l] = F()(acc[l], ldv<A>(t.v[l]));
+            }
+#pragma unroll
+        for (int l = 0; l < V; l++) sm[ty][l][tx] = acc[l];
+        __syncthreads();
+        for (int w = COLS_Y / 2; w > 0; w >>= 1) { // rows ty and ty + w, fixed pairs
+            if (ty < w)
+#pragma unroll
+                for (int l = 0; l < V; l++) sm[ty][l][tx] = F()(sm[ty][l][tx], sm[ty + w][l][tx]);
+            __syncthreads();
+        }
+        if (ty == 0 && m0 < p.M)
+#pragma unroll
+            for (int l = 0; l < V; l++) {
+                if (nsplit > 1) partial[(m0 + l) * nsplit + blockIdx.y] = sm[0][l][tx];
+                else store_acc(out, odt, m0 + l, sm[0][l][tx], scale);
+            }
+        __syncthreads(); // sm is rewritten by the next round
+    }
+}
+
+// The widest vector (elements) for k_red_cols_vec, or 0: one unit-stride
+// kept dim (x and out), one reduced dim, the column count and row stride
+// multiples of it, x aligned to it; floats only, at most 16 bytes.
+template <typename T> static int cols_vec(const RedPlan &p, const void *x) {
+    if (!(std::is_same<T, float>::value || std::is_same<T, __nv_bfloat16>::value || std::is_same<T, __half>::value))
+        return 0;
+    if (p.nk != 1 || p.nr != 1 || p.kx[0] != 1 || p.ko[0] != 1) return 0;
+    for (int v = (int)(16 / sizeof(T)); v >= 2; v /= 2)
+        if (p.M % v == 0 && p.rx[0] % v == 0 && (uintptr_t)x % (sizeof(T) * v) == 0) return v;
+    return 0;
 }
 
 // Each output's chunk results, a warp per output: lane l combines chunks
@@ -270,10 +343,10 @@ template <typename T, int OP> static nb_status run_reduce(nb_backend *be, const 
     bool col = p.nk >= 1 && p.R > 1;
     for (int d = 0; col && d < p.nr; d++)
         if (p.rshape[d] > 1 && absl(p.kx[p.nk - 1]) >= absl(p.rx[d])) col = false;
-    int g = 0;
+    int g = 0, vec = col ? cols_vec<T>(p, x->data) : 0;
     int64_t bx, minchunk;
     if (col) {
-        bx = (p.M + COLS_X - 1) / COLS_X;
+        bx = (p.M + COLS_X * (vec ? vec : 1) - 1) / (COLS_X * (vec ? vec : 1));
         minchunk = 4 * COLS_Y;
     } else {
         g = p.R <= 8 ? 1 : p.R <= 64 ? 8 : p.R <= 2048 ? 32 : THREADS;
@@ -294,7 +367,17 @@ template <typename T, int OP> static nb_status run_reduce(nb_backend *be, const 
         return nb_set_error(NB_ERR_OOM, "reduce: out of memory for %lld partial results", (long long)(p.M * nsplit));
     A *pp = part.as<A>();
     dim3 grid(grid_for(bx, 1, 1 << 20), (unsigned)nsplit);
-    if (col)
+    dim3 gv = grid; // the vector kernel's bx is already in grid
+    if (vec == 8)
+        k_red_cols_vec<T, OP, 8><<<gv, dim3(COLS_X, COLS_Y), 0, st>>>(p, (const T *)x->data, out->data, out->dtype,
+                                                                     scale, chunk, (int)nsplit, pp);
+    else if (vec == 4)
+        k_red_cols_vec<T, OP, 4><<<gv, dim3(COLS_X, COLS_Y), 0, st>>>(p, (const T *)x->data, out->data, out->dtype,
+                                                                     scale, chunk, (int)nsplit, pp);
+    else if (vec == 2)
+        k_red_cols_vec<T, OP, 2><<<gv, dim3(COLS_X, COLS_Y), 0, st>>>(p, (const T *)x->data, out->data, out->dtype,
+                                                                     scale, chunk, (int)nsplit, pp);
+    else if (col)
         k_red_cols<T, OP><<<grid, dim3(COLS_X, COLS_Y), 0, st>>>(p, (const T *)x->data, out->data, out->dtype, scale,
                                                                 chunk, (int)nsplit, pp);
     else
@@ -431,7 +514,8 @@ extern "C" nb_status nb_cuda_reduce(nb_backend *be, nb_reduce_op op, const nb_kv
     if ((unsigned)op > NB_REDUCE_PROD)
         return nb_set_error(NB_ERR_UNSUPPORTED, "reduce: op %d is not a reduction of this slot", (int)op);
     auto compute = [](nb_dtype d) {
-        return d == NB_F32 || d == NB_F64 || d == NB_I32 || d == NB_I64 || d == NB_U8 || d == NB_BOOL;
+        return d == NB_F32 || d == NB_F64 || d == NB_I32 || d == NB_I64 || d == NB_U8 || d == NB_BOOL ||
+               d == NB_BF16 || d == NB_F16;
     };
     if (!compute(x->dtype) || !compute(out->dtype) || out->dtype == NB_BOOL)
         return nb_set_error(NB_ERR_DTYPE, "%s: cannot reduce %s into %s", names[op], nb_dtype_name(x->dtype),
@@ -451,6 +535,8 @@ extern "C" nb_status nb_cuda_reduce(nb_backend *be, nb_reduce_op op, const nb_kv
     switch (x->dtype) {
     case NB_F32: return reduce_t<float>(be, op, p, out, x, scale);
     case NB_F64: return reduce_t<double>(be, op, p, out, x, scale);
+    case NB_BF16: return reduce_t<__nv_bfloat16>(be, op, p, out, x, scale);
+    case NB_F16: return reduce_t<__half>(be, op, p, out, x, scale);
     case NB_I32: return reduce_t<int32_t>(be, op, p, out, x, scale);
     case NB_I64: return reduce_t<int64_t>(be, op, p, out, x, scale);
     default: return reduce_t<uint8_t>(be, op, p, out, x, scale); // uint8 and bool

@@ -50,6 +50,25 @@ template <typename S, typename D> struct CopyF {
     __device__ __forceinline__ D operator()(S s) const { return to<D>(widen<S>(s)); }
 };
 
+// float32 to and from the 16-bit floats directly: the same roundings as
+// through double (a float is exact in double), without double arithmetic.
+#define NBC_COPY16(H)                                                                                 \
+    template <> struct CopyF<float, H> {                                                              \
+        using In = float;                                                                             \
+        using Out = H;                                                                                \
+        static constexpr int NIN = 1;                                                                 \
+        __device__ __forceinline__ H operator()(float s) const { return Traits<H>::store(s); }        \
+    };                                                                                                \
+    template <> struct CopyF<H, float> {                                                              \
+        using In = H;                                                                                 \
+        using Out = float;                                                                            \
+        static constexpr int NIN = 1;                                                                 \
+        __device__ __forceinline__ float operator()(H s) const { return Traits<H>::load(s); }         \
+    };
+NBC_COPY16(__nv_bfloat16)
+NBC_COPY16(__half)
+#undef NBC_COPY16
+
 // Same dtype: elements of U's size moved as raw bits.
 template <typename U> struct MoveF {
     using In = U;
@@ -107,6 +126,16 @@ extern "C" nb_status nb_cuda_copy_into(nb_backend *be, const nb_kview *dst, cons
                                             stream_of(be)));
             return NB_OK;
         }
+        // rows of contiguous elements at any (non-negative) row strides, as
+        // a slice of a wider tensor: the copy engine's 2-D copy (the
+        // element-per-thread kernel ran at a quarter of the bandwidth)
+        if (it.ndim == 2 && it.st[0][1] == 1 && it.st[1][1] == 1 && it.st[0][0] >= it.shape[1] &&
+            it.st[1][0] >= it.shape[1] && dst->data != src->data) {
+            NBC_TRY("copy", cudaMemcpy2DAsync(dst->data, (size_t)it.st[0][0] * es, src->data, (size_t)it.st[1][0] * es,
+                                              (size_t)it.shape[1] * es, (size_t)it.shape[0], cudaMemcpyDeviceToDevice,
+                                              stream_of(be)));
+            return NB_OK;
+        }
         return move_bits(be, dst, src, es);
     }
     return dispatch_all(src->dtype, [&](auto s) {
@@ -122,6 +151,11 @@ extern "C" nb_status nb_cuda_fill(nb_backend *be, const nb_kview *dst, double va
     const nb_kview *v[1] = {dst};
     Iter<1> it = make_iter<1>(v);
     if (it.numel == 0) return NB_OK;
+    // zeros (every dtype's 0 is all-zero bytes; not -0.0) of dense memory: a memset
+    if (value == 0 && !signbit(value) && it.contig) {
+        NBC_TRY("fill", cudaMemsetAsync(dst->data, 0, (size_t)it.numel * nb_dtype_size(dst->dtype), stream_of(be)));
+        return NB_OK;
+    }
     return dispatch_all(dst->dtype, [&](auto d) {
         using D = decltype(d);
         k_fill<D><<<blocks_for(it.numel), THREADS, 0, stream_of(be)>>>(it, value);

@@ -14,9 +14,9 @@
 // Row sums accumulate in double per lane and combine with a fixed XOR
 // butterfly. gw/gb have no atomics: blocks of 32 columns x 8 row lanes sum
 // fixed chunks of LN_ROW_CHUNK rows (rows in order per lane, lanes combined
-// in order) into a scratch partial per chunk, and a second kernel adds the
-// chunk partials of each column in order. Every tree depends only on the
-// shapes, so the bits repeat run to run.
+// in order) into a scratch partial per chunk, and a second kernel adds each
+// column's chunk partials the same way (8 lanes, then a fixed tree). Every
+// tree depends only on the shapes, so the bits repeat run to run.
 #include <math.h>
 #include <stdio.h>
 
@@ -216,14 +216,27 @@ __global__ void k_ln_gwb_partial(double *pw, double *pb, const T *__restrict__ g
     }
 }
 
-// gw[c], gb[c] (either may be NULL) = the chunk partials of column c in order.
+// gw[c], gb[c] (either may be NULL) = the sum of column c's chunk partials:
+// a block takes 32 columns; row lane l of it sums chunks l, l + 8, ... in
+// order, then a fixed tree over the 8 lanes (one thread per column summing
+// every chunk left the GPU nearly idle: 41 us for bert's 768 columns).
 template <typename T>
 __global__ void k_ln_gwb_final(T *gw, T *gb, const double *pw, const double *pb, int64_t M, int64_t chunks) {
-    NBC_GRID_STRIDE(c, M) {
-        double tw = 0, tb = 0;
-        for (int64_t k = 0; k < chunks; k++) tw += pw[k * M + c], tb += pb[k * M + c];
-        if (gw) gw[c] = (T)tw;
-        if (gb) gb[c] = (T)tb;
+    __shared__ double sw[LN_COL_LANES][33], sb[LN_COL_LANES][33];
+    const int lane = threadIdx.x & 31, rl = threadIdx.x >> 5;
+    const int64_t c = (int64_t)blockIdx.x * 32 + lane;
+    double tw = 0, tb = 0;
+    if (c < M)
+        for (int64_t k = rl; k < chunks; k += LN_COL_LANES) tw += pw[k * M + c], tb += pb[k * M + c];
+    sw[rl][lane] = tw, sb[rl][lane] = tb;
+    __syncthreads();
+    for (int w = LN_COL_LANES / 2; w > 0; w >>= 1) {
+        if (rl < w) sw[rl][lane] += sw[rl + w][lane], sb[rl][lane] += sb[rl + w][lane];
+        __syncthreads();
+    }
+    if (rl == 0 && c < M) {
+        if (gw) gw[c] = (T)sw[0][lane];
+        if (gb) gb[c] = (T)sb[0][lane];
     }
 }
 
@@ -355,8 +368,8 @@ extern "C" nb_status nb_cuda_layer_norm_backward(nb_backend *be, const nb_kview 
             nb_status e = launched(op);
             if (e != NB_OK) return e;
         }
-        k_ln_gwb_final<T><<<blocks_for(m), THREADS, 0, s>>>(gw ? (T *)gw->data : nullptr, gb ? (T *)gb->data : nullptr,
-                                                           ppw, ppb, m, chunks); // rows == 0: zeros
+        k_ln_gwb_final<T><<<(unsigned)((m + 31) / 32), 32 * LN_COL_LANES, 0, s>>>(
+            gw ? (T *)gw->data : nullptr, gb ? (T *)gb->data : nullptr, ppw, ppb, m, chunks); // rows == 0: zeros
         return launched(op);
     });
 }

@@ -267,7 +267,7 @@ extern "C" {
     X(INTERPOLATE, interpolate, upsample, NB_D2, NB_DTM_F) \
     /* transformer */ \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F) \
-    X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D2 | NB_R, NB_DTM_F) \
+    X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D2 | NB_R | NB_LP, NB_DTM_F | NB_DTM_H) \
     /* linear algebra */ \
     X(LINALG_SOLVE, linalg_solve, linalg, NB_D, NB_DTM_F) \
     X(LINALG_INV, linalg_inv, linalg, NB_D, NB_DTM_F) \

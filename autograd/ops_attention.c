@@ -12,7 +12,10 @@
  * A float mask that requires grad gets dS summed to its shape; that
  * gradient alone is built by composition and holds a [B, L, S] tensor.
  * Grouped-query attention (enable_gqa) is handled here, above the kernel:
- * see sdpa_gqa. Tests: tests/test_ops_attention.c. */
+ * see sdpa_gqa. bfloat16/float16 q, k, v compute with float32 scores and
+ * a float32 lse (stored after the 16-bit out, 4-byte aligned); autocast
+ * runs the attention in its lower precision, as PyTorch's.
+ * Tests: tests/test_ops_attention.c. */
 #include <math.h>
 #include <string.h>
 
@@ -26,6 +29,44 @@
 static nb_tensor *view3(const nb_tensor *base, int64_t d0, int64_t d1, int64_t d2, int64_t off) {
     int64_t shape[3] = {d0, d1, d2}, strides[3] = {d1 * d2, d2, 1};
     return nb_tensor_view_of(base, 3, shape, strides, off);
+}
+
+static bool is16(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
+
+/* lse [B, L] in the out|lse buffer after out3 [B, L, Ev]: q's dtype, or
+ * float32 for 16-bit q (at the next 4-byte boundary). */
+static nb_tensor *lse_view(const nb_tensor *out3, int64_t B, int64_t L, int64_t Ev) {
+    int64_t bl[2] = {B, L}, st[2] = {L, 1}, end = out3->offset + B * L * Ev;
+    if (!is16(out3->dtype)) return nb_tensor_view_of(out3, 2, bl, st, end);
+    return nb_tensor_view_as(out3, NB_F32, 2, bl, st, (end + 1) / 2);
+}
+
+/* A 4-d [B1, B2, R, C] view with unit column stride: the heads of a
+ * [B, N, h, d] projection seen as [B, h, N, d]. The kernels take it as it
+ * is (no head-layout copy). */
+static bool heads_view(const nb_tensor *t) { return t->ndim == 4 && (t->shape[3] == 1 || t->strides[3] == 1); }
+
+/* An uninitialised tensor of t's shape laid out in t's stride order (dims
+ * by decreasing stride): the gradient of a [B, h, N, d] view of a
+ * [B, N, h, d] projection is then a view of a dense [B, N, h, d] tensor,
+ * and the backward of the transpose and reshape above it copies nothing. */
+static nb_tensor *empty_in_order_of(const nb_tensor *t) {
+    int nd = t->ndim, perm[NB_MAX_DIMS];
+    for (int i = 0; i < nd; i++) perm[i] = i;
+    for (int i = 1; i < nd; i++) /* stable insertion sort by decreasing stride */
+        for (int j = i; j > 0 && t->strides[perm[j - 1]] < t->strides[perm[j]]; j--) {
+            int x = perm[j];
+            perm[j] = perm[j - 1], perm[j - 1] = x;
+        }
+    int64_t n = nb_numel(t), strides[NB_MAX_DIMS], st = 1;
+    for (int i = nd - 1; i >= 0; i--) strides[perm[i]] = st, st *= t->shape[perm[i]];
+    nb_tensor *buf = nb_tensor_new(1, &n, t->dtype, t->storage->device);
+    return buf ? nb_tensor_view_of(buf, nd, t->shape, strides, 0) : NULL;
+}
+
+/* t as [d0, d1, d2] (a view when t is dense, else a copy). */
+static nb_tensor *as3(nb_tensor *t, int64_t d0, int64_t d1, int64_t d2) {
+    return t && t->ndim == 3 ? t : nb_reshape(t, NB_SHAPE(d0, d1, d2));
 }
 
 /* A contiguous view of base's storage with t's shape at offset off. */
@@ -43,6 +84,18 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
                             nb_tensor *lse, nb_tensor *g3, nb_tensor *mask_view, const nb_tensor *mask) {
     int64_t B = n->p.attention.B, L = n->p.attention.L, S = n->p.attention.S, bls[3] = {B, L, S};
     double p = n->p.attention.dropout_p;
+    int64_t E = n->p.attention.E, Ev = n->p.attention.Ev;
+    q3 = as3(q3, B, L, E), k3 = as3(k3, B, S, E), v3 = as3(v3, B, S, Ev), out3 = as3(out3, B, L, Ev);
+    g3 = as3(g3, B, L, Ev);
+    if (!q3 || !k3 || !v3 || !out3 || !g3) return NULL;
+    if (is16(q3->dtype)) { /* in float32, as the kernel's scores; the gradient rounded to the mask's dtype */
+        nb_tensor *w[5] = {q3, k3, v3, out3, g3};
+        for (int i = 0; i < 5; i++)
+            if (!(w[i] = nb_to_dtype(w[i], NB_F32))) return NULL;
+        nb_tensor *mv = nb_to_dtype(mask_view, NB_F32);
+        nb_tensor *gm = mv ? mask_grad(n, w[0], w[1], w[2], w[3], lse, w[4], mv, mask) : NULL;
+        return gm ? nb_to_dtype(gm, mask->dtype) : NULL;
+    }
     nb_tensor *m3 = nb_reshape(nb_contiguous(mask_view), 3, bls);
     nb_tensor *sc = nb_add(nb_mul_scalar(nb_matmul(q3, nb_transpose(k3, 1, 2)), n->p.attention.scale), m3);
     nb_tensor *P = nb_exp(nb_sub(sc, nb_unsqueeze(lse, 2)));
@@ -86,9 +139,18 @@ static nb_status sdpa_grad_ops(nb_node *n, nb_tensor *g3, nb_tensor *q3, nb_tens
     int64_t B = n->p.attention.B, L = n->p.attention.L, S = n->p.attention.S, E = n->p.attention.E,
             Ev = n->p.attention.Ev;
     int last = -1;
-    nb_tensor *q = n->in[0] ? nb_reshape(n->in[0], NB_SHAPE(B, L, E)) : q3;
-    nb_tensor *k = n->in[1] ? nb_reshape(n->in[1], NB_SHAPE(B, S, E)) : k3;
-    nb_tensor *v = n->in[2] ? nb_reshape(n->in[2], NB_SHAPE(B, S, Ev)) : v3;
+    nb_tensor *q = nb_reshape(n->in[0] ? n->in[0] : q3, NB_SHAPE(B, L, E));
+    nb_tensor *k = nb_reshape(n->in[1] ? n->in[1] : k3, NB_SHAPE(B, S, E));
+    nb_tensor *v = nb_reshape(n->in[2] ? n->in[2] : v3, NB_SHAPE(B, S, Ev));
+    q3 = as3(q3, B, L, E);
+    nb_dtype dt = q3->dtype;
+    if (is16(dt)) { /* composed in float32 (softmax has no 16-bit form); gradients rounded back below */
+        q = nb_to_dtype(q, NB_F32), k = nb_to_dtype(k, NB_F32), v = nb_to_dtype(v, NB_F32);
+        g3 = nb_to_dtype(g3, NB_F32), q3 = nb_to_dtype(q3, NB_F32);
+        nb_tensor *m32 = mask && mask->dtype != NB_BOOL ? nb_to_dtype(mask, NB_F32) : mask;
+        if (!q || !k || !v || !g3 || !q3 || (mask && !m32)) return nb_last_status();
+        mask = m32;
+    }
     nb_tensor *sc = nb_mul_scalar(nb_matmul(q, nb_transpose(k, 1, 2)), n->p.attention.scale);
     if (mask) { /* the broadcast [..., L, S] view as [B, L, S] */
         nb_tensor *m = n->in[3] ? nb_expand(n->in[3], mask->ndim, mask->shape) : mask;
@@ -109,31 +171,33 @@ static nb_status sdpa_grad_ops(nb_node *n, nb_tensor *g3, nb_tensor *q3, nb_tens
                         nb_mul_scalar(nb_matmul(nb_transpose(dS, 1, 2), q), n->p.attention.scale),
                         nb_matmul(nb_transpose(Pd, 1, 2), g3)};
     for (int i = 0; i < 3; i++)
-        if (n->in[i] && !(gin[i] = nb_reshape(gx[i], n->in[i]->ndim, n->in[i]->shape))) return nb_last_status();
-    if (n->in[3] &&
-        !(gin[3] = nb_sum_to_shape(nb_reshape(dS, mask->ndim, mask->shape), n->in[3]->ndim, n->in[3]->shape)))
+        if (n->in[i] && !(gin[i] = nb_to_dtype(nb_reshape(gx[i], n->in[i]->ndim, n->in[i]->shape), dt)))
+            return nb_last_status();
+    if (n->in[3] && !(gin[3] = nb_to_dtype(nb_sum_to_shape(nb_reshape(dS, mask->ndim, mask->shape), n->in[3]->ndim,
+                                                           n->in[3]->shape),
+                                           n->in[3]->dtype)))
         return nb_last_status();
     return NB_OK;
 }
 
-/* saved: [0] q [B, L, E], [1] out [B, L, Ev] inside the out|lse buffer;
- * with a mask [2] the mask expanded to [..., L, S], k and v packed after q
- * in q's storage; without, [2] k [B, S, E] and [3] v [B, S, Ev] */
+/* saved: [0] q [B, L, E] or the 4-d heads view, [1] out (3-d or 4-d)
+ * inside the out|lse buffer; with a mask [2] the mask expanded to
+ * [..., L, S], k and v packed after q in q's storage; without, [2] k and
+ * [3] v as q. */
 static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int64_t B = n->p.attention.B, L = n->p.attention.L, S = n->p.attention.S, E = n->p.attention.E, Ev = n->p.attention.Ev;
     nb_tensor *q3 = n->saved[0], *out3 = n->saved[1], *mask = n->p.attention.has_mask ? n->saved[2] : NULL;
     nb_tensor *k3 = mask ? view3(q3, B, S, E, q3->offset + B * L * E) : n->saved[2];
     nb_tensor *v3 = mask ? view3(q3, B, S, Ev, q3->offset + B * L * E + B * S * E) : n->saved[3];
-    int64_t bl[2] = {B, L}, bl_strides[2] = {L, 1};
-    nb_tensor *lse = nb_tensor_view_of(out3, 2, bl, bl_strides, out3->offset + B * L * Ev);
+    nb_tensor *lse = lse_view(out3, B, L, Ev);
     if (nb_needs_grad(5, (nb_tensor *[]){g, n->in[0], n->in[1], n->in[2], n->in[3]}))
         return sdpa_grad_ops(n, nb_reshape(g, NB_SHAPE(B, L, Ev)), q3, k3, v3, mask, gin);
-    nb_tensor *gc = nb_contiguous(g);
-    nb_tensor *g3 = gc ? view3(gc, B, L, Ev, gc->offset) : NULL;
-    nb_device dev = q3->storage->device;
-    nb_tensor *gq = n->in[0] ? nb_tensor_new(3, q3->shape, q3->dtype, dev) : NULL;
-    nb_tensor *gk = n->in[1] ? nb_tensor_new(3, k3 ? k3->shape : q3->shape, q3->dtype, dev) : NULL;
-    nb_tensor *gv = n->in[2] ? nb_tensor_new(3, v3 ? v3->shape : q3->shape, q3->dtype, dev) : NULL;
+    /* heads views pass as they are; gradients take their inputs' layout */
+    nb_tensor *gc = heads_view(q3) && heads_view(g) ? g : nb_contiguous(g);
+    nb_tensor *g3 = !gc ? NULL : heads_view(q3) ? gc : view3(gc, B, L, Ev, gc->offset);
+    nb_tensor *gq = n->in[0] ? empty_in_order_of(q3) : NULL;
+    nb_tensor *gk = n->in[1] && k3 ? empty_in_order_of(k3) : NULL;
+    nb_tensor *gv = n->in[2] && v3 ? empty_in_order_of(v3) : NULL;
     if (!k3 || !v3 || !lse || !g3 || (n->in[0] && !gq) || (n->in[1] && !gk) || (n->in[2] && !gv))
         return nb_last_status();
     if (gq || gk || gv) {
@@ -149,7 +213,8 @@ static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     }
     nb_tensor *gx[3] = {gq, gk, gv};
     for (int i = 0; i < 3; i++)
-        if (n->in[i] && !(gin[i] = view_like(gx[i], n->in[i], 0))) return nb_last_status();
+        if (n->in[i] && !(gin[i] = gx[i]->ndim == n->in[i]->ndim ? gx[i] : view_like(gx[i], n->in[i], 0)))
+            return nb_last_status();
     if (n->in[3] && !(gin[3] = mask_grad(n, q3, k3, v3, out3, lse, g3, mask, n->in[3]))) return nb_last_status();
     return NB_OK;
 }
@@ -209,7 +274,8 @@ static bool sdpa_check(nb_tensor *q, nb_tensor *k, nb_tensor *v, const nb_sdpa_o
 }
 
 /* q, k, v as [B, *, *] contiguous: one packed copy when backward needs them
- * and a mask (so they take one saved slot), else their contiguous forms. */
+ * and a mask (so they take one saved slot); else 4-d heads views as they
+ * are, other views in their contiguous forms. */
 static bool sdpa_inputs(nb_tensor *q, nb_tensor *k, nb_tensor *v, bool pack, const int64_t *dims, nb_tensor **q3,
                         nb_tensor **k3, nb_tensor **v3) {
     int64_t B = dims[0], L = dims[1], S = dims[2], E = dims[3], Ev = dims[4];
@@ -227,6 +293,8 @@ static bool sdpa_inputs(nb_tensor *q, nb_tensor *k, nb_tensor *v, bool pack, con
             nb_kview vd = nb_kview_of(d), vs = nb_kview_of(src[i]);
             if (NB_CALL(q, copy, &vd, &vs) != NB_OK) return false;
             *dst[i] = view3(buf, B, rows[i], cols[i], off[i]);
+        } else if (heads_view(q) && heads_view(k) && heads_view(v)) {
+            *dst[i] = src[i];
         } else {
             nb_tensor *c = nb_contiguous(src[i]);
             *dst[i] = c ? view3(c, B, rows[i], cols[i], c->offset) : NULL;
@@ -250,16 +318,20 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     bool pack = o.attn_mask && nb_needs_grad(n_in, in);
     nb_tensor *q3, *k3, *v3;
     if (!sdpa_inputs(q, k, v, pack, dims, &q3, &k3, &v3)) return NULL;
-    /* out and lse share one storage, so that saving out keeps lse too */
-    int64_t total = B * L * Ev + B * L, bl[2] = {B, L}, bl_strides[2] = {L, 1}, oshape[NB_MAX_DIMS];
+    /* out and lse share one storage, so that saving out keeps lse too; a
+     * float32 lse after a 16-bit out takes two elements each, after padding */
+    int64_t total = is16(q->dtype) ? (B * L * Ev + 1) / 2 * 2 + 2 * B * L : B * L * Ev + B * L,
+            oshape[NB_MAX_DIMS];
     nb_tensor *buf = nb_tensor_new(1, &total, q->dtype, q->storage->device);
     if (!buf) return NULL;
     memcpy(oshape, q->shape, sizeof(int64_t) * (size_t)nd);
     oshape[nd - 1] = Ev;
     int64_t ostrides[NB_MAX_DIMS];
     nb_contiguous_strides(nd, oshape, ostrides);
-    nb_tensor *out = nb_tensor_view_of(buf, nd, oshape, ostrides, 0), *out3 = view3(buf, B, L, Ev, 0);
-    nb_tensor *lse = nb_tensor_view_of(buf, 2, bl, bl_strides, B * L * Ev);
+    bool heads = q3->ndim == 4; /* out [B1, B2, L, Ev] stored as [B1, L, B2, Ev]: its heads merge back for free */
+    if (heads) ostrides[1] = Ev, ostrides[2] = oshape[1] * Ev;
+    nb_tensor *out = nb_tensor_view_of(buf, nd, oshape, ostrides, 0), *out3 = heads ? out : view3(buf, B, L, Ev, 0);
+    nb_tensor *lse = out3 ? lse_view(out3, B, L, Ev) : NULL;
     nb_tensor *mask = NULL;
     if (o.attn_mask) { /* the broadcast view [..., L, S]: stride 0 where broadcast */
         nb_kview mv = nb_kview_expand(o.attn_mask, mnd, mtarget);
@@ -373,10 +445,10 @@ static nb_tensor *sdpa_gqa(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_opt
 }
 
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts) {
-    /* float32 under autocast: the fused kernels have no 16-bit form yet */
-    nb_tensor *in[3] = {q, k, v};
-    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 3, in)) return NULL;
-    q = in[0], k = in[1], v = in[2];
+    /* on autocast's lower-precision list, as PyTorch's: q, k, v and a float mask */
+    nb_tensor *in[4] = {q, k, v, opts.attn_mask};
+    if (!nb_autocast_inputs(NB_AUTOCAST_LOWER, 4, in)) return NULL;
+    q = in[0], k = in[1], v = in[2], opts.attn_mask = in[3];
     nb_scope *s = nb_op_scope_begin();
     if (opts.enable_gqa) return nb_scope_return(s, sdpa_gqa(q, k, v, opts));
     nb_tensor *qkv[3] = {q, k, v};

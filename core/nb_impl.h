@@ -66,6 +66,11 @@ nb_status nb_tensor_rebase(nb_tensor *t, nb_tensor *base, int64_t offset);
 /* A view of t's storage with the given geometry (scoped like nb_tensor_new). */
 nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset);
+/* As nb_tensor_view_of in another dtype: offset counts elements of dt.
+ * The caller keeps the view inside the storage and aligned for dt (the
+ * attention's float32 log-sum-exp after a 16-bit output). */
+nb_tensor *nb_tensor_view_as(const nb_tensor *t, nb_dtype dt, int ndim, const int64_t *shape,
+                             const int64_t *strides, int64_t offset);
 /* A scope opened by library code (an op, backward, a module's forward): as
  * nb_scope_begin, and while one is open the calling thread is inside a
  * library call. User code's nb_scope_begin scopes do not count. */

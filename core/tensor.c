@@ -164,6 +164,12 @@ nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
     return nb_scope_adopt(tensor_alloc(t->storage, t->dtype, ndim, shape, strides, offset));
 }
 
+nb_tensor *nb_tensor_view_as(const nb_tensor *t, nb_dtype dt, int ndim, const int64_t *shape,
+                             const int64_t *strides, int64_t offset) {
+    if (!check_shape("view", ndim, shape)) return NULL;
+    return nb_scope_adopt(tensor_alloc(t->storage, dt, ndim, shape, strides, offset));
+}
+
 void nb_retain(nb_tensor *t) {
     if (t) atomic_fetch_add(&t->refcount, 1);
 }

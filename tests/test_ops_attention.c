@@ -8,7 +8,9 @@
  * k, v (and of an additive mask) in every mode, bitwise equality for 1 and
  * 2 threads, fully masked rows (NaN, as PyTorch), error paths, a memory
  * bound showing the [L, S] score matrix is never allocated, and grouped-query
- * attention (enable_gqa) against k/v repeated by hand, with its gradcheck. */
+ * attention (enable_gqa) against k/v repeated by hand, with its gradcheck;
+ * bfloat16/float16 against float32, and q, k, v taken as strided head
+ * views of one projection against contiguous copies. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -472,6 +474,120 @@ START_TEST(test_cuda_long_sequence_matches_cpu) {
         nb_tensor *got = nb_to_device(nb_scaled_dot_product_attention(qc, nb_contiguous(kkc), nb_contiguous(vvc), o), NB_CPU);
         ck_same(got, want, 2e-4);
     }
+    /* bfloat16 beyond the score path: the float32 tiled kernel on float32 copies */
+    nb_tensor *qb = nb_to_dtype(q, NB_BF16), *kb = nb_to_dtype(k, NB_BF16), *vb = nb_to_dtype(v, NB_BF16);
+    nb_tensor *want = nb_scaled_dot_product_attention(nb_to_dtype(qb, NB_F32), nb_to_dtype(kb, NB_F32),
+                                                      nb_to_dtype(vb, NB_F32), (nb_sdpa_options){.attn_mask = mask});
+    nb_tensor *got = nb_scaled_dot_product_attention(nb_to_device(qb, NB_CUDA(0)), nb_to_device(kb, NB_CUDA(0)),
+                                                     nb_to_device(vb, NB_CUDA(0)), (nb_sdpa_options){.attn_mask = maskc});
+    ck_same(nb_to_device(nb_to_dtype(got, NB_F32), NB_CPU), want, 1e-2);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* bfloat16 and float16 q, k, v (float32 scores and lse inside) against
+ * float32 on the same rounded values, forward and backward, in each mode,
+ * on the CPU and on a GPU when there is one; under autocast a float32
+ * attention (and its additive mask) runs in the autocast dtype. */
+START_TEST(test_16bit_matches_float32) {
+    nb_scope *s = nb_scope_begin();
+    const int64_t B = 2, H = 2, L = 7, S = 9, E = 8;
+    nb_device devs[2] = {NB_CPU, NB_CUDA(0)};
+    int ndev = nb_device_count(NB_DEVICE_CUDA) > 0 ? 2 : 1;
+    nb_dtype dts[2] = {NB_BF16, NB_F16};
+    for (int dv = 0; dv < ndev; dv++)
+        for (int di = 0; di < 2; di++)
+            for (int mode = 0; mode < 5; mode++) {
+                nb_dtype dt = dts[di];
+                nb_tensor *x16[4], *x32[4];
+                int64_t shapes[4][4] = {{B, H, L, E}, {B, H, S, E}, {B, H, S, E}, {1, H, L, S}};
+                int n = mode == 3 ? 4 : 3;
+                for (int i = 0; i < n; i++) {
+                    nb_tensor *r = nb_to_dtype(randn(4, shapes[i], NB_F32, 40 + (uint64_t)i), dt);
+                    x16[i] = nb_detach(nb_to_device(r, devs[dv]));
+                    x32[i] = nb_detach(nb_to_device(nb_to_dtype(r, NB_F32), devs[dv]));
+                    NB_CK_OK(nb_set_requires_grad(x16[i], true));
+                    NB_CK_OK(nb_set_requires_grad(x32[i], true));
+                }
+                nb_tensor *bm = nb_to_device(bool_mask(L, S, 3, NULL), devs[dv]);
+                nb_generator g16 = nb_generator_new(5), g32 = g16;
+                nb_sdpa_options o = {.is_causal = mode == 1, .attn_mask = mode == 2 ? bm : NULL,
+                                     .dropout_p = mode == 4 ? 0.2 : 0};
+                nb_tensor *out[2], *w = nb_to_device(randn(NB_SHAPE(B, H, L, E), NB_F32, 9), devs[dv]);
+                for (int t = 0; t < 2; t++) {
+                    nb_tensor **x = t ? x32 : x16;
+                    if (mode == 3) o.attn_mask = x[3];
+                    o.gen = t ? &g32 : &g16;
+                    out[t] = nb_scaled_dot_product_attention(x[0], x[1], x[2], o);
+                    NB_CK_NOTNULL(out[t]);
+                    ck_assert_int_eq(nb_dtype_of(out[t]), t ? NB_F32 : dt);
+                    NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(out[t], NB_F32), w), NULL, 0, false)));
+                }
+                ck_same(nb_to_device(nb_to_dtype(out[0], NB_F32), NB_CPU), nb_to_device(out[1], NB_CPU), 3e-2);
+                for (int i = 0; i < n; i++) {
+                    nb_tensor *g = nb_tensor_grad(x16[i]);
+                    NB_CK_NOTNULL(g);
+                    ck_assert_int_eq(nb_dtype_of(g), dt);
+                    ck_same(nb_to_device(nb_to_dtype(g, NB_F32), NB_CPU), nb_to_device(nb_tensor_grad(x32[i]), NB_CPU),
+                            6e-2);
+                }
+            }
+    for (int dv = 0; dv < ndev; dv++) { /* autocast: float32 in, bfloat16 out; a float32 additive mask follows q */
+        nb_tensor *q = nb_to_device(randn(NB_SHAPE(2, 3, 4), NB_F32, 1), devs[dv]);
+        nb_tensor *m = nb_to_device(nb_zeros(NB_SHAPE(3, 3), NB_F32), devs[dv]);
+        NB_CK_OK(nb_autocast_begin(devs[dv], NB_BF16));
+        nb_tensor *o = nb_scaled_dot_product_attention(q, q, q, (nb_sdpa_options){.attn_mask = m});
+        NB_CK_OK(nb_autocast_end(devs[dv]));
+        NB_CK_NOTNULL(o);
+        ck_assert_int_eq(nb_dtype_of(o), NB_BF16);
+        ck_same(nb_to_device(nb_to_dtype(o, NB_F32), NB_CPU),
+                nb_to_device(nb_scaled_dot_product_attention(q, q, q, (nb_sdpa_options){0}), NB_CPU), 3e-2);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+/* q, k, v as the heads of one packed [B, N, 3, h, d] projection seen as
+ * [B, h, N, d] views (nn's multi-head attention): the kernels take the
+ * strided views as they are (on CUDA through the pointer-array GEMM, the
+ * batch being two strides), the output lands in [B, N, h, d] order and
+ * the gradients in their inputs' layout; all equal to the same attention
+ * on contiguous copies, forward and backward, with dropout and causal. */
+START_TEST(test_heads_views_match_contiguous) {
+    nb_scope *s = nb_scope_begin();
+    const int64_t B = 2, N = 6, H = 3, D = 4;
+    nb_device devs[2] = {NB_CPU, NB_CUDA(0)};
+    int ndev = nb_device_count(NB_DEVICE_CUDA) > 0 ? 2 : 1;
+    nb_dtype dts[3] = {NB_F64, NB_F32, NB_BF16};
+    for (int dv = 0; dv < ndev; dv++)
+        for (int di = 0; di < 3; di++)
+            for (int mode = 0; mode < 2; mode++) {
+                nb_tensor *x[2], *o[2];
+                nb_tensor *r = nb_to_device(nb_to_dtype(randn(NB_SHAPE(B, N, 3 * H * D), NB_F32, 21), dts[di]), devs[dv]);
+                nb_tensor *w = nb_to_device(nb_to_dtype(randn(NB_SHAPE(B, H, N, D), NB_F32, 22), dts[di]), devs[dv]);
+                for (int t = 0; t < 2; t++) {
+                    x[t] = nb_detach(nb_contiguous(r));
+                    NB_CK_OK(nb_set_requires_grad(x[t], true));
+                    nb_tensor *p[3];
+                    ck_assert_int_eq(nb_chunk(x[t], 3, -1, p, 3), 3);
+                    for (int i = 0; i < 3; i++) {
+                        p[i] = nb_transpose(nb_reshape(p[i], NB_SHAPE(B, N, H, D)), 1, 2);
+                        if (t) p[i] = nb_contiguous(p[i]);
+                    }
+                    nb_generator g = nb_generator_new(3);
+                    o[t] = nb_scaled_dot_product_attention(
+                        p[0], p[1], p[2], (nb_sdpa_options){.is_causal = mode == 1, .dropout_p = 0.3, .gen = &g});
+                    NB_CK_NOTNULL(o[t]);
+                    NB_CK_OK(nb_backward(nb_sum(nb_mul(o[t], w), NULL, 0, false)));
+                }
+                double tol = dts[di] == NB_F64 ? 1e-12 : dts[di] == NB_F32 ? 1e-5 : 2e-2;
+                ck_same(nb_to_device(nb_to_dtype(o[0], NB_F64), NB_CPU), nb_to_device(nb_to_dtype(o[1], NB_F64), NB_CPU), tol);
+                ck_same(nb_to_device(nb_to_dtype(nb_tensor_grad(x[0]), NB_F64), NB_CPU),
+                        nb_to_device(nb_to_dtype(nb_tensor_grad(x[1]), NB_F64), NB_CPU), 4 * tol);
+                /* the output's heads merge back into [B, N, h d] without a copy */
+                nb_tensor *m = nb_transpose(o[0], 1, 2);
+                ck_assert(nb_is_contiguous(m));
+            }
     nb_scope_end(s);
 }
 END_TEST
@@ -626,6 +742,8 @@ Suite *nb_suite_ops_attention(void) {
     tcase_add_test(g, test_gradcheck_ragged_and_dropout);
     tcase_add_test(g, test_backward_f32_matches_f64);
     tcase_add_test(g, test_gqa_gradcheck);
+    tcase_add_test(g, test_16bit_matches_float32);
+    tcase_add_test(g, test_heads_views_match_contiguous);
     tcase_set_timeout(g, 120);
     suite_add_tcase(s, g);
     TCase *t = tcase_create("threads_memory");

@@ -495,6 +495,9 @@ static void fill_empty_keys(const att_job *j) {
 nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                            const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
                            double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
+    if (!nb_cpu_attention_views_dense((const nb_kview *[]){q, k, v, out}, 4))
+        return nb_cpu_attention_dense(be, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset,
+                                      offset_base);
     att_job j;
     if (offset_base) offset += *offset_base; /* host memory here: the CPU captures no graphs */
     nb_status st = setup("attention", &j, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);
@@ -512,6 +515,9 @@ nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb
                                     double scale, double dropout_p, uint64_t seed, uint64_t offset,
                                     const uint64_t *offset_base) {
     const char *op = "attention_backward";
+    if (!nb_cpu_attention_views_dense((const nb_kview *[]){gout, q, k, v, out, gq, gk, gv}, 8))
+        return nb_cpu_attention_backward_dense(be, gq, gk, gv, gout, q, k, v, out, lse, mask, is_causal, scale,
+                                               dropout_p, seed, offset, offset_base);
     if (offset_base) offset += *offset_base;
     att_job j;
     nb_status st = setup(op, &j, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);

@@ -142,6 +142,14 @@ nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, 
 nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
                           double beta);
 nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale);
+/* q, k, v, out (and gradients) that are 16-bit, 4-d [B1, B2, R, C] or
+ * strided views run the attention kernels on dense [B, R, C] copies */
+bool nb_cpu_attention_views_dense(const nb_kview *const *v, int n);
+nb_status nb_cpu_bernoulli16(nb_backend *be, const nb_kview *dst, double p, uint64_t seed, uint64_t offset);
+nb_status nb_cpu_cross_entropy16(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *logits, const nb_kview *target, int64_t ignore_index);
+nb_status nb_cpu_cross_entropy_backward16(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss, const nb_kview *logits, const nb_kview *lse, const nb_kview *target, int64_t ignore_index);
+nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base);
+nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv, const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base);
 
 /* decoders: rms_norm.c, rope.c (float32/float64) */
 nb_status nb_cpu_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,

@@ -147,3 +147,140 @@ nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, 
     wide_free(w, 2);
     return st;
 }
+
+/* A dense [B, R, C] view of an attention operand ([B, R, C] or
+ * [B1, B2, R, C], any strides) in float32 for 16-bit sources, else the
+ * source's dtype: the view itself relabelled when it is dense already,
+ * else a copy (with `fill`, of its values). NULL src: an empty wide. */
+static nb_status dense3(nb_backend *be, const nb_kview *src, wide *w, bool fill) {
+    memset(w, 0, sizeof *w);
+    if (!src) return NB_OK;
+    int nd = src->ndim;
+    bool h = nb_cpu_is16(src->dtype);
+    if (h || !nb_cpu_is_contiguous(src)) {
+        int64_t n = nb_cpu_numel(src);
+        size_t es = h ? sizeof(float) : nb_dtype_size(src->dtype);
+        w->buf = malloc(es * (size_t)(n ? n : 1));
+        if (!w->buf) return nb_set_error(NB_ERR_OOM, "attention: out of host memory for a %lld-element copy", (long long)n);
+        w->v = *src;
+        w->v.data = w->buf;
+        w->v.dtype = h ? NB_F32 : src->dtype;
+        nb_contiguous_strides(nd, src->shape, w->v.strides);
+        if (fill && n) {
+            nb_status st = K->copy(be, &w->v, src);
+            if (st) return st;
+        }
+    } else {
+        w->v = *src;
+    }
+    if (nd == 4) { /* [B1, B2, R, C] dense as [B1 B2, R, C] */
+        nb_kview t = w->v;
+        t.ndim = 3;
+        t.shape[0] = w->v.shape[0] * w->v.shape[1], t.shape[1] = w->v.shape[2], t.shape[2] = w->v.shape[3];
+        t.strides[0] = t.shape[1] * t.shape[2], t.strides[1] = t.shape[2], t.strides[2] = 1;
+        w->v = t;
+    }
+    return NB_OK;
+}
+
+/* Writes a dense3 result back into its source view (rounded for 16 bits). */
+static nb_status undense3(nb_backend *be, const nb_kview *src, const wide *w) {
+    if (!src || !w->buf || !nb_cpu_numel(src)) return NB_OK;
+    nb_kview v = *src; /* the copy in src's shape */
+    v.data = w->buf;
+    v.dtype = w->v.dtype;
+    nb_contiguous_strides(src->ndim, src->shape, v.strides);
+    return K->copy(be, src, &v);
+}
+
+bool nb_cpu_attention_views_dense(const nb_kview *const *v, int n) {
+    for (int i = 0; i < n; i++)
+        if (v[i] && (nb_cpu_is16(v[i]->dtype) || v[i]->ndim != 3 || !nb_cpu_is_contiguous(v[i]))) return false;
+    return true;
+}
+
+/* The fused attention on dense [B, R, C] copies of q, k, v and out (float32
+ * for 16-bit ones, and for an additive 16-bit mask); lse is float32 already
+ * for 16-bit q (autograd/ops_attention.c). */
+nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
+                                 const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal,
+                                 double scale, double dropout_p, uint64_t seed, uint64_t offset,
+                                 const uint64_t *offset_base) {
+    if (nb_cpu_is16(q->dtype) && lse->dtype != NB_F32)
+        return nb_set_error(NB_ERR_DTYPE, "attention: a %s q needs a float32 lse, got %s", nb_dtype_name(q->dtype),
+                            nb_dtype_name(lse->dtype));
+    bool m16 = mask && nb_cpu_is16(mask->dtype);
+    wide w[5];
+    memset(w, 0, sizeof w);
+    nb_status st = dense3(be, q, &w[0], true);
+    if (!st) st = dense3(be, k, &w[1], true);
+    if (!st) st = dense3(be, v, &w[2], true);
+    if (!st && m16) st = widen(be, mask, &w[3], true);
+    if (!st) st = dense3(be, out, &w[4], false);
+    if (!st)
+        st = K->attention(be, &w[4].v, lse, &w[0].v, &w[1].v, &w[2].v, m16 ? &w[3].v : mask, is_causal, scale,
+                          dropout_p, seed, offset, offset_base);
+    if (!st) st = undense3(be, out, &w[4]);
+    wide_free(w, 5);
+    return st;
+}
+
+nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
+                                          const nb_kview *gout, const nb_kview *q, const nb_kview *k,
+                                          const nb_kview *v, const nb_kview *out, const nb_kview *lse,
+                                          const nb_kview *mask, bool is_causal, double scale, double dropout_p,
+                                          uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
+    if (nb_cpu_is16(q->dtype) && lse->dtype != NB_F32)
+        return nb_set_error(NB_ERR_DTYPE, "attention_backward: a %s q needs a float32 lse, got %s",
+                            nb_dtype_name(q->dtype), nb_dtype_name(lse->dtype));
+    bool m16 = mask && nb_cpu_is16(mask->dtype);
+    const nb_kview *src[9] = {gout, q, k, v, out, m16 ? mask : NULL, gq, gk, gv};
+    wide w[9];
+    memset(w, 0, sizeof w);
+    nb_status st = NB_OK;
+    for (int i = 0; i < 9 && !st; i++) st = i == 5 ? widen(be, src[i], &w[i], true) : dense3(be, src[i], &w[i], i < 6);
+    if (!st)
+        st = K->attention_backward(be, gq ? &w[6].v : NULL, gk ? &w[7].v : NULL, gv ? &w[8].v : NULL, &w[0].v,
+                                   &w[1].v, &w[2].v, &w[3].v, &w[4].v, lse, m16 ? &w[5].v : mask, is_causal, scale,
+                                   dropout_p, seed, offset, offset_base);
+    for (int i = 6; i < 9 && !st; i++) st = undense3(be, src[i], &w[i]);
+    wide_free(w, 9);
+    return st;
+}
+
+/* Cross-entropy of 16-bit logits (autocast's): on a float32 copy, with
+ * float32 per-row tensors; the gradient rounded back to 16 bits. */
+nb_status nb_cpu_cross_entropy16(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *logits,
+                                 const nb_kview *target, int64_t ignore_index) {
+    wide w;
+    nb_status st = widen(be, logits, &w, true);
+    if (!st) st = K->cross_entropy(be, loss, lse, &w.v, target, ignore_index);
+    wide_free(&w, 1);
+    return st;
+}
+
+nb_status nb_cpu_cross_entropy_backward16(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss,
+                                          const nb_kview *logits, const nb_kview *lse, const nb_kview *target,
+                                          int64_t ignore_index) {
+    if (glogits->dtype != logits->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "cross_entropy_backward: glogits %s, logits %s",
+                            nb_dtype_name(glogits->dtype), nb_dtype_name(logits->dtype));
+    wide w[2];
+    nb_status st = widen(be, logits, &w[0], true);
+    if (!st) st = widen(be, glogits, &w[1], false);
+    if (!st) st = K->cross_entropy_backward(be, &w[1].v, gloss, &w[0].v, lse, target, ignore_index);
+    if (!st) st = narrow(be, glogits, &w[1]);
+    wide_free(w, 2);
+    return st;
+}
+
+/* Bernoulli into a 16-bit tensor: the float32 draws (the same Philox
+ * bits), rounded exactly (0 and 1). */
+nb_status nb_cpu_bernoulli16(nb_backend *be, const nb_kview *dst, double p, uint64_t seed, uint64_t offset) {
+    wide w;
+    nb_status st = widen(be, dst, &w, false);
+    if (!st) st = K->random(be, &w.v, NB_RNG_BERNOULLI, p, 0, seed, offset, NULL);
+    if (!st) st = narrow(be, dst, &w);
+    wide_free(&w, 1);
+    return st;
+}

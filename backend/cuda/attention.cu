@@ -3,152 +3,30 @@
 // (backend/cpu/attention.c): bool or additive masks broadcast over the
 // batch, top-left causal masking, dropout on the normalised weights by the
 // Philox bits of element (b*L + i)*S + j (kept iff bits >> 11 >= ceil(p 2^53),
-// scaled by 1/(1-p)), lse saved in q's dtype, NaN rows where every score is
-// masked, and S == 0 giving out 0 and lse -inf.
+// scaled by 1/(1-p)), lse saved in q's dtype (float32 for bfloat16 and
+// float16 q), NaN rows where every score is masked, and S == 0 giving out 0
+// and lse -inf. q, k, v, out and the gradients are [B, R, C] or
+// [B1, B2, R, C] views with unit column stride (attention.cuh's Mat).
 //
 // Two ways, chosen by size, same results up to rounding:
-//  - short sequences (B*L*S up to 2^26 scores): the scores materialise in
-//    scratch and every product is a cuBLAS strided-batched GEMM (tensor cores
-//    under TF32); a row kernel applies mask, softmax and dropout. Backward
-//    recomputes the scores, then dV = P'^T dO, dP' = dO V^T,
-//    dS = P (dP' Z/(1-p) - D) with D = rowsum(dO o O), dQ = scale dS K,
-//    dK = scale dS^T Q (FlashAttention-2's formulas).
+//  - short sequences (B*L*S up to 2^26 scores): the score matrices on
+//    cuBLAS, attention_scores.cu.
 //  - long sequences: FlashAttention's tiling (Dao et al. 2022), O(L + S)
 //    memory: a block of query rows streams key/value tiles through shared
 //    memory with an online softmax (float32 at head size 64: the query row
-//    and accumulator in registers, k_flash_fwd64); backward in two passes, one owning the
-//    dQ rows and one the dK/dV rows, each summing in a fixed order (no
-//    atomics: deterministic).
+//    and accumulator in registers, k_flash_fwd64); backward in two passes,
+//    one owning the dQ rows and one the dK/dV rows, each summing in a fixed
+//    order (no atomics: deterministic). These take dense [B, R, C] views in
+//    float32 or float64: other views and 16-bit dtypes run on dense float32
+//    or same-dtype copies.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_common.cuh"
-#include "cuda_kernels.h"
-#include "philox.h"
+#include "attention.cuh"
 
 namespace nbc {
-
-nb_status gemm_rm(nb_backend *be, const char *slot, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                  double alpha, const void *A, int64_t lda, int64_t sA, const void *B, int64_t ldb, int64_t sB,
-                  double beta, void *C, int64_t ldc, int64_t sC, int64_t batch);
-
-struct MaskInfo {
-    const void *ptr; // NULL: none
-    bool is_bool;
-    int lead;
-    int64_t shape[MAXD], stride[MAXD]; // leading dims (sizes multiply to B)
-    int64_t si, sj;
-};
-
-struct Att {
-    int64_t B, L, S, E, Ev;
-    double scale;
-    bool causal, dropout;
-    uint64_t seed, offset, thresh;
-    const uint64_t *offset_base; // graph capture: added to offset on the device
-    double keep_scale;
-    MaskInfo mask;
-};
-
-__device__ inline int64_t mask_base(const MaskInfo &m, int64_t b) {
-    int64_t off = 0;
-    for (int d = m.lead - 1; d >= 0; d--) {
-        off += (b % m.shape[d]) * m.stride[d];
-        b /= m.shape[d];
-    }
-    return off;
-}
-
-// The masked score: s + additive mask, or -inf (bool false, causal j > i).
-template <typename T> __device__ inline T masked(const Att &a, int64_t mb, int64_t i, int64_t j, T s) {
-    if (a.causal && j > i) return (T)-INFINITY;
-    if (a.mask.ptr) {
-        int64_t o = mb + i * a.mask.si + j * a.mask.sj;
-        if (a.mask.is_bool) return ((const bool *)a.mask.ptr)[o] ? s : (T)-INFINITY;
-        return s + ((const T *)a.mask.ptr)[o];
-    }
-    return s;
-}
-
-// 0 for a dropped weight, 1/(1-p) for a kept one.
-__device__ inline double keep(const Att &a, int64_t b, int64_t i, int64_t j) {
-    const uint64_t off = a.offset + (a.offset_base ? *a.offset_base : 0);
-    uint64_t bits = nb_philox_bits(a.seed, off, (uint64_t)((b * a.L + i) * a.S + j));
-    return (bits >> 11) >= a.thresh ? a.keep_scale : 0.0;
-}
-
-__device__ inline double warp_max(double v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-__device__ inline double warp_sum(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// ---- the GEMM path ----------------------------------------------------------------
-
-// One warp per row (b, i) of s [B*L, S] (scale Q K^T): masks it, writes
-// lse, and P (dropped and rescaled when dropout) over s.
-template <typename T> __global__ void k_softmax_rows(Att a, T *s, T *lse) {
-    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= a.B * a.L) return;
-    int64_t b = row / a.L, i = row % a.L, mb = a.mask.ptr ? mask_base(a.mask, b) : 0;
-    T *sr = s + row * a.S;
-    double mx = -INFINITY;
-    for (int64_t j = lane; j < a.S; j += 32) {
-        T v = masked<T>(a, mb, i, j, sr[j]);
-        sr[j] = v;
-        mx = fmax(mx, (double)v);
-    }
-    mx = warp_max(mx);
-    double sum = 0;
-    for (int64_t j = lane; j < a.S; j += 32) sum += exp((double)sr[j] - mx);
-    sum = warp_sum(sum);
-    double l = mx == -INFINITY ? -INFINITY : mx + log(sum); // all masked: -inf, then NaN weights
-    if (lane == 0) lse[row] = (T)l;
-    for (int64_t j = lane; j < a.S; j += 32) {
-        double p = exp((double)sr[j] - l);
-        if (a.dropout) p *= keep(a, b, i, j);
-        sr[j] = (T)p;
-    }
-}
-
-// D[row] = sum_e dO[row, e] O[row, e] (one warp per row).
-template <typename T> __global__ void k_rowdot(const T *go, const T *o, double *D, int64_t rows, int64_t ev) {
-    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= rows) return;
-    double s = 0;
-    for (int64_t e = lane; e < ev; e += 32) s += (double)go[row * ev + e] * (double)o[row * ev + e];
-    s = warp_sum(s);
-    if (lane == 0) D[row] = s;
-}
-
-// From s (scale Q K^T, overwritten by P) and lse: P = exp(masked s - lse)
-// into s, and P' = P Z/(1-p) into pd when dropout (else pd is s).
-template <typename T> __global__ void k_probs(Att a, T *s, T *pd, const T *lse) {
-    NBC_GRID_STRIDE(x, a.B * a.L * a.S) {
-        int64_t row = x / a.S, j = x % a.S, b = row / a.L, i = row % a.L;
-        int64_t mb = a.mask.ptr ? mask_base(a.mask, b) : 0;
-        double p = exp((double)masked<T>(a, mb, i, j, s[x]) - (double)lse[row]);
-        s[x] = (T)p;
-        if (a.dropout) pd[x] = (T)(p * keep(a, b, i, j));
-    }
-}
-
-// dS = P (dP' Z/(1-p) - D), over dp in place.
-template <typename T> __global__ void k_dscores(Att a, const T *p, T *dp, const double *D) {
-    NBC_GRID_STRIDE(x, a.B * a.L * a.S) {
-        int64_t row = x / a.S, j = x % a.S, b = row / a.L, i = row % a.L;
-        double g = (double)dp[x];
-        if (a.dropout) g *= keep(a, b, i, j);
-        dp[x] = (T)((double)p[x] * (g - D[row]));
-    }
-}
 
 // ---- the tiled (flash) path -------------------------------------------------------
 
@@ -381,29 +259,47 @@ __global__ void k_flash_dkv(Att a, const T *q, const T *k, const T *v, const T *
         for (int64_t e = 0; e < a.Ev; e++) gv[krow * a.Ev + e] = mv[e];
 }
 
-template <typename T> __global__ void k_fill_empty(T *out, T *lse, int64_t no, int64_t nl) {
-    NBC_GRID_STRIDE(x, no) out[x] = 0;
-    NBC_GRID_STRIDE(x, nl) lse[x] = (T)-INFINITY;
-}
-
 // ---- setup ---------------------------------------------------------------------------
 
+// q's batch dims (1 or 2) and matrix dims of a 3-d or 4-d view with unit
+// column stride, as a Mat; false when it is not one.
+static bool mat_of(const nb_kview *t, int nd, Mat *m) {
+    if (t->ndim != nd) return false;
+    int64_t R = t->shape[nd - 2], C = t->shape[nd - 1];
+    if (C > 1 && t->strides[nd - 1] != 1) return false;
+    m->data = t->data;
+    m->ld = R > 1 ? t->strides[nd - 2] : C;
+    if (m->ld < C && R > 1) return false;
+    if (nd == 3) m->b2 = t->shape[0] > 0 ? t->shape[0] : 1, m->s1 = 0, m->s2 = t->strides[0];
+    else m->b2 = t->shape[1] > 0 ? t->shape[1] : 1, m->s1 = t->strides[0], m->s2 = t->strides[1];
+    return true;
+}
+
+// Shapes, dtypes, mask and dropout; q, k, v, out as Mats. Every view has
+// q's batch dims; lse is [B, L] contiguous.
 static nb_status setup(const char *op, Att *a, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                        const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
-                       double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
-    nb_dtype dt = q->dtype;
-    if (dt != NB_F32 && dt != NB_F64)
+                       double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base, Mat *mq, Mat *mk,
+                       Mat *mv, Mat *mo) {
+    nb_dtype dt = q->dtype, ldt = is16(dt) ? NB_F32 : dt; // 16-bit q: lse in float32
+    if (dt != NB_F32 && dt != NB_F64 && !is16(dt))
         return nb_set_error(NB_ERR_DTYPE, "%s: %s is not supported on cuda", op, nb_dtype_name(dt));
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3 || out->ndim != 3 || lse->ndim != 2)
-        return nb_set_error(NB_ERR_SHAPE, "%s: q, k, v, out must be 3-d and lse 2-d", op);
-    a->B = q->shape[0], a->L = q->shape[1], a->E = q->shape[2], a->S = k->shape[1], a->Ev = v->shape[2];
-    const nb_kview *all[5] = {q, k, v, out, lse};
-    for (int i = 0; i < 5; i++)
-        if (all[i]->dtype != dt || !contiguous(all[i]))
-            return nb_set_error(NB_ERR_SHAPE, "%s: q, k, v, out and lse must be contiguous %s", op, nb_dtype_name(dt));
-    if (k->shape[0] != a->B || v->shape[0] != a->B || v->shape[1] != a->S || k->shape[2] != a->E ||
-        out->shape[0] != a->B || out->shape[1] != a->L || out->shape[2] != a->Ev || lse->shape[0] != a->B ||
-        lse->shape[1] != a->L)
+    int nd = q->ndim;
+    const nb_kview *all[4] = {q, k, v, out};
+    Mat *mats[4] = {mq, mk, mv, mo};
+    bool ok = (nd == 3 || nd == 4) && lse->ndim == 2 && lse->dtype == ldt && contiguous(lse);
+    for (int i = 0; i < 4 && ok; i++) {
+        ok = all[i]->dtype == dt && mat_of(all[i], nd, mats[i]);
+        for (int d = 0; d < nd - 2 && ok; d++) ok = all[i]->shape[d] == q->shape[d];
+    }
+    if (!ok)
+        return nb_set_error(NB_ERR_SHAPE, "%s: q, k, v, out must be %s [B, R, C] or [B1, B2, R, C] views with unit "
+                                          "column stride, and lse a contiguous %s [B, L]",
+                            op, nb_dtype_name(dt), nb_dtype_name(ldt));
+    a->B = nd == 3 ? q->shape[0] : q->shape[0] * q->shape[1];
+    a->L = q->shape[nd - 2], a->E = q->shape[nd - 1], a->S = k->shape[nd - 2], a->Ev = v->shape[nd - 1];
+    if (k->shape[nd - 1] != a->E || v->shape[nd - 2] != a->S || out->shape[nd - 2] != a->L ||
+        out->shape[nd - 1] != a->Ev || lse->shape[0] != a->B || lse->shape[1] != a->L)
         return nb_set_error(NB_ERR_SHAPE, "%s: q, k, v do not fit [B, L, E], [B, S, E], [B, S, Ev] with out and lse", op);
     if (!(dropout_p >= 0 && dropout_p < 1))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: dropout_p %g outside [0, 1)", op, dropout_p);
@@ -448,11 +344,59 @@ static size_t flash_smem(const Att &a, size_t es, int which) {
     return es * (size_t)(FK * a.E + FK * a.Ev + FQ * accw);
 }
 
-static bool aligned16(const nb_kview *t) { return ((uintptr_t)t->data & 15) == 0; }
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 static nb_status set_smem(const void *fn, size_t bytes, const char *op) {
     if (bytes > 48 * 1024) NBC_TRY(op, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     return NB_OK;
+}
+
+// ---- dense copies for the tiled path ---------------------------------------------------
+
+// A dense copy of a view in dtype dt (float32 for 16-bit sources, else the
+// source's), except that broadcast dims (stride 0) stay broadcast, so a
+// mask expanded over the batch is not materialised. NULL src: an empty
+// view; a bool mask or a dense view of the wanted dtype passes as it is.
+// With `fill`, src's values.
+struct Dense {
+    Scratch buf;
+    nb_kview v{};
+    const nb_kview *src = nullptr;
+    bool copied = false;
+};
+static nb_status densify(nb_backend *be, const nb_kview *src, Dense *w, bool fill) {
+    w->src = src;
+    if (!src) return NB_OK;
+    nb_dtype want = is16(src->dtype) ? NB_F32 : src->dtype;
+    if (src->dtype == NB_BOOL || (want == src->dtype && contiguous(src))) {
+        w->v = *src;
+        return NB_OK;
+    }
+    nb_kview one = *src; // the stored extent: broadcast dims as size 1
+    int64_t n = 1;
+    for (int d = src->ndim - 1; d >= 0; d--) {
+        if (src->strides[d] == 0) one.shape[d] = 1;
+        n *= one.shape[d];
+    }
+    if (!w->buf.alloc(be, nb_dtype_size(want) * (size_t)n)) return nb_last_status();
+    nb_kview dense = one;
+    dense.dtype = want, dense.data = w->buf.ptr;
+    int64_t st = 1;
+    for (int d = src->ndim - 1; d >= 0; d--) dense.strides[d] = st, st *= one.shape[d];
+    if (fill && n) {
+        nb_status r = nb_cuda_copy_into(be, &dense, &one);
+        if (r) return r;
+    }
+    w->v = dense, w->copied = true;
+    for (int d = 0; d < src->ndim; d++) {
+        w->v.shape[d] = src->shape[d];
+        if (src->strides[d] == 0) w->v.strides[d] = 0;
+    }
+    return NB_OK;
+}
+static const nb_kview *dv_of(const Dense &w) { return w.src ? &w.v : nullptr; }
+static nb_status undensify(nb_backend *be, const Dense &w) {
+    return w.copied && numel(w.src) ? nb_cuda_copy_into(be, w.src, &w.v) : NB_OK;
 }
 
 } // namespace nbc
@@ -465,32 +409,34 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
                                        const uint64_t *offset_base) {
     const char *op = "attention";
     Att a;
-    nb_status st = setup(op, &a, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset, offset_base);
+    Mat mq, mk, mv, mo;
+    nb_status st =
+        setup(op, &a, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset, offset_base, &mq, &mk, &mv, &mo);
     if (st) return st;
     if (a.B * a.L == 0) return NB_OK;
     cudaStream_t s = stream_of(be);
+    if (a.S == 0) { // out 0, lse -inf
+        if ((st = nb_cuda_fill(be, out, 0.0))) return st;
+        return nb_cuda_fill(be, lse, -INFINITY);
+    }
+    if (a.B * a.L * a.S <= gemm_path_max()) return score_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
+    // the tiled kernels: dense float32/float64 views
+    bool dense = !is16(q->dtype) && contiguous(q) && contiguous(k) && contiguous(v) && contiguous(out);
+    if (!dense) {
+        Dense w[5];
+        const nb_kview *src[5] = {q, k, v, mask, out};
+        for (int i = 0; i < 5; i++)
+            if ((st = densify(be, src[i], &w[i], i < 4))) return st;
+        if ((st = nb_cuda_attention(be, dv_of(w[4]), lse, dv_of(w[0]), dv_of(w[1]), dv_of(w[2]), dv_of(w[3]),
+                                    is_causal, scale, dropout_p, seed, offset, offset_base)))
+            return st;
+        return undensify(be, w[4]);
+    }
     return dispatch_float(op, q->dtype, [&](auto t) -> nb_status {
         using T = decltype(t);
-        if (a.S == 0) {
-            k_fill_empty<T><<<blocks_for(a.B * a.L * a.Ev), THREADS, 0, s>>>((T *)out->data, (T *)lse->data,
-                                                                             a.B * a.L * a.Ev, a.B * a.L);
-            return launched(op);
-        }
-        if (a.B * a.L * a.S <= gemm_path_max()) {
-            Scratch sc;
-            if (!sc.alloc(be, sizeof(T) * (size_t)(a.B * a.L * a.S))) return nb_last_status();
-            nb_status r = gemm_rm(be, op, q->dtype, false, true, a.L, a.S, a.E, a.scale, q->data, a.E, a.L * a.E, k->data,
-                                  a.E, a.S * a.E, 0.0, sc.ptr, a.S, a.L * a.S, a.B);
-            if (r) return r;
-            int64_t rows = a.B * a.L;
-            k_softmax_rows<T><<<(unsigned)((rows + 7) / 8), 256, 0, s>>>(a, sc.as<T>(), (T *)lse->data);
-            if ((r = launched(op))) return r;
-            return gemm_rm(be, op, q->dtype, false, false, a.L, a.Ev, a.S, 1.0, sc.ptr, a.S, a.L * a.S, v->data, a.Ev,
-                           a.S * a.Ev, 0.0, out->data, a.Ev, a.L * a.Ev, a.B);
-        }
         dim3 grid((unsigned)((a.L + FQ - 1) / FQ), (unsigned)a.B);
-        if (sizeof(T) == 4 && a.E == HD && a.Ev == HD && aligned16(q) && aligned16(k) && aligned16(v) &&
-            aligned16(out)) {
+        if (sizeof(T) == 4 && a.E == HD && a.Ev == HD && aligned16(q->data) && aligned16(k->data) &&
+            aligned16(v->data) && aligned16(out->data)) {
             k_flash_fwd64<<<grid, FQ, 0, s>>>(a, (const float *)q->data, (const float *)k->data,
                                               (const float *)v->data, (float *)out->data, (float *)lse->data);
             return launched(op);
@@ -512,57 +458,48 @@ extern "C" nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *
                                                 const uint64_t *offset_base) {
     const char *op = "attention_backward";
     Att a;
-    nb_status st = setup(op, &a, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset, offset_base);
+    Mat mq, mk, mv, mo, mg, mgx[3];
+    nb_status st =
+        setup(op, &a, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset, offset_base, &mq, &mk, &mv, &mo);
     if (st) return st;
     const nb_kview *gs[4] = {gout, gq, gk, gv};
     const nb_kview *like[4] = {out, q, k, v};
+    Mat *gm[4] = {&mg, &mgx[0], &mgx[1], &mgx[2]};
     for (int i = 0; i < 4; i++)
-        if (gs[i] && (gs[i]->dtype != q->dtype || !same_shape(gs[i], like[i]) || !contiguous(gs[i])))
-            return nb_set_error(NB_ERR_SHAPE, "%s: gout or a gradient does not match out/q/k/v (contiguous)", op);
+        if (gs[i] && (gs[i]->dtype != q->dtype || !same_shape(gs[i], like[i]) || !mat_of(gs[i], q->ndim, gm[i])))
+            return nb_set_error(NB_ERR_SHAPE, "%s: gout or a gradient does not match out/q/k/v (unit column stride)", op);
+    if (a.S == 0 || a.B * a.L == 0) { // every gradient is zero
+        for (int i = 1; i < 4; i++)
+            if (gs[i] && numel(gs[i]) && (st = nb_cuda_fill(be, gs[i], 0.0))) return st;
+        return NB_OK;
+    }
+    if (a.B * a.L * a.S <= gemm_path_max())
+        return score_backward(be, op, q->dtype, a, mq, mk, mv, mo, mg, gq ? &mgx[0] : nullptr, gk ? &mgx[1] : nullptr,
+                              gv ? &mgx[2] : nullptr, lse->data);
+    const nb_kview *all[8] = {gout, q, k, v, out, gq, gk, gv};
+    bool dense = !is16(q->dtype);
+    for (int i = 0; i < 8 && dense; i++) dense = !all[i] || contiguous(all[i]);
+    if (!dense) { // the tiled kernels on dense float32/float64 copies
+        Dense w[9];
+        const nb_kview *src[9] = {gout, q, k, v, out, mask, gq, gk, gv};
+        for (int i = 0; i < 9; i++)
+            if ((st = densify(be, src[i], &w[i], i < 6))) return st;
+        if ((st = nb_cuda_attention_backward(be, dv_of(w[6]), dv_of(w[7]), dv_of(w[8]), dv_of(w[0]), dv_of(w[1]),
+                                             dv_of(w[2]), dv_of(w[3]), dv_of(w[4]), lse, dv_of(w[5]), is_causal, scale,
+                                             dropout_p, seed, offset, offset_base)))
+            return st;
+        for (int i = 6; i < 9; i++)
+            if ((st = undensify(be, w[i]))) return st;
+        return NB_OK;
+    }
     cudaStream_t s = stream_of(be);
     return dispatch_float(op, q->dtype, [&](auto t) -> nb_status {
         using T = decltype(t);
         int64_t rows = a.B * a.L;
-        // S == 0 or L == 0: every gradient is zero
-        if (a.S == 0 || rows == 0) {
-            for (int i = 1; i < 4; i++)
-                if (gs[i] && numel(gs[i])) NBC_TRY(op, cudaMemsetAsync(gs[i]->data, 0, sizeof(T) * (size_t)numel(gs[i]), s));
-            return NB_OK;
-        }
         Scratch dsum;
         if (!dsum.alloc(be, sizeof(double) * (size_t)rows)) return nb_last_status();
-        k_rowdot<T><<<(unsigned)((rows + 7) / 8), 256, 0, s>>>((const T *)gout->data, (const T *)out->data,
-                                                                dsum.as<double>(), rows, a.Ev);
-        nb_status r = launched(op);
+        nb_status r = rowdot(be, q->dtype, a, mg, mo, dsum.as<double>());
         if (r) return r;
-        if (a.B * a.L * a.S <= gemm_path_max()) {
-            size_t n = (size_t)(a.B * a.L * a.S);
-            Scratch p, pd, dp;
-            if (!p.alloc(be, sizeof(T) * n) || !dp.alloc(be, sizeof(T) * n) || (a.dropout && !pd.alloc(be, sizeof(T) * n)))
-                return nb_last_status();
-            T *P = p.as<T>(), *PD = a.dropout ? pd.as<T>() : P, *DP = dp.as<T>();
-            if ((r = gemm_rm(be, op, q->dtype, false, true, a.L, a.S, a.E, a.scale, q->data, a.E, a.L * a.E, k->data,
-                             a.E, a.S * a.E, 0.0, P, a.S, a.L * a.S, a.B)))
-                return r;
-            k_probs<T><<<blocks_for((int64_t)n), THREADS, 0, s>>>(a, P, PD, (const T *)lse->data);
-            if ((r = launched(op))) return r;
-            if (gv && (r = gemm_rm(be, op, q->dtype, true, false, a.S, a.Ev, a.L, 1.0, PD, a.S, a.L * a.S, gout->data,
-                                   a.Ev, a.L * a.Ev, 0.0, gv->data, a.Ev, a.S * a.Ev, a.B)))
-                return r;
-            if (!gq && !gk) return NB_OK;
-            if ((r = gemm_rm(be, op, q->dtype, false, true, a.L, a.S, a.Ev, 1.0, gout->data, a.Ev, a.L * a.Ev, v->data,
-                             a.Ev, a.S * a.Ev, 0.0, DP, a.S, a.L * a.S, a.B)))
-                return r;
-            k_dscores<T><<<blocks_for((int64_t)n), THREADS, 0, s>>>(a, P, DP, dsum.as<double>());
-            if ((r = launched(op))) return r;
-            if (gq && (r = gemm_rm(be, op, q->dtype, false, false, a.L, a.E, a.S, a.scale, DP, a.S, a.L * a.S, k->data,
-                                   a.E, a.S * a.E, 0.0, gq->data, a.E, a.L * a.E, a.B)))
-                return r;
-            if (gk && (r = gemm_rm(be, op, q->dtype, true, false, a.S, a.E, a.L, a.scale, DP, a.S, a.L * a.S, q->data,
-                                   a.E, a.L * a.E, 0.0, gk->data, a.E, a.S * a.E, a.B)))
-                return r;
-            return NB_OK;
-        }
         if (gq) {
             size_t sm = flash_smem(a, sizeof(T), 1);
             if ((r = set_smem((const void *)k_flash_dq<T>, sm, op))) return r;

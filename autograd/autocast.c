@@ -58,6 +58,8 @@ bool nb_autocast_is_enabled(nb_device dev) {
 
 void nb_autocast_pause(bool pause) { paused += pause ? 1 : -1; }
 
+bool nb_autocast_active(nb_device dev) { return !paused && nb_autocast_is_enabled(dev); }
+
 /* The cast of t to dt, cached for parameters. */
 static nb_tensor *cast(nb_tensor *t, nb_dtype dt) {
     bool cacheable = nb_is_leaf(t) && nb_requires_grad(t);

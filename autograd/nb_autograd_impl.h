@@ -84,15 +84,18 @@ typedef struct nb_node_ext {
 
 /* ---- autocast (autocast.c) ---- */
 typedef enum nb_autocast_list {
-    NB_AUTOCAST_LOWER, /* matmul, linear (bmm through matmul): float32 inputs to the autocast dtype */
+    NB_AUTOCAST_LOWER, /* matmul, linear (bmm through matmul), scaled_dot_product_attention: float32 inputs
+                          to the autocast dtype */
     NB_AUTOCAST_FP32   /* softmax, log_softmax, layer_norm, rms_norm, cross_entropy, mse_loss, sum, and
-                          (until they have 16-bit kernels) attention and conv2d: 16-bit inputs to float32 */
+                          (until it has a 16-bit kernel) conv2d: 16-bit inputs to float32 */
 } nb_autocast_list;
 /* Under an autocast region for an input's device type, replaces in[i] by its
  * cast for the op's list (NULL entries skipped); false with an error. */
 bool nb_autocast_inputs(nb_autocast_list list, int n, nb_tensor **in);
 /* Backward passes run without autocast (nested: pause true, then false). */
 void nb_autocast_pause(bool pause);
+/* An autocast region is open for dev's type and not paused (by backward). */
+bool nb_autocast_active(nb_device dev);
 
 struct nb_node {
     int refcount; /* the output tensors', plus one while a backward walks it */

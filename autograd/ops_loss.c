@@ -13,6 +13,8 @@
  * target is ignore_index zeroed, as recorded ops (the softmax recomputed
  * from the connected logits, not the saved log-sum-exp). */
 static nb_tensor *ce_grad_ops(nb_tensor *g, nb_tensor *logits, nb_tensor *target, int64_t ignore_index) {
+    if (logits->dtype == NB_BF16 || logits->dtype == NB_F16) /* autocast's 16-bit logits: in float32, rounded back */
+        return nb_to_dtype(ce_grad_ops(g, nb_to_dtype(logits, NB_F32), target, ignore_index), logits->dtype);
     int64_t c = logits->shape[1];
     nb_tensor *classes = nb_reshape(nb_arange_on(0, (double)c, 1, NB_I64, logits->storage->device), NB_SHAPE(1, c));
     nb_tensor *t = nb_unsqueeze(target, 1);
@@ -35,12 +37,16 @@ static nb_status ce_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return NB_CALL(logits, cross_entropy_backward, &vgx, &vg, &vx, &vl, &vt, n->p.cross_entropy.ignore_index);
 }
 
-/* Per-row losses [N] of logits [N, C] (one node, fused backward). */
+static bool is16(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
+
+/* Per-row losses [N] of logits [N, C] (one node, fused backward); float32
+ * rows (and loss) for 16-bit logits, whose gradient is 16-bit. */
 static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_index) {
     nb_tensor *x = nb_contiguous(logits), *t = nb_contiguous(target);
     int64_t n = logits->shape[0];
-    nb_tensor *loss = nb_tensor_new(1, &n, logits->dtype, logits->storage->device);
-    nb_tensor *lse = nb_tensor_new(1, &n, logits->dtype, logits->storage->device);
+    nb_dtype rdt = is16(logits->dtype) ? NB_F32 : logits->dtype;
+    nb_tensor *loss = nb_tensor_new(1, &n, rdt, logits->storage->device);
+    nb_tensor *lse = nb_tensor_new(1, &n, rdt, logits->storage->device);
     if (!x || !t || !loss || !lse) return NULL;
     nb_kview vl = nb_kview_of(loss), vs = nb_kview_of(lse), vx = nb_kview_of(x), vt = nb_kview_of(t);
     if (NB_CALL(x, cross_entropy, &vl, &vs, &vx, &vt, ignore_index) != NB_OK) return NULL;
@@ -155,11 +161,13 @@ static nb_tensor *ce_probs(const ce_flat *f, nb_tensor *logp, nb_cross_entropy_o
     return m ? ce_reduce(f, rows, o.reduction, m) : NULL;
 }
 
+/* fused16: autocast's 16-bit logits, for the fused kernel (no weight,
+ * smoothing or probabilities), which reads them as float32. */
 static nb_tensor *loss_impl(const char *op, nb_tensor *input, nb_tensor *target, nb_cross_entropy_options o,
-                            bool logits) {
+                            bool logits, bool fused16) {
     nb_tensor *in[3] = {input, target, o.weight};
     nb_op_id id = logits ? NB_OP_CROSS_ENTROPY_EX : NB_OP_NLL_LOSS;
-    if (!nb_check_inputs(op, o.weight ? 3 : 2, in) || !nb_check_dtypes(id, 1, in)) return NULL;
+    if (!nb_check_inputs(op, o.weight ? 3 : 2, in) || (!fused16 && !nb_check_dtypes(id, 1, in))) return NULL;
     if ((unsigned)o.reduction > NB_REDUCTION_NONE)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: bad reduction %d", op, (int)o.reduction);
     if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1) || (!logits && o.label_smoothing != 0))
@@ -181,8 +189,9 @@ static nb_tensor *loss_impl(const char *op, nb_tensor *input, nb_tensor *target,
                        (long long)o.ignore_index);
     if (logits && !f.probs && !o.weight && o.label_smoothing == 0) { /* the fused kernel */
         nb_tensor *rows = ce_rows(f.x, f.t, o.ignore_index);
-        nb_tensor *count = nb_sum(nb_to_dtype(nb_ne_scalar(f.t, (double)o.ignore_index), input->dtype), NULL, 0,
-                                  false);
+        nb_tensor *count = nb_sum(nb_to_dtype(nb_ne_scalar(f.t, (double)o.ignore_index),
+                                              fused16 ? NB_F32 : input->dtype),
+                                  NULL, 0, false);
         return count ? ce_reduce(&f, rows, o.reduction, count) : NULL;
     }
     nb_tensor *logp = logits ? nb_log_softmax(f.x, 1) : f.x;
@@ -191,9 +200,15 @@ static nb_tensor *loss_impl(const char *op, nb_tensor *input, nb_tensor *target,
 }
 
 nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts) {
-    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &logits)) return NULL;
+    /* On autocast's float32 list. 16-bit logits that the fused kernel takes
+     * are read as float32 there instead of cast first: the same bits (the
+     * cast is exact; the gradient is rounded to 16 bits either way), without
+     * the cast's traffic (the MLM head's [4096, 30522] logits). */
+    bool fused16 = logits && target && is16(logits->dtype) && nb_autocast_active(logits->storage->device) &&
+                   !opts.weight && opts.label_smoothing == 0 && target->dtype == NB_I64 && logits->ndim != 1;
+    if (!fused16 && !nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &logits)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, loss_impl("cross_entropy", logits, target, opts, true));
+    return nb_scope_return(s, loss_impl("cross_entropy", logits, target, opts, true, fused16));
 }
 
 nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target) {
@@ -202,7 +217,7 @@ nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target) {
 
 nb_tensor *nb_nll_loss(nb_tensor *input, nb_tensor *target, nb_cross_entropy_options opts) {
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, loss_impl("nll_loss", input, target, opts, false));
+    return nb_scope_return(s, loss_impl("nll_loss", input, target, opts, false, false));
 }
 
 /* ---- mse_loss ----------------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /* test_autocast.c - nb_autocast_begin/end (torch.autocast) on every device:
  * the lists' casts, float32 gradients for float32 parameters close to a
  * float32 run's, backward outside autocast, nesting, float64 untouched, the
- * errors, and an MLP whose autocast training tracks float32 training. */
+ * errors, an MLP whose autocast training tracks float32 training, and
+ * cross_entropy on 16-bit logits with the explicit cast's bits. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -76,6 +77,42 @@ START_TEST(test_autocast_lists_and_grads) {
 }
 END_TEST
 
+/* cross_entropy of bfloat16 logits under autocast reads them as float32 in
+ * the fused kernel instead of casting them first: the loss, its dtype and
+ * the 16-bit gradient have the bits of the explicit cast's path, with an
+ * ignored target; the mean counts in float32 (4095 is no bfloat16). */
+START_TEST(test_autocast_cross_entropy_16bit_logits) {
+    FOR_DEVICES(dev) {
+        nb_scope *s = nb_scope_begin();
+        nb_generator g = nb_generator_new(5);
+        const int64_t N = 4095, C = 37;
+        nb_tensor *base = nb_to_dtype(nb_mul_scalar(nb_randn_on(NB_SHAPE(N, C), NB_F32, &g, dev), 3.0), NB_BF16);
+        nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(N), NB_F64, &g, dev), C - 1e-3), NB_I64);
+        NB_CK_OK(nb_fill_(nb_narrow(y, 0, 7, 1), -100)); /* one ignored row */
+        nb_tensor *lg[2], *loss[2];
+        for (int k = 0; k < 2; k++) {
+            lg[k] = nb_detach(nb_contiguous(base));
+            NB_CK_OK(nb_set_requires_grad(lg[k], true));
+            if (k == 0) { /* autocast: the fused kernel on 16-bit logits */
+                NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+                loss[k] = nb_cross_entropy(lg[k], y);
+                NB_CK_OK(nb_autocast_end(dev));
+            } else { /* the explicit cast */
+                loss[k] = nb_cross_entropy(nb_to_dtype(lg[k], NB_F32), y);
+            }
+            NB_CK_NOTNULL(loss[k]);
+            ck_assert_int_eq(nb_dtype_of(loss[k]), NB_F32);
+            NB_CK_OK(nb_backward(loss[k]));
+        }
+        ck_assert(nb_item(loss[0]) == nb_item(loss[1]));
+        nb_tensor *g0 = nb_tensor_grad(lg[0]), *g1 = nb_tensor_grad(lg[1]);
+        ck_assert_int_eq(nb_dtype_of(g0), NB_BF16);
+        ck_assert(nb_item(nb_sum(nb_ne(g0, g1), NULL, 0, false)) == 0);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
 /* The mnist_mlp network on fixed random data: 40 Adam steps with autocast
  * lower the loss as float32 training does (within 5%). */
 START_TEST(test_autocast_training) {
@@ -120,6 +157,7 @@ Suite *nb_suite_autocast(void) {
     tcase_add_test(c, test_autocast_errors);
     tcase_add_test(c, test_autocast_lists_and_grads);
     tcase_add_test(c, test_autocast_training);
+    tcase_add_test(c, test_autocast_cross_entropy_16bit_logits);
     suite_add_tcase(s, c);
     return s;
 }

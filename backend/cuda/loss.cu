@@ -9,6 +9,10 @@
 // tree (deterministic, no atomics); the second pass re-reads the row from
 // L2. Backward needs no reduction (lse is saved): a grid over (column
 // chunks, rows), each element written once.
+// bfloat16/float16 logits (autocast's cross_entropy, autograd/ops_loss.c)
+// are read as float32 and computed as float32 ones, with float32 per-row
+// tensors and a 16-bit gradient: the bits of casting them to float32 first,
+// without the cast's traffic.
 // A target outside [0, c) that is not ignore_index goes to the stream's
 // error word (NB_ERR_INVALID_ARG at the next sync point); x is never read
 // at it (that row's loss is NaN, its gradient row has no -gloss term).
@@ -26,14 +30,20 @@ template <typename T> struct RowVec {
     __device__ T &operator[](int64_t i) const { return p[i * s]; }
 };
 
-template <typename T>
-__global__ void __launch_bounds__(1024) k_ce(const T *x, int64_t n, int64_t c, RowVec<const int64_t> tgt,
+// Logits of storage type X read as T.
+template <typename T, typename X> struct XRow {
+    const X *p;
+    __device__ T operator[](int64_t i) const { return (T)Traits<X>::load(p[i]); }
+};
+
+template <typename T, typename X>
+__global__ void __launch_bounds__(1024) k_ce(const X *x, int64_t n, int64_t c, RowVec<const int64_t> tgt,
                                              RowVec<T> loss, RowVec<T> lse, int64_t ignore, int *err, int tag) {
     __shared__ T st[32];
     __shared__ double sd[32];
     const int bd = blockDim.x;
     for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
-        const T *xr = x + r * c;
+        const XRow<T, X> xr{x + r * c};
         T mx = (T)-INFINITY;
         int64_t i = threadIdx.x;
         for (; i + 3 * bd < c; i += 4 * bd) { // four loads in flight
@@ -80,8 +90,8 @@ __global__ void k_ce_empty(int64_t n, RowVec<const int64_t> tgt, RowVec<T> loss,
 
 constexpr int CEB_THREADS = 256, CEB_PER = 4; // backward: elements per thread per row chunk
 
-template <typename T>
-__global__ void __launch_bounds__(CEB_THREADS) k_ce_back(const T *x, T *gx, int64_t n, int64_t c,
+template <typename T, typename X>
+__global__ void __launch_bounds__(CEB_THREADS) k_ce_back(const X *x, X *gx, int64_t n, int64_t c,
                                                          RowVec<const int64_t> tgt, RowVec<const T> gloss,
                                                          RowVec<const T> lse, int64_t ignore, int *err, int tag) {
     for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
@@ -89,15 +99,15 @@ __global__ void __launch_bounds__(CEB_THREADS) k_ce_back(const T *x, T *gx, int6
         const bool ign = t == ignore;
         if (!ign && (t < 0 || t >= c) && blockIdx.x == 0 && threadIdx.x == 0) raise(err, ERR_TARGET, tag);
         const T g = ign ? (T)0 : gloss[r], l = ign ? (T)0 : lse[r];
-        const T *xr = x + r * c;
-        T *gr = gx + r * c;
+        const XRow<T, X> xr{x + r * c};
+        X *gr = gx + r * c;
         for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < c; j += (int64_t)gridDim.x * blockDim.x) {
             T v = (T)0;
             if (!ign) {
                 v = g * ex(xr[j] - l);
                 if (j == t) v -= g;
             }
-            gr[j] = v;
+            gr[j] = Traits<X>::store(v);
         }
     }
 }
@@ -107,7 +117,8 @@ __global__ void __launch_bounds__(CEB_THREADS) k_ce_back(const T *x, T *gx, int6
 static nb_status ce_check(const char *name, const nb_kview *x, const nb_kview *t, const nb_kview *const *rows,
                           int nrows, const nb_kview *mat2) {
     char b1[VSTR], b2[VSTR];
-    bool fl = x->dtype == NB_F32 || x->dtype == NB_F64;
+    bool fl = x->dtype == NB_F32 || x->dtype == NB_F64 || x->dtype == NB_BF16 || x->dtype == NB_F16;
+    nb_dtype rdt = x->dtype == NB_BF16 || x->dtype == NB_F16 ? NB_F32 : x->dtype; // the per-row tensors
     if (x->ndim != 2 || !fl || !contiguous(x) ||
         (mat2 && (!same_shape(x, mat2) || mat2->dtype != x->dtype || !contiguous(mat2))))
         return nb_set_error(NB_ERR_SHAPE, "%s: logits %s must be a contiguous float [n, c] matrix", name,
@@ -117,15 +128,15 @@ static nb_status ce_check(const char *name, const nb_kview *x, const nb_kview *t
         return nb_set_error(NB_ERR_SHAPE, "%s: target %s must be int64 [%lld] for logits %s", name,
                             vstr(t, b1, sizeof b1), (long long)n, vstr(x, b2, sizeof b2));
     for (int i = 0; i < nrows; i++)
-        if (rows[i]->ndim != 1 || rows[i]->shape[0] != n || rows[i]->dtype != x->dtype)
+        if (rows[i]->ndim != 1 || rows[i]->shape[0] != n || rows[i]->dtype != rdt)
             return nb_set_error(NB_ERR_SHAPE, "%s: per-row tensor %s must be %s [%lld]", name,
-                                vstr(rows[i], b1, sizeof b1), nb_dtype_name(x->dtype), (long long)n);
+                                vstr(rows[i], b1, sizeof b1), nb_dtype_name(rdt), (long long)n);
     return NB_OK;
 }
 
 template <typename T> static RowVec<T> rv(const nb_kview *v) { return {(T *)v->data, v->strides[0]}; }
 
-template <typename T>
+template <typename T, typename X>
 static nb_status ce_t(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *logits,
                       const nb_kview *target, int64_t ignore) {
     cudaStream_t st = stream_of(be);
@@ -140,18 +151,18 @@ static nb_status ce_t(nb_backend *be, const nb_kview *loss, const nb_kview *lse,
     // about 8 elements per thread per pass, 32 .. 1024 threads
     int threads = pow2_at_least((c + 7) / 8);
     if (threads < 32) threads = 32;
-    k_ce<T><<<grid_for(n, 1, 1 << 20), threads, 0, st>>>((const T *)logits->data, n, c, rv<const int64_t>(target),
-                                                        rv<T>(loss), rv<T>(lse), ignore, err, tag);
+    k_ce<T, X><<<grid_for(n, 1, 1 << 20), threads, 0, st>>>((const X *)logits->data, n, c, rv<const int64_t>(target),
+                                                           rv<T>(loss), rv<T>(lse), ignore, err, tag);
     return launched("cross_entropy");
 }
 
-template <typename T>
+template <typename T, typename X>
 static nb_status ce_back_t(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss, const nb_kview *logits,
                            const nb_kview *lse, const nb_kview *target, int64_t ignore) {
     int64_t n = logits->shape[0], c = logits->shape[1];
     dim3 grid(grid_for(c, (int64_t)CEB_THREADS * CEB_PER, 1024), (unsigned)(n < 65535 ? n : 65535));
-    k_ce_back<T><<<grid, CEB_THREADS, 0, stream_of(be)>>>(
-        (const T *)logits->data, (T *)glogits->data, n, c, rv<const int64_t>(target), rv<const T>(gloss),
+    k_ce_back<T, X><<<grid, CEB_THREADS, 0, stream_of(be)>>>(
+        (const X *)logits->data, (X *)glogits->data, n, c, rv<const int64_t>(target), rv<const T>(gloss),
         rv<const T>(lse), ignore, err_word(be), slot_tag("cross_entropy_backward"));
     return launched("cross_entropy_backward");
 }
@@ -169,8 +180,12 @@ extern "C" nb_status nb_cuda_cross_entropy(nb_backend *be, const nb_kview *loss,
     nb_status st = ce_check("cross_entropy", logits, target, rows, 2, nullptr);
     if (st != NB_OK) return st;
     if (logits->shape[0] == 0) return NB_OK;
-    if (logits->dtype == NB_F32) return ce_t<float>(be, loss, lse, logits, target, ignore_index);
-    return ce_t<double>(be, loss, lse, logits, target, ignore_index);
+    switch (logits->dtype) {
+    case NB_F32: return ce_t<float, float>(be, loss, lse, logits, target, ignore_index);
+    case NB_BF16: return ce_t<float, __nv_bfloat16>(be, loss, lse, logits, target, ignore_index);
+    case NB_F16: return ce_t<float, __half>(be, loss, lse, logits, target, ignore_index);
+    default: return ce_t<double, double>(be, loss, lse, logits, target, ignore_index);
+    }
 }
 
 extern "C" nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss,
@@ -180,7 +195,10 @@ extern "C" nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kvi
     nb_status st = ce_check("cross_entropy_backward", logits, target, rows, 2, glogits);
     if (st != NB_OK) return st;
     if (logits->shape[0] == 0) return NB_OK; // c == 0 still checks the targets
-    if (logits->dtype == NB_F32)
-        return ce_back_t<float>(be, glogits, gloss, logits, lse, target, ignore_index);
-    return ce_back_t<double>(be, glogits, gloss, logits, lse, target, ignore_index);
+    switch (logits->dtype) {
+    case NB_F32: return ce_back_t<float, float>(be, glogits, gloss, logits, lse, target, ignore_index);
+    case NB_BF16: return ce_back_t<float, __nv_bfloat16>(be, glogits, gloss, logits, lse, target, ignore_index);
+    case NB_F16: return ce_back_t<float, __half>(be, glogits, gloss, logits, lse, target, ignore_index);
+    default: return ce_back_t<double, double>(be, glogits, gloss, logits, lse, target, ignore_index);
+    }
 }

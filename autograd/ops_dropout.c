@@ -1,6 +1,7 @@
 /* ops_dropout.c - dropout (F.dropout: inverted scaling by 1/(1-p)); the mask
  * comes from the backend's random slot (Philox Bernoulli, backend/cpu/random.c)
- * and is multiplied in with the binary kernel. Tests: tests/test_ops_dropout.c. */
+ * in the input's dtype (bfloat16 and float16 too) and is multiplied in with
+ * the binary kernel. Tests: tests/test_ops_dropout.c. */
 #include <math.h>
 
 #include "nb_autograd_impl.h"
@@ -20,21 +21,12 @@ static nb_status dropout_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 static nb_tensor *dropout_impl(nb_tensor *x, double p, nb_generator *gen) {
     if (p == 1) return nb_mul_scalar(x, 0.0); /* as ATen: input * 0, gradient 0 */
-    /* a 16-bit input draws its mask in float32 (the random kernels fill the
-     * compute dtypes), scaled there and rounded to the input's dtype */
-    bool h = x->dtype == NB_F16 || x->dtype == NB_BF16;
-    nb_tensor *mask = h ? nb_tensor_new(x->ndim, x->shape, NB_F32, x->storage->device) : nb_empty_like(x);
-    nb_tensor *out = nb_empty_like(x);
+    /* the mask in x's dtype (16-bit too: 0 and 1 are exact), scaled by
+     * 1 / (1 - p) once (ATen's noise.div_(1 - p)), then one multiply */
+    nb_tensor *mask = nb_empty_like(x), *out = nb_empty_like(x);
     if (!mask || !out || nb_bernoulli_(mask, 1 - p, gen) != NB_OK) return NULL;
     nb_kview vm = nb_kview_of(mask), vo = nb_kview_of(out), vx = nb_kview_of(x);
-    /* mask / (1 - p) once, then one multiply (ATen's noise.div_(1 - p)) */
     if (NB_CALL(x, unary, NB_UNARY_MUL_SCALAR, &vm, &vm, 1 / (1 - p)) != NB_OK) return NULL;
-    if (h) {
-        nb_tensor *m16 = nb_empty_like(x);
-        nb_kview v16 = m16 ? nb_kview_of(m16) : (nb_kview){0};
-        if (!m16 || NB_CALL(x, copy, &v16, &vm) != NB_OK) return NULL;
-        mask = m16, vm = v16;
-    }
     if (NB_CALL(x, binary, NB_BINARY_MUL, &vo, &vx, &vm) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_DROPOUT, dropout_backward, out, 1, &x, &failed);

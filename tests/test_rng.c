@@ -214,6 +214,17 @@ START_TEST(test_bernoulli) {
             ck_assert_double_eq(v[i], nb_bits_to_unit(nb_philox_bits(77, off, i)) < ps[k] ? 1 : 0);
         free(v);
     }
+    /* bfloat16 and float16 (dropout's 16-bit masks): the same draws, on every device */
+    for (int dv = 0; dv < 1 + (nb_device_count(NB_DEVICE_CUDA) > 0); dv++)
+        for (int h = 0; h < 2; h++) {
+            uint64_t off = g2.offset;
+            nb_tensor *b = nb_empty_on(NB_SHAPE(1001), h ? NB_F16 : NB_BF16, dv ? NB_CUDA(0) : NB_CPU);
+            NB_CK_OK(nb_bernoulli_(b, 0.3, &g2));
+            double *v = host_copy(nb_to_device(nb_to_dtype(b, NB_F64), NB_CPU));
+            for (uint64_t i = 0; i < 1001; i++)
+                ck_assert_double_eq(v[i], nb_bits_to_unit(nb_philox_bits(77, off, i)) < 0.3 ? 1 : 0);
+            free(v);
+        }
     nb_tensor *t = nb_empty(NB_SHAPE(1000), NB_F64);
     NB_CK_OK(nb_bernoulli_(t, 0, &g));
     ck_assert_double_eq(nb_item(nb_sum(t, NULL, 0, false)), 0);

@@ -41,6 +41,8 @@ template <typename T, int DIST> __device__ __forceinline__ T rng_value(uint64_t 
     if constexpr (DIST == NB_RNG_BERNOULLI) {
         const bool one = (bits >> 11) < r.th;
         if constexpr (std::is_same<T, bool>::value) return one;
+        else if constexpr (std::is_same<T, __nv_bfloat16>::value || std::is_same<T, __half>::value)
+            return Traits<T>::store(one ? 1.f : 0.f);
         else return one ? (T)1 : (T)0;
     } else {
         double v;
@@ -96,7 +98,10 @@ extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_
     static const char *const names[] = {"uniform", "normal", "bernoulli"};
     if ((unsigned)dist > NB_RNG_BERNOULLI)
         return nb_set_error(NB_ERR_INVALID_ARG, "random: bad distribution %d", (int)dist);
-    const bool compute = (unsigned)dst->dtype < (unsigned)NB_F16, fl = dst->dtype == NB_F32 || dst->dtype == NB_F64;
+    // bernoulli also fills bfloat16/float16 (0 and 1 are exact: dropout's 16-bit masks)
+    const bool h = dst->dtype == NB_BF16 || dst->dtype == NB_F16;
+    const bool compute = (unsigned)dst->dtype < (unsigned)NB_F16 || (h && dist == NB_RNG_BERNOULLI),
+               fl = dst->dtype == NB_F32 || dst->dtype == NB_F64;
     if (!compute || (dist != NB_RNG_BERNOULLI && !fl))
         return nb_set_error(NB_ERR_DTYPE, "%s: needs a float32 or float64 tensor, got %s", names[dist],
                             nb_dtype_name(dst->dtype));
@@ -114,6 +119,8 @@ extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_
         case NB_I32: return rng_launch<int32_t, NB_RNG_BERNOULLI>(be, dst, n, r);
         case NB_I64: return rng_launch<int64_t, NB_RNG_BERNOULLI>(be, dst, n, r);
         case NB_U8: return rng_launch<uint8_t, NB_RNG_BERNOULLI>(be, dst, n, r);
+        case NB_BF16: return rng_launch<__nv_bfloat16, NB_RNG_BERNOULLI>(be, dst, n, r);
+        case NB_F16: return rng_launch<__half, NB_RNG_BERNOULLI>(be, dst, n, r);
         default: return rng_launch<bool, NB_RNG_BERNOULLI>(be, dst, n, r);
         }
     }

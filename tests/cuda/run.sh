@@ -34,6 +34,7 @@
 #               benchmarks' steps: where the device time goes
 #   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
 #               torch_ref.py's eager and graph figures from the same run
+#               (BENCH_WORKLOADS="bert bert-base" runs those alone)
 #   cpu         the CPU scaling table of issue 17 (tests/bench/cpu_scaling.sh
 #               on the staged bench_mlp, bench_cnn and bench_bert against
 #               torch_ref.py under python3's PyTorch, 2, 4 and 16 threads),
@@ -116,7 +117,7 @@ suites() {
     return $rc
 }
 
-cuda_suites="op_harness cuda_elementwise graph autocast flat_params"
+cuda_suites="op_harness cuda_elementwise graph autocast flat_params ops_attention"
 
 # racecheck (shared-memory hazards) over the slot checkers, which run every
 # kernel path at the hot shapes once, and the elementwise suite: the whole
@@ -194,7 +195,7 @@ ddp_runs() {
 
 run_bench() {
     local torch=$dev/torch_ref.py
-    for w in mlp cnn bert bert-base; do
+    for w in ${BENCH_WORKLOADS:-mlp cnn bert bert-base}; do
         local bin=bench_${w%-base}
         local cfg=()
         [ "$w" = bert-base ] && cfg=(--config bert-base)

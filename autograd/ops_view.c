@@ -206,42 +206,16 @@ static nb_status slice_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin)
     return gin[0] ? NB_OK : nb_last_status();
 }
 
-/* The gradient accumulated so far at the input's node when only the
- * engine holds it (a dense tensor of the input's shape and g's dtype, no
- * view of it elsewhere), else NULL. Not under create_graph, where sums are
- * recorded ops. */
-static nb_tensor *own_input_acc(nb_node *n, const nb_tensor *g) {
-    nb_tensor *in = n->in[0];
-    if (!in->grad_fn || in->output_nr != 0 || nb_is_grad_enabled()) return NULL;
-    nb_tensor *acc = in->grad_fn->grad_acc;
-    if (!acc || acc->dtype != g->dtype || acc->grad_fn || acc->offset != 0 || !nb_is_contiguous(acc) ||
-        atomic_load(&acc->refcount) != 1 || atomic_load(&acc->storage->refcount) != 1 || acc->ndim != in->ndim ||
-        memcmp(acc->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim))
-        return NULL;
-    return acc;
-}
-
-/* p.slice: dim, start, step. The gradient is g scattered into zeros; for
- * the second and later pieces of a chunk or split, g is added into its
- * part of the gradient the earlier pieces left at the input's node (in
- * place: no input-sized zeros per piece, no input-sized sum). */
+/* p.slice: dim, start, step. The gradient is g scattered into zeros. */
 static nb_status slice_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *in = n->in[0];
+    nb_tensor *z = nb_zeros_like(in);
+    if (!z) return nb_last_status();
     int d = n->p.slice.dim;
     int64_t strides[NB_MAX_DIMS];
     nb_contiguous_strides(in->ndim, in->shape, strides);
     int64_t offset = n->p.slice.start * strides[d];
     strides[d] *= n->p.slice.step;
-    nb_tensor *acc = own_input_acc(n, g);
-    if (acc) {
-        nb_tensor *av = nb_tensor_view_of(acc, g->ndim, g->shape, strides, offset);
-        if (!av) return nb_last_status();
-        nb_kview a = nb_kview_of(av), b = nb_kview_of(g);
-        gin[0] = NULL; /* already in the node's sum */
-        return NB_CALL(av, binary, NB_BINARY_ADD, &a, &a, &b);
-    }
-    nb_tensor *z = nb_zeros_like(in);
-    if (!z) return nb_last_status();
     nb_tensor *zv = nb_tensor_view_of(z, g->ndim, g->shape, strides, offset);
     nb_status st = zv ? nb_copy_(zv, g) : nb_last_status();
     gin[0] = z;

@@ -6,9 +6,12 @@
  * (backend/cpu/attention.c: FlashAttention's online softmax, never the
  * [B, L, S] score matrix) computes out and the log-sum-exp per row; the
  * mask reaches the kernel as a broadcast view, never materialised.
- * Saved for backward (the node has four slots): q, k, v (contiguous), and
- * the output buffer (out|lse in one storage); with a mask, q|k|v are packed
- * into one contiguous copy so that the mask view fits in the third slot.
+ * Saved for backward (the node has four slots): q, k, v (contiguous, or
+ * 4-d head views as they came: see heads_view), and the output buffer
+ * (out|lse in one storage; for head views out is stored in [B, N, h, d]
+ * order, so its heads merge back without a copy, as PyTorch's fused
+ * kernels return it); with a mask, q|k|v are packed into one contiguous
+ * copy so that the mask view fits in the third slot.
  * A float mask that requires grad gets dS summed to its shape; that
  * gradient alone is built by composition and holds a [B, L, S] tensor.
  * Grouped-query attention (enable_gqa) is handled here, above the kernel:
@@ -41,10 +44,17 @@ static nb_tensor *lse_view(const nb_tensor *out3, int64_t B, int64_t L, int64_t 
     return nb_tensor_view_as(out3, NB_F32, 2, bl, st, (end + 1) / 2);
 }
 
-/* A 4-d [B1, B2, R, C] view with unit column stride: the heads of a
- * [B, N, h, d] projection seen as [B, h, N, d]. The kernels take it as it
- * is (no head-layout copy). */
-static bool heads_view(const nb_tensor *t) { return t->ndim == 4 && (t->shape[3] == 1 || t->strides[3] == 1); }
+/* A 4-d [B1, B2, R, C] view with unit column stride, rows at least C
+ * apart and no broadcast (stride-0) dim: the heads of a [B, N, h, d]
+ * projection seen as [B, h, N, d]. The kernels take it as it is (no
+ * head-layout copy); other views are made contiguous first. */
+static bool heads_view(const nb_tensor *t) {
+    if (t->ndim != 4 || (t->shape[3] > 1 && t->strides[3] != 1) || (t->shape[2] > 1 && t->strides[2] < t->shape[3]))
+        return false;
+    for (int d = 0; d < 3; d++)
+        if (t->shape[d] > 1 && t->strides[d] <= 0) return false;
+    return true;
+}
 
 /* An uninitialised tensor of t's shape laid out in t's stride order (dims
  * by decreasing stride): the gradient of a [B, h, N, d] view of a

@@ -588,6 +588,23 @@ START_TEST(test_heads_views_match_contiguous) {
                 nb_tensor *m = nb_transpose(o[0], 1, 2);
                 ck_assert(nb_is_contiguous(m));
             }
+    /* k, v broadcast over the batch (stride 0 after broadcast_batch) and a
+     * gradient with a broadcast dim: copied, not taken as head views */
+    for (int dv = 0; dv < ndev; dv++) {
+        nb_tensor *q = nb_to_device(randn(NB_SHAPE(B, H, N, D), NB_F32, 31), devs[dv]);
+        nb_tensor *kv = nb_detach(nb_to_device(randn(NB_SHAPE(1, H, N, D), NB_F32, 32), devs[dv])), *kv2;
+        NB_CK_OK(nb_set_requires_grad(kv, true));
+        nb_tensor *o = nb_scaled_dot_product_attention(q, kv, kv, (nb_sdpa_options){.is_causal = true});
+        NB_CK_OK(nb_backward(nb_sum(nb_mean(o, (int[]){2}, 1, false), NULL, 0, false))); /* g broadcast over N */
+        nb_tensor *g1 = nb_tensor_grad(kv);
+        kv2 = nb_detach(kv);
+        NB_CK_OK(nb_set_requires_grad(kv2, true));
+        nb_tensor *rep = nb_contiguous(nb_expand(kv2, 4, (int64_t[]){B, H, N, D}));
+        nb_tensor *o2 = nb_scaled_dot_product_attention(q, rep, rep, (nb_sdpa_options){.is_causal = true});
+        NB_CK_OK(nb_backward(nb_sum(nb_mean(o2, (int[]){2}, 1, false), NULL, 0, false)));
+        ck_same(nb_to_device(o, NB_CPU), nb_to_device(o2, NB_CPU), 1e-5);
+        ck_same(nb_to_device(g1, NB_CPU), nb_to_device(nb_tensor_grad(kv2), NB_CPU), 1e-5);
+    }
     nb_scope_end(s);
 }
 END_TEST

@@ -354,17 +354,17 @@ static nb_status set_smem(const void *fn, size_t bytes, const char *op) {
 // ---- dense copies for the tiled path ---------------------------------------------------
 
 // A dense copy of a view in dtype dt (float32 for 16-bit sources, else the
-// source's), except that broadcast dims (stride 0) stay broadcast, so a
-// mask expanded over the batch is not materialised. NULL src: an empty
-// view; a bool mask or a dense view of the wanted dtype passes as it is.
-// With `fill`, src's values.
+// source's); for the mask (`bcast`) broadcast dims (stride 0) stay
+// broadcast, so a mask expanded over the batch is not materialised. NULL
+// src: an empty view; a bool mask or a contiguous view of the wanted dtype
+// passes as it is. With `fill`, src's values.
 struct Dense {
     Scratch buf;
     nb_kview v{};
     const nb_kview *src = nullptr;
     bool copied = false;
 };
-static nb_status densify(nb_backend *be, const nb_kview *src, Dense *w, bool fill) {
+static nb_status densify(nb_backend *be, const nb_kview *src, Dense *w, bool fill, bool bcast) {
     w->src = src;
     if (!src) return NB_OK;
     nb_dtype want = is16(src->dtype) ? NB_F32 : src->dtype;
@@ -375,7 +375,7 @@ static nb_status densify(nb_backend *be, const nb_kview *src, Dense *w, bool fil
     nb_kview one = *src; // the stored extent: broadcast dims as size 1
     int64_t n = 1;
     for (int d = src->ndim - 1; d >= 0; d--) {
-        if (src->strides[d] == 0) one.shape[d] = 1;
+        if (bcast && src->strides[d] == 0) one.shape[d] = 1;
         n *= one.shape[d];
     }
     if (!w->buf.alloc(be, nb_dtype_size(want) * (size_t)n)) return nb_last_status();
@@ -390,7 +390,7 @@ static nb_status densify(nb_backend *be, const nb_kview *src, Dense *w, bool fil
     w->v = dense, w->copied = true;
     for (int d = 0; d < src->ndim; d++) {
         w->v.shape[d] = src->shape[d];
-        if (src->strides[d] == 0) w->v.strides[d] = 0;
+        if (bcast && src->strides[d] == 0) w->v.strides[d] = 0;
     }
     return NB_OK;
 }
@@ -426,7 +426,7 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
         Dense w[5];
         const nb_kview *src[5] = {q, k, v, mask, out};
         for (int i = 0; i < 5; i++)
-            if ((st = densify(be, src[i], &w[i], i < 4))) return st;
+            if ((st = densify(be, src[i], &w[i], i < 4, i == 3))) return st;
         if ((st = nb_cuda_attention(be, dv_of(w[4]), lse, dv_of(w[0]), dv_of(w[1]), dv_of(w[2]), dv_of(w[3]),
                                     is_causal, scale, dropout_p, seed, offset, offset_base)))
             return st;
@@ -483,7 +483,7 @@ extern "C" nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *
         Dense w[9];
         const nb_kview *src[9] = {gout, q, k, v, out, mask, gq, gk, gv};
         for (int i = 0; i < 9; i++)
-            if ((st = densify(be, src[i], &w[i], i < 6))) return st;
+            if ((st = densify(be, src[i], &w[i], i < 6, i == 5))) return st;
         if ((st = nb_cuda_attention_backward(be, dv_of(w[6]), dv_of(w[7]), dv_of(w[8]), dv_of(w[0]), dv_of(w[1]),
                                              dv_of(w[2]), dv_of(w[3]), dv_of(w[4]), lse, dv_of(w[5]), is_causal, scale,
                                              dropout_p, seed, offset, offset_base)))

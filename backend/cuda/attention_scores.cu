@@ -8,7 +8,7 @@
 // formulas).
 //
 // bfloat16/float16: Q K^T and dO V^T are 16-bit GEMMs with float32 results
-// (float32 scores, softmax in double, lse in float32); P, P' and dS are
+// (float32 scores, softmax and lse); P, P' and dS are
 // rounded to 16 bits for the P V, P'^T dO, dS K and dS^T Q GEMMs (float32
 // accumulation), as FlashAttention-2 rounds P before its P V product.
 //
@@ -62,6 +62,7 @@ template <typename M, typename A, typename P, typename L> __global__ void k_soft
         sr[j] = v;
         mx = fmax(mx, v);
     }
+    __syncwarp(); // the pair loop below reads scores other lanes masked
     mx = warp_max_a(mx);
     A sum = 0;
     for (int64_t j = lane; j < a.S; j += 32) sum += a_exp(sr[j] - mx);

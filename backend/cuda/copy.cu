@@ -130,7 +130,7 @@ extern "C" nb_status nb_cuda_copy_into(nb_backend *be, const nb_kview *dst, cons
         // a slice of a wider tensor: the copy engine's 2-D copy (the
         // element-per-thread kernel ran at a quarter of the bandwidth)
         if (it.ndim == 2 && it.st[0][1] == 1 && it.st[1][1] == 1 && it.st[0][0] >= it.shape[1] &&
-            it.st[1][0] >= it.shape[1] && dst->data != src->data) {
+            it.st[1][0] >= it.shape[1] && dst->data != src->data && (it.st[0][0] | it.st[1][0]) * (int64_t)es < INT32_MAX) {
             NBC_TRY("copy", cudaMemcpy2DAsync(dst->data, (size_t)it.st[0][0] * es, src->data, (size_t)it.st[1][0] * es,
                                               (size_t)it.shape[1] * es, (size_t)it.shape[0], cudaMemcpyDeviceToDevice,
                                               stream_of(be)));

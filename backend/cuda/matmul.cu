@@ -330,7 +330,13 @@ extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_
     bool rows_c = nd == 2 && (c->shape[1] <= 1 || c->strides[1] == 1) && (c->shape[0] <= 1 || c->strides[0] >= c->shape[1]);
     if (!contiguous(c) && !rows_c)
         return nb_set_error(NB_ERR_INVALID_ARG, "matmul: c must be contiguous (or 2-D with unit column stride)");
-    if (pad_worth(c, a, b)) {
+    if (!contiguous(c) && a->shape[nd - 1] == 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "matmul: k == 0 needs a contiguous c");
+    bool ta0, tb0; // the operands' layouts checked before any padded copy is made of them
+    int64_t lda0, ldb0;
+    if (pad_worth(c, a, b) &&
+        layout(c->shape[0], a->shape[1], a->strides[0], a->strides[1], &ta0, &lda0) &&
+        layout(a->shape[1], c->shape[1], b->strides[0], b->strides[1], &tb0, &ldb0)) {
         int64_t m8 = up8(c->shape[0]), n8 = up8(c->shape[1]), k8 = up8(a->shape[1]);
         Padded pa, pb, pc;
         nb_status st = pad_mat(be, a, m8, k8, &pa, true);
@@ -400,7 +406,8 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
     int64_t lda, ldb;
     nb_status st = NB_OK;
     bool rows_c = (n <= 1 || c->strides[1] == 1) && (m <= 1 || c->strides[0] >= n);
-    if (a->dtype == dt && b->dtype == dt && rows_c && pad_worth(c, a, b)) {
+    if (a->dtype == dt && b->dtype == dt && rows_c && layout(m, k, a->strides[0], a->strides[1], &ta, &lda) &&
+        layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) && pad_worth(c, a, b)) {
         int64_t m8 = up8(m), n8 = up8(n), k8 = up8(k);
         Padded pa, pb, pc, pbias;
         nb_kview b2 = *bias; // the bias as a [1, n] row, padded to [1, n8]

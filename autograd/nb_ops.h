@@ -972,7 +972,13 @@ typedef struct nb_sdpa_options {
 /* F.scaled_dot_product_attention: softmax(q k^T * scale + mask) v for
  * q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev], the leading
  * (batch) dims broadcast as PyTorch's (k and v of [1, H, S, E] serve every
- * batch element; the expanded copy is made once). A fused,
+ * batch element; the expanded copy is made once). dtypes: float32,
+ * float64, bfloat16 and float16 (the 16-bit ones with float32 scores,
+ * softmax and log-sum-exp; an additive mask in q's dtype); under autocast
+ * q, k, v and a float mask run in the autocast dtype, as PyTorch. 4-d
+ * [B, h, L, E] inputs with unit last stride (the heads of a projection) are
+ * read in place, and the output then comes back in [B, L, h, Ev] memory
+ * order (a non-contiguous view). A fused,
  * tiled kernel with an online softmax (FlashAttention, Dao et al. 2022) that
  * never holds the full [..., L, S] score matrix; the forward saves the
  * log-sum-exp per row, and the backward recomputes the scores from it. A

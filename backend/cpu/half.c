@@ -5,7 +5,9 @@
  * this is what autocast runs on a CPU. A bfloat16 matmul goes to oneDNN's
  * bf16 GEMM where libdnnl loads (dnnl.c; Debian's OpenBLAS has no sbgemm),
  * else to the float32 GEMM on widened copies. The copies come from the
- * host heap per call: a correct path for 16-bit tensors, not a fast one. */
+ * host heap per call: a correct path for 16-bit tensors, not a fast one.
+ * The attention's adapter here also makes dense copies of strided or 4-d
+ * [B1, B2, R, C] operands (the heads of a projection) of any dtype. */
 #include <stdlib.h>
 #include <string.h>
 

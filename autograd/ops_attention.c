@@ -34,13 +34,11 @@ static nb_tensor *view3(const nb_tensor *base, int64_t d0, int64_t d1, int64_t d
     return nb_tensor_view_of(base, 3, shape, strides, off);
 }
 
-static bool is16(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
-
 /* lse [B, L] in the out|lse buffer after out3 [B, L, Ev]: q's dtype, or
  * float32 for 16-bit q (at the next 4-byte boundary). */
 static nb_tensor *lse_view(const nb_tensor *out3, int64_t B, int64_t L, int64_t Ev) {
     int64_t bl[2] = {B, L}, st[2] = {L, 1}, end = out3->offset + B * L * Ev;
-    if (!is16(out3->dtype)) return nb_tensor_view_of(out3, 2, bl, st, end);
+    if (!nb_dtype_is_16bit(out3->dtype)) return nb_tensor_view_of(out3, 2, bl, st, end);
     return nb_tensor_view_as(out3, NB_F32, 2, bl, st, (end + 1) / 2);
 }
 
@@ -98,7 +96,7 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
     q3 = as3(q3, B, L, E), k3 = as3(k3, B, S, E), v3 = as3(v3, B, S, Ev), out3 = as3(out3, B, L, Ev);
     g3 = as3(g3, B, L, Ev);
     if (!q3 || !k3 || !v3 || !out3 || !g3) return NULL;
-    if (is16(q3->dtype)) { /* in float32, as the kernel's scores; the gradient rounded to the mask's dtype */
+    if (nb_dtype_is_16bit(q3->dtype)) { /* in float32, as the kernel's scores; the gradient rounded to the mask's dtype */
         nb_tensor *w[5] = {q3, k3, v3, out3, g3};
         for (int i = 0; i < 5; i++)
             if (!(w[i] = nb_to_dtype(w[i], NB_F32))) return NULL;
@@ -154,7 +152,7 @@ static nb_status sdpa_grad_ops(nb_node *n, nb_tensor *g3, nb_tensor *q3, nb_tens
     nb_tensor *v = nb_reshape(n->in[2] ? n->in[2] : v3, NB_SHAPE(B, S, Ev));
     q3 = as3(q3, B, L, E);
     nb_dtype dt = q3->dtype;
-    if (is16(dt)) { /* composed in float32 (softmax has no 16-bit form); gradients rounded back below */
+    if (nb_dtype_is_16bit(dt)) { /* composed in float32 (softmax has no 16-bit form); gradients rounded back below */
         q = nb_to_dtype(q, NB_F32), k = nb_to_dtype(k, NB_F32), v = nb_to_dtype(v, NB_F32);
         g3 = nb_to_dtype(g3, NB_F32), q3 = nb_to_dtype(q3, NB_F32);
         nb_tensor *m32 = mask && mask->dtype != NB_BOOL ? nb_to_dtype(mask, NB_F32) : mask;
@@ -330,7 +328,7 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     if (!sdpa_inputs(q, k, v, pack, dims, &q3, &k3, &v3)) return NULL;
     /* out and lse share one storage, so that saving out keeps lse too; a
      * float32 lse after a 16-bit out takes two elements each, after padding */
-    int64_t total = is16(q->dtype) ? (B * L * Ev + 1) / 2 * 2 + 2 * B * L : B * L * Ev + B * L,
+    int64_t total = nb_dtype_is_16bit(q->dtype) ? (B * L * Ev + 1) / 2 * 2 + 2 * B * L : B * L * Ev + B * L,
             oshape[NB_MAX_DIMS];
     nb_tensor *buf = nb_tensor_new(1, &total, q->dtype, q->storage->device);
     if (!buf) return NULL;

@@ -13,7 +13,7 @@
  * target is ignore_index zeroed, as recorded ops (the softmax recomputed
  * from the connected logits, not the saved log-sum-exp). */
 static nb_tensor *ce_grad_ops(nb_tensor *g, nb_tensor *logits, nb_tensor *target, int64_t ignore_index) {
-    if (logits->dtype == NB_BF16 || logits->dtype == NB_F16) /* autocast's 16-bit logits: in float32, rounded back */
+    if (nb_dtype_is_16bit(logits->dtype)) /* autocast's 16-bit logits: in float32, rounded back */
         return nb_to_dtype(ce_grad_ops(g, nb_to_dtype(logits, NB_F32), target, ignore_index), logits->dtype);
     int64_t c = logits->shape[1];
     nb_tensor *classes = nb_reshape(nb_arange_on(0, (double)c, 1, NB_I64, logits->storage->device), NB_SHAPE(1, c));
@@ -37,14 +37,12 @@ static nb_status ce_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return NB_CALL(logits, cross_entropy_backward, &vgx, &vg, &vx, &vl, &vt, n->p.cross_entropy.ignore_index);
 }
 
-static bool is16(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
-
 /* Per-row losses [N] of logits [N, C] (one node, fused backward); float32
  * rows (and loss) for 16-bit logits, whose gradient is 16-bit. */
 static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_index) {
     nb_tensor *x = nb_contiguous(logits), *t = nb_contiguous(target);
     int64_t n = logits->shape[0];
-    nb_dtype rdt = is16(logits->dtype) ? NB_F32 : logits->dtype;
+    nb_dtype rdt = nb_dtype_is_16bit(logits->dtype) ? NB_F32 : logits->dtype;
     nb_tensor *loss = nb_tensor_new(1, &n, rdt, logits->storage->device);
     nb_tensor *lse = nb_tensor_new(1, &n, rdt, logits->storage->device);
     if (!x || !t || !loss || !lse) return NULL;
@@ -204,7 +202,7 @@ nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_en
      * are read as float32 there instead of cast first: the same bits (the
      * cast is exact; the gradient is rounded to 16 bits either way), without
      * the cast's traffic (the MLM head's [4096, 30522] logits). */
-    bool fused16 = logits && target && is16(logits->dtype) && nb_autocast_active(logits->storage->device) &&
+    bool fused16 = logits && target && nb_dtype_is_16bit(logits->dtype) && nb_autocast_active(logits->storage->device) &&
                    !opts.weight && opts.label_smoothing == 0 && target->dtype == NB_I64 && logits->ndim != 1;
     if (!fused16 && !nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &logits)) return NULL;
     nb_scope *s = nb_op_scope_begin();

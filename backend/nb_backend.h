@@ -97,6 +97,9 @@ extern "C" {
  * stream-ordered memory, the capability query. */
 #define NB_BACKEND_INTERFACE_VERSION 3
 
+/* bfloat16 or float16: storage dtypes whose arithmetic runs in float32. */
+static inline bool nb_dtype_is_16bit(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
+
 typedef struct nb_kview {
     void *data; /* first element */
     nb_dtype dtype;

@@ -234,7 +234,7 @@ static bool is_int_division(nb_binary_op op, nb_dtype dt) {
 
 nb_status nb_cpu_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
                         const nb_kview *b) {
-    if (nb_cpu_is16(a->dtype) && b->dtype == a->dtype && (unsigned)op < NB_BINARY_OP_COUNT)
+    if (nb_dtype_is_16bit(a->dtype) && b->dtype == a->dtype && (unsigned)op < NB_BINARY_OP_COUNT)
         return nb_cpu_binary16(be, op, out, a, b);
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
     if ((unsigned)op >= NB_BINARY_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "binary: bad op %d", (int)op);

@@ -134,7 +134,6 @@ nb_status nb_cpu_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *s
 nb_status nb_cpu_linalg_lstsq(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b);
 /* half.c: bfloat16/float16 arithmetic through float32 copies (the slots
  * below route 16-bit operands here) */
-bool nb_cpu_is16(nb_dtype dt);
 nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha);
 nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
                                   const nb_kview *x, const nb_kview *y, double alpha);

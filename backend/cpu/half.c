@@ -49,8 +49,6 @@ static nb_status narrow(nb_backend *be, const nb_kview *dst, const wide *w) {
     return nb_cpu_numel(dst) ? K->copy(be, dst, &w->v) : NB_OK;
 }
 
-bool nb_cpu_is16(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
-
 nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha) {
     wide w[2];
     nb_status st = widen(be, x, &w[0], true);
@@ -77,7 +75,7 @@ nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview
 
 nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a, const nb_kview *b) {
     wide w[3];
-    bool out16 = nb_cpu_is16(out->dtype); /* comparisons write bool directly */
+    bool out16 = nb_dtype_is_16bit(out->dtype); /* comparisons write bool directly */
     nb_status st = widen(be, a, &w[0], true);
     if (!st) st = widen(be, b, &w[1], true);
     if (!st && out16) st = widen(be, out, &w[2], false);
@@ -140,7 +138,7 @@ nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, 
 
 nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale) {
     wide w[2];
-    bool out16 = nb_cpu_is16(out->dtype);
+    bool out16 = nb_dtype_is_16bit(out->dtype);
     nb_status st = widen(be, x, &w[0], true);
     if (!st && out16) st = widen(be, out, &w[1], false);
     else if (!st) memset(&w[1], 0, sizeof w[1]);
@@ -158,7 +156,7 @@ static nb_status dense3(nb_backend *be, const nb_kview *src, wide *w, bool fill)
     memset(w, 0, sizeof *w);
     if (!src) return NB_OK;
     int nd = src->ndim;
-    bool h = nb_cpu_is16(src->dtype);
+    bool h = nb_dtype_is_16bit(src->dtype);
     if (h || !nb_cpu_is_contiguous(src)) {
         int64_t n = nb_cpu_numel(src);
         size_t es = h ? sizeof(float) : nb_dtype_size(src->dtype);
@@ -197,7 +195,7 @@ static nb_status undense3(nb_backend *be, const nb_kview *src, const wide *w) {
 
 bool nb_cpu_attention_views_dense(const nb_kview *const *v, int n) {
     for (int i = 0; i < n; i++)
-        if (v[i] && (nb_cpu_is16(v[i]->dtype) || v[i]->ndim != 3 || !nb_cpu_is_contiguous(v[i]))) return false;
+        if (v[i] && (nb_dtype_is_16bit(v[i]->dtype) || v[i]->ndim != 3 || !nb_cpu_is_contiguous(v[i]))) return false;
     return true;
 }
 
@@ -208,10 +206,10 @@ nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_k
                                  const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal,
                                  double scale, double dropout_p, uint64_t seed, uint64_t offset,
                                  const uint64_t *offset_base) {
-    if (nb_cpu_is16(q->dtype) && lse->dtype != NB_F32)
+    if (nb_dtype_is_16bit(q->dtype) && lse->dtype != NB_F32)
         return nb_set_error(NB_ERR_DTYPE, "attention: a %s q needs a float32 lse, got %s", nb_dtype_name(q->dtype),
                             nb_dtype_name(lse->dtype));
-    bool m16 = mask && nb_cpu_is16(mask->dtype);
+    bool m16 = mask && nb_dtype_is_16bit(mask->dtype);
     wide w[5];
     memset(w, 0, sizeof w);
     nb_status st = dense3(be, q, &w[0], true);
@@ -232,10 +230,10 @@ nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, co
                                           const nb_kview *v, const nb_kview *out, const nb_kview *lse,
                                           const nb_kview *mask, bool is_causal, double scale, double dropout_p,
                                           uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
-    if (nb_cpu_is16(q->dtype) && lse->dtype != NB_F32)
+    if (nb_dtype_is_16bit(q->dtype) && lse->dtype != NB_F32)
         return nb_set_error(NB_ERR_DTYPE, "attention_backward: a %s q needs a float32 lse, got %s",
                             nb_dtype_name(q->dtype), nb_dtype_name(lse->dtype));
-    bool m16 = mask && nb_cpu_is16(mask->dtype);
+    bool m16 = mask && nb_dtype_is_16bit(mask->dtype);
     const nb_kview *src[9] = {gout, q, k, v, out, m16 ? mask : NULL, gq, gk, gv};
     wide w[9];
     memset(w, 0, sizeof w);

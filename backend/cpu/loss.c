@@ -110,7 +110,7 @@ static nb_status ce_check(const char *name, const ce_job *j, const nb_kview *con
 
 nb_status nb_cpu_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse,
                                const nb_kview *logits, const nb_kview *target, int64_t ignore_index) {
-    if (nb_cpu_is16(logits->dtype)) return nb_cpu_cross_entropy16(be, loss, lse, logits, target, ignore_index);
+    if (nb_dtype_is_16bit(logits->dtype)) return nb_cpu_cross_entropy16(be, loss, lse, logits, target, ignore_index);
     ce_job j = {.loss = loss, .lse = lse, .logits = logits, .target = target, .ignore_index = ignore_index};
     const nb_kview *rows[2] = {loss, lse};
     nb_status st = ce_check("cross_entropy", &j, rows, 2, NULL);
@@ -128,7 +128,7 @@ nb_status nb_cpu_cross_entropy_backward(nb_backend *be, const nb_kview *glogits,
                                         const nb_kview *gloss, const nb_kview *logits,
                                         const nb_kview *lse, const nb_kview *target,
                                         int64_t ignore_index) {
-    if (nb_cpu_is16(logits->dtype))
+    if (nb_dtype_is_16bit(logits->dtype))
         return nb_cpu_cross_entropy_backward16(be, glogits, gloss, logits, lse, target, ignore_index);
     ce_job j = {.lse = lse, .logits = logits, .target = target, .gloss = gloss, .glogits = glogits,
                 .ignore_index = ignore_index};

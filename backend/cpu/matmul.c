@@ -146,7 +146,7 @@ static nb_status check_shapes(const nb_kview *c, const nb_kview *a, const nb_kvi
 
 nb_status nb_cpu_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                         double alpha, double beta) {
-    if (nb_cpu_is16(c->dtype) && a->dtype == c->dtype && b->dtype == c->dtype)
+    if (nb_dtype_is_16bit(c->dtype) && a->dtype == c->dtype && b->dtype == c->dtype)
         return nb_cpu_matmul16(be, c, a, b, alpha, beta);
     if (!nb_dtype_is_compute_float(c->dtype) || a->dtype != c->dtype || b->dtype != c->dtype)
         return nb_set_error(NB_ERR_DTYPE, "matmul: needs float32 or float64 operands of one dtype (a %s, b %s, c %s)",

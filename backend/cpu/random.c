@@ -87,7 +87,7 @@ nb_status nb_cpu_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, d
     static const char *const names[] = {"uniform", "normal", "bernoulli"};
     if ((unsigned)dist > NB_RNG_BERNOULLI)
         return nb_set_error(NB_ERR_INVALID_ARG, "random: bad distribution %d", (int)dist);
-    if (nb_cpu_is16(dst->dtype) && dist == NB_RNG_BERNOULLI) /* 0 and 1, exact: through a float32 copy */
+    if (nb_dtype_is_16bit(dst->dtype) && dist == NB_RNG_BERNOULLI) /* 0 and 1, exact: through a float32 copy */
         return nb_cpu_bernoulli16(be, dst, a, seed, offset);
     if (!nb_dtype_is_compute(dst->dtype) || (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(dst->dtype)))
         return nb_set_error(NB_ERR_DTYPE, "%s: needs a float32 or float64 tensor, got %s", names[dist],

@@ -284,7 +284,7 @@ static void red_run(red_job *job, const red_fns *f) {
 
 nb_status nb_cpu_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x,
                         double scale) {
-    if (nb_cpu_is16(x->dtype) && (unsigned)op <= NB_REDUCE_PROD) return nb_cpu_reduce16(be, op, out, x, scale);
+    if (nb_dtype_is_16bit(x->dtype) && (unsigned)op <= NB_REDUCE_PROD) return nb_cpu_reduce16(be, op, out, x, scale);
     static const char *const names[] = {"sum", "max", "min", "prod"};
     if ((unsigned)op > NB_REDUCE_PROD)
         return nb_set_error(NB_ERR_UNSUPPORTED, "reduce: op %d is not a reduction of this slot", (int)op);

@@ -146,7 +146,7 @@ static const char *un_name(nb_unary_op op) { return op < NB_UNARY_ABS ? un_names
 
 nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
                        double alpha) {
-    if (nb_cpu_is16(x->dtype) && out->dtype == x->dtype && (unsigned)op < NB_UNARY_OP_COUNT)
+    if (nb_dtype_is_16bit(x->dtype) && out->dtype == x->dtype && (unsigned)op < NB_UNARY_OP_COUNT)
         return nb_cpu_unary16(be, op, out, x, alpha);
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
     if ((unsigned)op >= NB_UNARY_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "unary: bad op %d", (int)op);
@@ -215,7 +215,7 @@ static const nb_kview *ub_operand(int uses, const nb_kview *gy, const nb_kview *
 nb_status nb_cpu_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx,
                                 const nb_kview *gy, const nb_kview *x, const nb_kview *y,
                                 double alpha) {
-    if (nb_cpu_is16(gx->dtype) && gy->dtype == gx->dtype && (!x || x->dtype == gx->dtype) &&
+    if (nb_dtype_is_16bit(gx->dtype) && gy->dtype == gx->dtype && (!x || x->dtype == gx->dtype) &&
         (!y || y->dtype == gx->dtype) && (unsigned)op < NB_UNARY_OP_COUNT)
         return nb_cpu_unary_backward16(be, op, gx, gy, x, y, alpha);
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];

@@ -281,8 +281,8 @@ static nb_status setup(const char *op, Att *a, const nb_kview *out, const nb_kvi
                        const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
                        double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base, Mat *mq, Mat *mk,
                        Mat *mv, Mat *mo) {
-    nb_dtype dt = q->dtype, ldt = is16(dt) ? NB_F32 : dt; // 16-bit q: lse in float32
-    if (dt != NB_F32 && dt != NB_F64 && !is16(dt))
+    nb_dtype dt = q->dtype, ldt = nb_dtype_is_16bit(dt) ? NB_F32 : dt; // 16-bit q: lse in float32
+    if (dt != NB_F32 && dt != NB_F64 && !nb_dtype_is_16bit(dt))
         return nb_set_error(NB_ERR_DTYPE, "%s: %s is not supported on cuda", op, nb_dtype_name(dt));
     int nd = q->ndim;
     const nb_kview *all[4] = {q, k, v, out};
@@ -367,7 +367,7 @@ struct Dense {
 static nb_status densify(nb_backend *be, const nb_kview *src, Dense *w, bool fill, bool bcast) {
     w->src = src;
     if (!src) return NB_OK;
-    nb_dtype want = is16(src->dtype) ? NB_F32 : src->dtype;
+    nb_dtype want = nb_dtype_is_16bit(src->dtype) ? NB_F32 : src->dtype;
     if (src->dtype == NB_BOOL || (want == src->dtype && contiguous(src))) {
         w->v = *src;
         return NB_OK;
@@ -421,7 +421,7 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
     }
     if (a.B * a.L * a.S <= gemm_path_max()) return score_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
     // the tiled kernels: dense float32/float64 views
-    bool dense = !is16(q->dtype) && contiguous(q) && contiguous(k) && contiguous(v) && contiguous(out);
+    bool dense = !nb_dtype_is_16bit(q->dtype) && contiguous(q) && contiguous(k) && contiguous(v) && contiguous(out);
     if (!dense) {
         Dense w[5];
         const nb_kview *src[5] = {q, k, v, mask, out};
@@ -477,7 +477,7 @@ extern "C" nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *
         return score_backward(be, op, q->dtype, a, mq, mk, mv, mo, mg, gq ? &mgx[0] : nullptr, gk ? &mgx[1] : nullptr,
                               gv ? &mgx[2] : nullptr, lse->data);
     const nb_kview *all[8] = {gout, q, k, v, out, gq, gk, gv};
-    bool dense = !is16(q->dtype);
+    bool dense = !nb_dtype_is_16bit(q->dtype);
     for (int i = 0; i < 8 && dense; i++) dense = !all[i] || contiguous(all[i]);
     if (!dense) { // the tiled kernels on dense float32/float64 copies
         Dense w[9];

@@ -108,8 +108,6 @@ __device__ inline double warp_sum(double v) {
     return v;
 }
 
-inline bool is16(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
-
 // One operand of the attention's batched products: B matrices [R, C] with
 // unit column stride, matrix b at data + (b / b2) * s1 + (b % b2) * s2 (in
 // elements), rows ld apart. A [B, R, C] view has b2 = B; a [B1, B2, R, C]

@@ -194,7 +194,7 @@ static nb_status gemm_mats(nb_backend *be, const char *op, nb_dtype dt, nb_dtype
     if (r) return r;
     cudaDataType_t t = cuda_type(dt), tc = cuda_type(dt_c);
     cublasComputeType_t ct = dt == NB_F64 ? CUBLAS_COMPUTE_64F
-                             : is16(dt) ? CUBLAS_COMPUTE_32F
+                             : nb_dtype_is_16bit(dt) ? CUBLAS_COMPUTE_32F
                              : nb_float32_matmul_precision() == 0 ? CUBLAS_COMPUTE_32F
                              : nb_float32_matmul_precision() == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                                   : CUBLAS_COMPUTE_32F_FAST_16BF;

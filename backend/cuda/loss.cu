@@ -118,7 +118,7 @@ static nb_status ce_check(const char *name, const nb_kview *x, const nb_kview *t
                           int nrows, const nb_kview *mat2) {
     char b1[VSTR], b2[VSTR];
     bool fl = x->dtype == NB_F32 || x->dtype == NB_F64 || x->dtype == NB_BF16 || x->dtype == NB_F16;
-    nb_dtype rdt = x->dtype == NB_BF16 || x->dtype == NB_F16 ? NB_F32 : x->dtype; // the per-row tensors
+    nb_dtype rdt = nb_dtype_is_16bit(x->dtype) ? NB_F32 : x->dtype; // the per-row tensors
     if (x->ndim != 2 || !fl || !contiguous(x) ||
         (mat2 && (!same_shape(x, mat2) || mat2->dtype != x->dtype || !contiguous(mat2))))
         return nb_set_error(NB_ERR_SHAPE, "%s: logits %s must be a contiguous float [n, c] matrix", name,

@@ -99,7 +99,7 @@ extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_
     if ((unsigned)dist > NB_RNG_BERNOULLI)
         return nb_set_error(NB_ERR_INVALID_ARG, "random: bad distribution %d", (int)dist);
     // bernoulli also fills bfloat16/float16 (0 and 1 are exact: dropout's 16-bit masks)
-    const bool h = dst->dtype == NB_BF16 || dst->dtype == NB_F16;
+    const bool h = nb_dtype_is_16bit(dst->dtype);
     const bool compute = (unsigned)dst->dtype < (unsigned)NB_F16 || (h && dist == NB_RNG_BERNOULLI),
                fl = dst->dtype == NB_F32 || dst->dtype == NB_F64;
     if (!compute || (dist != NB_RNG_BERNOULLI && !fl))

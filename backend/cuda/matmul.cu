@@ -265,8 +265,11 @@ static int64_t up8(int64_t x) { return (x + 7) / 8 * 8; }
 // [R8, C8] in the same orientation; with fill, x's values (else zeros).
 static nb_status pad_mat(nb_backend *be, const nb_kview *x, int64_t R8, int64_t C8, Padded *p, bool fill) {
     size_t es = nb_dtype_size(x->dtype);
-    bool rows = x->strides[1] == 1 || x->shape[1] == 1; // row-major: rows of C contiguous elements
-    int64_t R = x->shape[0], C = x->shape[1];
+    int64_t R = x->shape[0], C = x->shape[1], ld;
+    bool trans;
+    if (!layout(R, C, x->strides[0], x->strides[1], &trans, &ld))
+        return nb_set_error(NB_ERR_INVALID_ARG, "matmul: an operand has no unit stride in its matrix dims");
+    bool rows = !trans; // row-major: rows of C contiguous elements
     if (!p->buf.alloc(be, es * (size_t)(R8 * C8))) return nb_last_status();
     cudaStream_t s = stream_of(be);
     NBC_TRY("matmul", cudaMemsetAsync(p->buf.ptr, 0, es * (size_t)(R8 * C8), s));
@@ -275,8 +278,7 @@ static nb_status pad_mat(nb_backend *be, const nb_kview *x, int64_t R8, int64_t 
     if (rows) p->v.strides[0] = C8, p->v.strides[1] = 1;
     else p->v.strides[0] = 1, p->v.strides[1] = R8;
     if (fill && R > 0 && C > 0) {
-        int64_t len = rows ? C : R, cnt = rows ? R : C, ld = rows ? x->strides[0] : x->strides[1];
-        if (cnt == 1) ld = len;
+        int64_t len = rows ? C : R, cnt = rows ? R : C;
         NBC_TRY("matmul", cudaMemcpy2DAsync(p->buf.ptr, (size_t)(rows ? C8 : R8) * es, x->data, (size_t)ld * es,
                                             (size_t)len * es, (size_t)cnt, cudaMemcpyDeviceToDevice, s));
     }
@@ -295,10 +297,10 @@ static nb_status unpad_mat(nb_backend *be, const nb_kview *c, const Padded &p) {
 }
 
 static bool rows_unaligned(const nb_kview *x) {
-    size_t es = nb_dtype_size(x->dtype);
-    bool rows = x->strides[1] == 1 || x->shape[1] == 1;
-    int64_t cnt = rows ? x->shape[0] : x->shape[1], ld = rows ? x->strides[0] : x->strides[1];
-    return cnt > 1 && ((size_t)ld * es) % 16 != 0;
+    bool trans;
+    int64_t ld;
+    if (!layout(x->shape[0], x->shape[1], x->strides[0], x->strides[1], &trans, &ld)) return false;
+    return (trans ? x->shape[1] : x->shape[0]) > 1 && ((size_t)ld * nb_dtype_size(x->dtype)) % 16 != 0;
 }
 
 // Whether c = a b (2-D, c [m, n] row-major) is worth padding: large, not

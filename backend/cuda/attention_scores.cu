@@ -36,6 +36,23 @@ __device__ inline float a_exp(float x) { return expf(x); }
 __device__ inline double a_exp(double x) { return exp(x); }
 __device__ inline float a_log(float x) { return logf(x); }
 __device__ inline double a_log(double x) { return log(x); }
+// Blocks of 256 threads for the row kernels: 8 rows each, a warp per row.
+static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + 7) / 8); }
+
+// The row (b, i) of the rows = B L rows that this warp owns, and its lane;
+// false past the last row.
+struct WarpRow {
+    int64_t row, b, i;
+    int lane;
+};
+__device__ inline bool warp_row(int64_t rows, int64_t L, WarpRow *w) {
+    w->row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    w->lane = threadIdx.x % 32;
+    if (w->row >= rows) return false;
+    w->b = idiv(w->row, L), w->i = w->row - w->b * L;
+    return true;
+}
+
 template <typename A> __device__ inline A warp_max_a(A v) {
     for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
@@ -50,10 +67,10 @@ template <typename A> __device__ inline A warp_sum_a(A v) {
 // additive mask's dtype. float32/float64: all one type, p over s; 16-bit:
 // float32 scores and lse, 16-bit P for the P V GEMM.
 template <typename M, typename A, typename P, typename L> __global__ void k_softmax_rows(Att a, A *s, P *p, L *lse) {
-    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= a.B * a.L) return;
-    int64_t b = idiv(row, a.L), i = row - b * a.L, mb = a.mask.ptr ? mask_base(a.mask, b) : 0;
+    WarpRow w;
+    if (!warp_row(a.B * a.L, a.L, &w)) return;
+    const int64_t row = w.row, b = w.b, i = w.i, mb = a.mask.ptr ? mask_base(a.mask, b) : 0;
+    const int lane = w.lane;
     A *sr = s + row * a.S;
     P *pr = p + row * a.S;
     A mx = -INFINITY;
@@ -81,10 +98,10 @@ template <typename M, typename A, typename P, typename L> __global__ void k_soft
 // `all` (16-bit: P' is the dV GEMM's operand); else pd is s.
 template <typename M, typename A, typename P, typename L>
 __global__ void k_probs(Att a, A *s, P *pd, const L *lse, bool all) {
-    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= a.B * a.L) return;
-    int64_t b = idiv(row, a.L), i = row - b * a.L, mb = a.mask.ptr ? mask_base(a.mask, b) : 0;
+    WarpRow w;
+    if (!warp_row(a.B * a.L, a.L, &w)) return;
+    const int64_t row = w.row, b = w.b, i = w.i, mb = a.mask.ptr ? mask_base(a.mask, b) : 0;
+    const int lane = w.lane;
     A *sr = s + row * a.S;
     P *pr = pd + row * a.S;
     A l = (A)lse[row];
@@ -106,10 +123,10 @@ __global__ void k_probs(Att a, A *s, P *pd, const L *lse, bool all) {
 // rounds run once per backward.
 template <typename A, typename P>
 __global__ void k_dscores(Att a, const A *p, const A *dp, const P *pd, P *ds, const double *D) {
-    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= a.B * a.L) return;
-    int64_t o = row * a.S;
+    WarpRow w;
+    if (!warp_row(a.B * a.L, a.L, &w)) return;
+    const int64_t o = w.row * a.S, row = w.row;
+    const int lane = w.lane;
     A d = (A)D[row], ks = (A)a.keep_scale;
     for (int64_t j = lane; j < a.S; j += 32) {
         A g = dp[o + j];
@@ -118,14 +135,12 @@ __global__ void k_dscores(Att a, const A *p, const A *dp, const P *pd, P *ds, co
     }
 }
 
-// Blocks of 256 threads for the row kernels: 8 rows each.
-static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + 7) / 8); }
 // D[row] = sum_e dO[row, e] O[row, e] (one warp per row; row = b L + i).
 template <typename T> __global__ void k_rowdot(Mat go, Mat o, double *D, int64_t rows, int64_t L, int64_t ev) {
-    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= rows) return;
-    int64_t b = idiv(row, L), i = row - b * L;
+    WarpRow w;
+    if (!warp_row(rows, L, &w)) return;
+    const int64_t row = w.row, b = w.b, i = w.i;
+    const int lane = w.lane;
     const T *g = (const T *)go.data + mat_off(go, b) + i * go.ld, *x = (const T *)o.data + mat_off(o, b) + i * o.ld;
     double s = 0;
     for (int64_t e = lane; e < ev; e += 32) s += dv(g[e]) * dv(x[e]);

@@ -21,23 +21,30 @@
 #define K nb_cpu_isa_kernels_get()
 
 typedef struct wide {
-    nb_kview v; /* float32, dense, of the source's shape */
-    float *buf;
+    nb_kview v; /* dense, of the source's shape (float32 for widened ones) */
+    void *buf;
 } wide;
 
-/* A dense float32 view of src's shape; with `fill`, src's values (widened;
- * broadcast dims copied out). NULL src: an empty wide. */
-static nb_status widen(nb_backend *be, const nb_kview *src, wide *w, bool fill) {
+/* A dense copy of src's shape in dtype dt; with `fill`, src's values
+ * (converted; broadcast dims copied out). NULL src: an empty wide. */
+static nb_status dense_copy(nb_backend *be, const nb_kview *src, wide *w, bool fill, nb_dtype dt) {
     memset(w, 0, sizeof *w);
     if (!src) return NB_OK;
     int64_t n = nb_cpu_numel(src);
-    w->buf = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    if (!w->buf) return nb_set_error(NB_ERR_OOM, "16-bit op: out of host memory for %lld float32 elements", (long long)n);
+    w->buf = malloc(nb_dtype_size(dt) * (size_t)(n ? n : 1));
+    if (!w->buf)
+        return nb_set_error(NB_ERR_OOM, "dense copy: out of host memory for a %lld-element %s copy", (long long)n,
+                            nb_dtype_name(dt));
     w->v = *src;
     w->v.data = w->buf;
-    w->v.dtype = NB_F32;
+    w->v.dtype = dt;
     nb_contiguous_strides(src->ndim, src->shape, w->v.strides);
     return fill && n ? K->copy(be, &w->v, src) : NB_OK;
+}
+
+/* A dense float32 view of src's shape (dense_copy). */
+static nb_status widen(nb_backend *be, const nb_kview *src, wide *w, bool fill) {
+    return dense_copy(be, src, w, fill, NB_F32);
 }
 
 static void wide_free(wide *w, int n) {
@@ -112,7 +119,7 @@ static bool matmul_bf16_dnnl(nb_backend *be, const nb_kview *c, const nb_kview *
         const uint16_t *ai = (const uint16_t *)a->data + nb_cpu_batch_offset(a, i);
         const uint16_t *bi = (const uint16_t *)b->data + nb_cpu_batch_offset(b, i);
         if (gemm(la.trans == NB_CBLAS_TRANS ? 'T' : 'N', lb.trans == NB_CBLAS_TRANS ? 'T' : 'N', m, n, k, (float)alpha,
-                 ai, la.ld, bi, lb.ld, (float)beta, w.buf + i * m * n, n) != 0) {
+                 ai, la.ld, bi, lb.ld, (float)beta, (float *)w.buf + i * m * n, n) != 0) {
             wide_free(&w, 1); /* c is untouched: the float32 path runs instead */
             return false;
         }
@@ -158,18 +165,8 @@ static nb_status dense3(nb_backend *be, const nb_kview *src, wide *w, bool fill)
     int nd = src->ndim;
     bool h = nb_dtype_is_16bit(src->dtype);
     if (h || !nb_cpu_is_contiguous(src)) {
-        int64_t n = nb_cpu_numel(src);
-        size_t es = h ? sizeof(float) : nb_dtype_size(src->dtype);
-        w->buf = malloc(es * (size_t)(n ? n : 1));
-        if (!w->buf) return nb_set_error(NB_ERR_OOM, "attention: out of host memory for a %lld-element copy", (long long)n);
-        w->v = *src;
-        w->v.data = w->buf;
-        w->v.dtype = h ? NB_F32 : src->dtype;
-        nb_contiguous_strides(nd, src->shape, w->v.strides);
-        if (fill && n) {
-            nb_status st = K->copy(be, &w->v, src);
-            if (st) return st;
-        }
+        nb_status st = dense_copy(be, src, w, fill, h ? NB_F32 : src->dtype);
+        if (st) return st;
     } else {
         w->v = *src;
     }

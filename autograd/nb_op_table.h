@@ -244,10 +244,10 @@ extern "C" {
     X(MSE_LOSS, mse_loss, loss, NB_D2 | NB_C, NB_DTM_F) \
     X(NLL_LOSS, nll_loss, loss, NB_D2 | NB_C, NB_DTM_F) \
     /* CNN */ \
-    X(CONV2D, conv2d, conv, NB_D2, NB_DTM_F) \
-    X(CONV1D, conv1d, conv, NB_D2, NB_DTM_F) \
-    X(CONV_TRANSPOSE2D, conv_transpose2d, conv, NB_D2, NB_DTM_F) \
-    X(CONV_TRANSPOSE1D, conv_transpose1d, conv, NB_D2 | NB_C, NB_DTM_F) \
+    X(CONV2D, conv2d, conv, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(CONV1D, conv1d, conv, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(CONV_TRANSPOSE2D, conv_transpose2d, conv, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(CONV_TRANSPOSE1D, conv_transpose1d, conv, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H) \
     X(CONV3D, conv3d, conv, NB_D2 | NB_C, NB_DTM_F) \
     X(CONV_TRANSPOSE3D, conv_transpose3d, conv, NB_D2 | NB_C, NB_DTM_F) \
     X(DEFORM_CONV2D, deform_conv2d, conv, NB_D2 | NB_C, NB_DTM_F) \

@@ -768,7 +768,10 @@ nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reducti
  * H_out = floor((H + 2*pad - dilation*(kh-1) - 1) / stride) + 1 (PyTorch's
  * Conv2d doc). CPU: 3x3 stride-1 undilated kernels with >= 8 channels per
  * group use Winograd F(2x2, 3x3) (Lavin & Gray 2016); the rest im2col +
- * OpenBLAS GEMM; threaded over the batch, deterministic. */
+ * OpenBLAS GEMM; threaded over the batch, deterministic. CUDA: cuDNN.
+ * Dtypes: float32, float64, and bfloat16/float16 (float32 accumulation;
+ * the CPU through float32 copies) for conv1d, conv2d, conv_transpose1d
+ * and conv_transpose2d, which are on autocast's lower-precision list. */
 typedef struct nb_conv2d_options {
     int64_t stride[2];   /* default 1 (0 means default) */
     int64_t padding[2];  /* default 0 */

@@ -293,8 +293,8 @@ nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d
     conv_opts o = {.groups = opts.groups, .same = opts.padding_same};
     for (int d = 0; d < 2; d++)
         o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d];
-    nb_tensor *in[3] = {x, weight, bias}; /* float32 under autocast: no 16-bit convolution kernels yet */
-    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 3, in)) return NULL;
+    nb_tensor *in[3] = {x, weight, bias};
+    if (!nb_autocast_inputs(NB_AUTOCAST_LOWER, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_impl("conv2d", 2, in[0], in[1], in[2], o));
 }
@@ -302,8 +302,10 @@ nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d
 nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d_options opts) {
     conv_opts o = {.stride = {1, opts.stride}, .padding = {0, opts.padding}, .dilation = {1, opts.dilation},
                    .groups = opts.groups, .same = opts.padding_same};
+    nb_tensor *in[3] = {x, weight, bias};
+    if (!nb_autocast_inputs(NB_AUTOCAST_LOWER, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, conv_impl("conv1d", 1, x, weight, bias, o));
+    return nb_scope_return(s, conv_impl("conv1d", 1, in[0], in[1], in[2], o));
 }
 
 /* ---- conv_transpose2d ----------------------------------------------------------- */
@@ -388,8 +390,10 @@ nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
     for (int d = 0; d < 2; d++)
         o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d],
         o.output_padding[d] = opts.output_padding[d];
+    nb_tensor *in[3] = {x, weight, bias};
+    if (!nb_autocast_inputs(NB_AUTOCAST_LOWER, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, conv_t2d_impl(x, weight, bias, o));
+    return nb_scope_return(s, conv_t2d_impl(in[0], in[1], in[2], o));
 }
 
 /* ---- conv_transpose1d: conv_transpose2d on [N, C, 1, L] views ----------------- */
@@ -398,6 +402,8 @@ nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
     const char *op = "conv_transpose1d";
     nb_tensor *in[3] = {x, weight, bias};
     int n_in = bias ? 3 : 2;
+    if (!nb_autocast_inputs(NB_AUTOCAST_LOWER, 3, in)) return NULL;
+    x = in[0], weight = in[1], bias = in[2];
     nb_scope *s = nb_op_scope_begin();
     if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(NB_OP_CONV_TRANSPOSE1D, n_in, in))
         return nb_scope_return(s, NULL);

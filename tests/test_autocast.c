@@ -1,8 +1,9 @@
 /* test_autocast.c - nb_autocast_begin/end (torch.autocast) on every device:
  * the lists' casts, float32 gradients for float32 parameters close to a
  * float32 run's, backward outside autocast, nesting, float64 untouched, the
- * errors, an MLP whose autocast training tracks float32 training, and
- * cross_entropy on 16-bit logits with the explicit cast's bits. */
+ * errors, an MLP whose autocast training tracks float32 training,
+ * cross_entropy on 16-bit logits with the explicit cast's bits, and the
+ * convolutions in bfloat16. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -70,6 +71,47 @@ START_TEST(test_autocast_lists_and_grads) {
             out[1] = nb_item(nb_sum(nb_abs(nb_tensor_grad(w2)), NULL, 0, false));
         }
         for (int k = 0; k < 2; k++)
+            ck_assert_msg(fabs(got[k] - ref[k]) <= 3e-2 * ref[k], "grad %d: |g| %g under autocast, %g in float32", k,
+                          got[k], ref[k]);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
+/* conv2d (with bias) -> relu -> conv_transpose2d under autocast: both
+ * convolutions run in bfloat16 (the lower-precision list, as PyTorch), the
+ * float32 parameters get float32 gradients within bfloat16's error of a
+ * float32 run's. */
+START_TEST(test_autocast_conv) {
+    FOR_DEVICES(dev) {
+        nb_scope *s = nb_scope_begin();
+        nb_generator g = nb_generator_new(5);
+        nb_tensor *x = nb_randn_on(NB_SHAPE(4, 3, 10, 10), NB_F32, &g, dev);
+        nb_tensor *w = nb_detach(nb_mul_scalar(nb_randn_on(NB_SHAPE(8, 3, 3, 3), NB_F32, &g, dev), 0.3));
+        nb_tensor *b = nb_detach(nb_mul_scalar(nb_randn_on(NB_SHAPE(8), NB_F32, &g, dev), 0.3));
+        nb_tensor *wt = nb_detach(nb_mul_scalar(nb_randn_on(NB_SHAPE(8, 2, 3, 3), NB_F32, &g, dev), 0.3));
+        nb_tensor *params[3] = {w, b, wt};
+        for (int k = 0; k < 3; k++) NB_CK_OK(nb_set_requires_grad(params[k], true));
+        double ref[3] = {0}, got[3] = {0};
+        for (int ac = 0; ac < 2; ac++) {
+            for (int k = 0; k < 3; k++) nb_tensor_zero_grad(params[k]);
+            if (ac) NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+            nb_tensor *h = nb_conv2d(x, w, b, (nb_conv2d_options){.stride = {1, 1}, .padding = {1, 1}});
+            ck_assert_int_eq(nb_dtype_of(h), ac ? NB_BF16 : NB_F32);
+            nb_tensor *y = nb_conv_transpose2d(nb_relu(h), wt, NULL,
+                                               (nb_conv_transpose2d_options){.stride = {2, 2}, .padding = {1, 1}});
+            ck_assert_int_eq(nb_dtype_of(y), ac ? NB_BF16 : NB_F32);
+            nb_tensor *loss = nb_sum(nb_mul(y, y), NULL, 0, false); /* float32 list */
+            ck_assert_int_eq(nb_dtype_of(loss), NB_F32);
+            if (ac) NB_CK_OK(nb_autocast_end(dev));
+            NB_CK_OK(nb_backward(loss));
+            double *out = ac ? got : ref;
+            for (int k = 0; k < 3; k++) {
+                ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(params[k])), NB_F32);
+                out[k] = nb_item(nb_sum(nb_abs(nb_tensor_grad(params[k])), NULL, 0, false));
+            }
+        }
+        for (int k = 0; k < 3; k++)
             ck_assert_msg(fabs(got[k] - ref[k]) <= 3e-2 * ref[k], "grad %d: |g| %g under autocast, %g in float32", k,
                           got[k], ref[k]);
         nb_scope_end(s);
@@ -158,6 +200,7 @@ Suite *nb_suite_autocast(void) {
     tcase_add_test(c, test_autocast_lists_and_grads);
     tcase_add_test(c, test_autocast_training);
     tcase_add_test(c, test_autocast_cross_entropy_16bit_logits);
+    tcase_add_test(c, test_autocast_conv);
     suite_add_tcase(s, c);
     return s;
 }

@@ -60,6 +60,12 @@ typedef struct conv_geom {
     size_t es;
 } conv_geom;
 
+/* Whether a call's views are all of one 16-bit dtype (d may be NULL): such
+ * calls run on float32 copies (half.c). */
+static bool all16(const nb_kview *a, const nb_kview *b, const nb_kview *c, const nb_kview *d) {
+    return nb_dtype_is_16bit(a->dtype) && b->dtype == a->dtype && c->dtype == a->dtype && (!d || d->dtype == a->dtype);
+}
+
 /* Checks the views of one kernel call and fills g. x is the convolution's
  * input side and y its output side (out, gy), whatever the call computes. */
 static nb_status geom_init(conv_geom *g, const char *op, const nb_kview *x, const nb_kview *w,
@@ -648,6 +654,7 @@ static void build_wext(const conv_geom *g, const char *w, const char *bias, char
 
 nb_status nb_cpu_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
                         const nb_kview *bias, const nb_conv_params *p) {
+    if (all16(x, w, out, bias)) return nb_cpu_conv2d16(be, out, x, w, bias, p);
     conv_job j = {0};
     conv_geom *g = &j.g;
     nb_status st = geom_init(g, "conv2d", x, w, out, p);
@@ -706,6 +713,7 @@ static void bwd_input_task(void *arg, int64_t t0, int64_t t1) {
 
 nb_status nb_cpu_conv2d_backward_input(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                        const nb_kview *w, const nb_conv_params *p) {
+    if (all16(gx, w, gy, NULL)) return nb_cpu_conv2d_backward_input16(be, gx, gy, w, p);
     conv_job j = {0};
     conv_geom *g = &j.g;
     nb_status st = geom_init(g, "conv2d_backward_input", gx, w, gy, p);
@@ -846,6 +854,7 @@ static void wg_finish(const conv_job *j, const nb_kview *gbias) {
 
 nb_status nb_cpu_conv2d_backward_weight(nb_backend *be, const nb_kview *gw, const nb_kview *gbias,
                                         const nb_kview *gy, const nb_kview *x, const nb_conv_params *p) {
+    if (all16(x, gw, gy, gbias)) return nb_cpu_conv2d_backward_weight16(be, gw, gbias, gy, x, p);
     conv_job j = {0};
     conv_geom *g = &j.g;
     nb_status st = geom_init(g, "conv2d_backward_weight", x, gw, gy, p);

@@ -140,6 +140,12 @@ nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview
 nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a, const nb_kview *b);
 nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
                           double beta);
+nb_status nb_cpu_conv2d16(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
+                          const nb_kview *bias, const nb_conv_params *p);
+nb_status nb_cpu_conv2d_backward_input16(nb_backend *be, const nb_kview *gx, const nb_kview *gy, const nb_kview *w,
+                                         const nb_conv_params *p);
+nb_status nb_cpu_conv2d_backward_weight16(nb_backend *be, const nb_kview *gw, const nb_kview *gbias,
+                                          const nb_kview *gy, const nb_kview *x, const nb_conv_params *p);
 nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale);
 /* q, k, v, out (and gradients) that are 16-bit, 4-d [B1, B2, R, C] or
  * strided views run the attention kernels on dense [B, R, C] copies */

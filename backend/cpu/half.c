@@ -281,3 +281,47 @@ nb_status nb_cpu_bernoulli16(nb_backend *be, const nb_kview *dst, double p, uint
     wide_free(&w, 1);
     return st;
 }
+
+/* conv2d and its two backward slots on float32 copies (PyTorch's CPU bf16
+ * convolution also accumulates in float32). */
+nb_status nb_cpu_conv2d16(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
+                          const nb_kview *bias, const nb_conv_params *p) {
+    wide c[4];
+    memset(c, 0, sizeof c);
+    nb_status st = widen(be, x, &c[0], true);
+    if (!st) st = widen(be, w, &c[1], true);
+    if (!st) st = widen(be, bias, &c[2], true);
+    if (!st) st = widen(be, out, &c[3], false);
+    if (!st) st = nb_cpu_conv2d(be, &c[3].v, &c[0].v, &c[1].v, bias ? &c[2].v : NULL, p);
+    if (!st) st = narrow(be, out, &c[3]);
+    wide_free(c, 4);
+    return st;
+}
+
+nb_status nb_cpu_conv2d_backward_input16(nb_backend *be, const nb_kview *gx, const nb_kview *gy, const nb_kview *w,
+                                         const nb_conv_params *p) {
+    wide c[3];
+    memset(c, 0, sizeof c);
+    nb_status st = widen(be, gy, &c[0], true);
+    if (!st) st = widen(be, w, &c[1], true);
+    if (!st) st = widen(be, gx, &c[2], false);
+    if (!st) st = nb_cpu_conv2d_backward_input(be, &c[2].v, &c[0].v, &c[1].v, p);
+    if (!st) st = narrow(be, gx, &c[2]);
+    wide_free(c, 3);
+    return st;
+}
+
+nb_status nb_cpu_conv2d_backward_weight16(nb_backend *be, const nb_kview *gw, const nb_kview *gbias,
+                                          const nb_kview *gy, const nb_kview *x, const nb_conv_params *p) {
+    wide c[4];
+    memset(c, 0, sizeof c);
+    nb_status st = widen(be, gy, &c[0], true);
+    if (!st) st = widen(be, x, &c[1], true);
+    if (!st) st = widen(be, gw, &c[2], false);
+    if (!st) st = widen(be, gbias, &c[3], false);
+    if (!st) st = nb_cpu_conv2d_backward_weight(be, &c[2].v, gbias ? &c[3].v : NULL, &c[0].v, &c[1].v, p);
+    if (!st) st = narrow(be, gw, &c[2]);
+    if (!st && gbias) st = narrow(be, gbias, &c[3]);
+    wide_free(c, 4);
+    return st;
+}

@@ -1,8 +1,9 @@
 // conv.cu - 2-d convolution on CUDA (torch.nn.functional.conv2d) and its two
 // backward kernels, through cuDNN's legacy convolution API
 // (cudnnConvolutionForward / BackwardData / BackwardFilter, all in cuDNN
-// 9.14), NCHW, float32 and float64, with our own kernels for the bias, the
-// bias gradient, explicit padding, and a direct fallback.
+// 9.14), NCHW, float32, float64, bfloat16 and float16 (16-bit tensors,
+// float32 accumulation: cuDNN's compute type), with our own kernels for the
+// bias, the bias gradient, explicit padding, and a direct fallback.
 //
 // Geometry: as backend/cpu/conv.c, output sizes come from the views (out,
 // gy) and input positions outside [0, H) x [0, W) read as zeros, which also
@@ -22,13 +23,19 @@
 // NB_CONV_MAX_WORKSPACE; the candidates and the descriptors are cached (a
 // plan). The heuristics, unlike cudnnFind*, are not timing-based, so a
 // process picks the same algorithm every run (the same bits) and never
-// synchronizes. float32 runs with CUDNN_FMA_MATH: on Ampere and later
-// CUDNN_DEFAULT_MATH permits TF32 tensor cores, FMA_MATH is plain fp32.
+// synchronizes. float32 runs with CUDNN_FMA_MATH (plain fp32) under
+// nb_set_float32_matmul_precision("highest"), the default, and with
+// CUDNN_DEFAULT_MATH (TF32 tensor cores on Ampere and later) under "high"
+// or "medium": the one precision knob also stands for PyTorch's
+// torch.backends.cudnn.allow_tf32 (whose default, unlike nabla's, is TF32).
+// bfloat16 and float16 run with CUDNN_TENSOR_OP_MATH.
 // A candidate whose call returns NOT_SUPPORTED or BAD_PARAM is dropped for
 // good and the next one runs; with none left (or no cuDNN, or shapes past
 // cuDNN's int32 limits) the direct kernels below run: one thread per output
 // (or input-gradient) element, one block per weight-gradient element with a
-// fixed reduction tree, all accumulating in double.
+// fixed reduction tree, all accumulating in double. The bias gradient is a
+// two-pass deterministic sum (partial sums per channel and image range,
+// then the partials in order).
 //
 // Tensors beyond cuDNN's 2^31-element limit run in chunks of images; the
 // weight gradient accumulates the chunks in order (beta = 1).
@@ -72,8 +79,9 @@ nb_status geom_init(ConvGeom *g, const char *op, const nb_kview *x, const nb_kvi
                     const nb_conv_params *p) {
     char b1[128], b2[128], b3[128];
     const nb_kview *v[3] = {x, w, y};
-    if ((x->dtype != NB_F32 && x->dtype != NB_F64) || w->dtype != x->dtype || y->dtype != x->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 views of one dtype (x %s, w %s, y %s)", op,
+    if ((x->dtype != NB_F32 && x->dtype != NB_F64 && !nb_dtype_is_16bit(x->dtype)) || w->dtype != x->dtype ||
+        y->dtype != x->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float views of one dtype (x %s, w %s, y %s)", op,
                             nb_dtype_name(x->dtype), nb_dtype_name(w->dtype), nb_dtype_name(y->dtype));
     for (int i = 0; i < 3; i++)
         if (v[i]->ndim != 4 || !contiguous(v[i])) {
@@ -100,35 +108,88 @@ nb_status geom_init(ConvGeom *g, const char *op, const nb_kview *x, const nb_kvi
 
 // ---- own kernels ------------------------------------------------------------------------
 
-// y [n, co, ho, wo] += bias[co]: blockIdx.y walks the planes (no per-element division).
-template <typename T> __global__ void k_add_bias(T *y, const T *bias, int64_t planes, int64_t co, int64_t plane) {
-    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
-        const T b = bias[pl % co];
-        T *row = y + pl * plane;
-        for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < plane; q += (int64_t)gridDim.x * blockDim.x)
-            row[q] += b;
+// Element conversions through Traits (the 16-bit types have no direct double conversions).
+template <typename T> __device__ inline double ld(T v) { return (double)Traits<T>::load(v); }
+template <typename T> __device__ inline T st(double v) { return Traits<T>::store((typename Traits<T>::acc)v); }
+
+// V elements moved as one 16-byte (or narrower) access.
+template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
+    T v[V];
+};
+
+// y [planes, plane] += bias[plane index % co], V elements per thread (plane
+// % V == 0 and y aligned to V elements), index math in I (32-bit when it fits).
+template <typename T, int V, typename I>
+__global__ void k_add_bias(T *y, const T *bias, I nvec, I co, I plane_v) {
+    for (I j = (I)blockIdx.x * blockDim.x + threadIdx.x; j < nvec; j += (I)gridDim.x * blockDim.x) {
+        const auto b = Traits<T>::load(bias[(j / plane_v) % co]);
+        Vec<T, V> u = ((Vec<T, V> *)y)[j];
+#pragma unroll
+        for (int e = 0; e < V; e++) u.v[e] = Traits<T>::store(Traits<T>::load(u.v[e]) + b);
+        ((Vec<T, V> *)y)[j] = u;
     }
 }
 
-// A grid for k_add_bias: x over a plane, y over the planes.
-dim3 bias_grid(int64_t planes, int64_t plane) {
-    int64_t gx = (plane + THREADS - 1) / THREADS;
-    return dim3((unsigned)(gx < 1 ? 1 : gx < 1024 ? gx : 1024), (unsigned)(planes < 65535 ? planes : 65535));
+template <typename T, int V>
+nb_status add_bias_v(nb_backend *be, T *y, const T *bias, int64_t planes, int64_t co, int64_t plane) {
+    int64_t nvec = planes * plane / V;
+    if (nvec < INT32_MAX)
+        k_add_bias<T, V, uint32_t><<<blocks_for(nvec), THREADS, 0, stream_of(be)>>>(y, bias, (uint32_t)nvec,
+                                                                                 (uint32_t)co, (uint32_t)(plane / V));
+    else
+        k_add_bias<T, V, int64_t><<<blocks_for(nvec), THREADS, 0, stream_of(be)>>>(y, bias, nvec, co, plane / V);
+    return launched("conv2d");
 }
 
-// gbias[c] = sum of gy[:, c, :, :]: one block per channel, images in order,
-// a fixed tree across the block.
-template <typename T> __global__ void k_bias_grad(T *gb, const T *gy, int64_t n, int64_t co, int64_t plane) {
+// y [planes, plane] (planes = images x co) += bias over the channel dim.
+template <typename T> nb_status add_bias(nb_backend *be, T *y, const T *bias, int64_t planes, int64_t co, int64_t plane) {
+    constexpr int V = 16 / sizeof(T);
+    if (plane % V == 0 && (uintptr_t)y % 16 == 0) return add_bias_v<T, V>(be, y, bias, planes, co, plane);
+    return add_bias_v<T, 1>(be, y, bias, planes, co, plane);
+}
+
+// The bias gradient's first pass: part[c * S + s] = the sum of gy[i, c, :, :]
+// over images i in [s n / S, (s + 1) n / S), images in order, a fixed tree
+// across the block. Grid (co, S).
+template <typename T> __global__ void k_bias_part(double *part, const T *gy, int64_t n, int64_t co, int64_t plane) {
     __shared__ double red[32];
-    for (int64_t c = blockIdx.x; c < co; c += gridDim.x) { // uniform across the block
-        double acc = 0;
-        for (int64_t i = 0; i < n; i++) {
-            const T *row = gy + (i * co + c) * plane;
-            for (int64_t q = threadIdx.x; q < plane; q += blockDim.x) acc += (double)row[q];
-        }
-        double s = block_sum(acc, red);
-        if (threadIdx.x == 0) gb[c] = (T)s;
+    const int64_t c = blockIdx.x, S = gridDim.y, s = blockIdx.y;
+    const int64_t i0 = s * n / S, i1 = (s + 1) * n / S;
+    double acc = 0;
+    for (int64_t i = i0; i < i1; i++) {
+        const T *row = gy + (i * co + c) * plane;
+        for (int64_t q = threadIdx.x; q < plane; q += blockDim.x) acc += ld(row[q]);
     }
+    double r = block_sum(acc, red);
+    if (threadIdx.x == 0) part[c * S + s] = r;
+}
+
+// The second pass: gb[c] = the S partials of c summed in order.
+template <typename T> __global__ void k_bias_final(T *gb, const double *part, int64_t co, int64_t S) {
+    NBC_GRID_STRIDE(c, co) {
+        double acc = 0;
+        for (int64_t s = 0; s < S; s++) acc += part[c * S + s];
+        gb[c] = st<T>(acc);
+    }
+}
+
+// gbias[c] = the sum of gy[:, c, :, :] (deterministic: the split depends
+// only on the shapes).
+template <typename T> nb_status bias_grad(nb_backend *be, const char *slot, T *gb, const T *gy, int64_t n, int64_t co,
+                                          int64_t plane) {
+    int64_t S = (512 + co - 1) / co; // about 512 blocks in all
+    if (S > n) S = n;
+    if (S < 1) S = 1;
+    if (S > 65535) S = 65535;
+    if (co > INT32_MAX) return nb_set_error(NB_ERR_UNSUPPORTED, "%s: %lld channels", slot, (long long)co);
+    Scratch part;
+    if (!part.alloc(be, sizeof(double) * (size_t)(co * S))) return nb_last_status();
+    k_bias_part<T><<<dim3((unsigned)co, (unsigned)S), THREADS, 0, stream_of(be)>>>(part.as<double>(), gy, n, co,
+                                                                                 plane);
+    nb_status r = launched(slot);
+    if (r != NB_OK) return r;
+    k_bias_final<T><<<blocks_for(co), THREADS, 0, stream_of(be)>>>(gb, part.as<double>(), co, S);
+    return launched(slot);
 }
 
 // xp [planes, hp, wp] = x [planes, h, w] shifted down/right by (ph, pw), zeros elsewhere.
@@ -137,7 +198,7 @@ __global__ void k_pad(T *xp, const T *x, int64_t planes, int64_t h, int64_t w, i
                       int64_t pw) {
     NBC_GRID_STRIDE(i, planes * hp * wp) {
         int64_t q = i % wp, t = i / wp, r = t % hp, pl = t / hp, ih = r - ph, iw = q - pw;
-        xp[i] = ih >= 0 && ih < h && iw >= 0 && iw < w ? x[(pl * h + ih) * w + iw] : (T)0;
+        xp[i] = ih >= 0 && ih < h && iw >= 0 && iw < w ? x[(pl * h + ih) * w + iw] : st<T>(0);
     }
 }
 
@@ -147,7 +208,7 @@ __global__ void k_crop(T *gx, const T *gxp, int64_t planes, int64_t h, int64_t w
                        int64_t pw) {
     NBC_GRID_STRIDE(i, planes * h * w) {
         int64_t iw = i % w, t = i / w, ih = t % h, pl = t / h, r = ih + ph, q = iw + pw;
-        gx[i] = r < hp && q < wp ? gxp[(pl * hp + r) * wp + q] : (T)0;
+        gx[i] = r < hp && q < wp ? gxp[(pl * hp + r) * wp + q] : st<T>(0);
     }
 }
 
@@ -167,11 +228,11 @@ template <typename T> __global__ void k_fwd_direct(T *y, const T *x, const T *wt
                 for (int64_t b = 0; b < g.kw; b++) {
                     int64_t iw = ow * g.sw - g.pw + b * g.dw;
                     if (iw < 0 || iw >= g.w) continue;
-                    acc += (double)xb[(ci * g.h + ih) * g.w + iw] * (double)wb[(ci * g.kh + a) * g.kw + b];
+                    acc += ld(xb[(ci * g.h + ih) * g.w + iw]) * ld(wb[(ci * g.kh + a) * g.kw + b]);
                 }
             }
-        if (bias) acc += (double)bias[co];
-        y[i] = (T)acc;
+        if (bias) acc += ld(bias[co]);
+        y[i] = st<T>(acc);
     }
 }
 
@@ -196,11 +257,11 @@ template <typename T> __global__ void k_bwd_data_direct(T *gx, const T *gy, cons
                     if (tw < 0 || tw % g.sw) continue;
                     int64_t ow = tw / g.sw;
                     if (ow >= g.wo) continue;
-                    acc += (double)gyc[oh * g.wo + ow] * (double)wc[a * g.kw + b];
+                    acc += ld(gyc[oh * g.wo + ow]) * ld(wc[a * g.kw + b]);
                 }
             }
         }
-        gx[i] = (T)acc;
+        gx[i] = st<T>(acc);
     }
 }
 
@@ -221,11 +282,11 @@ template <typename T> __global__ void k_bwd_filter_direct(T *gw, const T *gy, co
                 int64_t oh = q / g.wo, ow = q % g.wo;
                 int64_t ih = oh * g.sh - g.ph + a * g.dh, iw = ow * g.sw - g.pw + b * g.dw;
                 if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
-                acc += (double)gyc[q] * (double)xc[ih * g.w + iw];
+                acc += ld(gyc[q]) * ld(xc[ih * g.w + iw]);
             }
         }
         double s = block_sum(acc, red);
-        if (threadIdx.x == 0) gw[e] = (T)(accumulate ? (double)gw[e] + s : s);
+        if (threadIdx.x == 0) gw[e] = st<T>(accumulate ? ld(gw[e]) + s : s);
     }
 }
 
@@ -238,7 +299,7 @@ enum ConvOp { OP_FWD, OP_BWD_DATA, OP_BWD_FILTER };
 // (cuDNN may refuse an algorithm for a misaligned view: that must not drop
 // it for aligned calls). All ints: no struct padding.
 struct Key {
-    int op, dev, dt, align;
+    int op, dev, dt, prec, align; // prec: float32's matmul precision (0 for the other dtypes)
     int n, c, h, w, co, cg, kh, kw, ho, wo;
     int ph, pw, sh, sw, dh, dw, groups;
 };
@@ -266,9 +327,10 @@ void plan_free(Plan *pl) {
     free(pl);
 }
 
-bool accept(cudnnStatus_t st, cudnnDeterminism_t det, cudnnMathType_t mt, bool f32) {
+// exact: float32 without TF32, where tensor-op results are refused.
+bool accept(cudnnStatus_t st, cudnnDeterminism_t det, cudnnMathType_t mt, bool exact) {
     if (st != CUDNN_STATUS_SUCCESS || det != CUDNN_DETERMINISTIC) return false;
-    return !f32 || mt == CUDNN_DEFAULT_MATH || mt == CUDNN_FMA_MATH; // no tensor-op (TF32) results for fp32
+    return !exact || mt == CUDNN_DEFAULT_MATH || mt == CUDNN_FMA_MATH;
 }
 
 // Keeps a heuristics result if its workspace query succeeds under the cap.
@@ -285,8 +347,11 @@ Plan *plan_build(cudnnHandle_t h, const Key &k) {
     Plan *pl = (Plan *)calloc(1, sizeof(Plan));
     if (!pl) return nullptr;
     pl->key = k;
-    const bool f32 = k.dt == NB_F32;
-    const cudnnDataType_t dt = f32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+    const bool f32 = k.dt == NB_F32, f64 = k.dt == NB_F64, exact = f32 && k.prec == 0;
+    const cudnnDataType_t dt = f32 ? CUDNN_DATA_FLOAT : f64 ? CUDNN_DATA_DOUBLE : k.dt == NB_BF16 ? CUDNN_DATA_BFLOAT16
+                                                                                                 : CUDNN_DATA_HALF;
+    const cudnnDataType_t ct = f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; // 16-bit: float32 accumulation
+    const cudnnMathType_t math = exact ? CUDNN_FMA_MATH : f32 || f64 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
     if (cudnnCreateTensorDescriptor(&pl->xd) != CUDNN_STATUS_SUCCESS) pl->xd = nullptr;
     if (cudnnCreateTensorDescriptor(&pl->yd) != CUDNN_STATUS_SUCCESS) pl->yd = nullptr;
     if (cudnnCreateFilterDescriptor(&pl->wd) != CUDNN_STATUS_SUCCESS) pl->wd = nullptr;
@@ -295,10 +360,10 @@ Plan *plan_build(cudnnHandle_t h, const Key &k) {
     if (cudnnSetTensor4dDescriptor(pl->xd, CUDNN_TENSOR_NCHW, dt, k.n, k.c, k.h, k.w) != CUDNN_STATUS_SUCCESS ||
         cudnnSetTensor4dDescriptor(pl->yd, CUDNN_TENSOR_NCHW, dt, k.n, k.co, k.ho, k.wo) != CUDNN_STATUS_SUCCESS ||
         cudnnSetFilter4dDescriptor(pl->wd, dt, CUDNN_TENSOR_NCHW, k.co, k.cg, k.kh, k.kw) != CUDNN_STATUS_SUCCESS ||
-        cudnnSetConvolution2dDescriptor(pl->cd, k.ph, k.pw, k.sh, k.sw, k.dh, k.dw, CUDNN_CROSS_CORRELATION, dt) !=
+        cudnnSetConvolution2dDescriptor(pl->cd, k.ph, k.pw, k.sh, k.sw, k.dh, k.dw, CUDNN_CROSS_CORRELATION, ct) !=
             CUDNN_STATUS_SUCCESS ||
         cudnnSetConvolutionGroupCount(pl->cd, k.groups) != CUDNN_STATUS_SUCCESS ||
-        cudnnSetConvolutionMathType(pl->cd, f32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH) != CUDNN_STATUS_SUCCESS)
+        cudnnSetConvolutionMathType(pl->cd, math) != CUDNN_STATUS_SUCCESS)
         return pl;
     int on, oc, oh, ow; // cuDNN must see the output size we do
     if (cudnnGetConvolution2dForwardOutputDim(pl->cd, pl->xd, pl->wd, &on, &oc, &oh, &ow) != CUDNN_STATUS_SUCCESS ||
@@ -312,7 +377,7 @@ Plan *plan_build(cudnnHandle_t h, const Key &k) {
                                                    &got, r) != CUDNN_STATUS_SUCCESS)
             got = 0;
         for (int i = 0; i < got && i < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; i++)
-            if (accept(r[i].status, r[i].determinism, r[i].mathType, f32))
+            if (accept(r[i].status, r[i].determinism, r[i].mathType, exact))
                 add_candidate(pl, (int)r[i].algo,
                               cudnnGetConvolutionForwardWorkspaceSize(h, pl->xd, pl->wd, pl->cd, pl->yd, r[i].algo, &ws),
                               ws);
@@ -323,7 +388,7 @@ Plan *plan_build(cudnnHandle_t h, const Key &k) {
                                                         r) != CUDNN_STATUS_SUCCESS)
             got = 0;
         for (int i = 0; i < got && i < CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT; i++)
-            if (accept(r[i].status, r[i].determinism, r[i].mathType, f32))
+            if (accept(r[i].status, r[i].determinism, r[i].mathType, exact))
                 add_candidate(pl, (int)r[i].algo,
                               cudnnGetConvolutionBackwardDataWorkspaceSize(h, pl->wd, pl->yd, pl->cd, pl->xd,
                                                                            r[i].algo, &ws),
@@ -335,7 +400,7 @@ Plan *plan_build(cudnnHandle_t h, const Key &k) {
                                                           r) != CUDNN_STATUS_SUCCESS)
             got = 0;
         for (int i = 0; i < got && i < CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT; i++)
-            if (accept(r[i].status, r[i].determinism, r[i].mathType, f32))
+            if (accept(r[i].status, r[i].determinism, r[i].mathType, exact))
                 add_candidate(pl, (int)r[i].algo,
                               cudnnGetConvolutionBackwardFilterWorkspaceSize(h, pl->xd, pl->yd, pl->cd, pl->wd,
                                                                              r[i].algo, &ws),
@@ -386,9 +451,9 @@ nb_status plan_run(nb_backend *be, cudnnHandle_t h, Plan *pl, const void *a, con
                    bool accumulate, const char *slot, bool *ran) {
     static const float f_one = 1, f_zero = 0;
     static const double d_one = 1, d_zero = 0;
-    const bool f32 = pl->key.dt == NB_F32;
-    const void *alpha = f32 ? (const void *)&f_one : (const void *)&d_one;
-    const void *beta = accumulate ? alpha : f32 ? (const void *)&f_zero : (const void *)&d_zero;
+    const bool f64 = pl->key.dt == NB_F64; // the others scale in float
+    const void *alpha = f64 ? (const void *)&d_one : (const void *)&f_one;
+    const void *beta = accumulate ? alpha : f64 ? (const void *)&d_zero : (const void *)&f_zero;
     for (;;) {
         int cur = plan_cur(pl);
         if (cur >= pl->nalgo) {
@@ -471,6 +536,7 @@ Key make_key(nb_backend *be, int op, const ConvGeom &g, const Lowering &L, int64
     Key k;
     memset(&k, 0, sizeof k);
     k.op = op, k.dev = device_of(be), k.dt = (int)g.dt, k.align = align;
+    k.prec = g.dt == NB_F32 ? nb_float32_matmul_precision() : 0;
     k.n = (int)n, k.c = (int)g.c, k.h = (int)L.hx, k.w = (int)L.wx, k.co = (int)g.co, k.cg = (int)g.cg;
     k.kh = (int)g.kh, k.kw = (int)g.kw, k.ho = (int)g.ho, k.wo = (int)g.wo;
     k.ph = (int)L.pch, k.pw = (int)L.pcw, k.sh = (int)g.sh, k.sw = (int)g.sw, k.dh = (int)g.dh, k.dw = (int)g.dw;
@@ -529,11 +595,8 @@ nb_status forward(nb_backend *be, const ConvGeom &g, const T *x, const T *w, con
         if (st == NB_OK) st = plan_run(be, h, pl, xin, w, yi, false, slot, &ran);
         plan_release(pl);
         if (st == NB_OK && !ran) st = direct_fwd(be, s, xi, w, bias, yi);
-        else if (st == NB_OK && bias) {
-            k_add_bias<T><<<bias_grid(n * g.co, g.ho * g.wo), THREADS, 0, stream_of(be)>>>(yi, bias, n * g.co, g.co,
-                                                                                         g.ho * g.wo);
-            st = launched(slot);
-        }
+        else if (st == NB_OK && bias)
+            st = add_bias<T>(be, yi, bias, n * g.co, g.co, g.ho * g.wo);
         if (st != NB_OK) return st;
     }
     return NB_OK;
@@ -602,6 +665,15 @@ template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &
     return NB_OK;
 }
 
+// F<T>() for the convolution's dtypes: float32, float64, bfloat16, float16.
+template <typename F> nb_status dispatch_conv(const char *slot, nb_dtype dt, F &&f) {
+    switch (dt) {
+    case NB_BF16: return f(__nv_bfloat16());
+    case NB_F16: return f(__half());
+    default: return dispatch_float(slot, dt, f);
+    }
+}
+
 nb_status zero(nb_backend *be, const char *slot, const nb_kview *v) {
     int64_t n = numel(v);
     if (n == 0) return NB_OK;
@@ -623,7 +695,7 @@ extern "C" nb_status nb_cuda_conv2d(nb_backend *be, const nb_kview *out, const n
         return nb_set_error(NB_ERR_SHAPE, "conv2d: bias must be a contiguous [%lld] %s", (long long)g.co,
                             nb_dtype_name(x->dtype));
     if (numel(out) == 0) return NB_OK;
-    return dispatch_float("conv2d", g.dt, [&](auto tag) {
+    return dispatch_conv("conv2d", g.dt, [&](auto tag) {
         using T = decltype(tag);
         return forward<T>(be, g, (const T *)x->data, (const T *)w->data, bias ? (const T *)bias->data : nullptr,
                           (T *)out->data);
@@ -638,7 +710,7 @@ extern "C" nb_status nb_cuda_conv2d_backward_input(nb_backend *be, const nb_kvie
     if (st != NB_OK) return st;
     if (numel(gx) == 0) return NB_OK;
     if (numel(gy) == 0 || g.kh * g.kw == 0) return zero(be, slot, gx); // nothing flows back
-    return dispatch_float(slot, g.dt, [&](auto tag) {
+    return dispatch_conv(slot, g.dt, [&](auto tag) {
         using T = decltype(tag);
         return backward_data<T>(be, g, (const T *)gy->data, (const T *)w->data, (T *)gx->data);
     });
@@ -657,13 +729,10 @@ extern "C" nb_status nb_cuda_conv2d_backward_weight(nb_backend *be, const nb_kvi
         st = zero(be, slot, gw);
         return st == NB_OK && gbias ? zero(be, slot, gbias) : st;
     }
-    return dispatch_float(slot, g.dt, [&](auto tag) {
+    return dispatch_conv(slot, g.dt, [&](auto tag) {
         using T = decltype(tag);
         if (gbias && g.co > 0) {
-            unsigned grid = (unsigned)(g.co < 65535LL * 16 ? g.co : 65535LL * 16);
-            k_bias_grad<T><<<grid, 512, 0, stream_of(be)>>>((T *)gbias->data, (const T *)gy->data, g.n, g.co,
-                                                            g.ho * g.wo);
-            nb_status s = launched(slot);
+            nb_status s = bias_grad<T>(be, slot, (T *)gbias->data, (const T *)gy->data, g.n, g.co, g.ho * g.wo);
             if (s != NB_OK) return s;
         }
         if (numel(gw) == 0) return NB_OK;

@@ -95,11 +95,27 @@ static nb_tensor *matmul_impl(nb_tensor *a, nb_tensor *b) {
 
 /* ---- linear ------------------------------------------------------------------ */
 
+/* dw = g^T x and db = g's column sums in one backend call (the bias
+ * gradient in the GEMM's epilogue); false where the backend has no such
+ * slot (nothing done). */
+static bool linear_wgrad_fused(nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_tensor **gw, nb_tensor **gb) {
+    if (!NB_BE(g)->iface->matmul_bgrad) return false;
+    nb_tensor *t = nb_transpose(g, 0, 1), *gt = t ? gemm_ready(t) : NULL, *xr = gemm_ready(x);
+    *gw = nb_tensor_new(2, w->shape, g->dtype, g->storage->device);
+    *gb = nb_tensor_new(1, w->shape, g->dtype, g->storage->device);
+    if (!gt || !xr || !*gw || !*gb) return *gw = *gb = NULL, true;
+    nb_kview vw = nb_kview_of(*gw), vb = nb_kview_of(*gb), vg = nb_kview_of(gt), vx = nb_kview_of(xr);
+    if (NB_CALL(g, matmul_bgrad, &vw, &vg, &vx, &vb) != NB_OK) *gw = *gb = NULL;
+    return true;
+}
+
 /* x2 [n, in], w [out, in], bias [out]: dx = g w, dw = g^T x2, db = sum_rows(g) */
 static nb_status linear_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1];
     bool graph = nb_needs_grad(3, (nb_tensor *[]){g, x, w}); /* create_graph: recorded matmuls */
-    if (n->in[0]) gin[0] = graph ? nb_matmul(g, w) : gemm_nd(g, w);
+    if (n->in[0] && !(gin[0] = graph ? nb_matmul(g, w) : gemm_nd(g, w))) return nb_last_status();
+    if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, &gin[1], &gin[2]))
+        return gin[1] ? NB_OK : nb_last_status();
     if (n->in[1]) gin[1] = graph ? nb_matmul(nb_transpose(g, 0, 1), x) : gemm_nd(nb_transpose(g, 0, 1), x);
     if (n->in[2]) gin[2] = nb_sum_to_shape(g, 1, &w->shape[0]);
     for (int i = 0; i < 3; i++)

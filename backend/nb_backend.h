@@ -348,6 +348,13 @@ struct nb_backend_i {
      * matmul with beta 1. */
     nb_status (*addmm)(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                        const nb_kview *bias);
+    /* c = a @ b and asum[i] = sum over k of a[i, k]: linear's weight and
+     * bias gradients in one call (a = g^T, b = x). 2-d as in addmm, one
+     * float dtype, asum [m] contiguous. A GEMM with the bias gradient in
+     * its epilogue (cuBLASLt's BGRADB). Optional: without it, linear runs
+     * matmul and a sum over g's rows. */
+    nb_status (*matmul_bgrad)(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                              const nb_kview *asum);
     /* Contiguous out/x; along dim. log selects log_softmax. */
     nb_status (*softmax)(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, bool log);
     /* gx from gy and the forward output y (all contiguous, same shape). */

@@ -16,6 +16,8 @@ nb_status nb_cuda_arange(nb_backend *be, const nb_kview *dst, double start, doub
 nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
                          double beta);
 nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, const nb_kview *bias);
+nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                               const nb_kview *asum);
 // attention.cu
 nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
                             const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
@@ -151,6 +153,7 @@ nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kview *glogits
         (i)->arange = nb_cuda_arange; \
         (i)->matmul = nb_cuda_matmul; \
         (i)->addmm = nb_cuda_addmm;   \
+        (i)->matmul_bgrad = nb_cuda_matmul_bgrad; \
         (i)->attention = nb_cuda_attention; \
         (i)->attention_backward = nb_cuda_attention_backward; \
         (i)->linalg_solve = nb_cuda_linalg_solve; \

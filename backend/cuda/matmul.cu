@@ -99,7 +99,7 @@ static bool layout(int64_t r, int64_t c, int64_t sr, int64_t sc, bool *trans, in
     return false;
 }
 
-// ---- addmm through cuBLASLt: the bias in the GEMM's epilogue ------------------------
+// ---- cuBLASLt GEMMs with an epilogue: the bias (addmm), the bias gradient (matmul_bgrad) --
 
 // A plan per problem (device, dtype, precision, layouts, alignments): the
 // descriptors and the algorithm cuBLASLt's heuristic picked, made once, so
@@ -107,7 +107,7 @@ static bool layout(int64_t r, int64_t c, int64_t sr, int64_t sc, bool *trans, in
 // cublasLtMatmul gives the same bits run to run (cuBLAS's reproducibility
 // rule), so one plan per problem keeps results deterministic.
 struct LtKey {
-    int dev, dt, prec, ta, tb;
+    int dev, dt, prec, ta, tb, epi; // epi: a cublasLtEpilogue_t
     int64_t m, n, k, lda, ldb, ldc;
     uint32_t align_a, align_b, align_c; // bytes, at most 256: algorithms needing more are excluded
 };
@@ -116,6 +116,7 @@ struct LtPlan {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
+    bool none; // cuBLASLt has no algorithm for the key (kept so the heuristic runs once)
 };
 constexpr int LT_PLANS = 256;
 constexpr size_t LT_WORKSPACE = (size_t)32 << 20;
@@ -136,7 +137,7 @@ static void lt_plan_free(LtPlan *p) {
 // for it (the caller falls back to cuBLAS).
 static LtPlan *lt_plan(nb_backend *be, const LtKey &key) {
     for (int i = 0; i < n_lt_plans; i++)
-        if (!memcmp(&lt_plans[i].key, &key, sizeof key)) return &lt_plans[i];
+        if (!memcmp(&lt_plans[i].key, &key, sizeof key)) return lt_plans[i].none ? nullptr : &lt_plans[i];
     if (n_lt_plans == LT_PLANS) return nullptr;
     LtPlan p;
     memset(&p, 0, sizeof p);
@@ -149,7 +150,7 @@ static LtPlan *lt_plan(nb_backend *be, const LtKey &key) {
                                              : CUBLAS_COMPUTE_32F_FAST_16BF;
     // column-major: D^T [n, m] = op(B)^T op(A)^T, as gemm_rm
     cublasOperation_t opa = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)key.epi;
     size_t ws = LT_WORKSPACE;
     cublasLtMatmulPreference_t pref = nullptr;
     cublasLtMatmulHeuristicResult_t res;
@@ -181,6 +182,8 @@ static LtPlan *lt_plan(nb_backend *be, const LtKey &key) {
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (!ok) {
         lt_plan_free(&p);
+        p.key = key, p.none = true;
+        lt_plans[n_lt_plans++] = p;
         return nullptr;
     }
     p.algo = res.algo;
@@ -196,15 +199,20 @@ static uint32_t align_of(const void *p) {
     return al;
 }
 
-// c = a b + bias through cuBLASLt; false (nothing enqueued, no error)
-// where it is not taken: float64; float32 in full precision, where cuBLAS's
-// GEMM measured faster (mlp 0.23 against 0.37 ms a step on the H100, in a
-// build whose plans also excluded split-K); a dimension past int range; a
-// bias not 256-byte aligned; no workspace (its first allocation would fall
+// c = a b with epilogue epi through cuBLASLt: CUBLASLT_EPILOGUE_BIAS adds
+// bias [n] to every row; CUBLASLT_EPILOGUE_BGRADB writes bias [m] = a's
+// row sums (cuBLASLt's B is our a: its k-sums per column of D^T), in c's
+// dtype. false (nothing enqueued, no error) where it is not taken:
+// float64; float32 in full precision for the bias, where cuBLAS's GEMM
+// measured faster (mlp 0.23 against 0.37 ms a step on the H100, in a build
+// whose plans also excluded split-K); a dimension past int range; a bias
+// not 256-byte aligned; no workspace (its first allocation would fall
 // inside a graph capture); or no algorithm.
-static bool addmm_lt(nb_backend *be, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
-                     int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc, const void *bias, nb_status *st) {
-    if (dt == NB_F64 || (dt == NB_F32 && nb_float32_matmul_precision() == 0) || k == 0 || align_of(bias) < 256)
+static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                      int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc,
+                      const void *bias, nb_status *st) {
+    if (dt == NB_F64 || (epi == CUBLASLT_EPILOGUE_BIAS && dt == NB_F32 && nb_float32_matmul_precision() == 0) ||
+        k == 0 || align_of(bias) < 256)
         return false;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
         return false;
@@ -212,7 +220,8 @@ static bool addmm_lt(nb_backend *be, nb_dtype dt, bool ta, bool tb, int64_t m, i
     LtKey key;
     memset(&key, 0, sizeof key); // padding compared by memcmp
     key.dev = dev, key.dt = (int)dt, key.prec = dt == NB_F32 ? nb_float32_matmul_precision() : 0;
-    key.ta = ta, key.tb = tb, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
+    key.ta = ta, key.tb = tb, key.epi = (int)epi, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb;
+    key.ldc = ldc;
     key.align_a = align_of(A), key.align_b = align_of(B), key.align_c = align_of(C);
     pthread_mutex_lock(&lt_lock);
     if (!lt_ws[dev]) {
@@ -237,8 +246,9 @@ static bool addmm_lt(nb_backend *be, nb_dtype dt, bool ta, bool tb, int64_t m, i
     count_launch();
     *st = s == CUBLAS_STATUS_SUCCESS
               ? NB_OK
-              : nb_set_error(NB_ERR_DEVICE, "addmm: cublasLtMatmul failed: %s (m=%lld n=%lld k=%lld)", cublas_text(s),
-                             (long long)m, (long long)n, (long long)k);
+              : nb_set_error(NB_ERR_DEVICE, "%s: cublasLtMatmul failed: %s (m=%lld n=%lld k=%lld)",
+                             epi == CUBLASLT_EPILOGUE_BIAS ? "addmm" : "matmul_bgrad", cublas_text(s), (long long)m,
+                             (long long)n, (long long)k);
     return true;
 }
 
@@ -428,11 +438,45 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
     int64_t ldc = m > 1 ? c->strides[0] : n;
     if (m > 0 && n > 0 && rows_c && a->dtype == dt && b->dtype == dt &&
         layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
-        addmm_lt(be, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc, bias->data, &st))
+        lt_matmul(be, CUBLASLT_EPILOGUE_BIAS, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc,
+                  bias->data, &st))
         return st;
     // elsewhere: the bias broadcast into c, then c = a b + c
     nb_kview vb = *bias;
     vb.ndim = 2, vb.shape[0] = m, vb.shape[1] = n, vb.strides[0] = 0, vb.strides[1] = bias->strides[0];
     if ((st = nb_cuda_copy_into(be, c, &vb))) return st;
     return nb_cuda_matmul(be, c, a, b, 1.0, 1.0);
+}
+
+// c = a b and asum [m] = a's row sums (linear's weight and bias gradients,
+// a = g^T): one cuBLASLt GEMM with the BGRADB epilogue where it is taken
+// (lt_matmul; not for the padded large unaligned problems), else the GEMM
+// and a reduction. NB_CUDA_LT_BGRAD=0 forces the latter (for comparisons).
+extern "C" nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                                          const nb_kview *asum) {
+    const nb_dtype dt = c->dtype;
+    if (c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || asum->ndim != 1 || a->shape[0] != c->shape[0] ||
+        b->shape[1] != c->shape[1] || a->shape[1] != b->shape[0] || asum->shape[0] != c->shape[0])
+        return nb_set_error(NB_ERR_SHAPE, "matmul_bgrad: needs a [m, k], b [k, n], c [m, n] and asum [m]");
+    if (asum->dtype != dt || (asum->shape[0] > 1 && asum->strides[0] != 1))
+        return nb_set_error(NB_ERR_INVALID_ARG, "matmul_bgrad: asum must be contiguous and of c's dtype");
+    static const bool off = [] {
+        const char *e = getenv("NB_CUDA_LT_BGRAD");
+        return e && !strcmp(e, "0");
+    }();
+    int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
+    bool ta, tb;
+    int64_t lda, ldb;
+    nb_status st = NB_OK;
+    bool rows_c = (n <= 1 || c->strides[1] == 1) && (m <= 1 || c->strides[0] >= n);
+    int64_t ldc = m > 1 ? c->strides[0] : n;
+    if (!off && m > 0 && n > 0 && rows_c && a->dtype == dt && b->dtype == dt && !pad_worth(c, a, b) &&
+        layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
+        lt_matmul(be, CUBLASLT_EPILOGUE_BGRADB, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc,
+                  asum->data, &st))
+        return st;
+    if ((st = nb_cuda_matmul(be, c, a, b, 1.0, 0.0))) return st;
+    nb_kview out = *asum; // [m, 1]: the sums over a's dim 1
+    out.ndim = 2, out.shape[1] = 1, out.strides[0] = 1, out.strides[1] = 1;
+    return nb_cuda_reduce(be, NB_REDUCE_SUM, &out, a, 1.0);
 }

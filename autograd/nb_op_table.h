@@ -251,13 +251,13 @@ extern "C" {
     X(CONV3D, conv3d, conv, NB_D2 | NB_C, NB_DTM_F) \
     X(CONV_TRANSPOSE3D, conv_transpose3d, conv, NB_D2 | NB_C, NB_DTM_F) \
     X(DEFORM_CONV2D, deform_conv2d, conv, NB_D2 | NB_C, NB_DTM_F) \
-    X(MAX_POOL2D, max_pool2d, pool, NB_D2, NB_DTM_F) \
-    X(MAX_POOL1D, max_pool1d, pool, NB_D2, NB_DTM_F) \
-    X(AVG_POOL2D, avg_pool2d, pool, NB_D2, NB_DTM_F) \
-    X(AVG_POOL1D, avg_pool1d, pool, NB_D2, NB_DTM_F) \
-    X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d, pool, NB_D2, NB_DTM_F) \
-    X(ADAPTIVE_AVG_POOL1D, adaptive_avg_pool1d, pool, NB_D2, NB_DTM_F) \
-    X(ADAPTIVE_MAX_POOL2D, adaptive_max_pool2d, pool, NB_D2, NB_DTM_F) \
+    X(MAX_POOL2D, max_pool2d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(MAX_POOL1D, max_pool1d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(AVG_POOL2D, avg_pool2d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(AVG_POOL1D, avg_pool1d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(ADAPTIVE_AVG_POOL2D, adaptive_avg_pool2d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(ADAPTIVE_AVG_POOL1D, adaptive_avg_pool1d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
+    X(ADAPTIVE_MAX_POOL2D, adaptive_max_pool2d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H) \
     X(MAX_POOL3D, max_pool3d, pool, NB_D2 | NB_C, NB_DTM_F) \
     X(AVG_POOL3D, avg_pool3d, pool, NB_D2 | NB_C, NB_DTM_F) \
     X(ADAPTIVE_AVG_POOL3D, adaptive_avg_pool3d, pool, NB_D2 | NB_C, NB_DTM_F) \

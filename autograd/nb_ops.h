@@ -771,7 +771,8 @@ nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reducti
  * OpenBLAS GEMM; threaded over the batch, deterministic. CUDA: cuDNN.
  * Dtypes: float32, float64, and bfloat16/float16 (float32 accumulation;
  * the CPU through float32 copies) for conv1d, conv2d, conv_transpose1d
- * and conv_transpose2d, which are on autocast's lower-precision list. */
+ * and conv_transpose2d, which are on autocast's lower-precision list for
+ * CUDA tensors (float32 list on the CPU). */
 typedef struct nb_conv2d_options {
     int64_t stride[2];   /* default 1 (0 means default) */
     int64_t padding[2];  /* default 0 */

@@ -283,6 +283,35 @@ START_TEST(test_matmul_float32) {
 }
 END_TEST
 
+/* linear's bias gradient under the "high" (TF32) matmul precision on every
+ * device: the column sums of the incoming gradient in full float32 (TF32
+ * is for matrix products; CUDA computes the sums in the weight gradient's
+ * GEMM epilogue), against float64 sums of the same values. */
+START_TEST(test_linear_bias_grad_tf32) {
+    NB_CK_OK(nb_set_float32_matmul_precision("high"));
+    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
+        for (int i = 0; i < nb_device_count((nb_device_type)t); i++) {
+            nb_device dev = {(nb_device_type)t, i};
+            nb_scope *s = nb_scope_begin();
+            nb_generator g = nb_generator_new(11);
+            nb_tensor *x = nb_randn_on(NB_SHAPE(512, 64), NB_F32, &g, dev);
+            nb_tensor *w = nb_detach(nb_randn_on(NB_SHAPE(96, 64), NB_F32, &g, dev));
+            nb_tensor *b = nb_detach(nb_randn_on(NB_SHAPE(96), NB_F32, &g, dev));
+            nb_tensor *r = nb_randn_on(NB_SHAPE(512, 96), NB_F32, &g, dev);
+            NB_CK_OK(nb_set_requires_grad(w, true));
+            NB_CK_OK(nb_set_requires_grad(b, true));
+            NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_linear(x, w, b), r), NULL, 0, false)));
+            double *rv = nb_test_values_of(r), want[96] = {0};
+            for (int row = 0; row < 512; row++)
+                for (int c = 0; c < 96; c++) want[c] += rv[row * 96 + c];
+            free(rv);
+            nb_ck_close(nb_tensor_grad(b), want, 96, 1e-5, 1e-5);
+            nb_scope_end(s);
+        }
+    NB_CK_OK(nb_set_float32_matmul_precision("highest"));
+}
+END_TEST
+
 static nb_tensor *f_bmm(nb_tensor *const *in, int n, void *ctx) {
     (void)n, (void)ctx;
     return nb_bmm(in[0], in[1]);
@@ -364,6 +393,7 @@ Suite *nb_suite_ops_matmul(void) {
     tcase_add_test(f, test_matmul_errors);
     tcase_add_test(f, test_linear_forward);
     tcase_add_test(f, test_matmul_float32);
+    tcase_add_test(f, test_linear_bias_grad_tf32);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_matmul_grad_by_hand);

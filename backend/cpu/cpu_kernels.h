@@ -146,6 +146,12 @@ nb_status nb_cpu_conv2d_backward_input16(nb_backend *be, const nb_kview *gx, con
                                          const nb_conv_params *p);
 nb_status nb_cpu_conv2d_backward_weight16(nb_backend *be, const nb_kview *gw, const nb_kview *gbias,
                                           const nb_kview *gy, const nb_kview *x, const nb_conv_params *p);
+typedef enum nb_cpu_pool_kind {
+    NB_CPU_POOL_MAX, NB_CPU_POOL_MAX_BACKWARD, NB_CPU_POOL_AVG, NB_CPU_POOL_AVG_BACKWARD,
+    NB_CPU_POOL_ADAPTIVE_AVG, NB_CPU_POOL_ADAPTIVE_AVG_BACKWARD, NB_CPU_POOL_ADAPTIVE_MAX
+} nb_cpu_pool_kind;
+nb_status nb_cpu_pool16(nb_backend *be, nb_cpu_pool_kind kind, const nb_kview *dst, const nb_kview *src,
+                        const nb_kview *indices, const nb_pool_params *p);
 nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale);
 /* q, k, v, out (and gradients) that are 16-bit, 4-d [B1, B2, R, C] or
  * strided views run the attention kernels on dense [B, R, C] copies */

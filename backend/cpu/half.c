@@ -325,3 +325,26 @@ nb_status nb_cpu_conv2d_backward_weight16(nb_backend *be, const nb_kview *gw, co
     wide_free(c, 4);
     return st;
 }
+
+/* The pooling slots on float32 copies: dst (the output, or gx) from src
+ * (x, or gy); a max pool's indices pass through. */
+nb_status nb_cpu_pool16(nb_backend *be, nb_cpu_pool_kind kind, const nb_kview *dst, const nb_kview *src,
+                        const nb_kview *indices, const nb_pool_params *p) {
+    wide c[2];
+    memset(c, 0, sizeof c);
+    nb_status st = widen(be, src, &c[0], true);
+    if (!st) st = widen(be, dst, &c[1], false);
+    const nb_kview *s = &c[0].v, *d = &c[1].v;
+    if (!st) switch (kind) {
+        case NB_CPU_POOL_MAX: st = nb_cpu_max_pool2d(be, d, indices, s, p); break;
+        case NB_CPU_POOL_MAX_BACKWARD: st = nb_cpu_max_pool2d_backward(be, d, s, indices); break;
+        case NB_CPU_POOL_AVG: st = nb_cpu_avg_pool2d(be, d, s, p); break;
+        case NB_CPU_POOL_AVG_BACKWARD: st = nb_cpu_avg_pool2d_backward(be, d, s, p); break;
+        case NB_CPU_POOL_ADAPTIVE_AVG: st = nb_cpu_adaptive_avg_pool2d(be, d, s); break;
+        case NB_CPU_POOL_ADAPTIVE_AVG_BACKWARD: st = nb_cpu_adaptive_avg_pool2d_backward(be, d, s); break;
+        case NB_CPU_POOL_ADAPTIVE_MAX: st = nb_cpu_adaptive_max_pool2d(be, d, indices, s); break;
+        }
+    if (!st) st = narrow(be, dst, &c[1]);
+    wide_free(c, 2);
+    return st;
+}

@@ -306,6 +306,9 @@ static bool is_contiguous(const nb_kview *v) {
     return true;
 }
 
+/* Both views of one 16-bit dtype: the call runs on float32 copies (half.c). */
+static bool is16(const nb_kview *a, const nb_kview *b) { return nb_dtype_is_16bit(a->dtype) && b->dtype == a->dtype; }
+
 /* o: the [N, C, Ho, Wo] side, i: the [N, C, H, W] side, idx: int64 like o (or NULL). */
 static nb_status check_views(const char *op, const nb_kview *o, const nb_kview *i, const nb_kview *idx) {
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
@@ -345,7 +348,7 @@ static nb_status check_params(const char *op, const nb_pool_params *p) {
 
 nb_status nb_cpu_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices, const nb_kview *x,
                             const nb_pool_params *p) {
-    (void)be;
+    if (is16(out, x)) return nb_cpu_pool16(be, NB_CPU_POOL_MAX, out, x, indices, p);
     nb_status st = check_views("max_pool2d", out, x, indices);
     if (st == NB_OK) st = check_params("max_pool2d", p);
     if (st != NB_OK) return st;
@@ -355,8 +358,8 @@ nb_status nb_cpu_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview 
 
 nb_status nb_cpu_max_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                      const nb_kview *indices) {
-    (void)be;
     if (!indices) return nb_set_error(NB_ERR_INVALID_ARG, "max_pool2d_backward: indices are required");
+    if (is16(gx, gy)) return nb_cpu_pool16(be, NB_CPU_POOL_MAX_BACKWARD, gx, gy, indices, NULL);
     nb_status st = check_views("max_pool2d_backward", gy, gx, indices);
     if (st != NB_OK) return st;
     pool_job j = {.out = gx->data, .in = gy->data, .cidx = indices->data};
@@ -364,7 +367,7 @@ nb_status nb_cpu_max_pool2d_backward(nb_backend *be, const nb_kview *gx, const n
 }
 
 nb_status nb_cpu_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_pool_params *p) {
-    (void)be;
+    if (is16(out, x)) return nb_cpu_pool16(be, NB_CPU_POOL_AVG, out, x, NULL, p);
     nb_status st = check_views("avg_pool2d", out, x, NULL);
     if (st == NB_OK) st = check_params("avg_pool2d", p);
     if (st != NB_OK) return st;
@@ -374,7 +377,7 @@ nb_status nb_cpu_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview 
 
 nb_status nb_cpu_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                      const nb_pool_params *p) {
-    (void)be;
+    if (is16(gx, gy)) return nb_cpu_pool16(be, NB_CPU_POOL_AVG_BACKWARD, gx, gy, NULL, p);
     nb_status st = check_views("avg_pool2d_backward", gy, gx, NULL);
     if (st == NB_OK) st = check_params("avg_pool2d_backward", p);
     if (st != NB_OK) return st;
@@ -394,7 +397,7 @@ static nb_status check_adaptive(const char *op, const nb_kview *o, const nb_kvie
 }
 
 nb_status nb_cpu_adaptive_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x) {
-    (void)be;
+    if (is16(out, x)) return nb_cpu_pool16(be, NB_CPU_POOL_ADAPTIVE_AVG, out, x, NULL, NULL);
     nb_status st = check_adaptive("adaptive_avg_pool2d", out, x);
     if (st != NB_OK) return st;
     pool_job j = {.out = out->data, .in = x->data};
@@ -402,7 +405,7 @@ nb_status nb_cpu_adaptive_avg_pool2d(nb_backend *be, const nb_kview *out, const 
 }
 
 nb_status nb_cpu_adaptive_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy) {
-    (void)be;
+    if (is16(gx, gy)) return nb_cpu_pool16(be, NB_CPU_POOL_ADAPTIVE_AVG_BACKWARD, gx, gy, NULL, NULL);
     nb_status st = check_adaptive("adaptive_avg_pool2d_backward", gy, gx);
     if (st != NB_OK) return st;
     pool_job j = {.out = gx->data, .in = gy->data};
@@ -411,7 +414,7 @@ nb_status nb_cpu_adaptive_avg_pool2d_backward(nb_backend *be, const nb_kview *gx
 
 nb_status nb_cpu_adaptive_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices,
                                      const nb_kview *x) {
-    (void)be;
+    if (is16(out, x)) return nb_cpu_pool16(be, NB_CPU_POOL_ADAPTIVE_MAX, out, x, indices, NULL);
     nb_status st = check_adaptive("adaptive_max_pool2d", out, x);
     if (st == NB_OK && indices) st = check_views("adaptive_max_pool2d", out, x, indices);
     if (st != NB_OK) return st;

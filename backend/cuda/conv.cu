@@ -108,10 +108,6 @@ nb_status geom_init(ConvGeom *g, const char *op, const nb_kview *x, const nb_kvi
 
 // ---- own kernels ------------------------------------------------------------------------
 
-// Element conversions through Traits (the 16-bit types have no direct double conversions).
-template <typename T> __device__ inline double ld(T v) { return (double)Traits<T>::load(v); }
-template <typename T> __device__ inline T st(double v) { return Traits<T>::store((typename Traits<T>::acc)v); }
-
 // V elements moved as one 16-byte (or narrower) access.
 template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
     T v[V];
@@ -158,7 +154,7 @@ template <typename T> __global__ void k_bias_part(double *part, const T *gy, int
     double acc = 0;
     for (int64_t i = i0; i < i1; i++) {
         const T *row = gy + (i * co + c) * plane;
-        for (int64_t q = threadIdx.x; q < plane; q += blockDim.x) acc += ld(row[q]);
+        for (int64_t q = threadIdx.x; q < plane; q += blockDim.x) acc += load_d(row[q]);
     }
     double r = block_sum(acc, red);
     if (threadIdx.x == 0) part[c * S + s] = r;
@@ -169,7 +165,7 @@ template <typename T> __global__ void k_bias_final(T *gb, const double *part, in
     NBC_GRID_STRIDE(c, co) {
         double acc = 0;
         for (int64_t s = 0; s < S; s++) acc += part[c * S + s];
-        gb[c] = st<T>(acc);
+        gb[c] = store_d<T>(acc);
     }
 }
 
@@ -198,7 +194,7 @@ __global__ void k_pad(T *xp, const T *x, int64_t planes, int64_t h, int64_t w, i
                       int64_t pw) {
     NBC_GRID_STRIDE(i, planes * hp * wp) {
         int64_t q = i % wp, t = i / wp, r = t % hp, pl = t / hp, ih = r - ph, iw = q - pw;
-        xp[i] = ih >= 0 && ih < h && iw >= 0 && iw < w ? x[(pl * h + ih) * w + iw] : st<T>(0);
+        xp[i] = ih >= 0 && ih < h && iw >= 0 && iw < w ? x[(pl * h + ih) * w + iw] : store_d<T>(0);
     }
 }
 
@@ -208,7 +204,7 @@ __global__ void k_crop(T *gx, const T *gxp, int64_t planes, int64_t h, int64_t w
                        int64_t pw) {
     NBC_GRID_STRIDE(i, planes * h * w) {
         int64_t iw = i % w, t = i / w, ih = t % h, pl = t / h, r = ih + ph, q = iw + pw;
-        gx[i] = r < hp && q < wp ? gxp[(pl * hp + r) * wp + q] : st<T>(0);
+        gx[i] = r < hp && q < wp ? gxp[(pl * hp + r) * wp + q] : store_d<T>(0);
     }
 }
 
@@ -228,11 +224,11 @@ template <typename T> __global__ void k_fwd_direct(T *y, const T *x, const T *wt
                 for (int64_t b = 0; b < g.kw; b++) {
                     int64_t iw = ow * g.sw - g.pw + b * g.dw;
                     if (iw < 0 || iw >= g.w) continue;
-                    acc += ld(xb[(ci * g.h + ih) * g.w + iw]) * ld(wb[(ci * g.kh + a) * g.kw + b]);
+                    acc += load_d(xb[(ci * g.h + ih) * g.w + iw]) * load_d(wb[(ci * g.kh + a) * g.kw + b]);
                 }
             }
-        if (bias) acc += ld(bias[co]);
-        y[i] = st<T>(acc);
+        if (bias) acc += load_d(bias[co]);
+        y[i] = store_d<T>(acc);
     }
 }
 
@@ -257,11 +253,11 @@ template <typename T> __global__ void k_bwd_data_direct(T *gx, const T *gy, cons
                     if (tw < 0 || tw % g.sw) continue;
                     int64_t ow = tw / g.sw;
                     if (ow >= g.wo) continue;
-                    acc += ld(gyc[oh * g.wo + ow]) * ld(wc[a * g.kw + b]);
+                    acc += load_d(gyc[oh * g.wo + ow]) * load_d(wc[a * g.kw + b]);
                 }
             }
         }
-        gx[i] = st<T>(acc);
+        gx[i] = store_d<T>(acc);
     }
 }
 
@@ -282,11 +278,11 @@ template <typename T> __global__ void k_bwd_filter_direct(T *gw, const T *gy, co
                 int64_t oh = q / g.wo, ow = q % g.wo;
                 int64_t ih = oh * g.sh - g.ph + a * g.dh, iw = ow * g.sw - g.pw + b * g.dw;
                 if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
-                acc += ld(gyc[q]) * ld(xc[ih * g.w + iw]);
+                acc += load_d(gyc[q]) * load_d(xc[ih * g.w + iw]);
             }
         }
         double s = block_sum(acc, red);
-        if (threadIdx.x == 0) gw[e] = st<T>(accumulate ? ld(gw[e]) + s : s);
+        if (threadIdx.x == 0) gw[e] = store_d<T>(accumulate ? load_d(gw[e]) + s : s);
     }
 }
 
@@ -665,15 +661,6 @@ template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &
     return NB_OK;
 }
 
-// F<T>() for the convolution's dtypes: float32, float64, bfloat16, float16.
-template <typename F> nb_status dispatch_conv(const char *slot, nb_dtype dt, F &&f) {
-    switch (dt) {
-    case NB_BF16: return f(__nv_bfloat16());
-    case NB_F16: return f(__half());
-    default: return dispatch_float(slot, dt, f);
-    }
-}
-
 nb_status zero(nb_backend *be, const char *slot, const nb_kview *v) {
     int64_t n = numel(v);
     if (n == 0) return NB_OK;
@@ -695,7 +682,7 @@ extern "C" nb_status nb_cuda_conv2d(nb_backend *be, const nb_kview *out, const n
         return nb_set_error(NB_ERR_SHAPE, "conv2d: bias must be a contiguous [%lld] %s", (long long)g.co,
                             nb_dtype_name(x->dtype));
     if (numel(out) == 0) return NB_OK;
-    return dispatch_conv("conv2d", g.dt, [&](auto tag) {
+    return dispatch_floating("conv2d", g.dt, [&](auto tag) {
         using T = decltype(tag);
         return forward<T>(be, g, (const T *)x->data, (const T *)w->data, bias ? (const T *)bias->data : nullptr,
                           (T *)out->data);
@@ -710,7 +697,7 @@ extern "C" nb_status nb_cuda_conv2d_backward_input(nb_backend *be, const nb_kvie
     if (st != NB_OK) return st;
     if (numel(gx) == 0) return NB_OK;
     if (numel(gy) == 0 || g.kh * g.kw == 0) return zero(be, slot, gx); // nothing flows back
-    return dispatch_conv(slot, g.dt, [&](auto tag) {
+    return dispatch_floating(slot, g.dt, [&](auto tag) {
         using T = decltype(tag);
         return backward_data<T>(be, g, (const T *)gy->data, (const T *)w->data, (T *)gx->data);
     });
@@ -729,7 +716,7 @@ extern "C" nb_status nb_cuda_conv2d_backward_weight(nb_backend *be, const nb_kvi
         st = zero(be, slot, gw);
         return st == NB_OK && gbias ? zero(be, slot, gbias) : st;
     }
-    return dispatch_conv(slot, g.dt, [&](auto tag) {
+    return dispatch_floating(slot, g.dt, [&](auto tag) {
         using T = decltype(tag);
         if (gbias && g.co > 0) {
             nb_status s = bias_grad<T>(be, slot, (T *)gbias->data, (const T *)gy->data, g.n, g.co, g.ho * g.wo);

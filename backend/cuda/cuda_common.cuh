@@ -128,6 +128,20 @@ template <typename F> nb_status dispatch_float(const char *slot, nb_dtype dt, F 
     }
 }
 
+// float32, float64, bfloat16 and float16 (other dtypes: NB_ERR_DTYPE naming slot).
+template <typename F> nb_status dispatch_floating(const char *slot, nb_dtype dt, F &&f) {
+    switch (dt) {
+    case NB_BF16: return f(__nv_bfloat16());
+    case NB_F16: return f(__half());
+    default: return dispatch_float(slot, dt, f);
+    }
+}
+
+// An element as double, and a double rounded into T, through Traits (the
+// 16-bit types have no direct double conversions).
+template <typename T> __device__ inline double load_d(T v) { return (double)Traits<T>::load(v); }
+template <typename T> __device__ inline T store_d(double v) { return Traits<T>::store((typename Traits<T>::acc)v); }
+
 inline bool same_shape(const nb_kview *a, const nb_kview *b) {
     if (a->ndim != b->ndim) return false;
     for (int i = 0; i < a->ndim; i++)

@@ -11,7 +11,9 @@
 //        (count_include_pad) or from its clip to the plane; divisor_override
 //        replaces both; sums in double.
 //   adaptive: rows floor(oh*H/Ho) .. ceil((oh+1)*H/Ho) - 1.
-// One thread owns each output element. Backward passes never use atomics:
+// float32, float64, and bfloat16/float16 (16-bit tensors; sums in double
+// for the forward averages and in float for the backward ones, as the
+// CPU's float32 copies). One thread owns each output element. Backward passes never use atomics:
 // avg and adaptive avg gather, per input element, from the output windows
 // that cover it, in the CPU's (oh, ow) order (so they give the CPU's bits);
 // max backward has no window parameters (only the saved indices), so one
@@ -115,13 +117,13 @@ __global__ void k_max_bwd(T *__restrict__ gx, const T *__restrict__ gy, const in
             const bool valid = i < HoWo;
             const int64_t k = valid ? ip[i] : -1;
             const bool hit = valid && (uint64_t)k < (uint64_t)HW; // outside the plane: nothing (as the CPU)
-            stage[wib][lane] = valid ? y[i] : (T)0;
+            stage[wib][lane] = valid ? y[i] : Traits<T>::store(0);
             const unsigned peers = __match_any_sync(0xffffffffu, (long long)(hit ? k : -1));
             __syncwarp();
             if (hit && lane == __ffs(peers) - 1) {
-                T acc = g[k];
-                for (unsigned m = peers; m; m &= m - 1) acc += stage[wib][__ffs(m) - 1];
-                g[k] = acc;
+                auto acc = Traits<T>::load(g[k]); // 16-bit: float sums, rounded once (the CPU's float32 copies)
+                for (unsigned m = peers; m; m &= m - 1) acc += Traits<T>::load(stage[wib][__ffs(m) - 1]);
+                g[k] = Traits<T>::store(acc);
             }
             __syncwarp();
         }
@@ -139,8 +141,8 @@ template <typename T> __global__ void k_avg_fwd(T *__restrict__ y, const T *__re
         int64_t div = avg_window(g, oh, ow, &h0, &h1, &w0, &w1);
         double sum = 0;
         for (int64_t h = h0; h < h1; h++)
-            for (int64_t w = w0; w < w1; w++) sum += (double)xp[h * g.W + w];
-        y[i] = div ? (T)(sum / (double)div) : (T)0;
+            for (int64_t w = w0; w < w1; w++) sum += load_d(xp[h * g.W + w]);
+        y[i] = store_d<T>(div ? sum / (double)div : 0.0);
     }
 }
 
@@ -154,15 +156,16 @@ template <typename T> __global__ void k_avg_bwd(T *__restrict__ gx, const T *__r
         const T *yp = gy + pl * g.Ho * g.Wo;
         int64_t oh0 = imax(floordiv(h + g.pH - g.kH, g.sH) + 1, 0), oh1 = imin(floordiv(h + g.pH, g.sH), g.Ho - 1);
         int64_t ow0 = imax(floordiv(w + g.pW - g.kW, g.sW) + 1, 0), ow1 = imin(floordiv(w + g.pW, g.sW), g.Wo - 1);
-        T acc = 0;
+        using A = typename Traits<T>::acc; // T, or float for 16-bit (the CPU's float32 copies)
+        A acc = 0;
         for (int64_t oh = oh0; oh <= oh1; oh++)
             for (int64_t ow = ow0; ow <= ow1; ow++) {
                 int64_t h0, h1, w0, w1;
                 int64_t div = avg_window(g, oh, ow, &h0, &h1, &w0, &w1);
                 if (!div || h < h0 || h >= h1 || w < w0 || w >= w1) continue;
-                acc += yp[oh * g.Wo + ow] / (T)div;
+                acc += Traits<T>::load(yp[oh * g.Wo + ow]) / (A)div;
             }
-        gx[i] = acc;
+        gx[i] = Traits<T>::store(acc);
     }
 }
 
@@ -177,8 +180,8 @@ template <typename T> __global__ void k_adavg_fwd(T *__restrict__ y, const T *__
         int64_t w0 = ad_start(ow, g.Wo, g.W), w1 = ad_end(ow, g.Wo, g.W);
         double sum = 0;
         for (int64_t h = h0; h < h1; h++)
-            for (int64_t w = w0; w < w1; w++) sum += (double)xp[h * g.W + w];
-        y[i] = (T)(sum / (double)((h1 - h0) * (w1 - w0)));
+            for (int64_t w = w0; w < w1; w++) sum += load_d(xp[h * g.W + w]);
+        y[i] = store_d<T>(sum / (double)((h1 - h0) * (w1 - w0)));
     }
 }
 
@@ -198,17 +201,18 @@ template <typename T> __global__ void k_adavg_bwd(T *__restrict__ gx, const T *_
         int64_t oh0, oh1, ow0, ow1;
         ad_cover(h, g.H, g.Ho, &oh0, &oh1);
         ad_cover(w, g.W, g.Wo, &ow0, &ow1);
-        T acc = 0;
+        using A = typename Traits<T>::acc;
+        A acc = 0;
         for (int64_t oh = oh0; oh < oh1; oh++) {
             int64_t h0 = ad_start(oh, g.Ho, g.H), h1 = ad_end(oh, g.Ho, g.H);
             if (h < h0 || h >= h1) continue;
             for (int64_t ow = ow0; ow < ow1; ow++) {
                 int64_t w0 = ad_start(ow, g.Wo, g.W), w1 = ad_end(ow, g.Wo, g.W);
                 if (w < w0 || w >= w1) continue;
-                acc += yp[oh * g.Wo + ow] / (T)((h1 - h0) * (w1 - w0));
+                acc += Traits<T>::load(yp[oh * g.Wo + ow]) / (A)((h1 - h0) * (w1 - w0));
             }
         }
-        gx[i] = acc;
+        gx[i] = Traits<T>::store(acc);
     }
 }
 
@@ -245,8 +249,8 @@ nb_status check_views(const char *op, const nb_kview *o, const nb_kview *i, cons
         shape_str(o, a, sizeof a), shape_str(i, b, sizeof b);
         return nb_set_error(NB_ERR_SHAPE, "%s: planes of %s and %s differ (expected [N, C, *, *] both)", op, a, b);
     }
-    if ((o->dtype != NB_F32 && o->dtype != NB_F64) || o->dtype != i->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", op,
+    if ((o->dtype != NB_F32 && o->dtype != NB_F64 && !nb_dtype_is_16bit(o->dtype)) || o->dtype != i->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float tensors of one dtype (%s, %s)", op,
                             nb_dtype_name(o->dtype), nb_dtype_name(i->dtype));
     if (!contiguous(o) || !contiguous(i)) return nb_set_error(NB_ERR_INVALID_ARG, "%s: views must be contiguous", op);
     if (idx) {
@@ -320,7 +324,7 @@ extern "C" nb_status nb_cuda_max_pool2d(nb_backend *be, const nb_kview *out, con
     bool k2 = p->kernel[0] == 2 && p->kernel[1] == 2 && p->dilation[0] == 1 && p->dilation[1] == 1;
     bool narrow = n <= INT32_MAX; // i + the grid stride stays below 2^32
     int64_t *ix = indices ? (int64_t *)indices->data : nullptr;
-    return dispatch_float(slot, x->dtype, [&](auto tag) {
+    return dispatch_floating(slot, x->dtype, [&](auto tag) {
         using T = decltype(tag);
         const T *xp = (const T *)x->data;
         T *yp = (T *)out->data;
@@ -344,7 +348,7 @@ extern "C" nb_status nb_cuda_max_pool2d_backward(nb_backend *be, const nb_kview 
     PoolGeom g = geom(gy, gx, nullptr);
     int64_t warps_per_block = THREADS / 32, blocks = (g.planes + warps_per_block - 1) / warps_per_block;
     unsigned grid = (unsigned)imin(blocks, 65535LL * 16); // the plane loop covers the rest
-    return dispatch_float(slot, gx->dtype, [&](auto tag) {
+    return dispatch_floating(slot, gx->dtype, [&](auto tag) {
         using T = decltype(tag);
         k_max_bwd<T><<<grid, THREADS, 0, stream_of(be)>>>((T *)gx->data, (const T *)gy->data,
                                                           (const int64_t *)indices->data, g.planes, g.H * g.W,
@@ -362,7 +366,7 @@ extern "C" nb_status nb_cuda_avg_pool2d(nb_backend *be, const nb_kview *out, con
     int64_t n = numel(out);
     if (n == 0) return NB_OK;
     PoolGeom g = geom(out, x, p);
-    return dispatch_float(slot, x->dtype, [&](auto tag) {
+    return dispatch_floating(slot, x->dtype, [&](auto tag) {
         using T = decltype(tag);
         k_avg_fwd<T><<<blocks_for(n), THREADS, 0, stream_of(be)>>>((T *)out->data, (const T *)x->data, g);
         return launched(slot);
@@ -379,7 +383,7 @@ extern "C" nb_status nb_cuda_avg_pool2d_backward(nb_backend *be, const nb_kview 
     if (n == 0) return NB_OK;
     if (numel(gy) == 0) return zero(be, slot, gx);
     PoolGeom g = geom(gy, gx, p);
-    return dispatch_float(slot, gx->dtype, [&](auto tag) {
+    return dispatch_floating(slot, gx->dtype, [&](auto tag) {
         using T = decltype(tag);
         k_avg_bwd<T><<<blocks_for(n), THREADS, 0, stream_of(be)>>>((T *)gx->data, (const T *)gy->data, g);
         return launched(slot);
@@ -393,7 +397,7 @@ extern "C" nb_status nb_cuda_adaptive_avg_pool2d(nb_backend *be, const nb_kview 
     int64_t n = numel(out);
     if (n == 0) return NB_OK;
     PoolGeom g = geom(out, x, nullptr);
-    return dispatch_float(slot, x->dtype, [&](auto tag) {
+    return dispatch_floating(slot, x->dtype, [&](auto tag) {
         using T = decltype(tag);
         k_adavg_fwd<T><<<blocks_for(n), THREADS, 0, stream_of(be)>>>((T *)out->data, (const T *)x->data, g);
         return launched(slot);
@@ -407,7 +411,7 @@ extern "C" nb_status nb_cuda_adaptive_avg_pool2d_backward(nb_backend *be, const 
     int64_t n = numel(gx);
     if (n == 0) return NB_OK;
     PoolGeom g = geom(gy, gx, nullptr);
-    return dispatch_float(slot, gx->dtype, [&](auto tag) {
+    return dispatch_floating(slot, gx->dtype, [&](auto tag) {
         using T = decltype(tag);
         k_adavg_bwd<T><<<blocks_for(n), THREADS, 0, stream_of(be)>>>((T *)gx->data, (const T *)gy->data, g);
         return launched(slot);
@@ -424,7 +428,7 @@ extern "C" nb_status nb_cuda_adaptive_max_pool2d(nb_backend *be, const nb_kview 
     if (n == 0) return NB_OK;
     PoolGeom g = geom(out, x, nullptr);
     int64_t *ix = indices ? (int64_t *)indices->data : nullptr;
-    return dispatch_float(slot, x->dtype, [&](auto tag) {
+    return dispatch_floating(slot, x->dtype, [&](auto tag) {
         using T = decltype(tag);
         k_admax_fwd<T><<<blocks_for(n), THREADS, 0, stream_of(be)>>>((T *)out->data, ix, (const T *)x->data, g);
         return launched(slot);

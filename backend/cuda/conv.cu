@@ -300,11 +300,18 @@ struct Key {
     int ph, pw, sh, sw, dh, dw, groups;
 };
 
+// 16-bit plans run cuDNN in NHWC (its tensor-core kernels' layout; its
+// NCHW heuristics offer no deterministic bf16 backward algorithm): the
+// operands are transposed into NHWC scratch with cudnnTransformTensor and
+// the result back (PyTorch's NCHW bf16 convolutions make the same copies).
+// t[0..2]: x, w, y as NCHW tensors; t[3..5]: the same in NHWC.
 struct Plan {
     Key key;
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
+    bool nhwc;
+    cudnnTensorDescriptor_t t[6];
     int algo[8];
     size_t ws[8];
     int nalgo, cur; // cur == nalgo: no cuDNN algorithm (the direct kernels)
@@ -316,6 +323,8 @@ Plan *plans[NB_CONV_MAX_PLANS];
 int n_plans;
 
 void plan_free(Plan *pl) {
+    for (int i = 0; i < 6; i++)
+        if (pl->t[i]) cudnnDestroyTensorDescriptor(pl->t[i]);
     if (pl->cd) cudnnDestroyConvolutionDescriptor(pl->cd);
     if (pl->wd) cudnnDestroyFilterDescriptor(pl->wd);
     if (pl->yd) cudnnDestroyTensorDescriptor(pl->yd);
@@ -348,14 +357,29 @@ Plan *plan_build(cudnnHandle_t h, const Key &k) {
                                                                                                  : CUDNN_DATA_HALF;
     const cudnnDataType_t ct = f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; // 16-bit: float32 accumulation
     const cudnnMathType_t math = exact ? CUDNN_FMA_MATH : f32 || f64 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
+    pl->nhwc = !f32 && !f64;
+    const cudnnTensorFormat_t fmt = pl->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    if (pl->nhwc) { // the transposes' descriptors
+        const int dims[3][4] = {{k.n, k.c, k.h, k.w}, {k.co, k.cg, k.kh, k.kw}, {k.n, k.co, k.ho, k.wo}};
+        for (int i = 0; i < 6; i++) {
+            const int *d = dims[i % 3];
+            if (cudnnCreateTensorDescriptor(&pl->t[i]) != CUDNN_STATUS_SUCCESS) {
+                pl->t[i] = nullptr;
+                return pl;
+            }
+            if (cudnnSetTensor4dDescriptor(pl->t[i], i < 3 ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC, dt, d[0], d[1],
+                                           d[2], d[3]) != CUDNN_STATUS_SUCCESS)
+                return pl;
+        }
+    }
     if (cudnnCreateTensorDescriptor(&pl->xd) != CUDNN_STATUS_SUCCESS) pl->xd = nullptr;
     if (cudnnCreateTensorDescriptor(&pl->yd) != CUDNN_STATUS_SUCCESS) pl->yd = nullptr;
     if (cudnnCreateFilterDescriptor(&pl->wd) != CUDNN_STATUS_SUCCESS) pl->wd = nullptr;
     if (cudnnCreateConvolutionDescriptor(&pl->cd) != CUDNN_STATUS_SUCCESS) pl->cd = nullptr;
     if (!pl->xd || !pl->yd || !pl->wd || !pl->cd) return pl;
-    if (cudnnSetTensor4dDescriptor(pl->xd, CUDNN_TENSOR_NCHW, dt, k.n, k.c, k.h, k.w) != CUDNN_STATUS_SUCCESS ||
-        cudnnSetTensor4dDescriptor(pl->yd, CUDNN_TENSOR_NCHW, dt, k.n, k.co, k.ho, k.wo) != CUDNN_STATUS_SUCCESS ||
-        cudnnSetFilter4dDescriptor(pl->wd, dt, CUDNN_TENSOR_NCHW, k.co, k.cg, k.kh, k.kw) != CUDNN_STATUS_SUCCESS ||
+    if (cudnnSetTensor4dDescriptor(pl->xd, fmt, dt, k.n, k.c, k.h, k.w) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetTensor4dDescriptor(pl->yd, fmt, dt, k.n, k.co, k.ho, k.wo) != CUDNN_STATUS_SUCCESS ||
+        cudnnSetFilter4dDescriptor(pl->wd, dt, fmt, k.co, k.cg, k.kh, k.kw) != CUDNN_STATUS_SUCCESS ||
         cudnnSetConvolution2dDescriptor(pl->cd, k.ph, k.pw, k.sh, k.sw, k.dh, k.dw, CUDNN_CROSS_CORRELATION, ct) !=
             CUDNN_STATUS_SUCCESS ||
         cudnnSetConvolutionGroupCount(pl->cd, k.groups) != CUDNN_STATUS_SUCCESS ||
@@ -450,6 +474,28 @@ nb_status plan_run(nb_backend *be, cudnnHandle_t h, Plan *pl, const void *a, con
     const bool f64 = pl->key.dt == NB_F64; // the others scale in float
     const void *alpha = f64 ? (const void *)&d_one : (const void *)&f_one;
     const void *beta = accumulate ? alpha : f64 ? (const void *)&d_zero : (const void *)&f_zero;
+    // NHWC plans: a, b and out swapped for NHWC scratch (roles: 0 x, 1 w, 2 y)
+    Scratch na, nbuf, nout;
+    void *const out_nchw = out;
+    if (pl->nhwc && plan_usable(pl)) {
+        const Key &k = pl->key;
+        const int64_t numel[3] = {(int64_t)k.n * k.c * k.h * k.w, (int64_t)k.co * k.cg * k.kh * k.kw,
+                                  (int64_t)k.n * k.co * k.ho * k.wo};
+        static const int roles[3][3] = {{0, 1, 2}, {1, 2, 0}, {0, 2, 1}}; // a, b, out per op
+        const int *r = roles[k.op];
+        const size_t es = nb_dtype_size((nb_dtype)k.dt);
+        if (!na.alloc(be, es * (size_t)numel[r[0]]) || !nbuf.alloc(be, es * (size_t)numel[r[1]]) ||
+            !nout.alloc(be, es * (size_t)numel[r[2]]))
+            return nb_last_status();
+        cudnnStatus_t ts = cudnnTransformTensor(h, &f_one, pl->t[r[0]], a, &f_zero, pl->t[3 + r[0]], na.ptr);
+        if (ts == CUDNN_STATUS_SUCCESS)
+            ts = cudnnTransformTensor(h, &f_one, pl->t[r[1]], b, &f_zero, pl->t[3 + r[1]], nbuf.ptr);
+        if (ts != CUDNN_STATUS_SUCCESS)
+            return nb_set_error(NB_ERR_DEVICE, "%s: cudnnTransformTensor (NCHW to NHWC) failed on cuda: %s", slot,
+                                cudnnGetErrorString(ts));
+        a = na.ptr, b = nbuf.ptr, out = nout.ptr;
+        beta = &f_zero; // accumulation happens in the transform back
+    }
     for (;;) {
         int cur = plan_cur(pl);
         if (cur >= pl->nalgo) {
@@ -478,7 +524,14 @@ nb_status plan_run(nb_backend *be, cudnnHandle_t h, Plan *pl, const void *a, con
         }
         if (s == CUDNN_STATUS_SUCCESS) {
             *ran = true;
-            return NB_OK;
+            if (!pl->nhwc) return NB_OK;
+            const int o = pl->key.op == OP_FWD ? 2 : pl->key.op == OP_BWD_DATA ? 0 : 1;
+            cudnnStatus_t ts = cudnnTransformTensor(h, &f_one, pl->t[3 + o], out, accumulate ? &f_one : &f_zero,
+                                                    pl->t[o], out_nchw);
+            return ts == CUDNN_STATUS_SUCCESS
+                       ? NB_OK
+                       : nb_set_error(NB_ERR_DEVICE, "%s: cudnnTransformTensor (NHWC to NCHW) failed on cuda: %s",
+                                      slot, cudnnGetErrorString(ts));
         }
         if (!cudnn_unsupported(s))
             return nb_set_error(NB_ERR_DEVICE, "%s: %s (algorithm %d) failed on cuda: %s", slot, call, pl->algo[cur],

@@ -64,6 +64,7 @@ struct ConvGeom {
     int64_t sh, sw, ph, pw, dh, dw;
     int64_t cg, cog; // c/groups, co/groups
     nb_dtype dt;
+    bool tf32; // float32 with TF32 whatever the matmul precision (16-bit data widened: exact in TF32)
 };
 
 void view_str(const nb_kview *v, char *buf, size_t len) {
@@ -300,10 +301,12 @@ struct Key {
     int ph, pw, sh, sw, dh, dw, groups;
 };
 
-// 16-bit plans run cuDNN in NHWC (its tensor-core kernels' layout; its
-// NCHW heuristics offer no deterministic bf16 backward algorithm): the
-// operands are transposed into NHWC scratch with cudnnTransformTensor and
-// the result back (PyTorch's NCHW bf16 convolutions make the same copies).
+// 16-bit plans (forward and backward data) run cuDNN in NHWC (its
+// tensor-core kernels' layout; in NCHW its heuristics offered bf16 no
+// deterministic backward-data algorithm and a slow forward): the operands
+// are transposed into NHWC scratch with cudnnTransformTensor and the result
+// back (PyTorch's NCHW bf16 convolutions make the same copies). The 16-bit
+// weight gradient is backward_filter16's.
 // t[0..2]: x, w, y as NCHW tensors; t[3..5]: the same in NHWC.
 struct Plan {
     Key key;
@@ -585,7 +588,7 @@ Key make_key(nb_backend *be, int op, const ConvGeom &g, const Lowering &L, int64
     Key k;
     memset(&k, 0, sizeof k);
     k.op = op, k.dev = device_of(be), k.dt = (int)g.dt, k.align = align;
-    k.prec = g.dt == NB_F32 ? nb_float32_matmul_precision() : 0;
+    k.prec = g.dt != NB_F32 ? 0 : g.tf32 ? 1 : nb_float32_matmul_precision();
     k.n = (int)n, k.c = (int)g.c, k.h = (int)L.hx, k.w = (int)L.wx, k.co = (int)g.co, k.cg = (int)g.cg;
     k.kh = (int)g.kh, k.kw = (int)g.kw, k.ho = (int)g.ho, k.wo = (int)g.wo;
     k.ph = (int)L.pch, k.pw = (int)L.pcw, k.sh = (int)g.sh, k.sw = (int)g.sw, k.dh = (int)g.dh, k.dw = (int)g.dw;
@@ -714,6 +717,33 @@ template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &
     return NB_OK;
 }
 
+// The 16-bit weight gradient: cuDNN's heuristics give it no deterministic
+// algorithm (NCHW or NHWC), so it runs as a float32 TF32 backward filter on
+// float32 copies of x and gy (16-bit values are exact in TF32, so the
+// products are the tensor cores' bf16/f16 products, accumulated in float32),
+// rounded into gw.
+nb_status backward_filter16(nb_backend *be, const ConvGeom &g, const nb_kview *gw, const nb_kview *gy,
+                            const nb_kview *x) {
+    Scratch xs, gys, gws;
+    const nb_kview *src[3] = {x, gy, gw};
+    Scratch *buf[3] = {&xs, &gys, &gws};
+    nb_kview w32[3];
+    for (int i = 0; i < 3; i++) {
+        w32[i] = *src[i];
+        w32[i].dtype = NB_F32;
+        if (!buf[i]->alloc(be, sizeof(float) * (size_t)numel(src[i]))) return nb_last_status();
+        w32[i].data = buf[i]->ptr;
+    }
+    nb_status st = nb_cuda_copy_into(be, &w32[0], x);
+    if (st == NB_OK) st = nb_cuda_copy_into(be, &w32[1], gy);
+    ConvGeom g32 = g;
+    g32.dt = NB_F32, g32.tf32 = true;
+    if (st == NB_OK)
+        st = backward_filter<float>(be, g32, (const float *)w32[1].data, (const float *)w32[0].data,
+                                    (float *)w32[2].data);
+    return st == NB_OK ? nb_cuda_copy_into(be, gw, &w32[2]) : st;
+}
+
 nb_status zero(nb_backend *be, const char *slot, const nb_kview *v) {
     int64_t n = numel(v);
     if (n == 0) return NB_OK;
@@ -776,6 +806,7 @@ extern "C" nb_status nb_cuda_conv2d_backward_weight(nb_backend *be, const nb_kvi
             if (s != NB_OK) return s;
         }
         if (numel(gw) == 0) return NB_OK;
+        if (nb_dtype_is_16bit(g.dt)) return backward_filter16(be, g, gw, gy, x);
         return backward_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data);
     });
 }

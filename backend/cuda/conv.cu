@@ -32,8 +32,9 @@
 // A candidate whose call returns NOT_SUPPORTED or BAD_PARAM is dropped for
 // good and the next one runs; with none left (or no cuDNN, or shapes past
 // cuDNN's int32 limits) the direct kernels below run: one thread per output
-// (or input-gradient) element, one block per weight-gradient element with a
-// fixed reduction tree, all accumulating in double. The bias gradient is a
+// (or input-gradient) element, and for the weight gradient blocks of
+// (weight element, image range) with fixed trees and then the ranges summed
+// in order, all accumulating in double. The bias gradient is a
 // two-pass deterministic sum (partial sums per channel and image range,
 // then the partials in order).
 //
@@ -65,6 +66,7 @@ struct ConvGeom {
     int64_t cg, cog; // c/groups, co/groups
     nb_dtype dt;
     bool tf32; // float32 with TF32 whatever the matmul precision (16-bit data widened: exact in TF32)
+    bool nhwc; // float32 run in NHWC where cuDNN has an algorithm for it (the widened 16-bit weight gradient)
 };
 
 void view_str(const nb_kview *v, char *buf, size_t len) {
@@ -262,17 +264,19 @@ template <typename T> __global__ void k_bwd_data_direct(T *gx, const T *gy, cons
     }
 }
 
-// Direct backward filter: one block per weight element, the (n, oh, ow)
-// terms strided over the threads, a fixed tree; accumulate adds to gw.
-template <typename T> __global__ void k_bwd_filter_direct(T *gw, const T *gy, const T *x, ConvGeom g, bool accumulate) {
+// Direct backward filter, first pass: part[e * S + s] = the sum of the
+// (n, oh, ow) terms of weight element e over images [s n / S, (s + 1) n / S)
+// (grid y = S), the plane strided over the threads, a fixed tree.
+template <typename T> __global__ void k_bwd_filter_part(double *part, const T *gy, const T *x, ConvGeom g) {
     __shared__ double red[32];
-    const int64_t nw = g.co * g.cg * g.kh * g.kw, plane = g.ho * g.wo;
+    const int64_t nw = g.co * g.cg * g.kh * g.kw, plane = g.ho * g.wo, S = gridDim.y, sp = blockIdx.y;
+    const int64_t i0 = sp * g.n / S, i1 = (sp + 1) * g.n / S;
     for (int64_t e = blockIdx.x; e < nw; e += gridDim.x) { // uniform across the block
         int64_t b = e % g.kw, t = e / g.kw, a = t % g.kh;
         t /= g.kh;
         int64_t ci = t % g.cg, co = t / g.cg, gr = co / g.cog;
         double acc = 0;
-        for (int64_t n = 0; n < g.n; n++) {
+        for (int64_t n = i0; n < i1; n++) {
             const T *gyc = gy + (n * g.co + co) * plane;
             const T *xc = x + (n * g.c + gr * g.cg + ci) * g.h * g.w;
             for (int64_t q = threadIdx.x; q < plane; q += blockDim.x) {
@@ -282,8 +286,18 @@ template <typename T> __global__ void k_bwd_filter_direct(T *gw, const T *gy, co
                 acc += load_d(gyc[q]) * load_d(xc[ih * g.w + iw]);
             }
         }
-        double s = block_sum(acc, red);
-        if (threadIdx.x == 0) gw[e] = store_d<T>(accumulate ? load_d(gw[e]) + s : s);
+        double r = block_sum(acc, red);
+        if (threadIdx.x == 0) part[e * S + sp] = r;
+    }
+}
+
+// Second pass: gw[e] (+)= the S partials of e in order.
+template <typename T>
+__global__ void k_bwd_filter_final(T *gw, const double *part, int64_t nw, int64_t S, bool accumulate) {
+    NBC_GRID_STRIDE(e, nw) {
+        double acc = 0;
+        for (int64_t s = 0; s < S; s++) acc += part[e * S + s];
+        gw[e] = store_d<T>(accumulate ? load_d(gw[e]) + acc : acc);
     }
 }
 
@@ -297,6 +311,7 @@ enum ConvOp { OP_FWD, OP_BWD_DATA, OP_BWD_FILTER };
 // it for aligned calls). All ints: no struct padding.
 struct Key {
     int op, dev, dt, prec, align; // prec: float32's matmul precision (0 for the other dtypes)
+    int nhwc;                     // cuDNN runs in NHWC (16-bit, or ConvGeom::nhwc)
     int n, c, h, w, co, cg, kh, kw, ho, wo;
     int ph, pw, sh, sw, dh, dw, groups;
 };
@@ -360,7 +375,7 @@ Plan *plan_build(cudnnHandle_t h, const Key &k) {
                                                                                                  : CUDNN_DATA_HALF;
     const cudnnDataType_t ct = f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; // 16-bit: float32 accumulation
     const cudnnMathType_t math = exact ? CUDNN_FMA_MATH : f32 || f64 ? CUDNN_DEFAULT_MATH : CUDNN_TENSOR_OP_MATH;
-    pl->nhwc = !f32 && !f64;
+    pl->nhwc = k.nhwc;
     const cudnnTensorFormat_t fmt = pl->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     if (pl->nhwc) { // the transposes' descriptors
         const int dims[3][4] = {{k.n, k.c, k.h, k.w}, {k.co, k.cg, k.kh, k.kw}, {k.n, k.co, k.ho, k.wo}};
@@ -589,6 +604,7 @@ Key make_key(nb_backend *be, int op, const ConvGeom &g, const Lowering &L, int64
     memset(&k, 0, sizeof k);
     k.op = op, k.dev = device_of(be), k.dt = (int)g.dt, k.align = align;
     k.prec = g.dt != NB_F32 ? 0 : g.tf32 ? 1 : nb_float32_matmul_precision();
+    k.nhwc = nb_dtype_is_16bit(g.dt) || g.nhwc;
     k.n = (int)n, k.c = (int)g.c, k.h = (int)L.hx, k.w = (int)L.wx, k.co = (int)g.co, k.cg = (int)g.cg;
     k.kh = (int)g.kh, k.kw = (int)g.kw, k.ho = (int)g.ho, k.wo = (int)g.wo;
     k.ph = (int)L.pch, k.pw = (int)L.pcw, k.sh = (int)g.sh, k.sw = (int)g.sw, k.dh = (int)g.dh, k.dw = (int)g.dw;
@@ -604,12 +620,23 @@ template <typename T> nb_status direct_bwd_data(nb_backend *be, const ConvGeom &
     k_bwd_data_direct<T><<<blocks_for(g.n * g.c * g.h * g.w), THREADS, 0, stream_of(be)>>>(gx, gy, w, g);
     return launched("conv2d_backward_input");
 }
+// The images split S ways so that about 1024 blocks run (deterministic: S
+// depends only on the shapes).
 template <typename T>
 nb_status direct_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw, bool accumulate) {
-    int64_t nw = g.co * g.cg * g.kh * g.kw;
+    const char *slot = "conv2d_backward_weight";
+    int64_t nw = g.co * g.cg * g.kh * g.kw, S = (1024 + nw - 1) / nw;
+    if (S > g.n) S = g.n;
+    if (S < 1) S = 1;
+    if (S > 65535) S = 65535;
+    Scratch part;
+    if (!part.alloc(be, sizeof(double) * (size_t)(nw * S))) return nb_last_status();
     unsigned grid = (unsigned)(nw < 65535LL * 16 ? nw : 65535LL * 16);
-    k_bwd_filter_direct<T><<<grid, THREADS, 0, stream_of(be)>>>(gw, gy, x, g, accumulate);
-    return launched("conv2d_backward_weight");
+    k_bwd_filter_part<T><<<dim3(grid, (unsigned)S), THREADS, 0, stream_of(be)>>>(part.as<double>(), gy, x, g);
+    nb_status st = launched(slot);
+    if (st != NB_OK) return st;
+    k_bwd_filter_final<T><<<blocks_for(nw), THREADS, 0, stream_of(be)>>>(gw, part.as<double>(), nw, S, accumulate);
+    return launched(slot);
 }
 
 // The geometry of images [i0, i0 + n) (pointers are offset by the caller).
@@ -698,7 +725,13 @@ template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &
         ConvGeom s = sub(g, n);
         const T *xi = x + i0 * xs, *gyi = gy + i0 * ys;
         const T *xin = L.padded ? xp.as<T>() : xi;
-        Plan *pl = plan_get(h, make_key(be, OP_BWD_FILTER, g, L, n, align_class(xin, gyi, gw)));
+        Key key = make_key(be, OP_BWD_FILTER, g, L, n, align_class(xin, gyi, gw));
+        Plan *pl = plan_get(h, key);
+        if (pl && !plan_usable(pl) && g.nhwc) { // no NHWC algorithm: the NCHW ones
+            plan_release(pl);
+            key.nhwc = 0;
+            pl = plan_get(h, key);
+        }
         if (!pl) return nb_last_status();
         nb_status st = NB_OK;
         bool ran = false;
@@ -721,7 +754,7 @@ template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &
 // algorithm (NCHW or NHWC), so it runs as a float32 TF32 backward filter on
 // float32 copies of x and gy (16-bit values are exact in TF32, so the
 // products are the tensor cores' bf16/f16 products, accumulated in float32),
-// rounded into gw.
+// in NHWC where cuDNN has an algorithm for that, rounded into gw.
 nb_status backward_filter16(nb_backend *be, const ConvGeom &g, const nb_kview *gw, const nb_kview *gy,
                             const nb_kview *x) {
     Scratch xs, gys, gws;
@@ -737,7 +770,7 @@ nb_status backward_filter16(nb_backend *be, const ConvGeom &g, const nb_kview *g
     nb_status st = nb_cuda_copy_into(be, &w32[0], x);
     if (st == NB_OK) st = nb_cuda_copy_into(be, &w32[1], gy);
     ConvGeom g32 = g;
-    g32.dt = NB_F32, g32.tf32 = true;
+    g32.dt = NB_F32, g32.tf32 = true, g32.nhwc = true;
     if (st == NB_OK)
         st = backward_filter<float>(be, g32, (const float *)w32[1].data, (const float *)w32[0].data,
                                     (float *)w32[2].data);

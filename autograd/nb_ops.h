@@ -857,7 +857,9 @@ nb_tensor *nb_deform_conv2d(nb_tensor *x, nb_tensor *offset, nb_tensor *weight, 
 
 /* pooling (autograd/ops_pool.c; kernels backend/cpu/pool.c)
  * x [N, C, H, W] or [C, H, W] (1-d: [N, C, L] or [C, L]). Output sizes as
- * PyTorch's MaxPool2d/AvgPool2d docs; padding <= kernel/2. */
+ * PyTorch's MaxPool2d/AvgPool2d docs; padding <= kernel/2. The 1-d and
+ * 2-d pools take float32, float64, bfloat16 and float16 (16-bit tensors,
+ * float32 arithmetic inside); the 3-d ones float32 and float64. */
 typedef struct nb_pool2d_options {
     int64_t kernel[2];
     int64_t stride[2];   /* 0 = kernel (PyTorch's default stride=None) */

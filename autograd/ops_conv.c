@@ -499,9 +499,15 @@ static nb_tensor *conv3d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, nb_co
     return nb_contiguous(nb_permute(acc, (const int[]){0, 2, 1, 3, 4}));
 }
 
+/* conv3d and conv_transpose3d are on no autocast list: they run in their
+ * inputs' dtype, so their 2-d taps (on the lower-precision list
+ * themselves) run with autocast paused and the taps sum in that dtype. */
 nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv3d_options opts) {
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, conv3d_impl(x, weight, bias, opts));
+    nb_autocast_pause(true);
+    nb_tensor *y = conv3d_impl(x, weight, bias, opts);
+    nb_autocast_pause(false);
+    return nb_scope_return(s, y);
 }
 
 /* The adjoint: each input depth slice iz, transposed-convolved with
@@ -559,7 +565,10 @@ static nb_tensor *conv_t3d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, nb_
 
 nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv_transpose3d_options opts) {
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, conv_t3d_impl(x, weight, bias, opts));
+    nb_autocast_pause(true);
+    nb_tensor *y = conv_t3d_impl(x, weight, bias, opts);
+    nb_autocast_pause(false);
+    return nb_scope_return(s, y);
 }
 
 /* ---- deform_conv2d (torchvision.ops.deform_conv2d) ---------------------------------- */

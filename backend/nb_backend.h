@@ -384,7 +384,8 @@ struct nb_backend_i {
     nb_status (*sgd_step)(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                           const nb_kview *momentum_buf, const nb_sgd_hyper *h);
 
-    /* ---- CNN (all views contiguous, NCHW; f32/f64) ---------------------- */
+    /* ---- CNN (all views contiguous, NCHW; f32/f64, and bf16/f16 for the
+     * convolution and pooling slots: float32 accumulation inside) ---------- */
     /* out [N, Cout, Ho, Wo] = x [N, Cin, H, W] conv w [Cout, Cin/groups, kh, kw]
      * (+ bias [Cout], NULL for none). Ho/Wo are out's sizes. */
     nb_status (*conv2d)(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,

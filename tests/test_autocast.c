@@ -116,6 +116,14 @@ START_TEST(test_autocast_conv) {
         for (int k = 0; k < 3; k++)
             ck_assert_msg(fabs(got[k] - ref[k]) <= 3e-2 * ref[k], "grad %d: |g| %g under autocast, %g in float32", k,
                           got[k], ref[k]);
+        /* conv3d is on no list: float32 in, float32 out (its 2-d taps not cast) */
+        NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+        nb_tensor *v = nb_randn_on(NB_SHAPE(1, 2, 4, 5, 5), NB_F32, &g, dev);
+        nb_tensor *w3 = nb_randn_on(NB_SHAPE(3, 2, 2, 3, 3), NB_F32, &g, dev);
+        ck_assert_int_eq(nb_dtype_of(nb_conv3d(v, w3, NULL, (nb_conv3d_options){0})), NB_F32);
+        ck_assert_int_eq(nb_dtype_of(nb_conv2d(x, w, b, (nb_conv2d_options){0})), dev.type == NB_DEVICE_CPU ? NB_F32
+                                                                                                            : NB_BF16);
+        NB_CK_OK(nb_autocast_end(dev));
         nb_scope_end(s);
     }
 }

@@ -73,7 +73,7 @@ static nb_status geom_init(conv_geom *g, const char *op, const nb_kview *x, cons
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
     const nb_kview *v[3] = {x, w, y};
     if (!nb_dtype_is_compute_float(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 views of one dtype (x %s, w %s, y %s)", op,
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float views of one dtype (x %s, w %s, y %s)", op,
                             nb_dtype_name(x->dtype), nb_dtype_name(w->dtype), nb_dtype_name(y->dtype));
     for (int i = 0; i < 3; i++)
         if (v[i]->ndim != 4 || !nb_cpu_is_contiguous(v[i]))

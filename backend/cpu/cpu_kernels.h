@@ -140,6 +140,8 @@ nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview
 nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a, const nb_kview *b);
 nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
                           double beta);
+/* conv2d and pooling slots with 16-bit views (the float32 slots route them
+ * here): float32 copies, results rounded back; errors as the float32 slots'. */
 nb_status nb_cpu_conv2d16(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
                           const nb_kview *bias, const nb_conv_params *p);
 nb_status nb_cpu_conv2d_backward_input16(nb_backend *be, const nb_kview *gx, const nb_kview *gy, const nb_kview *w,

@@ -316,7 +316,7 @@ static nb_status check_views(const char *op, const nb_kview *o, const nb_kview *
         return nb_set_error(NB_ERR_SHAPE, "%s: planes of %s and %s differ (expected [N, C, *, *] both)", op,
                             nb_fmt_shape(o->ndim, o->shape, a, sizeof a), nb_fmt_shape(i->ndim, i->shape, b, sizeof b));
     if (!nb_dtype_is_compute_float(o->dtype) || o->dtype != i->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", op,
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float tensors of one dtype (%s, %s)", op,
                             nb_dtype_name(o->dtype), nb_dtype_name(i->dtype));
     if (!is_contiguous(o) || !is_contiguous(i))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: views must be contiguous", op);

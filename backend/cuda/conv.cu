@@ -3,7 +3,10 @@
 // (cudnnConvolutionForward / BackwardData / BackwardFilter, all in cuDNN
 // 9.14), NCHW, float32, float64, bfloat16 and float16 (16-bit tensors,
 // float32 accumulation: cuDNN's compute type), with our own kernels for the
-// bias, the bias gradient, explicit padding, and a direct fallback.
+// bias, the bias gradient, explicit padding, and a direct fallback. 16-bit
+// forward and backward-data calls run cuDNN in NHWC on transposed copies
+// (Plan), the 16-bit weight gradient as a float32 TF32 one on widened
+// copies (backward_filter16).
 //
 // Geometry: as backend/cpu/conv.c, output sizes come from the views (out,
 // gy) and input positions outside [0, H) x [0, W) read as zeros, which also

@@ -220,7 +220,22 @@ __global__ void k_index_add(const T *g, T *gx, const uint64_t *keys, const int64
             W acc;
 #pragma unroll
             for (int e = 0; e < V; e++) acc.a[e] = (T)0;
-            for (int64_t j = lo; j < hi; j++) {
+            // U loads in flight before the adds (which keep index order): a
+            // long run (token-type ids: every position on one row) is a
+            // chain of dependent adds, and one load at a time left it
+            // latency-bound (~0.2 us a position on an H100)
+            constexpr int U = 16;
+            int64_t j = lo;
+            for (; j + U <= hi; j += U) {
+                W v[U];
+#pragma unroll
+                for (int u = 0; u < U; u++) v[u] = gb[pos[j + u] * wv + c];
+#pragma unroll
+                for (int u = 0; u < U; u++)
+#pragma unroll
+                    for (int e = 0; e < V; e++) acc.a[e] = wadd(acc.a[e], v[u].a[e]);
+            }
+            for (; j < hi; j++) {
                 W v = gb[pos[j] * wv + c];
 #pragma unroll
                 for (int e = 0; e < V; e++) acc.a[e] = wadd(acc.a[e], v.a[e]);

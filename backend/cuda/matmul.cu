@@ -155,6 +155,7 @@ static LtPlan *lt_plan(nb_backend *be, const LtKey &key) {
     cublasLtMatmulPreference_t pref = nullptr;
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
+    cublasStatus_t hs = CUBLAS_STATUS_NOT_INITIALIZED; // the heuristic's status (not reached: a setup failure)
     bool ok = cublasLtMatmulDescCreate(&p.op, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) == CUBLAS_STATUS_SUCCESS &&
@@ -176,14 +177,18 @@ static LtPlan *lt_plan(nb_backend *be, const LtKey &key) {
                                                    sizeof key.align_c) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.align_c,
                                                    sizeof key.align_c) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatmulAlgoGetHeuristic(nb_cuda_cublaslt(be), p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &res, &found) ==
-                  CUBLAS_STATUS_SUCCESS &&
+              (hs = cublasLtMatmulAlgoGetHeuristic(nb_cuda_cublaslt(be), p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &res,
+                                                   &found)) == CUBLAS_STATUS_SUCCESS &&
               found > 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (!ok) {
         lt_plan_free(&p);
-        p.key = key, p.none = true;
-        lt_plans[n_lt_plans++] = p;
+        // remembered only when the heuristic itself had no algorithm, not
+        // after a failed setup (an allocation failure may pass)
+        if (hs == CUBLAS_STATUS_SUCCESS || hs == CUBLAS_STATUS_NOT_SUPPORTED) {
+            p.key = key, p.none = true;
+            lt_plans[n_lt_plans++] = p;
+        }
         return nullptr;
     }
     p.algo = res.algo;
@@ -203,7 +208,10 @@ static uint32_t align_of(const void *p) {
 // bias [n] to every row; CUBLASLT_EPILOGUE_BGRADB writes bias [m] = a's
 // row sums (cuBLASLt's B is our a: its k-sums per column of D^T), in c's
 // dtype. false (nothing enqueued, no error) where it is not taken:
-// float64; float32 in full precision for the bias, where cuBLAS's GEMM
+// float64; float32 under the "medium" precision for the bias gradient
+// (bfloat16 products: whether its sums see rounded inputs is not
+// documented; under "high" they are float32 sums, tested); float32 in full
+// precision for the bias, where cuBLAS's GEMM
 // measured faster (mlp 0.23 against 0.37 ms a step on the H100, in a build
 // whose plans also excluded split-K); a dimension past int range; a bias
 // not 256-byte aligned; no workspace (its first allocation would fall
@@ -212,7 +220,8 @@ static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool 
                       int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc,
                       const void *bias, nb_status *st) {
     if (dt == NB_F64 || (epi == CUBLASLT_EPILOGUE_BIAS && dt == NB_F32 && nb_float32_matmul_precision() == 0) ||
-        k == 0 || align_of(bias) < 256)
+        (epi == CUBLASLT_EPILOGUE_BGRADB && dt == NB_F32 && nb_float32_matmul_precision() > 1) || k == 0 ||
+        align_of(bias) < 256)
         return false;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
         return false;
@@ -460,6 +469,9 @@ extern "C" nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, con
         return nb_set_error(NB_ERR_SHAPE, "matmul_bgrad: needs a [m, k], b [k, n], c [m, n] and asum [m]");
     if (asum->dtype != dt || (asum->shape[0] > 1 && asum->strides[0] != 1))
         return nb_set_error(NB_ERR_INVALID_ARG, "matmul_bgrad: asum must be contiguous and of c's dtype");
+    if (a->dtype != dt || b->dtype != dt)
+        return nb_set_error(NB_ERR_DTYPE, "matmul_bgrad: a (%s), b (%s) and c (%s) must share a dtype",
+                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(dt));
     static const bool off = [] {
         const char *e = getenv("NB_CUDA_LT_BGRAD");
         return e && !strcmp(e, "0");

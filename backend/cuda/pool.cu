@@ -12,8 +12,9 @@
 //        replaces both; sums in double.
 //   adaptive: rows floor(oh*H/Ho) .. ceil((oh+1)*H/Ho) - 1.
 // float32, float64, and bfloat16/float16 (16-bit tensors; sums in double
-// for the forward averages and in float for the backward ones, as the
-// CPU's float32 copies). One thread owns each output element. Backward passes never use atomics:
+// for the forward averages and in float for the backward passes, each
+// result rounded once, as the CPU's float32 copies). One thread owns each
+// output element. Backward passes never use atomics:
 // avg and adaptive avg gather, per input element, from the output windows
 // that cover it, in the CPU's (oh, ow) order (so they give the CPU's bits);
 // max backward has no window parameters (only the saved indices), so one
@@ -101,15 +102,16 @@ constexpr int MAXB_WARPS = THREADS / 32;
 // group (__match_any_sync); its lowest lane adds the group's values in lane
 // order after what earlier chunks left there. __syncwarp orders the chunks'
 // global reads and writes and the staging buffer.
-template <typename T>
-__global__ void k_max_bwd(T *__restrict__ gx, const T *__restrict__ gy, const int64_t *__restrict__ idx,
+// A: gx's type (T, or float for 16-bit gy: the caller rounds once after).
+template <typename T, typename A>
+__global__ void k_max_bwd(A *__restrict__ gx, const T *__restrict__ gy, const int64_t *__restrict__ idx,
                           int64_t planes, int64_t HW, int64_t HoWo) {
-    __shared__ T stage[MAXB_WARPS][32];
+    __shared__ A stage[MAXB_WARPS][32];
     const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     const int64_t warp0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
     for (int64_t pl = warp0; pl < planes; pl += nwarps) { // uniform across the warp
-        T *g = gx + pl * HW;
+        A *g = gx + pl * HW;
         const T *y = gy + pl * HoWo;
         const int64_t *ip = idx + pl * HoWo;
         for (int64_t base = 0; base < HoWo; base += 32) {
@@ -117,13 +119,13 @@ __global__ void k_max_bwd(T *__restrict__ gx, const T *__restrict__ gy, const in
             const bool valid = i < HoWo;
             const int64_t k = valid ? ip[i] : -1;
             const bool hit = valid && (uint64_t)k < (uint64_t)HW; // outside the plane: nothing (as the CPU)
-            stage[wib][lane] = valid ? y[i] : Traits<T>::store(0);
+            stage[wib][lane] = valid ? (A)Traits<T>::load(y[i]) : (A)0;
             const unsigned peers = __match_any_sync(0xffffffffu, (long long)(hit ? k : -1));
             __syncwarp();
             if (hit && lane == __ffs(peers) - 1) {
-                auto acc = Traits<T>::load(g[k]); // 16-bit: float sums, rounded once (the CPU's float32 copies)
-                for (unsigned m = peers; m; m &= m - 1) acc += Traits<T>::load(stage[wib][__ffs(m) - 1]);
-                g[k] = Traits<T>::store(acc);
+                A acc = g[k];
+                for (unsigned m = peers; m; m &= m - 1) acc += stage[wib][__ffs(m) - 1];
+                g[k] = acc;
             }
             __syncwarp();
         }
@@ -343,18 +345,27 @@ extern "C" nb_status nb_cuda_max_pool2d_backward(nb_backend *be, const nb_kview 
     nb_status st = check_views(slot, gy, gx, indices);
     if (st != NB_OK) return st;
     if (numel(gx) == 0) return NB_OK;
-    if ((st = zero(be, slot, gx)) != NB_OK) return st;
-    if (numel(gy) == 0) return NB_OK;
+    if (numel(gy) == 0) return zero(be, slot, gx);
     PoolGeom g = geom(gy, gx, nullptr);
     int64_t warps_per_block = THREADS / 32, blocks = (g.planes + warps_per_block - 1) / warps_per_block;
     unsigned grid = (unsigned)imin(blocks, 65535LL * 16); // the plane loop covers the rest
-    return dispatch_floating(slot, gx->dtype, [&](auto tag) {
+    // 16-bit: sums into a float32 copy of gx, rounded once (the CPU's float32 copies)
+    Scratch wide;
+    nb_kview gxw = *gx;
+    if (nb_dtype_is_16bit(gx->dtype)) {
+        if (!wide.alloc(be, sizeof(float) * (size_t)numel(gx))) return nb_last_status();
+        gxw.data = wide.ptr, gxw.dtype = NB_F32;
+    }
+    if ((st = zero(be, slot, &gxw)) != NB_OK) return st;
+    st = dispatch_floating(slot, gx->dtype, [&](auto tag) {
         using T = decltype(tag);
-        k_max_bwd<T><<<grid, THREADS, 0, stream_of(be)>>>((T *)gx->data, (const T *)gy->data,
-                                                          (const int64_t *)indices->data, g.planes, g.H * g.W,
-                                                          g.Ho * g.Wo);
+        using A = typename Traits<T>::acc;
+        k_max_bwd<T, A><<<grid, THREADS, 0, stream_of(be)>>>((A *)gxw.data, (const T *)gy->data,
+                                                             (const int64_t *)indices->data, g.planes, g.H * g.W,
+                                                             g.Ho * g.Wo);
         return launched(slot);
     });
+    return st == NB_OK && gxw.data != gx->data ? nb_cuda_copy_into(be, gx, &gxw) : st;
 }
 
 extern "C" nb_status nb_cuda_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x,

@@ -220,23 +220,39 @@ __global__ void k_index_add(const T *g, T *gx, const uint64_t *keys, const int64
             W acc;
 #pragma unroll
             for (int e = 0; e < V; e++) acc.a[e] = (T)0;
-            // U loads in flight before the adds (which keep index order): a
-            // long run (token-type ids: every position on one row) is a
-            // chain of dependent adds, and one load at a time left it
-            // latency-bound (~0.2 us a position on an H100)
-            constexpr int U = 16;
-            int64_t j = lo;
-            for (; j + U <= hi; j += U) {
-                W v[U];
-#pragma unroll
-                for (int u = 0; u < U; u++) v[u] = gb[pos[j + u] * wv + c];
-#pragma unroll
-                for (int u = 0; u < U; u++)
-#pragma unroll
-                    for (int e = 0; e < V; e++) acc.a[e] = wadd(acc.a[e], v[u].a[e]);
-            }
-            for (; j < hi; j++) {
+            for (int64_t j = lo; j < hi; j++) {
                 W v = gb[pos[j] * wv + c];
+#pragma unroll
+                for (int e = 0; e < V; e++) acc.a[e] = wadd(acc.a[e], v.a[e]);
+            }
+            dst[c] = acc;
+        }
+    }
+}
+
+// The same sums for a large table (size > k: most rows not hit), gx
+// already zeroed: one block row per (o, j) of the sorted index that starts
+// a run, writing that run's row only (so the grid follows the index, not
+// the 30522 rows of a vocabulary: bert's word-embedding gradient took about
+// 0.2 ms in the per-row kernel, most of it in the rows' binary searches).
+template <typename T, int V>
+__global__ void k_index_add_runs(const T *g, T *gx, const uint64_t *keys, const int64_t *pos, int64_t k, int64_t size,
+                                 int64_t outer, int64_t inner, int64_t skip) {
+    using W = Vec<T, V>;
+    const int64_t wv = inner / V;
+    for (int64_t bj = blockIdx.y; bj < outer * k; bj += gridDim.y) {
+        int64_t o = bj / k, j = bj - o * k;
+        uint64_t r = keys[j];
+        if ((j > 0 && keys[j - 1] == r) || r >= (uint64_t)size || (int64_t)r == skip) continue; // not a run's start
+        int64_t hi = j + 1 + lower_bound(keys + j + 1, k - j - 1, r + 1);
+        const W *gb = (const W *)(g + o * k * inner);
+        W *dst = (W *)(gx + (o * size + (int64_t)r) * inner);
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < wv; c += (int64_t)gridDim.x * blockDim.x) {
+            W acc;
+#pragma unroll
+            for (int e = 0; e < V; e++) acc.a[e] = (T)0;
+            for (int64_t i = j; i < hi; i++) {
+                W v = gb[pos[i] * wv + c];
 #pragma unroll
                 for (int e = 0; e < V; e++) acc.a[e] = wadd(acc.a[e], v.a[e]);
             }
@@ -251,8 +267,19 @@ static nb_status index_add_t(nb_backend *be, const nb_kview *gx, const nb_kview 
     constexpr int VW = 16 / (int)sizeof(T);
     int64_t rows = outer * size;
     bool wide = inner % VW == 0 && ((uintptr_t)gx->data | (uintptr_t)g->data) % 16 == 0;
-    RowGrid rg = row_grid(rows, wide ? inner / VW : inner);
     cudaStream_t st = stream_of(be);
+    if (size > k) { // zeros, then the hit rows
+        NBC_TRY("index_add", cudaMemsetAsync(gx->data, 0, sizeof(T) * (size_t)(rows * inner), st));
+        RowGrid rr = row_grid(outer * k, wide ? inner / VW : inner);
+        if (wide)
+            k_index_add_runs<T, VW><<<rr.grid, rr.block, 0, st>>>((const T *)g->data, (T *)gx->data, si.keys, si.pos,
+                                                                   k, size, outer, inner, skip);
+        else
+            k_index_add_runs<T, 1><<<rr.grid, rr.block, 0, st>>>((const T *)g->data, (T *)gx->data, si.keys, si.pos,
+                                                                  k, size, outer, inner, skip);
+        return launched("index_add");
+    }
+    RowGrid rg = row_grid(rows, wide ? inner / VW : inner);
     if (wide)
         k_index_add<T, VW><<<rg.grid, rg.block, 0, st>>>((const T *)g->data, (T *)gx->data, si.keys, si.pos, k, size,
                                                           rows, inner, skip);

@@ -151,6 +151,9 @@ static const nb_op_case cases[] = {
     /* the padding row gets no gradient by definition, which finite differences see */
     {.op = NB_OP_EMBEDDING, .label = "embedding padding_idx 1", .fn = embedding, .n_in = 2,
      .in = {IDX(0, 5, 2, 3), IN(K_REAL, 5, 4)}, .p = {1}, .flags = C_NOGC},
+    /* a table larger than the index: CUDA zeroes it and sums only the hit rows */
+    {.op = NB_OP_EMBEDDING, .label = "embedding, table of 11 rows, padding_idx 1", .fn = embedding, .n_in = 2,
+     .in = {IDX(0, 11, 2, 2), IN(K_REAL, 11, 4)}, .p = {1}, .flags = C_NOGC},
     {.op = NB_OP_INDEX_SELECT, .label = "index_select dim 1, repeats", .fn = index_select, .n_in = 2,
      .in = {IN(K_REAL, 2, 3, 4), IDX(0, 3, 5)}},
     {.op = NB_OP_CAT, .label = "cat dim 1", .fn = cat, .n_in = 3, .in = {IN(K_REAL, 2, 1, 4), IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 2, 4)}},
@@ -162,6 +165,8 @@ static const nb_op_case cases[] = {
     {.op = NB_OP_MASKED_FILL, .label = "masked_fill 0.5", .fn = masked_fill, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_BOOL, 3)}},
     {.op = NB_OP_INDEX_ADD, .label = "index_add dim 0 alpha 1.5, repeats", .fn = index_add, .n_in = 3,
      .in = {IN(K_REAL, 4, 3), IDX(0, 4, 5), IN(K_REAL, 5, 3)}},
+    {.op = NB_OP_INDEX_ADD, .label = "index_add dim 0 alpha 1.5, table of 9 rows", .fn = index_add, .n_in = 3,
+     .in = {IN(K_REAL, 9, 3), IDX(0, 9, 3), IN(K_REAL, 3, 3)}},
     {.op = NB_OP_INDEX_COPY, .label = "index_copy dim 0", .fn = index_copy, .n_in = 2, .in = {IN(K_REAL, 4, 3), IN(K_REAL, 2, 3)}},
     {.op = NB_OP_ONE_HOT, .label = "one_hot 4", .fn = one_hot, .n_in = 1, .in = {IDX(0, 4, 5)}},
     {.op = NB_OP_NONZERO, .label = "nonzero", .fn = nonzero, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_BOOL, 2, 3)}},

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "block_reduce.cuh"
 #include "cuda_common.cuh"
 #include "cuda_kernels.h"
 #include "philox.h"
@@ -99,12 +100,9 @@ __device__ inline void keep2(const Att &a, int64_t b, int64_t i, int64_t j, doub
     }
 }
 
-__device__ inline double warp_max(double v) {
+// The max over a warp (every lane gets it); warp_sum is block_reduce.cuh's.
+template <typename A> __device__ inline A warp_max(A v) {
     for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-__device__ inline double warp_sum(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 

@@ -53,15 +53,6 @@ __device__ inline bool warp_row(int64_t rows, int64_t L, WarpRow *w) {
     return true;
 }
 
-template <typename A> __device__ inline A warp_max_a(A v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-template <typename A> __device__ inline A warp_sum_a(A v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 // s [B*L, S] (scale Q K^T, in A): masks each row, writes lse (in L), and P
 // (dropped and rescaled when dropout) into p (in P; p may be s). M is the
 // additive mask's dtype. float32/float64: all one type, p over s; 16-bit:
@@ -80,10 +71,10 @@ template <typename M, typename A, typename P, typename L> __global__ void k_soft
         mx = fmax(mx, v);
     }
     __syncwarp(); // the pair loop below reads scores other lanes masked
-    mx = warp_max_a(mx);
+    mx = warp_max(mx);
     A sum = 0;
     for (int64_t j = lane; j < a.S; j += 32) sum += a_exp(sr[j] - mx);
-    sum = warp_sum_a(sum);
+    sum = warp_sum(sum);
     A l = mx == -INFINITY ? (A)-INFINITY : mx + a_log(sum); // all masked: -inf, then NaN weights
     if (lane == 0) lse[row] = (L)l;
     for (int64_t j = 2 * lane; j < a.S; j += 64) { // pairs: one Philox block each

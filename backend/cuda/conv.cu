@@ -113,11 +113,6 @@ nb_status geom_init(ConvGeom *g, const char *op, const nb_kview *x, const nb_kvi
 
 // ---- own kernels ------------------------------------------------------------------------
 
-// V elements moved as one 16-byte (or narrower) access.
-template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
-    T v[V];
-};
-
 // y [planes, plane] += bias[plane index % co], V elements per thread (plane
 // % V == 0 and y aligned to V elements), index math in I (32-bit when it fits).
 template <typename T, int V, typename I>

@@ -81,6 +81,11 @@ struct Scratch {
     template <typename T> T *as() const { return (T *)ptr; }
 };
 
+// V elements of T as one aligned access (ld/st.global.v4 for float4).
+template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
+    T v[V];
+};
+
 // ---- dtypes ------------------------------------------------------------------------
 
 template <typename T> struct Traits {

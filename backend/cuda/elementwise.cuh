@@ -25,11 +25,6 @@
 
 namespace nbc {
 
-// V elements of T as one aligned access (ld/st.global.v4 for float4).
-template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
-    T v[V];
-};
-
 // Vector width of an input type: 16 bytes.
 template <typename T> constexpr int vec_width() { return sizeof(T) >= 16 ? 1 : (int)(16 / sizeof(T)); }
 

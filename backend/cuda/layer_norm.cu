@@ -34,9 +34,6 @@ constexpr int LN_CACHE = 8;           // vectors per lane kept in registers
 constexpr int64_t LN_ROW_CHUNK = 64;  // rows per gw/gb partial
 constexpr int LN_COL_LANES = 8;       // row lanes of a gw/gb block (x 32 columns)
 
-template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
-    T v[V];
-};
 template <typename T, int V> __device__ inline Vec<T, V> vload(const T *p, int64_t i) {
     return *reinterpret_cast<const Vec<T, V> *>(p + i * V);
 }

@@ -252,9 +252,6 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y) k_red_cols(RedPlan p, const T 
 // more chunks), so its tree differs from k_red_cols's; which kernel runs
 // depends on the shape, the strides and x's alignment, all fixed for a
 // given program, so the bits still repeat run to run.
-template <typename T, int V> struct alignas(sizeof(T) * V) VecT {
-    T v[V];
-};
 template <typename T, int OP, int V>
 __global__ void __launch_bounds__(COLS_X *COLS_Y) k_red_cols_vec(RedPlan p, const T *x, void *out, nb_dtype odt,
                                                                  double scale, int64_t chunk, int nsplit,
@@ -271,7 +268,7 @@ __global__ void __launch_bounds__(COLS_X *COLS_Y) k_red_cols_vec(RedPlan p, cons
         for (int l = 0; l < V; l++) acc[l] = F::id();
         if (m0 < p.M)
             for (int64_t r = r0 + ty; r < r1; r += COLS_Y) {
-                VecT<T, V> t = *reinterpret_cast<const VecT<T, V> *>(x + m0 + r * s);
+                Vec<T, V> t = *reinterpret_cast<const Vec<T, V> *>(x + m0 + r * s);
 #pragma unroll
                 for (int l = 0; l < V; l++) acc[l] = F()(acc[l], ldv<A>(t.v[l]));
             }

@@ -196,9 +196,21 @@ __device__ inline int64_t lower_bound(const uint64_t *keys, int64_t k, uint64_t 
 
 // ---- index_add -------------------------------------------------------------------------------
 
-template <typename T, int V> struct alignas(sizeof(T) * V) Vec {
-    T a[V];
-};
+// 0 + gb[pos[lo] * wv + c] + ... + gb[pos[hi - 1] * wv + c]: one run's
+// V-element column c, the positions in index order.
+template <typename T, int V>
+__device__ inline Vec<T, V> run_sum(const Vec<T, V> *gb, const int64_t *pos, int64_t lo, int64_t hi, int64_t wv,
+                                    int64_t c) {
+    Vec<T, V> acc;
+#pragma unroll
+    for (int e = 0; e < V; e++) acc.v[e] = (T)0;
+    for (int64_t j = lo; j < hi; j++) {
+        Vec<T, V> v = gb[pos[j] * wv + c];
+#pragma unroll
+        for (int e = 0; e < V; e++) acc.v[e] = wadd(acc.v[e], v.v[e]);
+    }
+    return acc;
+}
 
 // gx rows [outer * size] of inner elements, V at a time: row (o, r) =
 // 0 + g[o, p1] + g[o, p2] + ... over the positions p of r's run, in index
@@ -216,17 +228,8 @@ __global__ void k_index_add(const T *g, T *gx, const uint64_t *keys, const int64
         }
         const W *gb = (const W *)(g + o * k * inner);
         W *dst = (W *)(gx + row * inner);
-        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < wv; c += (int64_t)gridDim.x * blockDim.x) {
-            W acc;
-#pragma unroll
-            for (int e = 0; e < V; e++) acc.a[e] = (T)0;
-            for (int64_t j = lo; j < hi; j++) {
-                W v = gb[pos[j] * wv + c];
-#pragma unroll
-                for (int e = 0; e < V; e++) acc.a[e] = wadd(acc.a[e], v.a[e]);
-            }
-            dst[c] = acc;
-        }
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < wv; c += (int64_t)gridDim.x * blockDim.x)
+            dst[c] = run_sum<T, V>(gb, pos, lo, hi, wv, c);
     }
 }
 
@@ -247,17 +250,8 @@ __global__ void k_index_add_runs(const T *g, T *gx, const uint64_t *keys, const 
         int64_t hi = j + 1 + lower_bound(keys + j + 1, k - j - 1, r + 1);
         const W *gb = (const W *)(g + o * k * inner);
         W *dst = (W *)(gx + (o * size + (int64_t)r) * inner);
-        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < wv; c += (int64_t)gridDim.x * blockDim.x) {
-            W acc;
-#pragma unroll
-            for (int e = 0; e < V; e++) acc.a[e] = (T)0;
-            for (int64_t i = j; i < hi; i++) {
-                W v = gb[pos[i] * wv + c];
-#pragma unroll
-                for (int e = 0; e < V; e++) acc.a[e] = wadd(acc.a[e], v.a[e]);
-            }
-            dst[c] = acc;
-        }
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < wv; c += (int64_t)gridDim.x * blockDim.x)
+            dst[c] = run_sum<T, V>(gb, pos, j, hi, wv, c);
     }
 }
 

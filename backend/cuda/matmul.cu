@@ -414,14 +414,25 @@ extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_
     return NB_OK;
 }
 
+// The views of a GEMM with an epilogue vector: a [m, k], b [k, n], c [m, n]
+// 2-d and v [len] contiguous in c's dtype (len: n for addmm's bias, m for
+// matmul_bgrad's sums); shapes is the slot's wording of them.
+static nb_status check_epilogue_views(const char *slot, const char *shapes, const char *vname, const nb_kview *c,
+                                      const nb_kview *a, const nb_kview *b, const nb_kview *v, int64_t len) {
+    if (c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || v->ndim != 1 || a->shape[0] != c->shape[0] ||
+        b->shape[1] != c->shape[1] || a->shape[1] != b->shape[0] || v->shape[0] != len)
+        return nb_set_error(NB_ERR_SHAPE, "%s: needs %s", slot, shapes);
+    if (v->dtype != c->dtype || (v->shape[0] > 1 && v->strides[0] != 1))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s must be contiguous and of c's dtype", slot, vname);
+    return NB_OK;
+}
+
 extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                                    const nb_kview *bias) {
     const nb_dtype dt = c->dtype;
-    if (c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || bias->ndim != 1 || a->shape[0] != c->shape[0] ||
-        b->shape[1] != c->shape[1] || a->shape[1] != b->shape[0] || bias->shape[0] != c->shape[1])
-        return nb_set_error(NB_ERR_SHAPE, "addmm: needs a [m, k], b [k, n], bias [n] and c [m, n]");
-    if (bias->dtype != dt || (bias->shape[0] > 1 && bias->strides[0] != 1))
-        return nb_set_error(NB_ERR_INVALID_ARG, "addmm: the bias must be contiguous and of c's dtype");
+    nb_status cs = check_epilogue_views("addmm", "a [m, k], b [k, n], bias [n] and c [m, n]", "the bias", c, a, b,
+                                        bias, c->ndim == 2 ? c->shape[1] : -1);
+    if (cs) return cs;
     int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
     bool ta, tb;
     int64_t lda, ldb;
@@ -464,11 +475,9 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
 extern "C" nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                                           const nb_kview *asum) {
     const nb_dtype dt = c->dtype;
-    if (c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || asum->ndim != 1 || a->shape[0] != c->shape[0] ||
-        b->shape[1] != c->shape[1] || a->shape[1] != b->shape[0] || asum->shape[0] != c->shape[0])
-        return nb_set_error(NB_ERR_SHAPE, "matmul_bgrad: needs a [m, k], b [k, n], c [m, n] and asum [m]");
-    if (asum->dtype != dt || (asum->shape[0] > 1 && asum->strides[0] != 1))
-        return nb_set_error(NB_ERR_INVALID_ARG, "matmul_bgrad: asum must be contiguous and of c's dtype");
+    nb_status cs = check_epilogue_views("matmul_bgrad", "a [m, k], b [k, n], c [m, n] and asum [m]", "asum", c, a, b,
+                                        asum, c->ndim == 2 ? c->shape[0] : -1);
+    if (cs) return cs;
     if (a->dtype != dt || b->dtype != dt)
         return nb_set_error(NB_ERR_DTYPE, "matmul_bgrad: a (%s), b (%s) and c (%s) must share a dtype",
                             nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(dt));
@@ -482,7 +491,7 @@ extern "C" nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, con
     nb_status st = NB_OK;
     bool rows_c = (n <= 1 || c->strides[1] == 1) && (m <= 1 || c->strides[0] >= n);
     int64_t ldc = m > 1 ? c->strides[0] : n;
-    if (!off && m > 0 && n > 0 && rows_c && a->dtype == dt && b->dtype == dt && !pad_worth(c, a, b) &&
+    if (!off && m > 0 && n > 0 && rows_c && !pad_worth(c, a, b) &&
         layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
         lt_matmul(be, CUBLASLT_EPILOGUE_BGRADB, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc,
                   asum->data, &st))

@@ -16,13 +16,6 @@
 
 namespace nbc {
 
-nb_status gemm_rm(nb_backend *be, const char *slot, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                  double alpha, const void *A, int64_t lda, int64_t sA, const void *B, int64_t ldb, int64_t sB,
-                  double beta, void *C, int64_t ldc, int64_t sC, int64_t batch);
-nb_status gemm_rm_ex(nb_backend *be, const char *slot, nb_dtype dt, nb_dtype dt_c, bool ta, bool tb, int64_t m,
-                     int64_t n, int64_t k, double alpha, const void *A, int64_t lda, int64_t sA, const void *B,
-                     int64_t ldb, int64_t sB, double beta, void *C, int64_t ldc, int64_t sC, int64_t batch);
-
 // A value as double, and a double rounded to X (16-bit floats by their intrinsics).
 template <typename X> __device__ inline double dv(X x) { return (double)x; }
 template <> __device__ inline double dv<__half>(__half x) { return (double)__half2float(x); }

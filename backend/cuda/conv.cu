@@ -5,7 +5,9 @@
 // float32 accumulation: cuDNN's compute type), with our own kernels for the
 // bias, the bias gradient, explicit padding, and a direct fallback. 16-bit
 // forward and backward-data calls run cuDNN in NHWC on transposed copies
-// (Plan), the 16-bit weight gradient as a float32 TF32 one on widened
+// (Plan). The 16-bit weight gradient, and the float32/float64 ones cuDNN
+// has no algorithm for, run as im2col and batched cuBLAS GEMMs
+// (gemm_bwd_filter); grouped 16-bit ones as a float32 TF32 one on widened
 // copies (backward_filter16).
 //
 // Geometry: as backend/cpu/conv.c, output sizes come from the views (out,
@@ -49,6 +51,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <type_traits>
 
 #include "block_reduce.cuh"
 #include "cuda_common.cuh"
@@ -295,6 +299,31 @@ __global__ void k_bwd_filter_final(T *gw, const double *part, int64_t nw, int64_
         double acc = 0;
         for (int64_t s = 0; s < S; s++) acc += part[e * S + s];
         gw[e] = store_d<T>(accumulate ? load_d(gw[e]) + acc : acc);
+    }
+}
+
+// The weight gradient as GEMMs (gemm_bwd_filter): col[(i nk + k) P + p] =
+// x[i, ci, oh sh - ph + a dh, ow sw - pw + b dw] (zero outside the image)
+// for k = (ci kh + a) kw + b and p = oh wo + ow; grid.y = the (i, k) rows.
+template <typename T> __global__ void k_im2col(T *col, const T *x, ConvGeom g, int nk, int P) {
+    const int row = blockIdx.y, i = row / nk, k = row % nk, wo = (int)g.wo;
+    const int b = k % (int)g.kw, t = k / (int)g.kw, a = t % (int)g.kh, ci = t / (int)g.kh;
+    const T *xc = x + ((int64_t)i * g.c + ci) * g.h * g.w;
+    T *out = col + (int64_t)row * P;
+    const T zero = store_d<T>(0.0);
+    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < P; p += gridDim.x * blockDim.x) {
+        int oh = p / wo, ow = p - oh * wo;
+        int64_t ih = oh * g.sh - g.ph + a * g.dh, iw = ow * g.sw - g.pw + b * g.dw;
+        out[p] = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w ? xc[ih * g.w + iw] : zero;
+    }
+}
+
+// gw[e] = the images' partials part[i * nw + e] summed in order, in double.
+template <typename T, typename A> __global__ void k_wgrad_sum(T *gw, const A *part, int64_t nw, int64_t n) {
+    NBC_GRID_STRIDE(e, nw) {
+        double acc = 0;
+        for (int64_t i = 0; i < n; i++) acc += (double)part[i * nw + e];
+        gw[e] = store_d<T>(acc);
     }
 }
 
@@ -707,11 +736,99 @@ template <typename T> nb_status backward_data(nb_backend *be, const ConvGeom &g,
     return NB_OK;
 }
 
+// Where the weight gradient runs (NB_CUDA_CONV_WGRAD, read once): "gemm"
+// tries gemm_bwd_filter first for every dtype, "cudnn" never uses it (the
+// 16-bit gradient then runs backward_filter16); unset, it runs the 16-bit
+// gradients, the float32/float64 ones with few weight elements per output
+// channel (c kh kw <= WGRAD_GEMM_NK: cuDNN's FMA kernels took 164 us for
+// the MNIST net's conv1, [32, 1, 3, 3] over 64 images, against 37 us for
+// the GEMMs, while its conv2, [64, 32, 3, 3], took 125 us against 158 on
+// the H100) and those cuDNN has no algorithm for.
+enum WgradPath { WGRAD_AUTO, WGRAD_GEMM, WGRAD_CUDNN };
+WgradPath wgrad_path() {
+    static const WgradPath v = [] {
+        const char *e = getenv("NB_CUDA_CONV_WGRAD");
+        return e && !strcmp(e, "gemm") ? WGRAD_GEMM : e && !strcmp(e, "cudnn") ? WGRAD_CUDNN : WGRAD_AUTO;
+    }();
+    return v;
+}
+constexpr int64_t WGRAD_GEMM_NK = 32;
+bool wgrad_gemm_first(const ConvGeom &g) {
+    WgradPath p = wgrad_path();
+    return p == WGRAD_GEMM || (p == WGRAD_AUTO && g.cg * g.kh * g.kw <= WGRAD_GEMM_NK);
+}
+
+constexpr size_t WGRAD_COL_MAX = (size_t)256 << 20, WGRAD_PART_MAX = (size_t)64 << 20; // scratch caps, bytes
+
+// The weight gradient of an ungrouped convolution as one strided-batched
+// cuBLAS GEMM per chunk of images: dW_i [co, nk] = gy_i [co, P] col_i [nk,
+// P]^T for each image i (nk = c kh kw, P = ho wo; col from k_im2col;
+// 16-bit operands give float32 products, float32 follows the matmul
+// precision as every GEMM), then the images' dW_i summed in order in
+// double (k_wgrad_sum): deterministic, and for bf16 the tensor cores with
+// no float32 copies (cuDNN's legacy heuristics offer bf16 no deterministic
+// weight-gradient algorithm, and an FFMA kernel for float32). *ran is
+// false, with nothing done, for groups, shapes past the scratch caps or
+// cuBLAS's int range.
+template <typename T> nb_status gemm_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw,
+                                                bool *ran) {
+    using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
+    const char *slot = "conv2d_backward_weight";
+    const int64_t nk = g.cg * g.kh * g.kw, P = g.ho * g.wo, nw = g.co * nk;
+    *ran = false;
+    if (g.groups != 1 || nk > 65535 || P > INT_MAX || g.co > INT_MAX ||
+        (size_t)(g.n * nw) > WGRAD_PART_MAX / sizeof(A))
+        return NB_OK;
+    int64_t chunk = g.n < 65535 / nk ? g.n : 65535 / nk;
+    const size_t col_image = sizeof(T) * (size_t)(nk * P);
+    if ((size_t)chunk * col_image > WGRAD_COL_MAX) chunk = (int64_t)(WGRAD_COL_MAX / col_image);
+    if (chunk < 1) return NB_OK;
+    Scratch col, part;
+    if (!col.alloc(be, col_image * (size_t)chunk) || !part.alloc(be, sizeof(A) * (size_t)(g.n * nw)))
+        return nb_last_status();
+    const nb_dtype part_dt = std::is_same<T, double>::value ? NB_F64 : NB_F32;
+    const int64_t ys = g.co * P, xs = g.c * g.h * g.w;
+    for (int64_t i0 = 0; i0 < g.n; i0 += chunk) {
+        const int64_t n = g.n - i0 < chunk ? g.n - i0 : chunk;
+        unsigned gx = (unsigned)((P + THREADS - 1) / THREADS);
+        k_im2col<T><<<dim3(gx < 65535 ? gx : 65535, (unsigned)(n * nk)), THREADS, 0, stream_of(be)>>>(
+            col.as<T>(), x + i0 * xs, g, (int)nk, (int)P);
+        nb_status st = launched(slot);
+        if (st == NB_OK)
+            st = gemm_rm_ex(be, slot, g.dt, part_dt, false, true, g.co, nk, P, 1.0, gy + i0 * ys, P, ys, col.as<T>(),
+                            P, nk * P, 0.0, part.as<A>() + i0 * nw, nk, nw, n);
+        if (st != NB_OK) return st;
+    }
+    k_wgrad_sum<T, A><<<blocks_for(nw), THREADS, 0, stream_of(be)>>>(gw, part.as<A>(), nw, g.n);
+    *ran = true;
+    return launched(slot);
+}
+
+// Without a cuDNN algorithm: the GEMMs (unless NB_CUDA_CONV_WGRAD=cudnn,
+// or already tried), else the direct kernels.
+template <typename T>
+nb_status fallback_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw) {
+    bool ran = false;
+    if (wgrad_path() == WGRAD_AUTO && !wgrad_gemm_first(g)) {
+        nb_status st = gemm_bwd_filter<T>(be, g, gy, x, gw, &ran);
+        if (st != NB_OK || ran) return st;
+    }
+    return direct_bwd_filter(be, g, gy, x, gw, false);
+}
+
+// The float32/float64 weight gradient (and backward_filter16's): cuDNN,
+// gemm_bwd_filter first or where cuDNN has no algorithm (wgrad_path), the
+// direct kernels where neither runs.
 template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw) {
     const char *slot = "conv2d_backward_weight";
+    bool ran = false;
+    if (wgrad_gemm_first(g)) {
+        nb_status st = gemm_bwd_filter<T>(be, g, gy, x, gw, &ran);
+        if (st != NB_OK || ran) return st;
+    }
     cudnnHandle_t h = nb_cuda_cudnn(be);
     Lowering L = lower(g);
-    if (!h || L.chunk == 0) return direct_bwd_filter(be, g, gy, x, gw, false);
+    if (!h || L.chunk == 0) return fallback_bwd_filter(be, g, gy, x, gw);
     const int64_t xs = g.c * g.h * g.w, ys = g.co * g.ho * g.wo;
     Scratch xp;
     if (L.padded && !xp.alloc(be, sizeof(T) * (size_t)(L.chunk * g.c * L.hx * L.wx))) return nb_last_status();
@@ -733,7 +850,10 @@ template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &
         if (st == NB_OK)
             st = plan_run(be, h, pl, xin, gyi, gw, i0 > 0, slot, &ran);
         plan_release(pl);
-        if (st == NB_OK && !ran) st = direct_bwd_filter(be, s, gyi, xi, gw, i0 > 0);
+        if (st == NB_OK && !ran) {
+            if (g.n <= L.chunk) return fallback_bwd_filter(be, g, gy, x, gw); // one chunk: the whole gradient
+            st = direct_bwd_filter(be, s, gyi, xi, gw, i0 > 0);
+        }
         if (st != NB_OK) return st;
     }
     return NB_OK;
@@ -829,7 +949,13 @@ extern "C" nb_status nb_cuda_conv2d_backward_weight(nb_backend *be, const nb_kvi
             if (s != NB_OK) return s;
         }
         if (numel(gw) == 0) return NB_OK;
-        if (nb_dtype_is_16bit(g.dt)) return backward_filter16(be, g, gw, gy, x);
+        if (nb_dtype_is_16bit(g.dt)) {
+            bool ran = false;
+            nb_status s = wgrad_path() != WGRAD_CUDNN
+                              ? gemm_bwd_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data, &ran)
+                              : NB_OK;
+            return s != NB_OK || ran ? s : backward_filter16(be, g, gw, gy, x);
+        }
         return backward_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data);
     });
 }

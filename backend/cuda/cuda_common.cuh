@@ -142,6 +142,16 @@ template <typename F> nb_status dispatch_floating(const char *slot, nb_dtype dt,
     }
 }
 
+// matmul.cu's row-major strided-batched GEMM through cuBLAS (its comment
+// gives the conventions), used by attention and the convolution's weight
+// gradient. gemm_rm_ex: C in dt_c (dt, or float32 for 16-bit operands).
+nb_status gemm_rm(nb_backend *be, const char *slot, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  double alpha, const void *A, int64_t lda, int64_t sA, const void *B, int64_t ldb, int64_t sB,
+                  double beta, void *C, int64_t ldc, int64_t sC, int64_t batch);
+nb_status gemm_rm_ex(nb_backend *be, const char *slot, nb_dtype dt, nb_dtype dt_c, bool ta, bool tb, int64_t m,
+                     int64_t n, int64_t k, double alpha, const void *A, int64_t lda, int64_t sA, const void *B,
+                     int64_t ldb, int64_t sB, double beta, void *C, int64_t ldc, int64_t sC, int64_t batch);
+
 // An element as double, and a double rounded into T, through Traits (the
 // 16-bit types have no direct double conversions).
 template <typename T> __device__ inline double load_d(T v) { return (double)Traits<T>::load(v); }

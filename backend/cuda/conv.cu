@@ -5,10 +5,11 @@
 // float32 accumulation: cuDNN's compute type), with our own kernels for the
 // bias, the bias gradient, explicit padding, and a direct fallback. 16-bit
 // forward and backward-data calls run cuDNN in NHWC on transposed copies
-// (Plan). The 16-bit weight gradient, and the float32/float64 ones cuDNN
-// has no algorithm for, run as im2col and batched cuBLAS GEMMs
-// (gemm_bwd_filter); grouped 16-bit ones as a float32 TF32 one on widened
-// copies (backward_filter16).
+// (Plan). The ungrouped 16-bit weight gradient, the float32/float64 ones
+// with few weight elements per output channel and those cuDNN has no
+// algorithm for run as im2col and batched cuBLAS GEMMs, the bias gradient
+// with them (gemm_bwd_filter); grouped 16-bit ones as a float32 TF32 one on
+// widened copies (backward_filter16).
 //
 // Geometry: as backend/cpu/conv.c, output sizes come from the views (out,
 // gy) and input positions outside [0, H) x [0, W) read as zeros, which also
@@ -302,28 +303,47 @@ __global__ void k_bwd_filter_final(T *gw, const double *part, int64_t nw, int64_
     }
 }
 
-// The weight gradient as GEMMs (gemm_bwd_filter): col[(i nk + k) P + p] =
-// x[i, ci, oh sh - ph + a dh, ow sw - pw + b dw] (zero outside the image)
-// for k = (ci kh + a) kw + b and p = oh wo + ow; grid.y = the (i, k) rows.
-template <typename T> __global__ void k_im2col(T *col, const T *x, ConvGeom g, int nk, int P) {
-    const int row = blockIdx.y, i = row / nk, k = row % nk, wo = (int)g.wo;
-    const int b = k % (int)g.kw, t = k / (int)g.kw, a = t % (int)g.kh, ci = t / (int)g.kh;
-    const T *xc = x + ((int64_t)i * g.c + ci) * g.h * g.w;
-    T *out = col + (int64_t)row * P;
-    const T zero = store_d<T>(0.0);
+// The weight gradient as GEMMs (gemm_bwd_filter). Rows of col, per image i:
+// col[(i nk1 + k) P + p] = x[i, ci, oh sh - ph + a dh, ow sw - pw + b dw]
+// (zero outside the image) for k = (ci kh + a) kw + b < nk = c kh kw and p
+// = oh wo + ow, and, with the bias gradient (nk1 = nk + 1), a row of ones
+// (k = nk), whose GEMM column is the sum of gy over the positions. Block
+// (position range, plane (i, ci)): each thread decodes its position once
+// and writes the plane's kh kw rows at it.
+template <typename T> __global__ void k_im2col(T *col, const T *x, ConvGeom g, int nk1, int P) {
+    const int c = (int)g.c, i = blockIdx.y / c, ci = blockIdx.y % c, wo = (int)g.wo, kh = (int)g.kh, kw = (int)g.kw;
+    const int h = (int)g.h, w = (int)g.w;
+    const T *xc = x + ((int64_t)i * c + ci) * h * w;
+    T *rows = col + ((int64_t)i * nk1 + (int64_t)ci * kh * kw) * P;
+    const T zero = store_d<T>(0.0), one = store_d<T>(1.0);
+    const bool ones = ci == 0 && nk1 > c * kh * kw;
     for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < P; p += gridDim.x * blockDim.x) {
-        int oh = p / wo, ow = p - oh * wo;
-        int64_t ih = oh * g.sh - g.ph + a * g.dh, iw = ow * g.sw - g.pw + b * g.dw;
-        out[p] = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w ? xc[ih * g.w + iw] : zero;
+        const int oh = p / wo, ow = p - oh * wo, ih0 = oh * (int)g.sh - (int)g.ph, iw0 = ow * (int)g.sw - (int)g.pw;
+        for (int a = 0; a < kh; a++) {
+            const int ih = ih0 + a * (int)g.dh;
+            const bool rok = ih >= 0 && ih < h;
+            for (int b = 0; b < kw; b++) {
+                const int iw = iw0 + b * (int)g.dw;
+                rows[(int64_t)(a * kw + b) * P + p] = rok && iw >= 0 && iw < w ? xc[ih * w + iw] : zero;
+            }
+        }
+        if (ones) col[((int64_t)i * nk1 + nk1 - 1) * P + p] = one;
     }
 }
 
-// gw[e] = the images' partials part[i * nw + e] summed in order, in double.
-template <typename T, typename A> __global__ void k_wgrad_sum(T *gw, const A *part, int64_t nw, int64_t n) {
-    NBC_GRID_STRIDE(e, nw) {
+// The images' partials of every (co, k < nk1) summed in order, in double
+// (part[i co_count ld + co ld + k], rows of ld >= nk1), into gw[co nk + k]
+// and, for k = nk (nk1 = nk + 1), gb[co].
+template <typename T, typename A>
+__global__ void k_wgrad_sum(T *gw, T *gb, const A *part, int64_t co, int64_t nk, int64_t nk1, int64_t ld, int64_t n) {
+    NBC_GRID_STRIDE(e, co * nk1) {
+        const int64_t c = e / nk1, k = e - c * nk1, stride = co * ld;
+        const A *pe = part + c * ld + k;
         double acc = 0;
-        for (int64_t i = 0; i < n; i++) acc += (double)part[i * nw + e];
-        gw[e] = store_d<T>(acc);
+#pragma unroll 8
+        for (int64_t i = 0; i < n; i++) acc += (double)pe[i * stride];
+        if (k < nk) gw[c * nk + k] = store_d<T>(acc);
+        else gb[c] = store_d<T>(acc);
     }
 }
 
@@ -743,8 +763,11 @@ template <typename T> nb_status backward_data(nb_backend *be, const ConvGeom &g,
 // channel (c kh kw <= WGRAD_GEMM_NK: cuDNN's FMA kernels took 164 us for
 // the MNIST net's conv1, [32, 1, 3, 3] over 64 images, against 37 us for
 // the GEMMs, while its conv2, [64, 32, 3, 3], took 125 us against 158 on
-// the H100) and those cuDNN has no algorithm for.
+// the H100 (tests/bench/cuda_cnn_slots), and those cuDNN has no algorithm
+// for. Where it runs first it computes the bias gradient too (a row of
+// ones in col).
 enum WgradPath { WGRAD_AUTO, WGRAD_GEMM, WGRAD_CUDNN };
+constexpr int64_t WGRAD_GEMM_NK = 32;
 WgradPath wgrad_path() {
     static const WgradPath v = [] {
         const char *e = getenv("NB_CUDA_CONV_WGRAD");
@@ -752,54 +775,56 @@ WgradPath wgrad_path() {
     }();
     return v;
 }
-constexpr int64_t WGRAD_GEMM_NK = 32;
 bool wgrad_gemm_first(const ConvGeom &g) {
     WgradPath p = wgrad_path();
-    return p == WGRAD_GEMM || (p == WGRAD_AUTO && g.cg * g.kh * g.kw <= WGRAD_GEMM_NK);
+    return p == WGRAD_GEMM || (p == WGRAD_AUTO && (nb_dtype_is_16bit(g.dt) || g.cg * g.kh * g.kw <= WGRAD_GEMM_NK));
 }
 
 constexpr size_t WGRAD_COL_MAX = (size_t)256 << 20, WGRAD_PART_MAX = (size_t)64 << 20; // scratch caps, bytes
 
-// The weight gradient of an ungrouped convolution as one strided-batched
-// cuBLAS GEMM per chunk of images: dW_i [co, nk] = gy_i [co, P] col_i [nk,
-// P]^T for each image i (nk = c kh kw, P = ho wo; col from k_im2col;
-// 16-bit operands give float32 products, float32 follows the matmul
-// precision as every GEMM), then the images' dW_i summed in order in
-// double (k_wgrad_sum): deterministic, and for bf16 the tensor cores with
-// no float32 copies (cuDNN's legacy heuristics offer bf16 no deterministic
-// weight-gradient algorithm, and an FFMA kernel for float32). *ran is
-// false, with nothing done, for groups, shapes past the scratch caps or
-// cuBLAS's int range.
-template <typename T> nb_status gemm_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw,
-                                                bool *ran) {
+// The weight gradient of an ungrouped convolution, and with gb its bias
+// gradient too, as im2col and one strided-batched cuBLAS GEMM per chunk of
+// images, dW_i [co, nk1] = gy_i [co, P] col_i [nk1, P]^T (nk = c kh kw, P =
+// ho wo; 16-bit operands give float32 products on the tensor cores, float32
+// follows the matmul precision as every GEMM), then the images' dW_i added
+// in order in double (k_wgrad_sum): deterministic. cuDNN's legacy
+// heuristics offer bf16 no deterministic weight-gradient algorithm, and
+// FFMA kernels for float32. *ran is false, with nothing done, for groups,
+// shapes past the scratch caps or the kernels' int range.
+template <typename T>
+nb_status gemm_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw, T *gb, bool *ran) {
     using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
     const char *slot = "conv2d_backward_weight";
-    const int64_t nk = g.cg * g.kh * g.kw, P = g.ho * g.wo, nw = g.co * nk;
+    // ld: the partials' rows padded to 16 bytes (cuBLAS's aligned kernels; an
+    // odd ld took a 65 us sm75 kernel for the MNIST conv2 against 14 us)
+    const int64_t nk = g.cg * g.kh * g.kw, nk1 = nk + (gb ? 1 : 0), P = g.ho * g.wo;
+    const int64_t ld = (nk1 + 3) / 4 * 4, nw1 = g.co * ld;
     *ran = false;
-    if (g.groups != 1 || nk > 65535 || P > INT_MAX || g.co > INT_MAX ||
-        (size_t)(g.n * nw) > WGRAD_PART_MAX / sizeof(A))
+    if (g.groups != 1 || nk1 > 65535 || P > INT_MAX / 2 || g.c * g.h * g.w > INT_MAX || g.c > 65535)
         return NB_OK;
-    int64_t chunk = g.n < 65535 / nk ? g.n : 65535 / nk;
-    const size_t col_image = sizeof(T) * (size_t)(nk * P);
+    if ((size_t)(g.n * nw1) > WGRAD_PART_MAX / sizeof(A)) return NB_OK;
+    int64_t chunk = g.n < 65535 / g.c ? g.n : 65535 / g.c;
+    const size_t col_image = sizeof(T) * (size_t)(nk1 * P);
     if ((size_t)chunk * col_image > WGRAD_COL_MAX) chunk = (int64_t)(WGRAD_COL_MAX / col_image);
     if (chunk < 1) return NB_OK;
     Scratch col, part;
-    if (!col.alloc(be, col_image * (size_t)chunk) || !part.alloc(be, sizeof(A) * (size_t)(g.n * nw)))
+    if (!col.alloc(be, col_image * (size_t)chunk) || !part.alloc(be, sizeof(A) * (size_t)(g.n * nw1)))
         return nb_last_status();
     const nb_dtype part_dt = std::is_same<T, double>::value ? NB_F64 : NB_F32;
     const int64_t ys = g.co * P, xs = g.c * g.h * g.w;
     for (int64_t i0 = 0; i0 < g.n; i0 += chunk) {
         const int64_t n = g.n - i0 < chunk ? g.n - i0 : chunk;
         unsigned gx = (unsigned)((P + THREADS - 1) / THREADS);
-        k_im2col<T><<<dim3(gx < 65535 ? gx : 65535, (unsigned)(n * nk)), THREADS, 0, stream_of(be)>>>(
-            col.as<T>(), x + i0 * xs, g, (int)nk, (int)P);
+        k_im2col<T><<<dim3(gx < 65535 ? gx : 65535, (unsigned)(n * g.c)), THREADS, 0, stream_of(be)>>>(
+            col.as<T>(), x + i0 * xs, g, (int)nk1, (int)P);
         nb_status st = launched(slot);
         if (st == NB_OK)
-            st = gemm_rm_ex(be, slot, g.dt, part_dt, false, true, g.co, nk, P, 1.0, gy + i0 * ys, P, ys, col.as<T>(),
-                            P, nk * P, 0.0, part.as<A>() + i0 * nw, nk, nw, n);
+            st = gemm_rm_ex(be, slot, g.dt, part_dt, false, true, g.co, nk1, P, 1.0, gy + i0 * ys, P, ys,
+                            col.as<T>(), P, nk1 * P, 0.0, part.as<A>() + i0 * nw1, ld, nw1, n);
         if (st != NB_OK) return st;
     }
-    k_wgrad_sum<T, A><<<blocks_for(nw), THREADS, 0, stream_of(be)>>>(gw, part.as<A>(), nw, g.n);
+    k_wgrad_sum<T, A><<<blocks_for(g.co * nk1), THREADS, 0, stream_of(be)>>>(gw, gb, part.as<A>(), g.co, nk, nk1, ld,
+                                                                            g.n);
     *ran = true;
     return launched(slot);
 }
@@ -810,22 +835,18 @@ template <typename T>
 nb_status fallback_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw) {
     bool ran = false;
     if (wgrad_path() == WGRAD_AUTO && !wgrad_gemm_first(g)) {
-        nb_status st = gemm_bwd_filter<T>(be, g, gy, x, gw, &ran);
+        nb_status st = gemm_bwd_filter<T>(be, g, gy, x, gw, nullptr, &ran);
         if (st != NB_OK || ran) return st;
     }
     return direct_bwd_filter(be, g, gy, x, gw, false);
 }
 
-// The float32/float64 weight gradient (and backward_filter16's): cuDNN,
-// gemm_bwd_filter first or where cuDNN has no algorithm (wgrad_path), the
-// direct kernels where neither runs.
+// The float32/float64 weight gradient (and backward_filter16's) where
+// gemm_bwd_filter did not run first (wgrad_gemm_first): cuDNN, then
+// gemm_bwd_filter where cuDNN has no algorithm, the direct kernels where
+// neither runs.
 template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw) {
     const char *slot = "conv2d_backward_weight";
-    bool ran = false;
-    if (wgrad_gemm_first(g)) {
-        nb_status st = gemm_bwd_filter<T>(be, g, gy, x, gw, &ran);
-        if (st != NB_OK || ran) return st;
-    }
     cudnnHandle_t h = nb_cuda_cudnn(be);
     Lowering L = lower(g);
     if (!h || L.chunk == 0) return fallback_bwd_filter(be, g, gy, x, gw);
@@ -944,18 +965,18 @@ extern "C" nb_status nb_cuda_conv2d_backward_weight(nb_backend *be, const nb_kvi
     }
     return dispatch_floating(slot, g.dt, [&](auto tag) {
         using T = decltype(tag);
-        if (gbias && g.co > 0) {
-            nb_status s = bias_grad<T>(be, slot, (T *)gbias->data, (const T *)gy->data, g.n, g.co, g.ho * g.wo);
+        T *gb = gbias && g.co > 0 ? (T *)gbias->data : nullptr;
+        if (numel(gw) > 0 && wgrad_gemm_first(g)) { // the bias gradient with it
+            bool ran = false;
+            nb_status s = gemm_bwd_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data, gb, &ran);
+            if (s != NB_OK || ran) return s;
+        }
+        if (gb) {
+            nb_status s = bias_grad<T>(be, slot, gb, (const T *)gy->data, g.n, g.co, g.ho * g.wo);
             if (s != NB_OK) return s;
         }
         if (numel(gw) == 0) return NB_OK;
-        if (nb_dtype_is_16bit(g.dt)) {
-            bool ran = false;
-            nb_status s = wgrad_path() != WGRAD_CUDNN
-                              ? gemm_bwd_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data, &ran)
-                              : NB_OK;
-            return s != NB_OK || ran ? s : backward_filter16(be, g, gw, gy, x);
-        }
+        if (nb_dtype_is_16bit(g.dt)) return backward_filter16(be, g, gw, gy, x);
         return backward_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data);
     });
 }

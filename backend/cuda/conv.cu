@@ -303,20 +303,20 @@ __global__ void k_bwd_filter_final(T *gw, const double *part, int64_t nw, int64_
     }
 }
 
-// The weight gradient as GEMMs (gemm_bwd_filter). Rows of col, per image i:
-// col[(i nk1 + k) P + p] = x[i, ci, oh sh - ph + a dh, ow sw - pw + b dw]
-// (zero outside the image) for k = (ci kh + a) kw + b < nk = c kh kw and p
-// = oh wo + ow, and, with the bias gradient (nk1 = nk + 1), a row of ones
-// (k = nk), whose GEMM column is the sum of gy over the positions. Block
-// (position range, plane (i, ci)): each thread decodes its position once
-// and writes the plane's kh kw rows at it.
-template <typename T> __global__ void k_im2col(T *col, const T *x, ConvGeom g, int nk1, int P) {
+// The weight gradient as GEMMs (gemm_bwd_filter). Rows of col, ld per
+// image i: col[(i ld + k) P + p] = x[i, ci, oh sh - ph + a dh, ow sw - pw +
+// b dw] (zero outside the image) for k = (ci kh + a) kw + b < nk = c kh kw
+// and p = oh wo + ow; with the bias gradient, a row of ones at k = nk,
+// whose GEMM column is the sum of gy over the positions; zero rows up to
+// ld (a multiple of 8: cuBLAS's aligned kernels). Block (position range,
+// plane (i, ci)): each thread decodes its position once and writes the
+// plane's kh kw rows at it (plane 0's threads also the rows past nk).
+template <typename T> __global__ void k_im2col(T *col, const T *x, ConvGeom g, bool bias, int ld, int P) {
     const int c = (int)g.c, i = blockIdx.y / c, ci = blockIdx.y % c, wo = (int)g.wo, kh = (int)g.kh, kw = (int)g.kw;
-    const int h = (int)g.h, w = (int)g.w;
+    const int h = (int)g.h, w = (int)g.w, nk = c * kh * kw;
     const T *xc = x + ((int64_t)i * c + ci) * h * w;
-    T *rows = col + ((int64_t)i * nk1 + (int64_t)ci * kh * kw) * P;
+    T *rows = col + ((int64_t)i * ld + (int64_t)ci * kh * kw) * P;
     const T zero = store_d<T>(0.0), one = store_d<T>(1.0);
-    const bool ones = ci == 0 && nk1 > c * kh * kw;
     for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < P; p += gridDim.x * blockDim.x) {
         const int oh = p / wo, ow = p - oh * wo, ih0 = oh * (int)g.sh - (int)g.ph, iw0 = ow * (int)g.sw - (int)g.pw;
         for (int a = 0; a < kh; a++) {
@@ -327,7 +327,8 @@ template <typename T> __global__ void k_im2col(T *col, const T *x, ConvGeom g, i
                 rows[(int64_t)(a * kw + b) * P + p] = rok && iw >= 0 && iw < w ? xc[ih * w + iw] : zero;
             }
         }
-        if (ones) col[((int64_t)i * nk1 + nk1 - 1) * P + p] = one;
+        if (ci == 0)
+            for (int k = nk; k < ld; k++) col[((int64_t)i * ld + k) * P + p] = bias && k == nk ? one : zero;
     }
 }
 
@@ -784,7 +785,7 @@ constexpr size_t WGRAD_COL_MAX = (size_t)256 << 20, WGRAD_PART_MAX = (size_t)64 
 
 // The weight gradient of an ungrouped convolution, and with gb its bias
 // gradient too, as im2col and one strided-batched cuBLAS GEMM per chunk of
-// images, dW_i [co, nk1] = gy_i [co, P] col_i [nk1, P]^T (nk = c kh kw, P =
+// images, dW_i [co, ld] = gy_i [co, P] col_i [ld, P]^T (col: nk rows, the bias row, zero rows up to ld; nk = c kh kw, P =
 // ho wo; 16-bit operands give float32 products on the tensor cores, float32
 // follows the matmul precision as every GEMM), then the images' dW_i added
 // in order in double (k_wgrad_sum): deterministic. cuDNN's legacy
@@ -795,16 +796,16 @@ template <typename T>
 nb_status gemm_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const T *x, T *gw, T *gb, bool *ran) {
     using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
     const char *slot = "conv2d_backward_weight";
-    // ld: the partials' rows padded to 16 bytes (cuBLAS's aligned kernels; an
-    // odd ld took a 65 us sm75 kernel for the MNIST conv2 against 14 us)
+    // ld: the GEMM's columns, nk1 padded to a multiple of 8 (an odd count
+    // took a 65 us sm75 kernel for the MNIST conv2 in bf16 against 14 us)
     const int64_t nk = g.cg * g.kh * g.kw, nk1 = nk + (gb ? 1 : 0), P = g.ho * g.wo;
-    const int64_t ld = (nk1 + 3) / 4 * 4, nw1 = g.co * ld;
+    const int64_t ld = (nk1 + 7) / 8 * 8, nw1 = g.co * ld;
     *ran = false;
-    if (g.groups != 1 || nk1 > 65535 || P > INT_MAX / 2 || g.c * g.h * g.w > INT_MAX || g.c > 65535)
+    if (g.groups != 1 || ld > 65535 || P > INT_MAX / 2 || g.c * g.h * g.w > INT_MAX || g.c > 65535)
         return NB_OK;
     if ((size_t)(g.n * nw1) > WGRAD_PART_MAX / sizeof(A)) return NB_OK;
     int64_t chunk = g.n < 65535 / g.c ? g.n : 65535 / g.c;
-    const size_t col_image = sizeof(T) * (size_t)(nk1 * P);
+    const size_t col_image = sizeof(T) * (size_t)(ld * P);
     if ((size_t)chunk * col_image > WGRAD_COL_MAX) chunk = (int64_t)(WGRAD_COL_MAX / col_image);
     if (chunk < 1) return NB_OK;
     Scratch col, part;
@@ -816,11 +817,11 @@ nb_status gemm_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const 
         const int64_t n = g.n - i0 < chunk ? g.n - i0 : chunk;
         unsigned gx = (unsigned)((P + THREADS - 1) / THREADS);
         k_im2col<T><<<dim3(gx < 65535 ? gx : 65535, (unsigned)(n * g.c)), THREADS, 0, stream_of(be)>>>(
-            col.as<T>(), x + i0 * xs, g, (int)nk1, (int)P);
+            col.as<T>(), x + i0 * xs, g, gb != nullptr, (int)ld, (int)P);
         nb_status st = launched(slot);
         if (st == NB_OK)
-            st = gemm_rm_ex(be, slot, g.dt, part_dt, false, true, g.co, nk1, P, 1.0, gy + i0 * ys, P, ys,
-                            col.as<T>(), P, nk1 * P, 0.0, part.as<A>() + i0 * nw1, ld, nw1, n);
+            st = gemm_rm_ex(be, slot, g.dt, part_dt, false, true, g.co, ld, P, 1.0, gy + i0 * ys, P, ys,
+                            col.as<T>(), P, ld * P, 0.0, part.as<A>() + i0 * nw1, ld, nw1, n);
         if (st != NB_OK) return st;
     }
     k_wgrad_sum<T, A><<<blocks_for(g.co * nk1), THREADS, 0, stream_of(be)>>>(gw, gb, part.as<A>(), g.co, nk, nk1, ld,

@@ -332,17 +332,26 @@ template <typename T> __global__ void k_im2col(T *col, const T *x, ConvGeom g, b
     }
 }
 
-// The images' partials of every (co, k < nk1) summed in order, in double
-// (part[i co_count ld + co ld + k], rows of ld >= nk1), into gw[co nk + k]
-// and, for k = nk (nk1 = nk + 1), gb[co].
+// The images' partials of every (co, k < nk1) summed in double (part[i
+// co_count ld + co ld + k], rows of ld >= nk1) into gw[co nk + k] and, for
+// k = nk (nk1 = nk + 1), gb[co]. Four lanes per element, for enough loads
+// in flight: lane q adds images q, q + 4, ... in order, then the lanes'
+// sums combine as (s0 + s1) + (s2 + s3): a fixed order.
 template <typename T, typename A>
 __global__ void k_wgrad_sum(T *gw, T *gb, const A *part, int64_t co, int64_t nk, int64_t nk1, int64_t ld, int64_t n) {
-    NBC_GRID_STRIDE(e, co * nk1) {
-        const int64_t c = e / nk1, k = e - c * nk1, stride = co * ld;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, e = t >> 2, stride = co * ld;
+    const int q = threadIdx.x & 3;
+    const bool valid = e < co * nk1;
+    const int64_t c = valid ? e / nk1 : 0, k = valid ? e - c * nk1 : 0;
+    double acc = 0;
+    if (valid) {
         const A *pe = part + c * ld + k;
-        double acc = 0;
-#pragma unroll 8
-        for (int64_t i = 0; i < n; i++) acc += (double)pe[i * stride];
+#pragma unroll 4
+        for (int64_t i = q; i < n; i += 4) acc += (double)pe[i * stride];
+    }
+    acc += __shfl_down_sync(0xffffffffu, acc, 1); // lanes 0 and 2: s0 + s1, s2 + s3
+    acc += __shfl_down_sync(0xffffffffu, acc, 2); // lane 0: (s0 + s1) + (s2 + s3)
+    if (valid && q == 0) {
         if (k < nk) gw[c * nk + k] = store_d<T>(acc);
         else gb[c] = store_d<T>(acc);
     }
@@ -824,8 +833,9 @@ nb_status gemm_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const 
                             col.as<T>(), P, ld * P, 0.0, part.as<A>() + i0 * nw1, ld, nw1, n);
         if (st != NB_OK) return st;
     }
-    k_wgrad_sum<T, A><<<blocks_for(g.co * nk1), THREADS, 0, stream_of(be)>>>(gw, gb, part.as<A>(), g.co, nk, nk1, ld,
-                                                                            g.n);
+    const int64_t lanes = 4 * g.co * nk1;
+    k_wgrad_sum<T, A><<<(unsigned)((lanes + THREADS - 1) / THREADS), THREADS, 0, stream_of(be)>>>(
+        gw, gb, part.as<A>(), g.co, nk, nk1, ld, g.n);
     *ran = true;
     return launched(slot);
 }

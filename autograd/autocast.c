@@ -6,8 +6,9 @@
  * flow back to the float32 parameters (the optimizer's master weights).
  * A leaf that requires grad (a parameter) is cast once per autocast region:
  * the cast is cached until the outermost nb_autocast_end, as PyTorch's
- * autocast cache. Backward passes run without autocast (each op's backward
- * in its forward's dtypes). The lists are in autograd/OPS.md. */
+ * autocast cache; nb_autocast_cache_params fills the cache ahead, in one
+ * multi-tensor launch. Backward passes run without autocast (each op's
+ * backward in its forward's dtypes). The lists are in autograd/OPS.md. */
 #include <stdlib.h>
 
 #include "nb_autograd_impl.h"
@@ -76,6 +77,81 @@ static nb_tensor *cast(nb_tensor *t, nb_dtype dt) {
     nb_retain(t), nb_retain(c);
     cache[n_cache++] = (cache_entry){t, c};
     return c;
+}
+
+static bool cached(const nb_tensor *t, nb_dtype dt) {
+    for (int i = 0; i < n_cache; i++)
+        if (cache[i].src == t && cache[i].cast->dtype == dt) return true;
+    return false;
+}
+
+/* The eligible params[i] (float32 leaves that require grad, on a device
+ * type with an open region, contiguous, not cached yet) of the first
+ * eligible one's device and target dtype, their casts allocated: up to
+ * cap of them, from index *next on; *next moves past the last one looked at. */
+static int gather(nb_tensor *const *params, int n, int *next, nb_tensor **src, nb_tensor **dst, int cap) {
+    int m = 0;
+    nb_device dev = {0};
+    nb_dtype want = NB_BF16;
+    for (; *next < n && m < cap; ++*next) {
+        nb_tensor *t = params[*next];
+        if (!nb_is_leaf(t) || !nb_requires_grad(t) || t->dtype != NB_F32 || !nb_is_contiguous(t)) continue;
+        nb_device d = t->storage->device;
+        if (!depth[d.type]) continue;
+        nb_dtype dt = stack[d.type][depth[d.type] - 1];
+        if (m && (d.type != dev.type || d.index != dev.index || dt != want)) break; /* the next group's */
+        if (cached(t, dt)) continue;
+        bool dup = false; /* listed twice */
+        for (int k = 0; k < m && !dup; k++) dup = src[k] == t;
+        if (dup) continue;
+        nb_tensor *c = nb_tensor_new_unscoped(t->ndim, t->shape, dt, d);
+        if (!c) break;
+        dev = d, want = dt, src[m] = t, dst[m++] = c;
+    }
+    return m;
+}
+
+nb_status nb_autocast_cache_params(nb_tensor *const *params, int n) {
+    if (n < 0 || (n > 0 && !params))
+        return nb_set_error(NB_ERR_INVALID_ARG, "autocast_cache_params: %d tensors, or a NULL list", n);
+    for (int i = 0; i < n; i++)
+        if (!params[i]) return nb_set_error(NB_ERR_INVALID_ARG, "autocast_cache_params: params[%d] is NULL", i);
+    if (paused) return NB_OK;
+    enum { GROUP = 64 };
+    nb_tensor *src[GROUP], *dst[GROUP];
+    nb_kview vs[GROUP], vd[GROUP];
+    nb_status st = NB_OK;
+    for (int next = 0; next < n && st == NB_OK;) {
+        int m = gather(params, n, &next, src, dst, GROUP);
+        if (m == 0) {
+            if (next < n) st = nb_last_status(); /* an allocation failed */
+            continue;
+        }
+        for (int k = 0; k < m; k++) vs[k] = nb_kview_of(src[k]), vd[k] = nb_kview_of(dst[k]);
+        if (NB_BE(src[0])->iface->cast_multi) st = NB_CALL(src[0], cast_multi, m, vd, vs);
+        else
+            for (int k = 0; k < m && st == NB_OK; k++) st = NB_CALL(src[k], copy, &vd[k], &vs[k]);
+        int k = 0;
+        for (; k < m && st == NB_OK; k++) {
+            if (!nb_cast_record(src[k], dst[k])) {
+                st = nb_last_status();
+                break;
+            }
+            if (n_cache == cap_cache) {
+                int cap = cap_cache ? 2 * cap_cache : 64;
+                cache_entry *e = realloc(cache, sizeof *e * (size_t)cap);
+                if (!e) {
+                    st = nb_set_error(NB_ERR_OOM, "autocast_cache_params: out of host memory for the cast cache");
+                    break;
+                }
+                cache = e, cap_cache = cap;
+            }
+            nb_retain(src[k]);
+            cache[n_cache++] = (cache_entry){src[k], dst[k]}; /* the cache owns dst[k] */
+        }
+        for (; k < m; k++) nb_release(dst[k]);
+    }
+    return st;
 }
 
 bool nb_autocast_inputs(nb_autocast_list list, int n, nb_tensor **in) {

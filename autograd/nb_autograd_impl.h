@@ -92,6 +92,9 @@ typedef enum nb_autocast_list {
 /* Under an autocast region for an input's device type, replaces in[i] by its
  * cast for the op's list (NULL entries skipped); false with an error. */
 bool nb_autocast_inputs(nb_autocast_list list, int n, nb_tensor **in);
+/* Records out as t cast to out's dtype (nb_to_dtype's node), out already
+ * holding the cast values; false (error set) when recording failed. */
+bool nb_cast_record(nb_tensor *t, nb_tensor *out);
 /* Backward passes run without autocast (nested: pause true, then false). */
 void nb_autocast_pause(bool pause);
 /* An autocast region is open for dev's type and not paused (by backward). */

@@ -23,6 +23,12 @@ static nb_tensor *to_dtype_impl(nb_tensor *t, nb_dtype dt) {
     return failed ? NULL : out;
 }
 
+bool nb_cast_record(nb_tensor *t, nb_tensor *out) {
+    bool failed = false;
+    if (nb_dtype_is_float(out->dtype)) nb_record(NB_OP_TO_DTYPE, cast_backward, out, 1, &t, &failed);
+    return !failed;
+}
+
 nb_tensor *nb_to_dtype(nb_tensor *t, nb_dtype dt) {
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, to_dtype_impl(t, dt));

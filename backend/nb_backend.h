@@ -630,6 +630,15 @@ struct nb_backend_i {
      * read on the device (so a captured graph reads its current value).
      * NULL: core multiplies tensor by tensor. */
     nb_status (*mul_multi)(nb_backend *be, int n, const nb_kview *xs, const nb_kview *s);
+    /* ---- multi-tensor cast (optional) -------------------------------------- */
+    /* dst[i] = src[i] rounded to dst's dtype (to nearest even, as copy
+     * rounds): n pairs of contiguous views of equal sizes, every src float32
+     * and every dst bfloat16 or float16 (one dtype for all), no dst
+     * overlapping a src. autocast's parameter casts in one launch
+     * (nb_autocast_cache_params); bit-identical to copy on each pair; the
+     * list travels as kernel parameters (capturable in a CUDA graph). NULL:
+     * callers loop over copy. */
+    nb_status (*cast_multi)(nb_backend *be, int n, const nb_kview *dst, const nb_kview *src);
     /* ---- decoders: RMSNorm, rotary embedding (rms_norm.c, rope.c) ---------- */
     /* Rows of x [R, M] (contiguous, f32/f64): rstd = 1/sqrt(mean(x^2) + eps),
      * out = x * rstd * w; rstd [R] saved. w [M] may be NULL. The mean of

@@ -339,6 +339,19 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
     totals iv = {0};
     double t_iv = now_seconds();
     nb_module_train(bert, true);
+    nb_tensor **amp_ps = NULL; /* --amp: the parameters, cast ahead each step in one launch */
+    int n_amp = 0;
+    if (ok && a->amp) {
+        int n = nb_module_parameters(bert, NULL, 0);
+        nb_named_tensor *ps = calloc((size_t)n + 1, sizeof *ps);
+        amp_ps = calloc((size_t)n + 1, sizeof *amp_ps);
+        if (ps && amp_ps) {
+            nb_module_parameters(bert, ps, n);
+            for (int i = 0; i < n; i++) amp_ps[i] = ps[i].tensor;
+            n_amp = n;
+        }
+        free(ps);
+    }
     for (int64_t step = 1; ok && step <= a->steps; step++) {
         if (pos + B > N) { /* a new epoch: a fresh order and fresh masks */
             ok = nb_mlm_permutation(ds, ++epoch, perm) == NB_OK;
@@ -350,7 +363,8 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         ok = ok && stage_batch(&g, ds, epoch, perm + pos, B, -1, &b);
         if (ok && a->amp) ok = nb_autocast_begin(g.dev, NB_BF16) == NB_OK;
         if (ok) {
-            ok = mlm_forward(bert, &b, NB_REDUCTION_MEAN, &o);
+            ok = (!a->amp || nb_autocast_cache_params(amp_ps, n_amp) == NB_OK) &&
+                 mlm_forward(bert, &b, NB_REDUCTION_MEAN, &o);
             if (a->amp && !ok) fprintf(stderr, "bert_mlm: %s\n", nb_last_error()); /* before the next call */
             if (a->amp) nb_autocast_end(g.dev);
         }
@@ -398,7 +412,7 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
     nb_release(loss_sum), nb_release(correct);
     nb_optimizer_free(opt);
     if (staged) stager_free(&g);
-    free(perm);
+    free(perm), free(amp_ps);
     return ok;
 }
 

@@ -248,6 +248,8 @@ typedef struct run {
     int warm;
     const char *name;  /* the program, for messages */
     bool reported;     /* the failure's message is printed already */
+    nb_tensor **params; /* --amp: the module's parameters, cast ahead each step (nb_autocast_cache_params) */
+    int n_params;
 } run;
 
 /* The device sum restarted at loss_sum: float64 additions of each step's
@@ -342,6 +344,7 @@ static nb_status run_step(run *r, nb_tensor *x, nb_tensor *y) {
     nb_device dev = nb_device_of(x);
     nb_status ast = r->a->amp ? nb_autocast_begin(dev, NB_BF16) : NB_OK;
     bool open = r->a->amp && !ast;
+    if (open) ast = nb_autocast_cache_params(r->params, r->n_params); /* one launch for all the casts */
     nb_tensor *loss = ast ? NULL : nb_cross_entropy(nb_forward(r->net, x), y);
     if (!ast && !loss) ast = nb_last_status(); /* before nb_autocast_end, a call of its own */
     if (open) nb_autocast_end(dev);
@@ -411,6 +414,21 @@ static double train_epoch(run *r, double *samples) {
 static void run_free(run *r) {
     nb_graph_free(r->graph);
     nb_release(r->acc), nb_release(r->gx), nb_release(r->gy);
+    free(r->params);
+}
+
+/* --amp: the module's parameters for nb_autocast_cache_params (none when out
+ * of host memory: autocast then casts each on first use, as without). */
+static void collect_params(run *r) {
+    int n = nb_module_parameters(r->net, NULL, 0);
+    nb_named_tensor *ps = calloc((size_t)n + 1, sizeof *ps);
+    r->params = calloc((size_t)n + 1, sizeof *r->params);
+    if (ps && r->params) {
+        nb_module_parameters(r->net, ps, n);
+        for (int i = 0; i < n; i++) r->params[i] = ps[i].tensor;
+        r->n_params = n;
+    }
+    free(ps);
 }
 
 nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader *loader, nb_dataset *test,
@@ -419,10 +437,14 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
     double t0 = now_seconds();
     run rn = {.net = net, .opt = opt, .loader = loader, .a = a,
               .total_steps = nb_loader_num_batches(loader) * a->epochs, .name = name};
+    if (a->amp) collect_params(&rn);
     int first = 0, last = a->stop_after > 0 && a->stop_after < a->epochs ? a->stop_after : a->epochs;
     bool mid_epoch = false; /* resuming inside an epoch: keep its position and running loss */
     if (a->resume) {
-        if (!resume_run(&rn, name)) return r;
+        if (!resume_run(&rn, name)) {
+            run_free(&rn);
+            return r;
+        }
         mid_epoch = nb_loader_position(loader) < nb_loader_num_batches(loader);
         first = (int)nb_loader_epoch(loader) + !mid_epoch;
         r.train_loss = rn.steps ? rn.loss_sum / (double)rn.steps : 0;

@@ -2,8 +2,8 @@
  * the lists' casts, float32 gradients for float32 parameters close to a
  * float32 run's, backward outside autocast, nesting, float64 untouched, the
  * errors, an MLP whose autocast training tracks float32 training,
- * cross_entropy on 16-bit logits with the explicit cast's bits, and the
- * convolutions in bfloat16. */
+ * cross_entropy on 16-bit logits with the explicit cast's bits, the
+ * convolutions in bfloat16, and the cast cache filled ahead. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -205,6 +205,67 @@ START_TEST(test_autocast_training) {
 }
 END_TEST
 
+/* nb_autocast_cache_params: five Adam steps of an MLP under autocast give
+ * the same loss and parameter bits with the cache filled ahead (one
+ * multi-tensor cast on CUDA) as with the casts made on first use; tensors
+ * autocast would not cast (float64, not requiring grad, listed twice,
+ * outside a region) are left alone; the errors. */
+START_TEST(test_autocast_cache_params) {
+    NB_CK_FAILS(nb_autocast_cache_params(NULL, 2) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_autocast_cache_params(NULL, -1) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_autocast_cache_params((nb_tensor *[]){NULL}, 1) == NB_OK, NB_ERR_INVALID_ARG);
+    NB_CK_OK(nb_autocast_cache_params(NULL, 0));
+    FOR_DEVICES(dev) {
+        double loss[2];
+        nb_tensor *w_end[2] = {NULL, NULL};
+        for (int pre = 0; pre < 2; pre++) {
+            nb_manual_seed(21);
+            NB_CK_OK(nb_set_default_device(dev));
+            nb_module *net = nb_nn_sequential(nb_nn_linear(48, 96), nb_nn_relu(), nb_nn_linear(96, 10));
+            NB_CK_OK(nb_set_default_device(NB_CPU));
+            nb_named_tensor ps[8];
+            int np = nb_module_parameters(net, ps, 8);
+            ck_assert_int_eq(np, 4);
+            nb_optimizer *opt = nb_adam(net, (nb_adam_options){.lr = 3e-3});
+            nb_scope *s = nb_scope_begin();
+            nb_generator g = nb_generator_new(9);
+            nb_tensor *x = nb_randn_on(NB_SHAPE(32, 48), NB_F32, &g, dev);
+            nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(32), NB_F64, &g, dev), 9.99), NB_I64);
+            nb_tensor *f64 = nb_randn_on(NB_SHAPE(3), NB_F64, &g, dev);
+            NB_CK_OK(nb_set_requires_grad(f64, true));
+            nb_tensor *list[7] = {ps[0].tensor, ps[1].tensor, ps[2].tensor, ps[3].tensor, ps[0].tensor, x, f64};
+            NB_CK_OK(nb_autocast_cache_params(list, 7)); /* no region open: nothing to do */
+            for (int step = 0; step < 5; step++) {
+                nb_scope *st = nb_scope_begin();
+                nb_optimizer_zero_grad(opt);
+                NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+                if (pre) NB_CK_OK(nb_autocast_cache_params(list, 7));
+                nb_tensor *out = nb_forward(net, x);
+                ck_assert_int_eq(nb_dtype_of(out), NB_BF16);
+                nb_tensor *l = nb_cross_entropy(out, y);
+                NB_CK_OK(nb_autocast_end(dev));
+                NB_CK_OK(nb_backward(l));
+                ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(ps[0].tensor)), NB_F32);
+                ck_assert_ptr_null(nb_tensor_grad(f64)); /* never cast, never used */
+                NB_CK_OK(nb_optimizer_step(opt));
+                loss[pre] = nb_item(l);
+                nb_scope_end(st);
+            }
+            w_end[pre] = nb_to_device(ps[0].tensor, NB_CPU);
+            nb_retain(w_end[pre]);
+            nb_scope_end(s);
+            nb_optimizer_free(opt);
+            nb_module_free(net);
+        }
+        ck_assert_msg(loss[0] == loss[1], "loss %.9g with the cache filled ahead, %.9g without", loss[1], loss[0]);
+        bool same = false;
+        NB_CK_OK(nb_allclose(w_end[0], w_end[1], 0, 0, false, &same));
+        ck_assert_msg(same, "the first layer's weights differ after 5 steps");
+        nb_release(w_end[0]), nb_release(w_end[1]);
+    }
+}
+END_TEST
+
 Suite *nb_suite_autocast(void) {
     Suite *s = suite_create("autocast");
     TCase *c = tcase_create("autocast");
@@ -214,6 +275,7 @@ Suite *nb_suite_autocast(void) {
     tcase_add_test(c, test_autocast_training);
     tcase_add_test(c, test_autocast_cross_entropy_16bit_logits);
     tcase_add_test(c, test_autocast_conv);
+    tcase_add_test(c, test_autocast_cache_params);
     suite_add_tcase(s, c);
     return s;
 }

@@ -447,6 +447,7 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_linalg_lstsq, NULL, NULL, NULL);
     NP(nb_linalg_lstsq, x, NULL, NULL);
     /* autograd/nb_autograd.h */
+    NS(nb_autocast_cache_params, NULL, 1);
     NS(nb_set_requires_grad, NULL, false);
     NB(nb_requires_grad, NULL);
     NB(nb_is_leaf, NULL);

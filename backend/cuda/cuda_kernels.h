@@ -108,6 +108,7 @@ nb_status nb_cuda_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, c
 // foreach.cu
 nb_status nb_cuda_norm_multi(nb_backend *be, int n, const nb_kview *xs, double p, const nb_kview *out);
 nb_status nb_cuda_mul_multi(nb_backend *be, int n, const nb_kview *xs, const nb_kview *s);
+nb_status nb_cuda_cast_multi(nb_backend *be, int n, const nb_kview *dst, const nb_kview *src);
 // reduce.cu
 nb_status nb_cuda_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale);
 nb_status nb_cuda_argmax(nb_backend *be, const nb_kview *values, const nb_kview *indices, const nb_kview *x, int dim);
@@ -176,6 +177,7 @@ nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kview *glogits
         (i)->rms_norm_backward = nb_cuda_rms_norm_backward; \
         (i)->rope = nb_cuda_rope; \
         (i)->mul_multi = nb_cuda_mul_multi; \
+        (i)->cast_multi = nb_cuda_cast_multi; \
         NB_CUDA_SET_CNN_SLOTS(i);     \
         NB_CUDA_SET_REDUCE_SLOTS(i);  \
     } while (0)

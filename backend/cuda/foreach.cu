@@ -1,7 +1,8 @@
-// foreach.cu - multi-tensor slots for gradient clipping: norm_multi (one
+// foreach.cu - multi-tensor slots: for gradient clipping norm_multi (one
 // p-norm per tensor, torch._foreach_norm) and mul_multi (each tensor times
 // a 0-d device tensor, torch._foreach_mul_), so clip_grad_norm_ over a
-// model is a few launches instead of several per parameter. The tensors'
+// model is a few launches instead of several per parameter; for autocast
+// cast_multi (float32 parameters to bfloat16/float16 copies). The tensors'
 // (pointer, size) pairs travel as a kernel-parameter struct (no host-to-
 // device copy: capturable in a CUDA graph), up to FE_MAX tensors a launch.
 // Deterministic: each block reduces a fixed chunk of one tensor with a fixed
@@ -118,6 +119,41 @@ bool kv_contiguous(const nb_kview *v) {
     return true;
 }
 
+// cast_multi's list: destination and source of each pair.
+struct FECastList {
+    void *dst[FE_MAX];
+    const float *src[FE_MAX];
+    int64_t numel[FE_MAX];
+    int64_t chunk_end[FE_MAX];
+    int n;
+};
+
+// A chunk of one pair: four elements at a time where both ends are aligned
+// for it (chunk starts are multiples of 4), then the rest one by one; the
+// same rounding as copy's (Traits<H>::store).
+template <typename H> __global__ void k_cast_chunks(FECastList l) {
+    const int64_t c = blockIdx.x;
+    int k = 0;
+    while (c >= l.chunk_end[k]) k++;
+    const int64_t first = k ? l.chunk_end[k - 1] : 0;
+    const float *x = l.src[k];
+    H *y = (H *)l.dst[k];
+    const int64_t begin = (c - first) * FE_CHUNK, end = min(begin + FE_CHUNK, l.numel[k]);
+    int64_t i = begin;
+    if ((((uintptr_t)x | (uintptr_t)y * 2) & 15) == 0) { // x 16-byte, y 8-byte aligned
+        const int64_t vend = begin + (end - begin) / 4 * 4;
+        for (int64_t j = begin + 4 * (int64_t)threadIdx.x; j < vend; j += 4 * (int64_t)blockDim.x) {
+            const float4 v = *reinterpret_cast<const float4 *>(x + j);
+            Vec<H, 4> o;
+            o.v[0] = Traits<H>::store(v.x), o.v[1] = Traits<H>::store(v.y);
+            o.v[2] = Traits<H>::store(v.z), o.v[3] = Traits<H>::store(v.w);
+            *reinterpret_cast<Vec<H, 4> *>(y + j) = o;
+        }
+        i = vend;
+    }
+    for (int64_t j = i + threadIdx.x; j < end; j += blockDim.x) y[j] = Traits<H>::store(x[j]);
+}
+
 // Fills l with tensors [i0, i0 + m) of xs (m <= FE_MAX); returns the chunk count.
 int64_t fill_list(FEList &l, const nb_kview *xs, int i0, int m) {
     int64_t chunks = 0;
@@ -200,4 +236,37 @@ nb_status nb_cuda_mul_multi(nb_backend *be, int n, const nb_kview *xs, const nb_
         }
         return NB_OK;
     });
+}
+
+nb_status nb_cuda_cast_multi(nb_backend *be, int n, const nb_kview *dst, const nb_kview *src) {
+    const char *slot = "cast_multi";
+    nb_status st = check_list(slot, n, dst);
+    if (st == NB_OK) st = check_list(slot, n, src);
+    if (st) return st;
+    if (!n) return NB_OK;
+    if (src[0].dtype != NB_F32 || (dst[0].dtype != NB_BF16 && dst[0].dtype != NB_F16))
+        return nb_set_error(NB_ERR_DTYPE, "%s: casts float32 to bfloat16 or float16, not %s to %s", slot,
+                            nb_dtype_name(src[0].dtype), nb_dtype_name(dst[0].dtype));
+    for (int i = 0; i < n; i++)
+        if (kv_numel(&dst[i]) != kv_numel(&src[i]))
+            return nb_set_error(NB_ERR_SHAPE, "%s: pair %d has %lld and %lld elements", slot, i,
+                                (long long)kv_numel(&dst[i]), (long long)kv_numel(&src[i]));
+    cudaStream_t s = stream_of(be);
+    for (int i0 = 0; i0 < n; i0 += FE_MAX) {
+        const int m = n - i0 < FE_MAX ? n - i0 : FE_MAX;
+        FECastList l;
+        int64_t chunks = 0;
+        l.n = m;
+        for (int j = 0; j < m; j++) {
+            l.dst[j] = dst[i0 + j].data, l.src[j] = (const float *)src[i0 + j].data;
+            l.numel[j] = kv_numel(&src[i0 + j]);
+            chunks += (l.numel[j] + FE_CHUNK - 1) / FE_CHUNK;
+            l.chunk_end[j] = chunks;
+        }
+        if (!chunks) continue;
+        if (dst[0].dtype == NB_BF16) k_cast_chunks<__nv_bfloat16><<<(unsigned)chunks, FE_THREADS, 0, s>>>(l);
+        else k_cast_chunks<__half><<<(unsigned)chunks, FE_THREADS, 0, s>>>(l);
+        if ((st = launched(slot))) return st;
+    }
+    return NB_OK;
 }

@@ -76,12 +76,15 @@ static int cmp_double(const void *a, const void *b) {
  * *loss) for the final read. */
 static bool amp; /* --amp */
 static nb_ddp *ddp; /* --distributed */
+static nb_tensor **amp_params; /* --amp: the parameters, cast ahead in one launch (nb_autocast_cache_params) */
+static int n_amp_params;
 
 static nb_status step_work(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss) {
     nb_scope *s = nb_scope_begin();
     nb_optimizer_zero_grad(opt);
     if (amp) nb_autocast_begin(nb_device_of(x), NB_BF16);
-    nb_tensor *out = nb_forward(net, x);
+    nb_status cst = amp ? nb_autocast_cache_params(amp_params, n_amp_params) : NB_OK;
+    nb_tensor *out = cst == NB_OK ? nb_forward(net, x) : NULL;
     nb_tensor *l = out ? nb_cross_entropy(nb_reshape(out, 2, (int64_t[]){-1, nb_size(out, -1)}),
                                           nb_reshape(y, 1, (int64_t[]){-1}))
                        : NULL;
@@ -120,8 +123,21 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_device_counters c0 = {0};
     nb_graph *g = NULL;
     amp = a->amp;
+    if (amp) { /* the module's parameters, for nb_autocast_cache_params */
+        n_amp_params = nb_module_parameters(net, NULL, 0);
+        nb_named_tensor *ps = calloc((size_t)n_amp_params + 1, sizeof *ps);
+        amp_params = calloc((size_t)n_amp_params + 1, sizeof *amp_params);
+        if (!ps || !amp_params) {
+            free(ps), free(ms), free(amp_params), amp_params = NULL;
+            fprintf(stderr, "bench %s: out of host memory\n", workload);
+            return 1;
+        }
+        nb_module_parameters(net, ps, n_amp_params);
+        for (int i = 0; i < n_amp_params; i++) amp_params[i] = ps[i].tensor;
+        free(ps);
+    }
     if (a->pg && !(ddp = nb_ddp_new(net, a->pg, NULL))) {
-        free(ms);
+        free(ms), free(amp_params), amp_params = NULL;
         return nb_bench_fail(workload);
     }
     for (int i = 0; i < a->warmup + a->steps; i++) {
@@ -135,7 +151,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
                 if (!st) snprintf(why, sizeof why, "%s", nb_last_error());
                 fprintf(stderr, "bench %s: %s\n", workload, why);
                 nb_graph_free(cg);
-                free(ms);
+                free(ms), free(amp_params), amp_params = NULL;
                 nb_release(loss);
                 return 1;
             }
@@ -148,7 +164,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
         double t = now_ms();
         if (one_step(net, opt, x, y, &loss, g) != NB_OK) {
             nb_graph_free(g);
-            free(ms);
+            free(ms), free(amp_params), amp_params = NULL;
             nb_release(loss);
             return nb_bench_fail(workload);
         }
@@ -166,7 +182,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     if (a->pg) {
         snprintf(world, sizeof world, "world=%d ", nb_process_group_size(a->pg));
         if (nb_process_group_rank(a->pg) != 0) { /* rank 0 reports */
-            free(ms);
+            free(ms), free(amp_params), amp_params = NULL;
             return 0;
         }
     }
@@ -177,6 +193,6 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
            workload, nb_device_str(dev, d, sizeof d), mode_name(a), nb_get_num_threads(), world, median,
            ms[0], l, (double)(c1.kernel_launches - c0.kernel_launches) / a->steps,
            (double)(c1.host_syncs - c0.host_syncs) / a->steps, nb_backend_info(dev));
-    free(ms);
+    free(ms), free(amp_params), amp_params = NULL;
     return 0;
 }

@@ -6,8 +6,8 @@
  * flow back to the float32 parameters (the optimizer's master weights).
  * A leaf that requires grad (a parameter) is cast once per autocast region:
  * the cast is cached until the outermost nb_autocast_end, as PyTorch's
- * autocast cache; nb_autocast_cache_params fills the cache ahead, in one
- * multi-tensor launch. Backward passes run without autocast (each op's
+ * autocast cache; nb_autocast_cache_params fills the cache ahead, in
+ * multi-tensor launches. Backward passes run without autocast (each op's
  * backward in its forward's dtypes). The lists are in autograd/OPS.md. */
 #include <stdlib.h>
 
@@ -88,7 +88,9 @@ static bool cached(const nb_tensor *t, nb_dtype dt) {
 /* The eligible params[i] (float32 leaves that require grad, on a device
  * type with an open region, contiguous, not cached yet) of the first
  * eligible one's device and target dtype, their casts allocated: up to
- * cap of them, from index *next on; *next moves past the last one looked at. */
+ * cap of them, from index *next on. *next ends past the tensors taken or
+ * skipped, at the first one of another group (or whose cast could not be
+ * allocated: then the result may be 0 with an error set). */
 static int gather(nb_tensor *const *params, int n, int *next, nb_tensor **src, nb_tensor **dst, int cap) {
     int m = 0;
     nb_device dev = {0};

@@ -272,16 +272,18 @@ bool nb_autocast_is_enabled(nb_device dev);
 /* Fills the region's parameter cast cache ahead of the forward pass: each
  * params[i] that autocast could cast (a contiguous float32 leaf that
  * requires grad, on a device type with an open region, not cached yet) is
- * cast now to the innermost region's dtype, all of a device's in one
- * multi-tensor launch where its backend has one (CUDA), and cached as if
- * an op of the lower-precision list had cast it: the same values, the same
- * recorded cast (its gradient reaches the parameter in float32), kept until
- * the outermost nb_autocast_end. A nabla extension (PyTorch casts each
- * parameter on first use): it replaces one launch per parameter by one per
- * call; a listed parameter that no lower-precision op uses costs its copy
- * and nothing else. Others are left alone. Inside a backward pass it does
- * nothing. Errors: NB_ERR_INVALID_ARG (n < 0, a NULL list or entry),
- * NB_ERR_OOM; on error the casts already cached stay. */
+ * cast now to the innermost region's dtype and cached as if an op of the
+ * lower-precision list had cast it: the same values, the same recorded
+ * cast (its gradient reaches the parameter in float32), kept until the
+ * outermost nb_autocast_end. Where the backend has multi-tensor casts
+ * (CUDA: up to 48 tensors a launch) consecutive parameters of one device
+ * are cast together, instead of one launch per parameter on first use. A
+ * nabla extension (PyTorch casts each parameter on first use); a listed
+ * parameter that no lower-precision op uses costs its copy and nothing
+ * else. Others are left alone. Inside a backward pass it does nothing.
+ * Errors: NB_ERR_INVALID_ARG (n < 0, a NULL list or entry), NB_ERR_OOM,
+ * the copy's device errors (NB_ERR_DEVICE), NB_ERR_ANOMALY (anomaly mode
+ * recording the casts); on error the casts already cached stay. */
 nb_status nb_autocast_cache_params(nb_tensor *const *params, int n);
 
 /* ---- gradcheck ------------------------------------------------------- */

@@ -6,6 +6,7 @@
  * convolutions in bfloat16, and the cast cache filled ahead. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nb_test.h"
 #include "suites.h"
@@ -207,9 +208,10 @@ END_TEST
 
 /* nb_autocast_cache_params: five Adam steps of an MLP under autocast give
  * the same loss and parameter bits with the cache filled ahead (one
- * multi-tensor cast on CUDA) as with the casts made on first use; tensors
- * autocast would not cast (float64, not requiring grad, listed twice,
- * outside a region) are left alone; the errors. */
+ * multi-tensor cast on CUDA) as with the casts made on first use, with
+ * tensors autocast would not cast in the list (float64, not requiring
+ * grad, listed twice) and a call outside a region; ops read the cached
+ * casts; the errors. */
 START_TEST(test_autocast_cache_params) {
     NB_CK_FAILS(nb_autocast_cache_params(NULL, 2) == NB_OK, NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_autocast_cache_params(NULL, -1) == NB_OK, NB_ERR_INVALID_ARG);
@@ -258,10 +260,37 @@ START_TEST(test_autocast_cache_params) {
             nb_module_free(net);
         }
         ck_assert_msg(loss[0] == loss[1], "loss %.9g with the cache filled ahead, %.9g without", loss[1], loss[0]);
-        bool same = false;
-        NB_CK_OK(nb_allclose(w_end[0], w_end[1], 0, 0, false, &same));
-        ck_assert_msg(same, "the first layer's weights differ after 5 steps");
+        size_t bytes = sizeof(float) * (size_t)nb_numel(w_end[0]);
+        float *h0 = malloc(bytes), *h1 = malloc(bytes);
+        ck_assert(h0 && h1);
+        NB_CK_OK(nb_to_host(w_end[0], h0, bytes));
+        NB_CK_OK(nb_to_host(w_end[1], h1, bytes));
+        ck_assert_msg(!memcmp(h0, h1, bytes), "the first layer's weights differ after 5 steps");
+        free(h0), free(h1);
         nb_release(w_end[0]), nb_release(w_end[1]);
+        /* the cache is what the op reads: a weight changed after it was
+         * cached ahead still computes with the cached cast (as PyTorch's
+         * cache), so doubling it (exact in bfloat16) doubles only a fresh
+         * region's output */
+        nb_scope *s = nb_scope_begin();
+        nb_generator g = nb_generator_new(4);
+        nb_tensor *x = nb_randn_on(NB_SHAPE(4, 8), NB_F32, &g, dev);
+        nb_tensor *w = nb_detach(nb_randn_on(NB_SHAPE(5, 8), NB_F32, &g, dev));
+        NB_CK_OK(nb_set_requires_grad(w, true));
+        NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+        NB_CK_OK(nb_autocast_cache_params(&w, 1));
+        bool prev = nb_set_grad_enabled(false);
+        NB_CK_OK(nb_copy_(w, nb_mul_scalar(w, 2.0)));
+        nb_set_grad_enabled(prev);
+        nb_tensor *cached = nb_to_dtype(nb_linear(x, w, NULL), NB_F32);
+        NB_CK_OK(nb_autocast_end(dev));
+        NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+        nb_tensor *fresh = nb_to_dtype(nb_linear(x, w, NULL), NB_F32);
+        NB_CK_OK(nb_autocast_end(dev));
+        bool same = false;
+        NB_CK_OK(nb_allclose(nb_mul_scalar(cached, 2.0), fresh, 0, 0, false, &same));
+        ck_assert_msg(same, "linear did not read the cast cached ahead");
+        nb_scope_end(s);
     }
 }
 END_TEST

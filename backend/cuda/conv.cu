@@ -38,11 +38,13 @@
 // A candidate whose call returns NOT_SUPPORTED or BAD_PARAM is dropped for
 // good and the next one runs; with none left (or no cuDNN, or shapes past
 // cuDNN's int32 limits) the direct kernels below run: one thread per output
-// (or input-gradient) element, and for the weight gradient blocks of
-// (weight element, image range) with fixed trees and then the ranges summed
-// in order, all accumulating in double. The bias gradient is a
-// two-pass deterministic sum (partial sums per channel and image range,
-// then the partials in order).
+// (or input-gradient) element, and for the weight gradient the GEMMs of
+// gemm_bwd_filter where they apply, else blocks of (weight element, image
+// range) with fixed trees and then the ranges summed in order, all
+// accumulating in double. The bias gradient is a two-pass deterministic
+// sum (partial sums per channel and image range, then the partials in
+// order), or, for 16-bit weight gradients on the GEMM path, one more GEMM
+// column.
 //
 // Tensors beyond cuDNN's 2^31-element limit run in chunks of images; the
 // weight gradient accumulates the chunks in order (beta = 1).
@@ -376,7 +378,7 @@ struct Key {
 // deterministic backward-data algorithm and a slow forward): the operands
 // are transposed into NHWC scratch with cudnnTransformTensor and the result
 // back (PyTorch's NCHW bf16 convolutions make the same copies). The 16-bit
-// weight gradient is backward_filter16's.
+// weight gradient is gemm_bwd_filter's (grouped: backward_filter16's).
 // t[0..2]: x, w, y as NCHW tensors; t[3..5]: the same in NHWC.
 struct Plan {
     Key key;
@@ -781,8 +783,8 @@ template <typename T> nb_status backward_data(nb_backend *be, const ConvGeom &g,
 // the MNIST net's conv1, [32, 1, 3, 3] over 64 images, against 37 us for
 // the GEMMs, while its conv2, [64, 32, 3, 3], took 125 us against 158 on
 // the H100 (tests/bench/cuda_cnn_slots), and those cuDNN has no algorithm
-// for. Where it runs first it computes the bias gradient too (a row of
-// ones in col).
+// for. Where it runs first on 16-bit tensors it computes the bias gradient
+// too (a row of ones in col).
 enum WgradPath { WGRAD_AUTO, WGRAD_GEMM, WGRAD_CUDNN };
 constexpr int64_t WGRAD_GEMM_NK = 32;
 WgradPath wgrad_path() {
@@ -799,8 +801,9 @@ bool wgrad_gemm_first(const ConvGeom &g) {
 
 constexpr size_t WGRAD_COL_MAX = (size_t)256 << 20, WGRAD_PART_MAX = (size_t)64 << 20; // scratch caps, bytes
 
-// The weight gradient of an ungrouped convolution, and with gb its bias
-// gradient too, as im2col and one strided-batched cuBLAS GEMM per chunk of
+// The weight gradient of an ungrouped convolution, and with gb (callers
+// pass it for 16-bit gy, exact in any GEMM) its bias gradient too, as
+// im2col and one strided-batched cuBLAS GEMM per chunk of
 // images, dW_i [co, ld] = gy_i [co, P] col_i [ld, P]^T (col: nk rows, the bias row, zero rows up to ld; nk = c kh kw, P =
 // ho wo; 16-bit operands give float32 products on the tensor cores, float32
 // follows the matmul precision as every GEMM), then the images' dW_i added
@@ -817,8 +820,13 @@ nb_status gemm_bwd_filter(nb_backend *be, const ConvGeom &g, const T *gy, const 
     const int64_t nk = g.cg * g.kh * g.kw, nk1 = nk + (gb ? 1 : 0), P = g.ho * g.wo;
     const int64_t ld = (nk1 + 7) / 8 * 8, nw1 = g.co * ld;
     *ran = false;
-    if (g.groups != 1 || ld > 65535 || P > INT_MAX / 2 || g.c * g.h * g.w > INT_MAX || g.c > 65535)
+    // k_im2col's int index math: every position it forms stays within int
+    const int64_t span_h = g.ho * g.sh + g.kh * g.dh + g.ph, span_w = g.wo * g.sw + g.kw * g.dw + g.pw;
+    if (g.groups != 1 || ld > 65535 || P > INT_MAX / 2 || g.c * g.h * g.w > INT_MAX || g.c > 65535 ||
+        span_h > INT_MAX / 2 || span_w > INT_MAX / 2)
         return NB_OK;
+    // float32 under "medium" would take bfloat16 GEMMs: the convolutions allow TF32 at most (cuDNN's)
+    if (std::is_same<T, float>::value && nb_float32_matmul_precision() > 1) return NB_OK;
     if ((size_t)(g.n * nw1) > WGRAD_PART_MAX / sizeof(A)) return NB_OK;
     int64_t chunk = g.n < 65535 / g.c ? g.n : 65535 / g.c;
     const size_t col_image = sizeof(T) * (size_t)(ld * P);
@@ -901,7 +909,8 @@ template <typename T> nb_status backward_filter(nb_backend *be, const ConvGeom &
     return NB_OK;
 }
 
-// The 16-bit weight gradient: cuDNN's heuristics give it no deterministic
+// The 16-bit weight gradient where gemm_bwd_filter does not run (groups,
+// NB_CUDA_CONV_WGRAD=cudnn): cuDNN's heuristics give it no deterministic
 // algorithm (NCHW or NHWC), so it runs as a float32 TF32 backward filter on
 // float32 copies of x and gy (16-bit values are exact in TF32, so the
 // products are the tensor cores' bf16/f16 products, accumulated in float32),
@@ -987,16 +996,21 @@ extern "C" nb_status nb_cuda_conv2d_backward_weight(nb_backend *be, const nb_kvi
     return dispatch_floating(slot, g.dt, [&](auto tag) {
         using T = decltype(tag);
         T *gb = gbias && g.co > 0 ? (T *)gbias->data : nullptr;
-        if (numel(gw) > 0 && wgrad_gemm_first(g)) { // the bias gradient with it
-            bool ran = false;
-            nb_status s = gemm_bwd_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data, gb, &ran);
-            if (s != NB_OK || ran) return s;
+        // 16-bit: the bias gradient as a GEMM column (gy is exact in the
+        // tensor cores); float32/float64 keep its exact two-pass sum (a TF32
+        // GEMM would round gy)
+        T *gb_gemm = nb_dtype_is_16bit(g.dt) ? gb : nullptr;
+        bool ran = false;
+        if (numel(gw) > 0 && wgrad_gemm_first(g)) {
+            nb_status s =
+                gemm_bwd_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data, gb_gemm, &ran);
+            if (s != NB_OK || (ran && (!gb || gb_gemm))) return s;
         }
         if (gb) {
             nb_status s = bias_grad<T>(be, slot, gb, (const T *)gy->data, g.n, g.co, g.ho * g.wo);
             if (s != NB_OK) return s;
         }
-        if (numel(gw) == 0) return NB_OK;
+        if (numel(gw) == 0 || ran) return NB_OK;
         if (nb_dtype_is_16bit(g.dt)) return backward_filter16(be, g, gw, gy, x);
         return backward_filter<T>(be, g, (const T *)gy->data, (const T *)x->data, (T *)gw->data);
     });

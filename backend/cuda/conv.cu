@@ -780,10 +780,10 @@ template <typename T> nb_status backward_data(nb_backend *be, const ConvGeom &g,
 // 16-bit gradient then runs backward_filter16); unset, it runs the 16-bit
 // gradients, the float32/float64 ones with few weight elements per output
 // channel (c kh kw <= WGRAD_GEMM_NK: cuDNN's FMA kernels took 164 us for
-// the MNIST net's conv1, [32, 1, 3, 3] over 64 images, against 37 us for
-// the GEMMs, while its conv2, [64, 32, 3, 3], took 125 us against 158 on
-// the H100 (tests/bench/cuda_cnn_slots), and those cuDNN has no algorithm
-// for. Where it runs first on 16-bit tensors it computes the bias gradient
+// the MNIST net's conv1, [32, 1, 3, 3] over 64 images, against 31 us for
+// the GEMMs, while its conv2, [64, 32, 3, 3], took 125 us against 158 for
+// a first version of the GEMMs, on the H100, tests/bench/cuda_cnn_slots),
+// and those cuDNN has no algorithm for. Where it runs first on 16-bit tensors it computes the bias gradient
 // too (a row of ones in col).
 enum WgradPath { WGRAD_AUTO, WGRAD_GEMM, WGRAD_CUDNN };
 constexpr int64_t WGRAD_GEMM_NK = 32;
@@ -803,10 +803,11 @@ constexpr size_t WGRAD_COL_MAX = (size_t)256 << 20, WGRAD_PART_MAX = (size_t)64 
 
 // The weight gradient of an ungrouped convolution, and with gb (callers
 // pass it for 16-bit gy, exact in any GEMM) its bias gradient too, as
-// im2col and one strided-batched cuBLAS GEMM per chunk of
-// images, dW_i [co, ld] = gy_i [co, P] col_i [ld, P]^T (col: nk rows, the bias row, zero rows up to ld; nk = c kh kw, P =
-// ho wo; 16-bit operands give float32 products on the tensor cores, float32
-// follows the matmul precision as every GEMM), then the images' dW_i added
+// im2col and one strided-batched cuBLAS GEMM per chunk of images, dW_i
+// [co, ld] = gy_i [co, P] col_i [ld, P]^T (col: nk = c kh kw rows, the
+// bias row, zero rows up to ld; P = ho wo; 16-bit operands give float32
+// products on the tensor cores, float32 follows the matmul precision as
+// every GEMM, "medium" declined), then the images' dW_i added
 // in order in double (k_wgrad_sum): deterministic. cuDNN's legacy
 // heuristics offer bf16 no deterministic weight-gradient algorithm, and
 // FFMA kernels for float32. *ran is false, with nothing done, for groups,

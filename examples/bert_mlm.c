@@ -339,7 +339,7 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
     totals iv = {0};
     double t_iv = now_seconds();
     nb_module_train(bert, true);
-    nb_tensor **amp_ps = NULL; /* --amp: the parameters, cast ahead each step in one launch */
+    nb_tensor **amp_ps = NULL; /* --amp: the parameters, cast ahead each step in multi-tensor launches */
     int n_amp = 0;
     if (ok && a->amp) {
         int n = nb_module_parameters(bert, NULL, 0);

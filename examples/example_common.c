@@ -344,7 +344,7 @@ static nb_status run_step(run *r, nb_tensor *x, nb_tensor *y) {
     nb_device dev = nb_device_of(x);
     nb_status ast = r->a->amp ? nb_autocast_begin(dev, NB_BF16) : NB_OK;
     bool open = r->a->amp && !ast;
-    if (open) ast = nb_autocast_cache_params(r->params, r->n_params); /* one launch for all the casts */
+    if (open) ast = nb_autocast_cache_params(r->params, r->n_params); /* multi-tensor casts */
     nb_tensor *loss = ast ? NULL : nb_cross_entropy(nb_forward(r->net, x), y);
     if (!ast && !loss) ast = nb_last_status(); /* before nb_autocast_end, a call of its own */
     if (open) nb_autocast_end(dev);

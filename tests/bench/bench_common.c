@@ -76,7 +76,8 @@ static int cmp_double(const void *a, const void *b) {
  * *loss) for the final read. */
 static bool amp; /* --amp */
 static nb_ddp *ddp; /* --distributed */
-static nb_tensor **amp_params; /* --amp: the parameters, cast ahead in multi-tensor launches (nb_autocast_cache_params) */
+/* --amp: the parameters, cast ahead in multi-tensor launches (nb_autocast_cache_params) */
+static nb_tensor **amp_params;
 static int n_amp_params;
 
 static nb_status step_work(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss) {

@@ -339,18 +339,11 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
     totals iv = {0};
     double t_iv = now_seconds();
     nb_module_train(bert, true);
-    nb_tensor **amp_ps = NULL; /* --amp: the parameters, cast ahead each step in multi-tensor launches */
-    int n_amp = 0;
-    if (ok && a->amp) {
-        int n = nb_module_parameters(bert, NULL, 0);
-        nb_named_tensor *ps = calloc((size_t)n + 1, sizeof *ps);
-        amp_ps = calloc((size_t)n + 1, sizeof *amp_ps);
-        if (ps && amp_ps) {
-            nb_module_parameters(bert, ps, n);
-            for (int i = 0; i < n; i++) amp_ps[i] = ps[i].tensor;
-            n_amp = n;
-        }
-        free(ps);
+    int n_amp = 0; /* --amp: the parameters, cast ahead each step in multi-tensor launches */
+    nb_tensor **amp_ps = ok && a->amp ? nb_module_parameter_list(bert, &n_amp) : NULL;
+    if (ok && a->amp && !amp_ps) {
+        fprintf(stderr, "bert_mlm: %s\n", nb_last_error());
+        ok = false;
     }
     for (int64_t step = 1; ok && step <= a->steps; step++) {
         if (pos + B > N) { /* a new epoch: a fresh order and fresh masks */

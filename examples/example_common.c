@@ -417,19 +417,6 @@ static void run_free(run *r) {
     free(r->params);
 }
 
-/* --amp: the module's parameters for nb_autocast_cache_params (none when out
- * of host memory: autocast then casts each on first use, as without). */
-static void collect_params(run *r) {
-    int n = nb_module_parameters(r->net, NULL, 0);
-    nb_named_tensor *ps = calloc((size_t)n + 1, sizeof *ps);
-    r->params = calloc((size_t)n + 1, sizeof *r->params);
-    if (ps && r->params) {
-        nb_module_parameters(r->net, ps, n);
-        for (int i = 0; i < n; i++) r->params[i] = ps[i].tensor;
-        r->n_params = n;
-    }
-    free(ps);
-}
 
 nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader *loader, nb_dataset *test,
                                    const nb_example_args *a, const char *name) {
@@ -437,7 +424,10 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
     double t0 = now_seconds();
     run rn = {.net = net, .opt = opt, .loader = loader, .a = a,
               .total_steps = nb_loader_num_batches(loader) * a->epochs, .name = name};
-    if (a->amp) collect_params(&rn);
+    if (a->amp && !(rn.params = nb_module_parameter_list(net, &rn.n_params))) { /* for nb_autocast_cache_params */
+        fprintf(stderr, "%s: %s\n", name, nb_last_error());
+        return r;
+    }
     int first = 0, last = a->stop_after > 0 && a->stop_after < a->epochs ? a->stop_after : a->epochs;
     bool mid_epoch = false; /* resuming inside an epoch: keep its position and running loss */
     if (a->resume) {

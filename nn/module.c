@@ -478,6 +478,17 @@ int nb_module_parameters(nb_module *m, nb_named_tensor *out, int cap) {
     return list_named(m, NB_PARAMS, out, cap);
 }
 
+nb_tensor **nb_module_parameter_list(nb_module *m, int *n) {
+    if (!m || !n) return NB_FAIL(NB_ERR_INVALID_ARG, "module_parameter_list: %s is NULL", m ? "n" : "module");
+    int count = list_named(m, NB_PARAMS, NULL, 0);
+    if (count < 0) return NULL;
+    nb_tensor **out = malloc(sizeof *out * (size_t)(count > 0 ? count : 1));
+    if (!out) return NB_FAIL(NB_ERR_OOM, "module_parameter_list: out of host memory for %d tensors", count);
+    for (int i = 0; i < count; i++) out[i] = m->cache[NB_PARAMS].items[i].tensor;
+    *n = count;
+    return out;
+}
+
 int nb_module_buffers(nb_module *m, nb_named_tensor *out, int cap) {
     return list_named(m, NB_BUFFERS, out, cap);
 }

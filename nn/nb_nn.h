@@ -66,6 +66,12 @@ nb_module *nb_module_child(nb_module *m, const char *name);
  * owned by the module tree and its tensor borrowed). Returns the count; writes up to `cap` entries to out
  * (out may be NULL to ask for the count). */
 int nb_module_parameters(nb_module *m, nb_named_tensor *out, int cap);
+/* module.parameters() as an array: the tensors of nb_module_parameters, in
+ * its order (each shared tensor once, borrowed), in a malloc'ed array the
+ * caller frees; *n gets their count (a module without parameters: a
+ * non-NULL array and 0). NULL on error: NB_ERR_INVALID_ARG (m or n NULL),
+ * NB_ERR_OOM. */
+nb_tensor **nb_module_parameter_list(nb_module *m, int *n);
 /* Buffers (e.g. BatchNorm's running_mean) likewise. */
 int nb_module_buffers(nb_module *m, nb_named_tensor *out, int cap);
 /* Flat parameter and gradient buffers (llm.c's; PyTorch FSDP's flat

@@ -311,6 +311,13 @@ START_TEST(test_tree_edits_and_append) {
     ck_assert_int_eq(nb_module_parameters(both, p, 4), 2);
     ck_assert_str_eq(p[0].name, "0.weight");
     ck_assert_str_eq(p[1].name, "0.bias");
+    int np = -1;
+    nb_tensor **pl = nb_module_parameter_list(both, &np); /* the same tensors */
+    ck_assert_ptr_nonnull(pl);
+    ck_assert_int_eq(np, 2);
+    ck_assert_ptr_eq(pl[0], w);
+    ck_assert_ptr_eq(pl[1], p[1].tensor);
+    free(pl);
     ck_assert_int_eq(nb_module_num_params(both), 6);
     nb_module_free(both);
 }

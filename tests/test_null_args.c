@@ -487,6 +487,7 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_module_add, NULL, NULL, NULL);
     NP(nb_module_child, NULL, NULL);
     NI(nb_module_parameters, NULL, NULL, 1);
+    NP(nb_module_parameter_list, NULL, NULL);
     NI(nb_module_buffers, NULL, NULL, 1);
     NI(nb_module_num_params, NULL);
     NP(nb_nn_sequential_n, NULL, NULL);

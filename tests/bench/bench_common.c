@@ -124,18 +124,9 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_device_counters c0 = {0};
     nb_graph *g = NULL;
     amp = a->amp;
-    if (amp) { /* the module's parameters, for nb_autocast_cache_params */
-        n_amp_params = nb_module_parameters(net, NULL, 0);
-        nb_named_tensor *ps = calloc((size_t)n_amp_params + 1, sizeof *ps);
-        amp_params = calloc((size_t)n_amp_params + 1, sizeof *amp_params);
-        if (!ps || !amp_params) {
-            free(ps), free(ms), free(amp_params), amp_params = NULL;
-            fprintf(stderr, "bench %s: out of host memory\n", workload);
-            return 1;
-        }
-        nb_module_parameters(net, ps, n_amp_params);
-        for (int i = 0; i < n_amp_params; i++) amp_params[i] = ps[i].tensor;
-        free(ps);
+    if (amp && !(amp_params = nb_module_parameter_list(net, &n_amp_params))) { /* for nb_autocast_cache_params */
+        free(ms);
+        return nb_bench_fail(workload);
     }
     if (a->pg && !(ddp = nb_ddp_new(net, a->pg, NULL))) {
         free(ms), free(amp_params), amp_params = NULL;

@@ -207,26 +207,10 @@ nb_status nb_clip_grad_value_(nb_tensor *const *params, int n, double clip_value
     return st;
 }
 
-/* nb_module_parameters(m), each shared tensor once (module.parameters()). */
+/* module.parameters() (each shared tensor once), with op in the NULL error. */
 static nb_tensor **module_params(const char *op, nb_module *m, int *n) {
     if (!m) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: module is NULL", op);
-    int count = nb_module_parameters(m, NULL, 0);
-    if (count < 0) return NULL;
-    nb_named_tensor *named = malloc(sizeof *named * (size_t)(count > 0 ? count : 1));
-    nb_tensor **params = malloc(sizeof *params * (size_t)(count > 0 ? count : 1));
-    if (!named || !params) {
-        free(named), free(params);
-        return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
-    }
-    nb_module_parameters(m, named, count);
-    *n = 0;
-    for (int i = 0; i < count; i++) {
-        bool seen = false;
-        for (int j = 0; j < *n && !seen; j++) seen = params[j] == named[i].tensor;
-        if (!seen) params[(*n)++] = named[i].tensor;
-    }
-    free(named);
-    return params;
+    return nb_module_parameter_list(m, n);
 }
 
 nb_status nb_clip_grad_norm_module_(nb_module *m, double max_norm, double norm_type, double *total_norm_out) {

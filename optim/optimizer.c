@@ -235,18 +235,13 @@ nb_optimizer *nb_optim_build_params(const nb_optim_desc *d, nb_tensor *const *pa
 
 nb_optimizer *nb_optim_build_module(const nb_optim_desc *d, nb_module *m, const void *options) {
     if (!m) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: module is NULL", d->op);
-    int count = nb_module_parameters(m, NULL, 0);
-    if (count < 0) return NULL;
-    if (count == 0) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: optimizer got an empty parameter list", d->op);
-    nb_named_tensor *named = malloc(sizeof *named * (size_t)count);
-    nb_tensor **params = malloc(sizeof *params * (size_t)count);
-    if (!named || !params) {
-        free(named), free(params);
-        return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", d->op);
+    int count = 0;
+    nb_tensor **params = nb_module_parameter_list(m, &count);
+    if (!params) return NULL;
+    if (count == 0) {
+        free(params);
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: optimizer got an empty parameter list", d->op);
     }
-    nb_module_parameters(m, named, count);
-    for (int i = 0; i < count; i++) params[i] = named[i].tensor;
-    free(named);
     nb_optimizer *opt = nb_optim_build_params(d, params, count, options);
     free(params);
     return opt;

@@ -16,6 +16,16 @@
         for (int i_ = 0; i_ < nb_device_count((nb_device_type)t_); i_++)                         \
             for (nb_device dev = {(nb_device_type)t_, i_}; dev.index == i_; dev.index = -1)
 
+/* A parameter: scale * N(0, 1) from g on dev, a leaf that requires grad (in the current scope). */
+static nb_tensor *rand_param(int ndim, const int64_t *shape, double scale, nb_generator *g, nb_device dev) {
+    nb_tensor *p = nb_detach(nb_mul_scalar(nb_randn_on(ndim, shape, NB_F32, g, dev), scale));
+    NB_CK_OK(nb_set_requires_grad(p, true));
+    return p;
+}
+
+/* sum |t.grad|, read to the host. */
+static double grad_abs_sum(nb_tensor *t) { return nb_item(nb_sum(nb_abs(nb_tensor_grad(t)), NULL, 0, false)); }
+
 /* The |gradient| sums of an autocast run within bfloat16's error (3%) of a float32 run's. */
 static void ck_grads_close(const double *got, const double *ref, int n) {
     for (int k = 0; k < n; k++)
@@ -52,12 +62,8 @@ START_TEST(test_autocast_lists_and_grads) {
         nb_scope *s = nb_scope_begin();
         nb_generator g = nb_generator_new(3);
         nb_tensor *x = nb_randn_on(NB_SHAPE(16, 32), NB_F32, &g, dev);
-        nb_tensor *w1 = nb_mul_scalar(nb_randn_on(NB_SHAPE(64, 32), NB_F32, &g, dev), 0.2);
-        nb_tensor *w2 = nb_mul_scalar(nb_randn_on(NB_SHAPE(10, 64), NB_F32, &g, dev), 0.2);
+        nb_tensor *w1 = rand_param(NB_SHAPE(64, 32), 0.2, &g, dev), *w2 = rand_param(NB_SHAPE(10, 64), 0.2, &g, dev);
         nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(16), NB_F64, &g, dev), 9.99), NB_I64);
-        w1 = nb_detach(w1), w2 = nb_detach(w2);
-        NB_CK_OK(nb_set_requires_grad(w1, true));
-        NB_CK_OK(nb_set_requires_grad(w2, true));
         double ref[2] = {0}, got[2] = {0};
         for (int ac = 0; ac < 2; ac++) {
             nb_tensor_zero_grad(w1), nb_tensor_zero_grad(w2);
@@ -75,8 +81,7 @@ START_TEST(test_autocast_lists_and_grads) {
             NB_CK_OK(nb_backward(loss));
             ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(w1)), NB_F32); /* the master weights' dtype */
             double *out = ac ? got : ref;
-            out[0] = nb_item(nb_sum(nb_abs(nb_tensor_grad(w1)), NULL, 0, false));
-            out[1] = nb_item(nb_sum(nb_abs(nb_tensor_grad(w2)), NULL, 0, false));
+            out[0] = grad_abs_sum(w1), out[1] = grad_abs_sum(w2);
         }
         ck_grads_close(got, ref, 2);
         nb_scope_end(s);
@@ -94,11 +99,9 @@ START_TEST(test_autocast_conv) {
         nb_scope *s = nb_scope_begin();
         nb_generator g = nb_generator_new(5);
         nb_tensor *x = nb_randn_on(NB_SHAPE(4, 3, 10, 10), NB_F32, &g, dev);
-        nb_tensor *w = nb_detach(nb_mul_scalar(nb_randn_on(NB_SHAPE(8, 3, 3, 3), NB_F32, &g, dev), 0.3));
-        nb_tensor *b = nb_detach(nb_mul_scalar(nb_randn_on(NB_SHAPE(8), NB_F32, &g, dev), 0.3));
-        nb_tensor *wt = nb_detach(nb_mul_scalar(nb_randn_on(NB_SHAPE(8, 2, 3, 3), NB_F32, &g, dev), 0.3));
+        nb_tensor *w = rand_param(NB_SHAPE(8, 3, 3, 3), 0.3, &g, dev), *b = rand_param(NB_SHAPE(8), 0.3, &g, dev);
+        nb_tensor *wt = rand_param(NB_SHAPE(8, 2, 3, 3), 0.3, &g, dev);
         nb_tensor *params[3] = {w, b, wt};
-        for (int k = 0; k < 3; k++) NB_CK_OK(nb_set_requires_grad(params[k], true));
         double ref[3] = {0}, got[3] = {0};
         for (int ac = 0; ac < 2; ac++) {
             for (int k = 0; k < 3; k++) nb_tensor_zero_grad(params[k]);
@@ -116,7 +119,7 @@ START_TEST(test_autocast_conv) {
             double *out = ac ? got : ref;
             for (int k = 0; k < 3; k++) {
                 ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(params[k])), NB_F32);
-                out[k] = nb_item(nb_sum(nb_abs(nb_tensor_grad(params[k])), NULL, 0, false));
+                out[k] = grad_abs_sum(params[k]);
             }
         }
         ck_grads_close(got, ref, 3);
@@ -275,8 +278,7 @@ START_TEST(test_autocast_cache_params) {
         nb_scope *s = nb_scope_begin();
         nb_generator g = nb_generator_new(4);
         nb_tensor *x = nb_randn_on(NB_SHAPE(4, 8), NB_F32, &g, dev);
-        nb_tensor *w = nb_detach(nb_randn_on(NB_SHAPE(5, 8), NB_F32, &g, dev));
-        NB_CK_OK(nb_set_requires_grad(w, true));
+        nb_tensor *w = rand_param(NB_SHAPE(5, 8), 1.0, &g, dev);
         NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
         NB_CK_OK(nb_autocast_cache_params(&w, 1));
         bool prev = nb_set_grad_enabled(false);

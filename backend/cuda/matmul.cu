@@ -269,9 +269,14 @@ static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool 
 // near 1 ms per product. Such a problem runs on zero-padded copies instead
 // (every dim rounded up to 8, rows 16-byte aligned: the zeros add nothing
 // to any sum), C computed into padded scratch and its [m, n] part copied
-// out; the copies (the copy engine's 2-D copies) cost a few percent of the
-// GEMM.
-constexpr double PAD_MIN_FLOP = 2e9;
+// out. The copies are worth it where the tensor cores are (H100, bench_bert,
+// ms a step with / without padding): 16-bit from 2 GFLOP a product (bert
+// amp 4.27 / 4.72, bert-base amp 18.6 / 23.5); TF32 only for large products
+// (bert-base 29.2 / 29.8 with 193 GFLOP ones, but bert 5.06 / 4.79 with 24
+// GFLOP ones, where copying the [30522, 768] weight each time costs more
+// than the faster kernel gains); never for float32 in full precision, whose
+// FFMA kernels gain nothing from it (bert 9.24 / 8.72).
+constexpr double PAD_MIN_FLOP = 2e9, PAD_MIN_FLOP_TF32 = 1e11;
 
 struct Padded {
     Scratch buf;
@@ -281,7 +286,10 @@ struct Padded {
 static int64_t up8(int64_t x) { return (x + 7) / 8 * 8; }
 
 // x [R, C] (2-D, a unit stride in one dim) as a zero-padded dense copy
-// [R8, C8] in the same orientation; with fill, x's values (else zeros).
+// [R8, C8] in the same orientation; with fill, x's values and zeros in the
+// padding only (a memset of the whole buffer was half a gigabyte a GEMM for
+// bert-base's logits). Without fill the buffer is left as allocated: for a
+// GEMM result with beta 0, which writes every element of it.
 static nb_status pad_mat(nb_backend *be, const nb_kview *x, int64_t R8, int64_t C8, Padded *p, bool fill) {
     size_t es = nb_dtype_size(x->dtype);
     int64_t R = x->shape[0], C = x->shape[1], ld;
@@ -291,16 +299,22 @@ static nb_status pad_mat(nb_backend *be, const nb_kview *x, int64_t R8, int64_t 
     bool rows = !trans; // row-major: rows of C contiguous elements
     if (!p->buf.alloc(be, es * (size_t)(R8 * C8))) return nb_last_status();
     cudaStream_t s = stream_of(be);
-    NBC_TRY("matmul", cudaMemsetAsync(p->buf.ptr, 0, es * (size_t)(R8 * C8), s));
     p->v = *x;
     p->v.data = p->buf.ptr, p->v.shape[0] = R8, p->v.shape[1] = C8;
     if (rows) p->v.strides[0] = C8, p->v.strides[1] = 1;
     else p->v.strides[0] = 1, p->v.strides[1] = R8;
-    if (fill && R > 0 && C > 0) {
-        int64_t len = rows ? C : R, cnt = rows ? R : C;
-        NBC_TRY("matmul", cudaMemcpy2DAsync(p->buf.ptr, (size_t)(rows ? C8 : R8) * es, x->data, (size_t)ld * es,
-                                            (size_t)len * es, (size_t)cnt, cudaMemcpyDeviceToDevice, s));
-    }
+    if (!fill) return NB_OK;
+    // stored as cnt8 lines of len8 elements, x's values in the first len of the first cnt
+    int64_t len = rows ? C : R, cnt = rows ? R : C, len8 = rows ? C8 : R8, cnt8 = rows ? R8 : C8;
+    char *buf = (char *)p->buf.ptr;
+    if (len8 > len && cnt > 0)
+        NBC_TRY("matmul", cudaMemset2DAsync(buf + (size_t)len * es, (size_t)len8 * es, 0, (size_t)(len8 - len) * es,
+                                            (size_t)cnt, s));
+    if (cnt8 > cnt)
+        NBC_TRY("matmul", cudaMemsetAsync(buf + (size_t)(cnt * len8) * es, 0, (size_t)((cnt8 - cnt) * len8) * es, s));
+    if (len > 0 && cnt > 0)
+        NBC_TRY("matmul", cudaMemcpy2DAsync(buf, (size_t)len8 * es, x->data, (size_t)ld * es, (size_t)len * es,
+                                            (size_t)cnt, cudaMemcpyDeviceToDevice, s));
     return NB_OK;
 }
 
@@ -322,12 +336,19 @@ static bool rows_unaligned(const nb_kview *x) {
     return (trans ? x->shape[1] : x->shape[0]) > 1 && ((size_t)ld * nb_dtype_size(x->dtype)) % 16 != 0;
 }
 
-// Whether c = a b (2-D, c [m, n] row-major) is worth padding: large, not
-// float64, and a dim off a multiple of 8 or some operand's rows unaligned.
+// Whether c = a b (2-D, c [m, n] row-major) is worth padding: large (above),
+// not float64, and a dim off a multiple of 8 or some operand's rows unaligned.
+// NB_CUDA_GEMM_PAD=0 turns padding off (for comparisons).
 static bool pad_worth(const nb_kview *c, const nb_kview *a, const nb_kview *b) {
-    if (c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || c->dtype == NB_F64) return false;
+    static const bool off = [] {
+        const char *e = getenv("NB_CUDA_GEMM_PAD");
+        return e && !strcmp(e, "0");
+    }();
+    if (off || c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || c->dtype == NB_F64) return false;
+    bool f32 = c->dtype == NB_F32;
+    if (f32 && nb_float32_matmul_precision() == 0) return false;
     int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
-    if (2.0 * (double)m * (double)n * (double)k < PAD_MIN_FLOP) return false;
+    if (2.0 * (double)m * (double)n * (double)k < (f32 ? PAD_MIN_FLOP_TF32 : PAD_MIN_FLOP)) return false;
     return m % 8 || n % 8 || k % 8 || rows_unaligned(a) || rows_unaligned(b) || rows_unaligned(c);
 }
 

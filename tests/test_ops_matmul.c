@@ -2,6 +2,7 @@
  * broadcast cases, strided operands) and linear_fn: forward values against
  * a host reference, gradients by hand, gradchecks of every case, error
  * paths, and float32 against float64. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,50 +313,81 @@ START_TEST(test_linear_bias_grad_tf32) {
 }
 END_TEST
 
-/* linear forward and backward at a size where the CUDA backend runs its
- * GEMMs on zero-padded copies (2 GFLOP or more in a 16-bit dtype with a dim
- * off a multiple of 8: here out_features 2601, as a vocabulary of 30522):
- * y, dx, dw and db in bfloat16 on each accelerator against float32 on the
- * CPU from the same bfloat16 values. bf16 rounds results to 8 bits: y and
- * the gradients are sums with standard deviations of 23 to 51, so a wrong
- * element (a layout slip) is off by tens where rounding gives under 0.5. */
+/* One linear forward and backward on dev in dtype dt under a matmul
+ * precision, from inputs drawn on the CPU and rounded to bf16 (so every
+ * dtype sees the same values): y, dx, dw and the gradient of the [2601, 2]
+ * tensor whose column 0 is the bias (a strided bias: the GEMM then
+ * accumulates onto its broadcast copy, beta 1). The device's cache is first
+ * given a NaN-filled block, so buffers it reuses start dirty. */
+static void padded_linear_run(nb_device dev, nb_dtype dt, const char *precision, double *got[4], int64_t n[4]) {
+    NB_CK_OK(nb_set_float32_matmul_precision(precision));
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *junk = nb_full_on(NB_SHAPE(16, 1 << 20), NAN, NB_F32, dev);
+    ck_assert_msg(junk != NULL, "%s", nb_last_error());
+    nb_scope_end(s);
+    s = nb_scope_begin();
+    nb_generator g = nb_generator_new(13);
+    const int64_t shapes[4][2] = {{1024, 768}, {2601, 768}, {2601, 2}, {1024, 2601}};
+    nb_tensor *in[4];
+    for (int k = 0; k < 4; k++) {
+        nb_tensor *v = nb_randn(NB_SHAPE(shapes[k][0], shapes[k][1]), NB_F32, &g);
+        in[k] = nb_detach(nb_to_device(nb_to_dtype(nb_to_dtype(v, NB_BF16), dt), dev));
+        ck_assert_msg(in[k] != NULL, "%s", nb_last_error());
+    }
+    for (int k = 0; k < 3; k++) NB_CK_OK(nb_set_requires_grad(in[k], true));
+    nb_tensor *y = nb_linear(in[0], in[1], nb_squeeze(nb_narrow(in[2], 1, 0, 1), 1)); /* stride 2 */
+    NB_CK_OK(nb_backward(nb_sum(nb_mul(y, in[3]), NULL, 0, false)));
+    nb_tensor *outs[4] = {y, nb_tensor_grad(in[0]), nb_tensor_grad(in[1]), nb_tensor_grad(in[2])};
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(nb_dtype_of(outs[k]), dt);
+        got[k] = nb_test_values_of(outs[k]), n[k] = nb_numel(outs[k]);
+    }
+    nb_scope_end(s);
+    NB_CK_OK(nb_set_float32_matmul_precision("highest"));
+}
+
+/* linear forward and backward with out_features 2601 (off a multiple of 8,
+ * as a vocabulary of 30522) on each accelerator against float32 on the CPU:
+ *  - bf16: 2*1024*768*2601 = 4.1 GFLOP a product, over the CUDA backend's
+ *    2 GFLOP threshold for zero-padded copies (matmul.cu), dirty buffers
+ *    and a beta-1 product (the strided bias) included;
+ *  - float32 in full precision and in TF32: unpadded (TF32 pads from 100
+ *    GFLOP), so the weight gradient's GEMM and bias sum run in cuBLASLt's
+ *    BGRADB epilogue at an unaligned m.
+ * Tolerances: bf16 rounds y and the gradients (sums with standard
+ * deviations of 23 to 51) by at most 2^-8 of their value, TF32 rounds the
+ * products' inputs to 11 bits; float32 differs from the CPU only in the
+ * order of its sums. A layout slip is off by tens. */
 START_TEST(test_linear_padded_gemm) {
+    const struct {
+        nb_dtype dt;
+        const char *precision;
+        double atol, rtol;
+    } runs[3] = {{NB_BF16, "highest", 0.5, 1e-2}, {NB_F32, "highest", 2e-3, 1e-4}, {NB_F32, "high", 0.5, 1e-2}};
+    bool any = false;
+    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++) any |= t != NB_DEVICE_CPU && nb_device_count((nb_device_type)t) > 0;
+    if (!any) return; /* nothing but the CPU: no padded path to compare */
+    double *want[4];
+    int64_t n[4];
+    padded_linear_run(NB_CPU, NB_F32, "highest", want, n);
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
         for (int i = 0; i < nb_device_count((nb_device_type)t); i++) {
             if (t == NB_DEVICE_CPU) continue;
-            nb_device devs[2] = {NB_CPU, {(nb_device_type)t, i}};
-            nb_dtype dts[2] = {NB_F32, NB_BF16};
-            double *got[2][4] = {{0}};
-            int64_t n[4] = {0};
-            for (int d = 0; d < 2; d++) {
-                nb_scope *s = nb_scope_begin();
-                nb_generator g = nb_generator_new(13);
-                nb_tensor *in[4];
-                const int64_t shapes[4][2] = {{512, 768}, {2601, 768}, {2601, 0}, {512, 2601}};
-                for (int k = 0; k < 4; k++) { /* drawn on the CPU, rounded to bf16, then moved */
-                    nb_tensor *v = shapes[k][1] ? nb_randn(NB_SHAPE(shapes[k][0], shapes[k][1]), NB_F32, &g)
-                                                : nb_randn(NB_SHAPE(shapes[k][0]), NB_F32, &g);
-                    in[k] = nb_detach(nb_to_device(nb_to_dtype(nb_to_dtype(v, NB_BF16), dts[d]), devs[d]));
-                    ck_assert_msg(in[k] != NULL, "%s", nb_last_error());
-                }
-                for (int k = 0; k < 3; k++) NB_CK_OK(nb_set_requires_grad(in[k], true));
-                nb_tensor *y = nb_linear(in[0], in[1], in[2]);
-                NB_CK_OK(nb_backward(nb_sum(nb_mul(y, in[3]), NULL, 0, false)));
-                nb_tensor *outs[4] = {y, nb_tensor_grad(in[0]), nb_tensor_grad(in[1]), nb_tensor_grad(in[2])};
+            for (int r = 0; r < 3; r++) {
+                double *got[4];
+                int64_t m[4];
+                padded_linear_run((nb_device){(nb_device_type)t, i}, runs[r].dt, runs[r].precision, got, m);
                 for (int k = 0; k < 4; k++) {
-                    ck_assert_int_eq(nb_dtype_of(outs[k]), dts[d]);
-                    got[d][k] = nb_test_values_of(outs[k]), n[k] = nb_numel(outs[k]);
+                    ck_assert_int_eq(m[k], n[k]);
+                    nb_scope *s = nb_scope_begin();
+                    nb_ck_close(nb_from_data(got[k], NB_SHAPE(m[k]), NB_F64), want[k], n[k], runs[r].atol,
+                                runs[r].rtol);
+                    nb_scope_end(s);
+                    free(got[k]);
                 }
-                nb_scope_end(s);
-            }
-            for (int k = 0; k < 4; k++) {
-                nb_scope *s = nb_scope_begin();
-                nb_tensor *v = nb_from_data(got[1][k], NB_SHAPE(n[k]), NB_F64);
-                nb_ck_close(v, got[0][k], n[k], 0.5, 1e-2);
-                nb_scope_end(s);
-                free(got[0][k]), free(got[1][k]);
             }
         }
+    for (int k = 0; k < 4; k++) free(want[k]);
 }
 END_TEST
 

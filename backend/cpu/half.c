@@ -36,14 +36,17 @@ static nb_status dense_copy(nb_backend *be, const nb_kview *src, wide *w, bool f
     int64_t n = nb_cpu_numel(src);
     w->be = be;
     w->buf = nb_alloc_raw(be, nb_dtype_size(dt) * (size_t)(n ? n : 1), nb_backend_current_stream(be), &w->block);
-    if (!w->buf)
-        return nb_set_error(NB_ERR_OOM, "dense copy: out of host memory for a %lld-element %s copy", (long long)n,
-                            nb_dtype_name(dt));
+    if (!w->buf) return nb_last_status(); /* the allocator's message: sizes and what is reserved */
     w->v = *src;
     w->v.data = w->buf;
     w->v.dtype = dt;
     nb_contiguous_strides(src->ndim, src->shape, w->v.strides);
-    return fill && n ? K->copy(be, &w->v, src) : NB_OK;
+    nb_status st = fill && n ? K->copy(be, &w->v, src) : NB_OK;
+    if (st) { /* the caller may not free a copy that failed */
+        nb_free_raw(be, w->block);
+        memset(w, 0, sizeof *w);
+    }
+    return st;
 }
 
 /* A dense float32 view of src's shape (dense_copy). */
@@ -63,6 +66,7 @@ static nb_status narrow(nb_backend *be, const nb_kview *dst, const wide *w) {
 
 nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha) {
     wide w[2];
+    memset(w, 0, sizeof w); /* wide_free may run before each is made */
     nb_status st = widen(be, x, &w[0], true);
     if (!st) st = widen(be, out, &w[1], false);
     if (!st) st = K->unary(be, op, &w[1].v, &w[0].v, alpha);
@@ -74,6 +78,7 @@ nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, co
 nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
                                   const nb_kview *x, const nb_kview *y, double alpha) {
     wide w[4];
+    memset(w, 0, sizeof w); /* wide_free may run before each is made */
     nb_status st = widen(be, gy, &w[0], true);
     if (!st) st = widen(be, x, &w[1], true);
     if (!st) st = widen(be, y, &w[2], true);
@@ -87,6 +92,7 @@ nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview
 
 nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a, const nb_kview *b) {
     wide w[3];
+    memset(w, 0, sizeof w); /* wide_free may run before each is made */
     bool out16 = nb_dtype_is_16bit(out->dtype); /* comparisons write bool directly */
     nb_status st = widen(be, a, &w[0], true);
     if (!st) st = widen(be, b, &w[1], true);
@@ -139,6 +145,7 @@ nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, 
     nb_status bst;
     if (matmul_bf16_dnnl(be, c, a, b, alpha, beta, &bst)) return bst;
     wide w[3];
+    memset(w, 0, sizeof w); /* wide_free may run before each is made */
     nb_status st = widen(be, a, &w[0], true);
     if (!st) st = widen(be, b, &w[1], true);
     if (!st) st = widen(be, c, &w[2], beta != 0); /* beta C reads C */
@@ -150,6 +157,7 @@ nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, 
 
 nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale) {
     wide w[2];
+    memset(w, 0, sizeof w); /* wide_free may run before each is made */
     bool out16 = nb_dtype_is_16bit(out->dtype);
     nb_status st = widen(be, x, &w[0], true);
     if (!st && out16) st = widen(be, out, &w[1], false);
@@ -268,6 +276,7 @@ nb_status nb_cpu_cross_entropy_backward16(nb_backend *be, const nb_kview *glogit
         return nb_set_error(NB_ERR_DTYPE, "cross_entropy_backward: glogits %s, logits %s",
                             nb_dtype_name(glogits->dtype), nb_dtype_name(logits->dtype));
     wide w[2];
+    memset(w, 0, sizeof w); /* wide_free may run before each is made */
     nb_status st = widen(be, logits, &w[0], true);
     if (!st) st = widen(be, glogits, &w[1], false);
     if (!st) st = K->cross_entropy_backward(be, &w[1].v, gloss, &w[0].v, lse, target, ignore_index);

@@ -275,7 +275,8 @@ static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool 
 // (bert-base 29.2 / 29.8 with 193 GFLOP ones, but bert 5.06 / 4.79 with 24
 // GFLOP ones, where copying the [30522, 768] weight each time costs more
 // than the faster kernel gains); never for float32 in full precision, whose
-// FFMA kernels gain nothing from it (bert 9.24 / 8.72).
+// FFMA kernels gain nothing from it (bert 9.24 / 8.72). The "medium"
+// precision (bf16 products of float32 data) takes TF32's rule, unmeasured.
 constexpr double PAD_MIN_FLOP = 2e9, PAD_MIN_FLOP_TF32 = 1e11;
 
 struct Padded {
@@ -467,7 +468,7 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
         b2.ndim = 2, b2.shape[0] = 1, b2.shape[1] = n, b2.strides[0] = n, b2.strides[1] = 1;
         st = pad_mat(be, a, m8, k8, &pa, true);
         if (!st) st = pad_mat(be, b, k8, n8, &pb, true);
-        if (!st) st = pad_mat(be, c, m8, n8, &pc, false);
+        if (!st) st = pad_mat(be, c, m8, n8, &pc, false); // written whole: the BIAS GEMM or the bias copy
         if (!st) st = pad_mat(be, &b2, 1, n8, &pbias, true);
         if (!st) {
             nb_kview vb = pbias.v;

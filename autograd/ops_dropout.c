@@ -1,7 +1,8 @@
 /* ops_dropout.c - dropout (F.dropout: inverted scaling by 1/(1-p)); the mask
  * comes from the backend's random slot (Philox Bernoulli, backend/cpu/random.c)
  * in the input's dtype (bfloat16 and float16 too) and is multiplied in with
- * the binary kernel. Tests: tests/test_ops_dropout.c. */
+ * the binary kernel, or all three in one launch where the backend has the
+ * dropout slot (CUDA: backend/cuda/random.cu). Tests: tests/test_ops_dropout.c. */
 #include <math.h>
 
 #include "nb_autograd_impl.h"
@@ -24,10 +25,20 @@ static nb_tensor *dropout_impl(nb_tensor *x, double p, nb_generator *gen) {
     /* the mask in x's dtype (16-bit too: 0 and 1 are exact), scaled by
      * 1 / (1 - p) once (ATen's noise.div_(1 - p)), then one multiply */
     nb_tensor *mask = nb_empty_like(x), *out = nb_empty_like(x);
-    if (!mask || !out || nb_bernoulli_(mask, 1 - p, gen) != NB_OK) return NULL;
+    if (!mask || !out) return NULL;
     nb_kview vm = nb_kview_of(mask), vo = nb_kview_of(out), vx = nb_kview_of(x);
-    if (NB_CALL(x, unary, NB_UNARY_MUL_SCALAR, &vm, &vm, 1 / (1 - p)) != NB_OK) return NULL;
-    if (NB_CALL(x, binary, NB_BINARY_MUL, &vo, &vx, &vm) != NB_OK) return NULL;
+    if (NB_BE(x)->iface->dropout && nb_is_contiguous(x) && nb_is_contiguous(mask) && nb_is_contiguous(out)) {
+        /* the three steps below in one kernel (the same bits) */
+        uint64_t seed, offset;
+        const uint64_t *base;
+        if (nb_rng_philox(mask, gen, &seed, &offset, &base) != NB_OK ||
+            NB_CALL(x, dropout, &vo, &vm, &vx, p, seed, offset, base) != NB_OK)
+            return NULL;
+    } else {
+        if (nb_bernoulli_(mask, 1 - p, gen) != NB_OK) return NULL;
+        if (NB_CALL(x, unary, NB_UNARY_MUL_SCALAR, &vm, &vm, 1 / (1 - p)) != NB_OK) return NULL;
+        if (NB_CALL(x, binary, NB_BINARY_MUL, &vo, &vx, &vm) != NB_OK) return NULL;
+    }
     bool failed;
     nb_node *n = nb_record(NB_OP_DROPOUT, dropout_backward, out, 1, &x, &failed);
     if (failed) return NULL;

@@ -639,6 +639,16 @@ struct nb_backend_i {
      * list travels as kernel parameters (capturable in a CUDA graph). NULL:
      * callers loop over copy. */
     nb_status (*cast_multi)(nb_backend *be, int n, const nb_kview *dst, const nb_kview *src);
+    /* Dropout's forward in one pass (optional): mask[i] = 1/(1-p) as unary
+     * mul_scalar rounds it to x's dtype where random's bernoulli with
+     * probability 1-p under (seed, offset, offset_base) gives 1, else 0;
+     * out = x * mask as binary mul computes it. x, out and mask contiguous,
+     * one shape, one float dtype (16-bit included), 0 <= p < 1. The same
+     * bits as random, unary and binary in turn (what callers run where it
+     * is NULL), in one launch instead of three and without the mask's
+     * round trips through memory. */
+    nb_status (*dropout)(nb_backend *be, const nb_kview *out, const nb_kview *mask, const nb_kview *x, double p,
+                         uint64_t seed, uint64_t offset, const uint64_t *offset_base);
     /* ---- decoders: RMSNorm, rotary embedding (rms_norm.c, rope.c) ---------- */
     /* Rows of x [R, M] (contiguous, f32/f64): rstd = 1/sqrt(mean(x^2) + eps),
      * out = x * rstd * w; rstd [R] saved. w [M] may be NULL. The mean of

@@ -120,6 +120,11 @@ nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot);
  * nb_generator_advance returned it) made relative to it; NULL (offset
  * untouched) when not capturing or on error (then *failed is set). */
 const uint64_t *nb_graph_rng_base(nb_backend *be, nb_generator *gen, uint64_t *offset, bool *failed);
+/* The Philox arguments of a random fill of t's elements (the random slot's
+ * seed, offset and offset_base), advancing gen (NULL: the default
+ * generator) past them: what nb_uniform_ and its kin pass to the slot. */
+nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, uint64_t *seed, uint64_t *offset,
+                        const uint64_t **base);
 /* While be's current stream is captured, registers on_replay: (ctx, 0) runs
  * just before each replay launches (refresh device values the replay
  * reads), (ctx, +1) after each launch, and (ctx, -1) when the capture ends

@@ -34,17 +34,23 @@ uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks) {
     return first;
 }
 
+nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, uint64_t *seed, uint64_t *offset,
+                        const uint64_t **base) {
+    *seed = gen ? gen->seed : default_gen.seed;
+    *offset = nb_generator_advance(gen, nb_philox_blocks((uint64_t)nb_numel(t)));
+    bool failed;
+    *base = nb_graph_rng_base(t->storage->backend, gen, offset, &failed); /* capturing a graph */
+    return failed ? nb_last_status() : NB_OK;
+}
+
 static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, double a, double b,
                              nb_generator *gen) {
     if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL tensor", op);
     if (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(t->dtype))
         return nb_set_error(NB_ERR_DTYPE, "%s: needs a float tensor, got %s", op, nb_dtype_name(t->dtype));
-    uint64_t seed = gen ? gen->seed : default_gen.seed;
-    uint64_t n = (uint64_t)nb_numel(t);
-    uint64_t offset = nb_generator_advance(gen, nb_philox_blocks(n));
-    bool failed;
-    const uint64_t *base = nb_graph_rng_base(t->storage->backend, gen, &offset, &failed); /* capturing a graph */
-    if (failed) return nb_last_status();
+    uint64_t seed, offset;
+    const uint64_t *base;
+    if (nb_rng_philox(t, gen, &seed, &offset, &base) != NB_OK) return nb_last_status();
     if (nb_is_contiguous(t)) {
         nb_kview v = nb_kview_of(t);
         nb_bump_version(t);

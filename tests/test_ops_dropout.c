@@ -57,6 +57,40 @@ START_TEST(test_dropout_mask_and_scaling) {
 }
 END_TEST
 
+/* On every device and float dtype: dropout gives the bits of its three
+ * steps run by hand (bernoulli_ with probability 1-p, mul_scalar by
+ * 1/(1-p), mul), whether the backend runs them as they are (the CPU) or as
+ * its one-kernel dropout slot (CUDA); the generator advances alike, and the
+ * gradient is the same mask times the incoming one. 517 x 33 elements: an
+ * odd count (the last Philox block half used). */
+START_TEST(test_dropout_fused_matches_steps) {
+    const nb_dtype dts[4] = {NB_F32, NB_F64, NB_BF16, NB_F16};
+    const double p = 0.37;
+    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
+        for (int i = 0; i < nb_device_count((nb_device_type)t); i++)
+            for (int d = 0; d < 4; d++) {
+                nb_device dev = {(nb_device_type)t, i};
+                nb_scope *s = nb_scope_begin();
+                nb_generator gx = nb_generator_new(5), g1 = nb_generator_new(9), g2 = nb_generator_new(9);
+                nb_tensor *x = nb_detach(nb_to_dtype(nb_randn_on(NB_SHAPE(517, 33), NB_F32, &gx, dev), dts[d]));
+                nb_tensor *w = nb_to_dtype(nb_randn_on(NB_SHAPE(517, 33), NB_F32, &gx, dev), dts[d]);
+                NB_CK_NOTNULL(w);
+                NB_CK_OK(nb_set_requires_grad(x, true));
+                nb_tensor *y = nb_dropout(x, p, true, &g1);
+                NB_CK_OK(nb_backward(nb_sum(nb_mul(y, w), NULL, 0, false)));
+                nb_tensor *mask = nb_empty_on(NB_SHAPE(517, 33), dts[d], dev);
+                NB_CK_NOTNULL(mask);
+                NB_CK_OK(nb_bernoulli_(mask, 1 - p, &g2));
+                nb_tensor *m = nb_mul_scalar(mask, 1 / (1 - p));
+                ck_same_bits(y, nb_mul(nb_detach(x), m));
+                ck_same_bits(nb_tensor_grad(x), nb_mul(w, m));
+                /* both generators moved past the same blocks */
+                ck_same_bits(nb_rand_on(NB_SHAPE(3), NB_F32, &g1, dev), nb_rand_on(NB_SHAPE(3), NB_F32, &g2, dev));
+                nb_scope_end(s);
+            }
+}
+END_TEST
+
 START_TEST(test_dropout_identity_and_extremes) {
     nb_scope *s = nb_scope_begin();
     nb_generator g = nb_generator_new(5);
@@ -141,6 +175,7 @@ Suite *nb_suite_ops_dropout(void) {
     tcase_add_test(tc_dropout, test_dropout_mask_and_scaling);
     tcase_add_test(tc_dropout, test_dropout_identity_and_extremes);
     tcase_add_test(tc_dropout, test_dropout_gradient);
+    tcase_add_test(tc_dropout, test_dropout_fused_matches_steps);
     tcase_add_test(tc_dropout, test_dropout_module);
     tcase_set_timeout(tc_dropout, 120);
     suite_add_tcase(s, tc_dropout);

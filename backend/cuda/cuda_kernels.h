@@ -88,6 +88,8 @@ nb_status nb_cuda_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, c
 // random.cu
 nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b, uint64_t seed,
                          uint64_t offset, const uint64_t *offset_base);
+nb_status nb_cuda_dropout(nb_backend *be, const nb_kview *out, const nb_kview *mask, const nb_kview *x, double p,
+                          uint64_t seed, uint64_t offset, const uint64_t *offset_base);
 // optim.cu
 nb_status nb_cuda_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad, const nb_kview *exp_avg,
                             const nb_kview *exp_avg_sq, const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h);
@@ -178,6 +180,7 @@ nb_status nb_cuda_cross_entropy_backward(nb_backend *be, const nb_kview *glogits
         (i)->rope = nb_cuda_rope; \
         (i)->mul_multi = nb_cuda_mul_multi; \
         (i)->cast_multi = nb_cuda_cast_multi; \
+        (i)->dropout = nb_cuda_dropout; \
         NB_CUDA_SET_CNN_SLOTS(i);     \
         NB_CUDA_SET_REDUCE_SLOTS(i);  \
     } while (0)

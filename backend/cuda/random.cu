@@ -88,9 +88,68 @@ template <typename T, int DIST> static nb_status rng_launch(nb_backend *be, cons
     return launched(DIST == NB_RNG_UNIFORM ? "uniform" : DIST == NB_RNG_NORMAL ? "normal" : "bernoulli");
 }
 
+// Dropout's forward (the dropout slot): random's bernoulli bits for each
+// element, the kept scale m1 (1/(1-p) rounded as unary mul_scalar rounds it)
+// or 0 into mask, and x * mask into out, in T's arithmetic as binary mul
+// (16-bit: float products rounded once).
+template <typename T> __device__ __forceinline__ T dropout_mul(T x, T m) {
+    if constexpr (std::is_same<T, __nv_bfloat16>::value || std::is_same<T, __half>::value)
+        return Traits<T>::store(Traits<T>::load(x) * Traits<T>::load(m));
+    else return x * m;
+}
+
+template <typename T> __global__ void k_dropout(const T *x, T *out, T *mask, int64_t n, RandArgs r, T m1) {
+    const int64_t nq = n / 2 + n % 2; // counter blocks, as k_random
+    const uint64_t off = r.offset + (r.offset_base ? *r.offset_base : 0);
+    const T zero = Traits<T>::store(0);
+    NBC_GRID_STRIDE(q, nq) {
+        const nb_philox_u4 w = nb_philox4x32_10(off + (uint64_t)q, 0, r.seed);
+        const int64_t i = 2 * q;
+        const T m0 = ((((uint64_t)w.v[0] << 32) | w.v[1]) >> 11) < r.th ? m1 : zero;
+        mask[i] = m0, out[i] = dropout_mul(x[i], m0);
+        if (i + 1 < n) {
+            const T m = ((((uint64_t)w.v[2] << 32) | w.v[3]) >> 11) < r.th ? m1 : zero;
+            mask[i + 1] = m, out[i + 1] = dropout_mul(x[i + 1], m);
+        }
+    }
+}
+
+template <typename T>
+static nb_status dropout_launch(nb_backend *be, const nb_kview *out, const nb_kview *mask, const nb_kview *x,
+                                int64_t n, const RandArgs &r, T m1) {
+    k_dropout<T><<<blocks_for(n / 2 + n % 2), THREADS, 0, stream_of(be)>>>((const T *)x->data, (T *)out->data,
+                                                                           (T *)mask->data, n, r, m1);
+    return launched("dropout");
+}
+
 } // namespace nbc
 
 using namespace nbc;
+
+extern "C" nb_status nb_cuda_dropout(nb_backend *be, const nb_kview *out, const nb_kview *mask, const nb_kview *x,
+                                     double p, uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
+    char b1[VIEW_BUF], b2[VIEW_BUF], b3[VIEW_BUF];
+    const nb_dtype dt = x->dtype;
+    if (!(p >= 0 && p < 1)) return nb_set_error(NB_ERR_INVALID_ARG, "dropout: p %g outside [0, 1)", p);
+    if (out->dtype != dt || mask->dtype != dt || !same_shape(out, x) || !same_shape(mask, x) || !contiguous(x) ||
+        !contiguous(out) || !contiguous(mask) ||
+        (dt != NB_F32 && dt != NB_F64 && dt != NB_BF16 && dt != NB_F16))
+        return nb_set_error(NB_ERR_INVALID_ARG, "dropout: x %s, out %s and mask %s must be contiguous, of one shape "
+                            "and one float dtype", view_str(x, b1, sizeof b1), view_str(out, b2, sizeof b2),
+                            view_str(mask, b3, sizeof b3));
+    const int64_t n = numel(x);
+    if (n == 0) return NB_OK;
+    RandArgs r{};
+    r.seed = seed, r.offset = offset, r.offset_base = offset_base;
+    r.th = (uint64_t)ceil((1 - p) * 0x1p53); // random's bernoulli with probability 1 - p
+    const double scale = 1 / (1 - p);        // as ops_dropout.c passes it to mul_scalar
+    switch (dt) {
+    case NB_F32: return dropout_launch<float>(be, out, mask, x, n, r, (float)scale);
+    case NB_F64: return dropout_launch<double>(be, out, mask, x, n, r, scale);
+    case NB_BF16: return dropout_launch<__nv_bfloat16>(be, out, mask, x, n, r, __float2bfloat16_rn((float)scale));
+    default: return dropout_launch<__half>(be, out, mask, x, n, r, __float2half_rn((float)scale));
+    }
+}
 
 extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b,
                                     uint64_t seed, uint64_t offset, const uint64_t *offset_base) {

@@ -645,8 +645,8 @@ struct nb_backend_i {
      * out = x * mask as binary mul computes it. x, out and mask contiguous,
      * one shape, one float dtype (16-bit included), 0 <= p < 1. The same
      * bits as random, unary and binary in turn (what callers run where it
-     * is NULL), in one launch instead of three and without the mask's
-     * round trips through memory. */
+     * is NULL or x is not contiguous), in one launch instead of three and
+     * without the mask's round trips through memory. */
     nb_status (*dropout)(nb_backend *be, const nb_kview *out, const nb_kview *mask, const nb_kview *x, double p,
                          uint64_t seed, uint64_t offset, const uint64_t *offset_base);
     /* ---- decoders: RMSNorm, rotary embedding (rms_norm.c, rope.c) ---------- */

@@ -122,7 +122,8 @@ nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot);
 const uint64_t *nb_graph_rng_base(nb_backend *be, nb_generator *gen, uint64_t *offset, bool *failed);
 /* The Philox arguments of a random fill of t's elements (the random slot's
  * seed, offset and offset_base), advancing gen (NULL: the default
- * generator) past them: what nb_uniform_ and its kin pass to the slot. */
+ * generator) past them: what nb_uniform_ and its kin pass to the slot. gen
+ * has advanced even when this fails (during a graph capture). */
 nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, uint64_t *seed, uint64_t *offset,
                         const uint64_t **base);
 /* While be's current stream is captured, registers on_replay: (ctx, 0) runs

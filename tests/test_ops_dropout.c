@@ -65,20 +65,31 @@ END_TEST
  * odd count (the last Philox block half used). */
 START_TEST(test_dropout_fused_matches_steps) {
     const nb_dtype dts[4] = {NB_F32, NB_F64, NB_BF16, NB_F16};
-    const double p = 0.37;
+    /* 0.37, and two p whose scale 1/(1-p) = 1 + 2^-8 + 2^-30 and 1 + 2^-11 +
+     * 2^-30 rounds to float32 exactly halfway between two bfloat16 and two
+     * float16 values: rounding it to 16 bits through float32 (as mul_scalar
+     * does) and straight from double give different masks */
+    const double ps[3] = {0.37, 0.0038910515077466012, 0.0004880438781931229};
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
         for (int i = 0; i < nb_device_count((nb_device_type)t); i++)
-            for (int d = 0; d < 4; d++) {
+            for (int d = 0; d < 12; d++) {
                 nb_device dev = {(nb_device_type)t, i};
+                const double p = ps[d / 4];
                 nb_scope *s = nb_scope_begin();
                 nb_generator gx = nb_generator_new(5), g1 = nb_generator_new(9), g2 = nb_generator_new(9);
-                nb_tensor *x = nb_detach(nb_to_dtype(nb_randn_on(NB_SHAPE(517, 33), NB_F32, &gx, dev), dts[d]));
-                nb_tensor *w = nb_to_dtype(nb_randn_on(NB_SHAPE(517, 33), NB_F32, &gx, dev), dts[d]);
+                nb_tensor *x = nb_detach(nb_to_dtype(nb_randn_on(NB_SHAPE(517, 33), NB_F32, &gx, dev), dts[d % 4]));
+                nb_tensor *w = nb_to_dtype(nb_randn_on(NB_SHAPE(517, 33), NB_F32, &gx, dev), dts[d % 4]);
+                NB_CK_NOTNULL(x);
                 NB_CK_NOTNULL(w);
                 NB_CK_OK(nb_set_requires_grad(x, true));
+                nb_device_counters c0 = nb_device_counters_get(dev);
                 nb_tensor *y = nb_dropout(x, p, true, &g1);
+                NB_CK_NOTNULL(y);
+                /* CUDA runs the forward as its one dropout kernel */
+                if (t == NB_DEVICE_CUDA)
+                    ck_assert_int_eq(nb_device_counters_get(dev).kernel_launches - c0.kernel_launches, 1);
                 NB_CK_OK(nb_backward(nb_sum(nb_mul(y, w), NULL, 0, false)));
-                nb_tensor *mask = nb_empty_on(NB_SHAPE(517, 33), dts[d], dev);
+                nb_tensor *mask = nb_empty_on(NB_SHAPE(517, 33), dts[d % 4], dev);
                 NB_CK_NOTNULL(mask);
                 NB_CK_OK(nb_bernoulli_(mask, 1 - p, &g2));
                 nb_tensor *m = nb_mul_scalar(mask, 1 / (1 - p));

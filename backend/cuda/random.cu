@@ -1,4 +1,4 @@
-// random.cu - the random slot on CUDA: uniform, normal and bernoulli fills
+// random.cu - the random and dropout slots on CUDA: uniform, normal and bernoulli fills
 // of a contiguous tensor by core/philox.h's layout (element i takes the 64
 // bits of words 2*(i%2), 2*(i%2)+1 of counter block offset + i/2 under key
 // seed), so values depend only on (seed, offset, i), never on the launch.
@@ -131,12 +131,12 @@ extern "C" nb_status nb_cuda_dropout(nb_backend *be, const nb_kview *out, const 
     char b1[VIEW_BUF], b2[VIEW_BUF], b3[VIEW_BUF];
     const nb_dtype dt = x->dtype;
     if (!(p >= 0 && p < 1)) return nb_set_error(NB_ERR_INVALID_ARG, "dropout: p %g outside [0, 1)", p);
-    if (out->dtype != dt || mask->dtype != dt || !same_shape(out, x) || !same_shape(mask, x) || !contiguous(x) ||
-        !contiguous(out) || !contiguous(mask) ||
-        (dt != NB_F32 && dt != NB_F64 && dt != NB_BF16 && dt != NB_F16))
-        return nb_set_error(NB_ERR_INVALID_ARG, "dropout: x %s, out %s and mask %s must be contiguous, of one shape "
-                            "and one float dtype", view_str(x, b1, sizeof b1), view_str(out, b2, sizeof b2),
-                            view_str(mask, b3, sizeof b3));
+    if (out->dtype != dt || mask->dtype != dt || (dt != NB_F32 && dt != NB_F64 && dt != NB_BF16 && dt != NB_F16))
+        return nb_set_error(NB_ERR_DTYPE, "dropout: x (%s), out (%s) and mask (%s) must share one float dtype",
+                            nb_dtype_name(dt), nb_dtype_name(out->dtype), nb_dtype_name(mask->dtype));
+    if (!same_shape(out, x) || !same_shape(mask, x) || !contiguous(x) || !contiguous(out) || !contiguous(mask))
+        return nb_set_error(NB_ERR_INVALID_ARG, "dropout: x %s, out %s and mask %s must be contiguous and of one shape",
+                            view_str(x, b1, sizeof b1), view_str(out, b2, sizeof b2), view_str(mask, b3, sizeof b3));
     const int64_t n = numel(x);
     if (n == 0) return NB_OK;
     RandArgs r{};

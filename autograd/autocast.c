@@ -61,28 +61,37 @@ void nb_autocast_pause(bool pause) { paused += pause ? 1 : -1; }
 
 bool nb_autocast_active(nb_device dev) { return !paused && nb_autocast_is_enabled(dev); }
 
-/* The cast of t to dt, cached for parameters. */
-static nb_tensor *cast(nb_tensor *t, nb_dtype dt) {
-    bool cacheable = nb_is_leaf(t) && nb_requires_grad(t);
-    for (int i = 0; cacheable && i < n_cache; i++)
+/* t's cached cast to dt, or NULL. */
+static nb_tensor *cache_find(const nb_tensor *t, nb_dtype dt) {
+    for (int i = 0; i < n_cache; i++)
         if (cache[i].src == t && cache[i].cast->dtype == dt) return cache[i].cast;
-    nb_tensor *c = nb_to_dtype(t, dt);
-    if (!c || !cacheable) return c;
+    return NULL;
+}
+
+/* Caches c as t's cast, taking over the caller's reference to c (t is
+ * retained); false when the cache cannot grow (nothing taken). */
+static bool cache_add(nb_tensor *t, nb_tensor *c) {
     if (n_cache == cap_cache) {
         int cap = cap_cache ? 2 * cap_cache : 64;
         cache_entry *e = realloc(cache, sizeof *e * (size_t)cap);
-        if (!e) return c; /* not cached: still right */
+        if (!e) return false;
         cache = e, cap_cache = cap;
     }
-    nb_retain(t), nb_retain(c);
+    nb_retain(t);
     cache[n_cache++] = (cache_entry){t, c};
-    return c;
+    return true;
 }
 
-static bool cached(const nb_tensor *t, nb_dtype dt) {
-    for (int i = 0; i < n_cache; i++)
-        if (cache[i].src == t && cache[i].cast->dtype == dt) return true;
-    return false;
+/* The cast of t to dt, cached for parameters. */
+static nb_tensor *cast(nb_tensor *t, nb_dtype dt) {
+    bool cacheable = nb_is_leaf(t) && nb_requires_grad(t);
+    nb_tensor *c = cacheable ? cache_find(t, dt) : NULL;
+    if (c) return c;
+    c = nb_to_dtype(t, dt);
+    if (!c || !cacheable) return c;
+    nb_retain(c); /* the cache's reference; c stays the caller's too */
+    if (!cache_add(t, c)) nb_release(c); /* not cached: still right */
+    return c;
 }
 
 /* The eligible params[i] (float32 leaves that require grad, on a device
@@ -102,7 +111,7 @@ static int gather(nb_tensor *const *params, int n, int *next, nb_tensor **src, n
         if (!depth[d.type]) continue;
         nb_dtype dt = stack[d.type][depth[d.type] - 1];
         if (m && (d.type != dev.type || d.index != dev.index || dt != want)) break; /* the next group's */
-        if (cached(t, dt)) continue;
+        if (cache_find(t, dt)) continue;
         bool dup = false; /* listed twice */
         for (int k = 0; k < m && !dup; k++) dup = src[k] == t;
         if (dup) continue;
@@ -139,17 +148,10 @@ nb_status nb_autocast_cache_params(nb_tensor *const *params, int n) {
                 st = nb_last_status();
                 break;
             }
-            if (n_cache == cap_cache) {
-                int cap = cap_cache ? 2 * cap_cache : 64;
-                cache_entry *e = realloc(cache, sizeof *e * (size_t)cap);
-                if (!e) {
-                    st = nb_set_error(NB_ERR_OOM, "autocast_cache_params: out of host memory for the cast cache");
-                    break;
-                }
-                cache = e, cap_cache = cap;
+            if (!cache_add(src[k], dst[k])) { /* on success the cache owns dst[k] */
+                st = nb_set_error(NB_ERR_OOM, "autocast_cache_params: out of host memory for the cast cache");
+                break;
             }
-            nb_retain(src[k]);
-            cache[n_cache++] = (cache_entry){src[k], dst[k]}; /* the cache owns dst[k] */
         }
         for (; k < m; k++) nb_release(dst[k]);
     }

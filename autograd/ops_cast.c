@@ -10,6 +10,12 @@ static nb_status cast_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return gin[0] ? NB_OK : nb_last_status();
 }
 
+bool nb_cast_record(nb_tensor *t, nb_tensor *out) {
+    bool failed = false;
+    if (nb_dtype_is_float(out->dtype)) nb_record(NB_OP_TO_DTYPE, cast_backward, out, 1, &t, &failed);
+    return !failed;
+}
+
 static nb_tensor *to_dtype_impl(nb_tensor *t, nb_dtype dt) {
     if (!nb_check_inputs("to_dtype", 1, &t)) return NULL;
     if ((unsigned)dt >= NB_DTYPE_COUNT) return NB_FAIL(NB_ERR_DTYPE, "to_dtype: bad dtype %d", (int)dt);
@@ -17,16 +23,7 @@ static nb_tensor *to_dtype_impl(nb_tensor *t, nb_dtype dt) {
     if (!out) return NULL;
     nb_kview o = nb_kview_of(out), vt = nb_kview_of(t);
     if (NB_CALL(t, copy, &o, &vt) != NB_OK) return NULL;
-    if (!nb_dtype_is_float(dt)) return out;
-    bool failed;
-    nb_record(NB_OP_TO_DTYPE, cast_backward, out, 1, &t, &failed);
-    return failed ? NULL : out;
-}
-
-bool nb_cast_record(nb_tensor *t, nb_tensor *out) {
-    bool failed = false;
-    if (nb_dtype_is_float(out->dtype)) nb_record(NB_OP_TO_DTYPE, cast_backward, out, 1, &t, &failed);
-    return !failed;
+    return nb_cast_record(t, out) ? out : NULL;
 }
 
 nb_tensor *nb_to_dtype(nb_tensor *t, nb_dtype dt) {

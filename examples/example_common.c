@@ -417,7 +417,6 @@ static void run_free(run *r) {
     free(r->params);
 }
 
-
 nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader *loader, nb_dataset *test,
                                    const nb_example_args *a, const char *name) {
     nb_example_result r = {0};

@@ -115,6 +115,12 @@ static const char *mode_name(const nb_bench_args *a) {
     return m;
 }
 
+/* The run's host buffers freed (every exit of nb_bench_train_steps); rc passed through. */
+static int train_steps_end(double *ms, int rc) {
+    free(ms), free(amp_params), amp_params = NULL;
+    return rc;
+}
+
 int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y,
                          const nb_bench_args *a) {
     double *ms = malloc(sizeof(double) * (size_t)a->steps);
@@ -124,14 +130,9 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_device_counters c0 = {0};
     nb_graph *g = NULL;
     amp = a->amp;
-    if (amp && !(amp_params = nb_module_parameter_list(net, &n_amp_params))) { /* for nb_autocast_cache_params */
-        free(ms);
-        return nb_bench_fail(workload);
-    }
-    if (a->pg && !(ddp = nb_ddp_new(net, a->pg, NULL))) {
-        free(ms), free(amp_params), amp_params = NULL;
-        return nb_bench_fail(workload);
-    }
+    if (amp && !(amp_params = nb_module_parameter_list(net, &n_amp_params))) /* for nb_autocast_cache_params */
+        return train_steps_end(ms, nb_bench_fail(workload));
+    if (a->pg && !(ddp = nb_ddp_new(net, a->pg, NULL))) return train_steps_end(ms, nb_bench_fail(workload));
     for (int i = 0; i < a->warmup + a->steps; i++) {
         if (i == a->warmup && a->graph) { /* capture one step after the eager warm-up */
             nb_status st = nb_graph_capture_begin(dev);
@@ -143,9 +144,8 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
                 if (!st) snprintf(why, sizeof why, "%s", nb_last_error());
                 fprintf(stderr, "bench %s: %s\n", workload, why);
                 nb_graph_free(cg);
-                free(ms), free(amp_params), amp_params = NULL;
                 nb_release(loss);
-                return 1;
+                return train_steps_end(ms, 1);
             }
             g = cg;
         }
@@ -156,9 +156,8 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
         double t = now_ms();
         if (one_step(net, opt, x, y, &loss, g) != NB_OK) {
             nb_graph_free(g);
-            free(ms), free(amp_params), amp_params = NULL;
             nb_release(loss);
-            return nb_bench_fail(workload);
+            return train_steps_end(ms, nb_bench_fail(workload));
         }
         if (i >= a->warmup) ms[i - a->warmup] = now_ms() - t;
     }
@@ -173,10 +172,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     char world[32] = "";
     if (a->pg) {
         snprintf(world, sizeof world, "world=%d ", nb_process_group_size(a->pg));
-        if (nb_process_group_rank(a->pg) != 0) { /* rank 0 reports */
-            free(ms), free(amp_params), amp_params = NULL;
-            return 0;
-        }
+        if (nb_process_group_rank(a->pg) != 0) return train_steps_end(ms, 0); /* rank 0 reports */
     }
     double median = a->steps % 2 ? ms[a->steps / 2] : 0.5 * (ms[a->steps / 2 - 1] + ms[a->steps / 2]);
     char d[32];
@@ -185,6 +181,5 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
            workload, nb_device_str(dev, d, sizeof d), mode_name(a), nb_get_num_threads(), world, median,
            ms[0], l, (double)(c1.kernel_launches - c0.kernel_launches) / a->steps,
            (double)(c1.host_syncs - c0.host_syncs) / a->steps, nb_backend_info(dev));
-    free(ms), free(amp_params), amp_params = NULL;
-    return 0;
+    return train_steps_end(ms, 0);
 }

@@ -783,8 +783,8 @@ template <typename T> nb_status backward_data(nb_backend *be, const ConvGeom &g,
 // the MNIST net's conv1, [32, 1, 3, 3] over 64 images, against 31 us for
 // the GEMMs, while its conv2, [64, 32, 3, 3], took 125 us against 158 for
 // a first version of the GEMMs, on the H100, tests/bench/cuda_cnn_slots),
-// and those cuDNN has no algorithm for. Where it runs first on 16-bit tensors it computes the bias gradient
-// too (a row of ones in col).
+// and those cuDNN has no algorithm for. Where it runs first on 16-bit
+// tensors it computes the bias gradient too (a row of ones in col).
 enum WgradPath { WGRAD_AUTO, WGRAD_GEMM, WGRAD_CUDNN };
 constexpr int64_t WGRAD_GEMM_NK = 32;
 WgradPath wgrad_path() {

@@ -28,8 +28,9 @@ struct FEList {
     int n;
 };
 
-// Tensor k and chunk-in-tensor of global chunk c (a scan of <= FE_MAX ends).
-__device__ inline int chunk_owner(const FEList &l, int64_t c, int64_t *first) {
+// Tensor k and its first global chunk, of global chunk c (a scan of <=
+// FE_MAX ends; L: FEList or cast_multi's FECastList).
+template <typename L> __device__ inline int chunk_owner(const L &l, int64_t c, int64_t *first) {
     int k = 0;
     while (c >= l.chunk_end[k]) k++;
     *first = k ? l.chunk_end[k - 1] : 0;
@@ -133,9 +134,8 @@ struct FECastList {
 // same rounding as copy's (Traits<H>::store).
 template <typename H> __global__ void k_cast_chunks(FECastList l) {
     const int64_t c = blockIdx.x;
-    int k = 0;
-    while (c >= l.chunk_end[k]) k++;
-    const int64_t first = k ? l.chunk_end[k - 1] : 0;
+    int64_t first;
+    const int k = chunk_owner(l, c, &first);
     const float *x = l.src[k];
     H *y = (H *)l.dst[k];
     const int64_t begin = (c - first) * FE_CHUNK, end = min(begin + FE_CHUNK, l.numel[k]);

@@ -139,9 +139,9 @@ nb_status nb_autocast_cache_params(nb_tensor *const *params, int n) {
             continue;
         }
         for (int k = 0; k < m; k++) vs[k] = nb_kview_of(src[k]), vd[k] = nb_kview_of(dst[k]);
-        if (NB_BE(src[0])->iface->cast_multi) st = NB_CALL(src[0], cast_multi, m, vd, vs);
+        if (nb_kernel_has(NB_BE(src[0]), cast_multi)) st = nb_kernel_cast_multi(NB_BE(src[0]), m, vd, vs);
         else
-            for (int k = 0; k < m && st == NB_OK; k++) st = NB_CALL(src[k], copy, &vd[k], &vs[k]);
+            for (int k = 0; k < m && st == NB_OK; k++) st = nb_kernel_copy(NB_BE(src[k]), &vd[k], &vs[k]);
         int k = 0;
         for (; k < m && st == NB_OK; k++) {
             if (!nb_cast_record(src[k], dst[k])) {

@@ -400,7 +400,7 @@ static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g, bool may_steal, 
     }
     nb_bump_version(leaf->grad);
     nb_kview a = nb_kview_of(leaf->grad), b = nb_kview_of(g);
-    return NB_CALL(leaf, binary, NB_BINARY_ADD, &a, &a, &b);
+    return nb_kernel_binary(NB_BE(leaf), NB_BINARY_ADD, &a, &a, &b);
 }
 
 static nb_tensor **acc_slot(nb_node *n, int out_nr) {

@@ -27,10 +27,11 @@ nb_op_id nb_op_find(const char *name) {
     return NB_OP_COUNT;
 }
 
-/* The backend's answer; a backend without the slot runs every row's dtypes. */
+/* The backend's dtypes (0: all) take dt. */
+static bool be_dtype(nb_backend *be, nb_dtype dt) { return !be->iface->dtypes || (be->iface->dtypes & NB_DTM(dt)); }
+
 static bool be_supports(nb_backend *be, nb_op_id op, nb_dtype dt) {
-    if (!(rows[op].dtypes & NB_DTM(dt))) return false;
-    return !be->iface->supports || be->iface->supports(be, (int)op, dt);
+    return (rows[op].dtypes & NB_DTM(dt)) && be_dtype(be, dt);
 }
 
 bool nb_backend_supports(nb_device dev, nb_op_id op, nb_dtype dt) {
@@ -63,7 +64,7 @@ bool nb_check_supported(nb_op_id op, nb_dtype dt, const nb_tensor *t) {
         return false;
     }
     nb_backend *be = t->storage->backend;
-    if (be->iface->supports && !be->iface->supports(be, (int)op, dt)) {
+    if (!be_dtype(be, dt)) {
         nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s is not supported on backend %s:%d", r->name, nb_dtype_name(dt),
                      be->name, t->storage->device.index);
         return false;

@@ -33,7 +33,7 @@ static nb_tensor *kernel2(const char *op, nb_binary_op kop, nb_tensor *a, nb_ten
     nb_tensor *out = nb_tensor_new(nd, shape, out_dt, a->storage->device);
     if (!out) return NULL;
     nb_kview o = nb_kview_of(out), va = nb_kview_expand(a, nd, shape), vb = nb_kview_expand(b, nd, shape);
-    return NB_CALL(a, binary, kop, &o, &va, &vb) == NB_OK ? out : NULL;
+    return nb_kernel_binary(NB_BE(a), kop, &o, &va, &vb) == NB_OK ? out : NULL;
 }
 
 /* How an op promotes: to the result type, or further to float32 for ints
@@ -150,7 +150,7 @@ static nb_status zero_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     for (int i = 0; i < 2; i++) {
         nb_tensor *z = n->in[i] ? nb_empty_like(n->in[i]) : NULL;
         nb_kview v;
-        if (z && (v = nb_kview_of(z), NB_CALL(z, fill, &v, 0.0)) == NB_OK) gin[i] = z;
+        if (z && (v = nb_kview_of(z), nb_kernel_fill(NB_BE(z), &v, 0.0)) == NB_OK) gin[i] = z;
     }
     return GIN_STATUS(n, gin);
 }
@@ -392,7 +392,7 @@ static nb_tensor *bool_full(nb_tensor *t, bool v) {
     nb_tensor *r = nb_tensor_new(t->ndim, t->shape, NB_BOOL, t->storage->device);
     if (!r) return NULL;
     nb_kview k = nb_kview_of(r);
-    return NB_CALL(r, fill, &k, v) == NB_OK ? r : NULL;
+    return nb_kernel_fill(NB_BE(r), &k, v) == NB_OK ? r : NULL;
 }
 
 typedef enum { IS_NAN, IS_INF, IS_FINITE } nan_kind;

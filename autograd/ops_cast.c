@@ -22,7 +22,7 @@ static nb_tensor *to_dtype_impl(nb_tensor *t, nb_dtype dt) {
     nb_tensor *out = nb_tensor_new(t->ndim, t->shape, dt, t->storage->device);
     if (!out) return NULL;
     nb_kview o = nb_kview_of(out), vt = nb_kview_of(t);
-    if (NB_CALL(t, copy, &o, &vt) != NB_OK) return NULL;
+    if (nb_kernel_copy(NB_BE(t), &o, &vt) != NB_OK) return NULL;
     return nb_cast_record(t, out) ? out : NULL;
 }
 

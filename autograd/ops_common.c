@@ -96,7 +96,7 @@ nb_tensor *nb_scalar_like(const nb_tensor *t, double value, nb_dtype dt) {
     nb_tensor *r = nb_tensor_new(0, NULL, dt, t->storage->device);
     if (!r) return NULL;
     nb_kview v = nb_kview_of(r);
-    return NB_CALL(r, fill, &v, value) == NB_OK ? r : NULL;
+    return nb_kernel_fill(NB_BE(r), &v, value) == NB_OK ? r : NULL;
 }
 
 nb_tensor *nb_empty_like(const nb_tensor *t) {
@@ -126,7 +126,7 @@ nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape) {
     nb_tensor *r = nb_tensor_new(g->ndim, kshape, g->dtype, g->storage->device);
     if (!r) return NULL;
     nb_kview o = nb_kview_of(r), x = nb_kview_of(g);
-    if (NB_CALL(g, reduce, NB_REDUCE_SUM, &o, &x, 1.0) != NB_OK) return NULL;
+    if (nb_kernel_reduce(NB_BE(g), NB_REDUCE_SUM, &o, &x, 1.0) != NB_OK) return NULL;
     /* drop the leading dims: a view with the target shape */
     int64_t strides[NB_MAX_DIMS];
     nb_contiguous_strides(ndim, shape, strides);

@@ -169,7 +169,7 @@ static nb_tensor *conv_f(nb_tensor *x, nb_tensor *w, const nb_conv_params *p, co
     nb_tensor *out = xc && wc ? nb_tensor_new(4, out_shape, x->dtype, x->storage->device) : NULL;
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc), vw = nb_kview_of(wc);
-    if (NB_CALL(x, conv2d, &vo, &vx, &vw, NULL, p) != NB_OK) return NULL;
+    if (nb_kernel_conv2d(NB_BE(x), &vo, &vx, &vw, NULL, p) != NB_OK) return NULL;
     return record_conv(NB_OP_CONV2D, conv2d_backward, out, (nb_tensor *[]){x, w, NULL}, xc, wc, p);
 }
 
@@ -212,7 +212,7 @@ static nb_tensor *conv_a(nb_tensor *g, nb_tensor *w, const nb_conv_params *p, co
     nb_tensor *gx = gc && wc ? nb_tensor_new(4, x_shape, g->dtype, g->storage->device) : NULL;
     if (!gx) return NULL;
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vw = nb_kview_of(wc);
-    if (NB_CALL(g, conv2d_backward_input, &vgx, &vg, &vw, p) != NB_OK) return NULL;
+    if (nb_kernel_conv2d_backward_input(NB_BE(g), &vgx, &vg, &vw, p) != NB_OK) return NULL;
     return record_conv_grad(conv_a_backward, gx, g, w, p, g->shape);
 }
 
@@ -222,7 +222,7 @@ static nb_tensor *conv_b(nb_tensor *x, nb_tensor *g, const nb_conv_params *p, co
     nb_tensor *gw = xc && gc ? nb_tensor_new(4, w_shape, g->dtype, g->storage->device) : NULL;
     if (!gw) return NULL;
     nb_kview vgw = nb_kview_of(gw), vg = nb_kview_of(gc), vx = nb_kview_of(xc);
-    if (NB_CALL(g, conv2d_backward_weight, &vgw, NULL, &vg, &vx, p) != NB_OK) return NULL;
+    if (nb_kernel_conv2d_backward_weight(NB_BE(g), &vgw, NULL, &vg, &vx, p) != NB_OK) return NULL;
     return record_conv_grad(conv_b_backward, gw, x, g, p, g->shape);
 }
 
@@ -251,7 +251,7 @@ static nb_status conv2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         nb_tensor *gx = new_like_shape(n->in[0], gc);
         if (!gx) return nb_last_status();
         nb_kview vgx = nb_kview_of(gx), vw = nb_kview_of(n->saved[1]);
-        nb_status st = NB_CALL(gc, conv2d_backward_input, &vgx, &vg, &vw, &p);
+        nb_status st = nb_kernel_conv2d_backward_input(NB_BE(gc), &vgx, &vg, &vw, &p);
         if (st) return st;
         gin[0] = gx;
     }
@@ -259,7 +259,7 @@ static nb_status conv2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         nb_tensor *gw = new_like_shape(n->in[1], gc), *gb = n->in[2] ? new_like_shape(n->in[2], gc) : NULL;
         if (!gw || (n->in[2] && !gb)) return nb_last_status();
         nb_kview vgw = nb_kview_of(gw), vgb = gb ? nb_kview_of(gb) : (nb_kview){0}, vx = nb_kview_of(n->saved[0]);
-        nb_status st = NB_CALL(gc, conv2d_backward_weight, &vgw, gb ? &vgb : NULL, &vg, &vx, &p);
+        nb_status st = nb_kernel_conv2d_backward_weight(NB_BE(gc), &vgw, gb ? &vgb : NULL, &vg, &vx, &p);
         if (st) return st;
         gin[1] = gw, gin[2] = gb;
     } else if (n->in[2]) {
@@ -277,7 +277,7 @@ static nb_tensor *conv2d_run(nb_tensor *x, nb_tensor *w, nb_tensor *bias, const 
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc), vw = nb_kview_of(wc);
     nb_kview vb = bc ? nb_kview_of(bc) : (nb_kview){0};
-    if (NB_CALL(x, conv2d, &vo, &vx, &vw, bc ? &vb : NULL, &cs->p) != NB_OK) return NULL;
+    if (nb_kernel_conv2d(NB_BE(x), &vo, &vx, &vw, bc ? &vb : NULL, &cs->p) != NB_OK) return NULL;
     nb_tensor *in[3] = {x, w, bias};
     return record_conv(NB_OP_CONV2D, conv2d_backward, out, in, xc, wc, &cs->p);
 }
@@ -335,7 +335,7 @@ static nb_status conv_t2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         nb_tensor *gx = new_like_shape(n->in[0], gc);
         if (!gx) return nb_last_status();
         nb_kview vgx = nb_kview_of(gx), vw = nb_kview_of(n->saved[1]);
-        nb_status st = NB_CALL(gc, conv2d, &vgx, &vg, &vw, NULL, &p);
+        nb_status st = nb_kernel_conv2d(NB_BE(gc), &vgx, &vg, &vw, NULL, &p);
         if (st) return st;
         gin[0] = gx;
     }
@@ -343,7 +343,7 @@ static nb_status conv_t2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         nb_tensor *gw = new_like_shape(n->in[1], gc);
         if (!gw) return nb_last_status();
         nb_kview vgw = nb_kview_of(gw), vx = nb_kview_of(n->saved[0]);
-        nb_status st = NB_CALL(gc, conv2d_backward_weight, &vgw, NULL, &vx, &vg, &p);
+        nb_status st = nb_kernel_conv2d_backward_weight(NB_BE(gc), &vgw, NULL, &vx, &vg, &p);
         if (st) return st;
         gin[1] = gw;
     }
@@ -380,7 +380,7 @@ static nb_tensor *conv_t2d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, con
                                  x->storage->device);
     if (!xc || !wc || !y) return NULL;
     nb_kview vy = nb_kview_of(y), vx = nb_kview_of(xc), vw = nb_kview_of(wc);
-    if (NB_CALL(x, conv2d_backward_input, &vy, &vx, &vw, &p) != NB_OK) return NULL;
+    if (nb_kernel_conv2d_backward_input(NB_BE(x), &vy, &vx, &vw, &p) != NB_OK) return NULL;
     if (bias) { /* y += bias[c], bias seen as [1, Cout, 1, 1] expanded */
         nb_kview vb = nb_kview_of(bias);
         int64_t bs = vb.strides[0];
@@ -388,7 +388,7 @@ static nb_tensor *conv_t2d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, con
         memcpy(vb.shape, vy.shape, sizeof vb.shape);
         memset(vb.strides, 0, sizeof vb.strides);
         vb.strides[1] = bs;
-        if (NB_CALL(x, binary, NB_BINARY_ADD, &vy, &vy, &vb) != NB_OK) return NULL;
+        if (nb_kernel_binary(NB_BE(x), NB_BINARY_ADD, &vy, &vy, &vb) != NB_OK) return NULL;
     }
     return record_conv(NB_OP_CONV_TRANSPOSE2D, conv_t2d_backward, y, in, xc, wc, &p);
 }

@@ -17,7 +17,7 @@ static nb_status dropout_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (!gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(g), vm = nb_kview_of(mask);
     gin[0] = gx;
-    return NB_CALL(mask, binary, NB_BINARY_MUL, &vgx, &vg, &vm);
+    return nb_kernel_binary(NB_BE(mask), NB_BINARY_MUL, &vgx, &vg, &vm);
 }
 
 static nb_tensor *dropout_impl(nb_tensor *x, double p, nb_generator *gen) {
@@ -27,17 +27,17 @@ static nb_tensor *dropout_impl(nb_tensor *x, double p, nb_generator *gen) {
     nb_tensor *mask = nb_empty_like(x), *out = nb_empty_like(x);
     if (!mask || !out) return NULL;
     nb_kview vm = nb_kview_of(mask), vo = nb_kview_of(out), vx = nb_kview_of(x);
-    if (NB_BE(x)->iface->dropout && nb_is_contiguous(x) && nb_is_contiguous(mask) && nb_is_contiguous(out)) {
+    if (nb_kernel_has(NB_BE(x), dropout) && nb_is_contiguous(x) && nb_is_contiguous(mask) && nb_is_contiguous(out)) {
         /* the three steps below in one kernel (the same bits) */
         uint64_t seed, offset;
         const uint64_t *base;
         if (nb_rng_philox(mask, gen, &seed, &offset, &base) != NB_OK ||
-            NB_CALL(x, dropout, &vo, &vm, &vx, p, seed, offset, base) != NB_OK)
+            nb_kernel_dropout(NB_BE(x), &vo, &vm, &vx, p, seed, offset, base) != NB_OK)
             return NULL;
     } else {
         if (nb_bernoulli_(mask, 1 - p, gen) != NB_OK) return NULL;
-        if (NB_CALL(x, unary, NB_UNARY_MUL_SCALAR, &vm, &vm, 1 / (1 - p)) != NB_OK) return NULL;
-        if (NB_CALL(x, binary, NB_BINARY_MUL, &vo, &vx, &vm) != NB_OK) return NULL;
+        if (nb_kernel_unary(NB_BE(x), NB_UNARY_MUL_SCALAR, &vm, &vm, 1 / (1 - p)) != NB_OK) return NULL;
+        if (nb_kernel_binary(NB_BE(x), NB_BINARY_MUL, &vo, &vx, &vm) != NB_OK) return NULL;
     }
     bool failed;
     nb_node *n = nb_record(NB_OP_DROPOUT, dropout_backward, out, 1, &x, &failed);

@@ -23,7 +23,7 @@ static nb_tensor *index_copy(nb_tensor *t) {
     nb_tensor *c = nb_empty_like(t);
     if (!c) return NULL;
     nb_kview d = nb_kview_of(c), s = nb_kview_of(t);
-    return NB_CALL(t, copy, &d, &s) == NB_OK ? c : NULL;
+    return nb_kernel_copy(NB_BE(t), &d, &s) == NB_OK ? c : NULL;
 }
 
 /* Replaces the kernel's "gather: " / "scatter: " prefix by the user's op. */
@@ -84,7 +84,7 @@ static nb_tensor *gather_impl(nb_op_id id, nb_tensor *t, int dim, nb_tensor *ind
     nb_tensor *out = nb_tensor_new(index->ndim, index->shape, t->dtype, t->storage->device);
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out), vt = nb_kview_of(t), vi = nb_kview_of(index);
-    if (NB_CALL(t, gather, &vo, &vt, d, &vi) != NB_OK) {
+    if (nb_kernel_gather(NB_BE(t), &vo, &vt, d, &vi) != NB_OK) {
         rename_error(op, "gather");
         return NULL;
     }
@@ -187,8 +187,8 @@ static nb_tensor *scatter_impl(nb_op_id id, nb_tensor *self, int dim, nb_tensor 
     if (!out || !sv) return NULL;
     nb_kview vo = nb_kview_of(out), vself = nb_kview_of(self), vi = nb_kview_of(index);
     nb_kview vs = src ? nb_kview_of(src) : nb_kview_expand(sv, index->ndim, index->shape);
-    if (NB_CALL(self, copy, &vo, &vself) != NB_OK) return NULL;
-    if (NB_CALL(self, scatter, &vo, d, &vi, &vs, (nb_scatter_mode)mode, incl) != NB_OK) {
+    if (nb_kernel_copy(NB_BE(self), &vo, &vself) != NB_OK) return NULL;
+    if (nb_kernel_scatter(NB_BE(self), &vo, d, &vi, &vs, (nb_scatter_mode)mode, incl) != NB_OK) {
         rename_error(op, "scatter");
         return NULL;
     }

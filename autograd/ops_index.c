@@ -37,7 +37,7 @@ static nb_tensor *index_copy(nb_tensor *t) {
     nb_tensor *c = nb_empty_like(t);
     if (!c) return NULL;
     nb_kview d = nb_kview_of(c), s = nb_kview_of(t);
-    return NB_CALL(t, copy, &d, &s) == NB_OK ? c : NULL;
+    return nb_kernel_copy(NB_BE(t), &d, &s) == NB_OK ? c : NULL;
 }
 
 /* An int32 or int64 index as a contiguous int64 copy (embedding and
@@ -46,7 +46,7 @@ static nb_tensor *index_i64(nb_tensor *t) {
     nb_tensor *c = nb_tensor_new(t->ndim, t->shape, NB_I64, t->storage->device);
     if (!c) return NULL;
     nb_kview d = nb_kview_of(c), s = nb_kview_of(t);
-    return NB_CALL(t, copy, &d, &s) == NB_OK ? c : NULL;
+    return nb_kernel_copy(NB_BE(t), &d, &s) == NB_OK ? c : NULL;
 }
 
 /* gx = zeros of shape like `like`, plus g's slices added at index along dim. */
@@ -55,7 +55,7 @@ static nb_tensor *index_add_new(const nb_tensor *like, int dim, nb_tensor *index
     nb_tensor *gx = nb_empty_like(like);
     if (!gx) return NULL;
     nb_kview vgx = nb_kview_of(gx), vi = flat_view(index);
-    return NB_CALL(g, index_add, &vgx, dim, &vi, &vg, skip) == NB_OK ? gx : NULL;
+    return nb_kernel_index_add(NB_BE(g), &vgx, dim, &vi, &vg, skip) == NB_OK ? gx : NULL;
 }
 
 /* ---- embedding ------------------------------------------------------------------ */
@@ -116,7 +116,7 @@ static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t 
     int64_t rows = nb_numel(idx);
     nb_kview vo = nb_kview_of(out), vw = nb_kview_of(wc), vi = flat_view(idx);
     vo.ndim = 2, vo.shape[0] = rows, vo.shape[1] = d, vo.strides[0] = d, vo.strides[1] = 1;
-    if (NB_CALL(weight, index_select, &vo, &vw, 0, &vi) != NB_OK) {
+    if (nb_kernel_index_select(NB_BE(weight), &vo, &vw, 0, &vi) != NB_OK) {
         char msg[512]; /* the kernel's message, renamed for the user's op */
         const char *e = nb_last_error();
         snprintf(msg, sizeof msg, "%s", strncmp(e, "index_select: ", 14) ? e : e + 14);
@@ -178,7 +178,7 @@ static nb_tensor *index_select_impl(nb_tensor *t, int dim, nb_tensor *index) {
     nb_tensor *out = nb_tensor_new(t->ndim, shape, t->dtype, t->storage->device);
     if (!idx || !tc || !out) return NULL;
     nb_kview vo = nb_kview_of(out), vt = nb_kview_of(tc), vi = flat_view(idx);
-    if (NB_CALL(t, index_select, &vo, &vt, d, &vi) != NB_OK) return NULL;
+    if (nb_kernel_index_select(NB_BE(t), &vo, &vt, d, &vi) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_INDEX_SELECT, index_select_backward, out, 1, &t, &failed);
     if (failed) return NULL;
@@ -277,7 +277,7 @@ static nb_tensor *cat_impl(nb_tensor *const *ts, int n, int dim) {
         nb_kview dst = vo, src = nb_kview_of(ts[i]);
         dst.shape[d] = ts[i]->shape[d];
         dst.data = (char *)vo.data + (size_t)(off * vo.strides[d]) * nb_dtype_size(out->dtype);
-        if (nb_numel(ts[i]) > 0 && NB_CALL(out, copy, &dst, &src) != NB_OK) return NULL;
+        if (nb_numel(ts[i]) > 0 && nb_kernel_copy(NB_BE(out), &dst, &src) != NB_OK) return NULL;
         off += ts[i]->shape[d];
     }
     if (nb_needs_grad(n, ts) && !record_cat(out, ts, n, d)) return NULL;
@@ -404,7 +404,7 @@ static nb_tensor *masked_grad(nb_tensor *g, nb_tensor *cond, bool keep_true) {
     if (!r || !zero) return NULL;
     nb_kview vr = nb_kview_of(r), vg = nb_kview_of(g), vc = nb_kview_expand(cond, g->ndim, g->shape),
              vz = nb_kview_expand(zero, g->ndim, g->shape);
-    nb_status st = keep_true ? NB_CALL(g, where, &vr, &vc, &vg, &vz) : NB_CALL(g, where, &vr, &vc, &vz, &vg);
+    nb_status st = keep_true ? nb_kernel_where(NB_BE(g), &vr, &vc, &vg, &vz) : nb_kernel_where(NB_BE(g), &vr, &vc, &vz, &vg);
     return st == NB_OK ? r : NULL;
 }
 
@@ -440,7 +440,7 @@ static nb_tensor *where_impl(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out), vc = nb_kview_expand(cond, nd, shape), va = nb_kview_expand(a, nd, shape),
              vb = nb_kview_expand(b, nd, shape);
-    if (NB_CALL(a, where, &vo, &vc, &va, &vb) != NB_OK) return NULL;
+    if (nb_kernel_where(NB_BE(a), &vo, &vc, &va, &vb) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_WHERE, where_backward, out, 2, in + 1, &failed);
     if (failed) return NULL;
@@ -524,9 +524,9 @@ static nb_status index_put_backward(nb_node *n, nb_tensor *g, nb_tensor **gin, b
         if (nb_needs_grad(1, &g)) /* create_graph: a recorded index_copy of zeros */
             return (gin[0] = nb_index_copy(g, d, idx, nb_zeros_like(z))) ? NB_OK : nb_last_status();
         nb_kview vx = nb_kview_of(gx), vg = nb_kview_of(g), vz = nb_kview_of(z), vi = flat_view(idx);
-        nb_status st = NB_CALL(g, copy, &vx, &vg);
-        if (st == NB_OK) st = NB_CALL(g, fill, &vz, 0.0);
-        if (st == NB_OK) st = NB_CALL(g, index_copy, &vx, d, &vi, &vz);
+        nb_status st = nb_kernel_copy(NB_BE(g), &vx, &vg);
+        if (st == NB_OK) st = nb_kernel_fill(NB_BE(g), &vz, 0.0);
+        if (st == NB_OK) st = nb_kernel_index_copy(NB_BE(g), &vx, d, &vi, &vz);
         if (st != NB_OK) return st;
         gin[0] = gx;
     }
@@ -568,8 +568,8 @@ static nb_tensor *index_add_impl(nb_tensor *input, int dim, nb_tensor *index, nb
     nb_tensor *sc = index_add_new(input, d, idx, src, nb_kview_of(src), NB_NO_PADDING_IDX);
     if (!sc) return NULL;
     nb_kview vs = nb_kview_of(sc), vi = nb_kview_of(input), vo = nb_kview_of(out);
-    if (alpha != 1 && NB_CALL(input, unary, NB_UNARY_MUL_SCALAR, &vs, &vs, alpha) != NB_OK) return NULL;
-    if (NB_CALL(input, binary, NB_BINARY_ADD, &vo, &vi, &vs) != NB_OK) return NULL;
+    if (alpha != 1 && nb_kernel_unary(NB_BE(input), NB_UNARY_MUL_SCALAR, &vs, &vs, alpha) != NB_OK) return NULL;
+    if (nb_kernel_binary(NB_BE(input), NB_BINARY_ADD, &vo, &vi, &vs) != NB_OK) return NULL;
     return index_put_record(NB_OP_INDEX_ADD, index_add_backward, out, input, source, idx, d, alpha);
 }
 
@@ -584,7 +584,7 @@ static nb_tensor *index_copy_op_impl(nb_tensor *input, int dim, nb_tensor *index
     nb_tensor *idx = index_copy(index), *src = contiguous_nograd(source), *out = nb_empty_like(input);
     if (!idx || !src || !out) return NULL;
     nb_kview vo = nb_kview_of(out), vin = nb_kview_of(input), vs = nb_kview_of(src), vi = flat_view(idx);
-    if (NB_CALL(input, copy, &vo, &vin) != NB_OK || NB_CALL(input, index_copy, &vo, d, &vi, &vs) != NB_OK)
+    if (nb_kernel_copy(NB_BE(input), &vo, &vin) != NB_OK || nb_kernel_index_copy(NB_BE(input), &vo, d, &vi, &vs) != NB_OK)
         return NULL;
     return index_put_record(NB_OP_INDEX_COPY, index_copy_backward, out, input, source, idx, d, 1);
 }
@@ -626,12 +626,12 @@ nb_tensor *nb_one_hot(nb_tensor *t, int64_t num_classes) {
 /* The nonzero positions of view x: [n, x.ndim] coordinates or [n] flat. */
 static nb_tensor *nonzero_of(const nb_tensor *like, const nb_kview *x, bool flat) {
     int64_t count = 0;
-    if (NB_CALL(like, nonzero, NULL, &count, x) != NB_OK) return NULL;
+    if (nb_kernel_nonzero(NB_BE(like), NULL, &count, x) != NB_OK) return NULL;
     int64_t shape[2] = {count, x->ndim};
     nb_tensor *out = nb_tensor_new(flat ? 1 : 2, shape, NB_I64, like->storage->device);
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out);
-    return NB_CALL(like, nonzero, &vo, &count, x) == NB_OK ? out : NULL;
+    return nb_kernel_nonzero(NB_BE(like), &vo, &count, x) == NB_OK ? out : NULL;
 }
 
 nb_tensor *nb_nonzero(nb_tensor *t) {

@@ -177,7 +177,7 @@ static nb_tensor *solve_core(const char *op, nb_tensor *A, nb_tensor *B) {
     nb_tensor *x = a && b ? new_like(b->ndim, b->shape, b) : NULL;
     if (!x) return NULL;
     nb_kview vx = nb_kview_of(x), va = nb_kview_of(a), vb = nb_kview_of(b);
-    if (NB_CALL(a, linalg_solve, &vx, &va, &vb) != NB_OK) return relabel(op);
+    if (nb_kernel_linalg_solve(NB_BE(a), &vx, &va, &vb) != NB_OK) return relabel(op);
     nb_tensor *in[2] = {a, b};
     bool failed;
     nb_node *n = nb_record(NB_OP_LINALG_SOLVE, solve_backward, x, 2, in, &failed);
@@ -245,7 +245,7 @@ static bool lu_det(const char *op, nb_tensor *a, nb_tensor **det, nb_tensor **si
         v[i] = nb_kview_of(*outs[i]);
     }
     nb_kview va = nb_kview_of(a);
-    if (NB_CALL(a, linalg_det, det ? &v[0] : NULL, sign ? &v[1] : NULL, logabs ? &v[2] : NULL, &va) != NB_OK)
+    if (nb_kernel_linalg_det(NB_BE(a), det ? &v[0] : NULL, sign ? &v[1] : NULL, logabs ? &v[2] : NULL, &va) != NB_OK)
         return relabel(op);
     return true;
 }
@@ -306,7 +306,7 @@ static nb_tensor *cholesky_impl(nb_tensor *A, bool upper) {
     nb_tensor *l = a ? new_like(a->ndim, a->shape, a) : NULL;
     if (!l) return NULL;
     nb_kview vl = nb_kview_of(l), va = nb_kview_of(a);
-    if (NB_CALL(a, linalg_cholesky, &vl, &va, upper) != NB_OK) return relabel("linalg.cholesky");
+    if (nb_kernel_linalg_cholesky(NB_BE(a), &vl, &va, upper) != NB_OK) return relabel("linalg.cholesky");
     nb_node *n;
     if (!record1(NB_OP_LINALG_CHOLESKY, cholesky_backward, l, a, &n)) return NULL;
     if (n) nb_save(n, 0, l), n->p.linalg.flag = upper;
@@ -364,7 +364,7 @@ static bool qr_impl(nb_tensor *A, nb_linalg_qr_mode mode, nb_tensor **outs) {
     nb_tensor *P = new_like(1, &off, a);
     if (!P) return false;
     nb_kview vq = part_kview(P, &pq), vr = part_kview(P, &pr), va = nb_kview_of(a);
-    if (NB_CALL(a, linalg_qr, &vq, &vr, &va) != NB_OK) return relabel("linalg.qr");
+    if (nb_kernel_linalg_qr(NB_BE(a), &vq, &vr, &va) != NB_OK) return relabel("linalg.qr");
     nb_node *nd;
     if (!record1(NB_OP_LINALG_QR, qr_backward, P, a, &nd)) return false;
     if (nd) nb_save(nd, 0, part_alias(P, &pq)), nb_save(nd, 1, part_alias(P, &pr)), nd->p.linalg.flag = mode;
@@ -404,7 +404,7 @@ static bool eigh_impl(nb_tensor *A, char uplo, nb_tensor **outs) {
     nb_tensor *P = new_like(1, &off, a);
     if (!P) return false;
     nb_kview vw = part_kview(P, &pw), vv = part_kview(P, &pv), va = nb_kview_of(a);
-    if (NB_CALL(a, linalg_eigh, &vw, &vv, &va, uplo == 'U') != NB_OK) return relabel("linalg.eigh");
+    if (nb_kernel_linalg_eigh(NB_BE(a), &vw, &vv, &va, uplo == 'U') != NB_OK) return relabel("linalg.eigh");
     nb_node *nd;
     if (!record1(NB_OP_LINALG_EIGH, eigh_backward, P, a, &nd)) return false;
     if (nd) nb_save(nd, 0, part_alias(P, &pw)), nb_save(nd, 1, part_alias(P, &pv));
@@ -469,7 +469,7 @@ static bool svd_impl(nb_tensor *A, bool full, bool want_uv, nb_tensor **outs) {
     nb_tensor *P = new_like(1, &off, a);
     if (!P) return false;
     nb_kview vu = part_kview(P, &pu), vs = part_kview(P, &ps), vv = part_kview(P, &pv), va = nb_kview_of(a);
-    if (NB_CALL(a, linalg_svd, want_uv ? &vu : NULL, &vs, want_uv ? &vv : NULL, &va) != NB_OK) return relabel(op);
+    if (nb_kernel_linalg_svd(NB_BE(a), want_uv ? &vu : NULL, &vs, want_uv ? &vv : NULL, &va) != NB_OK) return relabel(op);
     nb_node *nd = NULL;
     if (want_uv && !record1(NB_OP_LINALG_SVD, svd_backward, P, a, &nd)) return false;
     if (nd) {
@@ -524,7 +524,7 @@ static nb_tensor *lstsq_core(nb_tensor *A, nb_tensor *B) {
     nb_tensor *x = new_like(b->ndim, shape, b);
     if (!x) return NULL;
     nb_kview vx = nb_kview_of(x), va = nb_kview_of(a), vb = nb_kview_of(b);
-    if (NB_CALL(a, linalg_lstsq, &vx, &va, &vb) != NB_OK) return relabel("linalg.lstsq");
+    if (nb_kernel_linalg_lstsq(NB_BE(a), &vx, &va, &vb) != NB_OK) return relabel("linalg.lstsq");
     nb_tensor *in[2] = {a, b};
     bool failed;
     nb_node *n = nb_record(NB_OP_LINALG_LSTSQ, lstsq_backward, x, 2, in, &failed);

@@ -34,7 +34,7 @@ static nb_status ce_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(logits), vl = nb_kview_of(lse),
              vt = nb_kview_of(target);
     gin[0] = gx;
-    return NB_CALL(logits, cross_entropy_backward, &vgx, &vg, &vx, &vl, &vt, n->p.cross_entropy.ignore_index);
+    return nb_kernel_cross_entropy_backward(NB_BE(logits), &vgx, &vg, &vx, &vl, &vt, n->p.cross_entropy.ignore_index);
 }
 
 /* Per-row losses [N] of logits [N, C] (one node, fused backward); float32
@@ -47,7 +47,7 @@ static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_i
     nb_tensor *lse = nb_tensor_new(1, &n, rdt, logits->storage->device);
     if (!x || !t || !loss || !lse) return NULL;
     nb_kview vl = nb_kview_of(loss), vs = nb_kview_of(lse), vx = nb_kview_of(x), vt = nb_kview_of(t);
-    if (NB_CALL(x, cross_entropy, &vl, &vs, &vx, &vt, ignore_index) != NB_OK) return NULL;
+    if (nb_kernel_cross_entropy(NB_BE(x), &vl, &vs, &vx, &vt, ignore_index) != NB_OK) return NULL;
     bool failed;
     nb_node *node = nb_record(NB_OP_CROSS_ENTROPY, ce_backward, loss, 1, &logits, &failed);
     if (failed) return NULL;

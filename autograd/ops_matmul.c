@@ -42,7 +42,7 @@ static nb_tensor *gemm_nd(nb_tensor *a, nb_tensor *b) {
     nb_tensor *c = nb_tensor_new(nd + 2, shape, a->dtype, a->storage->device);
     if (!c) return NULL;
     nb_kview vc = nb_kview_of(c), va = nb_kview_expand(ar, nd + 2, sa), vb = nb_kview_expand(br, nd + 2, sb);
-    return NB_CALL(a, matmul, &vc, &va, &vb, 1.0, 0.0) == NB_OK ? c : NULL;
+    return nb_kernel_matmul(NB_BE(a), &vc, &va, &vb, 1.0, 0.0) == NB_OK ? c : NULL;
 }
 
 static nb_status matmul_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
@@ -99,13 +99,13 @@ static nb_tensor *matmul_impl(nb_tensor *a, nb_tensor *b) {
  * gradient in the GEMM's epilogue); false where the backend has no such
  * slot (nothing done). */
 static bool linear_wgrad_fused(nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_tensor **gw, nb_tensor **gb) {
-    if (!NB_BE(g)->iface->matmul_bgrad) return false;
+    if (!nb_kernel_has(NB_BE(g), matmul_bgrad)) return false;
     nb_tensor *t = nb_transpose(g, 0, 1), *gt = t ? gemm_ready(t) : NULL, *xr = gemm_ready(x);
     *gw = nb_tensor_new(2, w->shape, g->dtype, g->storage->device);
     *gb = nb_tensor_new(1, w->shape, g->dtype, g->storage->device);
     if (!gt || !xr || !*gw || !*gb) return *gw = *gb = NULL, true;
     nb_kview vw = nb_kview_of(*gw), vb = nb_kview_of(*gb), vg = nb_kview_of(gt), vx = nb_kview_of(xr);
-    if (NB_CALL(g, matmul_bgrad, &vw, &vg, &vx, &vb) != NB_OK) *gw = *gb = NULL;
+    if (nb_kernel_matmul_bgrad(NB_BE(g), &vw, &vg, &vx, &vb) != NB_OK) *gw = *gb = NULL;
     return true;
 }
 
@@ -132,16 +132,16 @@ static nb_tensor *linear_2d(nb_tensor *x, nb_tensor *w, nb_tensor *bias) {
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xr), vw = nb_kview_of(wr);
     vw.shape[0] = wt_shape[0], vw.shape[1] = wt_shape[1], vw.strides[0] = wt_strides[0], vw.strides[1] = wt_strides[1];
     double beta = 0;
-    if (bias && NB_BE(x)->iface->addmm && nb_is_contiguous(bias)) { /* the bias in the GEMM's epilogue */
+    if (bias && nb_kernel_has(NB_BE(x), addmm) && nb_is_contiguous(bias)) { /* the bias in the GEMM's epilogue */
         nb_kview vb = nb_kview_of(bias);
-        if (NB_CALL(x, addmm, &vo, &vx, &vw, &vb) != NB_OK) return NULL;
+        if (nb_kernel_addmm(NB_BE(x), &vo, &vx, &vw, &vb) != NB_OK) return NULL;
     } else {
         if (bias) { /* the GEMM accumulates onto the broadcast bias */
             nb_kview o = nb_kview_of(out), vb = nb_kview_expand(bias, 2, shape);
-            if (NB_CALL(x, copy, &o, &vb) != NB_OK) return NULL;
+            if (nb_kernel_copy(NB_BE(x), &o, &vb) != NB_OK) return NULL;
             beta = 1;
         }
-        if (NB_CALL(x, matmul, &vo, &vx, &vw, 1.0, beta) != NB_OK) return NULL;
+        if (nb_kernel_matmul(NB_BE(x), &vo, &vx, &vw, 1.0, beta) != NB_OK) return NULL;
     }
     nb_tensor *in[3] = {x, w, bias};
     bool failed;

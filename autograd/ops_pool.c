@@ -110,7 +110,7 @@ static nb_tensor *avg_forward(const nb_node *src, nb_tensor *x, const int64_t *s
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc);
     nb_pool_params p = src->p.pool;
-    if ((adaptive ? NB_CALL(x, adaptive_avg_pool2d, &vo, &vx) : NB_CALL(x, avg_pool2d, &vo, &vx, &p)) != NB_OK)
+    if ((adaptive ? nb_kernel_adaptive_avg_pool2d(NB_BE(x), &vo, &vx) : nb_kernel_avg_pool2d(NB_BE(x), &vo, &vx, &p)) != NB_OK)
         return NULL;
     bool failed;
     nb_node *n = nb_record(src->op, adaptive ? adaptive_avg_backward : avg_backward, out, 1, &x, &failed);
@@ -151,7 +151,7 @@ static nb_status max_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
     if (!gx) return nb_last_status();
     gin[0] = gx;
-    nb_status st = NB_CALL(gx, max_pool2d_backward, &vgx, &vgy, &vi);
+    nb_status st = nb_kernel_max_pool2d_backward(NB_BE(gx), &vgx, &vgy, &vi);
     return st ? st : grad_node(n, max_grad_backward, gx, g);
 }
 
@@ -161,7 +161,7 @@ static nb_status avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (!gx) return nb_last_status();
     nb_pool_params p = n->p.pool;
     gin[0] = gx;
-    nb_status st = NB_CALL(gx, avg_pool2d_backward, &vgx, &vgy, &p);
+    nb_status st = nb_kernel_avg_pool2d_backward(NB_BE(gx), &vgx, &vgy, &p);
     return st ? st : grad_node(n, avg_grad_backward, gx, g);
 }
 
@@ -170,7 +170,7 @@ static nb_status adaptive_avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin
     nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
     if (!gx) return nb_last_status();
     gin[0] = gx;
-    nb_status st = NB_CALL(gx, adaptive_avg_pool2d_backward, &vgx, &vgy);
+    nb_status st = nb_kernel_adaptive_avg_pool2d_backward(NB_BE(gx), &vgx, &vgy);
     return st ? st : grad_node(n, adaptive_avg_grad_backward, gx, g);
 }
 
@@ -190,10 +190,10 @@ static nb_tensor *pool_core(const pool_req *r, nb_tensor *x, int64_t oh, int64_t
     nb_status st;
     nb_backward_fn fn;
     switch (r->kind) {
-    case POOL_MAX: st = NB_CALL(x, max_pool2d, &vo, ind ? &vi : NULL, &vx, &r->p), fn = max_backward; break;
-    case POOL_AVG: st = NB_CALL(x, avg_pool2d, &vo, &vx, &r->p), fn = avg_backward; break;
-    case POOL_ADAPTIVE_AVG: st = NB_CALL(x, adaptive_avg_pool2d, &vo, &vx), fn = adaptive_avg_backward; break;
-    default: st = NB_CALL(x, adaptive_max_pool2d, &vo, ind ? &vi : NULL, &vx), fn = max_backward; break;
+    case POOL_MAX: st = nb_kernel_max_pool2d(NB_BE(x), &vo, ind ? &vi : NULL, &vx, &r->p), fn = max_backward; break;
+    case POOL_AVG: st = nb_kernel_avg_pool2d(NB_BE(x), &vo, &vx, &r->p), fn = avg_backward; break;
+    case POOL_ADAPTIVE_AVG: st = nb_kernel_adaptive_avg_pool2d(NB_BE(x), &vo, &vx), fn = adaptive_avg_backward; break;
+    default: st = nb_kernel_adaptive_max_pool2d(NB_BE(x), &vo, ind ? &vi : NULL, &vx), fn = max_backward; break;
     }
     if (st != NB_OK) return NULL;
     bool failed;

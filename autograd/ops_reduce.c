@@ -56,7 +56,7 @@ static nb_tensor *reduce_raw_dt(nb_reduce_op kop, nb_tensor *t, const bool *mask
     nb_tensor *k = nb_tensor_new(t->ndim, kshape, dt, t->storage->device);
     if (!k) return NULL;
     nb_kview o = nb_kview_of(k), x = nb_kview_of(t);
-    return NB_CALL(t, reduce, kop, &o, &x, scale) == NB_OK ? k : NULL;
+    return nb_kernel_reduce(NB_BE(t), kop, &o, &x, scale) == NB_OK ? k : NULL;
 }
 
 static nb_tensor *reduce_raw(const char *op, nb_reduce_op kop, nb_tensor *t, const bool *mask, double scale) {
@@ -231,8 +231,8 @@ static nb_tensor *argmax_raw(const char *op, nb_tensor *t, int dim, nb_tensor **
     nb_tensor *val = values ? nb_tensor_new(t->ndim, kshape, t->dtype, t->storage->device) : NULL;
     if (!idx || (values && !val)) return NULL;
     nb_kview vi = nb_kview_of(idx), vv = val ? nb_kview_of(val) : vi, vx = nb_kview_of(t);
-    nb_status st = min ? NB_CALL(t, argmin, val ? &vv : NULL, &vi, &vx, d)
-                       : NB_CALL(t, argmax, val ? &vv : NULL, &vi, &vx, d);
+    nb_status st = min ? nb_kernel_argmin(NB_BE(t), val ? &vv : NULL, &vi, &vx, d)
+                       : nb_kernel_argmax(NB_BE(t), val ? &vv : NULL, &vi, &vx, d);
     if (st != NB_OK) return NULL;
     if (values) *values = val;
     return idx;

@@ -58,7 +58,7 @@ static nb_status rms_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (gin[1]) vgw = as_rows(gin[1], -1, m);
     if (w) vw = as_rows(w, -1, m);
     nb_kview vgy = as_rows(gc, rows, m), vx = as_rows(x, rows, m), vr = nb_kview_of(rstd);
-    return NB_CALL(x, rms_norm_backward, gin[0] ? &vgx : NULL, gin[1] ? &vgw : NULL, &vgy, &vx, w ? &vw : NULL,
+    return nb_kernel_rms_norm_backward(NB_BE(x), gin[0] ? &vgx : NULL, gin[1] ? &vgw : NULL, &vgy, &vx, w ? &vw : NULL,
                    &vr);
 }
 
@@ -94,7 +94,7 @@ static nb_tensor *rms_norm_impl(nb_tensor *x, int n_norm, const int64_t *normali
     if (!xc || (weight && !wc) || !out || !rstd) return NULL;
     nb_kview vo = as_rows(out, rows, m), vx = as_rows(xc, rows, m), vr = nb_kview_of(rstd), vw = {0};
     if (wc) vw = as_rows(wc, -1, m);
-    if (NB_CALL(x, rms_norm, &vo, &vr, &vx, wc ? &vw : NULL, eps) != NB_OK) return NULL;
+    if (nb_kernel_rms_norm(NB_BE(x), &vo, &vr, &vx, wc ? &vw : NULL, eps) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_RMS_NORM, rms_norm_backward, out, 2, in, &failed);
     if (failed) return NULL;

@@ -71,7 +71,7 @@ static nb_status rope_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         if (!(gin[0] = nb_empty_like(gc))) return nb_last_status();
         nb_kview vgx = as_ntd(gin[0], N, T, D), vg = as_ntd(gc, N, T, D), vc = nb_kview_of(cos),
                  vs = nb_kview_of(sin);
-        nb_status st = NB_CALL(gc, rope, &vgx, &vg, &vc, &vs, true);
+        nb_status st = nb_kernel_rope(NB_BE(gc), &vgx, &vg, &vc, &vs, true);
         if (st) return st;
     }
     if (n->in[1] || n->in[2]) {
@@ -101,7 +101,7 @@ static nb_tensor *rope_impl(nb_tensor *x, nb_tensor *cos, nb_tensor *sin) {
     nb_tensor *out = nb_empty_like(x);
     if (!xc || !cc || !sc || !out) return NULL;
     nb_kview vo = as_ntd(out, N, T, D), vx = as_ntd(xc, N, T, D), vc = nb_kview_of(cc), vs = nb_kview_of(sc);
-    if (NB_CALL(x, rope, &vo, &vx, &vc, &vs, false) != NB_OK) return NULL;
+    if (nb_kernel_rope(NB_BE(x), &vo, &vx, &vc, &vs, false) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_APPLY_ROTARY_POS_EMB, rope_backward, out, 3, in, &failed);
     if (failed) return NULL;

@@ -82,7 +82,7 @@ static nb_status scan_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gx = nb_empty_like(x), *gc = nb_contiguous(g);
     if (!gx || !gc) return nb_last_status();
     nb_kview vgx = kv1(gx), vg = kv1(gc), vx = kv1(x), vo = kv1(out), vi = idx ? kv1(idx) : vgx;
-    nb_status st = NB_CALL(x, scan_backward, n->p.scan.kop, &vgx, &vg, &vx, &vo, idx ? &vi : NULL,
+    nb_status st = nb_kernel_scan_backward(NB_BE(x), n->p.scan.kop, &vgx, &vg, &vx, &vo, idx ? &vi : NULL,
                            n->p.scan.dim);
     gin[0] = gx;
     return st;
@@ -102,7 +102,7 @@ static nb_tensor *scan_impl(nb_op_id id, nb_reduce_op kop, nb_tensor *t, int dim
     nb_tensor *idx = ext ? nb_tensor_new(t->ndim, t->shape, NB_I64, t->storage->device) : NULL;
     if (!out || (ext && !idx)) return NULL;
     nb_kview vo = kv1(out), vx = kv1(t), vi = idx ? kv1(idx) : vo;
-    if (NB_CALL(t, scan, kop, &vo, idx ? &vi : NULL, &vx, d) != NB_OK) return NULL;
+    if (nb_kernel_scan(NB_BE(t), kop, &vo, idx ? &vi : NULL, &vx, d) != NB_OK) return NULL;
     bool failed;
     nb_node *n = fl ? nb_record(id, scan_backward, out, 1, &t, &failed) : NULL;
     if (fl && !n && failed) return NULL;

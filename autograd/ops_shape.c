@@ -31,7 +31,7 @@ static nb_tensor *fresh(const nb_tensor *t, nb_tensor *r) {
     nb_tensor *out = nb_empty_like(r);
     if (!out) return NULL;
     nb_kview o = nb_kview_of(out), v = nb_kview_of(r);
-    if (NB_CALL(r, copy, &o, &v) != NB_OK) return NULL;
+    if (nb_kernel_copy(NB_BE(r), &o, &v) != NB_OK) return NULL;
     bool failed;
     nb_record(NB_OP_CONTIGUOUS, identity_backward, out, 1, &r, &failed);
     return failed ? NULL : out;
@@ -206,7 +206,7 @@ static nb_tensor *constant_pad(nb_tensor *x, const int64_t *lo, const int64_t *h
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x), inner = vo;
     inner.data = (char *)vo.data + (size_t)offset * nb_dtype_size(x->dtype);
     memcpy(inner.shape, x->shape, sizeof inner.shape);
-    if (NB_CALL(x, fill, &vo, value) != NB_OK || (nb_numel(x) && NB_CALL(x, copy, &inner, &vx) != NB_OK))
+    if (nb_kernel_fill(NB_BE(x), &vo, value) != NB_OK || (nb_numel(x) && nb_kernel_copy(NB_BE(x), &inner, &vx) != NB_OK))
         return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_PAD, constant_pad_backward, out, 1, &x, &failed);

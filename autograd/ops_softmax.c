@@ -28,7 +28,7 @@ static nb_status softmax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = as_vector(gx), vg = as_vector(gc), vy = as_vector(y);
     gin[0] = gx;
-    return NB_CALL(y, softmax_backward, &vgx, &vg, &vy, n->p.softmax.dim, n->p.softmax.log);
+    return nb_kernel_softmax_backward(NB_BE(y), &vgx, &vg, &vy, n->p.softmax.dim, n->p.softmax.log);
 }
 
 static nb_tensor *softmax_impl(nb_op_id id, nb_tensor *t, int dim, bool log) {
@@ -39,7 +39,7 @@ static nb_tensor *softmax_impl(nb_op_id id, nb_tensor *t, int dim, bool log) {
     nb_tensor *x = nb_contiguous(t), *out = nb_empty_like(t);
     if (!x || !out) return NULL;
     nb_kview vo = as_vector(out), vx = as_vector(x);
-    if (NB_CALL(t, softmax, &vo, &vx, t->ndim ? d : 0, log) != NB_OK) return NULL;
+    if (nb_kernel_softmax(NB_BE(t), &vo, &vx, t->ndim ? d : 0, log) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(id, softmax_backward, out, 1, &t, &failed);
     if (failed) return NULL;

@@ -29,7 +29,7 @@ static nb_status sort_raw(nb_op_id id, nb_tensor *x, int d, bool descending, int
     nb_tensor *val = values ? nb_tensor_new(x->ndim, shape, x->dtype, dev) : NULL;
     if (!idx || (values && !val)) return nb_last_status();
     nb_kview vi = nb_kview_of(idx), vv = val ? nb_kview_of(val) : vi, vx = nb_kview_of(x);
-    if (NB_CALL(x, sort, val ? &vv : NULL, &vi, &vx, d, descending) != NB_OK) return nb_last_status();
+    if (nb_kernel_sort(NB_BE(x), val ? &vv : NULL, &vi, &vx, d, descending) != NB_OK) return nb_last_status();
     *indices = idx;
     if (!values) return NB_OK;
     *values = val;

@@ -112,7 +112,7 @@ static nb_status unary_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(x), vy = nb_kview_of(y);
-    nb_status st = NB_CALL(x, unary_backward, n->p.unary.kop, &vgx, &vg, &vx, &vy, n->p.unary.alpha);
+    nb_status st = nb_kernel_unary_backward(NB_BE(x), n->p.unary.kop, &vgx, &vg, &vx, &vy, n->p.unary.alpha);
     gin[0] = gx;
     return st;
 }
@@ -122,7 +122,7 @@ static nb_tensor *unary_op_impl(nb_op_id op, nb_unary_op kop, nb_tensor *x, doub
     nb_tensor *out = nb_empty_like(x);
     if (!out) return NULL;
     nb_kview o = nb_kview_of(out), vx = nb_kview_of(x);
-    if (NB_CALL(x, unary, kop, &o, &vx, alpha) != NB_OK) return NULL;
+    if (nb_kernel_unary(NB_BE(x), kop, &o, &vx, alpha) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(op, unary_backward, out, 1, &x, &failed);
     if (failed) return NULL;
@@ -275,7 +275,7 @@ static nb_status gelu_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(x);
     gin[0] = gx;
-    return NB_CALL(x, unary_backward, n->p.unary.kop, &vgx, &vg, &vx, NULL, 0.0);
+    return nb_kernel_unary_backward(NB_BE(x), n->p.unary.kop, &vgx, &vg, &vx, NULL, 0.0);
 }
 
 static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
@@ -287,7 +287,7 @@ static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
     nb_tensor *out = nb_empty_like(x);
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
-    if (NB_CALL(x, unary, kop, &vo, &vx, 0.0) != NB_OK) return NULL;
+    if (nb_kernel_unary(NB_BE(x), kop, &vo, &vx, 0.0) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_GELU, gelu_backward, out, 1, &x, &failed);
     if (failed) return NULL;

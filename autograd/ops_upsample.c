@@ -11,7 +11,7 @@ static nb_tensor *resize(const nb_node *src, nb_tensor *x, const int64_t *shape)
     nb_tensor *xc = nb_contiguous(x), *out = xc ? nb_tensor_new(4, shape, x->dtype, x->storage->device) : NULL;
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc);
-    if (NB_CALL(x, upsample2d, &vo, &vx, src->p.upsample.bilinear, src->p.upsample.align_corners) != NB_OK)
+    if (nb_kernel_upsample2d(NB_BE(x), &vo, &vx, src->p.upsample.bilinear, src->p.upsample.align_corners) != NB_OK)
         return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_INTERPOLATE, interpolate_backward, out, 1, &x, &failed);
@@ -36,7 +36,7 @@ static nb_status interpolate_backward(nb_node *n, nb_tensor *g, nb_tensor **gin)
     if (!gc || !gx) return nb_last_status();
     nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc);
     gin[0] = gx;
-    nb_status st = NB_CALL(gx, upsample2d_backward, &vgx, &vg, n->p.upsample.bilinear, n->p.upsample.align_corners);
+    nb_status st = nb_kernel_upsample2d_backward(NB_BE(gx), &vgx, &vg, n->p.upsample.bilinear, n->p.upsample.align_corners);
     bool failed;
     if (st == NB_OK) nb_record_grad(n, interpolate_grad_backward, gx, 1, &g, &failed);
     return st == NB_OK && failed ? nb_last_status() : st;
@@ -63,7 +63,7 @@ static nb_tensor *interpolate_impl(nb_tensor *x, int64_t out_h, int64_t out_w, n
     if (!xc || !out) return NULL;
     bool bilinear = mode == NB_INTERPOLATE_BILINEAR;
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc);
-    if (NB_CALL(x, upsample2d, &vo, &vx, bilinear, align_corners) != NB_OK) return NULL;
+    if (nb_kernel_upsample2d(NB_BE(x), &vo, &vx, bilinear, align_corners) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_INTERPOLATE, interpolate_backward, out, 1, &x, &failed);
     if (failed) return NULL;

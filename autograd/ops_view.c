@@ -305,7 +305,7 @@ static nb_tensor *contiguous_impl(nb_tensor *t) {
     nb_tensor *out = nb_empty_like(t);
     if (!out) return NULL;
     nb_kview o = nb_kview_of(out), v = nb_kview_of(t);
-    if (NB_CALL(t, copy, &o, &v) != NB_OK) return NULL;
+    if (nb_kernel_copy(NB_BE(t), &o, &v) != NB_OK) return NULL;
     return record_view(NB_OP_CONTIGUOUS, t, out, identity_backward);
 }
 
@@ -397,7 +397,7 @@ static nb_tensor *diag_embed_impl(nb_tensor *t, int64_t offset, int dim1, int di
     memcpy(diag.shape, vshape, sizeof diag.shape);
     memcpy(diag.strides, vstrides, sizeof diag.strides);
     diag.data = (char *)vo.data + (size_t)off * nb_dtype_size(t->dtype);
-    if (NB_CALL(t, fill, &vo, 0.0) != NB_OK || (nb_numel(t) && NB_CALL(t, copy, &diag, &vt) != NB_OK)) return NULL;
+    if (nb_kernel_fill(NB_BE(t), &vo, 0.0) != NB_OK || (nb_numel(t) && nb_kernel_copy(NB_BE(t), &diag, &vt) != NB_OK)) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_DIAG_EMBED, diag_embed_backward, out, 1, &t, &failed);
     if (failed) return NULL;
@@ -434,7 +434,7 @@ static nb_status unfold_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     for (int64_t k = 0; k < size && nb_numel(g); k++) {
         dst.data = (char *)vx.data + (size_t)(k * vx.strides[d]) * es;
         src.data = (char *)vg.data + (size_t)(k * vg.strides[g->ndim - 1]) * es;
-        nb_status st = NB_CALL(g, binary, NB_BINARY_ADD, &dst, &dst, &src);
+        nb_status st = nb_kernel_binary(NB_BE(g), NB_BINARY_ADD, &dst, &dst, &src);
         if (st != NB_OK) return st;
     }
     gin[0] = gx;

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "nb_backend.h"
+#include "nb_backend_impl.h"
 
 #ifdef __cplusplus
 extern "C" {

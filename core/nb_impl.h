@@ -102,18 +102,6 @@ static inline nb_backend *nb_backend_of(const nb_tensor *t) { return t->storage-
 static inline bool nb_dtype_is_compute(nb_dtype dt) { return (unsigned)dt < (unsigned)NB_F16; }
 static inline bool nb_dtype_is_compute_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64; }
 #define NB_BE(t) (nb_backend_of(t))
-/* Calls a kernel slot of t's backend (NB_ERR_UNSUPPORTED when it has none);
- * with NB_SYNC_DEBUG=1, synchronizes after it so an asynchronous error
- * names the op that raised it. */
-#define NB_CALL(t, slot, ...)                                                                             \
-    (NB_BE(t)->iface->slot                                                                                \
-         ? nb_after_kernel(NB_BE(t), (nb_prof_before(NB_BE(t)), NB_BE(t)->iface->slot(NB_BE(t), __VA_ARGS__)), \
-                           #slot)                                                                         \
-         : nb_set_error(NB_ERR_UNSUPPORTED, "%s: not supported on backend %s:%d", #slot, NB_BE(t)->name,  \
-                        NB_BE(t)->device.index))
-/* NB_CALL's tail: st, or with NB_SYNC_DEBUG the device's pending error;
- * counts the call and, while profiling, times it as `slot`. */
-nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot);
 /* ---- graph capture (core/graph.c) ----
  * While be's current stream is captured: gen's (NULL: the default
  * generator's) device offset base for random kernels, with *offset (as
@@ -136,13 +124,9 @@ bool nb_graph_on_replay(nb_backend *be, void (*on_replay)(void *ctx, int delta),
 /* Whether be's current stream is being captured. */
 bool nb_graph_capturing_be(nb_backend *be);
 
-/* While profiling (nb_profiler_start), a timing mark before a slot call. */
-extern bool nb_prof_on;
-void nb_prof_mark_before(nb_backend *be);
+/* While profiling (nb_profiler_start), the timing mark after a slot call
+ * (nb_kernel_before, nb_backend_impl.h, makes the one before). */
 void nb_prof_mark_after(nb_backend *be, const char *slot);
-static inline void nb_prof_before(nb_backend *be) {
-    if (nb_prof_on) nb_prof_mark_before(be);
-}
 bool nb_sync_debug(void);
 
 int64_t nb_shape_numel(int ndim, const int64_t *shape);

@@ -1,5 +1,5 @@
 /* profile.c - the kernel-slot profiler (nb_profiler_start/report): a timing
- * mark before and after each slot call (NB_CALL), kept per thread in call
+ * mark before and after each slot call (nb_kernel_<slot>), kept per thread in call
  * order and resolved into milliseconds at the report, when every device has
  * finished. Marks come from the backend's timer slots (timed GPU events; the
  * host clock on the CPU). */
@@ -14,7 +14,7 @@ bool nb_prof_on;
 
 typedef struct mark_pair {
     nb_backend *be;
-    const char *slot; /* a string literal (NB_CALL's #slot) */
+    const char *slot; /* a string literal (the dispatcher's #slot) */
     void *a, *b;
     double host_ms;   /* the host's time inside the slot call (launch work, for a device) */
 } mark_pair;

@@ -54,14 +54,14 @@ static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, dou
     if (nb_is_contiguous(t)) {
         nb_kview v = nb_kview_of(t);
         nb_bump_version(t);
-        return NB_CALL(t, random, &v, dist, a, b, seed, offset, base);
+        return nb_kernel_random(NB_BE(t), &v, dist, a, b, seed, offset, base);
     }
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *c = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     nb_status st = c ? NB_OK : nb_last_status();
     if (c) {
         nb_kview v = nb_kview_of(c);
-        st = NB_CALL(c, random, &v, dist, a, b, seed, offset, base);
+        st = nb_kernel_random(NB_BE(c), &v, dist, a, b, seed, offset, base);
     }
     if (st == NB_OK) st = nb_copy_(t, c);
     nb_scope_end(s);

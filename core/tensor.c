@@ -240,7 +240,7 @@ nb_tensor *nb_arange_on(double start, double end, double step, nb_dtype dt, nb_d
     nb_tensor *t = nb_tensor_new(1, &len, dt, dev);
     if (!t) return NULL;
     nb_kview v = nb_kview_of(t);
-    return NB_CALL(t, arange, &v, start, step) == NB_OK ? t : NULL;
+    return nb_kernel_arange(NB_BE(t), &v, start, step) == NB_OK ? t : NULL;
 }
 
 nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt) {
@@ -445,7 +445,7 @@ nb_status nb_fill_(nb_tensor *t, double value) {
     if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "fill_: NULL tensor");
     nb_bump_version(t);
     nb_kview v = nb_kview_of(t);
-    return NB_CALL(t, fill, &v, value);
+    return nb_kernel_fill(NB_BE(t), &v, value);
 }
 
 nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
@@ -467,7 +467,7 @@ nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
     }
     nb_bump_version(dst);
     nb_kview d = nb_kview_of(dst), s = nb_kview_expand(src, dst->ndim, dst->shape);
-    return NB_CALL(dst, copy, &d, &s);
+    return nb_kernel_copy(NB_BE(dst), &d, &s);
 }
 
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {

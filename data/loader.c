@@ -99,7 +99,7 @@ static nb_status gather(nb_loader *l, int64_t k) {
     idx.shape[0] = batch_rows(l, k);
     for (int i = 0; i < 2; i++) {
         nb_kview out = nb_kview_of(t[i]), x = nb_kview_of(src[i]);
-        nb_status st = NB_CALL(src[i], index_select, &out, &x, 0, &idx);
+        nb_status st = nb_kernel_index_select(NB_BE(src[i]), &out, &x, 0, &idx);
         if (st) return st;
     }
     return NB_OK;

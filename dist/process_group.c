@@ -204,7 +204,7 @@ nb_status nb_pg_all_reduce_start(nb_process_group *pg, nb_tensor *t, nb_dist_op 
 static nb_status finish_avg(nb_process_group *pg, nb_tensor *t, nb_dist_op op) {
     if (op != NB_DIST_AVG || pg->backend == NB_DIST_NCCL || pg->size == 1) return NB_OK;
     nb_kview v = nb_kview_of(t);
-    return NB_CALL(t, unary, NB_UNARY_MUL_SCALAR, &v, &v, 1.0 / pg->size);
+    return nb_kernel_unary(NB_BE(t), NB_UNARY_MUL_SCALAR, &v, &v, 1.0 / pg->size);
 }
 
 nb_status nb_pg_work_wait(nb_process_group *pg, nb_pg_work *w) {

@@ -42,7 +42,7 @@ static nb_status adam_update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_t
     nb_kview kp = nb_kview_of(p), kg = nb_kview_of(grad);
     nb_kview km = nb_kview_of(st[0]), kv = nb_kview_of(st[1]), kmax = {0};
     if (o->amsgrad) kmax = nb_kview_of(st[2]);
-    return NB_CALL(p, adam_step, &kp, &kg, &km, &kv, o->amsgrad ? &kmax : NULL, &h);
+    return nb_kernel_adam_step(NB_BE(p), &kp, &kg, &km, &kv, o->amsgrad ? &kmax : NULL, &h);
 }
 
 /* The same over n parameters with one adam_step_multi call (one launch on
@@ -63,7 +63,7 @@ static nb_status adam_update_multi(nb_optimizer *opt, int g, int n, const int *i
         .step = opt->state[idx[0]].step + 1,
     };
     nb_backend *be = p[0]->storage->backend;
-    if (!be->iface->adam_step_multi) { /* the single-tensor kernel, n times */
+    if (!nb_kernel_has(be, adam_step_multi)) { /* the single-tensor kernel, n times */
         for (int j = 0; j < n; j++) {
             nb_status st = adam_update(opt, g, idx[j], p[j], grad[j], created);
             if (st) return st;
@@ -85,7 +85,7 @@ static nb_status adam_update_multi(nb_optimizer *opt, int g, int n, const int *i
         km[j] = nb_kview_of(st[0]), kv[j] = nb_kview_of(st[1]);
         if (o->amsgrad) kmax[j] = nb_kview_of(st[2]);
     }
-    return NB_CALL(p[0], adam_step_multi, n, kp, kg, km, kv, o->amsgrad ? kmax : NULL, &h);
+    return nb_kernel_adam_step_multi(NB_BE(p[0]), n, kp, kg, km, kv, o->amsgrad ? kmax : NULL, &h);
 }
 
 static nb_status adam_check(const char *op, const void *options) {

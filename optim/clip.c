@@ -54,7 +54,7 @@ static nb_status inplace_scalar_op(nb_tensor *x, nb_binary_op op, nb_tensor *b) 
     if (nb_numel(x) == 0) return NB_OK;
     nb_kview xv = nb_kview_of(x), bv = nb_kview_expand(b, x->ndim, x->shape);
     nb_bump_version(x);
-    return NB_CALL(x, binary, op, &xv, &xv, &bv);
+    return nb_kernel_binary(NB_BE(x), op, &xv, &xv, &bv);
 }
 
 /* b converted to x's dtype (b itself when it already has it). */
@@ -86,7 +86,7 @@ static nb_status clip_norm_ops(nb_tensor **g, int k, double max_norm, double p, 
  * one and they qualify (one dtype, contiguous); NULL with no error otherwise. */
 static nb_tensor *norms_multi(nb_tensor **g, int k, double p) {
     nb_backend *be = g[0]->storage->backend;
-    if (!be->iface->norm_multi) return NULL;
+    if (!nb_kernel_has(be, norm_multi)) return NULL;
     for (int i = 0; i < k; i++)
         if (nb_dtype_of(g[i]) != nb_dtype_of(g[0]) || !nb_is_contiguous(g[i]) ||
             g[i]->storage->backend != be)
@@ -99,7 +99,7 @@ static nb_tensor *norms_multi(nb_tensor **g, int k, double p) {
     }
     for (int i = 0; i < k; i++) v[i] = nb_kview_of(g[i]);
     nb_kview vo = nb_kview_of(out);
-    nb_status st = NB_CALL(out, norm_multi, k, v, p, &vo);
+    nb_status st = nb_kernel_norm_multi(NB_BE(out), k, v, p, &vo);
     free(v);
     return st == NB_OK ? out : NULL;
 }
@@ -109,7 +109,7 @@ static nb_tensor *norms_multi(nb_tensor **g, int k, double p) {
  * per gradient with ops. */
 static nb_status clip_norm(nb_tensor **g, int k, double max_norm, double p, double *total_out) {
     nb_backend *be = g[0]->storage->backend;
-    if (be->iface->norm_multi) {
+    if (nb_kernel_has(be, norm_multi)) {
         nb_status prev = nb_last_status();
         nb_tensor *norms = norms_multi(g, k, p);
         if (norms) {
@@ -132,7 +132,7 @@ static nb_status scale_by_coef(nb_tensor **g, int k, nb_tensor *total, double ma
     coef = coef ? nb_where(nb_gt(coef, one), one, coef) : NULL; /* clamp(max=1.0); NaN stays NaN */
     if (!coef) return nb_last_status();
     nb_backend *be = g[0]->storage->backend;
-    bool multi = be->iface->mul_multi != NULL;
+    bool multi = nb_kernel_has(be, mul_multi);
     for (int i = 0; i < k && multi; i++)
         multi = nb_dtype_of(g[i]) == nb_dtype_of(coef) && nb_is_contiguous(g[i]) && g[i]->storage->backend == be;
     if (multi) { /* one launch for every gradient */
@@ -140,7 +140,7 @@ static nb_status scale_by_coef(nb_tensor **g, int k, nb_tensor *total, double ma
         if (!v) return nb_set_error(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
         for (int i = 0; i < k; i++) v[i] = nb_kview_of(g[i]), nb_bump_version(g[i]);
         nb_kview vc = nb_kview_of(coef);
-        st = NB_CALL(coef, mul_multi, k, v, &vc);
+        st = nb_kernel_mul_multi(NB_BE(coef), k, v, &vc);
         free(v);
     } else
         for (int i = 0; i < k && st == NB_OK; i++) {

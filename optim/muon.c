@@ -95,7 +95,7 @@ static nb_status update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_tensor
         .step = opt->state[i].step + 1,
     };
     nb_kview kp = nb_kview_of(p), kg = nb_kview_of(grad), km = nb_kview_of(t[EXP_AVG]), kv = nb_kview_of(t[EXP_AVG_SQ]);
-    return NB_CALL(p, adam_step, &kp, &kg, &km, &kv, NULL, &h);
+    return nb_kernel_adam_step(NB_BE(p), &kp, &kg, &km, &kv, NULL, &h);
 }
 
 static nb_status check(const char *op, const void *options) {

@@ -37,7 +37,7 @@ static nb_status sgd_update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_te
     nb_tensor *buf = o->momentum != 0.0 ? opt->state[i].t[0] : NULL;
     nb_kview kp = nb_kview_of(p), kg = nb_kview_of(grad), kb = {0};
     if (buf) kb = nb_kview_of(buf);
-    return NB_CALL(p, sgd_step, &kp, &kg, buf ? &kb : NULL, &h);
+    return nb_kernel_sgd_step(NB_BE(p), &kp, &kg, buf ? &kb : NULL, &h);
 }
 
 /* The same over n parameters with one sgd_step_multi call (one launch on a
@@ -46,7 +46,7 @@ static nb_status sgd_update_multi(nb_optimizer *opt, int g, int n, const int *id
                                   nb_tensor *const *grad, unsigned created) {
     const nb_sgd_options *o = &opt->groups[g].o.sgd;
     nb_backend *be = p[0]->storage->backend;
-    if (!be->iface->sgd_step_multi) {
+    if (!nb_kernel_has(be, sgd_step_multi)) {
         for (int j = 0; j < n; j++) {
             nb_status st = sgd_update(opt, g, idx[j], p[j], grad[j], created);
             if (st) return st;
@@ -75,7 +75,7 @@ static nb_status sgd_update_multi(nb_optimizer *opt, int g, int n, const int *id
         kp[j] = nb_kview_of(p[j]), kg[j] = nb_kview_of(grad[j]);
         if (mom) kb[j] = nb_kview_of(opt->state[idx[j]].t[0]);
     }
-    return NB_CALL(p[0], sgd_step_multi, n, kp, kg, mom ? kb : NULL, &h);
+    return nb_kernel_sgd_step_multi(NB_BE(p[0]), n, kp, kg, mom ? kb : NULL, &h);
 }
 
 /* PyTorch's argument checks, plus a required lr. */

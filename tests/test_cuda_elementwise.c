@@ -176,8 +176,8 @@ static void bin_check(nb_device dev, const bin_case *bc, nb_binary_op op, nb_dty
     nb_kview oc = nb_kview_of(o.c), og = nb_kview_of(o.g), ac = nb_kview_of(a.c), ag = nb_kview_of(a.g);
     nb_kview bcv = nb_kview_of(b.c), bgv = nb_kview_of(b.g);
     nb_backend *be = nb_backend_get(dev);
-    NB_CK_OK(cpu_be()->iface->binary(cpu_be(), op, &oc, &ac, &bcv));
-    NB_CK_OK(be->iface->binary(be, op, &og, &ag, &bgv));
+    NB_CK_OK(nb_kernel_binary(cpu_be(), op, &oc, &ac, &bcv));
+    NB_CK_OK(nb_kernel_binary(be, op, &og, &ag, &bgv));
     NB_CK_OK(nb_device_synchronize(dev));
     if (nb_dtype_is_float(dt) && (op == NB_BINARY_POW || op == NB_BINARY_ATAN2)) ck_near(what, o.c, o.g, tol_of(dt));
     else ck_bits(what, o.c, o.g); /* correctly rounded or exact: the same bits */
@@ -216,7 +216,7 @@ START_TEST(test_cuda_int_division_by_zero) {
                 NB_CK_NOTNULL(a), NB_CK_NOTNULL(b), NB_CK_NOTNULL(o);
                 nb_kview vo = nb_kview_of(o), va = nb_kview_of(a), vb = nb_kview_of(b);
                 nb_backend *be = nb_backend_get(dev);
-                NB_CK_OK(be->iface->binary(be, ops[k], &vo, &va, &vb)); /* enqueued: no error yet */
+                NB_CK_OK(nb_kernel_binary(be, ops[k], &vo, &va, &vb)); /* enqueued: no error yet */
                 ck_assert_int_eq(nb_device_synchronize(dev), NB_ERR_INVALID_ARG);
                 char want[64];
                 snprintf(want, sizeof want, "%s: integer division by zero", names[k]);
@@ -295,8 +295,8 @@ START_TEST(test_cuda_unary_paths) {
                         pair x = make_pair(gm, dt, un_range((nb_unary_op)op, dt), dev);
                         pair o = in_place ? x : empty_pair(gm->ndim, gm->shape, dt, dev);
                         nb_kview oc = nb_kview_of(o.c), og = nb_kview_of(o.g), xc = nb_kview_of(x.c), xg = nb_kview_of(x.g);
-                        NB_CK_OK(cpu_be()->iface->unary(cpu_be(), (nb_unary_op)op, &oc, &xc, alpha));
-                        NB_CK_OK(be->iface->unary(be, (nb_unary_op)op, &og, &xg, alpha));
+                        NB_CK_OK(nb_kernel_unary(cpu_be(), (nb_unary_op)op, &oc, &xc, alpha));
+                        NB_CK_OK(nb_kernel_unary(be, (nb_unary_op)op, &og, &xg, alpha));
                         NB_CK_OK(nb_device_synchronize(dev));
                         if (nb_dtype_is_float(dt)) ck_near(what, o.c, o.g, tol_of(dt));
                         else ck_bits(what, o.c, o.g);
@@ -306,15 +306,15 @@ START_TEST(test_cuda_unary_paths) {
                         pair gy = make_pair(gm, dt, (range){-2, 2, false}, dev);
                         nb_tensor *yc = nb_empty_on(gm->ndim, gm->shape, dt, NB_CPU);
                         nb_kview vy = nb_kview_of(yc), vx = nb_kview_of(x.c);
-                        NB_CK_OK(cpu_be()->iface->unary(cpu_be(), (nb_unary_op)op, &vy, &vx, alpha));
+                        NB_CK_OK(nb_kernel_unary(cpu_be(), (nb_unary_op)op, &vy, &vx, alpha));
                         nb_tensor *yg = nb_to_device(yc, dev);
                         NB_CK_NOTNULL(yg);
                         pair gx = empty_pair(gm->ndim, gm->shape, dt, dev);
                         nb_kview gxc = nb_kview_of(gx.c), gxg = nb_kview_of(gx.g), gyc = nb_kview_of(gy.c),
                                  gyg = nb_kview_of(gy.g), xc = nb_kview_of(x.c), xg = nb_kview_of(x.g),
                                  yvc = nb_kview_of(yc), yvg = nb_kview_of(yg);
-                        NB_CK_OK(cpu_be()->iface->unary_backward(cpu_be(), (nb_unary_op)op, &gxc, &gyc, &xc, &yvc, alpha));
-                        NB_CK_OK(be->iface->unary_backward(be, (nb_unary_op)op, &gxg, &gyg, &xg, &yvg, alpha));
+                        NB_CK_OK(nb_kernel_unary_backward(cpu_be(), (nb_unary_op)op, &gxc, &gyc, &xc, &yvc, alpha));
+                        NB_CK_OK(nb_kernel_unary_backward(be, (nb_unary_op)op, &gxg, &gyg, &xg, &yvg, alpha));
                         NB_CK_OK(nb_device_synchronize(dev));
                         char bw[160];
                         snprintf(bw, sizeof bw, "%s backward", what);
@@ -345,8 +345,8 @@ START_TEST(test_cuda_random_bits) {
                     pair t = make_pair(&gm, dt, (range){0, 2, false}, dev);
                     nb_kview vc = nb_kview_of(t.c), vg = nb_kview_of(t.g);
                     double a = dist == NB_RNG_BERNOULLI ? 0.3 : -2, b = dist == NB_RNG_NORMAL ? 0.5 : 3;
-                    NB_CK_OK(cpu_be()->iface->random(cpu_be(), &vc, (nb_rng_dist)dist, a, b, 1234, 77, NULL));
-                    NB_CK_OK(be->iface->random(be, &vg, (nb_rng_dist)dist, a, b, 1234, 77, NULL));
+                    NB_CK_OK(nb_kernel_random(cpu_be(), &vc, (nb_rng_dist)dist, a, b, 1234, 77, NULL));
+                    NB_CK_OK(nb_kernel_random(be, &vg, (nb_rng_dist)dist, a, b, 1234, 77, NULL));
                     NB_CK_OK(nb_device_synchronize(dev));
                     char what[96];
                     snprintf(what, sizeof what, "random dist %d %s start %d", dist, nb_dtype_name(dt), odd_start);
@@ -412,9 +412,9 @@ START_TEST(test_cuda_adam_multi) {
                 nb_adam_hyper h = hs[hi];
                 for (int step = 1; step <= 3; step++) {
                     h.step = step;
-                    NB_CK_OK(cpu_be()->iface->adam_step_multi(cpu_be(), N_OPT, vc[0], vc[1], vc[2], vc[3],
+                    NB_CK_OK(nb_kernel_adam_step_multi(cpu_be(), N_OPT, vc[0], vc[1], vc[2], vc[3],
                                                               h.amsgrad ? vc[4] : NULL, &h));
-                    NB_CK_OK(be->iface->adam_step_multi(be, N_OPT, vg[0], vg[1], vg[2], vg[3], h.amsgrad ? vg[4] : NULL, &h));
+                    NB_CK_OK(nb_kernel_adam_step_multi(be, N_OPT, vg[0], vg[1], vg[2], vg[3], h.amsgrad ? vg[4] : NULL, &h));
                 }
                 NB_CK_OK(nb_device_synchronize(dev));
                 char what[64];
@@ -423,9 +423,9 @@ START_TEST(test_cuda_adam_multi) {
                 /* the single-tensor slot gives the same bits as the multi one */
                 h.step = 4;
                 for (int i = 0; i < N_OPT; i++)
-                    NB_CK_OK(be->iface->adam_step(be, &vg[0][i], &vg[1][i], &vg[2][i], &vg[3][i],
+                    NB_CK_OK(nb_kernel_adam_step(be, &vg[0][i], &vg[1][i], &vg[2][i], &vg[3][i],
                                                   h.amsgrad ? &vg[4][i] : NULL, &h));
-                NB_CK_OK(cpu_be()->iface->adam_step_multi(cpu_be(), N_OPT, vc[0], vc[1], vc[2], vc[3],
+                NB_CK_OK(nb_kernel_adam_step_multi(cpu_be(), N_OPT, vc[0], vc[1], vc[2], vc[3],
                                                           h.amsgrad ? vc[4] : NULL, &h));
                 NB_CK_OK(nb_device_synchronize(dev));
                 opt_ck(what, &o, h.amsgrad ? 5 : 4);
@@ -455,12 +455,12 @@ START_TEST(test_cuda_sgd_multi) {
                 bool mom = h.momentum != 0;
                 for (int step = 1; step <= 3; step++) {
                     h.first_step = step == 1;
-                    NB_CK_OK(cpu_be()->iface->sgd_step_multi(cpu_be(), N_OPT, vc[0], vc[1], mom ? vc[2] : NULL, &h));
-                    NB_CK_OK(be->iface->sgd_step_multi(be, N_OPT, vg[0], vg[1], mom ? vg[2] : NULL, &h));
+                    NB_CK_OK(nb_kernel_sgd_step_multi(cpu_be(), N_OPT, vc[0], vc[1], mom ? vc[2] : NULL, &h));
+                    NB_CK_OK(nb_kernel_sgd_step_multi(be, N_OPT, vg[0], vg[1], mom ? vg[2] : NULL, &h));
                 }
                 for (int i = 0; i < N_OPT; i++)
-                    NB_CK_OK(be->iface->sgd_step(be, &vg[0][i], &vg[1][i], mom ? &vg[2][i] : NULL, &h));
-                NB_CK_OK(cpu_be()->iface->sgd_step_multi(cpu_be(), N_OPT, vc[0], vc[1], mom ? vc[2] : NULL, &h));
+                    NB_CK_OK(nb_kernel_sgd_step(be, &vg[0][i], &vg[1][i], mom ? &vg[2][i] : NULL, &h));
+                NB_CK_OK(nb_kernel_sgd_step_multi(cpu_be(), N_OPT, vc[0], vc[1], mom ? vc[2] : NULL, &h));
                 NB_CK_OK(nb_device_synchronize(dev));
                 char what[64];
                 snprintf(what, sizeof what, "sgd_step_multi hyper %d %s", hi, nb_dtype_name(all6[d]));
@@ -495,15 +495,15 @@ START_TEST(test_cpu_optim_multi_matches_single) {
     nb_adam_hyper h = {1e-2, 0.9, 0.99, 1e-6, 0.1, true, true, false, 1, NULL, NULL};
     for (int step = 1; step <= 3; step++) {
         h.step = step;
-        NB_CK_OK(be->iface->adam_step_multi(be, N, v[0][0], v[0][1], v[0][2], v[0][3], v[0][4], &h));
+        NB_CK_OK(nb_kernel_adam_step_multi(be, N, v[0][0], v[0][1], v[0][2], v[0][3], v[0][4], &h));
         for (int i = 0; i < N; i++)
-            NB_CK_OK(be->iface->adam_step(be, &v[1][0][i], &v[1][1][i], &v[1][2][i], &v[1][3][i], &v[1][4][i], &h));
+            NB_CK_OK(nb_kernel_adam_step(be, &v[1][0][i], &v[1][1][i], &v[1][2][i], &v[1][3][i], &v[1][4][i], &h));
     }
     nb_sgd_hyper sh = {0.1, 0.9, 0.1, 0.01, true, false, true, NULL};
     for (int step = 1; step <= 2; step++) {
         sh.first_step = step == 1;
-        NB_CK_OK(be->iface->sgd_step_multi(be, N, v[0][0], v[0][1], v[0][2], &sh));
-        for (int i = 0; i < N; i++) NB_CK_OK(be->iface->sgd_step(be, &v[1][0][i], &v[1][1][i], &v[1][2][i], &sh));
+        NB_CK_OK(nb_kernel_sgd_step_multi(be, N, v[0][0], v[0][1], v[0][2], &sh));
+        for (int i = 0; i < N; i++) NB_CK_OK(nb_kernel_sgd_step(be, &v[1][0][i], &v[1][1][i], &v[1][2][i], &sh));
     }
     for (int i = 0; i < N; i++)
         for (int j = 0; j < 5; j++) ck_bits("cpu multi vs single", t[1][i][j], t[0][i][j]);
@@ -513,16 +513,16 @@ START_TEST(test_cpu_optim_multi_matches_single) {
     memcpy(bad, v[0][1], sizeof bad);
     bad[3].shape[0] = 16;
     nb_clear_error();
-    ck_assert_int_eq(be->iface->adam_step_multi(be, N, v[0][0], bad, v[0][2], v[0][3], v[0][4], &h), NB_ERR_SHAPE);
+    ck_assert_int_eq(nb_kernel_adam_step_multi(be, N, v[0][0], bad, v[0][2], v[0][3], v[0][4], &h), NB_ERR_SHAPE);
     double *after = nb_test_values_of(t[0][0][0]);
     ck_assert_msg(!memcmp(before, after, sizeof(double) * 5), "a failed multi step updated a parameter");
     nb_kview mixed[N];
     memcpy(mixed, v[0][0], sizeof mixed);
     nb_tensor *p64 = nb_to_dtype(t[0][2][0], NB_F64);
     mixed[2] = nb_kview_of(p64);
-    ck_assert_int_eq(be->iface->sgd_step_multi(be, N, mixed, v[0][1], v[0][2], &sh), NB_ERR_DTYPE);
+    ck_assert_int_eq(nb_kernel_sgd_step_multi(be, N, mixed, v[0][1], v[0][2], &sh), NB_ERR_DTYPE);
     nb_sgd_hyper plain = {0.1, 0, 0, 0, false, false, true, NULL};
-    NB_CK_OK(be->iface->sgd_step_multi(be, 0, NULL, NULL, NULL, &plain)); /* nothing to do */
+    NB_CK_OK(nb_kernel_sgd_step_multi(be, 0, NULL, NULL, NULL, &plain)); /* nothing to do */
     free(before), free(after);
     nb_scope_end(s);
 }

@@ -36,7 +36,7 @@
 #include <string.h>
 
 #include "blas.h"
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "philox_batch.h"

@@ -26,7 +26,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "threadpool.h"

@@ -1,14 +1,14 @@
 /* cpu_backend.c - the CPU backend: raw host memory (64-byte aligned, for
  * AVX-512 loads and whole cache lines), the synchronous execution model
- * (streams and events are tokens), the vtable of kernels declared in
- * cpu_kernels.h, and nb_cpu_backend_init, which registers cpu:0
+ * (streams and events are tokens), the vtable of the kernels the slot list
+ * gives the CPU (backend/nb_slots.def), and nb_cpu_backend_init, which registers cpu:0
  * (backend/registry.c calls it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "nb_impl.h"
 #include "threadpool.h"
 #include "blas.h"
@@ -114,20 +114,9 @@ static void cpu_timer_free(nb_backend *be, void *m) {
     free(m);
 }
 
-/* The CPU runs every (op, dtype) cell of the op table except compute in
- * the 16-bit storage dtypes: those rows that list float16/bfloat16 are the
- * data-movement ops, which move 2-byte elements; the capability check
- * already stops dtypes a row lacks. */
-static bool cpu_supports(nb_backend *be, int op, nb_dtype dt) {
-    (void)be;
-    if (op >= NB_OP_COUNT) return dt == NB_F32 || dt == NB_F64; /* the optimizer-step kernels */
-    return true;
-}
-
 /* The slots of isa.h's kernels are filled in by nb_cpu_backend_use_kernels
  * (the level chosen at start-up); the others are built once. */
 static struct nb_backend_i cpu_iface = {
-    .supports = cpu_supports,
     .info = cpu_info,
     .set_num_threads = cpu_set_num_threads,
     .get_num_threads = cpu_get_num_threads,
@@ -151,45 +140,12 @@ static struct nb_backend_i cpu_iface = {
     .memcpy_h2d = cpu_memcpy,
     .memcpy_d2h = cpu_memcpy,
     .memcpy_d2d = cpu_memcpy,
-    .matmul = nb_cpu_matmul,
-    .conv2d = nb_cpu_conv2d,
-    .conv2d_backward_input = nb_cpu_conv2d_backward_input,
-    .conv2d_backward_weight = nb_cpu_conv2d_backward_weight,
-    .max_pool2d = nb_cpu_max_pool2d,
-    .max_pool2d_backward = nb_cpu_max_pool2d_backward,
-    .avg_pool2d = nb_cpu_avg_pool2d,
-    .avg_pool2d_backward = nb_cpu_avg_pool2d_backward,
-    .adaptive_avg_pool2d = nb_cpu_adaptive_avg_pool2d,
-    .adaptive_avg_pool2d_backward = nb_cpu_adaptive_avg_pool2d_backward,
-    .adaptive_max_pool2d = nb_cpu_adaptive_max_pool2d,
-    .batch_norm = nb_cpu_batch_norm,
-    .batch_norm_backward = nb_cpu_batch_norm_backward,
-    .upsample2d = nb_cpu_upsample2d,
-    .upsample2d_backward = nb_cpu_upsample2d_backward,
-    .index_select = nb_cpu_index_select,
-    .index_add = nb_cpu_index_add,
-    .where = nb_cpu_where,
-    /* op coverage: binary, logic */
-    /* op coverage: reductions, scans */
-    .scan = nb_cpu_scan,
-    .scan_backward = nb_cpu_scan_backward,
-    /* op coverage: sorting, gather/scatter */
-    .sort = nb_cpu_sort,
-    .gather = nb_cpu_gather,
-    .scatter = nb_cpu_scatter,
-    /* op coverage: shape, indexing */
-    .nonzero = nb_cpu_nonzero,
-    .index_copy = nb_cpu_index_copy,
-    /* op coverage: linear algebra */
-    .linalg_solve = nb_cpu_linalg_solve,
-    .linalg_det = nb_cpu_linalg_det,
-    .linalg_cholesky = nb_cpu_linalg_cholesky,
-    .linalg_qr = nb_cpu_linalg_qr,
-    .linalg_eigh = nb_cpu_linalg_eigh,
-    .linalg_svd = nb_cpu_linalg_svd,
-    .linalg_lstsq = nb_cpu_linalg_lstsq,
-    /* decoders */
-    .rope = nb_cpu_rope,
+#define NB_CPU_SET_1(slot) .slot = nb_cpu_##slot,
+#define NB_CPU_SET_ISA(slot)
+#define NB_CPU_SET_0(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CPU_SET_##cpu(slot)
+#include "nb_slots.def"
+#undef NB_SLOT
 };
 
 static nb_backend cpu_backend = {
@@ -201,9 +157,12 @@ static nb_backend cpu_backend = {
 };
 
 void nb_cpu_backend_use_kernels(const nb_cpu_isa_kernels *k) {
-#define NB_CPU_ISA_USE(s) cpu_iface.s = k->s;
-    NB_CPU_ISA_SLOTS(NB_CPU_ISA_USE)
-#undef NB_CPU_ISA_USE
+#define NB_CPU_USE_ISA(slot) cpu_iface.slot = k->slot;
+#define NB_CPU_USE_1(slot)
+#define NB_CPU_USE_0(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CPU_USE_##cpu(slot)
+#include "nb_slots.def"
+#undef NB_SLOT
 }
 
 /* One instance: the whole host is cpu:0 (its threads are the pool's). */

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "blas.h"
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "isa.h"
 #include "iter.h"
 #include "nb_impl.h"

@@ -19,7 +19,7 @@
  * count (it is fully determined anyway: C order). */
 #include <string.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "threadpool.h"

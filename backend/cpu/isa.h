@@ -4,8 +4,10 @@
  *
  * The files of those kernels (backend/cpu/meson.build: isa_src) are
  * compiled once per level below, each copy with its own flags and with its
- * external symbols renamed by isa_rename.h (nb_cpu_unary -> nb_cpu_unary_avx512),
- * and each copy defines a table of its slots (isa_table.c). At start-up
+ * external symbols given the level's suffix (nb_cpu_unary ->
+ * nb_cpu_unary_avx512: the asm labels of cpu_common.h's declarations), and
+ * each copy defines a table of its slots (isa_table.c): the slots whose
+ * cpu column in backend/nb_slots.def is ISA. At start-up
  * (the first nb_cpu_isa_get) the widest level the CPU and the OS support is
  * chosen from cpuid, or the level named by NB_CPU_ISA (baseline, avx2,
  * avx512) if the CPU has it; the CPU backend's vtable points at that
@@ -28,7 +30,7 @@
 
 #include <stdbool.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) /* meson.build builds the AVX levels on x86_64 */
 #define NB_CPU_ISA_X86 1
@@ -41,20 +43,16 @@ typedef enum nb_cpu_isa {
     NB_CPU_ISA_COUNT
 } nb_cpu_isa;
 
-/* The kernel slots compiled per level: each is a field of the table and a
- * slot of struct nb_backend_i of the same name (nb_cpu_<slot>). */
-#define NB_CPU_ISA_SLOTS(X)                                                                     \
-    X(copy) X(fill) X(arange) X(binary) X(unary) X(unary_backward) X(reduce) X(argmax)          \
-    X(argmin) X(softmax) X(softmax_backward) X(cross_entropy) X(cross_entropy_backward)         \
-    X(random) X(adam_step) X(sgd_step) X(adam_step_multi) X(sgd_step_multi) X(layer_norm)       \
-    X(layer_norm_backward) X(rms_norm) X(rms_norm_backward) X(attention) X(attention_backward)
-
-#define NB_CPU_ISA_FIELD(s) __typeof__(nb_cpu_##s) *s;
-/* One level's kernels (defined by isa_table.c, once per level). */
+/* One level's kernels: the slots whose cpu column in nb_slots.def is ISA
+ * (defined by isa_table.c, once per level). */
+#define NB_CPU_ISA_FIELD_ISA(slot) nb_status(*slot) NB_SLOT_PARAMS(slot);
+#define NB_CPU_ISA_FIELD_1(slot)
+#define NB_CPU_ISA_FIELD_0(slot)
 typedef struct nb_cpu_isa_kernels {
-    NB_CPU_ISA_SLOTS(NB_CPU_ISA_FIELD)
+#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CPU_ISA_FIELD_##cpu(slot)
+#include "nb_slots.def"
+#undef NB_SLOT
 } nb_cpu_isa_kernels;
-#undef NB_CPU_ISA_FIELD
 
 extern const nb_cpu_isa_kernels nb_cpu_isa_kernels_baseline;
 #if defined(NB_CPU_ISA_X86)

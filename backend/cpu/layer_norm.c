@@ -12,7 +12,7 @@
  * summing every row in order, so they never depend on the thread count. */
 #include <tgmath.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "threadpool.h"

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "blas.h"
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "nb_impl.h"
 
 #define ROW LAPACK_ROW_MAJOR

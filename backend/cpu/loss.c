@@ -7,7 +7,7 @@
  *   loss_i = lse_i - x[i, t_i], glogits = gloss_i * (softmax_i - onehot(t_i)) */
 #include <string.h>
 #include <tgmath.h>
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "threadpool.h"

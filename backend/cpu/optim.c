@@ -10,7 +10,7 @@
  * on each (the same bits by construction). */
 #include <math.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "threadpool.h"

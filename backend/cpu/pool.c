@@ -26,7 +26,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "nb_impl.h"
 #include "threadpool.h"
 

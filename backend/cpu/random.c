@@ -8,7 +8,7 @@
  *   bernoulli: 1 if u < a else 0, any dtype */
 #include <math.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "philox_batch.h"

@@ -10,7 +10,7 @@
  * summing every row in order, as layer_norm.c does. */
 #include <tgmath.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "threadpool.h"

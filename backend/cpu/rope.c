@@ -8,7 +8,7 @@
  * and with inverse the angle is negated (sin -> -sin), which is the
  * backward: a rotation's transpose is its inverse. Rows are independent, so
  * any split over threads gives the same bits. */
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "threadpool.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <tgmath.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "threadpool.h"

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <tgmath.h>
 
-#include "cpu_kernels.h"
+#include "cpu_common.h"
 #include "nb_impl.h"
 #include "unary_loops.h"
 

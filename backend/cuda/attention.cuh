@@ -11,7 +11,6 @@
 
 #include "block_reduce.cuh"
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 #include "philox.h"
 
 namespace nbc {

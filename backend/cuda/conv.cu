@@ -59,7 +59,6 @@
 
 #include "block_reduce.cuh"
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 
 extern "C" cudnnHandle_t nb_cuda_cudnn(nb_backend *be); // cuda_backend.cu
 

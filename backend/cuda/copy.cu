@@ -6,7 +6,6 @@
 // nearest even once from the exact value, and a copy within one dtype moves
 // the bits (NaN payloads kept).
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 #include "elementwise.cuh"
 
 namespace nbc {

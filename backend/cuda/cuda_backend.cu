@@ -2,8 +2,9 @@
 // (cuda:N) registered by nb_cuda_backend_init, its context (library handles,
 // the cuBLASLt workspace, properties), streams with their device error
 // words, events, memory (cudaMalloc under core's caching allocator, pinned
-// host buffers, async and peer copies), the capability query, and the
-// vtable of the kernels the other files of backend/cuda implement.
+// host buffers, async and peer copies), and the
+// vtable of the kernels the other files of backend/cuda implement (the
+// slots whose cuda column in backend/nb_slots.def is 1).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -14,7 +15,6 @@
 #include "cuda_common.cuh"
 #include <atomic>
 
-#include "cuda_kernels.h"
 
 namespace nbc {
 
@@ -350,23 +350,14 @@ static void counters(nb_backend *be, nb_device_counters *c) {
 
 using namespace nbc;
 
-// ---- the capability query ----------------------------------------------------------
-
-// What this backend runs: every cell of the op table in the first six
-// dtypes, and data movement in float16/bfloat16 (rows that list them).
-static bool supports(nb_backend *be, int op, nb_dtype dt) {
-    (void)be;
-    if (op >= NB_OP_COUNT) return dt == NB_F32 || dt == NB_F64; // the optimizer steps
-    return true;
-}
+// ---- the vtable ---------------------------------------------------------------------
 
 static struct nb_backend_i cuda_iface;
 static pthread_once_t iface_once = PTHREAD_ONCE_INIT;
 
-// Filled by assignment (the kernel slots come from cuda_kernels.h).
+// Filled by assignment (the kernel slots from the slot list).
 static void fill_iface(void) {
     nb_backend_i *i = &cuda_iface;
-    i->supports = supports;
     i->info = info;
     i->counters = counters;
     i->graph_capture_begin = graph_capture_begin;
@@ -394,7 +385,11 @@ static void fill_iface(void) {
     i->memcpy_d2h = memcpy_d2h;
     i->memcpy_d2d = memcpy_d2d;
     i->memcpy_peer = memcpy_peer;
-    NB_CUDA_SET_KERNEL_SLOTS(i);
+#define NB_CUDA_SET_1(slot) i->slot = nb_cuda_##slot;
+#define NB_CUDA_SET_0(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CUDA_SET_##cuda(slot)
+#include "nb_slots.def"
+#undef NB_SLOT
 }
 
 // ---- init ---------------------------------------------------------------------------

@@ -14,6 +14,19 @@
 
 #include "nb_backend_util.h"
 
+// The kernels, one per slot whose cuda column in backend/nb_slots.def is 1
+// (nb_cuda_<slot> in backend/cuda/<family>.cu; cuda_backend.cu puts them
+// in the vtable), and the copy for other slots' own use (no profiler row
+// of its own).
+extern "C" {
+#define NB_CUDA_DECL_1(slot) nb_status nb_cuda_##slot NB_SLOT_PARAMS(slot);
+#define NB_CUDA_DECL_0(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CUDA_DECL_##cuda(slot)
+#include "nb_slots.def"
+#undef NB_SLOT
+nb_status nb_cuda_copy_into(nb_backend *be, const nb_kview *dst, const nb_kview *src);
+}
+
 namespace nbc {
 
 constexpr int MAXD = NB_MAX_DIMS;

@@ -18,7 +18,6 @@
 // written out of bounds: gather skips that element; scatter checks a
 // line's whole index first and leaves the line untouched (the outputs of a
 // failed kernel are unspecified, nb_backend.h).
-#include "cuda_kernels.h"
 #include "red_util.cuh"
 
 namespace nbc {

@@ -24,7 +24,6 @@
 
 #include "block_reduce.cuh"
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 
 namespace nbc {
 namespace {

@@ -13,7 +13,6 @@
 // current stream; data-dependent failures (a zero pivot, a non-positive
 // minor, a rank-deficient A) reach the stream's error word from a kernel
 // that reads devInfo on the device. Nothing synchronizes.
-#include "cuda_kernels.h"
 #include "linalg_util.cuh"
 
 namespace nbc {

@@ -5,7 +5,6 @@
 // current stream, devInfo checked on the device) and the CPU backend's edge
 // cases (backend/cpu/linalg.c). Signs of Q's columns, eigenvectors and
 // singular vectors are whatever cuSOLVER leaves, deterministically.
-#include "cuda_kernels.h"
 #include "linalg_util.cuh"
 
 using namespace nbc;

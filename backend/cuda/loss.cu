@@ -16,7 +16,6 @@
 // A target outside [0, c) that is not ignore_index goes to the stream's
 // error word (NB_ERR_INVALID_ARG at the next sync point); x is never read
 // at it (that row's loss is NaN, its gradient row has no -gloss term).
-#include "cuda_kernels.h"
 #include "red_util.cuh"
 
 namespace nbc {

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 
 extern "C" cublasHandle_t nb_cuda_cublas(nb_backend *be);
 extern "C" cublasLtHandle_t nb_cuda_cublaslt(nb_backend *be);

@@ -21,7 +21,6 @@
 #include <type_traits>
 
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 #include "elementwise.cuh"
 
 namespace nbc {

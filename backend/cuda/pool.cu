@@ -23,7 +23,6 @@
 // the lowest lane adds their values in lane order, i.e. exactly the CPU's
 // sequential `gx[idx[i]] += gy[i]`.
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -20,7 +20,6 @@
 #include <math.h>
 
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 #include "elementwise.cuh"
 #include "philox.h"
 

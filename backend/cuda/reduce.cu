@@ -23,7 +23,6 @@
 // shape always gets the same tree: deterministic, no atomics.
 #include <type_traits>
 
-#include "cuda_kernels.h"
 #include "red_util.cuh"
 
 namespace nbc {

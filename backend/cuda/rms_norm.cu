@@ -6,7 +6,6 @@
 // rows summed per column in chunk order. No atomics.
 #include "block_reduce.cuh"
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 
 namespace nbc {
 namespace {

@@ -6,7 +6,6 @@
 // are deterministic with no atomics. Neighbouring threads take neighbouring
 // lines, so reads coalesce when dim is not the innermost dim. Floats
 // accumulate in double, integers in int64 (wrapping).
-#include "cuda_kernels.h"
 #include "red_util.cuh"
 
 namespace nbc {

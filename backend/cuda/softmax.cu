@@ -14,7 +14,6 @@
 // threads take neighbouring columns: coalesced).
 // Each lane sums its own elements in order, then a fixed shuffle / shared
 // memory tree: deterministic, no atomics.
-#include "cuda_kernels.h"
 #include "red_util.cuh"
 
 namespace nbc {

@@ -18,7 +18,6 @@
 #define CCCL_DISABLE_NVTX // no NVTX ranges (they would dlopen libnvToolsExt)
 #include <cub/device/device_radix_sort.cuh>
 
-#include "cuda_kernels.h"
 #include "red_util.cuh"
 
 namespace nbc {

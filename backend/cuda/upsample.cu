@@ -20,7 +20,6 @@
 #include <stdio.h>
 
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 
 namespace nbc {
 namespace {

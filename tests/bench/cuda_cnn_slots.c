@@ -207,11 +207,11 @@ done:
 
 static nb_status ln_fwd(nb_backend *be, ctx *c, bool dev) { /* x, w, b, out, mean, rstd */
     nb_kview x = V(0), w = V(1), b = V(2), o = V(3), m = V(4), r = V(5);
-    return be->iface->layer_norm(be, &o, &m, &r, &x, c->p[0] ? &w : NULL, c->p[0] ? &b : NULL, 1e-5);
+    return nb_kernel_layer_norm(be, &o, &m, &r, &x, c->p[0] ? &w : NULL, c->p[0] ? &b : NULL, 1e-5);
 }
 static nb_status ln_bwd(nb_backend *be, ctx *c, bool dev) { /* x, w, gy, mean, rstd, gx, gw, gb */
     nb_kview x = V(0), w = V(1), gy = V(2), m = V(3), r = V(4), gx = V(5), gw = V(6), gb = V(7);
-    return be->iface->layer_norm_backward(be, &gx, c->p[0] ? &gw : NULL, c->p[0] ? &gb : NULL, &gy, &x,
+    return nb_kernel_layer_norm_backward(be, &gx, c->p[0] ? &gw : NULL, c->p[0] ? &gb : NULL, &gy, &x,
                                           c->p[0] ? &w : NULL, &m, &r);
 }
 
@@ -249,15 +249,15 @@ static void case_ln(int64_t R, int64_t M, nb_dtype dt, bool affine) {
 
 static nb_status conv_fwd(nb_backend *be, ctx *c, bool dev) { /* x, w, bias, out */
     nb_kview x = V(0), w = V(1), b = V(2), o = V(3);
-    return be->iface->conv2d(be, &o, &x, &w, c->p[0] ? &b : NULL, &c->conv);
+    return nb_kernel_conv2d(be, &o, &x, &w, c->p[0] ? &b : NULL, &c->conv);
 }
 static nb_status conv_bwd_in(nb_backend *be, ctx *c, bool dev) { /* gy, w, gx */
     nb_kview gy = V(0), w = V(1), gx = V(2);
-    return be->iface->conv2d_backward_input(be, &gx, &gy, &w, &c->conv);
+    return nb_kernel_conv2d_backward_input(be, &gx, &gy, &w, &c->conv);
 }
 static nb_status conv_bwd_w(nb_backend *be, ctx *c, bool dev) { /* gy, x, gw, gbias */
     nb_kview gy = V(0), x = V(1), gw = V(2), gb = V(3);
-    return be->iface->conv2d_backward_weight(be, &gw, c->p[0] ? &gb : NULL, &gy, &x, &c->conv);
+    return nb_kernel_conv2d_backward_weight(be, &gw, c->p[0] ? &gb : NULL, &gy, &x, &c->conv);
 }
 
 /* x [n, ci, h, w], w [co, ci/g, kh, kw], out [n, co, ho, wo] as given (so 'same' and cropped outputs work). */
@@ -288,20 +288,20 @@ static void case_conv(const char *label, nb_dtype dt, const int64_t *xs, const i
 
 static nb_status maxp_fwd(nb_backend *be, ctx *c, bool dev) { /* x, out, idx */
     nb_kview x = V(0), o = V(1), i = V(2);
-    return c->p[0] ? be->iface->adaptive_max_pool2d(be, &o, &i, &x) : be->iface->max_pool2d(be, &o, &i, &x, &c->pool);
+    return c->p[0] ? nb_kernel_adaptive_max_pool2d(be, &o, &i, &x) : nb_kernel_max_pool2d(be, &o, &i, &x, &c->pool);
 }
 static nb_status maxp_bwd(nb_backend *be, ctx *c, bool dev) { /* gy, idx, gx */
     nb_kview gy = V(0), i = V(1), gx = V(2);
-    return be->iface->max_pool2d_backward(be, &gx, &gy, &i);
+    return nb_kernel_max_pool2d_backward(be, &gx, &gy, &i);
 }
 static nb_status avgp_fwd(nb_backend *be, ctx *c, bool dev) { /* x, out */
     nb_kview x = V(0), o = V(1);
-    return c->p[0] ? be->iface->adaptive_avg_pool2d(be, &o, &x) : be->iface->avg_pool2d(be, &o, &x, &c->pool);
+    return c->p[0] ? nb_kernel_adaptive_avg_pool2d(be, &o, &x) : nb_kernel_avg_pool2d(be, &o, &x, &c->pool);
 }
 static nb_status avgp_bwd(nb_backend *be, ctx *c, bool dev) { /* gy, gx */
     nb_kview gy = V(0), gx = V(1);
-    return c->p[0] ? be->iface->adaptive_avg_pool2d_backward(be, &gx, &gy)
-                   : be->iface->avg_pool2d_backward(be, &gx, &gy, &c->pool);
+    return c->p[0] ? nb_kernel_adaptive_avg_pool2d_backward(be, &gx, &gy)
+                   : nb_kernel_avg_pool2d_backward(be, &gx, &gy, &c->pool);
 }
 
 static int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t dil, bool ceil_mode) {
@@ -354,11 +354,11 @@ static void case_pool(const char *label, nb_dtype dt, const int64_t *xs, nb_pool
 
 static nb_status bn_fwd(nb_backend *be, ctx *c, bool dev) { /* x, w, b, rm, rv, out, smean, sinv */
     nb_kview x = V(0), w = V(1), b = V(2), rm = V(3), rv = V(4), o = V(5), sm = V(6), si = V(7);
-    return be->iface->batch_norm(be, &o, &sm, &si, &rm, &rv, &x, &w, &b, c->p[0], 0.1, 1e-5);
+    return nb_kernel_batch_norm(be, &o, &sm, &si, &rm, &rv, &x, &w, &b, c->p[0], 0.1, 1e-5);
 }
 static nb_status bn_bwd(nb_backend *be, ctx *c, bool dev) { /* x, gy, w, smean, sinv, rm, rv, gx, gw, gb */
     nb_kview x = V(0), gy = V(1), w = V(2), sm = V(3), si = V(4), rm = V(5), rv = V(6), gx = V(7), gw = V(8), gb = V(9);
-    return be->iface->batch_norm_backward(be, &gx, &gw, &gb, &gy, &x, &w, &sm, &si, &rm, &rv, c->p[0], 1e-5);
+    return nb_kernel_batch_norm_backward(be, &gx, &gw, &gb, &gy, &x, &w, &sm, &si, &rm, &rv, c->p[0], 1e-5);
 }
 
 static void case_bn(int ndim, const int64_t *xs, nb_dtype dt, bool training) {
@@ -387,11 +387,11 @@ static void case_bn(int ndim, const int64_t *xs, nb_dtype dt, bool training) {
 
 static nb_status up_fwd(nb_backend *be, ctx *c, bool dev) { /* x, out */
     nb_kview x = V(0), o = V(1);
-    return be->iface->upsample2d(be, &o, &x, c->p[0], c->p[1]);
+    return nb_kernel_upsample2d(be, &o, &x, c->p[0], c->p[1]);
 }
 static nb_status up_bwd(nb_backend *be, ctx *c, bool dev) { /* gy, gx */
     nb_kview gy = V(0), gx = V(1);
-    return be->iface->upsample2d_backward(be, &gx, &gy, c->p[0], c->p[1]);
+    return nb_kernel_upsample2d_backward(be, &gx, &gy, c->p[0], c->p[1]);
 }
 
 static void case_up(const int64_t *xs, int64_t ho, int64_t wo, bool bilinear, bool align, nb_dtype dt) {

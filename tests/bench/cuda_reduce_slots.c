@@ -266,7 +266,7 @@ static void run_error_case(ctx *c) {
 
 static nb_status red_call(nb_backend *be, ctx *c, bool dev) { /* x, out */
     nb_kview x = V(0), o = V(1);
-    return be->iface->reduce(be, (nb_reduce_op)c->p[0], &o, &x, c->f[0]);
+    return nb_kernel_reduce(be, (nb_reduce_op)c->p[0], &o, &x, c->f[0]);
 }
 
 static const char *const red_names[] = {"sum", "max", "min", "prod"};
@@ -288,7 +288,7 @@ static void case_red(const char *label, nb_reduce_op op, nb_dtype xdt, nb_dtype 
 
 static nb_status arg_call(nb_backend *be, ctx *c, bool dev) { /* x, values, indices */
     nb_kview x = V(0), v = V(1), i = V(2);
-    return c->p[0] ? be->iface->argmin(be, &v, &i, &x, (int)c->p[1]) : be->iface->argmax(be, &v, &i, &x, (int)c->p[1]);
+    return c->p[0] ? nb_kernel_argmin(be, &v, &i, &x, (int)c->p[1]) : nb_kernel_argmax(be, &v, &i, &x, (int)c->p[1]);
 }
 
 static void case_arg(bool min, nb_dtype dt, int64_t r, int64_t cols, int dim, int kind, double nan_frac) {
@@ -311,13 +311,13 @@ static nb_status scan_call(nb_backend *be, ctx *c, bool dev) { /* x, out, indice
     nb_kview x = V(0), o = V(1), i = V(2);
     nb_reduce_op op = (nb_reduce_op)c->p[0];
     bool ext = op == NB_REDUCE_MAX || op == NB_REDUCE_MIN;
-    return be->iface->scan(be, op, &o, ext ? &i : NULL, &x, (int)c->p[1]);
+    return nb_kernel_scan(be, op, &o, ext ? &i : NULL, &x, (int)c->p[1]);
 }
 static nb_status scanb_call(nb_backend *be, ctx *c, bool dev) { /* g, x, out, indices, gx */
     nb_kview g = V(0), x = V(1), o = V(2), i = V(3), gx = V(4);
     nb_reduce_op op = (nb_reduce_op)c->p[0];
     bool ext = op == NB_REDUCE_MAX || op == NB_REDUCE_MIN;
-    return be->iface->scan_backward(be, op, &gx, &g, &x, &o, ext ? &i : NULL, (int)c->p[1]);
+    return nb_kernel_scan_backward(be, op, &gx, &g, &x, &o, ext ? &i : NULL, (int)c->p[1]);
 }
 
 static const char *const scan_names[] = {"cumsum", "cummax", "cummin", "cumprod", "logcumsumexp"};
@@ -367,7 +367,7 @@ static void case_scan(nb_reduce_op op, nb_dtype dt, int64_t r, int64_t cols, int
 
 static nb_status sort_call(nb_backend *be, ctx *c, bool dev) { /* x, values, indices */
     nb_kview x = V(0), v = V(1), i = V(2);
-    return be->iface->sort(be, c->p[2] ? &v : NULL, &i, &x, (int)c->p[0], c->p[1] != 0);
+    return nb_kernel_sort(be, c->p[2] ? &v : NULL, &i, &x, (int)c->p[0], c->p[1] != 0);
 }
 
 static void case_sort(nb_dtype dt, int64_t r, int64_t cols, int dim, int64_t k, bool desc, int kind, bool values,
@@ -399,11 +399,11 @@ static void case_sort(nb_dtype dt, int64_t r, int64_t cols, int dim, int64_t k, 
 
 static nb_status gather_call(nb_backend *be, ctx *c, bool dev) { /* x, index, out */
     nb_kview x = V(0), i = V(1), o = V(2);
-    return be->iface->gather(be, &o, &x, (int)c->p[0], &i);
+    return nb_kernel_gather(be, &o, &x, (int)c->p[0], &i);
 }
 static nb_status scatter_call(nb_backend *be, ctx *c, bool dev) { /* index, src, out (self) */
     nb_kview i = V(0), s = V(1), o = V(2);
-    return be->iface->scatter(be, &o, (int)c->p[0], &i, &s, (nb_scatter_mode)c->p[1], c->p[2] != 0);
+    return nb_kernel_scatter(be, &o, (int)c->p[0], &i, &s, (nb_scatter_mode)c->p[1], c->p[2] != 0);
 }
 
 static void case_gather(nb_dtype dt, int64_t r, int64_t cols, int dim, int64_t k, bool bad) {
@@ -446,15 +446,15 @@ static void case_scatter(nb_dtype dt, nb_scatter_mode mode, bool incl, int64_t r
 
 static nb_status isel_call(nb_backend *be, ctx *c, bool dev) { /* x, index, out */
     nb_kview x = V(0), i = V(1), o = V(2);
-    return be->iface->index_select(be, &o, &x, (int)c->p[0], &i);
+    return nb_kernel_index_select(be, &o, &x, (int)c->p[0], &i);
 }
 static nb_status iadd_call(nb_backend *be, ctx *c, bool dev) { /* g, index, gx */
     nb_kview g = V(0), i = V(1), gx = V(2);
-    return be->iface->index_add(be, &gx, (int)c->p[0], &i, &g, c->p[1]);
+    return nb_kernel_index_add(be, &gx, (int)c->p[0], &i, &g, c->p[1]);
 }
 static nb_status icopy_call(nb_backend *be, ctx *c, bool dev) { /* src, index, out (in place) */
     nb_kview s = V(0), i = V(1), o = V(2);
-    return be->iface->index_copy(be, &o, (int)c->p[0], &i, &s);
+    return nb_kernel_index_copy(be, &o, (int)c->p[0], &i, &s);
 }
 
 /* big [a, size, b] around dim 1 (a or b may be 1), index of k entries in [0, size) with repeats. */
@@ -481,7 +481,7 @@ static void case_index(int which, nb_dtype dt, int64_t a, int64_t size, int64_t 
 
 static nb_status where_call(nb_backend *be, ctx *c, bool dev) { /* cond, a, b, out */
     nb_kview cd = V(0), a = V(1), b = V(2), o = V(3);
-    return be->iface->where(be, &o, &cd, &a, &b);
+    return nb_kernel_where(be, &o, &cd, &a, &b);
 }
 
 static void case_where(nb_dtype dt, int64_t r, int64_t cols) {
@@ -501,12 +501,12 @@ static void case_where(nb_dtype dt, int64_t r, int64_t cols) {
 static nb_status nz_call(nb_backend *be, ctx *c, bool dev) { /* x, out */
     nb_kview x = V(0), o = V(1);
     int64_t count = -1;
-    nb_status st = be->iface->nonzero(be, NULL, &count, &x);
+    nb_status st = nb_kernel_nonzero(be, NULL, &count, &x);
     if (st != NB_OK) return st;
     if (count != c->p[0])
         return nb_set_error(NB_ERR_INVALID_ARG, "nonzero counted %lld, the CPU %lld", (long long)count,
                             (long long)c->p[0]);
-    return be->iface->nonzero(be, &o, NULL, &x);
+    return nb_kernel_nonzero(be, &o, NULL, &x);
 }
 
 /* x [r, cols] (transposed view when asked), a share `dens` nonzero (floats: NaN and -0.0 too). */
@@ -536,11 +536,11 @@ static void case_nonzero(nb_dtype dt, int64_t r, int64_t cols, double dens, bool
 
 static nb_status sm_call(nb_backend *be, ctx *c, bool dev) { /* x, out */
     nb_kview x = V(0), o = V(1);
-    return be->iface->softmax(be, &o, &x, (int)c->p[0], c->p[1] != 0);
+    return nb_kernel_softmax(be, &o, &x, (int)c->p[0], c->p[1] != 0);
 }
 static nb_status smb_call(nb_backend *be, ctx *c, bool dev) { /* gy, y, gx */
     nb_kview gy = V(0), y = V(1), gx = V(2);
-    return be->iface->softmax_backward(be, &gx, &gy, &y, (int)c->p[0], c->p[1] != 0);
+    return nb_kernel_softmax_backward(be, &gx, &gy, &y, (int)c->p[0], c->p[1] != 0);
 }
 
 static void case_softmax(nb_dtype dt, int nd, const int64_t *xs, int dim, bool lg) {
@@ -575,11 +575,11 @@ static void case_softmax(nb_dtype dt, int nd, const int64_t *xs, int dim, bool l
 
 static nb_status ce_call(nb_backend *be, ctx *c, bool dev) { /* logits, target, loss, lse */
     nb_kview x = V(0), t = V(1), l = V(2), s = V(3);
-    return be->iface->cross_entropy(be, &l, &s, &x, &t, c->p[0]);
+    return nb_kernel_cross_entropy(be, &l, &s, &x, &t, c->p[0]);
 }
 static nb_status ceb_call(nb_backend *be, ctx *c, bool dev) { /* logits, target, gloss, lse, glogits */
     nb_kview x = V(0), t = V(1), g = V(2), s = V(3), gx = V(4);
-    return be->iface->cross_entropy_backward(be, &gx, &g, &x, &s, &t, c->p[0]);
+    return nb_kernel_cross_entropy_backward(be, &gx, &g, &x, &s, &t, c->p[0]);
 }
 
 static void case_ce(nb_dtype dt, int64_t n, int64_t cl, bool gloss_scalar, bool bad) {

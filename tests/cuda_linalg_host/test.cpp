@@ -7,7 +7,6 @@
 #include <random>
 #include <functional>
 #include "cuda_common.cuh"
-#include "cuda_kernels.h"
 extern int g_word;
 static int fails = 0, checks = 0;
 #define CK(c, ...) do { checks++; if (!(c)) { fails++; printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #c); printf(__VA_ARGS__); printf("\n"); } } while (0)

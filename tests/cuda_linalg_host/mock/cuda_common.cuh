@@ -8,6 +8,15 @@
 #include <string.h>
 #include "nb_backend_util.h"
 
+// the kernels' declarations, as backend/cuda/cuda_common.cuh makes them
+extern "C" {
+#define NB_CUDA_DECL_1(slot) nb_status nb_cuda_##slot NB_SLOT_PARAMS(slot);
+#define NB_CUDA_DECL_0(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CUDA_DECL_##cuda(slot)
+#include "nb_slots.def"
+#undef NB_SLOT
+}
+
 #define __global__
 #define __device__
 typedef void *cudaStream_t;

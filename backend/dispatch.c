@@ -1,0 +1,54 @@
+/* dispatch.c - the slot list's run-time side (nb_backend_impl.h): slot
+ * names and kinds, the dispatchers' errors, and the slot trace that tests
+ * use to hold the op table's slot lists to what ops really call. */
+#include <stdbool.h>
+
+#include "nb_backend_util.h"
+
+static const char *const slot_names[NB_SLOT_COUNT] = {
+#define NB_SLOT(slot, kind, cpu, cuda, check) [NB_SLOT_##slot] = #slot,
+#include "nb_slots.def"
+#undef NB_SLOT
+};
+
+#define NB_SLOT_IS_REQ 1
+#define NB_SLOT_IS_OPT 0
+static const bool slot_required[NB_SLOT_COUNT] = {
+#define NB_SLOT(slot, kind, cpu, cuda, check) [NB_SLOT_##slot] = NB_SLOT_IS_##kind,
+#include "nb_slots.def"
+#undef NB_SLOT
+};
+
+const char *nb_slot_name(nb_slot_id slot) { return (unsigned)slot < NB_SLOT_COUNT ? slot_names[slot] : "invalid slot"; }
+
+bool nb_slot_required(nb_slot_id slot) { return (unsigned)slot < NB_SLOT_COUNT && slot_required[slot]; }
+
+nb_status nb_kernel_missing(nb_backend *be, nb_slot_id slot) {
+    return nb_set_error(NB_ERR_UNSUPPORTED, "%s: not supported on backend %s:%d", nb_slot_name(slot), be->name,
+                        be->device.index);
+}
+
+nb_status nb_kernel_null(nb_slot_id slot, const char *param) {
+    return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s is NULL", nb_slot_name(slot), param);
+}
+
+/* ---- slot trace ---------------------------------------------------------------------- */
+
+bool nb_slot_trace_on; /* some thread traces: the dispatchers call nb_slot_trace_mark */
+static _Atomic int tracers;
+static _Thread_local bool *trace_used;
+
+void nb_slot_trace_begin(bool *used) {
+    if (!trace_used) tracers++;
+    trace_used = used;
+    nb_slot_trace_on = true;
+}
+
+void nb_slot_trace_end(void) {
+    if (trace_used && --tracers == 0) nb_slot_trace_on = false;
+    trace_used = NULL;
+}
+
+void nb_slot_trace_mark(nb_slot_id slot) {
+    if (trace_used && (unsigned)slot < NB_SLOT_COUNT) trace_used[slot] = true;
+}

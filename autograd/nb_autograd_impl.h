@@ -221,6 +221,9 @@ bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs);
 bool nb_check_dtypes(nb_op_id op, int n, nb_tensor *const *inputs);
 /* The capability check alone, for one dtype on t's backend. */
 bool nb_check_supported(nb_op_id op, nb_dtype dt, const nb_tensor *t);
+/* The op table row's slots column: [NB_SLOT_COUNT] flags (NULL for an id
+ * outside the table). */
+const bool *nb_op_slots(nb_op_id op);
 /* Sums g over broadcast dims so it has the given shape (the backward of broadcasting). */
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
 /* A new tensor like t (shape, dtype, device), uninitialised, scoped. */

@@ -11,10 +11,21 @@
 _Static_assert(NB_OP_COUNT == NB_OP_TABLE_ROWS, "the op table changed: update its count, OPS.md and the op harness");
 
 static const nb_op_info rows[NB_OP_COUNT] = {
-#define NB_OP_ROW(id, name, family, flags, dtypes) [NB_OP_##id] = {#name, #family, (flags), (dtypes)},
+#define NB_OP_ROW(id, name, family, flags, dtypes, slots) [NB_OP_##id] = {#name, #family, (flags), (dtypes)},
     NB_OP_TABLE(NB_OP_ROW)
 #undef NB_OP_ROW
 };
+
+/* The slots column: row_slots[op][slot] for each K(slot) of the row. */
+static const bool row_slots[NB_OP_COUNT][NB_SLOT_COUNT] = {
+#define K(slot) [NB_SLOT_##slot] = true,
+#define NB_OP_ROW(id, name, family, flags, dtypes, slots) [NB_OP_##id] = {slots},
+    NB_OP_TABLE(NB_OP_ROW)
+#undef NB_OP_ROW
+#undef K
+};
+
+const bool *nb_op_slots(nb_op_id op) { return (unsigned)op < NB_OP_COUNT ? row_slots[op] : NULL; }
 
 const nb_op_info *nb_op_get(nb_op_id op) { return (unsigned)op < NB_OP_COUNT ? &rows[op] : NULL; }
 
@@ -30,8 +41,16 @@ nb_op_id nb_op_find(const char *name) {
 /* The backend's dtypes (0: all) take dt. */
 static bool be_dtype(nb_backend *be, nb_dtype dt) { return !be->iface->dtypes || (be->iface->dtypes & NB_DTM(dt)); }
 
+/* Every slot the row lists that be has no kernel for (a NULL field of its
+ * vtable, read by slot id). */
+static nb_slot_id missing_slot(nb_backend *be, nb_op_id op) {
+    for (int s = 0; s < NB_SLOT_COUNT; s++)
+        if (row_slots[op][s] && !nb_backend_has_slot(be, (nb_slot_id)s)) return (nb_slot_id)s;
+    return NB_SLOT_COUNT;
+}
+
 static bool be_supports(nb_backend *be, nb_op_id op, nb_dtype dt) {
-    return (rows[op].dtypes & NB_DTM(dt)) && be_dtype(be, dt);
+    return (rows[op].dtypes & NB_DTM(dt)) && be_dtype(be, dt) && missing_slot(be, op) == NB_SLOT_COUNT;
 }
 
 bool nb_backend_supports(nb_device dev, nb_op_id op, nb_dtype dt) {
@@ -57,6 +76,9 @@ static const char *mask_names(unsigned mask, char *buf, size_t len) {
 bool nb_check_supported(nb_op_id op, nb_dtype dt, const nb_tensor *t) {
     const nb_op_info *r = nb_op_get(op);
     NB_ASSERT(r);
+    if (nb_slot_trace_on) /* an op asked inside another needs its row's slots too */
+        for (int s = 0; s < NB_SLOT_COUNT; s++)
+            if (row_slots[op][s]) nb_slot_trace_mark((nb_slot_id)s);
     if (!(r->dtypes & NB_DTM(dt))) {
         char b[160];
         nb_set_error(NB_ERR_DTYPE, "%s: %s is not supported (it takes %s)", r->name, nb_dtype_name(dt),
@@ -67,6 +89,12 @@ bool nb_check_supported(nb_op_id op, nb_dtype dt, const nb_tensor *t) {
     if (!be_dtype(be, dt)) {
         nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s is not supported on backend %s:%d", r->name, nb_dtype_name(dt),
                      be->name, t->storage->device.index);
+        return false;
+    }
+    nb_slot_id s = missing_slot(be, op);
+    if (s != NB_SLOT_COUNT) {
+        nb_set_error(NB_ERR_UNSUPPORTED, "%s: not supported on backend %s:%d (it has no %s kernel)", r->name,
+                     be->name, t->storage->device.index, nb_slot_name(s));
         return false;
     }
     return true;

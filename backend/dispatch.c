@@ -23,6 +23,16 @@ const char *nb_slot_name(nb_slot_id slot) { return (unsigned)slot < NB_SLOT_COUN
 
 bool nb_slot_required(nb_slot_id slot) { return (unsigned)slot < NB_SLOT_COUNT && slot_required[slot]; }
 
+bool nb_backend_has_slot(const nb_backend *be, nb_slot_id slot) {
+    switch (slot) {
+#define NB_SLOT(slot, kind, cpu, cuda, check) \
+    case NB_SLOT_##slot: return be->iface->slot != NULL;
+#include "nb_slots.def"
+#undef NB_SLOT
+    default: return false;
+    }
+}
+
 nb_status nb_kernel_missing(nb_backend *be, nb_slot_id slot) {
     return nb_set_error(NB_ERR_UNSUPPORTED, "%s: not supported on backend %s:%d", nb_slot_name(slot), be->name,
                         be->device.index);

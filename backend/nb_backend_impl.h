@@ -102,6 +102,8 @@ typedef enum nb_slot_id {
 const char *nb_slot_name(nb_slot_id slot);
 /* Whether the slot is REQ (an op needs it) rather than OPT. */
 bool nb_slot_required(nb_slot_id slot);
+/* Whether be has a kernel for slot (its vtable field is not NULL). */
+bool nb_backend_has_slot(const nb_backend *be, nb_slot_id slot);
 
 struct nb_backend_i {
     /* The dtypes the backend's kernels take (NB_DTM_* masks; 0: every
@@ -190,6 +192,10 @@ struct nb_backend {
     int version;      /* NB_BACKEND_INTERFACE_VERSION it was built against */
     void *context;    /* the backend's own state for this device */
 };
+
+/* Takes be out of the registry (tests that register a backend of their
+ * own; no tensor, stream or cached block of its device may be in use). */
+void nb_backend_unregister(nb_backend *be);
 
 /* ---- dispatch ----------------------------------------------------------------------- */
 

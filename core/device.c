@@ -46,6 +46,14 @@ nb_status nb_backend_register(nb_backend *be) {
     return NB_OK;
 }
 
+void nb_backend_unregister(nb_backend *be) {
+    pthread_mutex_lock(&registry_lock);
+    if (be && (unsigned)be->device.type < NB_DEVICE_TYPE_COUNT && (unsigned)be->device.index < NB_MAX_DEVICES &&
+        registry[be->device.type][be->device.index] == be)
+        registry[be->device.type][be->device.index] = NULL;
+    pthread_mutex_unlock(&registry_lock);
+}
+
 /* Runs every built-in backend's init once. A backend that fails to start
  * (a CUDA driver without a GPU) registers nothing; its error is not kept. */
 static void init_backends(void) {

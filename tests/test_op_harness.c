@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_autograd_impl.h"
 #include "nb_test.h"
 #include "op_harness.h"
 #include "suites.h"
@@ -146,22 +147,49 @@ static bool twice_differentiable(const nb_op_case *c) {
 }
 
 /* Forward and, for a differentiable case, the gradient of sum(out * v)
- * (v from a fixed generator) for each input that requires grad. */
+ * (v from a fixed generator) for each input that requires grad: the
+ * backward from out with the gradient v (rounded to out's dtype, as the
+ * backward of sum(float64(out) * v) would hand it to out). The kernel slots
+ * the op's forward and backward call are traced into used[]. */
 typedef struct {
     nb_tensor *out, *grad[4];
 } run_result;
 
-static run_result forward_backward(const nb_op_case *c, nb_tensor *const *x, bool grads) {
+static run_result forward_backward(const nb_op_case *c, nb_tensor *const *x, bool grads, bool *used) {
     run_result r = {0};
+    nb_slot_trace_begin(used);
     r.out = run(c, x);
+    nb_slot_trace_end();
     if (!r.out || !grads || !nb_requires_grad(r.out)) return r;
     nb_generator g = nb_generator_new(0xbeef);
     nb_tensor *v = nb_rand_on(nb_dim(r.out), nb_shape(r.out), NB_F64, &g, NB_CPU);
-    nb_tensor *l = nb_sum(nb_mul(nb_to_dtype(r.out, NB_F64), nb_to_device(v, nb_device_of(r.out))), NULL, 0, false);
-    NB_CK_OK(nb_backward(l));
+    nb_tensor *gout = nb_to_dtype(nb_to_device(v, nb_device_of(r.out)), nb_dtype_of(r.out));
+    NB_CK_NOTNULL(gout);
+    nb_slot_trace_begin(used);
+    nb_status st = nb_backward_with(r.out, gout);
+    nb_slot_trace_end();
+    NB_CK_OK(st);
     for (int k = 0; k < c->n_in; k++)
         if (nb_requires_grad(x[k])) r.grad[k] = nb_tensor_grad(x[k]);
     return r;
+}
+
+/* Every REQ slot the case called (used[]) is in its row's slots column,
+ * so a backend without one of them is never asked to run the op
+ * (nb_backend_supports). */
+static void ck_slots(const nb_op_case *c, const char *where, const bool *used) {
+    const bool *row = nb_op_slots(c->op);
+    if (getenv("NB_OP_SLOTS_PRINT")) { /* what a new row's slots column should list */
+        printf("slots %s:", nb_op_name(c->op));
+        for (int s = 0; s < NB_SLOT_COUNT; s++)
+            if (used[s] && nb_slot_required((nb_slot_id)s)) printf(" K(%s)", nb_slot_name((nb_slot_id)s));
+        printf("\n");
+        fflush(stdout);
+    }
+    for (int s = 0; s < NB_SLOT_COUNT; s++)
+        ck_assert_msg(!used[s] || row[s] || !nb_slot_required((nb_slot_id)s),
+                      "%s %s %s: calls the %s slot, which its op table row does not list", nb_op_name(c->op),
+                      c->label, where, nb_slot_name((nb_slot_id)s));
 }
 
 typedef struct {
@@ -212,11 +240,15 @@ static void run_case(const nb_op_case *c, nb_device dev, nb_dtype dt) {
                 if (g) NB_CK_OK(nb_set_requires_grad(rx[k], true));
             }
     }
-    run_result ref = forward_backward(c, rx, grads);
+    bool used[NB_SLOT_COUNT] = {0};
+    run_result ref = forward_backward(c, rx, grads, used);
+    ck_slots(c, "on cpu in float64 (the reference)", used);
     ck_assert_msg(ref.out != NULL, "%s %s: the CPU reference failed: %s", nb_op_name(c->op), c->label, nb_last_error());
 
     make_inputs(c, dt, dev, grads, x);
-    run_result got = forward_backward(c, x, grads);
+    memset(used, 0, sizeof used);
+    run_result got = forward_backward(c, x, grads, used);
+    ck_slots(c, where, used);
     /* integer inputs promoted to a float output (torch.sin of int32 is
      * float32): the output's dtype sets the tolerance */
     double otol = got.out && !is_float(dt) && is_float(nb_dtype_of(got.out)) ? tol_for(c, nb_dtype_of(got.out)) : tol;
@@ -231,7 +263,7 @@ static void run_case(const nb_op_case *c, nb_device dev, nb_dtype dt) {
 
     /* determinism: the same bits from a second run on fresh, equal inputs */
     make_inputs(c, dt, dev, grads, x2);
-    run_result again = forward_backward(c, x2, grads);
+    run_result again = forward_backward(c, x2, grads, used);
     NB_CK_NOTNULL(again.out);
     ck_same_bits(c, where, "output", got.out, again.out);
     for (int k = 0; k < c->n_in; k++)
@@ -288,6 +320,65 @@ START_TEST(test_op_case) {
                 if (m & NB_DTM(d)) run_case(c, dev, (nb_dtype)d), runs++;
         }
     ck_assert_msg(runs > 0 || skipped, "%s %s: no device runs it in any of its dtypes", nb_op_name(c->op), c->label);
+}
+END_TEST
+
+/* ---- a backend with two kernels --------------------------------------------------------- */
+
+/* A backend that has the CPU's runtime (memory, streams) and only its copy
+ * and fill kernels, registered as the next free cuda:N for one test: what
+ * an op needs is derived from the slots its row lists, so every case the
+ * backend cannot run is skipped (nb_backend_supports), an op called anyway
+ * fails with NB_ERR_UNSUPPORTED naming the missing kernel, and the cases
+ * it can run pass as on the CPU. */
+static struct nb_backend_i two_kernels_iface;
+static nb_backend two_kernels = {.iface = &two_kernels_iface, .name = "two_kernels",
+                                 .version = NB_BACKEND_INTERFACE_VERSION};
+
+static void two_kernels_setup(void) {
+    const nb_backend *cpu = nb_backend_get(NB_CPU);
+    ck_assert_ptr_nonnull(cpu);
+    two_kernels_iface = *cpu->iface;
+#define NB_SLOT(slot, kind, cpu, cuda, check) two_kernels_iface.slot = NULL;
+#include "nb_slots.def"
+#undef NB_SLOT
+    two_kernels_iface.copy = cpu->iface->copy;
+    two_kernels_iface.fill = cpu->iface->fill;
+    two_kernels.device = (nb_device){NB_DEVICE_CUDA, nb_device_count(NB_DEVICE_CUDA)};
+    NB_CK_OK(nb_backend_register(&two_kernels));
+}
+
+static void two_kernels_teardown(void) {
+    nb_memory_empty_cache(two_kernels.device);
+    nb_backend_unregister(&two_kernels);
+}
+
+START_TEST(test_op_two_kernel_backend) {
+    nb_device dev = two_kernels.device;
+    int runs = 0, skipped = 0;
+    for (int i = 0; i < total_cases(); i++) {
+        const nb_op_case *c = case_at(i);
+        const bool *slots = nb_op_slots(c->op);
+        bool runnable = true;
+        for (int k = 0; k < NB_SLOT_COUNT; k++)
+            if (slots[k] && k != NB_SLOT_copy && k != NB_SLOT_fill) runnable = false;
+        unsigned m = case_dtypes(c, dev);
+        ck_assert_msg(runnable || !m, "%s %s: supported on a backend without its kernels", nb_op_name(c->op), c->label);
+        for (int d = 0; d < NB_DTYPE_COUNT; d++)
+            if (m & NB_DTM(d)) run_case(c, dev, (nb_dtype)d), runs++;
+        skipped += !m;
+    }
+    ck_assert_msg(runs > 0 && skipped > 0, "%d runs, %d cases skipped", runs, skipped);
+    printf("op harness on a backend with copy and fill only: %d (case, dtype) runs, %d of %d cases skipped\n", runs,
+           skipped, total_cases());
+    /* an op called anyway: the capability check names what is missing */
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_to_device(nb_ones(NB_SHAPE(3), NB_F32), dev);
+    NB_CK_NOTNULL(a);
+    ck_assert_ptr_null(nb_exp(a));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(nb_last_error(), "no unary kernel"), "%s", nb_last_error());
+    nb_scope_end(s);
 }
 END_TEST
 
@@ -348,6 +439,11 @@ Suite *nb_suite_op_harness(void) {
     tcase_add_test(cov, test_op_coverage);
     tcase_add_test(cov, test_op_summary);
     suite_add_tcase(s, cov);
+    TCase *two = tcase_create("two_kernels");
+    tcase_add_checked_fixture(two, two_kernels_setup, two_kernels_teardown);
+    tcase_add_test(two, test_op_two_kernel_backend);
+    tcase_set_timeout(two, 120);
+    suite_add_tcase(s, two);
     TCase *tc = tcase_create("cases");
     tcase_add_loop_test(tc, test_op_case, 0, total_cases());
     tcase_set_timeout(tc, 120);

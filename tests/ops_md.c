@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "nabla.h"
+#include "nb_autograd_impl.h"
 #include "ops_md.h"
 
 static void dtypes(unsigned m, char *buf, size_t len) {
@@ -23,8 +24,9 @@ size_t nb_ops_md_table(char *out, size_t len) {
         pos += k > 0 ? (size_t)k : 0;                                                             \
     } while (0)
     PUT("%s\n", NB_OPS_MD_BEGIN);
-    PUT("| id | function | family (ops_<family>.c, cpu/<family>.c, test_ops_<family>.c) | dtypes | backward | kind |\n");
-    PUT("|---|---|---|---|---|---|\n");
+    PUT("| id | function | family (ops_<family>.c, cpu/<family>.c, test_ops_<family>.c) | dtypes | backward | kind "
+        "| kernel slots |\n");
+    PUT("|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < NB_OP_COUNT; i++) {
         const nb_op_info *r = nb_op_get((nb_op_id)i);
         char dt[96];
@@ -37,9 +39,12 @@ size_t nb_ops_md_table(char *out, size_t len) {
         if (r->flags & NB_OPF_RANDOM) k += (size_t)snprintf(kind + k, sizeof kind - k, "%srandom", k ? ", " : "");
         if (r->flags & NB_OPF_LP) k += (size_t)snprintf(kind + k, sizeof kind - k, "%slp", k ? ", " : "");
         if (!k) snprintf(kind, sizeof kind, "kernel");
-        PUT("| %d | nb_%s | %s | %s | %s | %s |\n", i, r->name, r->family, dt, r->flags & NB_OPF_DIFF2  ? "yes, twice"
-                                                                                   : r->flags & NB_OPF_DIFF ? "yes" : "no",
-            kind);
+        char slots[512] = "";
+        const bool *sl = nb_op_slots((nb_op_id)i);
+        for (int s = 0, n = 0; s < NB_SLOT_COUNT; s++)
+            if (sl[s]) n += snprintf(slots + n, sizeof slots - (size_t)n, "%s%s", n ? ", " : "", nb_slot_name((nb_slot_id)s));
+        PUT("| %d | nb_%s | %s | %s | %s | %s | %s |\n", i, r->name, r->family, dt,
+            r->flags & NB_OPF_DIFF2 ? "yes, twice" : r->flags & NB_OPF_DIFF ? "yes" : "no", kind, slots);
     }
     PUT("%s\n", NB_OPS_MD_END);
 #undef PUT

@@ -86,6 +86,11 @@ static nb_tensor *view_like(const nb_tensor *base, const nb_tensor *t, int64_t o
 
 /* ---- backward ---------------------------------------------------------------- */
 
+/* The forward's dropout draws (the Philox arguments it recorded). */
+static nb_philox_state attention_rng(const nb_node *n) {
+    return (nb_philox_state){n->p.attention.seed, n->p.attention.offset, n->p.attention.offset_base};
+}
+
 /* d loss / d mask for an additive mask that requires grad: dS = P * (dP - D)
  * by composition (grad mode is off in backward), summed to the mask's shape. */
 static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor *v3, nb_tensor *out3,
@@ -111,8 +116,7 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
     if (p > 0 && dP) { /* the forward's keep mask: Philox bits of (b*L + i)*S + j, drop iff u < p */
         nb_tensor *drop = nb_tensor_new(3, bls, q3->dtype, q3->storage->device);
         nb_kview vd = drop ? nb_kview_of(drop) : (nb_kview){0};
-        if (!drop || nb_kernel_random(NB_BE(drop), &vd, NB_RNG_BERNOULLI, p, 0, n->p.attention.seed, n->p.attention.offset,
-                             n->p.attention.offset_base) != NB_OK)
+        if (!drop || nb_kernel_random(NB_BE(drop), &vd, NB_RNG_BERNOULLI, p, 0, attention_rng(n)) != NB_OK)
             return NULL;
         dP = nb_mul(dP, nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p)));
     }
@@ -131,8 +135,7 @@ static nb_tensor *dropout_scale(nb_node *n, const nb_tensor *like) {
     int64_t bls[3] = {n->p.attention.B, n->p.attention.L, n->p.attention.S};
     nb_tensor *drop = nb_tensor_new(3, bls, like->dtype, like->storage->device);
     nb_kview vd = drop ? nb_kview_of(drop) : (nb_kview){0};
-    if (!drop || nb_kernel_random(NB_BE(drop), &vd, NB_RNG_BERNOULLI, p, 0, n->p.attention.seed, n->p.attention.offset,
-                         n->p.attention.offset_base) != NB_OK)
+    if (!drop || nb_kernel_random(NB_BE(drop), &vd, NB_RNG_BERNOULLI, p, 0, attention_rng(n)) != NB_OK)
         return NULL;
     return nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p));
 }
@@ -213,10 +216,10 @@ static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         nb_kview vgv = gv ? nb_kview_of(gv) : (nb_kview){0}, vg = nb_kview_of(g3), vq = nb_kview_of(q3);
         nb_kview vk = nb_kview_of(k3), vv = nb_kview_of(v3), vo = nb_kview_of(out3), vl = nb_kview_of(lse);
         nb_kview vm = mask ? nb_kview_of(mask) : (nb_kview){0};
-        nb_status st = nb_kernel_attention_backward(NB_BE(q3), gq ? &vgq : NULL, gk ? &vgk : NULL, gv ? &vgv : NULL, &vg,
-                               &vq, &vk, &vv, &vo, &vl, mask ? &vm : NULL, n->p.attention.causal, n->p.attention.scale,
-                               n->p.attention.dropout_p, n->p.attention.seed, n->p.attention.offset,
-                               n->p.attention.offset_base);
+        nb_attention_args a = {&vq, &vk, &vv, mask ? &vm : NULL, n->p.attention.causal, n->p.attention.scale,
+                               n->p.attention.dropout_p, attention_rng(n)};
+        nb_status st = nb_kernel_attention_backward(NB_BE(q3), gq ? &vgq : NULL, gk ? &vgk : NULL, gv ? &vgv : NULL,
+                                                    &vg, &vo, &vl, &a);
         if (st) return st;
     }
     nb_tensor *gx[3] = {gq, gk, gv};
@@ -358,9 +361,8 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     }
     nb_kview vo = nb_kview_of(out3), vl = nb_kview_of(lse), vq = nb_kview_of(q3), vk = nb_kview_of(k3),
              vv = nb_kview_of(v3), vm = mask ? nb_kview_of(mask) : (nb_kview){0};
-    if (nb_kernel_attention(NB_BE(q), &vo, &vl, &vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, seed,
-                offset, base) != NB_OK)
-        return NULL;
+    nb_attention_args a = {&vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, {seed, offset, base}};
+    if (nb_kernel_attention(NB_BE(q), &vo, &vl, &a) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, sdpa_backward, out, n_in, in, &failed);
     if (failed) return NULL;

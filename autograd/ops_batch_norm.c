@@ -64,9 +64,10 @@ static nb_status bn_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vgx = gx ? nb_kview_of(gx) : (nb_kview){0}, vgw = gw ? nb_kview_of(gw) : (nb_kview){0};
     nb_kview vgb = gb ? nb_kview_of(gb) : (nb_kview){0}, vw = w ? nb_kview_of(w) : (nb_kview){0};
     nb_kview vg = nb_kview_of(gc), vx = nb_kview_of(x), v0 = nb_kview_of(s0), v1 = nb_kview_of(s1);
-    nb_status st = nb_kernel_batch_norm_backward(NB_BE(x), gx ? &vgx : NULL, gw ? &vgw : NULL, gb ? &vgb : NULL, &vg, &vx,
-                           w ? &vw : NULL, training ? &v0 : NULL, training ? &v1 : NULL, training ? NULL : &v0,
-                           training ? NULL : &v1, training, n->p.batch_norm.eps);
+    nb_batch_norm_args a = {&vx, w ? &vw : NULL, NULL, training ? NULL : &v0, training ? NULL : &v1,
+                            training, 0, n->p.batch_norm.eps};
+    nb_status st = nb_kernel_batch_norm_backward(NB_BE(x), gx ? &vgx : NULL, gw ? &vgw : NULL, gb ? &vgb : NULL, &vg,
+                                                 training ? &v0 : NULL, training ? &v1 : NULL, &a);
     gin[0] = gx, gin[1] = gw, gin[2] = gb;
     return st;
 }
@@ -144,9 +145,9 @@ static nb_tensor *bn_impl(nb_tensor *x, nb_tensor *rm, nb_tensor *rv, nb_tensor 
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc), vsm = nb_kview_of(smean), vsi = nb_kview_of(sinv);
     nb_kview vw = wc ? nb_kview_of(wc) : (nb_kview){0}, vb = bc ? nb_kview_of(bc) : (nb_kview){0};
     nb_kview vrm = rmc ? nb_kview_of(rmc) : (nb_kview){0}, vrv = rvc ? nb_kview_of(rvc) : (nb_kview){0};
-    if (nb_kernel_batch_norm(NB_BE(x), &vo, &vsm, &vsi, rmc ? &vrm : NULL, rvc ? &vrv : NULL, &vx, wc ? &vw : NULL,
-                bc ? &vb : NULL, training, momentum, eps) != NB_OK)
-        return NULL;
+    nb_batch_norm_args a = {&vx, wc ? &vw : NULL, bc ? &vb : NULL, rmc ? &vrm : NULL, rvc ? &vrv : NULL,
+                            training, momentum, eps};
+    if (nb_kernel_batch_norm(NB_BE(x), &vo, &vsm, &vsi, &a) != NB_OK) return NULL;
     if (training) nb_bump_version(rm), nb_bump_version(rv); /* the running stats were updated in place */
     nb_tensor *in[3] = {x, w, b};
     bool failed;

@@ -29,10 +29,8 @@ static nb_tensor *dropout_impl(nb_tensor *x, double p, nb_generator *gen) {
     nb_kview vm = nb_kview_of(mask), vo = nb_kview_of(out), vx = nb_kview_of(x);
     if (nb_kernel_has(NB_BE(x), dropout) && nb_is_contiguous(x) && nb_is_contiguous(mask) && nb_is_contiguous(out)) {
         /* the three steps below in one kernel (the same bits) */
-        uint64_t seed, offset;
-        const uint64_t *base;
-        if (nb_rng_philox(mask, gen, &seed, &offset, &base) != NB_OK ||
-            nb_kernel_dropout(NB_BE(x), &vo, &vm, &vx, p, seed, offset, base) != NB_OK)
+        nb_philox_state rng;
+        if (nb_rng_philox(mask, gen, &rng) != NB_OK || nb_kernel_dropout(NB_BE(x), &vo, &vm, &vx, p, rng) != NB_OK)
             return NULL;
     } else {
         if (nb_bernoulli_(mask, 1 - p, gen) != NB_OK) return NULL;

@@ -65,8 +65,9 @@ static nb_status layer_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) 
     if (gin[2]) vgb = as_rows(gin[2], -1, m);
     if (w) vw = as_rows(w, -1, m);
     nb_kview vgy = as_rows(gc, rows, m), vx = as_rows(x, rows, m), vm = nb_kview_of(mean), vr = nb_kview_of(rstd);
-    return nb_kernel_layer_norm_backward(NB_BE(x), gin[0] ? &vgx : NULL, gin[1] ? &vgw : NULL, gin[2] ? &vgb : NULL, &vgy,
-                   &vx, w ? &vw : NULL, &vm, &vr);
+    nb_layer_norm_args a = {&vx, w ? &vw : NULL, NULL, 0};
+    return nb_kernel_layer_norm_backward(NB_BE(x), gin[0] ? &vgx : NULL, gin[1] ? &vgw : NULL, gin[2] ? &vgb : NULL,
+                                         &vgy, &vm, &vr, &a);
 }
 
 static bool ln_param_ok(const nb_tensor *p, int n_norm, const int64_t *shape) {
@@ -113,7 +114,8 @@ static nb_tensor *layer_norm_impl(nb_tensor *x, int n_norm, const int64_t *norma
     nb_kview vw = {0}, vb = {0};
     if (wc) vw = as_rows(wc, -1, m);
     if (bc) vb = as_rows(bc, -1, m);
-    if (nb_kernel_layer_norm(NB_BE(x), &vo, &vm, &vr, &vx, wc ? &vw : NULL, bc ? &vb : NULL, eps) != NB_OK) return NULL;
+    nb_layer_norm_args la = {&vx, wc ? &vw : NULL, bc ? &vb : NULL, eps};
+    if (nb_kernel_layer_norm(NB_BE(x), &vo, &vm, &vr, &la) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_LAYER_NORM, layer_norm_backward, out, 3, in, &failed);
     if (failed) return NULL;

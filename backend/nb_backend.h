@@ -215,6 +215,47 @@ typedef struct nb_pool_params {
     int64_t divisor_override; /* avg_pool2d; 0 = none */
 } nb_pool_params;
 
+/* The Philox arguments of a kernel that draws random numbers (the layout
+ * of core/philox.h): key `seed`, first counter block `offset`.
+ * offset_base: NULL, or (while a CUDA graph is captured) a device uint64
+ * the kernel adds to offset when it runs, so each replay draws fresh
+ * numbers (core/graph.c); backends without graphs get NULL. */
+typedef struct nb_philox_state {
+    uint64_t seed, offset;
+    const uint64_t *offset_base;
+} nb_philox_state;
+
+/* The inputs of fused attention and its backward over B = batch*heads
+ * (torch.nn.functional.scaled_dot_product_attention). */
+typedef struct nb_attention_args {
+    const nb_kview *q, *k, *v; /* [B, L, E], [B, S, E], [B, S, Ev] */
+    /* NULL, or a view [..., L, S] whose leading dims multiply to B (any
+     * strides, 0 where broadcast, so a [N, 1, 1, S] padding mask needs no
+     * copy), bool (true = attend) or of q's dtype (additive) */
+    const nb_kview *mask;
+    bool is_causal;
+    double scale;     /* the scores are scale * q k^T */
+    double dropout_p; /* dropout on the attention weights, 0 <= p < 1 */
+    nb_philox_state rng; /* element (b, i, j) keeps by the bits of index (b*L + i)*S + j */
+} nb_attention_args;
+
+/* The inputs of batch norm and its backward (torch.nn.functional.batch_norm). */
+typedef struct nb_batch_norm_args {
+    const nb_kview *x;                          /* [N, C, *] */
+    const nb_kview *weight, *bias;              /* [C], each NULL for affine=False */
+    const nb_kview *running_mean, *running_var; /* [C], both or neither */
+    bool training;                              /* batch statistics (else the running ones) */
+    double momentum, eps;
+} nb_batch_norm_args;
+
+/* The inputs of layer norm over rows and its backward
+ * (torch.nn.functional.layer_norm over the last dims, flattened). */
+typedef struct nb_layer_norm_args {
+    const nb_kview *x;    /* [R, M] */
+    const nb_kview *w, *b; /* [M], each may be NULL */
+    double eps;
+} nb_layer_norm_args;
+
 /* A device's backend instance (opaque here; backend/nb_backend_impl.h). */
 typedef struct nb_backend nb_backend;
 

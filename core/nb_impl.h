@@ -109,11 +109,10 @@ static inline bool nb_dtype_is_compute_float(nb_dtype dt) { return dt == NB_F32 
  * untouched) when not capturing or on error (then *failed is set). */
 const uint64_t *nb_graph_rng_base(nb_backend *be, nb_generator *gen, uint64_t *offset, bool *failed);
 /* The Philox arguments of a random fill of t's elements (the random slot's
- * seed, offset and offset_base), advancing gen (NULL: the default
+ * nb_philox_state), advancing gen (NULL: the default
  * generator) past them: what nb_uniform_ and its kin pass to the slot. gen
  * has advanced even when this fails (during a graph capture). */
-nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, uint64_t *seed, uint64_t *offset,
-                        const uint64_t **base);
+nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, nb_philox_state *rng);
 /* While be's current stream is captured, registers on_replay: (ctx, 0) runs
  * just before each replay launches (refresh device values the replay
  * reads), (ctx, +1) after each launch, and (ctx, -1) when the capture ends

@@ -34,12 +34,11 @@ uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks) {
     return first;
 }
 
-nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, uint64_t *seed, uint64_t *offset,
-                        const uint64_t **base) {
-    *seed = gen ? gen->seed : default_gen.seed;
-    *offset = nb_generator_advance(gen, nb_philox_blocks((uint64_t)nb_numel(t)));
+nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, nb_philox_state *rng) {
+    rng->seed = gen ? gen->seed : default_gen.seed;
+    rng->offset = nb_generator_advance(gen, nb_philox_blocks((uint64_t)nb_numel(t)));
     bool failed;
-    *base = nb_graph_rng_base(t->storage->backend, gen, offset, &failed); /* capturing a graph */
+    rng->offset_base = nb_graph_rng_base(t->storage->backend, gen, &rng->offset, &failed); /* capturing a graph */
     return failed ? nb_last_status() : NB_OK;
 }
 
@@ -48,20 +47,19 @@ static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, dou
     if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL tensor", op);
     if (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(t->dtype))
         return nb_set_error(NB_ERR_DTYPE, "%s: needs a float tensor, got %s", op, nb_dtype_name(t->dtype));
-    uint64_t seed, offset;
-    const uint64_t *base;
-    if (nb_rng_philox(t, gen, &seed, &offset, &base) != NB_OK) return nb_last_status();
+    nb_philox_state rng;
+    if (nb_rng_philox(t, gen, &rng) != NB_OK) return nb_last_status();
     if (nb_is_contiguous(t)) {
         nb_kview v = nb_kview_of(t);
         nb_bump_version(t);
-        return nb_kernel_random(NB_BE(t), &v, dist, a, b, seed, offset, base);
+        return nb_kernel_random(NB_BE(t), &v, dist, a, b, rng);
     }
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *c = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
     nb_status st = c ? NB_OK : nb_last_status();
     if (c) {
         nb_kview v = nb_kview_of(c);
-        st = nb_kernel_random(NB_BE(c), &v, dist, a, b, seed, offset, base);
+        st = nb_kernel_random(NB_BE(c), &v, dist, a, b, rng);
     }
     if (st == NB_OK) st = nb_copy_(t, c);
     nb_scope_end(s);

@@ -249,8 +249,9 @@ static nb_status norm_case(const nb_cpu_isa_kernels *k, int arg, char *out, size
     nb_kview gw = vec(p, dt, c, 1), gb = vec(p + (size_t)c * es, dt, c, 1);
     nb_status st;
     if (arg < 2) {
-        st = k->layer_norm(NULL, &y, &mean, &rstd, &xv, &wv, &bv, 1e-5);
-        if (!st) st = k->layer_norm_backward(NULL, &gx, &gw, &gb, &gyv, &xv, &wv, &mean, &rstd);
+        nb_layer_norm_args a = {&xv, &wv, &bv, 1e-5};
+        st = k->layer_norm(NULL, &y, &mean, &rstd, &a);
+        if (!st) st = k->layer_norm_backward(NULL, &gx, &gw, &gb, &gyv, &mean, &rstd, &a);
     } else {
         st = k->rms_norm(NULL, &y, &rstd, &xv, &wv, 1e-6);
         if (!st) st = k->rms_norm_backward(NULL, &gx, &gw, &gyv, &xv, &wv, &rstd);
@@ -266,7 +267,7 @@ static nb_status random_case(const nb_cpu_isa_kernels *k, int arg, char *out, si
     int64_t n = N_EL;
     ck_assert(cap >= (size_t)n * 8);
     nb_kview o = vec(out, dt, n, 1);
-    return k->random(NULL, &o, (nb_rng_dist)(arg / 2), 0.3, 2.0, 1234, 77, NULL);
+    return k->random(NULL, &o, (nb_rng_dist)(arg / 2), 0.3, 2.0, (nb_philox_state){1234, 77, NULL});
 }
 
 /* Adam, AdamW (amsgrad, weight decay) and SGD with momentum, three steps (arg: kind * 2 + f64). */
@@ -312,8 +313,9 @@ static nb_status attention_case(const nb_cpu_isa_kernels *k, int arg, char *out,
     kv.data = kk, vv.data = v, gov.data = go;
     o.data = out, gq.data = out + (size_t)n * es, gk.data = out + 2 * (size_t)n * es, gv.data = out + 3 * (size_t)n * es;
     nb_kview lse = {.data = out + 4 * (size_t)n * es, .dtype = dt, .ndim = 2, .shape = {B, L}, .strides = {L, 1}};
-    nb_status st = k->attention(nb_backend_get(NB_CPU), &o, &lse, &qv, &kv, &vv, NULL, true, 0.25, 0.1, 99, 5, NULL);
-    if (!st) st = k->attention_backward(nb_backend_get(NB_CPU), &gq, &gk, &gv, &gov, &qv, &kv, &vv, &o, &lse, NULL, true, 0.25, 0.1, 99, 5, NULL);
+    nb_attention_args a = {&qv, &kv, &vv, NULL, true, 0.25, 0.1, {99, 5, NULL}};
+    nb_status st = k->attention(nb_backend_get(NB_CPU), &o, &lse, &a);
+    if (!st) st = k->attention_backward(nb_backend_get(NB_CPU), &gq, &gk, &gv, &gov, &o, &lse, &a);
     free(q), free(kk), free(v), free(go);
     return st;
 }

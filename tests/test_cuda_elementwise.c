@@ -345,8 +345,9 @@ START_TEST(test_cuda_random_bits) {
                     pair t = make_pair(&gm, dt, (range){0, 2, false}, dev);
                     nb_kview vc = nb_kview_of(t.c), vg = nb_kview_of(t.g);
                     double a = dist == NB_RNG_BERNOULLI ? 0.3 : -2, b = dist == NB_RNG_NORMAL ? 0.5 : 3;
-                    NB_CK_OK(nb_kernel_random(cpu_be(), &vc, (nb_rng_dist)dist, a, b, 1234, 77, NULL));
-                    NB_CK_OK(nb_kernel_random(be, &vg, (nb_rng_dist)dist, a, b, 1234, 77, NULL));
+                    nb_philox_state rng = {1234, 77, NULL};
+                    NB_CK_OK(nb_kernel_random(cpu_be(), &vc, (nb_rng_dist)dist, a, b, rng));
+                    NB_CK_OK(nb_kernel_random(be, &vg, (nb_rng_dist)dist, a, b, rng));
                     NB_CK_OK(nb_device_synchronize(dev));
                     char what[96];
                     snprintf(what, sizeof what, "random dist %d %s start %d", dist, nb_dtype_name(dt), odd_start);

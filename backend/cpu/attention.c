@@ -492,15 +492,15 @@ static void fill_empty_keys(const att_job *j) {
     }
 }
 
-nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
-                           const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale,
-                           double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
+nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_attention_args *a) {
+    const nb_kview *q = a->q, *k = a->k, *v = a->v;
     if (!nb_cpu_attention_views_dense((const nb_kview *[]){q, k, v, out}, 4))
-        return nb_cpu_attention_dense(be, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset,
-                                      offset_base);
+        return nb_cpu_attention_dense(be, out, lse, a);
     att_job j;
-    if (offset_base) offset += *offset_base; /* host memory here: the CPU captures no graphs */
-    nb_status st = setup("attention", &j, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);
+    uint64_t offset = a->rng.offset;
+    if (a->rng.offset_base) offset += *a->rng.offset_base; /* host memory here: the CPU captures no graphs */
+    nb_status st = setup("attention", &j, out, lse, q, k, v, a->mask, a->is_causal, a->scale, a->dropout_p,
+                         a->rng.seed, offset);
     if (st) return st;
     if (j.S == 0) {
         fill_empty_keys(&j);
@@ -510,24 +510,24 @@ nb_status nb_cpu_attention(nb_backend *be, const nb_kview *out, const nb_kview *
 }
 
 nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
-                                    const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v,
-                                    const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal,
-                                    double scale, double dropout_p, uint64_t seed, uint64_t offset,
-                                    const uint64_t *offset_base) {
+                                    const nb_kview *gout, const nb_kview *out, const nb_kview *lse,
+                                    const nb_attention_args *a) {
     const char *op = "attention_backward";
+    const nb_kview *q = a->q, *k = a->k, *v = a->v;
     if (!nb_cpu_attention_views_dense((const nb_kview *[]){gout, q, k, v, out, gq, gk, gv}, 8))
-        return nb_cpu_attention_backward_dense(be, gq, gk, gv, gout, q, k, v, out, lse, mask, is_causal, scale,
-                                               dropout_p, seed, offset, offset_base);
-    if (offset_base) offset += *offset_base;
+        return nb_cpu_attention_backward_dense(be, gq, gk, gv, gout, out, lse, a);
+    uint64_t offset = a->rng.offset;
+    if (a->rng.offset_base) offset += *a->rng.offset_base;
     att_job j;
-    nb_status st = setup(op, &j, out, lse, q, k, v, mask, is_causal, scale, dropout_p, seed, offset);
+    nb_status st = setup(op, &j, out, lse, q, k, v, a->mask, a->is_causal, a->scale, a->dropout_p, a->rng.seed,
+                         offset);
     if (st) return st;
-    char a[NB_SHAPE_BUF];
+    char buf[NB_SHAPE_BUF];
     int64_t os[3] = {j.B, j.L, j.Ev};
     if (!view_is(gout, j.dt, 3, os) || (gq && !view_is(gq, j.dt, 3, q->shape)) ||
         (gk && !view_is(gk, j.dt, 3, k->shape)) || (gv && !view_is(gv, j.dt, 3, v->shape)))
         return nb_set_error(NB_ERR_SHAPE, "%s: gout %s or a gradient does not match out/q/k/v (contiguous %s)", op,
-                            nb_cpu_view_str(gout, a, sizeof a), nb_dtype_name(j.dt));
+                            nb_cpu_view_str(gout, buf, sizeof buf), nb_dtype_name(j.dt));
     j.gout = gout->data;
     j.gq = gq ? gq->data : NULL, j.gk = gk ? gk->data : NULL, j.gv = gv ? gv->data : NULL;
     bool f32 = j.dt == NB_F32;

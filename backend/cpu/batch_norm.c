@@ -331,10 +331,12 @@ static void run_channels(const bn_job *j, bool backward) {
 }
 
 nb_status nb_cpu_batch_norm(nb_backend *be, const nb_kview *out, const nb_kview *save_mean,
-                            const nb_kview *save_invstd, const nb_kview *running_mean,
-                            const nb_kview *running_var, const nb_kview *x, const nb_kview *weight,
-                            const nb_kview *bias, bool training, double momentum, double eps) {
+                            const nb_kview *save_invstd, const nb_batch_norm_args *a) {
     (void)be;
+    const nb_kview *x = a->x, *weight = a->weight, *bias = a->bias, *running_mean = a->running_mean,
+                   *running_var = a->running_var;
+    bool training = a->training;
+    double momentum = a->momentum, eps = a->eps;
     const char *name = "batch_norm";
     nb_status st = check_x(name, x, out, "out");
     if (!st) st = check_chan(name, "weight", weight, x);
@@ -359,11 +361,12 @@ nb_status nb_cpu_batch_norm(nb_backend *be, const nb_kview *out, const nb_kview 
 }
 
 nb_status nb_cpu_batch_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gweight,
-                                     const nb_kview *gbias, const nb_kview *gy, const nb_kview *x,
-                                     const nb_kview *weight, const nb_kview *save_mean,
-                                     const nb_kview *save_invstd, const nb_kview *running_mean,
-                                     const nb_kview *running_var, bool training, double eps) {
+                                     const nb_kview *gbias, const nb_kview *gy, const nb_kview *save_mean,
+                                     const nb_kview *save_invstd, const nb_batch_norm_args *a) {
     (void)be;
+    const nb_kview *x = a->x, *weight = a->weight, *running_mean = a->running_mean, *running_var = a->running_var;
+    bool training = a->training;
+    double eps = a->eps;
     const char *name = "batch_norm_backward";
     nb_status st = check_x(name, x, gy, "gy");
     if (!st && gx) st = check_x(name, x, gx, "gx");

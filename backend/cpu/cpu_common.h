@@ -78,8 +78,10 @@ bool nb_cpu_attention_views_dense(const nb_kview *const *v, int n);
 nb_status nb_cpu_bernoulli16(nb_backend *be, const nb_kview *dst, double p, uint64_t seed, uint64_t offset);
 nb_status nb_cpu_cross_entropy16(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *logits, const nb_kview *target, int64_t ignore_index);
 nb_status nb_cpu_cross_entropy_backward16(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss, const nb_kview *logits, const nb_kview *lse, const nb_kview *target, int64_t ignore_index);
-nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base);
-nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv, const nb_kview *gout, const nb_kview *q, const nb_kview *k, const nb_kview *v, const nb_kview *out, const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale, double dropout_p, uint64_t seed, uint64_t offset, const uint64_t *offset_base);
+nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_attention_args *a);
+nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
+                                          const nb_kview *gout, const nb_kview *out, const nb_kview *lse,
+                                          const nb_attention_args *a);
 
 /* How BLAS reads a rows x cols matrix with element strides (sr, sc)
  * (matmul.c, also used by half.c's bf16 GEMM). */

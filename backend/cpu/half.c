@@ -212,10 +212,9 @@ bool nb_cpu_attention_views_dense(const nb_kview *const *v, int n) {
 /* The fused attention on dense [B, R, C] copies of q, k, v and out (float32
  * for 16-bit ones, and for an additive 16-bit mask); lse is float32 already
  * for 16-bit q (autograd/ops_attention.c). */
-nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
-                                 const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal,
-                                 double scale, double dropout_p, uint64_t seed, uint64_t offset,
-                                 const uint64_t *offset_base) {
+nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_kview *lse,
+                                 const nb_attention_args *a) {
+    const nb_kview *q = a->q, *k = a->k, *v = a->v, *mask = a->mask;
     if (nb_dtype_is_16bit(q->dtype) && lse->dtype != NB_F32)
         return nb_set_error(NB_ERR_DTYPE, "attention: a %s q needs a float32 lse, got %s", nb_dtype_name(q->dtype),
                             nb_dtype_name(lse->dtype));
@@ -227,19 +226,18 @@ nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_k
     if (!st) st = dense3(be, v, &w[2], true);
     if (!st && m16) st = widen(be, mask, &w[3], true);
     if (!st) st = dense3(be, out, &w[4], false);
-    if (!st)
-        st = K->attention(be, &w[4].v, lse, &w[0].v, &w[1].v, &w[2].v, m16 ? &w[3].v : mask, is_causal, scale,
-                          dropout_p, seed, offset, offset_base);
+    nb_attention_args wa = *a;
+    wa.q = &w[0].v, wa.k = &w[1].v, wa.v = &w[2].v, wa.mask = m16 ? &w[3].v : mask;
+    if (!st) st = K->attention(be, &w[4].v, lse, &wa);
     if (!st) st = undense3(be, out, &w[4]);
     wide_free(w, 5);
     return st;
 }
 
 nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,
-                                          const nb_kview *gout, const nb_kview *q, const nb_kview *k,
-                                          const nb_kview *v, const nb_kview *out, const nb_kview *lse,
-                                          const nb_kview *mask, bool is_causal, double scale, double dropout_p,
-                                          uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
+                                          const nb_kview *gout, const nb_kview *out, const nb_kview *lse,
+                                          const nb_attention_args *a) {
+    const nb_kview *q = a->q, *k = a->k, *v = a->v, *mask = a->mask;
     if (nb_dtype_is_16bit(q->dtype) && lse->dtype != NB_F32)
         return nb_set_error(NB_ERR_DTYPE, "attention_backward: a %s q needs a float32 lse, got %s",
                             nb_dtype_name(q->dtype), nb_dtype_name(lse->dtype));
@@ -249,10 +247,11 @@ nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, co
     memset(w, 0, sizeof w);
     nb_status st = NB_OK;
     for (int i = 0; i < 9 && !st; i++) st = i == 5 ? widen(be, src[i], &w[i], true) : dense3(be, src[i], &w[i], i < 6);
+    nb_attention_args wa = *a;
+    wa.q = &w[1].v, wa.k = &w[2].v, wa.v = &w[3].v, wa.mask = m16 ? &w[5].v : mask;
     if (!st)
         st = K->attention_backward(be, gq ? &w[6].v : NULL, gk ? &w[7].v : NULL, gv ? &w[8].v : NULL, &w[0].v,
-                                   &w[1].v, &w[2].v, &w[3].v, &w[4].v, lse, m16 ? &w[5].v : mask, is_causal, scale,
-                                   dropout_p, seed, offset, offset_base);
+                                   &w[4].v, lse, &wa);
     for (int i = 6; i < 9 && !st; i++) st = undense3(be, src[i], &w[i]);
     wide_free(w, 9);
     return st;
@@ -290,7 +289,7 @@ nb_status nb_cpu_cross_entropy_backward16(nb_backend *be, const nb_kview *glogit
 nb_status nb_cpu_bernoulli16(nb_backend *be, const nb_kview *dst, double p, uint64_t seed, uint64_t offset) {
     wide w;
     nb_status st = widen(be, dst, &w, false);
-    if (!st) st = K->random(be, &w.v, NB_RNG_BERNOULLI, p, 0, seed, offset, NULL);
+    if (!st) st = K->random(be, &w.v, NB_RNG_BERNOULLI, p, 0, (nb_philox_state){seed, offset, NULL});
     if (!st) st = narrow(be, dst, &w);
     wide_free(&w, 1);
     return st;

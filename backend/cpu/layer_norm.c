@@ -154,8 +154,10 @@ static nb_status check_rows(const char *op, const nb_kview *x, const nb_kview *c
 }
 
 nb_status nb_cpu_layer_norm(nb_backend *be, const nb_kview *out, const nb_kview *mean, const nb_kview *rstd,
-                            const nb_kview *x, const nb_kview *w, const nb_kview *b, double eps) {
+                            const nb_layer_norm_args *a) {
     (void)be;
+    const nb_kview *x = a->x, *w = a->w, *b = a->b;
+    double eps = a->eps;
     const char *op = "layer_norm";
     const nb_kview *rowviews[1] = {out};
     nb_status st = check_rows(op, x, rowviews, 1);
@@ -172,9 +174,10 @@ nb_status nb_cpu_layer_norm(nb_backend *be, const nb_kview *out, const nb_kview 
 }
 
 nb_status nb_cpu_layer_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gb,
-                                     const nb_kview *gy, const nb_kview *x, const nb_kview *w,
-                                     const nb_kview *mean, const nb_kview *rstd) {
+                                     const nb_kview *gy, const nb_kview *mean, const nb_kview *rstd,
+                                     const nb_layer_norm_args *a) {
     (void)be;
+    const nb_kview *x = a->x, *w = a->w;
     const char *op = "layer_norm_backward";
     const nb_kview *rowviews[2] = {gy, gx};
     nb_status st = check_rows(op, x, rowviews, 2);

@@ -81,8 +81,9 @@ static void rng_chunk(void *arg, int64_t i0, int64_t i1) {
 }
 
 nb_status nb_cpu_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b,
-                        uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
-    if (offset_base) offset += *offset_base; /* host memory here: the CPU captures no graphs */
+                        nb_philox_state rng) {
+    uint64_t seed = rng.seed, offset = rng.offset;
+    if (rng.offset_base) offset += *rng.offset_base; /* host memory here: the CPU captures no graphs */
     char buf[NB_SHAPE_BUF];
     static const char *const names[] = {"uniform", "normal", "bernoulli"};
     if ((unsigned)dist > NB_RNG_BERNOULLI)

@@ -403,10 +403,12 @@ static nb_status undensify(nb_backend *be, const Dense &w) {
 
 using namespace nbc;
 
-extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_kview *q,
-                                       const nb_kview *k, const nb_kview *v, const nb_kview *mask, bool is_causal,
-                                       double scale, double dropout_p, uint64_t seed, uint64_t offset,
-                                       const uint64_t *offset_base) {
+extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, const nb_kview *lse,
+                                       const nb_attention_args *args) {
+    const nb_kview *q = args->q, *k = args->k, *v = args->v, *mask = args->mask;
+    const bool is_causal = args->is_causal;
+    const double scale = args->scale, dropout_p = args->dropout_p;
+    const uint64_t seed = args->rng.seed, offset = args->rng.offset, *offset_base = args->rng.offset_base;
     const char *op = "attention";
     Att a;
     Mat mq, mk, mv, mo;
@@ -427,9 +429,9 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
         const nb_kview *src[5] = {q, k, v, mask, out};
         for (int i = 0; i < 5; i++)
             if ((st = densify(be, src[i], &w[i], i < 4, i == 3))) return st;
-        if ((st = nb_cuda_attention(be, dv_of(w[4]), lse, dv_of(w[0]), dv_of(w[1]), dv_of(w[2]), dv_of(w[3]),
-                                    is_causal, scale, dropout_p, seed, offset, offset_base)))
-            return st;
+        nb_attention_args wa = *args;
+        wa.q = dv_of(w[0]), wa.k = dv_of(w[1]), wa.v = dv_of(w[2]), wa.mask = dv_of(w[3]);
+        if ((st = nb_cuda_attention(be, dv_of(w[4]), lse, &wa))) return st;
         return undensify(be, w[4]);
     }
     return dispatch_float(op, q->dtype, [&](auto t) -> nb_status {
@@ -451,11 +453,12 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
 }
 
 extern "C" nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *gq, const nb_kview *gk,
-                                                const nb_kview *gv, const nb_kview *gout, const nb_kview *q,
-                                                const nb_kview *k, const nb_kview *v, const nb_kview *out,
-                                                const nb_kview *lse, const nb_kview *mask, bool is_causal, double scale,
-                                                double dropout_p, uint64_t seed, uint64_t offset,
-                                                const uint64_t *offset_base) {
+                                                const nb_kview *gv, const nb_kview *gout, const nb_kview *out,
+                                                const nb_kview *lse, const nb_attention_args *args) {
+    const nb_kview *q = args->q, *k = args->k, *v = args->v, *mask = args->mask;
+    const bool is_causal = args->is_causal;
+    const double scale = args->scale, dropout_p = args->dropout_p;
+    const uint64_t seed = args->rng.seed, offset = args->rng.offset, *offset_base = args->rng.offset_base;
     const char *op = "attention_backward";
     Att a;
     Mat mq, mk, mv, mo, mg, mgx[3];
@@ -484,9 +487,10 @@ extern "C" nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *
         const nb_kview *src[9] = {gout, q, k, v, out, mask, gq, gk, gv};
         for (int i = 0; i < 9; i++)
             if ((st = densify(be, src[i], &w[i], i < 6, i == 5))) return st;
-        if ((st = nb_cuda_attention_backward(be, dv_of(w[6]), dv_of(w[7]), dv_of(w[8]), dv_of(w[0]), dv_of(w[1]),
-                                             dv_of(w[2]), dv_of(w[3]), dv_of(w[4]), lse, dv_of(w[5]), is_causal, scale,
-                                             dropout_p, seed, offset, offset_base)))
+        nb_attention_args wa = *args;
+        wa.q = dv_of(w[1]), wa.k = dv_of(w[2]), wa.v = dv_of(w[3]), wa.mask = dv_of(w[5]);
+        if ((st = nb_cuda_attention_backward(be, dv_of(w[6]), dv_of(w[7]), dv_of(w[8]), dv_of(w[0]), dv_of(w[4]), lse,
+                                             &wa)))
             return st;
         for (int i = 6; i < 9; i++)
             if ((st = undensify(be, w[i]))) return st;

@@ -277,9 +277,11 @@ nb_status launch_gx(nb_backend *be, const char *slot, T *gx, const T *gy, const 
 using namespace nbc;
 
 extern "C" nb_status nb_cuda_batch_norm(nb_backend *be, const nb_kview *out, const nb_kview *save_mean,
-                                        const nb_kview *save_invstd, const nb_kview *running_mean,
-                                        const nb_kview *running_var, const nb_kview *x, const nb_kview *weight,
-                                        const nb_kview *bias, bool training, double momentum, double eps) {
+                                        const nb_kview *save_invstd, const nb_batch_norm_args *args) {
+    const nb_kview *x = args->x, *weight = args->weight, *bias = args->bias, *running_mean = args->running_mean,
+                   *running_var = args->running_var;
+    const bool training = args->training;
+    const double momentum = args->momentum, eps = args->eps;
     const char *name = "batch_norm";
     nb_status st = check_x(name, x, out, "out");
     if (!st) st = check_chan(name, "weight", weight, x);
@@ -324,10 +326,12 @@ extern "C" nb_status nb_cuda_batch_norm(nb_backend *be, const nb_kview *out, con
 }
 
 extern "C" nb_status nb_cuda_batch_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gweight,
-                                                 const nb_kview *gbias, const nb_kview *gy, const nb_kview *x,
-                                                 const nb_kview *weight, const nb_kview *save_mean,
-                                                 const nb_kview *save_invstd, const nb_kview *running_mean,
-                                                 const nb_kview *running_var, bool training, double eps) {
+                                                 const nb_kview *gbias, const nb_kview *gy, const nb_kview *save_mean,
+                                                 const nb_kview *save_invstd, const nb_batch_norm_args *args) {
+    const nb_kview *x = args->x, *weight = args->weight, *running_mean = args->running_mean,
+                   *running_var = args->running_var;
+    const bool training = args->training;
+    const double eps = args->eps;
     const char *name = "batch_norm_backward";
     nb_status st = check_x(name, x, gy, "gy");
     if (!st && gx) st = check_x(name, x, gx, "gx");

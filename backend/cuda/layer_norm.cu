@@ -297,8 +297,9 @@ template <typename T, typename F> nb_status with_layout(int64_t M, bool aligned,
 using namespace nbc;
 
 extern "C" nb_status nb_cuda_layer_norm(nb_backend *be, const nb_kview *out, const nb_kview *mean,
-                                        const nb_kview *rstd, const nb_kview *x, const nb_kview *w,
-                                        const nb_kview *b, double eps) {
+                                        const nb_kview *rstd, const nb_layer_norm_args *args) {
+    const nb_kview *x = args->x, *w = args->w, *b = args->b;
+    const double eps = args->eps;
     const char *op = "layer_norm";
     const nb_kview *rowviews[1] = {out};
     nb_status st = check_rows(op, x, rowviews, 1);
@@ -323,8 +324,9 @@ extern "C" nb_status nb_cuda_layer_norm(nb_backend *be, const nb_kview *out, con
 }
 
 extern "C" nb_status nb_cuda_layer_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw,
-                                                 const nb_kview *gb, const nb_kview *gy, const nb_kview *x,
-                                                 const nb_kview *w, const nb_kview *mean, const nb_kview *rstd) {
+                                                 const nb_kview *gb, const nb_kview *gy, const nb_kview *mean,
+                                                 const nb_kview *rstd, const nb_layer_norm_args *args) {
+    const nb_kview *x = args->x, *w = args->w;
     const char *op = "layer_norm_backward";
     const nb_kview *rowviews[2] = {gy, gx};
     nb_status st = check_rows(op, x, rowviews, 2);

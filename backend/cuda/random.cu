@@ -126,7 +126,8 @@ static nb_status dropout_launch(nb_backend *be, const nb_kview *out, const nb_kv
 using namespace nbc;
 
 extern "C" nb_status nb_cuda_dropout(nb_backend *be, const nb_kview *out, const nb_kview *mask, const nb_kview *x,
-                                     double p, uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
+                                     double p, nb_philox_state rng) {
+    const uint64_t seed = rng.seed, offset = rng.offset, *offset_base = rng.offset_base;
     char b1[VIEW_BUF], b2[VIEW_BUF], b3[VIEW_BUF];
     const nb_dtype dt = x->dtype;
     if (!(p >= 0 && p < 1)) return nb_set_error(NB_ERR_INVALID_ARG, "dropout: p %g outside [0, 1)", p);
@@ -151,7 +152,8 @@ extern "C" nb_status nb_cuda_dropout(nb_backend *be, const nb_kview *out, const 
 }
 
 extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, double a, double b,
-                                    uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
+                                    nb_philox_state rng) {
+    const uint64_t seed = rng.seed, offset = rng.offset, *offset_base = rng.offset_base;
     char buf[VIEW_BUF];
     static const char *const names[] = {"uniform", "normal", "bernoulli"};
     if ((unsigned)dist > NB_RNG_BERNOULLI)

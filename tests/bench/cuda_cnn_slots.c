@@ -207,12 +207,13 @@ done:
 
 static nb_status ln_fwd(nb_backend *be, ctx *c, bool dev) { /* x, w, b, out, mean, rstd */
     nb_kview x = V(0), w = V(1), b = V(2), o = V(3), m = V(4), r = V(5);
-    return nb_kernel_layer_norm(be, &o, &m, &r, &x, c->p[0] ? &w : NULL, c->p[0] ? &b : NULL, 1e-5);
+    nb_layer_norm_args a = {&x, c->p[0] ? &w : NULL, c->p[0] ? &b : NULL, 1e-5};
+    return nb_kernel_layer_norm(be, &o, &m, &r, &a);
 }
 static nb_status ln_bwd(nb_backend *be, ctx *c, bool dev) { /* x, w, gy, mean, rstd, gx, gw, gb */
     nb_kview x = V(0), w = V(1), gy = V(2), m = V(3), r = V(4), gx = V(5), gw = V(6), gb = V(7);
-    return nb_kernel_layer_norm_backward(be, &gx, c->p[0] ? &gw : NULL, c->p[0] ? &gb : NULL, &gy, &x,
-                                          c->p[0] ? &w : NULL, &m, &r);
+    nb_layer_norm_args a = {&x, c->p[0] ? &w : NULL, NULL, 0};
+    return nb_kernel_layer_norm_backward(be, &gx, c->p[0] ? &gw : NULL, c->p[0] ? &gb : NULL, &gy, &m, &r, &a);
 }
 
 static void case_ln(int64_t R, int64_t M, nb_dtype dt, bool affine) {
@@ -354,11 +355,13 @@ static void case_pool(const char *label, nb_dtype dt, const int64_t *xs, nb_pool
 
 static nb_status bn_fwd(nb_backend *be, ctx *c, bool dev) { /* x, w, b, rm, rv, out, smean, sinv */
     nb_kview x = V(0), w = V(1), b = V(2), rm = V(3), rv = V(4), o = V(5), sm = V(6), si = V(7);
-    return nb_kernel_batch_norm(be, &o, &sm, &si, &rm, &rv, &x, &w, &b, c->p[0], 0.1, 1e-5);
+    nb_batch_norm_args a = {&x, &w, &b, &rm, &rv, c->p[0], 0.1, 1e-5};
+    return nb_kernel_batch_norm(be, &o, &sm, &si, &a);
 }
 static nb_status bn_bwd(nb_backend *be, ctx *c, bool dev) { /* x, gy, w, smean, sinv, rm, rv, gx, gw, gb */
     nb_kview x = V(0), gy = V(1), w = V(2), sm = V(3), si = V(4), rm = V(5), rv = V(6), gx = V(7), gw = V(8), gb = V(9);
-    return nb_kernel_batch_norm_backward(be, &gx, &gw, &gb, &gy, &x, &w, &sm, &si, &rm, &rv, c->p[0], 1e-5);
+    nb_batch_norm_args a = {&x, &w, NULL, &rm, &rv, c->p[0], 0.1, 1e-5};
+    return nb_kernel_batch_norm_backward(be, &gx, &gw, &gb, &gy, &sm, &si, &a);
 }
 
 static void case_bn(int ndim, const int64_t *xs, nb_dtype dt, bool training) {

@@ -58,7 +58,7 @@ static void run(const nb_cpu_isa_kernels *k, int which, bufs *B) {
     case K_RELU: k->unary(be, NB_UNARY_RELU, &c, &a, 0); break;
     case K_MUL: k->binary(be, NB_BINARY_MUL, &c, &a, &b); break;
     case K_MULS: k->unary(be, NB_UNARY_MUL_SCALAR, &c, &a, 1.1); break;
-    case K_DROPOUT: k->random(be, &c, NB_RNG_BERNOULLI, 0.9, 0, 1, 0, NULL); break;
+    case K_DROPOUT: k->random(be, &c, NB_RNG_BERNOULLI, 0.9, 0, (nb_philox_state){1, 0, NULL}); break;
     case K_ADAMW: {
         static int64_t step = 0;
         nb_adam_hyper h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01,
@@ -87,8 +87,9 @@ static void run(const nb_cpu_isa_kernels *k, int which, bufs *B) {
         nb_kview w = vec(B->d, NB_F32, 768), bb = vec(B->e, NB_F32, 768), mean = vec(B->f, NB_F32, 512),
                  rstd = vec(B->f + 512, NB_F32, 512), gw = vec(B->d + 1024, NB_F32, 768),
                  gb = vec(B->e + 1024, NB_F32, 768);
-        if (which == K_LN) k->layer_norm(be, &y, &mean, &rstd, &x, &w, &bb, 1e-5);
-        else k->layer_norm_backward(be, &y, &gw, &gb, &gy, &x, &w, &mean, &rstd);
+        nb_layer_norm_args a = {&x, &w, &bb, 1e-5};
+        if (which == K_LN) k->layer_norm(be, &y, &mean, &rstd, &a);
+        else k->layer_norm_backward(be, &y, &gw, &gb, &gy, &mean, &rstd, &a);
         break;
     }
     case K_SUM0: {

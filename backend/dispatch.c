@@ -2,6 +2,7 @@
  * names and kinds, the dispatchers' errors, and the slot trace that tests
  * use to hold the op table's slot lists to what ops really call. */
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "nb_backend_util.h"
 
@@ -40,6 +41,14 @@ nb_status nb_kernel_missing(nb_backend *be, nb_slot_id slot) {
 
 nb_status nb_kernel_null(nb_slot_id slot, const char *param) {
     return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s is NULL", nb_slot_name(slot), param);
+}
+
+const char *nb_view_str(const nb_kview *v, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < v->ndim && used < len; d++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)v->shape[d]);
+    if (used < len) snprintf(buf + used, len - used, "] %s", nb_dtype_name(v->dtype));
+    return buf;
 }
 
 /* ---- slot trace ---------------------------------------------------------------------- */

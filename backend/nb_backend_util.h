@@ -29,6 +29,33 @@ nb_status nb_set_error(nb_status s, const char *fmt, ...) __attribute__((format(
 /* The same, for functions returning a pointer: sets the error, returns NULL. */
 #define NB_FAIL(s, ...) (nb_set_error((s), __VA_ARGS__), (void *)0)
 
+/* ---- views (nb_kview) ----------------------------------------------------------------- */
+
+static inline int64_t nb_view_numel(const nb_kview *v) {
+    int64_t n = 1;
+    for (int d = 0; d < v->ndim; d++) n *= v->shape[d];
+    return n;
+}
+static inline bool nb_view_same_shape(const nb_kview *a, const nb_kview *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+/* C-order dense (size-1 dims may have any stride; an empty view is). */
+static inline bool nb_view_is_contiguous(const nb_kview *v) {
+    if (nb_view_numel(v) == 0) return true;
+    int64_t expect = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        if (v->shape[d] != 1 && v->strides[d] != expect) return false;
+        expect *= v->shape[d];
+    }
+    return true;
+}
+/* "[2, 3] float32" into buf (for error messages); NB_VIEW_STR bytes hold any. */
+#define NB_VIEW_STR 160
+const char *nb_view_str(const nb_kview *v, char *buf, size_t len);
+
 /* nb_set_float32_matmul_precision's setting: 0 highest, 1 high, 2 medium. */
 int nb_float32_matmul_precision(void);
 

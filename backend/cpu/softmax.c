@@ -129,30 +129,13 @@ static double row_sum_exp_f32(const float *x, int64_t n, float mx, float *y) { r
 SOFTMAX_FUNCS(float, f32)
 SOFTMAX_FUNCS(double, f64)
 
-/* Fills the [outer, size, inner] geometry; checks views, dtypes and dim. */
-static nb_status sm_setup(const char *name, sm_job *j, const nb_kview *const *v, int nv, int dim) {
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    const nb_kview *a = v[0];
-    if (dim < 0 || dim >= a->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", name, dim,
-                            nb_cpu_view_str(a, b1, sizeof b1));
-    for (int i = 0; i < nv; i++) {
-        if (!nb_cpu_same_shape(a, v[i]))
-            return nb_set_error(NB_ERR_SHAPE, "%s: shapes %s and %s differ", name,
-                                nb_cpu_view_str(a, b1, sizeof b1), nb_cpu_view_str(v[i], b2, sizeof b2));
-        if (!nb_dtype_is_compute_float(v[i]->dtype) || v[i]->dtype != a->dtype)
-            return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)",
-                                name, nb_dtype_name(a->dtype), nb_dtype_name(v[i]->dtype));
-        if (!nb_cpu_is_contiguous(v[i]))
-            return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s must be contiguous", name,
-                                nb_cpu_view_str(v[i], b1, sizeof b1));
-    }
+/* Fills the [outer, size, inner] geometry of a (checked: backend/check/softmax.c). */
+static void sm_setup(sm_job *j, const nb_kview *a, int dim) {
     j->outer = j->inner = 1;
     for (int d = 0; d < dim; d++) j->outer *= a->shape[d];
     for (int d = dim + 1; d < a->ndim; d++) j->inner *= a->shape[d];
     j->size = a->shape[dim];
     j->ncb = (j->inner + NB_SM_COLS - 1) / NB_SM_COLS;
-    return NB_OK;
 }
 
 static void sm_launch(sm_job *j, bool f32, nb_cpu_range_fn rows32, nb_cpu_range_fn rows64,
@@ -168,9 +151,7 @@ static void sm_launch(sm_job *j, bool f32, nb_cpu_range_fn rows32, nb_cpu_range_
 nb_status nb_cpu_softmax(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, bool log) {
     (void)be;
     sm_job j = {.out = out->data, .x = x->data, .log = log};
-    const nb_kview *v[2] = {x, out};
-    nb_status st = sm_setup(log ? "log_softmax" : "softmax", &j, v, 2, dim);
-    if (st) return st;
+    sm_setup(&j, x, dim);
     sm_launch(&j, x->dtype == NB_F32, sm_rows_f32, sm_rows_f64, sm_cols_f32, sm_cols_f64);
     return NB_OK;
 }
@@ -179,9 +160,7 @@ nb_status nb_cpu_softmax_backward(nb_backend *be, const nb_kview *gx, const nb_k
                                   const nb_kview *y, int dim, bool log) {
     (void)be;
     sm_job j = {.out = gx->data, .y = y->data, .g = gy->data, .log = log};
-    const nb_kview *v[3] = {y, gy, gx};
-    nb_status st = sm_setup(log ? "log_softmax_backward" : "softmax_backward", &j, v, 3, dim);
-    if (st) return st;
+    sm_setup(&j, y, dim);
     sm_launch(&j, y->dtype == NB_F32, smb_rows_f32, smb_rows_f64, smb_cols_f32, smb_cols_f64);
     return NB_OK;
 }

@@ -175,26 +175,12 @@ struct SmGeo {
     int64_t outer, size, inner;
 };
 
-static nb_status sm_setup(const char *name, const nb_kview *const *v, int nv, int dim, SmGeo *g) {
-    char b1[VSTR], b2[VSTR];
-    const nb_kview *a = v[0];
-    if (dim < 0 || dim >= a->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", name, dim, vstr(a, b1, sizeof b1));
-    for (int i = 0; i < nv; i++) {
-        if (!same_shape(a, v[i]))
-            return nb_set_error(NB_ERR_SHAPE, "%s: shapes %s and %s differ", name, vstr(a, b1, sizeof b1),
-                                vstr(v[i], b2, sizeof b2));
-        if ((v[i]->dtype != NB_F32 && v[i]->dtype != NB_F64) || v[i]->dtype != a->dtype)
-            return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", name,
-                                nb_dtype_name(a->dtype), nb_dtype_name(v[i]->dtype));
-        if (!contiguous(v[i]))
-            return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s must be contiguous", name, vstr(v[i], b1, sizeof b1));
-    }
-    g->outer = g->inner = 1;
-    for (int d = 0; d < dim; d++) g->outer *= a->shape[d];
-    for (int d = dim + 1; d < a->ndim; d++) g->inner *= a->shape[d];
-    g->size = a->shape[dim];
-    return NB_OK;
+// The [outer, size, inner] geometry of a (checked: backend/check/softmax.c).
+static SmGeo sm_geo(const nb_kview *a, int dim) {
+    SmGeo g = {1, a->shape[dim], 1};
+    for (int d = 0; d < dim; d++) g.outer *= a->shape[d];
+    for (int d = dim + 1; d < a->ndim; d++) g.inner *= a->shape[d];
+    return g;
 }
 
 // Registers per lane for a row of n <= 1024 in a warp.
@@ -254,10 +240,7 @@ using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_softmax(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim, bool log) {
     const char *name = log ? "log_softmax" : "softmax";
-    const nb_kview *v[2] = {x, out};
-    SmGeo g = {0, 0, 0};
-    nb_status st = sm_setup(name, v, 2, dim, &g);
-    if (st != NB_OK) return st;
+    SmGeo g = sm_geo(x, dim);
     if (g.outer * g.size * g.inner == 0) return NB_OK;
     if (x->dtype == NB_F32) return softmax_t<float>(be, g, (const float *)x->data, (float *)out->data, log, name);
     return softmax_t<double>(be, g, (const double *)x->data, (double *)out->data, log, name);
@@ -266,10 +249,7 @@ extern "C" nb_status nb_cuda_softmax(nb_backend *be, const nb_kview *out, const 
 extern "C" nb_status nb_cuda_softmax_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                               const nb_kview *y, int dim, bool log) {
     const char *name = log ? "log_softmax_backward" : "softmax_backward";
-    const nb_kview *v[3] = {y, gy, gx};
-    SmGeo g = {0, 0, 0};
-    nb_status st = sm_setup(name, v, 3, dim, &g);
-    if (st != NB_OK) return st;
+    SmGeo g = sm_geo(y, dim);
     if (g.outer * g.size * g.inner == 0) return NB_OK;
     if (y->dtype == NB_F32)
         return softmax_back_t<float>(be, g, (const float *)gy->data, (const float *)y->data, (float *)gx->data, log,

@@ -31,31 +31,10 @@ static void split_dims(const nb_kview *v, int dim, int64_t *outer, int64_t *inne
     for (int d = dim + 1; d < v->ndim; d++) *inner *= v->shape[d];
 }
 
-/* Shared checks: big has `size` at dim, small has the index's length there,
- * equal elsewhere; all contiguous; index 1-D int64 with every entry in
- * [0, size). */
-static nb_status check_index_args(const char *op, const nb_kview *big, const nb_kview *small, int dim,
-                                  const nb_kview *index) {
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
-    if (dim < 0 || dim >= big->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", op, dim,
-                            nb_cpu_view_str(big, b1, sizeof b1));
-    if (index->dtype != NB_I64 || index->ndim != 1)
-        return nb_set_error(NB_ERR_DTYPE, "%s: index must be a 1-D int64 tensor, got %s", op,
-                            nb_cpu_view_str(index, b1, sizeof b1));
-    bool shape_ok = small->ndim == big->ndim && small->shape[dim] == index->shape[0];
-    for (int d = 0; shape_ok && d < big->ndim; d++) shape_ok = d == dim || small->shape[d] == big->shape[d];
-    if (!shape_ok)
-        return nb_set_error(NB_ERR_SHAPE, "%s: shapes %s and %s do not fit index %s along dim %d", op,
-                            nb_cpu_view_str(big, b1, sizeof b1), nb_cpu_view_str(small, b2, sizeof b2),
-                            nb_cpu_view_str(index, b3, sizeof b3), dim);
-    if (small->dtype != big->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: dtypes %s and %s differ", op, nb_dtype_name(big->dtype),
-                            nb_dtype_name(small->dtype));
-    if (!nb_cpu_is_contiguous(big) || !nb_cpu_is_contiguous(small) || !nb_cpu_is_contiguous(index))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: tensors must be contiguous", op);
+/* Every entry of the 1-d index in [0, size): data, so the backend's to
+ * check (the rest: backend/check/index.c). */
+static nb_status check_index_values(const char *op, const nb_kview *index, int64_t size) {
     const int64_t *idx = index->data;
-    int64_t size = big->shape[dim];
     for (int64_t i = 0; i < index->shape[0]; i++)
         if (idx[i] < 0 || idx[i] >= size)
             return nb_set_error(NB_ERR_INVALID_ARG, "%s: index %lld (at position %lld) is out of range [0, %lld)",
@@ -91,7 +70,7 @@ static void sel_rows(void *arg, int64_t r0, int64_t r1) {
 nb_status nb_cpu_index_select(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim,
                               const nb_kview *index) {
     (void)be;
-    nb_status st = check_index_args("index_select", x, out, dim, index);
+    nb_status st = check_index_values("index_select", index, x->shape[dim]);
     if (st != NB_OK) return st;
     sel_job j = {out->data, x->data, index->data, index->shape[0], x->shape[dim], 1, nb_dtype_size(x->dtype)};
     int64_t outer;
@@ -151,14 +130,11 @@ INDEX_ADD_FUNC(uint8_t, u8, WRAP_ADD8)
 nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g,
                            int64_t skip_index) {
     (void)be;
-    nb_status st = check_index_args("index_add", gx, g, dim, index);
+    nb_status st = check_index_values("index_add", index, gx->shape[dim]);
     if (st != NB_OK) return st;
     nb_cpu_range_fn fn = gx->dtype == NB_F32 ? add_units_f32 : gx->dtype == NB_F64 ? add_units_f64
                        : gx->dtype == NB_I32 ? add_units_i32 : gx->dtype == NB_I64 ? add_units_i64
-                       : gx->dtype == NB_U8 ? add_units_u8 : NULL;
-    if (!fn)
-        return nb_set_error(NB_ERR_DTYPE, "index_add: needs float32, float64, int32, int64 or uint8, got %s",
-                            nb_dtype_name(gx->dtype));
+                       : add_units_u8; /* the dtypes the check lets through */
     add_job j = {gx->data, g->data, index->data, index->shape[0], gx->shape[dim], 1, skip_index, 0, 1};
     int64_t outer;
     split_dims(gx, dim, &outer, &j.inner);
@@ -204,7 +180,7 @@ static void copy_outer(void *arg, int64_t o0, int64_t o1) {
 nb_status nb_cpu_index_copy(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index,
                             const nb_kview *src) {
     (void)be;
-    nb_status st = check_index_args("index_copy", out, src, dim, index);
+    nb_status st = check_index_values("index_copy", index, out->shape[dim]);
     if (st != NB_OK) return st;
     int64_t outer, inner;
     split_dims(out, dim, &outer, &inner);
@@ -242,19 +218,10 @@ WHERE_LOOP(where_2, uint16_t)
 WHERE_LOOP(where_4, uint32_t)
 WHERE_LOOP(where_8, uint64_t)
 
+/* Shapes and dtypes checked: backend/check/binary.c. */
 nb_status nb_cpu_where(nb_backend *be, const nb_kview *out, const nb_kview *cond, const nb_kview *a,
                        const nb_kview *b) {
     (void)be;
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF], b4[NB_SHAPE_BUF];
-    if (!nb_cpu_same_shape(out, cond) || !nb_cpu_same_shape(out, a) || !nb_cpu_same_shape(out, b))
-        return nb_set_error(NB_ERR_SHAPE, "where: cond %s, a %s and b %s are not expanded to out %s",
-                            nb_cpu_view_str(cond, b1, sizeof b1), nb_cpu_view_str(a, b2, sizeof b2),
-                            nb_cpu_view_str(b, b3, sizeof b3), nb_cpu_view_str(out, b4, sizeof b4));
-    if (cond->dtype != NB_BOOL)
-        return nb_set_error(NB_ERR_DTYPE, "where: cond must be bool, got %s", nb_dtype_name(cond->dtype));
-    if ((unsigned)out->dtype >= NB_DTYPE_COUNT || a->dtype != out->dtype || b->dtype != out->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "where: dtypes of a (%s), b (%s) and out (%s) differ",
-                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(out->dtype));
     size_t es = nb_dtype_size(out->dtype);
     nb_cpu_loop_fn fn = es == 1 ? where_1 : es == 2 ? where_2 : es == 4 ? where_4 : where_8;
     NB_ASSERT(es == 1 || es == 2 || es == 4 || es == 8);
@@ -339,9 +306,9 @@ nb_status nb_cpu_nonzero(nb_backend *be, const nb_kview *out, int64_t *count, co
         return NB_OK;
     }
     j.flat = out->ndim == 1;
-    bool ok = out->dtype == NB_I64 && nb_cpu_is_contiguous(out) && (out->ndim == 1 || out->ndim == 2) &&
-              out->shape[0] == total && (j.flat || out->shape[1] == x->ndim);
-    if (!ok)
+    /* out's dtype and layout are checked (backend/check/index.c); its rows
+     * must be the count, which is data */
+    if (out->shape[0] != total)
         return nb_set_error(NB_ERR_INVALID_ARG,
                             "nonzero: out %s must be contiguous int64 [%lld, %d] or [%lld] for input %s",
                             nb_cpu_view_str(out, b1, sizeof b1), (long long)total, x->ndim, (long long)total,

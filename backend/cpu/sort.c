@@ -102,36 +102,9 @@ static void sort_slots(void *arg, int64_t c0, int64_t c1) {
         for (int64_t l = c; l < j->lines; l += j->nslots) r->fn(j, l, j->ws + (size_t)c * j->ws_stride);
 }
 
-static bool fits(const nb_kview *v, const nb_kview *x, int dim, int64_t k) {
-    if (v->ndim != x->ndim || v->shape[dim] != k) return false;
-    for (int d = 0; d < x->ndim; d++)
-        if (d != dim && v->shape[d] != x->shape[d]) return false;
-    return true;
-}
-
-static nb_status check_sort_args(const nb_kview *values, const nb_kview *indices, const nb_kview *x, int dim) {
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    if (dim < 0 || dim >= x->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "sort: dim %d out of range for %s", dim, nb_cpu_view_str(x, b1, sizeof b1));
-    if (indices->dtype != NB_I64)
-        return nb_set_error(NB_ERR_DTYPE, "sort: indices must be int64, got %s", nb_dtype_name(indices->dtype));
-    int64_t k = indices->shape[dim];
-    if (k > x->shape[dim] || !fits(indices, x, dim, k) || (values && !fits(values, x, dim, k)))
-        return nb_set_error(NB_ERR_SHAPE, "sort: indices %s (and values) do not fit input %s along dim %d",
-                            nb_cpu_view_str(indices, b1, sizeof b1), nb_cpu_view_str(x, b2, sizeof b2), dim);
-    if (values && values->dtype != x->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "sort: values %s and input %s dtypes differ", nb_dtype_name(values->dtype),
-                            nb_dtype_name(x->dtype));
-    return NB_OK;
-}
-
+/* Arguments checked: backend/check/sort.c. */
 nb_status nb_cpu_sort(nb_backend *be, const nb_kview *values, const nb_kview *indices, const nb_kview *x, int dim,
                       bool descending) {
-    nb_status st = check_sort_args(values, indices, x, dim);
-    if (st != NB_OK) return st;
-    if (!nb_dtype_is_compute(x->dtype))
-        return nb_set_error(NB_ERR_DTYPE, "sort: not supported for %s (a storage dtype: cast first)",
-                            nb_dtype_name(x->dtype));
     sort_line_fn fn;
     switch (x->dtype) {
     case NB_F32: fn = sort_line_f32; break;

@@ -202,31 +202,6 @@ static bool is_int_division(nb_binary_op op, nb_dtype dt) {
            op != NB_BINARY_ATAN2;
 }
 
-// The CPU's (op, dtype) table (bin_loops in backend/cpu/binary.c).
-static bool bin_supported(nb_binary_op op, nb_dtype dt) {
-    bool fl = dt == NB_F32 || dt == NB_F64 || dt == NB_BF16 || dt == NB_F16, in = dt == NB_I32 || dt == NB_I64 || dt == NB_U8, b = dt == NB_BOOL;
-    switch (op) {
-    case NB_BINARY_ADD:
-    case NB_BINARY_MUL:
-    case NB_BINARY_MAXIMUM:
-    case NB_BINARY_MINIMUM: return fl || in || b;
-    case NB_BINARY_SUB:
-    case NB_BINARY_POW:
-    case NB_BINARY_REMAINDER:
-    case NB_BINARY_FMOD:
-    case NB_BINARY_DIV_TRUNC:
-    case NB_BINARY_DIV_FLOOR: return fl || in;
-    case NB_BINARY_DIV:
-    case NB_BINARY_ATAN2: return fl;
-    case NB_BINARY_BITWISE_AND:
-    case NB_BINARY_BITWISE_OR:
-    case NB_BINARY_BITWISE_XOR: return in || b;
-    case NB_BINARY_LSHIFT:
-    case NB_BINARY_RSHIFT: return in;
-    default: return fl || in || b; // comparisons
-    }
-}
-
 template <typename T> static nb_status bin_run(nb_backend *be, nb_binary_op op, const nb_kview *out,
                                               const nb_kview *a, const nb_kview *b) {
     const char *name = bin_names[op];
@@ -263,22 +238,9 @@ template <typename H> static nb_status bin_run16(nb_backend *be, nb_binary_op op
 
 using namespace nbc;
 
+// op, shapes and dtypes (the op's) checked: backend/check/binary.c.
 extern "C" nb_status nb_cuda_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
                                     const nb_kview *b) {
-    char b1[VIEW_BUF], b2[VIEW_BUF], b3[VIEW_BUF];
-    if ((unsigned)op >= NB_BINARY_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "binary: bad op %d", (int)op);
-    const char *name = bin_names[op];
-    if (!same_shape(out, a) || !same_shape(out, b))
-        return nb_set_error(NB_ERR_SHAPE, "%s: inputs %s and %s are not expanded to out %s", name,
-                            view_str(a, b1, sizeof b1), view_str(b, b2, sizeof b2), view_str(out, b3, sizeof b3));
-    bool cmp = is_compare(op);
-    nb_dtype want_out = cmp ? NB_BOOL : a->dtype;
-    if ((unsigned)a->dtype >= NB_DTYPE_COUNT || a->dtype != b->dtype || out->dtype != want_out)
-        return nb_set_error(NB_ERR_DTYPE, "%s: dtypes %s, %s -> %s do not match (out must be %s)", name,
-                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(out->dtype),
-                            cmp ? "bool" : "the inputs' dtype");
-    if (!bin_supported(op, a->dtype))
-        return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on cuda", name, nb_dtype_name(a->dtype));
     switch (a->dtype) {
     case NB_BF16: return bin_run16<__nv_bfloat16>(be, op, out, a, b);
     case NB_F16: return bin_run16<__half>(be, op, out, a, b);
@@ -287,6 +249,6 @@ extern "C" nb_status nb_cuda_binary(nb_backend *be, nb_binary_op op, const nb_kv
     case NB_I32: return bin_run<int32_t>(be, op, out, a, b);
     case NB_I64: return bin_run<int64_t>(be, op, out, a, b);
     case NB_U8: return bin_run<uint8_t>(be, op, out, a, b);
-    default: return bin_run<bool>(be, op, out, a, b); // NB_BOOL (bin_supported)
+    default: return bin_run<bool>(be, op, out, a, b); // NB_BOOL
     }
 }

@@ -13,40 +13,17 @@
 // (zero on entry; each thread resets what it used), lines taken in batches
 // so the buffer stays bounded.
 //
-// An index outside [0, size) is reported through the stream's error word
-// (NB_ERR_INVALID_ARG at the next sync point) and nothing is read or
-// written out of bounds: gather skips that element; scatter checks a
-// line's whole index first and leaves the line untouched (the outputs of a
-// failed kernel are unspecified, nb_backend.h).
+// Dims, dtypes and shapes are checked before these run
+// (backend/check/gather.c). An index outside [0, size) is reported through
+// the stream's error word (NB_ERR_INVALID_ARG at the next sync point) and
+// nothing is read or written out of bounds: gather skips that element;
+// scatter checks a line's whole index first and leaves the line untouched
+// (the outputs of a failed kernel are unspecified, nb_backend.h).
 #include "red_util.cuh"
 
 namespace nbc {
 namespace red {
 namespace { // internal linkage: no clash with other files' kernels
-
-// index int64 with big's ndim; every dim but dim no larger than big's (and
-// no larger than small's, when small is given); shape checks only (the
-// values are checked by the kernels).
-static nb_status check_args(const char *op, const nb_kview *big, const nb_kview *index, const nb_kview *small,
-                            int dim) {
-    char b1[VSTR], b2[VSTR];
-    if (dim < 0 || dim >= big->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", op, dim, vstr(big, b1, sizeof b1));
-    if (index->dtype != NB_I64)
-        return nb_set_error(NB_ERR_DTYPE, "%s: index must be int64, got %s", op, nb_dtype_name(index->dtype));
-    bool ok = index->ndim == big->ndim && (!small || small->ndim == big->ndim);
-    for (int d = 0; ok && d < big->ndim; d++) {
-        ok = d == dim || index->shape[d] <= big->shape[d];
-        if (small) ok = ok && small->shape[d] >= index->shape[d];
-    }
-    if (!ok)
-        return nb_set_error(NB_ERR_SHAPE, "%s: index %s does not fit %s along dim %d", op, vstr(index, b1, sizeof b1),
-                            vstr(big, b2, sizeof b2), dim);
-    if (small && small->dtype != big->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: dtypes %s and %s differ", op, nb_dtype_name(big->dtype),
-                            nb_dtype_name(small->dtype));
-    return NB_OK;
-}
 
 // ---- gather ------------------------------------------------------------------------------
 
@@ -121,8 +98,6 @@ __global__ void k_scatter(Iter<3> it, int64_t n, int64_t os, int64_t is, int64_t
     }
 }
 
-static const char *const mode_names[NB_SCATTER_MODE_COUNT] = {"none", "sum", "prod", "mean", "amax", "amin"};
-
 template <typename T>
 static nb_status scatter_t(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index, const nb_kview *src,
                            int mode, bool incl) {
@@ -167,12 +142,6 @@ using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_gather(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim,
                                     const nb_kview *index) {
-    char b1[VSTR], b2[VSTR];
-    nb_status st = check_args("gather", x, index, nullptr, dim);
-    if (st != NB_OK) return st;
-    if (!same_shape(out, index) || out->dtype != x->dtype)
-        return nb_set_error(NB_ERR_SHAPE, "gather: out %s must have index's shape %s and input's dtype",
-                            vstr(out, b1, sizeof b1), vstr(index, b2, sizeof b2));
     int64_t total = numel(index);
     if (total == 0) return NB_OK;
     nb_kview xr = *x; // x at index's shape, the dim coordinate coming from the index
@@ -197,17 +166,8 @@ extern "C" nb_status nb_cuda_gather(nb_backend *be, const nb_kview *out, const n
 
 extern "C" nb_status nb_cuda_scatter(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index,
                                      const nb_kview *src, nb_scatter_mode mode, bool include_self) {
-    if ((unsigned)mode >= NB_SCATTER_MODE_COUNT)
-        return nb_set_error(NB_ERR_INVALID_ARG, "scatter: bad reduce mode %d", (int)mode);
-    nb_status st = check_args("scatter", out, index, src, dim);
-    if (st != NB_OK) return st;
-    bool assign = mode == NB_SCATTER_ASSIGN;
-    nb_dtype dt = out->dtype;
-    if (!(dt == NB_F32 || dt == NB_F64 || dt == NB_I32 || dt == NB_I64 || dt == NB_U8 || (dt == NB_BOOL && assign)))
-        return nb_set_error(NB_ERR_DTYPE, "scatter: reduce '%s' does not take %s", mode_names[mode],
-                            nb_dtype_name(dt));
     if (numel(index) == 0) return NB_OK;
-    switch (dt) {
+    switch (out->dtype) {
     case NB_F32: return scatter_t<float>(be, out, dim, index, src, mode, include_self);
     case NB_F64: return scatter_t<double>(be, out, dim, index, src, mode, include_self);
     case NB_I32: return scatter_t<int32_t>(be, out, dim, index, src, mode, include_self);

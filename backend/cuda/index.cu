@@ -19,8 +19,10 @@
 // exclusive scan of the counts, then each block writes its positions in
 // order (a scan of its threads' counts): fully determined (C order).
 //
-// An index outside [0, size) goes to the stream's error word
-// (NB_ERR_INVALID_ARG at the next sync point) and is never followed.
+// Dims, dtypes, shapes and layouts are checked before these run
+// (backend/check/index.c; where's in backend/check/binary.c). An index
+// outside [0, size) goes to the stream's error word (NB_ERR_INVALID_ARG at
+// the next sync point) and is never followed.
 #define CCCL_DISABLE_NVTX // no NVTX ranges (they would dlopen libnvToolsExt)
 #include <cub/device/device_radix_sort.cuh>
 
@@ -34,29 +36,6 @@ static void split_dims(const nb_kview *v, int dim, int64_t *outer, int64_t *inne
     *outer = *inner = 1;
     for (int d = 0; d < dim; d++) *outer *= v->shape[d];
     for (int d = dim + 1; d < v->ndim; d++) *inner *= v->shape[d];
-}
-
-// backend/cpu/index.c's check_index_args without the value check (the
-// kernels report bad values).
-static nb_status check_index_args(const char *op, const nb_kview *big, const nb_kview *small, int dim,
-                                  const nb_kview *index) {
-    char b1[VSTR], b2[VSTR], b3[VSTR];
-    if (dim < 0 || dim >= big->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: dim %d out of range for %s", op, dim, vstr(big, b1, sizeof b1));
-    if (index->dtype != NB_I64 || index->ndim != 1)
-        return nb_set_error(NB_ERR_DTYPE, "%s: index must be a 1-D int64 tensor, got %s", op,
-                            vstr(index, b1, sizeof b1));
-    bool shape_ok = small->ndim == big->ndim && small->shape[dim] == index->shape[0];
-    for (int d = 0; shape_ok && d < big->ndim; d++) shape_ok = d == dim || small->shape[d] == big->shape[d];
-    if (!shape_ok)
-        return nb_set_error(NB_ERR_SHAPE, "%s: shapes %s and %s do not fit index %s along dim %d", op,
-                            vstr(big, b1, sizeof b1), vstr(small, b2, sizeof b2), vstr(index, b3, sizeof b3), dim);
-    if (small->dtype != big->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: dtypes %s and %s differ", op, nb_dtype_name(big->dtype),
-                            nb_dtype_name(small->dtype));
-    if (!contiguous(big) || !contiguous(small) || !contiguous(index))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: tensors must be contiguous", op);
-    return NB_OK;
 }
 
 // The widest unit (16, 8, 4, 2 or 1 bytes) dividing a row of `bytes` and
@@ -460,8 +439,6 @@ using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_index_select(nb_backend *be, const nb_kview *out, const nb_kview *x, int dim,
                                           const nb_kview *index) {
-    nb_status st = check_index_args("index_select", x, out, dim, index);
-    if (st != NB_OK) return st;
     int64_t outer, inner, k = index->shape[0], size = x->shape[dim];
     split_dims(x, dim, &outer, &inner);
     if (outer * k * inner == 0) return NB_OK;
@@ -479,12 +456,7 @@ extern "C" nb_status nb_cuda_index_select(nb_backend *be, const nb_kview *out, c
 
 extern "C" nb_status nb_cuda_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index,
                                        const nb_kview *g, int64_t skip_index) {
-    nb_status st = check_index_args("index_add", gx, g, dim, index);
-    if (st != NB_OK) return st;
     nb_dtype dt = gx->dtype;
-    if (!(dt == NB_F32 || dt == NB_F64 || dt == NB_I32 || dt == NB_I64 || dt == NB_U8))
-        return nb_set_error(NB_ERR_DTYPE, "index_add: needs float32, float64, int32, int64 or uint8, got %s",
-                            nb_dtype_name(dt));
     int64_t outer, inner, k = index->shape[0], size = gx->shape[dim];
     split_dims(gx, dim, &outer, &inner);
     if (outer * size * inner == 0) return NB_OK;
@@ -494,25 +466,25 @@ extern "C" nb_status nb_cuda_index_add(nb_backend *be, const nb_kview *gx, int d
         return NB_OK;
     }
     SortedIndex si;
-    if ((st = sort_index(be, "index_add", index, size, &si)) != NB_OK) return st;
+    nb_status st = sort_index(be, "index_add", index, size, &si);
+    if (st != NB_OK) return st;
     switch (dt) {
     case NB_F32: return index_add_t<float>(be, gx, g, si, k, size, outer, inner, skip_index);
     case NB_F64: return index_add_t<double>(be, gx, g, si, k, size, outer, inner, skip_index);
     case NB_I32: return index_add_t<int32_t>(be, gx, g, si, k, size, outer, inner, skip_index);
     case NB_I64: return index_add_t<int64_t>(be, gx, g, si, k, size, outer, inner, skip_index);
-    default: return index_add_t<uint8_t>(be, gx, g, si, k, size, outer, inner, skip_index);
+    default: return index_add_t<uint8_t>(be, gx, g, si, k, size, outer, inner, skip_index); // NB_U8
     }
 }
 
 extern "C" nb_status nb_cuda_index_copy(nb_backend *be, const nb_kview *out, int dim, const nb_kview *index,
                                         const nb_kview *src) {
-    nb_status st = check_index_args("index_copy", out, src, dim, index);
-    if (st != NB_OK) return st;
     int64_t outer, inner, k = index->shape[0], size = out->shape[dim];
     split_dims(out, dim, &outer, &inner);
     if (outer * k * inner == 0) return NB_OK;
     SortedIndex si;
-    if ((st = sort_index(be, "index_copy", index, size, &si)) != NB_OK) return st;
+    nb_status st = sort_index(be, "index_copy", index, size, &si);
+    if (st != NB_OK) return st;
     size_t rb = (size_t)inner * nb_dtype_size(out->dtype);
     int u = unit_for(rb, out->data, src->data);
     int64_t w = (int64_t)(rb / (size_t)u), rows = outer * k;
@@ -535,16 +507,6 @@ extern "C" nb_status nb_cuda_index_copy(nb_backend *be, const nb_kview *out, int
 
 extern "C" nb_status nb_cuda_where(nb_backend *be, const nb_kview *out, const nb_kview *cond, const nb_kview *a,
                                    const nb_kview *b) {
-    char b1[VSTR], b2[VSTR], b3[VSTR], b4[VSTR];
-    if (!same_shape(out, cond) || !same_shape(out, a) || !same_shape(out, b))
-        return nb_set_error(NB_ERR_SHAPE, "where: cond %s, a %s and b %s are not expanded to out %s",
-                            vstr(cond, b1, sizeof b1), vstr(a, b2, sizeof b2), vstr(b, b3, sizeof b3),
-                            vstr(out, b4, sizeof b4));
-    if (cond->dtype != NB_BOOL)
-        return nb_set_error(NB_ERR_DTYPE, "where: cond must be bool, got %s", nb_dtype_name(cond->dtype));
-    if ((unsigned)out->dtype >= NB_DTYPE_COUNT || a->dtype != out->dtype || b->dtype != out->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "where: dtypes of a (%s), b (%s) and out (%s) differ",
-                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(out->dtype));
     const nb_kview *v[4] = {out, cond, a, b};
     Iter<4> it = make_iter<4>(v);
     if (it.numel == 0) return NB_OK;
@@ -561,18 +523,7 @@ extern "C" nb_status nb_cuda_where(nb_backend *be, const nb_kview *out, const nb
 
 extern "C" nb_status nb_cuda_nonzero(nb_backend *be, const nb_kview *out, int64_t *count, const nb_kview *x) {
     char b1[VSTR], b2[VSTR];
-    if ((unsigned)x->dtype >= NB_DTYPE_COUNT)
-        return nb_set_error(NB_ERR_DTYPE, "nonzero: invalid dtype %d", (int)x->dtype);
-    if (out) {
-        bool flat = out->ndim == 1;
-        bool ok = out->dtype == NB_I64 && contiguous(out) && (out->ndim == 1 || out->ndim == 2) &&
-                  (flat || out->shape[1] == x->ndim);
-        if (!ok)
-            return nb_set_error(NB_ERR_INVALID_ARG,
-                                "nonzero: out %s must be contiguous int64 [n, %d] or [n] for input %s",
-                                vstr(out, b1, sizeof b1), x->ndim, vstr(x, b2, sizeof b2));
-    }
-    if (numel(x) == 0) {
+    if (numel(x) == 0) { // out's rows must be the count (its dtype and layout: backend/check/index.c)
         if (!out) *count = 0;
         else if (out->shape[0] != 0)
             return nb_set_error(NB_ERR_INVALID_ARG, "nonzero: out %s must have 0 rows for the empty input %s",

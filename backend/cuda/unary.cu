@@ -276,25 +276,6 @@ static const char *const un_names[NB_UNARY_OP_COUNT] = {
 static_assert(NB_UNARY_LOGSIGMOID == NB_UNARY_OP_COUNT - 1 && NB_UNARY_OP_COUNT == 48,
               "un_names must name every unary op");
 
-// The CPU's (op, dtype) table: integers for neg, add/mul_scalar, abs, sign
-// and the rounding ops; float32/float64 for everything.
-static bool un_supported(nb_unary_op op, nb_dtype dt) {
-    if (dt == NB_F32 || dt == NB_F64 || dt == NB_BF16 || dt == NB_F16) return true; /* 16-bit: float math */
-    if (dt != NB_I32 && dt != NB_I64 && dt != NB_U8) return false;
-    switch (op) {
-    case NB_UNARY_NEG:
-    case NB_UNARY_ADD_SCALAR:
-    case NB_UNARY_MUL_SCALAR:
-    case NB_UNARY_ABS:
-    case NB_UNARY_SIGN:
-    case NB_UNARY_FLOOR:
-    case NB_UNARY_CEIL:
-    case NB_UNARY_ROUND:
-    case NB_UNARY_TRUNC: return true;
-    default: return false;
-    }
-}
-
 template <typename T> static nb_status un_run(nb_backend *be, nb_unary_op op, const nb_kview *out,
                                              const nb_kview *x, double alpha) {
     const char *name = un_names[op];
@@ -405,19 +386,9 @@ static int ub_uses(nb_unary_op op) {
 
 using namespace nbc;
 
+// op, shapes and dtypes (the op's) checked: backend/check/unary.c.
 extern "C" nb_status nb_cuda_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
                                    double alpha) {
-    char b1[VIEW_BUF], b2[VIEW_BUF];
-    if ((unsigned)op >= NB_UNARY_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "unary: bad op %d", (int)op);
-    const char *name = un_names[op];
-    if (!same_shape(out, x))
-        return nb_set_error(NB_ERR_SHAPE, "%s: out %s and input %s differ", name, view_str(out, b1, sizeof b1),
-                            view_str(x, b2, sizeof b2));
-    if ((unsigned)x->dtype >= NB_DTYPE_COUNT || out->dtype != x->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: out dtype %s differs from input %s", name, nb_dtype_name(out->dtype),
-                            nb_dtype_name(x->dtype));
-    if (!un_supported(op, x->dtype))
-        return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on cuda", name, nb_dtype_name(x->dtype));
     switch (x->dtype) {
     case NB_BF16: return un_run16<__nv_bfloat16>(be, op, out, x, alpha);
     case NB_F16: return un_run16<__half>(be, op, out, x, alpha);
@@ -425,30 +396,17 @@ extern "C" nb_status nb_cuda_unary(nb_backend *be, nb_unary_op op, const nb_kvie
     case NB_F64: return un_run<double>(be, op, out, x, alpha);
     case NB_I32: return un_run<int32_t>(be, op, out, x, alpha);
     case NB_I64: return un_run<int64_t>(be, op, out, x, alpha);
-    default: return un_run<uint8_t>(be, op, out, x, alpha); // NB_U8 (un_supported)
+    default: return un_run<uint8_t>(be, op, out, x, alpha); // NB_U8
     }
 }
 
+// op, shapes, dtypes and the saved tensor the rule reads (v, never NULL)
+// checked: backend/check/unary.c.
 extern "C" nb_status nb_cuda_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
                                             const nb_kview *x, const nb_kview *y, double alpha) {
-    char b1[VIEW_BUF], b2[VIEW_BUF], b3[VIEW_BUF];
-    if ((unsigned)op >= NB_UNARY_OP_COUNT)
-        return nb_set_error(NB_ERR_INVALID_ARG, "unary_backward: bad op %d", (int)op);
-    const char *name = un_names[op];
     int uses = ub_uses(op);
     const nb_kview *v = uses == USES_X ? x : uses == USES_Y ? y : uses == USES_EITHER ? (x ? x : y) : gy;
-    if (!v)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s backward: needs the forward's %s", name,
-                            uses == USES_X ? "input x" : "output y");
-    if (!same_shape(gx, gy) || !same_shape(gx, v))
-        return nb_set_error(NB_ERR_SHAPE, "%s backward: gx %s, gy %s and saved %s differ", name,
-                            view_str(gx, b1, sizeof b1), view_str(gy, b2, sizeof b2), view_str(v, b3, sizeof b3));
-    const nb_dtype dt = gx->dtype;
-    if ((dt != NB_F32 && dt != NB_F64 && dt != NB_BF16 && dt != NB_F16) || gy->dtype != dt || v->dtype != dt)
-        return nb_set_error(NB_ERR_DTYPE,
-                            "%s backward: needs one float dtype (gx %s, gy %s, saved %s)", name,
-                            nb_dtype_name(gx->dtype), nb_dtype_name(gy->dtype), nb_dtype_name(v->dtype));
-    switch (dt) {
+    switch (gx->dtype) {
     case NB_BF16: return ub_run16<__nv_bfloat16>(be, op, gx, gy, v, alpha);
     case NB_F16: return ub_run16<__half>(be, op, gx, gy, v, alpha);
     case NB_F32: return ub_run<float>(be, op, gx, gy, v, alpha);

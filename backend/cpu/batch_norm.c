@@ -285,29 +285,6 @@ static void bn_rows_chunk(const bn_job *j, int64_t b0, int64_t b1, bool backward
 static void bn_forward_rows(void *arg, int64_t b0, int64_t b1) { bn_rows_chunk(arg, b0, b1, false); }
 static void bn_backward_rows(void *arg, int64_t b0, int64_t b1) { bn_rows_chunk(arg, b0, b1, true); }
 
-/* ---- argument checks ------------------------------------------------------ */
-
-static nb_status check_x(const char *name, const nb_kview *x, const nb_kview *other, const char *what) {
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    if (x->ndim < 2 || !nb_cpu_is_contiguous(x) || (x->dtype != NB_F32 && x->dtype != NB_F64))
-        return nb_set_error(NB_ERR_SHAPE, "%s: x %s must be a contiguous float32/float64 [N, C, *] tensor", name,
-                            nb_cpu_view_str(x, b1, sizeof b1));
-    if (other && (!nb_cpu_same_shape(x, other) || other->dtype != x->dtype || !nb_cpu_is_contiguous(other)))
-        return nb_set_error(NB_ERR_SHAPE, "%s: %s %s must be contiguous and match x %s", name, what,
-                            nb_cpu_view_str(other, b1, sizeof b1), nb_cpu_view_str(x, b2, sizeof b2));
-    return NB_OK;
-}
-
-/* A per-channel view (NULL allowed) must be a contiguous [C] of x's dtype. */
-static nb_status check_chan(const char *name, const char *what, const nb_kview *v, const nb_kview *x) {
-    if (!v) return NB_OK;
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    if (v->ndim != 1 || v->shape[0] != x->shape[1] || v->dtype != x->dtype || !nb_cpu_is_contiguous(v))
-        return nb_set_error(NB_ERR_SHAPE, "%s: %s %s must be a contiguous [C] tensor of x's dtype (x %s)", name,
-                            what, nb_cpu_view_str(v, b1, sizeof b1), nb_cpu_view_str(x, b2, sizeof b2));
-    return NB_OK;
-}
-
 static void job_geometry(bn_job *j, const nb_kview *x) {
     j->x = x->data;
     j->dt = x->dtype;
@@ -332,26 +309,11 @@ static void run_channels(const bn_job *j, bool backward) {
 
 nb_status nb_cpu_batch_norm(nb_backend *be, const nb_kview *out, const nb_kview *save_mean,
                             const nb_kview *save_invstd, const nb_batch_norm_args *a) {
-    (void)be;
+    (void)be; /* checked: backend/check/batch_norm.c */
     const nb_kview *x = a->x, *weight = a->weight, *bias = a->bias, *running_mean = a->running_mean,
                    *running_var = a->running_var;
     bool training = a->training;
     double momentum = a->momentum, eps = a->eps;
-    const char *name = "batch_norm";
-    nb_status st = check_x(name, x, out, "out");
-    if (!st) st = check_chan(name, "weight", weight, x);
-    if (!st) st = check_chan(name, "bias", bias, x);
-    if (!st) st = check_chan(name, "running_mean", running_mean, x);
-    if (!st) st = check_chan(name, "running_var", running_var, x);
-    if (!st) st = check_chan(name, "save_mean", save_mean, x);
-    if (!st) st = check_chan(name, "save_invstd", save_invstd, x);
-    if (st) return st;
-    if ((running_mean == NULL) != (running_var == NULL))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: running_mean and running_var must be given together", name);
-    if (training && (!save_mean || !save_invstd))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: training needs save_mean and save_invstd", name);
-    if (!training && !running_mean)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: eval mode needs running_mean and running_var", name);
     bn_job j = {.out = out->data, .weight = weight, .bias = bias, .save_mean = save_mean,
                 .save_invstd = save_invstd, .rmean = running_mean, .rvar = running_var,
                 .training = training, .momentum = momentum, .eps = eps};
@@ -363,25 +325,10 @@ nb_status nb_cpu_batch_norm(nb_backend *be, const nb_kview *out, const nb_kview 
 nb_status nb_cpu_batch_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gweight,
                                      const nb_kview *gbias, const nb_kview *gy, const nb_kview *save_mean,
                                      const nb_kview *save_invstd, const nb_batch_norm_args *a) {
-    (void)be;
+    (void)be; /* checked: backend/check/batch_norm.c */
     const nb_kview *x = a->x, *weight = a->weight, *running_mean = a->running_mean, *running_var = a->running_var;
     bool training = a->training;
     double eps = a->eps;
-    const char *name = "batch_norm_backward";
-    nb_status st = check_x(name, x, gy, "gy");
-    if (!st && gx) st = check_x(name, x, gx, "gx");
-    if (!st) st = check_chan(name, "gweight", gweight, x);
-    if (!st) st = check_chan(name, "gbias", gbias, x);
-    if (!st) st = check_chan(name, "weight", weight, x);
-    if (!st) st = check_chan(name, "save_mean", save_mean, x);
-    if (!st) st = check_chan(name, "save_invstd", save_invstd, x);
-    if (!st) st = check_chan(name, "running_mean", running_mean, x);
-    if (!st) st = check_chan(name, "running_var", running_var, x);
-    if (st) return st;
-    if (training ? (!save_mean || !save_invstd) : (!running_mean || !running_var))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s", name,
-                            training ? "training needs save_mean and save_invstd"
-                                     : "eval mode needs running_mean and running_var");
     bn_job j = {.out = gx ? gx->data : NULL, .gy = gy->data, .weight = weight, .save_mean = save_mean,
                 .save_invstd = save_invstd, .rmean = running_mean, .rvar = running_var, .gweight = gweight,
                 .gbias = gbias, .training = training, .eps = eps};

@@ -211,13 +211,10 @@ bool nb_cpu_attention_views_dense(const nb_kview *const *v, int n) {
 
 /* The fused attention on dense [B, R, C] copies of q, k, v and out (float32
  * for 16-bit ones, and for an additive 16-bit mask); lse is float32 already
- * for 16-bit q (autograd/ops_attention.c). */
+ * for 16-bit q (checked: backend/check/attention.c). */
 nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_kview *lse,
                                  const nb_attention_args *a) {
     const nb_kview *q = a->q, *k = a->k, *v = a->v, *mask = a->mask;
-    if (nb_dtype_is_16bit(q->dtype) && lse->dtype != NB_F32)
-        return nb_set_error(NB_ERR_DTYPE, "attention: a %s q needs a float32 lse, got %s", nb_dtype_name(q->dtype),
-                            nb_dtype_name(lse->dtype));
     bool m16 = mask && nb_dtype_is_16bit(mask->dtype);
     wide w[5];
     memset(w, 0, sizeof w);
@@ -238,9 +235,6 @@ nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, co
                                           const nb_kview *gout, const nb_kview *out, const nb_kview *lse,
                                           const nb_attention_args *a) {
     const nb_kview *q = a->q, *k = a->k, *v = a->v, *mask = a->mask;
-    if (nb_dtype_is_16bit(q->dtype) && lse->dtype != NB_F32)
-        return nb_set_error(NB_ERR_DTYPE, "attention_backward: a %s q needs a float32 lse, got %s",
-                            nb_dtype_name(q->dtype), nb_dtype_name(lse->dtype));
     bool m16 = mask && nb_dtype_is_16bit(mask->dtype);
     const nb_kview *src[9] = {gout, q, k, v, out, m16 ? mask : NULL, gq, gk, gv};
     wide w[9];
@@ -271,9 +265,6 @@ nb_status nb_cpu_cross_entropy16(nb_backend *be, const nb_kview *loss, const nb_
 nb_status nb_cpu_cross_entropy_backward16(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss,
                                           const nb_kview *logits, const nb_kview *lse, const nb_kview *target,
                                           int64_t ignore_index) {
-    if (glogits->dtype != logits->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "cross_entropy_backward: glogits %s, logits %s",
-                            nb_dtype_name(glogits->dtype), nb_dtype_name(logits->dtype));
     wide w[2];
     memset(w, 0, sizeof w); /* wide_free may run before each is made */
     nb_status st = widen(be, logits, &w[0], true);

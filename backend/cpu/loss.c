@@ -81,24 +81,10 @@ static void scaled_exp_f32(float *gx, const float *x, int64_t c, float lse, floa
 CE_FUNCS(float, f32)
 CE_FUNCS(double, f64)
 
-/* Checks geometry and dtypes, then every target (serially, before any work). */
-static nb_status ce_check(const char *name, const ce_job *j, const nb_kview *const *rows, int nrows,
-                          const nb_kview *mat2) {
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    const nb_kview *x = j->logits, *t = j->target;
-    if (x->ndim != 2 || !nb_dtype_is_compute_float(x->dtype) || !nb_cpu_is_contiguous(x) ||
-        (mat2 && (!nb_cpu_same_shape(x, mat2) || mat2->dtype != x->dtype || !nb_cpu_is_contiguous(mat2))))
-        return nb_set_error(NB_ERR_SHAPE, "%s: logits %s must be a contiguous float [n, c] matrix",
-                            name, nb_cpu_view_str(x, b1, sizeof b1));
-    int64_t n = x->shape[0], c = x->shape[1];
-    if (t->ndim != 1 || t->shape[0] != n || t->dtype != NB_I64)
-        return nb_set_error(NB_ERR_SHAPE, "%s: target %s must be int64 [%lld] for logits %s", name,
-                            nb_cpu_view_str(t, b1, sizeof b1), (long long)n, nb_cpu_view_str(x, b2, sizeof b2));
-    for (int i = 0; i < nrows; i++)
-        if (rows[i]->ndim != 1 || rows[i]->shape[0] != n || rows[i]->dtype != x->dtype)
-            return nb_set_error(NB_ERR_SHAPE, "%s: per-row tensor %s must be %s [%lld]", name,
-                                nb_cpu_view_str(rows[i], b1, sizeof b1), nb_dtype_name(x->dtype),
-                                (long long)n);
+/* Every target in [0, c) or ignore_index, read on the host serially before
+ * any work (the views: backend/check/loss.c). */
+static nb_status check_targets(const char *name, const ce_job *j) {
+    int64_t n = j->logits->shape[0], c = j->logits->shape[1];
     for (int64_t i = 0; i < n; i++) {
         int64_t ti = target_at(j, i);
         if (ti != j->ignore_index && (ti < 0 || ti >= c))
@@ -112,8 +98,7 @@ nb_status nb_cpu_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kv
                                const nb_kview *logits, const nb_kview *target, int64_t ignore_index) {
     if (nb_dtype_is_16bit(logits->dtype)) return nb_cpu_cross_entropy16(be, loss, lse, logits, target, ignore_index);
     ce_job j = {.loss = loss, .lse = lse, .logits = logits, .target = target, .ignore_index = ignore_index};
-    const nb_kview *rows[2] = {loss, lse};
-    nb_status st = ce_check("cross_entropy", &j, rows, 2, NULL);
+    nb_status st = check_targets("cross_entropy", &j);
     if (st) return st;
     if (logits->shape[1] == 0) { /* no classes: every target was ignored */
         nb_cpu_fill(be, lse, -INFINITY);
@@ -132,8 +117,7 @@ nb_status nb_cpu_cross_entropy_backward(nb_backend *be, const nb_kview *glogits,
         return nb_cpu_cross_entropy_backward16(be, glogits, gloss, logits, lse, target, ignore_index);
     ce_job j = {.lse = lse, .logits = logits, .target = target, .gloss = gloss, .glogits = glogits,
                 .ignore_index = ignore_index};
-    const nb_kview *rows[2] = {gloss, lse};
-    nb_status st = ce_check("cross_entropy_backward", &j, rows, 2, glogits);
+    nb_status st = check_targets("cross_entropy_backward", &j);
     if (st) return st;
     int64_t grain = NB_CPU_GRAIN / (logits->shape[1] + 1) + 1;
     nb_cpu_parallel_for(logits->shape[0], grain, logits->dtype == NB_F32 ? ceb_rows_f32 : ceb_rows_f64, &j);

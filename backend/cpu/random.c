@@ -84,18 +84,8 @@ nb_status nb_cpu_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, d
                         nb_philox_state rng) {
     uint64_t seed = rng.seed, offset = rng.offset;
     if (rng.offset_base) offset += *rng.offset_base; /* host memory here: the CPU captures no graphs */
-    char buf[NB_SHAPE_BUF];
-    static const char *const names[] = {"uniform", "normal", "bernoulli"};
-    if ((unsigned)dist > NB_RNG_BERNOULLI)
-        return nb_set_error(NB_ERR_INVALID_ARG, "random: bad distribution %d", (int)dist);
-    if (nb_dtype_is_16bit(dst->dtype) && dist == NB_RNG_BERNOULLI) /* 0 and 1, exact: through a float32 copy */
-        return nb_cpu_bernoulli16(be, dst, a, seed, offset);
-    if (!nb_dtype_is_compute(dst->dtype) || (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(dst->dtype)))
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs a float32 or float64 tensor, got %s", names[dist],
-                            nb_dtype_name(dst->dtype));
-    if (!nb_cpu_is_contiguous(dst))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s must be contiguous", names[dist],
-                            nb_cpu_view_str(dst, buf, sizeof buf));
+    /* checked: backend/check/random.c; 16-bit dst: bernoulli's 0 and 1, exact through a float32 copy */
+    if (nb_dtype_is_16bit(dst->dtype)) return nb_cpu_bernoulli16(be, dst, a, seed, offset);
     rng_job j = {dst->data, dst->dtype, dist, a, b, seed, offset};
     nb_cpu_parallel_for(nb_cpu_numel(dst), NB_RNG_GRAIN, rng_chunk, &j);
     return NB_OK;

@@ -42,20 +42,8 @@ ROPE_FUNCS(double, f64)
 
 nb_status nb_cpu_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
                       const nb_kview *sin, bool inverse) {
-    (void)be;
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF], b3[NB_SHAPE_BUF];
-    if (x->ndim != 3 || !nb_cpu_is_contiguous(x) || !nb_dtype_is_compute_float(x->dtype) || x->shape[2] % 2 ||
-        !nb_cpu_same_shape(out, x) || !nb_cpu_is_contiguous(out) || out->dtype != x->dtype)
-        return nb_set_error(NB_ERR_INVALID_ARG, "rope: x %s and out %s must be contiguous float [N, T, D], D even",
-                            nb_cpu_view_str(x, b1, sizeof b1), nb_cpu_view_str(out, b2, sizeof b2));
+    (void)be; /* checked: backend/check/rope.c */
     int64_t T = x->shape[1], h = x->shape[2] / 2;
-    const nb_kview *tabs[2] = {cos, sin};
-    for (int i = 0; i < 2; i++)
-        if (tabs[i]->ndim != 2 || tabs[i]->shape[0] != T || tabs[i]->shape[1] != h ||
-            !nb_cpu_is_contiguous(tabs[i]) || tabs[i]->dtype != x->dtype)
-            return nb_set_error(NB_ERR_SHAPE, "rope: %s table %s must be contiguous [T, D/2] of x %s",
-                                i ? "sin" : "cos", nb_cpu_view_str(tabs[i], b3, sizeof b3),
-                                nb_cpu_view_str(x, b1, sizeof b1));
     int64_t rows = x->shape[0] * T;
     if (rows == 0 || h == 0) return NB_OK;
     rope_job j = {.out = out->data, .x = x->data, .cos = cos->data, .sin = sin->data, .T = T, .h = h,

@@ -139,8 +139,6 @@ static void scan_lines(void *arg, int64_t m0, int64_t m1) {
     }
 }
 
-static bool same_shape_as(const nb_kview *v, const nb_kview *x) { return v->ndim == x->ndim && nb_cpu_same_shape(v, x); }
-
 static void run_lines(scan_job *j, nb_cpu_range_fn fn) {
     int64_t total = nb_cpu_numel(j->ref);
     int64_t lines = j->n ? total / j->n : 0;
@@ -149,24 +147,8 @@ static void run_lines(scan_job *j, nb_cpu_range_fn fn) {
 
 nb_status nb_cpu_scan(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *indices,
                       const nb_kview *x, int dim) {
-    (void)be;
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    bool ext = op == NB_REDUCE_MAX || op == NB_REDUCE_MIN, fl = nb_dtype_is_float(x->dtype);
-    if ((unsigned)op >= NB_REDUCE_OP_COUNT)
-        return nb_set_error(NB_ERR_INVALID_ARG, "scan: bad op %d", (int)op);
-    if (dim < 0 || dim >= x->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "scan: dim %d out of range for %s", dim,
-                            nb_cpu_view_str(x, b1, sizeof b1));
-    if (!same_shape_as(out, x) || (indices && !same_shape_as(indices, x)) || (ext && !indices))
-        return nb_set_error(NB_ERR_SHAPE, "scan: out %s (and indices for cummax/cummin) must have x's shape %s",
-                            nb_cpu_view_str(out, b1, sizeof b1), nb_cpu_view_str(x, b2, sizeof b2));
-    bool dt_ok = nb_dtype_is_compute(x->dtype) && (!indices || indices->dtype == NB_I64);
-    if (fl || ext) dt_ok = dt_ok && out->dtype == x->dtype;
-    else dt_ok = dt_ok && out->dtype == NB_I64;
-    if (op == NB_REDUCE_LOGSUMEXP && !fl) dt_ok = false;
-    if (!dt_ok)
-        return nb_set_error(NB_ERR_DTYPE, "scan: op %d cannot take x %s into out %s", (int)op,
-                            nb_dtype_name(x->dtype), nb_dtype_name(out->dtype));
+    (void)be; /* checked: backend/check/scan.c */
+    bool ext = op == NB_REDUCE_MAX || op == NB_REDUCE_MIN;
     scan_job j = {op, {out, ext ? indices : NULL, x, NULL, NULL}, x, dim, x->shape[dim]};
     run_lines(&j, scan_lines);
     return NB_OK;
@@ -253,27 +235,10 @@ static bool indices_ok(const scan_job *j) {
 
 nb_status nb_cpu_scan_backward(nb_backend *be, nb_reduce_op op, const nb_kview *gx, const nb_kview *g,
                                const nb_kview *x, const nb_kview *out, const nb_kview *indices, int dim) {
-    (void)be;
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    if ((unsigned)op >= NB_REDUCE_OP_COUNT)
-        return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: bad op %d", (int)op);
-    if (dim < 0 || dim >= gx->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: dim %d out of range for %s", dim,
-                            nb_cpu_view_str(gx, b1, sizeof b1));
+    (void)be; /* checked (but the indices' values): backend/check/scan.c */
     bool need_xo = op == NB_REDUCE_PROD || op == NB_REDUCE_LOGSUMEXP;
     bool need_i = op == NB_REDUCE_MAX || op == NB_REDUCE_MIN;
-    if ((need_xo && (!x || !out)) || (need_i && !indices))
-        return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: op %d needs its saved tensors", (int)op);
     const nb_kview *vs[] = {g, need_xo ? x : NULL, need_xo ? out : NULL, need_i ? indices : NULL};
-    for (int k = 0; k < 4; k++) {
-        if (!vs[k]) continue;
-        if (!same_shape_as(vs[k], gx))
-            return nb_set_error(NB_ERR_SHAPE, "scan_backward: %s does not match gx %s",
-                                nb_cpu_view_str(vs[k], b1, sizeof b1), nb_cpu_view_str(gx, b2, sizeof b2));
-        if (vs[k]->dtype != (k == 3 ? NB_I64 : gx->dtype) || !nb_dtype_is_compute_float(gx->dtype))
-            return nb_set_error(NB_ERR_DTYPE, "scan_backward: needs float gx, g, x, out of one dtype (%s, %s)",
-                                nb_dtype_name(gx->dtype), nb_dtype_name(vs[k]->dtype));
-    }
     scan_job j = {op, {gx, g, vs[1], vs[2], vs[3]}, gx, dim, gx->shape[dim]};
     if (need_i && !indices_ok(&j))
         return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: an index is outside [0, %lld)", (long long)j.n);

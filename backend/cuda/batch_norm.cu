@@ -17,7 +17,6 @@
 // per-channel coefficients are computed in double and rounded to the dtype
 // before the elementwise pass, as the CPU does.
 #include <math.h>
-#include <stdio.h>
 
 #include "block_reduce.cuh"
 #include "cuda_common.cuh"
@@ -193,40 +192,6 @@ __global__ void k_gx(T *__restrict__ gx, const T *__restrict__ gy, const T *__re
     }
 }
 
-// ---- checks (backend/cpu/batch_norm.c's) -------------------------------------------------
-
-void view_str(const nb_kview *v, char *buf, size_t len) {
-    int n = snprintf(buf, len, "[");
-    for (int d = 0; d < v->ndim && n > 0 && (size_t)n < len; d++)
-        n += snprintf(buf + n, len - (size_t)n, d ? ", %lld" : "%lld", (long long)v->shape[d]);
-    if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "] %s", nb_dtype_name(v->dtype));
-}
-
-nb_status check_x(const char *name, const nb_kview *x, const nb_kview *other, const char *what) {
-    char b1[128], b2[128];
-    if (x->ndim < 2 || !contiguous(x) || (x->dtype != NB_F32 && x->dtype != NB_F64)) {
-        view_str(x, b1, sizeof b1);
-        return nb_set_error(NB_ERR_SHAPE, "%s: x %s must be a contiguous float32/float64 [N, C, *] tensor", name, b1);
-    }
-    if (other && (!same_shape(x, other) || other->dtype != x->dtype || !contiguous(other))) {
-        view_str(other, b1, sizeof b1), view_str(x, b2, sizeof b2);
-        return nb_set_error(NB_ERR_SHAPE, "%s: %s %s must be contiguous and match x %s", name, what, b1, b2);
-    }
-    return NB_OK;
-}
-
-// A per-channel view (NULL allowed) must be a contiguous [C] of x's dtype.
-nb_status check_chan(const char *name, const char *what, const nb_kview *v, const nb_kview *x) {
-    if (!v) return NB_OK;
-    char b1[128], b2[128];
-    if (v->ndim != 1 || v->shape[0] != x->shape[1] || v->dtype != x->dtype || !contiguous(v)) {
-        view_str(v, b1, sizeof b1), view_str(x, b2, sizeof b2);
-        return nb_set_error(NB_ERR_SHAPE, "%s: %s %s must be a contiguous [C] tensor of x's dtype (x %s)", name, what,
-                            b1, b2);
-    }
-    return NB_OK;
-}
-
 BnGeom geom(const nb_kview *x) {
     BnGeom g = {};
     g.N = x->shape[0], g.C = x->shape[1], g.S = 1;
@@ -282,21 +247,7 @@ extern "C" nb_status nb_cuda_batch_norm(nb_backend *be, const nb_kview *out, con
                    *running_var = args->running_var;
     const bool training = args->training;
     const double momentum = args->momentum, eps = args->eps;
-    const char *name = "batch_norm";
-    nb_status st = check_x(name, x, out, "out");
-    if (!st) st = check_chan(name, "weight", weight, x);
-    if (!st) st = check_chan(name, "bias", bias, x);
-    if (!st) st = check_chan(name, "running_mean", running_mean, x);
-    if (!st) st = check_chan(name, "running_var", running_var, x);
-    if (!st) st = check_chan(name, "save_mean", save_mean, x);
-    if (!st) st = check_chan(name, "save_invstd", save_invstd, x);
-    if (st) return st;
-    if ((running_mean == NULL) != (running_var == NULL))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: running_mean and running_var must be given together", name);
-    if (training && (!save_mean || !save_invstd))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: training needs save_mean and save_invstd", name);
-    if (!training && !running_mean)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: eval mode needs running_mean and running_var", name);
+    const char *name = "batch_norm"; // checked: backend/check/batch_norm.c
     BnGeom g = geom(x);
     if (g.C == 0) return NB_OK;
     return dispatch_float(name, x->dtype, [&](auto tag) {
@@ -332,21 +283,7 @@ extern "C" nb_status nb_cuda_batch_norm_backward(nb_backend *be, const nb_kview 
                    *running_var = args->running_var;
     const bool training = args->training;
     const double eps = args->eps;
-    const char *name = "batch_norm_backward";
-    nb_status st = check_x(name, x, gy, "gy");
-    if (!st && gx) st = check_x(name, x, gx, "gx");
-    if (!st) st = check_chan(name, "gweight", gweight, x);
-    if (!st) st = check_chan(name, "gbias", gbias, x);
-    if (!st) st = check_chan(name, "weight", weight, x);
-    if (!st) st = check_chan(name, "save_mean", save_mean, x);
-    if (!st) st = check_chan(name, "save_invstd", save_invstd, x);
-    if (!st) st = check_chan(name, "running_mean", running_mean, x);
-    if (!st) st = check_chan(name, "running_var", running_var, x);
-    if (st) return st;
-    if (training ? (!save_mean || !save_invstd) : (!running_mean || !running_var))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s", name,
-                            training ? "training needs save_mean and save_invstd"
-                                     : "eval mode needs running_mean and running_var");
+    const char *name = "batch_norm_backward"; // checked: backend/check/batch_norm.c
     BnGeom g = geom(x);
     if (g.C == 0) return NB_OK;
     return dispatch_float(name, x->dtype, [&](auto tag) {

@@ -18,7 +18,6 @@
 // column's chunk partials the same way (8 lanes, then a fixed tree). Every
 // tree depends only on the shapes, so the bits repeat run to run.
 #include <math.h>
-#include <stdio.h>
 
 #include <type_traits>
 
@@ -236,42 +235,6 @@ __global__ void k_ln_gwb_final(T *gw, T *gb, const double *pw, const double *pb,
     }
 }
 
-// ---- checks (backend/cpu/layer_norm.c's) ---------------------------------------------------
-
-void view_str(const nb_kview *v, char *buf, size_t len) {
-    int n = snprintf(buf, len, "[");
-    for (int d = 0; d < v->ndim && n > 0 && (size_t)n < len; d++)
-        n += snprintf(buf + n, len - (size_t)n, d ? ", %lld" : "%lld", (long long)v->shape[d]);
-    if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "] %s", nb_dtype_name(v->dtype));
-}
-
-// v is NULL (allowed when optional) or a contiguous view of n elements of dt.
-nb_status check_vec(const char *op, const char *what, const nb_kview *v, int64_t n, nb_dtype dt, bool optional) {
-    char b1[128];
-    if (!v) return optional ? NB_OK : nb_set_error(NB_ERR_INVALID_ARG, "%s: %s is required", op, what);
-    if (numel(v) != n || !contiguous(v) || v->dtype != dt) {
-        view_str(v, b1, sizeof b1);
-        return nb_set_error(NB_ERR_SHAPE, "%s: %s %s must be contiguous with %lld %s elements", op, what, b1,
-                            (long long)n, nb_dtype_name(dt));
-    }
-    return NB_OK;
-}
-
-// x and the other [R, M] views: 2-D, contiguous, float, one dtype.
-nb_status check_rows(const char *op, const nb_kview *x, const nb_kview *const *vs, int nv) {
-    char b1[128], b2[128];
-    if (x->ndim != 2 || !contiguous(x) || (x->dtype != NB_F32 && x->dtype != NB_F64)) {
-        view_str(x, b1, sizeof b1);
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: x %s must be a contiguous float [R, M] view", op, b1);
-    }
-    for (int i = 0; i < nv; i++)
-        if (vs[i] && (!same_shape(x, vs[i]) || !contiguous(vs[i]) || vs[i]->dtype != x->dtype)) {
-            view_str(vs[i], b1, sizeof b1), view_str(x, b2, sizeof b2);
-            return nb_set_error(NB_ERR_SHAPE, "%s: %s does not match x %s (contiguous, same dtype)", op, b1, b2);
-        }
-    return NB_OK;
-}
-
 bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 unsigned row_grid(int64_t rows) {
@@ -300,15 +263,9 @@ extern "C" nb_status nb_cuda_layer_norm(nb_backend *be, const nb_kview *out, con
                                         const nb_kview *rstd, const nb_layer_norm_args *args) {
     const nb_kview *x = args->x, *w = args->w, *b = args->b;
     const double eps = args->eps;
-    const char *op = "layer_norm";
-    const nb_kview *rowviews[1] = {out};
-    nb_status st = check_rows(op, x, rowviews, 1);
-    int64_t rows = x->ndim == 2 ? x->shape[0] : 0, m = x->ndim == 2 ? x->shape[1] : 0;
-    if (st == NB_OK) st = check_vec(op, "mean", mean, rows, x->dtype, false);
-    if (st == NB_OK) st = check_vec(op, "rstd", rstd, rows, x->dtype, false);
-    if (st == NB_OK) st = check_vec(op, "weight", w, m, x->dtype, true);
-    if (st == NB_OK) st = check_vec(op, "bias", b, m, x->dtype, true);
-    if (st != NB_OK || rows == 0) return st; // m == 0: mean and rstd are NaN, as the CPU's
+    const char *op = "layer_norm"; // checked: backend/check/layer_norm.c
+    int64_t rows = x->shape[0], m = x->shape[1];
+    if (rows == 0) return NB_OK; // m == 0: mean and rstd are NaN, as the CPU's
     bool aligned = aligned16(x->data) && aligned16(out->data) && (!w || aligned16(w->data)) &&
                    (!b || aligned16(b->data));
     return dispatch_float(op, x->dtype, [&](auto tag) {
@@ -327,16 +284,8 @@ extern "C" nb_status nb_cuda_layer_norm_backward(nb_backend *be, const nb_kview 
                                                  const nb_kview *gb, const nb_kview *gy, const nb_kview *mean,
                                                  const nb_kview *rstd, const nb_layer_norm_args *args) {
     const nb_kview *x = args->x, *w = args->w;
-    const char *op = "layer_norm_backward";
-    const nb_kview *rowviews[2] = {gy, gx};
-    nb_status st = check_rows(op, x, rowviews, 2);
-    int64_t rows = x->ndim == 2 ? x->shape[0] : 0, m = x->ndim == 2 ? x->shape[1] : 0;
-    if (st == NB_OK) st = check_vec(op, "mean", mean, rows, x->dtype, false);
-    if (st == NB_OK) st = check_vec(op, "rstd", rstd, rows, x->dtype, false);
-    if (st == NB_OK) st = check_vec(op, "weight", w, m, x->dtype, true);
-    if (st == NB_OK) st = check_vec(op, "gweight", gw, m, x->dtype, true);
-    if (st == NB_OK) st = check_vec(op, "gbias", gb, m, x->dtype, true);
-    if (st != NB_OK) return st;
+    const char *op = "layer_norm_backward"; // checked: backend/check/layer_norm.c
+    int64_t rows = x->shape[0], m = x->shape[1];
     return dispatch_float(op, x->dtype, [&](auto tag) {
         using T = decltype(tag);
         cudaStream_t s = stream_of(be);

@@ -80,18 +80,6 @@ __global__ void k_rope(T *out, const T *x, const T *cs, const T *sn, int64_t n_r
     }
 }
 
-// Views of R x M rows: x 2-D, contiguous, float; the others (may be NULL)
-// contiguous with n elements of x's dtype.
-nb_status check(const char *op, const nb_kview *x, const nb_kview *const *vs, const int64_t *ns, int nv) {
-    if (x->ndim != 2 || !contiguous(x) || (x->dtype != NB_F32 && x->dtype != NB_F64))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: x must be a contiguous float32/float64 [R, M] view on cuda", op);
-    for (int i = 0; i < nv; i++)
-        if (vs[i] && (numel(vs[i]) != ns[i] || !contiguous(vs[i]) || vs[i]->dtype != x->dtype))
-            return nb_set_error(NB_ERR_SHAPE, "%s: operand %d must be contiguous with %lld %s elements", op, i,
-                                (long long)ns[i], nb_dtype_name(x->dtype));
-    return NB_OK;
-}
-
 } // namespace
 } // namespace nbc
 
@@ -99,13 +87,9 @@ using namespace nbc;
 
 nb_status nb_cuda_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,
                            const nb_kview *w, double eps) {
-    const char *op = "rms_norm";
-    int64_t rows = x->ndim == 2 ? x->shape[0] : 0, m = x->ndim == 2 ? x->shape[1] : 0;
-    const nb_kview *vs[3] = {out, rstd, w};
-    const int64_t ns[3] = {rows * m, rows, m};
-    if (!out || !rstd) return nb_set_error(NB_ERR_INVALID_ARG, "%s: out and rstd are required", op);
-    nb_status st = check(op, x, vs, ns, 3);
-    if (st || rows == 0) return st;
+    const char *op = "rms_norm"; // checked: backend/check/rms_norm.c
+    int64_t rows = x->shape[0], m = x->shape[1];
+    if (rows == 0) return NB_OK;
     return dispatch_float(op, x->dtype, [&](auto tag) -> nb_status {
         using T = decltype(tag);
         k_rms_fwd<T><<<(unsigned)rows, RT, 0, stream_of(be)>>>((T *)out->data, (T *)rstd->data, (const T *)x->data,
@@ -116,13 +100,8 @@ nb_status nb_cuda_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *
 
 nb_status nb_cuda_rms_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gy,
                                     const nb_kview *x, const nb_kview *w, const nb_kview *rstd) {
-    const char *op = "rms_norm_backward";
-    int64_t rows = x->ndim == 2 ? x->shape[0] : 0, m = x->ndim == 2 ? x->shape[1] : 0;
-    const nb_kview *vs[5] = {gx, gw, gy, w, rstd};
-    const int64_t ns[5] = {rows * m, m, rows * m, m, rows};
-    if (!gy || !rstd) return nb_set_error(NB_ERR_INVALID_ARG, "%s: gy and rstd are required", op);
-    nb_status st = check(op, x, vs, ns, 5);
-    if (st) return st;
+    const char *op = "rms_norm_backward"; // checked: backend/check/rms_norm.c
+    int64_t rows = x->shape[0], m = x->shape[1];
     cudaStream_t s = stream_of(be);
     return dispatch_float(op, x->dtype, [&](auto tag) -> nb_status {
         using T = decltype(tag);
@@ -153,17 +132,8 @@ nb_status nb_cuda_rms_norm_backward(nb_backend *be, const nb_kview *gx, const nb
 
 nb_status nb_cuda_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
                        const nb_kview *sin, bool inverse) {
-    const char *op = "rope";
-    if (!out || !x || !cos || !sin) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL operand", op);
-    if (x->ndim != 3 || x->shape[2] % 2 || !contiguous(x) || (x->dtype != NB_F32 && x->dtype != NB_F64))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: x must be a contiguous float [N, T, D] view with D even", op);
+    const char *op = "rope"; // checked: backend/check/rope.c
     const int64_t n = x->shape[0], t = x->shape[1], h = x->shape[2] / 2;
-    const nb_kview *vs[3] = {out, cos, sin};
-    const int64_t ns[3] = {n * t * 2 * h, t * h, t * h};
-    for (int i = 0; i < 3; i++)
-        if (numel(vs[i]) != ns[i] || !contiguous(vs[i]) || vs[i]->dtype != x->dtype)
-            return nb_set_error(NB_ERR_SHAPE, "%s: operand %d must be contiguous with %lld %s elements", op, i,
-                                (long long)ns[i], nb_dtype_name(x->dtype));
     if (!n || !t || !h) return NB_OK;
     return dispatch_float(op, x->dtype, [&](auto tag) -> nb_status {
         using T = decltype(tag);

@@ -151,12 +151,6 @@ __global__ void k_scan_back(Iter<5> it, int op, int64_t n, Steps st, int *err, i
     }
 }
 
-static bool same_shape_as(const nb_kview *v, const nb_kview *x) { return same_shape(v, x); }
-
-static bool is_compute(nb_dtype d) {
-    return d == NB_F32 || d == NB_F64 || d == NB_I32 || d == NB_I64 || d == NB_U8 || d == NB_BOOL;
-}
-
 } // namespace
 } // namespace red
 } // namespace nbc
@@ -166,22 +160,8 @@ using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_scan(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *indices,
                                   const nb_kview *x, int dim) {
-    char b1[VSTR], b2[VSTR];
+    // checked: backend/check/scan.c
     bool ext = op == NB_REDUCE_MAX || op == NB_REDUCE_MIN;
-    bool fl = x->dtype == NB_F32 || x->dtype == NB_F64;
-    if ((unsigned)op >= NB_REDUCE_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "scan: bad op %d", (int)op);
-    if (dim < 0 || dim >= x->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "scan: dim %d out of range for %s", dim, vstr(x, b1, sizeof b1));
-    if (!same_shape_as(out, x) || (indices && !same_shape_as(indices, x)) || (ext && !indices))
-        return nb_set_error(NB_ERR_SHAPE, "scan: out %s (and indices for cummax/cummin) must have x's shape %s",
-                            vstr(out, b1, sizeof b1), vstr(x, b2, sizeof b2));
-    bool dt_ok = is_compute(x->dtype) && (!indices || indices->dtype == NB_I64);
-    if (fl || ext) dt_ok = dt_ok && out->dtype == x->dtype;
-    else dt_ok = dt_ok && out->dtype == NB_I64;
-    if (op == NB_REDUCE_LOGSUMEXP && !fl) dt_ok = false;
-    if (!dt_ok)
-        return nb_set_error(NB_ERR_DTYPE, "scan: op %d cannot take x %s into out %s", (int)op, nb_dtype_name(x->dtype),
-                            nb_dtype_name(out->dtype));
     if (numel(x) == 0) return NB_OK;
     const nb_kview *iv = ext ? indices : out;
     nb_kview lv[3] = {lines_of(out, x, dim), lines_of(iv, x, dim), lines_of(x, x, dim)};
@@ -212,26 +192,10 @@ extern "C" nb_status nb_cuda_scan(nb_backend *be, nb_reduce_op op, const nb_kvie
 
 extern "C" nb_status nb_cuda_scan_backward(nb_backend *be, nb_reduce_op op, const nb_kview *gx, const nb_kview *g,
                                            const nb_kview *x, const nb_kview *out, const nb_kview *indices, int dim) {
-    char b1[VSTR], b2[VSTR];
-    if ((unsigned)op >= NB_REDUCE_OP_COUNT)
-        return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: bad op %d", (int)op);
-    if (dim < 0 || dim >= gx->ndim)
-        return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: dim %d out of range for %s", dim,
-                            vstr(gx, b1, sizeof b1));
+    // checked (but the indices' values: the kernel's error word): backend/check/scan.c
     bool need_xo = op == NB_REDUCE_PROD || op == NB_REDUCE_LOGSUMEXP;
     bool need_i = op == NB_REDUCE_MAX || op == NB_REDUCE_MIN;
-    if ((need_xo && (!x || !out)) || (need_i && !indices))
-        return nb_set_error(NB_ERR_INVALID_ARG, "scan_backward: op %d needs its saved tensors", (int)op);
     const nb_kview *vs[] = {g, need_xo ? x : nullptr, need_xo ? out : nullptr, need_i ? indices : nullptr};
-    for (int k = 0; k < 4; k++) {
-        if (!vs[k]) continue;
-        if (!same_shape_as(vs[k], gx))
-            return nb_set_error(NB_ERR_SHAPE, "scan_backward: %s does not match gx %s", vstr(vs[k], b1, sizeof b1),
-                                vstr(gx, b2, sizeof b2));
-        if (vs[k]->dtype != (k == 3 ? NB_I64 : gx->dtype) || (gx->dtype != NB_F32 && gx->dtype != NB_F64))
-            return nb_set_error(NB_ERR_DTYPE, "scan_backward: needs float gx, g, x, out of one dtype (%s, %s)",
-                                nb_dtype_name(gx->dtype), nb_dtype_name(vs[k]->dtype));
-    }
     if (numel(gx) == 0) return NB_OK;
     const nb_kview *use[5] = {gx, g, vs[1] ? vs[1] : gx, vs[2] ? vs[2] : gx, vs[3] ? vs[3] : gx};
     nb_kview lv[5];

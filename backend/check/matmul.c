@@ -1,20 +1,71 @@
-/* matmul.c - the shared contract checks of the matmul, addmm, matmul_bgrad slots (check.h). */
+/* matmul.c - the shared contract checks of the GEMM slots (check.h): a, b, c (and addmm's bias, matmul_bgrad's
+ * asum) of one float dtype and shapes that fit, c contiguous or a 2-d matrix with unit column stride. */
 #include "check.h"
 
-nb_status nb_check_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha, double beta) {
-    /* STUB: not yet moved from the backends */
-    (void)be, (void)c, (void)a, (void)b, (void)alpha, (void)beta;
+static nb_status check_gemm_dtype(const char *slot, const nb_kview *c, const nb_kview *a, const nb_kview *b) {
+    if (!(NB_CHK_FH & NB_DTM(c->dtype)) || a->dtype != c->dtype || b->dtype != c->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float operands of one dtype (a %s, b %s, c %s)", slot,
+                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(c->dtype));
     return NB_OK;
 }
 
-nb_status nb_check_addmm(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, const nb_kview *bias) {
-    /* STUB: not yet moved from the backends */
-    (void)be, (void)c, (void)a, (void)b, (void)bias;
+/* Contiguous, or 2-d [m, n] with rows of unit stride at least n apart (a device backend's padded results). */
+static nb_status check_gemm_c(const char *slot, const nb_kview *c) {
+    char b[NB_VIEW_STR];
+    bool rows = c->ndim == 2 && (c->shape[1] <= 1 || c->strides[1] == 1) &&
+                (c->shape[0] <= 1 || c->strides[0] >= c->shape[1]);
+    if (!nb_view_is_contiguous(c) && !rows)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: c %s must be contiguous (or 2-D with unit column stride)", slot,
+                            nb_view_str(c, b, sizeof b));
     return NB_OK;
 }
 
-nb_status nb_check_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, const nb_kview *asum) {
-    /* STUB: not yet moved from the backends */
-    (void)be, (void)c, (void)a, (void)b, (void)asum;
+/* The views of a GEMM with an epilogue vector: a [m, k], b [k, n], c [m, n] 2-d and v [len] contiguous in c's
+ * dtype (len: n for addmm's bias, m for matmul_bgrad's sums); shapes is the slot's wording of them. */
+static nb_status check_epilogue_views(const char *slot, const char *shapes, const char *vname, const nb_kview *c,
+                                      const nb_kview *a, const nb_kview *b, const nb_kview *v, int64_t len) {
+    if (c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || v->ndim != 1 || a->shape[0] != c->shape[0] ||
+        b->shape[1] != c->shape[1] || a->shape[1] != b->shape[0] || v->shape[0] != len)
+        return nb_set_error(NB_ERR_SHAPE, "%s: needs %s", slot, shapes);
+    if (v->dtype != c->dtype || (v->shape[0] > 1 && v->strides[0] != 1))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s must be contiguous and of c's dtype", slot, vname);
     return NB_OK;
+}
+
+nb_status nb_check_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
+                          double beta) {
+    (void)be, (void)alpha, (void)beta;
+    char b1[NB_VIEW_STR], b2[NB_VIEW_STR], b3[NB_VIEW_STR];
+    nb_status st = check_gemm_dtype("matmul", c, a, b);
+    if (st) return st;
+    int nd = c->ndim;
+    bool ok = nd >= 2 && a->ndim == nd && b->ndim == nd && a->shape[nd - 2] == c->shape[nd - 2] &&
+              b->shape[nd - 1] == c->shape[nd - 1] && a->shape[nd - 1] == b->shape[nd - 2];
+    for (int d = 0; d < nd - 2 && ok; d++) ok = a->shape[d] == c->shape[d] && b->shape[d] == c->shape[d];
+    if (!ok)
+        return nb_set_error(NB_ERR_SHAPE, "matmul: a %s @ b %s does not give c %s", nb_view_str(a, b1, sizeof b1),
+                            nb_view_str(b, b2, sizeof b2), nb_view_str(c, b3, sizeof b3));
+    return check_gemm_c("matmul", c);
+}
+
+nb_status nb_check_addmm(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                         const nb_kview *bias) {
+    (void)be;
+    nb_status st = check_epilogue_views("addmm", "a [m, k], b [k, n], bias [n] and c [m, n]", "the bias", c, a, b,
+                                        bias, c->ndim == 2 ? c->shape[1] : -1);
+    if (!st) st = check_gemm_dtype("addmm", c, a, b);
+    return st ? st : check_gemm_c("addmm", c);
+}
+
+nb_status nb_check_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                                const nb_kview *asum) {
+    (void)be;
+    nb_status st = check_epilogue_views("matmul_bgrad", "a [m, k], b [k, n], c [m, n] and asum [m]", "asum", c, a, b,
+                                        asum, c->ndim == 2 ? c->shape[0] : -1);
+    if (st) return st;
+    if (a->dtype != c->dtype || b->dtype != c->dtype)
+        return nb_set_error(NB_ERR_DTYPE, "matmul_bgrad: a (%s), b (%s) and c (%s) must share a dtype",
+                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(c->dtype));
+    st = check_gemm_dtype("matmul_bgrad", c, a, b);
+    return st ? st : check_gemm_c("matmul_bgrad", c);
 }

@@ -1,26 +1,88 @@
-/* optim.c - the shared contract checks of the adam_step, sgd_step, adam_step_multi, sgd_step_multi slots (check.h). */
+/* optim.c - the shared contract checks of the optimizer slots (check.h): each group's tensors contiguous float32
+ * or float64 of its param's shape and of one dtype for the whole call, the state that h asks for (amsgrad's
+ * max_exp_avg_sq, momentum's buffer) given, Adam's step >= 1, and a list size n >= 0. */
 #include "check.h"
 
-nb_status nb_check_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad, const nb_kview *exp_avg, const nb_kview *exp_avg_sq, const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h) {
-    /* STUB: not yet moved from the backends */
-    (void)be, (void)param, (void)grad, (void)exp_avg, (void)exp_avg_sq, (void)max_exp_avg_sq, (void)h;
+/* Every view of v[0..n) present must be contiguous, of v[0]'s shape and float dtype, and that dtype dt (the
+ * call's: params[0]'s). */
+static nb_status check_group(const char *name, const nb_kview *const *v, int n, nb_dtype dt) {
+    char b1[NB_VIEW_STR], b2[NB_VIEW_STR];
+    const nb_kview *ref = v[0];
+    for (int i = 0; i < n; i++) {
+        if (!v[i]) continue;
+        if (!nb_view_same_shape(ref, v[i]) || !nb_view_is_contiguous(v[i]))
+            return nb_set_error(NB_ERR_SHAPE, "%s: state %s must be contiguous and match param %s", name,
+                                nb_view_str(v[i], b1, sizeof b1), nb_view_str(ref, b2, sizeof b2));
+        if (!(NB_CHK_F & NB_DTM(v[i]->dtype)) || v[i]->dtype != ref->dtype)
+            return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", name,
+                                nb_dtype_name(ref->dtype), nb_dtype_name(v[i]->dtype));
+    }
+    if (ref->dtype != dt)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", name,
+                            nb_dtype_name(dt), nb_dtype_name(ref->dtype));
     return NB_OK;
 }
 
-nb_status nb_check_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad, const nb_kview *momentum_buf, const nb_sgd_hyper *h) {
-    /* STUB: not yet moved from the backends */
-    (void)be, (void)param, (void)grad, (void)momentum_buf, (void)h;
+/* What adam_step and adam_step_multi check before their groups. */
+static nb_status check_adam_hyper(const char *name, const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h) {
+    if (h->step < 1) return nb_set_error(NB_ERR_INVALID_ARG, "%s: step %lld must be >= 1", name, (long long)h->step);
+    if (h->amsgrad && !max_exp_avg_sq)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: amsgrad needs max_exp_avg_sq", name);
     return NB_OK;
 }
 
-nb_status nb_check_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads, const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs, const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h) {
-    /* STUB: not yet moved from the backends */
-    (void)be, (void)n, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)max_exp_avg_sqs, (void)h;
+static nb_status check_sgd_hyper(const nb_kview *momentum_buf, const nb_sgd_hyper *h) {
+    if (h->momentum != 0 && !momentum_buf)
+        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: momentum %g needs a momentum buffer", h->momentum);
     return NB_OK;
 }
 
-nb_status nb_check_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads, const nb_kview *momentum_bufs, const nb_sgd_hyper *h) {
-    /* STUB: not yet moved from the backends */
-    (void)be, (void)n, (void)params, (void)grads, (void)momentum_bufs, (void)h;
-    return NB_OK;
+nb_status nb_check_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad, const nb_kview *exp_avg,
+                             const nb_kview *exp_avg_sq, const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h) {
+    (void)be;
+    const char *name = h->decoupled ? "adamw" : "adam";
+    if (h->lr_dev || h->step_dev) /* nb_adam_hyper: only the multi-tensor slot takes them */
+        return nb_set_error(NB_ERR_INVALID_ARG, "adam_step: the capturable form is the multi-tensor slot's");
+    nb_status st = check_adam_hyper(name, max_exp_avg_sq, h);
+    if (st) return st;
+    const nb_kview *v[5] = {param, grad, exp_avg, exp_avg_sq, h->amsgrad ? max_exp_avg_sq : NULL};
+    return check_group(name, v, 5, param->dtype);
+}
+
+nb_status nb_check_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
+                            const nb_kview *momentum_buf, const nb_sgd_hyper *h) {
+    (void)be;
+    nb_status st = check_sgd_hyper(momentum_buf, h);
+    if (st) return st;
+    const nb_kview *v[3] = {param, grad, h->momentum != 0 ? momentum_buf : NULL};
+    return check_group("sgd", v, 3, param->dtype);
+}
+
+/* The multi-tensor forms: every group checked before anything is updated (the slot's contract). */
+
+nb_status nb_check_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                   const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
+                                   const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h) {
+    (void)be;
+    const char *name = h->decoupled ? "adamw" : "adam";
+    if (n < 0) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d tensors, or a NULL list", name, n);
+    nb_status st = check_adam_hyper(name, max_exp_avg_sqs, h);
+    for (int i = 0; i < n && !st; i++) {
+        const nb_kview *v[5] = {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
+                                h->amsgrad ? &max_exp_avg_sqs[i] : NULL};
+        st = check_group(name, v, 5, params[0].dtype);
+    }
+    return st;
+}
+
+nb_status nb_check_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
+                                  const nb_kview *momentum_bufs, const nb_sgd_hyper *h) {
+    (void)be;
+    if (n < 0) return nb_set_error(NB_ERR_INVALID_ARG, "sgd: %d tensors, or a NULL list", n);
+    nb_status st = check_sgd_hyper(momentum_bufs, h);
+    for (int i = 0; i < n && !st; i++) {
+        const nb_kview *v[3] = {&params[i], &grads[i], h->momentum != 0 ? &momentum_bufs[i] : NULL};
+        st = check_group("sgd", v, 3, params[0].dtype);
+    }
+    return st;
 }

@@ -1,6 +1,6 @@
 /* linalg.c - the CPU backend's linear-algebra kernels (torch.linalg) through
  * LAPACKE, loaded at run time after OpenBLAS (blas.c). Contracts are in
- * nb_backend.h ("op coverage: linear algebra"): contiguous row-major batches
+ * nb_slots.def (checked by backend/check/linalg.c): contiguous row-major batches
  * [..., rows, cols]; LAPACKE's LAPACK_ROW_MAJOR interface transposes to and
  * from Fortran order itself, except for the LU determinant, which factors
  * the row-major buffer as its transpose (det A^T = det A) with no copy.
@@ -38,10 +38,8 @@ static int64_t batch_of(const nb_kview *v, int mat) {
     return b;
 }
 
-/* The LAPACKE table, after checking dtype and that sizes fit lapack_int. */
-static const nb_cpu_lapack *prologue(const char *op, const nb_kview *a, int64_t m, int64_t n) {
-    if (a->dtype != NB_F32 && a->dtype != NB_F64)
-        return NB_FAIL(NB_ERR_DTYPE, "%s: float32 or float64 only, got %s", op, nb_dtype_name(a->dtype));
+/* The LAPACKE table, after checking that sizes fit lapack_int (the views are checked: backend/check/linalg.c). */
+static const nb_cpu_lapack *prologue(const char *op, int64_t m, int64_t n) {
     if (m > INT32_MAX || n > INT32_MAX || m * n > INT32_MAX)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: a %lld x %lld matrix is too large for LAPACK", op, (long long)m,
                        (long long)n);
@@ -85,7 +83,7 @@ static void nan_fill(char *p, nb_dtype dt, int64_t rows, int64_t cols, char tri)
 nb_status nb_cpu_linalg_solve(nb_backend *be, const nb_kview *x, const nb_kview *a, const nb_kview *b) {
     (void)be;
     int64_t n = a->shape[a->ndim - 1], k = x->shape[x->ndim - 1], batch = batch_of(a, 2);
-    const nb_cpu_lapack *L = prologue("linalg_solve", a, n, MAX1(k));
+    const nb_cpu_lapack *L = prologue("linalg_solve", n, MAX1(k));
     if (!L) return nb_last_status();
     size_t es = nb_dtype_size(a->dtype);
     memcpy(x->data, b->data, (size_t)(batch * n * k) * es);
@@ -133,7 +131,7 @@ nb_status nb_cpu_linalg_det(nb_backend *be, const nb_kview *det, const nb_kview 
                             const nb_kview *a) {
     (void)be;
     int64_t n = a->shape[a->ndim - 1], batch = batch_of(a, 2);
-    const nb_cpu_lapack *L = prologue("linalg_det", a, n, n);
+    const nb_cpu_lapack *L = prologue("linalg_det", n, n);
     if (!L) return nb_last_status();
     size_t es = nb_dtype_size(a->dtype);
     nb_tensor *keep;
@@ -166,7 +164,7 @@ nb_status nb_cpu_linalg_det(nb_backend *be, const nb_kview *det, const nb_kview 
 nb_status nb_cpu_linalg_cholesky(nb_backend *be, const nb_kview *l, const nb_kview *a, bool upper) {
     (void)be;
     int64_t n = a->shape[a->ndim - 1], batch = batch_of(a, 2);
-    const nb_cpu_lapack *L = prologue("linalg_cholesky", a, n, n);
+    const nb_cpu_lapack *L = prologue("linalg_cholesky", n, n);
     if (!L) return nb_last_status();
     size_t es = nb_dtype_size(a->dtype);
     memcpy(l->data, a->data, (size_t)(batch * n * n) * es);
@@ -219,7 +217,7 @@ nb_status nb_cpu_linalg_qr(nb_backend *be, const nb_kview *q, const nb_kview *r,
     (void)be;
     int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], kq = q->shape[q->ndim - 1];
     int64_t batch = batch_of(a, 2), ld = MAX1(n > kq ? n : kq);
-    const nb_cpu_lapack *L = prologue("linalg_qr", a, m, ld);
+    const nb_cpu_lapack *L = prologue("linalg_qr", m, ld);
     if (!L) return nb_last_status();
     if (m == 0 || kq == 0) {
         memset(r->data, 0, (size_t)(batch * kq * n) * nb_dtype_size(a->dtype));
@@ -248,8 +246,10 @@ nb_status nb_cpu_linalg_qr(nb_backend *be, const nb_kview *q, const nb_kview *r,
 nb_status nb_cpu_linalg_eigh(nb_backend *be, const nb_kview *w, const nb_kview *v, const nb_kview *a, bool upper) {
     (void)be;
     int64_t n = a->shape[a->ndim - 1], batch = batch_of(a, 2);
-    const nb_cpu_lapack *L = prologue("linalg_eigh", a, n, n);
+    const nb_cpu_lapack *L = prologue("linalg_eigh", n, n);
     if (!L) return nb_last_status();
+    if (!v) /* the contract lets v be NULL; syevd here works in v */
+        return nb_set_error(NB_ERR_UNSUPPORTED, "linalg_eigh: eigenvalues alone (V NULL) are not done on the CPU");
     memcpy(v->data, a->data, (size_t)(batch * n * n) * nb_dtype_size(a->dtype));
     lapack_int info = 0, N = (lapack_int)n;
     int64_t i = 0;
@@ -280,7 +280,7 @@ static void eye_fill(const nb_kview *v, int64_t batch, int64_t n) {
 nb_status nb_cpu_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *s, const nb_kview *vh, const nb_kview *a) {
     (void)be;
     int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], k = m < n ? m : n, batch = batch_of(a, 2);
-    const nb_cpu_lapack *L = prologue("linalg_svd", a, m, MAX1(n));
+    const nb_cpu_lapack *L = prologue("linalg_svd", m, MAX1(n));
     if (!L) return nb_last_status();
     int64_t ucols = u ? u->shape[u->ndim - 1] : 1, vrows = vh ? vh->shape[vh->ndim - 2] : 1;
     char jobz = !u ? 'N' : ucols == m && vrows == n ? 'A' : 'S';
@@ -319,7 +319,7 @@ nb_status nb_cpu_linalg_lstsq(nb_backend *be, const nb_kview *x, const nb_kview 
     (void)be;
     int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], k = b->shape[b->ndim - 1], batch = batch_of(a, 2);
     int64_t mx = m > n ? m : n;
-    const nb_cpu_lapack *L = prologue("linalg_lstsq", a, mx, MAX1(k));
+    const nb_cpu_lapack *L = prologue("linalg_lstsq", mx, MAX1(k));
     if (!L) return nb_last_status();
     size_t es = nb_dtype_size(a->dtype);
     if (m == 0 || n == 0 || k == 0) {

@@ -6,8 +6,8 @@
  * written in the order of the ATen kernel it mirrors (lerp_, addcmul_,
  * addcdiv_, add_ with alpha). Threads split elements; each element's math is
  * independent, so results do not depend on the thread count. The
- * multi-tensor slots check every group, then run the single-tensor kernel
- * on each (the same bits by construction). */
+ * multi-tensor slots run the single-tensor kernel on each group (the same
+ * bits by construction) once the shared check has seen every group. */
 #include <math.h>
 
 #include "cpu_common.h"
@@ -89,33 +89,12 @@ typedef struct sgd_job {
 OPTIM_FUNCS(float, f32)
 OPTIM_FUNCS(double, f64)
 
-/* Every view present must be contiguous, of ref's shape and float dtype. */
-static nb_status check_views(const char *name, const nb_kview *const *v, int n) {
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    const nb_kview *ref = v[0];
-    for (int i = 0; i < n; i++) {
-        if (!v[i]) continue;
-        if (!nb_cpu_same_shape(ref, v[i]) || !nb_cpu_is_contiguous(v[i]))
-            return nb_set_error(NB_ERR_SHAPE, "%s: state %s must be contiguous and match param %s", name,
-                                nb_cpu_view_str(v[i], b1, sizeof b1), nb_cpu_view_str(ref, b2, sizeof b2));
-        if (!nb_dtype_is_compute_float(v[i]->dtype) || v[i]->dtype != ref->dtype)
-            return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)",
-                                name, nb_dtype_name(ref->dtype), nb_dtype_name(v[i]->dtype));
-    }
-    return NB_OK;
-}
+/* ---- the views and h are checked before the call: backend/check/optim.c ---- */
 
 nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                            const nb_kview *exp_avg, const nb_kview *exp_avg_sq,
                            const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h) {
     (void)be;
-    const char *name = h->decoupled ? "adamw" : "adam";
-    if (h->step < 1) return nb_set_error(NB_ERR_INVALID_ARG, "%s: step %lld must be >= 1", name, (long long)h->step);
-    if (h->amsgrad && !max_exp_avg_sq)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: amsgrad needs max_exp_avg_sq", name);
-    const nb_kview *v[5] = {param, grad, exp_avg, exp_avg_sq, h->amsgrad ? max_exp_avg_sq : NULL};
-    nb_status st = check_views(name, v, 5);
-    if (st) return st;
     double bc1 = 1 - pow(h->beta1, (double)h->step), bc2 = 1 - pow(h->beta2, (double)h->step);
     adam_job j = {
         .p = param->data, .m = exp_avg->data, .v = exp_avg_sq->data,
@@ -130,42 +109,16 @@ nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview
 nb_status nb_cpu_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                           const nb_kview *momentum_buf, const nb_sgd_hyper *h) {
     (void)be;
-    if (h->momentum != 0 && !momentum_buf)
-        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: momentum %g needs a momentum buffer", h->momentum);
-    const nb_kview *v[3] = {param, grad, h->momentum != 0 ? momentum_buf : NULL};
-    nb_status st = check_views("sgd", v, 3);
-    if (st) return st;
     sgd_job j = {.p = param->data, .buf = h->momentum != 0 ? momentum_buf->data : NULL, .g = grad->data, .h = h};
     nb_cpu_parallel_for(nb_cpu_numel(param), NB_OPT_GRAIN, param->dtype == NB_F32 ? sgd_f32 : sgd_f64, &j);
     return NB_OK;
 }
 
-/* ---- multi-tensor forms: every group checked first, then one step each ---- */
-
-/* Group i's views as the single-tensor slot checks them, and params[0]'s dtype for all. */
-static nb_status check_group(const char *name, const nb_kview *const *v, int n, nb_dtype dt) {
-    nb_status st = check_views(name, v, n);
-    if (st == NB_OK && v[0]->dtype != dt)
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", name,
-                            nb_dtype_name(dt), nb_dtype_name(v[0]->dtype));
-    return st;
-}
+/* ---- multi-tensor forms: every group checked first (backend/check/optim.c), then one step each ---- */
 
 nb_status nb_cpu_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                                  const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
                                  const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h) {
-    const char *name = h->decoupled ? "adamw" : "adam";
-    if (n < 0 || (n > 0 && (!params || !grads || !exp_avgs || !exp_avg_sqs)))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d tensors, or a NULL list", name, n);
-    if (h->step < 1) return nb_set_error(NB_ERR_INVALID_ARG, "%s: step %lld must be >= 1", name, (long long)h->step);
-    if (h->amsgrad && !max_exp_avg_sqs)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: amsgrad needs max_exp_avg_sq", name);
-    for (int i = 0; i < n; i++) {
-        const nb_kview *v[5] = {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
-                                h->amsgrad ? &max_exp_avg_sqs[i] : NULL};
-        nb_status st = check_group(name, v, 5, params[0].dtype);
-        if (st) return st;
-    }
     for (int i = 0; i < n; i++) {
         nb_status st = nb_cpu_adam_step(be, &params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
                                         h->amsgrad ? &max_exp_avg_sqs[i] : NULL, h);
@@ -176,15 +129,6 @@ nb_status nb_cpu_adam_step_multi(nb_backend *be, int n, const nb_kview *params, 
 
 nb_status nb_cpu_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                                 const nb_kview *momentum_bufs, const nb_sgd_hyper *h) {
-    if (n < 0 || (n > 0 && (!params || !grads)))
-        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: %d tensors, or a NULL list", n);
-    if (h->momentum != 0 && !momentum_bufs)
-        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: momentum %g needs a momentum buffer", h->momentum);
-    for (int i = 0; i < n; i++) {
-        const nb_kview *v[3] = {&params[i], &grads[i], h->momentum != 0 ? &momentum_bufs[i] : NULL};
-        nb_status st = check_group("sgd", v, 3, params[0].dtype);
-        if (st) return st;
-    }
     for (int i = 0; i < n; i++) {
         nb_status st = nb_cpu_sgd_step(be, &params[i], &grads[i], h->momentum != 0 ? &momentum_bufs[i] : NULL, h);
         if (st) return st;

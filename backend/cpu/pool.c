@@ -295,37 +295,10 @@ static bool fast_columns(const nb_pool_params *p, int64_t W, int64_t Wo, int64_t
 POOL_FUNCS(float, f32)
 POOL_FUNCS(double, f64)
 
-/* ---- checks and dispatch --------------------------------------------------- */
-
-static bool is_contiguous(const nb_kview *v) {
-    int64_t st = 1;
-    for (int d = v->ndim - 1; d >= 0; d--) {
-        if (v->shape[d] != 1 && v->strides[d] != st) return false;
-        st *= v->shape[d];
-    }
-    return true;
-}
+/* ---- dispatch (views and windows checked: backend/check/pool.c) ------------- */
 
 /* Both views of one 16-bit dtype: the call runs on float32 copies (half.c). */
 static bool is16(const nb_kview *a, const nb_kview *b) { return nb_dtype_is_16bit(a->dtype) && b->dtype == a->dtype; }
-
-/* o: the [N, C, Ho, Wo] side, i: the [N, C, H, W] side, idx: int64 like o (or NULL). */
-static nb_status check_views(const char *op, const nb_kview *o, const nb_kview *i, const nb_kview *idx) {
-    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-    if (o->ndim != 4 || i->ndim != 4 || o->shape[0] != i->shape[0] || o->shape[1] != i->shape[1])
-        return nb_set_error(NB_ERR_SHAPE, "%s: planes of %s and %s differ (expected [N, C, *, *] both)", op,
-                            nb_fmt_shape(o->ndim, o->shape, a, sizeof a), nb_fmt_shape(i->ndim, i->shape, b, sizeof b));
-    if (!nb_dtype_is_compute_float(o->dtype) || o->dtype != i->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs float tensors of one dtype (%s, %s)", op,
-                            nb_dtype_name(o->dtype), nb_dtype_name(i->dtype));
-    if (!is_contiguous(o) || !is_contiguous(i))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: views must be contiguous", op);
-    if (idx && (idx->dtype != NB_I64 || idx->ndim != 4 || !is_contiguous(idx) ||
-                memcmp(idx->shape, o->shape, sizeof(int64_t) * 4) != 0))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: indices must be contiguous int64 of shape %s", op,
-                            nb_fmt_shape(o->ndim, o->shape, a, sizeof a));
-    return NB_OK;
-}
 
 /* Runs fn32/fn64 over the N*C planes; a plane's cost is about its input size. */
 static nb_status launch(const nb_kview *o, const nb_kview *i, pool_job *j, nb_cpu_range_fn f32,
@@ -337,40 +310,22 @@ static nb_status launch(const nb_kview *o, const nb_kview *i, pool_job *j, nb_cp
     return NB_OK;
 }
 
-static nb_status check_params(const char *op, const nb_pool_params *p) {
-    for (int d = 0; d < 2; d++)
-        if (p->kernel[d] < 1 || p->stride[d] < 1 || p->dilation[d] < 1 || p->padding[d] < 0)
-            return nb_set_error(NB_ERR_INVALID_ARG, "%s: bad window (kernel %lld, stride %lld, dilation %lld, "
-                                "padding %lld in dim %d)", op, (long long)p->kernel[d], (long long)p->stride[d],
-                                (long long)p->dilation[d], (long long)p->padding[d], d);
-    return NB_OK;
-}
-
 nb_status nb_cpu_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices, const nb_kview *x,
                             const nb_pool_params *p) {
     if (is16(out, x)) return nb_cpu_pool16(be, NB_CPU_POOL_MAX, out, x, indices, p);
-    nb_status st = check_views("max_pool2d", out, x, indices);
-    if (st == NB_OK) st = check_params("max_pool2d", p);
-    if (st != NB_OK) return st;
     pool_job j = {.p = p, .out = out->data, .in = x->data, .idx = indices ? indices->data : NULL};
     return launch(out, x, &j, maxpool_fwd_f32, maxpool_fwd_f64);
 }
 
 nb_status nb_cpu_max_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                      const nb_kview *indices) {
-    if (!indices) return nb_set_error(NB_ERR_INVALID_ARG, "max_pool2d_backward: indices are required");
     if (is16(gx, gy)) return nb_cpu_pool16(be, NB_CPU_POOL_MAX_BACKWARD, gx, gy, indices, NULL);
-    nb_status st = check_views("max_pool2d_backward", gy, gx, indices);
-    if (st != NB_OK) return st;
     pool_job j = {.out = gx->data, .in = gy->data, .cidx = indices->data};
     return launch(gy, gx, &j, maxpool_bwd_f32, maxpool_bwd_f64);
 }
 
 nb_status nb_cpu_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_pool_params *p) {
     if (is16(out, x)) return nb_cpu_pool16(be, NB_CPU_POOL_AVG, out, x, NULL, p);
-    nb_status st = check_views("avg_pool2d", out, x, NULL);
-    if (st == NB_OK) st = check_params("avg_pool2d", p);
-    if (st != NB_OK) return st;
     pool_job j = {.p = p, .out = out->data, .in = x->data};
     return launch(out, x, &j, avgpool_fwd_f32, avgpool_fwd_f64);
 }
@@ -378,36 +333,18 @@ nb_status nb_cpu_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview 
 nb_status nb_cpu_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                      const nb_pool_params *p) {
     if (is16(gx, gy)) return nb_cpu_pool16(be, NB_CPU_POOL_AVG_BACKWARD, gx, gy, NULL, p);
-    nb_status st = check_views("avg_pool2d_backward", gy, gx, NULL);
-    if (st == NB_OK) st = check_params("avg_pool2d_backward", p);
-    if (st != NB_OK) return st;
     pool_job j = {.p = p, .out = gx->data, .in = gy->data};
     return launch(gy, gx, &j, avgpool_bwd_f32, avgpool_bwd_f64);
 }
 
-/* Adaptive windows are never empty once every size is >= 1. */
-static nb_status check_adaptive(const char *op, const nb_kview *o, const nb_kview *i) {
-    nb_status st = check_views(op, o, i, NULL);
-    if (st != NB_OK) return st;
-    if (o->shape[2] < 1 || o->shape[3] < 1 || i->shape[2] < 1 || i->shape[3] < 1)
-        return nb_set_error(NB_ERR_SHAPE, "%s: empty plane (input %lld x %lld, output %lld x %lld)", op,
-                            (long long)i->shape[2], (long long)i->shape[3], (long long)o->shape[2],
-                            (long long)o->shape[3]);
-    return NB_OK;
-}
-
 nb_status nb_cpu_adaptive_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x) {
     if (is16(out, x)) return nb_cpu_pool16(be, NB_CPU_POOL_ADAPTIVE_AVG, out, x, NULL, NULL);
-    nb_status st = check_adaptive("adaptive_avg_pool2d", out, x);
-    if (st != NB_OK) return st;
     pool_job j = {.out = out->data, .in = x->data};
     return launch(out, x, &j, adavg_fwd_f32, adavg_fwd_f64);
 }
 
 nb_status nb_cpu_adaptive_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy) {
     if (is16(gx, gy)) return nb_cpu_pool16(be, NB_CPU_POOL_ADAPTIVE_AVG_BACKWARD, gx, gy, NULL, NULL);
-    nb_status st = check_adaptive("adaptive_avg_pool2d_backward", gy, gx);
-    if (st != NB_OK) return st;
     pool_job j = {.out = gx->data, .in = gy->data};
     return launch(gy, gx, &j, adavg_bwd_f32, adavg_bwd_f64);
 }
@@ -415,9 +352,6 @@ nb_status nb_cpu_adaptive_avg_pool2d_backward(nb_backend *be, const nb_kview *gx
 nb_status nb_cpu_adaptive_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices,
                                      const nb_kview *x) {
     if (is16(out, x)) return nb_cpu_pool16(be, NB_CPU_POOL_ADAPTIVE_MAX, out, x, indices, NULL);
-    nb_status st = check_adaptive("adaptive_max_pool2d", out, x);
-    if (st == NB_OK && indices) st = check_views("adaptive_max_pool2d", out, x, indices);
-    if (st != NB_OK) return st;
     pool_job j = {.out = out->data, .in = x->data, .idx = indices ? indices->data : NULL};
     return launch(out, x, &j, admax_fwd_f32, admax_fwd_f64);
 }

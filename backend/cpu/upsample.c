@@ -124,23 +124,6 @@ static void fill_taps(up_tap *t, int64_t in, int64_t out, nb_dtype dt, bool bili
 UPSAMPLE_FUNCS(float, f32)
 UPSAMPLE_FUNCS(double, f64)
 
-/* x is the [N, C, H, W] side, y the [N, C, Ho, Wo] side. */
-static nb_status up_check(const char *name, const nb_kview *x, const nb_kview *y) {
-    char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    bool ok = x->ndim == 4 && y->ndim == 4 && x->dtype == y->dtype &&
-              (x->dtype == NB_F32 || x->dtype == NB_F64) && nb_cpu_is_contiguous(x) && nb_cpu_is_contiguous(y) &&
-              x->shape[0] == y->shape[0] && x->shape[1] == y->shape[1];
-    if (!ok)
-        return nb_set_error(NB_ERR_SHAPE, "%s: input %s and output %s must be contiguous float [N, C, H, W] "
-                            "tensors of one dtype with equal N and C", name, nb_cpu_view_str(x, b1, sizeof b1),
-                            nb_cpu_view_str(y, b2, sizeof b2));
-    bool empty_in = x->shape[2] == 0 || x->shape[3] == 0, empty_out = y->shape[2] == 0 || y->shape[3] == 0;
-    if (empty_in && !empty_out && x->shape[0] * x->shape[1] > 0)
-        return nb_set_error(NB_ERR_SHAPE, "%s: cannot resize the empty planes of %s to %s", name,
-                            nb_cpu_view_str(x, b1, sizeof b1), nb_cpu_view_str(y, b2, sizeof b2));
-    return NB_OK;
-}
-
 static nb_status up_run(nb_backend *be, const nb_kview *xside, const nb_kview *yside, char *dst,
                         const char *src, bool bilinear, bool align, bool backward) {
     up_job j = {.dst = dst, .src = src, .dt = xside->dtype, .H = xside->shape[2], .W = xside->shape[3],
@@ -168,14 +151,10 @@ static nb_status up_run(nb_backend *be, const nb_kview *xside, const nb_kview *y
 
 nb_status nb_cpu_upsample2d(nb_backend *be, const nb_kview *out, const nb_kview *x, bool bilinear,
                             bool align_corners) {
-    nb_status st = up_check("upsample2d", x, out);
-    if (st) return st;
     return up_run(be, x, out, out->data, x->data, bilinear, align_corners, false);
 }
 
 nb_status nb_cpu_upsample2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy, bool bilinear,
                                      bool align_corners) {
-    nb_status st = up_check("upsample2d_backward", gx, gy);
-    if (st) return st;
     return up_run(be, gx, gy, gx->data, gy->data, bilinear, align_corners, true);
 }

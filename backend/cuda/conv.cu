@@ -77,44 +77,15 @@ struct ConvGeom {
     bool tf32; // float32 with TF32 whatever the matmul precision (16-bit data widened: exact in TF32)
 };
 
-void view_str(const nb_kview *v, char *buf, size_t len) {
-    int n = snprintf(buf, len, "[");
-    for (int d = 0; d < v->ndim && n > 0 && (size_t)n < len; d++)
-        n += snprintf(buf + n, len - (size_t)n, d ? ", %lld" : "%lld", (long long)v->shape[d]);
-    if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "] %s", nb_dtype_name(v->dtype));
-}
-
-// backend/cpu/conv.c's geom_init: x is the convolution's input side and y
-// its output side (out, gy), whatever the call computes.
-nb_status geom_init(ConvGeom *g, const char *op, const nb_kview *x, const nb_kview *w, const nb_kview *y,
-                    const nb_conv_params *p) {
-    char b1[128], b2[128], b3[128];
-    const nb_kview *v[3] = {x, w, y};
-    if ((x->dtype != NB_F32 && x->dtype != NB_F64 && !nb_dtype_is_16bit(x->dtype)) || w->dtype != x->dtype ||
-        y->dtype != x->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs float views of one dtype (x %s, w %s, y %s)", op,
-                            nb_dtype_name(x->dtype), nb_dtype_name(w->dtype), nb_dtype_name(y->dtype));
-    for (int i = 0; i < 3; i++)
-        if (v[i]->ndim != 4 || !contiguous(v[i])) {
-            view_str(x, b1, sizeof b1), view_str(w, b2, sizeof b2), view_str(y, b3, sizeof b3);
-            return nb_set_error(NB_ERR_INVALID_ARG, "%s: views must be contiguous 4-d (x %s, w %s, y %s)", op, b1, b2,
-                                b3);
-        }
-    *g = ConvGeom{x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[1], y->shape[2], y->shape[3],
-                  w->shape[2], w->shape[3], p->groups, p->stride[0], p->stride[1], p->padding[0], p->padding[1],
-                  p->dilation[0], p->dilation[1], 0, 0, x->dtype};
-    bool ok = g->groups >= 1 && g->c % g->groups == 0 && g->co % g->groups == 0 && y->shape[0] == g->n &&
-              w->shape[0] == g->co && w->shape[1] * g->groups == g->c && g->sh > 0 && g->sw > 0 && g->dh > 0 &&
-              g->dw > 0 && g->ph >= 0 && g->pw >= 0;
-    if (!ok) {
-        view_str(x, b1, sizeof b1), view_str(w, b2, sizeof b2), view_str(y, b3, sizeof b3);
-        return nb_set_error(NB_ERR_SHAPE, "%s: x %s, w %s, y %s do not fit groups %lld, stride (%lld, %lld), "
-                            "padding (%lld, %lld), dilation (%lld, %lld)", op, b1, b2, b3, (long long)g->groups,
-                            (long long)g->sh, (long long)g->sw, (long long)g->ph, (long long)g->pw,
-                            (long long)g->dh, (long long)g->dw);
-    }
-    g->cg = g->c / g->groups, g->cog = g->co / g->groups;
-    return NB_OK;
+// The geometry of one call (checked: backend/check/conv.c): x is the
+// convolution's input side and y its output side (out, gy), whatever the
+// call computes.
+ConvGeom geom_of(const nb_kview *x, const nb_kview *w, const nb_kview *y, const nb_conv_params *p) {
+    ConvGeom g{x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[1], y->shape[2], y->shape[3],
+               w->shape[2], w->shape[3], p->groups, p->stride[0], p->stride[1], p->padding[0],
+               p->padding[1], p->dilation[0], p->dilation[1], 0, 0, x->dtype};
+    g.cg = g.c / g.groups, g.cog = g.co / g.groups;
+    return g;
 }
 
 // ---- own kernels ------------------------------------------------------------------------
@@ -952,12 +923,7 @@ using namespace nbc;
 
 extern "C" nb_status nb_cuda_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *w,
                                     const nb_kview *bias, const nb_conv_params *p) {
-    ConvGeom g;
-    nb_status st = geom_init(&g, "conv2d", x, w, out, p);
-    if (st != NB_OK) return st;
-    if (bias && (bias->dtype != x->dtype || bias->ndim != 1 || bias->shape[0] != g.co || !contiguous(bias)))
-        return nb_set_error(NB_ERR_SHAPE, "conv2d: bias must be a contiguous [%lld] %s", (long long)g.co,
-                            nb_dtype_name(x->dtype));
+    ConvGeom g = geom_of(x, w, out, p);
     if (numel(out) == 0) return NB_OK;
     return dispatch_floating("conv2d", g.dt, [&](auto tag) {
         using T = decltype(tag);
@@ -969,9 +935,7 @@ extern "C" nb_status nb_cuda_conv2d(nb_backend *be, const nb_kview *out, const n
 extern "C" nb_status nb_cuda_conv2d_backward_input(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                                    const nb_kview *w, const nb_conv_params *p) {
     const char *slot = "conv2d_backward_input";
-    ConvGeom g;
-    nb_status st = geom_init(&g, slot, gx, w, gy, p);
-    if (st != NB_OK) return st;
+    ConvGeom g = geom_of(gx, w, gy, p);
     if (numel(gx) == 0) return NB_OK;
     if (numel(gy) == 0 || g.kh * g.kw == 0) return zero(be, slot, gx); // nothing flows back
     return dispatch_floating(slot, g.dt, [&](auto tag) {
@@ -983,14 +947,9 @@ extern "C" nb_status nb_cuda_conv2d_backward_input(nb_backend *be, const nb_kvie
 extern "C" nb_status nb_cuda_conv2d_backward_weight(nb_backend *be, const nb_kview *gw, const nb_kview *gbias,
                                                     const nb_kview *gy, const nb_kview *x, const nb_conv_params *p) {
     const char *slot = "conv2d_backward_weight";
-    ConvGeom g;
-    nb_status st = geom_init(&g, slot, x, gw, gy, p);
-    if (st != NB_OK) return st;
-    if (gbias && (gbias->dtype != g.dt || gbias->ndim != 1 || gbias->shape[0] != g.co || !contiguous(gbias)))
-        return nb_set_error(NB_ERR_SHAPE, "%s: gbias must be a contiguous [%lld] %s", slot, (long long)g.co,
-                            nb_dtype_name(g.dt));
+    ConvGeom g = geom_of(x, gw, gy, p);
     if (g.n == 0 || g.ho * g.wo == 0) { // an empty sum
-        st = zero(be, slot, gw);
+        nb_status st = zero(be, slot, gw);
         return st == NB_OK && gbias ? zero(be, slot, gbias) : st;
     }
     return dispatch_floating(slot, g.dt, [&](auto tag) {

@@ -7,7 +7,8 @@
 // device copy: capturable in a CUDA graph), up to FE_MAX tensors a launch.
 // Deterministic: each block reduces a fixed chunk of one tensor with a fixed
 // tree into scratch, and a second kernel combines each tensor's chunk
-// results in chunk order with a fixed tree.
+// results in chunk order with a fixed tree. The lists, the output and the
+// factor are checked before the call (backend/check/foreach.c).
 #include <math.h>
 
 #include "block_reduce.cuh"
@@ -110,15 +111,6 @@ int64_t kv_numel(const nb_kview *v) {
     return n;
 }
 
-bool kv_contiguous(const nb_kview *v) {
-    int64_t s = 1;
-    for (int d = v->ndim - 1; d >= 0; d--) {
-        if (v->shape[d] != 1 && v->strides[d] != s) return false;
-        s *= v->shape[d];
-    }
-    return true;
-}
-
 // cast_multi's list: destination and source of each pair.
 struct FECastList {
     void *dst[FE_MAX];
@@ -168,18 +160,6 @@ int64_t fill_list(FEList &l, const nb_kview *xs, int i0, int m) {
     return chunks;
 }
 
-nb_status check_list(const char *slot, int n, const nb_kview *xs) {
-    if (n < 0 || (n > 0 && !xs)) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d tensors, or a NULL list", slot, n);
-    for (int i = 0; i < n; i++) {
-        if (xs[i].dtype != xs[0].dtype)
-            return nb_set_error(NB_ERR_DTYPE, "%s: tensor %d is %s, tensor 0 %s", slot, i, nb_dtype_name(xs[i].dtype),
-                                nb_dtype_name(xs[0].dtype));
-        if (!kv_contiguous(&xs[i]))
-            return nb_set_error(NB_ERR_INVALID_ARG, "%s: tensor %d is not contiguous", slot, i);
-    }
-    return NB_OK;
-}
-
 } // namespace
 } // namespace nbc
 
@@ -187,13 +167,7 @@ using namespace nbc;
 
 nb_status nb_cuda_norm_multi(nb_backend *be, int n, const nb_kview *xs, double p, const nb_kview *out) {
     const char *slot = "norm_multi";
-    nb_status st = check_list(slot, n, xs);
-    if (st) return st;
     if (!n) return NB_OK;
-    if (!out || out->dtype != xs[0].dtype || kv_numel(out) != n || !kv_contiguous(out))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: the output must be a contiguous [%d] of %s", slot, n,
-                            nb_dtype_name(xs[0].dtype));
-    if (!(p > 0)) return nb_set_error(NB_ERR_INVALID_ARG, "%s: p = %g must be > 0", slot, p);
     const int kind = p == 1 ? N_ONE : p == 2 ? N_TWO : isinf(p) ? N_INF : N_P;
     cudaStream_t s = stream_of(be);
     return dispatch_float(slot, xs[0].dtype, [&](auto tag) -> nb_status {
@@ -217,11 +191,7 @@ nb_status nb_cuda_norm_multi(nb_backend *be, int n, const nb_kview *xs, double p
 
 nb_status nb_cuda_mul_multi(nb_backend *be, int n, const nb_kview *xs, const nb_kview *scalar) {
     const char *slot = "mul_multi";
-    nb_status st = check_list(slot, n, xs);
-    if (st) return st;
     if (!n) return NB_OK;
-    if (!scalar || scalar->dtype != xs[0].dtype || kv_numel(scalar) != 1)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: the factor must be one %s", slot, nb_dtype_name(xs[0].dtype));
     cudaStream_t s = stream_of(be);
     return dispatch_float(slot, xs[0].dtype, [&](auto tag) -> nb_status {
         using T = decltype(tag);
@@ -239,17 +209,7 @@ nb_status nb_cuda_mul_multi(nb_backend *be, int n, const nb_kview *xs, const nb_
 
 nb_status nb_cuda_cast_multi(nb_backend *be, int n, const nb_kview *dst, const nb_kview *src) {
     const char *slot = "cast_multi";
-    nb_status st = check_list(slot, n, dst);
-    if (st == NB_OK) st = check_list(slot, n, src);
-    if (st) return st;
     if (!n) return NB_OK;
-    if (src[0].dtype != NB_F32 || (dst[0].dtype != NB_BF16 && dst[0].dtype != NB_F16))
-        return nb_set_error(NB_ERR_DTYPE, "%s: casts float32 to bfloat16 or float16, not %s to %s", slot,
-                            nb_dtype_name(src[0].dtype), nb_dtype_name(dst[0].dtype));
-    for (int i = 0; i < n; i++)
-        if (kv_numel(&dst[i]) != kv_numel(&src[i]))
-            return nb_set_error(NB_ERR_SHAPE, "%s: pair %d has %lld and %lld elements", slot, i,
-                                (long long)kv_numel(&dst[i]), (long long)kv_numel(&src[i]));
     cudaStream_t s = stream_of(be);
     for (int i0 = 0; i0 < n; i0 += FE_MAX) {
         const int m = n - i0 < FE_MAX ? n - i0 : FE_MAX;
@@ -265,7 +225,8 @@ nb_status nb_cuda_cast_multi(nb_backend *be, int n, const nb_kview *dst, const n
         if (!chunks) continue;
         if (dst[0].dtype == NB_BF16) k_cast_chunks<__nv_bfloat16><<<(unsigned)chunks, FE_THREADS, 0, s>>>(l);
         else k_cast_chunks<__half><<<(unsigned)chunks, FE_THREADS, 0, s>>>(l);
-        if ((st = launched(slot))) return st;
+        nb_status st = launched(slot);
+        if (st) return st;
     }
     return NB_OK;
 }

@@ -2,8 +2,9 @@
 // algebra: linalg_qr (geqrf + orgqr), linalg_eigh (syevd) and linalg_svd
 // (gesvd). Conventions as linalg.cu (row-major batches moved to and from
 // column-major scratch by copy kernels, a host loop of cuSOLVER calls on the
-// current stream, devInfo checked on the device) and the CPU backend's edge
-// cases (backend/cpu/linalg.c). Signs of Q's columns, eigenvectors and
+// current stream, devInfo checked on the device, the views checked before
+// the call by backend/check/linalg.c) and the CPU backend's edge cases
+// (backend/cpu/linalg.c). Signs of Q's columns, eigenvectors and
 // singular vectors are whatever cuSOLVER leaves, deterministically.
 #include "linalg_util.cuh"
 
@@ -18,12 +19,9 @@ using namespace nbc;
 // (min(m, n)) from complete (m).
 extern "C" nb_status nb_cuda_linalg_qr(nb_backend *be, const nb_kview *q, const nb_kview *r, const nb_kview *a) {
     const char *slot = "linalg_qr";
-    NBL_OK(check_a(slot, a, false));
     int nd = a->ndim;
     int64_t m = a->shape[nd - 2], n = a->shape[nd - 1], k = m < n ? m : n, batch = batch_of(a, 2);
-    int64_t kq = q->ndim == nd ? q->shape[nd - 1] : -1;
-    if ((kq != k && kq != m) || !fits(q, a, 2, m, kq)) return bad_view(slot, "Q");
-    if (!fits(r, a, 2, kq, n)) return bad_view(slot, "R");
+    int64_t kq = q->shape[nd - 1];
     int64_t ncol = n > kq ? n : kq;
     NBL_OK(check_int(slot, m, ncol));
     if (batch == 0 || m == 0 || kq == 0) return NB_OK;
@@ -67,10 +65,7 @@ extern "C" nb_status nb_cuda_linalg_qr(nb_backend *be, const nb_kview *q, const 
 extern "C" nb_status nb_cuda_linalg_eigh(nb_backend *be, const nb_kview *w, const nb_kview *v, const nb_kview *a,
                                          bool upper) {
     const char *slot = "linalg_eigh";
-    NBL_OK(check_a(slot, a, true));
     int64_t n = a->shape[a->ndim - 1], batch = batch_of(a, 2);
-    if (!fits(w, a, 1, n)) return bad_view(slot, "w");
-    if (v && !fits(v, a, 2, n, n)) return bad_view(slot, "V");
     NBL_OK(check_int(slot, n, n));
     if (batch == 0 || n == 0) return NB_OK;
     return dispatch_float(slot, a->dtype, [&](auto tag) {
@@ -112,15 +107,11 @@ extern "C" nb_status nb_cuda_linalg_eigh(nb_backend *be, const nb_kview *w, cons
 extern "C" nb_status nb_cuda_linalg_svd(nb_backend *be, const nb_kview *u, const nb_kview *s, const nb_kview *vh,
                                         const nb_kview *a) {
     const char *slot = "linalg_svd";
-    NBL_OK(check_a(slot, a, false));
     int nd = a->ndim;
     int64_t m = a->shape[nd - 2], n = a->shape[nd - 1], k = m < n ? m : n, batch = batch_of(a, 2);
-    if (!fits(s, a, 1, k)) return bad_view(slot, "S");
-    if (!u != !vh) return nb_set_error(NB_ERR_INVALID_ARG, "%s: U and Vh must both be given or both be NULL", slot);
-    int64_t ucols = u && u->ndim == nd ? u->shape[nd - 1] : k, vrows = vh && vh->ndim == nd ? vh->shape[nd - 2] : k;
+    // u and vh: both NULL, or u [m, m] and vh [n, n] (full_matrices) or u [m, k] and vh [k, n]
+    int64_t ucols = u ? u->shape[nd - 1] : k, vrows = vh ? vh->shape[nd - 2] : k;
     bool full = u && ucols == m && vrows == n;
-    if (u && ((!full && (ucols != k || vrows != k)) || !fits(u, a, 2, m, ucols) || !fits(vh, a, 2, vrows, n)))
-        return bad_view(slot, "U or Vh");
     NBL_OK(check_int(slot, m, n));
     if (full) { // U [m, m] and Vh [n, n]; the reduced factors are no larger than A
         NBL_OK(check_int(slot, m, m));

@@ -1,7 +1,8 @@
 // linalg_util.cuh - what the linear-algebra files of the CUDA backend share
 // (linalg.cu, linalg_decomp.cu; internal): typed cuSOLVER/cuBLAS entry
-// points, their status reporting, the checks of a slot's views, and the
-// small kernels that move matrices between nabla's row-major batches and
+// points, their status reporting, the checks of cuSOLVER's int sizes (the
+// views are checked before the call: backend/check/linalg.c), and the small
+// kernels that move matrices between nabla's row-major batches and
 // cuSOLVER's column-major scratch and that turn cuSOLVER's devInfo into the
 // stream's error word (read on the device: no host synchronization).
 //
@@ -130,33 +131,6 @@ inline int64_t batch_of(const nb_kview *v, int mat) {
     int64_t b = 1;
     for (int d = 0; d < v->ndim - mat; d++) b *= v->shape[d];
     return b;
-}
-
-// v has a's dtype, a's batch dims followed by `tail` dims of sizes t0, t1,
-// and is contiguous (the contract; checked so that no kernel can write out
-// of bounds on a caller's mistake).
-inline bool fits(const nb_kview *v, const nb_kview *a, int tail, int64_t t0, int64_t t1 = 0) {
-    int nb = a->ndim - 2;
-    if (v->dtype != a->dtype || v->ndim != nb + tail || !contiguous(v)) return false;
-    for (int d = 0; d < nb; d++)
-        if (v->shape[d] != a->shape[d]) return false;
-    return (tail < 1 || v->shape[nb] == t0) && (tail < 2 || v->shape[nb + 1] == t1);
-}
-
-// a: a contiguous f32/f64 batch of matrices (square if asked).
-inline nb_status check_a(const char *slot, const nb_kview *a, bool square) {
-    if (a->dtype != NB_F32 && a->dtype != NB_F64)
-        return nb_set_error(NB_ERR_DTYPE, "%s: float32 or float64 only, got %s", slot, nb_dtype_name(a->dtype));
-    if (a->ndim < 2 || !contiguous(a))
-        return nb_set_error(NB_ERR_SHAPE, "%s: A must be a contiguous batch of matrices", slot);
-    if (square && a->shape[a->ndim - 1] != a->shape[a->ndim - 2])
-        return nb_set_error(NB_ERR_SHAPE, "%s: A must be square, got %lld x %lld", slot,
-                            (long long)a->shape[a->ndim - 2], (long long)a->shape[a->ndim - 1]);
-    return NB_OK;
-}
-
-inline nb_status bad_view(const char *slot, const char *what) {
-    return nb_set_error(NB_ERR_SHAPE, "%s: %s does not have the shape, dtype or layout the slot needs", slot, what);
 }
 
 // cuSOLVER's legacy API takes int sizes: as the CPU's LAPACK, an m x n

@@ -360,18 +360,8 @@ extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_
                                     double alpha, double beta) {
     const char *slot = "matmul";
     const nb_dtype dt = c->dtype;
-    if ((dt != NB_F32 && dt != NB_F64 && dt != NB_BF16 && dt != NB_F16) || a->dtype != dt || b->dtype != dt)
-        return nb_set_error(NB_ERR_DTYPE, "matmul: needs float operands of one dtype (a %s, b %s, c %s)",
-                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(c->dtype));
     int nd = c->ndim;
-    bool ok = nd >= 2 && a->ndim == nd && b->ndim == nd && a->shape[nd - 2] == c->shape[nd - 2] &&
-              b->shape[nd - 1] == c->shape[nd - 1] && a->shape[nd - 1] == b->shape[nd - 2];
-    for (int d = 0; d < nd - 2 && ok; d++) ok = a->shape[d] == c->shape[d] && b->shape[d] == c->shape[d];
-    if (!ok) return nb_set_error(NB_ERR_SHAPE, "matmul: the operands' shapes do not fit c");
-    // 2-D: c may have a row stride of its own (a padded result, below)
-    bool rows_c = nd == 2 && (c->shape[1] <= 1 || c->strides[1] == 1) && (c->shape[0] <= 1 || c->strides[0] >= c->shape[1]);
-    if (!contiguous(c) && !rows_c)
-        return nb_set_error(NB_ERR_INVALID_ARG, "matmul: c must be contiguous (or 2-D with unit column stride)");
+    // c: contiguous, or 2-D with a row stride of its own (a padded result, below; checked: backend/check/matmul.c)
     if (!contiguous(c) && a->shape[nd - 1] == 0)
         return nb_set_error(NB_ERR_INVALID_ARG, "matmul: k == 0 needs a contiguous c");
     bool ta0, tb0; // the operands' layouts checked before any padded copy is made of them
@@ -435,31 +425,15 @@ extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_
     return NB_OK;
 }
 
-// The views of a GEMM with an epilogue vector: a [m, k], b [k, n], c [m, n]
-// 2-d and v [len] contiguous in c's dtype (len: n for addmm's bias, m for
-// matmul_bgrad's sums); shapes is the slot's wording of them.
-static nb_status check_epilogue_views(const char *slot, const char *shapes, const char *vname, const nb_kview *c,
-                                      const nb_kview *a, const nb_kview *b, const nb_kview *v, int64_t len) {
-    if (c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || v->ndim != 1 || a->shape[0] != c->shape[0] ||
-        b->shape[1] != c->shape[1] || a->shape[1] != b->shape[0] || v->shape[0] != len)
-        return nb_set_error(NB_ERR_SHAPE, "%s: needs %s", slot, shapes);
-    if (v->dtype != c->dtype || (v->shape[0] > 1 && v->strides[0] != 1))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s must be contiguous and of c's dtype", slot, vname);
-    return NB_OK;
-}
-
 extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                                    const nb_kview *bias) {
-    const nb_dtype dt = c->dtype;
-    nb_status cs = check_epilogue_views("addmm", "a [m, k], b [k, n], bias [n] and c [m, n]", "the bias", c, a, b,
-                                        bias, c->ndim == 2 ? c->shape[1] : -1);
-    if (cs) return cs;
+    const nb_dtype dt = c->dtype; // the views checked: backend/check/matmul.c
     int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
     bool ta, tb;
     int64_t lda, ldb;
     nb_status st = NB_OK;
     bool rows_c = (n <= 1 || c->strides[1] == 1) && (m <= 1 || c->strides[0] >= n);
-    if (a->dtype == dt && b->dtype == dt && rows_c && layout(m, k, a->strides[0], a->strides[1], &ta, &lda) &&
+    if (rows_c && layout(m, k, a->strides[0], a->strides[1], &ta, &lda) &&
         layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) && pad_worth(c, a, b)) {
         int64_t m8 = up8(m), n8 = up8(n), k8 = up8(k);
         Padded pa, pb, pc, pbias;
@@ -477,7 +451,7 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
         return st ? st : unpad_mat(be, c, pc);
     }
     int64_t ldc = m > 1 ? c->strides[0] : n;
-    if (m > 0 && n > 0 && rows_c && a->dtype == dt && b->dtype == dt &&
+    if (m > 0 && n > 0 && rows_c &&
         layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
         lt_matmul(be, CUBLASLT_EPILOGUE_BIAS, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc,
                   bias->data, &st))
@@ -495,13 +469,7 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
 // and a reduction. NB_CUDA_LT_BGRAD=0 forces the latter (for comparisons).
 extern "C" nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                                           const nb_kview *asum) {
-    const nb_dtype dt = c->dtype;
-    nb_status cs = check_epilogue_views("matmul_bgrad", "a [m, k], b [k, n], c [m, n] and asum [m]", "asum", c, a, b,
-                                        asum, c->ndim == 2 ? c->shape[0] : -1);
-    if (cs) return cs;
-    if (a->dtype != dt || b->dtype != dt)
-        return nb_set_error(NB_ERR_DTYPE, "matmul_bgrad: a (%s), b (%s) and c (%s) must share a dtype",
-                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(dt));
+    const nb_dtype dt = c->dtype; // the views checked: backend/check/matmul.c
     static const bool off = [] {
         const char *e = getenv("NB_CUDA_LT_BGRAD");
         return e && !strcmp(e, "0");

@@ -180,23 +180,7 @@ template <typename T, typename Op> static nb_status multi_launch(nb_backend *be,
     return NB_OK;
 }
 
-// ---- host: checks as the CPU's, coefficients, dispatch ------------------------------------------
-
-// Every view present must be contiguous, of ref's shape and of dtype dt (float32/float64).
-static nb_status check_views(const char *name, const nb_kview *const *v, int n, nb_dtype dt) {
-    char b1[VIEW_BUF], b2[VIEW_BUF];
-    const nb_kview *ref = v[0];
-    for (int i = 0; i < n; i++) {
-        if (!v[i]) continue;
-        if (!same_shape(ref, v[i]) || !contiguous(v[i]))
-            return nb_set_error(NB_ERR_SHAPE, "%s: state %s must be contiguous and match param %s", name,
-                                view_str(v[i], b1, sizeof b1), view_str(ref, b2, sizeof b2));
-        if ((v[i]->dtype != NB_F32 && v[i]->dtype != NB_F64) || v[i]->dtype != dt)
-            return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", name,
-                                nb_dtype_name(dt), nb_dtype_name(v[i]->dtype));
-    }
-    return NB_OK;
-}
+// ---- host: coefficients, dispatch (the views and h checked: backend/check/optim.c) ----------------
 
 // Adam's per-call coefficients from lr and the step count, in double then
 // cast (the CPU's host arithmetic); on the host, or on the device for the
@@ -294,8 +278,7 @@ static nb_status adam_coef_dev(nb_backend *be, const char *slot, int n, const nb
     return NB_OK;
 }
 
-// The host list of every tensor's pointers and size (the checks see all
-// groups before anything is launched).
+// The host list of every tensor's pointers and size.
 template <int NP> struct PtrList {
     void *(*p)[NP] = nullptr;
     int64_t *numel = nullptr;
@@ -314,19 +297,13 @@ static nb_status adam_multi(nb_backend *be, int n, const nb_kview *params, const
                             const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs, const nb_kview *max_exp_avg_sqs,
                             const nb_adam_hyper *h) {
     const char *name = h->decoupled ? "adamw" : "adam";
-    if (n < 0 || (n > 0 && (!params || !grads || !exp_avgs || !exp_avg_sqs)))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d tensors, or a NULL list", name, n);
-    if (h->step < 1) return nb_set_error(NB_ERR_INVALID_ARG, "%s: step %lld must be >= 1", name, (long long)h->step);
-    if (h->amsgrad && !max_exp_avg_sqs) return nb_set_error(NB_ERR_INVALID_ARG, "%s: amsgrad needs max_exp_avg_sq", name);
     if (n == 0) return NB_OK;
     const nb_dtype dt = params[0].dtype;
     PtrList<5> b;
     if (!b.alloc(n)) return nb_set_error(NB_ERR_OOM, "%s: no host memory for %d tensors", name, n);
-    for (int i = 0; i < n; i++) { // every group checked before anything runs
+    for (int i = 0; i < n; i++) {
         const nb_kview *v[5] = {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
                                 h->amsgrad ? &max_exp_avg_sqs[i] : nullptr};
-        nb_status st = check_views(name, v, 5, dt);
-        if (st != NB_OK) return st;
         for (int j = 0; j < 5; j++) b.p[i][j] = v[j] ? v[j]->data : nullptr;
         b.numel[i] = numel(&params[i]);
     }
@@ -345,18 +322,12 @@ static nb_status adam_multi(nb_backend *be, int n, const nb_kview *params, const
 
 static nb_status sgd_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                            const nb_kview *momentum_bufs, const nb_sgd_hyper *h) {
-    if (n < 0 || (n > 0 && (!params || !grads)))
-        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: %d tensors, or a NULL list", n);
-    if (h->momentum != 0 && !momentum_bufs)
-        return nb_set_error(NB_ERR_INVALID_ARG, "sgd: momentum %g needs a momentum buffer", h->momentum);
     if (n == 0) return NB_OK;
     const nb_dtype dt = params[0].dtype;
     PtrList<3> b;
     if (!b.alloc(n)) return nb_set_error(NB_ERR_OOM, "sgd: no host memory for %d tensors", n);
     for (int i = 0; i < n; i++) {
         const nb_kview *v[3] = {&params[i], &grads[i], h->momentum != 0 ? &momentum_bufs[i] : nullptr};
-        nb_status st = check_views("sgd", v, 3, dt);
-        if (st != NB_OK) return st;
         for (int j = 0; j < 3; j++) b.p[i][j] = v[j] ? v[j]->data : nullptr;
         b.numel[i] = numel(&params[i]);
     }
@@ -385,8 +356,6 @@ using namespace nbc;
 extern "C" nb_status nb_cuda_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                                        const nb_kview *exp_avg, const nb_kview *exp_avg_sq,
                                        const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h) {
-    if (h->lr_dev || h->step_dev)
-        return nb_set_error(NB_ERR_INVALID_ARG, "adam_step: the capturable form is the multi-tensor slot's");
     return adam_multi(be, 1, param, grad, exp_avg, exp_avg_sq, h->amsgrad ? max_exp_avg_sq : nullptr, h);
 }
 

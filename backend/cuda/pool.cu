@@ -234,56 +234,7 @@ __global__ void k_admax_fwd(T *__restrict__ y, int64_t *__restrict__ ix, const T
     }
 }
 
-// ---- checks (backend/cpu/pool.c's) ---------------------------------------------------------
-
-void shape_str(const nb_kview *v, char *buf, size_t len) {
-    int n = snprintf(buf, len, "[");
-    for (int d = 0; d < v->ndim && n > 0 && (size_t)n < len; d++)
-        n += snprintf(buf + n, len - (size_t)n, d ? ", %lld" : "%lld", (long long)v->shape[d]);
-    if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "]");
-}
-
-// o: the [N, C, Ho, Wo] side, i: the [N, C, H, W] side, idx: int64 like o (or NULL).
-nb_status check_views(const char *op, const nb_kview *o, const nb_kview *i, const nb_kview *idx) {
-    char a[96], b[96];
-    if (o->ndim != 4 || i->ndim != 4 || o->shape[0] != i->shape[0] || o->shape[1] != i->shape[1]) {
-        shape_str(o, a, sizeof a), shape_str(i, b, sizeof b);
-        return nb_set_error(NB_ERR_SHAPE, "%s: planes of %s and %s differ (expected [N, C, *, *] both)", op, a, b);
-    }
-    if ((o->dtype != NB_F32 && o->dtype != NB_F64 && !nb_dtype_is_16bit(o->dtype)) || o->dtype != i->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs float tensors of one dtype (%s, %s)", op,
-                            nb_dtype_name(o->dtype), nb_dtype_name(i->dtype));
-    if (!contiguous(o) || !contiguous(i)) return nb_set_error(NB_ERR_INVALID_ARG, "%s: views must be contiguous", op);
-    if (idx) {
-        bool ok = idx->dtype == NB_I64 && idx->ndim == 4 && contiguous(idx);
-        for (int d = 0; ok && d < 4; d++) ok = idx->shape[d] == o->shape[d];
-        if (!ok) {
-            shape_str(o, a, sizeof a);
-            return nb_set_error(NB_ERR_INVALID_ARG, "%s: indices must be contiguous int64 of shape %s", op, a);
-        }
-    }
-    return NB_OK;
-}
-
-nb_status check_params(const char *op, const nb_pool_params *p) {
-    for (int d = 0; d < 2; d++)
-        if (p->kernel[d] < 1 || p->stride[d] < 1 || p->dilation[d] < 1 || p->padding[d] < 0)
-            return nb_set_error(NB_ERR_INVALID_ARG, "%s: bad window (kernel %lld, stride %lld, dilation %lld, "
-                                "padding %lld in dim %d)", op, (long long)p->kernel[d], (long long)p->stride[d],
-                                (long long)p->dilation[d], (long long)p->padding[d], d);
-    return NB_OK;
-}
-
-// Adaptive windows are never empty once every size is >= 1.
-nb_status check_adaptive(const char *op, const nb_kview *o, const nb_kview *i) {
-    nb_status st = check_views(op, o, i, nullptr);
-    if (st != NB_OK) return st;
-    if (o->shape[2] < 1 || o->shape[3] < 1 || i->shape[2] < 1 || i->shape[3] < 1)
-        return nb_set_error(NB_ERR_SHAPE, "%s: empty plane (input %lld x %lld, output %lld x %lld)", op,
-                            (long long)i->shape[2], (long long)i->shape[3], (long long)o->shape[2],
-                            (long long)o->shape[3]);
-    return NB_OK;
-}
+// ---- geometry (views and windows checked: backend/check/pool.c) ------------------------
 
 // o: the [N, C, Ho, Wo] side, i: the [N, C, H, W] side.
 PoolGeom geom(const nb_kview *o, const nb_kview *i, const nb_pool_params *p) {
@@ -316,9 +267,6 @@ using namespace nbc;
 extern "C" nb_status nb_cuda_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices,
                                         const nb_kview *x, const nb_pool_params *p) {
     const char *slot = "max_pool2d";
-    nb_status st = check_views(slot, out, x, indices);
-    if (st == NB_OK) st = check_params(slot, p);
-    if (st != NB_OK) return st;
     int64_t n = numel(out);
     if (n == 0) return NB_OK;
     PoolGeom g = geom(out, x, p);
@@ -340,9 +288,6 @@ extern "C" nb_status nb_cuda_max_pool2d(nb_backend *be, const nb_kview *out, con
 extern "C" nb_status nb_cuda_max_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                                  const nb_kview *indices) {
     const char *slot = "max_pool2d_backward";
-    if (!indices) return nb_set_error(NB_ERR_INVALID_ARG, "%s: indices are required", slot);
-    nb_status st = check_views(slot, gy, gx, indices);
-    if (st != NB_OK) return st;
     if (numel(gx) == 0) return NB_OK;
     if (numel(gy) == 0) return zero(be, slot, gx);
     PoolGeom g = geom(gy, gx, nullptr);
@@ -355,7 +300,8 @@ extern "C" nb_status nb_cuda_max_pool2d_backward(nb_backend *be, const nb_kview 
         if (!wide.alloc(be, sizeof(float) * (size_t)numel(gx))) return nb_last_status();
         gxw.data = wide.ptr, gxw.dtype = NB_F32;
     }
-    if ((st = zero(be, slot, &gxw)) != NB_OK) return st;
+    nb_status st = zero(be, slot, &gxw);
+    if (st != NB_OK) return st;
     st = dispatch_floating(slot, gx->dtype, [&](auto tag) {
         using T = decltype(tag);
         using A = typename Traits<T>::acc;
@@ -370,9 +316,6 @@ extern "C" nb_status nb_cuda_max_pool2d_backward(nb_backend *be, const nb_kview 
 extern "C" nb_status nb_cuda_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x,
                                         const nb_pool_params *p) {
     const char *slot = "avg_pool2d";
-    nb_status st = check_views(slot, out, x, nullptr);
-    if (st == NB_OK) st = check_params(slot, p);
-    if (st != NB_OK) return st;
     int64_t n = numel(out);
     if (n == 0) return NB_OK;
     PoolGeom g = geom(out, x, p);
@@ -386,9 +329,6 @@ extern "C" nb_status nb_cuda_avg_pool2d(nb_backend *be, const nb_kview *out, con
 extern "C" nb_status nb_cuda_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy,
                                                  const nb_pool_params *p) {
     const char *slot = "avg_pool2d_backward";
-    nb_status st = check_views(slot, gy, gx, nullptr);
-    if (st == NB_OK) st = check_params(slot, p);
-    if (st != NB_OK) return st;
     int64_t n = numel(gx);
     if (n == 0) return NB_OK;
     if (numel(gy) == 0) return zero(be, slot, gx);
@@ -402,8 +342,6 @@ extern "C" nb_status nb_cuda_avg_pool2d_backward(nb_backend *be, const nb_kview 
 
 extern "C" nb_status nb_cuda_adaptive_avg_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *x) {
     const char *slot = "adaptive_avg_pool2d";
-    nb_status st = check_adaptive(slot, out, x);
-    if (st != NB_OK) return st;
     int64_t n = numel(out);
     if (n == 0) return NB_OK;
     PoolGeom g = geom(out, x, nullptr);
@@ -416,8 +354,6 @@ extern "C" nb_status nb_cuda_adaptive_avg_pool2d(nb_backend *be, const nb_kview 
 
 extern "C" nb_status nb_cuda_adaptive_avg_pool2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy) {
     const char *slot = "adaptive_avg_pool2d_backward";
-    nb_status st = check_adaptive(slot, gy, gx);
-    if (st != NB_OK) return st;
     int64_t n = numel(gx);
     if (n == 0) return NB_OK;
     PoolGeom g = geom(gy, gx, nullptr);
@@ -431,9 +367,6 @@ extern "C" nb_status nb_cuda_adaptive_avg_pool2d_backward(nb_backend *be, const 
 extern "C" nb_status nb_cuda_adaptive_max_pool2d(nb_backend *be, const nb_kview *out, const nb_kview *indices,
                                                  const nb_kview *x) {
     const char *slot = "adaptive_max_pool2d";
-    nb_status st = check_adaptive(slot, out, x);
-    if (st == NB_OK && indices) st = check_views(slot, out, x, indices);
-    if (st != NB_OK) return st;
     int64_t n = numel(out);
     if (n == 0) return NB_OK;
     PoolGeom g = geom(out, x, nullptr);

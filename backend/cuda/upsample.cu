@@ -158,31 +158,6 @@ __global__ void k_up_bwd(T *__restrict__ gx, const T *__restrict__ gy, const Tap
     }
 }
 
-void view_str(const nb_kview *v, char *buf, size_t len) {
-    int n = snprintf(buf, len, "[");
-    for (int d = 0; d < v->ndim && n > 0 && (size_t)n < len; d++)
-        n += snprintf(buf + n, len - (size_t)n, d ? ", %lld" : "%lld", (long long)v->shape[d]);
-    if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, "] %s", nb_dtype_name(v->dtype));
-}
-
-// x is the [N, C, H, W] side, y the [N, C, Ho, Wo] side (backend/cpu/upsample.c's up_check).
-nb_status up_check(const char *name, const nb_kview *x, const nb_kview *y) {
-    char b1[128], b2[128];
-    bool ok = x->ndim == 4 && y->ndim == 4 && x->dtype == y->dtype && (x->dtype == NB_F32 || x->dtype == NB_F64) &&
-              contiguous(x) && contiguous(y) && x->shape[0] == y->shape[0] && x->shape[1] == y->shape[1];
-    if (!ok) {
-        view_str(x, b1, sizeof b1), view_str(y, b2, sizeof b2);
-        return nb_set_error(NB_ERR_SHAPE, "%s: input %s and output %s must be contiguous float [N, C, H, W] "
-                            "tensors of one dtype with equal N and C", name, b1, b2);
-    }
-    bool empty_in = x->shape[2] == 0 || x->shape[3] == 0, empty_out = y->shape[2] == 0 || y->shape[3] == 0;
-    if (empty_in && !empty_out && x->shape[0] * x->shape[1] > 0) {
-        view_str(x, b1, sizeof b1), view_str(y, b2, sizeof b2);
-        return nb_set_error(NB_ERR_SHAPE, "%s: cannot resize the empty planes of %s to %s", name, b1, b2);
-    }
-    return NB_OK;
-}
-
 template <typename T>
 nb_status up_run(nb_backend *be, const char *slot, const nb_kview *xs, const nb_kview *ys, bool bilinear, bool align,
                  bool backward) {
@@ -224,8 +199,6 @@ using namespace nbc;
 extern "C" nb_status nb_cuda_upsample2d(nb_backend *be, const nb_kview *out, const nb_kview *x, bool bilinear,
                                         bool align_corners) {
     const char *slot = "upsample2d";
-    nb_status st = up_check(slot, x, out);
-    if (st) return st;
     return dispatch_float(slot, x->dtype, [&](auto tag) {
         return up_run<decltype(tag)>(be, slot, x, out, bilinear, align_corners, false);
     });
@@ -234,8 +207,6 @@ extern "C" nb_status nb_cuda_upsample2d(nb_backend *be, const nb_kview *out, con
 extern "C" nb_status nb_cuda_upsample2d_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gy, bool bilinear,
                                                  bool align_corners) {
     const char *slot = "upsample2d_backward";
-    nb_status st = up_check(slot, gx, gy);
-    if (st) return st;
     return dispatch_float(slot, gx->dtype, [&](auto tag) {
         return up_run<decltype(tag)>(be, slot, gx, gy, bilinear, align_corners, true);
     });

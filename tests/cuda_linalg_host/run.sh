@@ -5,8 +5,9 @@
 # one thread) against mock/ (cuda_common.cuh, cuSOLVER and cuBLAS on reference
 # LAPACK/BLAS, every library call's memory footprint checked against the live
 # allocations), with ASan/UBSan, and test.cpp checks every slot in float and
-# double. It verifies layouts, leading dimensions, job choices, edge cases and
-# the error word; not CUDA itself (races, streams, cuSOLVER's own numerics).
+# double. It verifies layouts, leading dimensions, job choices, edge cases,
+# the error word and the slots' shared view checks (backend/check/linalg.c);
+# not CUDA itself (races, streams, cuSOLVER's own numerics).
 # Needs g++ and liblapack/libblas (Debian: liblapack-dev). Not part of CI.
 #   bash tests/cuda_linalg_host/run.sh
 set -euo pipefail
@@ -26,5 +27,8 @@ g++ "${flags[@]}" -x c++ -c "$out/src/linalg.cu" -o "$out/linalg.o"
 g++ "${flags[@]}" -x c++ -c "$out/src/linalg_decomp.cu" -o "$out/linalg_decomp.o"
 g++ "${flags[@]}" -c "$here/mock.cpp" -o "$out/mock.o"
 g++ "${flags[@]}" -c "$here/test.cpp" -o "$out/test.o"
+# the slots' shared view checks (run by the dispatcher before the kernel; test.cpp calls them itself)
+gcc -std=c11 -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -Wall -I "$here/mock" \
+    -I "$root/core" -I "$root/backend" -I "$root/autograd" -c "$root/backend/check/linalg.c" -o "$out/check_linalg.o"
 g++ -fsanitize=address,undefined "$out"/*.o -llapack -lblas -o "$out/check"
 "$out/check"

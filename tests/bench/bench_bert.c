@@ -6,13 +6,22 @@
  * token embedding), seq 128, batch 4, random ids and labels, train mode with
  * dropout 0.1, PyTorch's module initialisation. --config bert-base is
  * torch_ref.py's `bert-base`: the same with 12 layers and batch 32.
+ * --padding N: every second sequence ends in N padding positions, which an
+ * attention_mask (bool [B, T], false = padding) hides from every attention
+ * (the [B, 1, 1, T] key-padding mask of a real batch; torch_ref.py has no
+ * such workload).
  *
- *   bench_bert [--config bert|bert-base] [--steps N] [--warmup N] [--threads N] [--device cuda] [--tf32]
+ *   bench_bert [--config bert|bert-base] [--padding N] [--steps N] [--warmup N] [--threads N] [--device cuda]
+ *              [--tf32]
  * prints: workload=bert device=cpu mode=fp32 ... median_ms=... min_ms=... */
 #include <stdio.h>
 #include <string.h>
 
 #include "bench_common.h"
+
+static nb_tensor *forward_masked(nb_module *net, nb_tensor *ids, void *mask) {
+    return nb_bert_forward(net, ids, NULL, mask);
+}
 
 int main(int argc, char **argv) {
     nb_bench_args a = nb_bench_parse(argc, argv);
@@ -37,6 +46,16 @@ int main(int argc, char **argv) {
     nb_tensor *x = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(B, T), NB_F64, &g), V - 1e-3), NB_I64);
     nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(B, T), NB_F64, &g), V - 1e-3), NB_I64);
     if (!opt || !x || !y) return nb_bench_fail(name);
+    nb_tensor *mask = NULL;
+    if (a.padding > 0) { /* attend everywhere but the last `padding` positions of odd rows */
+        int64_t pad = a.padding < T ? a.padding : T - 1;
+        nb_tensor *pos = nb_reshape(nb_arange(0, T, 1, NB_I64), NB_SHAPE(1, T));
+        nb_tensor *odd = nb_reshape(nb_remainder_scalar(nb_arange(0, B, 1, NB_I64), 2), NB_SHAPE(B, 1));
+        mask = nb_logical_or(nb_lt_scalar(pos, (double)(T - pad)), nb_eq_scalar(odd, 0));
+        if (!mask) return nb_bench_fail(name);
+        a.forward = forward_masked, a.forward_ctx = mask;
+        name = base ? "bert-base-padded" : "bert-padded";
+    }
     int rc = nb_bench_train_steps(name, net, opt, x, y, &a);
     nb_optimizer_free(opt);
     nb_module_free(net);

@@ -34,6 +34,7 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
         else if (!strcmp(f, "--warmup")) a.warmup = atoi(v);
         else if (!strcmp(f, "--threads")) a.threads = atoi(v);
         else if (!strcmp(f, "--config")) a.variant = v;
+        else if (!strcmp(f, "--padding")) a.padding = atoi(v);
         else if (!strcmp(f, "--device")) {
             if (nb_device_parse(v, &a.device) != NB_OK) usage(argv[0]);
         } else usage(argv[0]);
@@ -79,13 +80,15 @@ static nb_ddp *ddp; /* --distributed */
 /* --amp: the parameters, cast ahead in multi-tensor launches (nb_autocast_cache_params) */
 static nb_tensor **amp_params;
 static int n_amp_params;
+static nb_tensor *(*forward)(nb_module *net, nb_tensor *x, void *ctx); /* nb_bench_args.forward */
+static void *forward_ctx;
 
 static nb_status step_work(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss) {
     nb_scope *s = nb_scope_begin();
     nb_optimizer_zero_grad(opt);
     if (amp) nb_autocast_begin(nb_device_of(x), NB_BF16);
     nb_status cst = amp ? nb_autocast_cache_params(amp_params, n_amp_params) : NB_OK;
-    nb_tensor *out = cst == NB_OK ? nb_forward(net, x) : NULL;
+    nb_tensor *out = cst != NB_OK ? NULL : forward ? forward(net, x, forward_ctx) : nb_forward(net, x);
     nb_tensor *l = out ? nb_cross_entropy(nb_reshape(out, 2, (int64_t[]){-1, nb_size(out, -1)}),
                                           nb_reshape(y, 1, (int64_t[]){-1}))
                        : NULL;
@@ -130,6 +133,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_device_counters c0 = {0};
     nb_graph *g = NULL;
     amp = a->amp;
+    forward = a->forward, forward_ctx = a->forward_ctx;
     if (amp && !(amp_params = nb_module_parameter_list(net, &n_amp_params))) /* for nb_autocast_cache_params */
         return train_steps_end(ms, nb_bench_fail(workload));
     if (a->pg && !(ddp = nb_ddp_new(net, a->pg, NULL))) return train_steps_end(ms, nb_bench_fail(workload));

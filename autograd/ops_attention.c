@@ -6,12 +6,10 @@
  * (backend/cpu/attention.c: FlashAttention's online softmax, never the
  * [B, L, S] score matrix) computes out and the log-sum-exp per row; the
  * mask reaches the kernel as a broadcast view, never materialised.
- * Saved for backward (the node has four slots): q, k, v (contiguous, or
- * 4-d head views as they came: see heads_view), and the output buffer
- * (out|lse in one storage; for head views out is stored in [B, N, h, d]
- * order, so its heads merge back without a copy, as PyTorch's fused
- * kernels return it); with a mask, q|k|v are packed into one contiguous
- * copy so that the mask view fits in the third slot.
+ * Saved for backward: q, k, v (contiguous, or 4-d head views as they
+ * came: see heads_view), the output buffer (out|lse in one storage; for
+ * head views out is stored in [B, N, h, d] order, so its heads merge back
+ * without a copy, as PyTorch's fused kernels return it) and the mask view.
  * A float mask that requires grad gets dS summed to its shape; that
  * gradient alone is built by composition and holds a [B, L, S] tensor.
  * Grouped-query attention (enable_gqa) is handled here, above the kernel:
@@ -192,14 +190,12 @@ static nb_status sdpa_grad_ops(nb_node *n, nb_tensor *g3, nb_tensor *q3, nb_tens
 }
 
 /* saved: [0] q [B, L, E] or the 4-d heads view, [1] out (3-d or 4-d)
- * inside the out|lse buffer; with a mask [2] the mask expanded to
- * [..., L, S], k and v packed after q in q's storage; without, [2] k and
- * [3] v as q. */
+ * inside the out|lse buffer, [2] k and [3] v as q, [4] the mask expanded
+ * to [..., L, S] (with a mask). */
 static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    int64_t B = n->p.attention.B, L = n->p.attention.L, S = n->p.attention.S, E = n->p.attention.E, Ev = n->p.attention.Ev;
-    nb_tensor *q3 = n->saved[0], *out3 = n->saved[1], *mask = n->p.attention.has_mask ? n->saved[2] : NULL;
-    nb_tensor *k3 = mask ? view3(q3, B, S, E, q3->offset + B * L * E) : n->saved[2];
-    nb_tensor *v3 = mask ? view3(q3, B, S, Ev, q3->offset + B * L * E + B * S * E) : n->saved[3];
+    int64_t B = n->p.attention.B, L = n->p.attention.L, Ev = n->p.attention.Ev;
+    nb_tensor *q3 = n->saved[0], *out3 = n->saved[1], *k3 = n->saved[2], *v3 = n->saved[3];
+    nb_tensor *mask = n->p.attention.has_mask ? n->saved[4] : NULL;
     nb_tensor *lse = lse_view(out3, B, L, Ev);
     if (nb_needs_grad(5, (nb_tensor *[]){g, n->in[0], n->in[1], n->in[2], n->in[3]}))
         return sdpa_grad_ops(n, nb_reshape(g, NB_SHAPE(B, L, Ev)), q3, k3, v3, mask, gin);
@@ -284,27 +280,15 @@ static bool sdpa_check(nb_tensor *q, nb_tensor *k, nb_tensor *v, const nb_sdpa_o
     return true;
 }
 
-/* q, k, v as [B, *, *] contiguous: one packed copy when backward needs them
- * and a mask (so they take one saved slot); else 4-d heads views as they
- * are, other views in their contiguous forms. */
-static bool sdpa_inputs(nb_tensor *q, nb_tensor *k, nb_tensor *v, bool pack, const int64_t *dims, nb_tensor **q3,
+/* q, k, v as [B, *, *]: 4-d heads views as they are, other views in their
+ * contiguous forms. */
+static bool sdpa_inputs(nb_tensor *q, nb_tensor *k, nb_tensor *v, const int64_t *dims, nb_tensor **q3,
                         nb_tensor **k3, nb_tensor **v3) {
     int64_t B = dims[0], L = dims[1], S = dims[2], E = dims[3], Ev = dims[4];
-    int64_t off[3] = {0, B * L * E, B * L * E + B * S * E}, rows[3] = {L, S, S}, cols[3] = {E, E, Ev};
+    int64_t rows[3] = {L, S, S}, cols[3] = {E, E, Ev};
     nb_tensor *src[3] = {q, k, v}, **dst[3] = {q3, k3, v3};
-    nb_tensor *buf = NULL;
-    if (pack) {
-        int64_t total = off[2] + B * S * Ev;
-        if (!(buf = nb_tensor_new(1, &total, q->dtype, q->storage->device))) return false;
-    }
     for (int i = 0; i < 3; i++) {
-        if (pack) {
-            nb_tensor *d = view_like(buf, src[i], off[i]);
-            if (!d) return false;
-            nb_kview vd = nb_kview_of(d), vs = nb_kview_of(src[i]);
-            if (nb_kernel_copy(NB_BE(q), &vd, &vs) != NB_OK) return false;
-            *dst[i] = view3(buf, B, rows[i], cols[i], off[i]);
-        } else if (heads_view(q) && heads_view(k) && heads_view(v)) {
+        if (heads_view(q) && heads_view(k) && heads_view(v)) {
             *dst[i] = src[i];
         } else {
             nb_tensor *c = nb_contiguous(src[i]);
@@ -326,9 +310,8 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     double scale = o.scale != 0 ? o.scale : 1 / sqrt((double)E);
     nb_tensor *in[4] = {q, k, v, o.attn_mask};
     int n_in = o.attn_mask ? 4 : 3;
-    bool pack = o.attn_mask && nb_needs_grad(n_in, in);
     nb_tensor *q3, *k3, *v3;
-    if (!sdpa_inputs(q, k, v, pack, dims, &q3, &k3, &v3)) return NULL;
+    if (!sdpa_inputs(q, k, v, dims, &q3, &k3, &v3)) return NULL;
     /* out and lse share one storage, so that saving out keeps lse too; a
      * float32 lse after a 16-bit out takes two elements each, after padding */
     int64_t total = nb_dtype_is_16bit(q->dtype) ? (B * L * Ev + 1) / 2 * 2 + 2 * B * L : B * L * Ev + B * L,
@@ -373,9 +356,8 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
         n->p.attention.seed = seed, n->p.attention.offset = offset, n->p.attention.offset_base = base;
         n->p.attention.has_mask = mask != NULL;
         n->p.attention.scale = scale, n->p.attention.dropout_p = o.dropout_p;
-        nb_save(n, 0, q3), nb_save(n, 1, out3);
-        if (mask) nb_save(n, 2, mask);
-        else nb_save(n, 2, k3), nb_save(n, 3, v3);
+        nb_save(n, 0, q3), nb_save(n, 1, out3), nb_save(n, 2, k3), nb_save(n, 3, v3);
+        if (mask) nb_save(n, 4, mask);
     }
     return out;
 }

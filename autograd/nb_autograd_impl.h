@@ -226,6 +226,12 @@ bool nb_check_supported(nb_op_id op, nb_dtype dt, const nb_tensor *t);
 const bool *nb_op_slots(nb_op_id op);
 /* Sums g over broadcast dims so it has the given shape (the backward of broadcasting). */
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
+/* A contiguous copy of t (or t itself) without recording a node: the
+ * calling op's own node stands for it. */
+nb_tensor *nb_contiguous_nograd(nb_tensor *t);
+/* The kernel view of contiguous t as rows [rows, m], or as a vector [m]
+ * for rows < 0 (the norms' per-column weights). */
+nb_kview nb_kview_rows(const nb_tensor *t, int64_t rows, int64_t m);
 /* A new tensor like t (shape, dtype, device), uninitialised, scoped. */
 nb_tensor *nb_empty_like(const nb_tensor *t);
 /* torch.result_type(t, <scalar value>): t's dtype if floating; for an

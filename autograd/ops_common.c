@@ -103,6 +103,21 @@ nb_tensor *nb_empty_like(const nb_tensor *t) {
     return nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
 }
 
+nb_tensor *nb_contiguous_nograd(nb_tensor *t) {
+    bool prev = nb_set_grad_enabled(false);
+    nb_tensor *c = nb_contiguous(t);
+    nb_set_grad_enabled(prev);
+    return c;
+}
+
+nb_kview nb_kview_rows(const nb_tensor *t, int64_t rows, int64_t m) {
+    nb_kview v = nb_kview_of(t);
+    v.ndim = rows < 0 ? 1 : 2;
+    v.shape[0] = rows < 0 ? m : rows, v.strides[0] = rows < 0 ? 1 : m;
+    v.shape[1] = m, v.strides[1] = 1;
+    return v;
+}
+
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape) {
     if (!g) return NULL;
     int lead = g->ndim - ndim;

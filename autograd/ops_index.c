@@ -23,14 +23,6 @@ static nb_kview flat_view(const nb_tensor *t) {
     return v;
 }
 
-/* A contiguous copy (or t itself) without recording a node. */
-static nb_tensor *contiguous_nograd(nb_tensor *t) {
-    bool prev = nb_set_grad_enabled(false);
-    nb_tensor *c = nb_contiguous(t);
-    nb_set_grad_enabled(prev);
-    return c;
-}
-
 /* A contiguous copy of an index tensor: the node keeps it for backward, so
  * a caller refilling its batch buffer in place cannot change the gradient. */
 static nb_tensor *index_copy(nb_tensor *t) {
@@ -107,7 +99,7 @@ static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t 
                            nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a));
         if (padding_idx < 0) padding_idx += v;
     }
-    nb_tensor *idx = index_i64(indices), *wc = contiguous_nograd(weight);
+    nb_tensor *idx = index_i64(indices), *wc = nb_contiguous_nograd(weight);
     int64_t shape[NB_MAX_DIMS];
     memcpy(shape, indices->shape, sizeof(int64_t) * (size_t)indices->ndim);
     shape[indices->ndim] = d;
@@ -174,7 +166,7 @@ static nb_tensor *index_select_impl(nb_tensor *t, int dim, nb_tensor *index) {
     int64_t shape[NB_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     shape[d] = nb_numel(index);
-    nb_tensor *idx = index_i64(index), *tc = contiguous_nograd(t);
+    nb_tensor *idx = index_i64(index), *tc = nb_contiguous_nograd(t);
     nb_tensor *out = nb_tensor_new(t->ndim, shape, t->dtype, t->storage->device);
     if (!idx || !tc || !out) return NULL;
     nb_kview vo = nb_kview_of(out), vt = nb_kview_of(tc), vi = flat_view(idx);
@@ -562,7 +554,7 @@ static nb_tensor *index_add_impl(nb_tensor *input, int dim, nb_tensor *index, nb
     if (input->dtype == NB_BOOL || !nb_dtype_is_compute(input->dtype) || source->dtype != input->dtype)
         return NB_FAIL(NB_ERR_DTYPE, "index_add: needs float32, float64, int32, int64 or uint8 input and source of one dtype, got %s and %s",
                        nb_dtype_name(input->dtype), nb_dtype_name(source->dtype));
-    nb_tensor *idx = index_copy(index), *src = contiguous_nograd(source);
+    nb_tensor *idx = index_copy(index), *src = nb_contiguous_nograd(source);
     nb_tensor *out = nb_empty_like(input);
     if (!idx || !src || !out) return NULL;
     nb_tensor *sc = index_add_new(input, d, idx, src, nb_kview_of(src), NB_NO_PADDING_IDX);
@@ -581,7 +573,7 @@ nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *
 static nb_tensor *index_copy_op_impl(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {
     int d = index_put_check(NB_OP_INDEX_COPY, input, dim, index, source);
     if (d < 0) return NULL;
-    nb_tensor *idx = index_copy(index), *src = contiguous_nograd(source), *out = nb_empty_like(input);
+    nb_tensor *idx = index_copy(index), *src = nb_contiguous_nograd(source), *out = nb_empty_like(input);
     if (!idx || !src || !out) return NULL;
     nb_kview vo = nb_kview_of(out), vin = nb_kview_of(input), vs = nb_kview_of(src), vi = flat_view(idx);
     if (nb_kernel_copy(NB_BE(input), &vo, &vin) != NB_OK || nb_kernel_index_copy(NB_BE(input), &vo, d, &vi, &vs) != NB_OK)

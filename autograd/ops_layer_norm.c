@@ -3,24 +3,6 @@
  * backend/cpu/layer_norm.c. Tests: tests/test_ops_layer_norm.c. */
 #include "nb_autograd_impl.h"
 
-/* A contiguous tensor seen as [rows, m] (or as [m] when rows < 0). */
-static nb_kview as_rows(const nb_tensor *t, int64_t rows, int64_t m) {
-    nb_kview v = nb_kview_of(t);
-    v.ndim = rows < 0 ? 1 : 2;
-    v.shape[0] = rows < 0 ? m : rows, v.strides[0] = rows < 0 ? 1 : m;
-    v.shape[1] = m, v.strides[1] = 1;
-    return v;
-}
-
-/* A contiguous copy (or t itself) without recording a node: the op's own
- * node stands for it. */
-static nb_tensor *contiguous_nograd(nb_tensor *t) {
-    bool prev = nb_set_grad_enabled(false);
-    nb_tensor *c = nb_contiguous(t);
-    nb_set_grad_enabled(prev);
-    return c;
-}
-
 /* ---- layer_norm ------------------------------------------------------------- */
 
 /* create_graph: the gradients as recorded ops, mean and rstd recomputed
@@ -60,11 +42,11 @@ static nb_status layer_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) 
     if (n->in[1] && !(gin[1] = nb_empty_like(n->in[1]))) return nb_last_status();
     if (n->in[2] && !(gin[2] = nb_empty_like(n->in[2]))) return nb_last_status();
     nb_kview vgx = {0}, vgw = {0}, vgb = {0}, vw = {0};
-    if (gin[0]) vgx = as_rows(gin[0], rows, m);
-    if (gin[1]) vgw = as_rows(gin[1], -1, m);
-    if (gin[2]) vgb = as_rows(gin[2], -1, m);
-    if (w) vw = as_rows(w, -1, m);
-    nb_kview vgy = as_rows(gc, rows, m), vx = as_rows(x, rows, m), vm = nb_kview_of(mean), vr = nb_kview_of(rstd);
+    if (gin[0]) vgx = nb_kview_rows(gin[0], rows, m);
+    if (gin[1]) vgw = nb_kview_rows(gin[1], -1, m);
+    if (gin[2]) vgb = nb_kview_rows(gin[2], -1, m);
+    if (w) vw = nb_kview_rows(w, -1, m);
+    nb_kview vgy = nb_kview_rows(gc, rows, m), vx = nb_kview_rows(x, rows, m), vm = nb_kview_of(mean), vr = nb_kview_of(rstd);
     nb_layer_norm_args a = {&vx, w ? &vw : NULL, NULL, 0};
     return nb_kernel_layer_norm_backward(NB_BE(x), gin[0] ? &vgx : NULL, gin[1] ? &vgw : NULL, gin[2] ? &vgb : NULL,
                                          &vgy, &vm, &vr, &a);
@@ -104,16 +86,16 @@ static nb_tensor *layer_norm_impl(nb_tensor *x, int n_norm, const int64_t *norma
                        bias ? nb_fmt_shape(bias->ndim, bias->shape, b, sizeof b) : "(none)",
                        nb_fmt_shape(n_norm, normalized_shape, c, sizeof c));
     int64_t rows = nb_shape_numel(lead, x->shape);
-    nb_tensor *xc = contiguous_nograd(x);
-    nb_tensor *wc = weight ? contiguous_nograd(weight) : NULL, *bc = bias ? contiguous_nograd(bias) : NULL;
+    nb_tensor *xc = nb_contiguous_nograd(x);
+    nb_tensor *wc = weight ? nb_contiguous_nograd(weight) : NULL, *bc = bias ? nb_contiguous_nograd(bias) : NULL;
     nb_tensor *out = nb_empty_like(x);
     nb_tensor *mean = nb_tensor_new(1, &rows, x->dtype, x->storage->device);
     nb_tensor *rstd = nb_tensor_new(1, &rows, x->dtype, x->storage->device);
     if (!xc || (weight && !wc) || (bias && !bc) || !out || !mean || !rstd) return NULL;
-    nb_kview vo = as_rows(out, rows, m), vx = as_rows(xc, rows, m), vm = nb_kview_of(mean), vr = nb_kview_of(rstd);
+    nb_kview vo = nb_kview_rows(out, rows, m), vx = nb_kview_rows(xc, rows, m), vm = nb_kview_of(mean), vr = nb_kview_of(rstd);
     nb_kview vw = {0}, vb = {0};
-    if (wc) vw = as_rows(wc, -1, m);
-    if (bc) vb = as_rows(bc, -1, m);
+    if (wc) vw = nb_kview_rows(wc, -1, m);
+    if (bc) vb = nb_kview_rows(bc, -1, m);
     nb_layer_norm_args la = {&vx, wc ? &vw : NULL, bc ? &vb : NULL, eps};
     if (nb_kernel_layer_norm(NB_BE(x), &vo, &vm, &vr, &la) != NB_OK) return NULL;
     bool failed;

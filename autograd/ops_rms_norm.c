@@ -6,24 +6,6 @@
 
 #include "nb_autograd_impl.h"
 
-/* A contiguous tensor seen as [rows, m] (or as [m] when rows < 0). */
-static nb_kview as_rows(const nb_tensor *t, int64_t rows, int64_t m) {
-    nb_kview v = nb_kview_of(t);
-    v.ndim = rows < 0 ? 1 : 2;
-    v.shape[0] = rows < 0 ? m : rows, v.strides[0] = rows < 0 ? 1 : m;
-    v.shape[1] = m, v.strides[1] = 1;
-    return v;
-}
-
-/* A contiguous copy (or t itself) without recording a node: the op's own
- * node stands for it. */
-static nb_tensor *contiguous_nograd(nb_tensor *t) {
-    bool prev = nb_set_grad_enabled(false);
-    nb_tensor *c = nb_contiguous(t);
-    nb_set_grad_enabled(prev);
-    return c;
-}
-
 /* create_graph: the gradients as recorded ops, rstd recomputed from x:
  *   xhat = x rstd, gxhat = g w, dx = rstd (gxhat - xhat mean(gxhat xhat)),
  *   dw = sum_rows(g xhat). */
@@ -54,10 +36,10 @@ static nb_status rms_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (n->in[0] && !(gin[0] = nb_empty_like(x))) return nb_last_status();
     if (n->in[1] && !(gin[1] = nb_empty_like(n->in[1]))) return nb_last_status();
     nb_kview vgx = {0}, vgw = {0}, vw = {0};
-    if (gin[0]) vgx = as_rows(gin[0], rows, m);
-    if (gin[1]) vgw = as_rows(gin[1], -1, m);
-    if (w) vw = as_rows(w, -1, m);
-    nb_kview vgy = as_rows(gc, rows, m), vx = as_rows(x, rows, m), vr = nb_kview_of(rstd);
+    if (gin[0]) vgx = nb_kview_rows(gin[0], rows, m);
+    if (gin[1]) vgw = nb_kview_rows(gin[1], -1, m);
+    if (w) vw = nb_kview_rows(w, -1, m);
+    nb_kview vgy = nb_kview_rows(gc, rows, m), vx = nb_kview_rows(x, rows, m), vr = nb_kview_of(rstd);
     return nb_kernel_rms_norm_backward(NB_BE(x), gin[0] ? &vgx : NULL, gin[1] ? &vgw : NULL, &vgy, &vx, w ? &vw : NULL,
                    &vr);
 }
@@ -89,11 +71,11 @@ static nb_tensor *rms_norm_impl(nb_tensor *x, int n_norm, const int64_t *normali
                        nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a),
                        nb_fmt_shape(n_norm, normalized_shape, b, sizeof b));
     int64_t rows = nb_shape_numel(lead, x->shape);
-    nb_tensor *xc = contiguous_nograd(x), *wc = weight ? contiguous_nograd(weight) : NULL;
+    nb_tensor *xc = nb_contiguous_nograd(x), *wc = weight ? nb_contiguous_nograd(weight) : NULL;
     nb_tensor *out = nb_empty_like(x), *rstd = nb_tensor_new(1, &rows, x->dtype, x->storage->device);
     if (!xc || (weight && !wc) || !out || !rstd) return NULL;
-    nb_kview vo = as_rows(out, rows, m), vx = as_rows(xc, rows, m), vr = nb_kview_of(rstd), vw = {0};
-    if (wc) vw = as_rows(wc, -1, m);
+    nb_kview vo = nb_kview_rows(out, rows, m), vx = nb_kview_rows(xc, rows, m), vr = nb_kview_of(rstd), vw = {0};
+    if (wc) vw = nb_kview_rows(wc, -1, m);
     if (nb_kernel_rms_norm(NB_BE(x), &vo, &vr, &vx, wc ? &vw : NULL, eps) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_RMS_NORM, rms_norm_backward, out, 2, in, &failed);

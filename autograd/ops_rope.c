@@ -17,13 +17,6 @@ static nb_kview as_ntd(const nb_tensor *t, int64_t N, int64_t T, int64_t D) {
     return v;
 }
 
-static nb_tensor *contiguous_nograd(nb_tensor *t) {
-    bool prev = nb_set_grad_enabled(false);
-    nb_tensor *c = nb_contiguous(t);
-    nb_set_grad_enabled(prev);
-    return c;
-}
-
 /* The gradients of the tables for x3, g3 [N, T, D]: gcos = sum_n (g1 x1 +
  * g2 x2), gsin = sum_n (g2 x1 - g1 x2), halves split along D. */
 static nb_status table_grads(nb_tensor *x3, nb_tensor *g3, int64_t h, nb_tensor **gcos, nb_tensor **gsin) {
@@ -97,7 +90,7 @@ static nb_tensor *rope_impl(nb_tensor *x, nb_tensor *cos, nb_tensor *sin) {
                        nb_fmt_shape(x->ndim, x->shape, a, sizeof a), nb_fmt_shape(cos->ndim, cos->shape, b, sizeof b),
                        nb_fmt_shape(sin->ndim, sin->shape, c, sizeof c));
     int64_t N = nb_shape_numel(nd - 2, x->shape);
-    nb_tensor *xc = contiguous_nograd(x), *cc = contiguous_nograd(cos), *sc = contiguous_nograd(sin);
+    nb_tensor *xc = nb_contiguous_nograd(x), *cc = nb_contiguous_nograd(cos), *sc = nb_contiguous_nograd(sin);
     nb_tensor *out = nb_empty_like(x);
     if (!xc || !cc || !sc || !out) return NULL;
     nb_kview vo = as_ntd(out, N, T, D), vx = as_ntd(xc, N, T, D), vc = nb_kview_of(cc), vs = nb_kview_of(sc);

@@ -249,12 +249,13 @@ void *nb_ctx_user(const nb_function_ctx *ctx);
  * nb_autocast_end(dev), ops on tensors of dev's device type run as
  * PyTorch's autocast runs them:
  *   lower precision (float32 inputs cast to the autocast dtype, float32
- *     accumulation inside): matmul, linear, bmm, scaled_dot_product_attention;
+ *     accumulation inside): matmul, linear, bmm, scaled_dot_product_attention,
+ *     and conv1d/conv2d/conv_transpose1d/conv_transpose2d on devices other
+ *     than the CPU (whose 16-bit convolution runs on float32 copies, so
+ *     there they stay float32);
  *   float32 (16-bit inputs cast to float32): softmax, log_softmax,
  *     layer_norm, rms_norm, cross_entropy (16-bit logits of its fused
- *     kernel are read as float32 there, with the same bits), mse_loss, sum,
- *     and - unlike PyTorch, until nabla has a 16-bit kernel for it -
- *     conv2d;
+ *     kernel are read as float32 there, with the same bits), mse_loss, sum;
  *   every other op: in its inputs' dtypes (an add of float32 and bfloat16
  *     promotes to float32).
  * float64 inputs are never cast. Casts are recorded ops, so gradients reach

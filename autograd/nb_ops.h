@@ -7,10 +7,13 @@
  * Binary ops broadcast as NumPy/PyTorch (align trailing dims; a dim of 1
  * stretches). Inputs must share a device; mixed dtypes promote as
  * torch.result_type (nb_result_type below), and each input's gradient comes
- * back in its own dtype. Float math takes f32 and f64 (float16/bfloat16 are
- * storage dtypes: NB_ERR_DTYPE); arithmetic and comparisons also take
- * integer dtypes. The full op table: autograd/OPS.md (generated from
- * autograd/nb_op_table.h). Sections below are by topic; each names its
+ * back in its own dtype. Float math takes f32 and f64; arithmetic and
+ * comparisons also take integer dtypes; the ops autocast runs in lower
+ * precision and their neighbours (add, mul, exp, gelu, matmul, conv,
+ * pooling, attention, ...) also compute on bfloat16/float16 tensors (float32
+ * arithmetic inside); an op given a dtype it does not take fails with
+ * NB_ERR_DTYPE. Each op's dtypes are its row of the op table:
+ * autograd/OPS.md (generated from autograd/nb_op_table.h). Sections below are by topic; each names its
  * family: the forward and backward rule live in autograd/ops_<family>.c,
  * the CPU kernel in backend/cpu/<family>.c, the tests in
  * tests/test_ops_<family>.c.
@@ -33,7 +36,9 @@ extern "C" {
  * integers too. The math functions (exp, log, sqrt, sigmoid, tanh,
  * reciprocal .. erfc) promote integer and bool inputs to float32 as
  * PyTorch does; the activations (leaky_relu .. logsigmoid) reject them,
- * as PyTorch; float16/bfloat16 give NB_ERR_DTYPE. A NULL input gives
+ * as PyTorch. neg, exp, relu, sigmoid, tanh, the scalar forms, silu and
+ * gelu also take float16/bfloat16 (float32 arithmetic, one rounding); the
+ * others give NB_ERR_DTYPE for them (autograd/OPS.md). A NULL input gives
  * NULL (NB_ERR_INVALID_ARG, or the earlier error kept). Outside an op's
  * domain the result is NaN/inf as in libm (e.g. log2(-1), acosh(0.5)). */
 
@@ -317,8 +322,9 @@ nb_status nb_allclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool
  * n_dims 0 reduces over all. keepdim keeps reduced dims as size 1.
  * Sums run in a fixed order (deterministic whatever the thread count); the
  * CPU backend accumulates float32 in double. nb_sum of an integer or bool
- * tensor is int64 (torch.sum's dtype: a bool mask sums to its count);
- * nb_mean takes float32/float64 only. */
+ * tensor is int64 (torch.sum's dtype: a bool mask sums to its count), of a
+ * bfloat16/float16 tensor its own dtype (float32 accumulation); nb_mean
+ * takes float32/float64 only. */
 nb_tensor *nb_sum(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
 nb_tensor *nb_mean(nb_tensor *t, const int *dims, int n_dims, bool keepdim);
 
@@ -695,7 +701,9 @@ nb_tensor *nb_take_along_dim(nb_tensor *t, nb_tensor *indices, int dim);
 /* torch.matmul: 1-D x 1-D dot; 2-D x 2-D [n,k]x[k,m]; batched [..., n, k] x
  * [..., k, m] with the batch dims broadcast; a 1-D operand gets a dim of 1
  * prepended (left) or appended (right), removed from the result. f32/f64,
- * through the backend's GEMM (OpenBLAS sgemm/dgemm on the CPU). */
+ * and bfloat16/float16 (float32 accumulation: cuBLASLt on CUDA, float32
+ * copies on the CPU), through the backend's GEMM (OpenBLAS sgemm/dgemm on
+ * the CPU). */
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
 
 /* x [..., in] @ weight[out, in]^T + bias[out] (bias may be NULL): F.linear. */
@@ -933,6 +941,7 @@ nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_sha
 /* F.dropout: in training, zeroes each element with probability p (Bernoulli
  * from gen, NULL = default generator) and scales the rest by 1/(1-p)
  * (inverted dropout); identity (a new reference) when !training or p == 0.
+ * Float dtypes, bfloat16/float16 included (the mask in x's dtype).
  * Errors: p outside [0, 1]. */
 nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
 

@@ -65,11 +65,13 @@ const char *nb_status_str(nb_status s);
 /* ---- dtypes and devices ---------------------------------------------- */
 
 /* NB_F16 (IEEE 754 binary16) and NB_BF16 (bfloat16: the top half of a
- * float32) are storage dtypes: they are created, filled, copied, cast
- * (nb_to_dtype, nb_copy_; rounding to nearest, ties to even), moved by the
- * data-movement ops and read/written by safetensors, but ops that compute
- * (arithmetic, reductions, matmul, ...) reject them with NB_ERR_DTYPE: cast
- * to NB_F32 first. They are appended so the older values keep their numbers. */
+ * float32) are created, filled, copied, cast (nb_to_dtype, nb_copy_;
+ * rounding to nearest, ties to even), moved by the data-movement ops and
+ * read/written by safetensors; the ops that autocast runs in lower
+ * precision and their neighbours compute on them with float32 arithmetic
+ * inside, and the other computing ops reject them with NB_ERR_DTYPE (cast to
+ * NB_F32 first; each op's dtypes: autograd/OPS.md). They are appended so the
+ * older values keep their numbers. */
 typedef enum nb_dtype {
     NB_F32,
     NB_F64,

@@ -18,8 +18,10 @@
  *   reduce, argmax/argmin, scan, sort, scatter: the six computing dtypes
  *   index_select, index_copy, where, gather, nonzero: every dtype (they
  *           move elements)
- * float16/bfloat16 are storage dtypes: only copy, fill and the
- * element-moving kernels take them.
+ * float16/bfloat16: copy, fill and the element-moving kernels take them as
+ * they are; the computing slots that take them (unary, binary, reduce,
+ * matmul, conv, pooling, cross_entropy, random's bernoulli, attention) run
+ * on float32 copies through half.c's adapters.
  * Any other combination returns NB_ERR_DTYPE with a message naming the op.
  */
 #ifndef NB_CPU_COMMON_H

@@ -743,7 +743,7 @@ START_TEST(test_every_public_function_survives_null) {
     ck_assert(nb_item(nb_sum(x, NULL, 0, false)) == 4);
     nb_scope_end(s);
 
-    /* dist/nb_distributed.h */
+    /* distributed/nb_distributed.h */
     NV(nb_distributed_destroy, NULL);
     NI(nb_process_group_rank, NULL);
     NI(nb_process_group_size, NULL);
@@ -773,7 +773,7 @@ START_TEST(test_every_public_function_survives_null) {
                                           "nn/nb_transformer.h", "optim/nb_optim.h", "optim/nb_lr_scheduler.h",
                                           "optim/nb_checkpoint.h", "nn/nb_decoder.h", "data/nb_bpe.h",
                                           "data/nb_data.h", "data/nb_text.h", "core/nb_safetensors.h",
-                                          "dist/nb_distributed.h"};
+                                          "distributed/nb_distributed.h"};
     int found = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char path[512];

@@ -11,7 +11,7 @@
  * views to float32 (backend/cpu/half.c), so views of one such class mix. */
 static nb_dtype wide_of(nb_dtype dt) { return dt == NB_F64 ? NB_F64 : NB_F32; }
 
-static bool is_float(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT && (NB_CHK_FH & NB_DTM(dt)); }
+static bool is_float(nb_dtype dt) { return nb_dtype_in(dt, NB_CHK_FH); }
 
 /* v (NULL: fits) is [B, R, C] or [B1, B2, R, C] with B1 B2 = B, of a float dtype computed as q's. */
 static bool fits(const nb_kview *v, nb_dtype qdt, int64_t B, int64_t R, int64_t C) {

@@ -18,7 +18,7 @@ nb_status nb_check_alike(const char *slot, int n, const nb_kview *const *vs, uns
         if (!nb_view_same_shape(a, v))
             return nb_set_error(NB_ERR_SHAPE, "%s: shapes %s and %s differ", slot, nb_view_str(a, b1, sizeof b1),
                                 nb_view_str(v, b2, sizeof b2));
-        if (!(dtypes & NB_DTM(v->dtype)) || v->dtype != a->dtype)
+        if (!nb_dtype_in(v->dtype, dtypes) || v->dtype != a->dtype)
             return nb_set_error(NB_ERR_DTYPE, "%s: needs %s tensors of one dtype (%s, %s)", slot, what,
                                 nb_dtype_name(a->dtype), nb_dtype_name(v->dtype));
         if (contiguous && !nb_view_is_contiguous(v))

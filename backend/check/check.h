@@ -20,6 +20,11 @@
 #define NB_CHK_H (NB_DTM(NB_F16) | NB_DTM(NB_BF16))     /* the 16-bit floats */
 #define NB_CHK_FH (NB_CHK_F | NB_CHK_H)                 /* every float */
 
+/* Whether dt is a dtype and in mask (a bad value is in no mask). */
+static inline bool nb_dtype_in(nb_dtype dt, unsigned mask) {
+    return (unsigned)dt < NB_DTYPE_COUNT && (mask & NB_DTM(dt));
+}
+
 /* NB_ERR_INVALID_ARG "<slot>: dim d out of range for [..] dtype" unless
  * 0 <= dim < v->ndim. */
 nb_status nb_check_dim(const char *slot, const nb_kview *v, int dim);

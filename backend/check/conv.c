@@ -7,7 +7,7 @@ static nb_status check_conv_views(const char *slot, const nb_kview *x, const nb_
                                   const nb_conv_params *p) {
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR], b3[NB_VIEW_STR];
     const nb_kview *v[3] = {x, w, y};
-    if (!(NB_CHK_FH & NB_DTM(x->dtype)) || w->dtype != x->dtype || y->dtype != x->dtype)
+    if (!nb_dtype_in(x->dtype, NB_CHK_FH) || w->dtype != x->dtype || y->dtype != x->dtype)
         return nb_set_error(NB_ERR_DTYPE, "%s: needs float views of one dtype (x %s, w %s, y %s)", slot,
                             nb_dtype_name(x->dtype), nb_dtype_name(w->dtype), nb_dtype_name(y->dtype));
     for (int i = 0; i < 3; i++)

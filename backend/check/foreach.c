@@ -43,7 +43,7 @@ nb_status nb_check_cast_multi(nb_backend *be, int n, const nb_kview *dst, const 
     nb_status st = check_list(slot, n, dst);
     if (!st) st = check_list(slot, n, src);
     if (st || !n) return st;
-    if (src[0].dtype != NB_F32 || !(NB_CHK_H & NB_DTM(dst[0].dtype)))
+    if (src[0].dtype != NB_F32 || !nb_dtype_in(dst[0].dtype, NB_CHK_H))
         return nb_set_error(NB_ERR_DTYPE, "%s: casts float32 to bfloat16 or float16, not %s to %s", slot,
                             nb_dtype_name(src[0].dtype), nb_dtype_name(dst[0].dtype));
     for (int i = 0; i < n; i++)

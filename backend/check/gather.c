@@ -48,7 +48,7 @@ nb_status nb_check_scatter(nb_backend *be, const nb_kview *out, int dim, const n
     /* the reductions take f32, f64, i32, i64, u8; plain scatter bool too
      * (not the 16-bit storage dtypes) */
     unsigned ok = NB_CHK_F | NB_DTM_INT | (mode == NB_SCATTER_ASSIGN ? NB_DTM(NB_BOOL) : 0);
-    if ((unsigned)out->dtype >= NB_DTYPE_COUNT || !(NB_DTM(out->dtype) & ok))
+    if (!nb_dtype_in(out->dtype, ok))
         return nb_set_error(NB_ERR_DTYPE, "scatter: reduce '%s' does not take %s", mode_names[mode],
                             nb_dtype_name(out->dtype));
     return NB_OK;

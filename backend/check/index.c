@@ -38,7 +38,7 @@ nb_status nb_check_index_add(nb_backend *be, const nb_kview *gx, int dim, const 
     (void)be, (void)skip_index; /* any value: INT64_MIN for none */
     nb_status st = check_index_args("index_add", gx, g, dim, index);
     if (st) return st;
-    if ((unsigned)gx->dtype >= NB_DTYPE_COUNT || !(NB_DTM(gx->dtype) & (NB_CHK_F | NB_DTM_INT)))
+    if (!nb_dtype_in(gx->dtype, NB_CHK_F | NB_DTM_INT))
         return nb_set_error(NB_ERR_DTYPE, "index_add: needs float32, float64, int32, int64 or uint8, got %s",
                             nb_dtype_name(gx->dtype));
     return NB_OK;

@@ -5,7 +5,7 @@
 
 /* a: a contiguous f32/f64 batch of matrices (square if asked). */
 static nb_status check_a(const char *slot, const nb_kview *a, bool square) {
-    if (!(NB_CHK_F & NB_DTM(a->dtype)))
+    if (!nb_dtype_in(a->dtype, NB_CHK_F))
         return nb_set_error(NB_ERR_DTYPE, "%s: float32 or float64 only, got %s", slot, nb_dtype_name(a->dtype));
     if (a->ndim < 2 || !nb_view_is_contiguous(a))
         return nb_set_error(NB_ERR_SHAPE, "%s: A must be a contiguous batch of matrices", slot);

@@ -6,12 +6,10 @@
 #include "check.h"
 
 /* dt is one of the dtypes in mask m (NB_DTM bits). */
-static bool dtype_in(nb_dtype dt, unsigned m) { return (unsigned)dt < NB_DTYPE_COUNT && (m & NB_DTM(dt)); }
-
 static nb_status check_ce(const char *name, const nb_kview *x, const nb_kview *t, const nb_kview *const *rows,
                           int nrows, const nb_kview *mat2) {
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR];
-    bool fl = dtype_in(x->dtype, NB_CHK_FH);
+    bool fl = nb_dtype_in(x->dtype, NB_CHK_FH);
     nb_dtype rdt = nb_dtype_is_16bit(x->dtype) ? NB_F32 : x->dtype; /* the per-row tensors */
     if (x->ndim != 2 || !fl || !nb_view_is_contiguous(x) ||
         (mat2 && (!nb_view_same_shape(x, mat2) || mat2->dtype != x->dtype || !nb_view_is_contiguous(mat2))))

@@ -3,7 +3,7 @@
 #include "check.h"
 
 static nb_status check_gemm_dtype(const char *slot, const nb_kview *c, const nb_kview *a, const nb_kview *b) {
-    if (!(NB_CHK_FH & NB_DTM(c->dtype)) || a->dtype != c->dtype || b->dtype != c->dtype)
+    if (!nb_dtype_in(c->dtype, NB_CHK_FH) || a->dtype != c->dtype || b->dtype != c->dtype)
         return nb_set_error(NB_ERR_DTYPE, "%s: needs float operands of one dtype (a %s, b %s, c %s)", slot,
                             nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(c->dtype));
     return NB_OK;
@@ -63,9 +63,6 @@ nb_status nb_check_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kvie
     nb_status st = check_epilogue_views("matmul_bgrad", "a [m, k], b [k, n], c [m, n] and asum [m]", "asum", c, a, b,
                                         asum, c->ndim == 2 ? c->shape[0] : -1);
     if (st) return st;
-    if (a->dtype != c->dtype || b->dtype != c->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "matmul_bgrad: a (%s), b (%s) and c (%s) must share a dtype",
-                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(c->dtype));
     st = check_gemm_dtype("matmul_bgrad", c, a, b);
     return st ? st : check_gemm_c("matmul_bgrad", c);
 }

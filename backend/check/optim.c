@@ -13,7 +13,7 @@ static nb_status check_group(const char *name, const nb_kview *const *v, int n, 
         if (!nb_view_same_shape(ref, v[i]) || !nb_view_is_contiguous(v[i]))
             return nb_set_error(NB_ERR_SHAPE, "%s: state %s must be contiguous and match param %s", name,
                                 nb_view_str(v[i], b1, sizeof b1), nb_view_str(ref, b2, sizeof b2));
-        if (!(NB_CHK_F & NB_DTM(v[i]->dtype)) || v[i]->dtype != ref->dtype)
+        if (!nb_dtype_in(v[i]->dtype, NB_CHK_F) || v[i]->dtype != ref->dtype)
             return nb_set_error(NB_ERR_DTYPE, "%s: needs float32 or float64 tensors of one dtype (%s, %s)", name,
                                 nb_dtype_name(ref->dtype), nb_dtype_name(v[i]->dtype));
     }

@@ -10,7 +10,7 @@ static nb_status check_pool_views(const char *slot, const nb_kview *o, const nb_
     if (o->ndim != 4 || i->ndim != 4 || o->shape[0] != i->shape[0] || o->shape[1] != i->shape[1])
         return nb_set_error(NB_ERR_SHAPE, "%s: planes of %s and %s differ (expected [N, C, *, *] both)", slot,
                             nb_fmt_shape(o->ndim, o->shape, a, sizeof a), nb_fmt_shape(i->ndim, i->shape, b, sizeof b));
-    if (!(NB_CHK_FH & NB_DTM(o->dtype)) || o->dtype != i->dtype)
+    if (!nb_dtype_in(o->dtype, NB_CHK_FH) || o->dtype != i->dtype)
         return nb_set_error(NB_ERR_DTYPE, "%s: needs float tensors of one dtype (%s, %s)", slot,
                             nb_dtype_name(o->dtype), nb_dtype_name(i->dtype));
     if (!nb_view_is_contiguous(o) || !nb_view_is_contiguous(i))

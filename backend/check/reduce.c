@@ -4,8 +4,6 @@
 #include "check.h"
 
 /* dt is one of the dtypes in mask m (NB_DTM bits). */
-static bool dtype_in(nb_dtype dt, unsigned m) { return (unsigned)dt < NB_DTYPE_COUNT && (m & NB_DTM(dt)); }
-
 nb_status nb_check_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, const nb_kview *x, double scale) {
     (void)be, (void)scale;
     static const char *const names[] = {"sum", "max", "min", "prod"};
@@ -14,7 +12,7 @@ nb_status nb_check_reduce(nb_backend *be, nb_reduce_op op, const nb_kview *out, 
         return nb_set_error(NB_ERR_UNSUPPORTED, "reduce: op %d is not a reduction of this slot", (int)op);
     /* every dtype in, every dtype but bool out (CUDA reads and writes 16-bit
      * natively; the CPU's narrower case is its own, backend/cpu/reduce.c) */
-    if (!dtype_in(x->dtype, NB_DTM_A8) || !dtype_in(out->dtype, NB_DTM_A8 & ~NB_DTM(NB_BOOL)))
+    if (!nb_dtype_in(x->dtype, NB_DTM_A8) || !nb_dtype_in(out->dtype, NB_DTM_A8 & ~NB_DTM(NB_BOOL)))
         return nb_set_error(NB_ERR_DTYPE, "%s: cannot reduce %s into %s", names[op], nb_dtype_name(x->dtype),
                             nb_dtype_name(out->dtype));
     bool fits = out->ndim == x->ndim;
@@ -33,7 +31,7 @@ static nb_status check_arg_reduce(const char *op, const nb_kview *values, const 
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR];
     nb_status st = nb_check_dim(op, x, dim);
     if (st) return st;
-    if (!dtype_in(x->dtype, NB_DTM_A6) || indices->dtype != NB_I64 || (values && values->dtype != x->dtype))
+    if (!nb_dtype_in(x->dtype, NB_DTM_A6) || indices->dtype != NB_I64 || (values && values->dtype != x->dtype))
         return nb_set_error(NB_ERR_DTYPE, "%s: needs int64 indices and values of x's dtype (x %s)", op,
                             nb_dtype_name(x->dtype));
     bool ok = indices->ndim == x->ndim && (!values || values->ndim == x->ndim);

@@ -13,8 +13,8 @@ _Static_assert(NB_UNARY_LOGSIGMOID == NB_UNARY_OP_COUNT - 1, "un_names must name
 /* Every op takes the floats (16-bit ones computed in float32); the
  * integers only neg, add/mul_scalar, abs, sign and the rounding ops. */
 static bool un_supported(nb_unary_op op, nb_dtype dt) {
-    if (NB_DTM(dt) & NB_CHK_FH) return true;
-    if (!(NB_DTM(dt) & NB_DTM_INT)) return false;
+    if (nb_dtype_in(dt, NB_CHK_FH)) return true;
+    if (!nb_dtype_in(dt, NB_DTM_INT)) return false;
     switch (op) {
     case NB_UNARY_NEG:
     case NB_UNARY_ADD_SCALAR:
@@ -91,5 +91,11 @@ nb_status nb_check_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview
     if ((dt != NB_F32 && dt != NB_F64 && dt != NB_F16 && dt != NB_BF16) || gy->dtype != dt || v->dtype != dt)
         return nb_set_error(NB_ERR_DTYPE, "%s backward: needs one float dtype (gx %s, gy %s, saved %s)", name,
                             nb_dtype_name(gx->dtype), nb_dtype_name(gy->dtype), nb_dtype_name(v->dtype));
+    /* the other saved tensor, where given, too: a backend may read or copy it */
+    const nb_kview *saved[2] = {x, y};
+    for (int i = 0; i < 2; i++)
+        if (saved[i] && (!nb_view_same_shape(gx, saved[i]) || saved[i]->dtype != dt))
+            return nb_set_error(NB_ERR_SHAPE, "%s backward: saved %s does not match gx %s", name,
+                                nb_view_str(saved[i], b1, sizeof b1), nb_view_str(gx, b2, sizeof b2));
     return NB_OK;
 }

@@ -5,7 +5,7 @@
 /* x is the [N, C, H, W] side, y the [N, C, Ho, Wo] side. */
 static nb_status check_upsample(const char *slot, const nb_kview *x, const nb_kview *y) {
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR];
-    bool ok = x->ndim == 4 && y->ndim == 4 && x->dtype == y->dtype && (NB_CHK_F & NB_DTM(x->dtype)) &&
+    bool ok = x->ndim == 4 && y->ndim == 4 && x->dtype == y->dtype && nb_dtype_in(x->dtype, NB_CHK_F) &&
               nb_view_is_contiguous(x) && nb_view_is_contiguous(y) && x->shape[0] == y->shape[0] &&
               x->shape[1] == y->shape[1];
     if (!ok)

@@ -411,7 +411,7 @@ static nb_status setup_mask(const char *op, att_job *j, const nb_kview *mask) {
     int nd = mask->ndim;
     if (nd < 3)
         return nb_set_error(NB_ERR_SHAPE, "%s: mask %s is not [..., L=%lld, S=%lld] with leading dims of %lld elements",
-                            op, nb_cpu_view_str(mask, a, sizeof a), (long long)j->L, (long long)j->S, (long long)j->B);
+                            op, nb_view_str(mask, a, sizeof a), (long long)j->L, (long long)j->S, (long long)j->B);
     j->mask = mask->data;
     j->mask_bool = mask->dtype == NB_BOOL;
     j->mask_lead = nd - 2;

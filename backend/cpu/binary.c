@@ -250,6 +250,6 @@ nb_status nb_cpu_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, co
     nb_cpu_iter_run(&it, heavy ? NB_CPU_GRAIN : NB_CPU_GRAIN_LIGHT, fn, &zero);
     if (is_int_division(op, a->dtype) && atomic_load(&zero))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: integer division by zero (divisor %s)", name,
-                            nb_cpu_view_str(b, b1, sizeof b1));
+                            nb_view_str(b, b1, sizeof b1));
     return NB_OK;
 }

@@ -210,10 +210,10 @@ static void memcpy_slice(void *ctx, int64_t begin, int64_t end) {
 
 nb_status nb_cpu_copy(nb_backend *be, const nb_kview *dst, const nb_kview *src) {
     (void)be; /* dtypes and shapes checked: backend/check/copy.c */
-    if (dst->dtype == src->dtype && nb_cpu_is_contiguous(dst) && nb_cpu_is_contiguous(src)) {
+    if (dst->dtype == src->dtype && nb_view_is_contiguous(dst) && nb_view_is_contiguous(src)) {
         /* the common case (contiguous(), saving for backward): plain memcpy in slices */
         memcpy_job job = {dst->data, src->data, nb_dtype_size(dst->dtype)};
-        nb_cpu_parallel_for(nb_cpu_numel(dst), 1 << 16, memcpy_slice, &job);
+        nb_cpu_parallel_for(nb_view_numel(dst), 1 << 16, memcpy_slice, &job);
         return NB_OK;
     }
     nb_cpu_iter it;

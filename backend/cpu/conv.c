@@ -80,7 +80,7 @@ static nb_status geom_init(conv_geom *g, const char *op, const nb_kview *x, cons
     g->k = g->cg * g->kh * g->kw, g->p = g->ho * g->wo;
     if (g->k > INT_MAX || g->p > INT_MAX || g->cog > INT_MAX || g->k * g->p > INT64_MAX / 16)
         return nb_set_error(NB_ERR_UNSUPPORTED, "%s: x %s with w %s exceeds BLAS's int range", op,
-                            nb_cpu_view_str(x, b1, sizeof b1), nb_cpu_view_str(w, b2, sizeof b2));
+                            nb_view_str(x, b1, sizeof b1), nb_view_str(w, b2, sizeof b2));
     g->direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
                 g->ho == g->h && g->wo == g->w;
     return NB_OK;
@@ -641,7 +641,7 @@ nb_status nb_cpu_conv2d(nb_backend *be, const nb_kview *out, const nb_kview *x, 
     conv_geom *g = &j.g;
     nb_status st = geom_init(g, "conv2d", x, w, out, p);
     if (st) return st;
-    if (nb_cpu_numel(out) == 0) return NB_OK;
+    if (nb_view_numel(out) == 0) return NB_OK;
     if (!(j.blas = nb_cpu_blas_get())) return nb_last_status();
     j.wg = wg_ok(g);
     j.q = wg_make(g->cg, g->cog, g->h, g->w, g->ho, g->wo, g->ph, g->pw, g->es);
@@ -697,9 +697,9 @@ nb_status nb_cpu_conv2d_backward_input(nb_backend *be, const nb_kview *gx, const
     conv_geom *g = &j.g;
     nb_status st = geom_init(g, "conv2d_backward_input", gx, w, gy, p);
     if (st) return st;
-    if (nb_cpu_numel(gx) == 0) return NB_OK;
+    if (nb_view_numel(gx) == 0) return NB_OK;
     if (g->p == 0 || g->cog == 0) { /* nothing flows back */
-        memset(gx->data, 0, g->es * (size_t)nb_cpu_numel(gx));
+        memset(gx->data, 0, g->es * (size_t)nb_view_numel(gx));
         return NB_OK;
     }
     if (!(j.blas = nb_cpu_blas_get())) return nb_last_status();

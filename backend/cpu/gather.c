@@ -30,7 +30,7 @@ static int64_t line_offset(int ndim, const int64_t *shape, const int64_t *stride
 /* Every entry of index in [0, size): data, so the backend's to check (the
  * rest: backend/check/gather.c). */
 static nb_status check_index_values(const char *op, const nb_kview *index, int dim, int64_t size) {
-    int64_t numel = nb_cpu_numel(index);
+    int64_t numel = nb_view_numel(index);
     if (numel == 0) return NB_OK;
     int64_t n = index->shape[dim], lines = numel / n, s = index->strides[dim];
     for (int64_t l = 0; l < lines; l++) {
@@ -79,7 +79,7 @@ nb_status nb_cpu_gather(nb_backend *be, const nb_kview *out, const nb_kview *x, 
     (void)be;
     nb_status st = check_index_values("gather", index, dim, x->shape[dim]);
     if (st != NB_OK) return st;
-    int64_t numel = nb_cpu_numel(index);
+    int64_t numel = nb_view_numel(index);
     if (numel == 0) return NB_OK;
     line_job j = {out, index, x, dim, 0, false, index->shape[dim], numel / index->shape[dim], 0, NULL};
     nb_cpu_parallel_for(j.lines, NB_CPU_GRAIN / j.n + 1, gather_lines, &j);
@@ -165,7 +165,7 @@ nb_status nb_cpu_scatter(nb_backend *be, const nb_kview *out, int dim, const nb_
     nb_status st = check_index_values("scatter", index, dim, out->shape[dim]);
     if (st != NB_OK) return st;
     scatter_line_fn fn = scatter_fn(out->dtype);
-    int64_t numel = nb_cpu_numel(index);
+    int64_t numel = nb_view_numel(index);
     if (numel == 0) return NB_OK;
     line_job j = {out, index, src, dim, mode, include_self, index->shape[dim], numel / index->shape[dim], 0, NULL};
     int64_t threads = nb_cpu_get_num_threads(), by_work = 1 + numel / NB_CPU_GRAIN;

@@ -33,7 +33,7 @@ typedef struct wide {
 static nb_status dense_copy(nb_backend *be, const nb_kview *src, wide *w, bool fill, nb_dtype dt) {
     memset(w, 0, sizeof *w);
     if (!src) return NB_OK;
-    int64_t n = nb_cpu_numel(src);
+    int64_t n = nb_view_numel(src);
     w->be = be;
     w->buf = nb_alloc_raw(be, nb_dtype_size(dt) * (size_t)(n ? n : 1), nb_backend_current_stream(be), &w->block);
     if (!w->buf) return nb_last_status(); /* the allocator's message: sizes and what is reserved */
@@ -61,7 +61,7 @@ static void wide_free(wide *w, int n) {
 
 /* Rounds a float32 result back into dst (16-bit). */
 static nb_status narrow(nb_backend *be, const nb_kview *dst, const wide *w) {
-    return nb_cpu_numel(dst) ? K->copy(be, dst, &w->v) : NB_OK;
+    return nb_view_numel(dst) ? K->copy(be, dst, &w->v) : NB_OK;
 }
 
 nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha) {
@@ -111,7 +111,7 @@ nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, 
 static bool matmul_bf16_dnnl(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
                              double beta, nb_status *st) {
     int nd = c->ndim;
-    if (c->dtype != NB_BF16 || nd < 2 || a->ndim != nd || b->ndim != nd || !nb_cpu_is_contiguous(c)) return false;
+    if (c->dtype != NB_BF16 || nd < 2 || a->ndim != nd || b->ndim != nd || !nb_view_is_contiguous(c)) return false;
     int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[nd - 1], batches = 1;
     if (a->shape[nd - 2] != m || b->shape[nd - 1] != n || b->shape[nd - 2] != k || m == 0 || n == 0 || k == 0)
         return false;
@@ -177,7 +177,7 @@ static nb_status dense3(nb_backend *be, const nb_kview *src, wide *w, bool fill)
     if (!src) return NB_OK;
     int nd = src->ndim;
     bool h = nb_dtype_is_16bit(src->dtype);
-    if (h || !nb_cpu_is_contiguous(src)) {
+    if (h || !nb_view_is_contiguous(src)) {
         nb_status st = dense_copy(be, src, w, fill, h ? NB_F32 : src->dtype);
         if (st) return st;
     } else {
@@ -195,7 +195,7 @@ static nb_status dense3(nb_backend *be, const nb_kview *src, wide *w, bool fill)
 
 /* Writes a dense3 result back into its source view (rounded for 16 bits). */
 static nb_status undense3(nb_backend *be, const nb_kview *src, const wide *w) {
-    if (!src || !w->buf || !nb_cpu_numel(src)) return NB_OK;
+    if (!src || !w->buf || !nb_view_numel(src)) return NB_OK;
     nb_kview v = *src; /* the copy in src's shape */
     v.data = w->buf;
     v.dtype = w->v.dtype;
@@ -205,7 +205,7 @@ static nb_status undense3(nb_backend *be, const nb_kview *src, const wide *w) {
 
 bool nb_cpu_attention_views_dense(const nb_kview *const *v, int n) {
     for (int i = 0; i < n; i++)
-        if (v[i] && (nb_dtype_is_16bit(v[i]->dtype) || v[i]->ndim != 3 || !nb_cpu_is_contiguous(v[i]))) return false;
+        if (v[i] && (nb_dtype_is_16bit(v[i]->dtype) || v[i]->ndim != 3 || !nb_view_is_contiguous(v[i]))) return false;
     return true;
 }
 

@@ -290,7 +290,7 @@ static void nz_range(void *arg, int64_t b0, int64_t b1) {
 nb_status nb_cpu_nonzero(nb_backend *be, const nb_kview *out, int64_t *count, const nb_kview *x) {
     (void)be;
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    nz_job j = {.x = x, .numel = nb_cpu_numel(x)};
+    nz_job j = {.x = x, .numel = nb_view_numel(x)};
     int64_t nblk = (j.numel + NB_CPU_GRAIN - 1) / NB_CPU_GRAIN;
     nblk = nblk < 1 ? 1 : nblk > NZ_BLOCKS ? NZ_BLOCKS : nblk;
     j.block = (j.numel + nblk - 1) / nblk;
@@ -311,8 +311,8 @@ nb_status nb_cpu_nonzero(nb_backend *be, const nb_kview *out, int64_t *count, co
     if (out->shape[0] != total)
         return nb_set_error(NB_ERR_INVALID_ARG,
                             "nonzero: out %s must be contiguous int64 [%lld, %d] or [%lld] for input %s",
-                            nb_cpu_view_str(out, b1, sizeof b1), (long long)total, x->ndim, (long long)total,
-                            nb_cpu_view_str(x, b2, sizeof b2));
+                            nb_view_str(out, b1, sizeof b1), (long long)total, x->ndim, (long long)total,
+                            nb_view_str(x, b2, sizeof b2));
     j.out = out->data;
     if (total > 0) nb_cpu_parallel_for(nblk, 1, nz_range, &j);
     return NB_OK;

@@ -7,43 +7,12 @@
 #include "nb_impl.h"
 #include "threadpool.h"
 
-int64_t nb_cpu_numel(const nb_kview *v) {
-    int64_t n = 1;
-    for (int d = 0; d < v->ndim; d++) n *= v->shape[d];
-    return n;
-}
-
-bool nb_cpu_same_shape(const nb_kview *a, const nb_kview *b) {
-    if (a->ndim != b->ndim) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d]) return false;
-    return true;
-}
-
-bool nb_cpu_is_contiguous(const nb_kview *v) {
-    if (nb_cpu_numel(v) == 0) return true;
-    int64_t expect = 1;
-    for (int d = v->ndim - 1; d >= 0; d--) {
-        if (v->shape[d] != 1 && v->strides[d] != expect) return false;
-        expect *= v->shape[d];
-    }
-    return true;
-}
-
-const char *nb_cpu_view_str(const nb_kview *v, char *buf, size_t len) {
-    size_t used = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < v->ndim && used < len; d++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)v->shape[d]);
-    if (used < len) snprintf(buf + used, len - used, "] %s", nb_dtype_name(v->dtype));
-    return buf;
-}
-
 void nb_cpu_iter_init(nb_cpu_iter *it, int nops, const nb_kview *const *views) {
     NB_ASSERT(nops >= 1 && nops <= NB_ITER_MAX_OPS);
     memset(it, 0, sizeof *it);
     it->nops = nops;
     const nb_kview *v0 = views[0];
-    it->numel = nb_cpu_numel(v0);
+    it->numel = nb_view_numel(v0);
     for (int i = 0; i < nops; i++) {
         it->base[i] = views[i]->data;
         it->esize[i] = (int64_t)nb_dtype_size(views[i]->dtype);

@@ -12,7 +12,7 @@
 
 #include <stdbool.h>
 
-#include "nb_backend.h"
+#include "nb_backend_util.h"
 
 #define NB_ITER_MAX_OPS 4
 
@@ -31,7 +31,7 @@ typedef struct nb_cpu_iter {
 } nb_cpu_iter;
 
 /* Builds the iterator over views[0]'s shape; every view must have that shape
- * (check with nb_cpu_same_shape first). */
+ * (the slot's shared check, backend/check/, has made sure). */
 void nb_cpu_iter_init(nb_cpu_iter *it, int nops, const nb_kview *const *views);
 /* Runs fn over all elements, split across threads above `grain` elements.
  * When an input is transposed against the output (contiguous along the
@@ -39,10 +39,5 @@ void nb_cpu_iter_init(nb_cpu_iter *it, int nops, const nb_kview *const *views);
  * last two dims instead of whole rows, so both stay in cache. */
 void nb_cpu_iter_run(const nb_cpu_iter *it, int64_t grain, nb_cpu_loop_fn fn, const void *ctx);
 
-int64_t nb_cpu_numel(const nb_kview *v);
-bool nb_cpu_same_shape(const nb_kview *a, const nb_kview *b);
-bool nb_cpu_is_contiguous(const nb_kview *v);
-/* "[2, 3] float32" into buf (for error messages). */
-const char *nb_cpu_view_str(const nb_kview *v, char *buf, size_t len);
 
 #endif

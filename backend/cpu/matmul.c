@@ -128,14 +128,14 @@ static bool use_dnnl(int64_t m, int64_t n, int64_t k) {
  * a 2-d c with a row stride of its own) and sizes in BLAS's int range. */
 static nb_status check_cpu_limits(const nb_kview *c, const nb_kview *a, const nb_kview *b) {
     char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
-    if (!nb_cpu_is_contiguous(c))
+    if (!nb_view_is_contiguous(c))
         return nb_set_error(NB_ERR_INVALID_ARG, "matmul: c %s must be contiguous",
-                            nb_cpu_view_str(c, b1, sizeof b1));
+                            nb_view_str(c, b1, sizeof b1));
     int nd = c->ndim;
     int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[nd - 1];
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
         return nb_set_error(NB_ERR_UNSUPPORTED, "matmul: a %s @ b %s has a dim above BLAS's int range",
-                            nb_cpu_view_str(a, b1, sizeof b1), nb_cpu_view_str(b, b2, sizeof b2));
+                            nb_view_str(a, b1, sizeof b1), nb_view_str(b, b2, sizeof b2));
     return NB_OK;
 }
 
@@ -147,7 +147,7 @@ nb_status nb_cpu_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, co
     if (st) return st;
     int nd = c->ndim;
     int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[nd - 1];
-    int64_t numel = nb_cpu_numel(c), batches = m && n ? numel / (m * n) : 0;
+    int64_t numel = nb_view_numel(c), batches = m && n ? numel / (m * n) : 0;
     if (numel == 0) return NB_OK;
     if (k == 0) {
         scale_c(c, numel, beta);

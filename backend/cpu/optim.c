@@ -102,7 +102,7 @@ nb_status nb_cpu_adam_step(nb_backend *be, const nb_kview *param, const nb_kview
         .lr_wd_decay = 1 - h->lr * h->weight_decay, .w1 = 1 - h->beta1, .b2 = h->beta2,
         .w2 = 1 - h->beta2, .step_size = h->lr / bc1, .bc2_sqrt = sqrt(bc2),
     };
-    nb_cpu_parallel_for(nb_cpu_numel(param), NB_OPT_GRAIN, param->dtype == NB_F32 ? adam_f32 : adam_f64, &j);
+    nb_cpu_parallel_for(nb_view_numel(param), NB_OPT_GRAIN, param->dtype == NB_F32 ? adam_f32 : adam_f64, &j);
     return NB_OK;
 }
 
@@ -110,7 +110,7 @@ nb_status nb_cpu_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview 
                           const nb_kview *momentum_buf, const nb_sgd_hyper *h) {
     (void)be;
     sgd_job j = {.p = param->data, .buf = h->momentum != 0 ? momentum_buf->data : NULL, .g = grad->data, .h = h};
-    nb_cpu_parallel_for(nb_cpu_numel(param), NB_OPT_GRAIN, param->dtype == NB_F32 ? sgd_f32 : sgd_f64, &j);
+    nb_cpu_parallel_for(nb_view_numel(param), NB_OPT_GRAIN, param->dtype == NB_F32 ? sgd_f32 : sgd_f64, &j);
     return NB_OK;
 }
 

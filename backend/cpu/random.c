@@ -87,6 +87,6 @@ nb_status nb_cpu_random(nb_backend *be, const nb_kview *dst, nb_rng_dist dist, d
     /* checked: backend/check/random.c; 16-bit dst: bernoulli's 0 and 1, exact through a float32 copy */
     if (nb_dtype_is_16bit(dst->dtype)) return nb_cpu_bernoulli16(be, dst, a, seed, offset);
     rng_job j = {dst->data, dst->dtype, dist, a, b, seed, offset};
-    nb_cpu_parallel_for(nb_cpu_numel(dst), NB_RNG_GRAIN, rng_chunk, &j);
+    nb_cpu_parallel_for(nb_view_numel(dst), NB_RNG_GRAIN, rng_chunk, &j);
     return NB_OK;
 }

@@ -368,7 +368,7 @@ static void argmax_rows(void *arg, int64_t m0, int64_t m1) {
 
 /* Checked: backend/check/reduce.c. */
 static void arg_reduce(bool min, const nb_kview *values, const nb_kview *indices, const nb_kview *x, int dim) {
-    int64_t n = x->shape[dim], M = n ? nb_cpu_numel(x) / n : 0;
+    int64_t n = x->shape[dim], M = n ? nb_view_numel(x) / n : 0;
     am_job job = {values, indices, x, dim, M, min};
     nb_cpu_parallel_for(M, NB_CPU_GRAIN / (n ? n : 1) + 1, argmax_rows, &job);
 }

@@ -140,7 +140,7 @@ static void scan_lines(void *arg, int64_t m0, int64_t m1) {
 }
 
 static void run_lines(scan_job *j, nb_cpu_range_fn fn) {
-    int64_t total = nb_cpu_numel(j->ref);
+    int64_t total = nb_view_numel(j->ref);
     int64_t lines = j->n ? total / j->n : 0;
     nb_cpu_parallel_for(lines, NB_CPU_GRAIN / (j->n ? j->n : 1) + 1, fn, j);
 }
@@ -220,7 +220,7 @@ static void scan_back_lines(void *arg, int64_t m0, int64_t m1) {
 /* Every index in [0, n): checked up front (one serial int64 pass) so the
  * threaded scatter never needs to report from a worker. */
 static bool indices_ok(const scan_job *j) {
-    int64_t lines = j->n ? nb_cpu_numel(j->ref) / j->n : 0;
+    int64_t lines = j->n ? nb_view_numel(j->ref) / j->n : 0;
     for (int64_t m = 0; m < lines; m++) {
         char *p[SCAN_MAX_VIEWS];
         int64_t st[SCAN_MAX_VIEWS];

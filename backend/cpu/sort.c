@@ -114,7 +114,7 @@ nb_status nb_cpu_sort(nb_backend *be, const nb_kview *values, const nb_kview *in
     default: fn = sort_line_u8; break; /* uint8 and bool (0/1 bytes) */
     }
     sort_job j = {values, indices, x, dim, descending, x->shape[dim], indices->shape[dim], 0, 0, 0, NULL};
-    int64_t numel = nb_cpu_numel(x);
+    int64_t numel = nb_view_numel(x);
     if (numel == 0 || j.k == 0) return NB_OK;
     j.lines = numel / j.n;
     int64_t threads = nb_cpu_get_num_threads(), by_work = 1 + numel / 4096;

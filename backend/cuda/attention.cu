@@ -297,7 +297,7 @@ static nb_status setup(const char *op, Att *a, const nb_kview *out, const nb_kvi
                             "%s: q, k, v, out must be %s [B, R, C] or [B1, B2, R, C] views with unit column stride", op,
                             nb_dtype_name(dt));
     if (mask && mask->dtype != NB_BOOL && mask->dtype != dt)
-        return nb_set_error(NB_ERR_SHAPE, "%s: the mask must be [..., L, S] of bool or q's dtype", op);
+        return nb_set_error(NB_ERR_DTYPE, "%s: the mask must be [..., L, S] of bool or q's dtype", op);
     a->B = nd == 3 ? q->shape[0] : q->shape[0] * q->shape[1];
     a->L = q->shape[nd - 2], a->E = q->shape[nd - 1], a->S = k->shape[nd - 2], a->Ev = v->shape[nd - 1];
     a->scale = scale, a->causal = is_causal, a->dropout = dropout_p > 0;

@@ -51,7 +51,6 @@
 #include <cudnn.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -170,25 +170,10 @@ nb_status gemm_rm_ex(nb_backend *be, const char *slot, nb_dtype dt, nb_dtype dt_
 template <typename T> __device__ inline double load_d(T v) { return (double)Traits<T>::load(v); }
 template <typename T> __device__ inline T store_d(double v) { return Traits<T>::store((typename Traits<T>::acc)v); }
 
-inline bool same_shape(const nb_kview *a, const nb_kview *b) {
-    if (a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i]) return false;
-    return true;
-}
-inline int64_t numel(const nb_kview *v) {
-    int64_t n = 1;
-    for (int i = 0; i < v->ndim; i++) n *= v->shape[i];
-    return n;
-}
-inline bool contiguous(const nb_kview *v) {
-    int64_t s = 1;
-    for (int i = v->ndim - 1; i >= 0; i--) {
-        if (v->shape[i] != 1 && v->strides[i] != s) return false;
-        s *= v->shape[i];
-    }
-    return true;
-}
+// Short names for nb_backend_util.h's view helpers.
+inline bool same_shape(const nb_kview *a, const nb_kview *b) { return nb_view_same_shape(a, b); }
+inline int64_t numel(const nb_kview *v) { return nb_view_numel(v); }
+inline bool contiguous(const nb_kview *v) { return nb_view_is_contiguous(v); }
 
 // ---- the strided iterator ---------------------------------------------------------
 

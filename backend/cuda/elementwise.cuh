@@ -14,7 +14,7 @@
 //            iterator's `contig` case skips them).
 // A functor F gives In, Out, NIN (1 or 2) and `Out operator()(In[, In])`.
 // Also here: float math by overload (m_exp(float) is expf, m_exp(double)
-// exp) for templates over both, and view_str for messages.
+// exp) for templates over both.
 #pragma once
 
 #include <math.h>
@@ -213,15 +213,5 @@ __device__ __forceinline__ float m_atan2(float y, float x) { return atan2f(y, x)
 __device__ __forceinline__ double m_atan2(double y, double x) { return atan2(y, x); }
 __device__ __forceinline__ float m_copysign(float x, float y) { return copysignf(x, y); }
 __device__ __forceinline__ double m_copysign(double x, double y) { return copysign(x, y); }
-
-// "[2, 3] float32", as the CPU backend names a view in messages.
-constexpr size_t VIEW_BUF = 96;
-inline const char *view_str(const nb_kview *v, char *buf, size_t len) {
-    size_t used = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < v->ndim && used < len; d++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%lld", d ? ", " : "", (long long)v->shape[d]);
-    if (used < len) snprintf(buf + used, len - used, "] %s", nb_dtype_name(v->dtype));
-    return buf;
-}
 
 } // namespace nbc

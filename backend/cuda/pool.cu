@@ -25,7 +25,6 @@
 #include "cuda_common.cuh"
 
 #include <math.h>
-#include <stdio.h>
 
 namespace nbc {
 namespace {

@@ -22,19 +22,9 @@ constexpr unsigned FULL_MASK = 0xffffffffu;
 
 // ---- host helpers ------------------------------------------------------------------
 
-// "[2, 3] float32" into buf, for error messages.
-inline const char *vstr(const nb_kview *v, char *buf, size_t n) {
-    if (n < 2) return n ? (buf[0] = 0, buf) : buf;
-    size_t k = 1;
-    buf[0] = '[', buf[1] = 0;
-    for (int d = 0; d < v->ndim && k < n; d++) {
-        int w = snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)v->shape[d]);
-        if (w > 0) k += (size_t)w;
-    }
-    if (k < n) snprintf(buf + k, n - k, "] %s", nb_dtype_name(v->dtype));
-    return buf;
-}
-constexpr size_t VSTR = 96;
+// "[2, 3] float32" into buf, for error messages (nb_view_str's short name).
+inline const char *vstr(const nb_kview *v, char *buf, size_t n) { return nb_view_str(v, buf, n); }
+constexpr size_t VSTR = NB_VIEW_STR;
 
 // v seen as its lines along dim: every dim but dim, with ref's sizes and
 // v's strides (views of one kernel share ref's sizes outside dim).

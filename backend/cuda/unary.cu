@@ -1,6 +1,6 @@
 // unary.cu - the unary family on CUDA: slots unary (out = f(x; alpha)) and
 // unary_backward (gx = gy * f'(x or y; alpha)) for every nb_unary_op, with
-// the CPU backend's formulas, dtypes and messages (backend/cpu/unary.c,
+// the CPU backend's formulas and dtypes (backend/cpu/unary.c,
 // unary_math.c): float64 mirrors the CPU's float64 expressions on CUDA's
 // libm; float32 uses the same formulas with CUDA's float functions (a few
 // ulp, the harness's float32 tolerance is 2e-5), keeping the CPU's

@@ -17,7 +17,6 @@
 // search; the element adds their weighted values in the CPU's (oh, ow, tap)
 // order, so no atomics and the CPU's bits.
 #include <math.h>
-#include <stdio.h>
 
 #include "cuda_common.cuh"
 

@@ -3,10 +3,12 @@
  *   #include <nabla.h>      // with: pkg-config --cflags --libs nabla
  *
  * Components: nb_core.h (tensors, scopes, RNG, memory), nb_autograd.h
- * (backward, no_grad, gradcheck), nb_ops.h (differentiable ops), nb_nn.h
- * (modules), nb_transformer.h and nb_decoder.h (BERT, GPT-2, Llama),
- * nb_optim.h (optimizers), nb_data.h (datasets, loader, MNIST), nb_text.h
- * and nb_bpe.h (tokenizers), nb_backend.h (the device-backend interface).
+ * (backward, no_grad, gradcheck), nb_ops.h and nb_functional.h
+ * (differentiable ops), nb_nn.h (modules), nb_transformer.h and
+ * nb_decoder.h (BERT, GPT-2, Llama), nb_optim.h (optimizers), nb_data.h
+ * (datasets, loader, MNIST), nb_text.h and nb_bpe.h (tokenizers),
+ * nb_distributed.h (data-parallel training), nb_backend.h (devices and
+ * their backends).
  */
 #ifndef NABLA_H
 #define NABLA_H
@@ -15,6 +17,7 @@
 #include "nb_safetensors.h"
 #include "nb_autograd.h"
 #include "nb_ops.h"
+#include "nb_functional.h"
 #include "nb_linalg.h"
 #include "nb_op_table.h"
 #include "nb_nn.h"

@@ -768,7 +768,8 @@ START_TEST(test_every_public_function_survives_null) {
     NI(nb_ddp_num_buckets, NULL);
     NI(nb_ddp_bucket_numel, NULL, 0);
     /* the scan: every function of the public headers that takes a pointer was called */
-    static const char *const headers[] = {"core/nb_core.h", "autograd/nb_ops.h", "autograd/nb_linalg.h",
+    static const char *const headers[] = {"core/nb_core.h", "autograd/nb_ops.h", "autograd/nb_functional.h",
+                                          "autograd/nb_linalg.h",
                                           "autograd/nb_autograd.h", "autograd/nb_op_table.h", "nn/nb_nn.h",
                                           "nn/nb_transformer.h", "optim/nb_optim.h", "optim/nb_lr_scheduler.h",
                                           "optim/nb_checkpoint.h", "nn/nb_decoder.h", "data/nb_bpe.h",

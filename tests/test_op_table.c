@@ -93,6 +93,7 @@ END_TEST
 
 START_TEST(op_table_covers_the_headers) {
     int n = check_header(NB_SOURCE_ROOT "/autograd/nb_ops.h");
+    n += check_header(NB_SOURCE_ROOT "/autograd/nb_functional.h");
     n += check_header(NB_SOURCE_ROOT "/autograd/nb_linalg.h");
     ck_assert_int_gt(n, 150); /* the scanner found the declarations */
 }

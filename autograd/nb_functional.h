@@ -1,0 +1,348 @@
+/* nb_functional.h - the ops of torch.nn.functional: softmax, losses,
+ * convolution, pooling, normalization, dropout and sampling, resizing,
+ * attention, and the decoders' RMSNorm and rotary embedding. The
+ * conventions of nb_ops.h hold here (it includes this header): each
+ * returns a new scoped tensor that records its backward when an input
+ * requires grad, NULL with nb_last_error() set on bad input; each section
+ * names its family (autograd/ops_<family>.c, backend/cpu/<family>.c,
+ * tests/test_ops_<family>.c). Each op's dtypes: autograd/OPS.md.
+ */
+#ifndef NB_FUNCTIONAL_H
+#define NB_FUNCTIONAL_H
+
+#include "nb_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- softmax (ops_softmax.c; backend/cpu/softmax.c) -------------------------- */
+
+/* softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max) along dim. */
+nb_tensor *nb_softmax(nb_tensor *t, int dim);
+nb_tensor *nb_log_softmax(nb_tensor *t, int dim);
+
+/* ---- losses (ops_loss.c; backend/cpu/loss.c) --------------------------------- */
+
+typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
+
+typedef struct nb_cross_entropy_options {
+    int64_t ignore_index;   /* targets equal to it add nothing (default -100; class indices only) */
+    nb_reduction reduction; /* mean over non-ignored targets (default), sum, none */
+    nb_tensor *weight;      /* class weights [C] of the input's dtype, or NULL (borrowed) */
+    double label_smoothing; /* in [0, 1]; 0 = none (Szegedy et al. 2016) */
+} nb_cross_entropy_options;
+#define NB_CROSS_ENTROPY_DEFAULTS ((nb_cross_entropy_options){.ignore_index = -100, .reduction = NB_REDUCTION_MEAN})
+
+/* F.cross_entropy (PyTorch's doc and its cross_entropy_loss): input logits
+ * [C] (unbatched), [N, C] or [N, C, d1, ..., dk], f32/f64; target either
+ * class indices (int64) of the input's shape without C ([], [N],
+ * [N, d1, ..., dk]), each in [0, C) or ignore_index, or class
+ * probabilities of the input's shape and dtype. With class indices the
+ * loss of an element is w[t] (lse - x[t]) (w = weight, or 1), and the mean
+ * divides the sum by the sum of w[t] over the non-ignored elements (NaN
+ * when there is none, as PyTorch); label_smoothing e mixes in the uniform
+ * distribution: (1 - e) nll + e / C * (-sum_c w_c log p_c), the second
+ * term masked and averaged likewise (PyTorch's formula). With
+ * probabilities the target becomes t (1 - e) + e / C, the loss of an
+ * element is -sum_c w_c t_c log p_c, and the mean divides by the number of
+ * elements (N d1 ... dk); ignore_index must stay -100 (PyTorch's rule:
+ * NB_ERR_INVALID_ARG otherwise). reduction none
+ * returns the target's shape ([] for unbatched input). The common case
+ * ([N, C], class indices, no weight, no smoothing; and [N, C, d...] after a
+ * copy to [N d..., C]) is one fused kernel: the forward saves the
+ * log-sum-exp per row and the backward is softmax - onehot; the rest is
+ * written from log_softmax, gather and sums. Errors: NB_ERR_SHAPE (shapes
+ * that do not fit, weight not [C]), NB_ERR_DTYPE (target neither int64 nor
+ * the input's float dtype, weight of another dtype), NB_ERR_INVALID_ARG (a
+ * class index outside [0, C), label_smoothing outside [0, 1], a bad
+ * reduction). */
+nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target);
+nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_options opts);
+
+/* F.nll_loss: the negative log-likelihood of class indices, for inputs that
+ * are already log-probabilities (log_softmax's output): input [C], [N, C]
+ * or [N, C, d1, ..., dk], target int64 of the input's shape without C.
+ * Element loss -w[t] input[t] (0 where t == ignore_index); mean divides by
+ * the sum of w[t] (NaN when nothing counts). opts.label_smoothing must be
+ * 0. Gradient: -w[t] at the target class, 0 elsewhere. Errors as
+ * nb_cross_entropy_ex. */
+nb_tensor *nb_nll_loss(nb_tensor *input, nb_tensor *target, nb_cross_entropy_options opts);
+
+/* F.mse_loss: mean (or sum, none) of (input - target)^2; same shapes or broadcastable. */
+nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+
+/* ---- convolution (ops_conv.c; backend/cpu/conv.c) ---------------------------- */
+
+/* convolution (autograd/ops_conv.c; kernels backend/cpu/conv.c)
+ * NCHW (NCL for 1-d). Shapes: x [N, Cin, H, W], weight [Cout, Cin/groups,
+ * kh, kw], bias [Cout] or NULL; Cin and Cout divisible by groups. Output
+ * H_out = floor((H + 2*pad - dilation*(kh-1) - 1) / stride) + 1 (PyTorch's
+ * Conv2d doc). CPU: 3x3 stride-1 undilated kernels with >= 8 channels per
+ * group use Winograd F(2x2, 3x3) (Lavin & Gray 2016); the rest im2col +
+ * OpenBLAS GEMM; threaded over the batch, deterministic. CUDA: cuDNN.
+ * Dtypes: float32, float64, and bfloat16/float16 (float32 accumulation;
+ * the CPU through float32 copies) for conv1d, conv2d, conv_transpose1d
+ * and conv_transpose2d, which are on autocast's lower-precision list for
+ * CUDA tensors (float32 list on the CPU). */
+typedef struct nb_conv2d_options {
+    int64_t stride[2];   /* default 1 (0 means default) */
+    int64_t padding[2];  /* default 0 */
+    int64_t dilation[2]; /* default 1 (0 means default) */
+    int64_t groups;      /* default 1 (0 means default) */
+    bool padding_same;   /* padding='same' (stride must be 1): output size = input size */
+} nb_conv2d_options;
+typedef struct nb_conv1d_options {
+    int64_t stride, padding, dilation, groups; /* as above; 0 = default */
+    bool padding_same;
+} nb_conv1d_options;
+typedef struct nb_conv_transpose2d_options {
+    int64_t stride[2], padding[2], output_padding[2], dilation[2], groups; /* 0 = default */
+} nb_conv_transpose2d_options;
+
+nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_options opts);
+
+/* x [N, Cin, L], weight [Cout, Cin/groups, k]. */
+nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d_options opts);
+
+/* F.conv_transpose2d: weight [Cin, Cout/groups, kh, kw]; H_out = (H-1)*stride
+ * - 2*pad + dilation*(kh-1) + output_padding + 1. */
+nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
+                               nb_conv_transpose2d_options opts);
+
+/* F.conv_transpose1d: x [N, Cin, L] (or [Cin, L]), weight [Cin, Cout/groups,
+ * k]; L_out = (L-1)*stride - 2*pad + dilation*(k-1) + output_padding + 1
+ * (conv_transpose2d on [N, C, 1, L] views). */
+typedef struct nb_conv_transpose1d_options {
+    int64_t stride, padding, output_padding, dilation, groups; /* 0 = default */
+} nb_conv_transpose1d_options;
+nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
+                               nb_conv_transpose1d_options opts);
+
+/* F.conv3d: x [N, Cin, D, H, W] (or [Cin, D, H, W]), weight [Cout,
+ * Cin/groups, kd, kh, kw], bias [Cout] or NULL; per dim out = floor((in +
+ * 2*pad - dilation*(k-1) - 1) / stride) + 1 (PyTorch's Conv3d doc), or
+ * out = in with padding_same (stride 1; an odd total padding puts the extra
+ * one after). Computed as kd 2-d convolutions (one per kernel depth tap, of
+ * the input depth slices that tap reads, batched over the output depths)
+ * summed: the conv2d kernels and their backward rules, on any backend
+ * that has conv2d. Errors as conv2d's. */
+typedef struct nb_conv3d_options {
+    int64_t stride[3];   /* (d, h, w); 0 = 1 */
+    int64_t padding[3];  /* default 0 */
+    int64_t dilation[3]; /* 0 = 1 */
+    int64_t groups;      /* 0 = 1 */
+    bool padding_same;
+} nb_conv3d_options;
+nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv3d_options opts);
+
+/* F.conv_transpose3d: x [N, Cin, D, H, W] (or unbatched), weight [Cin,
+ * Cout/groups, kd, kh, kw]; per dim out = (in-1)*stride - 2*pad +
+ * dilation*(k-1) + output_padding + 1, output_padding smaller than the
+ * stride or the dilation (PyTorch's rule). Computed as kd conv_transpose2d
+ * (one per depth tap) placed at their output depths and summed. */
+typedef struct nb_conv_transpose3d_options {
+    int64_t stride[3], padding[3], output_padding[3], dilation[3], groups; /* 0 = default */
+} nb_conv_transpose3d_options;
+nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
+                               nb_conv_transpose3d_options opts);
+
+/* torchvision.ops.deform_conv2d: deformable convolution (v1, Dai et al.
+ * 2017; with a mask v2, Zhu et al. 2019). x [B, Cin, H, W]; offset [B,
+ * 2*offset_groups*kh*kw, Ho, Wo], channel 2*(g*kh*kw + i*kw + j) the y and
+ * the next the x shift of tap (i, j) for the channels of offset group g
+ * (Cin divisible by offset_groups); weight [Cout, Cin/groups, kh, kw]
+ * (groups = Cin / weight's dim 1); bias [Cout] or NULL; mask [B,
+ * offset_groups*kh*kw, Ho, Wo] or NULL (v1). Ho, Wo as conv2d's. Tap (i, j)
+ * of output (oh, ow) samples x bilinearly at (oh*sh - ph + i*dh + dy, ow*sw
+ * - pw + j*dw + dx), corners outside the input reading 0, times the mask.
+ * Composite (floor, gather, matmul): gradients for x, offset, mask, weight
+ * and bias. Batched input only, as torchvision. Errors: NB_ERR_SHAPE,
+ * NB_ERR_DTYPE, NB_ERR_INVALID_ARG (negative stride/padding/dilation). */
+typedef struct nb_deform_conv2d_options {
+    int64_t stride[2], padding[2], dilation[2]; /* stride/dilation 0 = 1 */
+} nb_deform_conv2d_options;
+nb_tensor *nb_deform_conv2d(nb_tensor *x, nb_tensor *offset, nb_tensor *weight, nb_tensor *bias, nb_tensor *mask,
+                            nb_deform_conv2d_options opts);
+
+/* ---- pooling (ops_pool.c; backend/cpu/pool.c) -------------------------------- */
+
+/* pooling (autograd/ops_pool.c; kernels backend/cpu/pool.c)
+ * x [N, C, H, W] or [C, H, W] (1-d: [N, C, L] or [C, L]). Output sizes as
+ * PyTorch's MaxPool2d/AvgPool2d docs; padding <= kernel/2. The 1-d and
+ * 2-d pools take float32, float64, bfloat16 and float16 (16-bit tensors,
+ * float32 arithmetic inside); the 3-d ones float32 and float64. */
+typedef struct nb_pool2d_options {
+    int64_t kernel[2];
+    int64_t stride[2];   /* 0 = kernel (PyTorch's default stride=None) */
+    int64_t padding[2];
+    int64_t dilation[2]; /* max pool only; 0 = 1 */
+    bool ceil_mode;
+    bool count_include_pad_false; /* avg pool: PyTorch's count_include_pad=False */
+    int64_t divisor_override;     /* avg pool: 0 = none */
+} nb_pool2d_options;
+typedef struct nb_pool1d_options {
+    int64_t kernel, stride, padding, dilation; /* stride 0 = kernel; dilation 0 = 1 */
+    bool ceil_mode;
+    bool count_include_pad_false;
+} nb_pool1d_options;
+
+/* Max pooling; if indices != NULL, *indices gets the int64 flat positions
+ * (h*W + w within each plane; PyTorch's return_indices), owned like any op result. */
+nb_tensor *nb_max_pool2d(nb_tensor *x, nb_pool2d_options opts, nb_tensor **indices);
+nb_tensor *nb_max_pool1d(nb_tensor *x, nb_pool1d_options opts, nb_tensor **indices);
+nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_pool2d_options opts);
+nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts);
+
+/* Adaptive pooling to an output size (PyTorch's index rule: start =
+ * floor(i*in/out), end = ceil((i+1)*in/out)). */
+nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w);
+nb_tensor *nb_adaptive_avg_pool1d(nb_tensor *x, int64_t out_l);
+nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb_tensor **indices);
+
+/* 3-d pooling of x [N, C, D, H, W] or [C, D, H, W] (torch.nn.functional's
+ * max_pool3d, avg_pool3d, adaptive_avg_pool3d): per dim the output size and
+ * the rules of the 2-d ops above (padding <= kernel/2, ceil_mode,
+ * count_include_pad, divisor_override, dilation for max only). Computed as
+ * a 2-d pool over (h, w) then one over depth: exact, since a window is a
+ * box (max of maxima; every PyTorch divisor is a product of per-dim
+ * counts), and max keeps PyTorch's tie order (first in (d, h, w)). max
+ * indices: flat d*H*W + h*W + w positions (return_indices). */
+typedef struct nb_pool3d_options {
+    int64_t kernel[3];   /* (d, h, w) */
+    int64_t stride[3];   /* 0 = kernel */
+    int64_t padding[3];
+    int64_t dilation[3]; /* max pool only; 0 = 1 */
+    bool ceil_mode;
+    bool count_include_pad_false; /* avg pool */
+    int64_t divisor_override;     /* avg pool: 0 = none */
+} nb_pool3d_options;
+nb_tensor *nb_max_pool3d(nb_tensor *x, nb_pool3d_options opts, nb_tensor **indices);
+nb_tensor *nb_avg_pool3d(nb_tensor *x, nb_pool3d_options opts);
+nb_tensor *nb_adaptive_avg_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w);
+
+/* ---- batch normalization (ops_batch_norm.c; backend/cpu/batch_norm.c) -------- */
+
+/* F.batch_norm on x [N, C] or [N, C, *]: training uses batch statistics
+ * (biased variance to normalise) and, when running_mean/running_var are
+ * given, updates them in place: r = (1 - momentum) * r + momentum * stat,
+ * with the unbiased variance (PyTorch's BatchNorm doc; momentum 0.1,
+ * eps 1e-5 are the module defaults). eval (training false) uses the running
+ * statistics. weight/bias [C] may be NULL. Gradients flow to x, weight, bias. */
+nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *weight,
+                         nb_tensor *bias, bool training, double momentum, double eps);
+
+/* ---- layer normalization (ops_layer_norm.c; backend/cpu/layer_norm.c) -------- */
+
+/* F.layer_norm over the last n_norm dims of x (their sizes are
+ * normalized_shape); weight/bias of normalized_shape or NULL. Fused kernels;
+ * the forward saves mean and rstd (Ba, Kiros, Hinton 2016; PyTorch's doc). */
+nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
+                         nb_tensor *bias, double eps);
+
+/* ---- dropout (ops_dropout.c; backend/cpu/random.c) --------------------------- */
+
+/* F.dropout: in training, zeroes each element with probability p (Bernoulli
+ * from gen, NULL = default generator) and scales the rest by 1/(1-p)
+ * (inverted dropout); identity (a new reference) when !training or p == 0.
+ * Float dtypes, bfloat16/float16 included (the mask in x's dtype).
+ * Errors: p outside [0, 1]. */
+nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
+
+/* ---- sampling (ops_random.c; composites) ------------------------------------ */
+
+/* torch.multinomial(p, num_samples, replacement, generator): int64 indices
+ * [num_samples] (p [C]) or [N, num_samples] (p [N, C]) drawn with
+ * probability proportional to p's rows (f32/f64, not normalized). Without
+ * replacement (or one sample) by the Gumbel-max trick, topk of p / q with q
+ * ~ Exp(1) (aten's CPU algorithm), so samples are distinct and zero-
+ * probability categories never drawn; with replacement by inverse-CDF
+ * sampling, computed in float64 whatever p's dtype (float32 and float64
+ * probabilities of the same values give the same samples). gen NULL = the
+ * default generator; deterministic given it (the samples differ from
+ * PyTorch's, whose generator is another). The checks
+ * read the distribution to the host. Not differentiable. Errors:
+ * NB_ERR_SHAPE (p not 1-D or 2-D), NB_ERR_INVALID_ARG (negative, infinite or
+ * NaN probabilities, a row summing to 0, num_samples < 0, more samples
+ * without replacement than nonzero categories), NB_ERR_DTYPE. */
+nb_tensor *nb_multinomial(nb_tensor *p, int64_t num_samples, bool replacement, nb_generator *gen);
+
+/* ---- resizing (ops_upsample.c; backend/cpu/upsample.c) ----------------------- */
+
+typedef enum nb_interpolate_mode { NB_INTERPOLATE_NEAREST, NB_INTERPOLATE_BILINEAR } nb_interpolate_mode;
+
+/* F.interpolate on x [N, C, H, W] to size [out_h, out_w]; align_corners for
+ * bilinear only (as PyTorch; nearest is PyTorch's legacy 'nearest'). */
+nb_tensor *nb_interpolate(nb_tensor *x, int64_t out_h, int64_t out_w, nb_interpolate_mode mode,
+                          bool align_corners);
+
+/* ---- attention (ops_attention.c; backend/cpu/attention.c) -------------------- */
+
+typedef struct nb_sdpa_options {
+    nb_tensor *attn_mask; /* NULL, bool (true = may attend) or float (added to the scores);
+                             broadcastable to [..., L, S] */
+    double dropout_p;     /* on the attention weights, training only; 0 = none */
+    bool is_causal;       /* mask out j > i (with attn_mask NULL, as PyTorch) */
+    double scale;         /* 0 = 1/sqrt(E) */
+    nb_generator *gen;    /* for dropout; NULL = default */
+    bool enable_gqa;      /* grouped-query attention: k, v have fewer heads (see below) */
+} nb_sdpa_options;
+
+/* F.scaled_dot_product_attention: softmax(q k^T * scale + mask) v for
+ * q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev], the leading
+ * (batch) dims broadcast as PyTorch's (k and v of [1, H, S, E] serve every
+ * batch element; the expanded copy is made once). dtypes: float32,
+ * float64, bfloat16 and float16 (the 16-bit ones with float32 scores,
+ * softmax and log-sum-exp; an additive mask in q's dtype); under autocast
+ * q, k, v and a float mask run in the autocast dtype, as PyTorch. 4-d
+ * [B, h, L, E] inputs with unit last stride (the heads of a projection) are
+ * read in place, and the output then comes back in [B, L, h, Ev] memory
+ * order (a non-contiguous view). A fused,
+ * tiled kernel with an online softmax (FlashAttention, Dao et al. 2022) that
+ * never holds the full [..., L, S] score matrix; the forward saves the
+ * log-sum-exp per row, and the backward recomputes the scores from it. A
+ * row whose every score is masked gives NaN, as PyTorch.
+ * enable_gqa (PyTorch 2.5's; Ainslie et al. 2023, "GQA"): q [..., Hq, L, E],
+ * k [..., Hk, S, E], v [..., Hk, S, Ev] with Hq a multiple of Hk (at least
+ * 3 dims, at most 7); kv head j serves q heads j*Hq/Hk .. (j+1)*Hq/Hk - 1
+ * (PyTorch's repeat_interleave). Cost: with a mask or is_causal, k and v
+ * are repeated to Hq heads (one contiguous copy each, Hq/Hk times their
+ * size; the gradient is summed back over each group); without either (the
+ * KV-cache decode step), q is regrouped to [..., Hk, (Hq/Hk) L, E] instead,
+ * so k and v are not copied. Errors: NB_ERR_SHAPE (heads that do not
+ * divide, fewer than 3 dims). */
+nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts);
+
+/* ---- decoders: RMSNorm (ops_rms_norm.c; backend/cpu/rms_norm.c) -------------- */
+
+/* F.rms_norm (PyTorch 2.4; Zhang & Sennrich 2019): y = x / sqrt(mean(x^2) +
+ * eps) * weight over the last n_norm dims of x, whose sizes are
+ * normalized_shape; weight of normalized_shape or NULL. eps 0 means
+ * PyTorch's eps=None, torch.finfo(x.dtype).eps (1.1920929e-07 for float32);
+ * Llama checkpoints set 1e-5 or 1e-6. A fused kernel; the forward saves
+ * 1/sqrt(mean(x^2) + eps) per row, the mean of squares accumulated in double.
+ * Gradients to x and weight. f32/f64, one dtype.
+ * Errors: NB_ERR_SHAPE (normalized_shape or weight do not fit),
+ * NB_ERR_INVALID_ARG (eps negative, NaN or infinite), NB_ERR_DTYPE. */
+nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight, double eps);
+
+/* ---- decoders: rotary embedding (ops_rope.c; backend/cpu/rope.c) ------------- */
+
+/* Rotary position embedding (RoFormer, Su et al. 2021) in Llama's
+ * rotate-half layout, Hugging Face's apply_rotary_pos_emb for one tensor:
+ *   out = x * cos + rotate_half(x) * sin,  rotate_half(x) = cat(-x2, x1)
+ * where x1, x2 are the halves of the last dim. x [..., T, D] (D even; e.g.
+ * [B, heads, T, head_dim]); cos, sin [T, D/2], the tables of the angles
+ * pos_t * inv_freq_i (Hugging Face's [T, D] tables are these twice over;
+ * nb_nn_rotary_embedding in nb_decoder.h builds them with theta, Llama 3's
+ * frequency scaling and a position offset for a KV cache). One fused
+ * kernel. Gradients: x gets the inverse rotation of g; cos and sin, when
+ * they require grad, get sum(g1 x1 + g2 x2) and sum(g2 x1 - g1 x2) over
+ * the leading dims. f32/f64, one dtype.
+ * Errors: NB_ERR_SHAPE (shapes that do not fit, D odd), NB_ERR_DTYPE. */
+nb_tensor *nb_apply_rotary_pos_emb(nb_tensor *x, nb_tensor *cos, nb_tensor *sin);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -6,6 +6,7 @@
  * on the way, and the tape is freed afterwards unless retained. Under
  * create_graph grad mode stays on, saved tensors are unpacked connected to
  * their graphs, and what the rules compute is recorded in turn. */
+#include <pthread.h>
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -109,10 +110,16 @@ static bool anomaly_forward(nb_node *node, nb_tensor *out, int n, nb_tensor *con
     return true;
 }
 
+static int node_op(const nb_node *n) { return (int)n->op; }
+static void tape_hooks(void) { nb_tape = (nb_tape_hooks){nb_node_release, node_op, nb_tensor_hooks_free}; }
+static pthread_once_t tape_once = PTHREAD_ONCE_INIT;
+void nb_tape_register(void) { pthread_once(&tape_once, tape_hooks); }
+
 static nb_node *record(nb_op_id op, uint8_t kind, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
                        bool *failed) {
     *failed = false;
     if (!out || !nb_needs_grad(n, inputs)) return NULL;
+    nb_tape_register();
     NB_ASSERT(n <= NB_NODE_MAX_IN && !out->grad_fn);
     nb_node *node = nb_host_calloc(1, sizeof *node);
     if (!node) {

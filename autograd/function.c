@@ -264,6 +264,7 @@ static bool is_nondiff(const nb_function_ctx *c, const nb_tensor *t) {
 /* Records the node for the outputs. */
 static nb_status record_function(nb_function_ctx *c, nb_tensor *const *inputs, nb_tensor **outputs,
                                  nb_tensor *const *raw) {
+    nb_tape_register();
     nb_node *n = nb_host_calloc(1, sizeof *n);
     nb_node_ext *e = n ? nb_host_calloc(1, sizeof *e) : NULL;
     if (!e) {

@@ -19,6 +19,7 @@ void nb_tensor_hooks_free(struct nb_tensor_hooks *h) {
 }
 
 static int64_t add_hook(struct nb_tensor_hooks **list, nb_hook k) {
+    nb_tape_register();
     if (!*list && !(*list = nb_host_calloc(1, sizeof **list))) {
         nb_set_error(NB_ERR_OOM, "register_hook: out of host memory");
         return -1;

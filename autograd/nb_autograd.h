@@ -11,7 +11,7 @@
  *
  * What is recorded. While grad mode is on (the default, per thread), an op
  * with an input that requires grad records one node on the tape: the op
- * (its id in autograd/nb_op_table.h), its backward rule, references to its
+ * (its id in core/nb_op_table.h), its backward rule, references to its
  * inputs that require grad, the op's parameters, and the tensors its rule
  * needs ("saved": detached aliases of their storage plus each storage's
  * version). The result requires grad and holds the node (its grad_fn); a

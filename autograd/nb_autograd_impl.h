@@ -153,6 +153,11 @@ nb_node *nb_record_grad(const nb_node *src, nb_backward_fn fn, nb_tensor *out, i
  * node's own output (t->grad_fn == n) keeps no reference to it. */
 void nb_save(nb_node *n, int slot, const nb_tensor *t);
 void nb_node_release(nb_node *n);
+/* Fills core's nb_tape hooks (core/nb_impl.h), once per process: called
+ * where a node or a tensor's hook list is first made. */
+void nb_tape_register(void);
+/* Frees a leaf's hook list (hooks.c; core calls it, through nb_tape, when t dies). */
+void nb_tensor_hooks_free(struct nb_tensor_hooks *h);
 /* The node's ext, allocated on first use (NULL on OOM, error set). */
 nb_node_ext *nb_node_ext_get(nb_node *n);
 /* "mul", or "the backward of mul" for a gradient node, or a custom
@@ -219,11 +224,6 @@ bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs);
  * backend supports for the op (else NB_ERR_UNSUPPORTED naming op, dtype and
  * backend): the capability query that replaces fixed float32/float64 gates. */
 bool nb_check_dtypes(nb_op_id op, int n, nb_tensor *const *inputs);
-/* The capability check alone, for one dtype on t's backend. */
-bool nb_check_supported(nb_op_id op, nb_dtype dt, const nb_tensor *t);
-/* The op table row's slots column: [NB_SLOT_COUNT] flags (NULL for an id
- * outside the table). */
-const bool *nb_op_slots(nb_op_id op);
 /* Sums g over broadcast dims so it has the given shape (the backward of broadcasting). */
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
 /* A contiguous copy of t (or t itself) without recording a node: the

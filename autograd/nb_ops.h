@@ -13,7 +13,7 @@
  * pooling, attention, ...) also compute on bfloat16/float16 tensors (float32
  * arithmetic inside); an op given a dtype it does not take fails with
  * NB_ERR_DTYPE. Each op's dtypes are its row of the op table:
- * autograd/OPS.md (generated from autograd/nb_op_table.h). The ops of
+ * autograd/OPS.md (generated from core/nb_op_table.h). The ops of
  * torch.nn.functional (softmax, losses, convolution, pooling,
  * normalization, dropout, attention, ...) are in nb_functional.h, which
  * this header includes. Sections below are by topic; each names its

@@ -1,6 +1,6 @@
 /* ops_random.c - sampling ops written from other ops (no kernel of their
- * own): multinomial, by PyTorch's CPU algorithms. Without replacement (or
- * one sample): argmax / topk of p / q with q ~ Exp(1) drawn from the
+ * own): randint, and multinomial by PyTorch's CPU algorithms. Without
+ * replacement (or one sample): argmax / topk of p / q with q ~ Exp(1) drawn from the
  * generator (the Gumbel-max trick, as aten's multinomial); with
  * replacement: each sample is the number of entries of the normalized CDF
  * below a U[0, 1) draw (inverse-CDF sampling). The draws come from the
@@ -63,4 +63,27 @@ nb_tensor *nb_multinomial(nb_tensor *p, int64_t num_samples, bool replacement, n
     nb_tensor *r = multinomial_impl(p, num_samples, replacement, gen);
     nb_set_grad_enabled(prev);
     return nb_scope_return(s, r);
+}
+
+/* floor(low + U[0, 1) (high - low)), from a float64 uniform fill (so the
+ * draws are the backend's Philox layout), clamped below high against
+ * rounding, then cast. */
+nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
+    if (low >= high)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "randint: low %lld must be below high %lld", (long long)low, (long long)high);
+    if ((unsigned)dt >= NB_DTYPE_COUNT) return NB_FAIL(NB_ERR_DTYPE, "randint: bad dtype %d", (int)dt);
+    double lo = (double)low, hi = (double)high;
+    static const double top[NB_DTYPE_COUNT] = {[NB_F32] = 0x1p24, [NB_F64] = 0x1p53, [NB_I32] = 0x1p31,
+                                               [NB_I64] = 0x1p63, [NB_U8] = 256, [NB_BOOL] = 2,
+                                               [NB_F16] = 2048, [NB_BF16] = 256};
+    double min = dt == NB_U8 || dt == NB_BOOL ? 0 : -top[dt];
+    if (lo < min || hi > top[dt])
+        return NB_FAIL(NB_ERR_INVALID_ARG, "randint: [%lld, %lld) does not fit %s", (long long)low, (long long)high,
+                       nb_dtype_name(dt));
+    /* high near 2^63 rounds to 2^63 in float64: cap at the double below it */
+    double cap = hi - 1 < hi ? hi - 1 : nextafter(hi, lo);
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *u = nb_rand(ndim, shape, NB_F64, gen);
+    nb_tensor *v = nb_clamp_scalar(nb_floor(nb_add_scalar(nb_mul_scalar(u, hi - lo), lo)), NAN, cap);
+    return nb_scope_return(s, v ? nb_to_dtype(v, dt) : NULL);
 }

@@ -17,7 +17,7 @@
  *
  * ---- Capability -----------------------------------------------------------------
  * Whether a backend runs an op on a dtype is derived, not declared
- * (nb_backend_supports, autograd/op_table.c): the op table row takes the
+ * (nb_backend_supports, core/op_table.c): the op table row takes the
  * dtype, every REQ slot the row lists is non-NULL, and the dtype is in the
  * backend's `dtypes` mask.
  *

@@ -326,7 +326,8 @@ nb_tensor *nb_randperm(int64_t n, nb_generator *gen);
  * [low, high) as dtype (int64 is PyTorch's default; floats hold integer
  * values; bool [0, 2)); exact while high - low <= 2^53. Errors:
  * NB_ERR_INVALID_ARG (low >= high, a range dtype cannot hold), shapes as
- * nb_empty. nb_multinomial (nb_ops.h) samples categories. */
+ * nb_empty. Written from ops (autograd/ops_random.c); nb_multinomial
+ * (nb_functional.h) samples categories. */
 nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen);
 
 /* ---- memory: the caching allocator ------------------------------------------

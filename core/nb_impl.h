@@ -51,8 +51,6 @@ struct nb_tensor {
 static inline void nb_bump_version(nb_tensor *t) {
     if (t) atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);
 }
-/* Frees a leaf's hook list (autograd/hooks.c; called when t dies). */
-void nb_tensor_hooks_free(struct nb_tensor_hooks *h);
 
 /* New contiguous tensor; registered with the current scope if any. */
 nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
@@ -143,6 +141,31 @@ char *nb_fmt_shape(int ndim, const int64_t *shape, char *buf, size_t len);
 
 /* Takes `blocks` Philox counter blocks from gen; returns the first one. */
 uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks);
+
+/* ---- the op table (core/op_table.c) ------------------------------------------ */
+
+/* The capability check for op in dtype dt on t's backend (nb_backend_supports
+ * with the error set: NB_ERR_DTYPE for a dtype outside the row,
+ * NB_ERR_UNSUPPORTED naming the backend and the missing kernel). */
+bool nb_check_supported(nb_op_id op, nb_dtype dt, const nb_tensor *t);
+/* The op table row's slots column: [NB_SLOT_COUNT] flags (NULL for an id
+ * outside the table). */
+const bool *nb_op_slots(nb_op_id op);
+
+/* ---- the tape, as core sees it ------------------------------------------------
+ * Core frees tensors and prints them without knowing the tape: the tape
+ * (autograd/engine.c) fills these when it records its first node, before
+ * any tensor can have a grad_fn. */
+typedef struct nb_tape_hooks {
+    void (*release)(struct nb_node *n);              /* drops a reference to a node */
+    int (*op)(const struct nb_node *n);              /* the nb_op_id it recorded */
+    void (*free_hooks)(struct nb_tensor_hooks *h);   /* a tensor's hook list */
+} nb_tape_hooks;
+extern nb_tape_hooks nb_tape; /* core/tensor.c; zero until the tape registers */
+/* Core's own reads and moves of t's values: a contiguous tensor of dtype dt
+ * (t itself when it is one already, else a scoped copy through the copy
+ * kernel), recording nothing. NULL with the error set. */
+nb_tensor *nb_dense_as(const nb_tensor *t, nb_dtype dt);
 
 /* ---- backends (backend/registry.c, written by meson) ----------------------- */
 

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_autograd_impl.h"
 #include "nb_impl.h"
 
 enum { PRECISION = 4, THRESHOLD = 1000, EDGE = 3, LINEWIDTH = 80 };
@@ -167,7 +166,7 @@ static void mark_shown(const nb_tensor *t, bool summarize, bool *shown, int64_t 
 
 /* "grad_fn=<AddBackward0>": the op's name in CamelCase, as PyTorch's node names. */
 static void grad_fn_name(const nb_tensor *t, char *out, size_t len) {
-    const char *name = nb_op_name(t->grad_fn->op);
+    const char *name = nb_op_name((nb_op_id)nb_tape.op(t->grad_fn));
     size_t k = 0;
     bool up = true;
     for (const char *p = name; *p && k + 12 < len; p++) {
@@ -190,7 +189,7 @@ static nb_status repr(const nb_tensor *t, sbuf *b) {
     nb_status st = NB_OK;
     if (n > 0) {
         nb_scope *s = nb_op_scope_begin();
-        nb_tensor *h = nb_to_dtype((nb_tensor *)t, integer ? NB_I64 : NB_F64);
+        nb_tensor *h = nb_dense_as(t, integer ? NB_I64 : NB_F64);
         void *dst = integer ? (void *)(iv = malloc(sizeof *iv * (size_t)n)) : (void *)(v = malloc(sizeof *v * (size_t)n));
         shown = malloc(sizeof *shown * (size_t)n);
         if (!dst || !shown) st = nb_set_error(NB_ERR_OOM, "repr: out of host memory");

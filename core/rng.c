@@ -6,7 +6,6 @@
 #include <math.h>
 
 #include "nb_impl.h"
-#include "nb_ops.h"
 #include "philox.h"
 
 static nb_generator default_gen = {0x2545F4914F6CDD1DULL, 0};
@@ -117,27 +116,4 @@ nb_tensor *nb_randperm(int64_t n, nb_generator *gen) {
     nb_tensor *t = nb_from_data(p, 1, &n, NB_I64);
     free(p);
     return t;
-}
-
-/* floor(low + U[0, 1) (high - low)), from a float64 uniform fill (so the
- * draws are the backend's Philox layout), clamped below high against
- * rounding, then cast. */
-nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen) {
-    if (low >= high)
-        return NB_FAIL(NB_ERR_INVALID_ARG, "randint: low %lld must be below high %lld", (long long)low, (long long)high);
-    if ((unsigned)dt >= NB_DTYPE_COUNT) return NB_FAIL(NB_ERR_DTYPE, "randint: bad dtype %d", (int)dt);
-    double lo = (double)low, hi = (double)high;
-    static const double top[NB_DTYPE_COUNT] = {[NB_F32] = 0x1p24, [NB_F64] = 0x1p53, [NB_I32] = 0x1p31,
-                                               [NB_I64] = 0x1p63, [NB_U8] = 256, [NB_BOOL] = 2,
-                                               [NB_F16] = 2048, [NB_BF16] = 256};
-    double min = dt == NB_U8 || dt == NB_BOOL ? 0 : -top[dt];
-    if (lo < min || hi > top[dt])
-        return NB_FAIL(NB_ERR_INVALID_ARG, "randint: [%lld, %lld) does not fit %s", (long long)low, (long long)high,
-                       nb_dtype_name(dt));
-    /* high near 2^63 rounds to 2^63 in float64: cap at the double below it */
-    double cap = hi - 1 < hi ? hi - 1 : nextafter(hi, lo);
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *u = nb_rand(ndim, shape, NB_F64, gen);
-    nb_tensor *v = nb_clamp_scalar(nb_floor(nb_add_scalar(nb_mul_scalar(u, hi - lo), lo)), NAN, cap);
-    return nb_scope_return(s, v ? nb_to_dtype(v, dt) : NULL);
 }

@@ -4,7 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "nb_autograd_impl.h"
 #include "nb_impl.h"
 
 /* A metadata query given NULL (a failed op upstream): keeps that op's
@@ -174,11 +173,13 @@ void nb_retain(nb_tensor *t) {
     if (t) atomic_fetch_add(&t->refcount, 1);
 }
 
+nb_tape_hooks nb_tape;
+
 void nb_release(nb_tensor *t) {
     if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
     nb_release(t->grad);
-    if (t->hooks) nb_tensor_hooks_free(t->hooks);
-    if (t->grad_fn) nb_node_release(t->grad_fn);
+    if (t->hooks) nb_tape.free_hooks(t->hooks);   /* hooks and a grad_fn exist only once */
+    if (t->grad_fn) nb_tape.release(t->grad_fn); /* the tape has registered (nb_impl.h) */
     storage_release(t->storage);
     free(t);
 }
@@ -375,7 +376,7 @@ nb_status nb_to_host_async(const nb_tensor *t, void *dst, size_t bytes, nb_strea
         return nb_set_error(NB_ERR_DEVICE, "to_host: the stream is not on the tensor's device");
     if (!nb_is_contiguous(t)) {
         nb_scope *sc = nb_op_scope_begin();
-        nb_tensor *c = nb_contiguous((nb_tensor *)t);
+        nb_tensor *c = nb_dense_as(t, t->dtype);
         nb_status st = c ? nb_to_host_async(c, dst, bytes, s) : nb_last_status();
         if (st == NB_OK && c != t) st = nb_record_stream(c, s ? s : nb_current_stream(t->storage->device));
         nb_scope_end(sc);
@@ -402,7 +403,7 @@ double nb_item(const nb_tensor *t) {
     }
     double v = NAN;
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *d = t->dtype == NB_F64 ? (nb_tensor *)t : nb_to_dtype((nb_tensor *)t, NB_F64);
+    nb_tensor *d = nb_dense_as(t, NB_F64);
     if (d) nb_to_host(d, &v, sizeof v);
     nb_scope_end(s);
     return v;
@@ -470,6 +471,14 @@ nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
     return nb_kernel_copy(NB_BE(dst), &d, &s);
 }
 
+nb_tensor *nb_dense_as(const nb_tensor *t, nb_dtype dt) {
+    if (t->dtype == dt && nb_is_contiguous(t)) return (nb_tensor *)t;
+    nb_tensor *c = nb_tensor_new(t->ndim, t->shape, dt, t->storage->device);
+    if (!c) return NULL;
+    nb_kview vd = nb_kview_of(c), vs = nb_kview_of(t);
+    return nb_kernel_copy(NB_BE(t), &vd, &vs) == NB_OK ? c : NULL;
+}
+
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
     if (!t) return null_meta("to_device"), NULL;
     if (same_device(t->storage->device, dev)) {
@@ -478,7 +487,7 @@ nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
     }
     if (!nb_backend_get(dev)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *c = nb_contiguous(t);
+    nb_tensor *c = nb_dense_as(t, t->dtype);
     nb_tensor *r = c ? nb_tensor_new_unscoped(t->ndim, t->shape, t->dtype, dev) : NULL;
     if (r && copy_across(r, c, (size_t)nb_numel(c) * nb_dtype_size(c->dtype)) != NB_OK) {
         nb_release(r);

@@ -1,6 +1,6 @@
 /* op_harness.h - the one op test harness (ggml's test-backend-ops is the
  * model). A table of cases, at least one per row of the op table
- * (autograd/nb_op_table.h), each a small function of some inputs; for every
+ * (core/nb_op_table.h), each a small function of some inputs; for every
  * registered device and every dtype the case and the backend support, the
  * harness (tests/test_op_harness.c) checks
  *   - the forward against a float64 CPU reference run on the same input

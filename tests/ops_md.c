@@ -1,5 +1,5 @@
 /* ops_md.c - prints autograd/OPS.md's main table from the op table
- * (autograd/nb_op_table.h), one row per op: build/tests/nabla-ops-md. The
+ * (core/nb_op_table.h), one row per op: build/tests/nabla-ops-md. The
  * op_table suite checks that OPS.md holds exactly this table between its
  * markers, so the table, the dispatch and the document cannot drift. */
 #include <stdio.h>

@@ -473,7 +473,7 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_ctx_set_value, NULL, NULL, 0.0);
     ND(nb_ctx_value, NULL, NULL);
     NP(nb_ctx_user, NULL);
-    /* autograd/nb_op_table.h */
+    /* core/nb_op_table.h */
     NX(nb_op_find, NULL);
     /* nn/nb_nn.h */
     NP(nb_forward, NULL, NULL);
@@ -770,7 +770,7 @@ START_TEST(test_every_public_function_survives_null) {
     /* the scan: every function of the public headers that takes a pointer was called */
     static const char *const headers[] = {"core/nb_core.h", "autograd/nb_ops.h", "autograd/nb_functional.h",
                                           "autograd/nb_linalg.h",
-                                          "autograd/nb_autograd.h", "autograd/nb_op_table.h", "nn/nb_nn.h",
+                                          "autograd/nb_autograd.h", "core/nb_op_table.h", "nn/nb_nn.h",
                                           "nn/nb_transformer.h", "optim/nb_optim.h", "optim/nb_lr_scheduler.h",
                                           "optim/nb_checkpoint.h", "nn/nb_decoder.h", "data/nb_bpe.h",
                                           "data/nb_data.h", "data/nb_text.h", "core/nb_safetensors.h",

@@ -1,4 +1,4 @@
-/* test_op_table.c - the op table (autograd/nb_op_table.h) and OPS.md agree
+/* test_op_table.c - the op table (core/nb_op_table.h) and OPS.md agree
  * with the headers: every row names a function that exists (checked at
  * compile time), every function declared in autograd/nb_ops.h and
  * autograd/nb_linalg.h is a row (or one of the few non-op helpers), and
@@ -59,7 +59,7 @@ static int check_header(const char *path) {
         snprintf(buf, sizeof buf, "%.*s", (int)len, name);
         bool helper = false;
         for (size_t i = 0; i < sizeof not_ops / sizeof not_ops[0]; i++) helper |= !strcmp(buf, not_ops[i]);
-        ck_assert_msg(helper || is_row(buf), "%s is declared in %s but has no row in autograd/nb_op_table.h", buf, path);
+        ck_assert_msg(helper || is_row(buf), "%s is declared in %s but has no row in core/nb_op_table.h", buf, path);
         n++;
     }
     free(h);

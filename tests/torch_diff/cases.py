@@ -2,7 +2,7 @@
 table (the CNN, linear-algebra and sampling ones in cases_nn.py), inputs
 and arguments, and the PyTorch call nabla must match.
 
-A Case holds the op's name (nabla's, as in autograd/nb_op_table.h), its
+A Case holds the op's name (nabla's, as in core/nb_op_table.h), its
 inputs (torch tensors, or None for a NULL input), how the runner views each
 (""; "T" a transpose of the last two dims; "S" every other element of the
 last dim), which require grad, the arguments (PyTorch's keyword names; the

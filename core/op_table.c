@@ -3,7 +3,7 @@
  * dtype gates. */
 #include <string.h>
 
-#include "nb_autograd_impl.h"
+#include "nb_impl.h"
 
 /* Adding a row changes this count on purpose: the harness, OPS.md and the
  * CUDA backend must learn the new op too. */

@@ -121,38 +121,73 @@ typedef enum nb_binary_op {
     NB_BINARY_OP_COUNT
 } nb_binary_op;
 
-/* Elementwise unary ops: out = f(x; alpha). */
+/* Elementwise unary ops: out = f(x; alpha), one row each (the one list of
+ * them: the enum, their names and what their backward reads come from it):
+ *   X(ID, name, saved)
+ *   ID     NB_UNARY_<ID>
+ *   name   the op's name in messages
+ *   saved  which tensor of the forward unary_backward's rule reads: IN the
+ *          input x, OUT the output y, EITHER of them, NONE (gy alone)
+ * Formulas and backward rules are PyTorch's (ATen CPU kernels,
+ * tools/autograd/derivatives.yaml). abs, sign, floor, ceil, trunc and round
+ * (alpha 0) also take int32/int64/uint8 (the last four as identity); neg
+ * and the scalar forms take the integers too; each op's dtypes are checked
+ * by backend/check/unary.c. */
+/* clang-format off */
+#define NB_UNARY_OPS(X) \
+    X(NEG, neg, NONE) \
+    X(EXP, exp, OUT) \
+    X(LOG, log, IN) \
+    X(SQRT, sqrt, OUT) \
+    X(RELU, relu, EITHER)                /* the rule reads either: x > 0 iff y > 0 */ \
+    X(SIGMOID, sigmoid, OUT) \
+    X(TANH, tanh, OUT) \
+    X(ADD_SCALAR, add_scalar, NONE)      /* x + alpha */ \
+    X(MUL_SCALAR, mul_scalar, NONE)      /* x * alpha */ \
+    X(POW_SCALAR, pow_scalar, IN)        /* x ** alpha */ \
+    X(GELU, gelu, IN)                    /* x * Phi(x), exact (erf) */ \
+    X(GELU_TANH, gelu_tanh, IN)          /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */ \
+    X(ABS, abs, IN) \
+    X(SIGN, sign, NONE)                  /* sign(0) = sign(NaN) = 0 */ \
+    X(FLOOR, floor, NONE) \
+    X(CEIL, ceil, NONE) \
+    X(ROUND, round, NONE)                /* half to even; alpha = decimals: rint(x 10^d) / 10^d (d < 0: rint(x / 10^-d) 10^-d) */ \
+    X(TRUNC, trunc, NONE) \
+    X(RECIPROCAL, reciprocal, OUT) \
+    X(RSQRT, rsqrt, OUT) \
+    X(LOG1P, log1p, IN) \
+    X(EXPM1, expm1, OUT) \
+    X(LOG2, log2, IN) \
+    X(LOG10, log10, IN) \
+    X(SIN, sin, IN) \
+    X(COS, cos, IN) \
+    X(TAN, tan, OUT) \
+    X(ASIN, asin, IN) \
+    X(ACOS, acos, IN) \
+    X(ATAN, atan, IN) \
+    X(SINH, sinh, IN) \
+    X(COSH, cosh, IN) \
+    X(ASINH, asinh, IN) \
+    X(ACOSH, acosh, IN) \
+    X(ATANH, atanh, IN) \
+    X(ERF, erf, IN) \
+    X(ERFC, erfc, IN) \
+    X(LEAKY_RELU, leaky_relu, IN)        /* x > 0 ? x : alpha x */ \
+    X(ELU, elu, IN)                      /* x > 0 ? x : alpha (e^x - 1) */ \
+    X(SELU, selu, IN)                    /* scale (x > 0 ? x : a (e^x - 1)), Klambauer et al. 2017 constants */ \
+    X(SILU, silu, IN)                    /* x sigmoid(x) */ \
+    X(MISH, mish, IN)                    /* x tanh(log(1 + e^x)) */ \
+    X(SOFTPLUS, softplus, IN)            /* beta 1, threshold alpha: x > alpha ? x : log(1 + e^x) */ \
+    X(HARDTANH_MIN, hardtanh, IN)        /* max(x, alpha); gradient 0 where x <= alpha (hardtanh's lower side) */ \
+    X(HARDTANH_MAX, hardtanh, IN)        /* min(x, alpha); gradient 0 where x >= alpha (hardtanh's upper side) */ \
+    X(HARDSIGMOID, hardsigmoid, IN)      /* min(max(x + 3, 0), 6) / 6 */ \
+    X(HARDSWISH, hardswish, IN)          /* x min(max(x + 3, 0), 6) / 6 */ \
+    X(LOGSIGMOID, logsigmoid, IN)        /* min(x, 0) - log1p(e^-|x|) */
+/* clang-format on */
 typedef enum nb_unary_op {
-    NB_UNARY_NEG, NB_UNARY_EXP, NB_UNARY_LOG, NB_UNARY_SQRT, NB_UNARY_RELU,
-    NB_UNARY_SIGMOID, NB_UNARY_TANH,
-    NB_UNARY_ADD_SCALAR, /* x + alpha */
-    NB_UNARY_MUL_SCALAR, /* x * alpha */
-    NB_UNARY_POW_SCALAR, /* x ** alpha */
-    NB_UNARY_GELU,       /* x * Phi(x), exact (erf) */
-    NB_UNARY_GELU_TANH,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-    /* op coverage: unary math and activations (backend/cpu/unary_math.c).
-     * Formulas and backward rules are PyTorch's (ATen CPU kernels,
-     * tools/autograd/derivatives.yaml). abs, sign, floor, ceil, trunc and
-     * round (alpha 0) also take int32/int64/uint8 (the last four as
-     * identity); the rest are float32/float64 only. */
-    NB_UNARY_ABS, NB_UNARY_SIGN, /* sign(0) = sign(NaN) = 0 */
-    NB_UNARY_FLOOR, NB_UNARY_CEIL,
-    NB_UNARY_ROUND,       /* half to even; alpha = decimals: rint(x 10^d) / 10^d (d < 0: rint(x / 10^-d) 10^-d) */
-    NB_UNARY_TRUNC, NB_UNARY_RECIPROCAL, NB_UNARY_RSQRT, NB_UNARY_LOG1P, NB_UNARY_EXPM1,
-    NB_UNARY_LOG2, NB_UNARY_LOG10, NB_UNARY_SIN, NB_UNARY_COS, NB_UNARY_TAN, NB_UNARY_ASIN,
-    NB_UNARY_ACOS, NB_UNARY_ATAN, NB_UNARY_SINH, NB_UNARY_COSH, NB_UNARY_ASINH, NB_UNARY_ACOSH,
-    NB_UNARY_ATANH, NB_UNARY_ERF, NB_UNARY_ERFC,
-    NB_UNARY_LEAKY_RELU,  /* x > 0 ? x : alpha x */
-    NB_UNARY_ELU,         /* x > 0 ? x : alpha (e^x - 1) */
-    NB_UNARY_SELU,        /* scale (x > 0 ? x : a (e^x - 1)), Klambauer et al. 2017 constants */
-    NB_UNARY_SILU,        /* x sigmoid(x) */
-    NB_UNARY_MISH,        /* x tanh(log(1 + e^x)) */
-    NB_UNARY_SOFTPLUS,    /* beta 1, threshold alpha: x > alpha ? x : log(1 + e^x) */
-    NB_UNARY_HARDTANH_MIN, /* max(x, alpha); gradient 0 where x <= alpha (hardtanh's lower side) */
-    NB_UNARY_HARDTANH_MAX, /* min(x, alpha); gradient 0 where x >= alpha (hardtanh's upper side) */
-    NB_UNARY_HARDSIGMOID, /* min(max(x + 3, 0), 6) / 6 */
-    NB_UNARY_HARDSWISH,   /* x min(max(x + 3, 0), 6) / 6 */
-    NB_UNARY_LOGSIGMOID,  /* min(x, 0) - log1p(e^-|x|) */
+#define NB_UNARY_ENUM(id, name, saved) NB_UNARY_##id,
+    NB_UNARY_OPS(NB_UNARY_ENUM)
+#undef NB_UNARY_ENUM
     NB_UNARY_OP_COUNT
 } nb_unary_op;
 

@@ -29,6 +29,46 @@ nb_status nb_set_error(nb_status s, const char *fmt, ...) __attribute__((format(
 /* The same, for functions returning a pointer: sets the error, returns NULL. */
 #define NB_FAIL(s, ...) (nb_set_error((s), __VA_ARGS__), (void *)0)
 
+/* ---- the unary ops' list (NB_UNARY_OPS, nb_backend.h) ----------------------------------- */
+
+typedef enum nb_unary_saved {
+    NB_UNARY_SAVED_NONE,
+    NB_UNARY_SAVED_IN,
+    NB_UNARY_SAVED_OUT,
+    NB_UNARY_SAVED_EITHER
+} nb_unary_saved;
+/* "expm1"; "invalid unary op" outside the list. */
+static inline const char *nb_unary_name(nb_unary_op op) {
+    switch (op) {
+#define NB_UNARY_NAME(id, name, saved) \
+    case NB_UNARY_##id: return #name;
+        NB_UNARY_OPS(NB_UNARY_NAME)
+#undef NB_UNARY_NAME
+    default: return "invalid unary op";
+    }
+}
+/* Which tensor of the forward unary_backward's rule for op reads. */
+static inline nb_unary_saved nb_unary_saved_of(nb_unary_op op) {
+    switch (op) {
+#define NB_UNARY_SAVED(id, name, saved) \
+    case NB_UNARY_##id: return NB_UNARY_SAVED_##saved;
+        NB_UNARY_OPS(NB_UNARY_SAVED)
+#undef NB_UNARY_SAVED
+    default: return NB_UNARY_SAVED_NONE;
+    }
+}
+/* The view that rule reads: x, y, either (x where given), or gy itself
+ * when it reads neither; NULL when the one it needs was not given. */
+static inline const nb_kview *nb_unary_saved_view(nb_unary_op op, const nb_kview *gy, const nb_kview *x,
+                                                  const nb_kview *y) {
+    switch (nb_unary_saved_of(op)) {
+    case NB_UNARY_SAVED_IN: return x;
+    case NB_UNARY_SAVED_OUT: return y;
+    case NB_UNARY_SAVED_EITHER: return x ? x : y;
+    default: return gy;
+    }
+}
+
 /* ---- views (nb_kview) ----------------------------------------------------------------- */
 
 static inline int64_t nb_view_numel(const nb_kview *v) {

@@ -2,14 +2,6 @@
  * saved tensor the backward rule reads. */
 #include "check.h"
 
-static const char *const un_names[NB_UNARY_OP_COUNT] = {
-    "neg", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "add_scalar", "mul_scalar", "pow_scalar", "gelu",
-    "gelu_tanh", "abs", "sign", "floor", "ceil", "round", "trunc", "reciprocal", "rsqrt", "log1p", "expm1", "log2",
-    "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc",
-    "leaky_relu", "elu", "selu", "silu", "mish", "softplus", "hardtanh", "hardtanh", "hardsigmoid", "hardswish",
-    "logsigmoid"};
-_Static_assert(NB_UNARY_LOGSIGMOID == NB_UNARY_OP_COUNT - 1, "un_names must name every unary op");
-
 /* Every op takes the floats (16-bit ones computed in float32); the
  * integers only neg, add/mul_scalar, abs, sign and the rounding ops. */
 static bool un_supported(nb_unary_op op, nb_dtype dt) {
@@ -33,7 +25,7 @@ nb_status nb_check_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, co
     (void)be, (void)alpha; /* any alpha */
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR];
     if ((unsigned)op >= NB_UNARY_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "unary: bad op %d", (int)op);
-    const char *name = un_names[op];
+    const char *name = nb_unary_name(op);
     if (!nb_view_same_shape(out, x))
         return nb_set_error(NB_ERR_SHAPE, "%s: out %s and input %s differ", name, nb_view_str(out, b1, sizeof b1),
                             nb_view_str(x, b2, sizeof b2));
@@ -45,44 +37,17 @@ nb_status nb_check_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, co
     return NB_OK;
 }
 
-/* The saved tensor each backward rule reads: the input x, the output y,
- * either (relu: x > 0 iff y > 0), or none (the rule reads gy only). */
-enum { USES_NONE, USES_X, USES_Y, USES_EITHER };
-static int ub_uses(nb_unary_op op) {
-    switch (op) {
-    case NB_UNARY_NEG:
-    case NB_UNARY_ADD_SCALAR:
-    case NB_UNARY_MUL_SCALAR:
-    case NB_UNARY_SIGN:
-    case NB_UNARY_FLOOR:
-    case NB_UNARY_CEIL:
-    case NB_UNARY_ROUND:
-    case NB_UNARY_TRUNC: return USES_NONE;
-    case NB_UNARY_EXP:
-    case NB_UNARY_SQRT:
-    case NB_UNARY_SIGMOID:
-    case NB_UNARY_TANH:
-    case NB_UNARY_RECIPROCAL:
-    case NB_UNARY_RSQRT:
-    case NB_UNARY_EXPM1:
-    case NB_UNARY_TAN: return USES_Y;
-    case NB_UNARY_RELU: return USES_EITHER;
-    default: return USES_X;
-    }
-}
-
 nb_status nb_check_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
                                   const nb_kview *x, const nb_kview *y, double alpha) {
     (void)be, (void)alpha;
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR], b3[NB_VIEW_STR];
     if ((unsigned)op >= NB_UNARY_OP_COUNT)
         return nb_set_error(NB_ERR_INVALID_ARG, "unary_backward: bad op %d", (int)op);
-    const char *name = un_names[op];
-    int uses = ub_uses(op);
-    const nb_kview *v = uses == USES_X ? x : uses == USES_Y ? y : uses == USES_EITHER ? (x ? x : y) : gy;
+    const char *name = nb_unary_name(op);
+    const nb_kview *v = nb_unary_saved_view(op, gy, x, y);
     if (!v)
         return nb_set_error(NB_ERR_INVALID_ARG, "%s backward: needs the forward's %s", name,
-                            uses == USES_X ? "input x" : "output y");
+                            nb_unary_saved_of(op) == NB_UNARY_SAVED_IN ? "input x" : "output y");
     if (!nb_view_same_shape(gx, gy) || !nb_view_same_shape(gx, v))
         return nb_set_error(NB_ERR_SHAPE, "%s backward: gx %s, gy %s and saved %s differ", name,
                             nb_view_str(gx, b1, sizeof b1), nb_view_str(gy, b2, sizeof b2),

@@ -121,9 +121,6 @@ static const nb_cpu_loop_fn un_loops[NB_UNARY_OP_COUNT][NB_DTYPE_COUNT] = {
     [NB_UNARY_GELU] = FLOATS(gelu),      [NB_UNARY_GELU_TANH] = FLOATS(gelu_tanh),
 };
 static const nb_cpu_loop_fn square_loops[NB_DTYPE_COUNT] = FLOATS(square);
-static const char *const un_names[NB_UNARY_OP_COUNT] = {
-    "neg", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "add_scalar", "mul_scalar", "pow_scalar",
-    "gelu", "gelu_tanh"};
 
 /* Memory-bound ops (a compare or one arithmetic op per element): larger tasks. */
 static int64_t un_grain(nb_unary_op op, double alpha) {
@@ -140,15 +137,13 @@ static int64_t un_grain(nb_unary_op op, double alpha) {
     }
 }
 
-static const char *un_name(nb_unary_op op) { return op < NB_UNARY_ABS ? un_names[op] : nb_cpu_unary_math_name(op); }
-
 /* op, shapes and dtypes checked: backend/check/unary.c. */
 nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
                        double alpha) {
     if (nb_dtype_is_16bit(x->dtype)) return nb_cpu_unary16(be, op, out, x, alpha);
     nb_cpu_loop_fn fn = op < NB_UNARY_ABS ? un_loops[op][x->dtype] : nb_cpu_unary_math_loop(op, x->dtype);
     if (!fn) /* dtypes the op does not take: for callers of the ISA tables (tests), which bypass the check */
-        return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on the CPU", un_name(op),
+        return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on the CPU", nb_unary_name(op),
                             nb_dtype_name(x->dtype));
     if (op == NB_UNARY_POW_SCALAR && alpha == 2.0) fn = square_loops[x->dtype]; /* exact and fast */
     nb_cpu_iter it;
@@ -177,29 +172,19 @@ UB_LOOP(gelu_bw_f64, double, g *gelu_grad_f64(v))
 UB_LOOP(gelu_tanh_bw_f64, double, g *gelu_tanh_grad_f64(v))
 
 static const nb_cpu_unary_rule ub_rules[NB_UNARY_OP_COUNT] = {
-    [NB_UNARY_NEG] = {neg_bw_f32, neg_bw_f64, USES_NONE},
-    [NB_UNARY_EXP] = {exp_bw_f32, exp_bw_f64, USES_Y},
-    [NB_UNARY_LOG] = {log_bw_f32, log_bw_f64, USES_X},
-    [NB_UNARY_SQRT] = {sqrt_bw_f32, sqrt_bw_f64, USES_Y},
-    [NB_UNARY_RELU] = {relu_bw_f32, relu_bw_f64, USES_EITHER}, /* x > 0 iff y > 0 */
-    [NB_UNARY_SIGMOID] = {sigmoid_bw_f32, sigmoid_bw_f64, USES_Y},
-    [NB_UNARY_TANH] = {tanh_bw_f32, tanh_bw_f64, USES_Y},
-    [NB_UNARY_ADD_SCALAR] = {adds_bw_f32, adds_bw_f64, USES_NONE},
-    [NB_UNARY_MUL_SCALAR] = {muls_bw_f32, muls_bw_f64, USES_NONE},
-    [NB_UNARY_POW_SCALAR] = {pows_bw_f32, pows_bw_f64, USES_X},
-    [NB_UNARY_GELU] = {gelu_bw_f32, gelu_bw_f64, USES_X},
-    [NB_UNARY_GELU_TANH] = {gelu_tanh_bw_f32, gelu_tanh_bw_f64, USES_X},
+    [NB_UNARY_NEG] = {neg_bw_f32, neg_bw_f64},
+    [NB_UNARY_EXP] = {exp_bw_f32, exp_bw_f64},
+    [NB_UNARY_LOG] = {log_bw_f32, log_bw_f64},
+    [NB_UNARY_SQRT] = {sqrt_bw_f32, sqrt_bw_f64},
+    [NB_UNARY_RELU] = {relu_bw_f32, relu_bw_f64},
+    [NB_UNARY_SIGMOID] = {sigmoid_bw_f32, sigmoid_bw_f64},
+    [NB_UNARY_TANH] = {tanh_bw_f32, tanh_bw_f64},
+    [NB_UNARY_ADD_SCALAR] = {adds_bw_f32, adds_bw_f64},
+    [NB_UNARY_MUL_SCALAR] = {muls_bw_f32, muls_bw_f64},
+    [NB_UNARY_POW_SCALAR] = {pows_bw_f32, pows_bw_f64},
+    [NB_UNARY_GELU] = {gelu_bw_f32, gelu_bw_f64},
+    [NB_UNARY_GELU_TANH] = {gelu_tanh_bw_f32, gelu_tanh_bw_f64},
 };
-
-/* The saved tensor the rule reads (gy itself when it reads none), or NULL. */
-static const nb_kview *ub_operand(int uses, const nb_kview *gy, const nb_kview *x, const nb_kview *y) {
-    switch (uses) {
-    case USES_X: return x;
-    case USES_Y: return y;
-    case USES_EITHER: return x ? x : y;
-    default: return gy;
-    }
-}
 
 /* op, shapes, dtypes and the saved tensor the rule reads checked: backend/check/unary.c. */
 nb_status nb_cpu_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx,
@@ -207,7 +192,7 @@ nb_status nb_cpu_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *
                                 double alpha) {
     if (nb_dtype_is_16bit(gx->dtype)) return nb_cpu_unary_backward16(be, op, gx, gy, x, y, alpha);
     nb_cpu_unary_rule rule = op < NB_UNARY_ABS ? ub_rules[op] : nb_cpu_unary_math_rule(op);
-    const nb_kview *v = ub_operand(rule.uses, gy, x, y);
+    const nb_kview *v = nb_unary_saved_view(op, gy, x, y); /* the saved tensor the rule reads */
     nb_cpu_loop_fn fn = gx->dtype == NB_F32 ? rule.f32 : rule.f64; /* every op has both */
     nb_cpu_iter it;
     const nb_kview *ops[3] = {gx, gy, v};

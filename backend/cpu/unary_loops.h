@@ -62,11 +62,10 @@
         }                                                                                       \
     }
 
-/* Which saved tensor a backward rule reads (gy itself when none). */
-enum { USES_NONE, USES_X, USES_Y, USES_EITHER };
+/* A backward rule's loops; the saved tensor it reads (its third operand) is
+ * nb_unary_saved_of(op)'s (NB_UNARY_OPS, nb_backend.h). */
 typedef struct nb_cpu_unary_rule {
     nb_cpu_loop_fn f32, f64;
-    int uses;
 } nb_cpu_unary_rule;
 
 /* ---- float32 vector code (GCC vector extensions) ------------------------- */
@@ -239,8 +238,6 @@ static inline void nb_vscaled_exp(float *y, const float *x, int64_t n, float c, 
 
 /* ---- unary_math.c: the ops from NB_UNARY_ABS on ---------------------- */
 
-/* The op's name ("abs"), or NULL if it is not one of unary_math.c's. */
-const char *nb_cpu_unary_math_name(nb_unary_op op) NB_ISA_SYMBOL(nb_cpu_unary_math_name);
 /* The forward loop for (op, dtype), or NULL where unsupported. */
 nb_cpu_loop_fn nb_cpu_unary_math_loop(nb_unary_op op, nb_dtype dt) NB_ISA_SYMBOL(nb_cpu_unary_math_loop);
 /* The backward rule (f32/f64 NULL for an op it does not have). */

@@ -249,62 +249,59 @@ UB_LOOP(mish_bw_f64, double, g * mish_grad_f64(v))
 
 /* ---- tables ---------------------------------------------------------------- */
 
-#define RULE(OP, USES) {OP##_bw_f32, OP##_bw_f64, USES}
-#define ZERO_RULE {zero_bw_f32, zero_bw_f64, USES_NONE}
+#define RULE(OP) {OP##_bw_f32, OP##_bw_f64}
+#define ZERO_RULE {zero_bw_f32, zero_bw_f64}
 #define FIRST NB_UNARY_ABS
 #define N_MATH (NB_UNARY_OP_COUNT - FIRST)
 
 static const struct {
-    const char *name;
     nb_cpu_loop_fn fwd[NB_DTYPE_COUNT];
     nb_cpu_unary_rule bw;
 } math_ops[N_MATH] = {
-    [NB_UNARY_ABS - FIRST] = {"abs", {[NB_F32] = abs_f32, [NB_F64] = abs_f64, [NB_I32] = abs_i32, [NB_I64] = abs_i64, [NB_U8] = abs_u8}, RULE(abs, USES_X)},
-    [NB_UNARY_SIGN - FIRST] = {"sign", {[NB_F32] = sign_f32, [NB_F64] = sign_f64, [NB_I32] = sign_i32, [NB_I64] = sign_i64, [NB_U8] = sign_u8}, ZERO_RULE},
-    [NB_UNARY_FLOOR - FIRST] = {"floor", ROUNDING(floor), ZERO_RULE},
-    [NB_UNARY_CEIL - FIRST] = {"ceil", ROUNDING(ceil), ZERO_RULE},
-    [NB_UNARY_ROUND - FIRST] = {"round", ROUNDING(round), ZERO_RULE},
-    [NB_UNARY_TRUNC - FIRST] = {"trunc", ROUNDING(trunc), ZERO_RULE},
-    [NB_UNARY_RECIPROCAL - FIRST] = {"reciprocal", FLOATS(reciprocal), RULE(reciprocal, USES_Y)},
-    [NB_UNARY_RSQRT - FIRST] = {"rsqrt", FLOATS(rsqrt), RULE(rsqrt, USES_Y)},
-    [NB_UNARY_LOG1P - FIRST] = {"log1p", FLOATS(log1p), RULE(log1p, USES_X)},
-    [NB_UNARY_EXPM1 - FIRST] = {"expm1", FLOATS(expm1), RULE(expm1, USES_Y)},
-    [NB_UNARY_LOG2 - FIRST] = {"log2", FLOATS(log2), RULE(log2, USES_X)},
-    [NB_UNARY_LOG10 - FIRST] = {"log10", FLOATS(log10), RULE(log10, USES_X)},
-    [NB_UNARY_SIN - FIRST] = {"sin", FLOATS(sin), RULE(sin, USES_X)},
-    [NB_UNARY_COS - FIRST] = {"cos", FLOATS(cos), RULE(cos, USES_X)},
-    [NB_UNARY_TAN - FIRST] = {"tan", FLOATS(tan), RULE(tan, USES_Y)},
-    [NB_UNARY_ASIN - FIRST] = {"asin", FLOATS(asin), RULE(asin, USES_X)},
-    [NB_UNARY_ACOS - FIRST] = {"acos", FLOATS(acos), RULE(acos, USES_X)},
-    [NB_UNARY_ATAN - FIRST] = {"atan", FLOATS(atan), RULE(atan, USES_X)},
-    [NB_UNARY_SINH - FIRST] = {"sinh", FLOATS(sinh), RULE(sinh, USES_X)},
-    [NB_UNARY_COSH - FIRST] = {"cosh", FLOATS(cosh), RULE(cosh, USES_X)},
-    [NB_UNARY_ASINH - FIRST] = {"asinh", FLOATS(asinh), RULE(asinh, USES_X)},
-    [NB_UNARY_ACOSH - FIRST] = {"acosh", FLOATS(acosh), RULE(acosh, USES_X)},
-    [NB_UNARY_ATANH - FIRST] = {"atanh", FLOATS(atanh), RULE(atanh, USES_X)},
-    [NB_UNARY_ERF - FIRST] = {"erf", FLOATS(erf), RULE(erf, USES_X)},
-    [NB_UNARY_ERFC - FIRST] = {"erfc", FLOATS(erfc), RULE(erfc, USES_X)},
-    [NB_UNARY_LEAKY_RELU - FIRST] = {"leaky_relu", FLOATS(leaky_relu), RULE(leaky_relu, USES_X)},
-    [NB_UNARY_ELU - FIRST] = {"elu", FLOATS(elu), RULE(elu, USES_X)},
-    [NB_UNARY_SELU - FIRST] = {"selu", FLOATS(selu), RULE(selu, USES_X)},
-    [NB_UNARY_SILU - FIRST] = {"silu", FLOATS(silu), RULE(silu, USES_X)},
-    [NB_UNARY_MISH - FIRST] = {"mish", FLOATS(mish), RULE(mish, USES_X)},
-    [NB_UNARY_SOFTPLUS - FIRST] = {"softplus", FLOATS(softplus), RULE(softplus, USES_X)},
-    [NB_UNARY_HARDTANH_MIN - FIRST] = {"hardtanh", FLOATS(hardtanh_min), RULE(hardtanh_min, USES_X)},
-    [NB_UNARY_HARDTANH_MAX - FIRST] = {"hardtanh", FLOATS(hardtanh_max), RULE(hardtanh_max, USES_X)},
-    [NB_UNARY_HARDSIGMOID - FIRST] = {"hardsigmoid", FLOATS(hardsigmoid), RULE(hardsigmoid, USES_X)},
-    [NB_UNARY_HARDSWISH - FIRST] = {"hardswish", FLOATS(hardswish), RULE(hardswish, USES_X)},
-    [NB_UNARY_LOGSIGMOID - FIRST] = {"logsigmoid", FLOATS(logsigmoid), RULE(logsigmoid, USES_X)},
+    [NB_UNARY_ABS - FIRST] = {{[NB_F32] = abs_f32, [NB_F64] = abs_f64, [NB_I32] = abs_i32, [NB_I64] = abs_i64, [NB_U8] = abs_u8}, RULE(abs)},
+    [NB_UNARY_SIGN - FIRST] = {{[NB_F32] = sign_f32, [NB_F64] = sign_f64, [NB_I32] = sign_i32, [NB_I64] = sign_i64, [NB_U8] = sign_u8}, ZERO_RULE},
+    [NB_UNARY_FLOOR - FIRST] = {ROUNDING(floor), ZERO_RULE},
+    [NB_UNARY_CEIL - FIRST] = {ROUNDING(ceil), ZERO_RULE},
+    [NB_UNARY_ROUND - FIRST] = {ROUNDING(round), ZERO_RULE},
+    [NB_UNARY_TRUNC - FIRST] = {ROUNDING(trunc), ZERO_RULE},
+    [NB_UNARY_RECIPROCAL - FIRST] = {FLOATS(reciprocal), RULE(reciprocal)},
+    [NB_UNARY_RSQRT - FIRST] = {FLOATS(rsqrt), RULE(rsqrt)},
+    [NB_UNARY_LOG1P - FIRST] = {FLOATS(log1p), RULE(log1p)},
+    [NB_UNARY_EXPM1 - FIRST] = {FLOATS(expm1), RULE(expm1)},
+    [NB_UNARY_LOG2 - FIRST] = {FLOATS(log2), RULE(log2)},
+    [NB_UNARY_LOG10 - FIRST] = {FLOATS(log10), RULE(log10)},
+    [NB_UNARY_SIN - FIRST] = {FLOATS(sin), RULE(sin)},
+    [NB_UNARY_COS - FIRST] = {FLOATS(cos), RULE(cos)},
+    [NB_UNARY_TAN - FIRST] = {FLOATS(tan), RULE(tan)},
+    [NB_UNARY_ASIN - FIRST] = {FLOATS(asin), RULE(asin)},
+    [NB_UNARY_ACOS - FIRST] = {FLOATS(acos), RULE(acos)},
+    [NB_UNARY_ATAN - FIRST] = {FLOATS(atan), RULE(atan)},
+    [NB_UNARY_SINH - FIRST] = {FLOATS(sinh), RULE(sinh)},
+    [NB_UNARY_COSH - FIRST] = {FLOATS(cosh), RULE(cosh)},
+    [NB_UNARY_ASINH - FIRST] = {FLOATS(asinh), RULE(asinh)},
+    [NB_UNARY_ACOSH - FIRST] = {FLOATS(acosh), RULE(acosh)},
+    [NB_UNARY_ATANH - FIRST] = {FLOATS(atanh), RULE(atanh)},
+    [NB_UNARY_ERF - FIRST] = {FLOATS(erf), RULE(erf)},
+    [NB_UNARY_ERFC - FIRST] = {FLOATS(erfc), RULE(erfc)},
+    [NB_UNARY_LEAKY_RELU - FIRST] = {FLOATS(leaky_relu), RULE(leaky_relu)},
+    [NB_UNARY_ELU - FIRST] = {FLOATS(elu), RULE(elu)},
+    [NB_UNARY_SELU - FIRST] = {FLOATS(selu), RULE(selu)},
+    [NB_UNARY_SILU - FIRST] = {FLOATS(silu), RULE(silu)},
+    [NB_UNARY_MISH - FIRST] = {FLOATS(mish), RULE(mish)},
+    [NB_UNARY_SOFTPLUS - FIRST] = {FLOATS(softplus), RULE(softplus)},
+    [NB_UNARY_HARDTANH_MIN - FIRST] = {FLOATS(hardtanh_min), RULE(hardtanh_min)},
+    [NB_UNARY_HARDTANH_MAX - FIRST] = {FLOATS(hardtanh_max), RULE(hardtanh_max)},
+    [NB_UNARY_HARDSIGMOID - FIRST] = {FLOATS(hardsigmoid), RULE(hardsigmoid)},
+    [NB_UNARY_HARDSWISH - FIRST] = {FLOATS(hardswish), RULE(hardswish)},
+    [NB_UNARY_LOGSIGMOID - FIRST] = {FLOATS(logsigmoid), RULE(logsigmoid)},
 };
 
 static bool is_math(nb_unary_op op) { return op >= FIRST && op < NB_UNARY_OP_COUNT; }
-
-const char *nb_cpu_unary_math_name(nb_unary_op op) { return is_math(op) ? math_ops[op - FIRST].name : NULL; }
 
 nb_cpu_loop_fn nb_cpu_unary_math_loop(nb_unary_op op, nb_dtype dt) {
     return is_math(op) && (unsigned)dt < NB_DTYPE_COUNT ? math_ops[op - FIRST].fwd[dt] : NULL;
 }
 
 nb_cpu_unary_rule nb_cpu_unary_math_rule(nb_unary_op op) {
-    return is_math(op) ? math_ops[op - FIRST].bw : (nb_cpu_unary_rule){NULL, NULL, USES_NONE};
+    return is_math(op) ? math_ops[op - FIRST].bw : (nb_cpu_unary_rule){NULL, NULL};
 }

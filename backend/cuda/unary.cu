@@ -265,20 +265,11 @@ template <typename T, int OP> struct UbF {
     __device__ __forceinline__ T operator()(T g, T v) const { return ub_float<T>(OP >= 0 ? OP : op, g, v, a); }
 };
 
-// ---- host: names, dtypes, dispatch -----------------------------------------------
-
-static const char *const un_names[NB_UNARY_OP_COUNT] = {
-    "neg", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "add_scalar", "mul_scalar", "pow_scalar", "gelu",
-    "gelu_tanh", "abs", "sign", "floor", "ceil", "round", "trunc", "reciprocal", "rsqrt", "log1p", "expm1", "log2",
-    "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf", "erfc",
-    "leaky_relu", "elu", "selu", "silu", "mish", "softplus", "hardtanh", "hardtanh", "hardsigmoid", "hardswish",
-    "logsigmoid"};
-static_assert(NB_UNARY_LOGSIGMOID == NB_UNARY_OP_COUNT - 1 && NB_UNARY_OP_COUNT == 48,
-              "un_names must name every unary op");
+// ---- host: dtypes, dispatch -----------------------------------------------
 
 template <typename T> static nb_status un_run(nb_backend *be, nb_unary_op op, const nb_kview *out,
                                              const nb_kview *x, double alpha) {
-    const char *name = un_names[op];
+    const char *name = nb_unary_name(op);
     UnP<T> p{};
     p.a = (T)alpha;
     if constexpr (std::is_floating_point<T>::value) {
@@ -307,7 +298,7 @@ template <typename T> static nb_status un_run(nb_backend *be, nb_unary_op op, co
 
 template <typename T> static nb_status ub_run(nb_backend *be, nb_unary_op op, const nb_kview *gx,
                                              const nb_kview *gy, const nb_kview *v, double alpha) {
-    const char *name = un_names[op];
+    const char *name = nb_unary_name(op);
     const T a = (T)alpha;
 #define HOT(OP) \
     case OP: return ew_launch(be, name, UbF<T, OP>{op, a}, gx, gy, v);
@@ -329,7 +320,7 @@ template <typename T> static nb_status ub_run(nb_backend *be, nb_unary_op op, co
 // per element, rounded back to 16 bits).
 template <typename H> static nb_status un_run16(nb_backend *be, nb_unary_op op, const nb_kview *out,
                                                const nb_kview *x, double alpha) {
-    const char *name = un_names[op];
+    const char *name = nb_unary_name(op);
     UnP<float> p{};
     p.a = (float)alpha;
     p.neg = p.a < 0;
@@ -348,37 +339,12 @@ template <typename H> static nb_status un_run16(nb_backend *be, nb_unary_op op, 
 
 template <typename H> static nb_status ub_run16(nb_backend *be, nb_unary_op op, const nb_kview *gx,
                                                const nb_kview *gy, const nb_kview *v, double alpha) {
-    const char *name = un_names[op];
+    const char *name = nb_unary_name(op);
     const float a = (float)alpha;
     switch (op) {
     case NB_UNARY_RELU: return ew_launch(be, name, Half16<UbF<float, NB_UNARY_RELU>, H>{{op, a}}, gx, gy, v);
     case NB_UNARY_GELU: return ew_launch(be, name, Half16<UbF<float, NB_UNARY_GELU>, H>{{op, a}}, gx, gy, v);
     default: return ew_launch(be, name, Half16<UbF<float, -1>, H>{{op, a}}, gx, gy, v);
-    }
-}
-
-// Which saved tensor a backward rule reads (the CPU's USES_*): x, y, either, or none (gy).
-enum { USES_NONE, USES_X, USES_Y, USES_EITHER };
-static int ub_uses(nb_unary_op op) {
-    switch (op) {
-    case NB_UNARY_NEG:
-    case NB_UNARY_ADD_SCALAR:
-    case NB_UNARY_MUL_SCALAR:
-    case NB_UNARY_SIGN:
-    case NB_UNARY_FLOOR:
-    case NB_UNARY_CEIL:
-    case NB_UNARY_ROUND:
-    case NB_UNARY_TRUNC: return USES_NONE;
-    case NB_UNARY_EXP:
-    case NB_UNARY_SQRT:
-    case NB_UNARY_SIGMOID:
-    case NB_UNARY_TANH:
-    case NB_UNARY_RECIPROCAL:
-    case NB_UNARY_RSQRT:
-    case NB_UNARY_EXPM1:
-    case NB_UNARY_TAN: return USES_Y;
-    case NB_UNARY_RELU: return USES_EITHER; // x > 0 iff y > 0
-    default: return USES_X;
     }
 }
 
@@ -404,8 +370,7 @@ extern "C" nb_status nb_cuda_unary(nb_backend *be, nb_unary_op op, const nb_kvie
 // checked: backend/check/unary.c.
 extern "C" nb_status nb_cuda_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
                                             const nb_kview *x, const nb_kview *y, double alpha) {
-    int uses = ub_uses(op);
-    const nb_kview *v = uses == USES_X ? x : uses == USES_Y ? y : uses == USES_EITHER ? (x ? x : y) : gy;
+    const nb_kview *v = nb_unary_saved_view(op, gy, x, y);
     switch (gx->dtype) {
     case NB_BF16: return ub_run16<__nv_bfloat16>(be, op, gx, gy, v, alpha);
     case NB_F16: return ub_run16<__half>(be, op, gx, gy, v, alpha);

@@ -26,3 +26,25 @@ nb_status nb_check_alike(const char *slot, int n, const nb_kview *const *vs, uns
     }
     return NB_OK;
 }
+
+nb_status nb_check_rows(const char *op, const nb_kview *x, const nb_kview *const *vs, int nv) {
+    char b1[NB_VIEW_STR], b2[NB_VIEW_STR];
+    if (!x) return nb_set_error(NB_ERR_INVALID_ARG, "%s: x is NULL", op);
+    if (x->ndim != 2 || !nb_view_is_contiguous(x) || (x->dtype != NB_F32 && x->dtype != NB_F64))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: x %s must be a contiguous float [R, M] view", op,
+                            nb_view_str(x, b1, sizeof b1));
+    for (int i = 0; i < nv; i++)
+        if (vs[i] && (!nb_view_same_shape(x, vs[i]) || !nb_view_is_contiguous(vs[i]) || vs[i]->dtype != x->dtype))
+            return nb_set_error(NB_ERR_SHAPE, "%s: %s does not match x %s (contiguous, same dtype)", op,
+                                nb_view_str(vs[i], b1, sizeof b1), nb_view_str(x, b2, sizeof b2));
+    return NB_OK;
+}
+
+nb_status nb_check_vector(const char *op, const char *what, const nb_kview *v, int64_t n, nb_dtype dt) {
+    char b1[NB_VIEW_STR];
+    if (!v) return NB_OK;
+    if (nb_view_numel(v) != n || !nb_view_is_contiguous(v) || v->dtype != dt)
+        return nb_set_error(NB_ERR_SHAPE, "%s: %s %s must be contiguous with %lld %s elements", op, what,
+                            nb_view_str(v, b1, sizeof b1), (long long)n, nb_dtype_name(dt));
+    return NB_OK;
+}

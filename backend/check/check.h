@@ -36,4 +36,12 @@ nb_status nb_check_dim(const char *slot, const nb_kview *v, int dim);
 nb_status nb_check_alike(const char *slot, int n, const nb_kview *const *vs, unsigned dtypes, const char *what,
                          bool contiguous);
 
+/* The norms' views. nb_check_rows: x a contiguous float32/float64 [R, M]
+ * (NB_ERR_INVALID_ARG; NULL x too) and each non-NULL vs[i] of x's shape,
+ * contiguous, in x's dtype (NB_ERR_SHAPE). nb_check_vector: v NULL (an
+ * optional view left out) or a contiguous view of n elements of dt
+ * (NB_ERR_SHAPE naming `what`). */
+nb_status nb_check_rows(const char *slot, const nb_kview *x, const nb_kview *const *vs, int nv);
+nb_status nb_check_vector(const char *slot, const char *what, const nb_kview *v, int64_t n, nb_dtype dt);
+
 #endif

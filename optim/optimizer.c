@@ -130,8 +130,8 @@ static nb_status check_params(const nb_optim_desc *d, const nb_optimizer *opt, n
         nb_tensor *p = params[i];
         if (!p) return nb_set_error(NB_ERR_INVALID_ARG, "%s: parameter %d is NULL", op, base + i);
         char buf[NB_SHAPE_BUF];
-        /* which float dtypes a step runs in is the backend's answer (its
-         * supports slot for the step kernel, or the ops', asked at the step) */
+        /* which float dtypes a step runs in is the step kernel's check
+         * (backend/check/optim.c) or the ops', asked at the step */
         if (!nb_dtype_is_float(nb_dtype_of(p)))
             return nb_set_error(NB_ERR_DTYPE, "%s: parameter %d is %s; parameters must be floating point", op,
                                 base + i, nb_shape_str(p, buf, sizeof buf));

@@ -1,6 +1,6 @@
 /* scan.c - CPU cumulative ops along one dim (cumsum, cumprod, cummax,
  * cummin, logcumsumexp) and their backward rules: the scan and
- * scan_backward slots of backend/nb_backend.h.
+ * scan_backward slots of backend/nb_slots.def.
  *
  * Work is split over the "lines" (every position of the other dims), each
  * line walked sequentially along dim by one thread, so each output element

@@ -2,7 +2,7 @@
 // Cholesky and least squares: linalg_solve (getrf + getrs), linalg_det
 // (getrf), linalg_cholesky (potrf) and linalg_lstsq (geqrf + ormqr + trsm,
 // LAPACK's gels). QR, eigh and SVD are in linalg_decomp.cu. Contracts are
-// nb_backend.h's ("op coverage: linear algebra") and every edge case is the
+// nb_slots.def's ("linear algebra") and every edge case is the
 // CPU backend's (backend/cpu/linalg.c, LAPACKE row-major).
 //
 // nabla's matrices are row-major, cuSOLVER's column-major. Where the CPU's

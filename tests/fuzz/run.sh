@@ -17,7 +17,7 @@ if [[ ! -f "$dir/build.ninja" ]]; then
 fi
 ninja -C "$dir" ${NB_JOBS:+-j"$NB_JOBS"} libnabla.a >/dev/null
 clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Icore -Iautograd -Inn -Ioptim -Idata -Idist -Ibackend -Ibackend/cpu \
+  -Iinclude -Icore -Iautograd -Inn -Ioptim -Idata -Idistributed -Ibackend -Ibackend/cpu \
   tests/fuzz/fuzz_safetensors.c "$dir/libnabla.a" -lz -ljansson -lm -lpthread -ldl -o "$dir/fuzz_safetensors"
 # Seeds: valid files (with and without CRCs and metadata) to mutate from.
 corpus="$dir/fuzz_corpus"

@@ -25,6 +25,19 @@ static const bool row_slots[NB_OP_COUNT][NB_SLOT_COUNT] = {
 #undef K
 };
 
+/* The same column as a list per row, for the capability check every op call
+ * makes: slot id + 1 each, 0 after the last (a row that lists more slots
+ * than fit is an excess-initializer error at build time). */
+#define NB_ROW_SLOTS_MAX 16
+static const uint8_t row_slot_list[NB_OP_COUNT][NB_ROW_SLOTS_MAX] = {
+#define K(slot) NB_SLOT_##slot + 1,
+#define NB_OP_ROW(id, name, family, flags, dtypes, slots) [NB_OP_##id] = {slots},
+    NB_OP_TABLE(NB_OP_ROW)
+#undef NB_OP_ROW
+#undef K
+};
+_Static_assert(NB_SLOT_COUNT < 255, "row_slot_list stores slot ids + 1 in a byte");
+
 const bool *nb_op_slots(nb_op_id op) { return (unsigned)op < NB_OP_COUNT ? row_slots[op] : NULL; }
 
 const nb_op_info *nb_op_get(nb_op_id op) { return (unsigned)op < NB_OP_COUNT ? &rows[op] : NULL; }
@@ -41,11 +54,12 @@ nb_op_id nb_op_find(const char *name) {
 /* The backend's dtypes (0: all) take dt. */
 static bool be_dtype(nb_backend *be, nb_dtype dt) { return !be->iface->dtypes || (be->iface->dtypes & NB_DTM(dt)); }
 
-/* Every slot the row lists that be has no kernel for (a NULL field of its
- * vtable, read by slot id). */
+/* The first slot the row lists that be has no kernel for (a NULL field of
+ * its vtable, read by slot id); NB_SLOT_COUNT when it has them all. */
 static nb_slot_id missing_slot(nb_backend *be, nb_op_id op) {
-    for (int s = 0; s < NB_SLOT_COUNT; s++)
-        if (row_slots[op][s] && !nb_backend_has_slot(be, (nb_slot_id)s)) return (nb_slot_id)s;
+    for (int i = 0; i < NB_ROW_SLOTS_MAX && row_slot_list[op][i]; i++)
+        if (!nb_backend_has_slot(be, (nb_slot_id)(row_slot_list[op][i] - 1)))
+            return (nb_slot_id)(row_slot_list[op][i] - 1);
     return NB_SLOT_COUNT;
 }
 
@@ -77,8 +91,8 @@ bool nb_check_supported(nb_op_id op, nb_dtype dt, const nb_tensor *t) {
     const nb_op_info *r = nb_op_get(op);
     NB_ASSERT(r);
     if (nb_slot_trace_on) /* an op asked inside another needs its row's slots too */
-        for (int s = 0; s < NB_SLOT_COUNT; s++)
-            if (row_slots[op][s]) nb_slot_trace_mark((nb_slot_id)s);
+        for (int i = 0; i < NB_ROW_SLOTS_MAX && row_slot_list[op][i]; i++)
+            nb_slot_trace_mark((nb_slot_id)(row_slot_list[op][i] - 1));
     if (!(r->dtypes & NB_DTM(dt))) {
         char b[160];
         nb_set_error(NB_ERR_DTYPE, "%s: %s is not supported (it takes %s)", r->name, nb_dtype_name(dt),

@@ -8,11 +8,9 @@
 #include <math.h>
 
 #include "nb_autograd_impl.h"
+#include "nb_scalar_math.h" /* the kernels' constants */
 
 /* ---- unary --------------------------------------------------------------- */
-
-#define SELU_ALPHA 1.6732632423543772848170429916717
-#define SELU_SCALE 1.0507009873554804934193349852946
 
 static nb_tensor *sc(const nb_tensor *like, double v) { return nb_scalar_like(like, v, like->dtype); }
 
@@ -60,8 +58,8 @@ static nb_tensor *unary_grad_ops(nb_unary_op kop, double a, nb_tensor *g, nb_ten
     case NB_UNARY_LEAKY_RELU: return nb_where(nb_gt_scalar(x, 0), g, nb_mul_scalar(g, a));
     case NB_UNARY_ELU: return nb_where(nb_le_scalar(x, 0), nb_mul(g, nb_mul_scalar(nb_exp(x), a)), g);
     case NB_UNARY_SELU:
-        return nb_where(nb_le_scalar(x, 0), nb_mul(g, nb_mul_scalar(nb_exp(x), SELU_ALPHA * SELU_SCALE)),
-                        nb_mul_scalar(g, SELU_SCALE));
+        return nb_where(nb_le_scalar(x, 0), nb_mul(g, nb_mul_scalar(nb_exp(x), NB_SM_SELU_ALPHA * NB_SM_SELU_SCALE)),
+                        nb_mul_scalar(g, NB_SM_SELU_SCALE));
     case NB_UNARY_SILU: { /* s (1 + x (1 - s)) */
         nb_tensor *s = nb_sigmoid(x);
         return nb_mul(g, nb_mul(s, nb_add_scalar(nb_mul(x, nb_add_scalar(nb_neg(s), 1)), 1)));

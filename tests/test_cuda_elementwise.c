@@ -326,6 +326,63 @@ START_TEST(test_cuda_unary_paths) {
 }
 END_TEST
 
+/* Every float op, forward and backward, at the values where formulas part
+ * ways: NaN, the infinities, signed zeros, each op's kink and bound
+ * (alpha, +-3, 20), the tails of exp, and pow_scalar's sqrt forms. Both
+ * backends run nb_scalar_math.h's formulas, so NaN goes where the CPU sends
+ * it (relu's backward passes g at NaN, hardtanh's halves give 0, hardswish,
+ * elu and selu give NaN, (-inf) ** 0.5 is NaN). */
+static const double un_specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-30, -1e-30, 0.5, -0.5, 1, -1, 1.3,
+                                     -1.3, 2.5, 3, -3, 6, 20, -20, 30, -30, 80, -80, 1e30, -1e30};
+#define N_UN_SPECIALS ((int64_t)(sizeof un_specials / sizeof un_specials[0]))
+
+START_TEST(test_cuda_unary_specials) {
+    FOR_CUDA(dev) {
+        nb_backend *be = nb_backend_get(dev);
+        for (int d = 0; d < 2; d++)
+            for (int op = 0; op < NB_UNARY_OP_COUNT; op++)
+                for (int ai = 0; ai < 3; ai++) {
+                    nb_dtype dt = d ? NB_F64 : NB_F32;
+                    double alpha = un_alpha((nb_unary_op)op);
+                    if (ai) { /* pow_scalar's sqrt forms; the others once */
+                        if (op != NB_UNARY_POW_SCALAR) break;
+                        alpha = ai == 1 ? 0.5 : -0.5;
+                    }
+                    char what[128];
+                    snprintf(what, sizeof what, "unary %s (op %d, alpha %g) %s at special values",
+                             nb_unary_name((nb_unary_op)op), op, alpha, nb_dtype_name(dt));
+                    nb_scope *s = nb_scope_begin();
+                    nb_tensor *xc = nb_to_dtype(nb_from_data_on(un_specials, NB_SHAPE(N_UN_SPECIALS), NB_F64, NB_CPU), dt);
+                    NB_CK_NOTNULL(xc);
+                    double gv[N_UN_SPECIALS];
+                    for (int64_t i = 0; i < N_UN_SPECIALS; i++) gv[i] = i % 2 ? -1.5 : 0.75;
+                    nb_tensor *gyc = nb_to_dtype(nb_from_data_on(gv, NB_SHAPE(N_UN_SPECIALS), NB_F64, NB_CPU), dt);
+                    NB_CK_NOTNULL(gyc);
+                    nb_tensor *xg = nb_to_device(xc, dev), *gyg = nb_to_device(gyc, dev);
+                    pair y = empty_pair(1, (int64_t[]){N_UN_SPECIALS}, dt, dev);
+                    pair gx = empty_pair(1, (int64_t[]){N_UN_SPECIALS}, dt, dev);
+                    nb_kview vxc = nb_kview_of(xc), vxg = nb_kview_of(xg), vyc = nb_kview_of(y.c), vyg = nb_kview_of(y.g);
+                    NB_CK_OK(nb_kernel_unary(cpu_be(), (nb_unary_op)op, &vyc, &vxc, alpha));
+                    NB_CK_OK(nb_kernel_unary(be, (nb_unary_op)op, &vyg, &vxg, alpha));
+                    NB_CK_OK(nb_device_synchronize(dev));
+                    ck_near(what, y.c, y.g, tol_of(dt));
+                    /* backward from the CPU's y on both devices */
+                    nb_tensor *ycg = nb_to_device(y.c, dev);
+                    NB_CK_NOTNULL(ycg);
+                    nb_kview gxc = nb_kview_of(gx.c), gxg = nb_kview_of(gx.g), gyvc = nb_kview_of(gyc),
+                             gyvg = nb_kview_of(gyg), ycv = nb_kview_of(y.c), ygv = nb_kview_of(ycg);
+                    NB_CK_OK(nb_kernel_unary_backward(cpu_be(), (nb_unary_op)op, &gxc, &gyvc, &vxc, &ycv, alpha));
+                    NB_CK_OK(nb_kernel_unary_backward(be, (nb_unary_op)op, &gxg, &gyvg, &vxg, &ygv, alpha));
+                    NB_CK_OK(nb_device_synchronize(dev));
+                    char bw[160];
+                    snprintf(bw, sizeof bw, "%s, backward", what);
+                    ck_near(bw, gx.c, gx.g, 10 * tol_of(dt));
+                    nb_scope_end(s);
+                }
+    }
+}
+END_TEST
+
 /* ---- random ----------------------------------------------------------------------------- */
 
 /* uniform and bernoulli: the CPU's bits; normal within 1e-12 (float64) or
@@ -536,6 +593,7 @@ Suite *nb_suite_cuda_elementwise(void) {
     tcase_add_test(tc, test_cuda_binary_paths);
     tcase_add_test(tc, test_cuda_int_division_by_zero);
     tcase_add_test(tc, test_cuda_unary_paths);
+    tcase_add_test(tc, test_cuda_unary_specials);
     tcase_add_test(tc, test_cuda_random_bits);
     tcase_add_test(tc, test_cuda_adam_multi);
     tcase_add_test(tc, test_cuda_sgd_multi);

@@ -1,11 +1,6 @@
 /* binary.c - the shared contract checks of binary and where: the op, inputs expanded to out, dtypes and the op's. */
 #include "check.h"
 
-static const char *const bin_names[NB_BINARY_OP_COUNT] = {
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "gt", "ge", "lt", "le",
-    "remainder", "fmod", "atan2", "div", "div", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "bitwise_left_shift", "bitwise_right_shift"};
-_Static_assert(NB_BINARY_RSHIFT == NB_BINARY_OP_COUNT - 1, "bin_names must name every binary op");
 
 static bool is_compare(nb_binary_op op) { return op >= NB_BINARY_EQ && op <= NB_BINARY_LE; }
 
@@ -35,7 +30,7 @@ nb_status nb_check_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, 
     (void)be;
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR], b3[NB_VIEW_STR];
     if ((unsigned)op >= NB_BINARY_OP_COUNT) return nb_set_error(NB_ERR_INVALID_ARG, "binary: bad op %d", (int)op);
-    const char *name = bin_names[op];
+    const char *name = nb_binary_name(op);
     if (!nb_view_same_shape(out, a) || !nb_view_same_shape(out, b))
         return nb_set_error(NB_ERR_SHAPE, "%s: inputs %s and %s are not expanded to out %s", name,
                             nb_view_str(a, b1, sizeof b1), nb_view_str(b, b2, sizeof b2),

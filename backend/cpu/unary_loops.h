@@ -1,6 +1,6 @@
 /* unary_loops.h - the inner-loop generators shared by the CPU unary kernels
- * (internal): unary.c (neg..gelu, the slot entry points) and
- * unary_math.c (abs..logsigmoid). A loop has an all-contiguous branch
+ * (internal): unary.c (the slot entry points, integer loops) and
+ * unary_math.c (every float loop). A loop has an all-contiguous branch
  * (a plain indexed loop the compiler vectorises) and a generic byte-strided
  * one; the float32 activations that call exp use 4-lane GCC vector code
  * (VF_LOOP with vexp) since libm's expf does not vectorise. */
@@ -11,9 +11,6 @@
 #include <string.h>
 
 #include "iter.h"
-
-#define ALL5(OP) {[NB_F32] = OP##_f32, [NB_F64] = OP##_f64, [NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8}
-#define FLOATS(OP) {[NB_F32] = OP##_f32, [NB_F64] = OP##_f64}
 
 /* ---- unary: out = EXPR(x; a), after PRE (statements run once per call) -- */
 
@@ -236,11 +233,12 @@ static inline void nb_vscaled_exp(float *y, const float *x, int64_t n, float c, 
 #define VF_LOOP_EXPR(NAME, BW, EXPR) VF_LOOP_OUT(NAME, BW, (BW) ? g * (EXPR) : (EXPR))
 #define VF_LOOP(NAME, F, BW) VF_LOOP_EXPR(NAME, BW, F(x))
 
-/* ---- unary_math.c: the ops from NB_UNARY_ABS on ---------------------- */
+/* ---- unary_math.c: every op's float32 and float64 loops ---------------- */
 
-/* The forward loop for (op, dtype), or NULL where unsupported. */
-nb_cpu_loop_fn nb_cpu_unary_math_loop(nb_unary_op op, nb_dtype dt) NB_ISA_SYMBOL(nb_cpu_unary_math_loop);
-/* The backward rule (f32/f64 NULL for an op it does not have). */
-nb_cpu_unary_rule nb_cpu_unary_math_rule(nb_unary_op op) NB_ISA_SYMBOL(nb_cpu_unary_math_rule);
+/* The forward loop for (op, dtype) (float32 or float64; NULL otherwise);
+ * alpha picks pow_scalar's loop for 2. */
+nb_cpu_loop_fn nb_cpu_unary_float_loop(nb_unary_op op, nb_dtype dt, double alpha) NB_ISA_SYMBOL(nb_cpu_unary_float_loop);
+/* The backward rule's loops (NULL for an op out of range). */
+nb_cpu_unary_rule nb_cpu_unary_float_rule(nb_unary_op op) NB_ISA_SYMBOL(nb_cpu_unary_float_rule);
 
 #endif

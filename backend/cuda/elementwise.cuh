@@ -13,8 +13,6 @@
 //   generic: any strides: per-element offsets from int64 div/mod (the
 //            iterator's `contig` case skips them).
 // A functor F gives In, Out, NIN (1 or 2) and `Out operator()(In[, In])`.
-// Also here: float math by overload (m_exp(float) is expf, m_exp(double)
-// exp) for templates over both.
 #pragma once
 
 #include <math.h>
@@ -172,46 +170,5 @@ template <typename F> nb_status ew_launch(nb_backend *be, const char *slot, cons
     k_ew_iter<F><<<blocks_for(it.numel), THREADS, 0, s>>>(f, it);
     return launched(slot);
 }
-
-// ---- float math by overload: float calls CUDA's f functions, double the others
-
-#define NBC_M1(NAME, F32, F64)                                                \
-    __device__ __forceinline__ float NAME(float x) { return F32(x); }         \
-    __device__ __forceinline__ double NAME(double x) { return F64(x); }
-NBC_M1(m_exp, expf, exp)
-NBC_M1(m_log, logf, log)
-NBC_M1(m_sqrt, sqrtf, sqrt)
-NBC_M1(m_tanh, tanhf, tanh)
-NBC_M1(m_fabs, fabsf, fabs)
-NBC_M1(m_floor, floorf, floor)
-NBC_M1(m_ceil, ceilf, ceil)
-NBC_M1(m_rint, rintf, rint)
-NBC_M1(m_trunc, truncf, trunc)
-NBC_M1(m_log1p, log1pf, log1p)
-NBC_M1(m_expm1, expm1f, expm1)
-NBC_M1(m_log2, log2f, log2)
-NBC_M1(m_log10, log10f, log10)
-NBC_M1(m_sin, sinf, sin)
-NBC_M1(m_cos, cosf, cos)
-NBC_M1(m_tan, tanf, tan)
-NBC_M1(m_asin, asinf, asin)
-NBC_M1(m_acos, acosf, acos)
-NBC_M1(m_atan, atanf, atan)
-NBC_M1(m_sinh, sinhf, sinh)
-NBC_M1(m_cosh, coshf, cosh)
-NBC_M1(m_asinh, asinhf, asinh)
-NBC_M1(m_acosh, acoshf, acosh)
-NBC_M1(m_atanh, atanhf, atanh)
-NBC_M1(m_erf, erff, erf)
-NBC_M1(m_erfc, erfcf, erfc)
-#undef NBC_M1
-__device__ __forceinline__ float m_pow(float x, float y) { return powf(x, y); }
-__device__ __forceinline__ double m_pow(double x, double y) { return pow(x, y); }
-__device__ __forceinline__ float m_fmod(float x, float y) { return fmodf(x, y); }
-__device__ __forceinline__ double m_fmod(double x, double y) { return fmod(x, y); }
-__device__ __forceinline__ float m_atan2(float y, float x) { return atan2f(y, x); }
-__device__ __forceinline__ double m_atan2(double y, double x) { return atan2(y, x); }
-__device__ __forceinline__ float m_copysign(float x, float y) { return copysignf(x, y); }
-__device__ __forceinline__ double m_copysign(double x, double y) { return copysign(x, y); }
 
 } // namespace nbc

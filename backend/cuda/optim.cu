@@ -1,13 +1,13 @@
 // optim.cu - in-place Adam/AdamW and SGD updates on CUDA: slots adam_step,
 // sgd_step and their multi-tensor forms adam_step_multi, sgd_step_multi
 // (one launch for up to MT_MAX tensors, as llm.c's AdamW kernel and
-// PyTorch's fused/foreach optimizers). Formulas are the CPU backend's
-// (backend/cpu/optim.c, PyTorch's _single_tensor_adam/_single_tensor_sgd)
-// operation by operation: scalar coefficients computed once on the host in
-// double and cast to the dtype, per-element math in the dtype with
-// explicitly rounded intrinsics (__fmul_rn, __fadd_rn, __fdiv_rn,
-// __fsqrt_rn and their double forms), so no FMA contraction: float32 and
-// float64 results equal the CPU's bits, and the single-tensor slots (which
+// PyTorch's fused/foreach optimizers). Coefficients and element updates
+// are nb_scalar_math.h's, the CPU's (PyTorch's _single_tensor_adam/
+// _single_tensor_sgd operation by operation): scalar coefficients computed
+// once in double and cast to the dtype, per-element math in the dtype with
+// explicitly rounded intrinsics on the device (__fmul_rn, __fadd_rn,
+// __fdiv_rn, __fsqrt_rn and their double forms), so no FMA contraction:
+// float32 and float64 results equal the CPU's bits, and the single-tensor slots (which
 // run the same kernel on a list of one) equal the multi-tensor ones.
 // The tensors' (pointers, sizes) travel in a kernel-parameter struct, not
 // through a host-to-device copy, so a step can be captured in a CUDA graph
@@ -22,6 +22,7 @@
 
 #include "cuda_common.cuh"
 #include "elementwise.cuh"
+#include "nb_scalar_math.h"
 
 namespace nbc {
 
@@ -37,19 +38,6 @@ template <int NP> struct MTList {
     int n;
 };
 
-// ---- rounded arithmetic: no contraction, the CPU's bits -------------------------------
-
-__device__ __forceinline__ float r_add(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ double r_add(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ float r_sub(float a, float b) { return __fsub_rn(a, b); }
-__device__ __forceinline__ double r_sub(double a, double b) { return __dsub_rn(a, b); }
-__device__ __forceinline__ float r_mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ double r_mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ float r_div(float a, float b) { return __fdiv_rn(a, b); }
-__device__ __forceinline__ double r_div(double a, double b) { return __ddiv_rn(a, b); }
-__device__ __forceinline__ float r_sqrt(float a) { return __fsqrt_rn(a); }
-__device__ __forceinline__ double r_sqrt(double a) { return __dsqrt_rn(a); }
-
 template <typename T, int W> __device__ __forceinline__ Vec<T, W> ld(const T *p) {
     return *reinterpret_cast<const Vec<T, W> *>(p);
 }
@@ -59,24 +47,9 @@ template <typename T, int W> __device__ __forceinline__ void st(T *p, const Vec<
 
 // ---- Adam / AdamW ------------------------------------------------------------------------
 
-template <typename T> struct AdamC {
-    T wd, decay, w1, omw1, b2, w2, neg_step, bc2_sqrt, eps; // omw1 = 1 - w1 in T
-    bool maximize, amsgrad, l2, decoupled, small;
-};
-
-// One element, in the CPU's order of operations (lerp_, mul_/addcmul_, addcdiv_).
-template <typename T> __device__ __forceinline__ void adam_elem(T &p, T gr, T &m, T &v, T &vmax, const AdamC<T> &c) {
-    T g = c.maximize ? -gr : gr;
-    if (c.l2) g = r_add(g, r_mul(c.wd, p));
-    if (c.decoupled) p = r_mul(p, c.decay);
-    // torch's lerp picks its formula by the weight
-    m = c.small ? r_add(m, r_mul(c.w1, r_sub(g, m))) : r_sub(g, r_mul(r_sub(g, m), c.omw1));
-    v = r_add(r_mul(v, c.b2), r_mul(r_mul(c.w2, g), g));
-    T vv = v;
-    if (c.amsgrad) vv = vmax = (vmax > vv || vmax != vmax) ? vmax : vv;
-    const T denom = r_add(r_div(r_sqrt(vv), c.bc2_sqrt), c.eps);
-    p = r_add(p, r_div(r_mul(c.neg_step, m), denom));
-}
+// Coefficients and element updates: nb_scalar_math.h's (the CPU's bits).
+template <typename T> using AdamC = typename nb_sm_of<T>::adam_coef;
+template <typename T> using SgdC = typename nb_sm_of<T>::sgd_coef;
 
 template <typename T> struct AdamOp {
     static constexpr int NP = 5;
@@ -87,28 +60,13 @@ template <typename T> struct AdamOp {
         Vec<T, W> mx;
         if (c.amsgrad) mx = ld<T, W>(q[4] + i);
 #pragma unroll
-        for (int l = 0; l < W; l++) adam_elem(p.v[l], g.v[l], m.v[l], v.v[l], mx.v[l], c);
+        for (int l = 0; l < W; l++) nb_sm_of<T>::adam(&p.v[l], g.v[l], &m.v[l], &v.v[l], &mx.v[l], &c);
         st(q[0] + i, p), st(q[2] + i, m), st(q[3] + i, v);
         if (c.amsgrad) st(q[4] + i, mx);
     }
 };
 
 // ---- SGD -----------------------------------------------------------------------------------
-
-template <typename T> struct SgdC {
-    T wd, mom, damp, neg_lr; // damp = 1 - dampening
-    bool maximize, has_wd, has_mom, first, nesterov;
-};
-
-template <typename T> __device__ __forceinline__ void sgd_elem(T &p, T gr, T &buf, const SgdC<T> &c) {
-    T g = c.maximize ? -gr : gr;
-    if (c.has_wd) g = r_add(g, r_mul(c.wd, p));
-    if (c.has_mom) {
-        buf = c.first ? g : r_add(r_mul(buf, c.mom), r_mul(c.damp, g));
-        g = c.nesterov ? r_add(g, r_mul(c.mom, buf)) : buf;
-    }
-    p = r_add(p, r_mul(c.neg_lr, g));
-}
 
 template <typename T> struct SgdOp {
     static constexpr int NP = 3;
@@ -117,7 +75,7 @@ template <typename T> struct SgdOp {
         Vec<T, W> p = ld<T, W>(q[0] + i), g = ld<T, W>(q[1] + i), b;
         if (c.has_mom) b = ld<T, W>(q[2] + i);
 #pragma unroll
-        for (int l = 0; l < W; l++) sgd_elem(p.v[l], g.v[l], b.v[l], c);
+        for (int l = 0; l < W; l++) nb_sm_of<T>::sgd(&p.v[l], g.v[l], &b.v[l], &c);
         st(q[0] + i, p);
         if (c.has_mom) st(q[2] + i, b);
     }
@@ -182,42 +140,13 @@ template <typename T, typename Op> static nb_status multi_launch(nb_backend *be,
 
 // ---- host: coefficients, dispatch (the views and h checked: backend/check/optim.c) ----------------
 
-// Adam's per-call coefficients from lr and the step count, in double then
-// cast (the CPU's host arithmetic); on the host, or on the device for the
-// capturable form (lr and step read when the graph runs).
-template <typename T> __host__ __device__ AdamC<T> adam_coef_at(const nb_adam_hyper &h, double lr, double step) {
-    const double bc1 = 1 - pow(h.beta1, step), bc2 = 1 - pow(h.beta2, step);
-    const double w1 = 1 - h.beta1;
-    AdamC<T> c;
-    c.wd = (T)h.weight_decay;
-    c.decay = (T)(1 - lr * h.weight_decay);
-    c.w1 = (T)w1;
-    c.omw1 = (T)1 - c.w1;
-    c.b2 = (T)h.beta2;
-    c.w2 = (T)(1 - h.beta2);
-    c.neg_step = (T)-(lr / bc1);
-    c.bc2_sqrt = (T)sqrt(bc2);
-    c.eps = (T)h.eps;
-    c.maximize = h.maximize, c.amsgrad = h.amsgrad;
-    c.l2 = !h.decoupled && h.weight_decay != 0;
-    c.decoupled = h.decoupled && h.weight_decay != 0;
-    c.small = fabs(w1) < 0.5;
-    return c;
-}
-
+// The per-call coefficients, in double then cast (nb_sm_*_prep): on the
+// host, or on the device for the capturable form (lr and step read when the
+// graph runs).
 template <typename T> static AdamC<T> adam_coef(const nb_adam_hyper *h) {
-    return adam_coef_at<T>(*h, h->lr, (double)h->step);
+    return nb_sm_of<T>::adam_prep(h, h->lr, (double)h->step);
 }
-
-template <typename T> __host__ __device__ SgdC<T> sgd_coef_at(const nb_sgd_hyper &h, double lr) {
-    SgdC<T> c;
-    c.wd = (T)h.weight_decay, c.mom = (T)h.momentum, c.damp = (T)(1 - h.dampening), c.neg_lr = (T)-lr;
-    c.maximize = h.maximize, c.has_wd = h.weight_decay != 0, c.has_mom = h.momentum != 0;
-    c.first = h.first_step, c.nesterov = h.nesterov;
-    return c;
-}
-
-template <typename T> static SgdC<T> sgd_coef(const nb_sgd_hyper *h) { return sgd_coef_at<T>(*h, h->lr); }
+template <typename T> static SgdC<T> sgd_coef(const nb_sgd_hyper *h) { return nb_sm_of<T>::sgd_prep(h, h->lr); }
 
 // ---- the capturable form: coefficients computed on the device -----------------------------
 
@@ -234,12 +163,12 @@ __global__ void k_adam_coef(StepList L, nb_adam_hyper h, const double *lr_dev, A
     const int j = threadIdx.x;
     if (j >= L.n) return;
     const double step = (L.p[j] ? *L.p[j] : (double)h.step - 1) + 1;
-    if (out && j == 0) *out = adam_coef_at<T>(h, lr_dev ? *lr_dev : h.lr, step);
+    if (out && j == 0) *out = nb_sm_of<T>::adam_prep(&h, lr_dev ? *lr_dev : h.lr, step);
     if (L.p[j]) *L.p[j] = step;
 }
 
 template <typename T> __global__ void k_sgd_coef(nb_sgd_hyper h, const double *lr_dev, SgdC<T> *out) {
-    *out = sgd_coef_at<T>(h, *lr_dev);
+    *out = nb_sm_of<T>::sgd_prep(&h, *lr_dev);
 }
 
 // Ops reading their coefficients from device memory when the kernel runs.

@@ -152,7 +152,24 @@ static nb_node *record(nb_op_id op, uint8_t kind, nb_backward_fn fn, nb_tensor *
     return node;
 }
 
-nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs, bool *failed) {
+/* Each row's backward rule, from its bw column. */
+static const nb_backward_fn op_backward[NB_OP_COUNT] = {
+#define BW(f) nb_bw_##f
+#define BW_CALLS NULL
+#define BW_NONE NULL
+#define NB_OP_BW_ROW(id, name, family, flags, dtypes, slots, bw) [NB_OP_##id] = bw,
+    NB_OP_TABLE(NB_OP_BW_ROW)
+#undef NB_OP_BW_ROW
+#undef BW
+#undef BW_CALLS
+#undef BW_NONE
+};
+
+nb_backward_fn nb_op_backward(nb_op_id op) { return (unsigned)op < NB_OP_COUNT ? op_backward[op] : NULL; }
+
+nb_node *nb_record(nb_op_id op, nb_tensor *out, int n, nb_tensor *const *inputs, bool *failed) {
+    nb_backward_fn fn = nb_op_backward(op);
+    NB_ASSERT(fn); /* only a BW(f) row records a node of its own */
     return record(op, NB_NODE_OP, fn, out, n, inputs, failed);
 }
 

@@ -135,11 +135,25 @@ struct nb_node {
  * tensors to choose between its raw kernels (first order) and recorded
  * ops whose result can be differentiated again. */
 bool nb_needs_grad(int n, nb_tensor *const *inputs);
-/* Records a node for `out` if nb_needs_grad(n, inputs); returns it or NULL.
- * On allocation failure (or an anomaly, in anomaly mode) returns NULL and
- * sets *failed. */
-nb_node *nb_record(nb_op_id op, nb_backward_fn fn, nb_tensor *out, int n, nb_tensor *const *inputs,
-                   bool *failed);
+/* Records a node of op for `out` if nb_needs_grad(n, inputs), with the
+ * backward rule op's row names (NB_OP_TABLE's bw column: a BW(f) row runs
+ * nb_bw_f; recording a BW_CALLS or BW_NONE row is a broken invariant).
+ * Returns the node or NULL. On allocation failure (or an anomaly, in
+ * anomaly mode) returns NULL and sets *failed. */
+nb_node *nb_record(nb_op_id op, nb_tensor *out, int n, nb_tensor *const *inputs, bool *failed);
+/* The backward rule of op's row, NULL for BW_CALLS and BW_NONE rows. */
+nb_backward_fn nb_op_backward(nb_op_id op);
+/* The backward rules the rows name (nb_bw_unary for BW(unary)), each
+ * defined in its family's autograd/ops_<family>.c. */
+#define BW(f) nb_status nb_bw_##f(nb_node *n, nb_tensor *gout, nb_tensor **gin);
+#define BW_CALLS
+#define BW_NONE
+#define NB_OP_BW_DECL(id, name, family, flags, dtypes, slots, bw) bw
+NB_OP_TABLE(NB_OP_BW_DECL)
+#undef NB_OP_BW_DECL
+#undef BW
+#undef BW_CALLS
+#undef BW_NONE
 /* The next recording order number of this thread (a node made by hand). */
 uint64_t nb_next_seq(void);
 /* A backward rule's own node under create_graph: records `out` (a

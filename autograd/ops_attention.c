@@ -192,7 +192,7 @@ static nb_status sdpa_grad_ops(nb_node *n, nb_tensor *g3, nb_tensor *q3, nb_tens
 /* saved: [0] q [B, L, E] or the 4-d heads view, [1] out (3-d or 4-d)
  * inside the out|lse buffer, [2] k and [3] v as q, [4] the mask expanded
  * to [..., L, S] (with a mask). */
-static nb_status sdpa_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_sdpa(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int64_t B = n->p.attention.B, L = n->p.attention.L, Ev = n->p.attention.Ev;
     nb_tensor *q3 = n->saved[0], *out3 = n->saved[1], *k3 = n->saved[2], *v3 = n->saved[3];
     nb_tensor *mask = n->p.attention.has_mask ? n->saved[4] : NULL;
@@ -347,7 +347,7 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     nb_attention_args a = {&vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, {seed, offset, base}};
     if (nb_kernel_attention(NB_BE(q), &vo, &vl, &a) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, sdpa_backward, out, n_in, in, &failed);
+    nb_node *n = nb_record(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, out, n_in, in, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.attention.B = dims[0], n->p.attention.L = dims[1], n->p.attention.S = dims[2];

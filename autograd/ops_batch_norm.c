@@ -49,7 +49,7 @@ static nb_status bn_grad_ops(nb_node *n, nb_tensor *g, nb_tensor *x, nb_tensor *
  * statistics the forward normalised with: training save_mean/save_invstd;
  * eval copies of running_mean/running_var (a later training step updates
  * the buffers in place). p.batch_norm: training, eps. */
-static nb_status bn_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_bn(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1], *s0 = n->saved[2], *s1 = n->saved[3];
     nb_tensor *xg = n->in[0] ? n->in[0] : x, *wg = n->in[1] ? n->in[1] : w; /* connected under create_graph */
     if (nb_needs_grad(3, (nb_tensor *[]){g, xg, wg})) return bn_grad_ops(n, g, xg, wg, gin);
@@ -151,7 +151,7 @@ static nb_tensor *bn_impl(nb_tensor *x, nb_tensor *rm, nb_tensor *rv, nb_tensor 
     if (training) nb_bump_version(rm), nb_bump_version(rv); /* the running stats were updated in place */
     nb_tensor *in[3] = {x, w, b};
     bool failed;
-    nb_node *n = nb_record(NB_OP_BATCH_NORM, bn_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_BATCH_NORM, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) {
         nb_tensor *s0 = training ? smean : snapshot(rmc), *s1 = training ? sinv : snapshot(rvc);

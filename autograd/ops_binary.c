@@ -41,8 +41,7 @@ static nb_tensor *kernel2(const char *op, nb_binary_op kop, nb_tensor *a, nb_ten
 typedef struct binop {
     nb_op_id op;
     nb_binary_op kop;
-    bool to_float, compare;
-    nb_backward_fn bw;
+    bool to_float, compare; /* compare: bool out, no gradient (the row's bw is BW_NONE) */
     bool save_in, save_out;
 } binop;
 
@@ -61,9 +60,9 @@ static nb_tensor *binary_impl(const binop *d, nb_tensor *a, nb_tensor *b) {
     nb_tensor *in[2] = {a, b};
     if (!prepare(d, in)) return NULL;
     nb_tensor *out = kernel2(nb_op_name(d->op), d->kop, in[0], in[1], d->compare ? NB_BOOL : in[0]->dtype);
-    if (!out || !d->bw) return out;
+    if (!out || d->compare) return out;
     bool failed;
-    nb_node *n = nb_record(d->op, d->bw, out, 2, in, &failed);
+    nb_node *n = nb_record(d->op, out, 2, in, &failed);
     if (failed) return NULL;
     if (n && d->save_in) nb_save(n, 0, in[0]), nb_save(n, 1, in[1]);
     if (n && d->save_out) nb_save(n, 2, out);
@@ -103,26 +102,26 @@ static nb_tensor *drop(nb_tensor *mask, nb_tensor *g) {
 
 /* ---- arithmetic ------------------------------------------------------------ */
 
-static nb_status add_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_add(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = to_input(n, 0, g);
     gin[1] = to_input(n, 1, g);
     return GIN_STATUS(n, gin);
 }
 
-static nb_status sub_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_sub(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = to_input(n, 0, g);
     gin[1] = n->in[1] ? to_input(n, 1, nb_neg(g)) : NULL;
     return GIN_STATUS(n, gin);
 }
 
-static nb_status mul_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_mul(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (n->in[0]) gin[0] = to_input(n, 0, nb_mul(g, n->saved[1]));
     if (n->in[1]) gin[1] = to_input(n, 1, nb_mul(g, n->saved[0]));
     return GIN_STATUS(n, gin);
 }
 
 /* out = a / b: da = g / b, db = -g * out / b */
-static nb_status div_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_div(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *b = n->saved[1], *out = n->saved[2];
     if (n->in[0]) gin[0] = to_input(n, 0, nb_div(g, b));
     if (n->in[1]) gin[1] = to_input(n, 1, nb_neg(nb_div(nb_mul(g, out), b)));
@@ -132,7 +131,7 @@ static nb_status div_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 /* out = a ** b: da = g * b * a ** (b - 1), 0 where b == 0; db = g * out *
  * log(a), 0 where a == 0 and b >= 0 (PyTorch's pow_backward_self/_exponent,
  * so 0 ** 0 and 0 ** 2 give finite gradients instead of NaN). */
-static nb_status pow_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_pow(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *a = n->saved[0], *b = n->saved[1], *out = n->saved[2];
     if (n->in[0])
         gin[0] = to_input(n, 0, drop(nb_eq_scalar(b, 0), nb_mul(g, nb_mul(b, nb_pow(a, nb_add_scalar(b, -1))))));
@@ -145,7 +144,7 @@ static nb_status pow_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 /* Rounding divisions are piecewise constant: zero gradients, as PyTorch's
  * div_tensor_self_backward / _other_backward with a rounding mode. */
-static nb_status zero_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_zero(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     (void)g;
     for (int i = 0; i < 2; i++) {
         nb_tensor *z = n->in[i] ? nb_empty_like(n->in[i]) : NULL;
@@ -157,7 +156,7 @@ static nb_status zero_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 /* remainder: out = a - floor(a / b) * b; fmod: out = a - trunc(a / b) * b.
  * da = g, db = -g * floor (trunc) (a / b) (p.binary.rounding). */
-static nb_status mod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_mod(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = to_input(n, 0, g);
     if (n->in[1])
         gin[1] = to_input(n, 1, nb_neg(nb_mul(g, nb_div_mode(n->saved[0], n->saved[1], n->p.binary.rounding))));
@@ -165,7 +164,7 @@ static nb_status mod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 }
 
 /* atan2(a, b): da = g * b / (a^2 + b^2), db = -g * a / (a^2 + b^2). */
-static nb_status atan2_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_atan2(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *a = n->saved[0], *b = n->saved[1];
     nb_tensor *r = nb_div(g, nb_add(nb_mul(a, a), nb_mul(b, b)));
     if (n->in[0]) gin[0] = to_input(n, 0, nb_mul(r, b));
@@ -176,7 +175,7 @@ static nb_status atan2_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 /* maximum: the larger input gets g; ties split it evenly; a NaN gives both
  * g (PyTorch: where(a == b, g / 2, g).masked_fill_(a < b, 0), and for b
  * masked where a > b). p.binary.maximum tells maximum from minimum. */
-static nb_status maxmin_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_maxmin(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *a = n->saved[0], *b = n->saved[1];
     nb_tensor *half = nb_where(nb_eq(a, b), nb_mul_scalar(g, 0.5), g);
     nb_tensor *a_loses = n->p.binary.maximum ? nb_lt(a, b) : nb_gt(a, b), *b_loses = n->p.binary.maximum ? nb_gt(a, b) : nb_lt(a, b);
@@ -185,18 +184,18 @@ static nb_status maxmin_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return GIN_STATUS(n, gin);
 }
 
-static const binop ADD = {NB_OP_ADD, NB_BINARY_ADD, false, false, add_backward, false, false};
-static const binop SUB = {NB_OP_SUB, NB_BINARY_SUB, false, false, sub_backward, false, false};
-static const binop MUL = {NB_OP_MUL, NB_BINARY_MUL, false, false, mul_backward, true, false};
-static const binop DIV = {NB_OP_DIV, NB_BINARY_DIV, true, false, div_backward, true, true};
-static const binop POW = {NB_OP_POW, NB_BINARY_POW, false, false, pow_backward, true, true};
-static const binop DIV_TRUNC = {NB_OP_DIV_MODE, NB_BINARY_DIV_TRUNC, false, false, zero_backward, false, false};
-static const binop DIV_FLOOR = {NB_OP_DIV_MODE, NB_BINARY_DIV_FLOOR, false, false, zero_backward, false, false};
-static const binop REMAINDER = {NB_OP_REMAINDER, NB_BINARY_REMAINDER, false, false, mod_backward, true, false};
-static const binop FMOD = {NB_OP_FMOD, NB_BINARY_FMOD, false, false, mod_backward, true, false};
-static const binop ATAN2 = {NB_OP_ATAN2, NB_BINARY_ATAN2, true, false, atan2_backward, true, false};
-static const binop MAXIMUM = {NB_OP_MAXIMUM, NB_BINARY_MAXIMUM, false, false, maxmin_backward, true, false};
-static const binop MINIMUM = {NB_OP_MINIMUM, NB_BINARY_MINIMUM, false, false, maxmin_backward, true, false};
+static const binop ADD = {NB_OP_ADD, NB_BINARY_ADD, false, false, false, false};
+static const binop SUB = {NB_OP_SUB, NB_BINARY_SUB, false, false, false, false};
+static const binop MUL = {NB_OP_MUL, NB_BINARY_MUL, false, false, true, false};
+static const binop DIV = {NB_OP_DIV, NB_BINARY_DIV, true, false, true, true};
+static const binop POW = {NB_OP_POW, NB_BINARY_POW, false, false, true, true};
+static const binop DIV_TRUNC = {NB_OP_DIV_MODE, NB_BINARY_DIV_TRUNC, false, false, false, false};
+static const binop DIV_FLOOR = {NB_OP_DIV_MODE, NB_BINARY_DIV_FLOOR, false, false, false, false};
+static const binop REMAINDER = {NB_OP_REMAINDER, NB_BINARY_REMAINDER, false, false, true, false};
+static const binop FMOD = {NB_OP_FMOD, NB_BINARY_FMOD, false, false, true, false};
+static const binop ATAN2 = {NB_OP_ATAN2, NB_BINARY_ATAN2, true, false, true, false};
+static const binop MAXIMUM = {NB_OP_MAXIMUM, NB_BINARY_MAXIMUM, false, false, true, false};
+static const binop MINIMUM = {NB_OP_MINIMUM, NB_BINARY_MINIMUM, false, false, true, false};
 
 nb_tensor *nb_add(nb_tensor *a, nb_tensor *b) { return binary(&ADD, a, b); }
 nb_tensor *nb_sub(nb_tensor *a, nb_tensor *b) { return binary(&SUB, a, b); }
@@ -239,7 +238,7 @@ nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b) { return with_maximum(binary(&
  * (end - start) g. A rule of its own rather than the composite's: through
  * where(), the branch not taken contributes 0 * (end - start), NaN where
  * end - start is infinite (PyTorch gives +-inf there). */
-static nb_status lerp_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_lerp(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *start = n->saved[0], *end = n->saved[1], *w = n->saved[2];
     if (n->in[0]) gin[0] = to_input(n, 0, nb_mul(g, nb_add_scalar(nb_neg(w), 1)));
     if (n->in[1]) gin[1] = to_input(n, 1, nb_mul(g, w));
@@ -270,7 +269,7 @@ static nb_tensor *lerp_impl(nb_tensor *start, nb_tensor *end, nb_tensor *w) {
     nb_set_grad_enabled(prev);
     if (!out) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_LERP, lerp_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_LERP, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, start), nb_save(n, 1, end), nb_save(n, 2, w);
     return out;
@@ -292,10 +291,10 @@ nb_tensor *nb_lerp_scalar(nb_tensor *start, nb_tensor *end, double w) {
 
 /* ---- clamp ----------------------------------------------------------------- */
 
-/* PyTorch's clamp_backward and clamp_backward_min_max: x gets g where
+/* PyTorch's nb_bw_clamp and clamp_backward_min_max: x gets g where
  * lo <= x <= hi; lo where x < lo (and lo < hi when both); hi where x > hi
  * (or hi < lo). saved: x, lo, hi (lo/hi NULL when absent). */
-static nb_status clamp_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_clamp(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *lo = n->saved[1], *hi = n->saved[2];
     if (n->in[0]) {
         nb_tensor *m = lo && hi ? nb_logical_and(nb_ge(x, lo), nb_le(x, hi)) : lo ? nb_ge(x, lo) : nb_le(x, hi);
@@ -353,7 +352,7 @@ static nb_tensor *clamp_impl(nb_tensor *x, nb_tensor *lo, nb_tensor *hi) {
     nb_set_grad_enabled(prev);
     if (!out) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_CLAMP, clamp_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_CLAMP, out, 3, in, &failed);
     if (failed) return NULL;
     for (int i = 0; n && i < 3; i++)
         if (in[i]) nb_save(n, i, in[i]);
@@ -377,7 +376,7 @@ nb_tensor *nb_clamp_scalar(nb_tensor *x, double min, double max) {
 /* ---- comparisons, NaN tests ----------------------------------------------------- */
 
 #define CMP(NAME, KOP)                                                                                \
-    static const binop CMP_##KOP = {NB_OP_##KOP, NB_BINARY_##KOP, false, true, NULL, false, false};         \
+    static const binop CMP_##KOP = {NB_OP_##KOP, NB_BINARY_##KOP, false, true, false, false};         \
     nb_tensor *nb_##NAME(nb_tensor *a, nb_tensor *b) { return binary(&CMP_##KOP, a, b); }            \
     nb_tensor *nb_##NAME##_scalar(nb_tensor *a, double b) { return binary_scalar(&CMP_##KOP, a, b); }
 CMP(eq, EQ)

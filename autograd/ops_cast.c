@@ -5,14 +5,14 @@
 
 /* ---- casts ------------------------------------------------------------- */
 
-static nb_status cast_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_cast(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = nb_to_dtype(g, n->in[0]->dtype);
     return gin[0] ? NB_OK : nb_last_status();
 }
 
 bool nb_cast_record(nb_tensor *t, nb_tensor *out) {
     bool failed = false;
-    if (nb_dtype_is_float(out->dtype)) nb_record(NB_OP_TO_DTYPE, cast_backward, out, 1, &t, &failed);
+    if (nb_dtype_is_float(out->dtype)) nb_record(NB_OP_TO_DTYPE, out, 1, &t, &failed);
     return !failed;
 }
 

@@ -136,10 +136,10 @@ static nb_tensor *bias_grad(nb_tensor *g) { return nb_sum(g, (const int[]){0, 2,
 
 /* Records the node of a convolution-like op: saves x when w needs a
  * gradient and w when x does (each is needed only for the other's). */
-static nb_tensor *record_conv(nb_op_id op, nb_backward_fn fn, nb_tensor *out, nb_tensor *const *in,
+static nb_tensor *record_conv(nb_op_id op, nb_tensor *out, nb_tensor *const *in,
                               nb_tensor *xc, nb_tensor *wc, const nb_conv_params *p) {
     bool failed;
-    nb_node *n = nb_record(op, fn, out, 3, in, &failed);
+    nb_node *n = nb_record(op, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.conv = *p;
@@ -159,7 +159,6 @@ static nb_tensor *record_conv(nb_op_id op, nb_backward_fn fn, nb_tensor *out, nb
  *   B: dx = A(g, gg), dg = F(x, gg)
  * so gradients of any order run on the three fused kernels. */
 
-static nb_status conv2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin);
 static nb_tensor *conv_a(nb_tensor *g, nb_tensor *w, const nb_conv_params *p, const int64_t *x_shape);
 static nb_tensor *conv_b(nb_tensor *x, nb_tensor *g, const nb_conv_params *p, const int64_t *w_shape);
 
@@ -170,7 +169,7 @@ static nb_tensor *conv_f(nb_tensor *x, nb_tensor *w, const nb_conv_params *p, co
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc), vw = nb_kview_of(wc);
     if (nb_kernel_conv2d(NB_BE(x), &vo, &vx, &vw, NULL, p) != NB_OK) return NULL;
-    return record_conv(NB_OP_CONV2D, conv2d_backward, out, (nb_tensor *[]){x, w, NULL}, xc, wc, p);
+    return record_conv(NB_OP_CONV2D, out, (nb_tensor *[]){x, w, NULL}, xc, wc, p);
 }
 
 /* saved: [0] g, [1] w; p.conv_grad: the convolution and g's shape */
@@ -236,7 +235,7 @@ static nb_autocast_list conv_autocast_list(const nb_tensor *x) {
 
 /* ---- conv2d -------------------------------------------------------------------- */
 
-static nb_status conv2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_conv2d(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_conv_params p = n->p.conv;
     if (nb_needs_grad(3, (nb_tensor *[]){g, n->saved[0], n->saved[1]})) { /* create_graph */
         if (n->in[0] && !(gin[0] = conv_a(g, n->saved[1], &p, n->in[0]->shape))) return nb_last_status();
@@ -279,7 +278,7 @@ static nb_tensor *conv2d_run(nb_tensor *x, nb_tensor *w, nb_tensor *bias, const 
     nb_kview vb = bc ? nb_kview_of(bc) : (nb_kview){0};
     if (nb_kernel_conv2d(NB_BE(x), &vo, &vx, &vw, bc ? &vb : NULL, &cs->p) != NB_OK) return NULL;
     nb_tensor *in[3] = {x, w, bias};
-    return record_conv(NB_OP_CONV2D, conv2d_backward, out, in, xc, wc, &cs->p);
+    return record_conv(NB_OP_CONV2D, out, in, xc, wc, &cs->p);
 }
 
 /* sd = 2 (conv2d) or 1 (conv1d, run on [N, C, 1, L] views). */
@@ -320,7 +319,7 @@ nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d
 
 /* The adjoint of conv2d with weight w: x [N, Cin, H, W] plays the
  * convolution's output and out [N, Cout, Ho, Wo] its input. */
-static nb_status conv_t2d_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_conv_t2d(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_conv_params p = n->p.conv;
     if (nb_needs_grad(3, (nb_tensor *[]){g, n->saved[0], n->saved[1]})) { /* create_graph: y = A(x, w) */
         if (n->in[0] && !(gin[0] = conv_f(g, n->saved[1], &p, n->in[0]->shape))) return nb_last_status();
@@ -390,7 +389,7 @@ static nb_tensor *conv_t2d_impl(nb_tensor *x, nb_tensor *w, nb_tensor *bias, con
         vb.strides[1] = bs;
         if (nb_kernel_binary(NB_BE(x), NB_BINARY_ADD, &vy, &vy, &vb) != NB_OK) return NULL;
     }
-    return record_conv(NB_OP_CONV_TRANSPOSE2D, conv_t2d_backward, y, in, xc, wc, &p);
+    return record_conv(NB_OP_CONV_TRANSPOSE2D, y, in, xc, wc, &p);
 }
 
 nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv_transpose2d_options opts) {

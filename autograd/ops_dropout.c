@@ -10,7 +10,7 @@
 /* ---- dropout ------------------------------------------------------------------ */
 
 /* saved[0]: the scaled mask (0 or 1/(1-p)); gx = g * mask. */
-static nb_status dropout_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_dropout(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *mask = n->saved[0];
     if (nb_needs_grad(1, &g)) return (gin[0] = nb_mul(g, mask)) ? NB_OK : nb_last_status(); /* create_graph */
     nb_tensor *gx = nb_empty_like(mask);
@@ -38,7 +38,7 @@ static nb_tensor *dropout_impl(nb_tensor *x, double p, nb_generator *gen) {
         if (nb_kernel_binary(NB_BE(x), NB_BINARY_MUL, &vo, &vx, &vm) != NB_OK) return NULL;
     }
     bool failed;
-    nb_node *n = nb_record(NB_OP_DROPOUT, dropout_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(NB_OP_DROPOUT, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, mask);
     return out;

@@ -70,7 +70,7 @@ static int wrap(const char *op, const nb_tensor *t, int dim) {
 /* ---- gather ---------------------------------------------------------------------- */
 
 /* saved[0]: index; p.axis.dim: dim */
-static nb_status gather_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_gather(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = nb_scatter_add(nb_zeros_like(n->in[0]), n->p.axis.dim, n->saved[0], g);
     return gin[0] ? NB_OK : nb_last_status();
 }
@@ -89,7 +89,7 @@ static nb_tensor *gather_impl(nb_op_id id, nb_tensor *t, int dim, nb_tensor *ind
         return NULL;
     }
     bool failed;
-    nb_node *n = nb_record(id, gather_backward, out, 1, &t, &failed);
+    nb_node *n = nb_record(id, out, 1, &t, &failed);
     if (failed) return NULL;
     if (n) {
         nb_tensor *idx = index_copy(index);
@@ -151,7 +151,7 @@ static void prod_backward(nb_tensor *g, int d, nb_tensor *idx, bool incl, nb_ten
 }
 
 /* saved: index, self, src, out; p.scatter: dim, mode, include_self */
-static nb_status scatter_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_scatter(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int d = n->p.scatter.dim, mode = (int)n->p.scatter.mode;
     bool incl = n->p.scatter.include_self;
     nb_tensor *idx = n->saved[0], *gself = g, *gsrc = NULL;
@@ -193,7 +193,7 @@ static nb_tensor *scatter_impl(nb_op_id id, nb_tensor *self, int dim, nb_tensor 
         return NULL;
     }
     bool failed;
-    nb_node *n = nb_record(id, scatter_backward, out, src ? 2 : 1, ts, &failed);
+    nb_node *n = nb_record(id, out, src ? 2 : 1, ts, &failed);
     if (failed) return NULL;
     if (n) {
         nb_tensor *idx = index_copy(index);

@@ -65,7 +65,7 @@ static nb_status embedding_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **
 }
 
 /* saved: flat int64 indices; p.embedding.padding_idx (INT64_MIN: none) */
-static nb_status embedding_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_embedding(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *idx = n->saved[0], *w = n->in[0];
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
@@ -117,7 +117,7 @@ static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t 
                        nb_fmt_shape(indices->ndim, indices->shape, b, sizeof b));
     }
     bool failed;
-    nb_node *n = nb_record(NB_OP_EMBEDDING, embedding_backward, out, 1, &weight, &failed);
+    nb_node *n = nb_record(NB_OP_EMBEDDING, out, 1, &weight, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.embedding.padding_idx = padding_idx;
@@ -140,7 +140,7 @@ static nb_status index_select_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor
 }
 
 /* saved: flat int64 index; p.axis.dim */
-static nb_status index_select_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_index_select(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     gin[0] = index_add_new(n->in[0], n->p.axis.dim, n->saved[0], gc, nb_kview_of(gc), NB_NO_PADDING_IDX);
@@ -172,7 +172,7 @@ static nb_tensor *index_select_impl(nb_tensor *t, int dim, nb_tensor *index) {
     nb_kview vo = nb_kview_of(out), vt = nb_kview_of(tc), vi = flat_view(idx);
     if (nb_kernel_index_select(NB_BE(t), &vo, &vt, d, &vi) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_INDEX_SELECT, index_select_backward, out, 1, &t, &failed);
+    nb_node *n = nb_record(NB_OP_INDEX_SELECT, out, 1, &t, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.axis.dim = d;
@@ -189,7 +189,7 @@ nb_tensor *nb_index_select(nb_tensor *t, int dim, nb_tensor *index) {
 /* ---- cat / stack ------------------------------------------------------------------------ */
 
 /* p.cat: the dim and each input's size along it */
-static nb_status cat_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_cat(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int d = n->p.cat.dim;
     int64_t off = 0;
     for (int i = 0; i < n->n_in; i++) {
@@ -218,7 +218,7 @@ static bool record_cat(nb_tensor *part, nb_tensor *const *ts, int n, int d) {
         in[m++] = rest;
     }
     bool failed;
-    nb_node *node = nb_record(NB_OP_CAT, cat_backward, part, m, in, &failed);
+    nb_node *node = nb_record(NB_OP_CAT, part, m, in, &failed);
     if (failed) return false;
     if (node) {
         node->p.cat.dim = d;
@@ -401,7 +401,7 @@ static nb_tensor *masked_grad(nb_tensor *g, nb_tensor *cond, bool keep_true) {
 }
 
 /* saved: cond */
-static nb_status where_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_where(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *cond = n->saved[0];
     for (int i = 0; i < 2; i++)
         if (n->in[i] && !(gin[i] = nb_sum_to_shape(masked_grad(g, cond, i == 0), n->in[i]->ndim, n->in[i]->shape)))
@@ -434,7 +434,7 @@ static nb_tensor *where_impl(nb_tensor *cond, nb_tensor *a, nb_tensor *b) {
              vb = nb_kview_expand(b, nd, shape);
     if (nb_kernel_where(NB_BE(a), &vo, &vc, &va, &vb) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_WHERE, where_backward, out, 2, in + 1, &failed);
+    nb_node *n = nb_record(NB_OP_WHERE, out, 2, in + 1, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, cond);
     return out;
@@ -525,19 +525,19 @@ static nb_status index_put_backward(nb_node *n, nb_tensor *g, nb_tensor **gin, b
     return NB_OK;
 }
 
-static nb_status index_add_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_index_add(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return index_put_backward(n, g, gin, false);
 }
 
-static nb_status index_copy_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_index_copy(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return index_put_backward(n, g, gin, true);
 }
 
-static nb_tensor *index_put_record(nb_op_id id, nb_backward_fn bw, nb_tensor *out, nb_tensor *input,
+static nb_tensor *index_put_record(nb_op_id id, nb_tensor *out, nb_tensor *input,
                                    nb_tensor *source, nb_tensor *idx, int d, double alpha) {
     nb_tensor *in[2] = {input, source};
     bool failed;
-    nb_node *n = nb_record(id, bw, out, 2, in, &failed);
+    nb_node *n = nb_record(id, out, 2, in, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.index_add.dim = d;
@@ -562,7 +562,7 @@ static nb_tensor *index_add_impl(nb_tensor *input, int dim, nb_tensor *index, nb
     nb_kview vs = nb_kview_of(sc), vi = nb_kview_of(input), vo = nb_kview_of(out);
     if (alpha != 1 && nb_kernel_unary(NB_BE(input), NB_UNARY_MUL_SCALAR, &vs, &vs, alpha) != NB_OK) return NULL;
     if (nb_kernel_binary(NB_BE(input), NB_BINARY_ADD, &vo, &vi, &vs) != NB_OK) return NULL;
-    return index_put_record(NB_OP_INDEX_ADD, index_add_backward, out, input, source, idx, d, alpha);
+    return index_put_record(NB_OP_INDEX_ADD, out, input, source, idx, d, alpha);
 }
 
 nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source, double alpha) {
@@ -578,7 +578,7 @@ static nb_tensor *index_copy_op_impl(nb_tensor *input, int dim, nb_tensor *index
     nb_kview vo = nb_kview_of(out), vin = nb_kview_of(input), vs = nb_kview_of(src), vi = flat_view(idx);
     if (nb_kernel_copy(NB_BE(input), &vo, &vin) != NB_OK || nb_kernel_index_copy(NB_BE(input), &vo, d, &vi, &vs) != NB_OK)
         return NULL;
-    return index_put_record(NB_OP_INDEX_COPY, index_copy_backward, out, input, source, idx, d, 1);
+    return index_put_record(NB_OP_INDEX_COPY, out, input, source, idx, d, 1);
 }
 
 nb_tensor *nb_index_copy(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {

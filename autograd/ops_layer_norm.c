@@ -31,7 +31,7 @@ static nb_status layer_norm_grad_ops(nb_node *n, nb_tensor *g, nb_tensor *x, nb_
 }
 
 /* saved: x (contiguous), weight (or NULL), mean, rstd; p.layer_norm: rows, m, eps */
-static nb_status layer_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_layer_norm(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1], *mean = n->saved[2], *rstd = n->saved[3];
     int64_t rows = n->p.layer_norm.rows, m = n->p.layer_norm.m;
     nb_tensor *xg = n->in[0] ? n->in[0] : x, *wg = n->in[1] ? n->in[1] : w; /* connected under create_graph */
@@ -99,7 +99,7 @@ static nb_tensor *layer_norm_impl(nb_tensor *x, int n_norm, const int64_t *norma
     nb_layer_norm_args la = {&vx, wc ? &vw : NULL, bc ? &vb : NULL, eps};
     if (nb_kernel_layer_norm(NB_BE(x), &vo, &vm, &vr, &la) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_LAYER_NORM, layer_norm_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_LAYER_NORM, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.layer_norm.rows = rows, n->p.layer_norm.m = m, n->p.layer_norm.eps = eps;

@@ -79,9 +79,9 @@ static nb_status gin_status(nb_node *n, nb_tensor **gin) {
 }
 
 /* Records the node of a one-input op; false only on failure. */
-static bool record1(nb_op_id op, nb_backward_fn bw, nb_tensor *out, nb_tensor *a, nb_node **node) {
+static bool record1(nb_op_id op, nb_tensor *out, nb_tensor *a, nb_node **node) {
     bool failed;
-    *node = nb_record(op, bw, out, 1, &a, &failed);
+    *node = nb_record(op, out, 1, &a, &failed);
     return !failed;
 }
 
@@ -164,7 +164,7 @@ static void split_grad(nb_tensor *g, nb_tensor *const *saved, int n, nb_tensor *
 static nb_tensor *solve_core(const char *op, nb_tensor *A, nb_tensor *B);
 
 /* X = A^-1 B: gB = A^-T gX, gA = -gB X^T (derivatives.yaml, linalg_solve). */
-static nb_status solve_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_solve(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gb = solve_core("linalg.solve backward", MT(n->saved[0]), g);
     if (n->in[1]) gin[1] = gb;
     if (n->in[0]) gin[0] = nb_neg(nb_matmul(gb, MT(n->saved[1])));
@@ -180,7 +180,7 @@ static nb_tensor *solve_core(const char *op, nb_tensor *A, nb_tensor *B) {
     if (nb_kernel_linalg_solve(NB_BE(a), &vx, &va, &vb) != NB_OK) return relabel(op);
     nb_tensor *in[2] = {a, b};
     bool failed;
-    nb_node *n = nb_record(NB_OP_LINALG_SOLVE, solve_backward, x, 2, in, &failed);
+    nb_node *n = nb_record(NB_OP_LINALG_SOLVE, x, 2, in, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, a), nb_save(n, 1, x);
     return x;
@@ -222,14 +222,14 @@ nb_tensor *nb_linalg_inv(nb_tensor *A) {
 /* ---- det, slogdet ----------------------------------------------------------------- */
 
 /* gA = g det A^-T (derivatives.yaml, linalg_det; not at a singular A). */
-static nb_status det_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_det(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gd = nb_unsqueeze(nb_unsqueeze(nb_mul(g, n->saved[1]), -1), -1);
     gin[0] = nb_mul(gd, MT(inv_core("linalg.det backward", n->saved[0])));
     return gin_status(n, gin);
 }
 
 /* d log|det A| = A^-T (derivatives.yaml, linalg_slogdet). */
-static nb_status slogdet_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_slogdet(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gd = nb_unsqueeze(nb_unsqueeze(g, -1), -1);
     gin[0] = nb_mul(gd, MT(inv_core("linalg.slogdet backward", n->saved[0])));
     return gin_status(n, gin);
@@ -253,7 +253,7 @@ static bool lu_det(const char *op, nb_tensor *a, nb_tensor **det, nb_tensor **si
 static nb_tensor *det_impl(nb_tensor *A) {
     nb_tensor *a = check_mat("linalg.det", A, true) ? nb_contiguous(A) : NULL, *det;
     nb_node *n;
-    if (!a || !lu_det("linalg.det", a, &det, NULL, NULL) || !record1(NB_OP_LINALG_DET, det_backward, det, a, &n))
+    if (!a || !lu_det("linalg.det", a, &det, NULL, NULL) || !record1(NB_OP_LINALG_DET, det, a, &n))
         return NULL;
     if (n) nb_save(n, 0, a), nb_save(n, 1, det);
     return det;
@@ -267,7 +267,7 @@ nb_tensor *nb_linalg_det(nb_tensor *A) {
 static nb_tensor *slogdet_impl(nb_tensor *A, nb_tensor **sign) {
     nb_tensor *a = check_mat("linalg.slogdet", A, true) ? nb_contiguous(A) : NULL, *la;
     nb_node *n;
-    if (!a || !lu_det("linalg.slogdet", a, NULL, sign, &la) || !record1(NB_OP_LINALG_SLOGDET, slogdet_backward, la, a, &n))
+    if (!a || !lu_det("linalg.slogdet", a, NULL, sign, &la) || !record1(NB_OP_LINALG_SLOGDET, la, a, &n))
         return NULL;
     if (n) nb_save(n, 0, a);
     return la;
@@ -288,9 +288,9 @@ nb_status nb_linalg_slogdet(nb_tensor *A, nb_tensor **sign, nb_tensor **logabsde
 
 /* ---- cholesky ------------------------------------------------------------------- */
 
-/* PyTorch's cholesky_backward (Murray 2016, arXiv:1602.07527):
+/* PyTorch's nb_bw_cholesky (Murray 2016, arXiv:1602.07527):
  * phi = tril(L^T gL) with its diagonal halved, gA = sym(L^-T phi L^-1). */
-static nb_status cholesky_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_cholesky(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *L = n->saved[0], *gL = g;
     if (n->p.linalg.flag) L = MT(L), gL = MT(gL);
     int64_t sz = L->shape[L->ndim - 1];
@@ -308,7 +308,7 @@ static nb_tensor *cholesky_impl(nb_tensor *A, bool upper) {
     nb_kview vl = nb_kview_of(l), va = nb_kview_of(a);
     if (nb_kernel_linalg_cholesky(NB_BE(a), &vl, &va, upper) != NB_OK) return relabel("linalg.cholesky");
     nb_node *n;
-    if (!record1(NB_OP_LINALG_CHOLESKY, cholesky_backward, l, a, &n)) return NULL;
+    if (!record1(NB_OP_LINALG_CHOLESKY, l, a, &n)) return NULL;
     if (n) nb_save(n, 0, l), n->p.linalg.flag = upper;
     return l;
 }
@@ -338,7 +338,7 @@ static nb_status finish_outs(nb_scope *s, bool ok, nb_tensor **outs, nb_tensor *
 
 /* PyTorch's linalg_qr_backward, case m >= n (k = n): M = gR R^T - Q^T gQ,
  * S = triu(M) + triu(M)^T with the diagonal once, gA = (Q S + gQ) R^-T. */
-static nb_status qr_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_qr(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *Q = n->saved[0], *R = n->saved[1], *gr[2];
     int64_t m = Q->shape[Q->ndim - 2], cols = R->shape[R->ndim - 1];
     if (m < cols || (n->p.linalg.flag && m > cols))
@@ -366,7 +366,7 @@ static bool qr_impl(nb_tensor *A, nb_linalg_qr_mode mode, nb_tensor **outs) {
     nb_kview vq = part_kview(P, &pq), vr = part_kview(P, &pr), va = nb_kview_of(a);
     if (nb_kernel_linalg_qr(NB_BE(a), &vq, &vr, &va) != NB_OK) return relabel("linalg.qr");
     nb_node *nd;
-    if (!record1(NB_OP_LINALG_QR, qr_backward, P, a, &nd)) return false;
+    if (!record1(NB_OP_LINALG_QR, P, a, &nd)) return false;
     if (nd) nb_save(nd, 0, part_alias(P, &pq)), nb_save(nd, 1, part_alias(P, &pr)), nd->p.linalg.flag = mode;
     outs[0] = part_of(P, &pq), outs[1] = part_of(P, &pr);
     return outs[0] && outs[1];
@@ -382,7 +382,7 @@ nb_status nb_linalg_qr(nb_tensor *A, nb_linalg_qr_mode mode, nb_tensor **Q, nb_t
 
 /* PyTorch's linalg_eig_backward, Hermitian case: K = skew(V^T gV) / 2,
  * E_ij = w_j - w_i (1 on the diagonal), gA = V (K / E + diag(gw)) V^T. */
-static nb_status eigh_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_eigh(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *w = n->saved[0], *V = n->saved[1], *gr[2];
     split_grad(g, n->saved, 2, gr);
     nb_tensor *eye = eye_like(w->shape[w->ndim - 1], w);
@@ -406,7 +406,7 @@ static bool eigh_impl(nb_tensor *A, char uplo, nb_tensor **outs) {
     nb_kview vw = part_kview(P, &pw), vv = part_kview(P, &pv), va = nb_kview_of(a);
     if (nb_kernel_linalg_eigh(NB_BE(a), &vw, &vv, &va, uplo == 'U') != NB_OK) return relabel("linalg.eigh");
     nb_node *nd;
-    if (!record1(NB_OP_LINALG_EIGH, eigh_backward, P, a, &nd)) return false;
+    if (!record1(NB_OP_LINALG_EIGH, P, a, &nd)) return false;
     if (nd) nb_save(nd, 0, part_alias(P, &pw)), nb_save(nd, 1, part_alias(P, &pv));
     outs[0] = part_of(P, &pw), outs[1] = part_of(P, &pv);
     return outs[0] && outs[1];
@@ -420,7 +420,7 @@ nb_status nb_linalg_eigh(nb_tensor *A, char uplo, nb_tensor **eigenvalues, nb_te
 
 /* ---- svd ---------------------------------------------------------------------------------- */
 
-/* PyTorch's svd_backward (real case) on the reduced factors U [m, k],
+/* PyTorch's nb_bw_svd (real case) on the reduced factors U [m, k],
  * S [k], Vh [k, n]: J = (skew(U^T gU) S + S skew(Vh gVh^T)) / E + diag(gS)
  * with E_ij = s_j^2 - s_i^2 (1 on the diagonal); plus the projections of
  * gU (m > n) or gVh (m < n) off the spans of U or V. */
@@ -445,7 +445,7 @@ static nb_tensor *svd_grad(nb_tensor *U, nb_tensor *S, nb_tensor *Vh, nb_tensor 
     return nb_matmul(U, nb_matmul(J, Vh));
 }
 
-static nb_status svd_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_svd(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gr[3];
     split_grad(g, n->saved, 3, gr);
     nb_tensor *U = n->saved[0], *S = n->saved[1], *Vh = n->saved[2], *gU = gr[0], *gVh = gr[2];
@@ -471,7 +471,7 @@ static bool svd_impl(nb_tensor *A, bool full, bool want_uv, nb_tensor **outs) {
     nb_kview vu = part_kview(P, &pu), vs = part_kview(P, &ps), vv = part_kview(P, &pv), va = nb_kview_of(a);
     if (nb_kernel_linalg_svd(NB_BE(a), want_uv ? &vu : NULL, &vs, want_uv ? &vv : NULL, &va) != NB_OK) return relabel(op);
     nb_node *nd = NULL;
-    if (want_uv && !record1(NB_OP_LINALG_SVD, svd_backward, P, a, &nd)) return false;
+    if (want_uv && !record1(NB_OP_LINALG_SVD, P, a, &nd)) return false;
     if (nd) {
         nb_save(nd, 0, part_alias(P, &pu)), nb_save(nd, 1, part_alias(P, &ps)), nb_save(nd, 2, part_alias(P, &pv));
         nd->p.linalg.flag = full;
@@ -499,7 +499,7 @@ nb_tensor *nb_linalg_svdvals(nb_tensor *A) {
 /* Full rank. m >= n, Z = (A^T A)^-1 gX: gB = A Z, gA = (B - A X) Z^T - A Z X^T.
  * m < n (X = A^T W, W = H^-1 B, H = A A^T), Y = H^-1 A gX: gB = Y,
  * gA = W gX^T - (Y W^T + W Y^T) A. Both are PyTorch's pinv-based rule at full rank. */
-static nb_status lstsq_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_lstsq(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *A = n->saved[0], *B = n->saved[1], *X = n->saved[2];
     const char *op = "linalg.lstsq backward";
     if (A->shape[A->ndim - 2] >= A->shape[A->ndim - 1]) {
@@ -527,7 +527,7 @@ static nb_tensor *lstsq_core(nb_tensor *A, nb_tensor *B) {
     if (nb_kernel_linalg_lstsq(NB_BE(a), &vx, &va, &vb) != NB_OK) return relabel("linalg.lstsq");
     nb_tensor *in[2] = {a, b};
     bool failed;
-    nb_node *n = nb_record(NB_OP_LINALG_LSTSQ, lstsq_backward, x, 2, in, &failed);
+    nb_node *n = nb_record(NB_OP_LINALG_LSTSQ, x, 2, in, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, a), nb_save(n, 1, b), nb_save(n, 2, x);
     return x;

@@ -23,7 +23,7 @@ static nb_tensor *ce_grad_ops(nb_tensor *g, nb_tensor *logits, nb_tensor *target
     return nb_mul(nb_sub(nb_softmax(logits, 1), onehot), nb_mul(nb_unsqueeze(g, 1), valid));
 }
 
-static nb_status ce_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_ce(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *logits = n->saved[0], *lse = n->saved[1], *target = n->saved[2];
     if (nb_needs_grad(2, (nb_tensor *[]){g, logits})) {
         gin[0] = ce_grad_ops(g, logits, target, n->p.cross_entropy.ignore_index);
@@ -49,7 +49,7 @@ static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_i
     nb_kview vl = nb_kview_of(loss), vs = nb_kview_of(lse), vx = nb_kview_of(x), vt = nb_kview_of(t);
     if (nb_kernel_cross_entropy(NB_BE(x), &vl, &vs, &vx, &vt, ignore_index) != NB_OK) return NULL;
     bool failed;
-    nb_node *node = nb_record(NB_OP_CROSS_ENTROPY, ce_backward, loss, 1, &logits, &failed);
+    nb_node *node = nb_record(NB_OP_CROSS_ENTROPY, loss, 1, &logits, &failed);
     if (failed) return NULL;
     if (node) {
         node->p.cross_entropy.ignore_index = ignore_index;

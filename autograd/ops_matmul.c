@@ -45,7 +45,7 @@ static nb_tensor *gemm_nd(nb_tensor *a, nb_tensor *b) {
     return nb_kernel_matmul(NB_BE(a), &vc, &va, &vb, 1.0, 0.0) == NB_OK ? c : NULL;
 }
 
-static nb_status matmul_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_matmul(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *a = n->saved[0], *b = n->saved[1];
     if (nb_needs_grad(3, (nb_tensor *[]){g, a, b})) { /* create_graph: recorded matmuls */
         if (n->in[0]) gin[0] = nb_sum_to_shape(nb_matmul(g, nb_transpose(b, -1, -2)), a->ndim, a->shape);
@@ -74,7 +74,7 @@ static nb_tensor *matmul_nd(nb_tensor *a, nb_tensor *b) {
     nb_tensor *c = gemm_nd(a, b);
     nb_tensor *in[2] = {a, b};
     bool failed;
-    nb_node *n = c ? nb_record(NB_OP_MATMUL, matmul_backward, c, 2, in, &failed) : NULL;
+    nb_node *n = c ? nb_record(NB_OP_MATMUL, c, 2, in, &failed) : NULL;
     if (c && !n && failed) return NULL;
     if (n) nb_save(n, 0, a), nb_save(n, 1, b);
     return c;
@@ -110,7 +110,7 @@ static bool linear_wgrad_fused(nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_tens
 }
 
 /* x2 [n, in], w [out, in], bias [out]: dx = g w, dw = g^T x2, db = sum_rows(g) */
-static nb_status linear_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_linear(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1];
     bool graph = nb_needs_grad(3, (nb_tensor *[]){g, x, w}); /* create_graph: recorded matmuls */
     if (n->in[0] && !(gin[0] = graph ? nb_matmul(g, w) : gemm_nd(g, w))) return nb_last_status();
@@ -145,7 +145,7 @@ static nb_tensor *linear_2d(nb_tensor *x, nb_tensor *w, nb_tensor *bias) {
     }
     nb_tensor *in[3] = {x, w, bias};
     bool failed;
-    nb_node *n = nb_record(NB_OP_LINEAR, linear_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_LINEAR, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, x), nb_save(n, 1, w);
     return out;

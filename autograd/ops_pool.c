@@ -101,8 +101,6 @@ static nb_tensor *grad_setup(nb_node *n, nb_tensor *g, nb_kview *vgx, nb_kview *
  * a rule of its own: the gradient of a pool's gradient is the pool again
  * (the max pools: a gather at the saved argmax positions; the average
  * pools, linear maps: the forward, whose adjoint the backward is). */
-static nb_status avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin);
-static nb_status adaptive_avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin);
 
 /* The average pool (or adaptive, p NULL) of the 4-d x into `shape`, recorded. */
 static nb_tensor *avg_forward(const nb_node *src, nb_tensor *x, const int64_t *shape, bool adaptive) {
@@ -113,7 +111,7 @@ static nb_tensor *avg_forward(const nb_node *src, nb_tensor *x, const int64_t *s
     if ((adaptive ? nb_kernel_adaptive_avg_pool2d(NB_BE(x), &vo, &vx) : nb_kernel_avg_pool2d(NB_BE(x), &vo, &vx, &p)) != NB_OK)
         return NULL;
     bool failed;
-    nb_node *n = nb_record(src->op, adaptive ? adaptive_avg_backward : avg_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(src->op, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) n->p.pool = p;
     return out;
@@ -146,7 +144,7 @@ static nb_status grad_node(nb_node *n, nb_backward_fn fn, nb_tensor *gx, nb_tens
 }
 
 /* max and adaptive max: gy scattered to the saved argmax positions */
-static nb_status max_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_max(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vgx, vgy, vi = nb_kview_of(n->saved[0]);
     nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
     if (!gx) return nb_last_status();
@@ -155,7 +153,7 @@ static nb_status max_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return st ? st : grad_node(n, max_grad_backward, gx, g);
 }
 
-static nb_status avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_avg(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vgx, vgy;
     nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
     if (!gx) return nb_last_status();
@@ -165,7 +163,7 @@ static nb_status avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return st ? st : grad_node(n, avg_grad_backward, gx, g);
 }
 
-static nb_status adaptive_avg_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_adaptive_avg(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_kview vgx, vgy;
     nb_tensor *gx = grad_setup(n, g, &vgx, &vgy);
     if (!gx) return nb_last_status();
@@ -188,16 +186,15 @@ static nb_tensor *pool_core(const pool_req *r, nb_tensor *x, int64_t oh, int64_t
     if (!xc || !out || (is_max && (idx || grad) && !ind)) return NULL;
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc), vi = ind ? nb_kview_of(ind) : vo;
     nb_status st;
-    nb_backward_fn fn;
     switch (r->kind) {
-    case POOL_MAX: st = nb_kernel_max_pool2d(NB_BE(x), &vo, ind ? &vi : NULL, &vx, &r->p), fn = max_backward; break;
-    case POOL_AVG: st = nb_kernel_avg_pool2d(NB_BE(x), &vo, &vx, &r->p), fn = avg_backward; break;
-    case POOL_ADAPTIVE_AVG: st = nb_kernel_adaptive_avg_pool2d(NB_BE(x), &vo, &vx), fn = adaptive_avg_backward; break;
-    default: st = nb_kernel_adaptive_max_pool2d(NB_BE(x), &vo, ind ? &vi : NULL, &vx), fn = max_backward; break;
+    case POOL_MAX: st = nb_kernel_max_pool2d(NB_BE(x), &vo, ind ? &vi : NULL, &vx, &r->p); break;
+    case POOL_AVG: st = nb_kernel_avg_pool2d(NB_BE(x), &vo, &vx, &r->p); break;
+    case POOL_ADAPTIVE_AVG: st = nb_kernel_adaptive_avg_pool2d(NB_BE(x), &vo, &vx); break;
+    default: st = nb_kernel_adaptive_max_pool2d(NB_BE(x), &vo, ind ? &vi : NULL, &vx); break;
     }
     if (st != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(r->id, fn, out, 1, &x, &failed);
+    nb_node *n = nb_record(r->id, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.pool = r->p;

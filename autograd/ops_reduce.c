@@ -73,7 +73,7 @@ static nb_tensor *grad_expand(nb_node *n, nb_tensor *g) {
     return nb_expand(nb_reshape(g, in->ndim, kshape), in->ndim, in->shape);
 }
 
-static nb_status sum_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_sum(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *ge = grad_expand(n, n->p.reduce.scale == 1 ? g : nb_mul_scalar(g, n->p.reduce.scale));
     gin[0] = ge ? nb_contiguous(ge) : NULL;
     return gin[0] ? NB_OK : nb_last_status();
@@ -89,7 +89,7 @@ static nb_tensor *saved_keepdim(nb_node *n) {
 }
 
 /* amax: the gradient is shared among the elements equal to the maximum. */
-static nb_status amax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_amax(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *k = saved_keepdim(n);
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
@@ -123,13 +123,13 @@ static nb_tensor *prod_of_others(nb_tensor *x, const bool *mask) {
     return xp ? nb_permute(nb_reshape(others, xp->ndim, xp->shape), inv) : NULL;
 }
 
-/* prod: g * out / x (PyTorch's prod_backward) where the slice holds no 0,
+/* prod: g * out / x (PyTorch's nb_bw_prod) where the slice holds no 0,
  * inf or NaN and the product neither overflowed nor underflowed; elsewhere
  * g * (the product of the others), which is exact
  * with zeros (one zero: the others' product at it, 0 elsewhere) and stays
  * right beside inf or NaN, where out / x is NaN (PyTorch 1.13 gives NaN
  * for the gradient of the inf in prod([inf, 2, 3]); the answer is 6). */
-static nb_status prod_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_prod(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *k = saved_keepdim(n);
     bool mask[NB_MAX_DIMS];
     for (int i = 0; i < x->ndim; i++) mask[i] = n->p.reduce.reduced[i];
@@ -164,8 +164,7 @@ static nb_tensor *reduce_op(nb_op_id id, nb_reduce_op kop, nb_tensor *t, const i
     nb_tensor *k = reduce_raw_dt(kop, t, mask, scale, odt);
     nb_tensor *out = k ? final_shape(k, mask, keepdim) : NULL;
     bool failed;
-    nb_backward_fn bw = kop == NB_REDUCE_SUM ? sum_backward : kop == NB_REDUCE_PROD ? prod_backward : amax_backward;
-    nb_node *n = out ? nb_record(id, bw, out, 1, &t, &failed) : NULL;
+    nb_node *n = out ? nb_record(id, out, 1, &t, &failed) : NULL;
     if (out && !n && failed) return NULL;
     if (n) {
         for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];
@@ -207,7 +206,7 @@ nb_tensor *nb_prod(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
 /* ---- max along one dim, with indices ------------------------------------- */
 
 /* The gradient goes to the argmax: g * (arange(size) == index) along dim. */
-static nb_status max_dim_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_max_dim(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *in = n->in[0], *idx = n->saved[0];
     int d = n->p.reduce.dim;
     int64_t ashape[NB_MAX_DIMS];
@@ -266,7 +265,7 @@ static nb_tensor *max_dim_impl(nb_op_id id, nb_tensor *t, int dim, bool keepdim,
     mask[d] = true;
     nb_tensor *out = final_shape(val, mask, keepdim);
     bool failed;
-    nb_node *n = out ? nb_record(id, max_dim_backward, out, 1, &t, &failed) : NULL;
+    nb_node *n = out ? nb_record(id, out, 1, &t, &failed) : NULL;
     if (out && !n && failed) return NULL;
     if (n) {
         for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];
@@ -327,9 +326,9 @@ nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, 
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, var_impl(NB_OP_VAR, t, dims, n_dims, correction, keepdim));
 }
-/* std = sqrt(var) with PyTorch's std_backward: g / (2 std), masked to 0
+/* std = sqrt(var) with PyTorch's nb_bw_std: g / (2 std), masked to 0
  * where std == 0 (sqrt's own rule would give inf * 0 = NaN there). */
-static nb_status std_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_std(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *y = n->saved[0];
     nb_tensor *d = nb_div(g, nb_mul_scalar(y, 2.0));
     gin[0] = d ? nb_where(nb_eq_scalar(y, 0), nb_scalar_like(d, 0, d->dtype), d) : NULL;
@@ -344,7 +343,7 @@ static nb_tensor *std_impl(nb_tensor *t, const int *dims, int n_dims, double cor
     nb_set_grad_enabled(prev);
     if (!y) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_STD, std_backward, y, 1, &v, &failed);
+    nb_node *n = nb_record(NB_OP_STD, y, 1, &v, &failed);
     if (failed) return NULL;
     if (n) nb_save(n, 0, y);
     return y;
@@ -416,11 +415,11 @@ static nb_tensor *sign_of(nb_tensor *x) {
 }
 static nb_tensor *abs_of(nb_tensor *x) { return nb_mul(x, sign_of(x)); }
 
-/* torch.linalg.vector_norm's backward (PyTorch's norm_backward):
+/* torch.linalg.vector_norm's backward (PyTorch's nb_bw_norm):
  * p finite: g sign(x) |x|^(p-1) / n^(p-1), 0 where n == 0 (masked, so the
  * 2-norm of zeros has gradient 0); p = +-inf: g sign(x) shared evenly
  * among the elements with |x| == n. */
-static nb_status norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_norm(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *k = saved_keepdim(n);
     double p = n->p.reduce.p;
     bool mask[NB_MAX_DIMS];
@@ -461,7 +460,7 @@ static nb_tensor *norm_impl(nb_tensor *t, double p, const int *dims, int n_dims,
     NB_NO_GRAD { k = norm_raw(t, p, mask); }
     nb_tensor *out = k ? final_shape(k, mask, keepdim) : NULL;
     bool failed;
-    nb_node *n = out ? nb_record(NB_OP_NORM, norm_backward, out, 1, &t, &failed) : NULL;
+    nb_node *n = out ? nb_record(NB_OP_NORM, out, 1, &t, &failed) : NULL;
     if (out && !n && failed) return NULL;
     if (n) {
         for (int i = 0; i < t->ndim; i++) n->p.reduce.reduced[i] = mask[i];

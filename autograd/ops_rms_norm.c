@@ -26,7 +26,7 @@ static nb_status rms_norm_grad_ops(nb_node *n, nb_tensor *g, nb_tensor *x, nb_te
 }
 
 /* saved: x (contiguous), weight (or NULL), rstd; p.layer_norm: rows, m, eps */
-static nb_status rms_norm_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_rms_norm(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1], *rstd = n->saved[2];
     int64_t rows = n->p.layer_norm.rows, m = n->p.layer_norm.m;
     nb_tensor *xg = n->in[0] ? n->in[0] : x, *wg = n->in[1] ? n->in[1] : w; /* connected under create_graph */
@@ -78,7 +78,7 @@ static nb_tensor *rms_norm_impl(nb_tensor *x, int n_norm, const int64_t *normali
     if (wc) vw = nb_kview_rows(wc, -1, m);
     if (nb_kernel_rms_norm(NB_BE(x), &vo, &vr, &vx, wc ? &vw : NULL, eps) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_RMS_NORM, rms_norm_backward, out, 2, in, &failed);
+    nb_node *n = nb_record(NB_OP_RMS_NORM, out, 2, in, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.layer_norm.rows = rows, n->p.layer_norm.m = m, n->p.layer_norm.eps = eps;

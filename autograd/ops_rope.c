@@ -53,7 +53,7 @@ static nb_status rope_grad_ops(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 
 /* saved: [0] x (contiguous; kept only when a table requires grad), [1] cos,
  * [2] sin (contiguous) */
-static nb_status rope_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_rope(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     if (nb_needs_grad(4, (nb_tensor *[]){g, n->in[0], n->in[1], n->in[2]})) return rope_grad_ops(n, g, gin);
     nb_tensor *cos = n->saved[1], *sin = n->saved[2];
     int64_t T = cos->shape[0], h = cos->shape[1], D = 2 * h;
@@ -96,7 +96,7 @@ static nb_tensor *rope_impl(nb_tensor *x, nb_tensor *cos, nb_tensor *sin) {
     nb_kview vo = as_ntd(out, N, T, D), vx = as_ntd(xc, N, T, D), vc = nb_kview_of(cc), vs = nb_kview_of(sc);
     if (nb_kernel_rope(NB_BE(x), &vo, &vx, &vc, &vs, false) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_APPLY_ROTARY_POS_EMB, rope_backward, out, 3, in, &failed);
+    nb_node *n = nb_record(NB_OP_APPLY_ROTARY_POS_EMB, out, 3, in, &failed);
     if (failed) return NULL;
     if (n) {
         if (cos->requires_grad || sin->requires_grad) nb_save(n, 0, xc);

@@ -1,6 +1,6 @@
 /* ops_scan.c - cumulative ops along one dim: cumsum, cumprod, cummax,
  * cummin, logcumsumexp; forward through the backend's scan slot and one
- * backward rule through its scan_backward slot (reverse cumsum, PyTorch's
+ * backward rule through its nb_bw_scan slot (reverse cumsum, PyTorch's
  * cumprod_backward exact with zeros, an ordered scatter to the cummax/cummin
  * indices, the stable logcumsumexp gradient). Kernels: backend/cpu/scan.c.
  * Tests: tests/test_ops_scan.c. */
@@ -73,7 +73,7 @@ static nb_tensor *scan_grad_ops(nb_node *n, nb_tensor *g, nb_tensor *x, nb_tenso
 }
 
 /* Saved: 0 x, 1 out, 2 indices (cummax/cummin); p.scan: the op and dim. */
-static nb_status scan_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_scan(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *out = n->saved[1], *idx = n->saved[2];
     if (nb_needs_grad(3, (nb_tensor *[]){g, x, out})) {
         gin[0] = scan_grad_ops(n, g, x, idx);
@@ -104,7 +104,7 @@ static nb_tensor *scan_impl(nb_op_id id, nb_reduce_op kop, nb_tensor *t, int dim
     nb_kview vo = kv1(out), vx = kv1(t), vi = idx ? kv1(idx) : vo;
     if (nb_kernel_scan(NB_BE(t), kop, &vo, idx ? &vi : NULL, &vx, d) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = fl ? nb_record(id, scan_backward, out, 1, &t, &failed) : NULL;
+    nb_node *n = fl ? nb_record(id, out, 1, &t, &failed) : NULL;
     if (fl && !n && failed) return NULL;
     if (n) {
         n->p.scan.kop = kop, n->p.scan.dim = d;

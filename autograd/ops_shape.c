@@ -17,13 +17,6 @@ static nb_tensor *host_index(const int64_t *v, int64_t n, const nb_tensor *like)
     return nb_from_data_on(v, 1, &n, NB_I64, like->storage->device);
 }
 
-static nb_status identity_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    (void)n;
-    nb_retain(g);
-    gin[0] = nb_scope_adopt(g);
-    return NB_OK;
-}
-
 /* r itself if it has its own storage, else a copy: these ops return new
  * tensors in PyTorch, never views of their input t. */
 static nb_tensor *fresh(const nb_tensor *t, nb_tensor *r) {
@@ -33,7 +26,7 @@ static nb_tensor *fresh(const nb_tensor *t, nb_tensor *r) {
     nb_kview o = nb_kview_of(out), v = nb_kview_of(r);
     if (nb_kernel_copy(NB_BE(r), &o, &v) != NB_OK) return NULL;
     bool failed;
-    nb_record(NB_OP_CONTIGUOUS, identity_backward, out, 1, &r, &failed);
+    nb_record(NB_OP_CONTIGUOUS, out, 1, &r, &failed);
     return failed ? NULL : out;
 }
 
@@ -188,7 +181,7 @@ nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n) {
 /* ---- pad ----------------------------------------------------------------------------------- */
 
 /* p.pad.lo[d]: the left padding of dim d; the gradient is g's interior (a view). */
-static nb_status constant_pad_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_constant_pad(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->in[0], *r = g;
     for (int d = 0; d < x->ndim && r; d++)
         if (x->shape[d] != g->shape[d]) r = nb_narrow(r, d, n->p.pad.lo[d], x->shape[d]);
@@ -209,7 +202,7 @@ static nb_tensor *constant_pad(nb_tensor *x, const int64_t *lo, const int64_t *h
     if (nb_kernel_fill(NB_BE(x), &vo, value) != NB_OK || (nb_numel(x) && nb_kernel_copy(NB_BE(x), &inner, &vx) != NB_OK))
         return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_PAD, constant_pad_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(NB_OP_PAD, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) memcpy(n->p.pad.lo, lo, sizeof(int64_t) * (size_t)x->ndim);
     return out;

@@ -18,7 +18,7 @@ static nb_kview as_vector(const nb_tensor *t) {
     return v;
 }
 
-static nb_status softmax_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_softmax(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *y = n->saved[0];
     if (nb_needs_grad(2, (nb_tensor *[]){g, y})) {
         gin[0] = softmax_grad_ops(g, y, n->p.softmax.dim, n->p.softmax.log);
@@ -41,7 +41,7 @@ static nb_tensor *softmax_impl(nb_op_id id, nb_tensor *t, int dim, bool log) {
     nb_kview vo = as_vector(out), vx = as_vector(x);
     if (nb_kernel_softmax(NB_BE(t), &vo, &vx, t->ndim ? d : 0, log) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(id, softmax_backward, out, 1, &t, &failed);
+    nb_node *n = nb_record(id, out, 1, &t, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.softmax.dim = t->ndim ? d : 0;

@@ -12,7 +12,7 @@
 #include "nb_autograd_impl.h"
 
 /* saved[0]: indices; p.axis.dim. gx = zeros(x).scatter(dim, indices, g). */
-static nb_status sort_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_sort(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = nb_scatter(nb_zeros_like(n->in[0]), n->p.axis.dim, n->saved[0], g);
     return gin[0] ? NB_OK : nb_last_status();
 }
@@ -34,7 +34,7 @@ static nb_status sort_raw(nb_op_id id, nb_tensor *x, int d, bool descending, int
     if (!values) return NB_OK;
     *values = val;
     bool failed;
-    nb_node *n = nb_record(id, sort_backward, val, 1, &x, &failed);
+    nb_node *n = nb_record(id, val, 1, &x, &failed);
     if (failed) return nb_last_status();
     if (n) {
         n->p.axis.dim = d;

@@ -1,6 +1,6 @@
 /* ops_unary.c - unary elementwise ops (math functions, activations, gelu,
  * scalar forms): forward dispatch through the backend's unary slot and one
- * backward rule through its unary_backward slot.
+ * backward rule through its nb_bw_unary slot.
  * Kernels: backend/cpu/unary.c, unary_math.c. Two-parameter
  * activations compose one-parameter kernels (hardtanh = two one-sided
  * clamps; softplus with beta != 1 scales around the beta-1 kernel).
@@ -18,7 +18,7 @@ static nb_tensor *sc(const nb_tensor *like, double v) { return nb_scalar_like(li
 static nb_tensor *masked(nb_tensor *mask, nb_tensor *g) { return nb_where(mask, g, sc(g, 0)); }
 
 /* gx = g * f'(x) of unary op kop as recorded ops, for create_graph: the
- * formulas of the backend's unary_backward slot (PyTorch's
+ * formulas of the backend's nb_bw_unary slot (PyTorch's
  * derivatives.yaml), written so that they can be differentiated again.
  * x and y are the saved input and output, connected to the graph. */
 static nb_tensor *unary_grad_ops(nb_unary_op kop, double a, nb_tensor *g, nb_tensor *x, nb_tensor *y) {
@@ -96,10 +96,10 @@ static nb_tensor *unary_grad_ops(nb_unary_op kop, double a, nb_tensor *g, nb_ten
     return NB_FAIL(NB_ERR_UNSUPPORTED, "unary backward: op %d has no differentiable rule", (int)kop);
 }
 
-/* One rule for every unary op: the backend's unary_backward with the saved
+/* One rule for every unary op: the backend's nb_bw_unary with the saved
  * input (slot 0), output (slot 1) and alpha (p.unary); under create_graph
  * the same formula as recorded ops. */
-static nb_status unary_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_unary(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *y = n->saved[1];
     if (nb_needs_grad(3, (nb_tensor *[]){g, x, y})) {
         gin[0] = unary_grad_ops(n->p.unary.kop, n->p.unary.alpha, g, x, y);
@@ -122,7 +122,7 @@ static nb_tensor *unary_op_impl(nb_op_id op, nb_unary_op kop, nb_tensor *x, doub
     nb_kview o = nb_kview_of(out), vx = nb_kview_of(x);
     if (nb_kernel_unary(NB_BE(x), kop, &o, &vx, alpha) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(op, unary_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(op, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.unary.kop = kop;
@@ -263,7 +263,7 @@ nb_tensor *nb_relu6(nb_tensor *x) { return nb_hardtanh(x, 0, 6); }
 /* ---- gelu ----------------------------------------------------------------------- */
 
 /* saved: x; p.unary.kop: the unary op. The rule needs only x. */
-static nb_status gelu_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_gelu(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0];
     if (nb_needs_grad(2, (nb_tensor *[]){g, x})) {
         gin[0] = unary_grad_ops(n->p.unary.kop, 0, g, x, NULL);
@@ -287,7 +287,7 @@ static nb_tensor *gelu_impl(nb_tensor *x, nb_gelu_approximate approximate) {
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(x);
     if (nb_kernel_unary(NB_BE(x), kop, &vo, &vx, 0.0) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_GELU, gelu_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(NB_OP_GELU, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) {
         n->p.unary.kop = kop;

@@ -4,7 +4,6 @@
  * Kernels: backend/cpu/upsample.c. Tests: tests/test_ops_upsample.c. */
 #include "nb_autograd_impl.h"
 
-static nb_status interpolate_backward(nb_node *n, nb_tensor *g, nb_tensor **gin);
 
 /* x [N, C, H, W] resized to shape's H, W, recorded as interpolate. */
 static nb_tensor *resize(const nb_node *src, nb_tensor *x, const int64_t *shape) {
@@ -14,7 +13,7 @@ static nb_tensor *resize(const nb_node *src, nb_tensor *x, const int64_t *shape)
     if (nb_kernel_upsample2d(NB_BE(x), &vo, &vx, src->p.upsample.bilinear, src->p.upsample.align_corners) != NB_OK)
         return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_INTERPOLATE, interpolate_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(NB_OP_INTERPOLATE, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) n->p.upsample = src->p.upsample;
     return out;
@@ -29,7 +28,7 @@ static nb_status interpolate_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor 
 }
 
 /* p.upsample: bilinear, align_corners; the input's shape is n->in[0]'s. */
-static nb_status interpolate_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_interpolate(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->in[0];
     nb_tensor *gc = nb_contiguous(g);
     nb_tensor *gx = nb_tensor_new(x->ndim, x->shape, x->dtype, x->storage->device);
@@ -65,7 +64,7 @@ static nb_tensor *interpolate_impl(nb_tensor *x, int64_t out_h, int64_t out_w, n
     nb_kview vo = nb_kview_of(out), vx = nb_kview_of(xc);
     if (nb_kernel_upsample2d(NB_BE(x), &vo, &vx, bilinear, align_corners) != NB_OK) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_INTERPOLATE, interpolate_backward, out, 1, &x, &failed);
+    nb_node *n = nb_record(NB_OP_INTERPOLATE, out, 1, &x, &failed);
     if (failed) return NULL;
     if (n) n->p.upsample.bilinear = bilinear, n->p.upsample.align_corners = align_corners;
     return out;

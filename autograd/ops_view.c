@@ -8,9 +8,9 @@
 
 #include "nb_autograd_impl.h"
 
-static nb_tensor *record_view(nb_op_id id, nb_tensor *in, nb_tensor *out, nb_backward_fn bw) {
+static nb_tensor *record_view(nb_op_id id, nb_tensor *in, nb_tensor *out) {
     bool failed;
-    nb_node *n = out ? nb_record(id, bw, out, 1, &in, &failed) : NULL;
+    nb_node *n = out ? nb_record(id, out, 1, &in, &failed) : NULL;
     if (out && !n && failed) return NULL;
     return out;
 }
@@ -79,7 +79,7 @@ static bool view_strides(const nb_tensor *t, int ndim, const int64_t *shape, int
     return view_d == -1;
 }
 
-static nb_status reshape_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_reshape(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = nb_reshape(g, n->in[0]->ndim, n->in[0]->shape);
     return gin[0] ? NB_OK : nb_last_status();
 }
@@ -90,7 +90,7 @@ static nb_tensor *reshape_impl(nb_op_id id, nb_tensor *t, int ndim, const int64_
     int64_t s[NB_MAX_DIMS], st[NB_MAX_DIMS];
     if (!infer_shape(op, t, ndim, shape, s)) return NULL;
     if (view_strides(t, ndim, s, st))
-        return record_view(id, t, nb_tensor_view_of(t, ndim, s, st, t->offset), reshape_backward);
+        return record_view(id, t, nb_tensor_view_of(t, ndim, s, st, t->offset));
     if (!allow_copy) {
         char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
         return NB_FAIL(NB_ERR_SHAPE, "view: the strides of input %s cannot express shape %s; use nb_reshape",
@@ -149,7 +149,7 @@ nb_tensor *nb_squeeze(nb_tensor *t, int dim) {
 
 /* ---- permute / transpose -------------------------------------------------- */
 
-static nb_status permute_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_permute(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     int inv[NB_MAX_DIMS];
     for (int i = 0; i < n->out_ndim; i++) inv[n->p.permute.dims[i]] = i;
     gin[0] = nb_permute(g, inv);
@@ -172,7 +172,7 @@ nb_tensor *nb_permute(nb_tensor *t, const int *dims) {
         strides[i] = t->strides[d[i]];
     }
     nb_tensor *out = nb_tensor_view_of(t, t->ndim, shape, strides, t->offset);
-    out = record_view(NB_OP_PERMUTE, t, out, permute_backward);
+    out = record_view(NB_OP_PERMUTE, t, out);
     if (out && out->grad_fn)
         for (int i = 0; i < t->ndim; i++) out->grad_fn->p.permute.dims[i] = d[i];
     return out;
@@ -207,7 +207,7 @@ static nb_status slice_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin)
 }
 
 /* p.slice: dim, start, step. The gradient is g scattered into zeros. */
-static nb_status slice_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_slice(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *in = n->in[0];
     nb_tensor *z = nb_zeros_like(in);
     if (!z) return nb_last_status();
@@ -238,7 +238,7 @@ nb_tensor *nb_slice(nb_tensor *t, int dim, int64_t start, int64_t end, int64_t s
     shape[d] = (end - start + step - 1) / step;
     strides[d] *= step;
     nb_tensor *out = nb_tensor_view_of(t, t->ndim, shape, strides, t->offset + start * t->strides[d]);
-    out = record_view(NB_OP_SLICE, t, out, slice_backward);
+    out = record_view(NB_OP_SLICE, t, out);
     if (out && out->grad_fn) {
         out->grad_fn->p.slice.dim = d;
         out->grad_fn->p.slice.start = start;
@@ -260,7 +260,7 @@ nb_tensor *nb_narrow(nb_tensor *t, int dim, int64_t start, int64_t length) {
 
 /* ---- expand / contiguous ---------------------------------------------------- */
 
-static nb_status expand_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_expand(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = nb_sum_to_shape(g, n->in[0]->ndim, n->in[0]->shape);
     return gin[0] ? NB_OK : nb_last_status();
 }
@@ -283,13 +283,13 @@ nb_tensor *nb_expand(nb_tensor *t, int ndim, const int64_t *shape) {
         if (__builtin_mul_overflow(numel, s[i] ? s[i] : 1, &numel) || numel > INT64_MAX / 8)
             return NB_FAIL(NB_ERR_SHAPE, "expand: %s to %s has too many elements for int64",
                            nb_fmt_shape(t->ndim, t->shape, a, sizeof a), nb_fmt_shape(ndim, s, b, sizeof b));
-    return record_view(NB_OP_EXPAND, t, nb_tensor_view_of(t, ndim, s, st, t->offset), expand_backward);
+    return record_view(NB_OP_EXPAND, t, nb_tensor_view_of(t, ndim, s, st, t->offset));
 bad:
     return NB_FAIL(NB_ERR_SHAPE, "expand: cannot expand %s to %s", nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
                    nb_fmt_shape(ndim, shape, b, sizeof b));
 }
 
-static nb_status identity_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_identity(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     (void)n;
     nb_retain(g);
     gin[0] = nb_scope_adopt(g);
@@ -306,7 +306,7 @@ static nb_tensor *contiguous_impl(nb_tensor *t) {
     if (!out) return NULL;
     nb_kview o = nb_kview_of(out), v = nb_kview_of(t);
     if (nb_kernel_copy(NB_BE(t), &o, &v) != NB_OK) return NULL;
-    return record_view(NB_OP_CONTIGUOUS, t, out, identity_backward);
+    return record_view(NB_OP_CONTIGUOUS, t, out);
 }
 
 nb_tensor *nb_contiguous(nb_tensor *t) {
@@ -346,7 +346,7 @@ static nb_status diagonal_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **g
 
 /* p.diagonal: offset, dim1, dim2. The gradient is g written into the
  * same diagonal of zeros. */
-static nb_status diagonal_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_diagonal(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *z = nb_zeros_like(n->in[0]);
     if (!z) return nb_last_status();
     int64_t shape[NB_MAX_DIMS], strides[NB_MAX_DIMS], off;
@@ -364,7 +364,7 @@ nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int dim1, int dim2) {
     if (!diagonal_geometry("diagonal", t->ndim, t->shape, t->strides, offset, dim1, dim2, shape, strides, &off))
         return NULL;
     nb_tensor *out = nb_tensor_view_of(t, t->ndim - 1, shape, strides, t->offset + off);
-    out = record_view(NB_OP_DIAGONAL, t, out, diagonal_backward);
+    out = record_view(NB_OP_DIAGONAL, t, out);
     if (out && out->grad_fn) {
         out->grad_fn->p.diagonal.offset = offset;
         out->grad_fn->p.diagonal.dim1 = dim1;
@@ -374,7 +374,7 @@ nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int dim1, int dim2) {
 }
 
 /* p.diagonal as diagonal's: the gradient is g's diagonal. */
-static nb_status diag_embed_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_diag_embed(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     gin[0] = nb_diagonal(g, n->p.diagonal.offset, n->p.diagonal.dim1, n->p.diagonal.dim2);
     return gin[0] ? NB_OK : nb_last_status();
 }
@@ -399,7 +399,7 @@ static nb_tensor *diag_embed_impl(nb_tensor *t, int64_t offset, int dim1, int di
     diag.data = (char *)vo.data + (size_t)off * nb_dtype_size(t->dtype);
     if (nb_kernel_fill(NB_BE(t), &vo, 0.0) != NB_OK || (nb_numel(t) && nb_kernel_copy(NB_BE(t), &diag, &vt) != NB_OK)) return NULL;
     bool failed;
-    nb_node *n = nb_record(NB_OP_DIAG_EMBED, diag_embed_backward, out, 1, &t, &failed);
+    nb_node *n = nb_record(NB_OP_DIAG_EMBED, out, 1, &t, &failed);
     if (failed) return NULL;
     if (n) n->p.diagonal.offset = offset, n->p.diagonal.dim1 = a, n->p.diagonal.dim2 = b;
     return out;
@@ -421,7 +421,7 @@ static nb_status unfold_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor **gin
 /* p.slice: dim, size (in start), step. Windows may overlap, so the gradient
  * adds, for each window offset k, g[..., k] into gx's positions w*step + k
  * (a strided view), k in order: deterministic. */
-static nb_status unfold_backward(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+nb_status nb_bw_unfold(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gx = nb_zeros_like(n->in[0]);
     if (!gx) return nb_last_status();
     int d = n->p.slice.dim;
@@ -463,8 +463,7 @@ nb_tensor *nb_unfold(nb_tensor *t, int dim, int64_t size, int64_t step) {
     strides[d] = t->strides[d] * step;
     shape[t->ndim] = size;
     strides[t->ndim] = t->strides[d];
-    nb_tensor *out = record_view(NB_OP_UNFOLD, t, nb_tensor_view_of(t, t->ndim + 1, shape, strides, t->offset),
-                                 unfold_backward);
+    nb_tensor *out = record_view(NB_OP_UNFOLD, t, nb_tensor_view_of(t, t->ndim + 1, shape, strides, t->offset));
     if (out && out->grad_fn) {
         out->grad_fn->p.slice.dim = d;
         out->grad_fn->p.slice.start = size;

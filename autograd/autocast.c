@@ -158,15 +158,19 @@ nb_status nb_autocast_cache_params(nb_tensor *const *params, int n) {
     return st;
 }
 
-bool nb_autocast_inputs(nb_autocast_list list, int n, nb_tensor **in) {
-    if (paused) return true;
+bool nb_autocast_inputs(nb_op_id op, int n, nb_tensor **in) {
+    const nb_op_info *r = nb_op_get(op);
+    NB_ASSERT(r);
+    if (paused || r->autocast == NB_AUTOCAST_NONE) return true;
     for (int i = 0; i < n; i++) {
         nb_tensor *t = in[i];
         if (!t) continue;
         nb_device_type dt = t->storage->device.type;
         if (!depth[dt]) continue;
         nb_dtype lp = stack[dt][depth[dt] - 1], want;
-        if (list == NB_AUTOCAST_LOWER) {
+        nb_autocast_policy p = r->autocast;
+        if (p == NB_AUTOCAST_LOWER_EXCEPT_CPU) p = dt == NB_DEVICE_CPU ? NB_AUTOCAST_FP32 : NB_AUTOCAST_LOWER;
+        if (p == NB_AUTOCAST_LOWER) {
             if (t->dtype != NB_F32) continue; /* float64 stays, as PyTorch's eligible inputs */
             want = lp;
         } else {

@@ -157,7 +157,7 @@ static const nb_backward_fn op_backward[NB_OP_COUNT] = {
 #define BW(f) nb_bw_##f
 #define BW_CALLS NULL
 #define BW_NONE NULL
-#define NB_OP_BW_ROW(id, name, family, flags, dtypes, slots, bw) [NB_OP_##id] = bw,
+#define NB_OP_BW_ROW(id, name, family, flags, dtypes, slots, bw, ac) [NB_OP_##id] = bw,
     NB_OP_TABLE(NB_OP_BW_ROW)
 #undef NB_OP_BW_ROW
 #undef BW

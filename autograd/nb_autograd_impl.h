@@ -83,15 +83,10 @@ typedef struct nb_node_ext {
 } nb_node_ext;
 
 /* ---- autocast (autocast.c) ---- */
-typedef enum nb_autocast_list {
-    NB_AUTOCAST_LOWER, /* matmul, linear (bmm through matmul), scaled_dot_product_attention: float32 inputs
-                          to the autocast dtype */
-    NB_AUTOCAST_FP32   /* softmax, log_softmax, layer_norm, rms_norm, cross_entropy, mse_loss, sum, and
-                          (until it has a 16-bit kernel) conv2d: 16-bit inputs to float32 */
-} nb_autocast_list;
-/* Under an autocast region for an input's device type, replaces in[i] by its
- * cast for the op's list (NULL entries skipped); false with an error. */
-bool nb_autocast_inputs(nb_autocast_list list, int n, nb_tensor **in);
+/* Under an autocast region for an input's device type, replaces in[i] by
+ * its cast under op's policy (the row's ac column; NULL entries skipped);
+ * false with an error. */
+bool nb_autocast_inputs(nb_op_id op, int n, nb_tensor **in);
 /* Records out as t cast to out's dtype (nb_to_dtype's node), out already
  * holding the cast values; false (error set) when recording failed. */
 bool nb_cast_record(nb_tensor *t, nb_tensor *out);
@@ -148,7 +143,7 @@ nb_backward_fn nb_op_backward(nb_op_id op);
 #define BW(f) nb_status nb_bw_##f(nb_node *n, nb_tensor *gout, nb_tensor **gin);
 #define BW_CALLS
 #define BW_NONE
-#define NB_OP_BW_DECL(id, name, family, flags, dtypes, slots, bw) bw
+#define NB_OP_BW_DECL(id, name, family, flags, dtypes, slots, bw, ac) bw
 NB_OP_TABLE(NB_OP_BW_DECL)
 #undef NB_OP_BW_DECL
 #undef BW

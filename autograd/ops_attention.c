@@ -439,7 +439,7 @@ static nb_tensor *sdpa_gqa(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_opt
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options opts) {
     /* on autocast's lower-precision list, as PyTorch's: q, k, v and a float mask */
     nb_tensor *in[4] = {q, k, v, opts.attn_mask};
-    if (!nb_autocast_inputs(NB_AUTOCAST_LOWER, 4, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, 4, in)) return NULL;
     q = in[0], k = in[1], v = in[2], opts.attn_mask = in[3];
     nb_scope *s = nb_op_scope_begin();
     if (opts.enable_gqa) return nb_scope_return(s, sdpa_gqa(q, k, v, opts));

@@ -225,14 +225,6 @@ static nb_tensor *conv_b(nb_tensor *x, nb_tensor *g, const nb_conv_params *p, co
     return record_conv_grad(conv_b_backward, gw, x, g, p, g->shape);
 }
 
-/* Autocast's list for a convolution of x: the lower precision (as PyTorch)
- * except on the CPU, whose 16-bit convolution runs on float32 copies (it
- * would add the copies and roundings and save nothing), so there it stays
- * float32. */
-static nb_autocast_list conv_autocast_list(const nb_tensor *x) {
-    return x && x->storage->device.type == NB_DEVICE_CPU ? NB_AUTOCAST_FP32 : NB_AUTOCAST_LOWER;
-}
-
 /* ---- conv2d -------------------------------------------------------------------- */
 
 nb_status nb_bw_conv2d(nb_node *n, nb_tensor *g, nb_tensor **gin) {
@@ -301,7 +293,7 @@ nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d
     for (int d = 0; d < 2; d++)
         o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d];
     nb_tensor *in[3] = {x, weight, bias};
-    if (!nb_autocast_inputs(conv_autocast_list(x), 3, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_CONV2D, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_impl("conv2d", 2, in[0], in[1], in[2], o));
 }
@@ -310,7 +302,7 @@ nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv1d
     conv_opts o = {.stride = {1, opts.stride}, .padding = {0, opts.padding}, .dilation = {1, opts.dilation},
                    .groups = opts.groups, .same = opts.padding_same};
     nb_tensor *in[3] = {x, weight, bias};
-    if (!nb_autocast_inputs(conv_autocast_list(x), 3, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_CONV1D, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_impl("conv1d", 1, in[0], in[1], in[2], o));
 }
@@ -398,7 +390,7 @@ nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
         o.stride[d] = opts.stride[d], o.padding[d] = opts.padding[d], o.dilation[d] = opts.dilation[d],
         o.output_padding[d] = opts.output_padding[d];
     nb_tensor *in[3] = {x, weight, bias};
-    if (!nb_autocast_inputs(conv_autocast_list(x), 3, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_CONV_TRANSPOSE2D, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, conv_t2d_impl(in[0], in[1], in[2], o));
 }
@@ -409,7 +401,7 @@ nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
     const char *op = "conv_transpose1d";
     nb_tensor *in[3] = {x, weight, bias};
     int n_in = bias ? 3 : 2;
-    if (!nb_autocast_inputs(conv_autocast_list(x), 3, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_CONV_TRANSPOSE1D, 3, in)) return NULL;
     x = in[0], weight = in[1], bias = in[2];
     nb_scope *s = nb_op_scope_begin();
     if (!nb_check_inputs(op, n_in, in) || !nb_check_dtypes(NB_OP_CONV_TRANSPOSE1D, n_in, in))

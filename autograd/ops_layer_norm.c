@@ -114,7 +114,7 @@ static nb_tensor *layer_norm_impl(nb_tensor *x, int n_norm, const int64_t *norma
 nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
                          nb_tensor *bias, double eps) {
     nb_tensor *in[3] = {x, weight, bias};
-    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 3, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_LAYER_NORM, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, layer_norm_impl(in[0], n_norm, normalized_shape, in[1], in[2], eps));
 }

@@ -204,7 +204,7 @@ nb_tensor *nb_cross_entropy_ex(nb_tensor *logits, nb_tensor *target, nb_cross_en
      * the cast's traffic (the MLM head's [4096, 30522] logits). */
     bool fused16 = logits && target && nb_dtype_is_16bit(logits->dtype) && nb_autocast_active(logits->storage->device) &&
                    !opts.weight && opts.label_smoothing == 0 && target->dtype == NB_I64 && logits->ndim != 1;
-    if (!fused16 && !nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &logits)) return NULL;
+    if (!fused16 && !nb_autocast_inputs(NB_OP_CROSS_ENTROPY_EX, 1, &logits)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, loss_impl("cross_entropy", logits, target, opts, true, fused16));
 }
@@ -241,7 +241,7 @@ static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, nb_reduction red
 
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
     nb_tensor *in[2] = {input, target};
-    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 2, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_MSE_LOSS, 2, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, mse_impl(in[0], in[1], reduction));
 }

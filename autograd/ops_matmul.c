@@ -173,14 +173,14 @@ static nb_tensor *linear_impl(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) 
 
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
     nb_tensor *in[2] = {a, b};
-    if (!nb_autocast_inputs(NB_AUTOCAST_LOWER, 2, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_MATMUL, 2, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, matmul_impl(in[0], in[1]));
 }
 
 nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias) {
     nb_tensor *in[3] = {x, weight, bias};
-    if (!nb_autocast_inputs(NB_AUTOCAST_LOWER, 3, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_LINEAR, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, linear_impl(in[0], in[1], in[2]));
 }

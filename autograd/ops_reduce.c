@@ -181,7 +181,7 @@ static nb_tensor *scoped_reduce(nb_op_id id, nb_reduce_op kop, nb_tensor *t, con
 }
 
 nb_tensor *nb_sum(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {
-    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &t)) return NULL; /* on PyTorch's float32 list */
+    if (!nb_autocast_inputs(NB_OP_SUM, 1, &t)) return NULL; /* on PyTorch's float32 list */
     return scoped_reduce(NB_OP_SUM, NB_REDUCE_SUM, t, dims, n_dims, keepdim, false);
 }
 nb_tensor *nb_mean(nb_tensor *t, const int *dims, int n_dims, bool keepdim) {

@@ -91,7 +91,7 @@ static nb_tensor *rms_norm_impl(nb_tensor *x, int n_norm, const int64_t *normali
 
 nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight, double eps) {
     nb_tensor *in[2] = {x, weight};
-    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 2, in)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_RMS_NORM, 2, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, rms_norm_impl(in[0], n_norm, normalized_shape, in[1], eps));
 }

@@ -52,13 +52,13 @@ static nb_tensor *softmax_impl(nb_op_id id, nb_tensor *t, int dim, bool log) {
 }
 
 nb_tensor *nb_softmax(nb_tensor *t, int dim) {
-    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &t)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_SOFTMAX, 1, &t)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, softmax_impl(NB_OP_SOFTMAX, t, dim, false));
 }
 
 nb_tensor *nb_log_softmax(nb_tensor *t, int dim) {
-    if (!nb_autocast_inputs(NB_AUTOCAST_FP32, 1, &t)) return NULL;
+    if (!nb_autocast_inputs(NB_OP_LOG_SOFTMAX, 1, &t)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, softmax_impl(NB_OP_LOG_SOFTMAX, t, dim, true));
 }

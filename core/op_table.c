@@ -15,7 +15,7 @@ _Static_assert(NB_OP_COUNT == NB_OP_TABLE_ROWS, "the op table changed: update it
 #define BW(f) 1
 #define BW_CALLS 2
 #define BW_NONE 0
-#define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw)                                     \
+#define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw, ac)                                 \
     _Static_assert(!((flags) & NB_OPF_DIFF) == !(bw), #name ": NB_OPF_DIFF and the bw column disagree");
 NB_OP_TABLE(NB_OP_ROW)
 #undef NB_OP_ROW
@@ -24,15 +24,17 @@ NB_OP_TABLE(NB_OP_ROW)
 #undef BW_NONE
 
 static const nb_op_info rows[NB_OP_COUNT] = {
-#define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw) [NB_OP_##id] = {#name, #family, (flags), (dtypes)},
+#define AC(p) NB_AUTOCAST_##p
+#define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw, ac) [NB_OP_##id] = {#name, #family, (flags), (dtypes), ac},
     NB_OP_TABLE(NB_OP_ROW)
 #undef NB_OP_ROW
+#undef AC
 };
 
 /* The slots column: row_slots[op][slot] for each K(slot) of the row. */
 static const bool row_slots[NB_OP_COUNT][NB_SLOT_COUNT] = {
 #define K(slot) [NB_SLOT_##slot] = true,
-#define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw) [NB_OP_##id] = {slots},
+#define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw, ac) [NB_OP_##id] = {slots},
     NB_OP_TABLE(NB_OP_ROW)
 #undef NB_OP_ROW
 #undef K
@@ -44,7 +46,7 @@ static const bool row_slots[NB_OP_COUNT][NB_SLOT_COUNT] = {
 #define NB_ROW_SLOTS_MAX 16
 static const uint8_t row_slot_list[NB_OP_COUNT][NB_ROW_SLOTS_MAX] = {
 #define K(slot) NB_SLOT_##slot + 1,
-#define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw) [NB_OP_##id] = {slots},
+#define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw, ac) [NB_OP_##id] = {slots},
     NB_OP_TABLE(NB_OP_ROW)
 #undef NB_OP_ROW
 #undef K

@@ -25,8 +25,8 @@ size_t nb_ops_md_table(char *out, size_t len) {
     } while (0)
     PUT("%s\n", NB_OPS_MD_BEGIN);
     PUT("| id | function | family (ops_<family>.c, cpu/<family>.c, test_ops_<family>.c) | dtypes | backward | kind "
-        "| kernel slots |\n");
-    PUT("|---|---|---|---|---|---|---|\n");
+        "| autocast | kernel slots |\n");
+    PUT("|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < NB_OP_COUNT; i++) {
         const nb_op_info *r = nb_op_get((nb_op_id)i);
         char dt[96];
@@ -43,8 +43,12 @@ size_t nb_ops_md_table(char *out, size_t len) {
         const bool *sl = nb_op_slots((nb_op_id)i);
         for (int s = 0, n = 0; s < NB_SLOT_COUNT; s++)
             if (sl[s]) n += snprintf(slots + n, sizeof slots - (size_t)n, "%s%s", n ? ", " : "", nb_slot_name((nb_slot_id)s));
-        PUT("| %d | nb_%s | %s | %s | %s | %s | %s |\n", i, r->name, r->family, dt,
-            r->flags & NB_OPF_DIFF2 ? "yes, twice" : r->flags & NB_OPF_DIFF ? "yes" : "no", kind, slots);
+        static const char *const autocast[] = {[NB_AUTOCAST_NONE] = "", [NB_AUTOCAST_LOWER] = "lower",
+                                               [NB_AUTOCAST_FP32] = "float32",
+                                               [NB_AUTOCAST_LOWER_EXCEPT_CPU] = "lower (CPU: float32)"};
+        PUT("| %d | nb_%s | %s | %s | %s | %s | %s | %s |\n", i, r->name, r->family, dt,
+            r->flags & NB_OPF_DIFF2 ? "yes, twice" : r->flags & NB_OPF_DIFF ? "yes" : "no", kind,
+            autocast[r->autocast], slots);
     }
     PUT("%s\n", NB_OPS_MD_END);
 #undef PUT

@@ -68,7 +68,7 @@ static int check_header(const char *path) {
 
 /* Every row's function exists with the row's name: taking its address
  * fails to compile otherwise. */
-#define NB_OP_FN(id, name, family, flags, dtypes, slots, bw) {#name, (void (*)(void))nb_##name},
+#define NB_OP_FN(id, name, family, flags, dtypes, slots, bw, ac) {#name, (void (*)(void))nb_##name},
 static const struct {
     const char *name;
     void (*fn)(void);

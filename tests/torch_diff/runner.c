@@ -76,7 +76,7 @@ nb_dtype dtype_named(const char *s) {
 
 /* ---- the table -------------------------------------------------------------------------------------- */
 
-#define NB_DECL(id, name, family, flags, dtypes, slots, bw) nb_status h_##name(dcase *c);
+#define NB_DECL(id, name, family, flags, dtypes, slots, bw, ac) nb_status h_##name(dcase *c);
 NB_OP_TABLE(NB_DECL)
 #undef NB_DECL
 
@@ -86,7 +86,7 @@ typedef struct handler {
 } handler;
 
 static const handler handlers[] = {
-#define NB_ROW(id, name, family, flags, dtypes, slots, bw) {#name, h_##name},
+#define NB_ROW(id, name, family, flags, dtypes, slots, bw, ac) {#name, h_##name},
     NB_OP_TABLE(NB_ROW)
 #undef NB_ROW
 };

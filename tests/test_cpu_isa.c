@@ -9,13 +9,15 @@
  * contraction is off and every kernel's order of operations is fixed
  * independently of the vector width). Also: NB_CPU_ISA-style selection
  * through nb_cpu_isa_select switches the backend's slots, and
- * nb_backend_info(NB_CPU) names the level. */
+ * nb_backend_info(NB_CPU) names the level; and the bfloat16/float16
+ * elementwise kernels give the float32 kernels' results rounded once. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "isa.h"
+#include "nb_impl.h"
 #include "nb_test.h"
 #include "suites.h"
 
@@ -369,12 +371,116 @@ START_TEST(test_isa_select_and_info) {
 }
 END_TEST
 
+/* ---- 16-bit elementwise kernels ------------------------------------------------ */
+
+/* The bits of t and u (one dtype) are equal; NaNs match any NaN (as
+ * same_elem: which NaN an operation passes on may depend on the code path). */
+static void ck_same_bits(const char *what, const nb_tensor *t, const nb_tensor *u) {
+    nb_dtype dt = nb_dtype_of(t);
+    size_t es = nb_dtype_size(dt), b = (size_t)nb_numel(t) * es;
+    char *x = malloc(b + 1), *y = malloc(b + 1);
+    NB_CK_OK(nb_to_host(t, x, b));
+    NB_CK_OK(nb_to_host(u, y, b));
+    for (size_t at = 0; at < b; at += es) {
+        if (nb_dtype_is_16bit(dt)) {
+            uint16_t h, k, inf = dt == NB_BF16 ? 0x7f80 : 0x7c00;
+            memcpy(&h, x + at, 2), memcpy(&k, y + at, 2);
+            if ((h & 0x7fff) > inf && (k & 0x7fff) > inf) continue;
+        } else if (same_elem(x + at, y + at, dt)) {
+            continue;
+        }
+        ck_assert_msg(!memcmp(x + at, y + at, es), "%s: element %zu differs", what, at / es);
+    }
+    free(x), free(y);
+}
+
+/* A CPU tensor of n elements of dt (fill's values, specials included). */
+static nb_tensor *filled(int64_t n, nb_dtype dt, unsigned seed, double lim) {
+    double *v = malloc(sizeof(double) * (size_t)n);
+    fill(v, NB_F64, n, seed, lim, true);
+    nb_tensor *t = nb_to_dtype(nb_from_data_on(v, NB_SHAPE(n), NB_F64, NB_CPU), dt);
+    free(v);
+    NB_CK_NOTNULL(t);
+    return t;
+}
+
+static nb_tensor *empty1(int64_t n, nb_dtype dt) { return nb_empty_on(1, (int64_t[]){n}, dt, NB_CPU); }
+
+/* bfloat16/float16 unary, unary_backward and binary run the float32 loops
+ * a chunk at a time (backend/cpu/iter16.c): each result must be the
+ * float32 kernel's on the widened inputs, rounded once, for contiguous,
+ * strided, broadcast and in-place operands longer than one chunk. */
+START_TEST(test_half16_matches_float32) {
+    nb_backend *be = nb_backend_get(NB_CPU);
+    const int64_t n = N_EL;
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = d ? NB_F16 : NB_BF16;
+        for (int op = 0; op < NB_UNARY_OP_COUNT; op++)
+            for (int strided = 0; strided < 2; strided++) {
+                nb_scope *s = nb_scope_begin();
+                char what[96];
+                snprintf(what, sizeof what, "%s %s%s", nb_unary_name((nb_unary_op)op), nb_dtype_name(dt),
+                         strided ? " strided" : "");
+                double alpha = op == NB_UNARY_POW_SCALAR ? 3.0 : 0.5;
+                nb_tensor *base = filled(2 * n, dt, 7 + (unsigned)op, 6), *base32 = nb_to_dtype(base, NB_F32);
+                nb_kview x = nb_kview_of(base), x32 = nb_kview_of(base32);
+                x.shape[0] = x32.shape[0] = n;
+                x.strides[0] = x32.strides[0] = strided ? 2 : 1;
+                nb_tensor *y = empty1(n, dt), *y32 = empty1(n, NB_F32);
+                nb_kview vy = nb_kview_of(y), vy32 = nb_kview_of(y32);
+                NB_CK_OK(nb_kernel_unary(be, (nb_unary_op)op, &vy, &x, alpha));
+                NB_CK_OK(nb_kernel_unary(be, (nb_unary_op)op, &vy32, &x32, alpha));
+                ck_same_bits(what, y, nb_to_dtype(y32, dt));
+                /* backward from the 16-bit y (widened for the float32 reference) */
+                nb_tensor *g = filled(n, dt, 11, 2), *g32 = nb_to_dtype(g, NB_F32), *yw = nb_to_dtype(y, NB_F32);
+                nb_tensor *gx = empty1(n, dt), *gx32 = empty1(n, NB_F32);
+                nb_kview vg = nb_kview_of(g), vg32 = nb_kview_of(g32), vyw = nb_kview_of(yw), vgx = nb_kview_of(gx),
+                         vgx32 = nb_kview_of(gx32);
+                NB_CK_OK(nb_kernel_unary_backward(be, (nb_unary_op)op, &vgx, &vg, &x, &vy, alpha));
+                NB_CK_OK(nb_kernel_unary_backward(be, (nb_unary_op)op, &vgx32, &vg32, &x32, &vyw, alpha));
+                char bw[112];
+                snprintf(bw, sizeof bw, "%s backward", what);
+                ck_same_bits(bw, gx, nb_to_dtype(gx32, dt));
+                if (!strided) { /* in place: out is x */
+                    nb_tensor *z = nb_contiguous(nb_narrow(base, 0, 0, n));
+                    nb_kview vz = nb_kview_of(z);
+                    NB_CK_OK(nb_kernel_unary(be, (nb_unary_op)op, &vz, &vz, alpha));
+                    char ip[112];
+                    snprintf(ip, sizeof ip, "%s in place", what);
+                    ck_same_bits(ip, z, y);
+                }
+                nb_scope_end(s);
+            }
+        for (int op = 0; op < NB_BINARY_OP_COUNT; op++) {
+            nb_scope *s = nb_scope_begin();
+            bool cmp = op >= NB_BINARY_EQ && op <= NB_BINARY_LE;
+            nb_tensor *a = filled(33 * 31, dt, 31, 4), *b = filled(31, dt, 32, 4);
+            nb_tensor *a32 = nb_to_dtype(a, NB_F32), *b32 = nb_to_dtype(b, NB_F32);
+            nb_tensor *o = nb_empty_on(2, (int64_t[]){33, 31}, cmp ? NB_BOOL : dt, NB_CPU);
+            nb_tensor *o32 = nb_empty_on(2, (int64_t[]){33, 31}, cmp ? NB_BOOL : NB_F32, NB_CPU);
+            nb_kview va = mat(nb_kview_of(a).data, dt, 33, 31), va32 = mat(nb_kview_of(a32).data, NB_F32, 33, 31);
+            nb_kview vb = va, vb32 = va32; /* b along rows: stride 0 over the rows */
+            vb.data = nb_kview_of(b).data, vb32.data = nb_kview_of(b32).data;
+            vb.strides[0] = vb32.strides[0] = 0;
+            nb_kview vo = nb_kview_of(o), vo32 = nb_kview_of(o32);
+            nb_status st = nb_kernel_binary(be, (nb_binary_op)op, &vo, &va, &vb);
+            nb_status st32 = nb_kernel_binary(be, (nb_binary_op)op, &vo32, &va32, &vb32);
+            nb_clear_error();
+            ck_assert_int_eq(st, st32);
+            if (st == NB_OK) ck_same_bits(nb_binary_name((nb_binary_op)op), o, cmp ? o32 : nb_to_dtype(o32, dt));
+            nb_scope_end(s);
+        }
+    }
+}
+END_TEST
+
 Suite *nb_suite_cpu_isa(void) {
     Suite *s = suite_create("cpu_isa");
     TCase *tc = tcase_create("levels");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_isa_levels_match_baseline);
     tcase_add_test(tc, test_isa_select_and_info);
+    tcase_add_test(tc, test_half16_matches_float32);
     suite_add_tcase(s, tc);
     return s;
 }

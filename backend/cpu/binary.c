@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cpu_common.h"
+#include "half16.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "nb_scalar_math.h"
@@ -171,10 +172,11 @@ static bool is_int_division(nb_binary_op op, nb_dtype dt) {
 /* op, shapes and dtypes checked: backend/check/binary.c. */
 nb_status nb_cpu_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
                         const nb_kview *b) {
-    if (nb_dtype_is_16bit(a->dtype)) return nb_cpu_binary16(be, op, out, a, b);
+    (void)be;
     char b1[NB_SHAPE_BUF];
     const char *name = nb_binary_name(op);
-    nb_cpu_loop_fn fn = bin_loops[op][a->dtype];
+    const bool h16 = nb_dtype_is_16bit(a->dtype); /* float32 loops over 16-bit chunks (iter16.c) */
+    nb_cpu_loop_fn fn = bin_loops[op][h16 ? NB_F32 : a->dtype];
     if (!fn) /* dtypes the op does not take: for callers of the ISA tables (tests), which bypass the check */
         return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on the CPU", name,
                             nb_dtype_name(a->dtype));
@@ -184,7 +186,9 @@ nb_status nb_cpu_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, co
     atomic_int zero = 0;
     /* pow, atan2 and the float remainders call libm per element: smaller tasks */
     bool heavy = op == NB_BINARY_POW || op == NB_BINARY_ATAN2 || op == NB_BINARY_FMOD || op == NB_BINARY_REMAINDER;
-    nb_cpu_iter_run(&it, heavy ? NB_CPU_GRAIN : NB_CPU_GRAIN_LIGHT, fn, &zero);
+    const int64_t grain = heavy ? NB_CPU_GRAIN : NB_CPU_GRAIN_LIGHT;
+    if (h16) nb_cpu_iter_run16(&it, grain, fn, &zero, (const nb_dtype[]){out->dtype, a->dtype, b->dtype});
+    else nb_cpu_iter_run(&it, grain, fn, &zero);
     if (is_int_division(op, a->dtype) && atomic_load(&zero))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: integer division by zero (divisor %s)", name,
                             nb_view_str(b, b1, sizeof b1));

@@ -53,10 +53,6 @@
 
 /* half.c: bfloat16/float16 arithmetic through float32 copies (the slots
  * below route 16-bit operands here) */
-nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha);
-nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
-                                  const nb_kview *x, const nb_kview *y, double alpha);
-nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a, const nb_kview *b);
 nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
                           double beta);
 /* conv2d and pooling slots with 16-bit views (the float32 slots route them

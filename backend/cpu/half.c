@@ -1,7 +1,9 @@
-/* half.c - bfloat16/float16 arithmetic on the CPU through float32: each
- * 16-bit operand is widened into a dense float32 copy, the float32 kernel
- * runs, and a 16-bit result is rounded back (round to nearest even, as the
- * copy kernel's casts). PyTorch's CPU bf16 ops also compute in float32;
+/* half.c - bfloat16/float16 arithmetic on the CPU through float32 for the
+ * families without a 16-bit path of their own (the elementwise ones run
+ * their float32 loops chunk by chunk instead: iter16.c): each 16-bit
+ * operand is widened into a dense float32 copy, the float32 kernel runs,
+ * and a 16-bit result is rounded back (round to nearest even, as the copy
+ * kernel's casts). PyTorch's CPU bf16 ops also compute in float32;
  * this is what autocast runs on a CPU. A bfloat16 matmul goes to oneDNN's
  * bf16 GEMM where libdnnl loads (dnnl.c; Debian's OpenBLAS has no sbgemm),
  * else to the float32 GEMM on widened copies. The copies come from the
@@ -62,46 +64,6 @@ static void wide_free(wide *w, int n) {
 /* Rounds a float32 result back into dst (16-bit). */
 static nb_status narrow(nb_backend *be, const nb_kview *dst, const wide *w) {
     return nb_view_numel(dst) ? K->copy(be, dst, &w->v) : NB_OK;
-}
-
-nb_status nb_cpu_unary16(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha) {
-    wide w[2];
-    memset(w, 0, sizeof w); /* wide_free may run before each is made */
-    nb_status st = widen(be, x, &w[0], true);
-    if (!st) st = widen(be, out, &w[1], false);
-    if (!st) st = K->unary(be, op, &w[1].v, &w[0].v, alpha);
-    if (!st) st = narrow(be, out, &w[1]);
-    wide_free(w, 2);
-    return st;
-}
-
-nb_status nb_cpu_unary_backward16(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
-                                  const nb_kview *x, const nb_kview *y, double alpha) {
-    wide w[4];
-    memset(w, 0, sizeof w); /* wide_free may run before each is made */
-    nb_status st = widen(be, gy, &w[0], true);
-    if (!st) st = widen(be, x, &w[1], true);
-    if (!st) st = widen(be, y, &w[2], true);
-    if (!st) st = widen(be, gx, &w[3], false);
-    if (!st)
-        st = K->unary_backward(be, op, &w[3].v, &w[0].v, x ? &w[1].v : NULL, y ? &w[2].v : NULL, alpha);
-    if (!st) st = narrow(be, gx, &w[3]);
-    wide_free(w, 4);
-    return st;
-}
-
-nb_status nb_cpu_binary16(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a, const nb_kview *b) {
-    wide w[3];
-    memset(w, 0, sizeof w); /* wide_free may run before each is made */
-    bool out16 = nb_dtype_is_16bit(out->dtype); /* comparisons write bool directly */
-    nb_status st = widen(be, a, &w[0], true);
-    if (!st) st = widen(be, b, &w[1], true);
-    if (!st && out16) st = widen(be, out, &w[2], false);
-    else if (!st) memset(&w[2], 0, sizeof w[2]);
-    if (!st) st = K->binary(be, op, out16 ? &w[2].v : out, &w[0].v, &w[1].v);
-    if (!st && out16) st = narrow(be, out, &w[2]);
-    wide_free(w, 3);
-    return st;
 }
 
 /* bfloat16 c = alpha a b + beta c through oneDNN's bf16 GEMM (float32

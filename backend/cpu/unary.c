@@ -1,13 +1,14 @@
 /* unary.c - CPU unary and unary-backward kernels (binary ones are in
  * binary.c): the slot entry points and the integer loops. The float32 and
  * float64 loops are unary_math.c's, from the formulas of nb_scalar_math.h;
- * the 16-bit dtypes run them through half.c. A loop has branches for the
+ * bfloat16/float16 run the float32 loops chunk by chunk (iter16.c). A loop has branches for the
  * all-contiguous case (a plain indexed loop the compiler vectorises) and a
  * generic byte-strided one; the strided iterator (iter.h) drives it across
  * threads. */
 #include <stdbool.h>
 
 #include "cpu_common.h"
+#include "half16.h"
 #include "iter.h"
 #include "nb_impl.h"
 #include "threadpool.h"
@@ -59,16 +60,18 @@ static int64_t un_grain(nb_unary_op op, double alpha) {
 /* op, shapes and dtypes checked: backend/check/unary.c. */
 nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,
                        double alpha) {
-    if (nb_dtype_is_16bit(x->dtype)) return nb_cpu_unary16(be, op, out, x, alpha);
-    nb_cpu_loop_fn fn = nb_dtype_is_float(x->dtype) ? nb_cpu_unary_float_loop(op, x->dtype, alpha)
-                                                    : int_loops[op][x->dtype];
+    (void)be;
+    const bool h16 = nb_dtype_is_16bit(x->dtype); /* float32 loops over 16-bit chunks (iter16.c) */
+    const nb_dtype cdt = h16 ? NB_F32 : x->dtype;
+    nb_cpu_loop_fn fn = nb_dtype_is_float(cdt) ? nb_cpu_unary_float_loop(op, cdt, alpha) : int_loops[op][cdt];
     if (!fn) /* dtypes the op does not take: for callers of the ISA tables (tests), which bypass the check */
         return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on the CPU", nb_unary_name(op),
                             nb_dtype_name(x->dtype));
     nb_cpu_iter it;
     const nb_kview *ops[2] = {out, x};
     nb_cpu_iter_init(&it, 2, ops);
-    nb_cpu_iter_run(&it, un_grain(op, alpha), fn, &alpha);
+    if (h16) nb_cpu_iter_run16(&it, un_grain(op, alpha), fn, &alpha, (const nb_dtype[]){out->dtype, x->dtype});
+    else nb_cpu_iter_run(&it, un_grain(op, alpha), fn, &alpha);
     return NB_OK;
 }
 
@@ -78,13 +81,15 @@ nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, cons
 nb_status nb_cpu_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx,
                                 const nb_kview *gy, const nb_kview *x, const nb_kview *y,
                                 double alpha) {
-    if (nb_dtype_is_16bit(gx->dtype)) return nb_cpu_unary_backward16(be, op, gx, gy, x, y, alpha);
+    (void)be;
     nb_cpu_unary_rule rule = nb_cpu_unary_float_rule(op);
     const nb_kview *v = nb_unary_saved_view(op, gy, x, y); /* the saved tensor the rule reads */
-    nb_cpu_loop_fn fn = gx->dtype == NB_F32 ? rule.f32 : rule.f64; /* every op has both */
+    nb_cpu_loop_fn fn = gx->dtype == NB_F64 ? rule.f64 : rule.f32; /* every op has both; 16-bit runs f32 */
     nb_cpu_iter it;
     const nb_kview *ops[3] = {gx, gy, v};
     nb_cpu_iter_init(&it, 3, ops);
-    nb_cpu_iter_run(&it, un_grain(op, alpha), fn, &alpha);
+    if (nb_dtype_is_16bit(gx->dtype))
+        nb_cpu_iter_run16(&it, un_grain(op, alpha), fn, &alpha, (const nb_dtype[]){gx->dtype, gy->dtype, v->dtype});
+    else nb_cpu_iter_run(&it, un_grain(op, alpha), fn, &alpha);
     return NB_OK;
 }

@@ -29,6 +29,11 @@
 
 #include "nb_backend_impl.h"
 
+/* Token pasting through one expansion: NB_CPU_CAT(row_max_, S) is
+ * row_max_f32 when S is f32 (the included templates, *.t.h). */
+#define NB_CPU_CAT2(a, b) a##b
+#define NB_CPU_CAT(a, b) NB_CPU_CAT2(a, b)
+
 /* The kernels compiled once per instruction-set level (cpu column ISA;
  * isa.h) are built with -DNB_ISA_SUFFIX=_<level>: their declarations give
  * each copy its level's symbol (nb_cpu_copy_avx2) by an asm label, so the

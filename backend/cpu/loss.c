@@ -48,38 +48,16 @@ static void scaled_exp_f32(float *gx, const float *x, int64_t c, float lse, floa
     nb_vscaled_exp(gx, x, c, lse, g);
 }
 
-#define CE_FUNCS(T, S)                                                                          \
-    static void ce_rows_##S(void *arg, int64_t r0, int64_t r1) {                                \
-        const ce_job *j = arg;                                                                  \
-        int64_t c = j->logits->shape[1];                                                        \
-        for (int64_t r = r0; r < r1; r++) {                                                     \
-            const T *x = (const T *)j->logits->data + r * c;                                    \
-            T mx = row_max_##S(x, c);                                                           \
-            T lse = mx + (T)log(sum_exp_##S(x, c, mx));                                         \
-            int64_t t = target_at(j, r);                                                        \
-            ((T *)j->lse->data)[r * j->lse->strides[0]] = lse;                                  \
-            ((T *)j->loss->data)[r * j->loss->strides[0]] = t == j->ignore_index ? 0 : lse - x[t]; \
-        }                                                                                       \
-    }                                                                                           \
-    static void ceb_rows_##S(void *arg, int64_t r0, int64_t r1) {                               \
-        const ce_job *j = arg;                                                                  \
-        int64_t c = j->logits->shape[1];                                                        \
-        for (int64_t r = r0; r < r1; r++) {                                                     \
-            const T *x = (const T *)j->logits->data + r * c;                                    \
-            T *gx = (T *)j->glogits->data + r * c;                                              \
-            int64_t t = target_at(j, r);                                                        \
-            if (t == j->ignore_index) {                                                         \
-                for (int64_t i = 0; i < c; i++) gx[i] = 0;                                      \
-                continue;                                                                       \
-            }                                                                                   \
-            T g = ((const T *)j->gloss->data)[r * j->gloss->strides[0]];                        \
-            T lse = ((const T *)j->lse->data)[r * j->lse->strides[0]];                          \
-            scaled_exp_##S(gx, x, c, lse, g);                                                   \
-            gx[t] -= g;                                                                         \
-        }                                                                                       \
-    }
-CE_FUNCS(float, f32)
-CE_FUNCS(double, f64)
+#define T float
+#define S f32
+#include "loss.t.h"
+#undef T
+#undef S
+#define T double
+#define S f64
+#include "loss.t.h"
+#undef T
+#undef S
 
 /* Every target in [0, c) or ignore_index, read on the host serially before
  * any work (the views: backend/check/loss.c). */

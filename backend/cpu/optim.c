@@ -37,43 +37,16 @@ typedef struct sgd_job {
     } c;
 } sgd_job;
 
-#define OPTIM_FUNCS(T, S)                                                                       \
-    static void adam_##S(void *arg, int64_t i0, int64_t i1) {                                   \
-        const adam_job *j = arg;                                                                \
-        /* restrict: the loop must vectorise (memory-bound) */                                  \
-        T *restrict p = (T *)j->p, *restrict m = (T *)j->m, *restrict v = (T *)j->v;            \
-        T *restrict vmax = (T *)j->vmax;                                                        \
-        const T *restrict grad = (const T *)j->g;                                               \
-        const nb_sm_adam_coef_##S c = j->c.S;                                                   \
-        if (!c.maximize && !c.amsgrad && !c.l2 && c.small) {                                    \
-            /* the common case with its flags constant, so the loop is branch-free; without     \
-             * weight decay p * 1 == p exactly, the same bits as skipping it */                 \
-            nb_sm_adam_coef_##S f = c;                                                          \
-            f.decay = c.decoupled ? c.decay : 1;                                                \
-            f.maximize = false, f.amsgrad = false, f.l2 = false, f.decoupled = true, f.small = true; \
-            for (int64_t i = i0; i < i1; i++) nb_sm_adam_##S(&p[i], grad[i], &m[i], &v[i], NULL, &f); \
-            return;                                                                             \
-        }                                                                                       \
-        if (vmax)                                                                               \
-            for (int64_t i = i0; i < i1; i++) nb_sm_adam_##S(&p[i], grad[i], &m[i], &v[i], &vmax[i], &c); \
-        else                                                                                    \
-            for (int64_t i = i0; i < i1; i++) nb_sm_adam_##S(&p[i], grad[i], &m[i], &v[i], NULL, &c); \
-    }                                                                                           \
-    static void sgd_##S(void *arg, int64_t i0, int64_t i1) {                                    \
-        const sgd_job *j = arg;                                                                 \
-        T *restrict p = (T *)j->p, *restrict buf = (T *)j->buf;                                 \
-        const T *restrict grad = (const T *)j->g;                                               \
-        nb_sm_sgd_coef_##S c = j->c.S;                                                          \
-        if (!buf) { /* no momentum (has_mom is false): a loop without the buffer */             \
-            c.has_mom = false;                                                                  \
-            for (int64_t i = i0; i < i1; i++) nb_sm_sgd_##S(&p[i], grad[i], NULL, &c);          \
-            return;                                                                             \
-        }                                                                                       \
-        c.has_mom = true;                                                                       \
-        for (int64_t i = i0; i < i1; i++) nb_sm_sgd_##S(&p[i], grad[i], &buf[i], &c);           \
-    }
-OPTIM_FUNCS(float, f32)
-OPTIM_FUNCS(double, f64)
+#define T float
+#define S f32
+#include "optim.t.h"
+#undef T
+#undef S
+#define T double
+#define S f64
+#include "optim.t.h"
+#undef T
+#undef S
 
 /* ---- the views and h are checked before the call: backend/check/optim.c ---- */
 

@@ -49,85 +49,16 @@ static double row_sum_exp_f64(const double *x, int64_t n, double mx, double *y) 
 static float row_max_f32(const float *x, int64_t n) { return nb_vmax(x, n); }
 static double row_sum_exp_f32(const float *x, int64_t n, float mx, float *y) { return nb_vsum_exp(x, n, mx, y); }
 
-#define SOFTMAX_FUNCS(T, S)                                                                     \
-    /* forward, inner == 1: rows r0..r1 */                                                      \
-    static void sm_rows_##S(void *arg, int64_t r0, int64_t r1) {                                \
-        const sm_job *j = arg;                                                                  \
-        int64_t n = j->size;                                                                    \
-        for (int64_t r = r0; r < r1; r++) {                                                     \
-            const T *x = (const T *)j->x + r * n;                                               \
-            T *y = (T *)j->out + r * n, mx = row_max_##S(x, n);                                 \
-            double sum = row_sum_exp_##S(x, n, mx, j->log ? NULL : y);                          \
-            if (j->log) {                                                                       \
-                T ls = (T)log(sum);                                                             \
-                for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mx) - ls;                        \
-            } else {                                                                            \
-                T inv = (T)(1 / sum);                                                           \
-                for (int64_t i = 0; i < n; i++) y[i] *= inv;                                    \
-            }                                                                                   \
-        }                                                                                       \
-    }                                                                                           \
-    /* forward, inner > 1: units (outer row, column block) */                                  \
-    static void sm_cols_##S(void *arg, int64_t u0, int64_t u1) {                                \
-        const sm_job *j = arg;                                                                  \
-        int64_t n = j->size, in = j->inner;                                                     \
-        for (int64_t u = u0; u < u1; u++) {                                                     \
-            int64_t o = u / j->ncb, c0 = (u % j->ncb) * NB_SM_COLS;                             \
-            int64_t w = in - c0 < NB_SM_COLS ? in - c0 : NB_SM_COLS;                            \
-            const T *x = (const T *)j->x + o * n * in + c0;                                     \
-            T *y = (T *)j->out + o * n * in + c0, mx[NB_SM_COLS], ls[NB_SM_COLS];               \
-            double sum[NB_SM_COLS];                                                             \
-            for (int64_t c = 0; c < w; c++) mx[c] = x[c], sum[c] = 0;                           \
-            for (int64_t i = 1; i < n; i++)                                                     \
-                for (int64_t c = 0; c < w; c++) mx[c] = MAXF(x[i * in + c], mx[c]);             \
-            for (int64_t i = 0; i < n; i++)                                                     \
-                for (int64_t c = 0; c < w; c++) {                                               \
-                    T e = exp(x[i * in + c] - mx[c]);                                           \
-                    if (!j->log) y[i * in + c] = e;                                             \
-                    sum[c] += e;                                                                \
-                }                                                                               \
-            for (int64_t c = 0; c < w; c++) ls[c] = j->log ? (T)log(sum[c]) : (T)(1 / sum[c]);  \
-            for (int64_t i = 0; i < n; i++)                                                     \
-                for (int64_t c = 0; c < w; c++) {                                               \
-                    if (j->log) y[i * in + c] = (x[i * in + c] - mx[c]) - ls[c];                \
-                    else y[i * in + c] *= ls[c];                                                \
-                }                                                                               \
-        }                                                                                       \
-    }                                                                                           \
-    static void smb_rows_##S(void *arg, int64_t r0, int64_t r1) {                               \
-        const sm_job *j = arg;                                                                  \
-        int64_t n = j->size;                                                                    \
-        for (int64_t r = r0; r < r1; r++) {                                                     \
-            const T *y = (const T *)j->y + r * n, *g = (const T *)j->g + r * n;                 \
-            T *gx = (T *)j->out + r * n;                                                        \
-            double acc = 0;                                                                     \
-            for (int64_t i = 0; i < n; i++) acc += j->log ? g[i] : g[i] * y[i];                 \
-            T s = (T)acc;                                                                       \
-            for (int64_t i = 0; i < n; i++) gx[i] = j->log ? g[i] - exp(y[i]) * s : y[i] * (g[i] - s); \
-        }                                                                                       \
-    }                                                                                           \
-    static void smb_cols_##S(void *arg, int64_t u0, int64_t u1) {                               \
-        const sm_job *j = arg;                                                                  \
-        int64_t n = j->size, in = j->inner;                                                     \
-        for (int64_t u = u0; u < u1; u++) {                                                     \
-            int64_t o = u / j->ncb, c0 = (u % j->ncb) * NB_SM_COLS, off = o * n * in + c0;      \
-            int64_t w = in - c0 < NB_SM_COLS ? in - c0 : NB_SM_COLS;                            \
-            const T *y = (const T *)j->y + off, *g = (const T *)j->g + off;                     \
-            T *gx = (T *)j->out + off, s[NB_SM_COLS];                                           \
-            double acc[NB_SM_COLS] = {0};                                                       \
-            for (int64_t i = 0; i < n; i++)                                                     \
-                for (int64_t c = 0; c < w; c++)                                                 \
-                    acc[c] += j->log ? g[i * in + c] : g[i * in + c] * y[i * in + c];           \
-            for (int64_t c = 0; c < w; c++) s[c] = (T)acc[c];                                   \
-            for (int64_t i = 0; i < n; i++)                                                     \
-                for (int64_t c = 0; c < w; c++) {                                               \
-                    int64_t e = i * in + c;                                                     \
-                    gx[e] = j->log ? g[e] - exp(y[e]) * s[c] : y[e] * (g[e] - s[c]);            \
-                }                                                                               \
-        }                                                                                       \
-    }
-SOFTMAX_FUNCS(float, f32)
-SOFTMAX_FUNCS(double, f64)
+#define T float
+#define S f32
+#include "softmax.t.h"
+#undef T
+#undef S
+#define T double
+#define S f64
+#include "softmax.t.h"
+#undef T
+#undef S
 
 /* Fills the [outer, size, inner] geometry of a (checked: backend/check/softmax.c). */
 static void sm_setup(sm_job *j, const nb_kview *a, int dim) {

@@ -54,57 +54,16 @@ static double lanes_total(const double *a) {
  *   gsums_S: sum(g) and sum(g * (x - mean))
  * apply_S writes y = x * scale + shift; gx_S writes
  * gx = (gy - gmean - (x - mean) * k) * wi (k = gmean = 0 in eval). */
-#define BN_FUNCS(T, S)                                                                          \
-    static double sum_##S(const T *x, int64_t n) {                                              \
-        double a[BN_LANES] = {0};                                                               \
-        int64_t i = 0;                                                                          \
-        for (; i + BN_LANES <= n; i += BN_LANES)                                                \
-            for (int l = 0; l < BN_LANES; l++) a[l] += (double)x[i + l];                        \
-        for (int l = 0; i < n; i++, l++) a[l] += (double)x[i];                                  \
-        return lanes_total(a);                                                                  \
-    }                                                                                           \
-    static double sqdev_##S(const T *x, int64_t n, double mean) {                               \
-        double a[BN_LANES] = {0};                                                               \
-        int64_t i = 0;                                                                          \
-        for (; i + BN_LANES <= n; i += BN_LANES)                                                \
-            for (int l = 0; l < BN_LANES; l++) {                                                \
-                double d = (double)x[i + l] - mean;                                             \
-                a[l] += d * d;                                                                  \
-            }                                                                                   \
-        for (int l = 0; i < n; i++, l++) {                                                      \
-            double d = (double)x[i] - mean;                                                     \
-            a[l] += d * d;                                                                      \
-        }                                                                                       \
-        return lanes_total(a);                                                                  \
-    }                                                                                           \
-    static void gsums_##S(const T *g, const T *x, int64_t n, double mean, double *sg, double *sgx) { \
-        double a[BN_LANES] = {0}, b[BN_LANES] = {0};                                            \
-        int64_t i = 0;                                                                          \
-        for (; i + BN_LANES <= n; i += BN_LANES)                                                \
-            for (int l = 0; l < BN_LANES; l++) {                                                \
-                a[l] += (double)g[i + l];                                                       \
-                b[l] += (double)g[i + l] * ((double)x[i + l] - mean);                           \
-            }                                                                                   \
-        for (int l = 0; i < n; i++, l++) {                                                      \
-            a[l] += (double)g[i];                                                               \
-            b[l] += (double)g[i] * ((double)x[i] - mean);                                       \
-        }                                                                                       \
-        *sg += lanes_total(a);                                                                  \
-        *sgx += lanes_total(b);                                                                 \
-    }                                                                                           \
-    static void apply_##S(T *y, const T *x, int64_t n, T scale, T shift) {                      \
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale + shift;                            \
-    }                                                                                           \
-    static void gx_##S(T *gx, const T *gy, const T *x, int64_t n, T mean, T gmean, T k, T wi,   \
-                       bool training) {                                                         \
-        if (!training) {                                                                        \
-            for (int64_t i = 0; i < n; i++) gx[i] = gy[i] * wi;                                 \
-            return;                                                                             \
-        }                                                                                       \
-        for (int64_t i = 0; i < n; i++) gx[i] = (gy[i] - gmean - (x[i] - mean) * k) * wi;       \
-    }
-BN_FUNCS(float, f32)
-BN_FUNCS(double, f64)
+#define T float
+#define S f32
+#include "batch_norm.t.h"
+#undef T
+#undef S
+#define T double
+#define S f64
+#include "batch_norm.t.h"
+#undef T
+#undef S
 
 /* ---- per-channel coefficients (shared by the plane and row paths) -------- */
 
@@ -223,57 +182,16 @@ static void bn_backward_planes(void *arg, int64_t c0, int64_t c1) {
  * and each channel still sums its column top to bottom, in a fixed order. */
 #define BN_COLS 64
 
-#define BN_ROWS_FUNCS(T, S)                                                                     \
-    static void rows_fwd_##S(const bn_job *j, int64_t c0, int64_t w) {                          \
-        const T *x = (const T *)j->x + c0;                                                      \
-        T *y = (T *)j->out + c0;                                                                \
-        double mean[BN_COLS] = {0}, var[BN_COLS] = {0}, M = (double)j->N;                       \
-        T scale[BN_COLS], shift[BN_COLS];                                                       \
-        if (j->training && j->N > 0) {                                                          \
-            for (int64_t n = 0; n < j->N; n++)                                                  \
-                for (int64_t c = 0; c < w; c++) mean[c] += (double)x[n * j->C + c];             \
-            for (int64_t c = 0; c < w; c++) mean[c] /= M;                                       \
-            for (int64_t n = 0; n < j->N; n++)                                                  \
-                for (int64_t c = 0; c < w; c++) {                                               \
-                    double d = (double)x[n * j->C + c] - mean[c];                               \
-                    var[c] += d * d;                                                            \
-                }                                                                               \
-        }                                                                                       \
-        for (int64_t c = 0; c < w; c++) {                                                       \
-            double sc, sh;                                                                      \
-            fwd_coeffs(j, c0 + c, mean[c], M > 0 ? var[c] / M : 0, &sc, &sh);                               \
-            scale[c] = (T)sc, shift[c] = (T)sh;                                                 \
-        }                                                                                       \
-        for (int64_t n = 0; n < j->N; n++)                                                      \
-            for (int64_t c = 0; c < w; c++) y[n * j->C + c] = x[n * j->C + c] * scale[c] + shift[c]; \
-    }                                                                                           \
-    static void rows_bwd_##S(const bn_job *j, int64_t c0, int64_t w) {                          \
-        const T *x = (const T *)j->x + c0, *gy = (const T *)j->gy + c0;                         \
-        double mean[BN_COLS], invstd[BN_COLS], sg[BN_COLS] = {0}, sgx[BN_COLS] = {0};           \
-        T m[BN_COLS], gm[BN_COLS], k[BN_COLS], wi[BN_COLS];                                     \
-        for (int64_t c = 0; c < w; c++) bwd_stats(j, c0 + c, &mean[c], &invstd[c]);             \
-        if (bwd_needs_sums(j))                                                                  \
-            for (int64_t n = 0; n < j->N; n++)                                                  \
-                for (int64_t c = 0; c < w; c++) {                                               \
-                    double g = (double)gy[n * j->C + c];                                        \
-                    sg[c] += g;                                                                 \
-                    sgx[c] += g * ((double)x[n * j->C + c] - mean[c]);                          \
-                }                                                                               \
-        for (int64_t c = 0; c < w; c++) {                                                       \
-            double a, b, d;                                                                     \
-            bwd_coeffs(j, c0 + c, invstd[c], sg[c], sgx[c], &a, &b, &d);                        \
-            m[c] = (T)mean[c], gm[c] = (T)a, k[c] = (T)b, wi[c] = (T)d;                         \
-        }                                                                                       \
-        if (!j->out) return;                                                                    \
-        T *gx = (T *)j->out + c0;                                                               \
-        for (int64_t n = 0; n < j->N; n++)                                                      \
-            for (int64_t c = 0; c < w; c++) {                                                   \
-                int64_t e = n * j->C + c;                                                       \
-                gx[e] = j->training ? (gy[e] - gm[c] - (x[e] - m[c]) * k[c]) * wi[c] : gy[e] * wi[c]; \
-            }                                                                                   \
-    }
-BN_ROWS_FUNCS(float, f32)
-BN_ROWS_FUNCS(double, f64)
+#define T float
+#define S f32
+#include "batch_norm_rows.t.h"
+#undef T
+#undef S
+#define T double
+#define S f64
+#include "batch_norm_rows.t.h"
+#undef T
+#undef S
 
 static void bn_rows_chunk(const bn_job *j, int64_t b0, int64_t b1, bool backward) {
     for (int64_t b = b0; b < b1; b++) {

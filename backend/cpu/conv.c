@@ -99,55 +99,16 @@ static void valid_range(int64_t off, int64_t stride, int64_t size, int64_t nout,
 /* im2col: col [cg*kh*kw, ho*wo] from one group's input planes x [cg, h, w];
  * col2im: gx [cg, h, w] = the sum of col's entries at each input position
  * (overwritten), visiting col in a fixed order. */
-#define IM2COL_FUNCS(T, S)                                                                          \
-    static void im2col_##S(const conv_geom *g, const T *x, T *col) {                                \
-        for (int64_t c = 0; c < g->cg; c++)                                                         \
-            for (int64_t i = 0; i < g->kh; i++)                                                     \
-                for (int64_t j = 0; j < g->kw; j++) {                                               \
-                    T *row = col + ((c * g->kh + i) * g->kw + j) * g->p;                            \
-                    const T *xc = x + c * g->h * g->w;                                              \
-                    int64_t off = j * g->dw - g->pw, lo, hi;                                        \
-                    valid_range(off, g->sw, g->w, g->wo, &lo, &hi);                                 \
-                    for (int64_t oh = 0; oh < g->ho; oh++) {                                        \
-                        T *restrict r = row + oh * g->wo;                                           \
-                        int64_t ih = oh * g->sh - g->ph + i * g->dh;                                \
-                        if (ih < 0 || ih >= g->h) {                                                 \
-                            for (int64_t ow = 0; ow < g->wo; ow++) r[ow] = 0;                       \
-                            continue;                                                               \
-                        }                                                                           \
-                        const T *restrict xr = xc + ih * g->w;                                      \
-                        for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                              \
-                        if (g->sw == 1)                                                             \
-                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow + off];              \
-                        else                                                                        \
-                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->sw + off];      \
-                        for (int64_t ow = hi; ow < g->wo; ow++) r[ow] = 0;                          \
-                    }                                                                               \
-                }                                                                                   \
-    }                                                                                               \
-    static void col2im_##S(const conv_geom *g, const T *col, T *x) {                                \
-        memset(x, 0, sizeof(T) * (size_t)(g->cg * g->h * g->w));                                    \
-        for (int64_t c = 0; c < g->cg; c++)                                                         \
-            for (int64_t i = 0; i < g->kh; i++)                                                     \
-                for (int64_t j = 0; j < g->kw; j++) {                                               \
-                    const T *row = col + ((c * g->kh + i) * g->kw + j) * g->p;                      \
-                    T *xc = x + c * g->h * g->w;                                                    \
-                    int64_t off = j * g->dw - g->pw, lo, hi;                                        \
-                    valid_range(off, g->sw, g->w, g->wo, &lo, &hi);                                 \
-                    for (int64_t oh = 0; oh < g->ho; oh++) {                                        \
-                        int64_t ih = oh * g->sh - g->ph + i * g->dh;                                \
-                        if (ih < 0 || ih >= g->h) continue;                                         \
-                        const T *restrict r = row + oh * g->wo;                                     \
-                        T *restrict xr = xc + ih * g->w;                                            \
-                        if (g->sw == 1)                                                             \
-                            for (int64_t ow = lo; ow < hi; ow++) xr[ow + off] += r[ow];             \
-                        else                                                                        \
-                            for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->sw + off] += r[ow];     \
-                    }                                                                               \
-                }                                                                                   \
-    }
-IM2COL_FUNCS(float, f32)
-IM2COL_FUNCS(double, f64)
+#define T float
+#define S f32
+#include "conv_im2col.t.h"
+#undef T
+#undef S
+#define T double
+#define S f64
+#include "conv_im2col.t.h"
+#undef T
+#undef S
 
 static void im2col(const conv_geom *g, const void *x, void *col) {
     if (g->dt == NB_F32) im2col_f32(g, x, col);
@@ -277,151 +238,16 @@ static int64_t wg_scratch(const wg_geom *q) {
         }                                                                                           \
     } while (0)
 
-#define WG_FUNCS(T, S)                                                                              \
-    /* sp[R][0][i] = x[R - offh][2i - offw], sp[R][1][i] = x[R - offh][2i + 1 - offw] for R < rows, \
-     * i < n (zero outside the plane): each row split into its even and odd columns. */             \
-    static void wg_split_##S(const T *x, int64_t h, int64_t w, int64_t offh, int64_t offw,         \
-                             int64_t rows, int64_t n, T *sp) {                                      \
-        for (int64_t R = 0; R < rows; R++) {                                                        \
-            T *restrict ev = sp + 2 * R * n, *restrict od = ev + n;                                 \
-            int64_t r = R - offh, lo, hi;                                                           \
-            if (r < 0 || r >= h) {                                                                  \
-                memset(ev, 0, sizeof(T) * (size_t)(2 * n));                                         \
-                continue;                                                                           \
-            }                                                                                       \
-            const T *restrict s = x + r * w;                                                        \
-            valid_range(-offw, 2, w - 1, n, &lo, &hi); /* both columns of pair i inside */          \
-            for (int64_t i = lo; i < hi; i++) ev[i] = s[2 * i - offw], od[i] = s[2 * i + 1 - offw]; \
-            for (int64_t i = 0; i < n; i++) { /* the edges, with padding */                        \
-                if (i == lo && hi > lo) {                                                           \
-                    i = hi - 1;                                                                     \
-                    continue;                                                                       \
-                }                                                                                   \
-                int64_t c = 2 * i - offw;                                                           \
-                ev[i] = c >= 0 && c < w ? s[c] : 0, od[i] = c + 1 >= 0 && c + 1 < w ? s[c + 1] : 0; \
-            }                                                                                       \
-        }                                                                                           \
-    }                                                                                               \
-    /* v [16, ci, t] = B^T d B for every channel and tile of x [ci, ih, iw];                      \
-     * tile_major: v [16, t, ci] instead (for the weight gradient's GEMMs). */                      \
-    static void wg_input_##S(const wg_geom *q, const T *x, T *v, T *sp, bool tile_major) {          \
-        int64_t n = q->tw + 1, st = q->vs, cs = q->ci, psz = (2 * q->th + 2) * 2 * n;               \
-        if (tile_major) { /* all planes split first, then tile rows outermost: the stores of one   \
-                           * tile row (16 slabs x tw x ci) stay in L1 across channels */          \
-            for (int64_t c = 0; c < q->ci; c++)                                                     \
-                wg_split_##S(x + c * q->ih * q->iw, q->ih, q->iw, q->offh, q->offw, 2 * q->th + 2, n, \
-                             sp + c * psz);                                                         \
-            for (int64_t ty = 0; ty < q->th; ty++)                                                  \
-                for (int64_t c = 0; c < q->ci; c++) {                                               \
-                    const T *e0 = sp + c * psz + 4 * ty * n, *e1 = e0 + 2 * n, *e2 = e0 + 4 * n;    \
-                    const T *e3 = e0 + 6 * n;                                                       \
-                    T *o = v + ty * q->tw * cs + c;                                                 \
-                    for (int64_t tx = 0; tx < q->tw; tx++) WG_IN_TILE(T, cs);                       \
-                }                                                                                   \
-            return;                                                                                 \
-        }                                                                                           \
-        for (int64_t c = 0; c < q->ci; c++) {                                                       \
-            wg_split_##S(x + c * q->ih * q->iw, q->ih, q->iw, q->offh, q->offw, 2 * q->th + 2, n, sp); \
-            for (int64_t ty = 0; ty < q->th; ty++) {                                                \
-                const T *e0 = sp + 4 * ty * n, *e1 = e0 + 2 * n, *e2 = e0 + 4 * n, *e3 = e0 + 6 * n; \
-                T *o = v + c * q->ld + ty * q->tw;                                                  \
-                _Pragma("GCC ivdep") for (int64_t tx = 0; tx < q->tw; tx++) WG_IN_TILE(T, 1);       \
-            }                                                                                       \
-        }                                                                                           \
-    }                                                                                               \
-    /* y [co, oh, ow] = A^T m A (+ bias) for m [16, co, t]. rows: 2 * 2tw scratch. */               \
-    static void wg_output_##S(const wg_geom *q, const T *m, const T *bias, T *y, T *rows) {         \
-        int64_t st = q->ms, w2 = 2 * q->tw;                                                         \
-        for (int64_t c = 0; c < q->co; c++) {                                                       \
-            T b = bias ? bias[c] : 0;                                                               \
-            for (int64_t ty = 0; ty < q->th; ty++) {                                                \
-                const T *s = m + c * q->ld + ty * q->tw;                                            \
-                T *restrict r0 = rows, *restrict r1 = rows + w2;                                    \
-                for (int64_t tx = 0; tx < q->tw; tx++) {                                            \
-                    T u[2][4];                                                                      \
-                    for (int j = 0; j < 4; j++) {                                                   \
-                        T m0 = s[j * st + tx], m1 = s[(4 + j) * st + tx];                           \
-                        T m2 = s[(8 + j) * st + tx], m3 = s[(12 + j) * st + tx];                    \
-                        u[0][j] = m0 + m1 + m2, u[1][j] = m1 - m2 - m3;                             \
-                    }                                                                               \
-                    r0[2 * tx] = u[0][0] + u[0][1] + u[0][2] + b;                                   \
-                    r0[2 * tx + 1] = u[0][1] - u[0][2] - u[0][3] + b;                               \
-                    r1[2 * tx] = u[1][0] + u[1][1] + u[1][2] + b;                                   \
-                    r1[2 * tx + 1] = u[1][1] - u[1][2] - u[1][3] + b;                               \
-                }                                                                                   \
-                T *out = y + (c * q->ohs + 2 * ty) * q->ow;                                         \
-                memcpy(out, r0, sizeof(T) * (size_t)q->ow);                                         \
-                if (2 * ty + 1 < q->oh) memcpy(out + q->ow, r1, sizeof(T) * (size_t)q->ow);         \
-            }                                                                                       \
-        }                                                                                           \
-    }                                                                                               \
-    /* u [16, co, t] = A dy A^T for the 2x2 tiles of gy [co, oh, ow] (q's output side). */          \
-    static void wg_grad_tiles_##S(const wg_geom *q, const T *gy, T *u, T *sp) {                     \
-        int64_t n = q->tw, st = q->ms;                                                              \
-        for (int64_t c = 0; c < q->co; c++) {                                                       \
-            wg_split_##S(gy + c * q->ohs * q->ow, q->oh, q->ow, 0, 0, 2 * q->th, n, sp);            \
-            for (int64_t ty = 0; ty < q->th; ty++) {                                                \
-                const T *e0 = sp + 4 * ty * n, *o0 = e0 + n, *e1 = e0 + 2 * n, *o1 = e0 + 3 * n;    \
-                T *o = u + c * q->ld + ty * q->tw;                                                  \
-                _Pragma("GCC ivdep") for (int64_t tx = 0; tx < n; tx++) {                           \
-                    T y00 = e0[tx], y01 = o0[tx], y10 = e1[tx], y11 = o1[tx], z[4][2];              \
-                    z[0][0] = y00, z[0][1] = y01, z[1][0] = y00 + y10, z[1][1] = y01 + y11;         \
-                    z[2][0] = y00 - y10, z[2][1] = y01 - y11, z[3][0] = -y10, z[3][1] = -y11;       \
-                    for (int r = 0; r < 4; r++) {                                                   \
-                        o[(4 * r + 0) * st + tx] = z[r][0];                                         \
-                        o[(4 * r + 1) * st + tx] = z[r][0] + z[r][1];                               \
-                        o[(4 * r + 2) * st + tx] = z[r][0] - z[r][1];                               \
-                        o[(4 * r + 3) * st + tx] = -z[r][1];                                        \
-                    }                                                                               \
-                }                                                                                   \
-            }                                                                                       \
-        }                                                                                           \
-    }                                                                                               \
-    /* u [groups][16][cog][cg] = G g G^T for w [co, cg, 3, 3]; flip: the input gradient's   \
-     * kernel, rot180(g) with the channels swapped: u [groups][16][cg][cog]. */                     \
-    static void wg_weights_##S(const conv_geom *g, const T *w, T *u, bool flip) {                   \
-        for (int64_t gr = 0; gr < g->groups; gr++)                                                  \
-            for (int64_t o = 0; o < g->cog; o++)                                                    \
-                for (int64_t i = 0; i < g->cg; i++) {                                               \
-                    const T *k = w + ((gr * g->cog + o) * g->cg + i) * 9;                           \
-                    T t[4][3], r[4][4];                                                             \
-                    for (int j = 0; j < 3; j++) {                                                   \
-                        int a = flip ? 8 - j : j, b = flip ? 5 - j : 3 + j, c = flip ? 2 - j : 6 + j; \
-                        t[0][j] = k[a], t[1][j] = (k[a] + k[b] + k[c]) / 2;                         \
-                        t[2][j] = (k[a] - k[b] + k[c]) / 2, t[3][j] = k[c];                         \
-                    }                                                                               \
-                    for (int x = 0; x < 4; x++) {                                                   \
-                        r[x][0] = t[x][0], r[x][1] = (t[x][0] + t[x][1] + t[x][2]) / 2;             \
-                        r[x][2] = (t[x][0] - t[x][1] + t[x][2]) / 2, r[x][3] = t[x][2];             \
-                    }                                                                               \
-                    for (int x = 0; x < 16; x++) {                                                  \
-                        int64_t at = flip ? ((gr * 16 + x) * g->cg + i) * g->cog + o                \
-                                          : ((gr * 16 + x) * g->cog + o) * g->cg + i;               \
-                        u[at] = r[x / 4][x % 4];                                                    \
-                    }                                                                               \
-                }                                                                                   \
-    }                                                                                               \
-    /* gw [co, cg, 3, 3] = G^T m G for m [groups][16][cog][cg]. */                                  \
-    static void wg_weight_grad_##S(const conv_geom *g, const T *m, T *gw) {                         \
-        int64_t st = g->cog * g->cg;                                                                \
-        for (int64_t gr = 0; gr < g->groups; gr++)                                                  \
-            for (int64_t e = 0; e < st; e++) {                                                      \
-                const T *s = m + gr * 16 * st + e;                                                  \
-                T t[3][4];                                                                          \
-                for (int j = 0; j < 4; j++) {                                                       \
-                    T m0 = s[j * st], m1 = s[(4 + j) * st], m2 = s[(8 + j) * st], m3 = s[(12 + j) * st]; \
-                    t[0][j] = m0 + (m1 + m2) / 2, t[1][j] = (m1 - m2) / 2, t[2][j] = (m1 + m2) / 2 + m3; \
-                }                                                                                   \
-                T *d = gw + (gr * st + e) * 9;                                                      \
-                for (int r = 0; r < 3; r++) {                                                       \
-                    d[3 * r] = t[r][0] + (t[r][1] + t[r][2]) / 2;                                   \
-                    d[3 * r + 1] = (t[r][1] - t[r][2]) / 2;                                         \
-                    d[3 * r + 2] = (t[r][1] + t[r][2]) / 2 + t[r][3];                               \
-                }                                                                                   \
-            }                                                                                       \
-    }
-WG_FUNCS(float, f32)
-WG_FUNCS(double, f64)
+#define T float
+#define S f32
+#include "conv_winograd.t.h"
+#undef T
+#undef S
+#define T double
+#define S f64
+#include "conv_winograd.t.h"
+#undef T
+#undef S
 
 /* Winograd takes 3x3, stride 1, dilation 1 convolutions with enough
  * channels per group that the GEMMs outweigh the transforms. */
@@ -435,18 +261,16 @@ static bool wg_ok(const conv_geom *g) {
 
 /* Sum of n contiguous values in 8 interleaved double lanes (vectorises;
  * the order is fixed by n alone). */
-#define LANE_SUM(T, S)                                                                                \
-    static double lane_sum_##S(const T *v, int64_t n) {                                               \
-        double acc[8] = {0};                                                                          \
-        int64_t i = 0;                                                                                \
-        for (; i + 8 <= n; i += 8)                                                                    \
-            for (int l = 0; l < 8; l++) acc[l] += (double)v[i + l];                                   \
-        double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])); \
-        for (; i < n; i++) s += (double)v[i];                                                         \
-        return s;                                                                                     \
-    }
-LANE_SUM(float, f32)
-LANE_SUM(double, f64)
+#define T float
+#define S f32
+#include "conv_lane_sum.t.h"
+#undef T
+#undef S
+#define T double
+#define S f64
+#include "conv_lane_sum.t.h"
+#undef T
+#undef S
 
 /* One call's shared state: the views' data, the geometry and the
  * per-task workspaces. Task t (of ntasks) owns items [t*n/ntasks, ...).
@@ -772,35 +596,16 @@ static void bwd_weight_task(void *arg, int64_t t0, int64_t t1) {
 /* im2col path: rows r = (group, k) of the buckets: bucket 0's row += the
  * others' in order, then written transposed into gw [Cout, K], or into
  * gbias for the ones row k == K. */
-#define SUM_BUCKETS(T, S)                                                                   \
-    static void sum_buckets_##S(conv_job *j, T *gbias, int64_t r0, int64_t r1) {            \
-        const conv_geom *g = &j->g;                                                         \
-        int64_t cog = g->cog, bsz = g->groups * j->kx * cog;                                \
-        T *part = (T *)j->partial, *gw = (T *)j->y;                                         \
-        for (int64_t r = r0; r < r1; r++) {                                                 \
-            T *restrict acc = part + r * cog;                                               \
-            for (int64_t b = 1; b < j->nitems; b++) {                                       \
-                const T *restrict src = part + b * bsz + r * cog;                           \
-                for (int64_t o = 0; o < cog; o++) acc[o] += src[o];                         \
-            }                                                                               \
-            int64_t gr = r / j->kx, kk = r % j->kx;                                         \
-            if (kk == g->k)                                                                 \
-                for (int64_t o = 0; o < cog; o++) gbias[gr * cog + o] = acc[o];             \
-            else                                                                            \
-                for (int64_t o = 0; o < cog; o++) gw[(gr * cog + o) * g->k + kk] = acc[o];  \
-        }                                                                                   \
-    }                                                                                       \
-    /* Winograd path: bucket 0 += the others, elementwise, in order. */                    \
-    static void add_buckets_##S(conv_job *j, int64_t e0, int64_t e1) {                      \
-        int64_t bsz = bucket_elems(j);                                                      \
-        T *restrict acc = (T *)j->partial;                                                  \
-        for (int64_t b = 1; b < j->nitems; b++) {                                           \
-            const T *restrict src = (const T *)j->partial + b * bsz;                        \
-            for (int64_t e = e0; e < e1; e++) acc[e] += src[e];                             \
-        }                                                                                   \
-    }
-SUM_BUCKETS(float, f32)
-SUM_BUCKETS(double, f64)
+#define T float
+#define S f32
+#include "conv_sum_buckets.t.h"
+#undef T
+#undef S
+#define T double
+#define S f64
+#include "conv_sum_buckets.t.h"
+#undef T
+#undef S
 
 typedef struct sum_job {
     conv_job *j;

@@ -114,125 +114,87 @@ typedef struct red_job {
  *   range: combine reduced flat indices [r0, r1) of one output
  *   value: combine the output's blocks left to right
  *   the thread bodies for the two parallel plans and the dim-0 path. */
-#define RED_FUNCS(T, A, S, MAX, MIN, MUL, STORE)                                                   \
-    static A seg_##S(nb_reduce_op op, const T *p, int64_t n, int64_t s) {                       \
-        if (op == NB_REDUCE_SUM) {                                                              \
-            A acc = 0;                                                                          \
-            int64_t i = 0;                                                                      \
-            if (s == 1 && n >= NB_RED_LANES) {                                                  \
-                A l[NB_RED_LANES] = {0};                                                        \
-                for (; i + NB_RED_LANES <= n; i += NB_RED_LANES)                                \
-                    for (int j = 0; j < NB_RED_LANES; j++) l[j] += (A)p[i + j];                 \
-                acc = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));        \
-            }                                                                                   \
-            for (; i < n; i++) acc += (A)p[i * s];                                              \
-            return acc;                                                                         \
-        }                                                                                       \
-        A acc = (A)p[0];                                                                        \
-        if (op == NB_REDUCE_PROD)                                                               \
-            for (int64_t i = 1; i < n; i++) acc = MUL(acc, (A)p[i * s]);                        \
-        else if (op == NB_REDUCE_MAX)                                                           \
-            for (int64_t i = 1; i < n; i++) acc = MAX((A)p[i * s], acc);                        \
-        else                                                                                    \
-            for (int64_t i = 1; i < n; i++) acc = MIN((A)p[i * s], acc);                        \
-        return acc;                                                                             \
-    }                                                                                           \
-    static A combine_##S(nb_reduce_op op, A a, A b) {                                           \
-        return op == NB_REDUCE_SUM    ? a + b                                                   \
-               : op == NB_REDUCE_PROD ? MUL(a, b)                                               \
-               : op == NB_REDUCE_MAX  ? MAX(b, a)                                               \
-                                      : MIN(b, a);                                              \
-    }                                                                                           \
-    static A range_##S(const red_plan *pl, nb_reduce_op op, const T *x, int64_t r0, int64_t r1) { \
-        int last = pl->nr - 1;                                                                  \
-        int64_t idx[NB_MAX_DIMS], rem = r0;                                                     \
-        for (int d = last; d >= 0; d--) idx[d] = rem % pl->rshape[d], rem /= pl->rshape[d];     \
-        A acc = 0;                                                                              \
-        for (int64_t r = r0; r < r1;) {                                                         \
-            const T *p = x;                                                                     \
-            for (int d = 0; d <= last; d++) p += idx[d] * pl->rx[d];                            \
-            int64_t n = pl->rshape[last] - idx[last];                                           \
-            if (n > r1 - r) n = r1 - r;                                                         \
-            A v = seg_##S(op, p, n, pl->rx[last]);                                              \
-            acc = r == r0 ? v : combine_##S(op, acc, v);                                        \
-            r += n, idx[last] += n;                                                             \
-            for (int d = last; d > 0 && idx[d] == pl->rshape[d]; d--) idx[d] = 0, idx[d - 1]++; \
-        }                                                                                       \
-        return acc;                                                                             \
-    }                                                                                           \
-    static A block_##S(const red_plan *pl, nb_reduce_op op, const T *x, int64_t b) {            \
-        int64_t r1 = (b + 1) * NB_RED_BLOCK;                                                    \
-        return range_##S(pl, op, x, b * NB_RED_BLOCK, r1 < pl->R ? r1 : pl->R);                 \
-    }                                                                                           \
-    static void outputs_##S(void *arg, int64_t m0, int64_t m1) {                                \
-        const red_job *j = arg;                                                                 \
-        const red_plan *pl = j->pl;                                                             \
-        for (int64_t m = m0; m < m1; m++) {                                                     \
-            int64_t xo, oo;                                                                     \
-            kept_offsets(pl, m, &xo, &oo);                                                      \
-            const T *x = (const T *)j->x + xo;                                                  \
-            A acc = 0;                                                                          \
-            for (int64_t b = 0; b < pl->nblocks; b++) {                                         \
-                A v = j->partial ? ((const A *)j->partial)[m * pl->nblocks + b]                 \
-                                 : block_##S(pl, j->op, x, b);                                  \
-                acc = b == 0 ? v : combine_##S(j->op, acc, v);                                  \
-            }                                                                                   \
-            STORE(j->out->dtype, j->out->data, oo, acc, j->scale);                              \
-        }                                                                                       \
-    }                                                                                           \
-    static void blocks_##S(void *arg, int64_t t0, int64_t t1) {                                 \
-        const red_job *j = arg;                                                                 \
-        const red_plan *pl = j->pl;                                                             \
-        for (int64_t t = t0; t < t1; t++) {                                                     \
-            int64_t m = t / pl->nblocks, b = t % pl->nblocks, xo, oo;                           \
-            kept_offsets(pl, m, &xo, &oo);                                                      \
-            ((A *)j->partial)[t] = block_##S(pl, j->op, (const T *)j->x + xo, b);               \
-        }                                                                                       \
-    }                                                                                           \
-    static void cols_##S(void *arg, int64_t c0, int64_t c1) {                                   \
-        const red_job *j = arg;                                                                 \
-        const red_plan *pl = j->pl;                                                             \
-        int64_t ncol = pl->kshape[0], rs = pl->rx[0];                                           \
-        for (int64_t c = c0; c < c1; c++) {                                                     \
-            int64_t j0 = c * NB_RED_COLS, w = ncol - j0 < NB_RED_COLS ? ncol - j0 : NB_RED_COLS; \
-            A tot[NB_RED_COLS], part[NB_RED_COLS];                                              \
-            for (int64_t b = 0; b < pl->nblocks; b++) {                                         \
-                int64_t r0 = b * NB_RED_BLOCK, r1 = r0 + NB_RED_BLOCK;                          \
-                if (r1 > pl->R) r1 = pl->R;                                                     \
-                const T *row = (const T *)j->x + r0 * rs + j0 * pl->kx[0];                      \
-                if (j->op == NB_REDUCE_SUM)                                                     \
-                    for (int64_t k = 0; k < w; k++) part[k] = 0;                                \
-                else                                                                            \
-                    for (int64_t k = 0; k < w; k++) part[k] = (A)row[k];                        \
-                for (int64_t r = r0 + (j->op != NB_REDUCE_SUM); r < r1; r++) {                  \
-                    const T *q = (const T *)j->x + r * rs + j0;                                 \
-                    if (j->op == NB_REDUCE_SUM)                                                 \
-                        for (int64_t k = 0; k < w; k++) part[k] += (A)q[k];                     \
-                    else if (j->op == NB_REDUCE_PROD)                                           \
-                        for (int64_t k = 0; k < w; k++) part[k] = MUL(part[k], (A)q[k]);        \
-                    else if (j->op == NB_REDUCE_MAX)                                            \
-                        for (int64_t k = 0; k < w; k++) part[k] = MAX((A)q[k], part[k]);        \
-                    else                                                                        \
-                        for (int64_t k = 0; k < w; k++) part[k] = MIN((A)q[k], part[k]);        \
-                }                                                                               \
-                for (int64_t k = 0; k < w; k++)                                                 \
-                    tot[k] = b == 0 ? part[k] : combine_##S(j->op, tot[k], part[k]);            \
-            }                                                                                   \
-            for (int64_t k = 0; k < w; k++)                                                     \
-                STORE(j->out->dtype, j->out->data, (j0 + k) * pl->ko[0], tot[k], j->scale);     \
-        }                                                                                       \
-    }
 
 #define STORE_F(dt, base, o, v, scale) store_f(dt, base, o, (v) * (scale))
 #define STORE_I(dt, base, o, v, scale) store_i(dt, base, o, v, scale)
 /* Integer products wrap (two's complement, as PyTorch) without signed-overflow UB. */
 #define MULF(a, b) ((a) * (b))
 #define MULI(a, b) ((int64_t)((uint64_t)(a) * (uint64_t)(b)))
-RED_FUNCS(float, double, f32, MAXF, MINF, MULF, STORE_F)
-RED_FUNCS(double, double, f64, MAXF, MINF, MULF, STORE_F)
-RED_FUNCS(int32_t, int64_t, i32, MAXI, MINI, MULI, STORE_I)
-RED_FUNCS(int64_t, int64_t, i64, MAXI, MINI, MULI, STORE_I)
-RED_FUNCS(uint8_t, int64_t, u8, MAXI, MINI, MULI, STORE_I)
+#define T float
+#define A double
+#define S f32
+#define MAX MAXF
+#define MIN MINF
+#define MUL MULF
+#define STORE STORE_F
+#include "reduce.t.h"
+#undef T
+#undef A
+#undef S
+#undef MAX
+#undef MIN
+#undef MUL
+#undef STORE
+#define T double
+#define A double
+#define S f64
+#define MAX MAXF
+#define MIN MINF
+#define MUL MULF
+#define STORE STORE_F
+#include "reduce.t.h"
+#undef T
+#undef A
+#undef S
+#undef MAX
+#undef MIN
+#undef MUL
+#undef STORE
+#define T int32_t
+#define A int64_t
+#define S i32
+#define MAX MAXI
+#define MIN MINI
+#define MUL MULI
+#define STORE STORE_I
+#include "reduce.t.h"
+#undef T
+#undef A
+#undef S
+#undef MAX
+#undef MIN
+#undef MUL
+#undef STORE
+#define T int64_t
+#define A int64_t
+#define S i64
+#define MAX MAXI
+#define MIN MINI
+#define MUL MULI
+#define STORE STORE_I
+#include "reduce.t.h"
+#undef T
+#undef A
+#undef S
+#undef MAX
+#undef MIN
+#undef MUL
+#undef STORE
+#define T uint8_t
+#define A int64_t
+#define S u8
+#define MAX MAXI
+#define MIN MINI
+#define MUL MULI
+#define STORE STORE_I
+#include "reduce.t.h"
+#undef T
+#undef A
+#undef S
+#undef MAX
+#undef MIN
+#undef MUL
+#undef STORE
 
 typedef struct red_fns {
     nb_cpu_range_fn outputs, blocks, cols;

@@ -20,25 +20,16 @@ typedef struct rope_job {
     bool inverse;
 } rope_job;
 
-#define ROPE_FUNCS(T_, S)                                                                  \
-    static void rope_rows_##S(void *arg, int64_t r0, int64_t r1) {                         \
-        const rope_job *j = arg;                                                           \
-        int64_t h = j->h;                                                                  \
-        const T_ sg = j->inverse ? (T_)-1 : (T_)1;                                         \
-        for (int64_t r = r0; r < r1; r++) {                                                \
-            int64_t t = r % j->T;                                                          \
-            const T_ *x = (const T_ *)j->x + r * 2 * h;                                    \
-            const T_ *c = (const T_ *)j->cos + t * h, *s = (const T_ *)j->sin + t * h;     \
-            T_ *y = (T_ *)j->out + r * 2 * h;                                              \
-            for (int64_t i = 0; i < h; i++) {                                              \
-                T_ x1 = x[i], x2 = x[i + h], si = sg * s[i];                               \
-                y[i] = x1 * c[i] - x2 * si;                                                \
-                y[i + h] = x2 * c[i] + x1 * si;                                            \
-            }                                                                              \
-        }                                                                                  \
-    }
-ROPE_FUNCS(float, f32)
-ROPE_FUNCS(double, f64)
+#define T_ float
+#define S f32
+#include "rope.t.h"
+#undef T_
+#undef S
+#define T_ double
+#define S f64
+#include "rope.t.h"
+#undef T_
+#undef S
 
 nb_status nb_cpu_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
                       const nb_kview *sin, bool inverse) {

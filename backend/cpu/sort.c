@@ -42,50 +42,41 @@ typedef struct sort_job {
 
 /* before(a, b): a sorts strictly before b (NaN largest). Merges take the
  * right element only when it is strictly before the left: stable. */
-#define SORT_FUNCS(T, S, ISNAN)                                                                   \
-    static inline bool before_##S(T a, T b, bool desc) {                                          \
-        if (desc) return !ISNAN(b) && (ISNAN(a) || a > b);                                        \
-        return !ISNAN(a) && (ISNAN(b) || a < b);                                                  \
-    }                                                                                             \
-    static void sort_line_##S(const sort_job *j, int64_t line, char *ws) {                        \
-        const nb_kview *x = j->x;                                                                 \
-        int64_t n = j->n, xs = x->strides[j->dim];                                                \
-        T *keys = (T *)ws;                                                                        \
-        int64_t *a = (int64_t *)(ws + ((sizeof(T) * (size_t)n + 7) / 8 * 8)), *b = a + n;         \
-        const T *xp = (const T *)x->data + line_offset(x->ndim, x->shape, x->strides, j->dim, line); \
-        for (int64_t i = 0; i < n; i++) keys[i] = xp[i * xs], a[i] = i;                           \
-        bool desc = j->descending;                                                                \
-        for (int64_t s = 0; s < n; s += RUN) { /* insertion sort of each run */                   \
-            int64_t e = s + RUN < n ? s + RUN : n;                                                \
-            for (int64_t i = s + 1; i < e; i++) {                                                 \
-                int64_t v = a[i], p = i;                                                          \
-                while (p > s && before_##S(keys[v], keys[a[p - 1]], desc)) a[p] = a[p - 1], p--;  \
-                a[p] = v;                                                                         \
-            }                                                                                     \
-        }                                                                                         \
-        for (int64_t w = RUN; w < n; w *= 2) { /* merge runs of w from a into b */                \
-            for (int64_t s = 0; s < n; s += 2 * w) {                                              \
-                int64_t m = s + w < n ? s + w : n, e = s + 2 * w < n ? s + 2 * w : n;             \
-                int64_t i = s, r = m, o = s;                                                      \
-                while (i < m && r < e) b[o++] = before_##S(keys[a[r]], keys[a[i]], desc) ? a[r++] : a[i++]; \
-                while (i < m) b[o++] = a[i++];                                                    \
-                while (r < e) b[o++] = a[r++];                                                    \
-            }                                                                                     \
-            int64_t *t = a;                                                                       \
-            a = b, b = t;                                                                         \
-        }                                                                                         \
-        const nb_kview *vi = j->indices, *vv = j->values;                                         \
-        int64_t *ip = (int64_t *)vi->data + line_offset(vi->ndim, vi->shape, vi->strides, j->dim, line); \
-        for (int64_t i = 0; i < j->k; i++) ip[i * vi->strides[j->dim]] = a[i];                    \
-        if (!vv) return;                                                                          \
-        T *vp = (T *)vv->data + line_offset(vv->ndim, vv->shape, vv->strides, j->dim, line);      \
-        for (int64_t i = 0; i < j->k; i++) vp[i * vv->strides[j->dim]] = keys[a[i]];              \
-    }
-SORT_FUNCS(float, f32, F_NAN)
-SORT_FUNCS(double, f64, F_NAN)
-SORT_FUNCS(int32_t, i32, I_NAN)
-SORT_FUNCS(int64_t, i64, I_NAN)
-SORT_FUNCS(uint8_t, u8, I_NAN)
+#define T float
+#define S f32
+#define ISNAN F_NAN
+#include "sort.t.h"
+#undef T
+#undef S
+#undef ISNAN
+#define T double
+#define S f64
+#define ISNAN F_NAN
+#include "sort.t.h"
+#undef T
+#undef S
+#undef ISNAN
+#define T int32_t
+#define S i32
+#define ISNAN I_NAN
+#include "sort.t.h"
+#undef T
+#undef S
+#undef ISNAN
+#define T int64_t
+#define S i64
+#define ISNAN I_NAN
+#include "sort.t.h"
+#undef T
+#undef S
+#undef ISNAN
+#define T uint8_t
+#define S u8
+#define ISNAN I_NAN
+#include "sort.t.h"
+#undef T
+#undef S
+#undef ISNAN
 
 typedef void (*sort_line_fn)(const sort_job *j, int64_t line, char *ws);
 

@@ -105,5 +105,55 @@ NB_SM_FN uint8_t nb_sm_ipow_u8(uint8_t a, uint8_t b) {
 }
 NB_SM_FN uint8_t nb_sm_lshift_u8(uint8_t a, uint8_t b) { return b >= 8 ? 0 : (uint8_t)(a << b); }
 NB_SM_FN uint8_t nb_sm_rshift_u8(uint8_t a, uint8_t b) { return b >= 8 ? 0 : (uint8_t)(a >> b); }
+/* uint8's unary ops: neg and the scalar forms wrap, abs and the rounding
+ * ops are the identity, sign is x > 0 */
+NB_SM_FN uint8_t nb_sm_unary_u8(int op, uint8_t x, uint8_t a) {
+    switch (op) {
+    case NB_UNARY_NEG: return (uint8_t)(0 - x);
+    case NB_UNARY_ADD_SCALAR: return (uint8_t)(x + a);
+    case NB_UNARY_MUL_SCALAR: return (uint8_t)(x * a);
+    case NB_UNARY_SIGN: return (uint8_t)(x > 0);
+    default: return x; /* abs, floor, ceil, round, trunc */
+    }
+}
+/* uint8 nb_binary_op but the comparisons and divisions (wrapping) */
+NB_SM_FN uint8_t nb_sm_binary_u8(int op, uint8_t x, uint8_t y) {
+    switch (op) {
+    case NB_BINARY_ADD: return (uint8_t)(x + y);
+    case NB_BINARY_SUB: return (uint8_t)(x - y);
+    case NB_BINARY_MUL: return (uint8_t)(x * y);
+    case NB_BINARY_POW: return nb_sm_ipow_u8(x, y);
+    case NB_BINARY_MAXIMUM: return x > y ? x : y;
+    case NB_BINARY_MINIMUM: return x < y ? x : y;
+    case NB_BINARY_BITWISE_AND: return x & y;
+    case NB_BINARY_BITWISE_OR: return x | y;
+    case NB_BINARY_BITWISE_XOR: return x ^ y;
+    case NB_BINARY_LSHIFT: return nb_sm_lshift_u8(x, y);
+    case NB_BINARY_RSHIFT: return nb_sm_rshift_u8(x, y);
+    default: return 0; /* not reached */
+    }
+}
+/* uint8 divisions, y != 0: remainder and fmod are x % y, both floor and
+ * trunc division x / y */
+NB_SM_FN uint8_t nb_sm_binary_div_u8(int op, uint8_t x, uint8_t y) {
+    return op == NB_BINARY_REMAINDER || op == NB_BINARY_FMOD ? nb_sm_fmod_u8(x, y) : nb_sm_div_trunc_u8(x, y);
+}
+/* bool arithmetic as PyTorch's: add, maximum and bitwise_or are "or",
+ * mul, minimum and bitwise_and "and" */
+NB_SM_FN bool nb_sm_binary_b8(int op, bool x, bool y) {
+    switch (op) {
+    case NB_BINARY_ADD:
+    case NB_BINARY_MAXIMUM:
+    case NB_BINARY_BITWISE_OR: return x | y;
+    case NB_BINARY_BITWISE_XOR: return x ^ y;
+    default: return x & y; /* mul, minimum, bitwise_and */
+    }
+}
+/* The comparisons (NB_BINARY_EQ .. LE) of two values of one type: a macro,
+ * the one formula every dtype's loop instantiates (NaN compares false but
+ * for ne, as IEEE). */
+#define NB_SM_COMPARE(op, x, y)                                                                   \
+    ((op) == NB_BINARY_EQ ? (x) == (y) : (op) == NB_BINARY_NE ? (x) != (y) : (op) == NB_BINARY_GT ? (x) > (y)  \
+     : (op) == NB_BINARY_GE ? (x) >= (y) : (op) == NB_BINARY_LT ? (x) < (y) : (x) <= (y))
 
 #endif

@@ -38,8 +38,53 @@ NB_SM_FN NB_SM_T NB_SM(rshift)(NB_SM_T a, NB_SM_T b) {
     return (b < 0 || b >= bits - 1) ? (NB_SM_T)(a >> (bits - 1)) : (NB_SM_T)(a >> b);
 }
 
+/* Every integer nb_binary_op but the comparisons and the divisions:
+ * arithmetic wraps through the unsigned type; maximum/minimum; bitwise
+ * ops; shifts that saturate. */
+NB_SM_FN NB_SM_T NB_SM(binary)(int op, NB_SM_T x, NB_SM_T y) {
+    switch (op) {
+    case NB_BINARY_ADD: return (NB_SM_T)((NB_SM_UT)x + (NB_SM_UT)y);
+    case NB_BINARY_SUB: return (NB_SM_T)((NB_SM_UT)x - (NB_SM_UT)y);
+    case NB_BINARY_MUL: return (NB_SM_T)((NB_SM_UT)x * (NB_SM_UT)y);
+    case NB_BINARY_POW: return NB_SM(ipow)(x, y);
+    case NB_BINARY_MAXIMUM: return x > y ? x : y;
+    case NB_BINARY_MINIMUM: return x < y ? x : y;
+    case NB_BINARY_BITWISE_AND: return x & y;
+    case NB_BINARY_BITWISE_OR: return x | y;
+    case NB_BINARY_BITWISE_XOR: return x ^ y;
+    case NB_BINARY_LSHIFT: return NB_SM(lshift)(x, y);
+    case NB_BINARY_RSHIFT: return NB_SM(rshift)(x, y);
+    default: return 0; /* not reached */
+    }
+}
+/* The unary ops integers take: neg and the scalar forms wrap through the
+ * unsigned type, abs wraps at the minimum (as PyTorch), the rounding ops
+ * are the identity. */
+NB_SM_FN NB_SM_T NB_SM(unary)(int op, NB_SM_T x, NB_SM_T a) {
+    switch (op) {
+    case NB_UNARY_NEG: return (NB_SM_T)((NB_SM_UT)0 - (NB_SM_UT)x);
+    case NB_UNARY_ADD_SCALAR: return (NB_SM_T)((NB_SM_UT)x + (NB_SM_UT)a);
+    case NB_UNARY_MUL_SCALAR: return (NB_SM_T)((NB_SM_UT)x * (NB_SM_UT)a);
+    case NB_UNARY_ABS: return x < 0 ? (NB_SM_T)((NB_SM_UT)0 - (NB_SM_UT)x) : x;
+    case NB_UNARY_SIGN: return (NB_SM_T)((0 < x) - (x < 0));
+    default: return x; /* floor, ceil, round, trunc */
+    }
+}
+/* The integer divisions (remainder, fmod, div_trunc, div_floor), y != 0. */
+NB_SM_FN NB_SM_T NB_SM(binary_div)(int op, NB_SM_T x, NB_SM_T y) {
+    switch (op) {
+    case NB_BINARY_REMAINDER: return NB_SM(remainder)(x, y);
+    case NB_BINARY_FMOD: return NB_SM(fmod)(x, y);
+    case NB_BINARY_DIV_TRUNC: return NB_SM(div_trunc)(x, y);
+    default: return NB_SM(div_floor)(x, y); /* NB_BINARY_DIV_FLOOR */
+    }
+}
+
 #ifdef __cplusplus
 template <> struct nb_sm_of<NB_SM_T> {
+    NB_SM_FN NB_SM_T unary(int op, NB_SM_T x, NB_SM_T a) { return NB_SM(unary)(op, x, a); }
+    NB_SM_FN NB_SM_T binary(int op, NB_SM_T x, NB_SM_T y) { return NB_SM(binary)(op, x, y); }
+    NB_SM_FN NB_SM_T binary_div(int op, NB_SM_T x, NB_SM_T y) { return NB_SM(binary_div)(op, x, y); }
     NB_SM_FN NB_SM_T div_trunc(NB_SM_T a, NB_SM_T b) { return NB_SM(div_trunc)(a, b); }
     NB_SM_FN NB_SM_T fmod(NB_SM_T a, NB_SM_T b) { return NB_SM(fmod)(a, b); }
     NB_SM_FN NB_SM_T div_floor(NB_SM_T a, NB_SM_T b) { return NB_SM(div_floor)(a, b); }

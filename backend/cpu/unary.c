@@ -11,27 +11,22 @@
 #include "half16.h"
 #include "iter.h"
 #include "nb_impl.h"
+#include "nb_scalar_math.h"
 #include "threadpool.h"
 #include "unary_loops.h"
 
 /* ---- integers: arithmetic wraps through the unsigned type; abs wraps at
  * the minimum (as PyTorch); the rounding ops are the identity ---- */
 
-#define INT_UNS(T, UT, S)                                                                       \
-    UN_LOOP(neg_##S, T, -(UT)x)                                                                 \
-    UN_LOOP(adds_##S, T, (UT)x + (UT)a)                                                         \
-    UN_LOOP(muls_##S, T, (UT)x *(UT)a)                                                          \
-    UN_LOOP(abs_##S, T, x < 0 ? (T)(0 - (UT)x) : x)                                             \
-    UN_LOOP(sign_##S, T, (0 < x) - (x < 0))                                                     \
-    UN_LOOP(ident_##S, T, x)
-INT_UNS(int32_t, uint32_t, i32)
-INT_UNS(int64_t, uint64_t, i64)
-UN_LOOP(neg_u8, uint8_t, -(uint8_t)x)
-UN_LOOP(adds_u8, uint8_t, (uint8_t)x + (uint8_t)a)
-UN_LOOP(muls_u8, uint8_t, (uint8_t)x *(uint8_t)a)
-UN_LOOP(abs_u8, uint8_t, x)
-UN_LOOP(sign_u8, uint8_t, x > 0)
-UN_LOOP(ident_u8, uint8_t, x)
+/* out = nb_sm_unary_<S>(OP, x; alpha) with the op a constant */
+#define INT_LOOP(NAME, T, S, OP) UN_LOOP(NAME, T, nb_sm_unary_##S(OP, x, a))
+#define INT_LOOPS(T, S) \
+    INT_LOOP(neg_##S, T, S, NB_UNARY_NEG) INT_LOOP(adds_##S, T, S, NB_UNARY_ADD_SCALAR) \
+    INT_LOOP(muls_##S, T, S, NB_UNARY_MUL_SCALAR) INT_LOOP(abs_##S, T, S, NB_UNARY_ABS) \
+    INT_LOOP(sign_##S, T, S, NB_UNARY_SIGN) INT_LOOP(ident_##S, T, S, NB_UNARY_TRUNC)
+INT_LOOPS(int32_t, i32)
+INT_LOOPS(int64_t, i64)
+INT_LOOPS(uint8_t, u8)
 
 #define INTS(OP) {[NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8}
 static const nb_cpu_loop_fn int_loops[NB_UNARY_OP_COUNT][NB_DTYPE_COUNT] = {

@@ -20,78 +20,20 @@
 
 namespace nbc {
 
-// ---- per-dtype formulas -------------------------------------------------------------
+// ---- the formulas: nb_scalar_math.h's; here only the division-by-zero rule --------
 
-template <typename T> __device__ __forceinline__ bool bin_cmp(int op, T x, T y) {
-    switch (op) {
-    case NB_BINARY_EQ: return x == y;
-    case NB_BINARY_NE: return x != y;
-    case NB_BINARY_GT: return x > y;
-    case NB_BINARY_GE: return x >= y;
-    case NB_BINARY_LT: return x < y;
-    default: return x <= y; // NB_BINARY_LE
-    }
-}
-
-template <typename T> __device__ __forceinline__ T bin_signed(int op, T x, T y, int *err, int tag) {
-    using UT = typename std::make_unsigned<T>::type;
-    switch (op) {
-    case NB_BINARY_ADD: return (T)((UT)x + (UT)y);
-    case NB_BINARY_SUB: return (T)((UT)x - (UT)y);
-    case NB_BINARY_MUL: return (T)((UT)x * (UT)y);
-    case NB_BINARY_POW: return nb_sm_of<T>::ipow(x, y);
-    case NB_BINARY_MAXIMUM: return x > y ? x : y;
-    case NB_BINARY_MINIMUM: return x < y ? x : y;
-    case NB_BINARY_BITWISE_AND: return x & y;
-    case NB_BINARY_BITWISE_OR: return x | y;
-    case NB_BINARY_BITWISE_XOR: return x ^ y;
-    case NB_BINARY_LSHIFT: return nb_sm_of<T>::lshift(x, y);
-    case NB_BINARY_RSHIFT: return nb_sm_of<T>::rshift(x, y);
-    default: break;
-    }
-    if (y == 0) { // the division ops: 0 written, the error word raised
-        raise(err, ERR_ZERO_DIV, tag);
-        return 0;
-    }
-    switch (op) {
-    case NB_BINARY_REMAINDER: return nb_sm_of<T>::remainder(x, y);
-    case NB_BINARY_FMOD: return nb_sm_of<T>::fmod(x, y);
-    case NB_BINARY_DIV_TRUNC: return nb_sm_of<T>::div_trunc(x, y);
-    default: return nb_sm_of<T>::div_floor(x, y); // NB_BINARY_DIV_FLOOR
-    }
-}
-
-__device__ __forceinline__ uint8_t bin_u8(int op, uint8_t x, uint8_t y, int *err, int tag) {
-    switch (op) {
-    case NB_BINARY_ADD: return (uint8_t)(x + y);
-    case NB_BINARY_SUB: return (uint8_t)(x - y);
-    case NB_BINARY_MUL: return (uint8_t)(x * y);
-    case NB_BINARY_POW: return nb_sm_ipow_u8(x, y);
-    case NB_BINARY_MAXIMUM: return x > y ? x : y;
-    case NB_BINARY_MINIMUM: return x < y ? x : y;
-    case NB_BINARY_BITWISE_AND: return x & y;
-    case NB_BINARY_BITWISE_OR: return x | y;
-    case NB_BINARY_BITWISE_XOR: return x ^ y;
-    case NB_BINARY_LSHIFT: return nb_sm_lshift_u8(x, y);
-    case NB_BINARY_RSHIFT: return nb_sm_rshift_u8(x, y);
-    default: break;
+// The integer divisions write 0 for a zero divisor and raise ERR_ZERO_DIV.
+template <typename T> __device__ __forceinline__ T bin_int(int op, T x, T y, int *err, int tag) {
+    if (op < NB_BINARY_REMAINDER || op > NB_BINARY_DIV_FLOOR || op == NB_BINARY_ATAN2) {
+        if constexpr (std::is_same<T, uint8_t>::value) return nb_sm_binary_u8(op, x, y);
+        else return nb_sm_of<T>::binary(op, x, y);
     }
     if (y == 0) {
         raise(err, ERR_ZERO_DIV, tag);
         return 0;
     }
-    // remainder and fmod are x % y; both floor and trunc division are x / y
-    return op == NB_BINARY_REMAINDER || op == NB_BINARY_FMOD ? nb_sm_fmod_u8(x, y) : nb_sm_div_trunc_u8(x, y);
-}
-
-__device__ __forceinline__ bool bin_bool(int op, bool x, bool y) {
-    switch (op) {
-    case NB_BINARY_ADD:
-    case NB_BINARY_MAXIMUM:
-    case NB_BINARY_BITWISE_OR: return x | y;
-    case NB_BINARY_BITWISE_XOR: return x ^ y;
-    default: return x & y; // mul, minimum, bitwise_and
-    }
+    if constexpr (std::is_same<T, uint8_t>::value) return nb_sm_binary_div_u8(op, x, y);
+    else return nb_sm_of<T>::binary_div(op, x, y);
 }
 
 // OP >= 0: one op fixed at compile time; -1: op at run time. CMP: a
@@ -106,11 +48,10 @@ template <typename T, bool CMP, int OP> struct BinF {
     int tag;
     __device__ __forceinline__ Out operator()(T x, T y) const {
         const int o = OP >= 0 ? OP : op;
-        if constexpr (CMP) return bin_cmp<T>(o, x, y);
+        if constexpr (CMP) return NB_SM_COMPARE(o, x, y);
         else if constexpr (std::is_floating_point<T>::value) return nb_sm_of<T>::binary(o, x, y);
-        else if constexpr (std::is_same<T, bool>::value) return bin_bool(o, x, y);
-        else if constexpr (std::is_same<T, uint8_t>::value) return bin_u8(o, x, y, err, tag);
-        else return bin_signed<T>(o, x, y, err, tag);
+        else if constexpr (std::is_same<T, bool>::value) return nb_sm_binary_b8(o, x, y);
+        else return bin_int<T>(o, x, y, err, tag);
     }
 };
 

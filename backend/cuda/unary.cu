@@ -34,22 +34,10 @@ template <typename T> struct UnParams<T, true> {
 };
 template <typename T> using UnP = typename UnParams<T>::type;
 
-// Integers: arithmetic wraps through the unsigned type; abs wraps at the
-// minimum; the rounding ops are the identity.
+// Integers: nb_scalar_math.h's (wrapping arithmetic; abs, sign; the rounding ops the identity).
 template <typename T> __device__ __forceinline__ T un_int(int op, T x, T a) {
-    using UT = typename std::make_unsigned<T>::type;
-    switch (op) {
-    case NB_UNARY_NEG: return (T)(UT(0) - (UT)x);
-    case NB_UNARY_ADD_SCALAR: return (T)((UT)x + (UT)a);
-    case NB_UNARY_MUL_SCALAR: return (T)((UT)x * (UT)a);
-    case NB_UNARY_ABS:
-        if constexpr (std::is_unsigned<T>::value) return x;
-        else return x < 0 ? (T)(UT(0) - (UT)x) : x;
-    case NB_UNARY_SIGN:
-        if constexpr (std::is_unsigned<T>::value) return (T)(x > 0);
-        else return (T)((0 < x) - (x < 0));
-    default: return x; // floor, ceil, round, trunc
-    }
+    if constexpr (std::is_same<T, uint8_t>::value) return nb_sm_unary_u8(op, x, a);
+    else return nb_sm_of<T>::unary(op, x, a);
 }
 
 // OP >= 0: one op fixed at compile time (the switch folds away); -1: op at run time.

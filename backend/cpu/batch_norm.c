@@ -54,16 +54,8 @@ static double lanes_total(const double *a) {
  *   gsums_S: sum(g) and sum(g * (x - mean))
  * apply_S writes y = x * scale + shift; gx_S writes
  * gx = (gy - gmean - (x - mean) * k) * wi (k = gmean = 0 in eval). */
-#define T float
-#define S f32
-#include "batch_norm.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "batch_norm.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "batch_norm.t.h"
+#include "template_floats.h"
 
 /* ---- per-channel coefficients (shared by the plane and row paths) -------- */
 
@@ -182,16 +174,8 @@ static void bn_backward_planes(void *arg, int64_t c0, int64_t c1) {
  * and each channel still sums its column top to bottom, in a fixed order. */
 #define BN_COLS 64
 
-#define T float
-#define S f32
-#include "batch_norm_rows.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "batch_norm_rows.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "batch_norm_rows.t.h"
+#include "template_floats.h"
 
 static void bn_rows_chunk(const bn_job *j, int64_t b0, int64_t b1, bool backward) {
     for (int64_t b = b0; b < b1; b++) {

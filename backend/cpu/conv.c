@@ -99,16 +99,8 @@ static void valid_range(int64_t off, int64_t stride, int64_t size, int64_t nout,
 /* im2col: col [cg*kh*kw, ho*wo] from one group's input planes x [cg, h, w];
  * col2im: gx [cg, h, w] = the sum of col's entries at each input position
  * (overwritten), visiting col in a fixed order. */
-#define T float
-#define S f32
-#include "conv_im2col.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "conv_im2col.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "conv_im2col.t.h"
+#include "template_floats.h"
 
 static void im2col(const conv_geom *g, const void *x, void *col) {
     if (g->dt == NB_F32) im2col_f32(g, x, col);
@@ -238,16 +230,8 @@ static int64_t wg_scratch(const wg_geom *q) {
         }                                                                                           \
     } while (0)
 
-#define T float
-#define S f32
-#include "conv_winograd.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "conv_winograd.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "conv_winograd.t.h"
+#include "template_floats.h"
 
 /* Winograd takes 3x3, stride 1, dilation 1 convolutions with enough
  * channels per group that the GEMMs outweigh the transforms. */
@@ -261,16 +245,8 @@ static bool wg_ok(const conv_geom *g) {
 
 /* Sum of n contiguous values in 8 interleaved double lanes (vectorises;
  * the order is fixed by n alone). */
-#define T float
-#define S f32
-#include "conv_lane_sum.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "conv_lane_sum.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "conv_lane_sum.t.h"
+#include "template_floats.h"
 
 /* One call's shared state: the views' data, the geometry and the
  * per-task workspaces. Task t (of ntasks) owns items [t*n/ntasks, ...).
@@ -596,16 +572,8 @@ static void bwd_weight_task(void *arg, int64_t t0, int64_t t1) {
 /* im2col path: rows r = (group, k) of the buckets: bucket 0's row += the
  * others' in order, then written transposed into gw [Cout, K], or into
  * gbias for the ones row k == K. */
-#define T float
-#define S f32
-#include "conv_sum_buckets.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "conv_sum_buckets.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "conv_sum_buckets.t.h"
+#include "template_floats.h"
 
 typedef struct sum_job {
     conv_job *j;

@@ -28,16 +28,8 @@ typedef struct ln_job {
     double eps;
 } ln_job;
 
-#define T float
-#define S f32
-#include "layer_norm.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "layer_norm.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "layer_norm.t.h"
+#include "template_floats.h"
 
 nb_status nb_cpu_layer_norm(nb_backend *be, const nb_kview *out, const nb_kview *mean, const nb_kview *rstd,
                             const nb_layer_norm_args *a) {

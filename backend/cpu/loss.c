@@ -48,16 +48,8 @@ static void scaled_exp_f32(float *gx, const float *x, int64_t c, float lse, floa
     nb_vscaled_exp(gx, x, c, lse, g);
 }
 
-#define T float
-#define S f32
-#include "loss.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "loss.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "loss.t.h"
+#include "template_floats.h"
 
 /* Every target in [0, c) or ignore_index, read on the host serially before
  * any work (the views: backend/check/loss.c). */

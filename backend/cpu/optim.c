@@ -37,16 +37,8 @@ typedef struct sgd_job {
     } c;
 } sgd_job;
 
-#define T float
-#define S f32
-#include "optim.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "optim.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "optim.t.h"
+#include "template_floats.h"
 
 /* ---- the views and h are checked before the call: backend/check/optim.c ---- */
 

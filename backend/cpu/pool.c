@@ -92,16 +92,8 @@ static bool fast_columns(const nb_pool_params *p, int64_t W, int64_t Wo, int64_t
  * inside: all taps in registers, which beats the chunked rows on short rows. */
 
 
-#define T float
-#define S f32
-#include "pool.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "pool.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "pool.t.h"
+#include "template_floats.h"
 
 /* ---- dispatch (views and windows checked: backend/check/pool.c) ------------- */
 

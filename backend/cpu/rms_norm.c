@@ -26,16 +26,8 @@ typedef struct rms_job {
     double eps;
 } rms_job;
 
-#define T float
-#define S f32
-#include "rms_norm.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "rms_norm.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "rms_norm.t.h"
+#include "template_floats.h"
 
 nb_status nb_cpu_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,
                           const nb_kview *w, double eps) {

@@ -49,16 +49,8 @@ static double row_sum_exp_f64(const double *x, int64_t n, double mx, double *y) 
 static float row_max_f32(const float *x, int64_t n) { return nb_vmax(x, n); }
 static double row_sum_exp_f32(const float *x, int64_t n, float mx, float *y) { return nb_vsum_exp(x, n, mx, y); }
 
-#define T float
-#define S f32
-#include "softmax.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "softmax.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "softmax.t.h"
+#include "template_floats.h"
 
 /* Fills the [outer, size, inner] geometry of a (checked: backend/check/softmax.c). */
 static void sm_setup(sm_job *j, const nb_kview *a, int dim) {

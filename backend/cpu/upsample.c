@@ -74,16 +74,8 @@ static void fill_taps(up_tap *t, int64_t in, int64_t out, nb_dtype dt, bool bili
     }
 }
 
-#define T float
-#define S f32
-#include "upsample.t.h"
-#undef T
-#undef S
-#define T double
-#define S f64
-#include "upsample.t.h"
-#undef T
-#undef S
+#define NB_TEMPLATE "upsample.t.h"
+#include "template_floats.h"
 
 static nb_status up_run(nb_backend *be, const nb_kview *xside, const nb_kview *yside, char *dst,
                         const char *src, bool bilinear, bool align, bool backward) {

@@ -291,7 +291,7 @@ nb_tensor *nb_lerp_scalar(nb_tensor *start, nb_tensor *end, double w) {
 
 /* ---- clamp ----------------------------------------------------------------- */
 
-/* PyTorch's nb_bw_clamp and clamp_backward_min_max: x gets g where
+/* PyTorch's clamp_backward and clamp_backward_min_max: x gets g where
  * lo <= x <= hi; lo where x < lo (and lo < hi when both); hi where x > hi
  * (or hi < lo). saved: x, lo, hi (lo/hi NULL when absent). */
 nb_status nb_bw_clamp(nb_node *n, nb_tensor *g, nb_tensor **gin) {

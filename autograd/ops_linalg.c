@@ -288,7 +288,7 @@ nb_status nb_linalg_slogdet(nb_tensor *A, nb_tensor **sign, nb_tensor **logabsde
 
 /* ---- cholesky ------------------------------------------------------------------- */
 
-/* PyTorch's nb_bw_cholesky (Murray 2016, arXiv:1602.07527):
+/* PyTorch's cholesky_backward (Murray 2016, arXiv:1602.07527):
  * phi = tril(L^T gL) with its diagonal halved, gA = sym(L^-T phi L^-1). */
 nb_status nb_bw_cholesky(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *L = n->saved[0], *gL = g;
@@ -420,7 +420,7 @@ nb_status nb_linalg_eigh(nb_tensor *A, char uplo, nb_tensor **eigenvalues, nb_te
 
 /* ---- svd ---------------------------------------------------------------------------------- */
 
-/* PyTorch's nb_bw_svd (real case) on the reduced factors U [m, k],
+/* PyTorch's svd_backward (real case) on the reduced factors U [m, k],
  * S [k], Vh [k, n]: J = (skew(U^T gU) S + S skew(Vh gVh^T)) / E + diag(gS)
  * with E_ij = s_j^2 - s_i^2 (1 on the diagonal); plus the projections of
  * gU (m > n) or gVh (m < n) off the spans of U or V. */

@@ -123,7 +123,7 @@ static nb_tensor *prod_of_others(nb_tensor *x, const bool *mask) {
     return xp ? nb_permute(nb_reshape(others, xp->ndim, xp->shape), inv) : NULL;
 }
 
-/* prod: g * out / x (PyTorch's nb_bw_prod) where the slice holds no 0,
+/* prod: g * out / x (PyTorch's prod_backward) where the slice holds no 0,
  * inf or NaN and the product neither overflowed nor underflowed; elsewhere
  * g * (the product of the others), which is exact
  * with zeros (one zero: the others' product at it, 0 elsewhere) and stays
@@ -326,7 +326,7 @@ nb_tensor *nb_var(nb_tensor *t, const int *dims, int n_dims, double correction, 
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, var_impl(NB_OP_VAR, t, dims, n_dims, correction, keepdim));
 }
-/* std = sqrt(var) with PyTorch's nb_bw_std: g / (2 std), masked to 0
+/* std = sqrt(var) with PyTorch's std_backward: g / (2 std), masked to 0
  * where std == 0 (sqrt's own rule would give inf * 0 = NaN there). */
 nb_status nb_bw_std(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *y = n->saved[0];
@@ -415,7 +415,7 @@ static nb_tensor *sign_of(nb_tensor *x) {
 }
 static nb_tensor *abs_of(nb_tensor *x) { return nb_mul(x, sign_of(x)); }
 
-/* torch.linalg.vector_norm's backward (PyTorch's nb_bw_norm):
+/* torch.linalg.vector_norm's backward (PyTorch's norm_backward):
  * p finite: g sign(x) |x|^(p-1) / n^(p-1), 0 where n == 0 (masked, so the
  * 2-norm of zeros has gradient 0); p = +-inf: g sign(x) shared evenly
  * among the elements with |x| == n. */

@@ -1,6 +1,6 @@
 /* ops_scan.c - cumulative ops along one dim: cumsum, cumprod, cummax,
  * cummin, logcumsumexp; forward through the backend's scan slot and one
- * backward rule through its nb_bw_scan slot (reverse cumsum, PyTorch's
+ * backward rule through its scan_backward slot (reverse cumsum, PyTorch's
  * cumprod_backward exact with zeros, an ordered scatter to the cummax/cummin
  * indices, the stable logcumsumexp gradient). Kernels: backend/cpu/scan.c.
  * Tests: tests/test_ops_scan.c. */

@@ -1,6 +1,6 @@
 /* ops_unary.c - unary elementwise ops (math functions, activations, gelu,
  * scalar forms): forward dispatch through the backend's unary slot and one
- * backward rule through its nb_bw_unary slot.
+ * backward rule through its unary_backward slot.
  * Kernels: backend/cpu/unary.c, unary_math.c. Two-parameter
  * activations compose one-parameter kernels (hardtanh = two one-sided
  * clamps; softplus with beta != 1 scales around the beta-1 kernel).
@@ -18,7 +18,7 @@ static nb_tensor *sc(const nb_tensor *like, double v) { return nb_scalar_like(li
 static nb_tensor *masked(nb_tensor *mask, nb_tensor *g) { return nb_where(mask, g, sc(g, 0)); }
 
 /* gx = g * f'(x) of unary op kop as recorded ops, for create_graph: the
- * formulas of the backend's nb_bw_unary slot (PyTorch's
+ * formulas of the backend's unary_backward slot (PyTorch's
  * derivatives.yaml), written so that they can be differentiated again.
  * x and y are the saved input and output, connected to the graph. */
 static nb_tensor *unary_grad_ops(nb_unary_op kop, double a, nb_tensor *g, nb_tensor *x, nb_tensor *y) {
@@ -96,7 +96,7 @@ static nb_tensor *unary_grad_ops(nb_unary_op kop, double a, nb_tensor *g, nb_ten
     return NB_FAIL(NB_ERR_UNSUPPORTED, "unary backward: op %d has no differentiable rule", (int)kop);
 }
 
-/* One rule for every unary op: the backend's nb_bw_unary with the saved
+/* One rule for every unary op: the backend's unary_backward with the saved
  * input (slot 0), output (slot 1) and alpha (p.unary); under create_graph
  * the same formula as recorded ops. */
 nb_status nb_bw_unary(nb_node *n, nb_tensor *g, nb_tensor **gin) {

@@ -1,16 +1,16 @@
 /* nb_scalar_math.h - the scalar formulas of the elementwise ops, written
  * once for every backend (internal): unary forward and backward rules, the
- * float binary ops, the integer division/power/shift helpers, and the Adam
- * and SGD element updates. Plain C11 and CUDA C++ (host and device, the
+ * binary ops of every dtype (with the integer divisions, powers and
+ * shifts), the comparisons, and the Adam and SGD element updates. Plain C11 and CUDA C++ (host and device, the
  * pattern of core/philox.h); the CPU's loops (backend/cpu/unary.c,
- * unary_math.c, binary.c, optim.c) and the CUDA functors (unary.cu,
+ * unary_math.c, binary.t.h, optim.t.h) and the CUDA functors (unary.cu,
  * binary.cu, optim.cu) call these, so a formula, its value at a kink and
  * its NaN behaviour cannot drift between backends.
  *
  * The float formulas are an included template, nb_scalar_math_float.t.h,
  * instantiated for float (suffix f32) and double (f64); the integer helpers
- * are nb_scalar_math_int.t.h for int32_t and int64_t, plus the uint8 ones
- * below. Every function has its suffix in both languages (nb_sm_unary_f32,
+ * are nb_scalar_math_int.t.h for int32_t and int64_t, plus the uint8 and
+ * bool ones below. Every function has its suffix in both languages (nb_sm_unary_f32,
  * nb_sm_div_floor_i64); CUDA templates reach them through nb_sm_of<T>.
  *
  * Formulas are PyTorch's (aten/src/ATen/native/cpu/UnaryOpsKernel.cpp,

@@ -32,17 +32,17 @@ nb_status nb_set_error(nb_status s, const char *fmt, ...) __attribute__((format(
 /* The binary op's name in messages (PyTorch's: "remainder", "bitwise_left_shift";
  * both rounding divisions are "div"); "invalid binary op" outside the enum. */
 static inline const char *nb_binary_name(nb_binary_op op) {
-    static const char *const names[NB_BINARY_OP_COUNT] = {
+    static const char *const names[] = {
         "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "gt", "ge", "lt", "le",
         "remainder", "fmod", "atan2", "div", "div", "bitwise_and", "bitwise_or", "bitwise_xor",
         "bitwise_left_shift", "bitwise_right_shift"};
+#ifdef __cplusplus
+    static_assert(sizeof names / sizeof names[0] == NB_BINARY_OP_COUNT, "nb_binary_name must name every binary op");
+#else
+    _Static_assert(sizeof names / sizeof names[0] == NB_BINARY_OP_COUNT, "nb_binary_name must name every binary op");
+#endif
     return (unsigned)op < NB_BINARY_OP_COUNT ? names[op] : "invalid binary op";
 }
-#ifdef __cplusplus
-static_assert(NB_BINARY_RSHIFT == NB_BINARY_OP_COUNT - 1, "nb_binary_name must name every binary op");
-#else
-_Static_assert(NB_BINARY_RSHIFT == NB_BINARY_OP_COUNT - 1, "nb_binary_name must name every binary op");
-#endif
 
 /* ---- the unary ops' list (NB_UNARY_OPS, nb_backend.h) ----------------------------------- */
 

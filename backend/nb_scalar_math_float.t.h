@@ -4,6 +4,9 @@
  * template over T: NB_M(exp) is expf for float and exp for double, NB_SM(x)
  * is nb_sm_x_f32 or nb_sm_x_f64. */
 
+#ifdef T /* a template of the includer's own (*.t.h) must come after this header */
+#error "nb_scalar_math.h must be included before T is defined"
+#endif
 #define T NB_SM_T
 #define NB_SM(name) NB_SM_CAT(nb_sm_##name##_, NB_SM_SFX)
 #if NB_SM_IS_F32

@@ -28,8 +28,8 @@
  *   ac      its autocast policy (nb_autocast_policy below, as torch.autocast's
  *           op lists): AC(LOWER), AC(LOWER_EXCEPT_CPU), AC(FP32) or
  *           AC(NONE); the op's function applies it (nb_autocast_inputs) or
- *           calls the op that does (bmm through matmul). OPS.md's autocast
- *           column is generated from it.
+ *           calls the op that does (bmm and deform_conv2d through matmul).
+ *           OPS.md's autocast column is generated from it.
  *
  * autograd/OPS.md's main table is generated from this list
  * (build/tests/nabla-ops-md) and tests/test_op_table.c fails when the two
@@ -268,7 +268,7 @@ extern "C" {
     X(CONV_TRANSPOSE1D, conv_transpose1d, conv, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(reduce) K(conv2d) K(conv2d_backward_input) K(conv2d_backward_weight), BW_CALLS, AC(LOWER_EXCEPT_CPU)) \
     X(CONV3D, conv3d, conv, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(conv2d) K(conv2d_backward_input) K(conv2d_backward_weight), BW_CALLS, AC(NONE)) \
     X(CONV_TRANSPOSE3D, conv_transpose3d, conv, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(conv2d) K(conv2d_backward_input) K(conv2d_backward_weight), BW_CALLS, AC(NONE)) \
-    X(DEFORM_CONV2D, deform_conv2d, conv, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
+    X(DEFORM_CONV2D, deform_conv2d, conv, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(gather) K(scatter), BW_CALLS, AC(LOWER)) \
     X(MAX_POOL2D, max_pool2d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H, K(max_pool2d) K(max_pool2d_backward), BW(max), AC(NONE)) \
     X(MAX_POOL1D, max_pool1d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(max_pool2d) K(max_pool2d_backward), BW(max), AC(NONE)) \
     X(AVG_POOL2D, avg_pool2d, pool, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H, K(avg_pool2d) K(avg_pool2d_backward), BW(avg), AC(NONE)) \

@@ -40,9 +40,15 @@ static const bool row_slots[NB_OP_COUNT][NB_SLOT_COUNT] = {
 };
 
 /* The same column as a list per row, for the capability check every op call
- * makes: slot id + 1 each, 0 after the last (a row that lists more slots
- * than fit is an excess-initializer error at build time). */
+ * makes: slot id + 1 each, 0 after the last; a row that lists more slots
+ * than fit fails to build. */
 #define NB_ROW_SLOTS_MAX 16
+#define K(slot) +1
+#define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw, ac)                                 \
+    _Static_assert((0 slots) < NB_ROW_SLOTS_MAX, #name ": more kernel slots than NB_ROW_SLOTS_MAX - 1");
+NB_OP_TABLE(NB_OP_ROW)
+#undef NB_OP_ROW
+#undef K
 static const uint8_t row_slot_list[NB_OP_COUNT][NB_ROW_SLOTS_MAX] = {
 #define K(slot) NB_SLOT_##slot + 1,
 #define NB_OP_ROW(id, name, family, flags, dtypes, slots, bw, ac) [NB_OP_##id] = {slots},

@@ -1,11 +1,10 @@
 /* binary.c - the shared contract checks of binary and where: the op, inputs expanded to out, dtypes and the op's. */
 #include "check.h"
 
-
 static bool is_compare(nb_binary_op op) { return op >= NB_BINARY_EQ && op <= NB_BINARY_LE; }
 
 /* The dtypes of each op (PyTorch's); the 16-bit floats wherever float32
- * is (the CPU computes them in float32, backend/cpu/half.c). */
+ * is (the CPU computes them in float32, backend/cpu/iter16.c). */
 static bool bin_supported(nb_binary_op op, nb_dtype dt) {
     unsigned m = NB_DTM(dt);
     switch (op) {

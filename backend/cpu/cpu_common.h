@@ -19,7 +19,8 @@
  *   index_select, index_copy, where, gather, nonzero: every dtype (they
  *           move elements)
  * float16/bfloat16: copy, fill and the element-moving kernels take them as
- * they are; the computing slots that take them (unary, binary, reduce,
+ * they are; unary, unary_backward and binary run their float32 loops chunk
+ * by chunk (iter16.c); the other computing slots that take them (reduce,
  * matmul, conv, pooling, cross_entropy, random's bernoulli, attention) run
  * on float32 copies through half.c's adapters.
  * Any other combination returns NB_ERR_DTYPE with a message naming the op.

@@ -1,7 +1,7 @@
 /* softmax.c - CPU softmax / log_softmax along a dim and their backward
  * (cross entropy is in loss.c). A contiguous tensor is seen as [outer, size, inner] around
  * dim: with inner == 1 each row is contiguous; otherwise blocks of up to
- * NB_SM_COLS neighbouring columns are processed together so memory is read
+ * SOFTMAX_COLS neighbouring columns are processed together so memory is read
  * in rows. Every reduction over `size` runs sequentially in a fixed order
  * (float32 accumulates in double) and threads split rows or column blocks,
  * so results do not depend on the thread count. Formulas (PyTorch's):
@@ -18,7 +18,7 @@
 #include "threadpool.h"
 #include "unary_loops.h"
 
-#define NB_SM_COLS 64
+#define SOFTMAX_COLS 64
 
 typedef struct sm_job {
     char *out;             /* y (forward) or gx (backward) */
@@ -58,7 +58,7 @@ static void sm_setup(sm_job *j, const nb_kview *a, int dim) {
     for (int d = 0; d < dim; d++) j->outer *= a->shape[d];
     for (int d = dim + 1; d < a->ndim; d++) j->inner *= a->shape[d];
     j->size = a->shape[dim];
-    j->ncb = (j->inner + NB_SM_COLS - 1) / NB_SM_COLS;
+    j->ncb = (j->inner + SOFTMAX_COLS - 1) / SOFTMAX_COLS;
 }
 
 static void sm_launch(sm_job *j, bool f32, nb_cpu_range_fn rows32, nb_cpu_range_fn rows64,
@@ -67,7 +67,7 @@ static void sm_launch(sm_job *j, bool f32, nb_cpu_range_fn rows32, nb_cpu_range_
     if (j->inner == 1)
         nb_cpu_parallel_for(j->outer, NB_CPU_GRAIN / j->size + 1, f32 ? rows32 : rows64, j);
     else
-        nb_cpu_parallel_for(j->outer * j->ncb, NB_CPU_GRAIN / (j->size * NB_SM_COLS) + 1,
+        nb_cpu_parallel_for(j->outer * j->ncb, NB_CPU_GRAIN / (j->size * SOFTMAX_COLS) + 1,
                             f32 ? cols32 : cols64, j);
 }
 

@@ -25,11 +25,11 @@ static void TS(sm_cols_)(void *arg, int64_t u0, int64_t u1) {
     const sm_job *j = arg;
     int64_t n = j->size, in = j->inner;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t o = u / j->ncb, c0 = (u % j->ncb) * NB_SM_COLS;
-        int64_t w = in - c0 < NB_SM_COLS ? in - c0 : NB_SM_COLS;
+        int64_t o = u / j->ncb, c0 = (u % j->ncb) * SOFTMAX_COLS;
+        int64_t w = in - c0 < SOFTMAX_COLS ? in - c0 : SOFTMAX_COLS;
         const T *x = (const T *)j->x + o * n * in + c0;
-        T *y = (T *)j->out + o * n * in + c0, mx[NB_SM_COLS], ls[NB_SM_COLS];
-        double sum[NB_SM_COLS];
+        T *y = (T *)j->out + o * n * in + c0, mx[SOFTMAX_COLS], ls[SOFTMAX_COLS];
+        double sum[SOFTMAX_COLS];
         for (int64_t c = 0; c < w; c++) mx[c] = x[c], sum[c] = 0;
         for (int64_t i = 1; i < n; i++)
             for (int64_t c = 0; c < w; c++) mx[c] = MAXF(x[i * in + c], mx[c]);
@@ -63,11 +63,11 @@ static void TS(smb_cols_)(void *arg, int64_t u0, int64_t u1) {
     const sm_job *j = arg;
     int64_t n = j->size, in = j->inner;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t o = u / j->ncb, c0 = (u % j->ncb) * NB_SM_COLS, off = o * n * in + c0;
-        int64_t w = in - c0 < NB_SM_COLS ? in - c0 : NB_SM_COLS;
+        int64_t o = u / j->ncb, c0 = (u % j->ncb) * SOFTMAX_COLS, off = o * n * in + c0;
+        int64_t w = in - c0 < SOFTMAX_COLS ? in - c0 : SOFTMAX_COLS;
         const T *y = (const T *)j->y + off, *g = (const T *)j->g + off;
-        T *gx = (T *)j->out + off, s[NB_SM_COLS];
-        double acc[NB_SM_COLS] = {0};
+        T *gx = (T *)j->out + off, s[SOFTMAX_COLS];
+        double acc[SOFTMAX_COLS] = {0};
         for (int64_t i = 0; i < n; i++)
             for (int64_t c = 0; c < w; c++)
                 acc[c] += j->log ? g[i * in + c] : g[i * in + c] * y[i * in + c];

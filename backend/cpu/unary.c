@@ -58,7 +58,9 @@ nb_status nb_cpu_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, cons
     (void)be;
     const bool h16 = nb_dtype_is_16bit(x->dtype); /* float32 loops over 16-bit chunks (iter16.c) */
     const nb_dtype cdt = h16 ? NB_F32 : x->dtype;
-    nb_cpu_loop_fn fn = nb_dtype_is_float(cdt) ? nb_cpu_unary_float_loop(op, cdt, alpha) : int_loops[op][cdt];
+    nb_cpu_loop_fn fn = NULL;
+    if (nb_dtype_is_float(cdt)) fn = nb_cpu_unary_float_loop(op, cdt, alpha);
+    else if ((unsigned)op < NB_UNARY_OP_COUNT && (unsigned)cdt < NB_DTYPE_COUNT) fn = int_loops[op][cdt];
     if (!fn) /* dtypes the op does not take: for callers of the ISA tables (tests), which bypass the check */
         return nb_set_error(NB_ERR_DTYPE, "%s: not supported for %s on the CPU", nb_unary_name(op),
                             nb_dtype_name(x->dtype));

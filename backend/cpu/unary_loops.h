@@ -2,8 +2,8 @@
  * (internal): unary.c (the slot entry points, integer loops) and
  * unary_math.c (every float loop). A loop has an all-contiguous branch
  * (a plain indexed loop the compiler vectorises) and a generic byte-strided
- * one; the float32 activations that call exp use 4-lane GCC vector code
- * (VF_LOOP with vexp) since libm's expf does not vectorise. */
+ * one; the float32 activations that call exp use GCC vector code (VF_LOOP
+ * with vexp; 4 to 16 lanes, NB_VLEN) since libm's expf does not vectorise. */
 #ifndef NB_CPU_UNARY_LOOPS_H
 #define NB_CPU_UNARY_LOOPS_H
 

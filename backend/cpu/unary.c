@@ -18,15 +18,24 @@
 /* ---- integers: arithmetic wraps through the unsigned type; abs wraps at
  * the minimum (as PyTorch); the rounding ops are the identity ---- */
 
-/* out = nb_sm_unary_<S>(OP, x; alpha) with the op a constant */
-#define INT_LOOP(NAME, T, S, OP) UN_LOOP(NAME, T, nb_sm_unary_##S(OP, x, a))
-#define INT_LOOPS(T, S) \
-    INT_LOOP(neg_##S, T, S, NB_UNARY_NEG) INT_LOOP(adds_##S, T, S, NB_UNARY_ADD_SCALAR) \
-    INT_LOOP(muls_##S, T, S, NB_UNARY_MUL_SCALAR) INT_LOOP(abs_##S, T, S, NB_UNARY_ABS) \
-    INT_LOOP(sign_##S, T, S, NB_UNARY_SIGN) INT_LOOP(ident_##S, T, S, NB_UNARY_TRUNC)
-INT_LOOPS(int32_t, i32)
-INT_LOOPS(int64_t, i64)
-INT_LOOPS(uint8_t, u8)
+/* neg_, adds_, muls_, abs_, sign_ and ident_ for each integer dtype */
+#define NB_UN_INT 1
+#define T int32_t
+#define S i32
+#include "unary.t.h"
+#undef T
+#undef S
+#define T int64_t
+#define S i64
+#include "unary.t.h"
+#undef T
+#undef S
+#define T uint8_t
+#define S u8
+#include "unary.t.h"
+#undef T
+#undef S
+#undef NB_UN_INT
 
 #define INTS(OP) {[NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8}
 static const nb_cpu_loop_fn int_loops[NB_UNARY_OP_COUNT][NB_DTYPE_COUNT] = {

@@ -12,53 +12,6 @@
 
 #include "iter.h"
 
-/* ---- unary: out = EXPR(x; a), after PRE (statements run once per call) -- */
-
-#define UN_LOOP_PRE(NAME, T, PRE, EXPR)                                                         \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
-        const T a = (T) * (const double *)ctx;                                                  \
-        (void)a;                                                                                \
-        PRE;                                                                                    \
-        T *o = (T *)p[0];                                                                       \
-        const T *X = (const T *)p[1];                                                           \
-        if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {                         \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                T x = X[i];                                                                     \
-                o[i] = (T)(EXPR);                                                               \
-            }                                                                                   \
-        } else {                                                                                \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                T x = *(const T *)(p[1] + i * s[1]);                                            \
-                *(T *)(p[0] + i * s[0]) = (T)(EXPR);                                            \
-            }                                                                                   \
-        }                                                                                       \
-    }
-#define UN_LOOP(NAME, T, EXPR) UN_LOOP_PRE(NAME, T, (void)0, EXPR)
-
-/* ---- unary backward: gx = EXPR(g, v; a), v = x or y as the rule needs ---- */
-
-#define UB_LOOP(NAME, T, EXPR)                                                                  \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
-        const T a = (T) * (const double *)ctx;                                                  \
-        (void)a;                                                                                \
-        const int64_t st = (int64_t)sizeof(T);                                                  \
-        if (s[0] == st && s[1] == st && s[2] == st) {                                           \
-            T *o = (T *)p[0];                                                                   \
-            const T *G = (const T *)p[1], *V = (const T *)p[2];                                 \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                T g = G[i], v = V[i];                                                           \
-                (void)g, (void)v;                                                               \
-                o[i] = (T)(EXPR);                                                               \
-            }                                                                                   \
-        } else {                                                                                \
-            for (int64_t i = 0; i < n; i++) {                                                   \
-                T g = *(const T *)(p[1] + i * s[1]), v = *(const T *)(p[2] + i * s[2]);         \
-                (void)g, (void)v;                                                               \
-                *(T *)(p[0] + i * s[0]) = (T)(EXPR);                                            \
-            }                                                                                   \
-        }                                                                                       \
-    }
-
 /* A backward rule's loops; the saved tensor it reads (its third operand) is
  * nb_unary_saved_of(op)'s (NB_UNARY_OPS, nb_backend.h). */
 typedef struct nb_cpu_unary_rule {
@@ -196,42 +149,41 @@ static inline void nb_vscaled_exp(float *y, const float *x, int64_t n, float c, 
     }
 }
 
-/* out = OUT(x; a) (unary) or OUT(g, x; a) (backward, operands gx, gy, x) on
- * float32, x and g vf and a the float alpha, NB_VLEN lanes (one register) a
- * block; strided operands and the tail go through a buffer. Explicit vector
- * code because GCC will not if-convert float compares under -ftrapping-math. */
-#define VF_LOOP_OUT(NAME, BW, OUT)                                                              \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
-        const float a = (float)*(const double *)ctx;                                            \
-        (void)a;                                                                                \
-        const int xo = (BW) ? 2 : 1; /* operand index of x */                                  \
-        int64_t i = 0;                                                                          \
-        if (s[0] == 4 && s[1] == 4 && (!(BW) || s[2] == 4))                                     \
-            for (; i + NB_VLEN <= n; i += NB_VLEN) {                                            \
-                vf x, g = {0};                                                                  \
-                memcpy(&x, p[xo] + 4 * i, sizeof x);                                            \
-                if (BW) memcpy(&g, p[1] + 4 * i, sizeof g);                                     \
-                x = (OUT);                                                                      \
-                memcpy(p[0] + 4 * i, &x, sizeof x);                                             \
-            }                                                                                   \
-        for (; i < n; i += NB_VLEN) {                                                           \
-            int64_t m = n - i < NB_VLEN ? n - i : NB_VLEN;                                      \
-            float xb[NB_VLEN] = {0}, gb[NB_VLEN] = {0};                                         \
-            for (int64_t l = 0; l < m; l++) {                                                   \
-                xb[l] = *(const float *)(p[xo] + (i + l) * s[xo]);                              \
-                if (BW) gb[l] = *(const float *)(p[1] + (i + l) * s[1]);                        \
-            }                                                                                   \
-            vf x, g;                                                                           \
-            memcpy(&x, xb, sizeof x);                                                           \
-            memcpy(&g, gb, sizeof g);                                                           \
-            x = (OUT);                                                                          \
-            memcpy(xb, &x, sizeof x);                                                           \
-            for (int64_t l = 0; l < m; l++) *(float *)(p[0] + (i + l) * s[0]) = xb[l];          \
-        }                                                                                       \
+/* out = f(x, g; a) on float32 for a unary loop (operands out, x; g is 0)
+ * or a backward one (bw: operands gx, gy, x), x and g vf and a the float
+ * alpha, NB_VLEN lanes (one register) a block; strided operands and the
+ * tail go through a buffer. Explicit vector code because GCC will not
+ * if-convert float compares under -ftrapping-math. f is a static inline
+ * function given by name, so the call is inlined into each loop. */
+typedef vf (*nb_vf_fn)(vf x, vf g, float a);
+static inline __attribute__((always_inline)) void nb_vf_loop(char **p, const int64_t *s, int64_t n, const void *ctx,
+                                                             const int bw, nb_vf_fn f) {
+    const float a = (float)*(const double *)ctx;
+    const int xo = bw ? 2 : 1; /* operand index of x */
+    int64_t i = 0;
+    if (s[0] == 4 && s[1] == 4 && (!bw || s[2] == 4))
+        for (; i + NB_VLEN <= n; i += NB_VLEN) {
+            vf x, g = {0};
+            memcpy(&x, p[xo] + 4 * i, sizeof x);
+            if (bw) memcpy(&g, p[1] + 4 * i, sizeof g);
+            x = f(x, g, a);
+            memcpy(p[0] + 4 * i, &x, sizeof x);
+        }
+    for (; i < n; i += NB_VLEN) {
+        int64_t m = n - i < NB_VLEN ? n - i : NB_VLEN;
+        float xb[NB_VLEN] = {0}, gb[NB_VLEN] = {0};
+        for (int64_t l = 0; l < m; l++) {
+            xb[l] = *(const float *)(p[xo] + (i + l) * s[xo]);
+            if (bw) gb[l] = *(const float *)(p[1] + (i + l) * s[1]);
+        }
+        vf x, g;
+        memcpy(&x, xb, sizeof x);
+        memcpy(&g, gb, sizeof g);
+        x = f(x, g, a);
+        memcpy(xb, &x, sizeof x);
+        for (int64_t l = 0; l < m; l++) *(float *)(p[0] + (i + l) * s[0]) = xb[l];
     }
-/* out = EXPR (unary) or gy * EXPR (backward) */
-#define VF_LOOP_EXPR(NAME, BW, EXPR) VF_LOOP_OUT(NAME, BW, (BW) ? g * (EXPR) : (EXPR))
-#define VF_LOOP(NAME, F, BW) VF_LOOP_EXPR(NAME, BW, F(x))
+}
 
 /* ---- unary_math.c: every op's float32 and float64 loops ---------------- */
 

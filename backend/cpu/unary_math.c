@@ -24,18 +24,11 @@
 
 /* ---- the scalar formulas, one loop per (op, dtype) ---------------------------- */
 
-/* out = nb_sm_unary_<S>(OP, x; alpha) */
-#define SM_LOOP(NAME, T, S, OP)                                                                 \
-    UN_LOOP_PRE(NAME, T, const nb_sm_unary_args_##S u_ = nb_sm_unary_prep_##S(OP, *(const double *)ctx), \
-                nb_sm_unary_##S(OP, x, &u_))
-/* gx = nb_sm_unary_backward_<S>(OP, g, v; alpha) */
-#define SM_BW_LOOP(NAME, T, S, OP) UB_LOOP(NAME, T, nb_sm_unary_backward_##S(OP, g, v, a))
-#define SM_LOOPS(id, name, saved)                                                               \
-    SM_LOOP(fwd_##id##_f32, float, f32, NB_UNARY_##id)                                          \
-    SM_LOOP(fwd_##id##_f64, double, f64, NB_UNARY_##id)                                         \
-    SM_BW_LOOP(bw_##id##_f32, float, f32, NB_UNARY_##id)                                        \
-    SM_BW_LOOP(bw_##id##_f64, double, f64, NB_UNARY_##id)
-NB_UNARY_OPS(SM_LOOPS)
+/* fwd_<ID>_<S>, bw_<ID>_<S> and square_<S> for float and double */
+#define NB_UN_INT 0
+#define NB_TEMPLATE "unary.t.h"
+#include "template_floats.h"
+#undef NB_UN_INT
 
 static const struct {
     nb_cpu_loop_fn fwd[2]; /* float32, float64 */
@@ -45,11 +38,6 @@ static const struct {
     NB_UNARY_OPS(SM_ROW)
 #undef SM_ROW
 };
-
-/* pow_scalar with alpha 2: the formula's x * x, as a loop of its own (the
- * generic one keeps a test of alpha per element) */
-UN_LOOP(square_f32, float, x * x)
-UN_LOOP(square_f64, double, x * x)
 
 /* ---- float32 vector forms (the exp-based activations) ------------------------------------------------ */
 
@@ -112,40 +100,121 @@ static inline vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
 static inline vf vmax0(vf x) { return vsel(x > 0.0f, x, vbcast(0)); }
 static inline vf vmin0(vf x) { return vsel(x > 0.0f, vbcast(0), x); } /* NaN stays */
 
-VF_LOOP(silu_f32, vsilu, 0)
-VF_LOOP(silu_bw_f32, vsilu_grad, 1)
-VF_LOOP(mish_f32, vmish, 0)
-VF_LOOP(mish_bw_f32, vmish_grad, 1)
-VF_LOOP_EXPR(elu_f32, 0, vsel(x <= 0.0f, vexpm1(x) * a, x))
-VF_LOOP_EXPR(elu_bw_f32, 1, vsel(x > 0.0f, vbcast(1), vexp(x) * a)) /* NaN gives NaN, as PyTorch */
-VF_LOOP_EXPR(selu_f32, 0, vsel(x <= 0.0f, vexpm1(x) * SELU_NEG_F, x * SELU_SCALE_F))
-VF_LOOP_EXPR(selu_bw_f32, 1, vsel(x > 0.0f, vbcast(SELU_SCALE_F), vexp(x) * SELU_NEG_F))
+static inline vf silu_v(vf x, vf g, float a) { (void)g, (void)a; return vsilu(x); }
+static void silu_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, silu_v);
+}
+static inline vf silu_bw_v(vf x, vf g, float a) { (void)a; return g * vsilu_grad(x); }
+static void silu_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, silu_bw_v);
+}
+static inline vf mish_v(vf x, vf g, float a) { (void)g, (void)a; return vmish(x); }
+static void mish_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, mish_v);
+}
+static inline vf mish_bw_v(vf x, vf g, float a) { (void)a; return g * vmish_grad(x); }
+static void mish_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, mish_bw_v);
+}
+static inline vf elu_v(vf x, vf g, float a) { (void)g; return vsel(x <= 0.0f, vexpm1(x) * a, x); }
+static void elu_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, elu_v);
+}
+/* NaN gives NaN, as PyTorch */
+static inline vf elu_bw_v(vf x, vf g, float a) { return g * (vsel(x > 0.0f, vbcast(1), vexp(x) * a)); }
+static void elu_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, elu_bw_v);
+}
+static inline vf selu_v(vf x, vf g, float a) {
+    (void)g, (void)a;
+    return vsel(x <= 0.0f, vexpm1(x) * SELU_NEG_F, x * SELU_SCALE_F);
+}
+static void selu_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, selu_v);
+}
+static inline vf selu_bw_v(vf x, vf g, float a) {
+    (void)a;
+    return g * (vsel(x > 0.0f, vbcast(SELU_SCALE_F), vexp(x) * SELU_NEG_F));
+}
+static void selu_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, selu_bw_v);
+}
 /* softplus = max(x, 0) + log1p(e^-|x|) (the same value as log1p(e^x), no overflow) */
-VF_LOOP_EXPR(softplus_f32, 0, vsel(x > a, x, vmax0(x) + vlog1p01(vexp(-vabs(x)))))
-VF_LOOP_EXPR(softplus_bw_f32, 1, vsel(x > a, vbcast(1), 1.0f / (vexp(-x) + 1.0f)))
-VF_LOOP_EXPR(logsigmoid_f32, 0, vmin0(x) - vlog1p01(vexp(-vabs(x))))
+static inline vf softplus_v(vf x, vf g, float a) {
+    (void)g;
+    return vsel(x > a, x, vmax0(x) + vlog1p01(vexp(-vabs(x))));
+}
+static void softplus_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, softplus_v);
+}
+static inline vf softplus_bw_v(vf x, vf g, float a) {
+    return g * (vsel(x > a, vbcast(1), 1.0f / (vexp(-x) + 1.0f)));
+}
+static void softplus_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, softplus_bw_v);
+}
+static inline vf logsigmoid_v(vf x, vf g, float a) {
+    (void)g, (void)a;
+    return vmin0(x) - vlog1p01(vexp(-vabs(x)));
+}
+static void logsigmoid_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, logsigmoid_v);
+}
 static inline vf vlogsigmoid_grad(vf x) {
     vf z = vexp(-vabs(x)), q = z / (z + 1.0f);
     return vsel(x < 0.0f, 1.0f - q, q);
 }
-VF_LOOP(logsigmoid_bw_f32, vlogsigmoid_grad, 1)
+static inline vf logsigmoid_bw_v(vf x, vf g, float a) { (void)a; return g * vlogsigmoid_grad(x); }
+static void logsigmoid_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, logsigmoid_bw_v);
+}
 /* piecewise-linear ones: selects are exact, and masked gradients are a true 0 */
-VF_LOOP_EXPR(leaky_relu_f32, 0, vsel(x > 0.0f, x, x * a))
-VF_LOOP_EXPR(leaky_relu_bw_f32, 1, vsel(x > 0.0f, vbcast(1), vbcast(a)))
+static inline vf leaky_relu_v(vf x, vf g, float a) { (void)g; return vsel(x > 0.0f, x, x * a); }
+static void leaky_relu_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, leaky_relu_v);
+}
+static inline vf leaky_relu_bw_v(vf x, vf g, float a) { return g * (vsel(x > 0.0f, vbcast(1), vbcast(a))); }
+static void leaky_relu_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, leaky_relu_bw_v);
+}
 static inline vf vr63(vf x) {
     vf t = x + 3.0f;
     t = vsel(t < 0.0f, vbcast(0), t);
     return vsel(t > 6.0f, vbcast(6), t);
 }
-VF_LOOP_EXPR(hardsigmoid_f32, 0, vr63(x) / 6.0f)
-VF_LOOP_EXPR(hardswish_f32, 0, x * vr63(x) / 6.0f)
-VF_LOOP_OUT(hardsigmoid_bw_f32, 1, vsel((x > -3.0f) & (x < 3.0f), g * (float)(1.0 / 6), vbcast(0)))
+static inline vf hardsigmoid_v(vf x, vf g, float a) { (void)g, (void)a; return vr63(x) / 6.0f; }
+static void hardsigmoid_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, hardsigmoid_v);
+}
+static inline vf hardswish_v(vf x, vf g, float a) { (void)g, (void)a; return x * vr63(x) / 6.0f; }
+static void hardswish_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, hardswish_v);
+}
+static inline vf hardsigmoid_bw_v(vf x, vf g, float a) {
+    (void)a;
+    return vsel((x > -3.0f) & (x < 3.0f), g * (float)(1.0 / 6), vbcast(0));
+}
+static void hardsigmoid_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, hardsigmoid_bw_v);
+}
 /* at x = 3 the gradient is 1.5 g, aten's hardswish_backward formula (PyTorch 1.13's vectorized
  * kernel says g there); NaN gives NaN */
-VF_LOOP_OUT(hardswish_bw_f32, 1, vsel(x < -3.0f, vbcast(0), vsel(x > 3.0f, g, g * (x / 3.0f + 0.5f))))
+static inline vf hardswish_bw_v(vf x, vf g, float a) {
+    (void)a;
+    return vsel(x < -3.0f, vbcast(0), vsel(x > 3.0f, g, g * (x / 3.0f + 0.5f)));
+}
+static void hardswish_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, hardswish_bw_v);
+}
 /* NaN gives 0, as PyTorch's hardtanh_backward (g where min < x < max) */
-VF_LOOP_OUT(hardtanh_min_bw_f32, 1, vsel(x > a, g, vbcast(0)))
-VF_LOOP_OUT(hardtanh_max_bw_f32, 1, vsel(x < a, g, vbcast(0)))
+static inline vf hardtanh_min_bw_v(vf x, vf g, float a) { return vsel(x > a, g, vbcast(0)); }
+static void hardtanh_min_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, hardtanh_min_bw_v);
+}
+static inline vf hardtanh_max_bw_v(vf x, vf g, float a) { return vsel(x < a, g, vbcast(0)); }
+static void hardtanh_max_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, hardtanh_max_bw_v);
+}
 
 /* GELU (nb_sm_gelu_f32 and kin give the formulas): libm's erff/tanhf made
  * GELU the slowest op of a BERT step. Phi comes from erfc by Numerical
@@ -179,10 +248,22 @@ static inline vf vgelu_tanh_grad(vf x) {
     return s + x * s * (1.0f - s) * ((x2 * (3.0f * c) + 1.0f) * (2.0f * k));
 }
 
-VF_LOOP(gelu_f32, vgelu, 0)
-VF_LOOP(gelu_tanh_f32, vgelu_tanh, 0)
-VF_LOOP(gelu_bw_f32, vgelu_grad, 1)
-VF_LOOP(gelu_tanh_bw_f32, vgelu_tanh_grad, 1)
+static inline vf gelu_v(vf x, vf g, float a) { (void)g, (void)a; return vgelu(x); }
+static void gelu_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, gelu_v);
+}
+static inline vf gelu_tanh_v(vf x, vf g, float a) { (void)g, (void)a; return vgelu_tanh(x); }
+static void gelu_tanh_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 0, gelu_tanh_v);
+}
+static inline vf gelu_bw_v(vf x, vf g, float a) { (void)a; return g * vgelu_grad(x); }
+static void gelu_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, gelu_bw_v);
+}
+static inline vf gelu_tanh_bw_v(vf x, vf g, float a) { (void)a; return g * vgelu_tanh_grad(x); }
+static void gelu_tanh_bw_f32(char **p, const int64_t *s, int64_t n, const void *ctx) {
+    nb_vf_loop(p, s, n, ctx, 1, gelu_tanh_bw_v);
+}
 
 /* ---- float32 vector loops, in place of the scalar ones ------------------------ */
 

@@ -100,39 +100,51 @@ enum { M_ASSIGN = NB_SCATTER_ASSIGN, M_SUM = NB_SCATTER_SUM, M_PROD = NB_SCATTER
 /* One line: counts (the slot's, all zero on entry and on exit) track how
  * many sources each destination got, for include_self = false (the first
  * source replaces self) and for mean. amax/amin propagate NaN as PyTorch. */
-#define SCATTER_LINE(T, S, ISNAN, DIV)                                                           \
-    static void scatter_line_##S(const line_job *j, int64_t l, int64_t *counts) {                \
-        const nb_kview *o = j->dst, *s = j->src, *ix = j->index;                                 \
-        int d = j->dim, m = j->mode;                                                             \
-        T *op = (T *)o->data + line_offset(o->ndim, ix->shape, o->strides, d, l);                \
-        const T *sp = (const T *)s->data + line_offset(s->ndim, ix->shape, s->strides, d, l);    \
-        const int64_t *ip = (const int64_t *)ix->data + line_offset(ix->ndim, ix->shape, ix->strides, d, l); \
-        int64_t os = o->strides[d], ss = s->strides[d], is = ix->strides[d];                     \
-        for (int64_t i = 0; i < j->n; i++) {                                                     \
-            int64_t t = ip[i * is];                                                              \
-            T v = sp[i * ss], *dst = op + t * os;                                                \
-            if (m == M_ASSIGN || (!j->include_self && counts[t] == 0)) *dst = v;                 \
-            else if (m == M_SUM || m == M_MEAN) *dst += v;                                       \
-            else if (m == M_PROD) *dst *= v;                                                     \
-            else if (m == M_AMAX) { if (ISNAN(v) || v > *dst) *dst = v; }                        \
-            else if (ISNAN(v) || v < *dst) *dst = v;                                             \
-            counts[t]++;                                                                         \
-        }                                                                                        \
-        for (int64_t i = 0; i < j->n; i++) {                                                     \
-            int64_t t = ip[i * is];                                                              \
-            if (!counts[t]) continue;                                                            \
-            if (m == M_MEAN) {                                                                   \
-                T c = (T)(counts[t] + j->include_self);                                          \
-                op[t * os] = DIV(op[t * os], c);                                                 \
-            }                                                                                    \
-            counts[t] = 0;                                                                       \
-        }                                                                                        \
-    }
-SCATTER_LINE(float, f32, F_NAN, F_DIV)
-SCATTER_LINE(double, f64, F_NAN, F_DIV)
-SCATTER_LINE(int32_t, i32, I_NAN, I_DIV)
-SCATTER_LINE(int64_t, i64, I_NAN, I_DIV)
-SCATTER_LINE(uint8_t, u8, I_NAN, F_DIV)
+#define T float
+#define S f32
+#define ISNAN F_NAN
+#define DIV F_DIV
+#include "scatter.t.h"
+#undef T
+#undef S
+#undef ISNAN
+#undef DIV
+#define T double
+#define S f64
+#define ISNAN F_NAN
+#define DIV F_DIV
+#include "scatter.t.h"
+#undef T
+#undef S
+#undef ISNAN
+#undef DIV
+#define T int32_t
+#define S i32
+#define ISNAN I_NAN
+#define DIV I_DIV
+#include "scatter.t.h"
+#undef T
+#undef S
+#undef ISNAN
+#undef DIV
+#define T int64_t
+#define S i64
+#define ISNAN I_NAN
+#define DIV I_DIV
+#include "scatter.t.h"
+#undef T
+#undef S
+#undef ISNAN
+#undef DIV
+#define T uint8_t
+#define S u8
+#define ISNAN I_NAN
+#define DIV F_DIV
+#include "scatter.t.h"
+#undef T
+#undef S
+#undef ISNAN
+#undef DIV
 
 typedef void (*scatter_line_fn)(const line_job *j, int64_t l, int64_t *counts);
 

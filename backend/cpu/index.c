@@ -101,31 +101,45 @@ static void zero_rows(void *arg, int64_t r0, int64_t r1) {
     memset(z->p + r0 * z->row, 0, (size_t)((r1 - r0) * z->row));
 }
 
-#define INDEX_ADD_FUNC(T, S, ADD)                                                               \
-    static void add_units_##S(void *arg, int64_t u0, int64_t u1) {                              \
-        const add_job *j = arg;                                                                 \
-        for (int64_t u = u0; u < u1; u++) {                                                     \
-            int64_t o = u / j->ncb, c0 = (u % j->ncb) * j->cb;                                  \
-            int64_t w = j->inner - c0 < j->cb ? j->inner - c0 : j->cb;                          \
-            T *gx = (T *)j->gx + o * j->size * j->inner + c0;                                   \
-            const T *g = (const T *)j->g + o * j->k * j->inner + c0;                            \
-            for (int64_t i = 0; i < j->k; i++) {                                                \
-                if (j->idx[i] == j->skip) continue;                                             \
-                T *dst = gx + j->idx[i] * j->inner;                                             \
-                const T *src = g + i * j->inner;                                                \
-                for (int64_t c = 0; c < w; c++) dst[c] = ADD(dst[c], src[c]);                   \
-            }                                                                                   \
-        }                                                                                       \
-    }
 #define PLAIN_ADD(a, b) ((a) + (b))
 #define WRAP_ADD32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b))) /* wraps, as PyTorch */
 #define WRAP_ADD64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
 #define WRAP_ADD8(a, b) ((uint8_t)((a) + (b)))
-INDEX_ADD_FUNC(float, f32, PLAIN_ADD)
-INDEX_ADD_FUNC(double, f64, PLAIN_ADD)
-INDEX_ADD_FUNC(int32_t, i32, WRAP_ADD32)
-INDEX_ADD_FUNC(int64_t, i64, WRAP_ADD64)
-INDEX_ADD_FUNC(uint8_t, u8, WRAP_ADD8)
+#define T float
+#define S f32
+#define ADD PLAIN_ADD
+#include "index_add.t.h"
+#undef T
+#undef S
+#undef ADD
+#define T double
+#define S f64
+#define ADD PLAIN_ADD
+#include "index_add.t.h"
+#undef T
+#undef S
+#undef ADD
+#define T int32_t
+#define S i32
+#define ADD WRAP_ADD32
+#include "index_add.t.h"
+#undef T
+#undef S
+#undef ADD
+#define T int64_t
+#define S i64
+#define ADD WRAP_ADD64
+#include "index_add.t.h"
+#undef T
+#undef S
+#undef ADD
+#define T uint8_t
+#define S u8
+#define ADD WRAP_ADD8
+#include "index_add.t.h"
+#undef T
+#undef S
+#undef ADD
 
 nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g,
                            int64_t skip_index) {

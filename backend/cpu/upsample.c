@@ -43,25 +43,20 @@ static int64_t nearest_src(int64_t dst, int64_t in, int64_t out) {
     return s < in - 1 ? s : in - 1;
 }
 
-#define LINEAR_TAP(T, S, FLOOR)                                                                 \
-    static up_tap linear_tap_##S(int64_t dst, int64_t in, int64_t out, bool align) {            \
-        up_tap t = {dst, dst, 1, 0};                                                            \
-        if (out == in) return t;                                                                \
-        T ratio = align ? (out > 1 ? (T)(in - 1) / (T)(out - 1) : (T)0) : (T)in / (T)out;       \
-        T real = align ? ratio * (T)dst : ratio * ((T)dst + (T)0.5) - (T)0.5;                   \
-        if (real < 0) real = 0;                                                                 \
-        int64_t i0 = (int64_t)FLOOR(real);                                                      \
-        if (i0 > in - 1) i0 = in - 1;                                                           \
-        T l1 = real - (T)i0;                                                                    \
-        l1 = l1 < 0 ? 0 : l1 > 1 ? 1 : l1;                                                      \
-        t.i0 = i0;                                                                              \
-        t.i1 = i0 + (i0 < in - 1 ? 1 : 0);                                                      \
-        t.l1 = l1;                                                                              \
-        t.l0 = (T)1 - l1;                                                                       \
-        return t;                                                                               \
-    }
-LINEAR_TAP(float, f32, floorf)
-LINEAR_TAP(double, f64, floor)
+#define T float
+#define S f32
+#define FLOOR floorf
+#include "upsample_tap.t.h"
+#undef T
+#undef S
+#undef FLOOR
+#define T double
+#define S f64
+#define FLOOR floor
+#include "upsample_tap.t.h"
+#undef T
+#undef S
+#undef FLOOR
 
 static void fill_taps(up_tap *t, int64_t in, int64_t out, nb_dtype dt, bool bilinear, bool align) {
     for (int64_t d = 0; d < out; d++) {

@@ -1,0 +1,22 @@
+/* index_add.t.h - the index_add loop for one type, included by index.c with T,
+ * S, ADD defined; no include guard, by design. TS(name_) pastes the suffix
+ * (name_f32). */
+#define TS(name) NB_CPU_CAT(name, S)
+
+static void TS(add_units_)(void *arg, int64_t u0, int64_t u1) {
+    const add_job *j = arg;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t o = u / j->ncb, c0 = (u % j->ncb) * j->cb;
+        int64_t w = j->inner - c0 < j->cb ? j->inner - c0 : j->cb;
+        T *gx = (T *)j->gx + o * j->size * j->inner + c0;
+        const T *g = (const T *)j->g + o * j->k * j->inner + c0;
+        for (int64_t i = 0; i < j->k; i++) {
+            if (j->idx[i] == j->skip) continue;
+            T *dst = gx + j->idx[i] * j->inner;
+            const T *src = g + i * j->inner;
+            for (int64_t c = 0; c < w; c++) dst[c] = ADD(dst[c], src[c]);
+        }
+    }
+}
+
+#undef TS

@@ -1,9 +1,8 @@
-/* unary_loops.h - the inner-loop generators shared by the CPU unary kernels
- * (internal): unary.c (the slot entry points, integer loops) and
- * unary_math.c (every float loop). A loop has an all-contiguous branch
- * (a plain indexed loop the compiler vectorises) and a generic byte-strided
- * one; the float32 activations that call exp use GCC vector code (VF_LOOP
- * with vexp; 4 to 16 lanes, NB_VLEN) since libm's expf does not vectorise. */
+/* unary_loops.h - the float32 vector code shared by the CPU unary, softmax
+ * and cross-entropy kernels (internal): vexp, the row max and sum of
+ * exponentials, and nb_vf_loop, the loop of the float32 activations that
+ * call exp (GCC vector code, 4 to 16 lanes, NB_VLEN, since libm's expf does
+ * not vectorise). The scalar loops are unary.t.h's. */
 #ifndef NB_CPU_UNARY_LOOPS_H
 #define NB_CPU_UNARY_LOOPS_H
 

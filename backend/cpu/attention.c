@@ -146,16 +146,10 @@ static int64_t mask_offset(const att_job *j, int64_t b) {
 #define SFX f32
 #define EXP att_expf
 #include "attention.t.h"
-#undef T
-#undef SFX
-#undef EXP
 #define T double
 #define SFX f64
 #define EXP exp
 #include "attention.t.h"
-#undef T
-#undef SFX
-#undef EXP
 
 /* ---- task scheduling ---------------------------------------------------------- */
 

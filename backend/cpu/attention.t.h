@@ -211,3 +211,8 @@ static void TS(rowdot_)(void *arg, int64_t r0, int64_t r1) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef SFX
+#undef EXP

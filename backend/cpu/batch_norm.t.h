@@ -53,3 +53,7 @@ static void TS(gx_)(T *gx, const T *gy, const T *x, int64_t n, T mean, T gmean, 
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

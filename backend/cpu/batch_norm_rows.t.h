@@ -53,3 +53,7 @@ static void TS(rows_bwd_)(const bn_job *j, int64_t c0, int64_t w) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

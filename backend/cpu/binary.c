@@ -28,44 +28,26 @@
 #define S f32
 #define NB_BIN_INT 0
 #include "binary.t.h"
-#undef T
-#undef S
-#undef NB_BIN_INT
 #define T double
 #define S f64
 #define NB_BIN_INT 0
 #include "binary.t.h"
-#undef T
-#undef S
-#undef NB_BIN_INT
 #define T int32_t
 #define S i32
 #define NB_BIN_INT 1
 #include "binary.t.h"
-#undef T
-#undef S
-#undef NB_BIN_INT
 #define T int64_t
 #define S i64
 #define NB_BIN_INT 1
 #include "binary.t.h"
-#undef T
-#undef S
-#undef NB_BIN_INT
 #define T uint8_t
 #define S u8
 #define NB_BIN_INT 1
 #include "binary.t.h"
-#undef T
-#undef S
-#undef NB_BIN_INT
 #define T bool
 #define S b8
 #define NB_BIN_INT -1
 #include "binary.t.h"
-#undef T
-#undef S
-#undef NB_BIN_INT
 
 #define FL(OP) [NB_F32] = OP##_f32, [NB_F64] = OP##_f64
 #define IN(OP) [NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8

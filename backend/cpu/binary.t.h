@@ -101,3 +101,8 @@ LOOP(dfl_) { TS(div_loop_)(p, s, n, ctx, NB_BINARY_DIV_FLOOR); }
 #undef LOOP
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S
+#undef NB_BIN_INT

@@ -51,3 +51,7 @@ static void TS(col2im_)(const conv_geom *g, const T *col, T *x) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

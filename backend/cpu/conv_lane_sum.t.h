@@ -14,3 +14,7 @@ static double TS(lane_sum_)(const T *v, int64_t n) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

@@ -31,3 +31,7 @@ static void TS(add_buckets_)(conv_job *j, int64_t e0, int64_t e1) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

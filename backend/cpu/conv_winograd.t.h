@@ -147,3 +147,7 @@ static void TS(wg_weight_grad_)(const conv_geom *g, const T *m, T *gw) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

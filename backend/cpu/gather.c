@@ -105,46 +105,26 @@ enum { M_ASSIGN = NB_SCATTER_ASSIGN, M_SUM = NB_SCATTER_SUM, M_PROD = NB_SCATTER
 #define ISNAN F_NAN
 #define DIV F_DIV
 #include "scatter.t.h"
-#undef T
-#undef S
-#undef ISNAN
-#undef DIV
 #define T double
 #define S f64
 #define ISNAN F_NAN
 #define DIV F_DIV
 #include "scatter.t.h"
-#undef T
-#undef S
-#undef ISNAN
-#undef DIV
 #define T int32_t
 #define S i32
 #define ISNAN I_NAN
 #define DIV I_DIV
 #include "scatter.t.h"
-#undef T
-#undef S
-#undef ISNAN
-#undef DIV
 #define T int64_t
 #define S i64
 #define ISNAN I_NAN
 #define DIV I_DIV
 #include "scatter.t.h"
-#undef T
-#undef S
-#undef ISNAN
-#undef DIV
 #define T uint8_t
 #define S u8
 #define ISNAN I_NAN
 #define DIV F_DIV
 #include "scatter.t.h"
-#undef T
-#undef S
-#undef ISNAN
-#undef DIV
 
 typedef void (*scatter_line_fn)(const line_job *j, int64_t l, int64_t *counts);
 

@@ -109,37 +109,22 @@ static void zero_rows(void *arg, int64_t r0, int64_t r1) {
 #define S f32
 #define ADD PLAIN_ADD
 #include "index_add.t.h"
-#undef T
-#undef S
-#undef ADD
 #define T double
 #define S f64
 #define ADD PLAIN_ADD
 #include "index_add.t.h"
-#undef T
-#undef S
-#undef ADD
 #define T int32_t
 #define S i32
 #define ADD WRAP_ADD32
 #include "index_add.t.h"
-#undef T
-#undef S
-#undef ADD
 #define T int64_t
 #define S i64
 #define ADD WRAP_ADD64
 #include "index_add.t.h"
-#undef T
-#undef S
-#undef ADD
 #define T uint8_t
 #define S u8
 #define ADD WRAP_ADD8
 #include "index_add.t.h"
-#undef T
-#undef S
-#undef ADD
 
 nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g,
                            int64_t skip_index) {

@@ -20,3 +20,8 @@ static void TS(add_units_)(void *arg, int64_t u0, int64_t u1) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S
+#undef ADD

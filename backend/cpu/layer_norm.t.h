@@ -102,3 +102,7 @@ static void TS(ln_bwd_cols_)(void *arg, int64_t u0, int64_t u1) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

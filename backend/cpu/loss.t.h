@@ -34,3 +34,7 @@ static void TS(ceb_rows_)(void *arg, int64_t r0, int64_t r1) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

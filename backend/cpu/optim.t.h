@@ -39,3 +39,7 @@ static void TS(sgd_)(void *arg, int64_t i0, int64_t i1) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

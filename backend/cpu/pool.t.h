@@ -210,3 +210,7 @@ static void TS(admax_fwd_)(void *arg, int64_t p0, int64_t p1) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

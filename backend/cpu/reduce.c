@@ -128,13 +128,6 @@ typedef struct red_job {
 #define MUL MULF
 #define STORE STORE_F
 #include "reduce.t.h"
-#undef T
-#undef A
-#undef S
-#undef MAX
-#undef MIN
-#undef MUL
-#undef STORE
 #define T double
 #define A double
 #define S f64
@@ -143,13 +136,6 @@ typedef struct red_job {
 #define MUL MULF
 #define STORE STORE_F
 #include "reduce.t.h"
-#undef T
-#undef A
-#undef S
-#undef MAX
-#undef MIN
-#undef MUL
-#undef STORE
 #define T int32_t
 #define A int64_t
 #define S i32
@@ -158,13 +144,6 @@ typedef struct red_job {
 #define MUL MULI
 #define STORE STORE_I
 #include "reduce.t.h"
-#undef T
-#undef A
-#undef S
-#undef MAX
-#undef MIN
-#undef MUL
-#undef STORE
 #define T int64_t
 #define A int64_t
 #define S i64
@@ -173,13 +152,6 @@ typedef struct red_job {
 #define MUL MULI
 #define STORE STORE_I
 #include "reduce.t.h"
-#undef T
-#undef A
-#undef S
-#undef MAX
-#undef MIN
-#undef MUL
-#undef STORE
 #define T uint8_t
 #define A int64_t
 #define S u8
@@ -188,13 +160,6 @@ typedef struct red_job {
 #define MUL MULI
 #define STORE STORE_I
 #include "reduce.t.h"
-#undef T
-#undef A
-#undef S
-#undef MAX
-#undef MIN
-#undef MUL
-#undef STORE
 
 typedef struct red_fns {
     nb_cpu_range_fn outputs, blocks, cols;

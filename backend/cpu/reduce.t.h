@@ -112,3 +112,12 @@ static void TS(cols_)(void *arg, int64_t c0, int64_t c1) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef A
+#undef S
+#undef MAX
+#undef MIN
+#undef MUL
+#undef STORE

@@ -71,3 +71,7 @@ static void TS(rms_bwd_cols_)(void *arg, int64_t u0, int64_t u1) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

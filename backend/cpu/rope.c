@@ -23,13 +23,9 @@ typedef struct rope_job {
 #define T_ float
 #define S f32
 #include "rope.t.h"
-#undef T_
-#undef S
 #define T_ double
 #define S f64
 #include "rope.t.h"
-#undef T_
-#undef S
 
 nb_status nb_cpu_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *cos,
                       const nb_kview *sin, bool inverse) {

@@ -32,3 +32,9 @@ static void TS(scatter_line_)(const line_job *j, int64_t l, int64_t *counts) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S
+#undef ISNAN
+#undef DIV

@@ -46,37 +46,22 @@ typedef struct sort_job {
 #define S f32
 #define ISNAN F_NAN
 #include "sort.t.h"
-#undef T
-#undef S
-#undef ISNAN
 #define T double
 #define S f64
 #define ISNAN F_NAN
 #include "sort.t.h"
-#undef T
-#undef S
-#undef ISNAN
 #define T int32_t
 #define S i32
 #define ISNAN I_NAN
 #include "sort.t.h"
-#undef T
-#undef S
-#undef ISNAN
 #define T int64_t
 #define S i64
 #define ISNAN I_NAN
 #include "sort.t.h"
-#undef T
-#undef S
-#undef ISNAN
 #define T uint8_t
 #define S u8
 #define ISNAN I_NAN
 #include "sort.t.h"
-#undef T
-#undef S
-#undef ISNAN
 
 typedef void (*sort_line_fn)(const sort_job *j, int64_t line, char *ws);
 

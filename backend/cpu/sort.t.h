@@ -43,3 +43,8 @@ static void TS(sort_line_)(const sort_job *j, int64_t line, char *ws) {
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S
+#undef ISNAN

@@ -1,6 +1,7 @@
 /* template_floats.h - instantiates the included template named by
  * NB_TEMPLATE (a "<family>.t.h" file) for float (T float, S f32) and double
- * (T double, S f64), then forgets NB_TEMPLATE:
+ * (T double, S f64; each template #undefs its own parameters), then
+ * forgets NB_TEMPLATE:
  *
  *   #define NB_TEMPLATE "softmax.t.h"
  *   #include "template_floats.h"
@@ -9,11 +10,7 @@
 #define T float
 #define S f32
 #include NB_TEMPLATE
-#undef T
-#undef S
 #define T double
 #define S f64
 #include NB_TEMPLATE
-#undef T
-#undef S
 #undef NB_TEMPLATE

@@ -23,18 +23,12 @@
 #define T int32_t
 #define S i32
 #include "unary.t.h"
-#undef T
-#undef S
 #define T int64_t
 #define S i64
 #include "unary.t.h"
-#undef T
-#undef S
 #define T uint8_t
 #define S u8
 #include "unary.t.h"
-#undef T
-#undef S
 #undef NB_UN_INT
 
 #define INTS(OP) {[NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8}

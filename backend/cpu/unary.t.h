@@ -79,3 +79,7 @@ LOOP_FN(square_) {
 #undef LOOP_FN
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S

@@ -47,16 +47,10 @@ static int64_t nearest_src(int64_t dst, int64_t in, int64_t out) {
 #define S f32
 #define FLOOR floorf
 #include "upsample_tap.t.h"
-#undef T
-#undef S
-#undef FLOOR
 #define T double
 #define S f64
 #define FLOOR floor
 #include "upsample_tap.t.h"
-#undef T
-#undef S
-#undef FLOOR
 
 static void fill_taps(up_tap *t, int64_t in, int64_t out, nb_dtype dt, bool bilinear, bool align) {
     for (int64_t d = 0; d < out; d++) {

@@ -21,3 +21,8 @@ static up_tap TS(linear_tap_)(int64_t dst, int64_t in, int64_t out, bool align) 
 }
 
 #undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T
+#undef S
+#undef FLOOR

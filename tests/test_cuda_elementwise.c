@@ -278,6 +278,22 @@ static const geom un_geoms[] = {
 };
 #define N_UN_GEOMS ((int)(sizeof un_geoms / sizeof un_geoms[0]))
 
+/* unary_backward of op on the CPU and on dev from the same x and gy and
+ * the CPU's forward output yc (the saved tensor either rule may read),
+ * compared within 10 times the dtype's forward tolerance. */
+static void ck_unary_backward(const char *what, nb_device dev, nb_unary_op op, pair x, pair gy, nb_tensor *yc,
+                              double alpha) {
+    nb_tensor *yg = nb_to_device(yc, dev);
+    NB_CK_NOTNULL(yg);
+    pair gx = empty_pair(x.c->ndim, x.c->shape, nb_dtype_of(x.c), dev);
+    nb_kview gxc = nb_kview_of(gx.c), gxg = nb_kview_of(gx.g), gyc = nb_kview_of(gy.c), gyg = nb_kview_of(gy.g),
+             xc = nb_kview_of(x.c), xg = nb_kview_of(x.g), yvc = nb_kview_of(yc), yvg = nb_kview_of(yg);
+    NB_CK_OK(nb_kernel_unary_backward(cpu_be(), op, &gxc, &gyc, &xc, &yvc, alpha));
+    NB_CK_OK(nb_kernel_unary_backward(nb_backend_get(dev), op, &gxg, &gyg, &xg, &yvg, alpha));
+    NB_CK_OK(nb_device_synchronize(dev));
+    ck_near(what, gx.c, gx.g, 10 * tol_of(nb_dtype_of(x.c)));
+}
+
 START_TEST(test_cuda_unary_paths) {
     FOR_CUDA(dev) {
         nb_backend *be = nb_backend_get(dev);
@@ -307,18 +323,9 @@ START_TEST(test_cuda_unary_paths) {
                         nb_tensor *yc = nb_empty_on(gm->ndim, gm->shape, dt, NB_CPU);
                         nb_kview vy = nb_kview_of(yc), vx = nb_kview_of(x.c);
                         NB_CK_OK(nb_kernel_unary(cpu_be(), (nb_unary_op)op, &vy, &vx, alpha));
-                        nb_tensor *yg = nb_to_device(yc, dev);
-                        NB_CK_NOTNULL(yg);
-                        pair gx = empty_pair(gm->ndim, gm->shape, dt, dev);
-                        nb_kview gxc = nb_kview_of(gx.c), gxg = nb_kview_of(gx.g), gyc = nb_kview_of(gy.c),
-                                 gyg = nb_kview_of(gy.g), xc = nb_kview_of(x.c), xg = nb_kview_of(x.g),
-                                 yvc = nb_kview_of(yc), yvg = nb_kview_of(yg);
-                        NB_CK_OK(nb_kernel_unary_backward(cpu_be(), (nb_unary_op)op, &gxc, &gyc, &xc, &yvc, alpha));
-                        NB_CK_OK(nb_kernel_unary_backward(be, (nb_unary_op)op, &gxg, &gyg, &xg, &yvg, alpha));
-                        NB_CK_OK(nb_device_synchronize(dev));
                         char bw[160];
                         snprintf(bw, sizeof bw, "%s backward", what);
-                        ck_near(bw, gx.c, gx.g, 10 * tol_of(dt));
+                        ck_unary_backward(bw, dev, (nb_unary_op)op, x, gy, yc, alpha);
                     }
                     nb_scope_end(s);
                 }
@@ -360,23 +367,14 @@ START_TEST(test_cuda_unary_specials) {
                     NB_CK_NOTNULL(gyc);
                     nb_tensor *xg = nb_to_device(xc, dev), *gyg = nb_to_device(gyc, dev);
                     pair y = empty_pair(1, (int64_t[]){N_UN_SPECIALS}, dt, dev);
-                    pair gx = empty_pair(1, (int64_t[]){N_UN_SPECIALS}, dt, dev);
                     nb_kview vxc = nb_kview_of(xc), vxg = nb_kview_of(xg), vyc = nb_kview_of(y.c), vyg = nb_kview_of(y.g);
                     NB_CK_OK(nb_kernel_unary(cpu_be(), (nb_unary_op)op, &vyc, &vxc, alpha));
                     NB_CK_OK(nb_kernel_unary(be, (nb_unary_op)op, &vyg, &vxg, alpha));
                     NB_CK_OK(nb_device_synchronize(dev));
                     ck_near(what, y.c, y.g, tol_of(dt));
-                    /* backward from the CPU's y on both devices */
-                    nb_tensor *ycg = nb_to_device(y.c, dev);
-                    NB_CK_NOTNULL(ycg);
-                    nb_kview gxc = nb_kview_of(gx.c), gxg = nb_kview_of(gx.g), gyvc = nb_kview_of(gyc),
-                             gyvg = nb_kview_of(gyg), ycv = nb_kview_of(y.c), ygv = nb_kview_of(ycg);
-                    NB_CK_OK(nb_kernel_unary_backward(cpu_be(), (nb_unary_op)op, &gxc, &gyvc, &vxc, &ycv, alpha));
-                    NB_CK_OK(nb_kernel_unary_backward(be, (nb_unary_op)op, &gxg, &gyvg, &vxg, &ygv, alpha));
-                    NB_CK_OK(nb_device_synchronize(dev));
                     char bw[160];
                     snprintf(bw, sizeof bw, "%s, backward", what);
-                    ck_near(bw, gx.c, gx.g, 10 * tol_of(dt));
+                    ck_unary_backward(bw, dev, (nb_unary_op)op, (pair){xc, xg}, (pair){gyc, gyg}, y.c, alpha);
                     nb_scope_end(s);
                 }
     }

@@ -34,8 +34,10 @@ nb_status nb_no_grad_call(nb_status (*fn)(void *ctx), void *ctx) {
 bool nb_requires_grad(const nb_tensor *t) { return t && t->requires_grad; }
 bool nb_is_leaf(const nb_tensor *t) { return t && !t->grad_fn; }
 nb_tensor *nb_tensor_grad(const nb_tensor *t) {
-    nb_tensor *in = (nb_tensor *)t;
-    return nb_check_inputs("tensor_grad", 1, &in) ? t->grad : NULL;
+    /* an accessor: it keeps an earlier error (library code reads grads
+     * between its steps), and sets one only for a NULL with none pending */
+    if (!t && nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "tensor_grad: input 0 is NULL");
+    return t ? t->grad : NULL;
 }
 
 void nb_tensor_zero_grad(nb_tensor *t) {
@@ -46,6 +48,29 @@ void nb_tensor_zero_grad(nb_tensor *t) {
     }
     nb_release(t->grad);
     t->grad = NULL;
+}
+
+nb_status nb_tensor_set_grad(nb_tensor *t, nb_tensor *grad, bool keep_storage) {
+    if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "tensor_set_grad: NULL tensor");
+    if (t->grad_fn) return nb_set_error(NB_ERR_INVALID_ARG, "tensor_set_grad: t is not a leaf");
+    if (grad) {
+        char b1[NB_SHAPE_BUF], b2[NB_SHAPE_BUF];
+        if (grad->ndim != t->ndim || memcmp(grad->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim))
+            return nb_set_error(NB_ERR_SHAPE, "tensor_set_grad: grad %s for a tensor of %s",
+                                nb_fmt_shape(grad->ndim, grad->shape, b1, sizeof b1),
+                                nb_fmt_shape(t->ndim, t->shape, b2, sizeof b2));
+        if (grad->dtype != t->dtype)
+            return nb_set_error(NB_ERR_DTYPE, "tensor_set_grad: grad %s for a %s tensor", nb_dtype_name(grad->dtype),
+                                nb_dtype_name(t->dtype));
+        if (grad->storage->device.type != t->storage->device.type ||
+            grad->storage->device.index != t->storage->device.index)
+            return nb_set_error(NB_ERR_DEVICE, "tensor_set_grad: grad on another device");
+    }
+    nb_retain(grad);
+    nb_release(t->grad);
+    t->grad = grad;
+    t->keep_grad = grad && keep_storage;
+    return NB_OK;
 }
 
 nb_status nb_set_requires_grad(nb_tensor *t, bool requires_grad) {

@@ -103,6 +103,14 @@ bool nb_requires_grad(const nb_tensor *t);
 bool nb_is_leaf(const nb_tensor *t);
 /* The accumulated gradient (borrowed; owned by t), or NULL if none yet. */
 nb_tensor *nb_tensor_grad(const nb_tensor *t);
+/* Sets leaf t's gradient to grad (PyTorch's `t.grad = grad`): grad of t's
+ * shape, dtype and device, or NULL to drop it; t takes its own reference.
+ * With keep_storage (grad a view of a flat gradient buffer: nn's
+ * flatten_parameters, DDP's buckets), backward accumulates into grad in
+ * place and nb_tensor_zero_grad zeroes it instead of dropping it.
+ * Errors: NB_ERR_INVALID_ARG (t NULL or not a leaf), NB_ERR_SHAPE,
+ * NB_ERR_DTYPE, NB_ERR_DEVICE. */
+nb_status nb_tensor_set_grad(nb_tensor *t, nb_tensor *grad, bool keep_storage);
 /* Drops t's gradient (PyTorch's zero_grad(set_to_none=True)). */
 void nb_tensor_zero_grad(nb_tensor *t);
 /* A new tensor sharing t's storage (and its version counter), cut from the

@@ -18,6 +18,10 @@
 #ifndef NB_AUTOGRAD_IMPL_H
 #define NB_AUTOGRAD_IMPL_H
 
+#ifdef NB_ABOVE_OPS
+#error "nb_autograd_impl.h is private to core/, backend/ and autograd/"
+#endif
+
 #include "nb_autograd.h"
 #include "nb_impl.h"
 #include "nb_op_table.h"
@@ -241,8 +245,6 @@ nb_tensor *nb_contiguous_nograd(nb_tensor *t);
 /* The kernel view of contiguous t as rows [rows, m], or as a vector [m]
  * for rows < 0 (the norms' per-column weights). */
 nb_kview nb_kview_rows(const nb_tensor *t, int64_t rows, int64_t m);
-/* A new tensor like t (shape, dtype, device), uninitialised, scoped. */
-nb_tensor *nb_empty_like(const nb_tensor *t);
 /* torch.result_type(t, <scalar value>): t's dtype if floating; for an
  * integer or bool t, an integral value t's dtype holds acts as a Python int
  * (t's dtype; int64 for bool), any other value as a Python float (NB_F32). */
@@ -251,7 +253,5 @@ nb_dtype nb_scalar_result_type(const nb_tensor *t, double value);
  * (scoped; differentiable, so each gradient returns in its input's dtype).
  * False (error kept) if a cast fails. */
 bool nb_promote_inputs(int n, nb_tensor **inputs, nb_dtype dt);
-/* A 0-dim tensor holding value, of dtype dt, on t's device (scoped). */
-nb_tensor *nb_scalar_like(const nb_tensor *t, double value, nb_dtype dt);
 
 #endif

@@ -92,17 +92,6 @@ bool nb_promote_inputs(int n, nb_tensor **inputs, nb_dtype dt) {
     return true;
 }
 
-nb_tensor *nb_scalar_like(const nb_tensor *t, double value, nb_dtype dt) {
-    nb_tensor *r = nb_tensor_new(0, NULL, dt, t->storage->device);
-    if (!r) return NULL;
-    nb_kview v = nb_kview_of(r);
-    return nb_kernel_fill(NB_BE(r), &v, value) == NB_OK ? r : NULL;
-}
-
-nb_tensor *nb_empty_like(const nb_tensor *t) {
-    return nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
-}
-
 nb_tensor *nb_contiguous_nograd(nb_tensor *t) {
     bool prev = nb_set_grad_enabled(false);
     nb_tensor *c = nb_contiguous(t);

@@ -148,13 +148,22 @@ static nb_tensor *float_fn(nb_op_id op, nb_unary_op kop, nb_tensor *x) {
     return nb_scope_return(s, f ? unary_op_impl(op, kop, f, 0) : NULL);
 }
 
-nb_tensor *nb_neg(nb_tensor *a) { return unary_op(NB_OP_NEG, NB_UNARY_NEG, a, 0); }
-nb_tensor *nb_exp(nb_tensor *a) { return float_fn(NB_OP_EXP, NB_UNARY_EXP, a); }
-nb_tensor *nb_log(nb_tensor *a) { return float_fn(NB_OP_LOG, NB_UNARY_LOG, a); }
-nb_tensor *nb_sqrt(nb_tensor *a) { return float_fn(NB_OP_SQRT, NB_UNARY_SQRT, a); }
-nb_tensor *nb_relu(nb_tensor *a) { return unary_op(NB_OP_RELU, NB_UNARY_RELU, a, 0); }
-nb_tensor *nb_sigmoid(nb_tensor *a) { return float_fn(NB_OP_SIGMOID, NB_UNARY_SIGMOID, a); }
-nb_tensor *nb_tanh(nb_tensor *a) { return float_fn(NB_OP_TANH, NB_UNARY_TANH, a); }
+/* The one-argument ops of NB_UNARY_OPS's GEN rows, generated: an integer or
+ * bool input is promoted to float32 where the op's row takes bool (torch's
+ * float functions: exp, sin, ...), and kept otherwise (neg, abs and floor
+ * compute on integers; the activations reject them). */
+static nb_tensor *unary_gen(nb_op_id op, nb_unary_op kop, nb_tensor *x) {
+    return nb_op_get(op)->dtypes & NB_DTM(NB_BOOL) ? float_fn(op, kop, x) : unary_op(op, kop, x, 0);
+}
+#define NB_UNARY_PUBLIC_GEN(id, name) \
+    nb_tensor *nb_##name(nb_tensor *x) { return unary_gen(NB_OP_##id, NB_UNARY_##id, x); }
+#define NB_UNARY_PUBLIC_HAND(id, name)
+#define NB_UNARY_PUBLIC(id, name, saved, api) NB_UNARY_PUBLIC_##api(id, name)
+NB_UNARY_OPS(NB_UNARY_PUBLIC)
+#undef NB_UNARY_PUBLIC
+#undef NB_UNARY_PUBLIC_HAND
+#undef NB_UNARY_PUBLIC_GEN
+
 /* x + s, x * s in torch.result_type(x, s): an integer x meets a value it
  * cannot hold exactly (1.5, 1e10 for int32) as a Python float, so x is cast
  * to float32 first (the integer kernels then only see values of their own
@@ -173,14 +182,6 @@ nb_tensor *nb_pow_scalar(nb_tensor *a, double e) { return unary_op(NB_OP_POW_SCA
 
 /* ---- op coverage: unary math and activations ------------------------------ */
 
-
-nb_tensor *nb_abs(nb_tensor *x) { return unary_op(NB_OP_ABS, NB_UNARY_ABS, x, 0); }
-nb_tensor *nb_sign(nb_tensor *x) { return unary_op(NB_OP_SIGN, NB_UNARY_SIGN, x, 0); }
-nb_tensor *nb_floor(nb_tensor *x) { return unary_op(NB_OP_FLOOR, NB_UNARY_FLOOR, x, 0); }
-nb_tensor *nb_ceil(nb_tensor *x) { return unary_op(NB_OP_CEIL, NB_UNARY_CEIL, x, 0); }
-nb_tensor *nb_trunc(nb_tensor *x) { return unary_op(NB_OP_TRUNC, NB_UNARY_TRUNC, x, 0); }
-nb_tensor *nb_round(nb_tensor *x) { return unary_op(NB_OP_ROUND, NB_UNARY_ROUND, x, 0); }
-
 nb_tensor *nb_round_decimals(nb_tensor *x, int64_t decimals) {
     if (!nb_check_inputs("round", 1, &x)) return NULL;
     if (decimals != 0 && !nb_dtype_is_float(x->dtype))
@@ -189,36 +190,10 @@ nb_tensor *nb_round_decimals(nb_tensor *x, int64_t decimals) {
     return unary_op(NB_OP_ROUND_DECIMALS, NB_UNARY_ROUND, x, (double)decimals);
 }
 
-nb_tensor *nb_reciprocal(nb_tensor *x) { return float_fn(NB_OP_RECIPROCAL, NB_UNARY_RECIPROCAL, x); }
-nb_tensor *nb_rsqrt(nb_tensor *x) { return float_fn(NB_OP_RSQRT, NB_UNARY_RSQRT, x); }
-nb_tensor *nb_log1p(nb_tensor *x) { return float_fn(NB_OP_LOG1P, NB_UNARY_LOG1P, x); }
-nb_tensor *nb_expm1(nb_tensor *x) { return float_fn(NB_OP_EXPM1, NB_UNARY_EXPM1, x); }
-nb_tensor *nb_log2(nb_tensor *x) { return float_fn(NB_OP_LOG2, NB_UNARY_LOG2, x); }
-nb_tensor *nb_log10(nb_tensor *x) { return float_fn(NB_OP_LOG10, NB_UNARY_LOG10, x); }
-nb_tensor *nb_sin(nb_tensor *x) { return float_fn(NB_OP_SIN, NB_UNARY_SIN, x); }
-nb_tensor *nb_cos(nb_tensor *x) { return float_fn(NB_OP_COS, NB_UNARY_COS, x); }
-nb_tensor *nb_tan(nb_tensor *x) { return float_fn(NB_OP_TAN, NB_UNARY_TAN, x); }
-nb_tensor *nb_asin(nb_tensor *x) { return float_fn(NB_OP_ASIN, NB_UNARY_ASIN, x); }
-nb_tensor *nb_acos(nb_tensor *x) { return float_fn(NB_OP_ACOS, NB_UNARY_ACOS, x); }
-nb_tensor *nb_atan(nb_tensor *x) { return float_fn(NB_OP_ATAN, NB_UNARY_ATAN, x); }
-nb_tensor *nb_sinh(nb_tensor *x) { return float_fn(NB_OP_SINH, NB_UNARY_SINH, x); }
-nb_tensor *nb_cosh(nb_tensor *x) { return float_fn(NB_OP_COSH, NB_UNARY_COSH, x); }
-nb_tensor *nb_asinh(nb_tensor *x) { return float_fn(NB_OP_ASINH, NB_UNARY_ASINH, x); }
-nb_tensor *nb_acosh(nb_tensor *x) { return float_fn(NB_OP_ACOSH, NB_UNARY_ACOSH, x); }
-nb_tensor *nb_atanh(nb_tensor *x) { return float_fn(NB_OP_ATANH, NB_UNARY_ATANH, x); }
-nb_tensor *nb_erf(nb_tensor *x) { return float_fn(NB_OP_ERF, NB_UNARY_ERF, x); }
-nb_tensor *nb_erfc(nb_tensor *x) { return float_fn(NB_OP_ERFC, NB_UNARY_ERFC, x); }
-
 nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope) {
     return unary_op(NB_OP_LEAKY_RELU, NB_UNARY_LEAKY_RELU, x, negative_slope);
 }
 nb_tensor *nb_elu(nb_tensor *x, double alpha) { return unary_op(NB_OP_ELU, NB_UNARY_ELU, x, alpha); }
-nb_tensor *nb_selu(nb_tensor *x) { return unary_op(NB_OP_SELU, NB_UNARY_SELU, x, 0); }
-nb_tensor *nb_silu(nb_tensor *x) { return unary_op(NB_OP_SILU, NB_UNARY_SILU, x, 0); }
-nb_tensor *nb_mish(nb_tensor *x) { return unary_op(NB_OP_MISH, NB_UNARY_MISH, x, 0); }
-nb_tensor *nb_hardsigmoid(nb_tensor *x) { return unary_op(NB_OP_HARDSIGMOID, NB_UNARY_HARDSIGMOID, x, 0); }
-nb_tensor *nb_hardswish(nb_tensor *x) { return unary_op(NB_OP_HARDSWISH, NB_UNARY_HARDSWISH, x, 0); }
-nb_tensor *nb_logsigmoid(nb_tensor *x) { return unary_op(NB_OP_LOGSIGMOID, NB_UNARY_LOGSIGMOID, x, 0); }
 
 /* beta 1 is one kernel pass; other betas run it on beta x (whose comparison
  * with threshold is PyTorch's), scale back by 1 / beta, and take x itself

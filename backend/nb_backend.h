@@ -123,11 +123,16 @@ typedef enum nb_binary_op {
 
 /* Elementwise unary ops: out = f(x; alpha), one row each (the one list of
  * them: the enum, their names and what their backward reads come from it):
- *   X(ID, name, saved)
+ *   X(ID, name, saved, api)
  *   ID     NB_UNARY_<ID>
  *   name   the op's name in messages
  *   saved  which tensor of the forward unary_backward's rule reads: IN the
  *          input x, OUT the output y, EITHER of them, NONE (gy alone)
+ *   api    GEN: the public op nb_<name>(x), op table row NB_OP_<ID>, is
+ *          generated from this row (autograd/ops_unary.c), and so are its
+ *          NULL-argument test and its differential-test handler; HAND: the
+ *          public op takes more arguments, or serves another op, and is
+ *          written by hand
  * Formulas and backward rules are PyTorch's (ATen CPU kernels,
  * tools/autograd/derivatives.yaml). abs, sign, floor, ceil, trunc and round
  * (alpha 0) also take int32/int64/uint8 (the last four as identity); neg
@@ -135,57 +140,57 @@ typedef enum nb_binary_op {
  * by backend/check/unary.c. */
 /* clang-format off */
 #define NB_UNARY_OPS(X) \
-    X(NEG, neg, NONE) \
-    X(EXP, exp, OUT) \
-    X(LOG, log, IN) \
-    X(SQRT, sqrt, OUT) \
-    X(RELU, relu, EITHER)                /* the rule reads either: x > 0 iff y > 0 */ \
-    X(SIGMOID, sigmoid, OUT) \
-    X(TANH, tanh, OUT) \
-    X(ADD_SCALAR, add_scalar, NONE)      /* x + alpha */ \
-    X(MUL_SCALAR, mul_scalar, NONE)      /* x * alpha */ \
-    X(POW_SCALAR, pow_scalar, IN)        /* x ** alpha */ \
-    X(GELU, gelu, IN)                    /* x * Phi(x), exact (erf) */ \
-    X(GELU_TANH, gelu_tanh, IN)          /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */ \
-    X(ABS, abs, IN) \
-    X(SIGN, sign, NONE)                  /* sign(0) = sign(NaN) = 0 */ \
-    X(FLOOR, floor, NONE) \
-    X(CEIL, ceil, NONE) \
-    X(ROUND, round, NONE)                /* half to even; alpha = decimals: rint(x 10^d) / 10^d (d < 0: rint(x / 10^-d) 10^-d) */ \
-    X(TRUNC, trunc, NONE) \
-    X(RECIPROCAL, reciprocal, OUT) \
-    X(RSQRT, rsqrt, OUT) \
-    X(LOG1P, log1p, IN) \
-    X(EXPM1, expm1, OUT) \
-    X(LOG2, log2, IN) \
-    X(LOG10, log10, IN) \
-    X(SIN, sin, IN) \
-    X(COS, cos, IN) \
-    X(TAN, tan, OUT) \
-    X(ASIN, asin, IN) \
-    X(ACOS, acos, IN) \
-    X(ATAN, atan, IN) \
-    X(SINH, sinh, IN) \
-    X(COSH, cosh, IN) \
-    X(ASINH, asinh, IN) \
-    X(ACOSH, acosh, IN) \
-    X(ATANH, atanh, IN) \
-    X(ERF, erf, IN) \
-    X(ERFC, erfc, IN) \
-    X(LEAKY_RELU, leaky_relu, IN)        /* x > 0 ? x : alpha x */ \
-    X(ELU, elu, IN)                      /* x > 0 ? x : alpha (e^x - 1) */ \
-    X(SELU, selu, IN)                    /* scale (x > 0 ? x : a (e^x - 1)), Klambauer et al. 2017 constants */ \
-    X(SILU, silu, IN)                    /* x sigmoid(x) */ \
-    X(MISH, mish, IN)                    /* x tanh(log(1 + e^x)) */ \
-    X(SOFTPLUS, softplus, IN)            /* beta 1, threshold alpha: x > alpha ? x : log(1 + e^x) */ \
-    X(HARDTANH_MIN, hardtanh, IN)        /* max(x, alpha); gradient 0 where x <= alpha (hardtanh's lower side) */ \
-    X(HARDTANH_MAX, hardtanh, IN)        /* min(x, alpha); gradient 0 where x >= alpha (hardtanh's upper side) */ \
-    X(HARDSIGMOID, hardsigmoid, IN)      /* min(max(x + 3, 0), 6) / 6 */ \
-    X(HARDSWISH, hardswish, IN)          /* x min(max(x + 3, 0), 6) / 6 */ \
-    X(LOGSIGMOID, logsigmoid, IN)        /* min(x, 0) - log1p(e^-|x|) */
+    X(NEG, neg, NONE, GEN) \
+    X(EXP, exp, OUT, GEN) \
+    X(LOG, log, IN, GEN) \
+    X(SQRT, sqrt, OUT, GEN) \
+    X(RELU, relu, EITHER, GEN)              /* the rule reads either: x > 0 iff y > 0 */ \
+    X(SIGMOID, sigmoid, OUT, GEN) \
+    X(TANH, tanh, OUT, GEN) \
+    X(ADD_SCALAR, add_scalar, NONE, HAND)   /* x + alpha */ \
+    X(MUL_SCALAR, mul_scalar, NONE, HAND)   /* x * alpha */ \
+    X(POW_SCALAR, pow_scalar, IN, HAND)     /* x ** alpha */ \
+    X(GELU, gelu, IN, HAND)                 /* x * Phi(x), exact (erf) */ \
+    X(GELU_TANH, gelu_tanh, IN, HAND)       /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */ \
+    X(ABS, abs, IN, GEN) \
+    X(SIGN, sign, NONE, GEN)                /* sign(0) = sign(NaN) = 0 */ \
+    X(FLOOR, floor, NONE, GEN) \
+    X(CEIL, ceil, NONE, GEN) \
+    X(ROUND, round, NONE, GEN)              /* half to even; alpha = decimals: rint(x 10^d) / 10^d (d < 0: rint(x / 10^-d) 10^-d) */ \
+    X(TRUNC, trunc, NONE, GEN) \
+    X(RECIPROCAL, reciprocal, OUT, GEN) \
+    X(RSQRT, rsqrt, OUT, GEN) \
+    X(LOG1P, log1p, IN, GEN) \
+    X(EXPM1, expm1, OUT, GEN) \
+    X(LOG2, log2, IN, GEN) \
+    X(LOG10, log10, IN, GEN) \
+    X(SIN, sin, IN, GEN) \
+    X(COS, cos, IN, GEN) \
+    X(TAN, tan, OUT, GEN) \
+    X(ASIN, asin, IN, GEN) \
+    X(ACOS, acos, IN, GEN) \
+    X(ATAN, atan, IN, GEN) \
+    X(SINH, sinh, IN, GEN) \
+    X(COSH, cosh, IN, GEN) \
+    X(ASINH, asinh, IN, GEN) \
+    X(ACOSH, acosh, IN, GEN) \
+    X(ATANH, atanh, IN, GEN) \
+    X(ERF, erf, IN, GEN) \
+    X(ERFC, erfc, IN, GEN) \
+    X(LEAKY_RELU, leaky_relu, IN, HAND)     /* x > 0 ? x : alpha x */ \
+    X(ELU, elu, IN, HAND)                   /* x > 0 ? x : alpha (e^x - 1) */ \
+    X(SELU, selu, IN, GEN)                  /* scale (x > 0 ? x : a (e^x - 1)), Klambauer et al. 2017 constants */ \
+    X(SILU, silu, IN, GEN)                  /* x sigmoid(x) */ \
+    X(MISH, mish, IN, GEN)                  /* x tanh(log(1 + e^x)) */ \
+    X(SOFTPLUS, softplus, IN, HAND)         /* beta 1, threshold alpha: x > alpha ? x : log(1 + e^x) */ \
+    X(HARDTANH_MIN, hardtanh, IN, HAND)     /* max(x, alpha); gradient 0 where x <= alpha (hardtanh's lower side) */ \
+    X(HARDTANH_MAX, hardtanh, IN, HAND)     /* min(x, alpha); gradient 0 where x >= alpha (hardtanh's upper side) */ \
+    X(HARDSIGMOID, hardsigmoid, IN, GEN)    /* min(max(x + 3, 0), 6) / 6 */ \
+    X(HARDSWISH, hardswish, IN, GEN)        /* x min(max(x + 3, 0), 6) / 6 */ \
+    X(LOGSIGMOID, logsigmoid, IN, GEN)      /* min(x, 0) - log1p(e^-|x|) */
 /* clang-format on */
 typedef enum nb_unary_op {
-#define NB_UNARY_ENUM(id, name, saved) NB_UNARY_##id,
+#define NB_UNARY_ENUM(id, name, saved, api) NB_UNARY_##id,
     NB_UNARY_OPS(NB_UNARY_ENUM)
 #undef NB_UNARY_ENUM
     NB_UNARY_OP_COUNT

@@ -38,6 +38,10 @@
 #ifndef NB_BACKEND_IMPL_H
 #define NB_BACKEND_IMPL_H
 
+#ifdef NB_ABOVE_OPS
+#error "nb_backend_impl.h is private to core/, backend/ and autograd/"
+#endif
+
 #include "nb_backend.h"
 #include "nb_op_table.h"
 

@@ -9,25 +9,13 @@
 #include <stdlib.h>
 
 #include "nb_backend_impl.h"
+#include "nb_extension.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* An always-on check for broken internal invariants (never for user input). */
-#define NB_ASSERT(cond)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "nabla: internal invariant failed at %s:%d: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                                      \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
-
-/* Records an error for nb_last_error(); returns s so callers can `return nb_set_error(...)`. */
-nb_status nb_set_error(nb_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The same, for functions returning a pointer: sets the error, returns NULL. */
-#define NB_FAIL(s, ...) (nb_set_error((s), __VA_ARGS__), (void *)0)
+/* NB_ASSERT, nb_set_error, NB_FAIL: nb_extension.h */
 
 /* The binary op's name in messages (PyTorch's: "remainder", "bitwise_left_shift";
  * both rounding divisions are "div"); "invalid binary op" outside the enum. */
@@ -55,7 +43,7 @@ typedef enum nb_unary_saved {
 /* "expm1"; "invalid unary op" outside the list. */
 static inline const char *nb_unary_name(nb_unary_op op) {
     switch (op) {
-#define NB_UNARY_NAME(id, name, saved) \
+#define NB_UNARY_NAME(id, name, saved, api) \
     case NB_UNARY_##id: return #name;
         NB_UNARY_OPS(NB_UNARY_NAME)
 #undef NB_UNARY_NAME
@@ -65,7 +53,7 @@ static inline const char *nb_unary_name(nb_unary_op op) {
 /* Which tensor of the forward unary_backward's rule for op reads. */
 static inline nb_unary_saved nb_unary_saved_of(nb_unary_op op) {
     switch (op) {
-#define NB_UNARY_SAVED(id, name, saved) \
+#define NB_UNARY_SAVED(id, name, saved, api) \
     case NB_UNARY_##id: return NB_UNARY_SAVED_##saved;
         NB_UNARY_OPS(NB_UNARY_SAVED)
 #undef NB_UNARY_SAVED

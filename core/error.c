@@ -10,7 +10,7 @@ static _Thread_local char last_msg[1024];
 nb_status nb_set_error(nb_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    vsnprintf(last_msg, sizeof last_msg, fmt ? fmt : "(no message)", ap);
     va_end(ap);
     last_status = s;
     return s;
@@ -29,7 +29,7 @@ void *nb_host_calloc(size_t n, size_t size) {
 void nb_fail_pending(nb_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    vsnprintf(last_msg, sizeof last_msg, fmt ? fmt : "(no message)", ap);
     va_end(ap);
     last_status = s;
     pending_failure = true;

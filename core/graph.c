@@ -192,3 +192,15 @@ bool nb_graph_on_replay(nb_backend *be, void (*fn)(void *ctx, int delta), void *
     g->hooks[g->n_hooks++] = (hook){fn, ctx};
     return true;
 }
+
+bool nb_graph_supported(nb_device dev) {
+    nb_status prev = nb_last_status();
+    nb_backend *be = nb_backend_get(dev);
+    if (!be && prev == NB_OK) nb_clear_error(); /* a query: no such device cannot capture */
+    return be && be->iface->graph_capture_begin != NULL;
+}
+
+bool nb_graph_add_replay_hook(nb_device dev, void (*on_replay)(void *ctx, int delta), void *ctx) {
+    if (!on_replay) return nb_set_error(NB_ERR_INVALID_ARG, "graph_add_replay_hook: NULL on_replay"), false;
+    return !nb_graph_is_capturing(dev) || nb_graph_on_replay(nb_backend_get(dev), on_replay, ctx);
+}

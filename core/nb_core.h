@@ -240,11 +240,16 @@ nb_tensor *nb_full_on(int ndim, const int64_t *shape, double value, nb_dtype dt,
 nb_tensor *nb_from_data_on(const void *host, int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
 nb_tensor *nb_arange_on(double start, double end, double step, nb_dtype dt, nb_device dev);
 nb_tensor *nb_scalar(double value, nb_dtype dt); /* 0-dim */
+/* A 0-dim tensor holding value in dtype dt on t's device. */
+nb_tensor *nb_scalar_like(const nb_tensor *t, double value, nb_dtype dt);
 /* Copies `numel * dtype_size` bytes of host data (C order) into a new tensor. */
 nb_tensor *nb_from_data(const void *host, int ndim, const int64_t *shape, nb_dtype dt);
 /* 1-D [start, start+step, ...) below end, as torch.arange (computed on the
  * device: element i is start + i * step in double, cast to dt). */
 nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt);
+/* The _like forms: t's shape, dtype and device (torch.empty_like ...);
+ * nb_empty_like leaves the values uninitialised. */
+nb_tensor *nb_empty_like(const nb_tensor *t);
 nb_tensor *nb_zeros_like(const nb_tensor *t);
 nb_tensor *nb_ones_like(const nb_tensor *t);
 

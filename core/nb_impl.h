@@ -1,8 +1,13 @@
-/* nb_impl.h - internals shared by core/, autograd/, nn/, optim/, data/ and
- * backend/ (not installed). The tensor struct is private so that the public
- * ABI does not freeze it. */
+/* nb_impl.h - internals shared by core/, backend/ and autograd/ (not
+ * installed). The tensor struct is private so that the public ABI does not
+ * freeze it; the layers above the ops (nn/, optim/, data/, distributed/)
+ * build with NB_ABOVE_OPS and use nb_extension.h instead. */
 #ifndef NB_IMPL_H
 #define NB_IMPL_H
+
+#ifdef NB_ABOVE_OPS
+#error "nb_impl.h is private to core/, backend/ and autograd/: include nb_extension.h"
+#endif
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -10,6 +15,7 @@
 
 #include "nb_backend.h"
 #include "nb_core.h"
+#include "nb_extension.h"
 #include "nb_backend_util.h"
 
 /* ---- storage and tensors ------------------------------------------------ */
@@ -52,43 +58,11 @@ static inline void nb_bump_version(nb_tensor *t) {
     if (t) atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);
 }
 
-/* New contiguous tensor; registered with the current scope if any. */
-nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
-/* The same, never registered with a scope: the caller owns it (module
- * parameters, optimizer state, .grad). */
-nb_tensor *nb_tensor_new_unscoped(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev);
-/* Moves contiguous t into base's storage at element `offset` (t's values
- * copied there first): t keeps its identity (references to it stay valid)
- * and becomes a contiguous view of base. Flat parameter buffers. */
-nb_status nb_tensor_rebase(nb_tensor *t, nb_tensor *base, int64_t offset);
-/* A view of t's storage with the given geometry (scoped like nb_tensor_new). */
-nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
-                             const int64_t *strides, int64_t offset);
 /* As nb_tensor_view_of in another dtype: offset counts elements of dt.
  * The caller keeps the view inside the storage and aligned for dt (the
  * attention's float32 log-sum-exp after a 16-bit output). */
-nb_tensor *nb_tensor_view_as(const nb_tensor *t, nb_dtype dt, int ndim, const int64_t *shape,
-                             const int64_t *strides, int64_t offset);
-/* A scope opened by library code (an op, backward, a module's forward): as
- * nb_scope_begin, and while one is open the calling thread is inside a
- * library call. User code's nb_scope_begin scopes do not count. */
-nb_scope *nb_op_scope_begin(void);
-/* How many library scopes are open on this thread (0: user code). */
-int nb_op_depth(void);
-/* True once per call from user code: for an op called with no library
- * scope open, or for the first asker inside the outermost library scope.
- * The error contract (nb_core.h) clears a stale error only then: inside an
- * op, an earlier step's failure is the op's own and must keep its message
- * even when a later step succeeds. */
-bool nb_op_take_fresh(void);
-/* Ends the op-internal scope s, keeping r (its intermediates die) and
- * handing r to the enclosing scope (the root scope when none is open). */
-nb_tensor *nb_scope_return(nb_scope *s, nb_tensor *r);
-/* Hands a reference the caller owns to the current scope (the root scope
- * when none is open). */
-nb_tensor *nb_scope_adopt(nb_tensor *t);
-/* The backend handle of a stream. */
-void *nb_stream_handle(const nb_stream *s);
+nb_tensor *nb_tensor_view_as(const nb_tensor *t, nb_dtype dt, int ndim, const int64_t *shape, const int64_t *strides,
+                             int64_t offset);
 
 nb_kview nb_kview_of(const nb_tensor *t);
 /* t's view expanded (stride 0) to ndim/shape, which must be broadcast-compatible. */
@@ -126,21 +100,14 @@ bool nb_graph_capturing_be(nb_backend *be);
 void nb_prof_mark_after(nb_backend *be, const char *slot);
 bool nb_sync_debug(void);
 
+/* ---- random numbers ------------------------------------------------------ */
+
 int64_t nb_shape_numel(int ndim, const int64_t *shape);
 void nb_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* Broadcast shapes a and b (NumPy rules) into out/out_ndim; false if incompatible. */
-bool nb_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *out_ndim,
-                         int64_t *out);
+bool nb_broadcast_shapes(int na, const int64_t *a, int nb, const int64_t *b, int *out_ndim, int64_t *out);
 /* Normalises a possibly negative dim against ndim; -1 if out of range. */
 int nb_wrap_dim(int dim, int ndim);
-/* "[2, 3]" into buf. */
-char *nb_fmt_shape(int ndim, const int64_t *shape, char *buf, size_t len);
-#define NB_SHAPE_BUF 96
-
-/* ---- random numbers ------------------------------------------------------ */
-
-/* Takes `blocks` Philox counter blocks from gen; returns the first one. */
-uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks);
 
 /* ---- the op table (core/op_table.c) ------------------------------------------ */
 

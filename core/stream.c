@@ -98,7 +98,9 @@ nb_status nb_set_current_stream(nb_stream *s) {
     return NB_OK;
 }
 
-void *nb_stream_handle(const nb_stream *s) { return s->handle; }
+void *nb_stream_handle(const nb_stream *s) {
+    return s ? s->handle : NB_FAIL(NB_ERR_INVALID_ARG, "stream_handle: NULL stream");
+}
 
 nb_device nb_stream_device(const nb_stream *s) {
     if (!s) nb_set_error(NB_ERR_INVALID_ARG, "stream_device: NULL stream");

@@ -32,6 +32,10 @@ int nb_wrap_dim(int dim, int ndim) {
 }
 
 char *nb_fmt_shape(int ndim, const int64_t *shape, char *buf, size_t len) {
+    if (!buf || !len || (ndim > 0 && !shape)) {
+        if (buf && len) snprintf(buf, len, "(null)");
+        return NB_FAIL(NB_ERR_INVALID_ARG, "fmt_shape: NULL %s", buf && len ? "shape" : "buffer");
+    }
     size_t pos = (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < ndim && pos < len; i++)
         pos += (size_t)snprintf(buf + pos, len - pos, i ? ", %lld" : "%lld", (long long)shape[i]);
@@ -141,6 +145,7 @@ nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device 
 }
 
 nb_status nb_tensor_rebase(nb_tensor *t, nb_tensor *base, int64_t offset) {
+    if (!t || !base) return nb_set_error(NB_ERR_INVALID_ARG, "tensor_rebase: NULL %s", t ? "base" : "tensor");
     int64_t n = nb_numel(t);
     if (t->dtype != base->dtype || base->storage->backend != t->storage->backend || offset < 0 ||
         offset + n > (int64_t)(base->storage->bytes / nb_dtype_size(base->dtype)))
@@ -159,6 +164,7 @@ nb_status nb_tensor_rebase(nb_tensor *t, nb_tensor *base, int64_t offset) {
 
 nb_tensor *nb_tensor_view_of(const nb_tensor *t, int ndim, const int64_t *shape,
                              const int64_t *strides, int64_t offset) {
+    if (!t) return NB_FAIL(NB_ERR_INVALID_ARG, "view: NULL tensor");
     if (!check_shape("view", ndim, shape)) return NULL; /* an expand to [2^40, 2^40] must not wrap numel */
     return nb_scope_adopt(tensor_alloc(t->storage, t->dtype, ndim, shape, strides, offset));
 }
@@ -205,6 +211,19 @@ nb_tensor *nb_full(int ndim, const int64_t *shape, double value, nb_dtype dt) {
 nb_tensor *nb_zeros(int ndim, const int64_t *shape, nb_dtype dt) { return nb_full(ndim, shape, 0, dt); }
 nb_tensor *nb_ones(int ndim, const int64_t *shape, nb_dtype dt) { return nb_full(ndim, shape, 1, dt); }
 nb_tensor *nb_scalar(double value, nb_dtype dt) { return nb_full(0, NULL, value, dt); }
+
+nb_tensor *nb_empty_like(const nb_tensor *t) {
+    if (!t) return null_meta("empty_like"), NULL;
+    return nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
+}
+
+nb_tensor *nb_scalar_like(const nb_tensor *t, double value, nb_dtype dt) {
+    if (!t) return null_meta("scalar_like"), NULL;
+    nb_tensor *r = nb_tensor_new(0, NULL, dt, t->storage->device);
+    if (!r) return NULL;
+    nb_kview v = nb_kview_of(r);
+    return nb_kernel_fill(NB_BE(r), &v, value) == NB_OK ? r : NULL;
+}
 
 nb_tensor *nb_zeros_like(const nb_tensor *t) {
     if (!t) return null_meta("zeros_like"), NULL;
@@ -496,3 +515,17 @@ nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
     nb_scope_end(s);
     return nb_scope_adopt(r);
 }
+
+void *nb_data_ptr(const nb_tensor *t) {
+    if (!t) return null_meta("data_ptr"), NULL;
+    return (char *)t->storage->data + t->offset * (int64_t)nb_dtype_size(t->dtype);
+}
+
+void nb_increment_version(nb_tensor *t) { nb_bump_version(t); }
+
+int64_t nb_storage_offset(const nb_tensor *t) {
+    if (!t) return null_meta("storage_offset"), -1;
+    return t->offset;
+}
+
+bool nb_shares_storage(const nb_tensor *a, const nb_tensor *b) { return a && b && a->storage == b->storage; }

@@ -10,7 +10,7 @@
 
 #include "data_impl.h"
 #include "nb_data.h"
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nb_ops.h"
 
 /* ---- datasets --------------------------------------------------------- */

@@ -18,7 +18,7 @@
 #include <zlib.h>
 
 #include "nb_data.h"
-#include "nb_impl.h"
+#include "nb_extension.h"
 
 #define NB_IDX_IN_CHUNK ((size_t)1 << 17)   /* compressed bytes per fread */
 #define NB_IDX_FIRST_ALLOC ((size_t)1 << 20) /* the data buffer's first size */

@@ -28,7 +28,8 @@
 
 #include "data_impl.h"
 #include "nb_data.h"
-#include "nb_impl.h"
+#include "nb_extension.h"
+#include "nb_foreach.h"
 #include "philox.h"
 
 /* A set of batch tensors: x, y of a full batch and of a final short one. */
@@ -90,19 +91,17 @@ static nb_tensor **slot_tensors(nb_loader *l, int64_t k) {
     return batch_rows(l, k) == l->o.batch_size ? s->full : s->last;
 }
 
-/* Gathers batch k into its slot with the backend's index_select kernel
- * (no tensor API: also called on the worker). */
+/* Gathers batch k into its slot (index_select into the slot's tensors;
+ * also called on the worker, whose scope the index view dies in). */
 static nb_status gather(nb_loader *l, int64_t k) {
     nb_tensor **t = slot_tensors(l, k), *src[2] = {l->ds->x, l->ds->y};
-    nb_kview idx = nb_kview_of(l->order);
-    idx.data = (char *)idx.data + (size_t)(k * l->o.batch_size) * sizeof(int64_t);
-    idx.shape[0] = batch_rows(l, k);
-    for (int i = 0; i < 2; i++) {
-        nb_kview out = nb_kview_of(t[i]), x = nb_kview_of(src[i]);
-        nb_status st = nb_kernel_index_select(NB_BE(src[i]), &out, &x, 0, &idx);
-        if (st) return st;
-    }
-    return NB_OK;
+    nb_scope *s = nb_op_scope_begin();
+    int64_t rows = batch_rows(l, k);
+    nb_tensor *idx = nb_tensor_view_of(l->order, 1, &rows, NULL, nb_storage_offset(l->order) + k * l->o.batch_size);
+    nb_status st = idx ? NB_OK : nb_last_status();
+    for (int i = 0; i < 2 && !st; i++) st = nb_index_select_out(t[i], src[i], 0, idx);
+    nb_scope_end(s);
+    return st;
 }
 
 /* ---- prefetch worker --------------------------------------------------- */

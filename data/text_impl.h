@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nb_text.h"
 
 /* ---- Unicode (text_unicode.c) ------------------------------------------ */

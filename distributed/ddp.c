@@ -128,7 +128,7 @@ static nb_status before_forward(nb_module *m, nb_tensor *input, nb_tensor **repl
 
 static int group_of(const nb_ddp *d, const nb_tensor *g) {
     for (int i = 0; i < d->n_groups; i++)
-        if (g->storage == d->gflat[i]->storage) return i;
+        if (nb_shares_storage(g, d->gflat[i])) return i;
     return -1;
 }
 
@@ -136,7 +136,7 @@ static int group_of(const nb_ddp *d, const nb_tensor *g) {
  * a ZeRO-1 shard, the whole for checkpoints), or NULL with an error. */
 static nb_tensor *flat_slice(nb_tensor *flat, int64_t lo, int64_t len) {
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *v = nb_tensor_view_of(flat, 1, &len, (int64_t[]){1}, flat->offset + lo);
+    nb_tensor *v = nb_tensor_view_of(flat, 1, &len, (int64_t[]){1}, nb_storage_offset(flat) + lo);
     nb_retain(v);
     nb_scope_end(s);
     return v;
@@ -159,16 +159,16 @@ static nb_status make_buckets(nb_ddp *d) {
         int open = -1;
         for (int i = d->n_params - 1; i >= 0; i--) {
             param *p = &d->params[i];
-            if (group_of(d, p->t->grad) != g) continue;
+            if (group_of(d, nb_tensor_grad(p->t)) != g) continue;
             if (open < 0) {
                 open = d->n_buckets++;
                 bytes = 0;
             }
-            if (p->t->requires_grad) { /* a frozen parameter is reduced with its bucket, never awaited */
+            if (nb_requires_grad(p->t)) { /* a frozen parameter is reduced with its bucket, never awaited */
                 p->bucket = open;
                 d->buckets[open].n_params++;
             }
-            lo = p->t->grad->offset - d->gflat[g]->offset;
+            lo = nb_storage_offset(nb_tensor_grad(p->t)) - nb_storage_offset(d->gflat[g]);
             bytes += (double)nb_numel(p->t) * es;
             if (bytes >= (open == 0 && cap > FIRST_BUCKET_BYTES ? FIRST_BUCKET_BYTES : cap)) {
                 nb_status st = close_bucket(d, open, g, lo, hi);
@@ -195,7 +195,8 @@ static nb_status make_shard(nb_ddp *d) {
                             "over world size %lld: the module was flattened before nb_ddp_new", (long long)n, (long long)w);
     int64_t s = n / w;
     if (!(d->shard = flat_slice(d->flat[0], s * d->pg->rank, s))) return nb_last_status();
-    d->shard->requires_grad = true; /* a leaf: the optimizer's parameter */
+    nb_status st = nb_set_requires_grad(d->shard, true); /* a leaf: the optimizer's parameter */
+    if (st) return st;
     d->shard_grad = nb_tensor_new_unscoped(1, &s, nb_dtype_of(d->flat[0]), d->pg->device);
     if (!d->shard_grad) return nb_last_status();
     return nb_fill_(d->shard_grad, 0);
@@ -210,10 +211,7 @@ void nb_ddp_free(nb_ddp *d) {
     for (int i = 0; i < d->n_params; i++)
         if (d->params[i].hook > 0) nb_remove_hook(d->params[i].t, d->params[i].hook);
     if (d->pre_hook > 0) nb_module_remove_hook(d->m, d->pre_hook);
-    if (d->shard) {
-        nb_release(d->shard->grad);
-        d->shard->grad = NULL;
-    }
+    if (d->shard) nb_tensor_set_grad(d->shard, NULL, false);
     nb_release(d->shard), nb_release(d->shard_grad), nb_release(d->full);
     free(d->buckets);
     free(d->params);
@@ -245,7 +243,7 @@ nb_ddp *nb_ddp_new(nb_module *m, nb_process_group *pg, const nb_ddp_options *opt
             char a[32], b[32];
             st = nb_set_error(NB_ERR_DEVICE, "ddp_new: parameter %s is on %s, the process group on %s", ps[i].name,
                               nb_device_str(dv, a, sizeof a), nb_device_str(pg->device, b, sizeof b));
-        } else if (d->o.zero1 && !ps[i].tensor->requires_grad) {
+        } else if (d->o.zero1 && !nb_requires_grad(ps[i].tensor)) {
             st = nb_set_error(NB_ERR_INVALID_ARG, "ddp_new: zero1 steps every element of the flat parameters, and "
                               "parameter %s is frozen (requires_grad false)", ps[i].name);
         }
@@ -255,7 +253,7 @@ nb_ddp *nb_ddp_new(nb_module *m, nb_process_group *pg, const nb_ddp_options *opt
     if (!st) st = nb_module_flatten_parameters_ex(m, d->o.zero1 ? 64 * (int64_t)pg->size : 1);
     if (!st) d->n_groups = nb_module_flat_buffers(m, d->flat, d->gflat, MAX_GROUPS);
     for (int i = 0; i < d->n_params && !st; i++) /* a parameter registered after an earlier flatten */
-        if (!d->params[i].t->grad || group_of(d, d->params[i].t->grad) < 0)
+        if (!nb_tensor_grad(d->params[i].t) || group_of(d, nb_tensor_grad(d->params[i].t)) < 0)
             st = nb_set_error(NB_ERR_INVALID_ARG, "ddp_new: parameter %s is not in the module's flat buffers "
                               "(registered after nb_module_flatten_parameters?)", d->params[i].name);
     for (int g = 0; g < d->n_groups && !st; g++) st = nb_pg_check(pg, "ddp_new", d->gflat[g], true);
@@ -304,11 +302,9 @@ nb_status nb_ddp_step(nb_ddp *d, nb_optimizer *opt) {
     nb_status st = nb_reduce_scatter(d->pg, d->shard_grad, d->gflat[0], NB_DIST_AVG);
     if (!st) st = nb_fill_(d->gflat[0], 0); /* the local gradients are spent */
     if (st) return st;
-    if (d->shard->grad != d->shard_grad) { /* zero_grad(set_to_none) may have dropped it */
-        nb_release(d->shard->grad);
-        nb_retain(d->shard_grad);
-        d->shard->grad = d->shard_grad;
-    }
+    if (nb_tensor_grad(d->shard) != d->shard_grad) /* zero_grad(set_to_none) may have dropped it */
+        st = nb_tensor_set_grad(d->shard, d->shard_grad, false);
+    if (st) return st;
     st = nb_optimizer_step(opt);
     if (!st) st = nb_all_gather(d->pg, d->flat[0], d->shard);
     return st;
@@ -317,10 +313,7 @@ nb_status nb_ddp_step(nb_ddp *d, nb_optimizer *opt) {
 nb_tensor *nb_ddp_shard_parameters(nb_ddp *d) {
     if (!d) return NB_FAIL(NB_ERR_INVALID_ARG, "ddp_shard_parameters: NULL ddp");
     if (!d->o.zero1) return NB_FAIL(NB_ERR_STATE, "ddp_shard_parameters: this ddp was made without zero1");
-    if (!d->shard->grad) {
-        nb_retain(d->shard_grad);
-        d->shard->grad = d->shard_grad;
-    }
+    if (!nb_tensor_grad(d->shard) && nb_tensor_set_grad(d->shard, d->shard_grad, false)) return NULL;
     return d->shard;
 }
 
@@ -335,7 +328,11 @@ static const char *const scalar_names[] = {"mu_product", "eta", "mu"};
 nb_tensor *nb_ddp_full_parameters(nb_ddp *d) {
     if (!d) return NB_FAIL(NB_ERR_INVALID_ARG, "ddp_full_parameters: NULL ddp");
     if (!d->o.zero1) return NB_FAIL(NB_ERR_STATE, "ddp_full_parameters: this ddp was made without zero1");
-    if (!d->full && (d->full = flat_slice(d->flat[0], 0, nb_numel(d->flat[0])))) d->full->requires_grad = true;
+    if (!d->full && (d->full = flat_slice(d->flat[0], 0, nb_numel(d->flat[0]))) &&
+        nb_set_requires_grad(d->full, true)) {
+        nb_release(d->full);
+        d->full = NULL;
+    }
     return d->full;
 }
 

@@ -4,7 +4,9 @@
 #define NB_DIST_IMPL_H
 
 #include "nb_distributed.h"
-#include "nb_impl.h"
+#include "nb_autograd.h"
+#include "nb_extension.h"
+#include "nb_foreach.h"
 
 /* An outstanding collective: MPI's request, or NCCL's completion event. */
 typedef struct nb_pg_work {

@@ -149,7 +149,7 @@ nb_device nb_process_group_device(const nb_process_group *pg) {
 
 /* ---- argument checks ------------------------------------------------------ */
 
-void *nb_pg_data(const nb_tensor *t) { return nb_kview_of(t).data; }
+void *nb_pg_data(const nb_tensor *t) { return nb_data_ptr(t); }
 
 static bool carried(nb_dist_backend b, nb_dtype dt, bool reduce) {
     switch (dt) {
@@ -203,8 +203,10 @@ nb_status nb_pg_all_reduce_start(nb_process_group *pg, nb_tensor *t, nb_dist_op 
 /* AVG's scale after a sum: MPI has no average (NCCL's ncclAvg does it). */
 static nb_status finish_avg(nb_process_group *pg, nb_tensor *t, nb_dist_op op) {
     if (op != NB_DIST_AVG || pg->backend == NB_DIST_NCCL || pg->size == 1) return NB_OK;
-    nb_kview v = nb_kview_of(t);
-    return nb_kernel_unary(NB_BE(t), NB_UNARY_MUL_SCALAR, &v, &v, 1.0 / pg->size);
+    bool prev = nb_set_grad_enabled(false); /* a collective writes t as data, as torch.distributed */
+    nb_status st = nb_mul_scalar_(t, 1.0 / pg->size);
+    nb_set_grad_enabled(prev);
+    return st;
 }
 
 nb_status nb_pg_work_wait(nb_process_group *pg, nb_pg_work *w) {

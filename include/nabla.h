@@ -14,9 +14,11 @@
 #define NABLA_H
 
 #include "nb_core.h"
+#include "nb_extension.h"
 #include "nb_safetensors.h"
 #include "nb_autograd.h"
 #include "nb_ops.h"
+#include "nb_foreach.h"
 #include "nb_functional.h"
 #include "nb_linalg.h"
 #include "nb_op_table.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "nb_autograd.h"
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nn_impl.h"
 #include "nb_transformer.h"
 
@@ -95,17 +95,17 @@ nb_module *nb_nn_multihead_attention(int64_t embed_dim, int64_t num_heads, doubl
 static bool mask_ok(const char *what, const nb_tensor *t, nb_dtype dt, int nd1, const int64_t *s1, int nd2,
                     const int64_t *s2) {
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
-    if (t->dtype != NB_BOOL && t->dtype != dt) {
+    if (nb_dtype_of(t) != NB_BOOL && nb_dtype_of(t) != dt) {
         nb_set_error(NB_ERR_DTYPE, MHA ": %s must be bool or %s (the query's dtype), got %s", what, nb_dtype_name(dt),
-                     nb_dtype_name(t->dtype));
+                     nb_dtype_name(nb_dtype_of(t)));
         return false;
     }
-    bool fits = (t->ndim == nd1 && !memcmp(t->shape, s1, sizeof(int64_t) * (size_t)nd1)) ||
-                (nd2 > 0 && t->ndim == nd2 && !memcmp(t->shape, s2, sizeof(int64_t) * (size_t)nd2));
+    bool fits = (nb_dim(t) == nd1 && !memcmp(nb_shape(t), s1, sizeof(int64_t) * (size_t)nd1)) ||
+                (nd2 > 0 && nb_dim(t) == nd2 && !memcmp(nb_shape(t), s2, sizeof(int64_t) * (size_t)nd2));
     if (!fits) {
-        nb_set_error(NB_ERR_SHAPE, MHA ": %s %s should be %s%s%s", what, nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
-                     nb_fmt_shape(nd1, s1, b, sizeof b), nd2 > 0 ? " or " : "",
-                     nd2 > 0 ? nb_fmt_shape(nd2, s2, c, sizeof c) : "");
+        nb_set_error(NB_ERR_SHAPE, MHA ": %s %s should be %s%s%s", what,
+                     nb_fmt_shape(nb_dim(t), nb_shape(t), a, sizeof a), nb_fmt_shape(nd1, s1, b, sizeof b),
+                     nd2 > 0 ? " or " : "", nd2 > 0 ? nb_fmt_shape(nd2, s2, c, sizeof c) : "");
         return false;
     }
     return true;
@@ -117,9 +117,9 @@ static bool mask_ok(const char *what, const nb_tensor *t, nb_dtype dt, int nd1, 
  * NULL). Built with ops on the masks' device: nothing goes to the host. */
 static nb_tensor *combine_bool(nb_tensor *kpm, nb_tensor *am, int64_t B, int64_t h, int64_t L, int64_t S) {
     nb_tensor *k4 = kpm ? nb_reshape(kpm, 4, (int64_t[]){B, 1, 1, S}) : NULL;
-    nb_tensor *a4 = !am ? NULL
-                    : am->ndim == 3 ? nb_reshape(am, 4, (int64_t[]){B, h, L, S})
-                                    : nb_reshape(am, 4, (int64_t[]){1, 1, L, S});
+    nb_tensor *a4 = !am               ? NULL
+                    : nb_dim(am) == 3 ? nb_reshape(am, 4, (int64_t[]){B, h, L, S})
+                                      : nb_reshape(am, 4, (int64_t[]){1, 1, L, S});
     nb_tensor *masked = k4 && a4 ? nb_logical_or(k4, a4) : k4 ? k4 : a4;
     return nb_logical_not(masked);
 }
@@ -127,7 +127,7 @@ static nb_tensor *combine_bool(nb_tensor *kpm, nb_tensor *am, int64_t B, int64_t
 /* A bool mask (true = masked out) as an additive float mask of dtype dt:
  * -inf where masked, 0 elsewhere (on the mask's device). */
 static nb_tensor *bool_to_additive(nb_tensor *t, nb_dtype dt) {
-    nb_tensor *zero = nb_full_on(t->ndim, t->shape, 0, dt, nb_device_of(t));
+    nb_tensor *zero = nb_full_on(nb_dim(t), nb_shape(t), 0, dt, nb_device_of(t));
     return zero ? nb_masked_fill(zero, t, -INFINITY) : NULL;
 }
 
@@ -141,17 +141,17 @@ static bool build_mask(const nb_mha_ctx *c, nb_tensor *kpm, nb_tensor *am, int64
     if (kpm && !mask_ok("key_padding_mask", kpm, dt, 2, ks, 0, NULL)) return false;
     if (am && !mask_ok("attn_mask", am, dt, 2, a2, 3, a3)) return false;
     if (!kpm && !am) return true;
-    if ((!kpm || kpm->dtype == NB_BOOL) && (!am || am->dtype == NB_BOOL))
+    if ((!kpm || nb_dtype_of(kpm) == NB_BOOL) && (!am || nb_dtype_of(am) == NB_BOOL))
         return (*out = combine_bool(kpm, am, B, c->h, L, S)) != NULL;
     nb_tensor *ka = NULL, *aa = NULL;
     if (kpm) {
-        ka = kpm->dtype == NB_BOOL ? bool_to_additive(kpm, dt) : kpm;
+        ka = nb_dtype_of(kpm) == NB_BOOL ? bool_to_additive(kpm, dt) : kpm;
         ka = nb_reshape(ka, 4, (int64_t[]){B, 1, 1, S});
         if (!ka) return false;
     }
     if (am) {
-        aa = am->dtype == NB_BOOL ? bool_to_additive(am, dt) : am;
-        if (aa && am->ndim == 3) aa = nb_reshape(aa, 4, (int64_t[]){B, c->h, L, S});
+        aa = nb_dtype_of(am) == NB_BOOL ? bool_to_additive(am, dt) : am;
+        if (aa && nb_dim(am) == 3) aa = nb_reshape(aa, 4, (int64_t[]){B, c->h, L, S});
         if (!aa) return false;
     }
     *out = ka && aa ? nb_add(aa, ka) : ka ? ka : aa;
@@ -203,16 +203,17 @@ static nb_tensor *explicit_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, n
 
 /* Shapes of the batched inputs: q [B, L, E], k [B, S, E], v [B, S, E]. */
 static bool check_shapes(const nb_mha_ctx *c, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v) {
-    bool ok = q->ndim == 3 && k->ndim == 3 && v->ndim == 3 && q->shape[2] == c->E && k->shape[2] == c->E &&
-              v->shape[2] == c->E && k->shape[0] == q->shape[0] && v->shape[0] == q->shape[0] &&
-              v->shape[1] == k->shape[1];
+    bool ok = nb_dim(q) == 3 && nb_dim(k) == 3 && nb_dim(v) == 3 && nb_shape(q)[2] == c->E && nb_shape(k)[2] == c->E &&
+              nb_shape(v)[2] == c->E && nb_shape(k)[0] == nb_shape(q)[0] && nb_shape(v)[0] == nb_shape(q)[0] &&
+              nb_shape(v)[1] == nb_shape(k)[1];
     if (!ok) {
         char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], d[NB_SHAPE_BUF];
         nb_set_error(NB_ERR_SHAPE,
                      MHA ": query %s, key %s, value %s do not fit [B, L, E], [B, S, E], [B, S, E] with E = %lld "
                          "(batch_first)",
-                     nb_fmt_shape(q->ndim, q->shape, a, sizeof a), nb_fmt_shape(k->ndim, k->shape, b, sizeof b),
-                     nb_fmt_shape(v->ndim, v->shape, d, sizeof d), (long long)c->E);
+                     nb_fmt_shape(nb_dim(q), nb_shape(q), a, sizeof a),
+                     nb_fmt_shape(nb_dim(k), nb_shape(k), b, sizeof b),
+                     nb_fmt_shape(nb_dim(v), nb_shape(v), d, sizeof d), (long long)c->E);
     }
     return ok;
 }
@@ -220,7 +221,7 @@ static bool check_shapes(const nb_mha_ctx *c, const nb_tensor *q, const nb_tenso
 static nb_tensor *mha_impl(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor *kpm,
                            nb_tensor *am, nb_tensor **weights) {
     const nb_mha_ctx *c = nb_module_ctx(m);
-    bool unbatched = query->ndim == 2;
+    bool unbatched = nb_dim(query) == 2;
     if (unbatched) { /* PyTorch's unbatched form: a batch of one */
         bool self = query == key && key == value, kv = key == value;
         query = nb_unsqueeze(query, 0);
@@ -229,9 +230,9 @@ static nb_tensor *mha_impl(nb_module *m, nb_tensor *query, nb_tensor *key, nb_te
         if (!query || !key || !value || (kpm && !(kpm = nb_unsqueeze(kpm, 0)))) return NULL;
     }
     if (!check_shapes(c, query, key, value)) return NULL;
-    int64_t B = query->shape[0], L = query->shape[1], S = key->shape[1];
+    int64_t B = nb_shape(query)[0], L = nb_shape(query)[1], S = nb_shape(key)[1];
     nb_tensor *mask, *p[3];
-    if (!build_mask(c, kpm, am, B, L, S, query->dtype, &mask) || !project(c, query, key, value, p)) return NULL;
+    if (!build_mask(c, kpm, am, B, L, S, nb_dtype_of(query), &mask) || !project(c, query, key, value, p)) return NULL;
     nb_tensor *q = split_heads(p[0], c->h), *k = split_heads(p[1], c->h), *v = split_heads(p[2], c->h);
     bool training = nb_module_is_training(m);
     double drop = training ? c->dropout : 0.0;

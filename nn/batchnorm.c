@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "nb_autograd.h"
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nb_nn.h"
 #include "nn_impl.h"
 #include "nb_ops.h"

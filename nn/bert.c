@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "nb_autograd.h"
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nn_impl.h"
 #include "nb_transformer.h"
 
@@ -49,7 +49,7 @@ static nb_module *tied_decoder(nb_tensor *tied) {
     nb_module *m = c ? nb_module_new(&decoder_ops, c) : NB_FAIL(NB_ERR_OOM, "BERT: out of host memory");
     if (!m) return NULL;
     nb_retain(tied); /* the decoder's own reference, as PyTorch's dec.weight = tok.weight */
-    nb_tensor *b = nb_tensor_new_unscoped(1, &tied->shape[0], tied->dtype, nb_default_device());
+    nb_tensor *b = nb_tensor_new_unscoped(1, &nb_shape(tied)[0], nb_dtype_of(tied), nb_default_device());
     if (nb_module_adopt_parameter(m, "weight", tied) || !b || nb_fill_(b, 0.0) ||
         nb_module_adopt_parameter(m, "bias", b)) {
         nb_module_free(m);
@@ -157,20 +157,23 @@ nb_bert_config nb_bert_get_config(const nb_module *m) {
 /* Checks the [B, T] inputs; false with the error set. */
 static bool inputs_ok(const nb_bert_ctx *c, const nb_tensor *ids, const nb_tensor *seg, const nb_tensor *mask) {
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], d[NB_SHAPE_BUF];
-    if (ids->ndim != 2 || ids->dtype != NB_I64 || (seg && seg->dtype != NB_I64) || (mask && mask->dtype != NB_BOOL) ||
-        (seg && (seg->ndim != 2 || memcmp(seg->shape, ids->shape, sizeof(int64_t) * 2))) ||
-        (mask && (mask->ndim != 2 || memcmp(mask->shape, ids->shape, sizeof(int64_t) * 2)))) {
-        nb_set_error(seg && seg->dtype != NB_I64 ? NB_ERR_DTYPE : ids->dtype != NB_I64 ? NB_ERR_DTYPE
-                     : mask && mask->dtype != NB_BOOL ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+    if (nb_dim(ids) != 2 || nb_dtype_of(ids) != NB_I64 || (seg && nb_dtype_of(seg) != NB_I64) ||
+        (mask && nb_dtype_of(mask) != NB_BOOL) ||
+        (seg && (nb_dim(seg) != 2 || memcmp(nb_shape(seg), nb_shape(ids), sizeof(int64_t) * 2))) ||
+        (mask && (nb_dim(mask) != 2 || memcmp(nb_shape(mask), nb_shape(ids), sizeof(int64_t) * 2)))) {
+        nb_set_error(seg && nb_dtype_of(seg) != NB_I64      ? NB_ERR_DTYPE
+                     : nb_dtype_of(ids) != NB_I64           ? NB_ERR_DTYPE
+                     : mask && nb_dtype_of(mask) != NB_BOOL ? NB_ERR_DTYPE
+                                                            : NB_ERR_SHAPE,
                      "BERT: input_ids %s (int64 [B, T]), segment_ids %s (int64 [B, T] or none), attention_mask %s "
                      "(bool [B, T] or none)",
                      nb_shape_str(ids, a, sizeof a), seg ? nb_shape_str(seg, b, sizeof b) : "none",
                      mask ? nb_shape_str(mask, d, sizeof d) : "none");
         return false;
     }
-    if (ids->shape[1] > c->c.max_position) {
-        nb_set_error(NB_ERR_SHAPE, "BERT: sequence length %lld exceeds max_position %lld",
-                     (long long)ids->shape[1], (long long)c->c.max_position);
+    if (nb_shape(ids)[1] > c->c.max_position) {
+        nb_set_error(NB_ERR_SHAPE, "BERT: sequence length %lld exceeds max_position %lld", (long long)nb_shape(ids)[1],
+                     (long long)c->c.max_position);
         return false;
     }
     return true;
@@ -186,7 +189,7 @@ static bool padding_mask(nb_tensor *mask, nb_tensor **kpm) {
 }
 
 static nb_tensor *encode_impl(const nb_bert_ctx *c, nb_tensor *ids, nb_tensor *seg, nb_tensor *mask) {
-    int64_t T = ids->shape[1];
+    int64_t T = nb_shape(ids)[1];
     nb_tensor *kpm;
     if (!padding_mask(mask, &kpm)) return NULL;
     nb_tensor *e = nb_add(nb_forward(c->tok, ids), nb_forward(c->pos, nb_arange_on(0, (double)T, 1, NB_I64, nb_device_of(ids))));

@@ -6,7 +6,7 @@
 #define NB_DECODER_IMPL_H
 
 #include "nb_decoder.h"
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nb_transformer.h"
 
 /* ---- small modules (decoder_layers.c) ------------------------------------------- */

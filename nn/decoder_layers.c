@@ -36,7 +36,7 @@ nb_module *nb_nn_rms_norm(int64_t normalized_shape, double eps, nb_dtype dt) {
     if (normalized_shape < 1 || !(eps >= 0) || isinf(eps))
         return NB_FAIL(NB_ERR_INVALID_ARG, "RMSNorm: normalized_shape %lld must be >= 1 and eps %g finite and >= 0",
                        (long long)normalized_shape, eps);
-    if (!nb_dtype_is_compute_float(dt))
+    if (dt != NB_F32 && dt != NB_F64)
         return NB_FAIL(NB_ERR_DTYPE, "RMSNorm: dtype must be float32 or float64 (got %s)", dtype_str(dt));
     nb_rms_norm_ctx *c = calloc(1, sizeof *c);
     nb_module *m = c ? nb_module_new(&rms_norm_ops, c) : NB_FAIL(NB_ERR_OOM, "RMSNorm: out of host memory");
@@ -100,7 +100,7 @@ nb_module *nb_nn_rotary_embedding(int64_t head_dim, nb_rope_config rc, nb_dtype 
                        "> 0 (got %g, %g, %g, %lld)",
                        (long long)head_dim, rc.theta, rc.factor, rc.low_freq_factor, rc.high_freq_factor,
                        (long long)rc.original_max_position_embeddings);
-    if (!nb_dtype_is_compute_float(dt))
+    if (dt != NB_F32 && dt != NB_F64)
         return NB_FAIL(NB_ERR_DTYPE, "RotaryEmbedding: dtype must be float32 or float64 (got %s)", dtype_str(dt));
     int64_t h = head_dim / 2;
     double *f = malloc(sizeof(double) * (size_t)h);
@@ -215,7 +215,7 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
 
 nb_module *nb_hf_conv1d(int64_t nx, int64_t nf, nb_dtype dt) {
     if (nx < 1 || nf < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "Conv1D: sizes %lld, %lld must be >= 1", (long long)nx, (long long)nf);
-    if (!nb_dtype_is_compute_float(dt))
+    if (dt != NB_F32 && dt != NB_F64)
         return NB_FAIL(NB_ERR_DTYPE, "Conv1D: dtype must be float32 or float64 (got %s)", dtype_str(dt));
     nb_conv1d_hf_ctx *c = calloc(1, sizeof *c);
     nb_module *m = c ? nb_module_new(&conv1d_hf_ops, c) : NB_FAIL(NB_ERR_OOM, "Conv1D: out of host memory");

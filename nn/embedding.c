@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nn_impl.h"
 #include "nb_transformer.h"
 
@@ -33,7 +33,8 @@ int64_t nb_nn_embedding_padding_idx(const nb_module *m) {
 static nb_status zero_row(nb_tensor *w, int64_t row) {
     nb_scope *s = nb_op_scope_begin();
     if (!s) return nb_last_status();
-    nb_tensor *r = nb_tensor_view_of(w, 1, &w->shape[1], &w->strides[1], w->offset + row * w->strides[0]);
+    nb_tensor *r =
+        nb_tensor_view_of(w, 1, &nb_shape(w)[1], &nb_strides(w)[1], nb_storage_offset(w) + row * nb_strides(w)[0]);
     nb_status st = r ? nb_fill_(r, 0.0) : nb_last_status();
     nb_scope_end(s);
     return st;

@@ -10,23 +10,25 @@
 #include <math.h>
 #include <string.h>
 
-#include "nb_impl.h"
 #include "nb_autograd.h"
+#include "nb_backend.h"
+#include "nb_extension.h"
 #include "nb_linalg.h"
 #include "nb_nn.h"
+#include "nb_op_table.h"
 #include "nb_ops.h"
 
 /* sign(diag(R)) for R [k, n], k <= n, as a [k] tensor of R's dtype. */
 static nb_tensor *diag_sign(nb_tensor *R) {
-    int64_t k = R->shape[0], st = R->strides[0] + R->strides[1];
-    nb_tensor *d = nb_tensor_view_of(R, 1, &k, &st, R->offset);
-    nb_tensor *zero = nb_full_on(0, NULL, 0, R->dtype, R->storage->device);
-    return nb_sub(nb_to_dtype(nb_gt(d, zero), R->dtype), nb_to_dtype(nb_gt(zero, d), R->dtype));
+    int64_t k = nb_shape(R)[0], st = nb_strides(R)[0] + nb_strides(R)[1];
+    nb_tensor *d = nb_tensor_view_of(R, 1, &k, &st, nb_storage_offset(R));
+    nb_tensor *zero = nb_full_on(0, NULL, 0, nb_dtype_of(R), nb_device_of(R));
+    return nb_sub(nb_to_dtype(nb_gt(d, zero), nb_dtype_of(R)), nb_to_dtype(nb_gt(zero, d), nb_dtype_of(R)));
 }
 
 static nb_status orthogonal_fill(nb_tensor *t, double gain, nb_generator *gen) {
-    int64_t rows = t->shape[0], cols = nb_numel(t) / rows;
-    nb_tensor *flat = nb_empty_on(NB_SHAPE(rows, cols), t->dtype, nb_device_of(t)), *Q, *R;
+    int64_t rows = nb_shape(t)[0], cols = nb_numel(t) / rows;
+    nb_tensor *flat = nb_empty_on(NB_SHAPE(rows, cols), nb_dtype_of(t), nb_device_of(t)), *Q, *R;
     if (!flat) return nb_last_status();
     nb_status st = nb_normal_(flat, 0, 1, gen);
     if (st != NB_OK) return st;
@@ -34,19 +36,22 @@ static nb_status orthogonal_fill(nb_tensor *t, double gain, nb_generator *gen) {
     if ((st = nb_linalg_qr(flat, NB_QR_REDUCED, &Q, &R)) != NB_OK) return st;
     nb_tensor *q = nb_mul(Q, diag_sign(R));
     if (rows < cols) q = nb_transpose(q, 0, 1);
-    q = nb_reshape(nb_mul_scalar(q, gain), t->ndim, t->shape);
+    q = nb_reshape(nb_mul_scalar(q, gain), nb_dim(t), nb_shape(t));
     return q ? nb_copy_(t, q) : nb_last_status();
 }
 
 nb_status nb_init_orthogonal_(nb_tensor *t, double gain, nb_generator *gen) {
     if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "init.orthogonal_: NULL tensor");
     char b[NB_SHAPE_BUF];
-    if (t->ndim < 2)
-        return nb_set_error(NB_ERR_SHAPE, "init.orthogonal_: only tensors with 2 or more dimensions are supported, got %s",
-                            nb_fmt_shape(t->ndim, t->shape, b, sizeof b));
-    if (!nb_backend_supports(nb_device_of(t), NB_OP_LINALG_QR, t->dtype))
-        return nb_set_error(NB_ERR_DTYPE, "init.orthogonal_: %s is not supported (it needs linalg_qr in that dtype "
-                            "on the tensor's device)", nb_dtype_name(t->dtype));
+    if (nb_dim(t) < 2)
+        return nb_set_error(NB_ERR_SHAPE,
+                            "init.orthogonal_: only tensors with 2 or more dimensions are supported, got %s",
+                            nb_fmt_shape(nb_dim(t), nb_shape(t), b, sizeof b));
+    if (!nb_backend_supports(nb_device_of(t), NB_OP_LINALG_QR, nb_dtype_of(t)))
+        return nb_set_error(NB_ERR_DTYPE,
+                            "init.orthogonal_: %s is not supported (it needs linalg_qr in that dtype "
+                            "on the tensor's device)",
+                            nb_dtype_name(nb_dtype_of(t)));
     if (nb_numel(t) == 0) return NB_OK;
     bool prev = nb_set_grad_enabled(false);
     nb_scope *s = nb_op_scope_begin();
@@ -81,21 +86,23 @@ nb_status nb_init_calculate_fan_in_and_fan_out(const nb_tensor *t, int64_t *fan_
         return nb_set_error(NB_ERR_INVALID_ARG, "init.calculate_fan_in_and_fan_out: NULL %s",
                             !t ? "tensor" : "output");
     char b[NB_SHAPE_BUF];
-    if (t->ndim < 2)
-        return nb_set_error(NB_ERR_SHAPE, "init: fan in and fan out can not be computed for a tensor with fewer than "
-                            "2 dimensions (%s)", nb_fmt_shape(t->ndim, t->shape, b, sizeof b));
+    if (nb_dim(t) < 2)
+        return nb_set_error(NB_ERR_SHAPE,
+                            "init: fan in and fan out can not be computed for a tensor with fewer than "
+                            "2 dimensions (%s)",
+                            nb_fmt_shape(nb_dim(t), nb_shape(t), b, sizeof b));
     int64_t rf = 1; /* the receptive field: the product of the dims past the first two (no overflow: numel fits) */
-    for (int i = 2; i < t->ndim; i++) rf *= t->shape[i];
-    *fan_in = t->shape[1] * rf, *fan_out = t->shape[0] * rf;
+    for (int i = 2; i < nb_dim(t); i++) rf *= nb_shape(t)[i];
+    *fan_in = nb_shape(t)[1] * rf, *fan_out = nb_shape(t)[0] * rf;
     return NB_OK;
 }
 
 /* A random fill's checks: a float tensor (the fills draw reals). */
 static nb_status random_target(const char *op, const nb_tensor *t) {
     if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "init.%s: NULL tensor", op);
-    if (!nb_dtype_is_float(t->dtype))
+    if (!nb_dtype_is_float(nb_dtype_of(t)))
         return nb_set_error(NB_ERR_DTYPE, "init.%s: %s is not supported (a float tensor is needed)", op,
-                            nb_dtype_name(t->dtype));
+                            nb_dtype_name(nb_dtype_of(t)));
     return NB_OK;
 }
 
@@ -215,7 +222,7 @@ nb_status nb_init_trunc_normal_(nb_tensor *t, double mean, double std, double a,
     double lo = erf((a - mean) / std / sqrt(2.0)), hi = erf((b - mean) / std / sqrt(2.0));
     bool prev = nb_set_grad_enabled(false);
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *u = nb_empty_on(t->ndim, t->shape, NB_F64, nb_device_of(t));
+    nb_tensor *u = nb_empty_on(nb_dim(t), nb_shape(t), NB_F64, nb_device_of(t));
     st = u ? nb_uniform_(u, lo, hi, gen) : nb_last_status();
     if (!st) {
         nb_tensor *v = nb_add_scalar(nb_mul_scalar(erfinv_f64(u), std * sqrt(2.0)), mean);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nn_impl.h"
 #include "nb_transformer.h"
 

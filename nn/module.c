@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "nb_autograd.h"
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nb_nn.h"
 #include "nn_impl.h"
 
@@ -529,15 +529,10 @@ static nb_status flatten_group(nb_module *m, nb_named_tensor *ps, int n, nb_dtyp
         nb_tensor *p = ps[i].tensor;
         if (nb_dtype_of(p) != dt || nb_device_of(p).type != dev.type || nb_device_of(p).index != dev.index) continue;
         st = nb_tensor_rebase(p, flat, off);
-        nb_tensor *g = st ? NULL : nb_tensor_view_of(gflat, p->ndim, p->shape, NULL, off);
+        nb_tensor *g = st ? NULL : nb_tensor_view_of(gflat, nb_dim(p), nb_shape(p), NULL, off);
         if (!st && !g) st = nb_last_status();
-        if (!st && p->grad) st = nb_copy_(g, p->grad); /* a gradient present carries over */
-        if (!st) {
-            nb_retain(g); /* p's own reference (the view also belongs to the current scope) */
-            nb_release(p->grad);
-            p->grad = g;
-            p->keep_grad = true;
-        }
+        if (!st && nb_tensor_grad(p)) st = nb_copy_(g, nb_tensor_grad(p)); /* a gradient present carries over */
+        if (!st) st = nb_tensor_set_grad(p, g, true); /* p takes its own reference (the view is scoped) */
         off += (nb_numel(p) + NB_FLAT_ALIGN - 1) / NB_FLAT_ALIGN * NB_FLAT_ALIGN;
     }
     if (st) {

@@ -7,7 +7,7 @@
  */
 #include <stdlib.h>
 
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nb_nn.h"
 #include "nb_ops.h"
 

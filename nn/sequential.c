@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nb_nn.h"
 
 static nb_tensor *sequential_forward(nb_module *m, nb_tensor *x) {

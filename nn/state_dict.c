@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nb_nn.h"
 
 int nb_module_state_dict(nb_module *m, nb_named_tensor **out) {

@@ -7,7 +7,7 @@
  */
 #include <stdlib.h>
 
-#include "nb_impl.h"
+#include "nb_extension.h"
 #include "nb_transformer.h"
 
 /* ---- TransformerEncoderLayer --------------------------------------------------- */
@@ -42,12 +42,12 @@ static const nb_module_ops enc_layer_ops;
 /* The causal attn_mask for T positions: bool [T, T], true (may NOT attend,
  * MultiheadAttention's convention) above the diagonal. */
 static nb_tensor *causal_mask(const nb_tensor *src) {
-    int64_t T = src->shape[src->ndim - 2];
+    int64_t T = nb_shape(src)[nb_dim(src) - 2];
     return nb_triu(nb_to_device(nb_ones(NB_SHAPE(T, T), NB_BOOL), nb_device_of(src)), 1);
 }
 
 nb_tensor *nb_nn_transformer_encoder_layer_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o) {
-    if (o.is_causal && !o.mask && src && src->ndim >= 2) { /* PyTorch requires the mask; nabla builds it */
+    if (o.is_causal && !o.mask && src && nb_dim(src) >= 2) { /* PyTorch requires the mask; nabla builds it */
         nb_scope *s = nb_op_scope_begin();
         nb_tensor *mask = causal_mask(src);
         nb_tensor *y = mask ? nb_nn_transformer_encoder_layer_forward(m, src, mask, o.src_key_padding_mask) : NULL;
@@ -172,7 +172,7 @@ nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_te
 }
 
 nb_tensor *nb_nn_transformer_encoder_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o) {
-    if (o.is_causal && !o.mask && src && src->ndim >= 2) { /* one causal mask for every layer */
+    if (o.is_causal && !o.mask && src && nb_dim(src) >= 2) { /* one causal mask for every layer */
         nb_scope *s = nb_op_scope_begin();
         nb_tensor *mask = causal_mask(src);
         nb_tensor *y = mask ? nb_nn_transformer_encoder_forward(m, src, mask, o.src_key_padding_mask) : NULL;

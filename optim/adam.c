@@ -1,6 +1,6 @@
 /* adam.c - torch.optim.Adam and AdamW: options with PyTorch's defaults and
- * checks, and the update of one parameter through the backend's adam_step
- * kernel (formula in nb_optim.h; Kingma & Ba, "Adam", ICLR 2015; Loshchilov
+ * checks, and the update of one parameter through nb_fused_adam_
+ * (nb_foreach.h; formula in nb_optim.h; Kingma & Ba, "Adam", ICLR 2015; Loshchilov
  * & Hutter, "Decoupled weight decay regularization", ICLR 2019).
  */
 #include "optim_impl.h"
@@ -39,13 +39,10 @@ static nb_status adam_update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_t
         .maximize = o->maximize,
         .step = opt->state[i].step + 1,
     };
-    nb_kview kp = nb_kview_of(p), kg = nb_kview_of(grad);
-    nb_kview km = nb_kview_of(st[0]), kv = nb_kview_of(st[1]), kmax = {0};
-    if (o->amsgrad) kmax = nb_kview_of(st[2]);
-    return nb_kernel_adam_step(NB_BE(p), &kp, &kg, &km, &kv, o->amsgrad ? &kmax : NULL, &h);
+    return nb_fused_adam_(1, &p, &grad, &st[0], &st[1], o->amsgrad ? &st[2] : NULL, &h);
 }
 
-/* The same over n parameters with one adam_step_multi call (one launch on
+/* The same over n parameters with one nb_fused_adam_ call (one launch on
  * a GPU); h is shared, so the caller batches equal step counts. */
 static nb_status adam_update_multi(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
                                    nb_tensor *const *grad, unsigned created) {
@@ -62,16 +59,8 @@ static nb_status adam_update_multi(nb_optimizer *opt, int g, int n, const int *i
         .maximize = o->maximize,
         .step = opt->state[idx[0]].step + 1,
     };
-    nb_backend *be = p[0]->storage->backend;
-    if (!nb_kernel_has(be, adam_step_multi)) { /* the single-tensor kernel, n times */
-        for (int j = 0; j < n; j++) {
-            nb_status st = adam_update(opt, g, idx[j], p[j], grad[j], created);
-            if (st) return st;
-        }
-        return NB_OK;
-    }
     enum { M = 64 };
-    nb_kview kp[M], kg[M], km[M], kv[M], kmax[M];
+    nb_tensor *m[M], *v[M], *vmax[M];
     double *steps[M];
     if (n > M) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d parameters in one batch (at most %d)", opt->d->op, n, M);
     if (nb_optim_capturable(p[0])) { /* lr and step read on the device (CUDA graphs) */
@@ -81,11 +70,9 @@ static nb_status adam_update_multi(nb_optimizer *opt, int g, int n, const int *i
     }
     for (int j = 0; j < n; j++) {
         nb_tensor *const *st = opt->state[idx[j]].t;
-        kp[j] = nb_kview_of(p[j]), kg[j] = nb_kview_of(grad[j]);
-        km[j] = nb_kview_of(st[0]), kv[j] = nb_kview_of(st[1]);
-        if (o->amsgrad) kmax[j] = nb_kview_of(st[2]);
+        m[j] = st[0], v[j] = st[1], vmax[j] = o->amsgrad ? st[2] : NULL;
     }
-    return nb_kernel_adam_step_multi(NB_BE(p[0]), n, kp, kg, km, kv, o->amsgrad ? kmax : NULL, &h);
+    return nb_fused_adam_(n, p, grad, m, v, o->amsgrad ? vmax : NULL, &h);
 }
 
 static nb_status adam_check(const char *op, const void *options) {

@@ -28,10 +28,7 @@ typedef struct nb_optim_dev {
     bool lr_hooked;       /* the before-replay lr refresh is registered for the current capture */
 } nb_optim_dev;
 
-bool nb_optim_capturable(const nb_tensor *p) {
-    nb_backend *be = p->storage->backend;
-    return be->iface->graph_capture_begin != NULL;
-}
+bool nb_optim_capturable(const nb_tensor *p) { return nb_graph_supported(nb_device_of(p)); }
 
 void nb_optim_dev_free(nb_optimizer *opt) {
     nb_optim_dev *m = opt->devm;
@@ -111,9 +108,9 @@ static void replay_steps(void *ctx, int delta) {
 
 nb_status nb_optim_dev_prepare(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
                                const double **lr_dev, double **step_dev) {
-    nb_backend *be = p[0]->storage->backend;
-    bool cap = nb_graph_capturing_be(be);
-    nb_optim_dev *m = mirror(opt, nb_device_of(p[0]));
+    nb_device dev = nb_device_of(p[0]);
+    bool cap = nb_graph_is_capturing(dev);
+    nb_optim_dev *m = mirror(opt, dev);
     if (!m) return nb_last_status();
     const char *warm = "%s: %s is not on the device yet; take one eager step before capturing a graph";
     double lr = opt->groups[g].o.head.lr;
@@ -128,8 +125,8 @@ nb_status nb_optim_dev_prepare(nb_optimizer *opt, int g, int n, const int *idx, 
         if (st) return st;
         m->lr_val[g] = lr;
     }
-    *lr_dev = (const double *)m->lr[g]->storage->data + m->lr[g]->offset;
-    double *base = (double *)m->steps->storage->data + m->steps->offset;
+    *lr_dev = nb_data_ptr(m->lr[g]);
+    double *base = nb_data_ptr(m->steps);
     for (int j = 0; j < n; j++) {
         int i = idx[j];
         if (m->steps_host[i] != (double)opt->state[i].step) { /* a checkpoint load, or the first step */
@@ -152,8 +149,8 @@ nb_status nb_optim_dev_prepare(nb_optimizer *opt, int g, int n, const int *idx, 
         memcpy(ci, idx, sizeof *ci * (size_t)n);
         *c = (captured_call){opt, n, ci};
         m->calls[m->n_calls++] = c;
-        if (!nb_graph_on_replay(be, replay_steps, c)) return nb_last_status();
-        if (!m->lr_hooked && !nb_graph_on_replay(be, refresh_lr, opt)) return nb_last_status();
+        if (!nb_graph_add_replay_hook(dev, replay_steps, c)) return nb_last_status();
+        if (!m->lr_hooked && !nb_graph_add_replay_hook(dev, refresh_lr, opt)) return nb_last_status();
         m->lr_hooked = true;
     }
     return NB_OK;

@@ -3,18 +3,17 @@
  * dtype (only the final total norm is read back, and only when asked), in
  * PyTorch's order: per-gradient norms, then the norm of those, then
  * clip_coef = min(max_norm / (total_norm + 1e-6), 1) applied to every
- * gradient. A backend with the multi-tensor slots (norm_multi, mul_multi:
- * CUDA) does the per-gradient norms and the scaling in one launch each, as
- * PyTorch's foreach path; elsewhere they are ops per gradient. The gradients are updated in place by the backend's
- * elementwise kernels (out == input is allowed), so the .grad storage - and
+ * gradient, through nb_foreach_norm and nb_foreach_mul_ (one launch each
+ * where the backend has multi-tensor kernels, CUDA; PyTorch's foreach
+ * path). The gradients are updated in place, so the .grad storage - and
  * any view of it - is kept and no gradient-sized temporary is made for it.
  */
 #include <math.h>
 #include <stdlib.h>
 
 #include "nb_autograd.h"
-#include "nb_backend.h"
-#include "nb_impl.h"
+#include "nb_foreach.h"
+#include "nb_extension.h"
 #include "nb_ops.h"
 #include "nb_optim.h"
 
@@ -27,9 +26,6 @@ static nb_status check_list(const char *op, nb_tensor *const *params, int n) {
     return NB_OK;
 }
 
-/* |g|: relu(g) + relu(-g) is exact (one term is 0). */
-static nb_tensor *abs_of(nb_tensor *g) { return nb_add(nb_relu(g), nb_relu(nb_neg(g))); }
-
 /* A 0-dim tensor of t's dtype and device holding v. */
 static nb_tensor *scalar_like(const nb_tensor *t, double v) {
     nb_tensor *s = nb_empty_on(0, NULL, nb_dtype_of(t), nb_device_of(t));
@@ -37,116 +33,42 @@ static nb_tensor *scalar_like(const nb_tensor *t, double v) {
     return s;
 }
 
-/* The norm_type-norm of the elements of x (0-dim); NULL on error. */
-static nb_tensor *vector_norm(nb_tensor *x, double p) {
-    if (nb_numel(x) == 0) return scalar_like(x, 0.0); /* torch.norm of an empty tensor is 0 */
-    if (isinf(p)) { /* max |x| = max(amax(x), amax(-x)); NaN propagates */
-        nb_tensor *hi = nb_max(x, NULL, 0, false), *lo = hi ? nb_max(nb_neg(x), NULL, 0, false) : NULL;
-        return lo ? nb_max(nb_stack((nb_tensor *[]){hi, lo}, 2, 0), NULL, 0, false) : NULL;
-    }
-    if (p == 2.0) return nb_sqrt(nb_sum(nb_mul(x, x), NULL, 0, false));
-    if (p == 1.0) return nb_sum(abs_of(x), NULL, 0, false);
-    return nb_pow_scalar(nb_sum(nb_pow_scalar(abs_of(x), p), NULL, 0, false), 1.0 / p);
-}
-
-/* x (in place) = x OP b, b a 0-dim tensor of x's dtype broadcast over it. */
-static nb_status inplace_scalar_op(nb_tensor *x, nb_binary_op op, nb_tensor *b) {
-    if (nb_numel(x) == 0) return NB_OK;
-    nb_kview xv = nb_kview_of(x), bv = nb_kview_expand(b, x->ndim, x->shape);
-    nb_bump_version(x);
-    return nb_kernel_binary(NB_BE(x), op, &xv, &xv, &bv);
-}
-
-/* b converted to x's dtype (b itself when it already has it). */
-static nb_tensor *as_dtype_of(nb_tensor *b, const nb_tensor *x) {
-    return nb_dtype_of(b) == nb_dtype_of(x) ? b : nb_to_dtype(b, nb_dtype_of(x));
-}
+/* The ord-norm of the elements of one tensor, 0-dim. */
+static nb_tensor *norm_of(nb_tensor *x, double p) { return nb_reshape(nb_foreach_norm(&x, 1, p), 0, NULL); }
 
 static nb_status scale_by_coef(nb_tensor **g, int k, nb_tensor *total, double max_norm, double *total_out);
 
-/* clip_grad_norm_'s body with a norm per gradient (ops). */
-static nb_status clip_norm_ops(nb_tensor **g, int k, double max_norm, double p, double *total_out) {
-    nb_tensor **norms = malloc(sizeof *norms * (size_t)k);
-    if (!norms) return nb_set_error(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
+/* The body of clip_grad_norm_ over the k gradients g, inside a scope with
+ * grad off: the per-gradient norms (one launch where the backend has a
+ * multi-tensor norm), then the norm of those. */
+static nb_status clip_norm(nb_tensor **g, int k, double max_norm, double p, double *total_out) {
     bool mixed = false;
     for (int i = 0; i < k; i++) mixed |= nb_dtype_of(g[i]) != nb_dtype_of(g[0]);
-    nb_status st = NB_OK;
-    for (int i = 0; i < k && st == NB_OK; i++) {
-        norms[i] = vector_norm(g[i], p);
-        if (norms[i] && mixed) norms[i] = nb_to_dtype(norms[i], NB_F64); /* torch.stack promotes */
-        if (!norms[i]) st = nb_last_status();
+    nb_tensor *norms = NULL;
+    if (!mixed)
+        norms = nb_foreach_norm(g, k, p);
+    else { /* a norm per gradient, promoted to float64 as torch.stack does */
+        nb_tensor **each = malloc(sizeof *each * (size_t)k);
+        if (!each) return nb_set_error(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
+        bool ok = true;
+        for (int i = 0; i < k && ok; i++) ok = (each[i] = nb_to_dtype(norm_of(g[i], p), NB_F64)) != NULL;
+        if (ok) norms = nb_stack(each, k, 0);
+        free(each);
     }
-    nb_tensor *total = NULL;
-    if (st == NB_OK) total = k == 1 && isinf(p) ? norms[0] : vector_norm(nb_stack(norms, k, 0), p);
-    free(norms);
-    return total ? scale_by_coef(g, k, total, max_norm, total_out) : st != NB_OK ? st : nb_last_status();
-}
-
-/* The norms of the k gradients in one backend call (norm_multi), when it has
- * one and they qualify (one dtype, contiguous); NULL with no error otherwise. */
-static nb_tensor *norms_multi(nb_tensor **g, int k, double p) {
-    nb_backend *be = g[0]->storage->backend;
-    if (!nb_kernel_has(be, norm_multi)) return NULL;
-    for (int i = 0; i < k; i++)
-        if (nb_dtype_of(g[i]) != nb_dtype_of(g[0]) || !nb_is_contiguous(g[i]) ||
-            g[i]->storage->backend != be)
-            return NULL;
-    nb_kview *v = malloc(sizeof *v * (size_t)k);
-    nb_tensor *out = v ? nb_empty_on(1, (int64_t[]){k}, nb_dtype_of(g[0]), nb_device_of(g[0])) : NULL;
-    if (!out) {
-        free(v);
-        return v ? NULL : NB_FAIL(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
-    }
-    for (int i = 0; i < k; i++) v[i] = nb_kview_of(g[i]);
-    nb_kview vo = nb_kview_of(out);
-    nb_status st = nb_kernel_norm_multi(NB_BE(out), k, v, p, &vo);
-    free(v);
-    return st == NB_OK ? out : NULL;
-}
-
-/* The body of clip_grad_norm_ over the k gradients g, inside a scope with
- * grad off: the backend's multi-tensor norm when it has one, else a norm
- * per gradient with ops. */
-static nb_status clip_norm(nb_tensor **g, int k, double max_norm, double p, double *total_out) {
-    nb_backend *be = g[0]->storage->backend;
-    if (nb_kernel_has(be, norm_multi)) {
-        nb_status prev = nb_last_status();
-        nb_tensor *norms = norms_multi(g, k, p);
-        if (norms) {
-            nb_tensor *total = k == 1 && isinf(p) ? norms : vector_norm(norms, p);
-            return total ? scale_by_coef(g, k, total, max_norm, total_out) : nb_last_status();
-        }
-        if (nb_last_status() != prev) return nb_last_status(); /* it failed, not just declined */
-    }
-    return clip_norm_ops(g, k, max_norm, p, total_out);
+    nb_tensor *total = !norms ? NULL : k == 1 && isinf(p) ? nb_reshape(norms, 0, NULL) : norm_of(norms, p);
+    return total ? scale_by_coef(g, k, total, max_norm, total_out) : nb_last_status();
 }
 
 /* Multiplies the k gradients by clamp(max_norm / (total + 1e-6), max=1)
- * (PyTorch's clip_coef), on the device; *total_out = total when asked (the
- * one host read). */
+ * (PyTorch's clip_coef), on the device (one launch where the backend has a
+ * multi-tensor multiply); *total_out = total when asked (the one host read). */
 static nb_status scale_by_coef(nb_tensor **g, int k, nb_tensor *total, double max_norm, double *total_out) {
-    nb_status st = NB_OK;
     /* PyTorch: max_norm / (total_norm + 1e-6) is reciprocal(total + 1e-6) * max_norm. */
     nb_tensor *one = scalar_like(total, 1.0);
     nb_tensor *coef = nb_mul_scalar(nb_div(one, nb_add_scalar(total, 1e-6)), max_norm);
     coef = coef ? nb_where(nb_gt(coef, one), one, coef) : NULL; /* clamp(max=1.0); NaN stays NaN */
     if (!coef) return nb_last_status();
-    nb_backend *be = g[0]->storage->backend;
-    bool multi = nb_kernel_has(be, mul_multi);
-    for (int i = 0; i < k && multi; i++)
-        multi = nb_dtype_of(g[i]) == nb_dtype_of(coef) && nb_is_contiguous(g[i]) && g[i]->storage->backend == be;
-    if (multi) { /* one launch for every gradient */
-        nb_kview *v = malloc(sizeof *v * (size_t)k);
-        if (!v) return nb_set_error(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
-        for (int i = 0; i < k; i++) v[i] = nb_kview_of(g[i]), nb_bump_version(g[i]);
-        nb_kview vc = nb_kview_of(coef);
-        st = nb_kernel_mul_multi(NB_BE(coef), k, v, &vc);
-        free(v);
-    } else
-        for (int i = 0; i < k && st == NB_OK; i++) {
-            nb_tensor *c = as_dtype_of(coef, g[i]);
-            st = c ? inplace_scalar_op(g[i], NB_BINARY_MUL, c) : nb_last_status();
-        }
+    nb_status st = nb_foreach_mul_(g, k, coef);
     if (st == NB_OK && total_out) *total_out = nb_item(total);
     return st;
 }
@@ -199,8 +121,8 @@ nb_status nb_clip_grad_value_(nb_tensor *const *params, int n, double clip_value
         if (!g) continue;
         /* clamp_(min=-c, max=c) as maximum then minimum: NaN-propagating, as torch.clamp. */
         nb_tensor *lo = scalar_like(g, -clip_value), *hi = scalar_like(g, clip_value);
-        st = lo && hi ? inplace_scalar_op(g, NB_BINARY_MAXIMUM, lo) : nb_last_status();
-        if (st == NB_OK) st = inplace_scalar_op(g, NB_BINARY_MINIMUM, hi);
+        st = lo && hi ? nb_maximum_(g, lo) : nb_last_status();
+        if (st == NB_OK) st = nb_minimum_(g, hi);
     }
     nb_set_grad_enabled(prev);
     nb_scope_end(s);

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "nb_autograd.h"
-#include "nb_autograd_impl.h"
 #include "nb_ops.h"
 #include "optim_impl.h"
 

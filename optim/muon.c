@@ -94,8 +94,7 @@ static nb_status update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_tensor
         .decoupled = true,
         .step = opt->state[i].step + 1,
     };
-    nb_kview kp = nb_kview_of(p), kg = nb_kview_of(grad), km = nb_kview_of(t[EXP_AVG]), kv = nb_kview_of(t[EXP_AVG_SQ]);
-    return nb_kernel_adam_step(NB_BE(p), &kp, &kg, &km, &kv, NULL, &h);
+    return nb_fused_adam_(1, &p, &grad, &t[EXP_AVG], &t[EXP_AVG_SQ], NULL, &h);
 }
 
 static nb_status check(const char *op, const void *options) {

@@ -10,7 +10,8 @@
 
 #include <stddef.h>
 
-#include "nb_impl.h"
+#include "nb_extension.h"
+#include "nb_foreach.h"
 #include "nb_optim.h"
 
 #define NB_OPT_MAX_TENSORS 6 /* state tensors per parameter */

@@ -6,7 +6,6 @@
  */
 #include <math.h>
 
-#include "nb_autograd_impl.h"
 #include "nb_ops.h"
 #include "optim_impl.h"
 

@@ -389,7 +389,7 @@ static nb_status step_group_multi(nb_optimizer *opt, int g) {
         unsigned created = 0;
         st = ensure_state(opt, g, i, &created);
         if (!st && fresh && opt->d->init) st = opt->d->init(opt, g, i);
-        if (!st && created && nb_graph_capturing_be(p->storage->backend)) /* a zero fill would run every replay */
+        if (!st && created && nb_graph_is_capturing(nb_device_of(p))) /* a zero fill would run every replay */
             st = nb_set_error(NB_ERR_STATE, "%s: parameter %d has no optimizer state yet; take one eager step "
                                             "before capturing a graph", opt->d->op, i);
         if (st) {
@@ -434,7 +434,7 @@ static nb_status generic_step(nb_optimizer *opt) {
  * its own (LBFGS) may write them all. */
 static nb_status bump_params(nb_optimizer *opt, bool all, nb_status st) {
     for (int i = 0; i < opt->n; i++)
-        if (all || nb_tensor_grad(opt->params[i])) nb_bump_version(opt->params[i]);
+        if (all || nb_tensor_grad(opt->params[i])) nb_increment_version(opt->params[i]);
     return st;
 }
 

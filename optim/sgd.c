@@ -1,5 +1,5 @@
 /* sgd.c - torch.optim.SGD: options with PyTorch's checks, and the update of
- * one parameter through the backend's sgd_step kernel (the formula is in
+ * one parameter through nb_fused_sgd_ (nb_foreach.h) (the formula is in
  * nb_optim.h, from torch.optim.SGD's documentation and implementation).
  */
 #include <math.h>
@@ -35,9 +35,7 @@ static nb_status sgd_update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_te
         .first_step = created & 1u, /* a new buffer starts as g (PyTorch: clone(grad)) */
     };
     nb_tensor *buf = o->momentum != 0.0 ? opt->state[i].t[0] : NULL;
-    nb_kview kp = nb_kview_of(p), kg = nb_kview_of(grad), kb = {0};
-    if (buf) kb = nb_kview_of(buf);
-    return nb_kernel_sgd_step(NB_BE(p), &kp, &kg, buf ? &kb : NULL, &h);
+    return nb_fused_sgd_(1, &p, &grad, buf ? &buf : NULL, &h);
 }
 
 /* The same over n parameters with one sgd_step_multi call (one launch on a
@@ -45,14 +43,6 @@ static nb_status sgd_update(nb_optimizer *opt, int g, int i, nb_tensor *p, nb_te
 static nb_status sgd_update_multi(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
                                   nb_tensor *const *grad, unsigned created) {
     const nb_sgd_options *o = &opt->groups[g].o.sgd;
-    nb_backend *be = p[0]->storage->backend;
-    if (!nb_kernel_has(be, sgd_step_multi)) {
-        for (int j = 0; j < n; j++) {
-            nb_status st = sgd_update(opt, g, idx[j], p[j], grad[j], created);
-            if (st) return st;
-        }
-        return NB_OK;
-    }
     nb_sgd_hyper h = {
         .lr = o->lr,
         .momentum = o->momentum,
@@ -63,7 +53,7 @@ static nb_status sgd_update_multi(nb_optimizer *opt, int g, int n, const int *id
         .first_step = created & 1u,
     };
     enum { M = 64 };
-    nb_kview kp[M], kg[M], kb[M];
+    nb_tensor *bufs[M];
     if (n > M) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d parameters in one batch (at most %d)", opt->d->op, n, M);
     if (nb_optim_capturable(p[0])) { /* lr read on the device (CUDA graphs); SGD keeps no step count there */
         double *steps[M];
@@ -71,11 +61,8 @@ static nb_status sgd_update_multi(nb_optimizer *opt, int g, int n, const int *id
         if (st) return st;
     }
     bool mom = o->momentum != 0.0;
-    for (int j = 0; j < n; j++) {
-        kp[j] = nb_kview_of(p[j]), kg[j] = nb_kview_of(grad[j]);
-        if (mom) kb[j] = nb_kview_of(opt->state[idx[j]].t[0]);
-    }
-    return nb_kernel_sgd_step_multi(NB_BE(p[0]), n, kp, kg, mom ? kb : NULL, &h);
+    for (int j = 0; j < n && mom; j++) bufs[j] = opt->state[idx[j]].t[0];
+    return nb_fused_sgd_(n, p, grad, mom ? bufs : NULL, &h);
 }
 
 /* PyTorch's argument checks, plus a required lr. */

@@ -54,7 +54,7 @@ static inline __attribute__((always_inline)) void TS(ub_loop_)(char **p, const i
     }
 }
 
-#define NB_UN_LOOPS(id, name, saved)                                                             \
+#define NB_UN_LOOPS(id, name, saved, api)                                                             \
     LOOP_FN(fwd_##id##_) { TS(un_loop_)(p, s, n, ctx, NB_UNARY_##id); }                          \
     LOOP_FN(bw_##id##_) { TS(ub_loop_)(p, s, n, ctx, NB_UNARY_##id); }
 NB_UNARY_OPS(NB_UN_LOOPS)

@@ -34,7 +34,7 @@ static const struct {
     nb_cpu_loop_fn fwd[2]; /* float32, float64 */
     nb_cpu_unary_rule bw;
 } sm_loops[NB_UNARY_OP_COUNT] = {
-#define SM_ROW(id, name, saved) [NB_UNARY_##id] = {{fwd_##id##_f32, fwd_##id##_f64}, {bw_##id##_f32, bw_##id##_f64}},
+#define SM_ROW(id, name, saved, api) [NB_UNARY_##id] = {{fwd_##id##_f32, fwd_##id##_f64}, {bw_##id##_f32, bw_##id##_f64}},
     NB_UNARY_OPS(SM_ROW)
 #undef SM_ROW
 };

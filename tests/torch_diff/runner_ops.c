@@ -15,12 +15,12 @@
 
 #define UNARY(name) \
     nb_status h_##name(dcase *c) { OUT1(nb_##name(I0)); }
-UNARY(neg) UNARY(exp) UNARY(log) UNARY(sqrt) UNARY(relu) UNARY(sigmoid) UNARY(tanh) UNARY(abs) UNARY(sign)
-UNARY(floor) UNARY(ceil) UNARY(trunc) UNARY(round) UNARY(reciprocal) UNARY(rsqrt) UNARY(log1p) UNARY(expm1)
-UNARY(log2) UNARY(log10) UNARY(sin) UNARY(cos) UNARY(tan) UNARY(asin) UNARY(acos) UNARY(atan) UNARY(sinh)
-UNARY(cosh) UNARY(asinh) UNARY(acosh) UNARY(atanh) UNARY(erf) UNARY(erfc) UNARY(selu) UNARY(silu) UNARY(mish)
-UNARY(relu6) UNARY(hardsigmoid) UNARY(hardswish) UNARY(logsigmoid) UNARY(isnan) UNARY(isinf) UNARY(isfinite)
-UNARY(logical_not) UNARY(bitwise_not) UNARY(contiguous)
+/* the one-argument ops of NB_UNARY_OPS (nb_backend.h) marked GEN, then the others */
+#define UNARY_GEN(name) UNARY(name)
+#define UNARY_HAND(name)
+#define UNARY_ROW(id, name, saved, api) UNARY_##api(name)
+NB_UNARY_OPS(UNARY_ROW)
+UNARY(relu6) UNARY(isnan) UNARY(isinf) UNARY(isfinite) UNARY(logical_not) UNARY(bitwise_not) UNARY(contiguous)
 
 nb_status h_add_scalar(dcase *c) { OUT1(nb_add_scalar(I0, ad(c, "other", 0))); }
 nb_status h_mul_scalar(dcase *c) { OUT1(nb_mul_scalar(I0, ad(c, "other", 1))); }

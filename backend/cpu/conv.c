@@ -212,24 +212,6 @@ static int64_t wg_scratch(const wg_geom *q) {
     return 16 * (q->vs + q->ms) + c * (2 * q->tb + 2) * 2 * (q->tw + 1) + 4 * q->tw + 64;
 }
 
-/* The input transform of tile column tx: its 4x4 patch from the split rows
- * e0..e3 (even columns at +0, odd at +n), B^T d B stored at o[x*st + tx*STEP]. */
-#define WG_IN_TILE(T, STEP)                                                                         \
-    do {                                                                                            \
-        T a[4][4];                                                                                  \
-        for (int j = 0; j < 4; j++) {                                                               \
-            int64_t k = tx + (j >> 1), h = (j & 1) * n;                                             \
-            T d0 = e0[h + k], d1 = e1[h + k], d2 = e2[h + k], d3 = e3[h + k];                       \
-            a[0][j] = d0 - d2, a[1][j] = d1 + d2, a[2][j] = d2 - d1, a[3][j] = d1 - d3;             \
-        }                                                                                           \
-        for (int r = 0; r < 4; r++) { /* columns 0..3 are a[r][0], [1], [2], [3] */                 \
-            o[(4 * r + 0) * st + tx * (STEP)] = a[r][0] - a[r][2];                                  \
-            o[(4 * r + 1) * st + tx * (STEP)] = a[r][1] + a[r][2];                                  \
-            o[(4 * r + 2) * st + tx * (STEP)] = a[r][2] - a[r][1];                                  \
-            o[(4 * r + 3) * st + tx * (STEP)] = a[r][1] - a[r][3];                                  \
-        }                                                                                           \
-    } while (0)
-
 #define NB_TEMPLATE "conv_winograd.t.h"
 #include "template_floats.h"
 

@@ -5,6 +5,25 @@
 
 /* sp[R][0][i] = x[R - offh][2i - offw], sp[R][1][i] = x[R - offh][2i + 1 - offw] for R < rows,
  * i < n (zero outside the plane): each row split into its even and odd columns. */
+/* The input transform of tile column tx: its 4x4 patch from the split rows
+ * e0..e3 (even columns at +0, odd at +n), B^T d B stored at o[x*st + tx*step]. */
+static inline __attribute__((always_inline)) void TS(wg_in_tile_)(const T *e0, const T *e1, const T *e2,
+                                                                  const T *e3, int64_t n, T *o, int64_t st,
+                                                                  int64_t tx, int64_t step) {
+    T a[4][4];
+    for (int j = 0; j < 4; j++) {
+        int64_t k = tx + (j >> 1), h = (j & 1) * n;
+        T d0 = e0[h + k], d1 = e1[h + k], d2 = e2[h + k], d3 = e3[h + k];
+        a[0][j] = d0 - d2, a[1][j] = d1 + d2, a[2][j] = d2 - d1, a[3][j] = d1 - d3;
+    }
+    for (int r = 0; r < 4; r++) { /* columns 0..3 are a[r][0], [1], [2], [3] */
+        o[(4 * r + 0) * st + tx * step] = a[r][0] - a[r][2];
+        o[(4 * r + 1) * st + tx * step] = a[r][1] + a[r][2];
+        o[(4 * r + 2) * st + tx * step] = a[r][2] - a[r][1];
+        o[(4 * r + 3) * st + tx * step] = a[r][1] - a[r][3];
+    }
+}
+
 static void TS(wg_split_)(const T *x, int64_t h, int64_t w, int64_t offh, int64_t offw,
                          int64_t rows, int64_t n, T *sp) {
     for (int64_t R = 0; R < rows; R++) {
@@ -41,7 +60,7 @@ static void TS(wg_input_)(const wg_geom *q, const T *x, T *v, T *sp, bool tile_m
                 const T *e0 = sp + c * psz + 4 * ty * n, *e1 = e0 + 2 * n, *e2 = e0 + 4 * n;
                 const T *e3 = e0 + 6 * n;
                 T *o = v + ty * q->tw * cs + c;
-                for (int64_t tx = 0; tx < q->tw; tx++) WG_IN_TILE(T, cs);
+                for (int64_t tx = 0; tx < q->tw; tx++) TS(wg_in_tile_)(e0, e1, e2, e3, n, o, st, tx, cs);
             }
         return;
     }
@@ -50,7 +69,8 @@ static void TS(wg_input_)(const wg_geom *q, const T *x, T *v, T *sp, bool tile_m
         for (int64_t ty = 0; ty < q->th; ty++) {
             const T *e0 = sp + 4 * ty * n, *e1 = e0 + 2 * n, *e2 = e0 + 4 * n, *e3 = e0 + 6 * n;
             T *o = v + c * q->ld + ty * q->tw;
-            _Pragma("GCC ivdep") for (int64_t tx = 0; tx < q->tw; tx++) WG_IN_TILE(T, 1);
+            _Pragma("GCC ivdep") for (int64_t tx = 0; tx < q->tw; tx++)
+                TS(wg_in_tile_)(e0, e1, e2, e3, n, o, st, tx, 1);
         }
     }
 }

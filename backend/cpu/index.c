@@ -193,29 +193,18 @@ nb_status nb_cpu_index_copy(nb_backend *be, const nb_kview *out, int dim, const 
 /* ---- where --------------------------------------------------------------- */
 
 /* Element types by size: where only moves bits. */
-#define WHERE_LOOP(NAME, T)                                                                     \
-    static void NAME(char **p, const int64_t *s, int64_t n, const void *ctx) {                 \
-        (void)ctx;                                                                              \
-        const int64_t st = (int64_t)sizeof(T);                                                  \
-        const uint8_t *c = (const uint8_t *)p[1];                                               \
-        if (s[0] == st && s[1] == 1 && s[2] == st && s[3] == st) {                              \
-            T *o = (T *)p[0];                                                                   \
-            const T *a = (const T *)p[2], *b = (const T *)p[3];                                 \
-            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a[i] : b[i];                          \
-        } else if (s[0] == st && s[1] == 1 && s[2] == 0 && s[3] == st) { /* masked_fill */      \
-            T *o = (T *)p[0];                                                                   \
-            const T a = *(const T *)p[2], *b = (const T *)p[3];                                 \
-            for (int64_t i = 0; i < n; i++) o[i] = c[i] ? a : b[i];                             \
-        } else {                                                                                \
-            for (int64_t i = 0; i < n; i++)                                                     \
-                *(T *)(p[0] + i * s[0]) =                                                       \
-                    p[1][i * s[1]] ? *(const T *)(p[2] + i * s[2]) : *(const T *)(p[3] + i * s[3]); \
-        }                                                                                       \
-    }
-WHERE_LOOP(where_1, uint8_t)
-WHERE_LOOP(where_2, uint16_t)
-WHERE_LOOP(where_4, uint32_t)
-WHERE_LOOP(where_8, uint64_t)
+#define T uint8_t
+#define S 1
+#include "where.t.h"
+#define T uint16_t
+#define S 2
+#include "where.t.h"
+#define T uint32_t
+#define S 4
+#include "where.t.h"
+#define T uint64_t
+#define S 8
+#include "where.t.h"
 
 /* Shapes and dtypes checked: backend/check/binary.c. */
 nb_status nb_cpu_where(nb_backend *be, const nb_kview *out, const nb_kview *cond, const nb_kview *a,

@@ -236,30 +236,27 @@ typedef struct am_job {
     bool min;
 } am_job;
 
-/* First maximum (minimum) of n elements at stride s; NaN counts as the
- * extreme (as torch.argmax/argmin), so the first NaN wins. */
-#define ARGMAX_SCAN(T, S, ISNAN, NAME, CMP)                                                     \
-    static int64_t NAME##_##S(const char *p, int64_t n, int64_t s, char *best) {                \
-        const T *x = (const T *)p;                                                              \
-        T b = x[0];                                                                             \
-        int64_t bi = 0;                                                                         \
-        for (int64_t i = 1; i < n && !ISNAN(b); i++) {                                          \
-            T v = x[i * s];                                                                     \
-            if (v CMP b || ISNAN(v)) b = v, bi = i;                                             \
-        }                                                                                       \
-        if (best) *(T *)best = b;                                                               \
-        return bi;                                                                              \
-    }
-#define ISNANF(v) ((v) != (v))
-#define NOTNAN(v) 0
-#define ARG_SCANS(NAME, CMP)                           \
-    ARGMAX_SCAN(float, f32, ISNANF, NAME, CMP)         \
-    ARGMAX_SCAN(double, f64, ISNANF, NAME, CMP)        \
-    ARGMAX_SCAN(int32_t, i32, NOTNAN, NAME, CMP)       \
-    ARGMAX_SCAN(int64_t, i64, NOTNAN, NAME, CMP)       \
-    ARGMAX_SCAN(uint8_t, u8, NOTNAN, NAME, CMP)
-ARG_SCANS(scan, >)
-ARG_SCANS(scanmin, <)
+/* The row scans: scan_<S> (first maximum) and scanmin_<S> (first minimum). */
+#define T float
+#define S f32
+#define ISNAN(v) ((v) != (v))
+#include "argscan.t.h"
+#define T double
+#define S f64
+#define ISNAN(v) ((v) != (v))
+#include "argscan.t.h"
+#define T int32_t
+#define S i32
+#define ISNAN(v) 0
+#include "argscan.t.h"
+#define T int64_t
+#define S i64
+#define ISNAN(v) 0
+#include "argscan.t.h"
+#define T uint8_t
+#define S u8
+#define ISNAN(v) 0
+#include "argscan.t.h"
 
 typedef int64_t (*scan_fn)(const char *p, int64_t n, int64_t s, char *best);
 static scan_fn scan_of(nb_dtype dt, bool min) {

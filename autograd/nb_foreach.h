@@ -6,7 +6,8 @@
  *
  * None of them records autograd (PyTorch's out= and optimizer forms do not
  * either): with grad mode on, writing into a tensor that requires grad
- * fails with NB_ERR_STATE; run them under NB_NO_GRAD. Each bumps the
+ * fails with NB_ERR_STATE (and so does index_select_out reading one, as
+ * PyTorch's out= forms); run them under NB_NO_GRAD. Each bumps the
  * version counter of what it writes, so a tensor saved for backward that
  * shares the storage fails backward instead of giving a wrong gradient.
  * Common errors: NB_ERR_INVALID_ARG (NULL, a bad list, a written tensor
@@ -29,15 +30,17 @@ extern "C" {
  * broadcasts to x's shape; the result is computed in the promoted dtype
  * (torch.result_type) and stored in x's, which must be of its category or
  * above (a float result into an integer x fails with NB_ERR_DTYPE, as in
- * PyTorch). div_ is true division. Dtypes: those of nb_add .. nb_minimum. */
+ * PyTorch). div_ is true division (an integer x fails). Dtypes: those of
+ * the backend's binary kernel (nb_add .. nb_minimum's, and bfloat16/float16
+ * for maximum_ and minimum_). */
 nb_status nb_add_(nb_tensor *x, const nb_tensor *other);
 nb_status nb_sub_(nb_tensor *x, const nb_tensor *other);
 nb_status nb_mul_(nb_tensor *x, const nb_tensor *other);
 nb_status nb_div_(nb_tensor *x, const nb_tensor *other);
 nb_status nb_maximum_(nb_tensor *x, const nb_tensor *other);
 nb_status nb_minimum_(nb_tensor *x, const nb_tensor *other);
-/* x = x * s in place (Tensor.mul_ with a Python number): float dtypes and
- * integers as nb_mul_scalar. */
+/* x = x * s in place (Tensor.mul_ with a Python number): float dtypes, and
+ * integers when s is integral (PyTorch's result type; NB_ERR_DTYPE else). */
 nb_status nb_mul_scalar_(nb_tensor *x, double s);
 
 /* torch.index_select(x, dim, index, out=out): out, contiguous, of x's
@@ -49,8 +52,9 @@ nb_status nb_index_select_out(nb_tensor *out, const nb_tensor *x, int dim, const
  * is the ord-norm of all of xs[i]'s elements ((sum |x|^ord)^(1/ord); ord
  * INFINITY: max |x|; an empty tensor's norm is 0; NaN propagates). n >= 1
  * tensors of one float dtype on one device; ord > 0. One launch where the
- * backend has a multi-tensor norm (CUDA) and the tensors are contiguous;
- * otherwise norm by norm with ops. Deterministic. NULL with the error set. */
+ * backend has a multi-tensor norm (CUDA) and the tensors are contiguous
+ * float32 or float64 (float32 sums there); otherwise norm by norm with ops
+ * (sqrt(sum(x * x)) for ord 2). Deterministic. NULL with the error set. */
 nb_tensor *nb_foreach_norm(nb_tensor *const *xs, int n, double ord);
 /* xs[i] *= s for each of the n tensors (torch._foreach_mul_ with a tensor):
  * s holds one element, on the tensors' device, read there (a captured CUDA

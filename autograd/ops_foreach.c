@@ -60,11 +60,13 @@ static nb_status binary_(nb_op_id id, nb_binary_op kop, nb_tensor *(*out_of_plac
                             nb_fmt_shape(other->ndim, other->shape, (char[NB_SHAPE_BUF]){0}, NB_SHAPE_BUF),
                             nb_fmt_shape(x->ndim, x->shape, (char[NB_SHAPE_BUF]){0}, NB_SHAPE_BUF));
     nb_dtype r = nb_promote_types(x->dtype, other->dtype);
+    if (kop == NB_BINARY_DIV && r != NB_DTYPE_COUNT && !nb_dtype_is_float(r)) r = NB_F32; /* true division */
     if (r == NB_DTYPE_COUNT || category(r) > category(x->dtype))
         return nb_set_error(NB_ERR_DTYPE, "%s: the result type %s cannot be stored in x's %s", op,
                             r == NB_DTYPE_COUNT ? "?" : nb_dtype_name(r), nb_dtype_name(x->dtype));
-    if (!nb_check_supported(id, r, x)) return nb_last_status();
     if (nb_numel(x) == 0) return NB_OK;
+    /* the binary kernel's contract checks the dtypes (it also takes the
+     * 16-bit floats for maximum/minimum, which the ops' rows do not list) */
     nb_scope *s = nb_op_scope_begin();
     nb_status st;
     if (r == x->dtype && nb_is_contiguous(x)) {
@@ -102,6 +104,10 @@ nb_status nb_mul_scalar_(nb_tensor *x, double s) {
     if (overlaps_itself(x))
         return nb_set_error(NB_ERR_INVALID_ARG,
                             "mul_scalar_: more than one element of x refers to a single memory location");
+    nb_dtype r = nb_scalar_result_type(x, s);
+    if (category(r) > category(x->dtype))
+        return nb_set_error(NB_ERR_DTYPE, "mul_scalar_: the result type %s of x * %g cannot be stored in x's %s",
+                            nb_dtype_name(r), s, nb_dtype_name(x->dtype));
     if (nb_numel(x) == 0) return NB_OK;
     if (!nb_is_contiguous(x)) {
         nb_scope *sc = nb_op_scope_begin();
@@ -110,7 +116,6 @@ nb_status nb_mul_scalar_(nb_tensor *x, double s) {
         nb_scope_end(sc);
         return st;
     }
-    if (!nb_check_supported(NB_OP_MUL_SCALAR, x->dtype, x)) return nb_last_status();
     nb_kview v = nb_kview_of(x);
     nb_bump_version(x);
     return nb_kernel_unary(NB_BE(x), NB_UNARY_MUL_SCALAR, &v, &v, s);
@@ -156,6 +161,8 @@ static nb_tensor *abs_of(nb_tensor *x) { return nb_add(nb_relu(x), nb_relu(nb_ne
 /* The p-norm of x's elements (0-dim) with ops, in the order of the
  * multi-tensor kernels. */
 static nb_tensor *vector_norm(nb_tensor *x, double p) {
+    if (nb_dtype_size(nb_dtype_of(x)) == 2) /* 16-bit: in float32, rounded once at the end */
+        return nb_to_dtype(vector_norm(nb_to_dtype(x, NB_F32), p), nb_dtype_of(x));
     if (nb_numel(x) == 0) return nb_scalar_like(x, 0.0, x->dtype); /* torch.norm of an empty tensor is 0 */
     if (isinf(p)) { /* max |x| = max(amax(x), amax(-x)); NaN propagates */
         nb_tensor *hi = nb_max(x, NULL, 0, false), *lo = hi ? nb_max(nb_neg(x), NULL, 0, false) : NULL;
@@ -170,14 +177,15 @@ nb_tensor *nb_foreach_norm(nb_tensor *const *xs, int n, double ord) {
     if (!check_list("foreach_norm", n, xs, 0)) return NULL;
     if (n <= 0) return NB_FAIL(NB_ERR_INVALID_ARG, "foreach_norm: no tensors");
     if (!(ord > 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "foreach_norm: ord %g must be > 0", ord);
-    for (int i = 1; i < n; i++)
-        if (xs[i]->dtype != xs[0]->dtype)
-            return NB_FAIL(NB_ERR_DTYPE, "foreach_norm: tensor %d is %s, tensor 0 %s", i, nb_dtype_name(xs[i]->dtype),
-                           nb_dtype_name(xs[0]->dtype));
+    for (int i = 0; i < n; i++)
+        if (xs[i]->dtype != xs[0]->dtype || !nb_dtype_is_float(xs[i]->dtype))
+            return NB_FAIL(NB_ERR_DTYPE, "foreach_norm: needs tensors of one float dtype (tensor %d is %s, tensor 0 %s)",
+                           i, nb_dtype_name(xs[i]->dtype), nb_dtype_name(xs[0]->dtype));
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *out = NULL;
     nb_backend *be = NB_BE(xs[0]);
-    if (nb_kernel_has(be, norm_multi) && uniform(n, xs)) { /* one launch */
+    bool wide = xs[0]->dtype == NB_F32 || xs[0]->dtype == NB_F64; /* what the multi-tensor kernels take */
+    if (nb_kernel_has(be, norm_multi) && wide && uniform(n, xs)) { /* one launch */
         nb_kview *v = malloc(sizeof *v * (size_t)n);
         out = v ? nb_tensor_new(1, (int64_t[]){n}, xs[0]->dtype, xs[0]->storage->device)
                 : NB_FAIL(NB_ERR_OOM, "foreach_norm: out of host memory");
@@ -187,13 +195,15 @@ nb_tensor *nb_foreach_norm(nb_tensor *const *xs, int n, double ord) {
             if (nb_kernel_norm_multi(be, n, v, ord, &vo)) out = NULL;
         }
         free(v);
-    } else { /* a norm per tensor */
+    } else { /* a norm per tensor, recording nothing */
+        bool prev = nb_set_grad_enabled(false);
         nb_tensor **norms = malloc(sizeof *norms * (size_t)n);
         if (!norms) out = NB_FAIL(NB_ERR_OOM, "foreach_norm: out of host memory");
         bool ok = norms != NULL;
         for (int i = 0; i < n && ok; i++) ok = (norms[i] = vector_norm(xs[i], ord)) != NULL;
         if (ok) out = nb_stack(norms, n, 0);
         free(norms);
+        nb_set_grad_enabled(prev);
     }
     return nb_scope_return(s, out);
 }
@@ -229,14 +239,15 @@ nb_status nb_foreach_mul_(nb_tensor *const *xs, int n, const nb_tensor *s) {
 /* ---- fused optimizer steps -------------------------------------------------- */
 
 /* The groups i of an optimizer step: lists[k][i] for the k lists given
- * (optional lists NULL), written in place: all on one device. */
+ * (optional lists NULL), all on one device; the last list (the gradients)
+ * is read, the others written in place. */
 static bool check_groups(const char *op, int n, int n_lists, nb_tensor *const *const *lists) {
     if (n < 0) {
         nb_set_error(NB_ERR_INVALID_ARG, "%s: %d parameters", op, n);
         return false;
     }
     for (int k = 0; k < n_lists; k++)
-        if (lists[k] && !check_list(op, n, lists[k], n)) return false;
+        if (lists[k] && !check_list(op, n, lists[k], k < n_lists - 1 ? n : 0)) return false;
     for (int k = 1; k < n_lists; k++)
         for (int i = 0; lists[k] && i < n; i++)
             if (!same_device(lists[k][i]->storage->device, lists[0][i]->storage->device)) {

@@ -62,9 +62,13 @@ nb_scope *nb_op_scope_begin(void);
 /* How many library scopes are open on this thread (0: user code). */
 int nb_op_depth(void);
 /* True once per call from user code: for a call made with no library scope
- * open, or for the first asker inside the outermost library scope. A
- * library entry point that does not open a scope calls it first, so that
- * it clears a stale error as an op would. */
+ * open, or for the first asker inside the outermost library scope. Ops ask
+ * it on entry and then clear a stale error (one left by an earlier,
+ * unrelated call); once it has answered false, errors are kept. A library
+ * function that sets errors of its own asks it first, inside its scope:
+ *   nb_scope *s = nb_op_scope_begin();
+ *   if (nb_op_take_fresh()) nb_clear_error();
+ * so that the ops it calls later keep the errors of its earlier steps. */
 bool nb_op_take_fresh(void);
 /* Ends the library scope s keeping r (s's other tensors are released) and
  * hands r to the enclosing scope (the root scope when none is open).

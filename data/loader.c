@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "data_impl.h"
+#include "nb_autograd.h"
 #include "nb_data.h"
 #include "nb_extension.h"
 #include "nb_foreach.h"
@@ -99,7 +100,9 @@ static nb_status gather(nb_loader *l, int64_t k) {
     int64_t rows = batch_rows(l, k);
     nb_tensor *idx = nb_tensor_view_of(l->order, 1, &rows, NULL, nb_storage_offset(l->order) + k * l->o.batch_size);
     nb_status st = idx ? NB_OK : nb_last_status();
+    bool prev = nb_set_grad_enabled(false); /* batches are data, as PyTorch's DataLoader makes them */
     for (int i = 0; i < 2 && !st; i++) st = nb_index_select_out(t[i], src[i], 0, idx);
+    nb_set_grad_enabled(prev);
     nb_scope_end(s);
     return st;
 }

@@ -33,8 +33,24 @@ static nb_tensor *scalar_like(const nb_tensor *t, double v) {
     return s;
 }
 
-/* The ord-norm of the elements of one tensor, 0-dim. */
-static nb_tensor *norm_of(nb_tensor *x, double p) { return nb_reshape(nb_foreach_norm(&x, 1, p), 0, NULL); }
+/* |g|: relu(g) + relu(-g) is exact (one term is 0). */
+static nb_tensor *abs_of(nb_tensor *g) { return nb_add(nb_relu(g), nb_relu(nb_neg(g))); }
+
+/* The norm_type-norm of the elements of x (0-dim) with ops; NULL on error.
+ * The total norm and the norms of a mixed-dtype list (those of the
+ * multi-tensor norm where it runs, nb_foreach_norm, otherwise the same). */
+static nb_tensor *vector_norm(nb_tensor *x, double p) {
+    if (nb_dtype_size(nb_dtype_of(x)) == 2) /* 16-bit: in float32, rounded once at the end */
+        return nb_to_dtype(vector_norm(nb_to_dtype(x, NB_F32), p), nb_dtype_of(x));
+    if (nb_numel(x) == 0) return scalar_like(x, 0.0); /* torch.norm of an empty tensor is 0 */
+    if (isinf(p)) { /* max |x| = max(amax(x), amax(-x)); NaN propagates */
+        nb_tensor *hi = nb_max(x, NULL, 0, false), *lo = hi ? nb_max(nb_neg(x), NULL, 0, false) : NULL;
+        return lo ? nb_max(nb_stack((nb_tensor *[]){hi, lo}, 2, 0), NULL, 0, false) : NULL;
+    }
+    if (p == 2.0) return nb_sqrt(nb_sum(nb_mul(x, x), NULL, 0, false));
+    if (p == 1.0) return nb_sum(abs_of(x), NULL, 0, false);
+    return nb_pow_scalar(nb_sum(nb_pow_scalar(abs_of(x), p), NULL, 0, false), 1.0 / p);
+}
 
 static nb_status scale_by_coef(nb_tensor **g, int k, nb_tensor *total, double max_norm, double *total_out);
 
@@ -51,11 +67,11 @@ static nb_status clip_norm(nb_tensor **g, int k, double max_norm, double p, doub
         nb_tensor **each = malloc(sizeof *each * (size_t)k);
         if (!each) return nb_set_error(NB_ERR_OOM, "clip_grad_norm_: out of host memory");
         bool ok = true;
-        for (int i = 0; i < k && ok; i++) ok = (each[i] = nb_to_dtype(norm_of(g[i], p), NB_F64)) != NULL;
+        for (int i = 0; i < k && ok; i++) ok = (each[i] = nb_to_dtype(vector_norm(g[i], p), NB_F64)) != NULL;
         if (ok) norms = nb_stack(each, k, 0);
         free(each);
     }
-    nb_tensor *total = !norms ? NULL : k == 1 && isinf(p) ? nb_reshape(norms, 0, NULL) : norm_of(norms, p);
+    nb_tensor *total = !norms ? NULL : k == 1 && isinf(p) ? nb_reshape(norms, 0, NULL) : vector_norm(norms, p);
     return total ? scale_by_coef(g, k, total, max_norm, total_out) : nb_last_status();
 }
 
@@ -91,6 +107,7 @@ nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, d
     if (!(max_norm >= 0.0)) return nb_set_error(NB_ERR_INVALID_ARG, "%s: max_norm must be >= 0 (got %g)", op, max_norm);
     if (!(norm_type > 0.0))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: norm_type must be > 0 or INFINITY (got %g)", op, norm_type);
+    if (nb_op_take_fresh()) nb_clear_error(); /* valid arguments: an earlier call's error goes (nb_extension.h) */
     int k = 0;
     nb_tensor **g = grads_of(op, params, n, &k);
     if (!g) return NB_ERR_OOM;
@@ -113,6 +130,7 @@ nb_status nb_clip_grad_value_(nb_tensor *const *params, int n, double clip_value
     if (st != NB_OK) return st;
     if (!(clip_value >= 0.0) || !isfinite(clip_value))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: clip_value must be >= 0 and finite (got %g)", op, clip_value);
+    if (nb_op_take_fresh()) nb_clear_error();
     nb_scope *s = nb_op_scope_begin();
     if (!s) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
     bool prev = nb_set_grad_enabled(false);

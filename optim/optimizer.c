@@ -415,6 +415,8 @@ static nb_status step_group_multi(nb_optimizer *opt, int g) {
 static nb_status generic_step(nb_optimizer *opt) {
     nb_scope *sc = nb_op_scope_begin();
     if (!sc) return nb_last_status();
+    /* an earlier call's error goes; the ops below keep the step's own (nb_extension.h) */
+    if (nb_op_take_fresh()) nb_clear_error();
     bool prev = nb_set_grad_enabled(false);
     nb_status st = NB_OK;
     for (int g = 0; g < opt->n_groups && !st; g++)

@@ -199,6 +199,62 @@ START_TEST(test_extension_tensors) {
 }
 END_TEST
 
+/* What the optimizers, clipping and the loader call these forms with. */
+START_TEST(test_callers_dtypes_and_grad_mode) {
+    nb_scope *s = nb_scope_begin();
+    /* clamp in place on bfloat16 (the binary kernel takes it for maximum/minimum) */
+    nb_tensor *p = nb_zeros(NB_SHAPE(4), NB_BF16), *g = nb_from_data((float[]){-3, -0.5f, 0.25f, 9}, NB_SHAPE(4), NB_F32);
+    NB_CK_OK(nb_set_requires_grad(p, true));
+    NB_CK_OK(nb_tensor_set_grad(p, nb_to_dtype(g, NB_BF16), false));
+    NB_CK_OK(nb_clip_grad_value_(&p, 1, 1.0));
+    float got[4];
+    NB_CK_OK(nb_to_host(nb_to_dtype(nb_tensor_grad(p), NB_F32), got, sizeof got));
+    ck_assert(got[0] == -1 && got[1] == -0.5f && got[2] == 0.25f && got[3] == 1);
+    double total = 0;
+    NB_CK_OK(nb_clip_grad_norm_(&p, 1, 10.0, 2.0, &total));
+    ck_assert_msg(fabs(total - sqrt(1 + 0.25 + 0.0625 + 1)) < 1e-2, "total %g", total);
+    nb_tensor *h = nb_to_dtype(g, NB_F16);
+    NB_CK_NOTNULL(nb_foreach_norm(&h, 1, 2.0)); /* 16-bit: norm by norm with ops */
+    /* integer results that do not fit */
+    nb_tensor *i = nb_ones(NB_SHAPE(3), NB_I64);
+    NB_CK_FAILS(nb_div_(i, nb_ones(NB_SHAPE(3), NB_I64)) == NB_OK, NB_ERR_DTYPE); /* true division */
+    NB_CK_FAILS(nb_mul_scalar_(i, 1.5) == NB_OK, NB_ERR_DTYPE);
+    NB_CK_OK(nb_mul_scalar_(i, 3));
+    ck_assert(nb_item(nb_sum(i, NULL, 0, false)) == 9);
+    /* the loader gathers from a dataset whose x requires grad, grad mode on */
+    nb_tensor *x = nb_arange(0, 8, 1, NB_F32), *y = nb_arange(0, 8, 1, NB_I64);
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    nb_dataset *ds = nb_dataset_from_tensors(x, y);
+    NB_CK_NOTNULL(ds);
+    nb_loader *ld = nb_loader_new(ds, (nb_loader_options){.batch_size = 4});
+    NB_CK_NOTNULL(ld);
+    nb_batch b;
+    int batches = 0;
+    while (nb_loader_next(ld, &b)) batches++;
+    ck_assert_msg(batches == 2 && nb_last_status() == NB_OK, "%d batches: %s", batches, nb_last_error());
+    nb_loader_free(ld);
+    nb_dataset_free(ds);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* A step from user code clears an earlier call's error once, on entry, as
+ * an op does (nb_op_take_fresh), then keeps its own. */
+START_TEST(test_step_clears_a_stale_error) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_ones(NB_SHAPE(3), NB_F32);
+    NB_CK_OK(nb_set_requires_grad(w, true));
+    NB_CK_OK(nb_tensor_set_grad(w, nb_ones(NB_SHAPE(3), NB_F32), false));
+    nb_optimizer *opt = nb_adam_params((nb_tensor *[]){w}, 1, (nb_adam_options){0});
+    NB_CK_NOTNULL(opt);
+    nb_set_error(NB_ERR_SHAPE, "a stale error from an earlier call");
+    NB_CK_OK(nb_optimizer_step(opt)); /* valid: the stale error goes */
+    ck_assert_int_eq(nb_last_status(), NB_OK);
+    nb_optimizer_free(opt);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_foreach(void) {
     Suite *s = suite_create("ops_foreach");
     TCase *c = tcase_create("ops_foreach");
@@ -208,6 +264,8 @@ Suite *nb_suite_ops_foreach(void) {
     tcase_add_test(c, test_foreach_norm_and_mul);
     tcase_add_test(c, test_fused_adam_is_per_parameter);
     tcase_add_test(c, test_extension_tensors);
+    tcase_add_test(c, test_callers_dtypes_and_grad_mode);
+    tcase_add_test(c, test_step_clears_a_stale_error);
     suite_add_tcase(s, c);
     return s;
 }

@@ -71,10 +71,16 @@ static nb_status check_input(gc_problem *p, int i, const nb_gradcheck_options *o
     return st;
 }
 
+/* torch.autograd.gradcheck's eps 1e-6, atol 1e-5, rtol 1e-3 where a field is
+ * left 0 (NB_ZERO asks for an exact 0 tolerance). */
+static nb_gradcheck_options options_of(const nb_gradcheck_options *opts) {
+    nb_gradcheck_options o = opts ? *opts : (nb_gradcheck_options){0};
+    return (nb_gradcheck_options){nb_option(o.eps, 1e-6), nb_option(o.atol, 1e-5), nb_option(o.rtol, 1e-3)};
+}
+
 nb_status nb_gradcheck(nb_gradcheck_fn f, nb_tensor *const *inputs, int n_inputs, void *ctx,
                        const nb_gradcheck_options *opts) {
-    nb_gradcheck_options o = {1e-6, 1e-5, 1e-3};
-    if (opts) o = *opts;
+    nb_gradcheck_options o = options_of(opts);
     if (!f || !inputs || n_inputs < 1) return nb_set_error(NB_ERR_INVALID_ARG, "gradcheck: bad arguments");
     for (int i = 0; i < n_inputs; i++) {
         if (!inputs[i]) return nb_set_error(NB_ERR_INVALID_ARG, "gradcheck: input %d is NULL", i);
@@ -172,8 +178,7 @@ nb_status nb_gradgradcheck(nb_gradcheck_fn f, nb_tensor *const *inputs, int n_in
     if (!u || nb_uniform_(u, -1.0, 1.0, &g) != NB_OK || nb_set_requires_grad(u, true) != NB_OK)
         st = nb_last_status();
     gg_problem p = {f, ctx, n_inputs};
-    nb_gradcheck_options o = {1e-6, 1e-5, 1e-3};
-    if (opts) o = *opts;
+    nb_gradcheck_options o = options_of(opts);
     if (st == NB_OK) st = same_first_order(&p, inputs, u, &o);
     if (st == NB_OK) {
         memcpy(all, inputs, sizeof *all * (size_t)n_inputs);

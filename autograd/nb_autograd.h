@@ -300,8 +300,9 @@ nb_status nb_autocast_cache_params(nb_tensor *const *params, int n);
 /* f maps n_inputs tensors to one output tensor (any shape). */
 typedef nb_tensor *(*nb_gradcheck_fn)(nb_tensor *const *inputs, int n_inputs, void *ctx);
 
+/* A field left 0 takes PyTorch's default; NB_ZERO asks for a 0 tolerance. */
 typedef struct nb_gradcheck_options {
-    double eps;  /* finite-difference step (default 1e-6) */
+    double eps;  /* finite-difference step (default 1e-6; must be > 0) */
     double atol; /* default 1e-5 */
     double rtol; /* default 1e-3 */
 } nb_gradcheck_options;

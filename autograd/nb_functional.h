@@ -26,8 +26,13 @@ nb_tensor *nb_log_softmax(nb_tensor *t, int dim);
 
 typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
 
+/* Options of the cross-entropy losses; a zeroed struct is PyTorch's defaults.
+ * ignore_index: targets equal to it add nothing (class indices only); 0,
+ * as in a zeroed struct, means PyTorch's default -100, and
+ * NB_IGNORE_CLASS_0 ignores class 0. */
+#define NB_IGNORE_CLASS_0 INT64_MIN
 typedef struct nb_cross_entropy_options {
-    int64_t ignore_index;   /* targets equal to it add nothing (default -100; class indices only) */
+    int64_t ignore_index;   /* default -100 (left 0); NB_IGNORE_CLASS_0 for class 0 */
     nb_reduction reduction; /* mean over non-ignored targets (default), sum, none */
     nb_tensor *weight;      /* class weights [C] of the input's dtype, or NULL (borrowed) */
     double label_smoothing; /* in [0, 1]; 0 = none (Szegedy et al. 2016) */

@@ -163,6 +163,8 @@ static nb_tensor *ce_probs(const ce_flat *f, nb_tensor *logp, nb_cross_entropy_o
  * smoothing or probabilities), which reads them as float32. */
 static nb_tensor *loss_impl(const char *op, nb_tensor *input, nb_tensor *target, nb_cross_entropy_options o,
                             bool logits, bool fused16) {
+    /* a zeroed field is PyTorch's default (nb_functional.h) */
+    o.ignore_index = o.ignore_index == 0 ? -100 : o.ignore_index == NB_IGNORE_CLASS_0 ? 0 : o.ignore_index;
     nb_tensor *in[3] = {input, target, o.weight};
     nb_op_id id = logits ? NB_OP_CROSS_ENTROPY_EX : NB_OP_NLL_LOSS;
     if (!nb_check_inputs(op, o.weight ? 3 : 2, in) || (!fused16 && !nb_check_dtypes(id, 1, in))) return NULL;

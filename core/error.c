@@ -1,4 +1,5 @@
 /* error.c - per-thread last error (status and message), nb_last_error(). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -65,4 +66,9 @@ const char *nb_status_str(nb_status s) {
     case NB_ERR_ANOMALY: return "numerical anomaly";
     }
     return "unknown status";
+}
+
+double nb_option(double v, double dflt) {
+    if (v != 0.0) return v;
+    return signbit(v) ? 0.0 : dflt;
 }

@@ -62,6 +62,17 @@ void nb_clear_error(void);
 /* Short name of a status, e.g. "shape error". */
 const char *nb_status_str(nb_status s);
 
+/* ---- options -----------------------------------------------------------
+ * A zero-initialised options struct means PyTorch's defaults. Where
+ * PyTorch's default for a float field (or argument documented so) is not 0,
+ * leaving it 0 takes that default, and an actual 0 is asked for with
+ * NB_ZERO: -0.0, which compares equal to 0 and differs only in its sign bit:
+ * `(nb_adam_options){.weight_decay = NB_ZERO}` is AdamW without weight
+ * decay. */
+#define NB_ZERO (-0.0)
+/* Such an option's value: dflt for +0.0, 0 for NB_ZERO, v otherwise. */
+double nb_option(double v, double dflt);
+
 /* ---- dtypes and devices ---------------------------------------------- */
 
 /* NB_F16 (IEEE 754 binary16) and NB_BF16 (bfloat16: the top half of a

@@ -195,6 +195,7 @@ nb_loader *nb_loader_new(nb_dataset *ds, nb_loader_options opts) {
         if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "loader_new: dataset is NULL");
         return NULL;
     }
+    if (opts.batch_size == 0) opts.batch_size = 1; /* PyTorch's default */
     if (opts.batch_size < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, "loader_new: batch_size %lld < 1", (long long)opts.batch_size);
     if (opts.num_replicas < 0 || opts.rank < 0 || opts.rank >= (opts.num_replicas > 1 ? opts.num_replicas : 1))

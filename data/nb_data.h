@@ -145,10 +145,10 @@ nb_status nb_mnist_load(const char *dir, bool train, nb_mnist_options opts, nb_d
 
 typedef struct nb_loader nb_loader;
 
-/* Options of nb_loader_new, torch.utils.data.DataLoader's names; every field
- * but batch_size defaults to zero/false as in PyTorch. */
+/* Options of nb_loader_new, torch.utils.data.DataLoader's names; a field
+ * left 0 takes PyTorch's default. */
 typedef struct nb_loader_options {
-    int64_t batch_size; /* >= 1 */
+    int64_t batch_size; /* >= 1; default 1 (left 0) */
     bool shuffle;       /* a new permutation every epoch (else dataset order) */
     uint64_t seed;      /* the shuffle's Philox key */
     bool drop_last;     /* drop a final batch smaller than batch_size */

@@ -76,8 +76,8 @@ static nb_module *bn_new(const nb_module_ops *ops, int min_dim, int max_dim, int
     if (!c) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", ops->kind);
     c->kind = ops->kind;
     c->min_dim = min_dim, c->max_dim = max_dim;
-    c->eps = eps > 0 ? eps : 1e-5;                /* 0 selects PyTorch's default */
-    c->momentum = momentum > 0 ? momentum : 0.1; /* likewise */
+    c->eps = nb_option(eps, 1e-5);           /* 0 selects PyTorch's default, NB_ZERO an actual 0 */
+    c->momentum = nb_option(momentum, 0.1); /* likewise: NB_ZERO freezes the running statistics */
     nb_module *m = nb_module_new(ops, c);
     if (!m) return NULL;
     if (!(c->weight = add_tensor(m, "weight", true, num_features, NB_F32, 1.0)) ||

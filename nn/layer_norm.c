@@ -52,7 +52,7 @@ nb_module *nb_nn_layer_norm_ex(int n_norm, const int64_t *normalized_shape, doub
     if (!c) return NB_FAIL(NB_ERR_OOM, "LayerNorm: out of host memory");
     c->n_norm = n_norm;
     memcpy(c->shape, normalized_shape, sizeof(int64_t) * (size_t)n_norm);
-    c->eps = eps > 0 ? eps : 1e-5;
+    c->eps = nb_option(eps, 1e-5); /* 0: PyTorch's default; NB_ZERO: an actual 0 */
     nb_module *m = nb_module_new(&layer_norm_ops, c);
     if (!m || !elementwise_affine) return m;
     c->weight = filled_param(m, "weight", c, dt, 1.0);

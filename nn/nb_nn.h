@@ -187,7 +187,8 @@ nb_module *nb_nn_adaptive_avg_pool1d(int64_t out_l);
 /* BatchNorm1d ([N, C] or [N, C, L]) / BatchNorm2d ([N, C, H, W]): parameters
  * "weight" (ones), "bias" (zeros); buffers "running_mean" (zeros),
  * "running_var" (ones), "num_batches_tracked" (int64 0, +1 per training
- * forward). eps 1e-5, momentum 0.1 when given 0. */
+ * forward). eps 1e-5 and momentum 0.1 when given 0; NB_ZERO asks for an
+ * actual 0 (momentum 0: running statistics never move). */
 nb_module *nb_nn_batch_norm1d(int64_t num_features, double eps, double momentum);
 nb_module *nb_nn_batch_norm2d(int64_t num_features, double eps, double momentum);
 /* Dropout(p): active in train mode, identity in eval; draws from the

@@ -107,9 +107,10 @@ typedef enum nb_activation {
     NB_ACTIVATION_GELU_TANH,
 } nb_activation;
 
-/* nn.TransformerEncoderLayer's arguments; start from
- * NB_ENCODER_LAYER_OPTIONS(d_model, nhead), which gives PyTorch's defaults.
- * A dim_feedforward or layer_norm_eps of 0 also means the default. */
+/* nn.TransformerEncoderLayer's arguments. A field left 0 takes PyTorch's
+ * default (dropout and layer_norm_eps: NB_ZERO asks for an actual 0), so
+ * {.d_model = 512, .nhead = 8} is TransformerEncoderLayer(512, 8);
+ * NB_ENCODER_LAYER_OPTIONS(d_model, nhead) spells the defaults out. */
 typedef struct nb_encoder_layer_options {
     int64_t d_model, nhead;
     int64_t dim_feedforward; /* 2048 */

@@ -87,7 +87,8 @@ static const nb_module_ops enc_layer_ops = {"TransformerEncoderLayer", enc_layer
 /* Fills PyTorch's defaults for the 0 fields and checks the rest. */
 static bool layer_options(nb_encoder_layer_options *o) {
     if (o->dim_feedforward == 0) o->dim_feedforward = 2048;
-    if (o->layer_norm_eps == 0) o->layer_norm_eps = 1e-5;
+    o->layer_norm_eps = nb_option(o->layer_norm_eps, 1e-5);
+    o->dropout = nb_option(o->dropout, 0.1);
     if (o->dim_feedforward < 1 || !(o->layer_norm_eps > 0)) {
         nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoderLayer: dim_feedforward %lld must be >= 1 and "
                                          "layer_norm_eps %g > 0", (long long)o->dim_feedforward, o->layer_norm_eps);

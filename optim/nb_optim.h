@@ -60,10 +60,6 @@
 extern "C" {
 #endif
 
-/* An explicit zero for an option field whose zero would mean "default":
- * -0.0, which compares equal to 0 and differs only in its sign bit. */
-#define NB_ZERO (-0.0)
-
 /* A yes/no option whose PyTorch default is true: left 0, it takes the default. */
 typedef enum nb_flag { NB_FLAG_DEFAULT = 0, NB_FLAG_TRUE, NB_FLAG_FALSE } nb_flag;
 
@@ -77,7 +73,7 @@ typedef enum nb_flag { NB_FLAG_DEFAULT = 0, NB_FLAG_TRUE, NB_FLAG_FALSE } nb_fla
  *   if momentum: b = (t == 1) ? g : momentum * b + (1 - dampening) * g
  *                g = nesterov ? g + momentum * b : b
  *   p -= lr * g
- * lr has no default (as PyTorch's) and must be given, >= 0 (NB_ZERO for 0);
+ * lr >= 0, default 1e-3 (PyTorch's since 2.2; NB_ZERO for 0);
  * momentum and weight_decay >= 0; nesterov needs momentum > 0 and
  * dampening 0. State: momentum_buffer (momentum != 0). */
 typedef struct nb_sgd_options {

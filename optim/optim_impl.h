@@ -154,8 +154,6 @@ nb_optimizer *nb_optim_build(const nb_optim_desc *d, const nb_param_group *group
 /* The same over a module's parameters or a plain list (one group). */
 nb_optimizer *nb_optim_build_module(const nb_optim_desc *d, nb_module *m, const void *options);
 nb_optimizer *nb_optim_build_params(const nb_optim_desc *d, nb_tensor *const *params, int n, const void *options);
-/* An option field: v, or dflt when v is +0.0; NB_ZERO (-0.0) gives +0.0. */
-double nb_optim_default(double v, double dflt);
 /* The field named key of d (NULL if none). */
 const nb_field *nb_optim_field(const nb_optim_desc *d, const char *key);
 /* Reads / writes a field of an options struct as a double (bools 0/1). */

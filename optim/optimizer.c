@@ -25,11 +25,6 @@ _Static_assert(sizeof(nb_flag) == sizeof(int) && sizeof(nb_line_search) == sizeo
                    sizeof(nb_muon_adjust_lr) == sizeof(int),
                "option enums are int-sized (NB_FIELD_ENUM)");
 
-double nb_optim_default(double v, double dflt) {
-    if (v != 0.0) return v;
-    return signbit(v) ? 0.0 : dflt;
-}
-
 nb_status nb_optim_check_nonneg(const char *op, const char *what, double x) {
     if (x >= 0.0 && isfinite(x)) return NB_OK;
     return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s must be >= 0 (got %g)", op, what, x);

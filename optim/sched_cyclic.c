@@ -124,9 +124,9 @@ static nb_status start_momentum(nb_scheduler *s, nb_flag flag, double base_m, do
 
 nb_scheduler *nb_one_cycle_lr(nb_optimizer *opt, double max_lr, int64_t total_steps, nb_one_cycle_options o) {
     const char *op = "one_cycle_lr";
-    double pct = nb_optim_default(o.pct_start, 0.3);
-    double div = nb_optim_default(o.div_factor, 25.0), final_div = nb_optim_default(o.final_div_factor, 1e4);
-    double base_m = nb_optim_default(o.base_momentum, 0.85), max_m = nb_optim_default(o.max_momentum, 0.95);
+    double pct = nb_option(o.pct_start, 0.3);
+    double div = nb_option(o.div_factor, 25.0), final_div = nb_option(o.final_div_factor, 1e4);
+    double base_m = nb_option(o.base_momentum, 0.85), max_m = nb_option(o.max_momentum, 0.95);
     if (total_steps < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: Expected positive integer total_steps, but got %lld", op,
                        (long long)total_steps);
@@ -173,7 +173,7 @@ nb_scheduler *nb_cyclic_lr(nb_optimizer *opt, double base_lr, double max_lr, nb_
     if (o.scale_mode != NB_SCALE_CYCLE && o.scale_mode != NB_SCALE_ITERATIONS)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: scale_mode must be NB_SCALE_CYCLE or NB_SCALE_ITERATIONS (got %d)", op,
                        (int)o.scale_mode);
-    double gamma = nb_optim_default(o.gamma, 1.0);
+    double gamma = nb_option(o.gamma, 1.0);
     if (!isfinite(gamma)) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: gamma must be finite (got %g)", op, gamma);
     nb_scheduler *s = nb_sched_new(NB_SCHED_CYCLIC, opt, op);
     if (!s) return NULL;
@@ -188,8 +188,8 @@ nb_scheduler *nb_cyclic_lr(nb_optimizer *opt, double base_lr, double max_lr, nb_
     nb_status st = nb_sched_fill_pg(s, NB_PG_CYCLIC_BASE, base_lr, o.base_lrs, op, "base_lr");
     if (!st) st = nb_sched_fill_pg(s, NB_PG_MAX_LR, max_lr, o.max_lrs, op, "max_lr");
     if (!st)
-        st = start_momentum(s, o.cycle_momentum, nb_optim_default(o.base_momentum, 0.8),
-                            nb_optim_default(o.max_momentum, 0.9), o.base_momentums, o.max_momentums);
+        st = start_momentum(s, o.cycle_momentum, nb_option(o.base_momentum, 0.8),
+                            nb_option(o.max_momentum, 0.9), o.base_momentums, o.max_momentums);
     if (st) {
         nb_scheduler_free(s);
         return NULL;

@@ -10,8 +10,8 @@
 
 nb_scheduler *nb_reduce_lr_on_plateau(nb_optimizer *opt, nb_reduce_lr_on_plateau_options o) {
     const char *op = "reduce_lr_on_plateau";
-    double factor = nb_optim_default(o.factor, 0.1), patience = nb_optim_default(o.patience, 10.0);
-    double threshold = nb_optim_default(o.threshold, 1e-4), eps = nb_optim_default(o.eps, 1e-8);
+    double factor = nb_option(o.factor, 0.1), patience = nb_option(o.patience, 10.0);
+    double threshold = nb_option(o.threshold, 1e-4), eps = nb_option(o.eps, 1e-8);
     if (!(factor >= 0.0 && factor < 1.0))
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: Factor should be < 1.0 (and >= 0; got %g)", op, factor);
     if (o.mode != NB_PLATEAU_MIN && o.mode != NB_PLATEAU_MAX)
@@ -29,7 +29,7 @@ nb_scheduler *nb_reduce_lr_on_plateau(nb_optimizer *opt, nb_reduce_lr_on_plateau
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: eps must be >= 0 and finite (got %g)", op, eps);
     nb_scheduler *s = nb_sched_new(NB_SCHED_PLATEAU, opt, op);
     if (!s) return NULL;
-    if (nb_sched_fill_pg(s, NB_PG_MIN_LR, nb_optim_default(o.min_lr, 0.0), o.min_lrs, op, "min_lr")) {
+    if (nb_sched_fill_pg(s, NB_PG_MIN_LR, nb_option(o.min_lr, 0.0), o.min_lrs, op, "min_lr")) {
         nb_scheduler_free(s);
         return NULL;
     }

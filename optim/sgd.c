@@ -15,8 +15,9 @@ static const nb_field sgd_fields[] = {
     NB_FIELD(nb_sgd_options, maximize, "maximize", NB_FIELD_BOOL),
 };
 static const char *const sgd_tensors[] = {"momentum_buffer"};
-/* lr NAN: SGD's lr is required (NB_ZERO asks for 0, which PyTorch allows). */
-static const nb_sgd_options sgd_torch = {.lr = NAN};
+/* PyTorch's defaults (lr 1e-3 since PyTorch 2.2, pytorch/pytorch#114467;
+ * NB_ZERO asks for 0). */
+static const nb_sgd_options sgd_torch = {.lr = 1e-3};
 
 static bool sgd_has_tensor(const void *options, const nb_tensor *p, int k, int *ndim, int64_t *shape) {
     (void)p, (void)k, (void)ndim, (void)shape;
@@ -65,11 +66,9 @@ static nb_status sgd_update_multi(nb_optimizer *opt, int g, int n, const int *id
     return nb_fused_sgd_(n, p, grad, mom ? bufs : NULL, &h);
 }
 
-/* PyTorch's argument checks, plus a required lr. */
+/* PyTorch's argument checks. */
 static nb_status sgd_check(const char *op, const void *options) {
     const nb_sgd_options *o = options;
-    if (isnan(o->lr))
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: lr is required (SGD's lr has no default; NB_ZERO for 0)", op);
     nb_status st = nb_optim_check_nonneg(op, "lr", o->lr);
     if (!st) st = nb_optim_check_nonneg(op, "momentum", o->momentum);
     if (!st) st = nb_optim_check_nonneg(op, "weight_decay", o->weight_decay);

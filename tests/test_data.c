@@ -459,7 +459,7 @@ START_TEST(dataset_errors) {
     NB_CK_NOTNULL(ds);
     ck_assert_int_eq(nb_dataset_len(ds), 4);
     ck_assert_ptr_eq(nb_dataset_x(ds), x);
-    NB_CK_FAILS(nb_loader_new(ds, (nb_loader_options){.batch_size = 0}), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_loader_new(ds, (nb_loader_options){.batch_size = -1}), NB_ERR_INVALID_ARG);
     nb_dataset_free(ds);
 }
 END_TEST

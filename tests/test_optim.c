@@ -339,8 +339,10 @@ START_TEST(test_errors) {
     NB_CK_FAILS(nb_adamw_params(&p, 1, (nb_adam_options){.weight_decay = -0.1}), NB_ERR_INVALID_ARG);
     ck_message("weight_decay");
 
-    NB_CK_FAILS(nb_sgd_params(&p, 1, (nb_sgd_options){.momentum = 0.9}), NB_ERR_INVALID_ARG);
-    ck_message("sgd: lr is required");
+    nb_optimizer *dflt = nb_sgd_params(&p, 1, (nb_sgd_options){.momentum = 0.9}); /* lr left 0: PyTorch's 1e-3 */
+    NB_CK_NOTNULL(dflt);
+    ck_assert(nb_optimizer_get_lr(dflt) == 1e-3);
+    nb_optimizer_free(dflt);
     NB_CK_FAILS(nb_sgd_params(&p, 1, (nb_sgd_options){.lr = -0.1}), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_sgd_params(&p, 1, (nb_sgd_options){.lr = 0.1, .nesterov = true}), NB_ERR_INVALID_ARG);
     ck_message("nesterov");

@@ -428,7 +428,7 @@ START_TEST(test_option_errors) {
     NB_CK_FAILS(nb_sgd_groups((nb_param_group[]){{&p, 1, &(nb_sgd_options){.momentum = -1}}}, 1,
                               (nb_sgd_options){.lr = 0.1}),
                 E);
-    /* SGD's lr is required; NB_ZERO asks for 0, which PyTorch allows */
+    /* SGD's lr left 0 is PyTorch's 1e-3; NB_ZERO asks for 0, which PyTorch allows */
     nb_optimizer *zero = nb_sgd_params(&p, 1, (nb_sgd_options){.lr = NB_ZERO});
     NB_CK_NOTNULL(zero);
     ck_assert(nb_optimizer_get_lr(zero) == 0.0);

@@ -398,7 +398,7 @@ START_TEST(test_gradcheck_encoder_layer) {
     for (int norm_first = 0; norm_first < 2; norm_first++)
         for (int act = 0; act < 2; act++) {
             nb_encoder_layer_options o = NB_ENCODER_LAYER_OPTIONS(8, 2);
-            o.dim_feedforward = 12, o.dropout = 0, o.norm_first = norm_first, o.dtype = NB_F64;
+            o.dim_feedforward = 12, o.dropout = NB_ZERO, o.norm_first = norm_first, o.dtype = NB_F64;
             o.activation = act ? NB_ACTIVATION_GELU : NB_ACTIVATION_RELU;
             nb_manual_seed(20 + 2 * norm_first + act);
             nb_module *layer = nb_nn_transformer_encoder_layer(o);
@@ -443,7 +443,7 @@ START_TEST(test_eval_disables_dropout) {
     nb_encoder_layer_options o = NB_ENCODER_LAYER_OPTIONS(8, 2);
     o.dim_feedforward = 16, o.dropout = 0.5, o.dtype = NB_F64;
     nb_module *drop = nb_nn_transformer_encoder(o, 2, NULL);
-    o.dropout = 0;
+    o.dropout = NB_ZERO;
     nb_module *plain = nb_nn_transformer_encoder(o, 2, NULL);
     NB_CK_NOTNULL(drop);
     NB_CK_NOTNULL(plain);
@@ -578,7 +578,7 @@ START_TEST(test_encoder_is_causal) {
     nb_scope *s = nb_scope_begin();
     nb_manual_seed(5);
     nb_encoder_layer_options o = NB_ENCODER_LAYER_OPTIONS(8, 2);
-    o.dim_feedforward = 16, o.dropout = 0, o.dtype = NB_F64;
+    o.dim_feedforward = 16, o.dropout = NB_ZERO, o.dtype = NB_F64;
     nb_module *enc = nb_nn_transformer_encoder(o, 2, NULL), *layer = nb_nn_transformer_encoder_layer(o);
     NB_CK_NOTNULL(enc), NB_CK_NOTNULL(layer);
     nb_generator g = nb_generator_new(6);

@@ -38,6 +38,7 @@ nb_status h_cross_entropy(dcase *c) { OUT1(nb_cross_entropy(I0, I1)); }
 nb_status h_cross_entropy_ex(dcase *c) {
     nb_cross_entropy_options o = NB_CROSS_ENTROPY_DEFAULTS;
     o.ignore_index = ai(c, "ignore_index", -100);
+    if (o.ignore_index == 0) o.ignore_index = NB_IGNORE_CLASS_0; /* 0 in the struct means -100 */
     o.reduction = reduction(c);
     o.weight = c->n_in > 2 ? I2 : NULL;
     o.label_smoothing = ad(c, "label_smoothing", 0);
@@ -204,6 +205,7 @@ nb_status h_linalg_lstsq(dcase *c) {
 nb_status h_nll_loss(dcase *c) {
     nb_cross_entropy_options o = NB_CROSS_ENTROPY_DEFAULTS;
     o.ignore_index = ai(c, "ignore_index", -100);
+    if (o.ignore_index == 0) o.ignore_index = NB_IGNORE_CLASS_0; /* 0 in the struct means -100 */
     o.reduction = reduction(c);
     o.weight = c->n_in > 2 ? I2 : NULL;
     OUT1(nb_nll_loss(I0, I1, o));

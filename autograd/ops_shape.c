@@ -12,9 +12,11 @@
 
 #include "nb_autograd_impl.h"
 
-/* Index tensors built on the host are small (one entry per output slice). */
-static nb_tensor *host_index(const int64_t *v, int64_t n, const nb_tensor *like) {
-    return nb_from_data_on(v, 1, &n, NB_I64, like->storage->device);
+/* The index tensors are computed on the tensor's device (an arange and
+ * integer ops), never uploaded from the host, so that the ops can be
+ * captured in a CUDA graph (a host upload cannot). */
+static nb_tensor *arange_like(double start, double end, double step, const nb_tensor *like) {
+    return nb_arange_on(start, end, step, NB_I64, like->storage->device);
 }
 
 /* r itself if it has its own storage, else a copy: these ops return new
@@ -59,11 +61,7 @@ static nb_tensor *flip_impl(nb_tensor *t, const int *dims, int n_dims) {
     for (int d = 0; d < t->ndim && r; d++) {
         int64_t n = t->shape[d];
         if (!seen[d] || n < 2) continue;
-        int64_t *v = malloc(sizeof(int64_t) * (size_t)n);
-        if (!v) return NB_FAIL(NB_ERR_OOM, "flip: out of host memory");
-        for (int64_t i = 0; i < n; i++) v[i] = n - 1 - i;
-        nb_tensor *idx = host_index(v, n, t);
-        free(v);
+        nb_tensor *idx = arange_like((double)(n - 1), -1, -1, t); /* n - 1, ..., 0 */
         r = idx ? nb_index_select(r, d, idx) : NULL;
     }
     return fresh(t, r);
@@ -121,11 +119,10 @@ static nb_tensor *repeat_by_index(nb_tensor *x, const int64_t *reps, int n) {
     for (int i = 0; i < n && x; i++) {
         int64_t s = x->shape[i], len = s * reps[i];
         if (reps[i] == 1) continue;
-        int64_t *v = malloc(sizeof(int64_t) * (size_t)(len ? len : 1));
-        if (!v) return NB_FAIL(NB_ERR_OOM, "repeat: out of host memory");
-        for (int64_t j = 0; j < len; j++) v[j] = j % s;
-        nb_tensor *idx = host_index(v, len, x);
-        free(v);
+        /* j % s for j < len: arange(s) repeated reps[i] times */
+        nb_tensor *idx = nb_reshape(nb_expand(nb_reshape(arange_like(0, (double)s, 1, x), NB_SHAPE(1, s)),
+                                              NB_SHAPE(reps[i], s)),
+                                    1, &len);
         x = idx ? nb_index_select(x, i, idx) : NULL;
     }
     return x;
@@ -208,16 +205,6 @@ static nb_tensor *constant_pad(nb_tensor *x, const int64_t *lo, const int64_t *h
     return out;
 }
 
-/* Source position of output position j (from -l) along a dim of size n. */
-static int64_t pad_source(nb_pad_mode mode, int64_t j, int64_t n) {
-    if (mode == NB_PAD_REFLECT) {
-        int64_t i = j < 0 ? -j : j;
-        return i >= n ? 2 * (n - 1) - i : i;
-    }
-    if (mode == NB_PAD_REPLICATE) return j < 0 ? 0 : j >= n ? n - 1 : j;
-    return (j % n + n) % n; /* circular */
-}
-
 /* x padded by (l, r) along d in a non-constant mode, via index_select. */
 static nb_tensor *pad_dim(nb_tensor *x, int d, int64_t l, int64_t r, nb_pad_mode mode) {
     int64_t n = x->shape[d], len = n + l + r;
@@ -230,11 +217,12 @@ static nb_tensor *pad_dim(nb_tensor *x, int d, int64_t l, int64_t r, nb_pad_mode
         return NB_FAIL(NB_ERR_INVALID_ARG, "pad: padding (%lld, %lld) of dim %d of input %s: %s", (long long)l,
                        (long long)r, d, nb_fmt_shape(x->ndim, x->shape, a, sizeof a), why);
     }
-    int64_t *v = malloc(sizeof(int64_t) * (size_t)(len ? len : 1));
-    if (!v) return NB_FAIL(NB_ERR_OOM, "pad: out of host memory");
-    for (int64_t j = 0; j < len; j++) v[j] = pad_source(mode, j - l, n);
-    nb_tensor *idx = host_index(v, len, x);
-    free(v);
+    if (len == 0) return nb_narrow(x, d, 0, 0);
+    nb_tensor *i = arange_like((double)-l, (double)(n + r), 1, x), *idx; /* the source of output j is i = j - l */
+    if (mode == NB_PAD_REPLICATE) idx = nb_clamp_scalar(i, 0, (double)(n - 1));
+    else if (mode == NB_PAD_CIRCULAR) idx = nb_remainder_scalar(i, (double)n); /* Python's %: in [0, n) */
+    else /* reflect about 0 and n - 1: (n - 1) - |(n - 1) - |i|| */
+        idx = nb_add_scalar(nb_neg(nb_abs(nb_add_scalar(nb_neg(nb_abs(i)), (double)(n - 1)))), (double)(n - 1));
     return idx ? nb_index_select(x, d, idx) : NULL;
 }
 

@@ -36,6 +36,8 @@ struct nb_graph {
     int n_rng;
     hook hooks[MAX_HOOKS];
     int n_hooks;
+    nb_status failed; /* the first failure recorded during the capture (sticky) */
+    char why[256];
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,6 +47,18 @@ static int next_pool = 1;
 bool nb_graph_capturing_be(nb_backend *be) {
     nb_graph *g = capturing;
     return g && g->be == be && g->stream == nb_backend_current_stream(be);
+}
+
+bool nb_graph_capturing_stream(nb_backend *be, void *stream) {
+    nb_graph *g = capturing;
+    return g && g->be == be && g->stream == stream;
+}
+
+void nb_graph_fail(nb_backend *be) {
+    nb_graph *g = capturing;
+    if (!g || g->be != be || g->failed) return;
+    g->failed = nb_last_status() ? nb_last_status() : NB_ERR_STATE;
+    snprintf(g->why, sizeof g->why, "%s", nb_last_error());
 }
 
 bool nb_graph_is_capturing(nb_device dev) {
@@ -120,7 +134,9 @@ nb_graph *nb_graph_capture_end(nb_device dev) {
         u->gen->offset = u->start;
     }
     run_hooks(g, -1);
-    if (st == NB_OK && failed != NB_OK && g->exec)
+    if (st == NB_OK && g->failed) /* sticky: later calls cannot have cleared it */
+        st = nb_set_error(g->failed, "graph_capture_end: the capture failed: %s", g->why);
+    else if (st == NB_OK && failed != NB_OK && g->exec)
         st = nb_set_error(failed, "graph_capture_end: an op failed during the capture: %s", nb_last_error());
     if (st != NB_OK) {
         graph_release(g);

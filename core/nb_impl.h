@@ -94,6 +94,12 @@ nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, nb_philox_state *
 bool nb_graph_on_replay(nb_backend *be, void (*on_replay)(void *ctx, int delta), void *ctx);
 /* Whether be's current stream is being captured. */
 bool nb_graph_capturing_be(nb_backend *be);
+/* Whether stream (a backend handle) of be is the one being captured. */
+bool nb_graph_capturing_stream(nb_backend *be, void *stream);
+/* Marks the capture under way on be (if any) failed with the current error:
+ * nb_graph_capture_end then fails with it, whatever later calls did to the
+ * error (a step that could not be captured must not give a graph). */
+void nb_graph_fail(nb_backend *be);
 
 /* While profiling (nb_profiler_start), the timing mark after a slot call
  * (nb_kernel_before, nb_backend_impl.h, makes the one before). */

@@ -190,7 +190,7 @@ extern "C" {
     X(MIN_DIM, min_dim, reduce, NB_D2, NB_DTM_N, K(copy) K(arange) K(binary) K(argmin), BW(max_dim), AC(NONE)) \
     X(ARGMAX, argmax, reduce, 0, NB_DTM_N, K(argmax), BW_NONE, AC(NONE)) \
     X(ARGMIN, argmin, reduce, 0, NB_DTM_A6, K(argmin), BW_NONE, AC(NONE)) \
-    X(PROD, prod, reduce, NB_D2, NB_DTM_A6, K(copy) K(fill) K(binary) K(reduce) K(index_select) K(where) K(scan), BW(prod), AC(NONE)) \
+    X(PROD, prod, reduce, NB_D2, NB_DTM_A6, K(copy) K(fill) K(arange) K(binary) K(reduce) K(index_select) K(where) K(scan), BW(prod), AC(NONE)) \
     X(VAR, var, reduce, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward) K(reduce), BW_CALLS, AC(NONE)) \
     X(STD, std, reduce, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW(std), AC(NONE)) \
     X(NORM, norm, reduce, NB_D2, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW(norm), AC(NONE)) \
@@ -223,11 +223,11 @@ extern "C" {
     X(MOVEDIM, movedim, view, NB_D2 | NB_V, NB_DTM_A8, K(copy), BW_CALLS, AC(NONE)) \
     X(BROADCAST_TO, broadcast_to, view, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(reduce), BW_CALLS, AC(NONE)) \
     X(DIAG_EMBED, diag_embed, view, NB_D2, NB_DTM_A6, K(copy) K(fill), BW(diag_embed), AC(NONE)) \
-    X(FLIP, flip, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
+    X(FLIP, flip, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(arange) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
     X(ROLL, roll, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(binary), BW_CALLS, AC(NONE)) \
-    X(REPEAT, repeat, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(reduce), BW_CALLS, AC(NONE)) \
-    X(TILE, tile, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(reduce), BW_CALLS, AC(NONE)) \
-    X(PAD, pad, shape, NB_D2, NB_DTM_A6, K(copy) K(fill) K(index_select) K(index_add), BW(constant_pad), AC(NONE)) \
+    X(REPEAT, repeat, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(reduce) K(arange) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
+    X(TILE, tile, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(reduce) K(arange) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
+    X(PAD, pad, shape, NB_D2, NB_DTM_A6, K(copy) K(fill) K(arange) K(unary) K(unary_backward) K(binary) K(index_select) K(index_add), BW(constant_pad), AC(NONE)) \
     X(TRIL, tril, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(arange) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(TRIU, triu, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(arange) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(MESHGRID, meshgrid, shape, NB_D2 | NB_C | NB_V, NB_DTM_A6, K(copy) K(binary) K(reduce), BW_CALLS, AC(NONE)) \

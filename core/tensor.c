@@ -352,6 +352,26 @@ static void *stream_handle(nb_backend *be, nb_stream *s) {
 
 static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
 
+/* Copies between host and device memory on be's stream (a handle). Inside
+ * a CUDA graph capture such a copy would become a graph node that every
+ * replay runs again on the same host address (a freed buffer, nb_item's
+ * stack slot): it is refused before anything is enqueued, and the capture
+ * is marked failed (nb_graph_capture_end reports it). The backend refuses a
+ * copy on another stream that joined the capture. */
+static nb_status host_copy(nb_backend *be, bool to_host, void *dst, const void *src, size_t bytes, void *stream) {
+    nb_status st;
+    if (nb_graph_capturing_stream(be, stream))
+        st = nb_set_error(NB_ERR_STATE, "%s: a copy between host and device memory cannot be captured in a graph "
+                                        "(each replay would repeat it on the same host memory): do it outside the "
+                                        "captured step (nb_item, nb_to_host, nb_from_data, nb_copy_from_host)",
+                          to_host ? "to_host" : "copy_from_host");
+    else
+        st = to_host ? be->iface->memcpy_d2h(be, dst, src, bytes, stream)
+                     : be->iface->memcpy_h2d(be, dst, src, bytes, stream);
+    if (st == NB_ERR_STATE) nb_graph_fail(be);
+    return st;
+}
+
 /* dst and src are contiguous with the same bytes; copies across devices
  * without a bounce through pageable host memory where the backends allow:
  * to the CPU by the source's d2h, from the CPU by the destination's h2d,
@@ -362,12 +382,12 @@ static nb_status copy_across(nb_tensor *dst, const nb_tensor *src, size_t bytes)
     nb_kview d = nb_kview_of(dst), s = nb_kview_of(src);
     if (!bytes) return NB_OK;
     if (dst->storage->device.type == NB_DEVICE_CPU) {
-        nb_status st = sb->iface->memcpy_d2h(sb, d.data, s.data, bytes, NULL);
+        nb_status st = host_copy(sb, true, d.data, s.data, bytes, nb_backend_current_stream(sb));
         return st ? st : sb->iface->stream_synchronize(sb, nb_backend_current_stream(sb));
     }
     if (src->storage->device.type == NB_DEVICE_CPU) {
         /* the source may be freed or rewritten once we return: sync first */
-        nb_status st = db->iface->memcpy_h2d(db, d.data, s.data, bytes, NULL);
+        nb_status st = host_copy(db, false, d.data, s.data, bytes, nb_backend_current_stream(db));
         return st ? st : db->iface->stream_synchronize(db, nb_backend_current_stream(db));
     }
     if (db->iface->memcpy_peer) {
@@ -377,9 +397,9 @@ static nb_status copy_across(nb_tensor *dst, const nb_tensor *src, size_t bytes)
     }
     void *buf = nb_host_alloc(src->storage->device, bytes);
     if (!buf) return nb_last_status();
-    nb_status st = sb->iface->memcpy_d2h(sb, buf, s.data, bytes, NULL);
+    nb_status st = host_copy(sb, true, buf, s.data, bytes, nb_backend_current_stream(sb));
     if (st == NB_OK) st = sb->iface->stream_synchronize(sb, nb_backend_current_stream(sb));
-    if (st == NB_OK) st = db->iface->memcpy_h2d(db, d.data, buf, bytes, NULL);
+    if (st == NB_OK) st = host_copy(db, false, d.data, buf, bytes, nb_backend_current_stream(db));
     if (st == NB_OK) st = db->iface->stream_synchronize(db, nb_backend_current_stream(db));
     nb_host_free(src->storage->device, buf);
     return st;
@@ -402,7 +422,7 @@ nb_status nb_to_host_async(const nb_tensor *t, void *dst, size_t bytes, nb_strea
         return st;
     }
     nb_kview v = nb_kview_of(t);
-    return be->iface->memcpy_d2h(be, dst, v.data, need, stream_handle(be, s));
+    return host_copy(be, true, dst, v.data, need, stream_handle(be, s));
 }
 
 nb_status nb_to_host(const nb_tensor *t, void *dst, size_t bytes) {
@@ -439,7 +459,7 @@ nb_status nb_copy_from_host_async(nb_tensor *t, const void *src, size_t bytes, n
     nb_kview v = nb_kview_of(t);
     nb_backend *be = t->storage->backend;
     nb_bump_version(t);
-    return be->iface->memcpy_h2d(be, v.data, src, need, stream_handle(be, s));
+    return host_copy(be, false, v.data, src, need, stream_handle(be, s));
 }
 
 nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t bytes) {

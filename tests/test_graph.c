@@ -3,7 +3,10 @@
  * of mnist_mlp's network with Adam replayed from one captured step end with
  * the same bits as 100 eager steps (issue 12's test); the same for a network
  * with dropout (a fresh mask per replay, as the eager steps draw) under an
- * lr changed between replays; a host sync inside a capture is an error. */
+ * lr changed between replays; a host sync inside a capture is an error;
+ * a host copy inside a capture is refused and fails the capture, even after
+ * later ops succeed; flip, pad and repeat capture and replay; two streams
+ * running GEMMs at once each get their own cuBLASLt workspace. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +174,113 @@ START_TEST(test_graph_sync_in_capture) {
 }
 END_TEST
 
+/* Host copies (nb_item, nb_from_data) inside a capture are refused before
+ * anything is enqueued, and the capture fails at its end even when later
+ * ops succeeded (they clear the error): no graph replays a host copy. */
+START_TEST(test_graph_host_copy_refused) {
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) {
+        nb_device dev = NB_CUDA(i);
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *a = nb_full_on(NB_SHAPE(4), 1, NB_F32, dev);
+        NB_CK_OK(nb_graph_capture_begin(dev));
+        ck_assert(isnan(nb_item(nb_sum(a, NULL, 0, false))));
+        ck_assert_int_eq(nb_last_status(), NB_ERR_STATE);
+        NB_CK_NOTNULL(nb_add(a, a)); /* succeeds, and clears the error */
+        ck_assert_int_eq(nb_last_status(), NB_OK);
+        ck_assert_ptr_null(nb_graph_capture_end(dev));
+        ck_assert_int_eq(nb_last_status(), NB_ERR_STATE);
+        /* an upload inside a capture: refused too */
+        NB_CK_OK(nb_graph_capture_begin(dev));
+        ck_assert_ptr_null(nb_from_data_on((float[]){1, 2}, NB_SHAPE(2), NB_F32, dev));
+        ck_assert_int_eq(nb_last_status(), NB_ERR_STATE);
+        NB_CK_NOTNULL(nb_mul(a, a));
+        ck_assert_ptr_null(nb_graph_capture_end(dev));
+        /* eager copies work again after the capture */
+        ck_assert(nb_item(nb_sum(a, NULL, 0, false)) == 4);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
+/* flip, pad (reflect, replicate, circular) and repeat build their indices on
+ * the device: captured once, a replay gives the eager result for new input. */
+START_TEST(test_graph_index_ops_replay) {
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) {
+        nb_device dev = NB_CUDA(i);
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *x = nb_full_on(NB_SHAPE(2, 5), 0, NB_F32, dev), *out = nb_full_on(NB_SHAPE(4, 2, 10), 0, NB_F32, dev);
+        nb_tensor *fresh = nb_randn(NB_SHAPE(2, 5), NB_F32, NULL);
+        NB_CK_NOTNULL(out);
+        NB_CK_OK(nb_graph_capture_begin(dev));
+        nb_scope *cs = nb_scope_begin();
+        nb_tensor *parts[4] = {
+            nb_pad(nb_flip(x, (int[]){1}, 1), (int64_t[]){3, 2}, 2, NB_PAD_REFLECT, 0),
+            nb_pad(x, (int64_t[]){2, 3}, 2, NB_PAD_REPLICATE, 0),
+            nb_pad(x, (int64_t[]){4, 1}, 2, NB_PAD_CIRCULAR, 0),
+            nb_repeat(x, (int64_t[]){1, 2}, 2),
+        };
+        for (int k = 0; k < 4; k++) NB_CK_NOTNULL(parts[k]);
+        NB_CK_OK(nb_copy_(out, nb_stack(parts, 4, 0)));
+        nb_scope_end(cs);
+        nb_graph *g = nb_graph_capture_end(dev);
+        NB_CK_NOTNULL(g);
+        NB_CK_OK(nb_copy_(x, fresh));
+        NB_CK_OK(nb_graph_replay(g));
+        nb_tensor *xc = nb_to_device(x, NB_CPU);
+        nb_tensor *want[4] = {
+            nb_pad(nb_flip(xc, (int[]){1}, 1), (int64_t[]){3, 2}, 2, NB_PAD_REFLECT, 0),
+            nb_pad(xc, (int64_t[]){2, 3}, 2, NB_PAD_REPLICATE, 0),
+            nb_pad(xc, (int64_t[]){4, 1}, 2, NB_PAD_CIRCULAR, 0),
+            nb_repeat(xc, (int64_t[]){1, 2}, 2),
+        };
+        nb_tensor *diff = nb_sub(nb_to_device(out, NB_CPU), nb_stack(want, 4, 0));
+        ck_assert(nb_item(nb_sum(nb_abs(diff), NULL, 0, false)) == 0);
+        nb_graph_free(g);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
+/* GEMMs with a bias (cuBLASLt, bfloat16: split-K at this shape) on two
+ * streams at once give the bits of the same GEMMs run one after another. */
+START_TEST(test_two_streams_gemm) {
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) {
+        nb_device dev = NB_CUDA(i);
+        enum { ROUNDS = 20 };
+        nb_scope *s = nb_scope_begin();
+        nb_manual_seed(17);
+        nb_tensor *x[2], *w[2], *b[2], *want[2], *got[2][ROUNDS];
+        for (int k = 0; k < 2; k++) {
+            x[k] = nb_to_dtype(nb_to_device(nb_randn(NB_SHAPE(32, 16384), NB_F32, NULL), dev), NB_BF16);
+            w[k] = nb_to_dtype(nb_to_device(nb_randn(NB_SHAPE(64, 16384), NB_F32, NULL), dev), NB_BF16);
+            b[k] = nb_to_dtype(nb_to_device(nb_randn(NB_SHAPE(64), NB_F32, NULL), dev), NB_BF16);
+            want[k] = nb_linear(x[k], w[k], b[k]); /* one after another, on the compute stream */
+            NB_CK_NOTNULL(want[k]);
+        }
+        NB_CK_OK(nb_device_synchronize(dev));
+        nb_stream *st[2] = {nb_stream_new(dev), nb_stream_new(dev)};
+        NB_CK_NOTNULL(st[0]);
+        NB_CK_NOTNULL(st[1]);
+        for (int k = 0; k < 2; k++) NB_CK_OK(nb_stream_wait_stream(st[k], nb_stream_compute(dev)));
+        for (int r = 0; r < ROUNDS; r++)
+            for (int k = 0; k < 2; k++) { /* both streams busy at once */
+                NB_CK_OK(nb_set_current_stream(st[k]));
+                got[k][r] = nb_linear(x[k], w[k], b[k]);
+                NB_CK_NOTNULL(got[k][r]);
+            }
+        NB_CK_OK(nb_set_current_stream(NULL));
+        for (int k = 0; k < 2; k++) NB_CK_OK(nb_stream_synchronize(st[k]));
+        for (int k = 0; k < 2; k++)
+            for (int r = 0; r < ROUNDS; r++) {
+                nb_tensor *ne = nb_ne(got[k][r], want[k]);
+                ck_assert_msg(nb_item(nb_sum(ne, NULL, 0, false)) == 0, "stream %d round %d differs", k, r);
+            }
+        nb_scope_end(s);
+        nb_stream_free(st[0]), nb_stream_free(st[1]);
+    }
+}
+END_TEST
+
 Suite *nb_suite_graph(void) {
     Suite *s = suite_create("graph");
     TCase *c = tcase_create("graph");
@@ -179,6 +289,9 @@ Suite *nb_suite_graph(void) {
     tcase_add_test(c, test_graph_mlp_bitwise);
     tcase_add_test(c, test_graph_dropout_lr_bitwise);
     tcase_add_test(c, test_graph_sync_in_capture);
+    tcase_add_test(c, test_graph_host_copy_refused);
+    tcase_add_test(c, test_graph_index_ops_replay);
+    tcase_add_test(c, test_two_streams_gemm);
     suite_add_tcase(s, c);
     return s;
 }

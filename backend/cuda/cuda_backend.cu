@@ -258,12 +258,22 @@ static void host_free(nb_backend *be, void *p) {
     cudaFreeHost(p);
 }
 static cudaStream_t stream_or_current(nb_backend *be, void *s) { return s ? (cudaStream_t)s : stream_of(be); }
+// Host copies are never captured: a replay would repeat them on the same host
+// address (core refuses them on the captured stream; this catches a stream
+// that joined the capture).
+static nb_status no_host_copy_in_capture(const char *what) {
+    return nb_set_error(NB_ERR_STATE, "%s: a copy between host and device memory cannot be captured in a CUDA graph "
+                                      "(each replay would repeat it on the same host memory)",
+                        what);
+}
 static nb_status memcpy_h2d(nb_backend *be, void *dst, const void *src, size_t bytes, void *s) {
+    if (capturing(stream_or_current(be, s))) return no_host_copy_in_capture("memcpy_h2d");
     n_h2d[device_of(be)].fetch_add(bytes, std::memory_order_relaxed);
     NBC_TRY("memcpy_h2d", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_or_current(be, s)));
     return NB_OK;
 }
 static nb_status memcpy_d2h(nb_backend *be, void *dst, const void *src, size_t bytes, void *s) {
+    if (capturing(stream_or_current(be, s))) return no_host_copy_in_capture("memcpy_d2h");
     n_d2h[device_of(be)].fetch_add(bytes, std::memory_order_relaxed);
     NBC_TRY("memcpy_d2h", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_or_current(be, s)));
     return NB_OK;

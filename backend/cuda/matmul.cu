@@ -121,8 +121,39 @@ constexpr int LT_PLANS = 256;
 constexpr size_t LT_WORKSPACE = (size_t)32 << 20;
 static LtPlan lt_plans[LT_PLANS];
 static int n_lt_plans;
-static void *lt_ws[NB_MAX_DEVICES]; // made on first use, kept for the process
+// One workspace per (device, stream), as PyTorch keeps them: two streams
+// running split-K GEMMs at once through one workspace overwrite each
+// other's partial sums. Made on a stream's first eager use and kept for
+// the process (so a graph that captured one can always replay it).
+constexpr int LT_STREAMS = 64;
+struct LtWorkspace {
+    cudaStream_t stream;
+    void *ws;
+};
+static LtWorkspace lt_ws[NB_MAX_DEVICES][LT_STREAMS];
+static int n_lt_ws[NB_MAX_DEVICES];
 static pthread_mutex_t lt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+// The workspace of stream s on device dev (lt_lock held), made now unless s
+// is being captured (the allocation would become part of the graph); NULL
+// when there is none (the caller takes the path without cuBLASLt).
+static void *lt_workspace(int dev, cudaStream_t s) {
+    for (int i = 0; i < n_lt_ws[dev]; i++)
+        if (lt_ws[dev][i].stream == s) return lt_ws[dev][i].ws;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (n_lt_ws[dev] == LT_STREAMS || cudaStreamIsCapturing(s, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    void *ws = nullptr;
+    if (cudaMalloc(&ws, LT_WORKSPACE) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    lt_ws[dev][n_lt_ws[dev]++] = LtWorkspace{s, ws};
+    return ws;
+}
 
 static void lt_plan_free(LtPlan *p) {
     if (p->op) cublasLtMatmulDescDestroy(p->op);
@@ -231,16 +262,10 @@ static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool 
     key.ta = ta, key.tb = tb, key.epi = (int)epi, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb;
     key.ldc = ldc;
     key.align_a = align_of(A), key.align_b = align_of(B), key.align_c = align_of(C);
+    cudaStream_t stream = stream_of(be);
     pthread_mutex_lock(&lt_lock);
-    if (!lt_ws[dev]) {
-        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-        if (cudaStreamIsCapturing(stream_of(be), &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone &&
-            cudaMalloc(&lt_ws[dev], LT_WORKSPACE) != cudaSuccess) {
-            (void)cudaGetLastError();
-            lt_ws[dev] = nullptr;
-        }
-    }
-    LtPlan *p = lt_ws[dev] ? lt_plan(be, key) : nullptr;
+    void *ws = lt_workspace(dev, stream);
+    LtPlan *p = ws ? lt_plan(be, key) : nullptr;
     if (!p) {
         pthread_mutex_unlock(&lt_lock);
         return false;
@@ -249,7 +274,7 @@ static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool 
     cublasStatus_t s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmul(nb_cuda_cublaslt(be), p->op, &one, B, p->la, A, p->lb, &zero, C, p->lc, C, p->lc, &p->algo,
-                           lt_ws[dev], LT_WORKSPACE, stream_of(be));
+                           ws, LT_WORKSPACE, stream);
     pthread_mutex_unlock(&lt_lock);
     count_launch();
     *st = s == CUBLAS_STATUS_SUCCESS

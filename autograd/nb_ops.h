@@ -40,9 +40,9 @@ extern "C" {
  * integers too. The math functions (exp, log, sqrt, sigmoid, tanh,
  * reciprocal .. erfc) promote integer and bool inputs to float32 as
  * PyTorch does; the activations (leaky_relu .. logsigmoid) reject them,
- * as PyTorch. neg, exp, relu, sigmoid, tanh, the scalar forms, silu and
- * gelu also take float16/bfloat16 (float32 arithmetic, one rounding); the
- * others give NB_ERR_DTYPE for them (autograd/OPS.md). A NULL input gives
+ * as PyTorch. neg, exp, relu, sigmoid, tanh, add_scalar, mul_scalar, silu
+ * and gelu also take float16/bfloat16 (float32 arithmetic, one rounding);
+ * the others give NB_ERR_DTYPE for them (autograd/OPS.md). A NULL input gives
  * NULL (NB_ERR_INVALID_ARG, or the earlier error kept). Outside an op's
  * domain the result is NaN/inf as in libm (e.g. log2(-1), acosh(0.5)). */
 
@@ -235,9 +235,9 @@ nb_tensor *nb_fmod_scalar(nb_tensor *a, double b);
  * float32. da = b / (a^2 + b^2), db = -a / (a^2 + b^2). */
 nb_tensor *nb_atan2(nb_tensor *a, nb_tensor *b);
 
-/* torch.maximum / torch.minimum: elementwise, NaN-propagating, any
- * non-f16 dtype. Gradient: to the larger (smaller) input; at ties each
- * input gets half; a NaN in either passes g to both (PyTorch's rule). */
+/* torch.maximum / torch.minimum: elementwise, NaN-propagating, any dtype
+ * but float16/bfloat16. Gradient: to the larger (smaller) input; at ties
+ * each input gets half; a NaN in either passes g to both (PyTorch's rule). */
 nb_tensor *nb_maximum(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_minimum(nb_tensor *a, nb_tensor *b);
 

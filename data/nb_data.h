@@ -16,11 +16,12 @@
  *   nb_loader_free(ld);
  *   nb_dataset_free(train);
  *
- * Ownership: a dataset holds its own references to its tensors and a host
- * copy of them (the loader gathers batches from the host copy, so a batch on
- * any device costs exactly one host-to-device copy). A loader borrows its
- * dataset, which must outlive it. Batch tensors belong to the loader: never
- * release them; they are overwritten by the next nb_loader_next.
+ * Ownership: a dataset holds its own references to its tensors; there is
+ * no host copy (the loader gathers each batch from those tensors on their
+ * device with nb_index_select_out, so no batch crosses from the host). A
+ * loader borrows its dataset, which must outlive it. Batch tensors belong to
+ * the loader: never release them; they are overwritten by the next
+ * nb_loader_next.
  *
  * Determinism: the order of epoch e is a fixed function of (seed, e),
  * computed with Philox (core/philox.h), so it is the same on every run, with
@@ -92,7 +93,7 @@ typedef struct nb_dataset nb_dataset;
  * Errors: NULL input (first error kept), NB_ERR_SHAPE (x or y 0-dim, N
  * differs), NB_ERR_DEVICE (x and y on different devices), NB_ERR_OOM. */
 nb_dataset *nb_dataset_from_tensors(nb_tensor *x, nb_tensor *y);
-/* NULL is ignored. Releases the dataset's references and host copy. */
+/* NULL is ignored. Releases the dataset's references to x and y. */
 void nb_dataset_free(nb_dataset *ds);
 /* N, the number of samples. */
 int64_t nb_dataset_len(const nb_dataset *ds);

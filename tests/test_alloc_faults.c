@@ -221,7 +221,7 @@ Suite *nb_suite_alloc_faults(void) {
     tcase_add_test(c, test_faults_backward);
     tcase_add_test(c, test_faults_module_step);
     tcase_add_test(c, test_faults_files);
-    tcase_set_timeout(c, 120);
+    tcase_set_timeout(c, 300);
     suite_add_tcase(s, c);
     return s;
 }

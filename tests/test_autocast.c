@@ -300,7 +300,7 @@ END_TEST
 Suite *nb_suite_autocast(void) {
     Suite *s = suite_create("autocast");
     TCase *c = tcase_create("autocast");
-    tcase_set_timeout(c, 120);
+    tcase_set_timeout(c, 300);
     tcase_add_test(c, test_autocast_errors);
     tcase_add_test(c, test_autocast_lists_and_grads);
     tcase_add_test(c, test_autocast_training);

@@ -357,7 +357,7 @@ Suite *nb_suite_bpe(void) {
     Suite *s = suite_create("bpe");
     TCase *tc = tcase_create("bpe");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
-    tcase_set_timeout(tc, 60);
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_pretokenizers_match_regex);
     tcase_add_test(tc, test_gpt2_files);
     tcase_add_test(tc, test_trained_vocabulary);

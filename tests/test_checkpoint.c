@@ -641,7 +641,7 @@ Suite *nb_suite_checkpoint(void) {
     Suite *s = suite_create("checkpoint");
     TCase *tc = tcase_create("checkpoint");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, sd_roundtrip);
     tcase_add_test(tc, ckpt_validates_state_values);
     tcase_add_test(tc, sd_strict_errors_name_keys);

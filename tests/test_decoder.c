@@ -576,7 +576,7 @@ Suite *nb_suite_decoder(void) {
     tcase_add_test(tc, test_generate);
     tcase_add_test(tc, test_sampling_warpers);
     tcase_add_test(tc, test_config_and_input_errors);
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return s;
 }

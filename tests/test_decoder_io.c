@@ -348,7 +348,7 @@ Suite *nb_suite_decoder_io(void) {
     Suite *s = suite_create("decoder_io");
     TCase *tc = tcase_create("decoder_io");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_round_trip);
     tcase_add_test(tc, test_strict_load_names_keys);
     tcase_add_test(tc, test_key_variants);

@@ -126,7 +126,7 @@ Suite *nb_suite_examples(void) {
     tcase_add_checked_fixture(c, setup, teardown);
     tcase_add_test(c, test_bad_flags_named);
     tcase_add_test(c, test_divergence_and_resume_flags);
-    tcase_set_timeout(c, 120);
+    tcase_set_timeout(c, 300);
     suite_add_tcase(s, c);
     return s;
 }

@@ -442,11 +442,11 @@ Suite *nb_suite_op_harness(void) {
     TCase *two = tcase_create("two_kernels");
     tcase_add_checked_fixture(two, two_kernels_setup, two_kernels_teardown);
     tcase_add_test(two, test_op_two_kernel_backend);
-    tcase_set_timeout(two, 120);
+    tcase_set_timeout(two, 300);
     suite_add_tcase(s, two);
     TCase *tc = tcase_create("cases");
     tcase_add_loop_test(tc, test_op_case, 0, total_cases());
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return s;
 }

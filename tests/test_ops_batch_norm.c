@@ -385,18 +385,18 @@ Suite *nb_suite_ops_batch_norm(void) {
     tcase_add_test(bn, test_bn_gradcheck_eval);
     tcase_add_test(bn, test_bn_grad_by_hand);
     tcase_add_test(bn, test_bn_float32_and_threads);
-    tcase_set_timeout(bn, 60);
+    tcase_set_timeout(bn, 300);
     suite_add_tcase(s, bn);
     TCase *dr = tcase_create("dropout");
-    tcase_set_timeout(dr, 30);
+    tcase_set_timeout(dr, 300);
     suite_add_tcase(s, dr);
     TCase *in = tcase_create("interpolate");
-    tcase_set_timeout(in, 60);
+    tcase_set_timeout(in, 300);
     suite_add_tcase(s, in);
     TCase *m = tcase_create("modules");
     tcase_add_test(m, test_batchnorm_module);
     tcase_add_test(m, test_batchnorm1d_module);
-    tcase_set_timeout(m, 30);
+    tcase_set_timeout(m, 300);
     suite_add_tcase(s, m);
     return s;
 }

@@ -881,7 +881,7 @@ Suite *nb_suite_ops_conv(void) {
     tcase_add_test(f, test_conv_transpose2d_vs_naive);
     tcase_add_test(f, test_conv_strided_and_unbatched_inputs);
     tcase_add_test(f, test_conv_errors);
-    tcase_set_timeout(f, 60);
+    tcase_set_timeout(f, 300);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_conv2d_gradcheck);
@@ -891,7 +891,7 @@ Suite *nb_suite_ops_conv(void) {
     tcase_add_test(g, test_conv_transpose2d_gradcheck);
     tcase_add_test(g, test_conv_grad_only_bias_or_weight);
     tcase_add_test(g, test_conv_same_bits_any_thread_count);
-    tcase_set_timeout(g, 120);
+    tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);
     TCase *t3 = tcase_create("conv3d");
     tcase_add_test(t3, test_conv3d_vs_naive);
@@ -901,7 +901,7 @@ Suite *nb_suite_ops_conv(void) {
     tcase_add_test(t3, test_deform_conv2d_values);
     tcase_add_test(t3, test_deform_conv2d_gradcheck);
     tcase_add_test(t3, test_deform_conv2d_errors);
-    tcase_set_timeout(t3, 60);
+    tcase_set_timeout(t3, 300);
     suite_add_tcase(s, t3);
     TCase *m = tcase_create("modules");
     tcase_add_test(m, test_conv_modules);

@@ -188,7 +188,7 @@ Suite *nb_suite_ops_dropout(void) {
     tcase_add_test(tc_dropout, test_dropout_gradient);
     tcase_add_test(tc_dropout, test_dropout_fused_matches_steps);
     tcase_add_test(tc_dropout, test_dropout_module);
-    tcase_set_timeout(tc_dropout, 120);
+    tcase_set_timeout(tc_dropout, 300);
     suite_add_tcase(s, tc_dropout);
     return s;
 }

@@ -911,7 +911,7 @@ Suite *nb_suite_ops_index(void) {
     tcase_add_test(g, test_nonzero);
     tcase_add_test(g, test_nonzero_large);
     tcase_add_test(g, test_masked_select);
-    tcase_set_timeout(g, 60);
+    tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);
     return s;
 }

@@ -234,7 +234,7 @@ Suite *nb_suite_ops_layer_norm(void) {
     tcase_add_test(g, test_layer_norm_gradcheck);
     tcase_add_test(g, test_layer_norm_float32_grads);
     tcase_add_test(g, test_layer_norm_deterministic);
-    tcase_set_timeout(g, 60);
+    tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);
     return s;
 }

@@ -501,7 +501,7 @@ END_TEST
 Suite *nb_suite_ops_linalg(void) {
     Suite *s = suite_create("ops_linalg");
     TCase *tc = tcase_create("ops_linalg");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_solve_inv);
     tcase_add_test(tc, test_qr_complete_tall_reused_scratch);
     tcase_add_test(tc, test_nan_input);

@@ -349,7 +349,7 @@ Suite *nb_suite_ops_loss(void) {
     tcase_add_test(g, test_cross_entropy_grad_by_hand);
     tcase_add_test(g, test_cross_entropy_gradcheck);
     tcase_add_test(g, test_mse_gradcheck);
-    tcase_set_timeout(g, 30);
+    tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);
     return s;
 }

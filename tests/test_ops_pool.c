@@ -692,14 +692,14 @@ Suite *nb_suite_ops_pool(void) {
     tcase_add_test(f, test_pool_releases_memory);
     tcase_add_test(f, test_pool3d_vs_reference);
     tcase_add_test(f, test_pool3d_errors);
-    tcase_set_timeout(f, 60);
+    tcase_set_timeout(f, 300);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_max_pool_gradcheck);
     tcase_add_test(g, test_avg_pool_gradcheck);
     tcase_add_test(g, test_backward_thread_independent);
     tcase_add_test(g, test_pool3d_gradcheck);
-    tcase_set_timeout(g, 120);
+    tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);
     return s;
 }

@@ -105,7 +105,7 @@ Suite *nb_suite_ops_random(void) {
     TCase *c = tcase_create("sampling");
     tcase_add_test(c, test_multinomial);
     tcase_add_test(c, test_randint);
-    tcase_set_timeout(c, 60);
+    tcase_set_timeout(c, 300);
     suite_add_tcase(s, c);
     return s;
 }

@@ -450,7 +450,7 @@ Suite *nb_suite_ops_shape(void) {
     tcase_add_test(c, test_movedim_broadcast_to);
     tcase_add_test(c, test_meshgrid);
     tcase_add_test(c, test_repeat_overflow);
-    tcase_set_timeout(c, 60);
+    tcase_set_timeout(c, 300);
     suite_add_tcase(s, c);
     return s;
 }

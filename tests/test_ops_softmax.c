@@ -121,7 +121,7 @@ Suite *nb_suite_ops_softmax(void) {
     tcase_add_test(tc_softmax, test_softmax_forward);
     tcase_add_test(tc_softmax, test_softmax_grad_by_hand);
     tcase_add_test(tc_softmax, test_softmax_gradcheck);
-    tcase_set_timeout(tc_softmax, 120);
+    tcase_set_timeout(tc_softmax, 300);
     suite_add_tcase(s, tc_softmax);
     return s;
 }

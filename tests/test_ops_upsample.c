@@ -189,7 +189,7 @@ Suite *nb_suite_ops_upsample(void) {
     tcase_add_test(tc_interpolate, test_interpolate_reference);
     tcase_add_test(tc_interpolate, test_interpolate_gradcheck);
     tcase_add_test(tc_interpolate, test_interpolate_errors_and_threads);
-    tcase_set_timeout(tc_interpolate, 120);
+    tcase_set_timeout(tc_interpolate, 300);
     suite_add_tcase(s, tc_interpolate);
     return s;
 }

@@ -345,7 +345,7 @@ Suite *nb_suite_rng(void) {
     tcase_add_test(c, test_randperm);
     tcase_add_test(c, test_rng_errors);
     tcase_add_test(c, test_philox_batch);
-    tcase_set_timeout(c, 30);
+    tcase_set_timeout(c, 300);
     suite_add_tcase(s, c);
     return s;
 }

@@ -762,7 +762,7 @@ Suite *nb_suite_text(void) {
     suite_add_tcase(s, wp);
     TCase *mlm = tcase_create("mlm");
     tcase_add_checked_fixture(mlm, tmp_setup, tmp_teardown);
-    tcase_set_timeout(mlm, 60);
+    tcase_set_timeout(mlm, 300);
     tcase_add_test(mlm, mlm_layout);
     tcase_add_test(mlm, mlm_rates);
     tcase_add_test(mlm, mlm_determinism);

@@ -633,14 +633,14 @@ Suite *nb_suite_transformer(void) {
     tcase_add_test(f, test_bert_matches_pytorch);
     tcase_add_test(f, test_padding_flows);
     tcase_add_test(f, test_eval_disables_dropout);
-    tcase_set_timeout(f, 60);
+    tcase_set_timeout(f, 300);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_gradcheck_encoder_layer);
     tcase_add_test(g, test_gradcheck_mha_cross);
     tcase_add_test(g, test_tied_decoder);
     tcase_add_test(g, test_bert_state_dict);
-    tcase_set_timeout(g, 120);
+    tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);
     return s;
 }

@@ -52,7 +52,18 @@ static void make_key(void) {
     atexit(main_exit); /* the main thread runs no key destructor */
 }
 
+/* Makes thread_exit run when this thread ends: the first time the thread
+ * keeps anything here (a root reference, or a scope kept for reuse). */
+static _Thread_local bool exit_registered;
+static void register_exit(void) {
+    if (exit_registered) return;
+    pthread_once(&exit_once, make_key);
+    pthread_setspecific(exit_key, &root); /* non-NULL: the destructor runs at exit */
+    exit_registered = true;
+}
+
 static nb_scope *scope_begin(bool op) {
+    register_exit(); /* a thread that only opens scopes frees its spares at exit too */
     nb_scope *s = spare;
     if (s) spare = s->parent;
     else if (!(s = calloc(1, sizeof *s))) return NB_FAIL(NB_ERR_OOM, "scope_begin: out of host memory");
@@ -114,10 +125,7 @@ nb_tensor *nb_scope_adopt(nb_tensor *t) {
     if (!t) return t;
     if (!s) {
         s = &root;
-        if (!root.cap) {
-            pthread_once(&exit_once, make_key);
-            pthread_setspecific(exit_key, &root); /* non-NULL: the destructor runs at exit */
-        }
+        register_exit();
     }
     if (s->len == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 256;

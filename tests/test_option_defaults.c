@@ -39,6 +39,7 @@ START_TEST(test_cross_entropy_zeroed_is_default) {
 END_TEST
 
 START_TEST(test_sgd_lr_default) {
+    nb_scope *s = nb_scope_begin();
     nb_tensor *p = nb_ones(NB_SHAPE(2), NB_F32);
     NB_CK_OK(nb_set_requires_grad(p, true));
     nb_optimizer *o = nb_sgd_params(&p, 1, (nb_sgd_options){0}); /* torch.optim.SGD(params): lr 1e-3 */
@@ -49,7 +50,7 @@ START_TEST(test_sgd_lr_default) {
     NB_CK_NOTNULL(o);
     ck_assert(nb_optimizer_get_lr(o) == 0);
     nb_optimizer_free(o);
-    nb_release(p);
+    nb_scope_end(s);
 }
 END_TEST
 

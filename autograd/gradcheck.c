@@ -82,6 +82,7 @@ nb_status nb_gradcheck(nb_gradcheck_fn f, nb_tensor *const *inputs, int n_inputs
                        const nb_gradcheck_options *opts) {
     nb_gradcheck_options o = options_of(opts);
     if (!f || !inputs || n_inputs < 1) return nb_set_error(NB_ERR_INVALID_ARG, "gradcheck: bad arguments");
+    if (!(o.eps > 0)) return nb_set_error(NB_ERR_INVALID_ARG, "gradcheck: eps %g must be > 0", o.eps);
     for (int i = 0; i < n_inputs; i++) {
         if (!inputs[i]) return nb_set_error(NB_ERR_INVALID_ARG, "gradcheck: input %d is NULL", i);
         if (inputs[i]->requires_grad && (inputs[i]->dtype != NB_F64 || !nb_is_contiguous(inputs[i])))

@@ -89,9 +89,9 @@ static bool layer_options(nb_encoder_layer_options *o) {
     if (o->dim_feedforward == 0) o->dim_feedforward = 2048;
     o->layer_norm_eps = nb_option(o->layer_norm_eps, 1e-5);
     o->dropout = nb_option(o->dropout, 0.1);
-    if (o->dim_feedforward < 1 || !(o->layer_norm_eps > 0)) {
+    if (o->dim_feedforward < 1 || !(o->layer_norm_eps >= 0)) {
         nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoderLayer: dim_feedforward %lld must be >= 1 and "
-                                         "layer_norm_eps %g > 0", (long long)o->dim_feedforward, o->layer_norm_eps);
+                                         "layer_norm_eps %g >= 0", (long long)o->dim_feedforward, o->layer_norm_eps);
         return false;
     }
     if (!(o->dropout >= 0 && o->dropout < 1)) {

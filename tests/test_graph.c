@@ -278,7 +278,7 @@ START_TEST(test_two_streams_gemm) {
                 got[k][r] = nb_linear(x[k], w[k], b[k]);
                 NB_CK_NOTNULL(got[k][r]);
             }
-        NB_CK_OK(nb_set_current_stream(NULL));
+        NB_CK_OK(nb_set_current_stream(nb_stream_compute(dev)));
         for (int k = 0; k < 2; k++) NB_CK_OK(nb_stream_synchronize(st[k]));
         int bad = 0;
         for (int k = 0; k < 2; k++)
@@ -288,6 +288,40 @@ START_TEST(test_two_streams_gemm) {
         nb_event_free(open);
         nb_scope_end(s);
         nb_stream_free(st[0]), nb_stream_free(st[1]), nb_stream_free(gate);
+    }
+}
+END_TEST
+
+/* A bias GEMM whose first run on a stream is inside a capture replays with
+ * the bits of the eager one (cuBLASLt, with a workspace made then). */
+START_TEST(test_graph_gemm_fresh_stream) {
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) {
+        nb_device dev = NB_CUDA(i);
+        nb_scope *s = nb_scope_begin();
+        nb_manual_seed(23);
+        nb_tensor *x = nb_to_dtype(nb_to_device(nb_randn(NB_SHAPE(64, 8192), NB_F32, NULL), dev), NB_BF16);
+        nb_tensor *w = nb_to_dtype(nb_to_device(nb_randn(NB_SHAPE(64, 8192), NB_F32, NULL), dev), NB_BF16);
+        nb_tensor *b = nb_to_dtype(nb_to_device(nb_randn(NB_SHAPE(64), NB_F32, NULL), dev), NB_BF16);
+        nb_tensor *want = nb_linear(x, w, b), *y = nb_full_on(NB_SHAPE(64, 64), 0, NB_BF16, dev);
+        NB_CK_NOTNULL(want);
+        NB_CK_NOTNULL(y);
+        nb_stream *st = nb_stream_new(dev);
+        NB_CK_NOTNULL(st);
+        NB_CK_OK(nb_stream_wait_stream(st, nb_stream_compute(dev)));
+        NB_CK_OK(nb_set_current_stream(st));
+        NB_CK_OK(nb_graph_capture_begin(dev));
+        nb_scope *cs = nb_scope_begin();
+        NB_CK_OK(nb_copy_(y, nb_linear(x, w, b)));
+        nb_scope_end(cs);
+        nb_graph *g = nb_graph_capture_end(dev);
+        NB_CK_NOTNULL(g);
+        NB_CK_OK(nb_graph_replay(g));
+        NB_CK_OK(nb_stream_synchronize(st));
+        NB_CK_OK(nb_set_current_stream(nb_stream_compute(dev)));
+        ck_assert(nb_item(nb_sum(nb_ne(y, want), NULL, 0, false)) == 0);
+        nb_graph_free(g);
+        nb_scope_end(s);
+        nb_stream_free(st);
     }
 }
 END_TEST
@@ -303,6 +337,7 @@ Suite *nb_suite_graph(void) {
     tcase_add_test(c, test_graph_host_copy_refused);
     tcase_add_test(c, test_graph_index_ops_replay);
     tcase_add_test(c, test_two_streams_gemm);
+    tcase_add_test(c, test_graph_gemm_fresh_stream);
     suite_add_tcase(s, c);
     return s;
 }

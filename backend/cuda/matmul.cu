@@ -134,18 +134,15 @@ static LtWorkspace lt_ws[NB_MAX_DEVICES][LT_STREAMS];
 static int n_lt_ws[NB_MAX_DEVICES];
 static pthread_mutex_t lt_lock = PTHREAD_MUTEX_INITIALIZER;
 
-// The workspace of stream s on device dev (lt_lock held), made now unless s
-// is being captured (the allocation would become part of the graph); NULL
-// when there is none (the caller takes the path without cuBLASLt).
+// The workspace of stream s on device dev (lt_lock held), made on first use
+// (also inside a capture: cudaMalloc is not a stream operation, and the
+// capture is relaxed, as the caching allocator relies on), so a stream
+// gives the same bits eager and replayed; NULL when none can be made (the
+// caller takes the path without cuBLASLt).
 static void *lt_workspace(int dev, cudaStream_t s) {
     for (int i = 0; i < n_lt_ws[dev]; i++)
         if (lt_ws[dev][i].stream == s) return lt_ws[dev][i].ws;
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (n_lt_ws[dev] == LT_STREAMS || cudaStreamIsCapturing(s, &cs) != cudaSuccess ||
-        cs != cudaStreamCaptureStatusNone) {
-        (void)cudaGetLastError();
-        return nullptr;
-    }
+    if (n_lt_ws[dev] == LT_STREAMS) return nullptr; /* more streams than nabla makes (16 per device) */
     void *ws = nullptr;
     if (cudaMalloc(&ws, LT_WORKSPACE) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -244,8 +241,8 @@ static uint32_t align_of(const void *p) {
 // precision for the bias, where cuBLAS's GEMM
 // measured faster (mlp 0.23 against 0.37 ms a step on the H100, in a build
 // whose plans also excluded split-K); a dimension past int range; a bias
-// not 256-byte aligned; no workspace (its first allocation would fall
-// inside a graph capture); or no algorithm.
+// not 256-byte aligned; no workspace (more streams than the table holds,
+// or out of memory); or no algorithm.
 static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
                       int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc,
                       const void *bias, nb_status *st) {

@@ -6,7 +6,8 @@
  * flow back to the float32 parameters (the optimizer's master weights).
  * A leaf that requires grad (a parameter) is cast once per autocast region:
  * the cast is cached until the outermost nb_autocast_end, as PyTorch's
- * autocast cache; nb_autocast_cache_params fills the cache ahead, in
+ * autocast cache, or until an in-place write to the parameter (its
+ * storage's version counter moved); nb_autocast_cache_params fills the cache ahead, in
  * multi-tensor launches. Backward passes run without autocast (each op's
  * backward in its forward's dtypes). The lists are in autograd/OPS.md. */
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 
 typedef struct cache_entry {
     nb_tensor *src, *cast; /* both referenced by the cache */
+    unsigned version;      /* src's storage version when cast: a later in-place write makes the cast stale */
 } cache_entry;
 
 static _Thread_local nb_dtype stack[NB_DEVICE_TYPE_COUNT][MAX_DEPTH];
@@ -61,10 +63,20 @@ void nb_autocast_pause(bool pause) { paused += pause ? 1 : -1; }
 
 bool nb_autocast_active(nb_device dev) { return !paused && nb_autocast_is_enabled(dev); }
 
-/* t's cached cast to dt, or NULL. */
+static unsigned version_of(const nb_tensor *t) {
+    return atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+}
+
+/* t's cached cast to dt, or NULL; a cast made before an in-place write to t
+ * (an optimizer step or a fill inside the region) is dropped, not served. */
 static nb_tensor *cache_find(const nb_tensor *t, nb_dtype dt) {
-    for (int i = 0; i < n_cache; i++)
-        if (cache[i].src == t && cache[i].cast->dtype == dt) return cache[i].cast;
+    for (int i = 0; i < n_cache; i++) {
+        if (cache[i].src != t || cache[i].cast->dtype != dt) continue;
+        if (cache[i].version == version_of(t)) return cache[i].cast;
+        nb_release(cache[i].cast), nb_release(cache[i].src);
+        cache[i] = cache[--n_cache];
+        return NULL;
+    }
     return NULL;
 }
 
@@ -78,7 +90,7 @@ static bool cache_add(nb_tensor *t, nb_tensor *c) {
         cache = e, cap_cache = cap;
     }
     nb_retain(t);
-    cache[n_cache++] = (cache_entry){t, c};
+    cache[n_cache++] = (cache_entry){t, c, version_of(t)};
     return true;
 }
 

@@ -840,10 +840,16 @@ nb_status nb_grad(nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int
             if (!z) st = nb_last_status();
             else nb_retain(z), grads[i] = z;
         } else if (!o.allow_unused) {
+            /* a freed graph no longer leads to its inputs: say so, not "unused" (PyTorch's message) */
+            bool freed = false;
+            for (size_t k = 0; k < p.nodes.len && !freed; k++) freed = p.nodes.v[k]->freed;
             char a[NB_SHAPE_BUF];
-            st = nb_set_error(NB_ERR_STATE, "grad: input %d (%s) was not used in the graph of the outputs; pass "
-                              "allow_unused (or materialize_grads) if that is intended", i,
-                              nb_fmt_shape(inputs[i]->ndim, inputs[i]->shape, a, sizeof a));
+            st = freed ? nb_set_error(NB_ERR_STATE, "grad: the graph of the outputs was already freed by an earlier "
+                                                    "backward or grad; pass retain_graph to the first one to "
+                                                    "differentiate it again")
+                       : nb_set_error(NB_ERR_STATE, "grad: input %d (%s) was not used in the graph of the outputs; "
+                                                    "pass allow_unused (or materialize_grads) if that is intended",
+                                      i, nb_fmt_shape(inputs[i]->ndim, inputs[i]->shape, a, sizeof a));
         }
     }
     end_pass(&p);

@@ -271,27 +271,56 @@ START_TEST(test_autocast_cache_params) {
         ck_assert_msg(!memcmp(h0, h1, bytes), "the first layer's weights differ after 5 steps");
         free(h0), free(h1);
         nb_release(w_end[0]), nb_release(w_end[1]);
-        /* the cache is what the op reads: a weight changed after it was
-         * cached ahead still computes with the cached cast (as PyTorch's
-         * cache), so doubling it (exact in bfloat16) doubles only a fresh
-         * region's output */
+        /* the cache is what the op reads: on the CPU, a weight changed
+         * behind nabla's back (its version counter unmoved) still computes
+         * with the cast cached ahead, so doubling it (exact in bfloat16)
+         * doubles only a fresh region's output; a write through an op moves
+         * the counter, and the op casts again */
         nb_scope *s = nb_scope_begin();
         nb_generator g = nb_generator_new(4);
         nb_tensor *x = nb_randn_on(NB_SHAPE(4, 8), NB_F32, &g, dev);
         nb_tensor *w = rand_param(NB_SHAPE(5, 8), 1.0, &g, dev);
         NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
         NB_CK_OK(nb_autocast_cache_params(&w, 1));
-        bool prev = nb_set_grad_enabled(false);
-        NB_CK_OK(nb_copy_(w, nb_mul_scalar(w, 2.0)));
-        nb_set_grad_enabled(prev);
+        if (dev.type == NB_DEVICE_CPU) {
+            float *p = nb_data_ptr(w);
+            for (int64_t k = 0; k < nb_numel(w); k++) p[k] *= 2;
+        } else {
+            bool prev = nb_set_grad_enabled(false);
+            NB_CK_OK(nb_copy_(w, nb_mul_scalar(w, 2.0)));
+            nb_set_grad_enabled(prev);
+        }
         nb_tensor *cached = nb_to_dtype(nb_linear(x, w, NULL), NB_F32);
         NB_CK_OK(nb_autocast_end(dev));
         NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
         nb_tensor *fresh = nb_to_dtype(nb_linear(x, w, NULL), NB_F32);
         NB_CK_OK(nb_autocast_end(dev));
         bool same = false;
-        NB_CK_OK(nb_allclose(nb_mul_scalar(cached, 2.0), fresh, 0, 0, false, &same));
-        ck_assert_msg(same, "linear did not read the cast cached ahead");
+        NB_CK_OK(nb_allclose(dev.type == NB_DEVICE_CPU ? nb_mul_scalar(cached, 2.0) : cached, fresh, 0, 0, false,
+                             &same));
+        ck_assert_msg(same, dev.type == NB_DEVICE_CPU ? "linear did not read the cast cached ahead"
+                                                      : "linear read a cast made before an in-place write");
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
+/* A parameter written in place inside a region (a step, a fill) is cast
+ * again: the cache keys its casts by the storage's version counter. */
+START_TEST(test_autocast_cache_sees_inplace_writes) {
+    FOR_DEVICES(dev) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *w = nb_full_on(NB_SHAPE(4, 4), 1, NB_F32, dev), *x = nb_full_on(NB_SHAPE(2, 4), 1, NB_F32, dev);
+        NB_CK_OK(nb_set_requires_grad(w, true));
+        NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+        double before = nb_item(nb_sum(nb_to_dtype(nb_matmul(x, w), NB_F32), NULL, 0, false)); /* 2*4*4 ones: 32 */
+        NB_NO_GRAD {
+            NB_CK_OK(nb_fill_(w, 2));
+        }
+        double after = nb_item(nb_sum(nb_to_dtype(nb_matmul(x, w), NB_F32), NULL, 0, false));
+        NB_CK_OK(nb_autocast_end(dev));
+        ck_assert(before == 32);
+        ck_assert_msg(after == 64, "the cast made before the write was served (%g)", after);
         nb_scope_end(s);
     }
 }
@@ -307,6 +336,7 @@ Suite *nb_suite_autocast(void) {
     tcase_add_test(c, test_autocast_cross_entropy_16bit_logits);
     tcase_add_test(c, test_autocast_conv);
     tcase_add_test(c, test_autocast_cache_params);
+    tcase_add_test(c, test_autocast_cache_sees_inplace_writes);
     suite_add_tcase(s, c);
     return s;
 }

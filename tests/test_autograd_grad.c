@@ -113,6 +113,9 @@ START_TEST(test_retain_graph) {
     nb_tensor *z = sum_all(nb_sin(x)), *g;
     NB_CK_OK(nb_grad(&z, NULL, 1, &x, 1, &g, NULL));
     NB_CK_FAILS(nb_grad(&z, NULL, 1, &x, 1, &g, NULL) == NB_OK, NB_ERR_STATE);
+    /* the message says the graph was freed and names the fix, as PyTorch's (not "unused") */
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "already freed"));
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "retain_graph"));
     nb_scope_end(s);
 }
 END_TEST

@@ -245,6 +245,9 @@ nb_tensor *nb_contiguous_nograd(nb_tensor *t);
 /* The kernel view of contiguous t as rows [rows, m], or as a vector [m]
  * for rows < 0 (the norms' per-column weights). */
 nb_kview nb_kview_rows(const nb_tensor *t, int64_t rows, int64_t m);
+/* PyTorch's dtype categories: bool 0 < integer 1 < floating 2 (a result
+ * may be stored only in a dtype of its category or above). */
+int nb_dtype_category(nb_dtype dt);
 /* torch.result_type(t, <scalar value>): t's dtype if floating; for an
  * integer or bool t, an integral value t's dtype holds acts as a Python int
  * (t's dtype; int64 for bool), any other value as a Python float (NB_F32). */

@@ -17,7 +17,7 @@ bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs) {
     if (fresh && nb_last_status() != NB_OK) nb_clear_error();
     for (int i = 1; i < n; i++) {
         nb_device a = inputs[0]->storage->device, b = inputs[i]->storage->device;
-        if (a.type != b.type || a.index != b.index) {
+        if (!nb_same_device(a, b)) {
             nb_set_error(NB_ERR_DEVICE, "%s: inputs on different devices (%d:%d and %d:%d)", op, (int)a.type, a.index,
                          (int)b.type, b.index);
             return false;
@@ -39,7 +39,7 @@ bool nb_check_dtypes(nb_op_id op, int n, nb_tensor *const *inputs) {
 /* ---- type promotion ----------------------------------------------------- */
 
 /* PyTorch's categories: bool < integer < floating. */
-static int category(nb_dtype dt) { return dt == NB_BOOL ? 0 : nb_dtype_is_float(dt) ? 2 : 1; }
+int nb_dtype_category(nb_dtype dt) { return dt == NB_BOOL ? 0 : nb_dtype_is_float(dt) ? 2 : 1; }
 
 /* Width rank inside a category; f16 and bf16 share one (their join is f32). */
 static int rank(nb_dtype dt) {
@@ -54,7 +54,7 @@ static int rank(nb_dtype dt) {
 nb_dtype nb_promote_types(nb_dtype a, nb_dtype b) {
     if ((unsigned)a >= NB_DTYPE_COUNT || (unsigned)b >= NB_DTYPE_COUNT) return NB_DTYPE_COUNT;
     if (a == b) return a;
-    if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+    if (nb_dtype_category(a) != nb_dtype_category(b)) return nb_dtype_category(a) > nb_dtype_category(b) ? a : b;
     if (rank(a) != rank(b)) return rank(a) > rank(b) ? a : b;
     return NB_F32; /* f16 with bf16 */
 }
@@ -68,7 +68,7 @@ nb_dtype nb_result_type(const nb_tensor *a, const nb_tensor *b) {
     }
     if ((a->ndim == 0) == (b->ndim == 0)) return nb_promote_types(a->dtype, b->dtype);
     const nb_tensor *dim = a->ndim ? a : b, *zero = a->ndim ? b : a;
-    if (category(zero->dtype) > category(dim->dtype)) return nb_promote_types(dim->dtype, zero->dtype);
+    if (nb_dtype_category(zero->dtype) > nb_dtype_category(dim->dtype)) return nb_promote_types(dim->dtype, zero->dtype);
     return dim->dtype;
 }
 

@@ -28,11 +28,6 @@ static bool check_written(const char *op, int n, nb_tensor *const *t, int n_writ
     return true;
 }
 
-static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
-
-/* PyTorch's dtype categories: bool < integer < floating. */
-static int category(nb_dtype dt) { return dt == NB_BOOL ? 0 : nb_dtype_is_float(dt) ? 2 : 1; }
-
 /* A tensor some element of which is stored twice (an expand): writing it in
  * place would race (PyTorch refuses these too). */
 static bool overlaps_itself(const nb_tensor *t) {
@@ -61,7 +56,7 @@ static nb_status binary_(nb_op_id id, nb_binary_op kop, nb_tensor *(*out_of_plac
                             nb_fmt_shape(x->ndim, x->shape, (char[NB_SHAPE_BUF]){0}, NB_SHAPE_BUF));
     nb_dtype r = nb_promote_types(x->dtype, other->dtype);
     if (kop == NB_BINARY_DIV && r != NB_DTYPE_COUNT && !nb_dtype_is_float(r)) r = NB_F32; /* true division */
-    if (r == NB_DTYPE_COUNT || category(r) > category(x->dtype))
+    if (r == NB_DTYPE_COUNT || nb_dtype_category(r) > nb_dtype_category(x->dtype))
         return nb_set_error(NB_ERR_DTYPE, "%s: the result type %s cannot be stored in x's %s", op,
                             r == NB_DTYPE_COUNT ? "?" : nb_dtype_name(r), nb_dtype_name(x->dtype));
     if (nb_numel(x) == 0) return NB_OK;
@@ -105,7 +100,7 @@ nb_status nb_mul_scalar_(nb_tensor *x, double s) {
         return nb_set_error(NB_ERR_INVALID_ARG,
                             "mul_scalar_: more than one element of x refers to a single memory location");
     nb_dtype r = nb_scalar_result_type(x, s);
-    if (category(r) > category(x->dtype))
+    if (nb_dtype_category(r) > nb_dtype_category(x->dtype))
         return nb_set_error(NB_ERR_DTYPE, "mul_scalar_: the result type %s of x * %g cannot be stored in x's %s",
                             nb_dtype_name(r), s, nb_dtype_name(x->dtype));
     if (nb_numel(x) == 0) return NB_OK;
@@ -210,7 +205,7 @@ nb_tensor *nb_foreach_norm(nb_tensor *const *xs, int n, double ord) {
 
 nb_status nb_foreach_mul_(nb_tensor *const *xs, int n, const nb_tensor *s) {
     if (!check_list("foreach_mul_", n, xs, n)) return nb_last_status();
-    if (!s || nb_numel(s) != 1 || !same_device(s->storage->device, n ? xs[0]->storage->device : s->storage->device))
+    if (!s || nb_numel(s) != 1 || !nb_same_device(s->storage->device, n ? xs[0]->storage->device : s->storage->device))
         return nb_set_error(NB_ERR_INVALID_ARG, "foreach_mul_: the factor must be one element on the tensors' device");
     if (n <= 0) return NB_OK;
     nb_backend *be = NB_BE(xs[0]);
@@ -250,7 +245,7 @@ static bool check_groups(const char *op, int n, int n_lists, nb_tensor *const *c
         if (lists[k] && !check_list(op, n, lists[k], k < n_lists - 1 ? n : 0)) return false;
     for (int k = 1; k < n_lists; k++)
         for (int i = 0; lists[k] && i < n; i++)
-            if (!same_device(lists[k][i]->storage->device, lists[0][i]->storage->device)) {
+            if (!nb_same_device(lists[k][i]->storage->device, lists[0][i]->storage->device)) {
                 nb_set_error(NB_ERR_DEVICE, "%s: the tensors of parameter %d are on different devices", op, i);
                 return false;
             }

@@ -350,8 +350,6 @@ static void *stream_handle(nb_backend *be, nb_stream *s) {
     return s ? nb_stream_handle(s) : nb_backend_current_stream(be);
 }
 
-static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
-
 /* Copies between host and device memory on be's stream (a handle). Inside
  * a CUDA graph capture such a copy would become a graph node that every
  * replay runs again on the same host address (a freed buffer, nb_item's
@@ -411,7 +409,7 @@ nb_status nb_to_host_async(const nb_tensor *t, void *dst, size_t bytes, nb_strea
     if (bytes < need) return nb_set_error(NB_ERR_INVALID_ARG, "to_host: buffer of %zu bytes, need %zu", bytes, need);
     if (!need) return NB_OK;
     nb_backend *be = t->storage->backend;
-    if (s && !same_device(nb_stream_device(s), t->storage->device))
+    if (s && !nb_same_device(nb_stream_device(s), t->storage->device))
         return nb_set_error(NB_ERR_DEVICE, "to_host: the stream is not on the tensor's device");
     if (!nb_is_contiguous(t)) {
         nb_scope *sc = nb_op_scope_begin();
@@ -453,7 +451,7 @@ nb_status nb_copy_from_host_async(nb_tensor *t, const void *src, size_t bytes, n
     size_t need = (size_t)nb_numel(t) * nb_dtype_size(t->dtype);
     if (bytes < need) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: %zu bytes given, need %zu", bytes, need);
     if (!nb_is_contiguous(t)) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: tensor is not contiguous");
-    if (s && !same_device(nb_stream_device(s), t->storage->device))
+    if (s && !nb_same_device(nb_stream_device(s), t->storage->device))
         return nb_set_error(NB_ERR_DEVICE, "copy_from_host: the stream is not on the tensor's device");
     if (!need) return NB_OK;
     nb_kview v = nb_kview_of(t);
@@ -498,7 +496,7 @@ nb_status nb_copy_(nb_tensor *dst, const nb_tensor *src) {
         return nb_set_error(NB_ERR_SHAPE, "copy_: source %s does not broadcast to destination %s",
                             nb_fmt_shape(src->ndim, src->shape, a, sizeof a),
                             nb_fmt_shape(dst->ndim, dst->shape, b, sizeof b));
-    if (!same_device(src->storage->device, dst->storage->device)) { /* move it over, then copy there */
+    if (!nb_same_device(src->storage->device, dst->storage->device)) { /* move it over, then copy there */
         nb_scope *s = nb_op_scope_begin();
         nb_tensor *moved = nb_to_device((nb_tensor *)src, dst->storage->device);
         nb_status st = moved ? nb_copy_(dst, moved) : nb_last_status();
@@ -520,7 +518,7 @@ nb_tensor *nb_dense_as(const nb_tensor *t, nb_dtype dt) {
 
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
     if (!t) return null_meta("to_device"), NULL;
-    if (same_device(t->storage->device, dev)) {
+    if (nb_same_device(t->storage->device, dev)) {
         nb_retain(t);
         return nb_scope_adopt(t);
     }

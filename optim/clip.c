@@ -26,13 +26,6 @@ static nb_status check_list(const char *op, nb_tensor *const *params, int n) {
     return NB_OK;
 }
 
-/* A 0-dim tensor of t's dtype and device holding v. */
-static nb_tensor *scalar_like(const nb_tensor *t, double v) {
-    nb_tensor *s = nb_empty_on(0, NULL, nb_dtype_of(t), nb_device_of(t));
-    if (s && nb_fill_(s, v) != NB_OK) return NULL;
-    return s;
-}
-
 /* |g|: relu(g) + relu(-g) is exact (one term is 0). */
 static nb_tensor *abs_of(nb_tensor *g) { return nb_add(nb_relu(g), nb_relu(nb_neg(g))); }
 
@@ -42,7 +35,7 @@ static nb_tensor *abs_of(nb_tensor *g) { return nb_add(nb_relu(g), nb_relu(nb_ne
 static nb_tensor *vector_norm(nb_tensor *x, double p) {
     if (nb_dtype_size(nb_dtype_of(x)) == 2) /* 16-bit: in float32, rounded once at the end */
         return nb_to_dtype(vector_norm(nb_to_dtype(x, NB_F32), p), nb_dtype_of(x));
-    if (nb_numel(x) == 0) return scalar_like(x, 0.0); /* torch.norm of an empty tensor is 0 */
+    if (nb_numel(x) == 0) return nb_scalar_like(x, 0.0, nb_dtype_of(x)); /* torch.norm of an empty tensor is 0 */
     if (isinf(p)) { /* max |x| = max(amax(x), amax(-x)); NaN propagates */
         nb_tensor *hi = nb_max(x, NULL, 0, false), *lo = hi ? nb_max(nb_neg(x), NULL, 0, false) : NULL;
         return lo ? nb_max(nb_stack((nb_tensor *[]){hi, lo}, 2, 0), NULL, 0, false) : NULL;
@@ -80,7 +73,7 @@ static nb_status clip_norm(nb_tensor **g, int k, double max_norm, double p, doub
  * multi-tensor multiply); *total_out = total when asked (the one host read). */
 static nb_status scale_by_coef(nb_tensor **g, int k, nb_tensor *total, double max_norm, double *total_out) {
     /* PyTorch: max_norm / (total_norm + 1e-6) is reciprocal(total + 1e-6) * max_norm. */
-    nb_tensor *one = scalar_like(total, 1.0);
+    nb_tensor *one = nb_scalar_like(total, 1.0, nb_dtype_of(total));
     nb_tensor *coef = nb_mul_scalar(nb_div(one, nb_add_scalar(total, 1e-6)), max_norm);
     coef = coef ? nb_where(nb_gt(coef, one), one, coef) : NULL; /* clamp(max=1.0); NaN stays NaN */
     if (!coef) return nb_last_status();
@@ -138,7 +131,8 @@ nb_status nb_clip_grad_value_(nb_tensor *const *params, int n, double clip_value
         nb_tensor *g = nb_tensor_grad(params[i]);
         if (!g) continue;
         /* clamp_(min=-c, max=c) as maximum then minimum: NaN-propagating, as torch.clamp. */
-        nb_tensor *lo = scalar_like(g, -clip_value), *hi = scalar_like(g, clip_value);
+        nb_tensor *lo = nb_scalar_like(g, -clip_value, nb_dtype_of(g));
+        nb_tensor *hi = nb_scalar_like(g, clip_value, nb_dtype_of(g));
         st = lo && hi ? nb_maximum_(g, lo) : nb_last_status();
         if (st == NB_OK) st = nb_minimum_(g, hi);
     }

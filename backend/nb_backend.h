@@ -81,8 +81,10 @@ extern "C" {
 
 /* 2: the op-coverage slots; 3: per-device instances, streams, events,
  * stream-ordered memory, the capability query; 4: the kernel slots
- * generated from nb_slots.def, capability derived from them. */
-#define NB_BACKEND_INTERFACE_VERSION 4
+ * generated from nb_slots.def, capability derived from them; 5: the device
+ * guard, alloc's status, event_query's failure, stream_capture_id, init
+ * per device type. */
+#define NB_BACKEND_INTERFACE_VERSION 5
 
 /* bfloat16 or float16: storage dtypes whose arithmetic runs in float32. */
 static inline bool nb_dtype_is_16bit(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }

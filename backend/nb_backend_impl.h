@@ -11,7 +11,9 @@
  * (below), which fails with NB_ERR_UNSUPPORTED where the backend has no
  * kernel, checks the contract shared by every backend (a NULL required
  * view; nb_check_<slot> where the slot list names one), then calls the
- * kernel and counts, profiles and (NB_SYNC_DEBUG=1) synchronizes it.
+ * kernel with its device current (the device guard: device_enter and
+ * device_exit, c10::cuda::CUDAGuard's role) and counts, profiles and
+ * (NB_SYNC_DEBUG=1) synchronizes it.
  * Backends keep only the checks of their own limits (cuDNN's int32 sizes,
  * a missing algorithm).
  *
@@ -31,7 +33,10 @@
  * 3. An init function `nb_status nb_<name>_backend_init(void)` that creates
  *    one nb_backend per device it finds (device index set, version
  *    NB_BACKEND_INTERFACE_VERSION) and calls nb_backend_register for each;
- *    listed in backend/meson.build so registry.c calls it.
+ *    listed in backend/meson.build with its device type, so registry.c
+ *    calls it on the first use of a device of that type (a CPU-only
+ *    program never starts the CUDA backend). Init only counts devices: a
+ *    device's context and library handles are made on its first real use.
  * 4. The op harness (tests/test_op_harness.c) runs on it unchanged: every
  *    registered device, every dtype it supports.
  */
@@ -141,7 +146,8 @@ struct nb_backend_i {
     void (*event_destroy)(nb_backend *be, void *event);
     nb_status (*event_record)(nb_backend *be, void *event, void *stream);
     nb_status (*event_wait)(nb_backend *be, void *stream, void *event);
-    bool (*event_query)(nb_backend *be, void *event);
+    /* 1: completed; 0: not yet; -1: the device failed (error set). */
+    int (*event_query)(nb_backend *be, void *event);
     nb_status (*event_synchronize)(nb_backend *be, void *event);
     /* ---- CUDA graphs (optional; core/graph.c) -----------------------------
      * Capture of the work enqueued on a stream into a graph replayed with
@@ -153,6 +159,9 @@ struct nb_backend_i {
     nb_status (*graph_capture_end)(nb_backend *be, void *stream, void **exec);
     nb_status (*graph_launch)(nb_backend *be, void *exec, void *stream);
     void (*graph_destroy)(nb_backend *be, void *exec);
+    /* The id of the capture stream takes part in (0: none), for a stream
+     * that joined another stream's capture through an event wait. */
+    unsigned long long (*stream_capture_id)(nb_backend *be, void *stream);
     /* The profiler's clock (nb_profiler_start): a timing mark at the
      * current end of the current stream's queue (a timed event on a GPU, the
      * host clock on the CPU, which is synchronous), the milliseconds between
@@ -162,10 +171,21 @@ struct nb_backend_i {
     double (*timer_elapsed_ms)(nb_backend *be, void *a, void *b);
     void (*timer_free)(nb_backend *be, void *mark);
 
+    /* ---- device guard (optional) ------------------------------------------
+     * device_enter makes be's device the calling thread's current one and
+     * stores in *prev what device_exit(be, *prev) restores; it fails when
+     * the device is unusable (NB_ERR_DEVICE, naming the first fault). The
+     * dispatchers wrap every kernel call in the pair. NULL: no current
+     * device (the CPU). */
+    nb_status (*device_enter)(nb_backend *be, int *prev);
+    void (*device_exit)(nb_backend *be, int prev);
+
     /* ---- memory ------------------------------------------------------------ */
-    /* Raw device memory (the caching allocator in core/ sits above). NULL on
-     * failure, with no error set (the allocator reports it). */
-    void *(*alloc)(nb_backend *be, size_t bytes);
+    /* Raw device memory (the caching allocator in core/ sits above):
+     * NB_ERR_OOM when the device has not enough free memory (no error set:
+     * the allocator frees its cache, retries and reports it); any other
+     * failure with its error set. */
+    nb_status (*alloc)(nb_backend *be, size_t bytes, void **ptr);
     void (*free)(nb_backend *be, void *ptr, size_t bytes);
     /* Pinned (page-locked) host memory for asynchronous copies; NULL slots:
      * core falls back to malloc. */
@@ -240,8 +260,12 @@ nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot);
         const nb_slot_id slot_ = NB_SLOT_##slot;                                          \
         nb_status st = be->iface->slot ? NB_OK : nb_kernel_missing(be, slot_);            \
         NB_ARGS_##slot(NB_SLOT_REQ) NB_SLOT_CHECK_##check(slot) if (st != NB_OK) return st; \
+        int dev_ = 0;                                                                     \
+        if (be->iface->device_enter && (st = be->iface->device_enter(be, &dev_))) return st; \
         nb_kernel_before(be, slot_);                                                      \
-        return nb_after_kernel(be, be->iface->slot NB_SLOT_ARGS(slot), #slot);            \
+        st = be->iface->slot NB_SLOT_ARGS(slot);                                          \
+        if (be->iface->device_exit) be->iface->device_exit(be, dev_);                     \
+        return nb_after_kernel(be, st, #slot);                                            \
     }
 #include "nb_slots.def"
 #undef NB_SLOT

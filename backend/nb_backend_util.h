@@ -118,15 +118,19 @@ bool nb_take_pending_failure(void);
 /* ---- caching allocator (core/alloc.c) ----------------------------------- */
 
 /* bytes on be's device for use on stream (a backend stream handle); *block
- * receives the block to give back to nb_free_raw. NULL with NB_ERR_OOM. */
+ * receives the block to give back to nb_free_raw. NULL with NB_ERR_OOM, or
+ * with the backend's error when the device failed. */
 void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **block);
 void nb_free_raw(nb_backend *be, void *block);
 /* The block is also used on stream (nb_record_stream). */
 nb_status nb_alloc_record_stream(nb_backend *be, void *block, void *stream);
-/* Graph pools (core/graph.c): requests on `stream` come from pool `pool`
- * until nb_alloc_capture_end; nb_alloc_pool_release when the graph dies. */
+/* Graph pools (core/graph.c): requests on `stream` (and on streams that
+ * joined its capture) come from pool `pool` until nb_alloc_capture_end;
+ * nb_alloc_pool_release when the graph dies. While paused, requests come
+ * from the shared pool (memory that outlives the graph's pool). */
 nb_status nb_alloc_capture_begin(nb_backend *be, void *stream, int pool);
 void nb_alloc_capture_end(nb_backend *be);
+void nb_alloc_capture_pause(nb_backend *be, bool paused);
 void nb_alloc_pool_release(nb_backend *be, int pool);
 
 #ifdef __cplusplus

@@ -7,8 +7,9 @@
  * size rounded to 2 MiB (the large pool), which splits only when more than
  * 1 MiB would be left. A block freed while other streams may still use it
  * (nb_record_stream) waits for an event per such stream before it is
- * cached again. On a failed device allocation the unused segments go back
- * to the device and the request is retried once. Statistics use PyTorch's
+ * cached again. On a failed device allocation the allocator waits for those
+ * events, the unused segments go back to the device and the request is
+ * retried once. Statistics use PyTorch's
  * names (nb_core.h). The training hot path allocates from the cache only.
  *
  * Graph pools (PyTorch's private pools): while a CUDA graph is captured on
@@ -16,7 +17,12 @@
  * own pool, which eager requests never share: a replay writes into that
  * memory, so nothing else may be given it while the graph lives. Blocks
  * freed during the capture are reused by later requests of the same capture
- * (replays run in the same order). When the graph is freed its pool dies:
+ * (replays run in the same order). A stream that joined the capture (it
+ * waited on an event of the captured stream) is served from the same pool:
+ * the backend tells by the capture's id. While a capture runs on the
+ * device no event is queried (a query would invalidate the capture) and a
+ * freed block used by other streams is put aside; its events are recorded
+ * when the capture ends. When the graph is freed its pool dies:
  * its free segments go back to the device, and so does each remaining block's
  * segment once freed. */
 #include <pthread.h>
@@ -55,10 +61,13 @@ typedef struct {
     nb_backend *be;
     block *bins[2][NUM_BINS]; /* [small/large][bin]: free blocks */
     block *pending;           /* freed blocks waiting for their events */
+    block *deferred;          /* freed during a capture, used by other streams: events not recorded yet */
     block *spare;             /* recycled block structs */
     nb_memory_stats stats;
     void *cap_stream;         /* the stream being captured into cap_pool (0: none) */
     int cap_pool;
+    unsigned long long cap_id; /* the backend's id of that capture (0: not asked yet) */
+    bool cap_paused;           /* requests go to the shared pool for now (nb_alloc_capture_pause) */
     int live[MAX_POOLS], n_live; /* graph pools still in use */
 } dev_cache;
 
@@ -187,13 +196,21 @@ static void free_block(dev_cache *c, block *b) {
     bin_insert(c, b);
 }
 
-/* Frees the pending blocks whose events have all completed. */
-static void process_events(dev_cache *c) {
+/* Frees the pending blocks whose events have all completed (wait: after
+ * waiting for them). A device that failed leaves its blocks pending. Never
+ * while a capture runs on the device. */
+static void process_events(dev_cache *c, bool wait) {
+    nb_status prev = nb_last_status();
     for (block *b = c->pending, *nx; b; b = nx) {
         nx = b->fnext;
         bool done = true;
-        for (int i = 0; i < b->n_events && done; i++) done = c->be->iface->event_query(c->be, b->events[i]);
-        if (!done) continue;
+        for (int i = 0; i < b->n_events && done; i++)
+            done = wait ? c->be->iface->event_synchronize(c->be, b->events[i]) == NB_OK
+                        : c->be->iface->event_query(c->be, b->events[i]) == 1;
+        if (!done) {
+            if (prev == NB_OK) nb_clear_error(); /* the device's fault is reported by its next call */
+            continue;
+        }
         for (int i = 0; i < b->n_events; i++) c->be->iface->event_destroy(c->be, b->events[i]);
         b->n_events = 0;
         if (b->fprev) b->fprev->fnext = b->fnext;
@@ -204,28 +221,47 @@ static void process_events(dev_cache *c) {
     }
 }
 
+/* The pool a request on `stream` takes: the capture's when stream is the
+ * captured stream or joined its capture, else the shared pool. Lock held. */
+static int capture_pool(dev_cache *c, void *stream) {
+    if (!c->cap_pool || c->cap_paused) return 0;
+    if (stream == c->cap_stream) return c->cap_pool;
+    nb_backend *be = c->be;
+    if (!be->iface->stream_capture_id) return 0;
+    if (!c->cap_id) c->cap_id = be->iface->stream_capture_id(be, c->cap_stream);
+    return c->cap_id && be->iface->stream_capture_id(be, stream) == c->cap_id ? c->cap_pool : 0;
+}
+
+static void record_uses(dev_cache *c, block *b);
+
 void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **handle) {
     dev_cache *c = cache_of(be);
     if (bytes > ((size_t)1 << 62)) return NB_FAIL(NB_ERR_OOM, "alloc: %zu bytes is too large", bytes);
     size_t size = bytes ? (bytes + ROUND - 1) / ROUND * ROUND : ROUND;
     bool small = size <= SMALL_SIZE;
     pthread_mutex_lock(&c->lock);
-    if (c->pending) process_events(c);
-    const int pool = c->cap_pool && stream == c->cap_stream ? c->cap_pool : 0;
+    if (c->pending && !c->cap_pool) process_events(c, false);
+    const int pool = capture_pool(c, stream);
     block *b = best_fit(c, small, size, stream, pool);
     if (b) bin_remove(c, b);
     else { /* a new segment */
         size_t seg = small ? SMALL_SEGMENT : size <= MIN_LARGE_ALLOC ? LARGE_SEGMENT
                                                    : (size + ROUND_LARGE - 1) / ROUND_LARGE * ROUND_LARGE;
-        char *p = be->iface->alloc(be, seg);
-        if (!p && !c->cap_pool) { /* give the cache back and try once more (not while capturing) */
+        void *p = NULL;
+        nb_status st = be->iface->alloc(be, seg, &p);
+        if (st == NB_ERR_OOM && !c->cap_pool) { /* give the cache back and try once more (not while capturing) */
             c->stats.num_alloc_retries++;
+            if (c->pending) process_events(c, true);
             release_cached(c);
-            p = be->iface->alloc(be, seg);
+            st = be->iface->alloc(be, seg, &p);
         }
-        b = p ? block_new(c) : NULL;
+        if (st != NB_OK && st != NB_ERR_OOM) { /* not a lack of memory: the backend's error stands */
+            pthread_mutex_unlock(&c->lock);
+            return NULL;
+        }
+        b = st == NB_OK ? block_new(c) : NULL;
         if (!b) {
-            if (p) be->iface->free(be, p, seg);
+            if (st == NB_OK) be->iface->free(be, p, seg);
             c->stats.num_ooms++;
             size_t alloc = c->stats.allocated, res = c->stats.reserved;
             pthread_mutex_unlock(&c->lock);
@@ -267,6 +303,23 @@ void nb_free_raw(nb_backend *be, void *handle) {
     dev_cache *c = cache_of(be);
     pthread_mutex_lock(&c->lock);
     c->stats.allocated -= b->size;
+    if (b->n_uses && c->cap_pool) { /* no event may be recorded or waited on now: after the capture */
+        b->allocated = false;
+        b->n_events = -1; /* not free yet: its neighbours must not absorb it */
+        b->fprev = NULL;
+        b->fnext = c->deferred;
+        c->deferred = b;
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    record_uses(c, b);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* A freed block used by other streams waits for an event per stream (the
+ * pending list); without events, the wait is now. Lock held. */
+static void record_uses(dev_cache *c, block *b) {
+    nb_backend *be = c->be;
     int n = 0;
     for (int i = 0; i < b->n_uses; i++) { /* one event per other stream that used it */
         void *ev = be->iface->event_create(be);
@@ -285,10 +338,10 @@ void nb_free_raw(nb_backend *be, void *handle) {
         if (c->pending) c->pending->fprev = b;
         c->pending = b;
     } else {
+        b->n_events = 0;
         c->stats.active -= b->size;
         free_block(c, b);
     }
-    pthread_mutex_unlock(&c->lock);
 }
 
 nb_status nb_alloc_capture_begin(nb_backend *be, void *stream, int pool) {
@@ -309,7 +362,20 @@ nb_status nb_alloc_capture_begin(nb_backend *be, void *stream, int pool) {
 void nb_alloc_capture_end(nb_backend *be) {
     dev_cache *c = cache_of(be);
     pthread_mutex_lock(&c->lock);
-    c->cap_stream = NULL, c->cap_pool = 0;
+    c->cap_stream = NULL, c->cap_pool = 0, c->cap_id = 0, c->cap_paused = false;
+    for (block *b = c->deferred, *nx; b; b = nx) { /* the capture is over: their events now */
+        nx = b->fnext;
+        b->fnext = NULL;
+        record_uses(c, b);
+    }
+    c->deferred = NULL;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void nb_alloc_capture_pause(nb_backend *be, bool paused) {
+    dev_cache *c = cache_of(be);
+    pthread_mutex_lock(&c->lock);
+    c->cap_paused = paused;
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -386,7 +452,7 @@ void nb_memory_empty_cache(nb_device dev) {
     dev_cache *c = cache_of_dev(dev);
     if (!c) return;
     pthread_mutex_lock(&c->lock);
-    if (c->pending) process_events(c);
+    if (c->pending && !c->cap_pool) process_events(c, false);
     release_cached(c);
     pthread_mutex_unlock(&c->lock);
 }

@@ -24,7 +24,7 @@ bool nb_dtype_is_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64 || dt 
 
 static nb_backend *registry[NB_DEVICE_TYPE_COUNT][NB_MAX_DEVICES];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static pthread_once_t init_once[NB_DEVICE_TYPE_COUNT] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
 static nb_device default_device = {NB_DEVICE_CPU, 0};
 static int requested_threads; /* the last nb_set_num_threads argument (0 = all cores) */
 
@@ -54,22 +54,28 @@ void nb_backend_unregister(nb_backend *be) {
     pthread_mutex_unlock(&registry_lock);
 }
 
-/* Runs every built-in backend's init once. A backend that fails to start
- * (a CUDA driver without a GPU) registers nothing; its error is not kept. */
-static void init_backends(void) {
+/* Runs the init of every built-in backend of a device type, once, on the
+ * first use of that type: a program that only uses the CPU never starts
+ * the CUDA runtime. A backend that fails to start (a CUDA driver without a
+ * GPU) registers nothing; its error is not kept. */
+static void init_type(nb_device_type t) {
     nb_status st = nb_last_status();
-    for (const nb_backend_init_fn *f = nb_builtin_backends; *f; f++) (*f)();
+    for (const nb_backend_entry *e = nb_builtin_backends; e->init; e++)
+        if (e->type == t) e->init();
     if (st == NB_OK) nb_clear_error();
 }
+static void init_cpu(void) { init_type(NB_DEVICE_CPU); }
+static void init_cuda(void) { init_type(NB_DEVICE_CUDA); }
+static void (*const init_of[NB_DEVICE_TYPE_COUNT])(void) = {init_cpu, init_cuda};
 
-static void ensure_init(void) { pthread_once(&init_once, init_backends); }
+static void ensure_init(nb_device_type t) { pthread_once(&init_once[t], init_of[t]); }
 
 nb_backend *nb_backend_get(nb_device dev) {
     if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT)
         return NB_FAIL(NB_ERR_DEVICE, "no such device type %d", (int)dev.type);
     if ((unsigned)dev.index >= NB_MAX_DEVICES)
         return NB_FAIL(NB_ERR_DEVICE, "no such device %s:%d", type_names[dev.type], dev.index);
-    ensure_init();
+    ensure_init(dev.type);
     nb_backend *be = registry[dev.type][dev.index]; /* written once, before init returns */
     if (be) return be;
     for (int i = 0; i < NB_MAX_DEVICES; i++)
@@ -82,7 +88,7 @@ nb_backend *nb_backend_get(nb_device dev) {
 
 int nb_device_count(nb_device_type type) {
     if ((unsigned)type >= NB_DEVICE_TYPE_COUNT) return 0;
-    ensure_init();
+    ensure_init(type);
     int n = 0;
     for (int i = 0; i < NB_MAX_DEVICES; i++) n += registry[type][i] != NULL;
     return n;
@@ -150,7 +156,7 @@ int nb_float32_matmul_precision(void) { return matmul_precision; }
 /* ---- threads -------------------------------------------------------------------- */
 
 void nb_set_num_threads(int n) {
-    ensure_init();
+    ensure_init(NB_DEVICE_CPU); /* the backends with host threads */
     requested_threads = n;
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
         for (int i = 0; i < NB_MAX_DEVICES; i++) {
@@ -161,7 +167,7 @@ void nb_set_num_threads(int n) {
 
 /* The count of the first backend with host threads (the CPU's). */
 int nb_get_num_threads(void) {
-    ensure_init();
+    ensure_init(NB_DEVICE_CPU); /* the backends with host threads */
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
         for (int i = 0; i < NB_MAX_DEVICES; i++) {
             nb_backend *be = registry[t][i];

@@ -183,10 +183,10 @@ const uint64_t *nb_graph_rng_base(nb_backend *be, nb_generator *gen, uint64_t *o
         }
         /* the word lives outside the pool (made before it is needed) so it
          * survives as long as the graph */
-        nb_alloc_capture_end(be);
+        nb_alloc_capture_pause(be, true);
         nb_tensor *base = nb_tensor_new_unscoped(0, NULL, NB_I64, be->device);
-        nb_status st = nb_alloc_capture_begin(be, g->stream, g->pool);
-        if (!base || st) {
+        nb_alloc_capture_pause(be, false);
+        if (!base) {
             nb_release(base);
             *failed = true;
             return NULL;

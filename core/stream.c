@@ -70,6 +70,8 @@ void nb_stream_free(nb_stream *s) {
         for (int i = 0; i < NB_MAX_DEVICES; i++)
             for (int k = 0; k < NB_STREAM_KIND_COUNT; k++)
                 if (s == &streams[t][i][k]) return;
+    nb_stream **cur = &current[s->be->device.type][s->be->device.index];
+    if (*cur == s) *cur = NULL; /* the calling thread's current stream goes back to the compute stream */
     s->be->iface->stream_destroy(s->be, s->handle);
     free(s);
 }
@@ -167,7 +169,7 @@ nb_status nb_stream_wait_event(nb_stream *s, nb_event *e) {
 
 bool nb_event_query(nb_event *e) {
     if (!e) return nb_set_error(NB_ERR_INVALID_ARG, "event_query: NULL event"), false;
-    return e->be->iface->event_query(e->be, e->handle);
+    return e->be->iface->event_query(e->be, e->handle) != 0; /* a failed device: true, with its error */
 }
 
 nb_status nb_event_synchronize(nb_event *e) {
@@ -211,5 +213,14 @@ nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot) {
     atomic_fetch_add_explicit(&kernel_calls[be->device.type][be->device.index], 1, memory_order_relaxed);
     if (nb_prof_on) nb_prof_mark_after(be, slot);
     if (st != NB_OK || !nb_sync_debug()) return st;
-    return be->iface->synchronize(be);
+    /* a stream being captured cannot be waited for (the wait would end the
+     * capture): the replay's errors show at the next sync point */
+    void *cur = nb_backend_current_stream(be);
+    if (be->iface->stream_capture_id && be->iface->stream_capture_id(be, cur)) return NB_OK;
+    st = be->iface->stream_synchronize(be, cur);
+    if (st == NB_OK) return st;
+    char why[512];
+    snprintf(why, sizeof why, "%s", nb_last_error());
+    if (!strncmp(why, slot, strlen(slot))) return st; /* the error word names the op already */
+    return nb_set_error(st, "%s: %s (NB_SYNC_DEBUG: found right after this kernel)", slot, why);
 }

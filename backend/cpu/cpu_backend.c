@@ -16,12 +16,17 @@
 
 #define NB_CPU_ALIGN 64
 
-static void *cpu_alloc(nb_backend *be, size_t bytes) {
-    (void)be;
+static void *cpu_alloc_bytes(size_t bytes) {
     size_t rounded = (bytes + NB_CPU_ALIGN - 1) / NB_CPU_ALIGN * NB_CPU_ALIGN;
     if (rounded == 0) rounded = NB_CPU_ALIGN; /* a valid pointer for empty tensors */
     if (rounded < bytes) return NULL;           /* overflow */
     return aligned_alloc(NB_CPU_ALIGN, rounded);
+}
+
+static nb_status cpu_alloc(nb_backend *be, size_t bytes, void **ptr) {
+    (void)be;
+    *ptr = cpu_alloc_bytes(bytes);
+    return *ptr ? NB_OK : NB_ERR_OOM;
 }
 
 static void cpu_free(nb_backend *be, void *ptr, size_t bytes) {
@@ -29,7 +34,10 @@ static void cpu_free(nb_backend *be, void *ptr, size_t bytes) {
     free(ptr);
 }
 
-static void *cpu_host_alloc(nb_backend *be, size_t bytes) { return cpu_alloc(be, bytes); }
+static void *cpu_host_alloc(nb_backend *be, size_t bytes) {
+    (void)be;
+    return cpu_alloc_bytes(bytes);
+}
 static void cpu_host_free(nb_backend *be, void *ptr) { cpu_free(be, ptr, 0); }
 
 /* Every CPU copy is a memcpy that is done when it returns. */
@@ -85,9 +93,9 @@ static nb_status cpu_event_wait(nb_backend *be, void *s, void *e) {
     (void)be, (void)e, (void)s;
     return NB_OK;
 }
-static bool cpu_event_query(nb_backend *be, void *e) {
+static int cpu_event_query(nb_backend *be, void *e) {
     (void)be, (void)e;
-    return true;
+    return 1;
 }
 static nb_status cpu_event_sync(nb_backend *be, void *e) {
     (void)be, (void)e;

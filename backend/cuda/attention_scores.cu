@@ -215,7 +215,8 @@ static nb_status gemm_mats(nb_backend *be, const char *op, nb_dtype dt, nb_dtype
                                             CUBLAS_GEMM_DEFAULT);
     count_launch();
     if (st != CUBLAS_STATUS_SUCCESS)
-        return nb_set_error(NB_ERR_DEVICE, "%s: cublasGemmBatchedEx failed (status %d; m=%lld n=%lld k=%lld batch=%lld)",
+        return nb_set_error(st == CUBLAS_STATUS_ALLOC_FAILED ? NB_ERR_OOM : NB_ERR_DEVICE,
+                            "%s: cublasGemmBatchedEx failed (status %d; m=%lld n=%lld k=%lld batch=%lld)",
                             op, (int)st, (long long)m, (long long)n, (long long)k, (long long)B);
     return NB_OK;
 }

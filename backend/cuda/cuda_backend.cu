@@ -1,10 +1,11 @@
 // cuda_backend.cu - the CUDA backend's device half: one nb_backend per GPU
-// (cuda:N) registered by nb_cuda_backend_init, its context (library handles,
-// the cuBLASLt workspace, properties), streams with their device error
-// words, events, memory (cudaMalloc under core's caching allocator, pinned
-// host buffers, async and peer copies), and the
-// vtable of the kernels the other files of backend/cuda implement (the
-// slots whose cuda column in backend/nb_slots.def is 1).
+// (cuda:N) registered by nb_cuda_backend_init without making a context, the
+// device guard, the device's state (library handles per host thread,
+// properties, a sticky fault), streams with their device error words,
+// events, memory (cudaMalloc under core's caching allocator, pinned host
+// buffers, async and peer copies), graphs, and the vtable of the kernels
+// the other files of backend/cuda implement (the slots whose cuda column in
+// backend/nb_slots.def is 1).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -18,7 +19,18 @@
 
 namespace nbc {
 
-constexpr int MAX_STREAMS = 16;
+constexpr int MAX_STREAMS = 64;
+
+// A thread's library handles on one device (PyTorch's handle pool): cuBLAS,
+// cuDNN and cuSOLVER keep the stream set on a handle, so "set the stream,
+// call" on a shared handle races with another thread's. Made on first use;
+// a thread that ends gives its sets back for the next thread.
+struct Handles {
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    cusolverDnHandle_t solver;
+    Handles *next; // in the device's pool of free sets
+};
 
 struct Ctx {
     int dev;
@@ -26,20 +38,19 @@ struct Ctx {
     char info[256];
     pthread_mutex_t lock;
     struct {
-        cudaStream_t s;
-        int *word;       // device error word
-        int *host_word;  // pinned, for reading it back at sync points
+        cudaStream_t s; // nullptr: a free entry
+        int *word;      // device error word
     } streams[MAX_STREAMS];
-    int n_streams;
-    cublasLtHandle_t lt;
-    cublasHandle_t blas;
-    cudnnHandle_t dnn;
-    cusolverDnHandle_t solver;
+    int n_streams;            // entries in use or freed (free ones have s == nullptr)
+    cublasLtHandle_t lt;      // shared: cuBLASLt takes the stream per call
+    Handles *pool;            // sets that ended threads gave back
+    std::atomic<bool> dead;   // a sticky fault: every later call fails
+    char dead_why[512];
 };
 
 static Ctx ctxs[NB_MAX_DEVICES];
 // nb_device_counters, per device (launches are counted on the calling
-// thread's current CUDA device, which the slots set)
+// thread's current CUDA device, which the device guard sets)
 static std::atomic<uint64_t> n_launches[NB_MAX_DEVICES], n_syncs[NB_MAX_DEVICES], n_h2d[NB_MAX_DEVICES],
     n_d2h[NB_MAX_DEVICES];
 static nb_backend backends[NB_MAX_DEVICES];
@@ -47,10 +58,78 @@ static nb_backend backends[NB_MAX_DEVICES];
 Ctx *ctx_of(nb_backend *be) { return (Ctx *)be->context; }
 int device_of(nb_backend *be) { return ctx_of(be)->dev; }
 
+// ---- device guard ------------------------------------------------------------------
+// c10::cuda::CUDAGuard: the device current for the scope, the caller's after.
+struct Guard {
+    int dev, prev = -1;
+    explicit Guard(int d) : dev(d) {
+        if (cudaGetDevice(&prev) != cudaSuccess) (void)cudaGetLastError(), prev = -1;
+        if (prev != dev && cudaSetDevice(dev) != cudaSuccess) (void)cudaGetLastError();
+    }
+    ~Guard() {
+        if (prev >= 0 && prev != dev) cudaSetDevice(prev);
+    }
+    Guard(const Guard &) = delete;
+    Guard &operator=(const Guard &) = delete;
+};
+
+// Errors after which the context cannot run anything again (CUDA's "sticky"
+// errors): the device is marked unusable with the first one's text.
+static bool sticky(cudaError_t e) {
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContextIsDestroyed: return true;
+    default: return false;
+    }
+}
+
+static nb_status unusable(Ctx *c) {
+    return nb_set_error(NB_ERR_DEVICE, "cuda:%d is unusable after a device fault (the first: %s); the process must "
+                        "restart to use it again", c->dev, c->dead_why);
+}
+
 nb_status cuda_fail(const char *slot, const char *call, cudaError_t e) {
     (void)cudaGetLastError(); // clear a non-sticky error
     nb_status st = e == cudaErrorMemoryAllocation ? NB_ERR_OOM : NB_ERR_DEVICE;
+    int d = -1;
+    if (sticky(e) && cudaGetDevice(&d) == cudaSuccess && d >= 0 && d < NB_MAX_DEVICES) {
+        Ctx *c = &ctxs[d];
+        pthread_mutex_lock(&c->lock);
+        if (!c->dead.load()) {
+            snprintf(c->dead_why, sizeof c->dead_why, "%s: %s failed: %s (%s)", slot, call, cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+            c->dead.store(true);
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
     return nb_set_error(st, "%s: %s failed on cuda: %s (%s)", slot, call, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// The dispatchers' guard (nb_backend_impl.h): every kernel slot runs with
+// its device current and leaves the caller's current device as it was.
+static nb_status device_enter(nb_backend *be, int *prev) {
+    Ctx *c = ctx_of(be);
+    if (c->dead.load(std::memory_order_relaxed)) return unusable(c);
+    int p = -1;
+    if (cudaGetDevice(&p) != cudaSuccess) (void)cudaGetLastError(), p = -1;
+    *prev = p;
+    if (p != c->dev) {
+        cudaError_t e = cudaSetDevice(c->dev);
+        if (e != cudaSuccess) return cuda_fail("device guard", "cudaSetDevice", e);
+    }
+    return NB_OK;
+}
+static void device_exit(nb_backend *be, int prev) {
+    if (prev >= 0 && prev != ctx_of(be)->dev) cudaSetDevice(prev);
 }
 
 void count_launch(void) {
@@ -107,17 +186,20 @@ int *err_word(nb_backend *be) {
     Ctx *c = ctx_of(be);
     cudaStream_t s = stream_of(be);
     for (int i = 0; i < c->n_streams; i++)
-        if (c->streams[i].s == s) return c->streams[i].word;
+        if (__atomic_load_n(&c->streams[i].s, __ATOMIC_ACQUIRE) == s) return c->streams[i].word;
     return c->streams[0].word; // every stream of ours is registered; not reached
 }
 
-// After the stream is idle: its error word, reported once and cleared.
-static nb_status check_word(Ctx *c, int i) {
+// After the stream is idle: its error word, reported once and cleared. The
+// read and the clear are ordered on the stream itself (a stream of ours
+// never waits for the legacy default stream).
+static nb_status check_word(Ctx *c, cudaStream_t s, int *word) {
     int w = 0;
-    cudaError_t e = cudaMemcpy(&w, c->streams[i].word, sizeof w, cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) return cuda_fail("synchronize", "cudaMemcpy(error word)", e);
+    cudaError_t e = cudaMemcpyAsync(&w, word, sizeof w, cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) return cuda_fail("synchronize", "cudaMemcpyAsync(error word)", e);
     if (!w) return NB_OK;
-    cudaMemset(c->streams[i].word, 0, sizeof(int));
+    cudaMemsetAsync(word, 0, sizeof(int), s);
     int kind = w / 1024, tag = w % 1024;
     return nb_set_error(err_status(kind), "%s: %s (reported at a sync point on cuda:%d; NB_SYNC_DEBUG=1 "
                         "synchronizes after every kernel)", tag_name(tag), err_text(kind), c->dev);
@@ -125,37 +207,43 @@ static nb_status check_word(Ctx *c, int i) {
 
 // ---- execution model -------------------------------------------------------------
 
+// A stream and its error word, in a free entry of the device's table.
 static void *stream_create(nb_backend *be, nb_stream_kind kind) {
     (void)kind;
     Ctx *c = ctx_of(be);
-    cudaSetDevice(c->dev);
+    if (c->dead.load()) return unusable(c), nullptr;
+    Guard g(c->dev);
     pthread_mutex_lock(&c->lock);
+    int i = 0;
+    while (i < c->n_streams && c->streams[i].s) i++;
     void *r = nullptr;
-    if (c->n_streams < MAX_STREAMS) {
-        auto &e = c->streams[c->n_streams];
-        cudaError_t err = cudaStreamCreateWithFlags(&e.s, cudaStreamNonBlocking);
-        if (err == cudaSuccess) err = cudaMalloc(&e.word, sizeof(int));
-        if (err == cudaSuccess) err = cudaMemset(e.word, 0, sizeof(int));
+    if (i < MAX_STREAMS) {
+        cudaStream_t st = nullptr;
+        int *word = nullptr;
+        cudaError_t err = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+        if (err == cudaSuccess) err = cudaMalloc(&word, sizeof(int));
+        if (err == cudaSuccess) err = cudaMemset(word, 0, sizeof(int));
         if (err == cudaSuccess) {
-            c->n_streams++;
-            r = (void *)e.s;
+            c->streams[i].word = word;
+            __atomic_store_n(&c->streams[i].s, st, __ATOMIC_RELEASE);
+            if (i == c->n_streams) c->n_streams++;
+            r = (void *)st;
         } else {
+            if (st) cudaStreamDestroy(st);
+            if (word) cudaFree(word);
             cuda_fail("stream_create", "cudaStreamCreate", err);
         }
     } else {
-        nb_set_error(NB_ERR_DEVICE, "stream_create: at most %d streams per device", MAX_STREAMS);
+        nb_set_error(NB_ERR_DEVICE, "stream_create: %d streams are alive on cuda:%d (the most; nb_stream_free "
+                     "releases one)", MAX_STREAMS, c->dev);
     }
     pthread_mutex_unlock(&c->lock);
     return r;
 }
 
-static void stream_destroy(nb_backend *be, void *s) {
-    (void)be, (void)s; // streams live for the process, with their words
-}
-
 // A host wait on a stream being captured into a graph would fail deep in
 // CUDA (and invalidate the capture): name it instead.
-static bool capturing(cudaStream_t s) {
+bool stream_capturing(cudaStream_t s) {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) (void)cudaGetLastError();
     return cs != cudaStreamCaptureStatusNone;
@@ -166,34 +254,66 @@ static nb_status no_sync_in_capture(const char *what) {
                         what);
 }
 
+// Waits for the stream's work, reports its pending error word, and frees
+// the stream, its word and its table entry.
+static void stream_destroy(nb_backend *be, void *sp) {
+    Ctx *c = ctx_of(be);
+    cudaStream_t s = (cudaStream_t)sp;
+    Guard g(c->dev);
+    if (stream_capturing(s)) {
+        nb_set_error(NB_ERR_STATE, "stream_free: the stream is being captured into a CUDA graph; end the capture "
+                                   "first");
+        return;
+    }
+    pthread_mutex_lock(&c->lock);
+    int i = 0;
+    while (i < c->n_streams && c->streams[i].s != s) i++;
+    int *word = i < c->n_streams ? c->streams[i].word : nullptr;
+    if (word) __atomic_store_n(&c->streams[i].s, (cudaStream_t) nullptr, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->lock);
+    if (!word) return; // not ours
+    // its blocks in the caching allocator may be handed to a later stream
+    // with the same handle: nothing of this one may still run
+    if (!c->dead.load() && cudaStreamSynchronize(s) == cudaSuccess) check_word(c, s, word);
+    else (void)cudaGetLastError();
+    cudaStreamDestroy(s);
+    cudaFree(word);
+}
+
 static nb_status stream_synchronize(nb_backend *be, void *s) {
     Ctx *c = ctx_of(be);
-    cudaSetDevice(c->dev);
-    if (capturing((cudaStream_t)s)) return no_sync_in_capture("stream_synchronize");
+    if (c->dead.load()) return unusable(c);
+    Guard g(c->dev);
+    if (stream_capturing((cudaStream_t)s)) return no_sync_in_capture("stream_synchronize");
     n_syncs[c->dev].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("stream_synchronize", cudaStreamSynchronize((cudaStream_t)s));
     for (int i = 0; i < c->n_streams; i++)
-        if (c->streams[i].s == (cudaStream_t)s) return check_word(c, i);
+        if (__atomic_load_n(&c->streams[i].s, __ATOMIC_ACQUIRE) == (cudaStream_t)s)
+            return check_word(c, (cudaStream_t)s, c->streams[i].word);
     return NB_OK;
 }
 
 static nb_status synchronize(nb_backend *be) {
     Ctx *c = ctx_of(be);
-    cudaSetDevice(c->dev);
-    for (int i = 0; i < c->n_streams; i++)
-        if (capturing(c->streams[i].s)) return no_sync_in_capture("synchronize");
+    if (c->dead.load()) return unusable(c);
+    Guard g(c->dev);
+    for (int i = 0; i < c->n_streams; i++) {
+        cudaStream_t s = __atomic_load_n(&c->streams[i].s, __ATOMIC_ACQUIRE);
+        if (s && stream_capturing(s)) return no_sync_in_capture("synchronize");
+    }
     n_syncs[c->dev].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("synchronize", cudaDeviceSynchronize());
     nb_status st = NB_OK;
     for (int i = 0; i < c->n_streams; i++) {
-        nb_status s = check_word(c, i);
-        if (st == NB_OK) st = s;
+        cudaStream_t s = __atomic_load_n(&c->streams[i].s, __ATOMIC_ACQUIRE);
+        nb_status r = s ? check_word(c, s, c->streams[i].word) : NB_OK;
+        if (st == NB_OK) st = r;
     }
     return st;
 }
 
 static void *event_create(nb_backend *be) {
-    cudaSetDevice(device_of(be));
+    Guard g(device_of(be));
     cudaEvent_t e;
     cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
     if (err != cudaSuccess) {
@@ -203,26 +323,31 @@ static void *event_create(nb_backend *be) {
     return (void *)e;
 }
 static void event_destroy(nb_backend *be, void *e) {
-    (void)be;
+    Guard g(device_of(be));
     cudaEventDestroy((cudaEvent_t)e);
 }
 static nb_status event_record(nb_backend *be, void *e, void *s) {
-    (void)be;
+    Guard g(device_of(be));
     NBC_TRY("event_record", cudaEventRecord((cudaEvent_t)e, (cudaStream_t)s));
     return NB_OK;
 }
 static nb_status event_wait(nb_backend *be, void *s, void *e) {
-    (void)be;
+    Guard g(device_of(be));
     NBC_TRY("event_wait", cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0));
     return NB_OK;
 }
-static bool event_query(nb_backend *be, void *e) {
-    (void)be;
+// Any answer but "done" or "not yet" is a failure, never "done": a block
+// the allocator would recycle on it may still be in use.
+static int event_query(nb_backend *be, void *e) {
+    Guard g(device_of(be));
     cudaError_t r = cudaEventQuery((cudaEvent_t)e);
-    if (r != cudaSuccess && r != cudaErrorNotReady) (void)cudaGetLastError();
-    return r != cudaErrorNotReady;
+    if (r == cudaSuccess) return 1;
+    if (r == cudaErrorNotReady) return 0;
+    cuda_fail("event_query", "cudaEventQuery", r);
+    return -1;
 }
 static nb_status event_synchronize(nb_backend *be, void *e) {
+    Guard g(device_of(be));
     n_syncs[device_of(be)].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("event_synchronize", cudaEventSynchronize((cudaEvent_t)e));
     return NB_OK;
@@ -230,22 +355,27 @@ static nb_status event_synchronize(nb_backend *be, void *e) {
 
 // ---- memory ------------------------------------------------------------------------
 
-static void *dev_alloc(nb_backend *be, size_t bytes) {
-    cudaSetDevice(device_of(be));
-    void *p = nullptr;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+static nb_status dev_alloc(nb_backend *be, size_t bytes, void **p) {
+    Ctx *c = ctx_of(be);
+    *p = nullptr;
+    if (c->dead.load()) return unusable(c);
+    Guard g(c->dev);
+    cudaError_t e = cudaMalloc(p, bytes);
+    if (e == cudaSuccess) return NB_OK;
+    *p = nullptr;
+    if (e == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
-        return nullptr;
+        return NB_ERR_OOM; // the allocator frees its cache and retries
     }
-    return p;
+    return cuda_fail("alloc", "cudaMalloc", e);
 }
 static void dev_free(nb_backend *be, void *p, size_t bytes) {
     (void)bytes;
-    cudaSetDevice(device_of(be));
+    Guard g(device_of(be));
     cudaFree(p);
 }
 static void *host_alloc(nb_backend *be, size_t bytes) {
-    cudaSetDevice(device_of(be));
+    Guard g(device_of(be));
     void *p = nullptr;
     if (cudaMallocHost(&p, bytes) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -267,18 +397,21 @@ static nb_status no_host_copy_in_capture(const char *what) {
                         what);
 }
 static nb_status memcpy_h2d(nb_backend *be, void *dst, const void *src, size_t bytes, void *s) {
-    if (capturing(stream_or_current(be, s))) return no_host_copy_in_capture("memcpy_h2d");
+    Guard g(device_of(be));
+    if (stream_capturing(stream_or_current(be, s))) return no_host_copy_in_capture("memcpy_h2d");
     n_h2d[device_of(be)].fetch_add(bytes, std::memory_order_relaxed);
     NBC_TRY("memcpy_h2d", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_or_current(be, s)));
     return NB_OK;
 }
 static nb_status memcpy_d2h(nb_backend *be, void *dst, const void *src, size_t bytes, void *s) {
-    if (capturing(stream_or_current(be, s))) return no_host_copy_in_capture("memcpy_d2h");
+    Guard g(device_of(be));
+    if (stream_capturing(stream_or_current(be, s))) return no_host_copy_in_capture("memcpy_d2h");
     n_d2h[device_of(be)].fetch_add(bytes, std::memory_order_relaxed);
     NBC_TRY("memcpy_d2h", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_or_current(be, s)));
     return NB_OK;
 }
 static nb_status memcpy_d2d(nb_backend *be, void *dst, const void *src, size_t bytes, void *s) {
+    Guard g(device_of(be));
     NBC_TRY("memcpy_d2d", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_or_current(be, s)));
     return NB_OK;
 }
@@ -286,6 +419,7 @@ static nb_status memcpy_d2d(nb_backend *be, void *dst, const void *src, size_t b
 static nb_status memcpy_peer(nb_backend *be, void *dst, nb_backend *src_be, const void *src, size_t bytes) {
     if (src_be->device.type != NB_DEVICE_CUDA)
         return nb_set_error(NB_ERR_UNSUPPORTED, "memcpy_peer: from %s to cuda is a host copy", src_be->name);
+    Guard g(device_of(be));
     NBC_TRY("memcpy_peer", cudaMemcpyPeerAsync(dst, device_of(be), src, device_of(src_be), bytes, stream_of(be)));
     return NB_OK;
 }
@@ -297,12 +431,12 @@ static const char *info(nb_backend *be) { return ctx_of(be)->info; }
 // capture (a new segment of the graph's pool), which the global and
 // thread-local modes forbid.
 static nb_status graph_capture_begin(nb_backend *be, void *s) {
-    cudaSetDevice(device_of(be));
+    Guard g(device_of(be));
     NBC_TRY("graph_capture_begin", cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeRelaxed));
     return NB_OK;
 }
 static nb_status graph_capture_end(nb_backend *be, void *s, void **exec) {
-    cudaSetDevice(device_of(be));
+    Guard guard(device_of(be));
     cudaGraph_t g = nullptr;
     NBC_TRY("graph_capture_end", cudaStreamEndCapture((cudaStream_t)s, &g));
     cudaGraphExec_t x = nullptr;
@@ -313,18 +447,33 @@ static nb_status graph_capture_end(nb_backend *be, void *s, void **exec) {
     return NB_OK;
 }
 static nb_status graph_launch(nb_backend *be, void *exec, void *s) {
-    cudaSetDevice(device_of(be));
+    Ctx *c = ctx_of(be);
+    if (c->dead.load()) return unusable(c);
+    Guard g(c->dev);
     count_launch();
     NBC_TRY("graph_replay", cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)s));
     return NB_OK;
 }
 static void graph_destroy(nb_backend *be, void *exec) {
-    (void)be;
+    Guard g(device_of(be));
     cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}
+// The id of the capture s takes part in (0: none): a side stream that waited
+// on the captured stream's event is captured too, into the same graph.
+static unsigned long long stream_capture_id(nb_backend *be, void *s) {
+    Guard g(device_of(be));
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    if (cudaStreamGetCaptureInfo((cudaStream_t)s, &cs, &id) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return cs == cudaStreamCaptureStatusActive ? id : 0;
 }
 
 // The profiler's marks: timed events recorded on the current stream.
 static void *timer_mark(nb_backend *be) {
+    Guard g(device_of(be));
     cudaEvent_t e;
     if (cudaEventCreate(&e) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -334,7 +483,7 @@ static void *timer_mark(nb_backend *be) {
     return e;
 }
 static double timer_elapsed_ms(nb_backend *be, void *a, void *b) {
-    (void)be;
+    Guard g(device_of(be));
     float ms = 0;
     if (cudaEventSynchronize((cudaEvent_t)b) != cudaSuccess ||
         cudaEventElapsedTime(&ms, (cudaEvent_t)a, (cudaEvent_t)b) != cudaSuccess)
@@ -342,7 +491,7 @@ static double timer_elapsed_ms(nb_backend *be, void *a, void *b) {
     return ms;
 }
 static void timer_free(nb_backend *be, void *m) {
-    (void)be;
+    Guard g(device_of(be));
     cudaEventDestroy((cudaEvent_t)m);
 }
 
@@ -374,6 +523,9 @@ static void fill_iface(void) {
     i->graph_capture_end = graph_capture_end;
     i->graph_launch = graph_launch;
     i->graph_destroy = graph_destroy;
+    i->stream_capture_id = stream_capture_id;
+    i->device_enter = device_enter;
+    i->device_exit = device_exit;
     i->timer_mark = timer_mark;
     i->timer_elapsed_ms = timer_elapsed_ms;
     i->timer_free = timer_free;
@@ -403,18 +555,19 @@ static void fill_iface(void) {
 }
 
 // ---- init ---------------------------------------------------------------------------
+// Counting devices and reading their properties makes no CUDA context: a
+// program that never touches a GPU pays no context, no handle and no
+// device memory (cudaSetDevice would make one; the first stream, allocation
+// or kernel of a device does).
 
 static nb_status init_device(int d) {
     Ctx *c = &ctxs[d];
-    memset(c, 0, sizeof *c);
     c->dev = d;
+    c->n_streams = 0;
+    c->lt = nullptr;
+    c->pool = nullptr;
     pthread_mutex_init(&c->lock, nullptr);
-    NBC_TRY("cuda init", cudaSetDevice(d));
     NBC_TRY("cuda init", cudaGetDeviceProperties(&c->prop, d));
-    if (cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
-        return nb_set_error(NB_ERR_DEVICE, "cuda init: cublasLtCreate failed on cuda:%d", d);
-    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS)
-        return nb_set_error(NB_ERR_DEVICE, "cuda init: cublasCreate failed on cuda:%d", d);
     int rt = 0, drv = 0;
     cudaRuntimeGetVersion(&rt);
     cudaDriverGetVersion(&drv);
@@ -443,27 +596,73 @@ extern "C" nb_status nb_cuda_backend_init(void) {
     return NB_OK;
 }
 
-// Lazily made library handles (cuDNN and cuSOLVER load large libraries:
-// only programs that use them pay for it).
-extern "C" cudnnHandle_t nb_cuda_cudnn(nb_backend *be) {
-    Ctx *c = ctx_of(be);
+// ---- library handles -------------------------------------------------------------------
+// Each thread's sets, one per device; at thread exit they go back to their
+// device's pool (handles are costly to make: cuDNN's loads its kernels).
+struct ThreadHandles {
+    Handles *h[NB_MAX_DEVICES] = {};
+    ~ThreadHandles() {
+        for (int d = 0; d < NB_MAX_DEVICES; d++)
+            if (h[d]) {
+                Ctx *c = &ctxs[d];
+                pthread_mutex_lock(&c->lock);
+                h[d]->next = c->pool;
+                c->pool = h[d];
+                pthread_mutex_unlock(&c->lock);
+            }
+    }
+};
+static thread_local ThreadHandles thread_handles;
+
+static Handles *handles_of(Ctx *c) {
+    Handles *&h = thread_handles.h[c->dev];
+    if (h) return h;
     pthread_mutex_lock(&c->lock);
-    if (!c->dnn && cudnnCreate(&c->dnn) != CUDNN_STATUS_SUCCESS) c->dnn = nullptr;
+    if (c->pool) h = c->pool, c->pool = h->next;
     pthread_mutex_unlock(&c->lock);
-    if (c->dnn) cudnnSetStream(c->dnn, stream_of(be));
-    return c->dnn;
+    if (!h) h = (Handles *)calloc(1, sizeof(Handles));
+    if (!h) nb_set_error(NB_ERR_OOM, "cuda: out of host memory for library handles");
+    return h;
+}
+
+// The calling thread's handles on be's device, set to its current stream;
+// made on first use (with the device current: the slots' guard). NULL with
+// the error set when the library cannot start.
+extern "C" cudnnHandle_t nb_cuda_cudnn(nb_backend *be) {
+    Handles *h = handles_of(ctx_of(be));
+    if (!h) return nullptr;
+    if (!h->dnn && cudnnCreate(&h->dnn) != CUDNN_STATUS_SUCCESS) h->dnn = nullptr;
+    if (h->dnn) cudnnSetStream(h->dnn, stream_of(be));
+    return h->dnn;
 }
 extern "C" cusolverDnHandle_t nb_cuda_cusolver(nb_backend *be) {
-    Ctx *c = ctx_of(be);
-    pthread_mutex_lock(&c->lock);
-    if (!c->solver && cusolverDnCreate(&c->solver) != CUSOLVER_STATUS_SUCCESS) c->solver = nullptr;
-    pthread_mutex_unlock(&c->lock);
-    if (c->solver) cusolverDnSetStream(c->solver, stream_of(be));
-    return c->solver;
+    Handles *h = handles_of(ctx_of(be));
+    if (!h) return nullptr;
+    if (!h->solver && cusolverDnCreate(&h->solver) != CUSOLVER_STATUS_SUCCESS) h->solver = nullptr;
+    if (h->solver) cusolverDnSetStream(h->solver, stream_of(be));
+    return h->solver;
 }
-extern "C" cublasLtHandle_t nb_cuda_cublaslt(nb_backend *be) { return ctx_of(be)->lt; }
 extern "C" cublasHandle_t nb_cuda_cublas(nb_backend *be) {
-    cublasSetStream(ctx_of(be)->blas, stream_of(be));
-    return ctx_of(be)->blas;
+    Handles *h = handles_of(ctx_of(be));
+    if (!h) return nullptr;
+    if (!h->blas && cublasCreate(&h->blas) != CUBLAS_STATUS_SUCCESS) {
+        h->blas = nullptr;
+        nb_set_error(NB_ERR_DEVICE, "cuda: cublasCreate failed on cuda:%d", device_of(be));
+        return nullptr;
+    }
+    cublasSetStream(h->blas, stream_of(be));
+    return h->blas;
+}
+// cuBLASLt's handle holds no stream (each call names it): one per device.
+extern "C" cublasLtHandle_t nb_cuda_cublaslt(nb_backend *be) {
+    Ctx *c = ctx_of(be);
+    cublasLtHandle_t lt = __atomic_load_n(&c->lt, __ATOMIC_ACQUIRE);
+    if (lt) return lt;
+    pthread_mutex_lock(&c->lock);
+    if (!c->lt && cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS) __atomic_store_n(&c->lt, lt, __ATOMIC_RELEASE);
+    lt = c->lt;
+    pthread_mutex_unlock(&c->lock);
+    if (!lt) nb_set_error(NB_ERR_DEVICE, "cuda: cublasLtCreate failed on cuda:%d", c->dev);
+    return lt;
 }
 extern "C" int nb_cuda_sm_count(nb_backend *be) { return ctx_of(be)->prop.multiProcessorCount; }

@@ -62,6 +62,9 @@ nb_status launched(const char *slot);
 void count_launch(void);
 // Counts a host wait inside a slot (a blocking copy, a stream sync).
 void count_sync(nb_backend *be);
+// Whether s is being captured into a CUDA graph (host waits and host
+// copies on it must be refused, NB_ERR_STATE).
+bool stream_capturing(cudaStream_t s);
 
 #define NBC_TRY(slot, call)                                                  \
     do {                                                                     \

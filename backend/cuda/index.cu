@@ -402,6 +402,9 @@ __global__ void __launch_bounds__(NZ_T) k_nz_write(Iter<1> it, const int64_t *of
 template <typename U, bool HALF>
 static nb_status nonzero_u(nb_backend *be, const nb_kview *out, int64_t *count, const nb_kview *x) {
     cudaStream_t st = stream_of(be);
+    if (!out && stream_capturing(st)) // the count comes back to the host: a wait a graph cannot hold
+        return nb_set_error(NB_ERR_STATE, "nonzero: the count of nonzero elements comes back to the host, which a "
+                                          "step captured in a CUDA graph cannot do");
     const nb_kview *v[1] = {x};
     Iter<1> it = make_iter<1>(v);
     int64_t nblk = (it.numel + NZ_BLOCK - 1) / NZ_BLOCK;

@@ -62,7 +62,8 @@ nb_status gemm_rm_ex(nb_backend *be, const char *slot, nb_dtype dt, nb_dtype dt_
         CUBLAS_GEMM_DEFAULT);
     count_launch();
     if (s != CUBLAS_STATUS_SUCCESS)
-        return nb_set_error(NB_ERR_DEVICE, "%s: cublasGemmStridedBatchedEx failed: %s (m=%lld n=%lld k=%lld batch=%lld)",
+        return nb_set_error(s == CUBLAS_STATUS_ALLOC_FAILED ? NB_ERR_OOM : NB_ERR_DEVICE,
+                            "%s: cublasGemmStridedBatchedEx failed: %s (m=%lld n=%lld k=%lld batch=%lld)",
                             slot, cublas_text(s), (long long)m, (long long)n, (long long)k, (long long)batch);
     return NB_OK;
 }
@@ -276,7 +277,8 @@ static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool 
     count_launch();
     *st = s == CUBLAS_STATUS_SUCCESS
               ? NB_OK
-              : nb_set_error(NB_ERR_DEVICE, "%s: cublasLtMatmul failed: %s (m=%lld n=%lld k=%lld)",
+              : nb_set_error(s == CUBLAS_STATUS_ALLOC_FAILED ? NB_ERR_OOM : NB_ERR_DEVICE,
+                             "%s: cublasLtMatmul failed: %s (m=%lld n=%lld k=%lld)",
                              epi == CUBLASLT_EPILOGUE_BIAS ? "addmm" : "matmul_bgrad", cublas_text(s), (long long)m,
                              (long long)n, (long long)k);
     return true;

@@ -397,7 +397,14 @@ void nb_optimizer_zero_grad(nb_optimizer *opt);
  * skipped (their state and step count unchanged), as PyTorch. Runs under no
  * grad. Errors: NB_ERR_INVALID_ARG (NULL; LBFGS, which needs a closure),
  * NB_ERR_STATE (a gradient of another shape or dtype), the kernels' errors;
- * parameters before the failing one keep their update. */
+ * parameters before the failing one keep their update.
+ * Inside a CUDA graph capture (nb_graph_capture_begin) only Adam, AdamW and
+ * SGD step, and only with contiguous parameters and gradients of their
+ * layout, after one eager step: their fused updates read lr and the step
+ * count from device memory, so replays count steps and follow lr changes
+ * (PyTorch's capturable=True). Any other optimizer, or a parameter the
+ * fused update cannot take, fails with NB_ERR_STATE and updates nothing
+ * (PyTorch's capturable optimizers). */
 nb_status nb_optimizer_step(nb_optimizer *opt);
 
 /* A closure re-evaluates the model: zeroes the gradients, runs forward and

@@ -318,6 +318,10 @@ static nb_status step_one(nb_optimizer *opt, int g, int i) {
         return nb_set_error(NB_ERR_STATE, "%s: parameter %d is %s but its grad is %s", opt->d->op, i,
                             nb_shape_str(p, bp, sizeof bp), nb_shape_str(grad, bg, sizeof bg));
     }
+    if (nb_graph_is_capturing(nb_device_of(p))) /* the per-parameter update fixes lr and step in the graph */
+        return nb_set_error(NB_ERR_STATE, "%s: parameter %d (non-contiguous, or a gradient of another layout) "
+                                          "cannot be updated in a captured CUDA graph; make it contiguous",
+                            opt->d->op, i);
     nb_tensor *pc = p;
     if (opt->d->contiguous) { /* kernels need contiguous views */
         if (!nb_is_contiguous(grad) && !(grad = nb_contiguous(grad))) return nb_last_status();
@@ -435,8 +439,26 @@ static nb_status bump_params(nb_optimizer *opt, bool all, nb_status st) {
     return st;
 }
 
+/* Whether a parameter's device is capturing a CUDA graph on its current stream. */
+static bool in_capture(const nb_optimizer *opt) {
+    for (int i = 0; i < opt->n; i++)
+        if (nb_graph_is_capturing(nb_device_of(opt->params[i]))) return true;
+    return false;
+}
+
+/* Only the fused multi-tensor updates read lr and step from device memory
+ * (capturable.c); any other update would bake this step's lr and step
+ * count into the graph, and every replay would repeat them. */
+static nb_status refuse_capture(const nb_optimizer *opt) {
+    if (!opt->d->step && opt->d->update_multi) return NB_OK;
+    return nb_set_error(NB_ERR_STATE, "%s: this optimizer cannot be captured in a CUDA graph (its lr and step count "
+                                      "would be fixed in the graph); Adam, AdamW and SGD can, with contiguous "
+                                      "parameters", opt->d->op);
+}
+
 nb_status nb_optimizer_step(nb_optimizer *opt) {
     if (!opt) return nb_set_error(NB_ERR_INVALID_ARG, "step: optimizer is NULL");
+    if (in_capture(opt) && refuse_capture(opt)) return nb_last_status();
     if (opt->d->step) return bump_params(opt, true, opt->d->step(opt, NULL, NULL, NULL));
     return bump_params(opt, false, generic_step(opt));
 }
@@ -444,6 +466,7 @@ nb_status nb_optimizer_step(nb_optimizer *opt) {
 nb_status nb_optimizer_step_closure(nb_optimizer *opt, nb_closure_fn closure, void *user, double *loss) {
     if (!opt) return nb_set_error(NB_ERR_INVALID_ARG, "step: optimizer is NULL");
     if (!closure) return nb_set_error(NB_ERR_INVALID_ARG, "%s: step_closure needs a closure", opt->d->op);
+    if (in_capture(opt) && refuse_capture(opt)) return nb_last_status();
     if (opt->d->step) return bump_params(opt, true, opt->d->step(opt, closure, user, loss));
     double l = NAN;
     bool prev = nb_set_grad_enabled(true); /* PyTorch: with torch.enable_grad(): loss = closure() */

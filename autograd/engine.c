@@ -207,20 +207,12 @@ nb_node *nb_record_grad(const nb_node *src, nb_backward_fn fn, nb_tensor *out, i
 
 void nb_save(nb_node *n, int slot, const nb_tensor *t) {
     NB_ASSERT(n && slot < NB_NODE_MAX_SAVED && !n->saved[slot]);
-    nb_tensor *alias = nb_host_calloc(1, sizeof *alias);
+    nb_tensor *alias = nb_tensor_alias_unscoped(t);
     if (!alias) { /* the op's nb_scope_return turns this into its NULL result */
         n->save_failed = true;
         nb_fail_pending(NB_ERR_OOM, "%s: out of host memory saving a tensor for backward", nb_op_name(n->op));
         return;
     }
-    atomic_init(&alias->refcount, 1);
-    atomic_fetch_add(&t->storage->refcount, 1);
-    alias->storage = t->storage;
-    alias->offset = t->offset;
-    alias->ndim = t->ndim;
-    alias->dtype = t->dtype;
-    memcpy(alias->shape, t->shape, sizeof t->shape);
-    memcpy(alias->strides, t->strides, sizeof t->strides);
     n->saved[slot] = alias;
     n->saved_version[slot] = atomic_load_explicit(&t->storage->version, memory_order_relaxed);
     if (t->grad_fn == n) n->saved_out |= (uint8_t)(1u << slot); /* no reference: that would be a cycle */
@@ -769,6 +761,7 @@ nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out) {
 
 nb_status nb_backward(nb_tensor *out) {
     if (!out) return nb_set_error(NB_ERR_INVALID_ARG, "backward: NULL tensor");
+    if (nb_tensor_freed(out, "backward")) return NB_ERR_STATE;
     if (nb_numel(out) != 1) {
         char a[NB_SHAPE_BUF];
         return nb_set_error(NB_ERR_SHAPE, "backward: output of shape %s is not a scalar; use nb_backward_with",

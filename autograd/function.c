@@ -215,17 +215,8 @@ static nb_status function_backward(nb_node *n, nb_tensor *g0, nb_tensor **gin) {
 /* ---- apply ------------------------------------------------------------------------- */
 
 static nb_tensor *alias_of(const nb_tensor *t) {
-    nb_tensor *a = nb_host_calloc(1, sizeof *a);
-    if (!a) return NB_FAIL(NB_ERR_OOM, "save_for_backward: out of host memory");
-    atomic_init(&a->refcount, 1);
-    atomic_fetch_add(&t->storage->refcount, 1);
-    a->storage = t->storage;
-    a->offset = t->offset;
-    a->ndim = t->ndim;
-    a->dtype = t->dtype;
-    memcpy(a->shape, t->shape, sizeof t->shape);
-    memcpy(a->strides, t->strides, sizeof t->strides);
-    return a;
+    nb_tensor *a = nb_tensor_alias_unscoped(t);
+    return a ? a : NB_FAIL(NB_ERR_OOM, "save_for_backward: out of host memory");
 }
 
 /* Turns save_for_backward's list into saved tensors, now that the outputs

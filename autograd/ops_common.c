@@ -11,6 +11,8 @@ bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs) {
             if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "%s: input %d is NULL", op, i);
             return false;
         }
+    for (int i = 0; i < n && nb_own_debug; i++) /* NB_DEBUG_OWNERSHIP: a tensor used after it was freed */
+        if (nb_tensor_freed(inputs[i], op)) return false;
     /* valid inputs to a call from user code: an earlier, unrelated failure
      * must not linger for a later NULL to report (inside an op, an earlier
      * step's failure is the op's own: nb_op_take_fresh) */

@@ -152,9 +152,13 @@ nb_status nb_device_synchronize(nb_device dev);
 nb_stream *nb_stream_compute(nb_device dev);
 nb_stream *nb_stream_copy(nb_device dev);
 /* A new stream of dev (torch.cuda.Stream()), NULL with NB_ERR_DEVICE when
- * the backend cannot make one (a CUDA device has at most a few dozen).
- * nb_stream_free releases it (NULL and the device's own streams are
- * ignored); work enqueued on it still runs. */
+ * the backend cannot make one (at most 64 are alive per CUDA device).
+ * nb_stream_free waits for the work enqueued on it, releases it (NULL and
+ * the device's own streams are ignored) and sets the error of a kernel that
+ * failed on it as the thread's last error; if it was the calling thread's
+ * current stream, the compute stream is current again. It must not be
+ * current on another thread, nor be captured (then NB_ERR_STATE is set and
+ * nothing is freed). */
 nb_stream *nb_stream_new(nb_device dev);
 void nb_stream_free(nb_stream *s);
 /* The calling thread's current stream on dev (the compute stream unless
@@ -178,7 +182,8 @@ nb_status nb_event_record(nb_event *e, nb_stream *s);
 /* s waits (on the device) until e has completed. */
 nb_status nb_stream_wait_event(nb_stream *s, nb_event *e);
 /* Whether everything before the last record of e has completed (a never
- * recorded event has); false with NB_ERR_INVALID_ARG for NULL. */
+ * recorded event has); false with NB_ERR_INVALID_ARG for NULL; true with
+ * NB_ERR_DEVICE when the device failed (nothing will complete). */
 bool nb_event_query(nb_event *e);
 nb_status nb_event_synchronize(nb_event *e);
 
@@ -238,6 +243,18 @@ typedef struct nb_tensor nb_tensor;
 
 void nb_retain(nb_tensor *t);
 void nb_release(nb_tensor *t); /* NULL is ignored */
+/* Ownership debugging, for a tensor used after its scope ended or released
+ * more often than retained (which otherwise touch freed memory): with
+ * NB_DEBUG_OWNERSHIP=1 in the environment at start-up, or after
+ * nb_set_ownership_debug(true), a freed tensor is kept poisoned (the last
+ * 65536 of them), and using it in an op, nb_item, nb_to_host,
+ * nb_copy_from_host, nb_backward or nb_retain fails with NB_ERR_STATE
+ * naming its shape, dtype and what freed it ("the end of the nb_scope_begin
+ * scope #12 of its thread (nesting depth 1)", "nb_release ..."); releasing
+ * it again prints that error to stderr and changes nothing, and the
+ * nb_scope_end doing so returns NB_ERR_STATE. Costs host memory and time:
+ * for debugging only. */
+void nb_set_ownership_debug(bool on);
 
 /* Creation on the default device. ndim in [0, NB_MAX_DIMS]; sizes >= 0.
  * Errors: NB_ERR_INVALID_ARG (bad ndim/size), NB_ERR_OOM. */

@@ -39,6 +39,8 @@ struct nb_node; /* autograd/nb_autograd_impl.h */
 
 struct nb_tensor {
     atomic_int refcount;
+    uint32_t magic;  /* NB_TENSOR_LIVE; NB_TENSOR_FREED once freed under NB_DEBUG_OWNERSHIP */
+    char *freed_by;  /* under NB_DEBUG_OWNERSHIP: what freed it */
     nb_storage *storage;
     int64_t offset; /* elements */
     int ndim;
@@ -53,10 +55,31 @@ struct nb_tensor {
     struct nb_tensor_hooks *hooks; /* owned; gradient hooks of a leaf (autograd/hooks.c), else NULL */
 };
 
+#define NB_TENSOR_LIVE 0x4c54424eu  /* "NBTL" */
+#define NB_TENSOR_FREED 0x4654424eu /* "NBTF" */
+
+/* Ownership debugging (NB_DEBUG_OWNERSHIP=1, nb_set_ownership_debug): freed
+ * tensors are kept, poisoned, so a later use or release is reported
+ * instead of touching freed memory. */
+extern bool nb_own_debug;
+/* True when t was freed (debugging on): sets NB_ERR_STATE naming op, t's
+ * shape and what freed it. */
+bool nb_tensor_freed(const nb_tensor *t, const char *op);
+/* What the releases of the calling thread are part of (scope.c), for the
+ * record of a freed tensor; NULL: an explicit nb_release. */
+void nb_own_set_releaser(const char *what);
+/* Releases of freed tensors seen on this thread (scope.c reports them). */
+unsigned nb_own_bad_releases(void);
+
 /* Records an in-place write to t's storage (see nb_storage.version). */
 static inline void nb_bump_version(nb_tensor *t) {
     if (t) atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);
 }
+
+/* A new reference-counted tensor of t's view (storage, offset, shape,
+ * strides) with no autograd state, owned by the caller (no scope): the
+ * tape's saved tensors. NULL with NB_ERR_OOM. */
+nb_tensor *nb_tensor_alias_unscoped(const nb_tensor *t);
 
 /* As nb_tensor_view_of in another dtype: offset counts elements of dt.
  * The caller keeps the view inside the storage and aligned for dt (the
@@ -143,9 +166,13 @@ nb_tensor *nb_dense_as(const nb_tensor *t, nb_dtype dt);
 
 /* ---- backends (backend/registry.c, written by meson) ----------------------- */
 
-/* A backend's init: registers one instance per device it finds. */
-typedef nb_status (*nb_backend_init_fn)(void);
-/* The built-in backends' init functions, NULL-terminated. */
-extern const nb_backend_init_fn nb_builtin_backends[];
+/* A backend's init: registers one instance per device it finds, and the
+ * device type it serves (run on the first use of a device of that type). */
+typedef struct nb_backend_entry {
+    nb_device_type type;
+    nb_status (*init)(void);
+} nb_backend_entry;
+/* The built-in backends, ended by an entry whose init is NULL. */
+extern const nb_backend_entry nb_builtin_backends[];
 
 #endif

@@ -13,6 +13,8 @@ struct nb_scope {
     nb_scope *parent;
     bool open;
     bool op; /* opened by library code (nb_op_scope_begin) */
+    unsigned long id; /* the thread's count of scopes begun, at its beginning */
+    int depth;        /* open scopes around it */
 };
 
 static _Thread_local nb_scope *current;
@@ -22,18 +24,34 @@ static _Thread_local bool fresh_call; /* the outermost library scope has not ask
 static _Thread_local nb_scope *spare;
 /* The root scope: owns what is returned while no scope is open. */
 static _Thread_local nb_scope root;
+static _Thread_local unsigned long n_begun;
 
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
-static void release_items(nb_scope *s) {
+/* Releases what s holds; NB_ERR_STATE when one was freed already (seen
+ * under NB_DEBUG_OWNERSHIP: released more often than retained). */
+static nb_status release_items(nb_scope *s, const char *what) {
+    unsigned bad = nb_own_bad_releases();
+    char note[128];
+    if (nb_own_debug) { /* the record a freed tensor keeps */
+        if (what) snprintf(note, sizeof note, "%s", what);
+        else snprintf(note, sizeof note, "the end of %s scope #%lu of its thread (nesting depth %d)",
+                      s->op ? "a library call's" : "the nb_scope_begin", s->id, s->depth);
+        nb_own_set_releaser(note);
+    }
     /* newest first: outputs go before the inputs they reference */
     while (s->len) nb_release(s->items[--s->len]);
+    if (nb_own_debug) nb_own_set_releaser(NULL);
+    if (nb_own_bad_releases() == bad) return NB_OK;
+    return nb_set_error(NB_ERR_STATE, "scope_end: %u tensor%s of this scope had been freed already (released "
+                        "more often than retained; NB_DEBUG_OWNERSHIP printed each)", nb_own_bad_releases() - bad,
+                        nb_own_bad_releases() - bad == 1 ? "" : "s");
 }
 
 static void thread_exit(void *arg) {
     (void)arg;
-    release_items(&root);
+    release_items(&root, "the thread's exit (its root scope)");
     free(root.items);
     root.items = NULL;
     root.cap = 0;
@@ -70,6 +88,8 @@ static nb_scope *scope_begin(bool op) {
     s->len = 0;
     s->open = true;
     s->op = op;
+    s->id = ++n_begun;
+    s->depth = current ? current->depth + 1 : 0;
     s->parent = current;
     current = s;
     op_depth += op;
@@ -104,7 +124,7 @@ nb_status nb_scope_end(nb_scope *s) {
     }
     current = s->parent;
     op_depth -= s->op;
-    release_items(s);
+    nb_status st = release_items(s, NULL);
     s->open = false;
     if (s->cap > 65536) { /* don't keep a huge array from one big step forever */
         free(s->items);
@@ -113,10 +133,10 @@ nb_status nb_scope_end(nb_scope *s) {
     }
     s->parent = spare;
     spare = s;
-    return NB_OK;
+    return st;
 }
 
-void nb_scope_release_root(void) { release_items(&root); }
+void nb_scope_release_root(void) { release_items(&root, "nb_scope_release_root"); }
 
 size_t nb_scope_root_size(void) { return root.len; }
 

@@ -2,6 +2,8 @@
  * Storage is reference counted and tagged with its device; a tensor is a
  * (storage, offset, shape, strides, dtype) view of it. */
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nb_impl.h"
@@ -119,6 +121,7 @@ static nb_tensor *tensor_alloc(nb_storage *s, nb_dtype dt, int ndim, const int64
     nb_tensor *t = nb_host_calloc(1, sizeof *t);
     if (!t) return NB_FAIL(NB_ERR_OOM, "tensor: out of host memory");
     atomic_init(&t->refcount, 1);
+    t->magic = NB_TENSOR_LIVE;
     atomic_fetch_add(&s->refcount, 1);
     t->storage = s;
     t->dtype = dt;
@@ -138,6 +141,10 @@ nb_tensor *nb_tensor_new_unscoped(int ndim, const int64_t *shape, nb_dtype dt, n
     nb_tensor *t = tensor_alloc(s, dt, ndim, shape, NULL, 0);
     storage_release(s);
     return t;
+}
+
+nb_tensor *nb_tensor_alias_unscoped(const nb_tensor *t) {
+    return tensor_alloc(t->storage, t->dtype, t->ndim, t->shape, t->strides, t->offset);
 }
 
 nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev) {
@@ -175,19 +182,76 @@ nb_tensor *nb_tensor_view_as(const nb_tensor *t, nb_dtype dt, int ndim, const in
     return nb_scope_adopt(tensor_alloc(t->storage, dt, ndim, shape, strides, offset));
 }
 
+/* ---- ownership debugging ------------------------------------------------
+ * Under NB_DEBUG_OWNERSHIP=1 a tensor's last release frees its storage,
+ * gradient and graph as always, but keeps the struct, marked freed and
+ * pointing at an empty storage, with a note of what freed it; a later use
+ * (any op, nb_item, nb_to_host, nb_backward) or release fails with an error
+ * naming the tensor and that note. The last QUARANTINE freed tensors are
+ * kept; older ones are freed for good. */
+#define QUARANTINE 65536
+
+bool nb_own_debug;
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+static nb_tensor *quarantine[QUARANTINE];
+static size_t n_quarantined;
+static _Thread_local const char *releaser;
+static _Thread_local unsigned bad_releases;
+static nb_storage dead_storage = {.device = {NB_DEVICE_CPU, 0}}; /* what a freed tensor points at */
+
+__attribute__((constructor)) static void read_own_debug(void) { /* at load: no check on the hot path */
+    const char *e = getenv("NB_DEBUG_OWNERSHIP");
+    if (e && *e && strcmp(e, "0") != 0) nb_own_debug = true;
+}
+void nb_set_ownership_debug(bool on) { nb_own_debug = on; }
+void nb_own_set_releaser(const char *what) { releaser = what; }
+unsigned nb_own_bad_releases(void) { return bad_releases; }
+
+bool nb_tensor_freed(const nb_tensor *t, const char *op) {
+    if (!nb_own_debug || !t || t->magic == NB_TENSOR_LIVE) return false;
+    char b[NB_SHAPE_BUF];
+    nb_set_error(NB_ERR_STATE, "%s: a freed tensor (shape %s, %s), freed by %s: a tensor lives until the scope "
+                 "that owns it ends or its last nb_release; keep it longer with nb_retain",
+                 op, nb_fmt_shape(t->ndim, t->shape, b, sizeof b), nb_dtype_name(t->dtype),
+                 t->magic == NB_TENSOR_FREED && t->freed_by ? t->freed_by : "an unknown release (not a tensor?)");
+    return true;
+}
+
+static void quarantine_put(nb_tensor *t) {
+    char note[192];
+    snprintf(note, sizeof note, "%s", releaser ? releaser : "nb_release (a reference given up by hand)");
+    t->freed_by = strdup(note);
+    t->magic = NB_TENSOR_FREED;
+    t->storage = &dead_storage;
+    t->grad = NULL, t->grad_fn = NULL, t->hooks = NULL;
+    pthread_mutex_lock(&own_lock);
+    nb_tensor *old = quarantine[n_quarantined % QUARANTINE];
+    quarantine[n_quarantined++ % QUARANTINE] = t;
+    pthread_mutex_unlock(&own_lock);
+    if (old) free(old->freed_by), free(old);
+}
+
 void nb_retain(nb_tensor *t) {
-    if (t) atomic_fetch_add(&t->refcount, 1);
+    if (!t || nb_tensor_freed(t, "retain")) return;
+    atomic_fetch_add(&t->refcount, 1);
 }
 
 nb_tape_hooks nb_tape;
 
 void nb_release(nb_tensor *t) {
-    if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+    if (!t) return;
+    if (nb_tensor_freed(t, "release")) { /* released more often than retained */
+        bad_releases++;
+        fprintf(stderr, "nabla: %s\n", nb_last_error());
+        return;
+    }
+    if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
     nb_release(t->grad);
     if (t->hooks) nb_tape.free_hooks(t->hooks);   /* hooks and a grad_fn exist only once */
     if (t->grad_fn) nb_tape.release(t->grad_fn); /* the tape has registered (nb_impl.h) */
     storage_release(t->storage);
-    free(t);
+    if (nb_own_debug) quarantine_put(t);
+    else free(t);
 }
 
 nb_tensor *nb_empty_on(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev) {
@@ -405,6 +469,7 @@ static nb_status copy_across(nb_tensor *dst, const nb_tensor *src, size_t bytes)
 
 nb_status nb_to_host_async(const nb_tensor *t, void *dst, size_t bytes, nb_stream *s) {
     if (!t || !dst) return nb_set_error(NB_ERR_INVALID_ARG, "to_host: NULL argument");
+    if (nb_tensor_freed(t, "to_host")) return NB_ERR_STATE;
     size_t need = (size_t)nb_numel(t) * nb_dtype_size(t->dtype);
     if (bytes < need) return nb_set_error(NB_ERR_INVALID_ARG, "to_host: buffer of %zu bytes, need %zu", bytes, need);
     if (!need) return NB_OK;
@@ -412,10 +477,14 @@ nb_status nb_to_host_async(const nb_tensor *t, void *dst, size_t bytes, nb_strea
     if (s && !nb_same_device(nb_stream_device(s), t->storage->device))
         return nb_set_error(NB_ERR_DEVICE, "to_host: the stream is not on the tensor's device");
     if (!nb_is_contiguous(t)) {
+        /* the contiguous copy is made on the current stream: s waits for it */
         nb_scope *sc = nb_op_scope_begin();
         nb_tensor *c = nb_dense_as(t, t->dtype);
-        nb_status st = c ? nb_to_host_async(c, dst, bytes, s) : nb_last_status();
-        if (st == NB_OK && c != t) st = nb_record_stream(c, s ? s : nb_current_stream(t->storage->device));
+        nb_stream *cur = nb_current_stream(t->storage->device);
+        nb_status st = c ? NB_OK : nb_last_status();
+        if (st == NB_OK && s && s != cur) st = nb_stream_wait_stream(s, cur);
+        if (st == NB_OK) st = nb_to_host_async(c, dst, bytes, s);
+        if (st == NB_OK && c != t) st = nb_record_stream(c, s ? s : cur);
         nb_scope_end(sc);
         return st;
     }
@@ -432,6 +501,7 @@ nb_status nb_to_host(const nb_tensor *t, void *dst, size_t bytes) {
 
 double nb_item(const nb_tensor *t) {
     if (!t) return null_meta("item"), NAN;
+    if (nb_tensor_freed(t, "item")) return NAN;
     if (nb_numel(t) != 1) {
         char b[NB_SHAPE_BUF];
         nb_set_error(NB_ERR_SHAPE, "item: tensor of shape %s has %lld elements, not 1",
@@ -448,6 +518,7 @@ double nb_item(const nb_tensor *t) {
 
 nb_status nb_copy_from_host_async(nb_tensor *t, const void *src, size_t bytes, nb_stream *s) {
     if (!t || !src) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: NULL argument");
+    if (nb_tensor_freed(t, "copy_from_host")) return NB_ERR_STATE;
     size_t need = (size_t)nb_numel(t) * nb_dtype_size(t->dtype);
     if (bytes < need) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: %zu bytes given, need %zu", bytes, need);
     if (!nb_is_contiguous(t)) return nb_set_error(NB_ERR_INVALID_ARG, "copy_from_host: tensor is not contiguous");
@@ -461,7 +532,11 @@ nb_status nb_copy_from_host_async(nb_tensor *t, const void *src, size_t bytes, n
 }
 
 nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t bytes) {
-    return nb_copy_from_host_async(t, src, bytes, NULL); /* pageable source: reusable on return */
+    nb_status st = nb_copy_from_host_async(t, src, bytes, NULL);
+    if (st != NB_OK || !t) return st;
+    /* from pinned memory the copy is asynchronous: src is reusable only once it has run */
+    nb_backend *be = t->storage->backend;
+    return be->iface->stream_synchronize(be, nb_backend_current_stream(be));
 }
 
 void *nb_host_alloc(nb_device dev, size_t bytes) {

@@ -39,6 +39,7 @@
     X(ops_linalg) \
     X(ops_foreach) \
     X(option_defaults) \
+    X(ownership_debug) \
     X(op_table) \
     X(op_harness) \
     X(text) \
@@ -62,6 +63,7 @@
     X(ops_random) \
     X(cuda_elementwise) \
     X(graph) \
+    X(cuda_runtime) \
     X(autocast) \
     X(flat_params) \
     X(distributed)

@@ -117,7 +117,7 @@ suites() {
     return $rc
 }
 
-cuda_suites="op_harness cuda_elementwise graph autocast flat_params ops_attention ops_matmul"
+cuda_suites="op_harness cuda_elementwise graph cuda_runtime autocast flat_params ops_attention ops_matmul"
 
 # racecheck (shared-memory hazards) over the slot checkers, which run every
 # kernel path at the hot shapes once, and the elementwise suite: the whole

@@ -99,6 +99,13 @@ static nb_status on_grad(nb_tensor *leaf, void *user) {
     if (!st && d->pg->be->progress) /* MPI: let the launched buckets move */
         for (int i = 0; i < d->next_launch; i++) d->pg->be->progress(d->pg, &d->buckets[i].work, 1);
     if (!st && d->next_launch == d->n_buckets) st = finish(d);
+    else if (st) { /* a failed launch (an aborted communicator): wait for the launched buckets and start over,
+                      so the caller can carry on after handling the error */
+        char why[512];
+        snprintf(why, sizeof why, "%s", nb_last_error());
+        finish(d);
+        nb_set_error(st, "%s", why);
+    }
     return st;
 }
 

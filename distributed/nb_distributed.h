@@ -47,6 +47,16 @@
  * group's device), NB_ERR_UNSUPPORTED (a backend this build lacks, a
  * reduction of float16/bfloat16 through MPI), NB_ERR_IO (the init file),
  * NB_ERR_DEVICE for a failure inside NCCL or MPI, with their message.
+ *
+ * Failed ranks (NCCL; PyTorch's watchdog): a rank that dies or hangs must
+ * not hang the others. The communicator is non-blocking, and a watchdog
+ * thread per group aborts it when NCCL reports an asynchronous error or
+ * when its start-up or a launched collective is not done after
+ * NB_DIST_TIMEOUT seconds (default 600; also the wait for the init file);
+ * the abort ends its kernels, and the call that waits and every later call
+ * on the group return NB_ERR_DEVICE naming the cause. After such an error
+ * inside a DDP backward, the reducer waits for the buckets it launched and
+ * starts over, so the caller can save what it has and leave.
  */
 #ifndef NB_DISTRIBUTED_H
 #define NB_DISTRIBUTED_H

@@ -5,9 +5,20 @@
  * communication overlap wherever the caller waits late (DDP's buckets).
  * The tensors are marked used on the communication stream
  * (nb_record_stream) so the caching allocator does not hand their memory
- * to the compute stream before the collective is done. Without NCCL at
- * build time every entry point reports NB_ERR_UNSUPPORTED. */
+ * to the compute stream before the collective is done.
+ *
+ * Failures (PyTorch's NCCL watchdog): the communicator is non-blocking, and
+ * a watchdog thread per group polls ncclCommGetAsyncError and the
+ * completion events of launched collectives; an error, or a collective (or
+ * the communicator's start-up) not done after NB_DIST_TIMEOUT seconds
+ * (default 600), aborts the communicator, which ends its kernels, so no
+ * rank waits forever: the waiting call and every later one return
+ * NB_ERR_DEVICE naming the cause. Without NCCL at build time every entry
+ * point reports NB_ERR_UNSUPPORTED. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +40,16 @@ typedef struct {
     nb_event *pre;     /* "the current stream's work so far", re-recorded per call */
     nb_event *done[N_EVENTS];
     int next;
+    /* the watchdog's view, under lock: when each completion event was
+     * recorded (0: nothing outstanding on it) */
+    pthread_mutex_t lock;
+    double launched[N_EVENTS];
+    double timeout;        /* seconds */
+    atomic_bool aborted;   /* the communicator was aborted: every call fails */
+    char why[384];         /* the cause, once aborted */
+    pthread_t watchdog;
+    bool watching;
+    atomic_bool stop;
 } nccl_ctx;
 
 static nb_stream *comm_streams[NB_MAX_DEVICES];
@@ -65,9 +86,89 @@ static ncclRedOp_t nccl_op(nb_dist_op op) {
 
 static cudaStream_t raw(nb_stream *s) { return (cudaStream_t)nb_stream_handle(s); }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* NB_DIST_TIMEOUT in seconds (default 600, PyTorch's 10 minutes). */
+static double dist_timeout(void) {
+    const char *t = getenv("NB_DIST_TIMEOUT");
+    return t && atof(t) > 0 ? atof(t) : 600.0;
+}
+
+/* Aborts the communicator once, keeping the first cause. */
+static void abort_comm(nccl_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void abort_comm(nccl_ctx *c, const char *fmt, ...) {
+    pthread_mutex_lock(&c->lock);
+    bool first = !atomic_load(&c->aborted);
+    if (first) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->why, sizeof c->why, fmt, ap);
+        va_end(ap);
+        atomic_store(&c->aborted, true);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (first && c->comm) ncclCommAbort(c->comm); /* its kernels end; the streams drain */
+}
+
+static nb_status aborted_error(nccl_ctx *c, const char *op) {
+    return nb_set_error(NB_ERR_DEVICE, "%s: the NCCL communicator was aborted: %s", op, c->why);
+}
+
+/* A non-blocking call's enqueue finishes in the background: waits for it
+ * (ncclInProgress), within the timeout. */
+static nb_status settle(nccl_ctx *c, ncclResult_t r, const char *op) {
+    double until = now_s() + c->timeout;
+    while (r == ncclInProgress && !atomic_load(&c->aborted)) {
+        if (now_s() > until) {
+            abort_comm(c, "%s did not finish within NB_DIST_TIMEOUT=%.0f s (a rank did not join)", op, c->timeout);
+            break;
+        }
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        if (ncclCommGetAsyncError(c->comm, &r) != ncclSuccess) r = ncclInternalError;
+    }
+    if (atomic_load(&c->aborted)) return aborted_error(c, op);
+    if (r != ncclSuccess) {
+        abort_comm(c, "%s: NCCL error %d: %s", op, (int)r, ncclGetErrorString(r));
+        return aborted_error(c, op);
+    }
+    return NB_OK;
+}
+
+/* The watchdog: every 50 ms, the communicator's asynchronous error and the
+ * age of the oldest collective not done. */
+static void *watch(void *arg) {
+    nccl_ctx *c = arg;
+    while (!atomic_load(&c->stop) && !atomic_load(&c->aborted)) {
+        nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        ncclResult_t r = ncclSuccess;
+        if (c->comm && ncclCommGetAsyncError(c->comm, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress) {
+            abort_comm(c, "NCCL reported error %d: %s (another rank failed?)", (int)r, ncclGetErrorString(r));
+            break;
+        }
+        double oldest = 0, t = now_s();
+        pthread_mutex_lock(&c->lock);
+        for (int i = 0; i < N_EVENTS; i++) {
+            if (!c->launched[i]) continue;
+            nb_status prev = nb_last_status();
+            if (nb_event_query(c->done[i]) && nb_last_status() == prev) c->launched[i] = 0;
+            else if (!oldest || c->launched[i] < oldest) oldest = c->launched[i];
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (oldest && t - oldest > c->timeout)
+            abort_comm(c, "a collective did not finish within NB_DIST_TIMEOUT=%.0f s (a rank stopped or hangs)",
+                       c->timeout);
+    }
+    return NULL;
+}
+
 /* Orders the communication stream after the caller's current stream. */
-static nb_status begin(nb_process_group *pg) {
+static nb_status begin(nb_process_group *pg, const char *op) {
     nccl_ctx *c = pg->ctx;
+    if (atomic_load(&c->aborted)) return aborted_error(c, op);
     nb_status st = nb_event_record(c->pre, nb_current_stream(pg->device));
     return st ? st : nb_stream_wait_event(c->stream, c->pre);
 }
@@ -79,9 +180,13 @@ static nb_status end(nb_process_group *pg, nb_tensor *a, const nb_tensor *b, nb_
     nb_status st = NB_OK;
     if (a) st = nb_record_stream(a, c->stream);
     if (!st && b) st = nb_record_stream((nb_tensor *)b, c->stream);
-    nb_event *e = c->done[c->next];
+    pthread_mutex_lock(&c->lock);
+    int k = c->next;
+    nb_event *e = c->done[k];
     c->next = (c->next + 1) % N_EVENTS;
     if (!st) st = nb_event_record(e, c->stream);
+    c->launched[k] = st ? 0 : now_s(); /* the watchdog times it */
+    pthread_mutex_unlock(&c->lock);
     *ev = e;
     return st;
 }
@@ -94,9 +199,11 @@ static nb_status join(nb_process_group *pg, nb_event *ev) {
 static nb_status c_all_reduce(nb_process_group *pg, nb_tensor *t, void *buf, int64_t n, nb_dtype dt, nb_dist_op op,
                               nb_pg_work *w) {
     nccl_ctx *c = pg->ctx;
-    nb_status st = begin(pg);
+    nb_status st = begin(pg, "all_reduce");
+    if (!st)
+        st = settle(c, ncclAllReduce(buf, buf, (size_t)n, nccl_type(dt), nccl_op(op), c->comm, raw(c->stream)),
+                    "all_reduce");
     if (st) return st;
-    NCCL_TRY("all_reduce", ncclAllReduce(buf, buf, (size_t)n, nccl_type(dt), nccl_op(op), c->comm, raw(c->stream)));
     nb_event *e;
     st = end(pg, t, NULL, &e);
     w->req = e;
@@ -104,16 +211,18 @@ static nb_status c_all_reduce(nb_process_group *pg, nb_tensor *t, void *buf, int
 }
 
 static nb_status c_wait(nb_process_group *pg, nb_pg_work *w) {
+    nccl_ctx *c = pg->ctx;
     nb_status st = join(pg, w->req);
     w->req = NULL;
-    return st;
+    return !st && atomic_load(&c->aborted) ? aborted_error(c, "wait") : st;
 }
 
 static nb_status c_broadcast(nb_process_group *pg, nb_tensor *t, void *buf, int64_t n, nb_dtype dt, int src) {
     nccl_ctx *c = pg->ctx;
-    nb_status st = begin(pg);
+    nb_status st = begin(pg, "broadcast");
+    if (!st)
+        st = settle(c, ncclBroadcast(buf, buf, (size_t)n, nccl_type(dt), src, c->comm, raw(c->stream)), "broadcast");
     if (st) return st;
-    NCCL_TRY("broadcast", ncclBroadcast(buf, buf, (size_t)n, nccl_type(dt), src, c->comm, raw(c->stream)));
     nb_event *e;
     st = end(pg, t, NULL, &e);
     return st ? st : join(pg, e);
@@ -122,9 +231,9 @@ static nb_status c_broadcast(nb_process_group *pg, nb_tensor *t, void *buf, int6
 static nb_status c_all_gather(nb_process_group *pg, nb_tensor *out, void *dst, const nb_tensor *in, const void *src,
                               int64_t n, nb_dtype dt) {
     nccl_ctx *c = pg->ctx;
-    nb_status st = begin(pg);
+    nb_status st = begin(pg, "all_gather");
+    if (!st) st = settle(c, ncclAllGather(src, dst, (size_t)n, nccl_type(dt), c->comm, raw(c->stream)), "all_gather");
     if (st) return st;
-    NCCL_TRY("all_gather", ncclAllGather(src, dst, (size_t)n, nccl_type(dt), c->comm, raw(c->stream)));
     nb_event *e;
     st = end(pg, out, in, &e);
     return st ? st : join(pg, e);
@@ -133,10 +242,11 @@ static nb_status c_all_gather(nb_process_group *pg, nb_tensor *out, void *dst, c
 static nb_status c_reduce_scatter(nb_process_group *pg, nb_tensor *out, void *dst, const nb_tensor *in,
                                   const void *src, int64_t n, nb_dtype dt, nb_dist_op op) {
     nccl_ctx *c = pg->ctx;
-    nb_status st = begin(pg);
+    nb_status st = begin(pg, "reduce_scatter");
+    if (!st)
+        st = settle(c, ncclReduceScatter(src, dst, (size_t)n, nccl_type(dt), nccl_op(op), c->comm, raw(c->stream)),
+                    "reduce_scatter");
     if (st) return st;
-    NCCL_TRY("reduce_scatter",
-             ncclReduceScatter(src, dst, (size_t)n, nccl_type(dt), nccl_op(op), c->comm, raw(c->stream)));
     nb_event *e;
     st = end(pg, out, in, &e);
     return st ? st : join(pg, e);
@@ -147,12 +257,14 @@ static nb_status c_barrier(nb_process_group *pg) {
     nccl_ctx *c = pg->ctx;
     nb_tensor *one = nb_tensor_new_unscoped(1, (int64_t[]){1}, NB_F32, pg->device);
     if (!one) return nb_last_status();
-    nb_status st = nb_fill_(one, 1.0) ? nb_last_status() : begin(pg);
-    if (!st) {
-        ncclResult_t r = ncclAllReduce(nb_pg_data(one), nb_pg_data(one), 1, ncclFloat32, ncclSum, c->comm, raw(c->stream));
-        st = r == ncclSuccess ? nb_record_stream(one, c->stream) : nccl_fail(r, "barrier");
-    }
-    if (!st) st = nb_stream_synchronize(c->stream);
+    nb_status st = nb_fill_(one, 1.0) ? nb_last_status() : begin(pg, "barrier");
+    if (!st)
+        st = settle(c, ncclAllReduce(nb_pg_data(one), nb_pg_data(one), 1, ncclFloat32, ncclSum, c->comm, raw(c->stream)),
+                    "barrier");
+    nb_event *e = NULL;
+    if (!st) st = end(pg, one, NULL, &e);
+    if (!st) st = nb_stream_synchronize(c->stream); /* an abort by the watchdog ends the wait */
+    if (!st && atomic_load(&c->aborted)) st = aborted_error(c, "barrier");
     nb_release(one);
     return st;
 }
@@ -160,8 +272,13 @@ static nb_status c_barrier(nb_process_group *pg) {
 static void c_destroy(nb_process_group *pg) {
     nccl_ctx *c = pg->ctx;
     if (!c) return;
+    if (c->watching) {
+        atomic_store(&c->stop, true);
+        pthread_join(c->watchdog, NULL);
+    }
     if (c->stream) nb_stream_synchronize(c->stream);
-    if (c->comm) ncclCommDestroy(c->comm);
+    if (c->comm && !atomic_load(&c->aborted)) ncclCommDestroy(c->comm); /* an aborted one is freed already */
+    pthread_mutex_destroy(&c->lock);
     nb_event_free(c->pre);
     for (int i = 0; i < N_EVENTS; i++) nb_event_free(c->done[i]);
     free(c);
@@ -182,7 +299,7 @@ static const nb_pg_backend_i nccl_iface = {
 
 /* The unique id through a file: rank 0 writes it whole (a temporary file
  * renamed into place), the others wait for it (NB_DIST_TIMEOUT seconds,
- * default 300). */
+ * default 600). */
 static nb_status id_through_file(nb_process_group *pg, const char *path, ncclUniqueId *id) {
     if (!path || !*path)
         return nb_set_error(NB_ERR_INVALID_ARG, "distributed_init: NCCL with %d processes outside mpirun needs a file to "
@@ -200,8 +317,7 @@ static nb_status id_through_file(nb_process_group *pg, const char *path, ncclUni
         }
         return NB_OK;
     }
-    const char *t = getenv("NB_DIST_TIMEOUT");
-    double limit = t && atof(t) > 0 ? atof(t) : 300.0, waited = 0;
+    double limit = dist_timeout(), waited = 0;
     time_t start = time(NULL);
     for (;;) {
         struct stat sb;
@@ -229,6 +345,8 @@ nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file) {
     }
     nccl_ctx *c = calloc(1, sizeof *c);
     if (!c) return nb_set_error(NB_ERR_OOM, "distributed_init: out of host memory");
+    pthread_mutex_init(&c->lock, NULL);
+    c->timeout = dist_timeout();
     pg->ctx = c, pg->be = &nccl_iface; /* c_destroy frees what was made on failure */
     if (!comm_streams[dev] && !(comm_streams[dev] = nb_stream_new(pg->device))) return nb_last_status();
     c->stream = comm_streams[dev];
@@ -241,12 +359,20 @@ nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file) {
     nb_status st = NB_OK;
     if (pg->size > 1) st = init_file ? id_through_file(pg, init_file, &id) : nb_mpi_bootstrap_bcast(pg, &id, sizeof id);
     if (st) return st;
-    ncclResult_t r = ncclCommInitRank(&c->comm, pg->size, id, pg->rank);
-    if (pg->size > 1 && init_file && pg->rank == 0) remove(init_file); /* joined or failed: the id is spent */
-    if (r != ncclSuccess) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0; /* a rank that never joins cannot hang this one: settle times the start-up */
+    ncclResult_t r = ncclCommInitRankConfig(&c->comm, pg->size, id, pg->rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
         c->comm = NULL;
+        if (pg->size > 1 && init_file && pg->rank == 0) remove(init_file);
         return nccl_fail(r, "distributed_init");
     }
+    st = settle(c, r, "distributed_init (ncclCommInitRankConfig)");
+    if (pg->size > 1 && init_file && pg->rank == 0) remove(init_file); /* joined or failed: the id is spent */
+    if (st) return st;
+    if (pthread_create(&c->watchdog, NULL, watch, c) != 0)
+        return nb_set_error(NB_ERR_OOM, "distributed_init: cannot start the NCCL watchdog thread");
+    c->watching = true;
     return NB_OK;
 }
 

@@ -9,12 +9,14 @@
  * are refused; an optimizer's device state outlives nb_optimizer_add_param_group
  * for a graph captured before; a view copied to the host on the copy stream
  * and a copy from pinned host memory are ordered; nonzero's host count and
- * NB_SYNC_DEBUG inside a capture. Every case skips without a GPU; the two-GPU cases skip with one. */
+ * NB_SYNC_DEBUG inside a capture; an NCCL world whose second rank never
+ * starts fails after NB_DIST_TIMEOUT instead of hanging. Every case skips without a GPU; the two-GPU cases skip with one. */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nb_test.h"
 #include "suites.h"
@@ -434,6 +436,36 @@ START_TEST(test_copy_from_pinned_host_is_synchronous) {
 }
 END_TEST
 
+/* ---- NCCL failures (item 10) ------------------------------------------------------------ */
+
+/* A world of 2 whose rank 1 never starts: rank 0's communicator start-up is
+ * aborted after NB_DIST_TIMEOUT and nb_distributed_init fails instead of
+ * waiting forever (without the watchdog this case hangs until Check's
+ * timeout kills it). */
+START_TEST(test_nccl_rank_never_joins) {
+    if (n_gpus() < 1 || !nb_distributed_available(NB_DIST_NCCL) || !forked()) return;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/nb_nccl_id_%d", (int)getpid());
+    setenv("WORLD_SIZE", "2", 1), setenv("RANK", "0", 1), setenv("NB_DIST_TIMEOUT", "3", 1);
+    nb_process_group *pg = nb_distributed_init((nb_distributed_options){.device = NB_CUDA(0), .init_file = path});
+    ck_assert_ptr_null(pg);
+    ck_assert_int_eq(nb_last_status(), NB_ERR_DEVICE);
+    ck_assert_msg(strstr(nb_last_error(), "NB_DIST_TIMEOUT") != NULL, "%s", nb_last_error());
+    unsetenv("WORLD_SIZE"), unsetenv("RANK");
+    remove(path);
+    /* a one-rank group on the non-blocking communicator, with its watchdog */
+    nb_scope *s = nb_scope_begin();
+    pg = nb_distributed_init((nb_distributed_options){.device = NB_CUDA(0)});
+    ck_assert_msg(pg != NULL, "%s", nb_last_error());
+    nb_tensor *t = nb_full_on(NB_SHAPE(1000), 2, NB_F32, NB_CUDA(0));
+    NB_CK_OK(nb_all_reduce(pg, t, NB_DIST_SUM));
+    NB_CK_OK(nb_barrier(pg));
+    ck_assert(nb_item(nb_sum(t, NULL, 0, false)) == 2000);
+    nb_distributed_destroy(pg);
+    nb_scope_end(s);
+}
+END_TEST
+
 /* ---- errors in a capture (item 13) ------------------------------------------------------ */
 
 START_TEST(test_nonzero_in_capture) {
@@ -487,6 +519,7 @@ Suite *nb_suite_cuda_runtime(void) {
     tcase_add_test(c, test_optimizer_grows_after_capture);
     tcase_add_test(c, test_to_host_async_view_on_copy_stream);
     tcase_add_test(c, test_copy_from_pinned_host_is_synchronous);
+    tcase_add_test(c, test_nccl_rank_never_joins);
     tcase_add_test(c, test_nonzero_in_capture);
     tcase_add_test(c, test_sync_debug_capture);
     suite_add_tcase(s, c);

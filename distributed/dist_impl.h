@@ -53,8 +53,13 @@ nb_status nb_dist_env(int *rank, int *size, int *local_rank, bool *under_mpirun)
 /* Backends: each sets pg->be and pg->ctx (NB_ERR_UNSUPPORTED when not built). */
 nb_status nb_pg_mpi_init(nb_process_group *pg);
 /* NCCL: init_file NULL exchanges the id over MPI (mpirun), else through
- * the file (process_group.c checks one is given when size > 1). */
+ * the file (process_group.c checks one is given when size > 1). Defined in
+ * pg_nccl.c, which joins libnabla_cuda.so (and the static library). */
 nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file);
+typedef nb_status (*nb_pg_init_fn)(nb_process_group *pg, const char *init_file);
+/* nb_pg_nccl_init where this build has it (nccl_linked.c: linked in, or
+ * from the CUDA backend's library, loaded now), else NULL with the error. */
+nb_pg_init_fn nb_pg_nccl_linked(void);
 /* MPI as the bootstrap of NCCL under mpirun: initializes MPI if needed
  * (pg then counts as a user of MPI), then broadcasts bytes from rank 0. */
 nb_status nb_mpi_bootstrap_bcast(nb_process_group *pg, void *bytes, int n);

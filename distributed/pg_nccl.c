@@ -13,8 +13,8 @@
  * the communicator's start-up) not done after NB_DIST_TIMEOUT seconds
  * (default 600), aborts the communicator, which ends its kernels, so no
  * rank waits forever: the waiting call and every later one return
- * NB_ERR_DEVICE naming the cause. Without NCCL at build time every entry
- * point reports NB_ERR_UNSUPPORTED. */
+ * NB_ERR_DEVICE naming the cause. Built only with NCCL, into
+ * libnabla_cuda.so and the static library (nccl_linked.c finds it). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -374,14 +374,6 @@ nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file) {
         return nb_set_error(NB_ERR_OOM, "distributed_init: cannot start the NCCL watchdog thread");
     c->watching = true;
     return NB_OK;
-}
-
-#else /* !NB_WITH_NCCL */
-
-nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file) {
-    (void)pg, (void)init_file;
-    return nb_set_error(NB_ERR_UNSUPPORTED, "distributed_init: this build has no NCCL backend (it comes with the CUDA "
-                                            "backend where libnccl is found)");
 }
 
 #endif

@@ -109,7 +109,10 @@ nb_process_group *nb_distributed_init(nb_distributed_options opts) {
                                          "exchange its id: set NB_DIST_INIT_FILE (or init_file)", pg->size);
         goto fail;
     }
-    nb_status st = pg->backend == NB_DIST_MPI ? nb_pg_mpi_init(pg) : nb_pg_nccl_init(pg, over_mpi ? NULL : file);
+    nb_pg_init_fn nccl_init = pg->backend == NB_DIST_NCCL ? nb_pg_nccl_linked() : NULL;
+    nb_status st = pg->backend == NB_DIST_MPI ? nb_pg_mpi_init(pg)
+                   : nccl_init                ? nccl_init(pg, over_mpi ? NULL : file)
+                                              : nb_last_status();
     if (st) goto fail;
     return pg;
 fail:;

@@ -73,11 +73,12 @@ stage() {
         build-cuda/tests/bench/gemm_shapes "$dev/bin/"
     # the decoder benchmarks (linked with the static library, each a fat binary; no data files)
     cp build-cuda/tests/bench/bench_gpt build-cuda/tests/bench/bench_llama_infer "$dev/bin/"
-    cp -L build-cuda/libnabla.so.0 "$dev/lib/"
+    # the library and its CUDA backend, loaded beside it on first use
+    cp -L build-cuda/libnabla.so.0 build-cuda/libnabla_cuda.so.0 "$dev/lib/"
     # symbols stay here, and the large files (CUDA fat binaries) travel
     # compressed: the device tool carries at most 64 MiB
-    strip --strip-unneeded "$dev"/bin/* "$dev"/examples/* "$dev/lib/libnabla.so.0"
-    gzip -1 "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla.so.0"
+    strip --strip-unneeded "$dev"/bin/* "$dev"/examples/* "$dev/lib/libnabla.so.0" "$dev/lib/libnabla_cuda.so.0"
+    gzip -1 "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla_cuda.so.0"
     # Check is linked statically; its subunit is not on the GPU machine
     for l in libsubunit.so.0; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
     local mn=${NB_MNIST_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nabla/mnist}
@@ -215,7 +216,8 @@ run_bench() {
 
 gpu() {
     mkdir -p "$out"
-    for f in "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla.so.0"; do
+    for f in "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla.so.0" \
+        "$dev/lib/libnabla_cuda.so.0"; do
         [ -f "$f.gz" ] && gunzip -f "$f.gz"
     done
     : >"$out/summary.txt"

@@ -112,7 +112,10 @@ typedef struct worker {
 
 /* Matmuls (cuBLAS), bias GEMMs (cuBLASLt) and convolutions (cuDNN) on the
  * thread's own stream, each checked at once against the thread's first
- * results: a call that ran on another thread's stream would be read early. */
+ * results. Rounds alternate between two sets of inputs, so an output block
+ * reused from the round before holds the other set's result: a call that
+ * ran on another thread's stream (a shared handle's stream set by the other
+ * thread) is read before it has written, and differs. */
 static nb_tensor *run_op(worker *w, int op, nb_tensor *const *in) {
     nb_tensor *r = op == 0   ? nb_matmul(in[0], in[1])
                    : op == 1 ? nb_conv2d(in[2], in[3], NULL, (nb_conv2d_options){.padding = {1, 1}})
@@ -122,6 +125,17 @@ static nb_tensor *run_op(worker *w, int op, nb_tensor *const *in) {
         snprintf(w->why, sizeof w->why, "op %d: %s", op, nb_last_error());
     }
     return r;
+}
+
+static void make_inputs(nb_tensor **in, nb_generator *g, nb_device dev) {
+    nb_tensor *a = nb_randn_on(NB_SHAPE(8, 512, 512), NB_F32, g, dev);
+    in[0] = a;
+    in[1] = nb_randn_on(NB_SHAPE(8, 512, 512), NB_F32, g, dev);
+    in[2] = nb_randn_on(NB_SHAPE(16, 32, 32, 32), NB_F32, g, dev);
+    in[3] = nb_randn_on(NB_SHAPE(32, 32, 3, 3), NB_F32, g, dev);
+    in[4] = nb_to_dtype(a, NB_BF16);
+    in[5] = nb_to_dtype(nb_randn_on(NB_SHAPE(256, 512), NB_F32, g, dev), NB_BF16);
+    in[6] = nb_to_dtype(nb_randn_on(NB_SHAPE(256), NB_F32, g, dev), NB_BF16);
 }
 
 static void *work(void *arg) {
@@ -135,24 +149,17 @@ static void *work(void *arg) {
         return NULL;
     }
     nb_generator g = nb_generator_new(100 + (uint64_t)w->id);
-    nb_tensor *a = nb_randn_on(NB_SHAPE(8, 512, 512), NB_F32, &g, w->dev);
-    nb_tensor *in[7] = {
-        a,
-        nb_randn_on(NB_SHAPE(8, 512, 512), NB_F32, &g, w->dev),
-        nb_randn_on(NB_SHAPE(16, 32, 32, 32), NB_F32, &g, w->dev),
-        nb_randn_on(NB_SHAPE(32, 32, 3, 3), NB_F32, &g, w->dev),
-        nb_to_dtype(a, NB_BF16),
-        nb_to_dtype(nb_randn_on(NB_SHAPE(256, 512), NB_F32, &g, w->dev), NB_BF16),
-        nb_to_dtype(nb_randn_on(NB_SHAPE(256), NB_F32, &g, w->dev), NB_BF16),
-    };
-    nb_tensor *ref[3];
-    for (int i = 0; i < 3; i++) ref[i] = run_op(w, i, in);
+    nb_tensor *in[2][7], *ref[2][3];
+    for (int k = 0; k < 2; k++) {
+        make_inputs(in[k], &g, w->dev);
+        for (int i = 0; i < 3; i++) ref[k][i] = run_op(w, i, in[k]);
+    }
     if (w->st == NB_OK && nb_stream_synchronize(st)) w->st = nb_last_status();
     for (int r = 0; r < w->rounds && w->st == NB_OK; r++) {
         nb_scope *rs = nb_scope_begin();
         for (int i = 0; i < 3 && w->st == NB_OK; i++) {
-            nb_tensor *got = run_op(w, i, in);
-            nb_tensor *ne = got ? nb_sum(nb_ne(got, ref[i]), NULL, 0, false) : NULL;
+            nb_tensor *got = run_op(w, i, in[r % 2]);
+            nb_tensor *ne = got ? nb_sum(nb_ne(got, ref[r % 2][i]), NULL, 0, false) : NULL;
             if (ne) w->bad += nb_item(ne) != 0;
         }
         nb_scope_end(rs);
@@ -164,7 +171,7 @@ static void *work(void *arg) {
 }
 
 static void run_workers(nb_device d0, nb_device d1) {
-    worker w[2] = {{.dev = d0, .id = 0, .rounds = 40}, {.dev = d1, .id = 1, .rounds = 40}};
+    worker w[2] = {{.dev = d0, .id = 0, .rounds = 60}, {.dev = d1, .id = 1, .rounds = 60}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&t[i], NULL, work, &w[i]), 0);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);

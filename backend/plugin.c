@@ -12,7 +12,10 @@
 
 #include "nb_impl.h"
 
-#define PLUGIN "libnabla_cuda.so.0"
+#ifndef NB_CUDA_PLUGIN
+#define NB_CUDA_PLUGIN "libnabla_cuda.so.0"
+#endif
+#define PLUGIN NB_CUDA_PLUGIN /* meson names it: the soname of libnabla_cuda */
 
 static void *plugin;
 static char plugin_error[512];

@@ -70,6 +70,11 @@ void nb_stream_free(nb_stream *s) {
         for (int i = 0; i < NB_MAX_DEVICES; i++)
             for (int k = 0; k < NB_STREAM_KIND_COUNT; k++)
                 if (s == &streams[t][i][k]) return;
+    if (s->be->iface->stream_capture_id && s->be->iface->stream_capture_id(s->be, s->handle)) {
+        nb_set_error(NB_ERR_STATE, "stream_free: the stream is being captured into a CUDA graph; end the capture "
+                                   "first (nothing was freed)");
+        return;
+    }
     nb_stream **cur = &current[s->be->device.type][s->be->device.index];
     if (*cur == s) *cur = NULL; /* the calling thread's current stream goes back to the compute stream */
     s->be->iface->stream_destroy(s->be, s->handle);

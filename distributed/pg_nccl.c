@@ -43,6 +43,10 @@ typedef struct {
     /* the watchdog's view, under lock: when each completion event was
      * recorded (0: nothing outstanding on it) */
     pthread_mutex_t lock;
+    /* every use of comm (an enqueue, an error poll, the abort) holds it, so
+     * no call reaches a communicator the abort has freed (PyTorch's
+     * NCCLComm::mutex_); never held across a wait */
+    pthread_mutex_t comm_lock;
     double launched[N_EVENTS];
     double timeout;        /* seconds */
     atomic_bool aborted;   /* the communicator was aborted: every call fails */
@@ -101,17 +105,39 @@ static double dist_timeout(void) {
 /* Aborts the communicator once, keeping the first cause. */
 static void abort_comm(nccl_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void abort_comm(nccl_ctx *c, const char *fmt, ...) {
-    pthread_mutex_lock(&c->lock);
-    bool first = !atomic_load(&c->aborted);
-    if (first) {
+    pthread_mutex_lock(&c->comm_lock);
+    if (!atomic_load(&c->aborted)) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(c->why, sizeof c->why, fmt, ap);
         va_end(ap);
-        atomic_store(&c->aborted, true);
+        atomic_store(&c->aborted, true); /* after why: readers that see it read why */
+        if (c->comm) ncclCommAbort(c->comm); /* its kernels end; the streams drain */
+        c->comm = NULL;
     }
-    pthread_mutex_unlock(&c->lock);
-    if (first && c->comm) ncclCommAbort(c->comm); /* its kernels end; the streams drain */
+    pthread_mutex_unlock(&c->comm_lock);
+}
+
+/* The communicator's asynchronous state (ncclInProgress while a
+ * non-blocking call finishes), or ncclInvalidUsage once aborted. */
+static ncclResult_t comm_state(nccl_ctx *c) {
+    ncclResult_t r = ncclInvalidUsage;
+    pthread_mutex_lock(&c->comm_lock);
+    if (c->comm && ncclCommGetAsyncError(c->comm, &r) != ncclSuccess) r = ncclInternalError;
+    pthread_mutex_unlock(&c->comm_lock);
+    return r;
+}
+
+/* Locks the communicator for an enqueue: NULL once aborted (unlocked). */
+static ncclComm_t comm_take(nccl_ctx *c) {
+    pthread_mutex_lock(&c->comm_lock);
+    if (c->comm) return c->comm;
+    pthread_mutex_unlock(&c->comm_lock);
+    return NULL;
+}
+static ncclResult_t comm_give(nccl_ctx *c, ncclResult_t r) {
+    pthread_mutex_unlock(&c->comm_lock);
+    return r;
 }
 
 static nb_status aborted_error(nccl_ctx *c, const char *op) {
@@ -128,7 +154,7 @@ static nb_status settle(nccl_ctx *c, ncclResult_t r, const char *op) {
             break;
         }
         nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
-        if (ncclCommGetAsyncError(c->comm, &r) != ncclSuccess) r = ncclInternalError;
+        r = comm_state(c);
     }
     if (atomic_load(&c->aborted)) return aborted_error(c, op);
     if (r != ncclSuccess) {
@@ -144,8 +170,8 @@ static void *watch(void *arg) {
     nccl_ctx *c = arg;
     while (!atomic_load(&c->stop) && !atomic_load(&c->aborted)) {
         nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-        ncclResult_t r = ncclSuccess;
-        if (c->comm && ncclCommGetAsyncError(c->comm, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress) {
+        ncclResult_t r = comm_state(c);
+        if (r != ncclSuccess && r != ncclInProgress && !atomic_load(&c->aborted)) {
             abort_comm(c, "NCCL reported error %d: %s (another rank failed?)", (int)r, ncclGetErrorString(r));
             break;
         }
@@ -196,13 +222,19 @@ static nb_status join(nb_process_group *pg, nb_event *ev) {
     return nb_stream_wait_event(nb_current_stream(pg->device), ev);
 }
 
+/* An all-reduce enqueued on the communication stream, under the comm lock. */
+static ncclResult_t enqueue_all_reduce(nccl_ctx *c, const void *src, void *dst, size_t n, ncclDataType_t t,
+                                       ncclRedOp_t op) {
+    if (!comm_take(c)) return ncclInvalidUsage;
+    return comm_give(c, ncclAllReduce(src, dst, n, t, op, c->comm, raw(c->stream)));
+}
+
 static nb_status c_all_reduce(nb_process_group *pg, nb_tensor *t, void *buf, int64_t n, nb_dtype dt, nb_dist_op op,
                               nb_pg_work *w) {
     nccl_ctx *c = pg->ctx;
     nb_status st = begin(pg, "all_reduce");
     if (!st)
-        st = settle(c, ncclAllReduce(buf, buf, (size_t)n, nccl_type(dt), nccl_op(op), c->comm, raw(c->stream)),
-                    "all_reduce");
+        st = settle(c, enqueue_all_reduce(c, buf, buf, (size_t)n, nccl_type(dt), nccl_op(op)), "all_reduce");
     if (st) return st;
     nb_event *e;
     st = end(pg, t, NULL, &e);
@@ -221,7 +253,10 @@ static nb_status c_broadcast(nb_process_group *pg, nb_tensor *t, void *buf, int6
     nccl_ctx *c = pg->ctx;
     nb_status st = begin(pg, "broadcast");
     if (!st)
-        st = settle(c, ncclBroadcast(buf, buf, (size_t)n, nccl_type(dt), src, c->comm, raw(c->stream)), "broadcast");
+        st = settle(c, comm_take(c) ? comm_give(c, ncclBroadcast(buf, buf, (size_t)n, nccl_type(dt), src, c->comm,
+                                                                 raw(c->stream)))
+                                    : ncclInvalidUsage,
+                    "broadcast");
     if (st) return st;
     nb_event *e;
     st = end(pg, t, NULL, &e);
@@ -232,7 +267,11 @@ static nb_status c_all_gather(nb_process_group *pg, nb_tensor *out, void *dst, c
                               int64_t n, nb_dtype dt) {
     nccl_ctx *c = pg->ctx;
     nb_status st = begin(pg, "all_gather");
-    if (!st) st = settle(c, ncclAllGather(src, dst, (size_t)n, nccl_type(dt), c->comm, raw(c->stream)), "all_gather");
+    if (!st)
+        st = settle(c,
+                    comm_take(c) ? comm_give(c, ncclAllGather(src, dst, (size_t)n, nccl_type(dt), c->comm, raw(c->stream)))
+                                 : ncclInvalidUsage,
+                    "all_gather");
     if (st) return st;
     nb_event *e;
     st = end(pg, out, in, &e);
@@ -244,7 +283,10 @@ static nb_status c_reduce_scatter(nb_process_group *pg, nb_tensor *out, void *ds
     nccl_ctx *c = pg->ctx;
     nb_status st = begin(pg, "reduce_scatter");
     if (!st)
-        st = settle(c, ncclReduceScatter(src, dst, (size_t)n, nccl_type(dt), nccl_op(op), c->comm, raw(c->stream)),
+        st = settle(c,
+                    comm_take(c) ? comm_give(c, ncclReduceScatter(src, dst, (size_t)n, nccl_type(dt), nccl_op(op),
+                                                                  c->comm, raw(c->stream)))
+                                 : ncclInvalidUsage,
                     "reduce_scatter");
     if (st) return st;
     nb_event *e;
@@ -259,8 +301,7 @@ static nb_status c_barrier(nb_process_group *pg) {
     if (!one) return nb_last_status();
     nb_status st = nb_fill_(one, 1.0) ? nb_last_status() : begin(pg, "barrier");
     if (!st)
-        st = settle(c, ncclAllReduce(nb_pg_data(one), nb_pg_data(one), 1, ncclFloat32, ncclSum, c->comm, raw(c->stream)),
-                    "barrier");
+        st = settle(c, enqueue_all_reduce(c, nb_pg_data(one), nb_pg_data(one), 1, ncclFloat32, ncclSum), "barrier");
     nb_event *e = NULL;
     if (!st) st = end(pg, one, NULL, &e);
     if (!st) st = nb_stream_synchronize(c->stream); /* an abort by the watchdog ends the wait */
@@ -272,13 +313,14 @@ static nb_status c_barrier(nb_process_group *pg) {
 static void c_destroy(nb_process_group *pg) {
     nccl_ctx *c = pg->ctx;
     if (!c) return;
+    if (c->stream) nb_stream_synchronize(c->stream); /* the watchdog still ends a hung collective */
     if (c->watching) {
         atomic_store(&c->stop, true);
         pthread_join(c->watchdog, NULL);
     }
-    if (c->stream) nb_stream_synchronize(c->stream);
-    if (c->comm && !atomic_load(&c->aborted)) ncclCommDestroy(c->comm); /* an aborted one is freed already */
+    if (c->comm) ncclCommDestroy(c->comm); /* an aborted one is freed already (NULL) */
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->comm_lock);
     nb_event_free(c->pre);
     for (int i = 0; i < N_EVENTS; i++) nb_event_free(c->done[i]);
     free(c);
@@ -346,6 +388,7 @@ nb_status nb_pg_nccl_init(nb_process_group *pg, const char *init_file) {
     nccl_ctx *c = calloc(1, sizeof *c);
     if (!c) return nb_set_error(NB_ERR_OOM, "distributed_init: out of host memory");
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->comm_lock, NULL);
     c->timeout = dist_timeout();
     pg->ctx = c, pg->be = &nccl_iface; /* c_destroy frees what was made on failure */
     if (!comm_streams[dev] && !(comm_streams[dev] = nb_stream_new(pg->device))) return nb_last_status();

@@ -209,7 +209,9 @@ static nb_status gemm_mats(nb_backend *be, const char *op, nb_dtype dt, nb_dtype
     const void *palpha = dt == NB_F64 ? (const void *)&alpha : (const void *)&af;
     const void *pbeta = dt == NB_F64 ? (const void *)&bd : (const void *)&bf;
     // column-major: C^T [n, m] = op(B)^T op(A)^T
-    cublasStatus_t st = cublasGemmBatchedEx(nb_cuda_cublas(be), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+    cublasHandle_t h = nb_cuda_cublas(be);
+    if (!h) return nb_last_status();
+    cublasStatus_t st = cublasGemmBatchedEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                             ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)(k ? k : 1), palpha,
                                             pb, t, (int)Bm.ld, pa, t, (int)A.ld, pbeta, pc, tc, (int)C.ld, (int)B, ct,
                                             CUBLAS_GEMM_DEFAULT);

@@ -37,11 +37,15 @@ struct Ctx {
     cudaDeviceProp prop;
     char info[256];
     pthread_mutex_t lock;
+    // Streams are pooled (PyTorch's stream pool): nb_stream_free gives one
+    // back and a later stream_create takes it again, so a handle the caching
+    // allocator recorded (nb_record_stream) stays a valid stream.
     struct {
-        cudaStream_t s; // nullptr: a free entry
+        cudaStream_t s; // made once, never destroyed
         int *word;      // device error word
+        bool in_use;
     } streams[MAX_STREAMS];
-    int n_streams;            // entries in use or freed (free ones have s == nullptr)
+    int n_streams;            // entries made (in use or free)
     cublasLtHandle_t lt;      // shared: cuBLASLt takes the stream per call
     Handles *pool;            // sets that ended threads gave back
     std::atomic<bool> dead;   // a sticky fault: every later call fails
@@ -59,6 +63,33 @@ Ctx *ctx_of(nb_backend *be) { return (Ctx *)be->context; }
 int device_of(nb_backend *be) { return ctx_of(be)->dev; }
 
 // ---- device guard ------------------------------------------------------------------
+// Whether device d has its primary context: the driver's answer, through
+// the runtime's entry point (cudart links no libcuda). Unknown: yes.
+typedef int (*PrimaryCtxState)(int dev, unsigned *flags, int *active);
+static PrimaryCtxState primary_state;
+static pthread_once_t primary_once = PTHREAD_ONCE_INIT;
+static void find_primary_state(void) {
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &f, 12000, cudaEnableDefault, &q) ==
+            cudaSuccess && q == cudaDriverEntryPointSuccess)
+        primary_state = (PrimaryCtxState)f;
+    else (void)cudaGetLastError();
+}
+static bool has_context(int d) {
+    pthread_once(&primary_once, find_primary_state);
+    unsigned flags = 0;
+    int active = 1;
+    if (primary_state && primary_state(d, &flags, &active) != 0) active = 1;
+    return active != 0;
+}
+// Back to the caller's device after a guarded call, unless that device has no
+// context (a thread that never chose one reads device 0): cudaSetDevice would
+// make one (c10's MaybeSetDevice).
+static void restore_device(int prev, int dev) {
+    if (prev >= 0 && prev != dev && has_context(prev)) cudaSetDevice(prev);
+}
+
 // c10::cuda::CUDAGuard: the device current for the scope, the caller's after.
 struct Guard {
     int dev, prev = -1;
@@ -66,9 +97,7 @@ struct Guard {
         if (cudaGetDevice(&prev) != cudaSuccess) (void)cudaGetLastError(), prev = -1;
         if (prev != dev && cudaSetDevice(dev) != cudaSuccess) (void)cudaGetLastError();
     }
-    ~Guard() {
-        if (prev >= 0 && prev != dev) cudaSetDevice(prev);
-    }
+    ~Guard() { restore_device(prev, dev); }
     Guard(const Guard &) = delete;
     Guard &operator=(const Guard &) = delete;
 };
@@ -128,9 +157,7 @@ static nb_status device_enter(nb_backend *be, int *prev) {
     }
     return NB_OK;
 }
-static void device_exit(nb_backend *be, int prev) {
-    if (prev >= 0 && prev != ctx_of(be)->dev) cudaSetDevice(prev);
-}
+static void device_exit(nb_backend *be, int prev) { restore_device(prev, ctx_of(be)->dev); }
 
 void count_launch(void) {
     int d = 0;
@@ -185,8 +212,9 @@ static nb_status err_status(int kind) {
 int *err_word(nb_backend *be) {
     Ctx *c = ctx_of(be);
     cudaStream_t s = stream_of(be);
-    for (int i = 0; i < c->n_streams; i++)
-        if (__atomic_load_n(&c->streams[i].s, __ATOMIC_ACQUIRE) == s) return c->streams[i].word;
+    int n = __atomic_load_n(&c->n_streams, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (c->streams[i].s == s) return c->streams[i].word;
     return c->streams[0].word; // every stream of ours is registered; not reached
 }
 
@@ -207,7 +235,7 @@ static nb_status check_word(Ctx *c, cudaStream_t s, int *word) {
 
 // ---- execution model -------------------------------------------------------------
 
-// A stream and its error word, in a free entry of the device's table.
+// A stream and its error word: a free one of the pool, else a new one.
 static void *stream_create(nb_backend *be, nb_stream_kind kind) {
     (void)kind;
     Ctx *c = ctx_of(be);
@@ -215,29 +243,33 @@ static void *stream_create(nb_backend *be, nb_stream_kind kind) {
     Guard g(c->dev);
     pthread_mutex_lock(&c->lock);
     int i = 0;
-    while (i < c->n_streams && c->streams[i].s) i++;
-    void *r = nullptr;
-    if (i < MAX_STREAMS) {
+    while (i < c->n_streams && c->streams[i].in_use) i++;
+    cudaError_t err = cudaSuccess;
+    bool full = i == MAX_STREAMS;
+    if (!full && i == c->n_streams) { // a new entry, published once made
         cudaStream_t st = nullptr;
         int *word = nullptr;
-        cudaError_t err = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+        err = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
         if (err == cudaSuccess) err = cudaMalloc(&word, sizeof(int));
         if (err == cudaSuccess) err = cudaMemset(word, 0, sizeof(int));
         if (err == cudaSuccess) {
-            c->streams[i].word = word;
-            __atomic_store_n(&c->streams[i].s, st, __ATOMIC_RELEASE);
-            if (i == c->n_streams) c->n_streams++;
-            r = (void *)st;
+            c->streams[i].s = st, c->streams[i].word = word;
+            __atomic_store_n(&c->n_streams, i + 1, __ATOMIC_RELEASE);
         } else {
             if (st) cudaStreamDestroy(st);
             if (word) cudaFree(word);
-            cuda_fail("stream_create", "cudaStreamCreate", err);
         }
-    } else {
+    }
+    void *r = nullptr;
+    if (!full && err == cudaSuccess) {
+        c->streams[i].in_use = true;
+        r = (void *)c->streams[i].s;
+    }
+    pthread_mutex_unlock(&c->lock); // cuda_fail takes the lock (a sticky error)
+    if (full)
         nb_set_error(NB_ERR_DEVICE, "stream_create: %d streams are alive on cuda:%d (the most; nb_stream_free "
                      "releases one)", MAX_STREAMS, c->dev);
-    }
-    pthread_mutex_unlock(&c->lock);
+    else if (err != cudaSuccess) cuda_fail("stream_create", "cudaStreamCreate", err);
     return r;
 }
 
@@ -254,8 +286,8 @@ static nb_status no_sync_in_capture(const char *what) {
                         what);
 }
 
-// Waits for the stream's work, reports its pending error word, and frees
-// the stream, its word and its table entry.
+// Waits for the stream's work, reports its pending error word, and gives
+// the stream back to the pool.
 static void stream_destroy(nb_backend *be, void *sp) {
     Ctx *c = ctx_of(be);
     cudaStream_t s = (cudaStream_t)sp;
@@ -265,19 +297,14 @@ static void stream_destroy(nb_backend *be, void *sp) {
                                    "first");
         return;
     }
-    pthread_mutex_lock(&c->lock);
-    int i = 0;
-    while (i < c->n_streams && c->streams[i].s != s) i++;
-    int *word = i < c->n_streams ? c->streams[i].word : nullptr;
-    if (word) __atomic_store_n(&c->streams[i].s, (cudaStream_t) nullptr, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&c->lock);
-    if (!word) return; // not ours
-    // its blocks in the caching allocator may be handed to a later stream
-    // with the same handle: nothing of this one may still run
-    if (!c->dead.load() && cudaStreamSynchronize(s) == cudaSuccess) check_word(c, s, word);
+    int i = 0, n = __atomic_load_n(&c->n_streams, __ATOMIC_ACQUIRE);
+    while (i < n && c->streams[i].s != s) i++;
+    if (i == n) return; // not ours
+    if (!c->dead.load() && cudaStreamSynchronize(s) == cudaSuccess) check_word(c, s, c->streams[i].word);
     else (void)cudaGetLastError();
-    cudaStreamDestroy(s);
-    cudaFree(word);
+    pthread_mutex_lock(&c->lock);
+    c->streams[i].in_use = false;
+    pthread_mutex_unlock(&c->lock);
 }
 
 static nb_status stream_synchronize(nb_backend *be, void *s) {
@@ -287,9 +314,9 @@ static nb_status stream_synchronize(nb_backend *be, void *s) {
     if (stream_capturing((cudaStream_t)s)) return no_sync_in_capture("stream_synchronize");
     n_syncs[c->dev].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("stream_synchronize", cudaStreamSynchronize((cudaStream_t)s));
-    for (int i = 0; i < c->n_streams; i++)
-        if (__atomic_load_n(&c->streams[i].s, __ATOMIC_ACQUIRE) == (cudaStream_t)s)
-            return check_word(c, (cudaStream_t)s, c->streams[i].word);
+    int n = __atomic_load_n(&c->n_streams, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (c->streams[i].s == (cudaStream_t)s) return check_word(c, (cudaStream_t)s, c->streams[i].word);
     return NB_OK;
 }
 
@@ -297,16 +324,14 @@ static nb_status synchronize(nb_backend *be) {
     Ctx *c = ctx_of(be);
     if (c->dead.load()) return unusable(c);
     Guard g(c->dev);
-    for (int i = 0; i < c->n_streams; i++) {
-        cudaStream_t s = __atomic_load_n(&c->streams[i].s, __ATOMIC_ACQUIRE);
-        if (s && stream_capturing(s)) return no_sync_in_capture("synchronize");
-    }
+    int n = __atomic_load_n(&c->n_streams, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (stream_capturing(c->streams[i].s)) return no_sync_in_capture("synchronize");
     n_syncs[c->dev].fetch_add(1, std::memory_order_relaxed);
     NBC_TRY("synchronize", cudaDeviceSynchronize());
     nb_status st = NB_OK;
-    for (int i = 0; i < c->n_streams; i++) {
-        cudaStream_t s = __atomic_load_n(&c->streams[i].s, __ATOMIC_ACQUIRE);
-        nb_status r = s ? check_word(c, s, c->streams[i].word) : NB_OK;
+    for (int i = 0; i < n; i++) {
+        nb_status r = check_word(c, c->streams[i].s, c->streams[i].word);
         if (st == NB_OK) st = r;
     }
     return st;
@@ -609,6 +634,7 @@ struct ThreadHandles {
                 h[d]->next = c->pool;
                 c->pool = h[d];
                 pthread_mutex_unlock(&c->lock);
+                h[d] = nullptr; // a later use on this thread (another destructor) makes a fresh set
             }
     }
 };
@@ -626,8 +652,10 @@ static Handles *handles_of(Ctx *c) {
 }
 
 // The calling thread's handles on be's device, set to its current stream;
-// made on first use (with the device current: the slots' guard). NULL with
-// the error set when the library cannot start.
+// made on first use (with the device current: the slots' guard). NULL when
+// the library cannot start: cuBLAS's sets the error (NB_ERR_OOM when it
+// lacks device memory); cuDNN's callers fall back to their own kernels and
+// cuSOLVER's report it.
 extern "C" cudnnHandle_t nb_cuda_cudnn(nb_backend *be) {
     Handles *h = handles_of(ctx_of(be));
     if (!h) return nullptr;
@@ -645,9 +673,11 @@ extern "C" cusolverDnHandle_t nb_cuda_cusolver(nb_backend *be) {
 extern "C" cublasHandle_t nb_cuda_cublas(nb_backend *be) {
     Handles *h = handles_of(ctx_of(be));
     if (!h) return nullptr;
-    if (!h->blas && cublasCreate(&h->blas) != CUBLAS_STATUS_SUCCESS) {
+    cublasStatus_t st = h->blas ? CUBLAS_STATUS_SUCCESS : cublasCreate(&h->blas);
+    if (st != CUBLAS_STATUS_SUCCESS) {
         h->blas = nullptr;
-        nb_set_error(NB_ERR_DEVICE, "cuda: cublasCreate failed on cuda:%d", device_of(be));
+        nb_set_error(st == CUBLAS_STATUS_ALLOC_FAILED ? NB_ERR_OOM : NB_ERR_DEVICE,
+                     "cuda: cublasCreate failed on cuda:%d (status %d)", device_of(be), (int)st);
         return nullptr;
     }
     cublasSetStream(h->blas, stream_of(be));

@@ -215,6 +215,7 @@ extern "C" nb_status nb_cuda_linalg_lstsq(nb_backend *be, const nb_kview *x, con
         cusolverDnHandle_t h = solver_of(be, slot);
         if (!h) return nb_last_status();
         cublasHandle_t bh = nb_cuda_cublas(be);
+        if (!bh) return nb_last_status();
         NBL_BLAS(slot, "cublasSetPointerMode", cublasSetPointerMode(bh, CUBLAS_POINTER_MODE_HOST));
         cudaStream_t st = stream_of(be);
         Scratch s_a, s_c, s_tau, s_info, s_zero, s_work;

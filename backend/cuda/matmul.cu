@@ -41,6 +41,7 @@ nb_status gemm_rm_ex(nb_backend *be, const char *slot, nb_dtype dt, nb_dtype dt_
                      int64_t ldb, int64_t sB, double beta, void *C, int64_t ldc, int64_t sC, int64_t batch) {
     if (m == 0 || n == 0 || batch == 0) return NB_OK;
     cublasHandle_t h = nb_cuda_cublas(be);
+    if (!h) return nb_last_status();
     // bfloat16/float16: 16-bit operands, float32 accumulation (PyTorch's bf16 matmul)
     cudaDataType_t t = dt == NB_F64 ? CUDA_R_64F : dt == NB_BF16 ? CUDA_R_16BF : dt == NB_F16 ? CUDA_R_16F : CUDA_R_32F;
     cudaDataType_t tc = dt_c == dt ? t : CUDA_R_32F;

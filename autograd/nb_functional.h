@@ -77,6 +77,56 @@ nb_tensor *nb_nll_loss(nb_tensor *input, nb_tensor *target, nb_cross_entropy_opt
 /* F.mse_loss: mean (or sum, none) of (input - target)^2; same shapes or broadcastable. */
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
 
+/* Options of the regression, binary and KL losses below; a zeroed struct is
+ * PyTorch's defaults. */
+typedef struct nb_loss_options {
+    nb_reduction reduction; /* mean (default), sum, none */
+    double beta;            /* smooth_l1_loss: default 1.0 (left 0); NB_ZERO for 0, which is l1_loss */
+    double delta;           /* huber_loss: default 1.0 (left 0); must be > 0 */
+    nb_tensor *weight;      /* binary_cross_entropy(_with_logits): a rescaling weight broadcast to the
+                               input, or NULL (borrowed) */
+    nb_tensor *pos_weight;  /* binary_cross_entropy_with_logits: the weight of positive examples,
+                               broadcast over the input ([C] for [N, C]), or NULL (borrowed) */
+    bool log_target;        /* kl_div: the target is given as log-probabilities */
+    bool batchmean;         /* kl_div: reduction='batchmean', the sum divided by input.size(0)
+                               (the KL divergence's true mean; overrides reduction) */
+} nb_loss_options;
+
+/* These losses (PyTorch's torch.nn.functional of the same names and
+ * formulas) take input and target of one float dtype (float32 or float64;
+ * under autocast float32) whose shapes broadcast together, and return the
+ * loss per element (reduction none, the broadcast shape), its sum, or its
+ * mean (a 0-d tensor; NaN over zero elements, as PyTorch). They are written
+ * from differentiable ops, so their gradients (first and second order) follow
+ * from those, on every backend. Errors: NB_ERR_SHAPE (shapes that do not
+ * broadcast), NB_ERR_DTYPE (dtypes differ, or not float), NB_ERR_INVALID_ARG
+ * (a bad reduction, huber's delta <= 0, smooth_l1's beta < 0). */
+
+/* F.l1_loss: |input - target|. */
+nb_tensor *nb_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+/* F.smooth_l1_loss (Girshick 2015, Fast R-CNN): with d = |input - target|,
+ * 0.5 d^2 / beta where d < beta, else d - 0.5 beta; beta 0 is l1_loss. */
+nb_tensor *nb_smooth_l1_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+/* F.huber_loss (Huber 1964): 0.5 d^2 where d < delta, else
+ * delta (d - 0.5 delta); smooth_l1_loss times beta when beta = delta. */
+nb_tensor *nb_huber_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+/* F.binary_cross_entropy: input probabilities in [0, 1], target in [0, 1]:
+ * -w (t log(x) + (1 - t) log(1 - x)), each log clamped to >= -100 as
+ * PyTorch does, so x = 0 or 1 gives a finite loss. An input outside [0, 1]
+ * gives NaN (PyTorch raises; checking would cost a device sync). Under
+ * autocast it runs in float32 (PyTorch refuses it there: use
+ * binary_cross_entropy_with_logits). */
+nb_tensor *nb_binary_cross_entropy(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+/* F.binary_cross_entropy_with_logits: a sigmoid and binary_cross_entropy in
+ * one stable expression (PyTorch's): with l = log(1 + exp(-|x|)) + max(-x, 0),
+ * w ((1 - t) x + (1 + (p - 1) t) l), p = pos_weight (1 without). */
+nb_tensor *nb_binary_cross_entropy_with_logits(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+/* F.kl_div: input log-probabilities, target probabilities: t (log t - x),
+ * 0 where t = 0 (xlogy); with log_target, exp(t) (t - x). batchmean divides
+ * the sum by input.size(0) (PyTorch's advice; reduction mean averages over
+ * every element, as PyTorch's default does). */
+nb_tensor *nb_kl_div(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+
 /* ---- convolution (ops_conv.c; backend/cpu/conv.c) ---------------------------- */
 
 /* convolution (autograd/ops_conv.c; kernels backend/cpu/conv.c)

@@ -1,5 +1,7 @@
-/* ops_loss.c - cross_entropy (fused log-softmax + NLL) and mse_loss: forward
- * dispatch and backward rules. Kernels: backend/cpu/loss.c. Tests:
+/* ops_loss.c - cross_entropy (fused log-softmax + NLL), mse_loss and the
+ * losses written from differentiable ops (l1, smooth_l1, huber,
+ * binary_cross_entropy with and without logits, kl_div): forward dispatch
+ * and backward rules. Kernels: backend/cpu/loss.c. Tests:
  * tests/test_ops_loss.c. */
 #include <math.h>
 #include <string.h>
@@ -220,30 +222,165 @@ nb_tensor *nb_nll_loss(nb_tensor *input, nb_tensor *target, nb_cross_entropy_opt
     return nb_scope_return(s, loss_impl("nll_loss", input, target, opts, false, false));
 }
 
-/* ---- mse_loss ----------------------------------------------------------------- */
+/* ---- mse_loss and the losses written from ops --------------------------------- */
 
-static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
+/* input and target (and extra, when not NULL) of one float dtype whose shapes
+ * broadcast; reduction known. */
+static bool loss_check(const char *op, nb_op_id id, nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
     nb_tensor *in[2] = {input, target};
-    if (!nb_check_inputs("mse_loss", 2, in) || !nb_check_dtypes(NB_OP_MSE_LOSS, 2, in)) return NULL;
-    if ((unsigned)reduction > NB_REDUCTION_NONE)
-        return NB_FAIL(NB_ERR_INVALID_ARG, "mse_loss: bad reduction %d", (int)reduction);
+    if (!nb_check_inputs(op, 2, in) || !nb_check_dtypes(id, 2, in)) return false;
+    if ((unsigned)reduction > NB_REDUCTION_NONE) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: bad reduction %d", op, (int)reduction);
+        return false;
+    }
     int nd;
     int64_t shape[NB_MAX_DIMS];
     if (!nb_broadcast_shapes(input->ndim, input->shape, target->ndim, target->shape, &nd, shape)) {
         char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-        return NB_FAIL(NB_ERR_SHAPE, "mse_loss: input %s and target %s do not broadcast",
-                       nb_fmt_shape(input->ndim, input->shape, a, sizeof a),
-                       nb_fmt_shape(target->ndim, target->shape, b, sizeof b));
+        nb_set_error(NB_ERR_SHAPE, "%s: input %s and target %s do not broadcast", op,
+                     nb_fmt_shape(input->ndim, input->shape, a, sizeof a),
+                     nb_fmt_shape(target->ndim, target->shape, b, sizeof b));
+        return false;
     }
+    return true;
+}
+
+/* A weight tensor (weight, pos_weight): NULL, or of the input's dtype and device. */
+static bool weight_check(const char *op, const char *what, nb_tensor *w, nb_tensor *input) {
+    if (!w) return true;
+    if (w->dtype != input->dtype) {
+        nb_set_error(NB_ERR_DTYPE, "%s: %s is %s, the input %s", op, what, nb_dtype_name(w->dtype),
+                     nb_dtype_name(input->dtype));
+        return false;
+    }
+    if (!nb_same_device(w->storage->device, input->storage->device)) {
+        nb_set_error(NB_ERR_DEVICE, "%s: %s is on another device than the input", op, what);
+        return false;
+    }
+    return true;
+}
+
+static nb_tensor *reduce_loss(nb_tensor *l, nb_reduction reduction) {
+    if (!l || reduction == NB_REDUCTION_NONE) return l;
+    return reduction == NB_REDUCTION_SUM ? nb_sum(l, NULL, 0, false) : nb_mean(l, NULL, 0, false);
+}
+
+/* Runs a loss written from ops: autocast (float32), a library scope. */
+typedef nb_tensor *(*loss_fn)(nb_tensor *input, nb_tensor *target, const nb_loss_options *o);
+static nb_tensor *run_loss(nb_op_id id, loss_fn f, nb_tensor *input, nb_tensor *target, nb_loss_options o) {
+    nb_tensor *in[2] = {input, target};
+    if (!nb_autocast_inputs(id, 2, in)) return NULL;
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, f(in[0], in[1], &o));
+}
+
+static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    if (!loss_check("mse_loss", NB_OP_MSE_LOSS, input, target, o->reduction)) return NULL;
     nb_tensor *d = nb_sub(input, target);
-    nb_tensor *sq = nb_mul(d, d);
-    if (reduction == NB_REDUCTION_NONE) return sq;
-    return reduction == NB_REDUCTION_SUM ? nb_sum(sq, NULL, 0, false) : nb_mean(sq, NULL, 0, false);
+    return reduce_loss(nb_mul(d, d), o->reduction);
 }
 
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
-    nb_tensor *in[2] = {input, target};
-    if (!nb_autocast_inputs(NB_OP_MSE_LOSS, 2, in)) return NULL;
-    nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, mse_impl(in[0], in[1], reduction));
+    return run_loss(NB_OP_MSE_LOSS, mse_impl, input, target, (nb_loss_options){.reduction = reduction});
+}
+
+static nb_tensor *l1_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    if (!loss_check("l1_loss", NB_OP_L1_LOSS, input, target, o->reduction)) return NULL;
+    return reduce_loss(nb_abs(nb_sub(input, target)), o->reduction);
+}
+
+nb_tensor *nb_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
+    return run_loss(NB_OP_L1_LOSS, l1_impl, input, target, (nb_loss_options){.reduction = reduction});
+}
+
+/* d = |input - target|: where(d < k, a d^2, b (d - k / 2)) (smooth_l1: a =
+ * 1 / (2 beta), b = 1; huber: a = 1/2, b = delta). */
+static nb_tensor *quadratic_near_zero(nb_tensor *input, nb_tensor *target, double k, double a, double b) {
+    nb_tensor *d = nb_abs(nb_sub(input, target));
+    if (!d) return NULL;
+    nb_tensor *near = nb_lt(d, nb_scalar_like(d, k, d->dtype));
+    return nb_where(near, nb_mul_scalar(nb_mul(d, d), a), nb_mul_scalar(nb_add_scalar(d, -0.5 * k), b));
+}
+
+static nb_tensor *smooth_l1_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    if (!loss_check("smooth_l1_loss", NB_OP_SMOOTH_L1_LOSS, input, target, o->reduction)) return NULL;
+    double beta = nb_option(o->beta, 1.0);
+    if (!(beta >= 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "smooth_l1_loss: beta must be >= 0 (got %g)", beta);
+    if (beta == 0) return reduce_loss(nb_abs(nb_sub(input, target)), o->reduction);
+    return reduce_loss(quadratic_near_zero(input, target, beta, 0.5 / beta, 1.0), o->reduction);
+}
+
+nb_tensor *nb_smooth_l1_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
+    return run_loss(NB_OP_SMOOTH_L1_LOSS, smooth_l1_impl, input, target, opts);
+}
+
+static nb_tensor *huber_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    if (!loss_check("huber_loss", NB_OP_HUBER_LOSS, input, target, o->reduction)) return NULL;
+    double delta = nb_option(o->delta, 1.0);
+    if (!(delta > 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "huber_loss: delta must be > 0 (got %g)", delta);
+    return reduce_loss(quadratic_near_zero(input, target, delta, 0.5, delta), o->reduction);
+}
+
+nb_tensor *nb_huber_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
+    return run_loss(NB_OP_HUBER_LOSS, huber_impl, input, target, opts);
+}
+
+/* log(x) clamped to >= -100 (PyTorch's binary_cross_entropy). */
+static nb_tensor *clamped_log(nb_tensor *x) {
+    nb_tensor *l = nb_log(x);
+    return l ? nb_maximum(l, nb_scalar_like(l, -100.0, l->dtype)) : NULL;
+}
+
+static nb_tensor *bce_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    const char *op = "binary_cross_entropy";
+    if (!loss_check(op, NB_OP_BINARY_CROSS_ENTROPY, input, target, o->reduction) ||
+        !weight_check(op, "weight", o->weight, input))
+        return NULL;
+    /* -(t log x + (1 - t) log(1 - x)) = -(log(1 - x) + t (log x - log(1 - x))) */
+    nb_tensor *lx = clamped_log(input), *l1x = clamped_log(nb_add_scalar(nb_neg(input), 1.0));
+    nb_tensor *l = nb_neg(nb_add(l1x, nb_mul(target, nb_sub(lx, l1x))));
+    if (o->weight) l = nb_mul(l, o->weight);
+    return reduce_loss(l, o->reduction);
+}
+
+nb_tensor *nb_binary_cross_entropy(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
+    return run_loss(NB_OP_BINARY_CROSS_ENTROPY, bce_impl, input, target, opts);
+}
+
+static nb_tensor *bce_logits_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    const char *op = "binary_cross_entropy_with_logits";
+    if (!loss_check(op, NB_OP_BINARY_CROSS_ENTROPY_WITH_LOGITS, input, target, o->reduction) ||
+        !weight_check(op, "weight", o->weight, input) || !weight_check(op, "pos_weight", o->pos_weight, input))
+        return NULL;
+    /* log(1 + exp(-x)) = log1p(exp(-|x|)) + max(-x, 0), finite for any x */
+    nb_tensor *zero = nb_scalar_like(input, 0.0, input->dtype);
+    nb_tensor *soft = nb_add(nb_log1p(nb_exp(nb_neg(nb_abs(input)))), nb_maximum(nb_neg(input), zero));
+    nb_tensor *one_minus_t = nb_add_scalar(nb_neg(target), 1.0);
+    nb_tensor *coef = o->pos_weight ? nb_add_scalar(nb_mul(nb_add_scalar(o->pos_weight, -1.0), target), 1.0) : NULL;
+    nb_tensor *l = nb_add(nb_mul(one_minus_t, input), coef ? nb_mul(coef, soft) : soft);
+    if (o->weight) l = nb_mul(l, o->weight);
+    return reduce_loss(l, o->reduction);
+}
+
+nb_tensor *nb_binary_cross_entropy_with_logits(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
+    return run_loss(NB_OP_BINARY_CROSS_ENTROPY_WITH_LOGITS, bce_logits_impl, input, target, opts);
+}
+
+static nb_tensor *kl_div_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    if (!loss_check("kl_div", NB_OP_KL_DIV, input, target, o->reduction)) return NULL;
+    nb_tensor *l;
+    if (o->log_target) l = nb_mul(nb_exp(target), nb_sub(target, input));
+    else { /* xlogy(t, t) - t x: log of 1 where t = 0, so t log t is 0 there and its gradient finite */
+        nb_tensor *zero = nb_scalar_like(target, 0.0, target->dtype);
+        nb_tensor *safe = nb_where(nb_gt(target, zero), target, nb_scalar_like(target, 1.0, target->dtype));
+        l = nb_mul(target, nb_sub(nb_log(safe), input));
+    }
+    if (!o->batchmean) return reduce_loss(l, o->reduction);
+    nb_tensor *sum = nb_sum(l, NULL, 0, false);
+    int64_t n = input->ndim ? input->shape[0] : 1;
+    return sum ? nb_mul_scalar(sum, 1.0 / (double)n) : NULL;
+}
+
+nb_tensor *nb_kl_div(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
+    return run_loss(NB_OP_KL_DIV, kl_div_impl, input, target, opts);
 }

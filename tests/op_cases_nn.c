@@ -36,6 +36,31 @@ static nb_tensor *nll_loss(nb_tensor *const *x, const nb_op_case *c) {
     return nb_nll_loss(x[0], x[1], o);
 }
 static nb_tensor *mse(nb_tensor *const *x, const nb_op_case *c) { return nb_mse_loss(x[0], x[1], (nb_reduction)c->p[0]); }
+static nb_tensor *l1(nb_tensor *const *x, const nb_op_case *c) { return nb_l1_loss(x[0], x[1], (nb_reduction)c->p[0]); }
+static nb_tensor *smooth_l1(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_smooth_l1_loss(x[0], x[1], (nb_loss_options){.reduction = (nb_reduction)c->p[0], .beta = c->p[1]});
+}
+static nb_tensor *huber(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_huber_loss(x[0], x[1], (nb_loss_options){.reduction = (nb_reduction)c->p[0], .delta = c->p[1]});
+}
+/* probabilities from N(0, 1) draws: sigmoid */
+static nb_tensor *bce(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_binary_cross_entropy(nb_sigmoid(x[0]), nb_sigmoid(x[1]),
+                                   (nb_loss_options){.reduction = (nb_reduction)c->p[0], .weight = c->n_in > 2 ? x[2] : NULL});
+}
+static nb_tensor *bce_logits(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_binary_cross_entropy_with_logits(x[0], nb_sigmoid(x[1]),
+                                               (nb_loss_options){.reduction = (nb_reduction)c->p[0],
+                                                                 .weight = c->n_in > 2 ? x[2] : NULL,
+                                                                 .pos_weight = c->n_in > 3 ? x[3] : NULL});
+}
+/* any input (log-probabilities need not be normalized for the formula); a
+ * positive target, or any with log_target */
+static nb_tensor *kl_div(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_kl_div(x[0], x[1],
+                     (nb_loss_options){.reduction = (nb_reduction)c->p[0], .log_target = c->p[1] != 0,
+                                       .batchmean = c->p[2] != 0});
+}
 
 /* ---- convolution, pooling ---- */
 static nb_tensor *conv2d(nb_tensor *const *x, const nb_op_case *c) {
@@ -186,6 +211,29 @@ static const nb_op_case cases[] = {
      .p = {NB_REDUCTION_MEAN}},
     {.op = NB_OP_MSE_LOSS, .label = "mse_loss none, broadcast", .fn = mse, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 3)},
      .p = {NB_REDUCTION_NONE}},
+    {.op = NB_OP_L1_LOSS, .label = "l1_loss mean", .fn = l1, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)},
+     .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_L1_LOSS, .label = "l1_loss none, broadcast", .fn = l1, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 3)},
+     .p = {NB_REDUCTION_NONE}},
+    {.op = NB_OP_SMOOTH_L1_LOSS, .label = "smooth_l1_loss mean, beta 0.8", .fn = smooth_l1, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)}, .p = {NB_REDUCTION_MEAN, 0.8}},
+    {.op = NB_OP_SMOOTH_L1_LOSS, .label = "smooth_l1_loss sum, beta 1 (default)", .fn = smooth_l1, .n_in = 2,
+     .in = {IN(K_REAL, 3, 2), IN(K_REAL, 2)}, .p = {NB_REDUCTION_SUM, 0}},
+    {.op = NB_OP_HUBER_LOSS, .label = "huber_loss none, delta 0.6", .fn = huber, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)}, .p = {NB_REDUCTION_NONE, 0.6}},
+    {.op = NB_OP_BINARY_CROSS_ENTROPY, .label = "binary_cross_entropy mean", .fn = bce, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)}, .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_BINARY_CROSS_ENTROPY, .label = "binary_cross_entropy none, weight", .fn = bce, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3), IN(K_POS, 3)}, .p = {NB_REDUCTION_NONE}},
+    {.op = NB_OP_BINARY_CROSS_ENTROPY_WITH_LOGITS, .label = "binary_cross_entropy_with_logits mean", .fn = bce_logits,
+     .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)}, .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_BINARY_CROSS_ENTROPY_WITH_LOGITS, .label = "binary_cross_entropy_with_logits sum, weight, pos_weight",
+     .fn = bce_logits, .n_in = 4, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3), IN(K_POS, 2, 3), IN(K_POS, 3)},
+     .p = {NB_REDUCTION_SUM}},
+    {.op = NB_OP_KL_DIV, .label = "kl_div batchmean", .fn = kl_div, .n_in = 2, .in = {IN(K_REAL, 3, 4), IN(K_POS, 3, 4)},
+     .p = {NB_REDUCTION_MEAN, 0, 1}},
+    {.op = NB_OP_KL_DIV, .label = "kl_div none, log_target", .fn = kl_div, .n_in = 2,
+     .in = {IN(K_REAL, 3, 4), IN(K_REAL, 3, 4)}, .p = {NB_REDUCTION_NONE, 1, 0}},
     {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
     {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,

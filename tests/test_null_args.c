@@ -412,6 +412,18 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_nll_loss, x, NULL, (nb_cross_entropy_options){0});
     NP(nb_mse_loss, NULL, NULL, (nb_reduction)0);
     NP(nb_mse_loss, x, NULL, (nb_reduction)0);
+    NP(nb_l1_loss, NULL, NULL, (nb_reduction)0);
+    NP(nb_l1_loss, x, NULL, (nb_reduction)0);
+    NP(nb_smooth_l1_loss, NULL, NULL, (nb_loss_options){0});
+    NP(nb_smooth_l1_loss, x, NULL, (nb_loss_options){0});
+    NP(nb_huber_loss, NULL, NULL, (nb_loss_options){0});
+    NP(nb_huber_loss, x, NULL, (nb_loss_options){0});
+    NP(nb_binary_cross_entropy, NULL, NULL, (nb_loss_options){0});
+    NP(nb_binary_cross_entropy, x, NULL, (nb_loss_options){0});
+    NP(nb_binary_cross_entropy_with_logits, NULL, NULL, (nb_loss_options){0});
+    NP(nb_binary_cross_entropy_with_logits, x, NULL, (nb_loss_options){0});
+    NP(nb_kl_div, NULL, NULL, (nb_loss_options){0});
+    NP(nb_kl_div, x, NULL, (nb_loss_options){0});
     NP(nb_conv2d, NULL, NULL, NULL, (nb_conv2d_options){0});
     NP(nb_conv2d, x, NULL, NULL, (nb_conv2d_options){0});
     NP(nb_conv1d, NULL, NULL, NULL, (nb_conv1d_options){0});

@@ -1,4 +1,5 @@
-/* test_ops_loss.c - cross_entropy and mse_loss: values computed by hand (a
+/* test_ops_loss.c - cross_entropy, mse_loss and the losses written from
+ * ops (l1, smooth_l1, huber, binary cross-entropy, kl_div): values computed by hand (a
  * 2x3 cross entropy with every reduction, ignore_index and the all-ignored
  * NaN), gradients by hand (softmax - onehot), gradchecks along every
  * reduction, error paths, and float32 against float64. */
@@ -195,6 +196,98 @@ START_TEST(test_mse_loss) {
 }
 END_TEST
 
+/* ---- l1, smooth_l1, huber, binary cross-entropy, kl_div: values by hand ----------------- */
+
+START_TEST(test_regression_losses) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *in = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){1, 2, 3, -1});
+    nb_tensor *tg = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){0, 2, 5, -0.5}); /* d = 1, 0, 2, 0.5 */
+    nb_ck_close(nb_l1_loss(in, tg, NB_REDUCTION_NONE), (double[]){1, 0, 2, 0.5}, 4, 0, 0);
+    ck_assert_double_eq(nb_item(nb_l1_loss(in, tg, NB_REDUCTION_SUM)), 3.5);
+    /* smooth_l1, beta 1 (a zeroed struct): 0.5 d^2 below 1, d - 0.5 from 1 on */
+    nb_ck_close(nb_smooth_l1_loss(in, tg, (nb_loss_options){.reduction = NB_REDUCTION_NONE}),
+                (double[]){0.5, 0, 1.5, 0.125}, 4, 0, 1e-15);
+    /* beta 2: 0.25 d^2 below 2 */
+    nb_ck_close(nb_smooth_l1_loss(in, tg, (nb_loss_options){.reduction = NB_REDUCTION_NONE, .beta = 2}),
+                (double[]){0.25, 0, 1, 0.0625}, 4, 0, 1e-15);
+    /* beta NB_ZERO: l1 */
+    ck_assert_double_eq(nb_item(nb_smooth_l1_loss(in, tg, (nb_loss_options){.reduction = NB_REDUCTION_SUM,
+                                                                         .beta = NB_ZERO})), 3.5);
+    /* huber, delta 1.5: 0.5 d^2 below 1.5, 1.5 (d - 0.75) from it */
+    nb_ck_close(nb_huber_loss(in, tg, (nb_loss_options){.reduction = NB_REDUCTION_NONE, .delta = 1.5}),
+                (double[]){0.5, 0, 1.875, 0.125}, 4, 0, 1e-15);
+    ck_assert_double_eq_tol(nb_item(nb_huber_loss(in, tg, (nb_loss_options){0})), (0.5 + 0 + 1.5 + 0.125) / 4, 1e-15);
+    NB_CK_FAILS(nb_huber_loss(in, tg, (nb_loss_options){.delta = NB_ZERO}), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_smooth_l1_loss(in, tg, (nb_loss_options){.beta = -1}), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_l1_loss(in, nb_zeros(NB_SHAPE(3), NB_F64), NB_REDUCTION_MEAN), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "l1_loss"));
+    /* gradients: l1's sign (d/dinput), smooth_l1's d / beta inside, sign outside */
+    NB_CK_OK(nb_set_requires_grad(in, true));
+    NB_CK_OK(nb_backward(nb_smooth_l1_loss(in, tg, (nb_loss_options){.reduction = NB_REDUCTION_SUM})));
+    nb_ck_close(nb_tensor_grad(in), (double[]){1, 0, -1, -0.5}, 4, 0, 1e-15);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_binary_losses) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *p = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0.25, 0.5, 0.9});
+    nb_tensor *t = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){1, 0, 0.5});
+    double want[3] = {-log(0.25), -log(0.5), -(0.5 * log(0.9) + 0.5 * log(0.1))};
+    nb_ck_close(nb_binary_cross_entropy(p, t, (nb_loss_options){.reduction = NB_REDUCTION_NONE}), want, 3, 0, 1e-14);
+    /* logs clamped at -100: p = 0 with t = 1 costs 100, not inf */
+    nb_tensor *edge = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){0, 1});
+    nb_ck_close(nb_binary_cross_entropy(edge, nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 0}),
+                                        (nb_loss_options){.reduction = NB_REDUCTION_NONE}),
+                (double[]){100, 100}, 2, 0, 0);
+    /* with logits: the same as sigmoid then binary_cross_entropy, and finite at |x| = 100 */
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){-1.0986122886681098, 0, 2.1972245773362196});
+    nb_ck_close(nb_binary_cross_entropy_with_logits(x, t, (nb_loss_options){.reduction = NB_REDUCTION_NONE}), want, 3,
+                0, 1e-14);
+    nb_tensor *big = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){100, -100});
+    nb_ck_close(nb_binary_cross_entropy_with_logits(big, nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){0, 1}),
+                                                    (nb_loss_options){.reduction = NB_REDUCTION_NONE}),
+                (double[]){100, 100}, 2, 0, 1e-12);
+    /* pos_weight 3 triples the positive term: t = 1 -> 3 log(1 + e^-x) */
+    nb_tensor *pw = nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){3});
+    ck_assert_double_eq_tol(nb_item(nb_binary_cross_entropy_with_logits(
+                                nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){0}),
+                                nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){1}),
+                                (nb_loss_options){.pos_weight = pw})),
+                            3 * log(2.0), 1e-15);
+    /* weight rescales each element */
+    nb_tensor *w = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){2, 0, 1});
+    ck_assert_double_eq_tol(nb_item(nb_binary_cross_entropy(p, t, (nb_loss_options){.reduction = NB_REDUCTION_SUM,
+                                                                                    .weight = w})),
+                            2 * want[0] + want[2], 1e-14);
+    NB_CK_FAILS(nb_binary_cross_entropy(p, t, (nb_loss_options){.weight = nb_ones(NB_SHAPE(3), NB_F32)}), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_kl_div) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *logq = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){log(0.5), log(0.5), log(0.25), log(0.75)});
+    nb_tensor *p = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){0.25, 0.75, 0, 1}); /* a zero: xlogy's 0 */
+    double e[4] = {0.25 * (log(0.25) - log(0.5)), 0.75 * (log(0.75) - log(0.5)), 0, -log(0.75)};
+    nb_ck_close(nb_kl_div(logq, p, (nb_loss_options){.reduction = NB_REDUCTION_NONE}), e, 4, 0, 1e-15);
+    double sum = e[0] + e[1] + e[2] + e[3];
+    ck_assert_double_eq_tol(nb_item(nb_kl_div(logq, p, (nb_loss_options){0})), sum / 4, 1e-15);
+    ck_assert_double_eq_tol(nb_item(nb_kl_div(logq, p, (nb_loss_options){.batchmean = true})), sum / 2, 1e-15);
+    /* log_target: the same divergence from log p (p > 0 only) */
+    nb_tensor *p2 = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){0.25, 0.75});
+    nb_tensor *q2 = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){log(0.5), log(0.5)});
+    ck_assert_double_eq_tol(nb_item(nb_kl_div(q2, nb_log(p2), (nb_loss_options){.reduction = NB_REDUCTION_SUM,
+                                                                                .log_target = true})),
+                            e[0] + e[1], 1e-15);
+    /* the gradient through a zero target is finite (0) */
+    NB_CK_OK(nb_set_requires_grad(p, true));
+    NB_CK_OK(nb_backward(nb_kl_div(logq, p, (nb_loss_options){.reduction = NB_REDUCTION_SUM})));
+    ck_assert(isfinite(nb_item(nb_sum(nb_tensor_grad(p), NULL, 0, false))));
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_mse_gradcheck) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *in[2] = {nb_test_randn_grad(NB_SHAPE(3, 4), 11), nb_test_randn_grad(NB_SHAPE(3, 4), 12)};
@@ -343,6 +436,9 @@ Suite *nb_suite_ops_loss(void) {
     tcase_add_test(f, test_cross_entropy_extensions);
     tcase_add_test(f, test_cross_entropy_errors);
     tcase_add_test(f, test_mse_loss);
+    tcase_add_test(f, test_regression_losses);
+    tcase_add_test(f, test_binary_losses);
+    tcase_add_test(f, test_kl_div);
     tcase_add_test(f, test_losses_float32);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");

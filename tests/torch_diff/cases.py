@@ -774,6 +774,57 @@ def products_and_losses():
                 Case("mse_loss", [R((0,)), R((0,))], mse, {"reduction": red}, tag="empty"),
                 Case("mse_loss", [T([INF, NAN, 1.0]), T([INF, 0.0, 1e20])], mse, {"reduction": red}, tag="special")]
     out.append(Case("mse_loss", [R((3,)), R((4,))], mse, {"reduction": "mean"}, tag="shape error"))
+    out += elementwise_losses()
+    return out
+
+
+def elementwise_losses():
+    """l1, smooth_l1, huber, binary_cross_entropy (with and without logits) and kl_div."""
+    l1 = lambda xs, a: F.l1_loss(xs[0], xs[1], reduction=a["reduction"])
+    sl1 = lambda xs, a: F.smooth_l1_loss(xs[0], xs[1], reduction=a["reduction"], beta=a["beta"])
+    hub = lambda xs, a: F.huber_loss(xs[0], xs[1], reduction=a["reduction"], delta=a["delta"])
+    bce = lambda xs, a: F.binary_cross_entropy(xs[0], xs[1], weight=xs[2] if a.get("weight") else None,
+                                               reduction=a["reduction"])
+
+    def bcel(xs, a):
+        k, w, pw = 2, None, None
+        if a.get("weight"):
+            w, k = xs[k], k + 1
+        if a.get("pos_weight"):
+            pw = xs[k]
+        return F.binary_cross_entropy_with_logits(xs[0], xs[1], weight=w, pos_weight=pw, reduction=a["reduction"])
+
+    kl = lambda xs, a: F.kl_div(xs[0], xs[1], reduction=a["reduction"], log_target=a.get("log_target", False))
+    out = []
+    for red in ("mean", "sum", "none"):
+        r = {"reduction": red}
+        out += [Case("l1_loss", [R((3, 4)), R((3, 4))], l1, r, tag="f32"),
+                Case("l1_loss", [R((3, 4), F64), R((4,), F64)], l1, r, tag="broadcast"),
+                Case("smooth_l1_loss", [R((3, 4)), R((3, 4))], sl1, {**r, "beta": 0.5}, tag="f32"),
+                Case("smooth_l1_loss", [R((3, 4), F64), R((3, 4), F64)], sl1, {**r, "beta": 1.0}, tag="f64"),
+                Case("smooth_l1_loss", [R((3, 4), F64), R((3, 4), F64)], sl1, {**r, "beta": 0.0}, tag="beta 0"),
+                Case("huber_loss", [R((3, 4)), R((3, 4))], hub, {**r, "delta": 0.7}, tag="f32"),
+                Case("huber_loss", [R((2, 3), F64), R((3,), F64)], hub, {**r, "delta": 1.0}, tag="broadcast"),
+                Case("binary_cross_entropy", [R((3, 4), F32, 0.05, 0.95), R((3, 4), F32, 0, 1)], bce, r, tag="f32"),
+                Case("binary_cross_entropy", [R((2, 3), F64, 0.05, 0.95), R((2, 3), F64, 0, 1), R((3,), F64, 0.5, 2)],
+                     bce, {**r, "weight": True}, tag="weight", req=[True, True, False]),  # PyTorch: no weight grad
+                Case("binary_cross_entropy_with_logits", [R((3, 4)), R((3, 4), F32, 0, 1)], bcel, r, tag="f32"),
+                Case("binary_cross_entropy_with_logits",
+                     [R((2, 3), F64), R((2, 3), F64, 0, 1), R((2, 3), F64, 0.5, 2), R((3,), F64, 0.5, 3)], bcel,
+                     {**r, "weight": True, "pos_weight": True}, tag="weights", req=[True, True, False, False]),
+                Case("kl_div", [F.log_softmax(R((3, 4)), 1), F.softmax(R((3, 4)), 1)], kl, r, tag="f32"),
+                Case("kl_div", [R((3, 4), F64), R((3, 4), F64)], kl, {**r, "log_target": True}, tag="log_target")]
+    out += [Case("kl_div", [F.log_softmax(R((3, 4)), 1), F.softmax(R((3, 4)), 1)], kl, {"reduction": "batchmean"},
+                 tag="batchmean"),
+            # a zero target's gradient: PyTorch's xlogy gives NaN there, nabla's finite (the log of 1)
+            Case("kl_div", [F.log_softmax(R((3,)), 0), T([0.0, 0.5, 0.5])], kl, {"reduction": "sum"},
+                 tag="zero target", req=[True, False]),
+            Case("binary_cross_entropy_with_logits", [T([100.0, -100.0, 0.0]), T([0.0, 1.0, 0.5])], bcel,
+                 {"reduction": "none"}, tag="large logits"),
+            Case("binary_cross_entropy", [T([0.0, 1.0, 0.5]), T([1.0, 0.0, 0.5])], bce, {"reduction": "none"},
+                 tag="clamped log", req=[False, False]),
+            Case("l1_loss", [R((3,)), R((4,))], l1, {"reduction": "mean"}, tag="shape error"),
+            Case("huber_loss", [R((3,)), R((3,))], hub, {"reduction": "mean", "delta": 0.0}, tag="delta error")]
     return out
 
 

@@ -46,6 +46,28 @@ nb_status h_cross_entropy_ex(dcase *c) {
 }
 nb_status h_mse_loss(dcase *c) { OUT1(nb_mse_loss(I0, I1, reduction(c))); }
 
+/* The options of the losses written from ops: extra inputs weight, then
+ * pos_weight, where the case's flags name them; beta 0 and delta 0 given
+ * as such (NB_ZERO). */
+static nb_loss_options loss_opts(dcase *c) {
+    double beta = ad(c, "beta", 1.0), delta = ad(c, "delta", 1.0);
+    nb_loss_options o = {.reduction = reduction(c), .beta = beta == 0 ? NB_ZERO : beta,
+                         .delta = delta == 0 ? NB_ZERO : delta, .log_target = ab(c, "log_target", false),
+                         .batchmean = !strcmp(as(c, "reduction", "mean"), "batchmean")};
+    int k = 2;
+    if (ab(c, "weight", false)) o.weight = c->in[k++];
+    if (ab(c, "pos_weight", false)) o.pos_weight = c->in[k++];
+    return o;
+}
+nb_status h_l1_loss(dcase *c) { OUT1(nb_l1_loss(I0, I1, reduction(c))); }
+nb_status h_smooth_l1_loss(dcase *c) { OUT1(nb_smooth_l1_loss(I0, I1, loss_opts(c))); }
+nb_status h_huber_loss(dcase *c) { OUT1(nb_huber_loss(I0, I1, loss_opts(c))); }
+nb_status h_binary_cross_entropy(dcase *c) { OUT1(nb_binary_cross_entropy(I0, I1, loss_opts(c))); }
+nb_status h_binary_cross_entropy_with_logits(dcase *c) {
+    OUT1(nb_binary_cross_entropy_with_logits(I0, I1, loss_opts(c)));
+}
+nb_status h_kl_div(dcase *c) { OUT1(nb_kl_div(I0, I1, loss_opts(c))); }
+
 /* ---- convolution, pooling ----------------------------------------------------------------------- */
 
 nb_status h_conv2d(dcase *c) {

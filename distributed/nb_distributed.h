@@ -52,7 +52,8 @@
  * not hang the others. The communicator is non-blocking, and a watchdog
  * thread per group aborts it when NCCL reports an asynchronous error or
  * when its start-up or a launched collective is not done after
- * NB_DIST_TIMEOUT seconds (default 600; also the wait for the init file);
+ * NB_DIST_TIMEOUT seconds (default 600; also the wait for the init file;
+ * collectives replayed from a CUDA graph are not timed, their errors are);
  * the abort ends its kernels, and the call that waits and every later call
  * on the group return NB_ERR_DEVICE naming the cause. After such an error
  * inside a DDP backward, the reducer waits for the buckets it launched and

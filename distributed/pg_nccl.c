@@ -11,7 +11,8 @@
  * a watchdog thread per group polls ncclCommGetAsyncError and the
  * completion events of launched collectives; an error, or a collective (or
  * the communicator's start-up) not done after NB_DIST_TIMEOUT seconds
- * (default 600), aborts the communicator, which ends its kernels, so no
+ * (default 600; collectives replayed from a CUDA graph are not timed),
+ * aborts the communicator, which ends its kernels, so no
  * rank waits forever: the waiting call and every later one return
  * NB_ERR_DEVICE naming the cause. Built only with NCCL, into
  * libnabla_cuda.so and the static library (nccl_linked.c finds it). */
@@ -211,7 +212,10 @@ static nb_status end(nb_process_group *pg, nb_tensor *a, const nb_tensor *b, nb_
     nb_event *e = c->done[k];
     c->next = (c->next + 1) % N_EVENTS;
     if (!st) st = nb_event_record(e, c->stream);
-    c->launched[k] = st ? 0 : now_s(); /* the watchdog times it */
+    /* the watchdog times it; not an event recorded into a CUDA graph being
+     * captured (a query of it would invalidate the capture; replays are
+     * not timed) */
+    c->launched[k] = st || nb_graph_is_capturing(pg->device) ? 0 : now_s();
     pthread_mutex_unlock(&c->lock);
     *ev = e;
     return st;

@@ -90,6 +90,8 @@ typedef struct nb_loss_options {
     bool log_target;        /* kl_div: the target is given as log-probabilities */
     bool batchmean;         /* kl_div: reduction='batchmean', the sum divided by input.size(0)
                                (the KL divergence's true mean; overrides reduction) */
+    double margin;          /* margin_ranking_loss: default 0; hinge_embedding_loss: default 1.0
+                               (left 0), NB_ZERO for 0 */
 } nb_loss_options;
 
 /* These losses (PyTorch's torch.nn.functional of the same names and
@@ -126,6 +128,15 @@ nb_tensor *nb_binary_cross_entropy_with_logits(nb_tensor *input, nb_tensor *targ
  * the sum by input.size(0) (PyTorch's advice; reduction mean averages over
  * every element, as PyTorch's default does). */
 nb_tensor *nb_kl_div(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+/* F.soft_margin_loss: log(1 + exp(-y x)) for labels y (1 or -1), as a
+ * softplus (finite for large -y x). */
+nb_tensor *nb_soft_margin_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+/* F.hinge_embedding_loss: x where y = 1, max(0, margin - x) where y = -1
+ * (PyTorch's implementation: for other y both terms add). */
+nb_tensor *nb_hinge_embedding_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+/* F.margin_ranking_loss: max(0, -y (x1 - x2) + margin), the three of one
+ * dtype and number of dimensions (PyTorch's check), broadcasting together. */
+nb_tensor *nb_margin_ranking_loss(nb_tensor *input1, nb_tensor *input2, nb_tensor *target, nb_loss_options opts);
 
 /* ---- convolution (ops_conv.c; backend/cpu/conv.c) ---------------------------- */
 

@@ -1,6 +1,7 @@
 /* ops_loss.c - cross_entropy (fused log-softmax + NLL), mse_loss and the
  * losses written from differentiable ops (l1, smooth_l1, huber,
- * binary_cross_entropy with and without logits, kl_div): forward dispatch
+ * binary_cross_entropy with and without logits, kl_div, soft_margin,
+ * hinge_embedding, margin_ranking): forward dispatch
  * and backward rules. Kernels: backend/cpu/loss.c. Tests:
  * tests/test_ops_loss.c. */
 #include <math.h>
@@ -383,4 +384,47 @@ static nb_tensor *kl_div_impl(nb_tensor *input, nb_tensor *target, const nb_loss
 
 nb_tensor *nb_kl_div(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
     return run_loss(NB_OP_KL_DIV, kl_div_impl, input, target, opts);
+}
+
+static nb_tensor *soft_margin_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    if (!loss_check("soft_margin_loss", NB_OP_SOFT_MARGIN_LOSS, input, target, o->reduction)) return NULL;
+    return reduce_loss(nb_softplus(nb_neg(nb_mul(target, input)), 1.0, 20.0), o->reduction);
+}
+
+nb_tensor *nb_soft_margin_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
+    return run_loss(NB_OP_SOFT_MARGIN_LOSS, soft_margin_impl, input, target, (nb_loss_options){.reduction = reduction});
+}
+
+static nb_tensor *hinge_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    if (!loss_check("hinge_embedding_loss", NB_OP_HINGE_EMBEDDING_LOSS, input, target, o->reduction)) return NULL;
+    double margin = nb_option(o->margin, 1.0);
+    nb_tensor *zero = nb_scalar_like(input, 0.0, input->dtype);
+    nb_tensor *clamp = nb_maximum(nb_add_scalar(nb_neg(input), margin), zero);
+    nb_tensor *l = nb_add(nb_where(nb_ne_scalar(target, 1.0), clamp, zero), nb_where(nb_ne_scalar(target, -1.0), input, zero));
+    return reduce_loss(l, o->reduction);
+}
+
+nb_tensor *nb_hinge_embedding_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
+    return run_loss(NB_OP_HINGE_EMBEDDING_LOSS, hinge_impl, input, target, opts);
+}
+
+static nb_tensor *margin_ranking_impl(nb_tensor *x1, nb_tensor *x2, nb_tensor *y, const nb_loss_options *o) {
+    const char *op = "margin_ranking_loss";
+    if (x1 && x2 && y && (x1->ndim != x2->ndim || x1->ndim != y->ndim)) /* PyTorch's check, before broadcasting */
+        return NB_FAIL(NB_ERR_SHAPE, "margin_ranking_loss: the inputs have %d, %d and %d dimensions; they must have "
+                       "the same number", x1->ndim, x2->ndim, y->ndim);
+    if (!loss_check(op, NB_OP_MARGIN_RANKING_LOSS, x1, x2, o->reduction) ||
+        !loss_check(op, NB_OP_MARGIN_RANKING_LOSS, x1, y, o->reduction))
+        return NULL;
+    nb_tensor *d = nb_sub(x1, x2);
+    if (!d || !loss_check(op, NB_OP_MARGIN_RANKING_LOSS, d, y, o->reduction)) return NULL;
+    nb_tensor *l = nb_add_scalar(nb_neg(nb_mul(y, d)), o->margin);
+    return reduce_loss(l ? nb_maximum(l, nb_scalar_like(l, 0.0, l->dtype)) : NULL, o->reduction);
+}
+
+nb_tensor *nb_margin_ranking_loss(nb_tensor *input1, nb_tensor *input2, nb_tensor *target, nb_loss_options opts) {
+    nb_tensor *in[3] = {input1, input2, target};
+    if (!nb_autocast_inputs(NB_OP_MARGIN_RANKING_LOSS, 3, in)) return NULL;
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, margin_ranking_impl(in[0], in[1], in[2], &opts));
 }

@@ -266,6 +266,9 @@ extern "C" {
     X(BINARY_CROSS_ENTROPY, binary_cross_entropy, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
     X(BINARY_CROSS_ENTROPY_WITH_LOGITS, binary_cross_entropy_with_logits, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
     X(KL_DIV, kl_div, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(SOFT_MARGIN_LOSS, soft_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(HINGE_EMBEDDING_LOSS, hinge_embedding_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(MARGIN_RANKING_LOSS, margin_ranking_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
     X(NLL_LOSS, nll_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(index_select) K(where) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
     /* CNN */ \
     X(CONV2D, conv2d, conv, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H, K(conv2d) K(conv2d_backward_input) K(conv2d_backward_weight), BW(conv2d), AC(LOWER_EXCEPT_CPU)) \

@@ -54,6 +54,15 @@ static nb_tensor *bce_logits(nb_tensor *const *x, const nb_op_case *c) {
                                                                  .weight = c->n_in > 2 ? x[2] : NULL,
                                                                  .pos_weight = c->n_in > 3 ? x[3] : NULL});
 }
+static nb_tensor *soft_margin(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_soft_margin_loss(x[0], x[1], (nb_reduction)c->p[0]);
+}
+static nb_tensor *hinge(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_hinge_embedding_loss(x[0], x[1], (nb_loss_options){.reduction = (nb_reduction)c->p[0], .margin = c->p[1]});
+}
+static nb_tensor *margin_ranking(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_margin_ranking_loss(x[0], x[1], x[2], (nb_loss_options){.reduction = (nb_reduction)c->p[0], .margin = c->p[1]});
+}
 /* any input (log-probabilities need not be normalized for the formula); a
  * positive target, or any with log_target */
 static nb_tensor *kl_div(nb_tensor *const *x, const nb_op_case *c) {
@@ -234,6 +243,12 @@ static const nb_op_case cases[] = {
      .p = {NB_REDUCTION_MEAN, 0, 1}},
     {.op = NB_OP_KL_DIV, .label = "kl_div none, log_target", .fn = kl_div, .n_in = 2,
      .in = {IN(K_REAL, 3, 4), IN(K_REAL, 3, 4)}, .p = {NB_REDUCTION_NONE, 1, 0}},
+    {.op = NB_OP_SOFT_MARGIN_LOSS, .label = "soft_margin_loss mean", .fn = soft_margin, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)}, .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_HINGE_EMBEDDING_LOSS, .label = "hinge_embedding_loss none, margin 1.5", .fn = hinge, .n_in = 2,
+     .in = {IN(K_UNIT, 2, 3), IN(K_REAL, 2, 3)}, .p = {NB_REDUCTION_NONE, 1.5}},
+    {.op = NB_OP_MARGIN_RANKING_LOSS, .label = "margin_ranking_loss sum, margin 0.2", .fn = margin_ranking, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3), IN(K_AWAY0, 2, 3)}, .p = {NB_REDUCTION_SUM, 0.2}},
     {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
     {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,

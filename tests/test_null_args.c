@@ -424,6 +424,12 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_binary_cross_entropy_with_logits, x, NULL, (nb_loss_options){0});
     NP(nb_kl_div, NULL, NULL, (nb_loss_options){0});
     NP(nb_kl_div, x, NULL, (nb_loss_options){0});
+    NP(nb_soft_margin_loss, NULL, NULL, (nb_reduction)0);
+    NP(nb_soft_margin_loss, x, NULL, (nb_reduction)0);
+    NP(nb_hinge_embedding_loss, NULL, NULL, (nb_loss_options){0});
+    NP(nb_hinge_embedding_loss, x, NULL, (nb_loss_options){0});
+    NP(nb_margin_ranking_loss, NULL, NULL, NULL, (nb_loss_options){0});
+    NP(nb_margin_ranking_loss, x, x, NULL, (nb_loss_options){0});
     NP(nb_conv2d, NULL, NULL, NULL, (nb_conv2d_options){0});
     NP(nb_conv2d, x, NULL, NULL, (nb_conv2d_options){0});
     NP(nb_conv1d, NULL, NULL, NULL, (nb_conv1d_options){0});

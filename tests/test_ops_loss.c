@@ -1,5 +1,6 @@
 /* test_ops_loss.c - cross_entropy, mse_loss and the losses written from
- * ops (l1, smooth_l1, huber, binary cross-entropy, kl_div): values computed by hand (a
+ * ops (l1, smooth_l1, huber, binary cross-entropy, kl_div, soft margin,
+ * hinge embedding, margin ranking): values computed by hand (a
  * 2x3 cross entropy with every reduction, ignore_index and the all-ignored
  * NaN), gradients by hand (softmax - onehot), gradchecks along every
  * reduction, error paths, and float32 against float64. */
@@ -288,6 +289,29 @@ START_TEST(test_kl_div) {
 }
 END_TEST
 
+START_TEST(test_margin_losses) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){0.5, -0.25, 2, 0});
+    nb_tensor *y = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){1, -1, -1, 1});
+    /* soft margin: log(1 + exp(-y x)) */
+    double sm[4] = {log1p(exp(-0.5)), log1p(exp(-0.25)), log1p(exp(2)), log(2.0)};
+    nb_ck_close(nb_soft_margin_loss(x, y, NB_REDUCTION_NONE), sm, 4, 0, 1e-15);
+    /* hinge embedding, margin 1 (a zeroed struct): x where y = 1, max(0, 1 - x) where y = -1 */
+    nb_ck_close(nb_hinge_embedding_loss(x, y, (nb_loss_options){.reduction = NB_REDUCTION_NONE}),
+                (double[]){0.5, 1.25, 0, 0}, 4, 0, 1e-15);
+    ck_assert_double_eq(nb_item(nb_hinge_embedding_loss(x, y, (nb_loss_options){.reduction = NB_REDUCTION_SUM,
+                                                                                 .margin = NB_ZERO})),
+                        0.5 + 0.25);
+    /* margin ranking: max(0, -y (x1 - x2) + margin) */
+    nb_tensor *x2 = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){1, 0, 1, 0});
+    nb_ck_close(nb_margin_ranking_loss(x, x2, y, (nb_loss_options){.reduction = NB_REDUCTION_NONE, .margin = 0.1}),
+                (double[]){0.6, 0, 1.1, 0.1}, 4, 0, 1e-15);
+    NB_CK_FAILS(nb_margin_ranking_loss(nb_reshape(x, NB_SHAPE(1, 4)), x2, y, (nb_loss_options){0}), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "margin_ranking_loss"));
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_mse_gradcheck) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *in[2] = {nb_test_randn_grad(NB_SHAPE(3, 4), 11), nb_test_randn_grad(NB_SHAPE(3, 4), 12)};
@@ -439,6 +463,7 @@ Suite *nb_suite_ops_loss(void) {
     tcase_add_test(f, test_regression_losses);
     tcase_add_test(f, test_binary_losses);
     tcase_add_test(f, test_kl_div);
+    tcase_add_test(f, test_margin_losses);
     tcase_add_test(f, test_losses_float32);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");

@@ -814,6 +814,28 @@ def elementwise_losses():
                      {**r, "weight": True, "pos_weight": True}, tag="weights", req=[True, True, False, False]),
                 Case("kl_div", [F.log_softmax(R((3, 4)), 1), F.softmax(R((3, 4)), 1)], kl, r, tag="f32"),
                 Case("kl_div", [R((3, 4), F64), R((3, 4), F64)], kl, {**r, "log_target": True}, tag="log_target")]
+    sm = lambda xs, a: F.soft_margin_loss(xs[0], xs[1], reduction=a["reduction"])
+    he = lambda xs, a: F.hinge_embedding_loss(xs[0], xs[1], margin=a["margin"], reduction=a["reduction"])
+    mr = lambda xs, a: F.margin_ranking_loss(xs[0], xs[1], xs[2], margin=a["margin"], reduction=a["reduction"])
+    labels = lambda shape, dt=F32: (torch.randint(0, 2, shape) * 2 - 1).to(dt)
+    for red in ("mean", "sum", "none"):
+        r = {"reduction": red}
+        # PyTorch has no gradient for soft_margin_loss's target
+        out += [Case("soft_margin_loss", [R((3, 4)), labels((3, 4))], sm, r, tag="f32", req=[True, False]),
+                Case("soft_margin_loss", [R((3, 4), F64), R((4,), F64)], sm, r, tag="broadcast, real targets",
+                     req=[True, False]),
+                Case("hinge_embedding_loss", [R((3, 4)), labels((3, 4))], he, {**r, "margin": 1.0}, tag="f32"),
+                Case("hinge_embedding_loss", [R((3, 4), F64), labels((3, 4), F64)], he, {**r, "margin": 0.5},
+                     tag="margin 0.5"),
+                Case("margin_ranking_loss", [R((5,)), R((5,)), labels((5,))], mr, {**r, "margin": 0.0}, tag="f32"),
+                Case("margin_ranking_loss", [R((2, 5), F64), R((1, 5), F64), labels((2, 5), F64)], mr,
+                     {**r, "margin": 0.3}, tag="broadcast, margin")]
+    out += [Case("hinge_embedding_loss", [R((6,), F64), T([1.0, -1.0, 0.5, 2.0, -1.0, 1.0], F64)], he,
+                 {"reduction": "none", "margin": 0.0}, tag="other labels, margin 0"),
+            Case("margin_ranking_loss", [R((3,)), R((4,)), labels((3,))], mr, {"reduction": "mean", "margin": 0.0},
+                 tag="shape error"),
+            Case("margin_ranking_loss", [R((2, 5)), R((5,)), labels((2, 5))], mr, {"reduction": "mean", "margin": 0.0},
+                 tag="ndim error")]
     out += [Case("kl_div", [F.log_softmax(R((3, 4)), 1), F.softmax(R((3, 4)), 1)], kl, {"reduction": "batchmean"},
                  tag="batchmean"),
             # a zero target's gradient: PyTorch's xlogy gives NaN there, nabla's finite (the log of 1)

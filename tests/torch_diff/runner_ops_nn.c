@@ -67,6 +67,16 @@ nb_status h_binary_cross_entropy_with_logits(dcase *c) {
     OUT1(nb_binary_cross_entropy_with_logits(I0, I1, loss_opts(c)));
 }
 nb_status h_kl_div(dcase *c) { OUT1(nb_kl_div(I0, I1, loss_opts(c))); }
+nb_status h_soft_margin_loss(dcase *c) { OUT1(nb_soft_margin_loss(I0, I1, reduction(c))); }
+nb_status h_hinge_embedding_loss(dcase *c) {
+    nb_loss_options o = {.reduction = reduction(c)};
+    double m = ad(c, "margin", 1.0);
+    o.margin = m == 0 ? NB_ZERO : m;
+    OUT1(nb_hinge_embedding_loss(I0, I1, o));
+}
+nb_status h_margin_ranking_loss(dcase *c) {
+    OUT1(nb_margin_ranking_loss(I0, I1, I2, (nb_loss_options){.reduction = reduction(c), .margin = ad(c, "margin", 0)}));
+}
 
 /* ---- convolution, pooling ----------------------------------------------------------------------- */
 

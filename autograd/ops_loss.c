@@ -413,10 +413,8 @@ static nb_tensor *margin_ranking_impl(nb_tensor *x1, nb_tensor *x2, nb_tensor *y
     if (x1 && x2 && y && (x1->ndim != x2->ndim || x1->ndim != y->ndim)) /* PyTorch's check, before broadcasting */
         return NB_FAIL(NB_ERR_SHAPE, "margin_ranking_loss: the inputs have %d, %d and %d dimensions; they must have "
                        "the same number", x1->ndim, x2->ndim, y->ndim);
-    if (!loss_check(op, NB_OP_MARGIN_RANKING_LOSS, x1, x2, o->reduction) ||
-        !loss_check(op, NB_OP_MARGIN_RANKING_LOSS, x1, y, o->reduction))
-        return NULL;
-    nb_tensor *d = nb_sub(x1, x2);
+    if (!loss_check(op, NB_OP_MARGIN_RANKING_LOSS, x1, x2, o->reduction)) return NULL;
+    nb_tensor *d = nb_sub(x1, x2); /* then y against d: its dtype is x1's, its shape the broadcast one */
     if (!d || !loss_check(op, NB_OP_MARGIN_RANKING_LOSS, d, y, o->reduction)) return NULL;
     nb_tensor *l = nb_add_scalar(nb_neg(nb_mul(y, d)), o->margin);
     return reduce_loss(l ? nb_maximum(l, nb_scalar_like(l, 0.0, l->dtype)) : NULL, o->reduction);

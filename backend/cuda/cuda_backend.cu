@@ -287,16 +287,12 @@ static nb_status no_sync_in_capture(const char *what) {
 }
 
 // Waits for the stream's work, reports its pending error word, and gives
-// the stream back to the pool.
+// the stream back to the pool (core never passes a stream in a capture:
+// nb_stream_free asks stream_capture_id first).
 static void stream_destroy(nb_backend *be, void *sp) {
     Ctx *c = ctx_of(be);
     cudaStream_t s = (cudaStream_t)sp;
     Guard g(c->dev);
-    if (stream_capturing(s)) {
-        nb_set_error(NB_ERR_STATE, "stream_free: the stream is being captured into a CUDA graph; end the capture "
-                                   "first");
-        return;
-    }
     int i = 0, n = __atomic_load_n(&c->n_streams, __ATOMIC_ACQUIRE);
     while (i < n && c->streams[i].s != s) i++;
     if (i == n) return; // not ours
@@ -493,7 +489,9 @@ static unsigned long long stream_capture_id(nb_backend *be, void *s) {
         (void)cudaGetLastError();
         return 0;
     }
-    return cs == cudaStreamCaptureStatusActive ? id : 0;
+    // an invalidated capture still holds the stream: core refuses to free it
+    // or wait on it as for an active one
+    return cs != cudaStreamCaptureStatusNone ? (id ? id : ~0ull) : 0;
 }
 
 // The profiler's marks: timed events recorded on the current stream.

@@ -90,8 +90,16 @@ typedef struct nb_loss_options {
     bool log_target;        /* kl_div: the target is given as log-probabilities */
     bool batchmean;         /* kl_div: reduction='batchmean', the sum divided by input.size(0)
                                (the KL divergence's true mean; overrides reduction) */
-    double margin;          /* margin_ranking_loss: default 0; hinge_embedding_loss: default 1.0
-                               (left 0), NB_ZERO for 0 */
+    double margin;          /* margin_ranking_loss, cosine_embedding_loss: default 0;
+                               hinge_embedding_loss, multi_margin_loss, triplet_margin_loss(_with_distance):
+                               default 1.0 (left 0), NB_ZERO for 0 */
+    nb_flag log_input;      /* poisson_nll_loss: the input is log(rate) (default true) */
+    bool full;              /* poisson_nll_loss: add the Stirling term; gaussian_nll_loss: add log(2 pi) / 2 */
+    double eps;             /* poisson_nll_loss: 1e-8; gaussian_nll_loss: 1e-6; triplet_margin_loss:
+                               1e-6 (left 0; NB_ZERO for 0) */
+    double p;               /* multi_margin_loss: 1 or 2 (default 1); triplet_margin_loss: the norm's
+                               degree, >= 1 or INFINITY (default 2) (left 0) */
+    bool swap;              /* triplet_margin_loss(_with_distance): the distance swap (Balntas et al. 2016) */
 } nb_loss_options;
 
 /* These losses (PyTorch's torch.nn.functional of the same names and
@@ -137,6 +145,65 @@ nb_tensor *nb_hinge_embedding_loss(nb_tensor *input, nb_tensor *target, nb_loss_
 /* F.margin_ranking_loss: max(0, -y (x1 - x2) + margin), the three of one
  * dtype and number of dimensions (PyTorch's check), broadcasting together. */
 nb_tensor *nb_margin_ranking_loss(nb_tensor *input1, nb_tensor *input2, nb_tensor *target, nb_loss_options opts);
+
+/* F.poisson_nll_loss: with log_input, exp(x) - t x; else x - t log(x + eps);
+ * full adds t log t - t + log(2 pi t) / 2 where t > 1 (Stirling). */
+nb_tensor *nb_poisson_nll_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+/* F.gaussian_nll_loss (Nix & Weigend 1994): (log v + (x - t)^2 / v) / 2
+ * with v = max(var, eps) (the clamp passes the gradient through, as
+ * PyTorch's no_grad clamp); full adds log(2 pi) / 2. var has the input's
+ * shape, or that shape without its last dim (one variance per row), or with
+ * the last dim 1; a negative var is NB_ERR_INVALID_ARG (a host read, as
+ * PyTorch's check). */
+nb_tensor *nb_gaussian_nll_loss(nb_tensor *input, nb_tensor *target, nb_tensor *var, nb_loss_options opts);
+
+/* The losses over classes below take input [N, C] or [C] (unbatched) and
+ * reduce over the batch (none keeps [N]); weight (may be NULL) is [C] of the
+ * input's dtype. */
+/* F.multilabel_soft_margin_loss: target [N, C] of 0/1 labels in the input's
+ * dtype; per row -sum_c w_c (t log sigmoid(x) + (1 - t) log sigmoid(-x)) / C. */
+nb_tensor *nb_multilabel_soft_margin_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+/* F.multi_margin_loss: target [N] int64 class indices in [0, C) (else
+ * NB_ERR_INVALID_ARG, a host read); per row
+ * sum_{j != y} w_y max(0, margin - x_y + x_j)^p / C, p 1 or 2. */
+nb_tensor *nb_multi_margin_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts);
+/* F.multilabel_margin_loss: target int64 of the input's shape holding each
+ * row's target classes, ended by the first -1 (the rest ignored); per row
+ * sum over targets j and non-targets i of max(0, 1 - (x_j - x_i)) / C.
+ * Memory O(N C^2). Errors: a target outside [-1, C) (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_multilabel_margin_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+/* F.cosine_embedding_loss: x1, x2 [N, D] with target [N] (or [D] with a 0-d
+ * target) of 1 / -1 labels in the input's dtype; with
+ * cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)) (ATen's), 1 - cos
+ * where y = 1 and max(0, cos - margin) where y = -1 (0 for other y). */
+nb_tensor *nb_cosine_embedding_loss(nb_tensor *input1, nb_tensor *input2, nb_tensor *target, nb_loss_options opts);
+/* F.triplet_margin_loss (Schroff et al. 2015; Balntas et al. 2016):
+ * max(0, margin + d(a, p) - d(a, n)) with d = nb_pairwise_distance(., ., p,
+ * eps); swap uses min(d(a, n), d(p, n)). anchor, positive, negative of one
+ * float dtype and number of dims ([N, D] or [D]), broadcasting together. */
+nb_tensor *nb_triplet_margin_loss(nb_tensor *anchor, nb_tensor *positive, nb_tensor *negative, nb_loss_options opts);
+/* A distance per row of two tensors (the pairwise_distance shape rule),
+ * differentiable; NULL with the error set on failure. */
+typedef nb_tensor *(*nb_distance_fn)(nb_tensor *x1, nb_tensor *x2, void *user);
+/* F.triplet_margin_with_distance_loss: as triplet_margin_loss with
+ * distance(x1, x2, user) (NULL: nb_pairwise_distance with p 2, eps 1e-6);
+ * opts.p and opts.eps are not used. */
+nb_tensor *nb_triplet_margin_with_distance_loss(nb_tensor *anchor, nb_tensor *positive, nb_tensor *negative,
+                                                nb_distance_fn distance, void *user, nb_loss_options opts);
+
+/* ---- distances (ops_loss_margin.c) ------------------------------------------ */
+
+/* F.pairwise_distance: the p-norm of x1 - x2 + eps over the last dim
+ * (ATen's; eps keeps the norm's gradient finite at x1 = x2), the two
+ * broadcasting together; keepdim keeps that dim as 1. p 0 (left) is 2 (NB_ZERO
+ * is not taken), >= 1 or INFINITY; eps 0 (left) is 1e-6, NB_ZERO for 0.
+ * float32/float64. Errors: NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_INVALID_ARG
+ * (p < 1). */
+nb_tensor *nb_pairwise_distance(nb_tensor *x1, nb_tensor *x2, double p, double eps, bool keepdim);
+/* F.cosine_similarity: sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps)) over
+ * dim (the norms' clamps pass the gradient through, ATen's), the two
+ * broadcasting together; eps 0 (left) is 1e-8, NB_ZERO for 0. */
+nb_tensor *nb_cosine_similarity(nb_tensor *x1, nb_tensor *x2, int dim, double eps);
 
 /* ---- convolution (ops_conv.c; backend/cpu/conv.c) ---------------------------- */
 

@@ -227,7 +227,7 @@ nb_tensor *nb_nll_loss(nb_tensor *input, nb_tensor *target, nb_cross_entropy_opt
 
 /* input and target (and extra, when not NULL) of one float dtype whose shapes
  * broadcast; reduction known. */
-static bool loss_check(const char *op, nb_op_id id, nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
+bool nb_loss_check(const char *op, nb_op_id id, nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
     nb_tensor *in[2] = {input, target};
     if (!nb_check_inputs(op, 2, in) || !nb_check_dtypes(id, 2, in)) return false;
     if ((unsigned)reduction > NB_REDUCTION_NONE) {
@@ -247,7 +247,7 @@ static bool loss_check(const char *op, nb_op_id id, nb_tensor *input, nb_tensor 
 }
 
 /* A weight tensor (weight, pos_weight): NULL, or of the input's dtype and device. */
-static bool weight_check(const char *op, const char *what, nb_tensor *w, nb_tensor *input) {
+bool nb_loss_weight_check(const char *op, const char *what, nb_tensor *w, nb_tensor *input) {
     if (!w) return true;
     if (w->dtype != input->dtype) {
         nb_set_error(NB_ERR_DTYPE, "%s: %s is %s, the input %s", op, what, nb_dtype_name(w->dtype),
@@ -261,7 +261,7 @@ static bool weight_check(const char *op, const char *what, nb_tensor *w, nb_tens
     return true;
 }
 
-static nb_tensor *reduce_loss(nb_tensor *l, nb_reduction reduction) {
+nb_tensor *nb_loss_reduce(nb_tensor *l, nb_reduction reduction) {
     if (!l || reduction == NB_REDUCTION_NONE) return l;
     return reduction == NB_REDUCTION_SUM ? nb_sum(l, NULL, 0, false) : nb_mean(l, NULL, 0, false);
 }
@@ -276,9 +276,9 @@ static nb_tensor *run_loss(nb_op_id id, loss_fn f, nb_tensor *input, nb_tensor *
 }
 
 static nb_tensor *mse_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
-    if (!loss_check("mse_loss", NB_OP_MSE_LOSS, input, target, o->reduction)) return NULL;
+    if (!nb_loss_check("mse_loss", NB_OP_MSE_LOSS, input, target, o->reduction)) return NULL;
     nb_tensor *d = nb_sub(input, target);
-    return reduce_loss(nb_mul(d, d), o->reduction);
+    return nb_loss_reduce(nb_mul(d, d), o->reduction);
 }
 
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
@@ -286,8 +286,8 @@ nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reducti
 }
 
 static nb_tensor *l1_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
-    if (!loss_check("l1_loss", NB_OP_L1_LOSS, input, target, o->reduction)) return NULL;
-    return reduce_loss(nb_abs(nb_sub(input, target)), o->reduction);
+    if (!nb_loss_check("l1_loss", NB_OP_L1_LOSS, input, target, o->reduction)) return NULL;
+    return nb_loss_reduce(nb_abs(nb_sub(input, target)), o->reduction);
 }
 
 nb_tensor *nb_l1_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
@@ -304,11 +304,11 @@ static nb_tensor *quadratic_near_zero(nb_tensor *input, nb_tensor *target, doubl
 }
 
 static nb_tensor *smooth_l1_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
-    if (!loss_check("smooth_l1_loss", NB_OP_SMOOTH_L1_LOSS, input, target, o->reduction)) return NULL;
+    if (!nb_loss_check("smooth_l1_loss", NB_OP_SMOOTH_L1_LOSS, input, target, o->reduction)) return NULL;
     double beta = nb_option(o->beta, 1.0);
     if (!(beta >= 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "smooth_l1_loss: beta must be >= 0 (got %g)", beta);
-    if (beta == 0) return reduce_loss(nb_abs(nb_sub(input, target)), o->reduction);
-    return reduce_loss(quadratic_near_zero(input, target, beta, 0.5 / beta, 1.0), o->reduction);
+    if (beta == 0) return nb_loss_reduce(nb_abs(nb_sub(input, target)), o->reduction);
+    return nb_loss_reduce(quadratic_near_zero(input, target, beta, 0.5 / beta, 1.0), o->reduction);
 }
 
 nb_tensor *nb_smooth_l1_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
@@ -316,10 +316,10 @@ nb_tensor *nb_smooth_l1_loss(nb_tensor *input, nb_tensor *target, nb_loss_option
 }
 
 static nb_tensor *huber_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
-    if (!loss_check("huber_loss", NB_OP_HUBER_LOSS, input, target, o->reduction)) return NULL;
+    if (!nb_loss_check("huber_loss", NB_OP_HUBER_LOSS, input, target, o->reduction)) return NULL;
     double delta = nb_option(o->delta, 1.0);
     if (!(delta > 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "huber_loss: delta must be > 0 (got %g)", delta);
-    return reduce_loss(quadratic_near_zero(input, target, delta, 0.5, delta), o->reduction);
+    return nb_loss_reduce(quadratic_near_zero(input, target, delta, 0.5, delta), o->reduction);
 }
 
 nb_tensor *nb_huber_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
@@ -334,14 +334,14 @@ static nb_tensor *clamped_log(nb_tensor *x) {
 
 static nb_tensor *bce_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
     const char *op = "binary_cross_entropy";
-    if (!loss_check(op, NB_OP_BINARY_CROSS_ENTROPY, input, target, o->reduction) ||
-        !weight_check(op, "weight", o->weight, input))
+    if (!nb_loss_check(op, NB_OP_BINARY_CROSS_ENTROPY, input, target, o->reduction) ||
+        !nb_loss_weight_check(op, "weight", o->weight, input))
         return NULL;
     /* -(t log x + (1 - t) log(1 - x)) = -(log(1 - x) + t (log x - log(1 - x))) */
     nb_tensor *lx = clamped_log(input), *l1x = clamped_log(nb_add_scalar(nb_neg(input), 1.0));
     nb_tensor *l = nb_neg(nb_add(l1x, nb_mul(target, nb_sub(lx, l1x))));
     if (o->weight) l = nb_mul(l, o->weight);
-    return reduce_loss(l, o->reduction);
+    return nb_loss_reduce(l, o->reduction);
 }
 
 nb_tensor *nb_binary_cross_entropy(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
@@ -350,8 +350,8 @@ nb_tensor *nb_binary_cross_entropy(nb_tensor *input, nb_tensor *target, nb_loss_
 
 static nb_tensor *bce_logits_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
     const char *op = "binary_cross_entropy_with_logits";
-    if (!loss_check(op, NB_OP_BINARY_CROSS_ENTROPY_WITH_LOGITS, input, target, o->reduction) ||
-        !weight_check(op, "weight", o->weight, input) || !weight_check(op, "pos_weight", o->pos_weight, input))
+    if (!nb_loss_check(op, NB_OP_BINARY_CROSS_ENTROPY_WITH_LOGITS, input, target, o->reduction) ||
+        !nb_loss_weight_check(op, "weight", o->weight, input) || !nb_loss_weight_check(op, "pos_weight", o->pos_weight, input))
         return NULL;
     /* log(1 + exp(-x)) = log1p(exp(-|x|)) + max(-x, 0), finite for any x */
     nb_tensor *zero = nb_scalar_like(input, 0.0, input->dtype);
@@ -360,7 +360,7 @@ static nb_tensor *bce_logits_impl(nb_tensor *input, nb_tensor *target, const nb_
     nb_tensor *coef = o->pos_weight ? nb_add_scalar(nb_mul(nb_add_scalar(o->pos_weight, -1.0), target), 1.0) : NULL;
     nb_tensor *l = nb_add(nb_mul(one_minus_t, input), coef ? nb_mul(coef, soft) : soft);
     if (o->weight) l = nb_mul(l, o->weight);
-    return reduce_loss(l, o->reduction);
+    return nb_loss_reduce(l, o->reduction);
 }
 
 nb_tensor *nb_binary_cross_entropy_with_logits(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
@@ -368,7 +368,7 @@ nb_tensor *nb_binary_cross_entropy_with_logits(nb_tensor *input, nb_tensor *targ
 }
 
 static nb_tensor *kl_div_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
-    if (!loss_check("kl_div", NB_OP_KL_DIV, input, target, o->reduction)) return NULL;
+    if (!nb_loss_check("kl_div", NB_OP_KL_DIV, input, target, o->reduction)) return NULL;
     nb_tensor *l;
     if (o->log_target) l = nb_mul(nb_exp(target), nb_sub(target, input));
     else { /* xlogy(t, t) - t x: log of 1 where t = 0, so t log t is 0 there and its gradient finite */
@@ -376,7 +376,7 @@ static nb_tensor *kl_div_impl(nb_tensor *input, nb_tensor *target, const nb_loss
         nb_tensor *safe = nb_where(nb_gt(target, zero), target, nb_scalar_like(target, 1.0, target->dtype));
         l = nb_mul(target, nb_sub(nb_log(safe), input));
     }
-    if (!o->batchmean) return reduce_loss(l, o->reduction);
+    if (!o->batchmean) return nb_loss_reduce(l, o->reduction);
     nb_tensor *sum = nb_sum(l, NULL, 0, false);
     int64_t n = input->ndim ? input->shape[0] : 1;
     return sum ? nb_mul_scalar(sum, 1.0 / (double)n) : NULL;
@@ -387,8 +387,8 @@ nb_tensor *nb_kl_div(nb_tensor *input, nb_tensor *target, nb_loss_options opts) 
 }
 
 static nb_tensor *soft_margin_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
-    if (!loss_check("soft_margin_loss", NB_OP_SOFT_MARGIN_LOSS, input, target, o->reduction)) return NULL;
-    return reduce_loss(nb_softplus(nb_neg(nb_mul(target, input)), 1.0, 20.0), o->reduction);
+    if (!nb_loss_check("soft_margin_loss", NB_OP_SOFT_MARGIN_LOSS, input, target, o->reduction)) return NULL;
+    return nb_loss_reduce(nb_softplus(nb_neg(nb_mul(target, input)), 1.0, 20.0), o->reduction);
 }
 
 nb_tensor *nb_soft_margin_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction) {
@@ -396,12 +396,12 @@ nb_tensor *nb_soft_margin_loss(nb_tensor *input, nb_tensor *target, nb_reduction
 }
 
 static nb_tensor *hinge_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
-    if (!loss_check("hinge_embedding_loss", NB_OP_HINGE_EMBEDDING_LOSS, input, target, o->reduction)) return NULL;
+    if (!nb_loss_check("hinge_embedding_loss", NB_OP_HINGE_EMBEDDING_LOSS, input, target, o->reduction)) return NULL;
     double margin = nb_option(o->margin, 1.0);
     nb_tensor *zero = nb_scalar_like(input, 0.0, input->dtype);
     nb_tensor *clamp = nb_maximum(nb_add_scalar(nb_neg(input), margin), zero);
     nb_tensor *l = nb_add(nb_where(nb_ne_scalar(target, 1.0), clamp, zero), nb_where(nb_ne_scalar(target, -1.0), input, zero));
-    return reduce_loss(l, o->reduction);
+    return nb_loss_reduce(l, o->reduction);
 }
 
 nb_tensor *nb_hinge_embedding_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
@@ -413,11 +413,11 @@ static nb_tensor *margin_ranking_impl(nb_tensor *x1, nb_tensor *x2, nb_tensor *y
     if (x1 && x2 && y && (x1->ndim != x2->ndim || x1->ndim != y->ndim)) /* PyTorch's check, before broadcasting */
         return NB_FAIL(NB_ERR_SHAPE, "margin_ranking_loss: the inputs have %d, %d and %d dimensions; they must have "
                        "the same number", x1->ndim, x2->ndim, y->ndim);
-    if (!loss_check(op, NB_OP_MARGIN_RANKING_LOSS, x1, x2, o->reduction)) return NULL;
+    if (!nb_loss_check(op, NB_OP_MARGIN_RANKING_LOSS, x1, x2, o->reduction)) return NULL;
     nb_tensor *d = nb_sub(x1, x2); /* then y against d: its dtype is x1's, its shape the broadcast one */
-    if (!d || !loss_check(op, NB_OP_MARGIN_RANKING_LOSS, d, y, o->reduction)) return NULL;
+    if (!d || !nb_loss_check(op, NB_OP_MARGIN_RANKING_LOSS, d, y, o->reduction)) return NULL;
     nb_tensor *l = nb_add_scalar(nb_neg(nb_mul(y, d)), o->margin);
-    return reduce_loss(l ? nb_maximum(l, nb_scalar_like(l, 0.0, l->dtype)) : NULL, o->reduction);
+    return nb_loss_reduce(l ? nb_maximum(l, nb_scalar_like(l, 0.0, l->dtype)) : NULL, o->reduction);
 }
 
 nb_tensor *nb_margin_ranking_loss(nb_tensor *input1, nb_tensor *input2, nb_tensor *target, nb_loss_options opts) {
@@ -425,4 +425,63 @@ nb_tensor *nb_margin_ranking_loss(nb_tensor *input1, nb_tensor *input2, nb_tenso
     if (!nb_autocast_inputs(NB_OP_MARGIN_RANKING_LOSS, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, margin_ranking_impl(in[0], in[1], in[2], &opts));
+}
+
+static nb_tensor *poisson_nll_impl(nb_tensor *input, nb_tensor *target, const nb_loss_options *o) {
+    if (!nb_loss_check("poisson_nll_loss", NB_OP_POISSON_NLL_LOSS, input, target, o->reduction)) return NULL;
+    nb_tensor *l = nb_flag_on(o->log_input) ? nb_sub(nb_exp(input), nb_mul(target, input))
+                                            : nb_sub(input, nb_mul(target, nb_log(nb_add_scalar(input, nb_option(o->eps, 1e-8)))));
+    if (l && o->full) { /* Stirling's t log t - t + log(2 pi t) / 2 where t > 1 (1 stands in elsewhere: finite gradients) */
+        nb_tensor *big = nb_gt_scalar(target, 1.0);
+        nb_tensor *t = nb_where(big, target, nb_scalar_like(target, 1.0, target->dtype));
+        nb_tensor *st = nb_add(nb_sub(nb_mul(t, nb_log(t)), t), nb_mul_scalar(nb_log(nb_mul_scalar(t, 2 * M_PI)), 0.5));
+        l = nb_add(l, nb_where(big, st, nb_scalar_like(target, 0.0, target->dtype)));
+    }
+    return nb_loss_reduce(l, o->reduction);
+}
+
+nb_tensor *nb_poisson_nll_loss(nb_tensor *input, nb_tensor *target, nb_loss_options opts) {
+    return run_loss(NB_OP_POISSON_NLL_LOSS, poisson_nll_impl, input, target, opts);
+}
+
+/* max(v, eps) whose gradient is v's wherever it clamps (PyTorch clamps under
+ * no_grad): eps + (v - detach(v)) below eps, exactly eps in value. */
+nb_tensor *nb_clamp_min_passthrough(nb_tensor *v, double eps) {
+    nb_tensor *low = nb_add_scalar(nb_sub(v, nb_detach(v)), eps);
+    return low ? nb_where(nb_ge_scalar(v, eps), v, low) : NULL;
+}
+
+static nb_tensor *gaussian_nll_impl(nb_tensor *input, nb_tensor *target, nb_tensor *var, const nb_loss_options *o) {
+    const char *op = "gaussian_nll_loss";
+    if (!nb_loss_check(op, NB_OP_GAUSSIAN_NLL_LOSS, input, target, o->reduction) ||
+        !nb_check_dtypes(NB_OP_GAUSSIAN_NLL_LOSS, 3, (nb_tensor *[]){input, target, var}))
+        return NULL;
+    bool same = var->ndim == input->ndim && !memcmp(var->shape, input->shape, sizeof(int64_t) * (size_t)input->ndim);
+    if (!same) { /* PyTorch's two homoscedastic forms: the input's shape without its last dim, or with it 1 */
+        int k = input->ndim - 1;
+        bool lead = k >= 0 && !memcmp(var->shape, input->shape, sizeof(int64_t) * (size_t)(k > 0 ? k : 0));
+        if (lead && var->ndim == k) var = nb_unsqueeze(var, -1);
+        else if (!(lead && var->ndim == input->ndim && var->shape[k] == 1)) {
+            char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+            return NB_FAIL(NB_ERR_SHAPE, "%s: var %s must have the input's shape %s, that shape without its last dim, "
+                           "or with the last dim 1", op, nb_fmt_shape(var->ndim, var->shape, a, sizeof a),
+                           nb_fmt_shape(input->ndim, input->shape, b, sizeof b));
+        }
+    }
+    nb_tensor *neg = nb_any(nb_lt_scalar(var, 0.0), NULL, 0, false);
+    if (!neg) return NULL;
+    if (nb_item(neg) != 0) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: var has a negative entry", op);
+    nb_tensor *v = nb_clamp_min_passthrough(var, nb_option(o->eps, 1e-6));
+    nb_tensor *d = nb_sub(input, target);
+    nb_tensor *l = nb_mul_scalar(nb_add(nb_log(v), nb_div(nb_mul(d, d), v)), 0.5);
+    if (o->full) l = nb_add_scalar(l, 0.5 * log(2 * M_PI));
+    return nb_loss_reduce(l, o->reduction);
+}
+
+nb_tensor *nb_gaussian_nll_loss(nb_tensor *input, nb_tensor *target, nb_tensor *var, nb_loss_options opts) {
+    nb_tensor *in[3] = {input, target, var};
+    if (!nb_autocast_inputs(NB_OP_GAUSSIAN_NLL_LOSS, 3, in)) return NULL;
+    if (!nb_check_inputs("gaussian_nll_loss", 3, in)) return NULL;
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, gaussian_nll_impl(in[0], in[1], in[2], &opts));
 }

@@ -72,6 +72,10 @@ const char *nb_status_str(nb_status s);
 #define NB_ZERO (-0.0)
 /* Such an option's value: dflt for +0.0, 0 for NB_ZERO, v otherwise. */
 double nb_option(double v, double dflt);
+/* A yes/no option whose PyTorch default is true: left 0, it takes the
+ * default (nb_flag_on: NB_FLAG_FALSE is the only "no"). */
+typedef enum nb_flag { NB_FLAG_DEFAULT = 0, NB_FLAG_TRUE, NB_FLAG_FALSE } nb_flag;
+#define nb_flag_on(f) ((f) != NB_FLAG_FALSE)
 
 /* ---- dtypes and devices ---------------------------------------------- */
 

@@ -269,6 +269,16 @@ extern "C" {
     X(SOFT_MARGIN_LOSS, soft_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
     X(HINGE_EMBEDDING_LOSS, hinge_embedding_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
     X(MARGIN_RANKING_LOSS, margin_ranking_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(POISSON_NLL_LOSS, poisson_nll_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(GAUSSIAN_NLL_LOSS, gaussian_nll_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(MULTILABEL_SOFT_MARGIN_LOSS, multilabel_soft_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(MULTI_MARGIN_LOSS, multi_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(index_select) K(index_add) K(where) K(gather) K(scatter), BW_CALLS, AC(FP32)) \
+    X(MULTILABEL_MARGIN_LOSS, multilabel_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(where) K(scan) K(gather) K(scatter), BW_CALLS, AC(FP32)) \
+    X(COSINE_EMBEDDING_LOSS, cosine_embedding_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(TRIPLET_MARGIN_LOSS, triplet_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(TRIPLET_MARGIN_WITH_DISTANCE_LOSS, triplet_margin_with_distance_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(PAIRWISE_DISTANCE, pairwise_distance, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(COSINE_SIMILARITY, cosine_similarity, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
     X(NLL_LOSS, nll_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(index_select) K(where) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
     /* CNN */ \
     X(CONV2D, conv2d, conv, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H, K(conv2d) K(conv2d_backward_input) K(conv2d_backward_weight), BW(conv2d), AC(LOWER_EXCEPT_CPU)) \

@@ -35,10 +35,10 @@ static nb_tensor *flatten_forward(nb_module *m, nb_tensor *x) {
     return nb_flatten(x, c->start_dim, c->end_dim);
 }
 
-static const nb_module_ops relu_ops = {"ReLU", relu_forward, NULL};
-static const nb_module_ops sigmoid_ops = {"Sigmoid", sigmoid_forward, NULL};
-static const nb_module_ops tanh_ops = {"Tanh", tanh_forward, NULL};
-static const nb_module_ops flatten_ops = {"Flatten", flatten_forward, free};
+static const nb_module_ops relu_ops = {"ReLU", relu_forward, NULL, NULL};
+static const nb_module_ops sigmoid_ops = {"Sigmoid", sigmoid_forward, NULL, NULL};
+static const nb_module_ops tanh_ops = {"Tanh", tanh_forward, NULL, NULL};
+static const nb_module_ops flatten_ops = {"Flatten", flatten_forward, free, NULL};
 
 nb_module *nb_nn_relu(void) { return nb_module_new(&relu_ops, NULL); }
 nb_module *nb_nn_sigmoid(void) { return nb_module_new(&sigmoid_ops, NULL); }
@@ -89,7 +89,7 @@ static nb_tensor *hardtanh_forward(nb_module *m, nb_tensor *x) {
         (void)m;                                                                \
         return nb_##NAME(x);                                                    \
     }                                                                           \
-    static const nb_module_ops NAME##_ops = {KIND, NAME##_forward, NULL};       \
+    static const nb_module_ops NAME##_ops = {KIND, NAME##_forward, NULL, NULL};       \
     nb_module *nb_nn_##NAME(void) { return nb_module_new(&NAME##_ops, NULL); }
 PLAIN_ACT(selu, "SELU")
 PLAIN_ACT(silu, "SiLU")
@@ -98,10 +98,10 @@ PLAIN_ACT(hardsigmoid, "Hardsigmoid")
 PLAIN_ACT(hardswish, "Hardswish")
 PLAIN_ACT(logsigmoid, "LogSigmoid")
 
-static const nb_module_ops leaky_relu_ops = {"LeakyReLU", leaky_relu_forward, free};
-static const nb_module_ops elu_ops = {"ELU", elu_forward, free};
-static const nb_module_ops softplus_ops = {"Softplus", softplus_forward, free};
-static const nb_module_ops hardtanh_ops = {"Hardtanh", hardtanh_forward, free};
+static const nb_module_ops leaky_relu_ops = {"LeakyReLU", leaky_relu_forward, free, NULL};
+static const nb_module_ops elu_ops = {"ELU", elu_forward, free, NULL};
+static const nb_module_ops softplus_ops = {"Softplus", softplus_forward, free, NULL};
+static const nb_module_ops hardtanh_ops = {"Hardtanh", hardtanh_forward, free, NULL};
 
 nb_module *nb_nn_leaky_relu(double negative_slope) { return act_module(&leaky_relu_ops, negative_slope, 0); }
 nb_module *nb_nn_elu(double alpha) { return act_module(&elu_ops, alpha, 0); }

@@ -27,7 +27,21 @@ typedef struct nb_mha_ctx {
 
 static nb_tensor *mha_self_forward(nb_module *m, nb_tensor *x) { return nb_nn_multihead_attention_forward(m, x, x, x, NULL, NULL, NULL); }
 
-static const nb_module_ops mha_ops = {MHA, mha_self_forward, free};
+/* nb_forward_n: (query, key, value, key_padding_mask, attn_mask), the masks
+ * optional, or (x) alone for self-attention; outputs (attn_output,
+ * attn_weights), the weights only when asked for (max_out 2: PyTorch's
+ * need_weights=True), else the fused path. */
+static int mha_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
+    if (n_in != 1 && (n_in < 3 || n_in > 5))
+        return nb_set_error(NB_ERR_INVALID_ARG, MHA ": takes (query, key, value[, key_padding_mask[, attn_mask]]) "
+                            "or (x), got %d inputs", n_in), -1;
+    nb_tensor *q = in[0], *k = n_in > 1 ? in[1] : in[0], *v = n_in > 1 ? in[2] : in[0];
+    nb_tensor *kpm = n_in > 3 ? in[3] : NULL, *mask = n_in > 4 ? in[4] : NULL;
+    out[0] = nb_nn_multihead_attention_forward(m, q, k, v, kpm, mask, max_out > 1 ? &out[1] : NULL);
+    return out[0] ? 2 : -1;
+}
+
+static const nb_module_ops mha_ops = {MHA, mha_self_forward, free, mha_forward_n};
 
 /* ---- construction ------------------------------------------------------------ */
 

@@ -49,8 +49,8 @@ static nb_tensor *bn_forward(nb_module *m, nb_tensor *x) {
     return y;
 }
 
-static const nb_module_ops bn1d_ops = {"BatchNorm1d", bn_forward, free};
-static const nb_module_ops bn2d_ops = {"BatchNorm2d", bn_forward, free};
+static const nb_module_ops bn1d_ops = {"BatchNorm1d", bn_forward, free, NULL};
+static const nb_module_ops bn2d_ops = {"BatchNorm2d", bn_forward, free, NULL};
 
 /* Creates a [n] (or 0-d when n < 0) tensor filled with value and registers it. */
 static nb_tensor *add_tensor(nb_module *m, const char *name, bool param, int64_t n, nb_dtype dt, double value) {

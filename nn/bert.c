@@ -40,7 +40,7 @@ static nb_tensor *decoder_forward(nb_module *m, nb_tensor *x) {
     return nb_linear(x, c->weight, c->bias);
 }
 
-static const nb_module_ops decoder_ops = {"Linear", decoder_forward, free};
+static const nb_module_ops decoder_ops = {"Linear", decoder_forward, free, NULL};
 
 /* A Linear(H, V) module whose "weight" is `tied` itself and whose "bias" [V]
  * is new (zeros). */
@@ -228,4 +228,4 @@ nb_tensor *nb_bert_forward(nb_module *m, nb_tensor *input_ids, nb_tensor *segmen
 
 static nb_tensor *bert_forward1(nb_module *m, nb_tensor *ids) { return nb_bert_forward(m, ids, NULL, NULL); }
 
-static const nb_module_ops bert_ops = {"BERT", bert_forward1, free};
+static const nb_module_ops bert_ops = {"BERT", bert_forward1, free, NULL};

@@ -34,9 +34,9 @@ static nb_tensor *conv_forward(nb_module *m, nb_tensor *x) {
     }
 }
 
-static const nb_module_ops conv2d_ops = {"Conv2d", conv_forward, free};
-static const nb_module_ops conv1d_ops = {"Conv1d", conv_forward, free};
-static const nb_module_ops conv_t2d_ops = {"ConvTranspose2d", conv_forward, free};
+static const nb_module_ops conv2d_ops = {"Conv2d", conv_forward, free, NULL};
+static const nb_module_ops conv1d_ops = {"Conv1d", conv_forward, free, NULL};
+static const nb_module_ops conv_t2d_ops = {"ConvTranspose2d", conv_forward, free, NULL};
 
 /* kaiming_uniform_(a=sqrt(5)) as torch.nn.init computes it: gain =
  * sqrt(2 / (1 + a^2)), bound = sqrt(3) * gain / sqrt(fan_in) = 1/sqrt(fan_in). */

@@ -93,8 +93,8 @@ static nb_tensor *attn_forward1(nb_module *m, nb_tensor *x) {
     return nb_scope_return(s, y);
 }
 
-static const nb_module_ops gpt2_attn_ops = {"GPT2Attention", attn_forward1, free};
-static const nb_module_ops llama_attn_ops = {"LlamaAttention", attn_forward1, free};
+static const nb_module_ops gpt2_attn_ops = {"GPT2Attention", attn_forward1, free, NULL};
+static const nb_module_ops llama_attn_ops = {"LlamaAttention", attn_forward1, free, NULL};
 
 static nb_module *attention_new(const nb_decoder_shape *s, int layer, nb_module *rotary) {
     bool gpt2 = s->family == NB_FAMILY_GPT2;
@@ -135,7 +135,7 @@ static nb_tensor *gpt2_mlp_forward(nb_module *m, nb_tensor *x) {
     return nb_scope_return(s, nb_forward(c->dropout, nb_forward(c->c_proj, h)));
 }
 
-static const nb_module_ops gpt2_mlp_ops = {"GPT2MLP", gpt2_mlp_forward, free};
+static const nb_module_ops gpt2_mlp_ops = {"GPT2MLP", gpt2_mlp_forward, free, NULL};
 
 static nb_module *gpt2_mlp_new(const nb_decoder_shape *s) {
     gpt2_mlp_ctx *c = calloc(1, sizeof *c);
@@ -173,8 +173,8 @@ static nb_tensor *block_forward1(nb_module *m, nb_tensor *x) {
     return nb_scope_return(s, y);
 }
 
-static const nb_module_ops gpt2_block_ops = {"GPT2Block", block_forward1, free};
-static const nb_module_ops llama_block_ops = {"LlamaDecoderLayer", block_forward1, free};
+static const nb_module_ops gpt2_block_ops = {"GPT2Block", block_forward1, free, NULL};
+static const nb_module_ops llama_block_ops = {"LlamaDecoderLayer", block_forward1, free, NULL};
 
 static nb_module *norm_new(const nb_decoder_shape *s) {
     if (s->family == NB_FAMILY_GPT2) return nb_nn_layer_norm_ex(1, &s->hidden, s->norm_eps, true, s->dtype);
@@ -216,10 +216,10 @@ static nb_tensor *base_forward1(nb_module *m, nb_tensor *x) {
     return NB_FAIL(NB_ERR_INVALID_ARG, "decoder: run the whole model (nb_causal_lm_hidden gives this module's output)");
 }
 
-static const nb_module_ops gpt2_ops = {"GPT2LMHeadModel", causal_lm_forward1, free};
-static const nb_module_ops llama_ops = {"LlamaForCausalLM", causal_lm_forward1, free};
-static const nb_module_ops gpt2_base_ops = {"GPT2Model", base_forward1, NULL};
-static const nb_module_ops llama_base_ops = {"LlamaModel", base_forward1, NULL};
+static const nb_module_ops gpt2_ops = {"GPT2LMHeadModel", causal_lm_forward1, free, NULL};
+static const nb_module_ops llama_ops = {"LlamaForCausalLM", causal_lm_forward1, free, NULL};
+static const nb_module_ops gpt2_base_ops = {"GPT2Model", base_forward1, NULL, NULL};
+static const nb_module_ops llama_base_ops = {"LlamaModel", base_forward1, NULL, NULL};
 
 const nb_decoder_ctx *nb_decoder_ctx_of(const nb_module *m) {
     const char *k = m ? nb_module_kind(m) : NULL;
@@ -290,7 +290,7 @@ static nb_module *decoder_new(nb_decoder_ctx *c) {
     nb_module *m = nb_module_new(gpt2 ? &gpt2_ops : &llama_ops, c); /* frees c on failure */
     if (!m) return NULL;
     nb_module *base = nb_module_new(gpt2 ? &gpt2_base_ops : &llama_base_ops, NULL), *layers = NULL;
-    if (nb_decoder_add(m, gpt2 ? "transformer" : "model", base, &c->base)) layers = nb_module_list();
+    if (nb_decoder_add(m, gpt2 ? "transformer" : "model", base, &c->base)) layers = nb_nn_module_list();
     if (!layers) {
         nb_module_free(m);
         return NULL;

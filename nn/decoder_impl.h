@@ -17,8 +17,6 @@ nb_module *nb_hf_conv1d(int64_t nx, int64_t nf, nb_dtype dt);
 /* A bias-free Linear whose "weight" is `weight` itself (a tied head): kind
  * "Linear", y = x weight^T. The module takes its own reference. */
 nb_module *nb_tied_linear(nb_tensor *weight);
-/* An empty ModuleList (children "0", "1", ... added by the caller). */
-nb_module *nb_module_list(void);
 /* Adds child under name and stores it in *slot; false on failure (the
  * child is freed by nb_module_add). */
 bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module **slot);

@@ -1,7 +1,7 @@
 /* decoder_layers.c - the small modules of the decoder models: nn.RMSNorm,
  * the rotary-embedding table builder (transformers' LlamaRotaryEmbedding,
  * with Llama 3's frequency scaling), the SwiGLU feed-forward (LlamaMLP),
- * GPT-2's Conv1D (weight [in, out]), a tied bias-free head and ModuleList.
+ * GPT-2's Conv1D (weight [in, out]) and a tied bias-free head.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -30,7 +30,7 @@ static nb_tensor *rms_norm_forward(nb_module *m, nb_tensor *x) {
     return nb_rms_norm(x, 1, &c->size, c->weight, c->eps);
 }
 
-static const nb_module_ops rms_norm_ops = {"RMSNorm", rms_norm_forward, free};
+static const nb_module_ops rms_norm_ops = {"RMSNorm", rms_norm_forward, free, NULL};
 
 nb_module *nb_nn_rms_norm(int64_t normalized_shape, double eps, nb_dtype dt) {
     if (normalized_shape < 1 || !(eps >= 0) || isinf(eps))
@@ -76,7 +76,7 @@ static nb_tensor *rotary_forward1(nb_module *m, nb_tensor *x) {
                                        "and an offset, not a tensor)");
 }
 
-static const nb_module_ops rotary_ops = {"RotaryEmbedding", rotary_forward1, rotary_free};
+static const nb_module_ops rotary_ops = {"RotaryEmbedding", rotary_forward1, rotary_free, NULL};
 
 /* transformers' _compute_llama3_parameters, in double. */
 static double llama3_scale(double inv, const nb_rope_config *c) {
@@ -168,7 +168,7 @@ static nb_tensor *swiglu_forward(nb_module *m, nb_tensor *x) {
     return nb_scope_return(s, nb_forward(c->down, h));
 }
 
-static const nb_module_ops swiglu_ops = {"SwiGLU", swiglu_forward, free};
+static const nb_module_ops swiglu_ops = {"SwiGLU", swiglu_forward, free, NULL};
 
 nb_module *nb_nn_swiglu(int64_t hidden_size, int64_t intermediate_size, bool bias, nb_dtype dt) {
     if (hidden_size < 1 || intermediate_size < 1)
@@ -200,7 +200,7 @@ static nb_tensor *conv1d_hf_forward(nb_module *m, nb_tensor *x) {
     return nb_scope_return(s, nb_linear(x, nb_transpose(c->weight, 0, 1), c->bias));
 }
 
-static const nb_module_ops conv1d_hf_ops = {"Conv1D", conv1d_hf_forward, free};
+static const nb_module_ops conv1d_hf_ops = {"Conv1D", conv1d_hf_forward, free, NULL};
 
 static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int64_t *shape, nb_dtype dt,
                             double std) {
@@ -229,11 +229,11 @@ nb_module *nb_hf_conv1d(int64_t nx, int64_t nf, nb_dtype dt) {
     return m;
 }
 
-/* ---- tied head, ModuleList ------------------------------------------------------------------ */
+/* ---- tied head ------------------------------------------------------------------ */
 
 static nb_tensor *tied_forward(nb_module *m, nb_tensor *x) { return nb_linear(x, nb_module_ctx(m), NULL); }
 
-static const nb_module_ops tied_ops = {"Linear", tied_forward, NULL};
+static const nb_module_ops tied_ops = {"Linear", tied_forward, NULL, NULL};
 
 nb_module *nb_tied_linear(nb_tensor *weight) {
     nb_module *m = nb_module_new(&tied_ops, weight);
@@ -245,11 +245,3 @@ nb_module *nb_tied_linear(nb_tensor *weight) {
     return m;
 }
 
-static nb_tensor *module_list_forward(nb_module *m, nb_tensor *x) {
-    (void)m, (void)x;
-    return NB_FAIL(NB_ERR_INVALID_ARG, "ModuleList: has no forward (it only holds modules)");
-}
-
-static const nb_module_ops module_list_ops = {"ModuleList", module_list_forward, NULL};
-
-nb_module *nb_module_list(void) { return nb_module_new(&module_list_ops, NULL); }

@@ -17,7 +17,7 @@ static nb_tensor *dropout_forward(nb_module *m, nb_tensor *x) {
     return nb_dropout(x, c->p, nb_module_is_training(m), NULL);
 }
 
-static const nb_module_ops dropout_ops = {"Dropout", dropout_forward, free};
+static const nb_module_ops dropout_ops = {"Dropout", dropout_forward, free, NULL};
 
 nb_module *nb_nn_dropout(double p) {
     if (!(p >= 0 && p <= 1)) /* PyTorch's ValueError */

@@ -20,7 +20,7 @@ static nb_tensor *embedding_forward(nb_module *m, nb_tensor *x) {
     return nb_embedding(x, c->weight, c->padding_idx);
 }
 
-static const nb_module_ops embedding_ops = {"Embedding", embedding_forward, free};
+static const nb_module_ops embedding_ops = {"Embedding", embedding_forward, free, NULL};
 
 int64_t nb_nn_embedding_padding_idx(const nb_module *m) {
     if (!m) return nb_module_kind(m), NB_NO_PADDING_IDX; /* nb_module_kind records the NULL */

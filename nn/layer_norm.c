@@ -22,7 +22,7 @@ static nb_tensor *layer_norm_forward(nb_module *m, nb_tensor *x) {
     return nb_layer_norm(x, c->n_norm, c->shape, c->weight, c->bias, c->eps);
 }
 
-static const nb_module_ops layer_norm_ops = {"LayerNorm", layer_norm_forward, free};
+static const nb_module_ops layer_norm_ops = {"LayerNorm", layer_norm_forward, free, NULL};
 
 /* A new parameter of the normalized shape filled with value and registered
  * as name; NULL on failure (the module keeps nothing half-made). */
@@ -74,7 +74,7 @@ static nb_tensor *gelu_forward(nb_module *m, nb_tensor *x) {
     return nb_gelu(x, *(const nb_gelu_approximate *)nb_module_ctx(m));
 }
 
-static const nb_module_ops gelu_ops = {"GELU", gelu_forward, free};
+static const nb_module_ops gelu_ops = {"GELU", gelu_forward, free, NULL};
 
 nb_module *nb_nn_gelu(nb_gelu_approximate approximate) {
     if (approximate != NB_GELU_ERF && approximate != NB_GELU_TANH)

@@ -21,7 +21,7 @@ static nb_tensor *linear_forward(nb_module *m, nb_tensor *x) {
     return nb_linear(x, c->weight, c->bias);
 }
 
-static const nb_module_ops linear_ops = {"Linear", linear_forward, free};
+static const nb_module_ops linear_ops = {"Linear", linear_forward, free, NULL};
 
 /* kaiming_uniform_(w, a=sqrt(5)) as torch.nn.init computes it:
  * gain = sqrt(2 / (1 + a^2)), std = gain / sqrt(fan_in), bound = sqrt(3) * std,

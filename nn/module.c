@@ -45,9 +45,12 @@ enum { NB_PARAMS = 0, NB_BUFFERS = 1 };
 typedef struct nb_module_hook {
     int64_t id;
     bool post;
+    bool multi; /* registered with the _n form: sees every input and output */
     union {
         nb_forward_pre_hook_fn pre;
         nb_forward_hook_fn post;
+        nb_forward_pre_hook_n_fn pre_n;
+        nb_forward_hook_n_fn post_n;
     } fn;
     void *user;
 } nb_module_hook;
@@ -72,9 +75,9 @@ struct nb_module {
 /* ---- lifetime ------------------------------------------------------------ */
 
 nb_module *nb_module_new(const nb_module_ops *ops, void *ctx) {
-    if (!ops || !ops->forward) {
+    if (!ops || (!ops->forward && !ops->forward_n)) {
         if (ops && ops->free_ctx) ops->free_ctx(ctx);
-        return NB_FAIL(NB_ERR_INVALID_ARG, "module_new: ops and ops->forward are required");
+        return NB_FAIL(NB_ERR_INVALID_ARG, "module_new: ops and ops->forward or ops->forward_n are required");
     }
     nb_module *m = calloc(1, sizeof *m);
     if (!m) {
@@ -181,10 +184,99 @@ void nb_module_train(nb_module *m, bool training) {
 }
 
 /* A hook's failure keeps its own message, or gets one naming the module. */
-static nb_tensor *hook_failed(const nb_module *m, nb_status st, const char *what) {
+static int hook_failed(const nb_module *m, nb_status st, const char *what) {
     if (nb_last_status() == NB_OK || !nb_last_error()[0])
         nb_set_error(st, "forward: a %s of %s failed (status %s)", what, m->ops->kind, nb_status_str(st));
-    return NULL;
+    return -1;
+}
+
+/* The module's own forward on in[0..n_in), without hooks: the one-tensor
+ * forward for one input and one output asked (it takes exactly one input,
+ * not NULL), else forward_n. */
+static int call_forward(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
+    if (m->ops->forward_n && !(m->ops->forward && n_in == 1 && max_out == 1)) {
+        int n = m->ops->forward_n(m, n_in, in, max_out, out);
+        if (n > NB_FORWARD_MAX) /* a module kind's bug, not the caller's */
+            return nb_set_error(NB_ERR_STATE, "forward: %s gave %d outputs (at most %d)", m->ops->kind, n,
+                                NB_FORWARD_MAX), -1;
+        if (n < 0) {
+            if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_STATE, "forward: %s failed without an error", m->ops->kind);
+            return -1;
+        }
+        if (n == 0) return nb_set_error(NB_ERR_INVALID_ARG, "forward: %s gave no output", m->ops->kind), -1;
+        for (int i = 0; i < n && i < max_out; i++)
+            if (!out[i]) {
+                if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_STATE, "forward: output %d of %s is NULL", i, m->ops->kind);
+                return -1;
+            }
+        return n;
+    }
+    if (n_in != 1)
+        return nb_set_error(NB_ERR_INVALID_ARG, "forward: %s takes 1 input, got %d", m->ops->kind, n_in), -1;
+    if (!in[0]) {
+        /* keep the error that produced the NULL; say something if there was none */
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "forward: input of %s is NULL", m->ops->kind);
+        return -1;
+    }
+    out[0] = m->ops->forward(m, in[0]);
+    return out[0] ? 1 : -1;
+}
+
+/* nb_forward_n's body: pre-hooks (each may replace inputs), the forward,
+ * then forward hooks (each may replace outputs), in registration order.
+ * out has NB_FORWARD_MAX entries. */
+static int forward_hooked(nb_module *m, int n_in, nb_tensor **in, int max_out, nb_tensor **out) {
+    for (int i = 0; i < m->n_hooks; i++) {
+        nb_module_hook h = m->hooks[i];
+        if (h.post) continue;
+        nb_clear_error(); /* a failing hook's own message, not a stale one */
+        nb_status st;
+        if (h.multi) {
+            st = h.fn.pre_n(m, n_in, in, h.user);
+        } else {
+            nb_tensor *r = NULL;
+            st = h.fn.pre(m, n_in ? in[0] : NULL, &r, h.user);
+            if (r && n_in) in[0] = r;
+        }
+        if (st != NB_OK) return hook_failed(m, st, "forward pre-hook");
+    }
+    int n_out = call_forward(m, n_in, in, max_out, out);
+    if (n_out < 0) return -1;
+    int seen = n_out < max_out ? n_out : max_out;
+    for (int i = 0; i < m->n_hooks; i++) {
+        nb_module_hook h = m->hooks[i];
+        if (!h.post) continue;
+        nb_clear_error();
+        nb_status st;
+        if (h.multi) {
+            st = h.fn.post_n(m, n_in, in, seen, out, h.user);
+        } else {
+            nb_tensor *r = NULL;
+            st = h.fn.post(m, n_in ? in[0] : NULL, out[0], &r, h.user);
+            if (r) out[0] = r;
+        }
+        if (st != NB_OK) return hook_failed(m, st, "forward hook");
+        for (int k = 0; k < seen; k++)
+            if (!out[k]) return nb_set_error(NB_ERR_INVALID_ARG, "forward: a forward hook of %s set output %d to NULL", m->ops->kind, k), -1;
+    }
+    return n_out;
+}
+
+int nb_forward_n(nb_module *m, int n_in, nb_tensor *const *in, nb_tensor **out, int max_out) {
+    if (!m) return nb_set_error(NB_ERR_INVALID_ARG, "forward: module is NULL"), -1;
+    if (n_in < 0 || n_in > NB_FORWARD_MAX || (n_in && !in))
+        return nb_set_error(NB_ERR_INVALID_ARG, "forward: %s: %d inputs (0 to %d, in not NULL)", m->ops->kind, n_in,
+                            NB_FORWARD_MAX), -1;
+    if (max_out < 1 || !out)
+        return nb_set_error(NB_ERR_INVALID_ARG, "forward: %s: no room for outputs (max_out %d)", m->ops->kind,
+                            max_out), -1;
+    if (max_out > NB_FORWARD_MAX) max_out = NB_FORWARD_MAX;
+    nb_tensor *args[NB_FORWARD_MAX] = {0}, *res[NB_FORWARD_MAX] = {0};
+    if (n_in) memcpy(args, in, sizeof *args * (size_t)n_in); /* hooks may replace inputs: not the caller's array */
+    int n = forward_hooked(m, n_in, args, max_out, res);
+    if (n < 0) return -1;
+    memcpy(out, res, sizeof *out * (size_t)(n < max_out ? n : max_out));
+    return n;
 }
 
 nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
@@ -195,27 +287,9 @@ nb_tensor *nb_forward(nb_module *m, nb_tensor *x) {
             nb_set_error(NB_ERR_INVALID_ARG, "forward: input of %s is NULL", m->ops->kind);
         return NULL;
     }
-    if (!m->n_hooks) return m->ops->forward(m, x);
-    for (int i = 0; i < m->n_hooks; i++) { /* pre-hooks, in registration order; each may replace the input */
-        nb_module_hook h = m->hooks[i];
-        nb_tensor *r = NULL;
-        if (h.post) continue;
-        nb_clear_error(); /* a failing hook's own message, not a stale one */
-        nb_status st = h.fn.pre(m, x, &r, h.user);
-        if (st != NB_OK) return hook_failed(m, st, "forward pre-hook");
-        if (r) x = r;
-    }
-    nb_tensor *out = m->ops->forward(m, x);
-    for (int i = 0; out && i < m->n_hooks; i++) { /* then the forward hooks; each may replace the output */
-        nb_module_hook h = m->hooks[i];
-        nb_tensor *r = NULL;
-        if (!h.post) continue;
-        nb_clear_error();
-        nb_status st = h.fn.post(m, x, out, &r, h.user);
-        if (st != NB_OK) return hook_failed(m, st, "forward hook");
-        if (r) out = r;
-    }
-    return out;
+    if (!m->n_hooks && m->ops->forward) return m->ops->forward(m, x);
+    nb_tensor *y = NULL;
+    return nb_forward_n(m, 1, &x, &y, 1) < 0 ? NULL : y;
 }
 
 static int64_t add_module_hook(nb_module *m, nb_module_hook h, const char *op) {
@@ -240,6 +314,18 @@ int64_t nb_module_register_forward_pre_hook(nb_module *m, nb_forward_pre_hook_fn
 int64_t nb_module_register_forward_hook(nb_module *m, nb_forward_hook_fn fn, void *user) {
     if (!fn) return nb_set_error(NB_ERR_INVALID_ARG, "register_forward_hook: NULL hook"), -1;
     return add_module_hook(m, (nb_module_hook){.post = true, .fn.post = fn, .user = user}, "register_forward_hook");
+}
+
+int64_t nb_module_register_forward_pre_hook_n(nb_module *m, nb_forward_pre_hook_n_fn fn, void *user) {
+    if (!fn) return nb_set_error(NB_ERR_INVALID_ARG, "register_forward_pre_hook: NULL hook"), -1;
+    return add_module_hook(m, (nb_module_hook){.post = false, .multi = true, .fn.pre_n = fn, .user = user},
+                           "register_forward_pre_hook");
+}
+
+int64_t nb_module_register_forward_hook_n(nb_module *m, nb_forward_hook_n_fn fn, void *user) {
+    if (!fn) return nb_set_error(NB_ERR_INVALID_ARG, "register_forward_hook: NULL hook"), -1;
+    return add_module_hook(m, (nb_module_hook){.post = true, .multi = true, .fn.post_n = fn, .user = user},
+                           "register_forward_hook");
 }
 
 nb_status nb_module_remove_hook(nb_module *m, int64_t handle) {

@@ -28,23 +28,49 @@ extern "C" {
 
 typedef struct nb_module nb_module;
 
-/* Runs the module's forward. NULL in gives NULL out (first error kept). */
+/* Runs the module's forward on one tensor. NULL in gives NULL out (first
+ * error kept). A module whose forward gives several tensors returns the
+ * first (LSTM: output). */
 nb_tensor *nb_forward(nb_module *m, nb_tensor *x);
 
-/* Module.register_forward_pre_hook / register_forward_hook: nb_forward(m, x)
- * runs m's pre-hooks on the input (each may set *replace to a new input,
- * e.g. an op result), the forward, then m's forward hooks on the input and
- * output (each may set *replace to a new output), in registration order.
- * A hook's non-OK status fails nb_forward (NULL, the hook's error kept).
- * Modules whose forward takes more than one tensor (attention, encoders)
- * run hooks only when called through nb_forward; a container's children
- * are (Sequential calls nb_forward on each). Returns a handle > 0, or -1
- * (NB_ERR_INVALID_ARG for NULL, NB_ERR_OOM). */
+/* Most inputs one forward takes, and most outputs it gives. */
+#define NB_FORWARD_MAX 8
+/* Module.__call__ with several tensors, the one convention of every module:
+ * inputs in[0..n_in) in the order of the PyTorch forward's parameters (an
+ * entry may be NULL where that parameter is optional, as PyTorch's None:
+ * MultiheadAttention takes query, key, value, key_padding_mask, attn_mask),
+ * outputs in the order of its return value, tuples flattened (LSTM gives
+ * output, h_n, c_n). Writes the first min(count, max_out) outputs to out
+ * (owned like op results) and returns the count (>= 1); a module may skip
+ * computing outputs past max_out (MultiheadAttention's weights: PyTorch's
+ * need_weights=False when max_out is 1). A module defined with a
+ * one-tensor forward takes exactly one input. Returns -1 with the error
+ * set: NB_ERR_INVALID_ARG (NULL m, n_in outside [0, NB_FORWARD_MAX], in or
+ * out NULL, max_out < 1, an input count or NULL input the module does not
+ * take), and the forward's own. */
+int nb_forward_n(nb_module *m, int n_in, nb_tensor *const *in, nb_tensor **out, int max_out);
+
+/* Module.register_forward_pre_hook / register_forward_hook: a forward runs
+ * m's pre-hooks on the inputs, the forward, then m's forward hooks on the
+ * inputs and outputs, in registration order, through nb_forward and
+ * nb_forward_n alike (and the containers' children, which are called
+ * through them). The one-tensor hooks see the first input and the first
+ * output, and may set *replace to a new one (e.g. an op result); the _n
+ * hooks see all of them and may replace entries of in (pre-hooks) or out
+ * (forward hooks; n_out is the count the caller asked for, at most the
+ * forward's). A hook's non-OK status fails the forward (NULL or -1, the
+ * hook's error kept). Returns a handle > 0, or -1 (NB_ERR_INVALID_ARG for
+ * NULL, NB_ERR_OOM). */
 typedef nb_status (*nb_forward_pre_hook_fn)(nb_module *m, nb_tensor *input, nb_tensor **replace, void *user);
 typedef nb_status (*nb_forward_hook_fn)(nb_module *m, nb_tensor *input, nb_tensor *output, nb_tensor **replace,
                                         void *user);
+typedef nb_status (*nb_forward_pre_hook_n_fn)(nb_module *m, int n_in, nb_tensor **in, void *user);
+typedef nb_status (*nb_forward_hook_n_fn)(nb_module *m, int n_in, nb_tensor *const *in, int n_out, nb_tensor **out,
+                                          void *user);
 int64_t nb_module_register_forward_pre_hook(nb_module *m, nb_forward_pre_hook_fn fn, void *user);
 int64_t nb_module_register_forward_hook(nb_module *m, nb_forward_hook_fn fn, void *user);
+int64_t nb_module_register_forward_pre_hook_n(nb_module *m, nb_forward_pre_hook_n_fn fn, void *user);
+int64_t nb_module_register_forward_hook_n(nb_module *m, nb_forward_hook_n_fn fn, void *user);
 /* Removes a hook by its handle (NB_ERR_INVALID_ARG: NULL or no such handle). */
 nb_status nb_module_remove_hook(nb_module *m, int64_t handle);
 void nb_module_free(nb_module *m); /* NULL is ignored */
@@ -126,13 +152,54 @@ nb_module *nb_nn_sequential_n(nb_module *first, ...);
 /* Appends a child named by its index. */
 nb_status nb_nn_sequential_append(nb_module *seq, nb_module *child);
 
+/* Sequential's forward through nb_forward_n: the first child gets the
+ * inputs, every next one the outputs of the one before (all of them), and
+ * the last one's outputs are returned. */
+
+/* ---- holders (nn/containers.c) ------------------------------------------
+ * ModuleList, ModuleDict, ParameterList and ParameterDict only hold: their
+ * forward fails (NB_ERR_INVALID_ARG), as PyTorch's. Entries are children
+ * (nb_module_child_at, nb_module_child, nb_module_num_children) or
+ * parameters (nb_module_get, nb_module_parameters) of the holder, so their
+ * state_dict keys are PyTorch's: "layers.0.weight", "heads.cls.bias",
+ * "scales.0". Constructors return NULL only on NB_ERR_OOM. */
+nb_module *nb_nn_module_list(void);
+/* nn.ModuleList(modules): children[0..n) named "0", "1", ... (ownership of
+ * each taken, also on failure; a NULL child fails the whole list, keeping
+ * its constructor's error, as nb_nn_sequential_array). */
+nb_module *nb_nn_module_list_array(nb_module *const *children, int n);
+/* ModuleList.append: child named by its index (ownership taken, also on
+ * failure). Errors: NB_ERR_INVALID_ARG (list not a ModuleList, child NULL). */
+nb_status nb_nn_module_list_append(nb_module *list, nb_module *child);
+/* nn.ModuleDict: entries added with nb_module_add(dict, key, child) (keys
+ * unique, without "."), found with nb_module_child(dict, key), in insertion
+ * order as PyTorch's. */
+nb_module *nb_nn_module_dict(void);
+/* nn.ParameterList: ParameterList.append registers p as "0", "1", ... (the
+ * list takes its own reference). Errors: NB_ERR_INVALID_ARG (list not a
+ * ParameterList, p NULL or not a leaf), NB_ERR_DTYPE (p not float). */
+nb_module *nb_nn_parameter_list(void);
+nb_status nb_nn_parameter_list_append(nb_module *list, nb_tensor *p);
+/* nn.ParameterDict: entries registered with nb_module_register_parameter(dict,
+ * key, p), read with nb_module_get(dict, key). */
+nb_module *nb_nn_parameter_dict(void);
+/* nn.Identity: returns its inputs unchanged (nb_forward_n: every input, as
+ * outputs in the same order). */
+nb_module *nb_nn_identity(void);
+
 /* ---- defining modules --------------------------------------------------- */
 
-/* The vtable of a module kind. forward is required; free_ctx may be NULL. */
+/* The vtable of a module kind: forward (one tensor in, one out) or
+ * forward_n (nb_forward_n's convention: writes its outputs to out, which
+ * has NB_FORWARD_MAX entries, and returns their count or -1 with the error
+ * set; outputs past max_out may be left unset) or both (forward then
+ * serves a call with one input and one output asked, forward_n the
+ * others); free_ctx may be NULL. */
 typedef struct nb_module_ops {
     const char *kind;
     nb_tensor *(*forward)(nb_module *m, nb_tensor *x);
     void (*free_ctx)(void *ctx);
+    int (*forward_n)(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out);
 } nb_module_ops;
 
 /* A module of a user-defined kind; ctx is the kind's own state (freed by
@@ -194,6 +261,53 @@ nb_module *nb_nn_batch_norm2d(int64_t num_features, double eps, double momentum)
 /* Dropout(p): active in train mode, identity in eval; draws from the
  * default generator. */
 nb_module *nb_nn_dropout(double p);
+
+/* ---- loss modules (nn/loss.c) ---------------------------------------------------
+ * torch.nn's losses as modules: each keeps its options and calls the
+ * functional of the same name (nb_functional.h: formulas, shapes, dtypes,
+ * errors) on the tensors given to nb_forward_n, in PyTorch's forward
+ * order; the result is the loss's only output:
+ *   nb_module *crit = nb_nn_cross_entropy_loss((nb_cross_entropy_options){.label_smoothing = 0.1});
+ *   nb_tensor *loss;
+ *   nb_forward_n(crit, 2, (nb_tensor *[]){logits, target}, &loss, 1);
+ * Inputs: (input, target); (input1, input2, target) for MarginRankingLoss and
+ * CosineEmbeddingLoss; (input, target, var) for GaussianNLLLoss; (anchor,
+ * positive, negative) for the triplet losses; (x1, x2) for CosineSimilarity
+ * and PairwiseDistance. Another count is NB_ERR_INVALID_ARG, naming them.
+ * A zeroed options struct is PyTorch's defaults. A weight or pos_weight in
+ * the options becomes the module's buffer "weight" / "pos_weight" (a
+ * reference of its own; PyTorch's register_buffer), which the forward uses,
+ * so it is in the state_dict and loads with it. Constructors fail with
+ * NB_ERR_INVALID_ARG for a bad reduction, NB_ERR_OOM; other option errors
+ * come from the forward, as PyTorch's. */
+nb_module *nb_nn_l1_loss(nb_reduction reduction);
+nb_module *nb_nn_mse_loss(nb_reduction reduction);
+nb_module *nb_nn_cross_entropy_loss(nb_cross_entropy_options opts); /* CrossEntropyLoss */
+nb_module *nb_nn_nll_loss(nb_cross_entropy_options opts);           /* NLLLoss */
+nb_module *nb_nn_smooth_l1_loss(nb_loss_options opts);
+nb_module *nb_nn_huber_loss(nb_loss_options opts);
+nb_module *nb_nn_bce_loss(nb_loss_options opts);             /* BCELoss */
+nb_module *nb_nn_bce_with_logits_loss(nb_loss_options opts); /* BCEWithLogitsLoss */
+nb_module *nb_nn_kl_div_loss(nb_loss_options opts);
+nb_module *nb_nn_soft_margin_loss(nb_reduction reduction);
+nb_module *nb_nn_hinge_embedding_loss(nb_loss_options opts);
+nb_module *nb_nn_margin_ranking_loss(nb_loss_options opts);
+nb_module *nb_nn_poisson_nll_loss(nb_loss_options opts);
+nb_module *nb_nn_gaussian_nll_loss(nb_loss_options opts);
+nb_module *nb_nn_multilabel_soft_margin_loss(nb_loss_options opts);
+nb_module *nb_nn_multi_margin_loss(nb_loss_options opts);
+nb_module *nb_nn_multilabel_margin_loss(nb_reduction reduction);
+nb_module *nb_nn_cosine_embedding_loss(nb_loss_options opts);
+nb_module *nb_nn_triplet_margin_loss(nb_loss_options opts);
+/* distance(x1, x2, user) as nb_triplet_margin_with_distance_loss's (NULL:
+ * pairwise_distance); user is passed through, not owned. */
+nb_module *nb_nn_triplet_margin_with_distance_loss(nb_distance_fn distance, void *user, nb_loss_options opts);
+/* nn.CosineSimilarity(dim, eps) and nn.PairwiseDistance(p, eps, keepdim):
+ * the arguments as nb_cosine_similarity's and nb_pairwise_distance's
+ * (PyTorch's defaults: dim 1, eps 1e-8; p 2, eps 1e-6, keepdim false;
+ * dim is taken as given). */
+nb_module *nb_nn_cosine_similarity(int dim, double eps);
+nb_module *nb_nn_pairwise_distance(double p, double eps, bool keepdim);
 
 /* ---- state_dict (nn/state_dict.c) -------------------------------------------
  * A module's state_dict is its parameters then its buffers, by dotted name

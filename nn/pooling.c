@@ -37,12 +37,12 @@ static nb_tensor *adavg1d_forward(nb_module *m, nb_tensor *x) {
     return nb_adaptive_avg_pool1d(x, ((pool_ctx *)nb_module_ctx(m))->out[1]);
 }
 
-static const nb_module_ops max2d_ops = {"MaxPool2d", max2d_forward, free};
-static const nb_module_ops max1d_ops = {"MaxPool1d", max1d_forward, free};
-static const nb_module_ops avg2d_ops = {"AvgPool2d", avg2d_forward, free};
-static const nb_module_ops avg1d_ops = {"AvgPool1d", avg1d_forward, free};
-static const nb_module_ops adavg2d_ops = {"AdaptiveAvgPool2d", adavg2d_forward, free};
-static const nb_module_ops adavg1d_ops = {"AdaptiveAvgPool1d", adavg1d_forward, free};
+static const nb_module_ops max2d_ops = {"MaxPool2d", max2d_forward, free, NULL};
+static const nb_module_ops max1d_ops = {"MaxPool1d", max1d_forward, free, NULL};
+static const nb_module_ops avg2d_ops = {"AvgPool2d", avg2d_forward, free, NULL};
+static const nb_module_ops avg1d_ops = {"AvgPool1d", avg1d_forward, free, NULL};
+static const nb_module_ops adavg2d_ops = {"AdaptiveAvgPool2d", adavg2d_forward, free, NULL};
+static const nb_module_ops adavg1d_ops = {"AdaptiveAvgPool1d", adavg1d_forward, free, NULL};
 
 /* One dim of a window: false with an error naming the module. */
 static bool window_ok(const char *kind, int64_t k, int64_t s, int64_t pad, int64_t dil) {

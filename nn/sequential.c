@@ -22,7 +22,27 @@ static nb_tensor *sequential_forward(nb_module *m, nb_tensor *x) {
     return nb_scope_adopt(h);
 }
 
-static const nb_module_ops sequential_ops = {"Sequential", sequential_forward, NULL};
+/* Several tensors: each child's outputs are the next one's inputs. */
+static int sequential_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
+    nb_scope *s = nb_op_scope_begin();
+    if (!s) return -1;
+    nb_tensor *h[NB_FORWARD_MAX];
+    int n = n_in;
+    for (int i = 0; i < n_in; i++) h[i] = in[i];
+    nb_module *child;
+    for (int i = 0; n >= 0 && (child = nb_module_child_at(m, i)); i++) {
+        bool last = !nb_module_child_at(m, i + 1);
+        int got = nb_forward_n(child, n, h, h, last ? max_out : NB_FORWARD_MAX); /* in is copied first */
+        n = got;
+    }
+    int kept = n < 0 ? 0 : n < max_out ? n : max_out;
+    for (int i = 0; i < kept; i++) nb_retain(h[i]); /* past the scope, handed to the caller's scope below */
+    nb_scope_end(s);
+    for (int i = 0; i < kept; i++) out[i] = nb_scope_adopt(h[i]);
+    return n;
+}
+
+static const nb_module_ops sequential_ops = {"Sequential", sequential_forward, NULL, sequential_forward_n};
 /* The ctx of every Sequential: tells a Sequential from a user kind of the same name. */
 static char sequential_marker;
 

@@ -82,7 +82,21 @@ static nb_tensor *enc_layer_forward1(nb_module *m, nb_tensor *x) {
     return nb_nn_transformer_encoder_layer_forward(m, x, NULL, NULL);
 }
 
-static const nb_module_ops enc_layer_ops = {"TransformerEncoderLayer", enc_layer_forward1, free};
+/* nb_forward_n of the layer and the encoder: (src[, mask[, src_key_padding_mask]]). */
+static bool three_inputs(const char *kind, int n_in) {
+    if (n_in >= 1 && n_in <= 3) return true;
+    nb_set_error(NB_ERR_INVALID_ARG, "%s: takes (src[, mask[, src_key_padding_mask]]), got %d inputs", kind, n_in);
+    return false;
+}
+
+static int enc_layer_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
+    (void)max_out;
+    if (!three_inputs("TransformerEncoderLayer", n_in)) return -1;
+    out[0] = nb_nn_transformer_encoder_layer_forward(m, in[0], n_in > 1 ? in[1] : NULL, n_in > 2 ? in[2] : NULL);
+    return out[0] ? 1 : -1;
+}
+
+static const nb_module_ops enc_layer_ops = {"TransformerEncoderLayer", enc_layer_forward1, free, enc_layer_forward_n};
 
 /* Fills PyTorch's defaults for the 0 fields and checks the rest. */
 static bool layer_options(nb_encoder_layer_options *o) {
@@ -137,14 +151,8 @@ nb_module *nb_nn_transformer_encoder_layer(nb_encoder_layer_options o) {
     return m;
 }
 
-/* ---- ModuleList and TransformerEncoder ------------------------------------------- */
+/* ---- TransformerEncoder ------------------------------------------- */
 
-static nb_tensor *module_list_forward(nb_module *m, nb_tensor *x) {
-    (void)m, (void)x;
-    return NB_FAIL(NB_ERR_INVALID_ARG, "ModuleList: has no forward (it only holds modules)");
-}
-
-static const nb_module_ops module_list_ops = {"ModuleList", module_list_forward, NULL};
 
 typedef struct nb_encoder_ctx {
     int num_layers;
@@ -186,7 +194,14 @@ static nb_tensor *encoder_forward1(nb_module *m, nb_tensor *x) {
     return nb_nn_transformer_encoder_forward(m, x, NULL, NULL);
 }
 
-static const nb_module_ops encoder_ops = {"TransformerEncoder", encoder_forward1, free};
+static int encoder_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
+    (void)max_out;
+    if (!three_inputs("TransformerEncoder", n_in)) return -1;
+    out[0] = nb_nn_transformer_encoder_forward(m, in[0], n_in > 1 ? in[1] : NULL, n_in > 2 ? in[2] : NULL);
+    return out[0] ? 1 : -1;
+}
+
+static const nb_module_ops encoder_ops = {"TransformerEncoder", encoder_forward1, free, encoder_forward_n};
 
 /* Copies the parameters of `from` into `to` (same kind and options): the
  * deepcopy of PyTorch's _get_clones. */
@@ -209,7 +224,7 @@ nb_module *nb_nn_transformer_encoder(nb_encoder_layer_options o, int num_layers,
     }
     nb_encoder_ctx *c = calloc(1, sizeof *c);
     nb_module *m = c ? nb_module_new(&encoder_ops, c) : NB_FAIL(NB_ERR_OOM, "TransformerEncoder: out of host memory");
-    nb_module *layers = m ? nb_module_new(&module_list_ops, NULL) : NULL;
+    nb_module *layers = m ? nb_nn_module_list() : NULL;
     if (!layers || nb_module_add(m, "layers", layers)) {
         nb_module_free(m);
         nb_module_free(norm);

@@ -60,9 +60,6 @@
 extern "C" {
 #endif
 
-/* A yes/no option whose PyTorch default is true: left 0, it takes the default. */
-typedef enum nb_flag { NB_FLAG_DEFAULT = 0, NB_FLAG_TRUE, NB_FLAG_FALSE } nb_flag;
-
 /* ---- options, one struct per optimizer (p: parameter, g: gradient,
  * t: this step from 1; maximize negates g first; every lr >= 0 and every
  * weight_decay >= 0; the formulas are torch.optim's, documented on

@@ -63,6 +63,51 @@ static nb_tensor *hinge(nb_tensor *const *x, const nb_op_case *c) {
 static nb_tensor *margin_ranking(nb_tensor *const *x, const nb_op_case *c) {
     return nb_margin_ranking_loss(x[0], x[1], x[2], (nb_loss_options){.reduction = (nb_reduction)c->p[0], .margin = c->p[1]});
 }
+/* the losses of ops_loss_margin.c and the regression NLLs; p[0] the reduction */
+static nb_tensor *poisson_nll(nb_tensor *const *x, const nb_op_case *c) {
+    nb_loss_options o = {.reduction = (nb_reduction)c->p[0], .log_input = c->p[1] ? NB_FLAG_FALSE : NB_FLAG_TRUE,
+                         .full = c->p[2] != 0};
+    return nb_poisson_nll_loss(x[0], c->p[2] ? nb_mul_scalar(x[1], 3.0) : x[1], o); /* targets past 1: Stirling */
+}
+static nb_tensor *gaussian_nll(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_gaussian_nll_loss(x[0], x[1], x[2], (nb_loss_options){.reduction = (nb_reduction)c->p[0], .full = c->p[1] != 0});
+}
+static nb_tensor *mlsm(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_multilabel_soft_margin_loss(x[0], nb_sigmoid(x[1]), (nb_loss_options){.reduction = (nb_reduction)c->p[0],
+                                                                                    .weight = c->n_in > 2 ? x[2] : NULL});
+}
+static nb_tensor *multi_margin(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_multi_margin_loss(x[0], x[1], (nb_loss_options){.reduction = (nb_reduction)c->p[0], .p = c->p[1],
+                                                              .margin = c->p[2], .weight = c->n_in > 2 ? x[2] : NULL});
+}
+/* rows of targets ended by -1: {3, 0}, all four, {2, 1, 0} (then a 3 past the end, ignored) */
+static nb_tensor *multilabel_margin(nb_tensor *const *x, const nb_op_case *c) {
+    static const int64_t t[12] = {3, 0, -1, 1, 0, 1, 2, 3, 2, 1, 0, -1};
+    nb_tensor *target = nb_from_data_on(t, NB_SHAPE(3, 4), NB_I64, nb_device_of(x[0]));
+    return nb_multilabel_margin_loss(x[0], target, (nb_reduction)c->p[0]);
+}
+static nb_tensor *cosine_embedding(nb_tensor *const *x, const nb_op_case *c) { /* labels: the signs of x[2] */
+    return nb_cosine_embedding_loss(x[0], x[1], nb_sign(x[2]), (nb_loss_options){.reduction = (nb_reduction)c->p[0],
+                                                                                 .margin = c->p[1]});
+}
+static nb_tensor *triplet(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_triplet_margin_loss(x[0], x[1], x[2], (nb_loss_options){.reduction = (nb_reduction)c->p[0], .p = c->p[1],
+                                                                      .swap = c->p[2] != 0});
+}
+static nb_tensor *cosine_distance(nb_tensor *a, nb_tensor *b, void *user) {
+    (void)user;
+    return nb_add_scalar(nb_neg(nb_cosine_similarity(a, b, -1, 0)), 1.0);
+}
+static nb_tensor *triplet_distance(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_triplet_margin_with_distance_loss(x[0], x[1], x[2], cosine_distance, NULL,
+                                                (nb_loss_options){.reduction = (nb_reduction)c->p[0], .swap = true});
+}
+static nb_tensor *pairwise_distance(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_pairwise_distance(x[0], x[1], c->p[0], 0, c->p[1] != 0);
+}
+static nb_tensor *cosine_similarity(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_cosine_similarity(x[0], x[1], (int)c->p[0], 0);
+}
 /* any input (log-probabilities need not be normalized for the formula); a
  * positive target, or any with log_target */
 static nb_tensor *kl_div(nb_tensor *const *x, const nb_op_case *c) {
@@ -249,6 +294,41 @@ static const nb_op_case cases[] = {
      .in = {IN(K_UNIT, 2, 3), IN(K_REAL, 2, 3)}, .p = {NB_REDUCTION_NONE, 1.5}},
     {.op = NB_OP_MARGIN_RANKING_LOSS, .label = "margin_ranking_loss sum, margin 0.2", .fn = margin_ranking, .n_in = 3,
      .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3), IN(K_AWAY0, 2, 3)}, .p = {NB_REDUCTION_SUM, 0.2}},
+    {.op = NB_OP_POISSON_NLL_LOSS, .label = "poisson_nll_loss mean", .fn = poisson_nll, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3), IN(K_POS, 2, 3)}, .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_POISSON_NLL_LOSS, .label = "poisson_nll_loss none, rate input, full", .fn = poisson_nll, .n_in = 2,
+     .in = {IN(K_POS, 2, 3), IN(K_POS, 2, 3)}, .p = {NB_REDUCTION_NONE, 1, 1}},
+    {.op = NB_OP_GAUSSIAN_NLL_LOSS, .label = "gaussian_nll_loss mean", .fn = gaussian_nll, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3), IN(K_POS, 2, 3)}, .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_GAUSSIAN_NLL_LOSS, .label = "gaussian_nll_loss sum, a var per row, full", .fn = gaussian_nll,
+     .n_in = 3, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3), IN(K_POS, 2)}, .p = {NB_REDUCTION_SUM, 1}},
+    {.op = NB_OP_MULTILABEL_SOFT_MARGIN_LOSS, .label = "multilabel_soft_margin_loss mean", .fn = mlsm, .n_in = 2,
+     .in = {IN(K_REAL, 3, 4), IN(K_REAL, 3, 4)}, .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_MULTILABEL_SOFT_MARGIN_LOSS, .label = "multilabel_soft_margin_loss none, weight", .fn = mlsm,
+     .n_in = 3, .in = {IN(K_REAL, 3, 4), IN(K_REAL, 3, 4), IN(K_POS, 4)}, .p = {NB_REDUCTION_NONE}},
+    {.op = NB_OP_MULTI_MARGIN_LOSS, .label = "multi_margin_loss mean", .fn = multi_margin, .n_in = 2,
+     .in = {IN(K_REAL, 4, 5), IDX(0, 5, 4)}, .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_MULTI_MARGIN_LOSS, .label = "multi_margin_loss none, p 2, margin 0.5, weight", .fn = multi_margin,
+     .n_in = 3, .in = {IN(K_REAL, 4, 5), IDX(0, 5, 4), IN(K_POS, 5)}, .p = {NB_REDUCTION_NONE, 2, 0.5}},
+    {.op = NB_OP_MULTILABEL_MARGIN_LOSS, .label = "multilabel_margin_loss sum", .fn = multilabel_margin, .n_in = 1,
+     .in = {IN(K_REAL, 3, 4)}, .p = {NB_REDUCTION_SUM}},
+    {.op = NB_OP_COSINE_EMBEDDING_LOSS, .label = "cosine_embedding_loss mean, margin 0.1", .fn = cosine_embedding,
+     .n_in = 3, .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 3), IN(K_AWAY0, 4)}, .p = {NB_REDUCTION_MEAN, 0.1}},
+    {.op = NB_OP_TRIPLET_MARGIN_LOSS, .label = "triplet_margin_loss mean", .fn = triplet, .n_in = 3,
+     .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 3), IN(K_REAL, 4, 3)}, .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_TRIPLET_MARGIN_LOSS, .label = "triplet_margin_loss none, p 1, swap", .fn = triplet, .n_in = 3,
+     .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 3), IN(K_REAL, 4, 3)}, .p = {NB_REDUCTION_NONE, 1, 1}},
+    {.op = NB_OP_TRIPLET_MARGIN_WITH_DISTANCE_LOSS, .label = "triplet_margin_with_distance_loss cosine, swap",
+     .fn = triplet_distance, .n_in = 3, .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 3), IN(K_REAL, 4, 3)},
+     .p = {NB_REDUCTION_SUM}},
+    {.op = NB_OP_PAIRWISE_DISTANCE, .label = "pairwise_distance p 2", .fn = pairwise_distance, .n_in = 2,
+     .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 3)}, .p = {2}},
+    {.op = NB_OP_PAIRWISE_DISTANCE, .label = "pairwise_distance p 3, broadcast, keepdim", .fn = pairwise_distance,
+     .n_in = 2, .in = {IN(K_REAL, 2, 4, 3), IN(K_REAL, 3)}, .p = {3, 1}},
+    {.op = NB_OP_COSINE_SIMILARITY, .label = "cosine_similarity dim 1", .fn = cosine_similarity, .n_in = 2,
+     .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 3)}, .p = {1}},
+    {.op = NB_OP_COSINE_SIMILARITY, .label = "cosine_similarity dim 0, broadcast", .fn = cosine_similarity, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 3, 1)}, .p = {0}},
     {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
     {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,

@@ -40,6 +40,7 @@
     X(ops_foreach) \
     X(option_defaults) \
     X(ownership_debug) \
+    X(nn_io) \
     X(op_table) \
     X(op_harness) \
     X(text) \

@@ -219,7 +219,7 @@ static nb_tensor *st_module_forward(nb_module *m, nb_tensor *x) {
     nb_tensor *h = nb_linear(x, nb_module_get(m, "weight"), NULL), *y;
     return nb_function_apply(&SCALED_TANH, &h, 1, &y, &module_scale) == NB_OK ? y : NULL;
 }
-static const nb_module_ops ST_OPS = {"ScaledTanhLinear", st_module_forward, NULL};
+static const nb_module_ops ST_OPS = {"ScaledTanhLinear", st_module_forward, NULL, NULL};
 
 static nb_module *gc_module;
 static nb_tensor *through_module(nb_tensor *const *in, int n, void *ctx) {

@@ -58,7 +58,7 @@ static nb_tensor *two_layer_forward(nb_module *m, nb_tensor *x) {
     nb_tensor *h = nb_tanh(nb_forward(nb_module_child(m, "fc1"), x));
     return nb_mul(nb_forward(nb_module_child(m, "fc2"), h), nb_module_get(m, "scale"));
 }
-static const nb_module_ops two_layer_ops = {"TwoLayer", two_layer_forward, NULL};
+static const nb_module_ops two_layer_ops = {"TwoLayer", two_layer_forward, NULL, NULL};
 
 START_TEST(test_named_children) {
     nb_module *m = nb_module_new(&two_layer_ops, NULL);

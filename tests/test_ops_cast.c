@@ -364,7 +364,7 @@ static nb_tensor *id_forward(nb_module *m, nb_tensor *x) {
     (void)m;
     return x;
 }
-static const nb_module_ops id_ops = {"Id", id_forward, NULL};
+static const nb_module_ops id_ops = {"Id", id_forward, NULL, NULL};
 
 /* A tensor made inside a scope and registered used to be freed by
  * nb_scope_end while the module still pointed at it when an op had used it

@@ -312,6 +312,49 @@ START_TEST(test_margin_losses) {
 }
 END_TEST
 
+/* The losses over classes, by hand. */
+START_TEST(test_class_losses) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){0.5, -0.25, 2, 0, 1, -1});
+    nb_tensor *t = nb_from_data((int64_t[]){2, 0}, NB_SHAPE(2), NB_I64);
+    /* multi_margin: sum_{j != y} max(0, 1 - x_y + x_j) / C; row 0 (y = 2): 0 + 0; row 1 (y = 0): 2 + 0 */
+    nb_ck_close(nb_multi_margin_loss(x, t, (nb_loss_options){.reduction = NB_REDUCTION_NONE}), (double[]){0, 2.0 / 3},
+                2, 0, 1e-15);
+    /* p 2, margin 3: row 0: (3 - 2 + 0.5)^2 + (3 - 2 - 0.25)^2, row 1: 4^2 + 2^2 */
+    double r0 = (1.5 * 1.5 + 0.75 * 0.75) / 3, r1 = (16.0 + 4.0) / 3;
+    ck_assert_double_eq_tol(nb_item(nb_multi_margin_loss(x, t, (nb_loss_options){.p = 2, .margin = 3})),
+                            (r0 + r1) / 2, 1e-14);
+    NB_CK_FAILS(nb_multi_margin_loss(x, nb_from_data((int64_t[]){3, 0}, NB_SHAPE(2), NB_I64), (nb_loss_options){0}),
+                NB_ERR_INVALID_ARG);
+    /* multilabel_margin: row 0 targets {2}: (1 - 2 + 0.5) -> 0, (1 - 2 - 0.25) -> 0; row 1 targets {1, 0}
+     * (then ended by -1): non-target 2: max(0, 1 - 1 - 1) + max(0, 1 - 0 - 1) = 0 */
+    nb_tensor *mt = nb_from_data((int64_t[]){2, -1, 0, 1, 0, -1}, NB_SHAPE(2, 3), NB_I64);
+    nb_ck_close(nb_multilabel_margin_loss(x, mt, NB_REDUCTION_NONE), (double[]){0, 0}, 2, 0, 1e-15);
+    nb_tensor *x2 = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0.2, 0.1, 0.3});
+    nb_tensor *t2 = nb_from_data((int64_t[]){0, -1, 2}, NB_SHAPE(3), NB_I64); /* the 2 after -1 is ignored */
+    /* target 0 against non-targets 1 and 2: (1 - 0.2 + 0.1) + (1 - 0.2 + 0.3) over C = 3 */
+    ck_assert_double_eq_tol(nb_item(nb_multilabel_margin_loss(x2, t2, NB_REDUCTION_MEAN)), (0.9 + 1.1) / 3, 1e-15);
+    /* poisson: exp(x) - t x; gaussian: (log v + d^2 / v) / 2 */
+    nb_tensor *y = nb_test_tensor(NB_SHAPE(2, 3), NB_F64, (double[]){1, 0, 2, 3, 1, 0});
+    ck_assert_double_eq_tol(nb_item(nb_poisson_nll_loss(x, y, (nb_loss_options){.reduction = NB_REDUCTION_SUM})),
+                            exp(0.5) - 0.5 + exp(-0.25) + exp(2) - 4 + 1 + exp(1) - 1 + exp(-1), 1e-13);
+    nb_tensor *v = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){0.5, 2});
+    double g = 0;
+    const double xs[6] = {0.5, -0.25, 2, 0, 1, -1}, ys[6] = {1, 0, 2, 3, 1, 0}, vs[2] = {0.5, 2};
+    for (int i = 0; i < 6; i++) g += 0.5 * (log(vs[i / 3]) + (xs[i] - ys[i]) * (xs[i] - ys[i]) / vs[i / 3]);
+    ck_assert_double_eq_tol(nb_item(nb_gaussian_nll_loss(x, y, v, (nb_loss_options){.reduction = NB_REDUCTION_SUM})),
+                            g, 1e-13);
+    NB_CK_FAILS(nb_gaussian_nll_loss(x, y, nb_neg(v), (nb_loss_options){0}), NB_ERR_INVALID_ARG);
+    /* triplet: max(0, 1 + |a - p + eps| - |a - n + eps|) */
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(1, 2), NB_F64, (double[]){0, 0});
+    nb_tensor *pp = nb_test_tensor(NB_SHAPE(1, 2), NB_F64, (double[]){3, 4});
+    nb_tensor *nn = nb_test_tensor(NB_SHAPE(1, 2), NB_F64, (double[]){0, 1});
+    ck_assert_double_eq_tol(nb_item(nb_triplet_margin_loss(a, pp, nn, (nb_loss_options){.eps = NB_ZERO})),
+                            1 + 5 - 1, 1e-14);
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_mse_gradcheck) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *in[2] = {nb_test_randn_grad(NB_SHAPE(3, 4), 11), nb_test_randn_grad(NB_SHAPE(3, 4), 12)};
@@ -464,6 +507,7 @@ Suite *nb_suite_ops_loss(void) {
     tcase_add_test(f, test_binary_losses);
     tcase_add_test(f, test_kl_div);
     tcase_add_test(f, test_margin_losses);
+    tcase_add_test(f, test_class_losses);
     tcase_add_test(f, test_losses_float32);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");

@@ -61,7 +61,7 @@ static nb_tensor *passthrough(nb_module *m, nb_tensor *x) {
     (void)m;
     return x;
 }
-static const nb_module_ops holder_ops = {"ParamHolder", passthrough, NULL};
+static const nb_module_ops holder_ops = {"ParamHolder", passthrough, NULL, NULL};
 
 /* A module holding float64 parameters named names[i] of the given sizes (1-D). */
 static nb_module *holder(const char *const *names, const int64_t *sizes, const double *const *values, int n) {

@@ -775,6 +775,7 @@ def products_and_losses():
                 Case("mse_loss", [T([INF, NAN, 1.0]), T([INF, 0.0, 1e20])], mse, {"reduction": red}, tag="special")]
     out.append(Case("mse_loss", [R((3,)), R((4,))], mse, {"reduction": "mean"}, tag="shape error"))
     out += elementwise_losses()
+    out += class_and_embedding_losses()
     return out
 
 
@@ -849,6 +850,89 @@ def elementwise_losses():
             Case("huber_loss", [R((3,)), R((3,))], hub, {"reduction": "mean", "delta": 0.0}, tag="delta error")]
     return out
 
+
+def class_and_embedding_losses():
+    """poisson/gaussian NLL, the multi-label and multi-class margins, cosine embedding, triplets, distances."""
+    pn = lambda xs, a: F.poisson_nll_loss(xs[0], xs[1], log_input=a["log_input"], full=a["full"], eps=a["eps"],
+                                          reduction=a["reduction"])
+    gn = lambda xs, a: F.gaussian_nll_loss(xs[0], xs[1], xs[2], full=a["full"], eps=a["eps"],
+                                           reduction=a["reduction"])
+    mlsm = lambda xs, a: F.multilabel_soft_margin_loss(xs[0], xs[1], weight=xs[2] if a.get("weight") else None,
+                                                       reduction=a["reduction"])
+    mm = lambda xs, a: F.multi_margin_loss(xs[0], xs[1], p=a["p"], margin=a["margin"],
+                                           weight=xs[2] if a.get("weight") else None, reduction=a["reduction"])
+    mlm = lambda xs, a: F.multilabel_margin_loss(xs[0], xs[1], reduction=a["reduction"])
+    ce = lambda xs, a: F.cosine_embedding_loss(xs[0], xs[1], xs[2], margin=a["margin"], reduction=a["reduction"])
+    tm = lambda xs, a: F.triplet_margin_loss(xs[0], xs[1], xs[2], margin=a["margin"], p=a["p"], eps=a["eps"],
+                                             swap=a["swap"], reduction=a["reduction"])
+
+    def tmd(xs, a):
+        dist = (lambda u, v: 1 - F.cosine_similarity(u, v, dim=-1, eps=1e-8)) if a["distance"] == "cosine" else None
+        return F.triplet_margin_with_distance_loss(xs[0], xs[1], xs[2], distance_function=dist, margin=a["margin"],
+                                                   swap=a["swap"], reduction=a["reduction"])
+
+    pd = lambda xs, a: F.pairwise_distance(xs[0], xs[1], p=a["p"], eps=a["eps"], keepdim=a["keepdim"])
+    cs = lambda xs, a: F.cosine_similarity(xs[0], xs[1], dim=a["dim"], eps=a["eps"])
+    labels = lambda shape, dt=F32: (torch.randint(0, 2, shape) * 2 - 1).to(dt)
+    out = []
+    for red in ("mean", "sum", "none"):
+        r = {"reduction": red}
+        out += [Case("poisson_nll_loss", [R((3, 4)), R((3, 4), F32, 0, 3)], pn,
+                     {**r, "log_input": True, "full": False, "eps": 1e-8}, tag="log input"),
+                Case("poisson_nll_loss", [R((3, 4), F64, 0.1, 2), R((3, 4), F64, 0, 4)], pn,
+                     {**r, "log_input": False, "full": True, "eps": 1e-8}, tag="rate, full", req=[True, False]),
+                Case("gaussian_nll_loss", [R((3, 4)), R((3, 4)), R((3, 4), F32, 0.1, 2)], gn,
+                     {**r, "full": False, "eps": 1e-6}, tag="f32"),
+                Case("gaussian_nll_loss", [R((3, 4), F64), R((3, 4), F64), R((3,), F64, 0.1, 2)], gn,
+                     {**r, "full": True, "eps": 1e-6}, tag="one var per row, full"),
+                Case("gaussian_nll_loss", [R((3, 4), F64), R((3, 4), F64), R((3, 1), F64, 0.1, 2)], gn,
+                     {**r, "full": False, "eps": 0.5}, tag="var [N, 1], eps clamps"),
+                Case("multilabel_soft_margin_loss", [R((3, 5)), R((3, 5), I64, 0, 2).float()], mlsm, r, tag="f32",
+                     req=[True, False]),
+                Case("multilabel_soft_margin_loss", [R((3, 5), F64), R((3, 5), F64, 0, 1), R((5,), F64, 0.5, 2)],
+                     mlsm, {**r, "weight": True}, tag="weight", req=[True, True, False]),
+                Case("multi_margin_loss", [R((4, 5)), T([0, 4, 2, 1], I64)], mm, {**r, "p": 1, "margin": 1.0},
+                     tag="f32"),
+                Case("multi_margin_loss", [R((4, 5), F64), T([3, 0, 0, 4], I64), R((5,), F64, 0.5, 2)], mm,
+                     {**r, "p": 2, "margin": 0.7, "weight": True}, tag="p 2, weight", req=[True, False, False]),
+                Case("multilabel_margin_loss", [R((3, 4)), T([[3, 0, -1, 1], [0, 1, 2, 3], [-1, 2, 1, 0]], I64)],
+                     mlm, r, tag="f32"),
+                Case("multilabel_margin_loss", [R((4,), F64), T([2, 2, -1, 0], I64)], mlm, r,
+                     tag="unbatched, repeated"),
+                Case("cosine_embedding_loss", [R((4, 3)), R((4, 3)), labels((4,))], ce, {**r, "margin": 0.0},
+                     tag="f32", req=[True, True, False]),
+                Case("cosine_embedding_loss", [R((4, 3), F64), R((4, 3), F64), labels((4,), F64)], ce,
+                     {**r, "margin": 0.2}, tag="margin", req=[True, True, False]),
+                Case("triplet_margin_loss", [R((4, 3)), R((4, 3)), R((4, 3))], tm,
+                     {**r, "margin": 1.0, "p": 2.0, "eps": 1e-6, "swap": False}, tag="f32"),
+                Case("triplet_margin_loss", [R((4, 3), F64), R((4, 3), F64), R((1, 3), F64)], tm,
+                     {**r, "margin": 0.5, "p": 1.0, "eps": 1e-6, "swap": True}, tag="p 1, swap, broadcast"),
+                Case("triplet_margin_with_distance_loss", [R((4, 3), F64), R((4, 3), F64), R((4, 3), F64)], tmd,
+                     {**r, "margin": 1.0, "swap": False, "distance": "pairwise"}, tag="default distance"),
+                Case("triplet_margin_with_distance_loss", [R((4, 3), F64), R((4, 3), F64), R((4, 3), F64)], tmd,
+                     {**r, "margin": 0.5, "swap": True, "distance": "cosine"}, tag="cosine distance, swap")]
+    out += [Case("pairwise_distance", [R((4, 3)), R((4, 3))], pd, {"p": 2.0, "eps": 1e-6, "keepdim": False},
+                 tag="f32"),
+            Case("pairwise_distance", [R((2, 4, 3), F64), R((3,), F64)], pd, {"p": 3.0, "eps": 1e-6, "keepdim": True},
+                 tag="p 3, broadcast, keepdim"),
+            Case("pairwise_distance", [R((4, 3), F64), R((4, 3), F64)], pd,
+                 {"p": float("inf"), "eps": 1e-6, "keepdim": False}, tag="p inf"),
+            Case("cosine_similarity", [R((4, 3)), R((4, 3))], cs, {"dim": 1, "eps": 1e-8}, tag="f32"),
+            Case("cosine_similarity", [R((2, 3, 4), F64), R((3, 1), F64)], cs, {"dim": 0, "eps": 1e-8},
+                 tag="dim 0, broadcast"),
+            Case("multi_margin_loss", [R((4, 5)), T([0, 5, 2, 1], I64)], mm,
+                 {"reduction": "mean", "p": 1, "margin": 1.0}, tag="target error"),
+            Case("multilabel_margin_loss", [R((2, 3)), T([[0, 3, -1], [1, -1, 0]], I64)], mlm,
+                 {"reduction": "mean"}, tag="target error"),
+            Case("gaussian_nll_loss", [R((3, 4)), R((3, 4)), R((3, 4), F32, -1, 1)], gn,
+                 {"reduction": "mean", "full": False, "eps": 1e-6}, tag="negative var"),
+            Case("gaussian_nll_loss", [R((3, 4)), R((3, 4)), R((4,), F32, 0.1, 1)], gn,
+                 {"reduction": "mean", "full": False, "eps": 1e-6}, tag="var shape error"),
+            Case("cosine_embedding_loss", [R((4, 3)), R((4, 3)), labels((4, 1))], ce,
+                 {"reduction": "mean", "margin": 0.0}, tag="target ndim error"),
+            Case("triplet_margin_loss", [R((4, 3)), R((4, 3)), R((3,))], tm,
+                 {"reduction": "mean", "margin": 1.0, "p": 2.0, "eps": 1e-6, "swap": False}, tag="ndim error")]
+    return out
 
 def build():
     return unary() + binary() + reductions() + views_and_shapes() + indexing() + products_and_losses() + cnn() + \

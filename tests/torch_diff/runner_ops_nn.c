@@ -242,3 +242,53 @@ nb_status h_nll_loss(dcase *c) {
     o.weight = c->n_in > 2 ? I2 : NULL;
     OUT1(nb_nll_loss(I0, I1, o));
 }
+
+/* The losses over classes and embeddings (ops_loss_margin.c) and the two
+ * regression NLLs: weight (when the case's flag names it) is the input
+ * after the required ones; defaults 0 are asked for with NB_ZERO. */
+static double opt0(dcase *c, const char *k, double d) {
+    double v = ad(c, k, d);
+    return v == 0 ? NB_ZERO : v;
+}
+nb_status h_poisson_nll_loss(dcase *c) {
+    nb_loss_options o = {.reduction = reduction(c), .full = ab(c, "full", false), .eps = opt0(c, "eps", 1e-8),
+                         .log_input = ab(c, "log_input", true) ? NB_FLAG_TRUE : NB_FLAG_FALSE};
+    OUT1(nb_poisson_nll_loss(I0, I1, o));
+}
+nb_status h_gaussian_nll_loss(dcase *c) {
+    nb_loss_options o = {.reduction = reduction(c), .full = ab(c, "full", false), .eps = opt0(c, "eps", 1e-6)};
+    OUT1(nb_gaussian_nll_loss(I0, I1, I2, o));
+}
+nb_status h_multilabel_soft_margin_loss(dcase *c) {
+    nb_loss_options o = {.reduction = reduction(c), .weight = ab(c, "weight", false) ? I2 : NULL};
+    OUT1(nb_multilabel_soft_margin_loss(I0, I1, o));
+}
+nb_status h_multi_margin_loss(dcase *c) {
+    nb_loss_options o = {.reduction = reduction(c), .weight = ab(c, "weight", false) ? I2 : NULL,
+                         .p = ad(c, "p", 1), .margin = opt0(c, "margin", 1)};
+    OUT1(nb_multi_margin_loss(I0, I1, o));
+}
+nb_status h_multilabel_margin_loss(dcase *c) { OUT1(nb_multilabel_margin_loss(I0, I1, reduction(c))); }
+nb_status h_cosine_embedding_loss(dcase *c) {
+    OUT1(nb_cosine_embedding_loss(I0, I1, I2, (nb_loss_options){.reduction = reduction(c), .margin = ad(c, "margin", 0)}));
+}
+nb_status h_triplet_margin_loss(dcase *c) {
+    nb_loss_options o = {.reduction = reduction(c), .margin = opt0(c, "margin", 1), .p = ad(c, "p", 2),
+                         .eps = opt0(c, "eps", 1e-6), .swap = ab(c, "swap", false)};
+    OUT1(nb_triplet_margin_loss(I0, I1, I2, o));
+}
+/* The case's distance: 1 - cosine_similarity over the last dim (PyTorch's
+ * documented example), or the default (pairwise_distance). */
+static nb_tensor *cosine_distance(nb_tensor *a, nb_tensor *b, void *user) {
+    (void)user;
+    return nb_add_scalar(nb_neg(nb_cosine_similarity(a, b, -1, 0)), 1.0);
+}
+nb_status h_triplet_margin_with_distance_loss(dcase *c) {
+    nb_loss_options o = {.reduction = reduction(c), .margin = opt0(c, "margin", 1), .swap = ab(c, "swap", false)};
+    bool cos = !strcmp(as(c, "distance", "pairwise"), "cosine");
+    OUT1(nb_triplet_margin_with_distance_loss(I0, I1, I2, cos ? cosine_distance : NULL, NULL, o));
+}
+nb_status h_pairwise_distance(dcase *c) {
+    OUT1(nb_pairwise_distance(I0, I1, ad(c, "p", 2), opt0(c, "eps", 1e-6), ab(c, "keepdim", false)));
+}
+nb_status h_cosine_similarity(dcase *c) { OUT1(nb_cosine_similarity(I0, I1, (int)ai(c, "dim", 1), opt0(c, "eps", 1e-8))); }

@@ -1,0 +1,288 @@
+/* test_nn_io.c - modules with several inputs and outputs (nb_forward_n):
+ * the one-tensor and several-tensor forwards of one module, hooks of both
+ * kinds seeing and replacing inputs and outputs, Sequential chaining
+ * several tensors, MultiheadAttention's weights only when asked for; the
+ * holders (ModuleList, ModuleDict, ParameterList, ParameterDict, Identity)
+ * and their state_dict keys; the loss modules against their functionals,
+ * their weight buffers in the state_dict, and input-count errors.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_test.h"
+#include "nb_transformer.h"
+
+/* got and want of one shape, equal within atol + rtol |want| (0, 0: exactly). */
+static void nb_ck_allclose(const nb_tensor *got, const nb_tensor *want, double atol, double rtol) {
+    NB_CK_NOTNULL(got);
+    NB_CK_NOTNULL(want);
+    nb_ck_shape(got, nb_dim(want), nb_shape(want));
+    double *w = nb_test_values_of(want);
+    nb_ck_close(got, w, nb_numel(want), atol, rtol);
+    free(w);
+}
+
+/* A kind with only forward_n: (a, b) -> (a + b, a * b). */
+static int sum_prod(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
+    (void)m;
+    if (n_in != 2) return nb_set_error(NB_ERR_INVALID_ARG, "SumProd: takes 2 inputs"), -1;
+    out[0] = nb_add(in[0], in[1]);
+    if (max_out > 1) out[1] = nb_mul(in[0], in[1]);
+    return out[0] && (max_out < 2 || out[1]) ? 2 : -1;
+}
+static const nb_module_ops sum_prod_ops = {"SumProd", NULL, NULL, sum_prod};
+
+START_TEST(test_forward_n_basics) {
+    nb_scope *s = nb_scope_begin();
+    nb_module *m = nb_module_new(&sum_prod_ops, NULL);
+    NB_CK_NOTNULL(m);
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){1, 2});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(2), NB_F64, (double[]){3, 4});
+    nb_tensor *out[NB_FORWARD_MAX] = {0};
+    ck_assert_int_eq(nb_forward_n(m, 2, (nb_tensor *[]){a, b}, out, 2), 2);
+    nb_ck_close(out[0], (double[]){4, 6}, 2, 0, 0);
+    nb_ck_close(out[1], (double[]){3, 8}, 2, 0, 0);
+    /* fewer outputs asked: the count is still 2, only the first written */
+    out[1] = NULL;
+    ck_assert_int_eq(nb_forward_n(m, 2, (nb_tensor *[]){a, b}, out, 1), 2);
+    ck_assert_ptr_null(out[1]);
+    /* nb_forward on a two-input kind: the kind's own error */
+    NB_CK_FAILS(nb_forward(m, a), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "SumProd"));
+    /* argument errors */
+    ck_assert_int_eq(nb_forward_n(m, NB_FORWARD_MAX + 1, (nb_tensor *[]){a, b}, out, 1), -1);
+    ck_assert_int_eq(nb_forward_n(m, 2, (nb_tensor *[]){a, b}, out, 0), -1);
+    ck_assert_int_eq(nb_forward_n(m, 2, (nb_tensor *[]){a, b}, NULL, 1), -1);
+    /* a one-tensor kind through nb_forward_n: exactly one input */
+    nb_module *relu = nb_nn_relu();
+    ck_assert_int_eq(nb_forward_n(relu, 1, (nb_tensor *[]){nb_neg(a)}, out, 4), 1);
+    nb_ck_close(out[0], (double[]){0, 0}, 2, 0, 0);
+    ck_assert_int_eq(nb_forward_n(relu, 2, (nb_tensor *[]){a, b}, out, 1), -1);
+    ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
+    /* a kind with neither forward is refused */
+    static const nb_module_ops none = {"None", NULL, NULL, NULL};
+    ck_assert_ptr_null(nb_module_new(&none, NULL));
+    nb_module_free(relu);
+    nb_module_free(m);
+    nb_scope_end(s);
+}
+END_TEST
+
+static int calls;
+/* pre-hook: swaps the two inputs */
+static nb_status swap_inputs(nb_module *m, int n_in, nb_tensor **in, void *user) {
+    (void)m, (void)user;
+    ck_assert_int_eq(n_in, 2);
+    nb_tensor *t = in[0];
+    in[0] = in[1], in[1] = t;
+    calls++;
+    return NB_OK;
+}
+/* forward hook: sees both inputs and both outputs; doubles the second output */
+static nb_status double_second(nb_module *m, int n_in, nb_tensor *const *in, int n_out, nb_tensor **out, void *user) {
+    (void)m, (void)user;
+    ck_assert_int_eq(n_in, 2);
+    ck_assert_ptr_nonnull(in[1]);
+    if (n_out > 1) out[1] = nb_mul_scalar(out[1], 2);
+    calls += 10;
+    return NB_OK;
+}
+/* a one-tensor forward hook on a two-output module: sees the first input and output */
+static nb_status negate_first(nb_module *m, nb_tensor *input, nb_tensor *output, nb_tensor **replace, void *user) {
+    (void)m, (void)input, (void)user;
+    *replace = nb_neg(output);
+    calls += 100;
+    return NB_OK;
+}
+
+START_TEST(test_forward_n_hooks) {
+    nb_scope *s = nb_scope_begin();
+    nb_module *m = nb_module_new(&sum_prod_ops, NULL);
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){2});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){5});
+    int64_t h1 = nb_module_register_forward_pre_hook_n(m, swap_inputs, NULL);
+    int64_t h2 = nb_module_register_forward_hook_n(m, double_second, NULL);
+    int64_t h3 = nb_module_register_forward_hook(m, negate_first, NULL);
+    ck_assert(h1 > 0 && h2 > 0 && h3 > 0);
+    calls = 0;
+    nb_tensor *out[2];
+    nb_tensor *in[2] = {a, b};
+    ck_assert_int_eq(nb_forward_n(m, 2, in, out, 2), 2);
+    ck_assert_int_eq(calls, 111);
+    ck_assert_ptr_eq(in[0], a); /* the caller's array is not touched by the pre-hook */
+    ck_assert_double_eq(nb_item(out[0]), -7);
+    ck_assert_double_eq(nb_item(out[1]), 20);
+    NB_CK_OK(nb_module_remove_hook(m, h1));
+    NB_CK_OK(nb_module_remove_hook(m, h2));
+    NB_CK_OK(nb_module_remove_hook(m, h3));
+    ck_assert_int_eq(nb_forward_n(m, 2, in, out, 2), 2);
+    ck_assert_double_eq(nb_item(out[1]), 10);
+    ck_assert_int_eq((int)nb_module_register_forward_hook_n(m, NULL, NULL), -1);
+    nb_module_free(m);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_sequential_and_identity_n) {
+    nb_scope *s = nb_scope_begin();
+    /* Identity passes both tensors on; SumProd makes two; Identity returns them */
+    nb_module *seq = nb_nn_sequential(nb_nn_identity(), nb_module_new(&sum_prod_ops, NULL), nb_nn_identity());
+    NB_CK_NOTNULL(seq);
+    nb_tensor *a = nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){3});
+    nb_tensor *b = nb_test_tensor(NB_SHAPE(1), NB_F64, (double[]){4});
+    nb_tensor *out[2];
+    ck_assert_int_eq(nb_forward_n(seq, 2, (nb_tensor *[]){a, b}, out, 2), 2);
+    ck_assert_double_eq(nb_item(out[0]), 7);
+    ck_assert_double_eq(nb_item(out[1]), 12);
+    /* nb_forward on Sequential keeps its one-tensor path */
+    nb_module *id = nb_nn_identity();
+    ck_assert_ptr_eq(nb_forward(id, a), a);
+    ck_assert_int_eq(nb_forward_n(id, 0, NULL, out, 1), -1);
+    nb_module_free(id);
+    nb_module_free(seq);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_mha_forward_n) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(3);
+    nb_module *mha = nb_nn_multihead_attention_ex(4, 2, 0, true, NB_F64);
+    NB_CK_NOTNULL(mha);
+    nb_tensor *q = nb_randn(NB_SHAPE(2, 3, 4), NB_F64, NULL), *kv = nb_randn(NB_SHAPE(2, 5, 4), NB_F64, NULL);
+    nb_tensor *out[2] = {0};
+    ck_assert_int_eq(nb_forward_n(mha, 3, (nb_tensor *[]){q, kv, kv}, out, 2), 2);
+    nb_ck_shape(out[0], NB_SHAPE(2, 3, 4));
+    nb_ck_shape(out[1], NB_SHAPE(2, 3, 5)); /* weights averaged over heads */
+    nb_tensor *w = NULL;
+    nb_tensor *ref = nb_nn_multihead_attention_forward(mha, q, kv, kv, NULL, NULL, &w);
+    nb_ck_allclose(out[0], ref, 1e-12, 0);
+    nb_ck_allclose(out[1], w, 1e-12, 0);
+    /* one output asked: the fused path, the same values */
+    nb_tensor *only[1];
+    ck_assert_int_eq(nb_forward_n(mha, 3, (nb_tensor *[]){q, kv, kv}, only, 1), 2);
+    nb_ck_allclose(only[0], ref, 1e-12, 0);
+    /* a key_padding_mask in position 4; attn_mask NULL */
+    nb_tensor *kpm = nb_from_data((bool[]){0, 0, 0, 1, 1, 0, 0, 0, 0, 1}, NB_SHAPE(2, 5), NB_BOOL);
+    ck_assert_int_eq(nb_forward_n(mha, 5, (nb_tensor *[]){q, kv, kv, kpm, NULL}, out, 1), 2);
+    nb_ck_allclose(out[0], nb_nn_multihead_attention_forward(mha, q, kv, kv, kpm, NULL, NULL), 1e-12, 0);
+    ck_assert_int_eq(nb_forward_n(mha, 2, (nb_tensor *[]){q, kv}, out, 1), -1);
+    nb_module_free(mha);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_holders) {
+    nb_module *root = nb_nn_module_dict();
+    nb_module *blocks = nb_nn_module_list_array((nb_module *[]){nb_nn_linear(2, 3), nb_nn_linear(3, 1)}, 2);
+    NB_CK_NOTNULL(blocks);
+    NB_CK_OK(nb_nn_module_list_append(blocks, nb_nn_relu()));
+    NB_CK_OK(nb_module_add(root, "blocks", blocks));
+    nb_module *scales = nb_nn_parameter_list();
+    NB_CK_OK(nb_nn_parameter_list_append(scales, nb_ones(NB_SHAPE(3), NB_F32)));
+    NB_CK_OK(nb_nn_parameter_list_append(scales, nb_zeros(NB_SHAPE(1), NB_F32)));
+    NB_CK_OK(nb_module_add(root, "scales", scales));
+    nb_module *extra = nb_nn_parameter_dict();
+    NB_CK_OK(nb_module_register_parameter(extra, "gain", nb_ones(NB_SHAPE(2), NB_F32)));
+    NB_CK_OK(nb_module_add(root, "extra", extra));
+    nb_named_tensor p[16];
+    int n = nb_module_parameters(root, p, 16);
+    const char *want[] = {"blocks.0.weight", "blocks.0.bias", "blocks.1.weight", "blocks.1.bias", "scales.0",
+                          "scales.1", "extra.gain"};
+    ck_assert_int_eq(n, 7);
+    for (int i = 0; i < n; i++) ck_assert_str_eq(p[i].name, want[i]);
+    ck_assert_str_eq(nb_module_kind(nb_module_child(root, "blocks")), "ModuleList");
+    ck_assert_int_eq(nb_module_num_children(blocks), 3);
+    ck_assert_ptr_nonnull(nb_module_get(extra, "gain"));
+    /* the holders have no forward */
+    NB_CK_FAILS(nb_forward(blocks, nb_ones(NB_SHAPE(2), NB_F32)), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "ModuleList"));
+    NB_CK_FAILS(nb_forward(scales, nb_ones(NB_SHAPE(2), NB_F32)), NB_ERR_INVALID_ARG);
+    /* the wrong holder */
+    ck_assert_int_eq(nb_nn_module_list_append(root, nb_nn_relu()), NB_ERR_INVALID_ARG);
+    ck_assert_int_eq(nb_nn_parameter_list_append(blocks, nb_ones(NB_SHAPE(1), NB_F32)), NB_ERR_INVALID_ARG);
+    /* a NULL child fails the list and frees the rest */
+    ck_assert_ptr_null(nb_nn_module_list_array((nb_module *[]){nb_nn_relu(), NULL}, 2));
+    nb_module_free(root);
+}
+END_TEST
+
+/* Each loss module equals its functional, with the same options. */
+START_TEST(test_loss_modules) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(5);
+    nb_tensor *x = nb_randn(NB_SHAPE(4, 3), NB_F64, NULL), *y = nb_randn(NB_SHAPE(4, 3), NB_F64, NULL);
+    nb_tensor *z = nb_randn(NB_SHAPE(4, 3), NB_F64, NULL);
+    nb_tensor *cls = nb_from_data((int64_t[]){0, 2, 1, 2}, NB_SHAPE(4), NB_I64);
+    nb_tensor *w = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0.5, 1, 2});
+    nb_tensor *lab = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){1, -1, 1, -1});
+    nb_tensor *pos = nb_add_scalar(nb_abs(z), 0.1);
+    struct {
+        nb_module *m;
+        int n;
+        nb_tensor *in[3];
+        nb_tensor *want;
+    } c[] = {
+        {nb_nn_l1_loss(NB_REDUCTION_SUM), 2, {x, y}, nb_l1_loss(x, y, NB_REDUCTION_SUM)},
+        {nb_nn_mse_loss(0), 2, {x, y}, nb_mse_loss(x, y, 0)},
+        {nb_nn_cross_entropy_loss((nb_cross_entropy_options){.weight = w, .label_smoothing = 0.1}), 2, {x, cls},
+         nb_cross_entropy_ex(x, cls, (nb_cross_entropy_options){.weight = w, .label_smoothing = 0.1})},
+        {nb_nn_nll_loss((nb_cross_entropy_options){0}), 2, {x, cls}, nb_nll_loss(x, cls, (nb_cross_entropy_options){0})},
+        {nb_nn_huber_loss((nb_loss_options){.delta = 0.5}), 2, {x, y}, nb_huber_loss(x, y, (nb_loss_options){.delta = 0.5})},
+        {nb_nn_bce_with_logits_loss((nb_loss_options){.pos_weight = w}), 2, {x, nb_sigmoid(y)},
+         nb_binary_cross_entropy_with_logits(x, nb_sigmoid(y), (nb_loss_options){.pos_weight = w})},
+        {nb_nn_margin_ranking_loss((nb_loss_options){.margin = 0.2}), 3, {x, y, nb_sign(z)},
+         nb_margin_ranking_loss(x, y, nb_sign(z), (nb_loss_options){.margin = 0.2})},
+        {nb_nn_gaussian_nll_loss((nb_loss_options){.full = true}), 3, {x, y, pos},
+         nb_gaussian_nll_loss(x, y, pos, (nb_loss_options){.full = true})},
+        {nb_nn_multi_margin_loss((nb_loss_options){.weight = w, .p = 2}), 2, {x, cls},
+         nb_multi_margin_loss(x, cls, (nb_loss_options){.weight = w, .p = 2})},
+        {nb_nn_cosine_embedding_loss((nb_loss_options){0}), 3, {x, y, lab},
+         nb_cosine_embedding_loss(x, y, lab, (nb_loss_options){0})},
+        {nb_nn_triplet_margin_loss((nb_loss_options){.swap = true}), 3, {x, y, z},
+         nb_triplet_margin_loss(x, y, z, (nb_loss_options){.swap = true})},
+        {nb_nn_cosine_similarity(1, 0), 2, {x, y}, nb_cosine_similarity(x, y, 1, 0)},
+        {nb_nn_pairwise_distance(0, 0, true), 2, {x, y}, nb_pairwise_distance(x, y, 0, 0, true)},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        NB_CK_NOTNULL(c[i].m);
+        nb_tensor *got = NULL;
+        ck_assert_msg(nb_forward_n(c[i].m, c[i].n, c[i].in, &got, 1) == 1, "%s: %s", nb_module_kind(c[i].m),
+                      nb_last_error());
+        nb_ck_allclose(got, c[i].want, 0, 0);
+        /* one input too few */
+        ck_assert_int_eq(nb_forward_n(c[i].m, c[i].n - 1, c[i].in, &got, 1), -1);
+        ck_assert_ptr_nonnull(strstr(nb_last_error(), nb_module_kind(c[i].m)));
+        nb_module_free(c[i].m);
+    }
+    /* weights are buffers: in the state_dict, and the forward reads the module's copy */
+    nb_module *bce = nb_nn_bce_with_logits_loss((nb_loss_options){.weight = w, .pos_weight = nb_mul_scalar(w, 2)});
+    nb_named_tensor *sd = NULL;
+    ck_assert_int_eq(nb_module_state_dict(bce, &sd), 2);
+    ck_assert_str_eq(sd[0].name, "weight");
+    ck_assert_str_eq(sd[1].name, "pos_weight");
+    free(sd);
+    NB_CK_OK(nb_fill_(nb_module_get(bce, "weight"), 0));
+    nb_tensor *got = NULL;
+    ck_assert_int_eq(nb_forward_n(bce, 2, (nb_tensor *[]){x, nb_sigmoid(y)}, &got, 1), 1);
+    ck_assert_double_eq(nb_item(got), 0);
+    nb_module_free(bce);
+    ck_assert_ptr_null(nb_nn_l1_loss((nb_reduction)7));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_nn_io(void) {
+    Suite *s = suite_create("nn_io");
+    TCase *t = tcase_create("modules");
+    tcase_add_test(t, test_forward_n_basics);
+    tcase_add_test(t, test_forward_n_hooks);
+    tcase_add_test(t, test_sequential_and_identity_n);
+    tcase_add_test(t, test_mha_forward_n);
+    tcase_add_test(t, test_holders);
+    tcase_add_test(t, test_loss_modules);
+    suite_add_tcase(s, t);
+    return s;
+}

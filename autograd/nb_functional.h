@@ -365,6 +365,38 @@ nb_tensor *nb_adaptive_avg_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, in
 nb_tensor *nb_batch_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *weight,
                          nb_tensor *bias, bool training, double momentum, double eps);
 
+/* ---- group, instance and local response normalization (ops_group_norm.c) ----
+ * eps, momentum, alpha, beta and k left 0 take PyTorch's defaults (NB_ZERO
+ * asks for 0). float32/float64; written from batch_norm's fused kernels
+ * (group_norm, instance_norm) and from other ops, so their gradients, first
+ * and second order, follow from those. weight and bias (NULL or [C] of the
+ * input's dtype) scale and shift per channel. Errors: NB_ERR_SHAPE,
+ * NB_ERR_DTYPE, NB_ERR_INVALID_ARG (bad sizes or options). */
+
+/* F.group_norm (Wu & He 2018): x [N, C, *], the C channels split into
+ * num_groups groups (C divisible by it); each (sample, group) normalised by
+ * its mean and biased variance, y = (x - mean) / sqrt(var + eps) (eps
+ * 1e-5), then the affine. A group of one element gives 0 (then the bias). */
+nb_tensor *nb_group_norm(nb_tensor *x, int64_t num_groups, nb_tensor *weight, nb_tensor *bias, double eps);
+/* F.instance_norm (Ulyanov et al. 2016): x [N, C, *] (at least 3 dims),
+ * each (sample, channel) normalised over *; with use_input_stats (training,
+ * or track_running_stats false) by its own statistics, and the running
+ * ones (NULL, or both [C], contiguous) updated in place as batch_norm's
+ * (momentum 0.1; unbiased variance), averaged over the batch; without, by
+ * the running statistics. One spatial element with use_input_stats is
+ * NB_ERR_INVALID_ARG (PyTorch's check). */
+nb_tensor *nb_instance_norm(nb_tensor *x, nb_tensor *running_mean, nb_tensor *running_var, nb_tensor *weight,
+                            nb_tensor *bias, bool use_input_stats, double momentum, double eps);
+/* F.local_response_norm (Krizhevsky et al. 2012): x [N, C, *] (at least 3
+ * dims); x / (k + alpha mean_window(x^2))^beta, the mean over `size`
+ * channels around each (zero-padded, divided by size as PyTorch's
+ * avg_pool). Defaults alpha 1e-4, beta 0.75, k 1. */
+nb_tensor *nb_local_response_norm(nb_tensor *x, int64_t size, double alpha, double beta, double k);
+/* F.normalize: x / max(||x||_p over dim, eps), p 2 when left 0 (>= 1 or
+ * INFINITY), eps 1e-12 when left 0 (the clamp cuts the gradient where it
+ * holds, as PyTorch's clamp_min). */
+nb_tensor *nb_normalize(nb_tensor *x, double p, int dim, double eps);
+
 /* ---- layer normalization (ops_layer_norm.c; backend/cpu/layer_norm.c) -------- */
 
 /* F.layer_norm over the last n_norm dims of x (their sizes are

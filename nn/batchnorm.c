@@ -1,4 +1,4 @@
-/* batchnorm.c - nn.BatchNorm1d and nn.BatchNorm2d: parameters weight (ones)
+/* batchnorm.c - nn.BatchNorm1d, BatchNorm2d and BatchNorm3d: parameters weight (ones)
  * and bias (zeros), buffers running_mean (zeros), running_var (ones) and
  * num_batches_tracked (int64 scalar, +1 per training forward), as PyTorch's
  * _BatchNorm with affine=True and track_running_stats=True. Training mode
@@ -51,6 +51,7 @@ static nb_tensor *bn_forward(nb_module *m, nb_tensor *x) {
 
 static const nb_module_ops bn1d_ops = {"BatchNorm1d", bn_forward, free, NULL};
 static const nb_module_ops bn2d_ops = {"BatchNorm2d", bn_forward, free, NULL};
+static const nb_module_ops bn3d_ops = {"BatchNorm3d", bn_forward, free, NULL};
 
 /* Creates a [n] (or 0-d when n < 0) tensor filled with value and registers it. */
 static nb_tensor *add_tensor(nb_module *m, const char *name, bool param, int64_t n, nb_dtype dt, double value) {
@@ -97,4 +98,8 @@ nb_module *nb_nn_batch_norm1d(int64_t num_features, double eps, double momentum)
 
 nb_module *nb_nn_batch_norm2d(int64_t num_features, double eps, double momentum) {
     return bn_new(&bn2d_ops, 4, 4, num_features, eps, momentum);
+}
+
+nb_module *nb_nn_batch_norm3d(int64_t num_features, double eps, double momentum) {
+    return bn_new(&bn3d_ops, 5, 5, num_features, eps, momentum);
 }

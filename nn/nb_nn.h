@@ -258,6 +258,32 @@ nb_module *nb_nn_adaptive_avg_pool1d(int64_t out_l);
  * actual 0 (momentum 0: running statistics never move). */
 nb_module *nb_nn_batch_norm1d(int64_t num_features, double eps, double momentum);
 nb_module *nb_nn_batch_norm2d(int64_t num_features, double eps, double momentum);
+/* BatchNorm3d: [N, C, D, H, W], otherwise as above. */
+nb_module *nb_nn_batch_norm3d(int64_t num_features, double eps, double momentum);
+/* nn.GroupNorm(num_groups, num_channels, eps, affine=True) over [N, C, *]
+ * (nb_group_norm): parameters "weight" (ones) and "bias" (zeros) [C] when
+ * affine; eps 1e-5 when left 0 (NB_ZERO for 0). The _ex form takes affine
+ * and the dtype. Errors: NB_ERR_INVALID_ARG (num_channels not divisible by
+ * num_groups, a size < 1, eps < 0), NB_ERR_DTYPE. */
+nb_module *nb_nn_group_norm(int64_t num_groups, int64_t num_channels, double eps);
+nb_module *nb_nn_group_norm_ex(int64_t num_groups, int64_t num_channels, double eps, bool affine, nb_dtype dt);
+/* nn.InstanceNorm1d ([N, C, L] or [C, L]), InstanceNorm2d ([N, C, H, W] or
+ * [C, H, W]), InstanceNorm3d ([N, C, D, H, W] or [C, D, H, W])
+ * (nb_instance_norm), PyTorch's defaults: affine and track_running_stats
+ * false, eps 1e-5, momentum 0.1 (left 0; NB_ZERO for 0). affine adds
+ * "weight" (ones) and "bias" (zeros); track_running_stats the buffers
+ * "running_mean" (zeros), "running_var" (ones) and "num_batches_tracked"
+ * (+1 per training forward), which eval mode then normalises with (without
+ * them, eval uses each instance's statistics too, as PyTorch). float32. */
+nb_module *nb_nn_instance_norm1d(int64_t num_features, double eps, double momentum, bool affine,
+                                 bool track_running_stats);
+nb_module *nb_nn_instance_norm2d(int64_t num_features, double eps, double momentum, bool affine,
+                                 bool track_running_stats);
+nb_module *nb_nn_instance_norm3d(int64_t num_features, double eps, double momentum, bool affine,
+                                 bool track_running_stats);
+/* nn.LocalResponseNorm(size, alpha, beta, k) (nb_local_response_norm; 0
+ * takes the defaults 1e-4, 0.75, 1). Errors: size < 1 (NB_ERR_INVALID_ARG). */
+nb_module *nb_nn_local_response_norm(int64_t size, double alpha, double beta, double k);
 /* Dropout(p): active in train mode, identity in eval; draws from the
  * default generator. */
 nb_module *nb_nn_dropout(double p);

@@ -108,6 +108,25 @@ static nb_tensor *pairwise_distance(nb_tensor *const *x, const nb_op_case *c) {
 static nb_tensor *cosine_similarity(nb_tensor *const *x, const nb_op_case *c) {
     return nb_cosine_similarity(x[0], x[1], (int)c->p[0], 0);
 }
+/* ops_group_norm.c: p[0] groups / size / dim; weight and bias when given */
+static nb_tensor *group_norm(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_group_norm(x[0], (int64_t)c->p[0], c->n_in > 1 ? x[1] : NULL, c->n_in > 2 ? x[2] : NULL, 0);
+}
+/* running statistics (constants) for p[0] = 1, used (eval) for p[1] = 1 */
+static nb_tensor *instance_norm(nb_tensor *const *x, const nb_op_case *c) {
+    nb_tensor *rm = NULL, *rv = NULL;
+    if (c->p[0] != 0) {
+        int64_t C = nb_shape(x[0])[1];
+        rm = nb_tensor_new(1, &C, nb_dtype_of(x[0]), nb_device_of(x[0]));
+        rv = nb_tensor_new(1, &C, nb_dtype_of(x[0]), nb_device_of(x[0]));
+        if (!rm || !rv || nb_fill_(rm, 0.25) || nb_fill_(rv, 1.5)) return NULL;
+    }
+    return nb_instance_norm(x[0], rm, rv, c->n_in > 1 ? x[1] : NULL, c->n_in > 2 ? x[2] : NULL, c->p[1] == 0, 0, 0);
+}
+static nb_tensor *local_response_norm(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_local_response_norm(x[0], (int64_t)c->p[0], c->p[1], c->p[2], c->p[3]);
+}
+static nb_tensor *normalize(nb_tensor *const *x, const nb_op_case *c) { return nb_normalize(x[0], c->p[1], (int)c->p[0], 0); }
 /* any input (log-probabilities need not be normalized for the formula); a
  * positive target, or any with log_target */
 static nb_tensor *kl_div(nb_tensor *const *x, const nb_op_case *c) {
@@ -329,6 +348,20 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 3)}, .p = {1}},
     {.op = NB_OP_COSINE_SIMILARITY, .label = "cosine_similarity dim 0, broadcast", .fn = cosine_similarity, .n_in = 2,
      .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 3, 1)}, .p = {0}},
+    {.op = NB_OP_GROUP_NORM, .label = "group_norm 2 groups, affine", .fn = group_norm, .n_in = 3,
+     .in = {IN(K_REAL, 2, 4, 3), IN(K_REAL, 4), IN(K_REAL, 4)}, .tol = 1e-4, .p = {2}},
+    {.op = NB_OP_GROUP_NORM, .label = "group_norm 1 group, 4-d", .fn = group_norm, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 2, 3)}, .tol = 1e-4, .p = {1}},
+    {.op = NB_OP_INSTANCE_NORM, .label = "instance_norm affine, running stats updated", .fn = instance_norm,
+     .n_in = 3, .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 3), IN(K_REAL, 3)}, .tol = 1e-4, .p = {1, 0}},
+    {.op = NB_OP_INSTANCE_NORM, .label = "instance_norm eval (running stats)", .fn = instance_norm, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3, 2, 2)}, .p = {1, 1}},
+    {.op = NB_OP_LOCAL_RESPONSE_NORM, .label = "local_response_norm size 3, alpha 0.5, beta 0.75, k 2",
+     .fn = local_response_norm, .n_in = 1, .in = {IN(K_REAL, 2, 4, 3)}, .p = {3, 0.5, 0.75, 2}},
+    {.op = NB_OP_NORMALIZE, .label = "normalize dim 1", .fn = normalize, .n_in = 1, .in = {IN(K_REAL, 3, 4)},
+     .p = {1, 2}},
+    {.op = NB_OP_NORMALIZE, .label = "normalize dim -1, p 3", .fn = normalize, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)},
+     .p = {-1, 3}},
     {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
     {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,

@@ -41,6 +41,7 @@
     X(option_defaults) \
     X(ownership_debug) \
     X(nn_io) \
+    X(ops_group_norm) \
     X(op_table) \
     X(op_harness) \
     X(text) \

@@ -450,6 +450,10 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_pairwise_distance, x, NULL, 0, 0, false);
     NP(nb_cosine_similarity, NULL, NULL, 0, 0);
     NP(nb_cosine_similarity, x, NULL, 0, 0);
+    NP(nb_group_norm, NULL, 1, NULL, NULL, 0);
+    NP(nb_instance_norm, NULL, NULL, NULL, NULL, NULL, true, 0, 0);
+    NP(nb_local_response_norm, NULL, 2, 0, 0, 0);
+    NP(nb_normalize, NULL, 2, 1, 0);
     NP(nb_conv2d, NULL, NULL, NULL, (nb_conv2d_options){0});
     NP(nb_conv2d, x, NULL, NULL, (nb_conv2d_options){0});
     NP(nb_conv1d, NULL, NULL, NULL, (nb_conv1d_options){0});

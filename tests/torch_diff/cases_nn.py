@@ -323,10 +323,53 @@ def cnn():
             Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 4)), R((2, 5, 6))], sdpa, {"scale": 0.7},
                  tag="scale", tol=at),
             Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 3)), R((2, 5, 6))], sdpa, tag="shape error")]
+    out += group_norms()
     return out
 
 
 # ---- linear algebra -------------------------------------------------------------------------------------------------
+
+def group_norms():
+    """group_norm, instance_norm (with running statistics as outputs), local_response_norm, normalize."""
+    gn = lambda xs, a: F.group_norm(xs[0], a["num_groups"], xs[1] if len(xs) > 1 else None,
+                                    xs[2] if len(xs) > 2 else None, a["eps"])
+
+    def inorm(xs, a):
+        rm, rv = (xs[3].clone(), xs[4].clone()) if len(xs) > 3 else (None, None)
+        y = F.instance_norm(xs[0], rm, rv, xs[1], xs[2], a["use_input_stats"], a["momentum"], a["eps"])
+        return (y, rm, rv)
+
+    lrn = lambda xs, a: F.local_response_norm(xs[0], a["size"], a["alpha"], a["beta"], a["k"])
+    nz = lambda xs, a: F.normalize(xs[0], a["p"], a["dim"], a["eps"])
+    out = [Case("group_norm", [R((2, 6, 5)), R((6,)), R((6,))], gn, {"num_groups": 3, "eps": 1e-5}, tag="f32",
+                tol={F32: (1e-4, 1e-5)}),
+           Case("group_norm", [R((3, 4, 2, 3), F64)], gn, {"num_groups": 2, "eps": 1e-5}, tag="no affine"),
+           Case("group_norm", [R((2, 4), F64), R((4,), F64), R((4,), F64)], gn, {"num_groups": 4, "eps": 1e-3},
+                tag="[N, C], groups of one"),
+           Case("group_norm", [R((2, 6, 5))], gn, {"num_groups": 4, "eps": 1e-5}, tag="groups error"),
+           Case("instance_norm", [R((2, 3, 5)), None, None], inorm,
+                {"use_input_stats": True, "momentum": 0.1, "eps": 1e-5}, tag="f32", tol={F32: (1e-4, 1e-5)},
+                no_grad_out={1, 2}),
+           Case("instance_norm", [R((2, 3, 2, 3), F64), R((3,), F64), R((3,), F64), R((3,), F64),
+                                  R((3,), F64, 0.5, 2)], inorm, {"use_input_stats": True, "momentum": 0.2, "eps": 1e-5},
+                tag="affine, running stats", req=[True, True, True, False, False], no_grad_out={1, 2}),
+           Case("instance_norm", [R((2, 3, 4), F64), None, None, R((3,), F64), R((3,), F64, 0.5, 2)], inorm,
+                {"use_input_stats": False, "momentum": 0.1, "eps": 1e-5}, tag="eval", req=[True, False, False, False, False],
+                no_grad_out={1, 2}),
+           Case("instance_norm", [R((2, 3, 1)), None, None], inorm,
+                {"use_input_stats": True, "momentum": 0.1, "eps": 1e-5}, tag="one element error", no_grad_out={1, 2}),
+           Case("local_response_norm", [R((2, 5, 3))], lrn, {"size": 2, "alpha": 1e-4, "beta": 0.75, "k": 1.0},
+                tag="f32"),
+           Case("local_response_norm", [R((2, 6, 3, 2), F64)], lrn, {"size": 3, "alpha": 0.5, "beta": 0.5, "k": 2.0},
+                tag="4-d, size 3"),
+           Case("local_response_norm", [R((2, 4, 2, 2, 2), F64)], lrn, {"size": 5, "alpha": 0.1, "beta": 1.0, "k": 1.0},
+                tag="5-d, size past C"),
+           Case("normalize", [R((3, 4))], nz, {"p": 2.0, "dim": 1, "eps": 1e-12}, tag="f32"),
+           Case("normalize", [R((3, 4, 2), F64)], nz, {"p": 1.0, "dim": -1, "eps": 1e-12}, tag="p 1"),
+           Case("normalize", [T([[0.0, 0.0], [3.0, 4.0]], F64)], nz, {"p": 2.0, "dim": 1, "eps": 0.5},
+                tag="zero row clamps")]
+    return out
+
 
 def spd(n, batch=(), dt=F64):
     a = R(batch + (n, n), dt)

@@ -292,3 +292,22 @@ nb_status h_pairwise_distance(dcase *c) {
     OUT1(nb_pairwise_distance(I0, I1, ad(c, "p", 2), opt0(c, "eps", 1e-6), ab(c, "keepdim", false)));
 }
 nb_status h_cosine_similarity(dcase *c) { OUT1(nb_cosine_similarity(I0, I1, (int)ai(c, "dim", 1), opt0(c, "eps", 1e-8))); }
+
+/* ops_group_norm.c: inputs x, then weight and bias (None allowed), and for
+ * instance_norm running_mean and running_var (returned as outputs 1, 2). */
+static nb_tensor *opt_in(dcase *c, int i) { return c->n_in > i ? c->in[i] : NULL; }
+nb_status h_group_norm(dcase *c) {
+    OUT1(nb_group_norm(I0, ai(c, "num_groups", 1), opt_in(c, 1), opt_in(c, 2), opt0(c, "eps", 1e-5)));
+}
+nb_status h_instance_norm(dcase *c) {
+    nb_tensor *rm = opt_in(c, 3), *rv = opt_in(c, 4);
+    c->out[0] = nb_instance_norm(I0, rm, rv, opt_in(c, 1), opt_in(c, 2), ab(c, "use_input_stats", true),
+                                 opt0(c, "momentum", 0.1), opt0(c, "eps", 1e-5));
+    c->out[1] = c->out[0] ? rm : NULL;
+    c->out[2] = c->out[0] ? rv : NULL;
+    OUTS(3, c->out[0] ? NB_OK : nb_last_status());
+}
+nb_status h_local_response_norm(dcase *c) {
+    OUT1(nb_local_response_norm(I0, ai(c, "size", 2), opt0(c, "alpha", 1e-4), opt0(c, "beta", 0.75), opt0(c, "k", 1)));
+}
+nb_status h_normalize(dcase *c) { OUT1(nb_normalize(I0, ad(c, "p", 2), (int)ai(c, "dim", 1), opt0(c, "eps", 1e-12))); }

@@ -397,6 +397,57 @@ nb_tensor *nb_local_response_norm(nb_tensor *x, int64_t size, double alpha, doub
  * holds, as PyTorch's clamp_min). */
 nb_tensor *nb_normalize(nb_tensor *x, double p, int dim, double eps);
 
+/* ---- recurrent layers (ops_rnn.c) ------------------------------------------------
+ * PyTorch's RNN (tanh or ReLU), LSTM (Hochreiter & Schmidhuber 1997, with
+ * the forget gate of Gers et al. 2000; proj_size as Sak et al. 2014) and
+ * GRU (Cho et al. 2014), as torch.nn's docs give them, gates in PyTorch's
+ * order and layouts (LSTM: i, f, g, o; GRU: r, z, n):
+ *   RNN:  h' = act(W_ih x + b_ih + W_hh h + b_hh)
+ *   LSTM: i, f, g, o = sigmoid, sigmoid, tanh, sigmoid of (W_ih x + b_ih + W_hh h + b_hh)
+ *         c' = f c + i g;  h' = o tanh(c')  (times W_hr with proj_size)
+ *   GRU:  r, z = sigmoid(W_i{r,z} x + b_i{r,z} + W_h{r,z} h + b_h{r,z})
+ *         n = tanh(W_in x + b_in + r (W_hn h + b_hn));  h' = (1 - z) n + z h
+ * The input projections of every step are one GEMM per layer and
+ * direction; the steps are written from differentiable ops (linear,
+ * sigmoid, tanh, mul, add), so gradients, first and second order, follow
+ * from those on every backend. float32/float64. */
+typedef enum nb_rnn_mode { NB_RNN_TANH = 0, NB_RNN_RELU, NB_RNN_LSTM, NB_RNN_GRU } nb_rnn_mode;
+typedef struct nb_rnn_options {
+    nb_rnn_mode mode;     /* RNN with tanh (default) or ReLU, LSTM, GRU */
+    int64_t num_layers;   /* 1 (left 0) */
+    nb_flag bias;         /* default true: b_ih and b_hh per layer and direction */
+    bool batch_first;     /* input and output [B, T, *] instead of [T, B, *] (the states stay [L * D, B, H]) */
+    double dropout;       /* dropout on each layer's output but the last, in training */
+    bool training;        /* nb_rnn only (modules use their mode) */
+    bool bidirectional;   /* D = 2: a reverse direction, outputs concatenated [forward, reverse] */
+    int64_t proj_size;    /* LSTM: h projected to this size by W_hr (0: none) */
+    nb_generator *generator; /* dropout's draws (NULL: the default generator) */
+    nb_dtype dtype;          /* modules (nb_nn.h): the parameters' dtype, float32 (left 0) or float64 */
+} nb_rnn_options;
+
+/* torch's _VF.rnn_tanh / rnn_relu / lstm / gru (what nn.RNN, LSTM and GRU
+ * call): input [T, B, I] ([B, T, I] batch_first; [T, I] unbatched); hx the
+ * initial hidden states [L * D, B, H_out] ([L * D, H_out] unbatched) or
+ * NULL for zeros, H_out = proj_size or H; cx (LSTM only) the initial cell
+ * states [L * D, B, H] or NULL. params: PyTorch's _flat_weights, per layer
+ * then direction: w_ih [G H, I_l], w_hh [G H, H_out], then b_ih [G H] and
+ * b_hh [G H] when bias, then w_hr [proj_size, H] with proj_size (G = 1, 4,
+ * 3 for RNN, LSTM, GRU; I_l = I for layer 0, D H_out after). Writes
+ * output [T, B, D H_out] (batch_first [B, T, ...]), h_n [L * D, B, H_out],
+ * and for LSTM c_n [L * D, B, H] to out, and returns the count (2 or 3),
+ * or -1: NB_ERR_SHAPE (sizes that do not fit, naming them), NB_ERR_DTYPE,
+ * NB_ERR_INVALID_ARG (a wrong number of params, proj_size without LSTM or
+ * >= H, cx without LSTM, bad options). */
+int nb_rnn(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *const *params, int n_params,
+           nb_rnn_options opts, nb_tensor **out);
+/* torch's rnn_tanh_cell / rnn_relu_cell / lstm_cell / gru_cell (nn.RNNCell,
+ * LSTMCell, GRUCell): one step. input [B, I] or [I]; hx [B, H] (or [H]) or
+ * NULL for zeros; cx likewise, LSTM only; w_ih [G H, I], w_hh [G H, H],
+ * b_ih and b_hh [G H] or both NULL. Writes h' (and c' for LSTM) to out and
+ * returns the count (1 or 2), or -1 (errors as nb_rnn). */
+int nb_rnn_cell(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *w_ih, nb_tensor *w_hh, nb_tensor *b_ih,
+                nb_tensor *b_hh, nb_rnn_mode mode, nb_tensor **out);
+
 /* ---- layer normalization (ops_layer_norm.c; backend/cpu/layer_norm.c) -------- */
 
 /* F.layer_norm over the last n_norm dims of x (their sizes are

@@ -307,6 +307,8 @@ extern "C" {
     X(INSTANCE_NORM, instance_norm, group_norm, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(batch_norm) K(batch_norm_backward), BW_CALLS, AC(NONE)) \
     X(LOCAL_RESPONSE_NORM, local_response_norm, group_norm, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW_CALLS, AC(NONE)) \
     X(NORMALIZE, normalize, group_norm, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(RNN, rnn, rnn, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
+    X(RNN_CELL, rnn_cell, rnn, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F, K(layer_norm) K(layer_norm_backward), BW(layer_norm), AC(FP32)) \
     X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D2 | NB_R | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(where) K(attention) K(attention_backward), BW(sdpa), AC(LOWER)) \
     /* linear algebra */ \

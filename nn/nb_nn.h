@@ -288,6 +288,32 @@ nb_module *nb_nn_local_response_norm(int64_t size, double alpha, double beta, do
  * default generator. */
 nb_module *nb_nn_dropout(double p);
 
+/* ---- recurrent modules (nn/rnn.c) ----------------------------------------------
+ * nn.RNN, nn.LSTM and nn.GRU over nb_rnn (nb_functional.h: formulas,
+ * shapes, options), and nn.RNNCell, LSTMCell, GRUCell over nb_rnn_cell.
+ * Parameters as PyTorch's, per layer then direction: weight_ih_l{k}
+ * [G H, I_k], weight_hh_l{k} [G H, H_out], bias_ih_l{k} and bias_hh_l{k}
+ * [G H] (unless opts.bias is NB_FLAG_FALSE), weight_hr_l{k} [proj_size, H]
+ * (LSTM with proj_size), "_reverse" for the second direction; the cells'
+ * are weight_ih, weight_hh, bias_ih, bias_hh. All U(-1/sqrt(H), 1/sqrt(H))
+ * from the default generator (PyTorch's reset_parameters). opts: a zeroed
+ * struct is PyTorch's defaults (1 layer, bias, [T, B, I], no dropout,
+ * one direction, float32); nb_nn_rnn takes opts.mode NB_RNN_TANH (default)
+ * or NB_RNN_RELU (nonlinearity='relu'), the cells only bias, dtype and
+ * (RNNCell) mode. Dropout between layers acts in training mode.
+ * nb_forward_n: RNN and GRU take (input[, h_0]) and give (output, h_n);
+ * LSTM takes (input[, h_0[, c_0]]) and gives (output, h_n, c_n) (PyTorch's
+ * (output, (h_n, c_n)) flattened); the cells take (input[, hx[, cx]]) and
+ * give h' (LSTMCell: h', c'). nb_forward gives output (the cells: h').
+ * Errors: NB_ERR_INVALID_ARG (sizes < 1, more than 64 layers, a bad mode
+ * or option), NB_ERR_DTYPE, NB_ERR_OOM. */
+nb_module *nb_nn_rnn(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
+nb_module *nb_nn_lstm(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
+nb_module *nb_nn_gru(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
+nb_module *nb_nn_rnn_cell(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
+nb_module *nb_nn_lstm_cell(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
+nb_module *nb_nn_gru_cell(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
+
 /* ---- loss modules (nn/loss.c) ---------------------------------------------------
  * torch.nn's losses as modules: each keeps its options and calls the
  * functional of the same name (nb_functional.h: formulas, shapes, dtypes,

@@ -1,7 +1,10 @@
 /* nb_test.c - helpers shared by the Check suites. */
 #include "nb_test.h"
 
+#include <libgen.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 nb_tensor *nb_test_tensor(int ndim, const int64_t *shape, nb_dtype dt, const double *values) {
     nb_tensor *d = nb_from_data(values, ndim, shape, NB_F64);
@@ -61,4 +64,16 @@ nb_tensor *nb_test_randn_grad(int ndim, const int64_t *shape, uint64_t seed) {
 
 void nb_ck_gradcheck(nb_gradcheck_fn f, nb_tensor *const *in, int n, void *ctx) {
     NB_CK_OK(nb_gradcheck(f, in, n, ctx, NULL));
+}
+
+bool nb_test_find_script(const char *name, char *out, size_t len) {
+    snprintf(out, len, "tests/interop/%s", name);
+    if (!access(out, R_OK)) return true;
+    char exe[1024] = {0}, file[512];
+    if (readlink("/proc/self/exe", exe, sizeof exe - 1) <= 0) return false;
+    snprintf(file, sizeof file, "%s", __FILE__);
+    char *fdir = dirname(file);
+    if (fdir[0] == '/') snprintf(out, len, "%s/interop/%s", fdir, name);
+    else snprintf(out, len, "%s/../%s/interop/%s", dirname(exe), fdir, name);
+    return !access(out, R_OK);
 }

@@ -26,6 +26,10 @@ int64_t nb_test_values(const nb_tensor *t, double *out, int64_t n);
 /* All of t's values as doubles in a malloc'd array (the caller frees it). */
 double *nb_test_values_of(const nb_tensor *t);
 /* Asserts every element of t is within atol + rtol*|expected| of expected. */
+/* tests/interop/<name>: found from the cwd (the repository root) or from
+ * the test binary (build/tests/, with __FILE__ relative to build/); false
+ * when neither has it. */
+bool nb_test_find_script(const char *name, char *out, size_t len);
 void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double atol, double rtol);
 /* Asserts shape equality. */
 void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape);

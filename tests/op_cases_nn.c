@@ -127,6 +127,58 @@ static nb_tensor *local_response_norm(nb_tensor *const *x, const nb_op_case *c) 
     return nb_local_response_norm(x[0], (int64_t)c->p[0], c->p[1], c->p[2], c->p[3]);
 }
 static nb_tensor *normalize(nb_tensor *const *x, const nb_op_case *c) { return nb_normalize(x[0], c->p[1], (int)c->p[0], 0); }
+/* ops_rnn.c: the parameters not among the case's inputs are constants in
+ * (-0.5, 0.5) made from sin (a seed per parameter), on the input's device */
+static nb_tensor *cparam(nb_tensor *like, int64_t rows, int64_t cols, double seed) {
+    double v[64];
+    int64_t n = rows * (cols ? cols : 1);
+    for (int64_t i = 0; i < n && i < 64; i++) v[i] = 0.5 * sin(0.37 * (double)i + seed);
+    int64_t shape[2] = {rows, cols};
+    return nb_to_dtype(nb_from_data_on(v, cols ? 2 : 1, shape, NB_F64, nb_device_of(like)), nb_dtype_of(like));
+}
+/* p[0]: 0 LSTM 1 layer (x, w_ih, w_hh, b_ih; b_hh = b_ih / 2); 1 GRU 2 layers bidirectional batch_first
+ * (x [B, T, I], h0, layer 0's forward w_ih); 2 RNN tanh unbatched without bias (x, w_ih, w_hh);
+ * 3 LSTM proj_size 1 (x, h0, c0, layer 0's w_hr) */
+static nb_tensor *rnn(nb_tensor *const *x, const nb_op_case *c) {
+    nb_tensor *out[3], *p[16];
+    int v = (int)c->p[0];
+    if (v == 0) {
+        p[0] = x[1], p[1] = x[2], p[2] = x[3], p[3] = nb_mul_scalar(x[3], 0.5);
+        return nb_rnn(x[0], NULL, NULL, p, 4, (nb_rnn_options){.mode = NB_RNN_LSTM}, out) < 0 ? NULL : out[0];
+    }
+    if (v == 1) { /* I 3, H 2, G 3: per layer and direction w_ih [6, I_l], w_hh [6, 2], b_ih, b_hh [6] */
+        for (int k = 0; k < 4; k++) {
+            int64_t in_l = k < 2 ? 3 : 4;
+            p[4 * k] = k == 0 ? x[2] : cparam(x[0], 6, in_l, k);
+            p[4 * k + 1] = cparam(x[0], 6, 2, 10 + k);
+            p[4 * k + 2] = cparam(x[0], 6, 0, 20 + k);
+            p[4 * k + 3] = cparam(x[0], 6, 0, 30 + k);
+        }
+        nb_rnn_options o = {.mode = NB_RNN_GRU, .num_layers = 2, .bidirectional = true, .batch_first = true};
+        if (nb_rnn(x[0], x[1], NULL, p, 16, o, out) < 0) return NULL;
+        return nb_add(nb_sum(out[0], NULL, 0, false), nb_sum(nb_mul(out[1], out[1]), NULL, 0, false));
+    }
+    if (v == 2) {
+        p[0] = x[1], p[1] = x[2];
+        return nb_rnn(x[0], NULL, NULL, p, 2, (nb_rnn_options){.bias = NB_FLAG_FALSE}, out) < 0 ? NULL : out[0];
+    }
+    /* I 3, H 2, proj 1: w_ih [8, 3], w_hh [8, 1], b_ih, b_hh [8], w_hr [1, 2] */
+    p[0] = cparam(x[0], 8, 3, 1), p[1] = cparam(x[0], 8, 1, 2), p[2] = cparam(x[0], 8, 0, 3);
+    p[3] = cparam(x[0], 8, 0, 4), p[4] = x[3];
+    if (nb_rnn(x[0], x[1], x[2], p, 5, (nb_rnn_options){.mode = NB_RNN_LSTM, .proj_size = 1}, out) < 0) return NULL;
+    return nb_add(nb_sum(out[0], NULL, 0, false), nb_sum(out[2], NULL, 0, false)); /* output and c_n */
+}
+/* p[0]: the mode; x, hx, w_ih, then w_hh (a constant for LSTM, whose fourth input is cx) */
+static nb_tensor *rnn_cell(nb_tensor *const *x, const nb_op_case *c) {
+    nb_rnn_mode mode = (nb_rnn_mode)c->p[0];
+    nb_tensor *out[2];
+    int64_t gh = nb_shape(x[2])[0], h = nb_shape(x[1])[nb_dim(x[1]) - 1];
+    nb_tensor *w_hh = mode == NB_RNN_LSTM ? cparam(x[0], gh, h, 5) : x[3];
+    nb_tensor *b = cparam(x[0], gh, 0, 6);
+    int n = nb_rnn_cell(x[0], x[1], mode == NB_RNN_LSTM ? x[3] : NULL, x[2], w_hh, b, nb_mul_scalar(b, -1), mode, out);
+    if (n < 0) return NULL;
+    return n == 2 ? nb_add(out[0], out[1]) : out[0];
+}
 /* any input (log-probabilities need not be normalized for the formula); a
  * positive target, or any with log_target */
 static nb_tensor *kl_div(nb_tensor *const *x, const nb_op_case *c) {
@@ -362,6 +414,20 @@ static const nb_op_case cases[] = {
      .p = {1, 2}},
     {.op = NB_OP_NORMALIZE, .label = "normalize dim -1, p 3", .fn = normalize, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)},
      .p = {-1, 3}},
+    {.op = NB_OP_RNN, .label = "rnn LSTM", .fn = rnn, .n_in = 4,
+     .in = {IN(K_REAL, 3, 2, 3), IN(K_UNIT, 8, 3), IN(K_UNIT, 8, 2), IN(K_UNIT, 8)}, .tol = 1e-4, .p = {0}},
+    {.op = NB_OP_RNN, .label = "rnn GRU 2 layers, bidirectional, batch_first, h0", .fn = rnn, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 3), IN(K_UNIT, 4, 2, 2), IN(K_UNIT, 6, 3)}, .tol = 1e-4, .p = {1}},
+    {.op = NB_OP_RNN, .label = "rnn tanh unbatched, no bias", .fn = rnn, .n_in = 3,
+     .in = {IN(K_REAL, 3, 3), IN(K_UNIT, 2, 3), IN(K_UNIT, 2, 2)}, .tol = 1e-4, .p = {2}},
+    {.op = NB_OP_RNN, .label = "rnn LSTM proj_size 1, h0, c0", .fn = rnn, .n_in = 4,
+     .in = {IN(K_REAL, 3, 2, 3), IN(K_UNIT, 1, 2, 1), IN(K_UNIT, 1, 2, 2), IN(K_UNIT, 1, 2)}, .tol = 1e-4, .p = {3}},
+    {.op = NB_OP_RNN_CELL, .label = "rnn_cell LSTM", .fn = rnn_cell, .n_in = 4,
+     .in = {IN(K_REAL, 2, 3), IN(K_UNIT, 2, 2), IN(K_UNIT, 8, 3), IN(K_UNIT, 2, 2)}, .tol = 1e-4, .p = {NB_RNN_LSTM}},
+    {.op = NB_OP_RNN_CELL, .label = "rnn_cell GRU", .fn = rnn_cell, .n_in = 4,
+     .in = {IN(K_REAL, 2, 3), IN(K_UNIT, 2, 2), IN(K_UNIT, 6, 3), IN(K_UNIT, 6, 2)}, .tol = 1e-4, .p = {NB_RNN_GRU}},
+    {.op = NB_OP_RNN_CELL, .label = "rnn_cell ReLU unbatched", .fn = rnn_cell, .n_in = 4,
+     .in = {IN(K_REAL, 3), IN(K_UNIT, 2), IN(K_UNIT, 2, 3), IN(K_UNIT, 2, 2)}, .tol = 1e-4, .p = {NB_RNN_RELU}},
     {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
     {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,

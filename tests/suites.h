@@ -42,6 +42,7 @@
     X(ownership_debug) \
     X(nn_io) \
     X(ops_group_norm) \
+    X(ops_rnn) \
     X(op_table) \
     X(op_harness) \
     X(text) \

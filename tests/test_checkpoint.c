@@ -5,7 +5,6 @@
  * save must leave the previous checkpoint loadable; and the PyTorch
  * interoperability test (tests/interop/torch_interop.py) must pass. */
 #include <dirent.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -504,20 +503,6 @@ END_TEST
 
 /* ---- PyTorch interoperability -------------------------------------------------- */
 
-/* tests/interop/torch_interop.py: beside the source, found from the cwd
- * (repository root) or from the test binary (build/tests/ with __FILE__
- * relative to build/). */
-static bool find_script(char *out, size_t len) {
-    snprintf(out, len, "tests/interop/torch_interop.py");
-    if (!access(out, R_OK)) return true;
-    char exe[1024] = {0}, file[512];
-    if (readlink("/proc/self/exe", exe, sizeof exe - 1) <= 0) return false;
-    snprintf(file, sizeof file, "%s", __FILE__);
-    char *fdir = dirname(file);
-    if (fdir[0] == '/') snprintf(out, len, "%s/interop/torch_interop.py", fdir);
-    else snprintf(out, len, "%s/../%s/interop/torch_interop.py", dirname(exe), fdir);
-    return !access(out, R_OK);
-}
 
 static nb_module *mnist_mlp(void) {
     nb_module *m = nb_nn_sequential(nb_nn_linear(784, 512), nb_nn_relu(), nb_nn_linear(512, 512), nb_nn_relu(),
@@ -540,7 +525,7 @@ static double max_abs_diff(nb_tensor *a, nb_tensor *b) {
 
 START_TEST(ckpt_torch_interop) {
     char script[1400], cmd[3000];
-    ck_assert_msg(find_script(script, sizeof script), "tests/interop/torch_interop.py not found");
+    ck_assert_msg(nb_test_find_script("torch_interop.py", script, sizeof script), "tests/interop/torch_interop.py not found");
     nb_manual_seed(11);
     nb_module *net = mnist_mlp();
     nb_optimizer *opt = nb_adam(net, (nb_adam_options){.lr = 1e-3});

@@ -8,7 +8,6 @@
  * script (tests/interop/decoder_interop.py): nabla's GPT-2 and Llama
  * checkpoints give the same logits in plain-torch transformers formulas
  * (within 1e-4), and checkpoints written there load here with PyTorch's logits. */
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,17 +289,6 @@ END_TEST
 
 /* ---- PyTorch interoperability ------------------------------------------------------------------------------ */
 
-static bool find_script(char *out, size_t len) {
-    snprintf(out, len, "tests/interop/decoder_interop.py");
-    if (!access(out, R_OK)) return true;
-    char exe[1024] = {0}, file[512];
-    if (readlink("/proc/self/exe", exe, sizeof exe - 1) <= 0) return false;
-    snprintf(file, sizeof file, "%s", __FILE__);
-    char *fdir = dirname(file);
-    if (fdir[0] == '/') snprintf(out, len, "%s/interop/decoder_interop.py", fdir);
-    else snprintf(out, len, "%s/../%s/interop/decoder_interop.py", dirname(exe), fdir);
-    return !access(out, R_OK);
-}
 
 static void ck_torch_logits(const char *model_dir, nb_safetensors *io, const char *name) {
     nb_load_report r;
@@ -319,7 +307,7 @@ static void ck_torch_logits(const char *model_dir, nb_safetensors *io, const cha
 
 START_TEST(test_torch_interop) {
     char script[1400], cmd[3000];
-    ck_assert_msg(find_script(script, sizeof script), "tests/interop/decoder_interop.py not found");
+    ck_assert_msg(nb_test_find_script("decoder_interop.py", script, sizeof script), "tests/interop/decoder_interop.py not found");
     nb_manual_seed(17);
     nb_module *g = gpt2_model(2, 64), *l = llama_model(2, false);
     NB_CK_OK(nb_save_pretrained(g, path_in("nabla_gpt2")));

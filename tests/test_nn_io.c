@@ -7,8 +7,10 @@
  * their weight buffers in the state_dict, and input-count errors.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "nb_test.h"
 #include "nb_transformer.h"
@@ -274,6 +276,89 @@ START_TEST(test_loss_modules) {
 }
 END_TEST
 
+/* ---- the modules against PyTorch's (tests/interop/module_interop.py) ----------------- */
+
+/* Saves m's state_dict as dir/name.safetensors, and its inputs and eval-mode
+ * outputs (nb_forward_n) as dir/name_io.safetensors. */
+static void save_case(const char *dir, const char *name, nb_module *m, int n_in, nb_tensor *const *in) {
+    NB_CK_NOTNULL(m);
+    char path[256], names[2 * NB_FORWARD_MAX][8];
+    snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
+    NB_CK_OK(nb_module_state_dict_save(m, path));
+    nb_module_train(m, false);
+    nb_tensor *out[NB_FORWARD_MAX];
+    int n_out = nb_forward_n(m, n_in, in, out, NB_FORWARD_MAX);
+    ck_assert_msg(n_out > 0, "%s: %s", name, nb_last_error());
+    nb_named_tensor io[2 * NB_FORWARD_MAX];
+    for (int i = 0; i < n_in; i++) snprintf(names[i], sizeof names[i], "in%d", i), io[i] = (nb_named_tensor){names[i], in[i]};
+    for (int i = 0; i < n_out; i++)
+        snprintf(names[n_in + i], sizeof names[0], "out%d", i), io[n_in + i] = (nb_named_tensor){names[n_in + i], out[i]};
+    snprintf(path, sizeof path, "%s/%s_io.safetensors", dir, name);
+    NB_CK_OK(nb_safetensors_save(path, io, n_in + n_out, NULL, 0));
+    nb_module_free(m);
+}
+
+/* Every parameter N(0, 0.5) (so that layouts matter: no zeros or ones). */
+static nb_module *scrambled(nb_module *m) {
+    NB_CK_NOTNULL(m);
+    nb_named_tensor p[64];
+    int n = nb_module_parameters(m, p, 64);
+    for (int i = 0; i < n; i++) NB_CK_OK(nb_normal_(p[i].tensor, 0, 0.5, NULL));
+    return m;
+}
+
+START_TEST(test_modules_against_pytorch) {
+    char script[1400], cmd[3000], dir[64] = "/tmp/nb_nnio_XXXXXX";
+    ck_assert_msg(nb_test_find_script("module_interop.py", script, sizeof script), "module_interop.py not found");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(23);
+    nb_rnn_options f64 = {.dtype = NB_F64};
+    save_case(dir, "lstm",
+              scrambled(nb_nn_lstm(5, 4, (nb_rnn_options){.num_layers = 2, .bidirectional = true, .proj_size = 3,
+                                                          .batch_first = true, .dtype = NB_F64})),
+              3, (nb_tensor *[]){nb_randn(NB_SHAPE(3, 6, 5), NB_F64, NULL), nb_randn(NB_SHAPE(4, 3, 3), NB_F64, NULL),
+                                 nb_randn(NB_SHAPE(4, 3, 4), NB_F64, NULL)});
+    save_case(dir, "gru", scrambled(nb_nn_gru(5, 4, (nb_rnn_options){.num_layers = 2, .dtype = NB_F64})), 1,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(6, 3, 5), NB_F64, NULL)});
+    save_case(dir, "rnn_relu",
+              scrambled(nb_nn_rnn(5, 4, (nb_rnn_options){.mode = NB_RNN_RELU, .bias = NB_FLAG_FALSE,
+                                                         .bidirectional = true, .dtype = NB_F64})),
+              1, (nb_tensor *[]){nb_randn(NB_SHAPE(6, 5), NB_F64, NULL)});
+    save_case(dir, "lstm_cell", scrambled(nb_nn_lstm_cell(5, 4, f64)), 3,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(3, 5), NB_F64, NULL), nb_randn(NB_SHAPE(3, 4), NB_F64, NULL),
+                              nb_randn(NB_SHAPE(3, 4), NB_F64, NULL)});
+    save_case(dir, "gru_cell", scrambled(nb_nn_gru_cell(5, 4, f64)), 2,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(3, 5), NB_F64, NULL), nb_randn(NB_SHAPE(3, 4), NB_F64, NULL)});
+    save_case(dir, "group_norm", scrambled(nb_nn_group_norm_ex(2, 6, 0, true, NB_F64)), 1,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(2, 6, 4), NB_F64, NULL)});
+    /* the normalizations after a training step, so the running statistics are not the initial ones */
+    nb_module *in = scrambled(nb_nn_instance_norm2d(3, 0, 0, true, true));
+    NB_CK_NOTNULL(nb_forward(in, nb_randn(NB_SHAPE(2, 3, 4, 4), NB_F32, NULL)));
+    save_case(dir, "instance_norm", in, 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 3, 4, 4), NB_F32, NULL)});
+    nb_module *bn = scrambled(nb_nn_batch_norm3d(3, 0, 0));
+    NB_CK_NOTNULL(nb_forward(bn, nb_randn(NB_SHAPE(2, 3, 2, 3, 2), NB_F32, NULL)));
+    save_case(dir, "batch_norm3d", bn, 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 3, 2, 3, 2), NB_F32, NULL)});
+    nb_tensor *w = nb_rand(NB_SHAPE(4), NB_F32, NULL), *pw = nb_add_scalar(nb_rand(NB_SHAPE(4), NB_F32, NULL), 0.5);
+    save_case(dir, "bce_logits", nb_nn_bce_with_logits_loss((nb_loss_options){.weight = w, .pos_weight = pw}), 2,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(3, 4), NB_F32, NULL), nb_rand(NB_SHAPE(3, 4), NB_F32, NULL)});
+    save_case(dir, "cross_entropy",
+              nb_nn_cross_entropy_loss((nb_cross_entropy_options){.weight = w, .label_smoothing = 0.1}), 2,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(3, 4), NB_F32, NULL),
+                              nb_from_data((int64_t[]){3, 0, 1}, NB_SHAPE(3), NB_I64)});
+    nb_scope_end(s);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s'", script, dir);
+    int rc = system(cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+        printf("module_interop: skipped: /usr/bin/python3 lacks torch or numpy\n");
+        return;
+    }
+    ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "module_interop.py failed (status %d)", rc);
+}
+END_TEST
+
 Suite *nb_suite_nn_io(void) {
     Suite *s = suite_create("nn_io");
     TCase *t = tcase_create("modules");
@@ -283,6 +368,7 @@ Suite *nb_suite_nn_io(void) {
     tcase_add_test(t, test_mha_forward_n);
     tcase_add_test(t, test_holders);
     tcase_add_test(t, test_loss_modules);
+    tcase_add_test(t, test_modules_against_pytorch);
     suite_add_tcase(s, t);
     return s;
 }

@@ -454,6 +454,12 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_instance_norm, NULL, NULL, NULL, NULL, NULL, true, 0, 0);
     NP(nb_local_response_norm, NULL, 2, 0, 0, 0);
     NP(nb_normalize, NULL, 2, 1, 0);
+    NI(nb_rnn, NULL, NULL, NULL, NULL, 0, (nb_rnn_options){0}, NULL);
+    NI(nb_rnn, NULL, NULL, NULL, NULL, 0, (nb_rnn_options){0}, (nb_tensor *[3]){0});
+    NI(nb_rnn, x, NULL, NULL, (nb_tensor *[2]){0}, 2, (nb_rnn_options){0}, (nb_tensor *[3]){0});
+    NI(nb_rnn_cell, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NB_RNN_TANH, (nb_tensor *[2]){0});
+    NI(nb_rnn_cell, x, NULL, NULL, NULL, NULL, NULL, NULL, NB_RNN_TANH, (nb_tensor *[2]){0});
+    NI(nb_rnn_cell, x, NULL, NULL, x, x, NULL, NULL, NB_RNN_TANH, NULL);
     NP(nb_conv2d, NULL, NULL, NULL, (nb_conv2d_options){0});
     NP(nb_conv2d, x, NULL, NULL, (nb_conv2d_options){0});
     NP(nb_conv1d, NULL, NULL, NULL, (nb_conv1d_options){0});

@@ -324,6 +324,7 @@ def cnn():
                  tag="scale", tol=at),
             Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 3)), R((2, 5, 6))], sdpa, tag="shape error")]
     out += group_norms()
+    out += recurrent()
     return out
 
 
@@ -368,6 +369,97 @@ def group_norms():
            Case("normalize", [R((3, 4, 2), F64)], nz, {"p": 1.0, "dim": -1, "eps": 1e-12}, tag="p 1"),
            Case("normalize", [T([[0.0, 0.0], [3.0, 4.0]], F64)], nz, {"p": 2.0, "dim": 1, "eps": 0.5},
                 tag="zero row clamps")]
+    return out
+
+
+def rnn_module(mode, I, H, a):
+    """The torch.nn module a case describes (for its parameters' shapes)."""
+    kw = dict(num_layers=a["num_layers"], bias=a["bias"], batch_first=a["batch_first"],
+              bidirectional=a["bidirectional"])
+    if mode == "LSTM":
+        return torch.nn.LSTM(I, H, proj_size=a["proj_size"], **kw)
+    if mode == "GRU":
+        return torch.nn.GRU(I, H, **kw)
+    return torch.nn.RNN(I, H, nonlinearity="relu" if mode == "RNN_RELU" else "tanh", **kw)
+
+
+def rnn_params(mode, I, H, a, dt):
+    """Random parameters of that module, in its _flat_weights order."""
+    m = rnn_module(mode, I, H, a).to(dt)
+    return [R(tuple(p.shape), dt, -0.5, 0.5) for p in m._flat_weights]
+
+
+def recurrent():
+    """torch._VF.rnn_tanh / rnn_relu / lstm / gru (what nn.RNN, LSTM and GRU call, with their unbatched
+    handling), and the cells (with RNNCell's)."""
+    def rnn(xs, a):
+        x, hx, cx, params = xs[0], xs[1], xs[2], list(xs[3:])
+        unbatched = x.dim() == 2
+        if unbatched:
+            x = x.unsqueeze(1)
+            hx = hx.unsqueeze(1) if hx is not None else None
+            cx = cx.unsqueeze(1) if cx is not None else None
+        B = x.shape[0 if a["batch_first"] else 1]
+        D = 2 if a["bidirectional"] else 1
+        G = {"LSTM": 4, "GRU": 3}.get(a["mode"], 1)
+        H = params[0].shape[0] // G
+        Hout = a["proj_size"] or H
+        z = lambda sz: torch.zeros(a["num_layers"] * D, B, sz, dtype=x.dtype)
+        hx = hx if hx is not None else z(Hout)
+        f = {"LSTM": torch._VF.lstm, "GRU": torch._VF.gru, "RNN_RELU": torch._VF.rnn_relu}.get(a["mode"],
+                                                                                             torch._VF.rnn_tanh)
+        state = [hx, cx if cx is not None else z(H)] if a["mode"] == "LSTM" else hx
+        res = f(x, state, params, a["bias"], a["num_layers"], 0.0, False, a["bidirectional"], a["batch_first"])
+        if unbatched:
+            res = tuple(r.squeeze(1) for r in res)
+        return tuple(res)
+
+    def cell(xs, a):
+        x, hx, cx, w = xs[0], xs[1], xs[2], xs[3:]
+        b = (w[2], w[3]) if len(w) > 2 else (None, None)
+        unbatched = x.dim() == 1
+        if unbatched:
+            x, hx, cx = x.unsqueeze(0), hx.unsqueeze(0), cx.unsqueeze(0) if cx is not None else None
+        if a["mode"] == "LSTM":
+            res = tuple(torch._VF.lstm_cell(x, (hx, cx), w[0], w[1], *b))
+        else:
+            f = {"GRU": torch._VF.gru_cell, "RNN_RELU": torch._VF.rnn_relu_cell}.get(a["mode"],
+                                                                                   torch._VF.rnn_tanh_cell)
+            res = (f(x, hx, w[0], w[1], *b),)
+        return tuple(r.squeeze(0) for r in res) if unbatched else res
+
+    def args(mode, L=1, bias=True, bf=False, bi=False, proj=0):
+        return {"mode": mode, "num_layers": L, "bias": bias, "batch_first": bf, "bidirectional": bi,
+                "proj_size": proj}
+
+    out = []
+    T, B, I, H = 4, 3, 5, 4
+    for mode in ("RNN_TANH", "RNN_RELU", "GRU", "LSTM"):
+        G = {"LSTM": 4, "GRU": 3}.get(mode, 1)
+        a = args(mode)
+        st = lambda n, sz, dt=F64: R((n, B, sz), dt, -0.5, 0.5)
+        out += [Case("rnn", [R((T, B, I)), None, None] + rnn_params(mode, I, H, a, F32), rnn, a, tag=mode + " f32",
+                     tol={F32: (1e-4, 1e-5)})]
+        a2 = args(mode, L=2, bi=True, bf=True)
+        cx = st(4, H) if mode == "LSTM" else None
+        out += [Case("rnn", [R((B, T, I), F64), st(4, H), cx] + rnn_params(mode, I, H, a2, F64), rnn, a2,
+                     tag=mode + " 2 layers, bidirectional, batch_first, initial states")]
+        a3 = args(mode, bias=False)
+        out += [Case("rnn", [R((T, I), F64), None, None] + rnn_params(mode, I, H, a3, F64), rnn, a3,
+                     tag=mode + " unbatched, no bias")]
+        w = [R((G * H, I), F64, -0.5, 0.5), R((G * H, H), F64, -0.5, 0.5), R((G * H,), F64, -0.5, 0.5),
+             R((G * H,), F64, -0.5, 0.5)]
+        c0 = R((B, H), F64) if mode == "LSTM" else None
+        out += [Case("rnn_cell", [R((B, I), F64), R((B, H), F64), c0] + w, cell, {"mode": mode}, tag=mode),
+                Case("rnn_cell", [R((I,), F64), R((H,), F64), R((H,), F64) if mode == "LSTM" else None] + w[:2], cell,
+                     {"mode": mode}, tag=mode + " unbatched, no bias")]
+    ap = args("LSTM", L=2, bi=True, proj=3)
+    out += [Case("rnn", [R((T, B, I), F64), R((4, B, 3), F64), R((4, B, H), F64)] + rnn_params("LSTM", I, H, ap, F64),
+                 rnn, ap, tag="LSTM proj_size, 2 layers, bidirectional"),
+            Case("rnn", [R((T, B, I + 1)), None, None] + rnn_params("GRU", I, H, args("GRU"), F32), rnn, args("GRU"),
+                 tag="input size error"),
+            Case("rnn", [R((T, B, I)), R((2, B, H)), None] + rnn_params("GRU", I, H, args("GRU"), F32), rnn,
+                 args("GRU"), tag="hx shape error")]
     return out
 
 

@@ -11,7 +11,7 @@
 
 #include "nabla.h"
 
-#define RUNNER_MAX_IN 8
+#define RUNNER_MAX_IN 32
 #define RUNNER_MAX_OUT 4
 
 typedef struct dcase {

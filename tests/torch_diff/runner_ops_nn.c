@@ -311,3 +311,26 @@ nb_status h_local_response_norm(dcase *c) {
     OUT1(nb_local_response_norm(I0, ai(c, "size", 2), opt0(c, "alpha", 1e-4), opt0(c, "beta", 0.75), opt0(c, "k", 1)));
 }
 nb_status h_normalize(dcase *c) { OUT1(nb_normalize(I0, ad(c, "p", 2), (int)ai(c, "dim", 1), opt0(c, "eps", 1e-12))); }
+
+/* ops_rnn.c: inputs x, hx, cx (None allowed), then the flat parameters in
+ * PyTorch's order; outputs (output, h_n[, c_n]) or (h'[, c']). */
+static nb_rnn_mode rnn_mode(dcase *c) {
+    const char *m = as(c, "mode", "RNN_TANH");
+    return !strcmp(m, "LSTM") ? NB_RNN_LSTM : !strcmp(m, "GRU") ? NB_RNN_GRU : !strcmp(m, "RNN_RELU") ? NB_RNN_RELU
+                                                                                                          : NB_RNN_TANH;
+}
+nb_status h_rnn(dcase *c) {
+    nb_rnn_options o = {.mode = rnn_mode(c), .num_layers = ai(c, "num_layers", 1),
+                        .bias = ab(c, "bias", true) ? NB_FLAG_TRUE : NB_FLAG_FALSE,
+                        .batch_first = ab(c, "batch_first", false), .bidirectional = ab(c, "bidirectional", false),
+                        .proj_size = ai(c, "proj_size", 0)};
+    int n = nb_rnn(I0, c->in[1], c->in[2], c->in + 3, c->n_in - 3, o, c->out);
+    OUTS(o.mode == NB_RNN_LSTM ? 3 : 2, n < 0 ? nb_last_status() : NB_OK);
+}
+nb_status h_rnn_cell(dcase *c) {
+    nb_rnn_mode mode = rnn_mode(c);
+    bool bias = c->n_in > 5;
+    int n = nb_rnn_cell(I0, c->in[1], c->in[2], c->in[3], c->in[4], bias ? c->in[5] : NULL, bias ? c->in[6] : NULL,
+                        mode, c->out);
+    OUTS(mode == NB_RNN_LSTM ? 2 : 1, n < 0 ? nb_last_status() : NB_OK);
+}

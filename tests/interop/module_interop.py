@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""module_interop.py - nabla's torch.nn modules against PyTorch's.
+
+Run by tests/test_nn_io.c as
+    /usr/bin/python3 tests/interop/module_interop.py DIR
+after it wrote, for each case NAME below, DIR/NAME.safetensors (the nabla
+module's state_dict, nb_module_state_dict_save) and DIR/NAME_io.safetensors
+(inputs "in0", "in1", ... and nabla's outputs "out0", "out1", ..., the
+module in eval mode). For each case this script builds the same module in
+PyTorch, loads the state_dict with strict=True (so the keys, shapes and
+layouts must be PyTorch's), runs it in eval mode on the inputs and requires
+every output within 1e-6 (float64 cases) or 1e-5 (float32) of nabla's.
+Exit status: 0 pass, 1 mismatch, 77 torch or numpy missing.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import numpy as np  # noqa: F401  (torch_interop's reader needs it)
+    import torch
+    from torch_interop import read_safetensors
+except ImportError as e:
+    print(f"module_interop: skipped ({e})")
+    sys.exit(77)
+
+nn = torch.nn
+
+
+def lstm_call(m, xs):
+    out, (h, c) = m(xs[0], (xs[1], xs[2]))
+    return out, h, c
+
+
+def rnn_call(m, xs):
+    out, h = m(*xs)
+    return out, h
+
+
+def lstm_cell_call(m, xs):
+    return m(xs[0], (xs[1], xs[2]))
+
+
+# name: (module builder, call on the input list returning a tuple of outputs)
+CASES = {
+    "lstm": (lambda: nn.LSTM(5, 4, num_layers=2, bidirectional=True, proj_size=3, batch_first=True).double(),
+             lstm_call),
+    "gru": (lambda: nn.GRU(5, 4, num_layers=2).double(), rnn_call),
+    "rnn_relu": (lambda: nn.RNN(5, 4, nonlinearity="relu", bias=False, bidirectional=True).double(), rnn_call),
+    "lstm_cell": (lambda: nn.LSTMCell(5, 4).double(), lstm_cell_call),
+    "gru_cell": (lambda: nn.GRUCell(5, 4).double(), lambda m, xs: (m(*xs),)),
+    "group_norm": (lambda: nn.GroupNorm(2, 6).double(), lambda m, xs: (m(*xs),)),
+    "instance_norm": (lambda: nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+                      lambda m, xs: (m(*xs),)),
+    "batch_norm3d": (lambda: nn.BatchNorm3d(3), lambda m, xs: (m(*xs),)),
+    "bce_logits": (lambda: nn.BCEWithLogitsLoss(weight=torch.ones(4), pos_weight=torch.ones(4)),
+                   lambda m, xs: (m(*xs),)),
+    "cross_entropy": (lambda: nn.CrossEntropyLoss(weight=torch.ones(4), label_smoothing=0.1),
+                      lambda m, xs: (m(*xs),)),
+}
+
+
+def main():
+    d = sys.argv[1]
+    bad = 0
+    for name, (build, call) in CASES.items():
+        sd, _ = read_safetensors(os.path.join(d, name + ".safetensors"))
+        io, _ = read_safetensors(os.path.join(d, name + "_io.safetensors"))
+        m = build()
+        m.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in sd.items()}, strict=True)
+        m.eval()
+        xs = [torch.from_numpy(io[f"in{i}"].copy()) for i in range(sum(k.startswith("in") for k in io))]
+        with torch.no_grad():
+            outs = call(m, xs)
+        for i, o in enumerate(outs):
+            ref = io[f"out{i}"]
+            tol = 1e-6 if o.dtype == torch.float64 else 1e-5
+            diff = float((o - torch.from_numpy(ref.copy())).abs().max()) if o.numel() else 0.0
+            ok = tuple(o.shape) == ref.shape and diff <= tol
+            print(f"module_interop: {name} output {i}: shape {tuple(o.shape)}, max |diff| {diff:.3g} "
+                  f"{'ok' if ok else 'MISMATCH'}")
+            bad += not ok
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+/* test_ops_rnn.c - nb_rnn and nb_rnn_cell: one LSTM and one GRU step by
+ * hand, a sequence against the cell stepped by hand, the shapes of every
+ * output form (batch_first, unbatched, bidirectional, proj_size), dropout
+ * between layers only in training, the errors; the RNN / LSTM / GRU
+ * modules' parameter names and shapes (PyTorch's), their init bound and
+ * their forward forms. Values and gradients against PyTorch: tests/torch_diff
+ * and tests/interop/module_interop.py; float64 gradchecks: the op harness.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "nb_test.h"
+
+static double sig(double v) { return 1 / (1 + exp(-v)); }
+
+START_TEST(test_cell_steps_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    /* H = 1, I = 1: LSTM gates i, f, g, o = w_ih x + w_hh h + b_ih + b_hh */
+    nb_tensor *x = nb_test_tensor(NB_SHAPE(1, 1), NB_F64, (double[]){0.5});
+    nb_tensor *h = nb_test_tensor(NB_SHAPE(1, 1), NB_F64, (double[]){-0.3});
+    nb_tensor *c = nb_test_tensor(NB_SHAPE(1, 1), NB_F64, (double[]){0.2});
+    double wi[4] = {0.1, -0.2, 0.3, 0.4}, wh[4] = {0.5, 0.6, -0.7, 0.8}, bi[4] = {0.01, 0.02, 0.03, 0.04};
+    nb_tensor *w_ih = nb_test_tensor(NB_SHAPE(4, 1), NB_F64, wi), *w_hh = nb_test_tensor(NB_SHAPE(4, 1), NB_F64, wh);
+    nb_tensor *b_ih = nb_test_tensor(NB_SHAPE(4), NB_F64, bi), *b_hh = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){0, 0, 0, 0});
+    double g[4];
+    for (int k = 0; k < 4; k++) g[k] = wi[k] * 0.5 + wh[k] * -0.3 + bi[k];
+    double c1 = sig(g[1]) * 0.2 + sig(g[0]) * tanh(g[2]), h1 = sig(g[3]) * tanh(c1);
+    nb_tensor *out[2];
+    ck_assert_int_eq(nb_rnn_cell(x, h, c, w_ih, w_hh, b_ih, b_hh, NB_RNN_LSTM, out), 2);
+    nb_ck_close(out[0], &h1, 1, 1e-15, 0);
+    nb_ck_close(out[1], &c1, 1, 1e-15, 0);
+    /* GRU: r, z, n with b_hn inside r (W_hn h + b_hn) */
+    nb_tensor *gw_ih = nb_test_tensor(NB_SHAPE(3, 1), NB_F64, wi), *gw_hh = nb_test_tensor(NB_SHAPE(3, 1), NB_F64, wh);
+    nb_tensor *gb = nb_test_tensor(NB_SHAPE(3), NB_F64, bi);
+    double r = sig(wi[0] * 0.5 + bi[0] + wh[0] * -0.3 + bi[0]), z = sig(wi[1] * 0.5 + bi[1] + wh[1] * -0.3 + bi[1]);
+    double n = tanh(wi[2] * 0.5 + bi[2] + r * (wh[2] * -0.3 + bi[2])), hg = (1 - z) * n + z * -0.3;
+    ck_assert_int_eq(nb_rnn_cell(x, h, NULL, gw_ih, gw_hh, gb, gb, NB_RNN_GRU, out), 1);
+    nb_ck_close(out[0], &hg, 1, 1e-15, 0);
+    /* RNN relu without bias, no hx (zeros) */
+    double hr = fmax(0, wi[0] * 0.5);
+    ck_assert_int_eq(nb_rnn_cell(x, NULL, NULL, nb_narrow(w_ih, 0, 0, 1), nb_narrow(w_hh, 0, 0, 1), NULL, NULL,
+                                 NB_RNN_RELU, out), 1);
+    nb_ck_close(out[0], &hr, 1, 0, 0);
+    /* errors */
+    ck_assert_int_eq(nb_rnn_cell(x, h, c, w_ih, w_hh, b_ih, b_hh, NB_RNN_GRU, out), -1); /* cx without LSTM */
+    ck_assert_int_eq(nb_rnn_cell(x, h, NULL, w_ih, w_hh, b_ih, NULL, NB_RNN_LSTM, out), -1);
+    ck_assert_int_eq(nb_rnn_cell(nb_reshape(x, NB_SHAPE(1, 1, 1)), NULL, NULL, w_ih, w_hh, NULL, NULL, NB_RNN_LSTM, out), -1);
+    ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* A 2-step GRU sequence equals the cell applied twice; h_n is the last output. */
+START_TEST(test_sequence_is_steps) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(4);
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 3, 2), NB_F64, NULL);
+    nb_tensor *p[4] = {nb_randn(NB_SHAPE(9, 2), NB_F64, NULL), nb_randn(NB_SHAPE(9, 3), NB_F64, NULL),
+                       nb_randn(NB_SHAPE(9), NB_F64, NULL), nb_randn(NB_SHAPE(9), NB_F64, NULL)};
+    nb_tensor *out[3], *h[1];
+    ck_assert_int_eq(nb_rnn(x, NULL, NULL, p, 4, (nb_rnn_options){.mode = NB_RNN_GRU}, out), 2);
+    nb_ck_shape(out[0], NB_SHAPE(2, 3, 3));
+    nb_ck_shape(out[1], NB_SHAPE(1, 3, 3));
+    nb_tensor *hh = NULL;
+    for (int t = 0; t < 2; t++) {
+        ck_assert_int_eq(nb_rnn_cell(nb_squeeze(nb_narrow(x, 0, t, 1), 0), hh, NULL, p[0], p[1], p[2], p[3], NB_RNN_GRU, h), 1);
+        hh = h[0];
+        double *want = nb_test_values_of(hh);
+        nb_ck_close(nb_squeeze(nb_narrow(out[0], 0, t, 1), 0), want, 9, 1e-14, 0);
+        free(want);
+    }
+    double *last = nb_test_values_of(hh);
+    nb_ck_close(out[1], last, 9, 1e-14, 0);
+    free(last);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_rnn_shapes_and_dropout) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(8);
+    nb_module *lstm = nb_nn_lstm(3, 4, (nb_rnn_options){.num_layers = 2, .bidirectional = true, .proj_size = 2,
+                                                       .batch_first = true, .dropout = 0.5});
+    NB_CK_NOTNULL(lstm);
+    const char *names[] = {"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0",
+                           "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse",
+                           "bias_hh_l0_reverse", "weight_hr_l0_reverse", "weight_ih_l1"};
+    const int64_t shapes[][2] = {{16, 3}, {16, 2}, {16, 0}, {16, 0}, {2, 4}, {16, 3}, {16, 2}, {16, 0}, {16, 0}, {2, 4},
+                                 {16, 4}};
+    nb_named_tensor p[32];
+    ck_assert_int_eq(nb_module_parameters(lstm, p, 32), 20);
+    for (int i = 0; i < 11; i++) {
+        ck_assert_str_eq(p[i].name, names[i]);
+        nb_ck_shape(p[i].tensor, shapes[i][1] ? 2 : 1, shapes[i]);
+    }
+    /* every parameter within PyTorch's bound 1 / sqrt(H) */
+    for (int i = 0; i < 20; i++) ck_assert(nb_item(nb_amax(nb_abs(p[i].tensor), NULL, 0, false)) <= 0.5);
+    nb_tensor *x = nb_randn(NB_SHAPE(5, 7, 3), NB_F32, NULL), *out[3];
+    ck_assert_int_eq(nb_forward_n(lstm, 1, &x, out, 3), 3);
+    nb_ck_shape(out[0], NB_SHAPE(5, 7, 4)); /* batch_first, 2 directions x proj 2 */
+    nb_ck_shape(out[1], NB_SHAPE(4, 5, 2));
+    nb_ck_shape(out[2], NB_SHAPE(4, 5, 4));
+    /* training: dropout between the layers draws, so two runs differ; eval: the same */
+    nb_tensor *a = nb_forward(lstm, x), *b = nb_forward(lstm, x);
+    ck_assert(nb_item(nb_amax(nb_abs(nb_sub(a, b)), NULL, 0, false)) > 0);
+    nb_module_train(lstm, false);
+    a = nb_forward(lstm, x), b = nb_forward(lstm, x);
+    ck_assert_double_eq(nb_item(nb_amax(nb_abs(nb_sub(a, b)), NULL, 0, false)), 0);
+    /* unbatched [T, I] (batch_first applies to batched input only) */
+    ck_assert_int_eq(nb_forward_n(lstm, 1, (nb_tensor *[]){nb_randn(NB_SHAPE(7, 3), NB_F32, NULL)}, out, 3), 3);
+    nb_ck_shape(out[0], NB_SHAPE(7, 4));
+    nb_ck_shape(out[1], NB_SHAPE(4, 2));
+    /* errors: wrong input size, wrong state shape, too many inputs */
+    ck_assert_int_eq(nb_forward_n(lstm, 1, (nb_tensor *[]){nb_randn(NB_SHAPE(5, 7, 2), NB_F32, NULL)}, out, 3), -1);
+    ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
+    ck_assert_int_eq(nb_forward_n(lstm, 2, (nb_tensor *[]){x, nb_zeros(NB_SHAPE(2, 5, 2), NB_F32)}, out, 3), -1);
+    ck_assert_int_eq(nb_forward_n(lstm, 4, (nb_tensor *[]){x, x, x, x}, out, 3), -1);
+    nb_module_free(lstm);
+    /* the other kinds and their errors */
+    nb_module *gru = nb_nn_gru(3, 4, (nb_rnn_options){0});
+    ck_assert_str_eq(nb_module_kind(gru), "GRU");
+    ck_assert_int_eq(nb_module_parameters(gru, p, 32), 4);
+    nb_ck_shape(p[0].tensor, NB_SHAPE(12, 3));
+    nb_module_free(gru);
+    nb_module *cell = nb_nn_lstm_cell(3, 4, (nb_rnn_options){.bias = NB_FLAG_FALSE});
+    ck_assert_int_eq(nb_module_parameters(cell, p, 32), 2);
+    ck_assert_str_eq(p[0].name, "weight_ih");
+    ck_assert_int_eq(nb_forward_n(cell, 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 3), NB_F32, NULL)}, out, 2), 2);
+    nb_ck_shape(out[1], NB_SHAPE(2, 4));
+    nb_module_free(cell);
+    ck_assert_ptr_null(nb_nn_rnn(3, 4, (nb_rnn_options){.mode = NB_RNN_LSTM}));
+    ck_assert_ptr_null(nb_nn_gru(3, 4, (nb_rnn_options){.proj_size = 2}));
+    ck_assert_ptr_null(nb_nn_lstm(3, 4, (nb_rnn_options){.proj_size = 4}));
+    ck_assert_ptr_null(nb_nn_lstm_cell(3, 4, (nb_rnn_options){.num_layers = 2}));
+    ck_assert_ptr_null(nb_nn_lstm(0, 4, (nb_rnn_options){0}));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* A few steps of training reduce the loss (gradients reach every parameter). */
+START_TEST(test_lstm_trains) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(2);
+    nb_module *lstm = nb_nn_lstm(2, 8, (nb_rnn_options){.dtype = NB_F64});
+    nb_tensor *x = nb_randn(NB_SHAPE(6, 4, 2), NB_F64, NULL);
+    nb_tensor *y = nb_cumsum(x, 0); /* the running sum of the inputs: needs memory */
+    nb_module *head = nb_nn_linear_ex(8, 2, true, NB_F64);
+    nb_module *both = nb_nn_module_list_array((nb_module *[]){lstm, head}, 2);
+    nb_optimizer *opt = nb_adam(both, (nb_adam_options){.lr = 0.02});
+    double first = 0, last = 0;
+    for (int it = 0; it < 60; it++) {
+        nb_scope *t = nb_scope_begin();
+        nb_optimizer_zero_grad(opt);
+        nb_tensor *loss = nb_mse_loss(nb_forward(head, nb_forward(lstm, x)), y, NB_REDUCTION_MEAN);
+        NB_CK_OK(nb_backward(loss));
+        NB_CK_OK(nb_optimizer_step(opt));
+        if (it == 0) first = nb_item(loss);
+        last = nb_item(loss);
+        nb_scope_end(t);
+    }
+    ck_assert_msg(last < 0.5 * first, "loss %g -> %g", first, last);
+    nb_optimizer_free(opt);
+    nb_module_free(both);
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_ops_rnn(void) {
+    Suite *s = suite_create("ops_rnn");
+    TCase *t = tcase_create("rnn");
+    tcase_add_test(t, test_cell_steps_by_hand);
+    tcase_add_test(t, test_sequence_is_steps);
+    tcase_add_test(t, test_rnn_shapes_and_dropout);
+    tcase_add_test(t, test_lstm_trains);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -332,6 +332,13 @@ nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts);
 nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w);
 nb_tensor *nb_adaptive_avg_pool1d(nb_tensor *x, int64_t out_l);
 nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb_tensor **indices);
+/* F.lp_pool2d / lp_pool1d: each window's p-norm (sum x^p)^(1/p), written as
+ * PyTorch's: avg_pool(x^p) times the window size, sign(a) relu(|a|), to the
+ * power 1/p (kernel, stride (0 = kernel) and ceil_mode of the options; no
+ * padding or dilation, as PyTorch). A negative x with a non-integer p gives
+ * NaN, as PyTorch. Errors: norm_type not positive and finite, the pools'. */
+nb_tensor *nb_lp_pool2d(nb_tensor *x, double norm_type, nb_pool2d_options opts);
+nb_tensor *nb_lp_pool1d(nb_tensor *x, double norm_type, nb_pool1d_options opts);
 
 /* 3-d pooling of x [N, C, D, H, W] or [C, D, H, W] (torch.nn.functional's
  * max_pool3d, avg_pool3d, adaptive_avg_pool3d): per dim the output size and
@@ -464,6 +471,22 @@ nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_sha
  * Float dtypes, bfloat16/float16 included (the mask in x's dtype).
  * Errors: p outside [0, 1]. */
 nb_tensor *nb_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
+/* F.dropout1d / dropout2d / dropout3d (Tompson et al. 2015): whole
+ * channels zeroed with probability p, one draw per (sample, channel), the
+ * rest scaled by 1 / (1 - p); x [N, C, *] with 1, 2 or 3 trailing dims (or
+ * unbatched [C, *]). F.alpha_dropout (Klambauer et al. 2017) keeps SELU's
+ * mean and variance: dropped elements become -1.7580993408473766 (SELU's
+ * negative saturation), then an affine map a x + b restores the moments
+ * (ATen's formula); F.feature_alpha_dropout does so per channel of [N, C,
+ * *]. Identity (a new reference) when !training or p == 0; zeros for p 1.
+ * Written from ops (rand, ge, mul), so on every backend; the draws come
+ * from gen (NULL: the default generator). Errors: p outside [0, 1], a rank
+ * the function does not take (NB_ERR_SHAPE). */
+nb_tensor *nb_dropout1d(nb_tensor *x, double p, bool training, nb_generator *gen);
+nb_tensor *nb_dropout2d(nb_tensor *x, double p, bool training, nb_generator *gen);
+nb_tensor *nb_dropout3d(nb_tensor *x, double p, bool training, nb_generator *gen);
+nb_tensor *nb_alpha_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
+nb_tensor *nb_feature_alpha_dropout(nb_tensor *x, double p, bool training, nb_generator *gen);
 
 /* ---- sampling (ops_random.c; composites) ------------------------------------ */
 

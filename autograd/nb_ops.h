@@ -131,6 +131,38 @@ nb_tensor *nb_erfc(nb_tensor *x);
  * Gradient at 0 is negative_slope, as PyTorch. */
 nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope);
 
+/* ---- activations written from other ops (ops_activation.c) ------------------
+ * PyTorch's torch.nn.functional of the same names and formulas; float32 /
+ * float64; gradients (first and second order) from the ops they are made
+ * of. A double left 0 takes PyTorch's default where the doc says so
+ * (NB_ZERO for 0). */
+/* F.celu (Barron 2017): max(0, x) + min(0, alpha (exp(x / alpha) - 1)),
+ * alpha 1 (left 0); alpha NB_ZERO is NB_ERR_INVALID_ARG. */
+nb_tensor *nb_celu(nb_tensor *x, double alpha);
+/* F.softsign: x / (1 + |x|). */
+nb_tensor *nb_softsign(nb_tensor *x);
+/* F.softshrink: x - lambd above lambd, x + lambd below -lambd, else 0
+ * (lambd 0.5 when left 0; must be >= 0). */
+nb_tensor *nb_softshrink(nb_tensor *x, double lambd);
+/* F.hardshrink: x where |x| > lambd, else 0 (lambd 0.5 when left 0). */
+nb_tensor *nb_hardshrink(nb_tensor *x, double lambd);
+/* F.tanhshrink: x - tanh(x). */
+nb_tensor *nb_tanhshrink(nb_tensor *x);
+/* F.threshold: x where x > threshold, else value (both as given). */
+nb_tensor *nb_threshold(nb_tensor *x, double threshold, double value);
+/* F.glu (Dauphin et al. 2017): a * sigmoid(b) with a, b the halves of x
+ * along dim (PyTorch's default -1); an odd size is NB_ERR_SHAPE. */
+nb_tensor *nb_glu(nb_tensor *x, int dim);
+/* F.prelu (He et al. 2015): x where x > 0, else weight x; weight has one
+ * element or one per channel (dim 1 of x, as PyTorch), of x's dtype. */
+nb_tensor *nb_prelu(nb_tensor *x, nb_tensor *weight);
+/* F.rrelu (Xu et al. 2015): x where x >= 0, else a x with a ~ U(lower,
+ * upper) per element in training (from gen; NULL the default generator),
+ * (lower + upper) / 2 otherwise; lower 1/8 and upper 1/3 when left 0. */
+nb_tensor *nb_rrelu(nb_tensor *x, double lower, double upper, bool training, nb_generator *gen);
+/* F.softmin: softmax(-x) over dim. */
+nb_tensor *nb_softmin(nb_tensor *x, int dim);
+
 /* F.elu (Clevert et al. 2015): x > 0 ? x : alpha (e^x - 1) (default alpha
  * 1). Gradient at 0 is alpha (the negative branch, as PyTorch), at NaN NaN. */
 nb_tensor *nb_elu(nb_tensor *x, double alpha);
@@ -523,6 +555,14 @@ nb_tensor *nb_broadcast_to(nb_tensor *t, int ndim, const int64_t *shape);
 
 /* ---- shape ops (ops_shape.c; composites) ------------------------------------- */
 
+/* F.pixel_shuffle (Shi et al. 2016): [*, C r^2, H, W] -> [*, C, H r, W r]
+ * (out[c, h r + i, w r + j] = in[c r^2 + i r + j, h, w]); F.pixel_unshuffle
+ * its inverse, [*, C, H r, W r] -> [*, C r^2, H, W]. Any dtype; a reshape,
+ * permute and copy. Errors: fewer than 3 dims (NB_ERR_SHAPE), sizes not
+ * divisible by r or r < 1 (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_pixel_shuffle(nb_tensor *x, int64_t upscale_factor);
+nb_tensor *nb_pixel_unshuffle(nb_tensor *x, int64_t downscale_factor);
+
 /* torch.flip: a copy with the order of the given dims reversed (each dim
  * at most once; negative counts from the end). Composite: index_select with
  * a reversed index per dim. Errors: a bad or repeated dim (NB_ERR_INVALID_ARG). */
@@ -712,6 +752,12 @@ nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
 
 /* x [..., in] @ weight[out, in]^T + bias[out] (bias may be NULL): F.linear. */
 nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias);
+/* F.bilinear: y[..., o] = sum_ij x1[..., i] weight[o, i, j] x2[..., j] +
+ * bias[o]; x1 [*, I1] and x2 [*, I2] with the same leading dims, weight
+ * [O, I1, I2], bias [O] or NULL. One GEMM (x1 against weight as [I1, O I2])
+ * and a product summed over j; float32/float64 (float32 under autocast).
+ * Errors: NB_ERR_SHAPE naming the shapes, NB_ERR_DTYPE. */
+nb_tensor *nb_bilinear(nb_tensor *x1, nb_tensor *x2, nb_tensor *weight, nb_tensor *bias);
 
 /* torch.bmm: [B, n, k] x [B, k, m] -> [B, n, m] (no broadcasting). */
 nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b);

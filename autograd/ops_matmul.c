@@ -197,3 +197,36 @@ nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b) {
     }
     return nb_matmul(a, b);
 }
+
+/* ---- bilinear ----------------------------------------------------------------------- */
+
+nb_tensor *nb_bilinear(nb_tensor *x1, nb_tensor *x2, nb_tensor *weight, nb_tensor *bias) {
+    nb_tensor *in[4] = {x1, x2, weight, bias};
+    int n = bias ? 4 : 3;
+    if (!nb_autocast_inputs(NB_OP_BILINEAR, n, in) || !nb_check_inputs("bilinear", n, in) ||
+        !nb_check_dtypes(NB_OP_BILINEAR, n, in))
+        return NULL;
+    x1 = in[0], x2 = in[1], weight = in[2], bias = bias ? in[3] : NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    int64_t I1 = x1->ndim ? x1->shape[x1->ndim - 1] : -1, I2 = x2->ndim ? x2->shape[x2->ndim - 1] : -1;
+    bool lead_ok = x1->ndim == x2->ndim && x1->ndim >= 1 &&
+                   !memcmp(x1->shape, x2->shape, sizeof(int64_t) * (size_t)(x1->ndim - 1));
+    if (!lead_ok || weight->ndim != 3 || weight->shape[1] != I1 || weight->shape[2] != I2 ||
+        (bias && (bias->ndim != 1 || bias->shape[0] != weight->shape[0])))
+        return NB_FAIL(NB_ERR_SHAPE, "bilinear: input1 %s, input2 %s (the same but the last dim) and weight %s "
+                       "(out, in1, in2) do not fit%s", nb_fmt_shape(x1->ndim, x1->shape, a, sizeof a),
+                       nb_fmt_shape(x2->ndim, x2->shape, b, sizeof b), nb_fmt_shape(weight->ndim, weight->shape, c, sizeof c),
+                       bias ? " (or bias is not [out])" : "");
+    int64_t O = weight->shape[0], N = I1 ? nb_numel(x1) / I1 : 0;
+    nb_scope *s = nb_op_scope_begin();
+    /* y[n, o] = sum_ij x1[n, i] W[o, i, j] x2[n, j]: (x1 @ W as [I1, O I2]) then a product with x2 summed over j */
+    nb_tensor *w = nb_reshape(nb_contiguous(nb_permute(weight, (int[]){1, 0, 2})), NB_SHAPE(I1, O * I2));
+    nb_tensor *t = nb_reshape(nb_matmul(nb_reshape(x1, NB_SHAPE(N, I1)), w), NB_SHAPE(N, O, I2));
+    int last = 2;
+    nb_tensor *y = nb_sum(nb_mul(t, nb_reshape(x2, NB_SHAPE(N, 1, I2))), &last, 1, false);
+    if (y && bias) y = nb_add(y, bias);
+    int64_t shape[NB_MAX_DIMS];
+    for (int i = 0; i < x1->ndim - 1; i++) shape[i] = x1->shape[i];
+    shape[x1->ndim - 1] = O;
+    return nb_scope_return(s, y ? nb_reshape(y, x1->ndim, shape) : NULL);
+}

@@ -10,6 +10,8 @@
  * max_pool3d, avg_pool3d and adaptive_avg_pool3d are two of those pools
  * (see the 3-d section). Kernels: backend/cpu/pool.c. Tests:
  * tests/test_ops_pool.c. */
+#include <math.h>
+
 #include "nb_autograd_impl.h"
 
 /* Sets the error and yields false, for the bool checks below. */
@@ -453,4 +455,37 @@ static nb_tensor *aap3d_impl(nb_tensor *x, const int64_t *out) {
 nb_tensor *nb_adaptive_avg_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w) {
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, aap3d_impl(x, (const int64_t[]){out_d, out_h, out_w}));
+}
+
+/* ---- lp_pool1d / lp_pool2d: PyTorch's formula over avg_pool ------------------------- */
+
+/* (sign(a) relu(|a|) * window)^(1 / p) with a = avg_pool(x^p): the p-norm
+ * of each window (F.lp_pool2d's code, so NaN where PyTorch has NaN). */
+static nb_tensor *lp_finish(nb_tensor *avg, double p, double window) {
+    nb_tensor *a = nb_mul(nb_sign(avg), nb_relu(nb_abs(avg)));
+    return nb_pow_scalar(nb_mul_scalar(a, window), 1.0 / p);
+}
+
+static bool lp_check(const char *op, nb_op_id id, nb_tensor *x, double p) {
+    if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(id, 1, &x)) return false;
+    if (p > 0 && isfinite(p)) return true;
+    nb_set_error(NB_ERR_INVALID_ARG, "%s: norm_type %g must be positive and finite", op, p);
+    return false;
+}
+
+nb_tensor *nb_lp_pool2d(nb_tensor *x, double norm_type, nb_pool2d_options opts) {
+    if (!lp_check("lp_pool2d", NB_OP_LP_POOL2D, x, norm_type)) return NULL;
+    nb_pool2d_options o = {.kernel = {opts.kernel[0], opts.kernel[1]}, .stride = {opts.stride[0], opts.stride[1]},
+                           .ceil_mode = opts.ceil_mode};
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *avg = nb_avg_pool2d(nb_pow_scalar(x, norm_type), o);
+    return nb_scope_return(s, avg ? lp_finish(avg, norm_type, (double)(o.kernel[0] * o.kernel[1])) : NULL);
+}
+
+nb_tensor *nb_lp_pool1d(nb_tensor *x, double norm_type, nb_pool1d_options opts) {
+    if (!lp_check("lp_pool1d", NB_OP_LP_POOL1D, x, norm_type)) return NULL;
+    nb_pool1d_options o = {.kernel = opts.kernel, .stride = opts.stride, .ceil_mode = opts.ceil_mode};
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *avg = nb_avg_pool1d(nb_pow_scalar(x, norm_type), o);
+    return nb_scope_return(s, avg ? lp_finish(avg, norm_type, (double)o.kernel) : NULL);
 }

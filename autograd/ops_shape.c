@@ -355,3 +355,54 @@ nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing
     for (int j = 0; j < n; j++) nb_scope_adopt(out[j]);
     return NB_OK;
 }
+
+/* ---- pixel_shuffle / pixel_unshuffle (Shi et al. 2016) -------------------------- */
+
+/* x [*, C, H, W] as [B, C, H, W] (the leading dims flattened into B). */
+static bool lead_batch(const char *op, nb_op_id id, nb_tensor *x, int64_t *B) {
+    if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(id, 1, &x)) return false;
+    if (x->ndim < 3) {
+        nb_set_error(NB_ERR_SHAPE, "%s: expected at least a 3-d input [*, C, H, W], got %d-d", op, x->ndim);
+        return false;
+    }
+    *B = 1;
+    for (int i = 0; i < x->ndim - 3; i++) *B *= x->shape[i];
+    return true;
+}
+
+/* The output's shape: x's leading dims, then c, h, w. */
+static nb_tensor *with_lead(nb_tensor *y, const nb_tensor *x, int64_t c, int64_t h, int64_t w) {
+    int64_t shape[NB_MAX_DIMS];
+    int n = x->ndim - 3;
+    for (int i = 0; i < n; i++) shape[i] = x->shape[i];
+    shape[n] = c, shape[n + 1] = h, shape[n + 2] = w;
+    return nb_reshape(y, n + 3, shape);
+}
+
+nb_tensor *nb_pixel_shuffle(nb_tensor *x, int64_t r) {
+    int64_t B;
+    if (!lead_batch("pixel_shuffle", NB_OP_PIXEL_SHUFFLE, x, &B)) return NULL;
+    int64_t C = x->shape[x->ndim - 3], H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
+    if (r < 1 || C % (r * r))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "pixel_shuffle: %lld channels are not divisible by upscale_factor^2 "
+                       "(upscale_factor %lld >= 1)", (long long)C, (long long)r);
+    nb_scope *s = nb_op_scope_begin();
+    int64_t c = C / (r * r);
+    nb_tensor *v = nb_reshape(x, 6, (int64_t[]){B, c, r, r, H, W});
+    v = nb_permute(v, (int[]){0, 1, 4, 2, 5, 3}); /* [B, c, H, r, W, r] */
+    return nb_scope_return(s, with_lead(nb_reshape(nb_contiguous(v), NB_SHAPE(B, c, H * r, W * r)), x, c, H * r, W * r));
+}
+
+nb_tensor *nb_pixel_unshuffle(nb_tensor *x, int64_t r) {
+    int64_t B;
+    if (!lead_batch("pixel_unshuffle", NB_OP_PIXEL_UNSHUFFLE, x, &B)) return NULL;
+    int64_t C = x->shape[x->ndim - 3], H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
+    if (r < 1 || H % r || W % r)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "pixel_unshuffle: height %lld and width %lld must be divisible by "
+                       "downscale_factor %lld (>= 1)", (long long)H, (long long)W, (long long)r);
+    nb_scope *s = nb_op_scope_begin();
+    int64_t h = H / r, w = W / r;
+    nb_tensor *v = nb_reshape(x, 6, (int64_t[]){B, C, h, r, w, r});
+    v = nb_permute(v, (int[]){0, 1, 3, 5, 2, 4}); /* [B, C, r, r, h, w] */
+    return nb_scope_return(s, with_lead(nb_reshape(nb_contiguous(v), NB_SHAPE(B, C * r * r, h, w)), x, C * r * r, h, w));
+}

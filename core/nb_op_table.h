@@ -271,7 +271,7 @@ extern "C" {
     X(MARGIN_RANKING_LOSS, margin_ranking_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
     X(POISSON_NLL_LOSS, poisson_nll_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
     X(GAUSSIAN_NLL_LOSS, gaussian_nll_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
-    X(MULTILABEL_SOFT_MARGIN_LOSS, multilabel_soft_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
+    X(MULTILABEL_SOFT_MARGIN_LOSS, multilabel_soft_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward) K(reduce), BW_CALLS, AC(FP32)) \
     X(MULTI_MARGIN_LOSS, multi_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(index_select) K(index_add) K(where) K(gather) K(scatter), BW_CALLS, AC(FP32)) \
     X(MULTILABEL_MARGIN_LOSS, multilabel_margin_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(where) K(scan) K(gather) K(scatter), BW_CALLS, AC(FP32)) \
     X(COSINE_EMBEDDING_LOSS, cosine_embedding_loss, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
@@ -309,6 +309,26 @@ extern "C" {
     X(NORMALIZE, normalize, group_norm, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(RNN, rnn, rnn, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
     X(RNN_CELL, rnn_cell, rnn, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
+    X(CELU, celu, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(SOFTSIGN, softsign, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(SOFTSHRINK, softshrink, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(HARDSHRINK, hardshrink, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(TANHSHRINK, tanhshrink, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(THRESHOLD, threshold, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(GLU, glu, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(PRELU, prelu, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(RRELU, rrelu, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(SOFTMIN, softmin, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(unary) K(unary_backward) K(softmax) K(softmax_backward), BW_CALLS, AC(NONE)) \
+    X(DROPOUT1D, dropout1d, dropout, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(random), BW_CALLS, AC(NONE)) \
+    X(DROPOUT2D, dropout2d, dropout, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(random), BW_CALLS, AC(NONE)) \
+    X(DROPOUT3D, dropout3d, dropout, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(random), BW_CALLS, AC(NONE)) \
+    X(ALPHA_DROPOUT, alpha_dropout, dropout, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(random), BW_CALLS, AC(NONE)) \
+    X(FEATURE_ALPHA_DROPOUT, feature_alpha_dropout, dropout, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(random), BW_CALLS, AC(NONE)) \
+    X(PIXEL_SHUFFLE, pixel_shuffle, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy), BW_CALLS, AC(NONE)) \
+    X(PIXEL_UNSHUFFLE, pixel_unshuffle, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy), BW_CALLS, AC(NONE)) \
+    X(LP_POOL1D, lp_pool1d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward) K(avg_pool2d) K(avg_pool2d_backward), BW_CALLS, AC(NONE)) \
+    X(LP_POOL2D, lp_pool2d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward) K(avg_pool2d) K(avg_pool2d_backward), BW_CALLS, AC(NONE)) \
+    X(BILINEAR, bilinear, matmul, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(reduce) K(matmul), BW_CALLS, AC(FP32)) \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F, K(layer_norm) K(layer_norm_backward), BW(layer_norm), AC(FP32)) \
     X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D2 | NB_R | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(where) K(attention) K(attention_backward), BW(sdpa), AC(LOWER)) \
     /* linear algebra */ \

@@ -1,7 +1,9 @@
 /* activation.c - the activation modules (nn.ReLU, nn.Sigmoid, nn.Tanh,
  * nn.LeakyReLU, nn.ELU, nn.SELU, nn.SiLU, nn.Mish, nn.Softplus,
- * nn.Hardtanh, nn.Hardsigmoid, nn.Hardswish, nn.LogSigmoid) and
- * nn.Flatten: thin wrappers over the ops in nb_ops.h; the ones with
+ * nn.Hardtanh, nn.Hardsigmoid, nn.Hardswish, nn.LogSigmoid, nn.ReLU6,
+ * nn.CELU, nn.Softsign, nn.Softshrink, nn.Hardshrink, nn.Tanhshrink,
+ * nn.Threshold, nn.GLU, nn.PReLU, nn.RReLU, nn.Softmax, nn.LogSoftmax,
+ * nn.Softmin, nn.Softmax2d) and nn.Flatten: thin wrappers over the ops in nb_ops.h; the ones with
  * hyperparameters keep them in a small ctx.
  */
 #include <math.h>
@@ -10,6 +12,7 @@
 #include "nb_extension.h"
 #include "nb_nn.h"
 #include "nb_ops.h"
+#include "nn_impl.h"
 
 static nb_tensor *relu_forward(nb_module *m, nb_tensor *x) {
     (void)m;
@@ -117,4 +120,76 @@ nb_module *nb_nn_hardtanh(double min_val, double max_val) {
     if (!(min_val <= max_val))
         return NB_FAIL(NB_ERR_INVALID_ARG, "Hardtanh: min_val %g must not exceed max_val %g", min_val, max_val);
     return act_module(&hardtanh_ops, min_val, max_val);
+}
+
+/* ---- the activations of ops_activation.c, ReLU6 and the softmax modules ------ */
+
+PLAIN_ACT(relu6, "ReLU6")
+PLAIN_ACT(softsign, "Softsign")
+PLAIN_ACT(tanhshrink, "Tanhshrink")
+
+#define PARAM_ACT(NAME, KIND, CALL)                                             \
+    static nb_tensor *NAME##_forward(nb_module *m, nb_tensor *x) {              \
+        const nb_act_ctx *c = nb_module_ctx(m);                                 \
+        return CALL;                                                            \
+    }                                                                           \
+    static const nb_module_ops NAME##_ops = {KIND, NAME##_forward, free, NULL};
+PARAM_ACT(celu, "CELU", nb_celu(x, c->p0))
+PARAM_ACT(softshrink, "Softshrink", nb_softshrink(x, c->p0))
+PARAM_ACT(hardshrink, "Hardshrink", nb_hardshrink(x, c->p0))
+PARAM_ACT(threshold, "Threshold", nb_threshold(x, c->p0, c->p1))
+PARAM_ACT(glu, "GLU", nb_glu(x, (int)c->p0))
+PARAM_ACT(rrelu, "RReLU", nb_rrelu(x, c->p0, c->p1, nb_module_is_training(m), NULL))
+PARAM_ACT(softmax, "Softmax", nb_softmax(x, (int)c->p0))
+PARAM_ACT(log_softmax, "LogSoftmax", nb_log_softmax(x, (int)c->p0))
+PARAM_ACT(softmin, "Softmin", nb_softmin(x, (int)c->p0))
+
+nb_module *nb_nn_celu(double alpha) {
+    if (nb_option(alpha, 1.0) == 0) return NB_FAIL(NB_ERR_INVALID_ARG, "CELU: alpha must be nonzero");
+    return act_module(&celu_ops, alpha, 0);
+}
+nb_module *nb_nn_softshrink(double lambd) {
+    if (!(nb_option(lambd, 0.5) >= 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "Softshrink: lambd %g must be >= 0", lambd);
+    return act_module(&softshrink_ops, lambd, 0);
+}
+nb_module *nb_nn_hardshrink(double lambd) { return act_module(&hardshrink_ops, lambd, 0); }
+nb_module *nb_nn_threshold(double threshold, double value) { return act_module(&threshold_ops, threshold, value); }
+nb_module *nb_nn_glu(int dim) { return act_module(&glu_ops, dim, 0); }
+nb_module *nb_nn_rrelu(double lower, double upper) {
+    double lo = nb_option(lower, 1.0 / 8), hi = nb_option(upper, 1.0 / 3);
+    if (!(lo <= hi) || !isfinite(lo) || !isfinite(hi))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "RReLU: lower %g must be <= upper %g (both finite)", lo, hi);
+    return act_module(&rrelu_ops, lower, upper);
+}
+nb_module *nb_nn_softmax(int dim) { return act_module(&softmax_ops, dim, 0); }
+nb_module *nb_nn_log_softmax(int dim) { return act_module(&log_softmax_ops, dim, 0); }
+nb_module *nb_nn_softmin(int dim) { return act_module(&softmin_ops, dim, 0); }
+
+/* Softmax2d: over the channels, dim -3 of [N, C, H, W] or [C, H, W]. */
+static nb_tensor *softmax2d_forward(nb_module *m, nb_tensor *x) {
+    (void)m;
+    if (x && nb_dim(x) != 3 && nb_dim(x) != 4)
+        return NB_FAIL(NB_ERR_SHAPE, "Softmax2d: expected a 3-d or 4-d input (got %d-d)", nb_dim(x));
+    return nb_softmax(x, -3);
+}
+static const nb_module_ops softmax2d_ops = {"Softmax2d", softmax2d_forward, NULL, NULL};
+nb_module *nb_nn_softmax2d(void) { return nb_module_new(&softmax2d_ops, NULL); }
+
+/* PReLU: parameter "weight" [num_parameters] filled with init. */
+static nb_tensor *prelu_forward(nb_module *m, nb_tensor *x) { return nb_prelu(x, nb_module_get(m, "weight")); }
+static const nb_module_ops prelu_ops = {"PReLU", prelu_forward, NULL, NULL};
+
+nb_module *nb_nn_prelu(int64_t num_parameters, double init) {
+    if (num_parameters < 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "PReLU: num_parameters %lld must be >= 1", (long long)num_parameters);
+    nb_module *m = nb_module_new(&prelu_ops, NULL);
+    nb_tensor *w = m ? nb_tensor_new_unscoped(1, &num_parameters, NB_F32, nb_default_device()) : NULL;
+    nb_status st = w ? nb_fill_(w, nb_option(init, 0.25)) : nb_last_status();
+    if (!st) st = nb_module_adopt_parameter(m, "weight", w);
+    else nb_release(w);
+    if (st) {
+        nb_module_free(m);
+        return NULL;
+    }
+    return m;
 }

@@ -1,4 +1,4 @@
-/* conv.c - nn.Conv2d, nn.Conv1d and nn.ConvTranspose2d: modules holding
+/* conv.c - nn.Conv1d/2d/3d and nn.ConvTranspose1d/2d/3d: modules holding
  * "weight" and "bias" (float32) and calling the functional ops of
  * autograd/ops_conv.c. Initialisation is PyTorch's _ConvNd.reset_parameters:
  * weight by kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(fan_in),
@@ -15,13 +15,16 @@
 #include "nn_impl.h"
 #include "nb_ops.h"
 
-typedef enum conv_kind { CONV_2D, CONV_1D, CONV_T2D } conv_kind;
+typedef enum conv_kind { CONV_2D, CONV_1D, CONV_T2D, CONV_3D, CONV_T1D, CONV_T3D } conv_kind;
 
 typedef struct nb_conv_ctx {
     conv_kind kind;
     nb_conv2d_options o2;
     nb_conv1d_options o1;
     nb_conv_transpose2d_options ot;
+    nb_conv3d_options o3;
+    nb_conv_transpose1d_options ot1;
+    nb_conv_transpose3d_options ot3;
     nb_tensor *weight, *bias; /* borrowed from the module's parameters; bias may be NULL */
 } nb_conv_ctx;
 
@@ -30,6 +33,9 @@ static nb_tensor *conv_forward(nb_module *m, nb_tensor *x) {
     switch (c->kind) {
     case CONV_2D: return nb_conv2d(x, c->weight, c->bias, c->o2);
     case CONV_1D: return nb_conv1d(x, c->weight, c->bias, c->o1);
+    case CONV_3D: return nb_conv3d(x, c->weight, c->bias, c->o3);
+    case CONV_T1D: return nb_conv_transpose1d(x, c->weight, c->bias, c->ot1);
+    case CONV_T3D: return nb_conv_transpose3d(x, c->weight, c->bias, c->ot3);
     default: return nb_conv_transpose2d(x, c->weight, c->bias, c->ot);
     }
 }
@@ -37,6 +43,9 @@ static nb_tensor *conv_forward(nb_module *m, nb_tensor *x) {
 static const nb_module_ops conv2d_ops = {"Conv2d", conv_forward, free, NULL};
 static const nb_module_ops conv1d_ops = {"Conv1d", conv_forward, free, NULL};
 static const nb_module_ops conv_t2d_ops = {"ConvTranspose2d", conv_forward, free, NULL};
+static const nb_module_ops conv3d_ops = {"Conv3d", conv_forward, free, NULL};
+static const nb_module_ops conv_t1d_ops = {"ConvTranspose1d", conv_forward, free, NULL};
+static const nb_module_ops conv_t3d_ops = {"ConvTranspose3d", conv_forward, free, NULL};
 
 /* kaiming_uniform_(a=sqrt(5)) as torch.nn.init computes it: gain =
  * sqrt(2 / (1 + a^2)), bound = sqrt(3) * gain / sqrt(fan_in) = 1/sqrt(fan_in). */
@@ -79,7 +88,7 @@ static nb_module *make(const nb_module_ops *ops, nb_conv_ctx *c, int64_t w0, int
                        int64_t nbias, bool bias) {
     nb_module *m = nb_module_new(ops, c);
     if (!m) return NULL;
-    int64_t shape[4] = {w0, w1, k, k}, fan_in = w1 * (kdims == 2 ? k * k : k);
+    int64_t shape[5] = {w0, w1, k, k, k}, fan_in = w1 * (kdims == 3 ? k * k * k : kdims == 2 ? k * k : k);
     double bound = kaiming_bound(fan_in);
     c->weight = new_param(m, "weight", 2 + kdims, shape, bound);
     if (c->weight && bias) c->bias = new_param(m, "bias", 1, &nbias, 1.0 / sqrt((double)fan_in));
@@ -131,4 +140,36 @@ nb_module *nb_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int
     c->ot = opts;
     int64_t g = opts.groups ? opts.groups : 1;
     return make(&conv_t2d_ops, c, in_channels, out_channels / g, 2, kernel_size, out_channels, bias);
+}
+
+nb_module *nb_nn_conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, nb_conv3d_options opts,
+                        bool bias) {
+    if (bad_sizes("Conv3d", in_channels, out_channels, kernel_size, opts.groups)) return NULL;
+    if (opts.padding_same && (opts.stride[0] > 1 || opts.stride[1] > 1 || opts.stride[2] > 1))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "Conv3d: padding='same' is not supported for strided convolutions");
+    nb_conv_ctx *c = new_ctx("Conv3d", CONV_3D);
+    if (!c) return NULL;
+    c->o3 = opts;
+    int64_t g = opts.groups ? opts.groups : 1;
+    return make(&conv3d_ops, c, out_channels, in_channels / g, 3, kernel_size, out_channels, bias);
+}
+
+nb_module *nb_nn_conv_transpose1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                                  nb_conv_transpose1d_options opts, bool bias) {
+    if (bad_sizes("ConvTranspose1d", in_channels, out_channels, kernel_size, opts.groups)) return NULL;
+    nb_conv_ctx *c = new_ctx("ConvTranspose1d", CONV_T1D);
+    if (!c) return NULL;
+    c->ot1 = opts;
+    int64_t g = opts.groups ? opts.groups : 1;
+    return make(&conv_t1d_ops, c, in_channels, out_channels / g, 1, kernel_size, out_channels, bias);
+}
+
+nb_module *nb_nn_conv_transpose3d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                                  nb_conv_transpose3d_options opts, bool bias) {
+    if (bad_sizes("ConvTranspose3d", in_channels, out_channels, kernel_size, opts.groups)) return NULL;
+    nb_conv_ctx *c = new_ctx("ConvTranspose3d", CONV_T3D);
+    if (!c) return NULL;
+    c->ot3 = opts;
+    int64_t g = opts.groups ? opts.groups : 1;
+    return make(&conv_t3d_ops, c, in_channels, out_channels / g, 3, kernel_size, out_channels, bias);
 }

@@ -76,3 +76,33 @@ nb_module *nb_nn_linear_ex(int64_t in_features, int64_t out_features, bool bias,
 nb_module *nb_nn_linear(int64_t in_features, int64_t out_features) {
     return nb_nn_linear_ex(in_features, out_features, true, NB_F32);
 }
+
+/* ---- Bilinear ---------------------------------------------------------------------- */
+
+/* nb_forward_n: (input1, input2) -> y. */
+static int bilinear_forward(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
+    (void)max_out;
+    if (n_in != 2) return nb_set_error(NB_ERR_INVALID_ARG, "Bilinear: forward takes (input1, input2), got %d inputs", n_in), -1;
+    out[0] = nb_bilinear(in[0], in[1], nb_module_get(m, "weight"), nb_module_get(m, "bias"));
+    return out[0] ? 1 : -1;
+}
+
+static const nb_module_ops bilinear_ops = {"Bilinear", NULL, NULL, bilinear_forward};
+
+nb_module *nb_nn_bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, bool bias, nb_dtype dt) {
+    if (in1_features < 1 || in2_features < 1 || out_features < 0)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "Bilinear: in1_features %lld and in2_features %lld must be >= 1, "
+                       "out_features %lld >= 0", (long long)in1_features, (long long)in2_features,
+                       (long long)out_features);
+    if (!nb_nn_check_dtype("Bilinear", NB_OP_BILINEAR, dt)) return NULL;
+    nb_module *m = nb_module_new(&bilinear_ops, NULL);
+    if (!m) return NULL;
+    double bound = 1.0 / sqrt((double)in1_features); /* PyTorch's reset_parameters: both U(-b, b) */
+    bool ok = new_param(m, "weight", NB_SHAPE(out_features, in1_features, in2_features), dt, bound) != NULL;
+    if (ok && bias) ok = new_param(m, "bias", NB_SHAPE(out_features), dt, bound) != NULL;
+    if (!ok) {
+        nb_module_free(m);
+        return NULL;
+    }
+    return m;
+}

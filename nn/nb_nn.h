@@ -139,6 +139,22 @@ nb_module *nb_nn_tanh(void);
 /* Flattens dims start..end (torch.nn.Flatten's defaults are 1, -1). */
 nb_module *nb_nn_flatten(int start_dim, int end_dim);
 
+/* nn.Unflatten(dim, unflattened_size): dim becomes the n sizes (one may be
+ * -1, inferred), checked against the input at forward time. */
+nb_module *nb_nn_unflatten(int dim, int n, const int64_t *sizes);
+
+/* The padding modules (nb_pad): dims 1, 2 or 3 (ZeroPad1d/2d/3d, ...),
+ * padding 2 * dims sizes in F.pad's order (last dim first: left, right,
+ * then top, bottom, then front, back); a module of d dims takes (d + 1)-d
+ * or (d + 2)-d input. ZeroPad and ConstantPad (value) may crop with
+ * negative sizes; Reflection, Replication and Circular take sizes >= 0
+ * (NB_ERR_INVALID_ARG) within nb_pad's limits. */
+nb_module *nb_nn_zero_pad(int dims, const int64_t *padding);
+nb_module *nb_nn_constant_pad(int dims, const int64_t *padding, double value);
+nb_module *nb_nn_reflection_pad(int dims, const int64_t *padding);
+nb_module *nb_nn_replication_pad(int dims, const int64_t *padding);
+nb_module *nb_nn_circular_pad(int dims, const int64_t *padding);
+
 /* A container that applies its children in order (takes ownership). If any
  * child is NULL (a failed constructor), frees the others and returns NULL
  * with that constructor's error kept. The macro counts its arguments
@@ -245,12 +261,57 @@ nb_module *nb_nn_conv1d(int64_t in_channels, int64_t out_channels, int64_t kerne
                             nb_conv1d_options opts, bool bias);
 nb_module *nb_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                                       nb_conv_transpose2d_options opts, bool bias);
+/* Conv3d (weight [Cout, Cin/groups, k, k, k]), ConvTranspose1d (weight
+ * [Cin, Cout/groups, k]) and ConvTranspose3d ([Cin, Cout/groups, k, k,
+ * k]), cubic kernels, initialised as above. */
+nb_module *nb_nn_conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, nb_conv3d_options opts,
+                        bool bias);
+nb_module *nb_nn_conv_transpose1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                                  nb_conv_transpose1d_options opts, bool bias);
+nb_module *nb_nn_conv_transpose3d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                                  nb_conv_transpose3d_options opts, bool bias);
 nb_module *nb_nn_max_pool2d(nb_pool2d_options opts);
 nb_module *nb_nn_max_pool1d(nb_pool1d_options opts);
 nb_module *nb_nn_avg_pool2d(nb_pool2d_options opts);
 nb_module *nb_nn_avg_pool1d(nb_pool1d_options opts);
 nb_module *nb_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w);
 nb_module *nb_nn_adaptive_avg_pool1d(int64_t out_l);
+/* MaxPool3d, AvgPool3d (nb_pool3d_options: PyTorch's defaults when 0),
+ * AdaptiveAvgPool3d and AdaptiveMaxPool2d (its forward gives the values;
+ * nb_adaptive_max_pool2d has the indices). */
+nb_module *nb_nn_max_pool3d(nb_pool3d_options opts);
+nb_module *nb_nn_avg_pool3d(nb_pool3d_options opts);
+nb_module *nb_nn_adaptive_avg_pool3d(int64_t out_d, int64_t out_h, int64_t out_w);
+nb_module *nb_nn_adaptive_max_pool2d(int64_t out_h, int64_t out_w);
+/* LPPool2d / LPPool1d(norm_type, kernel, stride, ceil_mode) (nb_lp_pool2d;
+ * padding and dilation must be left 0). */
+nb_module *nb_nn_lp_pool2d(double norm_type, nb_pool2d_options opts);
+nb_module *nb_nn_lp_pool1d(double norm_type, nb_pool1d_options opts);
+/* Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout(p) (nb_dropout1d ...):
+ * active in training mode, identity in eval; draws from the default
+ * generator. Errors: p outside [0, 1] (NB_ERR_INVALID_ARG). */
+nb_module *nb_nn_dropout1d(double p);
+nb_module *nb_nn_dropout2d(double p);
+nb_module *nb_nn_dropout3d(double p);
+nb_module *nb_nn_alpha_dropout(double p);
+nb_module *nb_nn_feature_alpha_dropout(double p);
+/* PixelShuffle(upscale_factor), PixelUnshuffle(downscale_factor)
+ * (nb_pixel_shuffle). Upsample on [N, C, H, W] (nb_interpolate): either
+ * the size (out_h, out_w > 0; scales 0) or the scale factors (> 0; size 0),
+ * the output being floor(in * scale); UpsamplingNearest2d is mode nearest,
+ * UpsamplingBilinear2d bilinear with align_corners, as PyTorch's. Errors:
+ * NB_ERR_INVALID_ARG (both or neither of size and scale, a bad mode or
+ * factor). */
+nb_module *nb_nn_pixel_shuffle(int64_t upscale_factor);
+nb_module *nb_nn_pixel_unshuffle(int64_t downscale_factor);
+nb_module *nb_nn_upsample(int64_t out_h, int64_t out_w, double scale_h, double scale_w, nb_interpolate_mode mode,
+                          bool align_corners);
+nb_module *nb_nn_upsampling_nearest2d(int64_t out_h, int64_t out_w, double scale_h, double scale_w);
+nb_module *nb_nn_upsampling_bilinear2d(int64_t out_h, int64_t out_w, double scale_h, double scale_w);
+/* nn.Bilinear(in1_features, in2_features, out_features, bias): parameters
+ * "weight" [out, in1, in2] and "bias" [out], both U(-1/sqrt(in1),
+ * 1/sqrt(in1)) (PyTorch's init); nb_forward_n takes (input1, input2). */
+nb_module *nb_nn_bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, bool bias, nb_dtype dt);
 /* BatchNorm1d ([N, C] or [N, C, L]) / BatchNorm2d ([N, C, H, W]): parameters
  * "weight" (ones), "bias" (zeros); buffers "running_mean" (zeros),
  * "running_var" (ones), "num_batches_tracked" (int64 0, +1 per training
@@ -422,6 +483,32 @@ nb_module *nb_nn_hardtanh(double min_val, double max_val);
 nb_module *nb_nn_hardsigmoid(void);
 nb_module *nb_nn_hardswish(void);
 nb_module *nb_nn_logsigmoid(void);
+/* More of torch.nn's activations, over the ops of the same names
+ * (nb_ops.h), with PyTorch's arguments (0 takes the default where the op
+ * says so): ReLU6, CELU(alpha 1), Softsign, Softshrink(lambd 0.5),
+ * Hardshrink(lambd 0.5), Tanhshrink, Threshold(threshold, value), GLU(dim;
+ * PyTorch's default -1), RReLU(lower 1/8, upper 1/3; random slopes in
+ * training mode from the default generator, their mean in eval),
+ * Softmax(dim), LogSoftmax(dim), Softmin(dim) (the dim as given; PyTorch's
+ * implicit dim=None is not kept), Softmax2d (over dim -3 of a 3-d or 4-d
+ * input), and PReLU(num_parameters 1, init 0.25 when left 0) with the
+ * parameter "weight" [num_parameters]. Errors: NB_ERR_INVALID_ARG for
+ * CELU's alpha NB_ZERO, a negative Softshrink lambd, RReLU's lower > upper,
+ * PReLU's num_parameters < 1. */
+nb_module *nb_nn_relu6(void);
+nb_module *nb_nn_celu(double alpha);
+nb_module *nb_nn_softsign(void);
+nb_module *nb_nn_softshrink(double lambd);
+nb_module *nb_nn_hardshrink(double lambd);
+nb_module *nb_nn_tanhshrink(void);
+nb_module *nb_nn_threshold(double threshold, double value);
+nb_module *nb_nn_glu(int dim);
+nb_module *nb_nn_rrelu(double lower, double upper);
+nb_module *nb_nn_softmax(int dim);
+nb_module *nb_nn_log_softmax(int dim);
+nb_module *nb_nn_softmin(int dim);
+nb_module *nb_nn_softmax2d(void);
+nb_module *nb_nn_prelu(int64_t num_parameters, double init);
 
 /* ---- nn.init (nn/init.c) ---------------------------------------------------- */
 

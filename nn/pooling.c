@@ -1,10 +1,11 @@
-/* pooling.c - the parameter-free modules nn.MaxPool1d/2d, nn.AvgPool1d/2d
- * and nn.AdaptiveAvgPool1d/2d: each keeps its options and calls the op in
+/* pooling.c - the parameter-free modules nn.MaxPool1d/2d/3d,
+ * nn.AvgPool1d/2d/3d, nn.AdaptiveAvgPool1d/2d/3d and nn.AdaptiveMaxPool2d: each keeps its options and calls the op in
  * nb_ops.h (autograd/ops_pool.c). The window is checked at construction
  * (kernel_size >= 1, stride and dilation >= 0 where 0 is the default,
  * 0 <= padding <= kernel_size/2) so a bad module fails where it is built;
  * sizes that depend on the input are checked by the op at forward time.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "nb_extension.h"
@@ -14,7 +15,9 @@
 typedef struct pool_ctx {
     nb_pool2d_options o2;
     nb_pool1d_options o1;
-    int64_t out[2]; /* adaptive output size */
+    nb_pool3d_options o3;
+    int64_t out[3]; /* adaptive output size */
+    double norm_type; /* LPPool */
 } pool_ctx;
 
 static nb_tensor *max2d_forward(nb_module *m, nb_tensor *x) {
@@ -37,6 +40,35 @@ static nb_tensor *adavg1d_forward(nb_module *m, nb_tensor *x) {
     return nb_adaptive_avg_pool1d(x, ((pool_ctx *)nb_module_ctx(m))->out[1]);
 }
 
+static nb_tensor *max3d_forward(nb_module *m, nb_tensor *x) {
+    return nb_max_pool3d(x, ((pool_ctx *)nb_module_ctx(m))->o3, NULL);
+}
+static nb_tensor *avg3d_forward(nb_module *m, nb_tensor *x) {
+    return nb_avg_pool3d(x, ((pool_ctx *)nb_module_ctx(m))->o3);
+}
+static nb_tensor *adavg3d_forward(nb_module *m, nb_tensor *x) {
+    const pool_ctx *c = nb_module_ctx(m);
+    return nb_adaptive_avg_pool3d(x, c->out[0], c->out[1], c->out[2]);
+}
+static nb_tensor *admax2d_forward(nb_module *m, nb_tensor *x) {
+    const pool_ctx *c = nb_module_ctx(m);
+    return nb_adaptive_max_pool2d(x, c->out[0], c->out[1], NULL);
+}
+
+static nb_tensor *lp2d_forward(nb_module *m, nb_tensor *x) {
+    const pool_ctx *c = nb_module_ctx(m);
+    return nb_lp_pool2d(x, c->norm_type, c->o2);
+}
+static nb_tensor *lp1d_forward(nb_module *m, nb_tensor *x) {
+    const pool_ctx *c = nb_module_ctx(m);
+    return nb_lp_pool1d(x, c->norm_type, c->o1);
+}
+static const nb_module_ops lp2d_ops = {"LPPool2d", lp2d_forward, free, NULL};
+static const nb_module_ops lp1d_ops = {"LPPool1d", lp1d_forward, free, NULL};
+static const nb_module_ops max3d_ops = {"MaxPool3d", max3d_forward, free, NULL};
+static const nb_module_ops avg3d_ops = {"AvgPool3d", avg3d_forward, free, NULL};
+static const nb_module_ops adavg3d_ops = {"AdaptiveAvgPool3d", adavg3d_forward, free, NULL};
+static const nb_module_ops admax2d_ops = {"AdaptiveMaxPool2d", admax2d_forward, free, NULL};
 static const nb_module_ops max2d_ops = {"MaxPool2d", max2d_forward, free, NULL};
 static const nb_module_ops max1d_ops = {"MaxPool1d", max1d_forward, free, NULL};
 static const nb_module_ops avg2d_ops = {"AvgPool2d", avg2d_forward, free, NULL};
@@ -72,6 +104,30 @@ static nb_module *make1d(const nb_module_ops *ops, nb_pool1d_options o) {
     return make(ops, &(pool_ctx){.o1 = o});
 }
 
+static nb_module *make3d(const nb_module_ops *ops, nb_pool3d_options o) {
+    for (int d = 0; d < 3; d++)
+        if (!window_ok(ops->kind, o.kernel[d], o.stride[d], o.padding[d], o.dilation[d])) return NULL;
+    return make(ops, &(pool_ctx){.o3 = o});
+}
+
+nb_module *nb_nn_lp_pool2d(double norm_type, nb_pool2d_options opts) {
+    if (!(norm_type > 0) || !isfinite(norm_type))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "LPPool2d: norm_type %g must be positive and finite", norm_type);
+    nb_module *m = make2d(&lp2d_ops, opts);
+    if (m) ((pool_ctx *)nb_module_ctx(m))->norm_type = norm_type;
+    return m;
+}
+
+nb_module *nb_nn_lp_pool1d(double norm_type, nb_pool1d_options opts) {
+    if (!(norm_type > 0) || !isfinite(norm_type))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "LPPool1d: norm_type %g must be positive and finite", norm_type);
+    nb_module *m = make1d(&lp1d_ops, opts);
+    if (m) ((pool_ctx *)nb_module_ctx(m))->norm_type = norm_type;
+    return m;
+}
+
+nb_module *nb_nn_max_pool3d(nb_pool3d_options opts) { return make3d(&max3d_ops, opts); }
+nb_module *nb_nn_avg_pool3d(nb_pool3d_options opts) { return make3d(&avg3d_ops, opts); }
 nb_module *nb_nn_max_pool2d(nb_pool2d_options opts) { return make2d(&max2d_ops, opts); }
 nb_module *nb_nn_max_pool1d(nb_pool1d_options opts) { return make1d(&max1d_ops, opts); }
 nb_module *nb_nn_avg_pool2d(nb_pool2d_options opts) { return make2d(&avg2d_ops, opts); }
@@ -82,6 +138,15 @@ static nb_module *make_adaptive(const nb_module_ops *ops, int64_t h, int64_t w) 
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: output_size must be positive, got [%lld, %lld]", ops->kind,
                        (long long)h, (long long)w);
     return make(ops, &(pool_ctx){.out = {h, w}});
+}
+
+nb_module *nb_nn_adaptive_max_pool2d(int64_t out_h, int64_t out_w) { return make_adaptive(&admax2d_ops, out_h, out_w); }
+
+nb_module *nb_nn_adaptive_avg_pool3d(int64_t out_d, int64_t out_h, int64_t out_w) {
+    if (out_d < 1 || out_h < 1 || out_w < 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "AdaptiveAvgPool3d: output_size must be positive, got [%lld, %lld, %lld]",
+                       (long long)out_d, (long long)out_h, (long long)out_w);
+    return make(&adavg3d_ops, &(pool_ctx){.out = {out_d, out_h, out_w}});
 }
 
 nb_module *nb_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w) {

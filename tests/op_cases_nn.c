@@ -179,6 +179,33 @@ static nb_tensor *rnn_cell(nb_tensor *const *x, const nb_op_case *c) {
     if (n < 0) return NULL;
     return n == 2 ? nb_add(out[0], out[1]) : out[0];
 }
+/* ops_activation.c; p[0], p[1] the scalars */
+static nb_tensor *celu(nb_tensor *const *x, const nb_op_case *c) { return nb_celu(x[0], c->p[0]); }
+static nb_tensor *softshrink(nb_tensor *const *x, const nb_op_case *c) { return nb_softshrink(x[0], c->p[0]); }
+static nb_tensor *hardshrink(nb_tensor *const *x, const nb_op_case *c) { return nb_hardshrink(x[0], c->p[0]); }
+static nb_tensor *threshold(nb_tensor *const *x, const nb_op_case *c) { return nb_threshold(x[0], c->p[0], c->p[1]); }
+static nb_tensor *glu(nb_tensor *const *x, const nb_op_case *c) { return nb_glu(x[0], (int)c->p[0]); }
+static nb_tensor *rrelu(nb_tensor *const *x, const nb_op_case *c) { return nb_rrelu(x[0], c->p[0], c->p[1], false, NULL); }
+static nb_tensor *softmin(nb_tensor *const *x, const nb_op_case *c) { return nb_softmin(x[0], (int)c->p[0]); }
+/* channel and alpha dropout in training from a fixed generator; pixel shuffles; lp pools; bilinear */
+static nb_tensor *dropout_variant(nb_tensor *const *x, const nb_op_case *c) {
+    nb_generator g = nb_generator_new(7);
+    switch ((int)c->p[0]) {
+    case 1: return nb_dropout1d(x[0], 0.4, true, &g);
+    case 2: return nb_dropout2d(x[0], 0.4, true, &g);
+    case 3: return nb_dropout3d(x[0], 0.4, true, &g);
+    case 4: return nb_alpha_dropout(x[0], 0.3, true, &g);
+    default: return nb_feature_alpha_dropout(x[0], 0.3, true, &g);
+    }
+}
+static nb_tensor *pixel_shuffle(nb_tensor *const *x, const nb_op_case *c) {
+    return c->p[1] ? nb_pixel_unshuffle(x[0], (int64_t)c->p[0]) : nb_pixel_shuffle(x[0], (int64_t)c->p[0]);
+}
+static nb_tensor *lp_pool(nb_tensor *const *x, const nb_op_case *c) {
+    if (c->p[1]) return nb_lp_pool1d(x[0], c->p[0], (nb_pool1d_options){.kernel = 3, .stride = 2});
+    return nb_lp_pool2d(x[0], c->p[0], (nb_pool2d_options){.kernel = {2, 3}, .stride = {1, 2}, .ceil_mode = true});
+}
+static nb_tensor *bilinear(nb_tensor *const *x, const nb_op_case *c) { return nb_bilinear(x[0], x[1], x[2], c->n_in > 3 ? x[3] : NULL); }
 /* any input (log-probabilities need not be normalized for the formula); a
  * positive target, or any with log_target */
 static nb_tensor *kl_div(nb_tensor *const *x, const nb_op_case *c) {
@@ -428,6 +455,39 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 2, 3), IN(K_UNIT, 2, 2), IN(K_UNIT, 6, 3), IN(K_UNIT, 6, 2)}, .tol = 1e-4, .p = {NB_RNN_GRU}},
     {.op = NB_OP_RNN_CELL, .label = "rnn_cell ReLU unbatched", .fn = rnn_cell, .n_in = 4,
      .in = {IN(K_REAL, 3), IN(K_UNIT, 2), IN(K_UNIT, 2, 3), IN(K_UNIT, 2, 2)}, .tol = 1e-4, .p = {NB_RNN_RELU}},
+    /* away from the kinks at 0 and +-lambda, the threshold */
+    {.op = NB_OP_CELU, .label = "celu alpha 0.7", .fn = celu, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}, .p = {0.7}},
+    {.op = NB_OP_SOFTSIGN, .label = "softsign", .f1 = nb_softsign, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
+    {.op = NB_OP_SOFTSHRINK, .label = "softshrink 0.25", .fn = softshrink, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)},
+     .p = {0.25}},
+    {.op = NB_OP_HARDSHRINK, .label = "hardshrink 0.25", .fn = hardshrink, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)},
+     .p = {0.25}},
+    {.op = NB_OP_TANHSHRINK, .label = "tanhshrink", .f1 = nb_tanhshrink, .n_in = 1, .in = {IN(K_REAL, 3, 4)}},
+    {.op = NB_OP_THRESHOLD, .label = "threshold 0.1, value -2", .fn = threshold, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)},
+     .p = {0.1, -2}},
+    {.op = NB_OP_GLU, .label = "glu dim 1", .fn = glu, .n_in = 1, .in = {IN(K_REAL, 3, 4, 2)}, .p = {1}},
+    {.op = NB_OP_PRELU, .label = "prelu per channel", .f2 = nb_prelu, .n_in = 2, .in = {IN(K_AWAY0, 2, 3, 4), IN(K_REAL, 3)}},
+    {.op = NB_OP_RRELU, .label = "rrelu eval", .fn = rrelu, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}, .p = {0.1, 0.3}},
+    {.op = NB_OP_SOFTMIN, .label = "softmin dim 0", .fn = softmin, .n_in = 1, .in = {IN(K_REAL, 3, 4)}, .p = {0}},
+    {.op = NB_OP_DROPOUT1D, .label = "dropout1d p 0.4", .fn = dropout_variant, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {1}},
+    {.op = NB_OP_DROPOUT2D, .label = "dropout2d p 0.4, unbatched", .fn = dropout_variant, .n_in = 1,
+     .in = {IN(K_REAL, 3, 2, 2)}, .p = {2}},
+    {.op = NB_OP_DROPOUT3D, .label = "dropout3d p 0.4", .fn = dropout_variant, .n_in = 1, .in = {IN(K_REAL, 2, 2, 2, 2, 2)},
+     .p = {3}},
+    {.op = NB_OP_ALPHA_DROPOUT, .label = "alpha_dropout p 0.3", .fn = dropout_variant, .n_in = 1, .in = {IN(K_REAL, 3, 4)},
+     .p = {4}},
+    {.op = NB_OP_FEATURE_ALPHA_DROPOUT, .label = "feature_alpha_dropout p 0.3", .fn = dropout_variant, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3, 4)}, .p = {5}},
+    {.op = NB_OP_PIXEL_SHUFFLE, .label = "pixel_shuffle 2", .fn = pixel_shuffle, .n_in = 1, .in = {IN(K_REAL, 2, 8, 3, 2)},
+     .p = {2, 0}},
+    {.op = NB_OP_PIXEL_UNSHUFFLE, .label = "pixel_unshuffle 2", .fn = pixel_shuffle, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 4, 6)}, .p = {2, 1}},
+    {.op = NB_OP_LP_POOL2D, .label = "lp_pool2d p 2, kernel (2, 3), stride (1, 2), ceil", .fn = lp_pool, .n_in = 1,
+     .in = {IN(K_POS, 2, 2, 4, 5)}, .p = {2, 0}},
+    {.op = NB_OP_LP_POOL1D, .label = "lp_pool1d p 3, kernel 3, stride 2", .fn = lp_pool, .n_in = 1,
+     .in = {IN(K_POS, 2, 2, 7)}, .p = {3, 1}},
+    {.op = NB_OP_BILINEAR, .label = "bilinear with bias", .fn = bilinear, .n_in = 4,
+     .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 2), IN(K_REAL, 5, 3, 2), IN(K_REAL, 5)}, .tol = 1e-4},
     {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
     {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,

@@ -43,6 +43,7 @@
     X(nn_io) \
     X(ops_group_norm) \
     X(ops_rnn) \
+    X(nn_layers) \
     X(op_table) \
     X(op_harness) \
     X(text) \

@@ -346,6 +346,70 @@ START_TEST(test_modules_against_pytorch) {
               nb_nn_cross_entropy_loss((nb_cross_entropy_options){.weight = w, .label_smoothing = 0.1}), 2,
               (nb_tensor *[]){nb_randn(NB_SHAPE(3, 4), NB_F32, NULL),
                               nb_from_data((int64_t[]){3, 0, 1}, NB_SHAPE(3), NB_I64)});
+    save_case(dir, "multi_margin", nb_nn_multi_margin_loss((nb_loss_options){.p = 2, .margin = 0.7, .weight = w}), 2,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(3, 4), NB_F32, NULL),
+                              nb_from_data((int64_t[]){3, 0, 1}, NB_SHAPE(3), NB_I64)});
+    nb_tensor *r34 = nb_randn(NB_SHAPE(3, 4), NB_F32, NULL), *q34 = nb_randn(NB_SHAPE(3, 4), NB_F32, NULL);
+    save_case(dir, "triplet", nb_nn_triplet_margin_loss((nb_loss_options){.margin = 0.5, .p = 3, .swap = true}), 3,
+              (nb_tensor *[]){r34, q34, nb_randn(NB_SHAPE(3, 4), NB_F32, NULL)});
+    save_case(dir, "kl_div", nb_nn_kl_div_loss((nb_loss_options){.batchmean = true, .log_target = true}), 2,
+              (nb_tensor *[]){r34, q34});
+    save_case(dir, "gaussian_nll", nb_nn_gaussian_nll_loss((nb_loss_options){.full = true}), 3,
+              (nb_tensor *[]){r34, q34, nb_add_scalar(nb_rand(NB_SHAPE(3, 4), NB_F32, NULL), 0.1)});
+    save_case(dir, "pairwise_distance", nb_nn_pairwise_distance(3, 0, true), 2, (nb_tensor *[]){r34, q34});
+    nb_tensor *x234 = nb_randn(NB_SHAPE(2, 3, 4), NB_F32, NULL);
+    save_case(dir, "prelu", scrambled(nb_nn_prelu(3, 0)), 1, (nb_tensor *[]){x234});
+    save_case(dir, "conv3d",
+              scrambled(nb_nn_conv3d(2, 3, 2, (nb_conv3d_options){.stride = {1, 2, 1}, .padding = {1, 0, 0}}, true)), 1,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(2, 2, 3, 4, 3), NB_F32, NULL)});
+    save_case(dir, "conv_transpose1d",
+              scrambled(nb_nn_conv_transpose1d(2, 3, 3, (nb_conv_transpose1d_options){.stride = 2, .output_padding = 1},
+                                               true)),
+              1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 2, 5), NB_F32, NULL)});
+    save_case(dir, "conv_transpose3d",
+              scrambled(nb_nn_conv_transpose3d(2, 2, 2, (nb_conv_transpose3d_options){.stride = {2, 2, 2}}, true)), 1,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(1, 2, 2, 3, 2), NB_F32, NULL)});
+    nb_tensor *img = nb_randn(NB_SHAPE(1, 2, 3, 4), NB_F32, NULL), *vol = nb_randn(NB_SHAPE(1, 2, 4, 4, 4), NB_F32, NULL);
+    save_case(dir, "reflection_pad2d", nb_nn_reflection_pad(2, (int64_t[]){1, 2, 0, 1}), 1, (nb_tensor *[]){img});
+    save_case(dir, "replication_pad3d", nb_nn_replication_pad(3, (int64_t[]){1, 0, 0, 2, 1, 1}), 1, (nb_tensor *[]){vol});
+    save_case(dir, "constant_pad1d", nb_nn_constant_pad(1, (int64_t[]){2, -1}, 3.5), 1, (nb_tensor *[]){x234});
+    save_case(dir, "unflatten", nb_nn_unflatten(1, 2, (int64_t[]){2, 3}), 1,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(2, 6), NB_F32, NULL)});
+    save_case(dir, "max_pool3d", nb_nn_max_pool3d((nb_pool3d_options){.kernel = {2, 2, 2}}), 1, (nb_tensor *[]){vol});
+    save_case(dir, "avg_pool3d", nb_nn_avg_pool3d((nb_pool3d_options){.kernel = {2, 2, 2}, .stride = {1, 1, 1}}), 1,
+              (nb_tensor *[]){vol});
+    save_case(dir, "adaptive_max_pool2d", nb_nn_adaptive_max_pool2d(2, 3), 1, (nb_tensor *[]){img});
+    save_case(dir, "adaptive_avg_pool3d", nb_nn_adaptive_avg_pool3d(1, 2, 2), 1, (nb_tensor *[]){vol});
+    save_case(dir, "local_response_norm", nb_nn_local_response_norm(3, 0, 0, 0), 1,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(2, 5, 3), NB_F32, NULL)});
+    save_case(dir, "glu", nb_nn_glu(1), 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 4, 3), NB_F32, NULL)});
+    save_case(dir, "celu", nb_nn_celu(0.5), 1, (nb_tensor *[]){x234});
+    save_case(dir, "rrelu", nb_nn_rrelu(0.1, 0.3), 1, (nb_tensor *[]){x234}); /* eval: the mean slope */
+    save_case(dir, "softmax2d", nb_nn_softmax2d(), 1, (nb_tensor *[]){img});
+    save_case(dir, "log_softmax", nb_nn_log_softmax(1), 1, (nb_tensor *[]){x234});
+    save_case(dir, "softmin", nb_nn_softmin(0), 1, (nb_tensor *[]){x234});
+    save_case(dir, "threshold", nb_nn_threshold(0.1, -2.0), 1, (nb_tensor *[]){x234});
+    save_case(dir, "hardshrink", nb_nn_hardshrink(0), 1, (nb_tensor *[]){x234});
+    save_case(dir, "softshrink", nb_nn_softshrink(0.3), 1, (nb_tensor *[]){x234});
+    save_case(dir, "softsign", nb_nn_softsign(), 1, (nb_tensor *[]){x234});
+    save_case(dir, "tanhshrink", nb_nn_tanhshrink(), 1, (nb_tensor *[]){x234});
+    save_case(dir, "relu6", nb_nn_relu6(), 1, (nb_tensor *[]){nb_mul_scalar(x234, 5)});
+    save_case(dir, "identity", nb_nn_identity(), 1, (nb_tensor *[]){x234});
+    save_case(dir, "pixel_shuffle", nb_nn_pixel_shuffle(2), 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 8, 3, 2), NB_F32, NULL)});
+    save_case(dir, "pixel_unshuffle", nb_nn_pixel_unshuffle(2), 1,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(2, 2, 4, 6), NB_F32, NULL)});
+    save_case(dir, "upsample_nearest", nb_nn_upsample(0, 0, 2, 2, NB_INTERPOLATE_NEAREST, false), 1, (nb_tensor *[]){img});
+    save_case(dir, "upsample_bilinear", nb_nn_upsample(5, 7, 0, 0, NB_INTERPOLATE_BILINEAR, false), 1, (nb_tensor *[]){img});
+    save_case(dir, "upsampling_bilinear2d", nb_nn_upsampling_bilinear2d(0, 0, 2, 2), 1, (nb_tensor *[]){img});
+    nb_tensor *pos4 = nb_add_scalar(nb_rand(NB_SHAPE(2, 2, 4, 5), NB_F32, NULL), 0.1);
+    save_case(dir, "lp_pool2d", nb_nn_lp_pool2d(2, (nb_pool2d_options){.kernel = {2, 3}, .stride = {1, 2}, .ceil_mode = true}),
+              1, (nb_tensor *[]){pos4});
+    save_case(dir, "lp_pool1d", nb_nn_lp_pool1d(3, (nb_pool1d_options){.kernel = 3, .stride = 2}), 1,
+              (nb_tensor *[]){nb_add_scalar(nb_rand(NB_SHAPE(2, 2, 7), NB_F32, NULL), 0.1)});
+    save_case(dir, "bilinear", scrambled(nb_nn_bilinear(3, 2, 5, true, NB_F32)), 2,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(4, 3), NB_F32, NULL), nb_randn(NB_SHAPE(4, 2), NB_F32, NULL)});
+    save_case(dir, "dropout2d_eval", nb_nn_dropout2d(0.5), 1, (nb_tensor *[]){img});
+    save_case(dir, "alpha_dropout_eval", nb_nn_alpha_dropout(0.5), 1, (nb_tensor *[]){x234});
     nb_scope_end(s);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s'", script, dir);
     int rc = system(cmd);

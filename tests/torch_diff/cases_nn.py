@@ -325,6 +325,8 @@ def cnn():
             Case("scaled_dot_product_attention", [R((2, 3, 4)), R((2, 5, 3)), R((2, 5, 6))], sdpa, tag="shape error")]
     out += group_norms()
     out += recurrent()
+    out += activations()
+    out += more_layers()
     return out
 
 
@@ -460,6 +462,75 @@ def recurrent():
                  tag="input size error"),
             Case("rnn", [R((T, B, I)), R((2, B, H)), None] + rnn_params("GRU", I, H, args("GRU"), F32), rnn,
                  args("GRU"), tag="hx shape error")]
+    return out
+
+
+def activations():
+    """celu, softsign, softshrink, hardshrink, tanhshrink, threshold, glu, prelu, rrelu, softmin."""
+    out = []
+    for dt in (F32, F64):
+        tag = "f32" if dt == F32 else "f64"
+        x = R((3, 4), dt, -2, 2)
+        out += [Case("celu", [x], lambda xs, a: F.celu(xs[0], a["alpha"]), {"alpha": 1.0}, tag=tag),
+                Case("celu", [x], lambda xs, a: F.celu(xs[0], a["alpha"]), {"alpha": 0.5}, tag=tag + " alpha 0.5"),
+                Case("softsign", [x], lambda xs, a: F.softsign(xs[0]), tag=tag),
+                Case("softshrink", [x], lambda xs, a: F.softshrink(xs[0], a["lambd"]), {"lambd": 0.5}, tag=tag),
+                Case("hardshrink", [x], lambda xs, a: F.hardshrink(xs[0], a["lambd"]), {"lambd": 0.7}, tag=tag),
+                Case("tanhshrink", [x], lambda xs, a: F.tanhshrink(xs[0]), tag=tag),
+                Case("threshold", [x], lambda xs, a: F.threshold(xs[0], a["threshold"], a["value"]),
+                     {"threshold": 0.3, "value": -1.5}, tag=tag),
+                Case("glu", [R((3, 4, 2), dt)], lambda xs, a: F.glu(xs[0], a["dim"]), {"dim": 1}, tag=tag),
+                Case("prelu", [R((2, 3, 4), dt, -2, 2), R((3,), dt)], lambda xs, a: F.prelu(xs[0], xs[1]),
+                     tag=tag + " per channel"),
+                Case("prelu", [x, R((1,), dt)], lambda xs, a: F.prelu(xs[0], xs[1]), tag=tag + " shared"),
+                Case("rrelu", [x], lambda xs, a: F.rrelu(xs[0], a["lower"], a["upper"], a["training"]),
+                     {"lower": 0.1, "upper": 0.3, "training": False}, tag=tag + " eval"),
+                Case("rrelu", [x], lambda xs, a: F.rrelu(xs[0], a["lower"], a["upper"], a["training"]),
+                     {"lower": 0.2, "upper": 0.2, "training": True}, tag=tag + " training, lower = upper"),
+                Case("softmin", [x], lambda xs, a: F.softmin(xs[0], a["dim"]), {"dim": 1}, tag=tag)]
+    out += [Case("glu", [R((3, 5))], lambda xs, a: F.glu(xs[0], a["dim"]), {"dim": 1}, tag="odd error"),
+            Case("prelu", [R((2, 3, 4)), R((2,))], lambda xs, a: F.prelu(xs[0], xs[1]), tag="weight error"),
+            Case("softshrink", [R((3,))], lambda xs, a: F.softshrink(xs[0], a["lambd"]), {"lambd": -1.0},
+                 tag="lambd error")]
+    return out
+
+
+def more_layers():
+    """dropout1d/2d/3d and alpha dropouts (deterministic: eval, p 0 and 1), pixel shuffles, lp pools, bilinear."""
+    out = []
+    dv = lambda f: (lambda xs, a: f(xs[0], a["p"], a["training"]))
+    for name, f, shape in (("dropout1d", F.dropout1d, (2, 3, 4)), ("dropout2d", F.dropout2d, (2, 3, 2, 2)),
+                           ("dropout3d", F.dropout3d, (2, 3, 2, 2, 2)), ("alpha_dropout", F.alpha_dropout, (3, 4)),
+                           ("feature_alpha_dropout", F.feature_alpha_dropout, (2, 3, 4))):
+        out += [Case(name, [R(shape)], dv(f), {"p": 0.5, "training": False}, tag="eval"),
+                Case(name, [R(shape, F64)], dv(f), {"p": 0.0, "training": True}, tag="p 0"),
+                Case(name, [R(shape, F64)], dv(f), {"p": 1.0, "training": True}, tag="p 1"),
+                Case(name, [R(shape)], dv(f), {"p": 1.5, "training": True}, tag="p error")]
+    out += [Case("dropout2d", [R((3, 2, 2), F64)], dv(F.dropout2d), {"p": 1.0, "training": True}, tag="unbatched")]
+    ps = lambda xs, a: F.pixel_shuffle(xs[0], a["r"])
+    pu = lambda xs, a: F.pixel_unshuffle(xs[0], a["r"])
+    out += [Case("pixel_shuffle", [R((2, 8, 3, 2))], ps, {"r": 2}, tag="f32"),
+            Case("pixel_shuffle", [R((2, 3, 9, 2, 1), F64)], ps, {"r": 3}, tag="5-d"),
+            Case("pixel_shuffle", [T([[[[1, 2], [3, 4]]] * 4], I64)], ps, {"r": 2}, tag="int64"),
+            Case("pixel_shuffle", [R((2, 6, 3, 2))], ps, {"r": 2}, tag="channels error"),
+            Case("pixel_unshuffle", [R((2, 2, 4, 6))], pu, {"r": 2}, tag="f32"),
+            Case("pixel_unshuffle", [R((3, 6, 3), F64)], pu, {"r": 3}, tag="3-d"),
+            Case("pixel_unshuffle", [R((2, 2, 5, 6))], pu, {"r": 2}, tag="size error")]
+    lp2 = lambda xs, a: F.lp_pool2d(xs[0], a["norm_type"], a["kernel_size"], a.get("stride"), a["ceil_mode"])
+    lp1 = lambda xs, a: F.lp_pool1d(xs[0], a["norm_type"], a["kernel_size"], a.get("stride"), a["ceil_mode"])
+    out += [Case("lp_pool2d", [R((2, 3, 5, 4), F32, 0.1, 2)], lp2, {"norm_type": 2.0, "kernel_size": 2,
+                                                                     "ceil_mode": False}, tag="p 2"),
+            Case("lp_pool2d", [R((2, 3, 5, 5), F64, 0.1, 2)], lp2, {"norm_type": 3.0, "kernel_size": [3, 2],
+                                                                     "stride": [2, 1], "ceil_mode": True},
+                 tag="p 3, stride, ceil"),
+            Case("lp_pool1d", [R((2, 3, 7), F64, 0.1, 2)], lp1, {"norm_type": 1.5, "kernel_size": 3, "stride": 2,
+                                                                  "ceil_mode": False}, tag="p 1.5"),
+            Case("lp_pool1d", [R((2, 3, 7))], lp1, {"norm_type": 2.0, "kernel_size": 2, "ceil_mode": False},
+                 tag="f32")]
+    bl = lambda xs, a: F.bilinear(xs[0], xs[1], xs[2], xs[3] if len(xs) > 3 else None)
+    out += [Case("bilinear", [R((4, 3)), R((4, 2)), R((5, 3, 2)), R((5,))], bl, tag="f32", tol={F32: (1e-4, 1e-5)}),
+            Case("bilinear", [R((2, 3, 3), F64), R((2, 3, 4), F64), R((2, 3, 4), F64)], bl, tag="3-d, no bias"),
+            Case("bilinear", [R((4, 3)), R((4, 2)), R((5, 2, 3))], bl, tag="weight error")]
     return out
 
 

@@ -334,3 +334,42 @@ nb_status h_rnn_cell(dcase *c) {
                         mode, c->out);
     OUTS(mode == NB_RNN_LSTM ? 2 : 1, n < 0 ? nb_last_status() : NB_OK);
 }
+
+/* ops_activation.c: lambd / alpha / bounds as given (0 as NB_ZERO). */
+nb_status h_celu(dcase *c) { OUT1(nb_celu(I0, opt0(c, "alpha", 1.0))); }
+nb_status h_softsign(dcase *c) { OUT1(nb_softsign(I0)); }
+nb_status h_softshrink(dcase *c) { OUT1(nb_softshrink(I0, opt0(c, "lambd", 0.5))); }
+nb_status h_hardshrink(dcase *c) { OUT1(nb_hardshrink(I0, opt0(c, "lambd", 0.5))); }
+nb_status h_tanhshrink(dcase *c) { OUT1(nb_tanhshrink(I0)); }
+nb_status h_threshold(dcase *c) { OUT1(nb_threshold(I0, ad(c, "threshold", 0), ad(c, "value", 0))); }
+nb_status h_glu(dcase *c) { OUT1(nb_glu(I0, (int)ai(c, "dim", -1))); }
+nb_status h_prelu(dcase *c) { OUT1(nb_prelu(I0, I1)); }
+nb_status h_rrelu(dcase *c) {
+    OUT1(nb_rrelu(I0, opt0(c, "lower", 1.0 / 8), opt0(c, "upper", 1.0 / 3), ab(c, "training", false), NULL));
+}
+nb_status h_softmin(dcase *c) { OUT1(nb_softmin(I0, (int)ai(c, "dim", -1))); }
+
+/* channel and alpha dropout (deterministic cases: eval, p 0, p 1), pixel shuffles, lp pools, bilinear */
+static nb_status dropout_variant(dcase *c, nb_tensor *(*fn)(nb_tensor *, double, bool, nb_generator *)) {
+    OUT1(fn(I0, ad(c, "p", 0.5), ab(c, "training", true), NULL));
+}
+nb_status h_dropout1d(dcase *c) { return dropout_variant(c, nb_dropout1d); }
+nb_status h_dropout2d(dcase *c) { return dropout_variant(c, nb_dropout2d); }
+nb_status h_dropout3d(dcase *c) { return dropout_variant(c, nb_dropout3d); }
+nb_status h_alpha_dropout(dcase *c) { return dropout_variant(c, nb_alpha_dropout); }
+nb_status h_feature_alpha_dropout(dcase *c) { return dropout_variant(c, nb_feature_alpha_dropout); }
+nb_status h_pixel_shuffle(dcase *c) { OUT1(nb_pixel_shuffle(I0, ai(c, "r", 2))); }
+nb_status h_pixel_unshuffle(dcase *c) { OUT1(nb_pixel_unshuffle(I0, ai(c, "r", 2))); }
+nb_status h_lp_pool2d(dcase *c) {
+    int64_t k[2], st[2];
+    pair(c, "kernel_size", 2, k);
+    pair(c, "stride", 0, st); /* absent: 0, the kernel */
+    OUT1(nb_lp_pool2d(I0, ad(c, "norm_type", 2), (nb_pool2d_options){.kernel = {k[0], k[1]}, .stride = {st[0], st[1]},
+                                                                     .ceil_mode = ab(c, "ceil_mode", false)}));
+}
+nb_status h_lp_pool1d(dcase *c) {
+    OUT1(nb_lp_pool1d(I0, ad(c, "norm_type", 2), (nb_pool1d_options){.kernel = ai(c, "kernel_size", 2),
+                                                                     .stride = ai(c, "stride", 0),
+                                                                     .ceil_mode = ab(c, "ceil_mode", false)}));
+}
+nb_status h_bilinear(dcase *c) { OUT1(nb_bilinear(I0, I1, I2, c->n_in > 3 ? c->in[3] : NULL)); }

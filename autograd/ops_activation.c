@@ -1,0 +1,125 @@
+/* ops_activation.c - the activations written from other ops (PyTorch's
+ * torch.nn.functional of the same names and formulas): celu, softsign,
+ * softshrink, hardshrink, tanhshrink, threshold, glu, prelu, rrelu and
+ * softmin. Their gradients, first and second order, follow from those ops.
+ * Tests: tests/test_ops_activation.c, the op harness, tests/torch_diff. */
+#include <math.h>
+
+#include "nb_autograd_impl.h"
+
+/* x non-NULL, of a float dtype op takes; a library scope begun in *s. */
+static bool begin(const char *op, nb_op_id id, nb_tensor **x, nb_scope **s) {
+    if (!nb_autocast_inputs(id, 1, x) || !nb_check_inputs(op, 1, x) || !nb_check_dtypes(id, 1, x)) return false;
+    *s = nb_op_scope_begin();
+    return true;
+}
+
+static nb_tensor *zero_like(nb_tensor *x) { return nb_scalar_like(x, 0.0, x->dtype); }
+
+nb_tensor *nb_celu(nb_tensor *x, double alpha) {
+    nb_scope *s;
+    alpha = nb_option(alpha, 1.0);
+    if (alpha == 0) return NB_FAIL(NB_ERR_INVALID_ARG, "celu: alpha must be nonzero (ZeroDivisionError in PyTorch)");
+    if (!begin("celu", NB_OP_CELU, &x, &s)) return NULL;
+    /* max(0, x) + min(0, alpha (exp(x / alpha) - 1)) = alpha elu(x / alpha, 1) */
+    return nb_scope_return(s, nb_mul_scalar(nb_elu(nb_mul_scalar(x, 1 / alpha), 1.0), alpha));
+}
+
+nb_tensor *nb_softsign(nb_tensor *x) {
+    nb_scope *s;
+    if (!begin("softsign", NB_OP_SOFTSIGN, &x, &s)) return NULL;
+    return nb_scope_return(s, nb_div(x, nb_add_scalar(nb_abs(x), 1.0)));
+}
+
+nb_tensor *nb_softshrink(nb_tensor *x, double lambd) {
+    nb_scope *s;
+    lambd = nb_option(lambd, 0.5);
+    if (!(lambd >= 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "softshrink: lambda must be >= 0 (got %g)", lambd);
+    if (!begin("softshrink", NB_OP_SOFTSHRINK, &x, &s)) return NULL;
+    nb_tensor *y = nb_where(nb_gt_scalar(x, lambd), nb_add_scalar(x, -lambd),
+                            nb_where(nb_lt_scalar(x, -lambd), nb_add_scalar(x, lambd), zero_like(x)));
+    return nb_scope_return(s, y);
+}
+
+nb_tensor *nb_hardshrink(nb_tensor *x, double lambd) {
+    nb_scope *s;
+    lambd = nb_option(lambd, 0.5);
+    if (!begin("hardshrink", NB_OP_HARDSHRINK, &x, &s)) return NULL;
+    nb_tensor *keep = nb_logical_or(nb_gt_scalar(x, lambd), nb_lt_scalar(x, -lambd));
+    return nb_scope_return(s, nb_where(keep, x, zero_like(x)));
+}
+
+nb_tensor *nb_tanhshrink(nb_tensor *x) {
+    nb_scope *s;
+    if (!begin("tanhshrink", NB_OP_TANHSHRINK, &x, &s)) return NULL;
+    return nb_scope_return(s, nb_sub(x, nb_tanh(x)));
+}
+
+nb_tensor *nb_threshold(nb_tensor *x, double threshold, double value) {
+    nb_scope *s;
+    if (!begin("threshold", NB_OP_THRESHOLD, &x, &s)) return NULL;
+    nb_tensor *y = nb_where(nb_gt_scalar(x, threshold), x, nb_scalar_like(x, value, x->dtype));
+    return nb_scope_return(s, y);
+}
+
+nb_tensor *nb_glu(nb_tensor *x, int dim) {
+    nb_scope *s;
+    if (!begin("glu", NB_OP_GLU, &x, &s)) return NULL;
+    if (x->ndim == 0) return nb_scope_return(s, NB_FAIL(NB_ERR_SHAPE, "glu: does not take a 0-d input"));
+    int d = dim < 0 ? dim + x->ndim : dim;
+    if (d < 0 || d >= x->ndim)
+        return nb_scope_return(s, NB_FAIL(NB_ERR_INVALID_ARG, "glu: dim %d out of range for %d dims", dim, x->ndim));
+    if (x->shape[d] % 2)
+        return nb_scope_return(s, NB_FAIL(NB_ERR_SHAPE, "glu: halving dimension must be even, but dimension %d is "
+                                          "size %lld", d, (long long)x->shape[d]));
+    nb_tensor *h[2];
+    if (nb_chunk(x, 2, d, h, 2) != 2) return nb_scope_return(s, NULL);
+    return nb_scope_return(s, nb_mul(h[0], nb_sigmoid(h[1])));
+}
+
+nb_tensor *nb_prelu(nb_tensor *x, nb_tensor *weight) {
+    nb_tensor *in[2] = {x, weight};
+    if (!nb_autocast_inputs(NB_OP_PRELU, 2, in) || !nb_check_inputs("prelu", 2, in) ||
+        !nb_check_dtypes(NB_OP_PRELU, 2, in))
+        return NULL;
+    x = in[0], weight = in[1];
+    int64_t C = x->ndim >= 2 ? x->shape[1] : 1, n = nb_numel(weight);
+    if (weight->ndim > 1 || (n != 1 && n != C)) {
+        char a[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "prelu: weight %s must have 1 element or one per channel (%lld)",
+                       nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a), (long long)C);
+    }
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *w = weight;
+    if (n == C && x->ndim >= 2) { /* [C] along dim 1 */
+        int64_t shape[NB_MAX_DIMS];
+        for (int i = 0; i < x->ndim; i++) shape[i] = 1;
+        shape[1] = C;
+        w = nb_reshape(weight, x->ndim, shape);
+    } else if (weight->ndim == 1) {
+        w = nb_reshape(weight, 0, NULL);
+    }
+    return nb_scope_return(s, nb_where(nb_gt_scalar(x, 0.0), x, nb_mul(w, x)));
+}
+
+nb_tensor *nb_rrelu(nb_tensor *x, double lower, double upper, bool training, nb_generator *gen) {
+    nb_scope *s;
+    lower = nb_option(lower, 1.0 / 8), upper = nb_option(upper, 1.0 / 3);
+    if (!(lower <= upper) || !isfinite(lower) || !isfinite(upper))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "rrelu: lower bound %g must be <= upper bound %g (both finite)", lower, upper);
+    if (!begin("rrelu", NB_OP_RRELU, &x, &s)) return NULL;
+    nb_tensor *slope;
+    if (training) { /* a slope U(lower, upper) per element (Xu et al. 2015) */
+        slope = nb_rand_on(x->ndim, x->shape, x->dtype, gen, x->storage->device);
+        slope = nb_add_scalar(nb_mul_scalar(slope, upper - lower), lower);
+    } else {
+        slope = nb_scalar_like(x, (lower + upper) / 2, x->dtype);
+    }
+    return nb_scope_return(s, nb_where(nb_ge_scalar(x, 0.0), x, nb_mul(slope, x)));
+}
+
+nb_tensor *nb_softmin(nb_tensor *x, int dim) {
+    nb_scope *s;
+    if (!begin("softmin", NB_OP_SOFTMIN, &x, &s)) return NULL;
+    return nb_scope_return(s, nb_softmax(nb_neg(x), dim));
+}

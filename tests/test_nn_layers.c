@@ -1,0 +1,123 @@
+/* test_nn_layers.c - the layer modules of #29 whose values
+ * tests/interop/module_interop.py checks against PyTorch: what only C can
+ * check. Training-mode randomness (Dropout2d drops whole channels, RReLU's
+ * slopes stay in [lower, upper], AlphaDropout keeps a standard normal's
+ * mean and variance), kinds, parameter shapes and the constructors' errors.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nb_test.h"
+
+START_TEST(test_dropout_variants_in_training) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(9);
+    nb_tensor *x = nb_add_scalar(nb_rand(NB_SHAPE(4, 6, 3, 3), NB_F64, NULL), 1.0); /* in [1, 2): never 0 */
+    nb_module *d = nb_nn_dropout2d(0.5);
+    nb_tensor *y = nb_forward(d, x);
+    NB_CK_NOTNULL(y);
+    double *xv = nb_test_values_of(x), *yv = nb_test_values_of(y);
+    int zeros = 0;
+    for (int ch = 0; ch < 24; ch++) { /* each (sample, channel): all dropped or all scaled by 2 */
+        bool dropped = yv[ch * 9] == 0;
+        zeros += dropped;
+        for (int i = 0; i < 9; i++) {
+            double want = dropped ? 0 : 2 * xv[ch * 9 + i];
+            ck_assert_msg(fabs(yv[ch * 9 + i] - want) < 1e-15, "channel %d element %d", ch, i);
+        }
+    }
+    ck_assert(zeros > 0 && zeros < 24);
+    free(xv), free(yv);
+    nb_module_train(d, false);
+    ck_assert_ptr_eq(nb_forward(d, x), x);
+    nb_module_free(d);
+    /* AlphaDropout keeps N(0, 1)'s moments (Klambauer et al. 2017) */
+    nb_tensor *z = nb_randn(NB_SHAPE(200000), NB_F64, NULL);
+    nb_tensor *a = nb_alpha_dropout(z, 0.2, true, NULL);
+    double mean = nb_item(nb_mean(a, NULL, 0, false)), sd = nb_item(nb_std(a, NULL, 0, 1, false));
+    ck_assert_msg(fabs(mean) < 0.01 && fabs(sd - 1) < 0.01, "mean %g std %g", mean, sd);
+    /* RReLU: negative inputs scaled by a slope in [lower, upper] in training, by the mean in eval */
+    nb_module *r = nb_nn_rrelu(0.1, 0.3);
+    nb_tensor *neg = nb_full_on(NB_SHAPE(1000), -1.0, NB_F64, NB_CPU);
+    nb_tensor *ry = nb_forward(r, neg);
+    ck_assert(nb_item(nb_amin(ry, NULL, 0, false)) >= -0.3 && nb_item(nb_amax(ry, NULL, 0, false)) <= -0.1);
+    ck_assert(nb_item(nb_amin(ry, NULL, 0, false)) != nb_item(nb_amax(ry, NULL, 0, false)));
+    nb_module_train(r, false);
+    ck_assert_double_eq_tol(nb_item(nb_mean(nb_forward(r, neg), NULL, 0, false)), -0.2, 1e-15);
+    nb_module_free(r);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_layer_constructors) {
+    nb_scope *s = nb_scope_begin();
+    struct {
+        nb_module *m;
+        const char *kind;
+    } ok[] = {
+        {nb_nn_prelu(3, 0), "PReLU"},
+        {nb_nn_conv3d(2, 4, 3, (nb_conv3d_options){.groups = 1}, true), "Conv3d"},
+        {nb_nn_conv_transpose1d(2, 4, 3, (nb_conv_transpose1d_options){0}, false), "ConvTranspose1d"},
+        {nb_nn_conv_transpose3d(2, 4, 3, (nb_conv_transpose3d_options){.groups = 1}, true), "ConvTranspose3d"},
+        {nb_nn_zero_pad(2, (int64_t[]){1, 1, 2, 0}), "ZeroPad2d"},
+        {nb_nn_circular_pad(1, (int64_t[]){1, 2}), "CircularPad1d"},
+        {nb_nn_reflection_pad(3, (int64_t[]){1, 1, 1, 1, 1, 1}), "ReflectionPad3d"},
+        {nb_nn_lp_pool2d(2, (nb_pool2d_options){.kernel = {2, 2}}), "LPPool2d"},
+        {nb_nn_upsampling_nearest2d(4, 4, 0, 0), "UpsamplingNearest2d"},
+        {nb_nn_bilinear(3, 2, 4, false, NB_F64), "Bilinear"},
+        {nb_nn_softmax(-1), "Softmax"},
+        {nb_nn_feature_alpha_dropout(0.1), "FeatureAlphaDropout"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        NB_CK_NOTNULL(ok[i].m);
+        ck_assert_str_eq(nb_module_kind(ok[i].m), ok[i].kind);
+    }
+    nb_named_tensor p[4];
+    ck_assert_int_eq(nb_module_parameters(ok[1].m, p, 4), 2);
+    nb_ck_shape(p[0].tensor, NB_SHAPE(4, 2, 3, 3, 3));
+    ck_assert_int_eq(nb_module_parameters(ok[2].m, p, 4), 1);
+    nb_ck_shape(p[0].tensor, NB_SHAPE(2, 4, 3));
+    ck_assert_int_eq(nb_module_parameters(ok[9].m, p, 4), 1);
+    nb_ck_shape(p[0].tensor, NB_SHAPE(4, 3, 2));
+    /* PReLU's weight gets a gradient */
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 3, 4), NB_F32, NULL);
+    NB_CK_OK(nb_backward(nb_sum(nb_forward(ok[0].m, x), NULL, 0, false)));
+    ck_assert_ptr_nonnull(nb_tensor_grad(nb_module_get(ok[0].m, "weight")));
+    /* forward errors name the module */
+    NB_CK_FAILS(nb_forward(ok[4].m, nb_randn(NB_SHAPE(4), NB_F32, NULL)), NB_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "ZeroPad2d"));
+    NB_CK_FAILS(nb_forward(ok[8].m, nb_randn(NB_SHAPE(2, 3, 4), NB_F32, NULL)), NB_ERR_SHAPE);
+    nb_tensor *out1[1];
+    ck_assert_int_eq(nb_forward_n(ok[9].m, 1, (nb_tensor *[]){x}, out1, 1), -1); /* Bilinear takes two */
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) nb_module_free(ok[i].m);
+    /* constructor errors */
+    nb_module *bad[] = {
+        nb_nn_prelu(0, 0),
+        nb_nn_celu(NB_ZERO),
+        nb_nn_softshrink(-1),
+        nb_nn_rrelu(0.5, 0.1),
+        nb_nn_reflection_pad(2, (int64_t[]){1, -1, 0, 0}),
+        nb_nn_zero_pad(4, (int64_t[]){0, 0, 0, 0, 0, 0, 0, 0}),
+        nb_nn_unflatten(1, 0, (int64_t[]){1}),
+        nb_nn_upsample(4, 4, 2, 2, NB_INTERPOLATE_NEAREST, false),
+        nb_nn_upsample(0, 0, 0, 0, NB_INTERPOLATE_NEAREST, false),
+        nb_nn_pixel_shuffle(0),
+        nb_nn_lp_pool1d(0, (nb_pool1d_options){.kernel = 2}),
+        nb_nn_dropout3d(1.5),
+        nb_nn_bilinear(0, 2, 3, true, NB_F32),
+        nb_nn_group_norm(2, 5, 0),
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) ck_assert_msg(bad[i] == NULL, "constructor %zu", i);
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_nn_layers(void) {
+    Suite *s = suite_create("nn_layers");
+    TCase *t = tcase_create("layers");
+    tcase_add_test(t, test_dropout_variants_in_training);
+    tcase_add_test(t, test_layer_constructors);
+    suite_add_tcase(s, t);
+    return s;
+}

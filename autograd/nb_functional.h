@@ -204,6 +204,9 @@ nb_tensor *nb_pairwise_distance(nb_tensor *x1, nb_tensor *x2, double p, double e
  * dim (the norms' clamps pass the gradient through, ATen's), the two
  * broadcasting together; eps 0 (left) is 1e-8, NB_ZERO for 0. */
 nb_tensor *nb_cosine_similarity(nb_tensor *x1, nb_tensor *x2, int dim, double eps);
+/* F.pdist: the p-norm distances of the rows of x [N, M], pairs i < j in
+ * row order ([N (N - 1) / 2]); p 2 when left 0, >= 1 or INFINITY. */
+nb_tensor *nb_pdist(nb_tensor *x, double p);
 
 /* ---- convolution (ops_conv.c; backend/cpu/conv.c) ---------------------------- */
 
@@ -339,6 +342,25 @@ nb_tensor *nb_adaptive_max_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w, nb
  * NaN, as PyTorch. Errors: norm_type not positive and finite, the pools'. */
 nb_tensor *nb_lp_pool2d(nb_tensor *x, double norm_type, nb_pool2d_options opts);
 nb_tensor *nb_lp_pool1d(nb_tensor *x, double norm_type, nb_pool1d_options opts);
+/* F.adaptive_max_pool1d: x [N, C, L] or [C, L] (adaptive_max_pool2d on
+ * [*, 1, L]); indices (may be NULL) the positions along L.
+ * F.adaptive_max_pool3d: x [N, C, D, H, W] or unbatched, per depth slice
+ * over (H, W) then over depth (exact for max); no indices. float32/float64. */
+nb_tensor *nb_adaptive_max_pool1d(nb_tensor *x, int64_t out_l, nb_tensor **indices);
+nb_tensor *nb_adaptive_max_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w);
+/* F.max_unpool1d / 2d / 3d: the inverse of max pooling with indices: x
+ * placed into zeros at the flat per-plane positions indices (int64, x's
+ * shape, as max_pool's return_indices) gives; the output size per dim is
+ * output_size (NULL or 0 entries: (in - 1) stride - 2 padding + kernel,
+ * stride 0 meaning kernel). x [N, C, *in] or unbatched. Gradient: x gets
+ * g gathered at indices. Errors: NB_ERR_SHAPE, NB_ERR_DTYPE (indices not
+ * int64), NB_ERR_INVALID_ARG (an index outside the output plane, bad sizes). */
+nb_tensor *nb_max_unpool1d(nb_tensor *x, nb_tensor *indices, int64_t kernel, int64_t stride, int64_t padding,
+                           int64_t output_size);
+nb_tensor *nb_max_unpool2d(nb_tensor *x, nb_tensor *indices, const int64_t kernel[2], const int64_t stride[2],
+                           const int64_t padding[2], const int64_t output_size[2]);
+nb_tensor *nb_max_unpool3d(nb_tensor *x, nb_tensor *indices, const int64_t kernel[3], const int64_t stride[3],
+                           const int64_t padding[3], const int64_t output_size[3]);
 
 /* 3-d pooling of x [N, C, D, H, W] or [C, D, H, W] (torch.nn.functional's
  * max_pool3d, avg_pool3d, adaptive_avg_pool3d): per dim the output size and
@@ -360,6 +382,8 @@ typedef struct nb_pool3d_options {
 nb_tensor *nb_max_pool3d(nb_tensor *x, nb_pool3d_options opts, nb_tensor **indices);
 nb_tensor *nb_avg_pool3d(nb_tensor *x, nb_pool3d_options opts);
 nb_tensor *nb_adaptive_avg_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w);
+/* F.lp_pool3d over avg_pool3d likewise (kernel, stride, ceil_mode). */
+nb_tensor *nb_lp_pool3d(nb_tensor *x, double norm_type, nb_pool3d_options opts);
 
 /* ---- batch normalization (ops_batch_norm.c; backend/cpu/batch_norm.c) -------- */
 

@@ -162,6 +162,12 @@ nb_tensor *nb_prelu(nb_tensor *x, nb_tensor *weight);
 nb_tensor *nb_rrelu(nb_tensor *x, double lower, double upper, bool training, nb_generator *gen);
 /* F.softmin: softmax(-x) over dim. */
 nb_tensor *nb_softmin(nb_tensor *x, int dim);
+/* F.gumbel_softmax (Jang et al. 2017; Maddison et al. 2017):
+ * softmax((logits + g) / tau) over dim with g = -log(-log(1 - U)) Gumbel
+ * noise (U from gen, NULL the default generator); hard gives the one-hot
+ * of its argmax in value with the soft sample's gradient (straight-
+ * through). tau 1 when left 0; must be > 0. */
+nb_tensor *nb_gumbel_softmax(nb_tensor *logits, double tau, bool hard, int dim, nb_generator *gen);
 
 /* F.elu (Clevert et al. 2015): x > 0 ? x : alpha (e^x - 1) (default alpha
  * 1). Gradient at 0 is alpha (the negative branch, as PyTorch), at NaN NaN. */
@@ -562,6 +568,10 @@ nb_tensor *nb_broadcast_to(nb_tensor *t, int ndim, const int64_t *shape);
  * divisible by r or r < 1 (NB_ERR_INVALID_ARG). */
 nb_tensor *nb_pixel_shuffle(nb_tensor *x, int64_t upscale_factor);
 nb_tensor *nb_pixel_unshuffle(nb_tensor *x, int64_t downscale_factor);
+/* F.channel_shuffle (Zhang et al. 2018): x [N, C, *] with C split into
+ * groups, channel g * (C / groups) + k moved to k * groups + g. Errors:
+ * fewer than 3 dims, C not divisible by groups (>= 1). */
+nb_tensor *nb_channel_shuffle(nb_tensor *x, int64_t groups);
 
 /* torch.flip: a copy with the order of the given dims reversed (each dim
  * at most once; negative counts from the end). Composite: index_select with

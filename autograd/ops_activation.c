@@ -123,3 +123,21 @@ nb_tensor *nb_softmin(nb_tensor *x, int dim) {
     if (!begin("softmin", NB_OP_SOFTMIN, &x, &s)) return NULL;
     return nb_scope_return(s, nb_softmax(nb_neg(x), dim));
 }
+
+nb_tensor *nb_gumbel_softmax(nb_tensor *logits, double tau, bool hard, int dim, nb_generator *gen) {
+    nb_scope *s;
+    tau = nb_option(tau, 1.0);
+    if (!(tau > 0)) return NB_FAIL(NB_ERR_INVALID_ARG, "gumbel_softmax: tau %g must be > 0", tau);
+    if (!begin("gumbel_softmax", NB_OP_GUMBEL_SOFTMAX, &logits, &s)) return NULL;
+    /* g = -log(E), E ~ Exp(1) as -log(U) with U in (0, 1]: 1 - rand keeps log finite */
+    nb_tensor *u = nb_rand_on(logits->ndim, logits->shape, logits->dtype, gen, logits->storage->device);
+    nb_tensor *g = nb_neg(nb_log(nb_neg(nb_log(nb_add_scalar(nb_neg(u), 1.0)))));
+    nb_tensor *y = nb_softmax(nb_mul_scalar(nb_add(logits, g), 1 / tau), dim);
+    if (y && hard) { /* straight-through: one_hot(argmax) in value, y's gradient */
+        int d = dim < 0 ? dim + logits->ndim : dim;
+        nb_tensor *idx = nb_argmax(y, d, true);
+        nb_tensor *onehot = nb_scatter_value(nb_mul_scalar(nb_detach(y), 0.0), d, idx, 1.0);
+        y = nb_add(nb_sub(onehot, nb_detach(y)), y);
+    }
+    return nb_scope_return(s, y);
+}

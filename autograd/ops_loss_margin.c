@@ -275,3 +275,23 @@ nb_tensor *nb_triplet_margin_with_distance_loss(nb_tensor *anchor, nb_tensor *po
     return run3(NB_OP_TRIPLET_MARGIN_WITH_DISTANCE_LOSS, "triplet_margin_with_distance_loss", triplet_impl, anchor,
                 positive, negative, opts, &d);
 }
+
+nb_tensor *nb_pdist(nb_tensor *x, double p) {
+    if (!nb_check_inputs("pdist", 1, &x) || !nb_check_dtypes(NB_OP_PDIST, 1, &x)) return NULL;
+    if (x->ndim != 2) return NB_FAIL(NB_ERR_SHAPE, "pdist: input must be 2-d [N, M], got %d-d", x->ndim);
+    p = p == 0 ? 2.0 : p;
+    if (!(p >= 1)) return NB_FAIL(NB_ERR_INVALID_ARG, "pdist: p must be >= 1 or inf (got %g)", p);
+    int64_t N = x->shape[0], n = N > 1 ? N * (N - 1) / 2 : 0;
+    int64_t *rows = malloc(sizeof(int64_t) * (size_t)(2 * n + 1));
+    if (!rows) return NB_FAIL(NB_ERR_OOM, "pdist: out of host memory");
+    for (int64_t i = 0, k = 0; i < N; i++) /* the pairs i < j, row by row (PyTorch's order) */
+        for (int64_t j = i + 1; j < N; j++, k++) rows[k] = i, rows[n + k] = j;
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *ii = nb_from_data_on(rows, 1, &n, NB_I64, x->storage->device);
+    nb_tensor *jj = nb_from_data_on(rows + n, 1, &n, NB_I64, x->storage->device);
+    free(rows);
+    /* only those pairs' differences enter the norm: no row meets itself, so no 0/0 gradient */
+    nb_tensor *d = ii && jj ? nb_sub(nb_index_select(x, 0, ii), nb_index_select(x, 0, jj)) : NULL;
+    int last = 1;
+    return nb_scope_return(s, d ? nb_norm(d, p, &last, 1, false) : NULL);
+}

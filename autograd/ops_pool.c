@@ -11,6 +11,7 @@
  * (see the 3-d section). Kernels: backend/cpu/pool.c. Tests:
  * tests/test_ops_pool.c. */
 #include <math.h>
+#include <string.h>
 
 #include "nb_autograd_impl.h"
 
@@ -488,4 +489,119 @@ nb_tensor *nb_lp_pool1d(nb_tensor *x, double norm_type, nb_pool1d_options opts) 
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *avg = nb_avg_pool1d(nb_pow_scalar(x, norm_type), o);
     return nb_scope_return(s, avg ? lp_finish(avg, norm_type, (double)o.kernel) : NULL);
+}
+
+nb_tensor *nb_lp_pool3d(nb_tensor *x, double norm_type, nb_pool3d_options opts) {
+    if (!lp_check("lp_pool3d", NB_OP_LP_POOL3D, x, norm_type)) return NULL;
+    nb_pool3d_options o = {.ceil_mode = opts.ceil_mode};
+    for (int i = 0; i < 3; i++) o.kernel[i] = opts.kernel[i], o.stride[i] = opts.stride[i];
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *avg = nb_avg_pool3d(nb_pow_scalar(x, norm_type), o);
+    return nb_scope_return(s, avg ? lp_finish(avg, norm_type, (double)(o.kernel[0] * o.kernel[1] * o.kernel[2])) : NULL);
+}
+
+/* ---- adaptive_max_pool1d / 3d over adaptive_max_pool2d ------------------------------ */
+
+nb_tensor *nb_adaptive_max_pool1d(nb_tensor *x, int64_t out_l, nb_tensor **indices) {
+    if (!nb_check_inputs("adaptive_max_pool1d", 1, &x) || !nb_check_dtypes(NB_OP_ADAPTIVE_MAX_POOL1D, 1, &x))
+        return NULL;
+    if (x->ndim != 2 && x->ndim != 3) {
+        char a[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "adaptive_max_pool1d: input %s must be [N, C, L] or [C, L]",
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    }
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *idx = NULL;
+    nb_tensor *y = nb_adaptive_max_pool2d(nb_unsqueeze(x, -2), 1, out_l, indices ? &idx : NULL); /* [*, 1, L] */
+    if (y) y = nb_squeeze(y, -2);
+    if (y && indices) idx = nb_squeeze(idx, -2); /* positions along L (h is 0) */
+    if (!y || (indices && !idx)) y = idx = NULL;
+    if (y) nb_retain(y);
+    if (idx) nb_retain(idx);
+    nb_scope_end(s); /* both outputs handed to the caller's scope */
+    if (indices) *indices = idx ? nb_scope_adopt(idx) : NULL;
+    return y ? nb_scope_adopt(y) : NULL;
+}
+
+/* Over (h, w) per depth slice, then over depth: exact for max (each
+ * output's window is a box, and the adaptive windows of the dims are
+ * independent). No indices. */
+nb_tensor *nb_adaptive_max_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w) {
+    if (!nb_check_inputs("adaptive_max_pool3d", 1, &x) || !nb_check_dtypes(NB_OP_ADAPTIVE_MAX_POOL3D, 1, &x))
+        return NULL;
+    if (x->ndim != 4 && x->ndim != 5) {
+        char a[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "adaptive_max_pool3d: input %s must be [N, C, D, H, W] or [C, D, H, W]",
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+    }
+    if (out_d < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "adaptive_max_pool3d: output size %lld must be >= 1", (long long)out_d);
+    nb_scope *s = nb_op_scope_begin();
+    bool unbatched = x->ndim == 4;
+    nb_tensor *v = unbatched ? nb_unsqueeze(x, 0) : x;
+    int64_t N = v->shape[0], C = v->shape[1], D = v->shape[2], H = v->shape[3], W = v->shape[4];
+    nb_tensor *hw = nb_adaptive_max_pool2d(nb_reshape(v, NB_SHAPE(N * C, D, H, W)), out_h, out_w, NULL);
+    nb_tensor *y = NULL;
+    if (hw) { /* [N C, D, oh, ow] -> [N C, oh ow, D, 1] -> pool over D -> [N, C, od, oh, ow] */
+        nb_tensor *t = nb_reshape(nb_permute(nb_reshape(hw, NB_SHAPE(N * C, D, out_h * out_w)), (int[]){0, 2, 1}),
+                                  NB_SHAPE(N * C, out_h * out_w, D, 1));
+        nb_tensor *d = nb_adaptive_max_pool2d(t, out_d, 1, NULL);
+        if (d) y = nb_reshape(nb_permute(nb_reshape(d, NB_SHAPE(N * C, out_h * out_w, out_d)), (int[]){0, 2, 1}),
+                              NB_SHAPE(N, C, out_d, out_h, out_w));
+    }
+    if (y && unbatched) y = nb_squeeze(y, 0);
+    return nb_scope_return(s, y);
+}
+
+/* ---- max_unpool1d / 2d / 3d ---------------------------------------------------------- */
+
+/* x and indices [N, C, *in] (or unbatched) into zeros [N, C, *out] at the
+ * flat positions indices gives within each plane (max_pool's
+ * return_indices); out = (in - 1) stride - 2 pad + kernel per dim, or
+ * output_size. */
+static nb_tensor *unpool(const char *op, nb_op_id id, int dims, nb_tensor *x, nb_tensor *indices,
+                         const int64_t *kernel, const int64_t *stride, const int64_t *padding, const int64_t *output_size) {
+    nb_tensor *in[2] = {x, indices};
+    if (!nb_check_inputs(op, 2, in) || !nb_check_dtypes(id, 1, &x)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (indices->dtype != NB_I64) return NB_FAIL(NB_ERR_DTYPE, "%s: indices must be int64", op);
+    if ((x->ndim != dims + 1 && x->ndim != dims + 2) || indices->ndim != x->ndim ||
+        memcmp(indices->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: input %s must be %dD or %dD and indices %s of its shape", op,
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a), dims + 1, dims + 2,
+                       nb_fmt_shape(indices->ndim, indices->shape, b, sizeof b));
+    int lead = x->ndim - dims;
+    int64_t out[3], plane = 1, rows = 1;
+    for (int i = 0; i < dims; i++) {
+        int64_t k = kernel[i], st = stride[i] ? stride[i] : k;
+        if (k < 1 || st < 1 || padding[i] < 0)
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: kernel_size must be >= 1, stride >= 0, padding >= 0", op);
+        out[i] = output_size && output_size[i] ? output_size[i] : (x->shape[lead + i] - 1) * st - 2 * padding[i] + k;
+        if (out[i] < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: the output size %lld is not positive", op, (long long)out[i]);
+        plane *= out[i];
+    }
+    for (int i = 0; i < lead; i++) rows *= x->shape[i];
+    nb_scope *s = nb_op_scope_begin();
+    int64_t per = rows ? nb_numel(x) / rows : 0;
+    nb_tensor *z = nb_full_on(NB_SHAPE(rows, plane), 0.0, x->dtype, x->storage->device);
+    nb_tensor *y = nb_scatter(z, 1, nb_reshape(indices, NB_SHAPE(rows, per)), nb_reshape(x, NB_SHAPE(rows, per)));
+    int64_t shape[NB_MAX_DIMS];
+    for (int i = 0; i < lead; i++) shape[i] = x->shape[i];
+    for (int i = 0; i < dims; i++) shape[lead + i] = out[i];
+    return nb_scope_return(s, y ? nb_reshape(y, x->ndim, shape) : NULL);
+}
+
+nb_tensor *nb_max_unpool1d(nb_tensor *x, nb_tensor *indices, int64_t kernel, int64_t stride, int64_t padding,
+                           int64_t output_size) {
+    return unpool("max_unpool1d", NB_OP_MAX_UNPOOL1D, 1, x, indices, &kernel, &stride, &padding,
+                  output_size ? &output_size : NULL);
+}
+nb_tensor *nb_max_unpool2d(nb_tensor *x, nb_tensor *indices, const int64_t kernel[2], const int64_t stride[2],
+                           const int64_t padding[2], const int64_t output_size[2]) {
+    if (!kernel || !stride || !padding) return NB_FAIL(NB_ERR_INVALID_ARG, "max_unpool2d: kernel, stride and padding are required");
+    return unpool("max_unpool2d", NB_OP_MAX_UNPOOL2D, 2, x, indices, kernel, stride, padding, output_size);
+}
+nb_tensor *nb_max_unpool3d(nb_tensor *x, nb_tensor *indices, const int64_t kernel[3], const int64_t stride[3],
+                           const int64_t padding[3], const int64_t output_size[3]) {
+    if (!kernel || !stride || !padding) return NB_FAIL(NB_ERR_INVALID_ARG, "max_unpool3d: kernel, stride and padding are required");
+    return unpool("max_unpool3d", NB_OP_MAX_UNPOOL3D, 3, x, indices, kernel, stride, padding, output_size);
 }

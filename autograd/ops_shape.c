@@ -406,3 +406,16 @@ nb_tensor *nb_pixel_unshuffle(nb_tensor *x, int64_t r) {
     v = nb_permute(v, (int[]){0, 1, 3, 5, 2, 4}); /* [B, C, r, r, h, w] */
     return nb_scope_return(s, with_lead(nb_reshape(nb_contiguous(v), NB_SHAPE(B, C * r * r, h, w)), x, C * r * r, h, w));
 }
+
+nb_tensor *nb_channel_shuffle(nb_tensor *x, int64_t groups) {
+    if (!nb_check_inputs("channel_shuffle", 1, &x) || !nb_check_dtypes(NB_OP_CHANNEL_SHUFFLE, 1, &x)) return NULL;
+    if (x->ndim < 3)
+        return NB_FAIL(NB_ERR_SHAPE, "channel_shuffle: expected at least a 3-d input [N, C, *], got %d-d", x->ndim);
+    int64_t N = x->shape[0], C = x->shape[1], rest = N * C != 0 ? nb_numel(x) / (N * C) : 0;
+    if (groups < 1 || C % groups)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "channel_shuffle: %lld channels are not divisible into %lld groups (>= 1)",
+                       (long long)C, (long long)groups);
+    nb_scope *s = nb_op_scope_begin(); /* [N, g, C / g, *] -> [N, C / g, g, *] (Zhang et al. 2018, ShuffleNet) */
+    nb_tensor *v = nb_transpose(nb_reshape(x, NB_SHAPE(N, groups, C / groups, rest)), 1, 2);
+    return nb_scope_return(s, nb_reshape(nb_contiguous(v), x->ndim, x->shape));
+}

@@ -329,6 +329,15 @@ extern "C" {
     X(LP_POOL1D, lp_pool1d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward) K(avg_pool2d) K(avg_pool2d_backward), BW_CALLS, AC(NONE)) \
     X(LP_POOL2D, lp_pool2d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward) K(avg_pool2d) K(avg_pool2d_backward), BW_CALLS, AC(NONE)) \
     X(BILINEAR, bilinear, matmul, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(reduce) K(matmul), BW_CALLS, AC(FP32)) \
+    X(LP_POOL3D, lp_pool3d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward) K(avg_pool2d) K(avg_pool2d_backward), BW_CALLS, AC(NONE)) \
+    X(ADAPTIVE_MAX_POOL1D, adaptive_max_pool1d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(max_pool2d_backward) K(adaptive_max_pool2d), BW_CALLS, AC(NONE)) \
+    X(ADAPTIVE_MAX_POOL3D, adaptive_max_pool3d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(max_pool2d_backward) K(adaptive_max_pool2d), BW_CALLS, AC(NONE)) \
+    X(MAX_UNPOOL1D, max_unpool1d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
+    X(MAX_UNPOOL2D, max_unpool2d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
+    X(MAX_UNPOOL3D, max_unpool3d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
+    X(CHANNEL_SHUFFLE, channel_shuffle, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy), BW_CALLS, AC(NONE)) \
+    X(PDIST, pdist, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(index_select) K(index_add) K(where), BW_CALLS, AC(FP32)) \
+    X(GUMBEL_SOFTMAX, gumbel_softmax, activation, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(argmax) K(softmax) K(softmax_backward) K(random) K(scatter), BW_CALLS, AC(NONE)) \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F, K(layer_norm) K(layer_norm_backward), BW(layer_norm), AC(FP32)) \
     X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D2 | NB_R | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(where) K(attention) K(attention_backward), BW(sdpa), AC(LOWER)) \
     /* linear algebra */ \

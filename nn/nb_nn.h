@@ -287,6 +287,16 @@ nb_module *nb_nn_adaptive_max_pool2d(int64_t out_h, int64_t out_w);
  * padding and dilation must be left 0). */
 nb_module *nb_nn_lp_pool2d(double norm_type, nb_pool2d_options opts);
 nb_module *nb_nn_lp_pool1d(double norm_type, nb_pool1d_options opts);
+nb_module *nb_nn_lp_pool3d(double norm_type, nb_pool3d_options opts);
+/* AdaptiveMaxPool1d(L) and AdaptiveMaxPool3d(D, H, W) (the values). */
+nb_module *nb_nn_adaptive_max_pool1d(int64_t out_l);
+nb_module *nb_nn_adaptive_max_pool3d(int64_t out_d, int64_t out_h, int64_t out_w);
+/* MaxUnpool1d/2d/3d(kernel_size, stride (0: kernel_size), padding), cubic
+ * windows; nb_forward_n takes (input, indices) (nb_max_unpool2d's; the
+ * default output size). */
+nb_module *nb_nn_max_unpool1d(int64_t kernel_size, int64_t stride, int64_t padding);
+nb_module *nb_nn_max_unpool2d(int64_t kernel_size, int64_t stride, int64_t padding);
+nb_module *nb_nn_max_unpool3d(int64_t kernel_size, int64_t stride, int64_t padding);
 /* Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout(p) (nb_dropout1d ...):
  * active in training mode, identity in eval; draws from the default
  * generator. Errors: p outside [0, 1] (NB_ERR_INVALID_ARG). */
@@ -304,6 +314,8 @@ nb_module *nb_nn_feature_alpha_dropout(double p);
  * factor). */
 nb_module *nb_nn_pixel_shuffle(int64_t upscale_factor);
 nb_module *nb_nn_pixel_unshuffle(int64_t downscale_factor);
+/* ChannelShuffle(groups) (nb_channel_shuffle). */
+nb_module *nb_nn_channel_shuffle(int64_t groups);
 nb_module *nb_nn_upsample(int64_t out_h, int64_t out_w, double scale_h, double scale_w, nb_interpolate_mode mode,
                           bool align_corners);
 nb_module *nb_nn_upsampling_nearest2d(int64_t out_h, int64_t out_w, double scale_h, double scale_w);

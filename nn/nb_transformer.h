@@ -98,6 +98,12 @@ nb_module *nb_nn_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, do
  * (sizes that do not fit, naming them), NB_ERR_DTYPE, and the ops' errors. */
 nb_tensor *nb_nn_multihead_attention_forward(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value,
                           nb_tensor *key_padding_mask, nb_tensor *attn_mask, nb_tensor **attn_weights);
+/* Through nb_forward_n (nb_nn.h) a MultiheadAttention takes (query, key,
+ * value[, key_padding_mask[, attn_mask]]) (NULL entries allowed for the
+ * masks), or (x) alone for self-attention, and gives (attn_output,
+ * attn_weights): the weights, and so the explicit path, only when max_out
+ * asks for 2 outputs (PyTorch's need_weights); nb_forward(m, x) is
+ * self-attention without weights. */
 
 /* ---- TransformerEncoderLayer, TransformerEncoder (nn/transformer.c) -------- */
 
@@ -140,6 +146,8 @@ nb_module *nb_nn_transformer_encoder_layer(nb_encoder_layer_options o);
  * attn_mask and key_padding_mask (may be NULL). */
 nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
                                                 nb_tensor *src_key_padding_mask);
+/* nb_forward_n on an encoder layer or encoder takes (src[, mask[,
+ * src_key_padding_mask]]) and gives the output. */
 
 /* The forwards' masks and PyTorch's is_causal, for the _ex forms:
  * is_causal with mask NULL applies the causal mask (position i attends to

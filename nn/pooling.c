@@ -63,6 +63,38 @@ static nb_tensor *lp1d_forward(nb_module *m, nb_tensor *x) {
     const pool_ctx *c = nb_module_ctx(m);
     return nb_lp_pool1d(x, c->norm_type, c->o1);
 }
+static nb_tensor *lp3d_forward(nb_module *m, nb_tensor *x) {
+    const pool_ctx *c = nb_module_ctx(m);
+    return nb_lp_pool3d(x, c->norm_type, c->o3);
+}
+static nb_tensor *admax1d_forward(nb_module *m, nb_tensor *x) {
+    return nb_adaptive_max_pool1d(x, ((const pool_ctx *)nb_module_ctx(m))->out[0], NULL);
+}
+static nb_tensor *admax3d_forward(nb_module *m, nb_tensor *x) {
+    const pool_ctx *c = nb_module_ctx(m);
+    return nb_adaptive_max_pool3d(x, c->out[0], c->out[1], c->out[2]);
+}
+/* MaxUnpool: nb_forward_n (input, indices) */
+static int unpool_forward(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
+    (void)max_out;
+    const pool_ctx *c = nb_module_ctx(m);
+    if (n_in != 2)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: forward takes (input, indices), got %d inputs", nb_module_kind(m),
+                            n_in), -1;
+    const nb_pool3d_options *o = &c->o3;
+    switch ((int)c->norm_type) { /* the dims */
+    case 1: out[0] = nb_max_unpool1d(in[0], in[1], o->kernel[0], o->stride[0], o->padding[0], 0); break;
+    case 2: out[0] = nb_max_unpool2d(in[0], in[1], o->kernel, o->stride, o->padding, NULL); break;
+    default: out[0] = nb_max_unpool3d(in[0], in[1], o->kernel, o->stride, o->padding, NULL); break;
+    }
+    return out[0] ? 1 : -1;
+}
+static const nb_module_ops lp3d_ops = {"LPPool3d", lp3d_forward, free, NULL};
+static const nb_module_ops admax1d_ops = {"AdaptiveMaxPool1d", admax1d_forward, free, NULL};
+static const nb_module_ops admax3d_ops = {"AdaptiveMaxPool3d", admax3d_forward, free, NULL};
+static const nb_module_ops unpool1d_ops = {"MaxUnpool1d", NULL, free, unpool_forward};
+static const nb_module_ops unpool2d_ops = {"MaxUnpool2d", NULL, free, unpool_forward};
+static const nb_module_ops unpool3d_ops = {"MaxUnpool3d", NULL, free, unpool_forward};
 static const nb_module_ops lp2d_ops = {"LPPool2d", lp2d_forward, free, NULL};
 static const nb_module_ops lp1d_ops = {"LPPool1d", lp1d_forward, free, NULL};
 static const nb_module_ops max3d_ops = {"MaxPool3d", max3d_forward, free, NULL};
@@ -124,6 +156,44 @@ nb_module *nb_nn_lp_pool1d(double norm_type, nb_pool1d_options opts) {
     nb_module *m = make1d(&lp1d_ops, opts);
     if (m) ((pool_ctx *)nb_module_ctx(m))->norm_type = norm_type;
     return m;
+}
+
+nb_module *nb_nn_lp_pool3d(double norm_type, nb_pool3d_options opts) {
+    if (!(norm_type > 0) || !isfinite(norm_type))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "LPPool3d: norm_type %g must be positive and finite", norm_type);
+    nb_module *m = make3d(&lp3d_ops, opts);
+    if (m) ((pool_ctx *)nb_module_ctx(m))->norm_type = norm_type;
+    return m;
+}
+
+/* MaxUnpool{1,2,3}d(kernel_size, stride (0: kernel_size), padding), cubic windows; norm_type holds the dims */
+static nb_module *unpool_new(const nb_module_ops *ops, int dims, int64_t kernel, int64_t stride, int64_t padding) {
+    if (kernel < 1 || stride < 0 || padding < 0)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: kernel_size %lld must be >= 1, stride and padding >= 0", ops->kind,
+                       (long long)kernel);
+    pool_ctx c = {.norm_type = dims};
+    for (int i = 0; i < 3; i++) c.o3.kernel[i] = kernel, c.o3.stride[i] = stride ? stride : kernel, c.o3.padding[i] = padding;
+    return make(ops, &c);
+}
+nb_module *nb_nn_max_unpool1d(int64_t kernel_size, int64_t stride, int64_t padding) {
+    return unpool_new(&unpool1d_ops, 1, kernel_size, stride, padding);
+}
+nb_module *nb_nn_max_unpool2d(int64_t kernel_size, int64_t stride, int64_t padding) {
+    return unpool_new(&unpool2d_ops, 2, kernel_size, stride, padding);
+}
+nb_module *nb_nn_max_unpool3d(int64_t kernel_size, int64_t stride, int64_t padding) {
+    return unpool_new(&unpool3d_ops, 3, kernel_size, stride, padding);
+}
+
+nb_module *nb_nn_adaptive_max_pool1d(int64_t out_l) {
+    if (out_l < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "AdaptiveMaxPool1d: output_size must be positive");
+    return make(&admax1d_ops, &(pool_ctx){.out = {out_l}});
+}
+
+nb_module *nb_nn_adaptive_max_pool3d(int64_t out_d, int64_t out_h, int64_t out_w) {
+    if (out_d < 1 || out_h < 1 || out_w < 1)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "AdaptiveMaxPool3d: output_size must be positive");
+    return make(&admax3d_ops, &(pool_ctx){.out = {out_d, out_h, out_w}});
 }
 
 nb_module *nb_nn_max_pool3d(nb_pool3d_options opts) { return make3d(&max3d_ops, opts); }

@@ -1,4 +1,4 @@
-/* vision.c - nn.PixelShuffle, nn.PixelUnshuffle and nn.Upsample (with
+/* vision.c - nn.PixelShuffle, nn.PixelUnshuffle, nn.ChannelShuffle and nn.Upsample (with
  * UpsamplingNearest2d and UpsamplingBilinear2d) over nb_pixel_shuffle,
  * nb_pixel_unshuffle and nb_interpolate.
  */
@@ -33,6 +33,10 @@ static nb_tensor *upsample_forward(nb_module *m, nb_tensor *x) {
     return nb_interpolate(x, h, w, c->mode, c->align_corners);
 }
 
+static nb_tensor *channel_shuffle_forward(nb_module *m, nb_tensor *x) {
+    return nb_channel_shuffle(x, ((const vision_ctx *)nb_module_ctx(m))->factor);
+}
+static const nb_module_ops channel_shuffle_ops = {"ChannelShuffle", channel_shuffle_forward, free, NULL};
 static const nb_module_ops shuffle_ops = {"PixelShuffle", shuffle_forward, free, NULL};
 static const nb_module_ops unshuffle_ops = {"PixelUnshuffle", unshuffle_forward, free, NULL};
 static const nb_module_ops upsample_ops = {"Upsample", upsample_forward, free, NULL};
@@ -79,4 +83,9 @@ nb_module *nb_nn_upsampling_nearest2d(int64_t out_h, int64_t out_w, double scale
 
 nb_module *nb_nn_upsampling_bilinear2d(int64_t out_h, int64_t out_w, double scale_h, double scale_w) {
     return upsample(&up_bilinear_ops, out_h, out_w, scale_h, scale_w, NB_INTERPOLATE_BILINEAR, true);
+}
+
+nb_module *nb_nn_channel_shuffle(int64_t groups) {
+    if (groups < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "ChannelShuffle: groups must be >= 1");
+    return make(&channel_shuffle_ops, (vision_ctx){.factor = groups});
 }

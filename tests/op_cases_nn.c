@@ -206,6 +206,43 @@ static nb_tensor *lp_pool(nb_tensor *const *x, const nb_op_case *c) {
     return nb_lp_pool2d(x[0], c->p[0], (nb_pool2d_options){.kernel = {2, 3}, .stride = {1, 2}, .ceil_mode = true});
 }
 static nb_tensor *bilinear(nb_tensor *const *x, const nb_op_case *c) { return nb_bilinear(x[0], x[1], x[2], c->n_in > 3 ? x[3] : NULL); }
+/* lp_pool3d, adaptive max pools, max_unpool after max_pool, channel_shuffle, pdist, gumbel_softmax */
+static nb_tensor *lp_pool3d(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_lp_pool3d(x[0], c->p[0], (nb_pool3d_options){.kernel = {2, 2, 1}, .stride = {1, 2, 1}});
+}
+static nb_tensor *adaptive_max_pool1d(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_adaptive_max_pool1d(x[0], (int64_t)c->p[0], NULL);
+}
+static nb_tensor *adaptive_max_pool3d(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    return nb_adaptive_max_pool3d(x[0], 2, 3, 2);
+}
+/* indices as max_pool's with kernel 2 would give: in window i, position 2 i or 2 i + 1 per dim (chosen by i) */
+static nb_tensor *max_unpool(nb_tensor *const *x, const nb_op_case *c) {
+    int dims = (int)c->p[0];
+    const int64_t *in = nb_shape(x[0]);
+    int lead = nb_dim(x[0]) - dims;
+    int64_t n = nb_numel(x[0]), idx[64], k2[2] = {2, 2}, k3[3] = {2, 2, 2}, z[3] = {0, 0, 0};
+    for (int64_t e = 0; e < n && e < 64; e++) {
+        int64_t rem = e, pos = 0, stride_out = 1, coord[3];
+        for (int d = dims - 1; d >= 0; d--) coord[d] = rem % in[lead + d], rem /= in[lead + d];
+        for (int d = dims - 1; d >= 0; d--) {
+            pos += (2 * coord[d] + (coord[d] + d) % 2) * stride_out;
+            stride_out *= 2 * in[lead + d];
+        }
+        idx[e] = pos;
+    }
+    nb_tensor *t = nb_from_data_on(idx, nb_dim(x[0]), in, NB_I64, nb_device_of(x[0]));
+    if (dims == 1) return nb_max_unpool1d(x[0], t, 2, 0, 0, 0);
+    if (dims == 2) return nb_max_unpool2d(x[0], t, k2, z, z, NULL);
+    return nb_max_unpool3d(x[0], t, k3, z, z, NULL);
+}
+static nb_tensor *channel_shuffle(nb_tensor *const *x, const nb_op_case *c) { return nb_channel_shuffle(x[0], (int64_t)c->p[0]); }
+static nb_tensor *pdist(nb_tensor *const *x, const nb_op_case *c) { return nb_pdist(x[0], c->p[0]); }
+static nb_tensor *gumbel_softmax(nb_tensor *const *x, const nb_op_case *c) {
+    nb_generator g = nb_generator_new(3);
+    return nb_gumbel_softmax(x[0], 0.7, c->p[0] != 0, -1, &g);
+}
 /* any input (log-probabilities need not be normalized for the formula); a
  * positive target, or any with log_target */
 static nb_tensor *kl_div(nb_tensor *const *x, const nb_op_case *c) {
@@ -488,6 +525,27 @@ static const nb_op_case cases[] = {
      .in = {IN(K_POS, 2, 2, 7)}, .p = {3, 1}},
     {.op = NB_OP_BILINEAR, .label = "bilinear with bias", .fn = bilinear, .n_in = 4,
      .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 2), IN(K_REAL, 5, 3, 2), IN(K_REAL, 5)}, .tol = 1e-4},
+    {.op = NB_OP_LP_POOL3D, .label = "lp_pool3d p 2, kernel (2, 2, 1), stride (1, 2, 1)", .fn = lp_pool3d, .n_in = 1,
+     .in = {IN(K_POS, 1, 2, 3, 4, 2)}, .p = {2}},
+    {.op = NB_OP_ADAPTIVE_MAX_POOL1D, .label = "adaptive_max_pool1d 3", .fn = adaptive_max_pool1d, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3, 7)}, .p = {3}},
+    {.op = NB_OP_ADAPTIVE_MAX_POOL3D, .label = "adaptive_max_pool3d (2, 3, 2)", .fn = adaptive_max_pool3d, .n_in = 1,
+     .in = {IN(K_REAL, 1, 2, 5, 4, 3)}},
+    {.op = NB_OP_MAX_UNPOOL1D, .label = "max_unpool1d kernel 2", .fn = max_unpool, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 3)}, .p = {1}},
+    {.op = NB_OP_MAX_UNPOOL2D, .label = "max_unpool2d kernel 2", .fn = max_unpool, .n_in = 1,
+     .in = {IN(K_REAL, 1, 2, 2, 3)}, .p = {2}},
+    {.op = NB_OP_MAX_UNPOOL3D, .label = "max_unpool3d kernel 2", .fn = max_unpool, .n_in = 1,
+     .in = {IN(K_REAL, 1, 1, 2, 2, 3)}, .p = {3}},
+    {.op = NB_OP_CHANNEL_SHUFFLE, .label = "channel_shuffle 3 groups", .fn = channel_shuffle, .n_in = 1,
+     .in = {IN(K_REAL, 2, 6, 2)}, .p = {3}},
+    {.op = NB_OP_PDIST, .label = "pdist p 2", .fn = pdist, .n_in = 1, .in = {IN(K_REAL, 4, 3)}, .p = {2}},
+    {.op = NB_OP_PDIST, .label = "pdist p 1", .fn = pdist, .n_in = 1, .in = {IN(K_REAL, 4, 3)}, .p = {1}},
+    {.op = NB_OP_GUMBEL_SOFTMAX, .label = "gumbel_softmax tau 0.7", .fn = gumbel_softmax, .n_in = 1,
+     .in = {IN(K_REAL, 3, 4)}, .p = {0}},
+    /* hard: the straight-through gradient is the soft sample's by design, not the one-hot value's (0) */
+    {.op = NB_OP_GUMBEL_SOFTMAX, .label = "gumbel_softmax hard", .fn = gumbel_softmax, .n_in = 1,
+     .in = {IN(K_REAL, 3, 4)}, .p = {1}, .flags = C_NOGC | C_NOGG},
     {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
     {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,

@@ -37,6 +37,8 @@ if [[ "$dir" == build ]]; then
     $(PKG_CONFIG_PATH="$stage/$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$PWD/$dir/stage" pkg-config --cflags --libs nabla)
   echo "pkg-config: the README's training loop builds against the installed libnabla"
 fi
+# nn/NN.md is what nn/nn_coverage.py writes, and every nabla name in it is declared
+python3 nn/nn_coverage.py --check
 # Check's per-test timeouts (4 s unless a suite sets more) are there to stop
 # hangs; a busy machine (the ASan suite beside a build) must not fail a test.
 export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}

@@ -102,6 +102,10 @@ START_TEST(test_bad_flags_named) {
     expect("bert_mlm", "--layers 4294967297", 2, "--layers 4294967297: must be an integer in [1,");
     expect("bert_mlm", "--dropout 1", 2, "--dropout 1: must be a number");
     expect("bert_mlm", "--warmup 10 --steps 10", 2, "--warmup 10: must be below --steps 10");
+    expect("char_lstm", "--hidden 0", 2, "--hidden 0: must be an integer in [1,");
+    expect("char_lstm", "--lr 0", 2, "--lr 0: must be a number in (0,");
+    expect("char_lstm", "--bogus 1", 2, "unknown flag --bogus");
+    expect("char_lstm", "--data /nonexistent --steps 1", 1, "cannot read /nonexistent/train.txt");
 }
 END_TEST
 

@@ -408,6 +408,11 @@ START_TEST(test_modules_against_pytorch) {
               (nb_tensor *[]){nb_add_scalar(nb_rand(NB_SHAPE(2, 2, 7), NB_F32, NULL), 0.1)});
     save_case(dir, "bilinear", scrambled(nb_nn_bilinear(3, 2, 5, true, NB_F32)), 2,
               (nb_tensor *[]){nb_randn(NB_SHAPE(4, 3), NB_F32, NULL), nb_randn(NB_SHAPE(4, 2), NB_F32, NULL)});
+    save_case(dir, "adaptive_max_pool1d", nb_nn_adaptive_max_pool1d(3), 1, (nb_tensor *[]){x234});
+    save_case(dir, "adaptive_max_pool3d", nb_nn_adaptive_max_pool3d(2, 3, 2), 1, (nb_tensor *[]){vol});
+    save_case(dir, "channel_shuffle", nb_nn_channel_shuffle(3), 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 6, 3), NB_F32, NULL)});
+    nb_tensor *pidx = NULL, *pooled = nb_max_pool2d(img, (nb_pool2d_options){.kernel = {2, 2}}, &pidx);
+    save_case(dir, "max_unpool2d", nb_nn_max_unpool2d(2, 0, 0), 2, (nb_tensor *[]){pooled, pidx});
     save_case(dir, "dropout2d_eval", nb_nn_dropout2d(0.5), 1, (nb_tensor *[]){img});
     save_case(dir, "alpha_dropout_eval", nb_nn_alpha_dropout(0.5), 1, (nb_tensor *[]){x234});
     nb_scope_end(s);

@@ -475,6 +475,18 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_lp_pool2d, NULL, 2, (nb_pool2d_options){.kernel = {2, 2}});
     NP(nb_lp_pool1d, NULL, 2, (nb_pool1d_options){.kernel = 2});
     NP(nb_bilinear, NULL, NULL, NULL, NULL);
+    NP(nb_lp_pool3d, NULL, 2, (nb_pool3d_options){.kernel = {2, 2, 2}});
+    NP(nb_adaptive_max_pool1d, NULL, 2, NULL);
+    NP(nb_adaptive_max_pool3d, NULL, 2, 2, 2);
+    NP(nb_max_unpool1d, NULL, NULL, 2, 0, 0, 0);
+    NP(nb_max_unpool1d, x, NULL, 2, 0, 0, 0);
+    NP(nb_max_unpool2d, NULL, NULL, NULL, NULL, NULL, NULL);
+    NP(nb_max_unpool2d, x, x, NULL, NULL, NULL, NULL);
+    NP(nb_max_unpool3d, NULL, NULL, NULL, NULL, NULL, NULL);
+    NP(nb_max_unpool3d, x, x, NULL, NULL, NULL, NULL);
+    NP(nb_channel_shuffle, NULL, 2);
+    NP(nb_pdist, NULL, 2);
+    NP(nb_gumbel_softmax, NULL, 1, false, -1, NULL);
     NP(nb_bilinear, x, x, NULL, NULL);
     NP(nb_nn_unflatten, 1, 2, NULL);
     NP(nb_nn_zero_pad, 1, NULL);

@@ -66,9 +66,10 @@ stage() {
     rm -rf "$dev"
     mkdir -p "$dev/bin" "$dev/examples" "$dev/lib" "$dev/data/mnist" "$dev/data/wordnet"
     # the examples beside bin/ as in the build tree (test_examples runs ../examples/*)
-    cp build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn build-cuda/examples/bert_mlm "$dev/examples/"
+    cp build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn build-cuda/examples/bert_mlm \
+        build-cuda/examples/char_lstm "$dev/examples/"
     cp build-cuda/tests/nabla-tests build-cuda/tests/device_parity build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
-        build-cuda/tests/bench/bench_bert "$dev/bin/"
+        build-cuda/tests/bench/bench_bert build-cuda/tests/bench/bench_lstm "$dev/bin/"
     cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots build-cuda/tests/dist_check \
         build-cuda/tests/bench/gemm_shapes "$dev/bin/"
     # the decoder benchmarks (linked with the static library, each a fat binary; no data files)
@@ -89,7 +90,7 @@ stage() {
     cp "$wn/train.txt" "$wn/eval.txt" "$dev/data/wordnet/"
     cp "$wn"/vocab-8192.txt "$dev/data/wordnet/" 2>/dev/null || echo "run.sh: no cached vocab-8192.txt (bert_mlm will train it there)"
     local ref=${NB_TORCH_REF:-$root/../shared/bench/torch_ref.py}
-    cp "$ref" "$dev/"
+    cp "$ref" tests/bench/lstm_ref.py "$dev/"
     du -sh "$dev"
 }
 

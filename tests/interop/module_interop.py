@@ -96,6 +96,10 @@ CASES = {
     "lp_pool2d": (lambda: nn.LPPool2d(2, (2, 3), stride=(1, 2), ceil_mode=True), lambda m, xs: (m(*xs),)),
     "lp_pool1d": (lambda: nn.LPPool1d(3, 3, stride=2), lambda m, xs: (m(*xs),)),
     "bilinear": (lambda: nn.Bilinear(3, 2, 5), lambda m, xs: (m(*xs),)),
+    "adaptive_max_pool1d": (lambda: nn.AdaptiveMaxPool1d(3), lambda m, xs: (m(*xs),)),
+    "adaptive_max_pool3d": (lambda: nn.AdaptiveMaxPool3d((2, 3, 2)), lambda m, xs: (m(*xs),)),
+    "channel_shuffle": (lambda: nn.ChannelShuffle(3), lambda m, xs: (m(*xs),)),
+    "max_unpool2d": (lambda: nn.MaxUnpool2d(2), lambda m, xs: (m(*xs),)),
     "dropout2d_eval": (lambda: nn.Dropout2d(0.5), lambda m, xs: (m(*xs),)),
     "alpha_dropout_eval": (lambda: nn.AlphaDropout(0.5), lambda m, xs: (m(*xs),)),
 }

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from cases_common import *  # noqa: F401,F403
-from cases_nn import cnn, linalg, sampling
+from cases_nn import NOT_IN_THIS_TORCH, cnn, linalg, sampling  # noqa: F401
 
 # ---- unary ops ---------------------------------------------------------------------------------------------------
 

@@ -7,6 +7,9 @@ import torch.nn.functional as F
 
 from cases_common import *  # noqa: F401,F403
 
+# ops the installed torch is too old to have (op -> the PyTorch version that added it)
+NOT_IN_THIS_TORCH = {}
+
 
 # ---- CNN, normalization, attention ---------------------------------------------------------------------------------
 
@@ -527,6 +530,45 @@ def more_layers():
                                                                   "ceil_mode": False}, tag="p 1.5"),
             Case("lp_pool1d", [R((2, 3, 7))], lp1, {"norm_type": 2.0, "kernel_size": 2, "ceil_mode": False},
                  tag="f32")]
+    lp3 = lambda xs, a: F.lp_pool3d(xs[0], a["norm_type"], a["kernel_size"], a.get("stride"))
+    if not hasattr(F, "lp_pool3d"):
+        NOT_IN_THIS_TORCH["lp_pool3d"] = "2.2"
+    else:
+        out += [Case("lp_pool3d", [R((2, 2, 4, 4, 3), F64, 0.1, 2)], lp3, {"norm_type": 2.0, "kernel_size": 2,
+                                                                          "stride": [2, 1, 1]}, tag="p 2")]
+    am1 = lambda xs, a: tuple(F.adaptive_max_pool1d(xs[0], a["output_size"], return_indices=True))
+    am3 = lambda xs, a: F.adaptive_max_pool3d(xs[0], a["output_size"])
+    out += [Case("adaptive_max_pool1d", [R((2, 3, 7))], am1, {"output_size": 3}, tag="f32", no_grad_out={1}),
+            Case("adaptive_max_pool1d", [R((3, 8), F64)], am1, {"output_size": 8}, tag="unbatched", no_grad_out={1}),
+            Case("adaptive_max_pool3d", [R((2, 2, 5, 4, 3))], am3, {"output_size": [2, 3, 2]}, tag="f32"),
+            Case("adaptive_max_pool3d", [R((2, 3, 4, 5), F64)], am3, {"output_size": [3, 3, 5]}, tag="unbatched")]
+
+    def unpool(nd):
+        mp = (F.max_pool1d, F.max_pool2d, F.max_pool3d)[nd - 1]
+        up = (F.max_unpool1d, F.max_unpool2d, F.max_unpool3d)[nd - 1]
+
+        def f(xs, a):
+            y, idx = mp(xs[0], a["kernel_size"], return_indices=True)
+            return up(y, idx, a["kernel_size"])
+        return f
+    out += [Case("max_unpool1d", [R((2, 3, 8))], unpool(1), {"kernel_size": 2}, tag="f32"),
+            Case("max_unpool2d", [R((2, 2, 4, 6), F64)], unpool(2), {"kernel_size": 2}, tag="f64"),
+            Case("max_unpool3d", [R((1, 2, 4, 4, 4))], unpool(3), {"kernel_size": 2}, tag="f32")]
+    cs = lambda xs, a: F.channel_shuffle(xs[0], a["groups"])
+    # PyTorch 1.13 has no derivative for channel_shuffle (nabla's is a permutation's)
+    out += [Case("channel_shuffle", [R((2, 6, 3))], cs, {"groups": 3}, tag="f32", req=[False]),
+            Case("channel_shuffle", [R((2, 4, 2, 2), F64)], cs, {"groups": 2}, tag="4-d", req=[False]),
+            Case("channel_shuffle", [R((2, 5, 3))], cs, {"groups": 2}, tag="groups error")]
+    pdist = lambda xs, a: F.pdist(xs[0], a["p"])
+    out += [Case("pdist", [R((5, 3))], pdist, {"p": 2.0}, tag="f32"),
+            Case("pdist", [R((4, 3), F64)], pdist, {"p": 1.0}, tag="p 1"),
+            Case("pdist", [R((4, 3), F64)], pdist, {"p": 3.0}, tag="p 3")]
+    # the noise cannot match PyTorch's generator: logits whose maximum wins whatever the noise
+    gs = lambda xs, a: F.gumbel_softmax(xs[0], a["tau"], a["hard"], dim=a["dim"])
+    out += [Case("gumbel_softmax", [T([[200.0, 0.0, -5.0], [1.0, -300.0, 400.0]])], gs,
+                 {"tau": 1.0, "hard": True, "dim": -1}, tag="hard, a dominant logit", req=[False]),
+            Case("gumbel_softmax", [T([[200.0, 0.0, -5.0], [1.0, -300.0, 400.0]], F64)], gs,
+                 {"tau": 0.5, "hard": False, "dim": -1}, tag="soft, a dominant logit")]
     bl = lambda xs, a: F.bilinear(xs[0], xs[1], xs[2], xs[3] if len(xs) > 3 else None)
     out += [Case("bilinear", [R((4, 3)), R((4, 2)), R((5, 3, 2)), R((5,))], bl, tag="f32", tol={F32: (1e-4, 1e-5)}),
             Case("bilinear", [R((2, 3, 3), F64), R((2, 3, 4), F64), R((2, 3, 4), F64)], bl, tag="3-d, no bias"),

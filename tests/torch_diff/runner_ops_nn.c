@@ -373,3 +373,41 @@ nb_status h_lp_pool1d(dcase *c) {
                                                                      .ceil_mode = ab(c, "ceil_mode", false)}));
 }
 nb_status h_bilinear(dcase *c) { OUT1(nb_bilinear(I0, I1, I2, c->n_in > 3 ? c->in[3] : NULL)); }
+
+/* lp_pool3d, adaptive max pools, max_unpool (after max_pool with indices), channel_shuffle, pdist, gumbel_softmax */
+nb_status h_lp_pool3d(dcase *c) {
+    int64_t k[3], st[3];
+    triple(c, "kernel_size", 2, k);
+    triple(c, "stride", 0, st);
+    OUT1(nb_lp_pool3d(I0, ad(c, "norm_type", 2), (nb_pool3d_options){.kernel = {k[0], k[1], k[2]},
+                                                                     .stride = {st[0], st[1], st[2]}}));
+}
+nb_status h_adaptive_max_pool1d(dcase *c) {
+    c->out[0] = nb_adaptive_max_pool1d(I0, ai(c, "output_size", 1), &c->out[1]);
+    OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+nb_status h_adaptive_max_pool3d(dcase *c) {
+    int64_t o[3];
+    triple(c, "output_size", 1, o);
+    OUT1(nb_adaptive_max_pool3d(I0, o[0], o[1], o[2]));
+}
+nb_status h_max_unpool1d(dcase *c) {
+    int64_t k = ai(c, "kernel_size", 2);
+    nb_tensor *idx = NULL, *y = nb_max_pool1d(I0, (nb_pool1d_options){.kernel = k}, &idx);
+    OUT1(y ? nb_max_unpool1d(y, idx, k, 0, 0, 0) : NULL);
+}
+nb_status h_max_unpool2d(dcase *c) {
+    int64_t k = ai(c, "kernel_size", 2), kk[2] = {k, k}, st[2] = {0, 0}, pad[2] = {0, 0};
+    nb_tensor *idx = NULL, *y = nb_max_pool2d(I0, (nb_pool2d_options){.kernel = {k, k}}, &idx);
+    OUT1(y ? nb_max_unpool2d(y, idx, kk, st, pad, NULL) : NULL);
+}
+nb_status h_max_unpool3d(dcase *c) {
+    int64_t k = ai(c, "kernel_size", 2), kk[3] = {k, k, k}, st[3] = {0, 0, 0}, pad[3] = {0, 0, 0};
+    nb_tensor *idx = NULL, *y = nb_max_pool3d(I0, (nb_pool3d_options){.kernel = {k, k, k}}, &idx);
+    OUT1(y ? nb_max_unpool3d(y, idx, kk, st, pad, NULL) : NULL);
+}
+nb_status h_channel_shuffle(dcase *c) { OUT1(nb_channel_shuffle(I0, ai(c, "groups", 1))); }
+nb_status h_pdist(dcase *c) { OUT1(nb_pdist(I0, ad(c, "p", 2))); }
+nb_status h_gumbel_softmax(dcase *c) {
+    OUT1(nb_gumbel_softmax(I0, ad(c, "tau", 1), ab(c, "hard", false), (int)ai(c, "dim", -1), NULL));
+}

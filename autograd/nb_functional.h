@@ -207,6 +207,11 @@ nb_tensor *nb_cosine_similarity(nb_tensor *x1, nb_tensor *x2, int dim, double ep
 /* F.pdist: the p-norm distances of the rows of x [N, M], pairs i < j in
  * row order ([N (N - 1) / 2]); p 2 when left 0, >= 1 or INFINITY. */
 nb_tensor *nb_pdist(nb_tensor *x, double p);
+/* torch.cdist: the p-norm distances between the rows of x1 [*, P, M] and
+ * x2 [*, R, M] (batch dims broadcasting) -> [*, P, R]; p 2 when left 0.
+ * Computed exactly (the difference's norm), never by PyTorch's GEMM
+ * expansion for large p = 2 inputs; a zero distance's gradient is 0. */
+nb_tensor *nb_cdist(nb_tensor *x1, nb_tensor *x2, double p);
 
 /* ---- convolution (ops_conv.c; backend/cpu/conv.c) ---------------------------- */
 

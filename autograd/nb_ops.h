@@ -769,6 +769,34 @@ nb_tensor *nb_linear(nb_tensor *x, nb_tensor *weight, nb_tensor *bias);
  * Errors: NB_ERR_SHAPE naming the shapes, NB_ERR_DTYPE. */
 nb_tensor *nb_bilinear(nb_tensor *x1, nb_tensor *x2, nb_tensor *weight, nb_tensor *bias);
 
+/* ---- einsum and contractions (ops_einsum.c) --------------------------------
+ * Written from views, sums and bmm (so on every backend, float32/float64,
+ * bmm autocast as its own), gradients first and second order from those. */
+
+/* torch.einsum(equation, *operands) (1 to 16 operands): subscripts are
+ * letters (case matters), one "..." per term for broadcast dims
+ * (right-aligned), spaces ignored; "->" gives the output, else the labels
+ * seen once, in PyTorch's order (A-Z then a-z) after the ellipsis dims. A
+ * repeated label within a term takes the diagonal; labels the output lacks
+ * are summed; label sizes must agree or be 1 (broadcast). Contraction
+ * order: opt_einsum's greedy path (the pair with the smallest result
+ * first), each pair one batched GEMM. Errors: NB_ERR_INVALID_ARG (a bad
+ * equation, an operand count or rank that does not fit it), NB_ERR_SHAPE
+ * (sizes that disagree), NB_ERR_DTYPE. */
+nb_tensor *nb_einsum(const char *equation, nb_tensor *const *operands, int n);
+/* torch.tensordot: the n dims dims_a of a contracted with dims_b of b
+ * (both NULL: PyTorch's integer form, a's last n with b's first n); the
+ * result's dims are a's others then b's others. */
+nb_tensor *nb_tensordot(nb_tensor *a, nb_tensor *b, int n, const int *dims_a, const int *dims_b);
+/* torch.outer: 1-d a [n], b [m] -> [n, m]. torch.kron: the Kronecker
+ * product (shapes left-padded with 1s; result dims a_i b_i). torch.trace:
+ * the sum of a 2-d input's diagonal. torch.linalg.cross: the cross product
+ * along dim (size 3) of two tensors that broadcast. */
+nb_tensor *nb_outer(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_kron(nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_trace(nb_tensor *a);
+nb_tensor *nb_cross(nb_tensor *a, nb_tensor *b, int dim);
+
 /* torch.bmm: [B, n, k] x [B, k, m] -> [B, n, m] (no broadcasting). */
 nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b);
 

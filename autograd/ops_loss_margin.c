@@ -295,3 +295,20 @@ nb_tensor *nb_pdist(nb_tensor *x, double p) {
     int last = 1;
     return nb_scope_return(s, d ? nb_norm(d, p, &last, 1, false) : NULL);
 }
+
+nb_tensor *nb_cdist(nb_tensor *x1, nb_tensor *x2, double p) {
+    nb_tensor *in[2] = {x1, x2};
+    if (!nb_check_inputs("cdist", 2, in) || !nb_check_dtypes(NB_OP_CDIST, 2, in)) return NULL;
+    p = p == 0 ? 2.0 : p;
+    if (!(p >= 1)) return NB_FAIL(NB_ERR_INVALID_ARG, "cdist: p must be >= 1 or inf (got %g)", p);
+    if (x1->ndim < 2 || x2->ndim < 2 || x1->shape[x1->ndim - 1] != x2->shape[x2->ndim - 1]) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "cdist: x1 %s and x2 %s must be [*, P, M] and [*, R, M]",
+                       nb_fmt_shape(x1->ndim, x1->shape, a, sizeof a), nb_fmt_shape(x2->ndim, x2->shape, b, sizeof b));
+    }
+    nb_scope *s = nb_op_scope_begin();
+    /* [*, P, 1, M] - [*, 1, R, M], the norm over M: exact (PyTorch's p = 2 may use a GEMM for large inputs) */
+    nb_tensor *d = nb_sub(nb_unsqueeze(x1, -2), nb_unsqueeze(x2, -3));
+    int last = -1;
+    return nb_scope_return(s, d ? nb_norm(d, p, &last, 1, false) : NULL);
+}

@@ -338,6 +338,13 @@ extern "C" {
     X(CHANNEL_SHUFFLE, channel_shuffle, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy), BW_CALLS, AC(NONE)) \
     X(PDIST, pdist, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(index_select) K(index_add) K(where), BW_CALLS, AC(FP32)) \
     X(GUMBEL_SOFTMAX, gumbel_softmax, activation, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(argmax) K(softmax) K(softmax_backward) K(random) K(scatter), BW_CALLS, AC(NONE)) \
+    X(EINSUM, einsum, einsum, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
+    X(TENSORDOT, tensordot, einsum, NB_D2 | NB_C, NB_DTM_F, K(copy) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
+    X(OUTER, outer, einsum, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(reduce), BW_CALLS, AC(NONE)) \
+    X(KRON, kron, einsum, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(reduce), BW_CALLS, AC(NONE)) \
+    X(TRACE, trace, einsum, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(reduce), BW_CALLS, AC(NONE)) \
+    X(CROSS, cross, einsum, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(CDIST, cdist, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(FP32)) \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F, K(layer_norm) K(layer_norm_backward), BW(layer_norm), AC(FP32)) \
     X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D2 | NB_R | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(where) K(attention) K(attention_backward), BW(sdpa), AC(LOWER)) \
     /* linear algebra */ \

@@ -243,6 +243,17 @@ static nb_tensor *gumbel_softmax(nb_tensor *const *x, const nb_op_case *c) {
     nb_generator g = nb_generator_new(3);
     return nb_gumbel_softmax(x[0], 0.7, c->p[0] != 0, -1, &g);
 }
+/* ops_einsum.c, cdist */
+static nb_tensor *einsum3(nb_tensor *const *x, const nb_op_case *c) {
+    static const char *eqs[] = {"bij,bjk->bik", "ii->i", "...ij,...jk", "ijk,kl,lm->im", "bn,anm,bm->ba"};
+    return nb_einsum(eqs[(int)c->p[0]], x, c->n_in);
+}
+static nb_tensor *tensordot(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    return nb_tensordot(x[0], x[1], 2, (int[]){0, 2}, (int[]){2, 0});
+}
+static nb_tensor *cross(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_cross(x[0], x[1], -1); }
+static nb_tensor *cdist(nb_tensor *const *x, const nb_op_case *c) { return nb_cdist(x[0], x[1], c->p[0]); }
 /* any input (log-probabilities need not be normalized for the formula); a
  * positive target, or any with log_target */
 static nb_tensor *kl_div(nb_tensor *const *x, const nb_op_case *c) {
@@ -546,6 +557,24 @@ static const nb_op_case cases[] = {
     /* hard: the straight-through gradient is the soft sample's by design, not the one-hot value's (0) */
     {.op = NB_OP_GUMBEL_SOFTMAX, .label = "gumbel_softmax hard", .fn = gumbel_softmax, .n_in = 1,
      .in = {IN(K_REAL, 3, 4)}, .p = {1}, .flags = C_NOGC | C_NOGG},
+    {.op = NB_OP_EINSUM, .label = "einsum bij,bjk->bik", .fn = einsum3, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 4, 2)}, .tol = 1e-4, .p = {0}},
+    {.op = NB_OP_EINSUM, .label = "einsum ii->i", .fn = einsum3, .n_in = 1, .in = {IN(K_REAL, 4, 4)}, .p = {1}},
+    {.op = NB_OP_EINSUM, .label = "einsum ...ij,...jk (broadcast)", .fn = einsum3, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 4, 2)}, .tol = 1e-4, .p = {2}},
+    {.op = NB_OP_EINSUM, .label = "einsum ijk,kl,lm->im", .fn = einsum3, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 4, 3), IN(K_REAL, 3, 2)}, .tol = 1e-4, .p = {3}},
+    {.op = NB_OP_EINSUM, .label = "einsum bn,anm,bm->ba", .fn = einsum3, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3), IN(K_REAL, 4, 3, 5), IN(K_REAL, 2, 5)}, .tol = 1e-4, .p = {4}},
+    {.op = NB_OP_TENSORDOT, .label = "tensordot dims ([0, 2], [2, 0])", .fn = tensordot, .n_in = 2,
+     .in = {IN(K_REAL, 3, 4, 2), IN(K_REAL, 2, 5, 3)}, .tol = 1e-4},
+    {.op = NB_OP_OUTER, .label = "outer", .f2 = nb_outer, .n_in = 2, .in = {IN(K_REAL, 3), IN(K_REAL, 4)}},
+    {.op = NB_OP_KRON, .label = "kron 2-d with 1-d", .f2 = nb_kron, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2)}},
+    {.op = NB_OP_TRACE, .label = "trace", .f1 = nb_trace, .n_in = 1, .in = {IN(K_REAL, 3, 4)}},
+    {.op = NB_OP_CROSS, .label = "cross dim -1", .fn = cross, .n_in = 2, .in = {IN(K_REAL, 4, 3), IN(K_REAL, 4, 3)}},
+    {.op = NB_OP_CDIST, .label = "cdist p 2", .fn = cdist, .n_in = 2, .in = {IN(K_REAL, 4, 3), IN(K_REAL, 5, 3)}, .p = {2}},
+    {.op = NB_OP_CDIST, .label = "cdist p 1, batched", .fn = cdist, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3, 2), IN(K_REAL, 2, 4, 2)}, .p = {1}},
     {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
     {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,

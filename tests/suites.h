@@ -44,6 +44,7 @@
     X(ops_group_norm) \
     X(ops_rnn) \
     X(nn_layers) \
+    X(ops_einsum) \
     X(op_table) \
     X(op_harness) \
     X(text) \

@@ -330,6 +330,7 @@ def cnn():
     out += recurrent()
     out += activations()
     out += more_layers()
+    out += contractions()
     return out
 
 
@@ -573,6 +574,46 @@ def more_layers():
     out += [Case("bilinear", [R((4, 3)), R((4, 2)), R((5, 3, 2)), R((5,))], bl, tag="f32", tol={F32: (1e-4, 1e-5)}),
             Case("bilinear", [R((2, 3, 3), F64), R((2, 3, 4), F64), R((2, 3, 4), F64)], bl, tag="3-d, no bias"),
             Case("bilinear", [R((4, 3)), R((4, 2)), R((5, 2, 3))], bl, tag="weight error")]
+    return out
+
+
+def contractions():
+    """einsum (diagonals, sums, ellipses, broadcasting, several operands), tensordot, outer, kron, trace, cross, cdist."""
+    es = lambda xs, a: torch.einsum(a["equation"], *xs)
+    out = []
+    for eq, shapes in (("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+                       ("ii->i", [(4, 4)]), ("ii", [(4, 4)]), ("ij->", [(3, 4)]), ("ij->ji", [(3, 4)]),
+                       ("i,j->ij", [(3,), (4,)]), ("...ij,...jk", [(2, 3, 4), (4, 5)]),
+                       ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("ijk,kl,lm->im", [(2, 3, 4), (4, 5), (5, 2)]),
+                       ("a,a,a->", [(5,), (5,), (5,)]), ("iij->ij", [(3, 3, 2)]), ("ij,ij->i", [(3, 4), (3, 4)]),
+                       ("i j , j k", [(3, 4), (4, 2)]), ("Ab,bC->AC", [(3, 4), (4, 2)]), ("...i->...", [(2, 3, 4)]),
+                       ("ij,kj->ik", [(1, 4), (3, 4)]), ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)])):
+        out += [Case("einsum", [R(sh) for sh in shapes], es, {"equation": eq}, tag=eq + " f32", tol={F32: (1e-4, 1e-5)}),
+                Case("einsum", [R(sh, F64) for sh in shapes], es, {"equation": eq}, tag=eq + " f64")]
+    out += [Case("einsum", [R((3, 4)), R((5, 2))], es, {"equation": "ij,jk->ik"}, tag="size error"),
+            Case("einsum", [R((3, 4))], es, {"equation": "ijk->i"}, tag="rank error"),
+            Case("einsum", [R((3, 4)), R((4, 2))], es, {"equation": "ij->i"}, tag="operand count error"),
+            Case("einsum", [R((3, 4))], es, {"equation": "ij->k"}, tag="output label error")]
+    td = lambda xs, a: torch.tensordot(xs[0], xs[1], dims=(a["dims_a"], a["dims_b"]) if "dims_a" in a else a["dims"])
+    out += [Case("tensordot", [R((3, 4, 5)), R((4, 5, 2))], td, {"dims": 2}, tag="int dims"),
+            Case("tensordot", [R((3, 4, 5), F64), R((5, 2, 3), F64)], td, {"dims_a": [0, 2], "dims_b": [2, 0]},
+                 tag="lists"),
+            Case("tensordot", [R((3, 4)), R((5, 2))], td, {"dims": 1}, tag="size error")]
+    out += [Case("outer", [R((3,)), R((4,))], lambda xs, a: torch.outer(xs[0], xs[1]), tag="f32"),
+            Case("kron", [R((2, 3), F64), R((3, 2), F64)], lambda xs, a: torch.kron(xs[0], xs[1]), tag="2-d"),
+            Case("kron", [R((2,)), R((2, 3))], lambda xs, a: torch.kron(xs[0], xs[1]), tag="ranks differ"),
+            Case("trace", [R((4, 4), F64)], lambda xs, a: torch.trace(xs[0]), tag="square"),
+            Case("trace", [R((3, 5))], lambda xs, a: torch.trace(xs[0]), tag="wide"),
+            Case("cross", [R((4, 3), F64), R((4, 3), F64)], lambda xs, a: torch.linalg.cross(xs[0], xs[1], dim=a["dim"]),
+                 {"dim": -1}, tag="f64"),
+            Case("cross", [R((3, 2)), R((3, 1))], lambda xs, a: torch.linalg.cross(xs[0], xs[1], dim=a["dim"]),
+                 {"dim": 0}, tag="dim 0, broadcast"),
+            Case("cross", [R((4, 2)), R((4, 2))], lambda xs, a: torch.linalg.cross(xs[0], xs[1], dim=a["dim"]),
+                 {"dim": -1}, tag="size error")]
+    cd = lambda xs, a: torch.cdist(xs[0], xs[1], a["p"])
+    out += [Case("cdist", [R((4, 3)), R((5, 3))], cd, {"p": 2.0}, tag="f32", tol={F32: (1e-4, 1e-5)}),
+            Case("cdist", [R((2, 4, 3), F64), R((2, 5, 3), F64)], cd, {"p": 1.0}, tag="batched p 1"),
+            Case("cdist", [R((4, 3), F64), R((2, 3), F64)], cd, {"p": 3.0}, tag="p 3")]
     return out
 
 

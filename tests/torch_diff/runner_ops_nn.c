@@ -411,3 +411,19 @@ nb_status h_pdist(dcase *c) { OUT1(nb_pdist(I0, ad(c, "p", 2))); }
 nb_status h_gumbel_softmax(dcase *c) {
     OUT1(nb_gumbel_softmax(I0, ad(c, "tau", 1), ab(c, "hard", false), (int)ai(c, "dim", -1), NULL));
 }
+
+/* ops_einsum.c and cdist */
+nb_status h_einsum(dcase *c) { OUT1(nb_einsum(as(c, "equation", ""), c->in, c->n_in)); }
+nb_status h_tensordot(dcase *c) {
+    int64_t da[NB_MAX_DIMS], db[NB_MAX_DIMS];
+    int na = al(c, "dims_a", da, NB_MAX_DIMS), nbd = al(c, "dims_b", db, NB_MAX_DIMS);
+    if (na <= 0) OUT1(nb_tensordot(I0, I1, (int)ai(c, "dims", 2), NULL, NULL));
+    int a[NB_MAX_DIMS], b[NB_MAX_DIMS];
+    for (int i = 0; i < na; i++) a[i] = (int)da[i], b[i] = (int)db[i];
+    OUT1(nb_tensordot(I0, I1, na == nbd ? na : -1, a, b));
+}
+nb_status h_outer(dcase *c) { OUT1(nb_outer(I0, I1)); }
+nb_status h_kron(dcase *c) { OUT1(nb_kron(I0, I1)); }
+nb_status h_trace(dcase *c) { OUT1(nb_trace(I0)); }
+nb_status h_cross(dcase *c) { OUT1(nb_cross(I0, I1, (int)ai(c, "dim", -1))); }
+nb_status h_cdist(dcase *c) { OUT1(nb_cdist(I0, I1, ad(c, "p", 2))); }

@@ -176,6 +176,73 @@ nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_te
 /* TransformerEncoder.forward(src, mask, src_key_padding_mask, is_causal). */
 nb_tensor *nb_nn_transformer_encoder_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o);
 
+/* ---- TransformerDecoderLayer, TransformerDecoder, Transformer (nn/transformer_decoder.c) ---- */
+
+/* nn.TransformerDecoderLayer's arguments: the encoder layer's (the same
+ * fields, defaults and checks). */
+typedef nb_encoder_layer_options nb_decoder_layer_options;
+
+/* The decoder forwards' masks, as nb_nn_multihead_attention_forward's
+ * attn_mask / key_padding_mask (NULL: none); tgt_is_causal with tgt_mask
+ * NULL applies the causal mask to the self-attention (built once per call). */
+typedef struct nb_decoder_forward_options {
+    nb_tensor *tgt_mask, *memory_mask, *tgt_key_padding_mask, *memory_key_padding_mask;
+    bool tgt_is_causal;
+} nb_decoder_forward_options;
+
+/* nn.TransformerDecoderLayer(batch_first=True), children in PyTorch's
+ * order and names: self_attn, multihead_attn (MultiheadAttention), linear1,
+ * dropout, linear2, norm1, norm2, norm3, dropout1, dropout2, dropout3.
+ * Forward (PyTorch's; norm_first false):
+ *   x = norm1(x + dropout1(self_attn(x, x, x, tgt_mask, tgt_key_padding_mask)))
+ *   x = norm2(x + dropout2(multihead_attn(x, memory, memory, memory_mask, memory_key_padding_mask)))
+ *   x = norm3(x + dropout3(linear2(dropout(activation(linear1(x))))))
+ * norm_first: x = x + block(norm(x)) for each of the three. tgt [B, T, d],
+ * memory [B, S, d] -> [B, T, d]. nb_forward_n takes (tgt, memory[,
+ * tgt_mask[, memory_mask[, tgt_key_padding_mask[, memory_key_padding_mask]]]]).
+ * Errors: as nb_nn_transformer_encoder_layer's. */
+nb_module *nb_nn_transformer_decoder_layer(nb_decoder_layer_options o);
+nb_tensor *nb_nn_transformer_decoder_layer_forward(nb_module *m, nb_tensor *tgt, nb_tensor *memory,
+                                                   nb_decoder_forward_options o);
+/* nn.TransformerDecoder(layer, num_layers, norm): "layers" (ModuleList) of
+ * num_layers copies of the first layer (PyTorch deep-copies the layer it is
+ * given), then "norm" (may be NULL; ownership taken, also on failure). */
+nb_module *nb_nn_transformer_decoder(nb_decoder_layer_options o, int num_layers, nb_module *norm);
+nb_tensor *nb_nn_transformer_decoder_forward(nb_module *m, nb_tensor *tgt, nb_tensor *memory,
+                                             nb_decoder_forward_options o);
+
+/* nn.Transformer's arguments; a field left 0 is PyTorch's default
+ * (d_model 512, nhead 8, 6 encoder and 6 decoder layers, and the layer
+ * defaults of nb_encoder_layer_options). batch_first always. */
+typedef struct nb_transformer_options {
+    int64_t d_model, nhead;
+    int num_encoder_layers, num_decoder_layers;
+    int64_t dim_feedforward;
+    double dropout;
+    nb_activation activation;
+    double layer_norm_eps;
+    bool norm_first;
+    nb_dtype dtype;
+} nb_transformer_options;
+/* The forward's masks (each may be NULL) and causal flags. */
+typedef struct nb_transformer_forward_options {
+    nb_tensor *src_mask, *tgt_mask, *memory_mask;
+    nb_tensor *src_key_padding_mask, *tgt_key_padding_mask, *memory_key_padding_mask;
+    bool src_is_causal, tgt_is_causal;
+} nb_transformer_forward_options;
+/* nn.Transformer: children "encoder" (a TransformerEncoder with its final
+ * LayerNorm "encoder.norm") and "decoder" (a TransformerDecoder with
+ * "decoder.norm"); every parameter of two or more dims re-initialised by
+ * xavier_uniform_ (PyTorch's _reset_parameters). Forward: memory =
+ * encoder(src, src_mask, src_key_padding_mask), then decoder(tgt, memory,
+ * tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask):
+ * src [B, S, d], tgt [B, T, d] -> [B, T, d]. nb_forward_n takes (src, tgt[,
+ * src_mask, tgt_mask, memory_mask, src_key_padding_mask,
+ * tgt_key_padding_mask, memory_key_padding_mask]). Errors: as the layers',
+ * NB_ERR_SHAPE for src and tgt of different batch sizes. */
+nb_module *nb_nn_transformer(nb_transformer_options o);
+nb_tensor *nb_nn_transformer_forward(nb_module *m, nb_tensor *src, nb_tensor *tgt, nb_transformer_forward_options o);
+
 /* ---- BERT masked-language model (nn/bert.c) ---------------------------------- */
 
 /* Sizes and options of nb_bert; nb_bert_config_base gives BERT-base's. */

@@ -3,6 +3,7 @@
 #define NB_NN_IMPL_H
 
 #include "nb_nn.h"
+#include "nb_transformer.h"
 #include "nb_op_table.h"
 
 /* Registers t, taking the caller's own reference (a tensor made with
@@ -15,5 +16,19 @@ nb_status nb_module_adopt_buffer(nb_module *m, const char *name, nb_tensor *t);
  * device runs op in dt (NB_ERR_DTYPE naming the dtypes the op takes, or
  * NB_ERR_UNSUPPORTED naming the backend). `module` names it in messages. */
 bool nb_nn_check_dtype(const char *module, nb_op_id op, nb_dtype dt);
+
+/* ---- shared by transformer.c and transformer_decoder.c ---------------------- */
+/* relu, gelu or gelu (tanh) of x. */
+nb_tensor *nb_nn_activation_apply(nb_activation a, nb_tensor *x);
+/* The causal attn_mask for the T = size(-2) positions of src: bool [T, T],
+ * true above the diagonal (may NOT attend: MultiheadAttention's convention). */
+nb_tensor *nb_nn_causal_mask(const nb_tensor *src);
+/* Fills PyTorch's defaults for the 0 fields of a layer's options and checks
+ * the rest (errors name kind). */
+bool nb_nn_layer_options(const char *kind, nb_encoder_layer_options *o);
+/* Adds child under name and stores it in *slot; false on failure (the child freed). */
+bool nb_nn_add_child(nb_module *m, const char *name, nb_module *child, nb_module **slot);
+/* Copies the parameters of from into to (same kind and options): PyTorch's deepcopy of a layer. */
+nb_status nb_nn_copy_params(nb_module *to, nb_module *from);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "nb_extension.h"
 #include "nb_transformer.h"
+#include "nn_impl.h"
 
 /* ---- TransformerEncoderLayer --------------------------------------------------- */
 
@@ -18,7 +19,7 @@ typedef struct nb_enc_layer_ctx {
     nb_module *self_attn, *linear1, *dropout, *linear2, *norm1, *norm2, *dropout1, *dropout2;
 } nb_enc_layer_ctx;
 
-static nb_tensor *activation(nb_activation a, nb_tensor *x) {
+nb_tensor *nb_nn_activation_apply(nb_activation a, nb_tensor *x) {
     switch (a) {
     case NB_ACTIVATION_GELU: return nb_gelu(x, NB_GELU_ERF);
     case NB_ACTIVATION_GELU_TANH: return nb_gelu(x, NB_GELU_TANH);
@@ -33,7 +34,7 @@ static nb_tensor *sa_block(const nb_enc_layer_ctx *c, nb_tensor *x, nb_tensor *m
 
 /* dropout2(linear2(dropout(activation(linear1(x))))) */
 static nb_tensor *ff_block(const nb_enc_layer_ctx *c, nb_tensor *x) {
-    nb_tensor *h = activation(c->o.activation, nb_forward(c->linear1, x));
+    nb_tensor *h = nb_nn_activation_apply(c->o.activation, nb_forward(c->linear1, x));
     return nb_forward(c->dropout2, nb_forward(c->linear2, nb_forward(c->dropout, h)));
 }
 
@@ -41,7 +42,7 @@ static const nb_module_ops enc_layer_ops;
 
 /* The causal attn_mask for T positions: bool [T, T], true (may NOT attend,
  * MultiheadAttention's convention) above the diagonal. */
-static nb_tensor *causal_mask(const nb_tensor *src) {
+nb_tensor *nb_nn_causal_mask(const nb_tensor *src) {
     int64_t T = nb_shape(src)[nb_dim(src) - 2];
     return nb_triu(nb_to_device(nb_ones(NB_SHAPE(T, T), NB_BOOL), nb_device_of(src)), 1);
 }
@@ -49,7 +50,7 @@ static nb_tensor *causal_mask(const nb_tensor *src) {
 nb_tensor *nb_nn_transformer_encoder_layer_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o) {
     if (o.is_causal && !o.mask && src && nb_dim(src) >= 2) { /* PyTorch requires the mask; nabla builds it */
         nb_scope *s = nb_op_scope_begin();
-        nb_tensor *mask = causal_mask(src);
+        nb_tensor *mask = nb_nn_causal_mask(src);
         nb_tensor *y = mask ? nb_nn_transformer_encoder_layer_forward(m, src, mask, o.src_key_padding_mask) : NULL;
         return nb_scope_return(s, y);
     }
@@ -99,21 +100,21 @@ static int enc_layer_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int
 static const nb_module_ops enc_layer_ops = {"TransformerEncoderLayer", enc_layer_forward1, free, enc_layer_forward_n};
 
 /* Fills PyTorch's defaults for the 0 fields and checks the rest. */
-static bool layer_options(nb_encoder_layer_options *o) {
+bool nb_nn_layer_options(const char *kind, nb_encoder_layer_options *o) {
     if (o->dim_feedforward == 0) o->dim_feedforward = 2048;
     o->layer_norm_eps = nb_option(o->layer_norm_eps, 1e-5);
     o->dropout = nb_option(o->dropout, 0.1);
     if (o->dim_feedforward < 1 || !(o->layer_norm_eps >= 0)) {
-        nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoderLayer: dim_feedforward %lld must be >= 1 and "
-                                         "layer_norm_eps %g >= 0", (long long)o->dim_feedforward, o->layer_norm_eps);
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: dim_feedforward %lld must be >= 1 and layer_norm_eps %g >= 0", kind,
+                     (long long)o->dim_feedforward, o->layer_norm_eps);
         return false;
     }
     if (!(o->dropout >= 0 && o->dropout < 1)) {
-        nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoderLayer: dropout %g must be in [0, 1)", o->dropout);
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: dropout %g must be in [0, 1)", kind, o->dropout);
         return false;
     }
     if ((unsigned)o->activation > NB_ACTIVATION_GELU_TANH) {
-        nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoderLayer: activation %d is not relu, gelu or gelu_tanh",
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: activation %d is not relu, gelu or gelu_tanh", kind,
                      (int)o->activation);
         return false;
     }
@@ -122,28 +123,28 @@ static bool layer_options(nb_encoder_layer_options *o) {
 
 /* Adds child under name and stores it in *slot; false (m keeps nothing of
  * it, the child is freed) on failure. */
-static bool add(nb_module *m, const char *name, nb_module *child, nb_module **slot) {
+bool nb_nn_add_child(nb_module *m, const char *name, nb_module *child, nb_module **slot) {
     if (nb_module_add(m, name, child)) return false;
     *slot = child;
     return true;
 }
 
 nb_module *nb_nn_transformer_encoder_layer(nb_encoder_layer_options o) {
-    if (!layer_options(&o)) return NULL;
+    if (!nb_nn_layer_options("TransformerEncoderLayer", &o)) return NULL;
     nb_enc_layer_ctx *c = calloc(1, sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, "TransformerEncoderLayer: out of host memory");
     c->o = o;
     nb_module *m = nb_module_new(&enc_layer_ops, c);
     if (!m) return NULL;
     int64_t d = o.d_model, ff = o.dim_feedforward;
-    bool ok = add(m, "self_attn", nb_nn_multihead_attention_ex(d, o.nhead, o.dropout, true, o.dtype), &c->self_attn) &&
-              add(m, "linear1", nb_nn_linear_ex(d, ff, true, o.dtype), &c->linear1) &&
-              add(m, "dropout", nb_nn_dropout(o.dropout), &c->dropout) &&
-              add(m, "linear2", nb_nn_linear_ex(ff, d, true, o.dtype), &c->linear2) &&
-              add(m, "norm1", nb_nn_layer_norm_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm1) &&
-              add(m, "norm2", nb_nn_layer_norm_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm2) &&
-              add(m, "dropout1", nb_nn_dropout(o.dropout), &c->dropout1) &&
-              add(m, "dropout2", nb_nn_dropout(o.dropout), &c->dropout2);
+    bool ok = nb_nn_add_child(m, "self_attn", nb_nn_multihead_attention_ex(d, o.nhead, o.dropout, true, o.dtype), &c->self_attn) &&
+              nb_nn_add_child(m, "linear1", nb_nn_linear_ex(d, ff, true, o.dtype), &c->linear1) &&
+              nb_nn_add_child(m, "dropout", nb_nn_dropout(o.dropout), &c->dropout) &&
+              nb_nn_add_child(m, "linear2", nb_nn_linear_ex(ff, d, true, o.dtype), &c->linear2) &&
+              nb_nn_add_child(m, "norm1", nb_nn_layer_norm_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm1) &&
+              nb_nn_add_child(m, "norm2", nb_nn_layer_norm_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm2) &&
+              nb_nn_add_child(m, "dropout1", nb_nn_dropout(o.dropout), &c->dropout1) &&
+              nb_nn_add_child(m, "dropout2", nb_nn_dropout(o.dropout), &c->dropout2);
     if (!ok) {
         nb_module_free(m);
         return NULL;
@@ -183,7 +184,7 @@ nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_te
 nb_tensor *nb_nn_transformer_encoder_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o) {
     if (o.is_causal && !o.mask && src && nb_dim(src) >= 2) { /* one causal mask for every layer */
         nb_scope *s = nb_op_scope_begin();
-        nb_tensor *mask = causal_mask(src);
+        nb_tensor *mask = nb_nn_causal_mask(src);
         nb_tensor *y = mask ? nb_nn_transformer_encoder_forward(m, src, mask, o.src_key_padding_mask) : NULL;
         return nb_scope_return(s, y);
     }
@@ -205,7 +206,7 @@ static const nb_module_ops encoder_ops = {"TransformerEncoder", encoder_forward1
 
 /* Copies the parameters of `from` into `to` (same kind and options): the
  * deepcopy of PyTorch's _get_clones. */
-static nb_status copy_params(nb_module *to, nb_module *from) {
+nb_status nb_nn_copy_params(nb_module *to, nb_module *from) {
     int n = nb_module_parameters(from, NULL, 0);
     if (n < 0) return nb_last_status();
     nb_named_tensor *a = malloc(sizeof *a * (size_t)(2 * n + 1));
@@ -237,7 +238,7 @@ nb_module *nb_nn_transformer_encoder(nb_encoder_layer_options o, int num_layers,
         snprintf(name, sizeof name, "%d", i);
         nb_module *layer = nb_nn_transformer_encoder_layer(o);
         st = layer ? nb_module_add(layers, name, layer) : nb_last_status();
-        if (!st && i > 0) st = copy_params(layer, nb_module_child_at(layers, 0));
+        if (!st && i > 0) st = nb_nn_copy_params(layer, nb_module_child_at(layers, 0));
     }
     if (!st && norm) {
         st = nb_module_add(m, "norm", norm);

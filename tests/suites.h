@@ -45,6 +45,7 @@
     X(ops_rnn) \
     X(nn_layers) \
     X(ops_einsum) \
+    X(transformer_decoder) \
     X(op_table) \
     X(op_harness) \
     X(text) \

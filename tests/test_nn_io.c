@@ -413,6 +413,22 @@ START_TEST(test_modules_against_pytorch) {
     save_case(dir, "channel_shuffle", nb_nn_channel_shuffle(3), 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 6, 3), NB_F32, NULL)});
     nb_tensor *pidx = NULL, *pooled = nb_max_pool2d(img, (nb_pool2d_options){.kernel = {2, 2}}, &pidx);
     save_case(dir, "max_unpool2d", nb_nn_max_unpool2d(2, 0, 0), 2, (nb_tensor *[]){pooled, pidx});
+    nb_encoder_layer_options dlo = {.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = NB_ZERO, .dtype = NB_F64};
+    nb_tensor *tgt = nb_randn(NB_SHAPE(2, 3, 8), NB_F64, NULL), *mem = nb_randn(NB_SHAPE(2, 5, 8), NB_F64, NULL);
+    nb_tensor *causal = nb_triu(nb_ones(NB_SHAPE(3, 3), NB_BOOL), 1);
+    save_case(dir, "transformer_decoder_layer", scrambled(nb_nn_transformer_decoder_layer(dlo)), 3,
+              (nb_tensor *[]){tgt, mem, causal});
+    nb_encoder_layer_options nfo = dlo;
+    nfo.norm_first = true, nfo.activation = NB_ACTIVATION_GELU;
+    int64_t d8 = 8;
+    save_case(dir, "transformer_decoder_norm_first",
+              scrambled(nb_nn_transformer_decoder(nfo, 2, nb_nn_layer_norm_ex(1, &d8, 0, true, NB_F64))), 2,
+              (nb_tensor *[]){tgt, mem});
+    save_case(dir, "transformer",
+              nb_nn_transformer((nb_transformer_options){.d_model = 8, .nhead = 2, .num_encoder_layers = 2,
+                                                         .num_decoder_layers = 2, .dim_feedforward = 16,
+                                                         .dropout = NB_ZERO, .dtype = NB_F64}),
+              2, (nb_tensor *[]){mem, tgt});
     save_case(dir, "dropout2d_eval", nb_nn_dropout2d(0.5), 1, (nb_tensor *[]){img});
     save_case(dir, "alpha_dropout_eval", nb_nn_alpha_dropout(0.5), 1, (nb_tensor *[]){x234});
     nb_scope_end(s);

@@ -501,6 +501,9 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_cross, x, NULL, -1);
     NP(nb_cdist, NULL, NULL, 2);
     NP(nb_cdist, x, NULL, 2);
+    NP(nb_nn_transformer_decoder_layer_forward, NULL, NULL, NULL, (nb_decoder_forward_options){0});
+    NP(nb_nn_transformer_decoder_forward, NULL, NULL, NULL, (nb_decoder_forward_options){0});
+    NP(nb_nn_transformer_forward, NULL, NULL, NULL, (nb_transformer_forward_options){0});
     NP(nb_bilinear, x, x, NULL, NULL);
     NP(nb_nn_unflatten, 1, 2, NULL);
     NP(nb_nn_zero_pad, 1, NULL);
@@ -651,6 +654,12 @@ START_TEST(test_every_public_function_survives_null) {
         nb_module *enc = nb_nn_transformer_encoder(NB_ENCODER_LAYER_OPTIONS(8, 2), 1, NULL);
         ck_assert_msg(enc != NULL, "transformer_encoder with norm NULL: %s", nb_last_error());
         nb_module_free(enc);
+    }
+    { /* likewise for the decoder */
+        note("nb_nn_transformer_decoder");
+        nb_module *dec = nb_nn_transformer_decoder(NB_ENCODER_LAYER_OPTIONS(8, 2), 1, NULL);
+        ck_assert_msg(dec != NULL, "transformer_decoder with norm NULL: %s", nb_last_error());
+        nb_module_free(dec);
     }
     NP(nb_nn_transformer_encoder_forward, NULL, NULL, NULL, NULL);
     NP(nb_nn_transformer_encoder_forward_ex, NULL, NULL, (nb_encoder_forward_options){.is_causal = true});

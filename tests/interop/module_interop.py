@@ -100,6 +100,14 @@ CASES = {
     "adaptive_max_pool3d": (lambda: nn.AdaptiveMaxPool3d((2, 3, 2)), lambda m, xs: (m(*xs),)),
     "channel_shuffle": (lambda: nn.ChannelShuffle(3), lambda m, xs: (m(*xs),)),
     "max_unpool2d": (lambda: nn.MaxUnpool2d(2), lambda m, xs: (m(*xs),)),
+    "transformer_decoder_layer": (lambda: nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                                                     batch_first=True).double(),
+                                  lambda m, xs: (m(*xs),)),
+    "transformer_decoder_norm_first": (lambda: nn.TransformerDecoder(
+        nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation="gelu", batch_first=True,
+                                   norm_first=True), 2, norm=nn.LayerNorm(8)).double(), lambda m, xs: (m(*xs),)),
+    "transformer": (lambda: nn.Transformer(8, 2, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=16,
+                                           dropout=0.0, batch_first=True).double(), lambda m, xs: (m(*xs),)),
     "dropout2d_eval": (lambda: nn.Dropout2d(0.5), lambda m, xs: (m(*xs),)),
     "alpha_dropout_eval": (lambda: nn.AlphaDropout(0.5), lambda m, xs: (m(*xs),)),
 }

@@ -448,19 +448,64 @@ static nb_tensor **acc_slot(nb_node *n, int out_nr) {
     return out_nr ? nb_function_acc(n, out_nr) : &n->grad_acc;
 }
 
-static nb_status accumulate_node(nb_node *n, int out_nr, nb_tensor *g) {
+/* g and the accumulator t of one shape, dtype and device (what an in-place add needs). */
+static bool same_layout(const nb_tensor *t, const nb_tensor *g) {
+    return t->dtype == g->dtype && t->ndim == g->ndim && nb_same_device(t->storage->device, g->storage->device) &&
+           !memcmp(t->shape, g->shape, sizeof(int64_t) * (size_t)t->ndim) && nb_is_contiguous(t);
+}
+
+static nb_status accumulate_node(nb_node *n, int out_nr, nb_tensor *g, bool create_graph) {
     nb_tensor **acc = acc_slot(n, out_nr);
     if (!*acc) {
         nb_retain(g);
         *acc = g;
+        if (!out_nr) n->acc_owned = false; /* the caller's or a rule's tensor: never written */
         return NB_OK;
+    }
+    if (!out_nr && n->acc_owned && !create_graph && same_layout(*acc, g)) { /* a buffer of the engine's own */
+        nb_kview a = nb_kview_of(*acc), b = nb_kview_of(g);
+        return nb_kernel_binary(NB_BE(*acc), NB_BINARY_ADD, &a, &a, &b);
     }
     nb_tensor *sum = nb_add(*acc, g);
     if (!sum) return nb_last_status();
     nb_retain(sum);
     nb_release(*acc);
     *acc = sum;
+    if (!out_nr) n->acc_owned = !create_graph; /* fresh, and only the engine holds it past the op's scope */
     return NB_OK;
+}
+
+/* A slice's gradient added into the region of its input's accumulator,
+ * one zeroed buffer for the whole input however many slices feed it,
+ * instead of a zero-padded copy per slice added whole: split, chunk and
+ * per-step narrows (nb_rnn's) cost the input's size once rather than once
+ * per piece. Not under create_graph (the padded copy is then a recorded
+ * op), nor into leaves, a function's outputs or an accumulator the engine
+ * did not make. 1: done; 0: use the rule; -1: an error. */
+static int slice_into_acc(nb_node *n) {
+    nb_tensor *in = n->in[0], *g = n->grad_acc;
+    if (!in || !g || !in->grad_fn || in->output_nr != 0 || in->grad_fn->kind == NB_NODE_FUNCTION) return 0;
+    nb_node *dst = in->grad_fn;
+    if (g->dtype != in->dtype || !nb_same_device(g->storage->device, in->storage->device)) return 0;
+    if (!dst->grad_acc) {
+        nb_tensor *z = nb_zeros_like(in);
+        if (!z) return -1;
+        nb_retain(z); /* the engine's reference, past the pass's scope */
+        dst->grad_acc = z;
+        dst->acc_owned = true;
+    } else if (!dst->acc_owned || !same_layout(dst->grad_acc, in)) {
+        return 0;
+    }
+    nb_tensor *acc = dst->grad_acc;
+    int d = n->p.slice.dim;
+    int64_t strides[NB_MAX_DIMS];
+    memcpy(strides, acc->strides, sizeof(int64_t) * (size_t)acc->ndim);
+    int64_t offset = acc->offset + n->p.slice.start * strides[d];
+    strides[d] *= n->p.slice.step;
+    nb_tensor *region = nb_tensor_view_of(acc, g->ndim, g->shape, strides, offset);
+    if (!region) return -1;
+    nb_kview a = nb_kview_of(region), b = nb_kview_of(g);
+    return nb_kernel_binary(NB_BE(acc), NB_BINARY_ADD, &a, &a, &b) == NB_OK ? 1 : -1;
 }
 
 static bool has_grad(nb_node *n) {
@@ -555,6 +600,10 @@ static nb_status run_node(pass *p, nb_node *n) {
     if (n->save_failed)
         return nb_set_error(NB_ERR_OOM, "backward: %s could not save its tensors for backward (out of host memory)",
                             nb_node_name(n, nm, sizeof nm));
+    if (!p->create_graph && n->kind == NB_NODE_OP && n->op == NB_OP_SLICE && !nb_anomaly_enabled()) {
+        int done = slice_into_acc(n);
+        if (done) return done > 0 ? NB_OK : nb_last_status();
+    }
     nb_tensor *keep[NB_NODE_MAX_SAVED];
     for (int i = 0; i < NB_NODE_MAX_SAVED; i++) {
         keep[i] = n->saved[i];
@@ -578,7 +627,7 @@ static nb_status run_node(pass *p, nb_node *n) {
         if (gin[i] && n->kind != NB_NODE_FUNCTION) /* a rule returning another shape is a bug in nabla */
             NB_ASSERT(gin[i]->ndim == in->ndim &&
                       !memcmp(gin[i]->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim));
-        if (in->grad_fn) st = gin[i] ? accumulate_node(in->grad_fn, in->output_nr, gin[i]) : NB_OK;
+        if (in->grad_fn) st = gin[i] ? accumulate_node(in->grad_fn, in->output_nr, gin[i], p->create_graph) : NB_OK;
         else if (!p->accumulate && !is_input(p, in)) continue;
         else st = leaf_edge(p, in, gin[i], true);
     }
@@ -596,6 +645,7 @@ static nb_status skip_node(pass *p, nb_node *n) {
 static void drop_grads(nb_node *n) {
     nb_release(n->grad_acc);
     n->grad_acc = NULL;
+    n->acc_owned = false;
     if (n->kind == NB_NODE_FUNCTION) nb_function_drop_grads(n);
 }
 
@@ -656,7 +706,7 @@ static nb_status run_pass(pass *p, nb_tensor *const *outputs, nb_tensor *const *
         st = count_edges(p, outputs, n_out);
     }
     for (int o = 0; o < n_out && st == NB_OK; o++)
-        st = outputs[o]->grad_fn ? accumulate_node(outputs[o]->grad_fn, outputs[o]->output_nr, seeds[o])
+        st = outputs[o]->grad_fn ? accumulate_node(outputs[o]->grad_fn, outputs[o]->output_nr, seeds[o], p->create_graph)
                                  : leaf_edge(p, outputs[o], seeds[o], false);
     for (size_t i = 0; st == NB_OK && i < p->nodes.len; i++) {
         nb_node *n = p->nodes.v[i];
@@ -675,7 +725,10 @@ static nb_status run_pass(pass *p, nb_tensor *const *outputs, nb_tensor *const *
             for (int o = 0; o < n_out_node && st == NB_OK; o++) {
                 nb_tensor **acc = acc_slot(n, o), *g = *acc;
                 if (g) st = nb_hooks_run_grad(n->ext->hooks, o, &g, "a tensor's gradient hook");
-                if (g != *acc) nb_retain(g), nb_release(*acc), *acc = g; /* replaced: the node owns the new one */
+                if (g != *acc) { /* replaced: the node holds the hook's tensor, never written */
+                    nb_retain(g), nb_release(*acc), *acc = g;
+                    if (!o) n->acc_owned = false;
+                }
             }
         }
         if (st == NB_OK && (n->bw & BW_TARGET)) st = capture(p, n);

@@ -121,6 +121,7 @@ struct nb_node {
     uint8_t bw;   /* flags of the running backward (engine.c) */
     bool freed;         /* tape already released by a backward */
     bool save_failed;   /* nb_save ran out of memory: backward must fail */
+    bool acc_owned;     /* grad_acc is a buffer the engine made (nothing else refers to it): added into in place */
     nb_backward_fn backward;
     int n_in;
     nb_tensor **in;                      /* in_buf, or a custom function's inputs */

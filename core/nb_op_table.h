@@ -205,7 +205,7 @@ extern "C" {
     X(SORT, sort, sort, NB_D2, NB_DTM_A6, K(copy) K(fill) K(sort) K(gather) K(scatter), BW(sort), AC(NONE)) \
     X(ARGSORT, argsort, sort, 0, NB_DTM_A6, K(sort), BW_NONE, AC(NONE)) \
     X(TOPK, topk, sort, NB_D2, NB_DTM_A6, K(copy) K(fill) K(sort) K(gather) K(scatter), BW(sort), AC(NONE)) \
-    X(KTHVALUE, kthvalue, sort, NB_D2, NB_DTM_A6, K(copy) K(fill) K(sort) K(gather) K(scatter), BW(sort), AC(NONE)) \
+    X(KTHVALUE, kthvalue, sort, NB_D2, NB_DTM_A6, K(copy) K(fill) K(binary) K(sort) K(gather) K(scatter), BW(sort), AC(NONE)) \
     /* views and shape ops */ \
     X(RESHAPE, reshape, view, NB_D2 | NB_V, NB_DTM_A8, K(copy), BW(reshape), AC(NONE)) \
     X(VIEW, view, view, NB_D2 | NB_V, NB_DTM_A8, K(copy), BW(reshape), AC(NONE)) \

@@ -20,19 +20,6 @@
 
 #ifdef NB_ABOVE_OPS
 #error "nb_autograd_impl.h is private to core/, backend/ and autograd/"
-/* ---- the losses written from ops (autograd/ops_loss.c) -------------------- */
-
-/* input and target non-NULL, on one device, of one float dtype the op takes,
- * with shapes that broadcast, and a known reduction (else false, error set). */
-bool nb_loss_check(const char *op, nb_op_id id, nb_tensor *input, nb_tensor *target, nb_reduction reduction);
-/* A weight tensor (weight, pos_weight): NULL, or of the input's dtype and device. */
-bool nb_loss_weight_check(const char *op, const char *what, nb_tensor *w, nb_tensor *input);
-/* l itself (none), its sum or its mean; NULL in gives NULL. */
-nb_tensor *nb_loss_reduce(nb_tensor *l, nb_reduction reduction);
-/* max(v, eps) in value, with v's own gradient everywhere (PyTorch's clamps
- * made under no_grad: gaussian_nll_loss's var, cosine_similarity's norms). */
-nb_tensor *nb_clamp_min_passthrough(nb_tensor *v, double eps);
-
 #endif
 
 #include "nb_autograd.h"

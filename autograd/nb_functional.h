@@ -195,8 +195,9 @@ nb_tensor *nb_triplet_margin_with_distance_loss(nb_tensor *anchor, nb_tensor *po
 
 /* F.pairwise_distance: the p-norm of x1 - x2 + eps over the last dim
  * (ATen's; eps keeps the norm's gradient finite at x1 = x2), the two
- * broadcasting together; keepdim keeps that dim as 1. p 0 (left) is 2 (NB_ZERO
- * is not taken), >= 1 or INFINITY; eps 0 (left) is 1e-6, NB_ZERO for 0.
+ * broadcasting together; keepdim keeps that dim as 1. p 0 (left) is 2, else
+ * >= 1 or INFINITY (PyTorch's p in [0, 1), NB_ZERO included, is
+ * NB_ERR_INVALID_ARG here); eps 0 (left) is 1e-6, NB_ZERO for 0.
  * float32/float64. Errors: NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_INVALID_ARG
  * (p < 1). */
 nb_tensor *nb_pairwise_distance(nb_tensor *x1, nb_tensor *x2, double p, double eps, bool keepdim);
@@ -205,10 +206,12 @@ nb_tensor *nb_pairwise_distance(nb_tensor *x1, nb_tensor *x2, double p, double e
  * broadcasting together; eps 0 (left) is 1e-8, NB_ZERO for 0. */
 nb_tensor *nb_cosine_similarity(nb_tensor *x1, nb_tensor *x2, int dim, double eps);
 /* F.pdist: the p-norm distances of the rows of x [N, M], pairs i < j in
- * row order ([N (N - 1) / 2]); p 2 when left 0, >= 1 or INFINITY. */
+ * row order ([N (N - 1) / 2]); p 2 when left 0, else >= 1 or INFINITY
+ * (p < 1, NB_ZERO included: NB_ERR_INVALID_ARG). */
 nb_tensor *nb_pdist(nb_tensor *x, double p);
 /* torch.cdist: the p-norm distances between the rows of x1 [*, P, M] and
- * x2 [*, R, M] (batch dims broadcasting) -> [*, P, R]; p 2 when left 0.
+ * x2 [*, R, M] (batch dims broadcasting) -> [*, P, R]; p 2 when left 0,
+ * else >= 1 or INFINITY (p < 1, NB_ZERO included: NB_ERR_INVALID_ARG).
  * Computed exactly (the difference's norm), never by PyTorch's GEMM
  * expansion for large p = 2 inputs; a zero distance's gradient is 0. */
 nb_tensor *nb_cdist(nb_tensor *x1, nb_tensor *x2, double p);

@@ -155,7 +155,7 @@ nb_tensor *nb_normalize(nb_tensor *x, double p, int dim, double eps) {
     const char *op = "normalize";
     if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(NB_OP_NORMALIZE, 1, &x)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *n = nb_norm(x, p == 0 ? 2.0 : p, &dim, 1, true);
+    nb_tensor *n = nb_norm(x, nb_option(p, 2.0), &dim, 1, true);
     nb_tensor *y = n ? nb_div(x, nb_clamp_scalar(n, nb_option(eps, 1e-12), NAN)) : NULL;
     return nb_scope_return(s, y);
 }

@@ -204,7 +204,7 @@ nb_tensor *nb_pairwise_distance(nb_tensor *x1, nb_tensor *x2, double p, double e
     nb_tensor *in[2] = {x1, x2};
     if (!nb_autocast_inputs(NB_OP_PAIRWISE_DISTANCE, 2, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, pairwise_impl(in[0], in[1], p == 0 ? 2.0 : p, nb_option(eps, 1e-6), keepdim));
+    return nb_scope_return(s, pairwise_impl(in[0], in[1], nb_option(p, 2.0), nb_option(eps, 1e-6), keepdim));
 }
 
 static nb_tensor *cosine_similarity_impl(nb_tensor *x1, nb_tensor *x2, int dim, double eps) {
@@ -265,7 +265,7 @@ static nb_tensor *triplet_impl(nb_tensor *a, nb_tensor *p, nb_tensor *n, const n
 }
 
 nb_tensor *nb_triplet_margin_loss(nb_tensor *anchor, nb_tensor *positive, nb_tensor *negative, nb_loss_options opts) {
-    triplet_distance d = {NULL, NULL, opts.p == 0 ? 2.0 : opts.p, nb_option(opts.eps, 1e-6), false};
+    triplet_distance d = {NULL, NULL, nb_option(opts.p, 2.0), nb_option(opts.eps, 1e-6), false};
     return run3(NB_OP_TRIPLET_MARGIN_LOSS, "triplet_margin_loss", triplet_impl, anchor, positive, negative, opts, &d);
 }
 
@@ -279,7 +279,7 @@ nb_tensor *nb_triplet_margin_with_distance_loss(nb_tensor *anchor, nb_tensor *po
 nb_tensor *nb_pdist(nb_tensor *x, double p) {
     if (!nb_check_inputs("pdist", 1, &x) || !nb_check_dtypes(NB_OP_PDIST, 1, &x)) return NULL;
     if (x->ndim != 2) return NB_FAIL(NB_ERR_SHAPE, "pdist: input must be 2-d [N, M], got %d-d", x->ndim);
-    p = p == 0 ? 2.0 : p;
+    p = nb_option(p, 2.0);
     if (!(p >= 1)) return NB_FAIL(NB_ERR_INVALID_ARG, "pdist: p must be >= 1 or inf (got %g)", p);
     int64_t N = x->shape[0], n = N > 1 ? N * (N - 1) / 2 : 0;
     int64_t *rows = malloc(sizeof(int64_t) * (size_t)(2 * n + 1));
@@ -299,7 +299,7 @@ nb_tensor *nb_pdist(nb_tensor *x, double p) {
 nb_tensor *nb_cdist(nb_tensor *x1, nb_tensor *x2, double p) {
     nb_tensor *in[2] = {x1, x2};
     if (!nb_check_inputs("cdist", 2, in) || !nb_check_dtypes(NB_OP_CDIST, 2, in)) return NULL;
-    p = p == 0 ? 2.0 : p;
+    p = nb_option(p, 2.0);
     if (!(p >= 1)) return NB_FAIL(NB_ERR_INVALID_ARG, "cdist: p must be >= 1 or inf (got %g)", p);
     if (x1->ndim < 2 || x2->ndim < 2 || x1->shape[x1->ndim - 1] != x2->shape[x2->ndim - 1]) {
         char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];

@@ -79,7 +79,10 @@ static int hand_over(nb_scope *s, nb_tensor **out, int n) {
     for (int i = 0; i < n; i++) ok = ok && out[i];
     for (int i = 0; ok && i < n; i++) nb_retain(out[i]);
     nb_scope_end(s);
-    if (!ok) return -1;
+    if (!ok) { /* nothing handed over: no pointer into the ended scope is left */
+        for (int i = 0; i < n; i++) out[i] = NULL;
+        return -1;
+    }
     for (int i = 0; i < n; i++) out[i] = nb_scope_adopt(out[i]);
     return n;
 }

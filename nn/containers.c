@@ -4,6 +4,8 @@
  * and Identity (returns its inputs). Sequential is sequential.c.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "nb_extension.h"
 #include "nn_impl.h"
@@ -11,19 +13,19 @@
 static int no_forward(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
     (void)n_in, (void)in, (void)max_out, (void)out;
     return nb_set_error(NB_ERR_INVALID_ARG, "%s: has no forward (it only holds %s)", nb_module_kind(m),
-                        nb_module_ctx(m) ? "parameters" : "modules"), -1;
+                        strstr(nb_module_kind(m), "Parameter") ? "parameters" : "modules"), -1;
 }
 
-/* The parameter holders' ctx: tells them from a user kind of the same name
- * (the module holders are told by their ops). */
-static char plist_marker, pdict_marker;
+/* ParameterList's ctx: the number of entries appended (the next name; a
+ * parameter appended twice is two entries, as PyTorch's len()). */
+typedef struct plist_ctx {
+    int64_t n;
+} plist_ctx;
 
 static const nb_module_ops module_list_ops = {"ModuleList", NULL, NULL, no_forward};
 static const nb_module_ops module_dict_ops = {"ModuleDict", NULL, NULL, no_forward};
-static const nb_module_ops parameter_list_ops = {"ParameterList", NULL, NULL, no_forward};
+static const nb_module_ops parameter_list_ops = {"ParameterList", NULL, free, no_forward};
 static const nb_module_ops parameter_dict_ops = {"ParameterDict", NULL, NULL, no_forward};
-
-static bool is_kind(nb_module *m, const void *marker) { return m && nb_module_ctx(m) == marker; }
 
 nb_module *nb_nn_module_list(void) { return nb_module_new(&module_list_ops, NULL); }
 
@@ -60,18 +62,25 @@ nb_module *nb_nn_module_list_array(nb_module *const *children, int n) {
 
 nb_module *nb_nn_module_dict(void) { return nb_module_new(&module_dict_ops, NULL); }
 
-nb_module *nb_nn_parameter_list(void) { return nb_module_new(&parameter_list_ops, &plist_marker); }
-
-nb_status nb_nn_parameter_list_append(nb_module *list, nb_tensor *p) {
-    if (!is_kind(list, &plist_marker))
-        return nb_set_error(NB_ERR_INVALID_ARG, "parameter_list_append: %s is not a ParameterList",
-                            list ? nb_module_kind(list) : "NULL");
-    char name[24];
-    snprintf(name, sizeof name, "%d", nb_module_parameters(list, NULL, 0));
-    return nb_module_register_parameter(list, name, p);
+nb_module *nb_nn_parameter_list(void) {
+    plist_ctx *c = calloc(1, sizeof *c);
+    if (!c) return NB_FAIL(NB_ERR_OOM, "ParameterList: out of host memory");
+    return nb_module_new(&parameter_list_ops, c); /* frees c on failure */
 }
 
-nb_module *nb_nn_parameter_dict(void) { return nb_module_new(&parameter_dict_ops, &pdict_marker); }
+nb_status nb_nn_parameter_list_append(nb_module *list, nb_tensor *p) {
+    if (!list || nb_module_kind(list) != parameter_list_ops.kind) /* the kind string's address: ours only */
+        return nb_set_error(NB_ERR_INVALID_ARG, "parameter_list_append: %s is not a ParameterList",
+                            list ? nb_module_kind(list) : "NULL");
+    plist_ctx *c = nb_module_ctx(list);
+    char name[24];
+    snprintf(name, sizeof name, "%lld", (long long)c->n);
+    nb_status st = nb_module_register_parameter(list, name, p);
+    if (!st) c->n++;
+    return st;
+}
+
+nb_module *nb_nn_parameter_dict(void) { return nb_module_new(&parameter_dict_ops, NULL); }
 
 /* ---- Identity ----------------------------------------------------------------- */
 

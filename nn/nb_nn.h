@@ -346,7 +346,7 @@ nb_module *nb_nn_group_norm_ex(int64_t num_groups, int64_t num_channels, double 
  * false, eps 1e-5, momentum 0.1 (left 0; NB_ZERO for 0). affine adds
  * "weight" (ones) and "bias" (zeros); track_running_stats the buffers
  * "running_mean" (zeros), "running_var" (ones) and "num_batches_tracked"
- * (+1 per training forward), which eval mode then normalises with (without
+ * (kept at 0: PyTorch's InstanceNorm never counts), which eval mode then normalises with (without
  * them, eval uses each instance's statistics too, as PyTorch). float32. */
 nb_module *nb_nn_instance_norm1d(int64_t num_features, double eps, double momentum, bool affine,
                                  bool track_running_stats);

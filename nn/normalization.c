@@ -2,12 +2,12 @@
  * nn.LocalResponseNorm over the functionals of autograd/ops_group_norm.c,
  * with PyTorch's parameters (weight ones, bias zeros, when affine) and
  * buffers (running_mean zeros, running_var ones, num_batches_tracked, when
- * InstanceNorm tracks running statistics).
+ * InstanceNorm tracks running statistics; as PyTorch's, the counter is
+ * never incremented).
  */
 #include <math.h>
 #include <stdlib.h>
 
-#include "nb_autograd.h"
 #include "nb_extension.h"
 #include "nn_impl.h"
 
@@ -28,17 +28,6 @@ static nb_tensor *group_norm_forward(nb_module *m, nb_tensor *x) {
     return nb_group_norm(x, c->groups, c->weight, c->bias, c->eps);
 }
 
-/* num_batches_tracked += 1 without autograd. */
-static nb_status count_batch(nb_tensor *counter) {
-    bool prev = nb_set_grad_enabled(false);
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *next = nb_add_scalar(counter, 1);
-    nb_status st = next ? nb_copy_(counter, next) : nb_last_status();
-    nb_scope_end(s);
-    nb_set_grad_enabled(prev);
-    return st;
-}
-
 static nb_tensor *instance_norm_forward(nb_module *m, nb_tensor *x) {
     const norm_ctx *c = nb_module_ctx(m);
     int nd = nb_dim(x);
@@ -50,8 +39,7 @@ static nb_tensor *instance_norm_forward(nb_module *m, nb_tensor *x) {
     nb_tensor *xb = nd == c->batched_dim ? x : nb_unsqueeze(x, 0);
     nb_tensor *y = nb_instance_norm(xb, c->running_mean, c->running_var, c->weight, c->bias, training || !c->track,
                                     c->momentum, c->eps);
-    if (y && nd != c->batched_dim) y = nb_squeeze(y, 0);
-    if (y && training && c->track && count_batch(c->num_batches_tracked) != NB_OK) y = NULL;
+    if (y && nd != c->batched_dim) y = nb_squeeze(y, 0); /* num_batches_tracked stays: PyTorch's InstanceNorm never counts */
     return nb_scope_return(s, y);
 }
 
@@ -99,8 +87,7 @@ nb_module *nb_nn_group_norm_ex(int64_t num_groups, int64_t num_channels, double 
     if (num_groups < 1 || num_channels < 1 || num_channels % num_groups)
         return NB_FAIL(NB_ERR_INVALID_ARG, "GroupNorm: num_channels %lld must be divisible by num_groups %lld (both >= 1)",
                        (long long)num_channels, (long long)num_groups);
-    eps = nb_option(eps, 1e-5);
-    if (!(eps >= 0) || !isfinite(eps)) return NB_FAIL(NB_ERR_INVALID_ARG, "GroupNorm: eps %g must be >= 0", eps);
+    if (!(nb_option(eps, 1e-5) >= 0) || !isfinite(eps)) return NB_FAIL(NB_ERR_INVALID_ARG, "GroupNorm: eps %g must be >= 0", eps);
     if (!nb_nn_check_dtype("GroupNorm", NB_OP_GROUP_NORM, dt)) return NULL;
     norm_ctx *c = calloc(1, sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, "GroupNorm: out of host memory");
@@ -116,8 +103,8 @@ static nb_module *instance_norm_new(const nb_module_ops *ops, int batched_dim, i
                                     double momentum, bool affine, bool track_running_stats) {
     if (num_features < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: num_features must be > 0 (got %lld)", ops->kind, (long long)num_features);
-    eps = nb_option(eps, 1e-5), momentum = nb_option(momentum, 0.1);
-    if (!(eps >= 0) || !isfinite(eps) || !(momentum >= 0 && momentum <= 1))
+    /* kept as given (NB_ZERO included): nb_instance_norm applies the defaults */
+    if (!(nb_option(eps, 1e-5) >= 0) || !isfinite(eps) || !(nb_option(momentum, 0.1) >= 0 && momentum <= 1))
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: eps (%g) must be >= 0 and momentum (%g) in [0, 1]", ops->kind, eps,
                        momentum);
     norm_ctx *c = calloc(1, sizeof *c);

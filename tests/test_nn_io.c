@@ -185,14 +185,18 @@ START_TEST(test_holders) {
     NB_CK_OK(nb_nn_parameter_list_append(scales, nb_ones(NB_SHAPE(3), NB_F32)));
     NB_CK_OK(nb_nn_parameter_list_append(scales, nb_zeros(NB_SHAPE(1), NB_F32)));
     NB_CK_OK(nb_module_add(root, "scales", scales));
+    nb_tensor *shared = nb_ones(NB_SHAPE(1), NB_F32);
+    NB_CK_OK(nb_nn_parameter_list_append(scales, shared)); /* twice the same: two entries, as len() counts */
+    NB_CK_OK(nb_nn_parameter_list_append(scales, shared));
+    ck_assert_ptr_nonnull(nb_module_get(scales, "3"));
     nb_module *extra = nb_nn_parameter_dict();
     NB_CK_OK(nb_module_register_parameter(extra, "gain", nb_ones(NB_SHAPE(2), NB_F32)));
     NB_CK_OK(nb_module_add(root, "extra", extra));
     nb_named_tensor p[16];
     int n = nb_module_parameters(root, p, 16);
     const char *want[] = {"blocks.0.weight", "blocks.0.bias", "blocks.1.weight", "blocks.1.bias", "scales.0",
-                          "scales.1", "extra.gain"};
-    ck_assert_int_eq(n, 7);
+                          "scales.1", "scales.2", "extra.gain"};
+    ck_assert_int_eq(n, 8); /* the shared parameter once */
     for (int i = 0; i < n; i++) ck_assert_str_eq(p[i].name, want[i]);
     ck_assert_str_eq(nb_module_kind(nb_module_child(root, "blocks")), "ModuleList");
     ck_assert_int_eq(nb_module_num_children(blocks), 3);

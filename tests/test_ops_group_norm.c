@@ -88,16 +88,20 @@ START_TEST(test_norm_modules) {
     ck_assert_int_eq(nb_module_buffers(in, p, 8), 3);
     for (int i = 0; i < 3; i++) ck_assert_str_eq(p[i].name, names[i]);
     NB_CK_NOTNULL(nb_forward(in, x));
-    ck_assert_double_eq(nb_item(nb_module_get(in, "num_batches_tracked")), 1);
+    ck_assert_double_eq(nb_item(nb_module_get(in, "num_batches_tracked")), 0); /* PyTorch's InstanceNorm never counts */
     ck_assert(nb_item(nb_sum(nb_module_get(in, "running_mean"), NULL, 0, false)) != 0);
     /* unbatched [C, L] gives [C, L]; eval uses the running statistics (no update) */
     nb_module_train(in, false);
     nb_tensor *u = nb_forward(in, nb_randn(NB_SHAPE(4, 5), NB_F32, NULL));
     NB_CK_NOTNULL(u);
     nb_ck_shape(u, NB_SHAPE(4, 5));
-    ck_assert_double_eq(nb_item(nb_module_get(in, "num_batches_tracked")), 1);
     NB_CK_FAILS(nb_forward(in, nb_randn(NB_SHAPE(2, 4, 5, 1), NB_F32, NULL)), NB_ERR_SHAPE);
     nb_module_free(in);
+    /* momentum NB_ZERO (kept as given by the module): the running statistics never move */
+    nb_module *frozen = nb_nn_instance_norm1d(4, 0, NB_ZERO, false, true);
+    NB_CK_NOTNULL(nb_forward(frozen, x));
+    ck_assert_double_eq(nb_item(nb_sum(nb_module_get(frozen, "running_mean"), NULL, 0, false)), 0);
+    nb_module_free(frozen);
     /* without tracking: no buffers, and eval normalizes each instance by itself */
     nb_module *in2 = nb_nn_instance_norm2d(4, 0, 0, false, false);
     ck_assert_int_eq(nb_module_buffers(in2, p, 8), 0);

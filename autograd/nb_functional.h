@@ -538,6 +538,54 @@ nb_tensor *nb_feature_alpha_dropout(nb_tensor *x, double p, bool training, nb_ge
  * without replacement than nonzero categories), NB_ERR_DTYPE. */
 nb_tensor *nb_multinomial(nb_tensor *p, int64_t num_samples, bool replacement, nb_generator *gen);
 
+/* ---- im2col / col2im, embedding_bag, affine_grid (ops_fold.c) ---------------------- */
+
+/* The sliding blocks of F.unfold / F.fold: kernel (required, >= 1),
+ * dilation and stride (0 means 1), padding (>= 0), per (h, w). */
+typedef struct nb_fold_options {
+    int64_t kernel[2], dilation[2], padding[2], stride[2];
+} nb_fold_options;
+/* F.unfold (ATen's im2col): x [N, C, H, W] (or [C, H, W]) -> [N, C kh kw,
+ * L], column c kh kw + i kw + j holding, for each of the L = oh ow blocks
+ * in row order, the pixel at (block row) stride + i dilation - padding
+ * (zeros outside the image). One gather; its gradient scatters back
+ * (overlaps summed). float32/float64. Errors: NB_ERR_SHAPE (a rank other
+ * than 3 or 4, an image smaller than the kernel), NB_ERR_INVALID_ARG. */
+nb_tensor *nb_im2col(nb_tensor *x, nb_fold_options opts);
+/* F.fold (ATen's col2im), unfold's adjoint: cols [N, C kh kw, L] (or
+ * unbatched) summed into [N, C, out_h, out_w], overlapping blocks adding
+ * up (a deterministic index_add). L must be the block count of that
+ * output size. Errors: NB_ERR_SHAPE (sizes that do not fit, naming them),
+ * NB_ERR_INVALID_ARG. */
+nb_tensor *nb_col2im(nb_tensor *cols, int64_t out_h, int64_t out_w, nb_fold_options opts);
+
+typedef enum nb_embedding_bag_mode { NB_BAG_MEAN = 0, NB_BAG_SUM, NB_BAG_MAX } nb_embedding_bag_mode;
+/* F.embedding_bag's options; a zeroed struct is PyTorch's defaults (mode
+ * mean, no per-sample weights, no padding index, offsets without the last). */
+typedef struct nb_embedding_bag_options {
+    nb_embedding_bag_mode mode;
+    nb_tensor *per_sample_weights; /* mode sum only: a weight per index (input's shape), or NULL (borrowed) */
+    bool include_last_offset;      /* offsets has B + 1 entries, the last one the end */
+    bool has_padding_idx;          /* padding_idx is set: that index is left out of its bag (and of mean's count) */
+    int64_t padding_idx;           /* negative counts from num_embeddings */
+} nb_embedding_bag_options;
+/* F.embedding_bag: the sums, means or maxima of bags of rows of weight [V,
+ * D]: input [B, N] int64 (B bags of N; offsets NULL), or 1-d int64 with
+ * offsets int64 [B] (bag b starts at offsets[b]; offsets[0] must be 0,
+ * unchecked: reading it would cost a device sync) -> [B, D]. An empty bag
+ * gives zeros. Gradients reach weight (and per_sample_weights). Written
+ * from embedding, index_add and scatter_reduce (max: the ties share the
+ * gradient, as scatter_reduce's amax). Errors: NB_ERR_DTYPE,
+ * NB_ERR_SHAPE, NB_ERR_INVALID_ARG (per_sample_weights with another mode,
+ * offsets with a 2-d input), an index outside [0, V). */
+nb_tensor *nb_embedding_bag(nb_tensor *input, nb_tensor *weight, nb_tensor *offsets, nb_embedding_bag_options opts);
+/* F.affine_grid for 2-d: theta [N, 2, 3] -> the sampling grid [N, H, W, 2]
+ * of (x, y) = theta (x_base, y_base, 1), x_base and y_base spanning [-1,
+ * 1] at the pixel centres ((2 j + 1) / W - 1), or at the corners with
+ * align_corners (PyTorch's linspace rule; 0 for a size of 1). One matmul;
+ * gradients reach theta. */
+nb_tensor *nb_affine_grid(nb_tensor *theta, int64_t N, int64_t H, int64_t W, bool align_corners);
+
 /* ---- resizing (ops_upsample.c; backend/cpu/upsample.c) ----------------------- */
 
 typedef enum nb_interpolate_mode { NB_INTERPOLATE_NEAREST, NB_INTERPOLATE_BILINEAR } nb_interpolate_mode;

@@ -76,3 +76,46 @@ nb_module *nb_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim, int
 nb_module *nb_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx) {
     return nb_nn_embedding_ex(num_embeddings, embedding_dim, padding_idx, NB_F32);
 }
+
+/* ---- EmbeddingBag -------------------------------------------------------------------- */
+
+/* nb_forward_n: (input[, offsets[, per_sample_weights]]); NULL entries allowed. */
+static int bag_forward(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
+    (void)max_out;
+    if (n_in < 1 || n_in > 3)
+        return nb_set_error(NB_ERR_INVALID_ARG, "EmbeddingBag: forward takes (input[, offsets[, per_sample_weights]]), "
+                            "got %d inputs", n_in), -1;
+    nb_embedding_bag_options o = *(const nb_embedding_bag_options *)nb_module_ctx(m);
+    o.per_sample_weights = n_in > 2 ? in[2] : NULL;
+    out[0] = nb_embedding_bag(in[0], nb_module_get(m, "weight"), n_in > 1 ? in[1] : NULL, o);
+    return out[0] ? 1 : -1;
+}
+
+static nb_tensor *bag_forward1(nb_module *m, nb_tensor *x) {
+    nb_tensor *out[NB_FORWARD_MAX];
+    return bag_forward(m, 1, &x, 1, out) < 0 ? NULL : out[0];
+}
+
+static const nb_module_ops bag_ops = {"EmbeddingBag", bag_forward1, free, bag_forward};
+
+nb_module *nb_nn_embedding_bag(int64_t num_embeddings, int64_t embedding_dim, nb_embedding_bag_options o) {
+    /* the weight as Embedding's (N(0, 1), the padding row zeroed), then the bag options */
+    nb_module *e = nb_nn_embedding(num_embeddings, embedding_dim, o.has_padding_idx ? o.padding_idx : NB_NO_PADDING_IDX);
+    if (!e) return NULL;
+    if ((unsigned)o.mode > NB_BAG_MAX) {
+        nb_module_free(e);
+        return NB_FAIL(NB_ERR_INVALID_ARG, "EmbeddingBag: bad mode %d", (int)o.mode);
+    }
+    nb_embedding_bag_options *c = malloc(sizeof *c);
+    nb_module *m = c ? nb_module_new(&bag_ops, c) : NB_FAIL(NB_ERR_OOM, "EmbeddingBag: out of host memory");
+    if (m) {
+        o.per_sample_weights = NULL;
+        *c = o;
+        if (nb_module_register_parameter(m, "weight", nb_module_get(e, "weight"))) {
+            nb_module_free(m);
+            m = NULL;
+        }
+    }
+    nb_module_free(e); /* the bag holds its own reference to the weight */
+    return m;
+}

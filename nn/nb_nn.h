@@ -320,6 +320,16 @@ nb_module *nb_nn_upsample(int64_t out_h, int64_t out_w, double scale_h, double s
                           bool align_corners);
 nb_module *nb_nn_upsampling_nearest2d(int64_t out_h, int64_t out_w, double scale_h, double scale_w);
 nb_module *nb_nn_upsampling_bilinear2d(int64_t out_h, int64_t out_w, double scale_h, double scale_w);
+/* nn.Unfold(kernel, dilation, padding, stride) and nn.Fold(output_size, ...)
+ * over nb_im2col / nb_col2im (nb_fold_options; kernel required). */
+nb_module *nb_nn_unfold(nb_fold_options opts);
+nb_module *nb_nn_fold(int64_t out_h, int64_t out_w, nb_fold_options opts);
+/* nn.EmbeddingBag(num_embeddings, embedding_dim, mode, include_last_offset,
+ * padding_idx): parameter "weight" [num, dim] N(0, 1), the padding row
+ * zeroed (Embedding's init); opts as nb_embedding_bag's (per_sample_weights
+ * comes with the forward). nb_forward_n takes (input[, offsets[,
+ * per_sample_weights]]); nb_forward a 2-d input. float32. */
+nb_module *nb_nn_embedding_bag(int64_t num_embeddings, int64_t embedding_dim, nb_embedding_bag_options opts);
 /* nn.Bilinear(in1_features, in2_features, out_features, bias): parameters
  * "weight" [out, in1, in2] and "bias" [out], both U(-1/sqrt(in1),
  * 1/sqrt(in1)) (PyTorch's init); nb_forward_n takes (input1, input2). */

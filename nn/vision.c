@@ -89,3 +89,36 @@ nb_module *nb_nn_channel_shuffle(int64_t groups) {
     if (groups < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "ChannelShuffle: groups must be >= 1");
     return make(&channel_shuffle_ops, (vision_ctx){.factor = groups});
 }
+
+/* ---- Unfold / Fold ------------------------------------------------------------------- */
+
+typedef struct fold_ctx {
+    nb_fold_options o;
+    int64_t h, w; /* Fold's output size */
+} fold_ctx;
+
+static nb_tensor *unfold_forward(nb_module *m, nb_tensor *x) { return nb_im2col(x, ((const fold_ctx *)nb_module_ctx(m))->o); }
+static nb_tensor *fold_forward(nb_module *m, nb_tensor *x) {
+    const fold_ctx *c = nb_module_ctx(m);
+    return nb_col2im(x, c->h, c->w, c->o);
+}
+static const nb_module_ops unfold_ops = {"Unfold", unfold_forward, free, NULL};
+static const nb_module_ops fold_ops = {"Fold", fold_forward, free, NULL};
+
+static nb_module *fold_new(const nb_module_ops *ops, int64_t h, int64_t w, nb_fold_options o) {
+    for (int i = 0; i < 2; i++)
+        if (o.kernel[i] < 1 || o.dilation[i] < 0 || o.stride[i] < 0 || o.padding[i] < 0)
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: kernel_size must be >= 1, dilation, padding and stride >= 0",
+                           ops->kind);
+    fold_ctx *c = malloc(sizeof *c);
+    if (!c) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", ops->kind);
+    c->o = o, c->h = h, c->w = w;
+    return nb_module_new(ops, c);
+}
+
+nb_module *nb_nn_unfold(nb_fold_options o) { return fold_new(&unfold_ops, 0, 0, o); }
+
+nb_module *nb_nn_fold(int64_t out_h, int64_t out_w, nb_fold_options o) {
+    if (out_h < 1 || out_w < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "Fold: output_size must be positive");
+    return fold_new(&fold_ops, out_h, out_w, o);
+}

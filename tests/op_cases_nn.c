@@ -254,6 +254,22 @@ static nb_tensor *tensordot(nb_tensor *const *x, const nb_op_case *c) {
 }
 static nb_tensor *cross(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_cross(x[0], x[1], -1); }
 static nb_tensor *cdist(nb_tensor *const *x, const nb_op_case *c) { return nb_cdist(x[0], x[1], c->p[0]); }
+/* ops_fold.c */
+static nb_tensor *im2col(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    return nb_im2col(x[0], (nb_fold_options){.kernel = {2, 3}, .dilation = {2, 1}, .padding = {1, 0}, .stride = {1, 2}});
+}
+static nb_tensor *col2im(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c; /* [N, C 2 3, L] back onto 5 x 4 (kernel (2, 3), stride (1, 2), padding (0, 1): L = 4 x 2) */
+    return nb_col2im(x[0], 5, 4, (nb_fold_options){.kernel = {2, 3}, .padding = {0, 1}, .stride = {1, 2}});
+}
+static nb_tensor *embedding_bag(nb_tensor *const *x, const nb_op_case *c) {
+    static const int64_t idx[8] = {1, 2, 4, 5, 4, 3, 2, 0}, off[4] = {0, 2, 2, 5};
+    nb_device dev = nb_device_of(x[0]);
+    nb_embedding_bag_options o = {.mode = (nb_embedding_bag_mode)c->p[0], .has_padding_idx = c->p[1] != 0, .padding_idx = 4};
+    return nb_embedding_bag(nb_from_data_on(idx, NB_SHAPE(8), NB_I64, dev), x[0], nb_from_data_on(off, NB_SHAPE(4), NB_I64, dev), o);
+}
+static nb_tensor *affine_grid(nb_tensor *const *x, const nb_op_case *c) { return nb_affine_grid(x[0], 2, 3, 4, c->p[0] != 0); }
 /* any input (log-probabilities need not be normalized for the formula); a
  * positive target, or any with log_target */
 static nb_tensor *kl_div(nb_tensor *const *x, const nb_op_case *c) {
@@ -575,6 +591,18 @@ static const nb_op_case cases[] = {
     {.op = NB_OP_CDIST, .label = "cdist p 2", .fn = cdist, .n_in = 2, .in = {IN(K_REAL, 4, 3), IN(K_REAL, 5, 3)}, .p = {2}},
     {.op = NB_OP_CDIST, .label = "cdist p 1, batched", .fn = cdist, .n_in = 2,
      .in = {IN(K_REAL, 2, 3, 2), IN(K_REAL, 2, 4, 2)}, .p = {1}},
+    {.op = NB_OP_IM2COL, .label = "unfold kernel (2, 3), dilation (2, 1), padding (1, 0), stride (1, 2)", .fn = im2col,
+     .n_in = 1, .in = {IN(K_REAL, 2, 2, 5, 6)}},
+    {.op = NB_OP_COL2IM, .label = "fold onto 5 x 4", .fn = col2im, .n_in = 1, .in = {IN(K_REAL, 2, 12, 8)}},
+    {.op = NB_OP_EMBEDDING_BAG, .label = "embedding_bag sum, offsets with an empty bag", .fn = embedding_bag, .n_in = 1,
+     .in = {IN(K_REAL, 6, 3)}, .p = {NB_BAG_SUM}},
+    {.op = NB_OP_EMBEDDING_BAG, .label = "embedding_bag mean, padding_idx 4", .fn = embedding_bag, .n_in = 1,
+     .in = {IN(K_REAL, 6, 3)}, .p = {NB_BAG_MEAN, 1}},
+    {.op = NB_OP_EMBEDDING_BAG, .label = "embedding_bag max", .fn = embedding_bag, .n_in = 1, .in = {IN(K_REAL, 6, 3)},
+     .p = {NB_BAG_MAX}},
+    {.op = NB_OP_AFFINE_GRID, .label = "affine_grid 3 x 4", .fn = affine_grid, .n_in = 1, .in = {IN(K_REAL, 2, 2, 3)}},
+    {.op = NB_OP_AFFINE_GRID, .label = "affine_grid 3 x 4, align_corners", .fn = affine_grid, .n_in = 1,
+     .in = {IN(K_REAL, 2, 2, 3)}, .p = {1}},
     {.op = NB_OP_CONV2D, .label = "conv2d stride 2 padding 1 dilation 2 groups 2", .fn = conv2d, .n_in = 3,
      .in = {IN(K_REAL, 2, 4, 6, 5), IN(K_REAL, 6, 2, 3, 2), IN(K_REAL, 6)}, .tol = 1e-4, .p = {2, 1, 2, 2}},
     {.op = NB_OP_CONV2D, .label = "conv2d 3x3, 8 channels (Winograd on the CPU)", .fn = conv2d, .n_in = 2,

@@ -46,6 +46,7 @@
     X(nn_layers) \
     X(ops_einsum) \
     X(transformer_decoder) \
+    X(ops_fold) \
     X(op_table) \
     X(op_harness) \
     X(text) \

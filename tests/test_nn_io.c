@@ -286,7 +286,7 @@ END_TEST
  * outputs (nb_forward_n) as dir/name_io.safetensors. */
 static void save_case(const char *dir, const char *name, nb_module *m, int n_in, nb_tensor *const *in) {
     NB_CK_NOTNULL(m);
-    char path[256], names[2 * NB_FORWARD_MAX][8];
+    char path[256], names[2 * NB_FORWARD_MAX][16];
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
     NB_CK_OK(nb_module_state_dict_save(m, path));
     nb_module_train(m, false);
@@ -438,6 +438,16 @@ START_TEST(test_modules_against_pytorch) {
                                                          .num_decoder_layers = 2, .dim_feedforward = 16,
                                                          .dropout = NB_ZERO, .dtype = NB_F64}),
               2, (nb_tensor *[]){mem, tgt});
+    save_case(dir, "unfold", nb_nn_unfold((nb_fold_options){.kernel = {2, 3}, .dilation = {2, 1}, .padding = {1, 0},
+                                                            .stride = {1, 2}}),
+              1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 2, 5, 6), NB_F32, NULL)});
+    save_case(dir, "fold", nb_nn_fold(5, 4, (nb_fold_options){.kernel = {2, 3}, .padding = {0, 1}, .stride = {1, 2}}), 1,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(2, 12, 8), NB_F32, NULL)});
+    save_case(dir, "embedding_bag",
+              scrambled(nb_nn_embedding_bag(6, 3, (nb_embedding_bag_options){.mode = NB_BAG_MAX, .has_padding_idx = true,
+                                                                             .padding_idx = 2})),
+              2, (nb_tensor *[]){nb_from_data((int64_t[]){1, 2, 4, 5, 4, 3, 2, 0}, NB_SHAPE(8), NB_I64),
+                                 nb_from_data((int64_t[]){0, 2, 2, 5}, NB_SHAPE(4), NB_I64)});
     save_case(dir, "dropout2d_eval", nb_nn_dropout2d(0.5), 1, (nb_tensor *[]){img});
     save_case(dir, "alpha_dropout_eval", nb_nn_alpha_dropout(0.5), 1, (nb_tensor *[]){x234});
     nb_scope_end(s);

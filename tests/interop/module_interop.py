@@ -113,6 +113,9 @@ CASES = {
                                    norm_first=True), 2, norm=nn.LayerNorm(8)).double(), lambda m, xs: (m(*xs),)),
     "transformer": (lambda: nn.Transformer(8, 2, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=16,
                                            dropout=0.0, batch_first=True).double(), lambda m, xs: (m(*xs),)),
+    "unfold": (lambda: nn.Unfold((2, 3), dilation=(2, 1), padding=(1, 0), stride=(1, 2)), lambda m, xs: (m(*xs),)),
+    "fold": (lambda: nn.Fold((5, 4), (2, 3), padding=(0, 1), stride=(1, 2)), lambda m, xs: (m(*xs),)),
+    "embedding_bag": (lambda: nn.EmbeddingBag(6, 3, mode="max", padding_idx=2), lambda m, xs: (m(*xs),)),
     "dropout2d_eval": (lambda: nn.Dropout2d(0.5), lambda m, xs: (m(*xs),)),
     "alpha_dropout_eval": (lambda: nn.AlphaDropout(0.5), lambda m, xs: (m(*xs),)),
 }

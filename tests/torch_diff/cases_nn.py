@@ -331,6 +331,7 @@ def cnn():
     out += activations()
     out += more_layers()
     out += contractions()
+    out += folds()
     return out
 
 
@@ -614,6 +615,46 @@ def contractions():
     out += [Case("cdist", [R((4, 3)), R((5, 3))], cd, {"p": 2.0}, tag="f32", tol={F32: (1e-4, 1e-5)}),
             Case("cdist", [R((2, 4, 3), F64), R((2, 5, 3), F64)], cd, {"p": 1.0}, tag="batched p 1"),
             Case("cdist", [R((4, 3), F64), R((2, 3), F64)], cd, {"p": 3.0}, tag="p 3")]
+    return out
+
+
+def folds():
+    """unfold / fold (im2col / col2im), embedding_bag, affine_grid."""
+    uf = lambda xs, a: F.unfold(xs[0], a["kernel_size"], a.get("dilation", 1), a.get("padding", 0), a.get("stride", 1))
+    fo = lambda xs, a: F.fold(xs[0], a["output_size"], a["kernel_size"], a.get("dilation", 1), a.get("padding", 0),
+                              a.get("stride", 1))
+    out = [Case("im2col", [R((2, 3, 5, 4))], uf, {"kernel_size": [2, 3]}, tag="f32"),
+           Case("im2col", [R((2, 2, 6, 5), F64)], uf, {"kernel_size": [3, 2], "dilation": [2, 1], "padding": [1, 2],
+                                                      "stride": [2, 3]}, tag="dilation, padding, stride"),
+           Case("im2col", [R((3, 4, 4), F64)], uf, {"kernel_size": 2, "stride": 2}, tag="unbatched"),
+           Case("im2col", [R((1, 1, 2, 2))], uf, {"kernel_size": 3}, tag="kernel too large"),
+           Case("col2im", [R((2, 3 * 6, 12))], fo, {"output_size": [5, 4], "kernel_size": [2, 3]}, tag="f32"),
+           Case("col2im", [R((2, 2 * 6, 6), F64)], fo, {"output_size": [6, 5], "kernel_size": [3, 2],
+                                                        "dilation": [2, 1], "padding": [1, 2], "stride": [2, 3]},
+                tag="dilation, padding, stride"),
+           Case("col2im", [R((2, 3 * 6, 11))], fo, {"output_size": [5, 4], "kernel_size": [2, 3]}, tag="L error")]
+
+    def eb(xs, a):
+        off = xs[2] if len(xs) > 2 else None
+        psw = xs[3] if len(xs) > 3 else None
+        return F.embedding_bag(xs[0], xs[1], off, mode=a["mode"], per_sample_weights=psw,
+                               include_last_offset=a.get("include_last_offset", False),
+                               padding_idx=a.get("padding_idx"))
+    for mode in ("sum", "mean", "max"):
+        out += [Case("embedding_bag", [T([[1, 2, 4], [4, 3, 0]], I64), R((6, 3))], eb, {"mode": mode},
+                     tag=mode + " 2-d", req=[False, True]),
+                Case("embedding_bag", [T([1, 2, 4, 5, 4, 3, 2, 0], I64), R((6, 3), F64), T([0, 2, 2, 5], I64)], eb,
+                     {"mode": mode}, tag=mode + " offsets, an empty bag", req=[False, True, False]),
+                Case("embedding_bag", [T([1, 2, 4, 5, 4, 3, 2], I64), R((6, 3), F64), T([0, 3, 7], I64)], eb,
+                     {"mode": mode, "include_last_offset": True, "padding_idx": 4}, tag=mode + " last offset, padding",
+                     req=[False, True, False])]
+    out += [Case("embedding_bag", [T([1, 2, 4, 5, 4, 3], I64), R((6, 3), F64), T([0, 2], I64), R((6,), F64)], eb,
+                 {"mode": "sum"}, tag="per_sample_weights", req=[False, True, False, True]),
+            Case("embedding_bag", [T([1, 7], I64), R((6, 3)), T([0], I64)], eb, {"mode": "sum"}, tag="index error")]
+    ag = lambda xs, a: F.affine_grid(xs[0], a["size"], align_corners=a["align_corners"])
+    out += [Case("affine_grid", [R((2, 2, 3))], ag, {"size": [2, 1, 3, 4], "align_corners": False}, tag="f32"),
+            Case("affine_grid", [R((1, 2, 3), F64)], ag, {"size": [1, 3, 5, 1], "align_corners": True},
+                 tag="align_corners, width 1")]
     return out
 
 

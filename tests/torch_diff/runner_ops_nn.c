@@ -427,3 +427,30 @@ nb_status h_kron(dcase *c) { OUT1(nb_kron(I0, I1)); }
 nb_status h_trace(dcase *c) { OUT1(nb_trace(I0)); }
 nb_status h_cross(dcase *c) { OUT1(nb_cross(I0, I1, (int)ai(c, "dim", -1))); }
 nb_status h_cdist(dcase *c) { OUT1(nb_cdist(I0, I1, ad(c, "p", 2))); }
+
+/* ops_fold.c */
+static nb_fold_options fold_opts(dcase *c) {
+    int64_t k[2], d[2], p[2], s[2];
+    pair(c, "kernel_size", 1, k), pair(c, "dilation", 1, d), pair(c, "padding", 0, p), pair(c, "stride", 1, s);
+    return (nb_fold_options){.kernel = {k[0], k[1]}, .dilation = {d[0], d[1]}, .padding = {p[0], p[1]}, .stride = {s[0], s[1]}};
+}
+nb_status h_im2col(dcase *c) { OUT1(nb_im2col(I0, fold_opts(c))); }
+nb_status h_col2im(dcase *c) {
+    int64_t o[2];
+    pair(c, "output_size", 1, o);
+    OUT1(nb_col2im(I0, o[0], o[1], fold_opts(c)));
+}
+nb_status h_embedding_bag(dcase *c) {
+    const char *m = as(c, "mode", "mean");
+    nb_embedding_bag_options o = {.mode = !strcmp(m, "sum") ? NB_BAG_SUM : !strcmp(m, "max") ? NB_BAG_MAX : NB_BAG_MEAN,
+                                  .include_last_offset = ab(c, "include_last_offset", false),
+                                  .per_sample_weights = c->n_in > 3 ? c->in[3] : NULL};
+    int64_t pidx = ai(c, "padding_idx", INT64_MIN);
+    if (pidx != INT64_MIN) o.has_padding_idx = true, o.padding_idx = pidx;
+    OUT1(nb_embedding_bag(I0, I1, c->n_in > 2 ? I2 : NULL, o));
+}
+nb_status h_affine_grid(dcase *c) {
+    int64_t sz[4];
+    al(c, "size", sz, 4);
+    OUT1(nb_affine_grid(I0, sz[0], sz[2], sz[3], ab(c, "align_corners", false)));
+}

@@ -14,11 +14,33 @@
 #include "nb_extension.h"
 #include "nn_impl.h"
 
-typedef enum loss_kind {
-    L1, MSE, CROSS_ENTROPY, NLL, SMOOTH_L1, HUBER, BCE, BCE_LOGITS, KL_DIV, SOFT_MARGIN, HINGE_EMBEDDING,
-    MARGIN_RANKING, POISSON_NLL, GAUSSIAN_NLL, MULTILABEL_SOFT_MARGIN, MULTI_MARGIN, MULTILABEL_MARGIN,
-    COSINE_EMBEDDING, TRIPLET_MARGIN, TRIPLET_DISTANCE, COSINE_SIMILARITY, PAIRWISE_DISTANCE, LOSS_KINDS
-} loss_kind;
+/* Each kind: enum name, torch.nn class, input count, the forward's parameters. */
+#define LOSS_KINDS_LIST(X)                                                               \
+    X(L1, "L1Loss", 2, "input, target")                                                  \
+    X(MSE, "MSELoss", 2, "input, target")                                                \
+    X(CROSS_ENTROPY, "CrossEntropyLoss", 2, "input, target")                             \
+    X(NLL, "NLLLoss", 2, "input, target")                                                \
+    X(SMOOTH_L1, "SmoothL1Loss", 2, "input, target")                                     \
+    X(HUBER, "HuberLoss", 2, "input, target")                                            \
+    X(BCE, "BCELoss", 2, "input, target")                                                \
+    X(BCE_LOGITS, "BCEWithLogitsLoss", 2, "input, target")                               \
+    X(KL_DIV, "KLDivLoss", 2, "input, target")                                           \
+    X(SOFT_MARGIN, "SoftMarginLoss", 2, "input, target")                                 \
+    X(HINGE_EMBEDDING, "HingeEmbeddingLoss", 2, "input, target")                         \
+    X(MARGIN_RANKING, "MarginRankingLoss", 3, "input1, input2, target")                  \
+    X(POISSON_NLL, "PoissonNLLLoss", 2, "log_input, target")                             \
+    X(GAUSSIAN_NLL, "GaussianNLLLoss", 3, "input, target, var")                          \
+    X(MULTILABEL_SOFT_MARGIN, "MultiLabelSoftMarginLoss", 2, "input, target")            \
+    X(MULTI_MARGIN, "MultiMarginLoss", 2, "input, target")                               \
+    X(MULTILABEL_MARGIN, "MultiLabelMarginLoss", 2, "input, target")                     \
+    X(COSINE_EMBEDDING, "CosineEmbeddingLoss", 3, "input1, input2, target")              \
+    X(TRIPLET_MARGIN, "TripletMarginLoss", 3, "anchor, positive, negative")              \
+    X(TRIPLET_DISTANCE, "TripletMarginWithDistanceLoss", 3, "anchor, positive, negative") \
+    X(COSINE_SIMILARITY, "CosineSimilarity", 2, "x1, x2")                                \
+    X(PAIRWISE_DISTANCE, "PairwiseDistance", 2, "x1, x2")
+
+#define LOSS_ENUM(id, kind, n, inputs) id,
+typedef enum loss_kind { LOSS_KINDS_LIST(LOSS_ENUM) LOSS_KINDS } loss_kind;
 
 typedef struct loss_ctx {
     loss_kind kind;
@@ -30,34 +52,12 @@ typedef struct loss_ctx {
     bool keepdim;                /* PairwiseDistance */
 } loss_ctx;
 
+#define LOSS_INFO(id, kind, n, inputs) [id] = {kind, n, inputs},
 static const struct {
     const char *kind;
     int n_in;
     const char *inputs;
-} kinds[LOSS_KINDS] = {
-    [L1] = {"L1Loss", 2, "input, target"},
-    [MSE] = {"MSELoss", 2, "input, target"},
-    [CROSS_ENTROPY] = {"CrossEntropyLoss", 2, "input, target"},
-    [NLL] = {"NLLLoss", 2, "input, target"},
-    [SMOOTH_L1] = {"SmoothL1Loss", 2, "input, target"},
-    [HUBER] = {"HuberLoss", 2, "input, target"},
-    [BCE] = {"BCELoss", 2, "input, target"},
-    [BCE_LOGITS] = {"BCEWithLogitsLoss", 2, "input, target"},
-    [KL_DIV] = {"KLDivLoss", 2, "input, target"},
-    [SOFT_MARGIN] = {"SoftMarginLoss", 2, "input, target"},
-    [HINGE_EMBEDDING] = {"HingeEmbeddingLoss", 2, "input, target"},
-    [MARGIN_RANKING] = {"MarginRankingLoss", 3, "input1, input2, target"},
-    [POISSON_NLL] = {"PoissonNLLLoss", 2, "log_input, target"},
-    [GAUSSIAN_NLL] = {"GaussianNLLLoss", 3, "input, target, var"},
-    [MULTILABEL_SOFT_MARGIN] = {"MultiLabelSoftMarginLoss", 2, "input, target"},
-    [MULTI_MARGIN] = {"MultiMarginLoss", 2, "input, target"},
-    [MULTILABEL_MARGIN] = {"MultiLabelMarginLoss", 2, "input, target"},
-    [COSINE_EMBEDDING] = {"CosineEmbeddingLoss", 3, "input1, input2, target"},
-    [TRIPLET_MARGIN] = {"TripletMarginLoss", 3, "anchor, positive, negative"},
-    [TRIPLET_DISTANCE] = {"TripletMarginWithDistanceLoss", 3, "anchor, positive, negative"},
-    [COSINE_SIMILARITY] = {"CosineSimilarity", 2, "x1, x2"},
-    [PAIRWISE_DISTANCE] = {"PairwiseDistance", 2, "x1, x2"},
-};
+} kinds[LOSS_KINDS] = {LOSS_KINDS_LIST(LOSS_INFO)};
 
 static nb_tensor *loss_call(nb_module *m, const loss_ctx *c, nb_tensor *const *x) {
     nb_loss_options o = c->o;
@@ -103,14 +103,8 @@ static int loss_forward(nb_module *m, int n_in, nb_tensor *const *in, int max_ou
     return out[0] ? 1 : -1;
 }
 
-#define LOSS_OPS(K) {kinds[K].kind, NULL, free, loss_forward}
-static const nb_module_ops loss_ops[LOSS_KINDS] = {
-    LOSS_OPS(L1), LOSS_OPS(MSE), LOSS_OPS(CROSS_ENTROPY), LOSS_OPS(NLL), LOSS_OPS(SMOOTH_L1), LOSS_OPS(HUBER),
-    LOSS_OPS(BCE), LOSS_OPS(BCE_LOGITS), LOSS_OPS(KL_DIV), LOSS_OPS(SOFT_MARGIN), LOSS_OPS(HINGE_EMBEDDING),
-    LOSS_OPS(MARGIN_RANKING), LOSS_OPS(POISSON_NLL), LOSS_OPS(GAUSSIAN_NLL), LOSS_OPS(MULTILABEL_SOFT_MARGIN),
-    LOSS_OPS(MULTI_MARGIN), LOSS_OPS(MULTILABEL_MARGIN), LOSS_OPS(COSINE_EMBEDDING), LOSS_OPS(TRIPLET_MARGIN),
-    LOSS_OPS(TRIPLET_DISTANCE), LOSS_OPS(COSINE_SIMILARITY), LOSS_OPS(PAIRWISE_DISTANCE),
-};
+#define LOSS_OPS(id, kind, n, inputs) [id] = {kind, NULL, free, loss_forward},
+static const nb_module_ops loss_ops[LOSS_KINDS] = {LOSS_KINDS_LIST(LOSS_OPS)};
 
 /* A loss module of kind k; weight and pos_weight (may be NULL) become buffers. */
 static nb_module *make(loss_kind k, loss_ctx c, nb_tensor *weight, nb_tensor *pos_weight) {

@@ -53,8 +53,7 @@ static const nb_module_ops bn1d_ops = {"BatchNorm1d", bn_forward, free, NULL};
 static const nb_module_ops bn2d_ops = {"BatchNorm2d", bn_forward, free, NULL};
 static const nb_module_ops bn3d_ops = {"BatchNorm3d", bn_forward, free, NULL};
 
-/* Creates a [n] (or 0-d when n < 0) tensor filled with value and registers it. */
-static nb_tensor *add_tensor(nb_module *m, const char *name, bool param, int64_t n, nb_dtype dt, double value) {
+nb_tensor *nb_nn_filled_tensor(nb_module *m, const char *name, bool param, int64_t n, nb_dtype dt, double value) {
     nb_tensor *t = nb_tensor_new_unscoped(n < 0 ? 0 : 1, &n, dt, nb_default_device());
     if (!t) return NULL;
     if (nb_fill_(t, value) != NB_OK) {
@@ -81,11 +80,11 @@ static nb_module *bn_new(const nb_module_ops *ops, int min_dim, int max_dim, int
     c->momentum = nb_option(momentum, 0.1); /* likewise: NB_ZERO freezes the running statistics */
     nb_module *m = nb_module_new(ops, c);
     if (!m) return NULL;
-    if (!(c->weight = add_tensor(m, "weight", true, num_features, NB_F32, 1.0)) ||
-        !(c->bias = add_tensor(m, "bias", true, num_features, NB_F32, 0.0)) ||
-        !(c->running_mean = add_tensor(m, "running_mean", false, num_features, NB_F32, 0.0)) ||
-        !(c->running_var = add_tensor(m, "running_var", false, num_features, NB_F32, 1.0)) ||
-        !(c->num_batches_tracked = add_tensor(m, "num_batches_tracked", false, -1, NB_I64, 0.0))) {
+    if (!(c->weight = nb_nn_filled_tensor(m, "weight", true, num_features, NB_F32, 1.0)) ||
+        !(c->bias = nb_nn_filled_tensor(m, "bias", true, num_features, NB_F32, 0.0)) ||
+        !(c->running_mean = nb_nn_filled_tensor(m, "running_mean", false, num_features, NB_F32, 0.0)) ||
+        !(c->running_var = nb_nn_filled_tensor(m, "running_var", false, num_features, NB_F32, 1.0)) ||
+        !(c->num_batches_tracked = nb_nn_filled_tensor(m, "num_batches_tracked", false, -1, NB_I64, 0.0))) {
         nb_module_free(m);
         return NULL;
     }

@@ -28,6 +28,20 @@ nb_tensor *nb_nn_causal_mask(const nb_tensor *src);
 bool nb_nn_layer_options(const char *kind, nb_encoder_layer_options *o);
 /* Adds child under name and stores it in *slot; false on failure (the child freed). */
 bool nb_nn_add_child(nb_module *m, const char *name, nb_module *child, nb_module **slot);
+/* TransformerEncoder's and TransformerDecoder's ctx: num_layers copies of a
+ * layer in the child "layers" (a ModuleList), then "norm" (NULL: none). */
+typedef struct nb_layer_stack_ctx {
+    int num_layers;
+    nb_module *layers, *norm; /* borrowed children */
+} nb_layer_stack_ctx;
+/* A module of ops whose ctx is an nb_layer_stack_ctx: num_layers (>= 1)
+ * layers from make_layer(o), each a copy of the first (PyTorch's
+ * _get_clones), then norm (may be NULL; ownership taken, also on failure). */
+nb_module *nb_nn_layer_stack(const nb_module_ops *ops, nb_module *(*make_layer)(nb_encoder_layer_options),
+                             nb_encoder_layer_options o, int num_layers, nb_module *norm);
+/* A [n] tensor (0-d for n < 0) of dtype dt filled with value, registered in m
+ * as a parameter or a buffer under name; NULL on failure. */
+nb_tensor *nb_nn_filled_tensor(nb_module *m, const char *name, bool param, int64_t n, nb_dtype dt, double value);
 /* Copies the parameters of from into to (same kind and options): PyTorch's deepcopy of a layer. */
 nb_status nb_nn_copy_params(nb_module *to, nb_module *from);
 

@@ -54,28 +54,16 @@ static const nb_module_ops in2d_ops = {"InstanceNorm2d", instance_norm_forward, 
 static const nb_module_ops in3d_ops = {"InstanceNorm3d", instance_norm_forward, free, NULL};
 static const nb_module_ops lrn_ops = {"LocalResponseNorm", lrn_forward, free, NULL};
 
-/* A [n] tensor (0-d for n < 0) filled with value, registered as a parameter or buffer. */
-static nb_tensor *add_tensor(nb_module *m, const char *name, bool param, int64_t n, nb_dtype dt, double value) {
-    nb_tensor *t = nb_tensor_new_unscoped(n < 0 ? 0 : 1, &n, dt, nb_default_device());
-    if (!t) return NULL;
-    if (nb_fill_(t, value) != NB_OK) {
-        nb_release(t);
-        return NULL;
-    }
-    nb_status st = param ? nb_module_adopt_parameter(m, name, t) : nb_module_adopt_buffer(m, name, t);
-    return st ? NULL : t;
-}
-
 /* The module with weight and bias when affine (and the running statistics when track). */
 static nb_module *with_tensors(const nb_module_ops *ops, norm_ctx *c, int64_t n, bool affine, nb_dtype dt) {
     nb_module *m = nb_module_new(ops, c);
     if (!m) return NULL;
     bool ok = true;
-    if (affine) ok = (c->weight = add_tensor(m, "weight", true, n, dt, 1.0)) && (c->bias = add_tensor(m, "bias", true, n, dt, 0.0));
+    if (affine) ok = (c->weight = nb_nn_filled_tensor(m, "weight", true, n, dt, 1.0)) && (c->bias = nb_nn_filled_tensor(m, "bias", true, n, dt, 0.0));
     if (ok && c->track)
-        ok = (c->running_mean = add_tensor(m, "running_mean", false, n, dt, 0.0)) &&
-             (c->running_var = add_tensor(m, "running_var", false, n, dt, 1.0)) &&
-             (c->num_batches_tracked = add_tensor(m, "num_batches_tracked", false, -1, NB_I64, 0.0));
+        ok = (c->running_mean = nb_nn_filled_tensor(m, "running_mean", false, n, dt, 0.0)) &&
+             (c->running_var = nb_nn_filled_tensor(m, "running_var", false, n, dt, 1.0)) &&
+             (c->num_batches_tracked = nb_nn_filled_tensor(m, "num_batches_tracked", false, -1, NB_I64, 0.0));
     if (!ok) {
         nb_module_free(m);
         return NULL;

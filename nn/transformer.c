@@ -155,12 +155,6 @@ nb_module *nb_nn_transformer_encoder_layer(nb_encoder_layer_options o) {
 /* ---- TransformerEncoder ------------------------------------------- */
 
 
-typedef struct nb_encoder_ctx {
-    int num_layers;
-    nb_module *layers; /* borrowed child "layers" */
-    nb_module *norm;   /* borrowed child "norm", or NULL */
-} nb_encoder_ctx;
-
 static const nb_module_ops encoder_ops;
 
 nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tensor *mask,
@@ -172,7 +166,7 @@ nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_te
         if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "TransformerEncoder: src is NULL");
         return NULL;
     }
-    const nb_encoder_ctx *c = nb_module_ctx(m);
+    const nb_layer_stack_ctx *c = nb_module_ctx(m);
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *x = src;
     for (int i = 0; x && i < c->num_layers; i++)
@@ -210,7 +204,7 @@ nb_status nb_nn_copy_params(nb_module *to, nb_module *from) {
     int n = nb_module_parameters(from, NULL, 0);
     if (n < 0) return nb_last_status();
     nb_named_tensor *a = malloc(sizeof *a * (size_t)(2 * n + 1));
-    if (!a) return nb_set_error(NB_ERR_OOM, "TransformerEncoder: out of host memory");
+    if (!a) return nb_set_error(NB_ERR_OOM, "%s: out of host memory", nb_module_kind(to));
     nb_status st = nb_module_parameters(to, a + n, n) == n ? NB_OK : nb_last_status();
     nb_module_parameters(from, a, n);
     for (int i = 0; !st && i < n; i++) st = nb_copy_(a[n + i].tensor, a[i].tensor);
@@ -218,13 +212,14 @@ nb_status nb_nn_copy_params(nb_module *to, nb_module *from) {
     return st;
 }
 
-nb_module *nb_nn_transformer_encoder(nb_encoder_layer_options o, int num_layers, nb_module *norm) {
+nb_module *nb_nn_layer_stack(const nb_module_ops *ops, nb_module *(*make_layer)(nb_encoder_layer_options),
+                             nb_encoder_layer_options o, int num_layers, nb_module *norm) {
     if (num_layers < 1) {
         nb_module_free(norm);
-        return NB_FAIL(NB_ERR_INVALID_ARG, "TransformerEncoder: num_layers %d must be >= 1", num_layers);
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: num_layers %d must be >= 1", ops->kind, num_layers);
     }
-    nb_encoder_ctx *c = calloc(1, sizeof *c);
-    nb_module *m = c ? nb_module_new(&encoder_ops, c) : NB_FAIL(NB_ERR_OOM, "TransformerEncoder: out of host memory");
+    nb_layer_stack_ctx *c = calloc(1, sizeof *c);
+    nb_module *m = c ? nb_module_new(ops, c) : NB_FAIL(NB_ERR_OOM, "%s: out of host memory", ops->kind);
     nb_module *layers = m ? nb_nn_module_list() : NULL;
     if (!layers || nb_module_add(m, "layers", layers)) {
         nb_module_free(m);
@@ -234,10 +229,8 @@ nb_module *nb_nn_transformer_encoder(nb_encoder_layer_options o, int num_layers,
     c->num_layers = num_layers, c->layers = layers;
     nb_status st = NB_OK;
     for (int i = 0; !st && i < num_layers; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "%d", i);
-        nb_module *layer = nb_nn_transformer_encoder_layer(o);
-        st = layer ? nb_module_add(layers, name, layer) : nb_last_status();
+        nb_module *layer = make_layer(o);
+        st = layer ? nb_nn_module_list_append(layers, layer) : nb_last_status();
         if (!st && i > 0) st = nb_nn_copy_params(layer, nb_module_child_at(layers, 0));
     }
     if (!st && norm) {
@@ -251,4 +244,8 @@ nb_module *nb_nn_transformer_encoder(nb_encoder_layer_options o, int num_layers,
         return NULL;
     }
     return m;
+}
+
+nb_module *nb_nn_transformer_encoder(nb_encoder_layer_options o, int num_layers, nb_module *norm) {
+    return nb_nn_layer_stack(&encoder_ops, nb_nn_transformer_encoder_layer, o, num_layers, norm);
 }

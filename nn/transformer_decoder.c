@@ -6,7 +6,6 @@
  * keys. nn.Transformer re-initialises every parameter of two or more dims
  * with xavier_uniform_, as its _reset_parameters.
  */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "nb_extension.h"
@@ -120,11 +119,6 @@ nb_module *nb_nn_transformer_decoder_layer(nb_decoder_layer_options o) {
 
 /* ---- TransformerDecoder ------------------------------------------------------------- */
 
-typedef struct decoder_ctx {
-    int num_layers;
-    nb_module *layers, *norm; /* borrowed children; norm may be NULL */
-} decoder_ctx;
-
 static const nb_module_ops decoder_ops;
 
 nb_tensor *nb_nn_transformer_decoder_forward(nb_module *m, nb_tensor *tgt, nb_tensor *memory,
@@ -136,7 +130,7 @@ nb_tensor *nb_nn_transformer_decoder_forward(nb_module *m, nb_tensor *tgt, nb_te
         if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "TransformerDecoder: tgt or memory is NULL");
         return NULL;
     }
-    const decoder_ctx *c = nb_module_ctx(m);
+    const nb_layer_stack_ctx *c = nb_module_ctx(m);
     nb_scope *s = nb_op_scope_begin();
     o = causal(tgt, o); /* one causal mask for every layer */
     o.tgt_is_causal = false;
@@ -157,43 +151,8 @@ static int decoder_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int m
 
 static const nb_module_ops decoder_ops = {"TransformerDecoder", NULL, free, decoder_forward_n};
 
-/* A stack of num_layers copies of the layer built from o (PyTorch's _get_clones), "layers", then "norm". */
-static nb_module *stack(const nb_module_ops *ops, nb_module *(*make_layer)(nb_encoder_layer_options),
-                        nb_encoder_layer_options o, int num_layers, nb_module *norm) {
-    if (num_layers < 1) {
-        nb_module_free(norm);
-        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: num_layers %d must be >= 1", ops->kind, num_layers);
-    }
-    decoder_ctx *c = calloc(1, sizeof *c);
-    nb_module *m = c ? nb_module_new(ops, c) : NB_FAIL(NB_ERR_OOM, "%s: out of host memory", ops->kind);
-    nb_module *layers = m ? nb_nn_module_list() : NULL;
-    if (!layers || nb_module_add(m, "layers", layers)) {
-        nb_module_free(m);
-        nb_module_free(norm);
-        return NULL;
-    }
-    c->num_layers = num_layers, c->layers = layers;
-    nb_status st = NB_OK;
-    for (int i = 0; !st && i < num_layers; i++) {
-        nb_module *layer = make_layer(o);
-        st = layer ? nb_nn_module_list_append(layers, layer) : nb_last_status();
-        if (!st && i > 0) st = nb_nn_copy_params(layer, nb_module_child_at(layers, 0));
-    }
-    if (!st && norm) {
-        st = nb_module_add(m, "norm", norm);
-        c->norm = st ? NULL : norm;
-        norm = NULL; /* nb_module_add owns it now, also on failure */
-    }
-    if (st) {
-        nb_module_free(norm);
-        nb_module_free(m);
-        return NULL;
-    }
-    return m;
-}
-
 nb_module *nb_nn_transformer_decoder(nb_decoder_layer_options o, int num_layers, nb_module *norm) {
-    return stack(&decoder_ops, nb_nn_transformer_decoder_layer, o, num_layers, norm);
+    return nb_nn_layer_stack(&decoder_ops, nb_nn_transformer_decoder_layer, o, num_layers, norm);
 }
 
 /* ---- Transformer ---------------------------------------------------------------------- */

@@ -127,6 +127,15 @@ nb_tensor *nb_atanh(nb_tensor *x);
 nb_tensor *nb_erf(nb_tensor *x);
 nb_tensor *nb_erfc(nb_tensor *x);
 
+/* torch.logit: log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when
+ * eps >= 0, z = x when eps < 0 (PyTorch's eps=None: pass -1). Integer and
+ * bool x promote to float32. Gradient 1 / (z (1 - z)), 0 where the clamp
+ * bites. Composite. */
+nb_tensor *nb_logit(nb_tensor *x, double eps);
+/* torch.sinc: sin(pi x) / (pi x), 1 at x = 0 (gradient 0 there); integer
+ * and bool x promote to float32. Composite. */
+nb_tensor *nb_sinc(nb_tensor *x);
+
 /* F.leaky_relu: x > 0 ? x : negative_slope x (nn.LeakyReLU default 0.01).
  * Gradient at 0 is negative_slope, as PyTorch. */
 nb_tensor *nb_leaky_relu(nb_tensor *x, double negative_slope);
@@ -168,6 +177,27 @@ nb_tensor *nb_softmin(nb_tensor *x, int dim);
  * of its argmax in value with the soft sample's gradient (straight-
  * through). tau 1 when left 0; must be > 0. */
 nb_tensor *nb_gumbel_softmax(nb_tensor *logits, double tau, bool hard, int dim, nb_generator *gen);
+
+/* The in-place forms (F.relu_, F.leaky_relu_, F.elu_, F.selu_, F.celu_,
+ * F.hardtanh_, F.threshold_, F.rrelu_; nn.ReLU(inplace=True) ...): x is
+ * overwritten with the op's result (arguments and defaults as the op's).
+ * Under autograd, as PyTorch's, x's history is rebased: x's grad_fn
+ * becomes the op's node, which differentiates through x's old value (kept
+ * in a clone), and a node that saved x fails its backward with the
+ * version-counter error. Errors (NB_ERR_STATE): x is a leaf that requires
+ * grad (PyTorch's error too), or x requires grad and shares its storage
+ * with another tensor (a view, the tensor it views, or a tensor saved for
+ * backward), where PyTorch would also rewrite the other tensor's history:
+ * use the out-of-place op there. Without grad recording they write in
+ * place through views. ops_activation.c. */
+nb_status nb_relu_(nb_tensor *x);
+nb_status nb_leaky_relu_(nb_tensor *x, double negative_slope);
+nb_status nb_elu_(nb_tensor *x, double alpha);
+nb_status nb_selu_(nb_tensor *x);
+nb_status nb_celu_(nb_tensor *x, double alpha);
+nb_status nb_hardtanh_(nb_tensor *x, double min_val, double max_val);
+nb_status nb_threshold_(nb_tensor *x, double threshold, double value);
+nb_status nb_rrelu_(nb_tensor *x, double lower, double upper, bool training, nb_generator *gen);
 
 /* F.elu (Clevert et al. 2015): x > 0 ? x : alpha (e^x - 1) (default alpha
  * 1). Gradient at 0 is alpha (the negative branch, as PyTorch), at NaN NaN. */
@@ -272,6 +302,15 @@ nb_tensor *nb_fmod_scalar(nb_tensor *a, double b);
 /* torch.atan2(a, b): the angle of (b, a) in [-pi, pi]; integers give
  * float32. da = b / (a^2 + b^2), db = -a / (a^2 + b^2). */
 nb_tensor *nb_atan2(nb_tensor *a, nb_tensor *b);
+/* torch.xlogy: x * log(y), 0 where x == 0 unless y is NaN; broadcasts,
+ * promotes as torch.result_type (integers and bool to float32). Gradients
+ * as PyTorch's: log(y) (0 where x == 0 and y <= 0) and x / y (but 0, not
+ * NaN, at x = y = 0). Composite. */
+nb_tensor *nb_xlogy(nb_tensor *x, nb_tensor *y);
+/* torch.hypot: sqrt(a^2 + b^2) for float32/float64 (broadcast). Computed
+ * as written: unlike C's hypot it overflows for |a| beyond ~1e19 in
+ * float32. Gradients a / hypot, b / hypot (NaN at 0, 0 as PyTorch's). */
+nb_tensor *nb_hypot(nb_tensor *a, nb_tensor *b);
 
 /* torch.maximum / torch.minimum: elementwise, NaN-propagating, any dtype
  * but float16/bfloat16. Gradient: to the larger (smaller) input; at ties
@@ -507,6 +546,32 @@ nb_status nb_topk(nb_tensor *x, int64_t k, int dim, bool largest, bool sorted, n
  * the one a stable ascending sort puts at position k. */
 nb_status nb_kthvalue(nb_tensor *x, int64_t k, int dim, bool keepdim, nb_tensor **values, nb_tensor **indices);
 
+/* torch.searchsorted: for each of values, the index where it would be
+ * inserted into the sorted last dim of sorted_sequence to keep it sorted:
+ * the first such index (right false, side="left") or the last (right true,
+ * side="right"). sorted_sequence is 1-D [B] (one sequence for all values),
+ * or [..., B] with values [..., M] sharing its leading dims; sorter (int64
+ * of sorted_sequence's shape, or NULL) sorts an unsorted sequence, as
+ * argsort's output. Result: int64 (int32 with out_int32) of values' shape.
+ * Any real dtypes (compared in their promoted type, as PyTorch); not
+ * differentiable. Computed as a count of the boundaries below each value:
+ * O(values x B) work and memory, exact, deterministic, on every backend.
+ * Errors: NB_ERR_SHAPE, NB_ERR_DTYPE. */
+nb_tensor *nb_searchsorted(nb_tensor *sorted_sequence, nb_tensor *values, bool out_int32, bool right,
+                           nb_tensor *sorter);
+/* torch.bucketize: the bucket of each input element given 1-D sorted
+ * boundaries: i with boundaries[i-1] < x <= boundaries[i] (right false) or
+ * boundaries[i-1] <= x < boundaries[i] (right true); nb_searchsorted's
+ * result with the arguments swapped. */
+nb_tensor *nb_bucketize(nb_tensor *input, nb_tensor *boundaries, bool out_int32, bool right);
+/* torch.histc: a [bins] histogram of the elements of input (float32/float64,
+ * result in its dtype) over [min, max] in equal bins; min = max = 0 takes
+ * the data's range (read back to the host), and an empty range widens to
+ * [min - 1, max + 1]. Elements outside the range and NaN are not counted (PyTorch 1.13 counted NaN in bin 0);
+ * max falls in the last bin. Not differentiable. Errors: bins < 1, min > max
+ * or not finite (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_histc(nb_tensor *input, int64_t bins, double min, double max);
+
 /* ---- views (ops_view.c; no kernel: they share storage) ----------------------- */
 
 /* Views share storage with their input; writes through one show in the other.
@@ -519,6 +584,11 @@ nb_tensor *nb_transpose(nb_tensor *t, int dim0, int dim1);
 
 /* Elements start..start+length-1 of dim (torch.narrow). */
 nb_tensor *nb_narrow(nb_tensor *t, int dim, int64_t start, int64_t length);
+
+/* torch.select / t[..., index, ...]: the view at index along dim, with dim
+ * removed (negative index and dim count from the end). Gradient: g into
+ * zeros at index. Errors: dim or index out of range (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_select(nb_tensor *t, int dim, int64_t index);
 
 /* Python's t[..., start:end:step, ...] on one dim; step >= 1; start/end are
  * clamped like Python slices (negative counts from the end). */
@@ -534,6 +604,11 @@ nb_tensor *nb_squeeze(nb_tensor *t, int dim);
 /* A contiguous tensor with t's values (t itself, with a new reference, if
  * already contiguous). */
 nb_tensor *nb_contiguous(nb_tensor *t);
+
+/* torch.clone: a new contiguous tensor with t's values and dtype, never
+ * sharing t's storage (PyTorch keeps a dense input's strides; nabla's copy
+ * is always C-contiguous). Gradient: g. */
+nb_tensor *nb_clone(nb_tensor *t);
 
 /* Merges dims start..end (inclusive; negative counts from the end). */
 nb_tensor *nb_flatten(nb_tensor *t, int start_dim, int end_dim);
@@ -577,6 +652,12 @@ nb_tensor *nb_channel_shuffle(nb_tensor *x, int64_t groups);
  * at most once; negative counts from the end). Composite: index_select with
  * a reversed index per dim. Errors: a bad or repeated dim (NB_ERR_INVALID_ARG). */
 nb_tensor *nb_flip(nb_tensor *t, const int *dims, int n_dims);
+
+/* torch.rot90: t rotated k times by 90 degrees in the plane of dim0 and
+ * dim1 (from dim0 towards dim1; negative k turns the other way; PyTorch's
+ * defaults are k 1, dims 0 and 1). Composite: flip + transpose (a view of
+ * the flipped copy). Errors: equal or bad dims, fewer than 2 dims. */
+nb_tensor *nb_rot90(nb_tensor *t, int64_t k, int dim0, int dim1);
 
 /* torch.roll: elements shifted by shifts[i] along dims[i] (wrapping round);
  * with n_dims 0, one shift on the flattened tensor, shape restored.
@@ -658,6 +739,13 @@ nb_tensor *nb_stack(nb_tensor *const *ts, int n, int dim);
  * returns the number of pieces, or -1 on error. */
 int nb_split(nb_tensor *t, int64_t split_size, int dim, nb_tensor **out, int cap);
 int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap);
+/* torch.split with a list of sizes: n views of sizes[i] along dim (sizes
+ * >= 0, summing to the dim's size; NB_ERR_INVALID_ARG otherwise). Writes up
+ * to cap pieces; returns n, or -1 on error. */
+int nb_split_with_sizes(nb_tensor *t, const int64_t *sizes, int n, int dim, nb_tensor **out, int cap);
+/* torch.unbind: the size(dim) views t.select(dim, i). Writes up to cap;
+ * returns size(dim), or -1 on error. */
+int nb_unbind(nb_tensor *t, int dim, nb_tensor **out, int cap);
 
 /* torch.where(cond, a, b): cond bool; the three broadcast together; a and
  * b promote to torch.result_type(a, b); gradients flow to a and b (each in
@@ -796,6 +884,22 @@ nb_tensor *nb_outer(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_kron(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_trace(nb_tensor *a);
 nb_tensor *nb_cross(nb_tensor *a, nb_tensor *b, int dim);
+
+/* torch.addmm / addmv / baddbmm / addbmm: beta * input + alpha * (the
+ * product), input broadcast to the product's shape (PyTorch's defaults:
+ * beta 1, alpha 1; with beta 0 input is ignored, NaN and inf included):
+ *   addmm    mat1 [n, k] @ mat2 [k, m]                  -> [n, m]
+ *   addmv    mat [n, k] @ vec [k]                       -> [n]
+ *   baddbmm  batch1 [B, n, k] @ batch2 [B, k, m]        -> [B, n, m]
+ *   addbmm   sum over B of batch1[b] @ batch2[b]        -> [n, m]
+ * float32/float64 (and bfloat16/float16 as matmul); under autocast all
+ * three inputs go to the region's dtype (PyTorch's lower-precision list).
+ * Composite: matmul, a sum, scaled adds. Errors: NB_ERR_SHAPE naming the
+ * shapes, NB_ERR_DTYPE. */
+nb_tensor *nb_addmm(nb_tensor *input, nb_tensor *mat1, nb_tensor *mat2, double beta, double alpha);
+nb_tensor *nb_addmv(nb_tensor *input, nb_tensor *mat, nb_tensor *vec, double beta, double alpha);
+nb_tensor *nb_baddbmm(nb_tensor *input, nb_tensor *batch1, nb_tensor *batch2, double beta, double alpha);
+nb_tensor *nb_addbmm(nb_tensor *input, nb_tensor *batch1, nb_tensor *batch2, double beta, double alpha);
 
 /* torch.bmm: [B, n, k] x [B, k, m] -> [B, n, m] (no broadcasting). */
 nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b);

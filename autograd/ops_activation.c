@@ -1,7 +1,8 @@
 /* ops_activation.c - the activations written from other ops (PyTorch's
  * torch.nn.functional of the same names and formulas): celu, softsign,
  * softshrink, hardshrink, tanhshrink, threshold, glu, prelu, rrelu and
- * softmin. Their gradients, first and second order, follow from those ops.
+ * softmin, and the in-place forms of the activations (relu_ ... rrelu_).
+ * Their gradients, first and second order, follow from those ops.
  * Tests: tests/test_ops_activation.c, the op harness, tests/torch_diff. */
 #include <math.h>
 
@@ -140,4 +141,89 @@ nb_tensor *nb_gumbel_softmax(nb_tensor *logits, double tau, bool hard, int dim, 
         y = nb_add(nb_sub(onehot, nb_detach(y)), y);
     }
     return nb_scope_return(s, y);
+}
+
+/* ---- in-place forms: relu_, leaky_relu_, elu_, selu_, celu_, hardtanh_, threshold_, rrelu_ ----
+ * Without a history to record, the op runs on x and its result is copied
+ * into x's storage (through views, bumping the version counter, as
+ * PyTorch's). Under autograd PyTorch rebases x's history: x's grad_fn
+ * becomes the op's node, which differentiates through x's old value. Here
+ * the op runs out of place on an alias of x that carries x's old history,
+ * and x then takes the result's storage and node: the old storage keeps
+ * the old values for every node that saved them (no version error where
+ * PyTorch's saved output would give one). A node holds the tensor objects
+ * it took as inputs and reads their grad_fn at backward, so x must not be
+ * held by anything but its owner: an op that consumed x earlier would see
+ * the new history. */
+
+typedef struct inplace_args {
+    double a, b;
+    bool training;
+    nb_generator *gen;
+} inplace_args;
+
+/* A new tensor object on x's storage with x's history (grad_fn, output_nr). */
+static nb_tensor *history_alias(nb_tensor *x) {
+    nb_tensor *a = nb_tensor_view_of(x, x->ndim, x->shape, x->strides, x->offset);
+    if (!a) return NULL;
+    a->grad_fn = x->grad_fn;
+    a->grad_fn->refcount++;
+    a->output_nr = x->output_nr;
+    a->requires_grad = true;
+    return a;
+}
+
+static nb_status inplace(const char *op, nb_op_id id, nb_tensor *x, nb_tensor *(*fn)(nb_tensor *, const inplace_args *),
+                         inplace_args args) {
+    if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(id, 1, &x)) return nb_last_status();
+    bool record = nb_needs_grad(1, &x);
+    if (record && !x->grad_fn)
+        return nb_set_error(NB_ERR_STATE, "%s: a leaf tensor that requires grad is used in an in-place operation "
+                                          "(PyTorch's error too): use the out-of-place op, or write under NB_NO_GRAD", op);
+    if (record && atomic_load(&x->refcount) > 1)
+        return nb_set_error(NB_ERR_STATE, "%s: x requires grad and is held by more than its owner (an op recorded "
+                                          "earlier took it as input, or a retained reference): that op would see the "
+                                          "rewritten history; use the out-of-place op", op);
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *y = record ? fn(history_alias(x), &args) : fn(x, &args);
+    nb_status st = y ? NB_OK : nb_last_status();
+    if (st == NB_OK && !record) {
+        st = nb_copy_(x, y);
+    } else if (st == NB_OK) { /* x takes y's storage (contiguous, x's shape) and node */
+        nb_tensor_take_storage(x, y);
+        nb_node *n = x->grad_fn;
+        x->grad_fn = y->grad_fn;
+        x->grad_fn->refcount++;
+        x->output_nr = y->output_nr;
+        nb_node_release(n);
+    }
+    nb_scope_end(s);
+    return st;
+}
+
+static nb_tensor *ip_relu(nb_tensor *x, const inplace_args *a) { (void)a; return nb_relu(x); }
+static nb_tensor *ip_leaky_relu(nb_tensor *x, const inplace_args *a) { return nb_leaky_relu(x, a->a); }
+static nb_tensor *ip_elu(nb_tensor *x, const inplace_args *a) { return nb_elu(x, a->a); }
+static nb_tensor *ip_selu(nb_tensor *x, const inplace_args *a) { (void)a; return nb_selu(x); }
+static nb_tensor *ip_celu(nb_tensor *x, const inplace_args *a) { return nb_celu(x, a->a); }
+static nb_tensor *ip_hardtanh(nb_tensor *x, const inplace_args *a) { return nb_hardtanh(x, a->a, a->b); }
+static nb_tensor *ip_threshold(nb_tensor *x, const inplace_args *a) { return nb_threshold(x, a->a, a->b); }
+static nb_tensor *ip_rrelu(nb_tensor *x, const inplace_args *a) { return nb_rrelu(x, a->a, a->b, a->training, a->gen); }
+
+nb_status nb_relu_(nb_tensor *x) { return inplace("relu_", NB_OP_RELU_, x, ip_relu, (inplace_args){0}); }
+nb_status nb_leaky_relu_(nb_tensor *x, double negative_slope) {
+    return inplace("leaky_relu_", NB_OP_LEAKY_RELU_, x, ip_leaky_relu, (inplace_args){.a = negative_slope});
+}
+nb_status nb_elu_(nb_tensor *x, double alpha) { return inplace("elu_", NB_OP_ELU_, x, ip_elu, (inplace_args){.a = alpha}); }
+nb_status nb_selu_(nb_tensor *x) { return inplace("selu_", NB_OP_SELU_, x, ip_selu, (inplace_args){0}); }
+nb_status nb_celu_(nb_tensor *x, double alpha) { return inplace("celu_", NB_OP_CELU_, x, ip_celu, (inplace_args){.a = alpha}); }
+nb_status nb_hardtanh_(nb_tensor *x, double min_val, double max_val) {
+    return inplace("hardtanh_", NB_OP_HARDTANH_, x, ip_hardtanh, (inplace_args){.a = min_val, .b = max_val});
+}
+nb_status nb_threshold_(nb_tensor *x, double threshold, double value) {
+    return inplace("threshold_", NB_OP_THRESHOLD_, x, ip_threshold, (inplace_args){.a = threshold, .b = value});
+}
+nb_status nb_rrelu_(nb_tensor *x, double lower, double upper, bool training, nb_generator *gen) {
+    return inplace("rrelu_", NB_OP_RRELU_, x, ip_rrelu,
+                   (inplace_args){.a = lower, .b = upper, .training = training, .gen = gen});
 }

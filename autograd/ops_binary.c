@@ -531,3 +531,33 @@ nb_status nb_allclose(nb_tensor *a, nb_tensor *b, double rtol, double atol, bool
     *result = v != 0;
     return NB_OK;
 }
+
+/* ---- xlogy / hypot (composites) ------------------------------------------------------------ */
+
+/* x * log(y) with y replaced by 1 where x == 0 and y <= 0: the value is
+ * then 0 there (NaN with a NaN y, from 0 * NaN), and the gradients are
+ * PyTorch's (derivatives.yaml: d/dx = log(y), 0 where x == 0 and y <= 0;
+ * d/dy = x / y) with no 0 * inf in the graph; only at x = y = 0 is d/dy 0
+ * where PyTorch's is NaN. */
+nb_tensor *nb_xlogy(nb_tensor *x, nb_tensor *y) {
+    nb_tensor *in[2] = {x, y};
+    if (!nb_check_inputs("xlogy", 2, in) || !nb_check_dtypes(NB_OP_XLOGY, 2, in)) return NULL;
+    nb_dtype dt = nb_result_type(x, y);
+    if (!nb_dtype_is_float(dt)) dt = NB_F32;
+    nb_scope *s = nb_op_scope_begin();
+    if (!nb_promote_inputs(2, in, dt)) return nb_scope_return(s, NULL);
+    x = in[0], y = in[1];
+    nb_tensor *zero_x = nb_logical_and(nb_eq_scalar(x, 0), nb_le_scalar(y, 0));
+    nb_tensor *ys = nb_where(zero_x, nb_scalar_like(y, 1, dt), y);
+    return nb_scope_return(s, nb_mul(x, nb_log(ys)));
+}
+
+/* sqrt(a^2 + b^2) (std::hypot avoids overflowing a^2 for |a| > ~1e19 in
+ * float32; this does not). Gradient a / hypot, b / hypot as PyTorch's (NaN
+ * at a = b = 0 in both). */
+nb_tensor *nb_hypot(nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[2] = {a, b};
+    if (!nb_check_inputs("hypot", 2, in) || !nb_check_dtypes(NB_OP_HYPOT, 2, in)) return NULL;
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, nb_sqrt(nb_add(nb_mul(a, a), nb_mul(b, b))));
+}

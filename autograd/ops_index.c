@@ -312,10 +312,11 @@ nb_tensor *nb_stack(nb_tensor *const *ts, int n, int dim) {
 
 /* ---- split / chunk ------------------------------------------------------------------------ */
 
-/* The first min(count, cap) pieces of split_size along dim (the last one
- * shorter), handed to the caller's scope (or the caller) as op results. */
-static int split_pieces(const char *op, nb_tensor *t, int d, int64_t split_size, int64_t count, nb_tensor **out,
-                        int cap) {
+/* The first min(count, cap) pieces along dim: split_size each (the last
+ * one shorter), or sizes[i] each where sizes is given; squeezed along dim
+ * for unbind. Handed to the caller's scope (or the caller) as op results. */
+static int split_pieces(const char *op, nb_tensor *t, int d, int64_t split_size, const int64_t *sizes, int64_t count,
+                        bool squeeze, nb_tensor **out, int cap) {
     if (count > INT_MAX) {
         nb_set_error(NB_ERR_INVALID_ARG, "%s: %lld pieces are too many", op, (long long)count);
         return -1;
@@ -323,10 +324,11 @@ static int split_pieces(const char *op, nb_tensor *t, int d, int64_t split_size,
     int64_t size = t->shape[d];
     int k = count < cap ? (int)count : cap;
     nb_scope *s = nb_op_scope_begin();
+    int64_t start = 0;
     for (int i = 0; i < k; i++) {
-        int64_t start = i * split_size;
-        int64_t len = size - start < split_size ? size - start : split_size;
+        int64_t len = sizes ? sizes[i] : size - start < split_size ? size - start : split_size;
         nb_tensor *p = nb_narrow(t, d, start, len);
+        if (p && squeeze) p = nb_squeeze(p, d);
         if (!p) {
             for (int j = 0; j < i; j++) nb_release(out[j]), out[j] = NULL;
             nb_scope_end(s);
@@ -334,6 +336,7 @@ static int split_pieces(const char *op, nb_tensor *t, int d, int64_t split_size,
         }
         nb_retain(p);
         out[i] = p;
+        start += len;
     }
     nb_scope_end(s);
     for (int i = 0; i < k; i++) nb_scope_adopt(out[i]);
@@ -368,7 +371,7 @@ int nb_split(nb_tensor *t, int64_t split_size, int dim, nb_tensor **out, int cap
         return -1;
     }
     int64_t count = size == 0 ? 1 : (size + split_size - 1) / split_size;
-    return split_pieces("split", t, d, split_size, count, out, cap);
+    return split_pieces("split", t, d, split_size, NULL, count, false, out, cap);
 }
 
 int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap) {
@@ -382,7 +385,37 @@ int nb_chunk(nb_tensor *t, int chunks, int dim, nb_tensor **out, int cap) {
     int64_t split_size = (size + chunks - 1) / chunks;
     /* as PyTorch: an empty dim gives `chunks` empty pieces */
     int64_t count = size == 0 ? chunks : (size + split_size - 1) / split_size;
-    return split_pieces("chunk", t, d, split_size, count, out, cap);
+    return split_pieces("chunk", t, d, split_size, NULL, count, false, out, cap);
+}
+
+int nb_split_with_sizes(nb_tensor *t, const int64_t *sizes, int n, int dim, nb_tensor **out, int cap) {
+    int d = split_check("split_with_sizes", t, dim, out, cap);
+    if (d < 0) return -1;
+    if (n < 1 || !sizes) {
+        nb_set_error(NB_ERR_INVALID_ARG, "split_with_sizes: %d sizes (%s); need at least one", n, sizes ? "set" : "NULL");
+        return -1;
+    }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0 || sizes[i] > t->shape[d] - total) { /* not total + sizes[i]: it may overflow */
+            nb_set_error(NB_ERR_INVALID_ARG, "split_with_sizes: size %lld at %d is negative or passes dim %d's size %lld",
+                         (long long)sizes[i], i, d, (long long)t->shape[d]);
+            return -1;
+        }
+        total += sizes[i];
+    }
+    if (total != t->shape[d]) {
+        nb_set_error(NB_ERR_INVALID_ARG, "split_with_sizes: the sizes sum to %lld, not dim %d's size %lld",
+                     (long long)total, d, (long long)t->shape[d]);
+        return -1;
+    }
+    return split_pieces("split_with_sizes", t, d, 0, sizes, n, false, out, cap);
+}
+
+int nb_unbind(nb_tensor *t, int dim, nb_tensor **out, int cap) {
+    int d = split_check("unbind", t, dim, out, cap);
+    if (d < 0) return -1;
+    return split_pieces("unbind", t, d, 1, NULL, t->shape[d], true, out, cap);
 }
 
 /* ---- where / masked_fill ------------------------------------------------------------------ */

@@ -230,3 +230,66 @@ nb_tensor *nb_bilinear(nb_tensor *x1, nb_tensor *x2, nb_tensor *weight, nb_tenso
     shape[x1->ndim - 1] = O;
     return nb_scope_return(s, y ? nb_reshape(y, x1->ndim, shape) : NULL);
 }
+
+/* ---- addmm / addmv / baddbmm / addbmm ------------------------------------------------------- */
+
+typedef enum { ADD_MM, ADD_MV, ADD_BMM_BATCHED, ADD_BMM_SUM } add_product_kind;
+
+/* beta * input + alpha * product(a, b); the product's shapes as the kind's
+ * (checked here, so the errors name the op, not matmul). */
+static nb_tensor *add_product(const char *op, nb_op_id id, add_product_kind kind, nb_tensor *input, nb_tensor *a,
+                              nb_tensor *b, double beta, double alpha) {
+    nb_tensor *in[3] = {input, a, b};
+    if (!nb_check_inputs(op, 3, in) || !nb_autocast_inputs(id, 3, in) || !nb_check_dtypes(id, 3, in)) return NULL;
+    input = in[0], a = in[1], b = in[2];
+    char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF], z[NB_SHAPE_BUF];
+    bool ok;
+    switch (kind) {
+    case ADD_MM: ok = a->ndim == 2 && b->ndim == 2 && a->shape[1] == b->shape[0]; break;
+    case ADD_MV: ok = a->ndim == 2 && b->ndim == 1 && a->shape[1] == b->shape[0]; break;
+    default:
+        ok = a->ndim == 3 && b->ndim == 3 && a->shape[0] == b->shape[0] && a->shape[2] == b->shape[1];
+        break;
+    }
+    if (!ok)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: shapes %s and %s do not multiply (expected %s)", op,
+                       nb_fmt_shape(a->ndim, a->shape, x, sizeof x), nb_fmt_shape(b->ndim, b->shape, y, sizeof y),
+                       kind == ADD_MM ? "[n, k] and [k, m]" : kind == ADD_MV ? "[n, k] and [k]" : "[B, n, k] and [B, k, m]");
+    if (input->dtype != a->dtype || a->dtype != b->dtype)
+        return NB_FAIL(NB_ERR_DTYPE, "%s: input, %s and %s must share one dtype (%s, %s, %s)", op,
+                       kind == ADD_MV ? "mat" : "the first", kind == ADD_MV ? "vec" : "the second",
+                       nb_dtype_name(input->dtype), nb_dtype_name(a->dtype), nb_dtype_name(b->dtype));
+    int64_t shape[3];
+    int nd = kind == ADD_MV ? 1 : kind == ADD_BMM_BATCHED ? 3 : 2;
+    if (kind == ADD_MV) shape[0] = a->shape[0];
+    else if (kind == ADD_BMM_BATCHED) shape[0] = a->shape[0], shape[1] = a->shape[1], shape[2] = b->shape[2];
+    else shape[0] = a->shape[a->ndim - 2], shape[1] = b->shape[b->ndim - 1];
+    int bnd;
+    int64_t bshape[NB_MAX_DIMS];
+    if (!nb_broadcast_shapes(input->ndim, input->shape, nd, shape, &bnd, bshape) || bnd != nd ||
+        memcmp(bshape, shape, sizeof(int64_t) * (size_t)nd))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: input %s does not broadcast to the product's shape %s", op,
+                       nb_fmt_shape(input->ndim, input->shape, x, sizeof x), nb_fmt_shape(nd, shape, z, sizeof z));
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *p = nb_matmul(a, b);
+    if (kind == ADD_BMM_SUM) p = nb_sum(p, (int[]){0}, 1, false);
+    if (alpha != 1) p = nb_mul_scalar(p, alpha);
+    if (beta != 0) p = nb_add(p, beta == 1 ? input : nb_mul_scalar(input, beta));
+    return nb_scope_return(s, p);
+}
+
+nb_tensor *nb_addmm(nb_tensor *input, nb_tensor *mat1, nb_tensor *mat2, double beta, double alpha) {
+    return add_product("addmm", NB_OP_ADDMM, ADD_MM, input, mat1, mat2, beta, alpha);
+}
+
+nb_tensor *nb_addmv(nb_tensor *input, nb_tensor *mat, nb_tensor *vec, double beta, double alpha) {
+    return add_product("addmv", NB_OP_ADDMV, ADD_MV, input, mat, vec, beta, alpha);
+}
+
+nb_tensor *nb_baddbmm(nb_tensor *input, nb_tensor *batch1, nb_tensor *batch2, double beta, double alpha) {
+    return add_product("baddbmm", NB_OP_BADDBMM, ADD_BMM_BATCHED, input, batch1, batch2, beta, alpha);
+}
+
+nb_tensor *nb_addbmm(nb_tensor *input, nb_tensor *batch1, nb_tensor *batch2, double beta, double alpha) {
+    return add_product("addbmm", NB_OP_ADDBMM, ADD_BMM_SUM, input, batch1, batch2, beta, alpha);
+}

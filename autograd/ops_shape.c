@@ -72,6 +72,26 @@ nb_tensor *nb_flip(nb_tensor *t, const int *dims, int n_dims) {
     return nb_scope_return(s, flip_impl(t, dims, n_dims));
 }
 
+/* ---- rot90 ----------------------------------------------------------------------------- */
+
+/* As PyTorch: k = 1 flips dim1 then swaps, k = 2 flips both, k = 3 flips
+ * dim0 then swaps, k = 0 copies. */
+nb_tensor *nb_rot90(nb_tensor *t, int64_t k, int dim0, int dim1) {
+    if (!nb_check_inputs("rot90", 1, &t)) return NULL;
+    int a = nb_wrap_dim(dim0, t->ndim), b = nb_wrap_dim(dim1, t->ndim);
+    char sh[NB_SHAPE_BUF];
+    if (t->ndim < 2 || a < 0 || b < 0 || a == b)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "rot90: dims %d and %d must be two different dims of input %s", dim0, dim1,
+                       nb_fmt_shape(t->ndim, t->shape, sh, sizeof sh));
+    int r = (int)(((k % 4) + 4) % 4);
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *y;
+    if (r == 0) y = nb_clone(t);
+    else if (r == 2) y = nb_flip(t, (int[]){a, b}, 2);
+    else y = nb_transpose(nb_flip(t, (int[]){r == 1 ? b : a}, 1), a, b);
+    return nb_scope_return(s, y);
+}
+
 /* ---- roll ------------------------------------------------------------------------------ */
 
 /* x rolled by shift along d: cat(x[n-s:], x[:n-s]). */

@@ -7,6 +7,8 @@
  * permutation of distinct positions per line, so the result is exact and
  * deterministic; nb_scatter is itself differentiable, so double backward
  * works). Kernels: backend/cpu/sort.c. Tests: tests/test_ops_sort.c. */
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -147,4 +149,86 @@ nb_status nb_kthvalue(nb_tensor *x, int64_t k, int dim, bool keepdim, nb_tensor 
     nb_tensor *val = NULL, *idx = NULL;
     nb_status st = kthvalue_impl(x, k, dim, keepdim, values ? &val : NULL, &idx);
     return finish(s, st, val, idx, values, indices);
+}
+
+/* ---- searchsorted / bucketize / histc ------------------------------------------------------ */
+
+/* For each value, how many boundaries lie below it (< for the left side,
+ * <= for the right): PyTorch's insertion index. A comparison of every
+ * value with every boundary of its row, summed: O(values x boundaries)
+ * work, on any backend, exact in any dtype. */
+static nb_tensor *insertion_index(const char *op, nb_op_id id, nb_tensor *seq, nb_tensor *values, bool out_int32,
+                                  bool right, nb_tensor *sorter) {
+    nb_tensor *in[3] = {seq, values, sorter};
+    if (!nb_check_inputs(op, sorter ? 3 : 2, in) || !nb_check_dtypes(id, 1, &in[0]) || !nb_check_dtypes(id, 1, &in[1]))
+        return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    bool rows = seq->ndim > 1; /* N-D boundaries: one sorted row per leading index of values */
+    if (seq->ndim == 0 || (rows && (values->ndim != seq->ndim ||
+                                    memcmp(seq->shape, values->shape, sizeof(int64_t) * (size_t)(seq->ndim - 1)))))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: boundaries %s must be 1-D, or share all but the last dim with values %s", op,
+                       nb_fmt_shape(seq->ndim, seq->shape, a, sizeof a), nb_fmt_shape(values->ndim, values->shape, b, sizeof b));
+    if (sorter && (sorter->dtype != NB_I64 || sorter->ndim != seq->ndim ||
+                   memcmp(sorter->shape, seq->shape, sizeof(int64_t) * (size_t)seq->ndim)))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: sorter must be int64 of the boundaries' shape %s", op,
+                       nb_fmt_shape(seq->ndim, seq->shape, a, sizeof a));
+    nb_scope *s = nb_op_scope_begin();
+    in[0] = nb_detach(seq), in[1] = nb_detach(values);
+    if (!nb_promote_inputs(2, in, nb_result_type(seq, values))) return nb_scope_return(s, NULL);
+    seq = in[0], values = in[1];
+    nb_tensor *sorted = sorter ? nb_gather(seq, seq->ndim - 1, sorter) : seq;
+    nb_tensor *v = nb_unsqueeze(values, -1);                   /* [..., M, 1] */
+    nb_tensor *bnd = rows ? nb_unsqueeze(sorted, -2) : sorted; /* [..., 1, B] or [B] */
+    nb_tensor *below = right ? nb_le(bnd, v) : nb_lt(bnd, v);
+    nb_tensor *r = nb_sum(below, (int[]){-1}, 1, false); /* int64 */
+    if (r && out_int32) r = nb_to_dtype(r, NB_I32);
+    return nb_scope_return(s, r);
+}
+
+nb_tensor *nb_searchsorted(nb_tensor *sorted_sequence, nb_tensor *values, bool out_int32, bool right,
+                           nb_tensor *sorter) {
+    return insertion_index("searchsorted", NB_OP_SEARCHSORTED, sorted_sequence, values, out_int32, right, sorter);
+}
+
+nb_tensor *nb_bucketize(nb_tensor *input, nb_tensor *boundaries, bool out_int32, bool right) {
+    if (boundaries && boundaries->ndim != 1) {
+        char a[NB_SHAPE_BUF];
+        return NB_FAIL(NB_ERR_SHAPE, "bucketize: boundaries must be 1-D, got %s",
+                       nb_fmt_shape(boundaries->ndim, boundaries->shape, a, sizeof a));
+    }
+    return insertion_index("bucketize", NB_OP_BUCKETIZE, boundaries, input, out_int32, right, NULL);
+}
+
+/* As PyTorch's histc (linear bins, no local search): an element in
+ * [min, max] goes to bin trunc((x - min) * bins / (max - min)), computed in
+ * x's dtype, max itself to the last bin; the counts are one deterministic
+ * index_add of ones (elements outside, and NaN, into a dropped extra bin). */
+nb_tensor *nb_histc(nb_tensor *input, int64_t bins, double min, double max) {
+    if (!nb_check_inputs("histc", 1, &input) || !nb_check_dtypes(NB_OP_HISTC, 1, &input)) return NULL;
+    if (bins < 1 || bins >= INT64_MAX / 2) return NB_FAIL(NB_ERR_INVALID_ARG, "histc: bins %lld must be positive", (long long)bins);
+    if (!isfinite(min) || !isfinite(max))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "histc: range [%g, %g] is not finite", min, max);
+    if (min > max) return NB_FAIL(NB_ERR_INVALID_ARG, "histc: max %g must be larger than min %g", max, min);
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *x = nb_reshape(nb_detach(input), NB_SHAPE(-1));
+    if (x && min == 0 && max == 0 && nb_numel(x) > 0) { /* the data's range (reads it back) */
+        min = nb_item(nb_amin(x, NULL, 0, false));
+        max = nb_item(nb_amax(x, NULL, 0, false));
+        if (!isfinite(min) || !isfinite(max)) {
+            nb_scope_end(s);
+            return NB_FAIL(NB_ERR_INVALID_ARG, "histc: range of values [%g, %g] is not finite", min, max);
+        }
+    }
+    if (min == max) min -= 1, max += 1;
+    nb_tensor *lo = x ? nb_scalar_like(x, min, x->dtype) : NULL, *hi = x ? nb_scalar_like(x, max, x->dtype) : NULL;
+    nb_tensor *width = lo && hi ? nb_sub(hi, lo) : NULL;
+    nb_tensor *pos = nb_to_dtype(nb_div(nb_mul_scalar(nb_sub(x, lo), (double)bins), width), NB_I64);
+    nb_tensor *last = x ? nb_scalar_like(x, (double)(bins - 1), NB_I64) : NULL;
+    nb_tensor *outside = x ? nb_scalar_like(x, (double)bins, NB_I64) : NULL;
+    pos = nb_minimum(pos, last);
+    nb_tensor *in_range = nb_logical_and(nb_ge(x, lo), nb_le(x, hi));
+    pos = nb_where(in_range, pos, outside);
+    nb_tensor *counts = x ? nb_full_on(NB_SHAPE(bins + 1), 0, x->dtype, x->storage->device) : NULL;
+    counts = nb_index_add(counts, 0, pos, x ? nb_ones_like(x) : NULL, 1.0);
+    return nb_scope_return(s, counts ? nb_narrow(counts, 0, 0, bins) : NULL);
 }

@@ -275,3 +275,31 @@ nb_tensor *nb_gelu(nb_tensor *x, nb_gelu_approximate approximate) {
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, gelu_impl(x, approximate));
 }
+
+/* ---- logit / sinc (composites) ----------------------------------------------------------- */
+
+/* An integer or bool x as float32 (torch's float functions), else x. */
+static nb_tensor *as_float(nb_tensor *x) {
+    return nb_dtype_is_float(x->dtype) ? x : nb_to_dtype(x, NB_F32);
+}
+
+nb_tensor *nb_logit(nb_tensor *x, double eps) {
+    if (!nb_check_inputs("logit", 1, &x) || !nb_check_dtypes(NB_OP_LOGIT, 1, &x)) return NULL;
+    if (isnan(eps)) return NB_FAIL(NB_ERR_INVALID_ARG, "logit: eps is NaN");
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *z = as_float(x);
+    if (z && eps >= 0) z = nb_clamp_scalar(z, eps, 1 - eps); /* its gradient is 0 outside, as logit_backward's */
+    return nb_scope_return(s, nb_log(nb_div(z, nb_add_scalar(nb_neg(z), 1))));
+}
+
+/* sin(pi x) / (pi x), 1 at 0. x = 0 is replaced by 1 before the division,
+ * so the unused branch has no 0/0 whose NaN would reach the gradient
+ * (PyTorch's gradient at 0 is 0). */
+nb_tensor *nb_sinc(nb_tensor *x) {
+    if (!nb_check_inputs("sinc", 1, &x) || !nb_check_dtypes(NB_OP_SINC, 1, &x)) return NULL;
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *z = as_float(x);
+    nb_tensor *zero = z ? nb_eq_scalar(z, 0) : NULL, *one = z ? nb_scalar_like(z, 1, z->dtype) : NULL;
+    nb_tensor *px = nb_mul_scalar(nb_where(zero, one, z), 3.14159265358979323846);
+    return nb_scope_return(s, nb_where(zero, one, nb_div(nb_sin(px), px)));
+}

@@ -314,6 +314,34 @@ nb_tensor *nb_contiguous(nb_tensor *t) {
     return nb_scope_return(s, contiguous_impl(t));
 }
 
+/* clone: contiguous_impl without its shortcut, so the result never shares
+ * t's storage (a later in-place write to one leaves the other). */
+nb_tensor *nb_clone(nb_tensor *t) {
+    if (!nb_check_inputs("clone", 1, &t)) return NULL;
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *out = nb_empty_like(t);
+    nb_kview o = out ? nb_kview_of(out) : (nb_kview){0}, v = nb_kview_of(t);
+    if (!out || nb_kernel_copy(NB_BE(t), &o, &v) != NB_OK) return nb_scope_return(s, NULL);
+    return nb_scope_return(s, record_view(NB_OP_CLONE, t, out));
+}
+
+/* ---- select -------------------------------------------------------------------------------- */
+
+nb_tensor *nb_select(nb_tensor *t, int dim, int64_t index) {
+    if (!nb_check_inputs("select", 1, &t)) return NULL;
+    int d = nb_wrap_dim(dim, t->ndim);
+    char a[NB_SHAPE_BUF];
+    if (d < 0 || t->ndim == 0)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "select: dim %d out of range for input %s", dim,
+                       nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+    int64_t i = index < 0 ? index + t->shape[d] : index;
+    if (i < 0 || i >= t->shape[d])
+        return NB_FAIL(NB_ERR_INVALID_ARG, "select: index %lld out of range for dim %d of input %s", (long long)index, d,
+                       nb_fmt_shape(t->ndim, t->shape, a, sizeof a));
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, nb_squeeze(nb_narrow(t, d, i, 1), d));
+}
+
 /* ---- diagonal / diag_embed ---------------------------------------------------------------- */
 
 /* The geometry of t's diagonal view (torch.diagonal): dims other than

@@ -80,6 +80,11 @@ static inline void nb_bump_version(nb_tensor *t) {
  * strides) with no autograd state, owned by the caller (no scope): the
  * tape's saved tensors. NULL with NB_ERR_OOM. */
 nb_tensor *nb_tensor_alias_unscoped(const nb_tensor *t);
+/* t becomes a view of src's storage at src's offset and strides (same
+ * shape and dtype: the caller's invariant), dropping its own storage
+ * reference; t's other fields (autograd included) are untouched. The
+ * in-place ops under autograd (autograd/ops_activation.c). */
+void nb_tensor_take_storage(nb_tensor *t, const nb_tensor *src);
 
 /* As nb_tensor_view_of in another dtype: offset counts elements of dt.
  * The caller keeps the view inside the storage and aligned for dt (the

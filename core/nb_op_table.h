@@ -115,6 +115,8 @@ extern "C" {
     X(ATANH, atanh, unary, NB_D2, NB_DTM_A6, K(copy) K(unary) K(unary_backward), BW(unary), AC(NONE)) \
     X(ERF, erf, unary, NB_D2, NB_DTM_A6, K(copy) K(unary) K(unary_backward), BW(unary), AC(NONE)) \
     X(ERFC, erfc, unary, NB_D2, NB_DTM_A6, K(copy) K(unary) K(unary_backward), BW(unary), AC(NONE)) \
+    X(LOGIT, logit, unary, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(SINC, sinc, unary, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(LEAKY_RELU, leaky_relu, unary, NB_D2, NB_DTM_F, K(unary) K(unary_backward), BW(unary), AC(NONE)) \
     X(ELU, elu, unary, NB_D2, NB_DTM_F, K(unary) K(unary_backward), BW(unary), AC(NONE)) \
     X(SELU, selu, unary, NB_D2, NB_DTM_F, K(unary) K(unary_backward), BW(unary), AC(NONE)) \
@@ -140,6 +142,8 @@ extern "C" {
     X(FMOD, fmod, binary, NB_D2, NB_DTM_N, K(copy) K(binary) K(unary) K(unary_backward) K(reduce), BW(mod), AC(NONE)) \
     X(FMOD_SCALAR, fmod_scalar, binary, NB_D2, NB_DTM_N, K(copy) K(fill) K(binary), BW_CALLS, AC(NONE)) \
     X(ATAN2, atan2, binary, NB_D2, NB_DTM_N, K(copy) K(binary) K(unary) K(unary_backward) K(reduce), BW(atan2), AC(NONE)) \
+    X(XLOGY, xlogy, binary, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(HYPOT, hypot, binary, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward) K(reduce), BW_CALLS, AC(NONE)) \
     X(MAXIMUM, maximum, binary, NB_D2, NB_DTM_A6, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW(maxmin), AC(NONE)) \
     X(MINIMUM, minimum, binary, NB_D2, NB_DTM_A6, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW(maxmin), AC(NONE)) \
     X(LERP, lerp, binary, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW(lerp), AC(NONE)) \
@@ -204,6 +208,9 @@ extern "C" {
     X(LOGCUMSUMEXP, logcumsumexp, scan, NB_D2, NB_DTM_F, K(scan) K(scan_backward), BW(scan), AC(NONE)) \
     X(SORT, sort, sort, NB_D2, NB_DTM_A6, K(copy) K(fill) K(sort) K(gather) K(scatter), BW(sort), AC(NONE)) \
     X(ARGSORT, argsort, sort, 0, NB_DTM_A6, K(sort), BW_NONE, AC(NONE)) \
+    X(SEARCHSORTED, searchsorted, sort, NB_C, NB_DTM_N, K(copy) K(binary) K(reduce) K(gather), BW_NONE, AC(NONE)) \
+    X(BUCKETIZE, bucketize, sort, NB_C, NB_DTM_N, K(copy) K(binary) K(reduce), BW_NONE, AC(NONE)) \
+    X(HISTC, histc, sort, NB_C | NB_S, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(index_select) K(index_add) K(where), BW_NONE, AC(NONE)) \
     X(TOPK, topk, sort, NB_D2, NB_DTM_A6, K(copy) K(fill) K(sort) K(gather) K(scatter), BW(sort), AC(NONE)) \
     X(KTHVALUE, kthvalue, sort, NB_D2, NB_DTM_A6, K(copy) K(fill) K(binary) K(sort) K(gather) K(scatter), BW(sort), AC(NONE)) \
     /* views and shape ops */ \
@@ -212,18 +219,21 @@ extern "C" {
     X(PERMUTE, permute, view, NB_D2 | NB_V, NB_DTM_A8, K(copy), BW(permute), AC(NONE)) \
     X(TRANSPOSE, transpose, view, NB_D2 | NB_V, NB_DTM_A8, K(copy), BW_CALLS, AC(NONE)) \
     X(NARROW, narrow, view, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(fill), BW_CALLS, AC(NONE)) \
+    X(SELECT, select, view, NB_D2 | NB_V | NB_C, NB_DTM_A8, K(copy) K(fill), BW_CALLS, AC(NONE)) \
     X(SLICE, slice, view, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(fill), BW(slice), AC(NONE)) \
     X(EXPAND, expand, view, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(reduce), BW(expand), AC(NONE)) \
     X(UNSQUEEZE, unsqueeze, view, NB_D2 | NB_V, NB_DTM_A8, K(copy), BW_CALLS, AC(NONE)) \
     X(SQUEEZE, squeeze, view, NB_D2 | NB_V, NB_DTM_A8, K(copy), BW_CALLS, AC(NONE)) \
     X(FLATTEN, flatten, view, NB_D2 | NB_V, NB_DTM_A8, K(copy), BW_CALLS, AC(NONE)) \
     X(CONTIGUOUS, contiguous, view, NB_D2, NB_DTM_A8, K(copy), BW(identity), AC(NONE)) \
+    X(CLONE, clone, view, NB_D2, NB_DTM_A8, K(copy), BW(identity), AC(NONE)) \
     X(DIAGONAL, diagonal, view, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(fill), BW(diagonal), AC(NONE)) \
     X(UNFOLD, unfold, view, NB_D2 | NB_V, NB_DTM_A8, K(fill) K(binary), BW(unfold), AC(NONE)) \
     X(MOVEDIM, movedim, view, NB_D2 | NB_V, NB_DTM_A8, K(copy), BW_CALLS, AC(NONE)) \
     X(BROADCAST_TO, broadcast_to, view, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(reduce), BW_CALLS, AC(NONE)) \
     X(DIAG_EMBED, diag_embed, view, NB_D2, NB_DTM_A6, K(copy) K(fill), BW(diag_embed), AC(NONE)) \
     X(FLIP, flip, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(arange) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
+    X(ROT90, rot90, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(arange) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
     X(ROLL, roll, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(binary), BW_CALLS, AC(NONE)) \
     X(REPEAT, repeat, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(reduce) K(arange) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
     X(TILE, tile, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(reduce) K(arange) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
@@ -238,6 +248,8 @@ extern "C" {
     X(STACK, stack, index, NB_D2 | NB_C, NB_DTM_A8, K(copy) K(binary), BW_CALLS, AC(NONE)) \
     X(SPLIT, split, index, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(fill) K(binary), BW_CALLS, AC(NONE)) \
     X(CHUNK, chunk, index, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(fill) K(binary), BW_CALLS, AC(NONE)) \
+    X(SPLIT_WITH_SIZES, split_with_sizes, index, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(fill) K(binary), BW_CALLS, AC(NONE)) \
+    X(UNBIND, unbind, index, NB_D2 | NB_V, NB_DTM_A8, K(copy) K(fill) K(binary), BW_CALLS, AC(NONE)) \
     X(WHERE, where, index, NB_D2, NB_DTM_A8, K(copy) K(fill) K(reduce) K(where), BW(where), AC(NONE)) \
     X(MASKED_FILL, masked_fill, index, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(INDEX_ADD, index_add, index, NB_D2, NB_DTM_N, K(copy) K(binary) K(unary) K(unary_backward) K(index_select) K(index_add), BW(index_add), AC(NONE)) \
@@ -255,6 +267,10 @@ extern "C" {
     X(MATMUL, matmul, matmul, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(reduce) K(matmul), BW(matmul), AC(LOWER)) \
     X(LINEAR, linear, matmul, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(reduce) K(matmul), BW(linear), AC(LOWER)) \
     X(BMM, bmm, matmul, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(reduce) K(matmul), BW_CALLS, AC(LOWER)) \
+    X(ADDMM, addmm, matmul, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(LOWER)) \
+    X(ADDMV, addmv, matmul, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(LOWER)) \
+    X(BADDBMM, baddbmm, matmul, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(LOWER)) \
+    X(ADDBMM, addbmm, matmul, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(LOWER)) \
     X(SOFTMAX, softmax, softmax, NB_D2, NB_DTM_F, K(softmax) K(softmax_backward), BW(softmax), AC(FP32)) \
     X(LOG_SOFTMAX, log_softmax, softmax, NB_D2, NB_DTM_F, K(softmax) K(softmax_backward), BW(softmax), AC(FP32)) \
     X(CROSS_ENTROPY, cross_entropy, loss, NB_D2, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(cross_entropy) K(cross_entropy_backward), BW(ce), AC(FP32)) \
@@ -318,6 +334,14 @@ extern "C" {
     X(GLU, glu, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
     X(PRELU, prelu, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(RRELU, rrelu, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(RELU_, relu_, activation, NB_D2 | NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(LEAKY_RELU_, leaky_relu_, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(ELU_, elu_, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(SELU_, selu_, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(CELU_, celu_, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(HARDTANH_, hardtanh_, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
+    X(THRESHOLD_, threshold_, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
+    X(RRELU_, rrelu_, activation, NB_D2 | NB_C | NB_R, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(SOFTMIN, softmin, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(unary) K(unary_backward) K(softmax) K(softmax_backward), BW_CALLS, AC(NONE)) \
     X(DROPOUT1D, dropout1d, dropout, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(random), BW_CALLS, AC(NONE)) \
     X(DROPOUT2D, dropout2d, dropout, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(random), BW_CALLS, AC(NONE)) \

@@ -147,6 +147,16 @@ nb_tensor *nb_tensor_alias_unscoped(const nb_tensor *t) {
     return tensor_alloc(t->storage, t->dtype, t->ndim, t->shape, t->strides, t->offset);
 }
 
+void nb_tensor_take_storage(nb_tensor *t, const nb_tensor *src) {
+    if (t->ndim != src->ndim || t->dtype != src->dtype || memcmp(t->shape, src->shape, sizeof(int64_t) * (size_t)t->ndim))
+        abort(); /* a broken invariant of the caller */
+    atomic_fetch_add(&src->storage->refcount, 1);
+    storage_release(t->storage);
+    t->storage = src->storage;
+    t->offset = src->offset;
+    memcpy(t->strides, src->strides, sizeof t->strides);
+}
+
 nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev) {
     return nb_scope_adopt(nb_tensor_new_unscoped(ndim, shape, dt, dev));
 }

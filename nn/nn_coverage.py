@@ -21,7 +21,6 @@ HEADERS = ["core/nb_core.h", "autograd/nb_ops.h", "autograd/nb_functional.h", "a
            "nn/nb_nn.h", "nn/nb_transformer.h", "nn/nb_decoder.h", "optim/nb_optim.h", "distributed/nb_distributed.h"]
 
 LAZY = "n/a: lazy module (C constructors take the sizes)"
-INPLACE = "missing: the in-place form (the out-of-place op exists)"
 
 # (section, torch name, nabla name or a "missing: ..." / "n/a: ..." note)
 MODULES = [
@@ -205,24 +204,24 @@ FUNCTIONAL = [
     ("Pooling", "fractional_max_pool3d", "missing"),
     ("Attention", "scaled_dot_product_attention", "nb_scaled_dot_product_attention"),
     ("Activations", "threshold", "nb_threshold"),
-    ("Activations", "threshold_", INPLACE),
+    ("Activations", "threshold_", "nb_threshold_"),
     ("Activations", "relu", "nb_relu"),
-    ("Activations", "relu_", INPLACE),
+    ("Activations", "relu_", "nb_relu_"),
     ("Activations", "hardtanh", "nb_hardtanh"),
-    ("Activations", "hardtanh_", INPLACE),
+    ("Activations", "hardtanh_", "nb_hardtanh_"),
     ("Activations", "hardswish", "nb_hardswish"),
     ("Activations", "relu6", "nb_relu6"),
     ("Activations", "elu", "nb_elu"),
-    ("Activations", "elu_", INPLACE),
+    ("Activations", "elu_", "nb_elu_"),
     ("Activations", "selu", "nb_selu"),
-    ("Activations", "selu_", INPLACE),
+    ("Activations", "selu_", "nb_selu_"),
     ("Activations", "celu", "nb_celu"),
-    ("Activations", "celu_", INPLACE),
+    ("Activations", "celu_", "nb_celu_"),
     ("Activations", "leaky_relu", "nb_leaky_relu"),
-    ("Activations", "leaky_relu_", INPLACE),
+    ("Activations", "leaky_relu_", "nb_leaky_relu_"),
     ("Activations", "prelu", "nb_prelu"),
     ("Activations", "rrelu", "nb_rrelu"),
-    ("Activations", "rrelu_", INPLACE),
+    ("Activations", "rrelu_", "nb_rrelu_"),
     ("Activations", "glu", "nb_glu"),
     ("Activations", "gelu", "nb_gelu"),
     ("Activations", "logsigmoid", "nb_logsigmoid"),

@@ -81,6 +81,11 @@ static nb_tensor *allclose_(nb_tensor *const *x, const nb_op_case *c) {
 static nb_tensor *to_f64(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_to_dtype(x[0], NB_F64); }
 static nb_tensor *to_f32(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_to_dtype(x[0], NB_F32); }
 
+/* logit's input mapped from U(-0.9, 0.9) into (0.05, 0.95) */
+static nb_tensor *logit(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_logit(nb_mul_scalar(nb_add_scalar(x[0], 1), 0.5), c->p[0]);
+}
+
 static const nb_op_case cases[] = {
     /* unary */
     U1(NEG, neg, K_REAL),
@@ -121,6 +126,11 @@ static const nb_op_case cases[] = {
     U1(ATANH, atanh, K_UNIT),
     U1(ERF, erf, K_REAL),
     U1(ERFC, erfc, K_REAL),
+    {.op = NB_OP_LOGIT, .label = "logit eps None", .fn = logit, .n_in = 1, .in = {IN(K_UNIT, 2, 3)}, .p = {-1},
+     .flags = C_NOINT},
+    {.op = NB_OP_LOGIT, .label = "logit eps 0.01", .fn = logit, .n_in = 1, .in = {IN(K_UNIT, 2, 3)}, .p = {0.01},
+     .flags = C_NOINT},
+    U1(SINC, sinc, K_REAL),
     FN1(LEAKY_RELU, "leaky_relu 0.1", leaky, K_AWAY0),
     FN1(ELU, "elu 1.3", elu, K_AWAY0),
     U1(SELU, selu, K_AWAY0),
@@ -151,6 +161,8 @@ static const nb_op_case cases[] = {
     B2(FMOD, fmod, K_REAL, K_AWAY0),
     FN1(FMOD_SCALAR, "fmod 1.3", fmod_s, K_REAL),
     B2(ATAN2, atan2, K_REAL, K_REAL),
+    B2(XLOGY, xlogy, K_REAL, K_POS),
+    B2(HYPOT, hypot, K_AWAY0, K_AWAY0),
     B2(MAXIMUM, maximum, K_REAL, K_REAL),
     B2(MINIMUM, minimum, K_REAL, K_REAL),
     {.op = NB_OP_LERP, .label = "lerp", .fn = lerp, .n_in = 3, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 3), IN(K_UNIT, 2, 3)}},

@@ -105,6 +105,15 @@ static nb_tensor *triplet_distance(nb_tensor *const *x, const nb_op_case *c) {
 static nb_tensor *pairwise_distance(nb_tensor *const *x, const nb_op_case *c) {
     return nb_pairwise_distance(x[0], x[1], c->p[0], 0, c->p[1] != 0);
 }
+#define ADD_PRODUCT(name) \
+    static nb_tensor *name(nb_tensor *const *x, const nb_op_case *c) { \
+        (void)c; \
+        return nb_##name(x[0], x[1], x[2], 0.5, 2.0); \
+    }
+ADD_PRODUCT(addmm)
+ADD_PRODUCT(addmv)
+ADD_PRODUCT(baddbmm)
+ADD_PRODUCT(addbmm)
 static nb_tensor *cosine_similarity(nb_tensor *const *x, const nb_op_case *c) {
     return nb_cosine_similarity(x[0], x[1], (int)c->p[0], 0);
 }
@@ -180,6 +189,21 @@ static nb_tensor *rnn_cell(nb_tensor *const *x, const nb_op_case *c) {
     return n == 2 ? nb_add(out[0], out[1]) : out[0];
 }
 /* ops_activation.c; p[0], p[1] the scalars */
+/* the in-place forms on a clone of the input (a non-leaf with fresh storage): the gradient goes through the rebased history */
+#define INPLACE_CASE(name, args) \
+    static nb_tensor *name(nb_tensor *const *x, const nb_op_case *c) { \
+        (void)c; \
+        nb_tensor *y = nb_clone(x[0]); \
+        return y && nb_##name args == NB_OK ? y : NULL; \
+    }
+INPLACE_CASE(relu_, (y))
+INPLACE_CASE(selu_, (y))
+INPLACE_CASE(leaky_relu_, (y, 0.2))
+INPLACE_CASE(elu_, (y, 1.5))
+INPLACE_CASE(celu_, (y, 0.7))
+INPLACE_CASE(hardtanh_, (y, -1, 1))
+INPLACE_CASE(threshold_, (y, 0.3, -1.5))
+INPLACE_CASE(rrelu_, (y, 0.1, 0.3, false, NULL))
 static nb_tensor *celu(nb_tensor *const *x, const nb_op_case *c) { return nb_celu(x[0], c->p[0]); }
 static nb_tensor *softshrink(nb_tensor *const *x, const nb_op_case *c) { return nb_softshrink(x[0], c->p[0]); }
 static nb_tensor *hardshrink(nb_tensor *const *x, const nb_op_case *c) { return nb_hardshrink(x[0], c->p[0]); }
@@ -410,6 +434,14 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 5, 4), IN(K_REAL, 5)}},
     {.op = NB_OP_LINEAR, .label = "linear without bias", .fn = linear, .n_in = 2, .in = {IN(K_REAL, 3, 4), IN(K_REAL, 2, 4)}},
     {.op = NB_OP_BMM, .label = "bmm", .fn = bmm, .n_in = 2, .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 4, 2)}},
+    {.op = NB_OP_ADDMM, .label = "addmm beta 0.5 alpha 2, broadcast input", .fn = addmm, .n_in = 3,
+     .in = {IN(K_REAL, 3), IN(K_REAL, 2, 4), IN(K_REAL, 4, 3)}},
+    {.op = NB_OP_ADDMV, .label = "addmv beta 0.5 alpha 2", .fn = addmv, .n_in = 3,
+     .in = {IN(K_REAL, 2), IN(K_REAL, 2, 4), IN(K_REAL, 4)}},
+    {.op = NB_OP_BADDBMM, .label = "baddbmm beta 0.5 alpha 2", .fn = baddbmm, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 2), IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 4, 2)}},
+    {.op = NB_OP_ADDBMM, .label = "addbmm beta 0.5 alpha 2", .fn = addbmm, .n_in = 3,
+     .in = {IN(K_REAL, 3, 2), IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 4, 2)}},
     {.op = NB_OP_SOFTMAX, .label = "softmax dim -1", .fn = softmax, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {-1}},
     {.op = NB_OP_SOFTMAX, .label = "softmax dim 1", .fn = softmax, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {1}},
     {.op = NB_OP_LOG_SOFTMAX, .label = "log_softmax dim -1", .fn = log_softmax, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {-1}},
@@ -520,6 +552,14 @@ static const nb_op_case cases[] = {
     {.op = NB_OP_RNN_CELL, .label = "rnn_cell ReLU unbatched", .fn = rnn_cell, .n_in = 4,
      .in = {IN(K_REAL, 3), IN(K_UNIT, 2), IN(K_UNIT, 2, 3), IN(K_UNIT, 2, 2)}, .tol = 1e-4, .p = {NB_RNN_RELU}},
     /* away from the kinks at 0 and +-lambda, the threshold */
+    {.op = NB_OP_RELU_, .label = "relu_ of a clone", .fn = relu_, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
+    {.op = NB_OP_SELU_, .label = "selu_ of a clone", .fn = selu_, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
+    {.op = NB_OP_LEAKY_RELU_, .label = "leaky_relu_ 0.2 of a clone", .fn = leaky_relu_, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
+    {.op = NB_OP_ELU_, .label = "elu_ 1.5 of a clone", .fn = elu_, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
+    {.op = NB_OP_CELU_, .label = "celu_ 0.7 of a clone", .fn = celu_, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
+    {.op = NB_OP_HARDTANH_, .label = "hardtanh_ [-1, 1] of a clone", .fn = hardtanh_, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
+    {.op = NB_OP_THRESHOLD_, .label = "threshold_ 0.3 -1.5 of a clone", .fn = threshold_, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
+    {.op = NB_OP_RRELU_, .label = "rrelu_ eval of a clone", .fn = rrelu_, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
     {.op = NB_OP_CELU, .label = "celu alpha 0.7", .fn = celu, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}, .p = {0.7}},
     {.op = NB_OP_SOFTSIGN, .label = "softsign", .f1 = nb_softsign, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)}},
     {.op = NB_OP_SOFTSHRINK, .label = "softshrink 0.25", .fn = softshrink, .n_in = 1, .in = {IN(K_AWAY0, 3, 4)},

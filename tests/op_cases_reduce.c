@@ -87,6 +87,17 @@ static nb_tensor *kth_v(nb_tensor *const *x, const nb_op_case *c) {
 
 #define X1(ID, LABEL, FN, K, ...) {.op = NB_OP_##ID, .label = LABEL, .fn = FN, .n_in = 1, .in = {IN(K, 2, 3, 4)}, __VA_ARGS__}
 
+/* The boundaries are random, not sorted: the count that computes the
+ * insertion index is defined for any, and the harness compares devices and
+ * dtypes (PyTorch's values on sorted boundaries: tests/torch_diff). */
+static nb_tensor *searchsorted(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_searchsorted(x[0], x[1], false, c->p[0] != 0, NULL);
+}
+static nb_tensor *bucketize(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_bucketize(x[1], x[0], true, c->p[0] != 0);
+}
+static nb_tensor *histc(nb_tensor *const *x, const nb_op_case *c) { return nb_histc(x[0], 5, c->p[0], c->p[1]); }
+
 static const nb_op_case cases[] = {
     REDCASES(SUM, sum, K_REAL),
     REDCASES(MEAN, mean, K_REAL),
@@ -120,6 +131,16 @@ static const nb_op_case cases[] = {
     X1(SORT, "sort dim 1 descending (values)", sort_v, K_REAL, .p = {1, 1}),
     X1(SORT, "sort dim 1 (indices, stable)", sort_i, K_REAL, .p = {1, 0}, .flags = C_NOGRAD),
     X1(ARGSORT, "argsort dim 1 descending", argsort, K_REAL, .tol = 0),
+    {.op = NB_OP_SEARCHSORTED, .label = "searchsorted rows, left", .fn = searchsorted, .n_in = 2,
+     .in = {IN(K_POS, 2, 4), IN(K_POS, 2, 5)}, .p = {0}, .flags = C_NOGRAD},
+    {.op = NB_OP_SEARCHSORTED, .label = "searchsorted rows, right", .fn = searchsorted, .n_in = 2,
+     .in = {IN(K_POS, 2, 4), IN(K_POS, 2, 5)}, .p = {1}, .flags = C_NOGRAD},
+    {.op = NB_OP_BUCKETIZE, .label = "bucketize 1-D boundaries, int32", .fn = bucketize, .n_in = 2,
+     .in = {IN(K_POS, 6), IN(K_POS, 2, 3, 4)}, .p = {0}, .flags = C_NOGRAD},
+    {.op = NB_OP_HISTC, .label = "histc 5 bins over [-1, 1]", .fn = histc, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)},
+     .p = {-1, 1}, .flags = C_NOGRAD},
+    {.op = NB_OP_HISTC, .label = "histc 5 bins over the data's range", .fn = histc, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3, 4)}, .p = {0, 0}, .flags = C_NOGRAD},
     X1(TOPK, "topk 2 largest (values)", topk_v, K_REAL, .p = {1}),
     X1(TOPK, "topk 2 smallest (values)", topk_v, K_REAL, .p = {0}),
     X1(TOPK, "topk 2 dim 1 (indices)", topk_i, K_REAL, .flags = C_NOGRAD),

@@ -22,6 +22,8 @@ static nb_tensor *unsqueeze(nb_tensor *const *x, const nb_op_case *c) { (void)c;
 static nb_tensor *squeeze(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_squeeze(x[0], 1); }
 static nb_tensor *flatten(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_flatten(x[0], 0, 1); }
 static nb_tensor *contiguous(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_contiguous(nb_transpose(x[0], 1, 2)); }
+static nb_tensor *clone(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_clone(x[0]); }
+static nb_tensor *select_(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_select(x[0], 1, -1); }
 static nb_tensor *diagonal(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_diagonal(x[0], 1, 1, 2); }
 static nb_tensor *unfold(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_unfold(x[0], 2, 2, 1); }
 static nb_tensor *movedim(nb_tensor *const *x, const nb_op_case *c) {
@@ -33,6 +35,7 @@ static nb_tensor *diag_embed(nb_tensor *const *x, const nb_op_case *c) { (void)c
 
 /* ---- shape ops ---- */
 static nb_tensor *flip(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_flip(x[0], (const int[]){0, 2}, 2); }
+static nb_tensor *rot90(nb_tensor *const *x, const nb_op_case *c) { return nb_rot90(x[0], (int64_t)c->p[0], 0, 2); }
 static nb_tensor *roll(nb_tensor *const *x, const nb_op_case *c) {
     (void)c;
     return nb_roll(x[0], (const int64_t[]){1, -3}, 2, (const int[]){0, 2}, 2);
@@ -72,6 +75,17 @@ static nb_tensor *chunk(nb_tensor *const *x, const nb_op_case *c) {
     (void)c;
     nb_tensor *o[4];
     return nb_chunk(x[0], 3, 1, o, 4) == 3 ? nb_cat((nb_tensor *[]){o[2], o[0]}, 2, 1) : NULL;
+}
+static nb_tensor *split_with_sizes(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_tensor *o[4];
+    return nb_split_with_sizes(x[0], (const int64_t[]){1, 0, 3}, 3, 2, o, 4) == 3 ? nb_cat((nb_tensor *[]){o[2], o[0]}, 2, 2)
+                                                                                 : NULL;
+}
+static nb_tensor *unbind(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_tensor *o[4];
+    return nb_unbind(x[0], 1, o, 4) == 3 ? nb_stack((nb_tensor *[]){o[2], o[0]}, 2, 0) : NULL;
 }
 static nb_tensor *where(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_where(x[0], x[1], x[2]); }
 static nb_tensor *masked_fill(nb_tensor *const *x, const nb_op_case *c) { (void)c; return nb_masked_fill(x[0], x[1], 0.5); }
@@ -125,6 +139,8 @@ static const nb_op_case cases[] = {
     V1(SQUEEZE, "squeeze 1", squeeze, 2, 1, 4),
     V1(FLATTEN, "flatten 0..1", flatten, 2, 3, 4),
     V1(CONTIGUOUS, "contiguous of a transposed view", contiguous, 2, 3, 4),
+    V1(CLONE, "clone", clone, 2, 3, 4),
+    V1(SELECT, "select dim 1 index -1", select_, 2, 3, 4),
     V1(DIAGONAL, "diagonal offset 1 of dims 1, 2", diagonal, 2, 3, 4),
     V1(UNFOLD, "unfold dim 2 size 2 step 1 (overlapping)", unfold, 2, 3, 4),
     V1(MOVEDIM, "movedim 0 to 2", movedim, 2, 3, 4),
@@ -132,6 +148,9 @@ static const nb_op_case cases[] = {
     V1(DIAG_EMBED, "diag_embed offset 1", diag_embed, 2, 3),
     V1(FLIP, "flip dims 0, 2", flip, 2, 3, 4),
     V1(ROLL, "roll (1, -3) on dims (0, 2)", roll, 2, 3, 4),
+    {.op = NB_OP_ROT90, .label = "rot90 k 1 dims 0, 2", .fn = rot90, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {1}},
+    {.op = NB_OP_ROT90, .label = "rot90 k -2 dims 0, 2", .fn = rot90, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {-2}},
+    {.op = NB_OP_ROT90, .label = "rot90 k 3 dims 0, 2", .fn = rot90, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {3}},
     V1(REPEAT, "repeat (2, 1, 2)", repeat, 2, 3),
     V1(TILE, "tile (2)", tile, 2, 3),
     {.op = NB_OP_PAD, .label = "pad constant", .fn = pad, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)}, .p = {NB_PAD_CONSTANT}},
@@ -161,6 +180,8 @@ static const nb_op_case cases[] = {
     {.op = NB_OP_STACK, .label = "stack dim 1", .fn = stack, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_REAL, 2, 3)}},
     V1(SPLIT, "split 2 along dim 2", split, 2, 3, 4),
     V1(CHUNK, "chunk 3 along dim 1", chunk, 2, 3, 4),
+    V1(SPLIT_WITH_SIZES, "split_with_sizes (1, 0, 3) along dim 2", split_with_sizes, 2, 3, 4),
+    V1(UNBIND, "unbind dim 1", unbind, 2, 3, 4),
     {.op = NB_OP_WHERE, .label = "where, broadcast", .fn = where, .n_in = 3, .in = {IN(K_BOOL, 2, 3), IN(K_REAL, 2, 3), IN(K_REAL, 3)}},
     {.op = NB_OP_MASKED_FILL, .label = "masked_fill 0.5", .fn = masked_fill, .n_in = 2, .in = {IN(K_REAL, 2, 3), IN(K_BOOL, 3)}},
     {.op = NB_OP_INDEX_ADD, .label = "index_add dim 0 alpha 1.5, repeats", .fn = index_add, .n_in = 3,

@@ -45,6 +45,7 @@
     X(ops_rnn) \
     X(nn_layers) \
     X(ops_einsum) \
+    X(ops_activation) \
     X(transformer_decoder) \
     X(ops_fold) \
     X(op_table) \

@@ -493,6 +493,20 @@ def activations():
                 Case("rrelu", [x], lambda xs, a: F.rrelu(xs[0], a["lower"], a["upper"], a["training"]),
                      {"lower": 0.2, "upper": 0.2, "training": True}, tag=tag + " training, lower = upper"),
                 Case("softmin", [x], lambda xs, a: F.softmin(xs[0], a["dim"]), {"dim": 1}, tag=tag)]
+    for name, fn, args in (("relu_", lambda xs, a: F.relu_(xs[0].clone()), {}),
+                           ("selu_", lambda xs, a: F.selu_(xs[0].clone()), {}),
+                           ("leaky_relu_", lambda xs, a: F.leaky_relu_(xs[0].clone(), a["negative_slope"]),
+                            {"negative_slope": 0.2}),
+                           ("elu_", lambda xs, a: F.elu_(xs[0].clone(), a["alpha"]), {"alpha": 1.5}),
+                           ("celu_", lambda xs, a: F.celu_(xs[0].clone(), a["alpha"]), {"alpha": 0.5}),
+                           ("hardtanh_", lambda xs, a: F.hardtanh_(xs[0].clone(), a["min_val"], a["max_val"]),
+                            {"min_val": -0.5, "max_val": 1.0}),
+                           ("threshold_", lambda xs, a: F.threshold_(xs[0].clone(), a["threshold"], a["value"]),
+                            {"threshold": 0.3, "value": -1.5}),
+                           ("rrelu_", lambda xs, a: F.rrelu_(xs[0].clone(), a["lower"], a["upper"], a["training"]),
+                            {"lower": 0.1, "upper": 0.3, "training": False})):
+        out += [Case(name, [R((3, 4), F32, -2, 2)], fn, args, tag="f32"),
+                Case(name, [R((2, 5), F64, -2, 2)], fn, args, views=["T"], tag="f64 view")]
     out += [Case("glu", [R((3, 5))], lambda xs, a: F.glu(xs[0], a["dim"]), {"dim": 1}, tag="odd error"),
             Case("prelu", [R((2, 3, 4)), R((2,))], lambda xs, a: F.prelu(xs[0], xs[1]), tag="weight error"),
             Case("softshrink", [R((3,))], lambda xs, a: F.softshrink(xs[0], a["lambd"]), {"lambd": -1.0},

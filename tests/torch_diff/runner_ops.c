@@ -21,6 +21,8 @@
 #define UNARY_ROW(id, name, saved, api) UNARY_##api(name)
 NB_UNARY_OPS(UNARY_ROW)
 UNARY(relu6) UNARY(isnan) UNARY(isinf) UNARY(isfinite) UNARY(logical_not) UNARY(bitwise_not) UNARY(contiguous)
+UNARY(clone) UNARY(sinc)
+nb_status h_logit(dcase *c) { OUT1(nb_logit(I0, ad(c, "eps", -1))); }
 
 nb_status h_add_scalar(dcase *c) { OUT1(nb_add_scalar(I0, ad(c, "other", 0))); }
 nb_status h_mul_scalar(dcase *c) { OUT1(nb_mul_scalar(I0, ad(c, "other", 1))); }
@@ -43,6 +45,7 @@ BINARY(add) BINARY(sub) BINARY(mul) BINARY(div) BINARY(pow) BINARY(floor_divide)
 BINARY(atan2) BINARY(maximum) BINARY(minimum) BINARY(eq) BINARY(ne) BINARY(gt) BINARY(ge) BINARY(lt) BINARY(le)
 BINARY(logical_and) BINARY(logical_or) BINARY(logical_xor) BINARY(bitwise_and) BINARY(bitwise_or)
 BINARY(bitwise_xor) BINARY(bitwise_left_shift) BINARY(bitwise_right_shift) BINARY(matmul) BINARY(bmm)
+BINARY(xlogy) BINARY(hypot)
 
 #define SCALAR_D(name, key) \
     nb_status h_##name(dcase *c) { OUT1(nb_##name(I0, ad(c, key, 0))); }
@@ -108,6 +111,11 @@ nb_status h_sort(dcase *c) {
     OUTS(2, nb_sort(I0, (int)ai(c, "dim", -1), ab(c, "descending", false), ab(c, "stable", true), &c->out[0],
                     &c->out[1]));
 }
+nb_status h_searchsorted(dcase *c) {
+    OUT1(nb_searchsorted(I0, I1, ab(c, "out_int32", false), ab(c, "right", false), c->n_in > 2 ? I2 : NULL));
+}
+nb_status h_bucketize(dcase *c) { OUT1(nb_bucketize(I0, I1, ab(c, "out_int32", false), ab(c, "right", false))); }
+nb_status h_histc(dcase *c) { OUT1(nb_histc(I0, ai(c, "bins", 100), ad(c, "min", 0), ad(c, "max", 0))); }
 nb_status h_argsort(dcase *c) { OUT1(nb_argsort(I0, (int)ai(c, "dim", -1), ab(c, "descending", false))); }
 nb_status h_topk(dcase *c) {
     OUTS(2, nb_topk(I0, ai(c, "k", 1), (int)ai(c, "dim", -1), ab(c, "largest", true), ab(c, "sorted", true),
@@ -179,6 +187,11 @@ nb_status h_pad(dcase *c) {
                        : !strcmp(m, "circular") ? NB_PAD_CIRCULAR : NB_PAD_CONSTANT;
     OUT1(nb_pad(I0, p, n < 0 ? 0 : n, mode, ad(c, "value", 0)));
 }
+nb_status h_rot90(dcase *c) {
+    int d[2] = {0, 1};
+    ali(c, "dims", d, 2);
+    OUT1(nb_rot90(I0, ai(c, "k", 1), d[0], d[1]));
+}
 nb_status h_tril(dcase *c) { OUT1(nb_tril(I0, ai(c, "diagonal", 0))); }
 nb_status h_triu(dcase *c) { OUT1(nb_triu(I0, ai(c, "diagonal", 0))); }
 nb_status h_meshgrid(dcase *c) {
@@ -204,6 +217,17 @@ nb_status h_chunk(dcase *c) {
     int n = nb_chunk(I0, (int)ai(c, "chunks", 1), (int)ai(c, "dim", 0), c->out, RUNNER_MAX_OUT);
     OUTS(n < 0 ? 0 : n, n < 0 ? nb_last_status() : NB_OK);
 }
+nb_status h_split_with_sizes(dcase *c) {
+    int64_t sz[RUNNER_MAX_OUT];
+    int k = al(c, "split_sizes", sz, RUNNER_MAX_OUT);
+    int n = nb_split_with_sizes(I0, sz, k < 0 ? 0 : k, (int)ai(c, "dim", 0), c->out, RUNNER_MAX_OUT);
+    OUTS(n < 0 ? 0 : n, n < 0 ? nb_last_status() : NB_OK);
+}
+nb_status h_unbind(dcase *c) {
+    int n = nb_unbind(I0, (int)ai(c, "dim", 0), c->out, RUNNER_MAX_OUT);
+    OUTS(n < 0 ? 0 : n, n < 0 ? nb_last_status() : NB_OK);
+}
+nb_status h_select(dcase *c) { OUT1(nb_select(I0, (int)ai(c, "dim", 0), ai(c, "index", 0))); }
 nb_status h_index_add(dcase *c) { OUT1(nb_index_add(I0, (int)ai(c, "dim", 0), I1, I2, ad(c, "alpha", 1))); }
 nb_status h_index_copy(dcase *c) { OUT1(nb_index_copy(I0, (int)ai(c, "dim", 0), I1, I2)); }
 nb_status h_one_hot(dcase *c) { OUT1(nb_one_hot(I0, ai(c, "num_classes", -1))); }

@@ -348,6 +348,22 @@ nb_status h_rrelu(dcase *c) {
     OUT1(nb_rrelu(I0, opt0(c, "lower", 1.0 / 8), opt0(c, "upper", 1.0 / 3), ab(c, "training", false), NULL));
 }
 nb_status h_softmin(dcase *c) { OUT1(nb_softmin(I0, (int)ai(c, "dim", -1))); }
+/* the in-place forms, on a clone of the input (the input is a leaf that requires grad) */
+#define INPLACE(name, args) \
+    nb_status h_##name(dcase *c) { \
+        nb_tensor *y = nb_clone(I0); \
+        nb_status st = y ? nb_##name args : nb_last_status(); \
+        c->out[0] = y, c->n_out = 1; \
+        return st; \
+    }
+INPLACE(relu_, (y))
+INPLACE(selu_, (y))
+INPLACE(leaky_relu_, (y, ad(c, "negative_slope", 0.01)))
+INPLACE(elu_, (y, ad(c, "alpha", 1)))
+INPLACE(celu_, (y, opt0(c, "alpha", 1.0)))
+INPLACE(hardtanh_, (y, ad(c, "min_val", -1), ad(c, "max_val", 1)))
+INPLACE(threshold_, (y, ad(c, "threshold", 0), ad(c, "value", 0)))
+INPLACE(rrelu_, (y, opt0(c, "lower", 1.0 / 8), opt0(c, "upper", 1.0 / 3), ab(c, "training", false), NULL))
 
 /* channel and alpha dropout (deterministic cases: eval, p 0, p 1), pixel shuffles, lp pools, bilinear */
 static nb_status dropout_variant(dcase *c, nb_tensor *(*fn)(nb_tensor *, double, bool, nb_generator *)) {
@@ -424,6 +440,9 @@ nb_status h_tensordot(dcase *c) {
 }
 nb_status h_outer(dcase *c) { OUT1(nb_outer(I0, I1)); }
 nb_status h_kron(dcase *c) { OUT1(nb_kron(I0, I1)); }
+#define ADD_PRODUCT(name) \
+    nb_status h_##name(dcase *c) { OUT1(nb_##name(I0, I1, I2, ad(c, "beta", 1), ad(c, "alpha", 1))); }
+ADD_PRODUCT(addmm) ADD_PRODUCT(addmv) ADD_PRODUCT(baddbmm) ADD_PRODUCT(addbmm)
 nb_status h_trace(dcase *c) { OUT1(nb_trace(I0)); }
 nb_status h_cross(dcase *c) { OUT1(nb_cross(I0, I1, (int)ai(c, "dim", -1))); }
 nb_status h_cdist(dcase *c) { OUT1(nb_cdist(I0, I1, ad(c, "p", 2))); }

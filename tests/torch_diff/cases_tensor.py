@@ -1,0 +1,93 @@
+"""cases_tensor.py - the differential suite's cases for the tensor ops of #29's last list: clone, select, unbind,
+split_with_sizes, rot90, addmm/addmv/baddbmm/addbmm, searchsorted/bucketize/histc, logit, sinc, xlogy, hypot."""
+import torch
+
+from cases_common import *  # noqa: F401,F403
+
+
+def tensor_ops():
+    out = [Case("clone", [R((3, 4))], lambda xs, a: xs[0].clone(), tag="f32"),
+           Case("clone", [R((3, 4), F64)], lambda xs, a: xs[0].clone(), views=["T"], tag="view"),
+           Case("clone", [R((5,), I64, -9, 9)], lambda xs, a: xs[0].clone(), tag="int"),
+           Case("clone", [R((3,), F16)], lambda xs, a: xs[0].clone(), tag="f16"),
+           Case("clone", [None], lambda xs, a: xs[0].clone(), tag="null")]
+    sel = lambda xs, a: xs[0].select(a["dim"], a["index"])
+    for dim, index in ((0, 1), (1, -1), (-1, 0), (2, 3)):
+        out.append(Case("select", [R((3, 4, 5))], sel, {"dim": dim, "index": index}, tag="f32"))
+    out += [Case("select", [R((4,), F64)], sel, {"dim": 0, "index": 2}, tag="to 0-d"),
+            Case("select", [R((3, 4))], sel, {"dim": 1, "index": 4}, tag="index error"),
+            Case("select", [R((3, 4))], sel, {"dim": 2, "index": 0}, tag="dim error")]
+    ub = lambda xs, a: tuple(torch.unbind(xs[0], a["dim"]))
+    out += [Case("unbind", [R((3, 4))], ub, {"dim": 0}, tag="f32"),
+            Case("unbind", [R((2, 3, 4), F64)], ub, {"dim": -1}, tag="f64"),
+            Case("unbind", [R((2, 3), I64, -5, 5)], ub, {"dim": 1}, tag="int")]
+    sws = lambda xs, a: tuple(torch.split(xs[0], a["split_sizes"], a["dim"]))
+    out += [Case("split_with_sizes", [R((5, 2))], sws, {"split_sizes": [2, 3], "dim": 0}, tag="f32"),
+            Case("split_with_sizes", [R((2, 6), F64)], sws, {"split_sizes": [1, 0, 4, 1], "dim": 1}, tag="empty piece"),
+            Case("split_with_sizes", [R((5,))], sws, {"split_sizes": [2, 2], "dim": 0}, tag="sum error")]
+    r90 = lambda xs, a: torch.rot90(xs[0], a["k"], a["dims"])
+    for k in (1, 2, 3, 0, -1, 5):
+        out.append(Case("rot90", [R((3, 4))], r90, {"k": k, "dims": [0, 1]}, tag="f32"))
+    out += [Case("rot90", [R((2, 3, 4), F64)], r90, {"k": 1, "dims": [2, 0]}, tag="3-d"),
+            Case("rot90", [R((3, 4), I64, -9, 9)], r90, {"k": 3, "dims": [0, 1]}, tag="int"),
+            Case("rot90", [R((3, 4))], r90, {"k": 1, "dims": [1, 1]}, tag="dims error")]
+    for name, fn, shapes in (("addmm", torch.addmm, [(3, 5), (3, 4), (4, 5)]),
+                             ("addmv", torch.addmv, [(3,), (3, 4), (4,)]),
+                             ("baddbmm", torch.baddbmm, [(2, 3, 5), (2, 3, 4), (2, 4, 5)]),
+                             ("addbmm", torch.addbmm, [(3, 5), (2, 3, 4), (2, 4, 5)])):
+        f = lambda xs, a, fn=fn: fn(xs[0], xs[1], xs[2], beta=a["beta"], alpha=a["alpha"])
+        bshape = shapes[0][-1:]  # the input broadcast along its leading dims
+        out += [Case(name, [R(sh) for sh in shapes], f, {"beta": 1.0, "alpha": 1.0}, tag="f32", tol={F32: (1e-5, 1e-6)}),
+                Case(name, [R(sh, F64) for sh in shapes], f, {"beta": 0.5, "alpha": -2.0}, tag="f64"),
+                Case(name, [R(bshape, F64)] + [R(sh, F64) for sh in shapes[1:]], f, {"beta": 2.0, "alpha": 1.0},
+                     tag="broadcast"),
+                Case(name, [T([NAN] * shapes[0][-1], F64)] + [R(sh, F64) for sh in shapes[1:]], f,
+                     {"beta": 0.0, "alpha": 1.0}, req=[False, True, True], tag="beta 0 ignores nan"),
+                Case(name, [R(sh) for sh in shapes[:2]] + [R((7, 7, 7)[:len(shapes[2])])], f, {"beta": 1.0, "alpha": 1.0},
+                     tag="shape error")]
+    ss = lambda xs, a: torch.searchsorted(xs[0], xs[1], out_int32=a["out_int32"], right=a["right"],
+                                          sorter=xs[2] if len(xs) > 2 else None)
+    bk = lambda xs, a: torch.bucketize(xs[0], xs[1], out_int32=a["out_int32"], right=a["right"])
+    bnd = T([-1.0, 0.0, 0.0, 0.5, 2.0])
+    vals = T([[-2.0, -1.0, 0.0, 0.25], [0.5, 1.0, 2.0, 3.0]])
+    for right in (False, True):
+        for i32 in (False, True):
+            a = {"out_int32": i32, "right": right}
+            out += [Case("searchsorted", [bnd, vals], ss, a, tag="1-d"),
+                    Case("bucketize", [vals, bnd], bk, a, tag="f32")]
+        out += [Case("searchsorted", [T([[1, 3, 5, 7], [2, 4, 6, 8]], I64), T([[3, 6, 9], [1, 4, 8]], I64)], ss,
+                     {"out_int32": False, "right": right}, tag="rows"),
+                Case("searchsorted", [T([5.0, 1.0, 3.0], F64), T([0.0, 2.0, 3.0, 6.0], F64), T([1, 2, 0], I64)], ss,
+                     {"out_int32": False, "right": right}, tag="sorter"),
+                Case("bucketize", [T(7.0), bnd], bk, {"out_int32": False, "right": right}, tag="0-d")]
+    out += [Case("searchsorted", [bnd, T([1, 2, -1], I64)], ss, {"out_int32": False, "right": True}, tag="promotes"),
+            Case("searchsorted", [R((2, 3)), R((3, 3))], ss, {"out_int32": False, "right": False}, tag="shape error"),
+            Case("bucketize", [vals, R((2, 3))], bk, {"out_int32": False, "right": False}, tag="2-d boundaries error")]
+    hc = lambda xs, a: torch.histc(xs[0], bins=a["bins"], min=a["min"], max=a["max"])
+    out += [Case("histc", [R((50,), F32, -3, 3)], hc, {"bins": 10, "min": -2.0, "max": 2.0}, tag="range"),
+            Case("histc", [R((40,), F64, -3, 3)], hc, {"bins": 7, "min": 0.0, "max": 0.0}, tag="data range"),
+            Case("histc", [T([1.0, 2.0, 1.0, 4.0, 0.0, 5.0, -1.0])], hc, {"bins": 4, "min": 0.0, "max": 4.0}, tag="edges"),
+            Case("histc", [T([3.0, 3.0])], hc, {"bins": 3, "min": 0.0, "max": 0.0}, tag="one value"),
+            Case("histc", [R((5,))], hc, {"bins": 0, "min": 0.0, "max": 1.0}, tag="bins error"),
+            Case("histc", [R((5,))], hc, {"bins": 3, "min": 2.0, "max": 1.0}, tag="range error")]
+    lg = lambda xs, a: torch.logit(xs[0], eps=None if a["eps"] < 0 else a["eps"])
+    out += [Case("logit", [R((3, 4), F32, 0.05, 0.95)], lg, {"eps": -1.0}, tag="f32"),
+            Case("logit", [R((3, 4), F64, -0.2, 1.2)], lg, {"eps": 0.1}, tag="eps clamps"),
+            Case("logit", [T([0.0, 0.5, 1.0, 2.0, NAN], F64)], lg, {"eps": -1.0}, req=False, tag="special"),
+            Case("logit", [T([0, 1], I64)], lg, {"eps": 0.25}, tag="int")]
+    out += [Case("sinc", [R((3, 4), F32, -3, 3)], lambda xs, a: torch.sinc(xs[0]), tag="f32"),
+            Case("sinc", [T([0.0, 0.5, -1.0, 2.5, 1e-3], F64)], lambda xs, a: torch.sinc(xs[0]), tag="zero"),
+            Case("sinc", [special(F32)], lambda xs, a: torch.sinc(xs[0]), req=False, tag="special"),
+            Case("sinc", [T([0, 1, 2], I32)], lambda xs, a: torch.sinc(xs[0]), tag="int")]
+    xl = lambda xs, a: torch.xlogy(xs[0], xs[1])
+    out += [Case("xlogy", [R((3, 4), F32, -2, 2), R((4,), F32, 0.1, 3)], xl, tag="broadcast"),
+            Case("xlogy", [T([0.0, 0.0, 1.0, 2.0, 0.0, -1.0, 0.0], F64), T([-1.0, 2.0, 0.5, 3.0, NAN, 0.5, 4.0], F64)],
+                 xl, tag="zeros and nan"),
+            Case("xlogy", [T([0.0, 1.0, 0.0], F64), T([0.0, 0.0, -2.0], F64)], xl, req=False, tag="y 0"),
+            Case("xlogy", [T([0, 2, 3], I64), T([5, 0, 1], I64)], xl, tag="int"),
+            Case("xlogy", [R((3,)), R((4,))], xl, tag="shape error")]
+    hy = lambda xs, a: torch.hypot(xs[0], xs[1])
+    out += [Case("hypot", [R((3, 4)), R((4,))], hy, tag="broadcast"),
+            Case("hypot", [R((5,), F64), R((5,), F64)], hy, tag="f64"),
+            Case("hypot", [T([3, 4], I64), T([4, 3], I64)], hy, tag="int error")]
+    return out

@@ -586,6 +586,34 @@ nb_tensor *nb_embedding_bag(nb_tensor *input, nb_tensor *weight, nb_tensor *offs
  * gradients reach theta. */
 nb_tensor *nb_affine_grid(nb_tensor *theta, int64_t N, int64_t H, int64_t W, bool align_corners);
 
+typedef enum nb_grid_sample_mode { NB_GRID_SAMPLE_BILINEAR = 0, NB_GRID_SAMPLE_NEAREST, NB_GRID_SAMPLE_BICUBIC } nb_grid_sample_mode;
+typedef enum nb_grid_sample_padding {
+    NB_GRID_SAMPLE_ZEROS = 0, /* samples outside the input read 0 */
+    NB_GRID_SAMPLE_BORDER,    /* coordinates clipped to the border pixels */
+    NB_GRID_SAMPLE_REFLECTION /* coordinates reflected at the borders (at the pixel centres or corners) */
+} nb_grid_sample_padding;
+/* F.grid_sample's options; zeroed: PyTorch's defaults (bilinear, zeros,
+ * align_corners false). */
+typedef struct nb_grid_sample_options {
+    nb_grid_sample_mode mode;
+    nb_grid_sample_padding padding_mode;
+    bool align_corners;
+} nb_grid_sample_options;
+/* F.grid_sample (Jaderberg et al. 2015, spatial transformers): output
+ * [N, C, Ho, Wo] sampled from input [N, C, H, W] at grid [N, Ho, Wo, 2]
+ * = (x, y) in [-1, 1] (-1 the left / top edge: the first pixel's centre
+ * with align_corners, its outer edge without); 5-d input [N, C, D, H, W]
+ * with grid [N, Do, Ho, Wo, 3] = (x, y, z) samples a volume (trilinear).
+ * Bilinear (weights of the 2^d neighbours), nearest (round half to even,
+ * as PyTorch's nearbyint) or bicubic (4-d only: the 4 x 4 taps with Keys'
+ * cubic convolution weights, A = -0.75, each tap padded as PyTorch's);
+ * padding as the enum. Gradients reach input (a deterministic scatter of
+ * the gathers) and grid (bilinear, bicubic; none for nearest, where
+ * PyTorch's is 0). One float dtype for both (float32 under autocast, as
+ * PyTorch). Composite: gathers and arithmetic, on every backend. Errors:
+ * NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_INVALID_ARG (a bad enum). */
+nb_tensor *nb_grid_sample(nb_tensor *input, nb_tensor *grid, nb_grid_sample_options opts);
+
 /* ---- resizing (ops_upsample.c; backend/cpu/upsample.c) ----------------------- */
 
 typedef enum nb_interpolate_mode { NB_INTERPOLATE_NEAREST, NB_INTERPOLATE_BILINEAR } nb_interpolate_mode;

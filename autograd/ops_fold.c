@@ -207,3 +207,123 @@ nb_tensor *nb_affine_grid(nb_tensor *theta, int64_t N, int64_t H, int64_t W, boo
     nb_tensor *grid = g ? nb_matmul(nb_expand(nb_unsqueeze(g, 0), NB_SHAPE(N, H * W, 3)), nb_transpose(theta, 1, 2)) : NULL;
     return nb_scope_return(s, grid ? nb_reshape(grid, NB_SHAPE(N, H, W, 2)) : NULL);
 }
+
+/* ---- grid_sample --------------------------------------------------------------------------- */
+
+/* PyTorch's grid_sampler_unnormalize: grid coordinate g in [-1, 1] to a
+ * pixel coordinate of a dim of `size`. */
+static nb_tensor *unnormalize(nb_tensor *g, int64_t size, bool align_corners) {
+    double n = (double)size;
+    return align_corners ? nb_mul_scalar(nb_add_scalar(g, 1), (n - 1) / 2)
+                         : nb_mul_scalar(nb_add_scalar(nb_mul_scalar(nb_add_scalar(g, 1), n), -1), 0.5);
+}
+
+/* PyTorch's compute_coordinates: the padding mode's reflection and
+ * clipping of a pixel coordinate (each differentiable as PyTorch's: the
+ * clip's gradient is 0 outside, the reflection's the sign of its fold). */
+static nb_tensor *pad_coordinate(nb_tensor *x, int64_t size, nb_grid_sample_options o) {
+    double n = (double)size;
+    if (o.padding_mode == NB_GRID_SAMPLE_REFLECTION) {
+        /* reflect_coordinates(x, twice_low, twice_high) */
+        double lo2 = o.align_corners ? 0 : -1, hi2 = o.align_corners ? 2 * (n - 1) : 2 * n - 1;
+        if (lo2 == hi2) {
+            x = nb_mul_scalar(x, 0);
+        } else {
+            double min = lo2 / 2, span = (hi2 - lo2) / 2;
+            nb_tensor *t = nb_abs(nb_add_scalar(x, -min));
+            nb_tensor *extra = nb_fmod_scalar(t, span);
+            nb_tensor *flips = nb_floor(nb_div(nb_detach(t), t ? nb_scalar_like(t, span, t->dtype) : NULL));
+            nb_tensor *even = nb_eq_scalar(nb_remainder_scalar(flips, 2), 0);
+            x = nb_where(even, nb_add_scalar(extra, min), nb_add_scalar(nb_neg(extra), span + min));
+        }
+    }
+    if (o.padding_mode != NB_GRID_SAMPLE_ZEROS) x = nb_clamp_scalar(x, 0, n - 1);
+    return x;
+}
+
+/* The cubic convolution weights (Keys 1981, A = -0.75 as PyTorch's
+ * get_cubic_upsample_coefficients) of the taps at -1, 0, 1, 2 for the
+ * fraction t. */
+static void cubic_weights(nb_tensor *t, nb_tensor **w) {
+    const double A = -0.75;
+    nb_tensor *u[4] = {nb_add_scalar(t, 1), t, nb_add_scalar(nb_neg(t), 1), nb_add_scalar(nb_neg(t), 2)};
+    for (int i = 0; i < 4; i++) {
+        nb_tensor *x = u[i];
+        if (i == 1 || i == 2) /* ((A + 2) x - (A + 3)) x x + 1 */
+            w[i] = nb_add_scalar(nb_mul(nb_mul(nb_add_scalar(nb_mul_scalar(x, A + 2), -(A + 3)), x), x), 1);
+        else /* ((A x - 5 A) x + 8 A) x - 4 A */
+            w[i] = nb_add_scalar(nb_mul(nb_add_scalar(nb_mul(nb_add_scalar(nb_mul_scalar(x, A), -5 * A), x), 8 * A), x),
+                                 -4 * A);
+    }
+}
+
+nb_tensor *nb_grid_sample(nb_tensor *input, nb_tensor *grid, nb_grid_sample_options o) {
+    nb_tensor *in[2] = {input, grid};
+    if (!nb_autocast_inputs(NB_OP_GRID_SAMPLE, 2, in) || !nb_check_inputs("grid_sample", 2, in) ||
+        !nb_check_dtypes(NB_OP_GRID_SAMPLE, 2, in))
+        return NULL;
+    input = in[0], grid = in[1];
+    if ((unsigned)o.mode > NB_GRID_SAMPLE_BICUBIC || (unsigned)o.padding_mode > NB_GRID_SAMPLE_REFLECTION)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "grid_sample: mode %d or padding_mode %d is not one of the enums",
+                       (int)o.mode, (int)o.padding_mode);
+    int d = input->ndim - 2; /* spatial dims: 2 or 3 */
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if ((d != 2 && d != 3) || grid->ndim != d + 2 || grid->shape[0] != input->shape[0] || grid->shape[d + 1] != d)
+        return NB_FAIL(NB_ERR_SHAPE, "grid_sample: input %s and grid %s must be [N, C, H, W] with [N, Ho, Wo, 2], "
+                       "or [N, C, D, H, W] with [N, Do, Ho, Wo, 3]", nb_fmt_shape(input->ndim, input->shape, a, sizeof a),
+                       nb_fmt_shape(grid->ndim, grid->shape, b, sizeof b));
+    if (o.mode == NB_GRID_SAMPLE_BICUBIC && d != 2)
+        return NB_FAIL(NB_ERR_SHAPE, "grid_sample: bicubic interpolation only supports 4-d input (as PyTorch)");
+    if (input->dtype != grid->dtype)
+        return NB_FAIL(NB_ERR_DTYPE, "grid_sample: input (%s) and grid (%s) must share a dtype",
+                       nb_dtype_name(input->dtype), nb_dtype_name(grid->dtype));
+    int64_t N = input->shape[0], C = input->shape[1], P = 1, size[3];
+    for (int k = 0; k < d; k++) size[k] = input->shape[input->ndim - 1 - k], P *= grid->shape[1 + k];
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *src = nb_reshape(input, NB_SHAPE(N, C, -1));
+    nb_tensor *g = nb_reshape(grid, NB_SHAPE(N, 1, P, d));
+    /* per spatial dim k (0 = x, the input's last dim): its taps' positions (detached floats) and weights */
+    int taps = o.mode == NB_GRID_SAMPLE_NEAREST ? 1 : o.mode == NB_GRID_SAMPLE_BILINEAR ? 2 : 4;
+    nb_tensor *pos[3][4] = {{0}}, *w[3][4] = {{0}};
+    for (int k = 0; k < d && g; k++) {
+        nb_tensor *x = unnormalize(nb_squeeze(nb_narrow(g, 3, k, 1), 3), size[k], o.align_corners); /* [N, 1, P] */
+        if (o.mode != NB_GRID_SAMPLE_BICUBIC) x = pad_coordinate(x, size[k], o);
+        if (o.mode == NB_GRID_SAMPLE_NEAREST) { /* nearbyint: half to even */
+            pos[k][0] = nb_round(nb_detach(x));
+            continue;
+        }
+        nb_tensor *lo = nb_floor(nb_detach(x)), *t = nb_sub(x, lo);
+        if (o.mode == NB_GRID_SAMPLE_BILINEAR) {
+            pos[k][0] = lo, pos[k][1] = nb_add_scalar(lo, 1);
+            w[k][0] = nb_add_scalar(nb_neg(t), 1), w[k][1] = t;
+        } else { /* the taps at lo - 1 .. lo + 2, each padded as PyTorch's get_value_bounded */
+            for (int i = 0; i < 4; i++) pos[k][i] = pad_coordinate(nb_add_scalar(lo, i - 1), size[k], o);
+            cubic_weights(t, w[k]);
+        }
+    }
+    nb_tensor *out = NULL;
+    int corners = d == 2 ? taps * taps : taps * taps * taps;
+    for (int c = 0; c < corners && g; c++) {
+        nb_tensor *wt = NULL, *valid = NULL, *idx = NULL;
+        int64_t stride = 1;
+        for (int k = 0, rest = c; k < d; k++, rest /= taps) {
+            int i = rest % taps;
+            if (w[k][i]) wt = wt ? nb_mul(wt, w[k][i]) : w[k][i];
+            nb_tensor *p = nb_to_dtype(pos[k][i], NB_I64); /* truncation, as PyTorch's cast */
+            nb_tensor *ok = nb_logical_and(nb_ge_scalar(pos[k][i], 0), nb_le_scalar(pos[k][i], (double)(size[k] - 1)));
+            valid = valid ? nb_logical_and(valid, ok) : ok;
+            nb_tensor *ik = nb_mul_scalar(p, (double)stride);
+            idx = idx ? nb_add(idx, ik) : ik;
+            stride *= size[k];
+        }
+        nb_tensor *zero_i = idx ? nb_scalar_like(idx, 0, NB_I64) : NULL;
+        idx = nb_expand(nb_where(valid, idx, zero_i), NB_SHAPE(N, C, P));
+        nb_tensor *v = nb_gather(src, 2, idx); /* [N, C, P] */
+        v = nb_where(valid, v, v ? nb_scalar_like(v, 0, v->dtype) : NULL);
+        if (wt) v = nb_mul(v, wt);
+        out = out ? nb_add(out, v) : v;
+    }
+    int64_t oshape[NB_MAX_DIMS] = {N, C};
+    for (int i = 0; i < d; i++) oshape[2 + i] = grid->shape[1 + i];
+    return nb_scope_return(s, out ? nb_reshape(out, d + 2, oshape) : NULL);
+}

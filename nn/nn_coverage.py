@@ -292,7 +292,7 @@ FUNCTIONAL = [
     ("Vision", "upsample_nearest", "nb_interpolate"),
     ("Vision", "upsample_bilinear", "nb_interpolate"),
     ("Vision", "channel_shuffle", "nb_channel_shuffle"),
-    ("Vision", "grid_sample", "missing"),
+    ("Vision", "grid_sample", "nb_grid_sample"),
     ("Vision", "affine_grid", "nb_affine_grid"),
     ("Data parallel", "parallel.data_parallel", "n/a: DataParallel's functional form (see DataParallel)"),
 ]

@@ -293,6 +293,11 @@ static nb_tensor *embedding_bag(nb_tensor *const *x, const nb_op_case *c) {
     nb_embedding_bag_options o = {.mode = (nb_embedding_bag_mode)c->p[0], .has_padding_idx = c->p[1] != 0, .padding_idx = 4};
     return nb_embedding_bag(nb_from_data_on(idx, NB_SHAPE(8), NB_I64, dev), x[0], nb_from_data_on(off, NB_SHAPE(4), NB_I64, dev), o);
 }
+static nb_tensor *grid_sample(nb_tensor *const *x, const nb_op_case *c) {
+    nb_grid_sample_options o = {.mode = (nb_grid_sample_mode)c->p[0], .padding_mode = (nb_grid_sample_padding)c->p[1],
+                                .align_corners = c->p[2] != 0};
+    return nb_grid_sample(x[0], nb_mul_scalar(x[1], 1.2), o); /* some samples outside [-1, 1] */
+}
 static nb_tensor *affine_grid(nb_tensor *const *x, const nb_op_case *c) { return nb_affine_grid(x[0], 2, 3, 4, c->p[0] != 0); }
 /* any input (log-probabilities need not be normalized for the formula); a
  * positive target, or any with log_target */
@@ -640,6 +645,14 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 6, 3)}, .p = {NB_BAG_MEAN, 1}},
     {.op = NB_OP_EMBEDDING_BAG, .label = "embedding_bag max", .fn = embedding_bag, .n_in = 1, .in = {IN(K_REAL, 6, 3)},
      .p = {NB_BAG_MAX}},
+    {.op = NB_OP_GRID_SAMPLE, .label = "grid_sample bilinear zeros", .fn = grid_sample, .n_in = 2,
+     .in = {IN(K_REAL, 2, 2, 3, 4), IN(K_UNIT, 2, 3, 2, 2)}, .p = {NB_GRID_SAMPLE_BILINEAR, NB_GRID_SAMPLE_ZEROS, 0}},
+    {.op = NB_OP_GRID_SAMPLE, .label = "grid_sample nearest border", .fn = grid_sample, .n_in = 2,
+     .in = {IN(K_REAL, 2, 2, 3, 4), IN(K_UNIT, 2, 3, 2, 2)}, .p = {NB_GRID_SAMPLE_NEAREST, NB_GRID_SAMPLE_BORDER, 0}},
+    {.op = NB_OP_GRID_SAMPLE, .label = "grid_sample bicubic reflection align_corners", .fn = grid_sample, .n_in = 2,
+     .in = {IN(K_REAL, 1, 2, 3, 4), IN(K_UNIT, 1, 2, 3, 2)}, .p = {NB_GRID_SAMPLE_BICUBIC, NB_GRID_SAMPLE_REFLECTION, 1}},
+    {.op = NB_OP_GRID_SAMPLE, .label = "grid_sample 3-d bilinear border", .fn = grid_sample, .n_in = 2,
+     .in = {IN(K_REAL, 1, 2, 2, 3, 4), IN(K_UNIT, 1, 2, 2, 1, 3)}, .p = {NB_GRID_SAMPLE_BILINEAR, NB_GRID_SAMPLE_BORDER, 0}},
     {.op = NB_OP_AFFINE_GRID, .label = "affine_grid 3 x 4", .fn = affine_grid, .n_in = 1, .in = {IN(K_REAL, 2, 2, 3)}},
     {.op = NB_OP_AFFINE_GRID, .label = "affine_grid 3 x 4, align_corners", .fn = affine_grid, .n_in = 1,
      .in = {IN(K_REAL, 2, 2, 3)}, .p = {1}},

@@ -633,7 +633,7 @@ def contractions():
 
 
 def folds():
-    """unfold / fold (im2col / col2im), embedding_bag, affine_grid."""
+    """unfold / fold (im2col / col2im), embedding_bag, affine_grid, grid_sample."""
     uf = lambda xs, a: F.unfold(xs[0], a["kernel_size"], a.get("dilation", 1), a.get("padding", 0), a.get("stride", 1))
     fo = lambda xs, a: F.fold(xs[0], a["output_size"], a["kernel_size"], a.get("dilation", 1), a.get("padding", 0),
                               a.get("stride", 1))
@@ -665,6 +665,27 @@ def folds():
     out += [Case("embedding_bag", [T([1, 2, 4, 5, 4, 3], I64), R((6, 3), F64), T([0, 2], I64), R((6,), F64)], eb,
                  {"mode": "sum"}, tag="per_sample_weights", req=[False, True, False, True]),
             Case("embedding_bag", [T([1, 7], I64), R((6, 3)), T([0], I64)], eb, {"mode": "sum"}, tag="index error")]
+    gs = lambda xs, a: F.grid_sample(xs[0], xs[1], a["mode"], a["padding_mode"], a["align_corners"])
+    for mode in ("bilinear", "nearest", "bicubic"):
+        for pad in ("zeros", "border", "reflection"):
+            for ac in (False, True):
+                a = {"mode": mode, "padding_mode": pad, "align_corners": ac}
+                out.append(Case("grid_sample", [R((2, 3, 4, 5), F64), R((2, 3, 2, 2), F64, -1.4, 1.4)], gs, a,
+                                tag="%s %s%s" % (mode, pad, " corners" if ac else "")))
+        out.append(Case("grid_sample", [R((1, 2, 3, 4, 5), F64), R((1, 2, 3, 2, 3), F64, -1.2, 1.2)], gs,
+                        {"mode": mode, "padding_mode": "border", "align_corners": False},
+                        tag=mode + (" 3-d error" if mode == "bicubic" else " 3-d")))
+    out += [Case("grid_sample", [R((2, 3, 4, 5)), R((2, 6, 7, 2), F32, -1.1, 1.1)], gs,
+                 {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False}, tag="f32",
+                 tol={F32: (1e-5, 1e-6)}),
+            Case("grid_sample", [R((2, 3, 1, 1), F64), R((2, 2, 2, 2), F64)], gs,
+                 {"mode": "bilinear", "padding_mode": "reflection", "align_corners": True}, tag="size 1"),
+            Case("grid_sample", [R((2, 3, 4, 5)), R((1, 3, 2, 2))], gs,
+                 {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False}, tag="batch error"),
+            Case("grid_sample", [R((2, 3, 4, 5)), R((2, 3, 2, 3))], gs,
+                 {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False}, tag="grid error"),
+            Case("grid_sample", [R((2, 3, 4, 5), F64), R((2, 3, 2, 2))], gs,
+                 {"mode": "bilinear", "padding_mode": "zeros", "align_corners": False}, tag="dtype error")]
     ag = lambda xs, a: F.affine_grid(xs[0], a["size"], align_corners=a["align_corners"])
     out += [Case("affine_grid", [R((2, 2, 3))], ag, {"size": [2, 1, 3, 4], "align_corners": False}, tag="f32"),
             Case("affine_grid", [R((1, 2, 3), F64)], ag, {"size": [1, 3, 5, 1], "align_corners": True},

@@ -468,6 +468,16 @@ nb_status h_embedding_bag(dcase *c) {
     if (pidx != INT64_MIN) o.has_padding_idx = true, o.padding_idx = pidx;
     OUT1(nb_embedding_bag(I0, I1, c->n_in > 2 ? I2 : NULL, o));
 }
+nb_status h_grid_sample(dcase *c) {
+    const char *m = as(c, "mode", "bilinear"), *p = as(c, "padding_mode", "zeros");
+    nb_grid_sample_options o = {.mode = !strcmp(m, "bilinear")  ? NB_GRID_SAMPLE_BILINEAR
+                                        : !strcmp(m, "nearest") ? NB_GRID_SAMPLE_NEAREST
+                                                                : NB_GRID_SAMPLE_BICUBIC,
+                                .padding_mode = !strcmp(p, "border") ? NB_GRID_SAMPLE_BORDER
+                                                : !strcmp(p, "reflection") ? NB_GRID_SAMPLE_REFLECTION : NB_GRID_SAMPLE_ZEROS,
+                                .align_corners = ab(c, "align_corners", false)};
+    OUT1(nb_grid_sample(I0, I1, o));
+}
 nb_status h_affine_grid(dcase *c) {
     int64_t sz[4];
     al(c, "size", sz, 4);

@@ -172,6 +172,31 @@ nb_tensor *nb_multi_margin_loss(nb_tensor *input, nb_tensor *target, nb_loss_opt
  * sum over targets j and non-targets i of max(0, 1 - (x_j - x_i)) / C.
  * Memory O(N C^2). Errors: a target outside [-1, C) (NB_ERR_INVALID_ARG). */
 nb_tensor *nb_multilabel_margin_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
+
+/* F.ctc_loss's options; zeroed: PyTorch's defaults (blank 0, mean, no
+ * zero_infinity). */
+typedef struct nb_ctc_loss_options {
+    int64_t blank;          /* the blank class, in [0, C) */
+    nb_reduction reduction; /* mean: each loss over its target length (at least 1), then the batch mean; sum; none */
+    bool zero_infinity;     /* infinite losses (no alignment fits) and their gradients become 0 */
+} nb_ctc_loss_options;
+/* F.ctc_loss (Graves et al. 2006): the negative log likelihood of each
+ * target sequence under every alignment of the inputs, with blanks.
+ * log_probs [T, N, C] (log_softmax output; float32/float64, float32 under
+ * autocast), targets [N, S] padded or 1-D concatenated (the first
+ * target_lengths[0] entries for sample 0, ...), input_lengths and
+ * target_lengths [N] (<= T, <= S); unbatched: [T, C], [S], 0-d, 0-d.
+ * Targets and lengths int64 or int32, read to the host (as PyTorch's
+ * lengths are host integers). Result: 0-d, or [N] for reduction none.
+ * Gradient as PyTorch's (LossCTC.cpp: exp(lp) - exp(lcab + nll - lp),
+ * eq. 16 of the paper, the gradient for the logits behind log_softmax;
+ * the same as the true one after log_softmax's backward), 0 past each
+ * input length. Not twice differentiable. The recursions are nabla ops
+ * over time (every backend; T steps of a few kernels each). Errors:
+ * NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_INVALID_ARG (a length out of range, a
+ * target outside [0, C), a bad blank or reduction). */
+nb_tensor *nb_ctc_loss(nb_tensor *log_probs, nb_tensor *targets, nb_tensor *input_lengths, nb_tensor *target_lengths,
+                       nb_ctc_loss_options opts);
 /* F.cosine_embedding_loss: x1, x2 [N, D] with target [N] (or [D] with a 0-d
  * target) of 1 / -1 labels in the input's dtype; with
  * cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)) (ATen's), 1 - cos

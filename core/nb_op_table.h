@@ -374,6 +374,7 @@ extern "C" {
     X(EMBEDDING_BAG, embedding_bag, fold, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(index_select) K(index_add) K(where) K(scan) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
     X(AFFINE_GRID, affine_grid, fold, NB_D2 | NB_C, NB_DTM_F, K(copy) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
     X(GRID_SAMPLE, grid_sample, fold, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where) K(gather) K(scatter), BW_CALLS, AC(FP32)) \
+    X(CTC_LOSS, ctc_loss, loss, NB_D | NB_C | NB_S, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(where) K(gather) K(scatter), BW_CALLS, AC(FP32)) \
     X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F, K(layer_norm) K(layer_norm_backward), BW(layer_norm), AC(FP32)) \
     X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D2 | NB_R | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(where) K(attention) K(attention_backward), BW(sdpa), AC(LOWER)) \
     /* linear algebra */ \

@@ -3,7 +3,8 @@
  * (autograd/ops_loss*.c) on the tensors given to nb_forward_n, in
  * PyTorch's forward order: (input, target), (input1, input2, target) for
  * MarginRanking and CosineEmbedding, (input, target, var) for GaussianNLL,
- * (anchor, positive, negative) for the triplet losses, (x1, x2) for
+ * (anchor, positive, negative) for the triplet losses, (log_probs,
+ * targets, input_lengths, target_lengths) for CTC, (x1, x2) for
  * CosineSimilarity and PairwiseDistance. A class weight or pos_weight given
  * to the constructor is registered as the buffer "weight" / "pos_weight",
  * as PyTorch's register_buffer, so it is in the state_dict and the forward
@@ -36,6 +37,7 @@
     X(COSINE_EMBEDDING, "CosineEmbeddingLoss", 3, "input1, input2, target")              \
     X(TRIPLET_MARGIN, "TripletMarginLoss", 3, "anchor, positive, negative")              \
     X(TRIPLET_DISTANCE, "TripletMarginWithDistanceLoss", 3, "anchor, positive, negative") \
+    X(CTC, "CTCLoss", 4, "log_probs, targets, input_lengths, target_lengths")          \
     X(COSINE_SIMILARITY, "CosineSimilarity", 2, "x1, x2")                                \
     X(PAIRWISE_DISTANCE, "PairwiseDistance", 2, "x1, x2")
 
@@ -47,6 +49,7 @@ typedef struct loss_ctx {
     nb_loss_options o;           /* weight and pos_weight: NULL here, the buffers are read at each forward */
     nb_cross_entropy_options ce; /* CrossEntropyLoss, NLLLoss */
     nb_distance_fn distance;     /* TripletMarginWithDistanceLoss */
+    nb_ctc_loss_options ctc;     /* CTCLoss */
     void *user;
     int dim;                     /* CosineSimilarity */
     bool keepdim;                /* PairwiseDistance */
@@ -85,6 +88,7 @@ static nb_tensor *loss_call(nb_module *m, const loss_ctx *c, nb_tensor *const *x
     case COSINE_EMBEDDING: return nb_cosine_embedding_loss(x[0], x[1], x[2], o);
     case TRIPLET_MARGIN: return nb_triplet_margin_loss(x[0], x[1], x[2], o);
     case TRIPLET_DISTANCE: return nb_triplet_margin_with_distance_loss(x[0], x[1], x[2], c->distance, c->user, o);
+    case CTC: return nb_ctc_loss(x[0], x[1], x[2], x[3], c->ctc);
     case COSINE_SIMILARITY: return nb_cosine_similarity(x[0], x[1], c->dim, o.eps);
     case PAIRWISE_DISTANCE: return nb_pairwise_distance(x[0], x[1], o.p, o.eps, c->keepdim);
     default: break;
@@ -109,9 +113,10 @@ static const nb_module_ops loss_ops[LOSS_KINDS] = {LOSS_KINDS_LIST(LOSS_OPS)};
 /* A loss module of kind k; weight and pos_weight (may be NULL) become buffers. */
 static nb_module *make(loss_kind k, loss_ctx c, nb_tensor *weight, nb_tensor *pos_weight) {
     const char *name = kinds[k].kind;
-    if ((unsigned)c.o.reduction > NB_REDUCTION_NONE || (unsigned)c.ce.reduction > NB_REDUCTION_NONE)
+    if ((unsigned)c.o.reduction > NB_REDUCTION_NONE || (unsigned)c.ce.reduction > NB_REDUCTION_NONE ||
+        (unsigned)c.ctc.reduction > NB_REDUCTION_NONE)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: bad reduction %d", name,
-                       (int)(c.o.reduction ? c.o.reduction : c.ce.reduction));
+                       (int)(c.o.reduction ? c.o.reduction : c.ce.reduction ? c.ce.reduction : c.ctc.reduction));
     loss_ctx *ctx = malloc(sizeof *ctx);
     if (!ctx) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", name);
     c.kind = k;
@@ -165,6 +170,7 @@ nb_module *nb_nn_triplet_margin_with_distance_loss(nb_distance_fn distance, void
     c.distance = distance, c.user = user;
     return make(TRIPLET_DISTANCE, c, NULL, NULL);
 }
+nb_module *nb_nn_ctc_loss(nb_ctc_loss_options o) { return make(CTC, (loss_ctx){.ctc = o}, NULL, NULL); }
 nb_module *nb_nn_cosine_similarity(int dim, double eps) {
     return make(COSINE_SIMILARITY, (loss_ctx){.o = {.eps = eps}, .dim = dim}, NULL, NULL);
 }

@@ -437,6 +437,8 @@ nb_module *nb_nn_triplet_margin_loss(nb_loss_options opts);
 /* distance(x1, x2, user) as nb_triplet_margin_with_distance_loss's (NULL:
  * pairwise_distance); user is passed through, not owned. */
 nb_module *nb_nn_triplet_margin_with_distance_loss(nb_distance_fn distance, void *user, nb_loss_options opts);
+/* CTCLoss: forward_n (log_probs, targets, input_lengths, target_lengths), nb_ctc_loss's. */
+nb_module *nb_nn_ctc_loss(nb_ctc_loss_options opts);
 /* nn.CosineSimilarity(dim, eps) and nn.PairwiseDistance(p, eps, keepdim):
  * the arguments as nb_cosine_similarity's and nb_pairwise_distance's
  * (PyTorch's defaults: dim 1, eps 1e-8; p 2, eps 1e-6, keepdim false;

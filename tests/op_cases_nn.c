@@ -293,6 +293,16 @@ static nb_tensor *embedding_bag(nb_tensor *const *x, const nb_op_case *c) {
     nb_embedding_bag_options o = {.mode = (nb_embedding_bag_mode)c->p[0], .has_padding_idx = c->p[1] != 0, .padding_idx = 4};
     return nb_embedding_bag(nb_from_data_on(idx, NB_SHAPE(8), NB_I64, dev), x[0], nb_from_data_on(off, NB_SHAPE(4), NB_I64, dev), o);
 }
+/* ctc_loss of log_softmax(x) [5, 2, 4] (written as x - logsumexp(x): the softmax slots are not ctc_loss's): targets (1, 1, 3) (a repeat, which needs a blank between) and (2), inputs
+   of 5 and 4 steps; p[0] the reduction */
+static nb_tensor *ctc_loss(nb_tensor *const *x, const nb_op_case *c) {
+    nb_device dev = nb_device_of(x[0]);
+    nb_tensor *tg = nb_from_data_on((int64_t[]){1, 1, 3, 2, 0, 0}, NB_SHAPE(2, 3), NB_I64, dev);
+    nb_tensor *il = nb_from_data_on((int64_t[]){5, 4}, NB_SHAPE(2), NB_I64, dev);
+    nb_tensor *tl = nb_from_data_on((int64_t[]){3, 1}, NB_SHAPE(2), NB_I64, dev);
+    nb_tensor *lp = nb_sub(x[0], nb_logsumexp(x[0], (const int[]){2}, 1, true));
+    return nb_ctc_loss(lp, tg, il, tl, (nb_ctc_loss_options){.reduction = (nb_reduction)c->p[0]});
+}
 static nb_tensor *grid_sample(nb_tensor *const *x, const nb_op_case *c) {
     nb_grid_sample_options o = {.mode = (nb_grid_sample_mode)c->p[0], .padding_mode = (nb_grid_sample_padding)c->p[1],
                                 .align_corners = c->p[2] != 0};
@@ -645,6 +655,10 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 6, 3)}, .p = {NB_BAG_MEAN, 1}},
     {.op = NB_OP_EMBEDDING_BAG, .label = "embedding_bag max", .fn = embedding_bag, .n_in = 1, .in = {IN(K_REAL, 6, 3)},
      .p = {NB_BAG_MAX}},
+    {.op = NB_OP_CTC_LOSS, .label = "ctc_loss of log_softmax, mean", .fn = ctc_loss, .n_in = 1,
+     .in = {IN(K_REAL, 5, 2, 4)}, .p = {NB_REDUCTION_MEAN}},
+    {.op = NB_OP_CTC_LOSS, .label = "ctc_loss of log_softmax, none", .fn = ctc_loss, .n_in = 1,
+     .in = {IN(K_REAL, 5, 2, 4)}, .p = {NB_REDUCTION_NONE}},
     {.op = NB_OP_GRID_SAMPLE, .label = "grid_sample bilinear zeros", .fn = grid_sample, .n_in = 2,
      .in = {IN(K_REAL, 2, 2, 3, 4), IN(K_UNIT, 2, 3, 2, 2)}, .p = {NB_GRID_SAMPLE_BILINEAR, NB_GRID_SAMPLE_ZEROS, 0}},
     {.op = NB_OP_GRID_SAMPLE, .label = "grid_sample nearest border", .fn = grid_sample, .n_in = 2,

@@ -224,10 +224,15 @@ START_TEST(test_loss_modules) {
     nb_tensor *w = nb_test_tensor(NB_SHAPE(3), NB_F64, (double[]){0.5, 1, 2});
     nb_tensor *lab = nb_test_tensor(NB_SHAPE(4), NB_F64, (double[]){1, -1, 1, -1});
     nb_tensor *pos = nb_add_scalar(nb_abs(z), 0.1);
+    /* CTC: log_probs [T 4, N 2, C 3], targets (2, 0) and (2) */
+    nb_tensor *lpc = nb_log_softmax(nb_randn(NB_SHAPE(4, 2, 3), NB_F64, NULL), 2);
+    nb_tensor *tgc = nb_test_tensor(NB_SHAPE(2, 2), NB_I64, (double[]){2, 0, 2, 2});
+    nb_tensor *ilc = nb_test_tensor(NB_SHAPE(2), NB_I64, (double[]){4, 3});
+    nb_tensor *tlc = nb_test_tensor(NB_SHAPE(2), NB_I64, (double[]){2, 1});
     struct {
         nb_module *m;
         int n;
-        nb_tensor *in[3];
+        nb_tensor *in[4];
         nb_tensor *want;
     } c[] = {
         {nb_nn_l1_loss(NB_REDUCTION_SUM), 2, {x, y}, nb_l1_loss(x, y, NB_REDUCTION_SUM)},
@@ -250,6 +255,8 @@ START_TEST(test_loss_modules) {
          nb_triplet_margin_loss(x, y, z, (nb_loss_options){.swap = true})},
         {nb_nn_cosine_similarity(1, 0), 2, {x, y}, nb_cosine_similarity(x, y, 1, 0)},
         {nb_nn_pairwise_distance(0, 0, true), 2, {x, y}, nb_pairwise_distance(x, y, 0, 0, true)},
+        {nb_nn_ctc_loss((nb_ctc_loss_options){.blank = 1, .reduction = NB_REDUCTION_SUM}), 4, {lpc, tgc, ilc, tlc},
+         nb_ctc_loss(lpc, tgc, ilc, tlc, (nb_ctc_loss_options){.blank = 1, .reduction = NB_REDUCTION_SUM})},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         NB_CK_NOTNULL(c[i].m);

@@ -535,6 +535,9 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_col2im, NULL, 4, 4, (nb_fold_options){.kernel = {2, 2}});
     NP(nb_embedding_bag, NULL, NULL, NULL, (nb_embedding_bag_options){0});
     NP(nb_embedding_bag, x, NULL, NULL, (nb_embedding_bag_options){0});
+    NP(nb_ctc_loss, NULL, NULL, NULL, NULL, (nb_ctc_loss_options){0});
+    NP(nb_ctc_loss, x, NULL, NULL, NULL, (nb_ctc_loss_options){0});
+    NP(nb_ctc_loss, x, x, x, NULL, (nb_ctc_loss_options){0});
     NP(nb_grid_sample, NULL, NULL, (nb_grid_sample_options){0});
     NP(nb_grid_sample, x, NULL, (nb_grid_sample_options){0});
     NP(nb_affine_grid, NULL, 1, 2, 2, false);

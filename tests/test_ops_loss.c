@@ -426,6 +426,38 @@ static nb_tensor *f_ce_ext(nb_tensor *const *in, int n, void *ctx) {
 /* issue 13: class weights, label smoothing, [N, C, d...] and unbatched
  * inputs, probability targets, nll_loss: values by hand, float64
  * gradchecks (PyTorch agreement is the differential suite's). */
+/* ctc_loss by hand: with the same distribution (0.3 blank, 0.7 class 1) at every step, target (1) over 2 steps
+ * sums the alignments 11, _1, 1_; target (1, 1) over 3 steps has only 1_1; (1, 1) over 2 steps none. */
+START_TEST(test_ctc_loss_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    double p[2] = {log(0.3), log(0.7)};
+    nb_tensor *lp = nb_test_tensor(NB_SHAPE(3, 3, 2), NB_F64, (double[]){p[0], p[1], p[0], p[1], p[0], p[1], p[0], p[1],
+                                                                       p[0], p[1], p[0], p[1], p[0], p[1], p[0], p[1],
+                                                                       p[0], p[1]});
+    nb_tensor *tg = nb_test_tensor(NB_SHAPE(3, 2), NB_I64, (double[]){1, 0, 1, 1, 1, 1});
+    nb_tensor *il = nb_test_tensor(NB_SHAPE(3), NB_I64, (double[]){2, 3, 2});
+    nb_tensor *tl = nb_test_tensor(NB_SHAPE(3), NB_I64, (double[]){1, 2, 2});
+    nb_tensor *l = nb_ctc_loss(lp, tg, il, tl, (nb_ctc_loss_options){.reduction = NB_REDUCTION_NONE});
+    nb_ck_close(l, (double[]){-log(0.49 + 0.21 + 0.21), -log(0.7 * 0.3 * 0.7), INFINITY}, 3, 1e-14, 0);
+    l = nb_ctc_loss(lp, tg, il, tl, (nb_ctc_loss_options){.reduction = NB_REDUCTION_NONE, .zero_infinity = true});
+    nb_ck_close(l, (double[]){-log(0.91), -log(0.147), 0}, 3, 1e-14, 0);
+    /* mean: each over its target length */
+    l = nb_ctc_loss(nb_narrow(lp, 1, 0, 2), nb_narrow(tg, 0, 0, 2), nb_narrow(il, 0, 0, 2), nb_narrow(tl, 0, 0, 2),
+                    (nb_ctc_loss_options){0});
+    ck_assert_double_eq_tol(nb_item(l), (-log(0.91) / 1 - log(0.147) / 2) / 2, 1e-14);
+    /* errors: a target outside [0, C), a length past T, a blank outside [0, C), float targets */
+    NB_CK_FAILS(nb_ctc_loss(lp, nb_test_tensor(NB_SHAPE(3, 2), NB_I64, (double[]){1, 0, 2, 1, 1, 1}), il, tl,
+                            (nb_ctc_loss_options){0}), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "outside [0, 2)"));
+    NB_CK_FAILS(nb_ctc_loss(lp, tg, nb_test_tensor(NB_SHAPE(3), NB_I64, (double[]){2, 4, 2}), tl, (nb_ctc_loss_options){0}),
+                NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_ctc_loss(lp, tg, il, tl, (nb_ctc_loss_options){.blank = 2}), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_ctc_loss(lp, nb_to_dtype(tg, NB_F64), il, tl, (nb_ctc_loss_options){0}), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_ctc_loss(lp, tg, il, nb_narrow(tl, 0, 0, 2), (nb_ctc_loss_options){0}), NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_cross_entropy_extensions) {
     nb_scope *s = nb_scope_begin();
     /* by hand: logits [[0, ln 3]] (p = [1/4, 3/4]), target 1, weight [2, 5], smoothing 0.2:
@@ -509,6 +541,7 @@ Suite *nb_suite_ops_loss(void) {
     tcase_add_test(f, test_margin_losses);
     tcase_add_test(f, test_class_losses);
     tcase_add_test(f, test_losses_float32);
+    tcase_add_test(f, test_ctc_loss_by_hand);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_cross_entropy_grad_by_hand);

@@ -1,6 +1,8 @@
 """cases_tensor.py - the differential suite's cases for the tensor ops of #29's last list: clone, select, unbind,
-split_with_sizes, rot90, addmm/addmv/baddbmm/addbmm, searchsorted/bucketize/histc, logit, sinc, xlogy, hypot."""
+split_with_sizes, rot90, addmm/addmv/baddbmm/addbmm, searchsorted/bucketize/histc, logit, sinc, xlogy, hypot; and
+ctc_loss."""
 import torch
+import torch.nn.functional as F
 
 from cases_common import *  # noqa: F401,F403
 
@@ -90,4 +92,32 @@ def tensor_ops():
     out += [Case("hypot", [R((3, 4)), R((4,))], hy, tag="broadcast"),
             Case("hypot", [R((5,), F64), R((5,), F64)], hy, tag="f64"),
             Case("hypot", [T([3, 4], I64), T([4, 3], I64)], hy, tag="int error")]
+    return out
+
+
+def ctc():
+    fn = lambda xs, a: F.ctc_loss(xs[0], xs[1], xs[2], xs[3], blank=a["blank"], reduction=a["reduction"],
+                                  zero_infinity=a["zero_infinity"])
+    lp = lambda t, n, c, dt=F32: F.log_softmax(R((t, n, c), dt), 2).detach()
+    out = []
+    for red in ("mean", "sum", "none"):
+        for dt in (F32, F64):
+            out.append(Case("ctc_loss", [lp(6, 3, 5, dt), T([[1, 2, 2], [3, 4, 0], [0, 0, 0]], I64), T([6, 5, 4], I64),
+                                         T([3, 2, 0], I64)], fn, {"blank": 0, "reduction": red, "zero_infinity": False},
+                            tag="padded " + red, tol={F32: (1e-5, 1e-6)}))
+        out.append(Case("ctc_loss", [lp(7, 2, 4, F64), T([1, 1, 3, 2], I32), T([7, 6], I32), T([3, 1], I32)], fn,
+                        {"blank": 0, "reduction": red, "zero_infinity": False}, tag="concatenated int32 " + red))
+    a = {"blank": 4, "reduction": "mean", "zero_infinity": False}
+    out += [Case("ctc_loss", [lp(5, 2, 5, F64), T([[0, 1], [2, 2]], I64), T([5, 5], I64), T([2, 2], I64)], fn, a,
+                 tag="blank 4"),
+            Case("ctc_loss", [lp(6, 1, 4, F64)[:, 0].contiguous(), T([1, 2, 1], I64), T(6, I64), T(3, I64)], fn,
+                 {"blank": 0, "reduction": "none", "zero_infinity": False}, tag="unbatched"),
+            Case("ctc_loss", [lp(3, 2, 4, F64), T([[1, 1, 1], [2, 0, 0]], I64), T([3, 3], I64), T([3, 1], I64)], fn,
+                 {"blank": 0, "reduction": "none", "zero_infinity": True}, tag="zero_infinity"),
+            Case("ctc_loss", [lp(3, 2, 4, F64), T([[1, 1, 1], [2, 0, 0]], I64), T([3, 3], I64), T([3, 1], I64)], fn,
+                 {"blank": 0, "reduction": "none", "zero_infinity": False}, req=False, tag="infinite loss"),
+            Case("ctc_loss", [lp(4, 2, 3), T([[1], [2]], I64), T([5, 4], I64), T([1, 1], I64)], fn,
+                 {"blank": 0, "reduction": "mean", "zero_infinity": False}, tag="input length error"),
+            Case("ctc_loss", [lp(4, 2, 3), T([[1], [2]], I64), T([4, 4], I64), T([1, 1], I64)], fn,
+                 {"blank": 3, "reduction": "mean", "zero_infinity": False}, tag="blank error")]
     return out

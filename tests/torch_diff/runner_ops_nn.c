@@ -44,6 +44,11 @@ nb_status h_cross_entropy_ex(dcase *c) {
     o.label_smoothing = ad(c, "label_smoothing", 0);
     OUT1(nb_cross_entropy_ex(I0, I1, o));
 }
+nb_status h_ctc_loss(dcase *c) {
+    nb_ctc_loss_options o = {.blank = ai(c, "blank", 0), .reduction = reduction(c),
+                             .zero_infinity = ab(c, "zero_infinity", false)};
+    OUT1(nb_ctc_loss(I0, I1, I2, c->in[3], o));
+}
 nb_status h_mse_loss(dcase *c) { OUT1(nb_mse_loss(I0, I1, reduction(c))); }
 
 /* The options of the losses written from ops: extra inputs weight, then

@@ -504,6 +504,51 @@ typedef struct nb_rnn_options {
  * >= H, cx without LSTM, bad options). */
 int nb_rnn(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *const *params, int n_params,
            nb_rnn_options opts, nb_tensor **out);
+/* torch.nn.utils.rnn.PackedSequence: a batch of sequences of different
+ * lengths, sorted by decreasing length, stored time-major without
+ * padding. The tensors are owned like op results. */
+typedef struct nb_packed_sequence {
+    nb_tensor *data;             /* [sum of lengths, *]: step 0 of every sequence, then step 1 of those that
+                                    have one, ... (each step in the sorted order) */
+    nb_tensor *batch_sizes;      /* int64 [T] on the CPU: how many sequences have step t */
+    nb_tensor *sorted_indices;   /* int64 [B]: the caller's index of each sorted sequence; NULL when the batch
+                                    came sorted (enforce_sorted) */
+    nb_tensor *unsorted_indices; /* int64 [B]: the inverse permutation; NULL with sorted_indices */
+} nb_packed_sequence;
+/* nn.utils.rnn.pack_padded_sequence: input [T, B, *] ([B, T, *]
+ * batch_first) and lengths (int64/int32 [B], each in [1, T]; read to the
+ * host) to a packed sequence. enforce_sorted: lengths must already
+ * decrease (NB_ERR_INVALID_ARG otherwise) and no indices are kept; else
+ * the batch is sorted (a stable sort: ties keep their order, where
+ * torch.sort may not). Differentiable (an index_select). */
+nb_status nb_pack_padded_sequence(nb_tensor *input, nb_tensor *lengths, bool batch_first, bool enforce_sorted,
+                                  nb_packed_sequence *out);
+/* nn.utils.rnn.pad_packed_sequence: back to padded [T', B, *] ([B, T',
+ * *] batch_first) in the caller's batch order, padding_value past each
+ * length, T' = total_length or (0) the longest length; *lengths (if
+ * lengths is not NULL) the int64 [B] lengths on the CPU. Differentiable
+ * (an index_copy). Errors: a malformed sequence, total_length below the
+ * longest. */
+nb_status nb_pad_packed_sequence(const nb_packed_sequence *seq, bool batch_first, double padding_value,
+                                 int64_t total_length, nb_tensor **padded, nb_tensor **lengths);
+/* nn.utils.rnn.pad_sequence: n tensors [L_i, *] (same trailing dims and
+ * dtype) stacked to [max L, n, *] ([n, max L, *] batch_first), padded
+ * with padding_value on the right (padding_side "right"), or on the left
+ * with padding_left. Differentiable. */
+nb_tensor *nb_pad_sequence(nb_tensor *const *seqs, int n, bool batch_first, double padding_value, bool padding_left);
+/* nn.utils.rnn.pack_sequence: pad_sequence then pack_padded_sequence. */
+nb_status nb_pack_sequence(nb_tensor *const *seqs, int n, bool enforce_sorted, nb_packed_sequence *out);
+/* nb_rnn on a packed sequence (what nn.RNN / LSTM / GRU do with one):
+ * input data [rows, I]; each sequence runs over its own length (the
+ * reverse direction starts at its last step; h_n holds the state after it).
+ * hx / cx as nb_rnn's, in the caller's batch order (NULL: zeros). Writes
+ * the packed output (data [rows, D H_out], input's batch sizes and
+ * indices) and h_n (and c_n for LSTM) to states; returns 1 or 2, or -1
+ * (nb_rnn's errors, a malformed sequence). opts.batch_first is ignored,
+ * as PyTorch's. Padded steps are computed and masked (B x T steps of
+ * work). */
+int nb_rnn_packed(const nb_packed_sequence *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *const *params,
+                  int n_params, nb_rnn_options opts, nb_packed_sequence *output, nb_tensor **states);
 /* torch's rnn_tanh_cell / rnn_relu_cell / lstm_cell / gru_cell (nn.RNNCell,
  * LSTMCell, GRUCell): one step. input [B, I] or [I]; hx [B, H] (or [H]) or
  * NULL for zeros; cx likewise, LSTM only; w_ih [G H, I], w_hh [G H, H],

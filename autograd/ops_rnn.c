@@ -98,9 +98,12 @@ static nb_tensor *initial_state(const char *op, const char *what, nb_tensor *s, 
     return unbatched ? nb_unsqueeze(s, 1) : s;
 }
 
-/* One layer in one direction over x [T, B, I_l]: the outputs [T, B, H_out]; *h and *c become the last states. */
+/* One layer in one direction over x [T, B, I_l]: the outputs [T, B, H_out]; *h and *c become the last states.
+ * With len (int64 [B], packed input), a sequence past its length keeps its
+ * state (so the reverse direction starts at its own last step, and h_n is
+ * the state at its last step, as PyTorch's packed RNN). */
 static nb_tensor *run_direction(nb_rnn_mode mode, nb_tensor *x, bool reverse, nb_tensor *const *p, bool bias,
-                                bool proj, nb_tensor **h, nb_tensor **c, nb_tensor **steps) {
+                                bool proj, nb_tensor **h, nb_tensor **c, nb_tensor **steps, nb_tensor *len) {
     int64_t T = x->shape[0];
     nb_tensor *w_ih = p[0], *w_hh = p[1], *b_ih = bias ? p[2] : NULL, *b_hh = bias ? p[3] : NULL;
     nb_tensor *w_hr = proj ? p[bias ? 4 : 2] : NULL;
@@ -108,14 +111,20 @@ static nb_tensor *run_direction(nb_rnn_mode mode, nb_tensor *x, bool reverse, nb
     if (!xp || nb_split(xp, 1, 0, steps, (int)T) != T) return NULL;
     for (int64_t s = 0; s < T && *h; s++) {
         int64_t t = reverse ? T - 1 - s : s;
+        nb_tensor *h_prev = *h, *c_prev = c ? *c : NULL;
         *h = step(mode, nb_squeeze(steps[t], 0), *h, c, w_hh, b_hh, w_hr);
+        if (len && *h) {
+            nb_tensor *live = nb_unsqueeze(nb_gt_scalar(len, (double)t), 1); /* [B, 1] */
+            *h = nb_where(live, *h, h_prev);
+            if (c) *c = nb_where(live, *c, c_prev);
+        }
         steps[t] = *h; /* the slice is no longer needed: its output takes the place */
     }
     return *h ? nb_stack(steps, (int)T, 0) : NULL;
 }
 
 static int rnn_impl(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *const *params, int n_params,
-                    nb_rnn_options o, nb_tensor **out, nb_tensor **steps) {
+                    nb_rnn_options o, nb_tensor **out, nb_tensor **steps, nb_tensor *len) {
     const char *op = (unsigned)o.mode <= NB_RNN_GRU ? mode_names[o.mode] : "rnn";
     if ((unsigned)o.mode > NB_RNN_GRU) return nb_set_error(NB_ERR_INVALID_ARG, "rnn: bad mode %d", (int)o.mode), -1;
     int64_t L = o.num_layers ? o.num_layers : 1, D = o.bidirectional ? 2 : 1;
@@ -166,7 +175,7 @@ static int rnn_impl(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *c
         for (int64_t d = 0; d < D; d++) {
             int64_t k = l * D + d;
             nb_tensor *h = state_at(h0, k), *c = lstm ? state_at(c0, k) : NULL;
-            dir_out[d] = run_direction(o.mode, x, d == 1, params + k * per, bias, proj, &h, &c, steps);
+            dir_out[d] = run_direction(o.mode, x, d == 1, params + k * per, bias, proj, &h, &c, steps, len);
             if (!dir_out[d]) return -1;
             hn[k] = h, cn[k] = c;
         }
@@ -190,7 +199,7 @@ int nb_rnn(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *const *par
     nb_tensor **steps = T > 0 ? malloc(sizeof *steps * (size_t)T) : NULL; /* the per-step tensors of one direction */
     if (T > 0 && !steps) return nb_set_error(NB_ERR_OOM, "rnn: out of host memory"), -1;
     nb_scope *s = nb_op_scope_begin();
-    int n = rnn_impl(input, hx, cx, params, n_params, opts, out, steps);
+    int n = rnn_impl(input, hx, cx, params, n_params, opts, out, steps, NULL);
     free(steps);
     if (n < 0) {
         nb_scope_end(s);
@@ -247,4 +256,318 @@ int nb_rnn_cell(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *w_ih,
     out[0] = h && unbatched ? nb_squeeze(h, 0) : h;
     if (lstm) out[1] = c && unbatched ? nb_squeeze(c, 0) : c;
     return hand_over(s, out, n);
+}
+
+/* ---- packed sequences (torch.nn.utils.rnn) ---------------------------------------------------- */
+
+/* The rows of a [T * B, *] time-major tensor that a packed sequence
+ * holds, in its order: step t of the first batch_sizes[t] (sorted)
+ * sequences, t = 0, 1, ... (as an int64 tensor on dev). */
+static nb_tensor *packed_rows(const int64_t *bs, int64_t T, int64_t B, const int64_t *order, nb_device dev) {
+    int64_t n = 0;
+    for (int64_t t = 0; t < T; t++) n += bs[t];
+    int64_t *idx = malloc(sizeof *idx * (size_t)(n ? n : 1));
+    if (!idx) return NB_FAIL(NB_ERR_OOM, "packed sequence: out of host memory");
+    for (int64_t t = 0, k = 0; t < T; t++)
+        for (int64_t j = 0; j < bs[t]; j++) idx[k++] = t * B + (order ? order[j] : j);
+    nb_tensor *r = nb_from_data_on(idx, NB_SHAPE(n), NB_I64, dev);
+    free(idx);
+    return r;
+}
+
+/* Reads t (an integer tensor of n elements) to the host as int64. */
+static int64_t *read_ints(const char *op, nb_tensor *t, int64_t n) {
+    int64_t *v = malloc(sizeof *v * (size_t)(n ? n : 1));
+    if (!v) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
+    nb_tensor *c = nb_to_dtype(t, NB_I64);
+    if (!c || nb_to_host(c, v, sizeof *v * (size_t)n) != NB_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Checks a packed sequence and reads its batch sizes (T of them). */
+static int64_t *packed_check(const char *op, const nb_packed_sequence *p, int64_t *T) {
+    if (!p || !p->data || !p->batch_sizes) {
+        if (nb_last_status() == NB_OK || !p) nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL packed sequence or part", op);
+        return NULL;
+    }
+    if ((p->sorted_indices == NULL) != (p->unsorted_indices == NULL) || p->batch_sizes->ndim != 1 ||
+        p->batch_sizes->shape[0] < 1 || (p->batch_sizes->dtype != NB_I64 && p->batch_sizes->dtype != NB_I32) ||
+        p->data->ndim < 1) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: not a packed sequence (batch_sizes 1-d int64 of >= 1 step, data of "
+                     ">= 1 dim, sorted and unsorted indices both given or both NULL)", op);
+        return NULL;
+    }
+    *T = p->batch_sizes->shape[0];
+    int64_t *bs = read_ints(op, p->batch_sizes, *T), n = 0;
+    if (!bs) return NULL;
+    int64_t B = bs[0];
+    for (int64_t t = 0; t < *T; t++) {
+        if (bs[t] < 1 || bs[t] > (t ? bs[t - 1] : B)) {
+            nb_set_error(NB_ERR_INVALID_ARG, "%s: batch_sizes must be positive and non-increasing", op);
+            free(bs);
+            return NULL;
+        }
+        n += bs[t];
+    }
+    if (p->data->shape[0] != n || (p->sorted_indices && (p->sorted_indices->ndim != 1 || p->sorted_indices->shape[0] != B ||
+                                                          p->unsorted_indices->ndim != 1 || p->unsorted_indices->shape[0] != B))) {
+        nb_set_error(NB_ERR_SHAPE, "%s: data has %lld rows, the batch sizes sum to %lld (and the indices must be [%lld])",
+                     op, (long long)p->data->shape[0], (long long)n, (long long)B);
+        free(bs);
+        return NULL;
+    }
+    return bs;
+}
+
+static void packed_clear(nb_packed_sequence *out) { *out = (nb_packed_sequence){0}; }
+
+/* Hands a packed sequence built in scope s to the caller's scope. */
+static nb_status packed_hand_over(nb_scope *s, nb_packed_sequence *p) {
+    nb_tensor *t[4] = {p->data, p->batch_sizes, p->sorted_indices, p->unsorted_indices};
+    bool ok = t[0] && t[1] && (t[2] != NULL) == (t[3] != NULL);
+    for (int i = 0; ok && i < 4; i++)
+        if (t[i]) nb_retain(t[i]);
+    nb_scope_end(s);
+    if (!ok) {
+        packed_clear(p);
+        return nb_last_status() ? nb_last_status() : NB_ERR_STATE;
+    }
+    for (int i = 0; i < 4; i++)
+        if (t[i]) nb_scope_adopt(t[i]);
+    return NB_OK;
+}
+
+nb_status nb_pack_padded_sequence(nb_tensor *input, nb_tensor *lengths, bool batch_first, bool enforce_sorted,
+                                  nb_packed_sequence *out) {
+    const char *op = "pack_padded_sequence";
+    if (!out) return nb_set_error(NB_ERR_INVALID_ARG, "%s: out is NULL", op);
+    packed_clear(out);
+    nb_tensor *in[2] = {input, lengths};
+    if (!nb_check_inputs(op, 2, in) || !nb_check_dtypes(NB_OP_PACK_PADDED_SEQUENCE, 1, &input)) return nb_last_status();
+    char a[NB_SHAPE_BUF];
+    if (input->ndim < 2) return nb_set_error(NB_ERR_SHAPE, "%s: input %s needs a time and a batch dim", op,
+                                             nb_fmt_shape(input->ndim, input->shape, a, sizeof a));
+    int64_t T = input->shape[batch_first ? 1 : 0], B = input->shape[batch_first ? 0 : 1];
+    if (lengths->ndim != 1 || lengths->shape[0] != B || (lengths->dtype != NB_I64 && lengths->dtype != NB_I32))
+        return nb_set_error(NB_ERR_SHAPE, "%s: lengths must be int64 [%lld] (the batch), got %s %s", op, (long long)B,
+                            nb_fmt_shape(lengths->ndim, lengths->shape, a, sizeof a), nb_dtype_name(lengths->dtype));
+    int64_t *len = read_ints(op, lengths, B), *order = len ? malloc(sizeof *order * (size_t)(B ? B : 1)) : NULL;
+    int64_t *bs = order ? calloc((size_t)(T ? T : 1), sizeof *bs) : NULL;
+    nb_status st = NB_OK;
+    if (len && (!order || !bs)) st = nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
+    if (!len) st = nb_last_status();
+    for (int64_t b = 0; st == NB_OK && b < B; b++) {
+        if (len[b] < 1 || len[b] > T)
+            st = nb_set_error(NB_ERR_INVALID_ARG, "%s: length %lld of sequence %lld is outside [1, %lld]", op,
+                              (long long)len[b], (long long)b, (long long)T);
+        else if (enforce_sorted && b && len[b] > len[b - 1])
+            st = nb_set_error(NB_ERR_INVALID_ARG, "%s: lengths must be sorted in decreasing order when enforce_sorted "
+                              "is true (sequence %lld)", op, (long long)b);
+        order[b] = b;
+    }
+    /* a stable sort by decreasing length (insertion: B is a batch) */
+    for (int64_t i = 1; st == NB_OK && !enforce_sorted && i < B; i++)
+        for (int64_t j = i; j > 0 && len[order[j]] > len[order[j - 1]]; j--) {
+            int64_t k = order[j];
+            order[j] = order[j - 1], order[j - 1] = k;
+        }
+    int64_t steps = st == NB_OK && B ? len[order[0]] : 0;
+    for (int64_t t = 0; st == NB_OK && t < steps; t++)
+        for (int64_t b = 0; b < B; b++) bs[t] += len[b] > t;
+    if (st == NB_OK && B == 0) st = nb_set_error(NB_ERR_SHAPE, "%s: an empty batch", op);
+    if (st != NB_OK) {
+        free(len), free(order), free(bs);
+        return st;
+    }
+    nb_scope *s = nb_op_scope_begin();
+    nb_device dev = input->storage->device;
+    nb_tensor *x = batch_first ? nb_transpose(input, 0, 1) : input;
+    int64_t rest[NB_MAX_DIMS];
+    rest[0] = T * B;
+    for (int i = 2; i < input->ndim; i++) rest[i - 1] = input->shape[i];
+    nb_tensor *rows = packed_rows(bs, steps, B, enforce_sorted ? NULL : order, dev);
+    out->data = nb_index_select(nb_reshape(x, input->ndim - 1, rest), 0, rows);
+    out->batch_sizes = nb_from_data(bs, NB_SHAPE(steps), NB_I64);
+    if (!enforce_sorted) {
+        int64_t *inv = malloc(sizeof *inv * (size_t)B);
+        for (int64_t j = 0; inv && j < B; j++) inv[order[j]] = j;
+        out->sorted_indices = nb_from_data_on(order, NB_SHAPE(B), NB_I64, dev);
+        out->unsorted_indices = inv ? nb_from_data_on(inv, NB_SHAPE(B), NB_I64, dev) : NULL;
+        free(inv);
+    }
+    free(len), free(order), free(bs);
+    return packed_hand_over(s, out);
+}
+
+/* The packed data back to [total, B, *] in sorted order (padding_value
+ * elsewhere) and the sorted lengths (host). */
+static nb_tensor *unpack_sorted(const char *op, const nb_packed_sequence *p, const int64_t *bs, int64_t T, int64_t total,
+                                double padding_value, int64_t *len_sorted) {
+    nb_tensor *d = p->data;
+    int64_t B = bs[0], shape[NB_MAX_DIMS];
+    shape[0] = total * B;
+    for (int i = 1; i < d->ndim; i++) shape[i] = d->shape[i];
+    for (int64_t j = 0; j < B; j++) {
+        len_sorted[j] = 0;
+        for (int64_t t = 0; t < T; t++) len_sorted[j] += bs[t] > j;
+    }
+    (void)op;
+    nb_tensor *flat = nb_full_on(d->ndim, shape, padding_value, d->dtype, d->storage->device);
+    flat = nb_index_copy(flat, 0, packed_rows(bs, T, B, NULL, d->storage->device), d);
+    int64_t full[NB_MAX_DIMS + 1] = {total, B};
+    for (int i = 1; i < d->ndim; i++) full[i + 1] = d->shape[i];
+    return nb_reshape(flat, d->ndim + 1, full);
+}
+
+nb_status nb_pad_packed_sequence(const nb_packed_sequence *seq, bool batch_first, double padding_value,
+                                 int64_t total_length, nb_tensor **padded, nb_tensor **lengths) {
+    const char *op = "pad_packed_sequence";
+    if (!padded) return nb_set_error(NB_ERR_INVALID_ARG, "%s: padded is NULL", op);
+    *padded = NULL;
+    if (lengths) *lengths = NULL;
+    int64_t T;
+    int64_t *bs = packed_check(op, seq, &T);
+    if (!bs) return nb_last_status();
+    if (total_length && total_length < T) {
+        free(bs);
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: total_length %lld is less than the longest sequence (%lld)", op,
+                            (long long)total_length, (long long)T);
+    }
+    int64_t B = bs[0];
+    int64_t *len = malloc(sizeof *len * (size_t)B), *perm = NULL;
+    if (!len) {
+        free(bs);
+        return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
+    }
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *x = unpack_sorted(op, seq, bs, T, total_length ? total_length : T, padding_value, len);
+    if (x && seq->unsorted_indices) { /* back to the caller's batch order */
+        x = nb_index_select(x, 1, seq->unsorted_indices);
+        perm = read_ints(op, seq->unsorted_indices, B);
+        int64_t *orig = perm ? malloc(sizeof *orig * (size_t)B) : NULL;
+        for (int64_t i = 0; orig && i < B; i++) orig[i] = perm[i] >= 0 && perm[i] < B ? len[perm[i]] : 0;
+        if (orig) memcpy(len, orig, sizeof *len * (size_t)B);
+        if (!orig) x = NULL;
+        free(orig);
+    }
+    if (x && batch_first) x = nb_transpose(x, 0, 1);
+    nb_tensor *l = x && lengths ? nb_from_data(len, NB_SHAPE(B), NB_I64) : NULL;
+    free(bs), free(len), free(perm);
+    if (!x || (lengths && !l)) {
+        nb_scope_end(s);
+        return nb_last_status() ? nb_last_status() : NB_ERR_OOM;
+    }
+    nb_retain(x);
+    if (l) nb_retain(l);
+    nb_scope_end(s);
+    *padded = nb_scope_adopt(x);
+    if (lengths) *lengths = nb_scope_adopt(l);
+    return NB_OK;
+}
+
+nb_tensor *nb_pad_sequence(nb_tensor *const *seqs, int n, bool batch_first, double padding_value, bool padding_left) {
+    const char *op = "pad_sequence";
+    if (n < 1 || !seqs) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: %d sequences; need at least one", op, n);
+    if (!nb_check_inputs(op, n, (nb_tensor **)seqs) || !nb_check_dtypes(NB_OP_PAD_SEQUENCE, n, (nb_tensor **)seqs))
+        return NULL;
+    int64_t T = 0;
+    for (int i = 0; i < n; i++) {
+        char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+        if (seqs[i]->ndim < 1 || seqs[i]->ndim != seqs[0]->ndim ||
+            memcmp(seqs[i]->shape + 1, seqs[0]->shape + 1, sizeof(int64_t) * (size_t)(seqs[0]->ndim - 1)))
+            return NB_FAIL(NB_ERR_SHAPE, "%s: sequence %d is %s; every one must be [L_i, *] with the first's trailing "
+                           "dims (%s)", op, i, nb_fmt_shape(seqs[i]->ndim, seqs[i]->shape, a, sizeof a),
+                           nb_fmt_shape(seqs[0]->ndim, seqs[0]->shape, b, sizeof b));
+        T = seqs[i]->shape[0] > T ? seqs[i]->shape[0] : T;
+    }
+    nb_tensor **padded = malloc(sizeof *padded * (size_t)n);
+    if (!padded) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
+    nb_scope *s = nb_op_scope_begin();
+    int nd = seqs[0]->ndim;
+    int64_t pads[2 * NB_MAX_DIMS] = {0};
+    for (int i = 0; i < n; i++) { /* pad dim 0: nb_pad's pairs run from the last dim */
+        int64_t extra = T - seqs[i]->shape[0];
+        pads[2 * (nd - 1)] = padding_left ? extra : 0, pads[2 * (nd - 1) + 1] = padding_left ? 0 : extra;
+        padded[i] = nb_pad(seqs[i], pads, 2 * nd, NB_PAD_CONSTANT, padding_value);
+    }
+    nb_tensor *r = nb_stack(padded, n, batch_first ? 0 : 1);
+    free(padded);
+    return nb_scope_return(s, r);
+}
+
+nb_status nb_pack_sequence(nb_tensor *const *seqs, int n, bool enforce_sorted, nb_packed_sequence *out) {
+    if (!out) return nb_set_error(NB_ERR_INVALID_ARG, "pack_sequence: out is NULL");
+    packed_clear(out);
+    if (n < 1 || !seqs) return nb_set_error(NB_ERR_INVALID_ARG, "pack_sequence: %d sequences; need at least one", n);
+    for (int i = 0; i < n; i++)
+        if (!seqs[i]) return nb_check_inputs("pack_sequence", 1, (nb_tensor **)&seqs[i]), nb_last_status();
+    int64_t *len = malloc(sizeof *len * (size_t)n);
+    if (!len) return nb_set_error(NB_ERR_OOM, "pack_sequence: out of host memory");
+    for (int i = 0; i < n; i++) len[i] = seqs[i]->ndim ? seqs[i]->shape[0] : 0;
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *lengths = nb_from_data(len, NB_SHAPE(n), NB_I64);
+    free(len);
+    nb_tensor *padded = nb_pad_sequence(seqs, n, false, 0, false);
+    nb_status st = padded && lengths ? nb_pack_padded_sequence(padded, lengths, false, enforce_sorted, out) : nb_last_status();
+    if (st != NB_OK) {
+        nb_scope_end(s);
+        return st;
+    }
+    return packed_hand_over(s, out);
+}
+
+int nb_rnn_packed(const nb_packed_sequence *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *const *params,
+                  int n_params, nb_rnn_options opts, nb_packed_sequence *output, nb_tensor **states) {
+    const char *op = "rnn_packed";
+    if (!output || !states) return nb_set_error(NB_ERR_INVALID_ARG, "%s: output or states is NULL", op), -1;
+    packed_clear(output);
+    int64_t T;
+    int64_t *bs = packed_check(op, input, &T);
+    if (!bs) return -1;
+    if (input->data->ndim != 2) {
+        free(bs);
+        return nb_set_error(NB_ERR_SHAPE, "%s: packed data must be [rows, input_size]", op), -1;
+    }
+    int64_t B = bs[0];
+    int64_t *len = malloc(sizeof *len * (size_t)B);
+    nb_tensor **steps = malloc(sizeof *steps * (size_t)T);
+    if (!len || !steps) {
+        free(bs), free(len), free(steps);
+        return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op), -1;
+    }
+    nb_scope *s = nb_op_scope_begin();
+    nb_device dev = input->data->storage->device;
+    nb_tensor *x = unpack_sorted(op, input, bs, T, T, 0, len); /* [T, B, I], sorted */
+    nb_tensor *len_t = x ? nb_from_data_on(len, NB_SHAPE(B), NB_I64, dev) : NULL;
+    nb_tensor *si = input->sorted_indices, *ui = input->unsorted_indices;
+    /* the given states are in the caller's order: into the sorted order (PyTorch's permute_hidden) */
+    nb_tensor *h0 = hx && si ? nb_index_select(hx, 1, si) : hx, *c0 = cx && si ? nb_index_select(cx, 1, si) : cx;
+    opts.batch_first = false;
+    nb_tensor *res[3] = {0};
+    int n = len_t && (!hx || h0) && (!cx || c0) ? rnn_impl(x, h0, c0, params, n_params, opts, res, steps, len_t) : -1;
+    if (n > 0) {
+        int64_t shape[2] = {T * B, res[0]->shape[2]};
+        output->data = nb_index_select(nb_reshape(res[0], 2, shape), 0, packed_rows(bs, T, B, NULL, dev));
+        output->batch_sizes = input->batch_sizes;
+        output->sorted_indices = si, output->unsorted_indices = ui;
+        for (int i = 1; i < n; i++) states[i - 1] = ui ? nb_index_select(res[i], 1, ui) : res[i];
+    }
+    free(bs), free(len), free(steps);
+    bool ok = n > 0 && output->data;
+    for (int i = 0; ok && i < n - 1; i++) ok = states[i] != NULL;
+    if (!ok) {
+        nb_scope_end(s);
+        packed_clear(output);
+        return -1;
+    }
+    for (int i = 0; i < n - 1; i++) nb_retain(states[i]);
+    if (packed_hand_over(s, output) != NB_OK) { /* it ended s */
+        for (int i = 0; i < n - 1; i++) nb_release(states[i]), states[i] = NULL;
+        return -1;
+    }
+    for (int i = 0; i < n - 1; i++) nb_scope_adopt(states[i]);
+    return n - 1;
 }

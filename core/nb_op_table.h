@@ -325,6 +325,11 @@ extern "C" {
     X(NORMALIZE, normalize, group_norm, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(RNN, rnn, rnn, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
     X(RNN_CELL, rnn_cell, rnn, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
+    X(PACK_PADDED_SEQUENCE, pack_padded_sequence, rnn, NB_D2 | NB_C | NB_S, NB_DTM_A6, K(copy) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
+    X(PAD_PACKED_SEQUENCE, pad_packed_sequence, rnn, NB_D2 | NB_C | NB_S, NB_DTM_A6, K(copy) K(fill) K(index_select) K(index_add) K(index_copy), BW_CALLS, AC(NONE)) \
+    X(PAD_SEQUENCE, pad_sequence, rnn, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(binary), BW_CALLS, AC(NONE)) \
+    X(PACK_SEQUENCE, pack_sequence, rnn, NB_D2 | NB_C | NB_S, NB_DTM_A6, K(copy) K(fill) K(binary) K(index_select) K(index_add), BW_CALLS, AC(NONE)) \
+    X(RNN_PACKED, rnn_packed, rnn, NB_D2 | NB_C | NB_S, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(index_select) K(index_add) K(where) K(index_copy), BW_CALLS, AC(NONE)) \
     X(CELU, celu, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
     X(SOFTSIGN, softsign, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(binary) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
     X(SOFTSHRINK, softshrink, activation, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW_CALLS, AC(NONE)) \

@@ -396,6 +396,13 @@ nb_module *nb_nn_gru(int64_t input_size, int64_t hidden_size, nb_rnn_options opt
 nb_module *nb_nn_rnn_cell(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
 nb_module *nb_nn_lstm_cell(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
 nb_module *nb_nn_gru_cell(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
+/* An RNN, LSTM or GRU module on a packed sequence (PyTorch's forward with a
+ * PackedSequence): nb_rnn_packed with the module's parameters and options
+ * (dropout in training mode). Writes the packed output and h_n (and c_n)
+ * to states; returns 1 or 2, or -1 (NB_ERR_INVALID_ARG for another kind
+ * of module, nb_rnn_packed's errors). */
+int nb_nn_rnn_forward_packed(nb_module *m, const nb_packed_sequence *input, nb_tensor *hx, nb_tensor *cx,
+                             nb_packed_sequence *output, nb_tensor **states);
 
 /* ---- loss modules (nn/loss.c) ---------------------------------------------------
  * torch.nn's losses as modules: each keeps its options and calls the

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nb_extension.h"
 #include "nn_impl.h"
@@ -44,6 +45,18 @@ static int rnn_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int max_o
     nb_rnn_options o = c->o;
     o.training = nb_module_is_training(m);
     return nb_rnn(in[0], hx, cx, c->params, c->n_params, o, out);
+}
+
+int nb_nn_rnn_forward_packed(nb_module *m, const nb_packed_sequence *input, nb_tensor *hx, nb_tensor *cx,
+                             nb_packed_sequence *output, nb_tensor **states) {
+    const rnn_ctx *c = m ? nb_module_ctx(m) : NULL;
+    const char *kind = m ? nb_module_kind(m) : NULL;
+    if (!c || !kind || (strcmp(kind, "RNN") && strcmp(kind, "LSTM") && strcmp(kind, "GRU")))
+        return nb_set_error(NB_ERR_INVALID_ARG, "rnn_forward_packed: %s is not an RNN, LSTM or GRU module",
+                            kind ? kind : "NULL"), -1;
+    nb_rnn_options o = c->o;
+    o.training = nb_module_is_training(m);
+    return nb_rnn_packed(input, hx, cx, c->params, c->n_params, o, output, states);
 }
 
 /* nb_forward: the output alone (RNN: output; cells: h'). */

@@ -145,6 +145,49 @@ static nb_tensor *cparam(nb_tensor *like, int64_t rows, int64_t cols, double see
     int64_t shape[2] = {rows, cols};
     return nb_to_dtype(nb_from_data_on(v, cols ? 2 : 1, shape, NB_F64, nb_device_of(like)), nb_dtype_of(like));
 }
+/* packed sequences: a batch of 3 of lengths 2, 4, 1 (unsorted) */
+static nb_tensor *packed_lengths(nb_tensor *like, const int64_t *v) {
+    return nb_from_data_on(v, NB_SHAPE(3), NB_I64, nb_device_of(like));
+}
+static nb_tensor *pack_padded_sequence(nb_tensor *const *x, const nb_op_case *c) {
+    nb_packed_sequence p;
+    if (nb_pack_padded_sequence(x[0], packed_lengths(x[0], (const int64_t[]){2, 4, 1}), c->p[0] != 0, false, &p)) return NULL;
+    return p.data;
+}
+static nb_tensor *pad_packed_sequence(nb_tensor *const *x, const nb_op_case *c) {
+    nb_packed_sequence p;
+    nb_tensor *y = NULL;
+    if (nb_pack_padded_sequence(x[0], packed_lengths(x[0], (const int64_t[]){2, 4, 1}), c->p[0] != 0, false, &p) ||
+        nb_pad_packed_sequence(&p, c->p[0] != 0, 2.0, 5, &y, NULL))
+        return NULL;
+    return y;
+}
+static nb_tensor *pad_sequence(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_pad_sequence(x, 2, c->p[0] != 0, 2.0, c->p[1] != 0);
+}
+static nb_tensor *pack_sequence(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_packed_sequence p;
+    return nb_pack_sequence(x, 2, false, &p) ? NULL : p.data;
+}
+/* a bidirectional LSTM (I 3, H 2) over x [T 4, B 3, I 3] packed with lengths 2, 4, 3, h0 given; the output padded
+   back, summed, plus the sum of h_n^2 */
+static nb_tensor *rnn_packed(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_tensor *p[8], *st[2], *y = NULL;
+    for (int k = 0; k < 2; k++) {
+        p[4 * k] = k == 0 ? x[2] : cparam(x[0], 8, 3, 1);
+        p[4 * k + 1] = cparam(x[0], 8, 2, 10 + k);
+        p[4 * k + 2] = cparam(x[0], 8, 0, 20 + k);
+        p[4 * k + 3] = cparam(x[0], 8, 0, 30 + k);
+    }
+    nb_packed_sequence in, out;
+    nb_rnn_options o = {.mode = NB_RNN_LSTM, .bidirectional = true};
+    if (nb_pack_padded_sequence(x[0], packed_lengths(x[0], (const int64_t[]){2, 4, 3}), false, false, &in) ||
+        nb_rnn_packed(&in, x[1], NULL, p, 8, o, &out, st) != 2 || nb_pad_packed_sequence(&out, false, 0, 0, &y, NULL))
+        return NULL;
+    return nb_add(nb_sum(y, NULL, 0, false), nb_sum(nb_mul(st[0], st[0]), NULL, 0, false));
+}
 /* p[0]: 0 LSTM 1 layer (x, w_ih, w_hh, b_ih; b_hh = b_ih / 2); 1 GRU 2 layers bidirectional batch_first
  * (x [B, T, I], h0, layer 0's forward w_ih); 2 RNN tanh unbatched without bias (x, w_ih, w_hh);
  * 3 LSTM proj_size 1 (x, h0, c0, layer 0's w_hr) */
@@ -552,6 +595,20 @@ static const nb_op_case cases[] = {
      .p = {1, 2}},
     {.op = NB_OP_NORMALIZE, .label = "normalize dim -1, p 3", .fn = normalize, .n_in = 1, .in = {IN(K_REAL, 2, 3, 4)},
      .p = {-1, 3}},
+    {.op = NB_OP_PACK_PADDED_SEQUENCE, .label = "pack_padded_sequence unsorted", .fn = pack_padded_sequence, .n_in = 1,
+     .in = {IN(K_REAL, 4, 3, 2)}, .p = {0}},
+    {.op = NB_OP_PACK_PADDED_SEQUENCE, .label = "pack_padded_sequence batch_first", .fn = pack_padded_sequence,
+     .n_in = 1, .in = {IN(K_REAL, 3, 4, 2)}, .p = {1}},
+    {.op = NB_OP_PAD_PACKED_SEQUENCE, .label = "pad_packed_sequence total_length 5", .fn = pad_packed_sequence,
+     .n_in = 1, .in = {IN(K_REAL, 4, 3, 2)}, .p = {0}},
+    {.op = NB_OP_PAD_SEQUENCE, .label = "pad_sequence", .fn = pad_sequence, .n_in = 2,
+     .in = {IN(K_REAL, 3, 2), IN(K_REAL, 1, 2)}, .p = {0, 0}},
+    {.op = NB_OP_PAD_SEQUENCE, .label = "pad_sequence batch_first, left", .fn = pad_sequence, .n_in = 2,
+     .in = {IN(K_REAL, 3, 2), IN(K_REAL, 4, 2)}, .p = {1, 1}},
+    {.op = NB_OP_PACK_SEQUENCE, .label = "pack_sequence", .fn = pack_sequence, .n_in = 2,
+     .in = {IN(K_REAL, 2, 2), IN(K_REAL, 3, 2)}},
+    {.op = NB_OP_RNN_PACKED, .label = "rnn_packed LSTM bidirectional, h0", .fn = rnn_packed, .n_in = 3,
+     .in = {IN(K_REAL, 4, 3, 3), IN(K_UNIT, 2, 3, 2), IN(K_UNIT, 8, 3)}, .tol = 1e-4},
     {.op = NB_OP_RNN, .label = "rnn LSTM", .fn = rnn, .n_in = 4,
      .in = {IN(K_REAL, 3, 2, 3), IN(K_UNIT, 8, 3), IN(K_UNIT, 8, 2), IN(K_UNIT, 8)}, .tol = 1e-4, .p = {0}},
     {.op = NB_OP_RNN, .label = "rnn GRU 2 layers, bidirectional, batch_first, h0", .fn = rnn, .n_in = 3,

@@ -538,6 +538,23 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_ctc_loss, NULL, NULL, NULL, NULL, (nb_ctc_loss_options){0});
     NP(nb_ctc_loss, x, NULL, NULL, NULL, (nb_ctc_loss_options){0});
     NP(nb_ctc_loss, x, x, x, NULL, (nb_ctc_loss_options){0});
+    {
+        nb_packed_sequence ps = {0};
+        NS(nb_pack_padded_sequence, NULL, NULL, false, true, &ps);
+        NS(nb_pack_padded_sequence, x, NULL, false, true, &ps);
+        NS(nb_pack_padded_sequence, x, x, false, true, NULL);
+        NS(nb_pad_packed_sequence, NULL, false, 0, 0, (nb_tensor *[1]){0}, NULL);
+        NS(nb_pad_packed_sequence, &ps, false, 0, 0, (nb_tensor *[1]){0}, NULL); /* all parts NULL */
+        NS(nb_pad_packed_sequence, &ps, false, 0, 0, NULL, NULL);
+        NP(nb_pad_sequence, NULL, 1, false, 0, false);
+        NP(nb_pad_sequence, (nb_tensor *[]){x, NULL}, 2, false, 0, false);
+        NS(nb_pack_sequence, NULL, 1, true, &ps);
+        NS(nb_pack_sequence, (nb_tensor *[]){NULL}, 1, true, &ps);
+        NS(nb_pack_sequence, (nb_tensor *[]){x}, 1, true, NULL);
+        NI(nb_rnn_packed, NULL, NULL, NULL, NULL, 0, (nb_rnn_options){0}, &ps, (nb_tensor *[2]){0});
+        NI(nb_rnn_packed, &ps, NULL, NULL, NULL, 0, (nb_rnn_options){0}, NULL, (nb_tensor *[2]){0});
+        NI(nb_nn_rnn_forward_packed, NULL, &ps, NULL, NULL, &ps, (nb_tensor *[2]){0});
+    }
     NP(nb_grid_sample, NULL, NULL, (nb_grid_sample_options){0});
     NP(nb_grid_sample, x, NULL, (nb_grid_sample_options){0});
     NP(nb_affine_grid, NULL, 1, 2, 2, false);

@@ -139,6 +139,72 @@ START_TEST(test_rnn_shapes_and_dropout) {
 END_TEST
 
 /* A few steps of training reduce the loss (gradients reach every parameter). */
+/* A packed batch runs each sequence over its own length: a 2-layer
+ * bidirectional GRU module on sequences of lengths 2, 5, 3 (unsorted)
+ * gives, per sequence, the output and h_n of that sequence alone; the
+ * packing round trip and the errors. */
+START_TEST(test_packed_is_each_sequence) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(3);
+    nb_module *gru = nb_nn_gru(3, 4, (nb_rnn_options){.num_layers = 2, .bidirectional = true, .dtype = NB_F64});
+    NB_CK_NOTNULL(gru);
+    int64_t len[3] = {2, 5, 3};
+    nb_tensor *seq[3];
+    for (int b = 0; b < 3; b++) seq[b] = nb_randn(NB_SHAPE(len[b], 3), NB_F64, NULL);
+    nb_tensor *h0 = nb_randn(NB_SHAPE(4, 3, 4), NB_F64, NULL);
+    nb_packed_sequence x, y;
+    NB_CK_OK(nb_pack_sequence(seq, 3, false, &x));
+    ck_assert_int_eq(nb_numel(x.batch_sizes), 5);
+    nb_ck_close(x.batch_sizes, (double[]){3, 3, 2, 1, 1}, 5, 0, 0);
+    nb_ck_close(x.sorted_indices, (double[]){1, 2, 0}, 3, 0, 0);
+    nb_tensor *st[2];
+    ck_assert_int_eq(nb_nn_rnn_forward_packed(gru, &x, h0, NULL, &y, st), 1);
+    nb_tensor *padded = NULL, *lengths = NULL;
+    NB_CK_OK(nb_pad_packed_sequence(&y, true, -7, 6, &padded, &lengths));
+    nb_ck_shape(padded, 3, (int64_t[]){3, 6, 8});
+    nb_ck_close(lengths, (double[]){2, 5, 3}, 3, 0, 0);
+    for (int b = 0; b < 3; b++) {
+        nb_tensor *out[2];
+        nb_tensor *h0b = nb_narrow(h0, 1, b, 1);
+        ck_assert_int_eq(nb_forward_n(gru, 2, (nb_tensor *[]){nb_unsqueeze(seq[b], 1), h0b}, out, 2), 2);
+        nb_tensor *got = nb_narrow(nb_narrow(padded, 0, b, 1), 1, 0, len[b]);
+        double *want = nb_test_values_of(out[0]);
+        nb_ck_close(got, want, len[b] * 8, 1e-12, 0);
+        free(want);
+        want = nb_test_values_of(out[1]);
+        nb_ck_close(nb_narrow(st[0], 1, b, 1), want, 16, 1e-12, 0);
+        free(want);
+        /* past its length: the padding value */
+        if (len[b] < 6) ck_assert_double_eq(nb_item(nb_select(nb_select(nb_select(padded, 0, b), 0, len[b]), 0, 3)), -7);
+    }
+    /* gradients reach every sequence */
+    NB_CK_OK(nb_backward(nb_sum(padded, NULL, 0, false)));
+    /* errors */
+    nb_tensor *xp = nb_zeros(NB_SHAPE(4, 3, 2), NB_F32);
+    nb_packed_sequence p;
+    ck_assert_int_eq(nb_pack_padded_sequence(xp, nb_from_data((int64_t[]){4, 5, 1}, NB_SHAPE(3), NB_I64), false, false, &p),
+                     NB_ERR_INVALID_ARG);
+    ck_assert_int_eq(nb_pack_padded_sequence(xp, nb_from_data((int64_t[]){2, 3, 1}, NB_SHAPE(3), NB_I64), false, true, &p),
+                     NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "decreasing"));
+    ck_assert_int_eq(nb_pack_padded_sequence(xp, nb_from_data((int64_t[]){2, 0, 1}, NB_SHAPE(3), NB_I64), false, false, &p),
+                     NB_ERR_INVALID_ARG);
+    ck_assert_int_eq(nb_pack_padded_sequence(xp, nb_from_data((int64_t[]){2, 1}, NB_SHAPE(2), NB_I64), false, false, &p),
+                     NB_ERR_SHAPE);
+    NB_CK_OK(nb_pack_padded_sequence(xp, nb_from_data((int64_t[]){4, 2, 1}, NB_SHAPE(3), NB_I64), false, true, &p));
+    ck_assert_ptr_null(p.sorted_indices);
+    ck_assert_int_eq(nb_pad_packed_sequence(&p, false, 0, 3, &padded, NULL), NB_ERR_INVALID_ARG);
+    nb_packed_sequence bad = p;
+    bad.batch_sizes = nb_from_data((int64_t[]){3, 2, 2, 2}, NB_SHAPE(4), NB_I64); /* sums to 9, data has 7 rows */
+    ck_assert_int_eq(nb_pad_packed_sequence(&bad, false, 0, 0, &padded, NULL), NB_ERR_SHAPE);
+    nb_module *relu = nb_nn_relu();
+    ck_assert_int_eq(nb_nn_rnn_forward_packed(relu, &x, NULL, NULL, &y, st), -1);
+    nb_module_free(relu);
+    nb_module_free(gru);
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_lstm_trains) {
     nb_scope *s = nb_scope_begin();
     nb_manual_seed(2);
@@ -172,6 +238,7 @@ Suite *nb_suite_ops_rnn(void) {
     tcase_add_test(t, test_cell_steps_by_hand);
     tcase_add_test(t, test_sequence_is_steps);
     tcase_add_test(t, test_rnn_shapes_and_dropout);
+    tcase_add_test(t, test_packed_is_each_sequence);
     tcase_add_test(t, test_lstm_trains);
     suite_add_tcase(s, t);
     return s;

@@ -470,6 +470,87 @@ def recurrent():
     return out
 
 
+def packed():
+    """pack_padded_sequence, pad_packed_sequence, pad_sequence, pack_sequence, and RNN/LSTM/GRU over packed input
+    (multi-layer, bidirectional, initial states), as nn.LSTM runs it (states permuted into the sorted order and
+    back). Lengths without ties: torch.sort's order of ties is unspecified."""
+    from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pack_sequence, pad_packed_sequence, pad_sequence
+
+    def parts(p):
+        return (p.data, p.batch_sizes) + ((p.sorted_indices, p.unsorted_indices) if p.sorted_indices is not None else ())
+
+    ppk = lambda xs, a: parts(pack_padded_sequence(xs[0], xs[1], a["batch_first"], a["enforce_sorted"]))
+    pdp = lambda xs, a: tuple(pad_packed_sequence(pack_padded_sequence(xs[0], xs[1], a["batch_first"], False),
+                                                  a["batch_first"], a["padding_value"], a["total_length"] or None))
+
+    def pds(xs, a):
+        if a["padding_side"] == "left":  # as pad_sequence(padding_side="left") of 2.11: flip, pad right, flip back
+            p = pad_sequence([x.flip(0) for x in xs], a["batch_first"], a["padding_value"])
+            return p.flip(1 if a["batch_first"] else 0)
+        return pad_sequence(list(xs), a["batch_first"], a["padding_value"])
+
+    psq = lambda xs, a: parts(pack_sequence(list(xs), a["enforce_sorted"]))
+    out = []
+    for bf in (False, True):
+        x = R((2, 5, 3), F64) if bf else R((5, 2, 3), F64)
+        out += [Case("pack_padded_sequence", [R((5, 3, 2)), T([5, 3, 1], I64)], ppk,
+                     {"batch_first": False, "enforce_sorted": True}, tag="sorted"),
+                Case("pack_padded_sequence", [x, T([2, 5], I64)], ppk, {"batch_first": bf, "enforce_sorted": False},
+                     tag="unsorted" + (" batch_first" if bf else "")),
+                Case("pad_packed_sequence", [x, T([2, 5], I64)], pdp,
+                     {"batch_first": bf, "padding_value": -1.5, "total_length": 0}, tag="round trip"),
+                Case("pad_packed_sequence", [x, T([3, 4], I64)], pdp,
+                     {"batch_first": bf, "padding_value": 0.0, "total_length": 7}, tag="total_length")]
+    out += [Case("pack_padded_sequence", [R((5, 3, 2)), T([3, 5, 1], I64)], ppk,
+                 {"batch_first": False, "enforce_sorted": True}, tag="not sorted error"),
+            Case("pad_packed_sequence", [R((5, 2, 3)), T([2, 5], I64)], pdp,
+                 {"batch_first": False, "padding_value": 0.0, "total_length": 3}, tag="total_length error")]
+    seqs = [R((3, 2), F64), R((5, 2), F64), R((1, 2), F64)]
+    for side in ("right", "left"):
+        for bf in (False, True):
+            out.append(Case("pad_sequence", seqs, pds, {"batch_first": bf, "padding_value": 0.5, "padding_side": side},
+                            tag=side + (" batch_first" if bf else "")))
+    out += [Case("pad_sequence", [R((3, 2)), R((2, 3))], pds,
+                 {"batch_first": False, "padding_value": 0.0, "padding_side": "right"}, tag="shape error"),
+            Case("pack_sequence", seqs, psq, {"enforce_sorted": False}, tag="unsorted"),
+            Case("pack_sequence", [seqs[1], seqs[0], seqs[2]], psq, {"enforce_sorted": True}, tag="sorted")]
+
+    def rnn_packed(xs, a):
+        x, lengths, hx, cx, params = xs[0], xs[1], xs[2], xs[3], list(xs[4:])
+        p = pack_padded_sequence(x, lengths, enforce_sorted=False)
+        B, D = x.shape[1], 2 if a["bidirectional"] else 1
+        G = {"LSTM": 4, "GRU": 3}.get(a["mode"], 1)
+        H = params[0].shape[0] // G
+        Hout = a["proj_size"] or H
+        z = lambda sz: torch.zeros(a["num_layers"] * D, B, sz, dtype=x.dtype)
+        hx = (hx if hx is not None else z(Hout)).index_select(1, p.sorted_indices)
+        f = {"LSTM": torch._VF.lstm, "GRU": torch._VF.gru, "RNN_RELU": torch._VF.rnn_relu}.get(a["mode"],
+                                                                                             torch._VF.rnn_tanh)
+        if a["mode"] == "LSTM":
+            cx = (cx if cx is not None else z(H)).index_select(1, p.sorted_indices)
+            res = f(p.data, p.batch_sizes, [hx, cx], params, a["bias"], a["num_layers"], 0.0, False, a["bidirectional"])
+        else:
+            res = f(p.data, p.batch_sizes, hx, params, a["bias"], a["num_layers"], 0.0, False, a["bidirectional"])
+        padded, _ = pad_packed_sequence(PackedSequence(res[0], p.batch_sizes, p.sorted_indices, p.unsorted_indices))
+        return (padded,) + tuple(s.index_select(1, p.unsorted_indices) for s in res[1:])
+
+    Tn, B, I, H = 5, 3, 3, 4
+    lengths = T([3, 5, 2], I64)
+    for mode in ("RNN_TANH", "GRU", "LSTM"):
+        for L, bi in ((1, False), (2, True)):
+            a = {"mode": mode, "num_layers": L, "bias": True, "batch_first": False, "bidirectional": bi, "proj_size": 0}
+            D = 2 if bi else 1
+            hx = R((L * D, B, H), F64, -0.5, 0.5)
+            cx = R((L * D, B, H), F64, -0.5, 0.5) if mode == "LSTM" else None
+            out.append(Case("rnn_packed", [R((Tn, B, I), F64), lengths, hx, cx] + rnn_params(mode, I, H, a, F64),
+                            rnn_packed, a, tag="%s %d layer%s%s" % (mode, L, "s" if L > 1 else "",
+                                                                    ", bidirectional" if bi else "")))
+    ap = {"mode": "LSTM", "num_layers": 2, "bias": True, "batch_first": False, "bidirectional": True, "proj_size": 2}
+    out += [Case("rnn_packed", [R((Tn, B, I)), lengths, None, None] + rnn_params("LSTM", I, H, ap, F32), rnn_packed, ap,
+                 tag="LSTM proj_size f32, zero states", tol={F32: (1e-4, 1e-5)})]
+    return out
+
+
 def activations():
     """celu, softsign, softshrink, hardshrink, tanhshrink, threshold, glu, prelu, rrelu, softmin."""
     out = []

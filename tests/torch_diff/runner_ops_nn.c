@@ -340,6 +340,45 @@ nb_status h_rnn_cell(dcase *c) {
     OUTS(mode == NB_RNN_LSTM ? 2 : 1, n < 0 ? nb_last_status() : NB_OK);
 }
 
+/* packed sequences: the parts of a PackedSequence as outputs (the indices only when kept) */
+static nb_status packed_outputs(dcase *c, nb_status st, const nb_packed_sequence *p) {
+    c->out[0] = p->data, c->out[1] = p->batch_sizes, c->out[2] = p->sorted_indices, c->out[3] = p->unsorted_indices;
+    OUTS(p->sorted_indices ? 4 : 2, st);
+}
+nb_status h_pack_padded_sequence(dcase *c) {
+    nb_packed_sequence p;
+    nb_status st = nb_pack_padded_sequence(I0, I1, ab(c, "batch_first", false), ab(c, "enforce_sorted", true), &p);
+    return packed_outputs(c, st, &p);
+}
+nb_status h_pack_sequence(dcase *c) {
+    nb_packed_sequence p;
+    return packed_outputs(c, nb_pack_sequence(c->in, c->n_in, ab(c, "enforce_sorted", true), &p), &p);
+}
+nb_status h_pad_sequence(dcase *c) {
+    OUT1(nb_pad_sequence(c->in, c->n_in, ab(c, "batch_first", false), ad(c, "padding_value", 0),
+                         !strcmp(as(c, "padding_side", "right"), "left")));
+}
+/* pack (unsorted) then pad back: (padded, lengths) */
+nb_status h_pad_packed_sequence(dcase *c) {
+    nb_packed_sequence p;
+    bool bf = ab(c, "batch_first", false);
+    nb_status st = nb_pack_padded_sequence(I0, I1, bf, false, &p);
+    if (st == NB_OK)
+        st = nb_pad_packed_sequence(&p, bf, ad(c, "padding_value", 0), ai(c, "total_length", 0), &c->out[0], &c->out[1]);
+    OUTS(2, st);
+}
+/* x [T, B, I] and lengths packed (unsorted), the RNN over it, its output padded back: (output, h_n[, c_n]) */
+nb_status h_rnn_packed(dcase *c) {
+    nb_rnn_options o = {.mode = rnn_mode(c), .num_layers = ai(c, "num_layers", 1),
+                        .bias = ab(c, "bias", true) ? NB_FLAG_TRUE : NB_FLAG_FALSE,
+                        .bidirectional = ab(c, "bidirectional", false), .proj_size = ai(c, "proj_size", 0)};
+    nb_packed_sequence p, y;
+    nb_status st = nb_pack_padded_sequence(I0, I1, false, false, &p);
+    int n = st == NB_OK ? nb_rnn_packed(&p, c->in[2], c->in[3], c->in + 4, c->n_in - 4, o, &y, c->out + 1) : -1;
+    if (n > 0) st = nb_pad_packed_sequence(&y, false, 0, 0, &c->out[0], NULL);
+    OUTS(o.mode == NB_RNN_LSTM ? 3 : 2, n < 0 ? nb_last_status() : st);
+}
+
 /* ops_activation.c: lambd / alpha / bounds as given (0 as NB_ZERO). */
 nb_status h_celu(dcase *c) { OUT1(nb_celu(I0, opt0(c, "alpha", 1.0))); }
 nb_status h_softsign(dcase *c) { OUT1(nb_softsign(I0)); }

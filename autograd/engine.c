@@ -84,6 +84,28 @@ nb_status nb_set_requires_grad(nb_tensor *t, bool requires_grad) {
     return NB_OK;
 }
 
+void nb_tensor_become(nb_tensor *t, nb_tensor *src) {
+    nb_tensor_take_storage(t, src);
+    nb_node *old = t->grad_fn;
+    t->grad_fn = src->grad_fn;
+    if (t->grad_fn) t->grad_fn->refcount++;
+    t->output_nr = src->output_nr;
+    t->requires_grad = src->requires_grad;
+    if (old) nb_node_release(old);
+}
+
+nb_status nb_tensor_rebind(nb_tensor *t, nb_tensor *src) {
+    nb_tensor *in[2] = {t, src};
+    if (!nb_check_inputs("tensor_rebind", 2, in)) return nb_last_status();
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (t->ndim != src->ndim || t->dtype != src->dtype || memcmp(t->shape, src->shape, sizeof(int64_t) * (size_t)t->ndim))
+        return nb_set_error(NB_ERR_SHAPE, "tensor_rebind: %s %s and %s %s differ", nb_fmt_shape(t->ndim, t->shape, a, sizeof a),
+                            nb_dtype_name(t->dtype), nb_fmt_shape(src->ndim, src->shape, b, sizeof b),
+                            nb_dtype_name(src->dtype));
+    nb_tensor_become(t, src);
+    return NB_OK;
+}
+
 nb_tensor *nb_detach(nb_tensor *t) {
     if (!nb_check_inputs("detach", 1, &t)) return NULL;
     return nb_tensor_view_of(t, t->ndim, t->shape, t->strides, t->offset);
@@ -159,10 +181,13 @@ static nb_node *record(nb_op_id op, uint8_t kind, nb_backward_fn fn, nb_tensor *
     node->backward = fn;
     node->n_in = n;
     node->in = node->in_buf;
+    node->edge = node->edge_buf;
+    node->edge_nr = node->edge_nr_buf;
     for (int i = 0; i < n; i++)
         if (inputs[i] && inputs[i]->requires_grad) {
             nb_retain(inputs[i]);
             node->in[i] = inputs[i];
+            nb_node_set_edge(node, i, inputs[i]);
         }
     node->out_ndim = out->ndim;
     memcpy(node->out_shape, out->shape, sizeof out->shape);
@@ -245,10 +270,18 @@ nb_tensor *nb_saved_unpack(nb_node *n, nb_tensor *alias, nb_tensor *var, bool is
     return t;
 }
 
+void nb_node_set_edge(nb_node *n, int i, const nb_tensor *t) {
+    n->edge[i] = t->grad_fn;
+    n->edge_nr[i] = t->output_nr;
+    if (t->grad_fn) t->grad_fn->refcount++;
+}
+
 static void node_free_tape(nb_node *n) {
     for (int i = 0; i < n->n_in; i++) {
         nb_release(n->in[i]);
         n->in[i] = NULL;
+        if (n->edge && n->edge[i]) nb_node_release(n->edge[i]);
+        if (n->edge) n->edge[i] = NULL;
     }
     for (int i = 0; i < NB_NODE_MAX_SAVED; i++) {
         nb_release(n->saved[i]);
@@ -378,7 +411,7 @@ static nb_status collect(nb_node *const *roots, int n_roots, node_list *out) {
         else n->refcount++; /* freeing one node's tape may drop another's last owner */
         n->bw = 0;
         for (int i = 0; st == NB_OK && i < n->n_in; i++) {
-            nb_node *c = n->in[i] ? n->in[i]->grad_fn : NULL;
+            nb_node *c = n->in[i] ? n->edge[i] : NULL;
             if (c && c->visit != stamp) {
                 c->visit = stamp;
                 if (!list_push(&stack, c)) st = NB_ERR_OOM;
@@ -484,8 +517,8 @@ static nb_status accumulate_node(nb_node *n, int out_nr, nb_tensor *g, bool crea
  * did not make. 1: done; 0: use the rule; -1: an error. */
 static int slice_into_acc(nb_node *n) {
     nb_tensor *in = n->in[0], *g = n->grad_acc;
-    if (!in || !g || !in->grad_fn || in->output_nr != 0 || in->grad_fn->kind == NB_NODE_FUNCTION) return 0;
-    nb_node *dst = in->grad_fn;
+    nb_node *dst = in ? n->edge[0] : NULL;
+    if (!in || !g || !dst || n->edge_nr[0] != 0 || dst->kind == NB_NODE_FUNCTION) return 0;
     if (g->dtype != in->dtype || !nb_same_device(g->storage->device, in->storage->device)) return 0;
     if (!dst->grad_acc) {
         nb_tensor *z = nb_zeros_like(in);
@@ -627,7 +660,7 @@ static nb_status run_node(pass *p, nb_node *n) {
         if (gin[i] && n->kind != NB_NODE_FUNCTION) /* a rule returning another shape is a bug in nabla */
             NB_ASSERT(gin[i]->ndim == in->ndim &&
                       !memcmp(gin[i]->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim));
-        if (in->grad_fn) st = gin[i] ? accumulate_node(in->grad_fn, in->output_nr, gin[i], p->create_graph) : NB_OK;
+        if (n->edge[i]) st = gin[i] ? accumulate_node(n->edge[i], n->edge_nr[i], gin[i], p->create_graph) : NB_OK;
         else if (!p->accumulate && !is_input(p, in)) continue;
         else st = leaf_edge(p, in, gin[i], true);
     }
@@ -638,7 +671,7 @@ static nb_status run_node(pass *p, nb_node *n) {
 static nb_status skip_node(pass *p, nb_node *n) {
     nb_status st = NB_OK;
     for (int i = 0; i < n->n_in && st == NB_OK; i++)
-        if (n->in[i] && !n->in[i]->grad_fn && (p->accumulate || is_input(p, n->in[i]))) st = leaf_edge(p, n->in[i], NULL, true);
+        if (n->in[i] && !n->edge[i] && (p->accumulate || is_input(p, n->in[i]))) st = leaf_edge(p, n->in[i], NULL, true);
     return st;
 }
 
@@ -659,7 +692,7 @@ static void mark_needed(pass *p) {
         if (!p->accumulate) {
             for (int i = 0; i < n->n_in && !(n->bw & BW_RUN); i++) {
                 nb_tensor *in = n->in[i];
-                if (in && (in->grad_fn ? (in->grad_fn->bw & (BW_RUN | BW_TARGET)) : is_input(p, in))) n->bw |= BW_RUN;
+                if (in && (n->edge[i] ? (n->edge[i]->bw & (BW_RUN | BW_TARGET)) : is_input(p, in))) n->bw |= BW_RUN;
             }
         } else
             n->bw |= BW_RUN;
@@ -675,7 +708,7 @@ static nb_status count_edges(pass *p, nb_tensor *const *outputs, int n_out) {
         nb_node *n = p->nodes.v[k];
         if (!(n->bw & BW_RUN)) continue;
         for (int i = 0; i < n->n_in; i++)
-            if (n->in[i] && !n->in[i]->grad_fn && slotted(p, n->in[i]) && slot_edge(p, n->in[i]) != NB_OK)
+            if (n->in[i] && !n->edge[i] && slotted(p, n->in[i]) && slot_edge(p, n->in[i]) != NB_OK)
                 return nb_last_status();
     }
     return NB_OK;

@@ -22,6 +22,8 @@ struct nb_function_ctx {
     bool in_forward, in_backward, materialize;
     bool needs[MAX_IO];
     nb_tensor *in_ref[MAX_IO]; /* the node's inputs (node->in points here) */
+    nb_node *edge_ref[MAX_IO]; /* their recorded edges (node->edge, node->edge_nr point here) */
+    int edge_nr_ref[MAX_IO];
     /* forward: what save_for_backward was given (own references) */
     nb_tensor **to_save;
     int n_to_save, cap_to_save;
@@ -271,8 +273,10 @@ static nb_status record_function(nb_function_ctx *c, nb_tensor *const *inputs, n
     n->backward = function_backward;
     n->n_in = c->n_in;
     n->in = c->in_ref;
+    n->edge = c->edge_ref;
+    n->edge_nr = c->edge_nr_ref;
     for (int i = 0; i < c->n_in; i++)
-        if (c->needs[i]) nb_retain(inputs[i]), c->in_ref[i] = inputs[i];
+        if (c->needs[i]) nb_retain(inputs[i]), c->in_ref[i] = inputs[i], nb_node_set_edge(n, i, inputs[i]);
     for (int j = 0; j < c->n_out; j++) {
         nb_tensor *o = outputs[j];
         c->out_diff[j] = nb_dtype_is_float(o->dtype) && !is_nondiff(c, raw[j]);
@@ -289,7 +293,10 @@ static nb_status record_function(nb_function_ctx *c, nb_tensor *const *inputs, n
     n->out_dtype = c->out_dtype[0];
     if (!n->refcount) { /* no differentiable output: nothing to record */
         e->fn = NULL;
-        for (int i = 0; i < c->n_in; i++) nb_release(c->in_ref[i]), c->in_ref[i] = NULL;
+        for (int i = 0; i < c->n_in; i++) {
+            nb_release(c->in_ref[i]), c->in_ref[i] = NULL;
+            if (c->edge_ref[i]) nb_node_release(c->edge_ref[i]), c->edge_ref[i] = NULL;
+        }
         free(e), free(n);
         ctx_free(c);
         return NB_OK;

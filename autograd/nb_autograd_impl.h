@@ -113,6 +113,15 @@ struct nb_node {
     int n_in;
     nb_tensor **in;                      /* in_buf, or a custom function's inputs */
     nb_tensor *in_buf[NB_NODE_MAX_IN];   /* retained inputs that require grad, else NULL */
+    /* The edges, taken when the node was recorded (PyTorch's next_edges):
+     * input i's grad_fn (retained; NULL for a leaf) and output number. The
+     * engine follows these, not in[i]'s current grad_fn, so an in-place op
+     * or a parametrization that later rebinds an input's history
+     * (nb_tensor_become) leaves this graph as it was. */
+    nb_node **edge;                      /* edge_buf, or a custom function's */
+    int *edge_nr;
+    nb_node *edge_buf[NB_NODE_MAX_IN];
+    int edge_nr_buf[NB_NODE_MAX_IN];
     nb_tensor *saved[NB_NODE_MAX_SAVED]; /* detached aliases kept for backward */
     /* the saved tensor itself when it required grad and is not the
      * node's output: under create_graph, backward computes with it, so
@@ -167,6 +176,15 @@ nb_node *nb_record_grad(const nb_node *src, nb_backward_fn fn, nb_tensor *out, i
  * node's own output (t->grad_fn == n) keeps no reference to it. */
 void nb_save(nb_node *n, int slot, const nb_tensor *t);
 void nb_node_release(nb_node *n);
+/* Sets node n's edge i from input t (its grad_fn retained, its output_nr). */
+void nb_node_set_edge(nb_node *n, int i, const nb_tensor *t);
+/* t (same shape and dtype as src) becomes a view of src's storage with
+ * src's autograd node (grad_fn, output_nr, requires_grad), releasing its
+ * own: the in-place ops under autograd and the parametrizations
+ * (nn/parametrize.c) rewrite a tensor object the caller keeps this way.
+ * Nothing but its owner may hold t (a node holding it would see the new
+ * history): the callers check its refcount. */
+void nb_tensor_become(nb_tensor *t, nb_tensor *src);
 /* Fills core's nb_tape hooks (core/nb_impl.h), once per process: called
  * where a node or a tensor's hook list is first made. */
 void nb_tape_register(void);

@@ -182,14 +182,15 @@ nb_tensor *nb_gumbel_softmax(nb_tensor *logits, double tau, bool hard, int dim, 
  * F.hardtanh_, F.threshold_, F.rrelu_; nn.ReLU(inplace=True) ...): x is
  * overwritten with the op's result (arguments and defaults as the op's).
  * Under autograd, as PyTorch's, x's history is rebased: x's grad_fn
- * becomes the op's node, which differentiates through x's old value (kept
- * in a clone), and a node that saved x fails its backward with the
- * version-counter error. Errors (NB_ERR_STATE): x is a leaf that requires
- * grad (PyTorch's error too), or x requires grad and shares its storage
- * with another tensor (a view, the tensor it views, or a tensor saved for
- * backward), where PyTorch would also rewrite the other tensor's history:
- * use the out-of-place op there. Without grad recording they write in
- * place through views. ops_activation.c. */
+ * becomes the op's node, which differentiates through x's old value; ops
+ * that used x before keep its old value and node. The result goes to new
+ * storage then: views of x taken before keep the old values (PyTorch
+ * writes through them and rebases their history too), and a node that
+ * saved x computes with the old value where PyTorch's fails with the
+ * version-counter error. Without grad recording they write in place,
+ * through views, bumping the version counter. Errors: NB_ERR_STATE for a
+ * leaf that requires grad (PyTorch's error too), NB_ERR_DTYPE.
+ * ops_activation.c. */
 nb_status nb_relu_(nb_tensor *x);
 nb_status nb_leaky_relu_(nb_tensor *x, double negative_slope);
 nb_status nb_elu_(nb_tensor *x, double alpha);

@@ -151,10 +151,8 @@ nb_tensor *nb_gumbel_softmax(nb_tensor *logits, double tau, bool hard, int dim, 
  * the op runs out of place on an alias of x that carries x's old history,
  * and x then takes the result's storage and node: the old storage keeps
  * the old values for every node that saved them (no version error where
- * PyTorch's saved output would give one). A node holds the tensor objects
- * it took as inputs and reads their grad_fn at backward, so x must not be
- * held by anything but its owner: an op that consumed x earlier would see
- * the new history. */
+ * PyTorch's saved output would give one), and the ops that took x as input
+ * before keep their edges to its old node (nodes record their edges). */
 
 typedef struct inplace_args {
     double a, b;
@@ -180,22 +178,13 @@ static nb_status inplace(const char *op, nb_op_id id, nb_tensor *x, nb_tensor *(
     if (record && !x->grad_fn)
         return nb_set_error(NB_ERR_STATE, "%s: a leaf tensor that requires grad is used in an in-place operation "
                                           "(PyTorch's error too): use the out-of-place op, or write under NB_NO_GRAD", op);
-    if (record && atomic_load(&x->refcount) > 1)
-        return nb_set_error(NB_ERR_STATE, "%s: x requires grad and is held by more than its owner (an op recorded "
-                                          "earlier took it as input, or a retained reference): that op would see the "
-                                          "rewritten history; use the out-of-place op", op);
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *y = record ? fn(history_alias(x), &args) : fn(x, &args);
     nb_status st = y ? NB_OK : nb_last_status();
     if (st == NB_OK && !record) {
         st = nb_copy_(x, y);
     } else if (st == NB_OK) { /* x takes y's storage (contiguous, x's shape) and node */
-        nb_tensor_take_storage(x, y);
-        nb_node *n = x->grad_fn;
-        x->grad_fn = y->grad_fn;
-        x->grad_fn->refcount++;
-        x->output_nr = y->output_nr;
-        nb_node_release(n);
+        nb_tensor_become(x, y);
     }
     nb_scope_end(s);
     return st;

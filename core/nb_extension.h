@@ -95,6 +95,15 @@ nb_tensor *nb_tensor_new_unscoped(int ndim, const int64_t *shape, nb_dtype dt, n
  * Errors: NB_ERR_INVALID_ARG (another dtype or backend, or t does not fit
  * in base at offset), the copy's. */
 nb_status nb_tensor_rebase(nb_tensor *t, nb_tensor *base, int64_t offset);
+/* t keeps its identity (references to it stay valid) and becomes src: a
+ * view of src's storage with src's autograd node (grad_fn, requires_grad),
+ * as PyTorch's in-place ops rebase a tensor's history. What a module's
+ * parametrization does to the weight its forward reads (nn/parametrize.c).
+ * Graphs recorded before keep t's old node (nodes record their edges) and
+ * values (a node's saved copy is its own view of the old storage); only a
+ * double backward (create_graph) through such a graph would compute with
+ * t's new value. Errors: NB_ERR_SHAPE (another shape or dtype). */
+nb_status nb_tensor_rebind(nb_tensor *t, nb_tensor *src);
 /* A view of t's storage with the given geometry (torch.as_strided; offset
  * and strides in elements), registered with the current scope; it records
  * nothing for autograd. The caller keeps it inside the storage. */

@@ -459,6 +459,21 @@ nb_status nb_module_adopt_buffer(nb_module *m, const char *name, nb_tensor *t) {
     return register_slot(m, NB_BUFFERS, name, t);
 }
 
+nb_tensor *nb_module_take_parameter(nb_module *m, const char *name) {
+    if (no_module("take_parameter", m)) return NULL;
+    nb_slots *s = &m->slots[NB_PARAMS];
+    for (int i = 0; name && i < s->len; i++)
+        if (!strcmp(s->items[i].name, name)) {
+            nb_tensor *t = s->items[i].tensor;
+            free(s->items[i].name);
+            memmove(s->items + i, s->items + i + 1, sizeof *s->items * (size_t)(s->len - i - 1));
+            s->len--;
+            invalidate(m);
+            return t;
+        }
+    return NB_FAIL(NB_ERR_INVALID_ARG, "take_parameter: %s has no parameter \"%s\"", m->ops->kind, name ? name : "");
+}
+
 static bool is_ancestor_or_self(const nb_module *a, const nb_module *m) {
     for (; m; m = m->parent)
         if (m == a) return true;

@@ -404,6 +404,42 @@ nb_module *nb_nn_gru_cell(int64_t input_size, int64_t hidden_size, nb_rnn_option
 int nb_nn_rnn_forward_packed(nb_module *m, const nb_packed_sequence *input, nb_tensor *hx, nb_tensor *cx,
                              nb_packed_sequence *output, nb_tensor **states);
 
+/* ---- parametrizations (nn/parametrize.c) ---------------------------------------
+ * torch.nn.utils.parametrizations.weight_norm / spectral_norm and
+ * parametrize.remove_parametrizations. The parameter `name` (NULL:
+ * "weight") of m is replaced, as PyTorch's, by the children
+ * parametrizations.<name> holding the originals (weight norm: original0 = g,
+ * original1 = v; spectral norm: original) and parametrizations.<name>.0
+ * (spectral norm's buffers _u, _v): the state_dict keys are PyTorch's, and
+ * m's parameters() now list the originals (build the optimizer after).
+ * Each forward of m recomputes the tensor first (a forward pre-hook) in
+ * the same tensor object m's forward reads (nb_tensor_rebind), so
+ * gradients reach the originals, and graphs of earlier forwards keep
+ * theirs (several forwards before one backward work). One parametrization
+ * per tensor. */
+/* weight_norm (Salimans & Kingma 2016): w = g v / ||v||, the norm over
+ * every dim but dim (PyTorch's default 0; -1 or NB_DIM_NONE: over the
+ * whole tensor, as PyTorch's dim=None); g starts as ||w||, v as w.
+ * Errors: NB_ERR_INVALID_ARG (no such parameter, a bad dim),
+ * NB_ERR_STATE (already parametrized). */
+nb_status nb_nn_weight_norm(nb_module *m, const char *name, int dim);
+/* spectral_norm's options; zeroed: PyTorch's defaults. */
+typedef struct nb_spectral_norm_options {
+    int64_t n_power_iterations; /* per forward in training mode; 1 when left 0 */
+    double eps;                 /* of the normalizations; 1e-12 when left 0 */
+    int dim;                    /* the output dim: 0 means PyTorch's default (0, or 1 for ConvTranspose) */
+} nb_spectral_norm_options;
+/* spectral_norm (Miyato et al. 2018): w / sigma, sigma = u . (W v) with W
+ * the weight as a matrix [size(dim), rest] and u, v from power iterations
+ * (normalize(W v) -> u, normalize(W^T u) -> v) run in training mode on the
+ * buffers (u, v drawn N(0, 1) from the default generator and iterated 15
+ * times at registration, as PyTorch's). A 1-d weight is normalized. */
+nb_status nb_nn_spectral_norm(nb_module *m, const char *name, nb_spectral_norm_options opts);
+/* Removes the parametrization of name: the parameter comes back as a leaf
+ * holding the parametrized value (leave_parametrized) or the original (v,
+ * or original). Errors: NB_ERR_INVALID_ARG (none). */
+nb_status nb_nn_remove_parametrizations(nb_module *m, const char *name, bool leave_parametrized);
+
 /* ---- loss modules (nn/loss.c) ---------------------------------------------------
  * torch.nn's losses as modules: each keeps its options and calls the
  * functional of the same name (nb_functional.h: formulas, shapes, dtypes,

@@ -11,6 +11,9 @@
  * is released. */
 nb_status nb_module_adopt_parameter(nb_module *m, const char *name, nb_tensor *t);
 nb_status nb_module_adopt_buffer(nb_module *m, const char *name, nb_tensor *t);
+/* Removes m's own parameter name and hands the caller its reference (NULL
+ * with NB_ERR_INVALID_ARG when there is none). */
+nb_tensor *nb_module_take_parameter(nb_module *m, const char *name);
 
 /* A module's dtype check through the capability query: whether the default
  * device runs op in dt (NB_ERR_DTYPE naming the dtypes the op takes, or

@@ -394,6 +394,21 @@ START_TEST(test_modules_against_pytorch) {
     save_case(dir, "local_response_norm", nb_nn_local_response_norm(3, 0, 0, 0), 1,
               (nb_tensor *[]){nb_randn(NB_SHAPE(2, 5, 3), NB_F32, NULL)});
     save_case(dir, "glu", nb_nn_glu(1), 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 4, 3), NB_F32, NULL)});
+    /* parametrizations: PyTorch's keys (parametrizations.weight.original0, ...), the weight recomputed */
+    nb_module *wn = nb_nn_linear_ex(4, 3, true, NB_F64);
+    NB_CK_OK(nb_nn_weight_norm(wn, NULL, 0));
+    save_case(dir, "weight_norm_linear", scrambled(wn), 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 4), NB_F64, NULL)});
+    nb_module *wnc = nb_nn_conv1d(2, 3, 2, (nb_conv1d_options){0}, true);
+    NB_CK_OK(nb_nn_weight_norm(wnc, "weight", -1));
+    save_case(dir, "weight_norm_conv_whole", scrambled(wnc), 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 2, 5), NB_F32, NULL)});
+    nb_module *sn = nb_nn_conv2d(2, 3, 2, (nb_conv2d_options){0}, true);
+    NB_CK_OK(nb_nn_spectral_norm(sn, NULL, (nb_spectral_norm_options){0}));
+    NB_CK_NOTNULL(nb_forward(sn, nb_randn(NB_SHAPE(1, 2, 4, 4), NB_F32, NULL))); /* a training forward moves u and v */
+    save_case(dir, "spectral_norm_conv", sn, 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 2, 4, 4), NB_F32, NULL)});
+    nb_module *snt = nb_nn_conv_transpose2d(3, 2, 2, (nb_conv_transpose2d_options){0}, true); /* dim 1 by default */
+    NB_CK_OK(nb_nn_spectral_norm(snt, NULL, (nb_spectral_norm_options){.n_power_iterations = 2}));
+    NB_CK_NOTNULL(nb_forward(snt, nb_randn(NB_SHAPE(1, 3, 3, 3), NB_F32, NULL)));
+    save_case(dir, "spectral_norm_conv_transpose", snt, 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 3, 3, 3), NB_F32, NULL)});
     save_case(dir, "celu", nb_nn_celu(0.5), 1, (nb_tensor *[]){x234});
     save_case(dir, "rrelu", nb_nn_rrelu(0.1, 0.3), 1, (nb_tensor *[]){x234}); /* eval: the mean slope */
     save_case(dir, "softmax2d", nb_nn_softmax2d(), 1, (nb_tensor *[]){img});

@@ -2,7 +2,8 @@
  * tests/interop/module_interop.py checks against PyTorch: what only C can
  * check. Training-mode randomness (Dropout2d drops whole channels, RReLU's
  * slopes stay in [lower, upper], AlphaDropout keeps a standard normal's
- * mean and variance), kinds, parameter shapes and the constructors' errors.
+ * mean and variance), kinds, parameter shapes and the constructors' errors;
+ * the parametrizations (weight_norm, spectral_norm) by hand.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -113,11 +114,88 @@ START_TEST(test_layer_constructors) {
 }
 END_TEST
 
+/* weight_norm: the keys, w = g v / ||v|| per row, gradients to g and v
+ * (by hand: d/dg of sum(w) is sum(v)/||v|| per row), two forwards before
+ * one backward (each graph keeps its own weight), remove_parametrizations
+ * and the errors. */
+START_TEST(test_weight_norm) {
+    nb_scope *s = nb_scope_begin();
+    nb_module *lin = nb_nn_linear_ex(3, 2, false, NB_F64);
+    NB_CK_OK(nb_nn_weight_norm(lin, NULL, 0));
+    nb_named_tensor p[8];
+    ck_assert_int_eq(nb_module_parameters(lin, p, 8), 2);
+    ck_assert_str_eq(p[0].name, "parametrizations.weight.original0");
+    ck_assert_str_eq(p[1].name, "parametrizations.weight.original1");
+    nb_tensor *g = p[0].tensor, *v = p[1].tensor;
+    nb_ck_shape(g, 2, (int64_t[]){2, 1});
+    NB_CK_OK(nb_copy_from_host(g, (double[]){2, 3}, sizeof(double) * 2));
+    NB_CK_OK(nb_copy_from_host(v, (double[]){3, 4, 0, 1, 2, 2}, sizeof(double) * 6));
+    nb_tensor *x = nb_from_data((double[]){1, 1, 1}, NB_SHAPE(1, 3), NB_F64);
+    nb_tensor *y1 = nb_forward(lin, x); /* rows: (2/5)(3, 4, 0), (3/3)(1, 2, 2) */
+    nb_ck_close(y1, (double[]){2.8, 5}, 2, 1e-15, 0);
+    /* a second forward before any backward (a GAN's discriminator on real and fake): both graphs count */
+    nb_tensor *x2 = nb_from_data((double[]){2, 0, 1}, NB_SHAPE(1, 3), NB_F64);
+    nb_tensor *y2 = nb_forward(lin, x2);
+    nb_ck_close(y2, (double[]){2.4, 4}, 2, 1e-15, 0);
+    NB_CK_OK(nb_backward(nb_add(nb_sum(y1, NULL, 0, false), nb_sum(y2, NULL, 0, false))));
+    /* d/dg sum(w x) = (v . x) / ||v|| per row, from both forwards */
+    nb_ck_close(nb_tensor_grad(g), (double[]){7.0 / 5 + 6.0 / 5, 5.0 / 3 + 4.0 / 3}, 2, 1e-14, 0);
+    NB_NO_GRAD { NB_CK_OK(nb_copy_from_host(g, (double[]){4, 3}, sizeof(double) * 2)); }
+    NB_CK_NOTNULL(nb_tensor_grad(v));
+    /* removed: a leaf parameter "weight" holding g v / ||v|| */
+    NB_CK_OK(nb_nn_remove_parametrizations(lin, "weight", true));
+    ck_assert_int_eq(nb_module_parameters(lin, p, 8), 1);
+    ck_assert_str_eq(p[0].name, "weight");
+    nb_ck_close(p[0].tensor, (double[]){2.4, 3.2, 0, 1, 2, 2}, 6, 1e-15, 0);
+    ck_assert_ptr_null(nb_module_child(lin, "parametrizations"));
+    nb_ck_close(nb_forward(lin, x), (double[]){5.6, 5}, 2, 1e-15, 0);
+    /* errors */
+    ck_assert_int_eq(nb_nn_weight_norm(lin, "bias", 0), NB_ERR_INVALID_ARG);
+    ck_assert_int_eq(nb_nn_weight_norm(lin, "weight", 2), NB_ERR_INVALID_ARG);
+    NB_CK_OK(nb_nn_weight_norm(lin, "weight", -1)); /* the whole tensor's norm: g is 0-d */
+    ck_assert_int_eq(nb_nn_weight_norm(lin, "weight", 0), NB_ERR_INVALID_ARG); /* no parameter "weight" now */
+    ck_assert_int_eq(nb_nn_spectral_norm(lin, "weight", (nb_spectral_norm_options){0}), NB_ERR_INVALID_ARG);
+    ck_assert_int_eq(nb_nn_remove_parametrizations(lin, "bias", true), NB_ERR_INVALID_ARG);
+    ck_assert_int_eq(nb_module_parameters(lin, p, 8), 2);
+    ck_assert_int_eq(nb_dim(p[0].tensor), 0);
+    nb_module_free(lin);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* spectral_norm: the buffers, sigma from the power iteration (a diagonal
+ * weight's largest entry), eval mode without iterations. */
+START_TEST(test_spectral_norm) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(4);
+    nb_module *lin = nb_nn_linear_ex(3, 3, false, NB_F64);
+    NB_CK_OK(nb_copy_from_host(nb_module_get(lin, "weight"), (double[]){3, 0, 0, 0, -1, 0, 0, 0, 0.5}, sizeof(double) * 9));
+    NB_CK_OK(nb_nn_spectral_norm(lin, NULL, (nb_spectral_norm_options){.n_power_iterations = 5}));
+    nb_named_tensor b[4];
+    ck_assert_int_eq(nb_module_buffers(lin, b, 4), 2);
+    ck_assert_str_eq(b[0].name, "parametrizations.weight.0._u");
+    ck_assert_str_eq(b[1].name, "parametrizations.weight.0._v");
+    nb_tensor *x = nb_from_data((double[]){1, 1, 1}, NB_SHAPE(1, 3), NB_F64);
+    for (int i = 0; i < 3; i++) NB_CK_NOTNULL(nb_forward(lin, x)); /* 15 + 15 iterations: converged */
+    nb_ck_close(nb_forward(lin, x), (double[]){1, -1.0 / 3, 1.0 / 6}, 3, 1e-9, 0);
+    nb_module_train(lin, false);
+    nb_tensor *u = nb_clone(b[0].tensor);
+    NB_CK_NOTNULL(nb_forward(lin, x));
+    double *was = nb_test_values_of(u);
+    nb_ck_close(b[0].tensor, was, 3, 0, 0); /* eval: u unchanged */
+    free(was);
+    nb_module_free(lin);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_nn_layers(void) {
     Suite *s = suite_create("nn_layers");
     TCase *t = tcase_create("layers");
     tcase_add_test(t, test_dropout_variants_in_training);
     tcase_add_test(t, test_layer_constructors);
+    tcase_add_test(t, test_weight_norm);
+    tcase_add_test(t, test_spectral_norm);
     suite_add_tcase(s, t);
     return s;
 }

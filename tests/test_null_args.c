@@ -555,6 +555,11 @@ START_TEST(test_every_public_function_survives_null) {
         NI(nb_rnn_packed, &ps, NULL, NULL, NULL, 0, (nb_rnn_options){0}, NULL, (nb_tensor *[2]){0});
         NI(nb_nn_rnn_forward_packed, NULL, &ps, NULL, NULL, &ps, (nb_tensor *[2]){0});
     }
+    NS(nb_nn_weight_norm, NULL, NULL, 0);
+    NS(nb_nn_spectral_norm, NULL, "weight", (nb_spectral_norm_options){0});
+    NS(nb_nn_remove_parametrizations, NULL, NULL, true);
+    NS(nb_tensor_rebind, NULL, NULL);
+    NS(nb_tensor_rebind, x, NULL);
     NP(nb_grid_sample, NULL, NULL, (nb_grid_sample_options){0});
     NP(nb_grid_sample, x, NULL, (nb_grid_sample_options){0});
     NP(nb_affine_grid, NULL, 1, 2, 2, false);

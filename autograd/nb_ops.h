@@ -791,13 +791,14 @@ nb_tensor *nb_masked_select(nb_tensor *t, nb_tensor *mask);
 /* ---- gather and scatter (ops_gather.c; backend/cpu/gather.c) ----------------- */
 
 /* Gather/scatter along dim (PyTorch's torch.gather / Tensor.scatter /
- * scatter_add / scatter_reduce docs). index is int64 with the input's
+ * scatter_add / scatter_reduce docs). index is int64 (or int32, as
+ * PyTorch 2.x takes it, copied to int64 first) with the input's
  * number of dims (>= 1) and index.size(d) <= input.size(d) for d != dim;
  * for scatters also index.size(d) <= src.size(d) for every d (only src's
  * leading index-shaped block is used). Any strides. An index outside
  * [0, input.size(dim)) fails with NB_ERR_INVALID_ARG naming the op, the
  * index and the dim size, before anything is written. Other errors:
- * NB_ERR_DTYPE (index not int64, input/src dtypes differ, a reduction on
+ * NB_ERR_DTYPE (index not int64 or int32, input/src dtypes differ, a reduction on
  * bool), NB_ERR_SHAPE (index does not fit), NB_ERR_INVALID_ARG (bad dim or
  * reduce). Scatters return a new tensor (out-of-place, like
  * torch.scatter); duplicates in index are deterministic: plain scatter
@@ -834,7 +835,7 @@ nb_tensor *nb_scatter_reduce(nb_tensor *t, int dim, nb_tensor *index, nb_tensor 
 /* torch.take_along_dim's dim=None. */
 #define NB_DIM_NONE INT32_MIN
 
-/* torch.take_along_dim: t and indices (int64, same number of dims)
+/* torch.take_along_dim: t and indices (int64 or int32, same number of dims)
  * broadcast in every dim but dim, then gather along dim; with dim
  * NB_DIM_NONE, gathers from the flattened t at the flattened indices. */
 nb_tensor *nb_take_along_dim(nb_tensor *t, nb_tensor *indices, int dim);

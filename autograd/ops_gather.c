@@ -36,14 +36,17 @@ static void rename_error(const char *op, const char *kernel) {
     nb_set_error(nb_last_status(), "%s: %s", op, msg);
 }
 
-/* PyTorch's rules: index int64 with self's ndim (>= 1), index.size(d) <=
- * self.size(d) for d != dim and index.size(d) <= src.size(d) for all d. */
-static bool check_index(const char *op, nb_tensor *self, int d, nb_tensor *index, nb_tensor *src) {
+/* PyTorch's rules: index int64 (or int32, as PyTorch 2.x takes it: made
+ * an int64 copy in *index, scoped) with self's ndim (>= 1), index.size(d)
+ * <= self.size(d) for d != dim and index.size(d) <= src.size(d) for all d. */
+static bool check_index(const char *op, nb_tensor *self, int d, nb_tensor **pindex, nb_tensor *src) {
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF] = "-";
-    if (index->dtype != NB_I64) {
-        nb_set_error(NB_ERR_DTYPE, "%s: index must be int64, got %s", op, nb_dtype_name(index->dtype));
+    if ((*pindex)->dtype != NB_I64 && (*pindex)->dtype != NB_I32) {
+        nb_set_error(NB_ERR_DTYPE, "%s: index must be int64 or int32, got %s", op, nb_dtype_name((*pindex)->dtype));
         return false;
     }
+    if ((*pindex)->dtype == NB_I32 && !(*pindex = nb_to_dtype(*pindex, NB_I64))) return false;
+    nb_tensor *index = *pindex;
     bool ok = self->ndim > 0 && index->ndim == self->ndim && (!src || src->ndim == self->ndim);
     for (int i = 0; ok && i < self->ndim; i++)
         ok = (i == d || index->shape[i] <= self->shape[i]) && (!src || index->shape[i] <= src->shape[i]);
@@ -80,7 +83,7 @@ static nb_tensor *gather_impl(nb_op_id id, nb_tensor *t, int dim, nb_tensor *ind
     nb_tensor *in[2] = {t, index};
     if (!nb_check_inputs(op, 2, in)) return NULL;
     int d = wrap(op, t, dim);
-    if (d < 0 || !check_index(op, t, d, index, NULL)) return NULL;
+    if (d < 0 || !check_index(op, t, d, &index, NULL)) return NULL;
     nb_tensor *out = nb_tensor_new(index->ndim, index->shape, t->dtype, t->storage->device);
     if (!out) return NULL;
     nb_kview vo = nb_kview_of(out), vt = nb_kview_of(t), vi = nb_kview_of(index);
@@ -176,7 +179,7 @@ static nb_tensor *scatter_impl(nb_op_id id, nb_tensor *self, int dim, nb_tensor 
     nb_tensor *ts[2] = {self, src};
     if (src && !nb_check_dtypes(id, 2, ts)) return NULL;
     int d = wrap(op, self, dim);
-    if (d < 0 || !check_index(op, self, d, index, src)) return NULL;
+    if (d < 0 || !check_index(op, self, d, &index, src)) return NULL;
     if (mode != R_NONE && self->dtype == NB_BOOL)
         return NB_FAIL(NB_ERR_DTYPE, "%s: reduce '%s' does not take bool", op, red_names[mode]);
     if (mode == R_NONE) incl = false; /* the scattered positions forget self */

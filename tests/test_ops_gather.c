@@ -171,8 +171,13 @@ START_TEST(test_gather_scatter_errors) {
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "scatter_reduce"));
     NB_CK_FAILS(nb_scatter_value(x, 1, bad, 1), NB_ERR_INVALID_ARG);
     /* dtypes, shapes, dims, reduce names */
-    nb_tensor *i32 = nb_zeros(NB_SHAPE(1, 2), NB_I32), *ok = idx(NB_SHAPE(1, 2), (int64_t[]){0, 1});
-    NB_CK_FAILS(nb_gather(x, 1, i32), NB_ERR_DTYPE);
+    nb_tensor *i32 = nb_to_dtype(idx(NB_SHAPE(1, 2), (int64_t[]){1, 0}), NB_I32), *ok = idx(NB_SHAPE(1, 2), (int64_t[]){0, 1});
+    /* int32 indices, as PyTorch 2.x */
+    double *xv = nb_test_values_of(x);
+    nb_ck_close(nb_gather(x, 1, i32), (double[]){xv[1], xv[0]}, 2, 0, 0);
+    free(xv);
+    NB_CK_NOTNULL(nb_scatter_add(x, 1, i32, nb_ones(NB_SHAPE(1, 2), nb_dtype_of(x))));
+    NB_CK_FAILS(nb_gather(x, 1, nb_zeros(NB_SHAPE(1, 2), NB_U8)), NB_ERR_DTYPE);
     NB_CK_FAILS(nb_gather(x, 1, idx(NB_SHAPE(2), (int64_t[]){0, 1})), NB_ERR_SHAPE);
     NB_CK_FAILS(nb_gather(x, 1, idx(NB_SHAPE(3, 1), (int64_t[]){0, 1, 0})), NB_ERR_SHAPE);
     NB_CK_FAILS(nb_gather(x, 2, ok), NB_ERR_INVALID_ARG);

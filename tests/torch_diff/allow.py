@@ -25,6 +25,8 @@ FLOORDIV = ("PyTorch 1.13's floor division gives NaN where the quotient overflow
             "(wrong by the mathematics in PyTorch)")
 
 ENTRIES = {
+    ("gather", "int32 index", "PyTorch fails"): ("PyTorch 1.13 takes only int64 indices for gather; PyTorch 2.x takes "
+                                                 "int32 too (2.11 checked on the GPU machine), as nabla"),
     ("*", "subnormal", "element"): DAZ,
     ("*", "f16", "float16"): STORAGE,
     ("*", "f16", "nabla does not"): HALF_CPU,

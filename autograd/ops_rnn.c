@@ -345,8 +345,10 @@ nb_status nb_pack_padded_sequence(nb_tensor *input, nb_tensor *lengths, bool bat
     const char *op = "pack_padded_sequence";
     if (!out) return nb_set_error(NB_ERR_INVALID_ARG, "%s: out is NULL", op);
     packed_clear(out);
-    nb_tensor *in[2] = {input, lengths};
-    if (!nb_check_inputs(op, 2, in) || !nb_check_dtypes(NB_OP_PACK_PADDED_SEQUENCE, 1, &input)) return nb_last_status();
+    /* lengths may live on any device (PyTorch's are on the CPU): they are read to the host */
+    if (!nb_check_inputs(op, 1, &input) || !nb_check_inputs(op, 1, &lengths) ||
+        !nb_check_dtypes(NB_OP_PACK_PADDED_SEQUENCE, 1, &input))
+        return nb_last_status();
     char a[NB_SHAPE_BUF];
     if (input->ndim < 2) return nb_set_error(NB_ERR_SHAPE, "%s: input %s needs a time and a batch dim", op,
                                              nb_fmt_shape(input->ndim, input->shape, a, sizeof a));

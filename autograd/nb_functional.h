@@ -363,6 +363,30 @@ nb_tensor *nb_max_pool1d(nb_tensor *x, nb_pool1d_options opts, nb_tensor **indic
 nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_pool2d_options opts);
 nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts);
 
+/* F.fractional_max_pool2d / 3d's options (kernel_size required; either
+ * output_size or output_ratio in (0, 1), per spatial dim: 2-d uses the
+ * first two entries, (h, w)). */
+typedef struct nb_fractional_max_pool_options {
+    int64_t kernel_size[3];
+    int64_t output_size[3]; /* 0: from output_ratio, int(input size * ratio) */
+    double output_ratio[3];
+    nb_tensor *random_samples; /* [N, C, 2] ((w, h) as PyTorch's) or [N, C, 3] ((t, h, w)) in [0, 1), float;
+                                  NULL: drawn from generator (PyTorch's _random_samples) */
+    nb_generator *generator;   /* NULL: the default generator */
+} nb_fractional_max_pool_options;
+/* F.fractional_max_pool2d / fractional_max_pool3d (Graham 2014): x [N, C,
+ * H, W] ([C, H, W]) or [N, C, T, H, W] ([C, T, H, W]); each (n, c) plane
+ * pooled by the maximum over kernel-sized windows whose starts are
+ * PyTorch's pseudo-random sequence from that plane's sample (computed in
+ * x's float type, as generate_intervals). *indices (or NULL): int64
+ * positions of the maxima, flattened within the plane, as PyTorch's.
+ * Gradient to the first maximum of each window. float32/float64. The
+ * window starts are built on the host (the samples are read back); the
+ * values are a gather and a max. Errors: NB_ERR_SHAPE, NB_ERR_INVALID_ARG
+ * (kernel + output - 1 past the input, a bad ratio). */
+nb_tensor *nb_fractional_max_pool2d(nb_tensor *x, nb_fractional_max_pool_options opts, nb_tensor **indices);
+nb_tensor *nb_fractional_max_pool3d(nb_tensor *x, nb_fractional_max_pool_options opts, nb_tensor **indices);
+
 /* Adaptive pooling to an output size (PyTorch's index rule: start =
  * floor(i*in/out), end = ceil((i+1)*in/out)). */
 nb_tensor *nb_adaptive_avg_pool2d(nb_tensor *x, int64_t out_h, int64_t out_w);

@@ -605,3 +605,119 @@ nb_tensor *nb_max_unpool3d(nb_tensor *x, nb_tensor *indices, const int64_t kerne
     if (!kernel || !stride || !padding) return NB_FAIL(NB_ERR_INVALID_ARG, "max_unpool3d: kernel, stride and padding are required");
     return unpool("max_unpool3d", NB_OP_MAX_UNPOOL3D, 3, x, indices, kernel, stride, padding, output_size);
 }
+
+/* ---- fractional max pooling (Graham 2014) ------------------------------------------------ */
+
+/* PyTorch's generate_intervals (FractionalMaxPool2d.cpp), in the input's
+ * float type T: the start of each of `out` windows of `pool` over `in`. */
+#define FRACTIONAL_INTERVALS(T)                                                                                       \
+    static void intervals_##T(T sample, int64_t in, int64_t out, int64_t pool, int64_t *seq) {                         \
+        if (out > 1) {                                                                                                 \
+            T alpha = (T)(in - pool) / (T)(out - 1);                                                                   \
+            for (int64_t i = 0; i < out - 1; i++) seq[i] = (int64_t)(int)(((T)i + sample) * alpha) - (int)(sample * alpha); \
+        }                                                                                                              \
+        if (out > 0) seq[out - 1] = in - pool;                                                                         \
+    }
+FRACTIONAL_INTERVALS(float)
+FRACTIONAL_INTERVALS(double)
+
+/* d = 2 or 3 spatial dims. The windows of each (n, c) plane come from its
+ * samples (PyTorch's order: 2-d (w, h), 3-d (t, h, w)); the values are one
+ * gather of every window's elements and a max over each window (the first
+ * maximum carries the gradient, as PyTorch's). */
+static nb_tensor *fractional_impl(int d, nb_tensor *x, nb_fractional_max_pool_options o, nb_tensor **indices) {
+    const char *op = d == 2 ? "fractional_max_pool2d" : "fractional_max_pool3d";
+    nb_op_id id = d == 2 ? NB_OP_FRACTIONAL_MAX_POOL2D : NB_OP_FRACTIONAL_MAX_POOL3D;
+    if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(id, 1, &x)) return NULL;
+    char a[NB_SHAPE_BUF];
+    bool batched = x->ndim == d + 2;
+    if (x->ndim != d + 1 && !batched)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: input %s must be %d-d or %d-d", op, nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
+                       d + 1, d + 2);
+    if (!batched) x = nb_unsqueeze(x, 0);
+    int64_t N = x->shape[0], C = x->shape[1], in[3] = {0}, k[3] = {0}, out[3] = {1, 1, 1}, K = 1, P = 1, S = 1;
+    for (int i = 0; i < d; i++) {
+        in[i] = x->shape[2 + i], k[i] = o.kernel_size[i];
+        out[i] = o.output_size[i] ? o.output_size[i] : (int64_t)((double)in[i] * o.output_ratio[i]);
+        if (k[i] < 1 || out[i] < 1 || (o.output_size[i] == 0 && !(o.output_ratio[i] > 0 && o.output_ratio[i] < 1)) ||
+            out[i] + k[i] - 1 > in[i])
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: dim %d: kernel %lld and output %lld (ratio %g, in (0, 1)) do not "
+                           "fit the input's %lld (output + kernel - 1 <= input)", op, i, (long long)k[i],
+                           (long long)out[i], o.output_ratio[i], (long long)in[i]);
+        K *= k[i], P *= out[i], S *= in[i];
+    }
+    nb_tensor *samples = o.random_samples;
+    if (samples && (samples->ndim != 3 || samples->shape[0] != N || samples->shape[1] != C || samples->shape[2] != d ||
+                    !nb_dtype_is_float(samples->dtype)))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: random samples must be float [N, C, %d] = [%lld, %lld, %d]", op, d,
+                       (long long)N, (long long)C, d);
+    if (!samples) samples = nb_rand_on(NB_SHAPE(N, C, d), x->dtype, o.generator, x->storage->device);
+    int64_t planes = N * C, n_s = planes * d;
+    double *sv = malloc(sizeof *sv * (size_t)n_s);
+    int64_t *idx = malloc(sizeof *idx * (size_t)(planes * P * K)), *seq = malloc(sizeof *seq * (size_t)(in[0] + in[1] + (d == 3 ? in[2] : 0)));
+    nb_tensor *sd = samples ? nb_to_dtype(samples, NB_F64) : NULL;
+    if (!sv || !idx || !seq || !sd || nb_to_host(sd, sv, sizeof *sv * (size_t)n_s) != NB_OK) {
+        free(sv), free(idx), free(seq);
+        return sv && idx && seq ? NULL : NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
+    }
+    for (int64_t pl = 0; pl < planes; pl++) {
+        int64_t *st[3] = {seq, seq + in[0], seq + in[0] + in[1]};
+        for (int i = 0; i < d; i++) { /* the sample of spatial dim i: 2-d samples are (w, h), 3-d (t, h, w) */
+            double s = sv[pl * d + (d == 2 ? 1 - i : i)];
+            if (x->dtype == NB_F32) intervals_float((float)s, in[i], out[i], k[i], st[i]);
+            else intervals_double(s, in[i], out[i], k[i], st[i]);
+        }
+        int64_t *q = idx + pl * P * K;
+        for (int64_t p = 0; p < P; p++) { /* output position p and window offset w, row-major over the dims */
+            int64_t pi[3] = {0, 0, 0}, r = p;
+            for (int i = d - 1; i >= 0; i--) pi[i] = r % out[i], r /= out[i];
+            for (int64_t w = 0; w < K; w++) {
+                int64_t wi[3] = {0, 0, 0}, rr = w, flat = 0;
+                for (int i = d - 1; i >= 0; i--) wi[i] = rr % k[i], rr /= k[i];
+                for (int i = 0; i < d; i++) flat = flat * in[i] + st[i][pi[i]] + wi[i];
+                q[p * K + w] = flat;
+            }
+        }
+    }
+    free(sv), free(seq);
+    nb_tensor *ix = nb_from_data_on(idx, NB_SHAPE(N, C, P * K), NB_I64, x->storage->device);
+    free(idx);
+    nb_tensor *win = nb_reshape(nb_gather(nb_reshape(x, NB_SHAPE(N, C, S)), 2, ix), NB_SHAPE(N, C, P, K));
+    nb_tensor *arg = NULL;
+    nb_tensor *val = nb_max_dim(win, 3, false, indices ? &arg : NULL);
+    int64_t oshape[5] = {N, C, out[0], out[1], out[2]};
+    nb_tensor *r = val ? nb_reshape(val, d + 2, oshape) : NULL;
+    if (r && !batched) r = nb_squeeze(r, 0);
+    if (r && indices) { /* the flat input position (within its plane) of each maximum */
+        nb_tensor *pos = nb_squeeze(nb_gather(nb_reshape(ix, NB_SHAPE(N, C, P, K)), 3, nb_unsqueeze(arg, 3)), 3);
+        *indices = pos ? nb_reshape(pos, d + 2, oshape) : NULL;
+        if (*indices && !batched) *indices = nb_squeeze(*indices, 0);
+        if (!*indices) r = NULL;
+    }
+    return r;
+}
+
+static nb_tensor *fractional(int d, nb_tensor *x, nb_fractional_max_pool_options o, nb_tensor **indices) {
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *idx = NULL;
+    nb_tensor *r = fractional_impl(d, x, o, indices ? &idx : NULL);
+    if (!r) {
+        nb_scope_end(s);
+        return NULL;
+    }
+    if (indices) {
+        nb_retain(idx);
+        *indices = idx;
+    }
+    r = nb_scope_return(s, r);
+    if (indices) nb_scope_adopt(*indices);
+    return r;
+}
+
+nb_tensor *nb_fractional_max_pool2d(nb_tensor *x, nb_fractional_max_pool_options opts, nb_tensor **indices) {
+    return fractional(2, x, opts, indices);
+}
+
+nb_tensor *nb_fractional_max_pool3d(nb_tensor *x, nb_fractional_max_pool_options opts, nb_tensor **indices) {
+    return fractional(3, x, opts, indices);
+}

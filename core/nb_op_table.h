@@ -364,6 +364,8 @@ extern "C" {
     X(MAX_UNPOOL1D, max_unpool1d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
     X(MAX_UNPOOL2D, max_unpool2d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
     X(MAX_UNPOOL3D, max_unpool3d, pool, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
+    X(FRACTIONAL_MAX_POOL2D, fractional_max_pool2d, pool, NB_D2 | NB_C | NB_S | NB_R, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(argmax) K(random) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
+    X(FRACTIONAL_MAX_POOL3D, fractional_max_pool3d, pool, NB_D2 | NB_C | NB_S | NB_R, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(argmax) K(random) K(gather) K(scatter), BW_CALLS, AC(NONE)) \
     X(CHANNEL_SHUFFLE, channel_shuffle, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy), BW_CALLS, AC(NONE)) \
     X(PDIST, pdist, loss, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(index_select) K(index_add) K(where), BW_CALLS, AC(FP32)) \
     X(GUMBEL_SOFTMAX, gumbel_softmax, activation, NB_D2 | NB_R | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(argmax) K(softmax) K(softmax_backward) K(random) K(scatter), BW_CALLS, AC(NONE)) \

@@ -291,6 +291,13 @@ nb_module *nb_nn_lp_pool3d(double norm_type, nb_pool3d_options opts);
 /* AdaptiveMaxPool1d(L) and AdaptiveMaxPool3d(D, H, W) (the values). */
 nb_module *nb_nn_adaptive_max_pool1d(int64_t out_l);
 nb_module *nb_nn_adaptive_max_pool3d(int64_t out_d, int64_t out_h, int64_t out_w);
+/* FractionalMaxPool2d / 3d: nb_fractional_max_pool2d / 3d with these
+ * options; each forward draws its samples from opts.generator (NULL: the
+ * default generator; opts.random_samples is ignored). Errors at
+ * construction: a kernel size < 1, neither a positive output size nor a
+ * ratio in (0, 1). */
+nb_module *nb_nn_fractional_max_pool2d(nb_fractional_max_pool_options opts);
+nb_module *nb_nn_fractional_max_pool3d(nb_fractional_max_pool_options opts);
 /* MaxUnpool1d/2d/3d(kernel_size, stride (0: kernel_size), padding), cubic
  * windows; nb_forward_n takes (input, indices) (nb_max_unpool2d's; the
  * default output size). */

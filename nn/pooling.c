@@ -1,5 +1,6 @@
 /* pooling.c - the parameter-free modules nn.MaxPool1d/2d/3d,
- * nn.AvgPool1d/2d/3d, nn.AdaptiveAvgPool1d/2d/3d and nn.AdaptiveMaxPool2d: each keeps its options and calls the op in
+ * nn.AvgPool1d/2d/3d, nn.AdaptiveAvgPool1d/2d/3d, nn.AdaptiveMaxPool2d and
+ * nn.FractionalMaxPool2d/3d: each keeps its options and calls the op in
  * nb_ops.h (autograd/ops_pool.c). The window is checked at construction
  * (kernel_size >= 1, stride and dilation >= 0 where 0 is the default,
  * 0 <= padding <= kernel_size/2) so a bad module fails where it is built;
@@ -18,6 +19,7 @@ typedef struct pool_ctx {
     nb_pool3d_options o3;
     int64_t out[3]; /* adaptive output size */
     double norm_type; /* LPPool */
+    nb_fractional_max_pool_options fr; /* FractionalMaxPool (random_samples NULL: drawn each forward) */
 } pool_ctx;
 
 static nb_tensor *max2d_forward(nb_module *m, nb_tensor *x) {
@@ -117,6 +119,15 @@ static bool window_ok(const char *kind, int64_t k, int64_t s, int64_t pad, int64
                  kind, (long long)k, (long long)s, (long long)dil, (long long)pad);
     return false;
 }
+
+static nb_tensor *fractional2d_forward(nb_module *m, nb_tensor *x) {
+    return nb_fractional_max_pool2d(x, ((pool_ctx *)nb_module_ctx(m))->fr, NULL);
+}
+static nb_tensor *fractional3d_forward(nb_module *m, nb_tensor *x) {
+    return nb_fractional_max_pool3d(x, ((pool_ctx *)nb_module_ctx(m))->fr, NULL);
+}
+static const nb_module_ops fractional2d_ops = {"FractionalMaxPool2d", fractional2d_forward, free, NULL};
+static const nb_module_ops fractional3d_ops = {"FractionalMaxPool3d", fractional3d_forward, free, NULL};
 
 static nb_module *make(const nb_module_ops *ops, const pool_ctx *src) {
     pool_ctx *c = malloc(sizeof *c);
@@ -228,4 +239,19 @@ nb_module *nb_nn_adaptive_avg_pool1d(int64_t out_l) {
         return NB_FAIL(NB_ERR_INVALID_ARG, "AdaptiveAvgPool1d: output_size must be positive, got %lld",
                        (long long)out_l);
     return make_adaptive(&adavg1d_ops, 1, out_l);
+}
+
+static nb_module *make_fractional(const nb_module_ops *ops, int d, nb_fractional_max_pool_options o) {
+    for (int i = 0; i < d; i++)
+        if (o.kernel_size[i] < 1 || (o.output_size[i] < 1 && !(o.output_ratio[i] > 0 && o.output_ratio[i] < 1)))
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: kernel_size must be positive, and output_size positive or "
+                           "output_ratio in (0, 1) (dim %d)", ops->kind, i);
+    o.random_samples = NULL;
+    return make(ops, &(pool_ctx){.fr = o});
+}
+nb_module *nb_nn_fractional_max_pool2d(nb_fractional_max_pool_options opts) {
+    return make_fractional(&fractional2d_ops, 2, opts);
+}
+nb_module *nb_nn_fractional_max_pool3d(nb_fractional_max_pool_options opts) {
+    return make_fractional(&fractional3d_ops, 3, opts);
 }

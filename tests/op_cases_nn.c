@@ -346,6 +346,14 @@ static nb_tensor *ctc_loss(nb_tensor *const *x, const nb_op_case *c) {
     nb_tensor *lp = nb_sub(x[0], nb_logsumexp(x[0], (const int[]){2}, 1, true));
     return nb_ctc_loss(lp, tg, il, tl, (nb_ctc_loss_options){.reduction = (nb_reduction)c->p[0]});
 }
+/* fixed samples on x's device (the harness compares devices: a draw would differ) */
+static nb_tensor *fractional_max_pool(nb_tensor *const *x, const nb_op_case *c) {
+    int d = (int)c->p[0];
+    double sv[12] = {0.1, 0.7, 0.45, 0.9, 0.33, 0.05, 0.6, 0.25, 0.8, 0.5, 0.15, 0.95};
+    nb_tensor *smp = nb_to_dtype(nb_from_data_on(sv, NB_SHAPE(2, 2, d), NB_F64, nb_device_of(x[0])), nb_dtype_of(x[0]));
+    nb_fractional_max_pool_options o = {.kernel_size = {2, 2, 2}, .output_size = {3, 2, 2}, .random_samples = smp};
+    return d == 2 ? nb_fractional_max_pool2d(x[0], o, NULL) : nb_fractional_max_pool3d(x[0], o, NULL);
+}
 static nb_tensor *grid_sample(nb_tensor *const *x, const nb_op_case *c) {
     nb_grid_sample_options o = {.mode = (nb_grid_sample_mode)c->p[0], .padding_mode = (nb_grid_sample_padding)c->p[1],
                                 .align_corners = c->p[2] != 0};
@@ -716,6 +724,10 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 5, 2, 4)}, .p = {NB_REDUCTION_MEAN}},
     {.op = NB_OP_CTC_LOSS, .label = "ctc_loss of log_softmax, none", .fn = ctc_loss, .n_in = 1,
      .in = {IN(K_REAL, 5, 2, 4)}, .p = {NB_REDUCTION_NONE}},
+    {.op = NB_OP_FRACTIONAL_MAX_POOL2D, .label = "fractional_max_pool2d 2 x 2 to 3 x 2", .fn = fractional_max_pool,
+     .n_in = 1, .in = {IN(K_REAL, 2, 2, 5, 4)}, .p = {2}},
+    {.op = NB_OP_FRACTIONAL_MAX_POOL3D, .label = "fractional_max_pool3d 2 x 2 x 2 to 3 x 2 x 2", .fn = fractional_max_pool,
+     .n_in = 1, .in = {IN(K_REAL, 2, 2, 4, 3, 4)}, .p = {3}},
     {.op = NB_OP_GRID_SAMPLE, .label = "grid_sample bilinear zeros", .fn = grid_sample, .n_in = 2,
      .in = {IN(K_REAL, 2, 2, 3, 4), IN(K_UNIT, 2, 3, 2, 2)}, .p = {NB_GRID_SAMPLE_BILINEAR, NB_GRID_SAMPLE_ZEROS, 0}},
     {.op = NB_OP_GRID_SAMPLE, .label = "grid_sample nearest border", .fn = grid_sample, .n_in = 2,

@@ -114,6 +114,35 @@ START_TEST(test_layer_constructors) {
 }
 END_TEST
 
+/* FractionalMaxPool2d: output size from the ratio, each output one of its
+ * plane's inputs (the maximum of a window), a new draw per forward; the
+ * constructor's errors. */
+START_TEST(test_fractional_max_pool_module) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(12);
+    nb_module *m = nb_nn_fractional_max_pool2d((nb_fractional_max_pool_options){.kernel_size = {2, 2},
+                                                                                 .output_ratio = {0.5, 0.5}});
+    NB_CK_NOTNULL(m);
+    ck_assert_str_eq(nb_module_kind(m), "FractionalMaxPool2d");
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 3, 10, 8), NB_F64, NULL), *y = nb_forward(m, x);
+    nb_ck_shape(y, 4, (int64_t[]){2, 3, 5, 4});
+    nb_tensor *idx = NULL;
+    nb_tensor *y2 = nb_fractional_max_pool2d(x, (nb_fractional_max_pool_options){.kernel_size = {2, 2},
+                                                                                .output_size = {5, 4}}, &idx);
+    nb_tensor *back = nb_gather(nb_reshape(x, NB_SHAPE(2, 3, 80)), 2, nb_reshape(idx, NB_SHAPE(2, 3, 20)));
+    double *want = nb_test_values_of(y2);
+    nb_ck_close(back, want, 120, 0, 0);
+    free(want);
+    nb_module_free(m);
+    ck_assert_ptr_null(nb_nn_fractional_max_pool2d((nb_fractional_max_pool_options){.kernel_size = {2, 2},
+                                                                                    .output_ratio = {1.5, 0.5}}));
+    ck_assert_ptr_null(nb_nn_fractional_max_pool3d((nb_fractional_max_pool_options){.output_size = {2, 2, 2}}));
+    NB_CK_FAILS(nb_fractional_max_pool2d(x, (nb_fractional_max_pool_options){.kernel_size = {4, 4}, .output_size = {8, 2}},
+                                         NULL), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
 /* weight_norm: the keys, w = g v / ||v|| per row, gradients to g and v
  * (by hand: d/dg of sum(w) is sum(v)/||v|| per row), two forwards before
  * one backward (each graph keeps its own weight), remove_parametrizations
@@ -194,6 +223,7 @@ Suite *nb_suite_nn_layers(void) {
     TCase *t = tcase_create("layers");
     tcase_add_test(t, test_dropout_variants_in_training);
     tcase_add_test(t, test_layer_constructors);
+    tcase_add_test(t, test_fractional_max_pool_module);
     tcase_add_test(t, test_weight_norm);
     tcase_add_test(t, test_spectral_norm);
     suite_add_tcase(s, t);

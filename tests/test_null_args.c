@@ -560,6 +560,8 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_nn_remove_parametrizations, NULL, NULL, true);
     NS(nb_tensor_rebind, NULL, NULL);
     NS(nb_tensor_rebind, x, NULL);
+    NP(nb_fractional_max_pool2d, NULL, (nb_fractional_max_pool_options){0}, NULL);
+    NP(nb_fractional_max_pool3d, NULL, (nb_fractional_max_pool_options){0}, NULL);
     NP(nb_grid_sample, NULL, NULL, (nb_grid_sample_options){0});
     NP(nb_grid_sample, x, NULL, (nb_grid_sample_options){0});
     NP(nb_affine_grid, NULL, 1, 2, 2, false);

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from cases_common import *  # noqa: F401,F403
-from cases_nn import NOT_IN_THIS_TORCH, cnn, linalg, packed, sampling  # noqa: F401
+from cases_nn import NOT_IN_THIS_TORCH, cnn, fractional_pools, linalg, packed, sampling  # noqa: F401
 from cases_tensor import ctc, tensor_ops
 
 # ---- unary ops ---------------------------------------------------------------------------------------------------
@@ -937,7 +937,7 @@ def class_and_embedding_losses():
 
 def build():
     return unary() + binary() + reductions() + views_and_shapes() + indexing() + products_and_losses() + cnn() + \
-        linalg() + sampling() + tensor_ops() + ctc() + packed()
+        linalg() + sampling() + tensor_ops() + ctc() + packed() + fractional_pools()
 
 
 def repr_tensors():

@@ -551,6 +551,30 @@ def packed():
     return out
 
 
+def fractional_pools():
+    """fractional_max_pool2d / 3d with given samples (PyTorch's _random_samples): values, indices, gradients."""
+    def fmp(d):
+        f = F.fractional_max_pool2d if d == 2 else F.fractional_max_pool3d
+
+        def call(xs, a):
+            kw = {"output_size": a["output_size"]} if "output_size" in a else {"output_ratio": a["output_ratio"]}
+            return tuple(f(xs[0], a["kernel_size"], return_indices=True, _random_samples=xs[1], **kw))
+        return call
+    S = lambda *shape: R(shape, F64, 0, 1)
+    return [Case("fractional_max_pool2d", [R((2, 3, 7, 6), F64), S(2, 3, 2)], fmp(2),
+                 {"kernel_size": [2, 3], "output_size": [4, 3]}, req=[True, False], tag="output_size f64"),
+            Case("fractional_max_pool2d", [R((2, 2, 9, 9)), R((2, 2, 2), F32, 0, 1)], fmp(2),
+                 {"kernel_size": [3, 3], "output_ratio": [0.5, 0.6]}, req=[True, False], tag="output_ratio f32"),
+            Case("fractional_max_pool2d", [R((3, 5, 5), F64), S(1, 3, 2)], fmp(2),
+                 {"kernel_size": [2, 2], "output_size": [2, 3]}, req=[True, False], tag="unbatched"),
+            Case("fractional_max_pool2d", [R((1, 1, 4, 4)), R((1, 1, 2), F32, 0, 1)], fmp(2),
+                 {"kernel_size": [3, 3], "output_size": [3, 3]}, req=[True, False], tag="too large error"),
+            Case("fractional_max_pool3d", [R((2, 2, 5, 6, 7), F64), S(2, 2, 3)], fmp(3),
+                 {"kernel_size": [2, 2, 3], "output_size": [3, 4, 3]}, req=[True, False], tag="output_size f64"),
+            Case("fractional_max_pool3d", [R((1, 2, 6, 6, 6)), R((1, 2, 3), F32, 0, 1)], fmp(3),
+                 {"kernel_size": [2, 2, 2], "output_ratio": [0.5, 0.5, 0.7]}, req=[True, False], tag="output_ratio f32")]
+
+
 def activations():
     """celu, softsign, softshrink, hardshrink, tanhshrink, threshold, glu, prelu, rrelu, softmin."""
     out = []

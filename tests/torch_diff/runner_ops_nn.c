@@ -180,6 +180,24 @@ nb_status h_adaptive_max_pool2d(dcase *c) {
     c->out[0] = nb_adaptive_max_pool2d(I0, s[0], s[1], &c->out[1]);
     OUTS(2, c->out[0] ? NB_OK : nb_last_status());
 }
+/* fractional max pooling with the case's samples (input 1): values and indices */
+static nb_status fractional(dcase *c, int d) {
+    nb_fractional_max_pool_options o = {.random_samples = I1};
+    int64_t k[3], n[3];
+    double r[3] = {0};
+    int nk = al(c, "kernel_size", k, 3), no = al(c, "output_size", n, 3);
+    json_t *ratio = json_object_get(c->args, "output_ratio");
+    for (int i = 0; i < d; i++) {
+        o.kernel_size[i] = nk > i ? k[i] : 0;
+        o.output_size[i] = no > i ? n[i] : 0;
+        r[i] = json_is_array(ratio) ? json_number_value(json_array_get(ratio, (size_t)i)) : 0;
+        o.output_ratio[i] = r[i];
+    }
+    c->out[0] = d == 2 ? nb_fractional_max_pool2d(I0, o, &c->out[1]) : nb_fractional_max_pool3d(I0, o, &c->out[1]);
+    OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
+nb_status h_fractional_max_pool2d(dcase *c) { return fractional(c, 2); }
+nb_status h_fractional_max_pool3d(dcase *c) { return fractional(c, 3); }
 
 /* ---- normalization, dropout, resizing, attention --------------------------------------------------- */
 

@@ -411,6 +411,26 @@ nb_module *nb_nn_gru_cell(int64_t input_size, int64_t hidden_size, nb_rnn_option
 int nb_nn_rnn_forward_packed(nb_module *m, const nb_packed_sequence *input, nb_tensor *hx, nb_tensor *cx,
                              nb_packed_sequence *output, nb_tensor **states);
 
+/* nn.AdaptiveLogSoftmaxWithLoss (Grave et al. 2017): classes below
+ * cutoffs[0] in the head's shortlist, the rest in clusters [cutoffs[i],
+ * cutoffs[i+1]) (the last up to n_classes), each through its tail of two
+ * linears (in_features -> in_features // div_value^(i+1) -> its size).
+ * cutoffs: 1 to 32 increasing values in [1, n_classes); div_value 4 when
+ * left 0; head_bias; parameters of dtype (float32 when 0, float64), named
+ * as PyTorch's (head.weight, tail.0.0.weight, ...). nb_forward_n takes
+ * (input [N, in_features] or [in_features], target int64 [N] or 0-d) and
+ * gives (output: each target's log-probability [N], loss: -mean(output)).
+ * Errors: NB_ERR_INVALID_ARG (bad sizes or cutoffs, as PyTorch's; a
+ * projection of size 0, which PyTorch builds), NB_ERR_SHAPE, a target
+ * outside [0, n_classes) (gather's error). */
+nb_module *nb_nn_adaptive_log_softmax_with_loss(int64_t in_features, int64_t n_classes, const int64_t *cutoffs,
+                                                int n_cutoffs, double div_value, bool head_bias, nb_dtype dtype);
+/* Its log_prob(input): [N, n_classes] ([n_classes]) log-probabilities; and
+ * predict(input): the int64 argmax class. NULL with NB_ERR_INVALID_ARG for
+ * another kind of module. */
+nb_tensor *nb_nn_adaptive_log_softmax_log_prob(nb_module *m, nb_tensor *input);
+nb_tensor *nb_nn_adaptive_log_softmax_predict(nb_module *m, nb_tensor *input);
+
 /* ---- parametrizations (nn/parametrize.c) ---------------------------------------
  * torch.nn.utils.parametrizations.weight_norm / spectral_norm and
  * parametrize.remove_parametrizations. The parameter `name` (NULL:

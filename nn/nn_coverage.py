@@ -96,7 +96,7 @@ MODULES = [
     ("Activations", "Softmax", "nb_nn_softmax"),
     ("Activations", "Softmax2d", "nb_nn_softmax2d"),
     ("Activations", "LogSoftmax", "nb_nn_log_softmax"),
-    ("Activations", "AdaptiveLogSoftmaxWithLoss", "missing"),
+    ("Activations", "AdaptiveLogSoftmaxWithLoss", "nb_nn_adaptive_log_softmax_with_loss"),
     ("Normalization", "BatchNorm1d", "nb_nn_batch_norm1d"),
     ("Normalization", "BatchNorm2d", "nb_nn_batch_norm2d"),
     ("Normalization", "BatchNorm3d", "nb_nn_batch_norm3d"),

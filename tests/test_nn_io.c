@@ -394,6 +394,10 @@ START_TEST(test_modules_against_pytorch) {
     save_case(dir, "local_response_norm", nb_nn_local_response_norm(3, 0, 0, 0), 1,
               (nb_tensor *[]){nb_randn(NB_SHAPE(2, 5, 3), NB_F32, NULL)});
     save_case(dir, "glu", nb_nn_glu(1), 1, (nb_tensor *[]){nb_randn(NB_SHAPE(2, 4, 3), NB_F32, NULL)});
+    save_case(dir, "adaptive_log_softmax",
+              scrambled(nb_nn_adaptive_log_softmax_with_loss(8, 10, (int64_t[]){3, 6}, 2, 2.0, true, NB_F64)), 2,
+              (nb_tensor *[]){nb_randn(NB_SHAPE(5, 8), NB_F64, NULL),
+                              nb_from_data((int64_t[]){0, 4, 9, 2, 6}, NB_SHAPE(5), NB_I64)});
     /* parametrizations: PyTorch's keys (parametrizations.weight.original0, ...), the weight recomputed */
     nb_module *wn = nb_nn_linear_ex(4, 3, true, NB_F64);
     NB_CK_OK(nb_nn_weight_norm(wn, NULL, 0));

@@ -143,6 +143,43 @@ START_TEST(test_fractional_max_pool_module) {
 }
 END_TEST
 
+/* AdaptiveLogSoftmaxWithLoss: log_prob is a distribution over the
+ * classes, predict its argmax, the forward's output its target column;
+ * gradients reach the head and every tail; the constructor's errors. */
+START_TEST(test_adaptive_log_softmax) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(2);
+    /* in_features 6 // 4^2 is 0: a projection of size 0 (PyTorch builds it, nabla refuses) */
+    ck_assert_ptr_null(nb_nn_adaptive_log_softmax_with_loss(6, 9, (int64_t[]){2, 5}, 2, 0, false, NB_F64));
+    nb_module *m = nb_nn_adaptive_log_softmax_with_loss(16, 9, (int64_t[]){2, 5}, 2, 0, false, NB_F64);
+    NB_CK_NOTNULL(m);
+    nb_tensor *x = nb_randn(NB_SHAPE(4, 16), NB_F64, NULL), *t = nb_from_data((int64_t[]){1, 3, 8, 5}, NB_SHAPE(4), NB_I64);
+    nb_tensor *lp = nb_nn_adaptive_log_softmax_log_prob(m, x);
+    nb_ck_shape(lp, 2, (int64_t[]){4, 9});
+    nb_ck_close(nb_logsumexp(lp, (int[]){1}, 1, false), (double[]){0, 0, 0, 0}, 4, 1e-14, 0);
+    double *want = nb_test_values_of(nb_argmax(lp, 1, false));
+    nb_ck_close(nb_nn_adaptive_log_softmax_predict(m, x), want, 4, 0, 0);
+    free(want);
+    nb_tensor *out[2];
+    ck_assert_int_eq(nb_forward_n(m, 2, (nb_tensor *[]){x, t}, out, 2), 2);
+    want = nb_test_values_of(nb_squeeze(nb_gather(lp, 1, nb_unsqueeze(t, 1)), 1));
+    nb_ck_close(out[0], want, 4, 1e-15, 0);
+    free(want);
+    NB_CK_OK(nb_backward(out[1]));
+    nb_named_tensor p[8];
+    int n = nb_module_parameters(m, p, 8);
+    ck_assert_int_eq(n, 5); /* head.weight, tail.0.0.weight, tail.0.1.weight, tail.1.0.weight, tail.1.1.weight */
+    ck_assert_str_eq(p[3].name, "tail.1.0.weight");
+    for (int i = 0; i < n; i++) ck_assert_msg(nb_tensor_grad(p[i].tensor) != NULL, "%s has no gradient", p[i].name);
+    ck_assert_int_eq(nb_forward_n(m, 2, (nb_tensor *[]){x, nb_from_data((int64_t[]){1, 3, 9, 5}, NB_SHAPE(4), NB_I64)}, out,
+                                  2), -1);
+    nb_module_free(m);
+    ck_assert_ptr_null(nb_nn_adaptive_log_softmax_with_loss(6, 9, (int64_t[]){5, 2}, 2, 0, false, NB_F64));
+    ck_assert_ptr_null(nb_nn_adaptive_log_softmax_with_loss(6, 9, (int64_t[]){2, 9}, 2, 0, false, NB_F64));
+    nb_scope_end(s);
+}
+END_TEST
+
 /* weight_norm: the keys, w = g v / ||v|| per row, gradients to g and v
  * (by hand: d/dg of sum(w) is sum(v)/||v|| per row), two forwards before
  * one backward (each graph keeps its own weight), remove_parametrizations
@@ -224,6 +261,7 @@ Suite *nb_suite_nn_layers(void) {
     tcase_add_test(t, test_dropout_variants_in_training);
     tcase_add_test(t, test_layer_constructors);
     tcase_add_test(t, test_fractional_max_pool_module);
+    tcase_add_test(t, test_adaptive_log_softmax);
     tcase_add_test(t, test_weight_norm);
     tcase_add_test(t, test_spectral_norm);
     suite_add_tcase(s, t);

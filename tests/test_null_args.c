@@ -562,6 +562,9 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_tensor_rebind, x, NULL);
     NP(nb_fractional_max_pool2d, NULL, (nb_fractional_max_pool_options){0}, NULL);
     NP(nb_fractional_max_pool3d, NULL, (nb_fractional_max_pool_options){0}, NULL);
+    NP(nb_nn_adaptive_log_softmax_with_loss, 4, 8, NULL, 1, 0, false, NB_F32);
+    NP(nb_nn_adaptive_log_softmax_log_prob, NULL, x);
+    NP(nb_nn_adaptive_log_softmax_predict, NULL, NULL);
     NP(nb_grid_sample, NULL, NULL, (nb_grid_sample_options){0});
     NP(nb_grid_sample, x, NULL, (nb_grid_sample_options){0});
     NP(nb_affine_grid, NULL, 1, 2, 2, false);

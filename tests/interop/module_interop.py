@@ -78,6 +78,8 @@ CASES = {
     "adaptive_avg_pool3d": (lambda: nn.AdaptiveAvgPool3d((1, 2, 2)), lambda m, xs: (m(*xs),)),
     "local_response_norm": (lambda: nn.LocalResponseNorm(3), lambda m, xs: (m(*xs),)),
     "glu": (lambda: nn.GLU(1), lambda m, xs: (m(*xs),)),
+    "adaptive_log_softmax": (lambda: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 6], div_value=2.0, head_bias=True).double(),
+                             lambda m, xs: tuple(m(*xs))),
     "weight_norm_linear": (lambda: nn.utils.parametrizations.weight_norm(nn.Linear(4, 3).double()),
                            lambda m, xs: (m(*xs),)),
     "weight_norm_conv_whole": (lambda: nn.utils.parametrizations.weight_norm(nn.Conv1d(2, 3, 2), dim=None),

@@ -189,7 +189,8 @@ nb_tensor *nb_gumbel_softmax(nb_tensor *logits, double tau, bool hard, int dim, 
  * saved x computes with the old value where PyTorch's fails with the
  * version-counter error. Without grad recording they write in place,
  * through views, bumping the version counter. Errors: NB_ERR_STATE for a
- * leaf that requires grad (PyTorch's error too), NB_ERR_DTYPE.
+ * leaf that requires grad (PyTorch's error too), NB_ERR_UNSUPPORTED for a
+ * view of part of a tensor under autograd, NB_ERR_DTYPE.
  * ops_activation.c. */
 nb_status nb_relu_(nb_tensor *x);
 nb_status nb_leaky_relu_(nb_tensor *x, double negative_slope);

@@ -178,6 +178,9 @@ static nb_status inplace(const char *op, nb_op_id id, nb_tensor *x, nb_tensor *(
     if (record && !x->grad_fn)
         return nb_set_error(NB_ERR_STATE, "%s: a leaf tensor that requires grad is used in an in-place operation "
                                           "(PyTorch's error too): use the out-of-place op, or write under NB_NO_GRAD", op);
+    if (record && (x->offset != 0 || (size_t)nb_numel(x) * nb_dtype_size(x->dtype) != x->storage->bytes))
+        return nb_set_error(NB_ERR_UNSUPPORTED, "%s: x requires grad and is a view of part of another tensor, which "
+                            "PyTorch would update and rebase too: use the out-of-place op", op);
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *y = record ? fn(history_alias(x), &args) : fn(x, &args);
     nb_status st = y ? NB_OK : nb_last_status();

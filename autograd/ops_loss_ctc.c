@@ -212,8 +212,11 @@ static nb_tensor *ctc_impl(nb_tensor *lp, nb_tensor *targets, nb_tensor *in_len,
     if (nb_function_apply(&fn, ins, 8, &nll, &o.zero_infinity) != NB_OK) goto done;
     if (o.zero_infinity) nll = nb_where(nb_isinf(nll), nb_scalar_like(nll, 0, nll->dtype), nll);
     if (o.reduction == NB_REDUCTION_MEAN) { /* each loss over its target length (at least 1), then the batch mean */
-        nb_tensor *den = nb_clamp_scalar(nb_to_dtype(tgt_len, lp->dtype), 1, INFINITY);
-        r = nb_mean(nb_div(nll, nb_reshape(den, NB_SHAPE(N))), NULL, 0, false);
+        double *den = malloc(sizeof *den * (size_t)N);
+        for (int64_t n = 0; den && n < N; n++) den[n] = tl[n] > 1 ? (double)tl[n] : 1.0;
+        nb_tensor *den_t = den ? nb_to_dtype(nb_from_data_on(den, NB_SHAPE(N), NB_F64, dev), lp->dtype) : NULL;
+        free(den);
+        r = den_t ? nb_mean(nb_div(nll, den_t), NULL, 0, false) : NB_FAIL(NB_ERR_OOM, "ctc_loss: out of host memory");
     } else if (o.reduction == NB_REDUCTION_SUM) {
         r = nb_sum(nll, NULL, 0, false);
     } else {
@@ -227,9 +230,10 @@ done:
 nb_tensor *nb_ctc_loss(nb_tensor *log_probs, nb_tensor *targets, nb_tensor *input_lengths, nb_tensor *target_lengths,
                        nb_ctc_loss_options opts) {
     nb_tensor *in[4] = {log_probs, targets, input_lengths, target_lengths};
-    if (!nb_autocast_inputs(NB_OP_CTC_LOSS, 1, in) || !nb_check_inputs("ctc_loss", 4, in) ||
-        !nb_check_dtypes(NB_OP_CTC_LOSS, 1, in))
-        return NULL;
+    /* targets and lengths may live on any device (read to the host; PyTorch's lengths are CPU tensors) */
+    for (int i = 0; i < 4; i++)
+        if (!nb_check_inputs("ctc_loss", 1, &in[i])) return NULL;
+    if (!nb_autocast_inputs(NB_OP_CTC_LOSS, 1, in) || !nb_check_dtypes(NB_OP_CTC_LOSS, 1, in)) return NULL;
     log_probs = in[0];
     if ((unsigned)opts.reduction > NB_REDUCTION_NONE)
         return NB_FAIL(NB_ERR_INVALID_ARG, "ctc_loss: bad reduction %d", (int)opts.reduction);
@@ -240,6 +244,8 @@ nb_tensor *nb_ctc_loss(nb_tensor *log_probs, nb_tensor *targets, nb_tensor *inpu
     bool shapes_ok = (batched || log_probs->ndim == 2) && (batched ? tnd == 1 || (tnd == 2 && targets->shape[0] == N) : tnd == 1) &&
                      input_lengths->ndim == (batched ? 1 : 0) && target_lengths->ndim == (batched ? 1 : 0) &&
                      (!batched || (input_lengths->shape[0] == N && target_lengths->shape[0] == N));
+    if (shapes_ok && log_probs->shape[0] < 1)
+        return NB_FAIL(NB_ERR_SHAPE, "ctc_loss: log_probs has no time steps");
     if (!shapes_ok)
         return NB_FAIL(NB_ERR_SHAPE, "ctc_loss: log_probs %s, targets %s, input_lengths %s, target_lengths %s: expected "
                        "[T, N, C], [N, S] or [sum of lengths], [N], [N] (or [T, C], [S], 0-d, 0-d unbatched)",

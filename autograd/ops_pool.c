@@ -689,7 +689,7 @@ static nb_tensor *fractional_impl(int d, nb_tensor *x, nb_fractional_max_pool_op
     nb_tensor *r = val ? nb_reshape(val, d + 2, oshape) : NULL;
     if (r && !batched) r = nb_squeeze(r, 0);
     if (r && indices) { /* the flat input position (within its plane) of each maximum */
-        nb_tensor *pos = nb_squeeze(nb_gather(nb_reshape(ix, NB_SHAPE(N, C, P, K)), 3, nb_unsqueeze(arg, 3)), 3);
+        nb_tensor *pos = arg ? nb_squeeze(nb_gather(nb_reshape(ix, NB_SHAPE(N, C, P, K)), 3, nb_unsqueeze(arg, 3)), 3) : NULL;
         *indices = pos ? nb_reshape(pos, d + 2, oshape) : NULL;
         if (*indices && !batched) *indices = nb_squeeze(*indices, 0);
         if (!*indices) r = NULL;
@@ -698,6 +698,7 @@ static nb_tensor *fractional_impl(int d, nb_tensor *x, nb_fractional_max_pool_op
 }
 
 static nb_tensor *fractional(int d, nb_tensor *x, nb_fractional_max_pool_options o, nb_tensor **indices) {
+    if (indices) *indices = NULL;
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *idx = NULL;
     nb_tensor *r = fractional_impl(d, x, o, indices ? &idx : NULL);

@@ -395,6 +395,7 @@ nb_status nb_pack_padded_sequence(nb_tensor *input, nb_tensor *lengths, bool bat
     out->batch_sizes = nb_from_data(bs, NB_SHAPE(steps), NB_I64);
     if (!enforce_sorted) {
         int64_t *inv = malloc(sizeof *inv * (size_t)B);
+        if (!inv) nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
         for (int64_t j = 0; inv && j < B; j++) inv[order[j]] = j;
         out->sorted_indices = nb_from_data_on(order, NB_SHAPE(B), NB_I64, dev);
         out->unsorted_indices = inv ? nb_from_data_on(inv, NB_SHAPE(B), NB_I64, dev) : NULL;
@@ -563,6 +564,7 @@ int nb_rnn_packed(const nb_packed_sequence *input, nb_tensor *hx, nb_tensor *cx,
     if (!ok) {
         nb_scope_end(s);
         packed_clear(output);
+        for (int i = 0; i < n - 1; i++) states[i] = NULL;
         return -1;
     }
     for (int i = 0; i < n - 1; i++) nb_retain(states[i]);

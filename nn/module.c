@@ -61,6 +61,7 @@ struct nb_module {
     bool training;
     nb_module *parent; /* NULL for a root */
     nb_slots slots[2]; /* NB_PARAMS, NB_BUFFERS */
+    nb_slots attrs;    /* tensors found by name but neither parameters nor buffers (a parametrized weight) */
     nb_child *children;
     int n_children, cap_children;
     nb_name_cache cache[2];
@@ -127,6 +128,8 @@ static void module_free_tree(nb_module *m) {
         free(m->slots[k].items);
         cache_clear(&m->cache[k]);
     }
+    for (int i = 0; i < m->attrs.len; i++) free(m->attrs.items[i].name), nb_release(m->attrs.items[i].tensor);
+    free(m->attrs.items);
     for (int i = 0; i < m->n_children; i++) {
         free(m->children[i].name);
         module_free_tree(m->children[i].module);
@@ -225,7 +228,7 @@ static int call_forward(nb_module *m, int n_in, nb_tensor *const *in, int max_ou
 /* nb_forward_n's body: pre-hooks (each may replace inputs), the forward,
  * then forward hooks (each may replace outputs), in registration order.
  * out has NB_FORWARD_MAX entries. */
-static int forward_hooked(nb_module *m, int n_in, nb_tensor **in, int max_out, nb_tensor **out) {
+nb_status nb_module_run_pre_hooks(nb_module *m, int n_in, nb_tensor **in) {
     for (int i = 0; i < m->n_hooks; i++) {
         nb_module_hook h = m->hooks[i];
         if (h.post) continue;
@@ -238,8 +241,13 @@ static int forward_hooked(nb_module *m, int n_in, nb_tensor **in, int max_out, n
             st = h.fn.pre(m, n_in ? in[0] : NULL, &r, h.user);
             if (r && n_in) in[0] = r;
         }
-        if (st != NB_OK) return hook_failed(m, st, "forward pre-hook");
+        if (st != NB_OK) return hook_failed(m, st, "forward pre-hook"), nb_last_status();
     }
+    return NB_OK;
+}
+
+static int forward_hooked(nb_module *m, int n_in, nb_tensor **in, int max_out, nb_tensor **out) {
+    if (nb_module_run_pre_hooks(m, n_in, in) != NB_OK) return -1;
     int n_out = call_forward(m, n_in, in, max_out, out);
     if (n_out < 0) return -1;
     int seen = n_out < max_out ? n_out : max_out;
@@ -383,7 +391,8 @@ nb_tensor *nb_module_get(nb_module *m, const char *name) {
     if (no_module("module_get", m)) return NULL;
     if (!name) return NB_FAIL(NB_ERR_INVALID_ARG, "module_get: NULL name");
     nb_tensor *t = find_slot(&m->slots[NB_PARAMS], name);
-    return t ? t : find_slot(&m->slots[NB_BUFFERS], name);
+    if (!t) t = find_slot(&m->slots[NB_BUFFERS], name);
+    return t ? t : find_slot(&m->attrs, name);
 }
 
 /* ---- registration -------------------------------------------------------- */
@@ -457,6 +466,25 @@ nb_status nb_module_adopt_parameter(nb_module *m, const char *name, nb_tensor *t
 
 nb_status nb_module_adopt_buffer(nb_module *m, const char *name, nb_tensor *t) {
     return register_slot(m, NB_BUFFERS, name, t);
+}
+
+nb_status nb_module_set_attribute(nb_module *m, const char *name, nb_tensor *t) {
+    if (no_module("set_attribute", m)) return nb_last_status();
+    nb_status st = t ? check_name(m, "set_attribute", name) : nb_set_error(NB_ERR_INVALID_ARG, "set_attribute: NULL tensor");
+    if (st == NB_OK) st = slot_push(&m->attrs, "set_attribute", name, t);
+    if (st == NB_OK) nb_retain(t);
+    return st;
+}
+
+void nb_module_drop_attribute(nb_module *m, const char *name) {
+    for (int i = 0; m && name && i < m->attrs.len; i++)
+        if (!strcmp(m->attrs.items[i].name, name)) {
+            free(m->attrs.items[i].name);
+            nb_release(m->attrs.items[i].tensor);
+            memmove(m->attrs.items + i, m->attrs.items + i + 1, sizeof *m->attrs.items * (size_t)(m->attrs.len - i - 1));
+            m->attrs.len--;
+            return;
+        }
 }
 
 nb_tensor *nb_module_take_parameter(nb_module *m, const char *name) {

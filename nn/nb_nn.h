@@ -438,7 +438,8 @@ nb_tensor *nb_nn_adaptive_log_softmax_predict(nb_module *m, nb_tensor *input);
  * parametrizations.<name> holding the originals (weight norm: original0 = g,
  * original1 = v; spectral norm: original) and parametrizations.<name>.0
  * (spectral norm's buffers _u, _v): the state_dict keys are PyTorch's, and
- * m's parameters() now list the originals (build the optimizer after).
+ * m's parameters() now list the originals (build the optimizer after);
+ * nb_module_get(m, name) still finds the (recomputed) tensor.
  * Each forward of m recomputes the tensor first (a forward pre-hook) in
  * the same tensor object m's forward reads (nb_tensor_rebind), so
  * gradients reach the originals, and graphs of earlier forwards keep
@@ -463,8 +464,11 @@ typedef struct nb_spectral_norm_options {
  * times at registration, as PyTorch's). A 1-d weight is normalized. */
 nb_status nb_nn_spectral_norm(nb_module *m, const char *name, nb_spectral_norm_options opts);
 /* Removes the parametrization of name: the parameter comes back as a leaf
- * holding the parametrized value (leave_parametrized) or the original (v,
- * or original). Errors: NB_ERR_INVALID_ARG (none). */
+ * holding the parametrized value (leave_parametrized), or spectral norm's
+ * original. It is the module's tensor object, not PyTorch's `original`
+ * object: an optimizer holding the originals must be rebuilt. Errors:
+ * NB_ERR_INVALID_ARG (none; weight_norm without leave_parametrized, which
+ * has two originals, as PyTorch's). */
 nb_status nb_nn_remove_parametrizations(nb_module *m, const char *name, bool leave_parametrized);
 
 /* ---- loss modules (nn/loss.c) ---------------------------------------------------

@@ -14,6 +14,15 @@ nb_status nb_module_adopt_buffer(nb_module *m, const char *name, nb_tensor *t);
 /* Removes m's own parameter name and hands the caller its reference (NULL
  * with NB_ERR_INVALID_ARG when there is none). */
 nb_tensor *nb_module_take_parameter(nb_module *m, const char *name);
+/* A tensor nb_module_get finds under name that is neither a parameter nor
+ * a buffer (not in parameters(), buffers() or the state_dict): a
+ * parametrized weight. set retains t; drop releases it (no-op if absent). */
+nb_status nb_module_set_attribute(nb_module *m, const char *name, nb_tensor *t);
+void nb_module_drop_attribute(nb_module *m, const char *name);
+/* Runs m's forward pre-hooks on in[0..n_in) (each may replace entries), as
+ * nb_forward_n does first: for forwards that do not go through it (an RNN
+ * on a packed sequence). */
+nb_status nb_module_run_pre_hooks(nb_module *m, int n_in, nb_tensor **in);
 
 /* A module's dtype check through the capability query: whether the default
  * device runs op in dt (NB_ERR_DTYPE naming the dtypes the op takes, or

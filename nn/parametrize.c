@@ -165,10 +165,7 @@ static nb_status parametrize(nb_module *m, const char *name, param_kind k, int d
     *c = (param_ctx){.kind = k, .owner = m, .dim = dim, .iterations = iterations, .eps = eps};
     snprintf(c->name, sizeof c->name, "%s", name);
     nb_module *list = nb_module_new(&list_ops, c);
-    if (!list) {
-        free(c);
-        return nb_last_status();
-    }
+    if (!list) return nb_last_status(); /* nb_module_new freed c */
     nb_module *fn = nb_module_new(k == WEIGHT_NORM ? &weight_norm_ops : &spectral_norm_ops, NULL);
     nb_status st = fn ? nb_module_add(list, "0", fn) : nb_last_status();
     nb_scope *s = nb_scope_begin();
@@ -197,7 +194,9 @@ static nb_status parametrize(nb_module *m, const char *name, param_kind k, int d
     /* from here on the list is m's: the parameter moves out of m into the target */
     c->target = nb_module_take_parameter(m, name);
     if (!c->target) return nb_last_status();
-    c->hook = nb_module_register_forward_pre_hook_n(m, pre_hook, list);
+    /* m's forward and nb_module_get still find it by name (modules that look their weight up) */
+    st = nb_module_set_attribute(m, name, c->target);
+    c->hook = st == NB_OK ? nb_module_register_forward_pre_hook_n(m, pre_hook, list) : -1;
     if (c->hook < 0) return nb_last_status();
     return refresh(list);
 }
@@ -219,6 +218,9 @@ nb_status nb_nn_remove_parametrizations(nb_module *m, const char *name, bool lea
     nb_module *pz = parametrizations_of(m, false), *list = pz ? nb_module_child(pz, name) : NULL;
     if (!list) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s has no parametrization of \"%s\"", op, nb_module_kind(m), name);
     param_ctx *c = nb_module_ctx(list);
+    if (!leave_parametrized && c->kind == WEIGHT_NORM)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: weight_norm has two originals (g, v): only leave_parametrized=true "
+                            "can remove it (PyTorch's error too)", op);
     nb_status st = NB_OK;
     NB_NO_GRAD {
         nb_scope *s = nb_scope_begin();
@@ -228,12 +230,16 @@ nb_status nb_nn_remove_parametrizations(nb_module *m, const char *name, bool lea
         nb_scope_end(s);
     }
     if (st != NB_OK) return st;
-    nb_module_remove_hook(m, c->hook);
     nb_tensor *t = c->target;
-    c->target = NULL;
-    st = nb_module_adopt_parameter(m, name, t); /* sets requires_grad */
-    if (st != NB_OK) return st;
-    nb_module_free(list); /* detaches it from pz */
+    nb_module_drop_attribute(m, name);
+    nb_retain(t);
+    st = nb_module_adopt_parameter(m, name, t); /* sets requires_grad; releases t on failure */
+    if (st != NB_OK) {
+        nb_module_set_attribute(m, name, t);
+        return st;
+    }
+    nb_module_remove_hook(m, c->hook);
+    nb_module_free(list); /* detaches it from pz; releases the list's reference to t */
     if (nb_module_num_children(pz) == 0) nb_module_free(pz);
     return NB_OK;
 }

@@ -54,9 +54,18 @@ int nb_nn_rnn_forward_packed(nb_module *m, const nb_packed_sequence *input, nb_t
     if (!c || !kind || (strcmp(kind, "RNN") && strcmp(kind, "LSTM") && strcmp(kind, "GRU")))
         return nb_set_error(NB_ERR_INVALID_ARG, "rnn_forward_packed: %s is not an RNN, LSTM or GRU module",
                             kind ? kind : "NULL"), -1;
+    if (!input || !input->data) {
+        if (nb_last_status() == NB_OK || !input) nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL packed sequence", kind);
+        return -1;
+    }
+    /* the pre-hooks (a parametrized weight's among them) see (data, h_0, c_0), as nb_forward_n's would */
+    nb_tensor *in[3] = {input->data, hx, cx};
+    if (nb_module_run_pre_hooks(m, 3, in) != NB_OK) return -1;
+    nb_packed_sequence x = *input;
+    x.data = in[0];
     nb_rnn_options o = c->o;
     o.training = nb_module_is_training(m);
-    return nb_rnn_packed(input, hx, cx, c->params, c->n_params, o, output, states);
+    return nb_rnn_packed(&x, in[1], in[2], c->params, c->n_params, o, output, states);
 }
 
 /* nb_forward: the output alone (RNN: output; cells: h'). */

@@ -225,6 +225,14 @@ START_TEST(test_weight_norm) {
     ck_assert_int_eq(nb_module_parameters(lin, p, 8), 2);
     ck_assert_int_eq(nb_dim(p[0].tensor), 0);
     nb_module_free(lin);
+    /* a module that looks its weight up by name (PReLU) still finds it */
+    nb_module *pr = nb_nn_prelu(2, 0.25);
+    NB_CK_OK(nb_nn_weight_norm(pr, NULL, 0));
+    NB_CK_NOTNULL(nb_module_get(pr, "weight"));
+    nb_ck_close(nb_forward(pr, nb_from_data((float[]){-4, 2, -8, 1}, NB_SHAPE(2, 2), NB_F32)), (double[]){-1, 2, -2, 1}, 4,
+                1e-6, 0);
+    ck_assert_int_eq(nb_nn_remove_parametrizations(pr, NULL, false), NB_ERR_INVALID_ARG);
+    nb_module_free(pr);
     nb_scope_end(s);
 }
 END_TEST

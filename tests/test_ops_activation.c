@@ -69,6 +69,9 @@ START_TEST(test_inplace_errors) {
     ck_assert_msg(nb_relu_(u) == NB_OK, "%s", nb_last_error());
     ck_assert_int_eq(nb_backward(nb_sum(u, NULL, 0, false)), NB_OK);
     nb_ck_close(nb_tensor_grad(z), (double[]){exp(-1), exp(0.5)}, 2, 1e-15, 0);
+    /* under autograd, a view of part of a tensor is refused (PyTorch would rebase the base too) */
+    nb_tensor *yy = nb_mul_scalar(leaf, 2);
+    ck_assert_int_eq(nb_relu_(nb_select(yy, 0, 1)), NB_ERR_UNSUPPORTED);
     /* without grad the write goes through views into the base */
     nb_tensor *plain = nb_from_data((float[]){-1, 2, -3, 4}, NB_SHAPE(2, 2), NB_F32);
     ck_assert_int_eq(nb_relu_(nb_select(plain, 0, 0)), NB_OK);

@@ -904,6 +904,20 @@ nb_tensor *nb_addmv(nb_tensor *input, nb_tensor *mat, nb_tensor *vec, double bet
 nb_tensor *nb_baddbmm(nb_tensor *input, nb_tensor *batch1, nb_tensor *batch2, double beta, double alpha);
 nb_tensor *nb_addbmm(nb_tensor *input, nb_tensor *batch1, nb_tensor *batch2, double beta, double alpha);
 
+/* F.grouped_mm (PyTorch 2.8+; Mixture-of-Experts layers): a matrix
+ * product per group, the groups delimited by offs (int32 or int64 [G],
+ * non-decreasing ends of the groups along the jagged dim, read to the
+ * host) where an operand is 2-d:
+ *   [G, M, K] x [G, K, N] -> [G, M, N]     offs NULL (a batched matmul)
+ *   [M, K] x [G, K, N]    -> [M, N]        rows of group g times mat_b[g]
+ *   [M, K] x [K, N]       -> [G, M, N]     group g over its range of K
+ *   [G, M, K] x [K, N]    -> [M, N]        columns of group g from mat_a[g]
+ * Rows (columns) past offs' last end are zeros. One float dtype (PyTorch
+ * takes bfloat16 on CUDA; nabla every matmul dtype, autocast as matmul's);
+ * no bias (PyTorch rejects it too). Composite: a matmul per group, then a
+ * cat. Errors: NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_INVALID_ARG (bad offs). */
+nb_tensor *nb_grouped_mm(nb_tensor *mat_a, nb_tensor *mat_b, nb_tensor *offs);
+
 /* torch.bmm: [B, n, k] x [B, k, m] -> [B, n, m] (no broadcasting). */
 nb_tensor *nb_bmm(nb_tensor *a, nb_tensor *b);
 

@@ -1,6 +1,7 @@
 /* ops_matmul.c - matmul (torch.matmul semantics, batched with broadcasting)
  * bmm, and linear (F.linear, fused bias), forward and backward, through the
  * backend's GEMM. Kernel: backend/cpu/matmul.c. Tests: tests/test_ops_matmul.c. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "nb_autograd_impl.h"
@@ -292,4 +293,96 @@ nb_tensor *nb_baddbmm(nb_tensor *input, nb_tensor *batch1, nb_tensor *batch2, do
 
 nb_tensor *nb_addbmm(nb_tensor *input, nb_tensor *batch1, nb_tensor *batch2, double beta, double alpha) {
     return add_product("addbmm", NB_OP_ADDBMM, ADD_BMM_SUM, input, batch1, batch2, beta, alpha);
+}
+
+/* ---- grouped_mm ---------------------------------------------------------------------------- */
+
+/* The group ends offs (int32/int64 [G], non-decreasing, the last <= len)
+ * read to the host; NULL with the error set. */
+static int64_t *group_ends(nb_tensor *offs, int64_t len) {
+    if (offs->ndim != 1 || offs->shape[0] < 1 || (offs->dtype != NB_I32 && offs->dtype != NB_I64))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "grouped_mm: offs must be a non-empty 1-D int32 tensor");
+    int64_t G = offs->shape[0];
+    int64_t *e = malloc(sizeof *e * (size_t)G);
+    nb_tensor *c = e ? nb_to_dtype(offs, NB_I64) : NULL;
+    if (!e || !c || nb_to_host(c, e, sizeof *e * (size_t)G) != NB_OK) {
+        free(e);
+        return e || c ? NULL : NB_FAIL(NB_ERR_OOM, "grouped_mm: out of host memory");
+    }
+    for (int64_t g = 0; g < G; g++)
+        if (e[g] < (g ? e[g - 1] : 0) || e[g] > len) {
+            free(e);
+            return NB_FAIL(NB_ERR_INVALID_ARG, "grouped_mm: offs must be non-decreasing within [0, %lld]", (long long)len);
+        }
+    return e;
+}
+
+/* Every case is a matmul per group on narrowed views, the pieces joined. */
+static nb_tensor *grouped_impl(nb_tensor *a, nb_tensor *b, nb_tensor *offs) {
+    char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF];
+    int da = a->ndim, db = b->ndim;
+    bool ok = (da == 2 || da == 3) && (db == 2 || db == 3) && (offs != NULL) == !(da == 3 && db == 3);
+    if (ok && da == 3 && db == 3) ok = a->shape[0] == b->shape[0] && a->shape[2] == b->shape[1];
+    else if (ok && da == 2 && db == 3) ok = a->shape[1] == b->shape[1];
+    else if (ok) ok = a->shape[da - 1] == b->shape[db - 2];
+    if (!ok)
+        return NB_FAIL(NB_ERR_SHAPE, "grouped_mm: mat_a %s and mat_b %s (offs %s) are not [G, M, K] x [G, K, N], "
+                       "[M, K] x [G, K, N], [M, K] x [K, N] or [G, M, K] x [K, N] (offs with a 2-d operand only)",
+                       nb_fmt_shape(a->ndim, a->shape, x, sizeof x), nb_fmt_shape(b->ndim, b->shape, y, sizeof y),
+                       offs ? "given" : "NULL");
+    if (da == 3 && db == 3) return nb_matmul(a, b);
+    /* the jagged dim: a's rows (2-d x 3-d), the shared K (2-d x 2-d), b's columns (3-d x 2-d) */
+    int64_t len = da == 2 && db == 3 ? a->shape[0] : da == 2 ? a->shape[1] : b->shape[1];
+    int64_t *e = group_ends(offs, len);
+    if (!e) return NULL;
+    int64_t G = offs->shape[0];
+    if ((db == 3 && b->shape[0] != G) || (da == 3 && a->shape[0] != G)) {
+        free(e);
+        return NB_FAIL(NB_ERR_SHAPE, "grouped_mm: %lld groups in offs, but the 3-d operand has %lld", (long long)G,
+                       (long long)(db == 3 ? b->shape[0] : a->shape[0]));
+    }
+    nb_tensor **parts = malloc(sizeof *parts * (size_t)(G + 1));
+    if (!parts) {
+        free(e);
+        return NB_FAIL(NB_ERR_OOM, "grouped_mm: out of host memory");
+    }
+    int n = 0;
+    nb_tensor *r = NULL;
+    nb_device dev = a->storage->device;
+    for (int64_t g = 0, start = 0; g < G; start = e[g++]) {
+        int64_t sz = e[g] - start;
+        if (da == 2 && db == 3) { /* rows start..e[g] of a times b[g] */
+            if (sz) parts[n++] = nb_matmul(nb_narrow(a, 0, start, sz), nb_select(b, 0, g));
+        } else if (da == 2) { /* a[:, K range] @ b[K range, :] -> [1, M, N] (zeros for an empty range) */
+            nb_tensor *p = sz ? nb_matmul(nb_narrow(a, 1, start, sz), nb_narrow(b, 0, start, sz))
+                              : nb_full_on(NB_SHAPE(a->shape[0], b->shape[1]), 0, a->dtype, dev);
+            parts[n++] = nb_unsqueeze(p, 0);
+        } else if (sz) { /* a[g] @ b[:, N range] */
+            parts[n++] = nb_matmul(nb_select(a, 0, g), nb_narrow(b, 1, start, sz));
+        }
+    }
+    int64_t rest = len - e[G - 1]; /* past the last group: zeros, as no group covers it */
+    if (rest && da == 2 && db == 3) parts[n++] = nb_full_on(NB_SHAPE(rest, b->shape[2]), 0, a->dtype, dev);
+    if (rest && da == 3) parts[n++] = nb_full_on(NB_SHAPE(a->shape[1], rest), 0, a->dtype, dev);
+    int cat_dim = da == 2 && db == 3 ? 0 : da == 2 ? 0 : 1;
+    bool all = true;
+    for (int i = 0; i < n; i++) all = all && parts[i];
+    if (all) r = n ? nb_cat(parts, n, cat_dim) : NULL;
+    if (all && !n) /* every group empty and nothing left over: the output is empty */
+        r = da == 2 && db == 3 ? nb_full_on(NB_SHAPE(0, b->shape[2]), 0, a->dtype, dev)
+                               : nb_full_on(NB_SHAPE(a->shape[1], 0), 0, a->dtype, dev);
+    free(e), free(parts);
+    return r;
+}
+
+nb_tensor *nb_grouped_mm(nb_tensor *mat_a, nb_tensor *mat_b, nb_tensor *offs) {
+    nb_tensor *in[2] = {mat_a, mat_b};
+    if (!nb_check_inputs("grouped_mm", 2, in) || (offs && !nb_check_inputs("grouped_mm", 1, &offs)) ||
+        !nb_autocast_inputs(NB_OP_GROUPED_MM, 2, in) || !nb_check_dtypes(NB_OP_GROUPED_MM, 2, in))
+        return NULL;
+    if (in[0]->dtype != in[1]->dtype)
+        return NB_FAIL(NB_ERR_DTYPE, "grouped_mm: mat_a (%s) and mat_b (%s) must share a dtype",
+                       nb_dtype_name(in[0]->dtype), nb_dtype_name(in[1]->dtype));
+    nb_scope *s = nb_op_scope_begin();
+    return nb_scope_return(s, grouped_impl(in[0], in[1], offs));
 }

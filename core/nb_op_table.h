@@ -271,6 +271,7 @@ extern "C" {
     X(ADDMV, addmv, matmul, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(LOWER)) \
     X(BADDBMM, baddbmm, matmul, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(LOWER)) \
     X(ADDBMM, addbmm, matmul, NB_D2 | NB_C | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul), BW_CALLS, AC(LOWER)) \
+    X(GROUPED_MM, grouped_mm, matmul, NB_D2 | NB_C | NB_S | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(reduce) K(matmul), BW_CALLS, AC(LOWER)) \
     X(SOFTMAX, softmax, softmax, NB_D2, NB_DTM_F, K(softmax) K(softmax_backward), BW(softmax), AC(FP32)) \
     X(LOG_SOFTMAX, log_softmax, softmax, NB_D2, NB_DTM_F, K(softmax) K(softmax_backward), BW(softmax), AC(FP32)) \
     X(CROSS_ENTROPY, cross_entropy, loss, NB_D2, NB_DTM_F, K(copy) K(fill) K(binary) K(reduce) K(cross_entropy) K(cross_entropy_backward), BW(ce), AC(FP32)) \

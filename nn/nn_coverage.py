@@ -248,7 +248,7 @@ FUNCTIONAL = [
     ("Normalization", "normalize", "nb_normalize"),
     ("Linear", "linear", "nb_linear"),
     ("Linear", "bilinear", "nb_bilinear"),
-    ("Linear", "grouped_mm", "missing: grouped GEMM (new in PyTorch 2.8+)"),
+    ("Linear", "grouped_mm", "nb_grouped_mm"),
     ("Linear", "scaled_mm", "missing: float8 scaled GEMM"),
     ("Linear", "scaled_grouped_mm", "missing: float8 scaled grouped GEMM"),
     ("Dropout", "dropout", "nb_dropout"),

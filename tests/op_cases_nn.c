@@ -105,6 +105,13 @@ static nb_tensor *triplet_distance(nb_tensor *const *x, const nb_op_case *c) {
 static nb_tensor *pairwise_distance(nb_tensor *const *x, const nb_op_case *c) {
     return nb_pairwise_distance(x[0], x[1], c->p[0], 0, c->p[1] != 0);
 }
+/* grouped_mm: p[0] 0: [G 2, M, K] x [2, K, N]; 1: [5, K 3] x [2, 3, 2] with rows 0..1, 2..3 (row 4 past the last
+   end); 2: [2, K 5] x [5, 2] with K ranges 0..1, 2..4; 3: [2, 3, 2] x [2, N 5] with columns 0..1, 2..3 */
+static nb_tensor *grouped_mm(nb_tensor *const *x, const nb_op_case *c) {
+    int v = (int)c->p[0];
+    nb_tensor *offs = v ? nb_from_data_on((int32_t[]){2, v == 2 ? 5 : 4}, NB_SHAPE(2), NB_I32, nb_device_of(x[0])) : NULL;
+    return nb_grouped_mm(x[0], x[1], offs);
+}
 #define ADD_PRODUCT(name) \
     static nb_tensor *name(nb_tensor *const *x, const nb_op_case *c) { \
         (void)c; \
@@ -500,6 +507,14 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 5, 4), IN(K_REAL, 5)}},
     {.op = NB_OP_LINEAR, .label = "linear without bias", .fn = linear, .n_in = 2, .in = {IN(K_REAL, 3, 4), IN(K_REAL, 2, 4)}},
     {.op = NB_OP_BMM, .label = "bmm", .fn = bmm, .n_in = 2, .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 4, 2)}},
+    {.op = NB_OP_GROUPED_MM, .label = "grouped_mm 3-d x 3-d", .fn = grouped_mm, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 2, 4, 2)}, .p = {0}},
+    {.op = NB_OP_GROUPED_MM, .label = "grouped_mm 2-d x 3-d, rows by offs", .fn = grouped_mm, .n_in = 2,
+     .in = {IN(K_REAL, 5, 3), IN(K_REAL, 2, 3, 2)}, .p = {1}},
+    {.op = NB_OP_GROUPED_MM, .label = "grouped_mm 2-d x 2-d, K by offs", .fn = grouped_mm, .n_in = 2,
+     .in = {IN(K_REAL, 2, 5), IN(K_REAL, 5, 2)}, .p = {2}},
+    {.op = NB_OP_GROUPED_MM, .label = "grouped_mm 3-d x 2-d, columns by offs", .fn = grouped_mm, .n_in = 2,
+     .in = {IN(K_REAL, 2, 3, 2), IN(K_REAL, 2, 5)}, .p = {3}},
     {.op = NB_OP_ADDMM, .label = "addmm beta 0.5 alpha 2, broadcast input", .fn = addmm, .n_in = 3,
      .in = {IN(K_REAL, 3), IN(K_REAL, 2, 4), IN(K_REAL, 4, 3)}},
     {.op = NB_OP_ADDMV, .label = "addmv beta 0.5 alpha 2", .fn = addmv, .n_in = 3,

@@ -428,6 +428,8 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_bmm, NULL, NULL);
     NP(nb_bmm, x, NULL);
     NP(nb_addmm, NULL, NULL, NULL, 1, 1);
+    NP(nb_grouped_mm, NULL, NULL, NULL);
+    NP(nb_grouped_mm, x, NULL, NULL);
     NP(nb_addmm, x, x, NULL, 1, 1);
     NP(nb_addmv, x, NULL, x, 1, 1);
     NP(nb_baddbmm, NULL, x, x, 1, 1);

@@ -471,6 +471,24 @@ START_TEST(test_address_space_limit) {
 }
 END_TEST
 
+/* grouped_mm by hand: rows of each group times its matrix, zeros past the
+ * last end; K ranges; the errors. */
+START_TEST(test_grouped_mm) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *a = nb_from_data((double[]){1, 2, 3, 4, 5, 6, 7, 8}, NB_SHAPE(4, 2), NB_F64);
+    nb_tensor *b = nb_from_data((double[]){1, 0, 0, 1, 2, 0, 0, 2}, NB_SHAPE(2, 2, 2), NB_F64); /* I, 2 I */
+    nb_tensor *offs = nb_from_data((int32_t[]){1, 3}, NB_SHAPE(2), NB_I32);
+    nb_ck_close(nb_grouped_mm(a, b, offs), (double[]){1, 2, 6, 8, 10, 12, 0, 0}, 8, 0, 0);
+    /* [M 2, K 4] x [K 4, N 1]: K ranges 0..1 and 1..3 */
+    nb_tensor *c = nb_reshape(a, NB_SHAPE(2, 4)), *d = nb_from_data((double[]){1, 1, 1, 1}, NB_SHAPE(4, 1), NB_F64);
+    nb_ck_close(nb_grouped_mm(c, d, offs), (double[]){1, 5, 5, 13}, 4, 0, 0);
+    NB_CK_FAILS(nb_grouped_mm(a, b, NULL), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_grouped_mm(a, b, nb_from_data((int32_t[]){3, 1}, NB_SHAPE(2), NB_I32)), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_grouped_mm(a, b, nb_from_data((int32_t[]){1, 2, 3}, NB_SHAPE(3), NB_I32)), NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_matmul(void) {
     Suite *s = suite_create("ops_matmul");
     TCase *f = tcase_create("forward");
@@ -494,6 +512,7 @@ Suite *nb_suite_ops_matmul(void) {
     suite_add_tcase(s, g);
     TCase *tc_bmm = tcase_create("bmm");
     tcase_add_test(tc_bmm, test_bmm);
+    tcase_add_test(tc_bmm, test_grouped_mm);
     tcase_set_timeout(tc_bmm, 300);
     suite_add_tcase(s, tc_bmm);
     return s;

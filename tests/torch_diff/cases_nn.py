@@ -9,6 +9,8 @@ from cases_common import *  # noqa: F401,F403
 
 # ops the installed torch is too old to have (op -> the PyTorch version that added it)
 NOT_IN_THIS_TORCH = {}
+if not hasattr(F, "grouped_mm"):
+    NOT_IN_THIS_TORCH["grouped_mm"] = "2.8"
 
 
 # ---- CNN, normalization, attention ---------------------------------------------------------------------------------

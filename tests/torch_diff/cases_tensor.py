@@ -95,6 +95,18 @@ def tensor_ops():
     return out
 
 
+def grouped_mm():
+    """F.grouped_mm (PyTorch 2.8+) in its four forms; compared where this torch has it."""
+    if not hasattr(F, "grouped_mm"):
+        return []
+    gm = lambda xs, a: F.grouped_mm(xs[0], xs[1], offs=xs[2] if len(xs) > 2 else None)
+    offs = T([2, 4], I32)
+    return [Case("grouped_mm", [R((2, 3, 4)), R((2, 4, 5))], gm, tag="3-d x 3-d", tol={F32: (1e-5, 1e-6)}),
+            Case("grouped_mm", [R((5, 3)), R((2, 3, 2)), offs], gm, tag="2-d x 3-d", tol={F32: (1e-5, 1e-6)}),
+            Case("grouped_mm", [R((2, 4)), R((4, 3)), offs], gm, tag="2-d x 2-d", tol={F32: (1e-5, 1e-6)}),
+            Case("grouped_mm", [R((2, 3, 2)), R((2, 4)), offs], gm, tag="3-d x 2-d", tol={F32: (1e-5, 1e-6)})]
+
+
 def ctc():
     fn = lambda xs, a: F.ctc_loss(xs[0], xs[1], xs[2], xs[3], blank=a["blank"], reduction=a["reduction"],
                                   zero_infinity=a["zero_infinity"])

@@ -505,6 +505,7 @@ nb_status h_kron(dcase *c) { OUT1(nb_kron(I0, I1)); }
 #define ADD_PRODUCT(name) \
     nb_status h_##name(dcase *c) { OUT1(nb_##name(I0, I1, I2, ad(c, "beta", 1), ad(c, "alpha", 1))); }
 ADD_PRODUCT(addmm) ADD_PRODUCT(addmv) ADD_PRODUCT(baddbmm) ADD_PRODUCT(addbmm)
+nb_status h_grouped_mm(dcase *c) { OUT1(nb_grouped_mm(I0, I1, c->n_in > 2 ? I2 : NULL)); }
 nb_status h_trace(dcase *c) { OUT1(nb_trace(I0)); }
 nb_status h_cross(dcase *c) { OUT1(nb_cross(I0, I1, (int)ai(c, "dim", -1))); }
 nb_status h_cdist(dcase *c) { OUT1(nb_cdist(I0, I1, ad(c, "p", 2))); }

@@ -139,12 +139,9 @@ static nb_status parametrize(nb_module *m, const char *name, param_kind k, int d
     if (!name) name = "weight";
     if (strlen(name) >= sizeof ((param_ctx *)0)->name)
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: name \"%s\" is too long", op, name);
-    nb_tensor *w = nb_module_get(m, name);
-    nb_named_tensor ps[256];
-    int np = nb_module_parameters(m, ps, 256);
-    bool is_param = false;
-    for (int i = 0; w && i < np && i < 256; i++) is_param |= ps[i].tensor == w && !strchr(ps[i].name, '.');
-    if (!w || !is_param)
+    nb_tensor *w = nb_module_get(m, name); /* a parameter, buffer or attribute of m itself */
+    bool is_param = w && nb_is_leaf(w) && nb_requires_grad(w); /* parameters are leaves that require grad */
+    if (!is_param)
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: %s has no parameter \"%s\"", op, nb_module_kind(m), name);
     nb_module *pz = parametrizations_of(m, false);
     if (pz && nb_module_child(pz, name))

@@ -448,8 +448,8 @@ nb_tensor *nb_nn_adaptive_log_softmax_predict(nb_module *m, nb_tensor *input);
 /* weight_norm (Salimans & Kingma 2016): w = g v / ||v||, the norm over
  * every dim but dim (PyTorch's default 0; -1 or NB_DIM_NONE: over the
  * whole tensor, as PyTorch's dim=None); g starts as ||w||, v as w.
- * Errors: NB_ERR_INVALID_ARG (no such parameter, a bad dim),
- * NB_ERR_STATE (already parametrized). */
+ * Errors: NB_ERR_INVALID_ARG (no such parameter, a name already
+ * parametrized among them; a bad dim). */
 nb_status nb_nn_weight_norm(nb_module *m, const char *name, int dim);
 /* spectral_norm's options; zeroed: PyTorch's defaults. */
 typedef struct nb_spectral_norm_options {

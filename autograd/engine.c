@@ -258,16 +258,20 @@ nb_status nb_saved_check(const nb_node *n, const nb_tensor *alias, unsigned vers
                         nb_node_name(n, nm, sizeof nm), index, now, version);
 }
 
+nb_tensor *nb_history_view(nb_tensor *t, nb_node *n, int out_nr) {
+    nb_tensor *v = nb_tensor_view_of(t, t->ndim, t->shape, t->strides, t->offset);
+    if (!v) return NULL;
+    v->grad_fn = n;
+    n->refcount++;
+    v->output_nr = out_nr;
+    v->requires_grad = true;
+    return v;
+}
+
 nb_tensor *nb_saved_unpack(nb_node *n, nb_tensor *alias, nb_tensor *var, bool is_out, int out_nr, bool connected) {
     if (!connected || (!var && !is_out)) return alias;
     if (var) return var;
-    nb_tensor *t = nb_tensor_view_of(alias, alias->ndim, alias->shape, alias->strides, alias->offset);
-    if (!t) return NULL;
-    t->grad_fn = n; /* PyTorch's SavedVariable of an output: the node itself, weakly held until now */
-    n->refcount++;
-    t->output_nr = out_nr;
-    t->requires_grad = true;
-    return t;
+    return nb_history_view(alias, n, out_nr); /* PyTorch's SavedVariable of an output: the node itself */
 }
 
 void nb_node_set_edge(nb_node *n, int i, const nb_tensor *t) {

@@ -176,6 +176,10 @@ nb_node *nb_record_grad(const nb_node *src, nb_backward_fn fn, nb_tensor *out, i
  * node's own output (t->grad_fn == n) keeps no reference to it. */
 void nb_save(nb_node *n, int slot, const nb_tensor *t);
 void nb_node_release(nb_node *n);
+/* A new view of t's storage (scoped) holding output out_nr of node n as
+ * its history (n retained): a saved output unpacked for double backward,
+ * and the old history an in-place op differentiates through. */
+nb_tensor *nb_history_view(nb_tensor *t, nb_node *n, int out_nr);
 /* Sets node n's edge i from input t (its grad_fn retained, its output_nr). */
 void nb_node_set_edge(nb_node *n, int i, const nb_tensor *t);
 /* t (same shape and dtype as src) becomes a view of src's storage with
@@ -256,6 +260,11 @@ bool nb_check_inputs(const char *op, int n, nb_tensor *const *inputs);
  * backend supports for the op (else NB_ERR_UNSUPPORTED naming op, dtype and
  * backend): the capability query that replaces fixed float32/float64 gates. */
 bool nb_check_dtypes(nb_op_id op, int n, nb_tensor *const *inputs);
+/* The values of t (an integer tensor, any device) read to the host as a
+ * malloc'd int64 array of nb_numel(t) entries: the ops whose output sizes
+ * or index tables depend on lengths and offsets (ctc_loss, the packed
+ * sequences, grouped_mm). NULL with the error set (NB_ERR_OOM naming op). */
+int64_t *nb_host_int64(const char *op, nb_tensor *t);
 /* Sums g over broadcast dims so it has the given shape (the backward of broadcasting). */
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
 /* A contiguous copy of t (or t itself) without recording a node: the

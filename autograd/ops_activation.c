@@ -160,17 +160,6 @@ typedef struct inplace_args {
     nb_generator *gen;
 } inplace_args;
 
-/* A new tensor object on x's storage with x's history (grad_fn, output_nr). */
-static nb_tensor *history_alias(nb_tensor *x) {
-    nb_tensor *a = nb_tensor_view_of(x, x->ndim, x->shape, x->strides, x->offset);
-    if (!a) return NULL;
-    a->grad_fn = x->grad_fn;
-    a->grad_fn->refcount++;
-    a->output_nr = x->output_nr;
-    a->requires_grad = true;
-    return a;
-}
-
 static nb_status inplace(const char *op, nb_op_id id, nb_tensor *x, nb_tensor *(*fn)(nb_tensor *, const inplace_args *),
                          inplace_args args) {
     if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(id, 1, &x)) return nb_last_status();
@@ -182,7 +171,7 @@ static nb_status inplace(const char *op, nb_op_id id, nb_tensor *x, nb_tensor *(
         return nb_set_error(NB_ERR_UNSUPPORTED, "%s: x requires grad and is a view of part of another tensor, which "
                             "PyTorch would update and rebase too: use the out-of-place op", op);
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *y = record ? fn(history_alias(x), &args) : fn(x, &args);
+    nb_tensor *y = record ? fn(nb_history_view(x, x->grad_fn, x->output_nr), &args) : fn(x, &args);
     nb_status st = y ? NB_OK : nb_last_status();
     if (st == NB_OK && !record) {
         st = nb_copy_(x, y);

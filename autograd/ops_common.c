@@ -1,6 +1,7 @@
 /* ops_common.c - input checks, type promotion (torch.result_type's rules)
  * and the broadcasting helper shared by ops. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "nb_autograd_impl.h"
 
@@ -137,4 +138,16 @@ nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape) {
     int64_t strides[NB_MAX_DIMS];
     nb_contiguous_strides(ndim, shape, strides);
     return nb_tensor_view_of(r, ndim, shape, strides, 0);
+}
+
+int64_t *nb_host_int64(const char *op, nb_tensor *t) {
+    int64_t n = nb_numel(t);
+    int64_t *v = malloc(sizeof *v * (size_t)(n ? n : 1));
+    if (!v) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
+    nb_tensor *c = nb_to_dtype(t, NB_I64);
+    if (!c || nb_to_host(c, v, sizeof *v * (size_t)n) != NB_OK) {
+        free(v);
+        return NULL;
+    }
+    return v;
 }

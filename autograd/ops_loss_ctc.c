@@ -127,18 +127,6 @@ static nb_status ctc_backward(nb_function_ctx *ctx, nb_tensor *const *gout, nb_t
     return gin[6] ? NB_OK : nb_last_status();
 }
 
-/* Host copies of an integer tensor's values as int64 (n of them). */
-static int64_t *host_ints(nb_tensor *t, int64_t n) {
-    int64_t *v = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (!v) return NB_FAIL(NB_ERR_OOM, "ctc_loss: out of host memory");
-    nb_tensor *c = nb_to_dtype(t, NB_I64);
-    if (!c || nb_to_host(c, v, sizeof(int64_t) * (size_t)n) != NB_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
-}
-
 static bool is_int(const nb_tensor *t) { return t->dtype == NB_I64 || t->dtype == NB_I32; }
 
 /* Everything after the checks of the public function: builds the extended
@@ -148,7 +136,8 @@ static nb_tensor *ctc_impl(nb_tensor *lp, nb_tensor *targets, nb_tensor *in_len,
     int64_t T = lp->shape[0], N = lp->shape[1], C = lp->shape[2];
     bool padded = targets->ndim == 2;
     int64_t S_pad = padded ? targets->shape[1] : 0, n_tg = nb_numel(targets);
-    int64_t *il = host_ints(in_len, N), *tl = il ? host_ints(tgt_len, N) : NULL, *tg = tl ? host_ints(targets, n_tg) : NULL;
+    int64_t *il = nb_host_int64("ctc_loss", in_len), *tl = il ? nb_host_int64("ctc_loss", tgt_len) : NULL;
+    int64_t *tg = tl ? nb_host_int64("ctc_loss", targets) : NULL;
     int64_t *ext = NULL, *endv = NULL;
     bool *skipv = NULL, *validv = NULL;
     double *fixv = NULL;

@@ -303,12 +303,8 @@ static int64_t *group_ends(nb_tensor *offs, int64_t len) {
     if (offs->ndim != 1 || offs->shape[0] < 1 || (offs->dtype != NB_I32 && offs->dtype != NB_I64))
         return NB_FAIL(NB_ERR_INVALID_ARG, "grouped_mm: offs must be a non-empty 1-D int32 tensor");
     int64_t G = offs->shape[0];
-    int64_t *e = malloc(sizeof *e * (size_t)G);
-    nb_tensor *c = e ? nb_to_dtype(offs, NB_I64) : NULL;
-    if (!e || !c || nb_to_host(c, e, sizeof *e * (size_t)G) != NB_OK) {
-        free(e);
-        return e || c ? NULL : NB_FAIL(NB_ERR_OOM, "grouped_mm: out of host memory");
-    }
+    int64_t *e = nb_host_int64("grouped_mm", offs);
+    if (!e) return NULL;
     for (int64_t g = 0; g < G; g++)
         if (e[g] < (g ? e[g - 1] : 0) || e[g] > len) {
             free(e);

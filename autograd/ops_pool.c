@@ -249,12 +249,10 @@ static nb_tensor *pool_impl(pool_req *r, nb_tensor *x, nb_tensor **idx) {
     return nb_reshape(out, nd, fs);
 }
 
-/* Scoped call; *indices (if asked) outlives the op's scope like the result. */
-static nb_tensor *pool_run(pool_req r, nb_tensor *x, nb_tensor **indices) {
-    nb_tensor *idx = NULL;
-    if (indices) *indices = NULL;
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *out = pool_impl(&r, x, indices ? &idx : NULL);
+/* Ends the op's scope s returning out, and hands idx (the indices made
+ * in s, or NULL) to *indices in the caller's scope like the result; both
+ * NULL when out is. */
+static nb_tensor *return_with_indices(nb_scope *s, nb_tensor *out, nb_tensor *idx, nb_tensor **indices) {
     if (!out) idx = NULL;
     nb_retain(idx);
     out = nb_scope_return(s, out);
@@ -264,6 +262,15 @@ static nb_tensor *pool_run(pool_req r, nb_tensor *x, nb_tensor **indices) {
     }
     *indices = nb_scope_adopt(idx);
     return out;
+}
+
+/* Scoped call; *indices (if asked) outlives the op's scope like the result. */
+static nb_tensor *pool_run(pool_req r, nb_tensor *x, nb_tensor **indices) {
+    nb_tensor *idx = NULL;
+    if (indices) *indices = NULL;
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *out = pool_impl(&r, x, indices ? &idx : NULL);
+    return return_with_indices(s, out, idx, indices);
 }
 
 /* ---- options -> params -------------------------------------------------------------- */
@@ -416,15 +423,7 @@ nb_tensor *nb_max_pool3d(nb_tensor *x, nb_pool3d_options opts, nb_tensor **indic
     if (indices) *indices = NULL;
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *out = pool3d_impl("max_pool3d", NB_OP_MAX_POOL3D, false, x, opts, indices ? &idx : NULL);
-    if (!out) idx = NULL;
-    nb_retain(idx); /* *indices outlives the op's scope like the result */
-    out = nb_scope_return(s, out);
-    if (!out || !indices) {
-        nb_release(idx);
-        return out;
-    }
-    *indices = nb_scope_adopt(idx);
-    return out;
+    return return_with_indices(s, out, idx, indices);
 }
 
 nb_tensor *nb_avg_pool3d(nb_tensor *x, nb_pool3d_options opts) {
@@ -702,17 +701,7 @@ static nb_tensor *fractional(int d, nb_tensor *x, nb_fractional_max_pool_options
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *idx = NULL;
     nb_tensor *r = fractional_impl(d, x, o, indices ? &idx : NULL);
-    if (!r) {
-        nb_scope_end(s);
-        return NULL;
-    }
-    if (indices) {
-        nb_retain(idx);
-        *indices = idx;
-    }
-    r = nb_scope_return(s, r);
-    if (indices) nb_scope_adopt(*indices);
-    return r;
+    return return_with_indices(s, r, idx, indices);
 }
 
 nb_tensor *nb_fractional_max_pool2d(nb_tensor *x, nb_fractional_max_pool_options opts, nb_tensor **indices) {

@@ -275,18 +275,6 @@ static nb_tensor *packed_rows(const int64_t *bs, int64_t T, int64_t B, const int
     return r;
 }
 
-/* Reads t (an integer tensor of n elements) to the host as int64. */
-static int64_t *read_ints(const char *op, nb_tensor *t, int64_t n) {
-    int64_t *v = malloc(sizeof *v * (size_t)(n ? n : 1));
-    if (!v) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
-    nb_tensor *c = nb_to_dtype(t, NB_I64);
-    if (!c || nb_to_host(c, v, sizeof *v * (size_t)n) != NB_OK) {
-        free(v);
-        return NULL;
-    }
-    return v;
-}
-
 /* Checks a packed sequence and reads its batch sizes (T of them). */
 static int64_t *packed_check(const char *op, const nb_packed_sequence *p, int64_t *T) {
     if (!p || !p->data || !p->batch_sizes) {
@@ -301,7 +289,7 @@ static int64_t *packed_check(const char *op, const nb_packed_sequence *p, int64_
         return NULL;
     }
     *T = p->batch_sizes->shape[0];
-    int64_t *bs = read_ints(op, p->batch_sizes, *T), n = 0;
+    int64_t *bs = nb_host_int64(op, p->batch_sizes), n = 0;
     if (!bs) return NULL;
     int64_t B = bs[0];
     for (int64_t t = 0; t < *T; t++) {
@@ -356,7 +344,7 @@ nb_status nb_pack_padded_sequence(nb_tensor *input, nb_tensor *lengths, bool bat
     if (lengths->ndim != 1 || lengths->shape[0] != B || (lengths->dtype != NB_I64 && lengths->dtype != NB_I32))
         return nb_set_error(NB_ERR_SHAPE, "%s: lengths must be int64 [%lld] (the batch), got %s %s", op, (long long)B,
                             nb_fmt_shape(lengths->ndim, lengths->shape, a, sizeof a), nb_dtype_name(lengths->dtype));
-    int64_t *len = read_ints(op, lengths, B), *order = len ? malloc(sizeof *order * (size_t)(B ? B : 1)) : NULL;
+    int64_t *len = nb_host_int64(op, lengths), *order = len ? malloc(sizeof *order * (size_t)(B ? B : 1)) : NULL;
     int64_t *bs = order ? calloc((size_t)(T ? T : 1), sizeof *bs) : NULL;
     nb_status st = NB_OK;
     if (len && (!order || !bs)) st = nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
@@ -407,7 +395,7 @@ nb_status nb_pack_padded_sequence(nb_tensor *input, nb_tensor *lengths, bool bat
 
 /* The packed data back to [total, B, *] in sorted order (padding_value
  * elsewhere) and the sorted lengths (host). */
-static nb_tensor *unpack_sorted(const char *op, const nb_packed_sequence *p, const int64_t *bs, int64_t T, int64_t total,
+static nb_tensor *unpack_sorted(const nb_packed_sequence *p, const int64_t *bs, int64_t T, int64_t total,
                                 double padding_value, int64_t *len_sorted) {
     nb_tensor *d = p->data;
     int64_t B = bs[0], shape[NB_MAX_DIMS];
@@ -417,7 +405,6 @@ static nb_tensor *unpack_sorted(const char *op, const nb_packed_sequence *p, con
         len_sorted[j] = 0;
         for (int64_t t = 0; t < T; t++) len_sorted[j] += bs[t] > j;
     }
-    (void)op;
     nb_tensor *flat = nb_full_on(d->ndim, shape, padding_value, d->dtype, d->storage->device);
     flat = nb_index_copy(flat, 0, packed_rows(bs, T, B, NULL, d->storage->device), d);
     int64_t full[NB_MAX_DIMS + 1] = {total, B};
@@ -446,10 +433,10 @@ nb_status nb_pad_packed_sequence(const nb_packed_sequence *seq, bool batch_first
         return nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
     }
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *x = unpack_sorted(op, seq, bs, T, total_length ? total_length : T, padding_value, len);
+    nb_tensor *x = unpack_sorted(seq, bs, T, total_length ? total_length : T, padding_value, len);
     if (x && seq->unsorted_indices) { /* back to the caller's batch order */
         x = nb_index_select(x, 1, seq->unsorted_indices);
-        perm = read_ints(op, seq->unsorted_indices, B);
+        perm = nb_host_int64(op, seq->unsorted_indices);
         int64_t *orig = perm ? malloc(sizeof *orig * (size_t)B) : NULL;
         for (int64_t i = 0; orig && i < B; i++) orig[i] = perm[i] >= 0 && perm[i] < B ? len[perm[i]] : 0;
         if (orig) memcpy(len, orig, sizeof *len * (size_t)B);
@@ -543,7 +530,7 @@ int nb_rnn_packed(const nb_packed_sequence *input, nb_tensor *hx, nb_tensor *cx,
     }
     nb_scope *s = nb_op_scope_begin();
     nb_device dev = input->data->storage->device;
-    nb_tensor *x = unpack_sorted(op, input, bs, T, T, 0, len); /* [T, B, I], sorted */
+    nb_tensor *x = unpack_sorted(input, bs, T, T, 0, len); /* [T, B, I], sorted */
     nb_tensor *len_t = x ? nb_from_data_on(len, NB_SHAPE(B), NB_I64, dev) : NULL;
     nb_tensor *si = input->sorted_indices, *ui = input->unsorted_indices;
     /* the given states are in the caller's order: into the sorted order (PyTorch's permute_hidden) */

@@ -613,6 +613,7 @@ static nb_status mark_nodiff(nb_node *n, nb_tensor *g, nb_tensor **gin) {
 }
 
 static bool diff2(const nb_node *n) {
+    if (n->kind == NB_NODE_FUNCTION) return n->op == NB_OP_COUNT; /* else once-differentiable (nb_function_apply_as) */
     if (n->kind != NB_NODE_OP) return n->kind != NB_NODE_NODIFF;
     return (nb_op_get(n->op)->flags & NB_OPF_DIFF2) != 0;
 }

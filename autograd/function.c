@@ -43,6 +43,7 @@ struct nb_function_ctx {
     nb_dtype out_dtype[MAX_IO];
     nb_device dev;
     nb_tensor *acc[MAX_IO]; /* gradients of outputs 1.. during backward */
+    nb_op_id op;            /* NB_OP_COUNT, or the op a once-differentiable function stands for */
 };
 
 static nb_function_ctx *ctx_of(const nb_node *n) { return n->ext->fn; }
@@ -268,7 +269,7 @@ static nb_status record_function(nb_function_ctx *c, nb_tensor *const *inputs, n
     e->fn = c;
     n->refcount = 0;
     n->seq = 0;
-    n->op = NB_OP_COUNT;
+    n->op = c->op;
     n->kind = NB_NODE_FUNCTION;
     n->backward = function_backward;
     n->n_in = c->n_in;
@@ -327,6 +328,11 @@ static nb_status check_fn(const nb_function *fn, nb_tensor *const *inputs, int n
 
 nb_status nb_function_apply(const nb_function *fn, nb_tensor *const *inputs, int n_inputs, nb_tensor **outputs,
                             void *user) {
+    return nb_function_apply_as(NB_OP_COUNT, fn, inputs, n_inputs, outputs, user);
+}
+
+nb_status nb_function_apply_as(nb_op_id op, const nb_function *fn, nb_tensor *const *inputs, int n_inputs,
+                               nb_tensor **outputs, void *user) {
     nb_status st = check_fn(fn, inputs, n_inputs, outputs);
     if (st) return st;
     int n_out = fn->n_outputs;
@@ -337,6 +343,7 @@ nb_status nb_function_apply(const nb_function *fn, nb_tensor *const *inputs, int
     snprintf(c->name, sizeof c->name, "%s", fn->name ? fn->name : "function");
     c->fn_copy.name = c->name;
     c->fn = &c->fn_copy, c->user = user, c->n_in = n_inputs, c->n_out = n_out, c->materialize = true;
+    c->op = op;
     bool record = nb_is_grad_enabled();
     bool any = false;
     for (int i = 0; i < n_inputs; i++) any |= c->needs[i] = record && inputs[i] && inputs[i]->requires_grad;

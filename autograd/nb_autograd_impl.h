@@ -242,6 +242,13 @@ bool nb_anomaly_nonfinite(int n, nb_tensor *const *ts);
 
 /* ---- custom functions (autograd/function.c) --------------------------------- */
 
+/* nb_function_apply for an op of the table whose backward runs kernels
+ * no rule differentiates (torch.autograd.function.once_differentiable):
+ * the node is named after fn, and under create_graph its gradients are
+ * recorded as constants that fail, naming op, when a double backward
+ * reaches them. op NB_OP_COUNT: nb_function_apply. */
+nb_status nb_function_apply_as(nb_op_id op, const nb_function *fn, nb_tensor *const *inputs, int n_inputs,
+                               nb_tensor **outputs, void *user);
 const char *nb_function_node_name(const nb_node *n);
 int nb_function_n_outputs(const nb_node *n);
 /* The gradient accumulator of output out_nr >= 1 (output 0's is grad_acc). */
@@ -265,6 +272,16 @@ bool nb_check_dtypes(nb_op_id op, int n, nb_tensor *const *inputs);
  * or index tables depend on lengths and offsets (ctc_loss, the packed
  * sequences, grouped_mm). NULL with the error set (NB_ERR_OOM naming op). */
 int64_t *nb_host_int64(const char *op, nb_tensor *t);
+/* Layers of an RNN / LSTM / GRU stack in one backend call (ops_rnn_fused.c):
+ * x [T, B, I] time-major, h0 [n D, B, H_out], c0 [n D, B, H] (LSTM, else
+ * NULL), params the n_params parameters of num_layers layers (checked by
+ * the caller), lengths NULL or a host [B] (packed input). 1: out holds y
+ * [T, B, D H_out], h_n and c_n (LSTM); 0: declined (the backend has no
+ * recurrent kernels, nb_cudnn_enabled() is false, or it cannot run this
+ * geometry or dtype), nothing set; -1: error. */
+int nb_rnn_fused(nb_rnn_mode mode, nb_tensor *x, nb_tensor *h0, nb_tensor *c0, nb_tensor *const *params, int n_params,
+                 int64_t num_layers, bool bidirectional, bool bias, int64_t proj_size, const int64_t *lengths,
+                 nb_tensor **out);
 /* Sums g over broadcast dims so it has the given shape (the backward of broadcasting). */
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
 /* A contiguous copy of t (or t itself) without recording a node: the

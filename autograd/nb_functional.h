@@ -495,10 +495,16 @@ nb_tensor *nb_normalize(nb_tensor *x, double p, int dim, double eps);
  *         c' = f c + i g;  h' = o tanh(c')  (times W_hr with proj_size)
  *   GRU:  r, z = sigmoid(W_i{r,z} x + b_i{r,z} + W_h{r,z} h + b_h{r,z})
  *         n = tanh(W_in x + b_in + r (W_hn h + b_hn));  h' = (1 - z) n + z h
- * The input projections of every step are one GEMM per layer and
- * direction; the steps are written from differentiable ops (linear,
- * sigmoid, tanh, mul, add), so gradients, first and second order, follow
- * from those on every backend. float32/float64. */
+ * On a backend with fused recurrent kernels (CUDA: cuDNN's RNN API, as
+ * PyTorch runs nn.LSTM) nb_rnn and nb_rnn_packed run each run of layers
+ * without dropout between them in one call (nb_cudnn_enabled(), the
+ * default); its backward is not differentiable again, so a double
+ * backward through it fails with NB_ERR_UNSUPPORTED, as PyTorch's does
+ * (nb_set_cudnn_enabled(false) before the forward avoids it). Elsewhere,
+ * and for the cells, the input projections of every step are one GEMM per
+ * layer and direction and the steps are written from differentiable ops
+ * (linear, sigmoid, tanh, mul, add), so gradients, first and second order,
+ * follow from those. float32/float64. */
 typedef enum nb_rnn_mode { NB_RNN_TANH = 0, NB_RNN_RELU, NB_RNN_LSTM, NB_RNN_GRU } nb_rnn_mode;
 typedef struct nb_rnn_options {
     nb_rnn_mode mode;     /* RNN with tanh (default) or ReLU, LSTM, GRU */

@@ -124,7 +124,7 @@ static nb_tensor *run_direction(nb_rnn_mode mode, nb_tensor *x, bool reverse, nb
 }
 
 static int rnn_impl(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *const *params, int n_params,
-                    nb_rnn_options o, nb_tensor **out, nb_tensor **steps, nb_tensor *len) {
+                    nb_rnn_options o, nb_tensor **out, nb_tensor **steps, nb_tensor *len, const int64_t *len_host) {
     const char *op = (unsigned)o.mode <= NB_RNN_GRU ? mode_names[o.mode] : "rnn";
     if ((unsigned)o.mode > NB_RNN_GRU) return nb_set_error(NB_ERR_INVALID_ARG, "rnn: bad mode %d", (int)o.mode), -1;
     int64_t L = o.num_layers ? o.num_layers : 1, D = o.bidirectional ? 2 : 1;
@@ -170,17 +170,31 @@ static int rnn_impl(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *c
     if (!h0 || (lstm && !c0)) return -1;
     nb_tensor *hn[2 * 64], *cn[2 * 64]; /* per layer and direction */
     if (L > 64) return nb_set_error(NB_ERR_INVALID_ARG, "%s: at most 64 layers (got %lld)", op, (long long)L), -1;
-    for (int64_t l = 0; l < L && x; l++) {
-        nb_tensor *dir_out[2];
-        for (int64_t d = 0; d < D; d++) {
-            int64_t k = l * D + d;
-            nb_tensor *h = state_at(h0, k), *c = lstm ? state_at(c0, k) : NULL;
-            dir_out[d] = run_direction(o.mode, x, d == 1, params + k * per, bias, proj, &h, &c, steps, len);
-            if (!dir_out[d]) return -1;
-            hn[k] = h, cn[k] = c;
+    bool dropout = o.dropout > 0 && o.training;
+    for (int64_t l = 0; l < L && x;) {
+        /* the layers up to the next dropout in one backend call where it takes them */
+        int64_t n = dropout ? 1 : L - l;
+        nb_tensor *f[3] = {0};
+        int r = nb_rnn_fused(o.mode, x, nb_narrow(h0, 0, l * D, n * D), lstm ? nb_narrow(c0, 0, l * D, n * D) : NULL,
+                             params + l * D * per, (int)(n * D * per), n, D == 2, bias, o.proj_size, len_host, f);
+        if (r < 0) return -1;
+        if (r > 0) {
+            for (int64_t k = 0; k < n * D; k++) hn[l * D + k] = state_at(f[1], k), cn[l * D + k] = lstm ? state_at(f[2], k) : NULL;
+            x = f[0];
+        } else {
+            nb_tensor *dir_out[2];
+            n = 1;
+            for (int64_t d = 0; d < D; d++) {
+                int64_t k = l * D + d;
+                nb_tensor *h = state_at(h0, k), *c = lstm ? state_at(c0, k) : NULL;
+                dir_out[d] = run_direction(o.mode, x, d == 1, params + k * per, bias, proj, &h, &c, steps, len);
+                if (!dir_out[d]) return -1;
+                hn[k] = h, cn[k] = c;
+            }
+            x = D == 2 ? nb_cat(dir_out, 2, 2) : dir_out[0];
         }
-        x = D == 2 ? nb_cat(dir_out, 2, 2) : dir_out[0];
-        if (x && l < L - 1 && o.dropout > 0 && o.training) x = nb_dropout(x, o.dropout, true, o.generator);
+        l += n;
+        if (x && l < L && dropout) x = nb_dropout(x, o.dropout, true, o.generator);
     }
     if (!x) return -1;
     out[0] = unbatched ? nb_squeeze(x, 1) : o.batch_first ? nb_transpose(x, 0, 1) : x;
@@ -199,7 +213,7 @@ int nb_rnn(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *const *par
     nb_tensor **steps = T > 0 ? malloc(sizeof *steps * (size_t)T) : NULL; /* the per-step tensors of one direction */
     if (T > 0 && !steps) return nb_set_error(NB_ERR_OOM, "rnn: out of host memory"), -1;
     nb_scope *s = nb_op_scope_begin();
-    int n = rnn_impl(input, hx, cx, params, n_params, opts, out, steps, NULL);
+    int n = rnn_impl(input, hx, cx, params, n_params, opts, out, steps, NULL, NULL);
     free(steps);
     if (n < 0) {
         nb_scope_end(s);
@@ -537,7 +551,7 @@ int nb_rnn_packed(const nb_packed_sequence *input, nb_tensor *hx, nb_tensor *cx,
     nb_tensor *h0 = hx && si ? nb_index_select(hx, 1, si) : hx, *c0 = cx && si ? nb_index_select(cx, 1, si) : cx;
     opts.batch_first = false;
     nb_tensor *res[3] = {0};
-    int n = len_t && (!hx || h0) && (!cx || c0) ? rnn_impl(x, h0, c0, params, n_params, opts, res, steps, len_t) : -1;
+    int n = len_t && (!hx || h0) && (!cx || c0) ? rnn_impl(x, h0, c0, params, n_params, opts, res, steps, len_t, len) : -1;
     if (n > 0) {
         int64_t shape[2] = {T * B, res[0]->shape[2]};
         output->data = nb_index_select(nb_reshape(res[0], 2, shape), 0, packed_rows(bs, T, B, NULL, dev));

@@ -238,6 +238,24 @@ typedef struct nb_sgd_hyper {
     const double *lr_dev; /* NULL, or a device float64 read instead of lr (capturable) */
 } nb_sgd_hyper;
 
+/* One call of the recurrent slots (rnn_reserve_size, rnn_forward,
+ * rnn_backward): a stack of num_layers RNN / LSTM / GRU layers over
+ * seq_len steps of batch sequences, as torch.nn.RNN / LSTM / GRU
+ * (cuDNN's RNN API where a backend runs it). mode: 0 tanh, 1 ReLU, 2
+ * LSTM, 3 GRU (nb_rnn_mode). proj_size 0: no projection (LSTM only
+ * otherwise). lengths: NULL, every sequence seq_len steps; else a host
+ * array [batch] of lengths in [1, seq_len]: each sequence runs over its
+ * own steps (the reverse direction starts at its last one), its outputs
+ * past them are 0 and h_n / c_n are its states at its last step.
+ * training: the forward keeps a reserve space for rnn_backward. */
+typedef struct nb_rnn_params {
+    int mode;
+    nb_dtype dtype;
+    int64_t seq_len, batch, input_size, hidden_size, proj_size, num_layers;
+    bool bidirectional, bias, training;
+    const int32_t *lengths;
+} nb_rnn_params;
+
 /* Geometry of a 2-d convolution (conv1d runs as conv2d with H = 1), as
  * torch.nn.functional.conv2d / conv_transpose2d. */
 typedef struct nb_conv_params {

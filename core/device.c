@@ -153,6 +153,15 @@ nb_status nb_set_float32_matmul_precision(const char *p) {
 const char *nb_get_float32_matmul_precision(void) { return precisions[matmul_precision]; }
 int nb_float32_matmul_precision(void) { return matmul_precision; }
 
+static bool cudnn_enabled = true;
+
+bool nb_set_cudnn_enabled(bool enabled) {
+    bool prev = cudnn_enabled;
+    cudnn_enabled = enabled;
+    return prev;
+}
+bool nb_cudnn_enabled(void) { return cudnn_enabled; }
+
 /* ---- threads -------------------------------------------------------------------- */
 
 void nb_set_num_threads(int n) {

@@ -217,6 +217,17 @@ int nb_get_num_threads(void);
 nb_status nb_set_float32_matmul_precision(const char *precision);
 const char *nb_get_float32_matmul_precision(void);
 
+/* torch.backends.cudnn.enabled: whether RNN / LSTM / GRU layers (nb_rnn,
+ * nb_rnn_packed and the nn modules) run through a backend's fused
+ * recurrent kernels where it has them (cuDNN's RNN API on CUDA; true, the
+ * default) or as nabla ops on every device (false). cuDNN's backward is
+ * not differentiable again (as in PyTorch): a double backward
+ * (create_graph) through an RNN on CUDA needs false while the forward
+ * runs. The convolutions keep cuDNN either way. Process-wide; returns the
+ * previous setting. */
+bool nb_set_cudnn_enabled(bool enabled);
+bool nb_cudnn_enabled(void);
+
 /* ---- scopes ----------------------------------------------------------- */
 
 typedef struct nb_scope nb_scope;

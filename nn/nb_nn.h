@@ -395,7 +395,9 @@ nb_module *nb_nn_dropout(double p);
  * LSTM takes (input[, h_0[, c_0]]) and gives (output, h_n, c_n) (PyTorch's
  * (output, (h_n, c_n)) flattened); the cells take (input[, hx[, cx]]) and
  * give h' (LSTMCell: h', c'). nb_forward gives output (the cells: h').
- * Errors: NB_ERR_INVALID_ARG (sizes < 1, more than 64 layers, a bad mode
+ * On CUDA the layers run through cuDNN's RNN API (nb_rnn in
+ * nb_functional.h; nb_set_cudnn_enabled). Errors: NB_ERR_INVALID_ARG
+ * (sizes < 1, more than 64 layers, a bad mode
  * or option), NB_ERR_DTYPE, NB_ERR_OOM. */
 nb_module *nb_nn_rnn(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
 nb_module *nb_nn_lstm(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);

@@ -5,10 +5,13 @@
  * modules' parameter names and shapes (PyTorch's), their init bound and
  * their forward forms. Values and gradients against PyTorch: tests/torch_diff
  * and tests/interop/module_interop.py; float64 gradchecks: the op harness.
+ * On CUDA: cuDNN's RNN against the layers run as ops and the CPU, a second
+ * backward through it, and the double backward it refuses.
  */
 #include <math.h>
 #include <string.h>
 
+#include "nb_backend_impl.h"
 #include "nb_test.h"
 
 static double sig(double v) { return 1 / (1 + exp(-v)); }
@@ -232,6 +235,153 @@ START_TEST(test_lstm_trains) {
 }
 END_TEST
 
+/* ---- cuDNN's RNN (CUDA; skipped without a GPU) -------------------------------------------------- */
+
+/* One RNN configuration run on dev: outputs and gradients of a weighted sum of y, h_n (and c_n) with
+ * respect to x, h0 and every parameter, as float64 CPU tensors in res (y, h_n, [c_n], grads...). */
+typedef struct rnn_cfg {
+    nb_rnn_mode mode;
+    int layers, proj;
+    bool bidir, bias, packed;
+    double dropout;
+} rnn_cfg;
+
+static int run_cfg(const rnn_cfg *c, nb_device dev, nb_dtype dt, bool *used, nb_tensor **res) {
+    enum { T = 5, B = 3, I = 4, H = 6 };
+    int64_t G = c->mode == NB_RNN_LSTM ? 4 : c->mode == NB_RNN_GRU ? 3 : 1, D = c->bidir ? 2 : 1;
+    int64_t Ho = c->proj ? c->proj : H, per = 2 + (c->bias ? 2 : 0) + (c->proj ? 1 : 0);
+    nb_manual_seed(11); /* the same values on every device */
+    nb_tensor *leaf[64];
+    int n = 0;
+    leaf[n++] = nb_randn(NB_SHAPE(T, B, I), NB_F64, NULL);
+    leaf[n++] = nb_randn(NB_SHAPE(c->layers * D, B, Ho), NB_F64, NULL);
+    bool lstm = c->mode == NB_RNN_LSTM;
+    if (lstm) leaf[n++] = nb_randn(NB_SHAPE(c->layers * D, B, H), NB_F64, NULL);
+    int first = n;
+    for (int l = 0; l < c->layers; l++)
+        for (int d = 0; d < D; d++) {
+            leaf[n++] = nb_mul_scalar(nb_randn(NB_SHAPE(G * H, l ? D * Ho : I), NB_F64, NULL), 0.4);
+            leaf[n++] = nb_mul_scalar(nb_randn(NB_SHAPE(G * H, Ho), NB_F64, NULL), 0.4);
+            if (c->bias) leaf[n++] = nb_randn(NB_SHAPE(G * H), NB_F64, NULL), leaf[n++] = nb_randn(NB_SHAPE(G * H), NB_F64, NULL);
+            if (c->proj) leaf[n++] = nb_mul_scalar(nb_randn(NB_SHAPE(Ho, H), NB_F64, NULL), 0.4);
+        }
+    ck_assert_int_eq(n - first, c->layers * D * per);
+    for (int i = 0; i < n; i++) {
+        leaf[i] = nb_contiguous(nb_to_dtype(nb_to_device(leaf[i], dev), dt));
+        NB_CK_OK(nb_set_requires_grad(leaf[i], true));
+    }
+    nb_generator g = nb_generator_new(5);
+    nb_rnn_options o = {.mode = c->mode, .num_layers = c->layers, .bidirectional = c->bidir, .proj_size = c->proj,
+                        .bias = c->bias ? NB_FLAG_TRUE : NB_FLAG_FALSE, .dropout = c->dropout,
+                        .training = c->dropout > 0, .generator = &g};
+    nb_tensor *out[3] = {0}, *y;
+    bool trace[NB_SLOT_COUNT] = {0};
+    nb_slot_trace_begin(trace);
+    if (c->packed) {
+        nb_packed_sequence in, po;
+        nb_tensor *lengths = nb_from_data((int64_t[]){3, 5, 2}, NB_SHAPE(3), NB_I64);
+        NB_CK_OK(nb_pack_padded_sequence(leaf[0], lengths, false, false, &in));
+        ck_assert_int_eq(nb_rnn_packed(&in, leaf[1], lstm ? leaf[2] : NULL, leaf + first, n - first, o, &po, out + 1),
+                         lstm ? 2 : 1);
+        NB_CK_OK(nb_pad_packed_sequence(&po, false, 0, 0, &y, NULL));
+    } else {
+        ck_assert_int_eq(nb_rnn(leaf[0], leaf[1], lstm ? leaf[2] : NULL, leaf + first, n - first, o, out), lstm ? 3 : 2);
+        y = out[0];
+    }
+    out[0] = y;
+    nb_tensor *loss = nb_sum(nb_mul(y, nb_sin(y)), NULL, 0, false);
+    for (int k = 1; k < (lstm ? 3 : 2); k++) loss = nb_add(loss, nb_sum(nb_mul(out[k], out[k]), NULL, 0, false));
+    NB_CK_OK(nb_backward(loss));
+    nb_slot_trace_end();
+    *used = trace[NB_SLOT_rnn_forward] && trace[NB_SLOT_rnn_backward];
+    int m = 0;
+    for (int k = 0; k < (lstm ? 3 : 2); k++) res[m++] = nb_to_dtype(nb_to_device(out[k], NB_CPU), NB_F64);
+    for (int i = 0; i < n; i++) res[m++] = nb_to_dtype(nb_to_device(nb_tensor_grad(leaf[i]), NB_CPU), NB_F64);
+    return m;
+}
+
+static void ck_all_close(nb_tensor *const *a, nb_tensor *const *b, int n, double tol, const char *what) {
+    for (int i = 0; i < n; i++) {
+        NB_CK_NOTNULL(a[i]), NB_CK_NOTNULL(b[i]);
+        double err = nb_item(nb_amax(nb_abs(nb_sub(a[i], b[i])), NULL, 0, false));
+        double mag = nb_item(nb_amax(nb_abs(b[i]), NULL, 0, false));
+        ck_assert_msg(err <= tol * (1 + mag), "%s: result %d differs by %g (magnitude %g)", what, i, err, mag);
+    }
+}
+
+/* On CUDA nb_rnn runs cuDNN's RNN (the rnn slots): outputs and every gradient equal the layers run as ops
+ * (nb_set_cudnn_enabled(false)) and the CPU's, for LSTM (projection, packed input), GRU, ReLU and tanh RNNs,
+ * bidirectional stacks, no bias, and dropout between layers (nabla's generator: the same masks). */
+START_TEST(test_cudnn_matches_ops) {
+    if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
+    const rnn_cfg cfgs[] = {
+        {NB_RNN_LSTM, 2, 0, true, true, false, 0}, {NB_RNN_GRU, 2, 0, true, true, false, 0},
+        {NB_RNN_RELU, 1, 0, false, false, false, 0}, {NB_RNN_TANH, 3, 0, false, true, false, 0},
+        {NB_RNN_LSTM, 2, 2, true, true, false, 0}, {NB_RNN_LSTM, 1, 3, false, false, false, 0},
+        {NB_RNN_LSTM, 2, 0, true, true, true, 0}, {NB_RNN_GRU, 1, 0, false, true, true, 0},
+        {NB_RNN_LSTM, 3, 0, false, true, false, 0.5}};
+    for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++)
+        for (int f = 0; f < 2; f++) {
+            nb_scope *s = nb_scope_begin();
+            nb_dtype dt = f ? NB_F32 : NB_F64;
+            nb_tensor *ref[64], *ops[64], *fused[64];
+            bool used;
+            char what[64];
+            snprintf(what, sizeof what, "config %zu %s", k, nb_dtype_name(dt));
+            int n = run_cfg(&cfgs[k], NB_CPU, NB_F64, &used, ref);
+            ck_assert(!used);
+            bool prev = nb_set_cudnn_enabled(false);
+            ck_assert_int_eq(run_cfg(&cfgs[k], NB_CUDA(0), dt, &used, ops), n);
+            ck_assert_msg(!used, "%s: cuDNN ran while disabled", what);
+            nb_set_cudnn_enabled(prev);
+            ck_assert_int_eq(run_cfg(&cfgs[k], NB_CUDA(0), dt, &used, fused), n);
+            ck_assert_msg(used, "%s: the rnn slots did not run", what);
+            ck_all_close(fused, ref, n, f ? 2e-4 : 1e-11, what);
+            ck_all_close(ops, ref, n, f ? 2e-4 : 1e-11, what);
+            nb_scope_end(s);
+        }
+}
+END_TEST
+
+/* cuDNN's backward rewrites its reserve space: a second backward through the graph (retain_graph) rebuilds
+ * it and gives the same gradients; a double backward fails naming rnn (as PyTorch's), and runs with
+ * cuDNN disabled. */
+START_TEST(test_cudnn_backward_twice_and_double) {
+    if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(1);
+    nb_device prev_dev = nb_default_device();
+    NB_CK_OK(nb_set_default_device(NB_CUDA(0)));
+    nb_module *lstm = nb_nn_lstm(3, 5, (nb_rnn_options){.num_layers = 2, .dtype = NB_F64});
+    NB_CK_OK(nb_set_default_device(prev_dev));
+    NB_CK_NOTNULL(lstm);
+    nb_tensor *x = nb_to_device(nb_randn(NB_SHAPE(4, 2, 3), NB_F64, NULL), NB_CUDA(0));
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    nb_tensor *loss = nb_sum(nb_pow_scalar(nb_forward(lstm, x), 2), NULL, 0, false);
+    nb_tensor *g1, *g2;
+    nb_grad_options keep = {.retain_graph = true};
+    NB_CK_OK(nb_grad(&loss, NULL, 1, &x, 1, &g1, &keep));
+    NB_CK_OK(nb_grad(&loss, NULL, 1, &x, 1, &g2, NULL));
+    ck_all_close(&g1, &g2, 1, 0, "second backward");
+    for (int off = 0; off < 2; off++) {
+        bool prev = nb_set_cudnn_enabled(off == 0);
+        loss = nb_sum(nb_pow_scalar(nb_forward(lstm, x), 2), NULL, 0, false);
+        nb_grad_options cg = {.create_graph = true};
+        NB_CK_OK(nb_grad(&loss, NULL, 1, &x, 1, &g1, &cg));
+        nb_status st = nb_backward(nb_sum(nb_pow_scalar(g1, 2), NULL, 0, false));
+        if (off == 0) {
+            ck_assert_int_eq(st, NB_ERR_UNSUPPORTED);
+            ck_assert_msg(strstr(nb_last_error(), "rnn") != NULL, "%s", nb_last_error());
+        } else {
+            NB_CK_OK(st);
+        }
+        nb_set_cudnn_enabled(prev);
+    }
+    nb_module_free(lstm);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_rnn(void) {
     Suite *s = suite_create("ops_rnn");
     TCase *t = tcase_create("rnn");
@@ -240,6 +390,8 @@ Suite *nb_suite_ops_rnn(void) {
     tcase_add_test(t, test_rnn_shapes_and_dropout);
     tcase_add_test(t, test_packed_is_each_sequence);
     tcase_add_test(t, test_lstm_trains);
+    tcase_add_test(t, test_cudnn_matches_ops);
+    tcase_add_test(t, test_cudnn_backward_twice_and_double);
     suite_add_tcase(s, t);
     return s;
 }

@@ -36,6 +36,7 @@ static nb_rnn_params params_of(nb_function_ctx *ctx, nb_tensor *x, nb_tensor *h0
     p.num_layers = h0->shape[0] / (p.bidirectional ? 2 : 1);
     p.bias = nb_ctx_value(ctx, "bias") != 0;
     p.training = true;
+    p.tf32 = nb_ctx_value(ctx, "tf32") != 0;
     p.lengths = len;
     return p;
 }
@@ -75,7 +76,7 @@ static nb_status fused_forward(nb_function_ctx *ctx, nb_tensor *const *in, int n
     const struct { const char *k; double v; } vals[] = {
         {"mode", fc->p.mode}, {"hidden_size", (double)fc->p.hidden_size}, {"proj_size", (double)fc->p.proj_size},
         {"bidirectional", fc->p.bidirectional}, {"bias", fc->p.bias}, {"reserve_bytes", (double)fc->reserve_bytes},
-        {"lstm", in[2] != NULL}, {"lengths", in[4] != NULL}, {"backwards", 0}};
+        {"lstm", in[2] != NULL}, {"lengths", in[4] != NULL}, {"backwards", 0}, {"tf32", fc->p.tf32}};
     for (size_t i = 0; st == NB_OK && i < sizeof vals / sizeof vals[0]; i++) st = nb_ctx_set_value(ctx, vals[i].k, vals[i].v);
     return st;
 }
@@ -97,11 +98,15 @@ static nb_status fused_backward(nb_function_ctx *ctx, nb_tensor *const *gout, nb
     if (st != NB_OK) return st;
     nb_device dev = x->storage->device;
     nb_tensor *dy = nb_contiguous(gout[0]), *dhy = nb_contiguous(gout[1]), *dcy = lstm ? nb_contiguous(gout[2]) : NULL;
-    nb_tensor *dx = nb_empty_on(3, x->shape, x->dtype, dev);
-    nb_tensor *dhx = nb_ctx_needs_input_grad(ctx, 1) ? nb_empty_on(3, h0->shape, x->dtype, dev) : NULL;
-    nb_tensor *dcx = lstm && nb_ctx_needs_input_grad(ctx, 2) ? nb_empty_on(3, c0->shape, x->dtype, dev) : NULL;
-    nb_tensor *dw = nb_ctx_needs_input_grad(ctx, 3) ? nb_empty_on(1, w->shape, x->dtype, dev) : NULL;
-    if (!dy || !dhy || (lstm && !dcy) || !dx) return nb_last_status();
+    /* with lengths, zeros where cuDNN leaves the padding of dx unwritten */
+    nb_tensor *dx = len ? nb_full_on(3, x->shape, 0, x->dtype, dev) : nb_empty_on(3, x->shape, x->dtype, dev);
+    bool want_h = nb_ctx_needs_input_grad(ctx, 1), want_c = lstm && nb_ctx_needs_input_grad(ctx, 2);
+    bool want_w = nb_ctx_needs_input_grad(ctx, 3);
+    nb_tensor *dhx = want_h ? nb_empty_on(3, h0->shape, x->dtype, dev) : NULL;
+    nb_tensor *dcx = want_c ? nb_empty_on(3, c0->shape, x->dtype, dev) : NULL;
+    nb_tensor *dw = want_w ? nb_empty_on(1, w->shape, x->dtype, dev) : NULL;
+    if (!dy || !dhy || (lstm && !dcy) || !dx || (want_h && !dhx) || (want_c && !dcx) || (want_w && !dw))
+        return nb_last_status();
     nb_kview v[14];
     const nb_tensor *t[14] = {dx, dhx, dcx, dw, x, h0, c0, w, y, dy, dhy, dcy, reserve, NULL};
     for (int i = 0; i < 13; i++)
@@ -118,6 +123,7 @@ static nb_status fused_backward(nb_function_ctx *ctx, nb_tensor *const *gout, nb
 int nb_rnn_fused(nb_rnn_mode mode, nb_tensor *x, nb_tensor *h0, nb_tensor *c0, nb_tensor *const *params, int n_params,
                  int64_t num_layers, bool bidirectional, bool bias, int64_t proj_size, const int64_t *lengths,
                  nb_tensor **out) {
+    if (!x || !h0 || (mode == NB_RNN_LSTM && !c0)) return -1; /* a failed narrow: its error is set */
     nb_backend *be = NB_BE(x);
     if (!nb_cudnn_enabled() || !nb_kernel_has(be, rnn_forward) || !nb_kernel_has(be, rnn_backward) ||
         !nb_kernel_has(be, rnn_reserve_size) || (x->dtype != NB_F32 && x->dtype != NB_F64))
@@ -137,7 +143,9 @@ int nb_rnn_fused(nb_rnn_mode mode, nb_tensor *x, nb_tensor *h0, nb_tensor *c0, n
     fused_call fc = {.p = {.mode = (int)mode, .dtype = x->dtype, .seq_len = x->shape[0], .batch = B,
                            .input_size = x->shape[2], .hidden_size = params[1]->shape[0] / (mode == NB_RNN_LSTM ? 4 : mode == NB_RNN_GRU ? 3 : 1),
                            .proj_size = proj_size, .num_layers = num_layers, .bidirectional = bidirectional,
-                           .bias = bias, .training = training, .lengths = len ? host_i32(len) : NULL}};
+                           .bias = bias, .training = training,
+                           .tf32 = strcmp(nb_get_float32_matmul_precision(), "highest") != 0,
+                           .lengths = len ? host_i32(len) : NULL}};
     fused_call query = fc;
     query.p.training = true;
     nb_status st = nb_kernel_rnn_reserve_size(be, &query.p, &fc.reserve_bytes);
@@ -159,6 +167,6 @@ int nb_rnn_fused(nb_rnn_mode mode, nb_tensor *x, nb_tensor *h0, nb_tensor *c0, n
     for (int i = 0; ok && i < n_out; i++) nb_retain(out[i]);
     nb_scope_end(s);
     if (!ok) return -1;
-    for (int i = 0; i < n_out; i++) nb_scope_adopt(out[i]);
-    return 1;
+    for (int i = 0; i < n_out; i++) ok = (out[i] = nb_scope_adopt(out[i])) && ok;
+    return ok ? 1 : -1;
 }

@@ -247,12 +247,14 @@ typedef struct nb_sgd_hyper {
  * array [batch] of lengths in [1, seq_len]: each sequence runs over its
  * own steps (the reverse direction starts at its last one), its outputs
  * past them are 0 and h_n / c_n are its states at its last step.
- * training: the forward keeps a reserve space for rnn_backward. */
+ * training: the forward keeps a reserve space for rnn_backward. tf32:
+ * float32 products may use TF32 (the float32 matmul precision when the
+ * forward ran; its backward must see the same). */
 typedef struct nb_rnn_params {
     int mode;
     nb_dtype dtype;
     int64_t seq_len, batch, input_size, hidden_size, proj_size, num_layers;
-    bool bidirectional, bias, training;
+    bool bidirectional, bias, training, tf32;
     const int32_t *lengths;
 } nb_rnn_params;
 

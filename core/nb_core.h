@@ -209,8 +209,9 @@ int nb_get_num_threads(void);
  * matrix products in full float32), "high" (a GPU may use TF32 tensor
  * cores, ~10 bits of mantissa per product, float32 accumulation) or
  * "medium" (may use bfloat16 products). The setting also covers float32
- * convolutions on CUDA (cuDNN's TF32 tensor-core algorithms under "high"
- * and "medium"): it stands for torch.backends.cudnn.allow_tf32 too, whose
+ * convolutions and recurrent layers on CUDA (cuDNN's TF32 tensor-core
+ * algorithms under "high" and "medium"): it stands for
+ * torch.backends.cudnn.allow_tf32 too, whose
  * PyTorch default is TF32; nabla's default stays full float32 for both.
  * The CPU always computes in full float32. Errors: NB_ERR_INVALID_ARG for
  * another string. */

@@ -100,3 +100,9 @@ nb_status nb_check_rnn_backward(nb_backend *be, const nb_kview *dx, const nb_kvi
     if ((st = check_view(slot, "dw", dw, true, p->dtype, 1, w->shape))) return st;
     return check_reserve(slot, reserve, true);
 }
+
+nb_status nb_check_rnn_reserve_size(nb_backend *be, const nb_rnn_params *p, int64_t *bytes) {
+    (void)be;
+    if (!bytes) return nb_set_error(NB_ERR_INVALID_ARG, "rnn_reserve_size: bytes is NULL");
+    return check_params("rnn_reserve_size", p);
+}

@@ -15,8 +15,8 @@
 //
 // Precision: float32 runs with CUDNN_FMA_MATH (no TF32) under nabla's
 // default matmul precision "highest", and CUDNN_DEFAULT_MATH (TF32
-// permitted) under "high" / "medium" (PyTorch's cudnn.allow_tf32), float64
-// in double. Data descriptors are sequence-major and padded
+// permitted) under "high" / "medium" (p->tf32, PyTorch's
+// cudnn.allow_tf32), float64 in double. Data descriptors are sequence-major and padded
 // (CUDNN_RNN_PADDED_IO_ENABLED), so per-sequence lengths need no repacking.
 // Dropout between layers is not cuDNN's: the op runs layers separately
 // where dropout applies, with nabla's own generator (deterministic,
@@ -49,6 +49,8 @@ struct Seg {
 
 struct Plan {
     Key key;
+    pthread_mutex_t lock; // held around the cuDNN calls that use rnn (descriptors are not shared concurrently)
+    bool cached;
     cudnnRNNDescriptor_t rnn;
     cudnnDropoutDescriptor_t drop;
     size_t wbytes; // the weight space
@@ -71,15 +73,30 @@ Key make_key(nb_backend *be, const nb_rnn_params *p) {
     Key k;
     memset(&k, 0, sizeof k);
     k.dev = device_of(be), k.mode = p->mode, k.dt = (int)p->dtype;
-    k.prec = p->dtype == NB_F32 ? nb_float32_matmul_precision() : 0;
+    k.prec = p->dtype == NB_F32 && p->tf32;
     k.bidir = p->bidirectional, k.bias = p->bias;
     k.in = p->input_size, k.hid = p->hidden_size, k.proj = p->proj_size, k.layers = p->num_layers;
     return k;
 }
 
+// What cuDNN does not take (NB_ERR_UNSUPPORTED, kept with the cached plan:
+// the geometry then runs as ops) or a failure (NB_ERR_OOM, NB_ERR_DEVICE:
+// the plan is not cached, a later call tries again).
 void plan_fail(Plan *pl, const char *call, cudnnStatus_t s) {
-    pl->status = NB_ERR_UNSUPPORTED;
+    int cat = CUDNN_STATUS_CATEGORY((int)s);
+    pl->status = s == CUDNN_STATUS_ALLOC_FAILED                                      ? NB_ERR_OOM
+                 : cat == CUDNN_STATUS_NOT_SUPPORTED || cat == CUDNN_STATUS_BAD_PARAM ? NB_ERR_UNSUPPORTED
+                                                                                     : NB_ERR_DEVICE;
     snprintf(pl->why, sizeof pl->why, "%s: %s", call, cudnnGetErrorString(s));
+}
+
+void plan_free(Plan *pl) {
+    if (!pl) return;
+    if (pl->rnn) cudnnDestroyRNNDescriptor(pl->rnn);
+    if (pl->drop) cudnnDestroyDropoutDescriptor(pl->drop);
+    pthread_mutex_destroy(&pl->lock);
+    free(pl->segs);
+    free(pl);
 }
 
 // Appends a run, merged with the previous one where both sides continue it.
@@ -174,6 +191,7 @@ void map_weights(cudnnHandle_t h, Plan *pl) {
 Plan *plan_build(cudnnHandle_t h, const Key &k) {
     Plan *pl = (Plan *)calloc(1, sizeof(Plan));
     if (!pl) return nullptr;
+    pthread_mutex_init(&pl->lock, nullptr);
     pl->key = k;
     const bool f32 = k.dt == NB_F32;
     const cudnnMathType_t math = f32 && k.prec == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
@@ -196,7 +214,9 @@ Plan *plan_build(cudnnHandle_t h, const Key &k) {
     return pl;
 }
 
-// The cached plan for p (built once per geometry, kept for the process), or NULL with the error set.
+// The plan for p, or NULL with the error set: cached once per geometry
+// (with what cuDNN does not take), built for the call alone past the
+// cache's size or after a transient failure. plan_release after use.
 Plan *plan_get(nb_backend *be, cudnnHandle_t h, const nb_rnn_params *p, const char *slot) {
     const int64_t lim = INT32_MAX;
     if (p->input_size > lim || p->hidden_size > lim || p->num_layers > lim || p->batch > lim || p->seq_len > lim) {
@@ -208,16 +228,38 @@ Plan *plan_get(nb_backend *be, cudnnHandle_t h, const nb_rnn_params *p, const ch
     Plan *pl = nullptr;
     for (int i = 0; i < n_plans && !pl; i++)
         if (!memcmp(&plans[i]->key, &k, sizeof k)) pl = plans[i];
-    if (!pl && n_plans < NB_RNN_MAX_PLANS && (pl = plan_build(h, k))) plans[n_plans++] = pl;
+    if (!pl && (pl = plan_build(h, k)) && n_plans < NB_RNN_MAX_PLANS &&
+        (pl->status == NB_OK || pl->status == NB_ERR_UNSUPPORTED))
+        pl->cached = true, plans[n_plans++] = pl;
     pthread_mutex_unlock(&plans_lock);
-    if (!pl) nb_set_error(NB_ERR_OOM, "%s: out of host memory for a cuDNN RNN plan (or %d geometries)", slot,
-                          NB_RNN_MAX_PLANS);
-    else if (pl->status != NB_OK) {
+    if (!pl) {
+        nb_set_error(NB_ERR_OOM, "%s: out of host memory for a cuDNN RNN plan", slot);
+        return nullptr;
+    }
+    if (pl->status != NB_OK) {
         nb_set_error(pl->status, "%s: cuDNN cannot run this RNN (%s)", slot, pl->why);
+        if (!pl->cached) plan_free(pl);
         return nullptr;
     }
     return pl;
 }
+
+void plan_release(Plan *pl) {
+    if (pl && !pl->cached) plan_free(pl);
+}
+
+// A plan held for one call: its lock taken (cuDNN's calls on its descriptors), released at the end.
+struct Held {
+    Plan *pl;
+    explicit Held(Plan *p) : pl(p) {
+        if (pl) pthread_mutex_lock(&pl->lock);
+    }
+    ~Held() {
+        if (pl) pthread_mutex_unlock(&pl->lock), plan_release(pl);
+    }
+    Held(const Held &) = delete;
+    Held &operator=(const Held &) = delete;
+};
 
 // The per-call descriptors: x, y (sequence-major, padded, the lengths) and the states.
 struct Descs {
@@ -304,11 +346,10 @@ using namespace nbc;
 extern "C" nb_status nb_cuda_rnn_reserve_size(nb_backend *be, const nb_rnn_params *p, int64_t *bytes) {
     const char *slot = "rnn_reserve_size";
     if (!p || !bytes) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL parameters", slot);
-    if (p->dtype != NB_F32 && p->dtype != NB_F64)
-        return nb_set_error(NB_ERR_UNSUPPORTED, "%s: cuDNN's RNN here runs float32 and float64", slot);
     cudnnHandle_t h;
     Plan *pl = begin(be, p, slot, &h);
     if (!pl) return nb_last_status();
+    Held held(pl);
     Descs d;
     nb_status st = make_descs(h, pl, p, true, &d, slot);
     if (st == NB_OK) *bytes = (int64_t)d.rs;
@@ -322,6 +363,7 @@ extern "C" nb_status nb_cuda_rnn_forward(nb_backend *be, const nb_kview *y, cons
     cudnnHandle_t h;
     Plan *pl = begin(be, p, slot, &h);
     if (!pl) return nb_last_status();
+    Held held(pl);
     Descs d;
     nb_status st = make_descs(h, pl, p, p->training, &d, slot);
     if (st != NB_OK) return st;
@@ -350,6 +392,7 @@ extern "C" nb_status nb_cuda_rnn_backward(nb_backend *be, const nb_kview *dx, co
     cudnnHandle_t h;
     Plan *pl = begin(be, p, slot, &h);
     if (!pl) return nb_last_status();
+    Held held(pl);
     Descs d;
     nb_status st = make_descs(h, pl, p, true, &d, slot);
     if (st != NB_OK) return st;

@@ -49,6 +49,20 @@ nb_status nb_set_error(nb_status s, const char *fmt, ...);
         }                                                                                                              \
     } while (0)
 
+/* ---- tensors over outside memory (core/tensor.c) ------------------------ */
+
+/* torch.from_numpy / torch.frombuffer: a CPU tensor of shape (C order)
+ * over host memory the caller provides (data aligned to the dtype's size;
+ * NULL only for zero elements), scoped as any new tensor. nabla never
+ * frees data: release(ctx) is called (from whichever thread drops the last
+ * reference to the tensor or a view of it) when no tensor uses it any
+ * more; release may be NULL. In-place ops write into data. On failure
+ * (NULL returned) release is not called and the memory stays the
+ * caller's. Errors: NB_ERR_INVALID_ARG (NULL or misaligned data, a bad
+ * shape), NB_ERR_DTYPE, NB_ERR_OOM. */
+nb_tensor *nb_tensor_from_host_memory(void *data, int ndim, const int64_t *shape, nb_dtype dt, void (*release)(void *),
+                                      void *ctx);
+
 /* ---- library scopes (core/scope.c) --------------------------------------
  * nb_core.h's error contract clears a stale error at the start of each call
  * from user code. Code that calls ops on the user's behalf (a module's

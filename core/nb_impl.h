@@ -26,7 +26,11 @@ typedef struct nb_storage {
     size_t bytes;
     nb_device device;
     nb_backend *backend;
-    void *block; /* the caching allocator's block (core/alloc.c) */
+    void *block; /* the caching allocator's block (core/alloc.c); NULL for outside memory */
+    /* outside host memory (nb_tensor_from_host_memory): called with
+     * release_ctx instead of freeing a block when the last reference goes */
+    void (*release)(void *ctx);
+    void *release_ctx;
     /* Bumped by every in-place write (nb_copy_, nb_fill_, the random _
      * fills, copies from the host, optimizer steps, gradient accumulation):
      * a tensor saved for backward remembers it, and backward fails when it

@@ -89,7 +89,8 @@ static nb_storage *storage_new(size_t bytes, nb_device dev) {
 
 static void storage_release(nb_storage *s) {
     if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
-    nb_free_raw(s->backend, s->block);
+    if (s->release) s->release(s->release_ctx);
+    else nb_free_raw(s->backend, s->block);
     free(s);
 }
 
@@ -155,6 +156,27 @@ void nb_tensor_take_storage(nb_tensor *t, const nb_tensor *src) {
     t->storage = src->storage;
     t->offset = src->offset;
     memcpy(t->strides, src->strides, sizeof t->strides);
+}
+
+nb_tensor *nb_tensor_from_host_memory(void *data, int ndim, const int64_t *shape, nb_dtype dt, void (*release)(void *),
+                                      void *ctx) {
+    const char *op = "tensor_from_host_memory";
+    if (!check_shape(op, ndim, shape)) return NULL;
+    if ((unsigned)dt >= NB_DTYPE_COUNT) return NB_FAIL(NB_ERR_DTYPE, "%s: bad dtype %d", op, (int)dt);
+    size_t bytes = (size_t)nb_shape_numel(ndim, shape) * nb_dtype_size(dt);
+    if ((!data && bytes) || ((uintptr_t)data % nb_dtype_size(dt)))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: %s data at %p (it must be non-NULL and aligned to %zu bytes)", op,
+                       nb_dtype_name(dt), data, nb_dtype_size(dt));
+    nb_backend *be = nb_backend_get(NB_CPU);
+    nb_storage *s = be ? nb_host_calloc(1, sizeof *s) : NULL;
+    if (!s) return be ? NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op) : NULL;
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
+    s->data = data, s->bytes = bytes, s->device = be->device, s->backend = be;
+    nb_tensor *t = tensor_alloc(s, dt, ndim, shape, NULL, 0);
+    if (t) s->release = release, s->release_ctx = ctx; /* on failure the caller keeps the memory */
+    storage_release(s);
+    return nb_scope_adopt(t);
 }
 
 nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev) {

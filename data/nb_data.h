@@ -32,6 +32,7 @@
 #define NB_DATA_H
 
 #include "nb_core.h"
+#include "nb_safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,6 +78,76 @@ void nb_idx_free(nb_idx *idx);
  * shape on the default device (ownership as any new tensor, nb_core.h).
  * Errors: as nb_idx_read; returns NULL. */
 nb_tensor *nb_idx_load(const char *path);
+
+/* ---- NumPy files (.npy, .npz) ------------------------------------------
+ * numpy.save / numpy.load / numpy.savez (format: numpy/lib/format.py).
+ * NumPy's types load as nabla dtypes: bool, uint8, int32, int64, float16,
+ * float32, float64 as they are; int8 and int16 widen to int32, uint16 to
+ * int32, uint32 and uint64 to int64 (a uint64 above INT64_MAX fails);
+ * big-endian data is byte-swapped; Fortran-order arrays load C-ordered
+ * with the same values. Other types (complex, strings, objects,
+ * structured arrays) fail with NB_ERR_DTYPE naming them. Files are written
+ * as NumPy 1.24 writes them (format 1.0, little-endian, C order; a .npy
+ * byte for byte) and atomically (a temporary file beside path, renamed
+ * over it: a failed write leaves the old file). bfloat16 has no NumPy type
+ * (NB_ERR_DTYPE: cast it first). */
+
+/* Largest .npy header accepted (NumPy's own limit is 10,000 bytes). */
+#define NB_NPY_MAX_HEADER ((size_t)1 << 20)
+
+/* numpy.load of a .npy: a new contiguous tensor on the default device.
+ * The file must hold exactly the header and the data its shape and type
+ * need. Errors (NULL returned): NB_ERR_INVALID_ARG (NULL path), NB_ERR_IO
+ * (cannot open or read), NB_ERR_FORMAT (no magic, a version other than
+ * 1.0-3.0, a header that is not a dict of 'descr', 'fortran_order' and
+ * 'shape' or is longer than NB_NPY_MAX_HEADER, a data size that differs
+ * from the shape's), NB_ERR_DTYPE (above), NB_ERR_OOM. */
+nb_tensor *nb_npy_load(const char *path);
+/* numpy.load(path, mmap_mode='c'): a CPU tensor over the file mapped
+ * copy-on-write (pages are read when touched; writes through the tensor
+ * stay in this process, the file never changes). The mapping lives until
+ * the last tensor or view of it is released. Only data nabla reads as it
+ * is: little-endian bool-free types of nabla's widths (uint8, int32,
+ * int64, float16, float32, float64) in C order; other files fail with
+ * NB_ERR_UNSUPPORTED (nb_npy_load converts them). Errors: as nb_npy_load,
+ * NB_ERR_UNSUPPORTED. */
+nb_tensor *nb_npy_load_mmap(const char *path);
+/* numpy.save: t (any device, any strides; read to the host) to path.
+ * Errors: NB_ERR_INVALID_ARG (NULL), NB_ERR_DTYPE (bfloat16), NB_ERR_IO,
+ * NB_ERR_OOM (the file is built in host memory). */
+nb_status nb_npy_save(const char *path, nb_tensor *t);
+
+/* A loaded .npz: its .npy members in archive order, by name without
+ * ".npy" (numpy's NpzFile keys; other members are skipped). Names and one
+ * reference to each tensor (new, contiguous, on the default device, no
+ * scope owns them; nb_retain one to keep it past the file) are owned by
+ * the file and freed by nb_npz_free. */
+typedef struct nb_npz {
+    int n;
+    nb_named_tensor *arrays;
+} nb_npz;
+/* numpy.load of an .npz (numpy.savez or savez_compressed; zip64 too):
+ * every .npy member, stored or deflated, its CRC-32 checked. Errors (NULL
+ * returned): NB_ERR_INVALID_ARG, NB_ERR_IO, NB_ERR_FORMAT (not a zip, a
+ * directory or header past the file, a bad CRC, corrupt deflate data, a
+ * member claiming more than deflate can expand to, two members of one
+ * name, a bad member as nb_npy_load), NB_ERR_UNSUPPORTED (encrypted
+ * members, methods other than stored and deflate), NB_ERR_DTYPE,
+ * NB_ERR_OOM. */
+nb_npz *nb_npz_load(const char *path);
+/* The array named name (borrowed from f), or NULL (no error set; NULL f
+ * or name set NB_ERR_INVALID_ARG unless an error is pending). */
+nb_tensor *nb_npz_get(const nb_npz *f, const char *name);
+/* NULL is ignored. */
+void nb_npz_free(nb_npz *f);
+/* numpy.savez (compressed: numpy.savez_compressed, deflate at zlib's
+ * default level): n arrays as members "<name>.npy" in the given order, no
+ * timestamps (equal arrays give equal files); zip64 records where sizes
+ * or offsets pass 4 GiB. Errors: NB_ERR_INVALID_ARG (NULL path, n < 0, a
+ * NULL or empty or repeated name, a NULL tensor), NB_ERR_DTYPE
+ * (bfloat16), NB_ERR_UNSUPPORTED (a compressed member above 1 GiB),
+ * NB_ERR_IO, NB_ERR_OOM (the archive is built in host memory). */
+nb_status nb_npz_save(const char *path, const nb_named_tensor *arrays, int n, bool compressed);
 
 /* ---- datasets --------------------------------------------------------- */
 

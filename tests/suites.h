@@ -58,6 +58,7 @@
     X(nn) \
     X(optim) \
     X(data) \
+    X(npy) \
     X(safetensors) \
     X(checkpoint) \
     X(scheduler) \

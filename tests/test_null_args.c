@@ -80,6 +80,7 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_set_error, NB_ERR_INVALID_ARG, NULL);
     NV(nb_scope_return, NULL, NULL);
     NV(nb_scope_adopt, NULL);
+    NP(nb_tensor_from_host_memory, NULL, 1, (int64_t[]){2}, NB_F32, NULL, NULL);
     NP(nb_tensor_new, 2, NULL, NB_F32, NB_CPU);
     NP(nb_tensor_new_unscoped, 2, NULL, NB_F32, NB_CPU);
     NS(nb_tensor_rebase, NULL, x, 0);
@@ -825,6 +826,13 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_idx_read, NULL, NULL);
     NV(nb_idx_free, NULL);
     NP(nb_idx_load, NULL);
+    NP(nb_npy_load, NULL);
+    NP(nb_npy_load_mmap, NULL);
+    NS(nb_npy_save, NULL, NULL);
+    NP(nb_npz_load, NULL);
+    NP(nb_npz_get, NULL, NULL);
+    NV(nb_npz_free, NULL);
+    NS(nb_npz_save, NULL, NULL, 0, false);
     NP(nb_dataset_from_tensors, NULL, NULL);
     NV(nb_dataset_free, NULL);
     NI(nb_dataset_len, NULL);

@@ -82,9 +82,13 @@ static void caches_init(void) {
 static dev_cache *cache_of(nb_backend *be) {
     pthread_once(&caches_once, caches_init);
     dev_cache *c = &caches[be->device.type][be->device.index];
-    c->be = be;
+    nb_backend *unset = NULL; /* set once, by whichever thread comes first (a device's backend never changes) */
+    __atomic_compare_exchange_n(&c->be, &unset, be, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     return c;
 }
+
+/* c's backend (set once by cache_of; read atomically, as threads meet here). */
+static nb_backend *be_of(dev_cache *c) { return __atomic_load_n(&c->be, __ATOMIC_ACQUIRE); }
 
 /* Bin of a size: 0 for < 1 KiB, then four bins per power of two. */
 static int bin_of(size_t size) {
@@ -157,7 +161,7 @@ static void release_cached(dev_cache *c) {
                 if (b->prev || b->next) continue; /* part of a segment still in use */
                 if (b->pool && pool_live(c, b->pool)) continue;
                 bin_remove(c, b);
-                c->be->iface->free(c->be, b->ptr, b->size);
+                be_of(c)->iface->free(be_of(c), b->ptr, b->size);
                 c->stats.reserved -= b->size;
                 c->stats.segments--;
                 c->stats.device_frees++;
@@ -186,7 +190,7 @@ static void free_block(dev_cache *c, block *b) {
         block_recycle(c, n);
     }
     if (b->pool && !b->prev && !b->next && !pool_live(c, b->pool)) { /* a dead graph's whole segment */
-        c->be->iface->free(c->be, b->ptr, b->size);
+        be_of(c)->iface->free(be_of(c), b->ptr, b->size);
         c->stats.reserved -= b->size;
         c->stats.segments--;
         c->stats.device_frees++;
@@ -205,13 +209,13 @@ static void process_events(dev_cache *c, bool wait) {
         nx = b->fnext;
         bool done = true;
         for (int i = 0; i < b->n_events && done; i++)
-            done = wait ? c->be->iface->event_synchronize(c->be, b->events[i]) == NB_OK
-                        : c->be->iface->event_query(c->be, b->events[i]) == 1;
+            done = wait ? be_of(c)->iface->event_synchronize(be_of(c), b->events[i]) == NB_OK
+                        : be_of(c)->iface->event_query(be_of(c), b->events[i]) == 1;
         if (!done) {
             if (prev == NB_OK) nb_clear_error(); /* the device's fault is reported by its next call */
             continue;
         }
-        for (int i = 0; i < b->n_events; i++) c->be->iface->event_destroy(c->be, b->events[i]);
+        for (int i = 0; i < b->n_events; i++) be_of(c)->iface->event_destroy(be_of(c), b->events[i]);
         b->n_events = 0;
         if (b->fprev) b->fprev->fnext = b->fnext;
         else c->pending = b->fnext;
@@ -226,7 +230,7 @@ static void process_events(dev_cache *c, bool wait) {
 static int capture_pool(dev_cache *c, void *stream) {
     if (!c->cap_pool || c->cap_paused) return 0;
     if (stream == c->cap_stream) return c->cap_pool;
-    nb_backend *be = c->be;
+    nb_backend *be = be_of(c);
     if (!be->iface->stream_capture_id) return 0;
     if (!c->cap_id) c->cap_id = be->iface->stream_capture_id(be, c->cap_stream);
     return c->cap_id && be->iface->stream_capture_id(be, stream) == c->cap_id ? c->cap_pool : 0;
@@ -319,7 +323,7 @@ void nb_free_raw(nb_backend *be, void *handle) {
 /* A freed block used by other streams waits for an event per stream (the
  * pending list); without events, the wait is now. Lock held. */
 static void record_uses(dev_cache *c, block *b) {
-    nb_backend *be = c->be;
+    nb_backend *be = be_of(c);
     int n = 0;
     for (int i = 0; i < b->n_uses; i++) { /* one event per other stream that used it */
         void *ev = be->iface->event_create(be);
@@ -390,7 +394,7 @@ void nb_alloc_pool_release(nb_backend *be, int pool) {
                 nx = b->fnext;
                 if (b->pool != pool || b->prev || b->next) continue;
                 bin_remove(c, b);
-                c->be->iface->free(c->be, b->ptr, b->size);
+                be_of(c)->iface->free(be_of(c), b->ptr, b->size);
                 c->stats.reserved -= b->size;
                 c->stats.segments--;
                 c->stats.device_frees++;

@@ -326,6 +326,20 @@ int64_t nb_bpe_encode(const nb_bpe *t, const char *text, size_t len, bool specia
     return e.count;
 }
 
+nb_tensor *nb_bpe_encode_tensor(const nb_bpe *t, const char *text, size_t len, bool special) {
+    int64_t n = nb_bpe_encode(t, text, len, special, NULL, 0);
+    int32_t *ids = n >= 0 ? malloc(sizeof *ids * (size_t)(n ? n : 1)) : NULL;
+    int64_t *wide = ids ? malloc(sizeof *wide * (size_t)(n ? n : 1)) : NULL;
+    nb_tensor *r = NULL;
+    if (n >= 0 && !wide) nb_set_error(NB_ERR_OOM, "bpe_encode_tensor: out of host memory");
+    else if (wide && nb_bpe_encode(t, text, len, special, ids, n) == n) {
+        for (int64_t i = 0; i < n; i++) wide[i] = ids[i];
+        r = nb_from_data(wide, 1, &n, NB_I64);
+    }
+    free(ids), free(wide);
+    return r;
+}
+
 /* ---- decode ----------------------------------------------------------------------------------------- */
 
 int64_t nb_bpe_decode(const nb_bpe *t, const int32_t *ids, int64_t n, char *out, size_t len) {

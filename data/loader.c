@@ -13,7 +13,7 @@
  * caller's thread keeps the stream order. pin_memory changes nothing here:
  * no batch crosses from the host. The epoch's order is a Fisher-Yates shuffle whose draws
  * are Philox(key = seed, counter = (draw / 2, epoch + 1)): a pure function
- * of (seed, epoch), and disjoint from the tensor fills (counter high word 0).
+ * of (seed, epoch) (nb_data_permutation, shared with the samplers).
  * With num_replicas > 1 (torch.utils.data.DistributedSampler) every rank
  * draws the same permutation of all N rows, pads it to a multiple of
  * num_replicas by repeating it from the start, and keeps every
@@ -31,7 +31,6 @@
 #include "nb_data.h"
 #include "nb_extension.h"
 #include "nb_foreach.h"
-#include "philox.h"
 
 /* A set of batch tensors: x, y of a full batch and of a final short one. */
 typedef struct slot {
@@ -60,18 +59,9 @@ struct nb_loader {
 
 static void make_perm(nb_loader *l) {
     int64_t n = l->ds->n, *p = l->all ? l->all : l->perm;
-    for (int64_t i = 0; i < n; i++) p[i] = i;
-    if (l->o.shuffle) {
-        nb_philox_u4 r = {{0}};
-        for (int64_t i = n - 1, d = 0; i > 0; i--, d++) {
-            if (d % 2 == 0) r = nb_philox4x32_10((uint64_t)d / 2, (uint64_t)l->epoch + 1, l->o.seed);
-            int w = (int)(d % 2) * 2;
-            uint64_t bits = (uint64_t)r.v[w] << 32 | r.v[w + 1];
-            int64_t j = (int64_t)(bits % (uint64_t)(i + 1));
-            int64_t t = p[i];
-            p[i] = p[j], p[j] = t;
-        }
-    }
+    if (l->o.shuffle) nb_data_permutation(p, n, l->o.seed, NB_DRAW_SHUFFLE, l->epoch);
+    else
+        for (int64_t i = 0; i < n; i++) p[i] = i;
     if (l->all) /* this rank's shard of the padded order */
         for (int64_t i = 0; i < l->n; i++) l->perm[i] = p[(l->o.rank + i * l->o.num_replicas) % n];
 }

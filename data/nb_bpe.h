@@ -119,6 +119,17 @@ bool nb_bpe_is_special(const nb_bpe *t, int32_t id);
  * > 0, cap < 0; NB_ERR_OOM). */
 int64_t nb_bpe_encode(const nb_bpe *t, const char *text, size_t len, bool special, int32_t *ids, int64_t cap);
 
+/* Tokenizes a text corpus into a token shard (nb_data.h): each non-empty
+ * line of text_path as a document, its tokens then <|endoftext|> (the
+ * stream gpt_train trains on), written to shard_path as uint16 tokens
+ * (uint32_tokens: uint32). Returns the token count, or -1
+ * (NB_ERR_INVALID_ARG: NULL, no <|endoftext|> in the vocabulary, a token
+ * beyond the width; NB_ERR_IO; NB_ERR_OOM). */
+int64_t nb_bpe_encode_file(const nb_bpe *t, const char *text_path, const char *shard_path, bool uint32_tokens);
+/* nb_bpe_encode as a new int64 [count] tensor on the default device (what
+ * embeddings take; NULL on error, as nb_bpe_encode's -1). */
+nb_tensor *nb_bpe_encode_tensor(const nb_bpe *t, const char *text, size_t len, bool special);
+
 /* Writes the bytes of ids into out (the inverse of the byte-level map;
  * added tokens as their text), NUL-terminated and truncated to len - 1
  * bytes as snprintf; returns the number of bytes of the whole text (which

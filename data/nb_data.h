@@ -291,6 +291,210 @@ nb_loader_options nb_loader_get_options(const nb_loader *l);
 /* Batches already returned in the current epoch. */
 int64_t nb_loader_position(const nb_loader *l);
 
+/* ---- samples, map-style datasets, samplers, the DataLoader --------------
+ * torch.utils.data for data of any shape:
+ *
+ *   static nb_status get_item(void *state, int64_t i, nb_generator *gen, nb_sample *out) {
+ *       nb_tensor *img = load_image(state, i);                  // [3, H, W] float32, CPU
+ *       if (!img) return nb_last_status();
+ *       if (nb_item(nb_rand(NB_SHAPE(1), NB_F64, gen)) < 0.5) img = nb_flip(img, (int[]){2}, 1);
+ *       nb_sample_set(out, "image", img);
+ *       return nb_sample_set(out, "label", nb_scalar(label_of(state, i), NB_I64));
+ *   }
+ *   nb_map_dataset *ds = nb_map_dataset_new(n, get_item, state, NULL);
+ *   nb_dataloader *dl = nb_dataloader_new(ds, (nb_dataloader_options){.batch_size = 64,
+ *                                         .shuffle = true, .seed = 1, .num_workers = 4});
+ *   nb_sample b;
+ *   while (nb_dataloader_next(dl, &b)) {   // b: "image" [64, 3, H, W], "label" [64]
+ *       ... nb_sample_get(&b, "image") ...
+ *   }
+ *   nb_dataloader_reset(dl);               // the next epoch
+ *
+ * Determinism: an epoch's indices are a pure function of (sampler options,
+ * seed, epoch), and each sample's generator of (seed, epoch, index), so the
+ * batches are bit for bit the same for any num_workers and prefetch_factor,
+ * and nb_dataloader_seek resumes exactly. */
+
+#define NB_SAMPLE_MAX_FIELDS 16
+
+/* A sample or a batch: up to 16 named tensors (Python's dict of a
+ * dataset's __getitem__). Names are not copied: literals, or strings that
+ * live as long as the dataset. */
+typedef struct nb_sample {
+    int n;
+    const char *names[NB_SAMPLE_MAX_FIELDS];
+    nb_tensor *fields[NB_SAMPLE_MAX_FIELDS];
+} nb_sample;
+/* Sets field name to t (replacing one of that name). Errors:
+ * NB_ERR_INVALID_ARG (NULL s, name or t (a failed op's result keeps its
+ * error), more than NB_SAMPLE_MAX_FIELDS fields). */
+nb_status nb_sample_set(nb_sample *s, const char *name, nb_tensor *t);
+/* The field named name (borrowed), or NULL (no error set for a missing
+ * name; NULL arguments set NB_ERR_INVALID_ARG). */
+nb_tensor *nb_sample_get(const nb_sample *s, const char *name);
+
+/* torch.utils.data.Dataset (map-style): len samples, sample i made by
+ * get_item(state, i, gen, out) into an empty *out with nb_sample_set. Its
+ * tensors (any dtype and shape, on any device) are made in a scope the
+ * caller opens and closes around the call: whatever the sample keeps
+ * survives it, the rest is freed. gen: the generator for the sample's
+ * random choices, seeded from (the loader's seed, epoch, i), so the draws do
+ * not depend on which worker runs the call. A DataLoader with num_workers
+ * > 0 calls get_item from several threads at once. Return NB_OK, or an
+ * error (nb_set_error), which stops the loader with that message. */
+typedef struct nb_map_dataset nb_map_dataset;
+typedef nb_status (*nb_get_item_fn)(void *state, int64_t index, nb_generator *gen, nb_sample *out);
+/* A dataset over state (borrowed; free_state(state), if given, runs in
+ * nb_map_dataset_free). Errors: NB_ERR_INVALID_ARG (len < 0, NULL
+ * get_item), NB_ERR_OOM. */
+nb_map_dataset *nb_map_dataset_new(int64_t len, nb_get_item_fn get_item, void *state, void (*free_state)(void *));
+/* TensorDataset as a map-style dataset: sample i is {"x": x[i], "y": y[i]}
+ * (ds borrowed: it must outlive the result). */
+nb_map_dataset *nb_map_dataset_from_tensors(nb_dataset *ds);
+/* torch.utils.data.Subset: sample k is ds's sample indices[k] (indices
+ * copied; ds borrowed). Errors: NB_ERR_INVALID_ARG (an index outside ds). */
+nb_map_dataset *nb_subset(nb_map_dataset *ds, const int64_t *indices, int64_t n);
+/* torch.utils.data.ConcatDataset: the datasets one after another (borrowed). */
+nb_map_dataset *nb_concat_dataset(nb_map_dataset *const *datasets, int n);
+/* torch.utils.data.random_split: n subsets of the given lengths (summing to
+ * ds's length), from one permutation drawn from seed; out[0..n) are new
+ * (free each). Errors: NB_ERR_INVALID_ARG (lengths that do not sum to the
+ * length, a negative one). */
+nb_status nb_random_split(nb_map_dataset *ds, const int64_t *lengths, int n, uint64_t seed, nb_map_dataset **out);
+int64_t nb_map_dataset_len(const nb_map_dataset *ds);
+/* Calls ds's get_item (gen NULL: the default generator): sample i into
+ * *out (emptied first), its tensors in the caller's scope. */
+nb_status nb_map_dataset_get(nb_map_dataset *ds, int64_t index, nb_generator *gen, nb_sample *out);
+/* NULL is ignored. */
+void nb_map_dataset_free(nb_map_dataset *ds);
+
+/* torch.utils.data's samplers. A zeroed struct is SequentialSampler. */
+typedef enum nb_sampler_kind {
+    NB_SAMPLER_SEQUENTIAL = 0,  /* 0, 1, ..., len - 1 */
+    NB_SAMPLER_RANDOM,          /* a permutation each epoch; replacement: num_samples uniform draws */
+    NB_SAMPLER_SUBSET_RANDOM,   /* a permutation of indices[] each epoch */
+    NB_SAMPLER_WEIGHTED_RANDOM, /* index i with probability weights[i] / sum (replacement: default true) */
+    NB_SAMPLER_DISTRIBUTED,     /* rank's shard: DistributedSampler (shuffle: default true) */
+    NB_SAMPLER_CUSTOM,          /* custom_len / custom_indices */
+} nb_sampler_kind;
+typedef struct nb_sampler_options {
+    nb_sampler_kind kind;
+    uint64_t seed;                   /* Philox key of every draw */
+    nb_flag replacement;             /* RANDOM (default false), WEIGHTED_RANDOM (default true) */
+    int64_t num_samples;             /* RANDOM, WEIGHTED_RANDOM: indices per epoch (0: the dataset's / weights' count) */
+    const int64_t *indices;          /* SUBSET_RANDOM (copied) */
+    int64_t n_indices;
+    const double *weights;           /* WEIGHTED_RANDOM (copied; finite, >= 0, not all 0) */
+    int64_t n_weights;
+    int num_replicas, rank;          /* DISTRIBUTED */
+    nb_flag shuffle;                 /* DISTRIBUTED (default true) */
+    bool drop_last;                  /* DISTRIBUTED: drop the tail that does not divide by num_replicas (else pad
+                                        by repeating from the start) */
+    int64_t (*custom_len)(void *state);                                        /* CUSTOM: indices per epoch */
+    nb_status (*custom_indices)(void *state, int64_t epoch, int64_t *out);    /* CUSTOM: an epoch's indices */
+    void *custom_state;
+} nb_sampler_options;
+typedef struct nb_sampler nb_sampler;
+/* A sampler over a dataset of dataset_len samples. Errors:
+ * NB_ERR_INVALID_ARG (a negative length or num_samples, more samples than
+ * there are without replacement, an index outside the dataset, bad
+ * weights, a rank outside num_replicas, a bad kind), NB_ERR_OOM. */
+nb_sampler *nb_sampler_new(int64_t dataset_len, nb_sampler_options o);
+/* Indices per epoch (DISTRIBUTED: this rank's). */
+int64_t nb_sampler_len(const nb_sampler *s);
+/* Writes epoch's indices (nb_sampler_len of them) to out: the same for the
+ * same (options, epoch) on every run. */
+nb_status nb_sampler_indices(const nb_sampler *s, int64_t epoch, int64_t *out);
+void nb_sampler_free(nb_sampler *s);
+
+/* How a batch's fields are made from its samples' fields. */
+typedef enum nb_collate {
+    NB_COLLATE_STACK = 0, /* default_collate: nb_stack of each field (equal shapes, dtypes and devices) */
+    NB_COLLATE_PAD,       /* pad_sequence: every field of one or more dims padded along its first to the
+                             batch's longest with padding_value, [B, max, ...], followed by an int64 [B] field
+                             "<name>_lengths" (every batch has the same fields); 0-d fields are stacked */
+} nb_collate;
+
+/* torch.utils.data.DataLoader's options; a field left 0 takes PyTorch's default. */
+typedef struct nb_dataloader_options {
+    int64_t batch_size;   /* default 1 */
+    bool shuffle;         /* a RandomSampler seeded with seed (when sampler is NULL) */
+    uint64_t seed;        /* the shuffle's, and every sample's generator's */
+    nb_sampler *sampler;  /* borrowed; NULL: sequential, or shuffled with shuffle */
+    bool drop_last;       /* drop a final batch smaller than batch_size */
+    nb_collate collate;
+    double padding_value; /* NB_COLLATE_PAD */
+    /* collate_fn: a batch from n samples (new tensors in the caller's scope, set with nb_sample_set);
+       replaces collate. Runs on the workers. */
+    nb_status (*collate_fn)(void *state, const nb_sample *samples, int64_t n, nb_sample *batch);
+    void *collate_state;
+    int num_workers;      /* 0: batches are made in nb_dataloader_next; N > 0: N threads make them ahead */
+    int prefetch_factor;  /* batches ahead per worker (default 2) */
+    bool persistent_workers; /* accepted: the workers live as long as the loader either way */
+    void (*worker_init_fn)(void *state, int worker_id); /* called on each worker as it starts */
+    void *worker_init_state;
+} nb_dataloader_options;
+typedef struct nb_dataloader nb_dataloader;
+/* A loader over ds (borrowed; it must outlive the loader) at epoch 0,
+ * batch 0. Errors: NULL ds (an earlier error kept), NB_ERR_INVALID_ARG
+ * (batch_size, num_workers or prefetch_factor < 0, a sampler for another
+ * length than ds's), NB_ERR_OOM, NB_ERR_STATE (a worker thread could not
+ * start). */
+nb_dataloader *nb_dataloader_new(nb_map_dataset *ds, nb_dataloader_options o);
+/* The next batch of the epoch into *batch and true; false at the end of
+ * the epoch (nb_dataloader_status NB_OK; nb_dataloader_reset starts the
+ * next) or on failure (the status and nb_last_error() say why: a
+ * get_item's or collate's error, named with the sample's index). The
+ * batch's tensors belong to the loader until the next call on it (do not
+ * release them; nb_retain one to keep it). */
+bool nb_dataloader_next(nb_dataloader *l, nb_sample *batch);
+/* NB_OK, or the failure of the last nb_dataloader_next / seek. */
+nb_status nb_dataloader_status(const nb_dataloader *l);
+/* The indices of the batch nb_dataloader_next gave last (borrowed, *n of them). */
+const int64_t *nb_dataloader_indices(const nb_dataloader *l, int64_t *n);
+/* The next epoch from its first batch (also mid-epoch). */
+void nb_dataloader_reset(nb_dataloader *l);
+/* Positions the loader at batch `batch` of epoch `epoch`, where one that
+ * ran from the start would be (resuming). Errors: NB_ERR_INVALID_ARG. */
+nb_status nb_dataloader_seek(nb_dataloader *l, int64_t epoch, int64_t batch);
+int64_t nb_dataloader_num_batches(const nb_dataloader *l);
+int64_t nb_dataloader_epoch(const nb_dataloader *l);
+int64_t nb_dataloader_position(const nb_dataloader *l); /* batches given in this epoch */
+/* Stops and joins the workers, releases the batch; NULL is ignored. */
+void nb_dataloader_free(nb_dataloader *l);
+
+/* ---- token shards (llm.c's .bin files) ---------------------------------
+ * Pretraining data as token ids in files: 256 little-endian int32 (magic,
+ * version, token count, then zeros) and the tokens, uint16 for magic
+ * 20240520 version 1 (GPT-2's vocabulary), uint32 for 20240801 version 7
+ * (Llama 3's), as llm.c's dev/data/data_common.py writes them. */
+typedef struct nb_token_shard nb_token_shard;
+/* Maps path read-only (pages are read as windows touch them). Errors:
+ * NB_ERR_INVALID_ARG, NB_ERR_IO, NB_ERR_FORMAT (a file shorter than the
+ * header, another magic or version, a token count the file's size does not
+ * match). */
+nb_token_shard *nb_token_shard_open(const char *path);
+void nb_token_shard_close(nb_token_shard *t);
+/* The shard's token count (-1 for NULL). */
+int64_t nb_token_shard_len(const nb_token_shard *t);
+/* Tokens [start, start + n) as int64 into out. Errors: NB_ERR_INVALID_ARG
+ * (NULL, a range outside the shard). */
+nb_status nb_token_shard_read(const nb_token_shard *t, int64_t start, int64_t n, int64_t *out);
+/* Writes n tokens as a shard (uint32_tokens: the Llama 3 layout), atomically.
+ * Errors: NB_ERR_INVALID_ARG (NULL, n < 0 or >= 2^31, a token that does not
+ * fit the width), NB_ERR_IO, NB_ERR_OOM. */
+nb_status nb_token_shard_write(const char *path, const int64_t *tokens, int64_t n, bool uint32_tokens);
+/* A map-style dataset of windows over the shards (each window inside one
+ * shard, shards in order): sample i is {"input_ids": int64 [seq_len],
+ * "labels": int64 [seq_len]}, the seq_len + 1 tokens from the window's
+ * start split as llm.c's and nanoGPT's get_batch split them, windows
+ * starting every stride tokens. With stride 1 and a RANDOM sampler with
+ * replacement it draws nanoGPT's random windows; with stride seq_len and a
+ * sequential one it walks the shards as llm.c's loader. CPU tensors. The
+ * shards are mapped until nb_map_dataset_free. Errors: NB_ERR_INVALID_ARG
+ * (no paths, seq_len or stride < 1), nb_token_shard_open's. */
+nb_map_dataset *nb_token_window_dataset(const char *const *paths, int n_paths, int64_t seq_len, int64_t stride);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,8 @@
  * last) is trained on train.txt, or loaded from the copy cached next to the
  * corpus (bpe-<size>/vocab.json, merges.txt); each line of train.txt and
  * eval.txt becomes its tokens followed by <|endoftext|>, all in one stream
- * per split. Training draws B windows of T+1 tokens at random positions
+ * per split, cached as a token shard in llm.c's .bin layout
+ * (bpe-<size>/train.bin, eval.bin; nb_bpe_encode_file) and read from it. Training draws B windows of T+1 tokens at random positions
  * (a seeded xorshift) and minimises the next-token cross-entropy with AdamW
  * (betas 0.9/0.95, weight decay 0.1 on matrices, gradients clipped to norm
  * 1), the learning rate warmed up linearly for --warmup steps and then
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nabla.h"
 
@@ -135,6 +137,11 @@ static nb_bpe *vocabulary(const char *dir, const char *train, int64_t size) {
     if (!t) return NULL;
     printf("vocabulary: %d byte-level BPE tokens trained on %s in %.1f s", nb_bpe_vocab_size(t), train, now_seconds() - t0);
     mkdir(sub, 0777);
+    for (int i = 0; i < 2; i++) { /* token shards of an earlier vocabulary */
+        char shard[4300];
+        snprintf(shard, sizeof shard, "%s/%s.bin", sub, i ? "eval" : "train");
+        unlink(shard);
+    }
     if (nb_bpe_save_gpt2(t, v, m) == NB_OK) printf(", saved to %s\n", sub);
     else printf(" (not cached: %s)\n", nb_last_error());
     return t;
@@ -145,31 +152,34 @@ typedef struct stream {
     int64_t n, cap;
 } stream;
 
-/* Every line of path as its tokens then <|endoftext|>. */
-static bool tokenize_file(const nb_bpe *tok, const char *path, stream *s) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fprintf(stderr, "gpt_train: cannot open %s\n", path), false;
-    int32_t eot = nb_bpe_token_to_id(tok, "<|endoftext|>");
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    bool ok = eot >= 0;
-    while (ok && (len = getline(&line, &lcap, f)) > 0) {
-        if (line[len - 1] == '\n') len--;
-        if (len == 0) continue;
-        int64_t need = nb_bpe_encode(tok, line, (size_t)len, false, NULL, 0);
-        if (need < 0) ok = false;
-        while (ok && s->n + need + 1 > s->cap) {
-            s->cap = s->cap ? 2 * s->cap : 1 << 20;
-            int32_t *p = realloc(s->ids, sizeof *p * (size_t)s->cap);
-            if (!p) ok = false;
-            else s->ids = p;
+/* The split's token stream (every line of <split>.txt as its tokens then
+ * <|endoftext|>) from the token shard dir/bpe-<size>/<split>.bin, which
+ * nb_bpe_encode_file writes the first time (llm.c's .bin layout). */
+static bool load_tokens(const nb_bpe *tok, const char *dir, int64_t size, const char *split, stream *s) {
+    char text[4200], shard[4300];
+    snprintf(text, sizeof text, "%s/%s.txt", dir, split);
+    snprintf(shard, sizeof shard, "%s/bpe-%lld/%s.bin", dir, (long long)size, split);
+    if (!file_exists(shard)) {
+        double t0 = now_seconds();
+        if (nb_bpe_encode_file(tok, text, shard, nb_bpe_vocab_size(tok) > 65536) < 0) {
+            fprintf(stderr, "gpt_train: %s\n", nb_last_error());
+            return false;
         }
-        if (ok) s->n += nb_bpe_encode(tok, line, (size_t)len, false, s->ids + s->n, need), s->ids[s->n++] = eot;
+        printf("tokens: %s written in %.1f s\n", shard, now_seconds() - t0);
     }
-    free(line);
-    fclose(f);
-    return ok && s->n > 0;
+    nb_token_shard *t = nb_token_shard_open(shard);
+    int64_t n = t ? nb_token_shard_len(t) : -1, chunk[4096];
+    s->ids = n > 0 ? malloc(sizeof *s->ids * (size_t)n) : NULL;
+    bool ok = s->ids != NULL;
+    for (int64_t i = 0; ok && i < n; i += 4096) {
+        int64_t k = n - i < 4096 ? n - i : 4096;
+        ok = nb_token_shard_read(t, i, k, chunk) == NB_OK;
+        for (int64_t j = 0; ok && j < k; j++) s->ids[i + j] = (int32_t)chunk[j];
+    }
+    nb_token_shard_close(t);
+    if (!ok) fprintf(stderr, "gpt_train: %s: %s\n", shard, nb_last_error());
+    s->n = s->cap = ok ? n : 0;
+    return ok;
 }
 
 static uint64_t xorshift(uint64_t *x) {
@@ -366,8 +376,8 @@ int main(int argc, char **argv) {
     nb_bpe *tok = vocabulary(dir, train_path, a.vocab);
     if (!tok) return fail("vocabulary");
     stream tr = {0}, ev = {0};
-    if (!tokenize_file(tok, train_path, &tr) || !tokenize_file(tok, eval_path, &ev) || ev.n <= a.seq + 1 ||
-        tr.n <= a.seq + 1)
+    if (!load_tokens(tok, dir, a.vocab, "train", &tr) || !load_tokens(tok, dir, a.vocab, "eval", &ev) ||
+        ev.n <= a.seq + 1 || tr.n <= a.seq + 1)
         return fail("tokenizing the corpus");
     int64_t V = nb_bpe_vocab_size(tok);
     struct stat st;

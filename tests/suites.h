@@ -59,6 +59,7 @@
     X(optim) \
     X(data) \
     X(npy) \
+    X(dataloader) \
     X(safetensors) \
     X(checkpoint) \
     X(scheduler) \

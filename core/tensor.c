@@ -174,9 +174,10 @@ nb_tensor *nb_tensor_from_host_memory(void *data, int ndim, const int64_t *shape
     atomic_init(&s->version, 0);
     s->data = data, s->bytes = bytes, s->device = be->device, s->backend = be;
     nb_tensor *t = tensor_alloc(s, dt, ndim, shape, NULL, 0);
-    if (t) s->release = release, s->release_ctx = ctx; /* on failure the caller keeps the memory */
     storage_release(s);
-    return nb_scope_adopt(t);
+    t = nb_scope_adopt(t);
+    if (t) s->release = release, s->release_ctx = ctx; /* only now: on any failure the caller keeps the memory */
+    return t;
 }
 
 nb_tensor *nb_tensor_new(int ndim, const int64_t *shape, nb_dtype dt, nb_device dev) {

@@ -12,6 +12,7 @@
  * reset bumps the generation: results of the old one are dropped by the
  * worker that made them. A worker copies its batch's indices under the
  * lock, so the epoch's order may change while it works. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ struct nb_dataloader {
     nb_sampler *sampler, *own; /* own: made for shuffle or sequential order */
     int64_t len, nbatches, epoch, pos;
     int64_t *order;            /* [len] this epoch's indices */
+    int64_t *next_order;       /* [len] where a new epoch's are computed (swapped in on success) */
     int64_t *last;             /* [batch_size] the indices of the batch given last */
     int64_t last_n;
     nb_status status;
@@ -104,8 +106,12 @@ static nb_status collate_field(nb_dataloader *l, const nb_sample *smp, int64_t n
     if (!st && !pad) st = nb_sample_set(b, name, nb_stack(ts, (int)n, 0));
     else if (!st) {
         const char *ln = lengths_name(l, name);
-        st = ln ? nb_sample_set(b, name, nb_pad_sequence(ts, (int)n, true, l->o.padding_value, false))
-                : nb_set_error(NB_ERR_OOM, "dataloader: out of host memory");
+        if (!ln) st = nb_set_error(NB_ERR_INVALID_ARG, "dataloader: collate: more than %d padded fields (or out of host "
+                                   "memory)", NB_SAMPLE_MAX_FIELDS);
+        else if (nb_sample_get(&smp[0], ln))
+            st = nb_set_error(NB_ERR_INVALID_ARG, "dataloader: collate: the samples have a field %s, the name of %s's "
+                              "lengths", ln, name);
+        else st = nb_sample_set(b, name, nb_pad_sequence(ts, (int)n, true, l->o.padding_value, false));
         if (!st) st = nb_sample_set(b, ln, nb_from_data_on(lens, NB_SHAPE(n), NB_I64, nb_device_of(ts[0])));
     }
     if (st && nb_last_error()[0] == 0) nb_set_error(st, "dataloader: collate of field %s failed", name);
@@ -117,11 +123,17 @@ static nb_status collate_field(nb_dataloader *l, const nb_sample *smp, int64_t n
 static nb_status make_batch(nb_dataloader *l, int64_t epoch, const int64_t *idx, int64_t n, nb_sample *out, char *msg,
                             size_t msg_len) {
     memset(out, 0, sizeof *out);
-    nb_scope *s = nb_scope_begin();
+    nb_scope *s = nb_op_scope_begin();
     bool prev = nb_set_grad_enabled(false); /* batches are data, as PyTorch's workers make them */
     nb_sample *smp = calloc((size_t)(n ? n : 1), sizeof *smp);
     nb_status st = smp ? NB_OK : nb_set_error(NB_ERR_OOM, "dataloader: out of host memory");
+    if (n > INT_MAX) st = nb_set_error(NB_ERR_INVALID_ARG, "dataloader: a batch of %lld samples", (long long)n);
     for (int64_t i = 0; !st && i < n; i++) {
+        if (idx[i] < 0 || idx[i] >= l->ds->len) { /* a sampler for another dataset */
+            st = nb_set_error(NB_ERR_INVALID_ARG, "dataloader: index %lld outside the dataset's %lld samples",
+                              (long long)idx[i], (long long)l->ds->len);
+            break;
+        }
         nb_generator g = nb_generator_new(nb_data_draw(l->o.seed, NB_DRAW_SAMPLE, epoch, (uint64_t)idx[i]));
         nb_clear_error();
         st = l->ds->get_item(l->ds->state, idx[i], &g, &smp[i]);
@@ -227,12 +239,15 @@ void nb_dataloader_free(nb_dataloader *l) {
     for (int i = 0; i < l->n_len_names; i++) free(l->len_names[i]);
     nb_sampler_free(l->own);
     for (int i = 0; l->args && i < l->nw; i++) free(l->args[i].idx);
-    free(l->args), free(l->threads), free(l->ring), free(l->order), free(l->last), free(l);
+    free(l->args), free(l->threads), free(l->ring), free(l->order), free(l->next_order), free(l->last), free(l);
 }
 
 static nb_status new_epoch(nb_dataloader *l, int64_t epoch) {
-    nb_status st = nb_sampler_indices(l->sampler, epoch, l->order);
-    if (!st) l->epoch = epoch;
+    nb_status st = nb_sampler_indices(l->sampler, epoch, l->next_order);
+    if (!st) {
+        int64_t *t = l->order;
+        l->order = l->next_order, l->next_order = t, l->epoch = epoch;
+    }
     return st;
 }
 
@@ -244,7 +259,7 @@ nb_dataloader *nb_dataloader_new(nb_map_dataset *ds, nb_dataloader_options o) {
     }
     if (o.batch_size == 0) o.batch_size = 1;
     if (o.prefetch_factor == 0) o.prefetch_factor = 2;
-    if (o.batch_size < 1 || o.num_workers < 0 || o.prefetch_factor < 1 || o.num_workers > 1024)
+    if (o.batch_size < 1 || o.num_workers < 0 || o.prefetch_factor < 1 || o.num_workers > 1024 || o.prefetch_factor > 1024)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: batch_size %lld, num_workers %d, prefetch_factor %d", op,
                        (long long)o.batch_size, o.num_workers, o.prefetch_factor);
     if (o.sampler && nb_sampler_dataset_len(o.sampler) != ds->len)
@@ -259,10 +274,14 @@ nb_dataloader *nb_dataloader_new(nb_map_dataset *ds, nb_dataloader_options o) {
                                                         .seed = o.seed});
     l->len = l->sampler ? nb_sampler_len(l->sampler) : 0;
     l->nbatches = l->len / o.batch_size + (!o.drop_last && l->len % o.batch_size);
-    l->order = malloc(sizeof *l->order * (size_t)(l->len ? l->len : 1));
-    l->last = malloc(sizeof *l->last * (size_t)o.batch_size);
-    nb_status st = !l->sampler ? nb_last_status() : !l->order || !l->last ? nb_set_error(NB_ERR_OOM, "%s: out of host memory", op)
-                                                                          : new_epoch(l, 0);
+    int64_t most = o.batch_size < l->len ? o.batch_size : l->len > 0 ? l->len : 1; /* the largest batch */
+    bool fits = (uint64_t)l->len < SIZE_MAX / 16;
+    l->order = fits ? malloc(sizeof *l->order * (size_t)(l->len ? l->len : 1)) : NULL;
+    l->next_order = fits ? malloc(sizeof *l->order * (size_t)(l->len ? l->len : 1)) : NULL;
+    l->last = malloc(sizeof *l->last * (size_t)most);
+    nb_status st = !l->sampler                            ? nb_last_status()
+                   : !l->order || !l->next_order || !l->last ? nb_set_error(NB_ERR_OOM, "%s: out of host memory", op)
+                                                             : new_epoch(l, 0);
     if (!st && o.num_workers > 0) {
         l->nw = o.num_workers, l->cap = o.num_workers * o.prefetch_factor;
         l->ring = calloc((size_t)l->cap, sizeof *l->ring);
@@ -272,14 +291,15 @@ nb_dataloader *nb_dataloader_new(nb_map_dataset *ds, nb_dataloader_options o) {
         sync = sync && !pthread_cond_init(&l->work, NULL);
         sync = sync && !pthread_cond_init(&l->done, NULL);
         if (!sync) { /* not worth unpicking which one failed: they cannot on Linux */
-            free(l->ring), free(l->threads), free(l->args), free(l->order), free(l->last), nb_sampler_free(l->own), free(l);
+            free(l->ring), free(l->threads), free(l->args), free(l->order), free(l->next_order), free(l->last),
+                nb_sampler_free(l->own), free(l);
             return NB_FAIL(NB_ERR_STATE, "%s: cannot make the workers' lock", op);
         }
         if (!l->ring || !l->threads || !l->args) st = nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
         for (int i = 0; !st && i < l->cap; i++) l->ring[i].batch = -1;
         for (int i = 0; !st && i < l->nw; i++) {
             worker_arg *a = &l->args[i];
-            a->l = l, a->id = i, a->idx = malloc(sizeof *a->idx * (size_t)o.batch_size);
+            a->l = l, a->id = i, a->idx = malloc(sizeof *a->idx * (size_t)most);
             if (!a->idx) st = nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
             else if (pthread_create(&l->threads[i], NULL, worker, a))
                 st = nb_set_error(NB_ERR_STATE, "%s: cannot start worker %d", op, i);
@@ -303,7 +323,10 @@ bool nb_dataloader_next(nb_dataloader *l, nb_sample *batch) {
     }
     sample_release(&l->cur); /* the caller is done with the last batch */
     int64_t k = l->pos;
-    if (k >= l->nbatches) return false;
+    if (k >= l->nbatches) {
+        l->status = NB_OK;
+        return false;
+    }
     int64_t n = batch_size_of(l, k);
     nb_sample b;
     char msg[512] = "";

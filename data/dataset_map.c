@@ -144,6 +144,10 @@ nb_map_dataset *nb_concat_dataset(nb_map_dataset *const *datasets, int n) {
     if (c) c->parts = malloc(sizeof *c->parts * (size_t)n), c->ends = malloc(sizeof *c->ends * (size_t)n);
     int64_t total = 0;
     for (int i = 0; c && c->parts && c->ends && i < n; i++) {
+        if (datasets[i]->len > INT64_MAX - total) {
+            concat_free(c);
+            return NB_FAIL(NB_ERR_INVALID_ARG, "%s: the lengths overflow int64", op);
+        }
         c->parts[i] = datasets[i];
         c->ends[i] = total += datasets[i]->len;
     }
@@ -162,7 +166,9 @@ nb_status nb_random_split(nb_map_dataset *ds, const int64_t *lengths, int n, uin
     for (int i = 0; i < n; i++) out[i] = NULL;
     int64_t sum = 0;
     for (int i = 0; i < n; i++) {
-        if (lengths[i] < 0) return nb_set_error(NB_ERR_INVALID_ARG, "%s: length %d is %lld", op, i, (long long)lengths[i]);
+        if (lengths[i] < 0 || lengths[i] > ds->len - sum) /* also keeps the sum from overflowing */
+            return nb_set_error(NB_ERR_INVALID_ARG, "%s: length %d (%lld) is negative or passes the dataset's %lld", op,
+                                i, (long long)lengths[i], (long long)ds->len);
         sum += lengths[i];
     }
     if (sum != ds->len)

@@ -109,8 +109,9 @@ nb_tensor *nb_npy_load(const char *path);
  * the last tensor or view of it is released. Only data nabla reads as it
  * is: little-endian bool-free types of nabla's widths (uint8, int32,
  * int64, float16, float32, float64) in C order; other files fail with
- * NB_ERR_UNSUPPORTED (nb_npy_load converts them). Errors: as nb_npy_load,
- * NB_ERR_UNSUPPORTED. */
+ * NB_ERR_UNSUPPORTED (nb_npy_load converts them). As any mapping, a file
+ * truncated by another process while mapped faults (SIGBUS) when the lost
+ * pages are touched. Errors: as nb_npy_load, NB_ERR_UNSUPPORTED. */
 nb_tensor *nb_npy_load_mmap(const char *path);
 /* numpy.save: t (any device, any strides; read to the host) to path.
  * Errors: NB_ERR_INVALID_ARG (NULL), NB_ERR_DTYPE (bfloat16), NB_ERR_IO,
@@ -313,7 +314,13 @@ int64_t nb_loader_position(const nb_loader *l);
  * Determinism: an epoch's indices are a pure function of (sampler options,
  * seed, epoch), and each sample's generator of (seed, epoch, index), so the
  * batches are bit for bit the same for any num_workers and prefetch_factor,
- * and nb_dataloader_seek resumes exactly. */
+ * and nb_dataloader_seek resumes exactly. So an index drawn twice in one
+ * epoch (sampling with replacement, a distributed sampler's padding) gets
+ * the same random choices both times, and so do loaders sharing a seed
+ * (PyTorch's workers draw from per-worker streams instead). With
+ * num_workers 0 samples are made on the calling thread, inside its
+ * autocast region if one is open: call nb_dataloader_next outside it (as
+ * workers always are). */
 
 #define NB_SAMPLE_MAX_FIELDS 16
 
@@ -455,7 +462,9 @@ const int64_t *nb_dataloader_indices(const nb_dataloader *l, int64_t *n);
 /* The next epoch from its first batch (also mid-epoch). */
 void nb_dataloader_reset(nb_dataloader *l);
 /* Positions the loader at batch `batch` of epoch `epoch`, where one that
- * ran from the start would be (resuming). Errors: NB_ERR_INVALID_ARG. */
+ * ran from the start would be (resuming). Errors: NB_ERR_INVALID_ARG, the
+ * sampler's (a custom sampler's failure, NB_ERR_OOM); on failure the loader
+ * stays where it was. */
 nb_status nb_dataloader_seek(nb_dataloader *l, int64_t epoch, int64_t batch);
 int64_t nb_dataloader_num_batches(const nb_dataloader *l);
 int64_t nb_dataloader_epoch(const nb_dataloader *l);
@@ -469,7 +478,8 @@ void nb_dataloader_free(nb_dataloader *l);
  * 20240520 version 1 (GPT-2's vocabulary), uint32 for 20240801 version 7
  * (Llama 3's), as llm.c's dev/data/data_common.py writes them. */
 typedef struct nb_token_shard nb_token_shard;
-/* Maps path read-only (pages are read as windows touch them). Errors:
+/* Maps path read-only (pages are read as windows touch them; a file
+ * truncated while mapped faults when the lost pages are read). Errors:
  * NB_ERR_INVALID_ARG, NB_ERR_IO, NB_ERR_FORMAT (a file shorter than the
  * header, another magic or version, a token count the file's size does not
  * match). */
@@ -494,6 +504,79 @@ nb_status nb_token_shard_write(const char *path, const int64_t *tokens, int64_t 
  * shards are mapped until nb_map_dataset_free. Errors: NB_ERR_INVALID_ARG
  * (no paths, seq_len or stride < 1), nb_token_shard_open's. */
 nb_map_dataset *nb_token_window_dataset(const char *const *paths, int n_paths, int64_t seq_len, int64_t stride);
+
+/* ---- images (libpng, libjpeg-turbo) -------------------------------------
+ * PNG and JPEG files as uint8 [C, H, W] tensors (torchvision.io.read_image)
+ * on the default device, torchvision's common transforms, and ImageFolder.
+ * Built without libpng / libjpeg (meson option `images`) the readers and
+ * writers fail with NB_ERR_UNSUPPORTED. */
+
+/* Largest image decoded (width x height): a larger header is refused before
+ * any allocation (a decompression bomb), as PIL's MAX_IMAGE_PIXELS limit. */
+#define NB_IMAGE_MAX_PIXELS ((uint64_t)1 << 28)
+
+/* The channels wanted (PIL's Image.convert): RGB (3: alpha dropped, gray
+ * replicated; ImageFolder's default), GRAY (1: ITU-R 601-2 luma, (19595 R +
+ * 38470 G + 7471 B + 2^15) >> 16), UNCHANGED (the file's: 1 gray, 2 gray and
+ * alpha, 3 RGB, 4 RGBA; palettes expanded). */
+typedef enum nb_image_mode { NB_IMAGE_RGB = 0, NB_IMAGE_GRAY, NB_IMAGE_UNCHANGED } nb_image_mode;
+/* Decodes a PNG (any color type; 16-bit samples reduced to 8 by libpng's
+ * simplified API)
+ * or JPEG (baseline or progressive, gray or YCbCr; not CMYK) file. Errors:
+ * NB_ERR_INVALID_ARG, NB_ERR_IO, NB_ERR_FORMAT (neither format, corrupt or
+ * truncated data, more than NB_IMAGE_MAX_PIXELS), NB_ERR_UNSUPPORTED (CMYK,
+ * a build without the libraries), NB_ERR_OOM. */
+nb_tensor *nb_image_read(const char *path, nb_image_mode mode);
+/* The same from len bytes in memory (name labels messages; NULL: "image"). */
+nb_tensor *nb_image_decode(const void *data, size_t len, const char *name, nb_image_mode mode);
+/* Writes img (uint8 [C, H, W], C 1 to 4, any device) as an 8-bit PNG /
+ * img (C 1 or 3) as a baseline JPEG of quality 1..100 (0: PIL's 75),
+ * atomically. Errors: NB_ERR_INVALID_ARG, NB_ERR_SHAPE (another dtype or
+ * shape, sides above 65535), NB_ERR_IO, NB_ERR_UNSUPPORTED, NB_ERR_OOM. */
+nb_status nb_image_write_png(const char *path, nb_tensor *img);
+nb_status nb_image_write_jpeg(const char *path, nb_tensor *img, int quality);
+
+/* torchvision.transforms applied in this order to an image [C, H, W]:
+ * ToTensor (uint8 to float32 / 255; a float image is kept), Resize,
+ * CenterCrop, RandomCrop, RandomHorizontalFlip, Normalize. A zeroed struct
+ * is ToTensor alone. Resize is bilinear as F.interpolate (align_corners
+ * false, no antialiasing: shrinking by large factors differs from PIL's
+ * and torchvision's antialiased resize). */
+typedef struct nb_image_transforms {
+    int64_t resize[2];           /* [h, w]; [s, 0]: the shorter side to s, the other scaled and truncated
+                                    (Resize(int)); 0: none */
+    int64_t center_crop[2];      /* [h, w] ([h, 0]: square) around the center, zero-padded if larger; 0: none */
+    int64_t random_crop[2];      /* [h, w] ([h, 0]: square) at a position drawn from gen; 0: none */
+    int64_t random_crop_padding; /* zeros on every side before the random crop */
+    double horizontal_flip_p;    /* flipped with this probability (drawn from gen) */
+    bool normalize;              /* (x - mean[c]) / std[c] per channel (std 0 reads as 1) */
+    double mean[4], std[4];
+} nb_image_transforms;
+/* A new float32 [C, h, w] (NULL t: ToTensor alone); gen: NULL for the
+ * default generator. Errors: NB_ERR_INVALID_ARG, NB_ERR_SHAPE (not 3-d, a
+ * random crop larger than the padded image). */
+nb_tensor *nb_image_transform(nb_tensor *img, const nb_image_transforms *t, nb_generator *gen);
+
+/* A transform of your own: image uint8 [C, H, W] to a sample's tensor (gen: the sample's generator). */
+typedef nb_tensor *(*nb_image_transform_fn)(void *state, nb_tensor *image, nb_generator *gen);
+typedef struct nb_image_folder_options {
+    nb_image_mode mode;                  /* default RGB (torchvision's PIL loader) */
+    nb_image_transforms transforms;      /* applied to each image (default: ToTensor) */
+    nb_image_transform_fn transform_fn;  /* replaces transforms when given */
+    void *transform_state;
+} nb_image_folder_options;
+/* torchvision.datasets.ImageFolder: root/<class>/.../<image>.png|jpg|jpeg;
+ * classes are root's subdirectories in sorted order (label = position),
+ * each class's images found recursively and sorted by directory, then
+ * name. Sample i is {"image": the transformed image, "label": int64}.
+ * Images are read in get_item (on the DataLoader's workers). Errors:
+ * NB_ERR_INVALID_ARG (NULL root, a bad mode, no classes or no images),
+ * NB_ERR_IO (an unreadable directory), NB_ERR_OOM. */
+nb_map_dataset *nb_image_folder(const char *root, nb_image_folder_options o);
+/* The classes of an image folder dataset (-1 / NULL with
+ * NB_ERR_INVALID_ARG for another dataset or k outside). */
+int64_t nb_image_folder_num_classes(const nb_map_dataset *ds);
+const char *nb_image_folder_class(const nb_map_dataset *ds, int64_t k);
 
 #ifdef __cplusplus
 }

@@ -87,9 +87,11 @@ static bool read_shape(lexer *l, int *ndim, int64_t *shape) {
 static nb_status parse_descr(const char *name, const char *d, npy_header *h) {
     char order = d[0], kind = d[1];
     int size = 0;
-    bool ok = strlen(d) >= 3 && strchr("<>|=", order);
+    if (strlen(d) < 2 || !strchr("<>|=", order) || !((kind >= 'a' && kind <= 'z') || (kind >= 'A' && kind <= 'Z')))
+        return nb_set_error(NB_ERR_FORMAT, "npy: %s: descr '%s' is not a NumPy type string", name, d);
+    bool ok = d[2] != 0;
     for (const char *c = d + 2; ok && *c; c++) ok = *c >= '0' && *c <= '9' && (size = size * 10 + (*c - '0')) <= 16;
-    if (!ok) return nb_set_error(NB_ERR_FORMAT, "npy: %s: descr '%s' is not a NumPy type string", name, d);
+    if (!ok) kind = '?'; /* '|O', '<M8[ns]', '|S20', ...: types nabla has no dtype for */
     h->swap = order == '>' && size > 1; /* '=' and '|': native (nabla runs little-endian) */
     h->itemsize = size;
     h->kind = kind;
@@ -153,11 +155,11 @@ nb_status npy_parse_header(const uint8_t *buf, size_t len, const char *name, npy
     if (!seen[0] || !seen[1] || !seen[2]) goto bad;
     nb_status st = parse_descr(name, descr, h);
     if (st) return st;
-    size_t n = 1;
+    size_t n = 1, bound = 1; /* bound: the product of max(size, 1), so a 0 does not hide a huge size */
     for (int i = 0; i < h->ndim; i++) {
-        if (h->shape[i] && n > SIZE_MAX / 16 / (size_t)h->shape[i])
-            return nb_set_error(NB_ERR_FORMAT, "npy: %s: shape too large", name);
-        n *= (size_t)h->shape[i];
+        size_t d = h->shape[i] ? (size_t)h->shape[i] : 1;
+        if (bound > SIZE_MAX / 16 / d) return nb_set_error(NB_ERR_FORMAT, "npy: %s: shape too large", name);
+        bound *= d, n *= (size_t)h->shape[i];
     }
     h->numel = n;
     h->data_offset = pre + hlen;
@@ -230,7 +232,7 @@ nb_tensor *npy_tensor_from_bytes(const uint8_t *buf, size_t len, const char *nam
         int64_t rev[NB_MAX_DIMS];
         int perm[NB_MAX_DIMS];
         for (int i = 0; i < h.ndim; i++) rev[i] = h.shape[h.ndim - 1 - i], perm[i] = h.ndim - 1 - i;
-        nb_scope *s = nb_scope_begin();
+        nb_scope *s = nb_op_scope_begin();
         nb_tensor *r = nb_contiguous(nb_permute(nb_from_data(host, h.ndim, rev, h.dtype), perm));
         t = nb_scope_return(s, r);
     }
@@ -310,8 +312,9 @@ nb_tensor *nb_npy_load_mmap(const char *path) {
     mapping *m = NULL;
     nb_status s = npy_parse_header(base, len, path, &h);
     if (!s && (!h.exact || (h.fortran && h.ndim > 1) || (h.data_offset % nb_dtype_size(h.dtype))))
-        s = nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s holds %s data that needs converting (byte order, width or "
-                         "Fortran order): use nb_npy_load", op, path, nb_dtype_name(h.dtype));
+        s = nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s holds data nabla cannot use as it lies (another byte order or "
+                         "width, bools, Fortran order, or data not aligned to its element size): use nb_npy_load", op,
+                         path);
     if (!s && !(m = malloc(sizeof *m))) s = nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
     nb_tensor *t = NULL;
     if (!s) {

@@ -119,7 +119,29 @@ void nb_npz_free(nb_npz *f) {
     free(f);
 }
 
-/* Reads the central directory of buf and loads every .npy member into f. */
+/* The data range of m ([start, start + csize) after its local header), or false when it leaves the file. */
+static bool member_range(const uint8_t *buf, size_t len, const member *m, uint64_t *start) {
+    if (m->local > len || len - m->local < 30 || rd(buf + m->local, 4) != SIG_LOCAL) return false;
+    *start = m->local + 30 + rd(buf + m->local + 26, 2) + rd(buf + m->local + 28, 2);
+    return *start <= len && m->csize <= len - *start;
+}
+
+static int by_local(const void *a, const void *b) {
+    const member *x = *(member *const *)a, *y = *(member *const *)b;
+    return (x->local > y->local) - (x->local < y->local);
+}
+
+static int by_name(const void *a, const void *b) {
+    const member *x = *(member *const *)a, *y = *(member *const *)b;
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, n);
+    return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+/* Reads the central directory of buf and loads every .npy member into f.
+ * The members' data may not overlap and their names must differ (checked
+ * sorted, in n log n): so the file's size bounds what deflate can expand
+ * them to, however many directory entries point at one member. */
 static nb_status load_members(const uint8_t *buf, size_t len, const char *path, nb_npz *f) {
     const uint8_t *end = NULL;
     for (size_t back = 22; back <= len && back <= 22 + 65535 && !end; back++)
@@ -137,48 +159,78 @@ static nb_status load_members(const uint8_t *buf, size_t len, const char *path, 
         return nb_set_error(NB_ERR_FORMAT, "npz: %s: the central directory (%llu entries, %llu bytes at %llu) does not "
                             "fit the file", path, (unsigned long long)entries, (unsigned long long)cd_size,
                             (unsigned long long)cd_off);
+    member *ms = calloc(entries ? (size_t)entries : 1, sizeof *ms);
+    member **order = calloc(entries ? (size_t)entries : 1, sizeof *order);
     f->arrays = calloc(entries ? (size_t)entries : 1, sizeof *f->arrays);
-    if (!f->arrays) return nb_set_error(NB_ERR_OOM, "npz: %s: out of host memory", path);
+    nb_status st = ms && order && f->arrays ? NB_OK : nb_set_error(NB_ERR_OOM, "npz: %s: out of host memory", path);
+    size_t nm = 0;
     const uint8_t *p = buf + cd_off, *cd_end = p + cd_size;
-    for (uint64_t k = 0; k < entries; k++) {
-        if (cd_end - p < 46 || rd(p, 4) != SIG_CENTRAL)
-            return nb_set_error(NB_ERR_FORMAT, "npz: %s: central directory entry %llu is corrupt", path, (unsigned long long)k);
+    for (uint64_t k = 0; !st && k < entries; k++) {
+        if (cd_end - p < 46 || rd(p, 4) != SIG_CENTRAL) {
+            st = nb_set_error(NB_ERR_FORMAT, "npz: %s: central directory entry %llu is corrupt", path, (unsigned long long)k);
+            break;
+        }
         member m = {.flags = (unsigned)rd(p + 8, 2), .method = (int)rd(p + 10, 2), .crc = (uint32_t)rd(p + 16, 4),
                     .csize = rd(p + 20, 4), .usize = rd(p + 24, 4), .local = rd(p + 42, 4)};
         size_t nlen = (size_t)rd(p + 28, 2), xlen = (size_t)rd(p + 30, 2), clen = (size_t)rd(p + 32, 2);
-        if ((size_t)(cd_end - p) - 46 < nlen + xlen + clen)
-            return nb_set_error(NB_ERR_FORMAT, "npz: %s: central directory entry %llu runs past it", path, (unsigned long long)k);
+        if ((size_t)(cd_end - p) - 46 < nlen + xlen + clen) {
+            st = nb_set_error(NB_ERR_FORMAT, "npz: %s: central directory entry %llu runs past it", path, (unsigned long long)k);
+            break;
+        }
         m.name = (const char *)p + 46, m.name_len = nlen;
+        uint64_t start;
         if (!zip64_extra(p + 46 + nlen, xlen, &m, m.usize == U32_MAX_ZIP, m.csize == U32_MAX_ZIP, m.local == U32_MAX_ZIP))
-            return nb_set_error(NB_ERR_FORMAT, "npz: %s: member %.*s has a bad zip64 field", path, (int)nlen, m.name);
+            st = nb_set_error(NB_ERR_FORMAT, "npz: %s: member %.*s has a bad zip64 field", path, (int)nlen, m.name);
+        else if (!member_range(buf, len, &m, &start))
+            st = nb_set_error(NB_ERR_FORMAT, "npz: %s: member %.*s: its local header or data lies outside the file", path,
+                              (int)nlen, m.name);
+        else if (memchr(m.name, 0, nlen))
+            st = nb_set_error(NB_ERR_FORMAT, "npz: %s: a member name holds a NUL byte", path);
         p += 46 + nlen + xlen + clen;
         /* numpy.load lists the .npy members by name without ".npy" (others it gives as bytes: skipped here) */
-        if (nlen < 4 || memcmp(m.name + nlen - 4, ".npy", 4)) continue;
-        char *key = malloc(nlen - 3);
-        if (!key) return nb_set_error(NB_ERR_OOM, "npz: %s: out of host memory", path);
-        memcpy(key, m.name, nlen - 4), key[nlen - 4] = 0;
-        if (memchr(key, 0, nlen - 4)) {
-            free(key);
-            return nb_set_error(NB_ERR_FORMAT, "npz: %s: a member name holds a NUL byte", path);
+        if (!st && nlen >= 4 && !memcmp(m.name + nlen - 4, ".npy", 4)) ms[nm] = m, order[nm] = &ms[nm], nm++;
+    }
+    if (!st && nm > 1) {
+        qsort(order, nm, sizeof *order, by_local);
+        for (size_t i = 0; !st && i + 1 < nm; i++) {
+            uint64_t start;
+            member_range(buf, len, order[i], &start);
+            if (order[i + 1]->local < start + order[i]->csize)
+                st = nb_set_error(NB_ERR_FORMAT, "npz: %s: members %.*s and %.*s overlap", path, (int)order[i]->name_len,
+                                  order[i]->name, (int)order[i + 1]->name_len, order[i + 1]->name);
         }
-        for (int i = 0; i < f->n; i++)
-            if (!strcmp(f->arrays[i].name, key)) {
-                nb_set_error(NB_ERR_FORMAT, "npz: %s: two members named %s.npy", path, key);
-                return free(key), NB_ERR_FORMAT;
-            }
+        qsort(order, nm, sizeof *order, by_name);
+        for (size_t i = 0; !st && i + 1 < nm; i++)
+            if (!by_name(&order[i], &order[i + 1]))
+                st = nb_set_error(NB_ERR_FORMAT, "npz: %s: two members named %.*s", path, (int)order[i]->name_len,
+                                  order[i]->name);
+    }
+    for (size_t k = 0; !st && k < nm; k++) { /* in the directory's order */
+        const member *m = &ms[k];
+        char *key = malloc(m->name_len - 3);
+        if (!key) {
+            st = nb_set_error(NB_ERR_OOM, "npz: %s: out of host memory", path);
+            break;
+        }
+        memcpy(key, m->name, m->name_len - 4), key[m->name_len - 4] = 0;
         uint8_t *owned;
-        const uint8_t *data = member_data(buf, len, &m, path, &owned);
+        const uint8_t *data = member_data(buf, len, m, path, &owned);
         char label[512];
         snprintf(label, sizeof label, "%s[%s]", path, key);
-        nb_scope *s = nb_scope_begin();
-        nb_tensor *t = data ? npy_tensor_from_bytes(data, (size_t)m.usize, label) : NULL;
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *t = data ? npy_tensor_from_bytes(data, (size_t)m->usize, label) : NULL;
         if (t) nb_retain(t); /* the file's own reference, past the scope */
         nb_scope_end(s);
         free(owned);
-        if (!t) return free(key), nb_last_status();
+        if (!t) {
+            free(key);
+            st = nb_last_status();
+            break;
+        }
         f->arrays[f->n].name = key, f->arrays[f->n].tensor = t, f->n++;
     }
-    return NB_OK;
+    free(ms), free(order);
+    return st;
 }
 
 nb_npz *nb_npz_load(const char *path) {

@@ -45,7 +45,8 @@ static bool flag(nb_flag f, bool dflt) { return f == NB_FLAG_TRUE || (f != NB_FL
 nb_sampler *nb_sampler_new(int64_t dataset_len, nb_sampler_options o) {
     const char *op = "sampler_new";
     if (dataset_len < 0) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: dataset length %lld < 0", op, (long long)dataset_len);
-    if (o.num_samples < 0) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: num_samples %lld < 0", op, (long long)o.num_samples);
+    if (o.num_samples < 0 || (uint64_t)o.num_samples > SIZE_MAX / 16)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: num_samples %lld outside [0, 2^59]", op, (long long)o.num_samples);
     nb_sampler *s = calloc(1, sizeof *s);
     if (!s) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", op);
     s->o = o, s->n = dataset_len;
@@ -75,8 +76,9 @@ nb_sampler *nb_sampler_new(int64_t dataset_len, nb_sampler_options o) {
         }
         break;
     case NB_SAMPLER_WEIGHTED_RANDOM: {
-        if (o.n_weights < 1 || !o.weights) {
-            st = nb_set_error(NB_ERR_INVALID_ARG, "%s: WeightedRandom needs weights (%lld given)", op, (long long)o.n_weights);
+        if (o.n_weights < 1 || !o.weights || o.n_weights > dataset_len) {
+            st = nb_set_error(NB_ERR_INVALID_ARG, "%s: WeightedRandom needs 1 to %lld weights (one per sample; %lld "
+                              "given)", op, (long long)dataset_len, (long long)o.n_weights);
             break;
         }
         s->len = o.num_samples ? o.num_samples : o.n_weights;

@@ -159,7 +159,8 @@ static bool load_tokens(const nb_bpe *tok, const char *dir, int64_t size, const 
     char text[4200], shard[4300];
     snprintf(text, sizeof text, "%s/%s.txt", dir, split);
     snprintf(shard, sizeof shard, "%s/bpe-%lld/%s.bin", dir, (long long)size, split);
-    if (!file_exists(shard)) {
+    struct stat ts, ss;
+    if (stat(shard, &ss) || (stat(text, &ts) == 0 && ts.st_mtime > ss.st_mtime)) { /* none yet, or the text changed */
         double t0 = now_seconds();
         if (nb_bpe_encode_file(tok, text, shard, nb_bpe_vocab_size(tok) > 65536) < 0) {
             fprintf(stderr, "gpt_train: %s\n", nb_last_error());

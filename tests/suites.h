@@ -60,6 +60,7 @@
     X(data) \
     X(npy) \
     X(dataloader) \
+    X(image) \
     X(safetensors) \
     X(checkpoint) \
     X(scheduler) \

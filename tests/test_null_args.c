@@ -865,6 +865,14 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_token_shard_read, NULL, 0, 1, NULL);
     NS(nb_token_shard_write, NULL, NULL, 1, false);
     NP(nb_token_window_dataset, NULL, 0, 1, 1);
+    NP(nb_image_read, NULL, NB_IMAGE_RGB);
+    NP(nb_image_decode, NULL, 1, NULL, NB_IMAGE_RGB);
+    NS(nb_image_write_png, NULL, NULL);
+    NS(nb_image_write_jpeg, NULL, NULL, 0);
+    NP(nb_image_transform, NULL, NULL, NULL);
+    NP(nb_image_folder, NULL, (nb_image_folder_options){0});
+    NI(nb_image_folder_num_classes, NULL);
+    NP(nb_image_folder_class, NULL, 0);
     NP(nb_dataset_from_tensors, NULL, NULL);
     NV(nb_dataset_free, NULL);
     NI(nb_dataset_len, NULL);

@@ -405,6 +405,9 @@ nb_status nb_dataloader_status(const nb_dataloader *l) {
 int64_t nb_dataloader_num_batches(const nb_dataloader *l) { return no_loader("dataloader_num_batches", l) ? -1 : l->nbatches; }
 int64_t nb_dataloader_epoch(const nb_dataloader *l) { return no_loader("dataloader_epoch", l) ? -1 : l->epoch; }
 int64_t nb_dataloader_position(const nb_dataloader *l) { return no_loader("dataloader_position", l) ? -1 : l->pos; }
+nb_dataloader_options nb_dataloader_get_options(const nb_dataloader *l) {
+    return no_loader("dataloader_get_options", l) ? (nb_dataloader_options){0} : l->o;
+}
 const int64_t *nb_dataloader_indices(const nb_dataloader *l, int64_t *n) {
     if (n) *n = 0;
     if (no_loader("dataloader_indices", l) || !n) {

@@ -469,6 +469,8 @@ nb_status nb_dataloader_seek(nb_dataloader *l, int64_t epoch, int64_t batch);
 int64_t nb_dataloader_num_batches(const nb_dataloader *l);
 int64_t nb_dataloader_epoch(const nb_dataloader *l);
 int64_t nb_dataloader_position(const nb_dataloader *l); /* batches given in this epoch */
+/* The options the loader was made with (its seed, batch size...; zeroed for NULL). */
+nb_dataloader_options nb_dataloader_get_options(const nb_dataloader *l);
 /* Stops and joins the workers, releases the batch; NULL is ignored. */
 void nb_dataloader_free(nb_dataloader *l);
 

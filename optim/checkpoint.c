@@ -145,6 +145,32 @@ const char *nb_ckpt_name_of(const nb_named_tensor *sd, int n, const nb_tensor *t
     return "";
 }
 
+
+/* The loaders a checkpoint holds (nb_loader as "loader.*", nb_dataloader as
+ * "dataloader.*"): where they are, and what their order depends on. */
+typedef struct loader_view {
+    const char *prefix;
+    int64_t epoch, position, num_batches;
+    uint64_t seed;
+} loader_view;
+
+static int loader_views(const nb_checkpoint *ck, loader_view *v) {
+    int n = 0;
+    if (ck->loader)
+        v[n++] = (loader_view){"loader", nb_loader_epoch(ck->loader), nb_loader_position(ck->loader),
+                               nb_loader_num_batches(ck->loader), nb_loader_get_options(ck->loader).seed};
+    if (ck->dataloader)
+        v[n++] = (loader_view){"dataloader", nb_dataloader_epoch(ck->dataloader), nb_dataloader_position(ck->dataloader),
+                               nb_dataloader_num_batches(ck->dataloader), nb_dataloader_get_options(ck->dataloader).seed};
+    return n;
+}
+
+static nb_status put_key_i64(nb_ckpt_lists *l, const char *prefix, const char *key, int64_t v) {
+    char k[64];
+    snprintf(k, sizeof k, "%s.%s", prefix, key);
+    return nb_ckpt_put_i64(l, k, v);
+}
+
 static nb_status save_parts(nb_ckpt_lists *l, const nb_checkpoint *ck, const nb_named_tensor *sd, int nsd) {
     nb_generator *g = ck->generator ? ck->generator : nb_default_generator();
     nb_status st = nb_ckpt_put(l, "pt", "format");
@@ -152,11 +178,15 @@ static nb_status save_parts(nb_ckpt_lists *l, const nb_checkpoint *ck, const nb_
     if (!st) st = nb_ckpt_put_i64(l, "global_step", ck->global_step);
     if (!st) st = nb_ckpt_put_u64(l, "rng.seed", g->seed);
     if (!st) st = nb_ckpt_put_u64(l, "rng.offset", g->offset);
-    if (!st && ck->loader) {
-        st = nb_ckpt_put_i64(l, "loader.epoch", nb_loader_epoch(ck->loader));
-        if (!st) st = nb_ckpt_put_i64(l, "loader.position", nb_loader_position(ck->loader));
-        if (!st) st = nb_ckpt_put_u64(l, "loader.seed", nb_loader_get_options(ck->loader).seed);
-        if (!st) st = nb_ckpt_put_i64(l, "loader.num_batches", nb_loader_num_batches(ck->loader));
+    loader_view v[2];
+    int nv = loader_views(ck, v);
+    for (int i = 0; i < nv && !st; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "%s.seed", v[i].prefix);
+        st = put_key_i64(l, v[i].prefix, "epoch", v[i].epoch);
+        if (!st) st = put_key_i64(l, v[i].prefix, "position", v[i].position);
+        if (!st) st = nb_ckpt_put_u64(l, k, v[i].seed);
+        if (!st) st = put_key_i64(l, v[i].prefix, "num_batches", v[i].num_batches);
     }
     for (int i = 0; i < nsd && !st; i++) st = nb_ckpt_put_tensor(l, sd[i].name, sd[i].tensor);
     if (!st && ck->optimizer) st = nb_ckpt_save_optimizer(l, ck->optimizer, sd, nsd);
@@ -195,23 +225,26 @@ typedef struct loader_plan {
     int64_t epoch, position;
 } loader_plan;
 
-static nb_status plan_loader(const nb_ckpt_reader *r, const nb_checkpoint *ck, loader_plan *lp) {
+/* The saved place of loader view v, checked against it (its seed and batches per epoch). */
+static nb_status plan_loader(const nb_ckpt_reader *r, const loader_view *v, loader_plan *lp) {
     int64_t nb;
     uint64_t seed;
-    nb_status st = nb_ckpt_get_i64(r, "loader.epoch", 0, &lp->epoch);
-    if (!st) st = nb_ckpt_get_i64(r, "loader.position", 0, &lp->position);
-    if (!st) st = nb_ckpt_get_u64(r, "loader.seed", &seed);
-    if (!st) st = nb_ckpt_get_i64(r, "loader.num_batches", 0, &nb);
+    char k[4][64];
+    const char *names[4] = {"epoch", "position", "seed", "num_batches"};
+    for (int i = 0; i < 4; i++) snprintf(k[i], sizeof k[i], "%s.%s", v->prefix, names[i]);
+    nb_status st = nb_ckpt_get_i64(r, k[0], 0, &lp->epoch);
+    if (!st) st = nb_ckpt_get_i64(r, k[1], 0, &lp->position);
+    if (!st) st = nb_ckpt_get_u64(r, k[2], &seed);
+    if (!st) st = nb_ckpt_get_i64(r, k[3], 0, &nb);
     if (st) return st;
-    uint64_t have = nb_loader_get_options(ck->loader).seed; /* the order depends on it */
-    if (seed != have)
-        return nb_set_error(NB_ERR_STATE, "load_checkpoint: %s: loader seed %llu saved, the loader has %llu", r->path,
-                            (unsigned long long)seed, (unsigned long long)have);
-    if (nb != nb_loader_num_batches(ck->loader))
-        return nb_set_error(NB_ERR_STATE, "load_checkpoint: %s: %lld batches per epoch saved, the loader has %lld",
-                            r->path, (long long)nb, (long long)nb_loader_num_batches(ck->loader));
+    if (seed != v->seed) /* the order depends on it */
+        return nb_set_error(NB_ERR_STATE, "load_checkpoint: %s: %s seed %llu saved, the %s has %llu", r->path, v->prefix,
+                            (unsigned long long)seed, v->prefix, (unsigned long long)v->seed);
+    if (nb != v->num_batches)
+        return nb_set_error(NB_ERR_STATE, "load_checkpoint: %s: %lld batches per epoch saved, the %s has %lld", r->path,
+                            (long long)nb, v->prefix, (long long)v->num_batches);
     if (lp->position > nb)
-        return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: loader position %lld past %lld batches", r->path,
+        return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: %s position %lld past %lld batches", r->path, v->prefix,
                             (long long)lp->position, (long long)nb);
     return NB_OK;
 }
@@ -226,7 +259,8 @@ typedef struct load_state {
     nb_scheduler_value *sched, *sched_backup;
     int n_sched;
     double *lr_backup; /* the optimizer's group lrs, which loading the scheduler sets */
-    loader_plan lp;
+    loader_plan lp[2];
+    int n_loaders;
     int64_t step;
     uint64_t rng_seed, rng_offset;
 } load_state;
@@ -241,7 +275,9 @@ static nb_status plan_all(const nb_checkpoint *ck, load_state *ls) {
     nb_status st = nb_ckpt_get_i64(r, "global_step", 0, &ls->step);
     if (!st) st = nb_ckpt_get_u64(r, "rng.seed", &ls->rng_seed);
     if (!st) st = nb_ckpt_get_u64(r, "rng.offset", &ls->rng_offset);
-    if (!st && ck->loader) st = plan_loader(r, ck, &ls->lp);
+    loader_view v[2];
+    ls->n_loaders = loader_views(ck, v);
+    for (int i = 0; !st && i < ls->n_loaders; i++) st = plan_loader(r, &v[i], &ls->lp[i]);
     if (!st && (ls->nsd = nb_module_state_dict(ck->module, &ls->sd)) < 0) st = nb_last_status();
     if (!st && ck->optimizer) st = nb_ckpt_plan_optimizer(r, ck->optimizer, ls->sd, ls->nsd, &ls->opt);
     if (!st && ck->scheduler) st = nb_ckpt_plan_scheduler(r, ck->scheduler, &ls->sched, &ls->n_sched);
@@ -265,13 +301,21 @@ static nb_status plan_all(const nb_checkpoint *ck, load_state *ls) {
  * and changes nothing on failure), then the module (checked before copied),
  * then what cannot fail. */
 static nb_status apply_all(nb_checkpoint *ck, load_state *ls) {
-    nb_status st = ck->scheduler ? nb_scheduler_load_state_dict(ck->scheduler, ls->sched, ls->n_sched) : NB_OK;
+    /* the DataLoader first: its seek recomputes a sampler's order, which may fail, and leaves it as it was then */
+    int64_t was_epoch = ck->dataloader ? nb_dataloader_epoch(ck->dataloader) : 0;
+    int64_t was_pos = ck->dataloader ? nb_dataloader_position(ck->dataloader) : 0;
+    const loader_plan *dl = ck->dataloader ? &ls->lp[ls->n_loaders - 1] : NULL;
+    nb_status st = ck->dataloader ? nb_dataloader_seek(ck->dataloader, dl->epoch, dl->position) : NB_OK;
+    if (st) return st;
+    st = ck->scheduler ? nb_scheduler_load_state_dict(ck->scheduler, ls->sched, ls->n_sched) : NB_OK;
+    if (st && ck->dataloader) nb_dataloader_seek(ck->dataloader, was_epoch, was_pos); /* back where it was */
     if (st) {
         char why[256];
         snprintf(why, sizeof why, "%s", nb_last_error());
         return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: %s", ls->r.path, why);
     }
     st = nb_module_load_tensors(ck->module, ls->model_ts, ls->n_model, !ck->non_strict, ck->report);
+    if (st && ck->dataloader) nb_dataloader_seek(ck->dataloader, was_epoch, was_pos);
     if (st) {
         if (ck->scheduler) {
             nb_scheduler_load_state_dict(ck->scheduler, ls->sched_backup, ls->n_sched);
@@ -285,7 +329,7 @@ static nb_status apply_all(nb_checkpoint *ck, load_state *ls) {
     g->seed = ls->rng_seed, g->offset = ls->rng_offset;
     ck->global_step = ls->step;
     /* checked against the loader in plan_loader, so this cannot fail */
-    return ck->loader ? nb_loader_seek(ck->loader, ls->lp.epoch, ls->lp.position) : NB_OK;
+    return ck->loader ? nb_loader_seek(ck->loader, ls->lp[0].epoch, ls->lp[0].position) : NB_OK;
 }
 
 nb_status nb_load_checkpoint(const char *path, nb_checkpoint *ck, nb_safetensors **file) {

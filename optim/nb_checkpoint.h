@@ -69,6 +69,8 @@ typedef struct nb_checkpoint {
     nb_optimizer *optimizer; /* optional: hyperparameters, per-parameter state and steps */
     nb_scheduler *scheduler; /* optional: nb_scheduler_state_dict's pairs */
     nb_loader *loader;       /* optional: epoch and position (nb_loader_seek on load) */
+    nb_dataloader *dataloader; /* optional: the same for a DataLoader (nb_dataloader_seek on load; its
+                                  sampler must be built as when saving) */
     nb_generator *generator; /* the RNG to save/restore; NULL = nb_default_generator() */
     int64_t global_step;     /* saved; set by nb_load_checkpoint */
     const nb_st_pair *user;  /* save only: n_user extra pairs, stored as "user.<key>"

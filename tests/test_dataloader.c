@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "nb_bpe.h"
+#include "nb_checkpoint.h"
 #include "nb_data.h"
 #include "nb_extension.h"
 #include "nb_test.h"
@@ -439,6 +442,44 @@ START_TEST(test_token_shards) {
 }
 END_TEST
 
+/* A checkpoint holds the DataLoader's place: a loader restored from one gives the remaining batches of that epoch. */
+START_TEST(test_checkpoint_resumes_dataloader) {
+    nb_scope *s = nb_scope_begin();
+    toy t = {.fail_at = -1};
+    nb_map_dataset *ds = nb_map_dataset_new(20, toy_item, &t, NULL);
+    nb_module *m = nb_nn_linear(3, 2);
+    nb_dataloader_options o = {.batch_size = 3, .shuffle = true, .seed = 6, .collate = NB_COLLATE_PAD, .num_workers = 2};
+    nb_dataloader *a = nb_dataloader_new(ds, o), *b = nb_dataloader_new(ds, o);
+    nb_sample bt;
+    nb_dataloader_reset(a); /* epoch 1 */
+    for (int i = 0; i < 3; i++) ck_assert(nb_dataloader_next(a, &bt));
+    char path[64] = "/tmp/nb_ckdl_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    NB_CK_OK(nb_save_checkpoint(path, &(nb_checkpoint){.module = m, .dataloader = a}));
+    NB_CK_OK(nb_load_checkpoint(path, &(nb_checkpoint){.module = m, .dataloader = b}, NULL));
+    ck_assert_int_eq(nb_dataloader_epoch(b), 1);
+    ck_assert_int_eq(nb_dataloader_position(b), 3);
+    static run ra, rb;
+    record(a, &ra, 1);
+    record(b, &rb, 1);
+    ck_runs_equal(&ra, &rb, "checkpoint");
+    run_free(&ra), run_free(&rb);
+    /* another seed: refused, the loader unchanged */
+    nb_dataloader_options o2 = o;
+    o2.seed = 7;
+    nb_dataloader *c = nb_dataloader_new(ds, o2);
+    ck_assert_int_eq(nb_load_checkpoint(path, &(nb_checkpoint){.module = m, .dataloader = c}, NULL), NB_ERR_STATE);
+    ck_assert_int_eq(nb_dataloader_epoch(c), 0);
+    unlink(path);
+    nb_dataloader_free(a), nb_dataloader_free(b), nb_dataloader_free(c);
+    nb_module_free(m);
+    nb_map_dataset_free(ds);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_dataloader(void) {
     Suite *s = suite_create("dataloader");
     TCase *t = tcase_create("dataloader");
@@ -449,6 +490,7 @@ Suite *nb_suite_dataloader(void) {
     tcase_add_test(t, test_collate_errors_and_combinators);
     tcase_add_test(t, test_tensor_dataset_matches_loader);
     tcase_add_test(t, test_token_shards);
+    tcase_add_test(t, test_checkpoint_resumes_dataloader);
     suite_add_tcase(s, t);
     return s;
 }

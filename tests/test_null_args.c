@@ -858,6 +858,7 @@ START_TEST(test_every_public_function_survives_null) {
     NI(nb_dataloader_num_batches, NULL);
     NI(nb_dataloader_epoch, NULL);
     NI(nb_dataloader_position, NULL);
+    NV(nb_dataloader_get_options, NULL);
     NV(nb_dataloader_free, NULL);
     NP(nb_token_shard_open, NULL);
     NV(nb_token_shard_close, NULL);

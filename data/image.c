@@ -37,31 +37,74 @@ typedef struct pixels {
 } pixels;
 
 #ifdef NB_HAVE_IMAGES
+/* libpng's low-level reader (the simplified API would apply gAMA chunks and treat 16-bit data as linear,
+ * where PIL does neither): palettes expanded (their tRNS to alpha, as PIL's P -> RGBA), gray below 8 bits
+ * expanded, 16-bit samples cut to their high byte (PIL's RGB;16B), no gamma. */
+typedef struct png_src {
+    const uint8_t *p;
+    size_t len, pos;
+    char msg[200];
+} png_src;
+
+static void png_read_mem(png_structp png, png_bytep out, size_t n) {
+    png_src *s = png_get_io_ptr(png);
+    if (n > s->len - s->pos) png_error(png, "truncated PNG data");
+    memcpy(out, s->p + s->pos, n);
+    s->pos += n;
+}
+
+static void png_fail(png_structp png, png_const_charp msg) {
+    png_src *s = png_get_error_ptr(png);
+    snprintf(s->msg, sizeof s->msg, "%s", msg);
+    png_longjmp(png, 1);
+}
+
+static void png_quiet(png_structp png, png_const_charp msg) { (void)png, (void)msg; }
+
 static nb_status decode_png(const uint8_t *buf, size_t len, const char *name, pixels *out) {
-    png_image img;
-    memset(&img, 0, sizeof img);
-    img.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_memory(&img, buf, len))
-        return nb_set_error(NB_ERR_FORMAT, "image_read: %s: %s", name, img.message);
-    if ((uint64_t)img.width * img.height > NB_IMAGE_MAX_PIXELS) {
-        png_image_free(&img);
-        return nb_set_error(NB_ERR_FORMAT, "image_read: %s: %u x %u pixels exceed NB_IMAGE_MAX_PIXELS", name, img.width,
-                            img.height);
-    }
-    bool color = img.format & PNG_FORMAT_FLAG_COLOR, alpha = img.format & PNG_FORMAT_FLAG_ALPHA;
-    out->c = (color ? 3 : 1) + (alpha ? 1 : 0);
-    /* 8 bits per channel in the file's own layout (palettes expanded), so no channel is composited away */
-    img.format = color ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB) : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
-    out->h = img.height, out->w = img.width;
-    out->p = malloc((size_t)out->h * (size_t)out->w * (size_t)out->c + 1);
-    if (!out->p) {
-        png_image_free(&img);
+    png_src src = {.p = buf, .len = len};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_fail, png_quiet);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_read_struct(png ? &png : NULL, NULL, NULL);
         return nb_set_error(NB_ERR_OOM, "image_read: %s: out of host memory", name);
     }
-    if (!png_image_finish_read(&img, NULL, out->p, 0, NULL)) {
-        free(out->p), out->p = NULL;
-        return nb_set_error(NB_ERR_FORMAT, "image_read: %s: %s", name, img.message);
+    uint8_t *volatile px = NULL;
+    png_bytep *volatile rows = NULL;
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_read_struct(&png, &info, NULL);
+        free(px), free(rows);
+        return nb_set_error(NB_ERR_FORMAT, "image_read: %s: %s", name, src.msg[0] ? src.msg : "corrupt PNG");
     }
+    png_set_read_fn(png, &src, png_read_mem);
+    png_set_user_limits(png, 0x7fffffff, 0x7fffffff);
+    png_read_info(png, info);
+    png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    int type = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
+    if ((uint64_t)w * h > NB_IMAGE_MAX_PIXELS) {
+        png_destroy_read_struct(&png, &info, NULL);
+        return nb_set_error(NB_ERR_FORMAT, "image_read: %s: %u x %u pixels exceed NB_IMAGE_MAX_PIXELS", name, w, h);
+    }
+    if (type == PNG_COLOR_TYPE_PALETTE) {
+        png_set_palette_to_rgb(png);
+        if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+    }
+    if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (depth == 16) png_set_strip_16(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    int c = png_get_channels(png, info);
+    size_t row = png_get_rowbytes(png, info);
+    if (c < 1 || c > 4 || row != (size_t)w * (size_t)c) png_error(png, "unexpected layout after conversion");
+    px = malloc(row * h + 1);
+    rows = malloc(sizeof *rows * (size_t)(h ? h : 1));
+    if (!px || !rows) png_error(png, "out of host memory");
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = px + row * y;
+    png_read_image(png, rows);
+    png_read_end(png, NULL);
+    png_destroy_read_struct(&png, &info, NULL);
+    free(rows);
+    out->p = px, out->h = h, out->w = w, out->c = c;
     return NB_OK;
 }
 
@@ -86,6 +129,7 @@ static nb_status decode_jpeg(const uint8_t *buf, size_t len, const char *name, p
     struct jpeg_decompress_struct d;
     jerr e;
     uint8_t *volatile p = NULL;
+    memset(&d, 0, sizeof d);
     d.err = jpeg_std_error(&e.mgr);
     e.mgr.error_exit = jpeg_fail, e.mgr.emit_message = jpeg_quiet, e.truncated = false;
     if (setjmp(e.jump)) {
@@ -228,6 +272,32 @@ nb_status nb_image_write_png(const char *path, nb_tensor *img) {
 #endif
 }
 
+#ifdef NB_HAVE_IMAGES
+/* libjpeg's output into a buffer that grows (ours, so an error path frees the live one). */
+typedef struct jdest {
+    struct jpeg_destination_mgr pub;
+    uint8_t *buf;
+    size_t cap;
+} jdest;
+
+static void jd_init(j_compress_ptr c) {
+    jdest *d = (jdest *)c->dest;
+    if (!d->buf && !(d->buf = malloc(d->cap = 1 << 16))) ERREXIT(c, JERR_OUT_OF_MEMORY);
+    d->pub.next_output_byte = d->buf, d->pub.free_in_buffer = d->cap;
+}
+
+static boolean jd_empty(j_compress_ptr c) { /* the whole buffer is full (libjpeg's contract) */
+    jdest *d = (jdest *)c->dest;
+    uint8_t *nb = d->cap < SIZE_MAX / 2 ? realloc(d->buf, 2 * d->cap) : NULL;
+    if (!nb) ERREXIT(c, JERR_OUT_OF_MEMORY);
+    d->pub.next_output_byte = nb + d->cap, d->pub.free_in_buffer = d->cap;
+    d->buf = nb, d->cap *= 2;
+    return TRUE;
+}
+
+static void jd_term(j_compress_ptr c) { (void)c; }
+#endif
+
 nb_status nb_image_write_jpeg(const char *path, nb_tensor *img, int quality) {
     const char *op = "image_write_jpeg";
     if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL path", op);
@@ -238,25 +308,26 @@ nb_status nb_image_write_jpeg(const char *path, nb_tensor *img, int quality) {
     int64_t h, w;
     uint8_t *px = interleaved(op, img, 3, &c, &h, &w);
     if (!px) return nb_last_status();
+    if (h > 65500 || w > 65500) /* JPEG_MAX_DIMENSION */
+        return free(px), nb_set_error(NB_ERR_SHAPE, "%s: JPEG sides are at most 65500 (the image is %lld x %lld)", op,
+                                      (long long)h, (long long)w);
     volatile int q = quality; /* kept across the setjmp */
     struct jpeg_compress_struct j;
     jerr e;
-    /* libjpeg's output buffer, in heap memory: valid after a longjmp (a local changed after setjmp is not) */
-    struct out {
-        unsigned char *m;
-        unsigned long size;
-    } *volatile o = calloc(1, sizeof *o);
+    memset(&j, 0, sizeof j);
+    /* the output, in heap memory: what it holds is valid after a longjmp (a local changed after setjmp is not) */
+    jdest *volatile o = calloc(1, sizeof *o);
     if (!o) return free(px), nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
     j.err = jpeg_std_error(&e.mgr);
-    e.mgr.error_exit = jpeg_fail, e.mgr.emit_message = jpeg_quiet;
+    e.mgr.error_exit = jpeg_fail, e.mgr.emit_message = jpeg_quiet, e.truncated = false;
     if (setjmp(e.jump)) {
         jpeg_destroy_compress(&j);
-        free(o->m), free(o), free(px);
+        free(o->buf), free(o), free(px);
         return nb_set_error(NB_ERR_IO, "%s: %s: %s", op, path, e.msg);
     }
     jpeg_create_compress(&j);
-    e.truncated = false;
-    jpeg_mem_dest(&j, &o->m, &o->size);
+    o->pub.init_destination = jd_init, o->pub.empty_output_buffer = jd_empty, o->pub.term_destination = jd_term;
+    j.dest = &o->pub;
     j.image_width = (JDIMENSION)w, j.image_height = (JDIMENSION)h, j.input_components = c;
     j.in_color_space = c == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_set_defaults(&j);
@@ -268,8 +339,8 @@ nb_status nb_image_write_jpeg(const char *path, nb_tensor *img, int quality) {
     }
     jpeg_finish_compress(&j);
     jpeg_destroy_compress(&j);
-    nb_status st = nb_write_file_atomic(op, path, o->m, o->size);
-    free(o->m), free(o), free(px);
+    nb_status st = nb_write_file_atomic(op, path, o->buf, o->cap - o->pub.free_in_buffer);
+    free(o->buf), free(o), free(px);
     return st;
 #else
     (void)img;

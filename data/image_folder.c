@@ -3,6 +3,7 @@
  * order and, per class, files sorted as torchvision's make_dataset sorts
  * them (by directory, then name), extensions .png .jpg .jpeg (any case). */
 #include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,9 +64,16 @@ nb_tensor *nb_image_transform(nb_tensor *img, const nb_image_transforms *t, nb_g
         }
         if (h != H || w != W) x = nb_squeeze(nb_interpolate(nb_unsqueeze(x, 0), h, w, NB_INTERPOLATE_BILINEAR, false), 0);
     }
-    if (x && t->center_crop[0] > 0) {
+    if (x && t->center_crop[0] > 0) { /* torchvision's center_crop: pad a smaller image (the odd row or column at
+                                          the bottom / right), then crop at round((size - crop) / 2) */
         int64_t H = nb_shape(x)[1], W = nb_shape(x)[2], h = t->center_crop[0], w = t->center_crop[1] ? t->center_crop[1] : h;
-        x = crop(x, (int64_t)nearbyint((double)(H - h) / 2.0), (int64_t)nearbyint((double)(W - w) / 2.0), h, w);
+        if (h > H || w > W) {
+            int64_t pt = h > H ? (h - H) / 2 : 0, pb = h > H ? (h - H + 1) / 2 : 0;
+            int64_t pl = w > W ? (w - W) / 2 : 0, pr = w > W ? (w - W + 1) / 2 : 0;
+            x = nb_pad(x, (int64_t[]){pl, pr, pt, pb}, 4, NB_PAD_CONSTANT, 0);
+            H += pt + pb, W += pl + pr;
+        }
+        if (x) x = crop(x, (int64_t)nearbyint((double)(H - h) / 2.0), (int64_t)nearbyint((double)(W - w) / 2.0), h, w);
     }
     if (x && t->random_crop[0] > 0) {
         int64_t p = t->random_crop_padding, h = t->random_crop[0], w = t->random_crop[1] ? t->random_crop[1] : h;
@@ -131,14 +139,27 @@ static bool is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Adds the images under dir (recursively) with label; depth bounds symlink loops. */
-static nb_status scan(folder *f, const char *dir, int64_t label, int depth) {
-    if (depth > 32) return nb_set_error(NB_ERR_INVALID_ARG, "image_folder: directories nested deeper than 32 under %s", dir);
+/* The directories being walked (device, inode): a symlink back into one of them is not followed again. */
+typedef struct ancestors {
+    dev_t dev[256];
+    ino_t ino[256];
+    int n;
+} ancestors;
+
+/* Adds the images under dir (recursively, symlinks followed as os.walk(followlinks=True), loops cut) with label. */
+static nb_status scan(folder *f, const char *dir, int64_t label, ancestors *up) {
+    struct stat ds;
+    if (stat(dir, &ds)) return nb_set_error(NB_ERR_IO, "image_folder: cannot read %s", dir);
+    for (int i = 0; i < up->n; i++)
+        if (up->dev[i] == ds.st_dev && up->ino[i] == ds.st_ino) return NB_OK; /* a loop */
+    if (up->n == 256) return nb_set_error(NB_ERR_INVALID_ARG, "image_folder: directories nested deeper than 256 under %s", dir);
     DIR *d = opendir(dir);
     if (!d) return nb_set_error(NB_ERR_IO, "image_folder: cannot read %s", dir);
+    up->dev[up->n] = ds.st_dev, up->ino[up->n] = ds.st_ino, up->n++;
     nb_status st = NB_OK;
-    for (struct dirent *e; !st && (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
+    errno = 0;
+    for (struct dirent *e; !st && (e = readdir(d)); errno = 0) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         size_t len = strlen(dir) + strlen(e->d_name) + 2;
         char *path = malloc(len);
         if (!path) {
@@ -146,7 +167,7 @@ static nb_status scan(folder *f, const char *dir, int64_t label, int depth) {
             break;
         }
         snprintf(path, len, "%s/%s", dir, e->d_name);
-        if (is_dir(path)) st = scan(f, path, label, depth + 1);
+        if (is_dir(path)) st = scan(f, path, label, up);
         else if (is_image(e->d_name)) {
             if (f->n == f->cap) {
                 int64_t nc = f->cap ? 2 * f->cap : 256;
@@ -161,7 +182,9 @@ static nb_status scan(folder *f, const char *dir, int64_t label, int depth) {
         }
         free(path);
     }
+    if (!st && errno) st = nb_set_error(NB_ERR_IO, "image_folder: cannot list %s: %s", dir, strerror(errno));
     closedir(d);
+    up->n--;
     return st;
 }
 
@@ -195,8 +218,9 @@ nb_map_dataset *nb_image_folder(const char *root, nb_image_folder_options o) {
     folder *f = calloc(1, sizeof *f);
     nb_status st = f ? NB_OK : nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
     int64_t cap = 0;
-    for (struct dirent *e; !st && (e = readdir(d));) { /* the classes: root's subdirectories */
-        if (e->d_name[0] == '.') continue;
+    errno = 0;
+    for (struct dirent *e; !st && (e = readdir(d)); errno = 0) { /* the classes: root's subdirectories (hidden too) */
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         size_t len = strlen(root) + strlen(e->d_name) + 2;
         char *path = malloc(len);
         if (!path) {
@@ -219,6 +243,7 @@ nb_map_dataset *nb_image_folder(const char *root, nb_image_folder_options o) {
         if (!(f->classes[f->n_classes] = strdup(e->d_name))) st = nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
         else f->n_classes++;
     }
+    if (!st && errno) st = nb_set_error(NB_ERR_IO, "%s: cannot list %s: %s", op, root, strerror(errno));
     closedir(d);
     if (!st && !f->n_classes) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: %s has no class directories", op, root);
     if (!st) qsort(f->classes, (size_t)f->n_classes, sizeof *f->classes, by_str);
@@ -231,8 +256,11 @@ nb_map_dataset *nb_image_folder(const char *root, nb_image_folder_options o) {
         }
         snprintf(path, len, "%s/%s", root, f->classes[k]);
         int64_t first = f->n;
-        st = scan(f, path, k, 0);
+        ancestors up = {.n = 0};
+        st = scan(f, path, k, &up);
         free(path);
+        if (!st && f->n == first) /* as torchvision's make_dataset */
+            st = nb_set_error(NB_ERR_INVALID_ARG, "%s: no .png/.jpg/.jpeg file for class %s", op, f->classes[k]);
         if (!st) qsort(f->items + first, (size_t)(f->n - first), sizeof *f->items, by_dir_name);
     }
     if (!st && !f->n) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: no .png/.jpg/.jpeg files under %s", op, root);

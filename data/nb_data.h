@@ -462,9 +462,9 @@ const int64_t *nb_dataloader_indices(const nb_dataloader *l, int64_t *n);
 /* The next epoch from its first batch (also mid-epoch). */
 void nb_dataloader_reset(nb_dataloader *l);
 /* Positions the loader at batch `batch` of epoch `epoch`, where one that
- * ran from the start would be (resuming). Errors: NB_ERR_INVALID_ARG, the
- * sampler's (a custom sampler's failure, NB_ERR_OOM); on failure the loader
- * stays where it was. */
+ * ran from the start would be (resuming); the batch it gave last is
+ * released. Errors: NB_ERR_INVALID_ARG, the sampler's (a custom sampler's
+ * failure); on failure the loader stays at its batch. */
 nb_status nb_dataloader_seek(nb_dataloader *l, int64_t epoch, int64_t batch);
 int64_t nb_dataloader_num_batches(const nb_dataloader *l);
 int64_t nb_dataloader_epoch(const nb_dataloader *l);
@@ -522,8 +522,9 @@ nb_map_dataset *nb_token_window_dataset(const char *const *paths, int n_paths, i
  * 38470 G + 7471 B + 2^15) >> 16), UNCHANGED (the file's: 1 gray, 2 gray and
  * alpha, 3 RGB, 4 RGBA; palettes expanded). */
 typedef enum nb_image_mode { NB_IMAGE_RGB = 0, NB_IMAGE_GRAY, NB_IMAGE_UNCHANGED } nb_image_mode;
-/* Decodes a PNG (any color type; 16-bit samples reduced to 8 by libpng's
- * simplified API)
+/* Decodes a PNG (any color type; palettes expanded, their transparency as
+ * alpha; 16-bit samples cut to their high byte and gAMA chunks ignored, as
+ * PIL reads them, but 16-bit gray is cut where PIL's "L" clips)
  * or JPEG (baseline or progressive, gray or YCbCr; not CMYK) file. Errors:
  * NB_ERR_INVALID_ARG, NB_ERR_IO, NB_ERR_FORMAT (neither format, corrupt or
  * truncated data, more than NB_IMAGE_MAX_PIXELS), NB_ERR_UNSUPPORTED (CMYK,
@@ -567,13 +568,16 @@ typedef struct nb_image_folder_options {
     nb_image_transform_fn transform_fn;  /* replaces transforms when given */
     void *transform_state;
 } nb_image_folder_options;
-/* torchvision.datasets.ImageFolder: root/<class>/.../<image>.png|jpg|jpeg;
- * classes are root's subdirectories in sorted order (label = position),
- * each class's images found recursively and sorted by directory, then
- * name. Sample i is {"image": the transformed image, "label": int64}.
- * Images are read in get_item (on the DataLoader's workers). Errors:
- * NB_ERR_INVALID_ARG (NULL root, a bad mode, no classes or no images),
- * NB_ERR_IO (an unreadable directory), NB_ERR_OOM. */
+/* torchvision.datasets.ImageFolder: root/<class>/.../<image>.png|jpg|jpeg
+ * (any case; torchvision's other extensions, bmp, tif, webp..., are not
+ * listed: nabla cannot decode them); classes are root's subdirectories in
+ * sorted order, hidden ones included (label = position), each class's
+ * images found recursively (symlinks followed, loops cut) and sorted by
+ * directory, then name, as torchvision's make_dataset. Sample i is
+ * {"image": the transformed image, "label": int64}. Images are read in
+ * get_item (on the DataLoader's workers). Errors: NB_ERR_INVALID_ARG (NULL
+ * root, a bad mode, no classes, a class without images), NB_ERR_IO (an
+ * unreadable directory), NB_ERR_OOM. */
 nb_map_dataset *nb_image_folder(const char *root, nb_image_folder_options o);
 /* The classes of an image folder dataset (-1 / NULL with
  * NB_ERR_INVALID_ARG for another dataset or k outside). */

@@ -299,23 +299,15 @@ static nb_status plan_all(const nb_checkpoint *ck, load_state *ls) {
 
 /* Phase 2: the scheduler first (its load validates the last details
  * and changes nothing on failure), then the module (checked before copied),
- * then what cannot fail. */
+ * then what cannot fail, the loaders last. */
 static nb_status apply_all(nb_checkpoint *ck, load_state *ls) {
-    /* the DataLoader first: its seek recomputes a sampler's order, which may fail, and leaves it as it was then */
-    int64_t was_epoch = ck->dataloader ? nb_dataloader_epoch(ck->dataloader) : 0;
-    int64_t was_pos = ck->dataloader ? nb_dataloader_position(ck->dataloader) : 0;
-    const loader_plan *dl = ck->dataloader ? &ls->lp[ls->n_loaders - 1] : NULL;
-    nb_status st = ck->dataloader ? nb_dataloader_seek(ck->dataloader, dl->epoch, dl->position) : NB_OK;
-    if (st) return st;
-    st = ck->scheduler ? nb_scheduler_load_state_dict(ck->scheduler, ls->sched, ls->n_sched) : NB_OK;
-    if (st && ck->dataloader) nb_dataloader_seek(ck->dataloader, was_epoch, was_pos); /* back where it was */
+    nb_status st = ck->scheduler ? nb_scheduler_load_state_dict(ck->scheduler, ls->sched, ls->n_sched) : NB_OK;
     if (st) {
         char why[256];
         snprintf(why, sizeof why, "%s", nb_last_error());
         return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: %s", ls->r.path, why);
     }
     st = nb_module_load_tensors(ck->module, ls->model_ts, ls->n_model, !ck->non_strict, ck->report);
-    if (st && ck->dataloader) nb_dataloader_seek(ck->dataloader, was_epoch, was_pos);
     if (st) {
         if (ck->scheduler) {
             nb_scheduler_load_state_dict(ck->scheduler, ls->sched_backup, ls->n_sched);
@@ -328,8 +320,16 @@ static nb_status apply_all(nb_checkpoint *ck, load_state *ls) {
     nb_generator *g = ck->generator ? ck->generator : nb_default_generator();
     g->seed = ls->rng_seed, g->offset = ls->rng_offset;
     ck->global_step = ls->step;
-    /* checked against the loader in plan_loader, so this cannot fail */
-    return ck->loader ? nb_loader_seek(ck->loader, ls->lp[0].epoch, ls->lp[0].position) : NB_OK;
+    /* the loaders last: checked in plan_loader, their seeks fail only without memory (or, for a DataLoader, in
+       a sampler of the user's) */
+    st = ck->loader ? nb_loader_seek(ck->loader, ls->lp[0].epoch, ls->lp[0].position) : NB_OK;
+    const loader_plan *dl = ck->dataloader ? &ls->lp[ls->n_loaders - 1] : NULL;
+    if (!st && dl && (st = nb_dataloader_seek(ck->dataloader, dl->epoch, dl->position))) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", nb_last_error());
+        nb_set_error(st, "load_checkpoint: %s: positioning the DataLoader: %s", ls->r.path, why);
+    }
+    return st;
 }
 
 nb_status nb_load_checkpoint(const char *path, nb_checkpoint *ck, nb_safetensors **file) {

@@ -69,8 +69,10 @@ typedef struct nb_checkpoint {
     nb_optimizer *optimizer; /* optional: hyperparameters, per-parameter state and steps */
     nb_scheduler *scheduler; /* optional: nb_scheduler_state_dict's pairs */
     nb_loader *loader;       /* optional: epoch and position (nb_loader_seek on load) */
-    nb_dataloader *dataloader; /* optional: the same for a DataLoader (nb_dataloader_seek on load; its
-                                  sampler must be built as when saving) */
+    nb_dataloader *dataloader; /* optional: the same for a DataLoader (nb_dataloader_seek on load, last;
+                                  its seed and batches per epoch are checked, a sampler of its own must be
+                                  built as when saving (its seed is not saved); the batch it gave last is
+                                  released) */
     nb_generator *generator; /* the RNG to save/restore; NULL = nb_default_generator() */
     int64_t global_step;     /* saved; set by nb_load_checkpoint */
     const nb_st_pair *user;  /* save only: n_user extra pairs, stored as "user.<key>"
@@ -110,7 +112,9 @@ nb_status nb_save_checkpoint(const char *path, const nb_checkpoint *ck);
  * NB_ERR_SHAPE (a module or optimizer tensor of the wrong shape),
  * NB_ERR_DTYPE (optimizer state of another dtype than its parameter),
  * NB_ERR_STATE (another optimizer kind, parameter count, param groups,
- * scheduler kind, loader seed or batches per epoch than saved), NB_ERR_OOM. */
+ * scheduler kind, loader seed or batches per epoch than saved), NB_ERR_OOM,
+ * and a DataLoader's custom sampler's error as it is positioned (the one
+ * step after the others are loaded). */
 nb_status nb_load_checkpoint(const char *path, nb_checkpoint *ck, nb_safetensors **file);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "nb_data.h"
@@ -117,6 +118,11 @@ START_TEST(test_transforms) {
     nb_ck_shape(r, 3, (int64_t[]){3, 5, 8});
     nb_tensor *cc = nb_image_transform(img, &(nb_image_transforms){.center_crop = {4, 6}}, NULL);
     ck_equal(cc, nb_narrow(nb_narrow(nb_image_transform(img, NULL, NULL), 1, 3, 4), 2, 5, 6), "center crop");
+    /* a center crop larger than the image is zero-padded as torchvision pads: 13 rows from 10 put 1 on top, 2 below */
+    nb_tensor *odd = nb_image_transform(img, &(nb_image_transforms){.center_crop = {13, 16}}, NULL);
+    ck_assert_double_eq(nb_item(nb_sum(nb_select(odd, 1, 0), NULL, 0, false)), 0);
+    ck_assert_double_eq(nb_item(nb_sum(nb_select(odd, 1, 11), NULL, 0, false)), 0);
+    ck_equal(nb_narrow(odd, 1, 1, 10), nb_image_transform(img, NULL, NULL), "padded crop");
     /* a center crop larger than the image is zero-padded */
     nb_tensor *big = nb_image_transform(img, &(nb_image_transforms){.center_crop = {12, 16}}, NULL);
     nb_ck_shape(big, 3, (int64_t[]){3, 12, 16});
@@ -159,6 +165,10 @@ START_TEST(test_image_folder) {
     NB_CK_OK(nb_image_write_png(p, pattern(4, 8, 8)));
     snprintf(p, sizeof p, "%s/dog/c.jpg", root);
     NB_CK_OK(nb_image_write_jpeg(p, pattern(3, 16, 16), 90));
+    snprintf(p, sizeof p, "%s/cat/loop", root); /* a symlink back to its class: not walked twice */
+    char target[256];
+    snprintf(target, sizeof target, "%s/cat", root);
+    ck_assert_int_eq(symlink(target, p), 0);
     snprintf(p, sizeof p, "%s/dog/notes.txt", root);
     FILE *f = fopen(p, "w");
     fputs("not an image", f);

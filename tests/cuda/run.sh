@@ -69,7 +69,7 @@ stage() {
     cp build-cuda/examples/mnist_mlp build-cuda/examples/mnist_cnn build-cuda/examples/bert_mlm \
         build-cuda/examples/char_lstm "$dev/examples/"
     cp build-cuda/tests/nabla-tests build-cuda/tests/device_parity build-cuda/tests/bench/bench_mlp build-cuda/tests/bench/bench_cnn \
-        build-cuda/tests/bench/bench_bert build-cuda/tests/bench/bench_lstm "$dev/bin/"
+        build-cuda/tests/bench/bench_bert build-cuda/tests/bench/bench_lstm build-cuda/tests/bench/bench_loader "$dev/bin/"
     cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots build-cuda/tests/dist_check \
         build-cuda/tests/bench/gemm_shapes "$dev/bin/"
     # the decoder benchmarks (linked with the static library, each a fat binary; no data files)
@@ -80,8 +80,8 @@ stage() {
     # compressed: the device tool carries at most 64 MiB
     strip --strip-unneeded "$dev"/bin/* "$dev"/examples/* "$dev/lib/libnabla.so.0" "$dev/lib/libnabla_cuda.so.0"
     gzip -1 "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla_cuda.so.0"
-    # Check is linked statically; its subunit is not on the GPU machine
-    for l in libsubunit.so.0; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
+    # Check is linked statically; its subunit, libpng and libjpeg may not be on the GPU machine
+    for l in libsubunit.so.0 libpng16.so.16 libjpeg.so.62; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
     local mn=${NB_MNIST_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nabla/mnist}
     for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
         if [ -f "$mn/$f.gz" ]; then cp "$mn/$f.gz" "$dev/data/mnist/"; else gzip -c "$mn/$f" >"$dev/data/mnist/$f.gz"; fi
@@ -90,7 +90,7 @@ stage() {
     cp "$wn/train.txt" "$wn/eval.txt" "$dev/data/wordnet/"
     cp "$wn"/vocab-8192.txt "$dev/data/wordnet/" 2>/dev/null || echo "run.sh: no cached vocab-8192.txt (bert_mlm will train it there)"
     local ref=${NB_TORCH_REF:-$root/../shared/bench/torch_ref.py}
-    cp "$ref" tests/bench/lstm_ref.py "$dev/"
+    cp "$ref" tests/bench/lstm_ref.py tests/bench/loader_ref.py "$dev/"
     du -sh "$dev"
 }
 

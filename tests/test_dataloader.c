@@ -299,8 +299,9 @@ START_TEST(test_collate_errors_and_combinators) {
             seen[(int)nb_item(nb_sample_get(&one, "label"))]++;
         }
     for (int i = 0; i < 12; i++) ck_assert_int_eq(seen[i], 1);
-    ck_assert_int_eq(nb_random_split(ds, (int64_t[]){9, 4}, 2, 5, parts), NB_ERR_INVALID_ARG);
     nb_map_dataset_free(parts[0]), nb_map_dataset_free(parts[1]);
+    ck_assert_int_eq(nb_random_split(ds, (int64_t[]){9, 4}, 2, 5, parts), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_null(parts[0]);
     nb_map_dataset_free(cat), nb_map_dataset_free(sub);
     ck_assert_ptr_null(nb_subset(ds, (int64_t[]){12}, 1));
     nb_map_dataset_free(ds);

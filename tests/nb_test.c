@@ -66,6 +66,34 @@ void nb_ck_gradcheck(nb_gradcheck_fn f, nb_tensor *const *in, int n, void *ctx) 
     NB_CK_OK(nb_gradcheck(f, in, n, ctx, NULL));
 }
 
+char *nb_test_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    b[n] = 0;
+    if (len) *len = (size_t)n;
+    return b;
+}
+
+void nb_test_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot create %s", path);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+void nb_test_rmtree(const char *dir) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_msg(system(cmd) == 0, "cannot remove %s", dir);
+}
+
 bool nb_test_find_script(const char *name, char *out, size_t len) {
     snprintf(out, len, "tests/interop/%s", name);
     if (!access(out, R_OK)) return true;

@@ -30,6 +30,13 @@ double *nb_test_values_of(const nb_tensor *t);
  * the test binary (build/tests/, with __FILE__ relative to build/); false
  * when neither has it. */
 bool nb_test_find_script(const char *name, char *out, size_t len);
+/* A file's bytes, malloc'd and NUL-terminated (the caller frees them); *len
+ * (may be NULL) gets their count. Asserts the file is read whole. */
+char *nb_test_slurp(const char *path, size_t *len);
+/* Writes n bytes to path (created or truncated), asserting they were written. */
+void nb_test_write_file(const char *path, const void *data, size_t n);
+/* Removes the directory tree dir (rm -rf), asserting it went. */
+void nb_test_rmtree(const char *dir);
 void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double atol, double rtol);
 /* Asserts shape equality. */
 void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape);

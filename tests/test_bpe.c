@@ -24,9 +24,7 @@ static void tmp_setup(void) {
 }
 
 static void tmp_teardown(void) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    nb_test_rmtree(dir);
 }
 
 static const char *path_in(const char *name) {

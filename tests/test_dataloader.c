@@ -393,31 +393,22 @@ START_TEST(test_token_shards) {
     nb_dataloader_free(dl), nb_sampler_free(rs), nb_map_dataset_free(w);
     /* hostile: a header that lies about the count, another magic, a file shorter than the header */
     size_t n;
-    FILE *f = fopen(p16, "rb");
-    uint8_t buf[2048];
-    n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
+    uint8_t *buf = (uint8_t *)nb_test_slurp(p16, &n);
     buf[8] = 101;
-    f = fopen(bad, "wb");
-    ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
-    fclose(f);
+    nb_test_write_file(bad, buf, n);
     ck_assert_ptr_null(nb_token_shard_open(bad));
     ck_assert_int_eq(nb_last_status(), NB_ERR_FORMAT);
     buf[8] = 100, buf[0] ^= 1;
-    f = fopen(bad, "wb");
-    ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
-    fclose(f);
+    nb_test_write_file(bad, buf, n);
     ck_assert_ptr_null(nb_token_shard_open(bad));
     ck_assert_int_eq(nb_last_status(), NB_ERR_FORMAT);
-    f = fopen(bad, "wb");
-    ck_assert_uint_eq(fwrite(buf, 1, 100, f), 100);
-    fclose(f);
+    nb_test_write_file(bad, buf, 100);
     ck_assert_ptr_null(nb_token_shard_open(bad));
     ck_assert_int_eq(nb_last_status(), NB_ERR_FORMAT);
+    free(buf);
     /* a corpus through a BPE */
-    f = fopen(txt, "w");
-    fputs("the cat sat on the mat\n\nthe dog sat on the log\n", f);
-    fclose(f);
+    const char *corpus = "the cat sat on the mat\n\nthe dog sat on the log\n";
+    nb_test_write_file(txt, corpus, strlen(corpus));
     const char *eot[] = {"<|endoftext|>"};
     nb_bpe *bpe = nb_bpe_train(txt, 270, (nb_bpe_train_options){.special_tokens = eot, .n_special_tokens = 1});
     NB_CK_NOTNULL(bpe);
@@ -436,9 +427,7 @@ START_TEST(test_token_shards) {
     free(v1);
     nb_token_shard_close(a);
     nb_bpe_free(bpe);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    nb_test_rmtree(dir);
     nb_scope_end(s);
 }
 END_TEST

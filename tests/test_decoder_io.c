@@ -29,9 +29,7 @@ static void tmp_setup(void) {
 
 static void tmp_teardown(void) {
     nb_scope_end(scope);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    nb_test_rmtree(dir);
 }
 
 static const char *path_in(const char *name) {

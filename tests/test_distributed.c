@@ -89,24 +89,9 @@ START_TEST(collectives_ddp_zero_across_processes) {
 }
 END_TEST
 
-/* Reads file's bytes (malloc'd) into *len. */
-static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(b);
-    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 static void same_bytes(const char *a, const char *b) {
     size_t na, nb;
-    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    unsigned char *x = (unsigned char *)nb_test_slurp(a, &na), *y = (unsigned char *)nb_test_slurp(b, &nb);
     ck_assert_msg(na == nb && memcmp(x, y, na) == 0, "%s and %s differ", a, b);
     free(x), free(y);
 }

@@ -83,10 +83,7 @@ START_TEST(test_image_round_trips) {
     for (int k = 0; k < 2; k++) {
         snprintf(path, sizeof path, "%s/a.%s", dir, k ? "jpg" : "png");
         if (!k) NB_CK_OK(nb_image_write_png(path, pattern(3, 40, 40)));
-        FILE *f = fopen(path, "rb");
-        uint8_t buf[8192];
-        n = fread(buf, 1, sizeof buf, f);
-        fclose(f);
+        uint8_t *buf = (uint8_t *)nb_test_slurp(path, &n);
         ck_assert_ptr_null(nb_image_decode(buf, n / 2, path, NB_IMAGE_RGB));
         ck_assert_msg(nb_last_status() == NB_ERR_FORMAT, "%s: %s", path, nb_last_error());
         if (!k) { /* IHDR's width and height (bytes 16..23) set to 65536, its CRC recomputed */
@@ -96,12 +93,11 @@ START_TEST(test_image_round_trips) {
             ck_assert_ptr_null(nb_image_decode(buf, n, path, NB_IMAGE_RGB));
             ck_assert_msg(strstr(nb_last_error(), "NB_IMAGE_MAX_PIXELS"), "%s", nb_last_error());
         }
+        free(buf);
     }
     ck_assert_ptr_null(nb_image_decode("GIF89a", 6, "x.gif", NB_IMAGE_RGB));
     ck_assert_int_eq(nb_last_status(), NB_ERR_FORMAT);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    nb_test_rmtree(dir);
     nb_scope_end(s);
 }
 END_TEST
@@ -195,9 +191,7 @@ START_TEST(test_image_folder) {
     nb_map_dataset_free(ds);
     ck_assert_ptr_null(nb_image_folder("/nonexistent", (nb_image_folder_options){0}));
     ck_assert_int_eq(nb_last_status(), NB_ERR_IO);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    ck_assert_int_eq(system(cmd), 0);
+    nb_test_rmtree(root);
     nb_scope_end(s);
 }
 END_TEST
@@ -240,8 +234,7 @@ START_TEST(test_image_against_pil) {
                 ck_equal(nb_image_read(path, modes[m]), nb_npy_load(ref), what);
             }
     }
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    nb_test_rmtree(dir);
     nb_scope_end(s);
 }
 END_TEST

@@ -105,31 +105,10 @@ START_TEST(test_npy_round_trips) {
     nb_named_tensor dup[2] = {arr[0], {"a", arr[1].tensor}};
     ck_assert_int_eq(nb_npz_save(path, dup, 2, false), NB_ERR_INVALID_ARG);
     ck_assert_int_eq(nb_npz_save(path, (nb_named_tensor[]){{"", t}}, 1, false), NB_ERR_INVALID_ARG);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    nb_test_rmtree(dir);
     nb_scope_end(s);
 }
 END_TEST
-
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(*n + 1);
-    ck_assert_uint_eq(fread(b, 1, *n, f), *n);
-    fclose(f);
-    return b;
-}
 
 /* A .npy whose header is hdr (padded as numpy pads) followed by n data bytes. */
 static void write_npy(const char *path, const char *hdr, size_t n) {
@@ -140,7 +119,7 @@ static void write_npy(const char *path, const char *hdr, size_t n) {
     memcpy(b + 10, hdr, hl - 1);
     memset(b + 9 + hl, ' ', pad);
     b[9 + hl + pad] = '\n';
-    write_bytes(path, b, len);
+    nb_test_write_file(path, b, len);
     free(b);
 }
 
@@ -170,10 +149,10 @@ START_TEST(test_npy_hostile_files) {
         ck_assert_msg(nb_last_status() == cases[k].want, "case %zu: %s", k, nb_last_error());
         ck_assert_ptr_null(nb_npy_load_mmap(path));
     }
-    write_bytes(path, "\x93NUMPY\x01\x00\xff\xff{", 11); /* a header length past the file */
+    nb_test_write_file(path, "\x93NUMPY\x01\x00\xff\xff{", 11); /* a header length past the file */
     ck_assert_ptr_null(nb_npy_load(path));
     ck_assert_int_eq(nb_last_status(), NB_ERR_FORMAT);
-    write_bytes(path, "PK\x03\x04", 4);
+    nb_test_write_file(path, "PK\x03\x04", 4);
     ck_assert_ptr_null(nb_npy_load(path));
     ck_assert_int_eq(nb_last_status(), NB_ERR_FORMAT);
     ck_assert_ptr_null(nb_npz_load(path)); /* no end record */
@@ -184,13 +163,13 @@ START_TEST(test_npy_hostile_files) {
     for (int c = 0; c < 2; c++) {
         NB_CK_OK(nb_npz_save(path2, arr, 1, c == 1));
         size_t n;
-        uint8_t *b = slurp(path2, &n);
+        uint8_t *b = (uint8_t *)nb_test_slurp(path2, &n);
         b[40 + 30] ^= 1; /* inside the member's data */
-        write_bytes(path, b, n);
+        nb_test_write_file(path, b, n);
         ck_assert_ptr_null(nb_npz_load(path));
         ck_assert_int_eq(nb_last_status(), NB_ERR_FORMAT);
         b[40 + 30] ^= 1;
-        write_bytes(path, b, n / 2);
+        nb_test_write_file(path, b, n / 2);
         ck_assert_ptr_null(nb_npz_load(path));
         ck_assert_int_eq(nb_last_status(), NB_ERR_FORMAT);
         if (c == 1) { /* the central directory's uncompressed size (offset 24 of its entry) */
@@ -199,16 +178,14 @@ START_TEST(test_npy_hostile_files) {
                 if (!memcmp(b + i, "PK\x01\x02", 4)) cd = i;
             ck_assert_uint_gt(cd, 0);
             memcpy(b + cd + 24, "\x00\x00\x00\x80", 4);
-            write_bytes(path, b, n);
+            nb_test_write_file(path, b, n);
             ck_assert_ptr_null(nb_npz_load(path));
             ck_assert_int_eq(nb_last_status(), NB_ERR_FORMAT);
             ck_assert_ptr_nonnull(strstr(nb_last_error(), "claims"));
         }
         free(b);
     }
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    nb_test_rmtree(dir);
     nb_scope_end(s);
 }
 END_TEST
@@ -277,8 +254,7 @@ START_TEST(test_npy_against_numpy) {
             nb_npz_free(f);
         }
     }
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    nb_test_rmtree(dir);
     nb_scope_end(s);
 }
 END_TEST

@@ -11,19 +11,6 @@
 #include "nb_test.h"
 #include "ops_md.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    ck_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
 /* The declared name of a line such as "nb_tensor *nb_abs(nb_tensor *x);":
@@ -49,7 +36,7 @@ static bool is_row(const char *fn) {
 }
 
 static int check_header(const char *path) {
-    char *h = slurp(path);
+    char *h = nb_test_slurp(path, NULL);
     int n = 0;
     for (const char *line = h; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         const char *name;
@@ -100,7 +87,7 @@ START_TEST(op_table_covers_the_headers) {
 END_TEST
 
 START_TEST(ops_md_holds_the_generated_table) {
-    char *md = slurp(NB_SOURCE_ROOT "/autograd/OPS.md");
+    char *md = nb_test_slurp(NB_SOURCE_ROOT "/autograd/OPS.md", NULL);
     size_t n = nb_ops_md_table(NULL, 0);
     char *want = malloc(n + 1);
     ck_assert_ptr_nonnull(want);

@@ -18,6 +18,13 @@ uint64_t nb_data_draw(uint64_t seed, uint64_t stream, int64_t epoch, uint64_t d)
 /* p = a permutation of 0..n-1, Fisher-Yates with the draws of stream (NB_DRAW_SHUFFLE: nb_loader's order). */
 void nb_data_permutation(int64_t *p, int64_t n, uint64_t seed, uint64_t stream, int64_t epoch);
 
+/* Files (npy.c): a regular file's bytes (malloc'd; *len their count), or
+ * NULL with NB_ERR_IO / NB_ERR_OOM naming op; the file mapped whole
+ * (MAP_PRIVATE; writable: copy-on-write), or NULL with NB_ERR_IO or
+ * NB_ERR_FORMAT (an empty file). */
+uint8_t *nb_data_read_file(const char *op, const char *path, size_t *len);
+void *nb_data_map_file(const char *op, const char *path, bool writable, size_t *len);
+
 /* The dataset length a sampler was made for. */
 int64_t nb_sampler_dataset_len(const nb_sampler *s);
 

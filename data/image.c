@@ -216,7 +216,7 @@ nb_tensor *nb_image_decode(const void *data, size_t len, const char *name, nb_im
 nb_tensor *nb_image_read(const char *path, nb_image_mode mode) {
     if (!path) return NB_FAIL(NB_ERR_INVALID_ARG, "image_read: NULL path");
     size_t len;
-    uint8_t *buf = npy_read_file("image_read", path, &len);
+    uint8_t *buf = nb_data_read_file("image_read", path, &len);
     if (!buf) return NULL;
     nb_tensor *t = nb_image_decode(buf, len, path, mode);
     free(buf);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data_impl.h"
 #include "nb_data.h"
 #include "nb_extension.h"
 #include "nb_ops.h"
@@ -242,25 +243,39 @@ nb_tensor *npy_tensor_from_bytes(const uint8_t *buf, size_t len, const char *nam
 
 /* ---- files ------------------------------------------------------------------------------------- */
 
-/* The whole file into memory (malloc'd). */
-static uint8_t *read_file(const char *op, const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NB_FAIL(NB_ERR_IO, "%s: cannot open %s: %s", op, path, strerror(errno));
+/* The data module's file access (npy, npz, images, token shards): path
+ * opened for reading, or -1 with NB_ERR_IO naming op when it cannot be or
+ * is not a regular file; *len its size. */
+static int open_regular(const char *op, const char *path, size_t *len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return nb_set_error(NB_ERR_IO, "%s: cannot open %s: %s", op, path, strerror(errno)), -1;
     struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return NB_FAIL(NB_ERR_IO, "%s: %s is not a regular file", op, path);
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return nb_set_error(NB_ERR_IO, "%s: %s is not a regular file", op, path), -1;
     }
-    size_t n = (size_t)st.st_size;
+    *len = (size_t)st.st_size;
+    return fd;
+}
+
+uint8_t *nb_data_read_file(const char *op, const char *path, size_t *len) {
+    size_t n;
+    int fd = open_regular(op, path, &n);
+    if (fd < 0) return NULL;
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return NB_FAIL(NB_ERR_OOM, "%s: out of host memory reading %s (%zu bytes)", op, path, n);
     }
-    size_t got = fread(buf, 1, n, f);
-    bool err = ferror(f);
-    fclose(f);
-    if (got != n || err) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != n) {
         free(buf);
         return NB_FAIL(NB_ERR_IO, "%s: cannot read %s", op, path);
     }
@@ -268,12 +283,24 @@ static uint8_t *read_file(const char *op, const char *path, size_t *len) {
     return buf;
 }
 
-uint8_t *npy_read_file(const char *op, const char *path, size_t *len) { return read_file(op, path, len); }
+void *nb_data_map_file(const char *op, const char *path, bool writable, size_t *len) {
+    int fd = open_regular(op, path, len);
+    if (fd < 0) return NULL;
+    if (!*len) {
+        close(fd);
+        return NB_FAIL(NB_ERR_FORMAT, "%s: %s is empty", op, path);
+    }
+    void *base = mmap(NULL, *len, PROT_READ | (writable ? PROT_WRITE : 0), MAP_PRIVATE, fd, 0);
+    int err = errno;
+    close(fd);
+    if (base == MAP_FAILED) return NB_FAIL(NB_ERR_IO, "%s: cannot map %s: %s", op, path, strerror(err));
+    return base;
+}
 
 nb_tensor *nb_npy_load(const char *path) {
     if (!path) return NB_FAIL(NB_ERR_INVALID_ARG, "npy_load: NULL path");
     size_t len;
-    uint8_t *buf = read_file("npy_load", path, &len);
+    uint8_t *buf = nb_data_read_file("npy_load", path, &len);
     if (!buf) return NULL;
     nb_tensor *t = npy_tensor_from_bytes(buf, len, path);
     free(buf);
@@ -294,20 +321,10 @@ static void unmap(void *ctx) {
 nb_tensor *nb_npy_load_mmap(const char *path) {
     const char *op = "npy_load_mmap";
     if (!path) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: NULL path", op);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return NB_FAIL(NB_ERR_IO, "%s: cannot open %s: %s", op, path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return NB_FAIL(NB_ERR_IO, "%s: %s is not a regular file", op, path);
-    }
-    size_t len = (size_t)st.st_size;
+    size_t len;
     /* copy-on-write: writes through the tensor stay in this process, the file is never changed */
-    void *base = len ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) : MAP_FAILED;
-    int err = errno;
-    close(fd);
-    if (base == MAP_FAILED)
-        return NB_FAIL(len ? NB_ERR_IO : NB_ERR_FORMAT, "%s: cannot map %s: %s", op, path, len ? strerror(err) : "empty file");
+    void *base = nb_data_map_file(op, path, true, &len);
+    if (!base) return NULL;
     npy_header h;
     mapping *m = NULL;
     nb_status s = npy_parse_header(base, len, path, &h);

@@ -28,7 +28,5 @@ nb_tensor *npy_tensor_from_bytes(const uint8_t *buf, size_t len, const char *nam
 /* t as a whole .npy (NumPy 1.24's bytes), malloc'd; *len its size. NULL
  * with NB_ERR_DTYPE for a dtype NumPy lacks (bfloat16), NB_ERR_OOM. */
 uint8_t *npy_encode(const char *op, nb_tensor *t, size_t *len);
-/* A file's bytes (malloc'd), NULL with NB_ERR_IO / NB_ERR_OOM naming op. */
-uint8_t *npy_read_file(const char *op, const char *path, size_t *len);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "data_impl.h"
 #include "nb_data.h"
 #include "nb_extension.h"
 #include "npy_impl.h"
@@ -236,7 +237,7 @@ static nb_status load_members(const uint8_t *buf, size_t len, const char *path, 
 nb_npz *nb_npz_load(const char *path) {
     if (!path) return NB_FAIL(NB_ERR_INVALID_ARG, "npz_load: NULL path");
     size_t len;
-    uint8_t *buf = npy_read_file("npz_load", path, &len);
+    uint8_t *buf = nb_data_read_file("npz_load", path, &len);
     if (!buf) return NULL;
     nb_npz *f = calloc(1, sizeof *f);
     nb_status st = f ? load_members(buf, len, path, f) : nb_set_error(NB_ERR_OOM, "npz_load: out of host memory");

@@ -7,13 +7,10 @@
  * serves (input_ids, labels) pairs to a DataLoader; nb_bpe_encode_file
  * writes a text corpus as a shard with the project's BPE. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "data_impl.h"
 #include "nb_bpe.h"
@@ -34,22 +31,13 @@ struct nb_token_shard {
 nb_token_shard *nb_token_shard_open(const char *path) {
     const char *op = "token_shard_open";
     if (!path) return NB_FAIL(NB_ERR_INVALID_ARG, "%s: NULL path", op);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return NB_FAIL(NB_ERR_IO, "%s: cannot open %s: %s", op, path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return NB_FAIL(NB_ERR_IO, "%s: %s is not a regular file", op, path);
-    }
-    size_t len = (size_t)st.st_size;
+    size_t len;
+    void *map = nb_data_map_file(op, path, false, &len);
+    if (!map) return NULL;
     if (len < HEADER_INTS * 4) {
-        close(fd);
+        munmap(map, len);
         return NB_FAIL(NB_ERR_FORMAT, "%s: %s has %zu bytes, less than the 1024-byte header", op, path, len);
     }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    close(fd);
-    if (map == MAP_FAILED) return NB_FAIL(NB_ERR_IO, "%s: cannot map %s: %s", op, path, strerror(err));
     const uint8_t *b = map;
     int32_t h[3];
     for (int i = 0; i < 3; i++)

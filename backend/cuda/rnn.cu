@@ -338,6 +338,27 @@ Plan *begin(nb_backend *be, const nb_rnn_params *p, const char *slot, cudnnHandl
     return plan_get(be, *h, p, slot);
 }
 
+// What every slot call sets up: the handle, the plan (held for the call)
+// and the data descriptors for training or inference; st says whether they
+// are ready (else the error is set). Members are built in this order and
+// torn down in reverse: the descriptors before the plan is let go.
+struct Call {
+    cudnnHandle_t h = nullptr;
+    Plan *pl;
+    Held held;
+    Descs d;
+    nb_status st;
+    Call(nb_backend *be, const nb_rnn_params *p, const char *slot, bool training)
+        : pl(begin(be, p, slot, &h)), held(pl),
+          st(pl ? make_descs(h, pl, p, training, &d, slot) : nb_last_status()) {}
+    // The reserve space must be the size cuDNN asked for.
+    nb_status check_reserve(const char *slot, const nb_kview *reserve) const {
+        if ((size_t)reserve->shape[0] == d.rs) return NB_OK;
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: the reserve space has %lld bytes, cuDNN wants %zu", slot,
+                            (long long)reserve->shape[0], d.rs);
+    }
+};
+
 } // namespace
 } // namespace nbc
 
@@ -346,30 +367,22 @@ using namespace nbc;
 extern "C" nb_status nb_cuda_rnn_reserve_size(nb_backend *be, const nb_rnn_params *p, int64_t *bytes) {
     const char *slot = "rnn_reserve_size";
     if (!p || !bytes) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL parameters", slot);
-    cudnnHandle_t h;
-    Plan *pl = begin(be, p, slot, &h);
-    if (!pl) return nb_last_status();
-    Held held(pl);
-    Descs d;
-    nb_status st = make_descs(h, pl, p, true, &d, slot);
-    if (st == NB_OK) *bytes = (int64_t)d.rs;
-    return st;
+    Call c(be, p, slot, true);
+    if (c.st == NB_OK) *bytes = (int64_t)c.d.rs;
+    return c.st;
 }
 
 extern "C" nb_status nb_cuda_rnn_forward(nb_backend *be, const nb_kview *y, const nb_kview *hy, const nb_kview *cy,
                                          const nb_kview *reserve, const nb_kview *x, const nb_kview *hx,
                                          const nb_kview *cx, const nb_kview *w, const nb_rnn_params *p) {
     const char *slot = "rnn_forward";
-    cudnnHandle_t h;
-    Plan *pl = begin(be, p, slot, &h);
-    if (!pl) return nb_last_status();
-    Held held(pl);
-    Descs d;
-    nb_status st = make_descs(h, pl, p, p->training, &d, slot);
+    Call c(be, p, slot, p->training);
+    nb_status st = c.st;
+    if (st == NB_OK && p->training) st = c.check_reserve(slot, reserve);
     if (st != NB_OK) return st;
-    if (p->training && (size_t)reserve->shape[0] != d.rs)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: the reserve space has %lld bytes, cuDNN wants %zu", slot,
-                            (long long)reserve->shape[0], d.rs);
+    cudnnHandle_t h = c.h;
+    const Plan *pl = c.pl;
+    const Descs &d = c.d;
     Scratch wsp, work;
     if (!wsp.alloc(be, pl->wbytes) || !work.alloc(be, d.ws)) return nb_last_status();
     if ((st = copy_weights(be, pl, wsp.as<char>(), (char *)w->data, true, slot)) != NB_OK) return st;
@@ -389,16 +402,13 @@ extern "C" nb_status nb_cuda_rnn_backward(nb_backend *be, const nb_kview *dx, co
                                           const nb_kview *y, const nb_kview *dy, const nb_kview *dhy,
                                           const nb_kview *dcy, const nb_kview *reserve, const nb_rnn_params *p) {
     const char *slot = "rnn_backward";
-    cudnnHandle_t h;
-    Plan *pl = begin(be, p, slot, &h);
-    if (!pl) return nb_last_status();
-    Held held(pl);
-    Descs d;
-    nb_status st = make_descs(h, pl, p, true, &d, slot);
+    Call c(be, p, slot, true);
+    nb_status st = c.st;
+    if (st == NB_OK) st = c.check_reserve(slot, reserve);
     if (st != NB_OK) return st;
-    if ((size_t)reserve->shape[0] != d.rs)
-        return nb_set_error(NB_ERR_INVALID_ARG, "%s: the reserve space has %lld bytes, cuDNN wants %zu", slot,
-                            (long long)reserve->shape[0], d.rs);
+    cudnnHandle_t h = c.h;
+    const Plan *pl = c.pl;
+    const Descs &d = c.d;
     Scratch wsp, dwsp, work;
     if (!wsp.alloc(be, pl->wbytes) || (dw && !dwsp.alloc(be, pl->wbytes)) || !work.alloc(be, d.ws)) return nb_last_status();
     if ((st = copy_weights(be, pl, wsp.as<char>(), (char *)w->data, true, slot)) != NB_OK) return st;

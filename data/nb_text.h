@@ -179,6 +179,10 @@ bool nb_wordpiece_is_special(const nb_wordpiece *wp, int32_t id);
  * "unaffable, running wanted!" -> un ##aff ##able , runn ##ing want ##ed [UNK]
  * ("!" is not in the vocabulary). */
 int64_t nb_wordpiece_encode(const nb_wordpiece *wp, const char *text, int32_t *ids, int64_t cap);
+/* nb_wordpiece_encode as a new int64 [count] tensor on the default device
+ * (the dtype embeddings and the models take; NULL on error, with
+ * nb_wordpiece_encode's errors). */
+nb_tensor *nb_wordpiece_encode_tensor(const nb_wordpiece *wp, const char *text);
 
 /* Writes the text of ids into out as Hugging Face's convert_tokens_to_string:
  * tokens joined by single spaces, a "##" piece glued to the one before

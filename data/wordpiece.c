@@ -209,6 +209,20 @@ int64_t nb_wordpiece_encode(const nb_wordpiece *wp, const char *text, int32_t *i
     return count;
 }
 
+nb_tensor *nb_wordpiece_encode_tensor(const nb_wordpiece *wp, const char *text) {
+    int64_t n = nb_wordpiece_encode(wp, text, NULL, 0);
+    int32_t *ids = n >= 0 ? malloc(sizeof *ids * (size_t)(n ? n : 1)) : NULL;
+    int64_t *wide = ids ? malloc(sizeof *wide * (size_t)(n ? n : 1)) : NULL;
+    nb_tensor *r = NULL;
+    if (n >= 0 && !wide) nb_set_error(NB_ERR_OOM, "wordpiece_encode_tensor: out of host memory");
+    else if (wide && nb_wordpiece_encode(wp, text, ids, n) == n) {
+        for (int64_t i = 0; i < n; i++) wide[i] = ids[i];
+        r = nb_from_data(wide, 1, &n, NB_I64);
+    }
+    free(ids), free(wide);
+    return r;
+}
+
 int64_t nb_wordpiece_decode(const nb_wordpiece *wp, const int32_t *ids, int64_t n, bool skip_special,
                             char *out, size_t len) {
     if (!wp || n < 0 || (!ids && n > 0) || (!out && len > 0)) {

@@ -474,6 +474,32 @@ nb_dataloader_options nb_dataloader_get_options(const nb_dataloader *l);
 /* Stops and joins the workers, releases the batch; NULL is ignored. */
 void nb_dataloader_free(nb_dataloader *l);
 
+/* ---- CSV (numpy.loadtxt) ---------------------------------------------------
+ * Text files of numbers, one row per line, as numpy.loadtxt(path,
+ * delimiter=",", ndmin=2) reads them: blank lines and text from '#' to the
+ * end of a line are skipped; fields may carry blanks around them and
+ * double quotes ("1.5"); numbers are read in the C locale whatever the
+ * program's (1.5 with a dot; nan, inf and hex floats as strtod reads them;
+ * a float too large gives inf, as numpy does). */
+typedef struct nb_csv_options {
+    char delimiter;          /* default ','; ' ' splits on runs of blanks (numpy's delimiter=None) */
+    int64_t skip_rows;       /* lines skipped first, before comments and blank lines count (a header: 1) */
+    int64_t max_rows;        /* 0: all; else at most this many rows (after skip_rows) */
+    nb_dtype dtype;          /* the result's (default float32); integer dtypes read integers exactly
+                                (int64 beyond 2^53), bool reads 0 and 1 */
+    const int64_t *usecols;  /* NULL: every column; else these (0-based), in this order */
+    int n_usecols;
+} nb_csv_options;
+/* A new [rows, cols] tensor of dtype on the default device ([0, 0] for a
+ * file with no rows). Errors (NULL returned): NB_ERR_INVALID_ARG (NULL
+ * path, a delimiter of '\n', '#' or '"', a negative skip_rows, max_rows
+ * or n_usecols, a negative or repeated usecols entry, a bad dtype),
+ * NB_ERR_IO (cannot read), NB_ERR_FORMAT naming the file, line and column
+ * (a field that is empty or not a number of the dtype (an integer out of
+ * its range), a row with another column count than the first, a usecols
+ * column past a row's end, a NUL byte), NB_ERR_OOM. */
+nb_tensor *nb_csv_load(const char *path, nb_csv_options o);
+
 /* ---- token shards (llm.c's .bin files) ---------------------------------
  * Pretraining data as token ids in files: 256 little-endian int32 (magic,
  * version, token count, then zeros) and the tokens, uint16 for magic

@@ -59,6 +59,7 @@
     X(optim) \
     X(data) \
     X(npy) \
+    X(csv) \
     X(dataloader) \
     X(image) \
     X(safetensors) \

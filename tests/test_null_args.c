@@ -217,6 +217,7 @@ START_TEST(test_every_public_function_survives_null) {
     NI(nb_bpe_encode_file, NULL, NULL, NULL, false);
     NP(nb_bpe_encode_tensor, NULL, NULL, 0, false);
     NP(nb_wordpiece_encode_tensor, NULL, NULL);
+    NP(nb_csv_load, NULL, (nb_csv_options){0});
     NI(nb_bpe_pretokenize, NB_BPE_GPT2, NULL, 1, NULL, 0);
     /* autograd/nb_ops.h */
     NP(nb_add_scalar, NULL, 0);

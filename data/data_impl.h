@@ -35,4 +35,11 @@ struct nb_map_dataset {
     void (*free_state)(void *state);
 };
 
+struct nb_iterable_dataset {
+    nb_reset_fn reset;
+    nb_next_item_fn next;
+    void *state;
+    void (*free_state)(void *state);
+};
+
 #endif

@@ -375,6 +375,37 @@ nb_status nb_map_dataset_get(nb_map_dataset *ds, int64_t index, nb_generator *ge
 /* NULL is ignored. */
 void nb_map_dataset_free(nb_map_dataset *ds);
 
+/* torch.utils.data.IterableDataset: a stream of samples. reset(state,
+ * epoch) restarts it for epoch (from its first sample: what a loader's
+ * seek and resume rely on); each next(state, gen, out) puts the next
+ * sample into the empty *out with nb_sample_set and returns NB_OK, or
+ * returns NB_OK with *out left empty at the end of the epoch, or an error
+ * (nb_set_error), which stops the loader with that message. Tensors are
+ * made in a scope the caller opens, as get_item's. gen: seeded from (the
+ * loader's seed, epoch, the sample's position in the epoch). A DataLoader
+ * calls reset and next one call at a time, in order, whatever its
+ * num_workers (so the stream and the batches are the same for any
+ * num_workers); the workers collate in parallel. Work that should run in
+ * parallel per sample belongs in a map-style dataset. */
+typedef struct nb_iterable_dataset nb_iterable_dataset;
+typedef nb_status (*nb_reset_fn)(void *state, int64_t epoch);
+typedef nb_status (*nb_next_item_fn)(void *state, nb_generator *gen, nb_sample *out);
+/* A stream over state (borrowed; free_state(state), if given, runs in
+ * nb_iterable_dataset_free). Errors: NB_ERR_INVALID_ARG (NULL reset or
+ * next), NB_ERR_OOM. */
+nb_iterable_dataset *nb_iterable_dataset_new(nb_reset_fn reset, nb_next_item_fn next, void *state,
+                                             void (*free_state)(void *));
+/* torch.utils.data.ChainDataset: the streams one after another (borrowed;
+ * each is reset with the epoch as the chain reaches it). */
+nb_iterable_dataset *nb_chain_dataset(nb_iterable_dataset *const *datasets, int n);
+/* Calls reset (errors: NB_ERR_INVALID_ARG for NULL ds or a negative epoch, reset's). */
+nb_status nb_iterable_dataset_reset(nb_iterable_dataset *ds, int64_t epoch);
+/* Calls next (gen NULL: the default generator): the next sample into *out
+ * (emptied first; still empty at the end), its tensors in the caller's scope. */
+nb_status nb_iterable_dataset_next(nb_iterable_dataset *ds, nb_generator *gen, nb_sample *out);
+/* NULL is ignored. */
+void nb_iterable_dataset_free(nb_iterable_dataset *ds);
+
 /* torch.utils.data's samplers. A zeroed struct is SequentialSampler. */
 typedef enum nb_sampler_kind {
     NB_SAMPLER_SEQUENTIAL = 0,  /* 0, 1, ..., len - 1 */
@@ -440,14 +471,42 @@ typedef struct nb_dataloader_options {
     bool persistent_workers; /* accepted: the workers live as long as the loader either way */
     void (*worker_init_fn)(void *state, int worker_id); /* called on each worker as it starts */
     void *worker_init_state;
+    /* batch_sampler: each epoch's batches as lists of indices (PyTorch's batch_sampler, e.g. buckets of
+       samples of similar length); excludes shuffle, sampler and drop_last, and batch_size is then required:
+       the most indices a batch may hold. As an epoch starts (or a seek reaches it) the loader's thread calls
+       batch_sampler_len(state, epoch) for its batch count and batch_sampler(state, epoch, k, indices, &n) for
+       batch k's n indices (1 <= n <= batch_size), which must be the same for the same (epoch, k): resuming
+       depends on it. */
+    int64_t (*batch_sampler_len)(void *state, int64_t epoch);
+    nb_status (*batch_sampler)(void *state, int64_t epoch, int64_t batch, int64_t *indices, int64_t *n);
+    void *batch_sampler_state;
+    nb_device device;     /* where batches are delivered (default the CPU, where samples are usually made) */
+    /* pin_memory, with a CUDA device: the workers (or nb_dataloader_next with num_workers 0) write each batch
+       into pinned host memory (nb_host_alloc; reused once the copy out of it is done), and its copy to the
+       device runs on the device's copy stream (nb_stream_copy), overlapping the compute stream's work; the
+       current stream waits for it (an event), so the batch is used as any tensor. Without pin_memory the
+       copy is synchronous, from pageable memory. Ignored for the CPU (batches stay where they are made);
+       fields already on a device are moved as they are. */
+    bool pin_memory;
 } nb_dataloader_options;
 typedef struct nb_dataloader nb_dataloader;
 /* A loader over ds (borrowed; it must outlive the loader) at epoch 0,
  * batch 0. Errors: NULL ds (an earlier error kept), NB_ERR_INVALID_ARG
  * (batch_size, num_workers or prefetch_factor < 0, a sampler for another
- * length than ds's), NB_ERR_OOM, NB_ERR_STATE (a worker thread could not
- * start). */
+ * length than ds's), NB_ERR_DEVICE (a device that is not there), NB_ERR_OOM,
+ * NB_ERR_STATE (a worker thread could not start). */
 nb_dataloader *nb_dataloader_new(nb_map_dataset *ds, nb_dataloader_options o);
+/* A loader over an iterable dataset (borrowed), reset for epoch 0: batches
+ * of batch_size samples in the stream's order, the last one shorter
+ * unless drop_last. nb_dataloader_indices gives the samples' positions in
+ * the epoch's stream; nb_dataloader_num_batches is -1 (the length is
+ * unknown, as len() of PyTorch's loader over an IterableDataset); a seek
+ * (and a checkpoint's resume) resets the stream for the epoch and reads
+ * past the batches before the one sought, and the next call after a
+ * failed read does the same to find its place again. Errors: as
+ * nb_dataloader_new, NB_ERR_INVALID_ARG (shuffle, a sampler or a
+ * batch_sampler), reset's. */
+nb_dataloader *nb_dataloader_new_iterable(nb_iterable_dataset *ds, nb_dataloader_options o);
 /* The next batch of the epoch into *batch and true; false at the end of
  * the epoch (nb_dataloader_status NB_OK; nb_dataloader_reset starts the
  * next) or on failure (the status and nb_last_error() say why: a
@@ -463,9 +522,11 @@ const int64_t *nb_dataloader_indices(const nb_dataloader *l, int64_t *n);
 void nb_dataloader_reset(nb_dataloader *l);
 /* Positions the loader at batch `batch` of epoch `epoch`, where one that
  * ran from the start would be (resuming); the batch it gave last is
- * released. Errors: NB_ERR_INVALID_ARG, the sampler's (a custom sampler's
- * failure); on failure the loader stays at its batch. */
+ * released. Errors: NB_ERR_INVALID_ARG (batch past the epoch's batches),
+ * the sampler's, batch sampler's or stream's; on failure the loader stays
+ * at its batch (an iterable dataset's finds it again on the next call). */
 nb_status nb_dataloader_seek(nb_dataloader *l, int64_t epoch, int64_t batch);
+/* Batches in the current epoch (-1 for an iterable dataset). */
 int64_t nb_dataloader_num_batches(const nb_dataloader *l);
 int64_t nb_dataloader_epoch(const nb_dataloader *l);
 int64_t nb_dataloader_position(const nb_dataloader *l); /* batches given in this epoch */

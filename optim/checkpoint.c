@@ -159,9 +159,11 @@ static int loader_views(const nb_checkpoint *ck, loader_view *v) {
     if (ck->loader)
         v[n++] = (loader_view){"loader", nb_loader_epoch(ck->loader), nb_loader_position(ck->loader),
                                nb_loader_num_batches(ck->loader), nb_loader_get_options(ck->loader).seed};
-    if (ck->dataloader)
+    if (ck->dataloader) { /* -1 batches: not checked (an iterable dataset's, or a batch sampler's that varies by epoch) */
+        nb_dataloader_options o = nb_dataloader_get_options(ck->dataloader);
         v[n++] = (loader_view){"dataloader", nb_dataloader_epoch(ck->dataloader), nb_dataloader_position(ck->dataloader),
-                               nb_dataloader_num_batches(ck->dataloader), nb_dataloader_get_options(ck->dataloader).seed};
+                               o.batch_sampler ? -1 : nb_dataloader_num_batches(ck->dataloader), o.seed};
+    }
     return n;
 }
 
@@ -235,7 +237,7 @@ static nb_status plan_loader(const nb_ckpt_reader *r, const loader_view *v, load
     nb_status st = nb_ckpt_get_i64(r, k[0], 0, &lp->epoch);
     if (!st) st = nb_ckpt_get_i64(r, k[1], 0, &lp->position);
     if (!st) st = nb_ckpt_get_u64(r, k[2], &seed);
-    if (!st) st = nb_ckpt_get_i64(r, k[3], 0, &nb);
+    if (!st) st = nb_ckpt_get_i64(r, k[3], -1, &nb);
     if (st) return st;
     if (seed != v->seed) /* the order depends on it */
         return nb_set_error(NB_ERR_STATE, "load_checkpoint: %s: %s seed %llu saved, the %s has %llu", r->path, v->prefix,
@@ -243,7 +245,7 @@ static nb_status plan_loader(const nb_ckpt_reader *r, const loader_view *v, load
     if (nb != v->num_batches)
         return nb_set_error(NB_ERR_STATE, "load_checkpoint: %s: %lld batches per epoch saved, the %s has %lld", r->path,
                             (long long)nb, v->prefix, (long long)v->num_batches);
-    if (lp->position > nb)
+    if (nb >= 0 && lp->position > nb)
         return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: %s position %lld past %lld batches", r->path, v->prefix,
                             (long long)lp->position, (long long)nb);
     return NB_OK;

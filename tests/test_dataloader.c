@@ -3,8 +3,9 @@
  * any num_workers and prefetch_factor, exact resumption mid-epoch for every
  * sampler, each sampler's law, the padding and custom collates, Subset /
  * ConcatDataset / random_split, a failing get_item stopping the loader with
- * its message (and nothing leaked: the ASan run), and a tensor dataset
- * visited in nb_loader's order. */
+ * its message (and nothing leaked: the ASan run), a tensor dataset
+ * visited in nb_loader's order, iterable datasets (ChainDataset, resume by
+ * reading the stream again, a failed read) and batch samplers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -470,6 +471,277 @@ START_TEST(test_checkpoint_resumes_dataloader) {
 }
 END_TEST
 
+/* ---- iterable datasets and batch samplers ------------------------------------------------- */
+
+/* A stream of len samples per epoch: sample p is "x" [2] float32 = p + U(0, 1) from its generator and
+   "pos" int64 p + 100 * epoch. fail_once_at: that position's next fails once (then works). */
+typedef struct stream {
+    int64_t len, epoch, p, fail_once_at, resets;
+} stream;
+
+static nb_status stream_reset(void *state, int64_t epoch) {
+    stream *st = state;
+    st->epoch = epoch, st->p = 0, st->resets++;
+    return NB_OK;
+}
+
+static nb_status stream_next(void *state, nb_generator *gen, nb_sample *out) {
+    stream *st = state;
+    ck_assert_int_le(st->p, st->len); /* never read past the end */
+    if (st->p == st->len) return NB_OK;
+    if (st->p == st->fail_once_at) {
+        st->fail_once_at = -1;
+        return nb_set_error(NB_ERR_IO, "stream: lost sample %lld", (long long)st->p);
+    }
+    nb_status s = nb_sample_set(out, "x", nb_add_scalar(nb_rand(NB_SHAPE(2), NB_F32, gen), (double)st->p));
+    if (!s) s = nb_sample_set(out, "pos", nb_scalar((double)(st->p + 100 * st->epoch), NB_I64));
+    st->p++;
+    return s;
+}
+
+START_TEST(test_iterable_dataset) {
+    nb_scope *s = nb_scope_begin();
+    static run ref, got;
+    stream st = {.len = 13, .fail_once_at = -1};
+    nb_iterable_dataset *ds = nb_iterable_dataset_new(stream_reset, stream_next, &st, NULL);
+    NB_CK_NOTNULL(ds);
+    /* the same batches for any num_workers and prefetch_factor */
+    const int workers[] = {0, 1, 4, 4}, prefetch[] = {0, 1, 1, 3};
+    for (int c = 0; c < 4; c++) {
+        nb_dataloader *dl = nb_dataloader_new_iterable(ds, (nb_dataloader_options){
+                                                               .batch_size = 4, .seed = 3, .num_workers = workers[c],
+                                                               .prefetch_factor = prefetch[c]});
+        NB_CK_NOTNULL(dl);
+        ck_assert_int_eq(nb_dataloader_num_batches(dl), -1);
+        record(dl, c ? &got : &ref, 2);
+        if (c) ck_runs_equal(&ref, &got, "iterable num_workers");
+        if (c) run_free(&got);
+        nb_dataloader_free(dl);
+    }
+    ck_assert_int_eq(ref.n, 8); /* 4 + 4 + 4 + 1, two epochs */
+    for (int k = 0; k < 8; k++) {
+        ck_assert_int_eq(ref.nidx[k], k % 4 == 3 ? 1 : 4);
+        for (int64_t i = 0; i < ref.nidx[k]; i++) {
+            int64_t p = (k % 4) * 4 + i;
+            ck_assert_int_eq(ref.idx[k][i], p);
+            ck_assert_double_eq(ref.vals[k][1][i], (double)(p + 100 * (k / 4)));
+            ck_assert(ref.vals[k][0][2 * i] >= (double)p && ref.vals[k][0][2 * i] < (double)p + 1);
+        }
+    }
+    ck_assert(ref.vals[0][0][0] != ref.vals[4][0][0]); /* each epoch draws anew */
+    /* drop_last; the end is sticky until a reset */
+    nb_dataloader *dl = nb_dataloader_new_iterable(ds, (nb_dataloader_options){.batch_size = 4, .drop_last = true,
+                                                                              .num_workers = 2});
+    nb_sample b;
+    for (int k = 0; k < 3; k++) ck_assert(nb_dataloader_next(dl, &b));
+    ck_assert(!nb_dataloader_next(dl, &b));
+    ck_assert(!nb_dataloader_next(dl, &b));
+    NB_CK_OK(nb_dataloader_status(dl));
+    nb_dataloader_free(dl);
+    /* resume mid-epoch (and at the end), with workers: the same remaining batches */
+    for (int at = 0; at <= 4; at++) {
+        dl = nb_dataloader_new_iterable(ds, (nb_dataloader_options){.batch_size = 4, .seed = 3, .num_workers = 3});
+        NB_CK_OK(nb_dataloader_seek(dl, 1, at));
+        record(dl, &got, 1);
+        ck_assert_int_eq(got.n, 4 - at);
+        for (int k = 0; k < got.n; k++) {
+            ck_assert_msg(!memcmp(got.vals[k][0], ref.vals[4 + at + k][0], sizeof(double) * 2 * (size_t)got.nidx[k]), "at %d k %d: %g %g vs %g %g", at, k, got.vals[k][0][0], got.vals[k][0][2], ref.vals[4 + at + k][0][0], ref.vals[4 + at + k][0][2]);
+            ck_assert(!memcmp(got.idx[k], ref.idx[4 + at + k], sizeof(int64_t) * (size_t)got.nidx[k]));
+        }
+        run_free(&got);
+        nb_dataloader_free(dl);
+    }
+    dl = nb_dataloader_new_iterable(ds, (nb_dataloader_options){.batch_size = 4, .seed = 3});
+    NB_CK_FAILS(nb_dataloader_seek(dl, 0, 5) == NB_OK, NB_ERR_INVALID_ARG); /* past the stream */
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "has 4 batches, not 5"));
+    nb_dataloader_free(dl);
+    /* a read that fails stops the loader with its message; the next call finds its place and goes on */
+    for (int w = 0; w <= 3; w += 3) {
+        st.fail_once_at = 6;
+        dl = nb_dataloader_new_iterable(ds, (nb_dataloader_options){.batch_size = 4, .seed = 3, .num_workers = w});
+        ck_assert(nb_dataloader_next(dl, &b));
+        ck_assert(!nb_dataloader_next(dl, &b));
+        ck_assert_int_eq(nb_dataloader_status(dl), NB_ERR_IO);
+        ck_assert_ptr_nonnull(strstr(nb_last_error(), "sample 6 of epoch 0: stream: lost sample 6"));
+        int64_t resets = st.resets;
+        record(dl, &got, 1);
+        ck_assert_int_eq(st.resets, resets + 2); /* the seek, then the next epoch's */
+        ck_assert_int_eq(got.n, 3);
+        for (int k = 0; k < 3; k++)
+            ck_assert(!memcmp(got.vals[k][0], ref.vals[1 + k][0], sizeof(double) * 2 * (size_t)got.nidx[k]));
+        run_free(&got);
+        nb_dataloader_free(dl);
+    }
+    /* ChainDataset: 13 + 5 samples */
+    stream st2 = {.len = 5, .fail_once_at = -1};
+    nb_iterable_dataset *ds2 = nb_iterable_dataset_new(stream_reset, stream_next, &st2, NULL);
+    nb_iterable_dataset *parts[2] = {ds, ds2};
+    nb_iterable_dataset *ch = nb_chain_dataset(parts, 2);
+    dl = nb_dataloader_new_iterable(ch, (nb_dataloader_options){.batch_size = 5, .num_workers = 2});
+    nb_dataloader_reset(dl); /* epoch 1 for both parts */
+    int64_t n = 0, last = -1;
+    while (nb_dataloader_next(dl, &b)) {
+        double *pos = nb_test_values_of(nb_sample_get(&b, "pos"));
+        for (int64_t i = 0; i < nb_numel(nb_sample_get(&b, "pos")); i++, n++) {
+            ck_assert_double_eq(pos[i], (double)(100 + (n < 13 ? n : n - 13)));
+            last = (int64_t)pos[i];
+        }
+        free(pos);
+    }
+    ck_assert_int_eq(n, 18);
+    ck_assert_int_eq(last, 104);
+    nb_dataloader_free(dl);
+    /* bad uses */
+    NB_CK_FAILS(nb_iterable_dataset_new(NULL, stream_next, &st, NULL) != NULL, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_dataloader_new_iterable(ds, (nb_dataloader_options){.shuffle = true}) != NULL, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_chain_dataset((nb_iterable_dataset *[]){NULL}, 1) != NULL, NB_ERR_INVALID_ARG);
+    run_free(&ref);
+    nb_iterable_dataset_free(ch), nb_iterable_dataset_free(ds2), nb_iterable_dataset_free(ds);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* Buckets: epoch e's batch k holds the indices i with i % 3 == k, up to 4 of them, rotated by e. */
+static int64_t buckets_len(void *state, int64_t epoch) {
+    (void)state;
+    return 3 + epoch % 2; /* the count varies by epoch: a fourth batch of index 0 on odd epochs */
+}
+
+static nb_status buckets(void *state, int64_t epoch, int64_t k, int64_t *indices, int64_t *n) {
+    const int64_t *bad = state;
+    if (*bad == k) return nb_set_error(NB_ERR_INVALID_ARG, "buckets: no batch %lld", (long long)k);
+    *n = 0;
+    if (k == 3) return indices[(*n)++] = 0, NB_OK;
+    for (int64_t i = 0; i < 10; i++)
+        if (i % 3 == k && *n < 4) indices[(*n)++] = (i + epoch) % 10;
+    return NB_OK;
+}
+
+START_TEST(test_batch_sampler) {
+    nb_scope *s = nb_scope_begin();
+    toy t = {.fail_at = -1};
+    nb_map_dataset *ds = nb_map_dataset_new(10, toy_item, &t, NULL);
+    int64_t bad = -1;
+    nb_dataloader_options o = {.batch_size = 4, .seed = 2, .collate = NB_COLLATE_PAD, .batch_sampler = buckets,
+                               .batch_sampler_len = buckets_len, .batch_sampler_state = &bad};
+    static run ref, got;
+    for (int w = 0; w <= 3; w += 3) {
+        o.num_workers = w;
+        nb_dataloader *dl = nb_dataloader_new(ds, o);
+        NB_CK_NOTNULL(dl);
+        ck_assert_int_eq(nb_dataloader_num_batches(dl), 3);
+        record(dl, w ? &got : &ref, 2);
+        if (w) ck_runs_equal(&ref, &got, "batch_sampler num_workers"), run_free(&got);
+        nb_dataloader_free(dl);
+    }
+    ck_assert_int_eq(ref.n, 7);
+    const int64_t want0[] = {0, 3, 6, 9}, want4[] = {1, 4, 7, 0};
+    ck_assert_int_eq(ref.nidx[0], 4);
+    ck_assert(!memcmp(ref.idx[0], want0, sizeof want0));
+    ck_assert(!memcmp(ref.idx[3], want4, sizeof want4));
+    ck_assert_int_eq(ref.nidx[1], 3);
+    ck_assert_int_eq(ref.nidx[6], 1);
+    /* resume into an epoch of another length */
+    o.num_workers = 2;
+    nb_dataloader *dl = nb_dataloader_new(ds, o);
+    NB_CK_OK(nb_dataloader_seek(dl, 1, 2));
+    ck_assert_int_eq(nb_dataloader_num_batches(dl), 4);
+    record(dl, &got, 1);
+    ck_assert_int_eq(got.n, 2);
+    ck_assert(!memcmp(got.vals[0][0], ref.vals[5][0], sizeof(double) * (size_t)got.counts[0][0]));
+    run_free(&got);
+    NB_CK_FAILS(nb_dataloader_seek(dl, 2, 4) == NB_OK, NB_ERR_INVALID_ARG); /* epoch 2 has 3 */
+    ck_assert_int_eq(nb_dataloader_epoch(dl), 2); /* reset by record */
+    bad = 1;
+    NB_CK_FAILS(nb_dataloader_seek(dl, 3, 0) == NB_OK, NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "buckets: no batch 1"));
+    ck_assert_int_eq(nb_dataloader_epoch(dl), 2); /* stays */
+    nb_dataloader_free(dl);
+    /* bad options */
+    bad = -1;
+    o.num_workers = 0;
+    o.shuffle = true;
+    NB_CK_FAILS(nb_dataloader_new(ds, o) != NULL, NB_ERR_INVALID_ARG);
+    o.shuffle = false, o.batch_size = 0;
+    NB_CK_FAILS(nb_dataloader_new(ds, o) != NULL, NB_ERR_INVALID_ARG);
+    o.batch_size = 2; /* buckets of 4 do not fit */
+    NB_CK_FAILS(nb_dataloader_new(ds, o) != NULL, NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "has 4 indices, not 1 to batch_size 2"));
+    run_free(&ref);
+    nb_map_dataset_free(ds);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_checkpoint_resumes_iterable) {
+    nb_scope *s = nb_scope_begin();
+    stream st = {.len = 11, .fail_once_at = -1}, st2 = st; /* a loader reads its own stream */
+    nb_iterable_dataset *ds = nb_iterable_dataset_new(stream_reset, stream_next, &st, NULL);
+    nb_iterable_dataset *ds2 = nb_iterable_dataset_new(stream_reset, stream_next, &st2, NULL);
+    nb_module *m = nb_nn_linear(3, 2);
+    nb_dataloader_options o = {.batch_size = 3, .seed = 6, .num_workers = 2};
+    nb_dataloader *a = nb_dataloader_new_iterable(ds, o), *b = nb_dataloader_new_iterable(ds2, o);
+    nb_sample bt;
+    nb_dataloader_reset(a);
+    for (int i = 0; i < 2; i++) ck_assert(nb_dataloader_next(a, &bt));
+    char path[64] = "/tmp/nb_ckdl_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    NB_CK_OK(nb_save_checkpoint(path, &(nb_checkpoint){.module = m, .dataloader = a}));
+    static run ra, rb;
+    record(a, &ra, 1);
+    NB_CK_OK(nb_load_checkpoint(path, &(nb_checkpoint){.module = m, .dataloader = b}, NULL));
+    ck_assert_int_eq(nb_dataloader_position(b), 2);
+    record(b, &rb, 1);
+    ck_runs_equal(&ra, &rb, "iterable checkpoint");
+    ck_assert_int_eq(ra.n, 2);
+    run_free(&ra), run_free(&rb);
+    unlink(path);
+    nb_dataloader_free(a), nb_dataloader_free(b);
+    nb_module_free(m);
+    nb_iterable_dataset_free(ds), nb_iterable_dataset_free(ds2);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* Batches delivered on a CUDA device (pinned and copied on the copy stream, or copied synchronously) hold what
+   the CPU batches hold; without a GPU only the device check runs. */
+START_TEST(test_pin_memory_to_device) {
+    nb_scope *s = nb_scope_begin();
+    toy t = {.fail_at = -1};
+    nb_map_dataset *ds = nb_map_dataset_new(23, toy_item, &t, NULL);
+    nb_dataloader_options o = {.batch_size = 5, .shuffle = true, .seed = 9, .collate = NB_COLLATE_PAD};
+    o.device = NB_CUDA(99);
+    NB_CK_FAILS(nb_dataloader_new(ds, o) != NULL, NB_ERR_DEVICE);
+    if (nb_device_count(NB_DEVICE_CUDA) > 0) {
+        static run ref, got;
+        o.device = NB_CPU;
+        nb_dataloader *dl = nb_dataloader_new(ds, o);
+        record(dl, &ref, 2);
+        nb_dataloader_free(dl);
+        const int workers[] = {0, 3, 2};
+        const bool pin[] = {true, true, false};
+        for (int c = 0; c < 3; c++) {
+            o.device = NB_CUDA(0), o.num_workers = workers[c], o.pin_memory = pin[c];
+            dl = nb_dataloader_new(ds, o);
+            NB_CK_NOTNULL(dl);
+            nb_sample b;
+            ck_assert(nb_dataloader_next(dl, &b));
+            for (int f = 0; f < b.n; f++) ck_assert_int_eq(nb_device_of(b.fields[f]).type, NB_DEVICE_CUDA);
+            NB_CK_OK(nb_dataloader_seek(dl, 0, 0));
+            record(dl, &got, 2); /* nb_test_values_of reads them back */
+            ck_runs_equal(&ref, &got, "on the device");
+            run_free(&got);
+            nb_dataloader_free(dl);
+        }
+        run_free(&ref);
+    }
+    nb_map_dataset_free(ds);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_dataloader(void) {
     Suite *s = suite_create("dataloader");
     TCase *t = tcase_create("dataloader");
@@ -481,6 +753,10 @@ Suite *nb_suite_dataloader(void) {
     tcase_add_test(t, test_tensor_dataset_matches_loader);
     tcase_add_test(t, test_token_shards);
     tcase_add_test(t, test_checkpoint_resumes_dataloader);
+    tcase_add_test(t, test_iterable_dataset);
+    tcase_add_test(t, test_batch_sampler);
+    tcase_add_test(t, test_checkpoint_resumes_iterable);
+    tcase_add_test(t, test_pin_memory_to_device);
     suite_add_tcase(s, t);
     return s;
 }

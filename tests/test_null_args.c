@@ -218,6 +218,12 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_bpe_encode_tensor, NULL, NULL, 0, false);
     NP(nb_wordpiece_encode_tensor, NULL, NULL);
     NP(nb_csv_load, NULL, (nb_csv_options){0});
+    NP(nb_iterable_dataset_new, NULL, NULL, NULL, NULL);
+    NP(nb_chain_dataset, NULL, 1);
+    NS(nb_iterable_dataset_reset, NULL, 0);
+    NS(nb_iterable_dataset_next, NULL, NULL, NULL);
+    NV(nb_iterable_dataset_free, NULL);
+    NP(nb_dataloader_new_iterable, NULL, (nb_dataloader_options){0});
     NI(nb_bpe_pretokenize, NB_BPE_GPT2, NULL, 1, NULL, 0);
     /* autograd/nb_ops.h */
     NP(nb_add_scalar, NULL, 0);

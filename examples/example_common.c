@@ -124,7 +124,8 @@ static int usage(const char *prog) {
             "usage: %s [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]\n"
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
             "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N] [--cuda-graph]\n"
-            "          [--amp] [--distributed] [--max-steps N] [--dtype float32|float64]\n",
+            "          [--amp] [--distributed] [--max-steps N] [--dtype float32|float64]\n"
+            "          [--images DIR] [--export-images DIR] (mnist_cnn)\n",
             prog);
     return 2;
 }
@@ -151,6 +152,8 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         else if (!strcmp(f, "--seed")) ok = nb_flag_u64(prog, f, v, &a->seed);
         else if (!strcmp(f, "--threads")) ok = nb_flag_int(prog, f, v, 0, 4096, &x), a->threads = (int)x;
         else if (!strcmp(f, "--data")) a->data = v;
+        else if (!strcmp(f, "--images")) a->images = v;
+        else if (!strcmp(f, "--export-images")) a->export_images = v;
         else if (!strcmp(f, "--save")) a->save = v;
         else if (!strcmp(f, "--save-every")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->save_every);
         else if (!strcmp(f, "--resume")) a->resume = v;

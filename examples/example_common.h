@@ -21,6 +21,8 @@ typedef struct nb_example_args {
     uint64_t seed;
     int threads; /* 0 = all cores; at most nabla's pool limit */
     const char *data; /* NULL = the default MNIST cache */
+    const char *images;        /* --images DIR: MNIST as image folders DIR/train and DIR/test (mnist_cnn) */
+    const char *export_images; /* --export-images DIR: write MNIST there as PNG image folders (mnist_cnn) */
     const char *save;   /* --save PATH: checkpoint after every epoch (NULL = none) */
     int64_t save_every; /* --save-every N: also every N training steps (0 = off) */
     const char *resume; /* --resume PATH: continue the run saved there */

@@ -7,6 +7,13 @@
  *   mnist_cnn [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]
  *             [--save PATH] [--save-every STEPS] [--resume PATH] [--stop-after EPOCHS]
  *             [--device cpu|cuda] [--amp] [--cuda-graph] [--distributed] [--max-steps N]
+ *             [--images DIR] [--export-images DIR]
+ *
+ * --export-images DIR writes MNIST as torchvision's ImageFolder layout,
+ * DIR/{train,test}/<digit>/<index>.png (8-bit gray, libpng), and exits.
+ * --images DIR trains on those folders instead of the IDX files: each split
+ * is decoded by a DataLoader (ImageFolder, gray, ToTensor and the MNIST
+ * Normalize, --threads workers) and then trained on as the IDX tensors are.
  *
  * --distributed: one data-parallel rank (see mnist_mlp.c). Every rank draws
  * the same dropout masks for its own rows (one seed), as PyTorch does when
@@ -15,9 +22,92 @@
  * Prints one line per epoch and, last, exactly
  *   final: test_accuracy=0.XXXX train_loss=X.XXXX seconds=S */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "example_common.h"
 #include "nabla.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* MNIST's split as DIR/split/<label>/<index>.png. */
+static nb_status export_split(const char *data, const char *dir, bool train) {
+    const char *split = train ? "train" : "test";
+    nb_dataset *ds = NULL;
+    nb_status st = nb_mnist_load(data, train, (nb_mnist_options){.transform = NB_MNIST_UNIT}, &ds);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, split);
+    mkdir(dir, 0777), mkdir(path, 0777);
+    for (int d = 0; !st && d < 10; d++) {
+        snprintf(path, sizeof path, "%s/%s/%d", dir, split, d);
+        mkdir(path, 0777);
+    }
+    nb_scope *s = nb_scope_begin();
+    /* bytes again: p/255 in float32 times 255 rounds back to p */
+    nb_tensor *px = st ? NULL : nb_to_dtype(nb_round(nb_mul_scalar(nb_dataset_x(ds), 255.0)), NB_U8);
+    int64_t *labels = NULL;
+    if (!st && !px) st = nb_last_status();
+    int64_t n = st ? 0 : nb_dataset_len(ds);
+    if (!st && !(labels = malloc(sizeof *labels * (size_t)n))) st = nb_set_error(NB_ERR_OOM, "out of memory");
+    if (!st) st = nb_to_host(nb_dataset_y(ds), labels, sizeof *labels * (size_t)n);
+    for (int64_t i = 0; !st && i < n; i++) {
+        nb_scope *one = nb_scope_begin();
+        snprintf(path, sizeof path, "%s/%s/%lld/%05lld.png", dir, split, (long long)labels[i], (long long)i);
+        st = nb_image_write_png(path, nb_select(px, 0, i));
+        nb_scope_end(one);
+    }
+    free(labels);
+    nb_scope_end(s);
+    nb_dataset_free(ds);
+    return st;
+}
+
+/* DIR/split decoded by a DataLoader with `workers` threads into a tensor dataset. */
+static nb_dataset *folder_split(const char *dir, bool train, int workers) {
+    char root[4096];
+    snprintf(root, sizeof root, "%s/%s", dir, train ? "train" : "test");
+    nb_image_folder_options fo = {.mode = NB_IMAGE_GRAY,
+                                  .transforms = {.normalize = true, .mean = {0.1307}, .std = {0.3081}}};
+    nb_map_dataset *ds = nb_image_folder(root, fo);
+    if (!ds) return NULL;
+    for (int d = 0; d < 10; d++) { /* labels are the sorted class names: "0".."9" */
+        char want[2] = {(char)('0' + d), 0};
+        const char *c = nb_image_folder_class(ds, d);
+        if (nb_image_folder_num_classes(ds) != 10 || !c || strcmp(c, want)) {
+            nb_map_dataset_free(ds);
+            nb_set_error(NB_ERR_FORMAT, "%s: the classes are not the digits 0..9", root);
+            return NULL;
+        }
+    }
+    nb_device dev = nb_default_device();
+    nb_set_default_device(NB_CPU); /* decoded on the host (the default device is global: the workers' too) */
+    nb_dataloader *dl = nb_dataloader_new(ds, (nb_dataloader_options){.batch_size = 1000, .num_workers = workers});
+    int64_t nb = dl ? nb_dataloader_num_batches(dl) : 0;
+    nb_tensor **xs = calloc((size_t)(nb ? nb : 1), sizeof *xs), **ys = calloc((size_t)(nb ? nb : 1), sizeof *ys);
+    nb_dataset *out = NULL;
+    nb_scope *s = nb_scope_begin();
+    int64_t k = 0;
+    for (nb_sample b; xs && ys && dl && nb_dataloader_next(dl, &b); k++) { /* the batch's own tensors die at the next call */
+        xs[k] = nb_clone(nb_sample_get(&b, "image"));
+        ys[k] = nb_clone(nb_sample_get(&b, "label"));
+    }
+    nb_dataloader_free(dl);
+    nb_set_default_device(dev);
+    if (dl && xs && ys && k == nb && nb_last_status() == NB_OK) {
+        nb_tensor *x = nb_cat(xs, (int)nb, 0), *y = nb_cat(ys, (int)nb, 0);
+        if (x && y) out = nb_dataset_from_tensors(nb_to_device(x, dev), nb_to_device(y, dev));
+    }
+    nb_scope_end(s);
+    free(xs), free(ys);
+    nb_map_dataset_free(ds);
+    return out;
+}
 
 static nb_module *make_cnn(void) {
     nb_pool2d_options pool = {.kernel = {2, 2}};
@@ -39,9 +129,27 @@ int main(int argc, char **argv) {
     nb_manual_seed(a.seed);
     if (!nb_example_distributed_begin(argv[0], &a)) return 1;
 
+    if (a.export_images) {
+        if (export_split(a.data, a.export_images, true) || export_split(a.data, a.export_images, false)) {
+            fprintf(stderr, "mnist_cnn: %s\n", nb_last_error());
+            return 1;
+        }
+        printf("mnist_cnn: wrote 70000 PNGs under %s\n", a.export_images);
+        return 0;
+    }
     nb_dataset *train = NULL, *test = NULL;
     nb_mnist_options mo = {.flatten = false}; /* [N, 1, 28, 28] */
-    if (nb_mnist_load(a.data, true, mo, &train) != NB_OK || nb_mnist_load(a.data, false, mo, &test) != NB_OK) {
+    if (a.images) {
+        double t0 = now();
+        train = folder_split(a.images, true, nb_get_num_threads());
+        test = train ? folder_split(a.images, false, nb_get_num_threads()) : NULL;
+        if (!test) {
+            fprintf(stderr, "mnist_cnn: %s\n", nb_last_error());
+            return 1;
+        }
+        printf("mnist_cnn: decoded %lld images from %s in %.2f s (%d workers)\n",
+               (long long)(nb_dataset_len(train) + nb_dataset_len(test)), a.images, now() - t0, nb_get_num_threads());
+    } else if (nb_mnist_load(a.data, true, mo, &train) != NB_OK || nb_mnist_load(a.data, false, mo, &test) != NB_OK) {
         fprintf(stderr, "mnist_cnn: %s\n", nb_last_error());
         return 1;
     }

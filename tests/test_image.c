@@ -6,6 +6,7 @@
  * (tests/interop/image_interop.py): nabla decodes PIL's files to PIL's
  * arrays, and PIL reads nabla's files to nabla's. Skipped where nabla was
  * built without libpng / libjpeg. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,66 @@ START_TEST(test_image_against_pil) {
 }
 END_TEST
 
+/* MNIST exported as an image folder (root/<digit>/<index>.png, libpng) reads back through ImageFolder and a
+   DataLoader as the IDX files' normalized tensors (what mnist_cnn --images trains on); skipped without MNIST. */
+START_TEST(test_mnist_as_image_folder) {
+    if (!have_images()) return;
+    nb_scope *s = nb_scope_begin();
+    nb_dataset *mn = NULL;
+    if (nb_mnist_load(NULL, true, (nb_mnist_options){.transform = NB_MNIST_UNIT, .limit = 300}, &mn) != NB_OK) {
+        printf("mnist_as_image_folder: skipped: %s\n", nb_last_error());
+        nb_clear_error();
+        nb_scope_end(s);
+        return;
+    }
+    nb_dataset *norm = NULL;
+    NB_CK_OK(nb_mnist_load(NULL, true, (nb_mnist_options){.limit = 300}, &norm));
+    char root[64] = "/tmp/nb_mnpng_XXXXXX", p[256];
+    ck_assert_ptr_nonnull(mkdtemp(root));
+    int64_t labels[300];
+    NB_CK_OK(nb_to_host(nb_dataset_y(mn), labels, sizeof labels));
+    nb_tensor *px = nb_to_dtype(nb_round(nb_mul_scalar(nb_dataset_x(mn), 255.0)), NB_U8);
+    for (int d = 0; d < 10; d++) {
+        snprintf(p, sizeof p, "%s/%d", root, d);
+        mkdir_p(p);
+    }
+    for (int64_t i = 0; i < 300; i++) {
+        snprintf(p, sizeof p, "%s/%lld/%05lld.png", root, (long long)labels[i], (long long)i);
+        NB_CK_OK(nb_image_write_png(p, nb_select(px, 0, i)));
+    }
+    nb_image_folder_options o = {.mode = NB_IMAGE_GRAY, .transforms = {.normalize = true, .mean = {0.1307}, .std = {0.3081}}};
+    nb_map_dataset *ds = nb_image_folder(root, o);
+    NB_CK_NOTNULL(ds);
+    ck_assert_int_eq(nb_map_dataset_len(ds), 300);
+    /* ImageFolder's order: by digit, then by (zero-padded) index */
+    int64_t order[300], k = 0;
+    for (int d = 0; d < 10; d++)
+        for (int64_t i = 0; i < 300; i++)
+            if (labels[i] == d) order[k++] = i;
+    nb_dataloader *dl = nb_dataloader_new(ds, (nb_dataloader_options){.batch_size = 64, .num_workers = 2});
+    nb_sample b;
+    k = 0;
+    double worst = 0;
+    while (nb_dataloader_next(dl, &b)) {
+        nb_tensor *img = nb_sample_get(&b, "image"), *lab = nb_sample_get(&b, "label");
+        int64_t n = nb_shape(img)[0];
+        nb_ck_shape(img, 4, (int64_t[]){n, 1, 28, 28});
+        nb_tensor *want = nb_index_select(nb_dataset_x(norm), 0, nb_from_data(order + k, 1, &n, NB_I64));
+        worst = fmax(worst, nb_item(nb_max(nb_abs(nb_sub(img, want)), NULL, 0, false)));
+        ck_equal(lab, nb_index_select(nb_dataset_y(norm), 0, nb_from_data(order + k, 1, &n, NB_I64)), "labels");
+        k += n;
+    }
+    NB_CK_OK(nb_dataloader_status(dl));
+    ck_assert_int_eq(k, 300);
+    ck_assert_msg(worst <= 1e-6, "pixels differ from the IDX tensors by %g", worst); /* one float32 rounding */
+    nb_dataloader_free(dl);
+    nb_map_dataset_free(ds);
+    nb_dataset_free(mn), nb_dataset_free(norm);
+    nb_test_rmtree(root);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_image(void) {
     Suite *s = suite_create("image");
     TCase *t = tcase_create("image");
@@ -246,6 +307,7 @@ Suite *nb_suite_image(void) {
     tcase_add_test(t, test_transforms);
     tcase_add_test(t, test_image_folder);
     tcase_add_test(t, test_image_against_pil);
+    tcase_add_test(t, test_mnist_as_image_folder);
     suite_add_tcase(s, t);
     return s;
 }

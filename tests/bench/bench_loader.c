@@ -104,10 +104,10 @@ int main(int argc, char **argv) {
         nb_scope_end(s);
     }
     double dt = now() - t0;
+    if (nb_dataloader_status(dl)) return fprintf(stderr, "bench_loader: %s\n", nb_last_error()), 1;
     if (train)
         printf("workload=loader_train_cuda images=%lld workers=%d epoch_s=%.3f data_wait_s=%.3f last_loss=%.4f\n",
                (long long)images, workers, dt, wait, loss);
-    if (nb_dataloader_status(dl)) return fprintf(stderr, "bench_loader: %s\n", nb_last_error()), 1;
     else
         printf("workload=loader images=%lld workers=%d nabla images_per_s=%.0f seconds=%.2f\n", (long long)images, workers,
                (double)images / dt, dt);

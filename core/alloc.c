@@ -24,7 +24,14 @@
  * freed block used by other streams is put aside; its events are recorded
  * when the capture ends. When the graph is freed its pool dies:
  * its free segments go back to the device, and so does each remaining block's
- * segment once freed. */
+ * segment once freed.
+ *
+ * The CPU's cache is split in CPU_ARENAS arenas, each with its own lock
+ * and segments; a thread allocates from the arena it was given at its
+ * first request (round robin), and a block goes back to its own arena
+ * whichever thread frees it. One lock for the CPU made tensor allocation
+ * slower with every thread added (a DataLoader's workers: 278k
+ * allocation rounds/s on one thread, 63k on sixteen, on the H200 host). */
 #include <pthread.h>
 #include <string.h>
 
@@ -39,8 +46,10 @@
 #define NUM_BINS 64                        /* size bins: quarters of powers of two */
 #define MAX_STREAM_USES 4
 #define MAX_POOLS 64                       /* graphs alive at once, per device */
+#define CPU_ARENAS 16                      /* the CPU cache's arenas */
 
 typedef struct block block;
+typedef struct dev_cache dev_cache;
 struct block {
     char *ptr;
     size_t size;       /* bytes of the block (a multiple of ROUND) */
@@ -54,9 +63,10 @@ struct block {
     void *events[MAX_STREAM_USES]; /* while pending: one event per use */
     int n_events;
     int pool;          /* 0: the shared pool; else a graph's private pool */
+    dev_cache *owner;  /* the cache (the CPU: the arena) the block belongs to */
 };
 
-typedef struct {
+struct dev_cache {
     pthread_mutex_t lock;
     nb_backend *be;
     block *bins[2][NUM_BINS]; /* [small/large][bin]: free blocks */
@@ -69,22 +79,40 @@ typedef struct {
     unsigned long long cap_id; /* the backend's id of that capture (0: not asked yet) */
     bool cap_paused;           /* requests go to the shared pool for now (nb_alloc_capture_pause) */
     int live[MAX_POOLS], n_live; /* graph pools still in use */
-} dev_cache;
+};
 
 static dev_cache caches[NB_DEVICE_TYPE_COUNT][NB_MAX_DEVICES];
+static dev_cache cpu_arenas[CPU_ARENAS]; /* the CPU's (caches[CPU] is unused) */
 static pthread_once_t caches_once = PTHREAD_ONCE_INIT;
+static _Thread_local int my_arena = -1;
+static unsigned next_arena;
 
 static void caches_init(void) {
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
         for (int i = 0; i < NB_MAX_DEVICES; i++) pthread_mutex_init(&caches[t][i].lock, NULL);
+    for (int i = 0; i < CPU_ARENAS; i++) pthread_mutex_init(&cpu_arenas[i].lock, NULL);
 }
 
-static dev_cache *cache_of(nb_backend *be) {
-    pthread_once(&caches_once, caches_init);
-    dev_cache *c = &caches[be->device.type][be->device.index];
+static dev_cache *with_backend(dev_cache *c, nb_backend *be) {
     nb_backend *unset = NULL; /* set once, by whichever thread comes first (a device's backend never changes) */
     __atomic_compare_exchange_n(&c->be, &unset, be, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     return c;
+}
+
+/* The cache a request of the calling thread on be's device goes to. */
+static dev_cache *cache_of(nb_backend *be) {
+    pthread_once(&caches_once, caches_init);
+    if (be->device.type != NB_DEVICE_CPU) return with_backend(&caches[be->device.type][be->device.index], be);
+    if (my_arena < 0) my_arena = (int)(__atomic_fetch_add(&next_arena, 1, __ATOMIC_RELAXED) % CPU_ARENAS);
+    return with_backend(&cpu_arenas[my_arena], be);
+}
+
+/* Every cache of be's device (the CPU's arenas) into out[]; returns their count. */
+static int caches_of(nb_backend *be, dev_cache **out) {
+    pthread_once(&caches_once, caches_init);
+    if (be->device.type != NB_DEVICE_CPU) return out[0] = with_backend(&caches[be->device.type][be->device.index], be), 1;
+    for (int i = 0; i < CPU_ARENAS; i++) out[i] = with_backend(&cpu_arenas[i], be);
+    return CPU_ARENAS;
 }
 
 /* c's backend (set once by cache_of; read atomically, as threads meet here). */
@@ -119,6 +147,7 @@ static block *block_new(dev_cache *c) {
     if (b) c->spare = b->fnext;
     else if (!(b = malloc(sizeof *b))) return NULL;
     memset(b, 0, sizeof *b);
+    b->owner = c;
     return b;
 }
 
@@ -138,8 +167,10 @@ static block *best_fit(dev_cache *c, bool small, size_t size, void *stream, int 
     for (int k = bin_of(size); k < NUM_BINS; k++) {
         block *best = NULL;
         for (block *b = c->bins[!small][k]; b; b = b->fnext)
-            if (b->stream == stream && b->pool == pool && b->size >= size && (!best || b->size < best->size))
+            if (b->stream == stream && b->pool == pool && b->size >= size && (!best || b->size < best->size)) {
                 best = b;
+                if (b->size == size) return b; /* none fits better: stop scanning a long bin */
+            }
         if (best) return best;
     }
     return NULL;
@@ -304,7 +335,8 @@ void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **handle) {
 void nb_free_raw(nb_backend *be, void *handle) {
     block *b = handle;
     if (!b) return;
-    dev_cache *c = cache_of(be);
+    (void)be;
+    dev_cache *c = b->owner; /* the CPU: maybe another thread's arena */
     pthread_mutex_lock(&c->lock);
     c->stats.allocated -= b->size;
     if (b->n_uses && c->cap_pool) { /* no event may be recorded or waited on now: after the capture */
@@ -406,7 +438,8 @@ void nb_alloc_pool_release(nb_backend *be, int pool) {
 nb_status nb_alloc_record_stream(nb_backend *be, void *handle, void *stream) {
     block *b = handle;
     if (!b || stream == b->stream) return NB_OK;
-    dev_cache *c = cache_of(be);
+    (void)be;
+    dev_cache *c = b->owner;
     pthread_mutex_lock(&c->lock);
     bool known = false;
     for (int i = 0; i < b->n_uses; i++) known |= b->uses[i] == stream;
@@ -421,42 +454,55 @@ nb_status nb_alloc_record_stream(nb_backend *be, void *handle, void *stream) {
 
 /* ---- statistics ------------------------------------------------------------------- */
 
-static dev_cache *cache_of_dev(nb_device dev) {
-    if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT || (unsigned)dev.index >= NB_MAX_DEVICES) return NULL;
+/* Every cache of dev into out[] (their count; 0 for a device that is not there). */
+static int caches_of_dev(nb_device dev, dev_cache **out) {
+    if ((unsigned)dev.type >= NB_DEVICE_TYPE_COUNT || (unsigned)dev.index >= NB_MAX_DEVICES) return 0;
     nb_status st = nb_last_status();
     nb_backend *be = nb_backend_get(dev);
     if (!be) {
         if (st == NB_OK) nb_clear_error();
-        return NULL;
+        return 0;
     }
-    return cache_of(be);
+    return caches_of(be, out);
 }
 
 nb_memory_stats nb_memory_stats_get(nb_device dev) {
     nb_memory_stats s = {0};
-    dev_cache *c = cache_of_dev(dev);
-    if (!c) return s;
-    pthread_mutex_lock(&c->lock);
-    s = c->stats;
-    pthread_mutex_unlock(&c->lock);
+    dev_cache *cs[CPU_ARENAS];
+    int n = caches_of_dev(dev, cs);
+    for (int i = 0; i < n; i++) { /* the CPU's arenas add up (their peaks too: an upper bound) */
+        pthread_mutex_lock(&cs[i]->lock);
+        nb_memory_stats c = cs[i]->stats;
+        pthread_mutex_unlock(&cs[i]->lock);
+        s.allocated += c.allocated, s.reserved += c.reserved, s.active += c.active;
+        s.peak_allocated += c.peak_allocated, s.peak_reserved += c.peak_reserved, s.peak_active += c.peak_active;
+        s.segments += c.segments, s.device_allocs += c.device_allocs, s.device_frees += c.device_frees;
+        s.num_alloc_retries += c.num_alloc_retries, s.num_ooms += c.num_ooms;
+    }
     return s;
 }
 
 void nb_memory_reset_peak(nb_device dev) {
-    dev_cache *c = cache_of_dev(dev);
-    if (!c) return;
-    pthread_mutex_lock(&c->lock);
-    c->stats.peak_allocated = c->stats.allocated;
-    c->stats.peak_active = c->stats.active;
-    c->stats.peak_reserved = c->stats.reserved;
-    pthread_mutex_unlock(&c->lock);
+    dev_cache *cs[CPU_ARENAS];
+    int n = caches_of_dev(dev, cs);
+    for (int i = 0; i < n; i++) {
+        dev_cache *c = cs[i];
+        pthread_mutex_lock(&c->lock);
+        c->stats.peak_allocated = c->stats.allocated;
+        c->stats.peak_active = c->stats.active;
+        c->stats.peak_reserved = c->stats.reserved;
+        pthread_mutex_unlock(&c->lock);
+    }
 }
 
 void nb_memory_empty_cache(nb_device dev) {
-    dev_cache *c = cache_of_dev(dev);
-    if (!c) return;
-    pthread_mutex_lock(&c->lock);
-    if (c->pending && !c->cap_pool) process_events(c, false);
-    release_cached(c);
-    pthread_mutex_unlock(&c->lock);
+    dev_cache *cs[CPU_ARENAS];
+    int n = caches_of_dev(dev, cs);
+    for (int i = 0; i < n; i++) {
+        dev_cache *c = cs[i];
+        pthread_mutex_lock(&c->lock);
+        if (c->pending && !c->cap_pool) process_events(c, false);
+        release_cached(c);
+        pthread_mutex_unlock(&c->lock);
+    }
 }

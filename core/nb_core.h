@@ -391,10 +391,16 @@ nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
  * tensor also used on another stream must be marked with nb_record_stream,
  * so that its block waits for that stream's work before reuse. When the
  * device is out of memory the cache is returned to the device and the
- * request retried once (num_alloc_retries) before NB_ERR_OOM (num_ooms). */
+ * request retried once (num_alloc_retries) before NB_ERR_OOM (num_ooms).
+ * The CPU's cache is split in 16 arenas so that threads allocating at once
+ * (a DataLoader's workers) do not queue on one lock: a thread takes its
+ * blocks from one arena, and an out-of-memory retry returns that arena's
+ * cache only. */
 
 /* Statistics under PyTorch's names (torch.cuda.memory_stats): *_bytes and
- * counts are current values; peak_* since the last nb_memory_reset_peak. */
+ * counts are current values; peak_* since the last nb_memory_reset_peak.
+ * On the CPU they add up the arenas, peak_* too: exact while one thread
+ * allocates, an upper bound when several do. */
 typedef struct nb_memory_stats {
     size_t allocated;          /* allocated_bytes: in live tensors' blocks */
     size_t reserved;           /* reserved_bytes: held from the device (segments) */

@@ -40,7 +40,7 @@ static nb_status reserve(csv_parse *p, int64_t k) {
 
 /* The field [field, field + len) as a number into value slot `at`. */
 static nb_status parse_field(csv_parse *p, const char *field, size_t len, int64_t at, int64_t line, int64_t col) {
-    char tmp[128];
+    char tmp[512];
     while (len && is_blank(*field)) field++, len--;
     while (len && is_blank(field[len - 1])) len--;
     if (len >= 2 && field[0] == '"' && field[len - 1] == '"') field++, len -= 2; /* a quoted number */

@@ -329,8 +329,11 @@ static nb_status to_device(nb_dataloader *l, staged *g, nb_sample *b) {
         }
         nb_status st2 = nb_set_current_stream(cur);
         if (!st) st = st2;
-        if (!st) st = nb_event_record(g->ev, copy);
-        g->pending = !st; /* (a failed record leaves nothing to wait for) */
+        /* even after a failure some copies may be under way: the buffer is reused only after them */
+        nb_status rec = nb_event_record(g->ev, copy);
+        if (rec) nb_stream_synchronize(copy);
+        g->pending = !rec;
+        if (!st) st = rec;
         if (!st) st = nb_stream_wait_event(cur, g->ev);
         for (int f = 0; !st && f < b->n; f++) st = nb_record_stream(b->fields[f], cur); /* freed after cur's use */
         for (int f = 0; !st && f < b->n; f++) nb_retain(b->fields[f]);
@@ -428,7 +431,7 @@ static nb_status find_in_stream(nb_dataloader *l, int64_t epoch, int64_t batch) 
     while (l->nw && l->reading) pthread_cond_wait(&l->turn_cv, &l->mu); /* releases mu: hence seeking */
     l->seeking = false;
     nb_status st = nb_iterable_dataset_reset(l->it, epoch);
-    int64_t skip = batch * l->o.batch_size, c = 0; /* overflow: the stream ends first */
+    int64_t skip = batch * l->o.batch_size, c = 0; /* bounded by nb_dataloader_seek */
     nb_scope *s = nb_op_scope_begin();
     bool prev = nb_set_grad_enabled(false);
     for (; !st && c < skip; c++) {
@@ -501,13 +504,15 @@ static nb_status batch_sampler_epoch(nb_dataloader *l, int64_t epoch, int64_t *n
     void *state = l->o.batch_sampler_state;
     int64_t nb = l->o.batch_sampler_len(state, epoch), bs = l->o.batch_size;
     if (nb < 0) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %lld batches in epoch %lld", op, (long long)nb, (long long)epoch);
-    if (nb > INT64_MAX / bs - 1 || !grow2(&l->order, &l->next_order, &l->order_cap, nb * bs) ||
-        !grow2(&l->offs, &l->next_offs, &l->offs_cap, nb + 1))
+    if (nb > INT64_MAX / 4 || !grow2(&l->offs, &l->next_offs, &l->offs_cap, nb + 1))
         return nb_set_error(NB_ERR_OOM, "%s: out of host memory for %lld batches", op, (long long)nb);
     int64_t off = 0;
     l->next_offs[0] = 0;
     for (int64_t k = 0; k < nb; k++) {
-        int64_t n = 0;
+        int64_t n = 0, want = l->order_cap; /* room for batch_size more, growing geometrically */
+        while (want < off + bs) want = want ? 2 * want : off + bs;
+        if ((off > INT64_MAX / 4 - bs) || !grow2(&l->order, &l->next_order, &l->order_cap, want))
+            return nb_set_error(NB_ERR_OOM, "%s: out of host memory for the indices of %lld batches", op, (long long)nb);
         nb_clear_error();
         nb_status st = l->o.batch_sampler(state, epoch, k, l->next_order + off, &n);
         if (st) {
@@ -732,6 +737,7 @@ bool nb_dataloader_next(nb_dataloader *l, nb_sample *batch) {
         if (l->nw) { /* the batch is made again when asked */
             pthread_mutex_lock(&l->mu);
             drop_all(l);
+            if (l->it) l->turn = -1; /* nothing is read before the stream is found again */
             l->next = k;
             pthread_cond_broadcast(&l->work);
             pthread_mutex_unlock(&l->mu);
@@ -757,7 +763,8 @@ bool nb_dataloader_next(nb_dataloader *l, nb_sample *batch) {
 
 nb_status nb_dataloader_seek(nb_dataloader *l, int64_t epoch, int64_t batch) {
     if (!l) return nb_set_error(NB_ERR_INVALID_ARG, "dataloader_seek: NULL loader");
-    if (epoch < 0 || batch < 0 || (!l->it && !l->o.batch_sampler && batch > l->nbatches))
+    if (epoch < 0 || batch < 0 || (!l->it && !l->o.batch_sampler && batch > l->nbatches) ||
+        batch > INT64_MAX / 4 / l->o.batch_size) /* (batch + cap) * batch_size stays far from overflow */
         return l->status = nb_set_error(NB_ERR_INVALID_ARG, "dataloader_seek: epoch %lld, batch %lld out of range (%lld "
                                         "batches per epoch)", (long long)epoch, (long long)batch, (long long)l->nbatches);
     sample_release(&l->cur);

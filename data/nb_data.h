@@ -552,13 +552,14 @@ typedef struct nb_csv_options {
     int n_usecols;
 } nb_csv_options;
 /* A new [rows, cols] tensor of dtype on the default device ([0, 0] for a
- * file with no rows). Errors (NULL returned): NB_ERR_INVALID_ARG (NULL
- * path, a delimiter of '\n', '#' or '"', a negative skip_rows, max_rows
- * or n_usecols, a negative or repeated usecols entry, a bad dtype),
- * NB_ERR_IO (cannot read), NB_ERR_FORMAT naming the file, line and column
- * (a field that is empty or not a number of the dtype (an integer out of
- * its range), a row with another column count than the first, a usecols
- * column past a row's end, a NUL byte), NB_ERR_OOM. */
+ * file with no rows, [0, n_usecols] with usecols). Errors (NULL
+ * returned): NB_ERR_INVALID_ARG (NULL path, a delimiter of '\n', '#' or
+ * '"', a negative skip_rows, max_rows or n_usecols, a negative or repeated
+ * usecols entry, a bad dtype), NB_ERR_IO (cannot read), NB_ERR_FORMAT
+ * naming the file, line and column (a field that is empty, longer than 511
+ * characters or not a number of the dtype (an integer out of its range), a
+ * row with another column count than the first, a usecols column past a
+ * row's end, a NUL byte), NB_ERR_OOM. */
 nb_tensor *nb_csv_load(const char *path, nb_csv_options o);
 
 /* ---- token shards (llm.c's .bin files) ---------------------------------

@@ -299,18 +299,35 @@ static nb_status plan_all(const nb_checkpoint *ck, load_state *ls) {
     return st;
 }
 
-/* Phase 2: the scheduler first (its load validates the last details
- * and changes nothing on failure), then the module (checked before copied),
- * then what cannot fail, the loaders last. */
+/* Phase 2: the DataLoader first (its seek may fail in the user's sampler or
+ * stream, or at a position past a batch count only the seek learns, and
+ * changes nothing then), then the scheduler (its load validates the last
+ * details and changes nothing on failure), then the module (checked before
+ * copied), then what cannot fail; a failure puts back what changed before it. */
 static nb_status apply_all(nb_checkpoint *ck, load_state *ls) {
-    nb_status st = ck->scheduler ? nb_scheduler_load_state_dict(ck->scheduler, ls->sched, ls->n_sched) : NB_OK;
+    const loader_plan *dl = ck->dataloader ? &ls->lp[ls->n_loaders - 1] : NULL;
+    int64_t dl_epoch = dl ? nb_dataloader_epoch(ck->dataloader) : 0, dl_pos = dl ? nb_dataloader_position(ck->dataloader) : 0;
+    nb_status st = dl ? nb_dataloader_seek(ck->dataloader, dl->epoch, dl->position) : NB_OK;
     if (st) {
         char why[256];
         snprintf(why, sizeof why, "%s", nb_last_error());
+        return nb_set_error(st, "load_checkpoint: %s: positioning the DataLoader: %s", ls->r.path, why);
+    }
+    st = ck->scheduler ? nb_scheduler_load_state_dict(ck->scheduler, ls->sched, ls->n_sched) : NB_OK;
+    if (st) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", nb_last_error());
+        if (dl) nb_dataloader_seek(ck->dataloader, dl_epoch, dl_pos); /* it was there a moment ago */
         return nb_set_error(NB_ERR_FORMAT, "load_checkpoint: %s: %s", ls->r.path, why);
     }
     st = nb_module_load_tensors(ck->module, ls->model_ts, ls->n_model, !ck->non_strict, ck->report);
     if (st) {
+        if (dl) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", nb_last_error());
+            nb_dataloader_seek(ck->dataloader, dl_epoch, dl_pos);
+            nb_set_error(st, "%s", why);
+        }
         if (ck->scheduler) {
             nb_scheduler_load_state_dict(ck->scheduler, ls->sched_backup, ls->n_sched);
             for (int g = 0; g < ck->scheduler->opt->n_groups; g++)
@@ -322,16 +339,8 @@ static nb_status apply_all(nb_checkpoint *ck, load_state *ls) {
     nb_generator *g = ck->generator ? ck->generator : nb_default_generator();
     g->seed = ls->rng_seed, g->offset = ls->rng_offset;
     ck->global_step = ls->step;
-    /* the loaders last: checked in plan_loader, their seeks fail only without memory (or, for a DataLoader, in
-       a sampler of the user's) */
-    st = ck->loader ? nb_loader_seek(ck->loader, ls->lp[0].epoch, ls->lp[0].position) : NB_OK;
-    const loader_plan *dl = ck->dataloader ? &ls->lp[ls->n_loaders - 1] : NULL;
-    if (!st && dl && (st = nb_dataloader_seek(ck->dataloader, dl->epoch, dl->position))) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", nb_last_error());
-        nb_set_error(st, "load_checkpoint: %s: positioning the DataLoader: %s", ls->r.path, why);
-    }
-    return st;
+    /* nb_loader last: checked in plan_loader, its seek fails only without memory */
+    return ck->loader ? nb_loader_seek(ck->loader, ls->lp[0].epoch, ls->lp[0].position) : NB_OK;
 }
 
 nb_status nb_load_checkpoint(const char *path, nb_checkpoint *ck, nb_safetensors **file) {

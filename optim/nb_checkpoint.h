@@ -113,8 +113,10 @@ nb_status nb_save_checkpoint(const char *path, const nb_checkpoint *ck);
  * NB_ERR_DTYPE (optimizer state of another dtype than its parameter),
  * NB_ERR_STATE (another optimizer kind, parameter count, param groups,
  * scheduler kind, loader seed or batches per epoch than saved), NB_ERR_OOM,
- * and a DataLoader's custom sampler's error as it is positioned (the one
- * step after the others are loaded). */
+ * and the DataLoader's seek errors (its custom sampler's, batch sampler's
+ * or stream's, or a position past the batches its epoch turns out to
+ * have: iterable and batch-sampler loaders save no fixed batch count). The
+ * DataLoader is positioned first and put back if a later part fails. */
 nb_status nb_load_checkpoint(const char *path, nb_checkpoint *ck, nb_safetensors **file);
 
 #ifdef __cplusplus

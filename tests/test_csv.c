@@ -99,8 +99,8 @@ START_TEST(test_csv_errors) {
     nb_test_write_file(path, nul, sizeof nul - 1);
     NB_CK_FAILS(nb_csv_load(path, o) != NULL, NB_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "NUL byte"));
-    char longf[300];
-    memset(longf, '1', 298), longf[298] = '\n', longf[299] = 0;
+    char longf[700];
+    memset(longf, '1', 698), longf[698] = '\n', longf[699] = 0;
     ck_fails(longf, o, NB_ERR_FORMAT, "characters, not a number");
     /* bad arguments */
     const char *p = file_with("ok.csv", "1\n");

@@ -697,6 +697,23 @@ START_TEST(test_checkpoint_resumes_iterable) {
     ck_runs_equal(&ra, &rb, "iterable checkpoint");
     ck_assert_int_eq(ra.n, 2);
     run_free(&ra), run_free(&rb);
+    /* a stream too short for the saved position: the load fails and changes nothing */
+    stream st3 = {.len = 2, .fail_once_at = -1};
+    nb_iterable_dataset *ds3 = nb_iterable_dataset_new(stream_reset, stream_next, &st3, NULL);
+    nb_dataloader *c = nb_dataloader_new_iterable(ds3, o);
+    nb_module *m2 = nb_nn_linear(3, 2);
+    nb_named_tensor *sd;
+    int nsd = nb_module_state_dict(m2, &sd);
+    double w0 = nb_item(nb_select(nb_flatten(sd[0].tensor, 0, -1), 0, 0));
+    ck_assert_int_eq(nb_load_checkpoint(path, &(nb_checkpoint){.module = m2, .dataloader = c}, NULL), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "positioning the DataLoader"));
+    ck_assert_double_eq(nb_item(nb_select(nb_flatten(sd[0].tensor, 0, -1), 0, 0)), w0);
+    ck_assert_int_eq(nb_dataloader_epoch(c), 0);
+    free(sd);
+    (void)nsd;
+    nb_dataloader_free(c);
+    nb_module_free(m2);
+    nb_iterable_dataset_free(ds3);
     unlink(path);
     nb_dataloader_free(a), nb_dataloader_free(b);
     nb_module_free(m);

@@ -475,8 +475,8 @@ typedef struct nb_dataloader_options {
        samples of similar length); excludes shuffle, sampler and drop_last, and batch_size is then required:
        the most indices a batch may hold. As an epoch starts (or a seek reaches it) the loader's thread calls
        batch_sampler_len(state, epoch) for its batch count and batch_sampler(state, epoch, k, indices, &n) for
-       batch k's n indices (1 <= n <= batch_size), which must be the same for the same (epoch, k): resuming
-       depends on it. */
+       batch k's n indices (1 <= n <= batch_size; indices has room for batch_size), which must be the same for
+       the same (epoch, k): resuming depends on it. */
     int64_t (*batch_sampler_len)(void *state, int64_t epoch);
     nb_status (*batch_sampler)(void *state, int64_t epoch, int64_t batch, int64_t *indices, int64_t *n);
     void *batch_sampler_state;

@@ -29,7 +29,8 @@
  * The CPU's cache is split in CPU_ARENAS arenas, each with its own lock
  * and segments; a thread allocates from the arena it was given at its
  * first request (round robin), and a block goes back to its own arena
- * whichever thread frees it. One lock for the CPU made tensor allocation
+ * whichever thread frees it; an out-of-memory retry empties every arena's
+ * cache. Graph captures (CUDA only) keep one cache per device. One lock for the CPU made tensor allocation
  * slower with every thread added (a DataLoader's workers: 278k
  * allocation rounds/s on one thread, 63k on sixteen, on the H200 host). */
 #include <pthread.h>
@@ -82,7 +83,7 @@ struct dev_cache {
 };
 
 static dev_cache caches[NB_DEVICE_TYPE_COUNT][NB_MAX_DEVICES];
-static dev_cache cpu_arenas[CPU_ARENAS]; /* the CPU's (caches[CPU] is unused) */
+static dev_cache cpu_arenas[NB_MAX_DEVICES][CPU_ARENAS]; /* the CPU devices' (caches[CPU] is unused) */
 static pthread_once_t caches_once = PTHREAD_ONCE_INIT;
 static _Thread_local int my_arena = -1;
 static unsigned next_arena;
@@ -90,7 +91,8 @@ static unsigned next_arena;
 static void caches_init(void) {
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
         for (int i = 0; i < NB_MAX_DEVICES; i++) pthread_mutex_init(&caches[t][i].lock, NULL);
-    for (int i = 0; i < CPU_ARENAS; i++) pthread_mutex_init(&cpu_arenas[i].lock, NULL);
+    for (int d = 0; d < NB_MAX_DEVICES; d++)
+        for (int i = 0; i < CPU_ARENAS; i++) pthread_mutex_init(&cpu_arenas[d][i].lock, NULL);
 }
 
 static dev_cache *with_backend(dev_cache *c, nb_backend *be) {
@@ -104,14 +106,14 @@ static dev_cache *cache_of(nb_backend *be) {
     pthread_once(&caches_once, caches_init);
     if (be->device.type != NB_DEVICE_CPU) return with_backend(&caches[be->device.type][be->device.index], be);
     if (my_arena < 0) my_arena = (int)(__atomic_fetch_add(&next_arena, 1, __ATOMIC_RELAXED) % CPU_ARENAS);
-    return with_backend(&cpu_arenas[my_arena], be);
+    return with_backend(&cpu_arenas[be->device.index][my_arena], be);
 }
 
 /* Every cache of be's device (the CPU's arenas) into out[]; returns their count. */
 static int caches_of(nb_backend *be, dev_cache **out) {
     pthread_once(&caches_once, caches_init);
     if (be->device.type != NB_DEVICE_CPU) return out[0] = with_backend(&caches[be->device.type][be->device.index], be), 1;
-    for (int i = 0; i < CPU_ARENAS; i++) out[i] = with_backend(&cpu_arenas[i], be);
+    for (int i = 0; i < CPU_ARENAS; i++) out[i] = with_backend(&cpu_arenas[be->device.index][i], be);
     return CPU_ARENAS;
 }
 
@@ -288,6 +290,18 @@ void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **handle) {
             c->stats.num_alloc_retries++;
             if (c->pending) process_events(c, true);
             release_cached(c);
+            if (be->device.type == NB_DEVICE_CPU) { /* the other arenas' too, one lock at a time */
+                pthread_mutex_unlock(&c->lock);
+                dev_cache *cs[CPU_ARENAS];
+                int n = caches_of(be, cs);
+                for (int i = 0; i < n; i++) {
+                    if (cs[i] == c) continue;
+                    pthread_mutex_lock(&cs[i]->lock);
+                    release_cached(cs[i]);
+                    pthread_mutex_unlock(&cs[i]->lock);
+                }
+                pthread_mutex_lock(&c->lock);
+            }
             st = be->iface->alloc(be, seg, &p);
         }
         if (st != NB_OK && st != NB_ERR_OOM) { /* not a lack of memory: the backend's error stands */
@@ -298,8 +312,9 @@ void *nb_alloc_raw(nb_backend *be, size_t bytes, void *stream, void **handle) {
         if (!b) {
             if (st == NB_OK) be->iface->free(be, p, seg);
             c->stats.num_ooms++;
-            size_t alloc = c->stats.allocated, res = c->stats.reserved;
             pthread_mutex_unlock(&c->lock);
+            nb_memory_stats all = nb_memory_stats_get(be->device); /* the CPU: every arena's */
+            size_t alloc = all.allocated, res = all.reserved;
             char d[32];
             return NB_FAIL(NB_ERR_OOM,
                            "alloc: out of memory allocating %zu bytes on %s (%zu bytes allocated, %zu reserved "

@@ -394,8 +394,9 @@ nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
  * request retried once (num_alloc_retries) before NB_ERR_OOM (num_ooms).
  * The CPU's cache is split in 16 arenas so that threads allocating at once
  * (a DataLoader's workers) do not queue on one lock: a thread takes its
- * blocks from one arena, and an out-of-memory retry returns that arena's
- * cache only. */
+ * blocks from one arena (free blocks another arena caches wait for that
+ * arena's threads, nb_memory_empty_cache or an out-of-memory retry, which
+ * empties every arena). */
 
 /* Statistics under PyTorch's names (torch.cuda.memory_stats): *_bytes and
  * counts are current values; peak_* since the last nb_memory_reset_peak.

@@ -4,14 +4,15 @@
  * padding 2), RandomHorizontalFlip, ToTensor and Normalize over N RGB
  * 32x32 PNGs in 10 classes, batch 256, shuffled.
  *
- *   bench_loader --dir DIR [--images N] [--workers W] [--threads T] [--train-cuda]
+ *   bench_loader --dir DIR [--images N] [--workers W] [--prefetch P] [--threads T] [--train-cuda]
  * writes the images into DIR first when DIR has none (a pattern per image);
  * prints: workload=loader images=N workers=W nabla images_per_s=... seconds=...
  * --train-cuda: the batches go to GPU 0 (pin_memory, the copy stream) and
  * train a small CNN (conv 3->32 3x3, ReLU, conv 32->64 3x3 stride 2, ReLU,
  * flatten, linear -> 10; Adam), one step per batch read back with nb_item;
- * prints the epoch's seconds and the seconds the loop waited in
- * nb_dataloader_next for a batch (data_wait_s). */
+ * prints the epoch's seconds, the seconds the loop waited in
+ * nb_dataloader_next for a batch (data_wait_s), and of those the wait for
+ * the first batch (first_wait_s: the workers start with the epoch). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,7 @@ static int make_images(const char *dir, int n) {
 
 int main(int argc, char **argv) {
     const char *dir = NULL;
-    int n = 60000, workers = 2, threads = 1;
+    int n = 60000, workers = 2, threads = 1, prefetch = 0;
     bool train = false;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "--train-cuda")) {
@@ -58,8 +59,9 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--dir")) dir = argv[i + 1];
         else if (!strcmp(argv[i], "--images")) n = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--workers")) workers = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--prefetch")) prefetch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else return fprintf(stderr, "usage: bench_loader --dir DIR [--images N] [--workers W] [--threads T] [--train-cuda]\n"), 2;
+        else return fprintf(stderr, "usage: bench_loader --dir DIR [--images N] [--workers W] [--prefetch P] [--threads T] [--train-cuda]\n"), 2;
     }
     if (!dir) return fprintf(stderr, "bench_loader: --dir is required\n"), 2;
     nb_set_num_threads(threads); /* each worker's ops run serially; the workers are the parallelism */
@@ -71,7 +73,8 @@ int main(int argc, char **argv) {
                                                   .transforms = {.random_crop = {28, 28}, .random_crop_padding = 2,
                                                                  .horizontal_flip_p = 0.5, .normalize = true,
                                                                  .mean = {0.5, 0.5, 0.5}, .std = {0.25, 0.25, 0.25}}});
-    nb_dataloader_options lo = {.batch_size = 256, .shuffle = true, .seed = 1, .num_workers = workers};
+    nb_dataloader_options lo = {.batch_size = 256, .shuffle = true, .seed = 1, .num_workers = workers,
+                                .prefetch_factor = prefetch};
     nb_module *net = NULL;
     nb_optimizer *opt = NULL;
     if (train) {
@@ -86,13 +89,14 @@ int main(int argc, char **argv) {
     }
     nb_dataloader *dl = ds ? nb_dataloader_new(ds, lo) : NULL;
     if (!dl || (train && !opt)) return fprintf(stderr, "bench_loader: %s\n", nb_last_error()), 1;
-    double t0 = now(), wait = 0, loss = 0;
+    double t0 = now(), wait = 0, first = 0, loss = 0;
     int64_t images = 0;
     nb_sample b;
     for (;;) {
         double w0 = now();
         if (!nb_dataloader_next(dl, &b)) break;
         wait += now() - w0;
+        if (!images) first = wait;
         images += nb_shape(nb_sample_get(&b, "image"))[0];
         if (!train) continue;
         nb_scope *s = nb_scope_begin();
@@ -106,8 +110,9 @@ int main(int argc, char **argv) {
     double dt = now() - t0;
     if (nb_dataloader_status(dl)) return fprintf(stderr, "bench_loader: %s\n", nb_last_error()), 1;
     if (train)
-        printf("workload=loader_train_cuda images=%lld workers=%d epoch_s=%.3f data_wait_s=%.3f last_loss=%.4f\n",
-               (long long)images, workers, dt, wait, loss);
+        printf("workload=loader_train_cuda images=%lld workers=%d prefetch=%d epoch_s=%.3f data_wait_s=%.3f "
+               "first_wait_s=%.3f last_loss=%.4f\n", (long long)images, workers, prefetch ? prefetch : 2, dt, wait, first,
+               loss);
     else
         printf("workload=loader images=%lld workers=%d nabla images_per_s=%.0f seconds=%.2f\n", (long long)images, workers,
                (double)images / dt, dt);

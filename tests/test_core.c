@@ -5,9 +5,13 @@
  * allocator's statistics. Expected values are computed by hand from
  * PyTorch's semantics. The forward values of views, and that they share
  * storage, are tested in test_ops_view.c. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "nb_test.h"
 #include "suites.h"
@@ -633,6 +637,51 @@ START_TEST(test_alloc_hot_path_reuses) {
 }
 END_TEST
 
+/* A thread that allocates and frees a 192 MiB tensor: its arena of the CPU cache keeps the segment. */
+static void *cache_big_block(void *arg) {
+    (void)arg;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *t = nb_empty(NB_SHAPE(48, 1 << 20), NB_F32);
+    nb_scope_end(s);
+    return t ? arg : (void *)1;
+}
+
+/* The CPU cache is split in arenas, one per group of threads: when memory runs out, the retry frees what every
+   arena caches, not only the requesting thread's. In a child with RLIMIT_AS 100 MiB above its size, which holds
+   another thread's cached 192 MiB segment: a 128 MiB request succeeds once that segment is given back. Skipped
+   under AddressSanitizer (its shadow memory does not live with RLIMIT_AS). */
+START_TEST(test_alloc_oom_retry_empties_every_arena) {
+#if defined(__SANITIZE_ADDRESS__)
+    return;
+#else
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        pthread_t th;
+        void *r = (void *)1;
+        if (pthread_create(&th, NULL, cache_big_block, NULL) || pthread_join(th, &r) || r) _exit(3);
+        nb_memory_stats m = nb_memory_stats_get(NB_CPU);
+        if (m.reserved < ((size_t)192 << 20)) _exit(4); /* the segment is cached */
+        FILE *f = fopen("/proc/self/statm", "r");
+        long pages = 0;
+        if (!f || fscanf(f, "%ld", &pages) != 1) _exit(5);
+        fclose(f);
+        rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)100 << 20);
+        struct rlimit rl = {lim, lim};
+        if (setrlimit(RLIMIT_AS, &rl)) _exit(6);
+        alarm(30);
+        nb_tensor *t = nb_empty(NB_SHAPE(32, 1 << 20), NB_F32); /* 128 MiB: only with the other arena's room */
+        if (!t) fprintf(stderr, "child: %s\n", nb_last_error());
+        _exit(t && nb_memory_stats_get(NB_CPU).num_alloc_retries >= 1 ? 0 : 1);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "the child did not exit (signal %d)", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    ck_assert_msg(WEXITSTATUS(st) == 0, "child exit %d (1: the request failed, 3-6: setup)", WEXITSTATUS(st));
+#endif
+}
+END_TEST
+
 Suite *nb_suite_core(void) {
     Suite *s = suite_create("core");
     TCase *c = tcase_create("tensor");
@@ -657,6 +706,7 @@ Suite *nb_suite_core(void) {
     tcase_add_test(m, test_alloc_stats);
     tcase_add_test(m, test_alloc_streams);
     tcase_add_test(m, test_alloc_hot_path_reuses);
+    tcase_add_test(m, test_alloc_oom_retry_empties_every_arena);
     tcase_set_timeout(m, 300);
     suite_add_tcase(s, m);
     return s;

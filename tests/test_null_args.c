@@ -12,45 +12,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nb_test.h"
+#include "null_args.h"
 #include "suites.h"
 
-/* ---- the names called ---------------------------------------------------------- */
+/* ---- the names called (null_args.h) ------------------------------------------------ */
 
 #define MAX_NAMES 1024
 static const char *called[MAX_NAMES];
 static int n_called;
 
-static void note(const char *fn) {
+void nb_null_args_note(const char *fn) {
     for (int i = 0; i < n_called; i++)
         if (!strcmp(called[i], fn)) return;
     ck_assert_int_lt(n_called, MAX_NAMES);
     called[n_called++] = fn;
 }
 
-static void failed_with_message(const char *fn, bool failed) {
+void nb_null_args_failed(const char *fn, bool failed) {
     ck_assert_msg(failed, "%s given NULL did not fail", fn);
     ck_assert_msg(nb_last_status() != NB_OK && nb_last_error()[0], "%s given NULL left no error", fn);
 }
-
-/* pointer results: NULL; const char * and borrowed arrays: NULL */
-#define NP(fn, ...) do { note(#fn); nb_clear_error(); failed_with_message(#fn, fn(__VA_ARGS__) == NULL); } while (0)
-#define NQ NP
-/* nb_status results */
-#define NS(fn, ...) do { note(#fn); nb_clear_error(); failed_with_message(#fn, fn(__VA_ARGS__) != NB_OK); } while (0)
-/* counts and sizes: -1 (any negative) */
-#define NI(fn, ...) do { note(#fn); nb_clear_error(); failed_with_message(#fn, fn(__VA_ARGS__) < 0); } while (0)
-/* doubles: NaN */
-#define ND(fn, ...) do { note(#fn); nb_clear_error(); failed_with_message(#fn, isnan((double)fn(__VA_ARGS__))); } while (0)
-/* predicates: false, no message needed */
-#define NB(fn, ...) do { note(#fn); nb_clear_error(); ck_assert_msg(!fn(__VA_ARGS__), "%s(NULL) is true", #fn); } while (0)
-/* void: just returns */
-#define NV(fn, ...) do { note(#fn); nb_clear_error(); fn(__VA_ARGS__); } while (0)
-/* NULL means a default here (a generator): the call succeeds */
-#define NSOK(fn, ...) do { note(#fn); nb_clear_error(); ck_assert_msg(fn(__VA_ARGS__) == NB_OK, "%s: %s", #fn, nb_last_error()); } while (0)
-#define NOK(fn, ...) do { note(#fn); nb_clear_error(); ck_assert_msg(fn(__VA_ARGS__) != NULL, "%s: %s", #fn, nb_last_error()); } while (0)
-/* struct or enum results: an error message (the value is a default) */
-#define NX(fn, ...) do { note(#fn); nb_clear_error(); (void)fn(__VA_ARGS__); failed_with_message(#fn, true); } while (0)
 
 static nb_tensor *gc_fn(nb_tensor *const *in, int n, void *ctx) {
     (void)n, (void)ctx;
@@ -199,32 +180,6 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_causal_lm_load_weights, NULL, NULL, true, NULL);
     NS(nb_save_pretrained, NULL, NULL);
     NP(nb_from_pretrained, NULL, NULL);
-    /* data/nb_bpe.h */
-    NP(nb_bpe_load_gpt2, NULL, NULL);
-    NP(nb_bpe_load_tokenizer_json, NULL);
-    NP(nb_bpe_train, NULL, 300, (nb_bpe_train_options){0});
-    NS(nb_bpe_save_gpt2, NULL, NULL, NULL);
-    NS(nb_bpe_save_tokenizer_json, NULL, NULL);
-    NV(nb_bpe_free, NULL);
-    NX(nb_bpe_vocab_size, NULL);
-    NX(nb_bpe_num_merges, NULL);
-    NX(nb_bpe_get_pretokenizer, NULL);
-    NI(nb_bpe_token_to_id, NULL, NULL);
-    NP(nb_bpe_id_to_token, NULL, 0);
-    NB(nb_bpe_is_special, NULL, 0);
-    NI(nb_bpe_encode, NULL, NULL, 0, false, NULL, 0);
-    NI(nb_bpe_decode, NULL, NULL, 0, NULL, 0);
-    NI(nb_bpe_encode_file, NULL, NULL, NULL, false);
-    NP(nb_bpe_encode_tensor, NULL, NULL, 0, false);
-    NP(nb_wordpiece_encode_tensor, NULL, NULL);
-    NP(nb_csv_load, NULL, (nb_csv_options){0});
-    NP(nb_iterable_dataset_new, NULL, NULL, NULL, NULL);
-    NP(nb_chain_dataset, NULL, 1);
-    NS(nb_iterable_dataset_reset, NULL, 0);
-    NS(nb_iterable_dataset_next, NULL, NULL, NULL);
-    NV(nb_iterable_dataset_free, NULL);
-    NP(nb_dataloader_new_iterable, NULL, (nb_dataloader_options){0});
-    NI(nb_bpe_pretokenize, NB_BPE_GPT2, NULL, 1, NULL, 0);
     /* autograd/nb_ops.h */
     NP(nb_add_scalar, NULL, 0);
     NP(nb_mul_scalar, NULL, 0);
@@ -730,13 +685,13 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_nn_multihead_attention_forward, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
     NP(nb_nn_transformer_encoder_layer_forward, NULL, NULL, NULL, NULL);
     { /* norm NULL means no final norm: the call succeeds */
-        note("nb_nn_transformer_encoder");
+        nb_null_args_note("nb_nn_transformer_encoder");
         nb_module *enc = nb_nn_transformer_encoder(NB_ENCODER_LAYER_OPTIONS(8, 2), 1, NULL);
         ck_assert_msg(enc != NULL, "transformer_encoder with norm NULL: %s", nb_last_error());
         nb_module_free(enc);
     }
     { /* likewise for the decoder */
-        note("nb_nn_transformer_decoder");
+        nb_null_args_note("nb_nn_transformer_decoder");
         nb_module *dec = nb_nn_transformer_decoder(NB_ENCODER_LAYER_OPTIONS(8, 2), 1, NULL);
         ck_assert_msg(dec != NULL, "transformer_decoder with norm NULL: %s", nb_last_error());
         nb_module_free(dec);
@@ -832,99 +787,7 @@ START_TEST(test_every_public_function_survives_null) {
     /* optim/nb_checkpoint.h */
     NS(nb_save_checkpoint, NULL, NULL);
     NS(nb_load_checkpoint, NULL, NULL, NULL);
-    /* data/nb_data.h */
-    NS(nb_idx_read, NULL, NULL);
-    NV(nb_idx_free, NULL);
-    NP(nb_idx_load, NULL);
-    NP(nb_npy_load, NULL);
-    NP(nb_npy_load_mmap, NULL);
-    NS(nb_npy_save, NULL, NULL);
-    NP(nb_npz_load, NULL);
-    NP(nb_npz_get, NULL, NULL);
-    NV(nb_npz_free, NULL);
-    NS(nb_npz_save, NULL, NULL, 0, false);
-    NS(nb_sample_set, NULL, NULL, NULL);
-    NP(nb_sample_get, NULL, NULL);
-    NP(nb_map_dataset_new, 1, NULL, NULL, NULL);
-    NP(nb_map_dataset_from_tensors, NULL);
-    NP(nb_subset, NULL, NULL, 1);
-    NP(nb_concat_dataset, NULL, 1);
-    NS(nb_random_split, NULL, NULL, 1, 0, NULL);
-    NI(nb_map_dataset_len, NULL);
-    NS(nb_map_dataset_get, NULL, 0, NULL, NULL);
-    NV(nb_map_dataset_free, NULL);
-    NP(nb_sampler_new, -1, (nb_sampler_options){0});
-    NI(nb_sampler_len, NULL);
-    NS(nb_sampler_indices, NULL, 0, NULL);
-    NV(nb_sampler_free, NULL);
-    NP(nb_dataloader_new, NULL, (nb_dataloader_options){0});
-    NB(nb_dataloader_next, NULL, NULL);
-    NS(nb_dataloader_status, NULL);
-    NP(nb_dataloader_indices, NULL, NULL);
-    NV(nb_dataloader_reset, NULL);
-    NS(nb_dataloader_seek, NULL, 0, 0);
-    NI(nb_dataloader_num_batches, NULL);
-    NI(nb_dataloader_epoch, NULL);
-    NI(nb_dataloader_position, NULL);
-    NV(nb_dataloader_get_options, NULL);
-    NV(nb_dataloader_free, NULL);
-    NP(nb_token_shard_open, NULL);
-    NV(nb_token_shard_close, NULL);
-    NI(nb_token_shard_len, NULL);
-    NS(nb_token_shard_read, NULL, 0, 1, NULL);
-    NS(nb_token_shard_write, NULL, NULL, 1, false);
-    NP(nb_token_window_dataset, NULL, 0, 1, 1);
-    NP(nb_image_read, NULL, NB_IMAGE_RGB);
-    NP(nb_image_decode, NULL, 1, NULL, NB_IMAGE_RGB);
-    NS(nb_image_write_png, NULL, NULL);
-    NS(nb_image_write_jpeg, NULL, NULL, 0);
-    NP(nb_image_transform, NULL, NULL, NULL);
-    NP(nb_image_folder, NULL, (nb_image_folder_options){0});
-    NI(nb_image_folder_num_classes, NULL);
-    NP(nb_image_folder_class, NULL, 0);
-    NP(nb_dataset_from_tensors, NULL, NULL);
-    NV(nb_dataset_free, NULL);
-    NI(nb_dataset_len, NULL);
-    NP(nb_dataset_x, NULL);
-    NP(nb_dataset_y, NULL);
-    NS(nb_mnist_default_dir, NULL, 1);
-    NS(nb_mnist_load, NULL, false, (nb_mnist_options){0}, NULL);
-    NP(nb_loader_new, NULL, (nb_loader_options){0});
-    NV(nb_loader_free, NULL);
-    NB(nb_loader_next, NULL, NULL);
-    NS(nb_loader_status, NULL);
-    NV(nb_loader_reset, NULL);
-    NS(nb_loader_seek, NULL, 0, 0);
-    NI(nb_loader_num_batches, NULL);
-    NI(nb_loader_epoch, NULL);
-    NX(nb_loader_get_options, NULL);
-    NI(nb_loader_position, NULL);
-    /* data/nb_text.h */
-    NI(nb_basic_tokenize, NULL, false, NULL, 1);
-    NP(nb_wordpiece_train, NULL, 0, (nb_wordpiece_options){0});
-    NP(nb_wordpiece_load, NULL, (nb_wordpiece_options){0});
-    NS(nb_wordpiece_save, NULL, NULL);
-    NV(nb_wordpiece_free, NULL);
-    NI(nb_wordpiece_vocab_size, NULL);
-    NB(nb_wordpiece_lowercases, NULL);
-    NI(nb_wordpiece_token_to_id, NULL, NULL);
-    NQ(nb_wordpiece_id_to_token, NULL, 0);
-    NI(nb_wordpiece_special_id, NULL, (nb_special_token)0);
-    NB(nb_wordpiece_is_special, NULL, 0);
-    NI(nb_wordpiece_encode, NULL, NULL, NULL, 1);
-    NI(nb_wordpiece_decode, NULL, NULL, 1, false, NULL, 1);
-    NS(nb_wordnet_default_dir, NULL, 1);
-    NP(nb_mlm_dataset_new, NULL, NULL, 0, (nb_mlm_options){0});
-    NV(nb_mlm_dataset_free, NULL);
-    NI(nb_mlm_num_sequences, NULL);
-    NI(nb_mlm_seq_len, NULL);
-    NI(nb_mlm_vocab_size, NULL);
-    NX(nb_mlm_get_stats, NULL);
-    NS(nb_mlm_get_sequence, NULL, 0, 0, NULL, NULL, NULL);
-    NS(nb_mlm_get_batch, NULL, 0, NULL, 1, NULL);
-    NS(nb_mlm_permutation, NULL, 0, NULL);
-    NS(nb_mlm_token_counts, NULL, NULL, 1);
-    NI(nb_mlm_most_frequent_token, NULL);
+    nb_null_args_data(); /* data/nb_bpe.h, nb_data.h, nb_text.h: test_null_args_data.c */
     /* core/nb_safetensors.h */
     NS(nb_safetensors_save, NULL, NULL, 1, NULL, 0);
     NP(nb_safetensors_load, NULL);

@@ -637,6 +637,7 @@ START_TEST(test_alloc_hot_path_reuses) {
 }
 END_TEST
 
+#if !defined(__SANITIZE_ADDRESS__)
 /* A thread that allocates and frees a 192 MiB tensor: its arena of the CPU cache keeps the segment. */
 static void *cache_big_block(void *arg) {
     (void)arg;
@@ -645,6 +646,7 @@ static void *cache_big_block(void *arg) {
     nb_scope_end(s);
     return t ? arg : (void *)1;
 }
+#endif
 
 /* The CPU cache is split in arenas, one per group of threads: when memory runs out, the retry frees what every
    arena caches, not only the requesting thread's. In a child with RLIMIT_AS 100 MiB above its size, which holds

@@ -486,6 +486,19 @@ void nb_profiler_start(void);
  * wall time since nb_profiler_start; synchronizes the devices, stops
  * profiling and frees the marks. f NULL: stderr. */
 void nb_profiler_report(FILE *f);
+/* Writes what the profiler recorded so far as a Chrome trace-event JSON
+ * file (torch.profiler's export_chrome_trace; chrome://tracing and
+ * ui.perfetto.dev open it): one complete ("X") event per slot call on the
+ * calling host thread (pid 0 "host", tid numbered as threads first called
+ * a slot; on a GPU its span is the launch work, on the CPU the call), and
+ * for a GPU one on that device's timeline (pid 1, 2... named "cuda:0"...)
+ * with the kernel time the events measured, placed by the device clock
+ * from where the host began its first call. Times in microseconds since
+ * nb_profiler_start. Waits for the devices; profiling goes on (the marks
+ * are freed by nb_profiler_report). Written atomically. Errors:
+ * NB_ERR_INVALID_ARG (NULL path), NB_ERR_STATE (nb_profiler_start not
+ * called, or the profile already reported), NB_ERR_IO, NB_ERR_OOM. */
+nb_status nb_profiler_export_chrome_trace(const char *path);
 void nb_memory_reset_peak(nb_device dev);
 /* Returns cached, unused segments to the device (torch.cuda.empty_cache). */
 void nb_memory_empty_cache(nb_device dev);

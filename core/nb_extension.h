@@ -51,6 +51,14 @@ nb_status nb_set_error(nb_status s, const char *fmt, ...);
 
 /* ---- tensors over outside memory (core/tensor.c) ------------------------ */
 
+/* Writes len bytes of data to path atomically: a temporary file in the
+ * same directory, fsync'd, then renamed over path, so a failed write
+ * leaves any previous file intact (what nabla's own writers use). op names
+ * the caller in messages (NULL: "write_file_atomic"). Errors:
+ * NB_ERR_INVALID_ARG (NULL or too long a path, NULL data with len > 0),
+ * NB_ERR_IO. */
+nb_status nb_write_file_atomic(const char *op, const char *path, const void *data, size_t len);
+
 /* torch.from_numpy / torch.frombuffer: a CPU tensor of shape (C order)
  * over host memory the caller provides (data aligned to the dtype's size;
  * NULL only for zero elements), scoped as any new tensor. nabla never

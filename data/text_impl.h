@@ -47,11 +47,7 @@ void nb_strbuf_free(nb_strbuf *b);
  * NB_ERR_OOM. */
 nb_status nb_read_text_file(const char *op, const char *path, bool drop_nul, char **data, size_t *len);
 
-/* Writes len bytes to path atomically (a temporary file in the same
- * directory, fsync'd, renamed over path), so a failed write leaves any
- * previous file intact. `op` names the caller in messages. Errors:
- * NB_ERR_INVALID_ARG (path NULL or too long), NB_ERR_IO. */
-nb_status nb_write_file_atomic(const char *op, const char *path, const void *data, size_t len);
+/* nb_write_file_atomic: nb_extension.h (core/file.c). */
 
 /* Interns strings: each distinct key gets the next id 0, 1, 2, ... */
 typedef struct nb_strmap {

@@ -155,6 +155,8 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_to_host_async, NULL, NULL, 0, NULL);
     NS(nb_no_grad_call, NULL, NULL);
     NV(nb_profiler_report, NULL); /* NULL: stderr */
+    NS(nb_profiler_export_chrome_trace, NULL);
+    NS(nb_write_file_atomic, NULL, NULL, NULL, 0);
     NS(nb_graph_replay, NULL);
     NS(nb_module_flatten_parameters, NULL);
     NS(nb_module_flatten_parameters_ex, NULL, 1);

@@ -4,6 +4,7 @@
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 nb_tensor *nb_test_tensor(int ndim, const int64_t *shape, nb_dtype dt, const double *values) {
@@ -64,6 +65,19 @@ nb_tensor *nb_test_randn_grad(int ndim, const int64_t *shape, uint64_t seed) {
 
 void nb_ck_gradcheck(nb_gradcheck_fn f, nb_tensor *const *in, int n, void *ctx) {
     NB_CK_OK(nb_gradcheck(f, in, n, ctx, NULL));
+}
+
+int nb_test_limit_address_space(size_t extra) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0;
+    if (!f || fscanf(f, "%ld", &pages) != 1) {
+        if (f) fclose(f);
+        return 1;
+    }
+    fclose(f);
+    rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (rlim_t)extra;
+    struct rlimit rl = {lim, lim};
+    return setrlimit(RLIMIT_AS, &rl) ? 2 : 0;
 }
 
 char *nb_test_slurp(const char *path, size_t *len) {

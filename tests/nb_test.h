@@ -35,6 +35,11 @@ bool nb_test_find_script(const char *name, char *out, size_t len);
 char *nb_test_slurp(const char *path, size_t *len);
 /* Writes n bytes to path (created or truncated), asserting they were written. */
 void nb_test_write_file(const char *path, const void *data, size_t n);
+/* For a forked child: limits the process's address space (RLIMIT_AS) to
+ * its present size (/proc/self/statm) plus extra bytes. Returns 0, 1 when
+ * statm cannot be read, 2 when setrlimit fails (the child _exits with its
+ * own codes: no Check assertions there). */
+int nb_test_limit_address_space(size_t extra);
 /* Removes the directory tree dir (rm -rf), asserting it went. */
 void nb_test_rmtree(const char *dir);
 void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double atol, double rtol);

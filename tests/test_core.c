@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -664,13 +663,8 @@ START_TEST(test_alloc_oom_retry_empties_every_arena) {
         if (pthread_create(&th, NULL, cache_big_block, NULL) || pthread_join(th, &r) || r) _exit(3);
         nb_memory_stats m = nb_memory_stats_get(NB_CPU);
         if (m.reserved < ((size_t)192 << 20)) _exit(4); /* the segment is cached */
-        FILE *f = fopen("/proc/self/statm", "r");
-        long pages = 0;
-        if (!f || fscanf(f, "%ld", &pages) != 1) _exit(5);
-        fclose(f);
-        rlim_t lim = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)100 << 20);
-        struct rlimit rl = {lim, lim};
-        if (setrlimit(RLIMIT_AS, &rl)) _exit(6);
+        int lim = nb_test_limit_address_space((size_t)100 << 20); /* 100 MiB above its size now */
+        if (lim) _exit(lim == 1 ? 5 : 6);
         alarm(30);
         nb_tensor *t = nb_empty(NB_SHAPE(32, 1 << 20), NB_F32); /* 128 MiB: only with the other arena's room */
         if (!t) fprintf(stderr, "child: %s\n", nb_last_error());

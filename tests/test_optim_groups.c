@@ -438,21 +438,8 @@ END_TEST
 
 /* ---- optim/OPTIM.md is complete ------------------------------------------------------- */
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "can't open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    ck_assert_int_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 START_TEST(test_optim_md_complete) {
-    char *md = read_text(NB_SOURCE_ROOT "/optim/OPTIM.md");
+    char *md = nb_test_slurp(NB_SOURCE_ROOT "/optim/OPTIM.md", NULL);
     const nb_optim_desc *kinds[] = {&nb_sgd_desc,     &nb_adam_desc,    &nb_adamw_desc,  &nb_adadelta_desc,
                                     &nb_adafactor_desc, &nb_adagrad_desc, &nb_adamax_desc, &nb_asgd_desc,
                                     &nb_lbfgs_desc,   &nb_nadam_desc,   &nb_radam_desc,  &nb_rmsprop_desc,

@@ -23,7 +23,8 @@ void nb_null_args_data(void) {
     NI(nb_bpe_decode, NULL, NULL, 0, NULL, 0);
     NI(nb_bpe_encode_file, NULL, NULL, NULL, false);
     NP(nb_bpe_encode_tensor, NULL, NULL, 0, false);
-    NP(nb_wordpiece_encode_tensor, NULL, NULL);
+    NI(nb_bpe_pretokenize, NB_BPE_GPT2, NULL, 1, NULL, 0);
+    /* data/nb_data.h */
     NP(nb_csv_load, NULL, (nb_csv_options){0});
     NP(nb_iterable_dataset_new, NULL, NULL, NULL, NULL);
     NP(nb_chain_dataset, NULL, 1);
@@ -31,8 +32,6 @@ void nb_null_args_data(void) {
     NS(nb_iterable_dataset_next, NULL, NULL, NULL);
     NV(nb_iterable_dataset_free, NULL);
     NP(nb_dataloader_new_iterable, NULL, (nb_dataloader_options){0});
-    NI(nb_bpe_pretokenize, NB_BPE_GPT2, NULL, 1, NULL, 0);
-    /* data/nb_data.h */
     NS(nb_idx_read, NULL, NULL);
     NV(nb_idx_free, NULL);
     NP(nb_idx_load, NULL);
@@ -100,6 +99,7 @@ void nb_null_args_data(void) {
     NX(nb_loader_get_options, NULL);
     NI(nb_loader_position, NULL);
     /* data/nb_text.h */
+    NP(nb_wordpiece_encode_tensor, NULL, NULL);
     NI(nb_basic_tokenize, NULL, false, NULL, 1);
     NP(nb_wordpiece_train, NULL, 0, (nb_wordpiece_options){0});
     NP(nb_wordpiece_load, NULL, (nb_wordpiece_options){0});

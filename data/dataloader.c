@@ -666,6 +666,19 @@ static nb_status seek_locked(nb_dataloader *l, int64_t epoch, int64_t batch) {
     return st;
 }
 
+/* Drops what the workers made or are making and positions the loader at (epoch, batch), where they go on. */
+static nb_status reposition(nb_dataloader *l, int64_t epoch, int64_t batch) {
+    if (l->nw) pthread_mutex_lock(&l->mu);
+    if (l->nw) drop_all(l);
+    nb_status st = seek_locked(l, epoch, batch);
+    if (l->nw) {
+        l->next = l->pos;
+        pthread_cond_broadcast(&l->work);
+        pthread_mutex_unlock(&l->mu);
+    }
+    return st;
+}
+
 bool nb_dataloader_next(nb_dataloader *l, nb_sample *batch) {
     if (batch) memset(batch, 0, sizeof *batch);
     if (!l || !batch) {
@@ -674,17 +687,8 @@ bool nb_dataloader_next(nb_dataloader *l, nb_sample *batch) {
         return false;
     }
     sample_release(&l->cur); /* the caller is done with the last batch */
-    if (l->resync) { /* an iterable dataset's read failed: find the batch in its stream again */
-        if (l->nw) pthread_mutex_lock(&l->mu);
-        if (l->nw) drop_all(l);
-        nb_status st = find_in_stream(l, l->epoch, l->pos);
-        if (l->nw) {
-            l->next = l->pos;
-            pthread_cond_broadcast(&l->work);
-            pthread_mutex_unlock(&l->mu);
-        }
-        if ((l->status = st)) return false;
-    }
+    /* an iterable dataset's read failed: find the batch in its stream again */
+    if (l->resync && (l->status = reposition(l, l->epoch, l->pos))) return false;
     int64_t k = l->pos;
     if (l->nw) pthread_mutex_lock(&l->mu); /* a worker sets an iterable dataset's nbatches */
     bool past = k >= l->nbatches;
@@ -769,15 +773,7 @@ nb_status nb_dataloader_seek(nb_dataloader *l, int64_t epoch, int64_t batch) {
                                         "batches per epoch)", (long long)epoch, (long long)batch, (long long)l->nbatches);
     sample_release(&l->cur);
     l->last_n = 0;
-    if (l->nw) pthread_mutex_lock(&l->mu);
-    if (l->nw) drop_all(l);
-    nb_status st = seek_locked(l, epoch, batch);
-    if (l->nw) {
-        l->next = l->pos;
-        pthread_cond_broadcast(&l->work);
-        pthread_mutex_unlock(&l->mu);
-    }
-    return l->status = st;
+    return l->status = reposition(l, epoch, batch);
 }
 
 void nb_dataloader_reset(nb_dataloader *l) {

@@ -32,6 +32,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "nb_version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif

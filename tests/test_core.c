@@ -678,10 +678,25 @@ START_TEST(test_alloc_oom_retry_empties_every_arena) {
 }
 END_TEST
 
+/* nb_version(): the loaded library's version is the headers' (one build),
+ * and the macros agree with the string. */
+START_TEST(test_version) {
+    ck_assert_str_eq(nb_version(), NB_VERSION_STRING);
+    int major, minor, patch;
+    ck_assert_int_eq(sscanf(nb_version(), "%d.%d.%d", &major, &minor, &patch), 3);
+    ck_assert_int_eq(major, NB_VERSION_MAJOR);
+    ck_assert_int_eq(minor, NB_VERSION_MINOR);
+    ck_assert_int_eq(patch, NB_VERSION_PATCH);
+    ck_assert_int_eq(NB_VERSION, major * 10000 + minor * 100 + patch);
+    ck_assert(NB_VERSION >= NB_VERSION_ENCODE(0, 1, 0));
+}
+END_TEST
+
 Suite *nb_suite_core(void) {
     Suite *s = suite_create("core");
     TCase *c = tcase_create("tensor");
     tcase_add_test(c, test_create_basic);
+    tcase_add_test(c, test_version);
     tcase_add_test(c, test_from_data_and_to_host);
     tcase_add_test(c, test_arange);
     tcase_add_test(c, test_scalar_item_metadata);

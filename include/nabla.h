@@ -8,7 +8,7 @@
  * nb_decoder.h (BERT, GPT-2, Llama), nb_optim.h (optimizers), nb_data.h
  * (datasets, loader, MNIST), nb_text.h and nb_bpe.h (tokenizers),
  * nb_distributed.h (data-parallel training), nb_backend.h (devices and
- * their backends).
+ * their backends), nb_tensorboard.h (TensorBoard logs), nb_version.h.
  */
 #ifndef NABLA_H
 #define NABLA_H
@@ -32,5 +32,6 @@
 #include "nb_checkpoint.h"
 #include "nb_distributed.h"
 #include "nb_backend.h"
+#include "nb_tensorboard.h"
 
 #endif

@@ -60,6 +60,7 @@
     X(data) \
     X(npy) \
     X(csv) \
+    X(tensorboard) \
     X(profile) \
     X(dataloader) \
     X(image) \

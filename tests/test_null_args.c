@@ -911,7 +911,8 @@ START_TEST(test_every_public_function_survives_null) {
                                           "core/nb_safetensors.h",
                                           "distributed/nb_distributed.h",
                                           "core/nb_extension.h",
-                                          "autograd/nb_foreach.h"};
+                                          "autograd/nb_foreach.h",
+                                          "utils/nb_tensorboard.h"};
     int found = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char path[512];

@@ -1,11 +1,20 @@
 /* test_null_args_data.c - test_null_args.c's calls for the data headers
- * (data/nb_bpe.h, data/nb_data.h, data/nb_text.h), split from it to keep
- * files short; the header scan there checks them. */
+ * (data/nb_bpe.h, data/nb_data.h, data/nb_text.h) and utils/, split from
+ * it to keep files short; the header scan there checks them. */
 #include <stdio.h>
 
+#include "nb_tensorboard.h"
 #include "null_args.h"
 
 void nb_null_args_data(void) {
+    /* utils/nb_tensorboard.h (a NULL log_dir is the default: the options fail first) */
+    NP(nb_summary_writer_open, NULL, &(nb_summary_writer_options){.max_queue = -1});
+    NP(nb_summary_writer_path, NULL);
+    NS(nb_summary_writer_add_scalar, NULL, NULL, 0, 0);
+    NS(nb_summary_writer_add_histogram, NULL, NULL, NULL, 0);
+    NS(nb_summary_writer_add_text, NULL, NULL, NULL, 0);
+    NS(nb_summary_writer_flush, NULL);
+    NV(nb_summary_writer_close, NULL);
     /* data/nb_bpe.h */
     NP(nb_bpe_load_gpt2, NULL, NULL);
     NP(nb_bpe_load_tokenizer_json, NULL);

@@ -125,6 +125,7 @@ static int usage(const char *prog) {
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
             "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N] [--cuda-graph]\n"
             "          [--amp] [--distributed] [--max-steps N] [--dtype float32|float64]\n"
+            "          [--log-dir DIR] [--no-progress]\n"
             "          [--images DIR] [--export-images DIR] (mnist_cnn)\n",
             prog);
     return 2;
@@ -136,8 +137,9 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x = 0;
         bool ok = true;
-        if (!strcmp(f, "--cuda-graph") || !strcmp(f, "--amp") || !strcmp(f, "--distributed")) { /* bare flags */
-            *(f[2] == 'c' ? &a->cuda_graph : f[2] == 'a' ? &a->amp : &a->distributed) = true;
+        if (!strcmp(f, "--cuda-graph") || !strcmp(f, "--amp") || !strcmp(f, "--distributed") ||
+            !strcmp(f, "--no-progress")) { /* bare flags */
+            *(f[2] == 'c' ? &a->cuda_graph : f[2] == 'a' ? &a->amp : f[2] == 'd' ? &a->distributed : &a->no_progress) = true;
             i--;
             continue;
         }
@@ -157,6 +159,7 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         else if (!strcmp(f, "--save")) a->save = v;
         else if (!strcmp(f, "--save-every")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->save_every);
         else if (!strcmp(f, "--resume")) a->resume = v;
+        else if (!strcmp(f, "--log-dir")) a->log_dir = v;
         else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
         else if (!strcmp(f, "--dtype")) {
             ok = !strcmp(v, "float32") || !strcmp(v, "float64");
@@ -253,6 +256,10 @@ typedef struct run {
     bool reported;     /* the failure's message is printed already */
     nb_tensor **params; /* --amp: the module's parameters, cast ahead each step (nb_autocast_cache_params) */
     int n_params;
+    nb_progress *bar;      /* the epoch's progress bar (NULL: none) */
+    nb_summary_writer *tb; /* --log-dir (NULL: none) */
+    double mark_sum, mark_time, mark_samples; /* at the last logged point: loss_sum, time, samples */
+    int64_t mark_steps;
 } run;
 
 /* The device sum restarted at loss_sum: float64 additions of each step's
@@ -392,17 +399,39 @@ static nb_status graph_step(run *r, const nb_batch *b) {
     return nb_graph_replay(r->graph);
 }
 
+/* Every 100 steps, after acc_read: the loss since the last point on the
+ * progress bar, and with --log-dir the scalars nb_example_train lists. */
+static bool log_point(run *r, double samples) {
+    if (r->steps <= r->mark_steps) return true;
+    double loss = (r->loss_sum - r->mark_sum) / (double)(r->steps - r->mark_steps), t = now_seconds();
+    nb_progress_set_postfix(r->bar, "loss=%.4f", loss);
+    if (r->tb) {
+        double norm = 0;
+        nb_status st = nb_clip_grad_norm_module_(r->net, INFINITY, 2.0, &norm); /* INFINITY: measure only */
+        int64_t g = r->global_step;
+        if (!st) st = nb_summary_writer_add_scalar(r->tb, "train/loss", loss, g);
+        if (!st) st = nb_summary_writer_add_scalar(r->tb, "train/lr", nb_optimizer_get_lr(r->opt), g);
+        if (!st) st = nb_summary_writer_add_scalar(r->tb, "train/samples_per_sec", (samples - r->mark_samples) / (t - r->mark_time), g);
+        if (!st) st = nb_summary_writer_add_scalar(r->tb, "train/grad_norm", norm, g);
+        if (st) return false;
+    }
+    r->mark_sum = r->loss_sum, r->mark_steps = r->steps, r->mark_time = t, r->mark_samples = samples;
+    return true;
+}
+
 /* The rest of the current epoch; returns the epoch's mean loss, or a
  * negative value on error. */
 static double train_epoch(run *r, double *samples) {
     int64_t nbatches = nb_loader_num_batches(r->loader);
+    r->mark_sum = r->loss_sum, r->mark_steps = r->steps, r->mark_time = now_seconds(), r->mark_samples = 0;
     for (nb_batch b; nb_loader_next(r->loader, &b);) {
         set_lr(r->opt, r->a, r->global_step++, r->total_steps);
         nb_status st = r->a->cuda_graph ? graph_step(r, &b) : run_step(r, b.x, b.y);
         if (st != NB_OK) return -1;
         r->steps++;
-        if (r->steps % 100 == 0 && !acc_read(r)) return -1;
         *samples += (double)b.size;
+        nb_progress_update(r->bar, 1);
+        if (r->steps % 100 == 0 && (!acc_read(r) || !log_point(r, *samples))) return -1;
         if (r->a->max_steps && r->global_step >= r->a->max_steps) break; /* --max-steps: the run ends here */
         /* the end of an epoch is saved after its line is printed */
         if (r->a->save_every && r->global_step % r->a->save_every == 0 && nb_loader_position(r->loader) < nbatches &&
@@ -418,6 +447,8 @@ static void run_free(run *r) {
     nb_graph_free(r->graph);
     nb_release(r->acc), nb_release(r->gx), nb_release(r->gy);
     free(r->params);
+    nb_progress_close(r->bar);
+    if (r->tb && nb_summary_writer_close(r->tb) && !r->reported) fprintf(stderr, "%s: --log-dir: %s\n", r->name, nb_last_error());
 }
 
 nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader *loader, nb_dataset *test,
@@ -428,6 +459,12 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
               .total_steps = nb_loader_num_batches(loader) * a->epochs, .name = name};
     if (a->amp && !(rn.params = nb_module_parameter_list(net, &rn.n_params))) { /* for nb_autocast_cache_params */
         fprintf(stderr, "%s: %s\n", name, nb_last_error());
+        return r;
+    }
+    bool rank0 = !a->pg || nb_process_group_rank(a->pg) == 0;
+    if (a->log_dir && rank0 && !(rn.tb = nb_summary_writer_open(a->log_dir, NULL))) {
+        fprintf(stderr, "%s: --log-dir: %s\n", name, nb_last_error());
+        free(rn.params);
         return r;
     }
     int first = 0, last = a->stop_after > 0 && a->stop_after < a->epochs ? a->stop_after : a->epochs;
@@ -448,7 +485,15 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
             if (nb_loader_epoch(loader) != e || nb_loader_position(loader) != 0) nb_loader_seek(loader, e, 0);
             rn.loss_sum = 0, rn.steps = 0;
         }
+        char desc[64];
+        snprintf(desc, sizeof desc, "epoch %d/%d", e + 1, a->epochs);
+        nb_progress_close(rn.bar);
+        rn.bar = a->no_progress || !rank0 ? NULL
+                 : nb_progress_new(nb_loader_num_batches(loader), &(nb_progress_options){.desc = desc, .unit = "batch"});
+        if (rn.bar && nb_loader_position(loader)) nb_progress_update(rn.bar, nb_loader_position(loader)); /* resumed */
         r.train_loss = acc_reset(&rn) == NB_OK ? train_epoch(&rn, &samples) : -1;
+        nb_progress_close(rn.bar);
+        rn.bar = NULL;
         double dt = now_seconds() - te;
         /* a failed epoch's message, before the evaluation's calls clear it */
         r.test_accuracy = r.train_loss < 0 ? -1 : nb_example_accuracy(net, test, 1000);
@@ -460,6 +505,14 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
         printf("epoch %d/%d: train_loss=%.4f test_accuracy=%.4f samples/s=%.0f\n", e + 1, a->epochs, r.train_loss,
                r.test_accuracy, samples / dt);
         fflush(stdout);
+        if (rn.tb && (nb_summary_writer_add_scalar(rn.tb, "train/epoch_loss", r.train_loss, rn.global_step) ||
+                      nb_summary_writer_add_scalar(rn.tb, "eval/test_accuracy", r.test_accuracy, rn.global_step) ||
+                      nb_summary_writer_flush(rn.tb))) {
+            fprintf(stderr, "%s: --log-dir: %s\n", name, nb_last_error());
+            rn.reported = true;
+            run_free(&rn);
+            return r;
+        }
         if (a->save && save_run(&rn) != NB_OK) {
             if (!rn.reported) fprintf(stderr, "%s: --save: %s\n", name, nb_last_error());
             run_free(&rn);

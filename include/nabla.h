@@ -8,7 +8,8 @@
  * nb_decoder.h (BERT, GPT-2, Llama), nb_optim.h (optimizers), nb_data.h
  * (datasets, loader, MNIST), nb_text.h and nb_bpe.h (tokenizers),
  * nb_distributed.h (data-parallel training), nb_backend.h (devices and
- * their backends), nb_tensorboard.h (TensorBoard logs), nb_version.h.
+ * their backends), nb_tensorboard.h (TensorBoard logs),
+ * nb_progress.h (progress bars), nb_version.h.
  */
 #ifndef NABLA_H
 #define NABLA_H
@@ -33,5 +34,6 @@
 #include "nb_distributed.h"
 #include "nb_backend.h"
 #include "nb_tensorboard.h"
+#include "nb_progress.h"
 
 #endif

@@ -61,6 +61,7 @@
     X(npy) \
     X(csv) \
     X(tensorboard) \
+    X(progress) \
     X(profile) \
     X(dataloader) \
     X(image) \

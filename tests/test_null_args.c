@@ -912,7 +912,8 @@ START_TEST(test_every_public_function_survives_null) {
                                           "distributed/nb_distributed.h",
                                           "core/nb_extension.h",
                                           "autograd/nb_foreach.h",
-                                          "utils/nb_tensorboard.h"};
+                                          "utils/nb_tensorboard.h",
+                                          "utils/nb_progress.h"};
     int found = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char path[512];

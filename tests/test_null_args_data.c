@@ -3,6 +3,7 @@
  * it to keep files short; the header scan there checks them. */
 #include <stdio.h>
 
+#include "nb_progress.h"
 #include "nb_tensorboard.h"
 #include "null_args.h"
 
@@ -15,6 +16,14 @@ void nb_null_args_data(void) {
     NS(nb_summary_writer_add_text, NULL, NULL, NULL, 0);
     NS(nb_summary_writer_flush, NULL);
     NV(nb_summary_writer_close, NULL);
+    /* utils/nb_progress.h (NULL options are the defaults) */
+    nb_null_args_note("nb_progress_new");
+    nb_progress_close(nb_progress_new(0, &(nb_progress_options){.disable = true}));
+    NV(nb_progress_update, NULL, 1);
+    NV(nb_progress_set_postfix, NULL, NULL);
+    NI(nb_progress_count, NULL);
+    NP(nb_progress_format, NULL, NULL, 0);
+    NV(nb_progress_close, NULL);
     /* data/nb_bpe.h */
     NP(nb_bpe_load_gpt2, NULL, NULL);
     NP(nb_bpe_load_tokenizer_json, NULL);

@@ -2,7 +2,7 @@
  * file read back by Python's protobuf and checked against PyTorch's
  * histogram algorithm (tests/interop/tensorboard_interop.py), the queue's
  * flush policy, a write that fails part-way leaving a file that parses,
- * and bad arguments. */
+ * bad arguments, and tools/nabla-plot's PNG of two runs. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "nb_data.h"
 #include "nb_tensorboard.h"
 #include "nb_test.h"
 
@@ -176,6 +177,55 @@ START_TEST(test_tensorboard_errors) {
 }
 END_TEST
 
+/* tools/nabla-plot draws two runs' curves from a log directory: a PNG of
+ * the figure's size (one panel: 600 x 360 at 100 dpi) with both runs'
+ * colours (matplotlib's C0 and C1) in it. Skipped without matplotlib. */
+START_TEST(test_tensorboard_nabla_plot) {
+    nb_scope *s = nb_scope_begin();
+    char dir[64] = "/tmp/nb_tb_XXXXXX", sub[128], cmd[2048], png[160];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (int run = 0; run < 2; run++) {
+        snprintf(sub, sizeof sub, "%s/run%d", dir, run);
+        nb_summary_writer *w = nb_summary_writer_open(sub, NULL);
+        NB_CK_NOTNULL(w);
+        for (int step = 0; step < 50; step++)
+            NB_CK_OK(nb_summary_writer_add_scalar(w, "train/loss", (2.0 + run) / (1 + 0.1 * step), step * 10));
+        NB_CK_OK(nb_summary_writer_add_text(w, "note", "not a scalar: not plotted", 0));
+        NB_CK_OK(nb_summary_writer_close(w));
+    }
+    if (system("/usr/bin/python3 -c 'import matplotlib, google.protobuf' 2>/dev/null") != 0) {
+        printf("nabla-plot: skipped: /usr/bin/python3 lacks matplotlib or protobuf\n");
+        nb_test_rmtree(dir);
+        nb_scope_end(s);
+        return;
+    }
+    snprintf(png, sizeof png, "%s/loss.png", dir);
+    snprintf(cmd, sizeof cmd, "'%s/tools/nabla-plot' '%s' -o '%s' --tags train/loss", NB_SOURCE_ROOT, dir, png);
+    ck_assert_int_eq(system(cmd), 0);
+    nb_tensor *img = nb_image_read(png, NB_IMAGE_RGB);
+    NB_CK_NOTNULL(img);
+    nb_ck_shape(img, NB_SHAPE(3, 360, 600));
+    double *px = nb_test_values_of(img);
+    int64_t hw = 360 * 600, ink = 0, c0 = 0, c1 = 0;
+    for (int64_t i = 0; i < hw; i++) {
+        double r = px[i], g = px[hw + i], b = px[2 * hw + i];
+        ink += r < 250 || g < 250 || b < 250;
+        c0 += r == 0x1f && g == 0x77 && b == 0xb4; /* matplotlib's C0, the first run's solid line */
+        c1 += r == 0xff && g == 0x7f && b == 0x0e; /* C1 */
+    }
+    free(px);
+    ck_assert_msg(ink > hw / 50, "%lld pixels drawn", (long long)ink);
+    ck_assert_msg(c0 > 100 && c1 > 100, "run colours: %lld and %lld pixels", (long long)c0, (long long)c1);
+    /* a tag that is not there: an error naming it, and no file */
+    snprintf(cmd, sizeof cmd, "'%s/tools/nabla-plot' '%s' -o '%s/x.png' --tags nope 2>/dev/null", NB_SOURCE_ROOT, dir, dir);
+    ck_assert_int_ne(system(cmd), 0);
+    snprintf(png, sizeof png, "%s/x.png", dir);
+    ck_assert_int_ne(access(png, F_OK), 0);
+    nb_test_rmtree(dir);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_tensorboard(void) {
     Suite *s = suite_create("tensorboard");
     TCase *t = tcase_create("tensorboard");
@@ -184,6 +234,7 @@ Suite *nb_suite_tensorboard(void) {
     tcase_add_test(t, test_tensorboard_flush_policy);
     tcase_add_test(t, test_tensorboard_failed_write);
     tcase_add_test(t, test_tensorboard_errors);
+    tcase_add_test(t, test_tensorboard_nabla_plot);
     suite_add_tcase(s, t);
     return s;
 }

@@ -60,6 +60,9 @@ typedef struct args {
     int amp;  /* training forward passes under bfloat16 autocast */
     const char *data;
     nb_device device;
+    const char *log_dir; /* --log-dir: TensorBoard scalars there */
+    bool no_progress;    /* --no-progress: no bar on stderr */
+    nb_summary_writer *tb;
 } args;
 
 static double now_seconds(void) {
@@ -73,7 +76,7 @@ static int usage(const char *prog) {
             "usage: %s [--layers N] [--hidden N] [--heads N] [--seq N] [--batch-size N] [--vocab-size N]\n"
             "          [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X] [--log-every N] [--eval-every N]\n"
             "          [--seed N] [--threads N] [--norm-first 0|1] [--data DIR] [--device cpu|cuda|cuda:N]\n"
-            "          [--tf32 0|1] [--amp 0|1]\n",
+            "          [--tf32 0|1] [--amp 0|1] [--log-dir DIR] [--no-progress]\n",
             prog);
     return 2;
 }
@@ -84,6 +87,10 @@ static int parse(int argc, char **argv, args *a) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x = 0;
         bool ok = true;
+        if (!strcmp(f, "--no-progress")) { /* a bare flag */
+            a->no_progress = true, i--;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "%s: %s needs a value\n", prog, f);
             return usage(prog);
@@ -107,6 +114,7 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(f, "--tf32")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->tf32 = (int)x;
         else if (!strcmp(f, "--amp")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->amp = (int)x;
         else if (!strcmp(f, "--data")) a->data = v;
+        else if (!strcmp(f, "--log-dir")) a->log_dir = v;
         else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
         else {
             fprintf(stderr, "%s: unknown flag %s\n", prog, f);
@@ -325,7 +333,8 @@ typedef struct eval_set {
 
 /* Trains for a->steps updates (or until the --minutes budget). The loss and
  * the correct predictions are summed on the device and read at the log
- * lines only. */
+ * lines only; so is the gradient norm for --log-dir (measured on the
+ * steps that end with a log line). */
 static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_start, bool *diverged,
                   const eval_set *ev) {
     nb_optimizer *opt = NULL;
@@ -345,7 +354,10 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         fprintf(stderr, "bert_mlm: %s\n", nb_last_error());
         ok = false;
     }
+    nb_progress *bar = a->no_progress ? NULL : nb_progress_new(a->steps, &(nb_progress_options){.desc = "train", .unit = "step"});
     for (int64_t step = 1; ok && step <= a->steps; step++) {
+        bool log_now = step % a->log_every == 0 || step == a->steps;
+        double norm = 0;
         if (pos + B > N) { /* a new epoch: a fresh order and fresh masks */
             ok = nb_mlm_permutation(ds, ++epoch, perm) == NB_OK;
             pos = 0;
@@ -365,22 +377,29 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         nb_module_zero_grad(bert);
         if (ok && o.loss) {
             ok = nb_optimizer_set_lr(opt, lr_at(a, step)) == NB_OK; /* every group */
-            ok = ok && nb_backward(o.loss) == NB_OK && nb_clip_grad_norm_module_(bert, 1.0, 2.0, NULL) == NB_OK &&
+            ok = ok && nb_backward(o.loss) == NB_OK &&
+                 nb_clip_grad_norm_module_(bert, 1.0, 2.0, a->tb && log_now ? &norm : NULL) == NB_OK && /* a sync */
                  nb_optimizer_step(opt) == NB_OK;
             ok = ok && accumulate(&loss_sum, o.loss) && accumulate(&correct, o.correct);
             iv.masked += b.m, iv.steps++;
         }
         nb_scope_end(s);
+        nb_progress_update(bar, 1);
         bool out_of_time = a->minutes > 0 && now_seconds() - t_start > 60 * a->minutes;
-        if (ok && (step % a->log_every == 0 || step == a->steps || out_of_time)) {
+        if (ok && (log_now || out_of_time)) {
             ok = read_totals(loss_sum, correct, &iv);
             if (ok && !nb_example_check_loss("bert_mlm", step, iv.loss)) *diverged = true, ok = false;
-            double dt = now_seconds() - t_iv;
-            if (ok)
-                printf("step %lld: mlm_loss=%.4f mlm_accuracy=%.4f tokens/s=%.0f\n", (long long)step,
-                       iv.loss / (double)(iv.steps ? iv.steps : 1),
-                       (double)iv.correct / (double)(iv.masked ? iv.masked : 1), (double)(iv.steps * B * T) / dt);
+            double dt = now_seconds() - t_iv, loss = iv.loss / (double)(iv.steps ? iv.steps : 1);
+            double acc = (double)iv.correct / (double)(iv.masked ? iv.masked : 1), tps = (double)(iv.steps * B * T) / dt;
+            if (ok) printf("step %lld: mlm_loss=%.4f mlm_accuracy=%.4f tokens/s=%.0f\n", (long long)step, loss, acc, tps);
             fflush(stdout);
+            nb_progress_set_postfix(bar, "mlm_loss=%.4f", loss);
+            if (ok && a->tb)
+                ok = !nb_summary_writer_add_scalar(a->tb, "train/mlm_loss", loss, step) &&
+                     !nb_summary_writer_add_scalar(a->tb, "train/mlm_accuracy", acc, step) &&
+                     !nb_summary_writer_add_scalar(a->tb, "train/lr", lr_at(a, step), step) &&
+                     !nb_summary_writer_add_scalar(a->tb, "train/tokens_per_sec", tps, step) &&
+                     (!log_now || !nb_summary_writer_add_scalar(a->tb, "train/grad_norm", norm, step));
             iv = (totals){0}, t_iv = now_seconds();
             nb_release(loss_sum), nb_release(correct);
             loss_sum = total_new(g.dev, NB_F64), correct = total_new(g.dev, NB_I64);
@@ -395,6 +414,10 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
                        (long long)step, now_seconds() - t_start, (double)r.correct / (double)r.masked,
                        (double)r.unigram / (double)r.masked, (double)r.correct / (double)(r.unigram ? r.unigram : 1));
             fflush(stdout);
+            if (ok && a->tb)
+                ok = !nb_summary_writer_add_scalar(a->tb, "eval/mlm_accuracy", (double)r.correct / (double)r.masked, step) &&
+                     !nb_summary_writer_add_scalar(a->tb, "eval/mlm_loss", r.loss / (double)r.masked, step) &&
+                     !nb_summary_writer_flush(a->tb);
             t_iv = now_seconds(); /* the interval's tokens/s leaves the evaluation out */
         }
         if (out_of_time) {
@@ -402,6 +425,7 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
             break;
         }
     }
+    nb_progress_close(bar);
     nb_release(loss_sum), nb_release(correct);
     nb_optimizer_free(opt);
     if (staged) stager_free(&g);
@@ -497,8 +521,13 @@ int main(int argc, char **argv) {
     totals r;
     bool diverged = false;
     eval_set ev = {eval_ds, frequent};
+    if (a.log_dir && !(a.tb = nb_summary_writer_open(a.log_dir, NULL))) return fail("--log-dir");
     if (!train(bert, train_ds, &a, t0, &diverged, &ev)) return diverged ? 1 : fail("training");
     if (!evaluate(bert, eval_ds, a.batch, frequent, &r)) return fail("evaluation");
+    if (a.tb && (nb_summary_writer_add_scalar(a.tb, "eval/mlm_accuracy", (double)r.correct / (double)r.masked, a.steps) ||
+                 nb_summary_writer_add_scalar(a.tb, "eval/mlm_loss", r.loss / (double)r.masked, a.steps) ||
+                 nb_summary_writer_close(a.tb)))
+        return fail("--log-dir");
     printf("eval: %lld masked tokens; most frequent training label \"%s\"\n", (long long)r.masked,
            nb_wordpiece_id_to_token(wp, frequent));
     printf("final: mlm_accuracy=%.4f unigram_accuracy=%.4f eval_loss=%.4f seconds=%.0f\n",

@@ -43,6 +43,8 @@ typedef struct args {
     const char *data;
     nb_device device;
     bool on_gpu;
+    const char *log_dir; /* --log-dir: TensorBoard scalars there */
+    bool no_progress;    /* --no-progress: no bar on stderr */
 } args;
 
 static double now_seconds(void) {
@@ -55,7 +57,7 @@ static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--embed N] [--hidden N] [--layers N] [--seq N] [--batch-size N] [--steps N] [--lr X]\n"
             "          [--minutes X] [--log-every N] [--eval-chars N] [--seed N] [--threads N] [--data DIR]\n"
-            "          [--device cpu|cuda|cuda:N]\n",
+            "          [--device cpu|cuda|cuda:N] [--log-dir DIR] [--no-progress]\n",
             prog);
     return 2;
 }
@@ -70,6 +72,10 @@ static int parse(int argc, char **argv, args *a) {
                 .lr = 2e-3, .minutes = gpu ? 0.75 : 9, .seed = 1, .device = nb_default_device(), .on_gpu = gpu};
     for (int i = 1; i < argc; i += 2) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(f, "--no-progress")) { /* a bare flag */
+            a->no_progress = true, i--;
+            continue;
+        }
         if (!v) return usage(prog);
         bool ok = true;
         if (!strcmp(f, "--embed")) ok = nb_flag_int(prog, f, v, 1, 1 << 16, &a->embed);
@@ -85,6 +91,7 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(f, "--seed")) ok = nb_flag_u64(prog, f, v, &a->seed);
         else if (!strcmp(f, "--threads")) ok = nb_flag_int(prog, f, v, 0, 4096, &a->threads);
         else if (!strcmp(f, "--data")) a->data = v;
+        else if (!strcmp(f, "--log-dir")) a->log_dir = v;
         else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
         else {
             fprintf(stderr, "%s: unknown flag %s\n", prog, f);
@@ -184,6 +191,9 @@ int main(int argc, char **argv) {
     uint64_t rng = a.seed;
     double loss_sum = 0, t_train = now_seconds(), t_log = t_train;
     int64_t step = 0, logged = 0;
+    nb_summary_writer *tb = a.log_dir ? nb_summary_writer_open(a.log_dir, NULL) : NULL;
+    if (a.log_dir && !tb) return fprintf(stderr, "char_lstm: --log-dir: %s\n", nb_last_error()), 1;
+    nb_progress *bar = a.no_progress ? NULL : nb_progress_new(a.steps, &(nb_progress_options){.desc = "train", .unit = "step"});
     for (; step < a.steps && now_seconds() - t_train < 60 * a.minutes; step++) {
         for (int64_t b = 0; b < B; b++) {
             int64_t off = (int64_t)(next_u64(&rng) % (uint64_t)(n_train - T - 1));
@@ -196,22 +206,32 @@ int main(int argc, char **argv) {
         nb_tensor *logits = run(&m, x, NULL, NULL, NULL, NULL);
         nb_tensor *loss = nb_cross_entropy(nb_reshape(logits, NB_SHAPE(B * T, V)), y);
         nb_status st = nb_backward(loss);
-        if (!st) st = nb_clip_grad_norm_module_(m.root, 1.0, 2.0, NULL);
+        double norm = 0;
+        if (!st) st = nb_clip_grad_norm_module_(m.root, 1.0, 2.0, &norm);
         if (!st) st = nb_optimizer_step(opt);
         if (st) return fprintf(stderr, "char_lstm: step %lld: %s\n", (long long)step, nb_last_error()), 1;
-        loss_sum += nb_item(loss); /* one host read per step: the loss of a short run is what it is for */
+        double l = nb_item(loss); /* one host read per step: the loss of a short run is what it is for */
+        loss_sum += l;
         nb_scope_end(s);
+        nb_progress_set_postfix(bar, "loss=%.4f", l);
+        nb_progress_update(bar, 1);
         if ((step + 1) % a.log_every == 0) {
-            double t = now_seconds();
-            printf("step %lld: loss=%.4f chars/s=%.0f\n", (long long)(step + 1), loss_sum / (double)(step + 1 - logged),
-                   (double)((step + 1 - logged) * B * T) / (t - t_log));
+            double t = now_seconds(), mean = loss_sum / (double)(step + 1 - logged);
+            double cps = (double)((step + 1 - logged) * B * T) / (t - t_log);
+            printf("step %lld: loss=%.4f chars/s=%.0f\n", (long long)(step + 1), mean, cps);
             fflush(stdout);
+            if (tb && (nb_summary_writer_add_scalar(tb, "train/loss", mean, step + 1) ||
+                       nb_summary_writer_add_scalar(tb, "train/lr", a.lr, step + 1) ||
+                       nb_summary_writer_add_scalar(tb, "train/chars_per_sec", cps, step + 1) ||
+                       nb_summary_writer_add_scalar(tb, "train/grad_norm", norm, step + 1)))
+                return fprintf(stderr, "char_lstm: --log-dir: %s\n", nb_last_error()), 1;
             loss_sum = 0, logged = step + 1, t_log = t;
         }
         if (!isfinite(loss_sum)) return fprintf(stderr, "char_lstm: the training loss is not finite at step %lld\n",
                                                 (long long)(step + 1)), 1;
     }
 
+    nb_progress_close(bar);
     /* evaluation: B contiguous streams of the first eval_chars bytes, states carried */
     nb_module_train(m.root, false);
     int64_t per = (a.eval_chars - 1) / B, windows = per / T;
@@ -243,6 +263,8 @@ int main(int argc, char **argv) {
     nb_release(h), nb_release(c);
     nb_set_grad_enabled(prev);
     double val_ppl = exp(total / (double)counted);
+    if (tb && (nb_summary_writer_add_scalar(tb, "eval/val_ppl", val_ppl, step) || nb_summary_writer_close(tb)))
+        return fprintf(stderr, "char_lstm: --log-dir: %s\n", nb_last_error()), 1;
     printf("final: val_ppl=%.4f unigram_ppl=%.4f ratio=%.3f steps=%lld seconds=%.1f\n", val_ppl, unigram_ppl,
            unigram_ppl / val_ppl, (long long)step, now_seconds() - t0);
     free(xb), free(yb), free(train), free(eval);

@@ -27,6 +27,9 @@
  * merges.txt, tokenizer.json) and prints --samples lines of text sampled
  * with temperature 0.8 and top-k 40. Same seed and thread count give the
  * same numbers (tokens/s and seconds aside) unless --minutes cuts the run.
+ * A progress bar over the steps goes to stderr (--no-progress: none);
+ * --log-dir DIR writes the logged numbers and the gradient norm as
+ * TensorBoard scalars there (tools/nabla-plot DIR draws them).
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,7 +42,8 @@
 #include "nabla.h"
 
 typedef struct args {
-    const char *arch, *data, *save, *device;
+    const char *arch, *data, *save, *device, *log_dir;
+    bool no_progress;
     int layers, samples, threads;
     int64_t hidden, heads, seq, batch, vocab, steps, warmup, log_every, eval_every;
     double lr, minutes, dropout;
@@ -57,7 +61,7 @@ static int usage(const char *prog) {
             "usage: %s [--arch gpt2|llama] [--layers N] [--hidden N] [--heads N] [--seq N] [--batch-size N]\n"
             "          [--vocab-size N] [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X]\n"
             "          [--log-every N] [--eval-every N] [--samples N] [--seed N] [--threads N] [--data DIR]\n"
-            "          [--save DIR] [--device cpu|cuda|cuda:N]\n",
+            "          [--save DIR] [--device cpu|cuda|cuda:N] [--log-dir DIR] [--no-progress]\n",
             prog);
     return 2;
 }
@@ -66,6 +70,10 @@ static int parse(int argc, char **argv, args *a) {
     for (int i = 1; i < argc; i += 2) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
+        if (!strcmp(f, "--no-progress")) { /* a bare flag */
+            a->no_progress = true, i--;
+            continue;
+        }
         if (!v) return usage(argv[0]);
         if (!strcmp(f, "--arch")) a->arch = v, end = (char *)v + strlen(v);
         else if (!strcmp(f, "--layers")) a->layers = (int)strtol(v, &end, 10);
@@ -87,6 +95,7 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(f, "--data")) a->data = v, end = (char *)v + strlen(v);
         else if (!strcmp(f, "--save")) a->save = v, end = (char *)v + strlen(v);
         else if (!strcmp(f, "--device")) a->device = v, end = (char *)v + strlen(v);
+        else if (!strcmp(f, "--log-dir")) a->log_dir = v, end = (char *)v + strlen(v);
         else return usage(argv[0]);
         if (!end || *end || end == v) return usage(argv[0]);
     }
@@ -265,7 +274,11 @@ typedef struct result {
     int64_t steps;
 } result;
 
-static bool train(nb_module *m, const stream *tr, const stream *ev, const args *a, int64_t V, double t0, result *r) {
+/* tb (may be NULL): the --log-dir writer; train/loss, train/lr,
+ * train/tokens_per_sec and train/grad_norm (before clipping) at each
+ * --log-every point, eval/val_loss and eval/val_ppl at each evaluation. */
+static bool train(nb_module *m, const stream *tr, const stream *ev, const args *a, int64_t V, double t0,
+                  nb_summary_writer *tb, result *r) {
     int64_t T = a->seq, B = a->batch;
     int64_t *starts = malloc(sizeof(int64_t) * (size_t)B), *x = malloc(sizeof(int64_t) * (size_t)(B * T));
     int64_t *y = malloc(sizeof(int64_t) * (size_t)(B * T));
@@ -275,29 +288,39 @@ static bool train(nb_module *m, const stream *tr, const stream *ev, const args *
     double iv_loss = 0, t_iv = now_seconds();
     int64_t iv_steps = 0;
     r->steps = 0;
+    nb_progress *bar = a->no_progress ? NULL : nb_progress_new(a->steps, &(nb_progress_options){.desc = "train", .unit = "step"});
     for (int64_t step = 1; ok && step <= a->steps; step++) {
         for (int64_t b = 0; b < B; b++) starts[b] = (int64_t)(xorshift(&rng) % (uint64_t)(tr->n - T - 1));
         nb_scope *s = nb_scope_begin();
         nb_tensor *loss = batch_loss(m, tr, starts, B, T, V, x, y, NB_REDUCTION_MEAN);
         nb_optimizer_zero_grad(opt), nb_optimizer_zero_grad(nodecay);
-        double lr = lr_at(a, step);
-        ok = loss && nb_backward(loss) == NB_OK && nb_clip_grad_norm_module_(m, 1.0, 2.0, NULL) == NB_OK &&
+        double lr = lr_at(a, step), norm = 0;
+        ok = loss && nb_backward(loss) == NB_OK && nb_clip_grad_norm_module_(m, 1.0, 2.0, &norm) == NB_OK &&
              nb_optimizer_set_lr(opt, lr) == NB_OK && nb_optimizer_set_lr(nodecay, lr) == NB_OK &&
              nb_optimizer_step(opt) == NB_OK && nb_optimizer_step(nodecay) == NB_OK;
-        if (ok) iv_loss += nb_item(loss), iv_steps++, r->steps = step;
+        double l = ok ? nb_item(loss) : 0;
+        if (ok) iv_loss += l, iv_steps++, r->steps = step;
         nb_scope_end(s);
+        nb_progress_set_postfix(bar, "loss=%.4f", l);
+        nb_progress_update(bar, 1);
         bool out_of_time = a->minutes > 0 && now_seconds() - t0 > 60 * a->minutes;
         if (ok && (step % a->log_every == 0 || step == a->steps || out_of_time)) {
-            printf("step %lld: loss=%.4f lr=%.2e tokens/s=%.0f\n", (long long)step, iv_loss / (double)iv_steps, lr,
-                   (double)(iv_steps * B * T) / (now_seconds() - t_iv));
+            double mean = iv_loss / (double)iv_steps, tps = (double)(iv_steps * B * T) / (now_seconds() - t_iv);
+            printf("step %lld: loss=%.4f lr=%.2e tokens/s=%.0f\n", (long long)step, mean, lr, tps);
             fflush(stdout);
             iv_loss = 0, iv_steps = 0;
+            ok = !tb || (!nb_summary_writer_add_scalar(tb, "train/loss", mean, step) &&
+                         !nb_summary_writer_add_scalar(tb, "train/lr", lr, step) &&
+                         !nb_summary_writer_add_scalar(tb, "train/tokens_per_sec", tps, step) &&
+                         !nb_summary_writer_add_scalar(tb, "train/grad_norm", norm, step));
         }
         if (ok && step % a->eval_every == 0 && step != a->steps && !out_of_time) {
             double vl = evaluate(m, ev, a, V, 4 * B, x, y);
             printf("eval step %lld: val_loss=%.4f val_ppl=%.2f (first %lld windows)\n", (long long)step, vl, exp(vl),
                    (long long)(4 * B));
             fflush(stdout);
+            ok = !tb || (!nb_summary_writer_add_scalar(tb, "eval/val_loss", vl, step) &&
+                         !nb_summary_writer_add_scalar(tb, "eval/val_ppl", exp(vl), step) && !nb_summary_writer_flush(tb));
         }
         if (step % a->log_every == 0 || (step % a->eval_every == 0)) t_iv = now_seconds();
         if (out_of_time) {
@@ -305,7 +328,11 @@ static bool train(nb_module *m, const stream *tr, const stream *ev, const args *
             break;
         }
     }
+    nb_progress_close(bar);
     if (ok) r->val_loss = evaluate(m, ev, a, V, 0, x, y);
+    if (ok && tb)
+        ok = !nb_summary_writer_add_scalar(tb, "eval/val_loss", r->val_loss, r->steps) &&
+             !nb_summary_writer_add_scalar(tb, "eval/val_ppl", exp(r->val_loss), r->steps);
     nb_optimizer_free(opt), nb_optimizer_free(nodecay);
     free(starts), free(x), free(y);
     return ok;
@@ -407,7 +434,11 @@ int main(int argc, char **argv) {
     fflush(stdout);
     double uni = unigram_ppl(&tr, &ev, V);
     result r;
-    if (!train(m, &tr, &ev, &a, V, t0, &r)) return fail("training");
+    nb_summary_writer *tb = NULL;
+    if (a.log_dir && !(tb = nb_summary_writer_open(a.log_dir, NULL))) return fail("--log-dir");
+    bool trained = train(m, &tr, &ev, &a, V, t0, tb, &r);
+    if (!trained) return fail("training");
+    if (nb_summary_writer_close(tb)) return fail("--log-dir");
     double ppl = exp(r.val_loss);
     printf("final: val_loss=%.4f val_ppl=%.2f unigram_ppl=%.2f ppl_ratio=%.2f steps=%lld seconds=%.0f\n", r.val_loss,
            ppl, uni, uni / ppl, (long long)r.steps, now_seconds() - t0);

@@ -515,6 +515,13 @@ int main(int argc, char **argv) {
            a.layers, (long long)a.hidden, (long long)a.heads, (long long)nb_module_num_params(bert),
            nb_device_str(a.device, dev, sizeof dev), nb_get_num_threads(), (long long)a.batch, (long long)a.steps, a.lr,
            (long long)a.warmup);
+    {   /* the model's summary for one batch of ids */
+        nb_scope *sc = nb_scope_begin();
+        nb_tensor *ids = nb_full(NB_SHAPE(a.batch, a.seq), 0, NB_I64);
+        nb_status st = ids ? nb_module_summary(bert, 1, &ids, NULL, NULL) : nb_last_status();
+        nb_scope_end(sc);
+        if (st) return fail("summary");
+    }
     fflush(stdout);
 
     int32_t frequent = nb_mlm_most_frequent_token(train_ds);

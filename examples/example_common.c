@@ -451,6 +451,20 @@ static void run_free(run *r) {
     if (r->tb && nb_summary_writer_close(r->tb) && !r->reported) fprintf(stderr, "%s: --log-dir: %s\n", r->name, nb_last_error());
 }
 
+/* The model's summary (nb_module_summary) for a batch of batch_size samples
+ * shaped as test's. */
+static bool print_summary(nb_module *net, nb_dataset *test, int64_t batch_size) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_dataset_x(test);
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, nb_shape(x), sizeof(int64_t) * (size_t)nb_dim(x));
+    shape[0] = batch_size;
+    nb_tensor *in = nb_full_on(nb_dim(x), shape, 0, nb_dtype_of(x), nb_device_of(x));
+    bool ok = in && nb_module_summary(net, 1, &in, NULL, NULL) == NB_OK;
+    nb_scope_end(s);
+    return ok;
+}
+
 nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader *loader, nb_dataset *test,
                                    const nb_example_args *a, const char *name) {
     nb_example_result r = {0};
@@ -462,6 +476,11 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
         return r;
     }
     bool rank0 = !a->pg || nb_process_group_rank(a->pg) == 0;
+    if (rank0 && !a->resume && !print_summary(net, test, a->batch_size)) {
+        fprintf(stderr, "%s: summary: %s\n", name, nb_last_error());
+        free(rn.params);
+        return r;
+    }
     if (a->log_dir && rank0 && !(rn.tb = nb_summary_writer_open(a->log_dir, NULL))) {
         fprintf(stderr, "%s: --log-dir: %s\n", name, nb_last_error());
         free(rn.params);

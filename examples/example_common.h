@@ -87,8 +87,9 @@ bool nb_example_check_writable(const char *prog, const char *flag, const char *p
 bool nb_example_check_loss(const char *prog, int64_t step, double loss);
 /* Fraction of test samples classified correctly (eval mode, no grad). */
 double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size);
-/* Trains for a->epochs with the lr set per step by a->schedule from a->lr,
- * printing a line per epoch and a progress bar over each epoch's batches on
+/* Prints the model's summary for one batch (nb_module_summary; not when
+ * resuming), then trains for a->epochs with the lr set per step by
+ * a->schedule from a->lr, printing a line per epoch and a progress bar over each epoch's batches on
  * stderr (nb_progress; none with --no-progress or on ranks but 0). With
  * a->log_dir, every 100 steps it logs train/loss (the mean since the last
  * point), train/lr, train/samples_per_sec and train/grad_norm (the last

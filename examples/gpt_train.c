@@ -431,6 +431,13 @@ int main(int argc, char **argv) {
            "%lld steps, lr %g (warmup %lld, cosine), AdamW\n",
            a.arch, a.layers, (long long)a.hidden, (long long)a.heads, (long long)nb_module_num_params(m),
            nb_get_num_threads(), (long long)a.batch, (long long)a.seq, (long long)a.steps, a.lr, (long long)a.warmup);
+    {   /* the model's summary for one batch of ids */
+        nb_scope *sc = nb_scope_begin();
+        nb_tensor *ids = nb_full(NB_SHAPE(a.batch, a.seq), 0, NB_I64);
+        nb_status st = ids ? nb_module_summary(m, 1, &ids, NULL, NULL) : nb_last_status();
+        nb_scope_end(sc);
+        if (st) return fail("summary");
+    }
     fflush(stdout);
     double uni = unigram_ppl(&tr, &ev, V);
     result r;

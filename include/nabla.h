@@ -9,7 +9,8 @@
  * (datasets, loader, MNIST), nb_text.h and nb_bpe.h (tokenizers),
  * nb_distributed.h (data-parallel training), nb_backend.h (devices and
  * their backends), nb_tensorboard.h (TensorBoard logs),
- * nb_progress.h (progress bars), nb_version.h.
+ * nb_progress.h (progress bars), nb_module_summary.h (model summaries),
+ * nb_version.h.
  */
 #ifndef NABLA_H
 #define NABLA_H
@@ -35,5 +36,6 @@
 #include "nb_backend.h"
 #include "nb_tensorboard.h"
 #include "nb_progress.h"
+#include "nb_module_summary.h"
 
 #endif

@@ -25,7 +25,9 @@ typedef struct nb_mha_ctx {
     nb_module *out_proj;    /* borrowed child */
 } nb_mha_ctx;
 
-static nb_tensor *mha_self_forward(nb_module *m, nb_tensor *x) { return nb_nn_multihead_attention_forward(m, x, x, x, NULL, NULL, NULL); }
+static nb_tensor *mha_typed(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor *key_padding_mask,
+                            nb_tensor *attn_mask, nb_tensor **attn_weights);
+static nb_tensor *mha_self_forward(nb_module *m, nb_tensor *x) { return mha_typed(m, x, x, x, NULL, NULL, NULL); }
 
 /* nb_forward_n: (query, key, value, key_padding_mask, attn_mask), the masks
  * optional, or (x) alone for self-attention; outputs (attn_output,
@@ -37,7 +39,7 @@ static int mha_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int max_o
                             "or (x), got %d inputs", n_in), -1;
     nb_tensor *q = in[0], *k = n_in > 1 ? in[1] : in[0], *v = n_in > 1 ? in[2] : in[0];
     nb_tensor *kpm = n_in > 3 ? in[3] : NULL, *mask = n_in > 4 ? in[4] : NULL;
-    out[0] = nb_nn_multihead_attention_forward(m, q, k, v, kpm, mask, max_out > 1 ? &out[1] : NULL);
+    out[0] = mha_typed(m, q, k, v, kpm, mask, max_out > 1 ? &out[1] : NULL);
     return out[0] ? 2 : -1;
 }
 
@@ -262,8 +264,9 @@ static nb_tensor *mha_impl(nb_module *m, nb_tensor *query, nb_tensor *key, nb_te
     return weights && !*weights ? NULL : y;
 }
 
-nb_tensor *nb_nn_multihead_attention_forward(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value,
-                          nb_tensor *key_padding_mask, nb_tensor *attn_mask, nb_tensor **attn_weights) {
+/* The forward without hooks: nb_forward_n's (which runs them) and the typed call's body. */
+static nb_tensor *mha_typed(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor *key_padding_mask,
+                            nb_tensor *attn_mask, nb_tensor **attn_weights) {
     if (attn_weights) *attn_weights = NULL;
     if (!m || nb_module_kind(m) != mha_ops.kind)
         return NB_FAIL(NB_ERR_INVALID_ARG, "mha_forward: module is %s, not a " MHA, m ? nb_module_kind(m) : "NULL");
@@ -279,4 +282,19 @@ nb_tensor *nb_nn_multihead_attention_forward(nb_module *m, nb_tensor *query, nb_
     y = nb_scope_return(s, y);
     if (attn_weights) *attn_weights = nb_scope_adopt(w);
     return y;
+}
+
+/* The typed call (what TransformerEncoderLayer and users call) runs the
+ * module's hooks around it, as a call through nb_forward_n would, on
+ * (query, key, value, key_padding_mask, attn_mask). */
+nb_tensor *nb_nn_multihead_attention_forward(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value,
+                                             nb_tensor *key_padding_mask, nb_tensor *attn_mask, nb_tensor **attn_weights) {
+    if (attn_weights) *attn_weights = NULL;
+    if (!m) return mha_typed(m, query, key, value, key_padding_mask, attn_mask, attn_weights); /* its message */
+    nb_tensor *in[5] = {query, key, value, key_padding_mask, attn_mask}, *out[2] = {NULL, NULL};
+    if (nb_module_run_pre_hooks(m, 5, in)) return NULL;
+    out[0] = mha_typed(m, in[0], in[1], in[2], in[3], in[4], attn_weights ? &out[1] : NULL);
+    if (!out[0] || nb_module_run_post_hooks(m, 5, in, attn_weights ? 2 : 1, out)) return NULL;
+    if (attn_weights) *attn_weights = out[1];
+    return out[0];
 }

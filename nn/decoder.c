@@ -10,6 +10,7 @@
 
 #include "decoder_impl.h"
 #include "nb_autograd.h"
+#include "nn_impl.h"
 
 /* ---- the KV cache ------------------------------------------------------------------------ */
 
@@ -158,9 +159,17 @@ typedef struct block_ctx {
     nb_module *rotary;                     /* Llama: borrowed from the model */
 } block_ctx;
 
+/* The attention module's work with its hooks around it, on (x) -> (y), as
+ * a call through nb_forward would run them (the state is no tensor). */
+static nb_tensor *attention_hooked(nb_module *m, nb_tensor *x, const fwd_state *st) {
+    if (!x || nb_module_run_pre_hooks(m, 1, &x)) return NULL;
+    nb_tensor *y = attention(nb_module_ctx(m), m, x, st);
+    return y && !nb_module_run_post_hooks(m, 1, &x, 1, &y) ? y : NULL;
+}
+
 /* x = x + attn(norm1(x)); x = x + mlp(norm2(x)) */
 static nb_tensor *block(const block_ctx *b, nb_tensor *x, const fwd_state *st) {
-    nb_tensor *h = nb_add(x, attention(nb_module_ctx(b->attn), b->attn, nb_forward(b->norm1, x), st));
+    nb_tensor *h = nb_add(x, attention_hooked(b->attn, nb_forward(b->norm1, x), st));
     return nb_add(h, nb_forward(b->mlp, nb_forward(b->norm2, h)));
 }
 
@@ -488,7 +497,9 @@ static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cac
     for (int i = 0; h && i < c->s.layers; i++) {
         nb_module *layer = nb_module_child_at(c->layers, i);
         nb_scope *s = nb_op_scope_begin(); /* a layer's intermediates die with it (the tape keeps what backward needs) */
-        h = nb_scope_return(s, block(nb_module_ctx(layer), h, &st));
+        nb_tensor *y = h && !nb_module_run_pre_hooks(layer, 1, &h) ? block(nb_module_ctx(layer), h, &st) : NULL;
+        if (y && nb_module_run_post_hooks(layer, 1, &h, 1, &y)) y = NULL; /* the layer's hooks, as nb_forward's */
+        h = nb_scope_return(s, y);
     }
     h = nb_forward(c->norm, h);
     if (h && cache) cache->len += T;

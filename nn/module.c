@@ -246,28 +246,32 @@ nb_status nb_module_run_pre_hooks(nb_module *m, int n_in, nb_tensor **in) {
     return NB_OK;
 }
 
-static int forward_hooked(nb_module *m, int n_in, nb_tensor **in, int max_out, nb_tensor **out) {
-    if (nb_module_run_pre_hooks(m, n_in, in) != NB_OK) return -1;
-    int n_out = call_forward(m, n_in, in, max_out, out);
-    if (n_out < 0) return -1;
-    int seen = n_out < max_out ? n_out : max_out;
+nb_status nb_module_run_post_hooks(nb_module *m, int n_in, nb_tensor *const *in, int n_out, nb_tensor **out) {
     for (int i = 0; i < m->n_hooks; i++) {
         nb_module_hook h = m->hooks[i];
         if (!h.post) continue;
         nb_clear_error();
         nb_status st;
         if (h.multi) {
-            st = h.fn.post_n(m, n_in, in, seen, out, h.user);
+            st = h.fn.post_n(m, n_in, in, n_out, out, h.user);
         } else {
             nb_tensor *r = NULL;
             st = h.fn.post(m, n_in ? in[0] : NULL, out[0], &r, h.user);
             if (r) out[0] = r;
         }
-        if (st != NB_OK) return hook_failed(m, st, "forward hook");
-        for (int k = 0; k < seen; k++)
-            if (!out[k]) return nb_set_error(NB_ERR_INVALID_ARG, "forward: a forward hook of %s set output %d to NULL", m->ops->kind, k), -1;
+        if (st != NB_OK) return hook_failed(m, st, "forward hook"), nb_last_status();
+        for (int k = 0; k < n_out; k++)
+            if (!out[k])
+                return nb_set_error(NB_ERR_INVALID_ARG, "forward: a forward hook of %s set output %d to NULL", m->ops->kind, k);
     }
-    return n_out;
+    return NB_OK;
+}
+
+static int forward_hooked(nb_module *m, int n_in, nb_tensor **in, int max_out, nb_tensor **out) {
+    if (nb_module_run_pre_hooks(m, n_in, in) != NB_OK) return -1;
+    int n_out = call_forward(m, n_in, in, max_out, out);
+    if (n_out < 0) return -1;
+    return nb_module_run_post_hooks(m, n_in, in, n_out < max_out ? n_out : max_out, out) ? -1 : n_out;
 }
 
 int nb_forward_n(nb_module *m, int n_in, nb_tensor *const *in, nb_tensor **out, int max_out) {

@@ -23,6 +23,11 @@ void nb_module_drop_attribute(nb_module *m, const char *name);
  * nb_forward_n does first: for forwards that do not go through it (an RNN
  * on a packed sequence). */
 nb_status nb_module_run_pre_hooks(nb_module *m, int n_in, nb_tensor **in);
+/* Runs m's forward hooks on (in, out[0..n_out)) (each may replace outputs),
+ * as nb_forward_n does last. With the pre-hooks, what a module's typed
+ * forward (extra arguments, called by its parent directly) wraps around its
+ * work so that hooks see it as PyTorch's __call__ would. */
+nb_status nb_module_run_post_hooks(nb_module *m, int n_in, nb_tensor *const *in, int n_out, nb_tensor **out);
 
 /* A module's dtype check through the capability query: whether the default
  * device runs op in dt (NB_ERR_DTYPE naming the dtypes the op takes, or

@@ -57,8 +57,8 @@ nb_tensor *nb_nn_transformer_encoder_layer_forward_ex(nb_module *m, nb_tensor *s
     return nb_nn_transformer_encoder_layer_forward(m, src, o.mask, o.src_key_padding_mask);
 }
 
-nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
-                                                nb_tensor *src_key_padding_mask) {
+/* The layer's forward without hooks (nb_forward_n runs them around it). */
+static nb_tensor *enc_layer_typed(nb_module *m, nb_tensor *src, nb_tensor *src_mask, nb_tensor *src_key_padding_mask) {
     if (!m || nb_module_kind(m) != enc_layer_ops.kind)
         return NB_FAIL(NB_ERR_INVALID_ARG, "transformer_encoder_layer_forward: module is %s, not a "
                                            "TransformerEncoderLayer", m ? nb_module_kind(m) : "NULL");
@@ -79,9 +79,22 @@ nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src,
     return nb_scope_return(s, x);
 }
 
-static nb_tensor *enc_layer_forward1(nb_module *m, nb_tensor *x) {
-    return nb_nn_transformer_encoder_layer_forward(m, x, NULL, NULL);
+/* Hooks around fn's call on (src, mask, src_key_padding_mask), as a call
+ * through nb_forward_n would run them: what a parent's typed call gives. */
+static nb_tensor *hooked3(nb_tensor *(*fn)(nb_module *, nb_tensor *, nb_tensor *, nb_tensor *), nb_module *m,
+                          nb_tensor *src, nb_tensor *mask, nb_tensor *kpm) {
+    nb_tensor *in[3] = {src, mask, kpm}, *y;
+    if (m && nb_module_run_pre_hooks(m, 3, in)) return NULL;
+    y = fn(m, in[0], in[1], in[2]);
+    return y && m && nb_module_run_post_hooks(m, 3, in, 1, &y) ? NULL : y;
 }
+
+nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src, nb_tensor *src_mask,
+                                                   nb_tensor *src_key_padding_mask) {
+    return hooked3(enc_layer_typed, m, src, src_mask, src_key_padding_mask);
+}
+
+static nb_tensor *enc_layer_forward1(nb_module *m, nb_tensor *x) { return enc_layer_typed(m, x, NULL, NULL); }
 
 /* nb_forward_n of the layer and the encoder: (src[, mask[, src_key_padding_mask]]). */
 static bool three_inputs(const char *kind, int n_in) {
@@ -93,7 +106,7 @@ static bool three_inputs(const char *kind, int n_in) {
 static int enc_layer_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
     (void)max_out;
     if (!three_inputs("TransformerEncoderLayer", n_in)) return -1;
-    out[0] = nb_nn_transformer_encoder_layer_forward(m, in[0], n_in > 1 ? in[1] : NULL, n_in > 2 ? in[2] : NULL);
+    out[0] = enc_layer_typed(m, in[0], n_in > 1 ? in[1] : NULL, n_in > 2 ? in[2] : NULL);
     return out[0] ? 1 : -1;
 }
 
@@ -157,8 +170,7 @@ nb_module *nb_nn_transformer_encoder_layer(nb_encoder_layer_options o) {
 
 static const nb_module_ops encoder_ops;
 
-nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tensor *mask,
-                                          nb_tensor *src_key_padding_mask) {
+static nb_tensor *encoder_typed(nb_module *m, nb_tensor *src, nb_tensor *mask, nb_tensor *src_key_padding_mask) {
     if (!m || nb_module_kind(m) != encoder_ops.kind)
         return NB_FAIL(NB_ERR_INVALID_ARG, "transformer_encoder_forward: module is %s, not a TransformerEncoder",
                        m ? nb_module_kind(m) : "NULL");
@@ -185,14 +197,17 @@ nb_tensor *nb_nn_transformer_encoder_forward_ex(nb_module *m, nb_tensor *src, nb
     return nb_nn_transformer_encoder_forward(m, src, o.mask, o.src_key_padding_mask);
 }
 
-static nb_tensor *encoder_forward1(nb_module *m, nb_tensor *x) {
-    return nb_nn_transformer_encoder_forward(m, x, NULL, NULL);
+nb_tensor *nb_nn_transformer_encoder_forward(nb_module *m, nb_tensor *src, nb_tensor *mask,
+                                             nb_tensor *src_key_padding_mask) {
+    return hooked3(encoder_typed, m, src, mask, src_key_padding_mask);
 }
+
+static nb_tensor *encoder_forward1(nb_module *m, nb_tensor *x) { return encoder_typed(m, x, NULL, NULL); }
 
 static int encoder_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
     (void)max_out;
     if (!three_inputs("TransformerEncoder", n_in)) return -1;
-    out[0] = nb_nn_transformer_encoder_forward(m, in[0], n_in > 1 ? in[1] : NULL, n_in > 2 ? in[2] : NULL);
+    out[0] = encoder_typed(m, in[0], n_in > 1 ? in[1] : NULL, n_in > 2 ? in[2] : NULL);
     return out[0] ? 1 : -1;
 }
 

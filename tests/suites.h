@@ -62,6 +62,7 @@
     X(csv) \
     X(tensorboard) \
     X(progress) \
+    X(module_summary) \
     X(profile) \
     X(dataloader) \
     X(image) \

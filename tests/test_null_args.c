@@ -913,7 +913,8 @@ START_TEST(test_every_public_function_survives_null) {
                                           "core/nb_extension.h",
                                           "autograd/nb_foreach.h",
                                           "utils/nb_tensorboard.h",
-                                          "utils/nb_progress.h"};
+                                          "utils/nb_progress.h",
+                                          "utils/nb_module_summary.h"};
     int found = 0;
     for (size_t h = 0; h < sizeof headers / sizeof headers[0]; h++) {
         char path[512];

@@ -3,6 +3,7 @@
  * it to keep files short; the header scan there checks them. */
 #include <stdio.h>
 
+#include "nb_module_summary.h"
 #include "nb_progress.h"
 #include "nb_tensorboard.h"
 #include "null_args.h"
@@ -16,6 +17,9 @@ void nb_null_args_data(void) {
     NS(nb_summary_writer_add_text, NULL, NULL, NULL, 0);
     NS(nb_summary_writer_flush, NULL);
     NV(nb_summary_writer_close, NULL);
+    /* utils/nb_module_summary.h */
+    NS(nb_module_summary, NULL, 1, NULL, NULL, NULL);
+    NV(nb_summary_free, NULL);
     /* utils/nb_progress.h (NULL options are the defaults) */
     nb_null_args_note("nb_progress_new");
     nb_progress_close(nb_progress_new(0, &(nb_progress_options){.disable = true}));

@@ -63,6 +63,7 @@
     X(tensorboard) \
     X(progress) \
     X(module_summary) \
+    X(deprecated) \
     X(profile) \
     X(dataloader) \
     X(image) \

@@ -10,6 +10,7 @@
  * nb_distributed.h (data-parallel training), nb_backend.h (devices and
  * their backends), nb_tensorboard.h (TensorBoard logs),
  * nb_progress.h (progress bars), nb_module_summary.h (model summaries),
+ * nb_onnx.h (ONNX export),
  * nb_version.h; nb_deprecated.h keeps renamed functions' old names.
  */
 #ifndef NABLA_H
@@ -37,6 +38,7 @@
 #include "nb_tensorboard.h"
 #include "nb_progress.h"
 #include "nb_module_summary.h"
+#include "nb_onnx.h"
 #include "nb_deprecated.h"
 
 #endif

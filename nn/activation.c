@@ -193,3 +193,12 @@ nb_module *nb_nn_prelu(int64_t num_parameters, double init) {
     }
     return m;
 }
+
+nb_status nb_nn_flatten_get_dims(nb_module *m, int *start_dim, int *end_dim) {
+    if (!m || !start_dim || !end_dim || nb_module_kind(m) != flatten_ops.kind)
+        return nb_set_error(NB_ERR_INVALID_ARG, "flatten_get_dims: module is %s, not a Flatten",
+                            m ? nb_module_kind(m) : "NULL");
+    const nb_flatten_ctx *c = nb_module_ctx(m);
+    *start_dim = c->start_dim, *end_dim = c->end_dim;
+    return NB_OK;
+}

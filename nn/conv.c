@@ -173,3 +173,11 @@ nb_module *nb_nn_conv_transpose3d(int64_t in_channels, int64_t out_channels, int
     int64_t g = opts.groups ? opts.groups : 1;
     return make(&conv_t3d_ops, c, in_channels, out_channels / g, 3, kernel_size, out_channels, bias);
 }
+
+nb_status nb_nn_conv2d_get_options(nb_module *m, nb_conv2d_options *out) {
+    if (!m || !out || nb_module_kind(m) != conv2d_ops.kind)
+        return nb_set_error(NB_ERR_INVALID_ARG, "conv2d_get_options: module is %s, not a Conv2d",
+                            m ? nb_module_kind(m) : "NULL");
+    *out = ((const nb_conv_ctx *)nb_module_ctx(m))->o2;
+    return NB_OK;
+}

@@ -276,6 +276,14 @@ nb_module *nb_nn_avg_pool2d(nb_pool2d_options opts);
 nb_module *nb_nn_avg_pool1d(nb_pool1d_options opts);
 nb_module *nb_nn_adaptive_avg_pool2d(int64_t out_h, int64_t out_w);
 nb_module *nb_nn_adaptive_avg_pool1d(int64_t out_l);
+/* The options a module was built with, as stored (PyTorch's attributes
+ * conv.stride, pool.kernel_size, flatten.start_dim; 0 fields are the
+ * defaults), for code that reads a model (nb_onnx_export). Errors:
+ * NB_ERR_INVALID_ARG (NULL, or a module of another kind: Conv2d;
+ * MaxPool2d or AvgPool2d; Flatten). */
+nb_status nb_nn_conv2d_get_options(nb_module *m, nb_conv2d_options *out);
+nb_status nb_nn_pool2d_get_options(nb_module *m, nb_pool2d_options *out);
+nb_status nb_nn_flatten_get_dims(nb_module *m, int *start_dim, int *end_dim);
 /* MaxPool3d, AvgPool3d (nb_pool3d_options: PyTorch's defaults when 0),
  * AdaptiveAvgPool3d and AdaptiveMaxPool2d (its forward gives the values;
  * nb_adaptive_max_pool2d has the indices). */

@@ -255,3 +255,12 @@ nb_module *nb_nn_fractional_max_pool2d(nb_fractional_max_pool_options opts) {
 nb_module *nb_nn_fractional_max_pool3d(nb_fractional_max_pool_options opts) {
     return make_fractional(&fractional3d_ops, 3, opts);
 }
+
+nb_status nb_nn_pool2d_get_options(nb_module *m, nb_pool2d_options *out) {
+    const char *k = m ? nb_module_kind(m) : NULL;
+    if (!out || (k != max2d_ops.kind && k != avg2d_ops.kind))
+        return nb_set_error(NB_ERR_INVALID_ARG, "pool2d_get_options: module is %s, not a MaxPool2d or AvgPool2d",
+                            k ? k : "NULL");
+    *out = ((const pool_ctx *)nb_module_ctx(m))->o2;
+    return NB_OK;
+}

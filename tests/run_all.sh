@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 bash .ci/install-deps.sh
 bash data/fetch_mnist.sh >/dev/null
 bash data/fetch_gpt2_tokenizer.sh >/dev/null || echo "run_all: GPT-2's tokenizer files not fetched; tests/test_bpe.c skips that part"
+bash tests/interop/fetch_onnxruntime_web.sh >/dev/null || echo "run_all: onnxruntime-web not fetched; tests/test_onnx.c only runs onnx.checker"
 if [[ "${1:-}" == "--sanitize" ]]; then
   dir=build-asan
   # the CUDA backend cannot run without a GPU, and its runtime is not built for ASan:

@@ -64,6 +64,7 @@
     X(progress) \
     X(module_summary) \
     X(deprecated) \
+    X(onnx) \
     X(profile) \
     X(dataloader) \
     X(image) \

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "nb_module_summary.h"
+#include "nb_onnx.h"
 #include "nb_progress.h"
 #include "nb_tensorboard.h"
 #include "null_args.h"
@@ -17,6 +18,8 @@ void nb_null_args_data(void) {
     NS(nb_summary_writer_add_text, NULL, NULL, NULL, 0);
     NS(nb_summary_writer_flush, NULL);
     NV(nb_summary_writer_close, NULL);
+    /* utils/nb_onnx.h */
+    NS(nb_onnx_export, NULL, 1, NULL, NULL, NULL);
     /* utils/nb_module_summary.h */
     NS(nb_module_summary, NULL, 1, NULL, NULL, NULL);
     NV(nb_summary_free, NULL);

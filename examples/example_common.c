@@ -125,7 +125,7 @@ static int usage(const char *prog) {
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
             "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N] [--cuda-graph]\n"
             "          [--amp] [--distributed] [--max-steps N] [--dtype float32|float64]\n"
-            "          [--log-dir DIR] [--no-progress]\n"
+            "          [--log-dir DIR] [--no-progress] [--onnx PATH]\n"
             "          [--images DIR] [--export-images DIR] (mnist_cnn)\n",
             prog);
     return 2;
@@ -160,6 +160,7 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         else if (!strcmp(f, "--save-every")) ok = nb_flag_int(prog, f, v, 0, INT64_MAX, &a->save_every);
         else if (!strcmp(f, "--resume")) a->resume = v;
         else if (!strcmp(f, "--log-dir")) a->log_dir = v;
+        else if (!strcmp(f, "--onnx")) a->onnx = v;
         else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
         else if (!strcmp(f, "--dtype")) {
             ok = !strcmp(v, "float32") || !strcmp(v, "float64");
@@ -190,6 +191,7 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         return 2;
     }
     if (a->save && !nb_example_check_writable(prog, "--save", a->save)) return 2;
+    if (a->onnx && !nb_example_check_writable(prog, "--onnx", a->onnx)) return 2;
     return 0;
 }
 
@@ -451,15 +453,19 @@ static void run_free(run *r) {
     if (r->tb && nb_summary_writer_close(r->tb) && !r->reported) fprintf(stderr, "%s: --log-dir: %s\n", r->name, nb_last_error());
 }
 
-/* The model's summary (nb_module_summary) for a batch of batch_size samples
- * shaped as test's. */
-static bool print_summary(nb_module *net, nb_dataset *test, int64_t batch_size) {
-    nb_scope *s = nb_scope_begin();
+/* Zeros shaped as batch_size of test's samples (on its device). */
+static nb_tensor *example_batch(nb_dataset *test, int64_t batch_size) {
     nb_tensor *x = nb_dataset_x(test);
     int64_t shape[NB_MAX_DIMS];
     memcpy(shape, nb_shape(x), sizeof(int64_t) * (size_t)nb_dim(x));
     shape[0] = batch_size;
-    nb_tensor *in = nb_full_on(nb_dim(x), shape, 0, nb_dtype_of(x), nb_device_of(x));
+    return nb_full_on(nb_dim(x), shape, 0, nb_dtype_of(x), nb_device_of(x));
+}
+
+/* The model's summary (nb_module_summary) for a batch of batch_size samples. */
+static bool print_summary(nb_module *net, nb_dataset *test, int64_t batch_size) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *in = example_batch(test, batch_size);
     bool ok = in && nb_module_summary(net, 1, &in, NULL, NULL) == NB_OK;
     nb_scope_end(s);
     return ok;
@@ -540,6 +546,18 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
         if (a->max_steps && rn.global_step >= a->max_steps) break;
     }
     if (first >= last) r.test_accuracy = nb_example_accuracy(net, test, 1000); /* nothing left to train */
+    if (a->onnx && rank0) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *in = example_batch(test, 1);
+        nb_status st = in ? nb_onnx_export(net, 1, &in, a->onnx, NULL) : nb_last_status();
+        nb_scope_end(s);
+        if (st) {
+            fprintf(stderr, "%s: --onnx: %s\n", name, nb_last_error());
+            run_free(&rn);
+            return r;
+        }
+        printf("onnx: %s\n", a->onnx);
+    }
     r.seconds = now_seconds() - t0;
     run_free(&rn);
     r.ok = true;

@@ -39,6 +39,7 @@ typedef struct nb_example_args {
     nb_dtype dtype;     /* --dtype float32|float64 (mnist_mlp): the parameters' and inputs' dtype */
     const char *log_dir; /* --log-dir DIR: TensorBoard event files (nb_summary_writer) there */
     bool no_progress;    /* --no-progress: no progress bar on stderr */
+    const char *onnx;    /* --onnx PATH: the trained model as ONNX (nb_onnx_export) at the end */
     nb_process_group *pg; /* with --distributed: the group, and the DDP wrapper of the model */
     nb_ddp *ddp;
 } nb_example_args;
@@ -51,7 +52,7 @@ typedef struct nb_example_result {
 /* Parses --epochs --batch-size --lr --seed --threads --data --save
  * --save-every --resume --stop-after --lr-schedule --device --cuda-graph
  * (a bare flag, with --device cuda) --amp (a bare flag) --log-dir
- * --no-progress (a bare flag), and makes the
+ * --no-progress (a bare flag) --onnx, and makes the
  * device the default one (nb_set_default_device). A bad value prints a
  * line naming the flag, the value and what it must be (an integer out of
  * range is an error, never wrapped: --epochs 4294967297 is refused); an
@@ -94,7 +95,9 @@ double nb_example_accuracy(nb_module *net, nb_dataset *test, int64_t batch_size)
  * a->log_dir, every 100 steps it logs train/loss (the mean since the last
  * point), train/lr, train/samples_per_sec and train/grad_norm (the last
  * step's, before the optimizer used it), and each epoch train/epoch_loss
- * and eval/test_accuracy, at the global step (rank 0 only). Returns the last
+ * and eval/test_accuracy, at the global step (rank 0 only). With a->onnx,
+ * the trained model is exported there last (nb_onnx_export, an example
+ * batch of one test sample; rank 0). Returns the last
  * epoch's mean training loss and the final test accuracy. The loader's
  * seed must be a->seed (it is saved in checkpoints). With a->resume, the
  * model, optimizer, loader, RNG, step and the epoch's running loss are

@@ -29,7 +29,8 @@
  * same numbers (tokens/s and seconds aside) unless --minutes cuts the run.
  * A progress bar over the steps goes to stderr (--no-progress: none);
  * --log-dir DIR writes the logged numbers and the gradient norm as
- * TensorBoard scalars there (tools/nabla-plot DIR draws them).
+ * TensorBoard scalars there (tools/nabla-plot DIR draws them); --onnx PATH
+ * exports the trained GPT-2 as ONNX (input_ids [batch, sequence]).
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@
 #include "nabla.h"
 
 typedef struct args {
-    const char *arch, *data, *save, *device, *log_dir;
+    const char *arch, *data, *save, *device, *log_dir, *onnx;
     bool no_progress;
     int layers, samples, threads;
     int64_t hidden, heads, seq, batch, vocab, steps, warmup, log_every, eval_every;
@@ -61,7 +62,7 @@ static int usage(const char *prog) {
             "usage: %s [--arch gpt2|llama] [--layers N] [--hidden N] [--heads N] [--seq N] [--batch-size N]\n"
             "          [--vocab-size N] [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X]\n"
             "          [--log-every N] [--eval-every N] [--samples N] [--seed N] [--threads N] [--data DIR]\n"
-            "          [--save DIR] [--device cpu|cuda|cuda:N] [--log-dir DIR] [--no-progress]\n",
+            "          [--save DIR] [--device cpu|cuda|cuda:N] [--log-dir DIR] [--no-progress] [--onnx PATH]\n",
             prog);
     return 2;
 }
@@ -96,6 +97,7 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(f, "--save")) a->save = v, end = (char *)v + strlen(v);
         else if (!strcmp(f, "--device")) a->device = v, end = (char *)v + strlen(v);
         else if (!strcmp(f, "--log-dir")) a->log_dir = v, end = (char *)v + strlen(v);
+        else if (!strcmp(f, "--onnx")) a->onnx = v, end = (char *)v + strlen(v);
         else return usage(argv[0]);
         if (!end || *end || end == v) return usage(argv[0]);
     }
@@ -452,6 +454,14 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (!save_all(m, tok, a.save)) return fail("saving");
     printf("saved: %s (config.json, model.safetensors, vocab.json, merges.txt, tokenizer.json)\n", a.save);
+    if (a.onnx) { /* GPT-2 only: Llama has no ONNX translation yet */
+        nb_scope *sc = nb_scope_begin();
+        nb_tensor *ids = nb_full(NB_SHAPE(1, a.seq), 0, NB_I64);
+        nb_status st = ids ? nb_onnx_export(m, 1, &ids, a.onnx, NULL) : nb_last_status();
+        nb_scope_end(sc);
+        if (st) return fail("--onnx");
+        printf("onnx: %s\n", a.onnx);
+    }
     sample_lines(m, tok, &a);
     nb_module_free(m);
     nb_bpe_free(tok);

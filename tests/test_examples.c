@@ -124,12 +124,30 @@ START_TEST(test_divergence_and_resume_flags) {
 }
 END_TEST
 
+/* --log-dir writes an event file, --onnx a model, and the run prints the
+ * model's summary and (not a terminal) the progress bar's plain lines. */
+START_TEST(test_log_dir_onnx_summary) {
+    char args[1024], out[16384], path[256];
+    snprintf(args, sizeof args, "--epochs 1 --batch-size 16 --log-dir %s/logs --onnx %s/mlp.onnx", g_dir, g_dir);
+    int st = run("mnist_mlp", args, out, sizeof out);
+    ck_assert_msg(st == 0, "exit %d:\n%s", st, out);
+    ck_assert_msg(strstr(out, "Total params: 669,706") && strstr(out, "epoch 1/1: 100%|") && strstr(out, "onnx: "),
+                  "%s", out);
+    snprintf(path, sizeof path, "%s/mlp.onnx", g_dir);
+    ck_assert_int_eq(access(path, F_OK), 0);
+    snprintf(args, sizeof args, "ls %s/logs/events.out.tfevents.* >/dev/null 2>&1", g_dir);
+    ck_assert_int_eq(system(args), 0);
+    expect("mnist_mlp", "--onnx /nonexistent/dir/m.onnx", 2, "--onnx /nonexistent/dir/m.onnx: cannot write");
+}
+END_TEST
+
 Suite *nb_suite_examples(void) {
     Suite *s = suite_create("examples");
     TCase *c = tcase_create("examples");
     tcase_add_checked_fixture(c, setup, teardown);
     tcase_add_test(c, test_bad_flags_named);
     tcase_add_test(c, test_divergence_and_resume_flags);
+    tcase_add_test(c, test_log_dir_onnx_summary);
     tcase_set_timeout(c, 300);
     suite_add_tcase(s, c);
     return s;

@@ -76,17 +76,34 @@ def main():
                 return True
         return False
 
+    def undecorated(k):
+        """Line k of a comment without its leading " * " decoration."""
+        return re.sub(r"^(\s*)\*(?!/) ?", r"\1", lines[k])
+
+    def first_sentence(i, col, j, c):
+        """The comment's text up to its first full stop (at most 300 characters)."""
+        parts = [lines[i][col + 2 : c - 2 if i == j else None]]
+        parts += [undecorated(k) for k in range(i + 1, j)]
+        if j > i:
+            parts.append(undecorated(j)[: len(undecorated(j)) - (len(lines[j]) - c) - 2])
+        text = " ".join(p.strip() for p in parts if p.strip())
+        m = re.search(r"(?<!e\.g)(?<!i\.e)(?<!et al)\.(\s|$)", text)
+        if m:
+            text = text[: m.start() + 1]
+        return text if len(text) <= 300 else text[:297] + "..."
+
     def mark(i, col, j, c, marker, extra_close=""):
         """Rewrites the comment lines[i][col:] .. lines[j][:c] as a Doxygen block."""
-        body_first = lines[i][col + 2 :]
-        if i == j:
-            body_first = lines[i][col + 2 : c - 2]
-        brief = escape(body_first.strip().rstrip("*/").strip())
+        brief = escape(first_sentence(i, col, j, c))
         if i == j:
             out[i] = lines[i][:col] + "/*" + marker + " @brief " + brief + " */" + extra_close + lines[i][c:]
             return
-        out[i] = lines[i][:col] + "/*" + marker + " @brief " + brief + " @details @verbatim " + body_first
-        out[j] = lines[j][: c - 2] + " @endverbatim */" + extra_close + lines[j][c:]
+        out[i] = lines[i][:col] + "/*" + marker + " @brief " + brief + " @details @verbatim " + lines[i][col + 2 :]
+        for k in range(i + 1, j):  # the text keeps its layout, without the " * " margin
+            out[k] = undecorated(k)
+        last = undecorated(j)
+        cut = len(last) - (len(lines[j]) - c)  # where "*/" ends in the undecorated line
+        out[j] = last[: cut - 2] + " @endverbatim */" + extra_close + last[cut:]
 
     i = 0
     first = True

@@ -49,6 +49,7 @@
 extern "C" {
 #endif
 
+/* torchinfo.summary's display arguments; zero-initialised means its defaults. */
 typedef struct nb_summary_options {
     int depth;   /* rows down to this nesting depth (the root is 0); 0: 3, as torchinfo */
     FILE *file;  /* where the table goes; NULL: stdout */
@@ -60,17 +61,27 @@ typedef struct nb_summary_options {
  * output's shape (ndim -1: not called); parameters and mult-adds of its
  * subtree (shared parameters once); calls: how often its forward ran. */
 typedef struct nb_summary_row {
-    const char *name, *kind;
-    int depth, calls, ndim;
-    int64_t shape[NB_MAX_DIMS];
-    int64_t params, trainable_params, mult_adds;
+    const char *name;                /* dotted path, "" for the root (owned by the summary) */
+    const char *kind;                /* the module's kind, e.g. "Linear" (borrowed) */
+    int depth;                       /* nesting depth, the root 0 */
+    int calls;                       /* times its forward ran during the summary's forward */
+    int ndim;                        /* the first output's dimensions; -1: never called */
+    int64_t shape[NB_MAX_DIMS];      /* the first output's shape (the last call's) */
+    int64_t params;                  /* parameter elements in its subtree, shared ones once */
+    int64_t trainable_params;        /* those of params that require grad */
+    int64_t mult_adds;               /* multiply-accumulates of its subtree over all calls */
 } nb_summary_row;
 
+/* What nb_module_summary measured: the rows and the totals. */
 typedef struct nb_summary {
-    nb_summary_row *rows; /* every module, depth first (the root first), malloc'd */
-    int n_rows;
-    int64_t total_params, trainable_params, mult_adds;
-    int64_t input_bytes, forward_bytes, param_bytes;
+    nb_summary_row *rows;     /* every module, depth first (the root first), malloc'd */
+    int n_rows;               /* entries in rows */
+    int64_t total_params;     /* parameter elements of the model, shared ones once */
+    int64_t trainable_params; /* those that require grad */
+    int64_t mult_adds;        /* multiply-accumulates of one forward (the table's formulas) */
+    int64_t input_bytes;      /* bytes of the inputs */
+    int64_t forward_bytes;    /* bytes of every leaf layer's outputs */
+    int64_t param_bytes;      /* bytes of the parameters */
 } nb_summary;
 
 /* Runs m on the n_in inputs (as nb_forward_n; a NULL entry where the module

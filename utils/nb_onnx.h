@@ -30,6 +30,7 @@
 extern "C" {
 #endif
 
+/* torch.onnx.export's naming and shape arguments; zero-initialised means the defaults below. */
 typedef struct nb_onnx_options {
     const char *input_names[NB_FORWARD_MAX]; /* NULL: "input" (one input), else "input_<i>" */
     const char *output_name;                 /* NULL: "output" */

@@ -33,6 +33,7 @@
 extern "C" {
 #endif
 
+/* A progress bar (opaque): nb_progress_new makes one, nb_progress_close frees it. */
 typedef struct nb_progress nb_progress;
 
 /* tqdm's arguments; zero-initialised means its defaults. */
@@ -51,11 +52,12 @@ typedef struct nb_progress_options {
 nb_progress *nb_progress_new(int64_t total, const nb_progress_options *opt);
 /* Adds n steps (n >= 0) and redraws if due. NULL: no-op. */
 void nb_progress_update(nb_progress *p, int64_t n);
+#if defined(__GNUC__) || defined(__clang__)
 /* Text shown after the rate (printf-style; at most 255 bytes kept), e.g.
  * "loss=0.1234"; NULL clears it. Shown at the next redraw. NULL p: no-op. */
-#if defined(__GNUC__) || defined(__clang__)
 void nb_progress_set_postfix(nb_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #else
+/* As above (compilers without the format attribute). */
 void nb_progress_set_postfix(nb_progress *p, const char *fmt, ...);
 #endif
 /* The steps counted so far (-1, NB_ERR_INVALID_ARG, for NULL). */

@@ -34,6 +34,7 @@
 extern "C" {
 #endif
 
+/* An open event file (opaque): nb_summary_writer_open makes one, nb_summary_writer_close frees it. */
 typedef struct nb_summary_writer nb_summary_writer;
 
 /* SummaryWriter's arguments; zero-initialised means PyTorch's defaults. */

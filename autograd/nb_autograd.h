@@ -126,6 +126,8 @@ nb_status nb_backward(nb_tensor *out);
  * (NB_ERR_SHAPE for another shape, NB_ERR_DTYPE for another dtype). */
 nb_status nb_backward_with(nb_tensor *out, nb_tensor *grad_out);
 
+/* Options of nb_backward_ex (Tensor.backward's keyword arguments); a zeroed
+ * struct is PyTorch's defaults. */
 typedef struct nb_backward_options {
     bool retain_graph; /* keep the tape for another backward (default: freed) */
     bool create_graph; /* record the backward, so .grad can be differentiated; implies retain_graph */
@@ -134,6 +136,8 @@ typedef struct nb_backward_options {
  * ones for a one-element out (NB_ERR_SHAPE otherwise); opts NULL = all false. */
 nb_status nb_backward_ex(nb_tensor *out, nb_tensor *grad_out, const nb_backward_options *opts);
 
+/* Options of nb_grad (torch.autograd.grad's keyword arguments); a zeroed
+ * struct is PyTorch's defaults. */
 typedef struct nb_grad_options {
     bool retain_graph;      /* keep the tape for another backward (default: freed) */
     bool create_graph;      /* record the backward: the gradients can be differentiated; implies retain_graph */
@@ -157,7 +161,7 @@ nb_status nb_grad(nb_tensor *const *outputs, nb_tensor *const *grad_outputs, int
 /* While grad mode is off (per thread) ops record nothing. Nestable:
  *   bool prev = nb_set_grad_enabled(false); ... nb_set_grad_enabled(prev); */
 bool nb_set_grad_enabled(bool enabled); /* returns the previous mode */
-bool nb_is_grad_enabled(void);
+bool nb_is_grad_enabled(void); /* this thread's grad mode (torch.is_grad_enabled) */
 /* torch.no_grad() as a block: NB_NO_GRAD { ... } runs the block once with
  * grad mode off and restores the previous mode however the block is left,
  * also by break, return or goto (a cleanup attribute, GCC and Clang). */
@@ -204,6 +208,9 @@ bool nb_is_anomaly_enabled(void);
 
 /* ---- custom functions (autograd/function.c) --------------------------------- */
 
+/* The ctx a custom function's callbacks receive (PyTorch's ctx): saved
+ * tensors, values and flags, read and written with nb_ctx_* below. Opaque. */
+typedef struct nb_function_ctx nb_function_ctx;
 /* torch.autograd.Function: an op given as a forward and a backward
  * callback. The forward runs with grad mode off (the ops inside record
  * nothing) and writes n_outputs new tensors; one node is recorded for them
@@ -213,11 +220,14 @@ bool nb_is_anomaly_enabled(void);
  * input's shape and dtype. Under create_graph it runs with grad mode on and
  * the saved tensors connected, so a backward built from nabla ops is
  * differentiable again. */
-typedef struct nb_function_ctx nb_function_ctx;
 typedef struct nb_function {
     const char *name; /* for messages: "backward of <name>" (copied, up to 63 characters) */
     int n_outputs;    /* 1 .. 16 */
+    /* Function.forward (required): writes outputs[0..n_outputs) computed from inputs[0..n_inputs) (a NULL
+     * output: NB_ERR_INVALID_ARG); returns NB_OK, or a status that fails nb_function_apply. */
     nb_status (*forward)(nb_function_ctx *ctx, nb_tensor *const *inputs, int n_inputs, nb_tensor **outputs);
+    /* Function.backward (required): from grad_outputs[0..n_outputs) writes grad_inputs[i] for each input
+     * (NULL: no gradient); a wrong shape or dtype fails with NB_ERR_SHAPE; another status fails the backward. */
     nb_status (*backward)(nb_function_ctx *ctx, nb_tensor *const *grad_outputs, nb_tensor **grad_inputs);
 } nb_function;
 /* Function.apply: runs fn on inputs[0..n_inputs) (1 to 16; NULL entries
@@ -274,6 +284,10 @@ void *nb_ctx_user(const nb_function_ctx *ctx);
  * Regions nest (the innermost dtype applies). The lists: autograd/OPS.md.
  * Errors: NB_ERR_DTYPE (a dtype other than bfloat16/float16), NB_ERR_DEVICE,
  * NB_ERR_STATE (more than 16 nested regions; end without begin). */
+
+/* Opens an autocast region of dtype (NB_BF16 or NB_F16) for dev's device
+ * type (torch.autocast(device_type, dtype) entered), and closes the
+ * innermost one (exited); errors as above. */
 nb_status nb_autocast_begin(nb_device dev, nb_dtype dtype);
 nb_status nb_autocast_end(nb_device dev);
 /* Whether an autocast region is open for dev's device type. */

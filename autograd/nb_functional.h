@@ -24,19 +24,24 @@ nb_tensor *nb_log_softmax(nb_tensor *t, int dim);
 
 /* ---- losses (ops_loss.c; backend/cpu/loss.c) --------------------------------- */
 
+/* A loss's reduction (PyTorch's reduction argument): NB_REDUCTION_MEAN
+ * 'mean' (the default), NB_REDUCTION_SUM 'sum', NB_REDUCTION_NONE 'none'
+ * (the loss per element). */
 typedef enum nb_reduction { NB_REDUCTION_MEAN = 0, NB_REDUCTION_SUM, NB_REDUCTION_NONE } nb_reduction;
 
+/* The ignore_index that ignores class 0 (an ignore_index left 0 means -100). */
+#define NB_IGNORE_CLASS_0 INT64_MIN
 /* Options of the cross-entropy losses; a zeroed struct is PyTorch's defaults.
  * ignore_index: targets equal to it add nothing (class indices only); 0,
  * as in a zeroed struct, means PyTorch's default -100, and
  * NB_IGNORE_CLASS_0 ignores class 0. */
-#define NB_IGNORE_CLASS_0 INT64_MIN
 typedef struct nb_cross_entropy_options {
     int64_t ignore_index;   /* default -100 (left 0); NB_IGNORE_CLASS_0 for class 0 */
     nb_reduction reduction; /* mean over non-ignored targets (default), sum, none */
     nb_tensor *weight;      /* class weights [C] of the input's dtype, or NULL (borrowed) */
     double label_smoothing; /* in [0, 1]; 0 = none (Szegedy et al. 2016) */
 } nb_cross_entropy_options;
+/* PyTorch's defaults written out (the same as a zeroed struct). */
 #define NB_CROSS_ENTROPY_DEFAULTS ((nb_cross_entropy_options){.ignore_index = -100, .reduction = NB_REDUCTION_MEAN})
 
 /* F.cross_entropy (PyTorch's doc and its cross_entropy_loss): input logits
@@ -261,14 +266,25 @@ typedef struct nb_conv2d_options {
     int64_t groups;      /* default 1 (0 means default) */
     bool padding_same;   /* padding='same' (stride must be 1): output size = input size */
 } nb_conv2d_options;
+/* F.conv1d's options: conv2d's for one spatial dim; zeroed: PyTorch's
+ * defaults (stride 1, padding 0, dilation 1, groups 1). */
 typedef struct nb_conv1d_options {
     int64_t stride, padding, dilation, groups; /* as above; 0 = default */
-    bool padding_same;
+    bool padding_same;                         /* padding='same' (stride 1, padding 0): output length = input length */
 } nb_conv1d_options;
+/* F.conv_transpose2d's options, per (h, w); zeroed: PyTorch's defaults
+ * (stride 1, padding 0, output_padding 0, dilation 1, groups 1). */
 typedef struct nb_conv_transpose2d_options {
     int64_t stride[2], padding[2], output_padding[2], dilation[2], groups; /* 0 = default */
 } nb_conv_transpose2d_options;
 
+/* F.conv2d: x [N, Cin, H, W] (or unbatched [Cin, H, W]), weight [Cout,
+ * Cin/groups, kh, kw], bias [Cout] or NULL -> [N, Cout, H_out, W_out], H_out
+ * and W_out as above (padding_same: H and W). Errors: NB_ERR_SHAPE (ranks,
+ * channels that do not fit the weight or groups, bias not [Cout], an input
+ * smaller than the dilated kernel), NB_ERR_INVALID_ARG (negative stride,
+ * padding or dilation, groups < 0, padding_same with a stride or a padding),
+ * NB_ERR_DTYPE, NB_ERR_DEVICE. */
 nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_options opts);
 
 /* x [N, Cin, L], weight [Cout, Cin/groups, k]. */
@@ -285,6 +301,8 @@ nb_tensor *nb_conv_transpose2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
 typedef struct nb_conv_transpose1d_options {
     int64_t stride, padding, output_padding, dilation, groups; /* 0 = default */
 } nb_conv_transpose1d_options;
+/* F.conv_transpose1d, as above; bias [Cout] or NULL. Errors as
+ * conv_transpose2d's. */
 nb_tensor *nb_conv_transpose1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
                                nb_conv_transpose1d_options opts);
 
@@ -301,8 +319,9 @@ typedef struct nb_conv3d_options {
     int64_t padding[3];  /* default 0 */
     int64_t dilation[3]; /* 0 = 1 */
     int64_t groups;      /* 0 = 1 */
-    bool padding_same;
+    bool padding_same;   /* padding='same' (stride 1, padding 0): output size = input size */
 } nb_conv3d_options;
+/* F.conv3d, as above. */
 nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv3d_options opts);
 
 /* F.conv_transpose3d: x [N, Cin, D, H, W] (or unbatched), weight [Cin,
@@ -313,6 +332,7 @@ nb_tensor *nb_conv3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv3d
 typedef struct nb_conv_transpose3d_options {
     int64_t stride[3], padding[3], output_padding[3], dilation[3], groups; /* 0 = default */
 } nb_conv_transpose3d_options;
+/* F.conv_transpose3d, as above; bias [Cout] or NULL. */
 nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
                                nb_conv_transpose3d_options opts);
 
@@ -331,6 +351,8 @@ nb_tensor *nb_conv_transpose3d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias,
 typedef struct nb_deform_conv2d_options {
     int64_t stride[2], padding[2], dilation[2]; /* stride/dilation 0 = 1 */
 } nb_deform_conv2d_options;
+/* torchvision.ops.deform_conv2d(input, offset, weight, bias, stride, padding,
+ * dilation, mask), as above. */
 nb_tensor *nb_deform_conv2d(nb_tensor *x, nb_tensor *offset, nb_tensor *weight, nb_tensor *bias, nb_tensor *mask,
                             nb_deform_conv2d_options opts);
 
@@ -342,18 +364,20 @@ nb_tensor *nb_deform_conv2d(nb_tensor *x, nb_tensor *offset, nb_tensor *weight, 
  * 2-d pools take float32, float64, bfloat16 and float16 (16-bit tensors,
  * float32 arithmetic inside); the 3-d ones float32 and float64. */
 typedef struct nb_pool2d_options {
-    int64_t kernel[2];
+    int64_t kernel[2];   /* (h, w) window size, required (>= 1) */
     int64_t stride[2];   /* 0 = kernel (PyTorch's default stride=None) */
-    int64_t padding[2];
+    int64_t padding[2];  /* implicit padding on both sides, in [0, kernel/2]; default 0 */
     int64_t dilation[2]; /* max pool only; 0 = 1 */
-    bool ceil_mode;
+    bool ceil_mode;      /* ceil, not floor, in the output size (a window must start in the input or left padding) */
     bool count_include_pad_false; /* avg pool: PyTorch's count_include_pad=False */
     int64_t divisor_override;     /* avg pool: 0 = none */
 } nb_pool2d_options;
+/* The 1-d pools' options (F.max_pool1d, avg_pool1d, lp_pool1d): the 2-d
+ * ones' for one spatial dim, L. */
 typedef struct nb_pool1d_options {
     int64_t kernel, stride, padding, dilation; /* stride 0 = kernel; dilation 0 = 1 */
-    bool ceil_mode;
-    bool count_include_pad_false;
+    bool ceil_mode;                            /* as nb_pool2d_options' */
+    bool count_include_pad_false;              /* avg pool: PyTorch's count_include_pad=False */
 } nb_pool1d_options;
 
 /* Max pooling; if indices != NULL, *indices gets the int64 flat positions
@@ -367,9 +391,9 @@ nb_tensor *nb_avg_pool1d(nb_tensor *x, nb_pool1d_options opts);
  * output_size or output_ratio in (0, 1), per spatial dim: 2-d uses the
  * first two entries, (h, w)). */
 typedef struct nb_fractional_max_pool_options {
-    int64_t kernel_size[3];
+    int64_t kernel_size[3]; /* the window per dim, >= 1 (required) */
     int64_t output_size[3]; /* 0: from output_ratio, int(input size * ratio) */
-    double output_ratio[3];
+    double output_ratio[3]; /* in (0, 1), for the dims whose output_size is 0 */
     nb_tensor *random_samples; /* [N, C, 2] ((w, h) as PyTorch's) or [N, C, 3] ((t, h, w)) in [0, 1), float;
                                   NULL: drawn from generator (PyTorch's _random_samples) */
     nb_generator *generator;   /* NULL: the default generator */
@@ -414,8 +438,11 @@ nb_tensor *nb_adaptive_max_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, in
  * int64), NB_ERR_INVALID_ARG (an index outside the output plane, bad sizes). */
 nb_tensor *nb_max_unpool1d(nb_tensor *x, nb_tensor *indices, int64_t kernel, int64_t stride, int64_t padding,
                            int64_t output_size);
+/* F.max_unpool2d: as above, kernel, stride, padding (required) and
+ * output_size (may be NULL) per (h, w). */
 nb_tensor *nb_max_unpool2d(nb_tensor *x, nb_tensor *indices, const int64_t kernel[2], const int64_t stride[2],
                            const int64_t padding[2], const int64_t output_size[2]);
+/* F.max_unpool3d: likewise per (d, h, w). */
 nb_tensor *nb_max_unpool3d(nb_tensor *x, nb_tensor *indices, const int64_t kernel[3], const int64_t stride[3],
                            const int64_t padding[3], const int64_t output_size[3]);
 
@@ -430,12 +457,16 @@ nb_tensor *nb_max_unpool3d(nb_tensor *x, nb_tensor *indices, const int64_t kerne
 typedef struct nb_pool3d_options {
     int64_t kernel[3];   /* (d, h, w) */
     int64_t stride[3];   /* 0 = kernel */
-    int64_t padding[3];
+    int64_t padding[3];  /* in [0, kernel/2]; default 0 */
     int64_t dilation[3]; /* max pool only; 0 = 1 */
-    bool ceil_mode;
+    bool ceil_mode;      /* as nb_pool2d_options' */
     bool count_include_pad_false; /* avg pool */
     int64_t divisor_override;     /* avg pool: 0 = none */
 } nb_pool3d_options;
+/* F.max_pool3d (indices as above, or NULL), F.avg_pool3d and
+ * F.adaptive_avg_pool3d (to out_d x out_h x out_w), as above. float32/float64.
+ * Errors: NB_ERR_SHAPE (a rank other than 4 or 5, an input smaller than the
+ * window), NB_ERR_INVALID_ARG (bad kernel, stride, padding or dilation). */
 nb_tensor *nb_max_pool3d(nb_tensor *x, nb_pool3d_options opts, nb_tensor **indices);
 nb_tensor *nb_avg_pool3d(nb_tensor *x, nb_pool3d_options opts);
 nb_tensor *nb_adaptive_avg_pool3d(nb_tensor *x, int64_t out_d, int64_t out_h, int64_t out_w);
@@ -505,7 +536,13 @@ nb_tensor *nb_normalize(nb_tensor *x, double p, int dim, double eps);
  * layer and direction and the steps are written from differentiable ops
  * (linear, sigmoid, tanh, mul, add), so gradients, first and second order,
  * follow from those. float32/float64. */
+
+/* The recurrence: an Elman RNN with tanh (the default, nn.RNN's
+ * nonlinearity='tanh') or ReLU, an LSTM, or a GRU. */
 typedef enum nb_rnn_mode { NB_RNN_TANH = 0, NB_RNN_RELU, NB_RNN_LSTM, NB_RNN_GRU } nb_rnn_mode;
+/* Options of nb_rnn, nb_rnn_packed and the nn recurrent modules; zeroed:
+ * PyTorch's defaults (tanh RNN, one layer, bias, sequence first, no dropout,
+ * one direction, no projection). */
 typedef struct nb_rnn_options {
     nb_rnn_mode mode;     /* RNN with tanh (default) or ReLU, LSTM, GRU */
     int64_t num_layers;   /* 1 (left 0) */
@@ -643,7 +680,7 @@ nb_tensor *nb_multinomial(nb_tensor *p, int64_t num_samples, bool replacement, n
 /* The sliding blocks of F.unfold / F.fold: kernel (required, >= 1),
  * dilation and stride (0 means 1), padding (>= 0), per (h, w). */
 typedef struct nb_fold_options {
-    int64_t kernel[2], dilation[2], padding[2], stride[2];
+    int64_t kernel[2], dilation[2], padding[2], stride[2]; /* (h, w) each; as above */
 } nb_fold_options;
 /* F.unfold (ATen's im2col): x [N, C, H, W] (or [C, H, W]) -> [N, C kh kw,
  * L], column c kh kw + i kw + j holding, for each of the L = oh ow blocks
@@ -659,11 +696,13 @@ nb_tensor *nb_im2col(nb_tensor *x, nb_fold_options opts);
  * NB_ERR_INVALID_ARG. */
 nb_tensor *nb_col2im(nb_tensor *cols, int64_t out_h, int64_t out_w, nb_fold_options opts);
 
+/* F.embedding_bag's mode: NB_BAG_MEAN 'mean' (the default), NB_BAG_SUM 'sum',
+ * NB_BAG_MAX 'max'. */
 typedef enum nb_embedding_bag_mode { NB_BAG_MEAN = 0, NB_BAG_SUM, NB_BAG_MAX } nb_embedding_bag_mode;
 /* F.embedding_bag's options; a zeroed struct is PyTorch's defaults (mode
  * mean, no per-sample weights, no padding index, offsets without the last). */
 typedef struct nb_embedding_bag_options {
-    nb_embedding_bag_mode mode;
+    nb_embedding_bag_mode mode;    /* how a bag's rows combine: mean (default), sum, max */
     nb_tensor *per_sample_weights; /* mode sum only: a weight per index (input's shape), or NULL (borrowed) */
     bool include_last_offset;      /* offsets has B + 1 entries, the last one the end */
     bool has_padding_idx;          /* padding_idx is set: that index is left out of its bag (and of mean's count) */
@@ -686,7 +725,13 @@ nb_tensor *nb_embedding_bag(nb_tensor *input, nb_tensor *weight, nb_tensor *offs
  * gradients reach theta. */
 nb_tensor *nb_affine_grid(nb_tensor *theta, int64_t N, int64_t H, int64_t W, bool align_corners);
 
-typedef enum nb_grid_sample_mode { NB_GRID_SAMPLE_BILINEAR = 0, NB_GRID_SAMPLE_NEAREST, NB_GRID_SAMPLE_BICUBIC } nb_grid_sample_mode;
+/* F.grid_sample's mode (the interpolation). */
+typedef enum nb_grid_sample_mode {
+    NB_GRID_SAMPLE_BILINEAR = 0, /* 'bilinear' (the default; trilinear for 5-d input) */
+    NB_GRID_SAMPLE_NEAREST,      /* 'nearest' */
+    NB_GRID_SAMPLE_BICUBIC       /* 'bicubic' (4-d input only) */
+} nb_grid_sample_mode;
+/* F.grid_sample's padding_mode: what a sample outside the input reads. */
 typedef enum nb_grid_sample_padding {
     NB_GRID_SAMPLE_ZEROS = 0, /* samples outside the input read 0 */
     NB_GRID_SAMPLE_BORDER,    /* coordinates clipped to the border pixels */
@@ -695,9 +740,9 @@ typedef enum nb_grid_sample_padding {
 /* F.grid_sample's options; zeroed: PyTorch's defaults (bilinear, zeros,
  * align_corners false). */
 typedef struct nb_grid_sample_options {
-    nb_grid_sample_mode mode;
-    nb_grid_sample_padding padding_mode;
-    bool align_corners;
+    nb_grid_sample_mode mode;            /* bilinear (default), nearest, bicubic */
+    nb_grid_sample_padding padding_mode; /* zeros (default), border, reflection */
+    bool align_corners;                  /* -1 and 1 are the corner pixels' centres, not the image's outer edges */
 } nb_grid_sample_options;
 /* F.grid_sample (Jaderberg et al. 2015, spatial transformers): output
  * [N, C, Ho, Wo] sampled from input [N, C, H, W] at grid [N, Ho, Wo, 2]
@@ -716,6 +761,8 @@ nb_tensor *nb_grid_sample(nb_tensor *input, nb_tensor *grid, nb_grid_sample_opti
 
 /* ---- resizing (ops_upsample.c; backend/cpu/upsample.c) ----------------------- */
 
+/* F.interpolate's mode: NB_INTERPOLATE_NEAREST 'nearest' (the default),
+ * NB_INTERPOLATE_BILINEAR 'bilinear'. */
 typedef enum nb_interpolate_mode { NB_INTERPOLATE_NEAREST, NB_INTERPOLATE_BILINEAR } nb_interpolate_mode;
 
 /* F.interpolate on x [N, C, H, W] to size [out_h, out_w]; align_corners for
@@ -725,6 +772,8 @@ nb_tensor *nb_interpolate(nb_tensor *x, int64_t out_h, int64_t out_w, nb_interpo
 
 /* ---- attention (ops_attention.c; backend/cpu/attention.c) -------------------- */
 
+/* F.scaled_dot_product_attention's options; zeroed: PyTorch's defaults (no
+ * mask, no dropout, not causal, scale 1/sqrt(E), no GQA). */
 typedef struct nb_sdpa_options {
     nb_tensor *attn_mask; /* NULL, bool (true = may attend) or float (added to the scores);
                              broadcastable to [..., L, S] */

@@ -56,6 +56,8 @@ nb_status nb_linalg_slogdet(nb_tensor *A, nb_tensor **sign, nb_tensor **logabsde
  * naming the batch element and the leading minor. */
 nb_tensor *nb_linalg_cholesky(nb_tensor *A, bool upper);
 
+/* torch.linalg.qr's mode: NB_QR_REDUCED 'reduced' (the default), NB_QR_COMPLETE
+ * 'complete'. */
 typedef enum nb_linalg_qr_mode { NB_QR_REDUCED = 0, NB_QR_COMPLETE } nb_linalg_qr_mode;
 /* torch.linalg.qr: A [..., m, n] = Q R by Householder reflections (geqrf +
  * orgqr), k = min(m, n). 'reduced': Q [..., m, k], R [..., k, n];

@@ -61,6 +61,8 @@ nb_tensor *nb_relu(nb_tensor *a);
 nb_tensor *nb_sigmoid(nb_tensor *a);
 nb_tensor *nb_tanh(nb_tensor *a);
 
+/* F.gelu's approximate argument: NB_GELU_ERF is 'none' (exact, the default),
+ * NB_GELU_TANH 'tanh'. */
 typedef enum nb_gelu_approximate { NB_GELU_ERF = 0, NB_GELU_TANH } nb_gelu_approximate;
 /* F.gelu: x * Phi(x) (exact, erf) or the tanh approximation (Hendrycks &
  * Gimpel 2016), as PyTorch's approximate='none' / 'tanh'. */
@@ -247,6 +249,16 @@ nb_tensor *nb_logsigmoid(nb_tensor *x);
 
 /* ---- arithmetic, comparisons, logic, promotion (ops_binary.c; backend/cpu/binary.c) --- */
 
+/* torch.add / torch.sub / torch.mul / torch.div (a + b, a - b, a * b, a / b; no
+ * alpha argument: scale with nb_mul_scalar): elementwise on a and b broadcast
+ * together, in their promoted dtype (nb_result_type below; nb_div is true
+ * division, float32 for integer and bool inputs). Dtypes: f32, f64, i32, i64,
+ * u8, bool (add: logical or, mul: logical and; sub rejects bool, as torch.sub)
+ * and f16/bf16 (float32 arithmetic inside). Gradients g and g (add), g and -g
+ * (sub), g b and g a (mul), g / b and -g a / b^2 (div), each summed over the
+ * broadcast dims back to its input's shape and cast to its dtype; twice
+ * differentiable. Errors: NB_ERR_SHAPE (shapes that do not broadcast),
+ * NB_ERR_DTYPE, NB_ERR_DEVICE (inputs on different devices). */
 nb_tensor *nb_add(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_sub(nb_tensor *a, nb_tensor *b);
 nb_tensor *nb_mul(nb_tensor *a, nb_tensor *b);
@@ -288,6 +300,10 @@ nb_dtype nb_result_type(const nb_tensor *a, const nb_tensor *b);
  * Integer division by zero fails with NB_ERR_INVALID_ARG ("div: integer
  * division by zero"); INT_MIN / -1 wraps to INT_MIN. Floats follow IEEE. */
 typedef enum nb_rounding_mode { NB_ROUNDING_NONE = 0, NB_ROUNDING_TRUNC, NB_ROUNDING_FLOOR } nb_rounding_mode;
+/* torch.div(a, b, rounding_mode) and torch.floor_divide(a, b), as described
+ * above: broadcast, promoted dtype; f32, f64, i32, i64, u8. Errors:
+ * NB_ERR_INVALID_ARG (a bad mode, integer division by zero), NB_ERR_SHAPE,
+ * NB_ERR_DTYPE. */
 nb_tensor *nb_div_mode(nb_tensor *a, nb_tensor *b, nb_rounding_mode mode);
 nb_tensor *nb_floor_divide(nb_tensor *a, nb_tensor *b);
 
@@ -582,6 +598,9 @@ nb_tensor *nb_histc(nb_tensor *input, int64_t bins, double min, double max);
 nb_tensor *nb_reshape(nb_tensor *t, int ndim, const int64_t *shape);
 nb_tensor *nb_view(nb_tensor *t, int ndim, const int64_t *shape);
 nb_tensor *nb_permute(nb_tensor *t, const int *dims); /* nb_dim(t) entries */
+/* torch.transpose: the view with dims dim0 and dim1 swapped (negative dims
+ * count from the end; a 0-dim t takes 0 and -1). Any dtype. Errors: a dim out
+ * of range (NB_ERR_INVALID_ARG). */
 nb_tensor *nb_transpose(nb_tensor *t, int dim0, int dim1);
 
 /* Elements start..start+length-1 of dim (torch.narrow). */
@@ -598,6 +617,9 @@ nb_tensor *nb_slice(nb_tensor *t, int dim, int64_t start, int64_t end, int64_t s
 
 /* Broadcast view to shape (-1 keeps a size); new leading dims allowed. */
 nb_tensor *nb_expand(nb_tensor *t, int ndim, const int64_t *shape);
+/* torch.unsqueeze: a view with a dim of size 1 inserted at dim, in [-ndim - 1,
+ * ndim] (negative counts from the end). Errors: dim out of range, or t already
+ * NB_MAX_DIMS dims (NB_ERR_INVALID_ARG). */
 nb_tensor *nb_unsqueeze(nb_tensor *t, int dim);
 
 /* Removes dim if its size is 1 (else returns a view unchanged, as PyTorch). */
@@ -675,6 +697,7 @@ nb_tensor *nb_repeat(nb_tensor *t, const int64_t *repeats, int n);
  * (PyTorch's rule), so tile(t [2, 3], {2}) repeats the last dim. */
 nb_tensor *nb_tile(nb_tensor *t, const int64_t *reps, int n);
 
+/* F.pad's mode: 'constant' (the default), 'reflect', 'replicate' or 'circular' (see nb_pad). */
 typedef enum nb_pad_mode { NB_PAD_CONSTANT, NB_PAD_REFLECT, NB_PAD_REPLICATE, NB_PAD_CIRCULAR } nb_pad_mode;
 
 /* F.pad: pads = (left, right) pairs from the last dim backwards (n_pads
@@ -704,6 +727,8 @@ nb_tensor *nb_triu(nb_tensor *t, int64_t diagonal);
  * zeros elsewhere. Defaults: 0, -2, -1. Gradient: g's diagonal. */
 nb_tensor *nb_diag_embed(nb_tensor *t, int64_t offset, int dim1, int dim2);
 
+/* torch.meshgrid's indexing: NB_MESHGRID_IJ 'ij' (matrix indexing, the
+ * default), NB_MESHGRID_XY 'xy' (Cartesian: the first two output dims swapped). */
 typedef enum nb_meshgrid_indexing { NB_MESHGRID_IJ, NB_MESHGRID_XY } nb_meshgrid_indexing;
 
 /* torch.meshgrid: n 0-d or 1-D tensors (one dtype) -> n expanded views of

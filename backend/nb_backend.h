@@ -95,9 +95,9 @@ static inline bool nb_dtype_is_16bit(nb_dtype dt) { return dt == NB_BF16 || dt =
  * "contiguous". */
 typedef struct nb_kview {
     void *data; /* first element */
-    nb_dtype dtype;
-    int ndim;
-    int64_t shape[NB_MAX_DIMS];
+    nb_dtype dtype;               /* the element type of data */
+    int ndim;                     /* 0 (a scalar) to NB_MAX_DIMS */
+    int64_t shape[NB_MAX_DIMS];   /* the sizes of dims 0..ndim-1 (each >= 0); entries past ndim unused */
     int64_t strides[NB_MAX_DIMS]; /* elements; 0 = broadcast */
 } nb_kview;
 
@@ -123,6 +123,7 @@ typedef enum nb_binary_op {
     NB_BINARY_OP_COUNT
 } nb_binary_op;
 
+/* clang-format off */
 /* Elementwise unary ops: out = f(x; alpha), one row each (the one list of
  * them: the enum, their names and what their backward reads come from it):
  *   X(ID, name, saved, api)
@@ -140,7 +141,6 @@ typedef enum nb_binary_op {
  * (alpha 0) also take int32/int64/uint8 (the last four as identity); neg
  * and the scalar forms take the integers too; each op's dtypes are checked
  * by backend/check/unary.c. */
-/* clang-format off */
 #define NB_UNARY_OPS(X) \
     X(NEG, neg, NONE, GEN) \
     X(EXP, exp, OUT, GEN) \
@@ -191,14 +191,22 @@ typedef enum nb_binary_op {
     X(HARDSWISH, hardswish, IN, GEN)        /* x min(max(x + 3, 0), 6) / 6 */ \
     X(LOGSIGMOID, logsigmoid, IN, GEN)      /* min(x, 0) - log1p(e^-|x|) */
 /* clang-format on */
+/* The elementwise unary ops: NB_UNARY_<ID> for each row of NB_UNARY_OPS, in its order, then
+ * NB_UNARY_OP_COUNT; the op argument of the unary and unary_backward slots. */
 typedef enum nb_unary_op {
+/* The X of NB_UNARY_OPS that makes a row its enumerator NB_UNARY_<ID> (defined only inside this enum). */
 #define NB_UNARY_ENUM(id, name, saved, api) NB_UNARY_##id,
     NB_UNARY_OPS(NB_UNARY_ENUM)
 #undef NB_UNARY_ENUM
     NB_UNARY_OP_COUNT
 } nb_unary_op;
 
-typedef enum nb_reduce_op { NB_REDUCE_SUM, NB_REDUCE_MAX, NB_REDUCE_MIN,
+/* The op of the reduce, scan and scan_backward slots (backend/nb_slots.def): torch.sum, amax, amin,
+ * prod and cumsum, cummax, cummin, cumprod, logcumsumexp. */
+typedef enum nb_reduce_op {
+    NB_REDUCE_SUM,       /* reduce and scan (empty sum = 0) */
+    NB_REDUCE_MAX,       /* reduce (amax) and scan (cummax, with its indices) */
+    NB_REDUCE_MIN,       /* reduce (amin) and scan (cummin, with its indices) */
     NB_REDUCE_PROD,      /* reduce and scan (empty product = 1) */
     NB_REDUCE_LOGSUMEXP, /* scan only (logcumsumexp) */
     NB_REDUCE_OP_COUNT } nb_reduce_op;
@@ -210,14 +218,24 @@ typedef enum nb_scatter_mode {
     NB_SCATTER_MODE_COUNT
 } nb_scatter_mode;
 
-typedef enum nb_rng_dist { NB_RNG_UNIFORM, NB_RNG_NORMAL, NB_RNG_BERNOULLI } nb_rng_dist;
+/* The distribution of the random slot, with its arguments a and b (torch.Tensor.uniform_, normal_,
+ * bernoulli_). */
+typedef enum nb_rng_dist {
+    NB_RNG_UNIFORM,  /* U[a, b); b itself never drawn */
+    NB_RNG_NORMAL,   /* N(mean a, std b) */
+    NB_RNG_BERNOULLI /* 1 with probability a, else 0 (b unused) */
+} nb_rng_dist;
 
 /* Hyperparameters of one Adam/AdamW update (torch.optim.Adam / AdamW docs). */
 typedef struct nb_adam_hyper {
-    double lr, beta1, beta2, eps, weight_decay;
+    double lr,          /* the learning rate (unless lr_dev) */
+        beta1,          /* exp_avg's decay: m = beta1*m + (1 - beta1)*g (PyTorch's betas[0]) */
+        beta2,          /* exp_avg_sq's decay: v = beta2*v + (1 - beta2)*g*g (betas[1]) */
+        eps,            /* added to sqrt(v / (1 - beta2^step)) in the denominator */
+        weight_decay;   /* wd, 0 = none (see decoupled) */
     bool decoupled; /* AdamW: p -= lr*wd*p before the Adam step; Adam: g += wd*p */
-    bool amsgrad;
-    bool maximize;
+    bool amsgrad;   /* the denominator uses max_exp_avg_sq = max(itself, v) (that view is then required) */
+    bool maximize;  /* ascend: the gradient is negated first */
     int64_t step;   /* this update's step count, from 1 */
     /* Capturable form (PyTorch's capturable=True), for steps replayed in a
      * CUDA graph: NULL, or device memory read when the kernel runs instead
@@ -226,14 +244,17 @@ typedef struct nb_adam_hyper {
      * memory, which the call increments before using them (all n hold the
      * same count). Only the multi-tensor slot takes them. */
     const double *lr_dev;
-    double *const *step_dev;
+    double *const *step_dev; /* NULL, or the n device step counters above, read instead of step */
 } nb_adam_hyper;
 
 /* Hyperparameters of one SGD update (torch.optim.SGD docs). */
 typedef struct nb_sgd_hyper {
-    double lr, momentum, dampening, weight_decay;
-    bool nesterov;
-    bool maximize;
+    double lr,         /* the learning rate (unless lr_dev) */
+        momentum,      /* buf = momentum*buf + (1 - dampening)*g; 0 = none (no buffer) */
+        dampening,     /* see momentum; 0 = none */
+        weight_decay;  /* g += weight_decay*p; 0 = none */
+    bool nesterov;   /* the step uses g + momentum*buf instead of buf */
+    bool maximize;   /* ascend: the gradient is negated first */
     bool first_step; /* momentum buffer is initialised to g (no dampening) */
     const double *lr_dev; /* NULL, or a device float64 read instead of lr (capturable) */
 } nb_sgd_hyper;
@@ -251,19 +272,29 @@ typedef struct nb_sgd_hyper {
  * float32 products may use TF32 (the float32 matmul precision when the
  * forward ran; its backward must see the same). */
 typedef struct nb_rnn_params {
-    int mode;
-    nb_dtype dtype;
-    int64_t seq_len, batch, input_size, hidden_size, proj_size, num_layers;
-    bool bidirectional, bias, training, tf32;
-    const int32_t *lengths;
+    int mode;       /* 0 tanh, 1 ReLU, 2 LSTM, 3 GRU */
+    nb_dtype dtype; /* of every view: float32 or float64 */
+    int64_t seq_len, /* T >= 1 */
+        batch,       /* B >= 1 */
+        input_size,  /* I >= 1 */
+        hidden_size, /* H >= 1 */
+        proj_size,   /* 0, or (LSTM only) H_out < H */
+        num_layers;  /* L >= 1 */
+    bool bidirectional, /* D = 2 directions, else 1 */
+        bias,           /* w holds b_ih and b_hh per layer and direction */
+        training,       /* the forward keeps a reserve space for rnn_backward */
+        tf32;           /* float32 products may use TF32 (see above) */
+    const int32_t *lengths; /* NULL, or a host array [batch] of lengths in [1, seq_len] (see above) */
 } nb_rnn_params;
 
 /* Geometry of a 2-d convolution (conv1d runs as conv2d with H = 1), as
  * torch.nn.functional.conv2d / conv_transpose2d. */
 typedef struct nb_conv_params {
-    int64_t stride[2], padding[2], dilation[2];
+    int64_t stride[2],  /* (h, w), each >= 1 */
+        padding[2],     /* (h, w), each >= 0: zeros on both sides */
+        dilation[2];    /* (h, w), each >= 1 */
     int64_t output_padding[2]; /* conv_transpose2d only */
-    int64_t groups;
+    int64_t groups;            /* >= 1, dividing Cin and Cout */
 } nb_conv_params;
 
 /* Geometry of a 2-d pooling window (pool1d runs as pool2d with H = 1), as
@@ -271,8 +302,11 @@ typedef struct nb_conv_params {
  * floor or ceil((in + 2*pad - dilation*(k-1) - 1) / stride) + 1, with
  * PyTorch's rule that the last window must start inside the padded input. */
 typedef struct nb_pool_params {
-    int64_t kernel[2], stride[2], padding[2], dilation[2];
-    bool ceil_mode;
+    int64_t kernel[2], /* (h, w), each >= 1 */
+        stride[2],     /* (h, w), each >= 1 */
+        padding[2],    /* (h, w), each >= 0 */
+        dilation[2];   /* (h, w), each >= 1 */
+    bool ceil_mode;   /* ceil instead of floor in the output size */
     bool count_include_pad; /* avg_pool2d */
     int64_t divisor_override; /* avg_pool2d; 0 = none */
 } nb_pool_params;
@@ -283,8 +317,9 @@ typedef struct nb_pool_params {
  * the kernel adds to offset when it runs, so each replay draws fresh
  * numbers (core/graph.c); backends without graphs get NULL. */
 typedef struct nb_philox_state {
-    uint64_t seed, offset;
-    const uint64_t *offset_base;
+    uint64_t seed,  /* the Philox key (the generator's seed) */
+        offset;     /* the first counter block */
+    const uint64_t *offset_base; /* NULL, or a device uint64 added to offset at launch (see above) */
 } nb_philox_state;
 
 /* The inputs of fused attention and its backward over B = batch*heads
@@ -295,7 +330,7 @@ typedef struct nb_attention_args {
      * strides, 0 where broadcast, so a [N, 1, 1, S] padding mask needs no
      * copy), bool (true = attend) or of q's dtype (additive) */
     const nb_kview *mask;
-    bool is_causal;
+    bool is_causal;   /* also mask key j > query i (top-left aligned, as PyTorch's) */
     double scale;     /* the scores are scale * q k^T */
     double dropout_p; /* dropout on the attention weights, 0 <= p < 1 */
     nb_philox_state rng; /* element (b, i, j) keeps by the bits of index (b*L + i)*S + j */
@@ -307,7 +342,8 @@ typedef struct nb_batch_norm_args {
     const nb_kview *weight, *bias;              /* [C], each NULL for affine=False */
     const nb_kview *running_mean, *running_var; /* [C], both or neither */
     bool training;                              /* batch statistics (else the running ones) */
-    double momentum, eps;
+    double momentum,                            /* training: r = (1 - momentum)*r + momentum*stat (var unbiased) */
+        eps;                                    /* added to the variance: 1/sqrt(var + eps) */
 } nb_batch_norm_args;
 
 /* The inputs of layer norm over rows and its backward
@@ -315,7 +351,7 @@ typedef struct nb_batch_norm_args {
 typedef struct nb_layer_norm_args {
     const nb_kview *x;    /* [R, M] */
     const nb_kview *w, *b; /* [M], each may be NULL */
-    double eps;
+    double eps;            /* added to the variance: rstd = 1/sqrt(var + eps) */
 } nb_layer_norm_args;
 
 /* A device's backend instance (opaque here; backend/nb_backend_impl.h). */

@@ -40,8 +40,10 @@ extern "C" {
 
 /* ---- errors ------------------------------------------------------------ */
 
+/* What a function returning nb_status reports: NB_OK (0) on success, else
+ * the kind of failure (the message: nb_last_error()). */
 typedef enum nb_status {
-    NB_OK = 0,
+    NB_OK = 0,          /* success */
     NB_ERR_INVALID_ARG, /* a bad argument (negative size, bad dim, NULL) */
     NB_ERR_SHAPE,       /* shapes that do not fit together */
     NB_ERR_DTYPE,       /* a dtype the op does not take */
@@ -71,13 +73,13 @@ const char *nb_status_str(nb_status s);
  * NB_ZERO: -0.0, which compares equal to 0 and differs only in its sign bit:
  * `(nb_adam_options){.weight_decay = NB_ZERO}` is AdamW without weight
  * decay. */
-#define NB_ZERO (-0.0)
+#define NB_ZERO (-0.0) /* an explicit 0 for a float option whose default is not 0 */
 /* Such an option's value: dflt for +0.0, 0 for NB_ZERO, v otherwise. */
 double nb_option(double v, double dflt);
 /* A yes/no option whose PyTorch default is true: left 0, it takes the
  * default (nb_flag_on: NB_FLAG_FALSE is the only "no"). */
 typedef enum nb_flag { NB_FLAG_DEFAULT = 0, NB_FLAG_TRUE, NB_FLAG_FALSE } nb_flag;
-#define nb_flag_on(f) ((f) != NB_FLAG_FALSE)
+#define nb_flag_on(f) ((f) != NB_FLAG_FALSE) /* whether an nb_flag is on: true unless NB_FLAG_FALSE */
 
 /* ---- dtypes and devices ---------------------------------------------- */
 
@@ -110,13 +112,17 @@ const char *nb_dtype_name(nb_dtype dt);
 /* True for NB_F32, NB_F64, NB_F16 and NB_BF16 (torch.is_floating_point). */
 bool nb_dtype_is_float(nb_dtype dt);
 
+/* Kinds of device, torch.device's type ("cpu", "cuda"); NB_DEVICE_TYPE_COUNT
+ * counts them (and marks "no device" in nb_device_of(NULL)). */
 typedef enum nb_device_type { NB_DEVICE_CPU, NB_DEVICE_CUDA, NB_DEVICE_TYPE_COUNT } nb_device_type;
+/* A device (torch.device): its type and index, e.g. NB_CUDA(1) for cuda:1.
+ * Passed by value; build it with NB_CPU, NB_CUDA(i) or nb_device_parse. */
 typedef struct nb_device {
-    nb_device_type type;
-    int index;
+    nb_device_type type; /* CPU or CUDA */
+    int index;           /* which device of the type, in [0, NB_MAX_DEVICES); 0 for the CPU */
 } nb_device;
-#define NB_CPU ((nb_device){NB_DEVICE_CPU, 0})
-#define NB_CUDA(i) ((nb_device){NB_DEVICE_CUDA, (i)})
+#define NB_CPU ((nb_device){NB_DEVICE_CPU, 0})          /* the CPU, torch.device('cpu') */
+#define NB_CUDA(i) ((nb_device){NB_DEVICE_CUDA, (i)})   /* CUDA device i, torch.device('cuda', i) */
 #define NB_MAX_DEVICES 16 /* per device type */
 
 /* Device that creation functions use (CPU unless changed). */
@@ -147,8 +153,8 @@ const char *nb_backend_info(nb_device dev);
  * is synchronous and free. Data-dependent errors of an asynchronous device
  * (an index out of range found by a kernel) surface at the next sync point,
  * naming the op; NB_SYNC_DEBUG=1 synchronizes after every kernel. */
-typedef struct nb_stream nb_stream;
-typedef struct nb_event nb_event;
+typedef struct nb_stream nb_stream; /* a device's work queue (torch.cuda.Stream); opaque */
+typedef struct nb_event nb_event;   /* a marker in a stream's queue (torch.cuda.Event); opaque */
 
 /* Waits for all work on the device; returns the first pending error.
  * torch.cuda.synchronize. */
@@ -176,6 +182,9 @@ nb_stream *nb_current_stream(nb_device dev);
 nb_status nb_set_current_stream(nb_stream *s);
 /* The stream's device (NB_CPU with NB_ERR_INVALID_ARG for NULL). */
 nb_device nb_stream_device(const nb_stream *s);
+/* Waits until everything enqueued on s so far has run
+ * (torch.cuda.Stream.synchronize): a sync point, where a failed kernel's
+ * error surfaces. NB_ERR_INVALID_ARG for NULL. */
 nb_status nb_stream_synchronize(nb_stream *s);
 /* s waits (on the device) for everything enqueued on `on` so far. */
 nb_status nb_stream_wait_stream(nb_stream *s, nb_stream *on);
@@ -191,6 +200,8 @@ nb_status nb_stream_wait_event(nb_stream *s, nb_event *e);
  * recorded event has); false with NB_ERR_INVALID_ARG for NULL; true with
  * NB_ERR_DEVICE when the device failed (nothing will complete). */
 bool nb_event_query(nb_event *e);
+/* Waits until everything before the last record of e has completed
+ * (torch.cuda.Event.synchronize); NB_ERR_INVALID_ARG for NULL. */
 nb_status nb_event_synchronize(nb_event *e);
 
 /* ---- threads and floating-point environment ------------------------- */
@@ -233,7 +244,7 @@ bool nb_cudnn_enabled(void);
 
 /* ---- scopes ----------------------------------------------------------- */
 
-typedef struct nb_scope nb_scope;
+typedef struct nb_scope nb_scope; /* an ownership scope of this thread (see the top of this file); opaque */
 /* Opens a scope on this thread; tensors returned until its end belong to
  * it. Scopes nest. Returns NULL only on allocation failure (then tensors go
  * to the enclosing scope, and nb_scope_end(NULL) does nothing). */
@@ -252,13 +263,18 @@ size_t nb_scope_root_size(void);
 
 /* ---- tensors ------------------------------------------------------------ */
 
-#define NB_MAX_DIMS 8
+#define NB_MAX_DIMS 8 /* the most dimensions a tensor may have */
+/* A tensor: shape, strides, dtype, device, a view of a reference-counted
+ * storage, and its autograd state (torch.Tensor). Opaque: read it through
+ * the accessors below. */
 typedef struct nb_tensor nb_tensor;
 
 /* NB_SHAPE(2, 3) expands to the (ndim, shape) argument pair `2, (int64_t[]){2, 3}`. */
 #define NB_SHAPE(...) \
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
 
+/* Takes a reference of the caller's own to t, so that it outlives its
+ * scope; give it up with nb_release. NULL is ignored. */
 void nb_retain(nb_tensor *t);
 void nb_release(nb_tensor *t); /* NULL is ignored */
 /* Ownership debugging, for a tensor used after its scope ended or released
@@ -312,6 +328,9 @@ int nb_dim(const nb_tensor *t);
 int64_t nb_size(const nb_tensor *t, int dim);
 const int64_t *nb_shape(const nb_tensor *t);  /* borrowed, nb_dim(t) entries */
 const int64_t *nb_strides(const nb_tensor *t); /* in elements */
+/* The number of elements (torch.numel; 1 for a 0-dim tensor), the dtype,
+ * the device, and whether the layout is C-contiguous (Tensor.is_contiguous:
+ * sizes of 1 and tensors of no element count as contiguous). */
 int64_t nb_numel(const nb_tensor *t);
 nb_dtype nb_dtype_of(const nb_tensor *t);
 nb_device nb_device_of(const nb_tensor *t);
@@ -356,6 +375,8 @@ typedef struct nb_generator {
     uint64_t offset; /* the counter of 128-bit blocks used so far */
 } nb_generator;
 
+/* A generator at the start of seed's stream: {seed, offset 0}
+ * (torch.Generator().manual_seed(seed)). */
 nb_generator nb_generator_new(uint64_t seed);
 /* Seeds the default generator (the one used when a generator argument is NULL). */
 void nb_manual_seed(uint64_t seed);
@@ -368,6 +389,9 @@ nb_tensor *nb_randn(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *g
 /* The same on a device (the numbers do not depend on it). */
 nb_tensor *nb_rand_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev);
 nb_tensor *nb_randn_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator *gen, nb_device dev);
+/* The in-place fills (Tensor.uniform_, normal_, bernoulli_): t's elements
+ * drawn from U[low, high), N(mean, std) (float dtypes) or Bernoulli(p) (any
+ * dtype); no autograd. gen NULL = default. */
 nb_status nb_uniform_(nb_tensor *t, double low, double high, nb_generator *gen);
 nb_status nb_normal_(nb_tensor *t, double mean, double std, nb_generator *gen);
 nb_status nb_bernoulli_(nb_tensor *t, double p, nb_generator *gen);
@@ -418,6 +442,8 @@ typedef struct nb_memory_stats {
     uint64_t num_ooms;         /* requests that failed with NB_ERR_OOM */
 } nb_memory_stats;
 
+/* The allocator statistics of dev (torch.cuda.memory_stats); zeros for a
+ * device without a backend. */
 nb_memory_stats nb_memory_stats_get(nb_device dev);
 
 /* Work counters of a device since the process started, for profiling a
@@ -457,7 +483,7 @@ nb_device_counters nb_device_counters_get(nb_device dev);
  * host synchronisation (nb_item, nb_to_host, nb_device_synchronize) fails
  * with NB_ERR_STATE and no tensor made before the capture may be freed.
  * Graphs are CUDA's: on the CPU capture fails with NB_ERR_UNSUPPORTED. */
-typedef struct nb_graph nb_graph;
+typedef struct nb_graph nb_graph; /* a captured CUDA graph (torch.cuda.CUDAGraph); opaque */
 /* Starts capturing what the calling thread enqueues on dev's current stream.
  * Errors: NB_ERR_UNSUPPORTED (a device without graphs), NB_ERR_STATE (a
  * capture under way), NB_ERR_DEVICE. */
@@ -482,6 +508,9 @@ bool nb_graph_is_capturing(nb_device dev);
  * launch work). The marks add a little host time per call, so read it for
  * where time goes, not for the step's wall time. NB_PROFILE=1
  * in the environment starts it when the library loads. */
+
+/* Starts profiling: from now on each kernel slot call is timed and counted;
+ * the report's wall time runs from this call. */
 void nb_profiler_start(void);
 /* Prints one line per slot, most device time first: calls, total ms, us per
  * call and the share of the profiled device time, then the totals and the
@@ -501,6 +530,8 @@ void nb_profiler_report(FILE *f);
  * NB_ERR_INVALID_ARG (NULL path), NB_ERR_STATE (nb_profiler_start not
  * called, or the profile already reported), NB_ERR_IO, NB_ERR_OOM. */
 nb_status nb_profiler_export_chrome_trace(const char *path);
+/* Sets dev's peak_* statistics to their current values
+ * (torch.cuda.reset_peak_memory_stats). */
 void nb_memory_reset_peak(nb_device dev);
 /* Returns cached, unused segments to the device (torch.cuda.empty_cache). */
 void nb_memory_empty_cache(nb_device dev);

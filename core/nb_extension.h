@@ -36,7 +36,7 @@ extern "C" {
 #if defined(__GNUC__) || defined(__clang__)
 nb_status nb_set_error(nb_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #else
-nb_status nb_set_error(nb_status s, const char *fmt, ...);
+nb_status nb_set_error(nb_status s, const char *fmt, ...); /* as above: records the error, returns s */
 #endif
 /* The same, for functions returning a pointer: sets the error, gives NULL. */
 #define NB_FAIL(s, ...) (nb_set_error((s), __VA_ARGS__), (void *)0)

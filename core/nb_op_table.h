@@ -58,6 +58,7 @@ extern "C" {
 #define NB_OPF_DIFF2 64u    /* its backward rule is differentiable: double backward (create_graph) works */
 
 /* ---- dtype masks --------------------------------------------------------------- */
+/* The bit of dtype dt in a dtype mask (a row's dtypes, nb_op_info.dtypes). */
 #define NB_DTM(dt) (1u << (dt))
 #define NB_DTM_F (NB_DTM(NB_F32) | NB_DTM(NB_F64))                      /* float math */
 #define NB_DTM_INT (NB_DTM(NB_I32) | NB_DTM(NB_I64) | NB_DTM(NB_U8))   /* integers */
@@ -65,9 +66,12 @@ extern "C" {
 #define NB_DTM_N (NB_DTM_F | NB_DTM_INT)                               /* numbers */
 #define NB_DTM_A6 (NB_DTM_N | NB_DTM(NB_BOOL))                         /* the compute dtypes */
 #define NB_DTM_A8 (NB_DTM_A6 | NB_DTM(NB_F16) | NB_DTM(NB_BF16))      /* every dtype */
-#define NB_DTM_I64 NB_DTM(NB_I64)
+#define NB_DTM_I64 NB_DTM(NB_I64)                                     /* int64 only (indices) */
 #define NB_DTM_H (NB_DTM(NB_F16) | NB_DTM(NB_BF16))                   /* the 16-bit floats */
 
+/* Short names of the flags for the table's rows: NB_D differentiable, NB_C
+ * composite, NB_V view, NB_S sync, NB_R random, NB_LP lower precision, NB_D2
+ * differentiable twice (NB_OPF_DIFF | NB_OPF_DIFF2). */
 #define NB_D NB_OPF_DIFF
 #define NB_C NB_OPF_COMPOSITE
 #define NB_V NB_OPF_VIEW
@@ -77,6 +81,8 @@ extern "C" {
 #define NB_D2 (NB_OPF_DIFF | NB_OPF_DIFF2)
 
 /* clang-format off */
+/* The table: X(ID, name, family, flags, dtypes, slots, bw, ac) once per op,
+ * the columns as at the top of this file. Expand it with your own X. */
 #define NB_OP_TABLE(X) \
     /* unary math and activations */ \
     X(NEG, neg, unary, NB_D2 | NB_LP, NB_DTM_N | NB_DTM_H, K(unary) K(unary_backward), BW(unary), AC(NONE)) \
@@ -401,7 +407,10 @@ extern "C" {
     X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D2, NB_DTM_F, K(copy) K(binary) K(reduce) K(rope), BW(rope), AC(NONE))
 /* clang-format on */
 
+/* The ops' ids, NB_OP_<ID> in table order (the tape records them), and
+ * NB_OP_COUNT, the number of ops. */
 typedef enum nb_op_id {
+/* NB_OP_TABLE's X for this enum: the enumerator NB_OP_<id> of each row. */
 #define NB_OP_ENUM(id, name, family, flags, dtypes, slots, bw, ac) NB_OP_##id,
     NB_OP_TABLE(NB_OP_ENUM)
 #undef NB_OP_ENUM
@@ -425,7 +434,7 @@ typedef struct nb_op_info {
     const char *family; /* "binary" */
     unsigned flags;     /* NB_OPF_* */
     unsigned dtypes;    /* NB_DTM_* mask of accepted input dtypes */
-    nb_autocast_policy autocast;
+    nb_autocast_policy autocast; /* NB_AUTOCAST_*: what autocast does to its inputs (the ac column) */
 } nb_op_info;
 
 /* The row of op, or NULL for an id outside the table. */

@@ -42,14 +42,14 @@ extern "C" {
 /* A named tensor: an entry of a state_dict ("fc1.weight"). Who owns name and
  * tensor is said where the type is used (a module tree, a loaded file). */
 typedef struct nb_named_tensor {
-    const char *name;
-    nb_tensor *tensor;
+    const char *name;   /* the key, e.g. "fc1.weight" (NUL-terminated UTF-8) */
+    nb_tensor *tensor;  /* the tensor stored under it */
 } nb_named_tensor;
 
 /* A metadata entry: a string key and a string value. */
 typedef struct nb_st_pair {
-    const char *key;
-    const char *value;
+    const char *key;   /* e.g. "format" (NUL-terminated) */
+    const char *value; /* e.g. "pt" (NUL-terminated) */
 } nb_st_pair;
 
 /* Largest JSON header accepted (as the safetensors project's own reader),
@@ -74,10 +74,10 @@ nb_status nb_safetensors_save(const char *path, const nb_named_tensor *tensors, 
  * nb_retain one to keep it past the file). Tensors are in data-section
  * order; metadata in the file's order. */
 typedef struct nb_safetensors {
-    int n_tensors;
-    nb_named_tensor *tensors;
-    int n_meta;
-    nb_st_pair *meta;
+    int n_tensors;            /* entries in tensors */
+    nb_named_tensor *tensors; /* the tensors, in data-section order */
+    int n_meta;               /* entries in meta */
+    nb_st_pair *meta;         /* "__metadata__" pairs in the file's order, the "crc32.<name>" ones included */
 } nb_safetensors;
 
 /* Reads and validates a file before trusting any of it: the header length

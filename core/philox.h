@@ -14,15 +14,17 @@
 #include <stdint.h>
 
 #ifdef __CUDACC__
-#define NB_HD __host__ __device__ static inline
+#define NB_HD __host__ __device__ static inline /* callable from host and device code (nvcc) */
 #else
-#define NB_HD static inline
+#define NB_HD static inline /* the qualifiers of these functions: static inline (host code) */
 #endif
 
+/* One Philox block's output: four 32-bit words. */
 typedef struct nb_philox_u4 {
-    uint32_t v[4];
+    uint32_t v[4]; /* the words in Philox's order (c0, c1, c2, c3) */
 } nb_philox_u4;
 
+/* The 64-bit product a * b: returns the low 32 bits, stores the high 32 in *hi. */
 NB_HD uint32_t nb_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi) {
     uint64_t p = (uint64_t)a * b;
     *hi = (uint32_t)(p >> 32);
@@ -46,6 +48,8 @@ NB_HD nb_philox_u4 nb_philox4x32_10(uint64_t ctr_lo, uint64_t ctr_hi, uint64_t k
     return r;
 }
 
+/* The counter blocks a fill of n elements consumes: ceil(n / 2) (two 64-bit
+ * elements per 128-bit block); a generator's offset advances by this. */
 static inline uint64_t nb_philox_blocks(uint64_t n) { return (n + 1) / 2; }
 
 /* The 64 random bits of element i. */

@@ -45,9 +45,15 @@
 extern "C" {
 #endif
 
+/* A byte-level BPE tokenizer (tokenizers' BPE model with a ByteLevel pre-tokenizer, transformers'
+ * GPT2Tokenizer): vocabulary, merges by rank, added tokens and pre-tokenizer; free with nb_bpe_free. */
 typedef struct nb_bpe nb_bpe;
 
-typedef enum nb_bpe_pretokenizer { NB_BPE_GPT2 = 0, NB_BPE_LLAMA3 } nb_bpe_pretokenizer;
+/* The pre-tokenizer's regular expression (the patterns above). */
+typedef enum nb_bpe_pretokenizer {
+    NB_BPE_GPT2 = 0, /* GPT-2's pattern (tokenizers' ByteLevel pre-tokenizer) */
+    NB_BPE_LLAMA3    /* Llama 3's (tiktoken's cl100k) pattern */
+} nb_bpe_pretokenizer;
 
 /* GPT-2's vocab.json ({"token": id, ...}, ids 0..n-1 each once) and
  * merges.txt (an optional "#version" line, then one "A B" merge per line,
@@ -73,7 +79,7 @@ typedef struct nb_bpe_train_options {
     nb_bpe_pretokenizer pretokenizer; /* NB_BPE_GPT2 */
     int64_t min_frequency;            /* a pair is merged only if seen this often; 0 = 2 */
     const char *const *special_tokens; /* added after the merged tokens, in order (e.g. "<|endoftext|>") */
-    int n_special_tokens;
+    int n_special_tokens;             /* entries of special_tokens (>= 0; each non-empty) */
 } nb_bpe_train_options;
 
 /* Trains a byte-level BPE vocabulary of at most vocab_size tokens on the
@@ -100,8 +106,8 @@ void nb_bpe_free(nb_bpe *t); /* NULL is ignored */
 /* Accessors: 0, GPT-2's, -1 or false for a NULL tokenizer, with an error
  * (NB_ERR_INVALID_ARG) unless one is pending from a failed load. */
 int32_t nb_bpe_vocab_size(const nb_bpe *t); /* 0 for NULL */
-int32_t nb_bpe_num_merges(const nb_bpe *t);
-nb_bpe_pretokenizer nb_bpe_get_pretokenizer(const nb_bpe *t);
+int32_t nb_bpe_num_merges(const nb_bpe *t); /* merges, by rank (0 for NULL) */
+nb_bpe_pretokenizer nb_bpe_get_pretokenizer(const nb_bpe *t); /* NB_BPE_GPT2 for NULL */
 /* The id of a token as written in vocab.json ("Ġthe", "<|endoftext|>"), or
  * -1 (no error set for a token not in the vocabulary; NB_ERR_INVALID_ARG
  * for a NULL argument). */

@@ -124,8 +124,8 @@ nb_status nb_npy_save(const char *path, nb_tensor *t);
  * scope owns them; nb_retain one to keep it past the file) are owned by
  * the file and freed by nb_npz_free. */
 typedef struct nb_npz {
-    int n;
-    nb_named_tensor *arrays;
+    int n;                   /* number of arrays (the .npy members), >= 0 */
+    nb_named_tensor *arrays; /* [n] {name, tensor} in archive order; owned by the file */
 } nb_npz;
 /* numpy.load of an .npz (numpy.savez or savez_compressed; zip64 too):
  * every .npy member, stored or deflated, its CRC-32 checked. Errors (NULL
@@ -216,6 +216,7 @@ nb_status nb_mnist_load(const char *dir, bool train, nb_mnist_options opts, nb_d
 
 /* ---- data loader ------------------------------------------------------ */
 
+/* A batching loader over an nb_dataset (torch.utils.data.DataLoader over a TensorDataset); nb_loader_new. */
 typedef struct nb_loader nb_loader;
 
 /* Options of nb_loader_new, torch.utils.data.DataLoader's names; a field
@@ -322,15 +323,16 @@ int64_t nb_loader_position(const nb_loader *l);
  * autocast region if one is open: call nb_dataloader_next outside it (as
  * workers always are). */
 
+/* The most named tensors an nb_sample holds. */
 #define NB_SAMPLE_MAX_FIELDS 16
 
 /* A sample or a batch: up to 16 named tensors (Python's dict of a
  * dataset's __getitem__). Names are not copied: literals, or strings that
  * live as long as the dataset. */
 typedef struct nb_sample {
-    int n;
-    const char *names[NB_SAMPLE_MAX_FIELDS];
-    nb_tensor *fields[NB_SAMPLE_MAX_FIELDS];
+    int n;                                   /* fields set, 0..NB_SAMPLE_MAX_FIELDS ({0}: an empty sample) */
+    const char *names[NB_SAMPLE_MAX_FIELDS]; /* names[0..n): the fields' names (borrowed, not copied) */
+    nb_tensor *fields[NB_SAMPLE_MAX_FIELDS]; /* fields[0..n): the tensors, fields[i] named names[i] */
 } nb_sample;
 /* Sets field name to t (replacing one of that name). Errors:
  * NB_ERR_INVALID_ARG (NULL s, name or t (a failed op's result keeps its
@@ -350,6 +352,7 @@ nb_tensor *nb_sample_get(const nb_sample *s, const char *name);
  * > 0 calls get_item from several threads at once. Return NB_OK, or an
  * error (nb_set_error), which stops the loader with that message. */
 typedef struct nb_map_dataset nb_map_dataset;
+/* Dataset.__getitem__: makes sample index (0 <= index < len) into the empty *out; NB_OK or an error. */
 typedef nb_status (*nb_get_item_fn)(void *state, int64_t index, nb_generator *gen, nb_sample *out);
 /* A dataset over state (borrowed; free_state(state), if given, runs in
  * nb_map_dataset_free). Errors: NB_ERR_INVALID_ARG (len < 0, NULL
@@ -388,6 +391,8 @@ void nb_map_dataset_free(nb_map_dataset *ds);
  * num_workers); the workers collate in parallel. Work that should run in
  * parallel per sample belongs in a map-style dataset. */
 typedef struct nb_iterable_dataset nb_iterable_dataset;
+/* An iterable dataset's reset (restart the stream for epoch >= 0) and next (the next sample into the empty *out;
+ * left empty at the end): NB_OK or an error. */
 typedef nb_status (*nb_reset_fn)(void *state, int64_t epoch);
 typedef nb_status (*nb_next_item_fn)(void *state, nb_generator *gen, nb_sample *out);
 /* A stream over state (borrowed; free_state(state), if given, runs in
@@ -415,23 +420,26 @@ typedef enum nb_sampler_kind {
     NB_SAMPLER_DISTRIBUTED,     /* rank's shard: DistributedSampler (shuffle: default true) */
     NB_SAMPLER_CUSTOM,          /* custom_len / custom_indices */
 } nb_sampler_kind;
+/* Options of nb_sampler_new: the sampler kind and the fields it reads (PyTorch's SequentialSampler,
+ * RandomSampler, SubsetRandomSampler, WeightedRandomSampler, DistributedSampler arguments); others are ignored. */
 typedef struct nb_sampler_options {
-    nb_sampler_kind kind;
+    nb_sampler_kind kind;            /* default NB_SAMPLER_SEQUENTIAL */
     uint64_t seed;                   /* Philox key of every draw */
     nb_flag replacement;             /* RANDOM (default false), WEIGHTED_RANDOM (default true) */
-    int64_t num_samples;             /* RANDOM, WEIGHTED_RANDOM: indices per epoch (0: the dataset's / weights' count) */
+    int64_t num_samples;             /* RANDOM, WEIGHTED_RANDOM: indices per epoch (0: the dataset's/weights' count) */
     const int64_t *indices;          /* SUBSET_RANDOM (copied) */
-    int64_t n_indices;
+    int64_t n_indices;               /* SUBSET_RANDOM: entries of indices (>= 0), the indices per epoch */
     const double *weights;           /* WEIGHTED_RANDOM (copied; finite, >= 0, not all 0) */
-    int64_t n_weights;
+    int64_t n_weights;               /* WEIGHTED_RANDOM: entries of weights, 1..dataset_len */
     int num_replicas, rank;          /* DISTRIBUTED */
     nb_flag shuffle;                 /* DISTRIBUTED (default true) */
     bool drop_last;                  /* DISTRIBUTED: drop the tail that does not divide by num_replicas (else pad
                                         by repeating from the start) */
     int64_t (*custom_len)(void *state);                                        /* CUSTOM: indices per epoch */
     nb_status (*custom_indices)(void *state, int64_t epoch, int64_t *out);    /* CUSTOM: an epoch's indices */
-    void *custom_state;
+    void *custom_state;              /* CUSTOM: passed to custom_len and custom_indices (borrowed) */
 } nb_sampler_options;
+/* A sampler (torch.utils.data.Sampler): each epoch's dataset indices; nb_sampler_new. */
 typedef struct nb_sampler nb_sampler;
 /* A sampler over a dataset of dataset_len samples. Errors:
  * NB_ERR_INVALID_ARG (a negative length or num_samples, more samples than
@@ -460,17 +468,17 @@ typedef struct nb_dataloader_options {
     uint64_t seed;        /* the shuffle's, and every sample's generator's */
     nb_sampler *sampler;  /* borrowed; NULL: sequential, or shuffled with shuffle */
     bool drop_last;       /* drop a final batch smaller than batch_size */
-    nb_collate collate;
+    nb_collate collate;   /* default NB_COLLATE_STACK (default_collate); ignored with collate_fn */
     double padding_value; /* NB_COLLATE_PAD */
     /* collate_fn: a batch from n samples (new tensors in the caller's scope, set with nb_sample_set);
        replaces collate. Runs on the workers. */
     nb_status (*collate_fn)(void *state, const nb_sample *samples, int64_t n, nb_sample *batch);
-    void *collate_state;
+    void *collate_state;  /* passed to collate_fn (borrowed; shared by the workers) */
     int num_workers;      /* 0: batches are made in nb_dataloader_next; N > 0: N threads make them ahead */
     int prefetch_factor;  /* batches ahead per worker (default 2) */
     bool persistent_workers; /* accepted: the workers live as long as the loader either way */
     void (*worker_init_fn)(void *state, int worker_id); /* called on each worker as it starts */
-    void *worker_init_state;
+    void *worker_init_state; /* passed to worker_init_fn with worker_id in [0, num_workers) (borrowed) */
     /* batch_sampler: each epoch's batches as lists of indices (PyTorch's batch_sampler, e.g. buckets of
        samples of similar length); excludes shuffle, sampler and drop_last, and batch_size is then required:
        the most indices a batch may hold. As an epoch starts (or a seek reaches it) the loader's thread calls
@@ -479,7 +487,7 @@ typedef struct nb_dataloader_options {
        the same (epoch, k): resuming depends on it. */
     int64_t (*batch_sampler_len)(void *state, int64_t epoch);
     nb_status (*batch_sampler)(void *state, int64_t epoch, int64_t batch, int64_t *indices, int64_t *n);
-    void *batch_sampler_state;
+    void *batch_sampler_state; /* passed to batch_sampler_len and batch_sampler (borrowed) */
     nb_device device;     /* where batches are delivered (default the CPU, where samples are usually made) */
     /* pin_memory, with a CUDA device: the workers (or nb_dataloader_next with num_workers 0) write each batch
        into pinned host memory (nb_host_alloc; reused once the copy out of it is done), and its copy to the
@@ -489,6 +497,7 @@ typedef struct nb_dataloader_options {
        fields already on a device are moved as they are. */
     bool pin_memory;
 } nb_dataloader_options;
+/* torch.utils.data.DataLoader over a map-style or iterable dataset: nb_dataloader_new(_iterable). */
 typedef struct nb_dataloader nb_dataloader;
 /* A loader over ds (borrowed; it must outlive the loader) at epoch 0,
  * batch 0. Errors: NULL ds (an earlier error kept), NB_ERR_INVALID_ARG
@@ -542,6 +551,7 @@ void nb_dataloader_free(nb_dataloader *l);
  * double quotes ("1.5"); numbers are read in the C locale whatever the
  * program's (1.5 with a dot; nan, inf and hex floats as strtod reads them;
  * a float too large gives inf, as numpy does). */
+/* Options of nb_csv_load, numpy.loadtxt's names; (nb_csv_options){0} reads every column as float32. */
 typedef struct nb_csv_options {
     char delimiter;          /* default ','; ' ' splits on runs of blanks (numpy's delimiter=None) */
     int64_t skip_rows;       /* lines skipped first, before comments and blank lines count (a header: 1) */
@@ -549,7 +559,7 @@ typedef struct nb_csv_options {
     nb_dtype dtype;          /* the result's (default float32); integer dtypes read integers exactly
                                 (int64 beyond 2^53), bool reads 0 and 1 */
     const int64_t *usecols;  /* NULL: every column; else these (0-based), in this order */
-    int n_usecols;
+    int n_usecols;           /* entries of usecols (>= 0); 0: usecols is ignored, every column */
 } nb_csv_options;
 /* A new [rows, cols] tensor of dtype on the default device ([0, 0] for a
  * file with no rows, [0, n_usecols] with usecols). Errors (NULL
@@ -567,6 +577,7 @@ nb_tensor *nb_csv_load(const char *path, nb_csv_options o);
  * version, token count, then zeros) and the tokens, uint16 for magic
  * 20240520 version 1 (GPT-2's vocabulary), uint32 for 20240801 version 7
  * (Llama 3's), as llm.c's dev/data/data_common.py writes them. */
+/* An open token shard (the file mapped read-only): nb_token_shard_open, nb_token_shard_close. */
 typedef struct nb_token_shard nb_token_shard;
 /* Maps path read-only (pages are read as windows touch them; a file
  * truncated while mapped faults when the lost pages are read). Errors:
@@ -609,7 +620,11 @@ nb_map_dataset *nb_token_window_dataset(const char *const *paths, int n_paths, i
  * replicated; ImageFolder's default), GRAY (1: ITU-R 601-2 luma, (19595 R +
  * 38470 G + 7471 B + 2^15) >> 16), UNCHANGED (the file's: 1 gray, 2 gray and
  * alpha, 3 RGB, 4 RGBA; palettes expanded). */
-typedef enum nb_image_mode { NB_IMAGE_RGB = 0, NB_IMAGE_GRAY, NB_IMAGE_UNCHANGED } nb_image_mode;
+typedef enum nb_image_mode {
+    NB_IMAGE_RGB = 0,  /* 3 channels, PIL's convert("RGB") (default) */
+    NB_IMAGE_GRAY,     /* 1 channel, PIL's convert("L") */
+    NB_IMAGE_UNCHANGED /* the file's channels, 1 to 4 */
+} nb_image_mode;
 /* Decodes a PNG (any color type; palettes expanded, their transparency as
  * alpha; 16-bit samples cut to their high byte and gAMA chunks ignored, as
  * PIL reads them, but 16-bit gray is cut where PIL's "L" clips)
@@ -641,7 +656,7 @@ typedef struct nb_image_transforms {
     int64_t random_crop_padding; /* zeros on every side before the random crop */
     double horizontal_flip_p;    /* flipped with this probability (drawn from gen) */
     bool normalize;              /* (x - mean[c]) / std[c] per channel (std 0 reads as 1) */
-    double mean[4], std[4];
+    double mean[4], std[4];      /* Normalize's mean / std, entry c for channel c (C <= 4) */
 } nb_image_transforms;
 /* A new float32 [C, h, w] (NULL t: ToTensor alone); gen: NULL for the
  * default generator. Errors: NB_ERR_INVALID_ARG, NB_ERR_SHAPE (not 3-d, a
@@ -650,11 +665,12 @@ nb_tensor *nb_image_transform(nb_tensor *img, const nb_image_transforms *t, nb_g
 
 /* A transform of your own: image uint8 [C, H, W] to a sample's tensor (gen: the sample's generator). */
 typedef nb_tensor *(*nb_image_transform_fn)(void *state, nb_tensor *image, nb_generator *gen);
+/* Options of nb_image_folder (ImageFolder's loader and transform); (nb_image_folder_options){0}: RGB, ToTensor. */
 typedef struct nb_image_folder_options {
     nb_image_mode mode;                  /* default RGB (torchvision's PIL loader) */
     nb_image_transforms transforms;      /* applied to each image (default: ToTensor) */
     nb_image_transform_fn transform_fn;  /* replaces transforms when given */
-    void *transform_state;
+    void *transform_state;               /* passed to transform_fn (borrowed; shared by the workers) */
 } nb_image_folder_options;
 /* torchvision.datasets.ImageFolder: root/<class>/.../<image>.png|jpg|jpeg
  * (any case; torchvision's other extensions, bmp, tif, webp..., are not

@@ -65,6 +65,8 @@ int64_t nb_basic_tokenize(const char *text, bool do_lower_case, char *out, size_
 
 /* ---- WordPiece ----------------------------------------------------------- */
 
+/* A WordPiece tokenizer (BERT's FullTokenizer: BasicTokenizer then WordpieceTokenizer; transformers'
+ * BertTokenizer): a vocabulary and the casing option; nb_wordpiece_train or nb_wordpiece_load, nb_wordpiece_free. */
 typedef struct nb_wordpiece nb_wordpiece;
 
 /* BERT's special tokens, found in a vocabulary by their text, never by a
@@ -76,7 +78,7 @@ typedef enum nb_special_token {
     NB_TOKEN_CLS,  /* "[CLS]" */
     NB_TOKEN_SEP,  /* "[SEP]" */
     NB_TOKEN_MASK, /* "[MASK]" */
-    NB_TOKEN_COUNT
+    NB_TOKEN_COUNT /* the number of special tokens (5), not a token */
 } nb_special_token;
 
 /* Options of nb_wordpiece_train / nb_wordpiece_load; {0} gives the defaults. */
@@ -205,6 +207,8 @@ nb_status nb_wordnet_default_dir(char *buf, size_t len);
 
 /* ---- masked-language-model dataset ---------------------------------------- */
 
+/* A corpus tokenized into N fixed-length sequences of seq_len tokens, masked on demand per (epoch, index);
+ * nb_mlm_dataset_new, nb_mlm_dataset_free. */
 typedef struct nb_mlm_dataset nb_mlm_dataset;
 
 /* Label value of positions that are not predicted: nb_cross_entropy's

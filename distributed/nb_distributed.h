@@ -73,14 +73,21 @@ extern "C" {
 /* torch.distributed's backend names. */
 typedef enum nb_dist_backend {
     NB_DIST_AUTO = 0, /* NCCL when the group's device is a CUDA device, else MPI */
-    NB_DIST_MPI,
-    NB_DIST_NCCL,
+    NB_DIST_MPI,      /* "mpi": Open MPI, CPU tensors */
+    NB_DIST_NCCL,     /* "nccl": NCCL, CUDA tensors (one GPU per rank) */
 } nb_dist_backend;
 
 /* torch.distributed.ReduceOp. AVG is SUM divided by the world size (NCCL's
  * ncclAvg; through MPI a sum then a scale by 1 / world size). */
-typedef enum nb_dist_op { NB_DIST_SUM = 0, NB_DIST_AVG, NB_DIST_MAX, NB_DIST_MIN } nb_dist_op;
+typedef enum nb_dist_op {
+    NB_DIST_SUM = 0, /* ReduceOp.SUM */
+    NB_DIST_AVG,     /* ReduceOp.AVG: SUM / world size (floating dtypes only) */
+    NB_DIST_MAX,     /* ReduceOp.MAX */
+    NB_DIST_MIN      /* ReduceOp.MIN */
+} nb_dist_op;
 
+/* Options of nb_distributed_init (torch.distributed.init_process_group's backend and init_method);
+ * (nb_distributed_options){0}: the CPU through MPI. */
 typedef struct nb_distributed_options {
     nb_dist_backend backend; /* NB_DIST_AUTO by default */
     nb_device device;        /* the device of the tensors this group communicates: a CUDA
@@ -90,6 +97,8 @@ typedef struct nb_distributed_options {
                                 (default: $NB_DIST_INIT_FILE) */
 } nb_distributed_options;
 
+/* A process group (torch.distributed.ProcessGroup): the ranks, the backend's communicator and, on a GPU, its
+ * communication stream and watchdog; nb_distributed_init, nb_distributed_destroy. */
 typedef struct nb_process_group nb_process_group;
 
 /* torch.distributed.init_process_group: joins this process to the group the
@@ -151,13 +160,19 @@ nb_status nb_barrier(nb_process_group *pg);
  * stream waits for it on a GPU, the process on the CPU), applies AVG's
  * scale where MPI needs it, and frees w. Every work must be waited for. */
 typedef struct nb_work nb_work;
+/* nb_all_reduce_async: t (as nb_all_reduce's; a reference kept until the wait) reduced with op, started; its
+ * handle, or NULL (nb_all_reduce's errors, NB_ERR_OOM). nb_work_wait: finishes and frees w; NB_OK, or the
+ * collective's error (NB_ERR_DEVICE), NB_ERR_INVALID_ARG for NULL w. */
 nb_work *nb_all_reduce_async(nb_process_group *pg, nb_tensor *t, nb_dist_op op);
 nb_status nb_work_wait(nb_work *w);
 
 /* ---- DistributedDataParallel ---------------------------------------------- */
 
+/* A DistributedDataParallel wrapper of a module (torch.nn.parallel.DistributedDataParallel): its gradient
+ * buckets and hooks, or ZeRO-1's shards; nb_ddp_new, nb_ddp_free. */
 typedef struct nb_ddp nb_ddp;
 
+/* Options of nb_ddp_new, DistributedDataParallel's names; a zeroed struct (or NULL) gives PyTorch's defaults. */
 typedef struct nb_ddp_options {
     double bucket_cap_mb;      /* bucket size in MiB (default 25, PyTorch's) */
     bool no_broadcast_buffers; /* by default rank 0's buffers (BatchNorm's running

@@ -231,10 +231,10 @@ typedef struct nb_generate_options {
     double top_p;                /* in (0, 1): keep the smallest set of most likely tokens whose
                                     probability reaches top_p (at least one); 0 or 1: all */
     const int64_t *stop_tokens;  /* generation ends after one of these (it is kept in the output) */
-    int n_stop_tokens;
+    int n_stop_tokens;           /* the count of stop_tokens (>= 0; stop_tokens may be NULL when 0) */
     nb_generator *gen;           /* sampling draws (one Philox block per token); NULL = default */
     nb_token_callback callback;  /* may be NULL */
-    void *user;
+    void *user;                  /* passed to callback as its first argument (not owned) */
 } nb_generate_options;
 
 /* Continues the prompt ids[0..n_prompt) (n_prompt >= 1) of a GPT-2 or Llama

@@ -26,6 +26,8 @@
 extern "C" {
 #endif
 
+/* A module (torch.nn.Module): a node of a module tree holding its kind's ops and state, named
+ * parameters, buffers and children, hooks and its train/eval mode (opaque; nn/module.c). */
 typedef struct nb_module nb_module;
 
 /* Runs the module's forward on one tensor. NULL in gives NULL out (first
@@ -62,11 +64,19 @@ int nb_forward_n(nb_module *m, int n_in, nb_tensor *const *in, nb_tensor **out, 
  * hook's error kept). Returns a handle > 0, or -1 (NB_ERR_INVALID_ARG for
  * NULL, NB_ERR_OOM). */
 typedef nb_status (*nb_forward_pre_hook_fn)(nb_module *m, nb_tensor *input, nb_tensor **replace, void *user);
+/* A forward hook (register_forward_hook's hook(module, input, output)): input the first input (NULL when the
+ * forward took none), output the first output; setting *replace (left NULL) replaces that output. */
 typedef nb_status (*nb_forward_hook_fn)(nb_module *m, nb_tensor *input, nb_tensor *output, nb_tensor **replace,
                                         void *user);
+/* A forward pre-hook seeing every input: it may replace entries of in[0..n_in). */
 typedef nb_status (*nb_forward_pre_hook_n_fn)(nb_module *m, int n_in, nb_tensor **in, void *user);
+/* A forward hook seeing every input and the outputs out[0..n_out), which it may replace (a NULL left in
+ * out fails the forward with NB_ERR_INVALID_ARG). */
 typedef nb_status (*nb_forward_hook_n_fn)(nb_module *m, int n_in, nb_tensor *const *in, int n_out, nb_tensor **out,
                                           void *user);
+/* Registers fn on m, called with user (not owned) by every later forward of m until
+ * nb_module_remove_hook(m, handle). Returns the handle (> 0, unique in the process), or -1:
+ * NB_ERR_INVALID_ARG (m or fn NULL), NB_ERR_OOM. */
 int64_t nb_module_register_forward_pre_hook(nb_module *m, nb_forward_pre_hook_fn fn, void *user);
 int64_t nb_module_register_forward_hook(nb_module *m, nb_forward_hook_fn fn, void *user);
 int64_t nb_module_register_forward_pre_hook_n(nb_module *m, nb_forward_pre_hook_n_fn fn, void *user);
@@ -162,6 +172,7 @@ nb_module *nb_nn_circular_pad(int dims, const int64_t *padding);
  * nb_nn_sequential_n is the NULL-terminated variadic form, which cannot tell a
  * failed constructor from the end of the list: prefer the macro. */
 nb_module *nb_nn_sequential_n(nb_module *first, ...);
+/* nb_nn_sequential(a, b, ...): nn.Sequential(a, b, ...), nb_nn_sequential_array over its arguments (see above). */
 #define nb_nn_sequential(...)                                 \
     nb_nn_sequential_array((nb_module *[]){__VA_ARGS__},      \
                         (int)(sizeof((nb_module *[]){__VA_ARGS__}) / sizeof(nb_module *)))
@@ -179,6 +190,7 @@ nb_status nb_nn_sequential_append(nb_module *seq, nb_module *child);
  * parameters (nb_module_get, nb_module_parameters) of the holder, so their
  * state_dict keys are PyTorch's: "layers.0.weight", "heads.cls.bias",
  * "scales.0". Constructors return NULL only on NB_ERR_OOM. */
+/* nn.ModuleList(): an empty list (kind "ModuleList"), filled with nb_nn_module_list_append. */
 nb_module *nb_nn_module_list(void);
 /* nn.ModuleList(modules): children[0..n) named "0", "1", ... (ownership of
  * each taken, also on failure; a NULL child fails the whole list, keeping
@@ -212,9 +224,10 @@ nb_module *nb_nn_identity(void);
  * serves a call with one input and one output asked, forward_n the
  * others); free_ctx may be NULL. */
 typedef struct nb_module_ops {
-    const char *kind;
-    nb_tensor *(*forward)(nb_module *m, nb_tensor *x);
-    void (*free_ctx)(void *ctx);
+    const char *kind; /* PyTorch's class name ("Linear"), nb_module_kind's; borrowed, like the ops */
+    nb_tensor *(*forward)(nb_module *m, nb_tensor *x); /* one tensor in, one out (NULL with the error set) */
+    void (*free_ctx)(void *ctx);                       /* frees the ctx of nb_module_new; may be NULL */
+    /* inputs in[0..n_in), outputs to out; returns their count (>= 1) or -1 */
     int (*forward_n)(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out);
 } nb_module_ops;
 
@@ -255,10 +268,19 @@ void nb_module_zero_grad(nb_module *m);
  * i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = Cin/groups * kh * kw
  * (ConvTranspose2d: fan_in from weight dim 1: Cout/groups * kh * kw), bias
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)). Parameters "weight", "bias". */
+/* The constructors take (in_channels, out_channels, kernel_size, opts, bias), PyTorch's with a square
+ * or cubic kernel; the options are the functional's (nb_functional.h; 0 fields are PyTorch's defaults),
+ * checked by the op at forward time except what PyTorch's constructor rejects. Parameters float32 on
+ * the default device; "bias" [Cout] only with bias. Errors (NULL): NB_ERR_INVALID_ARG (a size < 1,
+ * groups < 0 or not dividing both channel counts, padding_same with a stride > 1), NB_ERR_OOM.
+ * nn.Conv2d: weight [Cout, Cin/groups, k, k], input [N, Cin, H, W] or [Cin, H, W]. */
 nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                             nb_conv2d_options opts, bool bias);
+/* nn.Conv1d: weight [Cout, Cin/groups, k], input [N, Cin, L] or [Cin, L]; otherwise as Conv2d. */
 nb_module *nb_nn_conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                             nb_conv1d_options opts, bool bias);
+/* nn.ConvTranspose2d: weight [Cin, Cout/groups, k, k] (fan_in from its dim 1), input [N, Cin, H, W] or
+ * [Cin, H, W]. */
 nb_module *nb_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                                       nb_conv_transpose2d_options opts, bool bias);
 /* Conv3d (weight [Cout, Cin/groups, k, k, k]), ConvTranspose1d (weight
@@ -266,10 +288,16 @@ nb_module *nb_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int
  * k]), cubic kernels, initialised as above. */
 nb_module *nb_nn_conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, nb_conv3d_options opts,
                         bool bias);
+/* nn.ConvTranspose1d: weight [Cin, Cout/groups, k], input [N, Cin, L] or [Cin, L]. */
 nb_module *nb_nn_conv_transpose1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                                   nb_conv_transpose1d_options opts, bool bias);
+/* nn.ConvTranspose3d: weight [Cin, Cout/groups, k, k, k], input [N, Cin, D, H, W] or [Cin, D, H, W]. */
 nb_module *nb_nn_conv_transpose3d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                                   nb_conv_transpose3d_options opts, bool bias);
+/* nn.MaxPool2d / MaxPool1d / AvgPool2d / AvgPool1d (nb_pool2d_options, nb_pool1d_options: 0 fields are
+ * PyTorch's defaults) and AdaptiveAvgPool2d(out_h, out_w) / AdaptiveAvgPool1d(out_l); no parameters.
+ * Errors (NULL): NB_ERR_INVALID_ARG (kernel < 1, stride or dilation < 0, padding outside
+ * [0, kernel/2]; an adaptive output size < 1), NB_ERR_OOM. */
 nb_module *nb_nn_max_pool2d(nb_pool2d_options opts);
 nb_module *nb_nn_max_pool1d(nb_pool1d_options opts);
 nb_module *nb_nn_avg_pool2d(nb_pool2d_options opts);
@@ -331,8 +359,12 @@ nb_module *nb_nn_pixel_shuffle(int64_t upscale_factor);
 nb_module *nb_nn_pixel_unshuffle(int64_t downscale_factor);
 /* ChannelShuffle(groups) (nb_channel_shuffle). */
 nb_module *nb_nn_channel_shuffle(int64_t groups);
+/* nn.Upsample(size or scale_factor, mode, align_corners) as described above; its input must be 4-d
+ * (NB_ERR_SHAPE at forward time). */
 nb_module *nb_nn_upsample(int64_t out_h, int64_t out_w, double scale_h, double scale_w, nb_interpolate_mode mode,
                           bool align_corners);
+/* nn.UpsamplingNearest2d / UpsamplingBilinear2d(size or scale_factor): Upsample in mode nearest, and
+ * bilinear with align_corners=True; errors as Upsample's. */
 nb_module *nb_nn_upsampling_nearest2d(int64_t out_h, int64_t out_w, double scale_h, double scale_w);
 nb_module *nb_nn_upsampling_bilinear2d(int64_t out_h, int64_t out_w, double scale_h, double scale_w);
 /* nn.Unfold(kernel, dilation, padding, stride) and nn.Fold(output_size, ...)
@@ -372,11 +404,14 @@ nb_module *nb_nn_group_norm_ex(int64_t num_groups, int64_t num_channels, double 
  * "weight" (ones) and "bias" (zeros); track_running_stats the buffers
  * "running_mean" (zeros), "running_var" (ones) and "num_batches_tracked"
  * (kept at 0: PyTorch's InstanceNorm never counts), which eval mode then normalises with (without
- * them, eval uses each instance's statistics too, as PyTorch). float32. */
+ * them, eval uses each instance's statistics too, as PyTorch). float32. Errors: NB_ERR_INVALID_ARG
+ * (num_features < 1, eps < 0, momentum outside [0, 1]), NB_ERR_OOM. */
 nb_module *nb_nn_instance_norm1d(int64_t num_features, double eps, double momentum, bool affine,
                                  bool track_running_stats);
+/* InstanceNorm2d ([N, C, H, W] or [C, H, W]), as above. */
 nb_module *nb_nn_instance_norm2d(int64_t num_features, double eps, double momentum, bool affine,
                                  bool track_running_stats);
+/* InstanceNorm3d ([N, C, D, H, W] or [C, D, H, W]), as above. */
 nb_module *nb_nn_instance_norm3d(int64_t num_features, double eps, double momentum, bool affine,
                                  bool track_running_stats);
 /* nn.LocalResponseNorm(size, alpha, beta, k) (nb_local_response_norm; 0
@@ -407,6 +442,10 @@ nb_module *nb_nn_dropout(double p);
  * nb_functional.h; nb_set_cudnn_enabled). Errors: NB_ERR_INVALID_ARG
  * (sizes < 1, more than 64 layers, a bad mode
  * or option), NB_ERR_DTYPE, NB_ERR_OOM. */
+/* The constructors, (input_size, hidden_size, opts) as PyTorch's: nn.RNN, LSTM, GRU, RNNCell, LSTMCell,
+ * GRUCell (kinds of those names). LSTM and GRU ignore opts.mode; RNN and RNNCell take NB_RNN_TANH or
+ * NB_RNN_RELU; a cell given num_layers, batch_first, bidirectional, proj_size or dropout fails
+ * (NB_ERR_INVALID_ARG). */
 nb_module *nb_nn_rnn(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
 nb_module *nb_nn_lstm(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
 nb_module *nb_nn_gru(int64_t input_size, int64_t hidden_size, nb_rnn_options opts);
@@ -499,25 +538,25 @@ nb_status nb_nn_remove_parametrizations(nb_module *m, const char *name, bool lea
  * so it is in the state_dict and loads with it. Constructors fail with
  * NB_ERR_INVALID_ARG for a bad reduction, NB_ERR_OOM; other option errors
  * come from the forward, as PyTorch's. */
-nb_module *nb_nn_l1_loss(nb_reduction reduction);
-nb_module *nb_nn_mse_loss(nb_reduction reduction);
+nb_module *nb_nn_l1_loss(nb_reduction reduction);  /* L1Loss */
+nb_module *nb_nn_mse_loss(nb_reduction reduction); /* MSELoss */
 nb_module *nb_nn_cross_entropy_loss(nb_cross_entropy_options opts); /* CrossEntropyLoss */
 nb_module *nb_nn_nll_loss(nb_cross_entropy_options opts);           /* NLLLoss */
-nb_module *nb_nn_smooth_l1_loss(nb_loss_options opts);
-nb_module *nb_nn_huber_loss(nb_loss_options opts);
+nb_module *nb_nn_smooth_l1_loss(nb_loss_options opts); /* SmoothL1Loss: beta */
+nb_module *nb_nn_huber_loss(nb_loss_options opts);     /* HuberLoss: delta */
 nb_module *nb_nn_bce_loss(nb_loss_options opts);             /* BCELoss */
 nb_module *nb_nn_bce_with_logits_loss(nb_loss_options opts); /* BCEWithLogitsLoss */
-nb_module *nb_nn_kl_div_loss(nb_loss_options opts);
-nb_module *nb_nn_soft_margin_loss(nb_reduction reduction);
-nb_module *nb_nn_hinge_embedding_loss(nb_loss_options opts);
-nb_module *nb_nn_margin_ranking_loss(nb_loss_options opts);
-nb_module *nb_nn_poisson_nll_loss(nb_loss_options opts);
-nb_module *nb_nn_gaussian_nll_loss(nb_loss_options opts);
-nb_module *nb_nn_multilabel_soft_margin_loss(nb_loss_options opts);
-nb_module *nb_nn_multi_margin_loss(nb_loss_options opts);
-nb_module *nb_nn_multilabel_margin_loss(nb_reduction reduction);
-nb_module *nb_nn_cosine_embedding_loss(nb_loss_options opts);
-nb_module *nb_nn_triplet_margin_loss(nb_loss_options opts);
+nb_module *nb_nn_kl_div_loss(nb_loss_options opts);                /* KLDivLoss (nb_kl_div): log_target, batchmean */
+nb_module *nb_nn_soft_margin_loss(nb_reduction reduction);         /* SoftMarginLoss */
+nb_module *nb_nn_hinge_embedding_loss(nb_loss_options opts);       /* HingeEmbeddingLoss: margin */
+nb_module *nb_nn_margin_ranking_loss(nb_loss_options opts);        /* MarginRankingLoss: margin */
+nb_module *nb_nn_poisson_nll_loss(nb_loss_options opts);           /* PoissonNLLLoss: log_input, full, eps */
+nb_module *nb_nn_gaussian_nll_loss(nb_loss_options opts);          /* GaussianNLLLoss: full, eps */
+nb_module *nb_nn_multilabel_soft_margin_loss(nb_loss_options opts); /* MultiLabelSoftMarginLoss: weight */
+nb_module *nb_nn_multi_margin_loss(nb_loss_options opts);          /* MultiMarginLoss: p, margin, weight */
+nb_module *nb_nn_multilabel_margin_loss(nb_reduction reduction);   /* MultiLabelMarginLoss */
+nb_module *nb_nn_cosine_embedding_loss(nb_loss_options opts);      /* CosineEmbeddingLoss: margin */
+nb_module *nb_nn_triplet_margin_loss(nb_loss_options opts);        /* TripletMarginLoss: margin, p, eps, swap */
 /* distance(x1, x2, user) as nb_triplet_margin_with_distance_loss's (NULL:
  * pairwise_distance); user is passed through, not owned. */
 nb_module *nb_nn_triplet_margin_with_distance_loss(nb_distance_fn distance, void *user, nb_loss_options opts);
@@ -541,11 +580,11 @@ nb_module *nb_nn_pairwise_distance(double p, double eps, bool keepdim);
  * nb_load_report_free). As PyTorch's load_state_dict result, plus shapes. */
 typedef struct nb_load_report {
     int n_missing;     /* model keys absent from the source */
-    char **missing;
+    char **missing;    /* those keys, missing[0..n_missing) */
     int n_unexpected;  /* source keys the model does not have */
-    char **unexpected;
+    char **unexpected; /* those keys, unexpected[0..n_unexpected) */
     int n_mismatched;  /* "fc1.weight: file [3, 4], model [4, 4]" */
-    char **mismatched;
+    char **mismatched; /* those lines, mismatched[0..n_mismatched) */
 } nb_load_report;
 /* Frees the lists and zeroes the report; NULL or a zeroed report is ignored. */
 void nb_load_report_free(nb_load_report *r);
@@ -669,6 +708,7 @@ typedef enum nb_init_fan_mode { NB_FAN_IN, NB_FAN_OUT } nb_init_fan_mode;
  * so gain sqrt(2). Errors as above, and an unsupported nonlinearity. */
 nb_status nb_init_kaiming_uniform_(nb_tensor *t, double a, nb_init_fan_mode mode, const char *nonlinearity,
                                    nb_generator *gen);
+/* kaiming_normal_: N(0, gain^2 / fan), arguments and errors as kaiming_uniform_'s. */
 nb_status nb_init_kaiming_normal_(nb_tensor *t, double a, nb_init_fan_mode mode, const char *nonlinearity,
                                   nb_generator *gen);
 

@@ -52,6 +52,8 @@ int64_t nb_nn_embedding_padding_idx(const nb_module *m);
  * form: f32/f64). Errors: NB_ERR_INVALID_ARG (sizes < 1, eps < 0),
  * NB_ERR_DTYPE, NB_ERR_OOM. */
 nb_module *nb_nn_layer_norm(int64_t normalized_shape, double eps);
+/* The _ex form: normalized_shape[0..n_norm) are the last n_norm dims of the input; no "weight"/"bias" when
+ * elementwise_affine is false; dt NB_F32 or NB_F64. */
 nb_module *nb_nn_layer_norm_ex(int n_norm, const int64_t *normalized_shape, double eps, bool elementwise_affine,
                                    nb_dtype dt);
 
@@ -107,10 +109,12 @@ nb_tensor *nb_nn_multihead_attention_forward(nb_module *m, nb_tensor *query, nb_
 
 /* ---- TransformerEncoderLayer, TransformerEncoder (nn/transformer.c) -------- */
 
+/* The feed-forward activation of the transformer layers: TransformerEncoderLayer's activation argument
+ * ("relu", "gelu"), plus GELU's tanh approximation. */
 typedef enum nb_activation {
     NB_ACTIVATION_RELU = 0, /* PyTorch's default */
     NB_ACTIVATION_GELU,     /* exact (erf) */
-    NB_ACTIVATION_GELU_TANH,
+    NB_ACTIVATION_GELU_TANH, /* tanh approximation, nn.GELU(approximate="tanh") */
 } nb_activation;
 
 /* nn.TransformerEncoderLayer's arguments. A field left 0 takes PyTorch's
@@ -118,7 +122,7 @@ typedef enum nb_activation {
  * {.d_model = 512, .nhead = 8} is TransformerEncoderLayer(512, 8);
  * NB_ENCODER_LAYER_OPTIONS(d_model, nhead) spells the defaults out. */
 typedef struct nb_encoder_layer_options {
-    int64_t d_model, nhead;
+    int64_t d_model, nhead;  /* model width E and attention heads h (required, >= 1, d_model % nhead == 0) */
     int64_t dim_feedforward; /* 2048 */
     double dropout;          /* 0.1: attention weights, feed-forward, both residual branches */
     nb_activation activation; /* ReLU */
@@ -126,6 +130,7 @@ typedef struct nb_encoder_layer_options {
     bool norm_first;         /* false: post-LN, x = norm(x + block(x)); true: x = x + block(norm(x)) */
     nb_dtype dtype;          /* NB_F32 */
 } nb_encoder_layer_options;
+/* nb_encoder_layer_options with every PyTorch default written out: TransformerEncoderLayer(d_model, nhead). */
 #define NB_ENCODER_LAYER_OPTIONS(d_model_, nhead_)                                                            \
     ((nb_encoder_layer_options){.d_model = (d_model_), .nhead = (nhead_), .dim_feedforward = 2048, .dropout = 0.1, \
                                 .activation = NB_ACTIVATION_RELU, .layer_norm_eps = 1e-5, .norm_first = false,     \
@@ -156,7 +161,7 @@ nb_tensor *nb_nn_transformer_encoder_layer_forward(nb_module *m, nb_tensor *src,
 typedef struct nb_encoder_forward_options {
     nb_tensor *mask;                 /* attn_mask as nb_nn_multihead_attention_forward's, or NULL */
     nb_tensor *src_key_padding_mask; /* key_padding_mask, or NULL */
-    bool is_causal;
+    bool is_causal;                  /* causal self-attention; builds the mask when mask is NULL (false) */
 } nb_encoder_forward_options;
 /* TransformerEncoderLayer.forward(src, src_mask, src_key_padding_mask, is_causal). */
 nb_tensor *nb_nn_transformer_encoder_layer_forward_ex(nb_module *m, nb_tensor *src, nb_encoder_forward_options o);
@@ -183,11 +188,13 @@ nb_tensor *nb_nn_transformer_encoder_forward_ex(nb_module *m, nb_tensor *src, nb
 typedef nb_encoder_layer_options nb_decoder_layer_options;
 
 /* The decoder forwards' masks, as nb_nn_multihead_attention_forward's
- * attn_mask / key_padding_mask (NULL: none); tgt_is_causal with tgt_mask
- * NULL applies the causal mask to the self-attention (built once per call). */
+ * attn_mask / key_padding_mask (NULL: none): tgt_mask [T, T], memory_mask
+ * [T, S], tgt_key_padding_mask [B, T], memory_key_padding_mask [B, S];
+ * tgt_is_causal with tgt_mask NULL applies the causal mask to the
+ * self-attention (built once per call). */
 typedef struct nb_decoder_forward_options {
-    nb_tensor *tgt_mask, *memory_mask, *tgt_key_padding_mask, *memory_key_padding_mask;
-    bool tgt_is_causal;
+    nb_tensor *tgt_mask, *memory_mask, *tgt_key_padding_mask, *memory_key_padding_mask; /* PyTorch's, or NULL */
+    bool tgt_is_causal; /* causal self-attention mask built when tgt_mask is NULL (false) */
 } nb_decoder_forward_options;
 
 /* nn.TransformerDecoderLayer(batch_first=True), children in PyTorch's
@@ -202,12 +209,18 @@ typedef struct nb_decoder_forward_options {
  * tgt_mask[, memory_mask[, tgt_key_padding_mask[, memory_key_padding_mask]]]]).
  * Errors: as nb_nn_transformer_encoder_layer's. */
 nb_module *nb_nn_transformer_decoder_layer(nb_decoder_layer_options o);
+/* TransformerDecoderLayer.forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+ * memory_key_padding_mask, tgt_is_causal): tgt [B, T, d], memory [B, S, d] -> [B, T, d]. Errors:
+ * NB_ERR_INVALID_ARG (m not a TransformerDecoderLayer, tgt or memory NULL), the attention's and ops' errors. */
 nb_tensor *nb_nn_transformer_decoder_layer_forward(nb_module *m, nb_tensor *tgt, nb_tensor *memory,
                                                    nb_decoder_forward_options o);
 /* nn.TransformerDecoder(layer, num_layers, norm): "layers" (ModuleList) of
  * num_layers copies of the first layer (PyTorch deep-copies the layer it is
  * given), then "norm" (may be NULL; ownership taken, also on failure). */
 nb_module *nb_nn_transformer_decoder(nb_decoder_layer_options o, int num_layers, nb_module *norm);
+/* TransformerDecoder.forward(tgt, memory, ...): the layers in order with the same masks (a causal tgt_mask built
+ * once for all), then norm; tgt [B, T, d], memory [B, S, d] -> [B, T, d]. Errors: NB_ERR_INVALID_ARG (m not a
+ * TransformerDecoder, tgt or memory NULL), the layers' errors. */
 nb_tensor *nb_nn_transformer_decoder_forward(nb_module *m, nb_tensor *tgt, nb_tensor *memory,
                                              nb_decoder_forward_options o);
 
@@ -215,20 +228,20 @@ nb_tensor *nb_nn_transformer_decoder_forward(nb_module *m, nb_tensor *tgt, nb_te
  * (d_model 512, nhead 8, 6 encoder and 6 decoder layers, and the layer
  * defaults of nb_encoder_layer_options). batch_first always. */
 typedef struct nb_transformer_options {
-    int64_t d_model, nhead;
-    int num_encoder_layers, num_decoder_layers;
-    int64_t dim_feedforward;
-    double dropout;
-    nb_activation activation;
-    double layer_norm_eps;
-    bool norm_first;
-    nb_dtype dtype;
+    int64_t d_model, nhead;                     /* 512 and 8; d_model % nhead == 0 */
+    int num_encoder_layers, num_decoder_layers; /* 6 each */
+    int64_t dim_feedforward;                    /* 2048 */
+    double dropout;                             /* 0.1 (NB_ZERO for none) */
+    nb_activation activation;                   /* ReLU */
+    double layer_norm_eps;                      /* 1e-5, every LayerNorm (NB_ZERO for 0) */
+    bool norm_first;                            /* false: post-LN */
+    nb_dtype dtype;                             /* NB_F32 */
 } nb_transformer_options;
 /* The forward's masks (each may be NULL) and causal flags. */
 typedef struct nb_transformer_forward_options {
-    nb_tensor *src_mask, *tgt_mask, *memory_mask;
-    nb_tensor *src_key_padding_mask, *tgt_key_padding_mask, *memory_key_padding_mask;
-    bool src_is_causal, tgt_is_causal;
+    nb_tensor *src_mask, *tgt_mask, *memory_mask; /* attn_mask: [S, S], [T, T], [T, S] (or [B * h, ...]) */
+    nb_tensor *src_key_padding_mask, *tgt_key_padding_mask, *memory_key_padding_mask; /* [B, S], [B, T], [B, S] */
+    bool src_is_causal, tgt_is_causal; /* causal mask built for src / tgt when its mask is NULL (false) */
 } nb_transformer_forward_options;
 /* nn.Transformer: children "encoder" (a TransformerEncoder with its final
  * LayerNorm "encoder.norm") and "decoder" (a TransformerDecoder with

@@ -77,7 +77,7 @@ typedef struct nb_checkpoint {
     int64_t global_step;     /* saved; set by nb_load_checkpoint */
     const nb_st_pair *user;  /* save only: n_user extra pairs, stored as "user.<key>"
                                 (read them back through nb_load_checkpoint's file) */
-    int n_user;
+    int n_user;              /* save only: number of pairs in user, >= 0 */
     bool non_strict;         /* load: tolerate missing/unexpected module keys
                                 (shape mismatches still fail), as strict=False */
     nb_load_report *report;  /* load, optional: the module's key report (free it with

@@ -49,6 +49,10 @@
 extern "C" {
 #endif
 
+/* A learning-rate scheduler (torch.optim.lr_scheduler.LRScheduler and
+ * ReduceLROnPlateau): its kind, hyperparameters and step state over one
+ * optimizer. Opaque; made by the constructors below, freed with
+ * nb_scheduler_free. */
 typedef struct nb_scheduler nb_scheduler;
 
 /* StepLR: lr *= gamma every step_size steps (step_size >= 1, gamma >= 0). */
@@ -92,7 +96,11 @@ nb_scheduler *nb_multiplicative_lr(nb_optimizer *opt, nb_lr_lambda lr_lambda, vo
  * (PyTorch's default 1), eta_min >= 0 and finite (default 0). */
 nb_scheduler *nb_cosine_annealing_warm_restarts(nb_optimizer *opt, int64_t T_0, int64_t T_mult, double eta_min);
 
-typedef enum nb_anneal_strategy { NB_ANNEAL_COS = 0, NB_ANNEAL_LINEAR } nb_anneal_strategy;
+/* OneCycleLR's anneal_strategy, from a phase's start value to its end value. */
+typedef enum nb_anneal_strategy {
+    NB_ANNEAL_COS = 0, /* "cos": end + (start - end) (1 + cos(pi pct)) / 2 */
+    NB_ANNEAL_LINEAR   /* "linear": start + (end - start) pct */
+} nb_anneal_strategy;
 
 /* OneCycleLR's options (Smith & Topin 2017, "Super-Convergence"). A field
  * left 0 takes PyTorch's default: pct_start 0.3 (NB_ZERO for 0),
@@ -101,17 +109,20 @@ typedef enum nb_anneal_strategy { NB_ANNEAL_COS = 0, NB_ANNEAL_LINEAR } nb_annea
  * 0 <= pct_start <= 1, div_factor > 0, final_div_factor > 0. max_lrs,
  * base_momentums, max_momentums: per-group lists or NULL. */
 typedef struct nb_one_cycle_options {
-    double pct_start;
-    nb_anneal_strategy anneal_strategy;
-    double div_factor;
-    double final_div_factor;
-    bool three_phase;
-    nb_flag cycle_momentum; /* NB_FLAG_FALSE leaves the momentum alone */
-    double base_momentum;
-    double max_momentum;
-    const double *max_lrs;
-    const double *base_momentums;
-    const double *max_momentums;
+    double pct_start;                   /* fraction of the steps spent raising the lr, in [0, 1];
+                                           default 0.3 (NB_ZERO for 0) */
+    nb_anneal_strategy anneal_strategy; /* default NB_ANNEAL_COS */
+    double div_factor;                  /* initial_lr = max_lr / div_factor, > 0 and finite; default 25 */
+    double final_div_factor;            /* min_lr = initial_lr / final_div_factor, > 0 and finite; default 1e4 */
+    bool three_phase;                   /* a third phase down from initial_lr to min_lr; default false */
+    nb_flag cycle_momentum;             /* NB_FLAG_FALSE leaves the momentum alone; default true */
+    double base_momentum;               /* lowest momentum (at max_lr), >= 0 and finite; default 0.85
+                                           (NB_ZERO for 0) */
+    double max_momentum;                /* highest momentum (at the ends), >= 0 and finite; default 0.95
+                                           (NB_ZERO for 0) */
+    const double *max_lrs;              /* per-group max_lr (one per group, each >= 0 and finite) or NULL */
+    const double *base_momentums;       /* per-group base_momentum or NULL */
+    const double *max_momentums;        /* per-group max_momentum or NULL */
 } nb_one_cycle_options;
 
 /* OneCycleLR over total_steps (>= 1) steps: from initial_lr = max_lr /
@@ -128,8 +139,17 @@ typedef struct nb_one_cycle_options {
  * (PyTorch's ZeroDivisionError). max_lr >= 0 and finite. */
 nb_scheduler *nb_one_cycle_lr(nb_optimizer *opt, double max_lr, int64_t total_steps, nb_one_cycle_options opts);
 
-typedef enum nb_cyclic_mode { NB_CYCLIC_TRIANGULAR = 0, NB_CYCLIC_TRIANGULAR2, NB_CYCLIC_EXP_RANGE } nb_cyclic_mode;
-typedef enum nb_scale_mode { NB_SCALE_CYCLE = 0, NB_SCALE_ITERATIONS } nb_scale_mode;
+/* CyclicLR's mode: the amplitude scale f of the cycle. */
+typedef enum nb_cyclic_mode {
+    NB_CYCLIC_TRIANGULAR = 0, /* "triangular": f = 1 */
+    NB_CYCLIC_TRIANGULAR2,    /* "triangular2": f = 1 / 2^(cycle - 1), halved each cycle */
+    NB_CYCLIC_EXP_RANGE       /* "exp_range": f = gamma^iteration */
+} nb_cyclic_mode;
+/* CyclicLR's scale_mode: what a custom scale_fn is given. */
+typedef enum nb_scale_mode {
+    NB_SCALE_CYCLE = 0, /* "cycle": the cycle number, from 1 */
+    NB_SCALE_ITERATIONS /* "iterations": the step count t */
+} nb_scale_mode;
 /* A custom CyclicLR amplitude scale in [0, 1] of the cycle number or the
  * iteration (per scale_mode). */
 typedef double (*nb_scale_fn)(double x, void *user);
@@ -145,20 +165,23 @@ typedef double (*nb_scale_fn)(double x, void *user);
  * OneCycleLR). base_lrs, max_lrs, base_momentums, max_momentums: per-group
  * lists or NULL. step sizes >= 1. */
 typedef struct nb_cyclic_lr_options {
-    int64_t step_size_up;
-    int64_t step_size_down;
-    nb_cyclic_mode mode;
-    double gamma;
-    nb_scale_fn scale_fn;
-    void *scale_fn_user;
-    nb_scale_mode scale_mode;
-    nb_flag cycle_momentum;
-    double base_momentum;
-    double max_momentum;
-    const double *base_lrs;
-    const double *max_lrs;
-    const double *base_momentums;
-    const double *max_momentums;
+    int64_t step_size_up;          /* steps from base_lr up to max_lr, >= 1; default 2000 */
+    int64_t step_size_down;        /* steps back down, >= 1; default step_size_up */
+    nb_cyclic_mode mode;           /* default NB_CYCLIC_TRIANGULAR; ignored with scale_fn */
+    double gamma;                  /* exp_range's base, finite; default 1.0 (NB_ZERO for 0) */
+    nb_scale_fn scale_fn;          /* custom scale replacing mode's, or NULL (default) */
+    void *scale_fn_user;           /* passed to scale_fn */
+    nb_scale_mode scale_mode;      /* scale_fn's argument; default NB_SCALE_CYCLE (the built-in modes
+                                      fix it: exp_range per iteration, the others per cycle) */
+    nb_flag cycle_momentum;        /* NB_FLAG_FALSE leaves the momentum alone; default true */
+    double base_momentum;          /* lowest momentum (at max_lr), >= 0 and finite; default 0.8
+                                      (NB_ZERO for 0) */
+    double max_momentum;           /* highest momentum (at base_lr), >= 0 and finite; default 0.9
+                                      (NB_ZERO for 0) */
+    const double *base_lrs;        /* per-group base_lr (one per group, each >= 0 and finite) or NULL */
+    const double *max_lrs;         /* per-group max_lr or NULL */
+    const double *base_momentums;  /* per-group base_momentum or NULL */
+    const double *max_momentums;   /* per-group max_momentum or NULL */
 } nb_cyclic_lr_options;
 
 /* CyclicLR between base_lr and max_lr (both >= 0 and finite): with
@@ -168,23 +191,32 @@ typedef struct nb_cyclic_lr_options {
  * The constructor sets every group's lr to base_lr. */
 nb_scheduler *nb_cyclic_lr(nb_optimizer *opt, double base_lr, double max_lr, nb_cyclic_lr_options opts);
 
-typedef enum nb_plateau_mode { NB_PLATEAU_MIN = 0, NB_PLATEAU_MAX } nb_plateau_mode;
-typedef enum nb_threshold_mode { NB_THRESHOLD_REL = 0, NB_THRESHOLD_ABS } nb_threshold_mode;
+/* ReduceLROnPlateau's mode: whether the metric should go down or up. */
+typedef enum nb_plateau_mode {
+    NB_PLATEAU_MIN = 0, /* "min": lower is better (a loss) */
+    NB_PLATEAU_MAX      /* "max": higher is better (an accuracy) */
+} nb_plateau_mode;
+/* ReduceLROnPlateau's threshold_mode: how much better counts as better. */
+typedef enum nb_threshold_mode {
+    NB_THRESHOLD_REL = 0, /* "rel": by the fraction threshold of best */
+    NB_THRESHOLD_ABS      /* "abs": by threshold itself */
+} nb_threshold_mode;
 
 /* ReduceLROnPlateau's options. A field left 0 takes PyTorch's default:
  * mode min, factor 0.1 (0 <= factor < 1), patience 10 (a count; NB_ZERO
  * for 0), threshold 1e-4 (NB_ZERO for 0), threshold_mode rel, cooldown 0,
  * min_lr 0 (or min_lrs per group), eps 1e-8 (NB_ZERO for 0). */
 typedef struct nb_reduce_lr_on_plateau_options {
-    nb_plateau_mode mode;
-    double factor;
-    double patience;
-    double threshold;
-    nb_threshold_mode threshold_mode;
-    int64_t cooldown;
-    double min_lr;
-    const double *min_lrs;
-    double eps;
+    nb_plateau_mode mode;             /* default NB_PLATEAU_MIN */
+    double factor;                    /* lr *= factor on a plateau, 0 <= factor < 1; default 0.1 (NB_ZERO for 0) */
+    double patience;                  /* bad steps tolerated, a whole number >= 0; default 10 (NB_ZERO for 0) */
+    double threshold;                 /* least improvement that counts, finite; default 1e-4 (NB_ZERO for 0) */
+    nb_threshold_mode threshold_mode; /* default NB_THRESHOLD_REL */
+    int64_t cooldown;                 /* steps to wait after a reduction, >= 0; default 0 */
+    double min_lr;                    /* lower bound of every group's lr, >= 0 and finite; default 0 */
+    const double *min_lrs;            /* per-group min_lr (one per group) or NULL */
+    double eps;                       /* a reduction of eps or less is skipped, >= 0 and finite; default 1e-8
+                                         (NB_ZERO for 0) */
 } nb_reduce_lr_on_plateau_options;
 
 /* ReduceLROnPlateau: fed a metric each step (nb_scheduler_step_metric), it
@@ -238,7 +270,9 @@ const char *nb_scheduler_kind(const nb_scheduler *s);
  * children. NULL is ignored. */
 void nb_scheduler_free(nb_scheduler *s);
 
-/* ---- state, for checkpoints --------------------------------------------------
+/* ---- state, for checkpoints -------------------------------------------------- */
+
+/* One (key, value) pair of a scheduler's state.
  * What changes as a scheduler steps, as (key, value) pairs named after
  * PyTorch's scheduler.state_dict(): "last_epoch", "base_lrs.<g>",
  * "_last_lr.<g>" for every kind; "T_i", "T_cur" (CosineAnnealingWarmRestarts);
@@ -250,8 +284,8 @@ void nb_scheduler_free(nb_scheduler *s);
  * constructor, then load. Values are exact doubles, so after a load the
  * next steps are bit-identical to those of the scheduler saved. */
 typedef struct nb_scheduler_value {
-    char key[64];
-    double value;
+    char key[64]; /* PyTorch's state_dict key, NUL-terminated ("last_epoch", "base_lrs.0", ...) */
+    double value; /* its value, exact (integers as doubles) */
 } nb_scheduler_value;
 
 /* The number of pairs (-1 for NULL). */

@@ -74,12 +74,12 @@ extern "C" {
  * momentum and weight_decay >= 0; nesterov needs momentum > 0 and
  * dampening 0. State: momentum_buffer (momentum != 0). */
 typedef struct nb_sgd_options {
-    double lr;
-    double momentum;
-    double dampening;
-    double weight_decay;
-    bool nesterov;
-    bool maximize;
+    double lr;           /* learning rate, >= 0; default 1e-3 (NB_ZERO for 0) */
+    double momentum;     /* momentum factor, >= 0; default 0 (plain SGD) */
+    double dampening;    /* dampening of the momentum's gradient term, finite; default 0 */
+    double weight_decay; /* L2 penalty added to the gradient, >= 0; default 0 */
+    bool nesterov;       /* Nesterov momentum (needs momentum > 0, dampening 0); default false */
+    bool maximize;       /* ascend the objective (negate g); default false */
 } nb_sgd_options;
 
 /* torch.optim.Adam / AdamW (Kingma & Ba 2015; Loshchilov & Hutter 2019).
@@ -92,13 +92,15 @@ typedef struct nb_sgd_options {
  * Adam AdamW (PyTorch 2.11's Adam option). State: exp_avg, exp_avg_sq,
  * max_exp_avg_sq (amsgrad). */
 typedef struct nb_adam_options {
-    double lr;
-    double betas[2];
-    double eps;
-    double weight_decay;
-    bool amsgrad;
-    bool maximize;
-    bool decoupled_weight_decay;
+    double lr;                   /* learning rate, >= 0; default 1e-3 */
+    double betas[2];             /* beta1, beta2: running-average coefficients of g and g^2, each in [0, 1);
+                                    default (0.9, 0.999) (NB_ZERO for 0) */
+    double eps;                  /* added to the denominator, >= 0; default 1e-8 */
+    double weight_decay;         /* L2 penalty (Adam) or decoupled decay (AdamW), >= 0; default 0 for Adam,
+                                    1e-2 for AdamW (NB_ZERO for 0) */
+    bool amsgrad;                /* keep the running max of v (AMSGrad, Reddi et al. 2018); default false */
+    bool maximize;               /* ascend the objective (negate g); default false */
+    bool decoupled_weight_decay; /* Adam decays p as AdamW does; default false (AdamW always decouples) */
 } nb_adam_options;
 
 /* torch.optim.Adadelta (Zeiler 2012, "ADADELTA").
@@ -108,11 +110,11 @@ typedef struct nb_adam_options {
  * Defaults: lr 1.0, rho 0.9, eps 1e-6. 0 <= rho <= 1.
  * State: square_avg (v), acc_delta (u). */
 typedef struct nb_adadelta_options {
-    double lr;
-    double rho;
-    double eps;
-    double weight_decay;
-    bool maximize;
+    double lr;           /* scale of delta, >= 0; default 1.0 */
+    double rho;          /* running-average coefficient of g^2 and delta^2, in [0, 1]; default 0.9 */
+    double eps;          /* added inside both square roots, >= 0; default 1e-6 */
+    double weight_decay; /* L2 penalty added to the gradient, >= 0; default 0 */
+    bool maximize;       /* ascend the objective (negate g); default false */
 } nb_adadelta_options;
 
 /* torch.optim.Adafactor (Shazeer & Stern 2018), PyTorch's variant:
@@ -128,12 +130,14 @@ typedef struct nb_adadelta_options {
  * (eps[0] left 0) is the dtype's machine epsilon, d 1.0 (>= 1), weight_decay 0.
  * State: row_var, col_var (ndim >= 2) or variance. */
 typedef struct nb_adafactor_options {
-    double lr;
-    double beta2_decay;
-    double eps[2];
-    double d;
-    double weight_decay;
-    bool maximize;
+    double lr;           /* learning rate (rho's cap), >= 0; default 1e-2 */
+    double beta2_decay;  /* exponent of beta2_t = 1 - t^beta2_decay, <= 0 and finite; default -0.8 */
+    double eps[2];       /* eps[0]: floor of sqrt(v) and of mean(row), >= 0, left 0 the dtype's
+                            machine epsilon (PyTorch's None; NB_ZERO for 0); eps[1]: floor of RMS(p), >= 0,
+                            default 1e-3 */
+    double d;            /* update clipping threshold, >= 1 and finite; default 1.0 */
+    double weight_decay; /* decoupled decay (p *= 1 - lr * weight_decay), >= 0; default 0 */
+    bool maximize;       /* ascend the objective (negate g); default false */
 } nb_adafactor_options;
 
 /* torch.optim.Adagrad (Duchi et al. 2011).
@@ -142,12 +146,12 @@ typedef struct nb_adafactor_options {
  * Defaults: lr 1e-2, lr_decay 0, initial_accumulator_value 0, eps 1e-10.
  * State: sum (starts at initial_accumulator_value). */
 typedef struct nb_adagrad_options {
-    double lr;
-    double lr_decay;
-    double weight_decay;
-    double initial_accumulator_value;
-    double eps;
-    bool maximize;
+    double lr;                        /* learning rate, >= 0; default 1e-2 */
+    double lr_decay;                  /* lr decay per step (clr above), >= 0; default 0 */
+    double weight_decay;              /* L2 penalty added to the gradient, >= 0; default 0 */
+    double initial_accumulator_value; /* starting value of the state sum, >= 0; default 0 */
+    double eps;                       /* added to the denominator, >= 0; default 1e-10 */
+    bool maximize;                    /* ascend the objective (negate g); default false */
 } nb_adagrad_options;
 
 /* torch.optim.Adamax (Kingma & Ba 2015, section 7).
@@ -155,11 +159,12 @@ typedef struct nb_adagrad_options {
  *   u = max(beta2 * u, |g| + eps);   p -= lr / (1 - beta1^t) * m / u
  * Defaults: lr 2e-3, betas (0.9, 0.999), eps 1e-8. State: exp_avg, exp_inf. */
 typedef struct nb_adamax_options {
-    double lr;
-    double betas[2];
-    double eps;
-    double weight_decay;
-    bool maximize;
+    double lr;           /* learning rate, >= 0; default 2e-3 */
+    double betas[2];     /* beta1 (average of g), beta2 (decay of the infinity norm u), each in [0, 1);
+                            default (0.9, 0.999) (NB_ZERO for 0) */
+    double eps;          /* added to |g| in u, >= 0; default 1e-8 */
+    double weight_decay; /* L2 penalty added to the gradient, >= 0; default 0 */
+    bool maximize;       /* ascend the objective (negate g); default false */
 } nb_adamax_options;
 
 /* torch.optim.ASGD (Polyak & Juditsky 1992).
@@ -169,15 +174,19 @@ typedef struct nb_adamax_options {
  * Defaults: lr 1e-2, lambd 1e-4, alpha 0.75, t0 1e6. State: ax (the
  * average), eta, mu (scalars; eta starts at lr, mu at 1). */
 typedef struct nb_asgd_options {
-    double lr;
-    double lambd;
-    double alpha;
-    double t0;
-    double weight_decay;
-    bool maximize;
+    double lr;           /* learning rate (eta's start), >= 0; default 1e-2 */
+    double lambd;        /* decay term, >= 0; default 1e-4 */
+    double alpha;        /* power of eta's decay, finite; default 0.75 */
+    double t0;           /* step from which the average ax is taken, finite; default 1e6 */
+    double weight_decay; /* L2 penalty added to the gradient, >= 0; default 0 */
+    bool maximize;       /* ascend the objective (negate g); default false */
 } nb_asgd_options;
 
-typedef enum nb_line_search { NB_LINE_SEARCH_NONE = 0, NB_LINE_SEARCH_STRONG_WOLFE } nb_line_search;
+/* LBFGS's line_search_fn (PyTorch's None or "strong_wolfe"). */
+typedef enum nb_line_search {
+    NB_LINE_SEARCH_NONE = 0,    /* none: a fixed step of lr (PyTorch's line_search_fn=None) */
+    NB_LINE_SEARCH_STRONG_WOLFE /* strong-Wolfe line search ("strong_wolfe") */
+} nb_line_search;
 
 /* torch.optim.LBFGS (Nocedal 1980; after minFunc): up to max_iter L-BFGS
  * iterations per step over all parameters as one flat vector, with a fixed
@@ -189,13 +198,13 @@ typedef enum nb_line_search { NB_LINE_SEARCH_NONE = 0, NB_LINE_SEARCH_STRONG_WOL
  * names): tensors d, prev_flat_grad, old_dirs [k, N], old_stps [k, N], ro
  * [k]; scalars func_evals, n_iter, t, H_diag, prev_loss. */
 typedef struct nb_lbfgs_options {
-    double lr;
-    int64_t max_iter;
-    int64_t max_eval;
-    double tolerance_grad;
-    double tolerance_change;
-    int64_t history_size;
-    nb_line_search line_search_fn;
+    double lr;                     /* step size (the line search's first trial step), >= 0; default 1 */
+    int64_t max_iter;              /* L-BFGS iterations per step, >= 1; default 20 */
+    int64_t max_eval;              /* loss evaluations per step, >= 1; default max_iter * 5 / 4 */
+    double tolerance_grad;         /* stop when max |flat gradient| <= this, >= 0; default 1e-7 */
+    double tolerance_change;       /* stop when the step or the loss changes by less, >= 0; default 1e-9 */
+    int64_t history_size;          /* curvature pairs kept, >= 1; default 100 */
+    nb_line_search line_search_fn; /* line search; default NB_LINE_SEARCH_NONE (fixed step lr) */
 } nb_lbfgs_options;
 
 /* torch.optim.NAdam (Dozat 2016, "Incorporating Nesterov momentum into Adam").
@@ -207,13 +216,14 @@ typedef struct nb_lbfgs_options {
  * Defaults: lr 2e-3, betas (0.9, 0.999), eps 1e-8, momentum_decay (psi) 4e-3.
  * State: exp_avg, exp_avg_sq; scalar mu_product. */
 typedef struct nb_nadam_options {
-    double lr;
-    double betas[2];
-    double eps;
-    double weight_decay;
-    double momentum_decay;
-    bool decoupled_weight_decay;
-    bool maximize;
+    double lr;                   /* learning rate, >= 0; default 2e-3 */
+    double betas[2];             /* beta1, beta2: running-average coefficients of g and g^2, each in [0, 1);
+                                    default (0.9, 0.999) (NB_ZERO for 0) */
+    double eps;                  /* added to the denominator, >= 0; default 1e-8 */
+    double weight_decay;         /* L2 penalty, or decoupled decay with decoupled_weight_decay, >= 0; default 0 */
+    double momentum_decay;       /* psi of the momentum schedule mu_t, >= 0; default 4e-3 (NB_ZERO for 0) */
+    bool decoupled_weight_decay; /* decay p as AdamW (p *= 1 - lr * weight_decay); default false */
+    bool maximize;               /* ascend the objective (negate g); default false */
 } nb_nadam_options;
 
 /* torch.optim.RAdam (Liu et al. 2020, "On the variance of the adaptive learning rate").
@@ -225,12 +235,13 @@ typedef struct nb_nadam_options {
  *   else:      p -= lr m / (1 - beta1^t)
  * Defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8. State: exp_avg, exp_avg_sq. */
 typedef struct nb_radam_options {
-    double lr;
-    double betas[2];
-    double eps;
-    double weight_decay;
-    bool decoupled_weight_decay;
-    bool maximize;
+    double lr;                   /* learning rate, >= 0; default 1e-3 */
+    double betas[2];             /* beta1, beta2: running-average coefficients of g and g^2, each in [0, 1);
+                                    default (0.9, 0.999) (NB_ZERO for 0) */
+    double eps;                  /* added to the denominator, >= 0; default 1e-8 */
+    double weight_decay;         /* L2 penalty, or decoupled decay with decoupled_weight_decay, >= 0; default 0 */
+    bool decoupled_weight_decay; /* decay p as AdamW (p *= 1 - lr * weight_decay); default false */
+    bool maximize;               /* ascend the objective (negate g); default false */
 } nb_radam_options;
 
 /* torch.optim.RMSprop (Hinton's lecture 6e; centered: Graves 2013).
@@ -240,13 +251,13 @@ typedef struct nb_radam_options {
  * Defaults: lr 1e-2, alpha 0.99, eps 1e-8, momentum 0. State: square_avg,
  * momentum_buffer (momentum > 0), grad_avg (centered). */
 typedef struct nb_rmsprop_options {
-    double lr;
-    double alpha;
-    double eps;
-    double weight_decay;
-    double momentum;
-    bool centered;
-    bool maximize;
+    double lr;           /* learning rate, >= 0; default 1e-2 */
+    double alpha;        /* smoothing constant of v (and ga), >= 0; default 0.99 (NB_ZERO for 0) */
+    double eps;          /* added to the denominator, >= 0; default 1e-8 */
+    double weight_decay; /* L2 penalty added to the gradient, >= 0; default 0 */
+    double momentum;     /* momentum factor, >= 0; default 0 (no momentum buffer) */
+    bool centered;       /* normalise by the centered variance v - ga^2; default false */
+    bool maximize;       /* ascend the objective (negate g); default false */
 } nb_rmsprop_options;
 
 /* torch.optim.Rprop (Riedmiller & Braun 1993, iRprop-).
@@ -257,10 +268,11 @@ typedef struct nb_rmsprop_options {
  * (0 < etaminus < 1 < etaplus), step_sizes (1e-6, 50).
  * State: prev, step_size. */
 typedef struct nb_rprop_options {
-    double lr;
-    double etas[2];
-    double step_sizes[2];
-    bool maximize;
+    double lr;            /* initial step size, >= 0; default 1e-2 */
+    double etas[2];       /* etaminus, etaplus: step size factors, 0 < etaminus < 1 < etaplus (finite);
+                             default (0.5, 1.2) */
+    double step_sizes[2]; /* minimum, maximum step size, 0 <= min <= max (finite); default (1e-6, 50) */
+    bool maximize;        /* ascend the objective (negate g); default false */
 } nb_rprop_options;
 
 /* Lion (Chen et al. 2023, "Symbolic discovery of optimization algorithms",
@@ -270,16 +282,20 @@ typedef struct nb_rprop_options {
  * Defaults (the paper's): lr 1e-4, betas (0.9, 0.99), weight_decay 0.
  * State: exp_avg. */
 typedef struct nb_lion_options {
-    double lr;
-    double betas[2];
-    double weight_decay;
-    bool maximize;
+    double lr;           /* learning rate, >= 0; default 1e-4 */
+    double betas[2];     /* beta1 (interpolation c), beta2 (average m), each in [0, 1];
+                            default (0.9, 0.99) (NB_ZERO for 0) */
+    double weight_decay; /* decoupled decay (p *= 1 - lr * weight_decay), >= 0; default 0 */
+    bool maximize;       /* ascend the objective (negate g); default false */
 } nb_lion_options;
 
 /* How Muon scales lr by the weight's shape [A, B]: "original" (Keller
  * Jordan) sqrt(max(1, A / B)); "match_rms_adamw" (Moonshot, Liu et al. 2025)
  * 0.2 sqrt(max(A, B)). */
-typedef enum nb_muon_adjust_lr { NB_MUON_ADJUST_ORIGINAL = 0, NB_MUON_ADJUST_MATCH_RMS_ADAMW } nb_muon_adjust_lr;
+typedef enum nb_muon_adjust_lr {
+    NB_MUON_ADJUST_ORIGINAL = 0,   /* "original": lr sqrt(max(1, A / B)) */
+    NB_MUON_ADJUST_MATCH_RMS_ADAMW /* "match_rms_adamw": lr 0.2 sqrt(max(A, B)) */
+} nb_muon_adjust_lr;
 
 /* Muon (K. Jordan 2024, "Muon: an optimizer for hidden layers"), as
  * torch.optim.Muon (PyTorch 2.9+), for 2-D parameters:
@@ -297,29 +313,35 @@ typedef enum nb_muon_adjust_lr { NB_MUON_ADJUST_ORIGINAL = 0, NB_MUON_ADJUST_MAT
  * adjust original; adamw_betas (0.9, 0.999), adamw_eps 1e-8.
  * State: momentum_buffer (Muon), exp_avg, exp_avg_sq (AdamW). */
 typedef struct nb_muon_options {
-    double lr;
-    double weight_decay;
-    double momentum;
-    nb_flag nesterov;
-    double ns_coefficients[3];
-    double eps;
-    int64_t ns_steps;
-    nb_muon_adjust_lr adjust_lr_fn;
-    bool adamw;
-    double adamw_betas[2];
-    double adamw_eps;
+    double lr;                      /* learning rate (before adjust), >= 0; default 1e-3 */
+    double weight_decay;            /* decoupled decay, >= 0 (also the AdamW part's); default 0.1 (NB_ZERO for 0) */
+    double momentum;                /* momentum factor, >= 0; default 0.95 (NB_ZERO for 0) */
+    nb_flag nesterov;               /* Nesterov momentum; default true (NB_FLAG_FALSE for false) */
+    double ns_coefficients[3];      /* a, b, c of the Newton-Schulz iteration, finite;
+                                       default (3.4445, -4.7750, 2.0315) */
+    double eps;                     /* floor of ||u||_F, >= 0; default 1e-7 */
+    int64_t ns_steps;               /* Newton-Schulz iterations, < 100; default 5 */
+    nb_muon_adjust_lr adjust_lr_fn; /* lr scaling by the shape; default NB_MUON_ADJUST_ORIGINAL */
+    bool adamw;                     /* every parameter of the group gets AdamW (nabla's option, not PyTorch's);
+                                       default false */
+    double adamw_betas[2];          /* beta1, beta2 of the AdamW part, each in [0, 1); default (0.9, 0.999) */
+    double adamw_eps;               /* eps of the AdamW part, >= 0; default 1e-8 */
 } nb_muon_options;
 
 /* ---- construction ------------------------------------------------------------ */
 
+/* An optimizer (torch.optim.Optimizer): its kind, parameter groups with
+ * their hyperparameters, and per-parameter state. Opaque; made by the
+ * constructors below, freed with nb_optimizer_free. */
 typedef struct nb_optimizer nb_optimizer;
 
 /* One parameter group: n parameters (borrowed for the call) and an
  * options struct of the optimizer's type (NULL: the constructor's). */
 typedef struct nb_param_group {
-    nb_tensor *const *params;
-    int n;
-    const void *options;
+    nb_tensor *const *params; /* the group's n parameters: distinct float leaf tensors (borrowed) */
+    int n;                    /* number of parameters, >= 0 */
+    const void *options;      /* options struct of the optimizer's kind (nb_adam_options, ...) overriding
+                                 the constructor's field by field, or NULL (the constructor's) */
 } nb_param_group;
 
 /* Optimizers over every parameter of a module (nb_module_parameters, each
@@ -416,6 +438,8 @@ nb_status nb_optimizer_step_closure(nb_optimizer *opt, nb_closure_fn closure, vo
 
 /* ---- groups and hyperparameters -------------------------------------------------- */
 
+/* len(optimizer.param_groups): the number of parameter groups (-1 for
+ * NULL, with NB_ERR_INVALID_ARG set). */
 int nb_optimizer_num_param_groups(const nb_optimizer *opt);
 /* Group g's parameters are indices first .. first + count - 1; returns
  * count (-1 for a bad group, *first untouched). first may be NULL. */
@@ -447,7 +471,9 @@ const char *nb_optimizer_kind(const nb_optimizer *opt);
 nb_sgd_options nb_optimizer_sgd_options(const nb_optimizer *opt);
 nb_adam_options nb_optimizer_adam_options(const nb_optimizer *opt);
 
-/* ---- the decay / no-decay split (BERT, Hugging Face Trainer) ---------------------
+/* ---- the decay / no-decay split (BERT, Hugging Face Trainer) --------------------- */
+
+/* The decay / no-decay split of a module's parameters.
  * Splits the parameters of m (nb_module_parameters' order) into those that
  * take weight decay and those that do not: biases (a name whose last part is
  * "bias") and every parameter of a normalisation layer (a module whose kind
@@ -456,12 +482,15 @@ nb_adam_options nb_optimizer_adam_options(const nb_optimizer *opt);
  * from m; free them with nb_decay_split_free. Errors: NB_ERR_INVALID_ARG
  * (NULL), NB_ERR_OOM. */
 typedef struct nb_decay_split {
-    nb_tensor **decay;
-    int n_decay;
-    nb_tensor **no_decay;
-    int n_no_decay;
+    nb_tensor **decay;    /* the n_decay parameters that take weight decay (malloc'd array, tensors borrowed) */
+    int n_decay;          /* number of entries in decay */
+    nb_tensor **no_decay; /* the n_no_decay biases and normalisation parameters (malloc'd, borrowed) */
+    int n_no_decay;       /* number of entries in no_decay */
 } nb_decay_split;
+/* Fills *out with m's split (a non-NULL out is zeroed first, so it is safe to free on error).
+ * Errors: NB_ERR_INVALID_ARG (NULL m or out), NB_ERR_OOM. */
 nb_status nb_decay_split_module(nb_module *m, nb_decay_split *out);
+/* Frees the arrays of s and zeroes it (not the tensors). NULL is ignored. */
 void nb_decay_split_free(nb_decay_split *s);
 
 /* ---- state, for checkpoints ---------------------------------------------- */
@@ -490,8 +519,9 @@ int64_t nb_optimizer_step_count(const nb_optimizer *opt, int i);
  * Errors: NB_ERR_INVALID_ARG, NB_ERR_OOM. */
 nb_status nb_optimizer_init_state(nb_optimizer *opt, int i, int64_t step);
 
-/* ---- gradient clipping (optim/clip.c) ---------------------------------------
- * torch.nn.utils.clip_grad_norm_ / clip_grad_value_. Parameters without a
+/* ---- gradient clipping (optim/clip.c) --------------------------------------- */
+
+/* torch.nn.utils.clip_grad_norm_ / clip_grad_value_. Parameters without a
  * gradient are skipped (and NULL entries are an error). Gradients are
  * changed in place (their storage is kept, so views of it see the change),
  * under no grad, computed in the gradient's dtype and device as PyTorch.

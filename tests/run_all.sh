@@ -37,6 +37,9 @@ if [[ "$dir" == build ]]; then
     cc -std=c11 -Wall -Werror examples/readme_loop.c -o "$dir/readme_loop" \
     $(PKG_CONFIG_PATH="$stage/$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$PWD/$dir/stage" pkg-config --cflags --libs nabla)
   echo "pkg-config: the README's training loop builds against the installed libnabla"
+  # the API reference: Doxygen fails on any undocumented public symbol
+  ninja -C "$dir" docs > "$dir/docs.log" 2>&1 || { cat "$dir/docs.log"; exit 1; }
+  echo "docs: $(tail -1 "$dir/docs.log")"
 fi
 # nn/NN.md is what nn/nn_coverage.py writes, and every nabla name in it is declared
 python3 nn/nn_coverage.py --check

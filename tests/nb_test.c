@@ -119,3 +119,8 @@ bool nb_test_find_script(const char *name, char *out, size_t len) {
     else snprintf(out, len, "%s/../%s/interop/%s", dirname(exe), fdir, name);
     return !access(out, R_OK);
 }
+
+const char *nb_test_python(void) {
+    const char *p = getenv("NB_PYTHON");
+    return p && *p ? p : "/usr/bin/python3";
+}

@@ -30,6 +30,9 @@ double *nb_test_values_of(const nb_tensor *t);
  * the test binary (build/tests/, with __FILE__ relative to build/); false
  * when neither has it. */
 bool nb_test_find_script(const char *name, char *out, size_t len);
+/* The Python that interop scripts run under: $NB_PYTHON, else /usr/bin/python3
+ * (Debian's, with numpy, torch, onnx and protobuf in CI). */
+const char *nb_test_python(void);
 /* A file's bytes, malloc'd and NUL-terminated (the caller frees them); *len
  * (may be NULL) gets their count. Asserts the file is read whole. */
 char *nb_test_slurp(const char *path, size_t *len);

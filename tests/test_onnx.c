@@ -103,7 +103,7 @@ START_TEST(test_onnx_against_onnxruntime) {
     fclose(cases);
 
     ck_assert_msg(nb_test_find_script("onnx_interop.py", script, sizeof script), "onnx_interop.py not found");
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s'", script, dir);
+    snprintf(cmd, sizeof cmd, "%s '%s' '%s'", nb_test_python(), script, dir);
     int rc = system(cmd);
     if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) printf("onnx_interop: skipped: no onnx and no ONNX Runtime\n");
     else ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "onnx_interop.py failed (status %d)", rc);

@@ -63,7 +63,7 @@ START_TEST(test_tensorboard_read_back) {
     NB_CK_OK(nb_summary_writer_add_histogram(w, "ints", ints, 4));
     NB_CK_OK(nb_summary_writer_add_text(w, "notes", "hello **nabla** \xe2\x9c\x93", 7));
     NB_CK_OK(nb_summary_writer_close(w));
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s'", script, logdir);
+    snprintf(cmd, sizeof cmd, "%s '%s' '%s'", nb_test_python(), script, logdir);
     int rc = system(cmd);
     if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) printf("tensorboard_interop: skipped: no protobuf for Python or no protoc-c\n");
     else ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "tensorboard_interop.py failed (status %d)", rc);

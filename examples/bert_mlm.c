@@ -391,6 +391,7 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
             if (ok && !nb_example_check_loss("bert_mlm", step, iv.loss)) *diverged = true, ok = false;
             double dt = now_seconds() - t_iv, loss = iv.loss / (double)(iv.steps ? iv.steps : 1);
             double acc = (double)iv.correct / (double)(iv.masked ? iv.masked : 1), tps = (double)(iv.steps * B * T) / dt;
+            nb_progress_clear(bar); /* the line goes where the bar was */
             if (ok) printf("step %lld: mlm_loss=%.4f mlm_accuracy=%.4f tokens/s=%.0f\n", (long long)step, loss, acc, tps);
             fflush(stdout);
             nb_progress_set_postfix(bar, "mlm_loss=%.4f", loss);
@@ -409,6 +410,7 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
             totals r;
             ok = evaluate(bert, ev->ds, a->batch, ev->frequent, &r);
             nb_module_train(bert, true);
+            nb_progress_clear(bar);
             if (ok)
                 printf("eval at step %lld (%.0f s): mlm_accuracy=%.4f unigram_accuracy=%.4f (%.2fx)\n",
                        (long long)step, now_seconds() - t_start, (double)r.correct / (double)r.masked,
@@ -421,6 +423,7 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
             t_iv = now_seconds(); /* the interval's tokens/s leaves the evaluation out */
         }
         if (out_of_time) {
+            nb_progress_clear(bar);
             printf("stopping after step %lld: the --minutes %g budget is spent\n", (long long)step, a->minutes);
             break;
         }
@@ -529,7 +532,10 @@ int main(int argc, char **argv) {
     bool diverged = false;
     eval_set ev = {eval_ds, frequent};
     if (a.log_dir && !(a.tb = nb_summary_writer_open(a.log_dir, NULL))) return fail("--log-dir");
-    if (!train(bert, train_ds, &a, t0, &diverged, &ev)) return diverged ? 1 : fail("training");
+    if (!train(bert, train_ds, &a, t0, &diverged, &ev)) {
+        nb_summary_writer_close(a.tb); /* what was logged before the failure reaches the file */
+        return diverged ? 1 : fail("training");
+    }
     if (!evaluate(bert, eval_ds, a.batch, frequent, &r)) return fail("evaluation");
     if (a.tb && (nb_summary_writer_add_scalar(a.tb, "eval/mlm_accuracy", (double)r.correct / (double)r.masked, a.steps) ||
                  nb_summary_writer_add_scalar(a.tb, "eval/mlm_loss", r.loss / (double)r.masked, a.steps) ||

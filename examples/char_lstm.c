@@ -209,7 +209,11 @@ int main(int argc, char **argv) {
         double norm = 0;
         if (!st) st = nb_clip_grad_norm_module_(m.root, 1.0, 2.0, &norm);
         if (!st) st = nb_optimizer_step(opt);
-        if (st) return fprintf(stderr, "char_lstm: step %lld: %s\n", (long long)step, nb_last_error()), 1;
+        if (st) {
+            fprintf(stderr, "char_lstm: step %lld: %s\n", (long long)step, nb_last_error());
+            nb_summary_writer_close(tb); /* what was logged before reaches the file */
+            return 1;
+        }
         double l = nb_item(loss); /* one host read per step: the loss of a short run is what it is for */
         loss_sum += l;
         nb_scope_end(s);
@@ -218,6 +222,7 @@ int main(int argc, char **argv) {
         if ((step + 1) % a.log_every == 0) {
             double t = now_seconds(), mean = loss_sum / (double)(step + 1 - logged);
             double cps = (double)((step + 1 - logged) * B * T) / (t - t_log);
+            nb_progress_clear(bar); /* the line goes where the bar was */
             printf("step %lld: loss=%.4f chars/s=%.0f\n", (long long)(step + 1), mean, cps);
             fflush(stdout);
             if (tb && (nb_summary_writer_add_scalar(tb, "train/loss", mean, step + 1) ||
@@ -227,8 +232,11 @@ int main(int argc, char **argv) {
                 return fprintf(stderr, "char_lstm: --log-dir: %s\n", nb_last_error()), 1;
             loss_sum = 0, logged = step + 1, t_log = t;
         }
-        if (!isfinite(loss_sum)) return fprintf(stderr, "char_lstm: the training loss is not finite at step %lld\n",
-                                                (long long)(step + 1)), 1;
+        if (!isfinite(loss_sum)) {
+            fprintf(stderr, "char_lstm: the training loss is not finite at step %lld\n", (long long)(step + 1));
+            nb_summary_writer_close(tb);
+            return 1;
+        }
     }
 
     nb_progress_close(bar);
@@ -253,7 +261,11 @@ int main(int argc, char **argv) {
         nb_tensor *logits = run(&m, x, h, c, &hn, &cn);
         nb_tensor *l = nb_cross_entropy_ex(nb_reshape(logits, NB_SHAPE(B * T, V)), y,
                                            (nb_cross_entropy_options){.reduction = NB_REDUCTION_SUM});
-        if (!l) return fprintf(stderr, "char_lstm: eval: %s\n", nb_last_error()), 1;
+        if (!l) {
+            fprintf(stderr, "char_lstm: eval: %s\n", nb_last_error());
+            nb_summary_writer_close(tb);
+            return 1;
+        }
         total += nb_item(l), counted += B * T;
         nb_release(h), nb_release(c);
         nb_retain(hn), nb_retain(cn); /* the states outlive the window's scope */

@@ -462,10 +462,12 @@ static nb_tensor *example_batch(nb_dataset *test, int64_t batch_size) {
     return nb_full_on(nb_dim(x), shape, 0, nb_dtype_of(x), nb_device_of(x));
 }
 
-/* The model's summary (nb_module_summary) for a batch of batch_size samples. */
+/* The model's summary (nb_module_summary) for a batch of batch_size samples
+ * (at most the test set's: a batch the loader never makes is not measured). */
 static bool print_summary(nb_module *net, nb_dataset *test, int64_t batch_size) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *in = example_batch(test, batch_size);
+    int64_t n = nb_dataset_len(test);
+    nb_tensor *in = example_batch(test, batch_size < n ? batch_size : n);
     bool ok = in && nb_module_summary(net, 1, &in, NULL, NULL) == NB_OK;
     nb_scope_end(s);
     return ok;

@@ -101,6 +101,10 @@ static int parse(int argc, char **argv, args *a) {
         else return usage(argv[0]);
         if (!end || *end || end == v) return usage(argv[0]);
     }
+    if (a->onnx && strcmp(a->arch, "gpt2")) {
+        fprintf(stderr, "%s: --onnx: only --arch gpt2 has an ONNX translation\n", argv[0]);
+        return 2;
+    }
     bool ok = (!strcmp(a->arch, "gpt2") || !strcmp(a->arch, "llama")) && a->layers >= 1 && a->hidden >= 1 &&
               a->heads >= 1 && a->seq >= 2 && a->batch >= 1 && a->vocab >= 300 && a->vocab <= INT32_MAX &&
               a->steps >= 1 && a->warmup >= 0 && a->warmup < a->steps && a->log_every >= 1 && a->eval_every >= 1 &&
@@ -308,6 +312,7 @@ static bool train(nb_module *m, const stream *tr, const stream *ev, const args *
         bool out_of_time = a->minutes > 0 && now_seconds() - t0 > 60 * a->minutes;
         if (ok && (step % a->log_every == 0 || step == a->steps || out_of_time)) {
             double mean = iv_loss / (double)iv_steps, tps = (double)(iv_steps * B * T) / (now_seconds() - t_iv);
+            nb_progress_clear(bar); /* the line goes where the bar was */
             printf("step %lld: loss=%.4f lr=%.2e tokens/s=%.0f\n", (long long)step, mean, lr, tps);
             fflush(stdout);
             iv_loss = 0, iv_steps = 0;
@@ -318,6 +323,7 @@ static bool train(nb_module *m, const stream *tr, const stream *ev, const args *
         }
         if (ok && step % a->eval_every == 0 && step != a->steps && !out_of_time) {
             double vl = evaluate(m, ev, a, V, 4 * B, x, y);
+            nb_progress_clear(bar);
             printf("eval step %lld: val_loss=%.4f val_ppl=%.2f (first %lld windows)\n", (long long)step, vl, exp(vl),
                    (long long)(4 * B));
             fflush(stdout);
@@ -326,6 +332,7 @@ static bool train(nb_module *m, const stream *tr, const stream *ev, const args *
         }
         if (step % a->log_every == 0 || (step % a->eval_every == 0)) t_iv = now_seconds();
         if (out_of_time) {
+            nb_progress_clear(bar);
             printf("stopping after step %lld: the --minutes %g budget is spent\n", (long long)step, a->minutes);
             break;
         }
@@ -446,7 +453,10 @@ int main(int argc, char **argv) {
     nb_summary_writer *tb = NULL;
     if (a.log_dir && !(tb = nb_summary_writer_open(a.log_dir, NULL))) return fail("--log-dir");
     bool trained = train(m, &tr, &ev, &a, V, t0, tb, &r);
-    if (!trained) return fail("training");
+    if (!trained) {
+        nb_summary_writer_close(tb); /* what was logged before the failure reaches the file */
+        return fail("training");
+    }
     if (nb_summary_writer_close(tb)) return fail("--log-dir");
     double ppl = exp(r.val_loss);
     printf("final: val_loss=%.4f val_ppl=%.2f unigram_ppl=%.2f ppl_ratio=%.2f steps=%lld seconds=%.0f\n", r.val_loss,

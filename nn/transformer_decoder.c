@@ -40,8 +40,8 @@ static nb_decoder_forward_options causal(nb_tensor *tgt, nb_decoder_forward_opti
     return o;
 }
 
-nb_tensor *nb_nn_transformer_decoder_layer_forward(nb_module *m, nb_tensor *tgt, nb_tensor *memory,
-                                                   nb_decoder_forward_options o) {
+/* The layer without hooks (nb_forward_n runs them around it). */
+static nb_tensor *dec_layer_typed(nb_module *m, nb_tensor *tgt, nb_tensor *memory, nb_decoder_forward_options o) {
     if (!m || nb_module_kind(m) != dec_layer_ops.kind)
         return NB_FAIL(NB_ERR_INVALID_ARG, "transformer_decoder_layer_forward: module is %s, not a "
                        "TransformerDecoderLayer", m ? nb_module_kind(m) : "NULL");
@@ -65,6 +65,23 @@ nb_tensor *nb_nn_transformer_decoder_layer_forward(nb_module *m, nb_tensor *tgt,
     return nb_scope_return(s, x);
 }
 
+/* Hooks around fn's call on (tgt, memory, tgt_mask, memory_mask,
+ * tgt_key_padding_mask, memory_key_padding_mask), as a call through
+ * nb_forward_n would run them: what a parent's typed call gives. */
+static nb_tensor *hooked_dec(nb_tensor *(*fn)(nb_module *, nb_tensor *, nb_tensor *, nb_decoder_forward_options),
+                             nb_module *m, nb_tensor *tgt, nb_tensor *memory, nb_decoder_forward_options o) {
+    nb_tensor *in[6] = {tgt, memory, o.tgt_mask, o.memory_mask, o.tgt_key_padding_mask, o.memory_key_padding_mask};
+    if (m && nb_module_run_pre_hooks(m, 6, in)) return NULL;
+    o.tgt_mask = in[2], o.memory_mask = in[3], o.tgt_key_padding_mask = in[4], o.memory_key_padding_mask = in[5];
+    nb_tensor *y = fn(m, in[0], in[1], o);
+    return y && m && nb_module_run_post_hooks(m, 6, in, 1, &y) ? NULL : y;
+}
+
+nb_tensor *nb_nn_transformer_decoder_layer_forward(nb_module *m, nb_tensor *tgt, nb_tensor *memory,
+                                                   nb_decoder_forward_options o) {
+    return hooked_dec(dec_layer_typed, m, tgt, memory, o);
+}
+
 /* nb_forward_n: (tgt, memory[, tgt_mask[, memory_mask[, tgt_key_padding_mask[, memory_key_padding_mask]]]]) */
 static bool decoder_inputs(const char *kind, int n_in, nb_tensor *const *in, nb_decoder_forward_options *o) {
     if (n_in < 2 || n_in > 6) {
@@ -82,7 +99,7 @@ static int dec_layer_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int
     (void)max_out;
     nb_decoder_forward_options o;
     if (!decoder_inputs("TransformerDecoderLayer", n_in, in, &o)) return -1;
-    out[0] = nb_nn_transformer_decoder_layer_forward(m, in[0], in[1], o);
+    out[0] = dec_layer_typed(m, in[0], in[1], o);
     return out[0] ? 1 : -1;
 }
 
@@ -121,8 +138,7 @@ nb_module *nb_nn_transformer_decoder_layer(nb_decoder_layer_options o) {
 
 static const nb_module_ops decoder_ops;
 
-nb_tensor *nb_nn_transformer_decoder_forward(nb_module *m, nb_tensor *tgt, nb_tensor *memory,
-                                             nb_decoder_forward_options o) {
+static nb_tensor *decoder_typed(nb_module *m, nb_tensor *tgt, nb_tensor *memory, nb_decoder_forward_options o) {
     if (!m || nb_module_kind(m) != decoder_ops.kind)
         return NB_FAIL(NB_ERR_INVALID_ARG, "transformer_decoder_forward: module is %s, not a TransformerDecoder",
                        m ? nb_module_kind(m) : "NULL");
@@ -141,11 +157,16 @@ nb_tensor *nb_nn_transformer_decoder_forward(nb_module *m, nb_tensor *tgt, nb_te
     return nb_scope_return(s, x);
 }
 
+nb_tensor *nb_nn_transformer_decoder_forward(nb_module *m, nb_tensor *tgt, nb_tensor *memory,
+                                             nb_decoder_forward_options o) {
+    return hooked_dec(decoder_typed, m, tgt, memory, o);
+}
+
 static int decoder_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int max_out, nb_tensor **out) {
     (void)max_out;
     nb_decoder_forward_options o;
     if (!decoder_inputs("TransformerDecoder", n_in, in, &o)) return -1;
-    out[0] = nb_nn_transformer_decoder_forward(m, in[0], in[1], o);
+    out[0] = decoder_typed(m, in[0], in[1], o);
     return out[0] ? 1 : -1;
 }
 

@@ -142,6 +142,21 @@ START_TEST(test_summary_transformers) {
     ck_assert_int_eq(row(&s, "")->calls, 1);
     nb_summary_free(&s);
     nb_module_free(bert);
+
+    /* nn.Transformer: the encoder's and decoder's layers and their attention run with their hooks */
+    nb_module *tr = nb_nn_transformer((nb_transformer_options){.d_model = 16, .nhead = 2, .num_encoder_layers = 1,
+                                                                .num_decoder_layers = 2, .dim_feedforward = 32});
+    nb_tensor *src = nb_zeros(NB_SHAPE(2, 5, 16), NB_F32), *tgt = nb_zeros(NB_SHAPE(2, 3, 16), NB_F32);
+    NB_CK_OK(nb_module_summary(tr, 2, (nb_tensor *[]){src, tgt}, &(nb_summary_options){.quiet = true}, &s));
+    ck_assert_int_eq(row(&s, "decoder.layers.1")->calls, 1);
+    ck_assert_int_eq(row(&s, "decoder.layers.1")->shape[1], 3);
+    ck_assert_int_eq(row(&s, "decoder.layers.0.multihead_attn")->calls, 1);
+    ck_assert_int_eq(row(&s, "encoder.layers.0.self_attn")->calls, 1);
+    /* cross-attention: L 3 queries over S 5 keys */
+    ck_assert_int_eq(row(&s, "decoder.layers.0.multihead_attn")->mult_adds,
+                     2LL * (3 + 2 * 5) * 16 * 16 + 2LL * 2 * 3 * 5 * 16 + 2LL * 3 * 16 * 16);
+    nb_summary_free(&s);
+    nb_module_free(tr);
     nb_scope_end(sc);
 }
 END_TEST

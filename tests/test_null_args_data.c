@@ -30,6 +30,7 @@ void nb_null_args_data(void) {
     NV(nb_progress_set_postfix, NULL, NULL);
     NI(nb_progress_count, NULL);
     NP(nb_progress_format, NULL, NULL, 0);
+    NV(nb_progress_clear, NULL);
     NV(nb_progress_close, NULL);
     /* data/nb_bpe.h */
     NP(nb_bpe_load_gpt2, NULL, NULL);

@@ -170,6 +170,9 @@ START_TEST(test_tensorboard_errors) {
     NB_CK_FAILS(nb_summary_writer_add_histogram(w, "h", nb_full(NB_SHAPE(3), NAN, NB_F32), 0) == NB_OK,
                 NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_summary_writer_add_histogram(w, "h", nb_ones(NB_SHAPE(3), NB_BOOL), 0) == NB_OK, NB_ERR_DTYPE);
+    /* no value inside the buckets: beyond 1e20, or nonzero below 1e-12 */
+    NB_CK_FAILS(nb_summary_writer_add_histogram(w, "h", nb_full(NB_SHAPE(2), 1e21, NB_F64), 0) == NB_OK,
+                NB_ERR_INVALID_ARG);
     NB_CK_OK(nb_summary_writer_close(w));
     ck_assert_int_eq(nb_summary_writer_close(NULL), NB_OK);
     nb_test_rmtree(dir);

@@ -166,8 +166,9 @@ static void print_table(FILE *f, const walk *w, const nb_summary *s, int depth) 
         }
         if (r->ndim >= 0) {
             int q = snprintf(shape, sizeof shape, "[");
-            for (int d = 0; d < r->ndim; d++) q += snprintf(shape + q, sizeof shape - (size_t)q, "%s%lld", d ? ", " : "", (long long)r->shape[d]);
-            snprintf(shape + q, sizeof shape - (size_t)q, "]");
+            for (int d = 0; d < r->ndim && q < (int)sizeof shape; d++)
+                q += snprintf(shape + q, sizeof shape - (size_t)q, "%s%lld", d ? ", " : "", (long long)r->shape[d]);
+            if (q < (int)sizeof shape) snprintf(shape + q, sizeof shape - (size_t)q, "]");
         }
         bool leaf = i + 1 >= w->n || w->nodes[i + 1].depth <= r->depth;
         bool folded = !leaf && r->depth == depth; /* its subtree is not shown: its sums are */

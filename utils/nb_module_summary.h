@@ -12,8 +12,9 @@
  *   ├─Conv2d: 1-1                    [64, 32, 26, 26]      320        12,460,032
  *   ...
  *
- * The forward runs once in eval mode with grad off (the module's mode is put
- * back), with a forward hook on every module of the tree recording the
+ * The forward runs once in eval mode with grad off (then nb_module_train(m,
+ * mode it had) restores the root's mode on the whole tree, as torchinfo's
+ * model.train(mode) does), with a forward hook on every module of the tree recording the
  * first output's shape and the layer's multiply-accumulates. A module the
  * forward did not call through nb_forward shows "--".
  *

@@ -40,10 +40,12 @@ typedef struct nb_onnx_options {
 
 /* Writes m's inference graph for inputs shaped like example_inputs (n_in
  * of them; the example runs once, in eval mode with grad off, to check it
- * and to learn the output's shape) to path. opt may be NULL. Errors:
- * NB_ERR_INVALID_ARG (NULL arguments, n_in outside [1, NB_FORWARD_MAX]),
- * NB_ERR_UNSUPPORTED (a layer kind or option without a translation,
- * named with its path; a build without onnx.proto), NB_ERR_DTYPE
+ * and to learn the output's shape; then nb_module_train(m, mode it had)
+ * restores the root's mode on the whole tree, as torch.onnx.export does) to
+ * path. opt may be NULL. Errors: NB_ERR_INVALID_ARG (NULL arguments, n_in
+ * outside [1, NB_FORWARD_MAX]), NB_ERR_UNSUPPORTED (a layer kind or option
+ * without a translation, named with its path; a model over 2 GiB, which
+ * needs ONNX's external data; a build without onnx.proto), NB_ERR_DTYPE
  * (parameters that are not float32), the forward's errors, NB_ERR_IO,
  * NB_ERR_OOM. */
 nb_status nb_onnx_export(nb_module *m, int n_in, nb_tensor *const *example_inputs, const char *path,

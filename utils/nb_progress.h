@@ -66,6 +66,10 @@ int64_t nb_progress_count(const nb_progress *p);
  * newline, into buf (at most len bytes, NUL-terminated); returns buf, or
  * NULL (NB_ERR_INVALID_ARG) for NULL p, buf or len 0. */
 char *nb_progress_format(const nb_progress *p, char *buf, size_t len);
+/* Erases the bar from the terminal line (tqdm.write's first half), so that
+ * the caller can print a line of its own there; the next update draws it
+ * again below. Nothing when not on a terminal. NULL: no-op. */
+void nb_progress_clear(nb_progress *p);
 /* Draws the final state, ends the line and frees the bar. NULL: no-op. */
 void nb_progress_close(nb_progress *p);
 

@@ -59,7 +59,9 @@ const char *nb_summary_writer_path(const nb_summary_writer *w);
 
 /* add_scalar: one value of the curve `tag` at global step `step`, stored as
  * float32 (Summary.Value.simple_value, as PyTorch's default). Errors:
- * NB_ERR_INVALID_ARG (NULL or empty tag), NB_ERR_IO (a write that failed). */
+ * NB_ERR_INVALID_ARG (NULL or empty tag), NB_ERR_IO (the event was queued
+ * but the write it triggered failed: the queue, this event included, is
+ * written by the next flush that succeeds; do not add it again). */
 nb_status nb_summary_writer_add_scalar(nb_summary_writer *w, const char *tag, double value, int64_t step);
 
 /* add_histogram with bins="tensorflow": the values of a tensor of any
@@ -69,13 +71,15 @@ nb_status nb_summary_writer_add_scalar(nb_summary_writer *w, const char *tag, do
  * max, num, sum, sum_squares; empty buckets before the first and after the
  * last used one dropped, one empty bucket kept in front, as
  * torch.utils.tensorboard.summary.make_histogram). Errors:
- * NB_ERR_INVALID_ARG (NULL, an empty tensor, a NaN or infinite value),
- * NB_ERR_DTYPE (bool), NB_ERR_OOM, NB_ERR_IO. */
+ * NB_ERR_INVALID_ARG (NULL, an empty tensor, a NaN or infinite value, no
+ * value inside the buckets), NB_ERR_DTYPE (bool), NB_ERR_OOM, NB_ERR_IO
+ * (as add_scalar's). */
 nb_status nb_summary_writer_add_histogram(nb_summary_writer *w, const char *tag, nb_tensor *values, int64_t step);
 
 /* add_text: a UTF-8 string (Markdown in TensorBoard's text tab), stored as
  * PyTorch does: tag "<tag>/text_summary", plugin "text", a DT_STRING
- * tensor of shape [1]. Errors: NB_ERR_INVALID_ARG, NB_ERR_IO. */
+ * tensor of shape [1]. Errors: NB_ERR_INVALID_ARG, NB_ERR_IO (as
+ * add_scalar's). */
 nb_status nb_summary_writer_add_text(nb_summary_writer *w, const char *tag, const char *text, int64_t step);
 
 /* Writes the queued events now (and fdatasync). Errors: NB_ERR_INVALID_ARG

@@ -542,8 +542,11 @@ nb_status nb_onnx_export(nb_module *m, int n_in, nb_tensor *const *example_input
         model.producer_name = "nabla", model.producer_version = (char *)nb_version();
         model.graph = &g;
         size_t len = onnx__model_proto__get_packed_size(&model);
-        uint8_t *buf = malloc(len ? len : 1);
-        if (!buf) st = nb_set_error(NB_ERR_OOM, "%s: out of host memory (%zu bytes)", op, len);
+        uint8_t *buf = len > INT32_MAX ? NULL : malloc(len ? len : 1);
+        if (len > INT32_MAX) /* protobuf's parsers stop at 2 GiB; larger models need external data */
+            st = nb_set_error(NB_ERR_UNSUPPORTED, "%s: the model is %zu bytes; ONNX files over 2 GiB (external data) "
+                              "are not written yet", op, len);
+        else if (!buf) st = nb_set_error(NB_ERR_OOM, "%s: out of host memory (%zu bytes)", op, len);
         else {
             onnx__model_proto__pack(&model, buf);
             st = nb_write_file_atomic(op, path, buf, len);

@@ -13,10 +13,18 @@ struct nb_progress {
     nb_progress_options o;
     int64_t total, n, last_line_n;
     int last_tenth;
+    int drawn; /* columns of the line on a terminal now (0: none) */
     double t0, last_draw;
     bool tty, utf8;
     char postfix[256];
 };
+
+/* Terminal columns of UTF-8 text (each character one column). */
+static int columns(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
 
 static double now(void) {
     struct timespec ts;
@@ -53,8 +61,10 @@ nb_progress *nb_progress_new(int64_t total, const nb_progress_options *opt) {
     }
     if (p->tty && !p->o.disable) { /* the empty bar at once, as tqdm */
         char line[1024];
-        fprintf(p->o.file, "\r%s", nb_progress_format(p, line, sizeof line));
+        nb_progress_format(p, line, sizeof line);
+        fprintf(p->o.file, "\r%s", line);
         fflush(p->o.file);
+        p->drawn = columns(line);
         p->last_draw = p->t0;
     }
     return p;
@@ -116,9 +126,22 @@ char *nb_progress_format(const nb_progress *p, char *buf, size_t len) {
 static void draw(nb_progress *p, bool final) {
     char line[1024];
     nb_progress_format(p, line, sizeof line);
-    if (p->tty) fprintf(p->o.file, "\r%s%s", line, final ? "\n" : "");
-    else fprintf(p->o.file, "%s\n", line);
+    if (p->tty) { /* padded over a longer line drawn before, as tqdm */
+        int w = columns(line);
+        fprintf(p->o.file, "\r%s%*s%s", line, p->drawn > w ? p->drawn - w : 0, "", final ? "\n" : "");
+        p->drawn = final ? 0 : w;
+    } else {
+        fprintf(p->o.file, "%s\n", line);
+    }
     fflush(p->o.file);
+}
+
+void nb_progress_clear(nb_progress *p) {
+    if (!p || !p->tty || !p->drawn) return;
+    fprintf(p->o.file, "\r%*s\r", p->drawn, "");
+    fflush(p->o.file);
+    p->drawn = 0;
+    p->last_draw = -1e300; /* redrawn at the next update */
 }
 
 void nb_progress_update(nb_progress *p, int64_t n) {

@@ -301,7 +301,7 @@ nb_status nb_summary_writer_add_histogram(nb_summary_writer *w, const char *tag,
     nb_scope *s = nb_op_scope_begin();
     NB_NO_GRAD { st = nb_to_host(nb_to_dtype(values, NB_F64), x, sizeof(double) * (size_t)n); }
     nb_scope_end(s);
-    double lo = x[0], hi = x[0], sum = 0, sum_sq = 0;
+    double lo = st ? 0 : x[0], hi = lo, sum = 0, sum_sq = 0;
     for (int64_t i = 0; !st && i < n; i++) {
         if (!isfinite(x[i])) st = nb_set_error(NB_ERR_INVALID_ARG, "%s: value %g at %lld is not finite", op, x[i], (long long)i);
         lo = fmin(lo, x[i]), hi = fmax(hi, x[i]);
@@ -316,10 +316,14 @@ nb_status nb_summary_writer_add_histogram(nb_summary_writer *w, const char *tag,
     int first = -1, last = -1;
     for (int b = 0; b < nb; b++)
         if (count[b] > 0) last = b, first = first < 0 ? b : first;
+    if (first < 0) { /* nothing in [-1e20, 1e20] but zeros' neighbours: PyTorch's make_histogram fails too */
+        free(count);
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: no value falls in the buckets (|v| in [1e-12, 1e20) or 0)", op);
+    }
     Tensorboard__HistogramProto h = TENSORBOARD__HISTOGRAM_PROTO__INIT;
     h.min = lo, h.max = hi, h.num = (double)n, h.sum = sum, h.sum_squares = sum_sq;
     double zero = 0;
-    if (first >= 0) {
+    {
         /* numpy's searchsorted over the cumulative used-bucket counts: start
          * is first + 1 and end is last + 1, so counts[first:last+1] with
          * limits edges[first+1:last+2], one more bucket in front */

@@ -80,8 +80,8 @@ stage() {
     # compressed: the device tool carries at most 64 MiB
     strip --strip-unneeded "$dev"/bin/* "$dev"/examples/* "$dev/lib/libnabla.so.0" "$dev/lib/libnabla_cuda.so.0"
     gzip -1 "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla_cuda.so.0"
-    # Check is linked statically; its subunit, libpng and libjpeg may not be on the GPU machine
-    for l in libsubunit.so.0 libpng16.so.16 libjpeg.so.62; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
+    # Check is linked statically; its subunit, libpng, libjpeg and protobuf-c may not be on the GPU machine
+    for l in libsubunit.so.0 libpng16.so.16 libjpeg.so.62 libprotobuf-c.so.1; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
     local mn=${NB_MNIST_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nabla/mnist}
     for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
         if [ -f "$mn/$f.gz" ]; then cp "$mn/$f.gz" "$dev/data/mnist/"; else gzip -c "$mn/$f" >"$dev/data/mnist/$f.gz"; fi

@@ -141,7 +141,7 @@ static Onnx__TensorProto *init_new(ox *x, const char *name, int32_t type, int nd
     uint8_t *data = ox_alloc(x, bytes);
     if (!t || !d || !data) return NULL;
     onnx__tensor_proto__init(t);
-    memcpy(d, dims, sizeof(int64_t) * (size_t)nd);
+    if (nd) memcpy(d, dims, sizeof(int64_t) * (size_t)nd); /* a scalar has no dims (and dims may be NULL) */
     t->name = (char *)name, t->n_dims = (size_t)nd, t->dims = d;
     t->has_data_type = true, t->data_type = type;
     t->has_raw_data = true, t->raw_data = (ProtobufCBinaryData){bytes, data};

@@ -112,11 +112,15 @@ static int enc_layer_forward_n(nb_module *m, int n_in, nb_tensor *const *in, int
 
 static const nb_module_ops enc_layer_ops = {"TransformerEncoderLayer", enc_layer_forward1, free, enc_layer_forward_n};
 
-/* Fills PyTorch's defaults for the 0 fields and checks the rest. */
+/* Fills PyTorch's defaults for the 0 fields and checks the rest. A
+ * resolved 0 is kept as NB_ZERO, so that resolving again (nn.Transformer
+ * resolves, then each layer and LayerNorm does) keeps the 0 asked for. */
 bool nb_nn_layer_options(const char *kind, nb_encoder_layer_options *o) {
     if (o->dim_feedforward == 0) o->dim_feedforward = 2048;
     o->layer_norm_eps = nb_option(o->layer_norm_eps, 1e-5);
     o->dropout = nb_option(o->dropout, 0.1);
+    if (o->layer_norm_eps == 0) o->layer_norm_eps = NB_ZERO;
+    if (o->dropout == 0) o->dropout = NB_ZERO;
     if (o->dim_feedforward < 1 || !(o->layer_norm_eps >= 0)) {
         nb_set_error(NB_ERR_INVALID_ARG, "%s: dim_feedforward %lld must be >= 1 and layer_norm_eps %g >= 0", kind,
                      (long long)o->dim_feedforward, o->layer_norm_eps);

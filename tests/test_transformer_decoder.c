@@ -84,6 +84,18 @@ START_TEST(test_transformer_model) {
                                           (nb_transformer_forward_options){0}), NB_ERR_SHAPE);
     nb_module_free(t);
     ck_assert_ptr_null(nb_nn_transformer((nb_transformer_options){.d_model = 8, .nhead = 3}));
+    /* NB_ZERO dropout reaches every layer: in train mode two forwards agree bit for bit (they differ with the default 0.1) */
+    for (int zero = 0; zero < 2; zero++) {
+        t = nb_nn_transformer((nb_transformer_options){.d_model = 8, .nhead = 2, .num_encoder_layers = 1,
+                                                        .num_decoder_layers = 1, .dim_feedforward = 16,
+                                                        .dropout = zero ? NB_ZERO : 0, .dtype = NB_F64});
+        NB_CK_NOTNULL(t);
+        nb_tensor *a = nb_nn_transformer_forward(t, src, tgt, (nb_transformer_forward_options){0});
+        nb_tensor *b = nb_nn_transformer_forward(t, src, tgt, (nb_transformer_forward_options){0});
+        double d = nb_item(nb_amax(nb_abs(nb_sub(a, b)), NULL, 0, false));
+        ck_assert_msg(zero ? d == 0 : d > 0, "dropout %s: forwards differ by %g", zero ? "NB_ZERO" : "default", d);
+        nb_module_free(t);
+    }
     nb_scope_end(s);
 }
 END_TEST

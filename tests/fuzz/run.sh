@@ -20,7 +20,7 @@ fi
 ninja -C "$dir" ${NB_JOBS:+-j"$NB_JOBS"} libnabla.a >/dev/null
 for t in fuzz_safetensors fuzz_data_files; do
   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -Iinclude -Icore -I"$dir/core" -Iautograd -Inn -Ioptim -Idata -Idistributed -Ibackend -Ibackend/cpu \
+    -Iinclude -Icore -I"$dir/core" -Iautograd -Inn -Ioptim -Idata -Idistributed -Iutils -Ibackend -Ibackend/cpu \
     "tests/fuzz/$t.c" "$dir/libnabla.a" -lz -ljansson -lpng16 -ljpeg -lm -lpthread -ldl -o "$dir/$t"
 done
 # Seeds: valid files (with and without CRCs and metadata) to mutate from.

@@ -99,7 +99,7 @@ char *nb_progress_format(const nb_progress *p, char *buf, size_t len) {
     snprintf(left, sizeof left, "%s%3.0f%%|", desc, frac * 100);
     snprintf(right, sizeof right, "| %lld/%lld [%s<%s, %s%s%s]", (long long)p->n, (long long)p->total, e, rest, r, sep,
              p->postfix);
-    int width = p->o.ncols - (int)strlen(left) - (int)strlen(right);
+    int width = p->o.ncols - columns(left) - columns(right); /* columns: a desc may be UTF-8 */
     if (width > 200) width = 200;
     char bar[200 * 3 + 1];
     size_t k = 0;

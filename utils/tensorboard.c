@@ -322,21 +322,18 @@ nb_status nb_summary_writer_add_histogram(nb_summary_writer *w, const char *tag,
     }
     Tensorboard__HistogramProto h = TENSORBOARD__HISTOGRAM_PROTO__INIT;
     h.min = lo, h.max = hi, h.num = (double)n, h.sum = sum, h.sum_squares = sum_sq;
-    double zero = 0;
-    {
-        /* numpy's searchsorted over the cumulative used-bucket counts: start
-         * is first + 1 and end is last + 1, so counts[first:last+1] with
-         * limits edges[first+1:last+2], one more bucket in front */
-        h.n_bucket = h.n_bucket_limit = (size_t)(last - first + 2);
-        h.bucket_limit = (double *)tf_edges + first;
-        if (first > 0) {
-            h.bucket = count + first - 1;
-        } else { /* np.concatenate([[0], counts[:end]]) and limits[0:end+1] */
-            h.bucket = malloc(sizeof(double) * h.n_bucket);
-            if (!h.bucket) return free(count), nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
-            h.bucket[0] = zero;
-            memcpy(h.bucket + 1, count, sizeof(double) * (h.n_bucket - 1));
-        }
+    /* numpy's searchsorted over the cumulative used-bucket counts gives
+     * start = first and end = last + 1: counts[first-1:last+1] with limits
+     * edges[first:last+2] (a 0 in front when first is bucket 0) */
+    h.n_bucket = h.n_bucket_limit = (size_t)(last - first + 2);
+    h.bucket_limit = (double *)tf_edges + first;
+    if (first > 0) {
+        h.bucket = count + first - 1;
+    } else { /* np.concatenate([[0], counts[:end]]) and limits[0:end+1] */
+        h.bucket = malloc(sizeof(double) * h.n_bucket);
+        if (!h.bucket) return free(count), nb_set_error(NB_ERR_OOM, "%s: out of host memory", op);
+        h.bucket[0] = 0;
+        memcpy(h.bucket + 1, count, sizeof(double) * (h.n_bucket - 1));
     }
     Tensorboard__Summary__Value v = TENSORBOARD__SUMMARY__VALUE__INIT;
     v.tag = (char *)tag;

@@ -150,6 +150,97 @@ void nb_npz_free(nb_npz *f);
  * NB_ERR_IO, NB_ERR_OOM (the archive is built in host memory). */
 nb_status nb_npz_save(const char *path, const nb_named_tensor *arrays, int n, bool compressed);
 
+/* ---- PyTorch checkpoints (.pt, .pth, .bin) ------------------------------
+ * torch.load(path, weights_only=True, map_location='cpu') and torch.save of
+ * a state_dict: PyTorch's zip format (torch >= 1.6: "<archive>/data.pkl", a
+ * pickle, beside one "<archive>/data/<key>" record per storage). The pickle
+ * runs through a restricted unpickler that accepts exactly the opcodes and
+ * globals PyTorch's weights_only unpickler accepts by default
+ * (torch/_weights_only_unpickler.py) and refuses any other global by name
+ * (a file that names os.system fails with NB_ERR_FORMAT before anything is
+ * called). Of what it allows, nabla builds dicts (OrderedDict, Counter),
+ * lists, tuples, sets, None, bools, ints (64-bit), floats, complex
+ * numbers, strings, bytes, torch.Size, torch.device and dtypes (as their
+ * names), tensors (_rebuild_tensor, _v2, _v3) and nn.Parameter; sparse,
+ * quantized, meta and subclassed tensors fail with NB_ERR_UNSUPPORTED and
+ * dtypes nabla lacks (int8, int16, complex, float8) with NB_ERR_DTYPE. The
+ * legacy formats (before torch 1.6: a bare pickle or a tar file) fail with
+ * NB_ERR_UNSUPPORTED. */
+
+/* What a checkpoint value is. */
+typedef enum nb_pt_kind {
+    NB_PT_TENSOR,  /* a tensor: entry.tensor */
+    NB_PT_NONE,    /* None */
+    NB_PT_BOOL,    /* entry.i is 0 or 1 */
+    NB_PT_INT,     /* entry.i */
+    NB_PT_FLOAT,   /* entry.f */
+    NB_PT_COMPLEX, /* entry.f + entry.imag * 1j */
+    NB_PT_STRING,  /* entry.s (UTF-8, len bytes, NUL-terminated): str, and torch.device, dtypes and layouts by name
+                      ("cuda:0", "torch.float16") */
+    NB_PT_BYTES    /* entry.s, len bytes (bytes, bytearray) */
+} nb_pt_kind;
+
+/* One leaf of a loaded checkpoint, named by its path through the nested
+ * dicts, lists and tuples joined with dots, as state_dict keys are:
+ * {"model": {"fc.weight": t}, "epoch": 3, "betas": (0.9, 0.999)} gives
+ * "model.fc.weight", "epoch", "betas.0" and "betas.1" (a dict's int keys
+ * in decimal). Empty containers give no entry. */
+typedef struct nb_pt_entry {
+    const char *name;   /* owned by the file */
+    nb_pt_kind kind;    /* which of the fields below holds the value */
+    nb_tensor *tensor;  /* NB_PT_TENSOR: a CPU tensor with the file's shape, strides and offset; tensors that shared
+                           a storage in the file share one here (views); a reference owned by the file */
+    int64_t i;          /* NB_PT_INT, NB_PT_BOOL */
+    double f, imag;     /* NB_PT_FLOAT, NB_PT_COMPLEX */
+    const char *s;      /* NB_PT_STRING, NB_PT_BYTES: owned by the file */
+    size_t len;         /* bytes in s */
+} nb_pt_entry;
+
+/* A loaded checkpoint: its leaves in the pickle's order. */
+typedef struct nb_pt {
+    int n;                /* number of entries, >= 0 */
+    nb_pt_entry *entries; /* [n] */
+} nb_pt;
+
+/* torch.load(path, weights_only=True, map_location='cpu'). The file is
+ * mapped copy-on-write: a stored storage aligned to its element size (as
+ * torch.save writes them) becomes the tensors' memory without a copy
+ * (pages read when touched; the mapping lives until the last tensor of it
+ * is released); others are copied. Every record's CRC-32 is checked; a
+ * big-endian file ("byteorder" record) is swapped. Errors (NULL
+ * returned): NB_ERR_INVALID_ARG (NULL path), NB_ERR_IO, NB_ERR_FORMAT (not
+ * a zip, a corrupt archive or pickle, a refused opcode or global, a
+ * storage record missing or of the wrong size, a tensor reaching past its
+ * storage, negative sizes or strides, two entries of one name, nesting
+ * deeper than 64 levels), NB_ERR_UNSUPPORTED, NB_ERR_DTYPE (above),
+ * NB_ERR_OOM. */
+nb_pt *nb_pt_load(const char *path);
+/* The tensor of entry `name` (borrowed from f), or NULL (no error set when
+ * there is none; NULL f or name: NB_ERR_INVALID_ARG unless an error is
+ * pending). */
+nb_tensor *nb_pt_get(const nb_pt *f, const char *name);
+/* The tensor entries under `prefix` as a state_dict: names with
+ * "prefix." cut ("" or NULL: every tensor, names whole), for
+ * nb_module_load_tensors. *out is malloc'd (free() it); its names and
+ * tensors are borrowed from f. Returns the count, or -1 (NB_ERR_INVALID_ARG
+ * for NULL f or out, NB_ERR_OOM). */
+int nb_pt_state_dict(const nb_pt *f, const char *prefix, nb_named_tensor **out);
+/* NULL is ignored. */
+void nb_pt_free(nb_pt *f);
+/* torch.save(state_dict, path): an OrderedDict of the n tensors by name,
+ * in PyTorch's zip format (records "archive/data.pkl", "archive/byteorder"
+ * = "little", "archive/data/<k>", "archive/version" = "3", each stored and
+ * aligned to 64 bytes as torch.save aligns them) that torch.load reads
+ * with weights_only=True (checked against torch 1.13 and 2.11). Tensors
+ * may live on any device (read to the host; written with location "cpu")
+ * and have any strides: those sharing a storage (views of one tensor,
+ * tied weights) are saved as views of one storage, as torch.save does.
+ * Written atomically (a failed write leaves the old file). Errors:
+ * NB_ERR_INVALID_ARG (NULL path, n < 0, a NULL name or tensor, a repeated
+ * name), NB_ERR_IO, NB_ERR_OOM (the archive is built in host memory), a
+ * device copy's error. */
+nb_status nb_pt_save(const char *path, const nb_named_tensor *tensors, int n);
+
 /* ---- datasets --------------------------------------------------------- */
 
 /* A tensor dataset (torch.utils.data.TensorDataset): sample i is

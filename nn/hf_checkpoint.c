@@ -1,7 +1,8 @@
 /* hf_checkpoint.c - Hugging Face model directories for the decoders:
  * config.json (transformers' GPT2Config / LlamaConfig, read and written with
  * jansson) and model.safetensors (or sharded model-*.safetensors with
- * model.safetensors.index.json) holding transformers' state_dict keys. The
+ * model.safetensors.index.json, or torch.save's pytorch_model.bin and its
+ * shards, read by data/pt.c) holding transformers' state_dict keys. The
  * module trees of decoder.c already carry those names, so loading is
  * nn/state_dict.c's strict load after normalising the few key variants
  * transformers itself accepts (bare GPT2Model keys, old causal-mask and
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "decoder_impl.h"
+#include "nn_impl.h"
 #include "text_impl.h"
 
 /* ---- config.json ------------------------------------------------------------------------- */
@@ -280,8 +282,10 @@ static const char *canonical(const nb_decoder_ctx *c, const char *key, const nb_
     return key;
 }
 
-/* The files of path: a .safetensors file, dir/model.safetensors, or the
- * shards listed by dir/model.safetensors.index.json (weight_map). */
+/* The files of path: a weight file (safetensors or torch.save's), or in a
+ * directory model.safetensors, the shards of model.safetensors.index.json,
+ * pytorch_model.bin or the shards of pytorch_model.bin.index.json (the
+ * first found; the index's weight_map names the shards). */
 static nb_status weight_files(const char *path, char ***files, int *n) {
     *files = NULL, *n = 0;
     struct stat sb;
@@ -290,16 +294,23 @@ static nb_status weight_files(const char *path, char ***files, int *n) {
     if (!S_ISDIR(sb.st_mode)) one = strdup(path);
     else {
         char p[4200];
-        snprintf(p, sizeof p, "%s/model.safetensors", path);
-        if (!stat(p, &sb)) one = strdup(p);
-        else {
-            snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);
+        static const char *const single[] = {"model.safetensors", "pytorch_model.bin"};
+        for (int k = 0; k < 2; k++) {
+            snprintf(p, sizeof p, "%s/%s", path, single[k]);
+            if (!stat(p, &sb)) {
+                one = strdup(p);
+                break;
+            }
+            snprintf(p, sizeof p, "%s/%s.index.json", path, single[k]);
+            if (!stat(p, &sb)) break;
+        }
+        if (!one) {
             json_error_t err;
             json_t *idx = json_load_file(p, 0, &err);
             if (!idx)
                 return nb_set_error(stat(p, &sb) ? NB_ERR_IO : NB_ERR_FORMAT,
-                                    "load_weights: %s has neither model.safetensors nor a readable "
-                                    "model.safetensors.index.json", path);
+                                    "load_weights: %s has no model.safetensors, pytorch_model.bin or readable index of "
+                                    "their shards (*.index.json)", path);
             json_t *map = json_object_get(idx, "weight_map");
             size_t cap = map ? json_object_size(map) : 0;
             *files = calloc(cap + 1, sizeof **files);
@@ -341,21 +352,19 @@ nb_status nb_causal_lm_load_weights(nb_module *m, const char *path, bool strict,
     char **files;
     int nf;
     nb_status st = weight_files(path, &files, &nf);
-    nb_safetensors **st_files = st ? NULL : calloc((size_t)nf + 1, sizeof *st_files);
-    if (!st && !st_files) st = nb_set_error(NB_ERR_OOM, "load_weights: out of host memory");
+    nb_weights *wf = st ? NULL : calloc((size_t)nf + 1, sizeof *wf);
+    if (!st && !wf) st = nb_set_error(NB_ERR_OOM, "load_weights: out of host memory");
     int total = 0;
-    for (int i = 0; !st && i < nf; i++) {
-        if (!(st_files[i] = nb_safetensors_load(files[i]))) st = nb_last_status();
-        else total += st_files[i]->n_tensors;
-    }
+    for (int i = 0; !st && i < nf; i++)
+        if (!(st = nb_weights_open(files[i], &wf[i]))) total += wf[i].n;
     nb_named_tensor *ts = st ? NULL : calloc((size_t)total + 1, sizeof *ts);
     char **names = st ? NULL : calloc((size_t)total + 1, sizeof *names);
     if (!st && (!ts || !names)) st = nb_set_error(NB_ERR_OOM, "load_weights: out of host memory");
     int n = 0;
     for (int i = 0; !st && i < nf; i++)
-        for (int j = 0; !st && j < st_files[i]->n_tensors; j++) {
+        for (int j = 0; !st && j < wf[i].n; j++) {
             char buf[512];
-            const nb_named_tensor *t = &st_files[i]->tensors[j];
+            const nb_named_tensor *t = &wf[i].tensors[j];
             const char *k = canonical(c, t->name, t->tensor, buf, sizeof buf);
             if (!*k) continue;
             if (!(names[n] = strdup(k))) st = nb_set_error(NB_ERR_OOM, "load_weights: out of host memory");
@@ -364,8 +373,8 @@ nb_status nb_causal_lm_load_weights(nb_module *m, const char *path, bool strict,
     if (!st) st = nb_module_load_tensors(m, ts, n, strict, report);
     for (int i = 0; i < n; i++) free(names[i]);
     free(names), free(ts);
-    for (int i = 0; st_files && i < nf; i++) nb_safetensors_free(st_files[i]);
-    free(st_files);
+    for (int i = 0; wf && i < nf; i++) nb_weights_close(&wf[i]);
+    free(wf);
     for (int i = 0; i < nf; i++) free(files[i]);
     free(files);
     return st;

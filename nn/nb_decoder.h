@@ -266,9 +266,12 @@ int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_optio
  * scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn). */
 nb_status nb_hf_config_load(const char *path, nb_gpt2_config *gpt2, nb_llama_config *llama, bool *is_llama);
 
-/* Loads Hugging Face weights into m (GPT-2 or Llama): path is a
- * .safetensors file or a directory holding model.safetensors or
- * model.safetensors.index.json (shards). Keys are transformers' state_dict
+/* Loads Hugging Face weights into m (GPT-2 or Llama): path is a weight
+ * file (.safetensors, or torch.save's .bin / .pt format, told apart by
+ * content) or a directory holding model.safetensors,
+ * model.safetensors.index.json (shards), pytorch_model.bin or
+ * pytorch_model.bin.index.json, looked for in that order (.bin files are
+ * read by nb_pt_load's restricted unpickler, nb_data.h). Keys are transformers' state_dict
  * keys; GPT-2 files with the bare GPT2Model names ("h.0.attn.c_attn.weight",
  * as the hub's gpt2 checkpoint) load too, the old causal-mask buffers
  * (attn.bias, attn.masked_bias) are ignored as transformers does, and a

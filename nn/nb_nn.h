@@ -574,7 +574,8 @@ nb_module *nb_nn_pairwise_distance(double p, double eps, bool keepdim);
  * ("fc1.weight", "bn1.running_mean"), as PyTorch's keys. Files are
  * safetensors (nb_safetensors.h) with metadata {"format": "pt"}, so
  * `safetensors.torch.load_file(path)` gives a dict that
- * `model.load_state_dict` takes. */
+ * `model.load_state_dict` takes; nb_pt_save (nb_data.h) writes
+ * torch.save's format from nb_module_state_dict's list. */
 
 /* What a load found, by name (all strings owned by the report; free it with
  * nb_load_report_free). As PyTorch's load_state_dict result, plus shapes. */
@@ -608,8 +609,13 @@ nb_status nb_module_state_dict_save(nb_module *m, const char *path);
  * (NULL m, or NULL ts with n > 0), NB_ERR_OOM. */
 nb_status nb_module_load_tensors(nb_module *m, const nb_named_tensor *ts, int n, bool strict,
                                  nb_load_report *report);
-/* nb_module_load_tensors from a safetensors file at path (any error of
- * nb_safetensors_load is returned first, and m is left unchanged). */
+/* nb_module_load_tensors from the file at path: safetensors, or PyTorch's
+ * torch.save format (a .pt / .pth / .bin zip, told apart by its magic:
+ * every tensor of the checkpoint by its dotted name, nb_pt_load in
+ * nb_data.h; a checkpoint nesting the state_dict under a key such as
+ * "model" is loaded with nb_pt_state_dict's prefix and
+ * nb_module_load_tensors). Any error of the file's loader is returned
+ * first, and m is left unchanged. */
 nb_status nb_module_load_state_dict(nb_module *m, const char *path, bool strict, nb_load_report *report);
 
 /* ---- activation modules, op coverage (nn/activation.c) --------------------- */

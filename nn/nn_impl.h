@@ -62,4 +62,17 @@ nb_tensor *nb_nn_filled_tensor(nb_module *m, const char *name, bool param, int64
 /* Copies the parameters of from into to (same kind and options): PyTorch's deepcopy of a layer. */
 nb_status nb_nn_copy_params(nb_module *to, nb_module *from);
 
+/* A weight file's tensors (state_dict.c): safetensors, or PyTorch's zip
+ * format (.pt, .bin) told apart by the zip magic. tensors[0..n) stay valid
+ * until nb_weights_close. Errors: the loaders'. */
+typedef struct nb_weights {
+    const nb_named_tensor *tensors;
+    int n;
+    struct nb_safetensors *st;
+    struct nb_pt *pt;
+    nb_named_tensor *owned;
+} nb_weights;
+nb_status nb_weights_open(const char *path, nb_weights *w);
+void nb_weights_close(nb_weights *w);
+
 #endif

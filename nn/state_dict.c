@@ -1,5 +1,6 @@
 /* state_dict.c - a module's state_dict (parameters then buffers by dotted
- * name) saved to and loaded from safetensors files. Loading matches keys
+ * name) saved to safetensors files and loaded from safetensors or
+ * PyTorch's .pt files (nb_weights_open tells them apart by content). Loading matches keys
  * by name as PyTorch's load_state_dict: it first classifies every key
  * (missing, unexpected, shape mismatch), decides, and only then copies, so
  * a rejected load never leaves a half-loaded model.
@@ -9,8 +10,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nb_data.h"
 #include "nb_extension.h"
-#include "nb_nn.h"
+#include "nn_impl.h"
+
+nb_status nb_weights_open(const char *path, nb_weights *w) {
+    memset(w, 0, sizeof *w);
+    if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "load_state_dict: NULL path");
+    unsigned char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(magic, 1, 4, f) : 0;
+    if (f) fclose(f);
+    if (got == 4 && !memcmp(magic, "PK\x03\x04", 4)) { /* a zip: torch.save's format */
+        if (!(w->pt = nb_pt_load(path))) return nb_last_status();
+        if ((w->n = nb_pt_state_dict(w->pt, NULL, &w->owned)) < 0) {
+            nb_weights_close(w);
+            return nb_last_status();
+        }
+        w->tensors = w->owned;
+        return NB_OK;
+    }
+    if (!(w->st = nb_safetensors_load(path))) return nb_last_status();
+    w->tensors = w->st->tensors, w->n = w->st->n_tensors;
+    return NB_OK;
+}
+
+void nb_weights_close(nb_weights *w) {
+    nb_safetensors_free(w->st), nb_pt_free(w->pt), free(w->owned);
+    memset(w, 0, sizeof *w);
+}
 
 int nb_module_state_dict(nb_module *m, nb_named_tensor **out) {
     if (!m || !out) return nb_set_error(NB_ERR_INVALID_ARG, "state_dict: NULL module or output"), -1;
@@ -147,9 +175,9 @@ nb_status nb_module_load_tensors(nb_module *m, const nb_named_tensor *ts, int n,
 nb_status nb_module_load_state_dict(nb_module *m, const char *path, bool strict, nb_load_report *report) {
     if (report) memset(report, 0, sizeof *report);
     if (!m) return nb_set_error(NB_ERR_INVALID_ARG, "load_state_dict: module is NULL");
-    nb_safetensors *f = nb_safetensors_load(path);
-    if (!f) return nb_last_status();
-    nb_status st = nb_module_load_tensors(m, f->tensors, f->n_tensors, strict, report);
-    nb_safetensors_free(f);
+    nb_weights w;
+    nb_status st = nb_weights_open(path, &w);
+    if (!st) st = nb_module_load_tensors(m, w.tensors, w.n, strict, report);
+    nb_weights_close(&w);
     return st;
 }

@@ -59,6 +59,7 @@
     X(optim) \
     X(data) \
     X(npy) \
+    X(pt) \
     X(csv) \
     X(tensorboard) \
     X(progress) \

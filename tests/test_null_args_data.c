@@ -68,6 +68,11 @@ void nb_null_args_data(void) {
     NP(nb_npz_get, NULL, NULL);
     NV(nb_npz_free, NULL);
     NS(nb_npz_save, NULL, NULL, 0, false);
+    NP(nb_pt_load, NULL);
+    NP(nb_pt_get, NULL, NULL);
+    NI(nb_pt_state_dict, NULL, NULL, NULL);
+    NV(nb_pt_free, NULL);
+    NS(nb_pt_save, NULL, NULL, 0);
     NS(nb_sample_set, NULL, NULL, NULL);
     NP(nb_sample_get, NULL, NULL);
     NP(nb_map_dataset_new, 1, NULL, NULL, NULL);

@@ -205,15 +205,18 @@ typedef struct nb_pt {
 /* torch.load(path, weights_only=True, map_location='cpu'). The file is
  * mapped copy-on-write: a stored storage aligned to its element size (as
  * torch.save writes them) becomes the tensors' memory without a copy
- * (pages read when touched; the mapping lives until the last tensor of it
- * is released); others are copied. Every record's CRC-32 is checked; a
+ * (the mapping lives until the last tensor of it is released; its pages
+ * stay the page cache's until written); others are copied. Every record
+ * read is CRC-32 checked (so the load reads each storage once); a
  * big-endian file ("byteorder" record) is swapped. Errors (NULL
  * returned): NB_ERR_INVALID_ARG (NULL path), NB_ERR_IO, NB_ERR_FORMAT (not
  * a zip, a corrupt archive or pickle, a refused opcode or global, a
  * storage record missing or of the wrong size, a tensor reaching past its
  * storage, negative sizes or strides, two entries of one name, nesting
- * deeper than 64 levels), NB_ERR_UNSUPPORTED, NB_ERR_DTYPE (above),
- * NB_ERR_OOM. */
+ * deeper than 64 levels or shared values that unfold past 16 times the
+ * pickle's size), NB_ERR_UNSUPPORTED, NB_ERR_DTYPE (above), NB_ERR_OOM.
+ * Unlike torch.load, a dict holding one key twice is refused (two entries
+ * of one name) rather than keeping the last value. */
 nb_pt *nb_pt_load(const char *path);
 /* The tensor of entry `name` (borrowed from f), or NULL (no error set when
  * there is none; NULL f or name: NB_ERR_INVALID_ARG unless an error is
@@ -228,9 +231,10 @@ int nb_pt_state_dict(const nb_pt *f, const char *prefix, nb_named_tensor **out);
 /* NULL is ignored. */
 void nb_pt_free(nb_pt *f);
 /* torch.save(state_dict, path): an OrderedDict of the n tensors by name,
- * in PyTorch's zip format (records "archive/data.pkl", "archive/byteorder"
- * = "little", "archive/data/<k>", "archive/version" = "3", each stored and
- * aligned to 64 bytes as torch.save aligns them) that torch.load reads
+ * in PyTorch's zip format (records "archive/data.pkl",
+ * "archive/.format_version" = "1", "archive/.storage_alignment" = "64",
+ * "archive/byteorder" = "little", "archive/data/<k>", "archive/version" =
+ * "3", each stored and aligned to 64 bytes as torch.save aligns them) that torch.load reads
  * with weights_only=True (checked against torch 1.13 and 2.11). Tensors
  * may live on any device (read to the host; written with location "cpu")
  * and have any strides: those sharing a storage (views of one tensor,

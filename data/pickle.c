@@ -286,11 +286,9 @@ static pk_value *rebuild_tensor(pk_unpickler *u, pk_value **a, int dtype, const 
                     a[2]->n, NB_MAX_DIMS);
     if (!as_int(a[1], &offset) || nd < 0 || ns != nd)
         return FAIL(u, NB_ERR_FORMAT, "%s: a bad offset, size or stride (ints, of equal lengths)", fn);
-    int st_dt = a[0]->dtype;
-    if (dtype == -3) dtype = st_dt;
-    else if (st_dt != -2 && st_dt != dtype)
-        return FAIL(u, NB_ERR_FORMAT, "%s: a typed storage read as another dtype", fn);
-    if (dtype == -2) return FAIL(u, NB_ERR_FORMAT, "%s over an untyped storage without a dtype", fn);
+    /* v3 names the dtype and reads the storage's bytes as it (any storage); the others read the storage's own
+       dtype, an untyped storage as uint8 (as torch.load does) */
+    if (dtype == -3) dtype = a[0]->dtype == -2 ? NB_U8 : a[0]->dtype;
     if (dtype < 0) return FAIL(u, NB_ERR_DTYPE, "%s: the tensor's dtype is one nabla lacks", fn);
     pk_value *v = new_value(u, PK_TENSOR);
     if (!v) return NULL;
@@ -310,15 +308,22 @@ static pk_value *reduce(pk_unpickler *u, pk_value *f, pk_value *args, int depth)
     pk_value *v;
     switch ((pk_global)f->i) {
     case G_ORDERED_DICT:
-    case G_COUNTER:
-        if (n == 0) return new_value(u, PK_DICT);
+    case G_COUNTER: /* OrderedDict() then SETITEMS; Counter({...}) */
+        if (n == 0 || (n == 1 && a[0]->kind == PK_DICT)) {
+            if (!(v = new_value(u, PK_DICT))) return NULL;
+            v->parameter = true; /* a class instance: BUILD may set its attributes */
+            for (size_t i = 0; n && i < a[0]->n; i++)
+                if (!add_item(u, v, a[0]->items[i])) return NULL;
+            return v;
+        }
         break;
     case G_SIZE:
         if (n == 1 && (a[0]->kind == PK_TUPLE || a[0]->kind == PK_LIST)) {
             if (!(v = new_value(u, PK_TUPLE))) return NULL;
-            for (size_t i = 0; i < a[0]->n; i++)
-                if (a[0]->items[i]->kind != PK_INT || !add_item(u, v, a[0]->items[i]))
-                    return FAIL(u, NB_ERR_FORMAT, "torch.Size of something other than ints");
+            for (size_t i = 0; i < a[0]->n; i++) {
+                if (a[0]->items[i]->kind != PK_INT) return FAIL(u, NB_ERR_FORMAT, "torch.Size of something other than ints");
+                if (!add_item(u, v, a[0]->items[i])) return NULL;
+            }
             return v;
         }
         break;
@@ -337,7 +342,9 @@ static pk_value *reduce(pk_unpickler *u, pk_value *f, pk_value *args, int depth)
     case G_ENCODE: /* _codecs.encode(str, 'latin1'): protocol 2's bytes, each code point < 256 a byte */
         if (n == 2 && a[0]->kind == PK_STR && (pk_is_str(a[1], "latin1") || pk_is_str(a[1], "latin-1"))) {
             if (!(v = new_str(u, PK_BYTES, "", 0))) return NULL;
-            if (!(v->s = realloc(v->s, a[0]->len + 1))) return FAIL(u, NB_ERR_OOM, "out of host memory");
+            char *grown = realloc(v->s, a[0]->len + 1);
+            if (!grown) return FAIL(u, NB_ERR_OOM, "out of host memory");
+            v->s = grown;
             const uint8_t *s = (const uint8_t *)a[0]->s, *e = s + a[0]->len;
             while (s < e) {
                 unsigned c = *s++;
@@ -553,7 +560,7 @@ static bool step(pk_unpickler *u, pk_value **result) {
         return push(u, c);
     case 'b': /* BUILD: the state of an OrderedDict (its _metadata) or a Parameter is not kept */
         if (!(w = pop(u)) || !(v = top(u))) return false;
-        if (v->kind == PK_DICT || (v->kind == PK_TENSOR && v->parameter)) return true;
+        if ((v->kind == PK_DICT || v->kind == PK_TENSOR) && v->parameter) return true;
         if (v->kind == PK_TENSOR) return FAIL(u, NB_ERR_UNSUPPORTED, "BUILD on a tensor (the legacy set_ form)");
         return FAIL(u, NB_ERR_FORMAT, "can only BUILD a Tensor, Parameter or OrderedDict, not a %s", kind_name(v->kind));
     case 'Q': { /* BINPERSID: a storage */

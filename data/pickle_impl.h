@@ -29,7 +29,8 @@ typedef enum pk_global {
 typedef struct pk_value pk_value;
 struct pk_value {
     pk_kind kind;
-    bool parameter;      /* PK_TENSOR made by nn.Parameter */
+    bool parameter;      /* PK_TENSOR made by nn.Parameter; PK_DICT made by OrderedDict or Counter (BUILD may
+                            set their attributes, which are not kept) */
     int64_t i;           /* PK_INT, PK_BOOL (0 or 1); PK_GLOBAL: its pk_global */
     int dtype;           /* PK_GLOBAL of a dtype or storage type, PK_STORAGE: the nb_dtype, -1 when nabla has
                             none (then name says which), -2 for an untyped storage */

@@ -52,6 +52,7 @@ typedef struct loader {
     holder *file;
     zip_member *ms;
     size_t n_ms;
+    const zip_member **by_name; /* ms sorted by name, for lookups */
     const char *prefix; /* the archive folder, with its '/' */
     size_t prefix_len;
     bool big_endian;
@@ -60,15 +61,22 @@ typedef struct loader {
     char label[300];
 } loader;
 
+static int cmp_member(const void *a, const void *b) {
+    const zip_member *x = *(const zip_member *const *)a, *y = *(const zip_member *const *)b;
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, n);
+    return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+/* The record prefix + name (a binary search: a hostile archive may hold many members and name many storages). */
 static const zip_member *find_record(const loader *L, const char *name) {
+    char full[512];
     size_t n = strlen(name);
-    for (size_t i = 0; i < L->n_ms; i++) {
-        const zip_member *m = &L->ms[i];
-        if (m->name_len == L->prefix_len + n && !memcmp(m->name, L->prefix, L->prefix_len) &&
-            !memcmp(m->name + L->prefix_len, name, n))
-            return m;
-    }
-    return NULL;
+    if (L->prefix_len + n >= sizeof full) return NULL;
+    memcpy(full, L->prefix, L->prefix_len), memcpy(full + L->prefix_len, name, n);
+    zip_member key = {.name = full, .name_len = L->prefix_len + n};
+    const zip_member *kp = &key, **hit = bsearch(&kp, L->by_name, L->n_ms, sizeof *L->by_name, cmp_member);
+    return hit ? *hit : NULL;
 }
 
 /* The bytes of record `name` (*owned set when inflated), NULL with an error when absent or bad. */
@@ -90,10 +98,10 @@ static nb_status load_storage(void *ctx, const pk_value *pid, pk_value *out) {
         pid->items[4]->kind != PK_INT || (numel = pid->items[4]->i) < 0)
         return nb_set_error(NB_ERR_FORMAT, "%s: a storage id other than ('storage', type, key, location, numel)", L->label);
     const pk_value *type = pid->items[1];
-    if (type->dtype == -1)
-        return nb_set_error(NB_ERR_DTYPE, "%s: a storage of %s, a dtype nabla lacks", L->label, type->s);
     if (type->i != G_STORAGE_TYPE)
         return nb_set_error(NB_ERR_FORMAT, "%s: %s is not a storage type", L->label, type->s);
+    if (type->dtype == -1)
+        return nb_set_error(NB_ERR_DTYPE, "%s: a storage of %s, a dtype nabla lacks", L->label, type->s);
     const char *key = pid->items[2]->s;
     for (size_t i = 0; i < L->n_st; i++)
         if (!strcmp(L->st[i]->key, key)) {
@@ -175,10 +183,14 @@ static nb_tensor *make_tensor(void *ctx, const pk_value *sv, nb_dtype dt, int64_
     size_t es = nb_dtype_size(dt);
     uint64_t elems = s->nbytes / es, last = (uint64_t)offset, numel = 1;
     if (offset < 0) return NB_FAIL(NB_ERR_FORMAT, "%s: a negative storage offset", L->label);
+    uint64_t nonzero = 1; /* the product of the sizes other than 0: what a shape may hold */
     for (int d = 0; d < ndim; d++) {
         if (size[d] < 0 || stride[d] < 0)
             return NB_FAIL(NB_ERR_FORMAT, "%s: a negative size or stride", L->label);
-        numel = size[d] && numel <= UINT64_MAX / (uint64_t)size[d] ? numel * (uint64_t)size[d] : size[d] ? UINT64_MAX : 0;
+        if (size[d] && (nonzero = nonzero <= ((uint64_t)1 << 62) / (uint64_t)size[d] ? nonzero * (uint64_t)size[d]
+                                                                                       : UINT64_MAX) == UINT64_MAX)
+            return NB_FAIL(NB_ERR_FORMAT, "%s: a tensor of more than 2^62 elements", L->label);
+        numel = size[d] ? numel * (uint64_t)size[d] : 0;
     }
     if (!numel) return nb_tensor_new(ndim, size, dt, NB_CPU);
     for (int d = 0; d < ndim; d++) { /* the last element's index, overflow-checked */
@@ -199,7 +211,8 @@ static nb_tensor *make_tensor(void *ctx, const pk_value *sv, nb_dtype dt, int64_
 typedef struct flat {
     nb_pt *f;
     int cap;
-    size_t budget; /* entries and containers visited: shared containers may not unfold without bound */
+    size_t budget; /* entries and containers visited, and bytes of names and strings copied: shared containers
+                      and strings may not unfold without bound */
     const char *label;
 } flat;
 
@@ -212,6 +225,10 @@ static nb_status add_entry(flat *F, const char *name, const pk_value *v) {
         f->entries = ne, F->cap = cap;
     }
     nb_pt_entry e = {0};
+    size_t cost = strlen(name) + (v->kind == PK_STR || v->kind == PK_BYTES || v->kind == PK_GLOBAL ? v->len : 0);
+    if (cost > F->budget)
+        return nb_set_error(NB_ERR_FORMAT, "%s: shared values unfold to more than the pickle holds", F->label);
+    F->budget -= cost;
     if (!(e.name = strdup(name))) return nb_set_error(NB_ERR_OOM, "pt: out of host memory");
     switch (v->kind) {
     case PK_TENSOR: e.kind = NB_PT_TENSOR, e.tensor = v->tensor, nb_retain(v->tensor); break;
@@ -294,6 +311,9 @@ static nb_status load(loader *L, nb_pt *f) {
     nb_status st = zip_read_dir(L->buf, L->len, "pt", L->path, &L->ms, &L->n_ms);
     if (!st) st = find_prefix(L);
     if (st) return st;
+    if (!(L->by_name = malloc((L->n_ms + 1) * sizeof *L->by_name))) return nb_set_error(NB_ERR_OOM, "pt: out of host memory");
+    for (size_t i = 0; i < L->n_ms; i++) L->by_name[i] = &L->ms[i];
+    qsort(L->by_name, L->n_ms, sizeof *L->by_name, cmp_member);
     uint8_t *owned = NULL;
     size_t len;
     if (find_record(L, "byteorder")) {
@@ -312,7 +332,7 @@ static nb_status load(loader *L, nb_pt *f) {
     pk_value *root = pk_load(pkl, len, L->label, &cb, &u);
     if (root) {
         char *name = malloc(4096);
-        flat F = {f, 0, len + 1024, L->label};
+        flat F = {f, 0, 16 * len + (1 << 20), L->label};
         if (!name) st = nb_set_error(NB_ERR_OOM, "pt: out of host memory");
         else name[0] = 0, st = flatten(&F, root, name, 0, 0);
         free(name);
@@ -368,7 +388,7 @@ nb_pt *nb_pt_load(const char *path) {
         free(L.st[i]->key), free(L.st[i]);
     }
     nb_scope_end(s);
-    free(L.st), free(L.ms);
+    free(L.st), free(L.ms), free(L.by_name);
     holder_drop(file); /* the tensors over the mapping keep it */
     if (st) {
         nb_pt_free(f);

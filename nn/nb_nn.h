@@ -610,12 +610,12 @@ nb_status nb_module_state_dict_save(nb_module *m, const char *path);
 nb_status nb_module_load_tensors(nb_module *m, const nb_named_tensor *ts, int n, bool strict,
                                  nb_load_report *report);
 /* nb_module_load_tensors from the file at path: safetensors, or PyTorch's
- * torch.save format (a .pt / .pth / .bin zip, told apart by its magic:
+ * torch.save format (a .pt / .pth / .bin file, told apart by its magic:
  * every tensor of the checkpoint by its dotted name, nb_pt_load in
- * nb_data.h; a checkpoint nesting the state_dict under a key such as
- * "model" is loaded with nb_pt_state_dict's prefix and
- * nb_module_load_tensors). Any error of the file's loader is returned
- * first, and m is left unchanged. */
+ * nb_data.h). A checkpoint that nests the state_dict under a key such as
+ * "model" gives keys "model.fc.weight": load it with nb_pt_load,
+ * nb_pt_state_dict(f, "model", ...) and nb_module_load_tensors. Any error
+ * of the file's loader is returned first, and m is left unchanged. */
 nb_status nb_module_load_state_dict(nb_module *m, const char *path, bool strict, nb_load_report *report);
 
 /* ---- activation modules, op coverage (nn/activation.c) --------------------- */

@@ -17,11 +17,13 @@
 nb_status nb_weights_open(const char *path, nb_weights *w) {
     memset(w, 0, sizeof *w);
     if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "load_state_dict: NULL path");
-    unsigned char magic[4] = {0};
+    unsigned char magic[262] = {0};
     FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(magic, 1, 4, f) : 0;
+    size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
     if (f) fclose(f);
-    if (got == 4 && !memcmp(magic, "PK\x03\x04", 4)) { /* a zip: torch.save's format */
+    /* torch.save's zip, or its legacy forms (a bare pickle, a tar) that nb_pt_load refuses by name */
+    if ((got >= 4 && !memcmp(magic, "PK\x03\x04", 4)) || (got >= 2 && magic[0] == 0x80 && magic[1] <= 5) ||
+        (got == sizeof magic && !memcmp(magic + 257, "ustar", 5))) {
         if (!(w->pt = nb_pt_load(path))) return nb_last_status();
         if ((w->n = nb_pt_state_dict(w->pt, NULL, &w->owned)) < 0) {
             nb_weights_close(w);

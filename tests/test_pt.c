@@ -219,6 +219,9 @@ START_TEST(test_pt_hostile) {
         {"short_dtype.pt", NB_ERR_DTYPE, "torch.ShortStorage"},
         {"truncated.pt", NB_ERR_FORMAT, "not a zip"},
         {"bad_crc.pt", NB_ERR_FORMAT, "CRC-32"},
+        {"build_dict.pt", NB_ERR_FORMAT, "can only BUILD"},
+        {"huge_shape.pt", NB_ERR_FORMAT, "2^62"},
+        {"blowup.pt", NB_ERR_FORMAT, "unfold"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         snprintf(path, sizeof path, "%s/hostile/%s", dir, cases[i].file);
@@ -234,6 +237,20 @@ START_TEST(test_pt_hostile) {
     nb_tensor *t = nb_pt_get(f, "t");
     nb_ck_shape(t, 2, (int64_t[]){2, 3});
     ck_assert_double_eq(nb_item(nb_sum(t, NULL, 0, false)), 15.0);
+    nb_pt_free(f);
+    snprintf(path, sizeof path, "%s/hostile/counter.pt", dir);
+    f = nb_pt_load(path);
+    NB_CK_NOTNULL(f);
+    ck_assert_int_eq(f->n, 2);
+    ck_assert_str_eq(f->entries[1].name, "c.b");
+    ck_assert_int_eq(f->entries[1].i, 2);
+    nb_pt_free(f);
+    snprintf(path, sizeof path, "%s/hostile/untyped.pt", dir); /* bytes 4..7 of the float 1.0f: 00 00 80 3f */
+    f = nb_pt_load(path);
+    NB_CK_NOTNULL(f);
+    t = nb_pt_get(f, "t");
+    ck_assert_int_eq(nb_dtype_of(t), NB_U8);
+    nb_ck_close(t, (double[]){0, 0, 0x80, 0x3f}, 4, 0, 0);
     nb_pt_free(f);
     nb_test_rmtree(dir);
     nb_scope_end(s);

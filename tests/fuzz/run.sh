@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run.sh - builds the fuzz targets with clang's libFuzzer and AddressSanitizer
 # + UBSan, then fuzzes each for a bounded time: fuzz_safetensors (the
-# safetensors loader) and fuzz_data_files (.npy, .npz, PNG/JPEG, token
-# shards, CSV, IDX).
+# safetensors loader), fuzz_data_files (.npy, .npz, PNG/JPEG, token
+# shards, CSV, IDX) and fuzz_pt (PyTorch checkpoints: the zip reader and
+# the restricted unpickler).
 #   tests/fuzz/run.sh [SECONDS]   (per target; default 60; CI runs it from .ci/run; NB_JOBS=N limits ninja)
 # Builds libnabla.a with clang in build-fuzz/ (instrumented for coverage),
 # seeds the corpora with valid files written here, and fails if libFuzzer
@@ -18,7 +19,7 @@ if [[ ! -f "$dir/build.ninja" ]]; then
     -Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" >/dev/null
 fi
 ninja -C "$dir" ${NB_JOBS:+-j"$NB_JOBS"} libnabla.a >/dev/null
-for t in fuzz_safetensors fuzz_data_files; do
+for t in fuzz_safetensors fuzz_data_files fuzz_pt; do
   clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -Iinclude -Icore -I"$dir/core" -Iautograd -Inn -Ioptim -Idata -Idistributed -Iutils -Ibackend -Ibackend/cpu \
     "tests/fuzz/$t.c" "$dir/libnabla.a" -lz -ljansson -lpng16 -ljpeg -lm -lpthread -ldl -o "$dir/$t"
@@ -86,6 +87,34 @@ put("csv", 4, b"x,y\n1.5,2\n# c\n3, 4e2\n")
 put("csv_ws", 4, b" 1 2 3\n4 5 6\n")
 put("idx", 5, struct.pack(">BBBBII", 0, 0, 8, 2, 2, 3) + bytes(range(6)))
 PY
+# Seeds of the checkpoint reader: whole files (first byte even) and
+# pickles that fuzz_pt.c wraps in an archive of four 64-byte storages (odd).
+pcorpus="$dir/fuzz_corpus_pt"
+mkdir -p "$pcorpus"
+python3 - "$pcorpus" <<'PY'
+import io, struct, sys, zipfile
+out = sys.argv[1]
+def put(name, kind, b): open(f"{out}/{name}", "wb").write(bytes([kind]) + b)
+s = lambda x: b"X" + struct.pack("<I", len(x)) + x.encode()
+i = lambda v: b"J" + struct.pack("<i", v)
+tup = lambda xs: b"(" + b"".join(i(x) for x in xs) + b"t"
+def tensor(key, typ, numel, off, size, stride):
+    return (b"ctorch._utils\n_rebuild_tensor_v2\n((" + s("storage") + b"ctorch\n" + typ + b"\n" + s(key) +
+            s("cpu") + i(numel) + b"tQ" + i(off) + tup(size) + tup(stride) + b"\x89ccollections\nOrderedDict\n)RtR")
+sd = (b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01(" + s("w") + tensor("0", b"FloatStorage", 16, 0, [4, 4], [4, 1]) +
+      s("v") + tensor("0", b"FloatStorage", 16, 2, [3], [5]) + s("h") + tensor("1", b"HalfStorage", 32, 0, [2, 16], [16, 1]) +
+      s("l") + tensor("2", b"LongStorage", 8, 1, [], []) + s("b") + tensor("3", b"BoolStorage", 64, 0, [8, 8], [1, 8]) + b"u.")
+put("state_dict", 1, sd)
+put("nested", 1, b"\x80\x02}(" + s("epoch") + i(3) + s("betas") + b"G?\xec\xcc\xcc\xcc\xcc\xcc\xcdK\x02\x86" +
+    s("steps") + b"](K\x01K\x02e" + s("x") + b"\x8a\x08" + bytes(8) + s("n") + b"N\x88\x89\x87u.")
+put("memo", 1, b"\x80\x02]q\x00(h\x00" + s("a") + b"q\x01h\x01e.")
+z = io.BytesIO()
+with zipfile.ZipFile(z, "w") as f:
+    f.writestr("m/data.pkl", sd); f.writestr("m/byteorder", "little")
+    for k in range(4): f.writestr(f"m/data/{k}", bytes(64))
+    f.writestr("m/version", "3\n")
+put("file", 0, z.getvalue())
+PY
 run() { # target corpus [extra libFuzzer flags]
   local t=$1 c=$2; shift 2
   local log="$dir/$t.log"
@@ -100,3 +129,4 @@ run() { # target corpus [extra libFuzzer flags]
 }
 run fuzz_safetensors "$corpus" -dict=tests/fuzz/safetensors.dict
 run fuzz_data_files "$dcorpus"
+run fuzz_pt "$pcorpus"

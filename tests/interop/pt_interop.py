@@ -91,6 +91,24 @@ def hostile(d):
     # an int16 storage: a dtype nabla lacks
     archive(os.path.join(h, "short_dtype.pt"),
             [("data.pkl", tensor_pickle(6, 0, [6], [1], b"ShortStorage")), ("data/0", f32[:12])] + ver)
+    # BUILD on a plain dict (weights_only builds only Tensor, Parameter and OrderedDict)
+    archive(os.path.join(h, "build_dict.pt"), [("data.pkl", b"\x80\x02}}b.")] + ver)
+    # a shape of 2^80 elements over a zero stride
+    big = b"\x8a\x06" + (1 << 40).to_bytes(6, "little")
+    archive(os.path.join(h, "huge_shape.pt"),
+            [("data.pkl", b"\x80\x02}(" + pk_str("t") + b"ctorch._utils\n_rebuild_tensor_v2\n((" + pk_str("storage") +
+              b"ctorch\nFloatStorage\n" + pk_str("0") + pk_str("cpu") + pk_int(6) + b"tQ" + pk_int(0) +
+              b"(" + big + big + b"t(" + pk_int(0) + pk_int(0) + b"t\x89ccollections\nOrderedDict\n)RtRu."),
+             ("data/0", f32)] + ver)
+    # one 1 MiB string referenced 100 times: 100 MiB of entries from a 1 MiB pickle
+    archive(os.path.join(h, "blowup.pt"),
+            [("data.pkl", b"\x80\x02]q\x00(" + pk_str("x" * (1 << 20)) + b"q\x01" + b"h\x01" * 100 + b"e.")] + ver)
+    # valid ones by hand: Counter({'a': 1, 'b': 2}) (REDUCE with a dict), a tensor over an untyped storage (uint8)
+    archive(os.path.join(h, "counter.pt"),
+            [("data.pkl", b"\x80\x02}(" + pk_str("c") + b"ccollections\nCounter\n}(" + pk_str("a") + b"K\x01" +
+              pk_str("b") + b"K\x02u\x85Ru.")] + ver)
+    archive(os.path.join(h, "untyped.pt"),
+            [("data.pkl", tensor_pickle(24, 4, [4], [1], b"UntypedStorage")), ("data/0", f32)] + ver)
     # a good file truncated in the middle, and with a flipped storage byte (its CRC fails)
     good = os.path.join(h, "good.pt")
     archive(good, [("data.pkl", tensor_pickle(6, 0, [2, 3], [3, 1])), ("data/0", f32)] + ver)

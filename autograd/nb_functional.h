@@ -628,7 +628,10 @@ int nb_rnn_cell(nb_tensor *input, nb_tensor *hx, nb_tensor *cx, nb_tensor *w_ih,
 
 /* F.layer_norm over the last n_norm dims of x (their sizes are
  * normalized_shape); weight/bias of normalized_shape or NULL. Fused kernels;
- * the forward saves mean and rstd (Ba, Kiros, Hinton 2016; PyTorch's doc). */
+ * the forward saves mean and rstd (Ba, Kiros, Hinton 2016; PyTorch's doc).
+ * float32/float64; a float16/bfloat16 x (its weight and bias 16-bit or
+ * float32) is normalized in float32 and the result rounded back to x's
+ * dtype, as PyTorch's 16-bit kernels accumulate. */
 nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
                          nb_tensor *bias, double eps);
 
@@ -817,7 +820,9 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
  * PyTorch's eps=None, torch.finfo(x.dtype).eps (1.1920929e-07 for float32);
  * Llama checkpoints set 1e-5 or 1e-6. A fused kernel; the forward saves
  * 1/sqrt(mean(x^2) + eps) per row, the mean of squares accumulated in double.
- * Gradients to x and weight. f32/f64, one dtype.
+ * Gradients to x and weight. f32/f64, one dtype; a float16/bfloat16 x (its
+ * weight 16-bit or float32) is computed in float32 and rounded back to x's
+ * dtype once (eps 0: the 16-bit dtype's finfo eps).
  * Errors: NB_ERR_SHAPE (normalized_shape or weight do not fit),
  * NB_ERR_INVALID_ARG (eps negative, NaN or infinite), NB_ERR_DTYPE. */
 nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight, double eps);
@@ -834,7 +839,8 @@ nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape
  * frequency scaling and a position offset for a KV cache). One fused
  * kernel. Gradients: x gets the inverse rotation of g; cos and sin, when
  * they require grad, get sum(g1 x1 + g2 x2) and sum(g2 x1 - g1 x2) over
- * the leading dims. f32/f64, one dtype.
+ * the leading dims. f32/f64, one dtype; a float16/bfloat16 x (cos and sin
+ * 16-bit or float32) is rotated in float32 and rounded back once.
  * Errors: NB_ERR_SHAPE (shapes that do not fit, D odd), NB_ERR_DTYPE. */
 nb_tensor *nb_apply_rotary_pos_emb(nb_tensor *x, nb_tensor *cos, nb_tensor *sin);
 

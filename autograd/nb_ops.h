@@ -745,7 +745,9 @@ nb_status nb_meshgrid(nb_tensor *const *ts, int n, nb_meshgrid_indexing indexing
 /* F.embedding: rows of weight [V, D] picked by int64 (or int32) indices of any shape
  * -> [*indices.shape, D]. The gradient of weight accumulates the rows of g
  * per index in a fixed order (deterministic, no atomics); the padding_idx
- * row (negative counts from V) gets no gradient. Errors: an index outside
+ * row (negative counts from V) gets no gradient. weight float32/float64,
+ * or float16/bfloat16 (the lookup only: the 16-bit gradient sum is not
+ * offered). Errors: an index outside
  * [0, V) -> NB_ERR_INVALID_ARG naming it. */
 nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx);
 

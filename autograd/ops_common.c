@@ -95,6 +95,16 @@ bool nb_promote_inputs(int n, nb_tensor **inputs, nb_dtype dt) {
     return true;
 }
 
+bool nb_widen_16bit(int n, nb_tensor **in, nb_dtype *back) {
+    *back = NB_DTYPE_COUNT;
+    if (!in[0] || (in[0]->dtype != NB_F16 && in[0]->dtype != NB_BF16)) return true;
+    *back = in[0]->dtype;
+    for (int i = 0; i < n; i++)
+        if (in[i] && (in[i]->dtype == NB_F16 || in[i]->dtype == NB_BF16) && !(in[i] = nb_to_dtype(in[i], NB_F32)))
+            return false;
+    return true;
+}
+
 nb_tensor *nb_contiguous_nograd(nb_tensor *t) {
     bool prev = nb_set_grad_enabled(false);
     nb_tensor *c = nb_contiguous(t);

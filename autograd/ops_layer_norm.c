@@ -116,5 +116,8 @@ nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_sha
     nb_tensor *in[3] = {x, weight, bias};
     if (!nb_autocast_inputs(NB_OP_LAYER_NORM, 3, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
-    return nb_scope_return(s, layer_norm_impl(in[0], n_norm, normalized_shape, in[1], in[2], eps));
+    nb_dtype back;
+    nb_tensor *r = nb_widen_16bit(3, in, &back) ? layer_norm_impl(in[0], n_norm, normalized_shape, in[1], in[2], eps)
+                                                : NULL;
+    return nb_scope_return(s, r && back != NB_DTYPE_COUNT ? nb_to_dtype(r, back) : r);
 }

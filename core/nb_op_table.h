@@ -248,7 +248,7 @@ extern "C" {
     X(TRIU, triu, shape, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(arange) K(binary) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(MESHGRID, meshgrid, shape, NB_D2 | NB_C | NB_V, NB_DTM_A6, K(copy) K(binary) K(reduce), BW_CALLS, AC(NONE)) \
     /* indexing, joining, gather/scatter */ \
-    X(EMBEDDING, embedding, index, NB_D2, NB_DTM_F, K(copy) K(index_select) K(index_add), BW(embedding), AC(NONE)) \
+    X(EMBEDDING, embedding, index, NB_D2, NB_DTM_F | NB_DTM_H, K(copy) K(index_select) K(index_add), BW(embedding), AC(NONE)) \
     X(INDEX_SELECT, index_select, index, NB_D2, NB_DTM_A8, K(copy) K(index_select) K(index_add), BW(index_select), AC(NONE)) \
     X(CAT, cat, index, NB_D2, NB_DTM_A8, K(copy) K(binary), BW(cat), AC(NONE)) \
     X(STACK, stack, index, NB_D2 | NB_C, NB_DTM_A8, K(copy) K(binary), BW_CALLS, AC(NONE)) \
@@ -389,7 +389,7 @@ extern "C" {
     X(AFFINE_GRID, affine_grid, fold, NB_D2 | NB_C, NB_DTM_F, K(copy) K(reduce) K(matmul), BW_CALLS, AC(NONE)) \
     X(GRID_SAMPLE, grid_sample, fold, NB_D2 | NB_C, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where) K(gather) K(scatter), BW_CALLS, AC(FP32)) \
     X(CTC_LOSS, ctc_loss, loss, NB_D | NB_C | NB_S, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(where) K(gather) K(scatter), BW_CALLS, AC(FP32)) \
-    X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F, K(layer_norm) K(layer_norm_backward), BW(layer_norm), AC(FP32)) \
+    X(LAYER_NORM, layer_norm, layer_norm, NB_D2, NB_DTM_F | NB_DTM_H, K(copy) K(layer_norm) K(layer_norm_backward), BW(layer_norm), AC(FP32)) \
     X(SCALED_DOT_PRODUCT_ATTENTION, scaled_dot_product_attention, attention, NB_D2 | NB_R | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(where) K(attention) K(attention_backward), BW(sdpa), AC(LOWER)) \
     /* linear algebra */ \
     X(LINALG_SOLVE, linalg_solve, linalg, NB_D, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(linalg_solve), BW(solve), AC(NONE)) \
@@ -403,8 +403,8 @@ extern "C" {
     X(LINALG_SVDVALS, linalg_svdvals, linalg, NB_D, NB_DTM_F, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(linalg_svd), BW_CALLS, AC(NONE)) \
     X(LINALG_LSTSQ, linalg_lstsq, linalg, NB_D, NB_DTM_F, K(copy) K(binary) K(reduce) K(matmul) K(linalg_solve) K(linalg_lstsq), BW(lstsq), AC(NONE)) \
     /* decoders */ \
-    X(RMS_NORM, rms_norm, rms_norm, NB_D2, NB_DTM_F, K(rms_norm) K(rms_norm_backward), BW(rms_norm), AC(FP32)) \
-    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D2, NB_DTM_F, K(copy) K(binary) K(reduce) K(rope), BW(rope), AC(NONE))
+    X(RMS_NORM, rms_norm, rms_norm, NB_D2, NB_DTM_F | NB_DTM_H, K(copy) K(rms_norm) K(rms_norm_backward), BW(rms_norm), AC(FP32)) \
+    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D2, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(reduce) K(rope), BW(rope), AC(NONE))
 /* clang-format on */
 
 /* The ops' ids, NB_OP_<ID> in table order (the tape records them), and

@@ -44,17 +44,20 @@ nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, nb_philox_state *
 static nb_status random_fill(const char *op, nb_tensor *t, nb_rng_dist dist, double a, double b,
                              nb_generator *gen) {
     if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL tensor", op);
-    if (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(t->dtype))
+    bool half = t->dtype == NB_F16 || t->dtype == NB_BF16;
+    if (dist != NB_RNG_BERNOULLI && !nb_dtype_is_compute_float(t->dtype) && !half)
         return nb_set_error(NB_ERR_DTYPE, "%s: needs a float tensor, got %s", op, nb_dtype_name(t->dtype));
+    half = half && dist != NB_RNG_BERNOULLI;
     nb_philox_state rng;
     if (nb_rng_philox(t, gen, &rng) != NB_OK) return nb_last_status();
-    if (nb_is_contiguous(t)) {
+    if (nb_is_contiguous(t) && !half) {
         nb_kview v = nb_kview_of(t);
         nb_bump_version(t);
         return nb_kernel_random(NB_BE(t), &v, dist, a, b, rng);
     }
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *c = nb_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
+    /* 16-bit tensors: the float32 draws of the same stream, rounded (a 16-bit model starts as its float32 twin) */
+    nb_tensor *c = nb_tensor_new(t->ndim, t->shape, half ? NB_F32 : t->dtype, t->storage->device);
     nb_status st = c ? NB_OK : nb_last_status();
     if (c) {
         nb_kview v = nb_kview_of(c);

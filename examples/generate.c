@@ -15,7 +15,9 @@
  * Flags: --model DIR --prompt TEXT --max-new-tokens N (100) --temperature X
  * (0.8) --top-k N (40) --top-p X (1) --seed N (0) --threads N (all cores)
  * --bos 0|1 (prepend the tokenizer's <|begin_of_text|> or <|endoftext|>; 1)
- * --device cpu|cuda|cuda:N.
+ * --device cpu|cuda|cuda:N --dtype auto|float32|bfloat16|float16 (auto:
+ * config.json's torch_dtype, as the checkpoint was saved; bf16 and f16
+ * are accepted for the 16-bit names).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,13 +63,14 @@ static nb_bpe *load_tokenizer(const char *dir) {
 static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s --model DIR [--prompt TEXT] [--max-new-tokens N] [--temperature X] [--top-k N] [--top-p X]\n"
-            "          [--seed N] [--threads N] [--bos 0|1] [--device cpu|cuda|cuda:N]\n",
+            "          [--seed N] [--threads N] [--bos 0|1] [--device cpu|cuda|cuda:N]\n"
+            "          [--dtype auto|float32|bfloat16|float16]\n",
             prog);
     return 2;
 }
 
 int main(int argc, char **argv) {
-    const char *model_dir = NULL, *prompt = "", *device = "cpu";
+    const char *model_dir = NULL, *prompt = "", *device = "cpu", *dtype = "auto";
     int64_t max_new = 100, top_k = 40;
     double temperature = 0.8, top_p = 1;
     uint64_t seed = 0;
@@ -79,6 +82,7 @@ int main(int argc, char **argv) {
         if (!strcmp(f, "--model")) model_dir = v, end = (char *)v + strlen(v);
         else if (!strcmp(f, "--prompt")) prompt = v, end = (char *)v + strlen(v);
         else if (!strcmp(f, "--device")) device = v, end = (char *)v + strlen(v);
+        else if (!strcmp(f, "--dtype")) dtype = v, end = (char *)v + strlen(v);
         else if (!strcmp(f, "--max-new-tokens")) max_new = strtoll(v, &end, 10);
         else if (!strcmp(f, "--top-k")) top_k = strtoll(v, &end, 10);
         else if (!strcmp(f, "--temperature")) temperature = strtod(v, &end);
@@ -90,6 +94,11 @@ int main(int argc, char **argv) {
         if (!end || *end || (end == v && *v)) return usage(argv[0]);
     }
     if (!model_dir || max_new < 0 || top_k < 0 || temperature < 0 || top_p < 0 || top_p > 1) return usage(argv[0]);
+    nb_dtype dt = !strcmp(dtype, "auto") ? NB_DTYPE_COUNT
+                  : !strcmp(dtype, "float32") || !strcmp(dtype, "f32") ? NB_F32
+                  : !strcmp(dtype, "bfloat16") || !strcmp(dtype, "bf16") ? NB_BF16
+                  : !strcmp(dtype, "float16") || !strcmp(dtype, "f16") ? NB_F16 : NB_DTYPE_COUNT + 1;
+    if (dt > NB_DTYPE_COUNT) return usage(argv[0]);
     nb_set_num_threads(threads);
     nb_device d = NB_CPU;
     if (!strncmp(device, "cuda", 4) && (device[4] == 0 || device[4] == ':'))
@@ -100,14 +109,15 @@ int main(int argc, char **argv) {
     if (!tok) return fprintf(stderr, "generate: tokenizer: %s\n", nb_last_error()), 1;
     nb_load_report r;
     double t0 = now_seconds();
-    nb_module *m = nb_from_pretrained(model_dir, &r);
+    nb_module *m = nb_from_pretrained_as(model_dir, dt, &r);
     nb_load_report_free(&r);
     if (!m) return fprintf(stderr, "generate: model: %s\n", nb_last_error()), 1;
     bool llama = nb_llama_get_config(m).vocab_size > 0;
     int64_t eos = llama ? nb_llama_get_config(m).eos_token_id : nb_gpt2_get_config(m).eos_token_id;
-    printf("model: %s from %s (%lld parameters, loaded in %.1f s), tokenizer %d tokens\n",
+    printf("model: %s from %s (%lld parameters in %s, loaded in %.1f s), tokenizer %d tokens\n",
            llama ? "LlamaForCausalLM" : "GPT2LMHeadModel", model_dir, (long long)nb_module_num_params(m),
-           now_seconds() - t0, nb_bpe_vocab_size(tok));
+           nb_dtype_name(llama ? nb_llama_get_config(m).dtype : nb_gpt2_get_config(m).dtype), now_seconds() - t0,
+           nb_bpe_vocab_size(tok));
     size_t plen = strlen(prompt);
     int64_t n = nb_bpe_encode(tok, prompt, plen, true, NULL, 0);
     int64_t *ids = malloc(sizeof(int64_t) * (size_t)(n + 2));

@@ -274,8 +274,8 @@ static bool shape_ok(const nb_decoder_shape *s, const char *who) {
         bad = "dropout probabilities must be in [0, 1)";
     else if (!(s->norm_eps > 0) || !(s->init_range >= 0))
         bad = "the norm eps must be > 0 and initializer_range >= 0";
-    else if (s->dtype != NB_F32 && s->dtype != NB_F64) {
-        nb_set_error(NB_ERR_DTYPE, "%s: dtype must be float32 or float64", who);
+    else if (!nb_dtype_is_float(s->dtype)) {
+        nb_set_error(NB_ERR_DTYPE, "%s: dtype must be float32, float64, bfloat16 or float16", who);
         return false;
     }
     if (!bad) return true;

@@ -36,8 +36,8 @@ nb_module *nb_nn_rms_norm(int64_t normalized_shape, double eps, nb_dtype dt) {
     if (normalized_shape < 1 || !(eps >= 0) || isinf(eps))
         return NB_FAIL(NB_ERR_INVALID_ARG, "RMSNorm: normalized_shape %lld must be >= 1 and eps %g finite and >= 0",
                        (long long)normalized_shape, eps);
-    if (dt != NB_F32 && dt != NB_F64)
-        return NB_FAIL(NB_ERR_DTYPE, "RMSNorm: dtype must be float32 or float64 (got %s)", dtype_str(dt));
+    if (!nb_dtype_is_float(dt))
+        return NB_FAIL(NB_ERR_DTYPE, "RMSNorm: dtype must be a float dtype (got %s)", dtype_str(dt));
     nb_rms_norm_ctx *c = calloc(1, sizeof *c);
     nb_module *m = c ? nb_module_new(&rms_norm_ops, c) : NB_FAIL(NB_ERR_OOM, "RMSNorm: out of host memory");
     if (!m) return NULL;
@@ -100,8 +100,8 @@ nb_module *nb_nn_rotary_embedding(int64_t head_dim, nb_rope_config rc, nb_dtype 
                        "> 0 (got %g, %g, %g, %lld)",
                        (long long)head_dim, rc.theta, rc.factor, rc.low_freq_factor, rc.high_freq_factor,
                        (long long)rc.original_max_position_embeddings);
-    if (dt != NB_F32 && dt != NB_F64)
-        return NB_FAIL(NB_ERR_DTYPE, "RotaryEmbedding: dtype must be float32 or float64 (got %s)", dtype_str(dt));
+    if (!nb_dtype_is_float(dt))
+        return NB_FAIL(NB_ERR_DTYPE, "RotaryEmbedding: dtype must be a float dtype (got %s)", dtype_str(dt));
     int64_t h = head_dim / 2;
     double *f = malloc(sizeof(double) * (size_t)h);
     nb_rotary_ctx *c = f ? calloc(1, sizeof *c) : NULL;
@@ -120,7 +120,8 @@ nb_module *nb_nn_rotary_embedding(int64_t head_dim, nb_rope_config rc, nb_dtype 
         if (scaled) f[i] = llama3_scale(f[i], &rc);
     }
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *t = nb_to_dtype(nb_from_data(f, 1, &h, NB_F64), dt);
+    /* 16-bit models keep inv_freq and the angles in float32, as transformers computes them */
+    nb_tensor *t = nb_to_dtype(nb_from_data(f, 1, &h, NB_F64), dt == NB_F64 ? NB_F64 : NB_F32);
     if (t) nb_retain(t), c->inv_freq = t;
     nb_scope_end(s);
     free(f);
@@ -139,12 +140,13 @@ nb_status nb_nn_rotary_embedding_forward(nb_module *m, int64_t seq_len, int64_t 
                             m ? nb_module_kind(m) : "NULL", (long long)seq_len, (long long)offset);
     const nb_rotary_ctx *c = nb_module_ctx(m);
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *pos = nb_arange((double)offset, (double)(offset + seq_len), 1, c->dtype);
+    nb_tensor *pos = nb_arange((double)offset, (double)(offset + seq_len), 1, nb_dtype_of(c->inv_freq));
     nb_device dev = nb_device_of(c->inv_freq), pd = pos ? nb_device_of(pos) : dev;
     if (pos && (pd.type != dev.type || pd.index != dev.index)) pos = nb_to_device(pos, dev);
     /* angles pos * inv_freq rounded to the dtype, as transformers' float32 matmul of the two */
     nb_tensor *ang = nb_mul(nb_unsqueeze(pos, 1), nb_unsqueeze(c->inv_freq, 0));
     nb_tensor *co = nb_cos(ang), *si = nb_sin(ang);
+    if (co && si && c->dtype != nb_dtype_of(co)) co = nb_to_dtype(co, c->dtype), si = nb_to_dtype(si, c->dtype);
     if (!co || !si) {
         nb_scope_end(s);
         return nb_last_status();
@@ -215,8 +217,8 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
 
 nb_module *nb_hf_conv1d(int64_t nx, int64_t nf, nb_dtype dt) {
     if (nx < 1 || nf < 1) return NB_FAIL(NB_ERR_INVALID_ARG, "Conv1D: sizes %lld, %lld must be >= 1", (long long)nx, (long long)nf);
-    if (dt != NB_F32 && dt != NB_F64)
-        return NB_FAIL(NB_ERR_DTYPE, "Conv1D: dtype must be float32 or float64 (got %s)", dtype_str(dt));
+    if (!nb_dtype_is_float(dt))
+        return NB_FAIL(NB_ERR_DTYPE, "Conv1D: dtype must be a float dtype (got %s)", dtype_str(dt));
     nb_conv1d_hf_ctx *c = calloc(1, sizeof *c);
     nb_module *m = c ? nb_module_new(&conv1d_hf_ops, c) : NB_FAIL(NB_ERR_OOM, "Conv1D: out of host memory");
     if (!m) return NULL;

@@ -64,6 +64,8 @@ static const char *get_str(const json_t *o, const char *key, const char *dflt, c
     return NULL;
 }
 
+static bool dtype_from_json(const json_t *o, nb_dtype *dt, const char *path);
+
 static bool gpt2_from_json(const json_t *o, nb_gpt2_config *c, const char *path) {
     *c = nb_gpt2_config_default();
     int64_t n_layer = c->n_layer, n_ctx = -1;
@@ -77,7 +79,7 @@ static bool gpt2_from_json(const json_t *o, nb_gpt2_config *c, const char *path)
         get_real(o, "initializer_range", &c->initializer_range, path) &&
         get_int(o, "bos_token_id", &c->bos_token_id, path) && get_int(o, "eos_token_id", &c->eos_token_id, path) &&
         get_bool(o, "tie_word_embeddings", &tie, path) && get_bool(o, "scale_attn_weights", &scale, path) &&
-        get_bool(o, "scale_attn_by_inverse_layer_idx", &by_layer, path);
+        get_bool(o, "scale_attn_by_inverse_layer_idx", &by_layer, path) && dtype_from_json(o, &c->dtype, path);
     const char *act = ok ? get_str(o, "activation_function", "gelu_new", path) : NULL;
     if (!act) return false;
     if (n_layer < 1 || n_layer > 100000) n_layer = -1; /* rejected by nb_gpt2 */
@@ -133,7 +135,7 @@ static bool llama_from_json(const json_t *o, nb_llama_config *c, const char *pat
               get_real(o, "attention_dropout", &c->attention_dropout, path) &&
               get_real(o, "initializer_range", &c->initializer_range, path) &&
               get_int(o, "bos_token_id", &c->bos_token_id, path) && get_int(o, "eos_token_id", &c->eos_token_id, path) &&
-              rope_scaling_from_json(o, &c->rope, path);
+              rope_scaling_from_json(o, &c->rope, path) && dtype_from_json(o, &c->dtype, path);
     const char *act = ok ? get_str(o, "hidden_act", "silu", path) : NULL;
     if (!act) return false;
     if (layers < 1 || layers > 100000) layers = -1; /* rejected by nb_llama */
@@ -169,7 +171,25 @@ nb_status nb_hf_config_load(const char *path, nb_gpt2_config *gpt2, nb_llama_con
     return st;
 }
 
-static const char *torch_dtype(nb_dtype dt) { return dt == NB_F64 ? "float64" : "float32"; }
+static const char *torch_dtype(nb_dtype dt) {
+    return dt == NB_F64 ? "float64" : dt == NB_BF16 ? "bfloat16" : dt == NB_F16 ? "float16" : "float32";
+}
+
+/* config.json's "torch_dtype" (transformers 4; "dtype" in 5): the dtype the weights were saved in. */
+static bool dtype_from_json(const json_t *o, nb_dtype *dt, const char *path) {
+    const char *name = get_str(o, "torch_dtype", NULL, path);
+    if (!name && nb_last_status() == NB_OK) name = get_str(o, "dtype", "float32", path);
+    if (!name) return false;
+    static const struct {
+        const char *name;
+        nb_dtype dt;
+    } names[] = {{"float32", NB_F32}, {"float64", NB_F64}, {"bfloat16", NB_BF16}, {"float16", NB_F16}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i].name)) return *dt = names[i].dt, true;
+    nb_set_error(NB_ERR_UNSUPPORTED, "hf_config: %s: torch_dtype \"%s\" is not supported (float32, float64, bfloat16 "
+                                     "or float16)", path, name);
+    return false;
+}
 
 /* transformers' config.json for m. */
 static json_t *config_json(const nb_decoder_ctx *c) {
@@ -409,7 +429,13 @@ nb_status nb_save_pretrained(nb_module *m, const char *dir) {
 }
 
 nb_module *nb_from_pretrained(const char *dir, nb_load_report *report) {
+    return nb_from_pretrained_as(dir, NB_DTYPE_COUNT, report);
+}
+
+nb_module *nb_from_pretrained_as(const char *dir, nb_dtype dtype, nb_load_report *report) {
     if (report) memset(report, 0, sizeof *report);
+    if (dtype != NB_DTYPE_COUNT && !nb_dtype_is_float(dtype))
+        return NB_FAIL(NB_ERR_DTYPE, "from_pretrained: dtype %s is not a float dtype", nb_dtype_name(dtype));
     if (!dir || strlen(dir) > 4000) return NB_FAIL(NB_ERR_INVALID_ARG, "from_pretrained: bad directory");
     char p[4200];
     snprintf(p, sizeof p, "%s/config.json", dir);
@@ -420,6 +446,7 @@ nb_module *nb_from_pretrained(const char *dir, nb_load_report *report) {
     double range = is_llama ? l.initializer_range : g.initializer_range;
     if (is_llama) l.initializer_range = 0; /* the weights are loaded next: skip the random init */
     else g.initializer_range = 0;
+    if (dtype != NB_DTYPE_COUNT) l.dtype = g.dtype = dtype;
     nb_module *m = is_llama ? nb_llama(l) : nb_gpt2(g);
     if (m && nb_causal_lm_load_weights(m, dir, true, report)) {
         nb_module_free(m);

@@ -43,7 +43,8 @@ extern "C" {
 
 /* nn.RMSNorm(normalized_shape, eps) over the last dim: parameter "weight"
  * (ones); forward nb_rms_norm. eps 0 means PyTorch's eps=None
- * (torch.finfo(dtype).eps). dtype f32/f64. Errors: NB_ERR_INVALID_ARG (size
+ * (torch.finfo(dtype).eps). dtype float32/float64, or float16/bfloat16
+ * (computed in float32 and rounded once, nb_rms_norm). Errors: NB_ERR_INVALID_ARG (size
  * < 1, eps < 0), NB_ERR_DTYPE, NB_ERR_OOM. */
 nb_module *nb_nn_rms_norm(int64_t normalized_shape, double eps, nb_dtype dt);
 
@@ -68,7 +69,9 @@ nb_module *nb_nn_rotary_embedding(int64_t head_dim, nb_rope_config c, nb_dtype d
 /* The cos and sin tables [seq_len, head_dim/2] for positions offset ..
  * offset + seq_len - 1 (offset: tokens already in a KV cache), for
  * nb_apply_rotary_pos_emb. Angles pos * inv_freq are formed in the module's
- * dtype as transformers does in float32, then cos/sin. New tensors, owned
+ * dtype as transformers does in float32, then cos/sin (a float16/bfloat16
+ * module forms them in float32 and rounds the tables to its dtype, as
+ * transformers' 16-bit models do). New tensors, owned
  * like op results. Errors: NB_ERR_INVALID_ARG (not a RotaryEmbedding,
  * seq_len or offset < 0, NULL outputs). */
 nb_status nb_nn_rotary_embedding_forward(nb_module *m, int64_t seq_len, int64_t offset, nb_tensor **cos,
@@ -98,7 +101,7 @@ typedef struct nb_gpt2_config {
     double attn_pdrop;         /* 0.1: on the attention weights */
     double initializer_range;  /* 0.02: weights N(0, r^2), c_proj.weight N(0, r^2 / (2 n_layer)) */
     int64_t bos_token_id, eos_token_id; /* 50256 */
-    nb_dtype dtype;            /* NB_F32 (or NB_F64) */
+    nb_dtype dtype;            /* NB_F32 (or NB_F64, NB_BF16, NB_F16: parameters and KV cache in it, norms in float32) */
 } nb_gpt2_config;
 
 /* GPT-2 small (124M), transformers' GPT2Config() defaults. */
@@ -145,7 +148,7 @@ typedef struct nb_llama_config {
     double attention_dropout;        /* on the attention weights (0) */
     double initializer_range;        /* 0.02: weights N(0, r^2), biases 0 */
     int64_t bos_token_id, eos_token_id; /* 1, 2 */
-    nb_dtype dtype;                  /* NB_F32 (or NB_F64) */
+    nb_dtype dtype;                  /* NB_F32 (or NB_F64, NB_BF16, NB_F16: as nb_gpt2_config's) */
 } nb_llama_config;
 
 /* Transformers' LlamaConfig() defaults (Llama 2 7B's shape). */
@@ -260,9 +263,10 @@ int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_optio
 
 /* Reads a transformers config.json (jansson) into the configuration of
  * its model_type: "gpt2" or "llama". *is_llama says which was filled.
- * Unknown keys are ignored; missing ones keep transformers' defaults.
- * Errors: NB_ERR_IO, NB_ERR_FORMAT (not JSON, a field of the wrong type),
- * NB_ERR_UNSUPPORTED (another model_type, activation or rope_type; GPT-2's
+ * Unknown keys are ignored; missing ones keep transformers' defaults;
+ * "torch_dtype" (or "dtype") sets the config's dtype. Errors: NB_ERR_IO,
+ * NB_ERR_FORMAT (not JSON, a field of the wrong type), NB_ERR_UNSUPPORTED
+ * (another model_type, activation, rope_type or torch_dtype; GPT-2's
  * scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn). */
 nb_status nb_hf_config_load(const char *path, nb_gpt2_config *gpt2, nb_llama_config *llama, bool *is_llama);
 
@@ -291,9 +295,17 @@ nb_status nb_save_pretrained(nb_module *m, const char *dir);
 /* A model built from dir/config.json on the default device, with the
  * weights of dir loaded strictly (nb_causal_lm_load_weights), in eval mode
  * as transformers' from_pretrained (nb_module_train(m, true) to fine-tune
- * with the config's dropout). Errors: those of nb_hf_config_load, the
+ * with the config's dropout). The model's dtype is config.json's
+ * "torch_dtype" (or "dtype"; float32 when absent): a bfloat16 checkpoint
+ * gives a bfloat16 model, with no float32 copy, as transformers'
+ * torch_dtype="auto". Errors: those of nb_hf_config_load, the
  * constructors and the load; report as there. */
 nb_module *nb_from_pretrained(const char *dir, nb_load_report *report);
+/* nb_from_pretrained with the model in dtype (a float dtype; the weights
+ * are cast as they are copied in, as from_pretrained(torch_dtype=...)), or
+ * in the config's dtype for NB_DTYPE_COUNT. Errors: as nb_from_pretrained,
+ * NB_ERR_DTYPE. */
+nb_module *nb_from_pretrained_as(const char *dir, nb_dtype dtype, nb_load_report *report);
 
 #ifdef __cplusplus
 }

@@ -409,7 +409,7 @@ static void naive_greedy(nb_module *m, const int64_t *prompt, int64_t n, int64_t
     for (int64_t i = 0; i < steps; i++) {
         nb_scope *s = nb_scope_begin();
         nb_tensor *l = nb_forward(m, ids_of(1, n + i, seq));
-        nb_tensor *a = nb_argmax(nb_narrow(l, 1, n + i - 1, 1), -1, false);
+        nb_tensor *a = nb_argmax(nb_to_dtype(nb_narrow(l, 1, n + i - 1, 1), NB_F32), -1, false); /* 16-bit: exact */
         int64_t t;
         NB_CK_OK(nb_to_host(a, &t, sizeof t));
         seq[n + i] = out[i] = t;
@@ -523,6 +523,80 @@ END_TEST
 
 /* ---- errors --------------------------------------------------------------------------------------------------------- */
 
+/* 16-bit models (bfloat16, float16) on dev: the float32 model's weights
+ * rounded give logits within the dtype's rounding; the KV cache and
+ * generate agree with full forwards in the same dtype; save_pretrained /
+ * from_pretrained keep the dtype and the bits. */
+static void check_16bit(nb_device dev) {
+    NB_CK_OK(nb_set_default_device(dev));
+    nb_scope *s = nb_scope_begin();
+    char dir[64] = "/tmp/nb_dec16_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int64_t v[20];
+    for (int i = 0; i < 20; i++) v[i] = (i * 7 + 3) % 40;
+    for (int k = 0; k < 4; k++) {
+        nb_dtype dt = k % 2 ? NB_F16 : NB_BF16;
+        double rel = dt == NB_BF16 ? 3e-2 : 5e-3; /* of the logits' largest magnitude */
+        nb_manual_seed(3);
+        nb_module *f = k < 2 ? tiny_gpt2(NB_F32, 2) : tiny_llama(NB_F32, 2, k == 3);
+        nb_module *h = k < 2 ? tiny_gpt2(dt, 2) : tiny_llama(dt, 2, k == 3);
+        nb_named_tensor *sd;
+        int n = nb_module_state_dict(h, &sd);
+        for (int i = 0; i < n; i++) ck_assert_msg(nb_dtype_of(sd[i].tensor) == dt, "%s", sd[i].name);
+        free(sd);
+        n = nb_module_state_dict(f, &sd);
+        NB_CK_OK(nb_module_load_tensors(h, sd, n, true, NULL));
+        free(sd);
+        nb_module_train(f, false), nb_module_train(h, false);
+        nb_tensor *ids = ids_of(2, 10, v), *lf = nb_forward(f, ids), *lh = nb_forward(h, ids);
+        NB_CK_NOTNULL(lh);
+        ck_assert_int_eq(nb_dtype_of(lh), dt);
+        double big = nb_item(nb_max(nb_abs(lf), NULL, 0, false));
+        double diff = nb_item(nb_max(nb_abs(nb_sub(nb_to_dtype(lh, NB_F32), lf)), NULL, 0, false));
+        ck_assert_msg(diff <= rel * big, "model %d in %s: logits differ by %g (largest %g)", k, nb_dtype_name(dt), diff, big);
+        /* the cache in the model's dtype: prefix 6, then 1, 1, 1, 1 */
+        nb_kv_cache *c = nb_kv_cache_new(h, 2, 12);
+        NB_CK_NOTNULL(c);
+        for (int64_t at = 0; at < 10; at += at ? 1 : 6) {
+            int64_t len = at ? 1 : 6;
+            nb_tensor *step = nb_causal_lm_forward(h, nb_contiguous(nb_narrow(ids, 1, at, len)), c);
+            NB_CK_NOTNULL(step);
+            ck_assert_int_eq(nb_dtype_of(step), dt);
+            ck_same(nb_to_dtype(step, NB_F32), nb_to_dtype(nb_narrow(lh, 1, at, len), NB_F32), rel * big);
+        }
+        nb_kv_cache_free(c);
+        const int64_t prompt[3] = {4, 17, 9};
+        int64_t out[16], want[16];
+        ck_assert_int_eq(nb_generate(h, prompt, 3, out, 16, (nb_generate_options){.max_new_tokens = 8}), 8);
+        naive_greedy(h, prompt, 3, 8, want);
+        for (int i = 0; i < 8; i++) ck_assert_int_eq(out[i], want[i]);
+        /* a 16-bit checkpoint comes back in its dtype, bit for bit */
+        NB_CK_OK(nb_save_pretrained(h, dir));
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        char *text = nb_test_slurp(cfg, NULL);
+        ck_assert_ptr_nonnull(strstr(text, dt == NB_BF16 ? "\"bfloat16\"" : "\"float16\""));
+        free(text);
+        nb_module *back = nb_from_pretrained(dir, NULL);
+        NB_CK_NOTNULL(back);
+        ck_same(nb_to_dtype(nb_forward(back, ids), NB_F32), nb_to_dtype(lh, NB_F32), 0);
+        nb_module *wide = nb_from_pretrained_as(dir, NB_F32, NULL); /* torch_dtype=float32 */
+        NB_CK_NOTNULL(wide);
+        ck_assert_int_eq(nb_dtype_of(nb_forward(wide, ids)), NB_F32);
+        NB_CK_FAILS(nb_from_pretrained_as(dir, NB_I64, NULL), NB_ERR_DTYPE);
+        nb_module_free(back), nb_module_free(wide), nb_module_free(f), nb_module_free(h);
+    }
+    nb_test_rmtree(dir);
+    nb_scope_end(s);
+    NB_CK_OK(nb_set_default_device(NB_CPU));
+}
+
+START_TEST(test_decoder_16bit) {
+    check_16bit(NB_CPU);
+    if (nb_device_count(NB_DEVICE_CUDA) > 0) check_16bit(NB_CUDA(0)); /* the GPU machine */
+}
+END_TEST
+
 START_TEST(test_config_and_input_errors) {
     nb_scope *s = nb_scope_begin();
     nb_gpt2_config g = nb_gpt2_config_default();
@@ -574,6 +648,7 @@ Suite *nb_suite_decoder(void) {
     tcase_add_test(tc, test_training_steps);
     tcase_add_test(tc, test_rotary_tables);
     tcase_add_test(tc, test_generate);
+    tcase_add_test(tc, test_decoder_16bit);
     tcase_add_test(tc, test_sampling_warpers);
     tcase_add_test(tc, test_config_and_input_errors);
     tcase_set_timeout(tc, 300);

@@ -7,9 +7,10 @@
  *
  *   bench_llama_infer [--config 3.2-1b|tiny] [--contexts 128,4096,100000]
  *                     [--decode N] [--device cpu|cuda|cuda:N] [--threads N]
- * --config 3.2-1b is Llama 3.2 1B's config.json (nb_llama_config_3_2_1b),
- * float32 (bfloat16 is a storage dtype in nabla for now); tiny is a 2-layer
- * model for a quick check. Prints per context:
+ *                     [--dtype float32|bfloat16|float16]
+ * --config 3.2-1b is Llama 3.2 1B's config.json (nb_llama_config_3_2_1b);
+ * tiny is a 2-layer model for a quick check. --dtype is the model's
+ * (parameters and KV cache; float32 by default). Prints per context:
  *   workload=llama config=... device=... context=C prefill_ms=... prefill_tokens_per_s=...
  *     decode_tokens=N decode_tokens_per_s=... peak_gib=...
  */
@@ -29,13 +30,13 @@ static double now_ms(void) {
 /* The argmax of the last position's logits of hidden [1, T, H]. */
 static int64_t next_token(nb_module *m, nb_tensor *hidden) {
     int64_t T = nb_size(hidden, 1), tok = -1;
-    nb_tensor *a = nb_argmax(nb_causal_lm_head(m, nb_narrow(hidden, 1, T - 1, 1)), -1, false);
+    nb_tensor *a = nb_argmax(nb_to_dtype(nb_causal_lm_head(m, nb_narrow(hidden, 1, T - 1, 1)), NB_F32), -1, false);
     if (!a || nb_to_host(a, &tok, sizeof tok)) return -1;
     return tok;
 }
 
 int main(int argc, char **argv) {
-    const char *config = "3.2-1b", *contexts = "128,4096", *device = "cpu";
+    const char *config = "3.2-1b", *contexts = "128,4096", *device = "cpu", *dtype = "float32";
     int decode = 32, threads = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
@@ -43,8 +44,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else if (!strcmp(argv[i], "--decode")) decode = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
         else return fprintf(stderr, "usage: %s [--config 3.2-1b|tiny] [--contexts A,B,..] [--decode N] "
-                                    "[--device cpu|cuda|cuda:N] [--threads N]\n", argv[0]), 2;
+                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16]\n",
+                            argv[0]), 2;
     }
     nb_set_num_threads(threads);
     nb_device dev = NB_CPU;
@@ -52,6 +55,8 @@ int main(int argc, char **argv) {
     if (nb_set_default_device(dev) != NB_OK) return fprintf(stderr, "bench_llama_infer: %s\n", nb_last_error()), 1;
     nb_manual_seed(0);
     nb_llama_config c = nb_llama_config_3_2_1b();
+    c.dtype = !strcmp(dtype, "bfloat16") ? NB_BF16 : !strcmp(dtype, "float16") ? NB_F16 : NB_F32;
+    if (c.dtype == NB_F32 && strcmp(dtype, "float32")) return fprintf(stderr, "bench_llama_infer: --dtype %s\n", dtype), 2;
     if (!strcmp(config, "tiny")) {
         c.hidden_size = 256, c.intermediate_size = 1024, c.num_hidden_layers = 2, c.num_attention_heads = 8;
         c.num_key_value_heads = 2, c.head_dim = 32, c.vocab_size = 4096;
@@ -59,9 +64,9 @@ int main(int argc, char **argv) {
     nb_module *m = nb_llama(c);
     if (!m) return fprintf(stderr, "bench_llama_infer: %s\n", nb_last_error()), 1;
     nb_module_train(m, false);
-    printf("llama %s: %lld parameters, %d layers, %lld heads over %lld kv heads of %lld, float32, %d threads\n", config,
+    printf("llama %s: %lld parameters, %d layers, %lld heads over %lld kv heads of %lld, %s, %d threads\n", config,
            (long long)nb_module_num_params(m), c.num_hidden_layers, (long long)c.num_attention_heads,
-           (long long)c.num_key_value_heads, (long long)c.head_dim, nb_get_num_threads());
+           (long long)c.num_key_value_heads, (long long)c.head_dim, nb_dtype_name(c.dtype), nb_get_num_threads());
     bool prev = nb_set_grad_enabled(false);
     int rc = 0;
     for (const char *p = contexts; rc == 0 && *p;) {
@@ -92,9 +97,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, nb_last_error());
             rc = 1;
         } else
-            printf("workload=llama config=%s device=%s context=%lld prefill_ms=%.1f prefill_tokens_per_s=%.0f "
+            printf("workload=llama config=%s dtype=%s device=%s context=%lld prefill_ms=%.1f prefill_tokens_per_s=%.0f "
                    "decode_tokens=%d decode_tokens_per_s=%.2f peak_gib=%.2f\n",
-                   config, device, (long long)C, t1 - t0, (double)C / ((t1 - t0) * 1e-3), decode,
+                   config, nb_dtype_name(c.dtype), device, (long long)C, t1 - t0, (double)C / ((t1 - t0) * 1e-3), decode,
                    decode / ((t2 - t1) * 1e-3), (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
         fflush(stdout);
         nb_kv_cache_free(cache);

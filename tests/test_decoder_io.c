@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "nb_data.h"
 #include "nb_test.h"
 #include "suites.h"
 
@@ -290,7 +291,8 @@ END_TEST
 
 static void ck_torch_logits(const char *model_dir, nb_safetensors *io, const char *name) {
     nb_load_report r;
-    nb_module *m = nb_from_pretrained(model_dir, &r);
+    /* float32 models, as the script's float32 reference (torch_llama is stored in bfloat16) */
+    nb_module *m = nb_from_pretrained_as(model_dir, NB_F32, &r);
     ck_assert_msg(m != NULL, "%s: %s", model_dir, nb_last_error());
     nb_load_report_free(&r);
     char k[64];
@@ -330,6 +332,55 @@ START_TEST(test_torch_interop) {
 }
 END_TEST
 
+/* transformers' bfloat16 models (tests/interop/transformers_16bit.py; it
+ * needs transformers, so it runs on the GPU machine): nb_from_pretrained
+ * builds them in bfloat16 as config.json says, their logits agree within
+ * bfloat16's rounding and greedy generation gives transformers' 32 tokens.
+ * On CUDA when there is a device. */
+START_TEST(test_transformers_16bit) {
+    char script[1400], cmd[3000], p[256];
+    ck_assert_msg(nb_test_find_script("transformers_16bit.py", script, sizeof script), "transformers_16bit.py not found");
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s'", nb_test_python(), script, dir);
+    int rc = system(cmd);
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) {
+        printf("transformers_16bit: skipped: %s lacks transformers\n", nb_test_python());
+        return;
+    }
+    ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s failed (status %d)", cmd, rc);
+    if (nb_device_count(NB_DEVICE_CUDA) > 0) NB_CK_OK(nb_set_default_device(NB_CUDA(0)));
+    const char *names[2] = {"llama", "gpt2"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[k]);
+        nb_module *m = nb_from_pretrained(p, NULL);
+        NB_CK_NOTNULL(m);
+        snprintf(p, sizeof p, "%s/%s/ids.npy", dir, names[k]);
+        nb_tensor *ids = nb_npy_load(p);
+        snprintf(p, sizeof p, "%s/%s/logits.npy", dir, names[k]);
+        nb_tensor *want = nb_to_device(nb_npy_load(p), nb_default_device());
+        snprintf(p, sizeof p, "%s/%s/generated.npy", dir, names[k]);
+        nb_tensor *gen = nb_npy_load(p);
+        NB_CK_NOTNULL(ids), NB_CK_NOTNULL(want), NB_CK_NOTNULL(gen);
+        int64_t T = nb_numel(ids), prompt[8], out[32], expect[32];
+        ck_assert_int_eq(T, 8);
+        NB_CK_OK(nb_to_host(ids, prompt, sizeof prompt));
+        NB_CK_OK(nb_to_host(gen, expect, sizeof expect));
+        nb_tensor *logits = nb_forward(m, nb_to_device(nb_reshape(ids, 2, (int64_t[]){1, T}), nb_default_device()));
+        NB_CK_NOTNULL(logits);
+        ck_assert_int_eq(nb_dtype_of(logits), NB_BF16);
+        double d = max_abs_diff(nb_to_dtype(nb_reshape(logits, 2, nb_shape(want)), NB_F32), want);
+        double big = nb_item(nb_max(nb_abs(want), NULL, 0, false));
+        printf("transformers_16bit: %s bfloat16 on %s: max |logits diff| %.3g (largest logit %.3g)\n", names[k],
+               nb_device_of(logits).type == NB_DEVICE_CUDA ? "cuda" : "cpu", d, big);
+        ck_assert_msg(d <= 3e-2 * big, "%s: logits differ by %g", names[k], d);
+        ck_assert_int_eq(nb_generate(m, prompt, 8, out, 32, (nb_generate_options){.max_new_tokens = 32}), 32);
+        for (int i = 0; i < 32; i++) ck_assert_msg(out[i] == expect[i], "%s: token %d: %lld, transformers %lld", names[k], i,
+                                                  (long long)out[i], (long long)expect[i]);
+        nb_module_free(m);
+    }
+    NB_CK_OK(nb_set_default_device(NB_CPU));
+}
+END_TEST
+
 Suite *nb_suite_decoder_io(void) {
     Suite *s = suite_create("decoder_io");
     TCase *tc = tcase_create("decoder_io");
@@ -340,6 +391,7 @@ Suite *nb_suite_decoder_io(void) {
     tcase_add_test(tc, test_key_variants);
     tcase_add_test(tc, test_config_errors);
     tcase_add_test(tc, test_torch_interop);
+    tcase_add_test(tc, test_transformers_16bit);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -619,6 +619,25 @@ nb_tensor *nb_index_copy(nb_tensor *input, int dim, nb_tensor *index, nb_tensor 
     return nb_scope_return(s, index_copy_op_impl(input, dim, index, source));
 }
 
+nb_status nb_index_copy_(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source) {
+    nb_scope *s = nb_op_scope_begin();
+    if (nb_op_take_fresh()) nb_clear_error();
+    int d = index_put_check(NB_OP_INDEX_COPY, input, dim, index, source);
+    nb_status st = d < 0 ? nb_last_status() : NB_OK;
+    if (!st && (!nb_is_contiguous(input) || (nb_is_grad_enabled() && (input->requires_grad || source->requires_grad))))
+        st = nb_set_error(NB_ERR_INVALID_ARG, "index_copy_: input must be contiguous, and neither it nor source may "
+                          "require grad while grad mode is on (nb_index_copy records a tape)");
+    nb_tensor *idx = st ? NULL : nb_contiguous_nograd(index), *src = st ? NULL : nb_contiguous_nograd(source);
+    if (!st && (!idx || !src)) st = nb_last_status();
+    if (!st) {
+        nb_kview vo = nb_kview_of(input), vs = nb_kview_of(src), vi = flat_view(idx);
+        nb_bump_version(input);
+        st = nb_kernel_index_copy(NB_BE(input), &vo, d, &vi, &vs);
+    }
+    nb_scope_end(s);
+    return st;
+}
+
 /* ---- one_hot / nonzero / masked_select --------------------------------------------------------- */
 
 static nb_tensor *one_hot_impl(nb_tensor *t, int64_t num_classes) {

@@ -25,6 +25,7 @@ struct nb_kv_cache {
 typedef struct fwd_state {
     nb_kv_cache *cache; /* or NULL */
     int64_t offset;     /* P: cached tokens before these */
+    nb_tensor *dpos;    /* or the position on the device (int64 [1]): a static-shape decode step */
     nb_tensor *cos, *sin; /* Llama: rotary tables [T, hd/2] */
     nb_tensor *mask;    /* bool [T, P + T] when P > 0 and T > 1 (the causal mask aligned to the end) */
 } fwd_state;
@@ -47,7 +48,12 @@ static nb_tensor *split_heads(nb_tensor *x, int64_t n, int64_t hd) {
 
 /* Writes k, v [B, nkv, T, hd] at positions P.. of the layer's cache and
  * returns views of positions 0 .. P+T-1 in *k, *v. */
-static bool cache_update(nb_kv_cache *c, int layer, int64_t P, nb_tensor **k, nb_tensor **v) {
+static bool cache_update(nb_kv_cache *c, int layer, int64_t P, nb_tensor **k, nb_tensor **v, nb_tensor *dpos) {
+    if (dpos) { /* at the device's position, and attention over the whole cache under the mask keys <= pos */
+        if (nb_index_copy_(c->k[layer], 2, dpos, *k) || nb_index_copy_(c->v[layer], 2, dpos, *v)) return false;
+        *k = c->k[layer], *v = c->v[layer];
+        return true;
+    }
     int64_t T = nb_size(*k, 2);
     if (nb_copy_(nb_narrow(c->k[layer], 2, P, T), *k) || nb_copy_(nb_narrow(c->v[layer], 2, P, T), *v)) return false;
     *k = nb_narrow(c->k[layer], 2, 0, P + T), *v = nb_narrow(c->v[layer], 2, 0, P + T);
@@ -69,7 +75,7 @@ static nb_tensor *attention(const attn_ctx *a, nb_module *self, nb_tensor *x, co
         v = split_heads(nb_forward(a->v, x), s->kv_heads, hd);
     }
     if (!q || !k || !v) return NULL;
-    if (st->cache && !cache_update(st->cache, a->layer, st->offset, &k, &v)) return NULL;
+    if (st->cache && !cache_update(st->cache, a->layer, st->offset, &k, &v, st->dpos)) return NULL;
     nb_sdpa_options o = {.enable_gqa = s->kv_heads != s->heads, .attn_mask = st->mask,
                          .is_causal = !st->mask && T > 1,
                          .dropout_p = nb_module_is_training(self) ? s->attn_dropout : 0};
@@ -480,6 +486,18 @@ static nb_tensor *end_aligned_causal_mask(int64_t T, int64_t P, nb_device dev) {
     return m && (md.type != dev.type || md.index != dev.index) ? nb_to_device(m, dev) : m;
 }
 
+/* The decoder layers over h, each in its own scope, with the layers' hooks as nb_forward runs them. */
+static nb_tensor *layers_forward(const nb_decoder_ctx *c, nb_tensor *h, const fwd_state *st) {
+    for (int i = 0; h && i < c->s.layers; i++) {
+        nb_module *layer = nb_module_child_at(c->layers, i);
+        nb_scope *s = nb_op_scope_begin(); /* a layer's intermediates die with it (the tape keeps what backward needs) */
+        nb_tensor *y = h && !nb_module_run_pre_hooks(layer, 1, &h) ? block(nb_module_ctx(layer), h, st) : NULL;
+        if (y && nb_module_run_post_hooks(layer, 1, &h, 1, &y)) y = NULL; /* the layer's hooks, as nb_forward's */
+        h = nb_scope_return(s, y);
+    }
+    return h;
+}
+
 static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cache *cache) {
     int64_t T = nb_size(ids, 1), P = cache ? cache->len : 0;
     fwd_state st = {.cache = cache, .offset = P};
@@ -494,14 +512,7 @@ static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cac
         return NULL;
     }
     if (P > 0 && T > 1 && !(st.mask = end_aligned_causal_mask(T, P, dev))) return NULL;
-    for (int i = 0; h && i < c->s.layers; i++) {
-        nb_module *layer = nb_module_child_at(c->layers, i);
-        nb_scope *s = nb_op_scope_begin(); /* a layer's intermediates die with it (the tape keeps what backward needs) */
-        nb_tensor *y = h && !nb_module_run_pre_hooks(layer, 1, &h) ? block(nb_module_ctx(layer), h, &st) : NULL;
-        if (y && nb_module_run_post_hooks(layer, 1, &h, 1, &y)) y = NULL; /* the layer's hooks, as nb_forward's */
-        h = nb_scope_return(s, y);
-    }
-    h = nb_forward(c->norm, h);
+    h = nb_forward(c->norm, layers_forward(c, h, &st));
     if (h && cache) cache->len += T;
     return h;
 }
@@ -549,4 +560,29 @@ nb_tensor *nb_causal_lm_forward(nb_module *m, nb_tensor *ids, nb_kv_cache *cache
     nb_tensor *y = nb_scope_return(s, nb_causal_lm_head(m, nb_causal_lm_hidden(m, ids, cache)));
     nb_set_grad_enabled(prev);
     return y;
+}
+
+/* ---- the static decode step (generate.c's CUDA graph) ------------------------------------------ */
+
+int64_t nb_kv_cache_capacity(const nb_kv_cache *c) { return c->max_len; }
+
+void nb_kv_cache_set_length(nb_kv_cache *c, int64_t len) { c->len = len; }
+
+nb_tensor *nb_decoder_step_at(nb_module *m, nb_tensor *ids, nb_kv_cache *cache, nb_tensor *pos, nb_tensor *keys) {
+    const nb_decoder_ctx *c = nb_decoder_ctx_of(m);
+    if (!c || !ids || !cache || !pos || !keys || cache->model != m || nb_dim(ids) != 2 || nb_size(ids, 1) != 1 ||
+        nb_size(ids, 0) != cache->batch || nb_numel(keys) != cache->max_len)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "decoder_step_at: needs a decoder, ids [batch, 1], its cache, a position "
+                                           "and the cache's keys");
+    bool prev = nb_set_grad_enabled(false);
+    nb_scope *s = nb_op_scope_begin();
+    fwd_state st = {.cache = cache, .dpos = pos};
+    nb_tensor *h = nb_forward(c->embed, ids), *p2 = nb_reshape(pos, 2, (int64_t[]){1, 1});
+    if (c->s.family == NB_FAMILY_GPT2) h = nb_forward(c->drop, nb_add(h, nb_forward(c->pos, p2)));
+    else if (nb_rotary_tables_at(c->rotary, pos, &st.cos, &st.sin)) h = NULL;
+    st.mask = nb_reshape(nb_le(keys, pos), 2, (int64_t[]){1, cache->max_len}); /* [T = 1, S]: keys <= pos */
+    h = h && st.mask ? nb_forward(c->norm, layers_forward(c, h, &st)) : NULL;
+    h = nb_scope_return(s, h);
+    nb_set_grad_enabled(prev);
+    return h;
 }

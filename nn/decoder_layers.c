@@ -157,6 +157,24 @@ nb_status nb_nn_rotary_embedding_forward(nb_module *m, int64_t seq_len, int64_t 
     return NB_OK;
 }
 
+nb_status nb_rotary_tables_at(nb_module *m, nb_tensor *pos, nb_tensor **cos, nb_tensor **sin) {
+    const nb_rotary_ctx *c = nb_module_ctx(m);
+    nb_scope *s = nb_op_scope_begin();
+    /* as nb_nn_rotary_embedding_forward: the position in inv_freq's dtype (exact), times inv_freq */
+    nb_tensor *p = nb_unsqueeze(nb_to_dtype(pos, nb_dtype_of(c->inv_freq)), 1);
+    nb_tensor *ang = nb_mul(p, nb_unsqueeze(c->inv_freq, 0));
+    nb_tensor *co = nb_cos(ang), *si = nb_sin(ang);
+    if (co && si && c->dtype != nb_dtype_of(co)) co = nb_to_dtype(co, c->dtype), si = nb_to_dtype(si, c->dtype);
+    if (!co || !si) {
+        nb_scope_end(s);
+        return nb_last_status();
+    }
+    nb_retain(co), nb_retain(si);
+    nb_scope_end(s);
+    *cos = nb_scope_adopt(co), *sin = nb_scope_adopt(si);
+    return NB_OK;
+}
+
 /* ---- SwiGLU ---------------------------------------------------------------------------- */
 
 typedef struct nb_swiglu_ctx {

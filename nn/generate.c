@@ -11,6 +11,7 @@
 
 #include "decoder_impl.h"
 #include "nb_autograd.h"
+#include "nb_ops.h"
 #include "philox.h"
 
 /* ---- sampling -------------------------------------------------------------------------- */
@@ -132,6 +133,89 @@ static int64_t generate_loop(nb_module *m, const nb_decoder_ctx *c, const int64_
     return ok ? n : -1;
 }
 
+/* ---- greedy decoding as a replayed CUDA graph ---------------------------------------------------- */
+
+/* The state one captured step reads and advances on the device. */
+typedef struct graph_decode {
+    nb_module *m;
+    nb_kv_cache *cache;
+    nb_tensor *ids;  /* [1, 1] int64: the step's input token, overwritten with its output */
+    nb_tensor *pos;  /* [1] int64: the input token's position, advanced by the step */
+    nb_tensor *keys; /* [max_len] int64: 0 .. max_len - 1 */
+} graph_decode;
+
+/* One decode step, all on the device: the next token (argmax of the last logits, the first maximum, as greedy
+ * decoding on the host) into ids, pos + 1 into pos. */
+static bool graph_step(graph_decode *d) {
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *h = nb_decoder_step_at(d->m, d->ids, d->cache, d->pos, d->keys);
+    nb_tensor *tok = nb_argmax(nb_to_dtype(nb_causal_lm_head(d->m, h), NB_F32), -1, false); /* [1, 1] */
+    nb_tensor *next = nb_add_scalar(d->pos, 1);
+    bool ok = tok && next && !nb_copy_(d->ids, tok) && !nb_copy_(d->pos, next);
+    nb_scope_end(s);
+    return ok;
+}
+
+/* Emits tok; true when generation goes on. */
+static bool emit(const nb_generate_options *o, int64_t tok, int64_t *out, int64_t cap, int64_t *n, int64_t n_prompt,
+                 int64_t total) {
+    if (*n < cap) out[*n] = tok;
+    (*n)++;
+    return !((o->callback && !o->callback(o->user, tok)) || is_stop(o, tok) || *n == o->max_new_tokens ||
+             n_prompt + *n >= total);
+}
+
+/* Greedy decoding with the step captured once and replayed per token (nb_generate_options.eager_decode). The
+ * prefill and the first step run eagerly (the first step also warms up what the capture must not create); a
+ * capture that fails leaves the steps eager, with the same results. */
+static int64_t generate_graph(nb_module *m, const nb_decoder_ctx *c, const int64_t *ids, int64_t n_prompt,
+                              int64_t total, int64_t *out, int64_t cap, const nb_generate_options *o, nb_device dev) {
+    int64_t V = c->s.vocab, n = 0, tok = -1;
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    graph_decode d = {m, logits ? nb_kv_cache_new(m, 1, total) : NULL, NULL, NULL, NULL};
+    nb_graph *g = NULL;
+    bool ok = d.cache != NULL, more = true;
+    if (!logits) nb_set_error(NB_ERR_OOM, "generate: out of host memory");
+    if (ok) {
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){1, n_prompt}, NB_I64);
+        ok = last_logits(m, nb_causal_lm_hidden(m, prompt, d.cache), logits, V) && (tok = nb_sample_logits(logits, V, o)) >= 0;
+        nb_scope_end(s);
+    }
+    if (ok) more = emit(o, tok, out, cap, &n, n_prompt, total);
+    if (ok && more) {
+        int64_t P = n_prompt;
+        d.ids = nb_tensor_new_unscoped(2, (int64_t[]){1, 1}, NB_I64, dev);
+        d.pos = nb_tensor_new_unscoped(1, (int64_t[]){1}, NB_I64, dev);
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *k = nb_arange(0, (double)total, 1, NB_I64);
+        if (k && (nb_device_of(k).type != dev.type || nb_device_of(k).index != dev.index)) k = nb_to_device(k, dev);
+        if (k) nb_retain(k), d.keys = k;
+        nb_scope_end(s);
+        ok = d.ids && d.pos && d.keys && !nb_copy_from_host(d.ids, &tok, sizeof tok) &&
+             !nb_copy_from_host(d.pos, &P, sizeof P);
+    }
+    for (bool first = true; ok && more; first = false) {
+        if (g) ok = nb_graph_replay(g) == NB_OK;
+        else ok = graph_step(&d);
+        ok = ok && nb_to_host(d.ids, &tok, sizeof tok) == NB_OK;
+        if (ok) more = emit(o, tok, out, cap, &n, n_prompt, total);
+        if (ok && more && first) { /* capture the step once it has run eagerly */
+            if (nb_graph_capture_begin(dev) == NB_OK) {
+                bool stepped = graph_step(&d);
+                g = nb_graph_capture_end(dev);
+                if (!stepped || !g) nb_graph_free(g), g = NULL;
+            }
+            nb_clear_error(); /* a failed capture: the steps stay eager */
+        }
+    }
+    nb_graph_free(g);
+    nb_release(d.ids), nb_release(d.pos), nb_release(d.keys);
+    nb_kv_cache_free(d.cache);
+    free(logits);
+    return ok ? n : -1;
+}
+
 int64_t nb_generate(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t *out, int64_t cap,
                     nb_generate_options o) {
     const nb_decoder_ctx *c = nb_decoder_ctx_of(m);
@@ -154,7 +238,10 @@ int64_t nb_generate(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t 
     int64_t total = o.max_new_tokens < limit - n_prompt ? n_prompt + o.max_new_tokens : limit;
     bool training = nb_module_is_training(m), prev = nb_set_grad_enabled(false);
     nb_module_train(m, false); /* decoding runs in eval mode (no dropout), restored after */
-    int64_t n = generate_loop(m, c, ids, n_prompt, total, out, cap, &o);
+    nb_device dev = nb_device_of(nb_module_get(c->embed, "weight"));
+    int64_t n = o.temperature == 0 && !o.eager_decode && nb_graph_supported(dev)
+                    ? generate_graph(m, c, ids, n_prompt, total, out, cap, &o, dev)
+                    : generate_loop(m, c, ids, n_prompt, total, out, cap, &o);
     nb_module_train(m, training);
     nb_set_grad_enabled(prev);
     return n;

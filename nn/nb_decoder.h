@@ -238,6 +238,11 @@ typedef struct nb_generate_options {
     nb_generator *gen;           /* sampling draws (one Philox block per token); NULL = default */
     nb_token_callback callback;  /* may be NULL */
     void *user;                  /* passed to callback as its first argument (not owned) */
+    bool eager_decode;           /* true: each decode step runs op by op. false (default): greedy decoding
+                                    (temperature 0) on a device with CUDA graphs captures one
+                                    static-shape step (gpt-fast's method: the KV cache written at a position
+                                    held on the device, attention over the whole cache under a mask, argmax
+                                    on the device) and replays it per token, reading only the token */
 } nb_generate_options;
 
 /* Continues the prompt ids[0..n_prompt) (n_prompt >= 1) of a GPT-2 or Llama

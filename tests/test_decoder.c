@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decoder_impl.h"
 #include "nb_test.h"
 #include "suites.h"
 
@@ -570,6 +571,10 @@ static void check_16bit(nb_device dev) {
         ck_assert_int_eq(nb_generate(h, prompt, 3, out, 16, (nb_generate_options){.max_new_tokens = 8}), 8);
         naive_greedy(h, prompt, 3, 8, want);
         for (int i = 0; i < 8; i++) ck_assert_int_eq(out[i], want[i]);
+        /* on CUDA the default replays a captured step: op by op gives the same tokens */
+        int64_t eager[16];
+        ck_assert_int_eq(nb_generate(h, prompt, 3, eager, 16, (nb_generate_options){.max_new_tokens = 8, .eager_decode = true}), 8);
+        for (int i = 0; i < 8; i++) ck_assert_int_eq(eager[i], out[i]);
         /* a 16-bit checkpoint comes back in its dtype, bit for bit */
         NB_CK_OK(nb_save_pretrained(h, dir));
         char cfg[128];
@@ -594,6 +599,39 @@ static void check_16bit(nb_device dev) {
 START_TEST(test_decoder_16bit) {
     check_16bit(NB_CPU);
     if (nb_device_count(NB_DEVICE_CUDA) > 0) check_16bit(NB_CUDA(0)); /* the GPU machine */
+}
+END_TEST
+
+/* The static decode step (nb_decoder_step_at, what generate captures in a
+ * CUDA graph): the cache written at a position held in a tensor, attention
+ * over the whole cache under keys <= pos. Its logits equal the cache
+ * path's, step by step, on the CPU. */
+START_TEST(test_static_decode_step) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(5);
+    nb_module *ms[2] = {tiny_gpt2(NB_F32, 2), tiny_llama(NB_F32, 2, false)};
+    for (int k = 0; k < 2; k++) {
+        nb_module *m = ms[k];
+        nb_module_train(m, false);
+        int64_t v[9] = {4, 17, 9, 30, 2, 11, 25, 7, 13};
+        nb_kv_cache *a = nb_kv_cache_new(m, 1, 12), *b = nb_kv_cache_new(m, 1, 12);
+        nb_tensor *prompt = ids_of(1, 4, v);
+        NB_CK_NOTNULL(nb_causal_lm_hidden(m, prompt, a));
+        NB_CK_NOTNULL(nb_causal_lm_hidden(m, prompt, b));
+        nb_tensor *pos = nb_from_data((int64_t[]){4}, 1, (int64_t[]){1}, NB_I64);
+        nb_tensor *keys = nb_arange(0, 12, 1, NB_I64);
+        for (int t = 4; t < 9; t++) {
+            nb_tensor *id = ids_of(1, 1, &v[t]);
+            nb_tensor *want = nb_causal_lm_forward(m, id, a);
+            nb_tensor *got = nb_causal_lm_head(m, nb_decoder_step_at(m, id, b, pos, keys));
+            ck_same(got, want, 1e-5);
+            NB_CK_OK(nb_copy_(pos, nb_add_scalar(pos, 1)));
+        }
+        NB_CK_FAILS(nb_decoder_step_at(m, ids_of(1, 2, v), b, pos, keys), NB_ERR_INVALID_ARG);
+        nb_kv_cache_free(a), nb_kv_cache_free(b);
+        nb_module_free(m);
+    }
+    nb_scope_end(s);
 }
 END_TEST
 
@@ -649,6 +687,7 @@ Suite *nb_suite_decoder(void) {
     tcase_add_test(tc, test_rotary_tables);
     tcase_add_test(tc, test_generate);
     tcase_add_test(tc, test_decoder_16bit);
+    tcase_add_test(tc, test_static_decode_step);
     tcase_add_test(tc, test_sampling_warpers);
     tcase_add_test(tc, test_config_and_input_errors);
     tcase_set_timeout(tc, 300);

@@ -8,6 +8,7 @@
  * script (tests/interop/decoder_interop.py): nabla's GPT-2 and Llama
  * checkpoints give the same logits in plain-torch transformers formulas
  * (within 1e-4), and checkpoints written there load here with PyTorch's logits. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,10 +372,28 @@ START_TEST(test_transformers_16bit) {
         double big = nb_item(nb_max(nb_abs(want), NULL, 0, false));
         printf("transformers_16bit: %s bfloat16 on %s: max |logits diff| %.3g (largest logit %.3g)\n", names[k],
                nb_device_of(logits).type == NB_DEVICE_CUDA ? "cuda" : "cpu", d, big);
+        fflush(stdout);
         ck_assert_msg(d <= 3e-2 * big, "%s: logits differ by %g", names[k], d);
         ck_assert_int_eq(nb_generate(m, prompt, 8, out, 32, (nb_generate_options){.max_new_tokens = 32}), 32);
-        for (int i = 0; i < 32; i++) ck_assert_msg(out[i] == expect[i], "%s: token %d: %lld, transformers %lld", names[k], i,
-                                                  (long long)out[i], (long long)expect[i]);
+        /* equal tokens; two bfloat16 implementations may part only where transformers' own two candidates are
+           within bfloat16 rounding of each other (a near-tie), after which the sequences differ */
+        snprintf(p, sizeof p, "%s/%s/scores.npy", dir, names[k]);
+        nb_tensor *scores = nb_npy_load(p);
+        NB_CK_NOTNULL(scores);
+        int same = 0;
+        while (same < 32 && out[same] == expect[same]) same++;
+        if (same < 32) {
+            float sc[2], top;
+            nb_tensor *row = nb_select(scores, 0, same);
+            NB_CK_OK(nb_to_host(nb_select(row, 0, out[same]), &sc[0], sizeof(float)));
+            NB_CK_OK(nb_to_host(nb_select(row, 0, expect[same]), &sc[1], sizeof(float)));
+            top = (float)nb_item(nb_max(nb_abs(row), NULL, 0, false));
+            ck_assert_msg(fabsf(sc[0] - sc[1]) <= 2 * 0x1p-8f * top, "%s: token %d: %lld (score %g), transformers %lld (%g)",
+                          names[k], same, (long long)out[same], sc[0], (long long)expect[same], sc[1]);
+        }
+        printf("transformers_16bit: %s: greedy tokens equal for %d of 32%s\n", names[k], same,
+               same < 32 ? " (then a near-tie in transformers' own scores)" : "");
+        fflush(stdout);
         nb_module_free(m);
     }
     NB_CK_OK(nb_set_default_device(NB_CPU));

@@ -373,6 +373,8 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_index_add, x, 0, NULL, NULL, 0);
     NP(nb_index_copy, NULL, 0, NULL, NULL);
     NP(nb_index_copy, x, 0, NULL, NULL);
+    NS(nb_index_copy_, NULL, 0, NULL, NULL);
+    NS(nb_index_copy_, x, 0, NULL, NULL);
     NP(nb_one_hot, NULL, 0);
     NP(nb_nonzero, NULL);
     NP(nb_masked_select, NULL, NULL);

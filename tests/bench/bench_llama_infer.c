@@ -10,7 +10,9 @@
  *                     [--dtype float32|bfloat16|float16]
  * --config 3.2-1b is Llama 3.2 1B's config.json (nb_llama_config_3_2_1b);
  * tiny is a 2-layer model for a quick check. --dtype is the model's
- * (parameters and KV cache; float32 by default). Prints per context:
+ * (parameters and KV cache; float32 by default). Decode runs through
+ * nb_generate (greedy): on CUDA a captured step replayed per token, or op
+ * by op with --eager-decode 1. Prints per context:
  *   workload=llama config=... device=... context=C prefill_ms=... prefill_tokens_per_s=...
  *     decode_tokens=N decode_tokens_per_s=... peak_gib=...
  */
@@ -35,9 +37,25 @@ static int64_t next_token(nb_module *m, nb_tensor *hidden) {
     return tok;
 }
 
+/* When nb_generate hands over its third and its last token: the timed
+ * tokens come after the first steps (the first is the prefill's; after
+ * the second, generate captures its step on CUDA). */
+typedef struct timing {
+    double first, last;
+    int n;
+} timing;
+
+static bool on_token(void *user, int64_t tok) {
+    timing *t = user;
+    (void)tok;
+    t->last = now_ms();
+    if (++t->n == 3) t->first = t->last;
+    return true;
+}
+
 int main(int argc, char **argv) {
     const char *config = "3.2-1b", *contexts = "128,4096", *device = "cpu", *dtype = "float32";
-    int decode = 32, threads = 0;
+    int decode = 32, threads = 0, eager = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--contexts")) contexts = argv[i + 1];
@@ -45,8 +63,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--decode")) decode = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
+        else if (!strcmp(argv[i], "--eager-decode")) eager = atoi(argv[i + 1]);
         else return fprintf(stderr, "usage: %s [--config 3.2-1b|tiny] [--contexts A,B,..] [--decode N] "
-                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16]\n",
+                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1]\n",
                             argv[0]), 2;
     }
     nb_set_num_threads(threads);
@@ -85,21 +104,27 @@ int main(int argc, char **argv) {
         nb_scope *s = nb_scope_begin();
         double t0 = now_ms();
         int64_t tok = next_token(m, nb_causal_lm_hidden(m, nb_from_data(ids, 2, (int64_t[]){1, C}, NB_I64), cache));
-        double t1 = now_ms();
+        double t1 = now_ms(), prefill_ms = t1 - t0;
         nb_scope_end(s);
-        for (int i = 0; tok >= 0 && i < decode; i++) {
-            s = nb_scope_begin();
-            tok = next_token(m, nb_causal_lm_hidden(m, nb_from_data(&tok, 2, (int64_t[]){1, 1}, NB_I64), cache));
-            nb_scope_end(s);
-        }
-        double t2 = now_ms();
+        nb_kv_cache_free(cache);
+        cache = NULL;
+        /* decode: nb_generate's greedy loop (its own prefill, then `decode` timed tokens after the third) */
+        timing tm = {0};
+        int64_t got = tok < 0 ? -1
+                              : nb_generate(m, ids, C, NULL, 0,
+                                            (nb_generate_options){.max_new_tokens = decode + 3, .callback = on_token,
+                                                                  .user = &tm, .eager_decode = eager != 0});
+        if (got != decode + 3) tok = -1;
+        t1 = tm.first;
+        double t2 = tm.last;
         if (tok < 0) {
             fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, nb_last_error());
             rc = 1;
         } else
             printf("workload=llama config=%s dtype=%s device=%s context=%lld prefill_ms=%.1f prefill_tokens_per_s=%.0f "
-                   "decode_tokens=%d decode_tokens_per_s=%.2f peak_gib=%.2f\n",
-                   config, nb_dtype_name(c.dtype), device, (long long)C, t1 - t0, (double)C / ((t1 - t0) * 1e-3), decode,
+                   "decode=%s decode_tokens=%d decode_tokens_per_s=%.2f peak_gib=%.2f\n",
+                   config, nb_dtype_name(c.dtype), device, (long long)C, prefill_ms, (double)C / (prefill_ms * 1e-3),
+                   eager ? "eager" : "generate", decode,
                    decode / ((t2 - t1) * 1e-3), (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
         fflush(stdout);
         nb_kv_cache_free(cache);

@@ -4,8 +4,9 @@
 bfloat16 (seeded; initializer_range 0.3 so that greedy decoding has clear
 winners), saved with save_pretrained (config torch_dtype bfloat16,
 model.safetensors in bf16) under DIR/llama and DIR/gpt2, with their
-bfloat16 forward's logits on 8 ids and 32 greedy tokens (generate,
-do_sample=False, no eos) as .npy beside them, on CUDA when there is one.
+bfloat16 forward's logits on 8 ids, 32 greedy tokens (generate,
+do_sample=False, no eos) and each step's logits (scores) as .npy beside
+them, on CUDA when there is one.
 Exit 77: no transformers (Debian's python in CI has none; the GPU
 machine's has it)."""
 import os
@@ -39,10 +40,13 @@ def main(d):
         m.save_pretrained(out)
         with torch.no_grad():
             logits = m(ids).logits.float()
-            gen = m.generate(ids, max_new_tokens=32, do_sample=False, attention_mask=torch.ones_like(ids))
+            r = m.generate(ids, max_new_tokens=32, do_sample=False, attention_mask=torch.ones_like(ids),
+                           output_scores=True, return_dict_in_generate=True)
+            gen, scores = r.sequences, torch.stack([x[0].float() for x in r.scores])  # [32, V]
         np.save(os.path.join(out, "ids.npy"), ids[0].cpu().numpy().astype(np.int64))
         np.save(os.path.join(out, "logits.npy"), logits[0].cpu().numpy())
         np.save(os.path.join(out, "generated.npy"), gen[0, ids.shape[1]:].cpu().numpy().astype(np.int64))
+        np.save(os.path.join(out, "scores.npy"), scores.cpu().numpy())
         print("transformers_16bit: %s %s on %s, transformers %s" % (name, m.dtype, dev, transformers.__version__))
 
 

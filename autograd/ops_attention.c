@@ -406,10 +406,18 @@ static nb_tensor *repeat_heads(nb_tensor *t, int64_t g) {
     return nb_reshape(nb_expand(nb_unsqueeze(t, nd - 2), nd + 1, shape), nd, out);
 }
 
+/* Whether the mask is one row of keys for every head and query: [..., 1, 1, S] (or fewer dims). */
+static bool mask_rows_shared(const nb_tensor *m) {
+    int nd = m->ndim;
+    return (nd < 2 || m->shape[nd - 2] == 1) && (nd < 3 || m->shape[nd - 3] == 1);
+}
+
 /* q [..., Hq, L, E] with k, v [..., Hk, S, *], Hq a multiple of Hk. Without
- * a mask or causality every query row is independent, so q is regrouped to
- * [..., Hk, (Hq / Hk) * L, E] against the unrepeated k and v (no copy of
- * them: the KV-cache decode case); otherwise k and v are repeated. */
+ * causality and with no mask, or one that every head and query row shares
+ * (a static KV cache's keys <= pos), every query row is independent, so q
+ * is regrouped to [..., Hk, (Hq / Hk) * L, E] against the unrepeated k and
+ * v (no copy of them: the KV-cache decode case); otherwise k and v are
+ * repeated. */
 static nb_tensor *sdpa_gqa(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_options o) {
     nb_tensor *in[3] = {q, k, v};
     if (!nb_check_inputs(SDPA, 3, in)) return NULL;
@@ -423,7 +431,7 @@ static nb_tensor *sdpa_gqa(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_opt
                        nb_fmt_shape(v->ndim, v->shape, c, sizeof c), NB_MAX_DIMS - 1);
     int64_t g = q->shape[nd - 3] / k->shape[nd - 3];
     if (g == 1) return sdpa_impl(q, k, v, o);
-    if (!o.attn_mask && !o.is_causal) {
+    if (!o.is_causal && (!o.attn_mask || mask_rows_shared(o.attn_mask))) {
         int64_t qs[NB_MAX_DIMS], os[NB_MAX_DIMS];
         memcpy(qs, q->shape, sizeof(int64_t) * (size_t)nd);
         qs[nd - 3] = k->shape[nd - 3], qs[nd - 2] = g * q->shape[nd - 2];

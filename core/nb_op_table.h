@@ -259,7 +259,7 @@ extern "C" {
     X(WHERE, where, index, NB_D2, NB_DTM_A8, K(copy) K(fill) K(reduce) K(where), BW(where), AC(NONE)) \
     X(MASKED_FILL, masked_fill, index, NB_D2 | NB_C, NB_DTM_A6, K(copy) K(fill) K(reduce) K(where), BW_CALLS, AC(NONE)) \
     X(INDEX_ADD, index_add, index, NB_D2, NB_DTM_N, K(copy) K(binary) K(unary) K(unary_backward) K(index_select) K(index_add), BW(index_add), AC(NONE)) \
-    X(INDEX_COPY, index_copy, index, NB_D2, NB_DTM_A6, K(copy) K(fill) K(index_select) K(index_copy), BW(index_copy), AC(NONE)) \
+    X(INDEX_COPY, index_copy, index, NB_D2, NB_DTM_A8, K(copy) K(fill) K(index_select) K(index_copy), BW(index_copy), AC(NONE)) \
     X(ONE_HOT, one_hot, index, NB_C | NB_S, NB_DTM_I64, K(copy) K(arange) K(binary) K(unary) K(unary_backward) K(reduce), BW_NONE, AC(NONE)) \
     X(NONZERO, nonzero, index, NB_S, NB_DTM_A6, K(copy) K(binary) K(nonzero), BW_NONE, AC(NONE)) \
     X(MASKED_SELECT, masked_select, index, NB_D2 | NB_S, NB_DTM_A6, K(copy) K(index_select) K(index_add) K(nonzero), BW_CALLS, AC(NONE)) \

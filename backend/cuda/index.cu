@@ -154,6 +154,10 @@ static nb_status sort_index(nb_backend *be, const char *slot, const nb_kview *in
                                                     slot_tag(slot));
     nb_status r = launched(slot);
     if (r != NB_OK) return r;
+    if (k <= 1) { // one value is sorted: no radix sort (a KV cache written at one position per step)
+        si->keys = k0, si->pos = p0;
+        return NB_OK;
+    }
     NBC_TRY(slot, cub::DeviceRadixSort::SortPairs(at<void>(si->s, o_t), tb, (const uint64_t *)k0, k1,
                                                   (const int64_t *)p0, p1, k, 0, bits, st));
     count_launch();

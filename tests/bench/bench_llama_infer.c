@@ -12,7 +12,9 @@
  * tiny is a 2-layer model for a quick check. --dtype is the model's
  * (parameters and KV cache; float32 by default). Decode runs through
  * nb_generate (greedy): on CUDA a captured step replayed per token, or op
- * by op with --eager-decode 1. Prints per context:
+ * by op with --eager-decode 1; --profile 1 adds the kernel-slot profile
+ * (nb_profiler_report) of a prefill and 32 eager decode steps. Prints per
+ * context:
  *   workload=llama config=... device=... context=C prefill_ms=... prefill_tokens_per_s=...
  *     decode_tokens=N decode_tokens_per_s=... peak_gib=...
  */
@@ -55,7 +57,7 @@ static bool on_token(void *user, int64_t tok) {
 
 int main(int argc, char **argv) {
     const char *config = "3.2-1b", *contexts = "128,4096", *device = "cpu", *dtype = "float32";
-    int decode = 32, threads = 0, eager = 0;
+    int decode = 32, threads = 0, eager = 0, profile = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--contexts")) contexts = argv[i + 1];
@@ -64,8 +66,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
         else if (!strcmp(argv[i], "--eager-decode")) eager = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--profile")) profile = atoi(argv[i + 1]);
         else return fprintf(stderr, "usage: %s [--config 3.2-1b|tiny] [--contexts A,B,..] [--decode N] "
-                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1]\n",
+                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1]\n",
                             argv[0]), 2;
     }
     nb_set_num_threads(threads);
@@ -127,6 +130,11 @@ int main(int argc, char **argv) {
                    eager ? "eager" : "generate", decode,
                    decode / ((t2 - t1) * 1e-3), (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
         fflush(stdout);
+        if (profile && tok >= 0) { /* where a decode step's device time goes: 32 eager steps after the prefill */
+            nb_profiler_start();
+            nb_generate(m, ids, C, NULL, 0, (nb_generate_options){.max_new_tokens = 33, .eager_decode = true});
+            nb_profiler_report(stdout);
+        }
         nb_kv_cache_free(cache);
         free(ids);
     }

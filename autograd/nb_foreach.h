@@ -1,5 +1,5 @@
 /* nb_foreach.h - ops that write into tensors the caller gives: in-place
- * arithmetic (Tensor.add_ ...), index_select's out= form, the multi-tensor
+ * arithmetic (Tensor.add_ ...), index_select's out= form, index_copy_, the multi-tensor
  * ops (torch._foreach_norm, torch._foreach_mul_) and the fused optimizer
  * steps (torch._fused_adam_, torch._fused_sgd_). nabla's optimizers,
  * gradient clipping, data loader and process groups are built on these.
@@ -24,6 +24,15 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Tensor.index_copy_: input's slices at index along dim replaced by
+ * source's in place (nb_index_copy's checks and semantics: the last of
+ * repeated indices wins; ops_index.c). What a static KV cache's update at
+ * a position held on the device needs: nothing of input's size is
+ * allocated, and it can be captured in a CUDA graph. input contiguous
+ * (NB_ERR_INVALID_ARG otherwise); neither input nor source may require
+ * grad while grad mode is on (NB_ERR_STATE). */
+nb_status nb_index_copy_(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source);
 
 /* x = x OP other in place (Tensor.add_, sub_, mul_, div_, maximum_ and
  * minimum_, which propagate NaN as torch.maximum): other

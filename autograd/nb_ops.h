@@ -798,12 +798,6 @@ nb_tensor *nb_index_add(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *
  * leaves it unspecified). Gradients: input g with those slices zeroed,
  * source g.index_select. Errors as nb_index_add. */
 nb_tensor *nb_index_copy(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source);
-/* Tensor.index_copy_: the same written into input in place, without a
- * tape (what a static KV cache's update at a device-side position needs:
- * it allocates nothing of input's size and can be captured in a CUDA
- * graph). input contiguous; neither input nor source may require grad
- * while grad mode is on. Errors: as nb_index_copy, NB_ERR_INVALID_ARG. */
-nb_status nb_index_copy_(nb_tensor *input, int dim, nb_tensor *index, nb_tensor *source);
 
 /* F.one_hot: int64 class indices t -> int64 [*t.shape, num_classes];
  * num_classes -1 means max(t) + 1 (read from the data). Not

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "nb_autograd_impl.h"
+#include "nb_foreach.h"
 
 /* A contiguous tensor's view flattened to 1-D. */
 static nb_kview flat_view(const nb_tensor *t) {
@@ -624,9 +625,10 @@ nb_status nb_index_copy_(nb_tensor *input, int dim, nb_tensor *index, nb_tensor 
     if (nb_op_take_fresh()) nb_clear_error();
     int d = index_put_check(NB_OP_INDEX_COPY, input, dim, index, source);
     nb_status st = d < 0 ? nb_last_status() : NB_OK;
-    if (!st && (!nb_is_contiguous(input) || (nb_is_grad_enabled() && (input->requires_grad || source->requires_grad))))
-        st = nb_set_error(NB_ERR_INVALID_ARG, "index_copy_: input must be contiguous, and neither it nor source may "
-                          "require grad while grad mode is on (nb_index_copy records a tape)");
+    if (!st && nb_is_grad_enabled() && (input->requires_grad || source->requires_grad))
+        st = nb_set_error(NB_ERR_STATE, "index_copy_: input and source may not require grad while grad mode is on "
+                          "(nb_index_copy records a tape)");
+    if (!st && !nb_is_contiguous(input)) st = nb_set_error(NB_ERR_INVALID_ARG, "index_copy_: input must be contiguous");
     nb_tensor *idx = st ? NULL : nb_contiguous_nograd(index), *src = st ? NULL : nb_contiguous_nograd(source);
     if (!st && (!idx || !src)) st = nb_last_status();
     if (!st) {

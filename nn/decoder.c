@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "decoder_impl.h"
+#include "nb_foreach.h"
 #include "nb_autograd.h"
 #include "nn_impl.h"
 

@@ -182,6 +182,7 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_causal_lm_load_weights, NULL, NULL, true, NULL);
     NS(nb_save_pretrained, NULL, NULL);
     NP(nb_from_pretrained, NULL, NULL);
+    NP(nb_from_pretrained_as, NULL, NB_F32, NULL);
     /* autograd/nb_ops.h */
     NP(nb_add_scalar, NULL, 0);
     NP(nb_mul_scalar, NULL, 0);

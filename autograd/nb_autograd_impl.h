@@ -293,6 +293,11 @@ nb_tensor *nb_contiguous_nograd(nb_tensor *t);
  * the result back to (NB_DTYPE_COUNT: in[0] was not 16-bit, nothing
  * changed). NULL entries are kept. False on a failed cast. */
 bool nb_widen_16bit(int n, nb_tensor **in, nb_dtype *back);
+/* Whether in[0..n) (in[0] 16-bit; NULL entries skipped) can run through
+ * the backend's 16-bit norm and rope forwards instead: every one in
+ * in[0]'s dtype, the backend's norms_16bit set, and no gradient recorded
+ * (nb_needs_grad false). */
+bool nb_norms_16bit_native(int n, nb_tensor *const *in);
 /* The kernel view of contiguous t as rows [rows, m], or as a vector [m]
  * for rows < 0 (the norms' per-column weights). */
 nb_kview nb_kview_rows(const nb_tensor *t, int64_t rows, int64_t m);

@@ -822,7 +822,9 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
  * 1/sqrt(mean(x^2) + eps) per row, the mean of squares accumulated in double.
  * Gradients to x and weight. f32/f64, one dtype; a float16/bfloat16 x (its
  * weight 16-bit or float32) is computed in float32 and rounded back to x's
- * dtype once (eps 0: the 16-bit dtype's finfo eps).
+ * dtype once (eps 0: the 16-bit dtype's finfo eps): through float32 copies,
+ * or, where no gradient is recorded and the backend has 16-bit kernels
+ * (CUDA), in one kernel with the same math.
  * Errors: NB_ERR_SHAPE (normalized_shape or weight do not fit),
  * NB_ERR_INVALID_ARG (eps negative, NaN or infinite), NB_ERR_DTYPE. */
 nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight, double eps);
@@ -840,7 +842,9 @@ nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape
  * kernel. Gradients: x gets the inverse rotation of g; cos and sin, when
  * they require grad, get sum(g1 x1 + g2 x2) and sum(g2 x1 - g1 x2) over
  * the leading dims. f32/f64, one dtype; a float16/bfloat16 x (cos and sin
- * 16-bit or float32) is rotated in float32 and rounded back once.
+ * 16-bit or float32) is rotated in float32 and rounded back once (in one
+ * kernel where no gradient is recorded, the tables are in x's dtype and
+ * the backend has 16-bit kernels: CUDA).
  * Errors: NB_ERR_SHAPE (shapes that do not fit, D odd), NB_ERR_DTYPE. */
 nb_tensor *nb_apply_rotary_pos_emb(nb_tensor *x, nb_tensor *cos, nb_tensor *sin);
 

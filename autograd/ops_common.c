@@ -105,6 +105,15 @@ bool nb_widen_16bit(int n, nb_tensor **in, nb_dtype *back) {
     return true;
 }
 
+bool nb_norms_16bit_native(int n, nb_tensor *const *in) {
+    if (!in[0] || (in[0]->dtype != NB_F16 && in[0]->dtype != NB_BF16) || !NB_BE(in[0])->iface->norms_16bit ||
+        nb_needs_grad(n, in))
+        return false;
+    for (int i = 1; i < n; i++)
+        if (in[i] && in[i]->dtype != in[0]->dtype) return false;
+    return true;
+}
+
 nb_tensor *nb_contiguous_nograd(nb_tensor *t) {
     bool prev = nb_set_grad_enabled(false);
     nb_tensor *c = nb_contiguous(t);

@@ -119,6 +119,11 @@ struct nb_backend_i {
      * dtype of every row): nb_backend_supports asks it beside the op
      * table row and the row's slots. */
     unsigned dtypes;
+    /* Whether the rms_norm and rope forward kernels take float16/bfloat16
+     * views (float32 math inside, one rounding): the ops then run 16-bit
+     * inputs natively when no gradient is recorded, and through float32
+     * copies otherwise (false: always through the copies). */
+    bool norms_16bit;
     /* A line describing the device and its libraries (nb_backend_info). */
     const char *(*info)(nb_backend *be);
     /* Threads of the backend's own host loops (the CPU's pool and

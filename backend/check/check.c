@@ -27,10 +27,10 @@ nb_status nb_check_alike(const char *slot, int n, const nb_kview *const *vs, uns
     return NB_OK;
 }
 
-nb_status nb_check_rows(const char *op, const nb_kview *x, const nb_kview *const *vs, int nv) {
+static nb_status check_rows(const char *op, const nb_kview *x, const nb_kview *const *vs, int nv, unsigned dtypes) {
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR];
     if (!x) return nb_set_error(NB_ERR_INVALID_ARG, "%s: x is NULL", op);
-    if (x->ndim != 2 || !nb_view_is_contiguous(x) || (x->dtype != NB_F32 && x->dtype != NB_F64))
+    if (x->ndim != 2 || !nb_view_is_contiguous(x) || !nb_dtype_in(x->dtype, dtypes))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: x %s must be a contiguous float [R, M] view", op,
                             nb_view_str(x, b1, sizeof b1));
     for (int i = 0; i < nv; i++)
@@ -38,6 +38,14 @@ nb_status nb_check_rows(const char *op, const nb_kview *x, const nb_kview *const
             return nb_set_error(NB_ERR_SHAPE, "%s: %s does not match x %s (contiguous, same dtype)", op,
                                 nb_view_str(vs[i], b1, sizeof b1), nb_view_str(x, b2, sizeof b2));
     return NB_OK;
+}
+
+nb_status nb_check_rows(const char *op, const nb_kview *x, const nb_kview *const *vs, int nv) {
+    return check_rows(op, x, vs, nv, NB_CHK_F);
+}
+
+nb_status nb_check_rows16(const char *op, const nb_kview *x, const nb_kview *const *vs, int nv) {
+    return check_rows(op, x, vs, nv, NB_CHK_FH);
 }
 
 nb_status nb_check_vector(const char *op, const char *what, const nb_kview *v, int64_t n, nb_dtype dt) {

@@ -42,6 +42,8 @@ nb_status nb_check_alike(const char *slot, int n, const nb_kview *const *vs, uns
  * optional view left out) or a contiguous view of n elements of dt
  * (NB_ERR_SHAPE naming `what`). */
 nb_status nb_check_rows(const char *slot, const nb_kview *x, const nb_kview *const *vs, int nv);
+/* nb_check_rows that also takes float16/bfloat16 rows. */
+nb_status nb_check_rows16(const char *slot, const nb_kview *x, const nb_kview *const *vs, int nv);
 nb_status nb_check_vector(const char *slot, const char *what, const nb_kview *v, int64_t n, nb_dtype dt);
 
 #endif

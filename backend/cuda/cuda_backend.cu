@@ -540,6 +540,7 @@ static pthread_once_t iface_once = PTHREAD_ONCE_INIT;
 // Filled by assignment (the kernel slots from the slot list).
 static void fill_iface(void) {
     nb_backend_i *i = &cuda_iface;
+    i->norms_16bit = true; // rms_norm.cu's 16-bit forward kernels
     i->info = info;
     i->counters = counters;
     i->graph_capture_begin = graph_capture_begin;

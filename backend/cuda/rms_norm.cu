@@ -1,9 +1,12 @@
 // rms_norm.cu - the decoders' slots on CUDA: rms_norm, rms_norm_backward
 // (RMSNorm, Zhang & Sennrich 2019; PyTorch's F.rms_norm) and rope (the
 // rotate-half rotary embedding of Llama / Hugging Face). Formulas are the
-// CPU backend's (backend/cpu/rms_norm.c, rope.c). Deterministic: row sums
+// CPU backend's (backend/cpu/rms_norm.c, rope.c). The forwards also take
+// float16/bfloat16 (float32 math, one rounding; nb_backend_i.norms_16bit). Deterministic: row sums
 // in double by one block per row with a fixed tree; gw in fixed chunks of
 // rows summed per column in chunk order. No atomics.
+#include <type_traits>
+
 #include "block_reduce.cuh"
 #include "cuda_common.cuh"
 
@@ -80,6 +83,39 @@ __global__ void k_rope(T *out, const T *x, const T *cs, const T *sn, int64_t n_r
     }
 }
 
+// The 16-bit forward (inference: no rstd for a backward is needed, but it is
+// written in T): the float32 kernel's math on widened values, rounded once.
+template <typename T> __global__ void k_rms_fwd16(T *y, T *rstd, const T *x, const T *w, int64_t m, double eps) {
+    __shared__ double red[32];
+    const int64_t r = blockIdx.x;
+    const T *xr = x + r * m;
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+        const float v = Traits<T>::load(xr[i]);
+        s += (double)v * (double)v;
+    }
+    s = block_sum(s, red);
+    const float rt = (float)(1 / sqrt(s / (double)m + eps));
+    if (threadIdx.x == 0) rstd[r] = Traits<T>::store(rt);
+    T *yr = y + r * m;
+    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+        const float v = Traits<T>::load(xr[i]) * rt;
+        yr[i] = Traits<T>::store(w ? Traits<T>::load(w[i]) * v : v);
+    }
+}
+
+template <typename T>
+__global__ void k_rope16(T *out, const T *x, const T *cs, const T *sn, int64_t n_rows, int64_t t_len, int64_t h,
+                         bool inverse) {
+    NBC_GRID_STRIDE(k, n_rows * h) {
+        const int64_t row = k / h, i = k % h, t = row % t_len;
+        const float c = Traits<T>::load(cs[t * h + i]), sv = Traits<T>::load(sn[t * h + i]), s = inverse ? -sv : sv;
+        const float a = Traits<T>::load(x[row * 2 * h + i]), b = Traits<T>::load(x[row * 2 * h + i + h]);
+        out[row * 2 * h + i] = Traits<T>::store(a * c - b * s);
+        out[row * 2 * h + i + h] = Traits<T>::store(b * c + a * s);
+    }
+}
+
 } // namespace
 } // namespace nbc
 
@@ -90,10 +126,16 @@ nb_status nb_cuda_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *
     const char *op = "rms_norm"; // checked: backend/check/rms_norm.c
     int64_t rows = x->shape[0], m = x->shape[1];
     if (rows == 0) return NB_OK;
-    return dispatch_float(op, x->dtype, [&](auto tag) -> nb_status {
+    return dispatch_floating(op, x->dtype, [&](auto tag) -> nb_status {
         using T = decltype(tag);
-        k_rms_fwd<T><<<(unsigned)rows, RT, 0, stream_of(be)>>>((T *)out->data, (T *)rstd->data, (const T *)x->data,
-                                                                 w ? (const T *)w->data : nullptr, m, eps);
+        if constexpr (std::is_same_v<typename Traits<T>::acc, T>)
+            k_rms_fwd<T><<<(unsigned)rows, RT, 0, stream_of(be)>>>((T *)out->data, (T *)rstd->data,
+                                                                     (const T *)x->data,
+                                                                     w ? (const T *)w->data : nullptr, m, eps);
+        else
+            k_rms_fwd16<T><<<(unsigned)rows, RT, 0, stream_of(be)>>>((T *)out->data, (T *)rstd->data,
+                                                                       (const T *)x->data,
+                                                                       w ? (const T *)w->data : nullptr, m, eps);
         return launched(op);
     });
 }
@@ -135,10 +177,14 @@ nb_status nb_cuda_rope(nb_backend *be, const nb_kview *out, const nb_kview *x, c
     const char *op = "rope"; // checked: backend/check/rope.c
     const int64_t n = x->shape[0], t = x->shape[1], h = x->shape[2] / 2;
     if (!n || !t || !h) return NB_OK;
-    return dispatch_float(op, x->dtype, [&](auto tag) -> nb_status {
+    return dispatch_floating(op, x->dtype, [&](auto tag) -> nb_status {
         using T = decltype(tag);
-        k_rope<T><<<blocks_for(n * t * h), THREADS, 0, stream_of(be)>>>(
-            (T *)out->data, (const T *)x->data, (const T *)cos->data, (const T *)sin->data, n * t, t, h, inverse);
+        if constexpr (std::is_same_v<typename Traits<T>::acc, T>)
+            k_rope<T><<<blocks_for(n * t * h), THREADS, 0, stream_of(be)>>>(
+                (T *)out->data, (const T *)x->data, (const T *)cos->data, (const T *)sin->data, n * t, t, h, inverse);
+        else
+            k_rope16<T><<<blocks_for(n * t * h), THREADS, 0, stream_of(be)>>>(
+                (T *)out->data, (const T *)x->data, (const T *)cos->data, (const T *)sin->data, n * t, t, h, inverse);
         return launched(op);
     });
 }

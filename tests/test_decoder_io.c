@@ -375,20 +375,20 @@ START_TEST(test_transformers_16bit) {
         fflush(stdout);
         ck_assert_msg(d <= 3e-2 * big, "%s: logits differ by %g", names[k], d);
         ck_assert_int_eq(nb_generate(m, prompt, 8, out, 32, (nb_generate_options){.max_new_tokens = 32}), 32);
-        /* equal tokens; two bfloat16 implementations may part only where transformers' own two candidates are
-           within bfloat16 rounding of each other (a near-tie), after which the sequences differ */
+        /* equal tokens; the two bfloat16 implementations, whose logits differ by up to d above, may part only
+           where transformers' own two candidates are within 2 d of each other (a near-tie), after which the
+           sequences differ */
         snprintf(p, sizeof p, "%s/%s/scores.npy", dir, names[k]);
         nb_tensor *scores = nb_npy_load(p);
         NB_CK_NOTNULL(scores);
         int same = 0;
         while (same < 32 && out[same] == expect[same]) same++;
         if (same < 32) {
-            float sc[2], top;
+            float sc[2];
             nb_tensor *row = nb_select(scores, 0, same);
             NB_CK_OK(nb_to_host(nb_select(row, 0, out[same]), &sc[0], sizeof(float)));
             NB_CK_OK(nb_to_host(nb_select(row, 0, expect[same]), &sc[1], sizeof(float)));
-            top = (float)nb_item(nb_max(nb_abs(row), NULL, 0, false));
-            ck_assert_msg(fabsf(sc[0] - sc[1]) <= 2 * 0x1p-8f * top, "%s: token %d: %lld (score %g), transformers %lld (%g)",
+            ck_assert_msg(fabsf(sc[0] - sc[1]) <= 2 * d, "%s: token %d: %lld (score %g), transformers %lld (%g)",
                           names[k], same, (long long)out[same], sc[0], (long long)expect[same], sc[1]);
         }
         printf("transformers_16bit: %s: greedy tokens equal for %d of 32%s\n", names[k], same,

@@ -8,7 +8,9 @@
 // and lse -inf. q, k, v, out and the gradients are [B, R, C] or
 // [B1, B2, R, C] views with unit column stride (attention.cuh's Mat).
 //
-// Two ways, chosen by size, same results up to rounding:
+// Three ways, chosen by size, same results up to rounding:
+//  - a few query rows without dropout (decoding): attention_decode.cu,
+//    split over the keys, reading q, k, v as they are;
 //  - short sequences (B*L*S up to 2^26 scores): the score matrices on
 //    cuBLAS, attention_scores.cu.
 //  - long sequences: FlashAttention's tiling (Dao et al. 2022), O(L + S)
@@ -335,7 +337,7 @@ static size_t flash_smem(const Att &a, size_t es, int which) {
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-static nb_status set_smem(const void *fn, size_t bytes, const char *op) {
+nb_status set_smem(const void *fn, size_t bytes, const char *op) {
     if (bytes > 48 * 1024) NBC_TRY(op, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     return NB_OK;
 }
@@ -410,6 +412,9 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
         if ((st = nb_cuda_fill(be, out, 0.0))) return st;
         return nb_cuda_fill(be, lse, -INFINITY);
     }
+    // a few query rows (decoding with a KV cache): split over the keys, q, k, v read as they are
+    if (decode_fits(a) && gemm_path_max() == GEMM_PATH_MAX)
+        return decode_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
     if (a.B * a.L * a.S <= gemm_path_max()) return score_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
     // the tiled kernels: dense float32/float64 views
     bool dense = !nb_dtype_is_16bit(q->dtype) && contiguous(q) && contiguous(k) && contiguous(v) && contiguous(out);

@@ -3,7 +3,7 @@
 // dropout keep mask by Philox, 16-bit conversions, and the batched matrix
 // views (Mat) of q, k, v, out and their gradients. attention.cu holds the
 // entry points and the tiled (flash) kernels, attention_scores.cu the
-// score-matrix path on cuBLAS.
+// score-matrix path on cuBLAS, attention_decode.cu the few-rows path.
 #pragma once
 
 #include <math.h>
@@ -118,6 +118,15 @@ nb_status score_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
 nb_status score_backward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
                          const Mat &v, const Mat &out, const Mat &gout, const Mat *gq, const Mat *gk, const Mat *gv,
                          const void *lse);
+
+// The decode path (attention_decode.cu): at most DEC_L query rows, no
+// dropout; q, k, v in any float dtype as they lie. lse as score_forward's.
+constexpr int DEC_L = 16;
+bool decode_fits(const Att &a);
+nb_status decode_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
+                         const Mat &v, const Mat &out, void *lse);
+// cudaFuncSetAttribute's dynamic shared memory limit for fn (attention.cu).
+nb_status set_smem(const void *fn, size_t bytes, const char *op);
 
 // D[b L + i] = sum_e dO o O over row (b, i) (both backward paths).
 nb_status rowdot(nb_backend *be, nb_dtype dt, const Att &a, const Mat &gout, const Mat &out, double *D);

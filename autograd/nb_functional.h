@@ -822,7 +822,8 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
  * 1/sqrt(mean(x^2) + eps) per row, the mean of squares accumulated in double.
  * Gradients to x and weight. f32/f64, one dtype; a float16/bfloat16 x (its
  * weight 16-bit or float32) is computed in float32 and rounded back to x's
- * dtype once (eps 0: the 16-bit dtype's finfo eps): through float32 copies,
+ * dtype once (eps 0: float32's epsilon, as PyTorch's kernel, which upcasts
+ * 16-bit inputs, takes it): through float32 copies,
  * or, where no gradient is recorded and the backend has 16-bit kernels
  * (CUDA), in one kernel with the same math.
  * Errors: NB_ERR_SHAPE (normalized_shape or weight do not fit),

@@ -94,8 +94,8 @@ nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape
     if (!nb_autocast_inputs(NB_OP_RMS_NORM, 2, in)) return NULL;
     nb_scope *s = nb_op_scope_begin();
     nb_dtype back;
-    if (eps == 0 && in[0] && (in[0]->dtype == NB_F16 || in[0]->dtype == NB_BF16)) /* finfo(input dtype).eps */
-        eps = in[0]->dtype == NB_F16 ? 0x1p-10 : 0x1p-7;
+    if (eps == 0 && in[0] && (in[0]->dtype == NB_F16 || in[0]->dtype == NB_BF16))
+        eps = FLT_EPSILON; /* PyTorch's kernel upcasts 16-bit inputs and takes float32's epsilon */
     nb_tensor *r = nb_norms_16bit_native(2, in) ? (back = NB_DTYPE_COUNT, rms_norm_impl(in[0], n_norm, normalized_shape, in[1], eps))
                    : nb_widen_16bit(2, in, &back) ? rms_norm_impl(in[0], n_norm, normalized_shape, in[1], eps)
                                                   : NULL;

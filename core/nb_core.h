@@ -392,7 +392,8 @@ nb_tensor *nb_randn_on(int ndim, const int64_t *shape, nb_dtype dt, nb_generator
 /* The in-place fills (Tensor.uniform_, normal_, bernoulli_): t's elements
  * drawn from U[low, high), N(mean, std) (float dtypes only: NB_ERR_DTYPE
  * otherwise; float16/bfloat16 get the float32 draws of the same stream,
- * rounded) or Bernoulli(p) (any dtype); no autograd. gen
+ * rounded, so a 16-bit uniform_ can round a draw up to high, which
+ * PyTorch's kernel maps to low) or Bernoulli(p) (any dtype); no autograd. gen
  * NULL = default. Errors: NB_ERR_INVALID_ARG (NULL t, low > high, std < 0,
  * p outside [0, 1]). */
 nb_status nb_uniform_(nb_tensor *t, double low, double high, nb_generator *gen);

@@ -444,6 +444,9 @@ nb_kv_cache *nb_kv_cache_new(nb_module *m, int64_t batch_size, int64_t max_lengt
     for (int i = 0; i < k->layers; i++) {
         k->k[i] = nb_tensor_new_unscoped(4, shape, c->s.dtype, dev);
         k->v[i] = k->k[i] ? nb_tensor_new_unscoped(4, shape, c->s.dtype, dev) : NULL;
+        /* zeros: a static decode step attends over every position under a mask, and a masked weight of 0 times
+           a stale NaN or inf of recycled memory would still poison the sum */
+        if (k->v[i] && (nb_fill_(k->k[i], 0) || nb_fill_(k->v[i], 0))) nb_release(k->v[i]), k->v[i] = NULL;
         if (!k->v[i]) {
             nb_kv_cache_free(k);
             return NULL;
@@ -566,8 +569,6 @@ nb_tensor *nb_causal_lm_forward(nb_module *m, nb_tensor *ids, nb_kv_cache *cache
 /* ---- the static decode step (generate.c's CUDA graph) ------------------------------------------ */
 
 int64_t nb_kv_cache_capacity(const nb_kv_cache *c) { return c->max_len; }
-
-void nb_kv_cache_set_length(nb_kv_cache *c, int64_t len) { c->len = len; }
 
 nb_tensor *nb_decoder_step_at(nb_module *m, nb_tensor *ids, nb_kv_cache *cache, nb_tensor *pos, nb_tensor *keys) {
     const nb_decoder_ctx *c = nb_decoder_ctx_of(m);

@@ -181,8 +181,8 @@ nb_llama_config nb_llama_get_config(const nb_module *m);
 
 /* ---- forward and the KV cache (nn/decoder.c) -------------------------------------- */
 
-/* Keys and values of past tokens, per layer, preallocated on the model's
- * device and dtype: k and v [batch, kv_heads, max_length, head_dim] each.
+/* Keys and values of past tokens, per layer, preallocated (zeroed) on the
+ * model's device and dtype: k and v [batch, kv_heads, max_length, head_dim] each.
  * Memory: 2 * layers * batch * kv_heads * max_length * head_dim elements. */
 typedef struct nb_kv_cache nb_kv_cache;
 
@@ -242,7 +242,9 @@ typedef struct nb_generate_options {
                                     (temperature 0) on a device with CUDA graphs captures one
                                     static-shape step (gpt-fast's method: the KV cache written at a position
                                     held on the device, attention over the whole cache under a mask, argmax
-                                    on the device) and replays it per token, reading only the token */
+                                    on the device) and replays it per token, reading only the token; the
+                                    tokens are eager decoding's, except that a NaN logit wins the device's
+                                    argmax (torch.argmax's rule) where the host's greedy pick skips NaN */
 } nb_generate_options;
 
 /* Continues the prompt ids[0..n_prompt) (n_prompt >= 1) of a GPT-2 or Llama
@@ -301,9 +303,10 @@ nb_status nb_save_pretrained(nb_module *m, const char *dir);
  * weights of dir loaded strictly (nb_causal_lm_load_weights), in eval mode
  * as transformers' from_pretrained (nb_module_train(m, true) to fine-tune
  * with the config's dropout). The model's dtype is config.json's
- * "torch_dtype" (or "dtype"; float32 when absent): a bfloat16 checkpoint
- * gives a bfloat16 model, with no float32 copy, as transformers'
- * torch_dtype="auto". Errors: those of nb_hf_config_load, the
+ * "torch_dtype" (or "dtype"): a bfloat16 checkpoint gives a bfloat16
+ * model, with no float32 copy, as transformers' torch_dtype="auto"; a
+ * config without either gives float32 (where "auto" would look at the
+ * weights). Errors: those of nb_hf_config_load, the
  * constructors and the load; report as there. */
 nb_module *nb_from_pretrained(const char *dir, nb_load_report *report);
 /* nb_from_pretrained with the model in dtype (a float dtype; the weights

@@ -571,10 +571,18 @@ static void check_16bit(nb_device dev) {
         ck_assert_int_eq(nb_generate(h, prompt, 3, out, 16, (nb_generate_options){.max_new_tokens = 8}), 8);
         naive_greedy(h, prompt, 3, 8, want);
         for (int i = 0; i < 8; i++) ck_assert_int_eq(out[i], want[i]);
-        /* on CUDA the default replays a captured step: op by op gives the same tokens */
+        /* on CUDA the default replays a captured step: op by op gives the same tokens, with many more launches
+           (a capture that failed would fall back to eager steps silently) */
         int64_t eager[16];
-        ck_assert_int_eq(nb_generate(h, prompt, 3, eager, 16, (nb_generate_options){.max_new_tokens = 8, .eager_decode = true}), 8);
-        for (int i = 0; i < 8; i++) ck_assert_int_eq(eager[i], out[i]);
+        uint64_t l0 = nb_device_counters_get(dev).kernel_launches;
+        ck_assert_int_eq(nb_generate(h, prompt, 3, eager, 16, (nb_generate_options){.max_new_tokens = 16, .eager_decode = true}), 16);
+        uint64_t l1 = nb_device_counters_get(dev).kernel_launches;
+        ck_assert_int_eq(nb_generate(h, prompt, 3, out, 16, (nb_generate_options){.max_new_tokens = 16}), 16);
+        uint64_t l2 = nb_device_counters_get(dev).kernel_launches;
+        for (int i = 0; i < 16; i++) ck_assert_int_eq(eager[i], out[i]);
+        if (dev.type == NB_DEVICE_CUDA)
+            ck_assert_msg(2 * (l2 - l1) < l1 - l0, "graph decode launched %llu kernels, eager %llu",
+                          (unsigned long long)(l2 - l1), (unsigned long long)(l1 - l0));
         /* a 16-bit checkpoint comes back in its dtype, bit for bit */
         NB_CK_OK(nb_save_pretrained(h, dir));
         char cfg[128];

@@ -413,7 +413,7 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
         return nb_cuda_fill(be, lse, -INFINITY);
     }
     // a few query rows (decoding with a KV cache): split over the keys, q, k, v read as they are
-    if (decode_fits(a) && gemm_path_max() == GEMM_PATH_MAX)
+    if (decode_fits(a, q->dtype) && gemm_path_max() == GEMM_PATH_MAX)
         return decode_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
     if (a.B * a.L * a.S <= gemm_path_max()) return score_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
     // the tiled kernels: dense float32/float64 views

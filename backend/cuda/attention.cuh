@@ -120,9 +120,10 @@ nb_status score_backward(nb_backend *be, const char *op, nb_dtype dt, const Att 
                          const void *lse);
 
 // The decode path (attention_decode.cu): at most DEC_L query rows, no
-// dropout; q, k, v in any float dtype as they lie. lse as score_forward's.
+// dropout, at most 65535 matrices, a chunk's scores within shared memory;
+// q, k, v in any float dtype as they lie. lse as score_forward's.
 constexpr int DEC_L = 16;
-bool decode_fits(const Att &a);
+bool decode_fits(const Att &a, nb_dtype dt);
 nb_status decode_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
                          const Mat &v, const Mat &out, void *lse);
 // cudaFuncSetAttribute's dynamic shared memory limit for fn (attention.cu).

@@ -97,23 +97,36 @@ __global__ void k_dec_combine(Att a, Mat out, int64_t nch, const typename DecAcc
 
 } // namespace
 
-bool decode_fits(const Att &a) { return a.L <= DEC_L && !a.dropout && a.E <= 512 && a.Ev <= 512 && a.S > 0; }
+// The split: chunks of at least 64 keys, enough of them to give about two
+// blocks per SM, at most 2048 keys each; the shared memory a block needs.
+static void decode_plan(const Att &a, size_t acc_size, int64_t *nch, int64_t *chunk, size_t *smem) {
+    int64_t n = (a.S + 63) / 64, want = (264 + a.B - 1) / a.B;
+    if (n > want) n = want > 0 ? want : 1;
+    int64_t c = (a.S + n - 1) / n;
+    if (c > 2048) c = 2048;
+    *chunk = c, *nch = (a.S + c - 1) / c;
+    *smem = acc_size * (size_t)(a.L * a.E + a.L * c);
+}
+
+bool decode_fits(const Att &a, nb_dtype dt) {
+    int64_t nch, chunk;
+    size_t sm;
+    if (a.L > DEC_L || a.dropout || a.E > 512 || a.Ev > 512 || a.S <= 0 || a.B > 65535) return false;
+    decode_plan(a, dt == NB_F64 ? 8 : 4, &nch, &chunk, &sm);
+    return sm <= 160 * 1024; // within every supported GPU's opt-in shared memory
+}
 
 nb_status decode_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
                          const Mat &v, const Mat &out, void *lse) {
-    // chunks of at least 64 keys, enough of them to give about two blocks per SM
-    int64_t nch = (a.S + 63) / 64, want = (264 + a.B - 1) / a.B;
-    if (nch > want) nch = want > 0 ? want : 1;
-    int64_t chunk = (a.S + nch - 1) / nch;
-    if (chunk > 2048) chunk = 2048; // the scores of a chunk stay in shared memory
-    nch = (a.S + chunk - 1) / chunk;
+    int64_t nch, chunk;
+    size_t sm;
+    decode_plan(a, dt == NB_F64 ? 8 : 4, &nch, &chunk, &sm);
     cudaStream_t s = stream_of(be);
     return dispatch_floating(op, dt, [&](auto tag) -> nb_status {
         using T = decltype(tag);
         using A = typename DecAcc<T>::A;
         Scratch part;
         if (!part.alloc(be, sizeof(A) * (size_t)(a.B * nch * a.L * (a.Ev + 2)))) return nb_last_status();
-        size_t sm = sizeof(A) * (size_t)(a.L * a.E + a.L * chunk);
         if (sm > 48 * 1024) {
             nb_status r = set_smem((const void *)k_dec_part<T>, sm, op);
             if (r) return r;

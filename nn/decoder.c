@@ -568,8 +568,6 @@ nb_tensor *nb_causal_lm_forward(nb_module *m, nb_tensor *ids, nb_kv_cache *cache
 
 /* ---- the static decode step (generate.c's CUDA graph) ------------------------------------------ */
 
-int64_t nb_kv_cache_capacity(const nb_kv_cache *c) { return c->max_len; }
-
 nb_tensor *nb_decoder_step_at(nb_module *m, nb_tensor *ids, nb_kv_cache *cache, nb_tensor *pos, nb_tensor *keys) {
     const nb_decoder_ctx *c = nb_decoder_ctx_of(m);
     if (!c || !ids || !cache || !pos || !keys || cache->model != m || nb_dim(ids) != 2 || nb_size(ids, 1) != 1 ||

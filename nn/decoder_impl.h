@@ -74,7 +74,5 @@ nb_status nb_rotary_tables_at(nb_module *rotary, nb_tensor *pos, nb_tensor **cos
  * graph and replayed as pos advances on the device (generate.c). Returns
  * the final hidden states [B, 1, H]. */
 nb_tensor *nb_decoder_step_at(nb_module *m, nb_tensor *ids, nb_kv_cache *cache, nb_tensor *pos, nb_tensor *keys);
-/* The cache's length in positions (max_length), for generate.c. */
-int64_t nb_kv_cache_capacity(const nb_kv_cache *c);
 
 #endif

@@ -287,7 +287,7 @@ nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
 /* A contiguous copy of t (or t itself) without recording a node: the
  * calling op's own node stands for it. */
 nb_tensor *nb_contiguous_nograd(nb_tensor *t);
-/* The norms' 16-bit path (rms_norm, layer_norm: PyTorch's kernels
+/* The 16-bit path of rms_norm, layer_norm and rope (PyTorch's kernels
  * accumulate float16/bfloat16 in float32 and round once): in[0..n) with
  * the 16-bit ones cast to float32 (differentiably), and the dtype to cast
  * the result back to (NB_DTYPE_COUNT: in[0] was not 16-bit, nothing

@@ -132,18 +132,9 @@ nb_module *nb_nn_rotary_embedding(int64_t head_dim, nb_rope_config rc, nb_dtype 
     return m;
 }
 
-nb_status nb_nn_rotary_embedding_forward(nb_module *m, int64_t seq_len, int64_t offset, nb_tensor **cos,
-                                         nb_tensor **sin) {
-    if (!m || nb_module_kind(m) != rotary_ops.kind || seq_len < 0 || offset < 0 || !cos || !sin)
-        return nb_set_error(NB_ERR_INVALID_ARG, "rotary_embedding_forward: needs a RotaryEmbedding (got %s), "
-                                                "seq_len %lld and offset %lld >= 0, and outputs",
-                            m ? nb_module_kind(m) : "NULL", (long long)seq_len, (long long)offset);
-    const nb_rotary_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *pos = nb_arange((double)offset, (double)(offset + seq_len), 1, nb_dtype_of(c->inv_freq));
-    nb_device dev = nb_device_of(c->inv_freq), pd = pos ? nb_device_of(pos) : dev;
-    if (pos && (pd.type != dev.type || pd.index != dev.index)) pos = nb_to_device(pos, dev);
-    /* angles pos * inv_freq rounded to the dtype, as transformers' float32 matmul of the two */
+/* cos and sin of positions pos (1-d, in inv_freq's dtype and device) times inv_freq, in the module's dtype:
+ * angles rounded to inv_freq's dtype, as transformers' float32 matmul of the two. Ends the library scope s. */
+static nb_status tables_of(const nb_rotary_ctx *c, nb_scope *s, nb_tensor *pos, nb_tensor **cos, nb_tensor **sin) {
     nb_tensor *ang = nb_mul(nb_unsqueeze(pos, 1), nb_unsqueeze(c->inv_freq, 0));
     nb_tensor *co = nb_cos(ang), *si = nb_sin(ang);
     if (co && si && c->dtype != nb_dtype_of(co)) co = nb_to_dtype(co, c->dtype), si = nb_to_dtype(si, c->dtype);
@@ -157,22 +148,25 @@ nb_status nb_nn_rotary_embedding_forward(nb_module *m, int64_t seq_len, int64_t 
     return NB_OK;
 }
 
+nb_status nb_nn_rotary_embedding_forward(nb_module *m, int64_t seq_len, int64_t offset, nb_tensor **cos,
+                                         nb_tensor **sin) {
+    if (!m || nb_module_kind(m) != rotary_ops.kind || seq_len < 0 || offset < 0 || !cos || !sin)
+        return nb_set_error(NB_ERR_INVALID_ARG, "rotary_embedding_forward: needs a RotaryEmbedding (got %s), "
+                                                "seq_len %lld and offset %lld >= 0, and outputs",
+                            m ? nb_module_kind(m) : "NULL", (long long)seq_len, (long long)offset);
+    const nb_rotary_ctx *c = nb_module_ctx(m);
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *pos = nb_arange((double)offset, (double)(offset + seq_len), 1, nb_dtype_of(c->inv_freq));
+    nb_device dev = nb_device_of(c->inv_freq), pd = pos ? nb_device_of(pos) : dev;
+    if (pos && (pd.type != dev.type || pd.index != dev.index)) pos = nb_to_device(pos, dev);
+    return tables_of(c, s, pos, cos, sin);
+}
+
 nb_status nb_rotary_tables_at(nb_module *m, nb_tensor *pos, nb_tensor **cos, nb_tensor **sin) {
     const nb_rotary_ctx *c = nb_module_ctx(m);
     nb_scope *s = nb_op_scope_begin();
-    /* as nb_nn_rotary_embedding_forward: the position in inv_freq's dtype (exact), times inv_freq */
-    nb_tensor *p = nb_unsqueeze(nb_to_dtype(pos, nb_dtype_of(c->inv_freq)), 1);
-    nb_tensor *ang = nb_mul(p, nb_unsqueeze(c->inv_freq, 0));
-    nb_tensor *co = nb_cos(ang), *si = nb_sin(ang);
-    if (co && si && c->dtype != nb_dtype_of(co)) co = nb_to_dtype(co, c->dtype), si = nb_to_dtype(si, c->dtype);
-    if (!co || !si) {
-        nb_scope_end(s);
-        return nb_last_status();
-    }
-    nb_retain(co), nb_retain(si);
-    nb_scope_end(s);
-    *cos = nb_scope_adopt(co), *sin = nb_scope_adopt(si);
-    return NB_OK;
+    /* the int64 position in inv_freq's dtype (exact), as nb_nn_rotary_embedding_forward's arange */
+    return tables_of(c, s, nb_to_dtype(pos, nb_dtype_of(c->inv_freq)), cos, sin);
 }
 
 /* ---- SwiGLU ---------------------------------------------------------------------------- */

@@ -26,7 +26,7 @@ void nb_npz_free(nb_npz *f) {
 static nb_status load_members(const uint8_t *buf, size_t len, const char *path, nb_npz *f) {
     zip_member *ms;
     size_t nm;
-    nb_status st = zip_read_dir(buf, len, "npz", path, &ms, &nm);
+    nb_status st = zip_read_dir(buf, len, "npz", path, &ms, &nm, NULL);
     if (st) return st;
     f->arrays = calloc(nm ? nm : 1, sizeof *f->arrays);
     if (!f->arrays) st = nb_set_error(NB_ERR_OOM, "npz: %s: out of host memory", path);

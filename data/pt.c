@@ -52,7 +52,7 @@ typedef struct loader {
     holder *file;
     zip_member *ms;
     size_t n_ms;
-    const zip_member **by_name; /* ms sorted by name, for lookups */
+    zip_member **by_name; /* ms sorted by name, for zip_find */
     const char *prefix; /* the archive folder, with its '/' */
     size_t prefix_len;
     bool big_endian;
@@ -61,22 +61,13 @@ typedef struct loader {
     char label[300];
 } loader;
 
-static int cmp_member(const void *a, const void *b) {
-    const zip_member *x = *(const zip_member *const *)a, *y = *(const zip_member *const *)b;
-    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
-    int c = memcmp(x->name, y->name, n);
-    return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
-}
-
 /* The record prefix + name (a binary search: a hostile archive may hold many members and name many storages). */
 static const zip_member *find_record(const loader *L, const char *name) {
     char full[512];
     size_t n = strlen(name);
     if (L->prefix_len + n >= sizeof full) return NULL;
     memcpy(full, L->prefix, L->prefix_len), memcpy(full + L->prefix_len, name, n);
-    zip_member key = {.name = full, .name_len = L->prefix_len + n};
-    const zip_member *kp = &key, **hit = bsearch(&kp, L->by_name, L->n_ms, sizeof *L->by_name, cmp_member);
-    return hit ? *hit : NULL;
+    return zip_find(L->by_name, L->n_ms, full, L->prefix_len + n);
 }
 
 /* The bytes of record `name` (*owned set when inflated), NULL with an error when absent or bad. */
@@ -308,12 +299,9 @@ static nb_status find_prefix(loader *L) {
 }
 
 static nb_status load(loader *L, nb_pt *f) {
-    nb_status st = zip_read_dir(L->buf, L->len, "pt", L->path, &L->ms, &L->n_ms);
+    nb_status st = zip_read_dir(L->buf, L->len, "pt", L->path, &L->ms, &L->n_ms, &L->by_name);
     if (!st) st = find_prefix(L);
     if (st) return st;
-    if (!(L->by_name = malloc((L->n_ms + 1) * sizeof *L->by_name))) return nb_set_error(NB_ERR_OOM, "pt: out of host memory");
-    for (size_t i = 0; i < L->n_ms; i++) L->by_name[i] = &L->ms[i];
-    qsort(L->by_name, L->n_ms, sizeof *L->by_name, cmp_member);
     uint8_t *owned = NULL;
     size_t len;
     if (find_record(L, "byteorder")) {

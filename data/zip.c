@@ -120,9 +120,17 @@ static int by_name(const void *a, const void *b) {
     return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
 
+const zip_member *zip_find(zip_member *const *by_name_, size_t n, const char *name, size_t len) {
+    zip_member key = {.name = name, .name_len = len};
+    const zip_member *kp = &key;
+    zip_member *const *hit = bsearch(&kp, by_name_, n, sizeof *by_name_, by_name);
+    return hit ? *hit : NULL;
+}
+
 nb_status zip_read_dir(const uint8_t *buf, size_t len, const char *fmt, const char *path, zip_member **out,
-                       size_t *n) {
+                       size_t *n, zip_member ***sorted) {
     *out = NULL, *n = 0;
+    if (sorted) *sorted = NULL;
     const uint8_t *end = NULL;
     for (size_t back = 22; back <= len && back <= 22 + 65535 && !end; back++)
         if (rd(buf + len - back, 4) == SIG_END) end = buf + len - back;
@@ -169,7 +177,7 @@ nb_status zip_read_dir(const uint8_t *buf, size_t len, const char *fmt, const ch
         p += 46 + nlen + xlen + clen;
         if (!st) ms[nm] = m, order[nm] = &ms[nm], nm++;
     }
-    if (!st && nm > 1) {
+    if (!st && nm > 1) { /* overlaps in file order, then duplicates (and zip_find's order) by name */
         qsort(order, nm, sizeof *order, by_local);
         for (size_t i = 0; !st && i + 1 < nm; i++)
             if (order[i + 1]->local < order[i]->start + order[i]->csize)
@@ -181,11 +189,12 @@ nb_status zip_read_dir(const uint8_t *buf, size_t len, const char *fmt, const ch
                 st = nb_set_error(NB_ERR_FORMAT, "%s: %s: two members named %.*s", fmt, path, (int)order[i]->name_len,
                                   order[i]->name);
     }
-    free(order);
     if (st) {
-        free(ms);
+        free(order), free(ms);
         return st;
     }
+    if (sorted) *sorted = order;
+    else free(order);
     *out = ms, *n = nm;
     return NB_OK;
 }

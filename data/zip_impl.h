@@ -29,10 +29,14 @@ typedef struct zip_member {
  * directory's order, into *out (malloc'd; free it) and *n. Each member's
  * local header and data lie inside buf, no two members' data overlap and
  * no two names are equal (so the file's size bounds what the members
- * inflate to), no name holds a NUL byte. Messages start "<fmt>: <path>:".
- * Errors: NB_ERR_FORMAT, NB_ERR_OOM. */
+ * inflate to), no name holds a NUL byte. by_name (may be NULL) receives
+ * pointers into *out sorted by name (malloc'd; free it), the order the
+ * duplicate check sorts them in, for zip_find. Messages start "<fmt>:
+ * <path>:". Errors: NB_ERR_FORMAT, NB_ERR_OOM. */
 nb_status zip_read_dir(const uint8_t *buf, size_t len, const char *fmt, const char *path, zip_member **out,
-                       size_t *n);
+                       size_t *n, zip_member ***by_name);
+/* The member named name (len bytes) among by_name[0..n) (zip_read_dir's), or NULL. */
+const zip_member *zip_find(zip_member *const *by_name, size_t n, const char *name, size_t len);
 /* The bytes of member m: a pointer into buf for a stored member, else
  * inflated into *owned (malloc'd: the caller frees it; NULL for stored),
  * CRC-32 checked. NULL with NB_ERR_FORMAT, NB_ERR_UNSUPPORTED (encrypted,

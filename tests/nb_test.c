@@ -124,3 +124,11 @@ const char *nb_test_python(void) {
     const char *p = getenv("NB_PYTHON");
     return p && *p ? p : "/usr/bin/python3";
 }
+
+double nb_test_value(const char *kind, int64_t i) {
+    int64_t b = i * 37 % 101;
+    if (!strcmp(kind, "b")) return b % 3 == 0;
+    if (!strcmp(kind, "u")) return (double)b;
+    if (!strcmp(kind, "i")) return (double)(b - 50);
+    return (double)(b - 50) * 0.25;
+}

@@ -22,6 +22,10 @@
 /* A tensor of the given dtype from double values (C order). */
 nb_tensor *nb_test_tensor(int ndim, const int64_t *shape, nb_dtype dt, const double *values);
 /* Copies up to n elements of t (any dtype) to doubles; returns numel. */
+/* v(i) of the flat index i as tests/interop/npy_interop.py and
+ * pt_interop.py make it, by kind: "b" bool, "u" unsigned, "i" signed,
+ * anything else float. */
+double nb_test_value(const char *kind, int64_t i);
 int64_t nb_test_values(const nb_tensor *t, double *out, int64_t n);
 /* All of t's values as doubles in a malloc'd array (the caller frees it). */
 double *nb_test_values_of(const nb_tensor *t);

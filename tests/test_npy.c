@@ -13,21 +13,12 @@
 #include "nb_data.h"
 #include "nb_test.h"
 
-/* The values the script makes: v(i) of the C-order flat index. */
-static double value(const char *kind, int64_t i) {
-    int64_t b = i * 37 % 101;
-    if (!strcmp(kind, "b")) return b % 3 == 0;
-    if (!strcmp(kind, "u")) return (double)b;
-    if (!strcmp(kind, "i")) return (double)(b - 50);
-    return (double)(b - 50) * 0.25;
-}
-
 static nb_tensor *made(nb_dtype dt, int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     const char *kind = dt == NB_BOOL ? "b" : dt == NB_U8 ? "u" : dt == NB_I32 || dt == NB_I64 ? "i" : "f";
     double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++) v[i] = value(kind, i);
+    for (int64_t i = 0; i < n; i++) v[i] = nb_test_value(kind, i);
     nb_tensor *t = nb_to_dtype(nb_from_data(v, ndim, shape, NB_F64), dt);
     free(v);
     return t;
@@ -38,8 +29,8 @@ static void ck_values(nb_tensor *t, const char *kind, const char *what) {
     NB_CK_NOTNULL(t);
     double *got = nb_test_values_of(t);
     for (int64_t i = 0; i < nb_numel(t); i++)
-        ck_assert_msg(got[i] == value(kind, i), "%s: element %lld is %g, not %g", what, (long long)i, got[i],
-                      value(kind, i));
+        ck_assert_msg(got[i] == nb_test_value(kind, i), "%s: element %lld is %g, not %g", what, (long long)i, got[i],
+                      nb_test_value(kind, i));
     free(got);
 }
 

@@ -18,15 +18,6 @@
 static const nb_dtype dtypes[] = {NB_F32, NB_F64, NB_F16, NB_BF16, NB_I64, NB_I32, NB_U8, NB_BOOL};
 static const char *const dtype_names[] = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"};
 
-/* The values the script makes: v(i) of the C-order flat index. */
-static double value(const char *kind, int64_t i) {
-    int64_t b = i * 37 % 101;
-    if (!strcmp(kind, "b")) return b % 3 == 0;
-    if (!strcmp(kind, "u")) return (double)b;
-    if (!strcmp(kind, "i")) return (double)(b - 50);
-    return (double)(b - 50) * 0.25;
-}
-
 static const char *kind_of(nb_dtype dt) {
     return dt == NB_BOOL ? "b" : dt == NB_U8 ? "u" : dt == NB_I32 || dt == NB_I64 ? "i" : "f";
 }
@@ -35,7 +26,7 @@ static nb_tensor *made(nb_dtype dt, int ndim, const int64_t *shape) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
     double *v = malloc(sizeof *v * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++) v[i] = value(kind_of(dt), i);
+    for (int64_t i = 0; i < n; i++) v[i] = nb_test_value(kind_of(dt), i);
     nb_tensor *t = nb_to_dtype(nb_from_data(v, ndim, shape, NB_F64), dt);
     free(v);
     return t;
@@ -46,7 +37,7 @@ static void ck_values(nb_tensor *t, const char *kind, const char *what) {
     ck_assert_msg(t != NULL, "%s: missing: %s", what, nb_last_error());
     double *got = nb_test_values_of(t);
     for (int64_t i = 0; i < nb_numel(t); i++)
-        ck_assert_msg(got[i] == value(kind, i), "%s[%lld] = %g, not %g", what, (long long)i, got[i], value(kind, i));
+        ck_assert_msg(got[i] == nb_test_value(kind, i), "%s[%lld] = %g, not %g", what, (long long)i, got[i], nb_test_value(kind, i));
     free(got);
 }
 

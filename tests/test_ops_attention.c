@@ -485,6 +485,58 @@ START_TEST(test_cuda_long_sequence_matches_cpu) {
 }
 END_TEST
 
+/* bfloat16 and float16 attention beyond the decode path's rows (on CUDA,
+ * cuDNN's fused flash attention; tests/cuda/run.sh runs this suite once
+ * more with NB_CUDA_ATTENTION=cudnn, where a decline is an error) against
+ * float32 on the CPU on the same rounded values: q, k, v as head views of
+ * [B, L, H, E] projections, causal with S == L and plain with S != L, and
+ * grouped-query heads under causality; forward, the backward that reads its
+ * lse, and the same bits on a second run. Skipped without a CUDA device. */
+START_TEST(test_cuda_16bit_fused_matches_float32) {
+    if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
+    nb_scope *s = nb_scope_begin();
+    const int64_t B = 2, H = 4, L = 200, E = 64;
+    nb_dtype dts[2] = {NB_BF16, NB_F16};
+    for (int di = 0; di < 2; di++)
+        for (int mode = 0; mode < 3; mode++) {
+            const int64_t S = mode == 1 ? 231 : L, Hk = mode == 2 ? 2 : H;
+            const int64_t lens[3] = {L, S, S}, heads[3] = {H, Hk, Hk};
+            nb_tensor *x16[3], *x32[3];
+            for (int i = 0; i < 3; i++) { /* [B, len, h, E] rounded, then [B, h, len, E] views */
+                nb_tensor *r = nb_to_dtype(randn(NB_SHAPE(B, lens[i], heads[i], E), NB_F32, 60 + (uint64_t)i), dts[di]);
+                x16[i] = nb_detach(nb_to_device(r, NB_CUDA(0)));
+                x32[i] = nb_detach(nb_to_dtype(r, NB_F32));
+                NB_CK_OK(nb_set_requires_grad(x16[i], true));
+                NB_CK_OK(nb_set_requires_grad(x32[i], true));
+            }
+            nb_sdpa_options o = {.is_causal = mode != 1, .enable_gqa = mode == 2};
+            nb_tensor *w = randn(NB_SHAPE(B, H, L, E), NB_F32, 9), *out[2];
+            for (int t = 0; t < 2; t++) {
+                nb_tensor **x = t ? x32 : x16;
+                out[t] = nb_scaled_dot_product_attention(nb_transpose(x[0], 1, 2), nb_transpose(x[1], 1, 2),
+                                                         nb_transpose(x[2], 1, 2), o);
+                NB_CK_NOTNULL(out[t]);
+                nb_tensor *wt = t ? w : nb_to_device(w, NB_CUDA(0));
+                NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(out[t], NB_F32), wt), NULL, 0, false)));
+            }
+            ck_same(nb_to_device(nb_to_dtype(out[0], NB_F32), NB_CPU), out[1], 2e-2);
+            for (int i = 0; i < 3; i++)
+                ck_same(nb_to_device(nb_to_dtype(nb_tensor_grad(x16[i]), NB_F32), NB_CPU), nb_tensor_grad(x32[i]), 6e-2);
+            nb_tensor *again = nb_scaled_dot_product_attention(nb_transpose(nb_detach(x16[0]), 1, 2),
+                                                               nb_transpose(nb_detach(x16[1]), 1, 2),
+                                                               nb_transpose(nb_detach(x16[2]), 1, 2), o);
+            size_t bytes = (size_t)nb_numel(again) * 2;
+            uint16_t *h[2] = {malloc(bytes), malloc(bytes)};
+            ck_assert(h[0] && h[1]);
+            NB_CK_OK(nb_to_host(again, h[0], bytes));
+            NB_CK_OK(nb_to_host(out[0], h[1], bytes));
+            ck_assert_msg(!memcmp(h[0], h[1], bytes), "a second run gave other bits");
+            free(h[0]), free(h[1]);
+        }
+    nb_scope_end(s);
+}
+END_TEST
+
 /* bfloat16 and float16 q, k, v (float32 scores and lse inside) against
  * float32 on the same rounded values, forward and backward, in each mode,
  * on the CPU and on a GPU when there is one; under autocast a float32
@@ -767,6 +819,7 @@ Suite *nb_suite_ops_attention(void) {
     tcase_add_test(t, test_threads_bitwise);
     tcase_add_test(t, test_memory_no_score_matrix);
     tcase_add_test(t, test_cuda_long_sequence_matches_cpu);
+    tcase_add_test(t, test_cuda_16bit_fused_matches_float32);
     tcase_set_timeout(t, 300);
     suite_add_tcase(s, t);
     return s;

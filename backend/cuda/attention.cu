@@ -8,9 +8,11 @@
 // and lse -inf. q, k, v, out and the gradients are [B, R, C] or
 // [B1, B2, R, C] views with unit column stride (attention.cuh's Mat).
 //
-// Three ways, chosen by size, same results up to rounding:
+// Four ways, chosen by size and dtype, same results up to rounding:
 //  - a few query rows without dropout (decoding): attention_decode.cu,
 //    split over the keys, reading q, k, v as they are;
+//  - bfloat16/float16 without dropout or a mask other than causal:
+//    cuDNN's fused flash attention, attention_cudnn.cu (forward only);
 //  - short sequences (B*L*S up to 2^26 scores): the score matrices on
 //    cuBLAS, attention_scores.cu.
 //  - long sequences: FlashAttention's tiling (Dao et al. 2022), O(L + S)
@@ -415,6 +417,10 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
     // a few query rows (decoding with a KV cache): split over the keys, q, k, v read as they are
     if (decode_fits(a, q->dtype) && gemm_path_max() == GEMM_PATH_MAX)
         return decode_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
+    if (gemm_path_max() == GEMM_PATH_MAX) { // not forced onto the other paths
+        bool ran = false;
+        if ((st = cudnn_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data, &ran)) || ran) return st;
+    }
     if (a.B * a.L * a.S <= gemm_path_max()) return score_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
     // the tiled kernels: dense float32/float64 views
     bool dense = !nb_dtype_is_16bit(q->dtype) && contiguous(q) && contiguous(k) && contiguous(v) && contiguous(out);

@@ -3,7 +3,8 @@
 // dropout keep mask by Philox, 16-bit conversions, and the batched matrix
 // views (Mat) of q, k, v, out and their gradients. attention.cu holds the
 // entry points and the tiled (flash) kernels, attention_scores.cu the
-// score-matrix path on cuBLAS, attention_decode.cu the few-rows path.
+// score-matrix path on cuBLAS, attention_decode.cu the few-rows path,
+// attention_cudnn.cu cuDNN's fused attention for 16-bit dtypes.
 #pragma once
 
 #include <math.h>
@@ -126,6 +127,12 @@ constexpr int DEC_L = 16;
 bool decode_fits(const Att &a, nb_dtype dt);
 nb_status decode_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
                          const Mat &v, const Mat &out, void *lse);
+// The cuDNN path (attention_cudnn.cu): bfloat16/float16, more than DEC_L
+// rows, no mask but the causal one, no dropout, head sizes multiples of 8
+// up to 256, views 16-byte aligned. *ran false where it declines (the
+// caller takes another path). lse as score_forward's.
+nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
+                        const Mat &v, const Mat &out, void *lse, bool *ran);
 // cudaFuncSetAttribute's dynamic shared memory limit for fn (attention.cu).
 nb_status set_smem(const void *fn, size_t bytes, const char *op);
 

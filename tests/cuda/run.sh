@@ -229,7 +229,10 @@ gpu() {
     for s in "${steps[@]}"; do
         case $s in
         info) step info bash -c "nvidia-smi; CK_RUN_SUITE=core CK_VERBOSITY=silent '$dev/bin/nabla-tests'" ;;
-        harness) step harness suites $cuda_suites ;;
+        harness)
+            step harness suites $cuda_suites
+            # the 16-bit attention tests again where cuDNN's fused attention must take them
+            step cudnn_attention env NB_CUDA_ATTENTION=cudnn CK_RUN_SUITE=ops_attention "$dev/bin/nabla-tests" ;;
         suite) step suite "$dev/bin/nabla-tests" ;;
         memcheck) step memcheck sanitize memcheck --leak-check no ;;
         racecheck) step racecheck racecheck_all ;;

@@ -7,13 +7,15 @@
  *
  *   bench_llama_infer [--config 3.2-1b|tiny] [--contexts 128,4096,100000]
  *                     [--decode N] [--device cpu|cuda|cuda:N] [--threads N]
- *                     [--dtype float32|bfloat16|float16]
+ *                     [--dtype float32|bfloat16|float16] [--warmup N]
  * --config 3.2-1b is Llama 3.2 1B's config.json (nb_llama_config_3_2_1b);
  * tiny is a 2-layer model for a quick check. --dtype is the model's
  * (parameters and KV cache; float32 by default). Decode runs through
  * nb_generate (greedy): on CUDA a captured step replayed per token, or op
  * by op with --eager-decode 1; --profile 1 adds the kernel-slot profile
- * (nb_profiler_report) of a prefill and 32 eager decode steps. Prints per
+ * (nb_profiler_report) of a prefill and 32 eager decode steps. --warmup N
+ * (default 1) untimed prefills run before the timed one (cuDNN compiles its
+ * attention kernel for a new shape on first use). Prints per
  * context:
  *   workload=llama config=... device=... context=C prefill_ms=... prefill_tokens_per_s=...
  *     decode_tokens=N decode_tokens_per_s=... peak_gib=...
@@ -57,7 +59,7 @@ static bool on_token(void *user, int64_t tok) {
 
 int main(int argc, char **argv) {
     const char *config = "3.2-1b", *contexts = "128,4096", *device = "cpu", *dtype = "float32";
-    int decode = 32, threads = 0, eager = 0, profile = 0;
+    int decode = 32, threads = 0, eager = 0, profile = 0, warmup = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--contexts")) contexts = argv[i + 1];
@@ -67,8 +69,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
         else if (!strcmp(argv[i], "--eager-decode")) eager = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--profile")) profile = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else return fprintf(stderr, "usage: %s [--config 3.2-1b|tiny] [--contexts A,B,..] [--decode N] "
-                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1]\n",
+                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1] [--warmup N]\n",
                             argv[0]), 2;
     }
     nb_set_num_threads(threads);
@@ -104,6 +107,15 @@ int main(int argc, char **argv) {
         uint64_t x = 88172645463325252ull;
         for (int64_t i = 0; i < C; i++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, ids[i] = (int64_t)(x % (uint64_t)c.vocab_size);
         nb_memory_reset_peak(dev);
+        for (int w = 0; w < warmup && rc == 0; w++) {
+            nb_kv_cache *wc = nb_kv_cache_new(m, 1, C + decode);
+            nb_scope *s = nb_scope_begin();
+            if (!wc || next_token(m, nb_causal_lm_hidden(m, nb_from_data(ids, 2, (int64_t[]){1, C}, NB_I64), wc)) < 0)
+                rc = 1, fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, nb_last_error());
+            nb_scope_end(s);
+            nb_kv_cache_free(wc);
+        }
+        if (rc) break;
         nb_scope *s = nb_scope_begin();
         double t0 = now_ms();
         int64_t tok = next_token(m, nb_causal_lm_hidden(m, nb_from_data(ids, 2, (int64_t[]){1, C}, NB_I64), cache));
@@ -124,9 +136,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, nb_last_error());
             rc = 1;
         } else
-            printf("workload=llama config=%s dtype=%s device=%s context=%lld prefill_ms=%.1f prefill_tokens_per_s=%.0f "
+            printf("workload=llama config=%s dtype=%s device=%s context=%lld warmup=%d prefill_ms=%.1f prefill_tokens_per_s=%.0f "
                    "decode=%s decode_tokens=%d decode_tokens_per_s=%.2f peak_gib=%.2f\n",
-                   config, nb_dtype_name(c.dtype), device, (long long)C, prefill_ms, (double)C / (prefill_ms * 1e-3),
+                   config, nb_dtype_name(c.dtype), device, (long long)C, warmup, prefill_ms, (double)C / (prefill_ms * 1e-3),
                    eager ? "eager" : "generate", decode,
                    decode / ((t2 - t1) * 1e-3), (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
         fflush(stdout);

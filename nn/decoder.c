@@ -174,10 +174,13 @@ static nb_tensor *attention_hooked(nb_module *m, nb_tensor *x, const fwd_state *
     return y && !nb_module_run_post_hooks(m, 1, &x, 1, &y) ? y : NULL;
 }
 
-/* x = x + attn(norm1(x)); x = x + mlp(norm2(x)) */
+/* x = x + attn(norm1(x)); x = x + mlp(norm2(x)), each half in its own
+ * scope: the attention's intermediates are gone before the MLP's exist */
 static nb_tensor *block(const block_ctx *b, nb_tensor *x, const fwd_state *st) {
-    nb_tensor *h = nb_add(x, attention_hooked(b->attn, nb_forward(b->norm1, x), st));
-    return nb_add(h, nb_forward(b->mlp, nb_forward(b->norm2, h)));
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *h = nb_scope_return(s, nb_add(x, attention_hooked(b->attn, nb_forward(b->norm1, x), st)));
+    s = nb_op_scope_begin();
+    return nb_scope_return(s, nb_add(h, nb_forward(b->mlp, nb_forward(b->norm2, h))));
 }
 
 static nb_tensor *block_forward1(nb_module *m, nb_tensor *x) {
@@ -490,16 +493,23 @@ static nb_tensor *end_aligned_causal_mask(int64_t T, int64_t P, nb_device dev) {
     return m && (md.type != dev.type || md.index != dev.index) ? nb_to_device(m, dev) : m;
 }
 
-/* The decoder layers over h, each in its own scope, with the layers' hooks as nb_forward runs them. */
+/* The decoder layers over h, each in its own scope, with the layers' hooks
+ * as nb_forward runs them. A layer's intermediates die with it, and so does
+ * its input once the next layer has its output (the tape keeps what
+ * backward needs): a long prefill holds two hidden states, not one per layer. */
 static nb_tensor *layers_forward(const nb_decoder_ctx *c, nb_tensor *h, const fwd_state *st) {
+    nb_tensor *owned = NULL; /* h when a previous layer made it: our reference */
     for (int i = 0; h && i < c->s.layers; i++) {
         nb_module *layer = nb_module_child_at(c->layers, i);
-        nb_scope *s = nb_op_scope_begin(); /* a layer's intermediates die with it (the tape keeps what backward needs) */
-        nb_tensor *y = h && !nb_module_run_pre_hooks(layer, 1, &h) ? block(nb_module_ctx(layer), h, st) : NULL;
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *y = !nb_module_run_pre_hooks(layer, 1, &h) ? block(nb_module_ctx(layer), h, st) : NULL;
         if (y && nb_module_run_post_hooks(layer, 1, &h, 1, &y)) y = NULL; /* the layer's hooks, as nb_forward's */
-        h = nb_scope_return(s, y);
+        nb_retain(y);
+        nb_scope_return(s, NULL);
+        nb_release(owned);
+        h = owned = y;
     }
-    return h;
+    return owned ? nb_scope_adopt(owned) : h;
 }
 
 static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cache *cache) {

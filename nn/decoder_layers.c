@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include "decoder_impl.h"
+#include "nb_autograd.h"
+#include "nb_foreach.h"
 #include "nn_impl.h"
 
 bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module **slot) {
@@ -177,8 +179,17 @@ typedef struct nb_swiglu_ctx {
 
 static nb_tensor *swiglu_forward(nb_module *m, nb_tensor *x) {
     const nb_swiglu_ctx *c = nb_module_ctx(m);
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *h = nb_mul(nb_silu(nb_forward(c->gate, x)), nb_forward(c->up, x));
+    /* the [.., intermediate] tensors freed as soon as they are dead (a long
+     * prefill's peak memory): silu(gate) alone outlives its scope, and
+     * takes up's product in place when nothing records a gradient */
+    nb_scope *s = nb_op_scope_begin(), *s1 = nb_op_scope_begin();
+    nb_tensor *a = nb_scope_return(s1, nb_silu(nb_forward(c->gate, x)));
+    nb_scope *s2 = nb_op_scope_begin();
+    nb_tensor *u = nb_forward(c->up, x), *h;
+    if (a && u && !nb_requires_grad(a) && !nb_requires_grad(u)) {
+        h = nb_mul_(a, u) == NB_OK ? a : NULL;
+        nb_scope_return(s2, NULL); /* u dies */
+    } else h = nb_scope_return(s2, nb_mul(a, u));
     return nb_scope_return(s, nb_forward(c->down, h));
 }
 

@@ -20,6 +20,8 @@ struct nb_kv_cache {
     int64_t batch, max_len, len;
     int layers;
     nb_tensor **k, **v; /* per layer [batch, nkv, max_len, hd], owned */
+    int64_t *pad;       /* or per sequence, the left padding (nb_kv_cache_set_left_padding) */
+    nb_tensor *pad_dev; /* with pad: the same as int64 [batch, 1] on the cache's device, owned */
 };
 
 /* What one forward shares across layers. */
@@ -27,7 +29,8 @@ typedef struct fwd_state {
     nb_kv_cache *cache; /* or NULL */
     int64_t offset;     /* P: cached tokens before these */
     nb_tensor *dpos;    /* or the position on the device (int64 [1]): a static-shape decode step */
-    nb_tensor *cos, *sin; /* Llama: rotary tables [T, hd/2] */
+    nb_tensor *cos, *sin; /* Llama: rotary tables [T, hd/2], or [B * T, hd/2] per sequence (per_seq) */
+    bool per_seq;       /* positions differ per sequence (a left-padded cache) */
     nb_tensor *mask;    /* bool [T, P + T] when P > 0 and T > 1 (the causal mask aligned to the end) */
 } fwd_state;
 
@@ -40,6 +43,22 @@ typedef struct attn_ctx {
     nb_module *q, *k, *v, *o;                   /* Llama */
     nb_module *rotary;                          /* Llama: the model's rotary_emb (borrowed) */
 } attn_ctx;
+
+/* x [B, n, T, hd] rotated at per-sequence positions, tables [B * T, hd/2]:
+ * as [n, B * T, hd] (the one copy the rotation makes anyway), seen back as
+ * [B, n, T, hd]. */
+static nb_tensor *rope_per_seq(nb_tensor *x, nb_tensor *cos, nb_tensor *sin) {
+    if (!x) return NULL;
+    int64_t B = nb_size(x, 0), n = nb_size(x, 1), T = nb_size(x, 2), hd = nb_size(x, 3);
+    const int swap[4] = {1, 0, 2, 3};
+    nb_tensor *r = nb_reshape(nb_contiguous(nb_permute(x, swap)), 3, (int64_t[]){n, B * T, hd});
+    r = nb_apply_rotary_pos_emb(r, cos, sin);
+    return nb_permute(nb_reshape(r, 4, (int64_t[]){n, B, T, hd}), swap);
+}
+
+static nb_tensor *rope(nb_tensor *x, const fwd_state *st) {
+    return st->per_seq ? rope_per_seq(x, st->cos, st->sin) : nb_apply_rotary_pos_emb(x, st->cos, st->sin);
+}
 
 /* [B, T, n*hd] -> [B, n, T, hd] */
 static nb_tensor *split_heads(nb_tensor *x, int64_t n, int64_t hd) {
@@ -71,8 +90,8 @@ static nb_tensor *attention(const attn_ctx *a, nb_module *self, nb_tensor *x, co
         k = split_heads(nb_narrow(qkv, 2, s->hidden, s->hidden), s->heads, hd);
         v = split_heads(nb_narrow(qkv, 2, 2 * s->hidden, s->hidden), s->heads, hd);
     } else {
-        q = nb_apply_rotary_pos_emb(split_heads(nb_forward(a->q, x), s->heads, hd), st->cos, st->sin);
-        k = nb_apply_rotary_pos_emb(split_heads(nb_forward(a->k, x), s->kv_heads, hd), st->cos, st->sin);
+        q = rope(split_heads(nb_forward(a->q, x), s->heads, hd), st);
+        k = rope(split_heads(nb_forward(a->k, x), s->kv_heads, hd), st);
         v = split_heads(nb_forward(a->v, x), s->kv_heads, hd);
     }
     if (!q || !k || !v) return NULL;
@@ -462,7 +481,35 @@ void nb_kv_cache_free(nb_kv_cache *c) {
     if (!c) return;
     for (int i = 0; i < c->layers && c->k; i++) nb_release(c->k[i]);
     for (int i = 0; i < c->layers && c->v; i++) nb_release(c->v[i]);
-    free(c->k), free(c->v), free(c);
+    nb_release(c->pad_dev);
+    free(c->k), free(c->v), free(c->pad), free(c);
+}
+
+nb_status nb_kv_cache_set_left_padding(nb_kv_cache *c, const int64_t *pad) {
+    if (!c) return nb_set_error(NB_ERR_INVALID_ARG, "kv_cache_set_left_padding: cache is NULL");
+    if (c->len)
+        return nb_set_error(NB_ERR_STATE, "kv_cache_set_left_padding: the cache holds %lld tokens (crop it to 0 first)",
+                            (long long)c->len);
+    nb_release(c->pad_dev), c->pad_dev = NULL;
+    if (!pad) {
+        free(c->pad), c->pad = NULL;
+        return NB_OK;
+    }
+    for (int64_t b = 0; b < c->batch; b++)
+        if (pad[b] < 0 || pad[b] >= c->max_len)
+            return nb_set_error(NB_ERR_INVALID_ARG, "kv_cache_set_left_padding: pad[%lld] = %lld outside [0, %lld)",
+                                (long long)b, (long long)pad[b], (long long)c->max_len);
+    int64_t *p = c->pad ? c->pad : malloc(sizeof(int64_t) * (size_t)c->batch);
+    if (!p) return nb_set_error(NB_ERR_OOM, "kv_cache_set_left_padding: out of host memory");
+    memcpy(p, pad, sizeof(int64_t) * (size_t)c->batch);
+    c->pad = p;
+    c->pad_dev = nb_tensor_new_unscoped(2, (int64_t[]){c->batch, 1}, NB_I64, nb_device_of(c->k[0]));
+    if (!c->pad_dev || nb_copy_from_host(c->pad_dev, p, sizeof(int64_t) * (size_t)c->batch)) {
+        nb_release(c->pad_dev), c->pad_dev = NULL;
+        free(c->pad), c->pad = NULL;
+        return nb_last_status();
+    }
+    return NB_OK;
 }
 
 int64_t nb_kv_cache_length(const nb_kv_cache *c) {
@@ -493,6 +540,33 @@ static nb_tensor *end_aligned_causal_mask(int64_t T, int64_t P, nb_device dev) {
     return m && (md.type != dev.type || md.index != dev.index) ? nb_to_device(m, dev) : m;
 }
 
+/* A left-padded cache's forward state for T new tokens at cache index P..:
+ * the positions pos[b T + t] = P + t - pad[b] (0 on padding), device int64
+ * [B * T], and the mask bool [B, 1, T, P + T]: key j for the query at index
+ * i = P + t iff pad[b] <= j <= i, or j == i (a padding query sees itself
+ * alone: no row without keys, whose NaN would reach the values). */
+static nb_tensor *padded_state(const nb_kv_cache *c, int64_t T, int64_t P, nb_device dev, nb_tensor **mask) {
+    int64_t B = c->batch, S = P + T;
+    int64_t *pos = malloc(sizeof(int64_t) * (size_t)(B * T));
+    uint8_t *m = malloc((size_t)(B * T * S));
+    nb_tensor *p = NULL;
+    *mask = NULL;
+    if (pos && m) {
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) {
+                int64_t i = P + t;
+                pos[b * T + t] = i >= c->pad[b] ? i - c->pad[b] : 0;
+                for (int64_t j = 0; j < S; j++) m[(b * T + t) * S + j] = (j >= c->pad[b] && j <= i) || j == i;
+            }
+        p = nb_from_data(pos, 1, (int64_t[]){B * T}, NB_I64);
+        *mask = nb_from_data(m, 4, (int64_t[]){B, 1, T, S}, NB_BOOL);
+    } else nb_set_error(NB_ERR_OOM, "decoder: out of host memory");
+    free(pos), free(m);
+    if (p && *mask && (nb_device_of(p).type != dev.type || nb_device_of(p).index != dev.index))
+        p = nb_to_device(p, dev), *mask = nb_to_device(*mask, dev);
+    return p && *mask ? p : NULL;
+}
+
 /* The decoder layers over h, each in its own scope, with the layers' hooks
  * as nb_forward runs them. A layer's intermediates die with it, and so does
  * its input once the next layer has its output (the tape keeps what
@@ -517,7 +591,15 @@ static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cac
     fwd_state st = {.cache = cache, .offset = P};
     nb_device dev = nb_device_of(nb_module_get(c->embed, "weight"));
     nb_tensor *h = nb_forward(c->embed, ids);
-    if (c->s.family == NB_FAMILY_GPT2) {
+    if (cache && cache->pad) { /* positions and mask per sequence */
+        nb_tensor *pos = padded_state(cache, T, P, dev, &st.mask);
+        if (!pos) return NULL;
+        st.per_seq = true;
+        if (c->s.family == NB_FAMILY_GPT2)
+            h = nb_forward(c->drop, nb_add(h, nb_forward(c->pos, nb_reshape(pos, 2, (int64_t[]){nb_size(ids, 0), T}))));
+        else if (nb_rotary_tables_at(c->rotary, pos, &st.cos, &st.sin))
+            return NULL;
+    } else if (c->s.family == NB_FAMILY_GPT2) {
         nb_tensor *pos = nb_arange((double)P, (double)(P + T), 1, NB_I64);
         nb_device pd = pos ? nb_device_of(pos) : dev;
         if (pos && (pd.type != dev.type || pd.index != dev.index)) pos = nb_to_device(pos, dev);
@@ -525,7 +607,7 @@ static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cac
     } else if (nb_nn_rotary_embedding_forward(c->rotary, T, P, &st.cos, &st.sin)) {
         return NULL;
     }
-    if (P > 0 && T > 1 && !(st.mask = end_aligned_causal_mask(T, P, dev))) return NULL;
+    if (!st.per_seq && P > 0 && T > 1 && !(st.mask = end_aligned_causal_mask(T, P, dev))) return NULL;
     h = nb_forward(c->norm, layers_forward(c, h, &st));
     if (h && cache) cache->len += T;
     return h;
@@ -587,10 +669,18 @@ nb_tensor *nb_decoder_step_at(nb_module *m, nb_tensor *ids, nb_kv_cache *cache, 
     bool prev = nb_set_grad_enabled(false);
     nb_scope *s = nb_op_scope_begin();
     fwd_state st = {.cache = cache, .dpos = pos};
-    nb_tensor *h = nb_forward(c->embed, ids), *p2 = nb_reshape(pos, 2, (int64_t[]){1, 1});
-    if (c->s.family == NB_FAMILY_GPT2) h = nb_forward(c->drop, nb_add(h, nb_forward(c->pos, p2)));
-    else if (nb_rotary_tables_at(c->rotary, pos, &st.cos, &st.sin)) h = NULL;
-    st.mask = nb_reshape(nb_le(keys, pos), 2, (int64_t[]){1, cache->max_len}); /* [T = 1, S]: keys <= pos */
+    int64_t B = cache->batch, S = cache->max_len;
+    nb_tensor *h = nb_forward(c->embed, ids), *p = pos, *kr = nb_reshape(keys, 2, (int64_t[]){1, S});
+    if (cache->pad_dev) { /* a left-padded batch: sequence b at position pos - pad[b], keys pad[b] <= j <= pos */
+        p = nb_reshape(nb_sub(pos, cache->pad_dev), 1, (int64_t[]){B});
+        st.per_seq = true;
+        st.mask = nb_reshape(nb_logical_and(nb_le(kr, pos), nb_ge(kr, cache->pad_dev)), 4, (int64_t[]){B, 1, 1, S});
+    } else {
+        st.mask = nb_le(kr, pos); /* [T = 1, S]: keys <= pos */
+    }
+    if (c->s.family == NB_FAMILY_GPT2)
+        h = nb_forward(c->drop, nb_add(h, nb_forward(c->pos, nb_reshape(p, 2, (int64_t[]){cache->pad_dev ? B : 1, 1}))));
+    else if (nb_rotary_tables_at(c->rotary, p, &st.cos, &st.sin)) h = NULL;
     h = h && st.mask ? nb_forward(c->norm, layers_forward(c, h, &st)) : NULL;
     h = nb_scope_return(s, h);
     nb_set_grad_enabled(prev);

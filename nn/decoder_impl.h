@@ -60,19 +60,25 @@ typedef struct nb_decoder_ctx {
 /* The context of a GPT-2 or Llama root module, or NULL (no error set). */
 const nb_decoder_ctx *nb_decoder_ctx_of(const nb_module *m);
 
-/* The rotary tables [1, head_dim/2] at the position held by the int64
- * device tensor pos [1] (the same values as nb_nn_rotary_embedding_forward
- * gives for that offset), for a decode step whose position lives on the
- * device (decoder_layers.c). */
+/* The rotary tables [N, head_dim/2] at the positions held by the int64
+ * device tensor pos [N] (the same values as nb_nn_rotary_embedding_forward
+ * gives for those offsets): a decode step whose position lives on the
+ * device, and sequences at positions of their own (decoder_layers.c). */
 nb_status nb_rotary_tables_at(nb_module *rotary, nb_tensor *pos, nb_tensor **cos, nb_tensor **sin);
 /* One decode step of ids [B, 1] at the position held by the int64 device
  * tensor pos [1] (decoder.c): its keys and values are written into the
  * cache at pos (nb_index_copy_) and attention reads the whole cache under
  * the mask keys <= pos (keys: int64 arange over the cache's length, on the
- * device). Every shape is fixed, nothing is read to the host, and
+ * device); in a left-padded cache sequence b is at position pos - pad[b]
+ * and reads keys pad[b] <= j <= pos. Every shape is fixed, nothing is read to the host, and
  * cache->len is not used or moved: the step can be captured in a CUDA
  * graph and replayed as pos advances on the device (generate.c). Returns
  * the final hidden states [B, 1, H]. */
 nb_tensor *nb_decoder_step_at(nb_module *m, nb_tensor *ids, nb_kv_cache *cache, nb_tensor *pos, nb_tensor *keys);
+
+/* generate.c's checks, shared with generate_batch.c: the options' ranges
+ * (NB_ERR_INVALID_ARG set when false), and whether tok is a stop token. */
+bool nb_generate_options_ok(const nb_generate_options *o);
+bool nb_generate_is_stop(const nb_generate_options *o, int64_t tok);
 
 #endif

@@ -28,7 +28,7 @@ static int by_logit_desc(const void *pa, const void *pb) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
-static bool options_ok(const nb_generate_options *o) {
+bool nb_generate_options_ok(const nb_generate_options *o) {
     if (o->temperature >= 0 && isfinite(o->temperature) && o->top_k >= 0 && o->top_p >= 0 && o->top_p <= 1 &&
         o->n_stop_tokens >= 0 && (o->n_stop_tokens == 0 || o->stop_tokens))
         return true;
@@ -41,7 +41,7 @@ static bool options_ok(const nb_generate_options *o) {
 
 int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_options *o) {
     if (!logits || n < 1 || !o) return nb_set_error(NB_ERR_INVALID_ARG, "sample_logits: needs logits and n >= 1"), -1;
-    if (!options_ok(o)) return -1;
+    if (!nb_generate_options_ok(o)) return -1;
     int64_t best = -1;
     for (int64_t i = 0; i < n; i++)
         if (!isnan(logits[i]) && logits[i] > -INFINITY && (best < 0 || logits[i] > logits[best])) best = i;
@@ -92,7 +92,7 @@ static bool last_logits(nb_module *m, nb_tensor *hidden, float *out, int64_t V) 
     return l && nb_to_host(l, out, sizeof(float) * (size_t)V) == NB_OK;
 }
 
-static bool is_stop(const nb_generate_options *o, int64_t tok) {
+bool nb_generate_is_stop(const nb_generate_options *o, int64_t tok) {
     for (int i = 0; i < o->n_stop_tokens; i++)
         if (o->stop_tokens[i] == tok) return true;
     return false;
@@ -120,7 +120,7 @@ static int64_t generate_loop(nb_module *m, const nb_decoder_ctx *c, const int64_
         }
         if (n < cap) out[n] = tok;
         n++;
-        if ((o->callback && !o->callback(o->user, tok)) || is_stop(o, tok) || n == o->max_new_tokens ||
+        if ((o->callback && !o->callback(o->user, tok)) || nb_generate_is_stop(o, tok) || n == o->max_new_tokens ||
             n_prompt + n >= total)
             break;
         s = nb_op_scope_begin();
@@ -161,7 +161,7 @@ static bool emit(const nb_generate_options *o, int64_t tok, int64_t *out, int64_
                  int64_t total) {
     if (*n < cap) out[*n] = tok;
     (*n)++;
-    return !((o->callback && !o->callback(o->user, tok)) || is_stop(o, tok) || *n == o->max_new_tokens ||
+    return !((o->callback && !o->callback(o->user, tok)) || nb_generate_is_stop(o, tok) || *n == o->max_new_tokens ||
              n_prompt + *n >= total);
 }
 
@@ -225,7 +225,7 @@ int64_t nb_generate(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t 
         return nb_set_error(NB_ERR_INVALID_ARG, "generate: needs a prompt of n_prompt >= 1 ids (got %lld), "
                                                 "max_new_tokens %lld >= 0 and an output of cap %lld >= 0",
                             (long long)n_prompt, (long long)o.max_new_tokens, (long long)cap), -1;
-    if (!options_ok(&o)) return -1;
+    if (!nb_generate_options_ok(&o)) return -1;
     for (int64_t i = 0; i < n_prompt; i++)
         if (ids[i] < 0 || ids[i] >= c->s.vocab)
             return nb_set_error(NB_ERR_INVALID_ARG, "generate: prompt id %lld at %lld is outside [0, %lld)",

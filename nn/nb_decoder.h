@@ -198,6 +198,16 @@ int64_t nb_kv_cache_length(const nb_kv_cache *c);
 /* Forgets the tokens at positions >= length (transformers' DynamicCache.crop;
  * 0 empties it). Errors: NB_ERR_INVALID_ARG (length outside [0, current]). */
 nb_status nb_kv_cache_crop(nb_kv_cache *c, int64_t length);
+/* Marks the cache's sequences as left-padded (a batch of prompts of
+ * different lengths, as transformers pads for generation): sequence b's
+ * first pad[b] cache positions hold padding, its tokens take positions 0,
+ * 1, .. from index pad[b] (rotary angles, GPT-2's position embeddings), and
+ * attention never reads a padding key. pad has batch_size entries in [0,
+ * max_length); NULL clears the padding. nb_causal_lm_hidden then feeds every
+ * sequence the same number of tokens (the padding ids: any valid id).
+ * Errors: NB_ERR_INVALID_ARG (c NULL, pad out of range), NB_ERR_STATE (the
+ * cache holds tokens), NB_ERR_OOM. */
+nb_status nb_kv_cache_set_left_padding(nb_kv_cache *c, const int64_t *pad);
 
 /* Whether m is a GPT-2 or Llama model of this header. */
 bool nb_is_causal_lm(const nb_module *m);
@@ -259,6 +269,27 @@ typedef struct nb_generate_options {
  * the forward's errors). */
 int64_t nb_generate(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t *out, int64_t cap,
                     nb_generate_options opts);
+
+/* Called by nb_generate_batch with each sequence's new token; return false to stop that sequence. */
+typedef bool (*nb_batch_token_callback)(void *user, int64_t seq, int64_t token);
+
+/* nb_generate over a batch: prompts[b][0..n_prompt[b]) (each >= 1 ids) for
+ * b < batch, left-padded in one KV cache (nb_kv_cache_set_left_padding) and
+ * decoded together, one forward of [batch, 1] per step. Sequence b's new
+ * tokens go to out[b * cap .. b * cap + min(n_new[b], cap)) and to
+ * callback(user, b, token) (opts.callback must be NULL); each sequence stops
+ * on its own (max_new_tokens, a stop token, the callback's false, the
+ * model's longest sequence; the cache's length counts from the longest
+ * prompt, so beside it a shorter one stops there too) while the others go on. Greedy decoding gives
+ * each sequence the tokens nb_generate gives it alone (up to the rounding
+ * of batched products); sampling draws from opts.gen in sequence order per
+ * step. On a device with CUDA graphs, greedy decoding replays one captured
+ * step as nb_generate does (opts.eager_decode: op by op). Returns the
+ * largest n_new[b], or -1 (NB_ERR_INVALID_ARG: bad arguments, an id out of
+ * range; the forward's errors). */
+int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *prompts, const int64_t *n_prompt,
+                          int64_t *out, int64_t cap, int64_t *n_new, nb_batch_token_callback callback, void *user,
+                          nb_generate_options opts);
 
 /* One sampling step on host logits[0..n): the token generate would pick
  * with these options (temperature, top_k, top_p, gen; one Philox block

@@ -55,6 +55,7 @@
     X(transformer) \
     X(decoder) \
     X(decoder_io) \
+    X(generate_batch) \
     X(nn) \
     X(optim) \
     X(data) \

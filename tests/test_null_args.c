@@ -172,11 +172,13 @@ START_TEST(test_every_public_function_survives_null) {
     NV(nb_kv_cache_free, NULL);
     NI(nb_kv_cache_length, NULL);
     NS(nb_kv_cache_crop, NULL, 0);
+    NS(nb_kv_cache_set_left_padding, NULL, NULL);
     NB(nb_is_causal_lm, NULL);
     NP(nb_causal_lm_hidden, NULL, NULL, NULL);
     NP(nb_causal_lm_head, NULL, NULL);
     NP(nb_causal_lm_forward, NULL, NULL, NULL);
     NI(nb_generate, NULL, NULL, 0, NULL, 0, (nb_generate_options){0});
+    NI(nb_generate_batch, NULL, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, (nb_generate_options){0});
     NI(nb_sample_logits, NULL, 0, NULL);
     NS(nb_hf_config_load, NULL, NULL, NULL, NULL);
     NS(nb_causal_lm_load_weights, NULL, NULL, true, NULL);

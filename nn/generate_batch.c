@@ -1,0 +1,184 @@
+/* generate_batch.c - nb_generate over a batch of prompts of different
+ * lengths: the prompts left-padded to the longest in one KV cache
+ * (nb_kv_cache_set_left_padding gives each sequence its own positions and
+ * keeps padding out of attention), one prefill of [B, P], then one forward
+ * of [B, 1] per step for every sequence; a sequence that has stopped keeps
+ * feeding its last token, whose outputs are dropped. Greedy picks are the
+ * device's argmax of each row (only B tokens read back per step); sampling
+ * reads the logits and draws per sequence, in sequence order. Greedy
+ * decoding on a device with CUDA graphs captures the step (as generate.c
+ * does for one sequence): the token, the cache index and the padding live
+ * on the device, and the step is replayed per token. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "decoder_impl.h"
+#include "nb_autograd.h"
+#include "nb_foreach.h"
+#include "nb_ops.h"
+
+typedef struct batch_run {
+    nb_module *m;
+    const nb_decoder_ctx *c;
+    const nb_generate_options *o;
+    int64_t B, V, P, total; /* sequences, vocabulary, padded prompt length, cache length */
+    const int64_t *n_prompt;
+    int64_t *out, cap, *n_new;
+    nb_batch_token_callback callback;
+    void *user;
+    bool *done;
+    int64_t *tok;   /* [B]: each sequence's latest token */
+    float *logits;  /* [B, V] when sampling, else NULL */
+} batch_run;
+
+/* The next token of every sequence from hidden [B, T, H] (its last
+ * position) into r->tok: the device's argmax (greedy) or a host draw. */
+static bool next_tokens(batch_run *r, nb_tensor *hidden) {
+    if (!hidden) return false;
+    int64_t T = nb_size(hidden, 1);
+    nb_tensor *l = nb_to_dtype(nb_causal_lm_head(r->m, nb_narrow(hidden, 1, T - 1, 1)), NB_F32); /* [B, 1, V] */
+    if (!r->logits) {
+        nb_tensor *a = nb_argmax(l, -1, false); /* [B, 1] */
+        return a && nb_to_host(a, r->tok, sizeof(int64_t) * (size_t)r->B) == NB_OK;
+    }
+    if (!l || nb_to_host(l, r->logits, sizeof(float) * (size_t)(r->B * r->V))) return false;
+    for (int64_t b = 0; b < r->B; b++) {
+        if (r->done[b]) continue;
+        int64_t t = nb_sample_logits(r->logits + b * r->V, r->V, r->o);
+        if (t < 0) return false;
+        r->tok[b] = t;
+    }
+    return true;
+}
+
+/* Hands each running sequence its token; false once every sequence has stopped. */
+static bool emit_all(batch_run *r) {
+    bool any = false;
+    for (int64_t b = 0; b < r->B; b++) {
+        if (r->done[b]) continue;
+        int64_t t = r->tok[b], n = r->n_new[b];
+        if (n < r->cap) r->out[b * r->cap + n] = t;
+        r->n_new[b] = ++n;
+        r->done[b] = (r->callback && !r->callback(r->user, b, t)) || nb_generate_is_stop(r->o, t) ||
+                     n == r->o->max_new_tokens || r->P + n >= r->total || r->n_prompt[b] + n >= r->c->s.max_positions;
+        any |= !r->done[b];
+    }
+    return any;
+}
+
+/* The captured greedy step: ids [B, 1] in, the argmax tokens out into ids, the cache index pos [1] advanced. */
+typedef struct batch_graph {
+    nb_tensor *ids, *pos, *keys;
+} batch_graph;
+
+static bool graph_step(batch_run *r, nb_kv_cache *cache, batch_graph *d) {
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *h = nb_decoder_step_at(r->m, d->ids, cache, d->pos, d->keys);
+    nb_tensor *tok = nb_argmax(nb_to_dtype(nb_causal_lm_head(r->m, h), NB_F32), -1, false); /* [B, 1] */
+    nb_tensor *next = nb_add_scalar(d->pos, 1);
+    bool ok = tok && next && !nb_copy_(d->ids, tok) && !nb_copy_(d->pos, next);
+    nb_scope_end(s);
+    return ok;
+}
+
+/* The decode steps after the prefill, eager or (greedy, graphs) captured; r->tok holds the first tokens. */
+static bool decode(batch_run *r, nb_kv_cache *cache, bool graphs, nb_device dev) {
+    batch_graph d = {0};
+    nb_graph *g = NULL;
+    bool ok = true;
+    if (graphs) {
+        d.ids = nb_tensor_new_unscoped(2, (int64_t[]){r->B, 1}, NB_I64, dev);
+        d.pos = nb_tensor_new_unscoped(1, (int64_t[]){1}, NB_I64, dev);
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *k = nb_arange(0, (double)r->total, 1, NB_I64);
+        if (k && (nb_device_of(k).type != dev.type || nb_device_of(k).index != dev.index)) k = nb_to_device(k, dev);
+        if (k) nb_retain(k), d.keys = k;
+        nb_scope_end(s);
+        ok = d.ids && d.pos && d.keys && !nb_copy_from_host(d.ids, r->tok, sizeof(int64_t) * (size_t)r->B) &&
+             !nb_copy_from_host(d.pos, &r->P, sizeof r->P);
+    }
+    for (bool first = true, more = true; ok && more; first = false) {
+        if (graphs) {
+            ok = (g ? nb_graph_replay(g) == NB_OK : graph_step(r, cache, &d)) &&
+                 nb_to_host(d.ids, r->tok, sizeof(int64_t) * (size_t)r->B) == NB_OK;
+        } else {
+            nb_scope *s = nb_op_scope_begin();
+            nb_tensor *next = nb_from_data(r->tok, 2, (int64_t[]){r->B, 1}, NB_I64);
+            ok = next_tokens(r, nb_causal_lm_hidden(r->m, next, cache));
+            nb_scope_end(s);
+        }
+        if (ok) more = emit_all(r);
+        if (graphs && ok && more && first) { /* capture the step once it has run eagerly */
+            if (nb_graph_capture_begin(dev) == NB_OK) {
+                bool stepped = graph_step(r, cache, &d);
+                g = nb_graph_capture_end(dev);
+                if (!stepped || !g) nb_graph_free(g), g = NULL;
+            }
+            nb_clear_error(); /* a failed capture: the steps stay eager */
+        }
+    }
+    nb_graph_free(g);
+    nb_release(d.ids), nb_release(d.pos), nb_release(d.keys);
+    return ok;
+}
+
+int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *prompts, const int64_t *n_prompt,
+                          int64_t *out, int64_t cap, int64_t *n_new, nb_batch_token_callback callback, void *user,
+                          nb_generate_options o) {
+    const nb_decoder_ctx *c = nb_decoder_ctx_of(m);
+    if (!c) return nb_set_error(NB_ERR_INVALID_ARG, "generate_batch: module is %s, not a GPT-2 or Llama model",
+                                m ? nb_module_kind(m) : "NULL"), -1;
+    if (batch < 1 || !prompts || !n_prompt || !n_new || o.max_new_tokens < 0 || cap < 0 || (cap > 0 && !out) ||
+        o.callback)
+        return nb_set_error(NB_ERR_INVALID_ARG, "generate_batch: needs batch %lld >= 1 prompts with their lengths and "
+                                                "n_new, max_new_tokens %lld >= 0, an output of cap %lld >= 0, and "
+                                                "the per-sequence callback argument instead of opts.callback",
+                            (long long)batch, (long long)o.max_new_tokens, (long long)cap), -1;
+    if (!nb_generate_options_ok(&o)) return -1;
+    int64_t P = 0, limit = c->s.max_positions;
+    for (int64_t b = 0; b < batch; b++) {
+        if (!prompts[b] || n_prompt[b] < 1 || n_prompt[b] > limit)
+            return nb_set_error(NB_ERR_INVALID_ARG, "generate_batch: prompt %lld needs 1 to %lld ids (got %lld)",
+                                (long long)b, (long long)limit, (long long)n_prompt[b]), -1;
+        for (int64_t i = 0; i < n_prompt[b]; i++)
+            if (prompts[b][i] < 0 || prompts[b][i] >= c->s.vocab)
+                return nb_set_error(NB_ERR_INVALID_ARG, "generate_batch: prompt %lld's id %lld at %lld is outside "
+                                                        "[0, %lld)", (long long)b, (long long)prompts[b][i],
+                                    (long long)i, (long long)c->s.vocab), -1;
+        P = n_prompt[b] > P ? n_prompt[b] : P;
+    }
+    memset(n_new, 0, sizeof(int64_t) * (size_t)batch);
+    if (o.max_new_tokens == 0 || P == limit) return 0;
+    batch_run r = {m, c, &o, batch, c->s.vocab, P, o.max_new_tokens < limit - P ? P + o.max_new_tokens : limit,
+                   n_prompt, out, cap, n_new, callback, user, calloc((size_t)batch, sizeof(bool)),
+                   malloc(sizeof(int64_t) * (size_t)batch), NULL};
+    int64_t *ids = malloc(sizeof(int64_t) * (size_t)(batch * P)), *pad = malloc(sizeof(int64_t) * (size_t)batch);
+    bool ok = r.done && r.tok && ids && pad;
+    if (ok && o.temperature > 0) ok = (r.logits = malloc(sizeof(float) * (size_t)(batch * r.V))) != NULL;
+    if (!ok) nb_set_error(NB_ERR_OOM, "generate_batch: out of host memory");
+    for (int64_t b = 0; ok && b < batch; b++) { /* left-padded with the prompt's first id */
+        pad[b] = P - n_prompt[b];
+        for (int64_t i = 0; i < P; i++) ids[b * P + i] = prompts[b][i < pad[b] ? 0 : i - pad[b]];
+        r.done[b] = n_prompt[b] == limit;
+    }
+    bool training = nb_module_is_training(m), prev = nb_set_grad_enabled(false);
+    nb_module_train(m, false); /* decoding runs in eval mode (no dropout), restored after */
+    nb_device dev = nb_device_of(nb_module_get(c->embed, "weight"));
+    nb_kv_cache *cache = ok ? nb_kv_cache_new(m, batch, r.total) : NULL;
+    ok = cache && nb_kv_cache_set_left_padding(cache, pad) == NB_OK;
+    if (ok) {
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){batch, P}, NB_I64);
+        ok = next_tokens(&r, nb_causal_lm_hidden(m, prompt, cache));
+        nb_scope_end(s);
+    }
+    if (ok && emit_all(&r))
+        ok = decode(&r, cache, o.temperature == 0 && !o.eager_decode && nb_graph_supported(dev), dev);
+    nb_kv_cache_free(cache);
+    nb_module_train(m, training);
+    nb_set_grad_enabled(prev);
+    int64_t most = 0;
+    for (int64_t b = 0; b < batch; b++) most = n_new[b] > most ? n_new[b] : most;
+    free(r.done), free(r.tok), free(r.logits), free(ids), free(pad);
+    return ok ? most : -1;
+}

@@ -638,7 +638,9 @@ nb_tensor *nb_causal_lm_hidden(nb_module *m, nb_tensor *ids, nb_kv_cache *cache)
                        (long long)P, cache ? "KV cache" : "model (n_positions)", (long long)limit);
     bool prev = nb_set_grad_enabled(cache ? false : nb_is_grad_enabled());
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *h = nb_scope_return(s, hidden_impl(c, ids, cache));
+    nb_device dev = nb_device_of(nb_module_get(c->embed, "weight")), idev = nb_device_of(ids);
+    if (idev.type != dev.type || idev.index != dev.index) ids = nb_to_device(ids, dev); /* host-made ids */
+    nb_tensor *h = nb_scope_return(s, ids ? hidden_impl(c, ids, cache) : NULL);
     nb_set_grad_enabled(prev);
     return h;
 }

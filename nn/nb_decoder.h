@@ -213,7 +213,7 @@ nb_status nb_kv_cache_set_left_padding(nb_kv_cache *c, const int64_t *pad);
 bool nb_is_causal_lm(const nb_module *m);
 
 /* The final hidden states [B, T, H] (after the last norm) for input_ids
- * [B, T] int64 in [0, V). With cache NULL the tokens are at positions
+ * [B, T] int64 in [0, V) (on any device: copied to the model's). With cache NULL the tokens are at positions
  * 0 .. T-1 and attention is causal. With a cache (batch B) they follow the
  * cache's tokens: their keys and values are written into it, attention
  * covers every cached position (a causal mask, aligned to the end, inside

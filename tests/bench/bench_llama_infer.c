@@ -7,7 +7,7 @@
  *
  *   bench_llama_infer [--config 3.2-1b|tiny] [--contexts 128,4096,100000]
  *                     [--decode N] [--device cpu|cuda|cuda:N] [--threads N]
- *                     [--dtype float32|bfloat16|float16] [--warmup N]
+ *                     [--dtype float32|bfloat16|float16] [--warmup N] [--batch B]
  * --config 3.2-1b is Llama 3.2 1B's config.json (nb_llama_config_3_2_1b);
  * tiny is a 2-layer model for a quick check. --dtype is the model's
  * (parameters and KV cache; float32 by default). Decode runs through
@@ -15,7 +15,9 @@
  * by op with --eager-decode 1; --profile 1 adds the kernel-slot profile
  * (nb_profiler_report) of a prefill and 32 eager decode steps. --warmup N
  * (default 1) untimed prefills run before the timed one (cuDNN compiles its
- * attention kernel for a new shape on first use). Prints per
+ * attention kernel for a new shape on first use). --batch B > 1 decodes B
+ * prompts of the context's length together (nb_generate_batch; the prefill
+ * figure stays batch 1's) and counts B tokens per step. Prints per
  * context:
  *   workload=llama config=... device=... context=C prefill_ms=... prefill_tokens_per_s=...
  *     decode_tokens=N decode_tokens_per_s=... peak_gib=...
@@ -57,9 +59,14 @@ static bool on_token(void *user, int64_t tok) {
     return true;
 }
 
+/* nb_generate_batch's callback: sequence 0's tokens time the steps. */
+static bool on_seq_token(void *user, int64_t seq, int64_t tok) {
+    return seq != 0 || on_token(user, tok);
+}
+
 int main(int argc, char **argv) {
     const char *config = "3.2-1b", *contexts = "128,4096", *device = "cpu", *dtype = "float32";
-    int decode = 32, threads = 0, eager = 0, profile = 0, warmup = 1;
+    int decode = 32, threads = 0, eager = 0, profile = 0, warmup = 1, batch = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--contexts")) contexts = argv[i + 1];
@@ -70,8 +77,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--eager-decode")) eager = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--profile")) profile = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         else return fprintf(stderr, "usage: %s [--config 3.2-1b|tiny] [--contexts A,B,..] [--decode N] "
-                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1] [--warmup N]\n",
+                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1] [--warmup N] [--batch B]\n",
                             argv[0]), 2;
     }
     nb_set_num_threads(threads);
@@ -125,10 +133,24 @@ int main(int argc, char **argv) {
         cache = NULL;
         /* decode: nb_generate's greedy loop (its own prefill, then `decode` timed tokens after the third) */
         timing tm = {0};
-        int64_t got = tok < 0 ? -1
-                              : nb_generate(m, ids, C, NULL, 0,
-                                            (nb_generate_options){.max_new_tokens = decode + 3, .callback = on_token,
-                                                                  .user = &tm, .eager_decode = eager != 0});
+        nb_generate_options go = {.max_new_tokens = decode + 3, .eager_decode = eager != 0};
+        int64_t got = -1;
+        if (tok >= 0 && batch <= 1) {
+            go.callback = on_token, go.user = &tm;
+            got = nb_generate(m, ids, C, NULL, 0, go);
+        } else if (tok >= 0 && C > 0) { /* B prompts: ids rotated by b */
+            int64_t *all = malloc(sizeof(int64_t) * (size_t)(batch * C)), *lens = malloc(sizeof(int64_t) * (size_t)batch);
+            const int64_t **ps = malloc(sizeof(int64_t *) * (size_t)batch);
+            int64_t *n_new = malloc(sizeof(int64_t) * (size_t)batch);
+            if (all && lens && ps && n_new) {
+                for (int b = 0; b < batch; b++) {
+                    for (int64_t i = 0; i < C; i++) all[b * C + i] = ids[(i + b) % C];
+                    ps[b] = all + b * C, lens[b] = C;
+                }
+                got = nb_generate_batch(m, batch, ps, lens, NULL, 0, n_new, on_seq_token, &tm, go);
+            }
+            free(all), free(lens), free(ps), free(n_new);
+        }
         if (got != decode + 3) tok = -1;
         t1 = tm.first;
         double t2 = tm.last;
@@ -136,15 +158,23 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, nb_last_error());
             rc = 1;
         } else
-            printf("workload=llama config=%s dtype=%s device=%s context=%lld warmup=%d prefill_ms=%.1f prefill_tokens_per_s=%.0f "
+            printf("workload=llama config=%s dtype=%s device=%s context=%lld batch=%d warmup=%d prefill_ms=%.1f prefill_tokens_per_s=%.0f "
                    "decode=%s decode_tokens=%d decode_tokens_per_s=%.2f peak_gib=%.2f\n",
-                   config, nb_dtype_name(c.dtype), device, (long long)C, warmup, prefill_ms, (double)C / (prefill_ms * 1e-3),
+                   config, nb_dtype_name(c.dtype), device, (long long)C, batch > 1 ? batch : 1, warmup, prefill_ms, (double)C / (prefill_ms * 1e-3),
                    eager ? "eager" : "generate", decode,
-                   decode / ((t2 - t1) * 1e-3), (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
+                   (batch > 1 ? batch : 1) * decode / ((t2 - t1) * 1e-3), (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
         fflush(stdout);
         if (profile && tok >= 0) { /* where a decode step's device time goes: 32 eager steps after the prefill */
+            nb_generate_options po = {.max_new_tokens = 33, .eager_decode = true};
             nb_profiler_start();
-            nb_generate(m, ids, C, NULL, 0, (nb_generate_options){.max_new_tokens = 33, .eager_decode = true});
+            if (batch <= 1) nb_generate(m, ids, C, NULL, 0, po);
+            else { /* the same prompt B times */
+                const int64_t **ps = malloc(sizeof(int64_t *) * (size_t)batch);
+                int64_t *lens = malloc(sizeof(int64_t) * (size_t)batch), *n_new = malloc(sizeof(int64_t) * (size_t)batch);
+                for (int b = 0; ps && lens && n_new && b < batch; b++) ps[b] = ids, lens[b] = C;
+                if (ps && lens && n_new) nb_generate_batch(m, batch, ps, lens, NULL, 0, n_new, NULL, NULL, po);
+                free(ps), free(lens), free(n_new);
+            }
             nb_profiler_report(stdout);
         }
         nb_kv_cache_free(cache);

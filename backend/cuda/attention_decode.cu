@@ -97,12 +97,10 @@ __global__ void k_dec_combine(Att a, Mat out, int64_t nch, const typename DecAcc
 
 } // namespace
 
-// The split: chunks of at least 64 keys, enough of them to give about eight
-// blocks per SM of a 132-SM GPU (a block's loops wait on memory: more blocks
-// hide it; at two per SM a batch of 32 sequences took 400 us a layer), at
-// most 2048 keys each; the shared memory a block needs.
+// The split: chunks of at least 64 keys, enough of them to give about two
+// blocks per SM, at most 2048 keys each; the shared memory a block needs.
 static void decode_plan(const Att &a, size_t acc_size, int64_t *nch, int64_t *chunk, size_t *smem) {
-    int64_t n = (a.S + 63) / 64, want = (1056 + a.B - 1) / a.B;
+    int64_t n = (a.S + 63) / 64, want = (264 + a.B - 1) / a.B;
     if (n > want) n = want > 0 ? want : 1;
     int64_t c = (a.S + n - 1) / n;
     if (c > 2048) c = 2048;

@@ -20,7 +20,8 @@
  * figure stays batch 1's) and counts B tokens per step. Prints per
  * context:
  *   workload=llama config=... device=... context=C prefill_ms=... prefill_tokens_per_s=...
- *     decode_tokens=N decode_tokens_per_s=... peak_gib=...
+ *     decode_tokens=N decode_tokens_per_s=... prefill_peak_gib=... peak_gib=...
+ * (the device's peak allocation after the prefill, and after decoding too)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,10 +106,11 @@ int main(int argc, char **argv) {
     for (const char *p = contexts; rc == 0 && *p;) {
         int64_t C = strtoll(p, (char **)&p, 10);
         if (*p == ',') p++;
-        nb_kv_cache *cache = C > 0 ? nb_kv_cache_new(m, 1, C + decode) : NULL;
+        nb_kv_cache *cache = NULL; /* made after the warm-up's, so that the two never coexist (peak memory) */
         int64_t *ids = malloc(sizeof(int64_t) * (size_t)(C > 0 ? C : 1));
-        if (!cache || !ids) {
-            fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, nb_last_error());
+        if (C < 1 || !ids) {
+            fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, ids ? "must be >= 1" : "out of memory");
+            free(ids);
             rc = 1;
             break;
         }
@@ -123,11 +125,17 @@ int main(int argc, char **argv) {
             nb_scope_end(s);
             nb_kv_cache_free(wc);
         }
-        if (rc) break;
+        if (rc || !(cache = nb_kv_cache_new(m, 1, C + decode))) {
+            if (!rc) fprintf(stderr, "bench_llama_infer: context %lld: %s\n", (long long)C, nb_last_error());
+            free(ids);
+            rc = 1;
+            break;
+        }
         nb_scope *s = nb_scope_begin();
         double t0 = now_ms();
         int64_t tok = next_token(m, nb_causal_lm_hidden(m, nb_from_data(ids, 2, (int64_t[]){1, C}, NB_I64), cache));
         double t1 = now_ms(), prefill_ms = t1 - t0;
+        double prefill_peak = (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30);
         nb_scope_end(s);
         nb_kv_cache_free(cache);
         cache = NULL;
@@ -159,10 +167,10 @@ int main(int argc, char **argv) {
             rc = 1;
         } else
             printf("workload=llama config=%s dtype=%s device=%s context=%lld batch=%d warmup=%d prefill_ms=%.1f prefill_tokens_per_s=%.0f "
-                   "decode=%s decode_tokens=%d decode_tokens_per_s=%.2f peak_gib=%.2f\n",
+                   "decode=%s decode_tokens=%d decode_tokens_per_s=%.2f prefill_peak_gib=%.2f peak_gib=%.2f\n",
                    config, nb_dtype_name(c.dtype), device, (long long)C, batch > 1 ? batch : 1, warmup, prefill_ms, (double)C / (prefill_ms * 1e-3),
                    eager ? "eager" : "generate", decode,
-                   (batch > 1 ? batch : 1) * decode / ((t2 - t1) * 1e-3), (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
+                   (batch > 1 ? batch : 1) * decode / ((t2 - t1) * 1e-3), prefill_peak, (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
         fflush(stdout);
         if (profile && tok >= 0) { /* where a decode step's device time goes: 32 eager steps after the prefill */
             nb_generate_options po = {.max_new_tokens = 33, .eager_decode = true};

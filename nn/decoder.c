@@ -490,15 +490,15 @@ nb_status nb_kv_cache_set_left_padding(nb_kv_cache *c, const int64_t *pad) {
     if (c->len)
         return nb_set_error(NB_ERR_STATE, "kv_cache_set_left_padding: the cache holds %lld tokens (crop it to 0 first)",
                             (long long)c->len);
+    for (int64_t b = 0; pad && b < c->batch; b++)
+        if (pad[b] < 0 || pad[b] >= c->max_len)
+            return nb_set_error(NB_ERR_INVALID_ARG, "kv_cache_set_left_padding: pad[%lld] = %lld outside [0, %lld)",
+                                (long long)b, (long long)pad[b], (long long)c->max_len);
     nb_release(c->pad_dev), c->pad_dev = NULL;
     if (!pad) {
         free(c->pad), c->pad = NULL;
         return NB_OK;
     }
-    for (int64_t b = 0; b < c->batch; b++)
-        if (pad[b] < 0 || pad[b] >= c->max_len)
-            return nb_set_error(NB_ERR_INVALID_ARG, "kv_cache_set_left_padding: pad[%lld] = %lld outside [0, %lld)",
-                                (long long)b, (long long)pad[b], (long long)c->max_len);
     int64_t *p = c->pad ? c->pad : malloc(sizeof(int64_t) * (size_t)c->batch);
     if (!p) return nb_set_error(NB_ERR_OOM, "kv_cache_set_left_padding: out of host memory");
     memcpy(p, pad, sizeof(int64_t) * (size_t)c->batch);

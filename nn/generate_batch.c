@@ -1,7 +1,8 @@
 /* generate_batch.c - nb_generate over a batch of prompts of different
  * lengths: the prompts left-padded to the longest in one KV cache
  * (nb_kv_cache_set_left_padding gives each sequence its own positions and
- * keeps padding out of attention), one prefill of [B, P], then one forward
+ * keeps padding out of attention through a [B, 1, T, S] mask, built on the
+ * host; prompts of one length need none), one prefill of [B, P], then one forward
  * of [B, 1] per step for every sequence; a sequence that has stopped keeps
  * feeding its last token, whose outputs are dropped. Greedy picks are the
  * device's argmax of each row (only B tokens read back per step); sampling
@@ -164,8 +165,10 @@ int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *pro
     bool training = nb_module_is_training(m), prev = nb_set_grad_enabled(false);
     nb_module_train(m, false); /* decoding runs in eval mode (no dropout), restored after */
     nb_device dev = nb_device_of(nb_module_get(c->embed, "weight"));
+    bool padded = false; /* prompts of one length: no padding, so no mask (the prefill stays causal) */
+    for (int64_t b = 0; ok && b < batch; b++) padded |= pad[b] > 0;
     nb_kv_cache *cache = ok ? nb_kv_cache_new(m, batch, r.total) : NULL;
-    ok = cache && nb_kv_cache_set_left_padding(cache, pad) == NB_OK;
+    ok = cache && (!padded || nb_kv_cache_set_left_padding(cache, pad) == NB_OK);
     if (ok) {
         nb_scope *s = nb_op_scope_begin();
         nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){batch, P}, NB_I64);

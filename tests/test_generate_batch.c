@@ -75,6 +75,13 @@ START_TEST(test_left_padding_forward) {
             ck_rows_close(nb_narrow(h1, 0, b, 1), want, 1e-5);
             nb_kv_cache_free(one);
         }
+        /* the static decode step (what a captured greedy batch replays) on a second padded cache: the same logits */
+        nb_kv_cache *d = nb_kv_cache_new(m, 3, 12);
+        NB_CK_OK(nb_kv_cache_set_left_padding(d, pad));
+        NB_CK_NOTNULL(nb_causal_lm_hidden(m, nb_from_data(ids, 2, (int64_t[]){3, 7}, NB_I64), d));
+        nb_tensor *pos = nb_from_data((int64_t[]){7}, 1, (int64_t[]){1}, NB_I64), *keys = nb_arange(0, 12, 1, NB_I64);
+        ck_rows_close(nb_decoder_step_at(m, nb_from_data(next, 2, (int64_t[]){3, 1}, NB_I64), d, pos, keys), h1, 1e-5);
+        nb_kv_cache_free(d);
         NB_CK_FAILS(nb_kv_cache_set_left_padding(c, pad) == NB_OK, NB_ERR_STATE); /* it holds tokens */
         NB_CK_OK(nb_kv_cache_crop(c, 0));
         NB_CK_FAILS(nb_kv_cache_set_left_padding(c, (int64_t[]){0, 12, 0}) == NB_OK, NB_ERR_INVALID_ARG);
@@ -119,23 +126,22 @@ static void check_matches_alone(nb_device dev) {
                                   "alone %lld", llama ? "llama" : "gpt2", dev.type == NB_DEVICE_CUDA ? "cuda" : "cpu",
                                   eager, b, i, (long long)out[b * 10 + i], (long long)alone[b][i]);
             }
-            /* sequence 0 stops at its 4th token (a stop token), sequence 1 after 2 (the callback) */
-            int64_t stop = alone[0][3], want0 = 4;
-            for (int i = 0; i < 3; i++)
-                if (alone[0][i] == stop) want0 = i + 1;
+            /* a stop token (sequence 0's 4th) ends each sequence at its first one, the callback sequence 1
+               after 2 tokens */
+            int64_t stop = alone[0][3], most = 0;
             stopper st = {1, 2, 0};
             o.stop_tokens = &stop, o.n_stop_tokens = 1;
             int64_t got = nb_generate_batch(m, 3, PROMPTS, LENS, out, 10, n_new, stop_one, &st, o);
-            ck_assert_int_eq(n_new[0], want0);
-            ck_assert_int_eq(n_new[1], 2);
             for (int b = 0; b < 3; b++) {
-                int64_t want = b == 0 ? want0 : b == 1 ? 2 : 10;
+                int64_t want = b == 1 ? 2 : 10;
                 for (int i = 0; i < 10; i++)
-                    if (alone[b][i] == stop && b != 1) want = want < i + 1 ? want : i + 1;
+                    if (alone[b][i] == stop) want = want < i + 1 ? want : i + 1;
                 ck_assert_int_eq(n_new[b], want);
                 for (int i = 0; i < n_new[b]; i++) ck_assert_int_eq(out[b * 10 + i], alone[b][i]);
+                most = want > most ? want : most;
             }
-            ck_assert_int_eq(got, n_new[0] > n_new[2] ? n_new[0] : n_new[2]);
+            ck_assert_int_le(n_new[0], 4);
+            ck_assert_int_eq(got, most);
         }
         nb_module_free(m);
     }

@@ -13,10 +13,13 @@
 // without the graph's handle; scalars go by value (host pointers at
 // execution). Plans are cached per shape, strides and dtype (cuDNN compiles
 // the kernel at finalisation); engines whose numerical notes say
-// nondeterministic are skipped. Where cuDNN declines a problem (head size
-// not a multiple of 8, misaligned views, a mask, dropout) the caller runs
-// attention.cu's other paths; NB_CUDA_ATTENTION=cudnn makes a decline an
-// error instead (the tests' way to know this path ran).
+// nondeterministic are skipped. Where this path does not apply (head size
+// not a multiple of 8, misaligned views, a mask, dropout) or cuDNN has no
+// engine, the caller runs attention.cu's other paths; with
+// NB_CUDA_ATTENTION=cudnn, a problem this path takes that cuDNN cannot run
+// is an error instead (the tests' way to know cuDNN ran). Plans are never
+// evicted (a captured CUDA graph may hold a plan's kernel): past MAX_PLANS
+// shapes, new ones run the other paths.
 #include <cudnn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -29,12 +32,14 @@ extern "C" cudnnHandle_t nb_cuda_cudnn(nb_backend *be); // cuda_backend.cu
 namespace nbc {
 namespace {
 
-constexpr int MAX_PLANS = 256; // shapes kept; past it the oldest plan is dropped
+constexpr int MAX_PLANS = 1024; // shapes kept
 constexpr int MAX_DESC = 80;   // descriptors of one plan (the causal graph with 4 configs: 57)
 
-// What a plan depends on. All int64: no struct padding for memcmp.
+// What a plan depends on, its handle included (plans are cached per
+// handle, as PyTorch caches its cuDNN graphs per thread). All int64: no
+// struct padding for memcmp.
 struct Key {
-    int64_t dev, dt, causal, b1, b2, L, S, E, Ev;
+    int64_t handle, dev, dt, causal, b1, b2, L, S, E, Ev;
     int64_t st[4][3]; // q, k, v, out: batch, head and row strides
 };
 
@@ -50,7 +55,7 @@ struct Plan {
 
 pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
 Plan *plans[MAX_PLANS];
-int n_plans, next_evict;
+int n_plans;
 
 void plan_free(Plan *p) {
     if (!p) return;
@@ -266,21 +271,31 @@ void plan_build(cudnnHandle_t h, Plan *p) {
     }
 }
 
-// The cached plan of k, built on a miss (a plan with no engine is cached
-// too: the heuristics run once per shape). Called under plans_lock. NULL
-// with NB_ERR_OOM set.
-Plan *plan_get(cudnnHandle_t h, const Key &k) {
+// Whether a failed build says the problem is unsupported (kept: the
+// heuristics run once per shape), not a passing condition such as memory.
+bool lasting(const Plan *p) {
+    int cat = CUDNN_STATUS_CATEGORY((int)p->why);
+    return p->why == CUDNN_STATUS_SUCCESS || cat == CUDNN_STATUS_NOT_SUPPORTED || cat == CUDNN_STATUS_BAD_PARAM;
+}
+
+// The cached plan of k, built on a miss; *owned when the caller must free
+// it (a failure that may pass: the next call builds again). Called under
+// plans_lock. NULL with the cache full (*oom false) or NB_ERR_OOM set (*oom).
+Plan *plan_get(cudnnHandle_t h, const Key &k, bool *owned, bool *oom) {
+    *owned = *oom = false;
     for (int i = 0; i < n_plans; i++)
         if (!memcmp(&plans[i]->key, &k, sizeof k)) return plans[i];
+    if (n_plans == MAX_PLANS) return nullptr;
     Plan *p = (Plan *)calloc(1, sizeof(Plan));
     if (!p) {
+        *oom = true;
         nb_set_error(NB_ERR_OOM, "attention: out of host memory for a cuDNN plan");
         return nullptr;
     }
     p->key = k;
     plan_build(h, p);
-    if (n_plans < MAX_PLANS) plans[n_plans++] = p;
-    else plan_free(plans[next_evict]), plans[next_evict] = p, next_evict = (next_evict + 1) % MAX_PLANS;
+    if (p->plan || lasting(p)) plans[n_plans++] = p;
+    else *owned = true;
     return p;
 }
 
@@ -323,6 +338,7 @@ nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
     if (!fits) return NB_OK;
     cudnnHandle_t h = nb_cuda_cudnn(be);
     if (!h) return required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
+    key.handle = (int64_t)(uintptr_t)h;
     // the lse as cuDNN writes it: float32 [B, L], 16-byte aligned (else through scratch)
     Scratch lse_buf, ws;
     const size_t lse_bytes = sizeof(float) * (size_t)(a.B * a.L);
@@ -331,10 +347,16 @@ nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
         if (!lse_buf.alloc(be, lse_bytes)) return nb_last_status();
         lse_dst = lse_buf.ptr;
     }
-    pthread_mutex_lock(&plans_lock); // held while the plan runs: eviction may free it
-    Plan *p = plan_get(h, key);
-    nb_status st = p ? NB_OK : nb_last_status();
-    if (p && !p->plan && required())
+    pthread_mutex_lock(&plans_lock); // one thread builds or runs a plan at a time
+    bool owned, oom;
+    Plan *p = plan_get(h, key, &owned, &oom);
+    if (!p) {
+        pthread_mutex_unlock(&plans_lock);
+        if (oom) return NB_ERR_OOM;
+        return required() ? nb_set_error(NB_ERR_DEVICE, "%s: the cuDNN plan cache is full", op) : NB_OK;
+    }
+    nb_status st = NB_OK;
+    if (!p->plan && required())
         st = nb_set_error(NB_ERR_DEVICE,
                           "%s: cuDNN has no fused attention engine for this problem (%lld configs; last status: %s)",
                           op, (long long)p->ncfg, cudnnGetErrorString(p->why));
@@ -360,6 +382,7 @@ nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
                               cudnnGetErrorString(cs));
         else *ran = true;
     } else if (!st && p->plan) st = nb_last_status(); // the workspace allocation
+    if (owned) plan_free(p);
     pthread_mutex_unlock(&plans_lock);
     if (!st && *ran && lse_dst != lse)
         NBC_TRY(op, cudaMemcpyAsync(lse, lse_dst, lse_bytes, cudaMemcpyDeviceToDevice, stream_of(be)));

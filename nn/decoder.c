@@ -540,31 +540,23 @@ static nb_tensor *end_aligned_causal_mask(int64_t T, int64_t P, nb_device dev) {
     return m && (md.type != dev.type || md.index != dev.index) ? nb_to_device(m, dev) : m;
 }
 
-/* A left-padded cache's forward state for T new tokens at cache index P..:
- * the positions pos[b T + t] = P + t - pad[b] (0 on padding), device int64
- * [B * T], and the mask bool [B, 1, T, P + T]: key j for the query at index
- * i = P + t iff pad[b] <= j <= i, or j == i (a padding query sees itself
- * alone: no row without keys, whose NaN would reach the values). */
+/* A left-padded cache's forward state for T new tokens at cache index P..,
+ * built on the device from the padding (pad_dev [B, 1]): the positions
+ * pos[b T + t] = P + t - pad[b] (0 on padding), int64 [B * T], and the mask
+ * bool [B, 1, T, P + T]: key j for the query at index i = P + t iff pad[b]
+ * <= j <= i, or j == i (a padding query sees itself alone: no row without
+ * keys, whose NaN would reach the values). */
 static nb_tensor *padded_state(const nb_kv_cache *c, int64_t T, int64_t P, nb_device dev, nb_tensor **mask) {
     int64_t B = c->batch, S = P + T;
-    int64_t *pos = malloc(sizeof(int64_t) * (size_t)(B * T));
-    uint8_t *m = malloc((size_t)(B * T * S));
-    nb_tensor *p = NULL;
-    *mask = NULL;
-    if (pos && m) {
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < T; t++) {
-                int64_t i = P + t;
-                pos[b * T + t] = i >= c->pad[b] ? i - c->pad[b] : 0;
-                for (int64_t j = 0; j < S; j++) m[(b * T + t) * S + j] = (j >= c->pad[b] && j <= i) || j == i;
-            }
-        p = nb_from_data(pos, 1, (int64_t[]){B * T}, NB_I64);
-        *mask = nb_from_data(m, 4, (int64_t[]){B, 1, T, S}, NB_BOOL);
-    } else nb_set_error(NB_ERR_OOM, "decoder: out of host memory");
-    free(pos), free(m);
-    if (p && *mask && (nb_device_of(p).type != dev.type || nb_device_of(p).index != dev.index))
-        p = nb_to_device(p, dev), *mask = nb_to_device(*mask, dev);
-    return p && *mask ? p : NULL;
+    nb_tensor *idx = nb_arange((double)P, (double)S, 1, NB_I64), *keys = nb_arange(0, (double)S, 1, NB_I64);
+    if (idx && (nb_device_of(idx).type != dev.type || nb_device_of(idx).index != dev.index))
+        idx = nb_to_device(idx, dev), keys = nb_to_device(keys, dev);
+    nb_tensor *rows = nb_reshape(idx, 4, (int64_t[]){1, 1, T, 1}), *cols = nb_reshape(keys, 4, (int64_t[]){1, 1, 1, S});
+    nb_tensor *pad = nb_reshape(c->pad_dev, 4, (int64_t[]){B, 1, 1, 1});
+    *mask = nb_logical_or(nb_logical_and(nb_ge(cols, pad), nb_le(cols, rows)), nb_eq(cols, rows));
+    nb_tensor *pos = nb_sub(nb_reshape(idx, 2, (int64_t[]){1, T}), c->pad_dev); /* [B, T] */
+    pos = nb_maximum(pos, nb_zeros_like(pos));
+    return *mask ? nb_reshape(pos, 1, (int64_t[]){B * T}) : NULL;
 }
 
 /* The decoder layers over h, each in its own scope, with the layers' hooks

@@ -1,9 +1,9 @@
 /* generate_batch.c - nb_generate over a batch of prompts of different
  * lengths: the prompts left-padded to the longest in one KV cache
  * (nb_kv_cache_set_left_padding gives each sequence its own positions and
- * keeps padding out of attention through a [B, 1, T, S] mask, built on the
- * host; prompts of one length need none), one prefill of [B, P], then one forward
- * of [B, 1] per step for every sequence; a sequence that has stopped keeps
+ * keeps padding out of attention through a [B, 1, T, S] mask; prompts of
+ * one length need none), one prefill of [B, P], then one forward of
+ * [B, 1] per step for every sequence; a sequence that has stopped keeps
  * feeding its last token, whose outputs are dropped. Greedy picks are the
  * device's argmax of each row (only B tokens read back per step); sampling
  * reads the logits and draws per sequence, in sequence order. Greedy

@@ -49,6 +49,15 @@ void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double a
     free(got);
 }
 
+void nb_ck_close_to(const nb_tensor *got, const nb_tensor *want, double atol) {
+    NB_CK_NOTNULL(got);
+    NB_CK_NOTNULL(want);
+    ck_assert_int_eq(nb_numel(got), nb_numel(want));
+    double *e = nb_test_values_of(want);
+    nb_ck_close(got, e, nb_numel(want), atol, 0);
+    free(e);
+}
+
 void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape) {
     NB_CK_NOTNULL(t);
     ck_assert_int_eq(nb_dim(t), ndim);

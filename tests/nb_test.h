@@ -29,7 +29,6 @@ double nb_test_value(const char *kind, int64_t i);
 int64_t nb_test_values(const nb_tensor *t, double *out, int64_t n);
 /* All of t's values as doubles in a malloc'd array (the caller frees it). */
 double *nb_test_values_of(const nb_tensor *t);
-/* Asserts every element of t is within atol + rtol*|expected| of expected. */
 /* tests/interop/<name>: found from the cwd (the repository root) or from
  * the test binary (build/tests/, with __FILE__ relative to build/); false
  * when neither has it. */
@@ -49,7 +48,11 @@ void nb_test_write_file(const char *path, const void *data, size_t n);
 int nb_test_limit_address_space(size_t extra);
 /* Removes the directory tree dir (rm -rf), asserting it went. */
 void nb_test_rmtree(const char *dir);
+/* Asserts every element of t is within atol + rtol*|expected| of expected. */
 void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double atol, double rtol);
+/* Asserts got and want (any devices and dtypes) are non-NULL, of one
+ * element count, and within atol of each other element by element. */
+void nb_ck_close_to(const nb_tensor *got, const nb_tensor *want, double atol);
 /* Asserts shape equality. */
 void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape);
 /* A float64 N(0,1) tensor that requires grad, scoped. */

@@ -51,15 +51,6 @@ static nb_tensor *param(nb_module *m, const char *child, const char *name) {
     return t;
 }
 
-static void ck_same(nb_tensor *a, nb_tensor *b, double atol) {
-    NB_CK_NOTNULL(a);
-    NB_CK_NOTNULL(b);
-    ck_assert_int_eq(nb_numel(a), nb_numel(b));
-    double *e = nb_test_values_of(b);
-    nb_ck_close(a, e, nb_numel(b), atol, 0);
-    free(e);
-}
-
 /* ---- names ----------------------------------------------------------------------------------- */
 
 START_TEST(test_names_gpt2) {
@@ -169,7 +160,7 @@ START_TEST(test_gpt2_block_naive) {
     h = nb_layer_norm(r, 1, &H, param(blk, "ln_2", "weight"), param(blk, "ln_2", "bias"), 1e-5);
     h = gelu_tanh_formula(nb_add(nb_matmul(h, param(blk, "mlp.c_fc", "weight")), param(blk, "mlp.c_fc", "bias")));
     r = nb_add(r, nb_add(nb_matmul(h, param(blk, "mlp.c_proj", "weight")), param(blk, "mlp.c_proj", "bias")));
-    ck_same(nb_forward(blk, x), r, 1e-10);
+    nb_ck_close_to(nb_forward(blk, x), r, 1e-10);
     nb_module_free(m);
     nb_scope_end(s);
 }
@@ -217,12 +208,12 @@ START_TEST(test_llama_layer_naive) {
     h = rms_formula(r, param(blk, "post_attention_layernorm", "weight"), 1e-5);
     nb_tensor *gate = lin(h, blk, "mlp.gate_proj");
     r = nb_add(r, lin(nb_mul(nb_mul(gate, nb_sigmoid(gate)), lin(h, blk, "mlp.up_proj")), blk, "mlp.down_proj"));
-    ck_same(nb_forward(blk, x), r, 1e-10);
+    nb_ck_close_to(nb_forward(blk, x), r, 1e-10);
     /* the SwiGLU module alone */
     nb_module *mlp = nb_module_child(blk, "mlp");
     ck_assert_str_eq(nb_module_kind(mlp), "SwiGLU");
-    ck_same(nb_forward(mlp, h), lin(nb_mul(nb_mul(gate, nb_sigmoid(gate)), lin(h, blk, "mlp.up_proj")), blk, "mlp.down_proj"),
-            1e-12);
+    nb_ck_close_to(nb_forward(mlp, h),
+                   lin(nb_mul(nb_mul(gate, nb_sigmoid(gate)), lin(h, blk, "mlp.up_proj")), blk, "mlp.down_proj"), 1e-12);
     nb_module_free(m);
     nb_scope_end(s);
 }
@@ -254,7 +245,7 @@ START_TEST(test_causal_masking) {
         nb_tensor *la = nb_forward(ms[k], ids_of(1, 8, a)), *lb = nb_forward(ms[k], ids_of(1, 8, b));
         nb_ck_shape(la, 3, (int64_t[]){1, 8, 40});
         /* positions 0..3 see the same tokens: equal logits; position 4 differs */
-        ck_same(nb_narrow(lb, 1, 0, 4), nb_narrow(la, 1, 0, 4), 0);
+        nb_ck_close_to(nb_narrow(lb, 1, 0, 4), nb_narrow(la, 1, 0, 4), 0);
         double *va = nb_test_values_of(nb_narrow(la, 1, 4, 1)), *vb = nb_test_values_of(nb_narrow(lb, 1, 4, 1));
         double diff = 0;
         for (int i = 0; i < 40; i++) diff = fmax(diff, fabs(va[i] - vb[i]));
@@ -280,12 +271,12 @@ static void check_cache(nb_module *m) {
         int64_t at = chunks[i][0], len = chunks[i][1];
         ck_assert_int_eq(nb_kv_cache_length(c), at);
         nb_tensor *step = nb_causal_lm_forward(m, nb_contiguous(nb_narrow(ids, 1, at, len)), c);
-        ck_same(step, nb_narrow(full, 1, at, len), 1e-5);
+        nb_ck_close_to(step, nb_narrow(full, 1, at, len), 1e-5);
         ck_assert_int_eq(nb_requires_grad(step), false); /* the cached path records no tape */
     }
     /* crop back to 4 tokens and feed the rest at once */
     NB_CK_OK(nb_kv_cache_crop(c, 4));
-    ck_same(nb_causal_lm_forward(m, nb_contiguous(nb_narrow(ids, 1, 4, 6)), c), nb_narrow(full, 1, 4, 6), 1e-5);
+    nb_ck_close_to(nb_causal_lm_forward(m, nb_contiguous(nb_narrow(ids, 1, 4, 6)), c), nb_narrow(full, 1, 4, 6), 1e-5);
     /* full: 10 + 3 > 12 */
     NB_CK_FAILS(nb_causal_lm_forward(m, nb_contiguous(nb_narrow(ids, 1, 0, 3)), c), NB_ERR_SHAPE);
     ck_assert_int_eq(nb_kv_cache_crop(c, 11), NB_ERR_INVALID_ARG);
@@ -563,7 +554,7 @@ static void check_16bit(nb_device dev) {
             nb_tensor *step = nb_causal_lm_forward(h, nb_contiguous(nb_narrow(ids, 1, at, len)), c);
             NB_CK_NOTNULL(step);
             ck_assert_int_eq(nb_dtype_of(step), dt);
-            ck_same(nb_to_dtype(step, NB_F32), nb_to_dtype(nb_narrow(lh, 1, at, len), NB_F32), rel * big);
+            nb_ck_close_to(nb_to_dtype(step, NB_F32), nb_to_dtype(nb_narrow(lh, 1, at, len), NB_F32), rel * big);
         }
         nb_kv_cache_free(c);
         const int64_t prompt[3] = {4, 17, 9};
@@ -592,7 +583,7 @@ static void check_16bit(nb_device dev) {
         free(text);
         nb_module *back = nb_from_pretrained(dir, NULL);
         NB_CK_NOTNULL(back);
-        ck_same(nb_to_dtype(nb_forward(back, ids), NB_F32), nb_to_dtype(lh, NB_F32), 0);
+        nb_ck_close_to(nb_to_dtype(nb_forward(back, ids), NB_F32), nb_to_dtype(lh, NB_F32), 0);
         nb_module *wide = nb_from_pretrained_as(dir, NB_F32, NULL); /* torch_dtype=float32 */
         NB_CK_NOTNULL(wide);
         ck_assert_int_eq(nb_dtype_of(nb_forward(wide, ids)), NB_F32);
@@ -632,7 +623,7 @@ START_TEST(test_static_decode_step) {
             nb_tensor *id = ids_of(1, 1, &v[t]);
             nb_tensor *want = nb_causal_lm_forward(m, id, a);
             nb_tensor *got = nb_causal_lm_head(m, nb_decoder_step_at(m, id, b, pos, keys));
-            ck_same(got, want, 1e-5);
+            nb_ck_close_to(got, want, 1e-5);
             NB_CK_OK(nb_copy_(pos, nb_add_scalar(pos, 1)));
         }
         NB_CK_FAILS(nb_decoder_step_at(m, ids_of(1, 2, v), b, pos, keys), NB_ERR_INVALID_ARG);

@@ -39,15 +39,6 @@ static const int64_t P0[5] = {4, 17, 9, 30, 2}, P1[2] = {11, 25}, P2[7] = {7, 13
 static const int64_t *const PROMPTS[3] = {P0, P1, P2};
 static const int64_t LENS[3] = {5, 2, 7};
 
-static void ck_rows_close(nb_tensor *got, nb_tensor *want, double atol) {
-    NB_CK_NOTNULL(got);
-    NB_CK_NOTNULL(want);
-    ck_assert_int_eq(nb_numel(got), nb_numel(want));
-    double *e = nb_test_values_of(want);
-    nb_ck_close(got, e, nb_numel(want), atol, 0);
-    free(e);
-}
-
 /* A padded batch's hidden states at each sequence's own positions equal its
  * forward alone; then one decode step of [3, 1] equals each sequence's own
  * cached step. */
@@ -70,9 +61,9 @@ START_TEST(test_left_padding_forward) {
         for (int b = 0; b < 3; b++) {
             nb_kv_cache *one = nb_kv_cache_new(m, 1, 12);
             nb_tensor *want = nb_causal_lm_hidden(m, nb_from_data(PROMPTS[b], 2, (int64_t[]){1, LENS[b]}, NB_I64), one);
-            ck_rows_close(nb_narrow(nb_narrow(h, 0, b, 1), 1, pad[b], LENS[b]), want, 1e-5);
+            nb_ck_close_to(nb_narrow(nb_narrow(h, 0, b, 1), 1, pad[b], LENS[b]), want, 1e-5);
             want = nb_causal_lm_hidden(m, nb_from_data(&next[b], 2, (int64_t[]){1, 1}, NB_I64), one);
-            ck_rows_close(nb_narrow(h1, 0, b, 1), want, 1e-5);
+            nb_ck_close_to(nb_narrow(h1, 0, b, 1), want, 1e-5);
             nb_kv_cache_free(one);
         }
         /* the static decode step (what a captured greedy batch replays) on a second padded cache: the same logits */
@@ -80,7 +71,7 @@ START_TEST(test_left_padding_forward) {
         NB_CK_OK(nb_kv_cache_set_left_padding(d, pad));
         NB_CK_NOTNULL(nb_causal_lm_hidden(m, nb_from_data(ids, 2, (int64_t[]){3, 7}, NB_I64), d));
         nb_tensor *pos = nb_from_data((int64_t[]){7}, 1, (int64_t[]){1}, NB_I64), *keys = nb_arange(0, 12, 1, NB_I64);
-        ck_rows_close(nb_decoder_step_at(m, nb_from_data(next, 2, (int64_t[]){3, 1}, NB_I64), d, pos, keys), h1, 1e-5);
+        nb_ck_close_to(nb_decoder_step_at(m, nb_from_data(next, 2, (int64_t[]){3, 1}, NB_I64), d, pos, keys), h1, 1e-5);
         nb_kv_cache_free(d);
         NB_CK_FAILS(nb_kv_cache_set_left_padding(c, pad) == NB_OK, NB_ERR_STATE); /* it holds tokens */
         NB_CK_OK(nb_kv_cache_crop(c, 0));

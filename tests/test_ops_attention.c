@@ -88,18 +88,6 @@ static nb_tensor *keep_factor(int ndim, const int64_t *shape, nb_dtype dt, nb_ge
     return nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p));
 }
 
-static void ck_same(nb_tensor *a, nb_tensor *b, double atol) {
-    NB_CK_NOTNULL(a);
-    NB_CK_NOTNULL(b);
-    int64_t n = nb_numel(b);
-    ck_assert_int_eq(nb_numel(a), n);
-    double *e = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    ck_assert_ptr_nonnull(e);
-    nb_test_values(b, e, n);
-    nb_ck_close(a, e, n, atol, 0);
-    free(e);
-}
-
 static void ck_bitwise(nb_tensor *a, nb_tensor *b) {
     NB_CK_NOTNULL(a);
     NB_CK_NOTNULL(b);
@@ -153,30 +141,31 @@ static void check_modes(dims d, nb_dtype dt, double atol) {
     nb_tensor *q = nb_to_dtype(q64, dt), *k = nb_to_dtype(k64, dt), *v = nb_to_dtype(v64, dt);
     double sc = 1 / sqrt((double)d.E);
     /* no mask */
-    ck_same(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){0}), naive(q64, k64, v64, NULL, sc, NULL), atol);
+    nb_ck_close_to(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){0}), naive(q64, k64, v64, NULL, sc, NULL),
+                   atol);
     /* custom scale */
-    ck_same(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.scale = 0.37}),
-            naive(q64, k64, v64, NULL, 0.37, NULL), atol);
+    nb_ck_close_to(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.scale = 0.37}),
+                   naive(q64, k64, v64, NULL, 0.37, NULL), atol);
     /* bool [L, S] broadcast over batch and heads */
     double *add = malloc(sizeof(double) * (size_t)(d.L * d.S));
     ck_assert_ptr_nonnull(add);
     nb_tensor *bm = bool_mask(d.L, d.S, 5, add);
     nb_tensor *am = nb_test_tensor(NB_SHAPE(d.L, d.S), NB_F64, add);
     free(add);
-    ck_same(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = bm}),
-            naive(q64, k64, v64, am, sc, NULL), atol);
+    nb_ck_close_to(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = bm}),
+                   naive(q64, k64, v64, am, sc, NULL), atol);
     /* a padding-style mask [B, 1, 1, S] (broadcast over heads and rows) */
     nb_tensor *pad = nb_narrow(nb_reshape(bm, NB_SHAPE(d.L, 1, 1, d.S)), 0, 1, d.B); /* offset view */
     nb_tensor *pad_add = nb_narrow(nb_reshape(am, NB_SHAPE(d.L, 1, 1, d.S)), 0, 1, d.B);
-    ck_same(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = pad}),
-            naive(q64, k64, v64, pad_add, sc, NULL), atol);
+    nb_ck_close_to(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = pad}),
+                   naive(q64, k64, v64, pad_add, sc, NULL), atol);
     /* additive float mask [H, L, S], finite values */
     nb_tensor *fm64 = randn(NB_SHAPE(d.H, d.L, d.S), NB_F64, 7);
-    ck_same(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = nb_to_dtype(fm64, dt)}),
-            naive(q64, k64, v64, fm64, sc, NULL), atol);
+    nb_ck_close_to(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = nb_to_dtype(fm64, dt)}),
+                   naive(q64, k64, v64, fm64, sc, NULL), atol);
     /* causal (top-left aligned for L != S) */
-    ck_same(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.is_causal = true, .scale = 0.5}),
-            naive(q64, k64, v64, causal_additive(d.L, d.S, NB_F64), 0.5, NULL), atol);
+    nb_ck_close_to(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.is_causal = true, .scale = 0.5}),
+                   naive(q64, k64, v64, causal_additive(d.L, d.S, NB_F64), 0.5, NULL), atol);
     nb_scope_end(s);
 }
 
@@ -204,14 +193,14 @@ START_TEST(test_no_batch_dims_and_shapes) {
     nb_tensor *v = randn(NB_SHAPE(11, 6), NB_F64, 3);
     nb_tensor *o = nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.is_causal = true});
     nb_ck_shape(o, 2, (int64_t[]){9, 6});
-    ck_same(o, naive(q, k, v, causal_additive(9, 11, NB_F64), 1 / sqrt(5.0), NULL), 1e-12);
+    nb_ck_close_to(o, naive(q, k, v, causal_additive(9, 11, NB_F64), 1 / sqrt(5.0), NULL), 1e-12);
     /* non-contiguous inputs (transposed heads) */
     nb_tensor *qt = nb_transpose(randn(NB_SHAPE(2, 6, 3, 4), NB_F64, 4), 1, 2);
     nb_tensor *kt = nb_transpose(randn(NB_SHAPE(2, 8, 3, 4), NB_F64, 5), 1, 2);
     nb_tensor *vt = nb_transpose(randn(NB_SHAPE(2, 8, 3, 4), NB_F64, 6), 1, 2);
     o = nb_scaled_dot_product_attention(qt, kt, vt, (nb_sdpa_options){0});
     nb_ck_shape(o, 4, (int64_t[]){2, 3, 6, 4});
-    ck_same(o, naive(qt, kt, vt, NULL, 0.5, NULL), 1e-12);
+    nb_ck_close_to(o, naive(qt, kt, vt, NULL, 0.5, NULL), 1e-12);
     nb_scope_end(s);
 }
 END_TEST
@@ -248,7 +237,7 @@ START_TEST(test_dropout_reproducible_and_exact) {
     ck_assert(x[0] != y[0] || x[1] != y[1]); /* a new mask on the next call */
     /* equal to the composition with the keep mask u >= p of the same Philox bits */
     nb_tensor *keep = keep_factor(NB_SHAPE(d.B, d.H, d.L, d.S), NB_F64, g0, 0.3);
-    ck_same(a, naive(q, k, v, NULL, 1 / sqrt(8.0), keep), 1e-10);
+    nb_ck_close_to(a, naive(q, k, v, NULL, 1 / sqrt(8.0), keep), 1e-10);
     nb_scope_end(s);
 }
 END_TEST
@@ -472,7 +461,7 @@ START_TEST(test_cuda_long_sequence_matches_cpu) {
         nb_tensor *want = nb_scaled_dot_product_attention(q, kk, vv, o);
         o.gen = &g2, o.attn_mask = c == 1 ? maskc : NULL;
         nb_tensor *got = nb_to_device(nb_scaled_dot_product_attention(qc, nb_contiguous(kkc), nb_contiguous(vvc), o), NB_CPU);
-        ck_same(got, want, 2e-4);
+        nb_ck_close_to(got, want, 2e-4);
     }
     /* bfloat16 beyond the score path: the float32 tiled kernel on float32 copies */
     nb_tensor *qb = nb_to_dtype(q, NB_BF16), *kb = nb_to_dtype(k, NB_BF16), *vb = nb_to_dtype(v, NB_BF16);
@@ -480,7 +469,7 @@ START_TEST(test_cuda_long_sequence_matches_cpu) {
                                                       nb_to_dtype(vb, NB_F32), (nb_sdpa_options){.attn_mask = mask});
     nb_tensor *got = nb_scaled_dot_product_attention(nb_to_device(qb, NB_CUDA(0)), nb_to_device(kb, NB_CUDA(0)),
                                                      nb_to_device(vb, NB_CUDA(0)), (nb_sdpa_options){.attn_mask = maskc});
-    ck_same(nb_to_device(nb_to_dtype(got, NB_F32), NB_CPU), want, 1e-2);
+    nb_ck_close_to(nb_to_device(nb_to_dtype(got, NB_F32), NB_CPU), want, 1e-2);
     nb_scope_end(s);
 }
 END_TEST
@@ -519,9 +508,10 @@ START_TEST(test_cuda_16bit_fused_matches_float32) {
                 nb_tensor *wt = t ? w : nb_to_device(w, NB_CUDA(0));
                 NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(out[t], NB_F32), wt), NULL, 0, false)));
             }
-            ck_same(nb_to_device(nb_to_dtype(out[0], NB_F32), NB_CPU), out[1], 2e-2);
+            nb_ck_close_to(nb_to_device(nb_to_dtype(out[0], NB_F32), NB_CPU), out[1], 2e-2);
             for (int i = 0; i < 3; i++)
-                ck_same(nb_to_device(nb_to_dtype(nb_tensor_grad(x16[i]), NB_F32), NB_CPU), nb_tensor_grad(x32[i]), 6e-2);
+                nb_ck_close_to(nb_to_device(nb_to_dtype(nb_tensor_grad(x16[i]), NB_F32), NB_CPU),
+                               nb_tensor_grad(x32[i]), 6e-2);
             nb_tensor *again = nb_scaled_dot_product_attention(nb_transpose(nb_detach(x16[0]), 1, 2),
                                                                nb_transpose(nb_detach(x16[1]), 1, 2),
                                                                nb_transpose(nb_detach(x16[2]), 1, 2), o);
@@ -575,13 +565,13 @@ START_TEST(test_16bit_matches_float32) {
                     ck_assert_int_eq(nb_dtype_of(out[t]), t ? NB_F32 : dt);
                     NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(out[t], NB_F32), w), NULL, 0, false)));
                 }
-                ck_same(nb_to_device(nb_to_dtype(out[0], NB_F32), NB_CPU), nb_to_device(out[1], NB_CPU), 3e-2);
+                nb_ck_close_to(nb_to_device(nb_to_dtype(out[0], NB_F32), NB_CPU), nb_to_device(out[1], NB_CPU), 3e-2);
                 for (int i = 0; i < n; i++) {
                     nb_tensor *g = nb_tensor_grad(x16[i]);
                     NB_CK_NOTNULL(g);
                     ck_assert_int_eq(nb_dtype_of(g), dt);
-                    ck_same(nb_to_device(nb_to_dtype(g, NB_F32), NB_CPU), nb_to_device(nb_tensor_grad(x32[i]), NB_CPU),
-                            6e-2);
+                    nb_ck_close_to(nb_to_device(nb_to_dtype(g, NB_F32), NB_CPU),
+                                   nb_to_device(nb_tensor_grad(x32[i]), NB_CPU), 6e-2);
                 }
             }
     for (int dv = 0; dv < ndev; dv++) { /* autocast: float32 in, bfloat16 out; a float32 additive mask follows q */
@@ -592,8 +582,8 @@ START_TEST(test_16bit_matches_float32) {
         NB_CK_OK(nb_autocast_end(devs[dv]));
         NB_CK_NOTNULL(o);
         ck_assert_int_eq(nb_dtype_of(o), NB_BF16);
-        ck_same(nb_to_device(nb_to_dtype(o, NB_F32), NB_CPU),
-                nb_to_device(nb_scaled_dot_product_attention(q, q, q, (nb_sdpa_options){0}), NB_CPU), 3e-2);
+        nb_ck_close_to(nb_to_device(nb_to_dtype(o, NB_F32), NB_CPU),
+                       nb_to_device(nb_scaled_dot_product_attention(q, q, q, (nb_sdpa_options){0}), NB_CPU), 3e-2);
     }
     nb_scope_end(s);
 }
@@ -633,9 +623,10 @@ START_TEST(test_heads_views_match_contiguous) {
                     NB_CK_OK(nb_backward(nb_sum(nb_mul(o[t], w), NULL, 0, false)));
                 }
                 double tol = dts[di] == NB_F64 ? 1e-12 : dts[di] == NB_F32 ? 1e-5 : 2e-2;
-                ck_same(nb_to_device(nb_to_dtype(o[0], NB_F64), NB_CPU), nb_to_device(nb_to_dtype(o[1], NB_F64), NB_CPU), tol);
-                ck_same(nb_to_device(nb_to_dtype(nb_tensor_grad(x[0]), NB_F64), NB_CPU),
-                        nb_to_device(nb_to_dtype(nb_tensor_grad(x[1]), NB_F64), NB_CPU), 4 * tol);
+                nb_ck_close_to(nb_to_device(nb_to_dtype(o[0], NB_F64), NB_CPU),
+                               nb_to_device(nb_to_dtype(o[1], NB_F64), NB_CPU), tol);
+                nb_ck_close_to(nb_to_device(nb_to_dtype(nb_tensor_grad(x[0]), NB_F64), NB_CPU),
+                               nb_to_device(nb_to_dtype(nb_tensor_grad(x[1]), NB_F64), NB_CPU), 4 * tol);
                 /* the output's heads merge back into [B, N, h d] without a copy */
                 nb_tensor *m = nb_transpose(o[0], 1, 2);
                 ck_assert(nb_is_contiguous(m));
@@ -654,8 +645,8 @@ START_TEST(test_heads_views_match_contiguous) {
         nb_tensor *rep = nb_contiguous(nb_expand(kv2, 4, (int64_t[]){B, H, N, D}));
         nb_tensor *o2 = nb_scaled_dot_product_attention(q, rep, rep, (nb_sdpa_options){.is_causal = true});
         NB_CK_OK(nb_backward(nb_sum(nb_mean(o2, (int[]){2}, 1, false), NULL, 0, false)));
-        ck_same(nb_to_device(o, NB_CPU), nb_to_device(o2, NB_CPU), 1e-5);
-        ck_same(nb_to_device(g1, NB_CPU), nb_to_device(nb_tensor_grad(kv2), NB_CPU), 1e-5);
+        nb_ck_close_to(nb_to_device(o, NB_CPU), nb_to_device(o2, NB_CPU), 1e-5);
+        nb_ck_close_to(nb_to_device(g1, NB_CPU), nb_to_device(nb_tensor_grad(kv2), NB_CPU), 1e-5);
     }
     nb_scope_end(s);
 }
@@ -746,16 +737,17 @@ START_TEST(test_gqa_forward) {
         plain.enable_gqa = false;
         nb_tensor *got = nb_scaled_dot_product_attention(q, k, v, modes[i]);
         nb_ck_shape(got, 4, (int64_t[]){2, 6, 5, 3});
-        ck_same(got, nb_scaled_dot_product_attention(q, kr, vr, plain), 1e-12);
+        nb_ck_close_to(got, nb_scaled_dot_product_attention(q, kr, vr, plain), 1e-12);
     }
     /* equal head counts: the plain op; a decode step (L = 1) of float32 */
-    ck_same(nb_scaled_dot_product_attention(q, kr, vr, (nb_sdpa_options){.enable_gqa = true}),
-            nb_scaled_dot_product_attention(q, kr, vr, (nb_sdpa_options){0}), 0);
+    nb_ck_close_to(nb_scaled_dot_product_attention(q, kr, vr, (nb_sdpa_options){.enable_gqa = true}),
+                   nb_scaled_dot_product_attention(q, kr, vr, (nb_sdpa_options){0}), 0);
     nb_tensor *q1 = nb_to_dtype(nb_narrow(q, 2, 4, 1), NB_F32);
-    ck_same(nb_scaled_dot_product_attention(q1, nb_to_dtype(k, NB_F32), nb_to_dtype(v, NB_F32),
-                                            (nb_sdpa_options){.enable_gqa = true}),
-            nb_scaled_dot_product_attention(q1, nb_to_dtype(kr, NB_F32), nb_to_dtype(vr, NB_F32), (nb_sdpa_options){0}),
-            1e-6);
+    nb_ck_close_to(nb_scaled_dot_product_attention(q1, nb_to_dtype(k, NB_F32), nb_to_dtype(v, NB_F32),
+                                                   (nb_sdpa_options){.enable_gqa = true}),
+                   nb_scaled_dot_product_attention(q1, nb_to_dtype(kr, NB_F32), nb_to_dtype(vr, NB_F32),
+                                                   (nb_sdpa_options){0}),
+                   1e-6);
     /* errors: heads that do not divide, too few dims, without enable_gqa */
     NB_CK_FAILS(nb_scaled_dot_product_attention(q, randn(NB_SHAPE(2, 4, 7, 4), NB_F64, 4),
                                                 randn(NB_SHAPE(2, 4, 7, 3), NB_F64, 5), (nb_sdpa_options){.enable_gqa = true}),

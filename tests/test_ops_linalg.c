@@ -14,16 +14,6 @@
 #define MT(x) nb_transpose((x), -1, -2)
 
 
-/* Asserts a == b elementwise (same numel) within atol. */
-static void ck_same(const nb_tensor *a, const nb_tensor *b, double atol) {
-    NB_CK_NOTNULL(a);
-    NB_CK_NOTNULL(b);
-    ck_assert_int_eq(nb_numel(a), nb_numel(b));
-    double *v = nb_test_values_of(b);
-    nb_ck_close(a, v, nb_numel(b), atol, 0);
-    free(v);
-}
-
 static nb_tensor *eye(int64_t n, nb_dtype dt) {
     double *v = calloc((size_t)(n * n), sizeof(double));
     for (int64_t i = 0; i < n; i++) v[i * n + i] = 1;
@@ -59,17 +49,17 @@ START_TEST(test_solve_inv) {
         nb_tensor *B = nb_randn(NB_SHAPE(2, 4, 3), dt, &g);
         nb_tensor *X = nb_linalg_solve(A, B);
         nb_ck_shape(X, 3, (int64_t[]){2, 4, 3});
-        ck_same(nb_matmul(A, X), B, tol(dt));
+        nb_ck_close_to(nb_matmul(A, X), B, tol(dt));
         /* B's batch dims broadcast; a vector right-hand side */
         nb_tensor *B2 = nb_randn(NB_SHAPE(4, 2), dt, &g);
-        ck_same(nb_matmul(A, nb_linalg_solve(A, B2)), nb_expand(B2, NB_SHAPE(2, 4, 2)), tol(dt));
+        nb_ck_close_to(nb_matmul(A, nb_linalg_solve(A, B2)), nb_expand(B2, NB_SHAPE(2, 4, 2)), tol(dt));
         nb_tensor *b = nb_randn(NB_SHAPE(2, 4), dt, &g);
         nb_tensor *x = nb_linalg_solve(A, b);
         nb_ck_shape(x, 2, (int64_t[]){2, 4});
-        ck_same(nb_squeeze(nb_matmul(A, nb_unsqueeze(x, -1)), -1), b, tol(dt));
+        nb_ck_close_to(nb_squeeze(nb_matmul(A, nb_unsqueeze(x, -1)), -1), b, tol(dt));
         /* inverse, and a transposed (non-contiguous) input */
-        ck_same(nb_matmul(A, nb_linalg_inv(A)), nb_expand(eye(4, dt), NB_SHAPE(2, 4, 4)), tol(dt));
-        ck_same(nb_matmul(MT(A), nb_linalg_inv(MT(A))), nb_expand(eye(4, dt), NB_SHAPE(2, 4, 4)), tol(dt));
+        nb_ck_close_to(nb_matmul(A, nb_linalg_inv(A)), nb_expand(eye(4, dt), NB_SHAPE(2, 4, 4)), tol(dt));
+        nb_ck_close_to(nb_matmul(MT(A), nb_linalg_inv(MT(A))), nb_expand(eye(4, dt), NB_SHAPE(2, 4, 4)), tol(dt));
     }
     /* by hand: [[2, 1], [1, 3]] x = [3, 5] -> x = [0.8, 1.4] */
     nb_tensor *A = nb_test_tensor(NB_SHAPE(2, 2), NB_F64, (double[]){2, 1, 1, 3});
@@ -99,7 +89,7 @@ START_TEST(test_det_slogdet) {
         /* det of a random well-conditioned matrix = sign * exp(logabsdet) */
         nb_tensor *R = well_cond(NB_SHAPE(3, 5, 5), dt, 3);
         NB_CK_OK(nb_linalg_slogdet(R, &sign, &la));
-        ck_same(nb_linalg_det(R), nb_mul(sign, nb_exp(la)), dt == NB_F32 ? 1e-1 : 1e-8);
+        nb_ck_close_to(nb_linalg_det(R), nb_mul(sign, nb_exp(la)), dt == NB_F32 ? 1e-1 : 1e-8);
     }
     nb_scope_end(s);
 }
@@ -112,9 +102,9 @@ START_TEST(test_cholesky) {
         nb_generator g = nb_generator_new(4);
         nb_tensor *A = spd(nb_randn(NB_SHAPE(3, 4, 4), dt, &g));
         nb_tensor *L = nb_linalg_cholesky(A, false), *U = nb_linalg_cholesky(A, true);
-        ck_same(nb_matmul(L, MT(L)), A, tol(dt) * 10);
-        ck_same(nb_matmul(MT(U), U), A, tol(dt) * 10);
-        ck_same(U, MT(L), tol(dt));
+        nb_ck_close_to(nb_matmul(L, MT(L)), A, tol(dt) * 10);
+        nb_ck_close_to(nb_matmul(MT(U), U), A, tol(dt) * 10);
+        nb_ck_close_to(U, MT(L), tol(dt));
         double *v = nb_test_values_of(L);
         for (int b = 0; b < 3; b++)
             for (int r = 0; r < 4; r++) {
@@ -136,8 +126,8 @@ static void check_qr(nb_tensor *A, nb_linalg_qr_mode mode, int64_t kq) {
     NB_CK_OK(nb_linalg_qr(A, mode, &Q, &R));
     nb_ck_shape(Q, 3, (int64_t[]){batch, m, kq});
     nb_ck_shape(R, 3, (int64_t[]){batch, kq, n});
-    ck_same(nb_matmul(MT(Q), Q), nb_expand(eye(kq, dt), NB_SHAPE(batch, kq, kq)), tol(dt));
-    ck_same(nb_matmul(Q, R), A, tol(dt) * 10);
+    nb_ck_close_to(nb_matmul(MT(Q), Q), nb_expand(eye(kq, dt), NB_SHAPE(batch, kq, kq)), tol(dt));
+    nb_ck_close_to(nb_matmul(Q, R), A, tol(dt) * 10);
     double *v = nb_test_values_of(R);
     for (int64_t b = 0; b < batch; b++)
         for (int64_t r = 0; r < kq; r++)
@@ -169,9 +159,9 @@ START_TEST(test_eigh) {
         NB_CK_OK(nb_linalg_eigh(A, 'L', &w, &V));
         NB_CK_OK(nb_linalg_eigh(A, 'U', &wu, &Vu));
         nb_ck_shape(w, 2, (int64_t[]){3, 4});
-        ck_same(nb_matmul(A, V), nb_mul(V, nb_unsqueeze(w, -2)), tol(dt) * 10);
-        ck_same(nb_matmul(MT(V), V), nb_expand(eye(4, dt), NB_SHAPE(3, 4, 4)), tol(dt));
-        ck_same(wu, w, tol(dt) * 10);
+        nb_ck_close_to(nb_matmul(A, V), nb_mul(V, nb_unsqueeze(w, -2)), tol(dt) * 10);
+        nb_ck_close_to(nb_matmul(MT(V), V), nb_expand(eye(4, dt), NB_SHAPE(3, 4, 4)), tol(dt));
+        nb_ck_close_to(wu, w, tol(dt) * 10);
         double *v = nb_test_values_of(w);
         for (int b = 0; b < 3; b++)
             for (int j = 0; j < 3; j++) ck_assert(v[b * 4 + j] <= v[b * 4 + j + 1]);
@@ -197,14 +187,14 @@ START_TEST(test_svd) {
             NB_CK_OK(nb_linalg_svd(A, false, &U, &S, &Vh));
             nb_ck_shape(U, 3, (int64_t[]){2, m, 3});
             nb_ck_shape(Vh, 3, (int64_t[]){2, 3, n});
-            ck_same(nb_matmul(nb_mul(U, nb_unsqueeze(S, -2)), Vh), A, tol(dt) * 10);
+            nb_ck_close_to(nb_matmul(nb_mul(U, nb_unsqueeze(S, -2)), Vh), A, tol(dt) * 10);
             NB_CK_OK(nb_linalg_svd(A, true, &Uf, &Sf, &Vhf));
             nb_ck_shape(Uf, 3, (int64_t[]){2, m, m});
             nb_ck_shape(Vhf, 3, (int64_t[]){2, n, n});
-            ck_same(nb_matmul(MT(Uf), Uf), nb_expand(eye(m, dt), NB_SHAPE(2, m, m)), tol(dt));
-            ck_same(nb_matmul(Vhf, MT(Vhf)), nb_expand(eye(n, dt), NB_SHAPE(2, n, n)), tol(dt));
-            ck_same(Sf, S, tol(dt));
-            ck_same(nb_linalg_svdvals(A), S, tol(dt));
+            nb_ck_close_to(nb_matmul(MT(Uf), Uf), nb_expand(eye(m, dt), NB_SHAPE(2, m, m)), tol(dt));
+            nb_ck_close_to(nb_matmul(Vhf, MT(Vhf)), nb_expand(eye(n, dt), NB_SHAPE(2, n, n)), tol(dt));
+            nb_ck_close_to(Sf, S, tol(dt));
+            nb_ck_close_to(nb_linalg_svdvals(A), S, tol(dt));
             double *v = nb_test_values_of(S);
             for (int b = 0; b < 2; b++) ck_assert(v[b * 3] >= v[b * 3 + 1] && v[b * 3 + 1] >= v[b * 3 + 2]);
             free(v);
@@ -224,16 +214,16 @@ START_TEST(test_lstsq) {
         nb_tensor *A = nb_randn(NB_SHAPE(2, 6, 3), dt, &g), *B = nb_randn(NB_SHAPE(2, 6, 2), dt, &g), *res;
         nb_tensor *X = nb_linalg_lstsq(A, B, &res);
         nb_ck_shape(X, 3, (int64_t[]){2, 3, 2});
-        ck_same(X, nb_linalg_solve(nb_matmul(MT(A), A), nb_matmul(MT(A), B)), tol(dt) * 10);
+        nb_ck_close_to(X, nb_linalg_solve(nb_matmul(MT(A), A), nb_matmul(MT(A), B)), tol(dt) * 10);
         nb_ck_shape(res, 2, (int64_t[]){2, 2});
         int dim = -2;
-        ck_same(res, nb_sum(nb_pow_scalar(nb_sub(nb_matmul(A, X), B), 2), &dim, 1, false), tol(dt) * 10);
+        nb_ck_close_to(res, nb_sum(nb_pow_scalar(nb_sub(nb_matmul(A, X), B), 2), &dim, 1, false), tol(dt) * 10);
         /* underdetermined: the minimum-norm solution A^T (A A^T)^-1 B; no residuals */
         nb_tensor *W = nb_randn(NB_SHAPE(3, 5), dt, &g), *b = nb_randn(NB_SHAPE(3), dt, &g);
         nb_tensor *x = nb_linalg_lstsq(W, b, &res);
         nb_ck_shape(x, 1, (int64_t[]){5});
         nb_ck_shape(res, 1, (int64_t[]){0});
-        ck_same(x, nb_matmul(MT(W), nb_linalg_solve(nb_matmul(W, MT(W)), b)), tol(dt) * 10);
+        nb_ck_close_to(x, nb_matmul(MT(W), nb_linalg_solve(nb_matmul(W, MT(W)), b)), tol(dt) * 10);
     }
     nb_scope_end(s);
 }
@@ -246,7 +236,7 @@ static void check_orthogonal(int ndim, const int64_t *shape, double gain) {
     int64_t rows = shape[0], cols = nb_numel(t) / rows, k = rows < cols ? rows : cols;
     nb_tensor *W = nb_reshape(t, NB_SHAPE(rows, cols));
     nb_tensor *gram = rows <= cols ? nb_matmul(W, MT(W)) : nb_matmul(MT(W), W);
-    ck_same(gram, nb_mul_scalar(eye(k, NB_F64), gain * gain), 1e-10);
+    nb_ck_close_to(gram, nb_mul_scalar(eye(k, NB_F64), gain * gain), 1e-10);
 }
 
 START_TEST(test_orthogonal_init) {
@@ -260,8 +250,8 @@ START_TEST(test_orthogonal_init) {
     nb_generator g1 = nb_generator_new(3), g2 = nb_generator_new(3);
     NB_CK_OK(nb_init_orthogonal_(a, 1, &g1));
     NB_CK_OK(nb_init_orthogonal_(b, 1, &g2));
-    ck_same(a, b, 0);
-    ck_same(nb_matmul(a, MT(a)), eye(4, NB_F32), 1e-5);
+    nb_ck_close_to(a, b, 0);
+    nb_ck_close_to(nb_matmul(a, MT(a)), eye(4, NB_F32), 1e-5);
     NB_CK_FAILS(nb_init_orthogonal_(nb_zeros(NB_SHAPE(4), NB_F32), 1, NULL) == NB_OK, NB_ERR_SHAPE);
     NB_CK_FAILS(nb_init_orthogonal_(nb_zeros(NB_SHAPE(4, 4), NB_I64), 1, NULL) == NB_OK, NB_ERR_DTYPE);
     nb_scope_end(s);

@@ -578,10 +578,10 @@ static nb_tensor *layers_forward(const nb_decoder_ctx *c, nb_tensor *h, const fw
     return owned ? nb_scope_adopt(owned) : h;
 }
 
-static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cache *cache) {
+/* The forward of ids on dev, the model's device. */
+static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cache *cache, nb_device dev) {
     int64_t T = nb_size(ids, 1), P = cache ? cache->len : 0;
     fwd_state st = {.cache = cache, .offset = P};
-    nb_device dev = nb_device_of(nb_module_get(c->embed, "weight"));
     nb_tensor *h = nb_forward(c->embed, ids);
     if (cache && cache->pad) { /* positions and mask per sequence */
         nb_tensor *pos = padded_state(cache, T, P, dev, &st.mask);
@@ -632,7 +632,7 @@ nb_tensor *nb_causal_lm_hidden(nb_module *m, nb_tensor *ids, nb_kv_cache *cache)
     nb_scope *s = nb_op_scope_begin();
     nb_device dev = nb_device_of(nb_module_get(c->embed, "weight")), idev = nb_device_of(ids);
     if (idev.type != dev.type || idev.index != dev.index) ids = nb_to_device(ids, dev); /* host-made ids */
-    nb_tensor *h = nb_scope_return(s, ids ? hidden_impl(c, ids, cache) : NULL);
+    nb_tensor *h = nb_scope_return(s, ids ? hidden_impl(c, ids, cache, dev) : NULL);
     nb_set_grad_enabled(prev);
     return h;
 }

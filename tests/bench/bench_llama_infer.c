@@ -60,6 +60,24 @@ static bool on_token(void *user, int64_t tok) {
     return true;
 }
 
+/* nb_generate_batch over B prompts of ids[0..C), prompt b rotated by b
+ * when rotate (else B copies of one prompt); the largest count, or -1. */
+static int64_t generate_batch(nb_module *m, const int64_t *ids, int64_t C, int B, bool rotate, nb_generate_options go,
+                              nb_batch_token_callback cb, void *user) {
+    int64_t *all = malloc(sizeof(int64_t) * (size_t)(B * C)), *lens = malloc(sizeof(int64_t) * (size_t)B);
+    const int64_t **ps = malloc(sizeof(int64_t *) * (size_t)B);
+    int64_t *n_new = malloc(sizeof(int64_t) * (size_t)B), got = -1;
+    if (all && lens && ps && n_new) {
+        for (int b = 0; b < B; b++) {
+            for (int64_t i = 0; i < C; i++) all[b * C + i] = ids[(i + (rotate ? b : 0)) % C];
+            ps[b] = all + b * C, lens[b] = C;
+        }
+        got = nb_generate_batch(m, B, ps, lens, NULL, 0, n_new, cb, user, go);
+    }
+    free(all), free(lens), free(ps), free(n_new);
+    return got;
+}
+
 /* nb_generate_batch's callback: sequence 0's tokens time the steps. */
 static bool on_seq_token(void *user, int64_t seq, int64_t tok) {
     return seq != 0 || on_token(user, tok);
@@ -83,6 +101,7 @@ int main(int argc, char **argv) {
                                     "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1] [--warmup N] [--batch B]\n",
                             argv[0]), 2;
     }
+    if (batch < 1) batch = 1;
     nb_set_num_threads(threads);
     nb_device dev = NB_CPU;
     if (!strncmp(device, "cuda", 4)) dev = (nb_device){NB_DEVICE_CUDA, device[4] == ':' ? atoi(device + 5) : 0};
@@ -143,21 +162,11 @@ int main(int argc, char **argv) {
         timing tm = {0};
         nb_generate_options go = {.max_new_tokens = decode + 3, .eager_decode = eager != 0};
         int64_t got = -1;
-        if (tok >= 0 && batch <= 1) {
+        if (tok >= 0 && batch == 1) {
             go.callback = on_token, go.user = &tm;
             got = nb_generate(m, ids, C, NULL, 0, go);
-        } else if (tok >= 0 && C > 0) { /* B prompts: ids rotated by b */
-            int64_t *all = malloc(sizeof(int64_t) * (size_t)(batch * C)), *lens = malloc(sizeof(int64_t) * (size_t)batch);
-            const int64_t **ps = malloc(sizeof(int64_t *) * (size_t)batch);
-            int64_t *n_new = malloc(sizeof(int64_t) * (size_t)batch);
-            if (all && lens && ps && n_new) {
-                for (int b = 0; b < batch; b++) {
-                    for (int64_t i = 0; i < C; i++) all[b * C + i] = ids[(i + b) % C];
-                    ps[b] = all + b * C, lens[b] = C;
-                }
-                got = nb_generate_batch(m, batch, ps, lens, NULL, 0, n_new, on_seq_token, &tm, go);
-            }
-            free(all), free(lens), free(ps), free(n_new);
+        } else if (tok >= 0) { /* B prompts: ids rotated by b */
+            got = generate_batch(m, ids, C, batch, true, go, on_seq_token, &tm);
         }
         if (got != decode + 3) tok = -1;
         t1 = tm.first;
@@ -168,21 +177,15 @@ int main(int argc, char **argv) {
         } else
             printf("workload=llama config=%s dtype=%s device=%s context=%lld batch=%d warmup=%d prefill_ms=%.1f prefill_tokens_per_s=%.0f "
                    "decode=%s decode_tokens=%d decode_tokens_per_s=%.2f prefill_peak_gib=%.2f peak_gib=%.2f\n",
-                   config, nb_dtype_name(c.dtype), device, (long long)C, batch > 1 ? batch : 1, warmup, prefill_ms, (double)C / (prefill_ms * 1e-3),
+                   config, nb_dtype_name(c.dtype), device, (long long)C, batch, warmup, prefill_ms, (double)C / (prefill_ms * 1e-3),
                    eager ? "eager" : "generate", decode,
-                   (batch > 1 ? batch : 1) * decode / ((t2 - t1) * 1e-3), prefill_peak, (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
+                   batch * decode / ((t2 - t1) * 1e-3), prefill_peak, (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
         fflush(stdout);
         if (profile && tok >= 0) { /* where a decode step's device time goes: 32 eager steps after the prefill */
             nb_generate_options po = {.max_new_tokens = 33, .eager_decode = true};
             nb_profiler_start();
-            if (batch <= 1) nb_generate(m, ids, C, NULL, 0, po);
-            else { /* the same prompt B times */
-                const int64_t **ps = malloc(sizeof(int64_t *) * (size_t)batch);
-                int64_t *lens = malloc(sizeof(int64_t) * (size_t)batch), *n_new = malloc(sizeof(int64_t) * (size_t)batch);
-                for (int b = 0; ps && lens && n_new && b < batch; b++) ps[b] = ids, lens[b] = C;
-                if (ps && lens && n_new) nb_generate_batch(m, batch, ps, lens, NULL, 0, n_new, NULL, NULL, po);
-                free(ps), free(lens), free(n_new);
-            }
+            if (batch == 1) nb_generate(m, ids, C, NULL, 0, po);
+            else generate_batch(m, ids, C, batch, false, po, NULL, NULL); /* the same prompt B times */
             nb_profiler_report(stdout);
         }
         nb_kv_cache_free(cache);

@@ -521,6 +521,66 @@ START_TEST(test_cuda_16bit_fused_matches_float32) {
 }
 END_TEST
 
+/* bfloat16 and float16 attention of decode's shape (at most 16 query rows:
+ * on CUDA the key-split kernel, with 16-byte vector loads at head sizes 64,
+ * 128 and 256) against float32 on the CPU on the same rounded values, K and
+ * V as head views of [B, S, H, E] caches: no mask; a static cache's mask
+ * (keys past a position closed in every row, with grouped-query heads,
+ * whose rows are regrouped over the kv heads); a bool mask per row;
+ * top-left causality; an additive mask; a row with every key masked (NaN);
+ * and the same bits on a second run. Skipped without a CUDA device. */
+START_TEST(test_cuda_16bit_decode_matches_float32) {
+    if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
+    nb_scope *s = nb_scope_begin();
+    const int64_t B = 2, H = 4, S = 1000, Es[3] = {64, 128, 256}, Ls[4] = {1, 4, 5, 16};
+    nb_dtype dts[2] = {NB_BF16, NB_F16};
+    for (int di = 0; di < 2; di++)
+        for (int ei = 0; ei < 3; ei++)
+            for (int li = 0; li < 4; li++)
+                for (int mode = 0; mode < 6; mode++) {
+                    nb_scope *it = nb_scope_begin();
+                    const int64_t E = Es[ei], L = Ls[li], Hk = mode == 1 ? H / 2 : H;
+                    const int64_t lens[3] = {L, S, S}, heads[3] = {H, Hk, Hk};
+                    nb_tensor *x16[3], *x32[3];
+                    for (int i = 0; i < 3; i++) {
+                        nb_tensor *r = nb_to_dtype(randn(NB_SHAPE(B, lens[i], heads[i], E), NB_F32,
+                                                         70 + (uint64_t)(i + 3 * mode)), dts[di]);
+                        x16[i] = nb_transpose(nb_to_device(r, NB_CUDA(0)), 1, 2);
+                        x32[i] = nb_transpose(nb_to_dtype(r, NB_F32), 1, 2);
+                    }
+                    double *add = malloc(sizeof(double) * (size_t)(L * S));
+                    ck_assert_ptr_nonnull(add);
+                    nb_tensor *m32 = NULL, *m16 = NULL;
+                    if (mode == 1) { /* keys 0 .. 599 of a static cache: one row for every head and query */
+                        bool *open = malloc((size_t)S);
+                        ck_assert_ptr_nonnull(open);
+                        for (int64_t j = 0; j < S; j++) open[j] = j < 600;
+                        m32 = nb_from_data(open, NB_SHAPE(1, S), NB_BOOL);
+                        free(open);
+                    } else if (mode == 2 || mode == 5) {
+                        m32 = bool_mask(L, S, 13, NULL);
+                        if (mode == 5) NB_CK_OK(nb_fill_(nb_select(m32, 0, L - 1), 0)); /* the last row: NaN */
+                    } else if (mode == 4) {
+                        bool_mask(L, S, 17, add);
+                        m32 = nb_test_tensor(NB_SHAPE(L, S), NB_F32, add);
+                        m16 = nb_to_device(nb_to_dtype(m32, dts[di]), NB_CUDA(0));
+                        m32 = nb_to_dtype(nb_to_dtype(m32, dts[di]), NB_F32);
+                    }
+                    free(add);
+                    if (m32 && !m16) m16 = nb_to_device(m32, NB_CUDA(0));
+                    nb_sdpa_options o16 = {.is_causal = mode == 3, .attn_mask = m16, .enable_gqa = Hk != H};
+                    nb_sdpa_options o32 = o16;
+                    o32.attn_mask = m32;
+                    nb_tensor *got = nb_scaled_dot_product_attention(x16[0], x16[1], x16[2], o16);
+                    nb_tensor *want = nb_scaled_dot_product_attention(x32[0], x32[1], x32[2], o32);
+                    nb_ck_close_to(nb_to_device(nb_to_dtype(got, NB_F32), NB_CPU), want, 2e-2);
+                    ck_bitwise(nb_scaled_dot_product_attention(x16[0], x16[1], x16[2], o16), got);
+                    nb_scope_end(it);
+                }
+    nb_scope_end(s);
+}
+END_TEST
+
 /* bfloat16 and float16 q, k, v (float32 scores and lse inside) against
  * float32 on the same rounded values, forward and backward, in each mode,
  * on the CPU and on a GPU when there is one; under autocast a float32
@@ -806,6 +866,7 @@ Suite *nb_suite_ops_attention(void) {
     tcase_add_test(t, test_memory_no_score_matrix);
     tcase_add_test(t, test_cuda_long_sequence_matches_cpu);
     tcase_add_test(t, test_cuda_16bit_fused_matches_float32);
+    tcase_add_test(t, test_cuda_16bit_decode_matches_float32);
     tcase_set_timeout(t, 300);
     suite_add_tcase(s, t);
     return s;

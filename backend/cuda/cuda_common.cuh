@@ -125,6 +125,23 @@ template <> struct Traits<__nv_bfloat16> {
     __device__ static __nv_bfloat16 store(float v) { return __float2bfloat16_rn(v); }
 };
 
+// Eight bfloat16 or float16 values at p (16-byte aligned) as float: one
+// 16-byte load (the GEMV and decode-attention kernels' rows).
+__device__ inline float2 pair_f(__nv_bfloat162 x) { return __bfloat1622float2(x); }
+__device__ inline float2 pair_f(__half2 x) { return __half22float2(x); }
+template <typename T> struct Pair2;
+template <> struct Pair2<__nv_bfloat16> { using P = __nv_bfloat162; };
+template <> struct Pair2<__half> { using P = __half2; };
+template <typename T> __device__ inline void f8_of(uint4 u, float f[8]) {
+    const typename Pair2<T>::P *h = (const typename Pair2<T>::P *)&u;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 t = pair_f(h[e]);
+        f[2 * e] = t.x, f[2 * e + 1] = t.y;
+    }
+}
+template <typename T> __device__ inline void load8(const T *p, float f[8]) { f8_of<T>(*(const uint4 *)p, f); }
+
 // Calls F<T>() for the C type of dtype dt: F is a lambda-like functor
 // template used as `dispatch(dt, [&](auto tag) { using T = decltype(tag); ... })`.
 template <typename F> nb_status dispatch_all(nb_dtype dt, F &&f) {

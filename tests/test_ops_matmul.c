@@ -390,6 +390,60 @@ START_TEST(test_linear_padded_gemm) {
 }
 END_TEST
 
+/* linear in bfloat16 and float16 with 1 to 5 rows (decoding's products:
+ * on CUDA up to 4 rows run the GEMV kernel, 5 go to cuBLAS) on each
+ * accelerator against float32 on the CPU on the same rounded values, with
+ * and without a bias, over inner sizes that leave the kernel's unrolled
+ * loop whole, partial or unused and split k over 1, 2, 4 or 8 warps of
+ * uneven slices (k = 8, 264, 1032, 2056, 8200), output counts off a
+ * multiple of its rows per block, and x as a row-strided view; the same
+ * bits on a second run. Tolerance: y (sums with standard deviations up to
+ * 91) rounded to 16 bits, 2^-8 of its value (float16's 2^-11 within it). */
+START_TEST(test_linear_16bit_few_rows) {
+    bool any = false;
+    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++) any |= t != NB_DEVICE_CPU && nb_device_count((nb_device_type)t) > 0;
+    if (!any) return;
+    const int64_t ks[5] = {8, 264, 1032, 2056, 8200}, ns[3] = {1, 13, 1000};
+    const nb_dtype dts[2] = {NB_BF16, NB_F16};
+    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
+        for (int d = 0; d < nb_device_count((nb_device_type)t); d++) {
+            if (t == NB_DEVICE_CPU) continue;
+            nb_device dev = {(nb_device_type)t, d};
+            for (int di = 0; di < 2; di++)
+                for (int ki = 0; ki < 5; ki++)
+                    for (int ni = 0; ni < 3; ni++)
+                        for (int64_t m = 1; m <= 5; m++) {
+                            nb_scope *s = nb_scope_begin();
+                            const int64_t k = ks[ki], n = ns[ni];
+                            const bool strided = (ki + ni + m) % 2 == 0, bias = (ki + m) % 2 == 1;
+                            nb_generator g = nb_generator_new((uint64_t)(100 * ki + 10 * ni + m));
+                            /* x [m, k] as the first k columns of [m, k + 8] when strided */
+                            nb_tensor *xw = nb_to_dtype(nb_randn(NB_SHAPE(m, strided ? k + 8 : k), NB_F32, &g), dts[di]);
+                            nb_tensor *w = nb_to_dtype(nb_randn(NB_SHAPE(n, k), NB_F32, &g), dts[di]);
+                            nb_tensor *b = bias ? nb_to_dtype(nb_randn(NB_SHAPE(n), NB_F32, &g), dts[di]) : NULL;
+                            nb_tensor *x = nb_narrow(xw, 1, 0, k);
+                            nb_tensor *want = nb_linear(nb_to_dtype(x, NB_F32), nb_to_dtype(w, NB_F32),
+                                                        b ? nb_to_dtype(b, NB_F32) : NULL);
+                            nb_tensor *xd = nb_narrow(nb_to_device(xw, dev), 1, 0, k), *wd = nb_to_device(w, dev);
+                            nb_tensor *bd = b ? nb_to_device(b, dev) : NULL;
+                            nb_tensor *got = nb_linear(xd, wd, bd);
+                            NB_CK_NOTNULL(got);
+                            ck_assert_int_eq(nb_dtype_of(got), dts[di]);
+                            double *e = nb_test_values_of(want);
+                            nb_ck_close(nb_to_device(got, NB_CPU), e, m * n, 0.05, 1e-2);
+                            free(e);
+                            double *again = nb_test_values_of(nb_linear(xd, wd, bd)), *first = nb_test_values_of(got);
+                            ck_assert_msg(memcmp(again, first, sizeof(double) * (size_t)(m * n)) == 0,
+                                          "a second run differs (m %lld, k %lld, n %lld)", (long long)m, (long long)k,
+                                          (long long)n);
+                            free(again);
+                            free(first);
+                            nb_scope_end(s);
+                        }
+        }
+}
+END_TEST
+
 static nb_tensor *f_bmm(nb_tensor *const *in, int n, void *ctx) {
     (void)n, (void)ctx;
     return nb_bmm(in[0], in[1]);
@@ -496,6 +550,7 @@ Suite *nb_suite_ops_matmul(void) {
     suite_add_tcase(s, f);
     TCase *pad = tcase_create("padded"); /* a CPU reference of 4-GFLOP products, three device runs */
     tcase_add_test(pad, test_linear_padded_gemm);
+    tcase_add_test(pad, test_linear_16bit_few_rows);
     tcase_set_timeout(pad, 300);
     suite_add_tcase(s, pad);
     TCase *g = tcase_create("gradients");

@@ -90,9 +90,18 @@ static nb_tensor *attention(const attn_ctx *a, nb_module *self, nb_tensor *x, co
         k = split_heads(nb_narrow(qkv, 2, s->hidden, s->hidden), s->heads, hd);
         v = split_heads(nb_narrow(qkv, 2, 2 * s->hidden, s->hidden), s->heads, hd);
     } else {
-        q = rope(split_heads(nb_forward(a->q, x), s->heads, hd), st);
-        k = rope(split_heads(nb_forward(a->k, x), s->kv_heads, hd), st);
-        v = split_heads(nb_forward(a->v, x), s->kv_heads, hd);
+        nb_module *qkv[3] = {a->q, a->k, a->v};
+        nb_tensor *f = nb_decoder_fused_linear(qkv, 3, x); /* [B, T, qd + 2 kvd]: q | k | v, one product */
+        int64_t qd = s->heads * hd, kvd = s->kv_heads * hd;
+        if (f) { /* q and k rotated in one call, as the heads of q | k */
+            nb_tensor *qk = rope(split_heads(nb_narrow(f, 2, 0, qd + kvd), s->heads + s->kv_heads, hd), st);
+            q = nb_narrow(qk, 1, 0, s->heads), k = nb_narrow(qk, 1, s->heads, s->kv_heads);
+            v = split_heads(nb_narrow(f, 2, qd + kvd, kvd), s->kv_heads, hd);
+        } else {
+            q = rope(split_heads(nb_forward(a->q, x), s->heads, hd), st);
+            k = rope(split_heads(nb_forward(a->k, x), s->kv_heads, hd), st);
+            v = split_heads(nb_forward(a->v, x), s->kv_heads, hd);
+        }
     }
     if (!q || !k || !v) return NULL;
     if (st->cache && !cache_update(st->cache, a->layer, st->offset, &k, &v, st->dpos)) return NULL;
@@ -140,7 +149,8 @@ static nb_module *attention_new(const nb_decoder_shape *s, int layer, nb_module 
         ok = nb_decoder_add(m, "q_proj", nb_nn_linear_ex(H, qd, b, s->dtype), &a->q) &&
              nb_decoder_add(m, "k_proj", nb_nn_linear_ex(H, kvd, b, s->dtype), &a->k) &&
              nb_decoder_add(m, "v_proj", nb_nn_linear_ex(H, kvd, b, s->dtype), &a->v) &&
-             nb_decoder_add(m, "o_proj", nb_nn_linear_ex(qd, H, b, s->dtype), &a->o);
+             nb_decoder_add(m, "o_proj", nb_nn_linear_ex(qd, H, b, s->dtype), &a->o) &&
+             nb_decoder_pack((nb_module *[]){a->q, a->k, a->v}, 3) == NB_OK;
     if (!ok) {
         nb_module_free(m);
         return NULL;

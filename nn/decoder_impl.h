@@ -20,6 +20,17 @@ nb_module *nb_tied_linear(nb_tensor *weight);
 /* Adds child under name and stores it in *slot; false on failure (the
  * child is freed by nb_module_add). */
 bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module **slot);
+/* Fused projections. Inference reads a layer's q, k, v projections (and
+ * the SwiGLU's gate and up) as one product: their weights (and biases) are
+ * packed back to back into one storage at construction (nb_tensor_rebase:
+ * the parameters keep their identity and names), and
+ * nb_decoder_fused_linear runs x through all of them at once, [..., sum of
+ * out_features], where nothing needs a gradient, the children are plain
+ * hook-free Linears and their parameters still lie packed (a loader copies
+ * into them; a parametrization or re-flattening that moves them turns the
+ * fusion off). Else NULL with no error set: the caller runs them one by one. */
+nb_status nb_decoder_pack(nb_module *const *linears, int n);
+nb_tensor *nb_decoder_fused_linear(nb_module *const *linears, int n, nb_tensor *x);
 
 /* ---- the shared decoder (decoder.c) ----------------------------------------------- */
 

@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "decoder_impl.h"
 #include "nb_autograd.h"
@@ -15,6 +16,64 @@ bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module 
     if (nb_module_add(m, name, child)) return false;
     if (slot) *slot = child;
     return true;
+}
+
+/* ---- fused projections ---------------------------------------------------------------- */
+
+/* The parameters named `name` of linears[0..n), NULL where absent; false if some lack it and others have it. */
+static bool params_of(nb_module *const *linears, int n, const char *name, nb_tensor **p) {
+    int have = 0;
+    for (int i = 0; i < n; i++) have += (p[i] = nb_module_get(linears[i], name)) != NULL;
+    return have == 0 || have == n;
+}
+
+static nb_status pack(nb_tensor *const *p, int n) {
+    if (!p[0]) return NB_OK;
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += nb_numel(p[i]);
+    nb_tensor *base = nb_tensor_new_unscoped(1, &total, nb_dtype_of(p[0]), nb_device_of(p[0]));
+    if (!base) return nb_last_status();
+    nb_status st = NB_OK;
+    for (int64_t i = 0, off = 0; i < n && !st; off += nb_numel(p[i]), i++) st = nb_tensor_rebase(p[i], base, off);
+    nb_release(base); /* the parameters hold the storage */
+    return st;
+}
+
+nb_status nb_decoder_pack(nb_module *const *linears, int n) {
+    nb_tensor *w[4], *b[4];
+    if (n < 1 || n > 4 || !params_of(linears, n, "weight", w) || !params_of(linears, n, "bias", b) || !w[0])
+        return nb_set_error(NB_ERR_INVALID_ARG, "decoder: 1 to 4 Linears with weights, all or none with a bias");
+    nb_status st = pack(w, n);
+    return st ? st : pack(b, n);
+}
+
+/* p[0..n) as one [sum of dim 0, ...] view when they lie back to back in one
+ * storage (contiguous, one dtype, equal trailing dims), else NULL. */
+static nb_tensor *rows_view(nb_tensor *const *p, int n) {
+    int nd = nb_dim(p[0]);
+    int64_t shape[2] = {0, nd == 2 ? nb_size(p[0], 1) : 1}, next = nb_storage_offset(p[0]);
+    for (int i = 0; i < n; i++) {
+        if (nb_dim(p[i]) != nd || !nb_is_contiguous(p[i]) || nb_storage_offset(p[i]) != next ||
+            !nb_shares_storage(p[0], p[i]) || nb_dtype_of(p[i]) != nb_dtype_of(p[0]) ||
+            (nd == 2 && nb_size(p[i], 1) != shape[1]))
+            return NULL;
+        shape[0] += nb_size(p[i], 0), next += nb_numel(p[i]);
+    }
+    return nb_tensor_view_of(p[0], nd, shape, NULL, nb_storage_offset(p[0]));
+}
+
+nb_tensor *nb_decoder_fused_linear(nb_module *const *linears, int n, nb_tensor *x) {
+    nb_tensor *w[4], *b[4];
+    if (n < 1 || n > 4 || !x) return NULL;
+    for (int i = 0; i < n; i++)
+        if (strcmp(nb_module_kind(linears[i]), "Linear") || nb_module_has_hooks(linears[i])) return NULL;
+    if (!params_of(linears, n, "weight", w) || !params_of(linears, n, "bias", b) || !w[0]) return NULL;
+    bool grad = nb_is_grad_enabled() && nb_requires_grad(x);
+    for (int i = 0; i < n; i++) grad |= nb_is_grad_enabled() && (nb_requires_grad(w[i]) || (b[i] && nb_requires_grad(b[i])));
+    if (grad || nb_dim(w[0]) != 2) return NULL;
+    nb_tensor *wv = rows_view(w, n), *bv = b[0] ? rows_view(b, n) : NULL;
+    if (!wv || (b[0] && !bv)) return NULL;
+    return nb_linear(x, wv, bv);
 }
 
 static const char *dtype_str(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid"; }
@@ -177,15 +236,23 @@ typedef struct nb_swiglu_ctx {
     nb_module *gate, *up, *down; /* borrowed children */
 } nb_swiglu_ctx;
 
+enum { FUSED_MLP_ROWS = 64 };
+
 static nb_tensor *swiglu_forward(nb_module *m, nb_tensor *x) {
     const nb_swiglu_ctx *c = nb_module_ctx(m);
     /* the [.., intermediate] tensors freed as soon as they are dead (a long
      * prefill's peak memory): silu(gate) alone outlives its scope, and
      * takes up's product in place when nothing records a gradient */
-    nb_scope *s = nb_op_scope_begin(), *s1 = nb_op_scope_begin();
-    nb_tensor *a = nb_scope_return(s1, nb_silu(nb_forward(c->gate, x)));
+    nb_scope *s = nb_op_scope_begin();
+    /* a few rows (decoding): gate | up as one product [.., 2 I], which
+     * outlives silu(gate), so only where it is small */
+    nb_module *gu[2] = {c->gate, c->up};
+    nb_tensor *both = x && nb_numel(x) <= FUSED_MLP_ROWS * nb_size(x, -1) ? nb_decoder_fused_linear(gu, 2, x) : NULL;
+    int64_t I = both ? nb_size(both, nb_dim(both) - 1) / 2 : 0;
+    nb_scope *s1 = nb_op_scope_begin();
+    nb_tensor *a = nb_scope_return(s1, nb_silu(both ? nb_narrow(both, -1, 0, I) : nb_forward(c->gate, x)));
     nb_scope *s2 = nb_op_scope_begin();
-    nb_tensor *u = nb_forward(c->up, x), *h;
+    nb_tensor *u = both ? nb_narrow(both, -1, I, I) : nb_forward(c->up, x), *h;
     if (a && u && !nb_requires_grad(a) && !nb_requires_grad(u)) {
         h = nb_mul_(a, u) == NB_OK ? a : NULL;
         nb_scope_return(s2, NULL); /* u dies */
@@ -204,7 +271,8 @@ nb_module *nb_nn_swiglu(int64_t hidden_size, int64_t intermediate_size, bool bia
     if (!m) return NULL;
     bool ok = nb_decoder_add(m, "gate_proj", nb_nn_linear_ex(hidden_size, intermediate_size, bias, dt), &c->gate) &&
               nb_decoder_add(m, "up_proj", nb_nn_linear_ex(hidden_size, intermediate_size, bias, dt), &c->up) &&
-              nb_decoder_add(m, "down_proj", nb_nn_linear_ex(intermediate_size, hidden_size, bias, dt), &c->down);
+              nb_decoder_add(m, "down_proj", nb_nn_linear_ex(intermediate_size, hidden_size, bias, dt), &c->down) &&
+              nb_decoder_pack((nb_module *[]){c->gate, c->up}, 2) == NB_OK;
     if (!ok) {
         nb_module_free(m);
         return NULL;

@@ -28,6 +28,9 @@ nb_status nb_module_run_pre_hooks(nb_module *m, int n_in, nb_tensor **in);
  * forward (extra arguments, called by its parent directly) wraps around its
  * work so that hooks see it as PyTorch's __call__ would. */
 nb_status nb_module_run_post_hooks(nb_module *m, int n_in, nb_tensor *const *in, int n_out, nb_tensor **out);
+/* Whether m has forward hooks or pre-hooks (a forward that bypasses m's
+ * nb_forward, as a fused product of its weight, must not then run). */
+bool nb_module_has_hooks(const nb_module *m);
 
 /* A module's dtype check through the capability query: whether the default
  * device runs op in dt (NB_ERR_DTYPE naming the dtypes the op takes, or

@@ -11,6 +11,7 @@
  * seeded sampling, stop tokens, callback, length caps), the sampling warpers'
  * distributions, and error paths. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,6 +215,77 @@ START_TEST(test_llama_layer_naive) {
     ck_assert_str_eq(nb_module_kind(mlp), "SwiGLU");
     nb_ck_close_to(nb_forward(mlp, h),
                    lin(nb_mul(nb_mul(gate, nb_sigmoid(gate)), lin(h, blk, "mlp.up_proj")), blk, "mlp.down_proj"), 1e-12);
+    nb_module_free(m);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* The matmul slot's calls in the profile report of f(x) (the profiler's text, as test_profile reads it). */
+static int64_t matmul_calls(nb_module *blk, nb_tensor *x, nb_tensor **y) {
+    nb_profiler_start();
+    *y = nb_forward(blk, x);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(mem);
+    nb_profiler_report(mem);
+    fclose(mem);
+    const char *line = strstr(text, "\nmatmul ");
+    long long calls = 0;
+    ck_assert_msg(line && sscanf(line + 8, " %*s %lld", &calls) == 1, "no matmul line in: %s", text);
+    free(text);
+    return calls;
+}
+
+static nb_status keep_output(nb_module *m, nb_tensor *in, nb_tensor *out, nb_tensor **replace, void *user) {
+    (void)m, (void)in, (void)out, (void)replace;
+    ++*(int *)user;
+    return NB_OK;
+}
+
+/* Inference runs q|k|v and gate|up as one product each (the weights packed
+ * back to back at construction, state_dict loads copying into them): the
+ * layer's output equals the unfused forward's (gradients on) and the
+ * products drop from 7 to 4; a hook on q_proj, or a gradient wanted,
+ * turns the q|k|v fusion off so the hook runs; more than 64 rows run the
+ * MLP unfused (its packed output would outlive silu(gate) in a long prefill). */
+START_TEST(test_fused_projections) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(5);
+    nb_module *m = tiny_llama(NB_F64, 1, false);
+    nb_module *blk = nb_module_child(m, "model.layers.0");
+    const char *qkv[3] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
+    for (int i = 0; i < 3; i++) { /* packed: one storage, back to back */
+        ck_assert(nb_shares_storage(param(blk, qkv[0], "weight"), param(blk, qkv[i], "weight")));
+        ck_assert_int_eq(nb_storage_offset(param(blk, qkv[i], "weight")), i == 0 ? 0 : i == 1 ? 16 * 16 : 16 * 16 + 8 * 16);
+    }
+    ck_assert(nb_shares_storage(param(blk, "mlp.gate_proj", "weight"), param(blk, "mlp.up_proj", "weight")));
+    nb_generator g = nb_generator_new(11);
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 3, 16), NB_F64, &g), *want, *got;
+    ck_assert_int_eq(matmul_calls(blk, x, &want), 7); /* parameters require grad: one by one */
+    bool prev = nb_set_grad_enabled(false);
+    ck_assert_int_eq(matmul_calls(blk, x, &got), 4);
+    nb_ck_close_to(got, want, 1e-12);
+    /* a state_dict load copies into the packed storage: still fused, new values */
+    nb_tensor *wq = param(blk, qkv[1], "weight");
+    NB_CK_OK(nb_fill_(wq, 0.01));
+    ck_assert_int_eq(matmul_calls(blk, x, &got), 4);
+    nb_set_grad_enabled(prev);
+    ck_assert_int_eq(matmul_calls(blk, x, &want), 7);
+    nb_set_grad_enabled(false);
+    nb_ck_close_to(got, want, 1e-12);
+    int seen = 0; /* a hook on q_proj: q, k, v one by one, the hook runs */
+    nb_module *q = nb_module_child(blk, qkv[0]);
+    int64_t h = nb_module_register_forward_hook(q, keep_output, &seen);
+    ck_assert_int_gt(h, 0);
+    ck_assert_int_eq(matmul_calls(blk, x, &got), 6);
+    ck_assert_int_eq(seen, 1);
+    nb_ck_close_to(got, want, 1e-12);
+    NB_CK_OK(nb_module_remove_hook(q, h));
+    nb_tensor *big = nb_randn(NB_SHAPE(1, 65, 16), NB_F64, &g); /* 65 rows: the MLP unfused */
+    ck_assert_int_eq(matmul_calls(blk, big, &got), 5);
+    nb_set_grad_enabled(prev);
+    nb_ck_close_to(got, nb_forward(blk, big), 1e-12);
     nb_module_free(m);
     nb_scope_end(s);
 }
@@ -679,6 +751,7 @@ Suite *nb_suite_decoder(void) {
     tcase_add_test(tc, test_names_llama);
     tcase_add_test(tc, test_gpt2_block_naive);
     tcase_add_test(tc, test_llama_layer_naive);
+    tcase_add_test(tc, test_fused_projections);
     tcase_add_test(tc, test_blocks_gradcheck);
     tcase_add_test(tc, test_causal_masking);
     tcase_add_test(tc, test_kv_cache_matches_full_forward);

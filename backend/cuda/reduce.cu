@@ -448,6 +448,58 @@ __global__ void __launch_bounds__(THREADS) k_argmax(Iter<3> it, int64_t n, int64
     }
 }
 
+// Few long lines (a decoder's logits, [B, 128256]): the generic kernel's
+// one block per line waited on one load at a time (206 us for one line of
+// 128256 on an H200, ncu). Here each line is cut into chunks of
+// ARG_CHUNK, a block per chunk loads its ARG_PER elements a thread at once
+// and writes the chunk's winner, and a warp per line combines the chunks;
+// ArgF's winner does not depend on the order of the combines.
+constexpr int ARG_PER = 8, ARG_CHUNK = THREADS * ARG_PER;
+
+template <typename T, bool MIN>
+__global__ void __launch_bounds__(THREADS)
+    k_argmax_part(Iter<3> it, int64_t n, int64_t xs, int64_t nch, ArgPair<typename ArgV<T>::type> *part) {
+    using V = typename ArgV<T>::type;
+    using P = ArgPair<V>;
+    __shared__ P sm[THREADS / 32];
+    const int64_t l = blockIdx.y, i0 = (int64_t)blockIdx.x * ARG_CHUNK + threadIdx.x;
+    int64_t off[3] = {0, 0, 0};
+    iter_off(it, l, off);
+    const T *xp = (const T *)it.ptr[0] + off[0];
+    V v[ARG_PER];
+#pragma unroll
+    for (int u = 0; u < ARG_PER; u++)
+        if (i0 + u * THREADS < n) v[u] = (V)xp[(i0 + u * THREADS) * xs];
+    P acc = {MIN ? highest<V>() : lowest<V>(), (int64_t)9223372036854775807LL};
+#pragma unroll
+    for (int u = 0; u < ARG_PER; u++) {
+        const P c = {v[u], i0 + u * THREADS};
+        if (c.i < n && ArgF<V, MIN>::beats(acc, c)) acc = c;
+    }
+    acc = group_reduce(acc, THREADS, ArgF<V, MIN>(), sm);
+    if (threadIdx.x == 0) part[l * nch + blockIdx.x] = acc;
+}
+
+template <typename T, bool MIN>
+__global__ void __launch_bounds__(THREADS) k_argmax_fin(Iter<3> it, int64_t nch, const ArgPair<typename ArgV<T>::type> *part,
+                                                        bool has_values) {
+    using V = typename ArgV<T>::type;
+    using P = ArgPair<V>;
+    const int64_t l = (int64_t)blockIdx.x * (THREADS / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    P acc = {MIN ? highest<V>() : lowest<V>(), (int64_t)9223372036854775807LL};
+    if (l < it.numel)
+        for (int64_t c = lane; c < nch; c += 32)
+            if (ArgF<V, MIN>::beats(acc, part[l * nch + c])) acc = part[l * nch + c];
+    acc = group_reduce(acc, 32, ArgF<V, MIN>(), (P *)nullptr);
+    if (lane == 0 && l < it.numel) {
+        int64_t off[3] = {0, 0, 0};
+        iter_off(it, l, off);
+        ((int64_t *)it.ptr[1])[off[1]] = acc.i;
+        if (has_values) ((T *)it.ptr[2])[off[2]] = (T)acc.v;
+    }
+}
+
 // Checked: backend/check/reduce.c.
 static nb_status arg_reduce(nb_backend *be, const char *op, bool min, const nb_kview *values, const nb_kview *indices,
                             const nb_kview *x, int dim) {
@@ -463,8 +515,25 @@ static nb_status arg_reduce(nb_backend *be, const char *op, bool min, const nb_k
     unsigned grid = grid_for(lines, THREADS / g, 1 << 20);
     cudaStream_t st = stream_of(be);
     bool hv = values != nullptr;
+    // lines too few to fill the GPU with a block each, and long: split (at most 65535 lines, a grid dim)
+    const bool split = n >= 4 * ARG_CHUNK && lines <= 256;
+    const int64_t nch = (n + ARG_CHUNK - 1) / ARG_CHUNK;
     auto go = [&](auto tag) {
         using T = decltype(tag);
+        if (split) {
+            using P = ArgPair<typename ArgV<T>::type>;
+            Scratch part;
+            if (!part.alloc(be, sizeof(P) * (size_t)(lines * nch))) return nb_last_status();
+            dim3 pg((unsigned)nch, (unsigned)lines);
+            if (min) k_argmax_part<T, true><<<pg, THREADS, 0, st>>>(it, n, xs, nch, part.as<P>());
+            else k_argmax_part<T, false><<<pg, THREADS, 0, st>>>(it, n, xs, nch, part.as<P>());
+            nb_status r = launched(op);
+            if (r) return r;
+            const unsigned fg = (unsigned)((lines + THREADS / 32 - 1) / (THREADS / 32));
+            if (min) k_argmax_fin<T, true><<<fg, THREADS, 0, st>>>(it, nch, part.as<P>(), hv);
+            else k_argmax_fin<T, false><<<fg, THREADS, 0, st>>>(it, nch, part.as<P>(), hv);
+            return launched(op);
+        }
         if (min) k_argmax<T, true><<<grid, THREADS, 0, st>>>(it, n, xs, g, hv);
         else k_argmax<T, false><<<grid, THREADS, 0, st>>>(it, n, xs, g, hv);
         return launched(op);

@@ -191,8 +191,10 @@ nb_status nb_tensor_rebase(nb_tensor *t, nb_tensor *base, int64_t offset) {
         offset + n > (int64_t)(base->storage->bytes / nb_dtype_size(base->dtype)))
         return nb_set_error(NB_ERR_INVALID_ARG, "tensor_rebase: the buffer does not hold the tensor at %lld",
                             (long long)offset);
+    nb_scope *s = nb_op_scope_begin(); /* the copy's view dies here, not in the caller's scope (a reference to base) */
     nb_tensor *dst = nb_tensor_view_of(base, t->ndim, t->shape, NULL, offset);
     nb_status st = dst ? nb_copy_(dst, t) : nb_last_status();
+    nb_scope_end(s);
     if (st) return st;
     atomic_fetch_add(&base->storage->refcount, 1);
     storage_release(t->storage);

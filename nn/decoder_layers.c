@@ -62,18 +62,21 @@ static nb_tensor *rows_view(nb_tensor *const *p, int n) {
     return nb_tensor_view_of(p[0], nd, shape, NULL, nb_storage_offset(p[0]));
 }
 
-nb_tensor *nb_decoder_fused_linear(nb_module *const *linears, int n, nb_tensor *x) {
+bool nb_decoder_fused_linear(nb_module *const *linears, int n, nb_tensor *x, nb_tensor **y) {
     nb_tensor *w[4], *b[4];
-    if (n < 1 || n > 4 || !x) return NULL;
+    if (n < 1 || n > 4 || !x) return false;
     for (int i = 0; i < n; i++)
-        if (strcmp(nb_module_kind(linears[i]), "Linear") || nb_module_has_hooks(linears[i])) return NULL;
-    if (!params_of(linears, n, "weight", w) || !params_of(linears, n, "bias", b) || !w[0]) return NULL;
+        if (strcmp(nb_module_kind(linears[i]), "Linear") || nb_module_has_hooks(linears[i])) return false;
+    if (!params_of(linears, n, "weight", w) || !params_of(linears, n, "bias", b) || !w[0] || nb_dim(w[0]) != 2)
+        return false;
     bool grad = nb_is_grad_enabled() && nb_requires_grad(x);
     for (int i = 0; i < n; i++) grad |= nb_is_grad_enabled() && (nb_requires_grad(w[i]) || (b[i] && nb_requires_grad(b[i])));
-    if (grad || nb_dim(w[0]) != 2) return NULL;
+    /* under autocast a float32 weight would be cast at every call (only the parameters' casts are cached) */
+    if (grad || (nb_autocast_is_enabled(nb_device_of(x)) && nb_dtype_of(w[0]) == NB_F32)) return false;
     nb_tensor *wv = rows_view(w, n), *bv = b[0] ? rows_view(b, n) : NULL;
-    if (!wv || (b[0] && !bv)) return NULL;
-    return nb_linear(x, wv, bv);
+    if (!wv || (b[0] && !bv)) return false;
+    *y = nb_linear(x, wv, bv);
+    return true;
 }
 
 static const char *dtype_str(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT ? nb_dtype_name(dt) : "invalid"; }
@@ -247,7 +250,10 @@ static nb_tensor *swiglu_forward(nb_module *m, nb_tensor *x) {
     /* a few rows (decoding): gate | up as one product [.., 2 I], which
      * outlives silu(gate), so only where it is small */
     nb_module *gu[2] = {c->gate, c->up};
-    nb_tensor *both = x && nb_numel(x) <= FUSED_MLP_ROWS * nb_size(x, -1) ? nb_decoder_fused_linear(gu, 2, x) : NULL;
+    nb_tensor *both = NULL;
+    if (x && nb_numel(x) <= FUSED_MLP_ROWS * nb_size(x, nb_dim(x) - 1) && nb_decoder_fused_linear(gu, 2, x, &both) &&
+        !both)
+        return nb_scope_return(s, NULL);
     int64_t I = both ? nb_size(both, nb_dim(both) - 1) / 2 : 0;
     nb_scope *s1 = nb_op_scope_begin();
     nb_tensor *a = nb_scope_return(s1, nb_silu(both ? nb_narrow(both, -1, 0, I) : nb_forward(c->gate, x)));

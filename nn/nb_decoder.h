@@ -173,7 +173,13 @@ nb_llama_config nb_llama_config_3_2_1b(void);
  *     model.embed_tokens.weight itself and not listed again.
  * Layer: x = x + o_proj(attn(rope(q), rope(k), v)) on input_layernorm(x);
  * x = x + mlp(post_attention_layernorm(x)). Initialisation: weights
- * N(0, initializer_range^2), biases 0, norms 1.
+ * N(0, initializer_range^2), biases 0, norms 1. A layer's q_proj, k_proj,
+ * v_proj weights (and biases) lie back to back in one storage, and so do
+ * gate_proj's and up_proj's: each parameter is a contiguous view of it
+ * (nb_shares_storage says so). Without gradients (inference, a KV cache)
+ * each group then runs as one product, the MLP's up to 64 rows; a hook
+ * on one of those Linears, or a parameter moved off that storage (a
+ * parametrization), runs them one by one.
  * Errors: NB_ERR_INVALID_ARG (a size < 1, heads not a multiple of kv heads,
  * head_dim odd, bad rope), NB_ERR_DTYPE, NB_ERR_OOM. */
 nb_module *nb_llama(nb_llama_config c);

@@ -287,6 +287,29 @@ START_TEST(test_fused_projections) {
     nb_set_grad_enabled(prev);
     nb_ck_close_to(got, nb_forward(blk, big), 1e-12);
     nb_module_free(m);
+    /* biases on every projection: packed too, the fused forward the same */
+    nb_llama_config c = nb_llama_config_default();
+    c.vocab_size = 40, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 1;
+    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.attention_bias = c.mlp_bias = true, c.dtype = NB_F64;
+    nb_scope *built = nb_scope_begin(); /* whatever construction leaves in the caller's scope */
+    size_t before = nb_memory_stats_get(NB_CPU).allocated;
+    m = nb_llama(c);
+    NB_CK_NOTNULL(m);
+    blk = nb_module_child(m, "model.layers.0");
+    ck_assert(nb_shares_storage(param(blk, qkv[0], "bias"), param(blk, qkv[2], "bias")));
+    ck_assert(nb_shares_storage(param(blk, "mlp.gate_proj", "bias"), param(blk, "mlp.up_proj", "bias")));
+    nb_scope *fw = nb_scope_begin();
+    NB_CK_OK(nb_normal_(param(blk, qkv[1], "bias"), 0, 1, NULL)); /* biases are 0 at first */
+    NB_CK_OK(nb_normal_(param(blk, "mlp.up_proj", "bias"), 0, 1, NULL));
+    ck_assert_int_eq(matmul_calls(blk, x, &want), 7);
+    nb_set_grad_enabled(false);
+    ck_assert_int_eq(matmul_calls(blk, x, &got), 4);
+    nb_set_grad_enabled(prev);
+    nb_ck_close_to(got, want, 1e-12);
+    nb_scope_end(fw);
+    nb_module_free(m); /* its packed storage freed with it, though the scope it was built in lives on */
+    ck_assert_uint_eq(nb_memory_stats_get(NB_CPU).allocated, before);
+    nb_scope_end(built);
     nb_scope_end(s);
 }
 END_TEST

@@ -528,11 +528,12 @@ END_TEST
  * (keys past a position closed in every row, with grouped-query heads,
  * whose rows are regrouped over the kv heads); a bool mask per row;
  * top-left causality; an additive mask; a row with every key masked (NaN);
- * and the same bits on a second run. Skipped without a CUDA device. */
+ * the same bits on a second run; and a long cache (chunks of several
+ * passes, shared memory past 48 KiB). Skipped without a CUDA device. */
 START_TEST(test_cuda_16bit_decode_matches_float32) {
     if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
     nb_scope *s = nb_scope_begin();
-    const int64_t B = 2, H = 4, S = 1000, Es[3] = {64, 128, 256}, Ls[4] = {1, 4, 5, 16};
+    const int64_t B = 2, H = 4, S = 1001, Es[3] = {64, 128, 256}, Ls[4] = {1, 4, 5, 16};
     nb_dtype dts[2] = {NB_BF16, NB_F16};
     for (int di = 0; di < 2; di++)
         for (int ei = 0; ei < 3; ei++)
@@ -577,6 +578,15 @@ START_TEST(test_cuda_16bit_decode_matches_float32) {
                     ck_bitwise(nb_scaled_dot_product_attention(x16[0], x16[1], x16[2], o16), got);
                     nb_scope_end(it);
                 }
+    /* 16 heads of a long cache (34000 keys, 16 rows): chunks of 9 passes, shared memory past 48 KiB */
+    nb_tensor *q = nb_to_dtype(randn(NB_SHAPE(1, 16, 16, 64), NB_F32, 91), NB_BF16);
+    nb_tensor *k = nb_to_dtype(randn(NB_SHAPE(1, 16, 34000, 64), NB_F32, 92), NB_BF16);
+    nb_tensor *v = nb_to_dtype(randn(NB_SHAPE(1, 16, 34000, 64), NB_F32, 93), NB_BF16);
+    nb_tensor *want = nb_scaled_dot_product_attention(nb_to_dtype(q, NB_F32), nb_to_dtype(k, NB_F32),
+                                                      nb_to_dtype(v, NB_F32), (nb_sdpa_options){0});
+    nb_tensor *got = nb_scaled_dot_product_attention(nb_to_device(q, NB_CUDA(0)), nb_to_device(k, NB_CUDA(0)),
+                                                     nb_to_device(v, NB_CUDA(0)), (nb_sdpa_options){0});
+    nb_ck_close_to(nb_to_device(nb_to_dtype(got, NB_F32), NB_CPU), want, 1e-2);
     nb_scope_end(s);
 }
 END_TEST

@@ -394,8 +394,8 @@ END_TEST
  * on CUDA up to 4 rows run the GEMV kernel, 5 go to cuBLAS) on each
  * accelerator against float32 on the CPU on the same rounded values, with
  * and without a bias, over inner sizes that leave the kernel's unrolled
- * loop whole, partial or unused and split k over 1, 2, 4 or 8 warps of
- * uneven slices (k = 8, 264, 1032, 2056, 8200), output counts off a
+ * loop whole, partial or unused and split k over 1, 2, 4 or 8 warps
+ * (k = 8, 264, 1032, 2056, 4104, 8200; uneven slices), output counts off a
  * multiple of its rows per block, and x as a row-strided view; the same
  * bits on a second run. Tolerance: y (sums with standard deviations up to
  * 91) rounded to 16 bits, 2^-8 of its value (float16's 2^-11 within it). */
@@ -403,14 +403,14 @@ START_TEST(test_linear_16bit_few_rows) {
     bool any = false;
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++) any |= t != NB_DEVICE_CPU && nb_device_count((nb_device_type)t) > 0;
     if (!any) return;
-    const int64_t ks[5] = {8, 264, 1032, 2056, 8200}, ns[3] = {1, 13, 1000};
+    const int64_t ks[6] = {8, 264, 1032, 2056, 4104, 8200}, ns[3] = {1, 13, 1000};
     const nb_dtype dts[2] = {NB_BF16, NB_F16};
     for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
         for (int d = 0; d < nb_device_count((nb_device_type)t); d++) {
             if (t == NB_DEVICE_CPU) continue;
             nb_device dev = {(nb_device_type)t, d};
             for (int di = 0; di < 2; di++)
-                for (int ki = 0; ki < 5; ki++)
+                for (int ki = 0; ki < 6; ki++)
                     for (int ni = 0; ni < 3; ni++)
                         for (int64_t m = 1; m <= 5; m++) {
                             nb_scope *s = nb_scope_begin();

@@ -107,10 +107,10 @@ __global__ void k_dec_combine(Att a, Mat out, int64_t nch, const typename DecAcc
 // the weighted value sum likewise, groups taking keys in turn and their
 // partial sums added in group order in shared memory (deterministic). A key
 // masked in every row is not read, nor is a value whose weight is 0 in
-// every row: a static KV cache's unused tail costs its mask bytes only.
-// Chunks are short (one pass of the block's groups: dec16_plan), so a step
-// waits on about two memory latencies; k_dec_combine16 merges the many
-// chunks with a block per row.
+// every row: a static KV cache's unused tail costs its mask bytes and its
+// chunks' partial sums. At batch 1 chunks are short (one pass of the
+// block's groups: dec16_plan), so a step waits on about two memory
+// latencies; k_dec_combine16 merges the chunks with a block per row.
 
 constexpr int DEC_ROWS = 4; // rows per pass of the value sum (its accumulators live in registers)
 constexpr int DEC_U = 4;    // keys per group per pass, loaded together
@@ -269,13 +269,17 @@ static bool vec8(const Mat &m) {
     return ((uintptr_t)m.data & 15) == 0 && m.ld % 8 == 0 && m.s1 % 8 == 0 && m.s2 % 8 == 0;
 }
 
-// The 16-bit kernels' split: a chunk is one pass of the block's key groups
-// (DT / (D / 8) groups of DEC_U keys), longer only to keep at most
-// DEC_MAX_CH chunks a row (the combine's shared memory).
-constexpr int64_t DEC_MAX_CH = 4096;
+// The 16-bit kernels' split: chunks of whole passes of the block's key
+// groups (DT / (D / 8) groups of DEC_U keys), one pass each where about
+// 1056 blocks (8 an SM of an H100/H200) need it, longer where many
+// matrices fill the GPU anyway (the scratch, L (Ev + 2) floats a chunk,
+// stays a small part of the cache read), and at most DEC_MAX_CH a row
+// (the combine's shared memory). The shared memory a block needs.
+constexpr int64_t DEC_MAX_CH = 4096, DEC_WANT_BLOCKS = 1056;
 static void dec16_plan(const Att &a, int64_t *nch, int64_t *chunk, size_t *smem) {
-    const int64_t pass = DT / (a.E / 8) * DEC_U;
-    int64_t c = pass;
+    const int64_t pass = DT / (a.E / 8) * DEC_U, passes = (a.S + pass - 1) / pass;
+    const int64_t want = (DEC_WANT_BLOCKS + a.B - 1) / a.B; // chunks a row
+    int64_t c = pass * ((passes + want - 1) / want);
     while ((a.S + c - 1) / c > DEC_MAX_CH) c += pass;
     *chunk = c, *nch = (a.S + c - 1) / c;
     *smem = sizeof(float) * (size_t)(a.L * a.E + a.L * c);
@@ -291,20 +295,23 @@ static bool dec16_forward(nb_backend *be, const char *op, const Att &a, const Ma
         int64_t nch, chunk;
         size_t sm;
         dec16_plan(a, &nch, &chunk, &sm);
+        // the kernel's static shared memory (stat, red) counts against the same limit as sm
+        const size_t fixed = sizeof(float) * (size_t)(2 * DEC_L + DT / (a.E / 8) * DEC_ROWS * a.E);
+        if (sm + fixed > 160 * 1024) return false; // the generic kernel's split
         cudaStream_t s = stream_of(be);
         Scratch part;
         if (!part.alloc(be, sizeof(float) * (size_t)(a.B * nch * a.L * (a.Ev + 2)))) return *r = nb_last_status(), true;
-        auto go = [&](auto kern) {
-            if ((*r = set_smem((const void *)kern, sm, op))) return;
+        auto go = [&](auto kern) -> nb_status {
+            if (sm + fixed > 48 * 1024) // the opt-in that set_smem makes from 48 KiB of dynamic memory alone
+                NBC_TRY(op, cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
             kern<<<dim3((unsigned)nch, (unsigned)a.B), DT, sm, s>>>(a, q, k, v, chunk, nch, part.as<float>());
-            if ((*r = launched(op))) return;
+            nb_status st = launched(op);
+            if (st) return st;
             k_dec_combine16<T><<<(unsigned)(a.B * a.L), DEC_CT, 2 * sizeof(float) * (size_t)nch, s>>>(
                 a, out, nch, part.as<float>(), (float *)lse);
-            *r = launched(op);
+            return launched(op);
         };
-        if (a.E == 64) go(k_dec_part16<T, 64>);
-        else if (a.E == 128) go(k_dec_part16<T, 128>);
-        else go(k_dec_part16<T, 256>);
+        *r = a.E == 64 ? go(k_dec_part16<T, 64>) : a.E == 128 ? go(k_dec_part16<T, 128>) : go(k_dec_part16<T, 256>);
         return true;
     }
     return false;

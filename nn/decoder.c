@@ -93,8 +93,8 @@ static nb_tensor *attention(const attn_ctx *a, nb_module *self, nb_tensor *x, co
         nb_module *qkv[3] = {a->q, a->k, a->v};
         nb_tensor *f = NULL; /* [B, T, qd + 2 kvd]: q | k | v, one product */
         int64_t qd = s->heads * hd, kvd = s->kv_heads * hd;
-        if (nb_decoder_fused_linear(qkv, 3, x, &f)) {
-            if (!f) return NULL; /* q and k rotated in one call, as the heads of q | k */
+        if (nb_decoder_fused_linear(qkv, 3, x, &f)) { /* q and k rotated in one call, as the heads of q | k */
+            if (!f) return NULL;
             nb_tensor *qk = rope(split_heads(nb_narrow(f, 2, 0, qd + kvd), s->heads + s->kv_heads, hd), st);
             q = nb_narrow(qk, 1, 0, s->heads), k = nb_narrow(qk, 1, s->heads, s->kv_heads);
             v = split_heads(nb_narrow(f, 2, qd + kvd, kvd), s->kv_heads, hd);

@@ -28,8 +28,9 @@ bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module 
  * out_features], where nothing needs a gradient, the children are plain
  * hook-free Linears and their parameters still lie packed (a loader copies
  * into them; a parametrization or re-flattening that moves them turns the
- * fusion off), and under autocast only where the weights are not float32. It returns whether it applied, with the product (NULL on a
- * failure, its error set) in *y; false: the caller runs them one by one. */
+ * fusion off), and under autocast only where the weights are not float32.
+ * It returns whether it applied, with the product (NULL on a failure, its
+ * error set) in *y; false: the caller runs them one by one. */
 nb_status nb_decoder_pack(nb_module *const *linears, int n);
 bool nb_decoder_fused_linear(nb_module *const *linears, int n, nb_tensor *x, nb_tensor **y);
 

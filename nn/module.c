@@ -225,11 +225,11 @@ static int call_forward(nb_module *m, int n_in, nb_tensor *const *in, int max_ou
     return out[0] ? 1 : -1;
 }
 
+bool nb_module_has_hooks(const nb_module *m) { return m && m->n_hooks > 0; }
+
 /* nb_forward_n's body: pre-hooks (each may replace inputs), the forward,
  * then forward hooks (each may replace outputs), in registration order.
  * out has NB_FORWARD_MAX entries. */
-bool nb_module_has_hooks(const nb_module *m) { return m && m->n_hooks > 0; }
-
 nb_status nb_module_run_pre_hooks(nb_module *m, int n_in, nb_tensor **in) {
     for (int i = 0; i < m->n_hooks; i++) {
         nb_module_hook h = m->hooks[i];

@@ -82,7 +82,9 @@ nb_status nb_nn_rotary_embedding_forward(nb_module *m, int64_t seq_len, int64_t 
  * up_proj(x)), children gate_proj [intermediate, hidden], up_proj
  * [intermediate, hidden], down_proj [hidden, intermediate] (nn.Linear, with
  * bias when bias). Kind "SwiGLU". x [..., hidden] -> [..., hidden].
- * Errors: as nb_nn_linear_ex. */
+ * gate_proj's and up_proj's parameters lie back to back in one storage:
+ * without gradients, inputs of up to 64 rows run both as one product (as
+ * nb_llama's layers). Errors: as nb_nn_linear_ex. */
 nb_module *nb_nn_swiglu(int64_t hidden_size, int64_t intermediate_size, bool bias, nb_dtype dt);
 
 /* ---- GPT-2 (nn/decoder.c) ------------------------------------------------------ */

@@ -117,6 +117,14 @@ void nb_test_rmtree(const char *dir) {
     ck_assert_msg(system(cmd) == 0, "cannot remove %s", dir);
 }
 
+int nb_test_accelerators(nb_device *devs, int max) {
+    int n = 0;
+    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
+        for (int i = 0; t != NB_DEVICE_CPU && i < nb_device_count((nb_device_type)t) && n < max; i++)
+            devs[n++] = (nb_device){(nb_device_type)t, i};
+    return n;
+}
+
 bool nb_test_find_script(const char *name, char *out, size_t len) {
     snprintf(out, len, "tests/interop/%s", name);
     if (!access(out, R_OK)) return true;

@@ -29,6 +29,8 @@ double nb_test_value(const char *kind, int64_t i);
 int64_t nb_test_values(const nb_tensor *t, double *out, int64_t n);
 /* All of t's values as doubles in a malloc'd array (the caller frees it). */
 double *nb_test_values_of(const nb_tensor *t);
+/* The devices other than the CPU (each type's, in order) in devs[0..max): their count. */
+int nb_test_accelerators(nb_device *devs, int max);
 /* tests/interop/<name>: found from the cwd (the repository root) or from
  * the test binary (build/tests/, with __FILE__ relative to build/); false
  * when neither has it. */

@@ -363,27 +363,23 @@ START_TEST(test_linear_padded_gemm) {
         const char *precision;
         double atol, rtol;
     } runs[3] = {{NB_BF16, "highest", 0.5, 1e-2}, {NB_F32, "highest", 2e-3, 1e-4}, {NB_F32, "high", 0.5, 1e-2}};
-    bool any = false;
-    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++) any |= t != NB_DEVICE_CPU && nb_device_count((nb_device_type)t) > 0;
-    if (!any) return; /* nothing but the CPU: no padded path to compare */
+    nb_device accs[8];
+    const int na = nb_test_accelerators(accs, 8);
+    if (!na) return; /* nothing but the CPU: no padded path to compare */
     double *want[4];
     int64_t n[4];
     padded_linear_run(NB_CPU, NB_F32, "highest", want, n);
-    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
-        for (int i = 0; i < nb_device_count((nb_device_type)t); i++) {
-            if (t == NB_DEVICE_CPU) continue;
-            for (int r = 0; r < 3; r++) {
-                double *got[4];
-                int64_t m[4];
-                padded_linear_run((nb_device){(nb_device_type)t, i}, runs[r].dt, runs[r].precision, got, m);
-                for (int k = 0; k < 4; k++) {
-                    ck_assert_int_eq(m[k], n[k]);
-                    nb_scope *s = nb_scope_begin();
-                    nb_ck_close(nb_from_data(got[k], NB_SHAPE(m[k]), NB_F64), want[k], n[k], runs[r].atol,
-                                runs[r].rtol);
-                    nb_scope_end(s);
-                    free(got[k]);
-                }
+    for (int a = 0; a < na; a++)
+        for (int r = 0; r < 3; r++) {
+            double *got[4];
+            int64_t m[4];
+            padded_linear_run(accs[a], runs[r].dt, runs[r].precision, got, m);
+            for (int k = 0; k < 4; k++) {
+                ck_assert_int_eq(m[k], n[k]);
+                nb_scope *s = nb_scope_begin();
+                nb_ck_close(nb_from_data(got[k], NB_SHAPE(m[k]), NB_F64), want[k], n[k], runs[r].atol, runs[r].rtol);
+                nb_scope_end(s);
+                free(got[k]);
             }
         }
     for (int k = 0; k < 4; k++) free(want[k]);
@@ -400,47 +396,44 @@ END_TEST
  * bits on a second run. Tolerance: y (sums with standard deviations up to
  * 91) rounded to 16 bits, 2^-8 of its value (float16's 2^-11 within it). */
 START_TEST(test_linear_16bit_few_rows) {
-    bool any = false;
-    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++) any |= t != NB_DEVICE_CPU && nb_device_count((nb_device_type)t) > 0;
-    if (!any) return;
+    nb_device accs[8];
+    const int na = nb_test_accelerators(accs, 8);
     const int64_t ks[6] = {8, 264, 1032, 2056, 4104, 8200}, ns[3] = {1, 13, 1000};
     const nb_dtype dts[2] = {NB_BF16, NB_F16};
-    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
-        for (int d = 0; d < nb_device_count((nb_device_type)t); d++) {
-            if (t == NB_DEVICE_CPU) continue;
-            nb_device dev = {(nb_device_type)t, d};
-            for (int di = 0; di < 2; di++)
-                for (int ki = 0; ki < 6; ki++)
-                    for (int ni = 0; ni < 3; ni++)
-                        for (int64_t m = 1; m <= 5; m++) {
-                            nb_scope *s = nb_scope_begin();
-                            const int64_t k = ks[ki], n = ns[ni];
-                            const bool strided = (ki + ni + m) % 2 == 0, bias = (ki + m) % 2 == 1;
-                            nb_generator g = nb_generator_new((uint64_t)(100 * ki + 10 * ni + m));
-                            /* x [m, k] as the first k columns of [m, k + 8] when strided */
-                            nb_tensor *xw = nb_to_dtype(nb_randn(NB_SHAPE(m, strided ? k + 8 : k), NB_F32, &g), dts[di]);
-                            nb_tensor *w = nb_to_dtype(nb_randn(NB_SHAPE(n, k), NB_F32, &g), dts[di]);
-                            nb_tensor *b = bias ? nb_to_dtype(nb_randn(NB_SHAPE(n), NB_F32, &g), dts[di]) : NULL;
-                            nb_tensor *x = nb_narrow(xw, 1, 0, k);
-                            nb_tensor *want = nb_linear(nb_to_dtype(x, NB_F32), nb_to_dtype(w, NB_F32),
-                                                        b ? nb_to_dtype(b, NB_F32) : NULL);
-                            nb_tensor *xd = nb_narrow(nb_to_device(xw, dev), 1, 0, k), *wd = nb_to_device(w, dev);
-                            nb_tensor *bd = b ? nb_to_device(b, dev) : NULL;
-                            nb_tensor *got = nb_linear(xd, wd, bd);
-                            NB_CK_NOTNULL(got);
-                            ck_assert_int_eq(nb_dtype_of(got), dts[di]);
-                            double *e = nb_test_values_of(want);
-                            nb_ck_close(nb_to_device(got, NB_CPU), e, m * n, 0.05, 1e-2);
-                            free(e);
-                            double *again = nb_test_values_of(nb_linear(xd, wd, bd)), *first = nb_test_values_of(got);
-                            ck_assert_msg(memcmp(again, first, sizeof(double) * (size_t)(m * n)) == 0,
-                                          "a second run differs (m %lld, k %lld, n %lld)", (long long)m, (long long)k,
-                                          (long long)n);
-                            free(again);
-                            free(first);
-                            nb_scope_end(s);
-                        }
-        }
+    for (int a = 0; a < na; a++) {
+        const nb_device dev = accs[a];
+        for (int di = 0; di < 2; di++)
+            for (int ki = 0; ki < 6; ki++)
+                for (int ni = 0; ni < 3; ni++)
+                    for (int64_t m = 1; m <= 5; m++) {
+                        nb_scope *s = nb_scope_begin();
+                        const int64_t k = ks[ki], n = ns[ni];
+                        const bool strided = (ki + ni + m) % 2 == 0, bias = (ki + m) % 2 == 1;
+                        nb_generator g = nb_generator_new((uint64_t)(100 * ki + 10 * ni + m));
+                        /* x [m, k] as the first k columns of [m, k + 8] when strided */
+                        nb_tensor *xw = nb_to_dtype(nb_randn(NB_SHAPE(m, strided ? k + 8 : k), NB_F32, &g), dts[di]);
+                        nb_tensor *w = nb_to_dtype(nb_randn(NB_SHAPE(n, k), NB_F32, &g), dts[di]);
+                        nb_tensor *b = bias ? nb_to_dtype(nb_randn(NB_SHAPE(n), NB_F32, &g), dts[di]) : NULL;
+                        nb_tensor *x = nb_narrow(xw, 1, 0, k);
+                        nb_tensor *want = nb_linear(nb_to_dtype(x, NB_F32), nb_to_dtype(w, NB_F32),
+                                                    b ? nb_to_dtype(b, NB_F32) : NULL);
+                        nb_tensor *xd = nb_narrow(nb_to_device(xw, dev), 1, 0, k), *wd = nb_to_device(w, dev);
+                        nb_tensor *bd = b ? nb_to_device(b, dev) : NULL;
+                        nb_tensor *got = nb_linear(xd, wd, bd);
+                        NB_CK_NOTNULL(got);
+                        ck_assert_int_eq(nb_dtype_of(got), dts[di]);
+                        double *e = nb_test_values_of(want);
+                        nb_ck_close(nb_to_device(got, NB_CPU), e, m * n, 0.05, 1e-2);
+                        free(e);
+                        double *again = nb_test_values_of(nb_linear(xd, wd, bd)), *first = nb_test_values_of(got);
+                        ck_assert_msg(memcmp(again, first, sizeof(double) * (size_t)(m * n)) == 0,
+                                      "a second run differs (m %lld, k %lld, n %lld)", (long long)m, (long long)k,
+                                      (long long)n);
+                        free(again);
+                        free(first);
+                        nb_scope_end(s);
+                    }
+    }
 }
 END_TEST
 

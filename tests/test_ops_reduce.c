@@ -603,46 +603,46 @@ END_TEST
  * wins, placed in different chunks), a NaN (the first NaN wins), and lines
  * along a strided dim. */
 START_TEST(test_argmax_long_lines_device) {
+    nb_device accs[8];
+    const int na = nb_test_accelerators(accs, 8);
     const int64_t n = 128256;
     const nb_dtype dts[3] = {NB_F32, NB_F64, NB_I32};
-    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
-        for (int d = 0; d < nb_device_count((nb_device_type)t); d++) {
-            if (t == NB_DEVICE_CPU) continue;
-            nb_device dev = {(nb_device_type)t, d};
-            for (int di = 0; di < 3; di++)
-                for (int64_t lines = 1; lines <= 3; lines += 2)
-                    for (int mode = 0; mode < 3; mode++) { /* 0 ties, 1 a NaN, 2 along dim 0 of [n, lines] */
-                        nb_scope *s = nb_scope_begin();
-                        nb_generator g = nb_generator_new((uint64_t)(7 * di + lines + 100 * mode));
-                        double *v = malloc(sizeof(double) * (size_t)(lines * n));
-                        ck_assert_ptr_nonnull(v);
-                        nb_tensor *r = nb_randn(NB_SHAPE(lines, n), NB_F64, &g);
-                        nb_test_values(r, v, lines * n);
-                        for (int64_t l = 0; l < lines; l++) {
-                            double *row = v + l * n;
-                            for (int64_t i = 0; i < n; i++) row[i] = nb_dtype_is_float(dts[di]) ? row[i] : floor(row[i] * 100);
-                            int64_t a = (50000 + 7919 * l) % n, b = a + 9000 + l; /* equal extremes in other chunks */
-                            row[a] = row[b] = 1000, row[(a + 20000) % n] = -1000, row[(b + 20000) % n] = -1000;
-                            if (mode == 1 && nb_dtype_is_float(dts[di])) row[(a + 30001) % n] = NAN, row[(a + 40001) % n] = NAN;
-                        }
-                        nb_tensor *x = nb_to_dtype(nb_test_tensor(NB_SHAPE(lines, n), NB_F64, v), dts[di]);
-                        free(v);
-                        int dim = 1;
-                        if (mode == 2) x = nb_transpose(nb_contiguous(nb_transpose(x, 0, 1)), 0, 1), dim = 1;
-                        nb_tensor *xd = nb_to_device(x, dev);
-                        NB_CK_NOTNULL(xd);
-                        nb_tensor *outs[4] = {nb_argmax(x, dim, false), nb_argmin(x, dim, false), NULL, NULL};
-                        nb_tensor *douts[4] = {nb_argmax(xd, dim, false), nb_argmin(xd, dim, false), NULL, NULL};
-                        nb_tensor *mv = nb_max_dim(x, dim, false, &outs[2]), *dmv = nb_max_dim(xd, dim, false, &douts[2]);
-                        outs[3] = mv, douts[3] = dmv;
-                        for (int k = 0; k < 4; k++) {
-                            double *want = nb_test_values_of(outs[k]);
-                            nb_ck_close(nb_to_device(douts[k], NB_CPU), want, lines, 0, 0);
-                            free(want);
-                        }
-                        nb_scope_end(s);
+    for (int a = 0; a < na; a++) {
+        const nb_device dev = accs[a];
+        for (int di = 0; di < 3; di++)
+            for (int64_t lines = 1; lines <= 3; lines += 2)
+                for (int mode = 0; mode < 3; mode++) { /* 0 ties, 1 a NaN, 2 along dim 0 of [n, lines] */
+                    nb_scope *s = nb_scope_begin();
+                    nb_generator g = nb_generator_new((uint64_t)(7 * di + lines + 100 * mode));
+                    double *v = malloc(sizeof(double) * (size_t)(lines * n));
+                    ck_assert_ptr_nonnull(v);
+                    nb_tensor *r = nb_randn(NB_SHAPE(lines, n), NB_F64, &g);
+                    nb_test_values(r, v, lines * n);
+                    for (int64_t l = 0; l < lines; l++) {
+                        double *row = v + l * n;
+                        for (int64_t i = 0; i < n; i++) row[i] = nb_dtype_is_float(dts[di]) ? row[i] : floor(row[i] * 100);
+                        int64_t a = (50000 + 7919 * l) % n, b = a + 9000 + l; /* equal extremes in other chunks */
+                        row[a] = row[b] = 1000, row[(a + 20000) % n] = -1000, row[(b + 20000) % n] = -1000;
+                        if (mode == 1 && nb_dtype_is_float(dts[di])) row[(a + 30001) % n] = NAN, row[(a + 40001) % n] = NAN;
                     }
-        }
+                    nb_tensor *x = nb_to_dtype(nb_test_tensor(NB_SHAPE(lines, n), NB_F64, v), dts[di]);
+                    free(v);
+                    int dim = 1;
+                    if (mode == 2) x = nb_transpose(nb_contiguous(nb_transpose(x, 0, 1)), 0, 1), dim = 1;
+                    nb_tensor *xd = nb_to_device(x, dev);
+                    NB_CK_NOTNULL(xd);
+                    nb_tensor *outs[4] = {nb_argmax(x, dim, false), nb_argmin(x, dim, false), NULL, NULL};
+                    nb_tensor *douts[4] = {nb_argmax(xd, dim, false), nb_argmin(xd, dim, false), NULL, NULL};
+                    nb_tensor *mv = nb_max_dim(x, dim, false, &outs[2]), *dmv = nb_max_dim(xd, dim, false, &douts[2]);
+                    outs[3] = mv, douts[3] = dmv;
+                    for (int k = 0; k < 4; k++) {
+                        double *want = nb_test_values_of(outs[k]);
+                        nb_ck_close(nb_to_device(douts[k], NB_CPU), want, lines, 0, 0);
+                        free(want);
+                    }
+                    nb_scope_end(s);
+                }
+    }
 }
 END_TEST
 

@@ -204,30 +204,30 @@ END_TEST
  * sizes that take CUDA's vector kernel with one, two and four vectors a
  * thread (8, 40, 2048, 2056, 4104, 8192) and the strided one (13, 8200). */
 START_TEST(test_rms_norm_16bit_device) {
+    nb_device accs[8];
+    const int na = nb_test_accelerators(accs, 8);
     const int64_t ms[8] = {8, 40, 2048, 2056, 4104, 8192, 13, 8200}, rows = 3;
     const nb_dtype dts[2] = {NB_BF16, NB_F16};
-    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
-        for (int d = 0; d < nb_device_count((nb_device_type)t); d++) {
-            if (t == NB_DEVICE_CPU) continue;
-            nb_device dev = {(nb_device_type)t, d};
-            for (int di = 0; di < 2; di++)
-                for (int mi = 0; mi < 8; mi++)
-                    for (int wi = 0; wi < 2; wi++) {
-                        nb_scope *s = nb_scope_begin();
-                        int64_t m = ms[mi];
-                        nb_generator g = nb_generator_new((uint64_t)(10 * mi + wi));
-                        nb_tensor *x = nb_to_dtype(nb_randn(NB_SHAPE(rows, m), NB_F32, &g), dts[di]);
-                        nb_tensor *w = wi ? nb_to_dtype(nb_randn(NB_SHAPE(m), NB_F32, &g), dts[di]) : NULL;
-                        nb_tensor *want = nb_rms_norm(nb_to_dtype(x, NB_F32), 1, &m, w ? nb_to_dtype(w, NB_F32) : NULL, 1e-5);
-                        nb_tensor *got = nb_rms_norm(nb_to_device(x, dev), 1, &m, w ? nb_to_device(w, dev) : NULL, 1e-5);
-                        NB_CK_NOTNULL(got);
-                        ck_assert_int_eq(nb_dtype_of(got), dts[di]);
-                        double *e = nb_test_values_of(want);
-                        nb_ck_close(nb_to_device(got, NB_CPU), e, rows * m, 1e-2, 1e-2);
-                        free(e);
-                        nb_scope_end(s);
-                    }
-        }
+    for (int a = 0; a < na; a++) {
+        const nb_device dev = accs[a];
+        for (int di = 0; di < 2; di++)
+            for (int mi = 0; mi < 8; mi++)
+                for (int wi = 0; wi < 2; wi++) {
+                    nb_scope *s = nb_scope_begin();
+                    int64_t m = ms[mi];
+                    nb_generator g = nb_generator_new((uint64_t)(10 * mi + wi));
+                    nb_tensor *x = nb_to_dtype(nb_randn(NB_SHAPE(rows, m), NB_F32, &g), dts[di]);
+                    nb_tensor *w = wi ? nb_to_dtype(nb_randn(NB_SHAPE(m), NB_F32, &g), dts[di]) : NULL;
+                    nb_tensor *want = nb_rms_norm(nb_to_dtype(x, NB_F32), 1, &m, w ? nb_to_dtype(w, NB_F32) : NULL, 1e-5);
+                    nb_tensor *got = nb_rms_norm(nb_to_device(x, dev), 1, &m, w ? nb_to_device(w, dev) : NULL, 1e-5);
+                    NB_CK_NOTNULL(got);
+                    ck_assert_int_eq(nb_dtype_of(got), dts[di]);
+                    double *e = nb_test_values_of(want);
+                    nb_ck_close(nb_to_device(got, NB_CPU), e, rows * m, 1e-2, 1e-2);
+                    free(e);
+                    nb_scope_end(s);
+                }
+    }
 }
 END_TEST
 

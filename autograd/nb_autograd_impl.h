@@ -67,6 +67,7 @@ typedef union nb_op_params {
         double scale, dropout_p;
     } attention;
     struct { int flag; } linalg; /* cholesky: upper; qr: mode; svd: full_matrices */
+    struct { nb_fake_quant_params q; int64_t geo[3]; } fake_quant; /* x as [outer, C, inner] */
 } nb_op_params;
 
 /* What recorded a node. */

@@ -287,6 +287,16 @@ typedef struct nb_rnn_params {
     const int32_t *lengths; /* NULL, or a host array [batch] of lengths in [1, seq_len] (see above) */
 } nb_rnn_params;
 
+/* Fake quantization (torch.fake_quantize_per_tensor_affine /
+ * per_channel_affine and their learnable variants): the integer range, how
+ * the zero point enters (see nb_sm_fq_level_f32, nb_scalar_math_float.t.h),
+ * and the factor of the learnable variants' scale and zero-point gradients. */
+typedef struct nb_fake_quant_params {
+    int64_t quant_min, quant_max; /* quant_min <= quant_max */
+    bool zp_float;      /* q = rint(z + x/s), rounded through float (a float zero point), not z + rint(x/s) */
+    double grad_factor; /* fake_quantize_backward: gscale and gzp are multiplied by it */
+} nb_fake_quant_params;
+
 /* Geometry of a 2-d convolution (conv1d runs as conv2d with H = 1), as
  * torch.nn.functional.conv2d / conv_transpose2d. */
 typedef struct nb_conv_params {

@@ -1,11 +1,12 @@
 /* nb_scalar_math.h - the scalar formulas of the elementwise ops, written
  * once for every backend (internal): unary forward and backward rules, the
  * binary ops of every dtype (with the integer divisions, powers and
- * shifts), the comparisons, and the Adam and SGD element updates. Plain C11 and CUDA C++ (host and device, the
- * pattern of core/philox.h); the CPU's loops (backend/cpu/unary.c,
- * unary_math.c, binary.t.h, optim.t.h) and the CUDA functors (unary.cu,
- * binary.cu, optim.cu) call these, so a formula, its value at a kink and
- * its NaN behaviour cannot drift between backends.
+ * shifts), the comparisons, the Adam and SGD element updates, and fake
+ * quantization. Plain C11 and CUDA C++ (host and device, the pattern of
+ * core/philox.h); the CPU's loops (backend/cpu/unary.c, unary_math.c,
+ * binary.t.h, optim.t.h, quantize.t.h) and the CUDA functors (unary.cu,
+ * binary.cu, optim.cu, quantize.cu) call these, so a formula, its value at
+ * a kink and its NaN behaviour cannot drift between backends.
  *
  * The float formulas are an included template, nb_scalar_math_float.t.h,
  * instantiated for float (suffix f32) and double (f64); the integer helpers

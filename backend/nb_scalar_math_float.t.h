@@ -406,6 +406,45 @@ NB_SM_FN void NB_SM(sgd)(T *p, T gr, T *buf, const NB_SM(sgd_coef) *c) {
     *p = NB_SM(rn_add)(pi, NB_SM(rn_mul)(c->neg_lr, g));
 }
 
+/* ---- fake quantization (PyTorch's fake_quantize kernels,
+ * aten/src/ATen/native/quantized/cpu/kernels/QuantizedOpKernels.cpp) ------
+ * The level of x for inv = 1.0f / scale (float, as PyTorch's) and zero
+ * point z: z + rint(x inv) for an integer zero point; rint(z + x inv),
+ * rounded through float as lrintf does, for a float one (zp_float). rint
+ * rounds ties to even (nearbyint). NaN stays NaN: clamps to quant_min and
+ * is out of range, as PyTorch's integer cast of it. */
+NB_SM_FN double NB_SM(fq_level)(T x, float inv, float zp, bool zp_float) {
+    return zp_float ? (double)rintf((float)(zp + x * (T)inv)) : (double)zp + (double)NB_M(rint)(x * (T)inv);
+}
+
+/* out = (clamp(q, qmin, qmax) - z) * scale, in double and rounded once */
+NB_SM_FN T NB_SM(fake_quant)(T x, float scale, float inv, float zp, const nb_fake_quant_params *p) {
+    double q = NB_SM(fq_level)(x, inv, zp, p->zp_float);
+    double qc = q >= (double)p->quant_min ? (q <= (double)p->quant_max ? q : (double)p->quant_max)
+                                          : (double)p->quant_min;
+    return (T)((qc - (double)zp) * (double)scale);
+}
+
+/* The gradients of one element (g the incoming gradient, gf grad_factor):
+ * gx = g * in_range; outside the range gzp = -g scale gf and gscale = g
+ * (qmin - z or qmax - z) gf, inside gzp = 0 and gscale = g (xfq - x) inv gf
+ * with xfq the fake-quantized x (LSQ's gradient, Esser et al. 2020), in
+ * PyTorch's order of operations. */
+NB_SM_FN void NB_SM(fake_quant_grad)(T g, T x, float scale, float inv, float zp, const nb_fake_quant_params *p,
+                                     T gf, T *gx, T *gscale, T *gzp) {
+    double q = NB_SM(fq_level)(x, inv, zp, p->zp_float);
+    bool below = !(q >= (double)p->quant_min), above = q > (double)p->quant_max;
+    *gx = g * (T)(!below && !above);
+    if (below || above) {
+        *gzp = g * (T)-1 * (T)scale * gf;
+        *gscale = g * (T)((below ? (double)p->quant_min : (double)p->quant_max) - (double)zp) * gf;
+    } else {
+        *gzp = 0;
+        T xfq = (T)((q - (double)zp) * (double)scale);
+        *gscale = g * (xfq - x) * (T)inv * gf;
+    }
+}
+
 #ifdef __cplusplus
 template <> struct nb_sm_of<T> {
     typedef NB_SM(unary_args) unary_args;
@@ -419,6 +458,13 @@ template <> struct nb_sm_of<T> {
     NB_SM_FN void adam(T *p, T g, T *m, T *v, T *vmax, const adam_coef *c) { NB_SM(adam)(p, g, m, v, vmax, c); }
     NB_SM_FN sgd_coef sgd_prep(const nb_sgd_hyper *h, double lr) { return NB_SM(sgd_prep)(h, lr); }
     NB_SM_FN void sgd(T *p, T g, T *buf, const sgd_coef *c) { NB_SM(sgd)(p, g, buf, c); }
+    NB_SM_FN T fake_quant(T x, float s, float inv, float z, const nb_fake_quant_params *p) {
+        return NB_SM(fake_quant)(x, s, inv, z, p);
+    }
+    NB_SM_FN void fake_quant_grad(T g, T x, float s, float inv, float z, const nb_fake_quant_params *p, T gf, T *gx,
+                                  T *gs, T *gz) {
+        NB_SM(fake_quant_grad)(g, x, s, inv, z, p, gf, gx, gs, gz);
+    }
 };
 #endif
 

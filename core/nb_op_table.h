@@ -404,7 +404,14 @@ extern "C" {
     X(LINALG_LSTSQ, linalg_lstsq, linalg, NB_D, NB_DTM_F, K(copy) K(binary) K(reduce) K(matmul) K(linalg_solve) K(linalg_lstsq), BW(lstsq), AC(NONE)) \
     /* decoders */ \
     X(RMS_NORM, rms_norm, rms_norm, NB_D2, NB_DTM_F | NB_DTM_H, K(copy) K(rms_norm) K(rms_norm_backward), BW(rms_norm), AC(FP32)) \
-    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D2, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(reduce) K(rope), BW(rope), AC(NONE))
+    X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D2, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(reduce) K(rope), BW(rope), AC(NONE)) \
+    /* quantization */ \
+    X(FAKE_QUANTIZE_PER_TENSOR_AFFINE, fake_quantize_per_tensor_affine, quantize, NB_D, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(unary) K(reduce) K(fake_quantize) K(fake_quantize_backward), BW(fake_quantize), AC(NONE)) \
+    X(FAKE_QUANTIZE_PER_CHANNEL_AFFINE, fake_quantize_per_channel_affine, quantize, NB_D, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(unary) K(unary_backward) K(reduce) K(fake_quantize) K(fake_quantize_backward), BW(fake_quantize), AC(NONE)) \
+    X(FAKE_QUANTIZE_LEARNABLE_PER_TENSOR_AFFINE, fake_quantize_learnable_per_tensor_affine, quantize, NB_D, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(fake_quantize) K(fake_quantize_backward), BW(fake_quantize), AC(NONE)) \
+    X(FAKE_QUANTIZE_LEARNABLE_PER_CHANNEL_AFFINE, fake_quantize_learnable_per_channel_affine, quantize, NB_D, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(fake_quantize) K(fake_quantize_backward), BW(fake_quantize), AC(NONE)) \
+    X(BITNET_WEIGHT_QUANT, bitnet_weight_quant, quantize, NB_D | NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW(straight_through), AC(NONE)) \
+    X(BITNET_ACTIVATION_QUANT, bitnet_activation_quant, quantize, NB_D | NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW(straight_through), AC(NONE))
 /* clang-format on */
 
 /* The ops' ids, NB_OP_<ID> in table order (the tape records them), and

@@ -24,6 +24,7 @@
 #include "nb_foreach.h"
 #include "nb_functional.h"
 #include "nb_linalg.h"
+#include "nb_quantize.h"
 #include "nb_op_table.h"
 #include "nb_nn.h"
 #include "nb_transformer.h"

@@ -1,6 +1,6 @@
-/* op_cases_elementwise.c - op harness cases of the unary, binary and cast
- * families: each op on [2, 3] inputs (binary ops broadcast [2, 3] with
- * [3]) drawn from its domain, away from kinks and poles. */
+/* op_cases_elementwise.c - op harness cases of the unary, binary, cast and
+ * quantize families: each op on [2, 3] inputs (binary ops broadcast [2, 3]
+ * with [3]) drawn from its domain, away from kinks and poles. */
 #include <math.h>
 
 #include "op_harness.h"
@@ -85,6 +85,26 @@ static nb_tensor *to_f32(nb_tensor *const *x, const nb_op_case *c) { (void)c; re
 static nb_tensor *logit(nb_tensor *const *x, const nb_op_case *c) {
     return nb_logit(nb_mul_scalar(nb_add_scalar(x[0], 1), 0.5), c->p[0]);
 }
+
+/* fake quantization: levels of x / scale over [-8, 7] (some clamp); the
+ * gradients are straight-through estimators, not derivatives, so
+ * C_NOGC: they are compared with the CPU's float64 ones only. */
+static nb_tensor *fq_tensor(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_fake_quantize_per_tensor_affine(x[0], c->p[0], (int64_t)c->p[1], -8, 7);
+}
+/* x [2, 3, 2], axis 1: scale x[1] (positive), zero point x[2] rounded to
+ * int32 (p[0] = 0) or as a float zero point */
+static nb_tensor *fq_channel(nb_tensor *const *x, const nb_op_case *c) {
+    nb_tensor *z = c->p[0] == 0 ? nb_to_dtype(nb_round(nb_to_dtype(nb_detach(x[2]), NB_F32)), NB_I32) : x[2];
+    return nb_fake_quantize_per_channel_affine(x[0], x[1], z, 1, -8, 7);
+}
+static nb_tensor *fq_learn_tensor(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_fake_quantize_learnable_per_tensor_affine(x[0], x[1], x[2], -8, 7, c->p[0]);
+}
+static nb_tensor *fq_learn_channel(nb_tensor *const *x, const nb_op_case *c) {
+    return nb_fake_quantize_learnable_per_channel_affine(x[0], x[1], x[2], 1, -8, 7, c->p[0]);
+}
+#define FQ_IN(C) {IN(K_REAL, 2, 3, 2), IN(K_POS, C), IN(K_REAL, C)}
 
 static const nb_op_case cases[] = {
     /* unary */
@@ -214,6 +234,21 @@ static const nb_op_case cases[] = {
     FN1(TO_DTYPE, "to float64", to_f64, K_REAL),
     {.op = NB_OP_TO_DTYPE, .label = "to float32", .fn = to_f32, .n_in = 1, .in = {IN(K_REAL, 2, 3)},
      .flags = C_NOGC}, /* rounds: finite differences of a float32 output are noise */
+    /* quantize */
+    {.op = NB_OP_FAKE_QUANTIZE_PER_TENSOR_AFFINE, .label = "fake_quantize_per_tensor_affine scale 0.25 zp 2",
+     .fn = fq_tensor, .n_in = 1, .in = {IN(K_REAL, 2, 3)}, .flags = C_NOGC, .p = {0.25, 2}},
+    {.op = NB_OP_FAKE_QUANTIZE_PER_CHANNEL_AFFINE, .label = "fake_quantize_per_channel_affine int32 zero point",
+     .fn = fq_channel, .n_in = 3, .in = FQ_IN(3), .flags = C_NOGC},
+    {.op = NB_OP_FAKE_QUANTIZE_PER_CHANNEL_AFFINE, .label = "fake_quantize_per_channel_affine float zero point",
+     .fn = fq_channel, .n_in = 3, .in = FQ_IN(3), .flags = C_NOGC, .p = {1}},
+    {.op = NB_OP_FAKE_QUANTIZE_LEARNABLE_PER_TENSOR_AFFINE, .label = "fake_quantize_learnable_per_tensor_affine",
+     .fn = fq_learn_tensor, .n_in = 3, .in = FQ_IN(1), .flags = C_NOGC, .p = {0.5}},
+    {.op = NB_OP_FAKE_QUANTIZE_LEARNABLE_PER_CHANNEL_AFFINE, .label = "fake_quantize_learnable_per_channel_affine",
+     .fn = fq_learn_channel, .n_in = 3, .in = FQ_IN(3), .flags = C_NOGC, .p = {1}},
+    {.op = NB_OP_BITNET_WEIGHT_QUANT, .label = "bitnet_weight_quant", .f1 = nb_bitnet_weight_quant, .n_in = 1,
+     .in = {IN(K_REAL, 3, 4)}, .flags = C_NOGC},
+    {.op = NB_OP_BITNET_ACTIVATION_QUANT, .label = "bitnet_activation_quant", .f1 = nb_bitnet_activation_quant,
+     .n_in = 1, .in = {IN(K_REAL, 2, 3, 5)}, .flags = C_NOGC},
 };
 
 const nb_case_table nb_cases_elementwise = {cases, (int)(sizeof cases / sizeof cases[0])};

@@ -32,6 +32,7 @@
     X(ops_attention) \
     X(ops_rms_norm) \
     X(ops_rope) \
+    X(ops_quantize) \
     X(ops_scan) \
     X(ops_sort) \
     X(ops_gather) \

@@ -165,6 +165,16 @@ START_TEST(test_every_public_function_survives_null) {
     /* decoders (nb_ops.h, nn/nb_decoder.h) */
     NP(nb_rms_norm, NULL, 1, (int64_t[]){2}, NULL, 1e-6);
     NP(nb_apply_rotary_pos_emb, NULL, NULL, NULL);
+    /* quantization (nb_quantize.h) */
+    NP(nb_fake_quantize_per_tensor_affine, NULL, 0.1, 0, 0, 255);
+    NP(nb_fake_quantize_per_channel_affine, NULL, NULL, NULL, 0, 0, 255);
+    NP(nb_fake_quantize_per_channel_affine, x, NULL, NULL, 0, 0, 255);
+    NP(nb_fake_quantize_learnable_per_tensor_affine, NULL, NULL, NULL, 0, 255, 1.0);
+    NP(nb_fake_quantize_learnable_per_tensor_affine, x, NULL, NULL, 0, 255, 1.0);
+    NP(nb_fake_quantize_learnable_per_channel_affine, NULL, NULL, NULL, 0, 0, 255, 1.0);
+    NP(nb_fake_quantize_learnable_per_channel_affine, NULL, NULL, NULL, -1, 0, 255, 1.0);
+    NP(nb_bitnet_weight_quant, NULL);
+    NP(nb_bitnet_activation_quant, NULL);
     NS(nb_nn_rotary_embedding_forward, NULL, 4, 0, NULL, NULL);
     NX(nb_gpt2_get_config, NULL);
     NX(nb_llama_get_config, NULL);

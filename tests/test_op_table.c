@@ -1,7 +1,7 @@
 /* test_op_table.c - the op table (core/nb_op_table.h) and OPS.md agree
  * with the headers: every row names a function that exists (checked at
- * compile time), every function declared in autograd/nb_ops.h and
- * autograd/nb_linalg.h is a row (or one of the few non-op helpers), and
+ * compile time), every function declared in autograd/nb_ops.h,
+ * nb_functional.h, nb_linalg.h and nb_quantize.h is a row (or one of the few non-op helpers), and
  * autograd/OPS.md holds exactly the table nabla-ops-md generates. */
 #include <ctype.h>
 #include <stdio.h>
@@ -82,6 +82,7 @@ START_TEST(op_table_covers_the_headers) {
     int n = check_header(NB_SOURCE_ROOT "/autograd/nb_ops.h");
     n += check_header(NB_SOURCE_ROOT "/autograd/nb_functional.h");
     n += check_header(NB_SOURCE_ROOT "/autograd/nb_linalg.h");
+    n += check_header(NB_SOURCE_ROOT "/autograd/nb_quantize.h");
     ck_assert_int_gt(n, 150); /* the scanner found the declarations */
 }
 END_TEST

@@ -25,6 +25,10 @@ FLOORDIV = ("PyTorch 1.13's floor division gives NaN where the quotient overflow
             "(wrong by the mathematics in PyTorch)")
 
 ENTRIES = {
+    ("fake_quantize_per_channel_affine", "ties nan inf", "element 12 of 14"): (
+        "PyTorch 1.13's per-channel CPU kernel casts nearbyint(x / scale) to int64 before clamping: +inf is outside "
+        "int64 (undefined behaviour; x86 gives INT64_MIN), so +inf lands on quant_min; nabla clamps the level as "
+        "a double, so +inf lands on quant_max, as PyTorch's per-tensor kernel does"),
     ("gather", "int32 index", "PyTorch fails"): ("PyTorch 1.13 takes only int64 indices for gather; PyTorch 2.x takes "
                                                  "int32 too (2.11 checked on the GPU machine), as nabla"),
     ("*", "subnormal", "element"): DAZ,

@@ -1,6 +1,6 @@
 """cases_tensor.py - the differential suite's cases for the tensor ops of #29's last list: clone, select, unbind,
-split_with_sizes, rot90, addmm/addmv/baddbmm/addbmm, searchsorted/bucketize/histc, logit, sinc, xlogy, hypot; and
-ctc_loss."""
+split_with_sizes, rot90, addmm/addmv/baddbmm/addbmm, searchsorted/bucketize/histc, logit, sinc, xlogy, hypot;
+ctc_loss; and the fake-quantization ops."""
 import torch
 import torch.nn.functional as F
 
@@ -132,4 +132,84 @@ def ctc():
                  {"blank": 0, "reduction": "mean", "zero_infinity": False}, tag="input length error"),
             Case("ctc_loss", [lp(4, 2, 3), T([[1], [2]], I64), T([4, 4], I64), T([1, 1], I64)], fn,
                  {"blank": 3, "reduction": "mean", "zero_infinity": False}, tag="blank error")]
+    return out
+
+
+def quantize():
+    """torch.fake_quantize_per_tensor_affine / per_channel_affine and the learnable variants (nb_quantize.h):
+    ties (levels at .5), clamping at both ends, NaN and inf, integer and float zero points, and the
+    straight-through and LSQ gradients (the learnable backward is float32-only in PyTorch)."""
+    pt = lambda xs, a: torch.fake_quantize_per_tensor_affine(xs[0], a["scale"], a["zero_point"], a["quant_min"],
+                                                             a["quant_max"])
+    pc = lambda xs, a: torch.fake_quantize_per_channel_affine(xs[0], xs[1], xs[2], a["axis"], a["quant_min"],
+                                                              a["quant_max"])
+    lpt = lambda xs, a: torch._fake_quantize_learnable_per_tensor_affine(xs[0], xs[1], xs[2], a["quant_min"],
+                                                                         a["quant_max"], a["grad_factor"])
+    lpc = lambda xs, a: torch._fake_quantize_learnable_per_channel_affine(xs[0], xs[1], xs[2], a["axis"],
+                                                                          a["quant_min"], a["quant_max"],
+                                                                          a["grad_factor"])
+    ties = [-2.25, -1.25, -0.75, -0.25, 0.25, 0.75, 1.25, 1.75, 2.25, 100.0, -100.0, NAN, INF, -INF]
+    u8 = {"scale": 0.1, "zero_point": 3, "quant_min": 0, "quant_max": 15}
+    out = [Case("fake_quantize_per_tensor_affine", [R((3, 4), F32, -3, 3)], pt, u8, tag="f32"),
+           Case("fake_quantize_per_tensor_affine", [R((2, 3, 4), F64, -3, 3)], pt,
+                {"scale": 0.25, "zero_point": -2, "quant_min": -8, "quant_max": 7}, tag="f64"),
+           Case("fake_quantize_per_tensor_affine", [R((4, 3), F64, -3, 3)], pt, u8, views=["T"], tag="view"),
+           Case("fake_quantize_per_tensor_affine", [T(ties)], pt,
+                {"scale": 0.5, "zero_point": 0, "quant_min": -4, "quant_max": 3}, tag="ties nan inf"),
+           Case("fake_quantize_per_tensor_affine", [R((3,))], pt, dict(u8, zero_point=16), tag="zero point error"),
+           Case("fake_quantize_per_tensor_affine", [R((3,))], pt, dict(u8, quant_min=16), tag="range error")]
+    qr = {"quant_min": -8, "quant_max": 7}
+    out += [Case("fake_quantize_per_channel_affine", [R((2, 3, 4), F32, -2, 2), T([0.1, 0.2, 0.3]), T([0, 2, -1], I32)],
+                 pc, dict(qr, axis=1), req=[True, False, False], tag="int zero point"),
+            Case("fake_quantize_per_channel_affine", [R((3, 5), F64, -2, 2), T([0.1, 0.2, 0.3]), T([0, 2, -1], I32)],
+                 pc, dict(qr, axis=0), req=[True, False, False], tag="f64 axis 0"),
+            Case("fake_quantize_per_channel_affine", [R((2, 3), F32, -2, 2), T([0.25, 0.5, 0.125]),
+                                                      T([0.5, 1.25, -2.0])],
+                 pc, dict(qr, axis=1), req=[True, False, False], tag="float zero point"),
+            Case("fake_quantize_per_channel_affine", [T([ties[:7], ties[7:]]), T([0.5, 0.25]), T([0, 1], I32)], pc,
+                 dict(qr, axis=0), req=[True, False, False], tag="ties nan inf"),
+            Case("fake_quantize_per_channel_affine", [R((2, 3)), T([0.1, 0.2]), T([0, 0], I32)], pc,
+                 dict(qr, axis=1), req=[True, False, False], tag="size error"),
+            Case("fake_quantize_per_channel_affine", [R((2, 3)), T([0.1, 0.2, 0.3]), T([0, 0, 0], I32)], pc,
+                 dict(qr, axis=2), req=[True, False, False], tag="axis error")]
+    gt = {F32: (1e-4, 1e-5)}
+    out += [Case("fake_quantize_learnable_per_tensor_affine", [R((4, 5), F32, -2, 2), T([0.2]), T([1.4])], lpt,
+                 dict(qr, grad_factor=1.0), tag="f32", gtol=gt),
+            Case("fake_quantize_learnable_per_tensor_affine", [R((3, 4), F32, -2, 2), T([0.15]), T([-2.5])], lpt,
+                 dict(qr, grad_factor=0.5), tag="half zero point", gtol=gt),
+            Case("fake_quantize_learnable_per_tensor_affine", [R((3, 4), F32, -2, 2), T([0.25]), T([-1.0])], lpt,
+                 dict(qr, grad_factor=1.0), tag="negative zero point", gtol=gt),
+            Case("fake_quantize_learnable_per_tensor_affine", [T(ties[:12]), T([0.5]), T([0.0])], lpt,
+                 dict(qr, grad_factor=1.0), tag="ties", gtol=gt),
+            Case("fake_quantize_learnable_per_channel_affine",
+                 [R((3, 4), F32, -2, 2), T([0.1, 0.2, 0.3, 0.4]), T([0.0, 1.5, -2.5, 3.0])], lpc,
+                 dict(qr, axis=1, grad_factor=1.0), tag="f32", gtol=gt),
+            Case("fake_quantize_learnable_per_channel_affine",
+                 [R((2, 3, 2), F32, -1, 1), T([0.05, 0.1, 0.2]), T([0.0, 1.0, -1.0])], lpc,
+                 dict(qr, axis=1, grad_factor=0.25), tag="3-d", gtol=gt)]
+
+    def wq(xs, a):
+        """BitNet b1.58's weight_quant (its training FAQ's code), with the straight-through gradient"""
+        w = xs[0]
+        scale = 1.0 / w.abs().mean().clamp(min=1e-5)
+        u = (w * scale).round().clamp(-1, 1) / scale
+        return w + (u - w).detach()
+
+    def aq(xs, a):
+        """BitNet b1.58's activation_quant: per-token absmax to int8"""
+        x = xs[0]
+        if x.dim() == 0:
+            raise RuntimeError("needs a dim")
+        scale = 127.0 / x.abs().max(dim=-1, keepdim=True).values.clamp(min=1e-5)
+        y = (x * scale).round().clamp(-128, 127) / scale
+        return x + (y - x).detach()
+
+    bt = {F32: (1e-6, 1e-6)}  # x + (q - x) rounds where nabla returns q itself
+    out += [Case("bitnet_weight_quant", [R((4, 6))], wq, tag="f32", tol=bt),
+            Case("bitnet_weight_quant", [R((3, 5), F64)], wq, tag="f64"),
+            Case("bitnet_weight_quant", [T([[0.0, 0.0], [0.0, 0.0]])], wq, tag="zeros"),
+            Case("bitnet_activation_quant", [R((3, 7))], aq, tag="f32", tol=bt),
+            Case("bitnet_activation_quant", [R((2, 3, 5), F64)], aq, tag="f64"),
+            Case("bitnet_activation_quant", [T([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5]])], aq, tag="zero row", tol=bt),
+            Case("bitnet_activation_quant", [T(1.5)], aq, tag="0-d error")]
     return out

@@ -257,3 +257,24 @@ nb_status h_allclose(dcase *c) {
 nb_status h_multinomial(dcase *c) {
     OUT1(nb_multinomial(I0, ai(c, "num_samples", 1), ab(c, "replacement", false), NULL));
 }
+
+/* ---- quantization ------------------------------------------------------------------------------------ */
+
+nb_status h_fake_quantize_per_tensor_affine(dcase *c) {
+    OUT1(nb_fake_quantize_per_tensor_affine(I0, ad(c, "scale", 1), ai(c, "zero_point", 0), ai(c, "quant_min", 0),
+                                            ai(c, "quant_max", 255)));
+}
+nb_status h_fake_quantize_per_channel_affine(dcase *c) {
+    OUT1(nb_fake_quantize_per_channel_affine(I0, I1, I2, (int)ai(c, "axis", 0), ai(c, "quant_min", 0),
+                                             ai(c, "quant_max", 255)));
+}
+nb_status h_fake_quantize_learnable_per_tensor_affine(dcase *c) {
+    OUT1(nb_fake_quantize_learnable_per_tensor_affine(I0, I1, I2, ai(c, "quant_min", 0), ai(c, "quant_max", 255),
+                                                      ad(c, "grad_factor", 1)));
+}
+nb_status h_fake_quantize_learnable_per_channel_affine(dcase *c) {
+    OUT1(nb_fake_quantize_learnable_per_channel_affine(I0, I1, I2, (int)ai(c, "axis", 0), ai(c, "quant_min", 0),
+                                                       ai(c, "quant_max", 255), ad(c, "grad_factor", 1)));
+}
+nb_status h_bitnet_weight_quant(dcase *c) { OUT1(nb_bitnet_weight_quant(I0)); }
+nb_status h_bitnet_activation_quant(dcase *c) { OUT1(nb_bitnet_activation_quant(I0)); }

@@ -1,0 +1,103 @@
+/* nb_quantize.h - quantization (PyTorch's torch.fake_quantize_* ops and
+ * torch.ao.quantization's learnable fake quantization): fake quantization
+ * per tensor and per channel, with PyTorch's straight-through gradients,
+ * and the learnable variants whose scale and zero point are trained (LSQ,
+ * Esser et al. 2020, "Learned Step Size Quantization"; LSQ+, Bhalgat et
+ * al. 2020). Implemented in autograd/ops_quantize.c over the
+ * fake_quantize and fake_quantize_backward slots (backend/cpu/quantize.c,
+ * backend/cuda/quantize.cu); the element formulas are the backends' shared
+ * ones (backend/nb_scalar_math_float.t.h), after PyTorch's
+ * aten/src/ATen/native/quantized kernels.
+ *
+ * Common rules. x is float32 or float64 (float16 and bfloat16 are computed
+ * in float32 and rounded once), any shape and strides; the output has x's
+ * shape and dtype. scale is used as float32 and inv_scale = 1.0f / scale
+ * (as PyTorch, in float). The level of an element is
+ *   q = zero_point + nearbyint(x * inv_scale)   (an integer zero point)
+ *   q = nearbyint(zero_point + x * inv_scale)   (a float zero point)
+ * rounding ties to even, and the output is
+ *   (clamp(q, quant_min, quant_max) - zero_point) * scale.
+ * NaN gives (quant_min - zero_point) * scale, as PyTorch's kernels. The
+ * gradient of x is the straight-through estimator masked to the range:
+ * gx = g where quant_min <= q <= quant_max, else 0 (g * 0: an infinite g
+ * gives NaN there, as PyTorch's dY * mask). No host reads: the ops record
+ * into CUDA graphs. Errors: NB_ERR_INVALID_ARG (quant_min > quant_max, a
+ * zero point outside the range, a bad axis), NB_ERR_SHAPE (scale or
+ * zero_point of the wrong size), NB_ERR_DTYPE, NB_ERR_DEVICE (qparams on
+ * another device). Double backward is not supported. */
+#ifndef NB_QUANTIZE_H
+#define NB_QUANTIZE_H
+#include "nb_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* torch.fake_quantize_per_tensor_affine(x, scale, zero_point, quant_min,
+ * quant_max): one scale and integer zero point for the whole tensor, e.g.
+ * quant_min 0, quant_max 255 for quint8 or -128, 127 for qint8. Needs
+ * quant_min <= zero_point <= quant_max (NB_ERR_INVALID_ARG). */
+nb_tensor *nb_fake_quantize_per_tensor_affine(nb_tensor *x, double scale, int64_t zero_point, int64_t quant_min,
+                                              int64_t quant_max);
+
+/* torch.fake_quantize_per_channel_affine(x, scale, zero_point, axis,
+ * quant_min, quant_max): scale and zero_point are 1-D of x.size(axis)
+ * (0 <= axis < x.ndim, as PyTorch: no negative axis) on x's device; scale
+ * float (used as float32); zero_point int32 or int64 (an integer zero
+ * point) or float (a float zero point, PyTorch's Float/Half zero points).
+ * Integer zero points outside [quant_min, quant_max] are not rejected (it
+ * would take a host read; PyTorch raises): the formula applies as written.
+ * No gradient reaches scale or zero_point (PyTorch has none either). */
+nb_tensor *nb_fake_quantize_per_channel_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point, int axis,
+                                               int64_t quant_min, int64_t quant_max);
+
+/* torch._fake_quantize_learnable_per_tensor_affine(x, scale, zero_point,
+ * quant_min, quant_max, grad_factor) (what torch.ao.quantization's
+ * _LearnableFakeQuantize calls): scale and zero_point are float tensors of
+ * one element on x's device, both differentiable. The forward uses
+ * zero_point rounded to the nearest integer (ties to even) and clamped to
+ * the range. Gradients, summed over the elements and multiplied by
+ * grad_factor (1.0 is PyTorch's default; LSQ uses 1/sqrt(numel *
+ * quant_max)):
+ *   in range:  gscale = g * (xfq - x) / scale,  gzero_point = 0
+ *   below:     gscale = g * (quant_min - z),     gzero_point = -g * scale
+ *   above:     gscale = g * (quant_max - z),     gzero_point = -g * scale
+ * with xfq the output and z the zero point that PyTorch's backward uses,
+ * trunc(clamp(zero_point + 0.5, quant_min, quant_max)) (so -1 becomes 0
+ * there while the forward uses -1: PyTorch's rounding, kept), and the
+ * level q of the float-zero-point formula. The backward needs quant_min <= 0 <=
+ * quant_max (NB_ERR_INVALID_ARG from nb_backward, as PyTorch). */
+nb_tensor *nb_fake_quantize_learnable_per_tensor_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point,
+                                                        int64_t quant_min, int64_t quant_max, double grad_factor);
+
+/* torch._fake_quantize_learnable_per_channel_affine(x, scale, zero_point,
+ * axis, quant_min, quant_max, grad_factor): as the per-tensor variant with
+ * scale and zero_point float 1-D of x.size(axis) (0 <= axis < x.ndim); the
+ * zero point is rounded (ties to even) and clamped in the forward and the
+ * backward alike, and the gradients are summed over every dim but axis. */
+nb_tensor *nb_fake_quantize_learnable_per_channel_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point,
+                                                         int axis, int64_t quant_min, int64_t quant_max,
+                                                         double grad_factor);
+
+/* ---- BitNet b1.58 (Ma et al. 2024, "The Era of 1-bit LLMs"; its
+ * "Training Tips, Code and FAQ") -------------------------------------------
+ * The fake quantizers of BitLinear (nb_nn_bitlinear), as the reference
+ * training code writes them. Both take float32/float64 (float16/bfloat16
+ * computed in float32 and rounded once) and return x's shape and dtype;
+ * their gradient is the straight-through estimator, g unchanged (the
+ * reference's x + (q - x).detach()), while the forward value is q exactly.
+ * Composites of abs, mean/amax, round, clamp and division. Errors:
+ * NB_ERR_DTYPE; NB_ERR_SHAPE for a 0-d x in the activation quantizer. */
+
+/* Ternary weights by absmean: s = 1 / max(mean(|w|), 1e-5) over all of w,
+ * q = clamp(round(w * s), -1, 1) / s: each weight is -1/s, 0 or +1/s. */
+nb_tensor *nb_bitnet_weight_quant(nb_tensor *w);
+
+/* 8-bit activations by per-token absmax: for each row of the last dim,
+ * s = 127 / max(max(|x|), 1e-5), q = clamp(round(x * s), -128, 127) / s. */
+nb_tensor *nb_bitnet_activation_quant(nb_tensor *x);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

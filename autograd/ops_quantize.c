@@ -1,0 +1,284 @@
+/* ops_quantize.c - fake quantization (nb_quantize.h): torch.fake_quantize_
+ * per_tensor_affine / per_channel_affine and the learnable variants of
+ * torch.ao.quantization (LSQ, Esser et al. 2020). One kernel each way
+ * (backend/cpu/quantize.c, backend/cuda/quantize.cu): the forward, and a
+ * backward that writes gx and, for the learnable variants, the per-element
+ * terms of the scale and zero-point gradients, which are then summed over
+ * every dim but the channel's (as PyTorch's dScale_vec.sum()). The zero
+ * points and scales are prepared on the device (rounded, clamped, cast to
+ * float32) without host reads. Tests: tests/test_ops_quantize.c. */
+#include <math.h>
+
+#include "nb_autograd_impl.h"
+#include "nb_quantize.h"
+
+/* x as [outer, C, inner] around axis; axis < 0: the whole tensor, C = 1. */
+static void fq_geometry(const nb_tensor *x, int axis, int64_t geo[3]) {
+    if (axis < 0) {
+        geo[0] = 1, geo[1] = 1, geo[2] = nb_numel(x);
+        return;
+    }
+    geo[0] = nb_shape_numel(axis, x->shape);
+    geo[1] = x->shape[axis];
+    geo[2] = nb_shape_numel(x->ndim - axis - 1, x->shape + axis + 1);
+}
+
+/* The kernel view of contiguous t as [outer, C, inner]. */
+static nb_kview as3(const nb_tensor *t, const int64_t geo[3]) {
+    nb_kview v = nb_kview_of(t);
+    v.ndim = 3;
+    for (int i = 0; i < 3; i++) v.shape[i] = geo[i];
+    v.strides[0] = geo[1] * geo[2], v.strides[1] = geo[2], v.strides[2] = 1;
+    return v;
+}
+
+/* A qparam as the kernels take it: detached, float32, contiguous [C]. */
+static nb_tensor *qparam_f32(nb_tensor *t, int64_t C) {
+    nb_tensor *f = nb_to_dtype(nb_detach(t), NB_F32);
+    return f ? nb_reshape(nb_contiguous_nograd(f), 1, (int64_t[]){C}) : NULL;
+}
+
+/* The shared forward: x float32/float64; s and z float32 [C] on x's
+ * device. The forward uses z and q, the backward zb and qb. Records op's
+ * node on in[0..n_in) (in[0] = x). */
+static nb_tensor *fq_run(nb_op_id op, nb_tensor *x, nb_tensor *s, nb_tensor *z, nb_tensor *zb, int axis,
+                         nb_fake_quant_params q, nb_fake_quant_params qb, int n_in, nb_tensor *const *in) {
+    int64_t geo[3];
+    fq_geometry(x, axis, geo);
+    nb_tensor *xc = nb_contiguous_nograd(x), *out = xc ? nb_empty_like(xc) : NULL;
+    if (!out || !s || !z || !zb) return NULL;
+    nb_kview vo = as3(out, geo), vx = as3(xc, geo), vs = nb_kview_of(s), vz = nb_kview_of(z);
+    if (nb_kernel_fake_quantize(NB_BE(x), &vo, &vx, &vs, &vz, &q) != NB_OK) return NULL;
+    bool failed;
+    nb_node *n = nb_record(op, out, n_in, in, &failed);
+    if (failed) return NULL;
+    if (n) {
+        nb_save(n, 0, xc);
+        nb_save(n, 1, s);
+        nb_save(n, 2, zb);
+        n->p.fake_quant.q = qb;
+        for (int i = 0; i < 3; i++) n->p.fake_quant.geo[i] = geo[i];
+    }
+    return out;
+}
+
+/* The sum of the per-element terms t [outer, C, inner] over all but C,
+ * shaped and typed as the qparam p. */
+static nb_tensor *channel_sum(nb_tensor *t, const int64_t geo[3], const nb_tensor *p) {
+    nb_tensor *r = nb_sum(nb_view(t, 3, geo), (int[]){0, 2}, 2, false);
+    r = r ? nb_reshape(r, p->ndim, p->shape) : NULL;
+    return r && r->dtype != p->dtype ? nb_to_dtype(r, p->dtype) : r;
+}
+
+/* saved: [0] x (contiguous), [1] scale, [2] the backward's zero point
+ * (float32 [C]); inputs: x, and scale and zero_point for the learnable
+ * variants. */
+nb_status nb_bw_fake_quantize(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    const nb_fake_quant_params *q = &n->p.fake_quant.q;
+    const int64_t *geo = n->p.fake_quant.geo;
+    bool learnable = n->n_in == 3, want_s = learnable && n->in[1], want_z = learnable && n->in[2];
+    if (learnable && (want_s || want_z) && (q->quant_min > 0 || q->quant_max < 0))
+        return nb_set_error(NB_ERR_INVALID_ARG,
+                            "%s: the backward needs quant_min <= 0 <= quant_max (got [%lld, %lld]), as PyTorch's",
+                            nb_op_name(n->op), (long long)q->quant_min, (long long)q->quant_max);
+    nb_tensor *xc = n->saved[0], *gc = nb_contiguous(g);
+    if (!gc) return nb_last_status();
+    nb_tensor *gx = n->in[0] ? nb_empty_like(xc) : NULL, *gs = want_s ? nb_empty_like(xc) : NULL,
+              *gz = want_z ? nb_empty_like(xc) : NULL;
+    if ((n->in[0] && !gx) || (want_s && !gs) || (want_z && !gz)) return nb_last_status();
+    nb_kview vgx, vgs, vgz, vg = as3(gc, geo), vx = as3(xc, geo), vs = nb_kview_of(n->saved[1]),
+                            vz = nb_kview_of(n->saved[2]);
+    if (gx) vgx = as3(gx, geo);
+    if (gs) vgs = as3(gs, geo);
+    if (gz) vgz = as3(gz, geo);
+    nb_status st = nb_kernel_fake_quantize_backward(NB_BE(xc), gx ? &vgx : NULL, gs ? &vgs : NULL,
+                                                    gz ? &vgz : NULL, &vg, &vx, &vs, &vz, q);
+    if (st) return st;
+    gin[0] = gx;
+    if (gs && !(gin[1] = channel_sum(gs, geo, n->in[1]))) return nb_last_status();
+    if (gz && !(gin[2] = channel_sum(gz, geo, n->in[2]))) return nb_last_status();
+    return NB_OK;
+}
+
+/* 16-bit x runs in float32 and is rounded once; fn's result cast back. */
+#define FQ_WIDEN(x, call)                                                                                     \
+    do {                                                                                                      \
+        nb_dtype back_;                                                                                       \
+        if (!nb_widen_16bit(1, &(x), &back_)) return nb_scope_return(s_, NULL);                                \
+        nb_tensor *r_ = (call);                                                                               \
+        return nb_scope_return(s_, r_ && back_ != NB_DTYPE_COUNT ? nb_to_dtype(r_, back_) : r_);              \
+    } while (0)
+
+static bool check_range(const char *op, int64_t quant_min, int64_t quant_max) {
+    if (quant_min <= quant_max) return true;
+    nb_set_error(NB_ERR_INVALID_ARG, "%s: quant_min (%lld) must be <= quant_max (%lld)", op, (long long)quant_min,
+                 (long long)quant_max);
+    return false;
+}
+
+/* scale and zero_point 1-D of x.size(axis) for axis in [0, x.ndim); or,
+ * per tensor (axis < 0), of one element. */
+static bool check_qparams(const char *op, nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point, int axis,
+                          bool per_channel, bool float_zp) {
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF], c[NB_SHAPE_BUF];
+    if (per_channel && (axis < 0 || axis >= x->ndim)) {
+        nb_set_error(NB_ERR_INVALID_ARG, "%s: axis %d must be in [0, %d) for x %s", op, axis, x->ndim,
+                     nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
+        return false;
+    }
+    int64_t C = per_channel ? x->shape[axis] : 1;
+    nb_tensor *qp[2] = {scale, zero_point};
+    for (int i = 0; i < 2; i++) {
+        bool shape_ok = per_channel ? qp[i]->ndim == 1 && qp[i]->shape[0] == C : qp[i]->ndim <= 1 && nb_numel(qp[i]) == 1;
+        if (!shape_ok) {
+            nb_set_error(NB_ERR_SHAPE, "%s: scale %s and zero_point %s must be %s for x %s", op,
+                         nb_fmt_shape(scale->ndim, scale->shape, a, sizeof a),
+                         nb_fmt_shape(zero_point->ndim, zero_point->shape, b, sizeof b),
+                         per_channel ? "1-D of x.size(axis)" : "of one element",
+                         nb_fmt_shape(x->ndim, x->shape, c, sizeof c));
+            return false;
+        }
+    }
+    bool zp_ok = nb_dtype_is_float(zero_point->dtype) ||
+                 (!float_zp && (zero_point->dtype == NB_I32 || zero_point->dtype == NB_I64));
+    if (!nb_dtype_is_float(scale->dtype) || !zp_ok) {
+        nb_set_error(NB_ERR_DTYPE, "%s: scale (%s) must be float and zero_point (%s) %s", op,
+                     nb_dtype_name(scale->dtype), nb_dtype_name(zero_point->dtype),
+                     float_zp ? "float" : "int32, int64 or float");
+        return false;
+    }
+    return true;
+}
+
+nb_tensor *nb_fake_quantize_per_tensor_affine(nb_tensor *x, double scale, int64_t zero_point, int64_t quant_min,
+                                              int64_t quant_max) {
+    const char *op = "fake_quantize_per_tensor_affine";
+    if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(NB_OP_FAKE_QUANTIZE_PER_TENSOR_AFFINE, 1, &x) ||
+        !check_range(op, quant_min, quant_max))
+        return NULL;
+    if (zero_point < quant_min || zero_point > quant_max)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: zero_point (%lld) must be in [quant_min, quant_max] = [%lld, %lld]",
+                       op, (long long)zero_point, (long long)quant_min, (long long)quant_max);
+    nb_scope *s_ = nb_op_scope_begin();
+    nb_device dev = nb_device_of(x);
+    nb_tensor *s = nb_full_on(1, (int64_t[]){1}, (float)scale, NB_F32, dev),
+              *z = nb_full_on(1, (int64_t[]){1}, (double)zero_point, NB_F32, dev);
+    nb_fake_quant_params q = {.quant_min = quant_min, .quant_max = quant_max};
+    FQ_WIDEN(x, fq_run(NB_OP_FAKE_QUANTIZE_PER_TENSOR_AFFINE, x, s, z, z, -1, q, q, 1, &x));
+}
+
+nb_tensor *nb_fake_quantize_per_channel_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point, int axis,
+                                               int64_t quant_min, int64_t quant_max) {
+    const char *op = "fake_quantize_per_channel_affine";
+    if (!nb_check_inputs(op, 3, (nb_tensor *[]){x, scale, zero_point}) ||
+        !nb_check_dtypes(NB_OP_FAKE_QUANTIZE_PER_CHANNEL_AFFINE, 1, &x) || !check_range(op, quant_min, quant_max) ||
+        !check_qparams(op, x, scale, zero_point, axis, true, false))
+        return NULL;
+    nb_scope *s_ = nb_op_scope_begin();
+    int64_t C = x->shape[axis];
+    nb_tensor *s = qparam_f32(scale, C), *z = qparam_f32(zero_point, C);
+    nb_fake_quant_params q = {.quant_min = quant_min, .quant_max = quant_max,
+                              .zp_float = nb_dtype_is_float(zero_point->dtype)};
+    FQ_WIDEN(x, fq_run(NB_OP_FAKE_QUANTIZE_PER_CHANNEL_AFFINE, x, s, z, z, axis, q, q, 1, &x));
+}
+
+/* The learnable variants' zero points: round (ties to even) and clamp, or
+ * (PyTorch's per-tensor backward) trunc(clamp(zero_point + 0.5)). */
+static nb_tensor *zp_rounded(nb_tensor *zp, int64_t C, int64_t quant_min, int64_t quant_max, bool half_up) {
+    nb_tensor *d = nb_to_dtype(nb_detach(zp), NB_F32); /* as PyTorch's zero_point.item<float>() */
+    nb_tensor *r = half_up ? nb_trunc(nb_clamp_scalar(nb_add_scalar(d, 0.5), (double)quant_min, (double)quant_max))
+                           : nb_clamp_scalar(nb_round(d), (double)quant_min, (double)quant_max);
+    return r ? qparam_f32(r, C) : NULL;
+}
+
+static nb_tensor *fq_learnable(nb_op_id op, const char *name, nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point,
+                               int axis, int64_t quant_min, int64_t quant_max, double grad_factor) {
+    nb_tensor *in[3] = {x, scale, zero_point};
+    if (!nb_check_inputs(name, 3, in) || !nb_check_dtypes(op, 1, &x) || !check_range(name, quant_min, quant_max) ||
+        !check_qparams(name, x, scale, zero_point, axis, axis >= 0, true))
+        return NULL;
+    nb_scope *s_ = nb_op_scope_begin();
+    int64_t C = axis >= 0 ? x->shape[axis] : 1;
+    nb_tensor *s = qparam_f32(scale, C), *z = zp_rounded(zero_point, C, quant_min, quant_max, false);
+    nb_tensor *zb = axis >= 0 ? z : zp_rounded(zero_point, C, quant_min, quant_max, true);
+    nb_fake_quant_params q = {.quant_min = quant_min, .quant_max = quant_max, .grad_factor = grad_factor};
+    /* the forward's level is PyTorch's integer formula; the backward's
+     * (fake_quantize_learnable_*_grad) the float one */
+    nb_fake_quant_params qb = q;
+    qb.zp_float = true;
+    nb_dtype back_;
+    if (!nb_widen_16bit(1, &in[0], &back_)) return nb_scope_return(s_, NULL);
+    nb_tensor *r = fq_run(op, in[0], s, z, zb, axis, q, qb, 3, in);
+    return nb_scope_return(s_, r && back_ != NB_DTYPE_COUNT ? nb_to_dtype(r, back_) : r);
+}
+
+nb_tensor *nb_fake_quantize_learnable_per_tensor_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point,
+                                                        int64_t quant_min, int64_t quant_max, double grad_factor) {
+    return fq_learnable(NB_OP_FAKE_QUANTIZE_LEARNABLE_PER_TENSOR_AFFINE, "fake_quantize_learnable_per_tensor_affine",
+                        x, scale, zero_point, -1, quant_min, quant_max, grad_factor);
+}
+
+nb_tensor *nb_fake_quantize_learnable_per_channel_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point,
+                                                         int axis, int64_t quant_min, int64_t quant_max,
+                                                         double grad_factor) {
+    if (axis < 0 && x)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "fake_quantize_learnable_per_channel_affine: axis %d must be in [0, %d)",
+                       axis, x->ndim);
+    return fq_learnable(NB_OP_FAKE_QUANTIZE_LEARNABLE_PER_CHANNEL_AFFINE, "fake_quantize_learnable_per_channel_affine",
+                        x, scale, zero_point, axis, quant_min, quant_max, grad_factor);
+}
+
+/* ---- BitNet b1.58's fake quantizers (ternary weights, int8 activations) ---- */
+
+/* The straight-through estimator: the gradient passes unchanged. */
+nb_status nb_bw_straight_through(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    (void)n;
+    gin[0] = g;
+    return NB_OK;
+}
+
+/* q computed from x (float32/float64, detached) by fn; recorded on x with
+ * the straight-through rule. */
+static nb_tensor *ste_run(nb_op_id op, nb_tensor *x, nb_tensor *(*fn)(nb_tensor *)) {
+    nb_tensor *q = fn(nb_detach(x));
+    if (!q) return NULL;
+    bool failed;
+    nb_record(op, q, 1, &x, &failed);
+    return failed ? NULL : q;
+}
+
+/* absmean (Ma et al. 2024): s = 1 / max(mean |w|, 1e-5),
+ * q = clamp(round(w s), -1, 1) / s, the reference code's order. */
+static nb_tensor *ternary_of(nb_tensor *w) {
+    nb_tensor *s = nb_reciprocal(nb_clamp_scalar(nb_mean(nb_abs(w), NULL, 0, false), 1e-5, NAN));
+    return nb_div(nb_clamp_scalar(nb_round(nb_mul(w, s)), -1, 1), s);
+}
+
+/* per-token absmax: s = 127 / max(max |x| over the last dim, 1e-5),
+ * q = clamp(round(x s), -128, 127) / s. */
+static nb_tensor *int8_of(nb_tensor *x) {
+    int last = -1;
+    nb_tensor *m = nb_clamp_scalar(nb_amax(nb_abs(x), &last, 1, true), 1e-5, NAN);
+    nb_tensor *s = nb_mul_scalar(nb_reciprocal(m), 127);
+    return nb_div(nb_clamp_scalar(nb_round(nb_mul(x, s)), -128, 127), s);
+}
+
+static nb_tensor *bitnet_quant(nb_op_id op, const char *name, nb_tensor *x, nb_tensor *(*fn)(nb_tensor *)) {
+    if (!nb_check_inputs(name, 1, &x) || !nb_check_dtypes(op, 1, &x)) return NULL;
+    if (x->ndim == 0 && op == NB_OP_BITNET_ACTIVATION_QUANT)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: x must have at least one dim (the tokens' features)", name);
+    nb_scope *s_ = nb_op_scope_begin();
+    nb_dtype back_;
+    nb_tensor *in = x;
+    if (!nb_widen_16bit(1, &in, &back_)) return nb_scope_return(s_, NULL);
+    nb_tensor *r = ste_run(op, in, fn);
+    return nb_scope_return(s_, r && back_ != NB_DTYPE_COUNT ? nb_to_dtype(r, back_) : r);
+}
+
+nb_tensor *nb_bitnet_weight_quant(nb_tensor *w) {
+    return bitnet_quant(NB_OP_BITNET_WEIGHT_QUANT, "bitnet_weight_quant", w, ternary_of);
+}
+
+nb_tensor *nb_bitnet_activation_quant(nb_tensor *x) {
+    return bitnet_quant(NB_OP_BITNET_ACTIVATION_QUANT, "bitnet_activation_quant", x, int8_of);
+}

@@ -1,0 +1,40 @@
+/* quantize.c - the shared contract checks of fake_quantize and
+ * fake_quantize_backward: x (and out, g and the gradients) contiguous
+ * float32/float64 [outer, C, inner] of one shape and dtype; scale and
+ * zero_point contiguous float32 [C]; quant_min <= quant_max. */
+#include "check.h"
+
+static nb_status check_params(const char *slot, const nb_kview *x, const nb_kview *scale,
+                              const nb_kview *zero_point, const nb_fake_quant_params *p) {
+    char b1[NB_VIEW_STR], b2[NB_VIEW_STR];
+    if (!p || p->quant_min > p->quant_max)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: needs quant_min <= quant_max", slot);
+    if (x->ndim != 3)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: x %s must be [outer, C, inner]", slot,
+                            nb_view_str(x, b1, sizeof b1));
+    const nb_kview *qp[2] = {scale, zero_point};
+    for (int i = 0; i < 2; i++)
+        if (qp[i]->ndim != 1 || qp[i]->shape[0] != x->shape[1] || !nb_view_is_contiguous(qp[i]) ||
+            qp[i]->dtype != NB_F32)
+            return nb_set_error(NB_ERR_SHAPE, "%s: %s %s must be contiguous float32 [C] for x %s", slot,
+                                i ? "zero_point" : "scale", nb_view_str(qp[i], b2, sizeof b2),
+                                nb_view_str(x, b1, sizeof b1));
+    return NB_OK;
+}
+
+nb_status nb_check_fake_quantize(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *scale,
+                                 const nb_kview *zero_point, const nb_fake_quant_params *p) {
+    (void)be;
+    nb_status st = nb_check_alike("fake_quantize", 2, (const nb_kview *[]){x, out}, NB_CHK_F, "float", true);
+    return st ? st : check_params("fake_quantize", x, scale, zero_point, p);
+}
+
+nb_status nb_check_fake_quantize_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gscale,
+                                          const nb_kview *gzp, const nb_kview *g, const nb_kview *x,
+                                          const nb_kview *scale, const nb_kview *zero_point,
+                                          const nb_fake_quant_params *p) {
+    (void)be;
+    nb_status st = nb_check_alike("fake_quantize_backward", 5, (const nb_kview *[]){x, g, gx, gscale, gzp},
+                                  NB_CHK_F, "float", true);
+    return st ? st : check_params("fake_quantize_backward", x, scale, zero_point, p);
+}

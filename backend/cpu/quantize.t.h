@@ -1,0 +1,42 @@
+/* quantize.t.h - the fake-quantization loops for one type, included by
+ * quantize.c with T_, S defined; no include guard, by design. TS(name_)
+ * pastes the suffix (name_f32). */
+#define TS(name) NB_CPU_CAT(name, S)
+#define SM(name) NB_CPU_CAT(nb_sm_##name##_, S)
+
+static void TS(fq_rows_)(void *arg, int64_t r0, int64_t r1) {
+    const fq_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t c = r % j->C;
+        float s = j->scale[c], inv = 1.0f / s, z = j->zp[c];
+        const T_ *x = (const T_ *)j->x + r * j->inner;
+        T_ *y = (T_ *)j->out + r * j->inner;
+        for (int64_t i = 0; i < j->inner; i++) y[i] = SM(fake_quant)(x[i], s, inv, z, j->p);
+    }
+}
+
+static void TS(fq_grad_rows_)(void *arg, int64_t r0, int64_t r1) {
+    const fq_job *j = arg;
+    const T_ gf = (T_)j->p->grad_factor;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t c = r % j->C, o = r * j->inner;
+        float s = j->scale[c], inv = 1.0f / s, z = j->zp[c];
+        const T_ *x = (const T_ *)j->x + o, *g = (const T_ *)j->g + o;
+        T_ *gx = j->out ? (T_ *)j->out + o : NULL, *gs = j->gs ? (T_ *)j->gs + o : NULL,
+           *gz = j->gz ? (T_ *)j->gz + o : NULL;
+        for (int64_t i = 0; i < j->inner; i++) {
+            T_ a, b, d;
+            SM(fake_quant_grad)(g[i], x[i], s, inv, z, j->p, gf, &a, &b, &d);
+            if (gx) gx[i] = a;
+            if (gs) gs[i] = b;
+            if (gz) gz[i] = d;
+        }
+    }
+}
+
+#undef SM
+#undef TS
+
+/* the template consumes its parameters: the includer defines them again for the next type */
+#undef T_
+#undef S

@@ -1,0 +1,275 @@
+/* test_ops_quantize.c - fake quantization (nb_quantize.h): values by hand
+ * (ties to even, clamping at both ends, NaN and inf, integer and float zero
+ * points), the straight-through mask and the learnable variants' LSQ
+ * gradients by hand, PyTorch's two zero-point roundings of the learnable
+ * per-tensor op, per channel against per tensor on each channel, 16-bit
+ * inputs, the same bits on every device and twice, and the error paths;
+ * BitNet b1.58's weight and activation quantizers by hand.
+ * PyTorch's values: tests/torch_diff (cases_tensor.py's quantize()). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "nb_test.h"
+#include "suites.h"
+
+static nb_tensor *vec(int64_t n, nb_dtype dt, const double *v, bool grad) {
+    nb_tensor *t = nb_test_tensor(1, (int64_t[]){n}, dt, v);
+    NB_CK_NOTNULL(t);
+    if (grad) ck_assert_int_eq(nb_set_requires_grad(t, true), NB_OK);
+    return t;
+}
+
+/* scale 0.5, zero point 1, range [-4, 3]: x / 0.5 holds ties (-4.5 ... 3.5)
+ * that round to even; 100 and inf clamp to 3, -inf and NaN to -4. */
+START_TEST(test_fake_quantize_per_tensor_by_hand) {
+    static const double x[12] = {-2.25, -1.25, -0.75, -0.25, 0.25, 0.75, 1.25, 1.75, 100, NAN, INFINITY, -INFINITY};
+    static const double want[12] = {-2, -1, -1, 0, 0, 1, 1, 1, 1, -2.5, 1, -2.5};
+    static const double mask[12] = {1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+    nb_device devs[9] = {NB_CPU};
+    int nd = 1 + nb_test_accelerators(devs + 1, 8);
+    for (int d = 0; d < nd; d++)
+        for (int k = 0; k < 2; k++) {
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *xt = nb_to_device(vec(12, k ? NB_F64 : NB_F32, x, false), devs[d]);
+            ck_assert_int_eq(nb_set_requires_grad(xt, true), NB_OK);
+            nb_tensor *y = nb_fake_quantize_per_tensor_affine(xt, 0.5, 1, -4, 3);
+            nb_ck_close(y, want, 12, 0, 0);
+            ck_assert_int_eq(nb_backward(nb_sum(y, NULL, 0, false)), NB_OK);
+            nb_ck_close(nb_tensor_grad(xt), mask, 12, 0, 0);
+            nb_scope_end(s);
+        }
+}
+END_TEST
+
+/* x [2, 2], axis 1: scale [0.5, 0.25], range [-8, 7]; zero points int32
+ * [0, 1] (z + rint(x / s)) and float [0.5, 1.25] (rint(z + x / s)). */
+START_TEST(test_fake_quantize_per_channel_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_test_tensor(2, (int64_t[]){2, 2}, NB_F32, (double[]){0.75, 0.3, -0.4, 10});
+    nb_tensor *sc = vec(2, NB_F32, (double[]){0.5, 0.25}, false);
+    nb_tensor *zi = vec(2, NB_I32, (double[]){0, 1}, false), *zf = vec(2, NB_F32, (double[]){0.5, 1.25}, false);
+    nb_ck_close(nb_fake_quantize_per_channel_affine(x, sc, zi, 1, -8, 7), (double[]){1.0, 0.25, -0.5, 1.5}, 4, 0, 0);
+    nb_ck_close(nb_fake_quantize_per_channel_affine(x, sc, zf, 1, -8, 7), (double[]){0.75, 0.1875, -0.25, 1.4375}, 4,
+                0, 0);
+    /* int64 zero points take the integer formula too; axis 0 reads the rows' qparams */
+    nb_tensor *zl = vec(2, NB_I64, (double[]){0, 1}, false);
+    nb_ck_close(nb_fake_quantize_per_channel_affine(x, sc, zl, 1, -8, 7), (double[]){1.0, 0.25, -0.5, 1.5}, 4, 0, 0);
+    nb_ck_close(nb_fake_quantize_per_channel_affine(x, sc, zi, 0, -8, 7), (double[]){1.0, 0.5, -0.5, 1.5}, 4, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* scale 0.5, zero point 0.6 (rounded to 1), range [-4, 3], grad_factor 2:
+ * x = 0.3 is in range (gscale (0.5 - 0.3) / 0.5 * 2 = 0.8), -3 below
+ * (gscale (-4 - 1) * 2, gzp -0.5 * 2) and 5 above (gscale (3 - 1) * 2). */
+START_TEST(test_fake_quantize_learnable_gradients_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = vec(3, NB_F64, (double[]){0.3, -3.0, 5.0}, true);
+    nb_tensor *sc = vec(1, NB_F64, (double[]){0.5}, true), *zp = vec(1, NB_F64, (double[]){0.6}, true);
+    nb_tensor *y = nb_fake_quantize_learnable_per_tensor_affine(x, sc, zp, -4, 3, 2.0);
+    nb_ck_close(y, (double[]){0.5, -2.5, 1.0}, 3, 0, 0);
+    ck_assert_int_eq(nb_backward(nb_sum(y, NULL, 0, false)), NB_OK);
+    nb_ck_close(nb_tensor_grad(x), (double[]){1, 0, 0}, 3, 0, 0);
+    nb_ck_close(nb_tensor_grad(sc), (double[]){0.8 - 10 + 4}, 1, 1e-12, 0);
+    nb_ck_close(nb_tensor_grad(zp), (double[]){-2}, 1, 1e-12, 0);
+    ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(sc)), NB_F64);
+    ck_assert_int_eq(nb_dim(nb_tensor_grad(sc)), 1);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* PyTorch's per-tensor learnable op rounds a zero point of 2.5 to 2 in
+ * its forward (nearbyint) and to 3 in its backward (trunc(z + 0.5)); the
+ * per-channel one rounds both to 2. x = 10 with scale 1 clamps to 7:
+ * out (7 - 2) * 1 and gscale 7 - 3 per tensor, 7 - 2 per channel. A zero
+ * point of -1 is -1 in the forward and trunc(-0.5) = 0 in the backward
+ * (PyTorch 1.13 gives the same: x = 3.1405, scale 0.25, range [-4, 3]:
+ * out 1, gscale 3, gzero_point -0.25). */
+START_TEST(test_fake_quantize_learnable_zero_point_rounding) {
+    nb_scope *s = nb_scope_begin();
+    for (int per_channel = 0; per_channel < 2; per_channel++) {
+        nb_tensor *x = vec(1, NB_F32, (double[]){10}, true);
+        nb_tensor *sc = vec(1, NB_F32, (double[]){1}, true), *zp = vec(1, NB_F32, (double[]){2.5}, true);
+        nb_tensor *y = per_channel ? nb_fake_quantize_learnable_per_channel_affine(x, sc, zp, 0, -4, 7, 1.0)
+                                   : nb_fake_quantize_learnable_per_tensor_affine(x, sc, zp, -4, 7, 1.0);
+        nb_ck_close(y, (double[]){5}, 1, 0, 0);
+        ck_assert_int_eq(nb_backward(nb_sum(y, NULL, 0, false)), NB_OK);
+        nb_ck_close(nb_tensor_grad(sc), (double[]){per_channel ? 5 : 4}, 1, 0, 0);
+        nb_ck_close(nb_tensor_grad(zp), (double[]){-1}, 1, 0, 0);
+        nb_ck_close(nb_tensor_grad(x), (double[]){0}, 1, 0, 0);
+    }
+    nb_tensor *x = vec(1, NB_F32, (double[]){3.1405}, false);
+    nb_tensor *sc = vec(1, NB_F32, (double[]){0.25}, true), *zp = vec(1, NB_F32, (double[]){-1}, true);
+    nb_tensor *y = nb_fake_quantize_learnable_per_tensor_affine(x, sc, zp, -4, 3, 1.0);
+    nb_ck_close(y, (double[]){1}, 1, 0, 0);
+    ck_assert_int_eq(nb_backward(nb_sum(y, NULL, 0, false)), NB_OK);
+    nb_ck_close(nb_tensor_grad(sc), (double[]){3}, 1, 0, 0);
+    nb_ck_close(nb_tensor_grad(zp), (double[]){-0.25}, 1, 0, 0);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* The learnable per-channel op on x [5, 3] (axis 1, zero points integers
+ * >= 0, where PyTorch's two roundings agree) equals the per-tensor op on
+ * each column: outputs and all gradients. */
+START_TEST(test_fake_quantize_learnable_per_channel_is_per_tensor_per_column) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(7);
+    nb_tensor *x = nb_mul_scalar(nb_randn(2, (int64_t[]){5, 3}, NB_F64, &g), 2);
+    ck_assert_int_eq(nb_set_requires_grad(x, true), NB_OK);
+    const double scv[3] = {0.3, 0.5, 0.25}, zpv[3] = {0, 2, 1};
+    nb_tensor *sc = vec(3, NB_F64, scv, true), *zp = vec(3, NB_F64, zpv, true);
+    nb_tensor *y = nb_fake_quantize_learnable_per_channel_affine(x, sc, zp, 1, -4, 3, 0.5);
+    ck_assert_int_eq(nb_backward(nb_sum(nb_mul(y, y), NULL, 0, false)), NB_OK);
+    for (int c = 0; c < 3; c++) {
+        nb_tensor *xc = nb_contiguous(nb_detach(nb_select(x, 1, c)));
+        ck_assert_int_eq(nb_set_requires_grad(xc, true), NB_OK);
+        nb_tensor *s1 = vec(1, NB_F64, &scv[c], true), *z1 = vec(1, NB_F64, &zpv[c], true);
+        nb_tensor *y1 = nb_fake_quantize_learnable_per_tensor_affine(xc, s1, z1, -4, 3, 0.5);
+        nb_ck_close_to(nb_select(y, 1, c), y1, 0);
+        ck_assert_int_eq(nb_backward(nb_sum(nb_mul(y1, y1), NULL, 0, false)), NB_OK);
+        nb_ck_close_to(nb_select(nb_tensor_grad(x), 1, c), nb_tensor_grad(xc), 0);
+        nb_ck_close_to(nb_select(nb_tensor_grad(sc), 0, c), nb_tensor_grad(s1), 1e-12);
+        nb_ck_close_to(nb_select(nb_tensor_grad(zp), 0, c), nb_tensor_grad(z1), 1e-12);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+/* bfloat16 and float16 x: the float32 result rounded once. */
+START_TEST(test_fake_quantize_16bit) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(3);
+    nb_tensor *x = nb_randn(2, (int64_t[]){4, 6}, NB_F32, &g);
+    const nb_dtype dts[2] = {NB_BF16, NB_F16};
+    for (int i = 0; i < 2; i++) {
+        nb_tensor *xh = nb_to_dtype(x, dts[i]);
+        nb_tensor *y = nb_fake_quantize_per_tensor_affine(xh, 0.125, 3, -16, 15);
+        NB_CK_NOTNULL(y);
+        ck_assert_int_eq(nb_dtype_of(y), dts[i]);
+        nb_tensor *want = nb_to_dtype(nb_fake_quantize_per_tensor_affine(nb_to_dtype(xh, NB_F32), 0.125, 3, -16, 15),
+                                      dts[i]);
+        nb_ck_close_to(y, want, 0);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
+/* Every accelerator gives the CPU's bits (and the same bits twice) for
+ * the forward and every gradient, on a tensor large enough for many
+ * blocks: x [257, 37, 3] per channel on axis 1, learnable. */
+START_TEST(test_fake_quantize_devices_match_cpu) {
+    nb_device accs[8];
+    const int na = nb_test_accelerators(accs, 8);
+    for (int a = 0; a < na; a++)
+        for (int k = 0; k < 2; k++) {
+            nb_scope *s = nb_scope_begin();
+            const nb_dtype dt = k ? NB_F64 : NB_F32;
+            nb_generator g = nb_generator_new(11);
+            nb_tensor *x0 = nb_mul_scalar(nb_randn(3, (int64_t[]){257, 37, 3}, dt, &g), 3);
+            nb_tensor *s0 = nb_add_scalar(nb_rand(1, (int64_t[]){37}, dt, &g), 0.1);
+            nb_tensor *z0 = nb_mul_scalar(nb_randn(1, (int64_t[]){37}, dt, &g), 4);
+            nb_tensor *got[2][4];
+            for (int run = 0; run < 2; run++) {
+                nb_device dev = run ? accs[a] : NB_CPU;
+                nb_tensor *x = nb_to_device(x0, dev), *sc = nb_to_device(s0, dev), *zp = nb_to_device(z0, dev);
+                nb_tensor *in[3] = {x, sc, zp};
+                for (int i = 0; i < 3; i++) ck_assert_int_eq(nb_set_requires_grad(in[i], true), NB_OK);
+                nb_tensor *y = nb_fake_quantize_learnable_per_channel_affine(x, sc, zp, 1, -8, 7, 1.0);
+                NB_CK_NOTNULL(y);
+                ck_assert_int_eq(nb_backward(nb_sum(nb_mul(y, y), NULL, 0, false)), NB_OK);
+                got[run][0] = y;
+                for (int i = 0; i < 3; i++) got[run][i + 1] = nb_tensor_grad(in[i]);
+            }
+            for (int i = 0; i < 4; i++) nb_ck_close_to(got[1][i], got[0][i], 0);
+            nb_scope_end(s);
+        }
+}
+END_TEST
+
+/* BitNet b1.58's quantizers. w: mean |w| = 0.525, so w * (1 / 0.525)
+ * rounds to 1, -3 -> -1, 0, 0 and q = (0.525, -0.525, 0, 0). x: the first
+ * row's absmax 2 gives s = 63.5 and x * s = 63.5 (a tie, to 64), -127,
+ * 31.75; a row of zeros stays 0. The gradients pass unchanged. */
+START_TEST(test_bitnet_quant_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_test_tensor(2, (int64_t[]){2, 2}, NB_F64, (double[]){0.5, -1.5, 0.1, 0.0});
+    nb_tensor *x = nb_test_tensor(2, (int64_t[]){2, 3}, NB_F64, (double[]){1.0, -2.0, 0.5, 0, 0, 0});
+    ck_assert_int_eq(nb_set_requires_grad(w, true), NB_OK);
+    ck_assert_int_eq(nb_set_requires_grad(x, true), NB_OK);
+    nb_tensor *qw = nb_bitnet_weight_quant(w), *qx = nb_bitnet_activation_quant(x);
+    nb_ck_close(qw, (double[]){0.525, -0.525, 0, 0}, 4, 1e-15, 0);
+    nb_ck_close(qx, (double[]){64 / 63.5, -2, 32 / 63.5, 0, 0, 0}, 6, 1e-15, 0);
+    nb_tensor *cw = nb_test_tensor(2, (int64_t[]){2, 2}, NB_F64, (double[]){1, 2, 3, 4});
+    nb_tensor *cx = nb_test_tensor(2, (int64_t[]){2, 3}, NB_F64, (double[]){-1, 0, 1, 2, 3, 4});
+    ck_assert_int_eq(nb_backward(nb_add(nb_sum(nb_mul(qw, cw), NULL, 0, false), nb_sum(nb_mul(qx, cx), NULL, 0, false))),
+                     NB_OK);
+    nb_ck_close(nb_tensor_grad(w), (double[]){1, 2, 3, 4}, 4, 0, 0);
+    nb_ck_close(nb_tensor_grad(x), (double[]){-1, 0, 1, 2, 3, 4}, 6, 0, 0);
+    /* bfloat16: computed in float32, rounded once */
+    nb_tensor *wb = nb_bitnet_weight_quant(nb_to_dtype(w, NB_BF16));
+    ck_assert_int_eq(nb_dtype_of(wb), NB_BF16);
+    nb_ck_close_to(wb, nb_to_dtype(nb_bitnet_weight_quant(nb_to_dtype(nb_to_dtype(w, NB_BF16), NB_F32)), NB_BF16), 0);
+    ck_assert_ptr_null(nb_bitnet_activation_quant(nb_scalar(1.0, NB_F32)));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
+    ck_assert_ptr_null(nb_bitnet_weight_quant(nb_zeros(1, (int64_t[]){3}, NB_I32)));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
+START_TEST(test_fake_quantize_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_zeros(2, (int64_t[]){2, 3}, NB_F32);
+    nb_tensor *s3 = nb_ones(1, (int64_t[]){3}, NB_F32), *z3 = nb_zeros(1, (int64_t[]){3}, NB_I32);
+    ck_assert_ptr_null(nb_fake_quantize_per_tensor_affine(x, 0.1, 0, 5, 4));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_null(nb_fake_quantize_per_tensor_affine(x, 0.1, 9, 0, 8));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_null(nb_fake_quantize_per_tensor_affine(nb_zeros(1, (int64_t[]){3}, NB_I32), 0.1, 0, 0, 8));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_DTYPE);
+    ck_assert_ptr_null(nb_fake_quantize_per_channel_affine(x, s3, z3, 2, 0, 8));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_null(nb_fake_quantize_per_channel_affine(x, s3, z3, -1, 0, 8));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
+    ck_assert_ptr_null(nb_fake_quantize_per_channel_affine(x, s3, z3, 0, 0, 8)); /* size 2 along axis 0 */
+    ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
+    ck_assert_ptr_null(nb_fake_quantize_per_channel_affine(x, nb_ones(1, (int64_t[]){3}, NB_I32), z3, 1, 0, 8));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_DTYPE);
+    ck_assert_ptr_null(nb_fake_quantize_per_channel_affine(x, s3, nb_zeros(1, (int64_t[]){3}, NB_BOOL), 1, 0, 8));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_DTYPE);
+    /* the learnable ops take float zero points, of one element per tensor */
+    ck_assert_ptr_null(nb_fake_quantize_learnable_per_tensor_affine(x, s3, z3, 0, 8, 1.0));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
+    nb_tensor *s1 = nb_ones(1, (int64_t[]){1}, NB_F32);
+    ck_assert_ptr_null(nb_fake_quantize_learnable_per_tensor_affine(x, s1, nb_zeros(1, (int64_t[]){1}, NB_I32), 0, 8,
+                                                                    1.0));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_DTYPE);
+    ck_assert_ptr_null(nb_fake_quantize_learnable_per_channel_affine(x, s3, s3, -1, 0, 8, 1.0));
+    ck_assert_int_eq(nb_last_status(), NB_ERR_INVALID_ARG);
+    /* PyTorch's learnable backward needs 0 in the range: the forward runs, the backward fails */
+    nb_tensor *xg = nb_ones(1, (int64_t[]){3}, NB_F32), *sg = nb_ones(1, (int64_t[]){1}, NB_F32),
+              *zg = nb_full(1, (int64_t[]){1}, 2, NB_F32);
+    ck_assert_int_eq(nb_set_requires_grad(sg, true), NB_OK);
+    nb_tensor *y = nb_fake_quantize_learnable_per_tensor_affine(xg, sg, zg, 1, 8, 1.0);
+    NB_CK_NOTNULL(y);
+    ck_assert_int_eq(nb_backward(nb_sum(y, NULL, 0, false)), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+Suite *nb_suite_ops_quantize(void) {
+    Suite *s = suite_create("ops_quantize");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_fake_quantize_per_tensor_by_hand);
+    tcase_add_test(tc, test_fake_quantize_per_channel_by_hand);
+    tcase_add_test(tc, test_fake_quantize_learnable_gradients_by_hand);
+    tcase_add_test(tc, test_fake_quantize_learnable_zero_point_rounding);
+    tcase_add_test(tc, test_fake_quantize_learnable_per_channel_is_per_tensor_per_column);
+    tcase_add_test(tc, test_fake_quantize_16bit);
+    tcase_add_test(tc, test_fake_quantize_devices_match_cpu);
+    tcase_add_test(tc, test_fake_quantize_errors);
+    tcase_add_test(tc, test_bitnet_quant_by_hand);
+    suite_add_tcase(s, tc);
+    return s;
+}

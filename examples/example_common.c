@@ -125,7 +125,7 @@ static int usage(const char *prog) {
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
             "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N] [--cuda-graph]\n"
             "          [--amp] [--distributed] [--max-steps N] [--dtype float32|float64]\n"
-            "          [--log-dir DIR] [--no-progress] [--onnx PATH]\n"
+            "          [--log-dir DIR] [--no-progress] [--onnx PATH] [--bitlinear] (mnist_mlp)\n"
             "          [--images DIR] [--export-images DIR] (mnist_cnn)\n",
             prog);
     return 2;
@@ -138,8 +138,12 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         int64_t x = 0;
         bool ok = true;
         if (!strcmp(f, "--cuda-graph") || !strcmp(f, "--amp") || !strcmp(f, "--distributed") ||
-            !strcmp(f, "--no-progress")) { /* bare flags */
-            *(f[2] == 'c' ? &a->cuda_graph : f[2] == 'a' ? &a->amp : f[2] == 'd' ? &a->distributed : &a->no_progress) = true;
+            !strcmp(f, "--no-progress") || !strcmp(f, "--bitlinear")) { /* bare flags */
+            *(f[2] == 'c'   ? &a->cuda_graph
+              : f[2] == 'a' ? &a->amp
+              : f[2] == 'd' ? &a->distributed
+              : f[2] == 'b' ? &a->bitlinear
+                            : &a->no_progress) = true;
             i--;
             continue;
         }

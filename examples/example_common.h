@@ -40,6 +40,7 @@ typedef struct nb_example_args {
     const char *log_dir; /* --log-dir DIR: TensorBoard event files (nb_summary_writer) there */
     bool no_progress;    /* --no-progress: no progress bar on stderr */
     const char *onnx;    /* --onnx PATH: the trained model as ONNX (nb_onnx_export) at the end */
+    bool bitlinear;      /* --bitlinear (mnist_mlp): BitNet b1.58's BitLinear in place of every Linear */
     nb_process_group *pg; /* with --distributed: the group, and the DDP wrapper of the model */
     nb_ddp *ddp;
 } nb_example_args;
@@ -52,7 +53,7 @@ typedef struct nb_example_result {
 /* Parses --epochs --batch-size --lr --seed --threads --data --save
  * --save-every --resume --stop-after --lr-schedule --device --cuda-graph
  * (a bare flag, with --device cuda) --amp (a bare flag) --log-dir
- * --no-progress (a bare flag) --onnx, and makes the
+ * --no-progress (a bare flag) --onnx --bitlinear (a bare flag), and makes the
  * device the default one (nb_set_default_device). A bad value prints a
  * line naming the flag, the value and what it must be (an integer out of
  * range is an error, never wrapped: --epochs 4294967297 is refused); an

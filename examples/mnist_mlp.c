@@ -4,7 +4,10 @@
  *   mnist_mlp [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]
  *             [--save PATH] [--save-every STEPS] [--resume PATH] [--stop-after EPOCHS]
  *             [--device cpu|cuda] [--amp] [--cuda-graph] [--distributed] [--max-steps N]
- *             [--dtype float32|float64]
+ *             [--dtype float32|float64] [--bitlinear]
+ *
+ * --bitlinear puts BitNet b1.58's BitLinear (nb_nn_bitlinear: int8 activations,
+ * ternary weights, trained straight through) in place of every Linear.
  *
  * Data-parallel: `mpirun -np 2 mnist_mlp --distributed` (CPU, MPI), or one
  * process per GPU with --device cuda (NCCL); each rank trains on its shard of
@@ -50,9 +53,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     nb_dtype dt = a.dtype == NB_F64 ? NB_F64 : NB_F32;
-    nb_module *net = nb_nn_sequential(nb_nn_linear_ex(784, 512, true, dt), nb_nn_relu(),
-                                      nb_nn_linear_ex(512, 512, true, dt), nb_nn_relu(),
-                                      nb_nn_linear_ex(512, 10, true, dt));
+    nb_module *(*lin)(int64_t, int64_t, bool, nb_dtype) = a.bitlinear ? nb_nn_bitlinear : nb_nn_linear_ex;
+    nb_module *net = nb_nn_sequential(lin(784, 512, true, dt), nb_nn_relu(), lin(512, 512, true, dt), nb_nn_relu(),
+                                      lin(512, 10, true, dt));
     if (net && !nb_example_distributed_model(argv[0], &a, net)) return 1;
     nb_optimizer *opt = net ? nb_adam(net, (nb_adam_options){.lr = a.lr}) : NULL;
     nb_loader_options lo = {.batch_size = a.batch_size, .shuffle = true, .seed = a.seed, .prefetch = true,

@@ -1,7 +1,8 @@
 /* linear.c - nn.Linear: y = x W^T + b with PyTorch's reset_parameters
  * (weight by kaiming_uniform_(a=sqrt(5)), bias by U(-1/sqrt(in), 1/sqrt(in))),
  * drawn from the default generator, weight first and then bias, so that a
- * seed fixes the initial network.
+ * seed fixes the initial network; BitLinear (BitNet b1.58), a Linear whose
+ * forward quantizes; and nn.Bilinear.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "nb_nn.h"
 #include "nn_impl.h"
 #include "nb_ops.h"
+#include "nb_quantize.h"
 
 typedef struct nb_linear_ctx {
     int64_t in_features, out_features;
@@ -52,15 +54,17 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
     return nb_module_adopt_parameter(m, name, t) ? NULL : t;
 }
 
-nb_module *nb_nn_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt) {
+/* A Linear or BitLinear (ops) with PyTorch's Linear parameters and init. */
+static nb_module *linear_new(const nb_module_ops *ops, const char *name, int64_t in_features, int64_t out_features,
+                             bool bias, nb_dtype dt) {
     if (in_features < 0 || out_features < 0)
-        return NB_FAIL(NB_ERR_INVALID_ARG, "linear: sizes must be >= 0 (got in_features %lld, out_features %lld)",
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: sizes must be >= 0 (got in_features %lld, out_features %lld)", name,
                        (long long)in_features, (long long)out_features);
-    if (!nb_nn_check_dtype("linear", NB_OP_LINEAR, dt)) return NULL;
+    if (!nb_nn_check_dtype(name, NB_OP_LINEAR, dt)) return NULL;
     nb_linear_ctx *c = calloc(1, sizeof *c);
-    if (!c) return NB_FAIL(NB_ERR_OOM, "linear: out of host memory");
+    if (!c) return NB_FAIL(NB_ERR_OOM, "%s: out of host memory", name);
     c->in_features = in_features, c->out_features = out_features;
-    nb_module *m = nb_module_new(&linear_ops, c);
+    nb_module *m = nb_module_new(ops, c);
     if (!m) return NULL;
     /* both bounds equal 1/sqrt(in) up to rounding; each is computed as torch does */
     double bias_bound = in_features > 0 ? 1.0 / sqrt((double)in_features) : 0.0;
@@ -73,8 +77,31 @@ nb_module *nb_nn_linear_ex(int64_t in_features, int64_t out_features, bool bias,
     return m;
 }
 
+nb_module *nb_nn_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt) {
+    return linear_new(&linear_ops, "linear", in_features, out_features, bias, dt);
+}
+
 nb_module *nb_nn_linear(int64_t in_features, int64_t out_features) {
     return nb_nn_linear_ex(in_features, out_features, true, NB_F32);
+}
+
+/* ---- BitLinear (BitNet b1.58) ------------------------------------------------------ */
+
+/* The reference training code's forward: a parameter-free RMSNorm (a
+ * fresh LlamaRMSNorm, eps 1e-6), then F.linear of the int8-quantized
+ * activations and the ternary weights, both straight-through. */
+static nb_tensor *bitlinear_forward(nb_module *m, nb_tensor *x) {
+    nb_linear_ctx *c = nb_module_ctx(m);
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *xn = nb_rms_norm(x, 1, &c->in_features, NULL, NB_BITLINEAR_EPS);
+    nb_tensor *y = xn ? nb_linear(nb_bitnet_activation_quant(xn), nb_bitnet_weight_quant(c->weight), c->bias) : NULL;
+    return nb_scope_return(s, y);
+}
+
+static const nb_module_ops bitlinear_ops = {"BitLinear", bitlinear_forward, free, NULL};
+
+nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt) {
+    return linear_new(&bitlinear_ops, "BitLinear", in_features, out_features, bias, dt);
 }
 
 /* ---- Bilinear ---------------------------------------------------------------------- */

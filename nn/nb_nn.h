@@ -143,6 +143,20 @@ int64_t nb_module_num_params(nb_module *m);
  * U(-1/sqrt(in), 1/sqrt(in)). dtype f32; nb_nn_linear_ex takes bias and dtype. */
 nb_module *nb_nn_linear(int64_t in_features, int64_t out_features);
 nb_module *nb_nn_linear_ex(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt);
+/* BitLinear of BitNet b1.58 (Ma et al. 2024, "The Era of 1-bit LLMs"; the
+ * forward of its "Training Tips, Code and FAQ"): a Linear (the same
+ * parameters "weight" [out, in] and "bias" [out], the same init, so a
+ * Linear's state_dict loads) whose forward is
+ *   y = F.linear(activation_quant(rms_norm(x)), weight_quant(weight), bias)
+ * with a parameter-free RMSNorm over the last dim (eps 1e-6,
+ * NB_BITLINEAR_EPS), per-token int8 activations and ternary absmean
+ * weights (nb_bitnet_activation_quant, nb_bitnet_weight_quant in
+ * nb_quantize.h), gradients straight through to the latent weights, which
+ * any optimizer trains. x [..., in] float32/float64 (or 16-bit, as the
+ * quantizers take it). Errors as nb_nn_linear_ex's; forward as nb_linear's
+ * and nb_rms_norm's. */
+#define NB_BITLINEAR_EPS 1e-6
+nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt);
 nb_module *nb_nn_relu(void);
 nb_module *nb_nn_sigmoid(void);
 nb_module *nb_nn_tanh(void);

@@ -263,6 +263,50 @@ START_TEST(test_spectral_norm) {
 }
 END_TEST
 
+/* BitLinear (BitNet b1.58): Linear's parameters and init bounds; forward
+ * = linear(activation_quant(rms_norm(x, eps 1e-6)), weight_quant(W), b),
+ * ternary effective weights, and gradients straight through to W (for
+ * sum(y): gW[o] = sum over rows of the quantized activations). */
+START_TEST(test_bitlinear) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(5);
+    nb_module *m = nb_nn_bitlinear(6, 4, true, NB_F64);
+    NB_CK_NOTNULL(m);
+    ck_assert_str_eq(nb_module_kind(m), "BitLinear");
+    nb_tensor *w = nb_module_get(m, "weight"), *b = nb_module_get(m, "bias");
+    NB_CK_NOTNULL(w);
+    NB_CK_NOTNULL(b);
+    nb_ck_shape(w, 2, (int64_t[]){4, 6});
+    nb_generator g = nb_generator_new(9);
+    nb_tensor *x = nb_randn(3, (int64_t[]){2, 3, 6}, NB_F64, &g);
+    ck_assert_int_eq(nb_set_requires_grad(x, true), NB_OK);
+    nb_tensor *y = nb_forward(m, x);
+    NB_CK_NOTNULL(y);
+    nb_tensor *xq = nb_bitnet_activation_quant(nb_rms_norm(nb_detach(x), 1, (int64_t[]){6}, NULL, 1e-6));
+    nb_tensor *wq = nb_bitnet_weight_quant(nb_detach(w));
+    nb_ck_close_to(y, nb_linear(xq, wq, nb_detach(b)), 0);
+    /* the effective weights are -a, 0 or +a for one a > 0 */
+    double *v = nb_test_values_of(wq), a = 0;
+    for (int i = 0; i < 24; i++) a = fmax(a, fabs(v[i]));
+    ck_assert(a > 0);
+    for (int i = 0; i < 24; i++) ck_assert(v[i] == 0 || fabs(v[i]) == a);
+    free(v);
+    ck_assert_int_eq(nb_backward(nb_sum(y, NULL, 0, false)), NB_OK);
+    int rows[2] = {0, 1};
+    nb_tensor *col = nb_sum(xq, rows, 2, false); /* [6]: every output row of gW */
+    nb_ck_close_to(nb_tensor_grad(w), nb_expand(nb_unsqueeze(col, 0), 2, (int64_t[]){4, 6}), 1e-12);
+    nb_ck_close(nb_tensor_grad(b), (double[]){6, 6, 6, 6}, 4, 0, 0);
+    NB_CK_NOTNULL(nb_tensor_grad(x));
+    nb_module_free(m);
+    nb_module *nobias = nb_nn_bitlinear(3, 2, false, NB_F32);
+    ck_assert_ptr_null(nb_module_get(nobias, "bias"));
+    nb_module_free(nobias);
+    NB_CK_FAILS(nb_nn_bitlinear(-1, 2, true, NB_F32), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_nn_bitlinear(2, 3, true, NB_I32), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_nn_layers(void) {
     Suite *s = suite_create("nn_layers");
     TCase *t = tcase_create("layers");
@@ -272,6 +316,7 @@ Suite *nb_suite_nn_layers(void) {
     tcase_add_test(t, test_adaptive_log_softmax);
     tcase_add_test(t, test_weight_norm);
     tcase_add_test(t, test_spectral_norm);
+    tcase_add_test(t, test_bitlinear);
     suite_add_tcase(s, t);
     return s;
 }

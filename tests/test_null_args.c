@@ -915,6 +915,7 @@ START_TEST(test_every_public_function_survives_null) {
                                           "autograd/nb_ops.h",
                                           "autograd/nb_functional.h",
                                           "autograd/nb_linalg.h",
+                                          "autograd/nb_quantize.h",
                                           "autograd/nb_autograd.h",
                                           "core/nb_op_table.h",
                                           "nn/nb_nn.h",

@@ -27,6 +27,8 @@
  * merges.txt, tokenizer.json) and prints --samples lines of text sampled
  * with temperature 0.8 and top-k 40. Same seed and thread count give the
  * same numbers (tokens/s and seconds aside) unless --minutes cuts the run.
+ * --bitlinear (with --arch llama) trains BitNet b1.58: BitLinear q/k/v/o and
+ * gate/up/down projections (nb_llama_config.bitlinear).
  * A progress bar over the steps goes to stderr (--no-progress: none);
  * --log-dir DIR writes the logged numbers and the gradient norm as
  * TensorBoard scalars there (tools/nabla-plot DIR draws them); --onnx PATH
@@ -44,7 +46,7 @@
 
 typedef struct args {
     const char *arch, *data, *save, *device, *log_dir, *onnx;
-    bool no_progress;
+    bool no_progress, bitlinear;
     int layers, samples, threads;
     int64_t hidden, heads, seq, batch, vocab, steps, warmup, log_every, eval_every;
     double lr, minutes, dropout;
@@ -62,7 +64,8 @@ static int usage(const char *prog) {
             "usage: %s [--arch gpt2|llama] [--layers N] [--hidden N] [--heads N] [--seq N] [--batch-size N]\n"
             "          [--vocab-size N] [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X]\n"
             "          [--log-every N] [--eval-every N] [--samples N] [--seed N] [--threads N] [--data DIR]\n"
-            "          [--save DIR] [--device cpu|cuda|cuda:N] [--log-dir DIR] [--no-progress] [--onnx PATH]\n",
+            "          [--save DIR] [--device cpu|cuda|cuda:N] [--log-dir DIR] [--no-progress] [--onnx PATH]\n"
+            "          [--bitlinear] (with --arch llama)\n",
             prog);
     return 2;
 }
@@ -71,8 +74,8 @@ static int parse(int argc, char **argv, args *a) {
     for (int i = 1; i < argc; i += 2) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
-        if (!strcmp(f, "--no-progress")) { /* a bare flag */
-            a->no_progress = true, i--;
+        if (!strcmp(f, "--no-progress") || !strcmp(f, "--bitlinear")) { /* bare flags */
+            *(f[2] == 'n' ? &a->no_progress : &a->bitlinear) = true, i--;
             continue;
         }
         if (!v) return usage(argv[0]);
@@ -100,6 +103,10 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(f, "--onnx")) a->onnx = v, end = (char *)v + strlen(v);
         else return usage(argv[0]);
         if (!end || *end || end == v) return usage(argv[0]);
+    }
+    if (a->bitlinear && strcmp(a->arch, "llama")) {
+        fprintf(stderr, "%s: --bitlinear: only --arch llama has BitLinear layers (GPT-2's are Conv1D)\n", argv[0]);
+        return 2;
     }
     if (a->onnx && strcmp(a->arch, "gpt2")) {
         fprintf(stderr, "%s: --onnx: only --arch gpt2 has an ONNX translation\n", argv[0]);
@@ -432,13 +439,13 @@ int main(int argc, char **argv) {
         c.vocab_size = V, c.hidden_size = a.hidden, c.intermediate_size = (8 * a.hidden / 3 + 63) / 64 * 64;
         c.num_hidden_layers = a.layers, c.num_attention_heads = a.heads, c.num_key_value_heads = a.heads;
         c.max_position_embeddings = a.seq, c.tie_word_embeddings = true, c.rms_norm_eps = 1e-5;
-        c.attention_dropout = a.dropout, c.bos_token_id = c.eos_token_id = V - 1;
+        c.attention_dropout = a.dropout, c.bos_token_id = c.eos_token_id = V - 1, c.bitlinear = a.bitlinear;
         m = nb_llama(c);
     }
     if (!m) return fail("model");
-    printf("model: %s %d layers, hidden %lld, %lld heads, %lld parameters; %d threads; batch %lld x %lld tokens, "
+    printf("model: %s%s %d layers, hidden %lld, %lld heads, %lld parameters; %d threads; batch %lld x %lld tokens, "
            "%lld steps, lr %g (warmup %lld, cosine), AdamW\n",
-           a.arch, a.layers, (long long)a.hidden, (long long)a.heads, (long long)nb_module_num_params(m),
+           a.arch, a.bitlinear ? " (BitLinear)" : "", a.layers, (long long)a.hidden, (long long)a.heads, (long long)nb_module_num_params(m),
            nb_get_num_threads(), (long long)a.batch, (long long)a.seq, (long long)a.steps, a.lr, (long long)a.warmup);
     {   /* the model's summary for one batch of ids */
         nb_scope *sc = nb_scope_begin();

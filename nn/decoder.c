@@ -142,15 +142,16 @@ static nb_module *attention_new(const nb_decoder_shape *s, int layer, nb_module 
     a->s = *s, a->layer = layer, a->rotary = rotary;
     int64_t H = s->hidden, qd = s->heads * s->head_dim, kvd = s->kv_heads * s->head_dim;
     bool ok, b = s->attn_bias;
+    nb_module *(*lin)(int64_t, int64_t, bool, nb_dtype) = s->bitlinear ? nb_nn_bitlinear : nb_nn_linear_ex;
     if (gpt2)
         ok = nb_decoder_add(m, "c_attn", nb_hf_conv1d(H, 3 * H, s->dtype), &a->c_attn) &&
              nb_decoder_add(m, "c_proj", nb_hf_conv1d(H, H, s->dtype), &a->c_proj) &&
              nb_decoder_add(m, "resid_dropout", nb_nn_dropout(s->resid_dropout), &a->resid_dropout);
     else
-        ok = nb_decoder_add(m, "q_proj", nb_nn_linear_ex(H, qd, b, s->dtype), &a->q) &&
-             nb_decoder_add(m, "k_proj", nb_nn_linear_ex(H, kvd, b, s->dtype), &a->k) &&
-             nb_decoder_add(m, "v_proj", nb_nn_linear_ex(H, kvd, b, s->dtype), &a->v) &&
-             nb_decoder_add(m, "o_proj", nb_nn_linear_ex(qd, H, b, s->dtype), &a->o) &&
+        ok = nb_decoder_add(m, "q_proj", lin(H, qd, b, s->dtype), &a->q) &&
+             nb_decoder_add(m, "k_proj", lin(H, kvd, b, s->dtype), &a->k) &&
+             nb_decoder_add(m, "v_proj", lin(H, kvd, b, s->dtype), &a->v) &&
+             nb_decoder_add(m, "o_proj", lin(qd, H, b, s->dtype), &a->o) &&
              nb_decoder_pack((nb_module *[]){a->q, a->k, a->v}, 3) == NB_OK;
     if (!ok) {
         nb_module_free(m);
@@ -246,7 +247,7 @@ static nb_module *block_new(const nb_decoder_shape *s, int layer, nb_module *rot
              nb_decoder_add(m, "ln_2", norm_new(s), &b->norm2) && nb_decoder_add(m, "mlp", gpt2_mlp_new(s), &b->mlp);
     else
         ok = nb_decoder_add(m, "self_attn", attention_new(s, layer, rotary), &b->attn) &&
-             nb_decoder_add(m, "mlp", nb_nn_swiglu(s->hidden, s->inner, s->mlp_bias, s->dtype), &b->mlp) &&
+             nb_decoder_add(m, "mlp", nb_swiglu_new(s->hidden, s->inner, s->mlp_bias, s->dtype, s->bitlinear), &b->mlp) &&
              nb_decoder_add(m, "input_layernorm", norm_new(s), &b->norm1) &&
              nb_decoder_add(m, "post_attention_layernorm", norm_new(s), &b->norm2);
     if (!ok) {
@@ -432,7 +433,7 @@ nb_module *nb_llama(nb_llama_config l) {
                               .max_positions = l.max_position_embeddings, .norm_eps = l.rms_norm_eps,
                               .attn_dropout = l.attention_dropout, .attn_bias = l.attention_bias,
                               .mlp_bias = l.mlp_bias, .tied = l.tie_word_embeddings,
-                              .init_range = l.initializer_range, .dtype = l.dtype};
+                              .init_range = l.initializer_range, .dtype = l.dtype, .bitlinear = l.bitlinear};
     return decoder_new(c);
 }
 

@@ -50,6 +50,7 @@ typedef struct nb_decoder_shape {
     double embd_dropout;      /* GPT-2: after the embedding sum */
     bool attn_bias, mlp_bias; /* Llama's attention_bias, mlp_bias (GPT-2: always) */
     bool tied;                /* the head is the token embedding */
+    bool bitlinear;           /* Llama's q/k/v/o and gate/up/down are BitLinear (nb_llama_config.bitlinear) */
     double init_range;        /* initializer_range */
     nb_dtype dtype;
 } nb_decoder_shape;
@@ -77,6 +78,9 @@ const nb_decoder_ctx *nb_decoder_ctx_of(const nb_module *m);
  * device tensor pos [N] (the same values as nb_nn_rotary_embedding_forward
  * gives for those offsets): a decode step whose position lives on the
  * device, and sequences at positions of their own (decoder_layers.c). */
+/* nb_nn_swiglu with its three projections BitLinear when bitlinear is set
+ * (decoder_layers.c). */
+nb_module *nb_swiglu_new(int64_t hidden_size, int64_t intermediate_size, bool bias, nb_dtype dt, bool bitlinear);
 nb_status nb_rotary_tables_at(nb_module *rotary, nb_tensor *pos, nb_tensor **cos, nb_tensor **sin);
 /* One decode step of ids [B, 1] at the position held by the int64 device
  * tensor pos [1] (decoder.c): its keys and values are written into the

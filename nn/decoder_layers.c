@@ -268,22 +268,27 @@ static nb_tensor *swiglu_forward(nb_module *m, nb_tensor *x) {
 
 static const nb_module_ops swiglu_ops = {"SwiGLU", swiglu_forward, free, NULL};
 
-nb_module *nb_nn_swiglu(int64_t hidden_size, int64_t intermediate_size, bool bias, nb_dtype dt) {
+nb_module *nb_swiglu_new(int64_t hidden_size, int64_t intermediate_size, bool bias, nb_dtype dt, bool bitlinear) {
+    nb_module *(*lin)(int64_t, int64_t, bool, nb_dtype) = bitlinear ? nb_nn_bitlinear : nb_nn_linear_ex;
     if (hidden_size < 1 || intermediate_size < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, "SwiGLU: hidden_size %lld and intermediate_size %lld must be >= 1",
                        (long long)hidden_size, (long long)intermediate_size);
     nb_swiglu_ctx *c = calloc(1, sizeof *c);
     nb_module *m = c ? nb_module_new(&swiglu_ops, c) : NB_FAIL(NB_ERR_OOM, "SwiGLU: out of host memory");
     if (!m) return NULL;
-    bool ok = nb_decoder_add(m, "gate_proj", nb_nn_linear_ex(hidden_size, intermediate_size, bias, dt), &c->gate) &&
-              nb_decoder_add(m, "up_proj", nb_nn_linear_ex(hidden_size, intermediate_size, bias, dt), &c->up) &&
-              nb_decoder_add(m, "down_proj", nb_nn_linear_ex(intermediate_size, hidden_size, bias, dt), &c->down) &&
+    bool ok = nb_decoder_add(m, "gate_proj", lin(hidden_size, intermediate_size, bias, dt), &c->gate) &&
+              nb_decoder_add(m, "up_proj", lin(hidden_size, intermediate_size, bias, dt), &c->up) &&
+              nb_decoder_add(m, "down_proj", lin(intermediate_size, hidden_size, bias, dt), &c->down) &&
               nb_decoder_pack((nb_module *[]){c->gate, c->up}, 2) == NB_OK;
     if (!ok) {
         nb_module_free(m);
         return NULL;
     }
     return m;
+}
+
+nb_module *nb_nn_swiglu(int64_t hidden_size, int64_t intermediate_size, bool bias, nb_dtype dt) {
+    return nb_swiglu_new(hidden_size, intermediate_size, bias, dt, false);
 }
 
 /* ---- Conv1D (GPT-2) ----------------------------------------------------------------------- */

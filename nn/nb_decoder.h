@@ -151,6 +151,8 @@ typedef struct nb_llama_config {
     double initializer_range;        /* 0.02: weights N(0, r^2), biases 0 */
     int64_t bos_token_id, eos_token_id; /* 1, 2 */
     nb_dtype dtype;                  /* NB_F32 (or NB_F64, NB_BF16, NB_F16: as nb_gpt2_config's) */
+    bool bitlinear; /* nabla's: q/k/v/o_proj and gate/up/down_proj are BitLinear (BitNet b1.58,
+                       nb_nn_bitlinear; the same parameters), the embeddings and lm_head stay (false) */
 } nb_llama_config;
 
 /* Transformers' LlamaConfig() defaults (Llama 2 7B's shape). */
@@ -181,7 +183,10 @@ nb_llama_config nb_llama_config_3_2_1b(void);
  * (nb_shares_storage says so). Without gradients (inference, a KV cache)
  * each group then runs as one product, the MLP's up to 64 rows; a hook
  * on one of those Linears, or a parameter moved off that storage (a
- * parametrization), runs them one by one.
+ * parametrization), runs them one by one. With c.bitlinear the seven
+ * projections are BitLinear (nb_nn_bitlinear: BitNet b1.58, with the same
+ * names, shapes and init) and always run one by one; config.json does not
+ * record it (a saved model loads back with Linear projections).
  * Errors: NB_ERR_INVALID_ARG (a size < 1, heads not a multiple of kv heads,
  * head_dim odd, bad rope), NB_ERR_DTYPE, NB_ERR_OOM. */
 nb_module *nb_llama(nb_llama_config c);

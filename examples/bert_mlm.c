@@ -35,7 +35,8 @@
  * forward pass and loss under bfloat16 autocast (nb_autocast_begin), as
  * torch.autocast does; evaluation stays in float32. Batches are built on the host into page-locked buffers
  * and uploaded asynchronously; the losses and accuracies are summed on the
- * device and read at the log lines only.
+ * device and read at the log lines only. --bitlinear trains BitNet b1.58:
+ * BitLinear attention and feed-forward projections (nb_bert_config.bitlinear).
  */
 #include <float.h>
 #include <math.h>
@@ -62,6 +63,7 @@ typedef struct args {
     nb_device device;
     const char *log_dir; /* --log-dir: TensorBoard scalars there */
     bool no_progress;    /* --no-progress: no bar on stderr */
+    bool bitlinear;      /* --bitlinear: BitNet b1.58's BitLinear in the encoder layers */
     nb_summary_writer *tb;
 } args;
 
@@ -76,7 +78,7 @@ static int usage(const char *prog) {
             "usage: %s [--layers N] [--hidden N] [--heads N] [--seq N] [--batch-size N] [--vocab-size N]\n"
             "          [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X] [--log-every N] [--eval-every N]\n"
             "          [--seed N] [--threads N] [--norm-first 0|1] [--data DIR] [--device cpu|cuda|cuda:N]\n"
-            "          [--tf32 0|1] [--amp 0|1] [--log-dir DIR] [--no-progress]\n",
+            "          [--tf32 0|1] [--amp 0|1] [--log-dir DIR] [--no-progress] [--bitlinear]\n",
             prog);
     return 2;
 }
@@ -87,8 +89,8 @@ static int parse(int argc, char **argv, args *a) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x = 0;
         bool ok = true;
-        if (!strcmp(f, "--no-progress")) { /* a bare flag */
-            a->no_progress = true, i--;
+        if (!strcmp(f, "--no-progress") || !strcmp(f, "--bitlinear")) { /* bare flags */
+            *(f[2] == 'n' ? &a->no_progress : &a->bitlinear) = true, i--;
             continue;
         }
         if (!v) {
@@ -509,13 +511,13 @@ int main(int argc, char **argv) {
     c.hidden_size = a.hidden, c.num_layers = a.layers, c.num_heads = a.heads, c.intermediate_size = 4 * a.hidden;
     c.max_position = a.seq, c.pad_token_id = nb_wordpiece_special_id(wp, NB_TOKEN_PAD);
     c.dropout = c.embedding_dropout = a.dropout;
-    c.norm_first = a.norm_first;
+    c.norm_first = a.norm_first, c.bitlinear = a.bitlinear;
     nb_module *bert = nb_bert(c);
     if (!bert) return fail("model");
     char dev[32];
-    printf("model: BERT %d layers, hidden %lld, %lld heads, %lld parameters; %s, %d threads; batch %lld, %lld steps, "
+    printf("model: BERT%s %d layers, hidden %lld, %lld heads, %lld parameters; %s, %d threads; batch %lld, %lld steps, "
            "lr %g (warmup %lld, linear decay), AdamW\n",
-           a.layers, (long long)a.hidden, (long long)a.heads, (long long)nb_module_num_params(bert),
+           a.bitlinear ? " (BitLinear)" : "", a.layers, (long long)a.hidden, (long long)a.heads, (long long)nb_module_num_params(bert),
            nb_device_str(a.device, dev, sizeof dev), nb_get_num_threads(), (long long)a.batch, (long long)a.steps, a.lr,
            (long long)a.warmup);
     {   /* the model's summary for one batch of ids */

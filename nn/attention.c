@@ -14,6 +14,7 @@
 #include "nb_autograd.h"
 #include "nb_extension.h"
 #include "nn_impl.h"
+#include "nb_quantize.h"
 #include "nb_transformer.h"
 
 #define MHA "MultiheadAttention"
@@ -23,6 +24,7 @@ typedef struct nb_mha_ctx {
     double dropout;
     nb_tensor *in_w, *in_b; /* borrowed parameters; in_b NULL without bias */
     nb_module *out_proj;    /* borrowed child */
+    bool bitlinear;         /* BitNet b1.58: the projections quantize (nb_mha_new) */
 } nb_mha_ctx;
 
 static nb_tensor *mha_typed(nb_module *m, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor *key_padding_mask,
@@ -61,7 +63,7 @@ static nb_tensor *new_param(nb_module *m, const char *name, int ndim, const int6
     return nb_module_adopt_parameter(m, name, t) ? NULL : t;
 }
 
-nb_module *nb_nn_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt) {
+nb_module *nb_mha_new(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt, bool bitlinear) {
     if (embed_dim < 1 || num_heads < 1)
         return NB_FAIL(NB_ERR_INVALID_ARG, MHA ": embed_dim %lld and num_heads %lld must be >= 1",
                        (long long)embed_dim, (long long)num_heads);
@@ -73,12 +75,12 @@ nb_module *nb_nn_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, do
     if (!nb_nn_check_dtype(MHA, NB_OP_SCALED_DOT_PRODUCT_ATTENTION, dt)) return NULL;
     nb_mha_ctx *c = calloc(1, sizeof *c);
     if (!c) return NB_FAIL(NB_ERR_OOM, MHA ": out of host memory");
-    c->E = embed_dim, c->h = num_heads, c->dropout = dropout;
+    c->E = embed_dim, c->h = num_heads, c->dropout = dropout, c->bitlinear = bitlinear;
     nb_module *m = nb_module_new(&mha_ops, c);
     if (!m) return NULL;
     /* PyTorch's order of draws: out_proj's Linear init, then _reset_parameters
      * (xavier_uniform_ of in_proj_weight, fan_in E, fan_out 3E; biases zeroed) */
-    nb_module *out = nb_nn_linear_ex(embed_dim, embed_dim, bias, dt);
+    nb_module *out = (bitlinear ? nb_nn_bitlinear : nb_nn_linear_ex)(embed_dim, embed_dim, bias, dt);
     nb_tensor *ob = out ? nb_module_get(out, "bias") : NULL;
     if (!out || (ob && nb_fill_(ob, 0.0))) {
         nb_module_free(out);
@@ -99,6 +101,10 @@ nb_module *nb_nn_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, do
     }
     c->out_proj = out;
     return m;
+}
+
+nb_module *nb_nn_multihead_attention_ex(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt) {
+    return nb_mha_new(embed_dim, num_heads, dropout, bias, dt, false);
 }
 
 nb_module *nb_nn_multihead_attention(int64_t embed_dim, int64_t num_heads, double dropout, bool bias) {
@@ -185,18 +191,26 @@ static nb_tensor *split_heads(nb_tensor *x, int64_t h) {
 /* q, k, v projections, each [B, N, E]: one GEMM on in_proj_weight for
  * self-attention, two when key is value, three otherwise (row blocks of the
  * packed weight, as PyTorch's _in_projection_packed). */
+/* BitNet b1.58 (bitlinear): an input as BitLinear reads it, int8 after a
+ * parameter-free RMSNorm; the weight is in_proj_weight made ternary as a
+ * whole (nb_nn_bitlinear's forward, nb_nn.h). */
+static nb_tensor *bit_input(const nb_mha_ctx *c, nb_tensor *x) {
+    return c->bitlinear ? nb_bitnet_activation_quant(nb_rms_norm(x, 1, &c->E, NULL, NB_BITLINEAR_EPS)) : x;
+}
+
 static bool project(const nb_mha_ctx *c, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor **p) {
     int64_t E = c->E;
+    nb_tensor *W = c->bitlinear ? nb_bitnet_weight_quant(c->in_w) : c->in_w;
     if (query == key && key == value)
-        return nb_chunk(nb_linear(query, c->in_w, c->in_b), 3, -1, p, 3) == 3;
+        return nb_chunk(nb_linear(bit_input(c, query), W, c->in_b), 3, -1, p, 3) == 3;
     nb_tensor *x[3] = {query, key, value};
     for (int i = 0; i < 3; i++) {
         if (i == 1 && key == value) {
-            nb_tensor *w = nb_narrow(c->in_w, 0, E, 2 * E), *b = c->in_b ? nb_narrow(c->in_b, 0, E, 2 * E) : NULL;
-            return nb_chunk(nb_linear(key, w, b), 2, -1, p + 1, 2) == 2;
+            nb_tensor *w = nb_narrow(W, 0, E, 2 * E), *b = c->in_b ? nb_narrow(c->in_b, 0, E, 2 * E) : NULL;
+            return nb_chunk(nb_linear(bit_input(c, key), w, b), 2, -1, p + 1, 2) == 2;
         }
-        nb_tensor *w = nb_narrow(c->in_w, 0, i * E, E), *b = c->in_b ? nb_narrow(c->in_b, 0, i * E, E) : NULL;
-        if (!(p[i] = nb_linear(x[i], w, b))) return false;
+        nb_tensor *w = nb_narrow(W, 0, i * E, E), *b = c->in_b ? nb_narrow(c->in_b, 0, i * E, E) : NULL;
+        if (!(p[i] = nb_linear(bit_input(c, x[i]), w, b))) return false;
     }
     return true;
 }

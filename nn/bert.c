@@ -124,7 +124,8 @@ nb_module *nb_bert(nb_bert_config cfg) {
     nb_encoder_layer_options lo = {.d_model = H, .nhead = cfg.num_heads, .dim_feedforward = cfg.intermediate_size,
                                    .dropout = cfg.dropout == 0 ? NB_ZERO : cfg.dropout, /* none, not the default */
                                    .activation = cfg.activation,
-                                   .layer_norm_eps = cfg.layer_norm_eps, .norm_first = cfg.norm_first, .dtype = dt};
+                                   .layer_norm_eps = cfg.layer_norm_eps, .norm_first = cfg.norm_first, .dtype = dt,
+                                   .bitlinear = cfg.bitlinear};
     bool ok = add(m, "tok", nb_nn_embedding_ex(cfg.vocab_size, H, cfg.pad_token_id, dt), &c->tok) &&
               add(m, "pos", nb_nn_embedding_ex(cfg.max_position, H, NB_NO_PADDING_IDX, dt), &c->pos) &&
               (cfg.type_vocab_size == 0 ||

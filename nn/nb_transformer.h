@@ -129,6 +129,8 @@ typedef struct nb_encoder_layer_options {
     double layer_norm_eps;   /* 1e-5 */
     bool norm_first;         /* false: post-LN, x = norm(x + block(x)); true: x = x + block(norm(x)) */
     nb_dtype dtype;          /* NB_F32 */
+    bool bitlinear;          /* nabla's: the attention projections, linear1 and linear2 are BitNet b1.58's
+                                BitLinear (nb_nn_bitlinear; the same parameters) (false) */
 } nb_encoder_layer_options;
 /* nb_encoder_layer_options with every PyTorch default written out: TransformerEncoderLayer(d_model, nhead). */
 #define NB_ENCODER_LAYER_OPTIONS(d_model_, nhead_)                                                            \
@@ -278,6 +280,8 @@ typedef struct nb_bert_config {
      * padding row 0 (0.02). 0: the modules' own PyTorch defaults. */
     double initializer_range;
     nb_dtype dtype; /* NB_F32 */
+    bool bitlinear; /* nabla's: the encoder layers' projections are BitLinear (nb_encoder_layer_options);
+                       the embeddings and the MLM head stay (false) */
 } nb_bert_config;
 
 /* BERT-base (Devlin et al. 2019, Table/Appendix; Hugging Face's BertConfig

@@ -78,4 +78,9 @@ typedef struct nb_weights {
 nb_status nb_weights_open(const char *path, nb_weights *w);
 void nb_weights_close(nb_weights *w);
 
+/* MultiheadAttention (nb_nn_multihead_attention_ex) whose in_proj and
+ * out_proj are BitNet b1.58's BitLinear when bitlinear is set (the same
+ * parameters; nn/attention.c). */
+nb_module *nb_mha_new(int64_t embed_dim, int64_t num_heads, double dropout, bool bias, nb_dtype dt, bool bitlinear);
+
 #endif

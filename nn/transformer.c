@@ -154,10 +154,11 @@ nb_module *nb_nn_transformer_encoder_layer(nb_encoder_layer_options o) {
     nb_module *m = nb_module_new(&enc_layer_ops, c);
     if (!m) return NULL;
     int64_t d = o.d_model, ff = o.dim_feedforward;
-    bool ok = nb_nn_add_child(m, "self_attn", nb_nn_multihead_attention_ex(d, o.nhead, o.dropout, true, o.dtype), &c->self_attn) &&
-              nb_nn_add_child(m, "linear1", nb_nn_linear_ex(d, ff, true, o.dtype), &c->linear1) &&
+    nb_module *(*lin)(int64_t, int64_t, bool, nb_dtype) = o.bitlinear ? nb_nn_bitlinear : nb_nn_linear_ex;
+    bool ok = nb_nn_add_child(m, "self_attn", nb_mha_new(d, o.nhead, o.dropout, true, o.dtype, o.bitlinear), &c->self_attn) &&
+              nb_nn_add_child(m, "linear1", lin(d, ff, true, o.dtype), &c->linear1) &&
               nb_nn_add_child(m, "dropout", nb_nn_dropout(o.dropout), &c->dropout) &&
-              nb_nn_add_child(m, "linear2", nb_nn_linear_ex(ff, d, true, o.dtype), &c->linear2) &&
+              nb_nn_add_child(m, "linear2", lin(ff, d, true, o.dtype), &c->linear2) &&
               nb_nn_add_child(m, "norm1", nb_nn_layer_norm_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm1) &&
               nb_nn_add_child(m, "norm2", nb_nn_layer_norm_ex(1, &d, o.layer_norm_eps, true, o.dtype), &c->norm2) &&
               nb_nn_add_child(m, "dropout1", nb_nn_dropout(o.dropout), &c->dropout1) &&

@@ -114,13 +114,14 @@ nb_module *nb_nn_transformer_decoder_layer(nb_decoder_layer_options o) {
     if (!m) return NULL;
     int64_t d = o.d_model, ff = o.dim_feedforward;
     double eps = o.layer_norm_eps;
-    bool ok = nb_nn_add_child(m, "self_attn", nb_nn_multihead_attention_ex(d, o.nhead, o.dropout, true, o.dtype),
+    nb_module *(*lin)(int64_t, int64_t, bool, nb_dtype) = o.bitlinear ? nb_nn_bitlinear : nb_nn_linear_ex;
+    bool ok = nb_nn_add_child(m, "self_attn", nb_mha_new(d, o.nhead, o.dropout, true, o.dtype, o.bitlinear),
                               &c->self_attn) &&
-              nb_nn_add_child(m, "multihead_attn", nb_nn_multihead_attention_ex(d, o.nhead, o.dropout, true, o.dtype),
+              nb_nn_add_child(m, "multihead_attn", nb_mha_new(d, o.nhead, o.dropout, true, o.dtype, o.bitlinear),
                               &c->mha) &&
-              nb_nn_add_child(m, "linear1", nb_nn_linear_ex(d, ff, true, o.dtype), &c->linear1) &&
+              nb_nn_add_child(m, "linear1", lin(d, ff, true, o.dtype), &c->linear1) &&
               nb_nn_add_child(m, "dropout", nb_nn_dropout(o.dropout), &c->dropout) &&
-              nb_nn_add_child(m, "linear2", nb_nn_linear_ex(ff, d, true, o.dtype), &c->linear2) &&
+              nb_nn_add_child(m, "linear2", lin(ff, d, true, o.dtype), &c->linear2) &&
               nb_nn_add_child(m, "norm1", nb_nn_layer_norm_ex(1, &d, eps, true, o.dtype), &c->norm1) &&
               nb_nn_add_child(m, "norm2", nb_nn_layer_norm_ex(1, &d, eps, true, o.dtype), &c->norm2) &&
               nb_nn_add_child(m, "norm3", nb_nn_layer_norm_ex(1, &d, eps, true, o.dtype), &c->norm3) &&

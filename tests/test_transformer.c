@@ -96,6 +96,41 @@ START_TEST(test_encoder_names) {
 }
 END_TEST
 
+/* bitlinear: the same children and parameter names with BitLinear
+ * linear1/linear2/out_proj; the in-projection quantized as a whole, so
+ * self-attention (one GEMM on in_proj_weight) equals the same values
+ * passed as distinct query, key and value (row blocks of it); training
+ * gradients reach every parameter. */
+START_TEST(test_encoder_bitlinear) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(3);
+    nb_encoder_layer_options o = NB_ENCODER_LAYER_OPTIONS(8, 2);
+    o.dim_feedforward = 16, o.dropout = NB_ZERO, o.dtype = NB_F64, o.bitlinear = true;
+    nb_module *l = nb_nn_transformer_encoder_layer(o);
+    NB_CK_NOTNULL(l);
+    ck_assert_str_eq(nb_module_kind(nb_module_child(l, "self_attn")), "MultiheadAttention");
+    ck_assert_str_eq(nb_module_kind(nb_module_child(l, "self_attn.out_proj")), "BitLinear");
+    ck_assert_str_eq(nb_module_kind(nb_module_child(l, "linear1")), "BitLinear");
+    ck_assert_str_eq(nb_module_kind(nb_module_child(l, "linear2")), "BitLinear");
+    nb_named_tensor p[16];
+    ck_assert_int_eq(nb_module_parameters(l, p, 16), 12);
+    ck_assert_str_eq(p[0].name, "self_attn.in_proj_weight");
+    nb_module *mha = nb_module_child(l, "self_attn");
+    nb_generator g = nb_generator_new(4);
+    nb_tensor *x = nb_randn(3, (int64_t[]){2, 5, 8}, NB_F64, &g);
+    nb_tensor *self = nb_nn_multihead_attention_forward(mha, x, x, x, NULL, NULL, NULL);
+    nb_tensor *split = nb_nn_multihead_attention_forward(mha, x, nb_clone(x), nb_clone(x), NULL, NULL, NULL);
+    nb_tensor *kv = nb_clone(x);
+    nb_tensor *shared = nb_nn_multihead_attention_forward(mha, x, kv, kv, NULL, NULL, NULL);
+    nb_ck_close_to(split, self, 1e-12);
+    nb_ck_close_to(shared, self, 1e-12);
+    NB_CK_OK(nb_backward(nb_sum(nb_forward(l, x), NULL, 0, false)));
+    for (int i = 0; i < 12; i++) ck_assert_msg(nb_tensor_grad(p[i].tensor), "%s has no grad", p[i].name);
+    nb_module_free(l);
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_init) {
     nb_manual_seed(3);
     nb_module *mha = nb_nn_multihead_attention(64, 4, 0.1, true);
@@ -640,6 +675,7 @@ Suite *nb_suite_transformer(void) {
     tcase_add_test(g, test_gradcheck_mha_cross);
     tcase_add_test(g, test_tied_decoder);
     tcase_add_test(g, test_bert_state_dict);
+    tcase_add_test(g, test_encoder_bitlinear);
     tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);
     return s;

@@ -97,6 +97,37 @@ nb_tensor *nb_bitnet_weight_quant(nb_tensor *w);
  * s = 127 / max(max(|x|), 1e-5), q = clamp(round(x * s), -128, 127) / s. */
 nb_tensor *nb_bitnet_activation_quant(nb_tensor *x);
 
+/* ---- BitNet b1.58 inference: packed ternary weights ----------------------------
+ * A BitLinear's weight packed 2 bits per value, and the product that reads
+ * it with int8 activations (integer dot products, one rescale): 16x less
+ * weight memory than float32, 8x less than bfloat16. The CPU kernel (AVX2's
+ * maddubs where the CPU has it, a portable loop elsewhere); not yet on
+ * CUDA (NB_ERR_UNSUPPORTED there). Not differentiable: inference only. */
+
+/* Packs w [N, K] (float; 16-bit computed in float32) for nb_bitnet_linear:
+ * the ternary codes of nb_bitnet_weight_quant (q = clamp(round(w s), -1,
+ * 1), s = 1 / max(mean |w|, 1e-5)) into *packed, uint8 [N, Kp / 4] with Kp
+ * = K rounded up to a multiple of 128: each group of 128 weights of a row
+ * in 32 bytes, byte j holding q + 1 of the group's weights j, j + 32, j +
+ * 64, j + 96 in bits 0-1, 2-3, 4-5, 6-7 (padding: q = 0); and s as float32
+ * [1] into *w_scale (the weights are q / s). Both on w's device, owned by
+ * the caller's scope. The layout is the packed checkpoint's: save the two
+ * tensors (nb_safetensors) as they are. Errors: NB_ERR_SHAPE (w not 2-D),
+ * NB_ERR_DTYPE, NB_ERR_INVALID_ARG (a NULL output). */
+nb_status nb_bitnet_pack(nb_tensor *w, nb_tensor **packed, nb_tensor **w_scale);
+
+/* BitLinear's product on packed weights: for x [..., K] (after the
+ * BitLinear's RMSNorm; float32/float64, 16-bit computed in float32) and
+ * nb_bitnet_pack's packed [N, roundup(K, 128) / 4] and w_scale, per row
+ * s_x = 127 / max(max|x|, 1e-5), qx = clamp(rint(x s_x), -128, 127)
+ * (nb_bitnet_activation_quant's int8 levels), acc = sum_k qx q_w exactly
+ * in int32, y = acc / s_x / s_w (+ bias [N]) [..., N] in x's dtype. Equal
+ * to linear(activation_quant(x), weight_quant(w), bias) up to the float
+ * rounding of that GEMM (the integer sum here is exact) and, for float64,
+ * of s_w (kept in float32). Errors:
+ * NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_DEVICE, NB_ERR_UNSUPPORTED (CUDA). */
+nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale, nb_tensor *bias);
+
 #ifdef __cplusplus
 }
 #endif

@@ -282,3 +282,78 @@ nb_tensor *nb_bitnet_weight_quant(nb_tensor *w) {
 nb_tensor *nb_bitnet_activation_quant(nb_tensor *x) {
     return bitnet_quant(NB_OP_BITNET_ACTIVATION_QUANT, "bitnet_activation_quant", x, int8_of);
 }
+
+/* ---- BitNet b1.58 inference: packed ternary weights --------------------------------- */
+
+nb_status nb_bitnet_pack(nb_tensor *w, nb_tensor **packed, nb_tensor **w_scale) {
+    const char *op = "bitnet_pack";
+    if (packed) *packed = NULL;
+    if (w_scale) *w_scale = NULL;
+    if (!packed || !w_scale) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL output", op);
+    if (!nb_check_inputs(op, 1, &w) || !nb_check_dtypes(NB_OP_BITNET_PACK, 1, &w)) return nb_last_status();
+    char a[NB_SHAPE_BUF];
+    if (w->ndim != 2)
+        return nb_set_error(NB_ERR_SHAPE, "%s: weight %s must be [out_features, in_features]", op,
+                            nb_fmt_shape(w->ndim, w->shape, a, sizeof a));
+    nb_scope *s_ = nb_op_scope_begin();
+    int64_t N = w->shape[0], K = w->shape[1], G = (K + 127) / 128;
+    nb_tensor *d = nb_detach(w);
+    if (d && !nb_dtype_is_float(d->dtype)) d = NULL;
+    if (d && d->dtype != NB_F64) d = nb_to_dtype(d, NB_F32); /* as the quantizer computes 16-bit weights */
+    nb_tensor *s = d ? nb_reciprocal(nb_clamp_scalar(nb_mean(nb_abs(d), NULL, 0, false), 1e-5, NAN)) : NULL;
+    /* codes w + 1 in {0, 1, 2}, padded with 1 (a zero weight) to G * 128 */
+    nb_tensor *c = s ? nb_to_dtype(nb_add_scalar(nb_clamp_scalar(nb_round(nb_mul(d, s)), -1, 1), 1), NB_U8) : NULL;
+    if (c && G * 128 > K) c = nb_pad(c, (int64_t[]){0, G * 128 - K}, 2, NB_PAD_CONSTANT, 1);
+    nb_tensor *planes = c ? nb_reshape(c, 4, (int64_t[]){N, G, 4, 32}) : NULL, *byte = NULL;
+    for (int i = 0; planes && i < 4; i++) {
+        nb_tensor *pl = nb_bitwise_left_shift_scalar(nb_select(planes, 2, i), 2 * i);
+        byte = i ? nb_bitwise_or(byte, pl) : pl;
+    }
+    nb_tensor *p = byte ? nb_reshape(nb_contiguous(byte), 2, (int64_t[]){N, G * 32}) : NULL;
+    nb_tensor *sc = p ? nb_reshape(nb_to_dtype(s, NB_F32), 1, (int64_t[]){1}) : NULL;
+    if (sc) nb_retain(sc); /* outlives the op's scope */
+    p = nb_scope_return(s_, sc ? p : NULL);
+    if (!p) {
+        if (sc) nb_release(sc);
+        return nb_last_status();
+    }
+    *packed = p, *w_scale = nb_scope_adopt(sc);
+    return NB_OK;
+}
+
+nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale, nb_tensor *bias) {
+    const char *op = "bitnet_linear";
+    nb_tensor *in[4] = {x, packed, w_scale, bias};
+    if (!nb_check_inputs(op, bias ? 4 : 3, in) || !nb_check_dtypes(NB_OP_BITNET_LINEAR, 1, &x)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    int64_t K = x->ndim ? x->shape[x->ndim - 1] : 0;
+    if (x->ndim < 1 || packed->ndim != 2 || packed->dtype != NB_U8 || packed->shape[1] != (K + 127) / 128 * 32)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: x %s and packed %s must be [..., K] and uint8 [N, roundup(K, 128) / 4] "
+                       "(nb_bitnet_pack's)", op, nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
+                       nb_fmt_shape(packed->ndim, packed->shape, b, sizeof b));
+    if (nb_numel(w_scale) != 1 || w_scale->dtype != NB_F32)
+        return NB_FAIL(NB_ERR_SHAPE, "%s: w_scale must be float32 of one element (nb_bitnet_pack's)", op);
+    int64_t N = packed->shape[0];
+    if (bias && (bias->ndim != 1 || bias->shape[0] != N))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: bias %s must be [%lld]", op, nb_fmt_shape(bias->ndim, bias->shape, a, sizeof a),
+                       (long long)N);
+    nb_scope *s_ = nb_op_scope_begin();
+    nb_dtype back = NB_DTYPE_COUNT;
+    nb_tensor *xd = nb_detach(x);
+    if (xd && (xd->dtype == NB_F16 || xd->dtype == NB_BF16)) back = xd->dtype, xd = nb_to_dtype(xd, NB_F32);
+    int64_t M = xd ? nb_numel(xd) / (K ? K : 1) : 0;
+    nb_tensor *x2 = xd ? nb_reshape(nb_contiguous(xd), 2, (int64_t[]){M, K}) : NULL;
+    nb_tensor *bc = bias && x2 ? nb_contiguous(nb_to_dtype(nb_detach(bias), x2->dtype)) : NULL;
+    nb_tensor *y = x2 && (!bias || bc) ? nb_empty_on(2, (int64_t[]){M, N}, x2->dtype, nb_device_of(x2)) : NULL;
+    nb_tensor *ws = y ? nb_reshape(nb_contiguous(w_scale), 1, (int64_t[]){1}) : NULL;
+    if (!ws) return nb_scope_return(s_, NULL);
+    nb_kview vy = nb_kview_of(y), vx = nb_kview_of(x2), vp = nb_kview_of(nb_contiguous(packed)), vs = nb_kview_of(ws),
+             vb;
+    if (bc) vb = nb_kview_of(bc);
+    if (nb_kernel_bitnet_linear(NB_BE(x2), &vy, &vx, &vp, &vs, bc ? &vb : NULL) != NB_OK) return nb_scope_return(s_, NULL);
+    int64_t shape[NB_MAX_DIMS];
+    for (int i = 0; i + 1 < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = N;
+    nb_tensor *r = nb_reshape(y, x->ndim, shape);
+    return nb_scope_return(s_, r && back != NB_DTYPE_COUNT ? nb_to_dtype(r, back) : r);
+}

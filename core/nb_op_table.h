@@ -411,7 +411,9 @@ extern "C" {
     X(FAKE_QUANTIZE_LEARNABLE_PER_TENSOR_AFFINE, fake_quantize_learnable_per_tensor_affine, quantize, NB_D, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(fake_quantize) K(fake_quantize_backward), BW(fake_quantize), AC(NONE)) \
     X(FAKE_QUANTIZE_LEARNABLE_PER_CHANNEL_AFFINE, fake_quantize_learnable_per_channel_affine, quantize, NB_D, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(fake_quantize) K(fake_quantize_backward), BW(fake_quantize), AC(NONE)) \
     X(BITNET_WEIGHT_QUANT, bitnet_weight_quant, quantize, NB_D | NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW(straight_through), AC(NONE)) \
-    X(BITNET_ACTIVATION_QUANT, bitnet_activation_quant, quantize, NB_D | NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW(straight_through), AC(NONE))
+    X(BITNET_ACTIVATION_QUANT, bitnet_activation_quant, quantize, NB_D | NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW(straight_through), AC(NONE)) \
+    X(BITNET_PACK, bitnet_pack, quantize, NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW_NONE, AC(NONE)) \
+    X(BITNET_LINEAR, bitnet_linear, quantize, 0, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(bitnet_linear), BW_NONE, AC(NONE))
 /* clang-format on */
 
 /* The ops' ids, NB_OP_<ID> in table order (the tape records them), and

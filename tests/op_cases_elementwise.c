@@ -105,6 +105,18 @@ static nb_tensor *fq_learn_channel(nb_tensor *const *x, const nb_op_case *c) {
     return nb_fake_quantize_learnable_per_channel_affine(x[0], x[1], x[2], 1, -8, 7, c->p[0]);
 }
 #define FQ_IN(C) {IN(K_REAL, 2, 3, 2), IN(K_POS, C), IN(K_REAL, C)}
+/* BitNet inference: w [5, 130] packed (two groups of 128, the second
+ * padded), x [2, 3, 130] through the packed product with a bias */
+static nb_tensor *bn_pack(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_tensor *p, *s;
+    return nb_bitnet_pack(x[0], &p, &s) == NB_OK ? p : NULL;
+}
+static nb_tensor *bn_linear(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_tensor *p, *s;
+    return nb_bitnet_pack(x[1], &p, &s) == NB_OK ? nb_bitnet_linear(x[0], p, s, x[2]) : NULL;
+}
 
 static const nb_op_case cases[] = {
     /* unary */
@@ -249,6 +261,10 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 3, 4)}, .flags = C_NOGC},
     {.op = NB_OP_BITNET_ACTIVATION_QUANT, .label = "bitnet_activation_quant", .f1 = nb_bitnet_activation_quant,
      .n_in = 1, .in = {IN(K_REAL, 2, 3, 5)}, .flags = C_NOGC},
+    {.op = NB_OP_BITNET_PACK, .label = "bitnet_pack [5, 130]", .fn = bn_pack, .n_in = 1,
+     .in = {IN(K_REAL, 5, 130)}, .flags = C_NOGRAD},
+    {.op = NB_OP_BITNET_LINEAR, .label = "bitnet_linear [2, 3, 130] x [5, 130] + bias", .fn = bn_linear, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 130), IN(K_REAL, 5, 130), IN(K_REAL, 5)}, .flags = C_NOGRAD, .tol = 1e-4},
 };
 
 const nb_case_table nb_cases_elementwise = {cases, (int)(sizeof cases / sizeof cases[0])};

@@ -175,6 +175,9 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_fake_quantize_learnable_per_channel_affine, NULL, NULL, NULL, -1, 0, 255, 1.0);
     NP(nb_bitnet_weight_quant, NULL);
     NP(nb_bitnet_activation_quant, NULL);
+    NS(nb_bitnet_pack, NULL, NULL, NULL);
+    NP(nb_bitnet_linear, NULL, NULL, NULL, NULL);
+    NP(nb_bitnet_linear, x, NULL, NULL, NULL);
     NS(nb_nn_rotary_embedding_forward, NULL, 4, 0, NULL, NULL);
     NX(nb_gpt2_get_config, NULL);
     NX(nb_llama_get_config, NULL);

@@ -4,7 +4,9 @@
  * gradients by hand, PyTorch's two zero-point roundings of the learnable
  * per-tensor op, per channel against per tensor on each channel, 16-bit
  * inputs, the same bits on every device and twice, and the error paths;
- * BitNet b1.58's weight and activation quantizers by hand.
+ * BitNet b1.58's weight and activation quantizers by hand, the packed
+ * layout, and the packed product against the integer formula and the
+ * fake-quantized product.
  * PyTorch's values: tests/torch_diff (cases_tensor.py's quantize()). */
 #include <math.h>
 #include <stdlib.h>
@@ -222,6 +224,92 @@ START_TEST(test_bitnet_quant_by_hand) {
 }
 END_TEST
 
+/* nb_bitnet_pack's layout: w [2, 130] with w[n][k] = (k + n) % 3 - 1
+ * (mean |w| about 2/3, so w * s = +-1.5 rounds to +-2 and clamps to +-1:
+ * q = w), codes q + 1 four to a byte (weights j, j + 32, j + 64, j + 96 of
+ * each group of 128), the second group padded with code 1. */
+START_TEST(test_bitnet_pack_layout) {
+    nb_scope *s = nb_scope_begin();
+    double wv[260];
+    for (int n = 0; n < 2; n++)
+        for (int k = 0; k < 130; k++) wv[130 * n + k] = (k + n) % 3 - 1;
+    nb_tensor *w = nb_test_tensor(2, (int64_t[]){2, 130}, NB_F32, wv), *p, *sc;
+    NB_CK_OK(nb_bitnet_pack(w, &p, &sc));
+    nb_ck_shape(p, 2, (int64_t[]){2, 64});
+    ck_assert_int_eq(nb_dtype_of(p), NB_U8);
+    double *got = nb_test_values_of(p);
+    for (int n = 0; n < 2; n++)
+        for (int g = 0; g < 2; g++)
+            for (int j = 0; j < 32; j++) {
+                unsigned want = 0;
+                for (int i = 0; i < 4; i++) {
+                    int k = 128 * g + 32 * i + j;
+                    want |= (unsigned)(k < 130 ? (int)wv[130 * n + k] + 1 : 1) << (2 * i);
+                }
+                ck_assert_msg(got[64 * n + 32 * g + j] == want, "row %d group %d byte %d: %g, want %u", n, g, j,
+                              got[64 * n + 32 * g + j], want);
+            }
+    free(got);
+    int nz = 0;
+    for (int i = 0; i < 260; i++) nz += wv[i] != 0;
+    nb_ck_close(sc, (double[]){(float)(1.0f / (float)((double)nz / 260))}, 1, 1e-6, 0);
+    ck_assert_int_eq(nb_bitnet_pack(nb_zeros(1, (int64_t[]){4}, NB_F32), &p, &sc), NB_ERR_SHAPE);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(nb_bitnet_pack(w, NULL, &sc), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* nb_bitnet_linear against the integer formula computed here (the same
+ * bits), and against the fake-quantized BitLinear product
+ * linear(activation_quant(x), weight_quant(w), b) (equal up to the GEMM's
+ * rounding, and in float64 up to s_w's, which is kept in float32); K = 300
+ * (a padded last group), rows from 1 to 9, any leading dims. */
+START_TEST(test_bitnet_linear_matches_fake_quant) {
+    for (int k = 0; k < 2; k++) {
+        nb_scope *s = nb_scope_begin();
+        const nb_dtype dt = k ? NB_F64 : NB_F32;
+        nb_generator g = nb_generator_new(21);
+        const int64_t K = 300, N = 7;
+        nb_tensor *w = nb_randn(2, (int64_t[]){N, K}, dt, &g), *b = nb_randn(1, (int64_t[]){N}, dt, &g), *p, *sc;
+        NB_CK_OK(nb_bitnet_pack(w, &p, &sc));
+        for (int64_t M = 1; M <= 9; M += 4) {
+            nb_tensor *x = nb_randn(3, (int64_t[]){M, 1, K}, dt, &g);
+            nb_tensor *y = nb_bitnet_linear(x, p, sc, b);
+            NB_CK_NOTNULL(y);
+            nb_ck_shape(y, 3, (int64_t[]){M, 1, N});
+            nb_tensor *want = nb_linear(nb_bitnet_activation_quant(x), nb_bitnet_weight_quant(w), b);
+            nb_ck_close_to(y, want, k ? 1e-6 : 2e-4); /* float64: s_w is kept in float32 */
+            /* the integer formula */
+            double *xv = nb_test_values_of(x), *wv = nb_test_values_of(nb_bitnet_weight_quant(w));
+            double *bv = nb_test_values_of(b), *yv = nb_test_values_of(y), sw = nb_item(sc);
+            for (int64_t m = 0; m < M; m++) {
+                double a = 0;
+                for (int64_t i = 0; i < K; i++) a = fmax(a, fabs(xv[m * K + i]));
+                double sx = k ? 127 / fmax(a, 1e-5) : (double)(127.0f / fmaxf((float)a, 1e-5f));
+                for (int64_t n = 0; n < N; n++) {
+                    double acc = 0;
+                    for (int64_t i = 0; i < K; i++) {
+                        double q = k ? rint(xv[m * K + i] * sx) : (double)rintf((float)xv[m * K + i] * (float)sx);
+                        acc += fmin(fmax(q, -128), 127) * (double)lrint(wv[n * K + i] * sw);
+                    }
+                    double want1 = k ? acc / sx / sw + bv[n] : (double)((float)acc / (float)sx / (float)sw + (float)bv[n]);
+                    ck_assert_msg(yv[m * N + n] == want1, "M %lld row %lld col %lld: %.17g, want %.17g", (long long)M,
+                                  (long long)m, (long long)n, yv[m * N + n], want1);
+                }
+            }
+            free(xv), free(wv), free(bv), free(yv);
+        }
+        /* errors: K that does not fit the packing, a bad scale */
+        ck_assert_ptr_null(nb_bitnet_linear(nb_zeros(1, (int64_t[]){100}, dt), p, sc, NULL));
+        ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
+        ck_assert_ptr_null(nb_bitnet_linear(nb_zeros(1, (int64_t[]){K}, dt), p, p, NULL));
+        ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
 START_TEST(test_fake_quantize_errors) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_zeros(2, (int64_t[]){2, 3}, NB_F32);
@@ -274,6 +362,8 @@ Suite *nb_suite_ops_quantize(void) {
     tcase_add_test(tc, test_fake_quantize_devices_match_cpu);
     tcase_add_test(tc, test_fake_quantize_errors);
     tcase_add_test(tc, test_bitnet_quant_by_hand);
+    tcase_add_test(tc, test_bitnet_pack_layout);
+    tcase_add_test(tc, test_bitnet_linear_matches_fake_quant);
     suite_add_tcase(s, tc);
     return s;
 }

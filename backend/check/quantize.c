@@ -1,7 +1,9 @@
 /* quantize.c - the shared contract checks of fake_quantize and
  * fake_quantize_backward: x (and out, g and the gradients) contiguous
  * float32/float64 [outer, C, inner] of one shape and dtype; scale and
- * zero_point contiguous float32 [C]; quant_min <= quant_max. */
+ * zero_point contiguous float32 [C]; quant_min <= quant_max. And
+ * bitnet_linear's: x [M, K], packed uint8 [N, roundup(K, 128) / 4],
+ * w_scale float32 [1], bias [N], y [M, N], contiguous. */
 #include "check.h"
 
 static nb_status check_params(const char *slot, const nb_kview *x, const nb_kview *scale,
@@ -37,4 +39,27 @@ nb_status nb_check_fake_quantize_backward(nb_backend *be, const nb_kview *gx, co
     nb_status st = nb_check_alike("fake_quantize_backward", 5, (const nb_kview *[]){x, g, gx, gscale, gzp},
                                   NB_CHK_F, "float", true);
     return st ? st : check_params("fake_quantize_backward", x, scale, zero_point, p);
+}
+
+nb_status nb_check_bitnet_linear(nb_backend *be, const nb_kview *y, const nb_kview *x, const nb_kview *packed,
+                                 const nb_kview *w_scale, const nb_kview *bias) {
+    (void)be;
+    char b1[NB_VIEW_STR], b2[NB_VIEW_STR], b3[NB_VIEW_STR];
+    if (x->ndim != 2 || !nb_dtype_in(x->dtype, NB_CHK_F) || !nb_view_is_contiguous(x) || packed->ndim != 2 ||
+        packed->dtype != NB_U8 || !nb_view_is_contiguous(packed) ||
+        packed->shape[1] != (x->shape[1] + 127) / 128 * 32 || y->ndim != 2 || y->dtype != x->dtype ||
+        y->shape[0] != x->shape[0] || y->shape[1] != packed->shape[0] || !nb_view_is_contiguous(y))
+        return nb_set_error(NB_ERR_SHAPE,
+                            "bitnet_linear: x %s, packed %s and y %s must be contiguous float [M, K], uint8 "
+                            "[N, roundup(K, 128) / 4] and [M, N] of x's dtype",
+                            nb_view_str(x, b1, sizeof b1), nb_view_str(packed, b2, sizeof b2),
+                            nb_view_str(y, b3, sizeof b3));
+    if (w_scale->ndim != 1 || w_scale->shape[0] != 1 || w_scale->dtype != NB_F32)
+        return nb_set_error(NB_ERR_SHAPE, "bitnet_linear: w_scale %s must be float32 [1]",
+                            nb_view_str(w_scale, b1, sizeof b1));
+    if (bias && (bias->ndim != 1 || bias->shape[0] != packed->shape[0] || bias->dtype != x->dtype ||
+                 !nb_view_is_contiguous(bias)))
+        return nb_set_error(NB_ERR_SHAPE, "bitnet_linear: bias %s must be [N] of x's dtype",
+                            nb_view_str(bias, b1, sizeof b1));
+    return NB_OK;
 }

@@ -1,9 +1,18 @@
 /* quantize.c - the CPU's fake quantization (torch.fake_quantize_per_tensor_
- * affine / per_channel_affine and the learnable variants' gradients). Each
- * element is the shared scalar formula (nb_sm_fake_quant_*,
- * nb_scalar_math_float.t.h), so the CUDA kernels give the same bits; rows
- * [c, inner] are independent, so any split over threads gives the same
- * bits. */
+ * affine / per_channel_affine and the learnable variants' gradients) and
+ * BitNet b1.58's packed ternary product. Each fake-quantized element is the
+ * shared scalar formula (nb_sm_fake_quant_*, nb_scalar_math_float.t.h), so
+ * the CUDA kernels give the same bits; rows [c, inner] are independent, so
+ * any split over threads gives the same bits. Compiled once per
+ * instruction-set level (isa.h): the packed product's inner loop is AVX2's
+ * maddubs where the level has it. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "cpu_common.h"
 #include "nb_impl.h"
 #include "nb_scalar_math.h"
@@ -47,5 +56,118 @@ nb_status nb_cpu_fake_quantize_backward(nb_backend *be, const nb_kview *gx, cons
                 .inner = inner, .p = p};
     nb_cpu_parallel_for(rows, NB_CPU_GRAIN / inner + 1, x->dtype == NB_F32 ? fq_grad_rows_f32 : fq_grad_rows_f64,
                         &j);
+    return NB_OK;
+}
+
+/* ---- BitNet b1.58: int8 activations x packed ternary weights ---------------------- */
+
+/* sum_k qx[k] code[k] over kp weights (kp a multiple of 128) in the
+ * packed layout (nb_slots.def's bitnet_linear); the caller subtracts
+ * sum_k qx[k] (code = w + 1). Exact in int32 for kp < 2^22. */
+static int32_t codes_dot(const int8_t *qx, const uint8_t *p, int64_t kp) {
+#if defined(__AVX2__)
+    const __m256i m3 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    __m256i acc = _mm256_setzero_si256();
+    for (int64_t g = 0; g < kp / 128; g++) {
+        __m256i b = _mm256_loadu_si256((const __m256i *)(p + 32 * g));
+        const int8_t *x = qx + 128 * g;
+        /* codes (0..2, unsigned) times int8 activations, pairs summed to int16 (|.| <= 512), 4 planes <= 2048 */
+        __m256i s = _mm256_maddubs_epi16(_mm256_and_si256(b, m3), _mm256_loadu_si256((const __m256i *)x));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(b, 2), m3),
+                                                     _mm256_loadu_si256((const __m256i *)(x + 32))));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(b, 4), m3),
+                                                     _mm256_loadu_si256((const __m256i *)(x + 64))));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(b, 6), m3),
+                                                     _mm256_loadu_si256((const __m256i *)(x + 96))));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(s, ones));
+    }
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    return _mm_cvtsi128_si32(h);
+#else
+    int32_t acc = 0;
+    for (int64_t g = 0; g < kp / 128; g++) {
+        const int8_t *x = qx + 128 * g;
+        for (int j = 0; j < 32; j++) {
+            unsigned b = p[32 * g + j];
+            acc += x[j] * (int32_t)(b & 3) + x[j + 32] * (int32_t)((b >> 2) & 3) +
+                   x[j + 64] * (int32_t)((b >> 4) & 3) + x[j + 96] * (int32_t)(b >> 6);
+        }
+    }
+    return acc;
+#endif
+}
+
+typedef struct bitnet_job {
+    const int8_t *qx;   /* [M, kp] */
+    const int32_t *sum; /* [M]: sum_k qx */
+    const double *sx;   /* [M]: s_x */
+    const uint8_t *p;   /* [N, kp / 4] */
+    const char *bias;
+    char *y;
+    int64_t M, N, kp;
+    double sw;
+    bool f64;
+} bitnet_job;
+
+/* Output columns [n0, n1) of every row: each packed row is read once per
+ * block and reused by all M rows. */
+static void bitnet_cols(void *arg, int64_t n0, int64_t n1) {
+    const bitnet_job *j = arg;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *p = j->p + n * (j->kp / 4);
+        for (int64_t m = 0; m < j->M; m++) {
+            int32_t acc = codes_dot(j->qx + m * j->kp, p, j->kp) - j->sum[m];
+            if (j->f64) {
+                double v = (double)acc / j->sx[m] / j->sw;
+                ((double *)j->y)[m * j->N + n] = j->bias ? v + ((const double *)j->bias)[n] : v;
+            } else {
+                float v = (float)acc / (float)j->sx[m] / (float)j->sw;
+                ((float *)j->y)[m * j->N + n] = j->bias ? v + ((const float *)j->bias)[n] : v;
+            }
+        }
+    }
+}
+
+/* Row m of x quantized as nb_bitnet_activation_quant does it, in T: s =
+ * 127 / max(max|x|, 1e-5), q = clamp(rint(x s), -128, 127); padding 0. */
+#define BITNET_QUANT_ROW(T, RINT, FABS)                                                                    \
+    do {                                                                                                  \
+        const T *xr = (const T *)x->data + m * K;                                                         \
+        T a = 0;                                                                                          \
+        for (int64_t k = 0; k < K; k++) a = FABS(xr[k]) > a || xr[k] != xr[k] ? FABS(xr[k]) : a;           \
+        T lo = (T)1e-5, sx = (T)127 / (a < lo ? lo : a);                                                  \
+        int32_t sum = 0;                                                                                  \
+        for (int64_t k = 0; k < K; k++) {                                                                 \
+            T q = RINT(xr[k] * sx);                                                                       \
+            int8_t v = (int8_t)(q > 127 ? 127 : q < -128 ? -128 : q == q ? q : 0);                          \
+            qx[m * kp + k] = v, sum += v;                                                                 \
+        }                                                                                                 \
+        sxs[m] = (double)sx, sums[m] = sum;                                                               \
+    } while (0)
+
+nb_status nb_cpu_bitnet_linear(nb_backend *be, const nb_kview *y, const nb_kview *x, const nb_kview *packed,
+                               const nb_kview *w_scale, const nb_kview *bias) {
+    /* checked: backend/check/quantize.c */
+    const int64_t M = x->shape[0], K = x->shape[1], N = packed->shape[0], kp = packed->shape[1] * 4;
+    if (M == 0 || N == 0) return NB_OK;
+    size_t bytes = (size_t)(M * kp) + (size_t)M * (sizeof(int32_t) + sizeof(double)) + 16;
+    void *block;
+    char *ws = nb_alloc_raw(be, bytes, nb_backend_current_stream(be), &block);
+    if (!ws) return nb_last_status();
+    int8_t *qx = (int8_t *)ws;
+    double *sxs = (double *)(ws + ((size_t)(M * kp) + 7) / 8 * 8);
+    int32_t *sums = (int32_t *)(sxs + M);
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t k = K; k < kp; k++) qx[m * kp + k] = 0;
+        if (x->dtype == NB_F64) BITNET_QUANT_ROW(double, rint, fabs);
+        else BITNET_QUANT_ROW(float, rintf, fabsf);
+    }
+    bitnet_job j = {.qx = qx, .sum = sums, .sx = sxs, .p = packed->data, .bias = bias ? bias->data : NULL,
+                    .y = y->data, .M = M, .N = N, .kp = kp, .sw = *(const float *)w_scale->data,
+                    .f64 = x->dtype == NB_F64};
+    nb_cpu_parallel_for(N, NB_CPU_GRAIN / (M * kp / 8 + 1) + 1, bitnet_cols, &j);
+    nb_free_raw(be, block);
     return NB_OK;
 }

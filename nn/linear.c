@@ -16,6 +16,7 @@
 typedef struct nb_linear_ctx {
     int64_t in_features, out_features;
     nb_tensor *weight, *bias; /* borrowed from the module's parameters; bias may be NULL */
+    nb_tensor *packed, *w_scale; /* a packed BitLinear's buffers (nb_module_bitnet_pack; weight NULL) */
 } nb_linear_ctx;
 
 static nb_tensor *linear_forward(nb_module *m, nb_tensor *x) {
@@ -93,8 +94,11 @@ nb_module *nb_nn_linear(int64_t in_features, int64_t out_features) {
 static nb_tensor *bitlinear_forward(nb_module *m, nb_tensor *x) {
     nb_linear_ctx *c = nb_module_ctx(m);
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *xn = nb_rms_norm(x, 1, &c->in_features, NULL, NB_BITLINEAR_EPS);
-    nb_tensor *y = xn ? nb_linear(nb_bitnet_activation_quant(xn), nb_bitnet_weight_quant(c->weight), c->bias) : NULL;
+    nb_tensor *xn = nb_rms_norm(x, 1, &c->in_features, NULL, NB_BITLINEAR_EPS), *y;
+    if (c->packed) /* inference on the packed weights */
+        y = xn ? nb_bitnet_linear(xn, c->packed, c->w_scale, c->bias) : NULL;
+    else
+        y = xn ? nb_linear(nb_bitnet_activation_quant(xn), nb_bitnet_weight_quant(c->weight), c->bias) : NULL;
     return nb_scope_return(s, y);
 }
 
@@ -102,6 +106,37 @@ static const nb_module_ops bitlinear_ops = {"BitLinear", bitlinear_forward, free
 
 nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt) {
     return linear_new(&bitlinear_ops, "BitLinear", in_features, out_features, bias, dt);
+}
+
+/* One BitLinear: weight -> buffers weight_packed, weight_scale. */
+static nb_status bitlinear_pack(nb_module *m) {
+    nb_linear_ctx *c = nb_module_ctx(m);
+    if (c->packed) return NB_OK;
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *p, *sc;
+    nb_status st = nb_bitnet_pack(c->weight, &p, &sc);
+    if (!st) st = nb_module_register_buffer(m, "weight_packed", p);
+    if (!st) st = nb_module_register_buffer(m, "weight_scale", sc); /* failing: the weight stays, still used */
+    if (!st) {
+        nb_release(nb_module_take_parameter(m, "weight"));
+        c->weight = NULL, c->packed = nb_module_get(m, "weight_packed"), c->w_scale = nb_module_get(m, "weight_scale");
+    }
+    nb_scope_end(s);
+    return st;
+}
+
+nb_status nb_module_bitnet_pack(nb_module *m) {
+    const char *kind = nb_module_kind(m); /* records a NULL m */
+    if (!kind) return nb_last_status();
+    if (kind == bitlinear_ops.kind) {
+        nb_status st = bitlinear_pack(m);
+        if (st) return st;
+    }
+    for (int i = 0; i < nb_module_num_children(m); i++) {
+        nb_status st = nb_module_bitnet_pack(nb_module_child_at(m, i));
+        if (st) return st;
+    }
+    return NB_OK;
 }
 
 /* ---- Bilinear ---------------------------------------------------------------------- */

@@ -157,6 +157,19 @@ nb_module *nb_nn_linear_ex(int64_t in_features, int64_t out_features, bool bias,
  * and nb_rms_norm's. */
 #define NB_BITLINEAR_EPS 1e-6
 nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt);
+/* Packs every BitLinear of m's tree (m included) for inference: its
+ * weight becomes the buffers "weight_packed" (uint8) and "weight_scale"
+ * (float32 [1]) of nb_bitnet_pack (nb_quantize.h), the float weight is
+ * released (16x less weight memory than float32), and the forward runs
+ * nb_bitnet_linear on the RMS-normalized input (int8 activations, exact
+ * integer sums; equal to the training forward up to float rounding). The
+ * state_dict then holds the packed tensors: nb_module_state_dict_save
+ * writes the packed checkpoint, which loads into a model built with
+ * BitLinear and packed the same way. No gradients reach packed weights.
+ * A BitLinear already packed, and other modules, are left as they are.
+ * Errors: NB_ERR_INVALID_ARG (NULL m), nb_bitnet_pack's; on an error the
+ * module being packed keeps its float weight. */
+nb_status nb_module_bitnet_pack(nb_module *m);
 nb_module *nb_nn_relu(void);
 nb_module *nb_nn_sigmoid(void);
 nb_module *nb_nn_tanh(void);

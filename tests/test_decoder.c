@@ -448,6 +448,28 @@ START_TEST(test_training_steps) {
 }
 END_TEST
 
+/* A BitNet Llama packed for inference (nb_module_bitnet_pack) gives the
+ * logits of its training forward up to float rounding (float64 model; the
+ * packed scales are float32), with a tied head left as it is. */
+START_TEST(test_bitnet_packed_llama) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(6);
+    nb_module *m = tiny_llama_ex(NB_F64, 2, true, true);
+    nb_module_train(m, false);
+    int64_t v[24];
+    for (int i = 0; i < 24; i++) v[i] = (5 * i + 1) % 40;
+    nb_tensor *x = ids_of(2, 12, v);
+    nb_tensor *before = nb_forward(m, x);
+    NB_CK_OK(nb_module_bitnet_pack(m));
+    ck_assert_ptr_null(nb_module_get(nb_module_child(m, "model.layers.0.mlp.up_proj"), "weight"));
+    NB_CK_NOTNULL(nb_module_get(nb_module_child(m, "model.layers.1.self_attn.q_proj"), "weight_packed"));
+    NB_CK_NOTNULL(nb_module_get(nb_module_child(m, "model.embed_tokens"), "weight"));
+    nb_ck_close_to(nb_forward(m, x), before, 1e-4);
+    nb_module_free(m);
+    nb_scope_end(s);
+}
+END_TEST
+
 /* ---- rotary tables ---------------------------------------------------------------------------------------- */
 
 START_TEST(test_rotary_tables) {
@@ -790,6 +812,7 @@ Suite *nb_suite_decoder(void) {
     tcase_add_test(tc, test_causal_masking);
     tcase_add_test(tc, test_kv_cache_matches_full_forward);
     tcase_add_test(tc, test_training_steps);
+    tcase_add_test(tc, test_bitnet_packed_llama);
     tcase_add_test(tc, test_rotary_tables);
     tcase_add_test(tc, test_generate);
     tcase_add_test(tc, test_decoder_16bit);

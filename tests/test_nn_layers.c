@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nb_test.h"
 
@@ -307,6 +308,52 @@ START_TEST(test_bitlinear) {
 }
 END_TEST
 
+/* nb_module_bitnet_pack: a Sequential of BitLinear, ReLU, BitLinear packs
+ * both (weight -> weight_packed uint8 and weight_scale), runs the packed
+ * product with the training forward's values (up to the GEMM's rounding
+ * and s_w's float32), and its packed state_dict saved and loaded into a
+ * second packed model gives the same bits. */
+START_TEST(test_bitlinear_pack) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(8);
+    nb_module *a = nb_nn_sequential(nb_nn_bitlinear(200, 16, true, NB_F64), nb_nn_relu(),
+                                    nb_nn_bitlinear(16, 3, false, NB_F64));
+    nb_manual_seed(9);
+    nb_module *b = nb_nn_sequential(nb_nn_bitlinear(200, 16, true, NB_F64), nb_nn_relu(),
+                                    nb_nn_bitlinear(16, 3, false, NB_F64));
+    NB_CK_NOTNULL(a);
+    NB_CK_NOTNULL(b);
+    nb_generator g = nb_generator_new(2);
+    nb_tensor *x = nb_randn(2, (int64_t[]){4, 200}, NB_F64, &g);
+    nb_tensor *before = nb_forward(a, x);
+    NB_CK_OK(nb_module_bitnet_pack(a));
+    NB_CK_OK(nb_module_bitnet_pack(a)); /* packed already: nothing to do */
+    ck_assert_ptr_null(nb_module_get(nb_module_child(a, "0"), "weight"));
+    nb_tensor *p0 = nb_module_get(nb_module_child(a, "0"), "weight_packed");
+    NB_CK_NOTNULL(p0);
+    ck_assert_int_eq(nb_dtype_of(p0), NB_U8);
+    nb_ck_shape(p0, 2, (int64_t[]){16, 64});
+    nb_named_tensor pr[8];
+    ck_assert_int_eq(nb_module_parameters(a, pr, 8), 1); /* 0.bias */
+    nb_tensor *after = nb_forward(a, x);
+    nb_ck_close_to(after, before, 1e-5);
+    char path[] = "/tmp/nb_bitnet_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    NB_CK_OK(nb_module_state_dict_save(a, path));
+    NB_CK_OK(nb_module_bitnet_pack(b));
+    nb_load_report r;
+    NB_CK_OK(nb_module_load_state_dict(b, path, true, &r));
+    unlink(path);
+    nb_ck_close_to(nb_forward(b, x), after, 0);
+    NB_CK_FAILS(nb_module_bitnet_pack(NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_module_free(a);
+    nb_module_free(b);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_nn_layers(void) {
     Suite *s = suite_create("nn_layers");
     TCase *t = tcase_create("layers");
@@ -317,6 +364,7 @@ Suite *nb_suite_nn_layers(void) {
     tcase_add_test(t, test_weight_norm);
     tcase_add_test(t, test_spectral_norm);
     tcase_add_test(t, test_bitlinear);
+    tcase_add_test(t, test_bitlinear_pack);
     suite_add_tcase(s, t);
     return s;
 }

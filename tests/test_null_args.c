@@ -178,6 +178,7 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_bitnet_pack, NULL, NULL, NULL);
     NP(nb_bitnet_linear, NULL, NULL, NULL, NULL);
     NP(nb_bitnet_linear, x, NULL, NULL, NULL);
+    NS(nb_module_bitnet_pack, NULL);
     NS(nb_nn_rotary_embedding_forward, NULL, 4, 0, NULL, NULL);
     NX(nb_gpt2_get_config, NULL);
     NX(nb_llama_get_config, NULL);

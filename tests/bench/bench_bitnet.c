@@ -1,0 +1,108 @@
+/* bench_bitnet.c - BitNet b1.58's packed ternary product (nb_bitnet_linear:
+ * int8 activations, 2-bit weights) against the float32 product (nb_linear
+ * through the BLAS) at BERT-base's and Llama-3.2-1B's linear shapes, batch
+ * 1 and 32: median milliseconds over --reps calls, and the weight bytes
+ * each reads. On the default device (--device cuda: the float product only
+ * runs where the packed one has no CUDA kernel yet, so it reports the CPU).
+ *
+ *   bench_bitnet [--threads N] [--reps N]
+ *
+ * Prints a line per shape: shape, rows, f32 ms, packed ms, speed-up, and
+ * weight MB of each. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nabla.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of reps timed calls of f (after one untimed). */
+static double median_ms(nb_tensor *(*f)(void *), void *ctx, int reps) {
+    double *t = malloc(sizeof *t * (size_t)reps);
+    if (!t) return -1;
+    nb_scope *s = nb_scope_begin();
+    if (!f(ctx)) return -1;
+    nb_scope_end(s);
+    for (int r = 0; r < reps; r++) {
+        s = nb_scope_begin();
+        double t0 = now_ms();
+        nb_tensor *y = f(ctx);
+        t[r] = now_ms() - t0;
+        nb_scope_end(s);
+        if (!y) return -1;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp);
+    double m = t[reps / 2];
+    free(t);
+    return m;
+}
+
+typedef struct run {
+    nb_tensor *x, *w, *packed, *scale;
+} run;
+
+static nb_tensor *f32_product(void *c) {
+    run *r = c;
+    return nb_linear(r->x, r->w, NULL);
+}
+static nb_tensor *packed_product(void *c) {
+    run *r = c;
+    return nb_bitnet_linear(r->x, r->packed, r->scale, NULL);
+}
+
+int main(int argc, char **argv) {
+    int threads = 0, reps = 20;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "usage: %s [--threads N] [--reps N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (threads > 0) nb_set_num_threads(threads);
+    if (reps < 1) {
+        fprintf(stderr, "%s: bad --threads or --reps\n", argv[0]);
+        return 2;
+    }
+    static const struct {
+        const char *name;
+        int64_t n, k;
+    } shapes[] = {{"bert-base qkv/o", 768, 768},     {"bert-base ffn up", 3072, 768}, {"bert-base ffn down", 768, 3072},
+                  {"llama-1b q/o", 2048, 2048},      {"llama-1b k/v", 512, 2048},     {"llama-1b gate/up", 8192, 2048},
+                  {"llama-1b down", 2048, 8192}};
+    printf("bench_bitnet: %d threads, median of %d calls\n", nb_get_num_threads(), reps);
+    printf("%-20s %5s %10s %10s %8s %9s %9s\n", "shape [N, K]", "rows", "f32 ms", "packed ms", "speed-up", "f32 MB",
+           "packed MB");
+    nb_generator g = nb_generator_new(1);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int64_t M = 1; M <= 32; M += 31) {
+            nb_scope *s = nb_scope_begin();
+            run r = {.x = nb_randn(2, (int64_t[]){M, shapes[i].k}, NB_F32, &g),
+                     .w = nb_randn(2, (int64_t[]){shapes[i].n, shapes[i].k}, NB_F32, &g)};
+            if (!r.x || !r.w || nb_bitnet_pack(r.w, &r.packed, &r.scale) != NB_OK) {
+                fprintf(stderr, "bench_bitnet: %s\n", nb_last_error());
+                return 1;
+            }
+            double a = median_ms(f32_product, &r, reps), b = median_ms(packed_product, &r, reps);
+            if (a < 0 || b < 0) {
+                fprintf(stderr, "bench_bitnet: %s\n", nb_last_error());
+                return 1;
+            }
+            printf("%-20s %5lld %10.4f %10.4f %7.2fx %9.2f %9.2f\n", shapes[i].name, (long long)M, a, b, a / b,
+                   4e-6 * (double)(shapes[i].n * shapes[i].k), 1e-6 * (double)nb_numel(r.packed));
+            nb_scope_end(s);
+        }
+    return 0;
+}

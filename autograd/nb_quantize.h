@@ -100,9 +100,10 @@ nb_tensor *nb_bitnet_activation_quant(nb_tensor *x);
 /* ---- BitNet b1.58 inference: packed ternary weights ----------------------------
  * A BitLinear's weight packed 2 bits per value, and the product that reads
  * it with int8 activations (integer dot products, one rescale): 16x less
- * weight memory than float32, 8x less than bfloat16. The CPU kernel (AVX2's
- * maddubs where the CPU has it, a portable loop elsewhere); not yet on
- * CUDA (NB_ERR_UNSUPPORTED there). Not differentiable: inference only. */
+ * weight memory than float32, 8x less than bfloat16. Kernels: the CPU's
+ * (AVX2's maddubs where the CPU has it, a portable loop elsewhere) and
+ * CUDA's (dp4a, a warp per output column), with the same bits. Not
+ * differentiable: inference only. */
 
 /* Packs w [N, K] (float; 16-bit computed in float32) for nb_bitnet_linear:
  * the ternary codes of nb_bitnet_weight_quant (q = clamp(round(w s), -1,
@@ -125,7 +126,7 @@ nb_status nb_bitnet_pack(nb_tensor *w, nb_tensor **packed, nb_tensor **w_scale);
  * to linear(activation_quant(x), weight_quant(w), bias) up to the float
  * rounding of that GEMM (the integer sum here is exact) and, for float64,
  * of s_w (kept in float32). Errors:
- * NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_DEVICE, NB_ERR_UNSUPPORTED (CUDA). */
+ * NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_DEVICE. */
 nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale, nb_tensor *bias);
 
 #ifdef __cplusplus

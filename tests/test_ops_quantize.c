@@ -310,6 +310,32 @@ START_TEST(test_bitnet_linear_matches_fake_quant) {
 }
 END_TEST
 
+/* Every accelerator's packed product gives the CPU's bits (exact integer
+ * sums, the same float division), for 1 and 6 rows, K = 300, with a bias,
+ * from weights packed on the device. */
+START_TEST(test_bitnet_linear_devices_match_cpu) {
+    nb_device accs[8];
+    const int na = nb_test_accelerators(accs, 8);
+    for (int a = 0; a < na; a++)
+        for (int k = 0; k < 2; k++)
+            for (int64_t M = 1; M <= 6; M += 5) {
+                nb_scope *s = nb_scope_begin();
+                const nb_dtype dt = k ? NB_F64 : NB_F32;
+                nb_generator g = nb_generator_new(31);
+                nb_tensor *w = nb_randn(2, (int64_t[]){9, 300}, dt, &g), *b = nb_randn(1, (int64_t[]){9}, dt, &g);
+                nb_tensor *x = nb_randn(2, (int64_t[]){M, 300}, dt, &g), *p, *sc, *pd, *scd;
+                NB_CK_OK(nb_bitnet_pack(w, &p, &sc));
+                NB_CK_OK(nb_bitnet_pack(nb_to_device(w, accs[a]), &pd, &scd));
+                nb_ck_close_to(pd, p, 0);
+                nb_ck_close_to(scd, sc, 0);
+                nb_tensor *want = nb_bitnet_linear(x, p, sc, b);
+                nb_tensor *got = nb_bitnet_linear(nb_to_device(x, accs[a]), pd, scd, nb_to_device(b, accs[a]));
+                nb_ck_close_to(got, want, 0);
+                nb_scope_end(s);
+            }
+}
+END_TEST
+
 START_TEST(test_fake_quantize_errors) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_zeros(2, (int64_t[]){2, 3}, NB_F32);
@@ -364,6 +390,7 @@ Suite *nb_suite_ops_quantize(void) {
     tcase_add_test(tc, test_bitnet_quant_by_hand);
     tcase_add_test(tc, test_bitnet_pack_layout);
     tcase_add_test(tc, test_bitnet_linear_matches_fake_quant);
+    tcase_add_test(tc, test_bitnet_linear_devices_match_cpu);
     suite_add_tcase(s, tc);
     return s;
 }

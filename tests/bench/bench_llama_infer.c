@@ -19,7 +19,7 @@
  * prompts of the context's length together (nb_generate_batch; the prefill
  * figure stays batch 1's) and counts B tokens per step. --bitnet 1 builds
  * the model with BitLinear projections and packs them (nb_module_bitnet_pack:
- * 2-bit weights, int8 activations; CPU only for now). Prints per
+ * 2-bit weights, int8 activations). Prints per
  * context:
  *   workload=llama config=... device=... context=C prefill_ms=... prefill_tokens_per_s=...
  *     decode_tokens=N decode_tokens_per_s=... prefill_peak_gib=... peak_gib=...

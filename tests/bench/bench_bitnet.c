@@ -13,20 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_common.h"
 #include "nabla.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static nb_device dev;
 
@@ -39,14 +28,14 @@ static double median_ms(nb_tensor *(*f)(void *), void *ctx, int reps) {
     nb_scope_end(s);
     for (int r = 0; r < reps; r++) {
         s = nb_scope_begin();
-        double t0 = now_ms();
+        double t0 = nb_bench_now_ms();
         nb_tensor *y = f(ctx);
         if (nb_device_synchronize(dev)) y = NULL;
-        t[r] = now_ms() - t0;
+        t[r] = nb_bench_now_ms() - t0;
         nb_scope_end(s);
         if (!y) return -1;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp);
+    qsort(t, (size_t)reps, sizeof *t, nb_bench_cmp_double);
     double m = t[reps / 2];
     free(t);
     return m;

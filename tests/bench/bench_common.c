@@ -62,13 +62,13 @@ int nb_bench_fail(const char *workload) {
     return 1;
 }
 
-static double now_ms(void) {
+double nb_bench_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
+int nb_bench_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
@@ -157,13 +157,13 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
             c0 = nb_device_counters_get(dev);
             if (a->profile) nb_profiler_start();
         }
-        double t = now_ms();
+        double t = nb_bench_now_ms();
         if (one_step(net, opt, x, y, &loss, g) != NB_OK) {
             nb_graph_free(g);
             nb_release(loss);
             return train_steps_end(ms, nb_bench_fail(workload));
         }
-        if (i >= a->warmup) ms[i - a->warmup] = now_ms() - t;
+        if (i >= a->warmup) ms[i - a->warmup] = nb_bench_now_ms() - t;
     }
     nb_device_counters c1 = nb_device_counters_get(dev);
     if (a->profile) nb_profiler_report(stderr);
@@ -172,7 +172,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_graph_free(g);
     nb_ddp_free(ddp);
     ddp = NULL;
-    qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);
+    qsort(ms, (size_t)a->steps, sizeof *ms, nb_bench_cmp_double);
     char world[32] = "";
     if (a->pg) {
         snprintf(world, sizeof world, "world=%d ", nb_process_group_size(a->pg));

@@ -36,6 +36,10 @@ typedef struct nb_bench_args {
 nb_bench_args nb_bench_parse(int argc, char **argv);
 /* Prints the last error for workload and returns 1. */
 int nb_bench_fail(const char *workload);
+/* CLOCK_MONOTONIC in milliseconds. */
+double nb_bench_now_ms(void);
+/* qsort's comparator for doubles, ascending (medians). */
+int nb_bench_cmp_double(const void *a, const void *b);
 /* Times zero_grad + forward + cross_entropy(logits reshaped to [-1, C], y
  * flattened) + backward + step, each step ended by a device synchronize
  * (as torch_ref.py's), the loss read back once at the end. Prints the result

@@ -212,4 +212,37 @@ def quantize():
             Case("bitnet_activation_quant", [R((2, 3, 5), F64)], aq, tag="f64"),
             Case("bitnet_activation_quant", [T([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5]])], aq, tag="zero row", tol=bt),
             Case("bitnet_activation_quant", [T(1.5)], aq, tag="0-d error")]
+
+    def pack(xs, a):
+        """nb_bitnet_pack's layout written out: codes round(w s).clamp(-1, 1) + 1 padded with 1 to groups of
+        128, byte j of a group = codes j, j + 32, j + 64, j + 96 in bits 0-1, 2-3, 4-5, 6-7; and s in float32"""
+        w = xs[0]
+        if w.dim() != 2:
+            raise RuntimeError("needs [N, K]")
+        n, k = w.shape
+        s = 1.0 / w.abs().mean().clamp(min=1e-5)
+        c = ((w * s).round().clamp(-1, 1) + 1).to(torch.int64)
+        g = (k + 127) // 128
+        c = torch.cat([c, torch.ones(n, g * 128 - k, dtype=torch.int64)], 1).reshape(n, g, 4, 32)
+        b = c[:, :, 0] | (c[:, :, 1] << 2) | (c[:, :, 2] << 4) | (c[:, :, 3] << 6)
+        return b.reshape(n, g * 32).to(torch.uint8), s.reshape(1).to(F32)
+
+    def blin(xs, a):
+        """nb_bitnet_linear's integer formula from the unpacked weights xs[1] (packed by the runner's
+        nb_bitnet_pack): per row s_x = 127 / max|x|, int8 levels, exact sums, acc / s_x / s_w + bias"""
+        x, w = xs[0], xs[1]
+        sw = (1.0 / w.abs().mean().clamp(min=1e-5)).to(F32).to(x.dtype)
+        qw = (w * (1.0 / w.abs().mean().clamp(min=1e-5))).round().clamp(-1, 1).double()
+        sx = 127.0 / x.abs().max(dim=-1, keepdim=True).values.clamp(min=1e-5)
+        qx = (x * sx).round().clamp(-128, 127).double()
+        acc = (qx @ qw.T).to(x.dtype)
+        y = acc / sx / sw
+        return y + xs[2] if len(xs) > 2 else y
+
+    out += [Case("bitnet_pack", [R((3, 130))], pack, req=False, tag="f32"),
+            Case("bitnet_pack", [R((2, 256), F64)], pack, req=False, tag="f64"),
+            Case("bitnet_pack", [R((5,))], pack, req=False, tag="1-d error"),
+            Case("bitnet_linear", [R((4, 300)), R((6, 300)), R((6,))], blin, req=False, tag="f32", tol=bt),
+            Case("bitnet_linear", [R((2, 3, 200), F64), R((5, 200), F64)], blin, req=False, tag="f64"),
+            Case("bitnet_linear", [R((4, 100)), R((6, 300))], blin, req=False, tag="k error")]
     return out

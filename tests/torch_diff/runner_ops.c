@@ -279,4 +279,10 @@ nb_status h_fake_quantize_learnable_per_channel_affine(dcase *c) {
 nb_status h_bitnet_weight_quant(dcase *c) { OUT1(nb_bitnet_weight_quant(I0)); }
 nb_status h_bitnet_activation_quant(dcase *c) { OUT1(nb_bitnet_activation_quant(I0)); }
 nb_status h_bitnet_pack(dcase *c) { OUTS(2, nb_bitnet_pack(I0, &c->out[0], &c->out[1])); }
-nb_status h_bitnet_linear(dcase *c) { OUT1(nb_bitnet_linear(I0, I1, I2, c->n_in > 3 ? c->in[3] : NULL)); }
+/* in: x, the weights (packed here), and a bias */
+nb_status h_bitnet_linear(dcase *c) {
+    nb_tensor *p = NULL, *s = NULL;
+    nb_status st = nb_bitnet_pack(I1, &p, &s);
+    if (st) return st;
+    OUT1(nb_bitnet_linear(I0, p, s, c->n_in > 2 ? c->in[2] : NULL));
+}

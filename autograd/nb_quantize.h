@@ -62,11 +62,13 @@ nb_tensor *nb_fake_quantize_per_channel_affine(nb_tensor *x, nb_tensor *scale, n
  *   in range:  gscale = g * (xfq - x) / scale,  gzero_point = 0
  *   below:     gscale = g * (quant_min - z),     gzero_point = -g * scale
  *   above:     gscale = g * (quant_max - z),     gzero_point = -g * scale
- * with xfq the output and z the zero point that PyTorch's backward uses,
- * trunc(clamp(zero_point + 0.5, quant_min, quant_max)) (so -1 becomes 0
- * there while the forward uses -1: PyTorch's rounding, kept), and the
- * level q of the float-zero-point formula. The backward needs quant_min <= 0 <=
- * quant_max (NB_ERR_INVALID_ARG from nb_backward, as PyTorch). */
+ * with z the zero point that PyTorch's backward uses, trunc(clamp(
+ * zero_point + 0.5, quant_min, quant_max)) (so -1 becomes 0 there while
+ * the forward uses -1: PyTorch's rounding, kept), q the level of the
+ * float-zero-point formula with that z, and xfq = (clamp(q) - z) * scale
+ * (the output but where the two roundings of z differ). The backward
+ * needs quant_min <= 0 <= quant_max (NB_ERR_INVALID_ARG from nb_backward,
+ * as PyTorch). */
 nb_tensor *nb_fake_quantize_learnable_per_tensor_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point,
                                                         int64_t quant_min, int64_t quant_max, double grad_factor);
 
@@ -125,8 +127,11 @@ nb_status nb_bitnet_pack(nb_tensor *w, nb_tensor **packed, nb_tensor **w_scale);
  * in int32, y = acc / s_x / s_w (+ bias [N]) [..., N] in x's dtype. Equal
  * to linear(activation_quant(x), weight_quant(w), bias) up to the float
  * rounding of that GEMM (the integer sum here is exact) and, for float64,
- * of s_w (kept in float32). Errors:
- * NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_DEVICE. */
+ * of s_w (kept in float32). Inference only: with grad mode on and an x
+ * that requires grad it fails (NB_ERR_UNSUPPORTED) rather than cut the
+ * graph, and no gradient reaches bias. Errors: NB_ERR_SHAPE, NB_ERR_DTYPE,
+ * NB_ERR_DEVICE, NB_ERR_UNSUPPORTED; on CUDA, NB_ERR_INVALID_ARG for a
+ * packed tensor not 4-byte aligned (a view at an odd offset). */
 nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale, nb_tensor *bias);
 
 #ifdef __cplusplus

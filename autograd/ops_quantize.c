@@ -77,7 +77,7 @@ nb_status nb_bw_fake_quantize(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     const nb_fake_quant_params *q = &n->p.fake_quant.q;
     const int64_t *geo = n->p.fake_quant.geo;
     bool learnable = n->n_in == 3, want_s = learnable && n->in[1], want_z = learnable && n->in[2];
-    if (learnable && (want_s || want_z) && (q->quant_min > 0 || q->quant_max < 0))
+    if (learnable && (q->quant_min > 0 || q->quant_max < 0))
         return nb_set_error(NB_ERR_INVALID_ARG,
                             "%s: the backward needs quant_min <= 0 <= quant_max (got [%lld, %lld]), as PyTorch's",
                             nb_op_name(n->op), (long long)q->quant_min, (long long)q->quant_max);
@@ -259,7 +259,7 @@ static nb_tensor *ternary_of(nb_tensor *w) {
 static nb_tensor *int8_of(nb_tensor *x) {
     int last = -1;
     nb_tensor *m = nb_clamp_scalar(nb_amax(nb_abs(x), &last, 1, true), 1e-5, NAN);
-    nb_tensor *s = nb_mul_scalar(nb_reciprocal(m), 127);
+    nb_tensor *s = m ? nb_div(nb_full_on(m->ndim, m->shape, 127, m->dtype, nb_device_of(m)), m) : NULL; /* 127 / m */
     return nb_div(nb_clamp_scalar(nb_round(nb_mul(x, s)), -128, 127), s);
 }
 
@@ -328,11 +328,15 @@ nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale,
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     int64_t K = x->ndim ? x->shape[x->ndim - 1] : 0;
     if (x->ndim < 1 || packed->ndim != 2 || packed->dtype != NB_U8 || packed->shape[1] != (K + 127) / 128 * 32)
-        return NB_FAIL(NB_ERR_SHAPE, "%s: x %s and packed %s must be [..., K] and uint8 [N, roundup(K, 128) / 4] "
+        return NB_FAIL(packed->dtype != NB_U8 ? NB_ERR_DTYPE : NB_ERR_SHAPE, "%s: x %s and packed %s must be [..., K] and uint8 [N, roundup(K, 128) / 4] "
                        "(nb_bitnet_pack's)", op, nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
                        nb_fmt_shape(packed->ndim, packed->shape, b, sizeof b));
     if (nb_numel(w_scale) != 1 || w_scale->dtype != NB_F32)
-        return NB_FAIL(NB_ERR_SHAPE, "%s: w_scale must be float32 of one element (nb_bitnet_pack's)", op);
+        return NB_FAIL(w_scale->dtype != NB_F32 ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                       "%s: w_scale must be float32 of one element (nb_bitnet_pack's)", op);
+    if (nb_needs_grad(1, &x))
+        return NB_FAIL(NB_ERR_UNSUPPORTED, "%s: inference only, no gradient reaches x: run it without grad "
+                       "(nb_set_grad_enabled(false), NB_NO_GRAD) or on a detached x", op);
     int64_t N = packed->shape[0];
     if (bias && (bias->ndim != 1 || bias->shape[0] != N))
         return NB_FAIL(NB_ERR_SHAPE, "%s: bias %s must be [%lld]", op, nb_fmt_shape(bias->ndim, bias->shape, a, sizeof a),
@@ -341,14 +345,14 @@ nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale,
     nb_dtype back = NB_DTYPE_COUNT;
     nb_tensor *xd = nb_detach(x);
     if (xd && (xd->dtype == NB_F16 || xd->dtype == NB_BF16)) back = xd->dtype, xd = nb_to_dtype(xd, NB_F32);
-    int64_t M = xd ? nb_numel(xd) / (K ? K : 1) : 0;
+    int64_t M = nb_shape_numel(x->ndim - 1, x->shape);
     nb_tensor *x2 = xd ? nb_reshape(nb_contiguous(xd), 2, (int64_t[]){M, K}) : NULL;
     nb_tensor *bc = bias && x2 ? nb_contiguous(nb_to_dtype(nb_detach(bias), x2->dtype)) : NULL;
     nb_tensor *y = x2 && (!bias || bc) ? nb_empty_on(2, (int64_t[]){M, N}, x2->dtype, nb_device_of(x2)) : NULL;
     nb_tensor *ws = y ? nb_reshape(nb_contiguous(w_scale), 1, (int64_t[]){1}) : NULL;
-    if (!ws) return nb_scope_return(s_, NULL);
-    nb_kview vy = nb_kview_of(y), vx = nb_kview_of(x2), vp = nb_kview_of(nb_contiguous(packed)), vs = nb_kview_of(ws),
-             vb;
+    nb_tensor *pc = ws ? nb_contiguous(packed) : NULL;
+    if (!pc) return nb_scope_return(s_, NULL);
+    nb_kview vy = nb_kview_of(y), vx = nb_kview_of(x2), vp = nb_kview_of(pc), vs = nb_kview_of(ws), vb;
     if (bc) vb = nb_kview_of(bc);
     if (nb_kernel_bitnet_linear(NB_BE(x2), &vy, &vx, &vp, &vs, bc ? &vb : NULL) != NB_OK) return nb_scope_return(s_, NULL);
     int64_t shape[NB_MAX_DIMS];

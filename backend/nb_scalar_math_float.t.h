@@ -414,7 +414,9 @@ NB_SM_FN void NB_SM(sgd)(T *p, T gr, T *buf, const NB_SM(sgd_coef) *c) {
  * rounds ties to even (nearbyint). NaN stays NaN: clamps to quant_min and
  * is out of range, as PyTorch's integer cast of it. */
 NB_SM_FN double NB_SM(fq_level)(T x, float inv, float zp, bool zp_float) {
-    return zp_float ? (double)rintf((float)(zp + x * (T)inv)) : (double)zp + (double)NB_M(rint)(x * (T)inv);
+    /* rn_: z + x inv rounded twice, as the CPU computes it (nvcc would fuse an FMA and move ties) */
+    return zp_float ? (double)rintf((float)NB_SM(rn_add)((T)zp, NB_SM(rn_mul)(x, (T)inv)))
+                    : (double)zp + (double)NB_M(rint)(x * (T)inv);
 }
 
 /* out = (clamp(q, qmin, qmax) - z) * scale, in double and rounded once */

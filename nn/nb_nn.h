@@ -165,7 +165,11 @@ nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias,
  * integer sums; equal to the training forward up to float rounding). The
  * state_dict then holds the packed tensors: nb_module_state_dict_save
  * writes the packed checkpoint, which loads into a model built with
- * BitLinear and packed the same way. No gradients reach packed weights.
+ * BitLinear and packed the same way. A packed model is for inference: run
+ * it without grad (a forward on an input that requires grad fails, see
+ * nb_bitnet_linear). Only BitLinear modules pack: a MultiheadAttention
+ * built with bitlinear (nb_encoder_layer_options) keeps its in_proj_weight
+ * in float, fake-quantized.
  * A BitLinear already packed, and other modules, are left as they are.
  * Errors: NB_ERR_INVALID_ARG (NULL m), nb_bitnet_pack's; on an error the
  * module being packed keeps its float weight. */

@@ -300,11 +300,18 @@ START_TEST(test_bitnet_linear_matches_fake_quant) {
             }
             free(xv), free(wv), free(bv), free(yv);
         }
-        /* errors: K that does not fit the packing, a bad scale */
+        /* errors: an x that requires grad (inference only), K that does not fit the packing, a bad scale */
+        nb_tensor *xg = nb_randn(2, (int64_t[]){2, K}, dt, &g);
+        NB_CK_OK(nb_set_requires_grad(xg, true));
+        ck_assert_ptr_null(nb_bitnet_linear(xg, p, sc, NULL));
+        ck_assert_int_eq(nb_last_status(), NB_ERR_UNSUPPORTED);
+        bool prev = nb_set_grad_enabled(false);
+        NB_CK_NOTNULL(nb_bitnet_linear(xg, p, sc, NULL));
+        nb_set_grad_enabled(prev);
         ck_assert_ptr_null(nb_bitnet_linear(nb_zeros(1, (int64_t[]){100}, dt), p, sc, NULL));
         ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
         ck_assert_ptr_null(nb_bitnet_linear(nb_zeros(1, (int64_t[]){K}, dt), p, p, NULL));
-        ck_assert_int_eq(nb_last_status(), NB_ERR_SHAPE);
+        ck_assert_int_eq(nb_last_status(), NB_ERR_DTYPE);
         nb_scope_end(s);
     }
 }

@@ -132,6 +132,8 @@ nb_status nb_cuda_bitnet_linear(nb_backend *be, const nb_kview *y, const nb_kvie
     const char *op = "bitnet_linear"; // checked: backend/check/quantize.c
     const int64_t M = x->shape[0], K = x->shape[1], N = packed->shape[0], kp = packed->shape[1] * 4;
     if (!M || !N) return NB_OK;
+    if ((uintptr_t)packed->data % 4)
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: packed weights must be 4-byte aligned on cuda (a copy is)", op);
     Scratch ws;
     size_t qbytes = ((size_t)(M * kp) + 15) / 16 * 16;
     if (!ws.alloc(be, qbytes + (size_t)M * (sizeof(double) + sizeof(int)))) return nb_last_status();

@@ -24,7 +24,7 @@ static double median_ms(nb_tensor *(*f)(void *), void *ctx, int reps) {
     double *t = malloc(sizeof *t * (size_t)reps);
     if (!t) return -1;
     nb_scope *s = nb_scope_begin();
-    if (!f(ctx) || nb_device_synchronize(dev)) return -1;
+    if (!f(ctx) || nb_device_synchronize(dev)) return free(t), -1;
     nb_scope_end(s);
     for (int r = 0; r < reps; r++) {
         s = nb_scope_begin();
@@ -33,7 +33,7 @@ static double median_ms(nb_tensor *(*f)(void *), void *ctx, int reps) {
         if (nb_device_synchronize(dev)) y = NULL;
         t[r] = nb_bench_now_ms() - t0;
         nb_scope_end(s);
-        if (!y) return -1;
+        if (!y) return free(t), -1;
     }
     qsort(t, (size_t)reps, sizeof *t, nb_bench_cmp_double);
     double m = t[reps / 2];

@@ -188,16 +188,17 @@ static nb_tensor *split_heads(nb_tensor *x, int64_t h) {
     return nb_transpose(nb_reshape(x, 4, (int64_t[]){B, N, h, d}), 1, 2);
 }
 
-/* q, k, v projections, each [B, N, E]: one GEMM on in_proj_weight for
- * self-attention, two when key is value, three otherwise (row blocks of the
- * packed weight, as PyTorch's _in_projection_packed). */
 /* BitNet b1.58 (bitlinear): an input as BitLinear reads it, int8 after a
- * parameter-free RMSNorm; the weight is in_proj_weight made ternary as a
- * whole (nb_nn_bitlinear's forward, nb_nn.h). */
+ * parameter-free RMSNorm (nb_nn_bitlinear's forward, nb_nn.h). */
 static nb_tensor *bit_input(const nb_mha_ctx *c, nb_tensor *x) {
     return c->bitlinear ? nb_bitnet_activation_quant(nb_rms_norm(x, 1, &c->E, NULL, NB_BITLINEAR_EPS)) : x;
 }
 
+/* q, k, v projections, each [B, N, E]: one GEMM on in_proj_weight for
+ * self-attention, two when key is value, three otherwise (row blocks of the
+ * packed weight, as PyTorch's _in_projection_packed). With bitlinear the
+ * inputs are bit_input's and the weight is in_proj_weight made ternary as
+ * a whole. */
 static bool project(const nb_mha_ctx *c, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor **p) {
     int64_t E = c->E;
     nb_tensor *W = c->bitlinear ? nb_bitnet_weight_quant(c->in_w) : c->in_w;

@@ -345,6 +345,7 @@ START_TEST(test_bitlinear_pack) {
     NB_CK_OK(nb_module_bitnet_pack(b));
     nb_load_report r;
     NB_CK_OK(nb_module_load_state_dict(b, path, true, &r));
+    nb_load_report_free(&r);
     unlink(path);
     nb_ck_close_to(nb_forward(b, x), after, 0);
     NB_CK_FAILS(nb_module_bitnet_pack(NULL) == NB_OK, NB_ERR_INVALID_ARG);

@@ -129,7 +129,8 @@ static bool check_qparams(const char *op, nb_tensor *x, nb_tensor *scale, nb_ten
     int64_t C = per_channel ? x->shape[axis] : 1;
     nb_tensor *qp[2] = {scale, zero_point};
     for (int i = 0; i < 2; i++) {
-        bool shape_ok = per_channel ? qp[i]->ndim == 1 && qp[i]->shape[0] == C : qp[i]->ndim <= 1 && nb_numel(qp[i]) == 1;
+        bool shape_ok = per_channel ? qp[i]->ndim == 1 && qp[i]->shape[0] == C
+                                    : qp[i]->ndim <= 1 && nb_numel(qp[i]) == 1;
         if (!shape_ok) {
             nb_set_error(NB_ERR_SHAPE, "%s: scale %s and zero_point %s must be %s for x %s", op,
                          nb_fmt_shape(scale->ndim, scale->shape, a, sizeof a),
@@ -328,8 +329,9 @@ nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale,
     char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
     int64_t K = x->ndim ? x->shape[x->ndim - 1] : 0;
     if (x->ndim < 1 || packed->ndim != 2 || packed->dtype != NB_U8 || packed->shape[1] != (K + 127) / 128 * 32)
-        return NB_FAIL(packed->dtype != NB_U8 ? NB_ERR_DTYPE : NB_ERR_SHAPE, "%s: x %s and packed %s must be [..., K] and uint8 [N, roundup(K, 128) / 4] "
-                       "(nb_bitnet_pack's)", op, nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
+        return NB_FAIL(packed->dtype != NB_U8 ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                       "%s: x %s and packed %s must be [..., K] and uint8 [N, roundup(K, 128) / 4] (nb_bitnet_pack's)",
+                       op, nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
                        nb_fmt_shape(packed->ndim, packed->shape, b, sizeof b));
     if (nb_numel(w_scale) != 1 || w_scale->dtype != NB_F32)
         return NB_FAIL(w_scale->dtype != NB_F32 ? NB_ERR_DTYPE : NB_ERR_SHAPE,
@@ -339,8 +341,8 @@ nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale,
                        "(nb_set_grad_enabled(false), NB_NO_GRAD) or on a detached x", op);
     int64_t N = packed->shape[0];
     if (bias && (bias->ndim != 1 || bias->shape[0] != N))
-        return NB_FAIL(NB_ERR_SHAPE, "%s: bias %s must be [%lld]", op, nb_fmt_shape(bias->ndim, bias->shape, a, sizeof a),
-                       (long long)N);
+        return NB_FAIL(NB_ERR_SHAPE, "%s: bias %s must be [%lld]", op,
+                       nb_fmt_shape(bias->ndim, bias->shape, a, sizeof a), (long long)N);
     nb_scope *s_ = nb_op_scope_begin();
     nb_dtype back = NB_DTYPE_COUNT;
     nb_tensor *xd = nb_detach(x);
@@ -354,7 +356,8 @@ nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale,
     if (!pc) return nb_scope_return(s_, NULL);
     nb_kview vy = nb_kview_of(y), vx = nb_kview_of(x2), vp = nb_kview_of(pc), vs = nb_kview_of(ws), vb;
     if (bc) vb = nb_kview_of(bc);
-    if (nb_kernel_bitnet_linear(NB_BE(x2), &vy, &vx, &vp, &vs, bc ? &vb : NULL) != NB_OK) return nb_scope_return(s_, NULL);
+    if (nb_kernel_bitnet_linear(NB_BE(x2), &vy, &vx, &vp, &vs, bc ? &vb : NULL) != NB_OK)
+        return nb_scope_return(s_, NULL);
     int64_t shape[NB_MAX_DIMS];
     for (int i = 0; i + 1 < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;

@@ -208,8 +208,8 @@ START_TEST(test_bitnet_quant_by_hand) {
     nb_ck_close(qx, (double[]){64 / 63.5, -2, 32 / 63.5, 0, 0, 0}, 6, 1e-15, 0);
     nb_tensor *cw = nb_test_tensor(2, (int64_t[]){2, 2}, NB_F64, (double[]){1, 2, 3, 4});
     nb_tensor *cx = nb_test_tensor(2, (int64_t[]){2, 3}, NB_F64, (double[]){-1, 0, 1, 2, 3, 4});
-    ck_assert_int_eq(nb_backward(nb_add(nb_sum(nb_mul(qw, cw), NULL, 0, false), nb_sum(nb_mul(qx, cx), NULL, 0, false))),
-                     NB_OK);
+    nb_tensor *loss = nb_add(nb_sum(nb_mul(qw, cw), NULL, 0, false), nb_sum(nb_mul(qx, cx), NULL, 0, false));
+    ck_assert_int_eq(nb_backward(loss), NB_OK);
     nb_ck_close(nb_tensor_grad(w), (double[]){1, 2, 3, 4}, 4, 0, 0);
     nb_ck_close(nb_tensor_grad(x), (double[]){-1, 0, 1, 2, 3, 4}, 6, 0, 0);
     /* bfloat16: computed in float32, rounded once */
@@ -293,7 +293,8 @@ START_TEST(test_bitnet_linear_matches_fake_quant) {
                         double q = k ? rint(xv[m * K + i] * sx) : (double)rintf((float)xv[m * K + i] * (float)sx);
                         acc += fmin(fmax(q, -128), 127) * (double)lrint(wv[n * K + i] * sw);
                     }
-                    double want1 = k ? acc / sx / sw + bv[n] : (double)((float)acc / (float)sx / (float)sw + (float)bv[n]);
+                    double want1 = k ? acc / sx / sw + bv[n]
+                                     : (double)((float)acc / (float)sx / (float)sw + (float)bv[n]);
                     ck_assert_msg(yv[m * N + n] == want1, "M %lld row %lld col %lld: %.17g, want %.17g", (long long)M,
                                   (long long)m, (long long)n, yv[m * N + n], want1);
                 }

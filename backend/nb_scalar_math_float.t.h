@@ -447,6 +447,21 @@ NB_SM_FN void NB_SM(fake_quant_grad)(T g, T x, float scale, float inv, float zp,
     }
 }
 
+/* ---- BitNet b1.58's int8 activations (nb_bitnet_linear's kernels) ---------
+ * The per-token absmax: a max that keeps NaN; the scale s = 127 /
+ * max(absmax, 1e-5); a level clamp(rint(x s), -128, 127), NaN to 0; and
+ * the output acc / s / s_w of the exact integer sum acc. */
+NB_SM_FN T NB_SM(nan_max)(T a, T b) { return b > a || b != b ? b : a; }
+NB_SM_FN T NB_SM(bitnet_act_scale)(T absmax) {
+    const T lo = (T)1e-5;
+    return (T)127 / (absmax < lo ? lo : absmax);
+}
+NB_SM_FN int8_t NB_SM(bitnet_act_level)(T x, T s) {
+    T q = NB_M(rint)(x * s);
+    return (int8_t)(q > 127 ? 127 : q < -128 ? -128 : q == q ? q : 0);
+}
+NB_SM_FN T NB_SM(bitnet_out)(int32_t acc, T s, float sw) { return (T)acc / s / (T)sw; }
+
 #ifdef __cplusplus
 template <> struct nb_sm_of<T> {
     typedef NB_SM(unary_args) unary_args;
@@ -460,6 +475,10 @@ template <> struct nb_sm_of<T> {
     NB_SM_FN void adam(T *p, T g, T *m, T *v, T *vmax, const adam_coef *c) { NB_SM(adam)(p, g, m, v, vmax, c); }
     NB_SM_FN sgd_coef sgd_prep(const nb_sgd_hyper *h, double lr) { return NB_SM(sgd_prep)(h, lr); }
     NB_SM_FN void sgd(T *p, T g, T *buf, const sgd_coef *c) { NB_SM(sgd)(p, g, buf, c); }
+    NB_SM_FN T nan_max(T a, T b) { return NB_SM(nan_max)(a, b); }
+    NB_SM_FN T bitnet_act_scale(T absmax) { return NB_SM(bitnet_act_scale)(absmax); }
+    NB_SM_FN int8_t bitnet_act_level(T x, T s) { return NB_SM(bitnet_act_level)(x, s); }
+    NB_SM_FN T bitnet_out(int32_t acc, T s, float sw) { return NB_SM(bitnet_out)(acc, s, sw); }
     NB_SM_FN T fake_quant(T x, float s, float inv, float z, const nb_fake_quant_params *p) {
         return NB_SM(fake_quant)(x, s, inv, z, p);
     }

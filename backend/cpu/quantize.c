@@ -107,7 +107,7 @@ typedef struct bitnet_job {
     const char *bias;
     char *y;
     int64_t M, N, kp;
-    double sw;
+    float sw;
     bool f64;
 } bitnet_job;
 
@@ -120,32 +120,15 @@ static void bitnet_cols(void *arg, int64_t n0, int64_t n1) {
         for (int64_t m = 0; m < j->M; m++) {
             int32_t acc = codes_dot(j->qx + m * j->kp, p, j->kp) - j->sum[m];
             if (j->f64) {
-                double v = (double)acc / j->sx[m] / j->sw;
+                double v = nb_sm_bitnet_out_f64(acc, j->sx[m], j->sw);
                 ((double *)j->y)[m * j->N + n] = j->bias ? v + ((const double *)j->bias)[n] : v;
             } else {
-                float v = (float)acc / (float)j->sx[m] / (float)j->sw;
+                float v = nb_sm_bitnet_out_f32(acc, (float)j->sx[m], j->sw);
                 ((float *)j->y)[m * j->N + n] = j->bias ? v + ((const float *)j->bias)[n] : v;
             }
         }
     }
 }
-
-/* Row m of x quantized as nb_bitnet_activation_quant does it, in T: s =
- * 127 / max(max|x|, 1e-5), q = clamp(rint(x s), -128, 127); padding 0. */
-#define BITNET_QUANT_ROW(T, RINT, FABS)                                                                    \
-    do {                                                                                                  \
-        const T *xr = (const T *)x->data + m * K;                                                         \
-        T a = 0;                                                                                          \
-        for (int64_t k = 0; k < K; k++) a = FABS(xr[k]) > a || xr[k] != xr[k] ? FABS(xr[k]) : a;           \
-        T lo = (T)1e-5, sx = (T)127 / (a < lo ? lo : a);                                                  \
-        int32_t sum = 0;                                                                                  \
-        for (int64_t k = 0; k < K; k++) {                                                                 \
-            T q = RINT(xr[k] * sx);                                                                       \
-            int8_t v = (int8_t)(q > 127 ? 127 : q < -128 ? -128 : q == q ? q : 0);                          \
-            qx[m * kp + k] = v, sum += v;                                                                 \
-        }                                                                                                 \
-        sxs[m] = (double)sx, sums[m] = sum;                                                               \
-    } while (0)
 
 nb_status nb_cpu_bitnet_linear(nb_backend *be, const nb_kview *y, const nb_kview *x, const nb_kview *packed,
                                const nb_kview *w_scale, const nb_kview *bias) {
@@ -160,9 +143,10 @@ nb_status nb_cpu_bitnet_linear(nb_backend *be, const nb_kview *y, const nb_kview
     double *sxs = (double *)(ws + ((size_t)(M * kp) + 7) / 8 * 8);
     int32_t *sums = (int32_t *)(sxs + M);
     for (int64_t m = 0; m < M; m++) {
-        for (int64_t k = K; k < kp; k++) qx[m * kp + k] = 0;
-        if (x->dtype == NB_F64) BITNET_QUANT_ROW(double, rint, fabs);
-        else BITNET_QUANT_ROW(float, rintf, fabsf);
+        if (x->dtype == NB_F64)
+            bitnet_quant_row_f64((const double *)x->data + m * K, K, kp, qx + m * kp, &sxs[m], &sums[m]);
+        else
+            bitnet_quant_row_f32((const float *)x->data + m * K, K, kp, qx + m * kp, &sxs[m], &sums[m]);
     }
     bitnet_job j = {.qx = qx, .sum = sums, .sx = sxs, .p = packed->data, .bias = bias ? bias->data : NULL,
                     .y = y->data, .M = M, .N = N, .kp = kp, .sw = *(const float *)w_scale->data,

@@ -1,6 +1,6 @@
-/* quantize.t.h - the fake-quantization loops for one type, included by
- * quantize.c with T_, S defined; no include guard, by design. TS(name_)
- * pastes the suffix (name_f32). */
+/* quantize.t.h - the fake-quantization loops and BitNet's activation
+ * quantization for one type, included by quantize.c with T_, S defined; no
+ * include guard, by design. TS(name_) pastes the suffix (name_f32). */
 #define TS(name) NB_CPU_CAT(name, S)
 #define SM(name) NB_CPU_CAT(nb_sm_##name##_, S)
 
@@ -32,6 +32,18 @@ static void TS(fq_grad_rows_)(void *arg, int64_t r0, int64_t r1) {
             if (gz) gz[i] = d;
         }
     }
+}
+
+/* Row m of x [M, K] as int8 levels (padding 0), with s_x and the sum of
+ * the levels: the shared formulas of nb_scalar_math_float.t.h. */
+static void TS(bitnet_quant_row_)(const T_ *xr, int64_t K, int64_t kp, int8_t *q, double *sx, int32_t *sum) {
+    T_ a = 0;
+    for (int64_t k = 0; k < K; k++) a = SM(nan_max)(a, xr[k] < 0 ? -xr[k] : xr[k]);
+    const T_ s = SM(bitnet_act_scale)(a);
+    int32_t t = 0;
+    for (int64_t k = 0; k < K; k++) t += q[k] = SM(bitnet_act_level)(xr[k], s);
+    for (int64_t k = K; k < kp; k++) q[k] = 0;
+    *sx = (double)s, *sum = t;
 }
 
 #undef SM

@@ -11,8 +11,6 @@
 // Checked by backend/check/quantize.c.
 #include <cuda_runtime.h>
 
-#include <type_traits>
-
 #include "block_reduce.cuh"
 #include "cuda_common.cuh"
 #include "nb_scalar_math.h"
@@ -47,39 +45,27 @@ __global__ void k_fake_quant_grad(T *gx, T *gs, T *gz, const T *g, const T *x, c
 }
 
 // Row m of x [M, K] to int8 qx [M, kp] (padding 0), with s_x and sum qx:
-// nb_bitnet_activation_quant's formula in T (the CPU kernel's).
+// the shared formulas (nb_sm_of<T>::bitnet_act_*), the CPU kernel's.
 template <typename T>
 __global__ void k_bitnet_quant(int8_t *qx, double *sx, int *sum, const T *x, int64_t K, int64_t kp) {
     __shared__ T redm[32];
     __shared__ int reds[32];
     const int64_t m = blockIdx.x;
     const T *xr = x + m * K;
+    using SM = nb_sm_of<T>;
     T a = 0;
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-        T v = fabs(xr[k]);
-        a = v > a || v != v ? v : a;
-    }
+    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) a = SM::nan_max(a, fabs(xr[k]));
     // max over the block (a fixed tree; NaN kept)
-    for (int o = 16; o > 0; o >>= 1) {
-        T b = __shfl_xor_sync(0xffffffffu, a, o);
-        a = b > a || b != b ? b : a;
-    }
+    for (int o = 16; o > 0; o >>= 1) a = SM::nan_max(a, __shfl_xor_sync(0xffffffffu, a, o));
     if ((threadIdx.x & 31) == 0) redm[threadIdx.x >> 5] = a;
     __syncthreads();
     const int lane = threadIdx.x & 31;
     a = lane < (int)(blockDim.x >> 5) ? redm[lane] : (T)0; // every warp reduces the same partials
-    for (int o = 16; o > 0; o >>= 1) {
-        T b = __shfl_xor_sync(0xffffffffu, a, o);
-        a = b > a || b != b ? b : a;
-    }
-    const T lo = (T)1e-5, s = (T)127 / (a < lo ? lo : a);
+    for (int o = 16; o > 0; o >>= 1) a = SM::nan_max(a, __shfl_xor_sync(0xffffffffu, a, o));
+    const T s = SM::bitnet_act_scale(a);
     int acc = 0;
     for (int64_t k = threadIdx.x; k < kp; k += blockDim.x) {
-        int8_t v = 0;
-        if (k < K) {
-            T q = rint(xr[k] * s);
-            v = (int8_t)(q > 127 ? 127 : q < -128 ? -128 : q == q ? q : 0);
-        }
+        int8_t v = k < K ? SM::bitnet_act_level(xr[k], s) : (int8_t)0;
         qx[m * kp + k] = v;
         acc += v;
     }
@@ -98,7 +84,7 @@ __global__ void k_bitnet_dot(T *y, const int8_t *qx, const double *sx, const int
     if (n >= N) return;
     const int64_t words = kp / 16; // 32-bit words of a packed row
     const unsigned *p = (const unsigned *)(packed + n * (kp / 4));
-    const double sw = (double)*w_scale;
+    const float sw = *w_scale;
     for (int64_t m = 0; m < M; m++) {
         const int *xq = (const int *)(qx + m * kp);
         int acc = 0;
@@ -113,14 +99,8 @@ __global__ void k_bitnet_dot(T *y, const int8_t *qx, const double *sx, const int
         }
         acc = warp_sum(acc);
         if (lane == 0) {
-            acc -= sum[m];
-            if constexpr (std::is_same_v<T, double>) {
-                double v = (double)acc / sx[m] / sw;
-                y[m * N + n] = bias ? v + bias[n] : v;
-            } else {
-                float v = (float)acc / (float)sx[m] / (float)sw;
-                y[m * N + n] = bias ? v + bias[n] : v;
-            }
+            T v = nb_sm_of<T>::bitnet_out(acc - sum[m], (T)sx[m], sw);
+            y[m * N + n] = bias ? v + bias[n] : v;
         }
     }
 }

@@ -294,6 +294,9 @@ nb_tensor *nb_contiguous_nograd(nb_tensor *t);
  * the result back to (NB_DTYPE_COUNT: in[0] was not 16-bit, nothing
  * changed). NULL entries are kept. False on a failed cast. */
 bool nb_widen_16bit(int n, nb_tensor **in, nb_dtype *back);
+/* The result r of a widened op cast back to back (nb_widen_16bit's);
+ * r itself for back NB_DTYPE_COUNT or a NULL r. */
+nb_tensor *nb_unwiden_16bit(nb_tensor *r, nb_dtype back);
 /* Whether in[0..n) (in[0] 16-bit; NULL entries skipped) can run through
  * the backend's 16-bit norm and rope forwards instead: every one in
  * in[0]'s dtype, the backend's norms_16bit set, and no gradient recorded

@@ -105,6 +105,10 @@ bool nb_widen_16bit(int n, nb_tensor **in, nb_dtype *back) {
     return true;
 }
 
+nb_tensor *nb_unwiden_16bit(nb_tensor *r, nb_dtype back) {
+    return r && back != NB_DTYPE_COUNT ? nb_to_dtype(r, back) : r;
+}
+
 bool nb_norms_16bit_native(int n, nb_tensor *const *in) {
     if (!in[0] || (in[0]->dtype != NB_F16 && in[0]->dtype != NB_BF16) || !NB_BE(in[0])->iface->norms_16bit ||
         nb_needs_grad(n, in))

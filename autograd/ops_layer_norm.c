@@ -119,5 +119,5 @@ nb_tensor *nb_layer_norm(nb_tensor *x, int n_norm, const int64_t *normalized_sha
     nb_dtype back;
     nb_tensor *r = nb_widen_16bit(3, in, &back) ? layer_norm_impl(in[0], n_norm, normalized_shape, in[1], in[2], eps)
                                                 : NULL;
-    return nb_scope_return(s, r && back != NB_DTYPE_COUNT ? nb_to_dtype(r, back) : r);
+    return nb_scope_return(s, nb_unwiden_16bit(r, back));
 }

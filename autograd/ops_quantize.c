@@ -100,15 +100,6 @@ nb_status nb_bw_fake_quantize(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     return NB_OK;
 }
 
-/* 16-bit x runs in float32 and is rounded once; fn's result cast back. */
-#define FQ_WIDEN(x, call)                                                                                     \
-    do {                                                                                                      \
-        nb_dtype back_;                                                                                       \
-        if (!nb_widen_16bit(1, &(x), &back_)) return nb_scope_return(s_, NULL);                                \
-        nb_tensor *r_ = (call);                                                                               \
-        return nb_scope_return(s_, r_ && back_ != NB_DTYPE_COUNT ? nb_to_dtype(r_, back_) : r_);              \
-    } while (0)
-
 static bool check_range(const char *op, int64_t quant_min, int64_t quant_max) {
     if (quant_min <= quant_max) return true;
     nb_set_error(NB_ERR_INVALID_ARG, "%s: quant_min (%lld) must be <= quant_max (%lld)", op, (long long)quant_min,
@@ -165,7 +156,11 @@ nb_tensor *nb_fake_quantize_per_tensor_affine(nb_tensor *x, double scale, int64_
     nb_tensor *s = nb_full_on(1, (int64_t[]){1}, (float)scale, NB_F32, dev),
               *z = nb_full_on(1, (int64_t[]){1}, (double)zero_point, NB_F32, dev);
     nb_fake_quant_params q = {.quant_min = quant_min, .quant_max = quant_max};
-    FQ_WIDEN(x, fq_run(NB_OP_FAKE_QUANTIZE_PER_TENSOR_AFFINE, x, s, z, z, -1, q, q, 1, &x));
+    nb_dtype back; /* 16-bit x: computed in float32, rounded once */
+    nb_tensor *r = nb_widen_16bit(1, &x, &back)
+                       ? fq_run(NB_OP_FAKE_QUANTIZE_PER_TENSOR_AFFINE, x, s, z, z, -1, q, q, 1, &x)
+                       : NULL;
+    return nb_scope_return(s_, nb_unwiden_16bit(r, back));
 }
 
 nb_tensor *nb_fake_quantize_per_channel_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point, int axis,
@@ -180,7 +175,11 @@ nb_tensor *nb_fake_quantize_per_channel_affine(nb_tensor *x, nb_tensor *scale, n
     nb_tensor *s = qparam_f32(scale, C), *z = qparam_f32(zero_point, C);
     nb_fake_quant_params q = {.quant_min = quant_min, .quant_max = quant_max,
                               .zp_float = nb_dtype_is_float(zero_point->dtype)};
-    FQ_WIDEN(x, fq_run(NB_OP_FAKE_QUANTIZE_PER_CHANNEL_AFFINE, x, s, z, z, axis, q, q, 1, &x));
+    nb_dtype back;
+    nb_tensor *r = nb_widen_16bit(1, &x, &back)
+                       ? fq_run(NB_OP_FAKE_QUANTIZE_PER_CHANNEL_AFFINE, x, s, z, z, axis, q, q, 1, &x)
+                       : NULL;
+    return nb_scope_return(s_, nb_unwiden_16bit(r, back));
 }
 
 /* The learnable variants' zero points: round (ties to even) and clamp, or
@@ -207,10 +206,9 @@ static nb_tensor *fq_learnable(nb_op_id op, const char *name, nb_tensor *x, nb_t
      * (fake_quantize_learnable_*_grad) the float one */
     nb_fake_quant_params qb = q;
     qb.zp_float = true;
-    nb_dtype back_;
-    if (!nb_widen_16bit(1, &in[0], &back_)) return nb_scope_return(s_, NULL);
-    nb_tensor *r = fq_run(op, in[0], s, z, zb, axis, q, qb, 3, in);
-    return nb_scope_return(s_, r && back_ != NB_DTYPE_COUNT ? nb_to_dtype(r, back_) : r);
+    nb_dtype back;
+    nb_tensor *r = nb_widen_16bit(1, &in[0], &back) ? fq_run(op, in[0], s, z, zb, axis, q, qb, 3, in) : NULL;
+    return nb_scope_return(s_, nb_unwiden_16bit(r, back));
 }
 
 nb_tensor *nb_fake_quantize_learnable_per_tensor_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point,
@@ -269,11 +267,10 @@ static nb_tensor *bitnet_quant(nb_op_id op, const char *name, nb_tensor *x, nb_t
     if (x->ndim == 0 && op == NB_OP_BITNET_ACTIVATION_QUANT)
         return NB_FAIL(NB_ERR_SHAPE, "%s: x must have at least one dim (the tokens' features)", name);
     nb_scope *s_ = nb_op_scope_begin();
-    nb_dtype back_;
+    nb_dtype back;
     nb_tensor *in = x;
-    if (!nb_widen_16bit(1, &in, &back_)) return nb_scope_return(s_, NULL);
-    nb_tensor *r = ste_run(op, in, fn);
-    return nb_scope_return(s_, r && back_ != NB_DTYPE_COUNT ? nb_to_dtype(r, back_) : r);
+    nb_tensor *r = nb_widen_16bit(1, &in, &back) ? ste_run(op, in, fn) : NULL;
+    return nb_scope_return(s_, nb_unwiden_16bit(r, back));
 }
 
 nb_tensor *nb_bitnet_weight_quant(nb_tensor *w) {
@@ -344,9 +341,9 @@ nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale,
         return NB_FAIL(NB_ERR_SHAPE, "%s: bias %s must be [%lld]", op,
                        nb_fmt_shape(bias->ndim, bias->shape, a, sizeof a), (long long)N);
     nb_scope *s_ = nb_op_scope_begin();
-    nb_dtype back = NB_DTYPE_COUNT;
+    nb_dtype back = NB_DTYPE_COUNT; /* 16-bit x: computed in float32 */
     nb_tensor *xd = nb_detach(x);
-    if (xd && (xd->dtype == NB_F16 || xd->dtype == NB_BF16)) back = xd->dtype, xd = nb_to_dtype(xd, NB_F32);
+    if (xd && !nb_widen_16bit(1, &xd, &back)) xd = NULL;
     int64_t M = nb_shape_numel(x->ndim - 1, x->shape);
     nb_tensor *x2 = xd ? nb_reshape(nb_contiguous(xd), 2, (int64_t[]){M, K}) : NULL;
     nb_tensor *bc = bias && x2 ? nb_contiguous(nb_to_dtype(nb_detach(bias), x2->dtype)) : NULL;
@@ -362,5 +359,5 @@ nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale,
     for (int i = 0; i + 1 < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = N;
     nb_tensor *r = nb_reshape(y, x->ndim, shape);
-    return nb_scope_return(s_, r && back != NB_DTYPE_COUNT ? nb_to_dtype(r, back) : r);
+    return nb_scope_return(s_, nb_unwiden_16bit(r, back));
 }

@@ -99,5 +99,5 @@ nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape
     nb_tensor *r = nb_norms_16bit_native(2, in) ? (back = NB_DTYPE_COUNT, rms_norm_impl(in[0], n_norm, normalized_shape, in[1], eps))
                    : nb_widen_16bit(2, in, &back) ? rms_norm_impl(in[0], n_norm, normalized_shape, in[1], eps)
                                                   : NULL;
-    return nb_scope_return(s, r && back != NB_DTYPE_COUNT ? nb_to_dtype(r, back) : r);
+    return nb_scope_return(s, nb_unwiden_16bit(r, back));
 }

@@ -113,5 +113,5 @@ nb_tensor *nb_apply_rotary_pos_emb(nb_tensor *x, nb_tensor *cos, nb_tensor *sin)
     nb_tensor *r = nb_norms_16bit_native(3, in) ? (back = NB_DTYPE_COUNT, rope_impl(in[0], in[1], in[2]))
                    : nb_widen_16bit(3, in, &back) ? rope_impl(in[0], in[1], in[2])
                                                   : NULL;
-    return nb_scope_return(s, r && back != NB_DTYPE_COUNT ? nb_to_dtype(r, back) : r);
+    return nb_scope_return(s, nb_unwiden_16bit(r, back));
 }

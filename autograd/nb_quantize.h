@@ -3,13 +3,15 @@
  * per tensor and per channel, with PyTorch's straight-through gradients,
  * and the learnable variants whose scale and zero point are trained (LSQ,
  * Esser et al. 2020, "Learned Step Size Quantization"; LSQ+, Bhalgat et
- * al. 2020). Implemented in autograd/ops_quantize.c over the
+ * al. 2020); quantize/dequantize to integer tensors; int8 weight-only
+ * linear layers; BitNet b1.58's quantizers and packed ternary inference.
+ * Implemented in autograd/ops_quantize.c over the
  * fake_quantize and fake_quantize_backward slots (backend/cpu/quantize.c,
  * backend/cuda/quantize.cu); the element formulas are the backends' shared
  * ones (backend/nb_scalar_math_float.t.h), after PyTorch's
  * aten/src/ATen/native/quantized kernels.
  *
- * Common rules. x is float32 or float64 (float16 and bfloat16 are computed
+ * Fake quantization's common rules. x is float32 or float64 (float16 and bfloat16 are computed
  * in float32 and rounded once), any shape and strides; the output has x's
  * shape and dtype. scale is used as float32 and inv_scale = 1.0f / scale
  * (as PyTorch, in float). The level of an element is
@@ -80,6 +82,72 @@ nb_tensor *nb_fake_quantize_learnable_per_tensor_affine(nb_tensor *x, nb_tensor 
 nb_tensor *nb_fake_quantize_learnable_per_channel_affine(nb_tensor *x, nb_tensor *scale, nb_tensor *zero_point,
                                                          int axis, int64_t quant_min, int64_t quant_max,
                                                          double grad_factor);
+
+/* ---- quantize and dequantize: integer tensors ----------------------------
+ * torch.quantize_per_tensor / quantize_per_channel followed by
+ * .int_repr(), and Tensor.dequantize(): nabla has no quantized tensor
+ * type, so a quantized tensor is its integer values (dtype uint8 for
+ * torch.quint8, int8 for qint8, int32 for qint32, and int16) kept beside
+ * its scale and zero point. The levels are the fake-quantize formula's
+ * (nearbyint(x * (1.0f / scale)), ties to even, plus an integer zero point;
+ * a float zero point per channel rounds nearbyint(z + x / s)), clamped to
+ * the dtype's range: [0, 255], [-128, 127], [-32768, 32767], [-2^31,
+ * 2^31 - 1]; NaN gives the range's minimum. x is float32 or float64
+ * (float16/bfloat16 are read as float32); not differentiable (the output
+ * holds integers). No host reads. Errors: NB_ERR_DTYPE (x not float, dtype
+ * not one of the four), NB_ERR_INVALID_ARG (scale not positive and finite
+ * in float32, a zero point outside the dtype's range, a bad axis),
+ * NB_ERR_SHAPE, NB_ERR_DEVICE. */
+
+/* torch.quantize_per_tensor(x, scale, zero_point, dtype).int_repr(): the
+ * levels clamp(zero_point + nearbyint(x * (1.0f / scale)), dtype's range)
+ * as a dtype tensor of x's shape. The zero point is added exactly; PyTorch
+ * rounds zero_point + nearbyint(x * inv) to float32, which differs for
+ * int32 levels beyond 2^24. Like the fake-quantize ops, +inf clamps to
+ * the maximum (PyTorch 1.13 gives the minimum there). */
+nb_tensor *nb_quantize_per_tensor(nb_tensor *x, double scale, int64_t zero_point, nb_dtype dtype);
+
+/* torch.quantize_per_channel(x, scales, zero_points, axis, dtype).int_repr():
+ * scales (float, used as float32) and zero_points (int32/int64, or float
+ * for PyTorch's float zero points) 1-D of x.size(axis), on x's device,
+ * 0 <= axis < x.ndim. Zero points are not range-checked (a host read). */
+nb_tensor *nb_quantize_per_channel(nb_tensor *x, nb_tensor *scales, nb_tensor *zero_points, int axis, nb_dtype dtype);
+
+/* Tensor.dequantize() of a per-tensor quantized q (uint8, int8, int16 or
+ * int32): float32 (q - zero_point) * scale, with scale rounded to float32
+ * and one rounding (q - zero_point is exact but for int32 values beyond
+ * 2^24, which float32 rounds, as PyTorch's static_cast<float>). */
+nb_tensor *nb_dequantize_per_tensor(nb_tensor *q, double scale, int64_t zero_point);
+
+/* Tensor.dequantize() per channel: float32 (q - zero_points[c]) *
+ * scales[c] along axis, scales and zero_points as nb_quantize_per_channel's. */
+nb_tensor *nb_dequantize_per_channel(nb_tensor *q, nb_tensor *scales, nb_tensor *zero_points, int axis);
+
+/* ---- int8 weight-only (torchao's int8_weight_only) -------------------------
+ * A Linear's weight kept as int8 with a float32 scale per output channel,
+ * activations in float: half a bfloat16 weight's memory and, for the few
+ * rows of decoding, about half its reading time. */
+
+/* Quantizes w [N, K] (float; 16-bit read as float32) per output channel,
+ * symmetric, as torchao's int8_weight_only: scales[n] = max(max_k |w[n,
+ * k]|, ...) / 127.5 (at least 2^-23, float32's eps), float32 [N], and
+ * qweight = nb_quantize_per_channel(w, scales, 0, axis 0, NB_I8), int8
+ * [N, K] (the weights are qweight * scales[:, None]). Both on w's device,
+ * owned by the caller's scope; save them as they are (nb_safetensors).
+ * Errors: NB_ERR_SHAPE (w not 2-D), NB_ERR_DTYPE, NB_ERR_INVALID_ARG (a
+ * NULL output). */
+nb_status nb_int8_weight_quantize(nb_tensor *w, nb_tensor **qweight, nb_tensor **scales);
+
+/* y = x (qweight * scales[:, None])^T + bias for x [..., K] (float32,
+ * float64, bfloat16, float16), qweight int8 [N, K], scales float [N] (used
+ * as float32), bias [N] or NULL: [..., N] in x's dtype. Up to 16 rows (x's
+ * numel / K) without a gradient run the linear_int8 kernel, which reads
+ * the int8 weight as it is (sums in float32, float64 for float64, rounded
+ * once); more rows, or an x or bias that requires grad, cast qweight to
+ * x's dtype (exact) and run linear then the scales, so x and bias get
+ * gradients (qweight and scales get none). Errors: NB_ERR_SHAPE,
+ * NB_ERR_DTYPE (qweight not int8), NB_ERR_DEVICE. */
+nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, nb_tensor *bias);
 
 /* ---- BitNet b1.58 (Ma et al. 2024, "The Era of 1-bit LLMs"; its
  * "Training Tips, Code and FAQ") -------------------------------------------

@@ -44,12 +44,14 @@ bool nb_check_dtypes(nb_op_id op, int n, nb_tensor *const *inputs) {
 /* PyTorch's categories: bool < integer < floating. */
 int nb_dtype_category(nb_dtype dt) { return dt == NB_BOOL ? 0 : nb_dtype_is_float(dt) ? 2 : 1; }
 
-/* Width rank inside a category; f16 and bf16 share one (their join is f32). */
+/* Width rank inside a category; f16 and bf16 share one (their join is
+ * f32), as do uint8 and int8 (their join is int16). */
 static int rank(nb_dtype dt) {
     switch (dt) {
-    case NB_U8: case NB_F16: case NB_BF16: return 1;
-    case NB_I32: case NB_F32: return 2;
-    case NB_I64: case NB_F64: return 3;
+    case NB_U8: case NB_I8: case NB_F16: case NB_BF16: return 1;
+    case NB_I16: case NB_F32: return 2;
+    case NB_I32: case NB_F64: return 3;
+    case NB_I64: return 4;
     default: return 0;
     }
 }
@@ -59,7 +61,7 @@ nb_dtype nb_promote_types(nb_dtype a, nb_dtype b) {
     if (a == b) return a;
     if (nb_dtype_category(a) != nb_dtype_category(b)) return nb_dtype_category(a) > nb_dtype_category(b) ? a : b;
     if (rank(a) != rank(b)) return rank(a) > rank(b) ? a : b;
-    return NB_F32; /* f16 with bf16 */
+    return nb_dtype_is_float(a) ? NB_F32 : NB_I16; /* f16 with bf16; uint8 with int8 */
 }
 
 /* c10's combine_categories: dimensioned operands win over 0-dim ones unless
@@ -83,6 +85,8 @@ nb_dtype nb_scalar_result_type(const nb_tensor *t, double value) {
     if (value != value || value != trunc(value)) return NB_F32;
     switch (t->dtype) {
     case NB_U8: return value >= 0 && value <= 255 ? NB_U8 : NB_F32;
+    case NB_I8: return value >= INT8_MIN && value <= INT8_MAX ? NB_I8 : NB_F32;
+    case NB_I16: return value >= INT16_MIN && value <= INT16_MAX ? NB_I16 : NB_F32;
     case NB_I32: return value >= INT32_MIN && value <= INT32_MAX ? NB_I32 : NB_F32;
     case NB_I64: return value >= -0x1p63 && value < 0x1p63 ? NB_I64 : NB_F32;
     default: return value >= -0x1p63 && value < 0x1p63 ? NB_I64 : NB_F32; /* bool */

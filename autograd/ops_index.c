@@ -586,7 +586,7 @@ static nb_tensor *index_add_impl(nb_tensor *input, int dim, nb_tensor *index, nb
     int d = index_put_check(NB_OP_INDEX_ADD, input, dim, index, source);
     if (d < 0) return NULL;
     if (input->dtype == NB_BOOL || !nb_dtype_is_compute(input->dtype) || source->dtype != input->dtype)
-        return NB_FAIL(NB_ERR_DTYPE, "index_add: needs float32, float64, int32, int64 or uint8 input and source of one dtype, got %s and %s",
+        return NB_FAIL(NB_ERR_DTYPE, "index_add: needs float32, float64 or integer input and source of one dtype, got %s and %s",
                        nb_dtype_name(input->dtype), nb_dtype_name(source->dtype));
     nb_tensor *idx = index_copy(index), *src = nb_contiguous_nograd(source);
     nb_tensor *out = nb_empty_like(input);

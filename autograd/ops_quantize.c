@@ -227,6 +227,100 @@ nb_tensor *nb_fake_quantize_learnable_per_channel_affine(nb_tensor *x, nb_tensor
                         x, scale, zero_point, axis, quant_min, quant_max, grad_factor);
 }
 
+/* ---- quantize and dequantize (integer tensors) --------------------------- */
+
+/* The range of a quantized dtype (torch's quint8, qint8, qint32; int16 as
+ * their kin), or false with NB_ERR_DTYPE. */
+static bool qrange(const char *op, nb_dtype dt, int64_t *lo, int64_t *hi) {
+    switch (dt) {
+    case NB_U8: *lo = 0, *hi = 255; return true;
+    case NB_I8: *lo = INT8_MIN, *hi = INT8_MAX; return true;
+    case NB_I16: *lo = INT16_MIN, *hi = INT16_MAX; return true;
+    case NB_I32: *lo = INT32_MIN, *hi = INT32_MAX; return true;
+    default:
+        nb_set_error(NB_ERR_DTYPE, "%s: dtype %s is not a quantized dtype (uint8, int8, int16 or int32)", op,
+                     nb_dtype_name(dt));
+        return false;
+    }
+}
+
+/* The fake_quantize kernel with an int32 out (the clamped levels), cast to
+ * dtype: exact, the levels are in dtype's range. No graph: the levels are
+ * integers. */
+static nb_tensor *quantize_run(nb_tensor *x, nb_tensor *s, nb_tensor *z, int axis, nb_fake_quant_params q,
+                               nb_dtype dtype) {
+    int64_t geo[3];
+    fq_geometry(x, axis, geo);
+    nb_tensor *xc = nb_contiguous_nograd(x->dtype == NB_F32 || x->dtype == NB_F64 ? x : nb_to_dtype(x, NB_F32));
+    nb_tensor *out = xc ? nb_empty_on(x->ndim, x->shape, NB_I32, nb_device_of(x)) : NULL;
+    if (!out || !s || !z) return NULL;
+    nb_kview vo = as3(out, geo), vx = as3(xc, geo), vs = nb_kview_of(s), vz = nb_kview_of(z);
+    if (nb_kernel_fake_quantize(NB_BE(x), &vo, &vx, &vs, &vz, &q) != NB_OK) return NULL;
+    return dtype == NB_I32 ? out : nb_to_dtype(out, dtype);
+}
+
+nb_tensor *nb_quantize_per_tensor(nb_tensor *x, double scale, int64_t zero_point, nb_dtype dtype) {
+    const char *op = "quantize_per_tensor";
+    int64_t lo, hi;
+    if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(NB_OP_QUANTIZE_PER_TENSOR, 1, &x) || !qrange(op, dtype, &lo, &hi))
+        return NULL;
+    if (!(scale > 0) || !isfinite((float)scale))
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: scale (%g) must be positive and finite in float32", op, scale);
+    if (zero_point < lo || zero_point > hi)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: zero_point (%lld) must be in %s's range [%lld, %lld]", op,
+                       (long long)zero_point, nb_dtype_name(dtype), (long long)lo, (long long)hi);
+    nb_scope *s_ = nb_op_scope_begin();
+    nb_device dev = nb_device_of(x);
+    nb_tensor *s = nb_full_on(1, (int64_t[]){1}, (float)scale, NB_F32, dev),
+              *z = nb_full_on(1, (int64_t[]){1}, (double)zero_point, NB_F32, dev);
+    nb_fake_quant_params q = {.quant_min = lo, .quant_max = hi};
+    return nb_scope_return(s_, quantize_run(x, s, z, -1, q, dtype));
+}
+
+nb_tensor *nb_quantize_per_channel(nb_tensor *x, nb_tensor *scales, nb_tensor *zero_points, int axis, nb_dtype dtype) {
+    const char *op = "quantize_per_channel";
+    int64_t lo, hi;
+    if (!nb_check_inputs(op, 3, (nb_tensor *[]){x, scales, zero_points}) ||
+        !nb_check_dtypes(NB_OP_QUANTIZE_PER_CHANNEL, 1, &x) || !qrange(op, dtype, &lo, &hi) ||
+        !check_qparams(op, x, scales, zero_points, axis, true, false))
+        return NULL;
+    nb_scope *s_ = nb_op_scope_begin();
+    int64_t C = x->shape[axis];
+    nb_tensor *s = qparam_f32(scales, C), *z = qparam_f32(zero_points, C);
+    nb_fake_quant_params q = {.quant_min = lo, .quant_max = hi, .zp_float = nb_dtype_is_float(zero_points->dtype)};
+    return nb_scope_return(s_, quantize_run(x, s, z, axis, q, dtype));
+}
+
+/* (float32(q) - zero_point) * scale: q - zero_point is exact in float32
+ * for the quantized ranges (|q - z| < 2^24 but for int32), one rounding. */
+nb_tensor *nb_dequantize_per_tensor(nb_tensor *q, double scale, int64_t zero_point) {
+    const char *op = "dequantize_per_tensor";
+    int64_t lo, hi;
+    if (!nb_check_inputs(op, 1, &q) || !nb_check_dtypes(NB_OP_DEQUANTIZE_PER_TENSOR, 1, &q) ||
+        !qrange(op, q->dtype, &lo, &hi))
+        return NULL;
+    nb_scope *s_ = nb_op_scope_begin();
+    nb_tensor *d = nb_to_dtype(q, NB_F32);
+    if (d && zero_point) d = nb_add_scalar(d, -(double)zero_point);
+    return nb_scope_return(s_, d ? nb_mul_scalar(d, (float)scale) : NULL);
+}
+
+nb_tensor *nb_dequantize_per_channel(nb_tensor *q, nb_tensor *scales, nb_tensor *zero_points, int axis) {
+    const char *op = "dequantize_per_channel";
+    int64_t lo, hi;
+    if (!nb_check_inputs(op, 3, (nb_tensor *[]){q, scales, zero_points}) ||
+        !nb_check_dtypes(NB_OP_DEQUANTIZE_PER_CHANNEL, 1, &q) || !qrange(op, q->dtype, &lo, &hi) ||
+        !check_qparams(op, q, scales, zero_points, axis, true, false))
+        return NULL;
+    nb_scope *s_ = nb_op_scope_begin();
+    int64_t C = q->shape[axis], shape[NB_MAX_DIMS];
+    for (int d = 0; d < q->ndim; d++) shape[d] = d == axis ? C : 1;
+    nb_tensor *s = nb_reshape(qparam_f32(scales, C), q->ndim, shape),
+              *z = nb_reshape(qparam_f32(zero_points, C), q->ndim, shape);
+    nb_tensor *d = s && z ? nb_mul(nb_sub(nb_to_dtype(q, NB_F32), z), s) : NULL;
+    return nb_scope_return(s_, d);
+}
+
 /* ---- BitNet b1.58's fake quantizers (ternary weights, int8 activations) ---- */
 
 /* The straight-through estimator: the gradient passes unchanged. */
@@ -360,4 +454,80 @@ nb_tensor *nb_bitnet_linear(nb_tensor *x, nb_tensor *packed, nb_tensor *w_scale,
     shape[x->ndim - 1] = N;
     nb_tensor *r = nb_reshape(y, x->ndim, shape);
     return nb_scope_return(s_, nb_unwiden_16bit(r, back));
+}
+
+/* ---- int8 weight-only: per-channel symmetric int8 weights, float activations ---- */
+
+nb_status nb_int8_weight_quantize(nb_tensor *w, nb_tensor **qweight, nb_tensor **scales) {
+    const char *op = "int8_weight_quantize";
+    if (qweight) *qweight = NULL;
+    if (scales) *scales = NULL;
+    if (!qweight || !scales) return nb_set_error(NB_ERR_INVALID_ARG, "%s: NULL output", op);
+    if (!nb_check_inputs(op, 1, &w) || !nb_check_dtypes(NB_OP_INT8_WEIGHT_QUANTIZE, 1, &w)) return nb_last_status();
+    char a[NB_SHAPE_BUF];
+    if (w->ndim != 2)
+        return nb_set_error(NB_ERR_SHAPE, "%s: weight %s must be [out_features, in_features]", op,
+                            nb_fmt_shape(w->ndim, w->shape, a, sizeof a));
+    nb_scope *s_ = nb_op_scope_begin();
+    int last = 1;
+    nb_tensor *d = nb_to_dtype(nb_detach(w), NB_F32);
+    /* torchao's symmetric choose_qparams: amax / ((127 - -128) / 2), at least float32's eps */
+    nb_tensor *m = d ? nb_amax(nb_abs(d), &last, 1, false) : NULL;
+    nb_tensor *s = m ? nb_clamp_scalar(nb_div(m, nb_scalar_like(m, 127.5, NB_F32)), 0x1p-23, NAN) : NULL;
+    nb_tensor *z = s ? nb_zeros_like(s) : NULL;
+    nb_tensor *q = z ? nb_quantize_per_channel(d, s, z, 0, NB_I8) : NULL;
+    if (q && s) nb_retain(s); /* outlives the op's scope */
+    q = nb_scope_return(s_, q);
+    if (!q) {
+        if (s) nb_release(s);
+        return nb_last_status();
+    }
+    *qweight = q, *scales = nb_scope_adopt(s);
+    return NB_OK;
+}
+
+nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, nb_tensor *bias) {
+    const char *op = "linear_int8";
+    nb_tensor *in[4] = {x, qweight, scales, bias};
+    if (!nb_check_inputs(op, bias ? 4 : 3, in) || !nb_check_dtypes(NB_OP_LINEAR_INT8, 1, &x)) return NULL;
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (x->ndim < 1 || qweight->ndim != 2 || qweight->dtype != NB_I8 || qweight->shape[1] != x->shape[x->ndim - 1])
+        return NB_FAIL(qweight->dtype != NB_I8 ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                       "%s: x %s and qweight %s (%s) must be [..., K] and int8 [N, K]", op,
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
+                       nb_fmt_shape(qweight->ndim, qweight->shape, b, sizeof b), nb_dtype_name(qweight->dtype));
+    const int64_t N = qweight->shape[0], K = qweight->shape[1];
+    if (scales->ndim != 1 || scales->shape[0] != N || !nb_dtype_is_float(scales->dtype) ||
+        (bias && (bias->ndim != 1 || bias->shape[0] != N)))
+        return NB_FAIL(NB_ERR_SHAPE, "%s: scales %s (float) and bias must be [N] for qweight %s", op,
+                       nb_fmt_shape(scales->ndim, scales->shape, a, sizeof a),
+                       nb_fmt_shape(qweight->ndim, qweight->shape, b, sizeof b));
+    nb_scope *s_ = nb_op_scope_begin();
+    const nb_dtype dt = x->dtype;
+    nb_tensor *sc = nb_reshape(nb_contiguous_nograd(nb_to_dtype(nb_detach(scales), NB_F32)), 1, &N);
+    nb_tensor *bi = bias && bias->dtype != dt ? nb_to_dtype(bias, dt) : bias;
+    const int64_t M = K ? nb_numel(x) / K : 0;
+    bool grad = nb_is_grad_enabled() && (nb_requires_grad(x) || (bi && nb_requires_grad(bi)));
+    nb_tensor *y = NULL;
+    if (!grad && M <= 16 && K > 0 && nb_kernel_has(NB_BE(x), linear_int8) && sc && (!bias || bi)) {
+        /* few rows (decoding): the kernel reads the int8 weight as it is */
+        nb_tensor *x2 = nb_contiguous_nograd(nb_reshape(x, 2, (int64_t[]){M, K})), *qc = nb_contiguous_nograd(qweight);
+        nb_tensor *bc = bi ? nb_contiguous_nograd(bi) : NULL;
+        nb_tensor *out = x2 && qc && (!bi || bc) ? nb_empty_on(2, (int64_t[]){M, N}, dt, nb_device_of(x)) : NULL;
+        if (out) {
+            nb_kview vy = nb_kview_of(out), vx = nb_kview_of(x2), vq = nb_kview_of(qc), vs = nb_kview_of(sc), vb;
+            if (bc) vb = nb_kview_of(bc);
+            if (nb_kernel_linear_int8(NB_BE(x), &vy, &vx, &vq, &vs, bc ? &vb : NULL) == NB_OK) {
+                int64_t shape[NB_MAX_DIMS];
+                for (int d = 0; d < x->ndim - 1; d++) shape[d] = x->shape[d];
+                shape[x->ndim - 1] = N;
+                y = nb_reshape(out, x->ndim, shape);
+            }
+        }
+    } else if (sc && (!bias || bi)) {
+        /* many rows, or a gradient: the integer weights cast (exactly) to x's dtype, one matmul, the scales after */
+        y = nb_mul(nb_linear(x, nb_to_dtype(qweight, dt), NULL), nb_to_dtype(sc, dt));
+        if (y && bi) y = nb_add(y, bi);
+    }
+    return nb_scope_return(s_, y);
 }

@@ -75,7 +75,8 @@ nb_tensor *nb_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
     double lo = (double)low, hi = (double)high;
     static const double top[NB_DTYPE_COUNT] = {[NB_F32] = 0x1p24, [NB_F64] = 0x1p53, [NB_I32] = 0x1p31,
                                                [NB_I64] = 0x1p63, [NB_U8] = 256, [NB_BOOL] = 2,
-                                               [NB_F16] = 2048, [NB_BF16] = 256};
+                                               [NB_F16] = 2048, [NB_BF16] = 256, [NB_I8] = 128,
+                                               [NB_I16] = 0x1p15};
     double min = dt == NB_U8 || dt == NB_BOOL ? 0 : -top[dt];
     if (lo < min || hi > top[dt])
         return NB_FAIL(NB_ERR_INVALID_ARG, "randint: [%lld, %lld) does not fit %s", (long long)low, (long long)high,

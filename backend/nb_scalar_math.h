@@ -10,7 +10,7 @@
  *
  * The float formulas are an included template, nb_scalar_math_float.t.h,
  * instantiated for float (suffix f32) and double (f64); the integer helpers
- * are nb_scalar_math_int.t.h for int32_t and int64_t, plus the uint8 and
+ * are nb_scalar_math_int.t.h for int8_t, int16_t, int32_t and int64_t, plus the uint8 and
  * bool ones below. Every function has its suffix in both languages (nb_sm_unary_f32,
  * nb_sm_div_floor_i64); CUDA templates reach them through nb_sm_of<T>.
  *
@@ -88,6 +88,24 @@ template <typename T> struct nb_sm_of;
 #define NB_SM_T int64_t
 #define NB_SM_UT uint64_t
 #define NB_SM_SFX i64
+#include "nb_scalar_math_int.t.h"
+#undef NB_SM_T
+#undef NB_SM_UT
+#undef NB_SM_SFX
+
+/* int8 and int16 wrap through uint32_t, not their own unsigned type: that
+ * one would promote to int, and 65535 * 65535 overflows int. */
+#define NB_SM_T int8_t
+#define NB_SM_UT uint32_t
+#define NB_SM_SFX i8
+#include "nb_scalar_math_int.t.h"
+#undef NB_SM_T
+#undef NB_SM_UT
+#undef NB_SM_SFX
+
+#define NB_SM_T int16_t
+#define NB_SM_UT uint32_t
+#define NB_SM_SFX i16
 #include "nb_scalar_math_int.t.h"
 #undef NB_SM_T
 #undef NB_SM_UT

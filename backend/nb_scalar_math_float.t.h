@@ -419,12 +419,15 @@ NB_SM_FN double NB_SM(fq_level)(T x, float inv, float zp, bool zp_float) {
                     : (double)zp + (double)NB_M(rint)(x * (T)inv);
 }
 
+/* clamp(q, qmin, qmax), NaN to qmin: quantize_per_tensor's integer value */
+NB_SM_FN double NB_SM(fq_clamped)(T x, float inv, float zp, const nb_fake_quant_params *p) {
+    double q = NB_SM(fq_level)(x, inv, zp, p->zp_float);
+    return q >= (double)p->quant_min ? (q <= (double)p->quant_max ? q : (double)p->quant_max) : (double)p->quant_min;
+}
+
 /* out = (clamp(q, qmin, qmax) - z) * scale, in double and rounded once */
 NB_SM_FN T NB_SM(fake_quant)(T x, float scale, float inv, float zp, const nb_fake_quant_params *p) {
-    double q = NB_SM(fq_level)(x, inv, zp, p->zp_float);
-    double qc = q >= (double)p->quant_min ? (q <= (double)p->quant_max ? q : (double)p->quant_max)
-                                          : (double)p->quant_min;
-    return (T)((qc - (double)zp) * (double)scale);
+    return (T)((NB_SM(fq_clamped)(x, inv, zp, p) - (double)zp) * (double)scale);
 }
 
 /* The gradients of one element (g the incoming gradient, gf grad_factor):
@@ -481,6 +484,9 @@ template <> struct nb_sm_of<T> {
     NB_SM_FN T bitnet_out(int32_t acc, T s, float sw) { return NB_SM(bitnet_out)(acc, s, sw); }
     NB_SM_FN T fake_quant(T x, float s, float inv, float z, const nb_fake_quant_params *p) {
         return NB_SM(fake_quant)(x, s, inv, z, p);
+    }
+    NB_SM_FN double fq_clamped(T x, float inv, float z, const nb_fake_quant_params *p) {
+        return NB_SM(fq_clamped)(x, inv, z, p);
     }
     NB_SM_FN void fake_quant_grad(T g, T x, float s, float inv, float z, const nb_fake_quant_params *p, T gf, T *gx,
                                   T *gs, T *gz) {

@@ -1,7 +1,8 @@
 /* nb_scalar_math_int.t.h - one signed integer type's division, power and
  * shift helpers (PyTorch's BinaryOpsKernel.cpp and c10/util/generic_math.h),
- * included by nb_scalar_math.h with NB_SM_T (int32_t or int64_t), NB_SM_UT
- * (its unsigned type) and NB_SM_SFX (i32 or i64); no include guard, by
+ * included by nb_scalar_math.h with NB_SM_T (int8_t .. int64_t), NB_SM_UT
+ * (an unsigned type at least as wide, never narrower than unsigned int) and
+ * NB_SM_SFX (i8 .. i64); no include guard, by
  * design. Arithmetic that can overflow wraps through the unsigned type.
  * The divisions take b != 0 (the loops check for zero and report it);
  * b == -1 is special because INT_MIN / -1 and INT_MIN % -1 trap on x86. */

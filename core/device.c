@@ -9,9 +9,9 @@
 
 #include "nb_impl.h"
 
-static const size_t dtype_sizes[NB_DTYPE_COUNT] = {4, 8, 4, 8, 1, 1, 2, 2};
-static const char *const dtype_names[NB_DTYPE_COUNT] = {"float32", "float64", "int32",   "int64",
-                                                        "uint8",   "bool",    "float16", "bfloat16"};
+static const size_t dtype_sizes[NB_DTYPE_COUNT] = {4, 8, 4, 8, 1, 1, 2, 2, 1, 2};
+static const char *const dtype_names[NB_DTYPE_COUNT] = {"float32", "float64", "int32",    "int64", "uint8",
+                                                        "bool",    "float16", "bfloat16", "int8",  "int16"};
 static const char *const type_names[NB_DEVICE_TYPE_COUNT] = {"cpu", "cuda"};
 
 size_t nb_dtype_size(nb_dtype dt) { return (unsigned)dt < NB_DTYPE_COUNT ? dtype_sizes[dt] : 0; }

@@ -89,8 +89,11 @@ typedef enum nb_flag { NB_FLAG_DEFAULT = 0, NB_FLAG_TRUE, NB_FLAG_FALSE } nb_fla
  * read/written by safetensors; the ops that autocast runs in lower
  * precision and their neighbours compute on them with float32 arithmetic
  * inside, and the other computing ops reject them with NB_ERR_DTYPE (cast to
- * NB_F32 first; each op's dtypes: autograd/OPS.md). They are appended so the
- * older values keep their numbers. */
+ * NB_F32 first; each op's dtypes: autograd/OPS.md). NB_I8 and NB_I16
+ * (torch.int8, torch.int16) are integers like NB_I32: the integer ops take
+ * them, they wrap on overflow, and they hold quantized values
+ * (nb_quantize_per_tensor). New dtypes are appended so the older values keep
+ * their numbers. */
 typedef enum nb_dtype {
     NB_F32,
     NB_F64,
@@ -100,6 +103,8 @@ typedef enum nb_dtype {
     NB_BOOL,
     NB_F16,
     NB_BF16,
+    NB_I8,
+    NB_I16,
     NB_DTYPE_COUNT
 } nb_dtype;
 
@@ -107,7 +112,8 @@ typedef enum nb_dtype {
  * outside the enum. */
 size_t nb_dtype_size(nb_dtype dt);
 /* "float32", "float64", "int32", "int64", "uint8", "bool", "float16",
- * "bfloat16" (PyTorch's names); "invalid dtype" outside the enum. */
+ * "bfloat16", "int8", "int16" (PyTorch's names); "invalid dtype" outside
+ * the enum. */
 const char *nb_dtype_name(nb_dtype dt);
 /* True for NB_F32, NB_F64, NB_F16 and NB_BF16 (torch.is_floating_point). */
 bool nb_dtype_is_float(nb_dtype dt);

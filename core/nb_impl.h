@@ -103,7 +103,9 @@ static inline nb_backend *nb_backend_of(const nb_tensor *t) { return t->storage-
 /* What the CPU backend's kernels compute in (its own check of its
  * contract; ops ask nb_check_supported, the capability query, instead):
  * float16/bfloat16 are storage dtypes there. */
-static inline bool nb_dtype_is_compute(nb_dtype dt) { return (unsigned)dt < (unsigned)NB_F16; }
+static inline bool nb_dtype_is_compute(nb_dtype dt) {
+    return (unsigned)dt < NB_DTYPE_COUNT && dt != NB_F16 && dt != NB_BF16;
+}
 static inline bool nb_dtype_is_compute_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64; }
 static inline bool nb_same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
 #define NB_BE(t) (nb_backend_of(t))

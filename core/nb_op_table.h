@@ -61,13 +61,14 @@ extern "C" {
 /* The bit of dtype dt in a dtype mask (a row's dtypes, nb_op_info.dtypes). */
 #define NB_DTM(dt) (1u << (dt))
 #define NB_DTM_F (NB_DTM(NB_F32) | NB_DTM(NB_F64))                      /* float math */
-#define NB_DTM_INT (NB_DTM(NB_I32) | NB_DTM(NB_I64) | NB_DTM(NB_U8))   /* integers */
+#define NB_DTM_INT (NB_DTM(NB_I32) | NB_DTM(NB_I64) | NB_DTM(NB_U8) | NB_DTM(NB_I8) | NB_DTM(NB_I16)) /* integers */
 #define NB_DTM_INTB (NB_DTM_INT | NB_DTM(NB_BOOL))                     /* integers, bool */
 #define NB_DTM_N (NB_DTM_F | NB_DTM_INT)                               /* numbers */
 #define NB_DTM_A6 (NB_DTM_N | NB_DTM(NB_BOOL))                         /* the compute dtypes */
 #define NB_DTM_A8 (NB_DTM_A6 | NB_DTM(NB_F16) | NB_DTM(NB_BF16))      /* every dtype */
 #define NB_DTM_I64 NB_DTM(NB_I64)                                     /* int64 only (indices) */
 #define NB_DTM_H (NB_DTM(NB_F16) | NB_DTM(NB_BF16))                   /* the 16-bit floats */
+#define NB_DTM_Q (NB_DTM(NB_U8) | NB_DTM(NB_I8) | NB_DTM(NB_I16) | NB_DTM(NB_I32)) /* quantized values */
 
 /* Short names of the flags for the table's rows: NB_D differentiable, NB_C
  * composite, NB_V view, NB_S sync, NB_R random, NB_LP lower precision, NB_D2
@@ -413,7 +414,13 @@ extern "C" {
     X(BITNET_WEIGHT_QUANT, bitnet_weight_quant, quantize, NB_D | NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW(straight_through), AC(NONE)) \
     X(BITNET_ACTIVATION_QUANT, bitnet_activation_quant, quantize, NB_D | NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW(straight_through), AC(NONE)) \
     X(BITNET_PACK, bitnet_pack, quantize, NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce), BW_NONE, AC(NONE)) \
-    X(BITNET_LINEAR, bitnet_linear, quantize, 0, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(bitnet_linear), BW_NONE, AC(NONE))
+    X(BITNET_LINEAR, bitnet_linear, quantize, 0, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(bitnet_linear), BW_NONE, AC(NONE)) \
+    X(QUANTIZE_PER_TENSOR, quantize_per_tensor, quantize, 0, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(fake_quantize), BW_NONE, AC(NONE)) \
+    X(QUANTIZE_PER_CHANNEL, quantize_per_channel, quantize, 0, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(unary) K(unary_backward) K(fake_quantize), BW_NONE, AC(NONE)) \
+    X(DEQUANTIZE_PER_TENSOR, dequantize_per_tensor, quantize, NB_C, NB_DTM_Q, K(copy) K(fill) K(unary) K(unary_backward), BW_NONE, AC(NONE)) \
+    X(DEQUANTIZE_PER_CHANNEL, dequantize_per_channel, quantize, NB_C, NB_DTM_Q, K(copy) K(fill) K(arange) K(binary) K(unary) K(unary_backward), BW_NONE, AC(NONE)) \
+    X(INT8_WEIGHT_QUANTIZE, int8_weight_quantize, quantize, NB_C, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(fake_quantize), BW_NONE, AC(NONE)) \
+    X(LINEAR_INT8, linear_int8, quantize, NB_D, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(matmul) K(fake_quantize), BW_CALLS, AC(NONE))
 /* clang-format on */
 
 /* The ops' ids, NB_OP_<ID> in table order (the tape records them), and

@@ -14,8 +14,8 @@
  * tensor name to {"dtype": "F32", "shape": [2, 3], "data_offsets": [b, e]}
  * (byte offsets into the data section, C order, little-endian) and may hold
  * "__metadata__", an object of string pairs. Supported dtypes: F32, F64,
- * I32, I64, U8, BOOL, F16 (IEEE binary16) and BF16 (bfloat16), nabla's
- * dtypes; others (F8_*, I8, I16, U16, ...) are refused by name. F16/BF16
+ * I32, I64, I16, I8, U8, BOOL, F16 (IEEE binary16) and BF16 (bfloat16),
+ * nabla's dtypes; others (F8_*, U16, ...) are refused by name. F16/BF16
  * bits are stored and read unchanged (PyTorch's torch.float16/bfloat16).
  *
  * Integrity: the writer stores each tensor's CRC-32 (zlib's crc32 of its

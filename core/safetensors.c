@@ -32,7 +32,7 @@
 
 static const char *const st_dtype_names[NB_DTYPE_COUNT] = {
     [NB_F32] = "F32", [NB_F64] = "F64", [NB_I32] = "I32", [NB_I64] = "I64",
-    [NB_U8] = "U8",   [NB_BOOL] = "BOOL", [NB_F16] = "F16", [NB_BF16] = "BF16"};
+    [NB_U8] = "U8",   [NB_BOOL] = "BOOL", [NB_F16] = "F16", [NB_BF16] = "BF16", [NB_I8] = "I8", [NB_I16] = "I16"};
 
 static int st_dtype_parse(const char *s) {
     for (int d = 0; d < NB_DTYPE_COUNT; d++)
@@ -107,7 +107,7 @@ static nb_status parse_entry(const src *s, const char *name, json_t *v, uint64_t
            *off = json_object_get(v, "data_offsets");
     if (!json_is_string(dt)) return FMT_ERR("tensor '%s' has no dtype string", s->label, name);
     if ((e->dtype = st_dtype_parse(json_string_value(dt))) < 0)
-        return FMT_ERR("tensor '%s' has dtype '%.32s'; nabla reads F32, F64, I32, I64, U8, BOOL, F16 and BF16", s->label, name,
+        return FMT_ERR("tensor '%s' has dtype '%.32s'; nabla reads F32, F64, I32, I64, I16, I8, U8, BOOL, F16 and BF16", s->label, name,
                        json_string_value(dt));
     if (!json_is_array(sh)) return FMT_ERR("tensor '%s' has no shape array", s->label, name);
     if (json_array_size(sh) > NB_MAX_DIMS)

@@ -81,9 +81,8 @@ nb_tensor *nb_idx_load(const char *path);
 
 /* ---- NumPy files (.npy, .npz) ------------------------------------------
  * numpy.save / numpy.load / numpy.savez (format: numpy/lib/format.py).
- * NumPy's types load as nabla dtypes: bool, uint8, int32, int64, float16,
- * float32, float64 as they are; int8 and int16 widen to int32, uint16 to
- * int32, uint32 and uint64 to int64 (a uint64 above INT64_MAX fails);
+ * NumPy's types load as nabla dtypes: bool, uint8, int8, int16, int32,
+ * int64, float16, float32, float64 as they are; uint16 widens to int32, uint32 and uint64 to int64 (a uint64 above INT64_MAX fails);
  * big-endian data is byte-swapped; Fortran-order arrays load C-ordered
  * with the same values. Other types (complex, strings, objects,
  * structured arrays) fail with NB_ERR_DTYPE naming them. Files are written
@@ -107,8 +106,8 @@ nb_tensor *nb_npy_load(const char *path);
  * copy-on-write (pages are read when touched; writes through the tensor
  * stay in this process, the file never changes). The mapping lives until
  * the last tensor or view of it is released. Only data nabla reads as it
- * is: little-endian bool-free types of nabla's widths (uint8, int32,
- * int64, float16, float32, float64) in C order; other files fail with
+ * is: little-endian bool-free types of nabla's widths (uint8, int8,
+ * int16, int32, int64, float16, float32, float64) in C order; other files fail with
  * NB_ERR_UNSUPPORTED (nb_npy_load converts them). As any mapping, a file
  * truncated by another process while mapped faults (SIGBUS) when the lost
  * pages are touched. Errors: as nb_npy_load, NB_ERR_UNSUPPORTED. */
@@ -163,7 +162,7 @@ nb_status nb_npz_save(const char *path, const nb_named_tensor *arrays, int n, bo
  * numbers, strings, bytes, torch.Size, torch.device and dtypes (as their
  * names), tensors (_rebuild_tensor, _v2, _v3) and nn.Parameter; sparse,
  * quantized, meta and subclassed tensors fail with NB_ERR_UNSUPPORTED and
- * dtypes nabla lacks (int8, int16, complex, float8) with NB_ERR_DTYPE. The
+ * dtypes nabla lacks (complex, float8, uint16) with NB_ERR_DTYPE. The
  * legacy formats (before torch 1.6: a bare pickle or a tar file) fail with
  * NB_ERR_UNSUPPORTED. */
 

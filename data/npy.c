@@ -98,7 +98,7 @@ static nb_status parse_descr(const char *name, const char *d, npy_header *h) {
     h->kind = kind;
     switch (kind) {
     case 'f': h->dtype = size == 2 ? NB_F16 : size == 4 ? NB_F32 : size == 8 ? NB_F64 : NB_DTYPE_COUNT; break;
-    case 'i': h->dtype = size == 1 || size == 2 || size == 4 ? NB_I32 : size == 8 ? NB_I64 : NB_DTYPE_COUNT; break;
+    case 'i': h->dtype = size == 1 ? NB_I8 : size == 2 ? NB_I16 : size == 4 ? NB_I32 : size == 8 ? NB_I64 : NB_DTYPE_COUNT; break;
     case 'u': h->dtype = size == 1 ? NB_U8 : size == 2 ? NB_I32 : size == 4 || size == 8 ? NB_I64 : NB_DTYPE_COUNT; break;
     case 'b': h->dtype = size == 1 ? NB_BOOL : NB_DTYPE_COUNT; break;
     default: h->dtype = NB_DTYPE_COUNT;
@@ -196,6 +196,8 @@ static nb_status convert(const npy_header *h, const uint8_t *src, void *dst, con
         case 'i': { /* sign-extend */
             int64_t v = size == 8 ? (int64_t)u : (int64_t)(u << (64 - 8 * size)) >> (64 - 8 * size);
             if (h->dtype == NB_I32) ((int32_t *)dst)[i] = (int32_t)v;
+            else if (h->dtype == NB_I16) ((int16_t *)dst)[i] = (int16_t)v;
+            else if (h->dtype == NB_I8) ((int8_t *)dst)[i] = (int8_t)v;
             else ((int64_t *)dst)[i] = v;
             break;
         }
@@ -355,6 +357,8 @@ static const char *npy_descr(nb_dtype dt) {
     case NB_I32: return "<i4";
     case NB_I64: return "<i8";
     case NB_U8: return "|u1";
+    case NB_I8: return "|i1";
+    case NB_I16: return "<i2";
     case NB_BOOL: return "|b1";
     default: return NULL;
     }

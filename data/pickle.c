@@ -57,7 +57,7 @@ static const struct {
     int dtype;
 } dtypes[] = {
     {"float32", NB_F32}, {"float64", NB_F64}, {"float16", NB_F16}, {"bfloat16", NB_BF16}, {"int64", NB_I64},
-    {"int32", NB_I32}, {"uint8", NB_U8}, {"bool", NB_BOOL}, {"int8", -1}, {"int16", -1}, {"complex32", -1},
+    {"int32", NB_I32}, {"uint8", NB_U8}, {"bool", NB_BOOL}, {"int8", NB_I8}, {"int16", NB_I16}, {"complex32", -1},
     {"complex64", -1}, {"complex128", -1}, {"qint8", -1}, {"quint8", -1}, {"qint32", -1}, {"quint4x2", -1},
     {"quint2x4", -1}, {"float8_e4m3fn", -1}, {"float8_e5m2", -1}, {"float8_e4m3fnuz", -1}, {"float8_e5m2fnuz", -1},
     {"float8_e8m0fnu", -1}, {"float4_e2m1fn_x2", -1}, {"uint16", -1}, {"uint32", -1}, {"uint64", -1},
@@ -74,7 +74,7 @@ static const struct {
 } legacy[] = {
     {"Float", NB_F32, false}, {"Double", NB_F64, false}, {"Half", NB_F16, false}, {"BFloat16", NB_BF16, false},
     {"Long", NB_I64, false}, {"Int", NB_I32, false}, {"Byte", NB_U8, false}, {"Bool", NB_BOOL, false},
-    {"Short", -1, false}, {"Char", -1, false}, {"ComplexFloat", -1, false}, {"ComplexDouble", -1, false},
+    {"Short", NB_I16, false}, {"Char", NB_I8, false}, {"ComplexFloat", -1, false}, {"ComplexDouble", -1, false},
     {"QInt8", -1, true}, {"QUInt8", -1, true}, {"QInt32", -1, true}, {"QUInt4x2", -1, true}, {"QUInt2x4", -1, true},
 };
 

@@ -486,6 +486,8 @@ static const char *storage_type(nb_dtype dt) {
     case NB_I64: return "LongStorage";
     case NB_I32: return "IntStorage";
     case NB_U8: return "ByteStorage";
+    case NB_I8: return "CharStorage";
+    case NB_I16: return "ShortStorage";
     case NB_BOOL: return "BoolStorage";
     default: return NULL;
     }

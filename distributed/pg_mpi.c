@@ -37,6 +37,8 @@ static MPI_Datatype mpi_type(nb_dtype dt) {
     case NB_F64: return MPI_DOUBLE;
     case NB_I32: return MPI_INT32_T;
     case NB_I64: return MPI_INT64_T;
+    case NB_I8: return MPI_INT8_T;
+    case NB_I16: return MPI_INT16_T;
     case NB_F16: case NB_BF16: return MPI_UINT16_T; /* moved, never reduced */
     default: return MPI_UINT8_T;                    /* uint8, bool */
     }

@@ -76,6 +76,8 @@ static ncclDataType_t nccl_type(nb_dtype dt) {
     case NB_BF16: return ncclBfloat16;
     case NB_I32: return ncclInt32;
     case NB_I64: return ncclInt64;
+    case NB_I8: return ncclInt8;
+    case NB_I16: return ncclFloat16; /* moved, never reduced (process_group.c) */
     default: return ncclUint8; /* uint8, bool */
     }
 }

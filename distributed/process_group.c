@@ -156,8 +156,9 @@ void *nb_pg_data(const nb_tensor *t) { return nb_data_ptr(t); }
 
 static bool carried(nb_dist_backend b, nb_dtype dt, bool reduce) {
     switch (dt) {
-    case NB_F32: case NB_F64: case NB_I32: case NB_I64: case NB_U8: case NB_BOOL: return true;
+    case NB_F32: case NB_F64: case NB_I32: case NB_I64: case NB_U8: case NB_I8: case NB_BOOL: return true;
     case NB_F16: case NB_BF16: return !reduce || b == NB_DIST_NCCL;
+    case NB_I16: return !reduce || b != NB_DIST_NCCL; /* NCCL has no int16 type: moved as 16-bit words */
     default: return false;
     }
 }

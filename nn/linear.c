@@ -5,6 +5,7 @@
  * forward quantizes; and nn.Bilinear.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "nb_extension.h"
@@ -17,10 +18,12 @@ typedef struct nb_linear_ctx {
     int64_t in_features, out_features;
     nb_tensor *weight, *bias; /* borrowed from the module's parameters; bias may be NULL */
     nb_tensor *packed, *w_scale; /* a packed BitLinear's buffers (nb_module_bitnet_pack; weight NULL) */
+    nb_tensor *qweight;          /* an int8 weight-only Linear's (nb_module_int8_weight_only), with w_scale */
 } nb_linear_ctx;
 
 static nb_tensor *linear_forward(nb_module *m, nb_tensor *x) {
     nb_linear_ctx *c = nb_module_ctx(m);
+    if (c->qweight) return nb_linear_int8(x, c->qweight, c->w_scale, c->bias);
     return nb_linear(x, c->weight, c->bias);
 }
 
@@ -108,36 +111,57 @@ nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias,
     return linear_new(&bitlinear_ops, "BitLinear", in_features, out_features, bias, dt);
 }
 
-/* One BitLinear: weight -> buffers weight_packed, weight_scale. */
-static nb_status bitlinear_pack(nb_module *m) {
+/* ---- weight replacements: packed BitLinear, int8 weight-only Linear ---------------- */
+
+/* How a module kind trades its float weight for two buffers. */
+typedef struct weight_swap {
+    const nb_module_ops *ops;                                  /* the modules it applies to (their kind) */
+    nb_status (*quantize)(nb_tensor *, nb_tensor **, nb_tensor **); /* weight -> the two buffers */
+    const char *names[2];                                      /* the buffers' names */
+    size_t slot;                                               /* offsetof the ctx field for buffer 0 */
+} weight_swap;
+
+static const weight_swap bitnet_swap = {&bitlinear_ops, nb_bitnet_pack, {"weight_packed", "weight_scale"},
+                                        offsetof(nb_linear_ctx, packed)};
+static const weight_swap int8_swap = {&linear_ops, nb_int8_weight_quantize, {"weight_int8", "weight_scale"},
+                                      offsetof(nb_linear_ctx, qweight)};
+
+/* One module: weight -> the two buffers (nothing when it has them already). */
+static nb_status swap_weight(nb_module *m, const weight_swap *w) {
     nb_linear_ctx *c = nb_module_ctx(m);
-    if (c->packed) return NB_OK;
+    nb_tensor **slot = (nb_tensor **)((char *)c + w->slot);
+    if (*slot) return NB_OK;
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *p, *sc;
-    nb_status st = nb_bitnet_pack(c->weight, &p, &sc);
-    if (!st) st = nb_module_register_buffer(m, "weight_packed", p);
-    if (!st) st = nb_module_register_buffer(m, "weight_scale", sc); /* failing: the weight stays, still used */
+    nb_tensor *a, *b;
+    nb_status st = w->quantize(c->weight, &a, &b);
+    if (!st) st = nb_module_register_buffer(m, w->names[0], a);
+    if (!st) st = nb_module_register_buffer(m, w->names[1], b); /* failing: the weight stays, still used */
     if (!st) {
         nb_release(nb_module_take_parameter(m, "weight"));
-        c->weight = NULL, c->packed = nb_module_get(m, "weight_packed"), c->w_scale = nb_module_get(m, "weight_scale");
+        c->weight = NULL, *slot = nb_module_get(m, w->names[0]), c->w_scale = nb_module_get(m, w->names[1]);
     }
     nb_scope_end(s);
     return st;
 }
 
-nb_status nb_module_bitnet_pack(nb_module *m) {
+/* m's tree, m included, in order. */
+static nb_status swap_tree(nb_module *m, const weight_swap *w) {
     const char *kind = nb_module_kind(m); /* records a NULL m */
     if (!kind) return nb_last_status();
-    if (kind == bitlinear_ops.kind) {
-        nb_status st = bitlinear_pack(m);
+    if (kind == w->ops->kind) {
+        nb_status st = swap_weight(m, w);
         if (st) return st;
     }
     for (int i = 0; i < nb_module_num_children(m); i++) {
-        nb_status st = nb_module_bitnet_pack(nb_module_child_at(m, i));
+        nb_status st = swap_tree(nb_module_child_at(m, i), w);
         if (st) return st;
     }
     return NB_OK;
 }
+
+nb_status nb_module_bitnet_pack(nb_module *m) { return swap_tree(m, &bitnet_swap); }
+
+nb_status nb_module_int8_weight_only(nb_module *m) { return swap_tree(m, &int8_swap); }
 
 /* ---- Bilinear ---------------------------------------------------------------------- */
 

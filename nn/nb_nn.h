@@ -174,6 +174,21 @@ nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias,
  * Errors: NB_ERR_INVALID_ARG (NULL m), nb_bitnet_pack's; on an error the
  * module being packed keeps its float weight. */
 nb_status nb_module_bitnet_pack(nb_module *m);
+/* Converts every Linear of m's tree (m included) to int8 weight-only
+ * (torchao's int8_weight_only): its weight becomes the buffers
+ * "weight_int8" (int8 [out, in]) and "weight_scale" (float32 [out]) of
+ * nb_int8_weight_quantize (nb_quantize.h), the float weight is released
+ * (half a bfloat16 weight's memory, a quarter of a float32 one's), and the
+ * forward runs nb_linear_int8 (the int8 kernel for up to 16 rows, a
+ * dequantized matmul above). The bias stays a parameter in its dtype. The
+ * state_dict then holds the int8 tensors; it loads into a model built the
+ * same way and converted. Only modules of kind "Linear" convert (a
+ * decoder's tied LM head, GPT-2's Conv1D and MultiheadAttention's
+ * in_proj_weight stay float); a converted Linear and other modules are
+ * left as they are. Errors: NB_ERR_INVALID_ARG (NULL m),
+ * nb_int8_weight_quantize's; on an error the module being converted keeps
+ * its float weight. */
+nb_status nb_module_int8_weight_only(nb_module *m);
 nb_module *nb_nn_relu(void);
 nb_module *nb_nn_sigmoid(void);
 nb_module *nb_nn_tanh(void);

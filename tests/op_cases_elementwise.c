@@ -118,6 +118,41 @@ static nb_tensor *bn_linear(nb_tensor *const *x, const nb_op_case *c) {
     return nb_bitnet_pack(x[1], &p, &s) == NB_OK ? nb_bitnet_linear(x[0], p, s, x[2]) : NULL;
 }
 
+/* quantize to int8 (scale 0.25, zero point 2: some levels clamp), per
+ * channel with x[1]'s scales and x[2] rounded to int32 zero points; the
+ * integer runs of dequantize read x[0] as the levels, with fixed qparams */
+static nb_tensor *q_tensor(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    return nb_quantize_per_tensor(x[0], 0.25, 2, NB_I8);
+}
+static nb_tensor *q_channel(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_tensor *z = nb_to_dtype(nb_round(nb_to_dtype(nb_detach(x[2]), NB_F32)), NB_I32);
+    return nb_quantize_per_channel(x[0], x[1], z, 1, NB_U8);
+}
+static nb_tensor *dq_tensor(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    return nb_dequantize_per_tensor(x[0], 0.25, -1);
+}
+static nb_tensor *dq_channel(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_device dev = nb_device_of(x[0]);
+    return nb_dequantize_per_channel(x[0], nb_mul_scalar(nb_arange_on(1, 4, 1, NB_F32, dev), 0.25),
+                                     nb_arange_on(-1, 2, 1, NB_I64, dev), 1);
+}
+/* int8 weight-only: w [5, 32] quantized, x [2, 3, 32] (6 rows: the kernel
+ * without grad, the dequantized matmul with it) with a bias */
+static nb_tensor *i8_quant(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_tensor *q, *s;
+    return nb_int8_weight_quantize(x[0], &q, &s) == NB_OK ? q : NULL;
+}
+static nb_tensor *i8_linear(nb_tensor *const *x, const nb_op_case *c) {
+    (void)c;
+    nb_tensor *q, *s;
+    return nb_int8_weight_quantize(x[1], &q, &s) == NB_OK ? nb_linear_int8(x[0], q, s, x[2]) : NULL;
+}
+
 static const nb_op_case cases[] = {
     /* unary */
     U1(NEG, neg, K_REAL),
@@ -265,6 +300,18 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 5, 130)}, .flags = C_NOGRAD},
     {.op = NB_OP_BITNET_LINEAR, .label = "bitnet_linear [2, 3, 130] x [5, 130] + bias", .fn = bn_linear, .n_in = 3,
      .in = {IN(K_REAL, 2, 3, 130), IN(K_REAL, 5, 130), IN(K_REAL, 5)}, .flags = C_NOGRAD, .tol = 1e-4},
+    {.op = NB_OP_QUANTIZE_PER_TENSOR, .label = "quantize_per_tensor int8 scale 0.25 zp 2", .fn = q_tensor, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3)}, .flags = C_NOGRAD},
+    {.op = NB_OP_QUANTIZE_PER_CHANNEL, .label = "quantize_per_channel uint8 axis 1", .fn = q_channel, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 2), IN(K_POS, 3), IN(K_POS, 3)}, .flags = C_NOGRAD},
+    {.op = NB_OP_DEQUANTIZE_PER_TENSOR, .label = "dequantize_per_tensor scale 0.25 zp -1", .fn = dq_tensor, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3)}, .flags = C_NOGRAD},
+    {.op = NB_OP_DEQUANTIZE_PER_CHANNEL, .label = "dequantize_per_channel axis 1", .fn = dq_channel, .n_in = 1,
+     .in = {IN(K_REAL, 2, 3, 2)}, .flags = C_NOGRAD},
+    {.op = NB_OP_INT8_WEIGHT_QUANTIZE, .label = "int8_weight_quantize [5, 32]", .fn = i8_quant, .n_in = 1,
+     .in = {IN(K_REAL, 5, 32)}, .flags = C_NOGRAD},
+    {.op = NB_OP_LINEAR_INT8, .label = "linear_int8 [2, 3, 32] x [5, 32] + bias", .fn = i8_linear, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 32), IN(K_REAL, 5, 32), IN(K_REAL, 5)}, .flags = C_NOGC, .tol = 1e-4},
 };
 
 const nb_case_table nb_cases_elementwise = {cases, (int)(sizeof cases / sizeof cases[0])};

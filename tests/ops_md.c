@@ -9,7 +9,7 @@
 #include "ops_md.h"
 
 static void dtypes(unsigned m, char *buf, size_t len) {
-    static const char *const short_names[NB_DTYPE_COUNT] = {"f32", "f64", "i32", "i64", "u8", "bool", "f16", "bf16"};
+    static const char *const short_names[NB_DTYPE_COUNT] = {"f32", "f64", "i32", "i64", "u8", "bool", "f16", "bf16", "i8", "i16"};
     size_t pos = 0;
     buf[0] = 0;
     for (int d = 0; d < NB_DTYPE_COUNT && pos < len; d++)

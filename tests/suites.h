@@ -33,6 +33,7 @@
     X(ops_rms_norm) \
     X(ops_rope) \
     X(ops_quantize) \
+    X(ops_int8) \
     X(ops_scan) \
     X(ops_sort) \
     X(ops_gather) \

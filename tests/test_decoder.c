@@ -541,6 +541,34 @@ static void naive_greedy(nb_module *m, const int64_t *prompt, int64_t n, int64_t
     }
 }
 
+/* int8 weight-only Llama: q/k/v/o and the MLP convert (the tied head and
+ * the embedding stay float), the forward stays near the float one, and
+ * greedy generation (few rows a step: the int8 kernel) equals the naive
+ * greedy loop over the converted model's full forward. */
+START_TEST(test_int8_weight_only_llama) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(6);
+    nb_module *m = tiny_llama_ex(NB_F32, 2, true, false);
+    nb_module_train(m, false);
+    int64_t v[24];
+    for (int i = 0; i < 24; i++) v[i] = (5 * i + 1) % 40;
+    nb_tensor *x = ids_of(2, 12, v);
+    nb_tensor *before = nb_forward(m, x);
+    NB_CK_OK(nb_module_int8_weight_only(m));
+    ck_assert_ptr_null(nb_module_get(nb_module_child(m, "model.layers.0.mlp.up_proj"), "weight"));
+    NB_CK_NOTNULL(nb_module_get(nb_module_child(m, "model.layers.1.self_attn.k_proj"), "weight_int8"));
+    NB_CK_NOTNULL(nb_module_get(nb_module_child(m, "model.embed_tokens"), "weight"));
+    nb_ck_close_to(nb_forward(m, x), before, 0.2); /* logits of a few units; weights within amax / 255 */
+    const int64_t prompt[3] = {4, 17, 9};
+    int64_t out[16], want[16];
+    ck_assert_int_eq(nb_generate(m, prompt, 3, out, 16, (nb_generate_options){.max_new_tokens = 8}), 8);
+    naive_greedy(m, prompt, 3, 8, want);
+    for (int i = 0; i < 8; i++) ck_assert_int_eq(out[i], want[i]);
+    nb_module_free(m);
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_generate) {
     nb_scope *s = nb_scope_begin();
     nb_manual_seed(7);
@@ -817,6 +845,7 @@ Suite *nb_suite_decoder(void) {
     tcase_add_test(tc, test_kv_cache_matches_full_forward);
     tcase_add_test(tc, test_training_steps);
     tcase_add_test(tc, test_bitnet_packed_llama);
+    tcase_add_test(tc, test_int8_weight_only_llama);
     tcase_add_test(tc, test_rotary_tables);
     tcase_add_test(tc, test_generate);
     tcase_add_test(tc, test_decoder_16bit);

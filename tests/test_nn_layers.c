@@ -355,6 +355,52 @@ START_TEST(test_bitlinear_pack) {
 }
 END_TEST
 
+/* int8 weight-only: every Linear of a Sequential converts (twice is a
+ * no-op), its weight becomes weight_int8 / weight_scale, the output stays
+ * within the quantization error of the float model's, and the int8
+ * state_dict loads into a model converted the same way. */
+START_TEST(test_linear_int8_weight_only) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(3);
+    nb_module *a = nb_nn_sequential(nb_nn_linear(64, 32), nb_nn_relu(), nb_nn_linear(32, 5));
+    nb_manual_seed(4);
+    nb_module *b = nb_nn_sequential(nb_nn_linear(64, 32), nb_nn_relu(), nb_nn_linear(32, 5));
+    NB_CK_NOTNULL(a);
+    NB_CK_NOTNULL(b);
+    nb_generator g = nb_generator_new(5);
+    nb_tensor *x = nb_randn(2, (int64_t[]){3, 64}, NB_F32, &g);
+    nb_tensor *before = nb_forward(a, x);
+    NB_CK_OK(nb_module_int8_weight_only(a));
+    NB_CK_OK(nb_module_int8_weight_only(a));
+    nb_module *l0 = nb_module_child(a, "0");
+    ck_assert_ptr_null(nb_module_get(l0, "weight"));
+    nb_tensor *q = nb_module_get(l0, "weight_int8");
+    NB_CK_NOTNULL(q);
+    ck_assert_int_eq(nb_dtype_of(q), NB_I8);
+    nb_ck_shape(q, 2, (int64_t[]){32, 64});
+    nb_ck_shape(nb_module_get(l0, "weight_scale"), 1, (int64_t[]){32});
+    nb_named_tensor pr[8];
+    ck_assert_int_eq(nb_module_parameters(a, pr, 8), 2); /* the biases */
+    nb_tensor *after = nb_forward(a, x);
+    nb_ck_close_to(after, before, 0.02); /* weights within half a step (amax / 255) */
+    char path[] = "/tmp/nb_int8_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    NB_CK_OK(nb_module_state_dict_save(a, path));
+    NB_CK_OK(nb_module_int8_weight_only(b));
+    nb_load_report r;
+    NB_CK_OK(nb_module_load_state_dict(b, path, true, &r));
+    nb_load_report_free(&r);
+    unlink(path);
+    nb_ck_close_to(nb_forward(b, x), after, 0);
+    NB_CK_FAILS(nb_module_int8_weight_only(NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_module_free(a);
+    nb_module_free(b);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_nn_layers(void) {
     Suite *s = suite_create("nn_layers");
     TCase *t = tcase_create("layers");
@@ -366,6 +412,7 @@ Suite *nb_suite_nn_layers(void) {
     tcase_add_test(t, test_spectral_norm);
     tcase_add_test(t, test_bitlinear);
     tcase_add_test(t, test_bitlinear_pack);
+    tcase_add_test(t, test_linear_int8_weight_only);
     suite_add_tcase(s, t);
     return s;
 }

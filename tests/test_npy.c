@@ -210,7 +210,7 @@ START_TEST(test_npy_against_numpy) {
         const struct {
             const char *name, *kind;
             nb_dtype dt;
-        } types[] = {{"bool", "b", NB_BOOL},    {"int8", "i", NB_I32},     {"int16", "i", NB_I32},
+        } types[] = {{"bool", "b", NB_BOOL},    {"int8", "i", NB_I8},      {"int16", "i", NB_I16},
                      {"int32", "i", NB_I32},    {"int64", "i", NB_I64},    {"uint8", "u", NB_U8},
                      {"uint16", "u", NB_I32},   {"uint32", "u", NB_I64},   {"uint64", "u", NB_I64},
                      {"float16", "f", NB_F16},  {"float32", "f", NB_F32},  {"float64", "f", NB_F64}};
@@ -222,7 +222,8 @@ START_TEST(test_npy_against_numpy) {
                 ck_assert_int_eq(nb_dtype_of(t), types[k].dt);
                 nb_ck_shape(t, 3, shape);
                 nb_tensor *m = nb_npy_load_mmap(path); /* only what needs no conversion maps */
-                bool maps = (!(v & 1) || types[k].dt == NB_U8) && !(v & 2) && types[k].dt != NB_BOOL && /* one byte: no order */
+                bool maps = (!(v & 1) || types[k].dt == NB_U8 || types[k].dt == NB_I8) && !(v & 2) &&
+                            types[k].dt != NB_BOOL && /* one byte: no order */
                             (types[k].dt != NB_I32 || !strcmp(types[k].name, "int32")) &&
                             (types[k].dt != NB_I64 || !strcmp(types[k].name, "int64"));
                 if (maps) ck_values(m, types[k].kind, path);

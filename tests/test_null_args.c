@@ -179,6 +179,15 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_bitnet_linear, NULL, NULL, NULL, NULL);
     NP(nb_bitnet_linear, x, NULL, NULL, NULL);
     NS(nb_module_bitnet_pack, NULL);
+    NP(nb_quantize_per_tensor, NULL, 0.1, 0, NB_I8);
+    NP(nb_quantize_per_channel, NULL, NULL, NULL, 0, NB_I8);
+    NP(nb_quantize_per_channel, x, NULL, NULL, 0, NB_I8);
+    NP(nb_dequantize_per_tensor, NULL, 0.1, 0);
+    NP(nb_dequantize_per_channel, NULL, NULL, NULL, 0);
+    NS(nb_int8_weight_quantize, NULL, NULL, NULL);
+    NP(nb_linear_int8, NULL, NULL, NULL, NULL);
+    NP(nb_linear_int8, x, NULL, NULL, NULL);
+    NS(nb_module_int8_weight_only, NULL);
     NS(nb_nn_rotary_embedding_forward, NULL, 4, 0, NULL, NULL);
     NX(nb_gpt2_get_config, NULL);
     NX(nb_llama_get_config, NULL);

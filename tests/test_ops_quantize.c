@@ -384,6 +384,176 @@ START_TEST(test_fake_quantize_errors) {
 }
 END_TEST
 
+/* quantize_per_tensor by hand: x / 0.5 holds ties (to even), values past
+ * both ends of each dtype's range, NaN (the minimum), +-inf; int32 keeps
+ * levels float32 could not; dequantize returns (q - z) * s. Every device. */
+START_TEST(test_quantize_per_tensor_by_hand) {
+    static const double x[10] = {-2.25, -1.25, 0.25, 0.75, 1.25, 100, -100, NAN, INFINITY, -INFINITY};
+    static const double want8[10] = {-3, -1, 1, 3, 3, 127, -128, -128, 127, -128};   /* zp 1 */
+    static const double wantu8[10] = {6, 8, 10, 12, 12, 210, 0, 0, 255, 0};         /* zp 10 */
+    static const double want16[10] = {-4, -2, 0, 2, 2, 200, -200, -32768, 32767, -32768};
+    nb_device devs[9] = {NB_CPU};
+    int nd = 1 + nb_test_accelerators(devs + 1, 8);
+    for (int d = 0; d < nd; d++)
+        for (int k = 0; k < 2; k++) {
+            nb_scope *s = nb_scope_begin();
+            nb_tensor *xt = nb_to_device(vec(10, k ? NB_F64 : NB_F32, x, true), devs[d]);
+            nb_tensor *q = nb_quantize_per_tensor(xt, 0.5, 1, NB_I8);
+            NB_CK_NOTNULL(q);
+            ck_assert_int_eq(nb_dtype_of(q), NB_I8);
+            ck_assert(!nb_requires_grad(q));
+            nb_ck_close(q, want8, 10, 0, 0);
+            nb_ck_close(nb_quantize_per_tensor(xt, 0.5, 10, NB_U8), wantu8, 10, 0, 0);
+            nb_ck_close(nb_quantize_per_tensor(xt, 0.5, 0, NB_I16), want16, 10, 0, 0);
+            nb_tensor *dq = nb_dequantize_per_tensor(q, 0.5, 1);
+            ck_assert_int_eq(nb_dtype_of(dq), NB_F32);
+            double back[10];
+            for (int i = 0; i < 10; i++) back[i] = (want8[i] - 1) * 0.5;
+            nb_ck_close(dq, back, 10, 0, 0);
+            /* int32: 2^24 + 1 levels are exact (float32 would round them) */
+            nb_tensor *big = nb_to_device(vec(2, NB_F64, (double[]){16777217, -16777217}, false), devs[d]);
+            nb_ck_close(nb_quantize_per_tensor(big, 1, 0, NB_I32), (double[]){16777217, -16777217}, 2, 0, 0);
+            /* bfloat16 x is read as float32 */
+            nb_tensor *xb = nb_to_dtype(nb_to_device(vec(3, NB_F32, (double[]){0.25, -0.75, 3}, false), devs[d]),
+                                        NB_BF16);
+            nb_ck_close(nb_quantize_per_tensor(xb, 0.5, 0, NB_I8), (double[]){0, -2, 6}, 3, 0, 0);
+            nb_scope_end(s);
+        }
+}
+END_TEST
+
+/* per channel: x [2, 3] along axis 1 with scales [0.5, 0.25, 1] and zero
+ * points int64 [0, 2, -1] (and float ones: z + x / s rounded together);
+ * along axis 0; dequantize per channel inverts it on the levels. */
+START_TEST(test_quantize_per_channel_by_hand) {
+    nb_device devs[9] = {NB_CPU};
+    int nd = 1 + nb_test_accelerators(devs + 1, 8);
+    for (int d = 0; d < nd; d++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *x = nb_to_device(nb_test_tensor(2, (int64_t[]){2, 3}, NB_F32, (double[]){0.75, 0.3, -2.6, -40, 1, 300}),
+                                    devs[d]);
+        nb_tensor *sc = nb_to_device(vec(3, NB_F32, (double[]){0.5, 0.25, 1}, false), devs[d]);
+        nb_tensor *zi = nb_to_device(vec(3, NB_I64, (double[]){0, 2, -1}, false), devs[d]);
+        nb_tensor *q = nb_quantize_per_channel(x, sc, zi, 1, NB_I8);
+        /* 1.5 -> 2; 1.2 -> 1, + 2; -2.6 -> -3, - 1; -80 clamps; 4 + 2; 300 - 1 clamps */
+        nb_ck_close(q, (double[]){2, 3, -4, -80, 6, 127}, 6, 0, 0);
+        nb_ck_close(nb_dequantize_per_channel(q, sc, zi, 1), (double[]){1, 0.25, -3, -40, 1, 128}, 6, 0, 0);
+        nb_tensor *zf = nb_to_device(vec(3, NB_F32, (double[]){0.5, 0.5, 0}, false), devs[d]);
+        /* rint(0.5 + 1.5) = 2; rint(0.5 + 1.2) = 2; rint(0.5 - 80) = -80 (tie to even); rint(0.5 + 4) = 4 */
+        nb_ck_close(nb_quantize_per_channel(x, sc, zf, 1, NB_I8), (double[]){2, 2, -3, -80, 4, 127}, 6, 0, 0);
+        nb_tensor *s0 = nb_to_device(vec(2, NB_F32, (double[]){0.5, 2}, false), devs[d]);
+        nb_tensor *z0 = nb_to_device(vec(2, NB_I32, (double[]){0, 0}, false), devs[d]);
+        nb_ck_close(nb_quantize_per_channel(x, s0, z0, 0, NB_U8), (double[]){2, 1, 0, 0, 0, 150}, 6, 0, 0);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
+START_TEST(test_quantize_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = vec(3, NB_F32, (double[]){0, 1, 2}, false);
+    NB_CK_FAILS(nb_quantize_per_tensor(x, 0.1, 0, NB_F32), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_quantize_per_tensor(x, 0.1, 0, NB_I64), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_quantize_per_tensor(x, 0, 0, NB_I8), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_quantize_per_tensor(x, NAN, 0, NB_I8), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_quantize_per_tensor(x, 1e300, 0, NB_I8), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_quantize_per_tensor(x, 0.1, 128, NB_I8), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_quantize_per_tensor(x, 0.1, -1, NB_U8), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_quantize_per_tensor(vec(3, NB_I32, (double[]){0, 1, 2}, false), 0.1, 0, NB_I8), NB_ERR_DTYPE);
+    nb_tensor *sc = vec(3, NB_F32, (double[]){1, 1, 1}, false), *z = vec(3, NB_I64, (double[]){0, 0, 0}, false);
+    NB_CK_FAILS(nb_quantize_per_channel(x, sc, z, 1, NB_I8), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_quantize_per_channel(x, vec(2, NB_F32, (double[]){1, 1}, false), z, 0, NB_I8), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_dequantize_per_tensor(x, 0.1, 0), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_dequantize_per_channel(nb_quantize_per_channel(x, sc, z, 0, NB_I8), sc, z, 1), NB_ERR_INVALID_ARG);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* int8_weight_quantize by hand: row scales amax / 127.5, levels rounded
+ * to even; a zero row gets the eps scale and zero levels. */
+START_TEST(test_int8_weight_quantize_by_hand) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *w = nb_test_tensor(2, (int64_t[]){3, 4}, NB_F32,
+                                  (double[]){1.275, -2.55, 0.01, 2.55, 0, 0, 0, 0, -1, 0.5, 0.25, 1.0 / 255});
+    nb_tensor *q, *sc;
+    NB_CK_OK(nb_int8_weight_quantize(w, &q, &sc));
+    ck_assert_int_eq(nb_dtype_of(q), NB_I8);
+    ck_assert_int_eq(nb_dtype_of(sc), NB_F32);
+    nb_ck_close(sc, (double[]){0.02, 0x1p-23, 1 / 127.5}, 3, 1e-9, 1e-6);
+    /* row 0: 63.75 -> 64, -127.5 -> -128 (ties to even), 0.5 -> 0, 127.5 -> 128 clamped to 127; row 2:
+     * 1.0f / (1 / 127.5f) is 127.49999 in float32, so -1 -> -127 (torchao's 1.0 / scale too) */
+    nb_ck_close(q, (double[]){64, -128, 0, 127, 0, 0, 0, 0, -127, 64, 32, 0}, 12, 0, 0);
+    NB_CK_FAILS(nb_int8_weight_quantize(vec(3, NB_F32, (double[]){0, 1, 2}, false), &q, &sc) == NB_OK, NB_ERR_SHAPE);
+    ck_assert_ptr_null(q);
+    nb_scope_end(s);
+}
+END_TEST
+
+/* linear_int8 against the float64 formula x (q s)^T + b: the kernel (few
+ * rows, no grad) and the dequantized matmul (many rows, or a gradient), in
+ * float32, float64 and bfloat16, on every device; twice the same bits; x
+ * and bias get linear's gradients. K = 40 (not a multiple of 16: CUDA's
+ * scalar path) and 64 (its vector path). */
+START_TEST(test_linear_int8_matches_formula) {
+    nb_device devs[9] = {NB_CPU};
+    int nd = 1 + nb_test_accelerators(devs + 1, 8);
+    for (int d = 0; d < nd; d++)
+        for (int kk = 0; kk < 2; kk++) {
+            const int64_t K = kk ? 64 : 40, N = 7;
+            nb_scope *s = nb_scope_begin();
+            nb_generator g = nb_generator_new(31 + (uint64_t)kk);
+            nb_tensor *w = nb_to_device(nb_randn(2, (int64_t[]){N, K}, NB_F32, &g), devs[d]);
+            nb_tensor *b = nb_to_device(nb_randn(1, (int64_t[]){N}, NB_F32, &g), devs[d]);
+            nb_tensor *q, *sc;
+            NB_CK_OK(nb_int8_weight_quantize(w, &q, &sc));
+            nb_tensor *wd = nb_mul(nb_to_dtype(q, NB_F64), nb_reshape(nb_to_dtype(sc, NB_F64), 2, (int64_t[]){N, 1}));
+            for (int rows = 1; rows <= 20; rows += 19) { /* 1 row: the kernel; 20: the matmul */
+                nb_tensor *x = nb_to_device(nb_randn(2, (int64_t[]){rows, K}, NB_F32, &g), devs[d]);
+                nb_tensor *want = nb_linear(nb_to_dtype(x, NB_F64), wd, nb_to_dtype(b, NB_F64));
+                nb_tensor *y = nb_linear_int8(x, q, sc, b);
+                NB_CK_NOTNULL(y);
+                ck_assert_int_eq(nb_dtype_of(y), NB_F32);
+                nb_ck_close_to(y, want, 1e-4);
+                nb_ck_close_to(nb_linear_int8(x, q, sc, b), y, 0); /* deterministic */
+                nb_ck_close_to(nb_linear_int8(nb_to_dtype(x, NB_F64), q, sc, nb_to_dtype(b, NB_F64)), want, 1e-12);
+                nb_tensor *yb = nb_linear_int8(nb_to_dtype(x, NB_BF16), q, sc, nb_to_dtype(b, NB_BF16));
+                ck_assert_int_eq(nb_dtype_of(yb), NB_BF16);
+                nb_ck_close_to(yb, want, 0.15);
+                /* 3-d x keeps its leading dims */
+                nb_ck_shape(nb_linear_int8(nb_reshape(x, 3, (int64_t[]){1, rows, K}), q, sc, NULL), 3,
+                            (int64_t[]){1, rows, N});
+            }
+            /* gradients: x and bias as linear's with the dequantized weight */
+            nb_tensor *x = nb_to_device(nb_randn(2, (int64_t[]){2, K}, NB_F64, &g), devs[d]);
+            nb_tensor *bd = nb_to_dtype(b, NB_F64);
+            NB_CK_OK(nb_set_requires_grad(x, true));
+            NB_CK_OK(nb_set_requires_grad(bd, true));
+            NB_CK_OK(nb_backward(nb_sum(nb_linear_int8(x, q, sc, bd), NULL, 0, false)));
+            nb_tensor *gx = nb_tensor_grad(x), *gb = nb_tensor_grad(bd);
+            nb_tensor *x2 = nb_detach(x), *b2 = nb_detach(bd);
+            NB_CK_OK(nb_set_requires_grad(x2, true));
+            NB_CK_OK(nb_set_requires_grad(b2, true));
+            NB_CK_OK(nb_backward(nb_sum(nb_linear(x2, wd, b2), NULL, 0, false)));
+            nb_ck_close_to(gx, nb_tensor_grad(x2), 1e-12);
+            nb_ck_close_to(gb, nb_tensor_grad(b2), 0);
+            nb_scope_end(s);
+        }
+}
+END_TEST
+
+START_TEST(test_linear_int8_errors) {
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *x = nb_zeros(2, (int64_t[]){2, 4}, NB_F32), *w = nb_ones(2, (int64_t[]){3, 4}, NB_F32), *q, *sc;
+    NB_CK_OK(nb_int8_weight_quantize(w, &q, &sc));
+    NB_CK_FAILS(nb_linear_int8(x, w, sc, NULL), NB_ERR_DTYPE);                            /* float weight */
+    NB_CK_FAILS(nb_linear_int8(nb_zeros(2, (int64_t[]){2, 5}, NB_F32), q, sc, NULL), NB_ERR_SHAPE); /* K */
+    NB_CK_FAILS(nb_linear_int8(x, q, nb_ones(1, (int64_t[]){2}, NB_F32), NULL), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_linear_int8(x, q, sc, nb_ones(1, (int64_t[]){4}, NB_F32)), NB_ERR_SHAPE);
+    NB_CK_FAILS(nb_linear_int8(nb_zeros(2, (int64_t[]){2, 4}, NB_I32), q, sc, NULL), NB_ERR_DTYPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_quantize(void) {
     Suite *s = suite_create("ops_quantize");
     TCase *tc = tcase_create("core");
@@ -399,6 +569,12 @@ Suite *nb_suite_ops_quantize(void) {
     tcase_add_test(tc, test_bitnet_pack_layout);
     tcase_add_test(tc, test_bitnet_linear_matches_fake_quant);
     tcase_add_test(tc, test_bitnet_linear_devices_match_cpu);
+    tcase_add_test(tc, test_quantize_per_tensor_by_hand);
+    tcase_add_test(tc, test_quantize_per_channel_by_hand);
+    tcase_add_test(tc, test_quantize_errors);
+    tcase_add_test(tc, test_int8_weight_quantize_by_hand);
+    tcase_add_test(tc, test_linear_int8_matches_formula);
+    tcase_add_test(tc, test_linear_int8_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -39,7 +39,7 @@ nb_status nb_check_index_add(nb_backend *be, const nb_kview *gx, int dim, const 
     nb_status st = check_index_args("index_add", gx, g, dim, index);
     if (st) return st;
     if (!nb_dtype_in(gx->dtype, NB_CHK_F | NB_DTM_INT))
-        return nb_set_error(NB_ERR_DTYPE, "index_add: needs float32, float64, int32, int64 or uint8, got %s",
+        return nb_set_error(NB_ERR_DTYPE, "index_add: needs a float32, float64 or integer dtype, got %s",
                             nb_dtype_name(gx->dtype));
     return NB_OK;
 }

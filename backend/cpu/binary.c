@@ -44,13 +44,21 @@
 #define S u8
 #define NB_BIN_INT 1
 #include "binary.t.h"
+#define T int8_t
+#define S i8
+#define NB_BIN_INT 1
+#include "binary.t.h"
+#define T int16_t
+#define S i16
+#define NB_BIN_INT 1
+#include "binary.t.h"
 #define T bool
 #define S b8
 #define NB_BIN_INT -1
 #include "binary.t.h"
 
 #define FL(OP) [NB_F32] = OP##_f32, [NB_F64] = OP##_f64
-#define IN(OP) [NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8
+#define IN(OP) [NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8, [NB_I8] = OP##_i8, [NB_I16] = OP##_i16
 static const nb_cpu_loop_fn bin_loops[NB_BINARY_OP_COUNT][NB_DTYPE_COUNT] = {
     [NB_BINARY_ADD] = {FL(add), IN(add), [NB_BOOL] = add_b8},
     [NB_BINARY_SUB] = {FL(sub), IN(sub)},

@@ -1,5 +1,5 @@
 /* binary.t.h - binary.c's loops for one dtype, included with T (the
- * element type), S (its suffix: f32, f64, i32, i64, u8, b8) and
+ * element type), S (its suffix: f32, f64, i32, i64, u8, i8, i16, b8) and
  * NB_BIN_INT (1 for the integer dtypes, which have the division loops and
  * lack the float ops; bool has neither) defined; no include guard, by
  * design. Every formula is nb_scalar_math.h's nb_sm_binary_<S>, called

@@ -68,6 +68,8 @@ static inline bf16 f64_to_bf16(double d) { return f32b_to_bf16(f64_to_f32b_odd(d
 #define LD_int32_t(x) (x)
 #define LD_int64_t(x) (x)
 #define LD_uint8_t(x) (x)
+#define LD_int8_t(x) (x)
+#define LD_int16_t(x) (x)
 #define LD_b8(x) (x)
 #define LD_f16(x) f16_to_f32(x)
 #define LD_bf16(x) bf16_to_f32(x)
@@ -78,6 +80,8 @@ static inline bf16 f64_to_bf16(double d) { return f32b_to_bf16(f64_to_f32b_odd(d
 #define CV_int32_t(x) ((int32_t)(x))
 #define CV_int64_t(x) ((int64_t)(x))
 #define CV_uint8_t(x) ((uint8_t)(int64_t)(x))
+#define CV_int8_t(x) ((int8_t)(int64_t)(x)) /* through int64, wrapping (as uint8) */
+#define CV_int16_t(x) ((int16_t)(int64_t)(x))
 #define CV_b8(x) ((b8)(x))
 #define CV_f16(x) _Generic((x), float: f32_to_f16, default: f64_to_f16)(x)
 #define CV_bf16(x) _Generic((x), float: f32_to_bf16, default: f64_to_bf16)(x)
@@ -106,7 +110,9 @@ static inline bf16 f64_to_bf16(double d) { return f32b_to_bf16(f64_to_f32b_odd(d
     CAST_LOOP(DT, uint8_t)                                                                      \
     CAST_LOOP(DT, b8)                                                                           \
     CAST_LOOP(DT, f16)                                                                          \
-    CAST_LOOP(DT, bf16)
+    CAST_LOOP(DT, bf16)                                                                         \
+    CAST_LOOP(DT, int8_t)                                                                       \
+    CAST_LOOP(DT, int16_t)
 CAST_INTO(float)
 CAST_INTO(double)
 CAST_INTO(int32_t)
@@ -115,6 +121,8 @@ CAST_INTO(uint8_t)
 CAST_INTO(b8)
 CAST_INTO(f16)
 CAST_INTO(bf16)
+CAST_INTO(int8_t)
+CAST_INTO(int16_t)
 
 /* A same-dtype 16-bit copy moves bits (a float round trip would quiet sNaNs). */
 #define LD_u16(x) (x)
@@ -122,13 +130,14 @@ CAST_INTO(bf16)
 typedef uint16_t u16;
 CAST_LOOP(u16, u16)
 
-/* [dst][src], in nb_dtype order: F32, F64, I32, I64, U8, BOOL, F16, BF16 */
+/* [dst][src], in nb_dtype order: F32, F64, I32, I64, U8, BOOL, F16, BF16, I8, I16 */
 #define CAST_ROW(DT)                                                                            \
     { cast_##DT##_float, cast_##DT##_double, cast_##DT##_int32_t, cast_##DT##_int64_t,          \
-      cast_##DT##_uint8_t, cast_##DT##_b8, cast_##DT##_f16, cast_##DT##_bf16 }
+      cast_##DT##_uint8_t, cast_##DT##_b8, cast_##DT##_f16, cast_##DT##_bf16,                   \
+      cast_##DT##_int8_t, cast_##DT##_int16_t }
 static const nb_cpu_loop_fn cast_loops[NB_DTYPE_COUNT][NB_DTYPE_COUNT] = {
-    CAST_ROW(float), CAST_ROW(double), CAST_ROW(int32_t), CAST_ROW(int64_t),
-    CAST_ROW(uint8_t), CAST_ROW(b8), CAST_ROW(f16), CAST_ROW(bf16),
+    CAST_ROW(float), CAST_ROW(double), CAST_ROW(int32_t), CAST_ROW(int64_t), CAST_ROW(uint8_t),
+    CAST_ROW(b8),    CAST_ROW(f16),    CAST_ROW(bf16),    CAST_ROW(int8_t),  CAST_ROW(int16_t),
 };
 
 static nb_cpu_loop_fn cast_loop(nb_dtype dst, nb_dtype src) {
@@ -182,8 +191,9 @@ FILL_LOOP(uint8_t)
 FILL_LOOP(b8)
 FILL_LOOP(u16)
 
-static const nb_cpu_loop_fn fill_loops[NB_DTYPE_COUNT] = {fill_float,   fill_double,  fill_int32_t, fill_int64_t,
-                                                          fill_uint8_t, fill_b8,      fill_u16,     fill_u16};
+/* by size: an int8's bits fill as a uint8's, an int16's as a 16-bit float's */
+static const nb_cpu_loop_fn fill_loops[NB_DTYPE_COUNT] = {fill_float, fill_double, fill_int32_t, fill_int64_t, fill_uint8_t,
+                                                          fill_b8,    fill_u16,    fill_u16,     fill_uint8_t, fill_u16};
 
 /* dst[i] = start + i * step, computed in double and cast as the copy
  * kernel casts float64 (contiguous 1-D dst, checked: backend/check/copy.c).
@@ -203,6 +213,8 @@ nb_status nb_cpu_arange(nb_backend *be, const nb_kview *dst, double start, doubl
         case NB_BOOL: ((b8 *)p)[i] = CV_b8(v); break;
         case NB_F16: ((u16 *)p)[i] = f64_to_f16(v); break;
         case NB_BF16: ((u16 *)p)[i] = f64_to_bf16(v); break;
+        case NB_I8: ((int8_t *)p)[i] = CV_int8_t(v); break;
+        case NB_I16: ((int16_t *)p)[i] = CV_int16_t(v); break;
         default: break; /* not a dtype: rejected by the check */
         }
     }
@@ -217,6 +229,8 @@ nb_status nb_cpu_fill(nb_backend *be, const nb_kview *dst, double value) {
         int32_t i32;
         int64_t i64;
         uint8_t u8;
+        int8_t i8;
+        int16_t i16;
         b8 b;
         u16 h;
     } v;
@@ -229,6 +243,8 @@ nb_status nb_cpu_fill(nb_backend *be, const nb_kview *dst, double value) {
     case NB_BOOL: v.b = CV_b8(value); break;
     case NB_F16: v.h = f64_to_f16(value); break;
     case NB_BF16: v.h = f64_to_bf16(value); break;
+    case NB_I8: v.i8 = CV_int8_t(value); break;
+    case NB_I16: v.i16 = CV_int16_t(value); break;
     default: return NB_OK; /* not a dtype: rejected by backend/check/copy.c */
     }
     nb_cpu_iter it;

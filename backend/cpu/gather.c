@@ -125,6 +125,16 @@ enum { M_ASSIGN = NB_SCATTER_ASSIGN, M_SUM = NB_SCATTER_SUM, M_PROD = NB_SCATTER
 #define ISNAN I_NAN
 #define DIV F_DIV
 #include "scatter.t.h"
+#define T int8_t
+#define S i8
+#define ISNAN I_NAN
+#define DIV I_DIV
+#include "scatter.t.h"
+#define T int16_t
+#define S i16
+#define ISNAN I_NAN
+#define DIV I_DIV
+#include "scatter.t.h"
 
 typedef void (*scatter_line_fn)(const line_job *j, int64_t l, int64_t *counts);
 
@@ -148,6 +158,8 @@ static scatter_line_fn scatter_fn(nb_dtype dt) {
     case NB_F64: return scatter_line_f64;
     case NB_I32: return scatter_line_i32;
     case NB_I64: return scatter_line_i64;
+    case NB_I8: return scatter_line_i8;
+    case NB_I16: return scatter_line_i16;
     default: return scatter_line_u8; /* uint8; bool (plain scatter only) */
     }
 }

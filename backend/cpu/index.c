@@ -105,6 +105,8 @@ static void zero_rows(void *arg, int64_t r0, int64_t r1) {
 #define WRAP_ADD32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b))) /* wraps, as PyTorch */
 #define WRAP_ADD64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
 #define WRAP_ADD8(a, b) ((uint8_t)((a) + (b)))
+#define WRAP_ADDI8(a, b) ((int8_t)(uint8_t)((unsigned)(uint8_t)(a) + (uint8_t)(b)))
+#define WRAP_ADDI16(a, b) ((int16_t)(uint16_t)((unsigned)(uint16_t)(a) + (uint16_t)(b)))
 #define T float
 #define S f32
 #define ADD PLAIN_ADD
@@ -125,6 +127,14 @@ static void zero_rows(void *arg, int64_t r0, int64_t r1) {
 #define S u8
 #define ADD WRAP_ADD8
 #include "index_add.t.h"
+#define T int8_t
+#define S i8
+#define ADD WRAP_ADDI8
+#include "index_add.t.h"
+#define T int16_t
+#define S i16
+#define ADD WRAP_ADDI16
+#include "index_add.t.h"
 
 nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g,
                            int64_t skip_index) {
@@ -133,6 +143,7 @@ nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb
     if (st != NB_OK) return st;
     nb_cpu_range_fn fn = gx->dtype == NB_F32 ? add_units_f32 : gx->dtype == NB_F64 ? add_units_f64
                        : gx->dtype == NB_I32 ? add_units_i32 : gx->dtype == NB_I64 ? add_units_i64
+                       : gx->dtype == NB_I8 ? add_units_i8 : gx->dtype == NB_I16 ? add_units_i16
                        : add_units_u8; /* the dtypes the check lets through */
     add_job j = {gx->data, g->data, index->data, index->shape[0], gx->shape[dim], 1, skip_index, 0, 1};
     int64_t outer;
@@ -239,8 +250,9 @@ static bool nz_at(const char *p, nb_dtype dt) {
     case NB_F64: return *(const double *)p != 0;
     case NB_I32: return *(const int32_t *)p != 0;
     case NB_I64: return *(const int64_t *)p != 0;
+    case NB_I16: return *(const int16_t *)p != 0;
     case NB_F16: case NB_BF16: return (*(const uint16_t *)p & 0x7FFF) != 0; /* +-0 is zero */
-    default: return *(const uint8_t *)p != 0; /* u8, bool */
+    default: return *(const uint8_t *)p != 0; /* u8, i8, bool */
     }
 }
 

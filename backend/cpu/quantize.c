@@ -1,6 +1,7 @@
 /* quantize.c - the CPU's fake quantization (torch.fake_quantize_per_tensor_
- * affine / per_channel_affine and the learnable variants' gradients) and
- * BitNet b1.58's packed ternary product. Each fake-quantized element is the
+ * affine / per_channel_affine and the learnable variants' gradients; with
+ * int32 levels out, quantize_per_tensor), the int8 weight-only product
+ * (linear_int8) and BitNet b1.58's packed ternary product. Each fake-quantized element is the
  * shared scalar formula (nb_sm_fake_quant_*, nb_scalar_math_float.t.h), so
  * the CUDA kernels give the same bits; rows [c, inner] are independent, so
  * any split over threads gives the same bits. Compiled once per
@@ -14,6 +15,7 @@
 #endif
 
 #include "cpu_common.h"
+#include "half16.h"
 #include "nb_impl.h"
 #include "nb_scalar_math.h"
 #include "threadpool.h"
@@ -24,7 +26,16 @@ typedef struct fq_job {
     const float *scale, *zp;
     int64_t C, inner;
     const nb_fake_quant_params *p;
+    bool levels; /* out is int32: the clamped levels, not dequantized */
 } fq_job;
+
+typedef struct i8_job {
+    const char *x, *bias;
+    const int8_t *q;
+    const float *scales;
+    char *y;
+    int64_t M, N, K;
+} i8_job;
 
 #define T_ float
 #define S f32
@@ -39,8 +50,37 @@ nb_status nb_cpu_fake_quantize(nb_backend *be, const nb_kview *out, const nb_kvi
     int64_t rows = x->shape[0] * x->shape[1], inner = x->shape[2];
     if (rows == 0 || inner == 0) return NB_OK;
     fq_job j = {.out = out->data, .x = x->data, .scale = scale->data, .zp = zero_point->data,
-                .C = x->shape[1], .inner = inner, .p = p};
+                .C = x->shape[1], .inner = inner, .p = p, .levels = out->dtype == NB_I32};
     nb_cpu_parallel_for(rows, NB_CPU_GRAIN / inner + 1, x->dtype == NB_F32 ? fq_rows_f32 : fq_rows_f64, &j);
+    return NB_OK;
+}
+
+nb_status nb_cpu_linear_int8(nb_backend *be, const nb_kview *y, const nb_kview *x, const nb_kview *qweight,
+                             const nb_kview *scales, const nb_kview *bias) {
+    /* checked: backend/check/quantize.c */
+    const int64_t M = x->shape[0], K = x->shape[1], N = qweight->shape[0];
+    if (M == 0 || N == 0) return NB_OK;
+    i8_job j = {.x = x->data, .bias = bias ? bias->data : NULL, .q = qweight->data, .scales = scales->data,
+                .y = y->data, .M = M, .N = N, .K = K};
+    const nb_dtype dt = x->dtype;
+    void *block = NULL;
+    float *f = NULL;
+    if (nb_dtype_is_16bit(dt)) { /* x and bias to float32, the float32 loop, y rounded once */
+        size_t n = (size_t)(M * K + N + M * N);
+        f = nb_alloc_raw(be, n * sizeof(float), nb_backend_current_stream(be), &block);
+        if (!f) return nb_last_status();
+        const uint16_t *xh = x->data, *bh = bias ? bias->data : NULL;
+        for (int64_t i = 0; i < M * K; i++) f[i] = dt == NB_BF16 ? bf16_to_f32(xh[i]) : f16_to_f32(xh[i]);
+        for (int64_t i = 0; bh && i < N; i++) f[M * K + i] = dt == NB_BF16 ? bf16_to_f32(bh[i]) : f16_to_f32(bh[i]);
+        j.x = (const char *)f, j.bias = bh ? (const char *)(f + M * K) : NULL, j.y = (char *)(f + M * K + N);
+    }
+    nb_cpu_parallel_for(N, NB_CPU_GRAIN / (M * K + 1) + 1, dt == NB_F64 ? linear_i8_cols_f64 : linear_i8_cols_f32, &j);
+    if (f) {
+        const float *yf = f + M * K + N;
+        uint16_t *yh = y->data;
+        for (int64_t i = 0; i < M * N; i++) yh[i] = dt == NB_BF16 ? f32_to_bf16(yf[i]) : f32_to_f16(yf[i]);
+        nb_free_raw(be, block);
+    }
     return NB_OK;
 }
 

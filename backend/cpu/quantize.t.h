@@ -1,5 +1,5 @@
-/* quantize.t.h - the fake-quantization loops and BitNet's activation
- * quantization for one type, included by quantize.c with T_, S defined; no
+/* quantize.t.h - the fake-quantization loops, the int8 weight-only
+ * product's columns and BitNet's activation quantization for one type, included by quantize.c with T_, S defined; no
  * include guard, by design. TS(name_) pastes the suffix (name_f32). */
 #define TS(name) NB_CPU_CAT(name, S)
 #define SM(name) NB_CPU_CAT(nb_sm_##name##_, S)
@@ -10,6 +10,11 @@ static void TS(fq_rows_)(void *arg, int64_t r0, int64_t r1) {
         int64_t c = r % j->C;
         float s = j->scale[c], inv = 1.0f / s, z = j->zp[c];
         const T_ *x = (const T_ *)j->x + r * j->inner;
+        if (j->levels) { /* quantize_per_tensor: the clamped levels as int32 */
+            int32_t *q = (int32_t *)j->out + r * j->inner;
+            for (int64_t i = 0; i < j->inner; i++) q[i] = (int32_t)SM(fq_clamped)(x[i], inv, z, j->p);
+            continue;
+        }
         T_ *y = (T_ *)j->out + r * j->inner;
         for (int64_t i = 0; i < j->inner; i++) y[i] = SM(fake_quant)(x[i], s, inv, z, j->p);
     }
@@ -44,6 +49,35 @@ static void TS(bitnet_quant_row_)(const T_ *xr, int64_t K, int64_t kp, int8_t *q
     for (int64_t k = 0; k < K; k++) t += q[k] = SM(bitnet_act_level)(xr[k], s);
     for (int64_t k = K; k < kp; k++) q[k] = 0;
     *sx = (double)s, *sum = t;
+}
+
+/* sum_k x[k] q[k] in T_: 16 lane sums (the loop the compiler vectorises),
+ * added pairwise in a fixed tree, then the tail: one order for every K. */
+static T_ TS(i8_dot_)(const T_ *x, const int8_t *q, int64_t K) {
+    T_ acc[16] = {0};
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16)
+        for (int l = 0; l < 16; l++) acc[l] += x[k + l] * (T_)q[k + l];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    T_ t = acc[0];
+    for (; k < K; k++) t += x[k] * (T_)q[k];
+    return t;
+}
+
+/* Output columns [n0, n1) of every row of linear_int8: each weight row is
+ * read once per column and reused by the M rows (cached). */
+static void TS(linear_i8_cols_)(void *arg, int64_t n0, int64_t n1) {
+    const i8_job *j = arg;
+    const T_ *x = (const T_ *)j->x, *bias = (const T_ *)j->bias;
+    T_ *y = (T_ *)j->y;
+    for (int64_t n = n0; n < n1; n++) {
+        const int8_t *q = j->q + n * j->K;
+        for (int64_t m = 0; m < j->M; m++) {
+            T_ v = (T_)j->scales[n] * TS(i8_dot_)(x + m * j->K, q, j->K);
+            y[m * j->N + n] = bias ? v + bias[n] : v;
+        }
+    }
 }
 
 #undef SM

@@ -48,6 +48,8 @@ static void put(const rng_job *j, int64_t i, double v) {
     case NB_I32: ((int32_t *)j->data)[i] = (int32_t)v; break;
     case NB_I64: ((int64_t *)j->data)[i] = (int64_t)v; break;
     case NB_U8: ((uint8_t *)j->data)[i] = (uint8_t)v; break;
+    case NB_I8: ((int8_t *)j->data)[i] = (int8_t)v; break;
+    case NB_I16: ((int16_t *)j->data)[i] = (int16_t)v; break;
     default: ((bool *)j->data)[i] = v != 0; break;
     }
 }

@@ -85,6 +85,8 @@ static void store_f(nb_dtype dt, void *base, int64_t o, double v) {
     case NB_F64: ((double *)base)[o] = v; break;
     case NB_I32: ((int32_t *)base)[o] = (int32_t)v; break;
     case NB_I64: ((int64_t *)base)[o] = (int64_t)v; break;
+    case NB_I8: ((int8_t *)base)[o] = (int8_t)(int64_t)v; break;
+    case NB_I16: ((int16_t *)base)[o] = (int16_t)(int64_t)v; break;
     default: ((uint8_t *)base)[o] = (uint8_t)(int64_t)v; break;
     }
 }
@@ -92,6 +94,8 @@ static void store_i(nb_dtype dt, void *base, int64_t o, int64_t v, double scale)
     if (nb_dtype_is_float(dt)) store_f(dt, base, o, (double)v * scale);
     else if (dt == NB_I32) ((int32_t *)base)[o] = (int32_t)v;
     else if (dt == NB_I64) ((int64_t *)base)[o] = v;
+    else if (dt == NB_I8) ((int8_t *)base)[o] = (int8_t)v;
+    else if (dt == NB_I16) ((int16_t *)base)[o] = (int16_t)v;
     else ((uint8_t *)base)[o] = (uint8_t)v;
 }
 
@@ -160,6 +164,22 @@ typedef struct red_job {
 #define MUL MULI
 #define STORE STORE_I
 #include "reduce.t.h"
+#define T int8_t
+#define A int64_t
+#define S i8
+#define MAX MAXI
+#define MIN MINI
+#define MUL MULI
+#define STORE STORE_I
+#include "reduce.t.h"
+#define T int16_t
+#define A int64_t
+#define S i16
+#define MAX MAXI
+#define MIN MINI
+#define MUL MULI
+#define STORE STORE_I
+#include "reduce.t.h"
 
 typedef struct red_fns {
     nb_cpu_range_fn outputs, blocks, cols;
@@ -172,6 +192,8 @@ static red_fns fns_of(nb_dtype dt) {
     case NB_F64: return (red_fns){outputs_f64, blocks_f64, cols_f64, sizeof(double)};
     case NB_I32: return (red_fns){outputs_i32, blocks_i32, cols_i32, sizeof(int64_t)};
     case NB_I64: return (red_fns){outputs_i64, blocks_i64, cols_i64, sizeof(int64_t)};
+    case NB_I8: return (red_fns){outputs_i8, blocks_i8, cols_i8, sizeof(int64_t)};
+    case NB_I16: return (red_fns){outputs_i16, blocks_i16, cols_i16, sizeof(int64_t)};
     default: return (red_fns){outputs_u8, blocks_u8, cols_u8, sizeof(int64_t)}; /* u8, bool */
     }
 }
@@ -257,6 +279,14 @@ typedef struct am_job {
 #define S u8
 #define ISNAN(v) 0
 #include "argscan.t.h"
+#define T int8_t
+#define S i8
+#define ISNAN(v) 0
+#include "argscan.t.h"
+#define T int16_t
+#define S i16
+#define ISNAN(v) 0
+#include "argscan.t.h"
 
 typedef int64_t (*scan_fn)(const char *p, int64_t n, int64_t s, char *best);
 static scan_fn scan_of(nb_dtype dt, bool min) {
@@ -265,6 +295,8 @@ static scan_fn scan_of(nb_dtype dt, bool min) {
     case NB_F64: return min ? scanmin_f64 : scan_f64;
     case NB_I32: return min ? scanmin_i32 : scan_i32;
     case NB_I64: return min ? scanmin_i64 : scan_i64;
+    case NB_I8: return min ? scanmin_i8 : scan_i8;
+    case NB_I16: return min ? scanmin_i16 : scan_i16;
     default: return min ? scanmin_u8 : scan_u8;
     }
 }

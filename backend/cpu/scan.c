@@ -38,6 +38,8 @@ static int64_t ldi(nb_dtype dt, const char *p) {
     switch (dt) {
     case NB_I32: return *(const int32_t *)p;
     case NB_I64: return *(const int64_t *)p;
+    case NB_I8: return *(const int8_t *)p;
+    case NB_I16: return *(const int16_t *)p;
     default: return *(const uint8_t *)p; /* u8, bool */
     }
 }
@@ -47,6 +49,8 @@ static void sti(nb_dtype dt, char *p, int64_t v) {
     case NB_F64: *(double *)p = (double)v; break;
     case NB_I32: *(int32_t *)p = (int32_t)v; break;
     case NB_I64: *(int64_t *)p = v; break;
+    case NB_I8: *(int8_t *)p = (int8_t)v; break;
+    case NB_I16: *(int16_t *)p = (int16_t)v; break;
     case NB_BOOL: *(uint8_t *)p = v != 0; break;
     default: *(uint8_t *)p = (uint8_t)v; break;
     }

@@ -62,6 +62,14 @@ typedef struct sort_job {
 #define S u8
 #define ISNAN I_NAN
 #include "sort.t.h"
+#define T int8_t
+#define S i8
+#define ISNAN I_NAN
+#include "sort.t.h"
+#define T int16_t
+#define S i16
+#define ISNAN I_NAN
+#include "sort.t.h"
 
 typedef void (*sort_line_fn)(const sort_job *j, int64_t line, char *ws);
 
@@ -87,6 +95,8 @@ nb_status nb_cpu_sort(nb_backend *be, const nb_kview *values, const nb_kview *in
     case NB_F64: fn = sort_line_f64; break;
     case NB_I32: fn = sort_line_i32; break;
     case NB_I64: fn = sort_line_i64; break;
+    case NB_I8: fn = sort_line_i8; break;
+    case NB_I16: fn = sort_line_i16; break;
     default: fn = sort_line_u8; break; /* uint8 and bool (0/1 bytes) */
     }
     sort_job j = {values, indices, x, dim, descending, x->shape[dim], indices->shape[dim], 0, 0, 0, NULL};

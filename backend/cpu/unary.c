@@ -29,9 +29,15 @@
 #define T uint8_t
 #define S u8
 #include "unary.t.h"
+#define T int8_t
+#define S i8
+#include "unary.t.h"
+#define T int16_t
+#define S i16
+#include "unary.t.h"
 #undef NB_UN_INT
 
-#define INTS(OP) {[NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8}
+#define INTS(OP) {[NB_I32] = OP##_i32, [NB_I64] = OP##_i64, [NB_U8] = OP##_u8, [NB_I8] = OP##_i8, [NB_I16] = OP##_i16}
 static const nb_cpu_loop_fn int_loops[NB_UNARY_OP_COUNT][NB_DTYPE_COUNT] = {
     [NB_UNARY_NEG] = INTS(neg),         [NB_UNARY_ADD_SCALAR] = INTS(adds),
     [NB_UNARY_MUL_SCALAR] = INTS(muls), [NB_UNARY_ABS] = INTS(abs),

@@ -111,6 +111,8 @@ extern "C" nb_status nb_cuda_binary(nb_backend *be, nb_binary_op op, const nb_kv
     case NB_I32: return bin_run<int32_t>(be, op, out, a, b);
     case NB_I64: return bin_run<int64_t>(be, op, out, a, b);
     case NB_U8: return bin_run<uint8_t>(be, op, out, a, b);
+    case NB_I8: return bin_run<int8_t>(be, op, out, a, b);
+    case NB_I16: return bin_run<int16_t>(be, op, out, a, b);
     default: return bin_run<bool>(be, op, out, a, b); // NB_BOOL
     }
 }

@@ -32,6 +32,8 @@ template <> __device__ inline __nv_bfloat16 narrow_i<__nv_bfloat16>(int64_t v) {
 template <typename D> __device__ inline D narrow_f(double v) { return (D)v; }
 template <> __device__ inline bool narrow_f<bool>(double v) { return v != 0; }
 template <> __device__ inline uint8_t narrow_f<uint8_t>(double v) { return (uint8_t)(int64_t)v; }
+template <> __device__ inline int8_t narrow_f<int8_t>(double v) { return (int8_t)(int64_t)v; } // through int64, as the CPU
+template <> __device__ inline int16_t narrow_f<int16_t>(double v) { return (int16_t)(int64_t)v; }
 template <> __device__ inline float narrow_f<float>(double v) { return __double2float_rn(v); }
 template <> __device__ inline __half narrow_f<__half>(double v) { return __double2half(v); }
 template <> __device__ inline __nv_bfloat16 narrow_f<__nv_bfloat16>(double v) { return __double2bfloat16(v); }

@@ -151,6 +151,8 @@ template <typename F> nb_status dispatch_all(nb_dtype dt, F &&f) {
     case NB_I32: return f(int32_t());
     case NB_I64: return f(int64_t());
     case NB_U8: return f(uint8_t());
+    case NB_I8: return f(int8_t());
+    case NB_I16: return f(int16_t());
     case NB_BOOL: return f(bool());
     case NB_F16: return f(__half());
     case NB_BF16: return f(__nv_bfloat16());

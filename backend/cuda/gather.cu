@@ -172,6 +172,8 @@ extern "C" nb_status nb_cuda_scatter(nb_backend *be, const nb_kview *out, int di
     case NB_F64: return scatter_t<double>(be, out, dim, index, src, mode, include_self);
     case NB_I32: return scatter_t<int32_t>(be, out, dim, index, src, mode, include_self);
     case NB_I64: return scatter_t<int64_t>(be, out, dim, index, src, mode, include_self);
+    case NB_I8: return scatter_t<int8_t>(be, out, dim, index, src, mode, include_self);
+    case NB_I16: return scatter_t<int16_t>(be, out, dim, index, src, mode, include_self);
     default: return scatter_t<uint8_t>(be, out, dim, index, src, mode, include_self); // uint8; bool (assign only)
     }
 }

@@ -480,6 +480,8 @@ extern "C" nb_status nb_cuda_index_add(nb_backend *be, const nb_kview *gx, int d
     case NB_F64: return index_add_t<double>(be, gx, g, si, k, size, outer, inner, skip_index);
     case NB_I32: return index_add_t<int32_t>(be, gx, g, si, k, size, outer, inner, skip_index);
     case NB_I64: return index_add_t<int64_t>(be, gx, g, si, k, size, outer, inner, skip_index);
+    case NB_I8: return index_add_t<int8_t>(be, gx, g, si, k, size, outer, inner, skip_index);
+    case NB_I16: return index_add_t<int16_t>(be, gx, g, si, k, size, outer, inner, skip_index);
     default: return index_add_t<uint8_t>(be, gx, g, si, k, size, outer, inner, skip_index); // NB_U8
     }
 }
@@ -542,8 +544,9 @@ extern "C" nb_status nb_cuda_nonzero(nb_backend *be, const nb_kview *out, int64_
     case NB_F64: return nonzero_u<double, false>(be, out, count, x);
     case NB_I32: return nonzero_u<int32_t, false>(be, out, count, x);
     case NB_I64: return nonzero_u<int64_t, false>(be, out, count, x);
+    case NB_I16: return nonzero_u<int16_t, false>(be, out, count, x);
     case NB_F16:
     case NB_BF16: return nonzero_u<uint16_t, true>(be, out, count, x);
-    default: return nonzero_u<uint8_t, false>(be, out, count, x); // uint8, bool
+    default: return nonzero_u<uint8_t, false>(be, out, count, x); // uint8, int8, bool
     }
 }

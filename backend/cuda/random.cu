@@ -158,6 +158,8 @@ extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_
         case NB_I32: return rng_launch<int32_t, NB_RNG_BERNOULLI>(be, dst, n, r);
         case NB_I64: return rng_launch<int64_t, NB_RNG_BERNOULLI>(be, dst, n, r);
         case NB_U8: return rng_launch<uint8_t, NB_RNG_BERNOULLI>(be, dst, n, r);
+        case NB_I8: return rng_launch<int8_t, NB_RNG_BERNOULLI>(be, dst, n, r);
+        case NB_I16: return rng_launch<int16_t, NB_RNG_BERNOULLI>(be, dst, n, r);
         case NB_BF16: return rng_launch<__nv_bfloat16, NB_RNG_BERNOULLI>(be, dst, n, r);
         case NB_F16: return rng_launch<__half, NB_RNG_BERNOULLI>(be, dst, n, r);
         default: return rng_launch<bool, NB_RNG_BERNOULLI>(be, dst, n, r);

@@ -111,12 +111,16 @@ template <typename T> __device__ inline T lowest() {
     if constexpr (std::is_floating_point<T>::value) return (T)-INFINITY;
     else if constexpr (std::is_same<T, int64_t>::value) return (int64_t)(-9223372036854775807LL - 1);
     else if constexpr (std::is_same<T, int32_t>::value) return (int32_t)(-2147483647 - 1);
+    else if constexpr (std::is_same<T, int16_t>::value) return (int16_t)-32768;
+    else if constexpr (std::is_same<T, int8_t>::value) return (int8_t)-128;
     else return (T)0;
 }
 template <typename T> __device__ inline T highest() {
     if constexpr (std::is_floating_point<T>::value) return (T)INFINITY;
     else if constexpr (std::is_same<T, int64_t>::value) return (int64_t)9223372036854775807LL;
     else if constexpr (std::is_same<T, int32_t>::value) return (int32_t)2147483647;
+    else if constexpr (std::is_same<T, int16_t>::value) return (int16_t)32767;
+    else if constexpr (std::is_same<T, int8_t>::value) return (int8_t)127;
     else return (T)255;
 }
 

@@ -131,6 +131,8 @@ __device__ inline void store_f(void *base, nb_dtype dt, int64_t o, double v) {
     case NB_F16: ((__half *)base)[o] = __float2half_rn((float)v); break;
     case NB_I32: ((int32_t *)base)[o] = (int32_t)v; break;
     case NB_I64: ((int64_t *)base)[o] = (int64_t)v; break;
+    case NB_I8: ((int8_t *)base)[o] = (int8_t)(int64_t)v; break;
+    case NB_I16: ((int16_t *)base)[o] = (int16_t)(int64_t)v; break;
     default: ((uint8_t *)base)[o] = (uint8_t)(int64_t)v; break;
     }
 }
@@ -141,6 +143,8 @@ __device__ inline void store_acc(void *base, nb_dtype dt, int64_t o, int64_t acc
     if (dt == NB_F32 || dt == NB_F64 || dt == NB_BF16 || dt == NB_F16) store_f(base, dt, o, (double)acc * scale);
     else if (dt == NB_I32) ((int32_t *)base)[o] = (int32_t)acc;
     else if (dt == NB_I64) ((int64_t *)base)[o] = acc;
+    else if (dt == NB_I8) ((int8_t *)base)[o] = (int8_t)acc;
+    else if (dt == NB_I16) ((int16_t *)base)[o] = (int16_t)acc;
     else ((uint8_t *)base)[o] = (uint8_t)acc;
 }
 
@@ -398,6 +402,8 @@ template <typename T> static nb_status reduce_t(nb_backend *be, nb_reduce_op op,
 
 template <typename T> struct ArgV { using type = T; };
 template <> struct ArgV<uint8_t> { using type = int32_t; };
+template <> struct ArgV<int8_t> { using type = int32_t; };
+template <> struct ArgV<int16_t> { using type = int32_t; };
 
 template <typename V> struct ArgPair {
     V v;
@@ -543,6 +549,8 @@ static nb_status arg_reduce(nb_backend *be, const char *op, bool min, const nb_k
     case NB_F64: return go(double());
     case NB_I32: return go(int32_t());
     case NB_I64: return go(int64_t());
+    case NB_I8: return go(int8_t());
+    case NB_I16: return go(int16_t());
     default: return go(uint8_t()); // uint8 and bool
     }
 }
@@ -572,6 +580,8 @@ extern "C" nb_status nb_cuda_reduce(nb_backend *be, nb_reduce_op op, const nb_kv
     case NB_F16: return reduce_t<__half>(be, op, p, out, x, scale);
     case NB_I32: return reduce_t<int32_t>(be, op, p, out, x, scale);
     case NB_I64: return reduce_t<int64_t>(be, op, p, out, x, scale);
+    case NB_I8: return reduce_t<int8_t>(be, op, p, out, x, scale);
+    case NB_I16: return reduce_t<int16_t>(be, op, p, out, x, scale);
     default: return reduce_t<uint8_t>(be, op, p, out, x, scale); // uint8 and bool
     }
 }

@@ -178,6 +178,14 @@ extern "C" nb_status nb_cuda_scan(nb_backend *be, nb_reduce_op op, const nb_kvie
         else k_scan_int<int32_t, int64_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
         break;
     case NB_I64: k_scan_int<int64_t, int64_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext); break;
+    case NB_I8:
+        if (ext) k_scan_int<int8_t, int8_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        else k_scan_int<int8_t, int64_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        break;
+    case NB_I16:
+        if (ext) k_scan_int<int16_t, int16_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        else k_scan_int<int16_t, int64_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
+        break;
     case NB_U8:
         if (ext) k_scan_int<uint8_t, uint8_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);
         else k_scan_int<uint8_t, int64_t><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext);

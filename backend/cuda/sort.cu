@@ -52,6 +52,14 @@ template <> struct SortKey<int64_t> {
     using K = uint64_t;
     __device__ static K of(int64_t v) { return (uint64_t)v ^ 0x8000000000000000ull; }
 };
+template <> struct SortKey<int8_t> {
+    using K = uint8_t;
+    __device__ static K of(int8_t v) { return (uint8_t)((uint8_t)v ^ 0x80u); }
+};
+template <> struct SortKey<int16_t> {
+    using K = uint16_t;
+    __device__ static K of(int16_t v) { return (uint16_t)((uint16_t)v ^ 0x8000u); }
+};
 template <> struct SortKey<uint8_t> { // uint8 and bool (0/1 bytes)
     using K = uint8_t;
     __device__ static K of(uint8_t v) { return v; }
@@ -161,6 +169,8 @@ extern "C" nb_status nb_cuda_sort(nb_backend *be, const nb_kview *values, const 
     case NB_F64: return sort_t<double>(be, values, indices, x, dim, descending);
     case NB_I32: return sort_t<int32_t>(be, values, indices, x, dim, descending);
     case NB_I64: return sort_t<int64_t>(be, values, indices, x, dim, descending);
+    case NB_I8: return sort_t<int8_t>(be, values, indices, x, dim, descending);
+    case NB_I16: return sort_t<int16_t>(be, values, indices, x, dim, descending);
     default: return sort_t<uint8_t>(be, values, indices, x, dim, descending); // uint8, bool
     }
 }

@@ -148,6 +148,8 @@ extern "C" nb_status nb_cuda_unary(nb_backend *be, nb_unary_op op, const nb_kvie
     case NB_F64: return un_run<double>(be, op, out, x, alpha);
     case NB_I32: return un_run<int32_t>(be, op, out, x, alpha);
     case NB_I64: return un_run<int64_t>(be, op, out, x, alpha);
+    case NB_I8: return un_run<int8_t>(be, op, out, x, alpha);
+    case NB_I16: return un_run<int16_t>(be, op, out, x, alpha);
     default: return un_run<uint8_t>(be, op, out, x, alpha); // NB_U8
     }
 }

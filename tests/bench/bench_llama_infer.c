@@ -19,7 +19,9 @@
  * prompts of the context's length together (nb_generate_batch; the prefill
  * figure stays batch 1's) and counts B tokens per step. --bitnet 1 builds
  * the model with BitLinear projections and packs them (nb_module_bitnet_pack:
- * 2-bit weights, int8 activations). Prints per
+ * 2-bit weights, int8 activations); --int8 1 converts its Linear layers to
+ * int8 weight-only (nb_module_int8_weight_only; the tied LM head stays in
+ * --dtype). Prints per
  * context:
  *   workload=llama config=... device=... context=C prefill_ms=... prefill_tokens_per_s=...
  *     decode_tokens=N decode_tokens_per_s=... prefill_peak_gib=... peak_gib=...
@@ -87,7 +89,7 @@ static bool on_seq_token(void *user, int64_t seq, int64_t tok) {
 
 int main(int argc, char **argv) {
     const char *config = "3.2-1b", *contexts = "128,4096", *device = "cpu", *dtype = "float32";
-    int decode = 32, threads = 0, eager = 0, profile = 0, warmup = 1, batch = 1, bitnet = 0;
+    int decode = 32, threads = 0, eager = 0, profile = 0, warmup = 1, batch = 1, bitnet = 0, int8 = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--contexts")) contexts = argv[i + 1];
@@ -100,8 +102,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bitnet")) bitnet = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--int8")) int8 = atoi(argv[i + 1]);
         else return fprintf(stderr, "usage: %s [--config 3.2-1b|tiny] [--contexts A,B,..] [--decode N] "
-                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1] [--warmup N] [--batch B] [--bitnet 0|1]\n",
+                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1] [--warmup N] [--batch B] [--bitnet 0|1] [--int8 0|1]\n",
                             argv[0]), 2;
     }
     if (batch < 1) batch = 1;
@@ -119,11 +122,11 @@ int main(int argc, char **argv) {
     } else if (strcmp(config, "3.2-1b")) return fprintf(stderr, "bench_llama_infer: unknown --config %s\n", config), 2;
     c.bitlinear = bitnet != 0;
     nb_module *m = nb_llama(c);
-    if (!m || (bitnet && nb_module_bitnet_pack(m) != NB_OK))
+    if (!m || (bitnet && nb_module_bitnet_pack(m) != NB_OK) || (int8 && nb_module_int8_weight_only(m) != NB_OK))
         return fprintf(stderr, "bench_llama_infer: %s\n", nb_last_error()), 1;
     nb_module_train(m, false);
     printf("llama %s%s: %lld parameters, %d layers, %lld heads over %lld kv heads of %lld, %s, %d threads\n", config,
-           bitnet ? " (BitNet b1.58, packed)" : "", (long long)nb_module_num_params(m), c.num_hidden_layers, (long long)c.num_attention_heads,
+           bitnet ? " (BitNet b1.58, packed)" : int8 ? " (int8 weight-only)" : "", (long long)nb_module_num_params(m), c.num_hidden_layers, (long long)c.num_attention_heads,
            (long long)c.num_key_value_heads, (long long)c.head_dim, nb_dtype_name(c.dtype), nb_get_num_threads());
     bool prev = nb_set_grad_enabled(false);
     int rc = 0;

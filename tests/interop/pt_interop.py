@@ -88,9 +88,12 @@ def hostile(d):
     # a stack underflow, and a pickle cut off in an opcode
     archive(os.path.join(h, "underflow.pt"), [("data.pkl", b"\x80\x02R.")] + ver)
     archive(os.path.join(h, "cut.pt"), [("data.pkl", b"\x80\x02X\xff\x00\x00\x00ab")] + ver)
-    # an int16 storage: a dtype nabla lacks
-    archive(os.path.join(h, "short_dtype.pt"),
-            [("data.pkl", tensor_pickle(6, 0, [6], [1], b"ShortStorage")), ("data/0", f32[:12])] + ver)
+    # a complex64 storage: a dtype nabla lacks; an int16 one, which loads as NB_I16
+    archive(os.path.join(h, "complex_dtype.pt"),
+            [("data.pkl", tensor_pickle(3, 0, [3], [1], b"ComplexFloatStorage")), ("data/0", f32)] + ver)
+    archive(os.path.join(h, "short.pt"),
+            [("data.pkl", tensor_pickle(6, 0, [6], [1], b"ShortStorage")),
+             ("data/0", struct.pack("<6h", -3, -2, -1, 0, 1, 300))] + ver)
     # BUILD on a plain dict (weights_only builds only Tensor, Parameter and OrderedDict)
     archive(os.path.join(h, "build_dict.pt"), [("data.pkl", b"\x80\x02}}b.")] + ver)
     # a shape of 2^80 elements over a zero stride

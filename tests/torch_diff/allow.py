@@ -24,7 +24,14 @@ FLOORDIV = ("PyTorch 1.13's floor division gives NaN where the quotient overflow
             "and remainder/fmod themselves, computed from it); the answers are +-inf and the exact remainder "
             "(wrong by the mathematics in PyTorch)")
 
+QINF = ("PyTorch 1.13's quantize_per_tensor/per_channel turn +inf into the range's minimum (an out-of-range float to "
+        "int conversion, undefined behaviour; 1e10 clamps to the maximum there); nabla clamps +inf to the maximum, "
+        "as it clamps every value above the range")
+
 ENTRIES = {
+    ("quantize_per_tensor", "ties nan inf", "element 12:"): QINF,
+    ("quantize_per_tensor", "ties uint8", "element 12:"): QINF,
+    ("quantize_per_channel", "ties nan inf", "element 12:"): QINF,
     ("fake_quantize_per_channel_affine", "ties nan inf", "element 12 of 14"): (
         "PyTorch 1.13's per-channel CPU kernel casts nearbyint(x / scale) to int64 before clamping: +inf is outside "
         "int64 (undefined behaviour; x86 gives INT64_MIN), so +inf lands on quant_min; nabla clamps the level as "

@@ -116,6 +116,15 @@ def unary():
                     R((3,), BOOL), T([0.1, 65504.0, 70000.0, -1e-5, 3.14159], F16)):
             out.append(Case("to_dtype", [src], lambda xs, a: xs[0].to(getattr(torch, a["dtype"])), {"dtype": dt},
                             tag="cast"))
+    # into and out of int8/int16 (in-range floats: out-of-range float-to-int is undefined in C and PyTorch)
+    for dt in ("int8", "int16"):
+        for src in (RN((3, 4), F64, -120, 120), RN((4,), I64, -300, 300), RN((5,), I16, -32768, 32768),
+                    RN((5,), I8, -128, 128), T([True, False, True], BOOL)):
+            out.append(Case("to_dtype", [src], lambda xs, a: xs[0].to(getattr(torch, a["dtype"])), {"dtype": dt},
+                            tag="cast"))
+    for dt in ("float32", "float64", "int32", "int64", "uint8", "float16"):
+        out.append(Case("to_dtype", [RN((5,), I8, -128, 128)], lambda xs, a: xs[0].to(getattr(torch, a["dtype"])),
+                        {"dtype": dt}, tag="cast from int8"))
     return out
 
 
@@ -156,6 +165,9 @@ def binary_cases(name, fn, dom_a=(-3, 3), dom_b=(-3, 3), ints=True, bools=True, 
             Case(name, [R((4,), I64, -9, 9), R((), I64, 1, 5)], fn, tag="int"),
             Case(name, [R((4,), U8, 0, 200), R((4,), I64, 1, 9)], fn, tag="int"),
             Case(name, [R((4,), U8, 0, 200), R((), I64, 1, 9)], fn, tag="int 0-d"),
+            Case(name, [RN((6,), I8, -128, 128), RN((6,), I8, 1, 9)], fn, tag="int8"),
+            Case(name, [RN((6,), I16, -32768, 32768), RN((6,), I16, -9, -1)], fn, tag="int16"),
+            Case(name, [RN((6,), U8, 0, 256), RN((6,), I8, 1, 9)], fn, tag="uint8 int8"),
             Case(name, [R((4,), I32, -9, 9), R((), F64, 1, 3)], fn, tag="int 0-d float", tol=tol),
         ]
     if bools:

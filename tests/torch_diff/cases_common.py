@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 F32, F64, I32, I64, U8, BOOL, F16, BF16 = (torch.float32, torch.float64, torch.int32, torch.int64, torch.uint8,
                                            torch.bool, torch.float16, torch.bfloat16)
+I8, I16 = torch.int8, torch.int16
 INF, NAN = math.inf, math.nan
 
 _gen = torch.Generator().manual_seed(13)
@@ -34,11 +35,21 @@ class Case:
 def R(shape, dt=F32, lo=-2.0, hi=2.0):
     """uniform in [lo, hi)"""
     t = torch.rand(shape, generator=_gen, dtype=torch.float64) * (hi - lo) + lo
-    if dt in (I32, I64, U8):
+    if dt in (I32, I64, U8, I8, I16):
         return t.floor().to(dt)
     if dt == BOOL:
         return t > (lo + hi) / 2
     return t.to(dt)
+
+
+_gen_narrow = torch.Generator().manual_seed(8)
+
+
+def RN(shape, dt, lo, hi):
+    """R for the int8/int16 cases, from a generator of their own (so adding
+    them did not move the other cases' draws)"""
+    t = torch.rand(shape, generator=_gen_narrow, dtype=torch.float64) * (hi - lo) + lo
+    return t.to(dt) if dt in (F32, F64) else t.floor().to(dt)
 
 
 def N(shape, dt=F32):

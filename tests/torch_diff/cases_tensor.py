@@ -245,4 +245,89 @@ def quantize():
             Case("bitnet_linear", [R((4, 300)), R((6, 300)), R((6,))], blin, req=False, tag="f32", tol=bt),
             Case("bitnet_linear", [R((2, 3, 200), F64), R((5, 200), F64)], blin, req=False, tag="f64"),
             Case("bitnet_linear", [R((4, 100)), R((6, 300))], blin, req=False, tag="k error")]
+    return out + quantize_int()
+
+
+QDT = {"uint8": torch.quint8, "int8": torch.qint8, "int32": torch.qint32}
+
+
+def quantize_int():
+    """torch.quantize_per_tensor / quantize_per_channel (.int_repr()) and dequantize (nb_quantize.h): ties,
+    clamping at both ends of quint8, qint8 and qint32, NaN, zero points, per-channel axes; int16 has no torch
+    quantized dtype (its cases check nabla's own error paths only). Inputs from RN's generator: adding these
+    cases moved no other case's draws."""
+    qpt = lambda xs, a: torch.quantize_per_tensor(xs[0], a["scale"], a["zero_point"], QDT[a["dtype"]]).int_repr()
+    qpc = lambda xs, a: torch.quantize_per_channel(xs[0], xs[1].double(), xs[2].long(), a["axis"],
+                                                   QDT[a["dtype"]]).int_repr()
+    dpt = lambda xs, a: torch._make_per_tensor_quantized_tensor(xs[0], a["scale"], a["zero_point"]).dequantize()
+    dpc = lambda xs, a: torch._make_per_channel_quantized_tensor(xs[0], xs[1].double(), xs[2].long(),
+                                                                 a["axis"]).dequantize()
+    ties = [-2.25, -1.25, -0.75, -0.25, 0.25, 0.75, 1.25, 1.75, 2.25, 100.0, -100.0, NAN, INF, -INF, 1e10, -1e10]
+    g = torch.Generator().manual_seed(21)
+    u = lambda shape, lo, hi, dt=F32: (torch.rand(shape, generator=g, dtype=torch.float64) * (hi - lo) + lo).to(dt)
+    out = [Case("quantize_per_tensor", [u((3, 5), -30, 30)], qpt, {"scale": 0.2, "zero_point": 3, "dtype": "int8"},
+                tag="int8"),
+           Case("quantize_per_tensor", [u((4, 4), -2, 30)], qpt, {"scale": 0.1, "zero_point": 20, "dtype": "uint8"},
+                tag="uint8"),
+           Case("quantize_per_tensor", [u((2, 3), -1.6e4, 1.6e4)], qpt,
+                {"scale": 1e-3, "zero_point": -7, "dtype": "int32"}, tag="int32"),
+           Case("quantize_per_tensor", [T(ties)], qpt, {"scale": 0.5, "zero_point": 0, "dtype": "int8"},
+                tag="ties nan inf"),
+           Case("quantize_per_tensor", [T(ties)], qpt, {"scale": 0.5, "zero_point": 1, "dtype": "uint8"},
+                tag="ties uint8"),
+           Case("quantize_per_tensor", [u((4, 3), -3, 3)], qpt, {"scale": 0.05, "zero_point": 0, "dtype": "int8"},
+                views=["T"], tag="view"),
+           Case("quantize_per_tensor", [u((3,), -1, 1)], qpt, {"scale": 0.1, "zero_point": 300, "dtype": "uint8"},
+                tag="zero point error"),
+           Case("quantize_per_tensor", [u((3,), -1, 1)], qpt, {"scale": 0.1, "zero_point": 0, "dtype": "float32"},
+                tag="dtype error"),
+           Case("quantize_per_channel", [u((2, 3, 4), -3, 3), T([0.02, 0.05, 0.1]), T([0, 5, -3], I64)], qpc,
+                {"axis": 1, "dtype": "int8"}, tag="int8 axis 1"),
+           Case("quantize_per_channel", [u((3, 5), 0, 4), T([0.01, 0.02, 0.03]), T([0, 10, 128], I32)], qpc,
+                {"axis": 0, "dtype": "uint8"}, tag="uint8 axis 0"),
+           Case("quantize_per_channel", [T([ties[:8], ties[8:]]), T([0.5, 0.25]), T([0, 1], I64)], qpc,
+                {"axis": 0, "dtype": "int8"}, tag="ties nan inf"),
+           Case("quantize_per_channel", [u((2, 3), -1, 1), T([0.1, 0.2]), T([0, 0], I64)], qpc,
+                {"axis": 1, "dtype": "int8"}, tag="size error"),
+           Case("dequantize_per_tensor", [RN((3, 4), I8, -128, 128)], dpt, {"scale": 0.125, "zero_point": -3},
+                tag="int8"),
+           Case("dequantize_per_tensor", [RN((5,), U8, 0, 256)], dpt, {"scale": 0.1, "zero_point": 128}, tag="uint8",
+                tol={F32: (0, 1.2e-7)}),
+           Case("dequantize_per_tensor", [RN((4,), I32, -100000, 100000)], dpt, {"scale": 3e-4, "zero_point": 7},
+                tag="int32", tol={F32: (0, 1.2e-7)}),
+           Case("dequantize_per_tensor", [T([1.0, 2.0])], dpt, {"scale": 0.1, "zero_point": 0}, tag="float error"),
+           Case("dequantize_per_channel", [RN((2, 3, 4), I8, -128, 128), T([0.02, 0.05, 0.1]), T([0, 5, -3], I64)],
+                dpc, {"axis": 1}, tag="int8 axis 1", tol={F32: (0, 1.2e-7)}),
+           Case("dequantize_per_channel", [RN((3, 2), U8, 0, 256), T([0.5, 0.25, 0.125]), T([0, 10, 128], I64)],
+                dpc, {"axis": 0}, tag="uint8 axis 0")]
+
+    def i8q(xs, a):
+        """torchao's int8_weight_only quantization: symmetric per row, scale amax / 127.5 (at least eps)"""
+        w = xs[0]
+        if w.dim() != 2:
+            raise RuntimeError("needs [N, K]")
+        w = w.float()
+        s = (w.abs().amax(1) / 127.5).clamp(min=2.0 ** -23)
+        q = torch.quantize_per_channel(w, s.double(), torch.zeros(len(s), dtype=torch.int64), 0, torch.qint8)
+        return q.int_repr(), s
+
+    def li8(xs, a):
+        """x (q s)^T + b in float64 from the weights xs[1] quantized as i8q"""
+        q, s = i8q(xs[1:2], a)
+        y = xs[0].double() @ (q.double() * s.double()[:, None]).T
+        y = y + xs[2].double() if len(xs) > 2 else y
+        return y.to(xs[0].dtype)
+
+    lt = {F32: (2e-5, 2e-5)}
+    out += [Case("int8_weight_quantize", [u((5, 40), -2, 2)], i8q, req=False, tag="f32"),
+            Case("int8_weight_quantize", [T([[0.0, 0.0], [1.0, -127.5]])], i8q, req=False, tag="zero row, ties"),
+            Case("int8_weight_quantize", [u((3, 7), -1, 1, F64)], i8q, req=False, tag="f64"),
+            Case("int8_weight_quantize", [u((5,), -1, 1)], i8q, req=False, tag="1-d error"),
+            Case("linear_int8", [u((3, 64), -1, 1), u((6, 64), -1, 1), u((6,), -1, 1)], li8, req=False, tag="f32",
+                 tol=lt),
+            Case("linear_int8", [u((2, 3, 40), -1, 1, F64), u((5, 40), -1, 1, F64)], li8, req=False, tag="f64"),
+            Case("linear_int8", [u((2, 24), -1, 1, F64), u((3, 24), -1, 1, F64), u((3,), -1, 1, F64)], li8,
+                 req=[True, False, True], tag="gradients"),
+            Case("linear_int8", [u((20, 32), -1, 1), u((4, 32), -1, 1)], li8, req=False, tag="many rows", tol=lt),
+            Case("linear_int8", [u((3, 10), -1, 1), u((6, 12), -1, 1)], li8, req=False, tag="k error")]
     return out

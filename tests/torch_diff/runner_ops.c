@@ -279,6 +279,24 @@ nb_status h_fake_quantize_learnable_per_channel_affine(dcase *c) {
 nb_status h_bitnet_weight_quant(dcase *c) { OUT1(nb_bitnet_weight_quant(I0)); }
 nb_status h_bitnet_activation_quant(dcase *c) { OUT1(nb_bitnet_activation_quant(I0)); }
 nb_status h_bitnet_pack(dcase *c) { OUTS(2, nb_bitnet_pack(I0, &c->out[0], &c->out[1])); }
+nb_status h_quantize_per_tensor(dcase *c) {
+    OUT1(nb_quantize_per_tensor(I0, ad(c, "scale", 1), ai(c, "zero_point", 0), dtype_named(as(c, "dtype", "int8"))));
+}
+nb_status h_quantize_per_channel(dcase *c) {
+    OUT1(nb_quantize_per_channel(I0, I1, I2, (int)ai(c, "axis", 0), dtype_named(as(c, "dtype", "int8"))));
+}
+nb_status h_dequantize_per_tensor(dcase *c) {
+    OUT1(nb_dequantize_per_tensor(I0, ad(c, "scale", 1), ai(c, "zero_point", 0)));
+}
+nb_status h_dequantize_per_channel(dcase *c) { OUT1(nb_dequantize_per_channel(I0, I1, I2, (int)ai(c, "axis", 0))); }
+nb_status h_int8_weight_quantize(dcase *c) { OUTS(2, nb_int8_weight_quantize(I0, &c->out[0], &c->out[1])); }
+/* in: x, the float weights (quantized here by nb_int8_weight_quantize), and a bias */
+nb_status h_linear_int8(dcase *c) {
+    nb_tensor *q = NULL, *s = NULL;
+    nb_status st = nb_int8_weight_quantize(I1, &q, &s);
+    if (st) return st;
+    OUT1(nb_linear_int8(I0, q, s, c->n_in > 2 ? c->in[2] : NULL));
+}
 /* in: x, the weights (packed here), and a bias */
 nb_status h_bitnet_linear(dcase *c) {
     nb_tensor *p = NULL, *s = NULL;

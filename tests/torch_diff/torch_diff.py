@@ -49,7 +49,8 @@ torch.set_flush_denormal(False)
 # ---- safetensors (the layout: u64 header length, JSON header, raw data) --------------------------
 
 ST_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32", torch.int64: "I64",
-             torch.uint8: "U8", torch.bool: "BOOL", torch.float16: "F16", torch.bfloat16: "BF16"}
+             torch.uint8: "U8", torch.bool: "BOOL", torch.float16: "F16", torch.bfloat16: "BF16", torch.int8: "I8",
+             torch.int16: "I16"}
 ST_TORCH = {v: k for k, v in ST_DTYPES.items()}
 
 

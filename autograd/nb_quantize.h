@@ -101,9 +101,10 @@ nb_tensor *nb_fake_quantize_learnable_per_channel_affine(nb_tensor *x, nb_tensor
 
 /* torch.quantize_per_tensor(x, scale, zero_point, dtype).int_repr(): the
  * levels clamp(zero_point + nearbyint(x * (1.0f / scale)), dtype's range)
- * as a dtype tensor of x's shape. The zero point is added exactly; PyTorch
- * rounds zero_point + nearbyint(x * inv) to float32, which differs for
- * int32 levels beyond 2^24. Like the fake-quantize ops, +inf clamps to
+ * as a dtype tensor of x's shape. The zero point is held as float32 (exact
+ * up to 2^24 in magnitude) and the sum is formed in double; PyTorch rounds
+ * zero_point + nearbyint(x * inv) to float32, which differs for int32
+ * levels beyond 2^24. Like the fake-quantize ops, +inf clamps to
  * the maximum (PyTorch 1.13 gives the minimum there). */
 nb_tensor *nb_quantize_per_tensor(nb_tensor *x, double scale, int64_t zero_point, nb_dtype dtype);
 
@@ -116,7 +117,8 @@ nb_tensor *nb_quantize_per_channel(nb_tensor *x, nb_tensor *scales, nb_tensor *z
 /* Tensor.dequantize() of a per-tensor quantized q (uint8, int8, int16 or
  * int32): float32 (q - zero_point) * scale, with scale rounded to float32
  * and one rounding (q - zero_point is exact but for int32 values beyond
- * 2^24, which float32 rounds, as PyTorch's static_cast<float>). */
+ * 2^24, which float32 rounds, as PyTorch's static_cast<float>). scale and
+ * zero_point are checked as nb_quantize_per_tensor's. */
 nb_tensor *nb_dequantize_per_tensor(nb_tensor *q, double scale, int64_t zero_point);
 
 /* Tensor.dequantize() per channel: float32 (q - zero_points[c]) *
@@ -143,10 +145,13 @@ nb_status nb_int8_weight_quantize(nb_tensor *w, nb_tensor **qweight, nb_tensor *
  * as float32), bias [N] or NULL: [..., N] in x's dtype. Up to 16 rows (x's
  * numel / K) without a gradient run the linear_int8 kernel, which reads
  * the int8 weight as it is (sums in float32, float64 for float64, rounded
- * once); more rows, or an x or bias that requires grad, cast qweight to
- * x's dtype (exact) and run linear then the scales, so x and bias get
- * gradients (qweight and scales get none). Errors: NB_ERR_SHAPE,
- * NB_ERR_DTYPE (qweight not int8), NB_ERR_DEVICE. */
+ * once); more rows, or an x or bias that requires grad, dequantize the
+ * weight (qweight * scales in float32, or float64 for float64 x, rounded
+ * once to x's dtype) and run
+ * linear, so x and bias get gradients (qweight and scales get none); the
+ * two paths differ by that rounding of the weight. Errors: NB_ERR_SHAPE,
+ * NB_ERR_DTYPE (qweight not int8, scales or bias not float),
+ * NB_ERR_DEVICE. */
 nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, nb_tensor *bias);
 
 /* ---- BitNet b1.58 (Ma et al. 2024, "The Era of 1-bit LLMs"; its

@@ -244,6 +244,15 @@ static bool qrange(const char *op, nb_dtype dt, int64_t *lo, int64_t *hi) {
     }
 }
 
+/* scale as the kernels use it: a positive float32 whose reciprocal is finite */
+static bool scale_ok(const char *op, double scale) {
+    float f = (float)scale;
+    if (f > 0 && isfinite(f) && isfinite(1.0f / f)) return true;
+    nb_set_error(NB_ERR_INVALID_ARG, "%s: scale (%g) must be positive and finite in float32, with a finite reciprocal",
+                 op, scale);
+    return false;
+}
+
 /* The fake_quantize kernel with an int32 out (the clamped levels), cast to
  * dtype: exact, the levels are in dtype's range. No graph: the levels are
  * integers. */
@@ -264,8 +273,7 @@ nb_tensor *nb_quantize_per_tensor(nb_tensor *x, double scale, int64_t zero_point
     int64_t lo, hi;
     if (!nb_check_inputs(op, 1, &x) || !nb_check_dtypes(NB_OP_QUANTIZE_PER_TENSOR, 1, &x) || !qrange(op, dtype, &lo, &hi))
         return NULL;
-    if (!(scale > 0) || !isfinite((float)scale))
-        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: scale (%g) must be positive and finite in float32", op, scale);
+    if (!scale_ok(op, scale)) return NULL;
     if (zero_point < lo || zero_point > hi)
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: zero_point (%lld) must be in %s's range [%lld, %lld]", op,
                        (long long)zero_point, nb_dtype_name(dtype), (long long)lo, (long long)hi);
@@ -297,8 +305,11 @@ nb_tensor *nb_dequantize_per_tensor(nb_tensor *q, double scale, int64_t zero_poi
     const char *op = "dequantize_per_tensor";
     int64_t lo, hi;
     if (!nb_check_inputs(op, 1, &q) || !nb_check_dtypes(NB_OP_DEQUANTIZE_PER_TENSOR, 1, &q) ||
-        !qrange(op, q->dtype, &lo, &hi))
+        !qrange(op, q->dtype, &lo, &hi) || !scale_ok(op, scale))
         return NULL;
+    if (zero_point < lo || zero_point > hi)
+        return NB_FAIL(NB_ERR_INVALID_ARG, "%s: zero_point (%lld) must be in %s's range [%lld, %lld]", op,
+                       (long long)zero_point, nb_dtype_name(q->dtype), (long long)lo, (long long)hi);
     nb_scope *s_ = nb_op_scope_begin();
     nb_tensor *d = nb_to_dtype(q, NB_F32);
     if (d && zero_point) d = nb_add_scalar(d, -(double)zero_point);
@@ -476,12 +487,9 @@ nb_status nb_int8_weight_quantize(nb_tensor *w, nb_tensor **qweight, nb_tensor *
     nb_tensor *s = m ? nb_clamp_scalar(nb_div(m, nb_scalar_like(m, 127.5, NB_F32)), 0x1p-23, NAN) : NULL;
     nb_tensor *z = s ? nb_zeros_like(s) : NULL;
     nb_tensor *q = z ? nb_quantize_per_channel(d, s, z, 0, NB_I8) : NULL;
-    if (q && s) nb_retain(s); /* outlives the op's scope */
+    if (q) nb_retain(s); /* outlives the op's scope */
     q = nb_scope_return(s_, q);
-    if (!q) {
-        if (s) nb_release(s);
-        return nb_last_status();
-    }
+    if (!q) return nb_last_status();
     *qweight = q, *scales = nb_scope_adopt(s);
     return NB_OK;
 }
@@ -497,8 +505,9 @@ nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, n
                        nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
                        nb_fmt_shape(qweight->ndim, qweight->shape, b, sizeof b), nb_dtype_name(qweight->dtype));
     const int64_t N = qweight->shape[0], K = qweight->shape[1];
-    if (scales->ndim != 1 || scales->shape[0] != N || !nb_dtype_is_float(scales->dtype) ||
-        (bias && (bias->ndim != 1 || bias->shape[0] != N)))
+    if (!nb_dtype_is_float(scales->dtype) || (bias && !nb_dtype_is_float(bias->dtype)))
+        return NB_FAIL(NB_ERR_DTYPE, "%s: scales (%s) and bias must be float", op, nb_dtype_name(scales->dtype));
+    if (scales->ndim != 1 || scales->shape[0] != N || (bias && (bias->ndim != 1 || bias->shape[0] != N)))
         return NB_FAIL(NB_ERR_SHAPE, "%s: scales %s (float) and bias must be [N] for qweight %s", op,
                        nb_fmt_shape(scales->ndim, scales->shape, a, sizeof a),
                        nb_fmt_shape(qweight->ndim, qweight->shape, b, sizeof b));
@@ -525,9 +534,13 @@ nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, n
             }
         }
     } else if (sc && (!bias || bi)) {
-        /* many rows, or a gradient: the integer weights cast (exactly) to x's dtype, one matmul, the scales after */
-        y = nb_mul(nb_linear(x, nb_to_dtype(qweight, dt), NULL), nb_to_dtype(sc, dt));
-        if (y && bi) y = nb_add(y, bi);
+        /* many rows, or a gradient: the weight dequantized (q * scale in float32, float64 for float64, rounded
+         * once to x's dtype: the weight a model of that dtype would hold) and one matmul; scaling after the
+         * matmul instead would round the scales to 16 bits and overflow float16 (the unscaled sums are ~127 /
+         * amax times y) */
+        const nb_dtype wdt = dt == NB_F64 ? NB_F64 : NB_F32;
+        nb_tensor *w = nb_mul(nb_to_dtype(qweight, wdt), nb_reshape(nb_to_dtype(sc, wdt), 2, (int64_t[]){N, 1}));
+        y = w ? nb_linear(x, dt == wdt ? w : nb_to_dtype(w, dt), bi) : NULL;
     }
     return nb_scope_return(s_, y);
 }

@@ -141,9 +141,10 @@ nb_tensor *nb_csv_load(const char *path, nb_csv_options o) {
                                 (long long)o.usecols[i]), NULL;
     }
     csv_parse p = {.path = path, .o = o};
-    p.integer = dt == NB_I32 || dt == NB_I64 || dt == NB_U8 || dt == NB_BOOL;
-    p.lo = dt == NB_I32 ? INT32_MIN : dt == NB_I64 ? INT64_MIN : 0;
-    p.hi = dt == NB_I32 ? INT32_MAX : dt == NB_I64 ? INT64_MAX : dt == NB_U8 ? 255 : 1;
+    p.integer = !nb_dtype_is_float(dt);
+    p.lo = dt == NB_I32 ? INT32_MIN : dt == NB_I64 ? INT64_MIN : dt == NB_I16 ? INT16_MIN : dt == NB_I8 ? INT8_MIN : 0;
+    p.hi = dt == NB_I32 ? INT32_MAX : dt == NB_I64 ? INT64_MAX : dt == NB_I16 ? INT16_MAX : dt == NB_I8 ? INT8_MAX
+         : dt == NB_U8 ? 255 : 1;
     size_t len;
     uint8_t *raw = nb_data_read_file("csv_load", path, &len);
     if (!raw) return NULL;

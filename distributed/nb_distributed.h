@@ -135,8 +135,10 @@ nb_device nb_process_group_device(const nb_process_group *pg);
 /* ---- collectives ------------------------------------------------------------
  * Every rank calls the same collectives in the same order with tensors of
  * the same dtype and sizes, contiguous and on the group's device. Dtypes:
- * float32, float64, int32, int64, uint8 and bool everywhere; float16 and
- * bfloat16 through NCCL (through MPI only broadcast and all_gather). AVG
+ * float32, float64, int32, int64, int8, uint8 and bool everywhere; float16
+ * and bfloat16 through NCCL (through MPI only broadcast and all_gather);
+ * int16 through MPI (through NCCL, which has no int16 type, only broadcast
+ * and all_gather). AVG
  * takes floating dtypes only; on bool, SUM is a logical or (MAX), as in
  * PyTorch. Counts through MPI are limited to 2^31 - 1 elements per call. */
 

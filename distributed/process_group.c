@@ -174,7 +174,9 @@ nb_status nb_pg_check(nb_process_group *pg, const char *op, const nb_tensor *t, 
     if (!nb_is_contiguous(t))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: tensor %s is not contiguous", op, s);
     if (!carried(pg->backend, nb_dtype_of(t), reduce))
-        return nb_set_error(nb_dtype_of(t) == NB_F16 || nb_dtype_of(t) == NB_BF16 ? NB_ERR_UNSUPPORTED : NB_ERR_DTYPE,
+        return nb_set_error(nb_dtype_of(t) == NB_F16 || nb_dtype_of(t) == NB_BF16 || nb_dtype_of(t) == NB_I16
+                                ? NB_ERR_UNSUPPORTED
+                                : NB_ERR_DTYPE,
                             "%s: %s %s cannot be %s by %s", op, nb_dtype_name(nb_dtype_of(t)), s,
                             reduce ? "reduced" : "sent", pg->be->name);
     return NB_OK;

@@ -27,7 +27,13 @@ static nb_tensor *linear_forward(nb_module *m, nb_tensor *x) {
     return nb_linear(x, c->weight, c->bias);
 }
 
-static const nb_module_ops linear_ops = {"Linear", linear_forward, free, NULL};
+/* The kinds as arrays of their own: distinct objects have distinct
+ * addresses, while equal string literals may be merged with other modules'
+ * "Linear" (a tied head, BERT's decoder), whose ctx is not an nb_linear_ctx:
+ * the weight swaps below compare these addresses. */
+static const char linear_kind[] = "Linear", bitlinear_kind[] = "BitLinear";
+
+static const nb_module_ops linear_ops = {linear_kind, linear_forward, free, NULL};
 
 /* kaiming_uniform_(w, a=sqrt(5)) as torch.nn.init computes it:
  * gain = sqrt(2 / (1 + a^2)), std = gain / sqrt(fan_in), bound = sqrt(3) * std,
@@ -105,7 +111,7 @@ static nb_tensor *bitlinear_forward(nb_module *m, nb_tensor *x) {
     return nb_scope_return(s, y);
 }
 
-static const nb_module_ops bitlinear_ops = {"BitLinear", bitlinear_forward, free, NULL};
+static const nb_module_ops bitlinear_ops = {bitlinear_kind, bitlinear_forward, free, NULL};
 
 nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias, nb_dtype dt) {
     return linear_new(&bitlinear_ops, "BitLinear", in_features, out_features, bias, dt);

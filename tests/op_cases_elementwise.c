@@ -132,7 +132,7 @@ static nb_tensor *q_channel(nb_tensor *const *x, const nb_op_case *c) {
 }
 static nb_tensor *dq_tensor(nb_tensor *const *x, const nb_op_case *c) {
     (void)c;
-    return nb_dequantize_per_tensor(x[0], 0.25, -1);
+    return nb_dequantize_per_tensor(x[0], 0.25, 1);
 }
 static nb_tensor *dq_channel(nb_tensor *const *x, const nb_op_case *c) {
     (void)c;
@@ -304,7 +304,7 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 2, 3)}, .flags = C_NOGRAD},
     {.op = NB_OP_QUANTIZE_PER_CHANNEL, .label = "quantize_per_channel uint8 axis 1", .fn = q_channel, .n_in = 3,
      .in = {IN(K_REAL, 2, 3, 2), IN(K_POS, 3), IN(K_POS, 3)}, .flags = C_NOGRAD},
-    {.op = NB_OP_DEQUANTIZE_PER_TENSOR, .label = "dequantize_per_tensor scale 0.25 zp -1", .fn = dq_tensor, .n_in = 1,
+    {.op = NB_OP_DEQUANTIZE_PER_TENSOR, .label = "dequantize_per_tensor scale 0.25 zp 1", .fn = dq_tensor, .n_in = 1,
      .in = {IN(K_REAL, 2, 3)}, .flags = C_NOGRAD},
     {.op = NB_OP_DEQUANTIZE_PER_CHANNEL, .label = "dequantize_per_channel axis 1", .fn = dq_channel, .n_in = 1,
      .in = {IN(K_REAL, 2, 3, 2)}, .flags = C_NOGRAD},

@@ -4,7 +4,7 @@
  * the shifts, the divisions of the minimum by -1), on every device; type
  * promotion (torch.promote_types); casts from floats and from each other;
  * reductions (sum and prod in int64, as PyTorch), scans, sort, gather,
- * scatter and index_add; safetensors and .npy round trips. The op harness
+ * scatter and index_add; safetensors, .npy and csv. The op harness
  * (test_op_harness.c) runs every integer row on them too; PyTorch's values:
  * tests/torch_diff. */
 #include <stdlib.h>
@@ -252,6 +252,18 @@ START_TEST(test_file_round_trips) {
         nb_ck_close(r2, v, 50, 0, 0);
         free(v);
     }
+    /* csv: integers of the dtype's range exactly; 1.5 and 128 are format errors for int8 */
+    char csv[64];
+    snprintf(csv, sizeof csv, "%s/t.csv", dir);
+    nb_test_write_file(csv, "-128,127\n5,-3\n", 14);
+    nb_tensor *c = nb_csv_load(csv, (nb_csv_options){.dtype = NB_I8});
+    ck_assert_int_eq(nb_dtype_of(c), NB_I8);
+    nb_ck_close(c, (double[]){-128, 127, 5, -3}, 4, 0, 0);
+    nb_test_write_file(csv, "1.5,128\n", 8);
+    NB_CK_FAILS(nb_csv_load(csv, (nb_csv_options){.dtype = NB_I8}), NB_ERR_FORMAT);
+    nb_test_write_file(csv, "40000\n", 6);
+    NB_CK_FAILS(nb_csv_load(csv, (nb_csv_options){.dtype = NB_I16}), NB_ERR_FORMAT);
+    unlink(csv);
     unlink(st), unlink(npy), rmdir(dir);
     nb_scope_end(s);
 }

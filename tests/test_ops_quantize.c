@@ -457,6 +457,8 @@ START_TEST(test_quantize_errors) {
     NB_CK_FAILS(nb_quantize_per_tensor(x, 0, 0, NB_I8), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_quantize_per_tensor(x, NAN, 0, NB_I8), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_quantize_per_tensor(x, 1e300, 0, NB_I8), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_quantize_per_tensor(x, 1e-50, 0, NB_I8), NB_ERR_INVALID_ARG); /* 0 in float32 */
+    NB_CK_FAILS(nb_quantize_per_tensor(x, 1e-40, 0, NB_I8), NB_ERR_INVALID_ARG); /* 1 / s is inf */
     NB_CK_FAILS(nb_quantize_per_tensor(x, 0.1, 128, NB_I8), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_quantize_per_tensor(x, 0.1, -1, NB_U8), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_quantize_per_tensor(vec(3, NB_I32, (double[]){0, 1, 2}, false), 0.1, 0, NB_I8), NB_ERR_DTYPE);
@@ -464,6 +466,9 @@ START_TEST(test_quantize_errors) {
     NB_CK_FAILS(nb_quantize_per_channel(x, sc, z, 1, NB_I8), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_quantize_per_channel(x, vec(2, NB_F32, (double[]){1, 1}, false), z, 0, NB_I8), NB_ERR_SHAPE);
     NB_CK_FAILS(nb_dequantize_per_tensor(x, 0.1, 0), NB_ERR_DTYPE);
+    nb_tensor *q8 = nb_quantize_per_tensor(x, 0.1, 0, NB_I8);
+    NB_CK_FAILS(nb_dequantize_per_tensor(q8, 0.1, 200), NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_dequantize_per_tensor(q8, -1, 0), NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_dequantize_per_channel(nb_quantize_per_channel(x, sc, z, 0, NB_I8), sc, z, 1), NB_ERR_INVALID_ARG);
     nb_scope_end(s);
 }
@@ -493,7 +498,9 @@ END_TEST
  * rows, no grad) and the dequantized matmul (many rows, or a gradient), in
  * float32, float64 and bfloat16, on every device; twice the same bits; x
  * and bias get linear's gradients. K = 40 (not a multiple of 16: CUDA's
- * scalar path) and 64 (its vector path). */
+ * scalar path) and 64 (its vector path); then K = 4096 (slices across
+ * warps, unrolled loads) and 4100, with 5 and 16 rows (several launches of
+ * 4 rows). */
 START_TEST(test_linear_int8_matches_formula) {
     nb_device devs[9] = {NB_CPU};
     int nd = 1 + nb_test_accelerators(devs + 1, 8);
@@ -538,6 +545,22 @@ START_TEST(test_linear_int8_matches_formula) {
             nb_ck_close_to(gb, nb_tensor_grad(b2), 0);
             nb_scope_end(s);
         }
+    for (int d = 0; d < nd; d++)
+        for (int kk = 0; kk < 2; kk++) {
+            const int64_t K = kk ? 4100 : 4096, N = 64;
+            nb_scope *s = nb_scope_begin();
+            nb_generator g = nb_generator_new(41 + (uint64_t)kk);
+            nb_tensor *w = nb_to_device(nb_randn(2, (int64_t[]){N, K}, NB_F32, &g), devs[d]), *q, *sc;
+            NB_CK_OK(nb_int8_weight_quantize(w, &q, &sc));
+            nb_tensor *wd = nb_mul(nb_to_dtype(q, NB_F64), nb_reshape(nb_to_dtype(sc, NB_F64), 2, (int64_t[]){N, 1}));
+            for (int rows = 5; rows <= 16; rows += 11) {
+                nb_tensor *x = nb_to_device(nb_randn(2, (int64_t[]){rows, K}, NB_F32, &g), devs[d]);
+                nb_tensor *want = nb_linear(nb_to_dtype(x, NB_F64), wd, NULL);
+                nb_ck_close_to(nb_linear_int8(x, q, sc, NULL), want, 2e-3);
+                nb_ck_close_to(nb_linear_int8(nb_to_dtype(x, NB_F64), q, sc, NULL), want, 1e-10);
+            }
+            nb_scope_end(s);
+        }
 }
 END_TEST
 
@@ -550,6 +573,7 @@ START_TEST(test_linear_int8_errors) {
     NB_CK_FAILS(nb_linear_int8(x, q, nb_ones(1, (int64_t[]){2}, NB_F32), NULL), NB_ERR_SHAPE);
     NB_CK_FAILS(nb_linear_int8(x, q, sc, nb_ones(1, (int64_t[]){4}, NB_F32)), NB_ERR_SHAPE);
     NB_CK_FAILS(nb_linear_int8(nb_zeros(2, (int64_t[]){2, 4}, NB_I32), q, sc, NULL), NB_ERR_DTYPE);
+    NB_CK_FAILS(nb_linear_int8(x, q, nb_ones(1, (int64_t[]){3}, NB_I32), NULL), NB_ERR_DTYPE); /* int scales */
     nb_scope_end(s);
 }
 END_TEST

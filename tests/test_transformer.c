@@ -377,6 +377,29 @@ START_TEST(test_bert_matches_pytorch) {
 }
 END_TEST
 
+/* int8 weight-only BERT: the encoder's Linear layers convert (its
+ * MultiheadAttention in_proj_weight and the tied decoder head, a module
+ * also named "Linear", stay float) and the logits stay near the float
+ * model's. */
+START_TEST(test_bert_int8_weight_only) {
+    nb_module *bert = tiny_bert(0);
+    NB_CK_NOTNULL(bert);
+    set_sin_params(bert);
+    nb_module_train(bert, false);
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *ids = ids_tensor(2, 5, (int64_t[]){1, 4, 7, 2, 9, 3, 3, 10, 0, 5});
+    nb_tensor *before = nb_forward(bert, ids);
+    NB_CK_OK(nb_module_int8_weight_only(bert));
+    nb_named_tensor b[64];
+    int nb = nb_module_buffers(bert, b, 64), n8 = 0;
+    for (int i = 0; i < nb; i++) n8 += nb_dtype_of(b[i].tensor) == NB_I8;
+    ck_assert_int_ge(n8, 4); /* linear1 and linear2 of both layers, out_proj, the head's transform */
+    nb_ck_close_to(nb_forward(bert, ids), before, 0.05);
+    nb_scope_end(s);
+    nb_module_free(bert);
+}
+END_TEST
+
 /* Changing the ids at padded positions leaves the real positions' outputs
  * unchanged, in eval mode and in train mode with the same dropout draws. */
 START_TEST(test_padding_flows) {
@@ -676,6 +699,7 @@ Suite *nb_suite_transformer(void) {
     tcase_add_test(g, test_tied_decoder);
     tcase_add_test(g, test_bert_state_dict);
     tcase_add_test(g, test_encoder_bitlinear);
+    tcase_add_test(g, test_bert_int8_weight_only);
     tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);
     return s;

@@ -51,8 +51,13 @@ nb_status nb_check_linear_int8(nb_backend *be, const nb_kview *y, const nb_kview
                                const nb_kview *scales, const nb_kview *bias) {
     (void)be;
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR], b3[NB_VIEW_STR];
-    if (x->ndim != 2 || !nb_dtype_in(x->dtype, NB_CHK_F | NB_DTM(NB_BF16) | NB_DTM(NB_F16)) ||
-        !nb_view_is_contiguous(x) || qweight->ndim != 2 || qweight->dtype != NB_I8 ||
+    if (!nb_dtype_in(x->dtype, NB_CHK_F | NB_DTM(NB_BF16) | NB_DTM(NB_F16)) || qweight->dtype != NB_I8 ||
+        y->dtype != x->dtype || scales->dtype != NB_F32 || (bias && bias->dtype != x->dtype))
+        return nb_set_error(NB_ERR_DTYPE, "linear_int8: x %s, qweight %s, scales %s, y %s and bias %s: needs float x, "
+                            "int8 qweight, float32 scales, y and bias of x's dtype", nb_dtype_name(x->dtype),
+                            nb_dtype_name(qweight->dtype), nb_dtype_name(scales->dtype), nb_dtype_name(y->dtype),
+                            bias ? nb_dtype_name(bias->dtype) : "none");
+    if (x->ndim != 2 || !nb_view_is_contiguous(x) || qweight->ndim != 2 ||
         !nb_view_is_contiguous(qweight) || qweight->shape[1] != x->shape[1] || y->ndim != 2 ||
         y->dtype != x->dtype || y->shape[0] != x->shape[0] || y->shape[1] != qweight->shape[0] ||
         !nb_view_is_contiguous(y))

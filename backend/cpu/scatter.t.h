@@ -25,7 +25,7 @@ static void TS(scatter_line_)(const line_job *j, int64_t l, int64_t *counts) {
         if (!counts[t]) continue;
         if (m == M_MEAN) {
             T c = (T)(counts[t] + j->include_self);
-            op[t * os] = DIV(op[t * os], c);
+            if (c != 0) op[t * os] = DIV(op[t * os], c); /* a narrow count can wrap to 0: left undivided, as CUDA */
         }
         counts[t] = 0;
     }

@@ -101,7 +101,9 @@ template <typename T> __device__ inline T wadd(T a, T b) {
 template <typename T> __device__ inline T wmul(T a, T b) {
     if constexpr (std::is_integral<T>::value && !std::is_same<T, bool>::value) {
         using U = typename std::make_unsigned<T>::type;
-        return (T)(U)((U)a * (U)b);
+        // at least unsigned int: uint16_t would promote to int, and 65535 * 65535 overflows it
+        using W = typename std::conditional<(sizeof(U) < sizeof(unsigned)), unsigned, U>::type;
+        return (T)(U)((W)(U)a * (W)(U)b);
     } else {
         return a * b;
     }

@@ -3,7 +3,8 @@
  * the baseline level, slot by slot through each level's table (every unary
  * op forward and backward in float32 and float64, binary ops with
  * broadcasting, casts, reductions, softmax, cross-entropy, layer_norm,
- * rms_norm, random fills, Adam and SGD, attention with dropout), on inputs
+ * rms_norm, random fills, Adam and SGD, attention with dropout, the int8
+ * weight-only product), on inputs
  * that include zeros, infinities, NaN and denormals, contiguous and
  * strided; their results must be bitwise equal to the baseline's (isa.h:
  * contraction is off and every kernel's order of operations is fixed
@@ -322,6 +323,32 @@ static nb_status attention_case(const nb_cpu_isa_kernels *k, int arg, char *out,
     return st;
 }
 
+/* The int8 weight-only product, x [3, N_EL] by int8 [5, N_EL] with scales
+ * and a bias (arg: 0 float32, 1 float64, 2 bfloat16: the top halves of
+ * float32 draws). */
+static nb_status linear_int8_case(const nb_cpu_isa_kernels *k, int arg, char *out, size_t cap) {
+    nb_dtype dt = arg == 1 ? NB_F64 : arg == 2 ? NB_BF16 : NB_F32;
+    case_dt = dt;
+    const int64_t M = 3, N = 5, K = N_EL;
+    size_t es = nb_dtype_size(dt);
+    ck_assert(cap >= (size_t)(M * N) * es);
+    char *x = malloc((size_t)(M * K) * 8), *b = malloc((size_t)N * 8);
+    int8_t *q = malloc((size_t)(N * K));
+    float sc[5];
+    fill(x, arg == 1 ? NB_F64 : NB_F32, M * K, 51, 2, false), fill(b, arg == 1 ? NB_F64 : NB_F32, N, 52, 1, false);
+    fill(sc, NB_F32, N, 53, 0.02, false);
+    for (int64_t i = 0; i < N * K; i++) q[i] = (int8_t)((i * 37 + 11) % 255 - 127);
+    if (arg == 2) { /* bfloat16: the top half of each float32 */
+        for (int64_t i = 0; i < M * K; i++) memmove(x + 2 * i, x + 4 * i + 2, 2);
+        for (int64_t i = 0; i < N; i++) memmove(b + 2 * i, b + 4 * i + 2, 2);
+    }
+    nb_kview xv = mat(x, dt, M, K), qv = mat(q, NB_I8, N, K), sv = vec(sc, NB_F32, N, 1), bv = vec(b, dt, N, 1);
+    nb_kview y = mat(out, dt, M, N);
+    nb_status st = k->linear_int8(nb_backend_get(NB_CPU), &y, &xv, &qv, &sv, &bv); /* 16-bit: scratch from it */
+    free(x), free(b), free(q);
+    return st;
+}
+
 /* ---- tests ---------------------------------------------------------------- */
 
 START_TEST(test_isa_levels_match_baseline) {
@@ -341,6 +368,7 @@ START_TEST(test_isa_levels_match_baseline) {
         for (int a = 0; a < 6; a++) check_case("random", random_case, a, cap);
         for (int a = 0; a < 6; a++) check_case("optim", optim_case, a, cap);
         for (int a = 0; a < 2; a++) check_case("attention", attention_case, a, cap);
+        for (int a = 0; a < 3; a++) check_case("linear_int8", linear_int8_case, a, cap);
     }
 }
 END_TEST

@@ -39,10 +39,14 @@ typedef struct i8_job {
 
 #define T_ float
 #define S f32
+#define NB_Q_F32 1
 #include "quantize.t.h"
+#undef NB_Q_F32
 #define T_ double
 #define S f64
+#define NB_Q_F32 0
 #include "quantize.t.h"
+#undef NB_Q_F32
 
 nb_status nb_cpu_fake_quantize(nb_backend *be, const nb_kview *out, const nb_kview *x, const nb_kview *scale,
                                const nb_kview *zero_point, const nb_fake_quant_params *p) {

@@ -145,11 +145,12 @@ nb_status nb_int8_weight_quantize(nb_tensor *w, nb_tensor **qweight, nb_tensor *
  * as float32), bias [N] or NULL: [..., N] in x's dtype. Up to 16 rows (x's
  * numel / K) without a gradient run the linear_int8 kernel, which reads
  * the int8 weight as it is (sums in float32, float64 for float64, rounded
- * once); more rows, or an x or bias that requires grad, dequantize the
- * weight (qweight * scales in float32, or float64 for float64 x, rounded
- * once to x's dtype) and run
- * linear, so x and bias get gradients (qweight and scales get none); the
- * two paths differ by that rounding of the weight. Errors: NB_ERR_SHAPE,
+ * once); more rows, or an x or bias that requires grad, run linear on
+ * qweight cast to x's dtype (exact) and multiply the result by the scales
+ * in float32 (float64 for float64 x), so x and bias get gradients
+ * (qweight and scales get none); float16 x, whose unscaled sums could
+ * overflow, runs linear on the weight dequantized in float32 and rounded
+ * once. The two paths differ by roundings. Errors: NB_ERR_SHAPE,
  * NB_ERR_DTYPE (qweight not int8, scales or bias not float),
  * NB_ERR_DEVICE. */
 nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, nb_tensor *bias);

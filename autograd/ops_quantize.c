@@ -534,13 +534,21 @@ nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, n
             }
         }
     } else if (sc && (!bias || bi)) {
-        /* many rows, or a gradient: the weight dequantized (q * scale in float32, float64 for float64, rounded
-         * once to x's dtype: the weight a model of that dtype would hold) and one matmul; scaling after the
-         * matmul instead would round the scales to 16 bits and overflow float16 (the unscaled sums are ~127 /
-         * amax times y) */
+        /* many rows, or a gradient: one matmul on the integer weights cast to x's dtype (exact), then the scales
+         * in float32 (float64 for float64) over the [.., N] result: elementwise work on the activations, not
+         * on the weights (dequantizing them tripled a bfloat16 prefill). float16 dequantizes the weight
+         * instead (q * scale in float32, rounded once): its unscaled sums, ~127 / amax times y, overflow. */
         const nb_dtype wdt = dt == NB_F64 ? NB_F64 : NB_F32;
-        nb_tensor *w = nb_mul(nb_to_dtype(qweight, wdt), nb_reshape(nb_to_dtype(sc, wdt), 2, (int64_t[]){N, 1}));
-        y = w ? nb_linear(x, dt == wdt ? w : nb_to_dtype(w, dt), bi) : NULL;
+        nb_tensor *s2 = nb_to_dtype(sc, wdt);
+        if (dt == NB_F16) {
+            nb_tensor *w = nb_mul(nb_to_dtype(qweight, wdt), nb_reshape(s2, 2, (int64_t[]){N, 1}));
+            y = w ? nb_linear(x, nb_to_dtype(w, dt), bi) : NULL;
+        } else {
+            y = nb_linear(x, nb_to_dtype(qweight, dt), NULL);
+            y = y ? nb_mul(dt == wdt ? y : nb_to_dtype(y, wdt), s2) : NULL;
+            if (y && dt != wdt) y = nb_to_dtype(y, dt);
+            if (y && bi) y = nb_add(y, bi);
+        }
     }
     return nb_scope_return(s_, y);
 }

@@ -150,7 +150,9 @@ nb_status nb_int8_weight_quantize(nb_tensor *w, nb_tensor **qweight, nb_tensor *
  * in float32 (float64 for float64 x), so x and bias get gradients
  * (qweight and scales get none); float16 x, whose unscaled sums could
  * overflow, runs linear on the weight dequantized in float32 and rounded
- * once. The two paths differ by roundings. Errors: NB_ERR_SHAPE,
+ * once. The two paths differ by roundings. Under autocast, x is first
+ * cast as a Linear's input (to the region's 16-bit dtype) and y has that
+ * dtype. Errors: NB_ERR_SHAPE,
  * NB_ERR_DTYPE (qweight not int8, scales or bias not float),
  * NB_ERR_DEVICE. */
 nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, nb_tensor *bias);

@@ -512,6 +512,9 @@ nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, n
                        nb_fmt_shape(scales->ndim, scales->shape, a, sizeof a),
                        nb_fmt_shape(qweight->ndim, qweight->shape, b, sizeof b));
     nb_scope *s_ = nb_op_scope_begin();
+    /* under autocast, x as a Linear's (the region's 16-bit dtype): then the float16 branch below guards
+     * against overflow, and the result has a float Linear's dtype */
+    if (!nb_autocast_inputs(NB_OP_LINEAR, 1, &x)) return nb_scope_return(s_, NULL);
     const nb_dtype dt = x->dtype;
     nb_tensor *sc = nb_reshape(nb_contiguous_nograd(nb_to_dtype(nb_detach(scales), NB_F32)), 1, &N);
     nb_tensor *bi = bias && bias->dtype != dt ? nb_to_dtype(bias, dt) : bias;

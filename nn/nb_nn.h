@@ -180,7 +180,7 @@ nb_status nb_module_bitnet_pack(nb_module *m);
  * nb_int8_weight_quantize (nb_quantize.h), the float weight is released
  * (half a bfloat16 weight's memory, a quarter of a float32 one's), and the
  * forward runs nb_linear_int8 (the int8 kernel for up to 16 rows, a
- * dequantized matmul above). The bias stays a parameter in its dtype. The
+ * matmul on the weight cast to the input's dtype above). The bias stays a parameter in its dtype. The
  * state_dict then holds the int8 tensors; it loads into a model built the
  * same way and converted. Only modules of kind "Linear" convert (a
  * decoder's tied LM head, GPT-2's Conv1D and MultiheadAttention's

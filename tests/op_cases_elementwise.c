@@ -141,7 +141,7 @@ static nb_tensor *dq_channel(nb_tensor *const *x, const nb_op_case *c) {
                                      nb_arange_on(-1, 2, 1, NB_I64, dev), 1);
 }
 /* int8 weight-only: w [5, 32] quantized, x [2, 3, 32] (6 rows: the kernel
- * without grad, the dequantized matmul with it) with a bias */
+ * without grad, the matmul path with it) with a bias */
 static nb_tensor *i8_quant(nb_tensor *const *x, const nb_op_case *c) {
     (void)c;
     nb_tensor *q, *s;

@@ -495,7 +495,7 @@ START_TEST(test_int8_weight_quantize_by_hand) {
 END_TEST
 
 /* linear_int8 against the float64 formula x (q s)^T + b: the kernel (few
- * rows, no grad) and the dequantized matmul (many rows, or a gradient), in
+ * rows, no grad) and the matmul path (many rows, or a gradient), in
  * float32, float64 and bfloat16, on every device; twice the same bits; x
  * and bias get linear's gradients. K = 40 (not a multiple of 16: CUDA's
  * scalar path) and 64 (its vector path); then K = 4096 (slices across
@@ -564,6 +564,38 @@ START_TEST(test_linear_int8_matches_formula) {
 }
 END_TEST
 
+/* Under autocast x is cast as a Linear's: the result has the region's
+ * dtype on both paths, and float16 with outputs far above 65504 / 127
+ * times the weights' amax stays finite (the unscaled int8 sums would
+ * overflow float16). */
+START_TEST(test_linear_int8_autocast) {
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(61);
+    nb_tensor *w = nb_mul_scalar(nb_randn(2, (int64_t[]){8, 256}, NB_F32, &g), 1e-3), *q, *sc;
+    NB_CK_OK(nb_int8_weight_quantize(w, &q, &sc));
+    for (int k = 0; k < 2; k++) {
+        nb_dtype ac = k ? NB_F16 : NB_BF16;
+        for (int rows = 1; rows <= 20; rows += 19) {
+            nb_tensor *x = nb_mul_scalar(nb_randn(2, (int64_t[]){rows, 256}, NB_F32, &g), k ? 3000 : 1);
+            nb_tensor *want = nb_linear_int8(x, q, sc, NULL); /* float32, outside the region */
+            NB_CK_OK(nb_autocast_begin(NB_CPU, ac));
+            nb_tensor *y = nb_linear_int8(x, q, sc, NULL);
+            NB_CK_OK(nb_autocast_end(NB_CPU));
+            NB_CK_NOTNULL(y);
+            ck_assert_int_eq(nb_dtype_of(y), ac);
+            double *v = nb_test_values_of(y), *u = nb_test_values_of(want);
+            for (int64_t i = 0; i < nb_numel(y); i++) {
+                ck_assert_msg(isfinite(v[i]), "autocast %s, %d rows: element %lld is %g", nb_dtype_name(ac), rows,
+                              (long long)i, v[i]);
+                ck_assert_msg(fabs(v[i] - u[i]) <= 0.02 * (fabs(u[i]) + 1) + (k ? 2.0 : 0.05), "%g vs %g", v[i], u[i]);
+            }
+            free(v), free(u);
+        }
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_linear_int8_errors) {
     nb_scope *s = nb_scope_begin();
     nb_tensor *x = nb_zeros(2, (int64_t[]){2, 4}, NB_F32), *w = nb_ones(2, (int64_t[]){3, 4}, NB_F32), *q, *sc;
@@ -599,6 +631,7 @@ Suite *nb_suite_ops_quantize(void) {
     tcase_add_test(tc, test_int8_weight_quantize_by_hand);
     tcase_add_test(tc, test_linear_int8_matches_formula);
     tcase_add_test(tc, test_linear_int8_errors);
+    tcase_add_test(tc, test_linear_int8_autocast);
     suite_add_tcase(s, tc);
     return s;
 }

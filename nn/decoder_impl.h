@@ -17,6 +17,11 @@ nb_module *nb_hf_conv1d(int64_t nx, int64_t nf, nb_dtype dt);
 /* A bias-free Linear whose "weight" is `weight` itself (a tied head): kind
  * "Linear", y = x weight^T. The module takes its own reference. */
 nb_module *nb_tied_linear(nb_tensor *weight);
+/* For nb_module_int8_weight_only: a tied head (m of nb_tied_linear's kind;
+ * any other module is left alone) gets an int8 copy of the weight as the
+ * buffers "weight_int8" and "weight_scale" and drops its reference to the
+ * float weight, which the embedding keeps using. */
+nb_status nb_tied_linear_int8(nb_module *m);
 /* Adds child under name and stores it in *slot; false on failure (the
  * child is freed by nb_module_add). */
 bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module **slot);

@@ -10,6 +10,7 @@
 #include "decoder_impl.h"
 #include "nb_autograd.h"
 #include "nb_foreach.h"
+#include "nb_quantize.h"
 #include "nn_impl.h"
 
 bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module **slot) {
@@ -335,9 +336,28 @@ nb_module *nb_hf_conv1d(int64_t nx, int64_t nf, nb_dtype dt) {
 
 /* ---- tied head ------------------------------------------------------------------ */
 
-static nb_tensor *tied_forward(nb_module *m, nb_tensor *x) { return nb_linear(x, nb_module_ctx(m), NULL); }
+/* its own kind object, so that nb_tied_linear_int8 knows a tied head by address */
+static const char tied_kind[] = "Linear";
 
-static const nb_module_ops tied_ops = {"Linear", tied_forward, NULL, NULL};
+static nb_tensor *tied_forward(nb_module *m, nb_tensor *x) {
+    nb_tensor *q = nb_module_get(m, "weight_int8"), *s = nb_module_get(m, "weight_scale");
+    if (q && s) return nb_linear_int8(x, q, s, NULL); /* nb_tied_linear_int8's copy */
+    return nb_linear(x, nb_module_ctx(m), NULL);
+}
+
+static const nb_module_ops tied_ops = {tied_kind, tied_forward, NULL, NULL};
+
+nb_status nb_tied_linear_int8(nb_module *m) {
+    if (nb_module_kind(m) != tied_kind || nb_module_get(m, "weight_int8")) return NB_OK;
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *q, *sc;
+    nb_status st = nb_int8_weight_quantize(nb_module_ctx(m), &q, &sc);
+    if (!st) st = nb_module_register_buffer(m, "weight_int8", q);
+    if (!st) st = nb_module_register_buffer(m, "weight_scale", sc); /* failing: the float weight is still used */
+    if (!st) nb_release(nb_module_take_parameter(m, "weight"));  /* the embedding keeps it (ctx borrows it) */
+    nb_scope_end(s);
+    return st;
+}
 
 nb_module *nb_tied_linear(nb_tensor *weight) {
     nb_module *m = nb_module_new(&tied_ops, weight);

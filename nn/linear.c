@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "decoder_impl.h"
 #include "nb_extension.h"
 #include "nb_nn.h"
 #include "nn_impl.h"
@@ -154,14 +155,10 @@ static nb_status swap_weight(nb_module *m, const weight_swap *w) {
 static nb_status swap_tree(nb_module *m, const weight_swap *w) {
     const char *kind = nb_module_kind(m); /* records a NULL m */
     if (!kind) return nb_last_status();
-    if (kind == w->ops->kind) {
-        nb_status st = swap_weight(m, w);
-        if (st) return st;
-    }
-    for (int i = 0; i < nb_module_num_children(m); i++) {
-        nb_status st = swap_tree(nb_module_child_at(m, i), w);
-        if (st) return st;
-    }
+    nb_status st = kind == w->ops->kind ? swap_weight(m, w) : w == &int8_swap ? nb_tied_linear_int8(m) : NB_OK;
+    if (st) return st;
+    for (int i = 0; i < nb_module_num_children(m); i++)
+        if ((st = swap_tree(nb_module_child_at(m, i), w))) return st;
     return NB_OK;
 }
 

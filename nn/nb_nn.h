@@ -182,10 +182,11 @@ nb_status nb_module_bitnet_pack(nb_module *m);
  * forward runs nb_linear_int8 (the int8 kernel for up to 16 rows, a
  * matmul on the weight cast to the input's dtype above). The bias stays a parameter in its dtype. The
  * state_dict then holds the int8 tensors; it loads into a model built the
- * same way and converted. Only modules of kind "Linear" convert (a
- * decoder's tied LM head, GPT-2's Conv1D and MultiheadAttention's
- * in_proj_weight stay float); a converted Linear and other modules are
- * left as they are. Errors: NB_ERR_INVALID_ARG (NULL m),
+ * same way and converted. nn.Linear modules convert, and so does a
+ * decoder's tied LM head, which gets an int8 copy of the embedding's weight
+ * (the embedding keeps the float one: the tie is cut, as for inference);
+ * GPT-2's Conv1D, MultiheadAttention's in_proj_weight and BERT's tied
+ * decoder stay float; converted modules and others are left as they are. Errors: NB_ERR_INVALID_ARG (NULL m),
  * nb_int8_weight_quantize's; on an error the module being converted keeps
  * its float weight. */
 nb_status nb_module_int8_weight_only(nb_module *m);

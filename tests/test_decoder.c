@@ -541,8 +541,9 @@ static void naive_greedy(nb_module *m, const int64_t *prompt, int64_t n, int64_t
     }
 }
 
-/* int8 weight-only Llama: q/k/v/o and the MLP convert (the tied head and
- * the embedding stay float), the forward stays near the float one, and
+/* int8 weight-only Llama: q/k/v/o, the MLP and the tied head (an int8
+ * copy) convert, the embedding keeps its float weight, the forward stays
+ * near the float one, and
  * greedy generation (few rows a step: the int8 kernel) equals the naive
  * greedy loop over the converted model's full forward. */
 START_TEST(test_int8_weight_only_llama) {
@@ -558,6 +559,8 @@ START_TEST(test_int8_weight_only_llama) {
     ck_assert_ptr_null(nb_module_get(nb_module_child(m, "model.layers.0.mlp.up_proj"), "weight"));
     NB_CK_NOTNULL(nb_module_get(nb_module_child(m, "model.layers.1.self_attn.k_proj"), "weight_int8"));
     NB_CK_NOTNULL(nb_module_get(nb_module_child(m, "model.embed_tokens"), "weight"));
+    NB_CK_NOTNULL(nb_module_get(nb_module_child(m, "lm_head"), "weight_int8"));
+    ck_assert_ptr_null(nb_module_get(nb_module_child(m, "lm_head"), "weight"));
     nb_ck_close_to(nb_forward(m, x), before, 0.2); /* logits of a few units; weights within amax / 255 */
     const int64_t prompt[3] = {4, 17, 9};
     int64_t out[16], want[16];

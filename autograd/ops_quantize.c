@@ -521,7 +521,8 @@ nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, n
     const int64_t M = K ? nb_numel(x) / K : 0;
     bool grad = nb_is_grad_enabled() && (nb_requires_grad(x) || (bi && nb_requires_grad(bi)));
     nb_tensor *y = NULL;
-    if (!grad && M <= 16 && K > 0 && nb_kernel_has(NB_BE(x), linear_int8) && sc && (!bias || bi)) {
+    if (!sc || (bias && !bi)) return nb_scope_return(s_, NULL);
+    if (!grad && M <= 16 && K > 0 && nb_kernel_has(NB_BE(x), linear_int8)) {
         /* few rows (decoding): the kernel reads the int8 weight as it is */
         nb_tensor *x2 = nb_contiguous_nograd(nb_reshape(x, 2, (int64_t[]){M, K})), *qc = nb_contiguous_nograd(qweight);
         nb_tensor *bc = bi ? nb_contiguous_nograd(bi) : NULL;
@@ -536,7 +537,7 @@ nb_tensor *nb_linear_int8(nb_tensor *x, nb_tensor *qweight, nb_tensor *scales, n
                 y = nb_reshape(out, x->ndim, shape);
             }
         }
-    } else if (sc && (!bias || bi)) {
+    } else {
         /* many rows, or a gradient: one matmul on the integer weights cast to x's dtype (exact), then the scales
          * in float32 (float64 for float64) over the [.., N] result: elementwise work on the activations, not
          * on the weights (dequantizing them tripled a bfloat16 prefill). float16 dequantizes the weight

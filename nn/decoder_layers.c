@@ -349,14 +349,9 @@ static const nb_module_ops tied_ops = {tied_kind, tied_forward, NULL, NULL};
 
 nb_status nb_tied_linear_int8(nb_module *m) {
     if (nb_module_kind(m) != tied_kind || nb_module_get(m, "weight_int8")) return NB_OK;
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *q, *sc;
-    nb_status st = nb_int8_weight_quantize(nb_module_ctx(m), &q, &sc);
-    if (!st) st = nb_module_register_buffer(m, "weight_int8", q);
-    if (!st) st = nb_module_register_buffer(m, "weight_scale", sc); /* failing: the float weight is still used */
-    if (!st) nb_release(nb_module_take_parameter(m, "weight"));  /* the embedding keeps it (ctx borrows it) */
-    nb_scope_end(s);
-    return st;
+    /* the embedding keeps the float weight (ctx borrows it) */
+    return nb_module_weight_to_buffers(m, nb_module_ctx(m), nb_int8_weight_quantize,
+                                       (const char *const[]){"weight_int8", "weight_scale"});
 }
 
 nb_module *nb_tied_linear(nb_tensor *weight) {

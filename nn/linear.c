@@ -124,30 +124,36 @@ nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias,
 typedef struct weight_swap {
     const nb_module_ops *ops;                                  /* the modules it applies to (their kind) */
     nb_status (*quantize)(nb_tensor *, nb_tensor **, nb_tensor **); /* weight -> the two buffers */
-    const char *names[2];                                      /* the buffers' names */
+    const char *const names[2];                                /* the buffers' names */
     size_t slot;                                               /* offsetof the ctx field for buffer 0 */
+    nb_status (*other)(nb_module *);                           /* or NULL: run on every other module */
 } weight_swap;
 
 static const weight_swap bitnet_swap = {&bitlinear_ops, nb_bitnet_pack, {"weight_packed", "weight_scale"},
-                                        offsetof(nb_linear_ctx, packed)};
+                                        offsetof(nb_linear_ctx, packed), NULL};
 static const weight_swap int8_swap = {&linear_ops, nb_int8_weight_quantize, {"weight_int8", "weight_scale"},
-                                      offsetof(nb_linear_ctx, qweight)};
+                                      offsetof(nb_linear_ctx, qweight), nb_tied_linear_int8};
+
+nb_status nb_module_weight_to_buffers(nb_module *m, nb_tensor *weight,
+                                      nb_status (*quantize)(nb_tensor *, nb_tensor **, nb_tensor **),
+                                      const char *const names[2]) {
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *a, *b;
+    nb_status st = quantize(weight, &a, &b);
+    if (!st) st = nb_module_register_buffer(m, names[0], a);
+    if (!st) st = nb_module_register_buffer(m, names[1], b); /* failing: the weight stays, still used */
+    if (!st) nb_release(nb_module_take_parameter(m, "weight"));
+    nb_scope_end(s);
+    return st;
+}
 
 /* One module: weight -> the two buffers (nothing when it has them already). */
 static nb_status swap_weight(nb_module *m, const weight_swap *w) {
     nb_linear_ctx *c = nb_module_ctx(m);
     nb_tensor **slot = (nb_tensor **)((char *)c + w->slot);
     if (*slot) return NB_OK;
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *a, *b;
-    nb_status st = w->quantize(c->weight, &a, &b);
-    if (!st) st = nb_module_register_buffer(m, w->names[0], a);
-    if (!st) st = nb_module_register_buffer(m, w->names[1], b); /* failing: the weight stays, still used */
-    if (!st) {
-        nb_release(nb_module_take_parameter(m, "weight"));
-        c->weight = NULL, *slot = nb_module_get(m, w->names[0]), c->w_scale = nb_module_get(m, w->names[1]);
-    }
-    nb_scope_end(s);
+    nb_status st = nb_module_weight_to_buffers(m, c->weight, w->quantize, w->names);
+    if (!st) c->weight = NULL, *slot = nb_module_get(m, w->names[0]), c->w_scale = nb_module_get(m, w->names[1]);
     return st;
 }
 
@@ -155,7 +161,7 @@ static nb_status swap_weight(nb_module *m, const weight_swap *w) {
 static nb_status swap_tree(nb_module *m, const weight_swap *w) {
     const char *kind = nb_module_kind(m); /* records a NULL m */
     if (!kind) return nb_last_status();
-    nb_status st = kind == w->ops->kind ? swap_weight(m, w) : w == &int8_swap ? nb_tied_linear_int8(m) : NB_OK;
+    nb_status st = kind == w->ops->kind ? swap_weight(m, w) : w->other ? w->other(m) : NB_OK;
     if (st) return st;
     for (int i = 0; i < nb_module_num_children(m); i++)
         if ((st = swap_tree(nb_module_child_at(m, i), w))) return st;

@@ -59,19 +59,16 @@ nb_status nb_check_linear_int8(nb_backend *be, const nb_kview *y, const nb_kview
                             bias ? nb_dtype_name(bias->dtype) : "none");
     if (x->ndim != 2 || !nb_view_is_contiguous(x) || qweight->ndim != 2 ||
         !nb_view_is_contiguous(qweight) || qweight->shape[1] != x->shape[1] || y->ndim != 2 ||
-        y->dtype != x->dtype || y->shape[0] != x->shape[0] || y->shape[1] != qweight->shape[0] ||
-        !nb_view_is_contiguous(y))
+        y->shape[0] != x->shape[0] || y->shape[1] != qweight->shape[0] || !nb_view_is_contiguous(y))
         return nb_set_error(NB_ERR_SHAPE,
                             "linear_int8: x %s, qweight %s and y %s must be contiguous float [M, K], int8 [N, K] "
                             "and [M, N] of x's dtype",
                             nb_view_str(x, b1, sizeof b1), nb_view_str(qweight, b2, sizeof b2),
                             nb_view_str(y, b3, sizeof b3));
-    if (scales->ndim != 1 || scales->shape[0] != qweight->shape[0] || scales->dtype != NB_F32 ||
-        !nb_view_is_contiguous(scales))
+    if (scales->ndim != 1 || scales->shape[0] != qweight->shape[0] || !nb_view_is_contiguous(scales))
         return nb_set_error(NB_ERR_SHAPE, "linear_int8: scales %s must be contiguous float32 [N]",
                             nb_view_str(scales, b1, sizeof b1));
-    if (bias && (bias->ndim != 1 || bias->shape[0] != qweight->shape[0] || bias->dtype != x->dtype ||
-                 !nb_view_is_contiguous(bias)))
+    if (bias && (bias->ndim != 1 || bias->shape[0] != qweight->shape[0] || !nb_view_is_contiguous(bias)))
         return nb_set_error(NB_ERR_SHAPE, "linear_int8: bias %s must be [N] of x's dtype",
                             nb_view_str(bias, b1, sizeof b1));
     return NB_OK;

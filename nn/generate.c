@@ -1,10 +1,11 @@
 /* generate.c - autoregressive decoding with a KV cache: one forward over the
  * prompt (prefill) fills the cache, then each new token is one forward of a
  * single position (decode). The next token comes from the last position's
- * logits, read to the host: argmax (greedy), or a draw after transformers'
- * logits warpers in their order (temperature, top-k, top-p). Draws come from
- * Philox through the caller's nb_generator (one counter block per token), so
- * a seed fixes the output. */
+ * logits on the model's device (nb_sample_tokens): argmax (greedy), or a draw
+ * after transformers' logits warpers in their order (temperature, top-k,
+ * top-p); only the token is read back. Draws come from Philox through the
+ * caller's nb_generator (one counter block per token), so a seed fixes the
+ * output, and a captured step draws at replay time what the eager step would. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,21 +13,8 @@
 #include "decoder_impl.h"
 #include "nb_autograd.h"
 #include "nb_ops.h"
-#include "philox.h"
 
-/* ---- sampling -------------------------------------------------------------------------- */
-
-typedef struct ranked {
-    float logit;
-    int64_t id;
-} ranked;
-
-/* Descending logits, ties by ascending id (a total order: deterministic). */
-static int by_logit_desc(const void *pa, const void *pb) {
-    const ranked *a = pa, *b = pb;
-    if (a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
-    return (a->id > b->id) - (a->id < b->id);
-}
+/* ---- sampling ------------------------------------------------------------------------------ */
 
 bool nb_generate_options_ok(const nb_generate_options *o) {
     if (o->temperature >= 0 && isfinite(o->temperature) && o->top_k >= 0 && o->top_p >= 0 && o->top_p <= 1 &&
@@ -39,121 +27,70 @@ bool nb_generate_options_ok(const nb_generate_options *o) {
     return false;
 }
 
+/* The rule, as tensor ops on the logits' device with no host reads (so a CUDA graph can hold it): NaN logits become
+ * -inf; greedy is the first maximum; sampling sorts each row (descending, ties by ascending id), keeps the top k
+ * (ties at the k-th kept) and then the tokens whose sorted mass before them is < top_p, and inverts the kept
+ * cumulative mass at u * (kept mass), u one uniform draw per row. */
+nb_tensor *nb_sample_tokens(nb_tensor *logits, const nb_generate_options *o) {
+    if (!logits || !o) return nb_set_error(NB_ERR_INVALID_ARG, "sample_tokens: needs logits and options"), NULL;
+    if (!nb_generate_options_ok(o)) return NULL;
+    int nd = nb_dim(logits);
+    if (nd < 1 || nb_size(logits, -1) < 1 || !nb_dtype_is_float(nb_dtype_of(logits)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "sample_tokens: logits must be floating with a last dim >= 1 (%d dims)",
+                            nd), NULL;
+    int64_t V = nb_size(logits, -1);
+    nb_tensor *l = nb_to_dtype(logits, NB_F32);
+    if (l && o->temperature > 0 && o->temperature != 1) l = nb_mul_scalar(l, 1 / o->temperature);
+    l = nb_masked_fill(l, nb_isnan(l), -INFINITY);
+    if (o->temperature == 0) return nb_argmax(l, -1, true); /* greedy: the first maximum, as torch.argmax */
+    nb_tensor *v = NULL, *idx = NULL;
+    if (!l || nb_sort(l, -1, true, true, &v, &idx) != NB_OK) return NULL;
+    if (o->top_k > 0 && o->top_k < V) /* TopKLogitsWarper: scores below the k-th largest go */
+        v = nb_masked_fill(v, nb_lt(v, nb_narrow(v, -1, o->top_k - 1, 1)), -INFINITY);
+    nb_tensor *p = nb_softmax(v, -1);
+    if (o->top_p > 0 && o->top_p < 1) /* TopPLogitsWarper: keep while the mass before a token is < top_p */
+        p = nb_masked_fill(p, nb_ge_scalar(nb_sub(nb_cumsum(p, -1), p), o->top_p), 0);
+    nb_tensor *c = nb_cumsum(p, -1);
+    int64_t shape[NB_MAX_DIMS];
+    for (int d = 0; d < nd; d++) shape[d] = d == nd - 1 ? 1 : nb_size(logits, d);
+    nb_tensor *u = nb_rand_on(nd, shape, NB_F32, o->gen, nb_device_of(logits));
+    /* the position: how many cumulative masses are <= u * total, less than the number kept (rounding can
+     * put u * total at the total), at least 0 (a row of NaN keeps none) */
+    nb_tensor *at = u && c ? nb_mul(u, nb_narrow(c, -1, V - 1, 1)) : NULL;
+    int last = -1;
+    nb_tensor *n = nb_sum(nb_le(c, at), &last, 1, true);
+    nb_tensor *kept = nb_add_scalar(nb_sum(nb_gt_scalar(p, 0), &last, 1, true), -1);
+    nb_tensor *pos = nb_clamp_scalar(nb_minimum(n, kept), 0, NAN);
+    return nb_gather(idx, -1, pos);
+}
+
 int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_options *o) {
     if (!logits || n < 1 || !o) return nb_set_error(NB_ERR_INVALID_ARG, "sample_logits: needs logits and n >= 1"), -1;
     if (!nb_generate_options_ok(o)) return -1;
-    int64_t best = -1;
-    for (int64_t i = 0; i < n; i++)
-        if (!isnan(logits[i]) && logits[i] > -INFINITY && (best < 0 || logits[i] > logits[best])) best = i;
-    if (best < 0) return nb_set_error(NB_ERR_INVALID_ARG, "sample_logits: every logit is -inf or NaN"), -1;
-    if (o->temperature == 0) return best; /* greedy: the first maximum, as torch.argmax */
-    /* the candidates, most likely first: every finite logit / temperature */
-    ranked *r = malloc(sizeof *r * (size_t)n);
-    if (!r) return nb_set_error(NB_ERR_OOM, "sample_logits: out of host memory"), -1;
-    int64_t m = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (!isnan(logits[i]) && logits[i] > -INFINITY) r[m++] = (ranked){(float)(logits[i] / o->temperature), i};
-    qsort(r, (size_t)m, sizeof *r, by_logit_desc);
-    int64_t keep = m;
-    if (o->top_k > 0 && o->top_k < m) { /* TopKLogitsWarper: scores below the k-th largest go */
-        keep = o->top_k;
-        while (keep < m && r[keep].logit == r[o->top_k - 1].logit) keep++;
-    }
-    double total = 0, mx = r[0].logit;
-    for (int64_t i = 0; i < keep; i++) total += exp(r[i].logit - mx);
-    if (o->top_p > 0 && o->top_p < 1) { /* TopPLogitsWarper: keep while the mass before a token is < top_p */
-        double before = 0;
-        int64_t k = 0;
-        while (k < keep && before < o->top_p * total) before += exp(r[k++].logit - mx);
-        keep = k;
-        total = before;
-    }
-    nb_generator *gen = o->gen ? o->gen : nb_default_generator();
-    uint64_t off = nb_generator_advance(gen, 1);
-    double u = nb_bits_to_unit(nb_philox_bits(gen->seed, off, 0)) * total, acc = 0;
-    int64_t tok = r[keep - 1].id;
-    for (int64_t i = 0; i < keep; i++) {
-        acc += exp(r[i].logit - mx);
-        if (u < acc) {
-            tok = r[i].id;
-            break;
-        }
-    }
-    free(r);
+    int64_t live = 0;
+    for (int64_t i = 0; i < n && !live; i++) live = !isnan(logits[i]) && logits[i] > -INFINITY;
+    if (!live) return nb_set_error(NB_ERR_INVALID_ARG, "sample_logits: every logit is -inf or NaN"), -1;
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *t = nb_sample_tokens(nb_from_data(logits, 1, &n, NB_F32), o);
+    int64_t tok = -1;
+    if (t && nb_to_host(t, &tok, sizeof tok) != NB_OK) tok = -1;
+    nb_scope_end(s);
     return tok;
 }
 
 /* ---- generate ------------------------------------------------------------------------------ */
 
-/* The logits of the last position of hidden [1, T, H] as float32 on the host. */
-static bool last_logits(nb_module *m, nb_tensor *hidden, float *out, int64_t V) {
-    int64_t T = nb_size(hidden, 1);
-    nb_tensor *l = nb_to_dtype(nb_causal_lm_head(m, nb_narrow(hidden, 1, T - 1, 1)), NB_F32);
-    return l && nb_to_host(l, out, sizeof(float) * (size_t)V) == NB_OK;
+/* The token after hidden [1, T, H] (its last position) as [1, 1] int64 on the model's device. */
+static nb_tensor *next_token(nb_module *m, nb_tensor *hidden, const nb_generate_options *o) {
+    int64_t T = hidden ? nb_size(hidden, 1) : 0;
+    nb_tensor *l = hidden ? nb_causal_lm_head(m, nb_narrow(hidden, 1, T - 1, 1)) : NULL; /* [1, 1, V] */
+    return l ? nb_reshape(nb_sample_tokens(l, o), 2, (int64_t[]){1, 1}) : NULL;
 }
 
 bool nb_generate_is_stop(const nb_generate_options *o, int64_t tok) {
     for (int i = 0; i < o->n_stop_tokens; i++)
         if (o->stop_tokens[i] == tok) return true;
     return false;
-}
-
-static int64_t generate_loop(nb_module *m, const nb_decoder_ctx *c, const int64_t *ids, int64_t n_prompt,
-                             int64_t total, int64_t *out, int64_t cap, const nb_generate_options *o) {
-    int64_t V = c->s.vocab, n = 0;
-    float *logits = malloc(sizeof(float) * (size_t)V);
-    nb_kv_cache *cache = logits ? nb_kv_cache_new(m, 1, total) : NULL;
-    if (!cache) {
-        free(logits);
-        if (!logits) nb_set_error(NB_ERR_OOM, "generate: out of host memory");
-        return -1;
-    }
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){1, n_prompt}, NB_I64);
-    bool ok = last_logits(m, nb_causal_lm_hidden(m, prompt, cache), logits, V);
-    nb_scope_end(s);
-    while (ok) {
-        int64_t tok = nb_sample_logits(logits, V, o);
-        if (tok < 0) {
-            ok = false;
-            break;
-        }
-        if (n < cap) out[n] = tok;
-        n++;
-        if ((o->callback && !o->callback(o->user, tok)) || nb_generate_is_stop(o, tok) || n == o->max_new_tokens ||
-            n_prompt + n >= total)
-            break;
-        s = nb_op_scope_begin();
-        nb_tensor *next = nb_from_data(&tok, 2, (int64_t[]){1, 1}, NB_I64);
-        ok = last_logits(m, nb_causal_lm_hidden(m, next, cache), logits, V);
-        nb_scope_end(s);
-    }
-    nb_kv_cache_free(cache);
-    free(logits);
-    return ok ? n : -1;
-}
-
-/* ---- greedy decoding as a replayed CUDA graph ---------------------------------------------------- */
-
-/* The state one captured step reads and advances on the device. */
-typedef struct graph_decode {
-    nb_module *m;
-    nb_kv_cache *cache;
-    nb_tensor *ids;  /* [1, 1] int64: the step's input token, overwritten with its output */
-    nb_tensor *pos;  /* [1] int64: the input token's position, advanced by the step */
-    nb_tensor *keys; /* [max_len] int64: 0 .. max_len - 1 */
-} graph_decode;
-
-/* One decode step, all on the device: the next token (argmax of the last logits, the first maximum, as greedy
- * decoding on the host) into ids, pos + 1 into pos. */
-static bool graph_step(graph_decode *d) {
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *h = nb_decoder_step_at(d->m, d->ids, d->cache, d->pos, d->keys);
-    nb_tensor *tok = nb_argmax(nb_to_dtype(nb_causal_lm_head(d->m, h), NB_F32), -1, false); /* [1, 1] */
-    nb_tensor *next = nb_add_scalar(d->pos, 1);
-    bool ok = tok && next && !nb_copy_(d->ids, tok) && !nb_copy_(d->pos, next);
-    nb_scope_end(s);
-    return ok;
 }
 
 /* Emits tok; true when generation goes on. */
@@ -165,44 +102,66 @@ static bool emit(const nb_generate_options *o, int64_t tok, int64_t *out, int64_
              n_prompt + *n >= total);
 }
 
-/* Greedy decoding with the step captured once and replayed per token (nb_generate_options.eager_decode). The
- * prefill and the first step run eagerly (the first step also warms up what the capture must not create); a
- * capture that fails leaves the steps eager, with the same results. */
-static int64_t generate_graph(nb_module *m, const nb_decoder_ctx *c, const int64_t *ids, int64_t n_prompt,
-                              int64_t total, int64_t *out, int64_t cap, const nb_generate_options *o, nb_device dev) {
-    int64_t V = c->s.vocab, n = 0, tok = -1;
-    float *logits = malloc(sizeof(float) * (size_t)V);
-    graph_decode d = {m, logits ? nb_kv_cache_new(m, 1, total) : NULL, NULL, NULL, NULL};
+/* The state one decode step reads and advances on the device. */
+typedef struct decode_state {
+    nb_module *m;
+    nb_kv_cache *cache;
+    const nb_generate_options *o;
+    nb_tensor *ids;  /* [1, 1] int64: the step's input token, overwritten with its output */
+    nb_tensor *pos;  /* [1] int64: the input token's position, advanced by the step (static steps only) */
+    nb_tensor *keys; /* [max_len] int64: 0 .. max_len - 1 (static steps only) */
+} decode_state;
+
+/* One decode step, all on the device: the next token into ids and, for the static step (the one a graph
+ * captures: the KV cache written at pos, attention over the whole cache under a mask), pos + 1 into pos. */
+static bool decode_step(decode_state *d) {
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *h = d->pos ? nb_decoder_step_at(d->m, d->ids, d->cache, d->pos, d->keys)
+                          : nb_causal_lm_hidden(d->m, d->ids, d->cache);
+    nb_tensor *tok = next_token(d->m, h, d->o);
+    bool ok = tok && !nb_copy_(d->ids, tok);
+    if (ok && d->pos) {
+        nb_tensor *next = nb_add_scalar(d->pos, 1);
+        ok = next && !nb_copy_(d->pos, next);
+    }
+    nb_scope_end(s);
+    return ok;
+}
+
+/* Decoding after the prompt: op by op (graphs false), or with the static step captured once it has run eagerly
+ * (the first step also warms up what the capture must not create) and replayed per token; a capture that fails
+ * leaves the steps eager, with the same results. */
+static int64_t decode(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t total, int64_t *out, int64_t cap,
+                      const nb_generate_options *o, nb_device dev, bool graphs) {
+    int64_t n = 0, tok = -1;
+    decode_state d = {m, nb_kv_cache_new(m, 1, total), o, nb_tensor_new_unscoped(2, (int64_t[]){1, 1}, NB_I64, dev),
+                      NULL, NULL};
     nb_graph *g = NULL;
-    bool ok = d.cache != NULL, more = true;
-    if (!logits) nb_set_error(NB_ERR_OOM, "generate: out of host memory");
+    bool ok = d.cache && d.ids, more = true;
     if (ok) {
         nb_scope *s = nb_op_scope_begin();
         nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){1, n_prompt}, NB_I64);
-        ok = last_logits(m, nb_causal_lm_hidden(m, prompt, d.cache), logits, V) && (tok = nb_sample_logits(logits, V, o)) >= 0;
+        nb_tensor *t = next_token(m, nb_causal_lm_hidden(m, prompt, d.cache), o);
+        ok = t && !nb_copy_(d.ids, t) && nb_to_host(d.ids, &tok, sizeof tok) == NB_OK;
         nb_scope_end(s);
     }
     if (ok) more = emit(o, tok, out, cap, &n, n_prompt, total);
-    if (ok && more) {
+    if (ok && more && graphs) {
         int64_t P = n_prompt;
-        d.ids = nb_tensor_new_unscoped(2, (int64_t[]){1, 1}, NB_I64, dev);
         d.pos = nb_tensor_new_unscoped(1, (int64_t[]){1}, NB_I64, dev);
         nb_scope *s = nb_op_scope_begin();
         nb_tensor *k = nb_arange(0, (double)total, 1, NB_I64);
         if (k && (nb_device_of(k).type != dev.type || nb_device_of(k).index != dev.index)) k = nb_to_device(k, dev);
         if (k) nb_retain(k), d.keys = k;
         nb_scope_end(s);
-        ok = d.ids && d.pos && d.keys && !nb_copy_from_host(d.ids, &tok, sizeof tok) &&
-             !nb_copy_from_host(d.pos, &P, sizeof P);
+        ok = d.pos && d.keys && !nb_copy_from_host(d.pos, &P, sizeof P);
     }
     for (bool first = true; ok && more; first = false) {
-        if (g) ok = nb_graph_replay(g) == NB_OK;
-        else ok = graph_step(&d);
-        ok = ok && nb_to_host(d.ids, &tok, sizeof tok) == NB_OK;
+        ok = (g ? nb_graph_replay(g) == NB_OK : decode_step(&d)) && nb_to_host(d.ids, &tok, sizeof tok) == NB_OK;
         if (ok) more = emit(o, tok, out, cap, &n, n_prompt, total);
-        if (ok && more && first) { /* capture the step once it has run eagerly */
+        if (ok && more && first && graphs) { /* capture the step once it has run eagerly */
             if (nb_graph_capture_begin(dev) == NB_OK) {
-                bool stepped = graph_step(&d);
+                bool stepped = decode_step(&d);
                 g = nb_graph_capture_end(dev);
                 if (!stepped || !g) nb_graph_free(g), g = NULL;
             }
@@ -212,7 +171,6 @@ static int64_t generate_graph(nb_module *m, const nb_decoder_ctx *c, const int64
     nb_graph_free(g);
     nb_release(d.ids), nb_release(d.pos), nb_release(d.keys);
     nb_kv_cache_free(d.cache);
-    free(logits);
     return ok ? n : -1;
 }
 
@@ -239,9 +197,7 @@ int64_t nb_generate(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t 
     bool training = nb_module_is_training(m), prev = nb_set_grad_enabled(false);
     nb_module_train(m, false); /* decoding runs in eval mode (no dropout), restored after */
     nb_device dev = nb_device_of(nb_module_get(c->embed, "weight"));
-    int64_t n = o.temperature == 0 && !o.eager_decode && nb_graph_supported(dev)
-                    ? generate_graph(m, c, ids, n_prompt, total, out, cap, &o, dev)
-                    : generate_loop(m, c, ids, n_prompt, total, out, cap, &o);
+    int64_t n = decode(m, ids, n_prompt, total, out, cap, &o, dev, !o.eager_decode && nb_graph_supported(dev));
     nb_module_train(m, training);
     nb_set_grad_enabled(prev);
     return n;

@@ -4,12 +4,11 @@
  * keeps padding out of attention through a [B, 1, T, S] mask; prompts of
  * one length need none), one prefill of [B, P], then one forward of
  * [B, 1] per step for every sequence; a sequence that has stopped keeps
- * feeding its last token, whose outputs are dropped. Greedy picks are the
- * device's argmax of each row (only B tokens read back per step); sampling
- * reads the logits and draws per sequence, in sequence order. Greedy
- * decoding on a device with CUDA graphs captures the step (as generate.c
- * does for one sequence): the token, the cache index and the padding live
- * on the device, and the step is replayed per token. */
+ * feeding a token, whose outputs are dropped. The tokens come from
+ * nb_sample_tokens over the [B, V] logits on the device (only B tokens read
+ * back per step). On a device with CUDA graphs the step is captured (as
+ * generate.c does for one sequence): the tokens, the cache index and the
+ * padding live on the device, and the step is replayed per token. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,28 +27,14 @@ typedef struct batch_run {
     nb_batch_token_callback callback;
     void *user;
     bool *done;
-    int64_t *tok;   /* [B]: each sequence's latest token */
-    float *logits;  /* [B, V] when sampling, else NULL */
+    int64_t *tok; /* [B]: each sequence's latest token */
 } batch_run;
 
-/* The next token of every sequence from hidden [B, T, H] (its last
- * position) into r->tok: the device's argmax (greedy) or a host draw. */
-static bool next_tokens(batch_run *r, nb_tensor *hidden) {
-    if (!hidden) return false;
-    int64_t T = nb_size(hidden, 1);
-    nb_tensor *l = nb_to_dtype(nb_causal_lm_head(r->m, nb_narrow(hidden, 1, T - 1, 1)), NB_F32); /* [B, 1, V] */
-    if (!r->logits) {
-        nb_tensor *a = nb_argmax(l, -1, false); /* [B, 1] */
-        return a && nb_to_host(a, r->tok, sizeof(int64_t) * (size_t)r->B) == NB_OK;
-    }
-    if (!l || nb_to_host(l, r->logits, sizeof(float) * (size_t)(r->B * r->V))) return false;
-    for (int64_t b = 0; b < r->B; b++) {
-        if (r->done[b]) continue;
-        int64_t t = nb_sample_logits(r->logits + b * r->V, r->V, r->o);
-        if (t < 0) return false;
-        r->tok[b] = t;
-    }
-    return true;
+/* The next token of every sequence from hidden [B, T, H] (its last position), as [B, 1] int64 on the device. */
+static nb_tensor *next_tokens(batch_run *r, nb_tensor *hidden) {
+    int64_t T = hidden ? nb_size(hidden, 1) : 0;
+    nb_tensor *l = hidden ? nb_causal_lm_head(r->m, nb_narrow(hidden, 1, T - 1, 1)) : NULL; /* [B, 1, V] */
+    return l ? nb_reshape(nb_sample_tokens(l, r->o), 2, (int64_t[]){r->B, 1}) : NULL;
 }
 
 /* Hands each running sequence its token; false once every sequence has stopped. */
@@ -67,51 +52,56 @@ static bool emit_all(batch_run *r) {
     return any;
 }
 
-/* The captured greedy step: ids [B, 1] in, the argmax tokens out into ids, the cache index pos [1] advanced. */
-typedef struct batch_graph {
+/* The step's device state: ids [B, 1] in, the next tokens out into ids; for the static step (the one a graph
+ * captures), the cache index pos [1] advanced and the cache's keys. */
+typedef struct batch_state {
     nb_tensor *ids, *pos, *keys;
-} batch_graph;
+} batch_state;
 
-static bool graph_step(batch_run *r, nb_kv_cache *cache, batch_graph *d) {
+static bool decode_step(batch_run *r, nb_kv_cache *cache, batch_state *d) {
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *h = nb_decoder_step_at(r->m, d->ids, cache, d->pos, d->keys);
-    nb_tensor *tok = nb_argmax(nb_to_dtype(nb_causal_lm_head(r->m, h), NB_F32), -1, false); /* [B, 1] */
-    nb_tensor *next = nb_add_scalar(d->pos, 1);
-    bool ok = tok && next && !nb_copy_(d->ids, tok) && !nb_copy_(d->pos, next);
+    nb_tensor *h = d->pos ? nb_decoder_step_at(r->m, d->ids, cache, d->pos, d->keys)
+                          : nb_causal_lm_hidden(r->m, d->ids, cache);
+    nb_tensor *tok = next_tokens(r, h);
+    bool ok = tok && !nb_copy_(d->ids, tok);
+    if (ok && d->pos) {
+        nb_tensor *next = nb_add_scalar(d->pos, 1);
+        ok = next && !nb_copy_(d->pos, next);
+    }
     nb_scope_end(s);
     return ok;
 }
 
-/* The decode steps after the prefill, eager or (greedy, graphs) captured; r->tok holds the first tokens. */
-static bool decode(batch_run *r, nb_kv_cache *cache, bool graphs, nb_device dev) {
-    batch_graph d = {0};
+/* The prefill's tokens into d->ids and r->tok, then the decode steps, eager or (graphs) captured once the first
+ * has run eagerly and replayed per token (a capture that fails leaves them eager, with the same results). */
+static bool decode(batch_run *r, nb_kv_cache *cache, const int64_t *ids, bool graphs, nb_device dev) {
+    batch_state d = {nb_tensor_new_unscoped(2, (int64_t[]){r->B, 1}, NB_I64, dev), NULL, NULL};
     nb_graph *g = NULL;
-    bool ok = true;
-    if (graphs) {
-        d.ids = nb_tensor_new_unscoped(2, (int64_t[]){r->B, 1}, NB_I64, dev);
+    bool ok = d.ids != NULL;
+    if (ok) {
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){r->B, r->P}, NB_I64);
+        nb_tensor *t = next_tokens(r, nb_causal_lm_hidden(r->m, prompt, cache));
+        ok = t && !nb_copy_(d.ids, t) && nb_to_host(d.ids, r->tok, sizeof(int64_t) * (size_t)r->B) == NB_OK;
+        nb_scope_end(s);
+    }
+    bool more = ok && emit_all(r);
+    if (more && graphs) {
         d.pos = nb_tensor_new_unscoped(1, (int64_t[]){1}, NB_I64, dev);
         nb_scope *s = nb_op_scope_begin();
         nb_tensor *k = nb_arange(0, (double)r->total, 1, NB_I64);
         if (k && (nb_device_of(k).type != dev.type || nb_device_of(k).index != dev.index)) k = nb_to_device(k, dev);
         if (k) nb_retain(k), d.keys = k;
         nb_scope_end(s);
-        ok = d.ids && d.pos && d.keys && !nb_copy_from_host(d.ids, r->tok, sizeof(int64_t) * (size_t)r->B) &&
-             !nb_copy_from_host(d.pos, &r->P, sizeof r->P);
+        ok = d.pos && d.keys && !nb_copy_from_host(d.pos, &r->P, sizeof r->P);
     }
-    for (bool first = true, more = true; ok && more; first = false) {
-        if (graphs) {
-            ok = (g ? nb_graph_replay(g) == NB_OK : graph_step(r, cache, &d)) &&
-                 nb_to_host(d.ids, r->tok, sizeof(int64_t) * (size_t)r->B) == NB_OK;
-        } else {
-            nb_scope *s = nb_op_scope_begin();
-            nb_tensor *next = nb_from_data(r->tok, 2, (int64_t[]){r->B, 1}, NB_I64);
-            ok = next_tokens(r, nb_causal_lm_hidden(r->m, next, cache));
-            nb_scope_end(s);
-        }
+    for (bool first = true; ok && more; first = false) {
+        ok = (g ? nb_graph_replay(g) == NB_OK : decode_step(r, cache, &d)) &&
+             nb_to_host(d.ids, r->tok, sizeof(int64_t) * (size_t)r->B) == NB_OK;
         if (ok) more = emit_all(r);
         if (graphs && ok && more && first) { /* capture the step once it has run eagerly */
             if (nb_graph_capture_begin(dev) == NB_OK) {
-                bool stepped = graph_step(r, cache, &d);
+                bool stepped = decode_step(r, cache, &d);
                 g = nb_graph_capture_end(dev);
                 if (!stepped || !g) nb_graph_free(g), g = NULL;
             }
@@ -152,10 +142,9 @@ int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *pro
     if (o.max_new_tokens == 0 || P == limit) return 0;
     batch_run r = {m, c, &o, batch, c->s.vocab, P, o.max_new_tokens < limit - P ? P + o.max_new_tokens : limit,
                    n_prompt, out, cap, n_new, callback, user, calloc((size_t)batch, sizeof(bool)),
-                   malloc(sizeof(int64_t) * (size_t)batch), NULL};
+                   malloc(sizeof(int64_t) * (size_t)batch)};
     int64_t *ids = malloc(sizeof(int64_t) * (size_t)(batch * P)), *pad = malloc(sizeof(int64_t) * (size_t)batch);
     bool ok = r.done && r.tok && ids && pad;
-    if (ok && o.temperature > 0) ok = (r.logits = malloc(sizeof(float) * (size_t)(batch * r.V))) != NULL;
     if (!ok) nb_set_error(NB_ERR_OOM, "generate_batch: out of host memory");
     for (int64_t b = 0; ok && b < batch; b++) { /* left-padded with the prompt's first id */
         pad[b] = P - n_prompt[b];
@@ -169,19 +158,12 @@ int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *pro
     for (int64_t b = 0; ok && b < batch; b++) padded |= pad[b] > 0;
     nb_kv_cache *cache = ok ? nb_kv_cache_new(m, batch, r.total) : NULL;
     ok = cache && (!padded || nb_kv_cache_set_left_padding(cache, pad) == NB_OK);
-    if (ok) {
-        nb_scope *s = nb_op_scope_begin();
-        nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){batch, P}, NB_I64);
-        ok = next_tokens(&r, nb_causal_lm_hidden(m, prompt, cache));
-        nb_scope_end(s);
-    }
-    if (ok && emit_all(&r))
-        ok = decode(&r, cache, o.temperature == 0 && !o.eager_decode && nb_graph_supported(dev), dev);
+    if (ok) ok = decode(&r, cache, ids, !o.eager_decode && nb_graph_supported(dev), dev);
     nb_kv_cache_free(cache);
     nb_module_train(m, training);
     nb_set_grad_enabled(prev);
     int64_t most = 0;
     for (int64_t b = 0; b < batch; b++) most = n_new[b] > most ? n_new[b] : most;
-    free(r.done), free(r.tok), free(r.logits), free(ids), free(pad);
+    free(r.done), free(r.tok), free(ids), free(pad);
     return ok ? most : -1;
 }

@@ -261,13 +261,12 @@ typedef struct nb_generate_options {
     nb_generator *gen;           /* sampling draws (one Philox block per token); NULL = default */
     nb_token_callback callback;  /* may be NULL */
     void *user;                  /* passed to callback as its first argument (not owned) */
-    bool eager_decode;           /* true: each decode step runs op by op. false (default): greedy decoding
-                                    (temperature 0) on a device with CUDA graphs captures one
-                                    static-shape step (gpt-fast's method: the KV cache written at a position
-                                    held on the device, attention over the whole cache under a mask, argmax
-                                    on the device) and replays it per token, reading only the token; the
-                                    tokens are eager decoding's, except that a NaN logit wins the device's
-                                    argmax (torch.argmax's rule) where the host's greedy pick skips NaN */
+    bool eager_decode;           /* true: each decode step runs op by op. false (default): on a device with
+                                    CUDA graphs, one static-shape step is captured (gpt-fast's method: the KV
+                                    cache written at a position held on the device, attention over the whole
+                                    cache under a mask, the token picked on the device by nb_sample_tokens,
+                                    draws at replay time from gen's offset) and replayed per token, reading
+                                    only the token; the tokens are eager decoding's */
 } nb_generate_options;
 
 /* Continues the prompt ids[0..n_prompt) (n_prompt >= 1) of a GPT-2 or Llama
@@ -295,19 +294,35 @@ typedef bool (*nb_batch_token_callback)(void *user, int64_t seq, int64_t token);
  * model's longest sequence; the cache's length counts from the longest
  * prompt, so beside it a shorter one stops there too) while the others go on. Greedy decoding gives
  * each sequence the tokens nb_generate gives it alone (up to the rounding
- * of batched products); sampling draws from opts.gen in sequence order per
- * step. On a device with CUDA graphs, greedy decoding replays one captured
- * step as nb_generate does (opts.eager_decode: op by op). Returns the
+ * of batched products); sampling draws one uniform per sequence per step
+ * (stopped ones too) as one fill of [batch, 1] from opts.gen. On a device
+ * with CUDA graphs the step is captured and replayed as nb_generate does
+ * (opts.eager_decode: op by op). Returns the
  * largest n_new[b], or -1 (NB_ERR_INVALID_ARG: bad arguments, an id out of
  * range; the forward's errors). */
 int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *prompts, const int64_t *n_prompt,
                           int64_t *out, int64_t cap, int64_t *n_new, nb_batch_token_callback callback, void *user,
                           nb_generate_options opts);
 
-/* One sampling step on host logits[0..n): the token generate would pick
- * with these options (temperature, top_k, top_p, gen; one Philox block
- * drawn unless greedy). Returns the token, or -1 (NB_ERR_INVALID_ARG: n <
- * 1, a bad option, logits all -inf or NaN; NB_ERR_OOM). */
+/* The next tokens from logits [..., V] (float32/float64/float16/bfloat16,
+ * V >= 1) under opts' temperature, top_k, top_p and gen (the other fields
+ * are ignored): int64 [..., 1] on the logits' device, computed there with no
+ * host reads (a CUDA graph can capture it). NaN logits count as -inf.
+ * Greedy (temperature 0): the first maximum, as torch.argmax. Sampling:
+ * transformers' logits warpers in their order (TemperatureLogitsWarper,
+ * TopKLogitsWarper keeping ties at the k-th, TopPLogitsWarper keeping the
+ * smallest prefix of the descending order whose mass reaches top_p), then
+ * inverse-CDF sampling over that order (ties by ascending id) in float32,
+ * one uniform per row drawn as one nb_rand fill of [..., 1] from gen (NULL:
+ * the default generator). A row whose logits are all -inf or NaN gives its
+ * first id. Returns NULL with NB_ERR_INVALID_ARG (NULL arguments, bad
+ * options, an integer dtype, a 0-d or empty last dim). */
+nb_tensor *nb_sample_tokens(nb_tensor *logits, const nb_generate_options *opts);
+
+/* nb_sample_tokens on host logits[0..n), on the CPU: the token generate
+ * would pick with these options (one Philox block drawn unless greedy).
+ * Returns the token, or -1 (NB_ERR_INVALID_ARG: n < 1, a bad option, logits
+ * all -inf or NaN; NB_ERR_OOM). */
 int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_options *opts);
 
 /* ---- Hugging Face checkpoints (nn/hf_checkpoint.c) --------------------------------- */

@@ -58,6 +58,7 @@
     X(decoder) \
     X(decoder_io) \
     X(generate_batch) \
+    X(sampling) \
     X(nn) \
     X(optim) \
     X(data) \

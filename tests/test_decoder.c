@@ -634,48 +634,6 @@ START_TEST(test_generate) {
 }
 END_TEST
 
-/* Frequencies of nb_sample_logits's picks over n draws. */
-static void draw_freq(const float *logits, int64_t V, nb_generate_options o, int n, double *freq) {
-    nb_generator g = nb_generator_new(2024);
-    o.gen = &g;
-    float buf[8];
-    for (int64_t i = 0; i < V; i++) freq[i] = 0;
-    for (int i = 0; i < n; i++) {
-        memcpy(buf, logits, sizeof(float) * (size_t)V);
-        int64_t t = nb_sample_logits(buf, V, &o);
-        ck_assert(t >= 0 && t < V);
-        freq[t] += 1.0 / n;
-    }
-}
-
-START_TEST(test_sampling_warpers) {
-    const float lg[4] = {logf(0.5f), logf(0.3f), logf(0.2f), -INFINITY};
-    double f[4];
-    const int n = 20000;
-    draw_freq(lg, 4, (nb_generate_options){.temperature = 1}, n, f);
-    const double p1[4] = {0.5, 0.3, 0.2, 0};
-    for (int i = 0; i < 4; i++) ck_assert_msg(fabs(f[i] - p1[i]) < 0.015, "token %d: %g vs %g", i, f[i], p1[i]);
-    /* temperature 2: p^(1/2) renormalised */
-    double z = sqrt(0.5) + sqrt(0.3) + sqrt(0.2);
-    draw_freq(lg, 4, (nb_generate_options){.temperature = 2}, n, f);
-    for (int i = 0; i < 3; i++) ck_assert(fabs(f[i] - sqrt(p1[i]) / z) < 0.015);
-    /* top_k 2: {0, 1} renormalised */
-    draw_freq(lg, 4, (nb_generate_options){.temperature = 1, .top_k = 2}, n, f);
-    ck_assert(fabs(f[0] - 0.625) < 0.015 && fabs(f[1] - 0.375) < 0.015 && f[2] == 0 && f[3] == 0);
-    /* top_p 0.6: the mass before token 2 is 0.8 >= 0.6, so {0, 1}; top_p 0.45: {0} */
-    draw_freq(lg, 4, (nb_generate_options){.temperature = 1, .top_p = 0.6}, n, f);
-    ck_assert(fabs(f[0] - 0.625) < 0.015 && f[2] == 0);
-    draw_freq(lg, 4, (nb_generate_options){.temperature = 1, .top_p = 0.45}, n, f);
-    ck_assert(fabs(f[0] - 1) < 1e-9 && f[1] == 0);
-    /* greedy: the first maximum; -inf and NaN never win */
-    float tie[4] = {1, 3, 3, NAN};
-    ck_assert_int_eq(nb_sample_logits(tie, 4, &(nb_generate_options){0}), 1);
-    float dead[2] = {-INFINITY, NAN};
-    NB_CK_FAILS(nb_sample_logits(dead, 2, &(nb_generate_options){.temperature = 1}) >= 0, NB_ERR_INVALID_ARG);
-    NB_CK_FAILS(nb_sample_logits(tie, 0, &(nb_generate_options){0}) >= 0, NB_ERR_INVALID_ARG);
-}
-END_TEST
-
 /* ---- errors --------------------------------------------------------------------------------------------------------- */
 
 /* 16-bit models (bfloat16, float16) on dev: the float32 model's weights
@@ -853,7 +811,6 @@ Suite *nb_suite_decoder(void) {
     tcase_add_test(tc, test_generate);
     tcase_add_test(tc, test_decoder_16bit);
     tcase_add_test(tc, test_static_decode_step);
-    tcase_add_test(tc, test_sampling_warpers);
     tcase_add_test(tc, test_config_and_input_errors);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);

@@ -138,10 +138,41 @@ static void check_matches_alone(nb_device dev) {
     }
 }
 
+/* Sampling, alone and batched: the same generator state gives the same tokens and leaves the generator at the same
+ * offset op by op (eager_decode) and with the step captured (the default on a device with graphs, which then
+ * launches far fewer kernels: a capture that failed would fall back to eager steps silently). */
+static void check_sampled_capture(nb_device dev) {
+    nb_manual_seed(13);
+    nb_module *m = tiny(true, dev);
+    uint64_t launches[2];
+    int64_t out[2][3 * 12], n_new[2][3], offset[2];
+    for (int eager = 1; eager >= 0; eager--) {
+        nb_generator g = nb_generator_new(21);
+        nb_generate_options o = {.max_new_tokens = 12, .temperature = 0.9, .top_k = 10, .top_p = 0.95, .gen = &g,
+                                 .eager_decode = eager};
+        uint64_t l0 = nb_device_counters_get(dev).kernel_launches;
+        ck_assert_int_eq(nb_generate(m, P2, 7, out[eager], 12, o), 12);
+        launches[eager] = nb_device_counters_get(dev).kernel_launches - l0;
+        ck_assert_int_eq(nb_generate_batch(m, 3, PROMPTS, LENS, out[eager] + 12, 8, n_new[eager], NULL, NULL, o), 12);
+        offset[eager] = (int64_t)g.offset;
+    }
+    ck_assert(!memcmp(out[0], out[1], sizeof out[0]) && !memcmp(n_new[0], n_new[1], sizeof n_new[0]));
+    ck_assert_int_eq(offset[0], offset[1]);
+    ck_assert_int_eq(offset[0], 12 + 12 * 2); /* a block per token alone, a [3, 1] fill (2 blocks) per batch step */
+    if (dev.type == NB_DEVICE_CUDA)
+        ck_assert_msg(2 * launches[0] < launches[1], "graph decode launched %llu kernels, eager %llu",
+                      (unsigned long long)launches[0], (unsigned long long)launches[1]);
+    nb_module_free(m);
+}
+
 START_TEST(test_generate_batch_matches_alone) {
     nb_scope *s = nb_scope_begin();
     check_matches_alone(NB_CPU);
-    if (nb_device_count(NB_DEVICE_CUDA) > 0) check_matches_alone(NB_CUDA(0)); /* the GPU machine */
+    check_sampled_capture(NB_CPU);
+    if (nb_device_count(NB_DEVICE_CUDA) > 0) { /* the GPU machine */
+        check_matches_alone(NB_CUDA(0));
+        check_sampled_capture(NB_CUDA(0));
+    }
     nb_scope_end(s);
 }
 END_TEST

@@ -203,6 +203,7 @@ START_TEST(test_every_public_function_survives_null) {
     NI(nb_generate, NULL, NULL, 0, NULL, 0, (nb_generate_options){0});
     NI(nb_generate_batch, NULL, 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, (nb_generate_options){0});
     NI(nb_sample_logits, NULL, 0, NULL);
+    NP(nb_sample_tokens, NULL, NULL);
     NS(nb_hf_config_load, NULL, NULL, NULL, NULL);
     NS(nb_causal_lm_load_weights, NULL, NULL, true, NULL);
     NS(nb_save_pretrained, NULL, NULL);

@@ -47,10 +47,13 @@ nb_tensor *nb_sample_tokens(nb_tensor *logits, const nb_generate_options *o) {
     if (!l || nb_sort(l, -1, true, true, &v, &idx) != NB_OK) return NULL;
     if (o->top_k > 0 && o->top_k < V) /* TopKLogitsWarper: scores below the k-th largest go */
         v = nb_masked_fill(v, nb_lt(v, nb_narrow(v, -1, o->top_k - 1, 1)), -INFINITY);
-    nb_tensor *p = nb_softmax(v, -1);
-    if (o->top_p > 0 && o->top_p < 1) /* TopPLogitsWarper: keep while the mass before a token is < top_p */
-        p = nb_masked_fill(p, nb_ge_scalar(nb_sub(nb_cumsum(p, -1), p), o->top_p), 0);
+    /* unnormalised probabilities: the row's largest logit (the first, sorted) subtracted, so no softmax pass */
+    nb_tensor *p = nb_exp(nb_sub(v, nb_narrow(v, -1, 0, 1)));
     nb_tensor *c = nb_cumsum(p, -1);
+    if (o->top_p > 0 && o->top_p < 1) { /* TopPLogitsWarper: keep while the mass before a token is < top_p */
+        p = nb_masked_fill(p, nb_ge(nb_sub(c, p), nb_mul_scalar(nb_narrow(c, -1, V - 1, 1), o->top_p)), 0);
+        c = nb_cumsum(p, -1);
+    }
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < nd; d++) shape[d] = d == nd - 1 ? 1 : nb_size(logits, d);
     nb_tensor *u = nb_rand_on(nd, shape, NB_F32, o->gen, nb_device_of(logits));

@@ -5,7 +5,15 @@
 // sequentially along dim: each output has one evaluation order, so results
 // are deterministic with no atomics. Neighbouring threads take neighbouring
 // lines, so reads coalesce when dim is not the innermost dim. Floats
-// accumulate in double, integers in int64 (wrapping).
+// accumulate in double, integers in int64 (wrapping). A float cumsum over
+// a few long lines (a sampler's [1, vocab] row) would leave the GPU to one
+// serial thread, so there the lines are cut into chunks of 8192 over many
+// blocks: one kernel sums each chunk, a second scans each chunk from the
+// sum of the chunks before it (each thread 8 neighbours in double, a
+// fixed-order block scan over the threads). The order is fixed by the shape,
+// so results are still deterministic; they can differ from the CPU's serial
+// sums in the last bits of a float64 output.
+#include "block_reduce.cuh"
 #include "red_util.cuh"
 
 namespace nbc {
@@ -57,6 +65,83 @@ __global__ void k_scan_float(Iter<3> it, int op, int64_t n, int64_t so, int64_t 
             if (has_idx) ix[i * si] = best;
         }
     }
+}
+
+constexpr int LONG_THREADS = 1024, LONG_PER = 8, LONG_CHUNK = LONG_THREADS * LONG_PER;
+
+// The inclusive scan of v over the block in a fixed order (warp shuffles, then
+// the warp totals); every thread must call it. red: 32 doubles of shared.
+__device__ inline double block_scan(double v, double *red) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int o = 1; o < 32; o <<= 1) {
+        double u = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += u;
+    }
+    __syncthreads(); // red may still be read by an earlier use
+    if (lane == 31) red[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        double t = red[lane];
+        for (int o = 1; o < 32; o <<= 1) {
+            double u = __shfl_up_sync(0xffffffffu, t, o);
+            if (lane >= o) t += u;
+        }
+        red[lane] = t;
+    }
+    __syncthreads();
+    return w ? v + red[w - 1] : v;
+}
+
+// Long lines, first pass: block (chunk c, line l) sums its LONG_CHUNK elements
+// (each thread every LONG_THREADS-th, in order; then a fixed tree) into
+// part[l * chunks + c].
+template <typename T>
+__global__ void __launch_bounds__(LONG_THREADS) k_cumsum_parts(Iter<2> it, int64_t n, int64_t sx, double *part) {
+    __shared__ double red[32];
+    int64_t off[2];
+    iter_off(it, blockIdx.y, off);
+    const T *x = (const T *)it.ptr[1] + off[1];
+    int64_t base = (int64_t)blockIdx.x * LONG_CHUNK;
+    double s = 0;
+#pragma unroll
+    for (int j = 0; j < LONG_PER; j++) {
+        int64_t i = base + j * LONG_THREADS + threadIdx.x;
+        s += i < n ? (double)x[i * sx] : 0.0;
+    }
+    s = block_sum(s, red);
+    if (threadIdx.x == 0) part[(int64_t)blockIdx.y * gridDim.x + blockIdx.x] = s;
+}
+
+// Second pass: the chunks before this one summed in order, then the chunk's
+// scan, each thread taking LONG_PER neighbours (loads issued together).
+template <typename T>
+__global__ void __launch_bounds__(LONG_THREADS) k_cumsum_chunks(Iter<2> it, int64_t n, int64_t so, int64_t sx,
+                                                                const double *part) {
+    __shared__ double red[32], incl[LONG_THREADS], before;
+    int64_t off[2];
+    iter_off(it, blockIdx.y, off);
+    T *o = (T *)it.ptr[0] + off[0];
+    const T *x = (const T *)it.ptr[1] + off[1];
+    if (threadIdx.x == 0) {
+        double p = 0;
+        for (unsigned c = 0; c < blockIdx.x; c++) p += part[(int64_t)blockIdx.y * gridDim.x + c];
+        before = p;
+    }
+    int64_t i0 = (int64_t)blockIdx.x * LONG_CHUNK + (int64_t)threadIdx.x * LONG_PER;
+    double v[LONG_PER], sum = 0;
+#pragma unroll
+    for (int j = 0; j < LONG_PER; j++) v[j] = i0 + j < n ? (double)x[(i0 + j) * sx] : 0.0;
+#pragma unroll
+    for (int j = 0; j < LONG_PER; j++) sum += v[j];
+    incl[threadIdx.x] = block_scan(sum, red); // its barriers also publish `before`
+    __syncthreads();
+    double acc = before + (threadIdx.x ? incl[threadIdx.x - 1] : 0.0);
+#pragma unroll
+    for (int j = 0; j < LONG_PER; j++)
+        if (i0 + j < n) {
+            acc += v[j];
+            o[(i0 + j) * so] = (T)acc;
+        }
 }
 
 template <typename T, typename O>
@@ -170,6 +255,21 @@ extern "C" nb_status nb_cuda_scan(nb_backend *be, nb_reduce_op op, const nb_kvie
     int64_t n = x->shape[dim], so = out->strides[dim], si = iv->strides[dim], sx = x->strides[dim];
     unsigned grid = blocks_for(it.numel);
     cudaStream_t st = stream_of(be);
+    if (op == NB_REDUCE_SUM && (x->dtype == NB_F32 || x->dtype == NB_F64) && n >= 2048 && it.numel <= 1024) {
+        const nb_kview *v2[2] = {&lv[0], &lv[2]};
+        Iter<2> it2 = make_iter<2>(v2);
+        dim3 g((unsigned)((n + LONG_CHUNK - 1) / LONG_CHUNK), (unsigned)it.numel);
+        Scratch part;
+        if (!part.alloc(be, sizeof(double) * g.x * g.y)) return NB_ERR_OOM;
+        if (x->dtype == NB_F32) {
+            k_cumsum_parts<float><<<g, LONG_THREADS, 0, st>>>(it2, n, sx, part.as<double>());
+            k_cumsum_chunks<float><<<g, LONG_THREADS, 0, st>>>(it2, n, so, sx, part.as<double>());
+        } else {
+            k_cumsum_parts<double><<<g, LONG_THREADS, 0, st>>>(it2, n, sx, part.as<double>());
+            k_cumsum_chunks<double><<<g, LONG_THREADS, 0, st>>>(it2, n, so, sx, part.as<double>());
+        }
+        return launched("scan");
+    }
     switch (x->dtype) {
     case NB_F32: k_scan_float<float><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext); break;
     case NB_F64: k_scan_float<double><<<grid, THREADS, 0, st>>>(it, op, n, so, si, sx, ext); break;

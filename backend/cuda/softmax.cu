@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(THREADS) k_sm_warp(const T *x, T *y, int64_t r
     }
 }
 
-constexpr int SM_BLOCK = 512; // threads per row for long rows
+constexpr int SM_BLOCK = 512, SM_UNROLL = 8; // threads per row for long rows; loads in flight per thread
 
 template <typename T>
 __global__ void __launch_bounds__(SM_BLOCK) k_sm_block(const T *x, T *y, int64_t rows, int64_t n, bool lg) {
@@ -69,22 +69,40 @@ __global__ void __launch_bounds__(SM_BLOCK) k_sm_block(const T *x, T *y, int64_t
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *xr = x + r * n;
         T *yr = y + r * n;
+        // each thread's elements in order, SM_UNROLL loads issued together (one row alone would otherwise
+        // wait out a memory latency per element)
+        const int64_t B = blockDim.x;
         T mx = (T)-INFINITY;
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = MaxNan<T>()(mx, xr[i]);
+        for (int64_t i = threadIdx.x; i < n; i += SM_UNROLL * B) {
+            T v[SM_UNROLL];
+#pragma unroll
+            for (int j = 0; j < SM_UNROLL; j++) v[j] = i + j * B < n ? xr[i + j * B] : (T)-INFINITY;
+#pragma unroll
+            for (int j = 0; j < SM_UNROLL; j++) mx = MaxNan<T>()(mx, v[j]);
+        }
         mx = block_all(mx, MaxNan<T>(), st);
         double s = 0;
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-            T e = ex(xr[i] - mx);
-            if (!lg) yr[i] = e; // rescaled below by the thread that wrote it
-            s += (double)e;
+        for (int64_t i = threadIdx.x; i < n; i += SM_UNROLL * B) {
+            T v[SM_UNROLL];
+#pragma unroll
+            for (int j = 0; j < SM_UNROLL; j++) v[j] = i + j * B < n ? xr[i + j * B] : (T)0;
+#pragma unroll
+            for (int j = 0; j < SM_UNROLL; j++)
+                if (i + j * B < n) {
+                    T e = ex(v[j] - mx);
+                    if (!lg) yr[i + j * B] = e; // rescaled below by the thread that wrote it
+                    s += (double)e;
+                }
         }
         s = block_all(s, Plus<double>(), sd);
-        if (lg) {
-            T ls = (T)log(s);
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = (xr[i] - mx) - ls;
-        } else {
-            T inv = (T)(1.0 / s);
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] *= inv;
+        T ls = lg ? (T)log(s) : (T)0, inv = (T)(1.0 / s);
+        for (int64_t i = threadIdx.x; i < n; i += SM_UNROLL * B) {
+            T v[SM_UNROLL];
+#pragma unroll
+            for (int j = 0; j < SM_UNROLL; j++) v[j] = i + j * B < n ? (lg ? xr : yr)[i + j * B] : (T)0;
+#pragma unroll
+            for (int j = 0; j < SM_UNROLL; j++)
+                if (i + j * B < n) yr[i + j * B] = lg ? (v[j] - mx) - ls : v[j] * inv;
         }
     }
 }

@@ -2,16 +2,18 @@
  * weights: prefill tokens/s at given context lengths (one forward over the
  * whole prompt into a KV cache, through the fused attention, so memory
  * stays linear in the context) and decode tokens/s at batch 1 (one token
- * per forward, greedy). The `llama` workload of tests/bench/llama_infer_ref.py,
+ * per forward, greedy unless --temperature is given). The `llama` workload of tests/bench/llama_infer_ref.py,
  * which runs the same shapes in PyTorch (SDPA).
  *
  *   bench_llama_infer [--config 3.2-1b|tiny] [--contexts 128,4096,100000]
  *                     [--decode N] [--device cpu|cuda|cuda:N] [--threads N]
  *                     [--dtype float32|bfloat16|float16] [--warmup N] [--batch B]
+ *                     [--temperature X] [--top-k N] [--top-p X]
  * --config 3.2-1b is Llama 3.2 1B's config.json (nb_llama_config_3_2_1b);
  * tiny is a 2-layer model for a quick check. --dtype is the model's
  * (parameters and KV cache; float32 by default). Decode runs through
- * nb_generate (greedy): on CUDA a captured step replayed per token, or op
+ * nb_generate (greedy, or sampled with --temperature X > 0 and --top-k /
+ * --top-p, drawn from a generator seeded 0): on CUDA a captured step replayed per token, or op
  * by op with --eager-decode 1; --profile 1 adds the kernel-slot profile
  * (nb_profiler_report) of a prefill and 32 eager decode steps. --warmup N
  * (default 1) untimed prefills run before the timed one (cuDNN compiles its
@@ -89,7 +91,8 @@ static bool on_seq_token(void *user, int64_t seq, int64_t tok) {
 
 int main(int argc, char **argv) {
     const char *config = "3.2-1b", *contexts = "128,4096", *device = "cpu", *dtype = "float32";
-    int decode = 32, threads = 0, eager = 0, profile = 0, warmup = 1, batch = 1, bitnet = 0, int8 = 0;
+    int decode = 32, threads = 0, eager = 0, profile = 0, warmup = 1, batch = 1, bitnet = 0, int8 = 0, top_k = 0;
+    double temperature = 0, top_p = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--contexts")) contexts = argv[i + 1];
@@ -103,8 +106,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bitnet")) bitnet = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--int8")) int8 = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--temperature")) temperature = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--top-k")) top_k = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--top-p")) top_p = atof(argv[i + 1]);
         else return fprintf(stderr, "usage: %s [--config 3.2-1b|tiny] [--contexts A,B,..] [--decode N] "
-                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1] [--warmup N] [--batch B] [--bitnet 0|1] [--int8 0|1]\n",
+                                    "[--device cpu|cuda|cuda:N] [--threads N] [--dtype float32|bfloat16|float16] [--eager-decode 0|1] [--profile 0|1] [--warmup N] [--batch B] [--bitnet 0|1] [--int8 0|1] [--temperature X] [--top-k N] [--top-p X]\n",
                             argv[0]), 2;
     }
     if (batch < 1) batch = 1;
@@ -166,9 +172,11 @@ int main(int argc, char **argv) {
         nb_scope_end(s);
         nb_kv_cache_free(cache);
         cache = NULL;
-        /* decode: nb_generate's greedy loop (its own prefill, then `decode` timed tokens after the third) */
+        /* decode: nb_generate's loop (its own prefill, then `decode` timed tokens after the third) */
         timing tm = {0};
-        nb_generate_options go = {.max_new_tokens = decode + 3, .eager_decode = eager != 0};
+        nb_generator gen = nb_generator_new(0);
+        nb_generate_options go = {.max_new_tokens = decode + 3, .temperature = temperature, .top_k = top_k,
+                                  .top_p = top_p, .gen = &gen, .eager_decode = eager != 0};
         int64_t got = -1;
         if (tok >= 0 && batch == 1) {
             go.callback = on_token, go.user = &tm;
@@ -184,13 +192,15 @@ int main(int argc, char **argv) {
             rc = 1;
         } else
             printf("workload=llama config=%s dtype=%s device=%s context=%lld batch=%d warmup=%d prefill_ms=%.1f prefill_tokens_per_s=%.0f "
-                   "decode=%s decode_tokens=%d decode_tokens_per_s=%.2f prefill_peak_gib=%.2f peak_gib=%.2f\n",
+                   "decode=%s temperature=%g top_k=%d top_p=%g decode_tokens=%d decode_tokens_per_s=%.2f prefill_peak_gib=%.2f "
+                   "peak_gib=%.2f\n",
                    config, nb_dtype_name(c.dtype), device, (long long)C, batch, warmup, prefill_ms, (double)C / (prefill_ms * 1e-3),
-                   eager ? "eager" : "generate", decode,
+                   eager ? "eager" : "generate", temperature, top_k, top_p, decode,
                    batch * decode / ((t2 - t1) * 1e-3), prefill_peak, (double)nb_memory_stats_get(dev).peak_allocated / (1 << 30));
         fflush(stdout);
         if (profile && tok >= 0) { /* where a decode step's device time goes: 32 eager steps after the prefill */
-            nb_generate_options po = {.max_new_tokens = 33, .eager_decode = true};
+            nb_generate_options po = go;
+            po.max_new_tokens = 33, po.eager_decode = true, po.callback = NULL, po.user = NULL;
             nb_profiler_start();
             if (batch == 1) nb_generate(m, ids, C, NULL, 0, po);
             else generate_batch(m, ids, C, batch, false, po, NULL, NULL); /* the same prompt B times */

@@ -830,6 +830,20 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
  * NB_ERR_INVALID_ARG (eps negative, NaN or infinite), NB_ERR_DTYPE. */
 nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight, double eps);
 
+/* A pre-norm block's residual add and the norm after it (vLLM's
+ * fused_add_rms_norm): *sum = x + residual (nb_add) and the result
+ * nb_rms_norm(*sum, n_norm, normalized_shape, weight, eps), both new
+ * tensors in the caller's scope. Where nothing records a gradient, outside
+ * an autocast region, with x, residual and weight of one dtype and x and
+ * residual of one shape, the backend's fused kernel computes both in one
+ * pass when it has one (CUDA; 16-bit rows where its norms take them): the
+ * same bits as the two ops. Otherwise the two ops run, with their
+ * broadcasting, promotion, gradients and autocast policies. Errors:
+ * NB_ERR_INVALID_ARG (sum NULL), and those of nb_add and nb_rms_norm
+ * (*sum is then NULL). */
+nb_tensor *nb_add_rms_norm(nb_tensor *x, nb_tensor *residual, int n_norm, const int64_t *normalized_shape,
+                           nb_tensor *weight, double eps, nb_tensor **sum);
+
 /* ---- decoders: rotary embedding (ops_rope.c; backend/cpu/rope.c) ------------- */
 
 /* Rotary position embedding (RoFormer, Su et al. 2021) in Llama's

@@ -215,6 +215,15 @@ nb_tensor *nb_selu(nb_tensor *x);
  * gradient gy s (1 + x (1 - s)), s = sigmoid(x). */
 nb_tensor *nb_silu(nb_tensor *x);
 
+/* silu(a) * b, the product of a SwiGLU feed-forward (Shazeer 2020; Llama's
+ * act_fn(gate_proj(x)) * up_proj(x)), with nb_silu and nb_mul's broadcasting,
+ * promotion and gradients. Where nothing records a gradient and a and b
+ * share a shape and float dtype, the backend's fused kernel runs it in one
+ * pass when it has one (CUDA): the same bits as the two ops (silu(a) is
+ * rounded to the dtype before the product). Errors: those of nb_silu and
+ * nb_mul. */
+nb_tensor *nb_silu_mul(nb_tensor *a, nb_tensor *b);
+
 /* F.mish (Misra 2019): x tanh(softplus(x)). */
 nb_tensor *nb_mish(nb_tensor *x);
 

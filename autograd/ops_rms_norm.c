@@ -1,6 +1,8 @@
 /* ops_rms_norm.c - rms_norm (F.rms_norm; Zhang & Sennrich 2019): fused
- * forward and backward; the forward saves rstd per row. Kernel:
- * backend/cpu/rms_norm.c. Tests: tests/test_ops_rms_norm.c. */
+ * forward and backward; the forward saves rstd per row; and add_rms_norm,
+ * a pre-norm block's residual add and norm in one kernel where the backend
+ * has it (inference), else the two ops. Kernels: backend/cpu/rms_norm.c,
+ * backend/cuda/rms_norm.cu. Tests: tests/test_ops_rms_norm.c. */
 #include <float.h>
 #include <math.h>
 
@@ -44,33 +46,43 @@ nb_status nb_bw_rms_norm(nb_node *n, nb_tensor *g, nb_tensor **gin) {
                    &vr);
 }
 
+/* The checks of rms_norm's arguments; *rows and *m: x as rows of the normalized size; eps 0 made PyTorch's
+ * eps=None for x's (computing) dtype. */
+static bool rms_norm_args(const char *op, nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
+                          double *eps, int64_t *rows, int64_t *m) {
+    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
+    if (!(*eps >= 0) || isinf(*eps))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: eps %g must be finite and >= 0 (0 means finfo(dtype).eps)", op, *eps), false;
+    if (*eps == 0) *eps = x->dtype == NB_F64 ? DBL_EPSILON : FLT_EPSILON; /* PyTorch's eps=None */
+    if (n_norm < 1 || n_norm > x->ndim || !normalized_shape)
+        return nb_set_error(NB_ERR_SHAPE, "%s: normalized_shape of %d dims does not fit input %s", op, n_norm,
+                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a)), false;
+    int lead = x->ndim - n_norm;
+    *m = 1;
+    for (int i = 0; i < n_norm; i++) {
+        if (x->shape[lead + i] != normalized_shape[i])
+            return nb_set_error(NB_ERR_SHAPE, "%s: input %s does not end with normalized_shape %s", op,
+                           nb_fmt_shape(x->ndim, x->shape, a, sizeof a),
+                           nb_fmt_shape(n_norm, normalized_shape, b, sizeof b)), false;
+        *m *= normalized_shape[i];
+    }
+    bool wok = !weight || weight->ndim == n_norm;
+    for (int i = 0; wok && weight && i < n_norm; i++) wok = weight->shape[i] == normalized_shape[i];
+    if (!wok)
+        return nb_set_error(NB_ERR_SHAPE, "%s: weight %s must have normalized_shape %s", op,
+                       nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a),
+                       nb_fmt_shape(n_norm, normalized_shape, b, sizeof b)), false;
+    *rows = nb_shape_numel(lead, x->shape);
+    return true;
+}
+
 static nb_tensor *rms_norm_impl(nb_tensor *x, int n_norm, const int64_t *normalized_shape, nb_tensor *weight,
                                 double eps) {
     nb_tensor *in[2] = {x, weight};
     int np = weight ? 2 : 1;
     if (!nb_check_inputs("rms_norm", np, in) || !nb_check_dtypes(NB_OP_RMS_NORM, np, in)) return NULL;
-    char a[NB_SHAPE_BUF], b[NB_SHAPE_BUF];
-    if (!(eps >= 0) || isinf(eps))
-        return NB_FAIL(NB_ERR_INVALID_ARG, "rms_norm: eps %g must be finite and >= 0 (0 means finfo(dtype).eps)", eps);
-    if (eps == 0) eps = x->dtype == NB_F32 ? FLT_EPSILON : DBL_EPSILON; /* PyTorch's eps=None */
-    if (n_norm < 1 || n_norm > x->ndim || !normalized_shape)
-        return NB_FAIL(NB_ERR_SHAPE, "rms_norm: normalized_shape of %d dims does not fit input %s", n_norm,
-                       nb_fmt_shape(x->ndim, x->shape, a, sizeof a));
-    int lead = x->ndim - n_norm;
-    int64_t m = 1;
-    for (int i = 0; i < n_norm; i++) {
-        if (x->shape[lead + i] != normalized_shape[i])
-            return NB_FAIL(NB_ERR_SHAPE, "rms_norm: input %s does not end with normalized_shape %s",
-                           nb_fmt_shape(x->ndim, x->shape, a, sizeof a), nb_fmt_shape(n_norm, normalized_shape, b, sizeof b));
-        m *= normalized_shape[i];
-    }
-    bool wok = !weight || weight->ndim == n_norm;
-    for (int i = 0; wok && weight && i < n_norm; i++) wok = weight->shape[i] == normalized_shape[i];
-    if (!wok)
-        return NB_FAIL(NB_ERR_SHAPE, "rms_norm: weight %s must have normalized_shape %s",
-                       nb_fmt_shape(weight->ndim, weight->shape, a, sizeof a),
-                       nb_fmt_shape(n_norm, normalized_shape, b, sizeof b));
-    int64_t rows = nb_shape_numel(lead, x->shape);
+    int64_t rows, m;
+    if (!rms_norm_args("rms_norm", x, n_norm, normalized_shape, weight, &eps, &rows, &m)) return NULL;
     nb_tensor *xc = nb_contiguous_nograd(x), *wc = weight ? nb_contiguous_nograd(weight) : NULL;
     nb_tensor *out = nb_empty_like(x), *rstd = nb_tensor_new(1, &rows, x->dtype, x->storage->device);
     if (!xc || (weight && !wc) || !out || !rstd) return NULL;
@@ -100,4 +112,55 @@ nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape
                    : nb_widen_16bit(2, in, &back) ? rms_norm_impl(in[0], n_norm, normalized_shape, in[1], eps)
                                                   : NULL;
     return nb_scope_return(s, nb_unwiden_16bit(r, back));
+}
+
+/* Whether the fused kernel applies (inference: no gradient, no autocast region, one device, shape and dtype,
+ * the backend's add_rms_norm slot, 16-bit only where its norms take 16-bit rows); else the two ops run. */
+static bool add_rms_norm_fuses(nb_tensor *x, nb_tensor *residual, nb_tensor *weight) {
+    nb_tensor *in[3] = {x, residual, weight};
+    int np = weight ? 3 : 2;
+    bool same = x->ndim == residual->ndim && x->dtype == residual->dtype && (!weight || weight->dtype == x->dtype);
+    for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == residual->shape[d];
+    for (int i = 1; same && i < np; i++) same = nb_same_device(in[i]->storage->device, x->storage->device);
+    bool half = x->dtype == NB_F16 || x->dtype == NB_BF16;
+    return same && nb_kernel_has(NB_BE(x), add_rms_norm) && !nb_autocast_active(x->storage->device) &&
+           !nb_needs_grad(np, in) && (nb_dtype_is_compute_float(x->dtype) || (half && nb_norms_16bit_native(np, in)));
+}
+
+static nb_tensor *add_rms_norm_fused(nb_tensor *x, nb_tensor *residual, int n_norm, const int64_t *normalized_shape,
+                                     nb_tensor *weight, double eps, nb_tensor **sum) {
+    nb_backend *be = NB_BE(x);
+    int64_t rows, m;
+    if (!rms_norm_args("add_rms_norm", x, n_norm, normalized_shape, weight, &eps, &rows, &m)) return NULL;
+    nb_tensor *xc = nb_contiguous_nograd(x), *rc = nb_contiguous_nograd(residual);
+    nb_tensor *wc = weight ? nb_contiguous_nograd(weight) : NULL;
+    nb_tensor *out = nb_empty_like(x), *h = nb_empty_like(x);
+    if (!xc || !rc || (weight && !wc) || !out || !h) return NULL;
+    nb_kview vo = nb_kview_rows(out, rows, m), vh = nb_kview_rows(h, rows, m), vx = nb_kview_rows(xc, rows, m);
+    nb_kview vr = nb_kview_rows(rc, rows, m), vw = {0};
+    if (wc) vw = nb_kview_rows(wc, -1, m);
+    if (nb_kernel_add_rms_norm(be, &vo, &vh, &vx, &vr, wc ? &vw : NULL, eps) != NB_OK) return NULL;
+    *sum = h;
+    return out;
+}
+
+nb_tensor *nb_add_rms_norm(nb_tensor *x, nb_tensor *residual, int n_norm, const int64_t *normalized_shape,
+                           nb_tensor *weight, double eps, nb_tensor **sum) {
+    if (!sum) return NB_FAIL(NB_ERR_INVALID_ARG, "add_rms_norm: sum is NULL");
+    *sum = NULL;
+    if (!x || !residual) {
+        if (nb_last_status() == NB_OK) nb_set_error(NB_ERR_INVALID_ARG, "add_rms_norm: x or residual is NULL");
+        return NULL;
+    }
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *h = NULL, *y;
+    if (add_rms_norm_fuses(x, residual, weight)) y = add_rms_norm_fused(x, residual, n_norm, normalized_shape, weight, eps, &h);
+    else { /* the two ops, each with its own rule (and autocast policy) */
+        h = nb_add(x, residual);
+        y = h ? nb_rms_norm(h, n_norm, normalized_shape, weight, eps) : NULL;
+    }
+    if (y) nb_retain(h);
+    y = nb_scope_return(s, y);
+    if (y) *sum = nb_scope_adopt(h);
+    return y;
 }

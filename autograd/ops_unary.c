@@ -4,7 +4,8 @@
  * Kernels: backend/cpu/unary.c, unary_math.c. Two-parameter
  * activations compose one-parameter kernels (hardtanh = two one-sided
  * clamps; softplus with beta != 1 scales around the beta-1 kernel).
- * Tests: tests/test_ops_unary.c. */
+ * silu_mul (silu(a) * b, the SwiGLU product) runs the backend's fused
+ * kernel for inference. Tests: tests/test_ops_unary.c. */
 #include <math.h>
 
 #include "nb_autograd_impl.h"
@@ -302,4 +303,25 @@ nb_tensor *nb_sinc(nb_tensor *x) {
     nb_tensor *zero = z ? nb_eq_scalar(z, 0) : NULL, *one = z ? nb_scalar_like(z, 1, z->dtype) : NULL;
     nb_tensor *px = nb_mul_scalar(nb_where(zero, one, z), 3.14159265358979323846);
     return nb_scope_return(s, nb_where(zero, one, nb_div(nb_sin(px), px)));
+}
+
+/* ---- silu_mul: the SwiGLU product ----------------------------------------------------------- */
+
+/* One kernel (the backend's silu_mul slot) where it applies: no gradient, one device, shape and float dtype.
+ * Else the two ops, each with its own rule; the kernel rounds as they do, so both give the same bits. */
+nb_tensor *nb_silu_mul(nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[2] = {a, b};
+    if (!nb_check_inputs("silu_mul", 2, in)) return NULL;
+    bool same = a->ndim == b->ndim && a->dtype == b->dtype && nb_dtype_is_float(a->dtype);
+    for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+    nb_scope *s = nb_op_scope_begin();
+    nb_tensor *y = NULL;
+    if (same && nb_kernel_has(NB_BE(a), silu_mul) && !nb_needs_grad(2, in)) {
+        y = nb_tensor_new(a->ndim, a->shape, a->dtype, a->storage->device);
+        nb_kview vy, va = nb_kview_of(a), vb = nb_kview_of(b);
+        if (y) vy = nb_kview_of(y);
+        if (y && nb_kernel_silu_mul(NB_BE(a), &vy, &va, &vb) != NB_OK) y = NULL;
+    } else
+        y = nb_mul(nb_silu(a), b);
+    return nb_scope_return(s, y);
 }

@@ -128,6 +128,7 @@ extern "C" {
     X(ELU, elu, unary, NB_D2, NB_DTM_F, K(unary) K(unary_backward), BW(unary), AC(NONE)) \
     X(SELU, selu, unary, NB_D2, NB_DTM_F, K(unary) K(unary_backward), BW(unary), AC(NONE)) \
     X(SILU, silu, unary, NB_D2 | NB_LP, NB_DTM_F | NB_DTM_H, K(unary) K(unary_backward), BW(unary), AC(NONE)) \
+    X(SILU_MUL, silu_mul, unary, NB_D | NB_LP, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(reduce) K(unary) K(unary_backward), BW_CALLS, AC(NONE)) \
     X(MISH, mish, unary, NB_D2, NB_DTM_F, K(unary) K(unary_backward), BW(unary), AC(NONE)) \
     X(SOFTPLUS, softplus, unary, NB_D2, NB_DTM_F, K(copy) K(fill) K(binary) K(unary) K(unary_backward) K(reduce) K(where), BW(unary), AC(NONE)) \
     X(HARDTANH, hardtanh, unary, NB_D2 | NB_C, NB_DTM_F, K(unary) K(unary_backward), BW(unary), AC(NONE)) \
@@ -405,6 +406,7 @@ extern "C" {
     X(LINALG_LSTSQ, linalg_lstsq, linalg, NB_D, NB_DTM_F, K(copy) K(binary) K(reduce) K(matmul) K(linalg_solve) K(linalg_lstsq), BW(lstsq), AC(NONE)) \
     /* decoders */ \
     X(RMS_NORM, rms_norm, rms_norm, NB_D2, NB_DTM_F | NB_DTM_H, K(copy) K(rms_norm) K(rms_norm_backward), BW(rms_norm), AC(FP32)) \
+    X(ADD_RMS_NORM, add_rms_norm, rms_norm, NB_D, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(reduce) K(rms_norm) K(rms_norm_backward), BW_CALLS, AC(FP32)) \
     X(APPLY_ROTARY_POS_EMB, apply_rotary_pos_emb, rope, NB_D2, NB_DTM_F | NB_DTM_H, K(copy) K(binary) K(reduce) K(rope), BW(rope), AC(NONE)) \
     /* quantization */ \
     X(FAKE_QUANTIZE_PER_TENSOR_AFFINE, fake_quantize_per_tensor_affine, quantize, NB_D, NB_DTM_F | NB_DTM_H, K(copy) K(fill) K(unary) K(reduce) K(fake_quantize) K(fake_quantize_backward), BW(fake_quantize), AC(NONE)) \

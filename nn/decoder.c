@@ -590,6 +590,57 @@ static nb_tensor *layers_forward(const nb_decoder_ctx *c, nb_tensor *h, const fw
     return owned ? nb_scope_adopt(owned) : h;
 }
 
+/* Whether Llama's layers and final norm can run with each residual add fused into the RMSNorm after it: every
+ * norm a hook-free RMSNorm, no layer with hooks (they would see the layers' outputs, which the fused loop only
+ * makes inside the next layer). */
+static bool adds_fuse(const nb_decoder_ctx *c) {
+    if (c->s.family != NB_FAMILY_LLAMA || !nb_decoder_is_plain_rms_norm(c->norm)) return false;
+    for (int i = 0; i < c->s.layers; i++) {
+        nb_module *layer = nb_module_child_at(c->layers, i);
+        const block_ctx *b = nb_module_ctx(layer);
+        if (nb_module_has_hooks(layer) || !nb_decoder_is_plain_rms_norm(b->norm1) ||
+            !nb_decoder_is_plain_rms_norm(b->norm2))
+            return false;
+    }
+    return true;
+}
+
+/* layers_forward then the final norm, with each residual add fused into the norm after it (nb_add_rms_norm: one
+ * kernel for both in inference): the residual stream x and the last MLP output d travel unsummed to the next
+ * layer's norm1 (or the final norm), which makes their sum, the layer's output. The same values as the blocks. */
+static nb_tensor *layers_fused(const nb_decoder_ctx *c, nb_tensor *x, const fwd_state *st) {
+    nb_tensor *xo = NULL, *d = NULL; /* our references: x when made here, the MLP's output */
+    bool ok = x != NULL;
+    for (int i = 0; ok && i < c->s.layers; i++) {
+        const block_ctx *b = nb_module_ctx(nb_module_child_at(c->layers, i));
+        /* the attention half, in its own scope as block()'s */
+        nb_scope *s = nb_op_scope_begin();
+        nb_tensor *h = x, *n1 = d ? nb_decoder_add_norm(b->norm1, d, x, &h) : nb_forward(b->norm1, x);
+        nb_release(xo), nb_release(d); /* summed into h */
+        xo = d = NULL;
+        nb_tensor *h2 = NULL, *a = attention_hooked(b->attn, n1, st);
+        nb_tensor *n2 = a ? nb_decoder_add_norm(b->norm2, a, h, &h2) : NULL;
+        ok = n2 != NULL;
+        nb_retain(h2), nb_retain(n2);
+        nb_scope_return(s, NULL);
+        x = xo = h2;
+        /* the MLP half */
+        s = nb_op_scope_begin();
+        if (ok) ok = (d = nb_forward(b->mlp, n2)) != NULL;
+        nb_retain(d);
+        nb_scope_return(s, NULL);
+        nb_release(n2);
+    }
+    nb_tensor *sum = NULL, *y = ok ? nb_decoder_add_norm(c->norm, d, x, &sum) : NULL;
+    nb_release(xo), nb_release(d);
+    return y;
+}
+
+/* The layers, then the final norm. */
+static nb_tensor *layers_and_norm(const nb_decoder_ctx *c, nb_tensor *h, const fwd_state *st) {
+    return adds_fuse(c) ? layers_fused(c, h, st) : nb_forward(c->norm, layers_forward(c, h, st));
+}
+
 /* The forward of ids on dev, the model's device. */
 static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cache *cache, nb_device dev) {
     int64_t T = nb_size(ids, 1), P = cache ? cache->len : 0;
@@ -612,7 +663,7 @@ static nb_tensor *hidden_impl(const nb_decoder_ctx *c, nb_tensor *ids, nb_kv_cac
         return NULL;
     }
     if (!st.per_seq && P > 0 && T > 1 && !(st.mask = end_aligned_causal_mask(T, P, dev))) return NULL;
-    h = nb_forward(c->norm, layers_forward(c, h, &st));
+    h = layers_and_norm(c, h, &st);
     if (h && cache) cache->len += T;
     return h;
 }
@@ -687,7 +738,7 @@ nb_tensor *nb_decoder_step_at(nb_module *m, nb_tensor *ids, nb_kv_cache *cache, 
     if (c->s.family == NB_FAMILY_GPT2)
         h = nb_forward(c->drop, nb_add(h, nb_forward(c->pos, nb_reshape(p, 2, (int64_t[]){cache->pad_dev ? B : 1, 1}))));
     else if (nb_rotary_tables_at(c->rotary, p, &st.cos, &st.sin)) h = NULL;
-    h = h && st.mask ? nb_forward(c->norm, layers_forward(c, h, &st)) : NULL;
+    h = h && st.mask ? layers_and_norm(c, h, &st) : NULL;
     h = nb_scope_return(s, h);
     nb_set_grad_enabled(prev);
     return h;

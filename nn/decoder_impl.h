@@ -38,6 +38,11 @@ bool nb_decoder_add(nb_module *m, const char *name, nb_module *child, nb_module 
  * error set) in *y; false: the caller runs them one by one. */
 nb_status nb_decoder_pack(nb_module *const *linears, int n);
 bool nb_decoder_fused_linear(nb_module *const *linears, int n, nb_tensor *x, nb_tensor **y);
+/* Whether m is an RMSNorm module (nb_nn_rms_norm) without hooks, whose
+ * forward nb_decoder_add_norm may then run with a residual add fused in:
+ * nb_add_rms_norm(x, residual, m's normalized shape, weight and eps, sum). */
+bool nb_decoder_is_plain_rms_norm(const nb_module *m);
+nb_tensor *nb_decoder_add_norm(nb_module *m, nb_tensor *x, nb_tensor *residual, nb_tensor **sum);
 
 /* ---- the shared decoder (decoder.c) ----------------------------------------------- */
 

@@ -95,7 +95,17 @@ static nb_tensor *rms_norm_forward(nb_module *m, nb_tensor *x) {
     return nb_rms_norm(x, 1, &c->size, c->weight, c->eps);
 }
 
-static const nb_module_ops rms_norm_ops = {"RMSNorm", rms_norm_forward, free, NULL};
+static const char rms_norm_kind[] = "RMSNorm"; /* its address tells the kind (an array: never merged) */
+static const nb_module_ops rms_norm_ops = {rms_norm_kind, rms_norm_forward, free, NULL};
+
+bool nb_decoder_is_plain_rms_norm(const nb_module *m) {
+    return m && nb_module_kind(m) == rms_norm_kind && !nb_module_has_hooks(m);
+}
+
+nb_tensor *nb_decoder_add_norm(nb_module *m, nb_tensor *x, nb_tensor *residual, nb_tensor **sum) {
+    const nb_rms_norm_ctx *c = nb_module_ctx(m);
+    return nb_add_rms_norm(x, residual, 1, &c->size, c->weight, c->eps, sum);
+}
 
 nb_module *nb_nn_rms_norm(int64_t normalized_shape, double eps, nb_dtype dt) {
     if (normalized_shape < 1 || !(eps >= 0) || isinf(eps))
@@ -255,11 +265,15 @@ static nb_tensor *swiglu_forward(nb_module *m, nb_tensor *x) {
     if (x && nb_numel(x) <= FUSED_MLP_ROWS * nb_size(x, nb_dim(x) - 1) && nb_decoder_fused_linear(gu, 2, x, &both) &&
         !both)
         return nb_scope_return(s, NULL);
-    int64_t I = both ? nb_size(both, nb_dim(both) - 1) / 2 : 0;
+    if (both) { /* silu(gate) * up in one pass where nothing records a gradient (nb_silu_mul) */
+        int64_t I = nb_size(both, nb_dim(both) - 1) / 2;
+        nb_tensor *h = nb_silu_mul(nb_narrow(both, -1, 0, I), nb_narrow(both, -1, I, I));
+        return nb_scope_return(s, nb_forward(c->down, h));
+    }
     nb_scope *s1 = nb_op_scope_begin();
-    nb_tensor *a = nb_scope_return(s1, nb_silu(both ? nb_narrow(both, -1, 0, I) : nb_forward(c->gate, x)));
+    nb_tensor *a = nb_scope_return(s1, nb_silu(nb_forward(c->gate, x)));
     nb_scope *s2 = nb_op_scope_begin();
-    nb_tensor *u = both ? nb_narrow(both, -1, I, I) : nb_forward(c->up, x), *h;
+    nb_tensor *u = nb_forward(c->up, x), *h;
     if (a && u && !nb_requires_grad(a) && !nb_requires_grad(u)) {
         h = nb_mul_(a, u) == NB_OK ? a : NULL;
         nb_scope_return(s2, NULL); /* u dies */

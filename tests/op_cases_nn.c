@@ -491,6 +491,14 @@ static nb_tensor *rms_norm(nb_tensor *const *x, const nb_op_case *c) {
     int n = (int)c->p[0];
     return nb_rms_norm(x[0], n, nb_shape(x[0]) + nb_dim(x[0]) - n, c->n_in > 1 ? x[1] : NULL, c->p[1]);
 }
+/* y + sum: both outputs' values and gradients */
+static nb_tensor *add_rms_norm(nb_tensor *const *x, const nb_op_case *c) {
+    int n = (int)c->p[0];
+    nb_tensor *sum = NULL;
+    nb_tensor *y = nb_add_rms_norm(x[0], x[1], n, nb_shape(x[0]) + nb_dim(x[0]) - n, c->n_in > 2 ? x[2] : NULL, c->p[1],
+                                   &sum);
+    return y ? nb_add(y, sum) : NULL;
+}
 static nb_tensor *rope(nb_tensor *const *x, const nb_op_case *c) {
     nb_tensor *in = c->p[0] != 0 ? nb_transpose(x[0], 1, 2) : x[0]; /* [B, T, H, D] seen as [B, H, T, D] */
     return nb_apply_rotary_pos_emb(in, x[1], x[2]);
@@ -825,6 +833,10 @@ static const nb_op_case cases[] = {
      .in = {IN(K_REAL, 2, 3, 5), IN(K_REAL, 5)}, .tol = 1e-4, .p = {1, 1e-5}},
     {.op = NB_OP_RMS_NORM, .label = "rms_norm last two dims, no weight, eps=None", .fn = rms_norm, .n_in = 1,
      .in = {IN(K_REAL, 2, 3, 4)}, .tol = 1e-4, .p = {2, 0}},
+    {.op = NB_OP_ADD_RMS_NORM, .label = "add_rms_norm last dim, weight", .fn = add_rms_norm, .n_in = 3,
+     .in = {IN(K_REAL, 2, 3, 5), IN(K_REAL, 2, 3, 5), IN(K_REAL, 5)}, .tol = 1e-4, .p = {1, 1e-5}},
+    {.op = NB_OP_ADD_RMS_NORM, .label = "add_rms_norm last two dims, broadcast residual, no weight", .fn = add_rms_norm,
+     .n_in = 2, .in = {IN(K_REAL, 2, 3, 4), IN(K_REAL, 3, 4)}, .tol = 1e-4, .p = {2, 0}},
     {.op = NB_OP_APPLY_ROTARY_POS_EMB, .label = "apply_rotary_pos_emb [2, 2, 3, 6] with table gradients",
      .fn = rope, .n_in = 3, .in = {IN(K_REAL, 2, 2, 3, 6), IN(K_UNIT, 3, 3), IN(K_UNIT, 3, 3)}},
     {.op = NB_OP_APPLY_ROTARY_POS_EMB, .label = "apply_rotary_pos_emb of a transposed view", .fn = rope, .n_in = 3,

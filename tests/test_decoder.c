@@ -245,6 +245,55 @@ static nb_status keep_output(nb_module *m, nb_tensor *in, nb_tensor *out, nb_ten
     return NB_OK;
 }
 
+/* A Llama's residual adds run inside the RMSNorm after them (nb_add_rms_norm; on CUDA one kernel each where
+ * nothing records a gradient): its hidden states equal the block-by-block forward's bit for bit (a hook on a
+ * layer or on the final norm turns the fusion off; the hook runs), with and without gradients, in float64 on the
+ * CPU and in bfloat16 on each accelerator, where the fused run launches fewer kernels. */
+static void check_fused_adds(nb_device dev, nb_dtype dt) {
+    nb_scope *s = nb_scope_begin();
+    nb_manual_seed(9);
+    NB_CK_OK(nb_set_default_device(dev));
+    nb_module *m = tiny_llama(dt, 3, true);
+    NB_CK_OK(nb_set_default_device(NB_CPU));
+    nb_module_train(m, false);
+    const int64_t v[10] = {3, 14, 15, 9, 26, 5, 35, 8, 9, 7};
+    nb_tensor *ids = nb_to_device(ids_of(2, 5, v), dev);
+    for (int grad = 0; grad < 2; grad++) {
+        bool prev = nb_set_grad_enabled(grad);
+        const char *at[2] = {"model.layers.1", "model.norm"};
+        for (int k = 0; k < 2; k++) {
+            uint64_t l0 = nb_device_counters_get(dev).kernel_launches;
+            nb_tensor *fused = nb_causal_lm_hidden(m, ids, NULL);
+            uint64_t l1 = nb_device_counters_get(dev).kernel_launches;
+            int seen = 0;
+            nb_module *hooked = nb_module_child(m, at[k]);
+            int64_t h = nb_module_register_forward_hook(hooked, keep_output, &seen);
+            uint64_t l2 = nb_device_counters_get(dev).kernel_launches;
+            nb_tensor *plain = nb_causal_lm_hidden(m, ids, NULL);
+            uint64_t l3 = nb_device_counters_get(dev).kernel_launches;
+            NB_CK_OK(nb_module_remove_hook(hooked, h));
+            NB_CK_NOTNULL(fused);
+            ck_assert_int_eq(seen, 1);
+            nb_ck_close_to(nb_to_device(nb_to_dtype(fused, NB_F64), NB_CPU),
+                           nb_to_device(nb_to_dtype(plain, NB_F64), NB_CPU), 0);
+            if (dev.type == NB_DEVICE_CUDA && !grad) /* 4 adds and a norm fewer per layer pair, and so on */
+                ck_assert_msg(l1 - l0 < l3 - l2, "fused %llu launches, plain %llu", (unsigned long long)(l1 - l0),
+                              (unsigned long long)(l3 - l2));
+        }
+        nb_set_grad_enabled(prev);
+    }
+    nb_module_free(m);
+    nb_scope_end(s);
+}
+
+START_TEST(test_fused_residual_adds) {
+    check_fused_adds(NB_CPU, NB_F64);
+    nb_device devs[8];
+    int n = nb_test_accelerators(devs, 8);
+    for (int i = 0; i < n; i++) check_fused_adds(devs[i], NB_BF16);
+}
+END_TEST
+
 /* Inference runs q|k|v and gate|up as one product each (the weights packed
  * back to back at construction, state_dict loads copying into them): the
  * layer's output equals the unfused forward's (gradients on) and the
@@ -801,6 +850,7 @@ Suite *nb_suite_decoder(void) {
     tcase_add_test(tc, test_gpt2_block_naive);
     tcase_add_test(tc, test_llama_layer_naive);
     tcase_add_test(tc, test_fused_projections);
+    tcase_add_test(tc, test_fused_residual_adds);
     tcase_add_test(tc, test_blocks_gradcheck);
     tcase_add_test(tc, test_causal_masking);
     tcase_add_test(tc, test_kv_cache_matches_full_forward);

@@ -164,6 +164,12 @@ START_TEST(test_every_public_function_survives_null) {
     NV(nb_graph_free, NULL);
     /* decoders (nb_ops.h, nn/nb_decoder.h) */
     NP(nb_rms_norm, NULL, 1, (int64_t[]){2}, NULL, 1e-6);
+    {
+        nb_tensor *sum = NULL;
+        NP(nb_add_rms_norm, NULL, NULL, 1, (int64_t[]){2}, NULL, 1e-6, &sum);
+        NP(nb_add_rms_norm, NULL, NULL, 1, (int64_t[]){2}, NULL, 1e-6, NULL);
+        ck_assert_ptr_null(sum);
+    }
     NP(nb_apply_rotary_pos_emb, NULL, NULL, NULL);
     /* quantization (nb_quantize.h) */
     NP(nb_fake_quantize_per_tensor_affine, NULL, 0.1, 0, 0, 255);
@@ -230,6 +236,8 @@ START_TEST(test_every_public_function_survives_null) {
     NP(nb_relu6, NULL);
     NP(nb_add, NULL, NULL);
     NP(nb_add, x, NULL);
+    NP(nb_silu_mul, NULL, NULL);
+    NP(nb_silu_mul, x, NULL);
     NP(nb_sub, NULL, NULL);
     NP(nb_sub, x, NULL);
     NP(nb_mul, NULL, NULL);

@@ -231,6 +231,68 @@ START_TEST(test_rms_norm_16bit_device) {
 }
 END_TEST
 
+/* nb_add_rms_norm where nothing records a gradient: on a device with the fused kernel (CUDA) one launch gives
+ * the bits of nb_add then nb_rms_norm, both outputs, in every float dtype, over rows that take CUDA's vector
+ * (40, 2048) and strided (13, 8200) kernels, with and without a weight; elsewhere the two ops. Under a gradient,
+ * the two ops' values and gradients; errors. */
+START_TEST(test_add_rms_norm) {
+    nb_device devs[9] = {NB_CPU};
+    const int nd = 1 + nb_test_accelerators(devs + 1, 8);
+    const int64_t ms[4] = {40, 2048, 13, 8200};
+    const nb_dtype dts[4] = {NB_F32, NB_F64, NB_BF16, NB_F16};
+    bool prev = nb_set_grad_enabled(false);
+    for (int d = 0; d < nd; d++)
+        for (int di = 0; di < 4; di++)
+            for (int mi = 0; mi < 4; mi++)
+                for (int wi = 0; wi < 2; wi++) {
+                    nb_scope *s = nb_scope_begin();
+                    int64_t m = ms[mi];
+                    nb_generator g = nb_generator_new((uint64_t)(100 * di + 10 * mi + wi));
+                    nb_tensor *x = nb_to_device(nb_to_dtype(nb_randn(NB_SHAPE(3, m), NB_F32, &g), dts[di]), devs[d]);
+                    nb_tensor *r = nb_to_device(nb_to_dtype(nb_randn(NB_SHAPE(3, m), NB_F32, &g), dts[di]), devs[d]);
+                    nb_tensor *w =
+                        wi ? nb_to_device(nb_to_dtype(nb_randn(NB_SHAPE(m), NB_F32, &g), dts[di]), devs[d]) : NULL;
+                    nb_tensor *sum = NULL;
+                    uint64_t l0 = nb_device_counters_get(devs[d]).kernel_launches;
+                    nb_tensor *y = nb_add_rms_norm(x, r, 1, &m, w, 1e-5, &sum);
+                    uint64_t l1 = nb_device_counters_get(devs[d]).kernel_launches;
+                    NB_CK_NOTNULL(y);
+                    NB_CK_NOTNULL(sum);
+                    if (devs[d].type == NB_DEVICE_CUDA) ck_assert_int_eq(l1 - l0, 1);
+                    nb_tensor *h = nb_add(x, r), *want = nb_rms_norm(h, 1, &m, w, 1e-5);
+                    ck_assert_int_eq(nb_dtype_of(y), dts[di]);
+                    nb_ck_close_to(nb_to_device(sum, NB_CPU), nb_to_device(h, NB_CPU), 0);
+                    nb_ck_close_to(nb_to_device(y, NB_CPU), nb_to_device(want, NB_CPU), 0);
+                    nb_scope_end(s);
+                }
+    nb_set_grad_enabled(prev);
+    nb_scope *s = nb_scope_begin();
+    int64_t m = 5;
+    nb_generator g = nb_generator_new(3);
+    nb_tensor *xs[2][3];
+    for (int k = 0; k < 2; k++) { /* the same leaves twice: through add_rms_norm, then through the two ops */
+        nb_generator gk = g;
+        for (int i = 0; i < 3; i++) {
+            xs[k][i] = i < 2 ? nb_randn(NB_SHAPE(2, m), NB_F64, &gk) : nb_randn(NB_SHAPE(m), NB_F64, &gk);
+            NB_CK_OK(nb_set_requires_grad(xs[k][i], true));
+        }
+    }
+    nb_tensor *sum = NULL, *y = nb_add_rms_norm(xs[0][0], xs[0][1], 1, &m, xs[0][2], 1e-6, &sum);
+    nb_tensor *h = nb_add(xs[1][0], xs[1][1]), *want = nb_rms_norm(h, 1, &m, xs[1][2], 1e-6);
+    NB_CK_OK(nb_backward(nb_sum(nb_add(nb_mul(y, y), sum), NULL, 0, false)));
+    NB_CK_OK(nb_backward(nb_sum(nb_add(nb_mul(want, want), h), NULL, 0, false)));
+    nb_ck_close_to(y, want, 0);
+    for (int i = 0; i < 3; i++) nb_ck_close_to(nb_tensor_grad(xs[0][i]), nb_tensor_grad(xs[1][i]), 0);
+    /* errors: no sum pointer, a normalized_shape that does not fit (sum stays NULL) */
+    NB_CK_FAILS(nb_add_rms_norm(xs[0][0], xs[0][1], 1, &m, NULL, 0, NULL) != NULL, NB_ERR_INVALID_ARG);
+    int64_t bad = 4;
+    sum = xs[0][0];
+    NB_CK_FAILS(nb_add_rms_norm(xs[0][0], xs[0][1], 1, &bad, NULL, 0, &sum) != NULL, NB_ERR_SHAPE);
+    ck_assert_ptr_null(sum);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_rms_norm(void) {
     Suite *s = suite_create("ops_rms_norm");
     TCase *f = tcase_create("forward");
@@ -238,6 +300,7 @@ Suite *nb_suite_ops_rms_norm(void) {
     tcase_add_test(f, test_rms_norm_reference);
     tcase_add_test(f, test_rms_norm_errors);
     tcase_add_test(f, test_rms_norm_16bit_device);
+    tcase_add_test(f, test_add_rms_norm);
     suite_add_tcase(s, f);
     TCase *g = tcase_create("gradients");
     tcase_add_test(g, test_rms_norm_gradcheck);

@@ -733,6 +733,57 @@ START_TEST(test_softplus_beta_and_log2_grad) {
 }
 END_TEST
 
+/* nb_silu_mul where nothing records a gradient: on a device with the fused kernel (CUDA) one launch gives the
+ * bits of nb_mul(nb_silu(a), b), in every float dtype, for contiguous inputs and for the two halves of one
+ * [.., 2 I] product (strided views, as a decoder's gate | up); elsewhere the two ops. A broadcast b takes the
+ * two ops. Under a gradient, the two ops' values and gradients. */
+START_TEST(test_silu_mul) {
+    nb_device devs[9] = {NB_CPU};
+    const int nd = 1 + nb_test_accelerators(devs + 1, 8);
+    const nb_dtype dts[4] = {NB_F32, NB_F64, NB_BF16, NB_F16};
+    bool prev = nb_set_grad_enabled(false);
+    for (int d = 0; d < nd; d++)
+        for (int di = 0; di < 4; di++)
+            for (int halves = 0; halves < 2; halves++) {
+                nb_scope *s = nb_scope_begin();
+                nb_generator g = nb_generator_new((uint64_t)(10 * di + halves));
+                nb_tensor *a, *b;
+                if (halves) {
+                    nb_tensor *gu = nb_mul_scalar(nb_randn(NB_SHAPE(3, 2 * 1030), NB_F32, &g), 4);
+                    gu = nb_to_device(nb_to_dtype(gu, dts[di]), devs[d]);
+                    a = nb_narrow(gu, -1, 0, 1030), b = nb_narrow(gu, -1, 1030, 1030);
+                } else {
+                    a = nb_to_device(nb_to_dtype(nb_mul_scalar(nb_randn(NB_SHAPE(5, 77), NB_F32, &g), 4), dts[di]), devs[d]);
+                    b = nb_to_device(nb_to_dtype(nb_randn(NB_SHAPE(5, 77), NB_F32, &g), dts[di]), devs[d]);
+                }
+                uint64_t l0 = nb_device_counters_get(devs[d]).kernel_launches;
+                nb_tensor *y = nb_silu_mul(a, b);
+                uint64_t l1 = nb_device_counters_get(devs[d]).kernel_launches;
+                NB_CK_NOTNULL(y);
+                if (devs[d].type == NB_DEVICE_CUDA) ck_assert_int_eq(l1 - l0, 1);
+                ck_assert_int_eq(nb_dtype_of(y), dts[di]);
+                nb_ck_close_to(nb_to_device(y, NB_CPU), nb_to_device(nb_mul(nb_silu(a), b), NB_CPU), 0);
+                nb_scope_end(s);
+            }
+    nb_set_grad_enabled(prev);
+    nb_scope *s = nb_scope_begin();
+    nb_generator g = nb_generator_new(4);
+    nb_tensor *a = nb_randn(NB_SHAPE(2, 3), NB_F64, &g), *b = nb_randn(NB_SHAPE(3), NB_F64, &g);
+    nb_tensor *a2 = nb_clone(a), *b2 = nb_clone(b);
+    nb_tensor *leaves[4] = {a, b, a2, b2};
+    for (int i = 0; i < 4; i++) NB_CK_OK(nb_set_requires_grad(leaves[i], true));
+    nb_tensor *y = nb_silu_mul(a, b), *want = nb_mul(nb_silu(a2), b2); /* b broadcast */
+    NB_CK_OK(nb_backward(nb_sum(nb_mul(y, y), NULL, 0, false)));
+    NB_CK_OK(nb_backward(nb_sum(nb_mul(want, want), NULL, 0, false)));
+    nb_ck_close_to(y, want, 0);
+    nb_ck_close_to(nb_tensor_grad(a), nb_tensor_grad(a2), 0);
+    nb_ck_close_to(nb_tensor_grad(b), nb_tensor_grad(b2), 0);
+    NB_CK_FAILS(nb_silu_mul(a, NULL) != NULL, NB_ERR_INVALID_ARG);
+    NB_CK_FAILS(nb_silu_mul(a, nb_randn(NB_SHAPE(4), NB_F64, &g)) != NULL, NB_ERR_SHAPE);
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_unary(void) {
     Suite *s = suite_create("ops_unary");
     TCase *f = tcase_create("forward");
@@ -761,6 +812,7 @@ Suite *nb_suite_ops_unary(void) {
     TCase *tc_basic = tcase_create("basic");
     tcase_add_test(tc_basic, test_unary_forward);
     tcase_add_test(tc_basic, test_gradcheck_unary);
+    tcase_add_test(tc_basic, test_silu_mul);
     tcase_set_timeout(tc_basic, 300);
     suite_add_tcase(s, tc_basic);
     return s;

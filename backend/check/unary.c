@@ -64,3 +64,8 @@ nb_status nb_check_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview
                                 nb_view_str(saved[i], b1, sizeof b1), nb_view_str(gx, b2, sizeof b2));
     return NB_OK;
 }
+
+nb_status nb_check_silu_mul(nb_backend *be, const nb_kview *out, const nb_kview *a, const nb_kview *b) {
+    (void)be;
+    return nb_check_alike("silu_mul", 3, (const nb_kview *[]){out, a, b}, NB_CHK_FH, "float", false);
+}

@@ -1,5 +1,6 @@
 // rms_norm.cu - the decoders' slots on CUDA: rms_norm, rms_norm_backward
-// (RMSNorm, Zhang & Sennrich 2019; PyTorch's F.rms_norm) and rope (the
+// (RMSNorm, Zhang & Sennrich 2019; PyTorch's F.rms_norm), add_rms_norm (the
+// residual add fused into the norm, the same kernels) and rope (the
 // rotate-half rotary embedding of Llama / Hugging Face). Formulas are the
 // CPU backend's (backend/cpu/rms_norm.c, rope.c). The forwards also take
 // float16/bfloat16 (float32 math, one rounding; nb_backend_i.norms_16bit). Deterministic: row sums
@@ -17,16 +18,28 @@ constexpr int RT = 256;     // threads per row block
 constexpr int GW_COLS = 32; // gw: columns per block
 constexpr int GW_ROWS = 64; // gw: rows per chunk
 
-template <typename T> __global__ void k_rms_fwd(T *y, T *rstd, const T *x, const T *w, int64_t m, double eps) {
+// res (may be NULL): the rows normalised are x + res, written to sum first
+// (add_rms_norm); each thread reads back only what it wrote. rstd may be NULL.
+template <typename T>
+__global__ void k_rms_fwd(T *y, T *rstd, const T *x, const T *w, int64_t m, double eps, const T *res, T *sum) {
     __shared__ double red[32];
     const int64_t r = blockIdx.x;
     const T *xr = x + r * m;
     double s = 0;
-    for (int64_t i = threadIdx.x; i < m; i += blockDim.x) s += (double)xr[i] * (double)xr[i];
+    if (res) {
+        T *sr = sum + r * m;
+        for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
+            const T v = xr[i] + res[r * m + i];
+            sr[i] = v;
+            s += (double)v * (double)v;
+        }
+        xr = sr;
+    } else
+        for (int64_t i = threadIdx.x; i < m; i += blockDim.x) s += (double)xr[i] * (double)xr[i];
     s = block_sum(s, red);
     const double rs = 1 / sqrt(s / (double)m + eps);
     const T rt = (T)rs;
-    if (threadIdx.x == 0) rstd[r] = rt;
+    if (rstd && threadIdx.x == 0) rstd[r] = rt;
     T *yr = y + r * m;
     for (int64_t i = threadIdx.x; i < m; i += blockDim.x) yr[i] = w ? w[i] * (xr[i] * rt) : xr[i] * rt;
 }
@@ -85,18 +98,25 @@ __global__ void k_rope(T *out, const T *x, const T *cs, const T *sn, int64_t n_r
 
 // The 16-bit forward (inference: no rstd for a backward is needed, but it is
 // written in T): the float32 kernel's math on widened values, rounded once.
-template <typename T> __global__ void k_rms_fwd16(T *y, T *rstd, const T *x, const T *w, int64_t m, double eps) {
+template <typename T>
+__global__ void k_rms_fwd16(T *y, T *rstd, const T *x, const T *w, int64_t m, double eps, const T *res, T *sum) {
     __shared__ double red[32];
     const int64_t r = blockIdx.x;
     const T *xr = x + r * m;
     double s = 0;
     for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
-        const float v = Traits<T>::load(xr[i]);
+        float v = Traits<T>::load(xr[i]);
+        if (res) { // the sum rounded as the binary add rounds it
+            const T h = Traits<T>::store(v + Traits<T>::load(res[r * m + i]));
+            sum[r * m + i] = h;
+            v = Traits<T>::load(h);
+        }
         s += (double)v * (double)v;
     }
+    if (res) xr = sum + r * m; // read back by the thread that wrote it
     s = block_sum(s, red);
     const float rt = (float)(1 / sqrt(s / (double)m + eps));
-    if (threadIdx.x == 0) rstd[r] = Traits<T>::store(rt);
+    if (rstd && threadIdx.x == 0) rstd[r] = Traits<T>::store(rt);
     T *yr = y + r * m;
     for (int64_t i = threadIdx.x; i < m; i += blockDim.x) {
         const float v = Traits<T>::load(xr[i]) * rt;
@@ -111,7 +131,8 @@ template <typename T> __global__ void k_rms_fwd16(T *y, T *rstd, const T *x, con
 // in a decode step, ncu). The same math; the sum's order is the thread's
 // vectors, then the block's tree.
 template <typename T, int NV>
-__global__ void __launch_bounds__(RT) k_rms_fwd16v(T *y, T *rstd, const T *x, const T *w, int64_t m, double eps) {
+__global__ void __launch_bounds__(RT)
+    k_rms_fwd16v(T *y, T *rstd, const T *x, const T *w, int64_t m, double eps, const T *res, T *sum) {
     __shared__ double red[32];
     const int64_t r = blockIdx.x;
     const T *xr = x + r * m;
@@ -121,6 +142,21 @@ __global__ void __launch_bounds__(RT) k_rms_fwd16v(T *y, T *rstd, const T *x, co
         const int64_t i = ((int64_t)u * RT + threadIdx.x) * 8;
         if (i < m) load8(xr + i, v[u]);
     }
+    if (res) // the sum rounded as the binary add rounds it
+#pragma unroll
+        for (int u = 0; u < NV; u++) {
+            const int64_t i = ((int64_t)u * RT + threadIdx.x) * 8;
+            if (i >= m) continue;
+            float rv[8];
+            load8(res + r * m + i, rv);
+            Vec<T, 8> h;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                h.v[e] = Traits<T>::store(v[u][e] + rv[e]);
+                v[u][e] = Traits<T>::load(h.v[e]);
+            }
+            *reinterpret_cast<Vec<T, 8> *>(sum + r * m + i) = h;
+        }
     double s = 0;
 #pragma unroll
     for (int u = 0; u < NV; u++)
@@ -129,7 +165,7 @@ __global__ void __launch_bounds__(RT) k_rms_fwd16v(T *y, T *rstd, const T *x, co
             for (int e = 0; e < 8; e++) s += (double)v[u][e] * (double)v[u][e];
     s = block_sum(s, red);
     const float rt = (float)(1 / sqrt(s / (double)m + eps));
-    if (threadIdx.x == 0) rstd[r] = Traits<T>::store(rt);
+    if (rstd && threadIdx.x == 0) rstd[r] = Traits<T>::store(rt);
     T *yr = y + r * m;
 #pragma unroll
     for (int u = 0; u < NV; u++) {
@@ -164,24 +200,26 @@ __global__ void k_rope16(T *out, const T *x, const T *cs, const T *sn, int64_t n
 
 using namespace nbc;
 
-nb_status nb_cuda_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,
-                           const nb_kview *w, double eps) {
-    const char *op = "rms_norm"; // checked: backend/check/rms_norm.c
+// rms_norm, and add_rms_norm where res and sum are given (rstd NULL).
+static nb_status rms_forward(nb_backend *be, const char *op, const nb_kview *out, const nb_kview *rstd,
+                             const nb_kview *x, const nb_kview *w, double eps, const nb_kview *res,
+                             const nb_kview *sum) {
     int64_t rows = x->shape[0], m = x->shape[1];
     if (rows == 0) return NB_OK;
     return dispatch_floating(op, x->dtype, [&](auto tag) -> nb_status {
         using T = decltype(tag);
+        T *rp = rstd ? (T *)rstd->data : nullptr, *sp = sum ? (T *)sum->data : nullptr;
+        const T *wp = w ? (const T *)w->data : nullptr, *resp = res ? (const T *)res->data : nullptr;
         if constexpr (std::is_same_v<typename Traits<T>::acc, T>)
-            k_rms_fwd<T><<<(unsigned)rows, RT, 0, stream_of(be)>>>((T *)out->data, (T *)rstd->data,
-                                                                     (const T *)x->data,
-                                                                     w ? (const T *)w->data : nullptr, m, eps);
+            k_rms_fwd<T><<<(unsigned)rows, RT, 0, stream_of(be)>>>((T *)out->data, rp, (const T *)x->data, wp, m, eps,
+                                                                     resp, sp);
         else {
-            const T *wp = w ? (const T *)w->data : nullptr;
-            const bool vec = m % 8 == 0 && m <= 4 * RT * 8 && ((uintptr_t)x->data | (uintptr_t)out->data |
-                                                                (uintptr_t)wp) % 16 == 0;
+            const bool vec = m % 8 == 0 && m <= 4 * RT * 8 &&
+                             ((uintptr_t)x->data | (uintptr_t)out->data | (uintptr_t)wp | (uintptr_t)resp |
+                              (uintptr_t)sp) % 16 == 0;
             auto go = [&](auto kern) {
-                kern<<<(unsigned)rows, RT, 0, stream_of(be)>>>((T *)out->data, (T *)rstd->data, (const T *)x->data,
-                                                               wp, m, eps);
+                kern<<<(unsigned)rows, RT, 0, stream_of(be)>>>((T *)out->data, rp, (const T *)x->data, wp, m, eps,
+                                                               resp, sp);
             };
             if (vec && m <= RT * 8) go(k_rms_fwd16v<T, 1>);
             else if (vec && m <= 2 * RT * 8) go(k_rms_fwd16v<T, 2>);
@@ -190,6 +228,18 @@ nb_status nb_cuda_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *
         }
         return launched(op);
     });
+}
+
+nb_status nb_cuda_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *rstd, const nb_kview *x,
+                           const nb_kview *w, double eps) {
+    // checked: backend/check/rms_norm.c
+    return rms_forward(be, "rms_norm", out, rstd, x, w, eps, nullptr, nullptr);
+}
+
+nb_status nb_cuda_add_rms_norm(nb_backend *be, const nb_kview *out, const nb_kview *sum, const nb_kview *x,
+                               const nb_kview *residual, const nb_kview *w, double eps) {
+    // checked: backend/check/rms_norm.c
+    return rms_forward(be, "add_rms_norm", out, nullptr, x, w, eps, residual, sum);
 }
 
 nb_status nb_cuda_rms_norm_backward(nb_backend *be, const nb_kview *gx, const nb_kview *gw, const nb_kview *gy,

@@ -1,5 +1,6 @@
 // unary.cu - the unary family on CUDA: slots unary (out = f(x; alpha)) and
-// unary_backward (gx = gy * f'(x or y; alpha)) for every nb_unary_op, with
+// unary_backward (gx = gy * f'(x or y; alpha)) for every nb_unary_op, and
+// silu_mul (the SwiGLU product, silu(a) * b, in one pass), with
 // the CPU backend's dtypes. Float formulas are nb_scalar_math.h's, the
 // ones the CPU runs: float64 gives the CPU's values on CUDA's libm, float32
 // the same formulas with CUDA's float functions (a few ulp from the CPU's
@@ -134,9 +135,33 @@ template <typename H> static nb_status ub_run16(nb_backend *be, nb_unary_op op, 
     return ew_launch(be, name, Half16<UbF<float, -1>, H>{{op, a}}, gx, gy, v);
 }
 
+// ---- silu_mul: silu(a) * b, silu(a) rounded to the dtype first (the unary and binary slots' bits) ----------
+
+// T's arithmetic type A: float for the 16-bit floats (each result rounded to T, as the two slots store it).
+template <typename T> struct SiluMulF {
+    using In = T;
+    using Out = T;
+    using A = typename Traits<T>::acc;
+    static constexpr int NIN = 2;
+    UnP<A> p;
+    __device__ __forceinline__ T operator()(T a, T b) const {
+        const T s = Traits<T>::store(nb_sm_of<A>::unary(NB_UNARY_SILU, Traits<T>::load(a), &p));
+        return Traits<T>::store(Traits<T>::load(s) * Traits<T>::load(b));
+    }
+};
+
 } // namespace nbc
 
 using namespace nbc;
+
+// shapes and dtypes checked: backend/check/unary.c.
+extern "C" nb_status nb_cuda_silu_mul(nb_backend *be, const nb_kview *out, const nb_kview *a, const nb_kview *b) {
+    return dispatch_floating("silu_mul", a->dtype, [&](auto tag) -> nb_status {
+        using T = decltype(tag);
+        using A = typename Traits<T>::acc;
+        return ew_launch(be, "silu_mul", SiluMulF<T>{UnParams<A>::prep(NB_UNARY_SILU, 0)}, out, a, b);
+    });
+}
 
 // op, shapes and dtypes (the op's) checked: backend/check/unary.c.
 extern "C" nb_status nb_cuda_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x,

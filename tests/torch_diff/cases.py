@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from cases_common import *  # noqa: F401,F403
-from cases_nn import NOT_IN_THIS_TORCH, cnn, fractional_pools, linalg, packed, sampling  # noqa: F401
+from cases_nn import NOT_IN_THIS_TORCH, cnn, fractional_pools, fused, linalg, packed, sampling  # noqa: F401
 from cases_tensor import ctc, grouped_mm, quantize, tensor_ops
 
 # ---- unary ops ---------------------------------------------------------------------------------------------------
@@ -950,7 +950,7 @@ def class_and_embedding_losses():
 def build():
     return unary() + binary() + reductions() + views_and_shapes() + indexing() + products_and_losses() + cnn() + \
         linalg() + sampling() + tensor_ops() + ctc() + packed() + fractional_pools() + \
-        grouped_mm() + quantize()
+        grouped_mm() + quantize() + fused()
 
 
 def repr_tensors():

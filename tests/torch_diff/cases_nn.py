@@ -890,3 +890,30 @@ def sampling():
                  values=False),
             Case("multinomial", [R((3,), I64, 1, 3)], mn, {"num_samples": 1, "replacement": True}, tag="int")]
     return out
+
+
+def fused():
+    """The fused inference ops, written out in torch: silu(a) * b, and (rms_norm(x + residual), x + residual).
+    Inputs from RN's generator (built last: no other case's draws move)."""
+    def add_rms(xs, a):
+        h = xs[0] + xs[1]
+        eps = a.get("eps", 0) or torch.finfo(h.dtype).eps
+        ns = a["normalized_shape"]
+        if list(h.shape[h.dim() - len(ns):]) != list(ns):
+            raise RuntimeError("normalized_shape does not fit")
+        dims = tuple(range(h.dim() - len(ns), h.dim()))
+        y = h * torch.rsqrt((h * h).mean(dims, keepdim=True) + eps)
+        return (y * xs[2] if len(xs) > 2 else y), h
+
+    silu_mul = lambda xs, a: F.silu(xs[0]) * xs[1]
+    return [Case("add_rms_norm", [RN((3, 5), F32, -2, 2), RN((3, 5), F32, -2, 2), RN((5,), F32, -2, 2)], add_rms,
+                 {"normalized_shape": [5], "eps": 1e-6}, tag="f32", tol={F32: (1e-4, 1e-5)}),
+            Case("add_rms_norm", [RN((2, 3, 4), F64, -2, 2), RN((2, 3, 4), F64, -2, 2)], add_rms,
+                 {"normalized_shape": [3, 4]}, tag="f64 default eps, no weight"),
+            Case("add_rms_norm", [RN((2, 4), F64, -2, 2), RN((4,), F64, -2, 2), RN((4,), F64, -2, 2)], add_rms,
+                 {"normalized_shape": [4], "eps": 1e-5}, tag="broadcast residual"),
+            Case("add_rms_norm", [RN((3, 5), F32, -2, 2), RN((3, 5), F32, -2, 2)], add_rms,
+                 {"normalized_shape": [4]}, tag="shape error"),
+            Case("silu_mul", [RN((3, 4), F32, -5, 5), RN((3, 4), F32, -3, 3)], silu_mul, tag="f32"),
+            Case("silu_mul", [RN((2, 3), F64, -5, 5), RN((3,), F64, -3, 3)], silu_mul, tag="f64 broadcast"),
+            Case("silu_mul", [RN((2, 3), F32, -5, 5), RN((4,), F32, -3, 3)], silu_mul, tag="shape error")]

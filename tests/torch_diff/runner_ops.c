@@ -22,6 +22,7 @@
 NB_UNARY_OPS(UNARY_ROW)
 UNARY(relu6) UNARY(isnan) UNARY(isinf) UNARY(isfinite) UNARY(logical_not) UNARY(bitwise_not) UNARY(contiguous)
 UNARY(clone) UNARY(sinc)
+nb_status h_silu_mul(dcase *c) { OUT1(nb_silu_mul(I0, I1)); }
 nb_status h_logit(dcase *c) { OUT1(nb_logit(I0, ad(c, "eps", -1))); }
 
 nb_status h_add_scalar(dcase *c) { OUT1(nb_add_scalar(I0, ad(c, "other", 0))); }

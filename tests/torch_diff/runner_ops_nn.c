@@ -229,6 +229,12 @@ nb_status h_rms_norm(dcase *c) {
     int n = al(c, "normalized_shape", ns, NB_MAX_DIMS);
     OUT1(nb_rms_norm(I0, n < 0 ? 0 : n, ns, c->n_in > 1 ? I1 : NULL, ad(c, "eps", 0)));
 }
+nb_status h_add_rms_norm(dcase *c) {
+    int64_t ns[NB_MAX_DIMS];
+    int n = al(c, "normalized_shape", ns, NB_MAX_DIMS);
+    c->out[0] = nb_add_rms_norm(I0, I1, n < 0 ? 0 : n, ns, c->n_in > 2 ? I2 : NULL, ad(c, "eps", 0), &c->out[1]);
+    OUTS(2, c->out[0] ? NB_OK : nb_last_status());
+}
 nb_status h_apply_rotary_pos_emb(dcase *c) { OUT1(nb_apply_rotary_pos_emb(I0, I1, I2)); }
 nb_status h_scaled_dot_product_attention(dcase *c) {
     nb_sdpa_options o = {.attn_mask = c->n_in > 3 ? c->in[3] : NULL, .is_causal = ab(c, "is_causal", false),

@@ -838,7 +838,8 @@ nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape
  * residual of one shape, the backend's fused kernel computes both in one
  * pass when it has one (CUDA; 16-bit rows where its norms take them): the
  * same bits as the two ops. Otherwise the two ops run, with their
- * broadcasting, promotion, gradients and autocast policies. Errors:
+ * broadcasting, promotion, gradients and autocast policies (under autocast
+ * the norm runs in float32, the sum in the inputs' dtype). Errors:
  * NB_ERR_INVALID_ARG (sum NULL), and those of nb_add and nb_rms_norm
  * (*sum is then NULL). */
 nb_tensor *nb_add_rms_norm(nb_tensor *x, nb_tensor *residual, int n_norm, const int64_t *normalized_shape,

@@ -123,6 +123,9 @@ static bool add_rms_norm_fuses(nb_tensor *x, nb_tensor *residual, nb_tensor *wei
     for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == residual->shape[d];
     for (int i = 1; same && i < np; i++) same = nb_same_device(in[i]->storage->device, x->storage->device);
     bool half = x->dtype == NB_F16 || x->dtype == NB_BF16;
+    /* 16-bit rows not 16-byte aligned would take another kernel (another order of the sum of squares) than
+     * nb_rms_norm takes on the fresh sum: the two ops then, for the same bits */
+    if (half) same = same && (uintptr_t)nb_kview_of(x).data % 16 == 0 && (uintptr_t)nb_kview_of(residual).data % 16 == 0;
     return same && nb_kernel_has(NB_BE(x), add_rms_norm) && !nb_autocast_active(x->storage->device) &&
            !nb_needs_grad(np, in) && (nb_dtype_is_compute_float(x->dtype) || (half && nb_norms_16bit_native(np, in)));
 }
@@ -159,8 +162,9 @@ nb_tensor *nb_add_rms_norm(nb_tensor *x, nb_tensor *residual, int n_norm, const 
         h = nb_add(x, residual);
         y = h ? nb_rms_norm(h, n_norm, normalized_shape, weight, eps) : NULL;
     }
-    if (y) nb_retain(h);
+    nb_retain(h); /* ours, handed to the caller's scope below */
     y = nb_scope_return(s, y);
-    if (y) *sum = nb_scope_adopt(h);
-    return y;
+    if (!y) return nb_release(h), NULL;
+    *sum = nb_scope_adopt(h);
+    return *sum ? y : NULL;
 }

@@ -38,33 +38,44 @@ nb_tensor *nb_sample_tokens(nb_tensor *logits, const nb_generate_options *o) {
     if (nd < 1 || nb_size(logits, -1) < 1 || !nb_dtype_is_float(nb_dtype_of(logits)))
         return nb_set_error(NB_ERR_INVALID_ARG, "sample_tokens: logits must be floating with a last dim >= 1 (%d dims)",
                             nd), NULL;
-    int64_t V = nb_size(logits, -1);
-    nb_tensor *l = nb_to_dtype(logits, NB_F32);
-    if (l && o->temperature > 0 && o->temperature != 1) l = nb_mul_scalar(l, 1 / o->temperature);
-    l = nb_masked_fill(l, nb_isnan(l), -INFINITY);
-    if (o->temperature == 0) return nb_argmax(l, -1, true); /* greedy: the first maximum, as torch.argmax */
-    nb_tensor *v = NULL, *idx = NULL;
-    if (!l || nb_sort(l, -1, true, true, &v, &idx) != NB_OK) return NULL;
-    if (o->top_k > 0 && o->top_k < V) /* TopKLogitsWarper: scores below the k-th largest go */
-        v = nb_masked_fill(v, nb_lt(v, nb_narrow(v, -1, o->top_k - 1, 1)), -INFINITY);
-    /* unnormalised probabilities: the row's largest logit (the first, sorted) subtracted, so no softmax pass */
-    nb_tensor *p = nb_exp(nb_sub(v, nb_narrow(v, -1, 0, 1)));
-    nb_tensor *c = nb_cumsum(p, -1);
-    if (o->top_p > 0 && o->top_p < 1) { /* TopPLogitsWarper: keep while the mass before a token is < top_p */
-        p = nb_masked_fill(p, nb_ge(nb_sub(c, p), nb_mul_scalar(nb_narrow(c, -1, V - 1, 1), o->top_p)), 0);
-        c = nb_cumsum(p, -1);
-    }
-    int64_t shape[NB_MAX_DIMS];
+    int64_t V = nb_size(logits, -1), shape[NB_MAX_DIMS];
     for (int d = 0; d < nd; d++) shape[d] = d == nd - 1 ? 1 : nb_size(logits, d);
-    nb_tensor *u = nb_rand_on(nd, shape, NB_F32, o->gen, nb_device_of(logits));
-    /* the position: how many cumulative masses are <= u * total, less than the number kept (rounding can
-     * put u * total at the total), at least 0 (a row of NaN keeps none) */
-    nb_tensor *at = u && c ? nb_mul(u, nb_narrow(c, -1, V - 1, 1)) : NULL;
-    int last = -1;
-    nb_tensor *n = nb_sum(nb_le(c, at), &last, 1, true);
-    nb_tensor *kept = nb_add_scalar(nb_sum(nb_gt_scalar(p, 0), &last, 1, true), -1);
-    nb_tensor *pos = nb_clamp_scalar(nb_minimum(n, kept), 0, NAN);
-    return nb_gather(idx, -1, pos);
+    nb_device dev = nb_device_of(logits);
+    bool prev = nb_set_grad_enabled(false);
+    nb_scope *s = nb_op_scope_begin(); /* the [.., V] intermediates die here */
+    nb_tensor *l = nb_to_dtype(logits, NB_F32), *tok = NULL;
+    if (l && o->temperature > 0 && o->temperature != 1) /* scores / temperature, as TemperatureLogitsWarper */
+        l = nb_div(l, nb_full_on(0, NULL, o->temperature, NB_F32, dev));
+    l = nb_masked_fill(l, nb_isnan(l), -INFINITY);
+    if (o->temperature == 0) {
+        tok = nb_argmax(l, -1, true); /* greedy: the first maximum, as torch.argmax */
+    } else {
+        nb_tensor *v = NULL, *idx = NULL;
+        if (l && nb_sort(l, -1, true, true, &v, &idx) == NB_OK) {
+            if (o->top_k > 0 && o->top_k < V) /* TopKLogitsWarper: scores below the k-th largest go */
+                v = nb_masked_fill(v, nb_lt(v, nb_narrow(v, -1, o->top_k - 1, 1)), -INFINITY);
+            /* unnormalised probabilities: the row's largest logit (the first, sorted) subtracted, no softmax pass */
+            nb_tensor *p = nb_exp(nb_sub(v, nb_narrow(v, -1, 0, 1)));
+            nb_tensor *c = nb_cumsum(p, -1);
+            if (o->top_p > 0 && o->top_p < 1) { /* TopPLogitsWarper: keep while the mass before a token is < top_p */
+                nb_tensor *parts[2] = {nb_full_on(nd, shape, 0, NB_F32, dev), nb_narrow(c, -1, 0, V - 1)};
+                nb_tensor *before = nb_cat(parts, 2, -1); /* the exclusive prefix sums */
+                p = nb_masked_fill(p, nb_ge(before, nb_mul_scalar(nb_narrow(c, -1, V - 1, 1), o->top_p)), 0);
+                c = nb_cumsum(p, -1);
+            }
+            nb_tensor *u = nb_rand_on(nd, shape, NB_F32, o->gen, dev);
+            /* the position: how many cumulative masses are <= u * total, less than the number kept (rounding can
+             * put u * total at the total), at least 0 (a row of NaN keeps none) */
+            nb_tensor *at = u && c ? nb_mul(u, nb_narrow(c, -1, V - 1, 1)) : NULL;
+            int last = -1;
+            nb_tensor *n = nb_sum(nb_le(c, at), &last, 1, true);
+            nb_tensor *kept = nb_add_scalar(nb_sum(nb_gt_scalar(p, 0), &last, 1, true), -1);
+            tok = nb_gather(idx, -1, nb_clamp_scalar(nb_minimum(n, kept), 0, NAN));
+        }
+    }
+    tok = nb_scope_return(s, tok);
+    nb_set_grad_enabled(prev);
+    return tok;
 }
 
 int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_options *o) {
@@ -74,7 +85,7 @@ int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_optio
     for (int64_t i = 0; i < n && !live; i++) live = !isnan(logits[i]) && logits[i] > -INFINITY;
     if (!live) return nb_set_error(NB_ERR_INVALID_ARG, "sample_logits: every logit is -inf or NaN"), -1;
     nb_scope *s = nb_op_scope_begin();
-    nb_tensor *t = nb_sample_tokens(nb_from_data(logits, 1, &n, NB_F32), o);
+    nb_tensor *t = nb_sample_tokens(nb_from_data_on(logits, 1, &n, NB_F32, NB_CPU), o);
     int64_t tok = -1;
     if (t && nb_to_host(t, &tok, sizeof tok) != NB_OK) tok = -1;
     nb_scope_end(s);

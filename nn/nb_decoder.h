@@ -258,7 +258,8 @@ typedef struct nb_generate_options {
                                     probability reaches top_p (at least one); 0 or 1: all */
     const int64_t *stop_tokens;  /* generation ends after one of these (it is kept in the output) */
     int n_stop_tokens;           /* the count of stop_tokens (>= 0; stop_tokens may be NULL when 0) */
-    nb_generator *gen;           /* sampling draws (one Philox block per token); NULL = default */
+    nb_generator *gen;           /* sampling draws (one Philox block per token; a batch step draws one
+                                    [batch, 1] fill); NULL = default */
     nb_token_callback callback;  /* may be NULL */
     void *user;                  /* passed to callback as its first argument (not owned) */
     bool eager_decode;           /* true: each decode step runs op by op. false (default): on a device with
@@ -276,8 +277,10 @@ typedef struct nb_generate_options {
  * cap 0 when the callback is enough) and to the callback. Stops at
  * max_new_tokens, a stop token, the callback's false, or the model's
  * longest sequence (GPT-2's n_positions, Llama's max_position_embeddings).
- * The same generator state gives the same tokens. Returns the number of new
- * tokens, or -1 (NB_ERR_INVALID_ARG: bad arguments, an id out of range;
+ * The same generator state gives the same tokens (nb_sample_tokens picks
+ * them on the model's device; a step whose logits are all -inf or NaN
+ * gives token 0, since the pick reads nothing back). Returns the number of
+ * new tokens, or -1 (NB_ERR_INVALID_ARG: bad arguments, an id out of range;
  * the forward's errors). */
 int64_t nb_generate(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t *out, int64_t cap,
                     nb_generate_options opts);
@@ -305,8 +308,9 @@ int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *pro
                           nb_generate_options opts);
 
 /* The next tokens from logits [..., V] (float32/float64/float16/bfloat16,
- * V >= 1) under opts' temperature, top_k, top_p and gen (the other fields
- * are ignored): int64 [..., 1] on the logits' device, computed there with no
+ * V >= 1) under opts' temperature, top_k, top_p and gen (opts is checked as
+ * nb_generate checks it; its other fields are not used): int64 [..., 1] on
+ * the logits' device, computed there with no
  * host reads (a CUDA graph can capture it). NaN logits count as -inf.
  * Greedy (temperature 0): the first maximum, as torch.argmax. Sampling:
  * transformers' logits warpers in their order (TemperatureLogitsWarper,
@@ -315,11 +319,11 @@ int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *pro
  * inverse-CDF sampling over that order (ties by ascending id) in float32,
  * one uniform per row drawn as one nb_rand fill of [..., 1] from gen (NULL:
  * the default generator). A row whose logits are all -inf or NaN gives its
- * first id. Returns NULL with NB_ERR_INVALID_ARG (NULL arguments, bad
+ * first id; a row with +inf logits gives the first of them. Returns NULL with NB_ERR_INVALID_ARG (NULL arguments, bad
  * options, an integer dtype, a 0-d or empty last dim). */
 nb_tensor *nb_sample_tokens(nb_tensor *logits, const nb_generate_options *opts);
 
-/* nb_sample_tokens on host logits[0..n), on the CPU: the token generate
+/* nb_sample_tokens on host logits[0..n), computed on the CPU: the token generate
  * would pick with these options (one Philox block drawn unless greedy).
  * Returns the token, or -1 (NB_ERR_INVALID_ARG: n < 1, a bad option, logits
  * all -inf or NaN; NB_ERR_OOM). */

@@ -233,8 +233,8 @@ END_TEST
 
 /* nb_add_rms_norm where nothing records a gradient: on a device with the fused kernel (CUDA) one launch gives
  * the bits of nb_add then nb_rms_norm, both outputs, in every float dtype, over rows that take CUDA's vector
- * (40, 2048) and strided (13, 8200) kernels, with and without a weight; elsewhere the two ops. Under a gradient,
- * the two ops' values and gradients; errors. */
+ * (40, 2048) and strided (13, 8200) kernels, with and without a weight, and for a misaligned 16-bit x;
+ * elsewhere the two ops. Under a gradient, the two ops' values and gradients; errors. */
 START_TEST(test_add_rms_norm) {
     nb_device devs[9] = {NB_CPU};
     const int nd = 1 + nb_test_accelerators(devs + 1, 8);
@@ -265,6 +265,20 @@ START_TEST(test_add_rms_norm) {
                     nb_ck_close_to(nb_to_device(y, NB_CPU), nb_to_device(want, NB_CPU), 0);
                     nb_scope_end(s);
                 }
+    /* a 16-bit x 2 bytes past 16-byte alignment: the same bits (the fused kernel would sum in another order) */
+    for (int d = 0; d < nd; d++) {
+        nb_scope *s = nb_scope_begin();
+        int64_t m = 2048;
+        nb_generator g = nb_generator_new(8);
+        nb_tensor *flat = nb_to_device(nb_to_dtype(nb_randn(NB_SHAPE(3 * m + 1), NB_F32, &g), NB_BF16), devs[d]);
+        nb_tensor *x = nb_reshape(nb_narrow(flat, 0, 1, 3 * m), 2, (int64_t[]){3, m});
+        nb_tensor *r = nb_to_device(nb_to_dtype(nb_randn(NB_SHAPE(3, m), NB_F32, &g), NB_BF16), devs[d]), *sum = NULL;
+        nb_tensor *y = nb_add_rms_norm(x, r, 1, &m, NULL, 1e-5, &sum);
+        nb_tensor *h = nb_add(x, r);
+        nb_ck_close_to(nb_to_device(sum, NB_CPU), nb_to_device(h, NB_CPU), 0);
+        nb_ck_close_to(nb_to_device(y, NB_CPU), nb_to_device(nb_rms_norm(h, 1, &m, NULL, 1e-5), NB_CPU), 0);
+        nb_scope_end(s);
+    }
     nb_set_grad_enabled(prev);
     nb_scope *s = nb_scope_begin();
     int64_t m = 5;

@@ -234,21 +234,22 @@ START_TEST(test_scan_deterministic_across_threads) {
 }
 END_TEST
 
-/* cumsum over a few long lines on an accelerator (a block per line there, slices combined in a fixed tree): the
- * CPU's serial sums to rounding, on innermost and strided lines, at the path's smallest length and at a
- * sampler's vocabulary, and the same bits twice. */
+/* cumsum over a few long lines on an accelerator (chunks of 8192 over many blocks there, each scanned from the
+ * sums of the chunks before it): the CPU's serial sums to rounding, on innermost and strided lines, at the
+ * path's smallest length, over several chunks of several lines, and at a sampler's vocabulary; the same bits
+ * twice. */
 START_TEST(test_cumsum_long_lines_device) {
     nb_scope *s = nb_scope_begin();
     nb_device devs[8];
     int nd = nb_test_accelerators(devs, 8);
-    const int64_t shapes[4][2] = {{3, 5000}, {1, 2048}, {1, 128256}, {4099, 2}};
+    const int64_t shapes[6][2] = {{3, 5000}, {1, 2048}, {1, 128256}, {3, 20000}, {4099, 2}, {20000, 2}};
     for (int d = 0; d < nd; d++)
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 6; k++)
             for (int wide = 0; wide < 2; wide++) {
                 nb_generator g = nb_generator_new(9);
                 nb_dtype dt = wide ? NB_F64 : NB_F32;
                 nb_tensor *x = nb_rand(2, shapes[k], dt, &g); /* in [0, 1): sums grow to ~n / 2 */
-                int dim = k == 3 ? 0 : 1;
+                int dim = k >= 4 ? 0 : 1;
                 nb_tensor *want = nb_cumsum(x, dim), *xd = nb_to_device(x, devs[d]);
                 nb_tensor *a = nb_cumsum(xd, dim), *b = nb_cumsum(xd, dim);
                 double n = (double)shapes[k][dim];

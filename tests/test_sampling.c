@@ -101,18 +101,20 @@ static void check_batch_rule(nb_device dev) {
     /* ties at the k-th are kept: top_k 1 over {2, 2, 1, 0} keeps ids 0 and 1, half each */
     batch_freq(dev, NB_F32, (const float[]){2, 2, 1, 0}, (nb_generate_options){.temperature = 1, .top_k = 1}, n, f);
     ck_assert(fabs(f[0] - 0.5) < 0.015 && fabs(f[1] - 0.5) < 0.015);
-    /* greedy: the first maximum, NaN skipped; a dead row gives id 0, greedy or sampled; [2, 1, 4] gives [2, 1, 1] */
-    const float rows[3][4] = {{1, 3, 3, NAN}, {NAN, -INFINITY, 2, 2}, {-INFINITY, NAN, -INFINITY, NAN}};
-    nb_tensor *l = nb_to_device(nb_from_data(rows, 2, (int64_t[]){3, 4}, NB_F32), dev);
+    /* greedy: the first maximum, NaN skipped; a dead row gives id 0 and a row with +inf its first +inf, greedy or
+     * sampled; [2, 1, 4] gives [2, 1, 1] */
+    const float rows[4][4] = {{1, 3, 3, NAN}, {NAN, -INFINITY, 2, 2}, {-INFINITY, NAN, -INFINITY, NAN},
+                              {1, INFINITY, 3, INFINITY}};
+    nb_tensor *l = nb_to_device(nb_from_data(rows, 2, (int64_t[]){4, 4}, NB_F32), dev);
     for (int sampled = 0; sampled < 2; sampled++) {
         nb_generator g = nb_generator_new(1);
         nb_tensor *t = nb_sample_tokens(l, &(nb_generate_options){.temperature = sampled ? 1e-3 : 0, .gen = &g});
-        int64_t got[3];
+        int64_t got[4];
         NB_CK_OK(nb_to_host(t, got, sizeof got));
         if (sampled) /* the tied maxima share the mass */
-            ck_assert(got[0] >= 1 && got[0] <= 2 && got[1] >= 2 && got[1] <= 3 && got[2] == 0);
+            ck_assert(got[0] >= 1 && got[0] <= 2 && got[1] >= 2 && got[1] <= 3 && got[2] == 0 && got[3] == 1);
         else
-            ck_assert(got[0] == 1 && got[1] == 2 && got[2] == 0);
+            ck_assert(got[0] == 1 && got[1] == 2 && got[2] == 0 && got[3] == 1);
     }
     nb_tensor *t3 = nb_sample_tokens(nb_reshape(nb_narrow(l, 0, 0, 2), 3, (int64_t[]){2, 1, 4}),
                                      &(nb_generate_options){0});

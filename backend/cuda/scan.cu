@@ -12,7 +12,8 @@
 // sum of the chunks before it (each thread 8 neighbours in double, a
 // fixed-order block scan over the threads). The order is fixed by the shape,
 // so results are still deterministic; they can differ from the CPU's serial
-// sums in the last bits of a float64 output.
+// sums in the last bits of a float64 output (and, rarely, of a float32 one,
+// where the two double sums round to neighbouring floats).
 #include "block_reduce.cuh"
 #include "red_util.cuh"
 

@@ -763,6 +763,36 @@ START_TEST(test_index_copy) {
 }
 END_TEST
 
+/* One index on an accelerator (a KV cache's write per decode step: CUDA copies without sorting it): the CPU's
+ * values along a middle dim in bfloat16 and float32, and a bad index reported through the device's error word
+ * on the next synchronisation, naming index_copy, with the destination unchanged. */
+START_TEST(test_index_copy_one_index_device) {
+    nb_device devs[8];
+    int nd = nb_test_accelerators(devs, 8);
+    for (int d = 0; d < nd; d++)
+        for (int half = 0; half < 2; half++) {
+            nb_scope *s = nb_scope_begin();
+            nb_dtype dt = half ? NB_BF16 : NB_F32;
+            nb_generator g = nb_generator_new(4);
+            nb_tensor *x = nb_to_dtype(nb_randn(NB_SHAPE(3, 5, 8), NB_F32, &g), dt);
+            nb_tensor *src = nb_to_dtype(nb_randn(NB_SHAPE(3, 1, 8), NB_F32, &g), dt);
+            nb_tensor *want = nb_index_copy(x, 1, idx_tensor(NB_SHAPE(1), (int64_t[]){2}), src);
+            nb_tensor *xd = nb_to_device(x, devs[d]), *sd = nb_to_device(src, devs[d]);
+            nb_tensor *got = nb_index_copy(xd, 1, nb_to_device(idx_tensor(NB_SHAPE(1), (int64_t[]){2}), devs[d]), sd);
+            nb_ck_close_to(nb_to_dtype(nb_to_device(got, NB_CPU), NB_F32), nb_to_dtype(want, NB_F32), 0);
+            for (int bad = 0; bad < 2; bad++) {
+                nb_tensor *xc = nb_clone(xd);
+                NB_CK_OK(nb_index_copy_(xc, 1, nb_to_device(idx_tensor(NB_SHAPE(1), (int64_t[]){bad ? -1 : 5}), devs[d]),
+                                        sd));
+                ck_assert_int_eq(nb_device_synchronize(devs[d]), NB_ERR_INVALID_ARG);
+                ck_assert_ptr_nonnull(strstr(nb_last_error(), "index_copy"));
+                nb_ck_close_to(nb_to_device(xc, NB_CPU), x, 0);
+            }
+            nb_scope_end(s);
+        }
+}
+END_TEST
+
 /* ---- one_hot / nonzero / masked_select ------------------------------------------------------------ */
 
 START_TEST(test_one_hot) {
@@ -907,6 +937,7 @@ Suite *nb_suite_ops_index(void) {
     tcase_add_test(g, test_masked_fill);
     tcase_add_test(g, test_index_add);
     tcase_add_test(g, test_index_copy);
+    tcase_add_test(g, test_index_copy_one_index_device);
     tcase_add_test(g, test_one_hot);
     tcase_add_test(g, test_nonzero);
     tcase_add_test(g, test_nonzero_large);

@@ -284,6 +284,24 @@ __global__ void k_index_copy(const U *src, U *out, const uint64_t *keys, const i
     }
 }
 
+// One index (a KV cache written at one position per step): no sorted index,
+// the index read and checked here. out row o * size + idx[0] = src row o.
+template <typename U>
+__global__ void k_index_copy1(const U *src, U *out, const int64_t *idx, int64_t size, int64_t rows, int64_t w,
+                              int *err, int tag) {
+    const int64_t t = idx[0];
+    if (t < 0 || t >= size) {
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) raise(err, ERR_INDEX, tag);
+        return;
+    }
+    for (int64_t o = blockIdx.y; o < rows; o += gridDim.y) {
+        const U *s = src + o * w;
+        U *d = out + (o * size + t) * w;
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < w; c += (int64_t)gridDim.x * blockDim.x)
+            d[c] = s[c];
+    }
+}
+
 // ---- where ---------------------------------------------------------------------------------
 
 template <typename U> __global__ void k_where(Iter<4> it) {
@@ -492,8 +510,10 @@ extern "C" nb_status nb_cuda_index_copy(nb_backend *be, const nb_kview *out, int
     split_dims(out, dim, &outer, &inner);
     if (outer * k * inner == 0) return NB_OK;
     SortedIndex si;
-    nb_status st = sort_index(be, "index_copy", index, size, &si);
-    if (st != NB_OK) return st;
+    if (k > 1) {
+        nb_status st = sort_index(be, "index_copy", index, size, &si);
+        if (st != NB_OK) return st;
+    }
     size_t rb = (size_t)inner * nb_dtype_size(out->dtype);
     int u = unit_for(rb, out->data, src->data);
     int64_t w = (int64_t)(rb / (size_t)u), rows = outer * k;
@@ -501,8 +521,13 @@ extern "C" nb_status nb_cuda_index_copy(nb_backend *be, const nb_kview *out, int
     cudaStream_t s = stream_of(be);
     auto go = [&](auto tag) {
         using U = decltype(tag);
-        k_index_copy<U><<<rg.grid, rg.block, 0, s>>>((const U *)src->data, (U *)out->data, si.keys, si.pos, k, size,
-                                                      rows, w);
+        if (k == 1)
+            k_index_copy1<U><<<rg.grid, rg.block, 0, s>>>((const U *)src->data, (U *)out->data,
+                                                           (const int64_t *)index->data, size, rows, w, err_word(be),
+                                                           slot_tag("index_copy"));
+        else
+            k_index_copy<U><<<rg.grid, rg.block, 0, s>>>((const U *)src->data, (U *)out->data, si.keys, si.pos, k,
+                                                          size, rows, w);
         return launched("index_copy");
     };
     switch (u) {

@@ -107,5 +107,17 @@ nb_tensor *nb_decoder_step_at(nb_module *m, nb_tensor *ids, nb_kv_cache *cache, 
  * (NB_ERR_INVALID_ARG set when false), and whether tok is a stop token. */
 bool nb_generate_options_ok(const nb_generate_options *o);
 bool nb_generate_is_stop(const nb_generate_options *o, int64_t tok);
+/* The decoding loop of nb_generate and nb_generate_batch (generate.c): the
+ * prefill of ids [B, P] into cache, then one [B, 1] step per token; every
+ * token is picked on dev by nb_sample_tokens and only the B tokens are read
+ * back, into tok[0..B), for emit(ctx, tok), which returns false once every
+ * sequence has stopped (a stopped one keeps feeding its tokens, whose
+ * outputs emit drops). graphs: the static step (the cache written at a
+ * position held on the device, total positions) is captured once it has
+ * run eagerly and replayed per token; a capture that fails leaves the steps
+ * eager, with the same results. false on an error (set). */
+bool nb_decode_tokens(nb_module *m, nb_kv_cache *cache, const int64_t *ids, int64_t B, int64_t P, int64_t total,
+                      const nb_generate_options *o, nb_device dev, bool graphs, int64_t *tok,
+                      bool (*emit)(void *ctx, const int64_t *tok), void *ctx);
 
 #endif

@@ -7,8 +7,6 @@
  * caller's nb_generator (one counter block per token), so a seed fixes the
  * output, and a captured step draws at replay time what the eager step would. */
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "decoder_impl.h"
 #include "nb_autograd.h"
@@ -94,11 +92,12 @@ int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_optio
 
 /* ---- generate ------------------------------------------------------------------------------ */
 
-/* The token after hidden [1, T, H] (its last position) as [1, 1] int64 on the model's device. */
-static nb_tensor *next_token(nb_module *m, nb_tensor *hidden, const nb_generate_options *o) {
+/* The next token of every sequence from hidden [B, T, H] (its last position), as [B, 1] int64 on the model's
+ * device. */
+static nb_tensor *next_tokens(nb_module *m, nb_tensor *hidden, const nb_generate_options *o) {
     int64_t T = hidden ? nb_size(hidden, 1) : 0;
-    nb_tensor *l = hidden ? nb_causal_lm_head(m, nb_narrow(hidden, 1, T - 1, 1)) : NULL; /* [1, 1, V] */
-    return l ? nb_reshape(nb_sample_tokens(l, o), 2, (int64_t[]){1, 1}) : NULL;
+    nb_tensor *l = hidden ? nb_causal_lm_head(m, nb_narrow(hidden, 1, T - 1, 1)) : NULL; /* [B, 1, V] */
+    return l ? nb_reshape(nb_sample_tokens(l, o), 2, (int64_t[]){nb_size(hidden, 0), 1}) : NULL;
 }
 
 bool nb_generate_is_stop(const nb_generate_options *o, int64_t tok) {
@@ -107,32 +106,23 @@ bool nb_generate_is_stop(const nb_generate_options *o, int64_t tok) {
     return false;
 }
 
-/* Emits tok; true when generation goes on. */
-static bool emit(const nb_generate_options *o, int64_t tok, int64_t *out, int64_t cap, int64_t *n, int64_t n_prompt,
-                 int64_t total) {
-    if (*n < cap) out[*n] = tok;
-    (*n)++;
-    return !((o->callback && !o->callback(o->user, tok)) || nb_generate_is_stop(o, tok) || *n == o->max_new_tokens ||
-             n_prompt + *n >= total);
-}
-
 /* The state one decode step reads and advances on the device. */
 typedef struct decode_state {
     nb_module *m;
     nb_kv_cache *cache;
     const nb_generate_options *o;
-    nb_tensor *ids;  /* [1, 1] int64: the step's input token, overwritten with its output */
-    nb_tensor *pos;  /* [1] int64: the input token's position, advanced by the step (static steps only) */
-    nb_tensor *keys; /* [max_len] int64: 0 .. max_len - 1 (static steps only) */
+    nb_tensor *ids;  /* [B, 1] int64: the step's input tokens, overwritten with its output */
+    nb_tensor *pos;  /* [1] int64: the input tokens' cache position, advanced by the step (static steps only) */
+    nb_tensor *keys; /* [total] int64: 0 .. total - 1 (static steps only) */
 } decode_state;
 
-/* One decode step, all on the device: the next token into ids and, for the static step (the one a graph
+/* One decode step, all on the device: the next tokens into ids and, for the static step (the one a graph
  * captures: the KV cache written at pos, attention over the whole cache under a mask), pos + 1 into pos. */
 static bool decode_step(decode_state *d) {
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *h = d->pos ? nb_decoder_step_at(d->m, d->ids, d->cache, d->pos, d->keys)
                           : nb_causal_lm_hidden(d->m, d->ids, d->cache);
-    nb_tensor *tok = next_token(d->m, h, d->o);
+    nb_tensor *tok = next_tokens(d->m, h, d->o);
     bool ok = tok && !nb_copy_(d->ids, tok);
     if (ok && d->pos) {
         nb_tensor *next = nb_add_scalar(d->pos, 1);
@@ -142,26 +132,22 @@ static bool decode_step(decode_state *d) {
     return ok;
 }
 
-/* Decoding after the prompt: op by op (graphs false), or with the static step captured once it has run eagerly
- * (the first step also warms up what the capture must not create) and replayed per token; a capture that fails
- * leaves the steps eager, with the same results. */
-static int64_t decode(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t total, int64_t *out, int64_t cap,
-                      const nb_generate_options *o, nb_device dev, bool graphs) {
-    int64_t n = 0, tok = -1;
-    decode_state d = {m, nb_kv_cache_new(m, 1, total), o, nb_tensor_new_unscoped(2, (int64_t[]){1, 1}, NB_I64, dev),
-                      NULL, NULL};
+bool nb_decode_tokens(nb_module *m, nb_kv_cache *cache, const int64_t *ids, int64_t B, int64_t P, int64_t total,
+                      const nb_generate_options *o, nb_device dev, bool graphs, int64_t *tok,
+                      bool (*emit)(void *ctx, const int64_t *tok), void *ctx) {
+    decode_state d = {m, cache, o, nb_tensor_new_unscoped(2, (int64_t[]){B, 1}, NB_I64, dev), NULL, NULL};
     nb_graph *g = NULL;
-    bool ok = d.cache && d.ids, more = true;
+    bool ok = d.ids != NULL, more = true;
+    size_t bytes = sizeof(int64_t) * (size_t)B;
     if (ok) {
         nb_scope *s = nb_op_scope_begin();
-        nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){1, n_prompt}, NB_I64);
-        nb_tensor *t = next_token(m, nb_causal_lm_hidden(m, prompt, d.cache), o);
-        ok = t && !nb_copy_(d.ids, t) && nb_to_host(d.ids, &tok, sizeof tok) == NB_OK;
+        nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){B, P}, NB_I64);
+        nb_tensor *t = next_tokens(m, nb_causal_lm_hidden(m, prompt, cache), o);
+        ok = t && !nb_copy_(d.ids, t) && nb_to_host(d.ids, tok, bytes) == NB_OK;
         nb_scope_end(s);
     }
-    if (ok) more = emit(o, tok, out, cap, &n, n_prompt, total);
+    if (ok) more = emit(ctx, tok);
     if (ok && more && graphs) {
-        int64_t P = n_prompt;
         d.pos = nb_tensor_new_unscoped(1, (int64_t[]){1}, NB_I64, dev);
         nb_scope *s = nb_op_scope_begin();
         nb_tensor *k = nb_arange(0, (double)total, 1, NB_I64);
@@ -171,8 +157,8 @@ static int64_t decode(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_
         ok = d.pos && d.keys && !nb_copy_from_host(d.pos, &P, sizeof P);
     }
     for (bool first = true; ok && more; first = false) {
-        ok = (g ? nb_graph_replay(g) == NB_OK : decode_step(&d)) && nb_to_host(d.ids, &tok, sizeof tok) == NB_OK;
-        if (ok) more = emit(o, tok, out, cap, &n, n_prompt, total);
+        ok = (g ? nb_graph_replay(g) == NB_OK : decode_step(&d)) && nb_to_host(d.ids, tok, bytes) == NB_OK;
+        if (ok) more = emit(ctx, tok);
         if (ok && more && first && graphs) { /* capture the step once it has run eagerly */
             if (nb_graph_capture_begin(dev) == NB_OK) {
                 bool stepped = decode_step(&d);
@@ -184,8 +170,22 @@ static int64_t decode(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_
     }
     nb_graph_free(g);
     nb_release(d.ids), nb_release(d.pos), nb_release(d.keys);
-    nb_kv_cache_free(d.cache);
-    return ok ? n : -1;
+    return ok;
+}
+
+/* One sequence's emitting: out, the callback, the stops. */
+typedef struct single_run {
+    const nb_generate_options *o;
+    int64_t *out, cap, n, n_prompt, total;
+} single_run;
+
+static bool emit_one(void *ctx, const int64_t *tok) {
+    single_run *r = ctx;
+    const nb_generate_options *o = r->o;
+    if (r->n < r->cap) r->out[r->n] = *tok;
+    r->n++;
+    return !((o->callback && !o->callback(o->user, *tok)) || nb_generate_is_stop(o, *tok) ||
+             r->n == o->max_new_tokens || r->n_prompt + r->n >= r->total);
 }
 
 int64_t nb_generate(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t *out, int64_t cap,
@@ -211,7 +211,13 @@ int64_t nb_generate(nb_module *m, const int64_t *ids, int64_t n_prompt, int64_t 
     bool training = nb_module_is_training(m), prev = nb_set_grad_enabled(false);
     nb_module_train(m, false); /* decoding runs in eval mode (no dropout), restored after */
     nb_device dev = nb_device_of(nb_module_get(c->embed, "weight"));
-    int64_t n = decode(m, ids, n_prompt, total, out, cap, &o, dev, !o.eager_decode && nb_graph_supported(dev));
+    single_run r = {&o, out, cap, 0, n_prompt, total};
+    nb_kv_cache *cache = nb_kv_cache_new(m, 1, total);
+    int64_t tok;
+    bool ok = cache && nb_decode_tokens(m, cache, ids, 1, n_prompt, total, &o, dev,
+                                        !o.eager_decode && nb_graph_supported(dev), &tok, emit_one, &r);
+    nb_kv_cache_free(cache);
+    int64_t n = ok ? r.n : -1;
     nb_module_train(m, training);
     nb_set_grad_enabled(prev);
     return n;

@@ -4,45 +4,37 @@
  * keeps padding out of attention through a [B, 1, T, S] mask; prompts of
  * one length need none), one prefill of [B, P], then one forward of
  * [B, 1] per step for every sequence; a sequence that has stopped keeps
- * feeding a token, whose outputs are dropped. The tokens come from
- * nb_sample_tokens over the [B, V] logits on the device (only B tokens read
- * back per step). On a device with CUDA graphs the step is captured (as
- * generate.c does for one sequence): the tokens, the cache index and the
- * padding live on the device, and the step is replayed per token. */
+ * feeding a token, whose outputs are dropped. The loop is nb_generate's
+ * (generate.c's nb_decode_tokens): the tokens come from nb_sample_tokens
+ * over the [B, V] logits on the device (only B tokens read back per step),
+ * and on a device with CUDA graphs the step is captured (the tokens, the
+ * cache index and the padding live on the device) and replayed per token. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "decoder_impl.h"
 #include "nb_autograd.h"
-#include "nb_foreach.h"
 #include "nb_ops.h"
 
 typedef struct batch_run {
-    nb_module *m;
     const nb_decoder_ctx *c;
     const nb_generate_options *o;
-    int64_t B, V, P, total; /* sequences, vocabulary, padded prompt length, cache length */
+    int64_t B, P, total; /* sequences, padded prompt length, cache length */
     const int64_t *n_prompt;
     int64_t *out, cap, *n_new;
     nb_batch_token_callback callback;
     void *user;
     bool *done;
-    int64_t *tok; /* [B]: each sequence's latest token */
+    int64_t *tok; /* [B]: each sequence's latest token (nb_decode_tokens writes it) */
 } batch_run;
 
-/* The next token of every sequence from hidden [B, T, H] (its last position), as [B, 1] int64 on the device. */
-static nb_tensor *next_tokens(batch_run *r, nb_tensor *hidden) {
-    int64_t T = hidden ? nb_size(hidden, 1) : 0;
-    nb_tensor *l = hidden ? nb_causal_lm_head(r->m, nb_narrow(hidden, 1, T - 1, 1)) : NULL; /* [B, 1, V] */
-    return l ? nb_reshape(nb_sample_tokens(l, r->o), 2, (int64_t[]){r->B, 1}) : NULL;
-}
-
-/* Hands each running sequence its token; false once every sequence has stopped. */
-static bool emit_all(batch_run *r) {
+/* Hands each running sequence its token tok[b]; false once every sequence has stopped. */
+static bool emit_all(void *ctx, const int64_t *tok) {
+    batch_run *r = ctx;
     bool any = false;
     for (int64_t b = 0; b < r->B; b++) {
         if (r->done[b]) continue;
-        int64_t t = r->tok[b], n = r->n_new[b];
+        int64_t t = tok[b], n = r->n_new[b];
         if (n < r->cap) r->out[b * r->cap + n] = t;
         r->n_new[b] = ++n;
         r->done[b] = (r->callback && !r->callback(r->user, b, t)) || nb_generate_is_stop(r->o, t) ||
@@ -50,67 +42,6 @@ static bool emit_all(batch_run *r) {
         any |= !r->done[b];
     }
     return any;
-}
-
-/* The step's device state: ids [B, 1] in, the next tokens out into ids; for the static step (the one a graph
- * captures), the cache index pos [1] advanced and the cache's keys. */
-typedef struct batch_state {
-    nb_tensor *ids, *pos, *keys;
-} batch_state;
-
-static bool decode_step(batch_run *r, nb_kv_cache *cache, batch_state *d) {
-    nb_scope *s = nb_op_scope_begin();
-    nb_tensor *h = d->pos ? nb_decoder_step_at(r->m, d->ids, cache, d->pos, d->keys)
-                          : nb_causal_lm_hidden(r->m, d->ids, cache);
-    nb_tensor *tok = next_tokens(r, h);
-    bool ok = tok && !nb_copy_(d->ids, tok);
-    if (ok && d->pos) {
-        nb_tensor *next = nb_add_scalar(d->pos, 1);
-        ok = next && !nb_copy_(d->pos, next);
-    }
-    nb_scope_end(s);
-    return ok;
-}
-
-/* The prefill's tokens into d->ids and r->tok, then the decode steps, eager or (graphs) captured once the first
- * has run eagerly and replayed per token (a capture that fails leaves them eager, with the same results). */
-static bool decode(batch_run *r, nb_kv_cache *cache, const int64_t *ids, bool graphs, nb_device dev) {
-    batch_state d = {nb_tensor_new_unscoped(2, (int64_t[]){r->B, 1}, NB_I64, dev), NULL, NULL};
-    nb_graph *g = NULL;
-    bool ok = d.ids != NULL;
-    if (ok) {
-        nb_scope *s = nb_op_scope_begin();
-        nb_tensor *prompt = nb_from_data(ids, 2, (int64_t[]){r->B, r->P}, NB_I64);
-        nb_tensor *t = next_tokens(r, nb_causal_lm_hidden(r->m, prompt, cache));
-        ok = t && !nb_copy_(d.ids, t) && nb_to_host(d.ids, r->tok, sizeof(int64_t) * (size_t)r->B) == NB_OK;
-        nb_scope_end(s);
-    }
-    bool more = ok && emit_all(r);
-    if (more && graphs) {
-        d.pos = nb_tensor_new_unscoped(1, (int64_t[]){1}, NB_I64, dev);
-        nb_scope *s = nb_op_scope_begin();
-        nb_tensor *k = nb_arange(0, (double)r->total, 1, NB_I64);
-        if (k && (nb_device_of(k).type != dev.type || nb_device_of(k).index != dev.index)) k = nb_to_device(k, dev);
-        if (k) nb_retain(k), d.keys = k;
-        nb_scope_end(s);
-        ok = d.pos && d.keys && !nb_copy_from_host(d.pos, &r->P, sizeof r->P);
-    }
-    for (bool first = true; ok && more; first = false) {
-        ok = (g ? nb_graph_replay(g) == NB_OK : decode_step(r, cache, &d)) &&
-             nb_to_host(d.ids, r->tok, sizeof(int64_t) * (size_t)r->B) == NB_OK;
-        if (ok) more = emit_all(r);
-        if (graphs && ok && more && first) { /* capture the step once it has run eagerly */
-            if (nb_graph_capture_begin(dev) == NB_OK) {
-                bool stepped = decode_step(r, cache, &d);
-                g = nb_graph_capture_end(dev);
-                if (!stepped || !g) nb_graph_free(g), g = NULL;
-            }
-            nb_clear_error(); /* a failed capture: the steps stay eager */
-        }
-    }
-    nb_graph_free(g);
-    nb_release(d.ids), nb_release(d.pos), nb_release(d.keys);
-    return ok;
 }
 
 int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *prompts, const int64_t *n_prompt,
@@ -140,7 +71,7 @@ int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *pro
     }
     memset(n_new, 0, sizeof(int64_t) * (size_t)batch);
     if (o.max_new_tokens == 0 || P == limit) return 0;
-    batch_run r = {m, c, &o, batch, c->s.vocab, P, o.max_new_tokens < limit - P ? P + o.max_new_tokens : limit,
+    batch_run r = {c, &o, batch, P, o.max_new_tokens < limit - P ? P + o.max_new_tokens : limit,
                    n_prompt, out, cap, n_new, callback, user, calloc((size_t)batch, sizeof(bool)),
                    malloc(sizeof(int64_t) * (size_t)batch)};
     int64_t *ids = malloc(sizeof(int64_t) * (size_t)(batch * P)), *pad = malloc(sizeof(int64_t) * (size_t)batch);
@@ -158,7 +89,9 @@ int64_t nb_generate_batch(nb_module *m, int64_t batch, const int64_t *const *pro
     for (int64_t b = 0; ok && b < batch; b++) padded |= pad[b] > 0;
     nb_kv_cache *cache = ok ? nb_kv_cache_new(m, batch, r.total) : NULL;
     ok = cache && (!padded || nb_kv_cache_set_left_padding(cache, pad) == NB_OK);
-    if (ok) ok = decode(&r, cache, ids, !o.eager_decode && nb_graph_supported(dev), dev);
+    if (ok)
+        ok = nb_decode_tokens(m, cache, ids, batch, P, r.total, &o, dev, !o.eager_decode && nb_graph_supported(dev),
+                              r.tok, emit_all, &r);
     nb_kv_cache_free(cache);
     nb_module_train(m, training);
     nb_set_grad_enabled(prev);

@@ -305,6 +305,12 @@ bool nb_norms_16bit_native(int n, nb_tensor *const *in);
 /* The kernel view of contiguous t as rows [rows, m], or as a vector [m]
  * for rows < 0 (the norms' per-column weights). */
 nb_kview nb_kview_rows(const nb_tensor *t, int64_t rows, int64_t m);
+/* Whether a and b have one shape (what a fused kernel of the two needs, where the op itself would broadcast). */
+static inline bool nb_same_shape(const nb_tensor *a, const nb_tensor *b) {
+    bool same = a->ndim == b->ndim;
+    for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+    return same;
+}
 /* PyTorch's dtype categories: bool 0 < integer 1 < floating 2 (a result
  * may be stored only in a dtype of its category or above). */
 int nb_dtype_category(nb_dtype dt);

@@ -119,8 +119,7 @@ nb_tensor *nb_rms_norm(nb_tensor *x, int n_norm, const int64_t *normalized_shape
 static bool add_rms_norm_fuses(nb_tensor *x, nb_tensor *residual, nb_tensor *weight) {
     nb_tensor *in[3] = {x, residual, weight};
     int np = weight ? 3 : 2;
-    bool same = x->ndim == residual->ndim && x->dtype == residual->dtype && (!weight || weight->dtype == x->dtype);
-    for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == residual->shape[d];
+    bool same = nb_same_shape(x, residual) && x->dtype == residual->dtype && (!weight || weight->dtype == x->dtype);
     for (int i = 1; same && i < np; i++) same = nb_same_device(in[i]->storage->device, x->storage->device);
     bool half = x->dtype == NB_F16 || x->dtype == NB_BF16;
     /* 16-bit rows not 16-byte aligned would take another kernel (another order of the sum of squares) than

@@ -312,8 +312,7 @@ nb_tensor *nb_sinc(nb_tensor *x) {
 nb_tensor *nb_silu_mul(nb_tensor *a, nb_tensor *b) {
     nb_tensor *in[2] = {a, b};
     if (!nb_check_inputs("silu_mul", 2, in)) return NULL;
-    bool same = a->ndim == b->ndim && a->dtype == b->dtype && nb_dtype_is_float(a->dtype);
-    for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+    bool same = nb_same_shape(a, b) && a->dtype == b->dtype && nb_dtype_is_float(a->dtype);
     nb_scope *s = nb_op_scope_begin();
     nb_tensor *y = NULL;
     if (same && nb_kernel_has(NB_BE(a), silu_mul) && !nb_needs_grad(2, in)) {

@@ -521,6 +521,64 @@ START_TEST(test_cuda_16bit_fused_matches_float32) {
 }
 END_TEST
 
+/* bfloat16 and float16 attention with dropout beyond the decode path's
+ * rows (on CUDA, cuDNN's fused flash attention forward and backward with
+ * nabla's own keep mask as a tensor; NB_CUDA_ATTENTION=cudnn makes a
+ * decline an error) against float32 from the same generator state, so the
+ * same Philox mask: on the CPU, causal with S == L and plain with S != L
+ * and an odd S; on the GPU (the float32 tiled kernels), 68 causal
+ * 1024 x 1024 matrices, whose masks pass 2^26 weights (cuDNN runs the
+ * batch in two chunks); forward and every gradient (to rounding: the
+ * backward's D with dropout is where cuDNN's engine departs from its
+ * graph), and the same bits on a second run from the same state. Skipped
+ * without a CUDA device. */
+START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
+    if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
+    nb_scope *s = nb_scope_begin();
+    const int64_t E = 64;
+    nb_dtype dts[2] = {NB_BF16, NB_F16};
+    for (int di = 0; di < 2; di++)
+        for (int mode = 0; mode < 3; mode++) {
+            if (mode == 2 && di == 1) continue; /* the chunked case once */
+            nb_scope *it = nb_scope_begin();
+            const int64_t B = mode == 2 ? 4 : 2, H = mode == 2 ? 17 : 3, L = mode == 2 ? 1024 : 160;
+            const int64_t S = mode == 1 ? 203 : L, lens[3] = {L, S, S};
+            const nb_device ref = mode == 2 ? NB_CUDA(0) : NB_CPU;
+            nb_tensor *x16[3], *x32[3];
+            for (int i = 0; i < 3; i++) { /* [B, len, H, E] rounded, then [B, H, len, E] views */
+                nb_tensor *r = nb_to_dtype(randn(NB_SHAPE(B, lens[i], H, E), NB_F32, 80 + (uint64_t)i), dts[di]);
+                x16[i] = nb_detach(nb_to_device(r, NB_CUDA(0)));
+                x32[i] = nb_detach(nb_to_device(nb_to_dtype(r, NB_F32), ref));
+                NB_CK_OK(nb_set_requires_grad(x16[i], true));
+                NB_CK_OK(nb_set_requires_grad(x32[i], true));
+            }
+            nb_generator g0 = nb_generator_new(23 + (uint64_t)mode), g[3] = {g0, g0, g0};
+            nb_sdpa_options o = {.is_causal = mode != 1, .dropout_p = mode == 1 ? 0.25 : 0.1};
+            nb_tensor *w = randn(NB_SHAPE(B, H, L, E), NB_F32, 19), *out[2];
+            for (int t = 0; t < 2; t++) {
+                nb_tensor **x = t ? x32 : x16;
+                o.gen = &g[t];
+                out[t] = nb_scaled_dot_product_attention(nb_transpose(x[0], 1, 2), nb_transpose(x[1], 1, 2),
+                                                         nb_transpose(x[2], 1, 2), o);
+                NB_CK_NOTNULL(out[t]);
+                NB_CK_OK(nb_backward(
+                    nb_sum(nb_mul(nb_to_dtype(out[t], NB_F32), nb_to_device(w, t ? ref : NB_CUDA(0))), NULL, 0, false)));
+            }
+            nb_ck_close_to(nb_to_device(nb_to_dtype(out[0], NB_F32), NB_CPU), nb_to_device(out[1], NB_CPU), 2e-2);
+            for (int i = 0; i < 3; i++)
+                nb_ck_close_to(nb_to_device(nb_to_dtype(nb_tensor_grad(x16[i]), NB_F32), NB_CPU),
+                               nb_to_device(nb_tensor_grad(x32[i]), NB_CPU), 6e-2);
+            o.gen = &g[2];
+            nb_tensor *again = nb_scaled_dot_product_attention(nb_transpose(nb_detach(x16[0]), 1, 2),
+                                                               nb_transpose(nb_detach(x16[1]), 1, 2),
+                                                               nb_transpose(nb_detach(x16[2]), 1, 2), o);
+            ck_bitwise(again, out[0]); /* the same bits from the same generator state */
+            nb_scope_end(it);
+        }
+    nb_scope_end(s);
+}
+END_TEST
+
 /* bfloat16 and float16 attention of decode's shape (at most 16 query rows:
  * on CUDA the key-split kernel, with 16-byte vector loads at head sizes 64,
  * 128 and 256) against float32 on the CPU on the same rounded values, K and
@@ -876,6 +934,7 @@ Suite *nb_suite_ops_attention(void) {
     tcase_add_test(t, test_memory_no_score_matrix);
     tcase_add_test(t, test_cuda_long_sequence_matches_cpu);
     tcase_add_test(t, test_cuda_16bit_fused_matches_float32);
+    tcase_add_test(t, test_cuda_16bit_fused_dropout_matches_float32);
     tcase_add_test(t, test_cuda_16bit_decode_matches_float32);
     tcase_set_timeout(t, 300);
     suite_add_tcase(s, t);

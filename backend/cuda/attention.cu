@@ -476,6 +476,13 @@ extern "C" nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *
             if (gs[i] && numel(gs[i]) && (st = nb_cuda_fill(be, gs[i], 0.0))) return st;
         return NB_OK;
     }
+    if (gemm_path_max() == GEMM_PATH_MAX) { // not forced onto the other paths
+        bool ran = false;
+        if ((st = cudnn_backward(be, op, q->dtype, a, mq, mk, mv, mo, mg, gq ? &mgx[0] : nullptr,
+                                 gk ? &mgx[1] : nullptr, gv ? &mgx[2] : nullptr, lse->data, &ran)) ||
+            ran)
+            return st;
+    }
     if (a.B * a.L * a.S <= gemm_path_max())
         return score_backward(be, op, q->dtype, a, mq, mk, mv, mo, mg, gq ? &mgx[0] : nullptr, gk ? &mgx[1] : nullptr,
                               gv ? &mgx[2] : nullptr, lse->data);

@@ -1,25 +1,38 @@
-// attention_cudnn.cu - the attention forward for bfloat16 and float16
-// through cuDNN's fused flash attention: the scaled-dot-product-attention
-// operation graph of cuDNN 9's backend API, built as cudnn-frontend's
-// CompositeSDPANode builds it (what PyTorch's cuDNN attention backend runs
-// on Hopper; a single SDPA_FWD operation takes no causal mask before cuDNN
-// 9.21). The graph, in order:
+// attention_cudnn.cu - attention for bfloat16 and float16 through cuDNN's
+// fused flash attention, forward and backward: the scaled-dot-product-
+// attention operation graphs of cuDNN 9's backend API, built as
+// cudnn-frontend's CompositeSDPANode and CompositeSDPABackwardNode build
+// them (what PyTorch's cuDNN attention backend runs on Hopper; a single
+// SDPA_FWD operation takes no causal mask before cuDNN 9.21).
+// The forward, in order:
 //   S = Q K^T (K's own memory: dims and strides of its last two axes
 //   swapped), S *= scale, [causal: S = row >= col ? S : -inf by two
 //   GEN_INDEX ops, CMP_GE and BINARY_SELECT], m = max_j S, E = exp(S - m),
-//   l = sum_j E, lse = m + log l, P = E / l (in q's dtype: bmm2 takes its
-//   A operand in the io type), O = P V.
+//   l = sum_j E, lse = m + log l, P = E / l, [dropout: P = P * 1/(1-p) * Z],
+//   P in q's dtype (bmm2 takes its A operand in the io type), O = P V.
+// The backward (the frontend's deterministic, dP-workspace form: dQ is one
+// product, no float32 accumulation by atomics):
+//   D = rowsum(dO o O') (a float32 [B, L] in scratch; O' = O, or with
+//   dropout a copy of O times 1 - p: cudnn_backward says why),
+//   P = exp(scale Q K^T - lse) [causal as above], P' = P [* Z * 1/(1-p)],
+//   dV = P'^T dO, dS = ((dO V^T) [* Z] - D) o P [* 1/(1-p)] * scale,
+//   dK = dS^T Q, dQ = dS K.
+// Dropout: Z is nabla's own keep mask (the slot's contract: Philox bits of
+// element (b*L + i)*S + j, as every other path), written in q's dtype to
+// scratch by k_keep_mask before each graph runs, as the frontend's custom
+// dropout mask; so the cuDNN and the other paths can pair forward and
+// backward freely.
 // cuDNN finds no engine without the lse branch, with a float32 P or
 // without the graph's handle; scalars go by value (host pointers at
 // execution). Plans are cached per shape, strides and dtype (cuDNN compiles
 // the kernel at finalisation); engines whose numerical notes say
 // nondeterministic are skipped. Where this path does not apply (head size
-// not a multiple of 8, misaligned views, a mask, dropout) or cuDNN has no
-// engine, the caller runs attention.cu's other paths; with
-// NB_CUDA_ATTENTION=cudnn, a problem this path takes that cuDNN cannot run
-// is an error instead (the tests' way to know cuDNN ran). Plans are never
-// evicted (a captured CUDA graph may hold a plan's kernel): past MAX_PLANS
-// shapes, new ones run the other paths.
+// not a multiple of 8, misaligned views, a mask, a dropout mask past
+// MASK_MAX) or cuDNN has no engine, the caller runs attention.cu's other
+// paths; with NB_CUDA_ATTENTION=cudnn, a problem this path takes that
+// cuDNN cannot run is an error instead (the tests' way to know cuDNN ran).
+// Plans are never evicted (a captured CUDA graph may hold a plan's kernel):
+// past MAX_PLANS shapes, new ones run the other paths.
 #include <cudnn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,14 +46,15 @@ namespace nbc {
 namespace {
 
 constexpr int MAX_PLANS = 1024; // shapes kept
-constexpr int MAX_DESC = 80;   // descriptors of one plan (the causal graph with 4 configs: 57)
+constexpr int MAX_DESC = 160;  // descriptors of one plan (the causal backward with dropout and 4 configs: about 110)
+constexpr int64_t MASK_MAX = (int64_t)1 << 26; // dropout: the keep mask's B*L*S elements at most
 
 // What a plan depends on, its handle included (plans are cached per
 // handle, as PyTorch caches its cuDNN graphs per thread). All int64: no
 // struct padding for memcmp.
 struct Key {
-    int64_t handle, dev, dt, causal, b1, b2, L, S, E, Ev;
-    int64_t st[4][3]; // q, k, v, out: batch, head and row strides
+    int64_t handle, dev, dt, bwd, causal, drop, b1, b2, L, S, E, Ev;
+    int64_t st[8][3]; // q, k, v, out[, gout, gq, gk, gv]: batch, head and row strides
 };
 
 struct Plan {
@@ -65,7 +79,11 @@ void plan_free(Plan *p) {
 }
 
 // The tensors' unique ids (the variant pack names the non-virtual ones).
-enum : int64_t { UID_Q = 1, UID_K, UID_V, UID_O, UID_LSE, UID_SCALE, UID_NEG_INF, UID_VIRTUAL = 100 };
+enum : int64_t {
+    UID_Q = 1, UID_K, UID_V, UID_O, UID_LSE, UID_SCALE, UID_NEG_INF,
+    UID_DO, UID_DQ, UID_DK, UID_DV, UID_DSUM, UID_ONE, UID_ZMASK, UID_DROP_SCALE,
+    UID_VIRTUAL = 100
+};
 
 // Builds descriptors into a Plan; the first failing call leaves ok false
 // (and later calls do nothing), the status kept for the message.
@@ -173,6 +191,14 @@ struct Builder {
         finalize(op);
         return op;
     }
+    // y = x with y's own dims and strides (the frontend's transposes).
+    cudnnBackendDescriptor_t reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
+        cudnnBackendDescriptor_t op = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+        set_desc(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
+        set_desc(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
+        finalize(op);
+        return op;
+    }
 };
 
 // Whether a config's engine promises the same bits every run.
@@ -191,47 +217,156 @@ bool deterministic(Builder &bd, cudnnBackendDescriptor_t cfg) {
     return true;
 }
 
-// The graph of the file's comment for key k, and the first deterministic
-// engine config that finalises into a plan. p->plan stays NULL when none does.
-void plan_build(cudnnHandle_t h, Plan *p) {
-    const Key &k = p->key;
-    Builder bd{p};
-    const cudnnDataType_t io = k.dt == NB_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+// The operands' descriptors shared by both graphs (the file's comment).
+struct Operands {
+    cudnnDataType_t io;
+    int64_t sd[4], rd[4], rs[4]; // scores [b1, b2, L, S]; rows [b1, b2, L, 1] packed
+    cudnnBackendDescriptor_t q, kt, v, o, lse, scale;
+};
+Operands operands(Builder &bd, const Key &k) {
+    Operands x;
+    x.io = k.dt == NB_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     const int64_t qd[4] = {k.b1, k.b2, k.L, k.E}, qs[4] = {k.st[0][0], k.st[0][1], k.st[0][2], 1};
     const int64_t ktd[4] = {k.b1, k.b2, k.E, k.S}, kts[4] = {k.st[1][0], k.st[1][1], 1, k.st[1][2]};
     const int64_t vd[4] = {k.b1, k.b2, k.S, k.Ev}, vs[4] = {k.st[2][0], k.st[2][1], k.st[2][2], 1};
     const int64_t od[4] = {k.b1, k.b2, k.L, k.Ev}, os[4] = {k.st[3][0], k.st[3][1], k.st[3][2], 1};
-    const int64_t sd[4] = {k.b1, k.b2, k.L, k.S}, rd[4] = {k.b1, k.b2, k.L, 1};
-    const int64_t rs[4] = {k.b2 * k.L, k.L, 1, 1};
-    cudnnBackendDescriptor_t tq = bd.tensor(UID_Q, io, qd, qs), tk = bd.tensor(UID_K, io, ktd, kts);
-    cudnnBackendDescriptor_t tv = bd.tensor(UID_V, io, vd, vs), to = bd.tensor(UID_O, io, od, os);
-    cudnnBackendDescriptor_t lse = bd.tensor(UID_LSE, f32, rd, rs), scale = bd.scalar(UID_SCALE);
-    cudnnBackendDescriptor_t ops[16];
+    const int64_t sd[4] = {k.b1, k.b2, k.L, k.S}, rd[4] = {k.b1, k.b2, k.L, 1}, rs[4] = {k.b2 * k.L, k.L, 1, 1};
+    memcpy(x.sd, sd, sizeof sd), memcpy(x.rd, rd, sizeof rd), memcpy(x.rs, rs, sizeof rs);
+    x.q = bd.tensor(UID_Q, x.io, qd, qs), x.kt = bd.tensor(UID_K, x.io, ktd, kts);
+    x.v = bd.tensor(UID_V, x.io, vd, vs), x.o = bd.tensor(UID_O, x.io, od, os);
+    x.lse = bd.tensor(UID_LSE, CUDNN_DATA_FLOAT, rd, rs), x.scale = bd.scalar(UID_SCALE);
+    return x;
+}
+
+// s kept where row >= col, else -inf (the causal mask); returns the result.
+cudnnBackendDescriptor_t causal(Builder &bd, const Operands &x, cudnnBackendDescriptor_t s,
+                                cudnnBackendDescriptor_t *ops, int *n) {
+    cudnnBackendDescriptor_t row = bd.virt(x.sd, CUDNN_DATA_INT32), col = bd.virt(x.sd, CUDNN_DATA_INT32);
+    cudnnBackendDescriptor_t keep = bd.virt(x.sd, CUDNN_DATA_BOOLEAN), y = bd.virt(x.sd);
+    cudnnBackendDescriptor_t neg_inf = bd.scalar(UID_NEG_INF);
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    ops[(*n)++] = bd.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, s, nullptr, nullptr, row, 2);
+    ops[(*n)++] = bd.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, s, nullptr, nullptr, col, 3);
+    ops[(*n)++] = bd.pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, nullptr, keep);
+    ops[(*n)++] = bd.pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, s, neg_inf, keep, y);
+    return y;
+}
+
+// The keep mask's row stride: S rounded up to 8 elements (rows 16-byte
+// aligned, as the other operands').
+int64_t mask_ld(int64_t S) { return (S + 7) / 8 * 8; }
+
+// The keep mask Z [b1, b2, L, S] in q's dtype, rows mask_ld(S) apart.
+cudnnBackendDescriptor_t keep_mask(Builder &bd, const Operands &x) {
+    const int64_t ld = mask_ld(x.sd[3]), zs[4] = {x.sd[1] * x.sd[2] * ld, x.sd[2] * ld, ld, 1};
+    return bd.tensor(UID_ZMASK, x.io, x.sd, zs);
+}
+
+// The forward graph of the file's comment into ops.
+void graph_fwd(Builder &bd, const Key &k, cudnnBackendDescriptor_t *ops, int *np) {
+    const Operands x = operands(bd, k);
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
     int n = 0;
-    cudnnBackendDescriptor_t s = bd.virt(sd), s1 = bd.virt(sd);
-    ops[n++] = bd.matmul(tq, tk, s);
-    ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, s, scale, nullptr, s1);
-    if (k.causal) { // keep (row >= col) ? S : -inf
-        cudnnBackendDescriptor_t row = bd.virt(sd, CUDNN_DATA_INT32), col = bd.virt(sd, CUDNN_DATA_INT32);
-        cudnnBackendDescriptor_t keep = bd.virt(sd, CUDNN_DATA_BOOLEAN), s2 = bd.virt(sd);
-        cudnnBackendDescriptor_t neg_inf = bd.scalar(UID_NEG_INF);
-        ops[n++] = bd.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, s1, nullptr, nullptr, row, 2);
-        ops[n++] = bd.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, s1, nullptr, nullptr, col, 3);
-        ops[n++] = bd.pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, nullptr, keep);
-        ops[n++] = bd.pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, s1, neg_inf, keep, s2);
-        s1 = s2;
-    }
-    cudnnBackendDescriptor_t m = bd.virt(rd), z = bd.virt(sd), e = bd.virt(sd), l = bd.virt(rd), logl = bd.virt(rd);
-    cudnnBackendDescriptor_t pr = bd.virt(sd, io);
+    cudnnBackendDescriptor_t s = bd.virt(x.sd), s1 = bd.virt(x.sd);
+    ops[n++] = bd.matmul(x.q, x.kt, s);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, s, x.scale, nullptr, s1);
+    if (k.causal) s1 = causal(bd, x, s1, ops, &n);
+    cudnnBackendDescriptor_t m = bd.virt(x.rd), z = bd.virt(x.sd), e = bd.virt(x.sd), l = bd.virt(x.rd);
+    cudnnBackendDescriptor_t logl = bd.virt(x.rd), pr = bd.virt(x.sd, x.io);
     ops[n++] = bd.reduction(CUDNN_REDUCE_TENSOR_MAX, s1, m);
     ops[n++] = bd.pointwise(CUDNN_POINTWISE_SUB, f32, s1, m, nullptr, z);
     ops[n++] = bd.pointwise(CUDNN_POINTWISE_EXP, f32, z, nullptr, nullptr, e);
     ops[n++] = bd.reduction(CUDNN_REDUCE_TENSOR_ADD, e, l);
     ops[n++] = bd.pointwise(CUDNN_POINTWISE_LOG, f32, l, nullptr, nullptr, logl);
-    ops[n++] = bd.pointwise(CUDNN_POINTWISE_ADD, f32, m, logl, nullptr, lse);
-    ops[n++] = bd.pointwise(CUDNN_POINTWISE_DIV, f32, e, l, nullptr, pr);
-    ops[n++] = bd.matmul(pr, tv, to);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_ADD, f32, m, logl, nullptr, x.lse);
+    if (k.drop) { // P * 1/(1-p), then * Z (the frontend's custom-mask order)
+        cudnnBackendDescriptor_t p = bd.virt(x.sd), p1 = bd.virt(x.sd);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_DIV, f32, e, l, nullptr, p);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, p, bd.scalar(UID_DROP_SCALE), nullptr, p1);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, p1, keep_mask(bd, x), nullptr, pr);
+    } else {
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_DIV, f32, e, l, nullptr, pr);
+    }
+    ops[n++] = bd.matmul(pr, x.v, x.o);
+    *np = n;
+}
+
+// The backward graph of the file's comment into ops.
+void graph_bwd(Builder &bd, const Key &k, cudnnBackendDescriptor_t *ops, int *np) {
+    const Operands x = operands(bd, k);
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    int n = 0;
+    const int64_t od[4] = {k.b1, k.b2, k.L, k.Ev}, dos[4] = {k.st[4][0], k.st[4][1], k.st[4][2], 1};
+    const int64_t qd[4] = {k.b1, k.b2, k.L, k.E}, dqs[4] = {k.st[5][0], k.st[5][1], k.st[5][2], 1};
+    const int64_t kd[4] = {k.b1, k.b2, k.S, k.E}, dks[4] = {k.st[6][0], k.st[6][1], k.st[6][2], 1};
+    const int64_t vd[4] = {k.b1, k.b2, k.S, k.Ev}, dvs[4] = {k.st[7][0], k.st[7][1], k.st[7][2], 1};
+    const int64_t vtd[4] = {k.b1, k.b2, k.Ev, k.S}, vts[4] = {k.st[2][0], k.st[2][1], 1, k.st[2][2]};
+    const int64_t ks[4] = {k.st[1][0], k.st[1][1], k.st[1][2], 1};
+    const int64_t td[4] = {k.b1, k.b2, k.S, k.L}, ts[4] = {k.b2 * k.L * k.S, k.L * k.S, 1, k.S}; // [.., S, L] of a packed [.., L, S]
+    cudnnBackendDescriptor_t dO = bd.tensor(UID_DO, x.io, od, dos), dQ = bd.tensor(UID_DQ, x.io, qd, dqs);
+    cudnnBackendDescriptor_t dK = bd.tensor(UID_DK, x.io, kd, dks), dV = bd.tensor(UID_DV, x.io, vd, dvs);
+    cudnnBackendDescriptor_t vt = bd.tensor(UID_V, x.io, vtd, vts); // V as V^T for dO V^T
+    cudnnBackendDescriptor_t dsum = bd.tensor(UID_DSUM, f32, x.rd, x.rs);
+    cudnnBackendDescriptor_t zmask = k.drop ? keep_mask(bd, x) : nullptr;
+    cudnnBackendDescriptor_t dscale = k.drop ? bd.scalar(UID_DROP_SCALE) : nullptr;
+    // D = rowsum(dO o O) * 1 (with dropout, O comes in scaled by 1 - p: cudnn_backward)
+    cudnnBackendDescriptor_t dd = bd.virt(od), r = bd.virt(x.rd);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, dO, x.o, nullptr, dd);
+    ops[n++] = bd.reduction(CUDNN_REDUCE_TENSOR_ADD, dd, r);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, r, bd.scalar(UID_ONE), nullptr, dsum);
+    // P = exp(scale Q K^T - lse), P' = P Z / (1-p), dV = P'^T dO
+    cudnnBackendDescriptor_t s = bd.virt(x.sd), s1 = bd.virt(x.sd), s2 = bd.virt(x.sd), e = bd.virt(x.sd);
+    ops[n++] = bd.matmul(x.q, x.kt, s);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, s, x.scale, nullptr, s1);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_SUB, f32, s1, x.lse, nullptr, s2);
+    if (k.causal) s2 = causal(bd, x, s2, ops, &n);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_EXP, f32, s2, nullptr, nullptr, e);
+    cudnnBackendDescriptor_t pd = e;
+    if (k.drop) {
+        cudnnBackendDescriptor_t p1 = bd.virt(x.sd), p2 = bd.virt(x.sd);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, e, zmask, nullptr, p1);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, p1, dscale, nullptr, p2);
+        pd = p2;
+    }
+    cudnnBackendDescriptor_t pt = bd.tensor(0, x.io, td, ts, true);
+    ops[n++] = bd.reshape(pd, pt);
+    ops[n++] = bd.matmul(pt, dO, dV);
+    // dS = ((dO V^T) Z - D) o P / (1-p) * scale
+    cudnnBackendDescriptor_t dp = bd.virt(x.sd);
+    ops[n++] = bd.matmul(dO, vt, dp);
+    if (k.drop) {
+        cudnnBackendDescriptor_t dp1 = bd.virt(x.sd);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, dp, zmask, nullptr, dp1);
+        dp = dp1;
+    }
+    cudnnBackendDescriptor_t dp2 = bd.virt(x.sd), ds = bd.virt(x.sd);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_SUB, f32, dp, dsum, nullptr, dp2);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, dp2, e, nullptr, ds);
+    if (k.drop) {
+        cudnnBackendDescriptor_t ds1 = bd.virt(x.sd);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, ds, dscale, nullptr, ds1);
+        ds = ds1;
+    }
+    cudnnBackendDescriptor_t ds2 = bd.virt(x.sd);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, ds, x.scale, nullptr, ds2);
+    // dK = dS^T Q, dQ = dS K
+    cudnnBackendDescriptor_t dst = bd.tensor(0, x.io, td, ts, true);
+    ops[n++] = bd.reshape(ds2, dst);
+    ops[n++] = bd.matmul(dst, x.q, dK);
+    cudnnBackendDescriptor_t kk = bd.tensor(0, x.io, kd, ks, true);
+    ops[n++] = bd.reshape(x.kt, kk);
+    ops[n++] = bd.matmul(ds2, kk, dQ);
+    *np = n;
+}
+
+// The graph of key k, and the first deterministic engine config that
+// finalises into a plan. p->plan stays NULL when none does.
+void plan_build(cudnnHandle_t h, Plan *p) {
+    const Key &k = p->key;
+    Builder bd{p};
+    cudnnBackendDescriptor_t ops[40];
+    int n = 0;
+    (k.bwd ? graph_bwd : graph_fwd)(bd, k, ops, &n);
     cudnnBackendDescriptor_t graph = bd.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     bd.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, ops);
     bd.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
@@ -245,8 +380,8 @@ void plan_build(cudnnHandle_t h, Plan *p) {
     if (bd.ok)
         bd.check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &ncfg,
                                           nullptr));
-    ncfg = ncfg < 4 ? ncfg : 4; // the heuristics' first few, in their order
-    cudnnBackendDescriptor_t cfg[4];
+    ncfg = ncfg < 8 ? ncfg : 8; // the heuristics' first few, in their order
+    cudnnBackendDescriptor_t cfg[8];
     for (int64_t i = 0; i < ncfg; i++) cfg[i] = bd.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
     if (bd.ok && ncfg)
         bd.check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ncfg,
@@ -322,31 +457,112 @@ bool strides_of(const Mat &m, int64_t b1, int64_t R, int64_t C, int64_t out[3]) 
     return ((uintptr_t)m.data & 15) == 0;
 }
 
-} // namespace
+// k_keep_mask: z[(b L + i) ld + j] = 1 where Philox keeps element
+// (b0 + b, i, j) of the weights, else 0 (the slot's layout, keep2's bits),
+// in q's dtype, for the nmat matrices from b0.
+template <typename T> __global__ void k_keep_mask(Att a, T *z, int64_t ld, int64_t b0, int64_t nmat) {
+    const int64_t pairs = (a.S + 1) / 2, total = nmat * a.L * pairs;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = idiv(t, pairs), j = 2 * (t - r * pairs), b = idiv(r, a.L), i = r - b * a.L;
+        double w[2];
+        keep2(a, b0 + b, i, j, w);
+        if (j + 1 < a.S) { // one 4-byte store (ld and j even)
+            Vec<T, 2> y;
+            y.v[0] = cv<T>(w[0] != 0), y.v[1] = cv<T>(w[1] != 0);
+            *(Vec<T, 2> *)(z + r * ld + j) = y;
+        } else z[r * ld + j] = cv<T>(w[0] != 0);
+    }
+}
 
-nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
-                        const Mat &v, const Mat &out, void *lse, bool *ran) {
-    *ran = false;
-    if (!nb_dtype_is_16bit(dt) || a.dropout || a.mask.ptr || a.L <= DEC_L) return NB_OK;
-    Key key{};
-    key.dev = device_of(be), key.dt = dt, key.causal = a.causal, key.b2 = q.b2, key.b1 = a.B / q.b2;
-    key.L = a.L, key.S = a.S, key.E = a.E, key.Ev = a.Ev;
+unsigned grid_of(int64_t total) {
+    const int64_t blocks = (total + 255) / 256, cap = 65535 * 8;
+    return (unsigned)(blocks < cap ? blocks : cap);
+}
+
+nb_status keep_mask_fill(nb_backend *be, const char *op, nb_dtype dt, const Att &a, int64_t b0, int64_t nmat,
+                         void *z) {
+    const unsigned blocks = grid_of(nmat * a.L * ((a.S + 1) / 2));
+    const int64_t ld = mask_ld(a.S);
+    if (dt == NB_BF16)
+        k_keep_mask<__nv_bfloat16><<<blocks, 256, 0, stream_of(be)>>>(a, (__nv_bfloat16 *)z, ld, b0, nmat);
+    else k_keep_mask<__half><<<blocks, 256, 0, stream_of(be)>>>(a, (__half *)z, ld, b0, nmat);
+    return launched(op);
+}
+
+// o * f (rounded to T once) into dst at o's own offsets (the same
+// strides), 8 elements (16 bytes) a thread: Ev and o's strides are
+// multiples of 8 and o 16-byte aligned (key_of's conditions).
+template <typename T> __global__ void k_scaled_copy(Mat o, T *dst, int64_t L, int64_t Ev, int64_t total8, float f) {
+    const int64_t per_row = Ev / 8;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total8; t += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = idiv(t, per_row), e = 8 * (t - r * per_row), b = idiv(r, L), i = r - b * L;
+        const int64_t off = mat_off(o, b) + i * o.ld + e;
+        Vec<T, 8> x = *(const Vec<T, 8> *)((const T *)o.data + off);
+        for (int u = 0; u < 8; u++) x.v[u] = Traits<T>::store(Traits<T>::load(x.v[u]) * f);
+        *(Vec<T, 8> *)(dst + off) = x;
+    }
+}
+
+// The problem of q, k, v, out as a key, or false where this path declines
+// (the other paths take it).
+bool key_of(nb_backend *be, nb_dtype dt, const Att &a, const Mat &q, const Mat &k, const Mat &v, const Mat &out,
+            Key *key) {
+    if (!nb_dtype_is_16bit(dt) || a.mask.ptr || a.L <= DEC_L) return false;
+    if (a.dropout && q.b2 * a.L * mask_ld(a.S) > MASK_MAX) return false; // the mask of one batch item
+    *key = Key{};
+    key->dev = device_of(be), key->dt = dt, key->causal = a.causal, key->drop = a.dropout;
+    key->b2 = q.b2, key->b1 = a.B / q.b2;
+    key->L = a.L, key->S = a.S, key->E = a.E, key->Ev = a.Ev;
     const Mat *m[4] = {&q, &k, &v, &out};
     const int64_t rows[4] = {a.L, a.S, a.S, a.L}, cols[4] = {a.E, a.E, a.Ev, a.Ev};
     bool fits = a.E % 8 == 0 && a.Ev % 8 == 0 && a.E <= 256 && a.Ev <= 256;
-    for (int i = 0; i < 4 && fits; i++) fits = strides_of(*m[i], key.b1, rows[i], cols[i], key.st[i]);
-    if (!fits) return NB_OK;
-    cudnnHandle_t h = nb_cuda_cudnn(be);
-    if (!h) return required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
+    for (int i = 0; i < 4 && fits; i++) fits = strides_of(*m[i], key->b1, rows[i], cols[i], key->st[i]);
+    return fits;
+}
+
+// A tensor of the variant pack: its uid, base pointer, and the bytes
+// between batch items (dim 0 of the 4-d views).
+struct Arg {
+    int64_t uid;
+    void *ptr;
+    int64_t step;
+};
+
+// The batch items run per plan call: all of them, or with dropout as many
+// as keep the mask within MASK_MAX, a divisor of b1 (one plan serves every
+// chunk).
+int64_t chunk_of(const Key &k) {
+    if (!k.drop) return k.b1;
+    const int64_t most = MASK_MAX / (k.b2 * k.L * mask_ld(k.S));
+    int64_t c = most < k.b1 ? most : k.b1;
+    while (k.b1 % c) c--;
+    return c;
+}
+
+// Runs key's plan over the tensors, in chunks of the batch (chunk_of); the
+// dropout keep mask of each chunk and the scalars are added here. *ran
+// false where cuDNN has no engine (an error instead under
+// NB_CUDA_ATTENTION=cudnn).
+nb_status execute(nb_backend *be, cudnnHandle_t h, const char *op, const Key &full, const Att &a, const Arg *args,
+                  int nargs, bool *ran) {
+    Key key = full;
     key.handle = (int64_t)(uintptr_t)h;
-    // the lse as cuDNN writes it: float32 [B, L], 16-byte aligned (else through scratch)
-    Scratch lse_buf, ws;
-    const size_t lse_bytes = sizeof(float) * (size_t)(a.B * a.L);
-    void *lse_dst = ((uintptr_t)lse & 15) == 0 ? lse : nullptr;
-    if (!lse_dst) {
-        if (!lse_buf.alloc(be, lse_bytes)) return nb_last_status();
-        lse_dst = lse_buf.ptr;
-    }
+    const int64_t cb = chunk_of(full);
+    key.b1 = cb;
+    Scratch ws, zmask;
+    const float scale = (float)a.scale, neg_inf = -INFINITY, one = 1;
+    const float drop_scale = (float)a.keep_scale;
+    void *ptrs[20];
+    int64_t uids[20];
+    int n = nargs;
+    for (int i = 0; i < nargs; i++) uids[i] = args[i].uid;
+    // by value: host pointers read at execution
+    ptrs[n] = (void *)&scale, uids[n++] = UID_SCALE;
+    if (a.causal) ptrs[n] = (void *)&neg_inf, uids[n++] = UID_NEG_INF;
+    if (key.bwd) ptrs[n] = (void *)&one, uids[n++] = UID_ONE;
+    if (a.dropout) ptrs[n] = (void *)&drop_scale, uids[n++] = UID_DROP_SCALE;
+    const int zslot = n;
+    if (a.dropout) uids[n++] = UID_ZMASK;
     pthread_mutex_lock(&plans_lock); // one thread builds or runs a plan at a time
     bool owned, oom;
     Plan *p = plan_get(h, key, &owned, &oom);
@@ -360,18 +576,24 @@ nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
         st = nb_set_error(NB_ERR_DEVICE,
                           "%s: cuDNN has no fused attention engine for this problem (%lld configs; last status: %s)",
                           op, (long long)p->ncfg, cudnnGetErrorString(p->why));
-    if (!st && p->plan && (p->ws == 0 || ws.alloc(be, (size_t)p->ws))) {
-        const float scale = (float)a.scale, neg_inf = -INFINITY;
-        void *ptrs[7] = {q.data, k.data, v.data, out.data, lse_dst, (void *)&scale, (void *)&neg_inf};
-        const int64_t uids[7] = {UID_Q, UID_K, UID_V, UID_O, UID_LSE, UID_SCALE, UID_NEG_INF};
-        const int64_t nptr = a.causal ? 7 : 6;
+    const int64_t nmat = cb * key.b2; // matrices per chunk
+    if (!st && p->plan && a.dropout &&
+        !zmask.alloc(be, nb_dtype_size((nb_dtype)key.dt) * (size_t)(nmat * a.L * mask_ld(a.S))))
+        st = nb_last_status();
+    if (!st && p->plan && p->ws && !ws.alloc(be, (size_t)p->ws)) st = nb_last_status();
+    for (int64_t c0 = 0; !st && p->plan && c0 < full.b1; c0 += cb) {
+        for (int i = 0; i < nargs; i++) ptrs[i] = (char *)args[i].ptr + c0 * args[i].step;
+        if (a.dropout) { // Z of this chunk, written on this stream before the graph reads it
+            if ((st = keep_mask_fill(be, op, (nb_dtype)key.dt, a, c0 * key.b2, nmat, zmask.ptr))) break;
+            ptrs[zslot] = zmask.ptr;
+        }
         cudnnBackendDescriptor_t pack = nullptr;
         cudnnStatus_t cs = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
         void *wsp = ws.ptr;
         if (cs == CUDNN_STATUS_SUCCESS)
-            cs = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, nptr, ptrs);
+            cs = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
         if (cs == CUDNN_STATUS_SUCCESS)
-            cs = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, nptr, uids);
+            cs = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
         if (cs == CUDNN_STATUS_SUCCESS)
             cs = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp);
         if (cs == CUDNN_STATUS_SUCCESS) cs = cudnnBackendFinalize(pack);
@@ -380,13 +602,101 @@ nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
         if (cs != CUDNN_STATUS_SUCCESS)
             st = nb_set_error(NB_ERR_DEVICE, "%s: cuDNN's fused attention failed on cuda:%d: %s", op, device_of(be),
                               cudnnGetErrorString(cs));
-        else *ran = true;
-    } else if (!st && p->plan) st = nb_last_status(); // the workspace allocation
+    }
+    *ran = !st && p->plan;
     if (owned) plan_free(p);
     pthread_mutex_unlock(&plans_lock);
-    if (!st && *ran && lse_dst != lse)
-        NBC_TRY(op, cudaMemcpyAsync(lse, lse_dst, lse_bytes, cudaMemcpyDeviceToDevice, stream_of(be)));
     return st;
+}
+
+// lse as cuDNN reads and writes it: float32 [B, L], 16-byte aligned; else
+// through scratch (*buf) holding a copy.
+void *lse_view(nb_backend *be, const Att &a, void *lse, Scratch *buf, bool copy_in, nb_status *st) {
+    if (((uintptr_t)lse & 15) == 0) return lse;
+    const size_t bytes = sizeof(float) * (size_t)(a.B * a.L);
+    if (!buf->alloc(be, bytes)) return *st = nb_last_status(), nullptr;
+    if (copy_in) {
+        cudaError_t e = cudaMemcpyAsync(buf->ptr, lse, bytes, cudaMemcpyDeviceToDevice, stream_of(be));
+        if (e != cudaSuccess) return *st = cuda_fail("attention_backward", "cudaMemcpyAsync", e), nullptr;
+    }
+    return buf->ptr;
+}
+
+} // namespace
+
+nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
+                        const Mat &v, const Mat &out, void *lse, bool *ran) {
+    *ran = false;
+    Key key;
+    if (!key_of(be, dt, a, q, k, v, out, &key)) return NB_OK;
+    cudnnHandle_t h = nb_cuda_cudnn(be);
+    if (!h) return required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
+    Scratch lse_buf;
+    nb_status st = NB_OK;
+    void *lse_dst = lse_view(be, a, lse, &lse_buf, false, &st);
+    if (!lse_dst) return st;
+    const int64_t es = nb_dtype_size(dt), rows = key.b2 * a.L * (int64_t)sizeof(float);
+    const Arg args[5] = {{UID_Q, q.data, key.st[0][0] * es},
+                         {UID_K, k.data, key.st[1][0] * es},
+                         {UID_V, v.data, key.st[2][0] * es},
+                         {UID_O, out.data, key.st[3][0] * es},
+                         {UID_LSE, lse_dst, rows}};
+    if ((st = execute(be, h, op, key, a, args, 5, ran))) return st;
+    if (*ran && lse_dst != lse)
+        NBC_TRY(op, cudaMemcpyAsync(lse, lse_dst, sizeof(float) * (size_t)(a.B * a.L), cudaMemcpyDeviceToDevice,
+                                    stream_of(be)));
+    return NB_OK;
+}
+
+nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
+                         const Mat &v, const Mat &out, const Mat &gout, const Mat *gq, const Mat *gk, const Mat *gv,
+                         const void *lse, bool *ran) {
+    *ran = false;
+    Key key;
+    if (!gq || !gk || !gv || !key_of(be, dt, a, q, k, v, out, &key)) return NB_OK;
+    key.bwd = 1;
+    const Mat *m[4] = {&gout, gq, gk, gv};
+    const int64_t rows[4] = {a.L, a.L, a.S, a.S}, cols[4] = {a.Ev, a.E, a.E, a.Ev};
+    for (int i = 0; i < 4; i++)
+        if (!strides_of(*m[i], key.b1, rows[i], cols[i], key.st[4 + i])) return NB_OK;
+    cudnnHandle_t h = nb_cuda_cudnn(be);
+    if (!h) return required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
+    Scratch lse_buf, dsum;
+    nb_status st = NB_OK;
+    void *lse_src = lse_view(be, a, (void *)lse, &lse_buf, true, &st);
+    if (!lse_src) return st;
+    if (!dsum.alloc(be, sizeof(float) * (size_t)(a.B * a.L))) return nb_last_status();
+    // With dropout, D = rowsum(dO o O) * (1 - p) (the frontend's
+    // softmax_sum times Dropout_scale_inv). cuDNN 9.14's engine computes
+    // rowsum(dO o O) in a kernel of its own and ignores that factor (dQ and
+    // dK off by D p/(1-p) P, measured on the H200); so O goes in as a copy
+    // scaled by 1 - p (at O's own strides: the same plan) and the graph's
+    // factor is 1, which is right whether or not an engine reads it.
+    Scratch oscaled;
+    void *o_ptr = out.data;
+    const int64_t es = nb_dtype_size(dt);
+    if (a.dropout) {
+        const int64_t extent =
+            (key.b1 - 1) * key.st[3][0] + (key.b2 - 1) * key.st[3][1] + (a.L - 1) * key.st[3][2] + a.Ev;
+        const int64_t total8 = a.B * a.L * a.Ev / 8;
+        if (!oscaled.alloc(be, (size_t)(es * extent))) return nb_last_status();
+        const float f = (float)(1 / a.keep_scale);
+        if (dt == NB_BF16)
+            k_scaled_copy<__nv_bfloat16>
+                <<<grid_of(total8), 256, 0, stream_of(be)>>>(out, (__nv_bfloat16 *)oscaled.ptr, a.L, a.Ev, total8, f);
+        else
+            k_scaled_copy<__half>
+                <<<grid_of(total8), 256, 0, stream_of(be)>>>(out, (__half *)oscaled.ptr, a.L, a.Ev, total8, f);
+        if ((st = launched(op))) return st;
+        o_ptr = oscaled.ptr;
+    }
+    const int64_t lse_step = key.b2 * a.L * (int64_t)sizeof(float);
+    const Arg args[10] = {{UID_Q, q.data, key.st[0][0] * es},       {UID_K, k.data, key.st[1][0] * es},
+                          {UID_V, v.data, key.st[2][0] * es},       {UID_O, o_ptr, key.st[3][0] * es},
+                          {UID_LSE, lse_src, lse_step},             {UID_DO, gout.data, key.st[4][0] * es},
+                          {UID_DQ, gq->data, key.st[5][0] * es},    {UID_DK, gk->data, key.st[6][0] * es},
+                          {UID_DV, gv->data, key.st[7][0] * es},    {UID_DSUM, dsum.ptr, lse_step}};
+    return execute(be, h, op, key, a, args, 10, ran);
 }
 
 } // namespace nbc

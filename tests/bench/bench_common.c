@@ -8,7 +8,8 @@
 
 static void usage(const char *prog) {
     fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N] [--device cpu|cuda|cuda:N] [--tf32] "
-                    "[--config NAME] [--amp] [--graph] [--profile] [--distributed]\n", prog);
+                    "[--config NAME] [--amp] [--graph] [--profile] [--distributed] [--batch N] [--seq N] [--dropout P]\n",
+            prog);
     exit(2);
 }
 
@@ -16,7 +17,7 @@ static nb_process_group *group; /* left at exit (MPI must be finalized) */
 static void leave_group(void) { nb_distributed_destroy(group); }
 
 nb_bench_args nb_bench_parse(int argc, char **argv) {
-    nb_bench_args a = {.steps = 20, .warmup = 3, .device = NB_CPU};
+    nb_bench_args a = {.steps = 20, .warmup = 3, .device = NB_CPU, .dropout = -1};
     bool distributed = false;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
@@ -35,6 +36,12 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
         else if (!strcmp(f, "--threads")) a.threads = atoi(v);
         else if (!strcmp(f, "--config")) a.variant = v;
         else if (!strcmp(f, "--padding")) a.padding = atoi(v);
+        else if (!strcmp(f, "--batch")) a.batch = atoi(v);
+        else if (!strcmp(f, "--seq")) a.seq = atoi(v);
+        else if (!strcmp(f, "--dropout")) {
+            a.dropout = atof(v);
+            if (!(a.dropout >= 0 && a.dropout < 1)) usage(argv[0]);
+        }
         else if (!strcmp(f, "--device")) {
             if (nb_device_parse(v, &a.device) != NB_OK) usage(argv[0]);
         } else usage(argv[0]);

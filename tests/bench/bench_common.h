@@ -15,6 +15,8 @@ typedef struct nb_bench_args {
     bool profile; /* --profile: the kernel-slot profile of the timed steps (nb_profiler_report) */
     const char *variant; /* a workload's own flag (bench_bert: --config bert-base) */
     int padding;         /* --padding N: bench_bert's padded sequences (its comment) */
+    int batch, seq;      /* --batch N, --seq N: bench_gpt's shape (0: the workload's default) */
+    double dropout;      /* --dropout P: bench_gpt's three dropouts (-1: the workload's default) */
     /* The step's forward: NULL for nb_forward(net, x), else forward(net, x, forward_ctx)
      * (bench_bert passes its attention mask this way) */
     nb_tensor *(*forward)(nb_module *net, nb_tensor *x, void *ctx);
@@ -25,7 +27,8 @@ typedef struct nb_bench_args {
 
 /* --steps (20) --warmup (3) --threads (0 = all cores) --device (cpu; cuda,
  * cuda:N) --tf32 (nb_set_float32_matmul_precision("high")) and, for the
- * workloads that have one, --config NAME, --padding N, --amp (the forward and loss under
+ * workloads that have one, --config NAME, --padding N, --batch N, --seq N,
+ * --dropout P, --amp (the forward and loss under
  * nb_autocast bfloat16), --graph (after the warm-up steps
  * one step is captured and the timed steps replay it, as torch_ref.py's
  * --graph), --profile and --distributed (under mpirun or torchrun; with

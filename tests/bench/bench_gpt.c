@@ -2,11 +2,13 @@
  * [B*T, V] logits, backward, AdamW lr 1e-3) of a GPT-2-small-shaped model:
  * nb_gpt2 with transformers' GPT2Config() sizes (vocab 50257, 12 layers,
  * hidden 768, 12 heads, feed-forward 3072, 1024 positions, dropout 0.1 in
- * train mode, head tied to the token embedding), sequence 128, batch 4,
- * random ids and labels: the `gpt2` workload of tests/bench/gpt_ref.py,
- * which runs the same shapes in PyTorch.
+ * train mode, head tied to the token embedding), sequence 128, batch 4
+ * (--seq, --batch; --dropout P sets all three dropouts, 0 for llm.c's
+ * setting), random ids and labels: the `gpt2` workload of
+ * tests/bench/gpt_ref.py, which runs the same shapes in PyTorch.
  *
- *   bench_gpt [--steps N] [--warmup N] [--threads N]
+ *   bench_gpt [--steps N] [--warmup N] [--threads N] [--device D] [--amp] [--graph]
+ *             [--batch N] [--seq N] [--dropout P]
  * prints: workload=gpt2 device=cpu ... median_ms=... min_ms=... and
  * tokens_per_s=... (B*T / median). */
 #include <stdio.h>
@@ -17,8 +19,13 @@ int main(int argc, char **argv) {
     nb_bench_args a = nb_bench_parse(argc, argv);
     nb_set_num_threads(a.threads);
     nb_manual_seed(0);
-    enum { T = 128, B = 4 };
+    const int B = a.batch > 0 ? a.batch : 4, T = a.seq > 0 ? a.seq : 128;
     nb_gpt2_config c = nb_gpt2_config_default();
+    if (a.dropout >= 0) c.resid_pdrop = c.embd_pdrop = c.attn_pdrop = a.dropout;
+    if (T > c.n_positions) {
+        fprintf(stderr, "gpt2: --seq %d is past the %lld positions\n", T, (long long)c.n_positions);
+        return 2;
+    }
     nb_module *net = nb_gpt2(c);
     nb_optimizer *opt = net ? nb_adamw(net, (nb_adam_options){.lr = 1e-3}) : NULL;
     nb_generator g = nb_generator_new(0);

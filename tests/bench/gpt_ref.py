@@ -6,9 +6,14 @@ model written in plain torch after transformers' modeling_gpt2.py (vocab
 pre-LayerNorm, GELU tanh, dropout 0.1, lm_head tied to wte; attention through
 F.scaled_dot_product_attention when torch has it, else the explicit softmax),
 sequence 128, batch 4, random ids and labels, PyTorch's default init.
+--batch, --seq and --dropout change the shape and the three dropouts (as
+bench_gpt's flags); --tf32, --amp (bfloat16 autocast), --compile
+(torch.compile) and --graph (the whole step captured in one CUDA graph,
+AdamW capturable) as ../shared/bench/torch_ref.py's.
 
 usage: gpt_ref.py [--steps N] [--warmup N] [--threads N] [--device cpu|cuda]
-prints one line: workload=gpt2 device=... threads=... median_ms=... min_ms=... tokens_per_s=...
+                  [--batch N] [--seq N] [--dropout P] [--tf32] [--amp] [--compile] [--graph]
+prints one line: workload=gpt2 device=... mode=... threads=... median_ms=... min_ms=... tokens_per_s=...
 """
 import argparse, math, os, statistics, time
 
@@ -67,32 +72,67 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--amp", action="store_true")
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--graph", action="store_true")
     a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
     if a.device == "cpu":
         torch.set_flush_denormal(True)
     if a.threads:
         torch.set_num_threads(a.threads)
     g = torch.Generator().manual_seed(0)
-    B, T, V = 4, 128, 50257
-    m = GPT2().to(a.device).train()
+    B, T, V = a.batch, a.seq, 50257
+    m = GPT2(p=a.dropout).to(a.device).train()
     x = torch.randint(0, V, (B, T), generator=g).to(a.device)
     y = torch.randint(0, V, (B, T), generator=g).to(a.device)
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3, capturable=a.graph)
+    fwd = torch.compile(m) if a.compile else m
+    amp = torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=a.amp)
     sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
+
+    def step():
+        with amp:
+            loss = F.cross_entropy(fwd(x).reshape(-1, V).float(), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = None
+    if a.graph:  # warm up on a side stream, then capture one whole step
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            loss = step()
+        run = graph.replay
     times = []
     for i in range(a.warmup + a.steps):
         sync(); t = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(m(x).reshape(-1, V), y.reshape(-1))
-        loss.backward()
-        opt.step()
+        if run:
+            run()
+        else:
+            opt.zero_grad(set_to_none=True)
+            loss = step()
         sync(); dt = (time.perf_counter() - t) * 1e3
         if i >= a.warmup:
             times.append(dt)
     assert math.isfinite(loss.item())
     med = statistics.median(times)
-    print(f"workload=gpt2 device={a.device} mode=fp32 threads={torch.get_num_threads()} torch={torch.__version__} "
-          f"median_ms={med:.3f} min_ms={min(times):.3f} tokens_per_s={B * T / med * 1e3:.0f}")
+    mode = "+".join(k for k in ("tf32", "amp", "compile", "graph") if getattr(a, k)) or "fp32"
+    print(f"workload=gpt2 device={a.device} mode={mode} batch={B} seq={T} threads={torch.get_num_threads()} "
+          f"torch={torch.__version__} median_ms={med:.3f} min_ms={min(times):.3f} tokens_per_s={B * T / med * 1e3:.0f}")
 
 
 if __name__ == "__main__":

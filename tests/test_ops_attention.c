@@ -527,11 +527,12 @@ END_TEST
  * decline an error) against float32 from the same generator state, so the
  * same Philox mask: on the CPU, causal with S == L and plain with S != L
  * and an odd S; on the GPU (the float32 tiled kernels), 68 causal
- * 1024 x 1024 matrices, whose masks pass 2^26 weights (cuDNN runs the
+ * 1024 x 1021 matrices, whose masks pass 2^26 weights (cuDNN runs the
  * batch in two chunks); forward and every gradient (to rounding: the
  * backward's D with dropout is where cuDNN's engine departs from its
- * graph), and the same bits on a second run from the same state. Skipped
- * without a CUDA device. */
+ * graph), the same bits, forward and gradients, on a second run from
+ * the same state, and q's gradient alone (the score path's backward after
+ * cuDNN's forward). Skipped without a CUDA device. */
 START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
     if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
     nb_scope *s = nb_scope_begin();
@@ -542,7 +543,7 @@ START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
             if (mode == 2 && di == 1) continue; /* the chunked case once */
             nb_scope *it = nb_scope_begin();
             const int64_t B = mode == 2 ? 4 : 2, H = mode == 2 ? 17 : 3, L = mode == 2 ? 1024 : 160;
-            const int64_t S = mode == 1 ? 203 : L, lens[3] = {L, S, S};
+            const int64_t S = mode == 1 ? 203 : mode == 2 ? 1021 : L, lens[3] = {L, S, S};
             const nb_device ref = mode == 2 ? NB_CUDA(0) : NB_CPU;
             nb_tensor *x16[3], *x32[3];
             for (int i = 0; i < 3; i++) { /* [B, len, H, E] rounded, then [B, H, len, E] views */
@@ -561,18 +562,36 @@ START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
                 out[t] = nb_scaled_dot_product_attention(nb_transpose(x[0], 1, 2), nb_transpose(x[1], 1, 2),
                                                          nb_transpose(x[2], 1, 2), o);
                 NB_CK_NOTNULL(out[t]);
-                NB_CK_OK(nb_backward(
-                    nb_sum(nb_mul(nb_to_dtype(out[t], NB_F32), nb_to_device(w, t ? ref : NB_CUDA(0))), NULL, 0, false)));
+                nb_tensor *wt = nb_to_device(w, t ? ref : NB_CUDA(0));
+                NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(out[t], NB_F32), wt), NULL, 0, false)));
             }
             nb_ck_close_to(nb_to_device(nb_to_dtype(out[0], NB_F32), NB_CPU), nb_to_device(out[1], NB_CPU), 2e-2);
             for (int i = 0; i < 3; i++)
                 nb_ck_close_to(nb_to_device(nb_to_dtype(nb_tensor_grad(x16[i]), NB_F32), NB_CPU),
                                nb_to_device(nb_tensor_grad(x32[i]), NB_CPU), 6e-2);
-            o.gen = &g[2];
-            nb_tensor *again = nb_scaled_dot_product_attention(nb_transpose(nb_detach(x16[0]), 1, 2),
-                                                               nb_transpose(nb_detach(x16[1]), 1, 2),
-                                                               nb_transpose(nb_detach(x16[2]), 1, 2), o);
-            ck_bitwise(again, out[0]); /* the same bits from the same generator state */
+            o.gen = &g[2]; /* the same bits from the same generator state, gradients too */
+            nb_tensor *y[3];
+            for (int i = 0; i < 3; i++) {
+                y[i] = nb_detach(x16[i]);
+                NB_CK_OK(nb_set_requires_grad(y[i], true));
+            }
+            nb_tensor *again = nb_scaled_dot_product_attention(nb_transpose(y[0], 1, 2), nb_transpose(y[1], 1, 2),
+                                                               nb_transpose(y[2], 1, 2), o);
+            ck_bitwise(again, out[0]);
+            NB_CK_OK(nb_backward(
+                nb_sum(nb_mul(nb_to_dtype(again, NB_F32), nb_to_device(w, NB_CUDA(0))), NULL, 0, false)));
+            for (int i = 0; i < 3; i++) ck_bitwise(nb_tensor_grad(y[i]), nb_tensor_grad(x16[i]));
+            if (mode < 2) { /* q's gradient alone: cuDNN's forward, the score path's backward, the same mask */
+                nb_tensor *q1 = nb_detach(x16[0]);
+                NB_CK_OK(nb_set_requires_grad(q1, true));
+                o.gen = &g0;
+                nb_tensor *k1 = nb_transpose(nb_detach(x16[1]), 1, 2), *v1 = nb_transpose(nb_detach(x16[2]), 1, 2);
+                nb_tensor *o1 = nb_scaled_dot_product_attention(nb_transpose(q1, 1, 2), k1, v1, o);
+                NB_CK_OK(nb_backward(
+                    nb_sum(nb_mul(nb_to_dtype(o1, NB_F32), nb_to_device(w, NB_CUDA(0))), NULL, 0, false)));
+                nb_ck_close_to(nb_to_device(nb_to_dtype(nb_tensor_grad(q1), NB_F32), NB_CPU),
+                               nb_to_device(nb_tensor_grad(x32[0]), NB_CPU), 6e-2);
+            }
             nb_scope_end(it);
         }
     nb_scope_end(s);

@@ -128,8 +128,9 @@ bool decode_fits(const Att &a, nb_dtype dt);
 nb_status decode_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
                          const Mat &v, const Mat &out, void *lse);
 // The cuDNN path (attention_cudnn.cu): bfloat16/float16, more than DEC_L
-// rows, no mask but the causal one, dropout with at most 2^26 weights
-// (B*L*S: nabla's keep mask goes in as a tensor), head sizes multiples of
+// rows, no mask but the causal one, dropout where one batch item's
+// weights (heads * L * S, rows padded to 8) are at most 2^26 (nabla's keep
+// mask goes in as a tensor, the batch in chunks), head sizes multiples of
 // 8 up to 256, views 16-byte aligned; the backward wants all three
 // gradients. *ran false where it declines (the caller takes another path).
 // lse as score_forward's.

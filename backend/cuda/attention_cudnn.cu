@@ -233,7 +233,9 @@ Operands operands(Builder &bd, const Key &k) {
     const int64_t sd[4] = {k.b1, k.b2, k.L, k.S}, rd[4] = {k.b1, k.b2, k.L, 1}, rs[4] = {k.b2 * k.L, k.L, 1, 1};
     memcpy(x.sd, sd, sizeof sd), memcpy(x.rd, rd, sizeof rd), memcpy(x.rs, rs, sizeof rs);
     x.q = bd.tensor(UID_Q, x.io, qd, qs), x.kt = bd.tensor(UID_K, x.io, ktd, kts);
-    x.v = bd.tensor(UID_V, x.io, vd, vs), x.o = bd.tensor(UID_O, x.io, od, os);
+    // the backward reads V only as V^T (its own descriptor, graph_bwd)
+    x.v = k.bwd ? nullptr : bd.tensor(UID_V, x.io, vd, vs);
+    x.o = bd.tensor(UID_O, x.io, od, os);
     x.lse = bd.tensor(UID_LSE, CUDNN_DATA_FLOAT, rd, rs), x.scale = bd.scalar(UID_SCALE);
     return x;
 }
@@ -302,7 +304,8 @@ void graph_bwd(Builder &bd, const Key &k, cudnnBackendDescriptor_t *ops, int *np
     const int64_t vd[4] = {k.b1, k.b2, k.S, k.Ev}, dvs[4] = {k.st[7][0], k.st[7][1], k.st[7][2], 1};
     const int64_t vtd[4] = {k.b1, k.b2, k.Ev, k.S}, vts[4] = {k.st[2][0], k.st[2][1], 1, k.st[2][2]};
     const int64_t ks[4] = {k.st[1][0], k.st[1][1], k.st[1][2], 1};
-    const int64_t td[4] = {k.b1, k.b2, k.S, k.L}, ts[4] = {k.b2 * k.L * k.S, k.L * k.S, 1, k.S}; // [.., S, L] of a packed [.., L, S]
+    // [.., S, L] of a packed [.., L, S]
+    const int64_t td[4] = {k.b1, k.b2, k.S, k.L}, ts[4] = {k.b2 * k.L * k.S, k.L * k.S, 1, k.S};
     cudnnBackendDescriptor_t dO = bd.tensor(UID_DO, x.io, od, dos), dQ = bd.tensor(UID_DQ, x.io, qd, dqs);
     cudnnBackendDescriptor_t dK = bd.tensor(UID_DK, x.io, kd, dks), dV = bd.tensor(UID_DV, x.io, vd, dvs);
     cudnnBackendDescriptor_t vt = bd.tensor(UID_V, x.io, vtd, vts); // V as V^T for dO V^T
@@ -503,6 +506,18 @@ template <typename T> __global__ void k_scaled_copy(Mat o, T *dst, int64_t L, in
     }
 }
 
+// The batch items run per plan call: all of them, or with dropout as many
+// as keep the mask within MASK_MAX, a divisor of b1 (one plan serves every
+// chunk) whose rows (cb*b2*L) keep each chunk's lse 16-byte aligned; 0
+// where there is none (the path declines).
+int64_t chunk_of(const Key &k) {
+    if (!k.drop) return k.b1;
+    const int64_t most = MASK_MAX / (k.b2 * k.L * mask_ld(k.S));
+    for (int64_t c = most < k.b1 ? most : k.b1; c > 0; c--)
+        if (k.b1 % c == 0 && (c == k.b1 || c * k.b2 * k.L % 4 == 0)) return c;
+    return 0;
+}
+
 // The problem of q, k, v, out as a key, or false where this path declines
 // (the other paths take it).
 bool key_of(nb_backend *be, nb_dtype dt, const Att &a, const Mat &q, const Mat &k, const Mat &v, const Mat &out,
@@ -517,7 +532,7 @@ bool key_of(nb_backend *be, nb_dtype dt, const Att &a, const Mat &q, const Mat &
     const int64_t rows[4] = {a.L, a.S, a.S, a.L}, cols[4] = {a.E, a.E, a.Ev, a.Ev};
     bool fits = a.E % 8 == 0 && a.Ev % 8 == 0 && a.E <= 256 && a.Ev <= 256;
     for (int i = 0; i < 4 && fits; i++) fits = strides_of(*m[i], key->b1, rows[i], cols[i], key->st[i]);
-    return fits;
+    return fits && chunk_of(*key) > 0;
 }
 
 // A tensor of the variant pack: its uid, base pointer, and the bytes
@@ -527,17 +542,6 @@ struct Arg {
     void *ptr;
     int64_t step;
 };
-
-// The batch items run per plan call: all of them, or with dropout as many
-// as keep the mask within MASK_MAX, a divisor of b1 (one plan serves every
-// chunk).
-int64_t chunk_of(const Key &k) {
-    if (!k.drop) return k.b1;
-    const int64_t most = MASK_MAX / (k.b2 * k.L * mask_ld(k.S));
-    int64_t c = most < k.b1 ? most : k.b1;
-    while (k.b1 % c) c--;
-    return c;
-}
 
 // Runs key's plan over the tensors, in chunks of the batch (chunk_of); the
 // dropout keep mask of each chunk and the scalars are added here. *ran
@@ -609,15 +613,29 @@ nb_status execute(nb_backend *be, cudnnHandle_t h, const char *op, const Key &fu
     return st;
 }
 
+// Whether key's plan (built on a miss) can run: the backward asks before
+// its preparations, which a decline would waste.
+bool plan_runs(cudnnHandle_t h, const Key &full) {
+    Key key = full;
+    key.handle = (int64_t)(uintptr_t)h, key.b1 = chunk_of(full);
+    pthread_mutex_lock(&plans_lock);
+    bool owned, oom;
+    Plan *p = plan_get(h, key, &owned, &oom);
+    const bool runs = p && p->plan;
+    if (p && owned) plan_free(p);
+    pthread_mutex_unlock(&plans_lock);
+    return runs;
+}
+
 // lse as cuDNN reads and writes it: float32 [B, L], 16-byte aligned; else
 // through scratch (*buf) holding a copy.
-void *lse_view(nb_backend *be, const Att &a, void *lse, Scratch *buf, bool copy_in, nb_status *st) {
+void *lse_view(nb_backend *be, const char *op, const Att &a, void *lse, Scratch *buf, bool copy_in, nb_status *st) {
     if (((uintptr_t)lse & 15) == 0) return lse;
     const size_t bytes = sizeof(float) * (size_t)(a.B * a.L);
     if (!buf->alloc(be, bytes)) return *st = nb_last_status(), nullptr;
     if (copy_in) {
         cudaError_t e = cudaMemcpyAsync(buf->ptr, lse, bytes, cudaMemcpyDeviceToDevice, stream_of(be));
-        if (e != cudaSuccess) return *st = cuda_fail("attention_backward", "cudaMemcpyAsync", e), nullptr;
+        if (e != cudaSuccess) return *st = cuda_fail(op, "cudaMemcpyAsync", e), nullptr;
     }
     return buf->ptr;
 }
@@ -633,7 +651,7 @@ nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
     if (!h) return required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
     Scratch lse_buf;
     nb_status st = NB_OK;
-    void *lse_dst = lse_view(be, a, lse, &lse_buf, false, &st);
+    void *lse_dst = lse_view(be, op, a, lse, &lse_buf, false, &st);
     if (!lse_dst) return st;
     const int64_t es = nb_dtype_size(dt), rows = key.b2 * a.L * (int64_t)sizeof(float);
     const Arg args[5] = {{UID_Q, q.data, key.st[0][0] * es},
@@ -661,9 +679,10 @@ nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att 
         if (!strides_of(*m[i], key.b1, rows[i], cols[i], key.st[4 + i])) return NB_OK;
     cudnnHandle_t h = nb_cuda_cudnn(be);
     if (!h) return required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
+    if (!required() && !plan_runs(h, key)) return NB_OK; // (required: execute says why)
     Scratch lse_buf, dsum;
     nb_status st = NB_OK;
-    void *lse_src = lse_view(be, a, (void *)lse, &lse_buf, true, &st);
+    void *lse_src = lse_view(be, op, a, (void *)lse, &lse_buf, true, &st);
     if (!lse_src) return st;
     if (!dsum.alloc(be, sizeof(float) * (size_t)(a.B * a.L))) return nb_last_status();
     // With dropout, D = rowsum(dO o O) * (1 - p) (the frontend's

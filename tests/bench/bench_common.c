@@ -8,7 +8,8 @@
 
 static void usage(const char *prog) {
     fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N] [--device cpu|cuda|cuda:N] [--tf32] "
-                    "[--config NAME] [--amp] [--graph] [--profile] [--distributed] [--batch N] [--seq N] [--dropout P]\n",
+                    "[--config NAME] [--amp] [--graph] [--profile] [--distributed] [--batch N] [--seq N] "
+                    "[--dropout P]\n",
             prog);
     exit(2);
 }

@@ -33,8 +33,8 @@ int main(int argc, char **argv) {
     nb_tensor *x = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(B, T), NB_F64, &g), V - 1e-3), NB_I64);
     nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand(NB_SHAPE(B, T), NB_F64, &g), V - 1e-3), NB_I64);
     if (!opt || !x || !y) return nb_bench_fail("gpt2");
-    printf("gpt2: %lld parameters, batch %d x seq %d = %d tokens per step\n", (long long)nb_module_num_params(net), B, T,
-           B * T);
+    printf("gpt2: %lld parameters, batch %d x seq %d = %d tokens per step\n", (long long)nb_module_num_params(net), B,
+           T, B * T);
     int rc = nb_bench_train_steps("gpt2", net, opt, x, y, &a);
     nb_optimizer_free(opt);
     nb_module_free(net);

@@ -33,7 +33,8 @@
 #   profile     the kernel-slot profile (nb_profiler_report) of the
 #               benchmarks' steps: where the device time goes
 #   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
-#               torch_ref.py's eager and graph figures from the same run
+#               torch_ref.py's (gpt_ref.py's for gpt2, gpt2-1024) eager,
+#               graph and compiled + graph figures from the same run
 #               (BENCH_WORKLOADS="bert bert-base" runs those alone)
 #   cpu         the CPU scaling table of issue 17 (tests/bench/cpu_scaling.sh
 #               on the staged bench_mlp, bench_cnn and bench_bert against
@@ -197,21 +198,29 @@ ddp_runs() {
 
 run_bench() {
     local torch=$dev/torch_ref.py
-    for w in ${BENCH_WORKLOADS:-mlp cnn bert bert-base}; do
-        local bin=bench_${w%-base}
-        local cfg=()
+    for w in ${BENCH_WORKLOADS:-mlp cnn bert bert-base gpt2 gpt2-1024}; do
+        local bin=bench_${w%-base} ref=("$torch" "$w")
+        local cfg=() pycfg=()
         [ "$w" = bert-base ] && cfg=(--config bert-base)
+        # GPT-2 small (bench_gpt beside tests/bench/gpt_ref.py, which takes the same flags):
+        # batch 4 x seq 128, and gpt2-1024 batch 16 x seq 1024
+        case $w in gpt2*) bin=bench_gpt ref=("$root/tests/bench/gpt_ref.py") ;; esac
+        [ "$w" = gpt2-1024 ] && cfg=(--batch 16 --seq 1024) pycfg=(--batch 16 --seq 1024)
         local steps=(--steps 50 --warmup 10)
-        [ "${w#bert}" != "$w" ] && steps=(--steps 20 --warmup 5)
-        [ "$w" != bert-base ] && "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda
+        [ "${w#bert}" != "$w" ] || [ "${w#gpt2}" != "$w" ] && steps=(--steps 20 --warmup 5)
+        local big=0
+        [ "$w" = bert-base ] || [ "${w#gpt2}" != "$w" ] && big=1
+        [ $big = 0 ] && "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --graph
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --amp
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --amp --graph
-        [ "$w" != bert-base ] && python3 "$torch" "$w" "${steps[@]}" --device cuda
-        python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32
-        python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32 --graph
-        python3 "$torch" "$w" "${steps[@]}" --device cuda --tf32 --amp --graph
+        [ $big = 0 ] && python3 "${ref[@]}" "${pycfg[@]}" "${steps[@]}" --device cuda
+        python3 "${ref[@]}" "${pycfg[@]}" "${steps[@]}" --device cuda --tf32
+        python3 "${ref[@]}" "${pycfg[@]}" "${steps[@]}" --device cuda --tf32 --graph
+        python3 "${ref[@]}" "${pycfg[@]}" "${steps[@]}" --device cuda --tf32 --amp --graph
+        # PyTorch's best: torch.compile and the CUDA graph
+        python3 "${ref[@]}" "${pycfg[@]}" "${steps[@]}" --device cuda --tf32 --amp --graph --compile
     done
 }
 

@@ -128,10 +128,9 @@ nb_graph *nb_graph_capture_end(nb_device dev) {
     capturing = NULL;
     /* the capture ran nothing: the generators and the host state go back to
      * where the first replay must start */
-    for (int i = 0; i < g->n_rng; i++) {
+    for (int i = 0; i < g->n_rng; i++) { /* the default generator under its lock: other threads draw from it */
         rng_use *u = &g->rng[i];
-        u->used = u->gen->offset - u->start;
-        u->gen->offset = u->start;
+        u->used = nb_generator_exchange(u->gen, u->start) - u->start;
     }
     run_hooks(g, -1);
     if (st == NB_OK && g->failed) /* sticky: later calls cannot have cleared it */
@@ -150,10 +149,10 @@ nb_status nb_graph_replay(nb_graph *g) {
     if (capturing) return nb_set_error(NB_ERR_STATE, "graph_replay: a capture is under way");
     nb_backend *be = g->be;
     nb_status st = NB_OK;
-    for (int i = 0; i < g->n_rng && !st; i++) { /* this replay's offsets, then the generator moves on */
+    for (int i = 0; i < g->n_rng && !st; i++) { /* this replay's offsets; the generator moves on (under the
+                                                    default generator's lock: other threads draw from it) */
         rng_use *u = &g->rng[i];
-        st = nb_fill_(u->base, (double)u->gen->offset);
-        if (!st) u->gen->offset += u->used;
+        st = nb_fill_(u->base, (double)nb_generator_advance(u->gen, u->used));
     }
     if (!st) run_hooks(g, 0);
     if (!st) st = nb_after_kernel(be, be->iface->graph_launch(be, g->exec, nb_backend_current_stream(be)), "graph");

@@ -33,6 +33,18 @@ uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks) {
     return first;
 }
 
+uint64_t nb_generator_exchange(nb_generator *gen, uint64_t offset) {
+    bool dflt = gen == NULL || gen == &default_gen;
+    if (dflt) {
+        gen = &default_gen;
+        pthread_mutex_lock(&gen_lock);
+    }
+    uint64_t before = gen->offset;
+    gen->offset = offset;
+    if (dflt) pthread_mutex_unlock(&gen_lock);
+    return before;
+}
+
 nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, nb_philox_state *rng) {
     rng->seed = gen ? gen->seed : default_gen.seed;
     rng->offset = nb_generator_advance(gen, nb_philox_blocks((uint64_t)nb_numel(t)));

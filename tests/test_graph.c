@@ -6,8 +6,10 @@
  * lr changed between replays; a host sync inside a capture is an error;
  * a host copy inside a capture is refused and fails the capture, even after
  * later ops succeed; flip, pad and repeat capture and replay; two streams
- * running GEMMs at once each get their own cuBLASLt workspace. */
+ * running GEMMs at once each get their own cuBLASLt workspace; replays
+ * move the default generator under its lock while another thread draws. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +243,51 @@ START_TEST(test_graph_index_ops_replay) {
 }
 END_TEST
 
+/* Draws from the default generator on the CPU, n times. */
+enum { DRAWS = 3000, DRAW_N = 6 };
+static void *draw_default(void *arg) {
+    (void)arg;
+    for (int k = 0; k < DRAWS; k++) {
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *t = nb_rand(NB_SHAPE(DRAW_N), NB_F32, NULL);
+        nb_scope_end(s);
+        if (!t) return (void *)1;
+    }
+    return NULL;
+}
+
+/* A captured fill from the default generator replayed while another thread
+ * draws from it: no move is lost (each replay takes its blocks under the
+ * generator's lock, as nb_generator_advance does), so the offset ends at
+ * the start plus every replay's and every draw's blocks. */
+START_TEST(test_graph_replay_default_generator_threads) {
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) {
+        nb_device dev = NB_CUDA(i);
+        nb_scope *s = nb_scope_begin();
+        nb_manual_seed(11);
+        nb_tensor *t = nb_full_on(NB_SHAPE(1000), 0, NB_F32, dev);
+        NB_CK_NOTNULL(t);
+        NB_CK_OK(nb_graph_capture_begin(dev));
+        nb_status fill = nb_uniform_(t, 0, 1, NULL);
+        nb_graph *g = nb_graph_capture_end(dev);
+        NB_CK_OK(fill);
+        NB_CK_NOTNULL(g);
+        const uint64_t start = nb_default_generator()->offset;
+        enum { REPLAYS = 3000 };
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, draw_default, NULL), 0);
+        for (int k = 0; k < REPLAYS; k++) NB_CK_OK(nb_graph_replay(g));
+        void *r = NULL;
+        ck_assert_int_eq(pthread_join(th, &r), 0);
+        ck_assert_ptr_null(r);
+        NB_CK_OK(nb_device_synchronize(dev));
+        ck_assert_uint_eq(nb_default_generator()->offset, start + REPLAYS * 500 + DRAWS * (DRAW_N / 2));
+        nb_graph_free(g);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
 /* GEMMs with a bias (cuBLASLt, bfloat16; a long k over a small output, so
  * split-K with a workspace) queued on two streams behind one gate, so that
  * they run at the same time, give the bits of the same GEMMs run one after
@@ -338,6 +385,7 @@ Suite *nb_suite_graph(void) {
     tcase_add_test(c, test_graph_index_ops_replay);
     tcase_add_test(c, test_two_streams_gemm);
     tcase_add_test(c, test_graph_gemm_fresh_stream);
+    tcase_add_test(c, test_graph_replay_default_generator_threads);
     suite_add_tcase(s, c);
     return s;
 }

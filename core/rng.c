@@ -21,29 +21,23 @@ void nb_manual_seed(uint64_t seed) {
 
 nb_generator *nb_default_generator(void) { return &default_gen; }
 
-uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks) {
-    bool dflt = gen == NULL || gen == &default_gen;
-    if (dflt) {
-        gen = &default_gen;
-        pthread_mutex_lock(&gen_lock);
-    }
-    uint64_t first = gen->offset;
-    gen->offset += blocks;
-    if (dflt) pthread_mutex_unlock(&gen_lock);
-    return first;
-}
-
-uint64_t nb_generator_exchange(nb_generator *gen, uint64_t offset) {
+/* gen's offset before it moves to v (set) or by v; the default generator
+ * under its lock (several threads draw from it). */
+static uint64_t move_offset(nb_generator *gen, uint64_t v, bool set) {
     bool dflt = gen == NULL || gen == &default_gen;
     if (dflt) {
         gen = &default_gen;
         pthread_mutex_lock(&gen_lock);
     }
     uint64_t before = gen->offset;
-    gen->offset = offset;
+    gen->offset = set ? v : before + v;
     if (dflt) pthread_mutex_unlock(&gen_lock);
     return before;
 }
+
+uint64_t nb_generator_advance(nb_generator *gen, uint64_t blocks) { return move_offset(gen, blocks, false); }
+
+uint64_t nb_generator_exchange(nb_generator *gen, uint64_t offset) { return move_offset(gen, offset, true); }
 
 nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, nb_philox_state *rng) {
     rng->seed = gen ? gen->seed : default_gen.seed;

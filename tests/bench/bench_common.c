@@ -42,8 +42,7 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
         else if (!strcmp(f, "--dropout")) {
             a.dropout = atof(v);
             if (!(a.dropout >= 0 && a.dropout < 1)) usage(argv[0]);
-        }
-        else if (!strcmp(f, "--device")) {
+        } else if (!strcmp(f, "--device")) {
             if (nb_device_parse(v, &a.device) != NB_OK) usage(argv[0]);
         } else usage(argv[0]);
     }

@@ -14,6 +14,8 @@ void nb_null_args_note(const char *fn);
 void nb_null_args_failed(const char *fn, bool failed);
 /* The data headers' functions (test_null_args_data.c). */
 void nb_null_args_data(void);
+/* autograd/nb_ops.h's functions, with x a valid [2, 2] float32 tensor (test_null_args_ops.c). */
+void nb_null_args_ops(nb_tensor *x);
 
 /* pointer results: NULL; const char * and borrowed arrays: NULL */
 #define NP(fn, ...) do { nb_null_args_note(#fn); nb_clear_error(); nb_null_args_failed(#fn, fn(__VA_ARGS__) == NULL); } while (0)

@@ -128,7 +128,10 @@ nb_graph *nb_graph_capture_end(nb_device dev) {
     capturing = NULL;
     /* the capture ran nothing: the generators and the host state go back to
      * where the first replay must start */
-    for (int i = 0; i < g->n_rng; i++) { /* the default generator under its lock: other threads draw from it */
+    /* (the move is made under the default generator's lock; blocks another
+     * thread drew from it during the capture are still counted as the
+     * capture's and drawn again: capture with a generator of its own) */
+    for (int i = 0; i < g->n_rng; i++) {
         rng_use *u = &g->rng[i];
         u->used = nb_generator_exchange(u->gen, u->start) - u->start;
     }
@@ -149,8 +152,10 @@ nb_status nb_graph_replay(nb_graph *g) {
     if (capturing) return nb_set_error(NB_ERR_STATE, "graph_replay: a capture is under way");
     nb_backend *be = g->be;
     nb_status st = NB_OK;
-    for (int i = 0; i < g->n_rng && !st; i++) { /* this replay's offsets; the generator moves on (under the
-                                                    default generator's lock: other threads draw from it) */
+    /* this replay's offsets: the generator moves on first, under the default
+     * generator's lock (other threads draw from it); a replay that then
+     * fails has still taken its blocks, as a random op does */
+    for (int i = 0; i < g->n_rng && !st; i++) {
         rng_use *u = &g->rng[i];
         st = nb_fill_(u->base, (double)nb_generator_advance(u->gen, u->used));
     }

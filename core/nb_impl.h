@@ -121,8 +121,8 @@ const uint64_t *nb_graph_rng_base(nb_backend *be, nb_generator *gen, uint64_t *o
  * has advanced even when this fails (during a graph capture). */
 nb_status nb_rng_philox(const nb_tensor *t, nb_generator *gen, nb_philox_state *rng);
 /* Sets gen's offset (NULL: the default generator's, under its lock, as
- * nb_generator_advance) and returns the one before: what a graph's capture
- * end and replay move generators with. */
+ * nb_generator_advance) and returns the one before: how a graph's capture
+ * end winds generators back (replays take nb_generator_advance). */
 uint64_t nb_generator_exchange(nb_generator *gen, uint64_t offset);
 /* While be's current stream is captured, registers on_replay: (ctx, 0) runs
  * just before each replay launches (refresh device values the replay

@@ -35,7 +35,10 @@ int main(int argc, char **argv) {
     if (!opt || !x || !y) return nb_bench_fail("gpt2");
     printf("gpt2: %lld parameters, batch %d x seq %d = %d tokens per step\n", (long long)nb_module_num_params(net), B,
            T, B * T);
-    int rc = nb_bench_train_steps("gpt2", net, opt, x, y, &a);
+    char name[64]; /* workload=gpt2, or gpt2-bBsT for another shape */
+    if (B == 4 && T == 128) snprintf(name, sizeof name, "gpt2");
+    else snprintf(name, sizeof name, "gpt2-b%ds%d", B, T);
+    int rc = nb_bench_train_steps(name, net, opt, x, y, &a);
     nb_optimizer_free(opt);
     nb_module_free(net);
     return rc;

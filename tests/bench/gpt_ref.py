@@ -80,6 +80,11 @@ def main():
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--graph", action="store_true")
     a = ap.parse_args()
+    if a.graph and not a.device.startswith("cuda"):
+        ap.error("--graph needs a CUDA device")
+    a.steps = max(a.steps, 1)
+    if a.device.startswith("cuda:"):
+        torch.cuda.set_device(a.device)  # the capture's side stream and graph on that device
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
     if a.device == "cpu":

@@ -35,7 +35,9 @@
 #   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
 #               torch_ref.py's (gpt_ref.py's for gpt2, gpt2-1024) eager,
 #               graph and compiled + graph figures from the same run
-#               (BENCH_WORKLOADS="bert bert-base" runs those alone)
+#               (BENCH_WORKLOADS="bert bert-base" runs those alone: the
+#               whole list, with six torch.compile runs, is past one device
+#               call's 10 minutes, so split it across calls)
 #   cpu         the CPU scaling table of issue 17 (tests/bench/cpu_scaling.sh
 #               on the staged bench_mlp, bench_cnn and bench_bert against
 #               torch_ref.py under python3's PyTorch, 2, 4 and 16 threads),

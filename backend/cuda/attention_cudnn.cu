@@ -465,7 +465,7 @@ bool strides_of(const Mat &m, int64_t b1, int64_t R, int64_t C, int64_t out[3]) 
 // in q's dtype, for the nmat matrices from b0.
 template <typename T> __global__ void k_keep_mask(Att a, T *z, int64_t ld, int64_t b0, int64_t nmat) {
     const int64_t pairs = (a.S + 1) / 2, total = nmat * a.L * pairs;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (int64_t)gridDim.x * blockDim.x) {
+    NBC_GRID_STRIDE(t, total) {
         const int64_t r = idiv(t, pairs), j = 2 * (t - r * pairs), b = idiv(r, a.L), i = r - b * a.L;
         double w[2];
         keep2(a, b0 + b, i, j, w);
@@ -477,18 +477,13 @@ template <typename T> __global__ void k_keep_mask(Att a, T *z, int64_t ld, int64
     }
 }
 
-unsigned grid_of(int64_t total) {
-    const int64_t blocks = (total + 255) / 256, cap = 65535 * 8;
-    return (unsigned)(blocks < cap ? blocks : cap);
-}
-
 nb_status keep_mask_fill(nb_backend *be, const char *op, nb_dtype dt, const Att &a, int64_t b0, int64_t nmat,
                          void *z) {
-    const unsigned blocks = grid_of(nmat * a.L * ((a.S + 1) / 2));
+    const unsigned blocks = blocks_for(nmat * a.L * ((a.S + 1) / 2));
     const int64_t ld = mask_ld(a.S);
     if (dt == NB_BF16)
-        k_keep_mask<__nv_bfloat16><<<blocks, 256, 0, stream_of(be)>>>(a, (__nv_bfloat16 *)z, ld, b0, nmat);
-    else k_keep_mask<__half><<<blocks, 256, 0, stream_of(be)>>>(a, (__half *)z, ld, b0, nmat);
+        k_keep_mask<__nv_bfloat16><<<blocks, THREADS, 0, stream_of(be)>>>(a, (__nv_bfloat16 *)z, ld, b0, nmat);
+    else k_keep_mask<__half><<<blocks, THREADS, 0, stream_of(be)>>>(a, (__half *)z, ld, b0, nmat);
     return launched(op);
 }
 
@@ -497,7 +492,7 @@ nb_status keep_mask_fill(nb_backend *be, const char *op, nb_dtype dt, const Att 
 // multiples of 8 and o 16-byte aligned (key_of's conditions).
 template <typename T> __global__ void k_scaled_copy(Mat o, T *dst, int64_t L, int64_t Ev, int64_t total8, float f) {
     const int64_t per_row = Ev / 8;
-    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < total8; t += (int64_t)gridDim.x * blockDim.x) {
+    NBC_GRID_STRIDE(t, total8) {
         const int64_t r = idiv(t, per_row), e = 8 * (t - r * per_row), b = idiv(r, L), i = r - b * L;
         const int64_t off = mat_off(o, b) + i * o.ld + e;
         Vec<T, 8> x = *(const Vec<T, 8> *)((const T *)o.data + off);
@@ -702,10 +697,10 @@ nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att 
         const float f = (float)(1 / a.keep_scale);
         if (dt == NB_BF16)
             k_scaled_copy<__nv_bfloat16>
-                <<<grid_of(total8), 256, 0, stream_of(be)>>>(out, (__nv_bfloat16 *)oscaled.ptr, a.L, a.Ev, total8, f);
+                <<<blocks_for(total8), THREADS, 0, stream_of(be)>>>(out, (__nv_bfloat16 *)oscaled.ptr, a.L, a.Ev, total8, f);
         else
             k_scaled_copy<__half>
-                <<<grid_of(total8), 256, 0, stream_of(be)>>>(out, (__half *)oscaled.ptr, a.L, a.Ev, total8, f);
+                <<<blocks_for(total8), THREADS, 0, stream_of(be)>>>(out, (__half *)oscaled.ptr, a.L, a.Ev, total8, f);
         if ((st = launched(op))) return st;
         o_ptr = oscaled.ptr;
     }

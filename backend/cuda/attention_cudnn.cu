@@ -695,12 +695,13 @@ nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att 
         const int64_t total8 = a.B * a.L * a.Ev / 8;
         if (!oscaled.alloc(be, (size_t)(es * extent))) return nb_last_status();
         const float f = (float)(1 / a.keep_scale);
+        const unsigned blocks = blocks_for(total8);
         if (dt == NB_BF16)
             k_scaled_copy<__nv_bfloat16>
-                <<<blocks_for(total8), THREADS, 0, stream_of(be)>>>(out, (__nv_bfloat16 *)oscaled.ptr, a.L, a.Ev, total8, f);
+                <<<blocks, THREADS, 0, stream_of(be)>>>(out, (__nv_bfloat16 *)oscaled.ptr, a.L, a.Ev, total8, f);
         else
             k_scaled_copy<__half>
-                <<<blocks_for(total8), THREADS, 0, stream_of(be)>>>(out, (__half *)oscaled.ptr, a.L, a.Ev, total8, f);
+                <<<blocks, THREADS, 0, stream_of(be)>>>(out, (__half *)oscaled.ptr, a.L, a.Ev, total8, f);
         if ((st = launched(op))) return st;
         o_ptr = oscaled.ptr;
     }

@@ -33,7 +33,7 @@
 #include <stdint.h>
 #endif
 
-#include "nb_backend.h"
+#include "nb_kernel_ops.h"
 
 #ifdef __CUDACC__
 #define NB_SM_FN __host__ __device__ static inline __attribute__((always_inline))

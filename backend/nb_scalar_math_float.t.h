@@ -177,7 +177,7 @@ NB_SM_FN T NB_SM(unary)(int op, T x, const NB_SM(unary_args) *u) {
 
 /* ---- unary backward: gx = rule(g, v; alpha) ------------------------------------
  * v is the saved tensor the rule reads: x, or y = f(x) where
- * nb_unary_saved_of(op) says so (NB_UNARY_OPS, nb_backend.h). Rules follow
+ * nb_unary_saved_of(op) says so (NB_UNARY_OPS, nb_kernel_ops.h). Rules follow
  * derivatives.yaml and PyTorch's *_backward kernels, their values at kinks
  * and for NaN included: relu passes g at NaN (threshold_backward);
  * hardtanh's halves give 0 at their bound and at NaN; elu and selu give

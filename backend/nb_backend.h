@@ -102,6 +102,49 @@ typedef struct nb_kview {
     int64_t strides[NB_MAX_DIMS]; /* elements; 0 = broadcast */
 } nb_kview;
 
+/* ---- fused elementwise programs (the pointwise slot) ---------------------------- */
+
+/* What a node of a pointwise program computes at one element. Each node
+ * stands for one call of an elementwise slot and yields that slot's value
+ * in the node's dtype, rounded as the slot stores it, so a program gives
+ * the same bits as its nodes run one slot call at a time. */
+typedef enum nb_pw_kind {
+    NB_PW_INPUT,          /* input view `a` (views[n_out + a]); dtype is that view's */
+    NB_PW_CONST,          /* `value` in dtype (a float dtype or bool) */
+    NB_PW_CAST,           /* node a converted to dtype: the copy slot's conversion */
+    NB_PW_UNARY,          /* the unary slot: op (nb_unary_op) of node a, alpha `value`; dtype is a's */
+    NB_PW_UNARY_BACKWARD, /* unary_backward: op's rule for gy = node a and x or y = node b, alpha `value` */
+    NB_PW_BINARY,         /* the binary slot: node a op (nb_binary_op) node b, both of one dtype; dtype
+                           * is theirs, or bool for a comparison */
+    NB_PW_WHERE,          /* the where slot: node a (bool) ? node b : node c, b and c of dtype */
+    NB_PW_KIND_COUNT
+} nb_pw_kind;
+
+typedef struct nb_pw_node {
+    nb_pw_kind kind;
+    int op;         /* nb_unary_op or nb_binary_op (UNARY, UNARY_BACKWARD, BINARY) */
+    nb_dtype dtype; /* the value's dtype: float32, float64, bfloat16, float16 or bool */
+    int a, b, c;    /* operands: indices of earlier nodes (INPUT: the input's index) */
+    double value;   /* CONST's value; the unary ops' alpha */
+} nb_pw_node;
+
+/* The most views (outputs and inputs) and nodes of one program: the CUDA
+ * kernel takes every view's pointer and strides as one parameter. */
+#define NB_PW_MAX_VIEWS 32
+#define NB_PW_MAX_NODES 256
+
+/* A DAG of nodes in topological order (operands before their users) and
+ * the nodes its outputs store: output k (views[k]) receives node
+ * outputs[k], which must have views[k]'s dtype. n_in inputs follow the
+ * outputs in the slot's view list. */
+typedef struct nb_pw_program {
+    int n_nodes;
+    const nb_pw_node *nodes;
+    int n_out;
+    const int *outputs;
+    int n_in;
+} nb_pw_program;
+
 /* The op of the reduce, scan and scan_backward slots (backend/nb_slots.def): torch.sum, amax, amin,
  * prod and cumsum, cummax, cummin, cumprod, logcumsumexp. */
 typedef enum nb_reduce_op {

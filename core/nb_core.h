@@ -466,6 +466,8 @@ typedef struct nb_device_counters {
     uint64_t host_syncs;      /* times the host waited for the device (stream, event or device
                                  synchronize, a blocking copy); 0 on the CPU */
     uint64_t h2d_bytes, d2h_bytes; /* bytes copied between host and device memory */
+    uint64_t kernels_compiled;   /* kernels generated and compiled at run time (NVRTC on CUDA) */
+    uint64_t kernel_cache_loads; /* generated kernels loaded from the on-disk cache instead */
 } nb_device_counters;
 /* Zeros with NB_ERR_DEVICE for a device that does not exist. */
 nb_device_counters nb_device_counters_get(nb_device dev);

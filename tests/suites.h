@@ -85,6 +85,7 @@
     X(print) \
     X(ops_random) \
     X(cuda_elementwise) \
+    X(pointwise) \
     X(graph) \
     X(cuda_runtime) \
     X(autocast) \

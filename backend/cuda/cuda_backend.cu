@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "jit.cuh"
 #include <atomic>
 
 
@@ -526,6 +527,7 @@ static void counters(nb_backend *be, nb_device_counters *c) {
     c->host_syncs = n_syncs[d].load(std::memory_order_relaxed);
     c->h2d_bytes = n_h2d[d].load(std::memory_order_relaxed);
     c->d2h_bytes = n_d2h[d].load(std::memory_order_relaxed);
+    jit_counters(d, &c->kernels_compiled, &c->kernel_cache_loads);
 }
 
 } // namespace nbc

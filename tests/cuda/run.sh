@@ -76,13 +76,15 @@ stage() {
     cp build-cuda/tests/bench/cuda_cnn_slots build-cuda/tests/bench/cuda_reduce_slots build-cuda/tests/dist_check \
         build-cuda/tests/bench/gemm_shapes "$dev/bin/"
     # the decoder benchmarks (linked with the static library, each a fat binary; no data files)
-    cp build-cuda/tests/bench/bench_gpt build-cuda/tests/bench/bench_llama_infer "$dev/bin/"
+    cp build-cuda/tests/bench/bench_gpt build-cuda/tests/bench/bench_llama_infer build-cuda/tests/bench/bench_pointwise \
+        "$dev/bin/"
     # the library and its CUDA backend, loaded beside it on first use
     cp -L build-cuda/libnabla.so.0 build-cuda/libnabla_cuda.so.0 "$dev/lib/"
     # symbols stay here, and the large files (CUDA fat binaries) travel
     # compressed: the device tool carries at most 64 MiB
     strip --strip-unneeded "$dev"/bin/* "$dev"/examples/* "$dev/lib/libnabla.so.0" "$dev/lib/libnabla_cuda.so.0"
-    gzip -1 "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla_cuda.so.0"
+    gzip -1 "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/bin/bench_pointwise" \
+        "$dev/lib/libnabla_cuda.so.0"
     # Check is linked statically; its subunit, libpng, libjpeg and protobuf-c may not be on the GPU machine
     for l in libsubunit.so.0 libpng16.so.16 libjpeg.so.62 libprotobuf-c.so.1; do cp -L "$(ldconfig -p | awk -v l=$l '$1 == l {print $NF; exit}')" "$dev/lib/"; done
     local mn=${NB_MNIST_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nabla/mnist}
@@ -228,7 +230,8 @@ run_bench() {
 
 gpu() {
     mkdir -p "$out"
-    for f in "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/lib/libnabla.so.0" \
+    for f in "$dev/bin/nabla-tests" "$dev/bin/bench_gpt" "$dev/bin/bench_llama_infer" "$dev/bin/bench_pointwise" \
+        "$dev/lib/libnabla.so.0" \
         "$dev/lib/libnabla_cuda.so.0"; do
         [ -f "$f.gz" ] && gunzip -f "$f.gz"
     done

@@ -17,8 +17,9 @@
 //   - the unary ops' parameters are prepared on the host as unary.cu
 //     prepares them, and passed as literal bits.
 // The source depends on the program, the views' dtypes and the geometry's
-// kind (contiguous, or the merged rank with 32- or 64-bit index math), not
-// on sizes or addresses, so one compiled kernel serves every call alike.
+// kind (contiguous, or the merged rank with 32- or 64-bit index math; V
+// elements per thread as 16-byte vectors where every view allows it), not
+// on sizes or addresses, so one compiled kernel serves many calls.
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,17 +159,32 @@ static void emit_cast(Src &s, int i, nb_dtype to, nb_dtype from, int a) {
     else s.add("    float v%d = ld_%s(st_%s(v%d));\n", i, bits16(to), bits16(to), a); // from a float32 value
 }
 
+// The element type of a view's storage in the generated code.
+static const char *stype(nb_dtype dt) { return is16(dt) ? "uint16_t" : dt == NB_F64 ? "double" : dt == NB_BOOL ? "bool" : "float"; }
+
+// How the kernel walks the elements: V = 1, one element per thread; V > 1,
+// V consecutive elements of the innermost dim per thread, loaded and stored
+// as one aligned vector for the views that step that dim by 1 (vec[k]) and
+// read once for those that broadcast it.
+struct Walk {
+    int V = 1;
+    bool vec[NB_PW_MAX_VIEWS] = {};
+};
+
 // The value of node i (as `v<i>` of ctype(dtype)), then its rounding to the dtype.
-static void emit_node(Src &s, const nb_pw_program *p, const nb_kview *views, int i) {
+static void emit_node(Src &s, const nb_pw_program *p, const Walk &w, int i) {
     const nb_pw_node *nd = &p->nodes[i];
     const nb_dtype dt = nd->dtype;
     const char *T = ctype(dt);
     switch (nd->kind) {
     case NB_PW_INPUT: {
         int k = p->n_out + nd->a;
-        if (is16(dt)) s.add("    float v%d = ld_%s(((const uint16_t *)p.ptr[%d])[o%d]);\n", i, bits16(dt), k, k);
-        else s.add("    %s v%d = ((const %s *)p.ptr[%d])[o%d];\n", T, i, T, k, k);
-        (void)views;
+        char raw[64];
+        if (w.V == 1) snprintf(raw, sizeof raw, "((const %s *)p.ptr[%d])[o%d]", stype(dt), k, k);
+        else if (w.vec[k]) snprintf(raw, sizeof raw, "x%d.v[t]", k);
+        else snprintf(raw, sizeof raw, "x%d", k);
+        if (is16(dt)) s.add("    float v%d = ld_%s(%s);\n", i, bits16(dt), raw);
+        else s.add("    %s v%d = %s;\n", T, i, raw);
         return; // exact already
     }
     case NB_PW_CONST:
@@ -203,12 +219,46 @@ static void emit_node(Src &s, const nb_pw_program *p, const nb_kview *views, int
     else if (dt != NB_BOOL) s.add("    v%d = keep(v%d, p.zero);\n", i, i);
 }
 
-// The kernel `nb_pw` for program p over views with geometry g.
-static void generate(Src &s, const nb_pw_program *p, const nb_kview *views, const Geom &g) {
-    const int nv = p->n_out + p->n_in, D = g.ndim > 0 ? g.ndim : 1;
+// V for the views: every view steps the innermost merged dim by 1 or 0
+// (outputs by 1), that dim's size and the outer strides of the stepping
+// views are multiples of V, and their pointers are aligned to V elements;
+// V elements of the widest stepping view make 16 bytes (at most 8). Else 1.
+static Walk walk_of(int nv, int n_out, const nb_kview *views, const Geom &g) {
+    Walk w;
+    if (g.ndim == 0) return w;
+    const int in = g.ndim - 1;
+    size_t widest = 0;
+    for (int k = 0; k < nv; k++) {
+        int64_t st = g.st[k][in];
+        if ((st != 0 && st != 1) || (k < n_out && st != 1)) return w;
+        if (st == 1 && nb_dtype_size(views[k].dtype) > widest) widest = nb_dtype_size(views[k].dtype);
+    }
+    int V = widest ? (int)(16 / widest) : 1;
+    if (V > 8) V = 8;
+    if (V < 2 || g.shape[in] % V) return w;
+    for (int k = 0; k < nv; k++) {
+        if (g.st[k][in] != 1) continue;
+        if ((uintptr_t)views[k].data % ((size_t)V * nb_dtype_size(views[k].dtype))) return w;
+        for (int d = 0; d < in; d++)
+            if (g.st[k][d] % V) return w;
+    }
+    w.V = V;
+    for (int k = 0; k < nv; k++) w.vec[k] = g.st[k][in] == 1;
+    return w;
+}
+
+// The kernel `nb_pw` for program p over views with geometry g, walked as w says.
+static void generate(Src &s, const nb_pw_program *p, const nb_kview *views, const Geom &g, const Walk &w) {
+    const int nv = p->n_out + p->n_in, D = g.ndim > 0 ? g.ndim : 1, V = w.V;
     s.add("%s", PRELUDE);
     s.add("struct P {\n    long long n, zero;\n    char *ptr[%d];\n    long long shape[%d];\n    long long st[%d][%d];\n};\n",
           nv, D, nv, D);
+    if (V > 1) { // the vectors: V elements of each storage type, aligned as one access
+        const nb_dtype kinds[4] = {NB_BF16, NB_F32, NB_F64, NB_BOOL};
+        for (int t = 0; t < 4; t++)
+            s.add("struct __align__(%zu) vec_%s { %s v[%d]; };\n", (size_t)V * nb_dtype_size(kinds[t]) > 16 ? 16
+                  : (size_t)V * nb_dtype_size(kinds[t]), stype(kinds[t]), stype(kinds[t]), V);
+    }
     s.add("extern \"C\" __global__ void __launch_bounds__(%d) nb_pw(P p) {\n", THREADS);
     for (int i = 0; i < p->n_nodes; i++) { // the unary ops' parameters, prepared as unary.cu prepares them
         const nb_pw_node *nd = &p->nodes[i];
@@ -223,8 +273,8 @@ static void generate(Src &s, const nb_pw_program *p, const nb_kview *views, cons
                   fbits(u.a), fbits(u.p10), (int)u.round_neg);
         }
     }
-    s.add("    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < p.n;"
-          " i += (long long)gridDim.x * blockDim.x) {\n");
+    s.add("    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < p.n / %d;"
+          " j += (long long)gridDim.x * blockDim.x) {\n    const long long i = j * %d;\n", V, V);
     if (g.contig) {
         for (int k = 0; k < nv; k++) s.add("    const long long o%d = i;\n", k);
     } else {
@@ -235,12 +285,31 @@ static void generate(Src &s, const nb_pw_program *p, const nb_kview *views, cons
         s.add("#pragma unroll\n        for (int k = 0; k < %d; k++) o[k] += (%s)r * (%s)p.st[k][d];\n    }\n", nv, I, I);
         for (int k = 0; k < nv; k++) s.add("    const long long o%d = o[%d];\n", k, k);
     }
-    for (int i = 0; i < p->n_nodes; i++) emit_node(s, p, views, i);
+    if (V > 1) { // inputs read once per thread (a broadcast view: its one element), outputs gathered
+        for (int k = p->n_out; k < nv; k++) {
+            const char *ty = stype(views[k].dtype);
+            if (w.vec[k]) s.add("    const vec_%s x%d = *(const vec_%s *)((const %s *)p.ptr[%d] + o%d);\n", ty, k, ty, ty, k, k);
+            else s.add("    const %s x%d = ((const %s *)p.ptr[%d])[o%d];\n", ty, k, ty, k, k);
+        }
+        for (int k = 0; k < p->n_out; k++) s.add("    vec_%s y%d;\n", stype(views[k].dtype), k);
+        s.add("#pragma unroll\n    for (int t = 0; t < %d; t++) {\n", V);
+    }
+    for (int i = 0; i < p->n_nodes; i++) emit_node(s, p, w, i);
     for (int k = 0; k < p->n_out; k++) {
         const nb_dtype dt = views[k].dtype;
         int v = p->outputs[k];
-        if (is16(dt)) s.add("    ((uint16_t *)p.ptr[%d])[o%d] = st_%s(v%d);\n", k, k, bits16(dt), v);
-        else s.add("    ((%s *)p.ptr[%d])[o%d] = v%d;\n", ctype(dt), k, k, v);
+        char dst[64];
+        if (V == 1) snprintf(dst, sizeof dst, "((%s *)p.ptr[%d])[o%d]", stype(dt), k, k);
+        else snprintf(dst, sizeof dst, "y%d.v[t]", k);
+        if (is16(dt)) s.add("    %s = st_%s(v%d);\n", dst, bits16(dt), v);
+        else s.add("    %s = v%d;\n", dst, v);
+    }
+    if (V > 1) {
+        s.add("    }\n");
+        for (int k = 0; k < p->n_out; k++) {
+            const char *ty = stype(views[k].dtype);
+            s.add("    *(vec_%s *)((%s *)p.ptr[%d] + o%d) = y%d;\n", ty, ty, k, k, k);
+        }
     }
     s.add("    }\n}\n");
 }
@@ -255,7 +324,8 @@ extern "C" nb_status nb_cuda_pointwise(nb_backend *be, int n, const nb_kview *vi
     make_geom(n, views, &g);
     if (g.numel == 0) return NB_OK;
     Src s;
-    generate(s, prog, views, g);
+    const Walk w = walk_of(n, prog->n_out, views, g);
+    generate(s, prog, views, g, w);
     if (s.oom) return nb_set_error(NB_ERR_OOM, "pointwise: no memory for the kernel's source");
     cudaKernel_t k;
     nb_status st = jit_kernel(be, "pointwise", s.p, "nb_pw", &k);
@@ -263,12 +333,12 @@ extern "C" nb_status nb_cuda_pointwise(nb_backend *be, int n, const nb_kview *vi
     // the kernel's parameter: P of the generated source, all 8-byte fields
     const int D = g.ndim > 0 ? g.ndim : 1;
     uint64_t param[2 + NB_PW_MAX_VIEWS + MAXD + NB_PW_MAX_VIEWS * MAXD] = {0};
-    uint64_t *w = param;
-    *w++ = (uint64_t)g.numel;
-    *w++ = 0; // zero: the barrier's operand, unknown to the compiler
-    for (int k = 0; k < n; k++) *w++ = (uint64_t)(uintptr_t)views[k].data;
-    for (int d = 0; d < D; d++) *w++ = (uint64_t)(d < g.ndim ? g.shape[d] : 1);
+    uint64_t *f = param;
+    *f++ = (uint64_t)g.numel;
+    *f++ = 0; // zero: the barrier's operand, unknown to the compiler
+    for (int k = 0; k < n; k++) *f++ = (uint64_t)(uintptr_t)views[k].data;
+    for (int d = 0; d < D; d++) *f++ = (uint64_t)(d < g.ndim ? g.shape[d] : 1);
     for (int k = 0; k < n; k++)
-        for (int d = 0; d < D; d++) *w++ = (uint64_t)(d < g.ndim ? g.st[k][d] : 0);
-    return jit_launch(be, "pointwise", k, blocks_for(g.numel), THREADS, param);
+        for (int d = 0; d < D; d++) *f++ = (uint64_t)(d < g.ndim ? g.st[k][d] : 0);
+    return jit_launch(be, "pointwise", k, blocks_for(g.numel / w.V), THREADS, param);
 }

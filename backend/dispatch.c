@@ -7,7 +7,7 @@
 #include "nb_backend_util.h"
 
 static const char *const slot_names[NB_SLOT_COUNT] = {
-#define NB_SLOT(slot, kind, cpu, cuda, check) [NB_SLOT_##slot] = #slot,
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) [NB_SLOT_##slot] = #slot,
 #include "nb_slots.def"
 #undef NB_SLOT
 };
@@ -15,7 +15,7 @@ static const char *const slot_names[NB_SLOT_COUNT] = {
 #define NB_SLOT_IS_REQ 1
 #define NB_SLOT_IS_OPT 0
 static const bool slot_required[NB_SLOT_COUNT] = {
-#define NB_SLOT(slot, kind, cpu, cuda, check) [NB_SLOT_##slot] = NB_SLOT_IS_##kind,
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) [NB_SLOT_##slot] = NB_SLOT_IS_##kind,
 #include "nb_slots.def"
 #undef NB_SLOT
 };
@@ -26,7 +26,7 @@ bool nb_slot_required(nb_slot_id slot) { return (unsigned)slot < NB_SLOT_COUNT &
 
 bool nb_backend_has_slot(const nb_backend *be, nb_slot_id slot) {
     switch (slot) {
-#define NB_SLOT(slot, kind, cpu, cuda, check) \
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) \
     case NB_SLOT_##slot: return be->iface->slot != NULL;
 #include "nb_slots.def"
 #undef NB_SLOT

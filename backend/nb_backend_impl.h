@@ -101,7 +101,7 @@ extern "C" {
 
 /* Slot ids, in the list's order: NB_SLOT_copy, ... */
 typedef enum nb_slot_id {
-#define NB_SLOT(slot, kind, cpu, cuda, check) NB_SLOT_##slot,
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_SLOT_##slot,
 #include "nb_slots.def"
 #undef NB_SLOT
     NB_SLOT_COUNT
@@ -209,7 +209,7 @@ struct nb_backend_i {
 
 
     /* ---- kernel slots (nb_slots.def): NULL where the backend has none ---- */
-#define NB_SLOT(slot, kind, cpu, cuda, check) nb_status(*slot) NB_SLOT_PARAMS(slot);
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) nb_status(*slot) NB_SLOT_PARAMS(slot);
 #include "nb_slots.def"
 #undef NB_SLOT
 };
@@ -254,21 +254,51 @@ nb_status nb_after_kernel(nb_backend *be, nb_status st, const char *slot);
  * slot's parameters; NB_OK or the error, set. */
 #define NB_SLOT_CHECK_DECL_1(slot) nb_status nb_check_##slot NB_SLOT_PARAMS(slot);
 #define NB_SLOT_CHECK_DECL_0(slot)
-#define NB_SLOT(slot, kind, cpu, cuda, check) NB_SLOT_CHECK_DECL_##check(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_SLOT_CHECK_DECL_##check(slot)
 #include "nb_slots.def"
 #undef NB_SLOT
 
+/* ---- fusion of elementwise calls under graph capture (backend/fuse.c) ----------
+ * While a CUDA graph is captured with nb_graph_options.fuse, nb_fuse_on is
+ * set, and the slots marked fuse in the slot list record their calls made
+ * on the captured stream (not from inside another slot) instead of running
+ * them; any other slot call on that backend, a stream event and the
+ * capture's end first run what was recorded, as fused programs. */
+extern bool nb_fuse_on;
+/* Whether a fusable call on be now is recorded: a fusing capture of be on
+ * the current stream, and no slot call under way on this thread. */
+bool nb_fuse_wants(nb_backend *be);
+/* Runs the calls recorded for be (NB_OK when none, or not from inside a
+ * slot call); the first failure is returned and the rest dropped. */
+nb_status nb_fuse_flush(nb_backend *be);
+/* A slot call starts / ends on this thread (while nb_fuse_on). */
+void nb_fuse_enter(void);
+void nb_fuse_exit(void);
+#define NB_FUSE_DECL_1(slot) nb_status nb_fuse_record_##slot NB_SLOT_PARAMS(slot);
+#define NB_FUSE_DECL_0(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_FUSE_DECL_##fuse(slot)
+#include "nb_slots.def"
+#undef NB_SLOT
+#define NB_FUSE_HOOK_1(slot) \
+    if (nb_fuse_wants(be)) return nb_fuse_record_##slot NB_SLOT_ARGS(slot);
+#define NB_FUSE_HOOK_0(slot) \
+    if ((st = nb_fuse_flush(be)) != NB_OK) return st;
+
 /* nb_kernel_<slot>(be, ...): runs be's kernel for slot after the shared
  * checks (above); the slot list has the parameters. */
-#define NB_SLOT(slot, kind, cpu, cuda, check)                                            \
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse)                                            \
     static inline nb_status nb_kernel_##slot NB_SLOT_PARAMS(slot) {                      \
         const nb_slot_id slot_ = NB_SLOT_##slot;                                          \
         nb_status st = be->iface->slot ? NB_OK : nb_kernel_missing(be, slot_);            \
         NB_ARGS_##slot(NB_SLOT_REQ) NB_SLOT_CHECK_##check(slot) if (st != NB_OK) return st; \
+        const bool fz_ = nb_fuse_on;                                                      \
+        if (fz_) { NB_FUSE_HOOK_##fuse(slot) }                                            \
         int dev_ = 0;                                                                     \
         if (be->iface->device_enter && (st = be->iface->device_enter(be, &dev_))) return st; \
         nb_kernel_before(be, slot_);                                                      \
+        if (fz_) nb_fuse_enter();                                                         \
         st = be->iface->slot NB_SLOT_ARGS(slot);                                          \
+        if (fz_) nb_fuse_exit();                                                          \
         if (be->iface->device_exit) be->iface->device_exit(be, dev_);                     \
         return nb_after_kernel(be, st, #slot);                                            \
     }

@@ -133,6 +133,16 @@ void nb_alloc_capture_end(nb_backend *be);
 void nb_alloc_capture_pause(nb_backend *be, bool paused);
 void nb_alloc_pool_release(nb_backend *be, int pool);
 
+/* ---- elementwise fusion under graph capture (backend/fuse.c) ------------------ */
+
+/* Fusion starts for the capture of stream on be (a no-op where be has no
+ * pointwise slot), and ends: what is recorded runs first. */
+nb_status nb_fuse_begin(nb_backend *be, void *stream);
+nb_status nb_fuse_end(nb_backend *be);
+/* A device block [ptr, ptr + bytes) was freed: recorded calls writing it
+ * need not store (core/alloc.c calls it). */
+void nb_fuse_note_free(void *ptr, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

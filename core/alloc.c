@@ -351,6 +351,7 @@ void nb_free_raw(nb_backend *be, void *handle) {
     block *b = handle;
     if (!b) return;
     (void)be;
+    if (nb_fuse_on) nb_fuse_note_free(b->ptr, b->size); /* recorded writes to it need not happen */
     dev_cache *c = b->owner; /* the CPU: maybe another thread's arena */
     pthread_mutex_lock(&c->lock);
     c->stats.allocated -= b->size;

@@ -71,7 +71,11 @@ bool nb_graph_is_capturing(nb_device dev) {
     return nb_graph_capturing_be(be);
 }
 
-nb_status nb_graph_capture_begin(nb_device dev) {
+nb_status nb_graph_capture_begin(nb_device dev) { return nb_graph_capture_begin_with(dev, NULL); }
+
+nb_status nb_graph_capture_begin_with(nb_device dev, const nb_graph_options *opts) {
+    const nb_graph_options none = {0};
+    if (!opts) opts = &none;
     nb_backend *be = nb_backend_get(dev);
     if (!be) return nb_last_status();
     if (!be->iface->graph_capture_begin) {
@@ -95,6 +99,7 @@ nb_status nb_graph_capture_begin(nb_device dev) {
     nb_status st = nb_alloc_capture_begin(be, g->stream, g->pool);
     if (!st) {
         st = be->iface->graph_capture_begin(be, g->stream);
+        if (!st && opts->fuse) st = nb_fuse_begin(be, g->stream);
         if (st) nb_alloc_capture_end(be), nb_alloc_pool_release(be, g->pool);
     }
     if (st) {
@@ -122,7 +127,8 @@ nb_graph *nb_graph_capture_end(nb_device dev) {
     if (!be) return NULL;
     nb_graph *g = capturing;
     if (!g || g->be != be) return NB_FAIL(NB_ERR_STATE, "graph_capture_end: no capture is under way on this device");
-    nb_status failed = nb_last_status(); /* an op that failed inside the capture */
+    nb_status failed = nb_fuse_end(be); /* the recorded elementwise calls, fused */
+    if (!failed) failed = nb_last_status(); /* an op that failed inside the capture */
     nb_status st = be->iface->graph_capture_end(be, g->stream, &g->exec);
     nb_alloc_capture_end(be);
     capturing = NULL;

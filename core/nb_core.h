@@ -500,6 +500,21 @@ typedef struct nb_graph nb_graph; /* a captured CUDA graph (torch.cuda.CUDAGraph
  * Errors: NB_ERR_UNSUPPORTED (a device without graphs), NB_ERR_STATE (a
  * capture under way), NB_ERR_DEVICE. */
 nb_status nb_graph_capture_begin(nb_device dev);
+/* How a capture records the step (zero: as nb_graph_capture_begin). */
+typedef struct nb_graph_options {
+    /* Fuse the captured step's elementwise ops (copy and casts, fill,
+     * unary ops and their backward rules, binary ops, where) into kernels
+     * generated and compiled at run time (NVRTC), as torch.compile's
+     * pointwise fusion: consecutive such calls of one shape become one
+     * kernel, values read again in the group stay in registers, and values
+     * freed before the next other op are never stored. The replay gives the
+     * same bits as without fusion, with fewer kernels. false: each op its
+     * own kernel. */
+    bool fuse;
+} nb_graph_options;
+/* nb_graph_capture_begin with options (NULL: the zero options). Errors as
+ * nb_graph_capture_begin's. */
+nb_status nb_graph_capture_begin_with(nb_device dev, const nb_graph_options *opts);
 /* Ends the capture and returns the graph, ready to replay, or NULL with an
  * error (an op that failed during the capture fails it). */
 nb_graph *nb_graph_capture_end(nb_device dev);

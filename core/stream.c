@@ -163,6 +163,16 @@ nb_status nb_event_record(nb_event *e, nb_stream *s) {
     if (!e) return nb_set_error(NB_ERR_INVALID_ARG, "event_record: NULL event");
     if (!s && !(s = nb_current_stream(e->be->device))) return nb_last_status();
     if (s->be != e->be) return nb_set_error(NB_ERR_DEVICE, "event_record: the event and the stream are on different devices");
+    if (nb_fuse_on) { /* calls recorded for fusion on s run before the event */
+        nb_stream *cur = nb_current_stream(s->be->device);
+        nb_status st = cur == s ? NB_OK : nb_set_current_stream(s);
+        if (!st) st = nb_fuse_flush(s->be);
+        if (cur != s) {
+            nb_status st2 = nb_set_current_stream(cur);
+            if (!st) st = st2;
+        }
+        if (st) return st;
+    }
     return e->be->iface->event_record(e->be, e->handle, s->handle);
 }
 

@@ -111,7 +111,8 @@ static double cosine_lr(int k, int n) {
  * one, from the same seed and data: the same parameters and loss sum.
  * With `lr_change`, the lr follows a cosine schedule set before every step,
  * the captured one included (as the examples' --cuda-graph does). */
-static void eager_vs_graph(nb_device dev, bool dropout, bool lr_change) {
+static uint64_t eager_vs_graph(nb_device dev, bool dropout, bool lr_change, bool fuse) {
+    uint64_t launches = 0; /* kernels the capture launched (recorded into the graph) */
     enum { STEPS = 100, WARM = 3 };
     net e, g;
     net_init(&e, dev, dropout);
@@ -131,10 +132,12 @@ static void eager_vs_graph(nb_device dev, bool dropout, bool lr_change) {
             continue;
         }
         if (!gr) {
-            NB_CK_OK(nb_graph_capture_begin(dev));
+            uint64_t l0 = nb_device_counters_get(dev).kernel_launches;
+            NB_CK_OK(nb_graph_capture_begin_with(dev, &(nb_graph_options){.fuse = fuse}));
             ck_assert(nb_graph_is_capturing(dev));
             NB_CK_OK(step(&g));
             gr = nb_graph_capture_end(dev);
+            launches = nb_device_counters_get(dev).kernel_launches - l0;
             ck_assert_msg(gr != NULL, "capture: %s", nb_last_error());
             ck_assert(!nb_graph_is_capturing(dev));
         }
@@ -145,15 +148,29 @@ static void eager_vs_graph(nb_device dev, bool dropout, bool lr_change) {
     ck_assert(nb_item(e.loss_sum) == nb_item(g.loss_sum));
     nb_graph_free(gr);
     net_free(&e), net_free(&g);
+    return launches;
 }
 
 START_TEST(test_graph_mlp_bitwise) {
-    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) eager_vs_graph(NB_CUDA(i), false, false);
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) eager_vs_graph(NB_CUDA(i), false, false, false);
 }
 END_TEST
 
 START_TEST(test_graph_dropout_lr_bitwise) {
-    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) eager_vs_graph(NB_CUDA(i), true, true);
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) eager_vs_graph(NB_CUDA(i), true, true, false);
+}
+END_TEST
+
+/* nb_graph_options.fuse: the same bits as the eager steps, with fewer
+ * kernels in the graph than the plain capture's. */
+START_TEST(test_graph_fused_bitwise) {
+    for (int i = 0; i < nb_device_count(NB_DEVICE_CUDA); i++) {
+        uint64_t plain = eager_vs_graph(NB_CUDA(i), true, true, false);
+        uint64_t fused = eager_vs_graph(NB_CUDA(i), true, true, true);
+        ck_assert_msg(fused < plain, "fused capture: %llu kernels, plain %llu", (unsigned long long)fused,
+                      (unsigned long long)plain);
+        eager_vs_graph(NB_CUDA(i), false, false, true);
+    }
 }
 END_TEST
 
@@ -380,6 +397,7 @@ Suite *nb_suite_graph(void) {
     tcase_add_test(c, test_graph_errors_cpu);
     tcase_add_test(c, test_graph_mlp_bitwise);
     tcase_add_test(c, test_graph_dropout_lr_bitwise);
+    tcase_add_test(c, test_graph_fused_bitwise);
     tcase_add_test(c, test_graph_sync_in_capture);
     tcase_add_test(c, test_graph_host_copy_refused);
     tcase_add_test(c, test_graph_index_ops_replay);

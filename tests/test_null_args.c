@@ -160,6 +160,7 @@ START_TEST(test_every_public_function_survives_null) {
     NS(nb_profiler_export_chrome_trace, NULL);
     NS(nb_write_file_atomic, NULL, NULL, NULL, 0);
     NS(nb_graph_replay, NULL);
+    NS(nb_graph_capture_begin_with, NB_CPU, NULL); /* NULL: the zero options; the CPU has no graphs */
     NS(nb_module_flatten_parameters, NULL);
     NS(nb_module_flatten_parameters_ex, NULL, 1);
     NI(nb_module_flat_buffers, NULL, NULL, NULL, 0);

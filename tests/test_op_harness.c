@@ -354,7 +354,7 @@ static void two_kernels_setup(void) {
     const nb_backend *cpu = nb_backend_get(NB_CPU);
     ck_assert_ptr_nonnull(cpu);
     two_kernels_iface = *cpu->iface;
-#define NB_SLOT(slot, kind, cpu, cuda, check) two_kernels_iface.slot = NULL;
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) two_kernels_iface.slot = NULL;
 #include "nb_slots.def"
 #undef NB_SLOT
     two_kernels_iface.copy = cpu->iface->copy;

@@ -151,7 +151,7 @@ static struct nb_backend_i cpu_iface = {
 #define NB_CPU_SET_1(slot) .slot = nb_cpu_##slot,
 #define NB_CPU_SET_ISA(slot)
 #define NB_CPU_SET_0(slot)
-#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CPU_SET_##cpu(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_CPU_SET_##cpu(slot)
 #include "nb_slots.def"
 #undef NB_SLOT
 };
@@ -168,7 +168,7 @@ void nb_cpu_backend_use_kernels(const nb_cpu_isa_kernels *k) {
 #define NB_CPU_USE_ISA(slot) cpu_iface.slot = k->slot;
 #define NB_CPU_USE_1(slot)
 #define NB_CPU_USE_0(slot)
-#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CPU_USE_##cpu(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_CPU_USE_##cpu(slot)
 #include "nb_slots.def"
 #undef NB_SLOT
 }

@@ -53,7 +53,7 @@
 #endif
 #define NB_CPU_DECL_1(slot) nb_status nb_cpu_##slot NB_SLOT_PARAMS(slot);
 #define NB_CPU_DECL_0(slot)
-#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CPU_DECL_##cpu(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_CPU_DECL_##cpu(slot)
 #include "nb_slots.def"
 #undef NB_SLOT
 

@@ -49,7 +49,7 @@ typedef enum nb_cpu_isa {
 #define NB_CPU_ISA_FIELD_1(slot)
 #define NB_CPU_ISA_FIELD_0(slot)
 typedef struct nb_cpu_isa_kernels {
-#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CPU_ISA_FIELD_##cpu(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_CPU_ISA_FIELD_##cpu(slot)
 #include "nb_slots.def"
 #undef NB_SLOT
 } nb_cpu_isa_kernels;

@@ -11,7 +11,7 @@
 #define NB_CPU_ISA_INIT_1(slot)
 #define NB_CPU_ISA_INIT_0(slot)
 const nb_cpu_isa_kernels NB_ISA_CAT(nb_cpu_isa_kernels, NB_ISA_SUFFIX) = {
-#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CPU_ISA_INIT_##cpu(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_CPU_ISA_INIT_##cpu(slot)
 #include "nb_slots.def"
 #undef NB_SLOT
 };

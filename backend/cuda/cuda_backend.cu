@@ -575,7 +575,7 @@ static void fill_iface(void) {
     i->memcpy_peer = memcpy_peer;
 #define NB_CUDA_SET_1(slot) i->slot = nb_cuda_##slot;
 #define NB_CUDA_SET_0(slot)
-#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CUDA_SET_##cuda(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_CUDA_SET_##cuda(slot)
 #include "nb_slots.def"
 #undef NB_SLOT
 }

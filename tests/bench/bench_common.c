@@ -8,7 +8,7 @@
 
 static void usage(const char *prog) {
     fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N] [--device cpu|cuda|cuda:N] [--tf32] "
-                    "[--config NAME] [--amp] [--graph] [--profile] [--distributed] [--batch N] [--seq N] "
+                    "[--config NAME] [--amp] [--graph] [--fuse] [--profile] [--distributed] [--batch N] [--seq N] "
                     "[--dropout P]\n",
             prog);
     exit(2);
@@ -24,6 +24,10 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
         const char *f = argv[i];
         if (!strcmp(f, "--distributed")) {
             distributed = true;
+            continue;
+        }
+        if (!strcmp(f, "--fuse")) { /* --graph with nb_graph_options.fuse */
+            a.graph = a.fuse = true;
             continue;
         }
         if (!strcmp(f, "--tf32") || !strcmp(f, "--profile") || !strcmp(f, "--graph") || !strcmp(f, "--amp")) {
@@ -116,11 +120,11 @@ static nb_status one_step(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_te
     return st == NB_OK ? nb_device_synchronize(nb_device_of(x)) : st;
 }
 
-/* torch_ref.py's mode string: fp32, or tf32/amp/graph joined by '+'. */
+/* torch_ref.py's mode string: fp32, or tf32/amp/graph joined by '+' (graph+fuse with --fuse). */
 static const char *mode_name(const nb_bench_args *a) {
-    static char m[32];
-    snprintf(m, sizeof m, "%s%s%s%s%s", a->tf32 ? "tf32" : "", a->tf32 && a->amp ? "+" : "", a->amp ? "amp" : "",
-             (a->tf32 || a->amp) && a->graph ? "+" : "", a->graph ? "graph" : "");
+    static char m[40];
+    snprintf(m, sizeof m, "%s%s%s%s%s%s", a->tf32 ? "tf32" : "", a->tf32 && a->amp ? "+" : "", a->amp ? "amp" : "",
+             (a->tf32 || a->amp) && a->graph ? "+" : "", a->graph ? "graph" : "", a->fuse ? "+fuse" : "");
     if (!m[0]) snprintf(m, sizeof m, "fp32");
     return m;
 }
@@ -139,6 +143,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_device dev = nb_device_of(x);
     nb_device_counters c0 = {0};
     nb_graph *g = NULL;
+    uint64_t graph_kernels = 0; /* kernels the capture recorded into the graph */
     amp = a->amp;
     forward = a->forward, forward_ctx = a->forward_ctx;
     if (amp && !(amp_params = nb_module_parameter_list(net, &n_amp_params))) /* for nb_autocast_cache_params */
@@ -146,7 +151,8 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     if (a->pg && !(ddp = nb_ddp_new(net, a->pg, NULL))) return train_steps_end(ms, nb_bench_fail(workload));
     for (int i = 0; i < a->warmup + a->steps; i++) {
         if (i == a->warmup && a->graph) { /* capture one step after the eager warm-up */
-            nb_status st = nb_graph_capture_begin(dev);
+            uint64_t k0 = nb_device_counters_get(dev).kernel_launches;
+            nb_status st = nb_graph_capture_begin_with(dev, &(nb_graph_options){.fuse = a->fuse});
             if (!st) st = step_work(net, opt, x, y, &loss);
             char why[512];
             snprintf(why, sizeof why, "%s", nb_last_error()); /* the first failure's message */
@@ -159,6 +165,7 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
                 return train_steps_end(ms, 1);
             }
             g = cg;
+            graph_kernels = nb_device_counters_get(dev).kernel_launches - k0;
         }
         if (i == a->warmup) {
             c0 = nb_device_counters_get(dev);
@@ -188,9 +195,9 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     double median = a->steps % 2 ? ms[a->steps / 2] : 0.5 * (ms[a->steps / 2 - 1] + ms[a->steps / 2]);
     char d[32];
     printf("workload=%s device=%s mode=%s threads=%d %snabla median_ms=%.3f min_ms=%.3f loss=%.4f "
-           "launches_per_step=%.1f syncs_per_step=%.1f info=\"%s\"\n",
+           "launches_per_step=%.1f syncs_per_step=%.1f graph_kernels=%llu info=\"%s\"\n",
            workload, nb_device_str(dev, d, sizeof d), mode_name(a), nb_get_num_threads(), world, median,
            ms[0], l, (double)(c1.kernel_launches - c0.kernel_launches) / a->steps,
-           (double)(c1.host_syncs - c0.host_syncs) / a->steps, nb_backend_info(dev));
+           (double)(c1.host_syncs - c0.host_syncs) / a->steps, (unsigned long long)graph_kernels, nb_backend_info(dev));
     return train_steps_end(ms, 0);
 }

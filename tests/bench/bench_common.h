@@ -12,6 +12,7 @@ typedef struct nb_bench_args {
     bool tf32;
     bool amp;     /* --amp: forward under bf16 autocast (torch_ref.py's --amp) */
     bool graph;   /* --graph: the timed steps replay one captured step (CUDA graphs) */
+    bool fuse;    /* --fuse: --graph, the capture fusing elementwise ops (nb_graph_options.fuse) */
     bool profile; /* --profile: the kernel-slot profile of the timed steps (nb_profiler_report) */
     const char *variant; /* a workload's own flag (bench_bert: --config bert-base) */
     int padding;         /* --padding N: bench_bert's padded sequences (its comment) */

@@ -12,7 +12,7 @@
 extern "C" {
 #define NB_CUDA_DECL_1(slot) nb_status nb_cuda_##slot NB_SLOT_PARAMS(slot);
 #define NB_CUDA_DECL_0(slot)
-#define NB_SLOT(slot, kind, cpu, cuda, check) NB_CUDA_DECL_##cuda(slot)
+#define NB_SLOT(slot, kind, cpu, cuda, check, fuse) NB_CUDA_DECL_##cuda(slot)
 #include "nb_slots.def"
 #undef NB_SLOT
 }

@@ -15,14 +15,16 @@
  * update reads each element before the same thread writes it). A group of
  * one call runs its own slot. Dead stores: a call whose output block is
  * freed (nb_fuse_note_free) before the group runs, or whose output view a
- * later call of the group writes again, is not stored; an output read
- * later (saved for the backward) is stored. The bits are those of the
+ * later call of the group writes again, is not stored, unless a recorded
+ * call after the group reads it; an output read later (saved for the
+ * backward) is stored. The bits are those of the
  * calls run one by one (the pointwise slot's contract). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nb_backend_util.h"
+#include "nb_impl.h"
 
 bool nb_fuse_on;
 
@@ -104,28 +106,8 @@ void nb_fuse_note_free(void *ptr, size_t bytes) {
 
 /* ---- views ------------------------------------------------------------------------------ */
 
-/* [first byte, last byte + 1) that v can touch. */
-static void span(const nb_kview *v, const char **a, const char **b) {
-    int64_t lo = 0, hi = 0;
-    for (int d = 0; d < v->ndim; d++) {
-        int64_t s = (v->shape[d] - 1) * v->strides[d];
-        if (s < 0) lo += s;
-        else hi += s;
-    }
-    int64_t es = (int64_t)nb_dtype_size(v->dtype);
-    *a = (const char *)v->data + lo * es, *b = (const char *)v->data + (hi + 1) * es;
-}
-static bool meet(const nb_kview *x, const nb_kview *y) {
-    const char *a0, *a1, *b0, *b1;
-    span(x, &a0, &a1), span(y, &b0, &b1);
-    return a0 < b1 && b0 < a1;
-}
-static bool same_view(const nb_kview *a, const nb_kview *b) {
-    if (a->data != b->data || a->dtype != b->dtype || !nb_view_same_shape(a, b)) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] > 1 && a->strides[d] != b->strides[d]) return false;
-    return true;
-}
+static bool meet(const nb_kview *x, const nb_kview *y) { return nb_view_ranges_meet(x, y); }
+static bool same_view(const nb_kview *a, const nb_kview *b) { return nb_view_same_elements(a, b); }
 static bool fusable_dtype(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64 || nb_dtype_is_16bit(dt) || dt == NB_BOOL; }
 static bool is_float(nb_dtype dt) { return dt != NB_BOOL && fusable_dtype(dt); }
 
@@ -142,14 +124,7 @@ static bool fusable(const call *c) {
     case NB_SLOT_where: return true;
     case NB_SLOT_unary:
     case NB_SLOT_unary_backward: return is_float(c->out.dtype);
-    case NB_SLOT_binary: {
-        int op = c->op;
-        if (op >= NB_BINARY_EQ && op <= NB_BINARY_LE) return true;
-        if (c->in[0].dtype == NB_BOOL)
-            return op == NB_BINARY_ADD || op == NB_BINARY_MUL || op == NB_BINARY_MAXIMUM || op == NB_BINARY_MINIMUM ||
-                   op == NB_BINARY_BITWISE_AND || op == NB_BINARY_BITWISE_OR || op == NB_BINARY_BITWISE_XOR;
-        return op < NB_BINARY_BITWISE_AND;
-    }
+    case NB_SLOT_binary: return nb_pw_binary_takes(c->op, c->in[0].dtype);
     default: return false;
     }
 }
@@ -277,12 +252,20 @@ nb_status nb_fuse_flush(nb_backend *be) {
             st = run_one(be, &calls[i++]);
             continue;
         }
+        const int first = i;
         while (i < n && fusable(&calls[i]) && try_add(g, &calls[i])) i++;
+        /* a freed output that a call after the group reads from memory (a
+         * cast to int, another shape, a permuted copy) is stored after all */
+        for (int k = first; k < i; k++)
+            for (int j = i; j < n && calls[k].dead; j++)
+                for (int m = 0; m < calls[j].n_in; m++)
+                    if (meet(&calls[j].in[m], &calls[k].out)) calls[k].dead = false;
         st = run_group(be, g);
     }
     depth--;
     free(g);
     free(calls);
+    if (st) nb_graph_fail(be); /* the capture fails even if the caller clears the error */
     return st;
 }
 
@@ -299,6 +282,9 @@ nb_status nb_fuse_begin(nb_backend *be, void *stream) {
 nb_status nb_fuse_end(nb_backend *be) {
     if (!nb_fuse_on || be != fuse_be) return NB_OK;
     nb_status st = nb_fuse_flush(be);
+    if (!st && n_pend) /* another stream is current: nothing may be dropped silently */
+        st = nb_set_error(NB_ERR_STATE, "graph_capture_end: %d recorded elementwise calls need the captured stream "
+                          "current (make it current before ending the capture)", n_pend);
     pthread_mutex_lock(&lock);
     nb_fuse_on = false;
     fuse_be = NULL, fuse_stream = NULL;

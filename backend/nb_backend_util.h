@@ -95,6 +95,69 @@ static inline bool nb_view_is_contiguous(const nb_kview *v) {
     }
     return true;
 }
+/* Whether the byte ranges [first element, last element] of a and b meet
+ * (a conservative overlap test: strided views that interleave meet). */
+static inline bool nb_view_ranges_meet(const nb_kview *a, const nb_kview *b) {
+    const nb_kview *v[2] = {a, b};
+    const char *lo[2], *hi[2];
+    for (int k = 0; k < 2; k++) {
+        int64_t l = 0, h = 0;
+        for (int d = 0; d < v[k]->ndim; d++) {
+            int64_t s = (v[k]->shape[d] - 1) * v[k]->strides[d];
+            if (s < 0) l += s;
+            else h += s;
+        }
+        int64_t es = (int64_t)nb_dtype_size(v[k]->dtype);
+        lo[k] = (const char *)v[k]->data + l * es, hi[k] = (const char *)v[k]->data + (h + 1) * es;
+    }
+    return lo[0] < hi[1] && lo[1] < hi[0];
+}
+/* Whether a and b are the same elements in the same order: data, dtype,
+ * shape, and strides where the size is above 1. */
+static inline bool nb_view_same_elements(const nb_kview *a, const nb_kview *b) {
+    if (a->data != b->data || a->dtype != b->dtype || !nb_view_same_shape(a, b)) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] > 1 && a->strides[d] != b->strides[d]) return false;
+    return true;
+}
+/* nv views of one shape walked in C order with fewer dims: size-1 dims
+ * dropped and a dim merged into the one before where every view steps
+ * through both as one (the iterators' rule). Writes *ndim, shape and
+ * st[k] (view k's element strides); returns *ndim. */
+static inline int nb_view_merge_dims(int nv, const nb_kview *v, int *ndim, int64_t *shape,
+                                     int64_t (*st)[NB_MAX_DIMS]) {
+    int n = 0;
+    for (int d = 0; d < v[0].ndim; d++) {
+        if (v[0].shape[d] == 1) continue;
+        shape[n] = v[0].shape[d];
+        for (int k = 0; k < nv; k++) st[k][n] = v[k].strides[d];
+        n++;
+    }
+    int m = 0;
+    for (int d = 0; d < n; d++) {
+        bool merge = m > 0;
+        for (int k = 0; k < nv && merge; k++) merge = st[k][m - 1] == st[k][d] * shape[d];
+        if (merge) {
+            shape[m - 1] *= shape[d];
+            for (int k = 0; k < nv; k++) st[k][m - 1] = st[k][d];
+            continue;
+        }
+        shape[m] = shape[d];
+        for (int k = 0; k < nv; k++) st[k][m] = st[k][d];
+        m++;
+    }
+    return *ndim = m;
+}
+/* The binary ops a fused elementwise program takes (the pointwise slot):
+ * every float op but the bitwise ones and shifts, and for bool operands
+ * the comparisons and the logic ops (add/max as or, mul/min as and). */
+static inline bool nb_pw_binary_takes(int op, nb_dtype in) {
+    if (op >= NB_BINARY_EQ && op <= NB_BINARY_LE) return true;
+    if (in == NB_BOOL)
+        return op == NB_BINARY_ADD || op == NB_BINARY_MUL || op == NB_BINARY_MAXIMUM || op == NB_BINARY_MINIMUM ||
+               op == NB_BINARY_BITWISE_AND || op == NB_BINARY_BITWISE_OR || op == NB_BINARY_BITWISE_XOR;
+    return op < NB_BINARY_BITWISE_AND;
+}
 /* "[2, 3] float32" into buf (for error messages); NB_VIEW_STR bytes hold any. */
 #define NB_VIEW_STR 160
 const char *nb_view_str(const nb_kview *v, char *buf, size_t len);

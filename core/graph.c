@@ -30,6 +30,7 @@ typedef struct hook {
 struct nb_graph {
     nb_backend *be;
     void *stream; /* the captured stream */
+    nb_stream *stream_obj; /* the same, as the nb_stream that was current at the capture's begin */
     void *exec;
     int pool;
     rng_use rng[MAX_GENS];
@@ -87,6 +88,7 @@ nb_status nb_graph_capture_begin_with(nb_device dev, const nb_graph_options *opt
     if (!g) return nb_set_error(NB_ERR_OOM, "graph_capture_begin: out of host memory");
     g->be = be;
     g->stream = nb_backend_current_stream(be);
+    g->stream_obj = nb_current_stream(dev);
     pthread_mutex_lock(&lock);
     bool busy = capturing != NULL;
     if (!busy) g->pool = next_pool++, capturing = g;
@@ -127,7 +129,11 @@ nb_graph *nb_graph_capture_end(nb_device dev) {
     if (!be) return NULL;
     nb_graph *g = capturing;
     if (!g || g->be != be) return NB_FAIL(NB_ERR_STATE, "graph_capture_end: no capture is under way on this device");
-    nb_status failed = nb_fuse_end(be); /* the recorded elementwise calls, fused */
+    /* the recorded elementwise calls, fused, on the captured stream */
+    nb_stream *cur = nb_current_stream(dev);
+    if (cur != g->stream_obj) nb_set_current_stream(g->stream_obj);
+    nb_status failed = nb_fuse_end(be);
+    if (cur != g->stream_obj) nb_set_current_stream(cur);
     if (!failed) failed = nb_last_status(); /* an op that failed inside the capture */
     nb_status st = be->iface->graph_capture_end(be, g->stream, &g->exec);
     nb_alloc_capture_end(be);

@@ -423,6 +423,60 @@ START_TEST(test_pointwise_graph_capture) {
 }
 END_TEST
 
+/* Capture with fusion (nb_graph_options.fuse): values whose tensors are
+ * freed before the next other op, but that a later recorded call reads
+ * from memory (a permuted copy, a cast to int32, another shape), are still
+ * stored; the replay equals the eager run bit for bit. */
+static void dead_reads_body(nb_tensor *x, nb_tensor *c_out, nb_tensor *z_out, nb_tensor *s_out) {
+    nb_scope *inner = nb_scope_begin();
+    nb_tensor *t = nb_mul_scalar(x, 0.5);
+    nb_tensor *c = nb_contiguous(nb_transpose(t, 0, 1));
+    nb_tensor *z = nb_to_dtype(nb_mul_scalar(nb_exp(x), 3), NB_I32);
+    NB_CK_NOTNULL(c);
+    NB_CK_NOTNULL(z);
+    nb_retain(c), nb_retain(z);
+    NB_CK_OK(nb_scope_end(inner)); /* t and exp(x) are freed while their calls are still recorded */
+    nb_scope *s2 = nb_scope_begin();
+    nb_tensor *sum = nb_sum(c, NULL, 0, false); /* not elementwise: runs what was recorded */
+    NB_CK_NOTNULL(sum);
+    NB_CK_OK(nb_copy_(c_out, c));
+    NB_CK_OK(nb_copy_(z_out, z));
+    NB_CK_OK(nb_copy_(s_out, sum));
+    NB_CK_OK(nb_scope_end(s2));
+    nb_release(c), nb_release(z);
+}
+
+START_TEST(test_pointwise_fused_capture_dead_reads) {
+    nb_device devs[8];
+    int na = nb_test_accelerators(devs, 8);
+    for (int di = 0; di < na; di++) {
+        nb_scope *sc = nb_scope_begin();
+        nb_device dev = devs[di];
+        const int64_t sh[3] = {4, 6, 8}, sht[3] = {6, 4, 8};
+        nb_tensor *x = filled(dev, 3, sh, NB_F32, -2, 2);
+        nb_tensor *c[2] = {nb_empty_on(3, sht, NB_F32, dev), nb_empty_on(3, sht, NB_F32, dev)};
+        nb_tensor *z[2] = {nb_empty_on(3, sh, NB_I32, dev), nb_empty_on(3, sh, NB_I32, dev)};
+        nb_tensor *sm[2] = {nb_empty_on(0, NULL, NB_F32, dev), nb_empty_on(0, NULL, NB_F32, dev)};
+        dead_reads_body(x, c[0], z[0], sm[0]); /* eager */
+        dead_reads_body(x, c[1], z[1], sm[1]); /* warm-up */
+        NB_CK_OK(nb_device_synchronize(dev));
+        NB_CK_OK(nb_graph_capture_begin_with(dev, &(nb_graph_options){.fuse = true}));
+        dead_reads_body(x, c[1], z[1], sm[1]);
+        nb_graph *g = nb_graph_capture_end(dev);
+        NB_CK_NOTNULL(g);
+        NB_CK_OK(nb_fill_(c[1], 0));
+        NB_CK_OK(nb_fill_(z[1], 0));
+        NB_CK_OK(nb_graph_replay(g));
+        NB_CK_OK(nb_device_synchronize(dev));
+        ck_same_bits("permuted copy of a freed value", c[1], c[0]);
+        ck_same_bits("int32 cast of a freed value", z[1], z[0]);
+        ck_same_bits("sum", sm[1], sm[0]);
+        nb_graph_free(g);
+        nb_scope_end(sc);
+    }
+}
+END_TEST
+
 /* ---- CUDA's kernel caches -------------------------------------------------------------- */
 
 /* A program whose source no other test generates (alpha in the source). */
@@ -560,6 +614,7 @@ Suite *nb_suite_pointwise(void) {
     tcase_add_test(tc, test_pointwise_errors);
     tcase_add_test(tc, test_pointwise_compiles_once);
     tcase_add_test(tc, test_pointwise_graph_capture);
+    tcase_add_test(tc, test_pointwise_fused_capture_dead_reads);
     tcase_add_test(tc, test_pointwise_kernel_cache);
     tcase_set_timeout(tc, 600);
     suite_add_tcase(s, tc);

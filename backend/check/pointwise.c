@@ -11,16 +11,6 @@
 
 static bool is_compare(int op) { return op >= NB_BINARY_EQ && op <= NB_BINARY_LE; }
 
-/* The binary ops of float operands (bitwise ops and shifts are for
- * integers) and of bool operands (backend/check/binary.c's bool rows). */
-static bool binary_ok(int op, nb_dtype in) {
-    if (is_compare(op)) return true;
-    if (in == NB_BOOL)
-        return op == NB_BINARY_ADD || op == NB_BINARY_MUL || op == NB_BINARY_MAXIMUM || op == NB_BINARY_MINIMUM ||
-               op == NB_BINARY_BITWISE_AND || op == NB_BINARY_BITWISE_OR || op == NB_BINARY_BITWISE_XOR;
-    return op < NB_BINARY_BITWISE_AND;
-}
-
 static nb_status bad_node(int i, const char *why) {
     return nb_set_error(NB_ERR_INVALID_ARG, SLOT ": node %d: %s", i, why);
 }
@@ -58,7 +48,7 @@ static nb_status check_node(const nb_pw_program *p, const nb_kview *views, int i
     case NB_PW_BINARY:
         if ((unsigned)nd->op >= NB_BINARY_OP_COUNT) return bad_node(i, "bad binary op");
         if (p->nodes[nd->b].dtype != da) return bad_node(i, "binary operands of two dtypes");
-        if (!binary_ok(nd->op, da))
+        if (!nb_pw_binary_takes(nd->op, da))
             return nb_set_error(NB_ERR_DTYPE, SLOT ": node %d: %s does not take %s", i,
                                 nb_binary_name((nb_binary_op)nd->op), nb_dtype_name(da));
         if (nd->dtype != (is_compare(nd->op) ? NB_BOOL : da)) return bad_node(i, "binary result of the wrong dtype");
@@ -70,33 +60,6 @@ static nb_status check_node(const nb_pw_program *p, const nb_kview *views, int i
         return NB_OK;
     default: return bad_node(i, "bad kind");
     }
-}
-
-/* Whether two views' element ranges [first, last] meet (a conservative test). */
-static bool ranges_meet(const nb_kview *a, const nb_kview *b) {
-    const char *pa = a->data, *pb = b->data;
-    int64_t lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
-    for (int d = 0; d < a->ndim; d++) {
-        int64_t span = (a->shape[d] - 1) * a->strides[d];
-        if (span < 0) lo_a += span;
-        else hi_a += span;
-    }
-    for (int d = 0; d < b->ndim; d++) {
-        int64_t span = (b->shape[d] - 1) * b->strides[d];
-        if (span < 0) lo_b += span;
-        else hi_b += span;
-    }
-    size_t ea = nb_dtype_size(a->dtype), eb = nb_dtype_size(b->dtype);
-    const char *a0 = pa + lo_a * (int64_t)ea, *a1 = pa + (hi_a + 1) * (int64_t)ea;
-    const char *b0 = pb + lo_b * (int64_t)eb, *b1 = pb + (hi_b + 1) * (int64_t)eb;
-    return a0 < b1 && b0 < a1;
-}
-
-static bool same_view(const nb_kview *a, const nb_kview *b) {
-    if (a->data != b->data || a->dtype != b->dtype || !nb_view_same_shape(a, b)) return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] > 1 && a->strides[d] != b->strides[d]) return false;
-    return true;
 }
 
 nb_status nb_check_pointwise(nb_backend *be, int n, const nb_kview *views, const nb_pw_program *p) {
@@ -129,7 +92,7 @@ nb_status nb_check_pointwise(nb_backend *be, int n, const nb_kview *views, const
                 return nb_set_error(NB_ERR_INVALID_ARG, SLOT ": output %d is broadcast along dim %d", k, d);
         for (int j = 0; j < n; j++) {
             if (j == k || nb_view_numel(&views[k]) == 0) continue;
-            bool ok = !ranges_meet(&views[k], &views[j]) || (j >= p->n_out && same_view(&views[k], &views[j]));
+            bool ok = !nb_view_ranges_meet(&views[k], &views[j]) || (j >= p->n_out && nb_view_same_elements(&views[k], &views[j]));
             if (!ok)
                 return nb_set_error(NB_ERR_INVALID_ARG, SLOT ": output %d overlaps %s %d", k,
                                     j < p->n_out ? "output" : "input", j < p->n_out ? j : j - p->n_out);

@@ -40,30 +40,6 @@ typedef struct pw_job {
     char why[256];
 } pw_job;
 
-static void merge_dims(int nv, const nb_kview *v, pw_geom *g) {
-    g->ndim = 0;
-    for (int d = 0; d < v[0].ndim; d++) {
-        if (v[0].shape[d] == 1) continue;
-        g->shape[g->ndim] = v[0].shape[d];
-        for (int k = 0; k < nv; k++) g->st[k][g->ndim] = v[k].strides[d];
-        g->ndim++;
-    }
-    int nd = 0;
-    for (int d = 0; d < g->ndim; d++) {
-        bool merge = nd > 0;
-        for (int k = 0; k < nv && merge; k++) merge = g->st[k][nd - 1] == g->st[k][d] * g->shape[d];
-        if (merge) {
-            g->shape[nd - 1] *= g->shape[d];
-            for (int k = 0; k < nv; k++) g->st[k][nd - 1] = g->st[k][d];
-            continue;
-        }
-        g->shape[nd] = g->shape[d];
-        for (int k = 0; k < nv; k++) g->st[k][nd] = g->st[k][d];
-        nd++;
-    }
-    g->ndim = nd;
-}
-
 /* View k of the job over rows [r0, r1) of dim 0. */
 static nb_kview slice(const pw_job *j, int k, int64_t r0, int64_t r1) {
     nb_kview v = {0};
@@ -147,7 +123,7 @@ static void run_range(void *ctx, int64_t begin, int64_t end) {
 nb_status nb_cpu_pointwise(nb_backend *be, int n, const nb_kview *views, const nb_pw_program *prog) {
     pw_job j = {.be = be, .p = prog, .views = views, .nv = n};
     if (nb_view_numel(&views[0]) == 0) return NB_OK;
-    merge_dims(n, views, &j.g);
+    nb_view_merge_dims(n, views, &j.g.ndim, j.g.shape, j.g.st);
     j.row = 1;
     for (int d = 1; d < j.g.ndim; d++) j.row *= j.g.shape[d];
     j.rows_per = j.row >= CHUNK ? 1 : CHUNK / j.row;

@@ -22,15 +22,17 @@ struct Key {
     uint64_t h[2];
 };
 
-// Two 64-bit FNV-1a streams with different bases, each finished by
-// splitmix64's mixer: 128 bits, so distinct sources do not share a file.
+// Two 64-bit multiplicative streams (FNV-1a, and one with another odd
+// multiplier and an offset), each finished by splitmix64's mixer: a
+// 128-bit name, so distinct sources do not share a file (not a
+// cryptographic hash: the cache trusts its directory).
 struct Hasher {
     uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
     void bytes(const void *p, size_t n) {
         const unsigned char *c = (const unsigned char *)p;
         for (size_t i = 0; i < n; i++) {
             a = (a ^ c[i]) * 0x100000001b3ull;
-            b = (b ^ c[i]) * 0x00000100000001b3ull + 0x9e3779b97f4a7c15ull;
+            b = (b ^ c[i]) * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull; // another odd multiplier
         }
     }
     void str(const char *s) { bytes(s, strlen(s) + 1); } // the NUL separates fields
@@ -222,8 +224,10 @@ static nb_status compile(const char *slot, const char *src, const char *name, in
         }
         st = nb_set_error(NB_ERR_UNSUPPORTED, "%s: NVRTC could not compile kernel %s: %s: %s", slot, name,
                           nvrtcGetErrorString(r), log);
-    } else if ((r = nvrtcGetCUBINSize(prog, bytes)) != NVRTC_SUCCESS || *bytes == 0) {
+    } else if ((r = nvrtcGetCUBINSize(prog, bytes)) != NVRTC_SUCCESS) {
         st = nvrtc_fail(slot, "nvrtcGetCUBINSize", r);
+    } else if (*bytes == 0) {
+        st = nb_set_error(NB_ERR_UNSUPPORTED, "%s: NVRTC made no cubin for kernel %s", slot, name);
     } else if (!(*cubin = malloc(*bytes))) {
         st = nb_set_error(NB_ERR_OOM, "%s: no memory for a %zu-byte cubin", slot, *bytes);
     } else if ((r = nvrtcGetCUBIN(prog, (char *)*cubin)) != NVRTC_SUCCESS) {
@@ -274,6 +278,20 @@ nb_status jit_kernel(nb_backend *be, const char *slot, const char *src, const ch
     cudaKernel_t k;
     cudaError_t e = cudaLibraryLoadData(&lib, cubin, nullptr, nullptr, 0, nullptr, nullptr, 0);
     if (e == cudaSuccess && (e = cudaLibraryGetKernel(&k, lib, name)) != cudaSuccess) cudaLibraryUnload(lib);
+    if (e != cudaSuccess && from_disk) { // a cache file that does not load: compile again
+        (void)cudaGetLastError();
+        free(cubin);
+        cubin = nullptr;
+        from_disk = false;
+        nb_status st = compile(slot, src, name, arch, &cubin, &bytes);
+        if (st) {
+            cudaThreadExchangeStreamCaptureMode(&mode);
+            return st;
+        }
+        n_compiled[dev].fetch_add(1, std::memory_order_relaxed);
+        e = cudaLibraryLoadData(&lib, cubin, nullptr, nullptr, 0, nullptr, nullptr, 0);
+        if (e == cudaSuccess && (e = cudaLibraryGetKernel(&k, lib, name)) != cudaSuccess) cudaLibraryUnload(lib);
+    }
     cudaThreadExchangeStreamCaptureMode(&mode);
     if (e != cudaSuccess) {
         free(cubin);

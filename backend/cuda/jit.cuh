@@ -22,8 +22,9 @@ namespace nbc {
 
 // The kernel `name` (declared extern "C" __global__ in src) compiled for
 // be's device, from the caches when it was compiled before. Errors:
-// NB_ERR_BACKEND naming slot, with NVRTC's log for a source that does not
-// compile. Safe from any thread, and while a stream is captured.
+// NB_ERR_UNSUPPORTED naming slot, with NVRTC's log for a source that does
+// not compile (or an architecture NVRTC does not know); the CUDA error of a
+// module that does not load. Safe from any thread, and while a stream is captured.
 nb_status jit_kernel(nb_backend *be, const char *slot, const char *src, const char *name, cudaKernel_t *out);
 
 // Launches k on the current stream with its one parameter, the struct at

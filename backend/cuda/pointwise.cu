@@ -77,28 +77,8 @@ struct Geom {
 };
 
 static void make_geom(int nv, const nb_kview *v, Geom *g) {
-    g->ndim = 0;
     g->numel = numel(&v[0]);
-    for (int d = 0; d < v[0].ndim; d++) { // drop size-1 dims
-        if (v[0].shape[d] == 1) continue;
-        g->shape[g->ndim] = v[0].shape[d];
-        for (int k = 0; k < nv; k++) g->st[k][g->ndim] = v[k].strides[d];
-        g->ndim++;
-    }
-    int nd = 0; // merge dim d into the one before when every view steps through both as one
-    for (int d = 0; d < g->ndim; d++) {
-        bool merge = nd > 0;
-        for (int k = 0; k < nv && merge; k++) merge = g->st[k][nd - 1] == g->st[k][d] * g->shape[d];
-        if (merge) {
-            g->shape[nd - 1] *= g->shape[d];
-            for (int k = 0; k < nv; k++) g->st[k][nd - 1] = g->st[k][d];
-            continue;
-        }
-        g->shape[nd] = g->shape[d];
-        for (int k = 0; k < nv; k++) g->st[k][nd] = g->st[k][d];
-        nd++;
-    }
-    g->ndim = nd;
+    const int nd = nb_view_merge_dims(nv, v, &g->ndim, g->shape, g->st);
     g->contig = nd == 0;
     if (nd == 1) {
         g->contig = true;
@@ -116,7 +96,7 @@ static void make_geom(int nv, const nb_kview *v, Geom *g) {
 
 // The prelude: the integer types nb_kernel_ops.h expects of an NVRTC
 // includer, the formulas, and the 16-bit conversions as Traits (cuda_bf16.h,
-// cuda_fp16.h on sm_80+) and copy.cu's narrow_f do them.
+// cuda_fp16.h; bfloat16 needs sm_80) and copy.cu's narrow_f do them.
 static const char PRELUDE[] =
     "typedef signed char int8_t;\ntypedef short int16_t;\ntypedef int int32_t;\ntypedef long long int64_t;\n"
     "typedef unsigned char uint8_t;\ntypedef unsigned short uint16_t;\ntypedef unsigned int uint32_t;\n"
@@ -127,7 +107,18 @@ static const char PRELUDE[] =
     "NBJ float ld_f16(uint16_t h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
     "NBJ uint16_t st_bf16(float f) { uint16_t h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
     "NBJ uint16_t st_f16(float f) { uint16_t h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
-    "NBJ uint16_t st_bf16_d(double d) { uint16_t h; asm(\"cvt.rn.bf16.f64 %0, %1;\" : \"=h\"(h) : \"d\"(d)); return h; }\n"
+    // double to bfloat16, rounded once: sm_90's instruction; before it, to
+    // float rounded to odd (toward zero, then the last bit set if inexact),
+    // which a float-to-bfloat16 rounding then makes correctly rounded
+    "NBJ uint16_t st_bf16_d(double d) {\n"
+    "#if __CUDA_ARCH__ >= 900\n"
+    "    uint16_t h; asm(\"cvt.rn.bf16.f64 %0, %1;\" : \"=h\"(h) : \"d\"(d)); return h;\n"
+    "#else\n"
+    "    float f = __double2float_rz(d);\n"
+    "    if ((double)f != d && d == d) f = __uint_as_float(__float_as_uint(f) | 1u);\n"
+    "    return st_bf16(f);\n"
+    "#endif\n"
+    "}\n"
     "NBJ uint16_t st_f16_d(double d) { uint16_t h; asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h) : \"d\"(d)); return h; }\n"
     "NBJ float keep(float v, long long z) { return __int_as_float(__float_as_int(v) ^ (int)z); }\n"
     "NBJ double keep(double v, long long z) { return __longlong_as_double(__double_as_longlong(v) ^ z); }\n";

@@ -120,8 +120,10 @@ typedef enum nb_pw_kind {
     NB_PW_KIND_COUNT
 } nb_pw_kind;
 
+/* One node of a pointwise program: what it computes (kind, op, value),
+ * its dtype and its operands. */
 typedef struct nb_pw_node {
-    nb_pw_kind kind;
+    nb_pw_kind kind; /* what the node computes */
     int op;         /* nb_unary_op or nb_binary_op (UNARY, UNARY_BACKWARD, BINARY) */
     nb_dtype dtype; /* the value's dtype: float32, float64, bfloat16, float16 or bool */
     int a, b, c;    /* operands: indices of earlier nodes (INPUT: the input's index) */
@@ -138,11 +140,11 @@ typedef struct nb_pw_node {
  * outputs[k], which must have views[k]'s dtype. n_in inputs follow the
  * outputs in the slot's view list. */
 typedef struct nb_pw_program {
-    int n_nodes;
-    const nb_pw_node *nodes;
-    int n_out;
-    const int *outputs;
-    int n_in;
+    int n_nodes;             /* 1 to NB_PW_MAX_NODES */
+    const nb_pw_node *nodes; /* n_nodes, operands before their users */
+    int n_out;               /* outputs, >= 1 */
+    const int *outputs;      /* n_out node indices: output k stores node outputs[k] */
+    int n_in;                /* input views after the outputs */
 } nb_pw_program;
 
 /* The op of the reduce, scan and scan_backward slots (backend/nb_slots.def): torch.sum, amax, amin,

@@ -169,12 +169,11 @@ static bool try_add(group *g, const call *c) {
         if (meet(&g->ins[k], &c->out) && !same_view(&g->ins[k], &c->out)) return false;
     for (int i = 0; i < g->n_calls; i++)
         if (meet(&g->calls[i]->out, &c->out) && !same_view(&g->calls[i]->out, &c->out)) return false;
-    group saved_counts = {0};
-    saved_counts.n_nodes = g->n_nodes, saved_counts.n_in = g->n_in;
+    const int n_nodes = g->n_nodes, n_in = g->n_in; /* to undo the inputs operand() adds */
     int ops[3] = {-1, -1, -1};
     for (int k = 0; k < c->n_in; k++)
         if ((ops[k] = operand(g, &c->in[k])) < 0) {
-            g->n_nodes = saved_counts.n_nodes, g->n_in = saved_counts.n_in;
+            g->n_nodes = n_nodes, g->n_in = n_in;
             return false;
         }
     nb_pw_node nd = {0, c->op, c->out.dtype, ops[0], ops[1], ops[2], c->value};

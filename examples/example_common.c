@@ -124,7 +124,7 @@ static int usage(const char *prog) {
             "usage: %s [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]\n"
             "          [--save PATH [--save-every STEPS]] [--resume PATH] [--stop-after EPOCHS]\n"
             "          [--lr-schedule cosine|wsd|constant] [--device cpu|cuda|cuda:N] [--cuda-graph]\n"
-            "          [--amp] [--distributed] [--max-steps N] [--dtype float32|float64]\n"
+            "          [--compile] [--amp] [--distributed] [--max-steps N] [--dtype float32|float64]\n"
             "          [--log-dir DIR] [--no-progress] [--onnx PATH] [--bitlinear] (mnist_mlp)\n"
             "          [--images DIR] [--export-images DIR] (mnist_cnn)\n",
             prog);
@@ -137,9 +137,10 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x = 0;
         bool ok = true;
-        if (!strcmp(f, "--cuda-graph") || !strcmp(f, "--amp") || !strcmp(f, "--distributed") ||
+        if (!strcmp(f, "--cuda-graph") || !strcmp(f, "--compile") || !strcmp(f, "--amp") || !strcmp(f, "--distributed") ||
             !strcmp(f, "--no-progress") || !strcmp(f, "--bitlinear")) { /* bare flags */
-            *(f[2] == 'c'   ? &a->cuda_graph
+            *(!strcmp(f, "--compile") ? &a->compile
+              : f[2] == 'c'   ? &a->cuda_graph
               : f[2] == 'a' ? &a->amp
               : f[2] == 'd' ? &a->distributed
               : f[2] == 'b' ? &a->bitlinear
@@ -185,6 +186,10 @@ int nb_example_parse(int argc, char **argv, nb_example_args *a) {
             return usage(prog);
         }
         if (!ok) return 2;
+    }
+    if (a->cuda_graph && a->compile) {
+        fprintf(stderr, "%s: --compile captures its own graphs: drop --cuda-graph\n", prog);
+        return 2;
     }
     if (a->cuda_graph && a->device.type != NB_DEVICE_CUDA) {
         fprintf(stderr, "%s: --cuda-graph needs --device cuda\n", prog);
@@ -258,6 +263,7 @@ typedef struct run {
     nb_tensor *gx, *gy;
     nb_graph *graph;
     int warm;
+    nb_compiled *compiled; /* --compile: run_step through nb_compile (made at the first step) */
     const char *name;  /* the program, for messages */
     bool reported;     /* the failure's message is printed already */
     nb_tensor **params; /* --amp: the module's parameters, cast ahead each step (nb_autocast_cache_params) */
@@ -405,6 +411,21 @@ static nb_status graph_step(run *r, const nb_batch *b) {
     return nb_graph_replay(r->graph);
 }
 
+/* run_step as an nb_step_fn over {x, y}: its loss goes to acc in place. */
+static nb_status compiled_work(void *ctx, nb_tensor *const *in, nb_tensor **out) {
+    (void)out;
+    return run_step(ctx, in[0], in[1]);
+}
+
+/* A step of batch b through nb_compile (--compile): eager warm-up calls, then
+ * one captured graph per batch shape (the last, short batch is a trace of
+ * its own), replayed; eager on the CPU. */
+static nb_status compiled_step(run *r, const nb_batch *b) {
+    if (!r->compiled && !(r->compiled = nb_compile(compiled_work, r, 2, 0, &(nb_compile_options){.module = r->net})))
+        return nb_last_status();
+    return nb_compiled_step(r->compiled, (nb_tensor *[]){b->x, b->y}, NULL);
+}
+
 /* Every 100 steps, after acc_read: the loss since the last point on the
  * progress bar, and with --log-dir the scalars nb_example_train lists. */
 static bool log_point(run *r, double samples) {
@@ -432,7 +453,7 @@ static double train_epoch(run *r, double *samples) {
     r->mark_sum = r->loss_sum, r->mark_steps = r->steps, r->mark_time = now_seconds(), r->mark_samples = 0;
     for (nb_batch b; nb_loader_next(r->loader, &b);) {
         set_lr(r->opt, r->a, r->global_step++, r->total_steps);
-        nb_status st = r->a->cuda_graph ? graph_step(r, &b) : run_step(r, b.x, b.y);
+        nb_status st = r->a->compile ? compiled_step(r, &b) : r->a->cuda_graph ? graph_step(r, &b) : run_step(r, b.x, b.y);
         if (st != NB_OK) return -1;
         r->steps++;
         *samples += (double)b.size;
@@ -451,6 +472,7 @@ static double train_epoch(run *r, double *samples) {
 /* Releases what the run made. */
 static void run_free(run *r) {
     nb_graph_free(r->graph);
+    nb_compiled_free(r->compiled);
     nb_release(r->acc), nb_release(r->gx), nb_release(r->gy);
     free(r->params);
     nb_progress_close(r->bar);
@@ -574,8 +596,9 @@ nb_example_result nb_example_train(nb_module *net, nb_optimizer *opt, nb_loader 
 
 bool nb_example_distributed_begin(const char *prog, nb_example_args *a) {
     if (!a->distributed) return true;
-    if (a->cuda_graph) {
-        fprintf(stderr, "%s: --distributed does not capture CUDA graphs yet: drop --cuda-graph\n", prog);
+    if (a->cuda_graph || a->compile) {
+        fprintf(stderr, "%s: --distributed does not capture CUDA graphs yet: drop %s\n", prog,
+                a->compile ? "--compile" : "--cuda-graph");
         return false;
     }
     a->device = nb_distributed_local_device(a->device); /* one GPU per rank */

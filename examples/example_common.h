@@ -31,6 +31,7 @@ typedef struct nb_example_args {
     int schedule;       /* --lr-schedule: an nb_lr_schedule (default cosine) */
     nb_device device;   /* --device cpu|cuda|cuda:N (default cpu): made the default device */
     bool cuda_graph;    /* --cuda-graph: full batches replay one captured training step */
+    bool compile;       /* --compile: the step through nb_compile (fused graphs on a GPU, eager on the CPU) */
     bool amp;           /* --amp: the forward pass and loss under bfloat16 autocast */
     bool distributed;   /* --distributed: one data-parallel rank of a run started by mpirun or
                            torchrun (nb_example_distributed_begin) */
@@ -52,7 +53,7 @@ typedef struct nb_example_result {
 
 /* Parses --epochs --batch-size --lr --seed --threads --data --save
  * --save-every --resume --stop-after --lr-schedule --device --cuda-graph
- * (a bare flag, with --device cuda) --amp (a bare flag) --log-dir
+ * (a bare flag, with --device cuda) --compile (a bare flag) --amp (a bare flag) --log-dir
  * --no-progress (a bare flag) --onnx --bitlinear (a bare flag), and makes the
  * device the default one (nb_set_default_device). A bad value prints a
  * line naming the flag, the value and what it must be (an integer out of

@@ -6,7 +6,7 @@
  *
  *   mnist_cnn [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]
  *             [--save PATH] [--save-every STEPS] [--resume PATH] [--stop-after EPOCHS]
- *             [--device cpu|cuda] [--amp] [--cuda-graph] [--distributed] [--max-steps N]
+ *             [--device cpu|cuda] [--amp] [--cuda-graph] [--compile] [--distributed] [--max-steps N]
  *             [--images DIR] [--export-images DIR]
  *
  * --export-images DIR writes MNIST as torchvision's ImageFolder layout,

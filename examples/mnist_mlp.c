@@ -3,7 +3,7 @@
  *
  *   mnist_mlp [--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--data DIR]
  *             [--save PATH] [--save-every STEPS] [--resume PATH] [--stop-after EPOCHS]
- *             [--device cpu|cuda] [--amp] [--cuda-graph] [--distributed] [--max-steps N]
+ *             [--device cpu|cuda] [--amp] [--cuda-graph] [--compile] [--distributed] [--max-steps N]
  *             [--dtype float32|float64] [--bitlinear]
  *
  * --bitlinear puts BitNet b1.58's BitLinear (nb_nn_bitlinear: int8 activations,

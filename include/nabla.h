@@ -5,7 +5,7 @@
  * Components: nb_core.h (tensors, scopes, RNG, memory), nb_autograd.h
  * (backward, no_grad, gradcheck), nb_ops.h and nb_functional.h
  * (differentiable ops), nb_nn.h (modules), nb_transformer.h and
- * nb_decoder.h (BERT, GPT-2, Llama), nb_optim.h (optimizers), nb_data.h
+ * nb_decoder.h (BERT, GPT-2, Llama), nb_compile.h (compiled training steps), nb_optim.h (optimizers), nb_data.h
  * (datasets, loader, MNIST), nb_text.h and nb_bpe.h (tokenizers),
  * nb_distributed.h (data-parallel training), nb_backend.h (devices and
  * their backends), nb_tensorboard.h (TensorBoard logs),
@@ -29,6 +29,7 @@
 #include "nb_nn.h"
 #include "nb_transformer.h"
 #include "nb_decoder.h"
+#include "nb_compile.h"
 #include "nb_optim.h"
 #include "nb_data.h"
 #include "nb_text.h"

@@ -87,6 +87,7 @@
     X(cuda_elementwise) \
     X(pointwise) \
     X(graph) \
+    X(compile) \
     X(cuda_runtime) \
     X(autocast) \
     X(flat_params) \

@@ -8,7 +8,7 @@
 
 static void usage(const char *prog) {
     fprintf(stderr, "usage: %s [--steps N] [--warmup N] [--threads N] [--device cpu|cuda|cuda:N] [--tf32] "
-                    "[--config NAME] [--amp] [--graph] [--fuse] [--profile] [--distributed] [--batch N] [--seq N] "
+                    "[--config NAME] [--amp] [--graph] [--fuse] [--compile] [--profile] [--distributed] [--batch N] [--seq N] "
                     "[--dropout P]\n",
             prog);
     exit(2);
@@ -28,6 +28,10 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
         }
         if (!strcmp(f, "--fuse")) { /* --graph with nb_graph_options.fuse */
             a.graph = a.fuse = true;
+            continue;
+        }
+        if (!strcmp(f, "--compile")) {
+            a.compile = true;
             continue;
         }
         if (!strcmp(f, "--tf32") || !strcmp(f, "--profile") || !strcmp(f, "--graph") || !strcmp(f, "--amp")) {
@@ -52,6 +56,10 @@ nb_bench_args nb_bench_parse(int argc, char **argv) {
     }
     if (a.steps < 1) a.steps = 1;
     if (a.warmup < 0) a.warmup = 0;
+    if (a.compile && a.graph) {
+        fprintf(stderr, "%s: --compile captures its own graph: drop --graph/--fuse\n", argv[0]);
+        exit(2);
+    }
     nb_set_num_threads(a.threads);
     if (distributed) a.device = nb_distributed_local_device(a.device); /* one GPU per rank */
     if (distributed && !(a.pg = nb_distributed_init((nb_distributed_options){.device = a.device}))) {
@@ -113,18 +121,31 @@ static nb_status step_work(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_t
     return st;
 }
 
-/* One timed step: eager, or (with a graph) a replay; ends with a device synchronize. */
+/* --compile: step_work as an nb_step_fn over inputs {x, y} and output {loss}. */
+typedef struct bench_model {
+    nb_module *net;
+    nb_optimizer *opt;
+} bench_model;
+static nb_status compiled_work(void *ctx, nb_tensor *const *in, nb_tensor **out) {
+    bench_model *m = ctx;
+    return step_work(m->net, m->opt, in[0], in[1], &out[0]);
+}
+
+/* One timed step: eager, a replay (with a graph) or a compiled call (with c;
+ * its loss is borrowed); ends with a device synchronize. */
 static nb_status one_step(nb_module *net, nb_optimizer *opt, nb_tensor *x, nb_tensor *y, nb_tensor **loss,
-                          nb_graph *g) {
-    nb_status st = g ? nb_graph_replay(g) : step_work(net, opt, x, y, loss);
+                          nb_graph *g, nb_compiled *c) {
+    nb_status st = c ? nb_compiled_step(c, (nb_tensor *[]){x, y}, loss)
+                   : g ? nb_graph_replay(g) : step_work(net, opt, x, y, loss);
     return st == NB_OK ? nb_device_synchronize(nb_device_of(x)) : st;
 }
 
-/* torch_ref.py's mode string: fp32, or tf32/amp/graph joined by '+' (graph+fuse with --fuse). */
+/* torch_ref.py's mode string: fp32, or tf32/amp/graph joined by '+' (graph+fuse with --fuse, compile with --compile). */
 static const char *mode_name(const nb_bench_args *a) {
     static char m[40];
-    snprintf(m, sizeof m, "%s%s%s%s%s%s", a->tf32 ? "tf32" : "", a->tf32 && a->amp ? "+" : "", a->amp ? "amp" : "",
-             (a->tf32 || a->amp) && a->graph ? "+" : "", a->graph ? "graph" : "", a->fuse ? "+fuse" : "");
+    snprintf(m, sizeof m, "%s%s%s%s%s%s%s", a->tf32 ? "tf32" : "", a->tf32 && a->amp ? "+" : "", a->amp ? "amp" : "",
+             (a->tf32 || a->amp) && (a->graph || a->compile) ? "+" : "", a->graph ? "graph" : "",
+             a->fuse ? "+fuse" : "", a->compile ? "compile" : "");
     if (!m[0]) snprintf(m, sizeof m, "fp32");
     return m;
 }
@@ -149,6 +170,11 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     if (amp && !(amp_params = nb_module_parameter_list(net, &n_amp_params))) /* for nb_autocast_cache_params */
         return train_steps_end(ms, nb_bench_fail(workload));
     if (a->pg && !(ddp = nb_ddp_new(net, a->pg, NULL))) return train_steps_end(ms, nb_bench_fail(workload));
+    bench_model model = {net, opt};
+    nb_compiled *c = NULL; /* --compile: the last warm-up call captures */
+    if (a->compile && !(c = nb_compile(compiled_work, &model, 2, 1,
+                                       &(nb_compile_options){.module = net, .warmup = a->warmup > 1 ? a->warmup - 1 : 1})))
+        return train_steps_end(ms, nb_bench_fail(workload));
     for (int i = 0; i < a->warmup + a->steps; i++) {
         if (i == a->warmup && a->graph) { /* capture one step after the eager warm-up */
             uint64_t k0 = nb_device_counters_get(dev).kernel_launches;
@@ -172,9 +198,10 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
             if (a->profile) nb_profiler_start();
         }
         double t = nb_bench_now_ms();
-        if (one_step(net, opt, x, y, &loss, g) != NB_OK) {
+        if (one_step(net, opt, x, y, &loss, g, c) != NB_OK) {
             nb_graph_free(g);
-            nb_release(loss);
+            if (!c) nb_release(loss); /* a compiled step's is borrowed */
+            nb_compiled_free(c);
             return train_steps_end(ms, nb_bench_fail(workload));
         }
         if (i >= a->warmup) ms[i - a->warmup] = nb_bench_now_ms() - t;
@@ -182,8 +209,10 @@ int nb_bench_train_steps(const char *workload, nb_module *net, nb_optimizer *opt
     nb_device_counters c1 = nb_device_counters_get(dev);
     if (a->profile) nb_profiler_report(stderr);
     double l = nb_item(loss); /* with a graph: the captured step's loss, as the last replay left it */
-    nb_release(loss);
+    if (c) graph_kernels = nb_compiled_get_stats(c).graph_kernels;
+    if (!c) nb_release(loss);
     nb_graph_free(g);
+    nb_compiled_free(c);
     nb_ddp_free(ddp);
     ddp = NULL;
     qsort(ms, (size_t)a->steps, sizeof *ms, nb_bench_cmp_double);

@@ -13,6 +13,7 @@ typedef struct nb_bench_args {
     bool amp;     /* --amp: forward under bf16 autocast (torch_ref.py's --amp) */
     bool graph;   /* --graph: the timed steps replay one captured step (CUDA graphs) */
     bool fuse;    /* --fuse: --graph, the capture fusing elementwise ops (nb_graph_options.fuse) */
+    bool compile; /* --compile: the steps through nb_compile (warm-up calls eager, then a fused graph) */
     bool profile; /* --profile: the kernel-slot profile of the timed steps (nb_profiler_report) */
     const char *variant; /* a workload's own flag (bench_bert: --config bert-base) */
     int padding;         /* --padding N: bench_bert's padded sequences (its comment) */
@@ -32,7 +33,9 @@ typedef struct nb_bench_args {
  * --dropout P, --amp (the forward and loss under
  * nb_autocast bfloat16), --graph (after the warm-up steps
  * one step is captured and the timed steps replay it, as torch_ref.py's
- * --graph), --profile and --distributed (under mpirun or torchrun; with
+ * --graph), --fuse (--graph with fusion), --compile (every step through
+ * nb_compile: the warm-up's last call captures a fused graph that the timed
+ * steps replay), --profile and --distributed (under mpirun or torchrun; with
  * --device cuda each rank takes cuda:LOCAL_RANK when several GPUs are
  * visible). Sets the threads, the default
  * device, the matmul precision and the seed (0); exits with a message on a

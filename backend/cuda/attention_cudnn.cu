@@ -477,10 +477,38 @@ template <typename T> __global__ void k_keep_mask(Att a, T *z, int64_t ld, int64
     }
 }
 
+// k_keep_mask where S is a multiple of 8 (rows unpadded: ld == S): the
+// pairs of the chunk are consecutive counter blocks from that of element
+// e0 = b0 L S, so no index division; 4 blocks (8 elements, one 16-byte
+// store) a thread, their Philox chains independent. The same bits.
+template <typename T> __global__ void k_keep_mask_dense(Att a, T *z, int64_t e0, int64_t total8) {
+    const uint64_t base = a.offset + (a.offset_base ? *a.offset_base : 0) + (uint64_t)(e0 / 2);
+    NBC_GRID_STRIDE(t, total8) {
+        Vec<T, 8> y;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const nb_philox_u4 w = nb_philox4x32_10(base + (uint64_t)(4 * t + k), 0, a.seed);
+            y.v[2 * k] = cv<T>(((((uint64_t)w.v[0] << 32) | w.v[1]) >> 11) >= a.thresh);
+            y.v[2 * k + 1] = cv<T>(((((uint64_t)w.v[2] << 32) | w.v[3]) >> 11) >= a.thresh);
+        }
+        *(Vec<T, 8> *)(z + 8 * t) = y;
+    }
+}
+
 nb_status keep_mask_fill(nb_backend *be, const char *op, nb_dtype dt, const Att &a, int64_t b0, int64_t nmat,
                          void *z) {
-    const unsigned blocks = blocks_for(nmat * a.L * ((a.S + 1) / 2));
     const int64_t ld = mask_ld(a.S);
+    if (ld == a.S && ((uintptr_t)z & 15) == 0) {
+        const int64_t total8 = nmat * a.L * a.S / 8;
+        if (dt == NB_BF16)
+            k_keep_mask_dense<__nv_bfloat16>
+                <<<blocks_for(total8), THREADS, 0, stream_of(be)>>>(a, (__nv_bfloat16 *)z, b0 * a.L * a.S, total8);
+        else
+            k_keep_mask_dense<__half><<<blocks_for(total8), THREADS, 0, stream_of(be)>>>(a, (__half *)z, b0 * a.L * a.S,
+                                                                                       total8);
+        return launched(op);
+    }
+    const unsigned blocks = blocks_for(nmat * a.L * ((a.S + 1) / 2));
     if (dt == NB_BF16)
         k_keep_mask<__nv_bfloat16><<<blocks, THREADS, 0, stream_of(be)>>>(a, (__nv_bfloat16 *)z, ld, b0, nmat);
     else k_keep_mask<__half><<<blocks, THREADS, 0, stream_of(be)>>>(a, (__half *)z, ld, b0, nmat);

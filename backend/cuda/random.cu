@@ -2,8 +2,9 @@
 // of a contiguous tensor by core/philox.h's layout (element i takes the 64
 // bits of words 2*(i%2), 2*(i%2)+1 of counter block offset + i/2 under key
 // seed), so values depend only on (seed, offset, i), never on the launch.
-// One thread per counter block: it computes nb_philox4x32_10 once and
-// writes elements 2q and 2q+1 (one 8- or 16-byte store where aligned).
+// A thread takes PER consecutive counter blocks, computes
+// nb_philox4x32_10 for each and writes their 2 PER elements (one vector
+// store where aligned).
 // Formulas are the CPU backend's (backend/cpu/random.c):
 //   uniform:   a + (b - a) u, u = (bits >> 11) 2^-53, rounded to the dtype
 //              and kept below b; written with __dmul_rn/__dadd_rn (no FMA
@@ -33,7 +34,6 @@ struct RandArgs {
     float fb, fb_prev;       // uniform float32: (float)b and the float below it
     uint64_t th;             // bernoulli: ceil(p 2^53)
     bool clamp;              // uniform with b > a: results stay below b
-    bool pair_aligned;       // out can take an aligned 2-element store
 };
 
 template <typename T, int DIST> __device__ __forceinline__ T rng_value(uint64_t bits, const RandArgs &r) {
@@ -58,32 +58,42 @@ template <typename T, int DIST> __device__ __forceinline__ T rng_value(uint64_t 
     }
 }
 
-template <typename T, int DIST> __global__ void k_random(T *out, int64_t n, RandArgs r) {
+// Counter blocks a thread of k_random and k_dropout takes (2 elements
+// each): the per-thread index and address work is shared by PER Philox
+// chains, which run independently (measured on the H200: one block a
+// thread spent about as many instructions around Philox as in it).
+constexpr int PER = 4;
+
+// Element k of a thread's 2 PER: the 64 bits of its block's words (k % 2) * 2, (k % 2) * 2 + 1.
+__device__ __forceinline__ uint64_t bits_of(const nb_philox_u4 *w, int k) {
+    const uint32_t *v = w[k / 2].v + (k % 2) * 2;
+    return ((uint64_t)v[0] << 32) | v[1];
+}
+
+template <typename T, int DIST> __global__ void k_random(T *out, int64_t n, RandArgs r, bool vec) {
     const int64_t nq = n / 2 + n % 2; // counter blocks
     const uint64_t off = r.offset + (r.offset_base ? *r.offset_base : 0);
-    NBC_GRID_STRIDE(q, nq) {
-        const nb_philox_u4 w = nb_philox4x32_10(off + (uint64_t)q, 0, r.seed);
-        const int64_t i = 2 * q;
-        const T v0 = rng_value<T, DIST>(((uint64_t)w.v[0] << 32) | w.v[1], r);
-        if (i + 1 < n) {
-            const T v1 = rng_value<T, DIST>(((uint64_t)w.v[2] << 32) | w.v[3], r);
-            if (r.pair_aligned) {
-                Vec<T, 2> p;
-                p.v[0] = v0, p.v[1] = v1;
-                *reinterpret_cast<Vec<T, 2> *>(out + i) = p;
-            } else {
-                out[i] = v0, out[i + 1] = v1;
-            }
+    NBC_GRID_STRIDE(g, (nq + PER - 1) / PER) {
+        const int64_t q0 = g * PER, i0 = 2 * q0;
+        nb_philox_u4 w[PER];
+#pragma unroll
+        for (int k = 0; k < PER; k++) w[k] = nb_philox4x32_10(off + (uint64_t)(q0 + k), 0, r.seed);
+        if (vec && i0 + 2 * PER <= n) {
+            Vec<T, 2 * PER> y;
+#pragma unroll
+            for (int k = 0; k < 2 * PER; k++) y.v[k] = rng_value<T, DIST>(bits_of(w, k), r);
+            *reinterpret_cast<Vec<T, 2 * PER> *>(out + i0) = y;
         } else {
-            out[i] = v0;
+            for (int k = 0; k < 2 * PER && i0 + k < n; k++) out[i0 + k] = rng_value<T, DIST>(bits_of(w, k), r);
         }
     }
 }
 
 template <typename T, int DIST> static nb_status rng_launch(nb_backend *be, const nb_kview *dst, int64_t n,
                                                             RandArgs r) {
-    r.pair_aligned = aligned_to(dst->data, 2 * sizeof(T));
-    k_random<T, DIST><<<blocks_for(n / 2 + n % 2), THREADS, 0, stream_of(be)>>>((T *)dst->data, n, r);
+    const int64_t groups = (n / 2 + n % 2 + PER - 1) / PER;
+    k_random<T, DIST><<<blocks_for(groups), THREADS, 0, stream_of(be)>>>((T *)dst->data, n, r,
+                                                                        aligned_to(dst->data, 2 * PER * sizeof(T)));
     return launched(DIST == NB_RNG_UNIFORM ? "uniform" : DIST == NB_RNG_NORMAL ? "normal" : "bernoulli");
 }
 
@@ -97,18 +107,31 @@ template <typename T> __device__ __forceinline__ T dropout_mul(T x, T m) {
     else return x * m;
 }
 
-template <typename T> __global__ void k_dropout(const T *x, T *out, T *mask, int64_t n, RandArgs r, T m1) {
+template <typename T>
+__global__ void k_dropout(const T *x, T *out, T *mask, int64_t n, RandArgs r, T m1, bool vec) {
     const int64_t nq = n / 2 + n % 2; // counter blocks, as k_random
     const uint64_t off = r.offset + (r.offset_base ? *r.offset_base : 0);
     const T zero = Traits<T>::store(0);
-    NBC_GRID_STRIDE(q, nq) {
-        const nb_philox_u4 w = nb_philox4x32_10(off + (uint64_t)q, 0, r.seed);
-        const int64_t i = 2 * q;
-        const T m0 = ((((uint64_t)w.v[0] << 32) | w.v[1]) >> 11) < r.th ? m1 : zero;
-        mask[i] = m0, out[i] = dropout_mul(x[i], m0);
-        if (i + 1 < n) {
-            const T m = ((((uint64_t)w.v[2] << 32) | w.v[3]) >> 11) < r.th ? m1 : zero;
-            mask[i + 1] = m, out[i + 1] = dropout_mul(x[i + 1], m);
+    NBC_GRID_STRIDE(g, (nq + PER - 1) / PER) {
+        const int64_t q0 = g * PER, i0 = 2 * q0;
+        nb_philox_u4 w[PER];
+#pragma unroll
+        for (int k = 0; k < PER; k++) w[k] = nb_philox4x32_10(off + (uint64_t)(q0 + k), 0, r.seed);
+        if (vec && i0 + 2 * PER <= n) {
+            const Vec<T, 2 * PER> xv = *reinterpret_cast<const Vec<T, 2 * PER> *>(x + i0);
+            Vec<T, 2 * PER> ov, mv;
+#pragma unroll
+            for (int k = 0; k < 2 * PER; k++) {
+                const T m = (bits_of(w, k) >> 11) < r.th ? m1 : zero;
+                mv.v[k] = m, ov.v[k] = dropout_mul(xv.v[k], m);
+            }
+            *reinterpret_cast<Vec<T, 2 * PER> *>(mask + i0) = mv;
+            *reinterpret_cast<Vec<T, 2 * PER> *>(out + i0) = ov;
+        } else {
+            for (int k = 0; k < 2 * PER && i0 + k < n; k++) {
+                const T m = (bits_of(w, k) >> 11) < r.th ? m1 : zero;
+                mask[i0 + k] = m, out[i0 + k] = dropout_mul(x[i0 + k], m);
+            }
         }
     }
 }
@@ -116,8 +139,11 @@ template <typename T> __global__ void k_dropout(const T *x, T *out, T *mask, int
 template <typename T>
 static nb_status dropout_launch(nb_backend *be, const nb_kview *out, const nb_kview *mask, const nb_kview *x,
                                 int64_t n, const RandArgs &r, T m1) {
-    k_dropout<T><<<blocks_for(n / 2 + n % 2), THREADS, 0, stream_of(be)>>>((const T *)x->data, (T *)out->data,
-                                                                           (T *)mask->data, n, r, m1);
+    const size_t vb = 2 * PER * sizeof(T);
+    const bool vec = aligned_to(x->data, vb) && aligned_to(out->data, vb) && aligned_to(mask->data, vb);
+    const int64_t groups = (n / 2 + n % 2 + PER - 1) / PER;
+    k_dropout<T><<<blocks_for(groups), THREADS, 0, stream_of(be)>>>((const T *)x->data, (T *)out->data,
+                                                                    (T *)mask->data, n, r, m1, vec);
     return launched("dropout");
 }
 

@@ -70,14 +70,21 @@ __device__ __forceinline__ uint64_t bits_of(const nb_philox_u4 *w, int k) {
     return ((uint64_t)v[0] << 32) | v[1];
 }
 
-template <typename T, int DIST> __global__ void k_random(T *out, int64_t n, RandArgs r, bool vec) {
-    const int64_t nq = n / 2 + n % 2; // counter blocks
+// The Philox words of the PER counter blocks from q0 on (a thread's group).
+__device__ __forceinline__ void philox_group(nb_philox_u4 *w, int64_t q0, const RandArgs &r) {
     const uint64_t off = r.offset + (r.offset_base ? *r.offset_base : 0);
-    NBC_GRID_STRIDE(g, (nq + PER - 1) / PER) {
+#pragma unroll
+    for (int k = 0; k < PER; k++) w[k] = nb_philox4x32_10(off + (uint64_t)(q0 + k), 0, r.seed);
+}
+
+// Groups of PER counter blocks over n elements (a block is 2 elements).
+__host__ __device__ inline int64_t philox_groups(int64_t n) { return (n / 2 + n % 2 + PER - 1) / PER; }
+
+template <typename T, int DIST> __global__ void k_random(T *out, int64_t n, RandArgs r, bool vec) {
+    NBC_GRID_STRIDE(g, philox_groups(n)) {
         const int64_t q0 = g * PER, i0 = 2 * q0;
         nb_philox_u4 w[PER];
-#pragma unroll
-        for (int k = 0; k < PER; k++) w[k] = nb_philox4x32_10(off + (uint64_t)(q0 + k), 0, r.seed);
+        philox_group(w, q0, r);
         if (vec && i0 + 2 * PER <= n) {
             Vec<T, 2 * PER> y;
 #pragma unroll
@@ -91,8 +98,7 @@ template <typename T, int DIST> __global__ void k_random(T *out, int64_t n, Rand
 
 template <typename T, int DIST> static nb_status rng_launch(nb_backend *be, const nb_kview *dst, int64_t n,
                                                             RandArgs r) {
-    const int64_t groups = (n / 2 + n % 2 + PER - 1) / PER;
-    k_random<T, DIST><<<blocks_for(groups), THREADS, 0, stream_of(be)>>>((T *)dst->data, n, r,
+    k_random<T, DIST><<<blocks_for(philox_groups(n)), THREADS, 0, stream_of(be)>>>((T *)dst->data, n, r,
                                                                         aligned_to(dst->data, 2 * PER * sizeof(T)));
     return launched(DIST == NB_RNG_UNIFORM ? "uniform" : DIST == NB_RNG_NORMAL ? "normal" : "bernoulli");
 }
@@ -109,14 +115,11 @@ template <typename T> __device__ __forceinline__ T dropout_mul(T x, T m) {
 
 template <typename T>
 __global__ void k_dropout(const T *x, T *out, T *mask, int64_t n, RandArgs r, T m1, bool vec) {
-    const int64_t nq = n / 2 + n % 2; // counter blocks, as k_random
-    const uint64_t off = r.offset + (r.offset_base ? *r.offset_base : 0);
     const T zero = Traits<T>::store(0);
-    NBC_GRID_STRIDE(g, (nq + PER - 1) / PER) {
+    NBC_GRID_STRIDE(g, philox_groups(n)) { // counter blocks as k_random
         const int64_t q0 = g * PER, i0 = 2 * q0;
         nb_philox_u4 w[PER];
-#pragma unroll
-        for (int k = 0; k < PER; k++) w[k] = nb_philox4x32_10(off + (uint64_t)(q0 + k), 0, r.seed);
+        philox_group(w, q0, r);
         if (vec && i0 + 2 * PER <= n) {
             const Vec<T, 2 * PER> xv = *reinterpret_cast<const Vec<T, 2 * PER> *>(x + i0);
             Vec<T, 2 * PER> ov, mv;
@@ -141,8 +144,7 @@ static nb_status dropout_launch(nb_backend *be, const nb_kview *out, const nb_kv
                                 int64_t n, const RandArgs &r, T m1) {
     const size_t vb = 2 * PER * sizeof(T);
     const bool vec = aligned_to(x->data, vb) && aligned_to(out->data, vb) && aligned_to(mask->data, vb);
-    const int64_t groups = (n / 2 + n % 2 + PER - 1) / PER;
-    k_dropout<T><<<blocks_for(groups), THREADS, 0, stream_of(be)>>>((const T *)x->data, (T *)out->data,
+    k_dropout<T><<<blocks_for(philox_groups(n)), THREADS, 0, stream_of(be)>>>((const T *)x->data, (T *)out->data,
                                                                     (T *)mask->data, n, r, m1, vec);
     return launched("dropout");
 }

@@ -59,6 +59,10 @@ bool nb_autocast_is_enabled(nb_device dev) {
     return (unsigned)dev.type < NB_DEVICE_TYPE_COUNT && depth[dev.type] > 0;
 }
 
+nb_dtype nb_autocast_get_dtype(nb_device dev) {
+    return nb_autocast_is_enabled(dev) ? stack[dev.type][depth[dev.type] - 1] : NB_F32;
+}
+
 void nb_autocast_pause(bool pause) { paused += pause ? 1 : -1; }
 
 bool nb_autocast_active(nb_device dev) { return !paused && nb_autocast_is_enabled(dev); }

@@ -292,6 +292,9 @@ nb_status nb_autocast_begin(nb_device dev, nb_dtype dtype);
 nb_status nb_autocast_end(nb_device dev);
 /* Whether an autocast region is open for dev's device type. */
 bool nb_autocast_is_enabled(nb_device dev);
+/* The dtype of the innermost autocast region open for dev's device type
+ * (torch.get_autocast_dtype inside the region); NB_F32 when none is open. */
+nb_dtype nb_autocast_get_dtype(nb_device dev);
 /* Fills the region's parameter cast cache ahead of the forward pass: each
  * params[i] that autocast could cast (a contiguous float32 leaf that
  * requires grad, on a device type with an open region, not cached yet) is

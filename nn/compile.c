@@ -14,15 +14,18 @@
 enum { DEFAULT_WARMUP = 2, DEFAULT_CACHE_LIMIT = 8, MAX_CACHE_LIMIT = 64 };
 
 /* What a call is guarded on. Parameters are compared by tensor and data
- * pointer (a parameter replaced by another tensor, or re-allocated). */
+ * pointer (a parameter replaced by another tensor, or re-allocated; the
+ * pointers are only compared, never read) and by requires_grad (frozen or
+ * unfrozen). */
 typedef struct guard {
     nb_dtype dtype[MAX_IO];
     nb_device device[MAX_IO];
     int ndim[MAX_IO];
     int64_t shape[MAX_IO][NB_MAX_DIMS];
-    bool grad, autocast;
+    bool grad;
+    nb_dtype autocast; /* the innermost region's dtype on the inputs' device; NB_F32: none open */
     int n_params;
-    const nb_tensor **params; /* n_params tensors, then n_params data pointers (as const nb_tensor *) */
+    const void **params; /* n_params tensors, n_params data pointers, then n_params requires_grad flags (NULL or not) */
 } guard;
 
 typedef struct trace {
@@ -30,7 +33,7 @@ typedef struct trace {
     nb_tensor *in[MAX_IO];  /* static inputs (a captured trace) */
     nb_tensor *out[MAX_IO]; /* the captured step's outputs */
     nb_graph *graph;
-    int calls;   /* calls of this trace so far */
+    int64_t calls; /* calls of this trace so far */
     bool eager;  /* not captured: runs eagerly from now on */
 } trace;
 
@@ -95,14 +98,17 @@ static nb_status call_guard(nb_compiled *c, nb_tensor *const *in, guard *g, nb_d
         memcpy(g->shape[i], nb_shape(in[i]), sizeof(int64_t) * (size_t)g->ndim[i]);
     }
     g->grad = nb_is_grad_enabled();
-    g->autocast = nb_autocast_is_enabled(*dev);
+    g->autocast = nb_autocast_get_dtype(*dev);
     if (c->o.module && (g->n_params = list_params(c)) < 0) return nb_last_status();
     return NB_OK;
 }
 
-static const void *param_at(const nb_compiled *c, const guard *g, int i, bool data) {
-    if (g->params) return g->params[i + (data ? g->n_params : 0)];
-    return data ? nb_data_ptr(c->scratch[i].tensor) : (const void *)c->scratch[i].tensor;
+/* Parameter i's guarded facts: field 0 the tensor, 1 its data pointer, 2
+ * whether it requires grad (non-NULL or NULL). */
+static const void *param_at(const nb_compiled *c, const guard *g, int i, int field) {
+    if (g->params) return g->params[i + field * g->n_params];
+    const nb_tensor *p = c->scratch[i].tensor;
+    return field == 0 ? (const void *)p : field == 1 ? nb_data_ptr(p) : nb_requires_grad(p) ? p : NULL;
 }
 
 /* Whether the trace's guards hold for this call's (cur); names the first
@@ -116,11 +122,14 @@ static bool same_guard(const nb_compiled *c, const guard *t, const guard *cur, c
             return snprintf(why, n, "input %d's shape", i), false;
     }
     if (t->grad != cur->grad) return snprintf(why, n, "grad mode"), false;
-    if (t->autocast != cur->autocast) return snprintf(why, n, "autocast"), false;
+    if (t->autocast != cur->autocast) return snprintf(why, n, "the autocast state"), false;
     if (t->n_params != cur->n_params) return snprintf(why, n, "the module's parameter count"), false;
-    for (int i = 0; i < t->n_params; i++)
-        if (param_at(c, t, i, false) != param_at(c, cur, i, false) || param_at(c, t, i, true) != param_at(c, cur, i, true))
+    for (int i = 0; i < t->n_params; i++) {
+        if (param_at(c, t, i, 0) != param_at(c, cur, i, 0) || param_at(c, t, i, 1) != param_at(c, cur, i, 1))
             return snprintf(why, n, "the module's parameter %d", i), false;
+        if (!param_at(c, t, i, 2) != !param_at(c, cur, i, 2))
+            return snprintf(why, n, "the module's parameter %d's requires_grad", i), false;
+    }
     return true;
 }
 
@@ -129,10 +138,10 @@ static nb_status keep_guard(const nb_compiled *c, const guard *cur, guard *t) {
     *t = *cur;
     t->params = NULL;
     if (!cur->n_params) return NB_OK;
-    const nb_tensor **p = malloc(sizeof *p * 2 * (size_t)cur->n_params);
+    const void **p = malloc(sizeof *p * 3 * (size_t)cur->n_params);
     if (!p) return nb_set_error(NB_ERR_OOM, "compiled_step: out of host memory");
     for (int i = 0; i < cur->n_params; i++)
-        p[i] = c->scratch[i].tensor, p[cur->n_params + i] = nb_data_ptr(c->scratch[i].tensor);
+        for (int f = 0; f < 3; f++) p[i + f * cur->n_params] = param_at(c, cur, i, f);
     t->params = p;
     return NB_OK;
 }
@@ -152,9 +161,9 @@ static trace *find_trace(nb_compiled *c, nb_tensor *const *in, nb_device *dev) {
     }
     if (c->n_traces == c->cache_limit)
         return NB_FAIL(NB_ERR_STATE,
-                       "compiled_step: a %d-th trace is needed (%s changed since the first trace), past cache_limit %d: "
-                       "pass the same shapes and state, or raise nb_compile_options.cache_limit",
-                       c->n_traces + 1, first, c->cache_limit);
+                       "compiled_step: this call needs trace %d, past cache_limit %d (against the first trace, %s "
+                       "changed): pass the same shapes and state, or raise nb_compile_options.cache_limit",
+                       c->n_traces + 1, c->cache_limit, first);
     trace *t = &c->traces[c->n_traces];
     memset(t, 0, sizeof *t);
     if (keep_guard(c, &cur, &t->g)) return NULL;
@@ -162,7 +171,7 @@ static trace *find_trace(nb_compiled *c, nb_tensor *const *in, nb_device *dev) {
     return t;
 }
 
-/* An eager call: fn on the caller's inputs; the outputs are held until the next call. */
+/* An eager call: fn on the caller's inputs; its outputs are held until the next call. */
 static nb_status run_eager(nb_compiled *c, trace *t, nb_tensor *const *in) {
     nb_tensor *out[MAX_IO] = {0};
     nb_status st = c->fn(c->ctx, in, out);
@@ -193,9 +202,20 @@ static nb_status feed(nb_compiled *c, trace *t, nb_tensor *const *in) {
     return NB_OK;
 }
 
-/* Captures the step on the trace's static inputs. NB_OK with t->graph set,
- * NB_OK with t->eager set (a graph break, reason kept), or an error (with
- * fullgraph, the capture's). */
+/* The trace runs eagerly from now on, for reason why. */
+static void graph_break(nb_compiled *c, trace *t, const char *why) {
+    t->eager = true;
+    release_all(t->in, c->n_in); /* eager calls read the caller's inputs */
+    snprintf(c->reason, sizeof c->reason, "%s", why);
+    c->stats.reason = c->reason;
+    nb_clear_error();
+}
+
+/* Captures the step on the trace's static inputs (fed). NB_OK with
+ * t->graph set, NB_OK with t->eager set (a graph break: the step did
+ * something a graph cannot hold, NB_ERR_STATE or NB_ERR_UNSUPPORTED), or an
+ * error (with fullgraph, the capture's; any other failure, such as
+ * NB_ERR_OOM, fails the call and the next call captures again). */
 static nb_status capture(nb_compiled *c, trace *t, nb_device dev) {
     uint64_t k0 = nb_device_counters_get(dev).kernel_launches;
     nb_status st = nb_graph_capture_begin_with(dev, &(nb_graph_options){.fuse = !c->o.no_fusion});
@@ -214,16 +234,31 @@ static nb_status capture(nb_compiled *c, trace *t, nb_device dev) {
     if (st) {
         release_all(out, c->n_out);
         if (c->o.fullgraph) return nb_set_error(st, "compiled_step: fullgraph: the step cannot be captured: %s", why);
-        t->eager = true;
-        release_all(t->in, c->n_in); /* eager calls read the caller's inputs */
-        snprintf(c->reason, sizeof c->reason, "%s", why);
-        c->stats.reason = c->reason;
-        nb_clear_error();
+        if (st != NB_ERR_STATE && st != NB_ERR_UNSUPPORTED)
+            return nb_set_error(st, "compiled_step: the capture failed: %s", why);
+        graph_break(c, t, why);
         return NB_OK;
     }
     memcpy(t->out, out, sizeof out);
     c->stats.graphs++;
     c->stats.graph_kernels += nb_device_counters_get(dev).kernel_launches - k0;
+    return NB_OK;
+}
+
+/* The call on trace t: captured when its warm-up is over, then eagerly or
+ * as a replay. */
+static nb_status run_trace(nb_compiled *c, trace *t, nb_device dev, nb_tensor *const *in) {
+    nb_status st;
+    bool fed = false;
+    if (!t->graph && !t->eager && t->calls >= c->warmup) {
+        if (dev.type == NB_DEVICE_CPU) graph_break(c, t, "the CPU has no graphs (its steps run eagerly)"); /* fullgraph or not */
+        else if ((st = feed(c, t, in)) || (st = capture(c, t, dev))) return st;
+        else fed = true;
+    }
+    if (!t->graph) return run_eager(c, t, in); /* warm-up, or a trace that runs eagerly */
+    if (!fed && (st = feed(c, t, in))) return st;
+    if ((st = nb_graph_replay(t->graph))) return st;
+    t->calls++, c->stats.calls++, c->stats.replays++;
     return NB_OK;
 }
 
@@ -234,26 +269,21 @@ nb_status nb_compiled_step(nb_compiled *c, nb_tensor *const *inputs, nb_tensor *
     for (int i = 0; i < c->n_in; i++)
         if (!inputs[i]) return nb_set_error(NB_ERR_INVALID_ARG, "compiled_step: input %d is NULL", i);
     for (int i = 0; i < c->n_out; i++) outputs[i] = NULL;
-    release_all(c->held, c->n_out); /* the last call's outputs (also before a capture: nothing made before it is freed inside) */
+    /* before anything else: a call inside a capture would record the eager
+     * step into the caller's graph, or free what the capture holds */
+    if (nb_graph_is_capturing(c->n_in ? nb_device_of(inputs[0]) : nb_default_device()))
+        return nb_set_error(NB_ERR_STATE, "compiled_step: called inside a graph capture");
     nb_device dev;
     trace *t = find_trace(c, inputs, &dev);
     if (!t) return nb_last_status();
-    nb_status st = NB_OK;
-    if (!t->graph && !t->eager && t->calls >= c->warmup) {
-        if (nb_graph_is_capturing(dev))
-            return nb_set_error(NB_ERR_STATE, "compiled_step: called inside a graph capture");
-        if ((st = feed(c, t, inputs)) || (st = capture(c, t, dev))) return st;
-    }
-    if (!t->graph) { /* warm-up, or a trace that runs eagerly */
-        if ((st = run_eager(c, t, inputs))) return st;
-        memcpy(outputs, c->held, sizeof *outputs * (size_t)c->n_out);
-        return NB_OK;
-    }
-    if (t->calls > c->warmup && (st = feed(c, t, inputs))) return st; /* the capturing call fed them */
-    if ((st = nb_graph_replay(t->graph))) return st;
-    t->calls++, c->stats.calls++, c->stats.replays++;
-    memcpy(outputs, t->out, sizeof *outputs * (size_t)c->n_out);
-    return NB_OK;
+    /* the last call's eager outputs stay alive until this call's step has
+     * run (an input may be one of them; a capture must not free them) */
+    nb_tensor *prev[MAX_IO];
+    memcpy(prev, c->held, sizeof prev), memset(c->held, 0, sizeof c->held);
+    nb_status st = run_trace(c, t, dev, inputs);
+    release_all(prev, c->n_out);
+    if (!st) memcpy(outputs, t->graph ? t->out : c->held, sizeof *outputs * (size_t)c->n_out);
+    return st;
 }
 
 nb_compiled_stats nb_compiled_get_stats(const nb_compiled *c) {

@@ -35,24 +35,29 @@
  * parameters as an eager run, and checkpoints move freely between them.
  *
  * Guards (torch.compile's): the inputs' dtypes, devices and shapes, the
- * grad mode, whether autocast is open on the inputs' device, and, with
- * options.module, the module's parameter set (a parameter added, removed
- * or replaced by another tensor). A call whose guards match no trace makes
- * a new one (a "recompile"): a last batch of another size is a trace of its
- * own. Past cache_limit traces the call fails with NB_ERR_STATE naming the
- * guards that changed.
+ * grad mode, the autocast region open on the inputs' device (none, or its
+ * dtype; a step with no inputs: the default device's), and, with
+ * options.module, the module's parameter set (a parameter added, removed,
+ * replaced by another tensor or re-allocated, compared by address; or its
+ * requires_grad flipped). A call whose guards match no trace makes a new
+ * one (a "recompile"): a last batch of another size is a trace of its own.
+ * Past cache_limit traces the call fails with NB_ERR_STATE naming the first
+ * guard in which it differs from the first trace.
  *
  * Graph breaks: a step that cannot be captured (a host read such as
  * nb_item or nb_to_host inside it, an upload from host memory, a device
  * without graphs) runs eagerly for that trace from then on, the reason kept
  * in nb_compiled_get_stats().reason; with fullgraph the call fails instead
- * with the capture's error, which names the op. The CPU has no graphs: its
- * traces run eagerly (reason "the CPU has no graphs"), guards and outputs
- * as on a GPU.
+ * with the capture's error, which names the op. A capture that fails
+ * otherwise (NB_ERR_OOM) fails its call, and the next call captures again.
+ * The CPU has no graphs: its traces run eagerly, fullgraph or not (reason
+ * "the CPU has no graphs (its steps run eagerly)"), guards and outputs as
+ * on a GPU.
  *
  * Outputs: the step hands over n_outputs references (retained past its
  * scope); the caller borrows them until the next nb_compiled_step or
- * nb_compiled_free. After a replay an output is the captured step's tensor,
+ * nb_compiled_free, and may pass them back as inputs to the next call (a
+ * recurrent state). After a replay an output is the captured step's tensor,
  * which the next replay overwrites: nb_clone it to keep it. Likewise the
  * tensors the captured step left behind (a parameter's .grad) are the
  * capture's and are rewritten by each replay. */
@@ -90,7 +95,7 @@ typedef struct nb_compiled_stats {
     int64_t calls;          /* nb_compiled_step calls that ran the step */
     int64_t eager_calls;    /* of them, run eagerly (warm-up and graph breaks) */
     int64_t replays;        /* of them, graph replays (the capturing call's included) */
-    uint64_t graph_kernels; /* kernels the captures recorded, summed over graphs */
+    uint64_t graph_kernels; /* kernels launched on the device during the captures (all streams), summed over graphs */
     const char *reason;     /* why the last trace that runs eagerly was not captured ("" if none); borrowed */
 } nb_compiled_stats;
 
@@ -101,11 +106,14 @@ typedef struct nb_compiled_stats {
 nb_compiled *nb_compile(nb_step_fn fn, void *ctx, int n_inputs, int n_outputs, const nb_compile_options *opts);
 /* Runs the step once on inputs (n_inputs tensors, none requiring grad; on
  * one device) and stores its n_outputs borrowed outputs in outputs (may be
- * NULL when n_outputs is 0). Errors: NB_ERR_INVALID_ARG (NULL arguments,
- * an input that requires grad), NB_ERR_DEVICE (inputs on several
- * devices), NB_ERR_STATE (past cache_limit traces; a capture under way),
- * with fullgraph a capture's error, and the step's own errors (then the
- * outputs are NULL). */
+ * NULL when n_outputs is 0). Errors (then the outputs are NULL):
+ * NB_ERR_INVALID_ARG (NULL arguments, an input that requires grad),
+ * NB_ERR_DEVICE (inputs on several devices), NB_ERR_STATE (past
+ * cache_limit traces; called while a graph is being captured on the
+ * inputs' device), NB_ERR_OOM (host or device memory for the guards, the
+ * static inputs or the capture), with fullgraph a capture's error, the
+ * errors of copying the inputs in (nb_copy_) and of nb_graph_replay, and
+ * the step's own. */
 nb_status nb_compiled_step(nb_compiled *c, nb_tensor *const *inputs, nb_tensor **outputs);
 /* The counters above (zeros for NULL). */
 nb_compiled_stats nb_compiled_get_stats(const nb_compiled *c);

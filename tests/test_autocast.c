@@ -40,16 +40,19 @@ START_TEST(test_autocast_errors) {
     NB_CK_OK(nb_autocast_begin(NB_CPU, NB_BF16));
     NB_CK_OK(nb_autocast_begin(NB_CPU, NB_F16)); /* nested: the inner dtype applies */
     ck_assert(nb_autocast_is_enabled(NB_CPU));
+    ck_assert_int_eq(nb_autocast_get_dtype(NB_CPU), NB_F16);
     nb_scope *s = nb_scope_begin();
     nb_tensor *a = nb_ones(NB_SHAPE(2, 3), NB_F32), *b = nb_ones(NB_SHAPE(3, 2), NB_F32);
     ck_assert_int_eq(nb_dtype_of(nb_matmul(a, b)), NB_F16);
     NB_CK_OK(nb_autocast_end(NB_CPU));
+    ck_assert_int_eq(nb_autocast_get_dtype(NB_CPU), NB_BF16);
     ck_assert_int_eq(nb_dtype_of(nb_matmul(a, b)), NB_BF16);
     /* float64 is never cast */
     nb_tensor *a64 = nb_ones(NB_SHAPE(2, 3), NB_F64), *b64 = nb_ones(NB_SHAPE(3, 2), NB_F64);
     ck_assert_int_eq(nb_dtype_of(nb_matmul(a64, b64)), NB_F64);
     NB_CK_OK(nb_autocast_end(NB_CPU));
     ck_assert(!nb_autocast_is_enabled(NB_CPU));
+    ck_assert_int_eq(nb_autocast_get_dtype(NB_CPU), NB_F32);
     ck_assert_int_eq(nb_dtype_of(nb_matmul(a, b)), NB_F32);
     nb_scope_end(s);
 }

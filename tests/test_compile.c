@@ -4,10 +4,13 @@
  * capture and 98 replays); a run compiled for 50 steps and checkpointed
  * resumes eagerly, and an eager run's checkpoint resumes compiled, both
  * ending with the bits of the eager run; guards: a new batch size, grad
- * mode, autocast, a parameter added to the module each make a trace, and a
- * trace past cache_limit fails with NB_ERR_STATE; a step that reads the
- * host cannot be captured: it runs eagerly (stats.reason) or, with
- * fullgraph, fails naming the read; argument errors. */
+ * mode, autocast and its dtype, a parameter frozen or added to the module
+ * each make a trace, and a trace past cache_limit fails with NB_ERR_STATE;
+ * a step that reads the host cannot be captured: it runs eagerly
+ * (stats.reason) or, with fullgraph, fails naming the read; a call inside a
+ * capture fails; outputs fed back as the next call's inputs (a recurrent
+ * state) through warm-up, capture and replays, and on the CPU with
+ * fullgraph; argument errors. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,7 +200,7 @@ START_TEST(test_compile_guards) {
         nb_device dev = ds[i];
         run r;
         run_init(&r, dev);
-        nb_compiled *c = nb_compile(train_step, &r, 2, 1, &(nb_compile_options){.module = r.m, .cache_limit = 5, .warmup = 1});
+        nb_compiled *c = nb_compile(train_step, &r, 2, 1, &(nb_compile_options){.module = r.m, .cache_limit = 7, .warmup = 1});
         for (int k = 0; k < 3; k++) NB_CK_OK(call(c, BATCH, dev));
         ck_assert_int_eq(nb_compiled_get_stats(c).traces, 1);
         NB_CK_OK(call(c, 7, dev)); /* a last, short batch */
@@ -208,18 +211,31 @@ START_TEST(test_compile_guards) {
         NB_CK_OK(call(c, BATCH, dev));
         NB_CK_OK(nb_autocast_end(dev));
         ck_assert_int_eq(nb_compiled_get_stats(c).traces, 3);
+        NB_CK_OK(nb_autocast_begin(dev, NB_F16)); /* another autocast dtype */
+        NB_CK_OK(call(c, BATCH, dev));
+        NB_CK_OK(nb_autocast_end(dev));
+        ck_assert_int_eq(nb_compiled_get_stats(c).traces, 4);
+        /* a parameter frozen, then unfrozen */
+        nb_named_tensor p0;
+        ck_assert_int_ge(nb_module_parameters(r.m, &p0, 1), 1);
+        NB_CK_OK(nb_set_requires_grad(p0.tensor, false));
+        NB_CK_OK(call(c, BATCH, dev));
+        ck_assert_int_eq(nb_compiled_get_stats(c).traces, 5);
+        NB_CK_OK(nb_set_requires_grad(p0.tensor, true));
+        NB_CK_OK(call(c, BATCH, dev));
+        ck_assert_int_eq(nb_compiled_get_stats(c).traces, 5);
         /* a parameter added after compiling */
         nb_scope *s = nb_scope_begin();
         NB_CK_OK(nb_module_register_parameter(r.m, "extra", nb_full_on(NB_SHAPE(3), 0, NB_F32, dev)));
         nb_scope_end(s);
         NB_CK_OK(call(c, BATCH, dev));
-        ck_assert_int_eq(nb_compiled_get_stats(c).traces, 4);
+        ck_assert_int_eq(nb_compiled_get_stats(c).traces, 6);
         NB_CK_OK(call(c, 5, dev));
-        ck_assert_int_eq(nb_compiled_get_stats(c).traces, 5);
-        /* a sixth guard set: past cache_limit */
+        ck_assert_int_eq(nb_compiled_get_stats(c).traces, 7);
+        /* an eighth guard set: past cache_limit */
         nb_clear_error();
         ck_assert_int_eq(call(c, 6, dev), NB_ERR_STATE);
-        ck_assert_ptr_nonnull(strstr(nb_last_error(), "cache_limit 5"));
+        ck_assert_ptr_nonnull(strstr(nb_last_error(), "cache_limit 7"));
         ck_assert_ptr_nonnull(strstr(nb_last_error(), "input 0's shape"));
         NB_CK_OK(call(c, BATCH, dev)); /* the traces still run */
         if (dev.type == NB_DEVICE_CUDA) ck_assert_int_ge(nb_compiled_get_stats(c).graphs, 2);
@@ -260,7 +276,58 @@ START_TEST(test_compile_graph_break) {
         ck_assert_int_ne(call(c, BATCH, dev), NB_OK);
         ck_assert_ptr_nonnull(strstr(nb_last_error(), "fullgraph"));
         nb_compiled_free(c);
+        /* a call inside the caller's own capture */
+        r.read_host = false;
+        c = nb_compile(train_step, &r, 2, 1, NULL);
+        NB_CK_OK(nb_graph_capture_begin(dev));
+        nb_clear_error();
+        ck_assert_int_eq(call(c, BATCH, dev), NB_ERR_STATE);
+        ck_assert_ptr_nonnull(strstr(nb_last_error(), "inside a graph capture"));
+        nb_graph_free(nb_graph_capture_end(dev));
+        nb_clear_error();
+        ck_assert_int_eq(nb_compiled_get_stats(c).traces, 0);
+        nb_compiled_free(c);
         run_free(&e), run_free(&r);
+    }
+}
+END_TEST
+
+/* h -> h / 2 + 1: a recurrent state handed back as the next call's input. */
+static nb_status half_step(void *ctx, nb_tensor *const *in, nb_tensor **out) {
+    (void)ctx;
+    nb_scope *s = nb_scope_begin();
+    nb_tensor *h = nb_add_scalar(nb_mul_scalar(in[0], 0.5), 1.0);
+    if (h) nb_retain(h);
+    out[0] = h;
+    nb_scope_end(s);
+    return h ? NB_OK : nb_last_status();
+}
+
+START_TEST(test_compile_recurrent) {
+    int nd;
+    nb_device *ds = devices(&nd);
+    for (int i = 0; i < nd; i++) {
+        /* fullgraph: the CPU runs eagerly all the same; a GPU captures */
+        nb_compiled *c = nb_compile(half_step, NULL, 1, 1, &(nb_compile_options){.fullgraph = true});
+        ck_assert_ptr_nonnull(c);
+        nb_scope *s = nb_scope_begin();
+        nb_tensor *h = nb_full_on(NB_SHAPE(4), 0, NB_F32, ds[i]);
+        float want = 0;
+        for (int k = 0; k < 8; k++) {
+            nb_tensor *next = NULL;
+            NB_CK_OK(nb_compiled_step(c, (nb_tensor *[]){h}, &next));
+            ck_assert_ptr_nonnull(next);
+            h = next; /* borrowed: the next call reads it, then may free it */
+            want = want * 0.5f + 1.0f;
+            float got[4];
+            NB_CK_OK(nb_to_host(h, got, sizeof got));
+            for (int j = 0; j < 4; j++) ck_assert_msg(got[j] == want, "call %d: %g, want %g", k, got[j], want);
+        }
+        nb_scope_end(s);
+        nb_compiled_stats st = nb_compiled_get_stats(c);
+        ck_assert_int_eq(st.calls, 8);
+        ck_assert_int_eq(st.replays, ds[i].type == NB_DEVICE_CUDA ? 6 : 0);
+        nb_compiled_free(c);
     }
 }
 END_TEST
@@ -282,6 +349,9 @@ START_TEST(test_compile_errors) {
     nb_tensor *out = NULL;
     NB_CK_FAILS(nb_compiled_step(c, NULL, &out) == NB_OK, NB_ERR_INVALID_ARG);
     NB_CK_FAILS(nb_compiled_step(c, (nb_tensor *[]){NULL}, &out) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_scope *s0 = nb_scope_begin();
+    NB_CK_FAILS(nb_compiled_step(c, (nb_tensor *[]){nb_zeros(NB_SHAPE(2), NB_F32)}, NULL) == NB_OK, NB_ERR_INVALID_ARG);
+    nb_scope_end(s0);
     nb_scope *s = nb_scope_begin();
     nb_tensor *w = nb_zeros(NB_SHAPE(2), NB_F32);
     NB_CK_OK(nb_set_requires_grad(w, true));
@@ -307,6 +377,7 @@ Suite *nb_suite_compile(void) {
     tcase_add_test(c, test_compile_checkpoint_resume);
     tcase_add_test(c, test_compile_guards);
     tcase_add_test(c, test_compile_graph_break);
+    tcase_add_test(c, test_compile_recurrent);
     suite_add_tcase(s, c);
     return s;
 }

@@ -218,19 +218,18 @@ static void graph_break(nb_compiled *c, trace *t, const char *why) {
  * NB_ERR_OOM, fails the call and the next call captures again). */
 static nb_status capture(nb_compiled *c, trace *t, nb_device dev) {
     uint64_t k0 = nb_device_counters_get(dev).kernel_launches;
+    /* a capture that cannot begin (another under way, too many graphs alive)
+     * says nothing about the step: the call fails, the trace stays as it is */
     nb_status st = nb_graph_capture_begin_with(dev, &(nb_graph_options){.fuse = !c->o.no_fusion});
+    if (st) return nb_set_error(st, "compiled_step: %s", nb_last_error());
     nb_tensor *out[MAX_IO] = {0};
     char why[sizeof c->reason] = "";
-    if (st == NB_OK) {
-        st = c->fn(c->ctx, t->in, out);
-        if (st) snprintf(why, sizeof why, "%s", nb_last_error()); /* the step's first error */
-        nb_graph *g = nb_graph_capture_end(dev);
-        if (!st && !g) st = nb_last_status(), snprintf(why, sizeof why, "%s", nb_last_error());
-        if (st) nb_graph_free(g);
-        else t->graph = g;
-    } else {
-        snprintf(why, sizeof why, "%s", nb_last_error());
-    }
+    st = c->fn(c->ctx, t->in, out);
+    if (st) snprintf(why, sizeof why, "%s", nb_last_error()); /* the step's first error */
+    nb_graph *g = nb_graph_capture_end(dev);
+    if (!st && !g) st = nb_last_status(), snprintf(why, sizeof why, "%s", nb_last_error());
+    if (st) nb_graph_free(g);
+    else t->graph = g;
     if (st) {
         release_all(out, c->n_out);
         if (c->o.fullgraph) return nb_set_error(st, "compiled_step: fullgraph: the step cannot be captured: %s", why);
@@ -266,9 +265,10 @@ nb_status nb_compiled_step(nb_compiled *c, nb_tensor *const *inputs, nb_tensor *
     if (!c) return nb_set_error(NB_ERR_INVALID_ARG, "compiled_step: NULL compiled step");
     if ((c->n_in && !inputs) || (c->n_out && !outputs))
         return nb_set_error(NB_ERR_INVALID_ARG, "compiled_step: NULL %s", c->n_out && !outputs ? "outputs" : "inputs");
+    nb_tensor *in[MAX_IO] = {0}; /* outputs may be the inputs' array (a recurrent state) */
     for (int i = 0; i < c->n_in; i++)
-        if (!inputs[i]) return nb_set_error(NB_ERR_INVALID_ARG, "compiled_step: input %d is NULL", i);
-    for (int i = 0; i < c->n_out; i++) outputs[i] = NULL;
+        if (!(in[i] = inputs[i])) return nb_set_error(NB_ERR_INVALID_ARG, "compiled_step: input %d is NULL", i);
+    inputs = in; /* outputs are written on success only */
     /* before anything else: a call inside a capture would record the eager
      * step into the caller's graph, or free what the capture holds */
     if (nb_graph_is_capturing(c->n_in ? nb_device_of(inputs[0]) : nb_default_device()))
@@ -277,13 +277,18 @@ nb_status nb_compiled_step(nb_compiled *c, nb_tensor *const *inputs, nb_tensor *
     trace *t = find_trace(c, inputs, &dev);
     if (!t) return nb_last_status();
     /* the last call's eager outputs stay alive until this call's step has
-     * run (an input may be one of them; a capture must not free them) */
+     * run (an input may be one of them; a capture must not free them), and
+     * past a failed call (the caller may retry with them) */
     nb_tensor *prev[MAX_IO];
     memcpy(prev, c->held, sizeof prev), memset(c->held, 0, sizeof c->held);
     nb_status st = run_trace(c, t, dev, inputs);
+    if (st) {
+        memcpy(c->held, prev, sizeof prev);
+        return st;
+    }
     release_all(prev, c->n_out);
-    if (!st) memcpy(outputs, t->graph ? t->out : c->held, sizeof *outputs * (size_t)c->n_out);
-    return st;
+    memcpy(outputs, t->graph ? t->out : c->held, sizeof *outputs * (size_t)c->n_out);
+    return NB_OK;
 }
 
 nb_compiled_stats nb_compiled_get_stats(const nb_compiled *c) {

@@ -35,7 +35,11 @@
  * forward pass and loss under bfloat16 autocast (nb_autocast_begin), as
  * torch.autocast does; evaluation stays in float32. Batches are built on the host into page-locked buffers
  * and uploaded asynchronously; the losses and accuracies are summed on the
- * device and read at the log lines only. --bitlinear trains BitNet b1.58:
+ * device and read at the log lines only. --compile 1 runs the training
+ * step through nb_compile (a fused CUDA graph replayed each step; eager on
+ * the CPU): each batch's masked positions are padded to B * round(0.15 T)
+ * entries of label -100, so every step has the same shapes, and the
+ * gradient norm is not logged (--log-dir). --bitlinear trains BitNet b1.58:
  * BitLinear attention and feed-forward projections (nb_bert_config.bitlinear).
  */
 #include <float.h>
@@ -59,6 +63,7 @@ typedef struct args {
     int norm_first;
     int tf32; /* nb_set_float32_matmul_precision("high") */
     int amp;  /* training forward passes under bfloat16 autocast */
+    int compile; /* the training step through nb_compile (masked positions padded to a fixed count) */
     const char *data;
     nb_device device;
     const char *log_dir; /* --log-dir: TensorBoard scalars there */
@@ -78,7 +83,7 @@ static int usage(const char *prog) {
             "usage: %s [--layers N] [--hidden N] [--heads N] [--seq N] [--batch-size N] [--vocab-size N]\n"
             "          [--steps N] [--warmup N] [--lr X] [--dropout X] [--minutes X] [--log-every N] [--eval-every N]\n"
             "          [--seed N] [--threads N] [--norm-first 0|1] [--data DIR] [--device cpu|cuda|cuda:N]\n"
-            "          [--tf32 0|1] [--amp 0|1] [--log-dir DIR] [--no-progress] [--bitlinear]\n",
+            "          [--tf32 0|1] [--amp 0|1] [--compile 0|1] [--log-dir DIR] [--no-progress] [--bitlinear]\n",
             prog);
     return 2;
 }
@@ -115,6 +120,7 @@ static int parse(int argc, char **argv, args *a) {
         else if (!strcmp(f, "--norm-first")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->norm_first = (int)x;
         else if (!strcmp(f, "--tf32")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->tf32 = (int)x;
         else if (!strcmp(f, "--amp")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->amp = (int)x;
+        else if (!strcmp(f, "--compile")) ok = nb_flag_int(prog, f, v, 0, 1, &x), a->compile = (int)x;
         else if (!strcmp(f, "--data")) a->data = v;
         else if (!strcmp(f, "--log-dir")) a->log_dir = v;
         else if (!strcmp(f, "--device")) ok = nb_example_set_device(prog, v, &a->device);
@@ -222,7 +228,8 @@ static bool stager_init(stager *g, nb_device dev, int64_t B, int64_t T) {
 }
 
 /* One batch on the device: input ids and attention mask [n, T], and the
- * masked positions' flat indices and labels [m] (m = 0: no tensors). */
+ * masked positions' flat indices and labels [max(m, pad)] (m = 0: no
+ * tensors; past m, position 0 with label -100, which the loss ignores). */
 typedef struct dev_batch {
     nb_tensor *ids, *attn, *idx, *target;
     int64_t m, unigram; /* masked positions; those whose label is `frequent` */
@@ -235,9 +242,10 @@ static nb_tensor *upload(stager *g, const void *host, int ndim, const int64_t *s
 }
 
 /* Builds sequences indices[0..n) of epoch into the next buffer set and
- * uploads them (tensors owned by the current scope). */
+ * uploads them (tensors owned by the current scope), the masked positions
+ * padded to pad (--compile: every step the same shapes). */
 static bool stage_batch(stager *g, const nb_mlm_dataset *ds, int64_t epoch, const int64_t *indices, int64_t n,
-                        int32_t frequent, dev_batch *b) {
+                        int32_t frequent, int64_t pad, dev_batch *b) {
     stage *s = &g->s[g->k++ & 1];
     memset(b, 0, sizeof *b);
     if (nb_event_synchronize(s->uploaded) != NB_OK) return false; /* its last uploads are done */
@@ -247,25 +255,23 @@ static bool stage_batch(stager *g, const nb_mlm_dataset *ds, int64_t epoch, cons
             return false;
     for (int64_t i = 0; i < n * T; i++) /* compacted in place: m <= i */
         if (s->lab[i] != NB_MLM_IGNORE_INDEX) s->idx[b->m] = i, s->lab[b->m] = s->lab[i], b->unigram += s->lab[i] == frequent, b->m++;
+    int64_t k = b->m; /* the uploaded count */
+    for (; k < pad && k < n * T; k++) s->idx[k] = 0, s->lab[k] = NB_MLM_IGNORE_INDEX;
     int64_t shape[2] = {n, T};
     b->ids = upload(g, s->ids, 2, shape, NB_I64);
     b->attn = b->ids ? upload(g, s->attn, 2, shape, NB_BOOL) : NULL;
     if (b->attn && b->m) {
-        b->idx = upload(g, s->idx, 1, &b->m, NB_I64);
-        b->target = b->idx ? upload(g, s->lab, 1, &b->m, NB_I64) : NULL;
+        b->idx = upload(g, s->idx, 1, &k, NB_I64);
+        b->target = b->idx ? upload(g, s->lab, 1, &k, NB_I64) : NULL;
     }
     return b->attn && (!b->m || b->target) && nb_event_record(s->uploaded, NULL) == NB_OK;
 }
 
-/* A float64 or int64 0-d running total on the device: *acc += x (x's dtype
- * converted), the old total released (ours). */
-static bool accumulate(nb_tensor **acc, nb_tensor *x) {
-    nb_tensor *sum = nb_add(*acc, nb_to_dtype(nb_detach(x), nb_dtype_of(*acc)));
-    if (!sum) return false;
-    nb_retain(sum);
-    nb_release(*acc);
-    *acc = sum;
-    return true;
+/* A float64 or int64 0-d running total on the device: acc += x (x's dtype
+ * converted), in place (a compiled step's graph keeps acc). */
+static nb_status accumulate(nb_tensor *acc, nb_tensor *x) {
+    nb_tensor *sum = nb_add(acc, nb_to_dtype(nb_detach(x), nb_dtype_of(acc)));
+    return sum ? nb_copy_(acc, sum) : nb_last_status();
 }
 
 /* A fresh 0-d total of dtype dt on dev, ours. */
@@ -333,6 +339,46 @@ typedef struct eval_set {
     int32_t frequent;
 } eval_set;
 
+/* One training step's state: the --compile step's context. */
+typedef struct trainer {
+    nb_module *bert;
+    nb_optimizer *opt;
+    nb_tensor **amp_ps; /* --amp: the parameters, cast ahead each step in multi-tensor launches */
+    int n_amp;
+    bool amp;
+    nb_tensor *loss_sum, *correct; /* the interval's device totals, added to in place */
+    bool want_norm;                /* read the gradient norm into norm (a host sync: eager steps only) */
+    double norm;
+} trainer;
+
+/* One update on the batch {ids, attn, idx, target} (an nb_step_fn, no
+ * outputs): forward and loss (under autocast with --amp), backward,
+ * gradients clipped to norm 1, AdamW, the loss and the correct predictions
+ * added to the totals. */
+static nb_status train_step(void *ctx, nb_tensor *const *in, nb_tensor **out) {
+    (void)out;
+    trainer *t = ctx;
+    nb_device dev = nb_device_of(in[0]);
+    dev_batch b = {.ids = in[0], .attn = in[1], .idx = in[2], .target = in[3], .m = nb_numel(in[2])};
+    mlm_out o = {0};
+    nb_scope *s = nb_scope_begin();
+    nb_status st = t->amp ? nb_autocast_begin(dev, NB_BF16) : NB_OK;
+    if (!st) {
+        if ((t->amp && nb_autocast_cache_params(t->amp_ps, t->n_amp)) || !mlm_forward(t->bert, &b, NB_REDUCTION_MEAN, &o))
+            st = nb_last_status();
+        if (st) fprintf(stderr, "bert_mlm: %s\n", nb_last_error()); /* before the next call */
+        if (t->amp) nb_autocast_end(dev);
+    }
+    nb_module_zero_grad(t->bert);
+    if (!st) st = nb_backward(o.loss);
+    if (!st) st = nb_clip_grad_norm_module_(t->bert, 1.0, 2.0, t->want_norm ? &t->norm : NULL);
+    if (!st) st = nb_optimizer_step(t->opt);
+    if (!st) st = accumulate(t->loss_sum, o.loss);
+    if (!st) st = accumulate(t->correct, o.correct);
+    nb_scope_end(s);
+    return st;
+}
+
 /* Trains for a->steps updates (or until the --minutes budget). The loss and
  * the correct predictions are summed on the device and read at the log
  * lines only; so is the gradient norm for --log-dir (measured on the
@@ -356,6 +402,15 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         fprintf(stderr, "bert_mlm: %s\n", nb_last_error());
         ok = false;
     }
+    trainer tr = {bert, opt, amp_ps, n_amp, a->amp, loss_sum, correct, false, 0};
+    /* --compile: every batch has B rows and its masked positions padded to
+     * at most what masking takes from B full rows, so one trace serves */
+    int64_t pad = a->compile ? B * (int64_t)fmax(1, floor(0.15 * (double)T + 0.5)) : 0;
+    nb_compiled *cs = NULL;
+    if (ok && a->compile && !(cs = nb_compile(train_step, &tr, 4, 0, &(nb_compile_options){.module = bert}))) {
+        fprintf(stderr, "bert_mlm: %s\n", nb_last_error());
+        ok = false;
+    }
     nb_progress *bar = a->no_progress ? NULL : nb_progress_new(a->steps, &(nb_progress_options){.desc = "train", .unit = "step"});
     for (int64_t step = 1; ok && step <= a->steps; step++) {
         bool log_now = step % a->log_every == 0 || step == a->steps;
@@ -366,23 +421,14 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         }
         nb_scope *s = nb_scope_begin();
         dev_batch b;
-        mlm_out o = {0};
-        ok = ok && stage_batch(&g, ds, epoch, perm + pos, B, -1, &b);
-        if (ok && a->amp) ok = nb_autocast_begin(g.dev, NB_BF16) == NB_OK;
-        if (ok) {
-            ok = (!a->amp || nb_autocast_cache_params(amp_ps, n_amp) == NB_OK) &&
-                 mlm_forward(bert, &b, NB_REDUCTION_MEAN, &o);
-            if (a->amp && !ok) fprintf(stderr, "bert_mlm: %s\n", nb_last_error()); /* before the next call */
-            if (a->amp) nb_autocast_end(g.dev);
-        }
+        ok = ok && stage_batch(&g, ds, epoch, perm + pos, B, -1, pad, &b);
         pos += B;
-        nb_module_zero_grad(bert);
-        if (ok && o.loss) {
+        if (ok && b.m) { /* a batch without masked positions (none to learn from) is skipped */
             ok = nb_optimizer_set_lr(opt, lr_at(a, step)) == NB_OK; /* every group */
-            ok = ok && nb_backward(o.loss) == NB_OK &&
-                 nb_clip_grad_norm_module_(bert, 1.0, 2.0, a->tb && log_now ? &norm : NULL) == NB_OK && /* a sync */
-                 nb_optimizer_step(opt) == NB_OK;
-            ok = ok && accumulate(&loss_sum, o.loss) && accumulate(&correct, o.correct);
+            tr.want_norm = a->tb && log_now && !cs;
+            nb_tensor *in[4] = {b.ids, b.attn, b.idx, b.target};
+            ok = ok && (cs ? nb_compiled_step(cs, in, NULL) : train_step(&tr, in, NULL)) == NB_OK;
+            norm = tr.norm;
             iv.masked += b.m, iv.steps++;
         }
         nb_scope_end(s);
@@ -402,11 +448,9 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
                      !nb_summary_writer_add_scalar(a->tb, "train/mlm_accuracy", acc, step) &&
                      !nb_summary_writer_add_scalar(a->tb, "train/lr", lr_at(a, step), step) &&
                      !nb_summary_writer_add_scalar(a->tb, "train/tokens_per_sec", tps, step) &&
-                     (!log_now || !nb_summary_writer_add_scalar(a->tb, "train/grad_norm", norm, step));
+                     (!log_now || cs || !nb_summary_writer_add_scalar(a->tb, "train/grad_norm", norm, step));
             iv = (totals){0}, t_iv = now_seconds();
-            nb_release(loss_sum), nb_release(correct);
-            loss_sum = total_new(g.dev, NB_F64), correct = total_new(g.dev, NB_I64);
-            ok = ok && loss_sum && correct;
+            ok = ok && !nb_fill_(loss_sum, 0) && !nb_fill_(correct, 0);
         }
         if (ok && a->eval_every && step % a->eval_every == 0 && step != a->steps && !out_of_time) {
             totals r;
@@ -431,6 +475,12 @@ static bool train(nb_module *bert, nb_mlm_dataset *ds, const args *a, double t_s
         }
     }
     nb_progress_close(bar);
+    if (cs) {
+        nb_compiled_stats cst = nb_compiled_get_stats(cs);
+        printf("compile: %d trace(s), %d graph(s), %lld of %lld steps replayed%s%s\n", cst.traces, cst.graphs,
+               (long long)cst.replays, (long long)cst.calls, cst.reason[0] ? "; eager because: " : "", cst.reason);
+    }
+    nb_compiled_free(cs);
     nb_release(loss_sum), nb_release(correct);
     nb_optimizer_free(opt);
     if (staged) stager_free(&g);
@@ -455,8 +505,8 @@ static bool evaluate(nb_module *bert, nb_mlm_dataset *ds, int64_t batch, int32_t
         nb_scope *s = nb_scope_begin();
         dev_batch b;
         mlm_out o;
-        ok = stage_batch(&g, ds, 0, ids, n, frequent, &b) && mlm_forward(bert, &b, NB_REDUCTION_SUM, &o);
-        if (ok && o.loss) ok = accumulate(&loss_sum, o.loss) && accumulate(&correct, o.correct);
+        ok = stage_batch(&g, ds, 0, ids, n, frequent, 0, &b) && mlm_forward(bert, &b, NB_REDUCTION_SUM, &o);
+        if (ok && o.loss) ok = !accumulate(loss_sum, o.loss) && !accumulate(correct, o.correct);
         r->masked += b.m, r->unigram += b.unigram;
         nb_scope_end(s);
     }

@@ -287,7 +287,7 @@ nb_status nb_compiled_step(nb_compiled *c, nb_tensor *const *inputs, nb_tensor *
         return st;
     }
     release_all(prev, c->n_out);
-    memcpy(outputs, t->graph ? t->out : c->held, sizeof *outputs * (size_t)c->n_out);
+    if (c->n_out) memcpy(outputs, t->graph ? t->out : c->held, sizeof *outputs * (size_t)c->n_out); /* outputs may be NULL */
     return NB_OK;
 }
 

@@ -377,6 +377,12 @@ START_TEST(test_compile_errors) {
     ck_assert_str_eq(st.reason, "");
     ck_assert_int_eq(nb_compiled_get_stats(c).calls, 1);
     nb_compiled_free(c);
+    /* no outputs: outputs may be NULL */
+    c = nb_compile(no_step, NULL, 1, 0, NULL);
+    s = nb_scope_begin();
+    for (int k = 0; k < 4; k++) NB_CK_OK(nb_compiled_step(c, (nb_tensor *[]){nb_zeros(NB_SHAPE(2), NB_F32)}, NULL));
+    nb_scope_end(s);
+    nb_compiled_free(c);
     nb_compiled_free(NULL);
 }
 END_TEST

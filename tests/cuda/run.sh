@@ -29,10 +29,12 @@
 #               slot against the CPU's at the hot shapes, with timings
 #   examples    mnist_mlp, mnist_cnn and bert_mlm with --device cuda
 #   amp         the same under bfloat16 autocast (--amp), mnist_cnn also
-#               with --cuda-graph
+#               with --cuda-graph; then mnist_mlp --compile and bert_mlm
+#               --amp 1 --compile 1
 #   profile     the kernel-slot profile (nb_profiler_report) of the
 #               benchmarks' steps: where the device time goes
-#   bench       the benchmarks with --device cuda (fp32 and --tf32) beside
+#   bench       the benchmarks with --device cuda (fp32, --tf32, and bf16
+#               with --graph and with --compile) beside
 #               torch_ref.py's (gpt_ref.py's for gpt2, gpt2-1024) eager,
 #               graph and compiled + graph figures from the same run
 #               (BENCH_WORKLOADS="bert bert-base" runs those alone: the
@@ -219,6 +221,7 @@ run_bench() {
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --graph
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --amp
         "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --amp --graph
+        "$dev/bin/$bin" "${cfg[@]}" "${steps[@]}" --device cuda --tf32 --amp --compile
         [ $big = 0 ] && python3 "${ref[@]}" "${pycfg[@]}" "${steps[@]}" --device cuda
         python3 "${ref[@]}" "${pycfg[@]}" "${steps[@]}" --device cuda --tf32
         python3 "${ref[@]}" "${pycfg[@]}" "${steps[@]}" --device cuda --tf32 --graph
@@ -259,7 +262,10 @@ gpu() {
             step mnist_mlp_amp "$dev/examples/mnist_mlp" --device cuda --amp
             step mnist_cnn_amp "$dev/examples/mnist_cnn" --device cuda --amp
             step mnist_cnn_graph "$dev/examples/mnist_cnn" --device cuda --cuda-graph --amp
-            step bert_mlm_amp "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" --amp 1 ;;
+            step bert_mlm_amp "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" --amp 1
+            # through nb_compile (a fused graph a trace, replayed)
+            step mnist_mlp_compile "$dev/examples/mnist_mlp" --device cuda --compile
+            step bert_mlm_compile "$dev/examples/bert_mlm" --device cuda --data "$dev/data/wordnet" --amp 1 --compile 1 ;;
         bench) step bench run_bench ;;
         cpu)
             step cpu cpu_scaling

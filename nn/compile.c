@@ -228,9 +228,8 @@ static nb_status capture(nb_compiled *c, trace *t, nb_device dev) {
     if (st) snprintf(why, sizeof why, "%s", nb_last_error()); /* the step's first error */
     nb_graph *g = nb_graph_capture_end(dev);
     if (!st && !g) st = nb_last_status(), snprintf(why, sizeof why, "%s", nb_last_error());
-    if (st) nb_graph_free(g);
-    else t->graph = g;
     if (st) {
+        nb_graph_free(g);
         release_all(out, c->n_out);
         if (c->o.fullgraph) return nb_set_error(st, "compiled_step: fullgraph: the step cannot be captured: %s", why);
         if (st != NB_ERR_STATE && st != NB_ERR_UNSUPPORTED)
@@ -238,6 +237,7 @@ static nb_status capture(nb_compiled *c, trace *t, nb_device dev) {
         graph_break(c, t, why);
         return NB_OK;
     }
+    t->graph = g;
     memcpy(t->out, out, sizeof out);
     c->stats.graphs++;
     c->stats.graph_kernels += nb_device_counters_get(dev).kernel_launches - k0;
@@ -250,9 +250,15 @@ static nb_status run_trace(nb_compiled *c, trace *t, nb_device dev, nb_tensor *c
     nb_status st;
     bool fed = false;
     if (!t->graph && !t->eager && t->calls >= c->warmup) {
-        if (dev.type == NB_DEVICE_CPU) graph_break(c, t, "the CPU has no graphs (its steps run eagerly)"); /* fullgraph or not */
-        else if ((st = feed(c, t, in)) || (st = capture(c, t, dev))) return st;
-        else fed = true;
+        if (!nb_graph_supported(dev)) { /* not a break: such a device runs every step eagerly, fullgraph or not */
+            char d[32], why[64];
+            snprintf(why, sizeof why, "%s has no graphs (its steps run eagerly)", nb_device_str(dev, d, sizeof d));
+            graph_break(c, t, why);
+        } else if ((st = feed(c, t, in)) || (st = capture(c, t, dev))) {
+            return st;
+        } else {
+            fed = true;
+        }
     }
     if (!t->graph) return run_eager(c, t, in); /* warm-up, or a trace that runs eagerly */
     if (!fed && (st = feed(c, t, in))) return st;

@@ -52,15 +52,16 @@
  * otherwise (NB_ERR_OOM; a capture that cannot begin because another is
  * under way) fails its call, and the next call captures again.
  * The CPU has no graphs: its traces run eagerly, fullgraph or not (reason
- * "the CPU has no graphs (its steps run eagerly)"), guards and outputs as
- * on a GPU.
+ * "cpu has no graphs (its steps run eagerly)"), guards and outputs as on a
+ * GPU.
  *
  * Outputs: the step hands over n_outputs references (retained past its
  * scope); the caller borrows them until the next nb_compiled_step or
  * nb_compiled_free, and may pass them back as inputs to the next call (a
  * recurrent state; outputs may be the inputs' own array). A call that
- * fails leaves the last call's outputs valid, for a retry. After a replay an output is the captured step's tensor,
- * which the next replay overwrites: nb_clone it to keep it. Likewise the
+ * fails leaves the last call's outputs valid, for a retry. After a replay
+ * an output is the captured step's tensor, which the next replay
+ * overwrites: nb_clone it to keep it. Likewise the
  * tensors the captured step left behind (a parameter's .grad) are the
  * capture's and are rewritten by each replay. */
 #ifndef NB_COMPILE_H
@@ -108,13 +109,12 @@ typedef struct nb_compiled_stats {
 nb_compiled *nb_compile(nb_step_fn fn, void *ctx, int n_inputs, int n_outputs, const nb_compile_options *opts);
 /* Runs the step once on inputs (n_inputs tensors, none requiring grad; on
  * one device) and stores its n_outputs borrowed outputs in outputs (may be
- * NULL when n_outputs is 0). Errors (outputs left as they were; the
- * last call's outputs stay valid):
- * NB_ERR_INVALID_ARG (NULL arguments, an input that requires grad),
- * NB_ERR_DEVICE (inputs on several devices), NB_ERR_STATE (past
- * cache_limit traces; called while a graph is being captured on the
- * inputs' device; a capture that cannot begin), NB_ERR_OOM (host or device memory for the guards, the
- * static inputs or the capture), with fullgraph a capture's error, the
+ * NULL when n_outputs is 0). Errors (outputs left as they were; the last
+ * call's outputs stay valid): NB_ERR_INVALID_ARG (NULL arguments, an input
+ * that requires grad), NB_ERR_DEVICE (inputs on several devices),
+ * NB_ERR_STATE (past cache_limit traces; called while a graph is being
+ * captured on the inputs' device; a capture that cannot begin), NB_ERR_OOM
+ * (host or device memory for the guards, the static inputs or the capture), with fullgraph a capture's error, the
  * errors of copying the inputs in (nb_copy_) and of nb_graph_replay, and
  * the step's own. */
 nb_status nb_compiled_step(nb_compiled *c, nb_tensor *const *inputs, nb_tensor **outputs);

@@ -4,10 +4,12 @@
 // element (or per vector of V elements), so results are deterministic.
 // Two paths, chosen on the host from the merged strided
 // iterator (Iter, cuda_common.cuh):
-//   rows:    at most two merged dims, out dense, every input stepping its
-//            inner dim by 1 (dense) or 0 (broadcast): a flat contiguous op
-//            (R = 1), a bias/row broadcast [R, C] op [C], a per-row scale
-//            [R, C] op [R, 1]. Each thread loads V = 16 / sizeof(In)
+//   rows:    at most two merged dims, out and every input stepping the
+//            inner dim by 1 (an input may also broadcast it, step 0), rows
+//            at any aligned stride: a flat contiguous op (R = 1), a bias/row
+//            broadcast [R, C] op [C], a per-row scale [R, C] op [R, 1], a
+//            column block of a wider matrix (a chunk's gradient added into
+//            its part of the whole). Each thread loads V = 16 / sizeof(In)
 //            elements (float4 for float32) with no index division; taken
 //            when every vector access is aligned.
 //   generic: any strides: per-element offsets from int64 div/mod (the
@@ -48,9 +50,9 @@ template <typename F> __device__ __forceinline__ typename F::Out ew_apply(const 
     else return f(x[0], x[1]);
 }
 
-// The rows path's geometry: out [R, C] dense; input k at in[k] + r * rs[k] + c * cs[k], cs[k] in {0, 1}.
+// The rows path's geometry: out at out + r * ors + c; input k at in[k] + r * rs[k] + c * cs[k], cs[k] in {0, 1}.
 template <typename F> struct RowArgs {
-    int64_t R, C;
+    int64_t R, C, ors;
     typename F::Out *out;
     const typename F::In *in[F::NIN];
     int64_t rs[F::NIN];
@@ -64,7 +66,7 @@ template <typename F, int V> __global__ void k_ew_rows(F f, RowArgs<F> a) {
     using Out = typename F::Out;
     const int64_t nv = a.C / V, nw = nv + (a.C - nv * V);
     for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < a.R; r += (int64_t)gridDim.y * blockDim.y) {
-        Out *o = a.out + r * a.C;
+        Out *o = a.out + r * a.ors;
         for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nw; j += (int64_t)gridDim.x * blockDim.x) {
             if (j < nv) {
                 In x[F::NIN][V];
@@ -130,9 +132,9 @@ template <typename F, int V> bool ew_rows_args(const Iter<F::NIN + 1> &it, RowAr
     int64_t R = 1, C = 1, ors = 0, ocs = 1;
     if (it.ndim == 1) C = it.shape[0], ocs = it.st[0][0];
     if (it.ndim == 2) R = it.shape[0], C = it.shape[1], ors = it.st[0][0], ocs = it.st[0][1];
-    if (ocs != 1 || (R > 1 && ors != C)) return false;
-    if (!aligned_to(it.ptr[0], sizeof(Out) * V) || (R > 1 && C % V != 0)) return false;
-    a->R = R, a->C = C, a->out = (Out *)it.ptr[0];
+    if (ocs != 1 || (R > 1 && ors < C)) return false; /* rows overlapping or reversed: the generic path */
+    if (!aligned_to(it.ptr[0], sizeof(Out) * V) || (R > 1 && (C % V != 0 || ors % V != 0))) return false;
+    a->R = R, a->C = C, a->ors = R > 1 ? ors : C, a->out = (Out *)it.ptr[0];
     for (int k = 0; k < F::NIN; k++) {
         int64_t rs = 0, cs = 1;
         if (it.ndim == 1) cs = it.st[k + 1][0];

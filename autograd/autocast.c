@@ -98,8 +98,34 @@ static bool cache_add(nb_tensor *t, nb_tensor *c) {
     return true;
 }
 
-/* The cast of t to dt, cached for parameters. */
+/* The parameter t is a permuted view of (F.linear(x, W.t()), GPT-2's
+ * Conv1D), its permutation in dims; NULL for other tensors. */
+static nb_tensor *permuted_param(const nb_tensor *t, int *dims) {
+    const nb_node *n = t->grad_fn;
+    if (!n || n->op != NB_OP_PERMUTE || n->n_in != 1 || !n->in[0]) return NULL;
+    nb_tensor *b = n->in[0];
+    if (!nb_is_leaf(b) || !nb_requires_grad(b) || b->storage != t->storage || b->ndim != t->ndim ||
+        b->offset != t->offset)
+        return NULL;
+    for (int i = 0; i < t->ndim; i++) { /* t is still exactly that view */
+        int d = n->p.permute.dims[i];
+        if (t->shape[i] != b->shape[d] || t->strides[i] != b->strides[d]) return NULL;
+        dims[i] = d;
+    }
+    return b;
+}
+
+/* The cast of t to dt, cached for parameters. A permuted view of a
+ * parameter is the permuted cast of the parameter: the same values from
+ * the cached (multi-tensor) cast instead of a strided copy each call, and
+ * its gradient reaches the parameter in the parameter's own layout. */
 static nb_tensor *cast(nb_tensor *t, nb_dtype dt) {
+    int dims[NB_MAX_DIMS];
+    nb_tensor *param = permuted_param(t, dims);
+    if (param) {
+        nb_tensor *c = cast(param, dt);
+        return c ? nb_permute(c, dims) : NULL;
+    }
     bool cacheable = nb_is_leaf(t) && nb_requires_grad(t);
     nb_tensor *c = cacheable ? cache_find(t, dt) : NULL;
     if (c) return c;

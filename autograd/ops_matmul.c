@@ -115,9 +115,19 @@ nb_status nb_bw_linear(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1];
     bool graph = nb_needs_grad(3, (nb_tensor *[]){g, x, w}); /* create_graph: recorded matmuls */
     if (n->in[0] && !(gin[0] = graph ? nb_matmul(g, w) : gemm_nd(g, w))) return nb_last_status();
-    if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, &gin[1], &gin[2]))
+    /* w the transpose of a contiguous [in, out] weight (GPT-2's Conv1D,
+     * F.linear(x, W.t())): dw^T = x^T g written as [in, out] and handed
+     * back transposed, so the weight's gradient arrives in its own layout
+     * rather than through a transposing copy (the bias gradient is then a
+     * reduction of its own: the fused epilogue sums the GEMM's left side) */
+    bool col_major = w->ndim == 2 && w->shape[0] > 1 && w->shape[1] > 1 && w->strides[0] == 1 &&
+                     w->strides[1] == w->shape[0];
+    if (!graph && n->in[1] && col_major) {
+        nb_tensor *gwt = gemm_nd(nb_transpose(x, 0, 1), g);
+        if (!gwt || !(gin[1] = nb_transpose(gwt, 0, 1))) return nb_last_status();
+    } else if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, &gin[1], &gin[2]))
         return gin[1] ? NB_OK : nb_last_status();
-    if (n->in[1]) gin[1] = graph ? nb_matmul(nb_transpose(g, 0, 1), x) : gemm_nd(nb_transpose(g, 0, 1), x);
+    if (n->in[1] && !gin[1]) gin[1] = graph ? nb_matmul(nb_transpose(g, 0, 1), x) : gemm_nd(nb_transpose(g, 0, 1), x);
     if (n->in[2]) gin[2] = nb_sum_to_shape(g, 1, &w->shape[0]);
     for (int i = 0; i < 3; i++)
         if (n->in[i] && !gin[i]) return nb_last_status();

@@ -329,6 +329,51 @@ START_TEST(test_autocast_cache_sees_inplace_writes) {
 }
 END_TEST
 
+/* A permuted view of a parameter (F.linear(x, W.t()), GPT-2's Conv1D with
+ * W [in, out]) is cast through the parameter's cached cast: the output is
+ * that of a contiguous W^T, W's gradient comes back contiguous in W's own
+ * layout (close to the contiguous copy's, transposed), and on the CPU a
+ * weight doubled behind nabla's back after nb_autocast_cache_params still
+ * computes with the cast cached ahead. */
+START_TEST(test_autocast_permuted_param) {
+    FOR_DEVICES(dev) {
+        nb_scope *s = nb_scope_begin();
+        nb_generator g = nb_generator_new(12);
+        nb_tensor *x = nb_randn_on(NB_SHAPE(6, 8), NB_F32, &g, dev);
+        nb_tensor *w = rand_param(NB_SHAPE(8, 5), 1.0, &g, dev), *b = rand_param(NB_SHAPE(5), 1.0, &g, dev);
+        nb_tensor *wt = nb_detach(nb_contiguous(nb_transpose(w, 0, 1))), *bt = nb_detach(nb_clone(b));
+        NB_CK_OK(nb_set_requires_grad(wt, true));
+        NB_CK_OK(nb_set_requires_grad(bt, true));
+        NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+        nb_tensor *y1 = nb_linear(x, nb_transpose(w, 0, 1), b), *y2 = nb_linear(x, wt, bt);
+        NB_CK_OK(nb_autocast_end(dev));
+        ck_assert_int_eq(nb_dtype_of(y1), NB_BF16);
+        nb_ck_close_to(y1, y2, 0.05);
+        NB_CK_OK(nb_backward(nb_sum(nb_pow_scalar(nb_to_dtype(y1, NB_F32), 2), NULL, 0, false)));
+        NB_CK_OK(nb_backward(nb_sum(nb_pow_scalar(nb_to_dtype(y2, NB_F32), 2), NULL, 0, false)));
+        nb_tensor *gw = nb_tensor_grad(w);
+        ck_assert_int_eq(nb_dtype_of(gw), NB_F32);
+        nb_ck_shape(gw, 2, (int64_t[]){8, 5});
+        ck_assert(nb_is_contiguous(gw));
+        double scale = nb_item(nb_amax(nb_abs(nb_tensor_grad(wt)), NULL, 0, false));
+        nb_ck_close_to(gw, nb_contiguous(nb_transpose(nb_tensor_grad(wt), 0, 1)), 0.02 * scale);
+        nb_ck_close_to(nb_tensor_grad(b), nb_tensor_grad(bt), 0.02 * scale);
+        if (dev.type == NB_DEVICE_CPU) {
+            NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+            NB_CK_OK(nb_autocast_cache_params(&w, 1));
+            float *p = nb_data_ptr(w);
+            for (int64_t k = 0; k < nb_numel(w); k++) p[k] *= 2;
+            nb_tensor *y3 = nb_linear(x, nb_transpose(w, 0, 1), b);
+            NB_CK_OK(nb_autocast_end(dev));
+            bool same = false;
+            NB_CK_OK(nb_allclose(nb_to_dtype(y3, NB_F32), nb_to_dtype(y1, NB_F32), 0, 0, false, &same));
+            ck_assert_msg(same, "linear(x, W.t()) did not read W's cast cached ahead");
+        }
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
 Suite *nb_suite_autocast(void) {
     Suite *s = suite_create("autocast");
     TCase *c = tcase_create("autocast");
@@ -340,6 +385,7 @@ Suite *nb_suite_autocast(void) {
     tcase_add_test(c, test_autocast_conv);
     tcase_add_test(c, test_autocast_cache_params);
     tcase_add_test(c, test_autocast_cache_sees_inplace_writes);
+    tcase_add_test(c, test_autocast_permuted_param);
     suite_add_tcase(s, c);
     return s;
 }

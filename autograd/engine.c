@@ -485,6 +485,28 @@ static nb_tensor **acc_slot(nb_node *n, int out_nr) {
     return out_nr ? nb_function_acc(n, out_nr) : &n->grad_acc;
 }
 
+/* The part of acc outside [lo, hi) of dim d set to zero. */
+static nb_status zero_outside(nb_tensor *acc, int d, int64_t lo, int64_t hi) {
+    int64_t span[2][2] = {{0, lo}, {hi, acc->shape[d]}};
+    for (int k = 0; k < 2; k++) {
+        if (span[k][1] <= span[k][0]) continue;
+        nb_kview v = nb_kview_of(acc);
+        v.data = (char *)v.data + span[k][0] * v.strides[d] * (int64_t)nb_dtype_size(acc->dtype);
+        v.shape[d] = span[k][1] - span[k][0];
+        nb_status st = nb_kernel_fill(NB_BE(acc), &v, 0.0);
+        if (st) return st;
+    }
+    return NB_OK;
+}
+
+/* n's accumulator made whole (its unwritten part zeroed) before anything
+ * reads it or adds into it. */
+static nb_status acc_settle(nb_node *n) {
+    if (!n->acc_lazy) return NB_OK;
+    n->acc_lazy = false;
+    return zero_outside(n->grad_acc, n->acc_dim, n->acc_lo, n->acc_hi);
+}
+
 /* g and the accumulator t of one shape, dtype and device (what an in-place add needs). */
 static bool same_layout(const nb_tensor *t, const nb_tensor *g) {
     return t->dtype == g->dtype && t->ndim == g->ndim && nb_same_device(t->storage->device, g->storage->device) &&
@@ -493,6 +515,7 @@ static bool same_layout(const nb_tensor *t, const nb_tensor *g) {
 
 static nb_status accumulate_node(nb_node *n, int out_nr, nb_tensor *g, bool create_graph) {
     nb_tensor **acc = acc_slot(n, out_nr);
+    if (!out_nr && acc_settle(n)) return nb_last_status();
     if (!*acc) {
         nb_retain(g);
         *acc = g;
@@ -513,35 +536,48 @@ static nb_status accumulate_node(nb_node *n, int out_nr, nb_tensor *g, bool crea
 }
 
 /* A slice's gradient added into the region of its input's accumulator,
- * one zeroed buffer for the whole input however many slices feed it,
- * instead of a zero-padded copy per slice added whole: split, chunk and
- * per-step narrows (nb_rnn's) cost the input's size once rather than once
- * per piece. Not under create_graph (the padded copy is then a recorded
- * op), nor into leaves, a function's outputs or an accumulator the engine
- * did not make. 1: done; 0: use the rule; -1: an error. */
+ * one buffer for the whole input however many slices feed it, instead of
+ * a zero-padded copy per slice added whole: split, chunk and per-step
+ * narrows (nb_rnn's) cost the input's size once rather than once per
+ * piece. The buffer is zeroed lazily: adjacent unit-step slices of one dim
+ * (chunk's and split's pieces, in whatever order) are copied in, and only
+ * what no slice wrote is zeroed (acc_settle), so a chunk's gradient is
+ * its pieces' copies. Not under create_graph (the padded copy is then a
+ * recorded op), nor into leaves, a function's outputs or an accumulator
+ * the engine did not make. 1: done; 0: use the rule; -1: an error. */
 static int slice_into_acc(nb_node *n) {
     nb_tensor *in = n->in[0], *g = n->grad_acc;
     nb_node *dst = in ? n->edge[0] : NULL;
     if (!in || !g || !dst || n->edge_nr[0] != 0 || dst->kind == NB_NODE_FUNCTION) return 0;
     if (g->dtype != in->dtype || !nb_same_device(g->storage->device, in->storage->device)) return 0;
+    int d = n->p.slice.dim;
+    int64_t start = n->p.slice.start, step = n->p.slice.step, end = start + g->shape[d];
     if (!dst->grad_acc) {
-        nb_tensor *z = nb_zeros_like(in);
+        nb_tensor *z = nb_tensor_new(in->ndim, in->shape, in->dtype, in->storage->device);
         if (!z) return -1;
         nb_retain(z); /* the engine's reference, past the pass's scope */
         dst->grad_acc = z;
         dst->acc_owned = true;
+        dst->acc_lazy = true, dst->acc_dim = d, dst->acc_lo = dst->acc_hi = start;
     } else if (!dst->acc_owned || !same_layout(dst->grad_acc, in)) {
         return 0;
     }
     nb_tensor *acc = dst->grad_acc;
-    int d = n->p.slice.dim;
     int64_t strides[NB_MAX_DIMS];
     memcpy(strides, acc->strides, sizeof(int64_t) * (size_t)acc->ndim);
-    int64_t offset = acc->offset + n->p.slice.start * strides[d];
-    strides[d] *= n->p.slice.step;
+    int64_t offset = acc->offset + start * strides[d];
+    strides[d] *= step;
     nb_tensor *region = nb_tensor_view_of(acc, g->ndim, g->shape, strides, offset);
     if (!region) return -1;
     nb_kview a = nb_kview_of(region), b = nb_kview_of(g);
+    bool fresh = dst->acc_lazy && step == 1 && d == dst->acc_dim &&
+                 (dst->acc_lo == dst->acc_hi || end == dst->acc_lo || start == dst->acc_hi);
+    if (fresh) { /* nothing written there yet: a copy */
+        if (dst->acc_lo == dst->acc_hi) dst->acc_lo = start, dst->acc_hi = end;
+        else dst->acc_lo = start < dst->acc_lo ? start : dst->acc_lo, dst->acc_hi = end > dst->acc_hi ? end : dst->acc_hi;
+        return nb_kernel_copy(NB_BE(acc), &a, &b) == NB_OK ? 1 : -1;
+    }
+    if (acc_settle(dst)) return -1;
     return nb_kernel_binary(NB_BE(acc), NB_BINARY_ADD, &a, &a, &b) == NB_OK ? 1 : -1;
 }
 
@@ -683,7 +719,7 @@ static nb_status skip_node(pass *p, nb_node *n) {
 static void drop_grads(nb_node *n) {
     nb_release(n->grad_acc);
     n->grad_acc = NULL;
-    n->acc_owned = false;
+    n->acc_owned = n->acc_lazy = false;
     if (n->kind == NB_NODE_FUNCTION) nb_function_drop_grads(n);
 }
 
@@ -758,6 +794,7 @@ static nb_status run_pass(pass *p, nb_tensor *const *outputs, nb_tensor *const *
                               "(pass retain_graph to backward twice)", nb_node_name(n, nm, sizeof nm));
             break;
         }
+        if ((st = acc_settle(n))) break; /* the last slice's gradient came in: the rest zeroed */
         if (n->ext && n->ext->hooks) { /* hooks of the non-leaf tensors n made */
             int n_out_node = n->kind == NB_NODE_FUNCTION ? nb_function_n_outputs(n) : 1;
             for (int o = 0; o < n_out_node && st == NB_OK; o++) {

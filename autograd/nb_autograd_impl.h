@@ -134,6 +134,11 @@ struct nb_node {
     int64_t out_shape[NB_MAX_DIMS];
     nb_dtype out_dtype;
     nb_tensor *grad_acc; /* gradient of output 0, during backward */
+    /* grad_acc made by the engine for slices' gradients and not zeroed:
+     * only [acc_lo, acc_hi) of dim acc_dim written so far (engine.c) */
+    bool acc_lazy;
+    int acc_dim;
+    int64_t acc_lo, acc_hi;
     uint64_t visit;     /* generation stamp of the backward walk */
     nb_node *release_next; /* nb_node_release's pending list (no recursion) */
     nb_node_ext *ext;   /* NULL for most nodes */

@@ -95,8 +95,31 @@ static inline bool nb_view_is_contiguous(const nb_kview *v) {
     }
     return true;
 }
-/* Whether the byte ranges [first element, last element] of a and b meet
- * (a conservative overlap test: strided views that interleave meet). */
+/* A view as a run of bytes repeated with a period: *run bytes from each
+ * element of its innermost dim of size > 1 (stride 1) on, the outer dims
+ * stepping by multiples of *period bytes (0: a single run). False when
+ * the innermost dim is not dense. */
+static inline bool nb_view_runs(const nb_kview *v, int64_t *run, int64_t *period) {
+    int64_t es = (int64_t)nb_dtype_size(v->dtype), p = 0;
+    int inner = v->ndim - 1;
+    while (inner >= 0 && v->shape[inner] == 1) inner--;
+    if (inner >= 0 && v->strides[inner] != 1) return false;
+    *run = (inner >= 0 ? v->shape[inner] : 1) * es;
+    for (int d = 0; d < inner; d++) {
+        if (v->shape[d] == 1) continue;
+        int64_t s = v->strides[d] * es, a = s < 0 ? -s : s;
+        while (a) { /* p = gcd(p, |s|) */
+            int64_t t = p % a;
+            p = a, a = t;
+        }
+    }
+    *period = p;
+    return true;
+}
+/* Whether a and b may share a byte: their byte ranges [first element,
+ * last element] meet, and they do not interleave as two column blocks of
+ * one matrix do (each view's bytes lie at offsets in a window of width
+ * run modulo a common period, and the windows are apart). */
 static inline bool nb_view_ranges_meet(const nb_kview *a, const nb_kview *b) {
     const nb_kview *v[2] = {a, b};
     const char *lo[2], *hi[2];
@@ -110,7 +133,18 @@ static inline bool nb_view_ranges_meet(const nb_kview *a, const nb_kview *b) {
         int64_t es = (int64_t)nb_dtype_size(v[k]->dtype);
         lo[k] = (const char *)v[k]->data + l * es, hi[k] = (const char *)v[k]->data + (h + 1) * es;
     }
-    return lo[0] < hi[1] && lo[1] < hi[0];
+    if (!(lo[0] < hi[1] && lo[1] < hi[0])) return false;
+    int64_t run[2], per[2];
+    if (!nb_view_runs(a, &run[0], &per[0]) || !nb_view_runs(b, &run[1], &per[1]) || !per[0] || !per[1]) return true;
+    int64_t p = per[0], q = per[1];
+    while (q) { /* the common period: gcd */
+        int64_t t = p % q;
+        p = q, q = t;
+    }
+    if (run[0] > p || run[1] > p) return true;
+    int64_t r0 = (int64_t)((uintptr_t)a->data % (uint64_t)p), r1 = (int64_t)((uintptr_t)b->data % (uint64_t)p);
+    int64_t d01 = ((r1 - r0) % p + p) % p, d10 = ((r0 - r1) % p + p) % p; /* b's window start past a's, and back */
+    return d01 < run[0] || d10 < run[1];
 }
 /* Whether a and b are the same elements in the same order: data, dtype,
  * shape, and strides where the size is above 1. */

@@ -339,6 +339,38 @@ START_TEST(test_pointwise_views) {
 }
 END_TEST
 
+/* Outputs that are column blocks of one matrix (a chunk's gradient
+ * copied into its part of the whole) do not overlap although their byte
+ * ranges interleave (nb_view_ranges_meet's periodic test): a program
+ * writing exp(x) to columns [0, 3) and -x to columns [3, 6) of a [4, 6]
+ * matrix runs, on every device, and blocks sharing a column are refused. */
+START_TEST(test_pointwise_column_blocks) {
+    nb_device devs[8];
+    int nd = devices(devs);
+    for (int di = 0; di < nd; di++) {
+        nb_scope *sc = nb_scope_begin();
+        nb_device dev = devs[di];
+        const int64_t sh[2] = {4, 3}, wide[2] = {4, 6};
+        nb_tensor *x = filled(dev, 2, sh, NB_F32, -1, 1), *m = nb_full_on(2, wide, 0, NB_F32, dev);
+        prog p = {0};
+        int xi = input(&p, 0, NB_F32);
+        output(&p, unary(&p, NB_UNARY_EXP, xi, 0));
+        output(&p, unary(&p, NB_UNARY_NEG, xi, 0));
+        nb_pw_program pp = program_of(&p);
+        nb_kview v[3] = {nb_kview_of(m), nb_kview_of(m), nb_kview_of(x)};
+        for (int k = 0; k < 2; k++) v[k].shape[1] = 3, v[k].data = (float *)v[k].data + 3 * k;
+        NB_CK_OK(nb_kernel_pointwise(backend_of(dev), 3, v, &pp));
+        nb_tensor *want = nb_cat((nb_tensor *[]){nb_exp(x), nb_neg(x)}, 2, 1);
+        bool same = false;
+        NB_CK_OK(nb_allclose(m, want, 0, 0, false, &same));
+        ck_assert_msg(same, "column blocks written by one program differ from exp and neg");
+        v[1].data = (float *)v[0].data + 2; /* columns [2, 5): shares column 2 with the first */
+        CK_STATUS(nb_kernel_pointwise(backend_of(dev), 3, v, &pp), NB_ERR_INVALID_ARG);
+        nb_scope_end(sc);
+    }
+}
+END_TEST
+
 /* The contract: a malformed program or views fail with a message before
  * any backend runs. */
 START_TEST(test_pointwise_errors) {
@@ -611,6 +643,7 @@ Suite *nb_suite_pointwise(void) {
     tcase_add_test(tc, test_pointwise_unary_ops);
     tcase_add_test(tc, test_pointwise_binary_and_casts);
     tcase_add_test(tc, test_pointwise_views);
+    tcase_add_test(tc, test_pointwise_column_blocks);
     tcase_add_test(tc, test_pointwise_errors);
     tcase_add_test(tc, test_pointwise_compiles_once);
     tcase_add_test(tc, test_pointwise_graph_capture);

@@ -118,17 +118,27 @@ nb_status nb_bw_linear(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     /* w the transpose of a contiguous [in, out] weight (GPT-2's Conv1D,
      * F.linear(x, W.t())): dw^T = x^T g written as [in, out] and handed
      * back transposed, so the weight's gradient arrives in its own layout
-     * rather than through a transposing copy (the bias gradient is then a
-     * reduction of its own: the fused epilogue sums the GEMM's left side) */
+     * rather than through a transposing copy; the bias gradient, g's
+     * column sums, in the same GEMM's epilogue where the backend has it */
     bool col_major = w->ndim == 2 && w->shape[0] > 1 && w->shape[1] > 1 && w->strides[0] == 1 &&
                      w->strides[1] == w->shape[0];
     if (!graph && n->in[1] && col_major) {
-        nb_tensor *gwt = gemm_nd(nb_transpose(x, 0, 1), g);
+        nb_tensor *gwt = NULL;
+        if (n->in[2] && nb_kernel_has(NB_BE(g), matmul_bgrad_b)) {
+            nb_tensor *t = nb_transpose(x, 0, 1), *xt = t ? gemm_ready(t) : NULL, *gr = gemm_ready(g);
+            gwt = nb_tensor_new(2, (int64_t[]){w->shape[1], w->shape[0]}, g->dtype, g->storage->device);
+            gin[2] = nb_tensor_new(1, w->shape, g->dtype, g->storage->device);
+            if (!xt || !gr || !gwt || !gin[2]) return nb_last_status();
+            nb_kview vw = nb_kview_of(gwt), vx = nb_kview_of(xt), vg = nb_kview_of(gr), vb = nb_kview_of(gin[2]);
+            if (nb_kernel_matmul_bgrad_b(NB_BE(g), &vw, &vx, &vg, &vb)) return nb_last_status();
+        } else {
+            gwt = gemm_nd(nb_transpose(x, 0, 1), g);
+        }
         if (!gwt || !(gin[1] = nb_transpose(gwt, 0, 1))) return nb_last_status();
     } else if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, &gin[1], &gin[2]))
         return gin[1] ? NB_OK : nb_last_status();
     if (n->in[1] && !gin[1]) gin[1] = graph ? nb_matmul(nb_transpose(g, 0, 1), x) : gemm_nd(nb_transpose(g, 0, 1), x);
-    if (n->in[2]) gin[2] = nb_sum_to_shape(g, 1, &w->shape[0]);
+    if (n->in[2] && !gin[2]) gin[2] = nb_sum_to_shape(g, 1, &w->shape[0]);
     for (int i = 0; i < 3; i++)
         if (n->in[i] && !gin[i]) return nb_last_status();
     return NB_OK;

@@ -312,6 +312,57 @@ START_TEST(test_linear_bias_grad_tf32) {
 }
 END_TEST
 
+/* linear with a transposed weight (F.linear(x, W.t()), W [in, out] as
+ * GPT-2's Conv1D) on every device in float64, float32 and bfloat16: W's
+ * gradient comes back contiguous in W's layout (x^T g, written by one GEMM
+ * with the bias gradient in its epilogue where the backend has
+ * matmul_bgrad_b), W's and the bias's gradients against float64 sums on
+ * the host of the same values. Sizes off multiples of 8 as well. */
+START_TEST(test_linear_transposed_weight_grad) {
+    const nb_dtype dts[3] = {NB_F64, NB_F32, NB_BF16};
+    const int64_t sizes[2][3] = {{64, 48, 96}, {37, 13, 29}}; /* rows, in, out */
+    for (int t = 0; t < NB_DEVICE_TYPE_COUNT; t++)
+        for (int i = 0; i < nb_device_count((nb_device_type)t); i++)
+            for (int di = 0; di < 3; di++)
+                for (int z = 0; z < 2; z++) {
+                    nb_device dev = {(nb_device_type)t, i};
+                    nb_dtype dt = dts[di];
+                    int64_t R = sizes[z][0], I = sizes[z][1], O = sizes[z][2];
+                    nb_scope *s = nb_scope_begin();
+                    nb_generator g = nb_generator_new(17);
+                    /* values on the host, rounded to bf16 so every dtype holds them exactly */
+                    nb_tensor *hv[4];
+                    const int64_t shp[4][2] = {{R, I}, {I, O}, {O, 1}, {R, O}};
+                    for (int k = 0; k < 4; k++)
+                        hv[k] = nb_to_dtype(nb_to_dtype(nb_randn(NB_SHAPE(shp[k][0], shp[k][1]), NB_F64, &g), NB_BF16),
+                                            NB_F64);
+                    nb_tensor *x = nb_to_device(nb_to_dtype(hv[0], dt), dev), *r = nb_to_device(nb_to_dtype(hv[3], dt), dev);
+                    nb_tensor *w = nb_detach(nb_to_device(nb_to_dtype(hv[1], dt), dev));
+                    nb_tensor *b = nb_detach(nb_to_device(nb_to_dtype(nb_reshape(hv[2], NB_SHAPE(O)), dt), dev));
+                    NB_CK_OK(nb_set_requires_grad(w, true));
+                    NB_CK_OK(nb_set_requires_grad(b, true));
+                    NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_linear(x, nb_transpose(w, 0, 1), b), r), NULL, 0, false)));
+                    nb_tensor *gw = nb_tensor_grad(w), *gb = nb_tensor_grad(b);
+                    ck_assert(nb_is_contiguous(gw));
+                    nb_ck_shape(gw, 2, (int64_t[]){I, O});
+                    double *xv = nb_test_values_of(hv[0]), *rv = nb_test_values_of(hv[3]);
+                    double *ww = calloc((size_t)(I * O), sizeof *ww), *wb = calloc((size_t)O, sizeof *wb);
+                    ck_assert(ww && wb);
+                    for (int64_t row = 0; row < R; row++)
+                        for (int64_t o = 0; o < O; o++) {
+                            wb[o] += rv[row * O + o];
+                            for (int64_t in = 0; in < I; in++) ww[in * O + o] += xv[row * I + in] * rv[row * O + o];
+                        }
+                    /* bf16 rounds each gradient once (2^-8 of ~|sum| <= 3 sqrt(R) * 3) */
+                    double tol = dt == NB_BF16 ? 0.6 : dt == NB_F32 ? 1e-4 : 1e-10;
+                    nb_ck_close(gw, ww, I * O, tol, dt == NB_BF16 ? 1e-2 : 0);
+                    nb_ck_close(gb, wb, O, tol, dt == NB_BF16 ? 1e-2 : 0);
+                    free(xv), free(rv), free(ww), free(wb);
+                    nb_scope_end(s);
+                }
+}
+END_TEST
+
 /* One linear forward and backward on dev in dtype dt under a matmul
  * precision, from inputs drawn on the CPU and rounded to bf16 (so every
  * dtype sees the same values): y, dx, dw and the gradient of the [2601, 2]
@@ -540,6 +591,7 @@ Suite *nb_suite_ops_matmul(void) {
     tcase_add_test(f, test_linear_forward);
     tcase_add_test(f, test_matmul_float32);
     tcase_add_test(f, test_linear_bias_grad_tf32);
+    tcase_add_test(f, test_linear_transposed_weight_grad);
     suite_add_tcase(s, f);
     TCase *pad = tcase_create("padded"); /* a CPU reference of 4-GFLOP products, three device runs */
     tcase_add_test(pad, test_linear_padded_gemm);

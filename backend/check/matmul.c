@@ -1,5 +1,5 @@
-/* matmul.c - the shared contract checks of the GEMM slots (check.h): a, b, c (and addmm's bias, matmul_bgrad's
- * asum) of one float dtype and shapes that fit, c contiguous or a 2-d matrix with unit column stride. */
+/* matmul.c - the shared contract checks of the GEMM slots (check.h): a, b, c (and addmm's bias, the sums of
+ * matmul_bgrad and matmul_bgrad_b) of one float dtype and shapes that fit, c contiguous or a 2-d matrix with unit column stride. */
 #include "check.h"
 
 static nb_status check_gemm_dtype(const char *slot, const nb_kview *c, const nb_kview *a, const nb_kview *b) {
@@ -21,7 +21,7 @@ static nb_status check_gemm_c(const char *slot, const nb_kview *c) {
 }
 
 /* The views of a GEMM with an epilogue vector: a [m, k], b [k, n], c [m, n] 2-d and v [len] contiguous in c's
- * dtype (len: n for addmm's bias, m for matmul_bgrad's sums); shapes is the slot's wording of them. */
+ * dtype (len: n for addmm's bias and matmul_bgrad_b's sums, m for matmul_bgrad's); shapes is the slot's wording of them. */
 static nb_status check_epilogue_views(const char *slot, const char *shapes, const char *vname, const nb_kview *c,
                                       const nb_kview *a, const nb_kview *b, const nb_kview *v, int64_t len) {
     if (c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || v->ndim != 1 || a->shape[0] != c->shape[0] ||
@@ -65,4 +65,14 @@ nb_status nb_check_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kvie
     if (st) return st;
     st = check_gemm_dtype("matmul_bgrad", c, a, b);
     return st ? st : check_gemm_c("matmul_bgrad", c);
+}
+
+nb_status nb_check_matmul_bgrad_b(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                                  const nb_kview *bsum) {
+    (void)be;
+    nb_status st = check_epilogue_views("matmul_bgrad_b", "a [m, k], b [k, n], c [m, n] and bsum [n]", "bsum", c, a,
+                                        b, bsum, c->ndim == 2 ? c->shape[1] : -1);
+    if (st) return st;
+    st = check_gemm_dtype("matmul_bgrad_b", c, a, b);
+    return st ? st : check_gemm_c("matmul_bgrad_b", c);
 }

@@ -237,8 +237,9 @@ static uint32_t align_of(const void *p) {
 
 // c = a b with epilogue epi through cuBLASLt: CUBLASLT_EPILOGUE_BIAS adds
 // bias [n] to every row; CUBLASLT_EPILOGUE_BGRADB writes bias [m] = a's
-// row sums (cuBLASLt's B is our a: its k-sums per column of D^T), in c's
-// dtype. false (nothing enqueued, no error) where it is not taken:
+// row sums (cuBLASLt's B is our a: its k-sums per column of D^T),
+// CUBLASLT_EPILOGUE_BGRADA bias [n] = b's column sums (its A is our b:
+// the k-sums per row of D^T), in c's dtype. false (nothing enqueued, no error) where it is not taken:
 // float64; float32 under the "medium" precision for the bias gradient
 // (bfloat16 products: whether its sums see rounded inputs is not
 // documented; under "high" they are float32 sums, tested); float32 in full
@@ -250,8 +251,9 @@ static uint32_t align_of(const void *p) {
 static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
                       int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc,
                       const void *bias, nb_status *st) {
+    const bool bgrad = epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB;
     if (dt == NB_F64 || (epi == CUBLASLT_EPILOGUE_BIAS && dt == NB_F32 && nb_float32_matmul_precision() == 0) ||
-        (epi == CUBLASLT_EPILOGUE_BGRADB && dt == NB_F32 && nb_float32_matmul_precision() > 1) || k == 0 ||
+        (bgrad && dt == NB_F32 && nb_float32_matmul_precision() > 1) || k == 0 ||
         align_of(bias) < 256)
         return false;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
@@ -282,7 +284,10 @@ static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool 
               ? NB_OK
               : nb_set_error(s == CUBLAS_STATUS_ALLOC_FAILED ? NB_ERR_OOM : NB_ERR_DEVICE,
                              "%s: cublasLtMatmul failed: %s (m=%lld n=%lld k=%lld)",
-                             epi == CUBLASLT_EPILOGUE_BIAS ? "addmm" : "matmul_bgrad", cublas_text(s), (long long)m,
+                             epi == CUBLASLT_EPILOGUE_BIAS    ? "addmm"
+                             : epi == CUBLASLT_EPILOGUE_BGRADB ? "matmul_bgrad"
+                                                               : "matmul_bgrad_b",
+                             cublas_text(s), (long long)m,
                              (long long)n, (long long)k);
     return true;
 }
@@ -633,4 +638,32 @@ extern "C" nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, con
     nb_kview out = *asum; // [m, 1]: the sums over a's dim 1
     out.ndim = 2, out.shape[1] = 1, out.strides[0] = 1, out.strides[1] = 1;
     return nb_cuda_reduce(be, NB_REDUCE_SUM, &out, a, 1.0);
+}
+
+// c = a b and bsum [n] = b's column sums (the weight and bias gradients of
+// linear with a transposed weight, b = g): one cuBLASLt GEMM with the
+// BGRADA epilogue where it is taken (lt_matmul), else the GEMM and a
+// reduction. NB_CUDA_LT_BGRAD=0 forces the latter, as for matmul_bgrad.
+extern "C" nb_status nb_cuda_matmul_bgrad_b(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                                            const nb_kview *bsum) {
+    const nb_dtype dt = c->dtype; // the views checked: backend/check/matmul.c
+    static const bool off = [] {
+        const char *e = getenv("NB_CUDA_LT_BGRAD");
+        return e && !strcmp(e, "0");
+    }();
+    int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
+    bool ta, tb;
+    int64_t lda, ldb;
+    nb_status st = NB_OK;
+    bool rows_c = (n <= 1 || c->strides[1] == 1) && (m <= 1 || c->strides[0] >= n);
+    int64_t ldc = m > 1 ? c->strides[0] : n;
+    if (!off && m > 0 && n > 0 && rows_c && !pad_worth(c, a, b) &&
+        layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
+        lt_matmul(be, CUBLASLT_EPILOGUE_BGRADA, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc,
+                  bsum->data, &st))
+        return st;
+    if ((st = nb_cuda_matmul(be, c, a, b, 1.0, 0.0))) return st;
+    nb_kview out = *bsum; // [1, n]: the sums over b's dim 0
+    out.ndim = 2, out.shape[0] = 1, out.shape[1] = n, out.strides[0] = n, out.strides[1] = 1;
+    return nb_cuda_reduce(be, NB_REDUCE_SUM, &out, b, 1.0);
 }

@@ -239,7 +239,8 @@ static uint32_t align_of(const void *p) {
 // bias [n] to every row; CUBLASLT_EPILOGUE_BGRADB writes bias [m] = a's
 // row sums (cuBLASLt's B is our a: its k-sums per column of D^T),
 // CUBLASLT_EPILOGUE_BGRADA bias [n] = b's column sums (its A is our b:
-// the k-sums per row of D^T), in c's dtype. false (nothing enqueued, no error) where it is not taken:
+// the k-sums per row of D^T), in c's dtype. false (nothing enqueued, no
+// error) where it is not taken:
 // float64; float32 under the "medium" precision for the bias gradient
 // (bfloat16 products: whether its sums see rounded inputs is not
 // documented; under "high" they are float32 sums, tested); float32 in full

@@ -116,15 +116,22 @@ static nb_tensor *permuted_param(const nb_tensor *t, int *dims) {
 }
 
 /* The cast of t to dt, cached for parameters. A permuted view of a
- * parameter is the permuted cast of the parameter: the same values from
- * the cached (multi-tensor) cast instead of a strided copy each call, and
- * its gradient reaches the parameter in the parameter's own layout. */
+ * parameter (in grad mode) reads the parameter's cached (multi-tensor)
+ * cast through the same permutation instead of making a strided copy each
+ * call; it is recorded as t's cast, so the gradient still passes t's own
+ * node (its hooks; nb_grad with t as an input) and, the cast's backward
+ * keeping a transposed gradient's layout, reaches the parameter in the
+ * parameter's layout. */
 static nb_tensor *cast(nb_tensor *t, nb_dtype dt) {
     int dims[NB_MAX_DIMS];
-    nb_tensor *param = permuted_param(t, dims);
+    nb_tensor *param = nb_is_grad_enabled() ? permuted_param(t, dims) : NULL;
     if (param) {
         nb_tensor *c = cast(param, dt);
-        return c ? nb_permute(c, dims) : NULL;
+        if (!c) return NULL;
+        int64_t shape[NB_MAX_DIMS], strides[NB_MAX_DIMS];
+        for (int i = 0; i < t->ndim; i++) shape[i] = c->shape[dims[i]], strides[i] = c->strides[dims[i]];
+        nb_tensor *v = nb_tensor_view_of(c, t->ndim, shape, strides, c->offset);
+        return v && nb_cast_record(t, v) ? v : NULL;
     }
     bool cacheable = nb_is_leaf(t) && nb_requires_grad(t);
     nb_tensor *c = cacheable ? cache_find(t, dt) : NULL;

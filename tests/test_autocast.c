@@ -329,10 +329,17 @@ START_TEST(test_autocast_cache_sees_inplace_writes) {
 }
 END_TEST
 
+static nb_status double_grad(nb_tensor *grad, nb_tensor **replace, void *user) {
+    (void)user;
+    *replace = nb_mul_scalar(grad, 2);
+    return *replace ? NB_OK : nb_last_status();
+}
+
 /* A permuted view of a parameter (F.linear(x, W.t()), GPT-2's Conv1D with
  * W [in, out]) is cast through the parameter's cached cast: the output is
  * that of a contiguous W^T, W's gradient comes back contiguous in W's own
- * layout (close to the contiguous copy's, transposed), and on the CPU a
+ * layout (close to the contiguous copy's, transposed), a hook on the view
+ * and nb_grad with the view as an input still see its gradient, and on the CPU a
  * weight doubled behind nabla's back after nb_autocast_cache_params still
  * computes with the cast cached ahead. */
 START_TEST(test_autocast_permuted_param) {
@@ -358,6 +365,21 @@ START_TEST(test_autocast_permuted_param) {
         double scale = nb_item(nb_amax(nb_abs(nb_tensor_grad(wt)), NULL, 0, false));
         nb_ck_close_to(gw, nb_contiguous(nb_transpose(nb_tensor_grad(wt), 0, 1)), 0.02 * scale);
         nb_ck_close_to(nb_tensor_grad(b), nb_tensor_grad(bt), 0.02 * scale);
+        /* the view's own node stays in the graph: a hook on W.t() that
+         * doubles its gradient doubles W's, and nb_grad reaches W.t() */
+        nb_tensor *gw1 = nb_clone(gw);
+        nb_tensor_zero_grad(w);
+        nb_tensor *wv = nb_transpose(w, 0, 1);
+        ck_assert(nb_register_hook(wv, double_grad, NULL) > 0);
+        NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+        nb_tensor *y4 = nb_linear(x, wv, b);
+        NB_CK_OK(nb_autocast_end(dev));
+        nb_tensor *l4 = nb_sum(nb_pow_scalar(nb_to_dtype(y4, NB_F32), 2), NULL, 0, false);
+        nb_tensor *gv = NULL;
+        NB_CK_OK(nb_grad(&l4, NULL, 1, &wv, 1, &gv, &(nb_grad_options){.retain_graph = true}));
+        nb_ck_shape(gv, 2, (int64_t[]){5, 8});
+        NB_CK_OK(nb_backward(l4));
+        nb_ck_close_to(nb_tensor_grad(w), nb_mul_scalar(gw1, 2), 1e-6 * scale);
         if (dev.type == NB_DEVICE_CPU) {
             NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
             NB_CK_OK(nb_autocast_cache_params(&w, 1));

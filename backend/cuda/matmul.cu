@@ -613,12 +613,14 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
     return nb_cuda_matmul(be, c, a, b, 1.0, 1.0);
 }
 
-// c = a b and asum [m] = a's row sums (linear's weight and bias gradients,
-// a = g^T): one cuBLASLt GEMM with the BGRADB epilogue where it is taken
-// (lt_matmul; not for the padded large unaligned problems), else the GEMM
-// and a reduction. NB_CUDA_LT_BGRAD=0 forces the latter (for comparisons).
-extern "C" nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
-                                          const nb_kview *asum) {
+// c = a b and a bias gradient in one call: epi BGRADB sums = a's row sums
+// [m] (linear's weight and bias gradients, a = g^T), BGRADA sums = b's
+// column sums [n] (linear with a transposed weight, b = g). One cuBLASLt
+// GEMM with that epilogue where it is taken (lt_matmul; not for the padded
+// large unaligned problems), else the GEMM and a reduction.
+// NB_CUDA_LT_BGRAD=0 forces the latter (for comparisons).
+static nb_status matmul_bias_grad(nb_backend *be, cublasLtEpilogue_t epi, const nb_kview *c, const nb_kview *a,
+                                  const nb_kview *b, const nb_kview *sums) {
     const nb_dtype dt = c->dtype; // the views checked: backend/check/matmul.c
     static const bool off = [] {
         const char *e = getenv("NB_CUDA_LT_BGRAD");
@@ -632,39 +634,22 @@ extern "C" nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, con
     int64_t ldc = m > 1 ? c->strides[0] : n;
     if (!off && m > 0 && n > 0 && rows_c && !pad_worth(c, a, b) &&
         layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
-        lt_matmul(be, CUBLASLT_EPILOGUE_BGRADB, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc,
-                  asum->data, &st))
+        lt_matmul(be, epi, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc, sums->data, &st))
         return st;
     if ((st = nb_cuda_matmul(be, c, a, b, 1.0, 0.0))) return st;
-    nb_kview out = *asum; // [m, 1]: the sums over a's dim 1
-    out.ndim = 2, out.shape[1] = 1, out.strides[0] = 1, out.strides[1] = 1;
-    return nb_cuda_reduce(be, NB_REDUCE_SUM, &out, a, 1.0);
+    nb_kview out = *sums; // [m, 1]: the sums over a's dim 1; [1, n]: over b's dim 0
+    out.ndim = 2;
+    if (epi == CUBLASLT_EPILOGUE_BGRADB) out.shape[1] = 1, out.strides[0] = 1, out.strides[1] = 1;
+    else out.shape[0] = 1, out.shape[1] = n, out.strides[0] = n, out.strides[1] = 1;
+    return nb_cuda_reduce(be, NB_REDUCE_SUM, &out, epi == CUBLASLT_EPILOGUE_BGRADB ? a : b, 1.0);
 }
 
-// c = a b and bsum [n] = b's column sums (the weight and bias gradients of
-// linear with a transposed weight, b = g): one cuBLASLt GEMM with the
-// BGRADA epilogue where it is taken (lt_matmul), else the GEMM and a
-// reduction. NB_CUDA_LT_BGRAD=0 forces the latter, as for matmul_bgrad.
+extern "C" nb_status nb_cuda_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                                          const nb_kview *asum) {
+    return matmul_bias_grad(be, CUBLASLT_EPILOGUE_BGRADB, c, a, b, asum);
+}
+
 extern "C" nb_status nb_cuda_matmul_bgrad_b(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                                             const nb_kview *bsum) {
-    const nb_dtype dt = c->dtype; // the views checked: backend/check/matmul.c
-    static const bool off = [] {
-        const char *e = getenv("NB_CUDA_LT_BGRAD");
-        return e && !strcmp(e, "0");
-    }();
-    int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
-    bool ta, tb;
-    int64_t lda, ldb;
-    nb_status st = NB_OK;
-    bool rows_c = (n <= 1 || c->strides[1] == 1) && (m <= 1 || c->strides[0] >= n);
-    int64_t ldc = m > 1 ? c->strides[0] : n;
-    if (!off && m > 0 && n > 0 && rows_c && !pad_worth(c, a, b) &&
-        layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
-        lt_matmul(be, CUBLASLT_EPILOGUE_BGRADA, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc,
-                  bsum->data, &st))
-        return st;
-    if ((st = nb_cuda_matmul(be, c, a, b, 1.0, 0.0))) return st;
-    nb_kview out = *bsum; // [1, n]: the sums over b's dim 0
-    out.ndim = 2, out.shape[0] = 1, out.shape[1] = n, out.strides[0] = n, out.strides[1] = 1;
-    return nb_cuda_reduce(be, NB_REDUCE_SUM, &out, b, 1.0);
+    return matmul_bias_grad(be, CUBLASLT_EPILOGUE_BGRADA, c, a, b, bsum);
 }

@@ -96,17 +96,30 @@ static nb_tensor *matmul_impl(nb_tensor *a, nb_tensor *b) {
 
 /* ---- linear ------------------------------------------------------------------ */
 
-/* dw = g^T x and db = g's column sums in one backend call (the bias
- * gradient in the GEMM's epilogue); false where the backend has no such
- * slot (nothing done). */
+/* w the transpose of a contiguous [in, out] weight (GPT-2's Conv1D,
+ * F.linear(x, W.t())): its gradient is computed as dw^T = x^T g, written
+ * as [in, out] and handed back transposed, so it arrives in the weight's
+ * own layout rather than through a transposing copy. */
+static bool col_major(const nb_tensor *w) {
+    return w->ndim == 2 && w->shape[0] > 1 && w->shape[1] > 1 && w->strides[0] == 1 && w->strides[1] == w->shape[0];
+}
+
+/* dw and db = g's column sums in one backend call (the bias gradient in
+ * the GEMM's epilogue): dw = g^T x (matmul_bgrad), or for a col_major w
+ * dw^T = x^T g (matmul_bgrad_b); false where the backend has no such slot
+ * (nothing done). */
 static bool linear_wgrad_fused(nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_tensor **gw, nb_tensor **gb) {
-    if (!nb_kernel_has(NB_BE(g), matmul_bgrad)) return false;
-    nb_tensor *t = nb_transpose(g, 0, 1), *gt = t ? gemm_ready(t) : NULL, *xr = gemm_ready(x);
-    *gw = nb_tensor_new(2, w->shape, g->dtype, g->storage->device);
+    const bool cm = col_major(w);
+    if (cm ? !nb_kernel_has(NB_BE(g), matmul_bgrad_b) : !nb_kernel_has(NB_BE(g), matmul_bgrad)) return false;
+    nb_tensor *t = nb_transpose(cm ? x : g, 0, 1), *ar = t ? gemm_ready(t) : NULL, *br = gemm_ready(cm ? g : x);
+    nb_tensor *c = nb_tensor_new(2, (int64_t[]){w->shape[cm], w->shape[!cm]}, g->dtype, g->storage->device);
     *gb = nb_tensor_new(1, w->shape, g->dtype, g->storage->device);
-    if (!gt || !xr || !*gw || !*gb) return *gw = *gb = NULL, true;
-    nb_kview vw = nb_kview_of(*gw), vb = nb_kview_of(*gb), vg = nb_kview_of(gt), vx = nb_kview_of(xr);
-    if (nb_kernel_matmul_bgrad(NB_BE(g), &vw, &vg, &vx, &vb) != NB_OK) *gw = *gb = NULL;
+    if (!ar || !br || !c || !*gb) return *gw = *gb = NULL, true;
+    nb_kview vc = nb_kview_of(c), vs = nb_kview_of(*gb), va = nb_kview_of(ar), vb = nb_kview_of(br);
+    nb_status st = cm ? nb_kernel_matmul_bgrad_b(NB_BE(g), &vc, &va, &vb, &vs)
+                      : nb_kernel_matmul_bgrad(NB_BE(g), &vc, &va, &vb, &vs);
+    *gw = st ? NULL : cm ? nb_transpose(c, 0, 1) : c;
+    if (!*gw) *gb = NULL;
     return true;
 }
 
@@ -115,30 +128,14 @@ nb_status nb_bw_linear(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1];
     bool graph = nb_needs_grad(3, (nb_tensor *[]){g, x, w}); /* create_graph: recorded matmuls */
     if (n->in[0] && !(gin[0] = graph ? nb_matmul(g, w) : gemm_nd(g, w))) return nb_last_status();
-    /* w the transpose of a contiguous [in, out] weight (GPT-2's Conv1D,
-     * F.linear(x, W.t())): dw^T = x^T g written as [in, out] and handed
-     * back transposed, so the weight's gradient arrives in its own layout
-     * rather than through a transposing copy; the bias gradient, g's
-     * column sums, in the same GEMM's epilogue where the backend has it */
-    bool col_major = w->ndim == 2 && w->shape[0] > 1 && w->shape[1] > 1 && w->strides[0] == 1 &&
-                     w->strides[1] == w->shape[0];
-    if (!graph && n->in[1] && col_major) {
-        nb_tensor *gwt = NULL;
-        if (n->in[2] && nb_kernel_has(NB_BE(g), matmul_bgrad_b)) {
-            nb_tensor *t = nb_transpose(x, 0, 1), *xt = t ? gemm_ready(t) : NULL, *gr = gemm_ready(g);
-            gwt = nb_tensor_new(2, (int64_t[]){w->shape[1], w->shape[0]}, g->dtype, g->storage->device);
-            gin[2] = nb_tensor_new(1, w->shape, g->dtype, g->storage->device);
-            if (!xt || !gr || !gwt || !gin[2]) return nb_last_status();
-            nb_kview vw = nb_kview_of(gwt), vx = nb_kview_of(xt), vg = nb_kview_of(gr), vb = nb_kview_of(gin[2]);
-            if (nb_kernel_matmul_bgrad_b(NB_BE(g), &vw, &vx, &vg, &vb)) return nb_last_status();
-        } else {
-            gwt = gemm_nd(nb_transpose(x, 0, 1), g);
-        }
-        if (!gwt || !(gin[1] = nb_transpose(gwt, 0, 1))) return nb_last_status();
-    } else if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, &gin[1], &gin[2]))
+    if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, &gin[1], &gin[2]))
         return gin[1] ? NB_OK : nb_last_status();
-    if (n->in[1] && !gin[1]) gin[1] = graph ? nb_matmul(nb_transpose(g, 0, 1), x) : gemm_nd(nb_transpose(g, 0, 1), x);
-    if (n->in[2] && !gin[2]) gin[2] = nb_sum_to_shape(g, 1, &w->shape[0]);
+    if (n->in[1] && graph) gin[1] = nb_matmul(nb_transpose(g, 0, 1), x);
+    else if (n->in[1] && col_major(w)) {
+        nb_tensor *gwt = gemm_nd(nb_transpose(x, 0, 1), g);
+        gin[1] = gwt ? nb_transpose(gwt, 0, 1) : NULL;
+    } else if (n->in[1]) gin[1] = gemm_nd(nb_transpose(g, 0, 1), x);
+    if (n->in[2]) gin[2] = nb_sum_to_shape(g, 1, &w->shape[0]);
     for (int i = 0; i < 3; i++)
         if (n->in[i] && !gin[i]) return nb_last_status();
     return NB_OK;

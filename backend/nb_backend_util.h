@@ -95,6 +95,15 @@ static inline bool nb_view_is_contiguous(const nb_kview *v) {
     }
     return true;
 }
+/* The greatest common divisor of |a| and |b| (0 when both are 0). */
+static inline int64_t nb_gcd64(int64_t a, int64_t b) {
+    a = a < 0 ? -a : a, b = b < 0 ? -b : b;
+    while (b) {
+        int64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
 /* A view as a run of bytes repeated with a period: *run bytes from each
  * element of its innermost dim of size > 1 (stride 1) on, the outer dims
  * stepping by multiples of *period bytes (0: a single run). False when
@@ -105,14 +114,8 @@ static inline bool nb_view_runs(const nb_kview *v, int64_t *run, int64_t *period
     while (inner >= 0 && v->shape[inner] == 1) inner--;
     if (inner >= 0 && v->strides[inner] != 1) return false;
     *run = (inner >= 0 ? v->shape[inner] : 1) * es;
-    for (int d = 0; d < inner; d++) {
-        if (v->shape[d] == 1) continue;
-        int64_t s = v->strides[d] * es, a = s < 0 ? -s : s;
-        while (a) { /* p = gcd(p, |s|) */
-            int64_t t = p % a;
-            p = a, a = t;
-        }
-    }
+    for (int d = 0; d < inner; d++)
+        if (v->shape[d] != 1) p = nb_gcd64(p, v->strides[d] * es);
     *period = p;
     return true;
 }
@@ -136,11 +139,7 @@ static inline bool nb_view_ranges_meet(const nb_kview *a, const nb_kview *b) {
     if (!(lo[0] < hi[1] && lo[1] < hi[0])) return false;
     int64_t run[2], per[2];
     if (!nb_view_runs(a, &run[0], &per[0]) || !nb_view_runs(b, &run[1], &per[1]) || !per[0] || !per[1]) return true;
-    int64_t p = per[0], q = per[1];
-    while (q) { /* the common period: gcd */
-        int64_t t = p % q;
-        p = q, q = t;
-    }
+    int64_t p = nb_gcd64(per[0], per[1]); /* the common period */
     if (run[0] > p || run[1] > p) return true;
     int64_t r0 = (int64_t)((uintptr_t)a->data % (uint64_t)p), r1 = (int64_t)((uintptr_t)b->data % (uint64_t)p);
     int64_t d01 = ((r1 - r0) % p + p) % p, d10 = ((r0 - r1) % p + p) % p; /* b's window start past a's, and back */

@@ -3,7 +3,8 @@
  * bounds, expand, unsqueeze, squeeze, contiguous, flatten): forward values,
  * storage shared with the base (written through nb_copy_/nb_fill_), error
  * paths, scattered gradients checked by hand, gradients from overlapping
- * views accumulating, and a gradcheck of each op and of chains of views. */
+ * views accumulating, slices' gradients meeting in one lazily zeroed
+ * buffer (every device), and a gradcheck of each op and of chains of views. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -362,6 +363,67 @@ START_TEST(test_shape_overflow) {
 }
 END_TEST
 
+/* Slices' gradients meet in one buffer zeroed only where no adjacent
+ * unit-step slice wrote (engine.c's slice_into_acc): loss = sum_k w_k *
+ * sum(slice_k(x)) gives x.grad = the sum of w_k over the slices holding
+ * each element, checked by hand for pieces left out, pieces in reverse,
+ * overlaps, slices of another dim or step, a plain use of x beside them,
+ * and a gap between two pieces; on the CPU and every accelerator, in
+ * float64 and float32. */
+typedef struct {
+    int dim;
+    int64_t start, end, step;
+    double w;
+} slice_use;
+
+static void check_slice_grads(nb_device dev, nb_dtype dt, const slice_use *u, int n, double plain_w) {
+    enum { R = 3, C = 8 };
+    nb_scope *s = nb_scope_begin();
+    double v[R * C], want[R * C];
+    for (int i = 0; i < R * C; i++) v[i] = i, want[i] = plain_w;
+    nb_tensor *x = nb_to_device(nb_test_tensor(NB_SHAPE(R, C), dt, v), dev);
+    NB_CK_NOTNULL(x);
+    NB_CK_OK(nb_set_requires_grad(x, true));
+    nb_tensor *h = nb_mul_scalar(x, 2); /* not a leaf: the slices' gradients meet in h's node */
+    nb_tensor *loss = plain_w ? nb_mul_scalar(nb_sum(h, NULL, 0, false), plain_w) : NULL;
+    for (int k = 0; k < n; k++) {
+        nb_tensor *p = nb_slice(h, u[k].dim, u[k].start, u[k].end, u[k].step);
+        nb_tensor *t = nb_mul_scalar(nb_sum(p, NULL, 0, false), u[k].w);
+        loss = loss ? nb_add(loss, t) : t;
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                int64_t i = u[k].dim == 0 ? r : c;
+                if (i >= u[k].start && i < u[k].end && (i - u[k].start) % u[k].step == 0) want[r * C + c] += u[k].w;
+            }
+    }
+    NB_CK_OK(nb_backward(loss));
+    for (int i = 0; i < R * C; i++) want[i] *= 2;
+    nb_ck_close(nb_tensor_grad(x), want, R * C, 0, 0);
+    nb_scope_end(s);
+}
+
+START_TEST(test_slice_grad_lazy_zero) {
+    const slice_use chunk_some[] = {{1, 0, 2, 1, 1}, {1, 4, 6, 1, 3}, {1, 6, 8, 1, 4}}; /* [2, 4) never sliced */
+    const slice_use reverse[] = {{1, 6, 8, 1, 4}, {1, 4, 6, 1, 3}, {1, 2, 4, 1, 2}, {1, 0, 2, 1, 1}};
+    const slice_use overlap[] = {{1, 0, 5, 1, 1}, {1, 3, 8, 1, 2}};
+    const slice_use dims[] = {{1, 2, 6, 1, 1}, {0, 1, 3, 1, 5}};
+    const slice_use steps[] = {{1, 0, 4, 1, 1}, {1, 1, 8, 2, 7}};
+    const slice_use gap[] = {{1, 0, 2, 1, 1}, {1, 6, 8, 1, 2}, {1, 2, 6, 1, 3}};
+    struct {
+        const slice_use *u;
+        int n;
+        double plain;
+    } cases[] = {{chunk_some, 3, 0}, {reverse, 4, 0}, {overlap, 2, 0}, {dims, 2, 0},
+                 {steps, 2, 0},      {gap, 3, 0},     {chunk_some, 3, 0.5}, {reverse, 4, 1}};
+    nb_device devs[9] = {{NB_DEVICE_CPU, 0}};
+    int nd = 1 + nb_test_accelerators(devs + 1, 8);
+    for (int d = 0; d < nd; d++)
+        for (int t = 0; t < 2; t++)
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+                check_slice_grads(devs[d], t ? NB_F32 : NB_F64, cases[c].u, cases[c].n, cases[c].plain);
+}
+END_TEST
+
 Suite *nb_suite_ops_view(void) {
     Suite *s = suite_create("ops_view");
     TCase *f = tcase_create("forward");
@@ -377,6 +439,7 @@ Suite *nb_suite_ops_view(void) {
     tcase_add_test(g, test_view_grads_by_hand);
     tcase_add_test(g, test_view_grad_metadata);
     tcase_add_test(g, test_view_gradcheck);
+    tcase_add_test(g, test_slice_grad_lazy_zero);
     tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);
     return s;

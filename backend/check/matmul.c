@@ -1,11 +1,18 @@
 /* matmul.c - the shared contract checks of the GEMM slots (check.h): a, b, c (and addmm's bias, the sums of
- * matmul_bgrad and matmul_bgrad_b) of one float dtype and shapes that fit, c contiguous or a 2-d matrix with unit column stride. */
+ * matmul_bgrad and matmul_bgrad_b) of one float dtype, or for matmul, matmul_bgrad and matmul_bgrad_b a float32 c
+ * (and sums) with 16-bit a and b; shapes that fit, c contiguous or a 2-d matrix with unit column stride. */
 #include "check.h"
 
-static nb_status check_gemm_dtype(const char *slot, const nb_kview *c, const nb_kview *a, const nb_kview *b) {
-    if (!nb_dtype_in(c->dtype, NB_CHK_FH) || a->dtype != c->dtype || b->dtype != c->dtype)
-        return nb_set_error(NB_ERR_DTYPE, "%s: needs float operands of one dtype (a %s, b %s, c %s)", slot,
-                            nb_dtype_name(a->dtype), nb_dtype_name(b->dtype), nb_dtype_name(c->dtype));
+/* wide_c: c may be float32 when a and b are one 16-bit dtype (float32 accumulation written without rounding to
+ * 16 bits: autocast's weight gradients, autograd/ops_matmul.c). */
+static nb_status check_gemm_dtype(const char *slot, const nb_kview *c, const nb_kview *a, const nb_kview *b,
+                                  bool wide_c) {
+    bool same = nb_dtype_in(c->dtype, NB_CHK_FH) && a->dtype == c->dtype && b->dtype == c->dtype;
+    bool wide = wide_c && c->dtype == NB_F32 && nb_dtype_is_16bit(a->dtype) && b->dtype == a->dtype;
+    if (!same && !wide)
+        return nb_set_error(NB_ERR_DTYPE, "%s: needs float operands of one dtype%s (a %s, b %s, c %s)", slot,
+                            wide_c ? ", or a float32 c with 16-bit a and b" : "", nb_dtype_name(a->dtype),
+                            nb_dtype_name(b->dtype), nb_dtype_name(c->dtype));
     return NB_OK;
 }
 
@@ -36,7 +43,7 @@ nb_status nb_check_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, 
                           double beta) {
     (void)be, (void)alpha, (void)beta;
     char b1[NB_VIEW_STR], b2[NB_VIEW_STR], b3[NB_VIEW_STR];
-    nb_status st = check_gemm_dtype("matmul", c, a, b);
+    nb_status st = check_gemm_dtype("matmul", c, a, b, true);
     if (st) return st;
     int nd = c->ndim;
     bool ok = nd >= 2 && a->ndim == nd && b->ndim == nd && a->shape[nd - 2] == c->shape[nd - 2] &&
@@ -53,7 +60,7 @@ nb_status nb_check_addmm(nb_backend *be, const nb_kview *c, const nb_kview *a, c
     (void)be;
     nb_status st = check_epilogue_views("addmm", "a [m, k], b [k, n], bias [n] and c [m, n]", "the bias", c, a, b,
                                         bias, c->ndim == 2 ? c->shape[1] : -1);
-    if (!st) st = check_gemm_dtype("addmm", c, a, b);
+    if (!st) st = check_gemm_dtype("addmm", c, a, b, false);
     return st ? st : check_gemm_c("addmm", c);
 }
 
@@ -63,7 +70,7 @@ nb_status nb_check_matmul_bgrad(nb_backend *be, const nb_kview *c, const nb_kvie
     nb_status st = check_epilogue_views("matmul_bgrad", "a [m, k], b [k, n], c [m, n] and asum [m]", "asum", c, a, b,
                                         asum, c->ndim == 2 ? c->shape[0] : -1);
     if (st) return st;
-    st = check_gemm_dtype("matmul_bgrad", c, a, b);
+    st = check_gemm_dtype("matmul_bgrad", c, a, b, true);
     return st ? st : check_gemm_c("matmul_bgrad", c);
 }
 
@@ -73,6 +80,6 @@ nb_status nb_check_matmul_bgrad_b(nb_backend *be, const nb_kview *c, const nb_kv
     nb_status st = check_epilogue_views("matmul_bgrad_b", "a [m, k], b [k, n], c [m, n] and bsum [n]", "bsum", c, a,
                                         b, bsum, c->ndim == 2 ? c->shape[1] : -1);
     if (st) return st;
-    st = check_gemm_dtype("matmul_bgrad_b", c, a, b);
+    st = check_gemm_dtype("matmul_bgrad_b", c, a, b, true);
     return st ? st : check_gemm_c("matmul_bgrad_b", c);
 }

@@ -66,14 +66,15 @@ static nb_status narrow(nb_backend *be, const nb_kview *dst, const wide *w) {
     return nb_view_numel(dst) ? K->copy(be, dst, &w->v) : NB_OK;
 }
 
-/* bfloat16 c = alpha a b + beta c through oneDNN's bf16 GEMM (float32
- * accumulation into a float32 copy of c, rounded once): true when taken,
- * with its status in *st; false when oneDNN is not there or a view does not
- * fit (a batch dim or both matrix dims strided), for the float32 path. */
+/* c = alpha a b + beta c for bfloat16 a and b through oneDNN's bf16 GEMM
+ * (float32 accumulation into c itself when c is float32, else into a
+ * float32 copy of bfloat16 c, rounded once): true when taken, with its
+ * status in *st; false when oneDNN is not there or a view does not fit (a
+ * batch dim or both matrix dims strided), for the float32 path. */
 static bool matmul_bf16_dnnl(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b, double alpha,
                              double beta, nb_status *st) {
     int nd = c->ndim;
-    if (c->dtype != NB_BF16 || nd < 2 || a->ndim != nd || b->ndim != nd || !nb_view_is_contiguous(c)) return false;
+    if (a->dtype != NB_BF16 || nd < 2 || a->ndim != nd || b->ndim != nd || !nb_view_is_contiguous(c)) return false;
     int64_t m = c->shape[nd - 2], n = c->shape[nd - 1], k = a->shape[nd - 1], batches = 1;
     if (a->shape[nd - 2] != m || b->shape[nd - 1] != n || b->shape[nd - 2] != k || m == 0 || n == 0 || k == 0)
         return false;
@@ -87,17 +88,18 @@ static bool matmul_bf16_dnnl(nb_backend *be, const nb_kview *c, const nb_kview *
     nb_dnnl_gemm_bf16_fn gemm = nb_cpu_dnnl_gemm_bf16();
     if (!gemm) return false;
     wide w;
-    if ((*st = widen(be, c, &w, beta != 0))) return true; /* beta C reads C */
+    if (c->dtype == NB_F32) memset(&w, 0, sizeof w), w.v = *c, w.buf = c->data; /* written in place */
+    else if ((*st = widen(be, c, &w, beta != 0))) return true;                  /* beta C reads C */
     for (int64_t i = 0; i < batches; i++) {
         const uint16_t *ai = (const uint16_t *)a->data + nb_cpu_batch_offset(a, i);
         const uint16_t *bi = (const uint16_t *)b->data + nb_cpu_batch_offset(b, i);
         if (gemm(la.trans == NB_CBLAS_TRANS ? 'T' : 'N', lb.trans == NB_CBLAS_TRANS ? 'T' : 'N', m, n, k, (float)alpha,
                  ai, la.ld, bi, lb.ld, (float)beta, (float *)w.buf + i * m * n, n) != 0) {
-            wide_free(&w, 1); /* c is untouched: the float32 path runs instead */
+            wide_free(&w, 1); /* c is untouched (oneDNN fails before writing): the float32 path runs instead */
             return false;
         }
     }
-    *st = narrow(be, c, &w);
+    *st = c->dtype == NB_F32 ? NB_OK : narrow(be, c, &w);
     wide_free(&w, 1);
     return true;
 }
@@ -108,11 +110,12 @@ nb_status nb_cpu_matmul16(nb_backend *be, const nb_kview *c, const nb_kview *a, 
     if (matmul_bf16_dnnl(be, c, a, b, alpha, beta, &bst)) return bst;
     wide w[3];
     memset(w, 0, sizeof w); /* wide_free may run before each is made */
+    const bool c16 = nb_dtype_is_16bit(c->dtype); /* else float32: written directly */
     nb_status st = widen(be, a, &w[0], true);
     if (!st) st = widen(be, b, &w[1], true);
-    if (!st) st = widen(be, c, &w[2], beta != 0); /* beta C reads C */
-    if (!st) st = nb_cpu_matmul(be, &w[2].v, &w[0].v, &w[1].v, alpha, beta);
-    if (!st) st = narrow(be, c, &w[2]);
+    if (!st && c16) st = widen(be, c, &w[2], beta != 0); /* beta C reads C */
+    if (!st) st = nb_cpu_matmul(be, c16 ? &w[2].v : c, &w[0].v, &w[1].v, alpha, beta);
+    if (!st && c16) st = narrow(be, c, &w[2]);
     wide_free(w, 3);
     return st;
 }

@@ -141,7 +141,7 @@ static nb_status check_cpu_limits(const nb_kview *c, const nb_kview *a, const nb
 
 nb_status nb_cpu_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                         double alpha, double beta) {
-    if (nb_dtype_is_16bit(c->dtype) && a->dtype == c->dtype && b->dtype == c->dtype)
+    if (nb_dtype_is_16bit(a->dtype)) /* c of a's dtype or float32 (checked: backend/check/matmul.c) */
         return nb_cpu_matmul16(be, c, a, b, alpha, beta);
     nb_status st = check_cpu_limits(c, a, b);
     if (st) return st;

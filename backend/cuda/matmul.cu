@@ -110,7 +110,7 @@ static bool layout(int64_t r, int64_t c, int64_t sr, int64_t sc, bool *trans, in
 // cublasLtMatmul gives the same bits run to run (cuBLAS's reproducibility
 // rule), so one plan per problem keeps results deterministic.
 struct LtKey {
-    int dev, dt, prec, ta, tb, epi; // epi: a cublasLtEpilogue_t
+    int dev, dt, dt_c, prec, ta, tb, epi; // dt: a's and b's dtype, dt_c: c's (and the bias's); epi: a cublasLtEpilogue_t
     int64_t m, n, k, lda, ldb, ldc;
     uint32_t align_a, align_b, align_c; // bytes, at most 256: algorithms needing more are excluded
 };
@@ -175,6 +175,7 @@ static LtPlan *lt_plan(nb_backend *be, const LtKey &key) {
     p.key = key;
     nb_dtype dt = (nb_dtype)key.dt;
     cudaDataType_t t = dt == NB_BF16 ? CUDA_R_16BF : dt == NB_F16 ? CUDA_R_16F : CUDA_R_32F;
+    cudaDataType_t tc = key.dt_c == key.dt ? t : CUDA_R_32F; // a float32 D (and bias) from 16-bit operands
     cublasComputeType_t ct = dt != NB_F32    ? CUBLAS_COMPUTE_32F
                              : key.prec == 0 ? CUBLAS_COMPUTE_32F
                              : key.prec == 1 ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -191,11 +192,14 @@ static LtPlan *lt_plan(nb_backend *be, const LtKey &key) {
               cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == CUBLAS_STATUS_SUCCESS &&
+              // the bias (gradient) in D's type, stated rather than left to the default
+              cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &tc, sizeof tc) ==
+                  CUBLAS_STATUS_SUCCESS &&
               cublasLtMatrixLayoutCreate(&p.la, t, key.tb ? key.k : key.n, key.tb ? key.n : key.k, key.ldb) ==
                   CUBLAS_STATUS_SUCCESS &&
               cublasLtMatrixLayoutCreate(&p.lb, t, key.ta ? key.m : key.k, key.ta ? key.k : key.m, key.lda) ==
                   CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&p.lc, t, key.n, key.m, key.ldc) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p.lc, tc, key.n, key.m, key.ldc) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
               cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) ==
                   CUBLAS_STATUS_SUCCESS &&
@@ -239,7 +243,8 @@ static uint32_t align_of(const void *p) {
 // bias [n] to every row; CUBLASLT_EPILOGUE_BGRADB writes bias [m] = a's
 // row sums (cuBLASLt's B is our a: its k-sums per column of D^T),
 // CUBLASLT_EPILOGUE_BGRADA bias [n] = b's column sums (its A is our b:
-// the k-sums per row of D^T), in c's dtype. false (nothing enqueued, no
+// the k-sums per row of D^T), in c's dtype (dt_c: dt, or float32 for
+// 16-bit dt). false (nothing enqueued, no
 // error) where it is not taken:
 // float64; float32 under the "medium" precision for the bias gradient
 // (bfloat16 products: whether its sums see rounded inputs is not
@@ -249,9 +254,9 @@ static uint32_t align_of(const void *p) {
 // whose plans also excluded split-K); a dimension past int range; a bias
 // not 256-byte aligned; no workspace (more streams than the table holds,
 // or out of memory); or no algorithm.
-static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
-                      int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, void *C, int64_t ldc,
-                      const void *bias, nb_status *st) {
+static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, nb_dtype dt_c, bool ta, bool tb, int64_t m,
+                      int64_t n, int64_t k, const void *A, int64_t lda, const void *B, int64_t ldb, void *C,
+                      int64_t ldc, const void *bias, nb_status *st) {
     const bool bgrad = epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB;
     if (dt == NB_F64 || (epi == CUBLASLT_EPILOGUE_BIAS && dt == NB_F32 && nb_float32_matmul_precision() == 0) ||
         (bgrad && dt == NB_F32 && nb_float32_matmul_precision() > 1) || k == 0 ||
@@ -262,7 +267,7 @@ static bool lt_matmul(nb_backend *be, cublasLtEpilogue_t epi, nb_dtype dt, bool 
     int dev = device_of(be);
     LtKey key;
     memset(&key, 0, sizeof key); // padding compared by memcmp
-    key.dev = dev, key.dt = (int)dt, key.prec = dt == NB_F32 ? nb_float32_matmul_precision() : 0;
+    key.dev = dev, key.dt = (int)dt, key.dt_c = (int)dt_c, key.prec = dt == NB_F32 ? nb_float32_matmul_precision() : 0;
     key.ta = ta, key.tb = tb, key.epi = (int)epi, key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb;
     key.ldc = ldc;
     key.align_a = align_of(A), key.align_b = align_of(B), key.align_c = align_of(C);
@@ -377,8 +382,8 @@ static bool pad_worth(const nb_kview *c, const nb_kview *a, const nb_kview *b) {
         const char *e = getenv("NB_CUDA_GEMM_PAD");
         return e && !strcmp(e, "0");
     }();
-    if (off || c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || c->dtype == NB_F64) return false;
-    bool f32 = c->dtype == NB_F32;
+    if (off || c->ndim != 2 || a->ndim != 2 || b->ndim != 2 || a->dtype == NB_F64) return false;
+    bool f32 = a->dtype == NB_F32;
     if (f32 && nb_float32_matmul_precision() == 0) return false;
     int64_t m = c->shape[0], n = c->shape[1], k = a->shape[1];
     if (2.0 * (double)m * (double)n * (double)k < (f32 ? PAD_MIN_FLOP_TF32 : PAD_MIN_FLOP)) return false;
@@ -506,7 +511,7 @@ using namespace nbc;
 extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_kview *a, const nb_kview *b,
                                     double alpha, double beta) {
     const char *slot = "matmul";
-    const nb_dtype dt = c->dtype;
+    const nb_dtype dt = c->dtype; // a's and b's too, or float32 from 16-bit operands (checked)
     int nd = c->ndim;
     // c: contiguous, or 2-D with a row stride of its own (a padded result, below; checked: backend/check/matmul.c)
     if (!contiguous(c) && a->shape[nd - 1] == 0)
@@ -556,7 +561,7 @@ extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_
     int64_t inner = nd > 2 ? c->shape[nd - 3] : 1;
     int64_t sa = nd > 2 ? a->strides[nd - 3] : 0, sb = nd > 2 ? b->strides[nd - 3] : 0;
     int64_t outer = batches / (inner ? inner : 1);
-    size_t es = nb_dtype_size(c->dtype);
+    size_t es = nb_dtype_size(a->dtype), es_c = nb_dtype_size(c->dtype);
     for (int64_t o = 0; o < outer; o++) {
         int64_t offa = 0, offb = 0, rem = o;
         for (int d = nd - 4; d >= 0; d--) {
@@ -566,9 +571,9 @@ extern "C" nb_status nb_cuda_matmul(nb_backend *be, const nb_kview *c, const nb_
             offb += i * b->strides[d];
         }
         int64_t ldc = nd == 2 && m > 1 ? c->strides[0] : n;
-        nb_status st = gemm_rm(be, slot, c->dtype, ta, tb, m, n, k, alpha, (const char *)a->data + offa * es, lda, sa,
-                               (const char *)b->data + offb * es, ldb, sb, beta, (char *)c->data + o * inner * m * n * es,
-                               ldc, m * n, inner);
+        nb_status st = gemm_rm_ex(be, slot, a->dtype, c->dtype, ta, tb, m, n, k, alpha,
+                                  (const char *)a->data + offa * es, lda, sa, (const char *)b->data + offb * es, ldb,
+                                  sb, beta, (char *)c->data + o * inner * m * n * es_c, ldc, m * n, inner);
         if (st) return st;
     }
     return NB_OK;
@@ -603,7 +608,7 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
     int64_t ldc = m > 1 ? c->strides[0] : n;
     if (m > 0 && n > 0 && rows_c &&
         layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
-        lt_matmul(be, CUBLASLT_EPILOGUE_BIAS, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc,
+        lt_matmul(be, CUBLASLT_EPILOGUE_BIAS, dt, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc,
                   bias->data, &st))
         return st;
     // elsewhere: the bias broadcast into c, then c = a b + c
@@ -621,7 +626,7 @@ extern "C" nb_status nb_cuda_addmm(nb_backend *be, const nb_kview *c, const nb_k
 // NB_CUDA_LT_BGRAD=0 forces the latter (for comparisons).
 static nb_status matmul_bias_grad(nb_backend *be, cublasLtEpilogue_t epi, const nb_kview *c, const nb_kview *a,
                                   const nb_kview *b, const nb_kview *sums) {
-    const nb_dtype dt = c->dtype; // the views checked: backend/check/matmul.c
+    const nb_dtype dt = a->dtype, dt_c = c->dtype; // the views checked: backend/check/matmul.c
     static const bool off = [] {
         const char *e = getenv("NB_CUDA_LT_BGRAD");
         return e && !strcmp(e, "0");
@@ -634,7 +639,7 @@ static nb_status matmul_bias_grad(nb_backend *be, cublasLtEpilogue_t epi, const 
     int64_t ldc = m > 1 ? c->strides[0] : n;
     if (!off && m > 0 && n > 0 && rows_c && !pad_worth(c, a, b) &&
         layout(m, k, a->strides[0], a->strides[1], &ta, &lda) && layout(k, n, b->strides[0], b->strides[1], &tb, &ldb) &&
-        lt_matmul(be, epi, dt, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc, sums->data, &st))
+        lt_matmul(be, epi, dt, dt_c, ta, tb, m, n, k, a->data, lda, b->data, ldb, c->data, ldc, sums->data, &st))
         return st;
     if ((st = nb_cuda_matmul(be, c, a, b, 1.0, 0.0))) return st;
     nb_kview out = *sums; // [m, 1]: the sums over a's dim 1; [1, n]: over b's dim 0

@@ -98,6 +98,18 @@ static bool cache_add(nb_tensor *t, nb_tensor *c) {
     return true;
 }
 
+/* c, made by an autocast cast: its node marked as such (nb_grad_f32_ok). */
+static nb_tensor *mark(nb_tensor *c) {
+    if (c && c->grad_fn && c->grad_fn->op == NB_OP_TO_DTYPE) c->grad_fn->autocast_cast = true;
+    return c;
+}
+
+bool nb_grad_f32_ok(const nb_node *n, int i) {
+    const nb_node *e = n->edge[i];
+    return n->in[i] && nb_dtype_is_16bit(n->in[i]->dtype) && e && n->edge_nr[i] == 0 && e->kind == NB_NODE_OP &&
+           e->autocast_cast && e->in[0] && e->in[0]->dtype == NB_F32 && !(e->ext && e->ext->hooks);
+}
+
 /* The parameter t is a permuted view of (F.linear(x, W.t()), GPT-2's
  * Conv1D), its permutation in dims; NULL for other tensors. */
 static nb_tensor *permuted_param(const nb_tensor *t, int *dims) {
@@ -131,12 +143,12 @@ static nb_tensor *cast(nb_tensor *t, nb_dtype dt) {
         int64_t shape[NB_MAX_DIMS], strides[NB_MAX_DIMS];
         for (int i = 0; i < t->ndim; i++) shape[i] = c->shape[dims[i]], strides[i] = c->strides[dims[i]];
         nb_tensor *v = nb_tensor_view_of(c, t->ndim, shape, strides, c->offset);
-        return v && nb_cast_record(t, v) ? v : NULL;
+        return v && nb_cast_record(t, v) ? mark(v) : NULL;
     }
     bool cacheable = nb_is_leaf(t) && nb_requires_grad(t);
     nb_tensor *c = cacheable ? cache_find(t, dt) : NULL;
     if (c) return c;
-    c = nb_to_dtype(t, dt);
+    c = mark(nb_to_dtype(t, dt));
     if (!c || !cacheable) return c;
     nb_retain(c); /* the cache's reference; c stays the caller's too */
     if (!cache_add(t, c)) nb_release(c); /* not cached: still right */
@@ -197,6 +209,7 @@ nb_status nb_autocast_cache_params(nb_tensor *const *params, int n) {
                 st = nb_last_status();
                 break;
             }
+            mark(dst[k]);
             if (!cache_add(src[k], dst[k])) { /* on success the cache owns dst[k] */
                 st = nb_set_error(NB_ERR_OOM, "autocast_cache_params: out of host memory for the cast cache");
                 break;

@@ -95,6 +95,11 @@ bool nb_autocast_inputs(nb_op_id op, int n, nb_tensor **in);
 /* Records out as t cast to out's dtype (nb_to_dtype's node), out already
  * holding the cast values; false (error set) when recording failed. */
 bool nb_cast_record(nb_tensor *t, nb_tensor *out);
+/* Whether the gradient of n's input i may be computed in float32 though
+ * that input is 16-bit: it is an autocast cast of a float32 tensor whose
+ * output has no hooks (the cast's backward then passes a float32 gradient
+ * through, so a GEMM can write it without rounding it to 16 bits first). */
+bool nb_grad_f32_ok(const nb_node *n, int i);
 /* Backward passes run without autocast (nested: pause true, then false). */
 void nb_autocast_pause(bool pause);
 /* An autocast region is open for dev's type and not paused (by backward). */
@@ -110,6 +115,10 @@ struct nb_node {
     bool freed;         /* tape already released by a backward */
     bool save_failed;   /* nb_save ran out of memory: backward must fail */
     bool acc_owned;     /* grad_acc is a buffer the engine made (nothing else refers to it): added into in place */
+    /* an autocast cast of a float32 tensor (autocast.c): nothing outside
+     * sees its output, so its gradient may arrive in float32 already
+     * (nb_grad_f32_ok) and the cast's backward passes it through */
+    bool autocast_cast;
     nb_backward_fn backward;
     int n_in;
     nb_tensor **in;                      /* in_buf, or a custom function's inputs */
@@ -290,6 +299,9 @@ int nb_rnn_fused(nb_rnn_mode mode, nb_tensor *x, nb_tensor *h0, nb_tensor *c0, n
                  nb_tensor **out);
 /* Sums g over broadcast dims so it has the given shape (the backward of broadcasting). */
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape);
+/* The same sums in dtype dt (float32 sums of a 16-bit g, not rounded to 16
+ * bits); under create_graph (a g that requires grad) dt must be g's. */
+nb_tensor *nb_sum_to_shape_as(nb_tensor *g, int ndim, const int64_t *shape, nb_dtype dt);
 /* A contiguous copy of t (or t itself) without recording a node: the
  * calling op's own node stands for it. */
 nb_tensor *nb_contiguous_nograd(nb_tensor *t);

@@ -33,6 +33,15 @@ static nb_tensor *to_dtype_impl(nb_tensor *t, nb_dtype dt, bool keep_transposed)
 }
 
 nb_status nb_bw_cast(nb_node *n, nb_tensor *g, nb_tensor **gin) {
+    if (g->dtype == n->in[0]->dtype) { /* already in the input's dtype (nb_grad_f32_ok): handed on, not copied */
+        /* the node's reference dropped (g stays the pass scope's, where a
+         * rule or the engine made it), so a leaf may keep g as its .grad */
+        n->grad_acc = NULL;
+        if (atomic_load(&g->refcount) > 1) nb_release(g);
+        else nb_scope_adopt(g);
+        gin[0] = g;
+        return NB_OK;
+    }
     nb_scope *s = nb_op_scope_begin();
     gin[0] = nb_scope_return(s, to_dtype_impl(g, n->in[0]->dtype, true));
     return gin[0] ? NB_OK : nb_last_status();

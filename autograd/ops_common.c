@@ -138,6 +138,10 @@ nb_kview nb_kview_rows(const nb_tensor *t, int64_t rows, int64_t m) {
 }
 
 nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape) {
+    return nb_sum_to_shape_as(g, ndim, shape, g ? g->dtype : NB_F32);
+}
+
+nb_tensor *nb_sum_to_shape_as(nb_tensor *g, int ndim, const int64_t *shape, nb_dtype dt) {
     if (!g) return NULL;
     int lead = g->ndim - ndim;
     NB_ASSERT(lead >= 0);
@@ -147,6 +151,7 @@ nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape) {
         kshape[i] = i < lead ? 1 : shape[i - lead];
         if (kshape[i] != g->shape[i]) any = true;
     }
+    if (!any && dt != g->dtype) return nb_to_dtype(g, dt);
     if (!any) {
         nb_retain(g);
         return nb_scope_adopt(g);
@@ -157,7 +162,7 @@ nb_tensor *nb_sum_to_shape(nb_tensor *g, int ndim, const int64_t *shape) {
             if (kshape[i] != g->shape[i] || i < lead) dims[nd++] = i;
         return nb_reshape(nb_sum(g, dims, nd, true), ndim, shape);
     }
-    nb_tensor *r = nb_tensor_new(g->ndim, kshape, g->dtype, g->storage->device);
+    nb_tensor *r = nb_tensor_new(g->ndim, kshape, dt, g->storage->device);
     if (!r) return NULL;
     nb_kview o = nb_kview_of(r), x = nb_kview_of(g);
     if (nb_kernel_reduce(NB_BE(g), NB_REDUCE_SUM, &o, &x, 1.0) != NB_OK) return NULL;

@@ -17,8 +17,10 @@ static nb_tensor *gemm_ready(nb_tensor *t) {
     return nb_contiguous(t);
 }
 
-/* c = a @ b for a [..., n, k], b [..., k, m] (ndim >= 2), no autograd. */
-static nb_tensor *gemm_nd(nb_tensor *a, nb_tensor *b) {
+/* c = a @ b for a [..., n, k], b [..., k, m] (ndim >= 2), no autograd;
+ * c in dtype dt: a's, or float32 for 16-bit a and b (the matmul slot's
+ * float32 sums, not rounded to 16 bits). */
+static nb_tensor *gemm_nd_as(nb_tensor *a, nb_tensor *b, nb_dtype dt) {
     if (!a || !b) return NULL; /* a failed transpose or copy upstream (its error kept) */
     char x[NB_SHAPE_BUF], y[NB_SHAPE_BUF];
     int na = a->ndim, nbd = b->ndim;
@@ -40,11 +42,13 @@ static nb_tensor *gemm_nd(nb_tensor *a, nb_tensor *b) {
     sa[nd] = a->shape[na - 2], sa[nd + 1] = a->shape[na - 1];
     sb[nd] = b->shape[nbd - 2], sb[nd + 1] = b->shape[nbd - 1];
     shape[nd] = sa[nd], shape[nd + 1] = sb[nd + 1];
-    nb_tensor *c = nb_tensor_new(nd + 2, shape, a->dtype, a->storage->device);
+    nb_tensor *c = nb_tensor_new(nd + 2, shape, dt, a->storage->device);
     if (!c) return NULL;
     nb_kview vc = nb_kview_of(c), va = nb_kview_expand(ar, nd + 2, sa), vb = nb_kview_expand(br, nd + 2, sb);
     return nb_kernel_matmul(NB_BE(a), &vc, &va, &vb, 1.0, 0.0) == NB_OK ? c : NULL;
 }
+
+static nb_tensor *gemm_nd(nb_tensor *a, nb_tensor *b) { return gemm_nd_as(a, b, a ? a->dtype : NB_F32); }
 
 nb_status nb_bw_matmul(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *a = n->saved[0], *b = n->saved[1];
@@ -105,15 +109,16 @@ static bool col_major(const nb_tensor *w) {
 }
 
 /* dw and db = g's column sums in one backend call (the bias gradient in
- * the GEMM's epilogue): dw = g^T x (matmul_bgrad), or for a col_major w
- * dw^T = x^T g (matmul_bgrad_b); false where the backend has no such slot
- * (nothing done). */
-static bool linear_wgrad_fused(nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_tensor **gw, nb_tensor **gb) {
+ * the GEMM's epilogue), both in dtype dt (g's, or float32): dw = g^T x
+ * (matmul_bgrad), or for a col_major w dw^T = x^T g (matmul_bgrad_b);
+ * false where the backend has no such slot (nothing done). */
+static bool linear_wgrad_fused(nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_dtype dt, nb_tensor **gw,
+                               nb_tensor **gb) {
     const bool cm = col_major(w);
     if (cm ? !nb_kernel_has(NB_BE(g), matmul_bgrad_b) : !nb_kernel_has(NB_BE(g), matmul_bgrad)) return false;
     nb_tensor *t = nb_transpose(cm ? x : g, 0, 1), *ar = t ? gemm_ready(t) : NULL, *br = gemm_ready(cm ? g : x);
-    nb_tensor *c = nb_tensor_new(2, (int64_t[]){w->shape[cm], w->shape[!cm]}, g->dtype, g->storage->device);
-    *gb = nb_tensor_new(1, w->shape, g->dtype, g->storage->device);
+    nb_tensor *c = nb_tensor_new(2, (int64_t[]){w->shape[cm], w->shape[!cm]}, dt, g->storage->device);
+    *gb = nb_tensor_new(1, w->shape, dt, g->storage->device);
     if (!ar || !br || !c || !*gb) return *gw = *gb = NULL, true;
     nb_kview vc = nb_kview_of(c), vs = nb_kview_of(*gb), va = nb_kview_of(ar), vb = nb_kview_of(br);
     nb_status st = cm ? nb_kernel_matmul_bgrad_b(NB_BE(g), &vc, &va, &vb, &vs)
@@ -123,19 +128,32 @@ static bool linear_wgrad_fused(nb_tensor *g, nb_tensor *x, nb_tensor *w, nb_tens
     return true;
 }
 
+/* The dtype of the gradient written for input i: float32 for a
+ * 16-bit input that autocast cast from float32 (its float32 sums kept
+ * rather than rounded to 16 bits and cast back: PyTorch's autocast
+ * rounds them), the input's own otherwise. */
+static nb_dtype grad_dtype(const nb_node *n, int i, bool graph) {
+    return !graph && nb_grad_f32_ok(n, i) ? NB_F32 : n->in[i]->dtype;
+}
+
 /* x2 [n, in], w [out, in], bias [out]: dx = g w, dw = g^T x2, db = sum_rows(g) */
 nb_status nb_bw_linear(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *x = n->saved[0], *w = n->saved[1];
     bool graph = nb_needs_grad(3, (nb_tensor *[]){g, x, w}); /* create_graph: recorded matmuls */
-    if (n->in[0] && !(gin[0] = graph ? nb_matmul(g, w) : gemm_nd(g, w))) return nb_last_status();
-    if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, &gin[1], &gin[2]))
-        return gin[1] ? NB_OK : nb_last_status();
+    if (n->in[0] && !(gin[0] = graph ? nb_matmul(g, w) : gemm_nd_as(g, w, grad_dtype(n, 0, false))))
+        return nb_last_status();
+    nb_dtype dt_w = n->in[1] ? grad_dtype(n, 1, graph) : g->dtype;
+    if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, dt_w, &gin[1], &gin[2])) {
+        if (!gin[1]) return nb_last_status();
+        nb_dtype dt_b = grad_dtype(n, 2, false); /* a 16-bit bias that is not a cast, beside a cast weight */
+        return gin[2]->dtype == dt_b || (gin[2] = nb_to_dtype(gin[2], dt_b)) ? NB_OK : nb_last_status();
+    }
     if (n->in[1] && graph) gin[1] = nb_matmul(nb_transpose(g, 0, 1), x);
     else if (n->in[1] && col_major(w)) {
-        nb_tensor *gwt = gemm_nd(nb_transpose(x, 0, 1), g);
+        nb_tensor *gwt = gemm_nd_as(nb_transpose(x, 0, 1), g, dt_w);
         gin[1] = gwt ? nb_transpose(gwt, 0, 1) : NULL;
-    } else if (n->in[1]) gin[1] = gemm_nd(nb_transpose(g, 0, 1), x);
-    if (n->in[2]) gin[2] = nb_sum_to_shape(g, 1, &w->shape[0]);
+    } else if (n->in[1]) gin[1] = gemm_nd_as(nb_transpose(g, 0, 1), x, dt_w);
+    if (n->in[2]) gin[2] = nb_sum_to_shape_as(g, 1, &w->shape[0], grad_dtype(n, 2, graph));
     for (int i = 0; i < 3; i++)
         if (n->in[i] && !gin[i]) return nb_last_status();
     return NB_OK;

@@ -3,7 +3,8 @@
  * float32 run's, backward outside autocast, nesting, float64 untouched, the
  * errors, an MLP whose autocast training tracks float32 training,
  * cross_entropy on 16-bit logits with the explicit cast's bits, the
- * convolutions in bfloat16, and the cast cache filled ahead. */
+ * convolutions in bfloat16, the cast cache filled ahead, and linear's
+ * float32 gradients of autocast's casts. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,6 +397,104 @@ START_TEST(test_autocast_permuted_param) {
 }
 END_TEST
 
+/* max |got - want| / max |want| over n values. */
+static double rel_err(const double *got, const double *want, int64_t n) {
+    double e = 0, m = 0;
+    for (int64_t k = 0; k < n; k++) e = fmax(e, fabs(got[k] - want[k])), m = fmax(m, fabs(want[k]));
+    return m > 0 ? e / m : e;
+}
+
+/* Under autocast, linear's weight and bias gradients come from the GEMM in
+ * float32 (nb_grad_f32_ok): the float32 sums, not sums rounded to 16 bits
+ * and cast back. Inputs are 16-bit values, so the float64 host sums are
+ * exact references and float32 sums meet them within 1e-5 where a 16-bit
+ * rounding would leave up to 2^-9. Weights plain, transposed (GPT-2's
+ * Conv1D) and without a bias; on a GPU also a large unaligned product (the
+ * padded GEMM). A weight used by two linears and a matmul sums float32 and
+ * 16-bit gradients; an explicit nb_to_dtype (not autocast's) keeps the
+ * 16-bit gradient its hooks would see. */
+START_TEST(test_autocast_linear_grads_float32) {
+    const int64_t sizes[3][3] = {{64, 48, 96}, {37, 13, 29}, {1024, 768, 2601}}; /* rows, in, out */
+    FOR_DEVICES(dev) {
+        const int n_dt = dev.type == NB_DEVICE_CPU ? 1 : 2;
+        for (int di = 0; di < n_dt; di++)
+            for (int z = 0; z < (dev.type == NB_DEVICE_CPU ? 2 : 3); z++)
+                for (int form = 0; form < 3; form++) { /* W [O, I] with a bias, W [I, O] used as W.t(), no bias */
+                    nb_dtype dt = di ? NB_F16 : NB_BF16;
+                    int64_t R = sizes[z][0], I = sizes[z][1], O = sizes[z][2];
+                    nb_scope *s = nb_scope_begin();
+                    nb_generator g = nb_generator_new(31 + z);
+                    /* 16-bit values held in float32 (the casts keep them exactly) */
+                    nb_tensor *x = nb_to_dtype(nb_to_dtype(nb_randn_on(NB_SHAPE(R, I), NB_F32, &g, dev), dt), NB_F32);
+                    nb_tensor *r = nb_to_dtype(nb_to_dtype(nb_randn_on(NB_SHAPE(R, O), NB_F32, &g, dev), dt), NB_F32);
+                    int64_t ws[2] = {form == 1 ? I : O, form == 1 ? O : I};
+                    nb_tensor *w = nb_detach(nb_to_dtype(nb_to_dtype(nb_randn_on(2, ws, NB_F32, &g, dev), dt), NB_F32));
+                    nb_tensor *b = form == 2 ? NULL : nb_detach(nb_full_on(NB_SHAPE(O), 0.0, NB_F32, dev));
+                    NB_CK_OK(nb_set_requires_grad(w, true));
+                    if (b) NB_CK_OK(nb_set_requires_grad(b, true));
+                    NB_CK_OK(nb_autocast_begin(dev, dt));
+                    nb_tensor *y = nb_linear(x, form == 1 ? nb_transpose(w, 0, 1) : w, b);
+                    NB_CK_OK(nb_autocast_end(dev));
+                    ck_assert_msg(y != NULL, "%s", nb_last_error());
+                    /* d loss / d y = r, exactly a 16-bit value */
+                    NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(y, NB_F32), r), NULL, 0, false)));
+                    double *xv = nb_test_values_of(x), *rv = nb_test_values_of(r);
+                    double *ww = calloc((size_t)(I * O), sizeof *ww), *wb = calloc((size_t)O, sizeof *wb);
+                    ck_assert(ww && wb);
+                    for (int64_t row = 0; row < R; row++)
+                        for (int64_t o = 0; o < O; o++) {
+                            double gv = rv[row * O + o];
+                            wb[o] += gv;
+                            for (int64_t in = 0; in < I; in++)
+                                ww[form == 1 ? in * O + o : o * I + in] += xv[row * I + in] * gv;
+                        }
+                    nb_tensor *gw = nb_tensor_grad(w);
+                    ck_assert_int_eq(nb_dtype_of(gw), NB_F32);
+                    ck_assert(nb_is_contiguous(gw));
+                    double *gwv = nb_test_values_of(gw);
+                    double e = rel_err(gwv, ww, I * O);
+                    char dn[16];
+                    ck_assert_msg(e < 1e-5, "%s %s [%lld, %lld, %lld] form %d: weight gradient off by %g of its "
+                                  "largest (rounded to 16 bits?)", nb_device_str(dev, dn, sizeof dn), nb_dtype_name(dt),
+                                  (long long)R, (long long)I, (long long)O, form, e);
+                    if (b) {
+                        double *gbv = nb_test_values_of(nb_tensor_grad(b));
+                        e = rel_err(gbv, wb, O);
+                        ck_assert_msg(e < 1e-5, "form %d: bias gradient off by %g of its largest", form, e);
+                        free(gbv);
+                    }
+                    free(xv), free(rv), free(ww), free(wb), free(gwv);
+                    nb_scope_end(s);
+                }
+        nb_scope *s = nb_scope_begin();
+        nb_generator g = nb_generator_new(5);
+        nb_tensor *x = nb_to_dtype(nb_to_dtype(nb_randn_on(NB_SHAPE(16, 8), NB_F32, &g, dev), NB_BF16), NB_F32);
+        nb_tensor *w = rand_param(NB_SHAPE(4, 8), 1.0, &g, dev);
+        nb_tensor *w64 = nb_detach(nb_to_dtype(w, NB_F64));
+        NB_CK_OK(nb_set_requires_grad(w64, true));
+        NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+        nb_tensor *y = nb_add(nb_add(nb_linear(x, w, NULL), nb_linear(nb_mul_scalar(x, 2), w, NULL)),
+                              nb_matmul(x, nb_transpose(w, 0, 1)));
+        NB_CK_OK(nb_autocast_end(dev));
+        ck_assert_int_eq(nb_dtype_of(y), NB_BF16);
+        NB_CK_OK(nb_backward(nb_sum(nb_to_dtype(y, NB_F32), NULL, 0, false)));
+        nb_tensor *x64 = nb_to_dtype(x, NB_F64);
+        nb_tensor *y64 = nb_matmul(nb_mul_scalar(x64, 4), nb_transpose(w64, 0, 1));
+        NB_CK_OK(nb_backward(nb_sum(y64, NULL, 0, false)));
+        ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(w)), NB_F32);
+        nb_ck_close_to(nb_tensor_grad(w), nb_tensor_grad(w64), 0.05);
+        /* an explicit cast is the user's tensor: its gradient stays 16-bit, rounded once */
+        nb_tensor_zero_grad(w);
+        nb_tensor *wb = nb_to_dtype(w, NB_BF16);
+        NB_CK_OK(nb_backward(nb_sum(nb_to_dtype(nb_linear(nb_to_dtype(x, NB_BF16), wb, NULL), NB_F32), NULL, 0,
+                                    false)));
+        nb_tensor *gw = nb_tensor_grad(w);
+        nb_ck_close_to(gw, nb_to_dtype(nb_to_dtype(gw, NB_BF16), NB_F32), 0);
+        nb_scope_end(s);
+    }
+}
+END_TEST
+
 Suite *nb_suite_autocast(void) {
     Suite *s = suite_create("autocast");
     TCase *c = tcase_create("autocast");
@@ -408,6 +507,7 @@ Suite *nb_suite_autocast(void) {
     tcase_add_test(c, test_autocast_cache_params);
     tcase_add_test(c, test_autocast_cache_sees_inplace_writes);
     tcase_add_test(c, test_autocast_permuted_param);
+    tcase_add_test(c, test_autocast_linear_grads_float32);
     suite_add_tcase(s, c);
     return s;
 }

@@ -105,9 +105,16 @@ static nb_tensor *mark(nb_tensor *c) {
 }
 
 bool nb_grad_f32_ok(const nb_node *n, int i) {
+    if (!n->in[i] || !nb_dtype_is_16bit(n->in[i]->dtype)) return false;
     const nb_node *e = n->edge[i];
-    return n->in[i] && nb_dtype_is_16bit(n->in[i]->dtype) && e && n->edge_nr[i] == 0 && e->kind == NB_NODE_OP &&
-           e->autocast_cast && e->in[0] && e->in[0]->dtype == NB_F32 && !(e->ext && e->ext->hooks);
+    int nr = n->edge_nr[i];
+    /* through reshapes (linear's rows of a 3-d input), whose backward reshapes a gradient of any dtype */
+    for (int k = 0; k < 4 && e && nr == 0 && e->kind == NB_NODE_OP && (e->op == NB_OP_RESHAPE || e->op == NB_OP_VIEW) &&
+                    !(e->ext && e->ext->hooks);
+         k++)
+        nr = e->edge_nr[0], e = e->edge[0];
+    return e && nr == 0 && e->kind == NB_NODE_OP && e->autocast_cast && e->in[0] && e->in[0]->dtype == NB_F32 &&
+           !(e->ext && e->ext->hooks);
 }
 
 /* The parameter t is a permuted view of (F.linear(x, W.t()), GPT-2's

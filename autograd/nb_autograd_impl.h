@@ -96,9 +96,10 @@ bool nb_autocast_inputs(nb_op_id op, int n, nb_tensor **in);
  * holding the cast values; false (error set) when recording failed. */
 bool nb_cast_record(nb_tensor *t, nb_tensor *out);
 /* Whether the gradient of n's input i may be computed in float32 though
- * that input is 16-bit: it is an autocast cast of a float32 tensor whose
- * output has no hooks (the cast's backward then passes a float32 gradient
- * through, so a GEMM can write it without rounding it to 16 bits first). */
+ * that input is 16-bit: it is an autocast cast of a float32 tensor, or a
+ * reshape of one, without hooks (the cast's backward then passes a float32
+ * gradient through, so a GEMM can write it without rounding it to 16 bits
+ * first). */
 bool nb_grad_f32_ok(const nb_node *n, int i);
 /* Backward passes run without autocast (nested: pause true, then false). */
 void nb_autocast_pause(bool pause);

@@ -404,12 +404,13 @@ static double rel_err(const double *got, const double *want, int64_t n) {
     return m > 0 ? e / m : e;
 }
 
-/* Under autocast, linear's weight and bias gradients come from the GEMM in
+/* Under autocast, linear's weight, bias and input gradients come from the GEMM in
  * float32 (nb_grad_f32_ok): the float32 sums, not sums rounded to 16 bits
  * and cast back. Inputs are 16-bit values, so the float64 host sums are
  * exact references and float32 sums meet them within 1e-5 where a 16-bit
- * rounding would leave up to 2^-9. Weights plain, transposed (GPT-2's
- * Conv1D) and without a bias; on a GPU also a large unaligned product (the
+ * rounding would leave up to 2^-9; the same for a 3-d input's gradient
+ * (through linear's reshapes). Weights plain, transposed (GPT-2's Conv1D)
+ * and without a bias; on a GPU also a large unaligned product (the
  * padded GEMM). A weight used by two linears and a matmul sums float32 and
  * 16-bit gradients; an explicit nb_to_dtype (not autocast's) keeps the
  * 16-bit gradient its hooks would see. */
@@ -432,12 +433,16 @@ START_TEST(test_autocast_linear_grads_float32) {
                     nb_tensor *b = form == 2 ? NULL : nb_detach(nb_full_on(NB_SHAPE(O), 0.0, NB_F32, dev));
                     NB_CK_OK(nb_set_requires_grad(w, true));
                     if (b) NB_CK_OK(nb_set_requires_grad(b, true));
+                    x = nb_detach(x);
+                    if (form == 0) NB_CK_OK(nb_set_requires_grad(x, true)); /* and used as [1, R, I] */
                     NB_CK_OK(nb_autocast_begin(dev, dt));
-                    nb_tensor *y = nb_linear(x, form == 1 ? nb_transpose(w, 0, 1) : w, b);
+                    nb_tensor *y =
+                        nb_linear(form == 0 ? nb_unsqueeze(x, 0) : x, form == 1 ? nb_transpose(w, 0, 1) : w, b);
                     NB_CK_OK(nb_autocast_end(dev));
                     ck_assert_msg(y != NULL, "%s", nb_last_error());
                     /* d loss / d y = r, exactly a 16-bit value */
-                    NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(y, NB_F32), r), NULL, 0, false)));
+                    NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(y, NB_F32), form == 0 ? nb_unsqueeze(r, 0) : r),
+                                                NULL, 0, false)));
                     double *xv = nb_test_values_of(x), *rv = nb_test_values_of(r);
                     double *ww = calloc((size_t)(I * O), sizeof *ww), *wb = calloc((size_t)O, sizeof *wb);
                     ck_assert(ww && wb);
@@ -462,6 +467,17 @@ START_TEST(test_autocast_linear_grads_float32) {
                         e = rel_err(gbv, wb, O);
                         ck_assert_msg(e < 1e-5, "form %d: bias gradient off by %g of its largest", form, e);
                         free(gbv);
+                    }
+                    if (form == 0) { /* x's gradient through the reshapes: r w in float32 */
+                        double *wv = nb_test_values_of(w), *gxv = nb_test_values_of(nb_tensor_grad(x));
+                        double *wx = calloc((size_t)(R * I), sizeof *wx);
+                        ck_assert(wv && gxv && wx);
+                        for (int64_t row = 0; row < R; row++)
+                            for (int64_t o = 0; o < O; o++)
+                                for (int64_t in = 0; in < I; in++) wx[row * I + in] += rv[row * O + o] * wv[o * I + in];
+                        e = rel_err(gxv, wx, R * I);
+                        ck_assert_msg(e < 1e-5, "input gradient off by %g of its largest", e);
+                        free(wv), free(gxv), free(wx);
                     }
                     free(xv), free(rv), free(ww), free(wb), free(gwv);
                     nb_scope_end(s);

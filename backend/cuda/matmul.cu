@@ -110,7 +110,7 @@ static bool layout(int64_t r, int64_t c, int64_t sr, int64_t sc, bool *trans, in
 // cublasLtMatmul gives the same bits run to run (cuBLAS's reproducibility
 // rule), so one plan per problem keeps results deterministic.
 struct LtKey {
-    int dev, dt, dt_c, prec, ta, tb, epi; // dt: a's and b's dtype, dt_c: c's (and the bias's); epi: a cublasLtEpilogue_t
+    int dev, dt, dt_c, prec, ta, tb, epi; // dt: a's and b's dtype, dt_c: c's (and the bias's); epi: an epilogue
     int64_t m, n, k, lda, ldb, ldc;
     uint32_t align_a, align_b, align_c; // bytes, at most 256: algorithms needing more are excluded
 };

@@ -143,12 +143,15 @@ END_TEST
 /* cross_entropy of bfloat16 logits under autocast reads them as float32 in
  * the fused kernel instead of casting them first: the loss, its dtype and
  * the 16-bit gradient have the bits of the explicit cast's path, with an
- * ignored target; the mean counts in float32 (4095 is no bfloat16). */
+ * ignored target; the mean counts in float32 (4095 is no bfloat16). Rows
+ * of 37 classes start at every 16-byte offset (the CUDA backward's
+ * vectors begin at each row's first boundary); 30522 is BERT's vocabulary. */
 START_TEST(test_autocast_cross_entropy_16bit_logits) {
-    FOR_DEVICES(dev) {
+    const int64_t shapes[2][2] = {{4095, 37}, {33, 30522}}; /* rows at every 16-byte offset; BERT's vocabulary */
+    FOR_DEVICES(dev) for (int z = 0; z < 2; z++) {
         nb_scope *s = nb_scope_begin();
         nb_generator g = nb_generator_new(5);
-        const int64_t N = 4095, C = 37;
+        const int64_t N = shapes[z][0], C = shapes[z][1];
         nb_tensor *base = nb_to_dtype(nb_mul_scalar(nb_randn_on(NB_SHAPE(N, C), NB_F32, &g, dev), 3.0), NB_BF16);
         nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(N), NB_F64, &g, dev), C - 1e-3), NB_I64);
         NB_CK_OK(nb_fill_(nb_narrow(y, 0, 7, 1), -100)); /* one ignored row */

@@ -111,6 +111,48 @@ __global__ void __launch_bounds__(CEB_THREADS) k_ce_back(const X *x, X *gx, int6
     }
 }
 
+// k_ce_back for 16-bit logits and gradient with the same alignment: each
+// row's elements from its first 16-byte boundary on as 8-element vectors
+// (one 16-byte load and store), the few before it and after the last whole
+// vector one by one. Each element's formula is k_ce_back's, so the bits
+// are its bits; with scalar 2-byte accesses bert-base's [4096, 30522]
+// gradient moved at about 1.5 TB/s.
+template <typename T, typename X>
+__global__ void __launch_bounds__(CEB_THREADS) k_ce_back16(const X *x, X *gx, int64_t n, int64_t c,
+                                                           RowVec<const int64_t> tgt, RowVec<const T> gloss,
+                                                           RowVec<const T> lse, int64_t ignore, int *err, int tag) {
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
+        const int64_t t = tgt[r];
+        const bool ign = t == ignore;
+        if (!ign && (t < 0 || t >= c) && blockIdx.x == 0 && threadIdx.x == 0) raise(err, ERR_TARGET, tag);
+        const T g = ign ? (T)0 : gloss[r], l = ign ? (T)0 : lse[r];
+        const X *xr = x + r * c;
+        X *gr = gx + r * c;
+        auto one = [&](int64_t j, X xv) {
+            T v = (T)0;
+            if (!ign) {
+                v = g * ex((T)Traits<X>::load(xv) - l);
+                if (j == t) v -= g;
+            }
+            return Traits<X>::store(v);
+        };
+        int64_t head = (int64_t)((16 - ((uintptr_t)xr & 15)) & 15) / (int64_t)sizeof(X);
+        if (head > c) head = c;
+        const int64_t nv = (c - head) / 8, end = head + 8 * nv;
+        for (int64_t v = tid; v < nv; v += stride) {
+            const int64_t j0 = head + 8 * v;
+            const Vec<X, 8> in = *(const Vec<X, 8> *)(xr + j0);
+            Vec<X, 8> out;
+#pragma unroll
+            for (int e = 0; e < 8; e++) out.v[e] = one(j0 + e, in.v[e]);
+            *(Vec<X, 8> *)(gr + j0) = out;
+        }
+        if (tid < head) gr[tid] = one(tid, xr[tid]);
+        if (tid < c - end) gr[end + tid] = one(end + tid, xr[end + tid]);
+    }
+}
+
 template <typename T> static RowVec<T> rv(const nb_kview *v) { return {(T *)v->data, v->strides[0]}; }
 
 template <typename T, typename X>
@@ -137,6 +179,13 @@ template <typename T, typename X>
 static nb_status ce_back_t(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss, const nb_kview *logits,
                            const nb_kview *lse, const nb_kview *target, int64_t ignore) {
     int64_t n = logits->shape[0], c = logits->shape[1];
+    if (sizeof(X) == 2 && (((uintptr_t)logits->data - (uintptr_t)glogits->data) & 15) == 0) { // the same alignment
+        dim3 grid(grid_for((c + 7) / 8, (int64_t)CEB_THREADS * 2, 1024), (unsigned)(n < 65535 ? n : 65535));
+        k_ce_back16<T, X><<<grid, CEB_THREADS, 0, stream_of(be)>>>(
+            (const X *)logits->data, (X *)glogits->data, n, c, rv<const int64_t>(target), rv<const T>(gloss),
+            rv<const T>(lse), ignore, err_word(be), slot_tag("cross_entropy_backward"));
+        return launched("cross_entropy_backward");
+    }
     dim3 grid(grid_for(c, (int64_t)CEB_THREADS * CEB_PER, 1024), (unsigned)(n < 65535 ? n : 65535));
     k_ce_back<T, X><<<grid, CEB_THREADS, 0, stream_of(be)>>>(
         (const X *)logits->data, (X *)glogits->data, n, c, rv<const int64_t>(target), rv<const T>(gloss),

@@ -104,17 +104,19 @@ static nb_tensor *mark(nb_tensor *c) {
     return c;
 }
 
+/* e is output nr of an op node without tensor hooks, of op id `op` when op >= 0. */
+static bool plain_node(const nb_node *e, int nr, int op) {
+    return e && nr == 0 && e->kind == NB_NODE_OP && (op < 0 || e->op == (nb_op_id)op) && !(e->ext && e->ext->hooks);
+}
+
 bool nb_grad_f32_ok(const nb_node *n, int i) {
     if (!n->in[i] || !nb_dtype_is_16bit(n->in[i]->dtype)) return false;
     const nb_node *e = n->edge[i];
     int nr = n->edge_nr[i];
-    /* through reshapes (linear's rows of a 3-d input), whose backward reshapes a gradient of any dtype */
-    for (int k = 0; k < 4 && e && nr == 0 && e->kind == NB_NODE_OP && (e->op == NB_OP_RESHAPE || e->op == NB_OP_VIEW) &&
-                    !(e->ext && e->ext->hooks);
-         k++)
+    /* back through reshapes (linear's rows of a 3-d input), whose backward reshapes a gradient of any dtype */
+    for (int k = 0; k < 4 && (plain_node(e, nr, NB_OP_RESHAPE) || plain_node(e, nr, NB_OP_VIEW)); k++)
         nr = e->edge_nr[0], e = e->edge[0];
-    return e && nr == 0 && e->kind == NB_NODE_OP && e->autocast_cast && e->in[0] && e->in[0]->dtype == NB_F32 &&
-           !(e->ext && e->ext->hooks);
+    return plain_node(e, nr, -1) && e->autocast_cast && e->in[0] && e->in[0]->dtype == NB_F32;
 }
 
 /* The parameter t is a permuted view of (F.linear(x, W.t()), GPT-2's

@@ -278,8 +278,9 @@ void *nb_ctx_user(const nb_function_ctx *ctx);
  *     promotes to float32).
  * float64 inputs are never cast. Casts are recorded ops, so gradients reach
  * the float32 parameters in float32 (the optimizer updates them there;
- * linear writes a cast weight's and bias's gradients in float32 directly,
- * without PyTorch's rounding to 16 bits, autograd/OPS.md); a
+ * linear writes the gradients of its cast weight, bias and input in
+ * float32 directly, without PyTorch's rounding to 16 bits,
+ * autograd/OPS.md); a
  * parameter's cast is made once per region and cached until the outermost
  * nb_autocast_end, so wrap each forward pass (not the optimizer step) in a
  * region. Backward runs without autocast, each op in its forward's dtypes.

@@ -116,9 +116,9 @@ struct nb_node {
     bool freed;         /* tape already released by a backward */
     bool save_failed;   /* nb_save ran out of memory: backward must fail */
     bool acc_owned;     /* grad_acc is a buffer the engine made (nothing else refers to it): added into in place */
-    /* an autocast cast of a float32 tensor (autocast.c): nothing outside
-     * sees its output, so its gradient may arrive in float32 already
-     * (nb_grad_f32_ok) and the cast's backward passes it through */
+    /* a cast autocast made (autocast.c): nothing outside sees its output,
+     * so when it cast float32 to 16 bits its gradient may arrive in
+     * float32 already (nb_grad_f32_ok) and its backward passes it on */
     bool autocast_cast;
     nb_backward_fn backward;
     int n_in;

@@ -33,12 +33,14 @@ static nb_tensor *to_dtype_impl(nb_tensor *t, nb_dtype dt, bool keep_transposed)
 }
 
 nb_status nb_bw_cast(nb_node *n, nb_tensor *g, nb_tensor **gin) {
-    if (g->dtype == n->in[0]->dtype) { /* already in the input's dtype (nb_grad_f32_ok): handed on, not copied */
-        /* the node's reference dropped (g stays the pass scope's, where a
-         * rule or the engine made it), so a leaf may keep g as its .grad */
+    if (n->autocast_cast && g->dtype == n->in[0]->dtype) { /* float32 already (nb_grad_f32_ok): handed on */
+        /* Nothing outside sees an autocast cast's output, so g was made in
+         * this pass by a rule or the engine (never the caller's seed or a
+         * hook's tensor): the node's reference is dropped (g stays the pass
+         * scope's), so a leaf may keep g as its .grad without a copy. */
         n->grad_acc = NULL;
         if (atomic_load(&g->refcount) > 1) nb_release(g);
-        else nb_scope_adopt(g);
+        else if (!nb_scope_adopt(g)) return nb_last_status(); /* released: out of host memory */
         gin[0] = g;
         return NB_OK;
     }

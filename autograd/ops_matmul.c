@@ -142,18 +142,20 @@ nb_status nb_bw_linear(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     bool graph = nb_needs_grad(3, (nb_tensor *[]){g, x, w}); /* create_graph: recorded matmuls */
     if (n->in[0] && !(gin[0] = graph ? nb_matmul(g, w) : gemm_nd_as(g, w, grad_dtype(n, 0, false))))
         return nb_last_status();
-    nb_dtype dt_w = n->in[1] ? grad_dtype(n, 1, graph) : g->dtype;
-    if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, dt_w, &gin[1], &gin[2])) {
-        if (!gin[1]) return nb_last_status();
-        nb_dtype dt_b = grad_dtype(n, 2, false); /* a 16-bit bias that is not a cast, beside a cast weight */
-        return gin[2]->dtype == dt_b || (gin[2] = nb_to_dtype(gin[2], dt_b)) ? NB_OK : nb_last_status();
+    nb_dtype dt_w = n->in[1] ? grad_dtype(n, 1, graph) : g->dtype, dt_b = n->in[2] ? grad_dtype(n, 2, graph) : g->dtype;
+    /* one GEMM for both: in float32 if either wants it, the other then narrowed (a 16-bit leaf beside a cast) */
+    nb_dtype dt_f = dt_w == NB_F32 || dt_b == NB_F32 ? NB_F32 : g->dtype;
+    if (!graph && n->in[1] && n->in[2] && linear_wgrad_fused(g, x, w, dt_f, &gin[1], &gin[2])) {
+        if (gin[1] && gin[1]->dtype != dt_w) gin[1] = nb_to_dtype(gin[1], dt_w);
+        if (gin[1] && gin[2]->dtype != dt_b) gin[2] = nb_to_dtype(gin[2], dt_b);
+        return gin[1] && gin[2] ? NB_OK : nb_last_status();
     }
     if (n->in[1] && graph) gin[1] = nb_matmul(nb_transpose(g, 0, 1), x);
     else if (n->in[1] && col_major(w)) {
         nb_tensor *gwt = gemm_nd_as(nb_transpose(x, 0, 1), g, dt_w);
         gin[1] = gwt ? nb_transpose(gwt, 0, 1) : NULL;
     } else if (n->in[1]) gin[1] = gemm_nd_as(nb_transpose(g, 0, 1), x, dt_w);
-    if (n->in[2]) gin[2] = nb_sum_to_shape_as(g, 1, &w->shape[0], grad_dtype(n, 2, graph));
+    if (n->in[2]) gin[2] = nb_sum_to_shape_as(g, 1, &w->shape[0], dt_b);
     for (int i = 0; i < 3; i++)
         if (n->in[i] && !gin[i]) return nb_last_status();
     return NB_OK;

@@ -84,8 +84,9 @@ extern "C" {
  * stream-ordered memory, the capability query; 4: the kernel slots
  * generated from nb_slots.def, capability derived from them; 5: the device
  * guard, alloc's status, event_query's failure, stream_capture_id, init
- * per device type. */
-#define NB_BACKEND_INTERFACE_VERSION 5
+ * per device type; 6: the slot matmul_bgrad_b, and a float32 c with
+ * 16-bit a and b in matmul, matmul_bgrad and matmul_bgrad_b. */
+#define NB_BACKEND_INTERFACE_VERSION 6
 
 /* bfloat16 or float16: storage dtypes whose arithmetic runs in float32. */
 static inline bool nb_dtype_is_16bit(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }

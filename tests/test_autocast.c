@@ -145,10 +145,11 @@ END_TEST
  * the 16-bit gradient have the bits of the explicit cast's path, with an
  * ignored target; the mean counts in float32 (4095 is no bfloat16). Rows
  * of 37 classes start at every 16-byte offset (the CUDA backward's
- * vectors begin at each row's first boundary); 30522 is BERT's vocabulary. */
+ * vectors begin at each row's first boundary); 30522 is BERT's vocabulary;
+ * rows of 5 are shorter than a vector. */
 START_TEST(test_autocast_cross_entropy_16bit_logits) {
-    const int64_t shapes[2][2] = {{4095, 37}, {33, 30522}}; /* rows at every 16-byte offset; BERT's vocabulary */
-    FOR_DEVICES(dev) for (int z = 0; z < 2; z++) {
+    const int64_t shapes[3][2] = {{4095, 37}, {33, 30522}, {64, 5}}; /* every 16-byte offset; BERT's; < 8 */
+    FOR_DEVICES(dev) for (int z = 0; z < 3; z++) {
         nb_scope *s = nb_scope_begin();
         nb_generator g = nb_generator_new(5);
         const int64_t N = shapes[z][0], C = shapes[z][1];
@@ -414,9 +415,10 @@ static double rel_err(const double *got, const double *want, int64_t n) {
  * rounding would leave up to 2^-9; the same for a 3-d input's gradient
  * (through linear's reshapes). Weights plain, transposed (GPT-2's Conv1D)
  * and without a bias; on a GPU also a large unaligned product (the
- * padded GEMM). A weight used by two linears and a matmul sums float32 and
- * 16-bit gradients; an explicit nb_to_dtype (not autocast's) keeps the
- * 16-bit gradient its hooks would see. */
+ * padded GEMM). A weight whose cast feeds two linears and a matmul sums
+ * float32 and 16-bit gradients; an explicit nb_to_dtype (not autocast's)
+ * keeps the 16-bit gradient its hooks would see, and one to the same dtype
+ * does not give the caller's seed to the leaf as its .grad. */
 START_TEST(test_autocast_linear_grads_float32) {
     const int64_t sizes[3][3] = {{64, 48, 96}, {37, 13, 29}, {1024, 768, 2601}}; /* rows, in, out */
     FOR_DEVICES(dev) {
@@ -488,20 +490,43 @@ START_TEST(test_autocast_linear_grads_float32) {
         nb_scope *s = nb_scope_begin();
         nb_generator g = nb_generator_new(5);
         nb_tensor *x = nb_to_dtype(nb_to_dtype(nb_randn_on(NB_SHAPE(16, 8), NB_F32, &g, dev), NB_BF16), NB_F32);
+        nb_tensor *u = nb_to_dtype(nb_to_dtype(nb_randn_on(NB_SHAPE(16, 4), NB_F32, &g, dev), NB_BF16), NB_F32);
         nb_tensor *w = rand_param(NB_SHAPE(4, 8), 1.0, &g, dev);
         nb_tensor *w64 = nb_detach(nb_to_dtype(w, NB_F64));
         NB_CK_OK(nb_set_requires_grad(w64, true));
+        /* W's one cached cast feeds two linears (float32 gradients) and a matmul (a bfloat16 one) */
         NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
-        nb_tensor *y = nb_add(nb_add(nb_linear(x, w, NULL), nb_linear(nb_mul_scalar(x, 2), w, NULL)),
-                              nb_matmul(x, nb_transpose(w, 0, 1)));
+        nb_tensor *y = nb_add(nb_linear(x, w, NULL), nb_linear(nb_mul_scalar(x, 2), w, NULL));
+        nb_tensor *z = nb_matmul(u, w);
         NB_CK_OK(nb_autocast_end(dev));
         ck_assert_int_eq(nb_dtype_of(y), NB_BF16);
-        NB_CK_OK(nb_backward(nb_sum(nb_to_dtype(y, NB_F32), NULL, 0, false)));
-        nb_tensor *x64 = nb_to_dtype(x, NB_F64);
-        nb_tensor *y64 = nb_matmul(nb_mul_scalar(x64, 4), nb_transpose(w64, 0, 1));
-        NB_CK_OK(nb_backward(nb_sum(y64, NULL, 0, false)));
+        NB_CK_OK(nb_backward(nb_add(nb_sum(nb_to_dtype(y, NB_F32), NULL, 0, false),
+                                    nb_sum(nb_to_dtype(z, NB_F32), NULL, 0, false))));
+        nb_tensor *x64 = nb_to_dtype(x, NB_F64), *u64 = nb_to_dtype(u, NB_F64);
+        NB_CK_OK(nb_backward(nb_add(nb_sum(nb_matmul(nb_mul_scalar(x64, 3), nb_transpose(w64, 0, 1)), NULL, 0, false),
+                                    nb_sum(nb_matmul(u64, w64), NULL, 0, false))));
         ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(w)), NB_F32);
-        nb_ck_close_to(nb_tensor_grad(w), nb_tensor_grad(w64), 0.05);
+        nb_ck_close_to(nb_tensor_grad(w), nb_tensor_grad(w64), 0.05); /* the matmul's part rounded to bfloat16 */
+        /* a bfloat16 weight (no cast) beside a float32 bias: the weight's gradient in its own dtype, the
+         * bias's the float32 sums */
+        nb_tensor *wh = nb_detach(nb_to_dtype(w, NB_BF16)), *bf = rand_param(NB_SHAPE(4), 1.0, &g, dev);
+        NB_CK_OK(nb_set_requires_grad(wh, true));
+        nb_tensor *r = nb_to_dtype(nb_to_dtype(nb_randn_on(NB_SHAPE(16, 4), NB_F32, &g, dev), NB_BF16), NB_F32);
+        NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+        nb_tensor *yh = nb_linear(x, wh, bf);
+        NB_CK_OK(nb_autocast_end(dev));
+        NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(yh, NB_F32), r), NULL, 0, false)));
+        ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(wh)), NB_BF16);
+        ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(bf)), NB_F32);
+        nb_ck_close_to(nb_tensor_grad(bf), nb_sum(nb_to_dtype(r, NB_F64), (int[]){0}, 1, false), 1e-5);
+        nb_ck_close_to(nb_tensor_grad(wh), nb_matmul(nb_transpose(nb_to_dtype(r, NB_F64), 0, 1), x64), 0.1);
+        /* a cast to the same dtype hands the caller's seed on, and the leaf must not keep it as .grad */
+        nb_tensor *v = nb_detach(nb_full_on(NB_SHAPE(3), 1.0, NB_F32, dev));
+        nb_tensor *seed = nb_full_on(NB_SHAPE(3), 2.0, NB_F32, dev);
+        NB_CK_OK(nb_set_requires_grad(v, true));
+        NB_CK_OK(nb_backward_with(nb_to_dtype(v, NB_F32), seed));
+        NB_CK_OK(nb_fill_(seed, 7));
+        ck_assert(nb_item(nb_sum(nb_tensor_grad(v), NULL, 0, false)) == 6);
         /* an explicit cast is the user's tensor: its gradient stays 16-bit, rounded once */
         nb_tensor_zero_grad(w);
         nb_tensor *wb = nb_to_dtype(w, NB_BF16);

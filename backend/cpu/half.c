@@ -95,8 +95,11 @@ static bool matmul_bf16_dnnl(nb_backend *be, const nb_kview *c, const nb_kview *
         const uint16_t *bi = (const uint16_t *)b->data + nb_cpu_batch_offset(b, i);
         if (gemm(la.trans == NB_CBLAS_TRANS ? 'T' : 'N', lb.trans == NB_CBLAS_TRANS ? 'T' : 'N', m, n, k, (float)alpha,
                  ai, la.ld, bi, lb.ld, (float)beta, (float *)w.buf + i * m * n, n) != 0) {
-            wide_free(&w, 1); /* c is untouched (oneDNN fails before writing): the float32 path runs instead */
-            return false;
+            wide_free(&w, 1);
+            if (c->dtype != NB_F32 || i == 0 || beta == 0) return false; /* c as it was: the float32 path instead */
+            *st = nb_set_error(NB_ERR_UNSUPPORTED, "matmul: oneDNN's bf16 GEMM failed after %lld of %lld batches "
+                               "of a float32 c updated in place", (long long)i, (long long)batches);
+            return true;
         }
     }
     *st = c->dtype == NB_F32 ? NB_OK : narrow(be, c, &w);

@@ -179,13 +179,14 @@ template <typename T, typename X>
 static nb_status ce_back_t(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss, const nb_kview *logits,
                            const nb_kview *lse, const nb_kview *target, int64_t ignore) {
     int64_t n = logits->shape[0], c = logits->shape[1];
-    if (sizeof(X) == 2 && (((uintptr_t)logits->data - (uintptr_t)glogits->data) & 15) == 0) { // the same alignment
-        dim3 grid(grid_for((c + 7) / 8, (int64_t)CEB_THREADS * 2, 1024), (unsigned)(n < 65535 ? n : 65535));
-        k_ce_back16<T, X><<<grid, CEB_THREADS, 0, stream_of(be)>>>(
-            (const X *)logits->data, (X *)glogits->data, n, c, rv<const int64_t>(target), rv<const T>(gloss),
-            rv<const T>(lse), ignore, err_word(be), slot_tag("cross_entropy_backward"));
-        return launched("cross_entropy_backward");
-    }
+    if constexpr (sizeof(X) == 2)
+        if ((((uintptr_t)logits->data - (uintptr_t)glogits->data) & 15) == 0) { // the same alignment
+            dim3 grid(grid_for((c + 7) / 8, (int64_t)CEB_THREADS * 2, 1024), (unsigned)(n < 65535 ? n : 65535));
+            k_ce_back16<T, X><<<grid, CEB_THREADS, 0, stream_of(be)>>>(
+                (const X *)logits->data, (X *)glogits->data, n, c, rv<const int64_t>(target), rv<const T>(gloss),
+                rv<const T>(lse), ignore, err_word(be), slot_tag("cross_entropy_backward"));
+            return launched("cross_entropy_backward");
+        }
     dim3 grid(grid_for(c, (int64_t)CEB_THREADS * CEB_PER, 1024), (unsigned)(n < 65535 ? n : 65535));
     k_ce_back<T, X><<<grid, CEB_THREADS, 0, stream_of(be)>>>(
         (const X *)logits->data, (X *)glogits->data, n, c, rv<const int64_t>(target), rv<const T>(gloss),

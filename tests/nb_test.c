@@ -58,6 +58,15 @@ void nb_ck_close_to(const nb_tensor *got, const nb_tensor *want, double atol) {
     free(e);
 }
 
+double nb_test_rel_err(const nb_tensor *got, const double *want, int64_t n) {
+    NB_CK_NOTNULL(got);
+    ck_assert_int_eq(nb_numel(got), n);
+    double *g = nb_test_values_of(got), e = 0, m = 0;
+    for (int64_t k = 0; k < n; k++) e = fmax(e, fabs(g[k] - want[k])), m = fmax(m, fabs(want[k]));
+    free(g);
+    return m > 0 ? e / m : e > 0 ? INFINITY : 0;
+}
+
 void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape) {
     NB_CK_NOTNULL(t);
     ck_assert_int_eq(nb_dim(t), ndim);

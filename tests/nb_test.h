@@ -55,6 +55,10 @@ void nb_ck_close(const nb_tensor *t, const double *expected, int64_t n, double a
 /* Asserts got and want (any devices and dtypes) are non-NULL, of one
  * element count, and within atol of each other element by element. */
 void nb_ck_close_to(const nb_tensor *got, const nb_tensor *want, double atol);
+/* max |got - want| over max |want| for got's n values against want (host
+ * doubles): an error relative to the largest reference value (infinite
+ * when want is all zeros and got is not). */
+double nb_test_rel_err(const nb_tensor *got, const double *want, int64_t n);
 /* Asserts shape equality. */
 void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape);
 /* A float64 N(0,1) tensor that requires grad, scoped. */

@@ -401,13 +401,6 @@ START_TEST(test_autocast_permuted_param) {
 }
 END_TEST
 
-/* max |got - want| / max |want| over n values. */
-static double rel_err(const double *got, const double *want, int64_t n) {
-    double e = 0, m = 0;
-    for (int64_t k = 0; k < n; k++) e = fmax(e, fabs(got[k] - want[k])), m = fmax(m, fabs(want[k]));
-    return m > 0 ? e / m : e;
-}
-
 /* Under autocast, linear's weight, bias and input gradients come from the GEMM in
  * float32 (nb_grad_f32_ok): the float32 sums, not sums rounded to 16 bits
  * and cast back. Inputs are 16-bit values, so the float64 host sums are
@@ -461,30 +454,26 @@ START_TEST(test_autocast_linear_grads_float32) {
                     nb_tensor *gw = nb_tensor_grad(w);
                     ck_assert_int_eq(nb_dtype_of(gw), NB_F32);
                     ck_assert(nb_is_contiguous(gw));
-                    double *gwv = nb_test_values_of(gw);
-                    double e = rel_err(gwv, ww, I * O);
+                    double e = nb_test_rel_err(gw, ww, I * O);
                     char dn[16];
                     ck_assert_msg(e < 1e-5, "%s %s [%lld, %lld, %lld] form %d: weight gradient off by %g of its "
                                   "largest (rounded to 16 bits?)", nb_device_str(dev, dn, sizeof dn), nb_dtype_name(dt),
                                   (long long)R, (long long)I, (long long)O, form, e);
                     if (b) {
-                        double *gbv = nb_test_values_of(nb_tensor_grad(b));
-                        e = rel_err(gbv, wb, O);
+                        e = nb_test_rel_err(nb_tensor_grad(b), wb, O);
                         ck_assert_msg(e < 1e-5, "form %d: bias gradient off by %g of its largest", form, e);
-                        free(gbv);
                     }
                     if (form == 0) { /* x's gradient through the reshapes: r w in float32 */
-                        double *wv = nb_test_values_of(w), *gxv = nb_test_values_of(nb_tensor_grad(x));
-                        double *wx = calloc((size_t)(R * I), sizeof *wx);
-                        ck_assert(wv && gxv && wx);
+                        double *wv = nb_test_values_of(w), *wx = calloc((size_t)(R * I), sizeof *wx);
+                        ck_assert(wv && wx);
                         for (int64_t row = 0; row < R; row++)
                             for (int64_t o = 0; o < O; o++)
                                 for (int64_t in = 0; in < I; in++) wx[row * I + in] += rv[row * O + o] * wv[o * I + in];
-                        e = rel_err(gxv, wx, R * I);
+                        e = nb_test_rel_err(nb_tensor_grad(x), wx, R * I);
                         ck_assert_msg(e < 1e-5, "input gradient off by %g of its largest", e);
-                        free(wv), free(gxv), free(wx);
+                        free(wv), free(wx);
                     }
-                    free(xv), free(rv), free(ww), free(wb), free(gwv);
+                    free(xv), free(rv), free(ww), free(wb);
                     nb_scope_end(s);
                 }
         nb_scope *s = nb_scope_begin();

@@ -89,33 +89,53 @@ __global__ void k_ce_empty(int64_t n, RowVec<const int64_t> tgt, RowVec<T> loss,
 
 constexpr int CEB_THREADS = 256, CEB_PER = 4; // backward: elements per thread per row chunk
 
+// What the backward needs of row r: its target t, whether it is ignored,
+// gloss and lse (0 when ignored); a target out of range is raised once
+// (thread 0 of the row's first block).
+template <typename T> struct CeRow {
+    int64_t t;
+    bool ign;
+    T g, l;
+};
+template <typename T>
+__device__ inline CeRow<T> ce_row(int64_t r, int64_t c, RowVec<const int64_t> tgt, RowVec<const T> gloss,
+                                  RowVec<const T> lse, int64_t ignore, int *err, int tag) {
+    CeRow<T> w;
+    w.t = tgt[r], w.ign = w.t == ignore;
+    if (!w.ign && (w.t < 0 || w.t >= c) && blockIdx.x == 0 && threadIdx.x == 0) raise(err, ERR_TARGET, tag);
+    w.g = w.ign ? (T)0 : gloss[r], w.l = w.ign ? (T)0 : lse[r];
+    return w;
+}
+
+// glogits[r, j] for the logit xv (read as T) of column j: the formula of
+// both backward kernels, so they give the same bits.
+template <typename T, typename X> __device__ inline X ce_grad(const CeRow<T> &w, int64_t j, T xv) {
+    T v = (T)0;
+    if (!w.ign) {
+        v = w.g * ex(xv - w.l);
+        if (j == w.t) v -= w.g;
+    }
+    return Traits<X>::store(v);
+}
+
 template <typename T, typename X>
 __global__ void __launch_bounds__(CEB_THREADS) k_ce_back(const X *x, X *gx, int64_t n, int64_t c,
                                                          RowVec<const int64_t> tgt, RowVec<const T> gloss,
                                                          RowVec<const T> lse, int64_t ignore, int *err, int tag) {
     for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
-        const int64_t t = tgt[r];
-        const bool ign = t == ignore;
-        if (!ign && (t < 0 || t >= c) && blockIdx.x == 0 && threadIdx.x == 0) raise(err, ERR_TARGET, tag);
-        const T g = ign ? (T)0 : gloss[r], l = ign ? (T)0 : lse[r];
+        const CeRow<T> w = ce_row(r, c, tgt, gloss, lse, ignore, err, tag);
         const XRow<T, X> xr{x + r * c};
         X *gr = gx + r * c;
-        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < c; j += (int64_t)gridDim.x * blockDim.x) {
-            T v = (T)0;
-            if (!ign) {
-                v = g * ex(xr[j] - l);
-                if (j == t) v -= g;
-            }
-            gr[j] = Traits<X>::store(v);
-        }
+        for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < c; j += (int64_t)gridDim.x * blockDim.x)
+            gr[j] = ce_grad<T, X>(w, j, xr[j]);
     }
 }
 
 // k_ce_back for 16-bit logits and gradient with the same alignment: each
 // row's elements from its first 16-byte boundary on as 8-element vectors
 // (one 16-byte load and store), the few before it and after the last whole
-// vector one by one. Each element's formula is k_ce_back's, so the bits
-// are its bits; with scalar 2-byte accesses bert-base's [4096, 30522]
+// vector one by one. Each element's formula is k_ce_back's (ce_grad), so
+// the bits are its bits; with scalar 2-byte accesses bert-base's [4096, 30522]
 // gradient moved at about 1.5 TB/s.
 template <typename T, typename X>
 __global__ void __launch_bounds__(CEB_THREADS) k_ce_back16(const X *x, X *gx, int64_t n, int64_t c,
@@ -123,20 +143,10 @@ __global__ void __launch_bounds__(CEB_THREADS) k_ce_back16(const X *x, X *gx, in
                                                            RowVec<const T> lse, int64_t ignore, int *err, int tag) {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t r = blockIdx.y; r < n; r += gridDim.y) {
-        const int64_t t = tgt[r];
-        const bool ign = t == ignore;
-        if (!ign && (t < 0 || t >= c) && blockIdx.x == 0 && threadIdx.x == 0) raise(err, ERR_TARGET, tag);
-        const T g = ign ? (T)0 : gloss[r], l = ign ? (T)0 : lse[r];
+        const CeRow<T> w = ce_row(r, c, tgt, gloss, lse, ignore, err, tag);
         const X *xr = x + r * c;
         X *gr = gx + r * c;
-        auto one = [&](int64_t j, X xv) {
-            T v = (T)0;
-            if (!ign) {
-                v = g * ex((T)Traits<X>::load(xv) - l);
-                if (j == t) v -= g;
-            }
-            return Traits<X>::store(v);
-        };
+        auto one = [&](int64_t j, X xv) { return ce_grad<T, X>(w, j, (T)Traits<X>::load(xv)); };
         int64_t head = (int64_t)((16 - ((uintptr_t)xr & 15)) & 15) / (int64_t)sizeof(X);
         if (head > c) head = c;
         const int64_t nv = (c - head) / 8, end = head + 8 * nv;

@@ -61,7 +61,7 @@ typedef union nb_op_params {
     nb_pool_params pool;
     struct {
         int64_t B, L, S, E, Ev;
-        bool causal, has_mask;
+        bool causal, has_mask, own_rng; /* own_rng: dropout drawn by the backend's generator (nb_attention_args) */
         uint64_t seed, offset;
         const uint64_t *offset_base; /* captured in a CUDA graph: the device offset base (core/graph.c) */
         double scale, dropout_p;

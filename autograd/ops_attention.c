@@ -89,6 +89,26 @@ static nb_philox_state attention_rng(const nb_node *n) {
     return (nb_philox_state){n->p.attention.seed, n->p.attention.offset, n->p.attention.offset_base};
 }
 
+/* The forward's dropped weights, 1 where dropped ([B, L, S] of dt on dev:
+ * the Philox bits of (b*L + i)*S + j, drop iff u < p); an error where the
+ * backend's own generator drew them (only its fused backward has them). */
+static nb_tensor *dropped_again(nb_node *n, nb_dtype dt, nb_device dev) {
+    if (n->p.attention.own_rng) {
+        nb_set_error(NB_ERR_UNSUPPORTED, SDPA ": this backward recomputes the attention (create_graph, or an additive "
+                                              "mask's gradient), and the forward's dropout came from cuDNN's generator "
+                                              "(NB_CUDA_ATTENTION_DROPOUT=cudnn), which only its fused backward draws "
+                                              "again");
+        return NULL;
+    }
+    int64_t bls[3] = {n->p.attention.B, n->p.attention.L, n->p.attention.S};
+    nb_tensor *drop = nb_tensor_new(3, bls, dt, dev);
+    nb_kview vd = drop ? nb_kview_of(drop) : (nb_kview){0};
+    if (!drop || nb_kernel_random(NB_BE(drop), &vd, NB_RNG_BERNOULLI, n->p.attention.dropout_p, 0,
+                                  attention_rng(n)) != NB_OK)
+        return NULL;
+    return drop;
+}
+
 /* d loss / d mask for an additive mask that requires grad: dS = P * (dP - D)
  * by composition (grad mode is off in backward), summed to the mask's shape. */
 static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor *v3, nb_tensor *out3,
@@ -111,11 +131,9 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
     nb_tensor *sc = nb_add(nb_mul_scalar(nb_matmul(q3, nb_transpose(k3, 1, 2)), n->p.attention.scale), m3);
     nb_tensor *P = nb_exp(nb_sub(sc, nb_unsqueeze(lse, 2)));
     nb_tensor *dP = nb_matmul(g3, nb_transpose(v3, 1, 2));
-    if (p > 0 && dP) { /* the forward's keep mask: Philox bits of (b*L + i)*S + j, drop iff u < p */
-        nb_tensor *drop = nb_tensor_new(3, bls, q3->dtype, q3->storage->device);
-        nb_kview vd = drop ? nb_kview_of(drop) : (nb_kview){0};
-        if (!drop || nb_kernel_random(NB_BE(drop), &vd, NB_RNG_BERNOULLI, p, 0, attention_rng(n)) != NB_OK)
-            return NULL;
+    if (p > 0 && dP) { /* the forward's keep mask */
+        nb_tensor *drop = dropped_again(n, q3->dtype, q3->storage->device);
+        if (!drop) return NULL;
         dP = nb_mul(dP, nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p)));
     }
     int last = -1;
@@ -125,16 +143,13 @@ static nb_tensor *mask_grad(nb_node *n, nb_tensor *q3, nb_tensor *k3, nb_tensor 
     return nb_sum_to_shape(nb_reshape(dS, mask_view->ndim, mask_view->shape), mask->ndim, mask->shape);
 }
 
-/* The forward's dropout keep mask scaled by 1 / (1 - p) ([B, L, S]; the
- * Philox bits of (b*L + i)*S + j, drop iff u < p), or NULL without dropout. */
+/* The forward's dropout keep mask scaled by 1 / (1 - p) ([B, L, S]), or
+ * NULL without dropout (and with an error set, NULL where it fails). */
 static nb_tensor *dropout_scale(nb_node *n, const nb_tensor *like) {
     double p = n->p.attention.dropout_p;
     if (!(p > 0)) return NULL;
-    int64_t bls[3] = {n->p.attention.B, n->p.attention.L, n->p.attention.S};
-    nb_tensor *drop = nb_tensor_new(3, bls, like->dtype, like->storage->device);
-    nb_kview vd = drop ? nb_kview_of(drop) : (nb_kview){0};
-    if (!drop || nb_kernel_random(NB_BE(drop), &vd, NB_RNG_BERNOULLI, p, 0, attention_rng(n)) != NB_OK)
-        return NULL;
+    nb_tensor *drop = dropped_again(n, like->dtype, like->storage->device);
+    if (!drop) return NULL;
     return nb_mul_scalar(nb_add_scalar(nb_neg(drop), 1), 1 / (1 - p));
 }
 
@@ -171,6 +186,7 @@ static nb_status sdpa_grad_ops(nb_node *n, nb_tensor *g3, nb_tensor *q3, nb_tens
         sc = nb_masked_fill(sc, nb_gt(j, i), -INFINITY);
     }
     nb_tensor *P = nb_softmax(sc, -1), *keep = dropout_scale(n, q3);
+    if (n->p.attention.dropout_p > 0 && !keep) return nb_last_status();
     nb_tensor *Pd = keep ? nb_mul(P, keep) : P;
     nb_tensor *dPd = nb_matmul(g3, nb_transpose(v, 1, 2));
     nb_tensor *dP = keep ? nb_mul(dPd, keep) : dPd;
@@ -213,7 +229,7 @@ nb_status nb_bw_sdpa(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         nb_kview vk = nb_kview_of(k3), vv = nb_kview_of(v3), vo = nb_kview_of(out3), vl = nb_kview_of(lse);
         nb_kview vm = mask ? nb_kview_of(mask) : (nb_kview){0};
         nb_attention_args a = {&vq, &vk, &vv, mask ? &vm : NULL, n->p.attention.causal, n->p.attention.scale,
-                               n->p.attention.dropout_p, attention_rng(n)};
+                               n->p.attention.dropout_p, attention_rng(n), NULL, n->p.attention.own_rng};
         nb_status st = nb_kernel_attention_backward(NB_BE(q3), gq ? &vgq : NULL, gk ? &vgk : NULL, gv ? &vgv : NULL,
                                                     &vg, &vo, &vl, &a);
         if (st) return st;
@@ -344,7 +360,9 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     }
     nb_kview vo = nb_kview_of(out3), vl = nb_kview_of(lse), vq = nb_kview_of(q3), vk = nb_kview_of(k3),
              vv = nb_kview_of(v3), vm = mask ? nb_kview_of(mask) : (nb_kview){0};
-    nb_attention_args a = {&vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, {seed, offset, base}};
+    bool own_rng = false;
+    nb_attention_args a = {&vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, {seed, offset, base},
+                           o.dropout_p > 0 ? &own_rng : NULL, false};
     if (nb_kernel_attention(NB_BE(q), &vo, &vl, &a) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, out, n_in, in, &failed);
@@ -354,7 +372,7 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
         n->p.attention.E = dims[3], n->p.attention.Ev = dims[4];
         n->p.attention.causal = o.is_causal;
         n->p.attention.seed = seed, n->p.attention.offset = offset, n->p.attention.offset_base = base;
-        n->p.attention.has_mask = mask != NULL;
+        n->p.attention.has_mask = mask != NULL, n->p.attention.own_rng = own_rng;
         n->p.attention.scale = scale, n->p.attention.dropout_p = o.dropout_p;
         nb_save(n, 0, q3), nb_save(n, 1, out3), nb_save(n, 2, k3), nb_save(n, 3, v3);
         if (mask) nb_save(n, 4, mask);

@@ -85,8 +85,9 @@ extern "C" {
  * generated from nb_slots.def, capability derived from them; 5: the device
  * guard, alloc's status, event_query's failure, stream_capture_id, init
  * per device type; 6: the slot matmul_bgrad_b, and a float32 c with
- * 16-bit a and b in matmul, matmul_bgrad and matmul_bgrad_b. */
-#define NB_BACKEND_INTERFACE_VERSION 6
+ * 16-bit a and b in matmul, matmul_bgrad and matmul_bgrad_b; 7: attention's
+ * own_rng_out and own_rng (dropout from the backend's own generator). */
+#define NB_BACKEND_INTERFACE_VERSION 7
 
 /* bfloat16 or float16: storage dtypes whose arithmetic runs in float32. */
 static inline bool nb_dtype_is_16bit(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }
@@ -248,6 +249,15 @@ typedef struct nb_attention_args {
     double scale;     /* the scores are scale * q k^T */
     double dropout_p; /* dropout on the attention weights, 0 <= p < 1 */
     nb_philox_state rng; /* element (b, i, j) keeps by the bits of index (b*L + i)*S + j */
+    /* Dropout from the backend's own generator (cuDNN's Philox in 16-bit
+     * CUDA attention): other bits than rng's index above, which only that
+     * backend's backward draws again. Forward: where own_rng_out is not
+     * NULL the backend may use it, and sets *own_rng_out true where it did
+     * (the caller starts it false); NULL asks for rng's bits. Backward:
+     * own_rng is what the forward set; where true, the backend runs the
+     * backward that draws the same bits, or fails. */
+    bool *own_rng_out;
+    bool own_rng;
 } nb_attention_args;
 
 /* The inputs of batch norm and its backward (torch.nn.functional.batch_norm). */

@@ -2,8 +2,10 @@
 #include "nb_test.h"
 
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -78,6 +80,37 @@ nb_tensor *nb_test_randn_grad(int ndim, const int64_t *shape, uint64_t seed) {
     nb_tensor *t = nb_randn(ndim, shape, NB_F64, &g);
     NB_CK_NOTNULL(t);
     NB_CK_OK(nb_set_requires_grad(t, true));
+    return t;
+}
+
+void nb_ck_bitwise(const nb_tensor *a, const nb_tensor *b) {
+    NB_CK_NOTNULL(a);
+    NB_CK_NOTNULL(b);
+    ck_assert_int_eq(nb_numel(a), nb_numel(b));
+    ck_assert_int_eq(nb_dtype_of(a), nb_dtype_of(b));
+    const size_t bytes = (size_t)nb_numel(a) * nb_dtype_size(nb_dtype_of(a));
+    char *x = malloc(bytes + 1), *y = malloc(bytes + 1);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ptr_nonnull(y);
+    NB_CK_OK(nb_to_host(a, x, bytes));
+    NB_CK_OK(nb_to_host(b, y, bytes));
+    ck_assert_msg(memcmp(x, y, bytes) == 0, "results differ bitwise");
+    free(x);
+    free(y);
+}
+
+nb_tensor *nb_test_bool_mask(int64_t L, int64_t S, uint64_t seed, double *additive) {
+    bool *m = malloc((size_t)(L * S));
+    ck_assert_ptr_nonnull(m);
+    uint64_t x = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < L * S; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        m[i] = (x >> 61) < 5 || i % S == (i / S) % S;
+        if (additive) additive[i] = m[i] ? 0 : -INFINITY;
+    }
+    nb_tensor *t = nb_from_data(m, NB_SHAPE(L, S), NB_BOOL);
+    free(m);
+    NB_CK_NOTNULL(t);
     return t;
 }
 

@@ -63,6 +63,13 @@ double nb_test_rel_err(const nb_tensor *got, const double *want, int64_t n);
 void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape);
 /* A float64 N(0,1) tensor that requires grad, scoped. */
 nb_tensor *nb_test_randn_grad(int ndim, const int64_t *shape, uint64_t seed);
+/* Asserts a and b (any devices) have one dtype, one element count and the
+ * same bytes. */
+void nb_ck_bitwise(const nb_tensor *a, const nb_tensor *b);
+/* A bool [L, S] attention mask, random from seed (about 5 in 8 true),
+ * with column i % S true in row i so no row is empty; additive, when not
+ * NULL, gets its L*S additive form (0 or -inf). */
+nb_tensor *nb_test_bool_mask(int64_t L, int64_t S, uint64_t seed, double *additive);
 /* Runs nb_gradcheck and asserts success. */
 void nb_ck_gradcheck(nb_gradcheck_fn f, nb_tensor *const *in, int n, void *ctx);
 

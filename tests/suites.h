@@ -30,6 +30,7 @@
     X(ops_index) \
     X(ops_layer_norm) \
     X(ops_attention) \
+    X(ops_attention_cuda) \
     X(ops_rms_norm) \
     X(ops_rope) \
     X(ops_quantize) \

@@ -316,7 +316,7 @@ static nb_status attention_case(const nb_cpu_isa_kernels *k, int arg, char *out,
     kv.data = kk, vv.data = v, gov.data = go;
     o.data = out, gq.data = out + (size_t)n * es, gk.data = out + 2 * (size_t)n * es, gv.data = out + 3 * (size_t)n * es;
     nb_kview lse = {.data = out + 4 * (size_t)n * es, .dtype = dt, .ndim = 2, .shape = {B, L}, .strides = {L, 1}};
-    nb_attention_args a = {&qv, &kv, &vv, NULL, true, 0.25, 0.1, {99, 5, NULL}};
+    nb_attention_args a = {&qv, &kv, &vv, NULL, true, 0.25, 0.1, {99, 5, NULL}, NULL, false};
     nb_status st = k->attention(nb_backend_get(NB_CPU), &o, &lse, &a);
     if (!st) st = k->attention_backward(nb_backend_get(NB_CPU), &gq, &gk, &gv, &gov, &o, &lse, &a);
     free(q), free(kk), free(v), free(go);

@@ -307,7 +307,7 @@ static nb_status setup(const char *op, Att *a, const nb_kview *out, const nb_kvi
     a->scale = scale, a->causal = is_causal, a->dropout = dropout_p > 0;
     a->seed = seed, a->offset = offset, a->offset_base = offset_base;
     a->thresh = (uint64_t)ceil(dropout_p * 0x1.0p53);
-    a->keep_scale = 1 / (1 - dropout_p);
+    a->p = dropout_p, a->keep_scale = 1 / (1 - dropout_p);
     a->mask = MaskInfo{};
     if (mask) {
         a->mask.lead = mask->ndim - 2;
@@ -419,7 +419,8 @@ extern "C" nb_status nb_cuda_attention(nb_backend *be, const nb_kview *out, cons
         return decode_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
     if (gemm_path_max() == GEMM_PATH_MAX) { // not forced onto the other paths
         bool ran = false;
-        if ((st = cudnn_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data, &ran)) || ran) return st;
+        if ((st = cudnn_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data, args->own_rng_out, &ran)) || ran)
+            return st;
     }
     if (a.B * a.L * a.S <= gemm_path_max()) return score_forward(be, op, q->dtype, a, mq, mk, mv, mo, lse->data);
     // the tiled kernels: dense float32/float64 views
@@ -476,10 +477,12 @@ extern "C" nb_status nb_cuda_attention_backward(nb_backend *be, const nb_kview *
             if (gs[i] && numel(gs[i]) && (st = nb_cuda_fill(be, gs[i], 0.0))) return st;
         return NB_OK;
     }
-    if (gemm_path_max() == GEMM_PATH_MAX) { // not forced onto the other paths
+    // not forced onto the other paths; or the forward's dropout came from
+    // cuDNN's generator, whose backward only cuDNN's path has
+    if (gemm_path_max() == GEMM_PATH_MAX || args->own_rng) {
         bool ran = false;
         if ((st = cudnn_backward(be, op, q->dtype, a, mq, mk, mv, mo, mg, gq ? &mgx[0] : nullptr,
-                                 gk ? &mgx[1] : nullptr, gv ? &mgx[2] : nullptr, lse->data, &ran)) ||
+                                 gk ? &mgx[1] : nullptr, gv ? &mgx[2] : nullptr, lse->data, args->own_rng, &ran)) ||
             ran)
             return st;
     }

@@ -38,7 +38,7 @@ struct Att {
     bool causal, dropout;
     uint64_t seed, offset, thresh;
     const uint64_t *offset_base; // graph capture: added to offset on the device
-    double keep_scale;
+    double p, keep_scale;        // dropout's probability, 1 / (1 - p)
     MaskInfo mask;
 };
 
@@ -128,17 +128,19 @@ bool decode_fits(const Att &a, nb_dtype dt);
 nb_status decode_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
                          const Mat &v, const Mat &out, void *lse);
 // The cuDNN path (attention_cudnn.cu): bfloat16/float16, more than DEC_L
-// rows, no mask but the causal one, dropout where one batch item's
-// weights (heads * L * S, rows padded to 8) are at most 2^26 (nabla's keep
-// mask goes in as a tensor, the batch in chunks), head sizes multiples of
-// 8 up to 256, views 16-byte aligned; the backward wants all three
-// gradients. *ran false where it declines (the caller takes another path).
-// lse as score_forward's.
+// rows, no mask but the causal one, head sizes multiples of 8 up to 256,
+// views 16-byte aligned. Dropout from cuDNN's generator with
+// NB_CUDA_ATTENTION_DROPOUT=cudnn where own_rng is not NULL (then set
+// true), whose backward (own_rng true) must run here too, or fail; else
+// nabla's keep mask as a tensor (the batch in chunks; one batch item's
+// heads * L * S weights, rows padded to 8, at most 2^26), whose backward
+// wants all three gradients. *ran false where it declines (the caller
+// takes another path). lse as score_forward's.
 nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
-                        const Mat &v, const Mat &out, void *lse, bool *ran);
+                        const Mat &v, const Mat &out, void *lse, bool *own_rng, bool *ran);
 nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
                          const Mat &v, const Mat &out, const Mat &gout, const Mat *gq, const Mat *gk, const Mat *gv,
-                         const void *lse, bool *ran);
+                         const void *lse, bool own_rng, bool *ran);
 // cudaFuncSetAttribute's dynamic shared memory limit for fn (attention.cu).
 nb_status set_smem(const void *fn, size_t bytes, const char *op);
 

@@ -8,7 +8,7 @@
 //   S = Q K^T (K's own memory: dims and strides of its last two axes
 //   swapped), S *= scale, [causal: S = row >= col ? S : -inf by two
 //   GEN_INDEX ops, CMP_GE and BINARY_SELECT], m = max_j S, E = exp(S - m),
-//   l = sum_j E, lse = m + log l, P = E / l, [dropout: P = P * 1/(1-p) * Z],
+//   l = sum_j E, lse = m + log l, P = E / l, [dropout: P = P * Z * 1/(1-p)],
 //   P in q's dtype (bmm2 takes its A operand in the io type), O = P V.
 // The backward (the frontend's deterministic, dP-workspace form: dQ is one
 // product, no float32 accumulation by atomics):
@@ -17,17 +17,26 @@
 //   P = exp(scale Q K^T - lse) [causal as above], P' = P [* Z * 1/(1-p)],
 //   dV = P'^T dO, dS = ((dO V^T) [* Z] - D) o P [* 1/(1-p)] * scale,
 //   dK = dS^T Q, dQ = dS K.
-// Dropout: Z is nabla's own keep mask (the slot's contract: Philox bits of
-// element (b*L + i)*S + j, as every other path), written in q's dtype to
-// scratch by k_keep_mask before each graph runs, as the frontend's custom
-// dropout mask; so the cuDNN and the other paths can pair forward and
-// backward freely.
+// Dropout, by default: Z is nabla's own keep mask (the Philox bits of
+// element (b*L + i)*S + j, as every other path and the CPU), written in
+// q's dtype to scratch by k_keep_mask before each graph runs, as the
+// frontend's custom dropout mask; so the cuDNN and the other paths pair
+// forward and backward freely. With NB_CUDA_ATTENTION_DROPOUT=cudnn
+// (opt-in: its test failed on the one GPU run so far), where the caller
+// allows it (the slot's own_rng_out) and cuDNN has a plan: Z from cuDNN's
+// own generator, an RNG operation in the graph (Bernoulli with
+// probability 1 - p; Philox, from int64 seed and offset tensors that
+// k_rng_args writes on the stream, so a CUDA graph's replay reads the
+// generator's offset at replay): no mask in memory. Its bits are cuDNN's,
+// so the forward says it drew them (*own_rng_out) and the backward then
+// runs here, allocating the gradients the caller does not want; a
+// backward cuDNN cannot run is an error.
 // cuDNN finds no engine without the lse branch, with a float32 P or
 // without the graph's handle; scalars go by value (host pointers at
 // execution). Plans are cached per shape, strides and dtype (cuDNN compiles
 // the kernel at finalisation); engines whose numerical notes say
 // nondeterministic are skipped. Where this path does not apply (head size
-// not a multiple of 8, misaligned views, a mask, a dropout mask past
+// not a multiple of 8, misaligned views, a mask, nabla's dropout mask past
 // MASK_MAX) or cuDNN has no engine, the caller runs attention.cu's other
 // paths; with NB_CUDA_ATTENTION=cudnn, a problem this path takes that
 // cuDNN cannot run is an error instead (the tests' way to know cuDNN ran).
@@ -54,6 +63,7 @@ constexpr int64_t MASK_MAX = (int64_t)1 << 26; // dropout: the keep mask's B*L*S
 // struct padding for memcmp.
 struct Key {
     int64_t handle, dev, dt, bwd, causal, drop, b1, b2, L, S, E, Ev;
+    int64_t rng, keep; // dropout from cuDNN's generator; 1 - p's bits (the RNG operation's probability)
     int64_t st[8][3]; // q, k, v, out[, gout, gq, gk, gv]: batch, head and row strides
 };
 
@@ -81,7 +91,7 @@ void plan_free(Plan *p) {
 // The tensors' unique ids (the variant pack names the non-virtual ones).
 enum : int64_t {
     UID_Q = 1, UID_K, UID_V, UID_O, UID_LSE, UID_SCALE, UID_NEG_INF,
-    UID_DO, UID_DQ, UID_DK, UID_DV, UID_DSUM, UID_ONE, UID_ZMASK, UID_DROP_SCALE,
+    UID_DO, UID_DQ, UID_DK, UID_DV, UID_DSUM, UID_ONE, UID_ZMASK, UID_DROP_SCALE, UID_SEED, UID_OFFSET,
     UID_VIRTUAL = 100
 };
 
@@ -264,6 +274,32 @@ cudnnBackendDescriptor_t keep_mask(Builder &bd, const Operands &x) {
     return bd.tensor(UID_ZMASK, x.io, x.sd, zs);
 }
 
+// Z [b1, b2, L, S] from cuDNN's generator (float32, virtual): an RNG
+// operation into ops, Bernoulli with k's keep probability, seeded by the
+// int64 seed and offset tensors.
+cudnnBackendDescriptor_t rng_mask(Builder &bd, const Operands &x, const Key &k, cudnnBackendDescriptor_t *ops,
+                                  int *n) {
+    const int64_t one[4] = {1, 1, 1, 1};
+    cudnnBackendDescriptor_t seed = bd.tensor(UID_SEED, CUDNN_DATA_INT64, one, one);
+    cudnnBackendDescriptor_t offset = bd.tensor(UID_OFFSET, CUDNN_DATA_INT64, one, one);
+    cudnnBackendDescriptor_t z = bd.virt(x.sd);
+    cudnnBackendDescriptor_t rng = bd.make(CUDNN_BACKEND_RNG_DESCRIPTOR);
+    const cudnnRngDistribution_t dist = CUDNN_RNG_DISTRIBUTION_BERNOULLI;
+    double keep;
+    memcpy(&keep, &k.keep, sizeof keep);
+    bd.set(rng, CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_TYPE_RNG_DISTRIBUTION, 1, &dist);
+    bd.set(rng, CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, CUDNN_TYPE_DOUBLE, 1, &keep);
+    bd.finalize(rng);
+    cudnnBackendDescriptor_t op = bd.make(CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR);
+    bd.set_desc(op, CUDNN_ATTR_OPERATION_RNG_YDESC, z);
+    bd.set_desc(op, CUDNN_ATTR_OPERATION_RNG_DESC, rng);
+    bd.set_desc(op, CUDNN_ATTR_OPERATION_RNG_SEED, seed);
+    bd.set_desc(op, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, offset);
+    bd.finalize(op);
+    ops[(*n)++] = op;
+    return z;
+}
+
 // The forward graph of the file's comment into ops.
 void graph_fwd(Builder &bd, const Key &k, cudnnBackendDescriptor_t *ops, int *np) {
     const Operands x = operands(bd, k);
@@ -281,7 +317,12 @@ void graph_fwd(Builder &bd, const Key &k, cudnnBackendDescriptor_t *ops, int *np
     ops[n++] = bd.reduction(CUDNN_REDUCE_TENSOR_ADD, e, l);
     ops[n++] = bd.pointwise(CUDNN_POINTWISE_LOG, f32, l, nullptr, nullptr, logl);
     ops[n++] = bd.pointwise(CUDNN_POINTWISE_ADD, f32, m, logl, nullptr, x.lse);
-    if (k.drop) { // P * 1/(1-p), then * Z (the frontend's custom-mask order)
+    if (k.drop && k.rng) { // P * Z, then * 1/(1-p) (the frontend's order with its RNG)
+        cudnnBackendDescriptor_t p = bd.virt(x.sd), p1 = bd.virt(x.sd), z = rng_mask(bd, x, k, ops, &n);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_DIV, f32, e, l, nullptr, p);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, p, z, nullptr, p1);
+        ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, p1, bd.scalar(UID_DROP_SCALE), nullptr, pr);
+    } else if (k.drop) { // P * 1/(1-p), then * Z (the frontend's custom-mask order)
         cudnnBackendDescriptor_t p = bd.virt(x.sd), p1 = bd.virt(x.sd);
         ops[n++] = bd.pointwise(CUDNN_POINTWISE_DIV, f32, e, l, nullptr, p);
         ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, p, bd.scalar(UID_DROP_SCALE), nullptr, p1);
@@ -310,7 +351,7 @@ void graph_bwd(Builder &bd, const Key &k, cudnnBackendDescriptor_t *ops, int *np
     cudnnBackendDescriptor_t dK = bd.tensor(UID_DK, x.io, kd, dks), dV = bd.tensor(UID_DV, x.io, vd, dvs);
     cudnnBackendDescriptor_t vt = bd.tensor(UID_V, x.io, vtd, vts); // V as V^T for dO V^T
     cudnnBackendDescriptor_t dsum = bd.tensor(UID_DSUM, f32, x.rd, x.rs);
-    cudnnBackendDescriptor_t zmask = k.drop ? keep_mask(bd, x) : nullptr;
+    cudnnBackendDescriptor_t zmask = !k.drop ? nullptr : k.rng ? rng_mask(bd, x, k, ops, &n) : keep_mask(bd, x);
     cudnnBackendDescriptor_t dscale = k.drop ? bd.scalar(UID_DROP_SCALE) : nullptr;
     // D = rowsum(dO o O) * 1 (with dropout, O comes in scaled by 1 - p: cudnn_backward)
     cudnnBackendDescriptor_t dd = bd.virt(od), r = bd.virt(x.rd);
@@ -529,26 +570,28 @@ template <typename T> __global__ void k_scaled_copy(Mat o, T *dst, int64_t L, in
     }
 }
 
-// The batch items run per plan call: all of them, or with dropout as many
-// as keep the mask within MASK_MAX, a divisor of b1 (one plan serves every
-// chunk) whose rows (cb*b2*L) keep each chunk's lse 16-byte aligned; 0
+// The batch items run per plan call: all of them, or with nabla's dropout
+// mask as many as keep the mask within MASK_MAX, a divisor of b1 (one plan
+// serves every chunk) whose rows (cb*b2*L) keep each chunk's lse 16-byte aligned; 0
 // where there is none (the path declines).
 int64_t chunk_of(const Key &k) {
-    if (!k.drop) return k.b1;
+    if (!k.drop || k.rng) return k.b1;
     const int64_t most = MASK_MAX / (k.b2 * k.L * mask_ld(k.S));
     for (int64_t c = most < k.b1 ? most : k.b1; c > 0; c--)
         if (k.b1 % c == 0 && (c == k.b1 || c * k.b2 * k.L % 4 == 0)) return c;
     return 0;
 }
 
-// The problem of q, k, v, out as a key, or false where this path declines
-// (the other paths take it).
+// The problem of q, k, v, out as a key (dropout from cuDNN's generator
+// where rng), or false where this path declines (the other paths take it).
 bool key_of(nb_backend *be, nb_dtype dt, const Att &a, const Mat &q, const Mat &k, const Mat &v, const Mat &out,
-            Key *key) {
+            bool rng, Key *key) {
     if (!nb_dtype_is_16bit(dt) || a.mask.ptr || a.L <= DEC_L) return false;
-    if (a.dropout && q.b2 * a.L * mask_ld(a.S) > MASK_MAX) return false; // the mask of one batch item
     *key = Key{};
     key->dev = device_of(be), key->dt = dt, key->causal = a.causal, key->drop = a.dropout;
+    key->rng = a.dropout && rng;
+    const double keep = 1 - a.p;
+    if (key->rng) memcpy(&key->keep, &keep, sizeof keep);
     key->b2 = q.b2, key->b1 = a.B / q.b2;
     key->L = a.L, key->S = a.S, key->E = a.E, key->Ev = a.Ev;
     const Mat *m[4] = {&q, &k, &v, &out};
@@ -566,17 +609,24 @@ struct Arg {
     int64_t step;
 };
 
+// k_rng_args: the RNG operation's seed and offset tensors, the offset read
+// on the stream (a captured graph's replay adds the generator's offset then).
+__global__ void k_rng_args(int64_t *dst, uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
+    dst[0] = (int64_t)seed, dst[1] = (int64_t)(offset + (offset_base ? *offset_base : 0));
+}
+
 // Runs key's plan over the tensors, in chunks of the batch (chunk_of); the
-// dropout keep mask of each chunk and the scalars are added here. *ran
-// false where cuDNN has no engine (an error instead under
-// NB_CUDA_ATTENTION=cudnn).
+// dropout keep mask of each chunk (or the generator's seed and offset) and
+// the scalars are added here. *ran false where cuDNN has no engine (an
+// error instead under NB_CUDA_ATTENTION=cudnn).
 nb_status execute(nb_backend *be, cudnnHandle_t h, const char *op, const Key &full, const Att &a, const Arg *args,
                   int nargs, bool *ran) {
     Key key = full;
     key.handle = (int64_t)(uintptr_t)h;
     const int64_t cb = chunk_of(full);
     key.b1 = cb;
-    Scratch ws, zmask;
+    Scratch ws, zmask, rng_args;
+    const bool zm = key.drop && !key.rng; // nabla's keep mask in memory
     const float scale = (float)a.scale, neg_inf = -INFINITY, one = 1;
     const float drop_scale = (float)a.keep_scale;
     void *ptrs[20];
@@ -589,7 +639,9 @@ nb_status execute(nb_backend *be, cudnnHandle_t h, const char *op, const Key &fu
     if (key.bwd) ptrs[n] = (void *)&one, uids[n++] = UID_ONE;
     if (a.dropout) ptrs[n] = (void *)&drop_scale, uids[n++] = UID_DROP_SCALE;
     const int zslot = n;
-    if (a.dropout) uids[n++] = UID_ZMASK;
+    if (zm) uids[n++] = UID_ZMASK;
+    const int rslot = n;
+    if (key.rng) uids[n++] = UID_SEED, uids[n++] = UID_OFFSET;
     pthread_mutex_lock(&plans_lock); // one thread builds or runs a plan at a time
     bool owned, oom;
     Plan *p = plan_get(h, key, &owned, &oom);
@@ -604,13 +656,21 @@ nb_status execute(nb_backend *be, cudnnHandle_t h, const char *op, const Key &fu
                           "%s: cuDNN has no fused attention engine for this problem (%lld configs; last status: %s)",
                           op, (long long)p->ncfg, cudnnGetErrorString(p->why));
     const int64_t nmat = cb * key.b2; // matrices per chunk
-    if (!st && p->plan && a.dropout &&
+    if (!st && p->plan && zm &&
         !zmask.alloc(be, nb_dtype_size((nb_dtype)key.dt) * (size_t)(nmat * a.L * mask_ld(a.S))))
         st = nb_last_status();
     if (!st && p->plan && p->ws && !ws.alloc(be, (size_t)p->ws)) st = nb_last_status();
+    if (!st && p->plan && key.rng) {
+        if (!rng_args.alloc(be, 2 * sizeof(int64_t))) st = nb_last_status();
+        else {
+            k_rng_args<<<1, 1, 0, stream_of(be)>>>(rng_args.as<int64_t>(), a.seed, a.offset, a.offset_base);
+            st = launched(op);
+            ptrs[rslot] = rng_args.ptr, ptrs[rslot + 1] = rng_args.as<int64_t>() + 1;
+        }
+    }
     for (int64_t c0 = 0; !st && p->plan && c0 < full.b1; c0 += cb) {
         for (int i = 0; i < nargs; i++) ptrs[i] = (char *)args[i].ptr + c0 * args[i].step;
-        if (a.dropout) { // Z of this chunk, written on this stream before the graph reads it
+        if (zm) { // Z of this chunk, written on this stream before the graph reads it
             if ((st = keep_mask_fill(be, op, (nb_dtype)key.dt, a, c0 * key.b2, nmat, zmask.ptr))) break;
             ptrs[zslot] = zmask.ptr;
         }
@@ -650,6 +710,23 @@ bool plan_runs(cudnnHandle_t h, const Key &full) {
     return runs;
 }
 
+// NB_CUDA_ATTENTION_DROPOUT=cudnn: cuDNN's generator where the caller
+// allows it (read at each forward, so a test can switch it).
+bool rng_wanted() {
+    const char *e = getenv("NB_CUDA_ATTENTION_DROPOUT");
+    return e && !strcmp(e, "cudnn");
+}
+
+// The backward's error where the forward drew from cuDNN's generator and
+// cuDNN cannot run the backward.
+nb_status rng_declined(const char *op, const char *what) {
+    return nb_set_error(NB_ERR_DEVICE,
+                        "%s: the forward's dropout came from cuDNN's generator, and cuDNN cannot run this backward "
+                        "(%s); without NB_CUDA_ATTENTION_DROPOUT=cudnn the forward draws nabla's mask, which every "
+                        "path regenerates",
+                        op, what);
+}
+
 // lse as cuDNN reads and writes it: float32 [B, L], 16-byte aligned; else
 // through scratch (*buf) holding a copy.
 void *lse_view(nb_backend *be, const char *op, const Att &a, void *lse, Scratch *buf, bool copy_in, nb_status *st) {
@@ -666,12 +743,16 @@ void *lse_view(nb_backend *be, const char *op, const Att &a, void *lse, Scratch 
 } // namespace
 
 nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
-                        const Mat &v, const Mat &out, void *lse, bool *ran) {
+                        const Mat &v, const Mat &out, void *lse, bool *own_rng, bool *ran) {
     *ran = false;
     Key key;
-    if (!key_of(be, dt, a, q, k, v, out, &key)) return NB_OK;
+    if (!key_of(be, dt, a, q, k, v, out, own_rng && rng_wanted(), &key)) return NB_OK;
     cudnnHandle_t h = nb_cuda_cudnn(be);
     if (!h) return required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
+    if (key.rng && !plan_runs(h, key)) { // nabla's keep mask instead
+        key.rng = key.keep = 0;
+        if (!chunk_of(key)) return NB_OK;
+    }
     Scratch lse_buf;
     nb_status st = NB_OK;
     void *lse_dst = lse_view(be, op, a, lse, &lse_buf, false, &st);
@@ -683,6 +764,7 @@ nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
                          {UID_O, out.data, key.st[3][0] * es},
                          {UID_LSE, lse_dst, rows}};
     if ((st = execute(be, h, op, key, a, args, 5, ran))) return st;
+    if (*ran && key.rng) *own_rng = true;
     if (*ran && lse_dst != lse)
         NBC_TRY(op, cudaMemcpyAsync(lse, lse_dst, sizeof(float) * (size_t)(a.B * a.L), cudaMemcpyDeviceToDevice,
                                     stream_of(be)));
@@ -691,18 +773,36 @@ nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
 
 nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att &a, const Mat &q, const Mat &k,
                          const Mat &v, const Mat &out, const Mat &gout, const Mat *gq, const Mat *gk, const Mat *gv,
-                         const void *lse, bool *ran) {
+                         const void *lse, bool own_rng, bool *ran) {
     *ran = false;
+    // Where the forward drew from cuDNN's generator, no other path has its
+    // mask: gradients the caller does not want go to scratch, and a
+    // decline is an error (rng_declined).
     Key key;
-    if (!gq || !gk || !gv || !key_of(be, dt, a, q, k, v, out, &key)) return NB_OK;
+    if (!key_of(be, dt, a, q, k, v, out, own_rng, &key))
+        return own_rng ? rng_declined(op, "the forward's operands changed") : NB_OK;
+    if (!key.rng && (!gq || !gk || !gv)) return NB_OK;
     key.bwd = 1;
-    const Mat *m[4] = {&gout, gq, gk, gv};
+    const int64_t es = nb_dtype_size(dt);
     const int64_t rows[4] = {a.L, a.L, a.S, a.S}, cols[4] = {a.Ev, a.E, a.E, a.Ev};
+    const Mat *m[4] = {&gout, gq, gk, gv};
+    Scratch unwanted[3];
+    Mat own[3];
+    for (int i = 1; i < 4; i++) {
+        if (m[i]) continue;
+        const int64_t rc = rows[i] * cols[i];
+        if (!unwanted[i - 1].alloc(be, (size_t)(es * a.B * rc))) return nb_last_status();
+        own[i - 1] = Mat{unwanted[i - 1].ptr, key.b2, key.b2 * rc, rc, cols[i]};
+        m[i] = &own[i - 1];
+    }
     for (int i = 0; i < 4; i++)
-        if (!strides_of(*m[i], key.b1, rows[i], cols[i], key.st[4 + i])) return NB_OK;
+        if (!strides_of(*m[i], key.b1, rows[i], cols[i], key.st[4 + i]))
+            return key.rng ? rng_declined(op, "a gradient's rows not 16-byte aligned") : NB_OK;
     cudnnHandle_t h = nb_cuda_cudnn(be);
-    if (!h) return required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
-    if (!required() && !plan_runs(h, key)) return NB_OK; // (required: execute says why)
+    if (!h)
+        return key.rng || required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
+    if (!required() && !plan_runs(h, key)) // (required: execute says why)
+        return key.rng ? rng_declined(op, "no engine") : NB_OK;
     Scratch lse_buf, dsum;
     nb_status st = NB_OK;
     void *lse_src = lse_view(be, op, a, (void *)lse, &lse_buf, true, &st);
@@ -716,7 +816,6 @@ nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att 
     // factor is 1, which is right whether or not an engine reads it.
     Scratch oscaled;
     void *o_ptr = out.data;
-    const int64_t es = nb_dtype_size(dt);
     if (a.dropout) {
         const int64_t extent =
             (key.b1 - 1) * key.st[3][0] + (key.b2 - 1) * key.st[3][1] + (a.L - 1) * key.st[3][2] + a.Ev;
@@ -737,9 +836,11 @@ nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att 
     const Arg args[10] = {{UID_Q, q.data, key.st[0][0] * es},       {UID_K, k.data, key.st[1][0] * es},
                           {UID_V, v.data, key.st[2][0] * es},       {UID_O, o_ptr, key.st[3][0] * es},
                           {UID_LSE, lse_src, lse_step},             {UID_DO, gout.data, key.st[4][0] * es},
-                          {UID_DQ, gq->data, key.st[5][0] * es},    {UID_DK, gk->data, key.st[6][0] * es},
-                          {UID_DV, gv->data, key.st[7][0] * es},    {UID_DSUM, dsum.ptr, lse_step}};
-    return execute(be, h, op, key, a, args, 10, ran);
+                          {UID_DQ, m[1]->data, key.st[5][0] * es},  {UID_DK, m[2]->data, key.st[6][0] * es},
+                          {UID_DV, m[3]->data, key.st[7][0] * es},  {UID_DSUM, dsum.ptr, lse_step}};
+    if ((st = execute(be, h, op, key, a, args, 10, ran))) return st;
+    if (key.rng && !*ran) return rng_declined(op, "no engine");
+    return NB_OK;
 }
 
 } // namespace nbc

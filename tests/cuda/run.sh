@@ -126,7 +126,7 @@ suites() {
     return $rc
 }
 
-cuda_suites="op_harness cuda_elementwise graph cuda_runtime autocast flat_params ops_attention ops_matmul"
+cuda_suites="op_harness cuda_elementwise graph cuda_runtime autocast flat_params ops_attention ops_attention_cuda ops_matmul"
 
 # racecheck (shared-memory hazards) over the slot checkers, which run every
 # kernel path at the hot shapes once, and the elementwise suite: the whole
@@ -249,7 +249,7 @@ gpu() {
         harness)
             step harness suites $cuda_suites
             # the 16-bit attention tests again where cuDNN's fused attention must take them
-            step cudnn_attention env NB_CUDA_ATTENTION=cudnn CK_RUN_SUITE=ops_attention "$dev/bin/nabla-tests" ;;
+            step cudnn_attention env NB_CUDA_ATTENTION=cudnn CK_RUN_SUITE=ops_attention_cuda "$dev/bin/nabla-tests" ;;
         suite) step suite "$dev/bin/nabla-tests" ;;
         memcheck) step memcheck sanitize memcheck --leak-check no ;;
         racecheck) step racecheck racecheck_all ;;

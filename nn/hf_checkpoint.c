@@ -119,6 +119,41 @@ static bool rope_scaling_from_json(const json_t *o, nb_rope_config *r, const cha
            get_int(s, "original_max_position_embeddings", &r->original_max_position_embeddings, path);
 }
 
+/* transformers' BitNetQuantConfig ("quantization_config" with quant_method
+ * "bitnet") as nabla's BitLinear: latent float weights made ternary at each
+ * forward ("online": linear_class "autobitlinear"), after an RMSNorm of
+ * eps NB_BITLINEAR_EPS (use_rms_norm; nabla's has no weight), over every
+ * Linear but lm_head. Another quant_method, HF's packed "offline" layout,
+ * or another norm: NB_ERR_UNSUPPORTED. */
+static bool quantization_from_json(const json_t *o, bool *bitlinear, const char *path) {
+    json_t *q = json_object_get(o, "quantization_config");
+    *bitlinear = false;
+    if (!q || json_is_null(q)) return true;
+    if (!json_is_object(q)) {
+        nb_set_error(NB_ERR_FORMAT, "hf_config: %s: \"quantization_config\" must be an object or null", path);
+        return false;
+    }
+    const char *method = get_str(q, "quant_method", "", path);
+    const char *mode = method ? get_str(q, "quantization_mode", "offline", path) : NULL;
+    double eps = 1e-6;
+    bool rms = false;
+    if (!mode || !get_bool(q, "use_rms_norm", &rms, path) || !get_real(q, "rms_norm_eps", &eps, path)) return false;
+    if (strcmp(method, "bitnet")) {
+        nb_set_error(NB_ERR_UNSUPPORTED, "hf_config: %s: quantization_config's quant_method \"%s\" is not supported "
+                                         "(bitnet)", path, method);
+        return false;
+    }
+    if (strcmp(mode, "online") || !rms || eps != NB_BITLINEAR_EPS) {
+        nb_set_error(NB_ERR_UNSUPPORTED, "hf_config: %s: BitNet with quantization_mode \"%s\", use_rms_norm %s, "
+                                         "rms_norm_eps %g: nabla's BitLinear is \"online\" (latent float weights) with "
+                                         "an RMSNorm of eps %g", path, mode, rms ? "true" : "false", eps,
+                     NB_BITLINEAR_EPS);
+        return false;
+    }
+    *bitlinear = true;
+    return true;
+}
+
 static bool llama_from_json(const json_t *o, nb_llama_config *c, const char *path) {
     *c = nb_llama_config_default();
     int64_t layers = c->num_hidden_layers;
@@ -135,7 +170,8 @@ static bool llama_from_json(const json_t *o, nb_llama_config *c, const char *pat
               get_real(o, "attention_dropout", &c->attention_dropout, path) &&
               get_real(o, "initializer_range", &c->initializer_range, path) &&
               get_int(o, "bos_token_id", &c->bos_token_id, path) && get_int(o, "eos_token_id", &c->eos_token_id, path) &&
-              rope_scaling_from_json(o, &c->rope, path) && dtype_from_json(o, &c->dtype, path);
+              rope_scaling_from_json(o, &c->rope, path) && dtype_from_json(o, &c->dtype, path) &&
+              quantization_from_json(o, &c->bitlinear, path);
     const char *act = ok ? get_str(o, "hidden_act", "silu", path) : NULL;
     if (!act) return false;
     if (layers < 1 || layers > 100000) layers = -1; /* rejected by nb_llama */
@@ -246,6 +282,11 @@ static json_t *config_json(const nb_decoder_ctx *c) {
         json_object_set_new(o, "bos_token_id", json_integer(l->bos_token_id));
         json_object_set_new(o, "eos_token_id", json_integer(l->eos_token_id));
         json_object_set_new(o, "torch_dtype", json_string(torch_dtype(l->dtype)));
+        if (l->bitlinear) /* quantization_from_json's reading */
+            json_object_set_new(o, "quantization_config",
+                                json_pack("{s:s, s:s, s:s, s:b, s:f, s:[s]}", "quant_method", "bitnet", "linear_class",
+                                          "autobitlinear", "quantization_mode", "online", "use_rms_norm", 1,
+                                          "rms_norm_eps", NB_BITLINEAR_EPS, "modules_to_not_convert", "lm_head"));
     }
     return o;
 }
@@ -402,11 +443,29 @@ nb_status nb_causal_lm_load_weights(nb_module *m, const char *path, bool strict,
 
 /* ---- directories ---------------------------------------------------------------------------------- */
 
+/* The first module of m's tree whose weight was converted for inference
+ * (nb_module_bitnet_pack, nb_module_int8_weight_only): its buffers are not
+ * transformers' keys. NULL when there is none. */
+static nb_module *converted(nb_module *m) {
+    if (nb_module_get(m, "weight_packed") || nb_module_get(m, "weight_int8")) return m;
+    for (int i = 0; i < nb_module_num_children(m); i++) {
+        nb_module *c = converted(nb_module_child_at(m, i));
+        if (c) return c;
+    }
+    return NULL;
+}
+
 nb_status nb_save_pretrained(nb_module *m, const char *dir) {
     const nb_decoder_ctx *c = nb_decoder_ctx_of(m);
     if (!c || !dir || strlen(dir) > 4000)
         return nb_set_error(NB_ERR_INVALID_ARG, "save_pretrained: needs a GPT-2 or Llama model (got %s) and a directory",
                             m ? nb_module_kind(m) : "NULL");
+    nb_module *conv = converted(m);
+    if (conv)
+        return nb_set_error(NB_ERR_UNSUPPORTED, "save_pretrained: the model holds a %s converted for inference "
+                                                "(packed or int8 weights are not transformers' keys): save the float "
+                                                "model, or the converted one with nb_module_state_dict_save",
+                            nb_module_kind(conv));
     if (mkdir(dir, 0777) && errno != EEXIST)
         return nb_set_error(NB_ERR_IO, "save_pretrained: cannot create %s: %s", dir, strerror(errno));
     char p[4200];

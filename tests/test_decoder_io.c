@@ -52,17 +52,19 @@ static nb_module *gpt2_model(int layers, int64_t vocab) {
     return m;
 }
 
-static nb_module *llama_model(int layers, bool tied) {
+static nb_module *llama_model_ex(int layers, bool tied, bool bitlinear) {
     nb_llama_config c = nb_llama_config_default();
     c.vocab_size = 96, c.hidden_size = 32, c.intermediate_size = 48, c.num_hidden_layers = layers;
     c.num_attention_heads = 4, c.num_key_value_heads = 2, c.max_position_embeddings = 64, c.rms_norm_eps = 1e-5;
-    c.tie_word_embeddings = tied, c.initializer_range = 0.1;
+    c.tie_word_embeddings = tied, c.initializer_range = 0.1, c.bitlinear = bitlinear;
     c.rope = (nb_rope_config){.theta = 10000, .factor = 4, .low_freq_factor = 1, .high_freq_factor = 4,
                               .original_max_position_embeddings = 16};
     nb_module *m = nb_llama(c);
     NB_CK_NOTNULL(m);
     return m;
 }
+
+static nb_module *llama_model(int layers, bool tied) { return llama_model_ex(layers, tied, false); }
 
 static nb_tensor *ids_tensor(int64_t B, int64_t T, int64_t vocab) {
     int64_t v[64];
@@ -136,6 +138,38 @@ START_TEST(test_round_trip) {
               a.initializer_range == b.initializer_range && a.layer_norm_epsilon == b.layer_norm_epsilon);
     nb_module_free(g);
     for (int k = 0; k < 3; k++) nb_module_free(ms[k]);
+}
+END_TEST
+
+/* A BitNet Llama (bitlinear): config.json gets transformers' BitNet
+ * quantization_config (online, RMSNorm of eps 1e-6, lm_head left out), and
+ * from_pretrained builds BitLinear projections again, with the same logits
+ * bit for bit; once packed for inference it is refused (the packed
+ * buffers are not transformers' keys) and nothing is written. */
+START_TEST(test_round_trip_bitnet) {
+    nb_module *m = llama_model_ex(2, true, true);
+    NB_CK_OK(nb_save_pretrained(m, path_in("bit")));
+    char p[300];
+    snprintf(p, sizeof p, "%s/config.json", path_in("bit"));
+    const char *cfg = slurp(p);
+    const char *want[] = {"\"quantization_config\": {", "\"quant_method\": \"bitnet\"", "\"quantization_mode\": \"online\"",
+                          "\"linear_class\": \"autobitlinear\"", "\"use_rms_norm\": true", "\"rms_norm_eps\": 1e-6",
+                          "\"modules_to_not_convert\": [\n      \"lm_head\"\n    ]"};
+    for (int i = 0; i < 7; i++) ck_assert_msg(strstr(cfg, want[i]) != NULL, "config.json lacks %s:\n%s", want[i], cfg);
+    nb_module *back = nb_from_pretrained(path_in("bit"), NULL);
+    NB_CK_NOTNULL(back);
+    ck_assert(nb_llama_get_config(back).bitlinear);
+    ck_assert_str_eq(nb_module_kind(nb_module_child(back, "model.layers.1.mlp.down_proj")), "BitLinear");
+    nb_module_train(m, false);
+    nb_tensor *x = ids_tensor(2, 7, 96);
+    ck_assert(max_abs_diff(nb_forward(back, x), nb_forward(m, x)) == 0);
+    NB_CK_OK(nb_module_bitnet_pack(back));
+    ck_assert_int_eq(nb_save_pretrained(back, path_in("packed")), NB_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(nb_last_error(), "BitLinear"));
+    snprintf(p, sizeof p, "%s/config.json", path_in("packed"));
+    ck_assert_int_ne(access(p, F_OK), 0);
+    nb_module_free(back);
+    nb_module_free(m);
 }
 END_TEST
 
@@ -270,6 +304,29 @@ START_TEST(test_config_errors) {
     write_text(path_in("c.json"), "{\"model_type\": \"llama\", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}");
     ck_assert_int_eq(nb_hf_config_load(path_in("c.json"), &g, &l, &is_llama), NB_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "yarn"));
+    /* quantization_config: BitNet online with its RMSNorm only */
+    const char *quant[] = {"{\"quant_method\": \"gptq\", \"bits\": 4}", "{\"quant_method\": \"bitnet\"}",
+                           "{\"quant_method\": \"bitnet\", \"quantization_mode\": \"online\"}",
+                           "{\"quant_method\": \"bitnet\", \"quantization_mode\": \"online\", \"use_rms_norm\": true, "
+                           "\"rms_norm_eps\": 1e-5}",
+                           "[1]", "{\"quant_method\": \"bitnet\", \"use_rms_norm\": \"yes\"}"};
+    const char *what[] = {"gptq", "offline", "use_rms_norm false", "1e-05", "object", "use_rms_norm"};
+    const nb_status why[] = {NB_ERR_UNSUPPORTED, NB_ERR_UNSUPPORTED, NB_ERR_UNSUPPORTED, NB_ERR_UNSUPPORTED,
+                             NB_ERR_FORMAT, NB_ERR_FORMAT};
+    for (int i = 0; i < 6; i++) {
+        char text[400];
+        snprintf(text, sizeof text, "{\"model_type\": \"llama\", \"quantization_config\": %s}", quant[i]);
+        write_text(path_in("c.json"), text);
+        ck_assert_int_eq(nb_hf_config_load(path_in("c.json"), &g, &l, &is_llama), why[i]);
+        ck_assert_msg(strstr(nb_last_error(), what[i]) != NULL, "%s: %s", quant[i], nb_last_error());
+    }
+    write_text(path_in("c.json"), "{\"model_type\": \"llama\", \"quantization_config\": {\"quant_method\": \"bitnet\", "
+                                  "\"quantization_mode\": \"online\", \"use_rms_norm\": true}}");
+    NB_CK_OK(nb_hf_config_load(path_in("c.json"), &g, &l, &is_llama));
+    ck_assert(is_llama && l.bitlinear);
+    write_text(path_in("c.json"), "{\"model_type\": \"llama\", \"quantization_config\": null}");
+    NB_CK_OK(nb_hf_config_load(path_in("c.json"), &g, &l, &is_llama));
+    ck_assert(!l.bitlinear);
     /* defaults for missing keys, eos lists, old "type" */
     write_text(path_in("c.json"), "{\"model_type\": \"llama\", \"hidden_size\": 64, \"eos_token_id\": [7, 8], "
                                   "\"rope_scaling\": {\"type\": \"llama3\", \"factor\": 8.0}, \"unknown\": 1}");
@@ -406,6 +463,7 @@ Suite *nb_suite_decoder_io(void) {
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_round_trip_bitnet);
     tcase_add_test(tc, test_strict_load_names_keys);
     tcase_add_test(tc, test_key_variants);
     tcase_add_test(tc, test_config_errors);

@@ -22,7 +22,8 @@
 typedef struct nb_mha_ctx {
     int64_t E, h;
     double dropout;
-    nb_tensor *in_w, *in_b; /* borrowed parameters; in_b NULL without bias */
+    nb_tensor *in_w, *in_b; /* borrowed parameters; in_b NULL without bias; in_w NULL once converted */
+    nb_tensor *in_packed, *in_int8, *in_scale; /* borrowed buffers of nb_mha_convert, or NULL */
     nb_module *out_proj;    /* borrowed child */
     bool bitlinear;         /* BitNet b1.58: the projections quantize (nb_mha_new) */
 } nb_mha_ctx;
@@ -194,6 +195,19 @@ static nb_tensor *bit_input(const nb_mha_ctx *c, nb_tensor *x) {
     return c->bitlinear ? nb_bitnet_activation_quant(nb_rms_norm(x, 1, &c->E, NULL, NB_BITLINEAR_EPS)) : x;
 }
 
+/* x times rows [r0, r0 + n) of the input projection (+ in_proj_bias's):
+ * in_proj_weight (W: made ternary as a whole with bitlinear), or the
+ * buffers of nb_mha_convert (packed: BitLinear's inference product on the
+ * RMS-normalized x; int8: nb_linear_int8). */
+static nb_tensor *in_rows(const nb_mha_ctx *c, nb_tensor *W, nb_tensor *x, int64_t r0, int64_t n) {
+    nb_tensor *b = c->in_b ? nb_narrow(c->in_b, 0, r0, n) : NULL;
+    if (c->in_packed)
+        return nb_bitnet_linear(nb_rms_norm(x, 1, &c->E, NULL, NB_BITLINEAR_EPS), nb_narrow(c->in_packed, 0, r0, n),
+                                c->in_scale, b);
+    if (c->in_int8) return nb_linear_int8(x, nb_narrow(c->in_int8, 0, r0, n), nb_narrow(c->in_scale, 0, r0, n), b);
+    return nb_linear(bit_input(c, x), nb_narrow(W, 0, r0, n), b);
+}
+
 /* q, k, v projections, each [B, N, E]: one GEMM on in_proj_weight for
  * self-attention, two when key is value, three otherwise (row blocks of the
  * packed weight, as PyTorch's _in_projection_packed). With bitlinear the
@@ -201,19 +215,29 @@ static nb_tensor *bit_input(const nb_mha_ctx *c, nb_tensor *x) {
  * a whole. */
 static bool project(const nb_mha_ctx *c, nb_tensor *query, nb_tensor *key, nb_tensor *value, nb_tensor **p) {
     int64_t E = c->E;
-    nb_tensor *W = c->bitlinear ? nb_bitnet_weight_quant(c->in_w) : c->in_w;
-    if (query == key && key == value)
-        return nb_chunk(nb_linear(bit_input(c, query), W, c->in_b), 3, -1, p, 3) == 3;
+    nb_tensor *W = c->in_w && c->bitlinear ? nb_bitnet_weight_quant(c->in_w) : c->in_w;
+    if (query == key && key == value) return nb_chunk(in_rows(c, W, query, 0, 3 * E), 3, -1, p, 3) == 3;
     nb_tensor *x[3] = {query, key, value};
     for (int i = 0; i < 3; i++) {
-        if (i == 1 && key == value) {
-            nb_tensor *w = nb_narrow(W, 0, E, 2 * E), *b = c->in_b ? nb_narrow(c->in_b, 0, E, 2 * E) : NULL;
-            return nb_chunk(nb_linear(bit_input(c, key), w, b), 2, -1, p + 1, 2) == 2;
-        }
-        nb_tensor *w = nb_narrow(W, 0, i * E, E), *b = c->in_b ? nb_narrow(c->in_b, 0, i * E, E) : NULL;
-        if (!(p[i] = nb_linear(bit_input(c, x[i]), w, b))) return false;
+        if (i == 1 && key == value) return nb_chunk(in_rows(c, W, key, E, 2 * E), 2, -1, p + 1, 2) == 2;
+        if (!(p[i] = in_rows(c, W, x[i], i * E, E))) return false;
     }
     return true;
+}
+
+nb_status nb_mha_convert(nb_module *m, bool bitnet) {
+    const char *kind = nb_module_kind(m); /* records a NULL m */
+    if (!kind) return nb_last_status();
+    nb_mha_ctx *c = kind == mha_ops.kind ? nb_module_ctx(m) : NULL;
+    if (!c || c->bitlinear != bitnet || !c->in_w) return NB_OK;
+    const char *const names[2] = {bitnet ? "in_proj_weight_packed" : "in_proj_weight_int8", "in_proj_weight_scale"};
+    nb_status st = nb_module_weight_to_buffers(m, "in_proj_weight", c->in_w,
+                                               bitnet ? nb_bitnet_pack : nb_int8_weight_quantize, names);
+    if (st) return st;
+    c->in_w = NULL;
+    *(bitnet ? &c->in_packed : &c->in_int8) = nb_module_get(m, names[0]);
+    c->in_scale = nb_module_get(m, names[1]);
+    return NB_OK;
 }
 
 /* softmax(q k^T * scale + mask) with dropout, then @ v; the weights averaged

@@ -364,7 +364,7 @@ static const nb_module_ops tied_ops = {tied_kind, tied_forward, NULL, NULL};
 nb_status nb_tied_linear_int8(nb_module *m) {
     if (nb_module_kind(m) != tied_kind || nb_module_get(m, "weight_int8")) return NB_OK;
     /* the embedding keeps the float weight (ctx borrows it) */
-    return nb_module_weight_to_buffers(m, nb_module_ctx(m), nb_int8_weight_quantize,
+    return nb_module_weight_to_buffers(m, "weight", nb_module_ctx(m), nb_int8_weight_quantize,
                                        (const char *const[]){"weight_int8", "weight_scale"});
 }
 

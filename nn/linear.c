@@ -129,12 +129,18 @@ typedef struct weight_swap {
     nb_status (*other)(nb_module *);                           /* or NULL: run on every other module */
 } weight_swap;
 
-static const weight_swap bitnet_swap = {&bitlinear_ops, nb_bitnet_pack, {"weight_packed", "weight_scale"},
-                                        offsetof(nb_linear_ctx, packed), NULL};
-static const weight_swap int8_swap = {&linear_ops, nb_int8_weight_quantize, {"weight_int8", "weight_scale"},
-                                      offsetof(nb_linear_ctx, qweight), nb_tied_linear_int8};
+static nb_status bitnet_other(nb_module *m) { return nb_mha_convert(m, true); }
+static nb_status int8_other(nb_module *m) {
+    nb_status st = nb_tied_linear_int8(m);
+    return st ? st : nb_mha_convert(m, false);
+}
 
-nb_status nb_module_weight_to_buffers(nb_module *m, nb_tensor *weight,
+static const weight_swap bitnet_swap = {&bitlinear_ops, nb_bitnet_pack, {"weight_packed", "weight_scale"},
+                                        offsetof(nb_linear_ctx, packed), bitnet_other};
+static const weight_swap int8_swap = {&linear_ops, nb_int8_weight_quantize, {"weight_int8", "weight_scale"},
+                                      offsetof(nb_linear_ctx, qweight), int8_other};
+
+nb_status nb_module_weight_to_buffers(nb_module *m, const char *param, nb_tensor *weight,
                                       nb_status (*quantize)(nb_tensor *, nb_tensor **, nb_tensor **),
                                       const char *const names[2]) {
     nb_scope *s = nb_op_scope_begin();
@@ -142,7 +148,7 @@ nb_status nb_module_weight_to_buffers(nb_module *m, nb_tensor *weight,
     nb_status st = quantize(weight, &a, &b);
     if (!st) st = nb_module_register_buffer(m, names[0], a);
     if (!st) st = nb_module_register_buffer(m, names[1], b); /* failing: the weight stays, still used */
-    if (!st) nb_release(nb_module_take_parameter(m, "weight"));
+    if (!st) nb_release(nb_module_take_parameter(m, param));
     nb_scope_end(s);
     return st;
 }
@@ -152,7 +158,7 @@ static nb_status swap_weight(nb_module *m, const weight_swap *w) {
     nb_linear_ctx *c = nb_module_ctx(m);
     nb_tensor **slot = (nb_tensor **)((char *)c + w->slot);
     if (*slot) return NB_OK;
-    nb_status st = nb_module_weight_to_buffers(m, c->weight, w->quantize, w->names);
+    nb_status st = nb_module_weight_to_buffers(m, "weight", c->weight, w->quantize, w->names);
     if (!st) c->weight = NULL, *slot = nb_module_get(m, w->names[0]), c->w_scale = nb_module_get(m, w->names[1]);
     return st;
 }

@@ -167,10 +167,11 @@ nb_module *nb_nn_bitlinear(int64_t in_features, int64_t out_features, bool bias,
  * writes the packed checkpoint, which loads into a model built with
  * BitLinear and packed the same way. A packed model is for inference: run
  * it without grad (a forward on an input that requires grad fails, see
- * nb_bitnet_linear). Only BitLinear modules pack: a MultiheadAttention
- * built with bitlinear (nb_encoder_layer_options) keeps its in_proj_weight
- * in float, fake-quantized.
- * A BitLinear already packed, and other modules, are left as they are.
+ * nb_bitnet_linear). A MultiheadAttention built with bitlinear
+ * (nb_encoder_layer_options) packs its in_proj_weight the same way, as one
+ * matrix with one scale (as its training forward quantizes it), into
+ * "in_proj_weight_packed" and "in_proj_weight_scale".
+ * Modules already packed, and other modules, are left as they are.
  * Errors: NB_ERR_INVALID_ARG (NULL m), nb_bitnet_pack's; on an error the
  * module being packed keeps its float weight. */
 nb_status nb_module_bitnet_pack(nb_module *m);
@@ -185,8 +186,10 @@ nb_status nb_module_bitnet_pack(nb_module *m);
  * same way and converted. nn.Linear modules convert, and so does a
  * decoder's tied LM head, which gets an int8 copy of the embedding's weight
  * (the embedding keeps the float one: the tie is cut, as for inference);
- * GPT-2's Conv1D, MultiheadAttention's in_proj_weight and BERT's tied
- * decoder stay float; converted modules and others are left as they are. Errors: NB_ERR_INVALID_ARG (NULL m),
+ * a MultiheadAttention built without bitlinear trades its in_proj_weight
+ * for "in_proj_weight_int8" and "in_proj_weight_scale" (per row of the
+ * [3E, E] matrix); GPT-2's Conv1D and BERT's tied decoder stay float;
+ * converted modules and others are left as they are. Errors: NB_ERR_INVALID_ARG (NULL m),
  * nb_int8_weight_quantize's; on an error the module being converted keeps
  * its float weight. */
 nb_status nb_module_int8_weight_only(nb_module *m);

@@ -14,14 +14,21 @@ nb_status nb_module_adopt_buffer(nb_module *m, const char *name, nb_tensor *t);
 /* Removes m's own parameter name and hands the caller its reference (NULL
  * with NB_ERR_INVALID_ARG when there is none). */
 nb_tensor *nb_module_take_parameter(nb_module *m, const char *name);
-/* Trades m's float parameter "weight" (the tensor weight) for two buffers:
+/* Trades m's float parameter param (the tensor weight) for two buffers:
  * quantize(weight) registered as names[0] and names[1], then the parameter
  * released. On an error the parameter stays (a buffer may be registered).
- * The packed BitLinear, int8 Linear and int8 tied head (nn/linear.c,
- * decoder_layers.c). */
-nb_status nb_module_weight_to_buffers(nb_module *m, nb_tensor *weight,
+ * The packed BitLinear, int8 Linear, int8 tied head and MultiheadAttention's
+ * in_proj_weight (nn/linear.c, decoder_layers.c, attention.c). */
+nb_status nb_module_weight_to_buffers(nb_module *m, const char *param, nb_tensor *weight,
                                       nb_status (*quantize)(nb_tensor *, nb_tensor **, nb_tensor **),
                                       const char *const names[2]);
+/* nb_module_bitnet_pack (bitnet) or nb_module_int8_weight_only on one
+ * module: a MultiheadAttention built with (bitnet) or without bitlinear
+ * trades in_proj_weight for "in_proj_weight_packed" and
+ * "in_proj_weight_scale", or "in_proj_weight_int8" and
+ * "in_proj_weight_scale"; NB_OK for other modules and converted ones
+ * (nn/attention.c). */
+nb_status nb_mha_convert(nb_module *m, bool bitnet);
 /* A tensor nb_module_get finds under name that is neither a parameter nor
  * a buffer (not in parameters(), buffers() or the state_dict): a
  * parametrized weight. set retains t; drop releases it (no-op if absent). */

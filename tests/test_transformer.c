@@ -131,6 +131,70 @@ START_TEST(test_encoder_bitlinear) {
 }
 END_TEST
 
+/* The three MultiheadAttention forwards (self-attention, key == value,
+ * all distinct) on x. */
+static void mha_three(nb_module *mha, nb_tensor *x, nb_tensor *out[3]) {
+    nb_tensor *kv = nb_clone(x);
+    out[0] = nb_nn_multihead_attention_forward(mha, x, x, x, NULL, NULL, NULL);
+    out[1] = nb_nn_multihead_attention_forward(mha, x, kv, kv, NULL, NULL, NULL);
+    out[2] = nb_nn_multihead_attention_forward(mha, x, nb_clone(x), nb_clone(x), NULL, NULL, NULL);
+    for (int i = 0; i < 3; i++) NB_CK_NOTNULL(out[i]);
+}
+
+/* Inference conversions of an encoder layer's MultiheadAttention:
+ * nb_module_bitnet_pack packs a bitlinear layer's in_proj_weight (as a
+ * whole, one scale) with its BitLinear children, and
+ * nb_module_int8_weight_only converts a float layer's (per output row);
+ * the parameter is gone, the buffers are there with their dtypes and
+ * shapes, the three attention forwards and the layer's stay near the
+ * float ones (packed: to rounding; without grad, as inference runs), a
+ * second conversion does nothing, and the converted state_dict loads into a layer built and converted the same
+ * way with the same outputs bit for bit. */
+START_TEST(test_encoder_attention_converted) {
+    nb_scope *s = nb_scope_begin();
+    for (int bitnet = 0; bitnet < 2; bitnet++) {
+        nb_encoder_layer_options o = NB_ENCODER_LAYER_OPTIONS(8, 2);
+        o.dim_feedforward = 16, o.dropout = NB_ZERO, o.bitlinear = bitnet;
+        nb_module *l[2];
+        for (int i = 0; i < 2; i++) {
+            nb_manual_seed(3 + (uint64_t)i);
+            NB_CK_NOTNULL(l[i] = nb_nn_transformer_encoder_layer(o));
+            nb_module_train(l[i], false);
+        }
+        nb_module *mha = nb_module_child(l[0], "self_attn");
+        nb_generator g = nb_generator_new(4);
+        nb_tensor *x = nb_randn(3, (int64_t[]){2, 5, 8}, NB_F32, &g), *want[3], *got[3];
+        mha_three(mha, x, want);
+        nb_tensor *y = nb_forward(l[0], x);
+        nb_set_grad_enabled(false); /* a packed model is for inference (nb_bitnet_linear) */
+        nb_status (*convert)(nb_module *) = bitnet ? nb_module_bitnet_pack : nb_module_int8_weight_only;
+        for (int i = 0; i < 2; i++) NB_CK_OK(convert(l[i]));
+        NB_CK_OK(convert(l[0])); /* converted already: nothing to do */
+        ck_assert_ptr_null(nb_module_get(mha, "in_proj_weight"));
+        nb_tensor *q = nb_module_get(mha, bitnet ? "in_proj_weight_packed" : "in_proj_weight_int8");
+        nb_tensor *sc = nb_module_get(mha, "in_proj_weight_scale");
+        NB_CK_NOTNULL(q);
+        NB_CK_NOTNULL(sc);
+        ck_assert_int_eq(nb_dtype_of(q), bitnet ? NB_U8 : NB_I8);
+        nb_ck_shape(q, 2, (int64_t[]){24, bitnet ? 32 : 8}); /* packed: 8 columns padded to 128, 4 a byte */
+        nb_ck_shape(sc, 1, (int64_t[]){bitnet ? 1 : 24});
+        mha_three(mha, x, got);
+        const double tol = bitnet ? 1e-5 : 0.05;
+        for (int i = 0; i < 3; i++) nb_ck_close_to(got[i], want[i], tol);
+        nb_ck_close_to(nb_forward(l[0], x), y, tol);
+        nb_named_tensor *sd = NULL;
+        int n = nb_module_state_dict(l[0], &sd);
+        ck_assert_int_gt(n, 0);
+        NB_CK_OK(nb_module_load_tensors(l[1], sd, n, true, NULL));
+        free(sd);
+        nb_ck_bitwise(nb_forward(l[1], x), nb_forward(l[0], x));
+        nb_set_grad_enabled(true);
+        for (int i = 0; i < 2; i++) nb_module_free(l[i]);
+    }
+    nb_scope_end(s);
+}
+END_TEST
+
 START_TEST(test_init) {
     nb_manual_seed(3);
     nb_module *mha = nb_nn_multihead_attention(64, 4, 0.1, true);
@@ -377,10 +441,10 @@ START_TEST(test_bert_matches_pytorch) {
 }
 END_TEST
 
-/* int8 weight-only BERT: the encoder's Linear layers convert (its
- * MultiheadAttention in_proj_weight and the tied decoder head, a module
- * also named "Linear", stay float) and the logits stay near the float
- * model's. */
+/* int8 weight-only BERT: the encoder's Linear layers and its
+ * MultiheadAttention in_proj_weight convert (the tied decoder head, a
+ * module also named "Linear", stays float) and the logits stay near the
+ * float model's. */
 START_TEST(test_bert_int8_weight_only) {
     nb_module *bert = tiny_bert(0);
     NB_CK_NOTNULL(bert);
@@ -393,7 +457,7 @@ START_TEST(test_bert_int8_weight_only) {
     nb_named_tensor b[64];
     int nb = nb_module_buffers(bert, b, 64), n8 = 0;
     for (int i = 0; i < nb; i++) n8 += nb_dtype_of(b[i].tensor) == NB_I8;
-    ck_assert_int_ge(n8, 4); /* linear1 and linear2 of both layers, out_proj, the head's transform */
+    ck_assert_int_ge(n8, 6); /* linear1, linear2, in_proj and out_proj of both layers, the head's transform */
     nb_ck_close_to(nb_forward(bert, ids), before, 0.05);
     nb_scope_end(s);
     nb_module_free(bert);
@@ -699,6 +763,7 @@ Suite *nb_suite_transformer(void) {
     tcase_add_test(g, test_tied_decoder);
     tcase_add_test(g, test_bert_state_dict);
     tcase_add_test(g, test_encoder_bitlinear);
+    tcase_add_test(g, test_encoder_attention_converted);
     tcase_add_test(g, test_bert_int8_weight_only);
     tcase_set_timeout(g, 300);
     suite_add_tcase(s, g);

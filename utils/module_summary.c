@@ -84,8 +84,8 @@ static int64_t layer_macs(nb_module *m, int n_in, nb_tensor *const *in, nb_tenso
         const int64_t *q = nb_shape(in[0]);
         int64_t B = q[0], L = q[1], S = n_in >= 2 && in[1] && nb_dim(in[1]) == 3 ? nb_shape(in[1])[1] : L;
         int64_t E = nb_shape(out)[nb_dim(out) - 1], macs = 2 * B * L * S * E;
-        nb_tensor *ip = nb_module_get(m, "in_proj_weight"); /* MultiheadAttention's packed Q, K, V */
-        if (ip && nb_dim(ip) == 2) macs += B * (L + 2 * S) * (nb_shape(ip)[0] / 3) * nb_shape(ip)[1];
+        /* MultiheadAttention's packed Q, K, V (in_proj_weight [3E, E], or its converted buffers) */
+        if (!strcmp(k, "MultiheadAttention")) macs += B * (L + 2 * S) * E * E;
         return macs;
     }
     return 0;

@@ -179,9 +179,9 @@ nb_tensor *nb_bitnet_activation_quant(nb_tensor *x);
  * A BitLinear's weight packed 2 bits per value, and the product that reads
  * it with int8 activations (integer dot products, one rescale): 16x less
  * weight memory than float32, 8x less than bfloat16. Kernels: the CPU's
- * (AVX2's maddubs where the CPU has it, a portable loop elsewhere) and
- * CUDA's (dp4a, a warp per output column), with the same bits. Not
- * differentiable: inference only. */
+ * (AVX-512 VNNI's vpdpbusd from 4 rows where the CPU has it, AVX2's
+ * maddubs, a portable loop elsewhere) and CUDA's (dp4a, a warp per output
+ * column), with the same bits. Not differentiable: inference only. */
 
 /* Packs w [N, K] (float; 16-bit computed in float32) for nb_bitnet_linear:
  * the ternary codes of nb_bitnet_weight_quant (q = clamp(round(w s), -1,

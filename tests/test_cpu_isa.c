@@ -349,6 +349,25 @@ static nb_status linear_int8_case(const nb_cpu_isa_kernels *k, int arg, char *ou
     return st;
 }
 
+/* BitNet's packed product, x [9, K] (arg 0: K = 300, three 128-weight
+ * groups, a padded and unpaired last one; arg 1: K = 512, four) by codes of
+ * [7, K] with a bias, float32: the AVX-512 level takes vpdpbusd where the
+ * CPU has VNNI (blocks of 4 rows and 2 columns, then the rest). */
+static nb_status bitnet_case(const nb_cpu_isa_kernels *k, int arg, char *out, size_t cap) {
+    case_dt = NB_F32;
+    const int64_t M = 9, N = 7, K = arg ? 512 : 300, kp = (K + 127) / 128 * 128;
+    ck_assert(cap >= (size_t)(M * N) * 4);
+    float *x = malloc(sizeof(float) * (size_t)(M * K)), b[7], sw = 0.37f;
+    uint8_t *p = malloc((size_t)(N * kp / 4));
+    fill(x, NB_F32, M * K, 61 + (unsigned)arg, 3, false), fill(b, NB_F32, N, 62, 1, false);
+    for (int64_t i = 0; i < N * kp / 4; i++) p[i] = (uint8_t)((i * 73 + 5) % 256); /* codes 0..3 (3: not made by packing, still summed) */
+    nb_kview xv = mat(x, NB_F32, M, K), pv = mat(p, NB_U8, N, kp / 4), sv = vec(&sw, NB_F32, 1, 1), bv = vec(b, NB_F32, N, 1);
+    nb_kview y = mat(out, NB_F32, M, N);
+    nb_status st = k->bitnet_linear(nb_backend_get(NB_CPU), &y, &xv, &pv, &sv, &bv);
+    free(x), free(p);
+    return st;
+}
+
 /* ---- tests ---------------------------------------------------------------- */
 
 START_TEST(test_isa_levels_match_baseline) {
@@ -369,6 +388,7 @@ START_TEST(test_isa_levels_match_baseline) {
         for (int a = 0; a < 6; a++) check_case("optim", optim_case, a, cap);
         for (int a = 0; a < 2; a++) check_case("attention", attention_case, a, cap);
         for (int a = 0; a < 3; a++) check_case("linear_int8", linear_int8_case, a, cap);
+        for (int a = 0; a < 2; a++) check_case("bitnet_linear", bitnet_case, a, cap);
     }
 }
 END_TEST

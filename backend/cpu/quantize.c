@@ -6,7 +6,10 @@
  * the CUDA kernels give the same bits; rows [c, inner] are independent, so
  * any split over threads gives the same bits. Compiled once per
  * instruction-set level (isa.h): the packed product's inner loop is AVX2's
- * maddubs where the level has it. */
+ * maddubs where the level has it, and at the AVX-512 level, on a CPU with
+ * AVX-512 VNNI (cpuid at run time) and from 4 rows, vpdpbusd over blocks
+ * of rows and columns. Its sums are exact integers, so every path gives
+ * the same bits. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -145,6 +148,7 @@ static int32_t codes_dot(const int8_t *qx, const uint8_t *p, int64_t kp) {
 
 typedef struct bitnet_job {
     const int8_t *qx;   /* [M, kp] */
+    const int8_t *qxv;  /* NULL, or qx in vnni_layout's order */
     const int32_t *sum; /* [M]: sum_k qx */
     const double *sx;   /* [M]: s_x */
     const uint8_t *p;   /* [N, kp / 4] */
@@ -155,31 +159,119 @@ typedef struct bitnet_job {
     bool f64;
 } bitnet_job;
 
+/* y[m, n] from the exact sum acc (codes_dot minus sum_k qx). */
+static void bitnet_store(const bitnet_job *j, int64_t m, int64_t n, int32_t acc) {
+    if (j->f64) {
+        double v = nb_sm_bitnet_out_f64(acc, j->sx[m], j->sw);
+        ((double *)j->y)[m * j->N + n] = j->bias ? v + ((const double *)j->bias)[n] : v;
+    } else {
+        float v = nb_sm_bitnet_out_f32(acc, (float)j->sx[m], j->sw);
+        ((float *)j->y)[m * j->N + n] = j->bias ? v + ((const float *)j->bias)[n] : v;
+    }
+}
+
 /* Output columns [n0, n1) of every row: each packed row is read once per
  * block and reused by all M rows. */
 static void bitnet_cols(void *arg, int64_t n0, int64_t n1) {
     const bitnet_job *j = arg;
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *p = j->p + n * (j->kp / 4);
-        for (int64_t m = 0; m < j->M; m++) {
-            int32_t acc = codes_dot(j->qx + m * j->kp, p, j->kp) - j->sum[m];
-            if (j->f64) {
-                double v = nb_sm_bitnet_out_f64(acc, j->sx[m], j->sw);
-                ((double *)j->y)[m * j->N + n] = j->bias ? v + ((const double *)j->bias)[n] : v;
-            } else {
-                float v = nb_sm_bitnet_out_f32(acc, (float)j->sx[m], j->sw);
-                ((float *)j->y)[m * j->N + n] = j->bias ? v + ((const float *)j->bias)[n] : v;
-            }
-        }
+        for (int64_t m = 0; m < j->M; m++) bitnet_store(j, m, n, codes_dot(j->qx + m * j->kp, p, j->kp) - j->sum[m]);
     }
 }
+
+#if defined(__AVX512BW__) && defined(__GNUC__)
+#define NB_BITNET_VNNI 1
+/* qx [M, kp] rearranged for 64-byte vectors: per row, per pair t of
+ * 128-weight groups and plane k (0..3), the 32 activations of group 2t at
+ * 32k.. then those of group 2t + 1 (zeros past the last group), so that
+ * one load matches a plane of 64 packed bytes: pairs(kp) * 256 bytes a row. */
+static int64_t vnni_pairs(int64_t kp) { return (kp / 128 + 1) / 2; }
+static void vnni_layout(const int8_t *qx, int64_t M, int64_t kp, int8_t *qxv) {
+    const int64_t G = kp / 128, P = vnni_pairs(kp);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t t = 0; t < P; t++)
+            for (int k = 0; k < 4; k++)
+                for (int h = 0; h < 2; h++) {
+                    int8_t *d = qxv + (m * P + t) * 256 + 64 * k + 32 * h;
+                    const int64_t g = 2 * t + h;
+                    for (int j = 0; j < 32; j++) d[j] = g < G ? qx[m * kp + 128 * g + 32 * k + j] : 0;
+                }
+}
+
+/* Rows [m0, m0 + R) against packed columns n0 .. n0 + C - 1: per pair of
+ * groups each column's four code planes once, then a vpdpbusd per plane,
+ * row and column (codes unsigned 0..2 times int8 activations, 4 products
+ * to each int32 lane: exact); each activation load serves C columns. */
+#define NB_VNNI_BLOCK(R, C)                                                                                \
+    __attribute__((target("avx512vnni"))) static void vnni_block##R##x##C(const bitnet_job *j, int64_t m0, \
+                                                                            int64_t n0) {                  \
+        const int64_t G = j->kp / 128, P = vnni_pairs(j->kp);                                              \
+        const __m512i m3 = _mm512_set1_epi8(3);                                                            \
+        __m512i acc[R][C];                                                                                 \
+        for (int r = 0; r < R; r++)                                                                        \
+            for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_si512();                                \
+        for (int64_t t = 0; t < P; t++) {                                                                  \
+            __m512i pl[C][4];                                                                              \
+            for (int c = 0; c < C; c++) {                                                                  \
+                const uint8_t *p = j->p + (n0 + c) * (j->kp / 4) + 64 * t;                                 \
+                const __m512i b = 2 * t + 1 < G ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0xffffffffull, p); \
+                for (int k = 0; k < 4; k++) pl[c][k] = _mm512_and_si512(_mm512_srli_epi16(b, 2 * k), m3);  \
+            }                                                                                              \
+            for (int r = 0; r < R; r++) {                                                                  \
+                const int8_t *x = j->qxv + ((m0 + r) * P + t) * 256;                                       \
+                for (int k = 0; k < 4; k++) {                                                              \
+                    const __m512i xv = _mm512_loadu_si512(x + 64 * k);                                     \
+                    for (int c = 0; c < C; c++) acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], pl[c][k], xv);  \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int r = 0; r < R; r++)                                                                        \
+            for (int c = 0; c < C; c++)                                                                    \
+                bitnet_store(j, m0 + r, n0 + c, _mm512_reduce_add_epi32(acc[r][c]) - j->sum[m0 + r]);      \
+    }
+NB_VNNI_BLOCK(4, 2)
+NB_VNNI_BLOCK(1, 2)
+NB_VNNI_BLOCK(4, 1)
+NB_VNNI_BLOCK(1, 1)
+#undef NB_VNNI_BLOCK
+
+/* bitnet_cols with the vnni blocks: pairs of columns, blocks of 4 rows. */
+static void bitnet_cols_vnni(void *arg, int64_t n0, int64_t n1) {
+    const bitnet_job *j = arg;
+    int64_t n = n0;
+    for (; n + 2 <= n1; n += 2) {
+        int64_t m = 0;
+        for (; m + 4 <= j->M; m += 4) vnni_block4x2(j, m, n);
+        for (; m < j->M; m++) vnni_block1x2(j, m, n);
+    }
+    for (; n < n1; n++) {
+        int64_t m = 0;
+        for (; m + 4 <= j->M; m += 4) vnni_block4x1(j, m, n);
+        for (; m < j->M; m++) vnni_block1x1(j, m, n);
+    }
+}
+
+/* Whether this CPU runs AVX-512 VNNI (asked once). */
+static bool vnni_cpu(void) {
+    static int v = -1;
+    if (v < 0) v = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
+    return v == 1;
+}
+#endif
 
 nb_status nb_cpu_bitnet_linear(nb_backend *be, const nb_kview *y, const nb_kview *x, const nb_kview *packed,
                                const nb_kview *w_scale, const nb_kview *bias) {
     /* checked: backend/check/quantize.c */
     const int64_t M = x->shape[0], K = x->shape[1], N = packed->shape[0], kp = packed->shape[1] * 4;
     if (M == 0 || N == 0) return NB_OK;
-    size_t bytes = (size_t)(M * kp) + (size_t)M * (sizeof(int32_t) + sizeof(double)) + 16;
+#if defined(NB_BITNET_VNNI)
+    const bool vnni = M >= 4 && vnni_cpu(); /* fewer rows: memory-bound, and the AVX2 loop measured as fast */
+    const size_t vbytes = vnni ? (size_t)(M * vnni_pairs(kp) * 256) : 0;
+#else
+    const size_t vbytes = 0;
+#endif
+    size_t bytes = (size_t)(M * kp) + (size_t)M * (sizeof(int32_t) + sizeof(double)) + 16 + vbytes;
     void *block;
     char *ws = nb_alloc_raw(be, bytes, nb_backend_current_stream(be), &block);
     if (!ws) return nb_last_status();
@@ -195,6 +287,16 @@ nb_status nb_cpu_bitnet_linear(nb_backend *be, const nb_kview *y, const nb_kview
     bitnet_job j = {.qx = qx, .sum = sums, .sx = sxs, .p = packed->data, .bias = bias ? bias->data : NULL,
                     .y = y->data, .M = M, .N = N, .kp = kp, .sw = *(const float *)w_scale->data,
                     .f64 = x->dtype == NB_F64};
+#if defined(NB_BITNET_VNNI)
+    if (vnni) {
+        int8_t *qxv = (int8_t *)(sums + M);
+        vnni_layout(qx, M, kp, qxv);
+        j.qxv = qxv;
+        nb_cpu_parallel_for(N, NB_CPU_GRAIN / (M * kp / 8 + 1) + 1, bitnet_cols_vnni, &j);
+        nb_free_raw(be, block);
+        return NB_OK;
+    }
+#endif
     nb_cpu_parallel_for(N, NB_CPU_GRAIN / (M * kp / 8 + 1) + 1, bitnet_cols, &j);
     nb_free_raw(be, block);
     return NB_OK;

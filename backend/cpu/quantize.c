@@ -215,7 +215,8 @@ static void vnni_layout(const int8_t *qx, int64_t M, int64_t kp, int8_t *qxv) {
             __m512i pl[C][4];                                                                              \
             for (int c = 0; c < C; c++) {                                                                  \
                 const uint8_t *p = j->p + (n0 + c) * (j->kp / 4) + 64 * t;                                 \
-                const __m512i b = 2 * t + 1 < G ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8(0xffffffffull, p); \
+                const __m512i b = 2 * t + 1 < G ? _mm512_loadu_si512(p)                                    \
+                                                : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)p)); \
                 for (int k = 0; k < 4; k++) pl[c][k] = _mm512_and_si512(_mm512_srli_epi16(b, 2 * k), m3);  \
             }                                                                                              \
             for (int r = 0; r < R; r++) {                                                                  \

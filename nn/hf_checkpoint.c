@@ -94,6 +94,11 @@ static bool gpt2_from_json(const json_t *o, nb_gpt2_config *c, const char *path)
                                          "false or scale_attn_by_inverse_layer_idx true is not supported", path);
         return false;
     }
+    json_t *q = json_object_get(o, "quantization_config");
+    if (q && !json_is_null(q)) { /* not a float model: its weights would load wrong */
+        nb_set_error(NB_ERR_UNSUPPORTED, "hf_config: %s: GPT-2 with a quantization_config is not supported", path);
+        return false;
+    }
     return true;
 }
 
@@ -119,12 +124,23 @@ static bool rope_scaling_from_json(const json_t *o, nb_rope_config *r, const cha
            get_int(s, "original_max_position_embeddings", &r->original_max_position_embeddings, path);
 }
 
+/* Whether modules_to_not_convert (absent, null or a list) leaves out
+ * lm_head alone, or nothing. */
+static bool only_head_kept(const json_t *q) {
+    json_t *m = json_object_get(q, "modules_to_not_convert");
+    if (!m || json_is_null(m)) return true;
+    if (!json_is_array(m) || json_array_size(m) > 1) return false;
+    return json_array_size(m) == 0 || (json_is_string(json_array_get(m, 0)) &&
+                                       !strcmp(json_string_value(json_array_get(m, 0)), "lm_head"));
+}
+
 /* transformers' BitNetQuantConfig ("quantization_config" with quant_method
  * "bitnet") as nabla's BitLinear: latent float weights made ternary at each
- * forward ("online": linear_class "autobitlinear"), after an RMSNorm of
- * eps NB_BITLINEAR_EPS (use_rms_norm; nabla's has no weight), over every
- * Linear but lm_head. Another quant_method, HF's packed "offline" layout,
- * or another norm: NB_ERR_UNSUPPORTED. */
+ * forward (linear_class "autobitlinear", quantization_mode "online"), after
+ * an RMSNorm of eps NB_BITLINEAR_EPS (use_rms_norm; nabla's has no weight),
+ * over every Linear but lm_head (modules_to_not_convert). Anything else
+ * (another quant_method, transformers' packed BitLinear or "offline" mode,
+ * another norm, other modules left float): NB_ERR_UNSUPPORTED. */
 static bool quantization_from_json(const json_t *o, bool *bitlinear, const char *path) {
     json_t *q = json_object_get(o, "quantization_config");
     *bitlinear = false;
@@ -135,19 +151,22 @@ static bool quantization_from_json(const json_t *o, bool *bitlinear, const char 
     }
     const char *method = get_str(q, "quant_method", "", path);
     const char *mode = method ? get_str(q, "quantization_mode", "offline", path) : NULL;
+    const char *cls = mode ? get_str(q, "linear_class", "bitlinear", path) : NULL; /* transformers' defaults */
     double eps = 1e-6;
     bool rms = false;
-    if (!mode || !get_bool(q, "use_rms_norm", &rms, path) || !get_real(q, "rms_norm_eps", &eps, path)) return false;
+    if (!cls || !get_bool(q, "use_rms_norm", &rms, path) || !get_real(q, "rms_norm_eps", &eps, path)) return false;
     if (strcmp(method, "bitnet")) {
         nb_set_error(NB_ERR_UNSUPPORTED, "hf_config: %s: quantization_config's quant_method \"%s\" is not supported "
                                          "(bitnet)", path, method);
         return false;
     }
-    if (strcmp(mode, "online") || !rms || eps != NB_BITLINEAR_EPS) {
-        nb_set_error(NB_ERR_UNSUPPORTED, "hf_config: %s: BitNet with quantization_mode \"%s\", use_rms_norm %s, "
-                                         "rms_norm_eps %g: nabla's BitLinear is \"online\" (latent float weights) with "
-                                         "an RMSNorm of eps %g", path, mode, rms ? "true" : "false", eps,
-                     NB_BITLINEAR_EPS);
+    if (strcmp(mode, "online") || strcmp(cls, "autobitlinear") || !rms || eps != NB_BITLINEAR_EPS ||
+        !only_head_kept(q)) {
+        nb_set_error(NB_ERR_UNSUPPORTED, "hf_config: %s: BitNet with linear_class \"%s\", quantization_mode \"%s\", "
+                                         "use_rms_norm %s, rms_norm_eps %g%s: nabla's BitLinear is \"autobitlinear\", "
+                                         "\"online\" (latent float weights), with an RMSNorm of eps %g, in every "
+                                         "Linear but lm_head", path, cls, mode, rms ? "true" : "false", eps,
+                     only_head_kept(q) ? "" : ", other modules_to_not_convert", NB_BITLINEAR_EPS);
         return false;
     }
     *bitlinear = true;
@@ -282,11 +301,14 @@ static json_t *config_json(const nb_decoder_ctx *c) {
         json_object_set_new(o, "bos_token_id", json_integer(l->bos_token_id));
         json_object_set_new(o, "eos_token_id", json_integer(l->eos_token_id));
         json_object_set_new(o, "torch_dtype", json_string(torch_dtype(l->dtype)));
-        if (l->bitlinear) /* quantization_from_json's reading */
-            json_object_set_new(o, "quantization_config",
-                                json_pack("{s:s, s:s, s:s, s:b, s:f, s:[s]}", "quant_method", "bitnet", "linear_class",
-                                          "autobitlinear", "quantization_mode", "online", "use_rms_norm", 1,
-                                          "rms_norm_eps", NB_BITLINEAR_EPS, "modules_to_not_convert", "lm_head"));
+        json_t *q = !l->bitlinear ? NULL /* quantization_from_json's reading */
+                    : json_pack("{s:s, s:s, s:s, s:b, s:f, s:[s]}", "quant_method", "bitnet", "linear_class",
+                                "autobitlinear", "quantization_mode", "online", "use_rms_norm", 1, "rms_norm_eps",
+                                NB_BITLINEAR_EPS, "modules_to_not_convert", "lm_head");
+        if (l->bitlinear && json_object_set_new(o, "quantization_config", q)) { /* q NULL: out of memory */
+            json_decref(o);
+            return NULL;
+        }
     }
     return o;
 }
@@ -447,7 +469,9 @@ nb_status nb_causal_lm_load_weights(nb_module *m, const char *path, bool strict,
  * (nb_module_bitnet_pack, nb_module_int8_weight_only): its buffers are not
  * transformers' keys. NULL when there is none. */
 static nb_module *converted(nb_module *m) {
-    if (nb_module_get(m, "weight_packed") || nb_module_get(m, "weight_int8")) return m;
+    static const char *const bufs[] = {"weight_packed", "weight_int8", "in_proj_weight_packed", "in_proj_weight_int8"};
+    for (int i = 0; i < 4; i++)
+        if (nb_module_get(m, bufs[i])) return m;
     for (int i = 0; i < nb_module_num_children(m); i++) {
         nb_module *c = converted(nb_module_child_at(m, i));
         if (c) return c;

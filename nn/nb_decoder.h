@@ -336,13 +336,15 @@ int64_t nb_sample_logits(const float *logits, int64_t n, const nb_generate_optio
  * Unknown keys are ignored; missing ones keep transformers' defaults;
  * "torch_dtype" (or "dtype") sets the config's dtype. A Llama's
  * "quantization_config" of transformers' BitNetQuantConfig with
- * quant_method "bitnet", quantization_mode "online" (latent float
- * weights), use_rms_norm true and rms_norm_eps 1e-6 sets bitlinear (what
- * nb_save_pretrained writes for it). Errors: NB_ERR_IO, NB_ERR_FORMAT (not
- * JSON, a field of the wrong type), NB_ERR_UNSUPPORTED (another
- * model_type, activation, rope_type, torch_dtype or quantization_config,
- * such as BitNet's packed "offline" mode; GPT-2's
- * scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn). */
+ * quant_method "bitnet", linear_class "autobitlinear", quantization_mode
+ * "online" (latent float weights), use_rms_norm true, rms_norm_eps 1e-6
+ * and modules_to_not_convert absent, null, [] or ["lm_head"] sets
+ * bitlinear (what nb_save_pretrained writes for it). Errors: NB_ERR_IO,
+ * NB_ERR_FORMAT (not JSON, a field of the wrong type), NB_ERR_UNSUPPORTED
+ * (another model_type, activation, rope_type, torch_dtype or
+ * quantization_config, such as transformers' packed BitLinear; any
+ * quantization_config on GPT-2; GPT-2's scale_attn_by_inverse_layer_idx /
+ * reorder_and_upcast_attn). */
 nb_status nb_hf_config_load(const char *path, nb_gpt2_config *gpt2, nb_llama_config *llama, bool *is_llama);
 
 /* Loads Hugging Face weights into m (GPT-2 or Llama): path is a weight
@@ -365,12 +367,14 @@ nb_status nb_causal_lm_load_weights(nb_module *m, const char *path, bool strict,
 /* config.json + model.safetensors in dir (created if missing) in
  * transformers' format for GPT2LMHeadModel / LlamaForCausalLM, so that
  * AutoModelForCausalLM.from_pretrained(dir) loads it; a Llama built with
- * bitlinear gets BitNet's "quantization_config" (nb_hf_config_load; with
- * transformers' AutoBitLinear the RMSNorm has a weight, of ones here).
+ * bitlinear gets BitNet's "quantization_config" (nb_hf_config_load).
+ * transformers' AutoBitLinear gives that RMSNorm a weight, which nabla's
+ * BitLinear does not have: the file holds no such keys (not tried against
+ * transformers).
  * Both files are written atomically. Errors: NB_ERR_INVALID_ARG (not a
  * decoder), NB_ERR_UNSUPPORTED (weights converted for inference by
  * nb_module_bitnet_pack or nb_module_int8_weight_only: not transformers'
- * keys; nb_module_state_dict_save writes them), NB_ERR_IO. */
+ * keys; nb_module_state_dict_save writes them), NB_ERR_IO, NB_ERR_OOM. */
 nb_status nb_save_pretrained(nb_module *m, const char *dir);
 /* A model built from dir/config.json on the default device, with the
  * weights of dir loaded strictly (nb_causal_lm_load_weights), in eval mode

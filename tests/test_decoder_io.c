@@ -305,25 +305,33 @@ START_TEST(test_config_errors) {
     ck_assert_int_eq(nb_hf_config_load(path_in("c.json"), &g, &l, &is_llama), NB_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "yarn"));
     /* quantization_config: BitNet online with its RMSNorm only */
-    const char *quant[] = {"{\"quant_method\": \"gptq\", \"bits\": 4}", "{\"quant_method\": \"bitnet\"}",
-                           "{\"quant_method\": \"bitnet\", \"quantization_mode\": \"online\"}",
-                           "{\"quant_method\": \"bitnet\", \"quantization_mode\": \"online\", \"use_rms_norm\": true, "
-                           "\"rms_norm_eps\": 1e-5}",
-                           "[1]", "{\"quant_method\": \"bitnet\", \"use_rms_norm\": \"yes\"}"};
-    const char *what[] = {"gptq", "offline", "use_rms_norm false", "1e-05", "object", "use_rms_norm"};
+#define BITNET_ONLINE "\"quant_method\": \"bitnet\", \"linear_class\": \"autobitlinear\", \"quantization_mode\": \"online\""
+    const char *quant[] = {"{\"quant_method\": \"gptq\", \"bits\": 4}",
+                           "{\"quant_method\": \"bitnet\"}",
+                           "{" BITNET_ONLINE "}",
+                           "{" BITNET_ONLINE ", \"use_rms_norm\": true, \"rms_norm_eps\": 1e-5}",
+                           "[1]",
+                           "{\"quant_method\": \"bitnet\", \"use_rms_norm\": \"yes\"}",
+                           "{\"quant_method\": \"bitnet\", \"quantization_mode\": \"online\", \"use_rms_norm\": true}",
+                           "{" BITNET_ONLINE ", \"use_rms_norm\": true, \"modules_to_not_convert\": [\"lm_head\", \"model.layers.0.mlp.up_proj\"]}"};
+    const char *what[] = {"gptq", "offline", "use_rms_norm false", "1e-05", "object", "use_rms_norm",
+                          "linear_class \"bitlinear\"", "other modules_to_not_convert"};
     const nb_status why[] = {NB_ERR_UNSUPPORTED, NB_ERR_UNSUPPORTED, NB_ERR_UNSUPPORTED, NB_ERR_UNSUPPORTED,
-                             NB_ERR_FORMAT, NB_ERR_FORMAT};
-    for (int i = 0; i < 6; i++) {
+                             NB_ERR_FORMAT,      NB_ERR_FORMAT,      NB_ERR_UNSUPPORTED, NB_ERR_UNSUPPORTED};
+    for (int i = 0; i < 8; i++) {
         char text[400];
         snprintf(text, sizeof text, "{\"model_type\": \"llama\", \"quantization_config\": %s}", quant[i]);
         write_text(path_in("c.json"), text);
         ck_assert_int_eq(nb_hf_config_load(path_in("c.json"), &g, &l, &is_llama), why[i]);
         ck_assert_msg(strstr(nb_last_error(), what[i]) != NULL, "%s: %s", quant[i], nb_last_error());
     }
-    write_text(path_in("c.json"), "{\"model_type\": \"llama\", \"quantization_config\": {\"quant_method\": \"bitnet\", "
-                                  "\"quantization_mode\": \"online\", \"use_rms_norm\": true}}");
+    write_text(path_in("c.json"), "{\"model_type\": \"llama\", \"quantization_config\": {" BITNET_ONLINE
+                                  ", \"use_rms_norm\": true, \"modules_to_not_convert\": null}}");
     NB_CK_OK(nb_hf_config_load(path_in("c.json"), &g, &l, &is_llama));
     ck_assert(is_llama && l.bitlinear);
+#undef BITNET_ONLINE
+    write_text(path_in("c.json"), "{\"model_type\": \"gpt2\", \"quantization_config\": {\"quant_method\": \"bitnet\"}}");
+    ck_assert_int_eq(nb_hf_config_load(path_in("c.json"), &g, &l, &is_llama), NB_ERR_UNSUPPORTED);
     write_text(path_in("c.json"), "{\"model_type\": \"llama\", \"quantization_config\": null}");
     NB_CK_OK(nb_hf_config_load(path_in("c.json"), &g, &l, &is_llama));
     ck_assert(!l.bitlinear);

@@ -102,9 +102,8 @@ START_TEST(test_cuda_16bit_fused_matches_float32) {
 END_TEST
 
 /* bfloat16 and float16 attention with dropout beyond the decode path's
- * rows, NB_CUDA_ATTENTION_DROPOUT=philox, the default (on CUDA, cuDNN's
- * fused flash attention forward and backward with nabla's own keep mask
- * as a tensor; NB_CUDA_ATTENTION=cudnn makes a decline an error) against
+ * rows, by default (on CUDA, cuDNN's fused flash attention forward and
+ * backward with nabla's own keep mask as a tensor; NB_CUDA_ATTENTION=cudnn makes a decline an error) against
  * float32 from the same generator state, so the same Philox mask: on the CPU, causal with S == L and plain with S != L
  * and an odd S; on the GPU (the float32 tiled kernels), 68 causal
  * 1024 x 1021 matrices, whose masks pass 2^26 weights (cuDNN runs the
@@ -115,7 +114,7 @@ END_TEST
  * cuDNN's forward). Skipped without a CUDA device. */
 START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
     if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
-    ck_assert_int_eq(setenv("NB_CUDA_ATTENTION_DROPOUT", "philox", 1), 0);
+    ck_assert_int_eq(unsetenv("NB_CUDA_ATTENTION_DROPOUT"), 0); /* the default (even after a test that set it) */
     nb_scope *s = nb_scope_begin();
     const int64_t E = 64;
     nb_dtype dts[2] = {NB_BF16, NB_F16};
@@ -176,7 +175,6 @@ START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
             nb_scope_end(it);
         }
     nb_scope_end(s);
-    ck_assert_int_eq(unsetenv("NB_CUDA_ATTENTION_DROPOUT"), 0);
 }
 END_TEST
 
@@ -208,8 +206,8 @@ static void ck_near(nb_tensor *got, nb_tensor *want, double atol, const char *wh
  * (NB_CUDA_ATTENTION_DROPOUT=cudnn, opt-in): with v the identity the output is the dropped
  * weights P' themselves, so the keep mask Z is read off it; the share kept
  * near 1 - p; the kept weights equal float32 softmax on the CPU over 1 - p;
- * Z is not nabla's keep mask (NB_CUDA_ATTENTION_DROPOUT=philox from the
- * same generator state draws another one), so cuDNN's generator ran. Then, from
+ * Z is not nabla's keep mask (the default, from the same generator state,
+ * draws another one), so cuDNN's generator ran. Then, from
  * the same state, a random v and an upstream gradient that is 1 where row
  * i meets column i: v's gradient P'^T dO is the backward's own P'
  * transposed, equal to the forward's; the output and every gradient
@@ -243,8 +241,9 @@ START_TEST(test_cuda_16bit_cudnn_dropout) {
                 NB_CK_OK(nb_set_requires_grad(x32[i], true));
                 h16[i] = nb_transpose(x16[i], 1, 2), h32[i] = nb_transpose(x32[i], 1, 2);
             }
-            nb_tensor *eye32 = nb_transpose(nb_test_tensor(NB_SHAPE(B, S, H, S), NB_F32, id), 1, 2);
-            nb_tensor *eye = nb_to_device(nb_to_dtype(eye32, dts[di]), NB_CUDA(0));
+            /* the identity [B, S, H, S] as v's heads view, laid out as h16[2] (one plan for every call) */
+            nb_tensor *id32 = nb_test_tensor(NB_SHAPE(B, S, H, S), NB_F32, id), *eye32 = nb_transpose(id32, 1, 2);
+            nb_tensor *eye = nb_transpose(nb_to_device(nb_to_dtype(id32, dts[di]), NB_CUDA(0)), 1, 2);
             nb_generator g0 = nb_generator_new(31 + (uint64_t)mode), g[5] = {g0, g0, g0, g0, g0};
             nb_sdpa_options o = {.is_causal = mode == 0, .dropout_p = p, .gen = &g[0]};
             nb_tensor *w = dropped_weights(h16[0], h16[1], eye, o);
@@ -257,7 +256,7 @@ START_TEST(test_cuda_16bit_cudnn_dropout) {
             const double kept = nb_item(nb_sum(keep, NULL, 0, false)) / open;
             ck_assert_msg(fabs(kept - (1 - p)) < 0.02, "%s: %g of the weights kept, want about %g", where, kept, 1 - p);
             ck_near(w, nb_detach(wref), 2e-2, "the forward's dropped weights", where);
-            ck_assert_int_eq(setenv("NB_CUDA_ATTENTION_DROPOUT", "philox", 1), 0);
+            ck_assert_int_eq(unsetenv("NB_CUDA_ATTENTION_DROPOUT"), 0); /* the default: nabla's mask */
             o.gen = &g[1];
             nb_tensor *wp = dropped_weights(h16[0], h16[1], eye, o);
             ck_assert_int_eq(setenv("NB_CUDA_ATTENTION_DROPOUT", "cudnn", 1), 0);

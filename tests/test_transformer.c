@@ -457,7 +457,12 @@ START_TEST(test_bert_int8_weight_only) {
     nb_named_tensor b[64];
     int nb = nb_module_buffers(bert, b, 64), n8 = 0;
     for (int i = 0; i < nb; i++) n8 += nb_dtype_of(b[i].tensor) == NB_I8;
-    ck_assert_int_ge(n8, 6); /* linear1, linear2, in_proj and out_proj of both layers, the head's transform */
+    ck_assert_int_eq(n8, 9); /* linear1, linear2, in_proj and out_proj of both layers, the head's transform */
+    for (int l = 0; l < 2; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "enc.layers.%d.self_attn", l);
+        NB_CK_NOTNULL(nb_module_get(nb_module_child(bert, name), "in_proj_weight_int8"));
+    }
     nb_ck_close_to(nb_forward(bert, ids), before, 0.05);
     nb_scope_end(s);
     nb_module_free(bert);

@@ -253,11 +253,12 @@ static void bitnet_cols_vnni(void *arg, int64_t n0, int64_t n1) {
     }
 }
 
-/* Whether this CPU runs AVX-512 VNNI (asked once). */
+/* Whether this CPU runs AVX-512 VNNI (asked once; racing first calls store the same value). */
 static bool vnni_cpu(void) {
     static int v = -1;
-    if (v < 0) v = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
-    return v == 1;
+    int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (r < 0) __atomic_store_n(&v, r = __builtin_cpu_supports("avx512vnni") ? 1 : 0, __ATOMIC_RELAXED);
+    return r == 1;
 }
 #endif
 

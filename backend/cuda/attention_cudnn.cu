@@ -13,7 +13,8 @@
 // The backward (the frontend's deterministic, dP-workspace form: dQ is one
 // product, no float32 accumulation by atomics):
 //   D = rowsum(dO o O') (a float32 [B, L] in scratch; O' = O, or with
-//   dropout a copy of O times 1 - p: cudnn_backward says why),
+//   nabla's dropout mask a copy of O times 1 - p: cudnn_backward says
+//   why; with cuDNN's generator O times a graph factor 1 - p),
 //   P = exp(scale Q K^T - lse) [causal as above], P' = P [* Z * 1/(1-p)],
 //   dV = P'^T dO, dS = ((dO V^T) [* Z] - D) o P [* 1/(1-p)] * scale,
 //   dK = dS^T Q, dQ = dS K.
@@ -353,7 +354,9 @@ void graph_bwd(Builder &bd, const Key &k, cudnnBackendDescriptor_t *ops, int *np
     cudnnBackendDescriptor_t dsum = bd.tensor(UID_DSUM, f32, x.rd, x.rs);
     cudnnBackendDescriptor_t zmask = !k.drop ? nullptr : k.rng ? rng_mask(bd, x, k, ops, &n) : keep_mask(bd, x);
     cudnnBackendDescriptor_t dscale = k.drop ? bd.scalar(UID_DROP_SCALE) : nullptr;
-    // D = rowsum(dO o O) * 1 (with dropout, O comes in scaled by 1 - p: cudnn_backward)
+    // D = rowsum(dO o O) * f: f = 1 with nabla's mask (O comes in scaled by
+    // 1 - p: cudnn_backward), 1 - p with cuDNN's generator (the frontend's
+    // Dropout_scale_inv; O as it is)
     cudnnBackendDescriptor_t dd = bd.virt(od), r = bd.virt(x.rd);
     ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, dO, x.o, nullptr, dd);
     ops[n++] = bd.reduction(CUDNN_REDUCE_TENSOR_ADD, dd, r);
@@ -612,7 +615,7 @@ struct Arg {
 // k_rng_args: the RNG operation's seed and offset tensors, the offset read
 // on the stream (a captured graph's replay adds the generator's offset then).
 __global__ void k_rng_args(int64_t *dst, uint64_t seed, uint64_t offset, const uint64_t *offset_base) {
-    dst[0] = (int64_t)seed, dst[1] = (int64_t)(offset + (offset_base ? *offset_base : 0));
+    dst[0] = (int64_t)seed, dst[2] = (int64_t)(offset + (offset_base ? *offset_base : 0));
 }
 
 // Runs key's plan over the tensors, in chunks of the batch (chunk_of); the
@@ -627,7 +630,8 @@ nb_status execute(nb_backend *be, cudnnHandle_t h, const char *op, const Key &fu
     key.b1 = cb;
     Scratch ws, zmask, rng_args;
     const bool zm = key.drop && !key.rng; // nabla's keep mask in memory
-    const float scale = (float)a.scale, neg_inf = -INFINITY, one = 1;
+    // the backward's D factor: 1 - p with cuDNN's generator, else 1 (graph_bwd)
+    const float scale = (float)a.scale, neg_inf = -INFINITY, one = key.rng ? (float)(1 / a.keep_scale) : 1.0f;
     const float drop_scale = (float)a.keep_scale;
     void *ptrs[20];
     int64_t uids[20];
@@ -661,11 +665,12 @@ nb_status execute(nb_backend *be, cudnnHandle_t h, const char *op, const Key &fu
         st = nb_last_status();
     if (!st && p->plan && p->ws && !ws.alloc(be, (size_t)p->ws)) st = nb_last_status();
     if (!st && p->plan && key.rng) {
-        if (!rng_args.alloc(be, 2 * sizeof(int64_t))) st = nb_last_status();
+        // seed at 0 and offset at 16 bytes: each tensor 16-byte aligned, as declared
+        if (!rng_args.alloc(be, 4 * sizeof(int64_t))) st = nb_last_status();
         else {
             k_rng_args<<<1, 1, 0, stream_of(be)>>>(rng_args.as<int64_t>(), a.seed, a.offset, a.offset_base);
             st = launched(op);
-            ptrs[rslot] = rng_args.ptr, ptrs[rslot + 1] = rng_args.as<int64_t>() + 1;
+            ptrs[rslot] = rng_args.ptr, ptrs[rslot + 1] = rng_args.as<int64_t>() + 2;
         }
     }
     for (int64_t c0 = 0; !st && p->plan && c0 < full.b1; c0 += cb) {
@@ -814,9 +819,12 @@ nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att 
     // dK off by D p/(1-p) P, measured on the H200); so O goes in as a copy
     // scaled by 1 - p (at O's own strides: the same plan) and the graph's
     // factor is 1, which is right whether or not an engine reads it.
+    // (With cuDNN's generator, O goes in as it is and the graph's factor is
+    // 1 - p, as the frontend builds it: an engine that scales D itself there
+    // would otherwise scale it twice. Not yet confirmed on a GPU.)
     Scratch oscaled;
     void *o_ptr = out.data;
-    if (a.dropout) {
+    if (a.dropout && !key.rng) {
         const int64_t extent =
             (key.b1 - 1) * key.st[3][0] + (key.b2 - 1) * key.st[3][1] + (a.L - 1) * key.st[3][2] + a.Ev;
         const int64_t total8 = a.B * a.L * a.Ev / 8;

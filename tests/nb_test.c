@@ -75,6 +75,13 @@ void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape) {
     for (int i = 0; i < ndim; i++) ck_assert_int_eq(nb_size(t, i), shape[i]);
 }
 
+nb_tensor *nb_test_randn(int ndim, const int64_t *shape, nb_dtype dt, uint64_t seed) {
+    nb_generator g = nb_generator_new(seed);
+    nb_tensor *t = nb_randn(ndim, shape, dt, &g);
+    NB_CK_NOTNULL(t);
+    return t;
+}
+
 nb_tensor *nb_test_randn_grad(int ndim, const int64_t *shape, uint64_t seed) {
     nb_generator g = nb_generator_new(seed);
     nb_tensor *t = nb_randn(ndim, shape, NB_F64, &g);

@@ -61,6 +61,8 @@ void nb_ck_close_to(const nb_tensor *got, const nb_tensor *want, double atol);
 double nb_test_rel_err(const nb_tensor *got, const double *want, int64_t n);
 /* Asserts shape equality. */
 void nb_ck_shape(const nb_tensor *t, int ndim, const int64_t *shape);
+/* An N(0,1) tensor of dt from a generator seeded with seed, scoped. */
+nb_tensor *nb_test_randn(int ndim, const int64_t *shape, nb_dtype dt, uint64_t seed);
 /* A float64 N(0,1) tensor that requires grad, scoped. */
 nb_tensor *nb_test_randn_grad(int ndim, const int64_t *shape, uint64_t seed);
 /* Asserts a and b (any devices) have one dtype, one element count and the

@@ -34,13 +34,6 @@ static nb_tensor *f_sdpa(nb_tensor *const *in, int n, void *ctx) {
     return nb_scaled_dot_product_attention(in[0], in[1], in[2], o);
 }
 
-static nb_tensor *randn(int ndim, const int64_t *shape, nb_dtype dt, uint64_t seed) {
-    nb_generator g = nb_generator_new(seed);
-    nb_tensor *t = nb_randn(ndim, shape, dt, &g);
-    NB_CK_NOTNULL(t);
-    return t;
-}
-
 /* The additive form of is_causal for [L, S]: -inf where j > i. */
 static nb_tensor *causal_additive(int64_t L, int64_t S, nb_dtype dt) {
     double *m = malloc(sizeof(double) * (size_t)(L * S));
@@ -105,9 +98,9 @@ typedef struct {
 /* One forward comparison in each mode for dtype dt. */
 static void check_modes(dims d, nb_dtype dt, double atol) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *q64 = randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1);
-    nb_tensor *k64 = randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2);
-    nb_tensor *v64 = randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3);
+    nb_tensor *q64 = nb_test_randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1);
+    nb_tensor *k64 = nb_test_randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2);
+    nb_tensor *v64 = nb_test_randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3);
     nb_tensor *q = nb_to_dtype(q64, dt), *k = nb_to_dtype(k64, dt), *v = nb_to_dtype(v64, dt);
     double sc = 1 / sqrt((double)d.E);
     /* no mask */
@@ -130,7 +123,7 @@ static void check_modes(dims d, nb_dtype dt, double atol) {
     nb_ck_close_to(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = pad}),
                    naive(q64, k64, v64, pad_add, sc, NULL), atol);
     /* additive float mask [H, L, S], finite values */
-    nb_tensor *fm64 = randn(NB_SHAPE(d.H, d.L, d.S), NB_F64, 7);
+    nb_tensor *fm64 = nb_test_randn(NB_SHAPE(d.H, d.L, d.S), NB_F64, 7);
     nb_ck_close_to(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = nb_to_dtype(fm64, dt)}),
                    naive(q64, k64, v64, fm64, sc, NULL), atol);
     /* causal (top-left aligned for L != S) */
@@ -159,15 +152,15 @@ END_TEST
 
 START_TEST(test_no_batch_dims_and_shapes) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *q = randn(NB_SHAPE(9, 5), NB_F64, 1), *k = randn(NB_SHAPE(11, 5), NB_F64, 2);
-    nb_tensor *v = randn(NB_SHAPE(11, 6), NB_F64, 3);
+    nb_tensor *q = nb_test_randn(NB_SHAPE(9, 5), NB_F64, 1), *k = nb_test_randn(NB_SHAPE(11, 5), NB_F64, 2);
+    nb_tensor *v = nb_test_randn(NB_SHAPE(11, 6), NB_F64, 3);
     nb_tensor *o = nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.is_causal = true});
     nb_ck_shape(o, 2, (int64_t[]){9, 6});
     nb_ck_close_to(o, naive(q, k, v, causal_additive(9, 11, NB_F64), 1 / sqrt(5.0), NULL), 1e-12);
     /* non-contiguous inputs (transposed heads) */
-    nb_tensor *qt = nb_transpose(randn(NB_SHAPE(2, 6, 3, 4), NB_F64, 4), 1, 2);
-    nb_tensor *kt = nb_transpose(randn(NB_SHAPE(2, 8, 3, 4), NB_F64, 5), 1, 2);
-    nb_tensor *vt = nb_transpose(randn(NB_SHAPE(2, 8, 3, 4), NB_F64, 6), 1, 2);
+    nb_tensor *qt = nb_transpose(nb_test_randn(NB_SHAPE(2, 6, 3, 4), NB_F64, 4), 1, 2);
+    nb_tensor *kt = nb_transpose(nb_test_randn(NB_SHAPE(2, 8, 3, 4), NB_F64, 5), 1, 2);
+    nb_tensor *vt = nb_transpose(nb_test_randn(NB_SHAPE(2, 8, 3, 4), NB_F64, 6), 1, 2);
     o = nb_scaled_dot_product_attention(qt, kt, vt, (nb_sdpa_options){0});
     nb_ck_shape(o, 4, (int64_t[]){2, 3, 6, 4});
     nb_ck_close_to(o, naive(qt, kt, vt, NULL, 0.5, NULL), 1e-12);
@@ -177,8 +170,8 @@ END_TEST
 
 START_TEST(test_fully_masked_row_nan) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *q = randn(NB_SHAPE(2, 3), NB_F64, 1), *k = randn(NB_SHAPE(2, 3), NB_F64, 2);
-    nb_tensor *v = randn(NB_SHAPE(2, 2), NB_F64, 3);
+    nb_tensor *q = nb_test_randn(NB_SHAPE(2, 3), NB_F64, 1), *k = nb_test_randn(NB_SHAPE(2, 3), NB_F64, 2);
+    nb_tensor *v = nb_test_randn(NB_SHAPE(2, 2), NB_F64, 3);
     nb_tensor *m = nb_from_data((bool[]){true, true, false, false}, NB_SHAPE(2, 2), NB_BOOL);
     double got[4];
     nb_test_values(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.attn_mask = m}), got, 4);
@@ -193,8 +186,8 @@ END_TEST
 START_TEST(test_dropout_reproducible_and_exact) {
     nb_scope *s = nb_scope_begin();
     dims d = {2, 2, 70, 67, 8, 5};
-    nb_tensor *q = randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1), *k = randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2);
-    nb_tensor *v = randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3);
+    nb_tensor *q = nb_test_randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1), *k = nb_test_randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2);
+    nb_tensor *v = nb_test_randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3);
     nb_generator g0 = nb_generator_new(42), g1 = g0, g2 = g0;
     nb_tensor *a = nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.dropout_p = 0.3, .gen = &g1});
     nb_tensor *b = nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){.dropout_p = 0.3, .gen = &g2});
@@ -216,7 +209,7 @@ START_TEST(test_dropout_unbiased) {
     nb_scope *s = nb_scope_begin();
     /* q = 0: every weight is 1/S; v = 1: out = (kept / S) / (1 - p), mean 1 */
     int64_t L = 256, S = 256;
-    nb_tensor *q = nb_zeros(NB_SHAPE(1, L, 4), NB_F32), *k = randn(NB_SHAPE(1, S, 4), NB_F32, 2);
+    nb_tensor *q = nb_zeros(NB_SHAPE(1, L, 4), NB_F32), *k = nb_test_randn(NB_SHAPE(1, S, 4), NB_F32, 2);
     nb_tensor *v = nb_ones(NB_SHAPE(1, S, 1), NB_F32);
     nb_generator g = nb_generator_new(7);
     double p = 0.3;
@@ -251,7 +244,7 @@ START_TEST(test_gradcheck_modes) {
     gradcheck_qkv((dims){1, 2, 7, 5, 3, 4}, (sdpa_ctx){.causal = true}, 35); /* L > S */
     nb_scope *s = nb_scope_begin();
     gradcheck_qkv(d, (sdpa_ctx){.mask = nb_test_bool_mask(d.L, d.S, 3, NULL)}, 40);
-    gradcheck_qkv(d, (sdpa_ctx){.mask = randn(NB_SHAPE(d.B, 1, d.L, d.S), NB_F64, 9)}, 50);
+    gradcheck_qkv(d, (sdpa_ctx){.mask = nb_test_randn(NB_SHAPE(d.B, 1, d.L, d.S), NB_F64, 9)}, 50);
     nb_scope_end(s);
 }
 END_TEST
@@ -260,8 +253,8 @@ START_TEST(test_gradcheck_partial) {
     /* only some inputs require grad: the kernel skips the other passes */
     nb_scope *s = nb_scope_begin();
     dims d = {2, 2, 70, 9, 4, 3};
-    nb_tensor *q = randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1), *k = randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2);
-    nb_tensor *v = randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3);
+    nb_tensor *q = nb_test_randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1), *k = nb_test_randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2);
+    nb_tensor *v = nb_test_randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3);
     sdpa_ctx c = {.causal = true, .p = 0.1, .gen = nb_generator_new(4)};
     nb_tensor *only_q[3] = {nb_test_randn_grad(NB_SHAPE(d.B, d.H, d.L, d.E), 5), k, v};
     nb_tensor *only_v[3] = {q, k, nb_test_randn_grad(NB_SHAPE(d.B, d.H, d.S, d.Ev), 6)};
@@ -299,13 +292,13 @@ END_TEST
 /* Gradients of sum(out * w) w.r.t. q, k, v in dtype dt, as float64 host values. */
 static void grads_in(nb_dtype dt, dims d, sdpa_ctx c, double *out[3]) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *in[3] = {nb_to_dtype(randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1), dt),
-                        nb_to_dtype(randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2), dt),
-                        nb_to_dtype(randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3), dt)};
+    nb_tensor *in[3] = {nb_to_dtype(nb_test_randn(NB_SHAPE(d.B, d.H, d.L, d.E), NB_F64, 1), dt),
+                        nb_to_dtype(nb_test_randn(NB_SHAPE(d.B, d.H, d.S, d.E), NB_F64, 2), dt),
+                        nb_to_dtype(nb_test_randn(NB_SHAPE(d.B, d.H, d.S, d.Ev), NB_F64, 3), dt)};
     for (int i = 0; i < 3; i++) NB_CK_OK(nb_set_requires_grad(in[i], true));
     if (c.mask && nb_dtype_of(c.mask) != NB_BOOL) c.mask = nb_to_dtype(c.mask, dt);
     nb_tensor *o = f_sdpa(in, 3, &c);
-    nb_tensor *w = nb_to_dtype(randn(4, nb_shape(o), NB_F64, 4), dt);
+    nb_tensor *w = nb_to_dtype(nb_test_randn(4, nb_shape(o), NB_F64, 4), dt);
     NB_CK_OK(nb_backward(nb_sum(nb_mul(o, w), NULL, 0, false)));
     for (int i = 0; i < 3; i++) {
         int64_t n = nb_numel(in[i]);
@@ -320,7 +313,7 @@ START_TEST(test_backward_f32_matches_f64) {
     /* the float32 kernels (own exp, transposed tiles) against float64 */
     dims d = {2, 1, 130, 150, 16, 8};
     nb_scope *s = nb_scope_begin();
-    sdpa_ctx cases[3] = {{.causal = true}, {.mask = randn(NB_SHAPE(d.L, d.S), NB_F64, 5)},
+    sdpa_ctx cases[3] = {{.causal = true}, {.mask = nb_test_randn(NB_SHAPE(d.L, d.S), NB_F64, 5)},
                          {.p = 0.2, .gen = nb_generator_new(9), .mask = nb_test_bool_mask(d.L, d.S, 6, NULL)}};
     for (int k = 0; k < 3; k++) {
         double *g32[3], *g64[3];
@@ -359,7 +352,7 @@ static void run_threads(int n, nb_tensor *const *qkv, nb_tensor *mask, char **re
     nb_tensor *o = nb_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2],
                                                    (nb_sdpa_options){.attn_mask = mask, .dropout_p = 0.1, .gen = &g});
     NB_CK_NOTNULL(o);
-    nb_tensor *w = randn(4, nb_shape(o), NB_F32, 12);
+    nb_tensor *w = nb_test_randn(4, nb_shape(o), NB_F32, 12);
     NB_CK_OK(nb_backward(nb_sum(nb_mul(o, w), NULL, 0, false)));
     res[0] = host_bytes(o, &bytes[0]);
     for (int i = 0; i < 3; i++) res[i + 1] = host_bytes(nb_tensor_grad(qkv[i]), &bytes[i + 1]);
@@ -368,10 +361,10 @@ static void run_threads(int n, nb_tensor *const *qkv, nb_tensor *mask, char **re
 START_TEST(test_threads_bitwise) {
     nb_scope *s = nb_scope_begin();
     int before = nb_get_num_threads();
-    nb_tensor *qkv[3] = {randn(NB_SHAPE(2, 3, 130, 16), NB_F32, 1), randn(NB_SHAPE(2, 3, 200, 16), NB_F32, 2),
-                         randn(NB_SHAPE(2, 3, 200, 8), NB_F32, 3)};
+    nb_tensor *qkv[3] = {nb_test_randn(NB_SHAPE(2, 3, 130, 16), NB_F32, 1), nb_test_randn(NB_SHAPE(2, 3, 200, 16), NB_F32, 2),
+                         nb_test_randn(NB_SHAPE(2, 3, 200, 8), NB_F32, 3)};
     for (int i = 0; i < 3; i++) NB_CK_OK(nb_set_requires_grad(qkv[i], true));
-    nb_tensor *mask = randn(NB_SHAPE(2, 1, 130, 200), NB_F32, 4);
+    nb_tensor *mask = nb_test_randn(NB_SHAPE(2, 1, 130, 200), NB_F32, 4);
     char *a[4], *b[4];
     size_t na[4], nbytes[4];
     run_threads(1, qkv, mask, a, na);
@@ -391,8 +384,8 @@ START_TEST(test_memory_no_score_matrix) {
      * backward together must stay far below it beyond q, k, v, out, grads */
     nb_scope *s = nb_scope_begin();
     int64_t L = 2048, E = 16;
-    nb_tensor *q = randn(NB_SHAPE(1, L, E), NB_F32, 1), *k = randn(NB_SHAPE(1, L, E), NB_F32, 2);
-    nb_tensor *v = randn(NB_SHAPE(1, L, E), NB_F32, 3);
+    nb_tensor *q = nb_test_randn(NB_SHAPE(1, L, E), NB_F32, 1), *k = nb_test_randn(NB_SHAPE(1, L, E), NB_F32, 2);
+    nb_tensor *v = nb_test_randn(NB_SHAPE(1, L, E), NB_F32, 3);
     nb_tensor *pad = nb_ones(NB_SHAPE(1, 1, L), NB_BOOL); /* broadcast over rows: not copied */
     for (int i = 0; i < 3; i++) NB_CK_OK(nb_set_requires_grad((nb_tensor *[]){q, k, v}[i], true));
     nb_memory_reset_peak(NB_CPU);
@@ -427,7 +420,7 @@ START_TEST(test_16bit_matches_float32) {
                 int64_t shapes[4][4] = {{B, H, L, E}, {B, H, S, E}, {B, H, S, E}, {1, H, L, S}};
                 int n = mode == 3 ? 4 : 3;
                 for (int i = 0; i < n; i++) {
-                    nb_tensor *r = nb_to_dtype(randn(4, shapes[i], NB_F32, 40 + (uint64_t)i), dt);
+                    nb_tensor *r = nb_to_dtype(nb_test_randn(4, shapes[i], NB_F32, 40 + (uint64_t)i), dt);
                     x16[i] = nb_detach(nb_to_device(r, devs[dv]));
                     x32[i] = nb_detach(nb_to_device(nb_to_dtype(r, NB_F32), devs[dv]));
                     NB_CK_OK(nb_set_requires_grad(x16[i], true));
@@ -437,7 +430,7 @@ START_TEST(test_16bit_matches_float32) {
                 nb_generator g16 = nb_generator_new(5), g32 = g16;
                 nb_sdpa_options o = {.is_causal = mode == 1, .attn_mask = mode == 2 ? bm : NULL,
                                      .dropout_p = mode == 4 ? 0.2 : 0};
-                nb_tensor *out[2], *w = nb_to_device(randn(NB_SHAPE(B, H, L, E), NB_F32, 9), devs[dv]);
+                nb_tensor *out[2], *w = nb_to_device(nb_test_randn(NB_SHAPE(B, H, L, E), NB_F32, 9), devs[dv]);
                 for (int t = 0; t < 2; t++) {
                     nb_tensor **x = t ? x32 : x16;
                     if (mode == 3) o.attn_mask = x[3];
@@ -457,7 +450,7 @@ START_TEST(test_16bit_matches_float32) {
                 }
             }
     for (int dv = 0; dv < ndev; dv++) { /* autocast: float32 in, bfloat16 out; a float32 additive mask follows q */
-        nb_tensor *q = nb_to_device(randn(NB_SHAPE(2, 3, 4), NB_F32, 1), devs[dv]);
+        nb_tensor *q = nb_to_device(nb_test_randn(NB_SHAPE(2, 3, 4), NB_F32, 1), devs[dv]);
         nb_tensor *m = nb_to_device(nb_zeros(NB_SHAPE(3, 3), NB_F32), devs[dv]);
         NB_CK_OK(nb_autocast_begin(devs[dv], NB_BF16));
         nb_tensor *o = nb_scaled_dot_product_attention(q, q, q, (nb_sdpa_options){.attn_mask = m});
@@ -487,8 +480,8 @@ START_TEST(test_heads_views_match_contiguous) {
         for (int di = 0; di < 3; di++)
             for (int mode = 0; mode < 2; mode++) {
                 nb_tensor *x[2], *o[2];
-                nb_tensor *r = nb_to_device(nb_to_dtype(randn(NB_SHAPE(B, N, 3 * H * D), NB_F32, 21), dts[di]), devs[dv]);
-                nb_tensor *w = nb_to_device(nb_to_dtype(randn(NB_SHAPE(B, H, N, D), NB_F32, 22), dts[di]), devs[dv]);
+                nb_tensor *r = nb_to_device(nb_to_dtype(nb_test_randn(NB_SHAPE(B, N, 3 * H * D), NB_F32, 21), dts[di]), devs[dv]);
+                nb_tensor *w = nb_to_device(nb_to_dtype(nb_test_randn(NB_SHAPE(B, H, N, D), NB_F32, 22), dts[di]), devs[dv]);
                 for (int t = 0; t < 2; t++) {
                     x[t] = nb_detach(nb_contiguous(r));
                     NB_CK_OK(nb_set_requires_grad(x[t], true));
@@ -516,8 +509,8 @@ START_TEST(test_heads_views_match_contiguous) {
     /* k, v broadcast over the batch (stride 0 after broadcast_batch) and a
      * gradient with a broadcast dim: copied, not taken as head views */
     for (int dv = 0; dv < ndev; dv++) {
-        nb_tensor *q = nb_to_device(randn(NB_SHAPE(B, H, N, D), NB_F32, 31), devs[dv]);
-        nb_tensor *kv = nb_detach(nb_to_device(randn(NB_SHAPE(1, H, N, D), NB_F32, 32), devs[dv])), *kv2;
+        nb_tensor *q = nb_to_device(nb_test_randn(NB_SHAPE(B, H, N, D), NB_F32, 31), devs[dv]);
+        nb_tensor *kv = nb_detach(nb_to_device(nb_test_randn(NB_SHAPE(1, H, N, D), NB_F32, 32), devs[dv])), *kv2;
         NB_CK_OK(nb_set_requires_grad(kv, true));
         nb_tensor *o = nb_scaled_dot_product_attention(q, kv, kv, (nb_sdpa_options){.is_causal = true});
         NB_CK_OK(nb_backward(nb_sum(nb_mean(o, (int[]){2}, 1, false), NULL, 0, false))); /* g broadcast over N */
@@ -536,9 +529,9 @@ END_TEST
 
 START_TEST(test_errors) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *q = randn(NB_SHAPE(2, 5, 4), NB_F64, 1), *k = randn(NB_SHAPE(2, 7, 4), NB_F64, 2);
-    nb_tensor *v = randn(NB_SHAPE(2, 7, 3), NB_F64, 3);
-    nb_tensor *k3 = randn(NB_SHAPE(2, 7, 3), NB_F64, 4), *kb = randn(NB_SHAPE(3, 7, 4), NB_F64, 5);
+    nb_tensor *q = nb_test_randn(NB_SHAPE(2, 5, 4), NB_F64, 1), *k = nb_test_randn(NB_SHAPE(2, 7, 4), NB_F64, 2);
+    nb_tensor *v = nb_test_randn(NB_SHAPE(2, 7, 3), NB_F64, 3);
+    nb_tensor *k3 = nb_test_randn(NB_SHAPE(2, 7, 3), NB_F64, 4), *kb = nb_test_randn(NB_SHAPE(3, 7, 4), NB_F64, 5);
     nb_sdpa_options none = {0};
     NB_CK_FAILS(nb_scaled_dot_product_attention(q, k3, v, none), NB_ERR_SHAPE);   /* E differs */
     NB_CK_FAILS(nb_scaled_dot_product_attention(q, kb, v, none), NB_ERR_SHAPE);   /* batch differs */
@@ -608,8 +601,8 @@ static nb_tensor *repeat_interleave_heads(nb_tensor *k, int64_t g) {
 START_TEST(test_gqa_forward) {
     nb_scope *s = nb_scope_begin();
     /* Hq = 6 query heads over Hk = 2 kv heads; L = 5 queries, S = 7 keys */
-    nb_tensor *q = randn(NB_SHAPE(2, 6, 5, 4), NB_F64, 1), *k = randn(NB_SHAPE(2, 2, 7, 4), NB_F64, 2);
-    nb_tensor *v = randn(NB_SHAPE(2, 2, 7, 3), NB_F64, 3);
+    nb_tensor *q = nb_test_randn(NB_SHAPE(2, 6, 5, 4), NB_F64, 1), *k = nb_test_randn(NB_SHAPE(2, 2, 7, 4), NB_F64, 2);
+    nb_tensor *v = nb_test_randn(NB_SHAPE(2, 2, 7, 3), NB_F64, 3);
     nb_tensor *kr = repeat_interleave_heads(k, 3), *vr = repeat_interleave_heads(v, 3);
     nb_tensor *mask = nb_test_bool_mask(5, 7, 9, NULL);
     nb_sdpa_options modes[3] = {{.enable_gqa = true}, {.enable_gqa = true, .is_causal = true},
@@ -631,15 +624,15 @@ START_TEST(test_gqa_forward) {
                                                    (nb_sdpa_options){0}),
                    1e-6);
     /* errors: heads that do not divide, too few dims, without enable_gqa */
-    NB_CK_FAILS(nb_scaled_dot_product_attention(q, randn(NB_SHAPE(2, 4, 7, 4), NB_F64, 4),
-                                                randn(NB_SHAPE(2, 4, 7, 3), NB_F64, 5), (nb_sdpa_options){.enable_gqa = true}),
+    NB_CK_FAILS(nb_scaled_dot_product_attention(q, nb_test_randn(NB_SHAPE(2, 4, 7, 4), NB_F64, 4),
+                                                nb_test_randn(NB_SHAPE(2, 4, 7, 3), NB_F64, 5), (nb_sdpa_options){.enable_gqa = true}),
                 NB_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(nb_last_error(), "enable_gqa"));
-    NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, randn(NB_SHAPE(2, 3, 7, 3), NB_F64, 5),
+    NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, nb_test_randn(NB_SHAPE(2, 3, 7, 3), NB_F64, 5),
                                                 (nb_sdpa_options){.enable_gqa = true}),
                 NB_ERR_SHAPE);
-    NB_CK_FAILS(nb_scaled_dot_product_attention(randn(NB_SHAPE(5, 4), NB_F64, 6), randn(NB_SHAPE(7, 4), NB_F64, 7),
-                                                randn(NB_SHAPE(7, 4), NB_F64, 8), (nb_sdpa_options){.enable_gqa = true}),
+    NB_CK_FAILS(nb_scaled_dot_product_attention(nb_test_randn(NB_SHAPE(5, 4), NB_F64, 6), nb_test_randn(NB_SHAPE(7, 4), NB_F64, 7),
+                                                nb_test_randn(NB_SHAPE(7, 4), NB_F64, 8), (nb_sdpa_options){.enable_gqa = true}),
                 NB_ERR_SHAPE);
     NB_CK_FAILS(nb_scaled_dot_product_attention(q, k, v, (nb_sdpa_options){0}), NB_ERR_SHAPE);
     nb_scope_end(s);

@@ -12,13 +12,6 @@
 #include "nb_test.h"
 #include "suites.h"
 
-static nb_tensor *randn(int ndim, const int64_t *shape, nb_dtype dt, uint64_t seed) {
-    nb_generator g = nb_generator_new(seed);
-    nb_tensor *t = nb_randn(ndim, shape, dt, &g);
-    NB_CK_NOTNULL(t);
-    return t;
-}
-
 /* The CUDA long-sequence path (B*L*S above the score-matrix path's 2^26:
  * the tiled kernels, k_flash_fwd64 at head size 64 in float32) against the
  * CPU on the same bits: causal with dropout (the same Philox masks), a bool
@@ -28,8 +21,8 @@ START_TEST(test_cuda_long_sequence_matches_cpu) {
     if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
     nb_scope *s = nb_scope_begin();
     const int64_t B = 2, L = 5800, S = 5801, E = 64;
-    nb_tensor *q = randn(NB_SHAPE(B, 1, L, E), NB_F32, 11), *k = randn(NB_SHAPE(B, 1, S, E), NB_F32, 12);
-    nb_tensor *v = randn(NB_SHAPE(B, 1, S, E), NB_F32, 13);
+    nb_tensor *q = nb_test_randn(NB_SHAPE(B, 1, L, E), NB_F32, 11), *k = nb_test_randn(NB_SHAPE(B, 1, S, E), NB_F32, 12);
+    nb_tensor *v = nb_test_randn(NB_SHAPE(B, 1, S, E), NB_F32, 13);
     nb_tensor *qc = nb_to_device(q, NB_CUDA(0)), *kc = nb_to_device(k, NB_CUDA(0)), *vc = nb_to_device(v, NB_CUDA(0));
     nb_tensor *mask = nb_test_bool_mask(L, S, 5, NULL), *maskc = nb_to_device(mask, NB_CUDA(0));
     for (int c = 0; c < 3; c++) {
@@ -72,14 +65,14 @@ START_TEST(test_cuda_16bit_fused_matches_float32) {
             const int64_t lens[3] = {L, S, S}, heads[3] = {H, Hk, Hk};
             nb_tensor *x16[3], *x32[3];
             for (int i = 0; i < 3; i++) { /* [B, len, h, E] rounded, then [B, h, len, E] views */
-                nb_tensor *r = nb_to_dtype(randn(NB_SHAPE(B, lens[i], heads[i], E), NB_F32, 60 + (uint64_t)i), dts[di]);
+                nb_tensor *r = nb_to_dtype(nb_test_randn(NB_SHAPE(B, lens[i], heads[i], E), NB_F32, 60 + (uint64_t)i), dts[di]);
                 x16[i] = nb_detach(nb_to_device(r, NB_CUDA(0)));
                 x32[i] = nb_detach(nb_to_dtype(r, NB_F32));
                 NB_CK_OK(nb_set_requires_grad(x16[i], true));
                 NB_CK_OK(nb_set_requires_grad(x32[i], true));
             }
             nb_sdpa_options o = {.is_causal = mode != 1, .enable_gqa = mode == 2};
-            nb_tensor *w = randn(NB_SHAPE(B, H, L, E), NB_F32, 9), *out[2];
+            nb_tensor *w = nb_test_randn(NB_SHAPE(B, H, L, E), NB_F32, 9), *out[2];
             for (int t = 0; t < 2; t++) {
                 nb_tensor **x = t ? x32 : x16;
                 out[t] = nb_scaled_dot_product_attention(nb_transpose(x[0], 1, 2), nb_transpose(x[1], 1, 2),
@@ -127,7 +120,7 @@ START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
             const nb_device ref = mode == 2 ? NB_CUDA(0) : NB_CPU;
             nb_tensor *x16[3], *x32[3];
             for (int i = 0; i < 3; i++) { /* [B, len, H, E] rounded, then [B, H, len, E] views */
-                nb_tensor *r = nb_to_dtype(randn(NB_SHAPE(B, lens[i], H, E), NB_F32, 80 + (uint64_t)i), dts[di]);
+                nb_tensor *r = nb_to_dtype(nb_test_randn(NB_SHAPE(B, lens[i], H, E), NB_F32, 80 + (uint64_t)i), dts[di]);
                 x16[i] = nb_detach(nb_to_device(r, NB_CUDA(0)));
                 x32[i] = nb_detach(nb_to_device(nb_to_dtype(r, NB_F32), ref));
                 NB_CK_OK(nb_set_requires_grad(x16[i], true));
@@ -135,7 +128,7 @@ START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
             }
             nb_generator g0 = nb_generator_new(23 + (uint64_t)mode), g[3] = {g0, g0, g0};
             nb_sdpa_options o = {.is_causal = mode != 1, .dropout_p = mode == 1 ? 0.25 : 0.1};
-            nb_tensor *w = randn(NB_SHAPE(B, H, L, E), NB_F32, 19), *out[2];
+            nb_tensor *w = nb_test_randn(NB_SHAPE(B, H, L, E), NB_F32, 19), *out[2];
             for (int t = 0; t < 2; t++) {
                 nb_tensor **x = t ? x32 : x16;
                 o.gen = &g[t];
@@ -234,7 +227,7 @@ START_TEST(test_cuda_16bit_cudnn_dropout) {
             const int64_t L = mode ? 96 : S, lens[3] = {L, S, S};
             nb_tensor *x16[3], *x32[3], *h16[3], *h32[3];
             for (int i = 0; i < 3; i++) { /* [B, len, H, E] rounded, then [B, H, len, E] views */
-                nb_tensor *r = nb_to_dtype(randn(NB_SHAPE(B, lens[i], H, E), NB_F32, 120 + (uint64_t)i), dts[di]);
+                nb_tensor *r = nb_to_dtype(nb_test_randn(NB_SHAPE(B, lens[i], H, E), NB_F32, 120 + (uint64_t)i), dts[di]);
                 x16[i] = nb_detach(nb_to_device(r, NB_CUDA(0)));
                 x32[i] = nb_detach(nb_to_dtype(r, NB_F32));
                 NB_CK_OK(nb_set_requires_grad(x16[i], true));
@@ -328,7 +321,7 @@ START_TEST(test_cuda_16bit_decode_matches_float32) {
                     const int64_t lens[3] = {L, S, S}, heads[3] = {H, Hk, Hk};
                     nb_tensor *x16[3], *x32[3];
                     for (int i = 0; i < 3; i++) {
-                        nb_tensor *r = nb_to_dtype(randn(NB_SHAPE(B, lens[i], heads[i], E), NB_F32,
+                        nb_tensor *r = nb_to_dtype(nb_test_randn(NB_SHAPE(B, lens[i], heads[i], E), NB_F32,
                                                          70 + (uint64_t)(i + 3 * mode)), dts[di]);
                         x16[i] = nb_transpose(nb_to_device(r, NB_CUDA(0)), 1, 2);
                         x32[i] = nb_transpose(nb_to_dtype(r, NB_F32), 1, 2);
@@ -363,9 +356,9 @@ START_TEST(test_cuda_16bit_decode_matches_float32) {
                     nb_scope_end(it);
                 }
     /* 16 heads of a long cache (34000 keys, 16 rows): chunks of 9 passes, shared memory past 48 KiB */
-    nb_tensor *q = nb_to_dtype(randn(NB_SHAPE(1, 16, 16, 64), NB_F32, 91), NB_BF16);
-    nb_tensor *k = nb_to_dtype(randn(NB_SHAPE(1, 16, 34000, 64), NB_F32, 92), NB_BF16);
-    nb_tensor *v = nb_to_dtype(randn(NB_SHAPE(1, 16, 34000, 64), NB_F32, 93), NB_BF16);
+    nb_tensor *q = nb_to_dtype(nb_test_randn(NB_SHAPE(1, 16, 16, 64), NB_F32, 91), NB_BF16);
+    nb_tensor *k = nb_to_dtype(nb_test_randn(NB_SHAPE(1, 16, 34000, 64), NB_F32, 92), NB_BF16);
+    nb_tensor *v = nb_to_dtype(nb_test_randn(NB_SHAPE(1, 16, 34000, 64), NB_F32, 93), NB_BF16);
     nb_tensor *want = nb_scaled_dot_product_attention(nb_to_dtype(q, NB_F32), nb_to_dtype(k, NB_F32),
                                                       nb_to_dtype(v, NB_F32), (nb_sdpa_options){0});
     nb_tensor *got = nb_scaled_dot_product_attention(nb_to_device(q, NB_CUDA(0)), nb_to_device(k, NB_CUDA(0)),

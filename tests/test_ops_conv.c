@@ -104,13 +104,6 @@ static int64_t pick(int64_t lo, int64_t hi) {
     return lo + (int64_t)((rng_state >> 33) % (uint64_t)(hi - lo + 1));
 }
 
-static nb_tensor *randn(int ndim, const int64_t *shape, nb_dtype dt, uint64_t seed) {
-    nb_generator g = nb_generator_new(seed);
-    nb_tensor *t = nb_randn(ndim, shape, dt, &g);
-    NB_CK_NOTNULL(t);
-    return t;
-}
-
 /* ---- forward -------------------------------------------------------------------- */
 
 START_TEST(test_conv2d_by_hand) {
@@ -157,9 +150,9 @@ static void check_conv2d_random(nb_dtype dt, uint64_t seed, bool same) {
         r.wo = (r.w + 2 * r.pw - r.dw * (r.kw - 1) - 1) / r.sw + 1;
     }
     bool has_bias = pick(0, 1);
-    nb_tensor *x = randn(NB_SHAPE(r.n, r.c, r.h, r.w), dt, seed + 1);
-    nb_tensor *w = randn(NB_SHAPE(r.co, r.c / r.g, r.kh, r.kw), dt, seed + 2);
-    nb_tensor *b = has_bias ? randn(NB_SHAPE(r.co), dt, seed + 3) : NULL;
+    nb_tensor *x = nb_test_randn(NB_SHAPE(r.n, r.c, r.h, r.w), dt, seed + 1);
+    nb_tensor *w = nb_test_randn(NB_SHAPE(r.co, r.c / r.g, r.kh, r.kw), dt, seed + 2);
+    nb_tensor *b = has_bias ? nb_test_randn(NB_SHAPE(r.co), dt, seed + 3) : NULL;
     nb_conv2d_options o = {.stride = {r.sh, r.sw}, .dilation = {r.dh, r.dw}, .groups = r.g, .padding_same = same};
     if (!same) o.padding[0] = r.ph, o.padding[1] = r.pw;
     nb_tensor *y = nb_conv2d(x, w, b, o);
@@ -204,9 +197,9 @@ START_TEST(test_conv2d_larger_vs_naive) {
         r.wo = (r.w + 2 * r.pw - r.dw * (r.kw - 1) - 1) / r.sw + 1;
         for (int d = 0; d < 2; d++) {
             nb_dtype dt = d ? NB_F32 : NB_F64;
-            nb_tensor *x = randn(NB_SHAPE(r.n, r.c, r.h, r.w), dt, 10 + k);
-            nb_tensor *w = randn(NB_SHAPE(r.co, r.c / r.g, r.kh, r.kw), dt, 20 + k);
-            nb_tensor *b = randn(NB_SHAPE(r.co), dt, 30 + k);
+            nb_tensor *x = nb_test_randn(NB_SHAPE(r.n, r.c, r.h, r.w), dt, 10 + k);
+            nb_tensor *w = nb_test_randn(NB_SHAPE(r.co, r.c / r.g, r.kh, r.kw), dt, 20 + k);
+            nb_tensor *b = nb_test_randn(NB_SHAPE(r.co), dt, 30 + k);
             nb_tensor *y = nb_conv2d(x, w, b, (nb_conv2d_options){.stride = {r.sh, r.sw}, .padding = {r.ph, r.pw},
                                                                   .dilation = {r.dh, r.dw}, .groups = r.g});
             int64_t n = r.n * r.co * r.ho * r.wo;
@@ -233,9 +226,9 @@ START_TEST(test_conv1d_vs_naive) {
         if (same) r.pw = r.dw * (r.kw - 1) / 2, r.wo = r.w;
         else r.wo = (r.w + 2 * r.pw - r.dw * (r.kw - 1) - 1) / r.sw + 1;
         nb_dtype dt = seed % 2 ? NB_F64 : NB_F32;
-        nb_tensor *x = randn(NB_SHAPE(r.n, r.c, r.w), dt, seed);
-        nb_tensor *w = randn(NB_SHAPE(r.co, r.c / r.g, r.kw), dt, seed + 100);
-        nb_tensor *b = randn(NB_SHAPE(r.co), dt, seed + 200);
+        nb_tensor *x = nb_test_randn(NB_SHAPE(r.n, r.c, r.w), dt, seed);
+        nb_tensor *w = nb_test_randn(NB_SHAPE(r.co, r.c / r.g, r.kw), dt, seed + 100);
+        nb_tensor *b = nb_test_randn(NB_SHAPE(r.co), dt, seed + 200);
         nb_conv1d_options o = {.stride = r.sw, .padding = same ? 0 : r.pw, .dilation = r.dw, .groups = r.g,
                                .padding_same = same};
         nb_tensor *y = nb_conv1d(x, w, b, o);
@@ -275,9 +268,9 @@ START_TEST(test_conv_transpose2d_vs_naive) {
         r.wo = (r.w - 1) * r.sw - 2 * r.pw + r.dw * (r.kw - 1) + opw + 1;
         if (r.ho < 1 || r.wo < 1) continue;
         nb_dtype dt = seed % 2 ? NB_F64 : NB_F32;
-        nb_tensor *x = randn(NB_SHAPE(r.n, r.c, r.h, r.w), dt, seed);
-        nb_tensor *w = randn(NB_SHAPE(r.c, r.co / r.g, r.kh, r.kw), dt, seed + 50);
-        nb_tensor *b = seed % 3 ? randn(NB_SHAPE(r.co), dt, seed + 60) : NULL;
+        nb_tensor *x = nb_test_randn(NB_SHAPE(r.n, r.c, r.h, r.w), dt, seed);
+        nb_tensor *w = nb_test_randn(NB_SHAPE(r.c, r.co / r.g, r.kh, r.kw), dt, seed + 50);
+        nb_tensor *b = seed % 3 ? nb_test_randn(NB_SHAPE(r.co), dt, seed + 60) : NULL;
         nb_tensor *y = nb_conv_transpose2d(x, w, b, (nb_conv_transpose2d_options){
             .stride = {r.sh, r.sw}, .padding = {r.ph, r.pw}, .output_padding = {oph, opw},
             .dilation = {r.dh, r.dw}, .groups = r.g});
@@ -296,7 +289,7 @@ END_TEST
 START_TEST(test_conv_strided_and_unbatched_inputs) {
     nb_scope *s = nb_scope_begin();
     /* a transposed (non-contiguous) x and weight give the same result as contiguous copies */
-    nb_tensor *x = randn(NB_SHAPE(2, 3, 6, 5), NB_F64, 1), *w = randn(NB_SHAPE(4, 3, 2, 3), NB_F64, 2);
+    nb_tensor *x = nb_test_randn(NB_SHAPE(2, 3, 6, 5), NB_F64, 1), *w = nb_test_randn(NB_SHAPE(4, 3, 2, 3), NB_F64, 2);
     nb_tensor *xt = nb_transpose(nb_contiguous(nb_transpose(x, 2, 3)), 2, 3);
     nb_tensor *wt = nb_transpose(nb_contiguous(nb_transpose(w, 0, 1)), 0, 1);
     ck_assert(!nb_is_contiguous(xt) && !nb_is_contiguous(wt));
@@ -408,12 +401,12 @@ END_TEST
 START_TEST(test_conv_grad_only_bias_or_weight) {
     nb_scope *s = nb_scope_begin();
     /* only the bias requires grad: db = sum of g over N, H, W */
-    nb_tensor *x = randn(NB_SHAPE(2, 2, 4, 4), NB_F64, 3), *w = randn(NB_SHAPE(3, 2, 3, 3), NB_F64, 4);
+    nb_tensor *x = nb_test_randn(NB_SHAPE(2, 2, 4, 4), NB_F64, 3), *w = nb_test_randn(NB_SHAPE(3, 2, 3, 3), NB_F64, 4);
     nb_tensor *b = nb_test_randn_grad(NB_SHAPE(3), 5);
     NB_CK_OK(nb_backward(nb_sum(nb_conv2d(x, w, b, (nb_conv2d_options){0}), NULL, 0, false)));
     nb_ck_close(nb_tensor_grad(b), (double[]){8, 8, 8}, 3, 1e-12, 0);
     nb_tensor *bt = nb_test_randn_grad(NB_SHAPE(2), 6);
-    nb_tensor *xt = randn(NB_SHAPE(2, 2, 3, 3), NB_F64, 7), *wt = randn(NB_SHAPE(2, 2, 2, 2), NB_F64, 9);
+    nb_tensor *xt = nb_test_randn(NB_SHAPE(2, 2, 3, 3), NB_F64, 7), *wt = nb_test_randn(NB_SHAPE(2, 2, 2, 2), NB_F64, 9);
     nb_tensor *yt = nb_conv_transpose2d(xt, wt, bt, (nb_conv_transpose2d_options){0});
     nb_ck_shape(yt, 4, (int64_t[]){2, 2, 4, 4});
     NB_CK_OK(nb_backward(nb_sum(yt, NULL, 0, false)));
@@ -444,7 +437,7 @@ START_TEST(test_conv2d_large_grads_vs_naive) {
         nb_tensor *x = nb_test_randn_grad(NB_SHAPE(r.n, r.c, r.h, r.w), 50 + k);
         nb_tensor *w = nb_test_randn_grad(NB_SHAPE(r.co, r.c / r.g, 3, 3), 60 + k);
         nb_tensor *b = nb_test_randn_grad(NB_SHAPE(r.co), 70 + k);
-        nb_tensor *gy = randn(NB_SHAPE(r.n, r.co, r.ho, r.wo), NB_F64, 80 + k);
+        nb_tensor *gy = nb_test_randn(NB_SHAPE(r.n, r.co, r.ho, r.wo), NB_F64, 80 + k);
         nb_tensor *y = nb_conv2d(x, w, b, (nb_conv2d_options){.padding = {r.ph, r.pw}, .groups = r.g});
         NB_CK_OK(nb_backward_with(y, gy));
         int64_t ny = r.n * r.co * r.ho * r.wo, nx = r.n * r.c * r.h * r.w, nw = r.co * r.c / r.g * 9;
@@ -467,13 +460,13 @@ END_TEST
  * count: c 6 runs im2col, c 16 (8 per group) Winograd. */
 static void conv_run(int64_t n, int64_t c, double **y, double **gx, double **gw, double **gb) {
     nb_scope *s = nb_scope_begin();
-    nb_tensor *x = randn(NB_SHAPE(n, c, 9, 8), NB_F32, 40), *w = randn(NB_SHAPE(c + 2, c / 2, 3, 3), NB_F32, 41);
-    nb_tensor *b = randn(NB_SHAPE(c + 2), NB_F32, 42);
+    nb_tensor *x = nb_test_randn(NB_SHAPE(n, c, 9, 8), NB_F32, 40), *w = nb_test_randn(NB_SHAPE(c + 2, c / 2, 3, 3), NB_F32, 41);
+    nb_tensor *b = nb_test_randn(NB_SHAPE(c + 2), NB_F32, 42);
     NB_CK_OK(nb_set_requires_grad(x, true));
     NB_CK_OK(nb_set_requires_grad(w, true));
     NB_CK_OK(nb_set_requires_grad(b, true));
     nb_tensor *out = nb_conv2d(x, w, b, (nb_conv2d_options){.padding = {1, 0}, .groups = 2});
-    NB_CK_OK(nb_backward_with(out, randn(4, nb_shape(out), NB_F32, 43)));
+    NB_CK_OK(nb_backward_with(out, nb_test_randn(4, nb_shape(out), NB_F32, 43)));
     *y = nb_test_values_of(out), *gx = nb_test_values_of(nb_tensor_grad(x)), *gw = nb_test_values_of(nb_tensor_grad(w)), *gb = nb_test_values_of(nb_tensor_grad(b));
     nb_scope_end(s);
 }

@@ -10,7 +10,9 @@
  *   backward: D_i = rowsum(dO_i * O_i); per tile P = exp(S - lse),
  *     dV += P^T dO, dP = dO V^T, dS = P * (dP - D), dK += scale dS^T Q
  *     (pass 1: tasks own groups of key blocks, hence their dK/dV rows);
- *     dQ += scale dS K (pass 2: tasks own groups of query blocks).
+ *     dQ += scale dS K (pass 2: tasks own groups of query blocks), or in
+ *     pass 1 where one group holds all of a batch item's key blocks (short
+ *     sequences), on the same tiles in the same order: the same bits.
  * Every output row is written by one task, accumulating over the other
  * side's blocks in increasing order, so the results are bitwise the same
  * for any thread count and any grouping (no atomics). Grouping a few
@@ -65,6 +67,7 @@ typedef struct att_job {
     bool dropout;
     uint64_t seed, offset, thresh; /* keep iff (bits >> 11) >= thresh, i.e. u >= dropout_p */
     double keep_scale;
+    bool fused_dq; /* backward: pass 1 writes dQ too (one key group per batch item: nkg == 1) */
     size_t off_dp, off_pd, off_keep, off_m, off_kt, off_vt, ws_stride; /* workspace layout per task slot */
     const nb_cpu_blas *blas;
 } att_job;
@@ -308,8 +311,9 @@ nb_status nb_cpu_attention_backward(nb_backend *be, const nb_kview *gq, const nb
     if (!D) return nb_set_error(NB_ERR_OOM, "%s: out of memory for %lld row sums", op, (long long)rows);
     j.D = D;
     nb_cpu_parallel_for(rows, 4096 / (j.Ev + 1) + 1, f32 ? rowdot_f32 : rowdot_f64, &j);
-    if (j.gk || j.gv) st = run_items(be, &j, f32 ? bwd_kv_item_f32 : bwd_kv_item_f64, j.B * j.nkg, op);
-    if (!st && j.gq) st = run_items(be, &j, f32 ? bwd_q_item_f32 : bwd_q_item_f64, j.B * j.nqg, op);
+    j.fused_dq = j.gq && j.nkg == 1; /* short keys: one pass, no tile computed twice */
+    if (j.gk || j.gv || j.fused_dq) st = run_items(be, &j, f32 ? bwd_kv_item_f32 : bwd_kv_item_f64, j.B * j.nkg, op);
+    if (!st && j.gq && !j.fused_dq) st = run_items(be, &j, f32 ? bwd_q_item_f32 : bwd_q_item_f64, j.B * j.nqg, op);
     nb_free_raw(be, ws_block);
     return st;
 }

@@ -150,11 +150,15 @@ static void TS(kv_tiles_)(const att_job *j, char *ws, int64_t g, int64_t b, int6
     TS(transpose_)((const T *)j->v + (b * j->S + j0) * j->Ev, nk, j->Ev, *vt);
 }
 /* pass 1: dK, dV rows of key blocks kb0.. (a group) of batch b; each row sums over query blocks
- * in increasing order */
+ * in increasing order. Where one group holds every key block (fused_dq), dQ too: each query
+ * block's rows sum over the key blocks in increasing order, the GEMMs pass 2 would run on the
+ * same tiles, so the same bits without recomputing them. */
 static void TS(bwd_kv_item_)(const att_job *j, int64_t item, char *ws) {
     int64_t b = item / j->nkg, kb0 = (item % j->nkg) * j->kgrp, kb1 = ATT_MIN(kb0 + j->kgrp, j->nkb);
     int64_t c0 = kb0 * j->bk, c1 = ATT_MIN(kb1 * j->bk, j->S);
     T *gk = j->gk ? (T *)j->gk + b * j->S * j->E : NULL, *gv = j->gv ? (T *)j->gv + b * j->S * j->Ev : NULL;
+    T *gq = j->gq && j->fused_dq ? (T *)j->gq + b * j->L * j->E : NULL;
+    if (gq) memset(gq, 0, sizeof(T) * (size_t)(j->L * j->E));
     if (gk) memset(gk + c0 * j->E, 0, sizeof(T) * (size_t)((c1 - c0) * j->E));
     if (gv) memset(gv + c0 * j->Ev, 0, sizeof(T) * (size_t)((c1 - c0) * j->Ev));
     T *ds = (T *)(ws + j->off_dp), *kt, *vt;
@@ -168,13 +172,16 @@ static void TS(bwd_kv_item_)(const att_job *j, int64_t item, char *ws) {
             int64_t j0 = kb * j->bk, nk = ATT_MIN(j->bk, j->S - j0), g = kb - kb0;
             if (j->causal && j0 >= i0 + nq) continue;
             kt = (T *)(ws + j->off_kt) + g * j->bk * j->E, vt = (T *)(ws + j->off_vt) + g * j->bk * j->Ev;
-            const T *pv = TS(tile_grad_)(j, ws, b, i0, nq, j0, nk, kt, vt, gk != NULL);
+            const T *pv = TS(tile_grad_)(j, ws, b, i0, nq, j0, nk, kt, vt, gk || gq);
             if (gv) /* dV += P^T dO */
                 att_gemm(j, NB_CBLAS_TRANS, NB_CBLAS_NO_TRANS, nk, j->Ev, nq, 1, pv, nk, go, j->Ev, 1,
                          gv + j0 * j->Ev, j->Ev);
             if (gk) /* dK += scale dS^T Q */
                 att_gemm(j, NB_CBLAS_TRANS, NB_CBLAS_NO_TRANS, nk, j->E, nq, j->scale, ds, nk, q, j->E, 1,
                          gk + j0 * j->E, j->E);
+            if (gq) /* dQ += scale dS K, as bwd_q_item_ */
+                att_gemm(j, NB_CBLAS_NO_TRANS, NB_CBLAS_NO_TRANS, nq, j->E, nk, j->scale, ds, nk,
+                         (const T *)j->k + (b * j->S + j0) * j->E, j->E, 1, gq + i0 * j->E, j->E);
         }
     }
 }

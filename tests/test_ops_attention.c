@@ -358,6 +358,9 @@ static void run_threads(int n, nb_tensor *const *qkv, nb_tensor *mask, char **re
     for (int i = 0; i < 3; i++) res[i + 1] = host_bytes(nb_tensor_grad(qkv[i]), &bytes[i + 1]);
 }
 
+/* 1 and 2 threads give the same bits; here the backward's task groups
+ * differ too: with 1 thread one group holds a batch item's 4 key blocks
+ * and dQ comes from the first pass, with 2 threads from the second. */
 START_TEST(test_threads_bitwise) {
     nb_scope *s = nb_scope_begin();
     int before = nb_get_num_threads();

@@ -195,17 +195,24 @@ static nb_tensor *bit_input(const nb_mha_ctx *c, nb_tensor *x) {
     return c->bitlinear ? nb_bitnet_activation_quant(nb_rms_norm(x, 1, &c->E, NULL, NB_BITLINEAR_EPS)) : x;
 }
 
+/* Rows [r0, r0 + n) of an input-projection tensor: t itself for all 3E
+ * (self-attention: no narrow node, whose backward would copy the whole
+ * gradient into a zeroed one), else a narrow view. */
+static nb_tensor *rows_of(const nb_mha_ctx *c, nb_tensor *t, int64_t r0, int64_t n) {
+    return r0 == 0 && n == 3 * c->E ? t : nb_narrow(t, 0, r0, n);
+}
+
 /* x times rows [r0, r0 + n) of the input projection (+ in_proj_bias's):
  * in_proj_weight (W: made ternary as a whole with bitlinear), or the
  * buffers of nb_mha_convert (packed: BitLinear's inference product on the
  * RMS-normalized x; int8: nb_linear_int8). */
 static nb_tensor *in_rows(const nb_mha_ctx *c, nb_tensor *W, nb_tensor *x, int64_t r0, int64_t n) {
-    nb_tensor *b = c->in_b ? nb_narrow(c->in_b, 0, r0, n) : NULL;
+    nb_tensor *b = c->in_b ? rows_of(c, c->in_b, r0, n) : NULL;
     if (c->in_packed)
-        return nb_bitnet_linear(nb_rms_norm(x, 1, &c->E, NULL, NB_BITLINEAR_EPS), nb_narrow(c->in_packed, 0, r0, n),
+        return nb_bitnet_linear(nb_rms_norm(x, 1, &c->E, NULL, NB_BITLINEAR_EPS), rows_of(c, c->in_packed, r0, n),
                                 c->in_scale, b);
-    if (c->in_int8) return nb_linear_int8(x, nb_narrow(c->in_int8, 0, r0, n), nb_narrow(c->in_scale, 0, r0, n), b);
-    return nb_linear(bit_input(c, x), nb_narrow(W, 0, r0, n), b);
+    if (c->in_int8) return nb_linear_int8(x, rows_of(c, c->in_int8, r0, n), rows_of(c, c->in_scale, r0, n), b);
+    return nb_linear(bit_input(c, x), rows_of(c, W, r0, n), b);
 }
 
 /* q, k, v projections, each [B, N, E]: one GEMM on in_proj_weight for

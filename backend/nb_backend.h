@@ -256,8 +256,8 @@ typedef struct nb_attention_args {
      * (the caller starts it false); NULL asks for rng's bits. Backward:
      * own_rng is what the forward set; where true, the backend runs the
      * backward that draws the same bits, or fails. */
-    bool *own_rng_out;
-    bool own_rng;
+    bool *own_rng_out; /* forward only: NULL, or where the backend says it drew with its own generator */
+    bool own_rng;      /* backward only: the forward's *own_rng_out */
 } nb_attention_args;
 
 /* The inputs of batch norm and its backward (torch.nn.functional.batch_norm). */

@@ -55,6 +55,16 @@ static bool get_bool(const json_t *o, const char *key, bool *out, const char *pa
     return false;
 }
 
+/* An object field into *out (NULL when absent or null); false with the
+ * error set for another type. */
+static bool get_object(const json_t *o, const char *key, json_t **out, const char *path) {
+    json_t *v = json_object_get(o, key);
+    *out = v && !json_is_null(v) ? v : NULL;
+    if (!*out || json_is_object(v)) return true;
+    nb_set_error(NB_ERR_FORMAT, "hf_config: %s: \"%s\" must be an object or null", path, key);
+    return false;
+}
+
 /* A string field, or dflt when absent or null; NULL (error set) for another type. */
 static const char *get_str(const json_t *o, const char *key, const char *dflt, const char *path) {
     json_t *v = json_object_get(o, key);
@@ -94,8 +104,9 @@ static bool gpt2_from_json(const json_t *o, nb_gpt2_config *c, const char *path)
                                          "false or scale_attn_by_inverse_layer_idx true is not supported", path);
         return false;
     }
-    json_t *q = json_object_get(o, "quantization_config");
-    if (q && !json_is_null(q)) { /* not a float model: its weights would load wrong */
+    json_t *q;
+    if (!get_object(o, "quantization_config", &q, path)) return false;
+    if (q) { /* not a float model: its weights would load wrong */
         nb_set_error(NB_ERR_UNSUPPORTED, "hf_config: %s: GPT-2 with a quantization_config is not supported", path);
         return false;
     }
@@ -103,12 +114,9 @@ static bool gpt2_from_json(const json_t *o, nb_gpt2_config *c, const char *path)
 }
 
 static bool rope_scaling_from_json(const json_t *o, nb_rope_config *r, const char *path) {
-    json_t *s = json_object_get(o, "rope_scaling");
-    if (!s || json_is_null(s)) return true;
-    if (!json_is_object(s)) {
-        nb_set_error(NB_ERR_FORMAT, "hf_config: %s: \"rope_scaling\" must be an object or null", path);
-        return false;
-    }
+    json_t *s;
+    if (!get_object(o, "rope_scaling", &s, path)) return false;
+    if (!s) return true;
     const char *type = get_str(s, "rope_type", NULL, path);
     if (!type && nb_last_status() == NB_OK) type = get_str(s, "type", "default", path);
     if (!type) return false;
@@ -142,13 +150,10 @@ static bool only_head_kept(const json_t *q) {
  * (another quant_method, transformers' packed BitLinear or "offline" mode,
  * another norm, other modules left float): NB_ERR_UNSUPPORTED. */
 static bool quantization_from_json(const json_t *o, bool *bitlinear, const char *path) {
-    json_t *q = json_object_get(o, "quantization_config");
+    json_t *q;
     *bitlinear = false;
-    if (!q || json_is_null(q)) return true;
-    if (!json_is_object(q)) {
-        nb_set_error(NB_ERR_FORMAT, "hf_config: %s: \"quantization_config\" must be an object or null", path);
-        return false;
-    }
+    if (!get_object(o, "quantization_config", &q, path)) return false;
+    if (!q) return true;
     const char *method = get_str(q, "quant_method", "", path);
     const char *mode = method ? get_str(q, "quantization_mode", "offline", path) : NULL;
     const char *cls = mode ? get_str(q, "linear_class", "bitlinear", path) : NULL; /* transformers' defaults */

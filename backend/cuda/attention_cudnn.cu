@@ -92,7 +92,7 @@ void plan_free(Plan *p) {
 // The tensors' unique ids (the variant pack names the non-virtual ones).
 enum : int64_t {
     UID_Q = 1, UID_K, UID_V, UID_O, UID_LSE, UID_SCALE, UID_NEG_INF,
-    UID_DO, UID_DQ, UID_DK, UID_DV, UID_DSUM, UID_ONE, UID_ZMASK, UID_DROP_SCALE, UID_SEED, UID_OFFSET,
+    UID_DO, UID_DQ, UID_DK, UID_DV, UID_DSUM, UID_D_FACTOR, UID_ZMASK, UID_DROP_SCALE, UID_SEED, UID_OFFSET,
     UID_VIRTUAL = 100
 };
 
@@ -360,7 +360,7 @@ void graph_bwd(Builder &bd, const Key &k, cudnnBackendDescriptor_t *ops, int *np
     cudnnBackendDescriptor_t dd = bd.virt(od), r = bd.virt(x.rd);
     ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, dO, x.o, nullptr, dd);
     ops[n++] = bd.reduction(CUDNN_REDUCE_TENSOR_ADD, dd, r);
-    ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, r, bd.scalar(UID_ONE), nullptr, dsum);
+    ops[n++] = bd.pointwise(CUDNN_POINTWISE_MUL, f32, r, bd.scalar(UID_D_FACTOR), nullptr, dsum);
     // P = exp(scale Q K^T - lse), P' = P Z / (1-p), dV = P'^T dO
     cudnnBackendDescriptor_t s = bd.virt(x.sd), s1 = bd.virt(x.sd), s2 = bd.virt(x.sd), e = bd.virt(x.sd);
     ops[n++] = bd.matmul(x.q, x.kt, s);
@@ -631,7 +631,7 @@ nb_status execute(nb_backend *be, cudnnHandle_t h, const char *op, const Key &fu
     Scratch ws, zmask, rng_args;
     const bool zm = key.drop && !key.rng; // nabla's keep mask in memory
     // the backward's D factor: 1 - p with cuDNN's generator, else 1 (graph_bwd)
-    const float scale = (float)a.scale, neg_inf = -INFINITY, one = key.rng ? (float)(1 / a.keep_scale) : 1.0f;
+    const float scale = (float)a.scale, neg_inf = -INFINITY, d_factor = key.rng ? (float)(1 - a.p) : 1.0f;
     const float drop_scale = (float)a.keep_scale;
     void *ptrs[20];
     int64_t uids[20];
@@ -640,7 +640,7 @@ nb_status execute(nb_backend *be, cudnnHandle_t h, const char *op, const Key &fu
     // by value: host pointers read at execution
     ptrs[n] = (void *)&scale, uids[n++] = UID_SCALE;
     if (a.causal) ptrs[n] = (void *)&neg_inf, uids[n++] = UID_NEG_INF;
-    if (key.bwd) ptrs[n] = (void *)&one, uids[n++] = UID_ONE;
+    if (key.bwd) ptrs[n] = (void *)&d_factor, uids[n++] = UID_D_FACTOR;
     if (a.dropout) ptrs[n] = (void *)&drop_scale, uids[n++] = UID_DROP_SCALE;
     const int zslot = n;
     if (zm) uids[n++] = UID_ZMASK;

@@ -581,6 +581,23 @@ static int slice_into_acc(nb_node *n) {
     return nb_kernel_binary(NB_BE(acc), NB_BINARY_ADD, &a, &a, &b) == NB_OK ? 1 : -1;
 }
 
+/* An embedding's (or index_select's) gradient added straight into its
+ * leaf input's existing .grad (a tied decoder's dense gradient, a flat
+ * gradient buffer) instead of into a zeroed table that is then added
+ * whole: the same bits (each row's sum is formed from zero, then added),
+ * without zeroing and re-adding the whole table. Not into a leaf with
+ * hooks (they see this gradient alone) nor a .grad with a graph.
+ * 1: done; 0: use the rule; -1: an error. */
+static int index_into_grad(pass *p, nb_node *n) {
+    nb_tensor *w = n->in[0], *grad = w ? w->grad : NULL;
+    if (!grad || n->edge[0] || !n->grad_acc || !w->requires_grad || slotted(p, w) || grad->requires_grad ||
+        !same_layout(grad, w) || n->grad_acc->dtype != w->dtype || (w->dtype != NB_F32 && w->dtype != NB_F64))
+        return 0;
+    if (nb_saved_check(n, n->saved[0], n->saved_version[0], 0)) return -1; /* the index, as the rule checks it */
+    nb_bump_version(grad);
+    return nb_index_grad_into(n, grad) == NB_OK ? 1 : -1;
+}
+
 static bool has_grad(nb_node *n) {
     if (n->grad_acc) return true;
     return n->kind == NB_NODE_FUNCTION && nb_function_has_grad(n);
@@ -676,6 +693,11 @@ static nb_status run_node(pass *p, nb_node *n) {
                             nb_node_name(n, nm, sizeof nm));
     if (!p->create_graph && n->kind == NB_NODE_OP && n->op == NB_OP_SLICE && !nb_anomaly_enabled()) {
         int done = slice_into_acc(n);
+        if (done) return done > 0 ? NB_OK : nb_last_status();
+    }
+    if (p->accumulate && !p->create_graph && n->kind == NB_NODE_OP &&
+        (n->op == NB_OP_EMBEDDING || n->op == NB_OP_INDEX_SELECT) && !nb_anomaly_enabled()) {
+        int done = index_into_grad(p, n);
         if (done) return done > 0 ? NB_OK : nb_last_status();
     }
     nb_tensor *keep[NB_NODE_MAX_SAVED];

@@ -48,7 +48,7 @@ static nb_tensor *index_add_new(const nb_tensor *like, int dim, nb_tensor *index
     nb_tensor *gx = nb_empty_like(like);
     if (!gx) return NULL;
     nb_kview vgx = nb_kview_of(gx), vi = flat_view(index);
-    return nb_kernel_index_add(NB_BE(g), &vgx, dim, &vi, &vg, skip) == NB_OK ? gx : NULL;
+    return nb_kernel_index_add(NB_BE(g), &vgx, dim, &vi, &vg, skip, false) == NB_OK ? gx : NULL;
 }
 
 /* ---- embedding ------------------------------------------------------------------ */
@@ -130,6 +130,24 @@ static nb_tensor *embedding_impl(nb_tensor *indices, nb_tensor *weight, int64_t 
 nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_idx) {
     nb_scope *s = nb_op_scope_begin();
     return nb_scope_return(s, embedding_impl(indices, weight, padding_idx));
+}
+
+/* The accumulating form of nb_bw_embedding's and nb_bw_index_select's
+ * gradient: the index_add runs straight into dst, the leaf's .grad. */
+nb_status nb_index_grad_into(nb_node *n, nb_tensor *dst) {
+    nb_tensor *gc = nb_contiguous(n->grad_acc);
+    if (!gc) return nb_last_status();
+    nb_kview vd = nb_kview_of(dst), vi = flat_view(n->saved[0]), vg = nb_kview_of(gc);
+    int dim = 0;
+    int64_t skip = NB_NO_PADDING_IDX;
+    if (n->op == NB_OP_EMBEDDING) { /* g [..., dim] as [rows, dim] */
+        vg.ndim = 2, vg.shape[0] = nb_numel(n->saved[0]), vg.shape[1] = dst->shape[1];
+        vg.strides[0] = dst->shape[1], vg.strides[1] = 1;
+        skip = n->p.embedding.padding_idx;
+    } else {
+        dim = n->p.axis.dim;
+    }
+    return nb_kernel_index_add(NB_BE(dst), &vd, dim, &vi, &vg, skip, true);
 }
 
 /* ---- index_select ------------------------------------------------------------------ */

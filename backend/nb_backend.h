@@ -86,8 +86,9 @@ extern "C" {
  * guard, alloc's status, event_query's failure, stream_capture_id, init
  * per device type; 6: the slot matmul_bgrad_b, and a float32 c with
  * 16-bit a and b in matmul, matmul_bgrad and matmul_bgrad_b; 7: attention's
- * own_rng_out and own_rng (dropout from the backend's own generator). */
-#define NB_BACKEND_INTERFACE_VERSION 7
+ * own_rng_out and own_rng (dropout from the backend's own generator); 8:
+ * index_add's accumulate. */
+#define NB_BACKEND_INTERFACE_VERSION 8
 
 /* bfloat16 or float16: storage dtypes whose arithmetic runs in float32. */
 static inline bool nb_dtype_is_16bit(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }

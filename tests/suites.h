@@ -28,6 +28,7 @@
     X(ops_dropout) \
     X(ops_upsample) \
     X(ops_index) \
+    X(ops_index_into) \
     X(ops_layer_norm) \
     X(ops_attention) \
     X(ops_attention_cuda) \

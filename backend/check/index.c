@@ -34,8 +34,8 @@ nb_status nb_check_index_select(nb_backend *be, const nb_kview *out, const nb_kv
 }
 
 nb_status nb_check_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g,
-                             int64_t skip_index) {
-    (void)be, (void)skip_index; /* any value: INT64_MIN for none */
+                             int64_t skip_index, bool accumulate) {
+    (void)be, (void)skip_index, (void)accumulate; /* any value: INT64_MIN for none */
     nb_status st = check_index_args("index_add", gx, g, dim, index);
     if (st) return st;
     if (!nb_dtype_in(gx->dtype, NB_CHK_F | NB_DTM_INT))

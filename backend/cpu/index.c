@@ -6,7 +6,9 @@
  * order; threads split the (outer, column block) pairs, so every output
  * element is written by one thread and summed in a fixed order, whatever
  * the thread count (PyTorch's deterministic index_add
- * / embedding backward, with no atomics). index_copy overwrites rows in
+ * / embedding backward, with no atomics). Accumulating into gx (a
+ * parameter's .grad), the index is sorted stably and each hit row gets its
+ * run's sum, formed from zero, added once. index_copy overwrites rows in
  * index order per outer slice (the last repeat wins, deterministically).
  * where walks the strided iterator (iter.h) with one loop per element
  * size, so it takes every dtype.
@@ -17,6 +19,7 @@
  * block its first output row, and a second pass writes the positions. The
  * blocks depend only on numel, so the output is the same for any thread
  * count (it is fully determined anyway: C order). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_common.h"
@@ -101,6 +104,23 @@ static void zero_rows(void *arg, int64_t r0, int64_t r1) {
     memset(z->p + r0 * z->row, 0, (size_t)((r1 - r0) * z->row));
 }
 
+/* accumulate: the index sorted stably (key, then position), so each row's
+ * positions form a run in index order; a run's sum is formed from zero in
+ * a register-sized chunk and added to its row once. */
+typedef struct key_pos {
+    int64_t key, pos;
+} key_pos;
+
+typedef struct acc_job {
+    char *gx;
+    const char *g;
+    const key_pos *kp;    /* [k], sorted */
+    const int64_t *start; /* [nruns + 1]: each run's first entry in kp */
+    int64_t nruns, k, size, inner, skip;
+} acc_job;
+
+#define ACC_CHUNK 256 /* elements of a run's sum held at once */
+
 #define PLAIN_ADD(a, b) ((a) + (b))
 #define WRAP_ADD32(a, b) ((int32_t)((uint32_t)(a) + (uint32_t)(b))) /* wraps, as PyTorch */
 #define WRAP_ADD64(a, b) ((int64_t)((uint64_t)(a) + (uint64_t)(b)))
@@ -136,11 +156,45 @@ static void zero_rows(void *arg, int64_t r0, int64_t r1) {
 #define ADD WRAP_ADDI16
 #include "index_add.t.h"
 
+static int by_key_pos(const void *a, const void *b) {
+    const key_pos *x = a, *y = b;
+    return x->key != y->key ? (x->key < y->key ? -1 : 1) : (x->pos < y->pos ? -1 : x->pos > y->pos);
+}
+
+/* gx += the runs' sums (the accumulate form). */
+static nb_status index_add_into(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g,
+                                int64_t skip_index) {
+    int64_t k = index->shape[0], outer;
+    acc_job j = {gx->data, g->data, NULL, NULL, 0, k, gx->shape[dim], 1, skip_index};
+    split_dims(gx, dim, &outer, &j.inner);
+    if (outer * k * j.inner == 0) return NB_OK;
+    void *block;
+    char *ws = nb_alloc_raw(be, (size_t)k * (sizeof(key_pos) + sizeof(int64_t)) + sizeof(int64_t),
+                            nb_backend_current_stream(be), &block);
+    if (!ws) return nb_set_error(NB_ERR_OOM, "index_add: out of memory to sort an index of %lld entries", (long long)k);
+    key_pos *kp = (key_pos *)ws;
+    int64_t *start = (int64_t *)(kp + k);
+    const int64_t *idx = index->data;
+    for (int64_t i = 0; i < k; i++) kp[i] = (key_pos){idx[i], i};
+    qsort(kp, (size_t)k, sizeof *kp, by_key_pos);
+    for (int64_t i = 0; i < k; i++)
+        if (i == 0 || kp[i].key != kp[i - 1].key) start[j.nruns++] = i;
+    start[j.nruns] = k;
+    j.kp = kp, j.start = start;
+    nb_cpu_range_fn fn = gx->dtype == NB_F32 ? acc_runs_f32 : gx->dtype == NB_F64 ? acc_runs_f64
+                       : gx->dtype == NB_I32 ? acc_runs_i32 : gx->dtype == NB_I64 ? acc_runs_i64
+                       : gx->dtype == NB_I8 ? acc_runs_i8 : gx->dtype == NB_I16 ? acc_runs_i16
+                       : acc_runs_u8;
+    nb_cpu_parallel_for(outer * j.nruns, NB_CPU_GRAIN / (j.inner * (k / j.nruns)) + 1, fn, &j);
+    nb_free_raw(be, block);
+    return NB_OK;
+}
+
 nb_status nb_cpu_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index, const nb_kview *g,
-                           int64_t skip_index) {
-    (void)be;
+                           int64_t skip_index, bool accumulate) {
     nb_status st = check_index_values("index_add", index, gx->shape[dim]);
     if (st != NB_OK) return st;
+    if (accumulate) return index_add_into(be, gx, dim, index, g, skip_index);
     nb_cpu_range_fn fn = gx->dtype == NB_F32 ? add_units_f32 : gx->dtype == NB_F64 ? add_units_f64
                        : gx->dtype == NB_I32 ? add_units_i32 : gx->dtype == NB_I64 ? add_units_i64
                        : gx->dtype == NB_I8 ? add_units_i8 : gx->dtype == NB_I16 ? add_units_i16

@@ -12,7 +12,8 @@
 // one block row: it finds r's run by binary search and adds g's rows of
 // that run into a zero accumulator in index order (the CPU's order: bitwise
 // the CPU's sums), or writes zeros (rows not hit, skip_index): every
-// element written once, no atomics, no separate zeroing pass. index_copy
+// element written once, no atomics, no separate zeroing pass. Accumulating
+// (into a parameter's .grad), each hit row gets its run's sum added. index_copy
 // copies only the last position of each run (the last repeat wins).
 // where: the strided iterator, moving element bits.
 // nonzero: fixed blocks of 4096 C-order positions: a count per block, one
@@ -220,7 +221,8 @@ __global__ void k_index_add(const T *g, T *gx, const uint64_t *keys, const int64
 // a run, writing that run's row only (so the grid follows the index, not
 // the 30522 rows of a vocabulary: bert's word-embedding gradient took about
 // 0.2 ms in the per-row kernel, most of it in the rows' binary searches).
-template <typename T, int V>
+// ACC: the run's sum is added to the row (a parameter's .grad) instead.
+template <typename T, int V, bool ACC>
 __global__ void k_index_add_runs(const T *g, T *gx, const uint64_t *keys, const int64_t *pos, int64_t k, int64_t size,
                                  int64_t outer, int64_t inner, int64_t skip) {
     using W = Vec<T, V>;
@@ -232,27 +234,45 @@ __global__ void k_index_add_runs(const T *g, T *gx, const uint64_t *keys, const 
         int64_t hi = j + 1 + lower_bound(keys + j + 1, k - j - 1, r + 1);
         const W *gb = (const W *)(g + o * k * inner);
         W *dst = (W *)(gx + (o * size + (int64_t)r) * inner);
-        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < wv; c += (int64_t)gridDim.x * blockDim.x)
-            dst[c] = run_sum<T, V>(gb, pos, j, hi, wv, c);
+        for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < wv; c += (int64_t)gridDim.x * blockDim.x) {
+            W sum = run_sum<T, V>(gb, pos, j, hi, wv, c);
+            if (ACC) {
+                W d = dst[c];
+#pragma unroll
+                for (int e = 0; e < V; e++) sum.v[e] = wadd(d.v[e], sum.v[e]);
+            }
+            dst[c] = sum;
+        }
     }
+}
+
+template <typename T, bool ACC>
+static void launch_runs(cudaStream_t st, bool wide, const nb_kview *gx, const nb_kview *g, const SortedIndex &si,
+                        int64_t k, int64_t size, int64_t outer, int64_t inner, int64_t skip) {
+    constexpr int VW = 16 / (int)sizeof(T);
+    RowGrid rr = row_grid(outer * k, wide ? inner / VW : inner);
+    if (wide)
+        k_index_add_runs<T, VW, ACC><<<rr.grid, rr.block, 0, st>>>((const T *)g->data, (T *)gx->data, si.keys, si.pos,
+                                                                    k, size, outer, inner, skip);
+    else
+        k_index_add_runs<T, 1, ACC><<<rr.grid, rr.block, 0, st>>>((const T *)g->data, (T *)gx->data, si.keys, si.pos,
+                                                                   k, size, outer, inner, skip);
 }
 
 template <typename T>
 static nb_status index_add_t(nb_backend *be, const nb_kview *gx, const nb_kview *g, const SortedIndex &si, int64_t k,
-                             int64_t size, int64_t outer, int64_t inner, int64_t skip) {
+                             int64_t size, int64_t outer, int64_t inner, int64_t skip, bool accumulate) {
     constexpr int VW = 16 / (int)sizeof(T);
     int64_t rows = outer * size;
     bool wide = inner % VW == 0 && ((uintptr_t)gx->data | (uintptr_t)g->data) % 16 == 0;
     cudaStream_t st = stream_of(be);
+    if (accumulate) { // the hit rows, added to
+        launch_runs<T, true>(st, wide, gx, g, si, k, size, outer, inner, skip);
+        return launched("index_add");
+    }
     if (size > k) { // zeros, then the hit rows
         NBC_TRY("index_add", cudaMemsetAsync(gx->data, 0, sizeof(T) * (size_t)(rows * inner), st));
-        RowGrid rr = row_grid(outer * k, wide ? inner / VW : inner);
-        if (wide)
-            k_index_add_runs<T, VW><<<rr.grid, rr.block, 0, st>>>((const T *)g->data, (T *)gx->data, si.keys, si.pos,
-                                                                   k, size, outer, inner, skip);
-        else
-            k_index_add_runs<T, 1><<<rr.grid, rr.block, 0, st>>>((const T *)g->data, (T *)gx->data, si.keys, si.pos,
-                                                                  k, size, outer, inner, skip);
+        launch_runs<T, false>(st, wide, gx, g, si, k, size, outer, inner, skip);
         return launched("index_add");
     }
     RowGrid rg = row_grid(rows, wide ? inner / VW : inner);
@@ -480,11 +500,11 @@ extern "C" nb_status nb_cuda_index_select(nb_backend *be, const nb_kview *out, c
 }
 
 extern "C" nb_status nb_cuda_index_add(nb_backend *be, const nb_kview *gx, int dim, const nb_kview *index,
-                                       const nb_kview *g, int64_t skip_index) {
+                                       const nb_kview *g, int64_t skip_index, bool accumulate) {
     nb_dtype dt = gx->dtype;
     int64_t outer, inner, k = index->shape[0], size = gx->shape[dim];
     split_dims(gx, dim, &outer, &inner);
-    if (outer * size * inner == 0) return NB_OK;
+    if (outer * size * inner == 0 || (k == 0 && accumulate)) return NB_OK;
     if (k == 0) { // nothing added: zeros (all-zero bits in every dtype here)
         NBC_TRY("index_add", cudaMemsetAsync(gx->data, 0, (size_t)(outer * size * inner) * nb_dtype_size(dt),
                                              stream_of(be)));
@@ -494,13 +514,13 @@ extern "C" nb_status nb_cuda_index_add(nb_backend *be, const nb_kview *gx, int d
     nb_status st = sort_index(be, "index_add", index, size, &si);
     if (st != NB_OK) return st;
     switch (dt) {
-    case NB_F32: return index_add_t<float>(be, gx, g, si, k, size, outer, inner, skip_index);
-    case NB_F64: return index_add_t<double>(be, gx, g, si, k, size, outer, inner, skip_index);
-    case NB_I32: return index_add_t<int32_t>(be, gx, g, si, k, size, outer, inner, skip_index);
-    case NB_I64: return index_add_t<int64_t>(be, gx, g, si, k, size, outer, inner, skip_index);
-    case NB_I8: return index_add_t<int8_t>(be, gx, g, si, k, size, outer, inner, skip_index);
-    case NB_I16: return index_add_t<int16_t>(be, gx, g, si, k, size, outer, inner, skip_index);
-    default: return index_add_t<uint8_t>(be, gx, g, si, k, size, outer, inner, skip_index); // NB_U8
+    case NB_F32: return index_add_t<float>(be, gx, g, si, k, size, outer, inner, skip_index, accumulate);
+    case NB_F64: return index_add_t<double>(be, gx, g, si, k, size, outer, inner, skip_index, accumulate);
+    case NB_I32: return index_add_t<int32_t>(be, gx, g, si, k, size, outer, inner, skip_index, accumulate);
+    case NB_I64: return index_add_t<int64_t>(be, gx, g, si, k, size, outer, inner, skip_index, accumulate);
+    case NB_I8: return index_add_t<int8_t>(be, gx, g, si, k, size, outer, inner, skip_index, accumulate);
+    case NB_I16: return index_add_t<int16_t>(be, gx, g, si, k, size, outer, inner, skip_index, accumulate);
+    default: return index_add_t<uint8_t>(be, gx, g, si, k, size, outer, inner, skip_index, accumulate); // NB_U8
     }
 }
 

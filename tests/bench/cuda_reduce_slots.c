@@ -450,7 +450,7 @@ static nb_status isel_call(nb_backend *be, ctx *c, bool dev) { /* x, index, out 
 }
 static nb_status iadd_call(nb_backend *be, ctx *c, bool dev) { /* g, index, gx */
     nb_kview g = V(0), i = V(1), gx = V(2);
-    return nb_kernel_index_add(be, &gx, (int)c->p[0], &i, &g, c->p[1]);
+    return nb_kernel_index_add(be, &gx, (int)c->p[0], &i, &g, c->p[1], false);
 }
 static nb_status icopy_call(nb_backend *be, ctx *c, bool dev) { /* src, index, out (in place) */
     nb_kview s = V(0), i = V(1), o = V(2);

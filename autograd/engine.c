@@ -363,6 +363,8 @@ typedef struct {
     leaf_slot *slots;
     int n_slots, cap_slots;
     node_list nodes;
+    struct deferred { nb_node *n; nb_tensor *g; } *defer; /* index_into_grad's, for the pass's end */
+    int n_defer, cap_defer;
 } pass;
 
 static bool is_input(const pass *p, const nb_tensor *t) {
@@ -581,21 +583,59 @@ static int slice_into_acc(nb_node *n) {
     return nb_kernel_binary(NB_BE(acc), NB_BINARY_ADD, &a, &a, &b) == NB_OK ? 1 : -1;
 }
 
+/* A leaf's .grad that an index gradient can be added into in place. */
+static bool grad_takes_index(const nb_tensor *w) {
+    return w->grad && !w->grad->requires_grad && same_layout(w->grad, w);
+}
+
 /* An embedding's (or index_select's) gradient added straight into its
- * leaf input's existing .grad (a tied decoder's dense gradient, a flat
- * gradient buffer) instead of into a zeroed table that is then added
- * whole: the same bits (each row's sum is formed from zero, then added),
- * without zeroing and re-adding the whole table. Not into a leaf with
+ * leaf input's .grad (a tied decoder's dense gradient, a flat gradient
+ * buffer) instead of into a zeroed table that is then added whole: the
+ * same bits where it meets one other gradient (each row's sum is formed
+ * from zero, then added; the add commutes), without zeroing and re-adding
+ * the whole table. Where the leaf has no .grad yet it is deferred to the
+ * pass's end (finish_deferred): a dense gradient may still come, as a
+ * tied decoder's does through autocast's cast of the parameters, which is
+ * recorded before the lookup and so runs after it. Not into a leaf with
  * hooks (they see this gradient alone) nor a .grad with a graph.
- * 1: done; 0: use the rule; -1: an error. */
+ * 1: done (or deferred); 0: use the rule; -1: an error. */
 static int index_into_grad(pass *p, nb_node *n) {
-    nb_tensor *w = n->in[0], *grad = w ? w->grad : NULL;
-    if (!grad || n->edge[0] || !n->grad_acc || !w->requires_grad || slotted(p, w) || grad->requires_grad ||
-        !same_layout(grad, w) || n->grad_acc->dtype != w->dtype || (w->dtype != NB_F32 && w->dtype != NB_F64))
+    nb_tensor *w = n->in[0];
+    if (!w || n->edge[0] || !n->grad_acc || !w->requires_grad || slotted(p, w) || n->grad_acc->dtype != w->dtype ||
+        (w->dtype != NB_F32 && w->dtype != NB_F64) || (w->grad && !grad_takes_index(w)))
         return 0;
     if (nb_saved_check(n, n->saved[0], n->saved_version[0], 0)) return -1; /* the index, as the rule checks it */
-    nb_bump_version(grad);
-    return nb_index_grad_into(n, grad) == NB_OK ? 1 : -1;
+    if (w->grad) {
+        nb_bump_version(w->grad);
+        return nb_index_grad_into(n, n->grad_acc, w->grad) == NB_OK ? 1 : -1;
+    }
+    if (p->n_defer == p->cap_defer) {
+        int cap = p->cap_defer ? 2 * p->cap_defer : 4;
+        struct deferred *v = realloc(p->defer, sizeof *v * (size_t)cap);
+        if (!v) return nb_set_error(NB_ERR_OOM, "backward: out of host memory"), -1;
+        p->defer = v, p->cap_defer = cap;
+    }
+    nb_retain(n->grad_acc);
+    p->defer[p->n_defer++] = (struct deferred){n, n->grad_acc};
+    return 1;
+}
+
+/* The deferred index gradients, in the order they came: added into the
+ * .grad that is there now, or through the rule (a zeroed table) where
+ * none is. */
+static nb_status finish_deferred(pass *p) {
+    nb_status st = NB_OK;
+    for (int i = 0; i < p->n_defer && st == NB_OK; i++) {
+        nb_node *n = p->defer[i].n;
+        nb_tensor *w = n->in[0], *gin[NB_FUNCTION_MAX_IO] = {0};
+        if (grad_takes_index(w)) {
+            nb_bump_version(w->grad);
+            st = nb_index_grad_into(n, p->defer[i].g, w->grad);
+        } else if ((st = n->backward(n, p->defer[i].g, gin)) == NB_OK && gin[0]) {
+            st = accumulate_leaf(w, gin[0], true, false);
+        }
+    }
+    return st;
 }
 
 static bool has_grad(nb_node *n) {
@@ -837,6 +877,7 @@ static nb_status run_pass(pass *p, nb_tensor *const *outputs, nb_tensor *const *
             p->slots[s].pending = 0;
             st = finish_slot(p, &p->slots[s]);
         }
+    if (st == NB_OK) st = finish_deferred(p);
     return st;
 }
 
@@ -849,6 +890,8 @@ static void end_pass(pass *p) {
     free(p->nodes.v);
     for (int s = 0; s < p->n_slots; s++) nb_release(p->slots[s].acc), nb_release(p->slots[s].result);
     free(p->slots);
+    for (int i = 0; i < p->n_defer; i++) nb_release(p->defer[i].g);
+    free(p->defer);
 }
 
 /* ---- nb_backward ---------------------------------------------------------------- */

@@ -179,11 +179,12 @@ NB_OP_TABLE(NB_OP_BW_DECL)
 #undef BW
 #undef BW_CALLS
 #undef BW_NONE
-/* An embedding or index_select node's input gradient (from its
- * grad_acc) added straight into dst, the input's existing .grad (its
- * shape and dtype, contiguous; float32/float64), instead of into zeros
- * (autograd/ops_index.c; the engine's choice). NB_OK or the kernel's error. */
-nb_status nb_index_grad_into(nb_node *n, nb_tensor *dst);
+/* An embedding or index_select node's input gradient, for g the
+ * gradient of its output, added straight into dst, the input's existing
+ * .grad (its shape and dtype, contiguous; float32/float64), instead of
+ * into zeros (autograd/ops_index.c; the engine's choice). NB_OK or the
+ * kernel's error. */
+nb_status nb_index_grad_into(nb_node *n, nb_tensor *g, nb_tensor *dst);
 /* The next recording order number of this thread (a node made by hand). */
 uint64_t nb_next_seq(void);
 /* A backward rule's own node under create_graph: records `out` (a

@@ -134,8 +134,8 @@ nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_i
 
 /* The accumulating form of nb_bw_embedding's and nb_bw_index_select's
  * gradient: the index_add runs straight into dst, the leaf's .grad. */
-nb_status nb_index_grad_into(nb_node *n, nb_tensor *dst) {
-    nb_tensor *gc = nb_contiguous(n->grad_acc);
+nb_status nb_index_grad_into(nb_node *n, nb_tensor *g, nb_tensor *dst) {
+    nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
     nb_kview vd = nb_kview_of(dst), vi = flat_view(n->saved[0]), vg = nb_kview_of(gc);
     int dim = 0;

@@ -1,7 +1,8 @@
 /* test_ops_index_into.c - embedding's and index_select's gradient added
  * straight into a leaf's existing .grad (the engine's index_into_grad; the
  * index_add slot with accumulate): a tied embedding/decoder weight, a
- * second backward into a kept .grad, padding_idx and repeated indices, on
+ * second backward into a kept .grad, the lookup's backward running before
+ * the decoder's (deferred), padding_idx and repeated indices, on
  * every device, float64 and float32. Each result must equal, bit for bit,
  * the rule's path (a zeroed table plus an add), which a gradient hook on
  * the leaf forces, and the accumulating path must launch no add. */
@@ -49,9 +50,13 @@ static char *profiled_backward(nb_tensor *out, nb_tensor *seed) {
 
 /* A tied weight: emb = embedding(idx, w) read with seed r1, and the
  * decoder x w^T read with seed r2; then a second backward through the
- * embedding alone into the kept .grad. hook: the rule's path. Returns w's
- * .grad after each backward (retained). */
-static void tied_grads(nb_device dev, nb_dtype dt, bool hook, int64_t pad, nb_tensor **g1, nb_tensor **g2) {
+ * embedding alone into the kept .grad. hook: the rule's path.
+ * decoder_first: the decoder recorded before the lookup, so the lookup's
+ * backward runs first, before w has a .grad (the engine defers it to the
+ * pass's end, as under autocast, whose cast of the parameters is recorded
+ * first). Returns w's .grad after each backward (retained). */
+static void tied_grads(nb_device dev, nb_dtype dt, bool hook, int64_t pad, bool decoder_first, nb_tensor **g1,
+                       nb_tensor **g2) {
     nb_tensor *w = on(nb_test_randn(NB_SHAPE(V, D), NB_F64, 1), dev, dt);
     NB_CK_OK(nb_set_requires_grad(w, true));
     if (hook) ck_assert_int_gt(nb_register_hook(w, keep_grad_hook, NULL), 0);
@@ -59,8 +64,9 @@ static void tied_grads(nb_device dev, nb_dtype dt, bool hook, int64_t pad, nb_te
     nb_tensor *x = on(nb_test_randn(NB_SHAPE(B * T, D), NB_F64, 2), dev, dt);
     nb_tensor *r1 = on(nb_test_randn(NB_SHAPE(B, T, D), NB_F64, 3), dev, dt);
     nb_tensor *r2 = on(nb_test_randn(NB_SHAPE(B * T, V), NB_F64, 4), dev, dt);
+    nb_tensor *logits = decoder_first ? nb_matmul(x, nb_transpose(w, 0, 1)) : NULL;
     nb_tensor *emb = nb_embedding(idx, w, pad);
-    nb_tensor *logits = nb_matmul(x, nb_transpose(w, 0, 1));
+    if (!decoder_first) logits = nb_matmul(x, nb_transpose(w, 0, 1));
     nb_tensor *loss = nb_add(nb_sum(nb_mul(emb, r1), NULL, 0, false), nb_sum(nb_mul(logits, r2), NULL, 0, false));
     NB_CK_OK(nb_backward(loss));
     *g1 = nb_clone(nb_tensor_grad(w));
@@ -82,13 +88,13 @@ START_TEST(test_embedding_grad_into_tied) {
     int nd = 1 + nb_test_accelerators(devs + 1, 8);
     for (int d = 0; d < nd; d++)
         for (int t = 0; t < 2; t++)
-            for (int p = 0; p < 2; p++) {
+            for (int c = 0; c < 4; c++) {
                 nb_scope *s = nb_scope_begin();
                 nb_dtype dt = t ? NB_F32 : NB_F64;
-                int64_t pad = p ? PAD : NB_NO_PADDING_IDX;
+                int64_t pad = c & 1 ? PAD : NB_NO_PADDING_IDX;
                 nb_tensor *a1, *a2, *b1, *b2;
-                tied_grads(devs[d], dt, false, pad, &a1, &a2);
-                tied_grads(devs[d], dt, true, pad, &b1, &b2);
+                tied_grads(devs[d], dt, false, pad, c & 2, &a1, &a2);
+                tied_grads(devs[d], dt, true, pad, c & 2, &b1, &b2);
                 nb_ck_bitwise(a1, b1);
                 nb_ck_bitwise(a2, b2);
                 /* against the sums by hand: g2 = g1 + the embedding's rows */

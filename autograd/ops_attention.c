@@ -96,8 +96,8 @@ static nb_tensor *dropped_again(nb_node *n, nb_dtype dt, nb_device dev) {
     if (n->p.attention.own_rng) {
         nb_set_error(NB_ERR_UNSUPPORTED, SDPA ": this backward recomputes the attention (create_graph, or an additive "
                                               "mask's gradient), and the forward's dropout came from cuDNN's generator "
-                                              "(NB_CUDA_ATTENTION_DROPOUT=cudnn), which only its fused backward draws "
-                                              "again");
+                                              "(the default for 16-bit CUDA attention; NB_CUDA_ATTENTION_DROPOUT=philox "
+                                              "draws nabla's mask instead), which only its fused backward draws again");
         return NULL;
     }
     int64_t bls[3] = {n->p.attention.B, n->p.attention.L, n->p.attention.S};
@@ -360,9 +360,13 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     }
     nb_kview vo = nb_kview_of(out3), vl = nb_kview_of(lse), vq = nb_kview_of(q3), vk = nb_kview_of(k3),
              vv = nb_kview_of(v3), vm = mask ? nb_kview_of(mask) : (nb_kview){0};
-    bool own_rng = false;
+    /* the backend's own dropout generator (cuDNN's) only where the backward
+     * will not need the mask: an additive mask's gradient recomputes the
+     * weights (create_graph, which also would, fails instead, as PyTorch's
+     * fused kernels' double backward) */
+    bool own_rng = false, mask_grad = o.attn_mask && nb_requires_grad(o.attn_mask) && nb_is_grad_enabled();
     nb_attention_args a = {&vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, {seed, offset, base},
-                           o.dropout_p > 0 ? &own_rng : NULL, false};
+                           o.dropout_p > 0 && !mask_grad ? &own_rng : NULL, false};
     if (nb_kernel_attention(NB_BE(q), &vo, &vl, &a) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, out, n_in, in, &failed);

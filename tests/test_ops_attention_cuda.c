@@ -1,13 +1,14 @@
 /* test_ops_attention_cuda.c - scaled_dot_product_attention on a CUDA
  * device against the CPU (test_ops_attention.c holds the rest): the long-
  * sequence tiled kernels on the same bits; bfloat16/float16 through cuDNN's
- * fused flash attention, without dropout, with nabla's keep mask (the
- * default) and with cuDNN's own generator (NB_CUDA_ATTENTION_DROPOUT=cudnn,
- * opt-in); the few-rows decode path. tests/cuda/run.sh runs the suite once
+ * fused flash attention, without dropout, with cuDNN's own generator (the
+ * default) and with nabla's keep mask (NB_CUDA_ATTENTION_DROPOUT=philox,
+ * or an additive mask that requires grad); the few-rows decode path. tests/cuda/run.sh runs the suite once
  * more with NB_CUDA_ATTENTION=cudnn, where a decline by cuDNN is an error.
  * Every test returns at once without a CUDA device. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nb_test.h"
 #include "suites.h"
@@ -96,7 +97,8 @@ END_TEST
 
 /* bfloat16 and float16 attention with dropout beyond the decode path's
  * rows, by default (on CUDA, cuDNN's fused flash attention forward and
- * backward with nabla's own keep mask as a tensor; NB_CUDA_ATTENTION=cudnn makes a decline an error) against
+ * backward with nabla's own keep mask as a tensor (NB_CUDA_ATTENTION_DROPOUT=philox); NB_CUDA_ATTENTION=cudnn
+ * makes a decline an error) against
  * float32 from the same generator state, so the same Philox mask: on the CPU, causal with S == L and plain with S != L
  * and an odd S; on the GPU (the float32 tiled kernels), 68 causal
  * 1024 x 1021 matrices, whose masks pass 2^26 weights (cuDNN runs the
@@ -107,7 +109,7 @@ END_TEST
  * cuDNN's forward). Skipped without a CUDA device. */
 START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
     if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
-    ck_assert_int_eq(unsetenv("NB_CUDA_ATTENTION_DROPOUT"), 0); /* the default (even after a test that set it) */
+    ck_assert_int_eq(setenv("NB_CUDA_ATTENTION_DROPOUT", "philox", 1), 0); /* nabla's mask, as the CPU's */
     nb_scope *s = nb_scope_begin();
     const int64_t E = 64;
     nb_dtype dts[2] = {NB_BF16, NB_F16};
@@ -168,6 +170,7 @@ START_TEST(test_cuda_16bit_fused_dropout_matches_float32) {
             nb_scope_end(it);
         }
     nb_scope_end(s);
+    ck_assert_int_eq(unsetenv("NB_CUDA_ATTENTION_DROPOUT"), 0);
 }
 END_TEST
 
@@ -196,11 +199,11 @@ static void ck_near(nb_tensor *got, nb_tensor *want, double atol, const char *wh
 }
 
 /* bfloat16 and float16 attention with dropout from cuDNN's generator
- * (NB_CUDA_ATTENTION_DROPOUT=cudnn, opt-in): with v the identity the output is the dropped
+ * (the default): with v the identity the output is the dropped
  * weights P' themselves, so the keep mask Z is read off it; the share kept
  * near 1 - p; the kept weights equal float32 softmax on the CPU over 1 - p;
- * Z is not nabla's keep mask (the default, from the same generator state,
- * draws another one), so cuDNN's generator ran. Then, from
+ * Z is not nabla's keep mask (NB_CUDA_ATTENTION_DROPOUT=philox, from the
+ * same generator state, draws another one), so cuDNN's generator ran. Then, from
  * the same state, a random v and an upstream gradient that is 1 where row
  * i meets column i: v's gradient P'^T dO is the backward's own P'
  * transposed, equal to the forward's; the output and every gradient
@@ -209,7 +212,7 @@ static void ck_near(nb_tensor *got, nb_tensor *want, double atol, const char *wh
  * has the mask). Causal with S == L, plain with S != L. */
 START_TEST(test_cuda_16bit_cudnn_dropout) {
     if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
-    ck_assert_int_eq(setenv("NB_CUDA_ATTENTION_DROPOUT", "cudnn", 1), 0);
+    ck_assert_int_eq(unsetenv("NB_CUDA_ATTENTION_DROPOUT"), 0); /* the default */
     nb_scope *s = nb_scope_begin();
     const int64_t B = 2, H = 3, E = 128, S = 128;
     const double p = 0.2;
@@ -249,10 +252,10 @@ START_TEST(test_cuda_16bit_cudnn_dropout) {
             const double kept = nb_item(nb_sum(keep, NULL, 0, false)) / open;
             ck_assert_msg(fabs(kept - (1 - p)) < 0.02, "%s: %g of the weights kept, want about %g", where, kept, 1 - p);
             ck_near(w, nb_detach(wref), 2e-2, "the forward's dropped weights", where);
-            ck_assert_int_eq(unsetenv("NB_CUDA_ATTENTION_DROPOUT"), 0); /* the default: nabla's mask */
+            ck_assert_int_eq(setenv("NB_CUDA_ATTENTION_DROPOUT", "philox", 1), 0); /* nabla's mask */
             o.gen = &g[1];
             nb_tensor *wp = dropped_weights(h16[0], h16[1], eye, o);
-            ck_assert_int_eq(setenv("NB_CUDA_ATTENTION_DROPOUT", "cudnn", 1), 0);
+            ck_assert_int_eq(unsetenv("NB_CUDA_ATTENTION_DROPOUT"), 0);
             const double differ = nb_item(nb_sum(nb_ne(nb_ne_scalar(wp, 0), nb_ne_scalar(w, 0)), NULL, 0, false));
             ck_assert_msg(differ > 0.05 * open, "%s: cuDNN's keep mask is nabla's (%g of %g weights differ)", where,
                           differ, open);
@@ -369,6 +372,57 @@ START_TEST(test_cuda_16bit_decode_matches_float32) {
 END_TEST
 
 
+/* Where the default (cuDNN's generator) cannot serve the backward: an
+ * additive mask that requires grad takes nabla's keep mask in the
+ * forward, so its backward runs and every gradient, the mask's too,
+ * matches float32 on the CPU from the same generator state (the same
+ * mask); a create_graph backward through a forward that drew with cuDNN's
+ * generator fails with NB_ERR_UNSUPPORTED naming it (PyTorch's fused
+ * attention kernels have no double backward either). */
+START_TEST(test_cuda_16bit_dropout_mask_grad) {
+    if (nb_device_count(NB_DEVICE_CUDA) < 1) return;
+    ck_assert_int_eq(unsetenv("NB_CUDA_ATTENTION_DROPOUT"), 0); /* the default */
+    nb_scope *s = nb_scope_begin();
+    const int64_t B = 2, H = 2, L = 64, S = 80, E = 64;
+    const int64_t lens[3] = {L, S, S};
+    nb_tensor *x16[3], *x32[3];
+    for (int i = 0; i < 3; i++) {
+        nb_tensor *r = nb_to_dtype(nb_test_randn(NB_SHAPE(B, H, lens[i], E), NB_F32, 140 + (uint64_t)i), NB_BF16);
+        x16[i] = nb_detach(nb_to_device(r, NB_CUDA(0)));
+        x32[i] = nb_detach(nb_to_dtype(r, NB_F32));
+        NB_CK_OK(nb_set_requires_grad(x16[i], true));
+        NB_CK_OK(nb_set_requires_grad(x32[i], true));
+    }
+    nb_tensor *mr = nb_to_dtype(nb_mul_scalar(nb_test_randn(NB_SHAPE(L, S), NB_F32, 150), 0.5), NB_BF16);
+    nb_tensor *m32 = nb_detach(nb_to_dtype(mr, NB_F32)), *m16 = nb_detach(nb_to_device(mr, NB_CUDA(0)));
+    NB_CK_OK(nb_set_requires_grad(m32, true));
+    NB_CK_OK(nb_set_requires_grad(m16, true));
+    nb_tensor *w = nb_test_randn(NB_SHAPE(B, H, L, E), NB_F32, 151);
+    nb_generator g0 = nb_generator_new(41), g[3] = {g0, g0, g0};
+    nb_sdpa_options o = {.dropout_p = 0.2, .attn_mask = m16, .gen = &g[0]};
+    nb_tensor *out = nb_scaled_dot_product_attention(x16[0], x16[1], x16[2], o);
+    NB_CK_NOTNULL(out);
+    NB_CK_OK(nb_backward(nb_sum(nb_mul(nb_to_dtype(out, NB_F32), nb_to_device(w, NB_CUDA(0))), NULL, 0, false)));
+    o.attn_mask = m32, o.gen = &g[1];
+    nb_tensor *want = nb_scaled_dot_product_attention(x32[0], x32[1], x32[2], o);
+    NB_CK_OK(nb_backward(nb_sum(nb_mul(want, w), NULL, 0, false)));
+    ck_near(out, want, 2e-2, "the output", "an additive mask that requires grad");
+    const char *names[3] = {"q's gradient", "k's gradient", "v's gradient"};
+    for (int i = 0; i < 3; i++)
+        ck_near(nb_tensor_grad(x16[i]), nb_tensor_grad(x32[i]), 6e-2, names[i], "an additive mask that requires grad");
+    ck_near(nb_tensor_grad(m16), nb_tensor_grad(m32), 6e-2, "the mask's gradient", "an additive mask that requires grad");
+    /* create_graph through cuDNN's generator: a clear refusal */
+    o.attn_mask = NULL, o.gen = &g[2];
+    nb_tensor *o2 = nb_scaled_dot_product_attention(x16[0], x16[1], x16[2], o);
+    NB_CK_NOTNULL(o2);
+    nb_status st = nb_backward_ex(nb_sum(nb_to_dtype(o2, NB_F32), NULL, 0, false), NULL,
+                                  &(nb_backward_options){.create_graph = true});
+    ck_assert_int_eq(st, NB_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(nb_last_error(), "cuDNN's generator") != NULL, "%s", nb_last_error());
+    nb_scope_end(s);
+}
+END_TEST
+
 Suite *nb_suite_ops_attention_cuda(void) {
     Suite *s = suite_create("ops_attention_cuda");
     TCase *t = tcase_create("cuda");
@@ -376,6 +430,7 @@ Suite *nb_suite_ops_attention_cuda(void) {
     tcase_add_test(t, test_cuda_16bit_fused_matches_float32);
     tcase_add_test(t, test_cuda_16bit_fused_dropout_matches_float32);
     tcase_add_test(t, test_cuda_16bit_cudnn_dropout);
+    tcase_add_test(t, test_cuda_16bit_dropout_mask_grad);
     tcase_add_test(t, test_cuda_16bit_decode_matches_float32);
     tcase_set_timeout(t, 300);
     suite_add_tcase(s, t);

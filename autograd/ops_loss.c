@@ -32,25 +32,30 @@ nb_status nb_bw_ce(nb_node *n, nb_tensor *g, nb_tensor **gin) {
         gin[0] = ce_grad_ops(g, logits, target, n->p.cross_entropy.ignore_index);
         return gin[0] ? NB_OK : nb_last_status();
     }
-    nb_tensor *gc = nb_contiguous(g), *gx = nb_empty_like(logits);
-    if (!gc || !gx) return nb_last_status();
-    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(gc), vx = nb_kview_of(logits), vl = nb_kview_of(lse),
+    nb_tensor *gx = nb_empty_like(logits); /* g at any stride (a mean's gradient is one value broadcast) */
+    if (!gx) return nb_last_status();
+    nb_kview vgx = nb_kview_of(gx), vg = nb_kview_of(g), vx = nb_kview_of(logits), vl = nb_kview_of(lse),
              vt = nb_kview_of(target);
     gin[0] = gx;
     return nb_kernel_cross_entropy_backward(NB_BE(logits), &vgx, &vg, &vx, &vl, &vt, n->p.cross_entropy.ignore_index);
 }
 
 /* Per-row losses [N] of logits [N, C] (one node, fused backward); float32
- * rows (and loss) for 16-bit logits, whose gradient is 16-bit. */
-static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_index) {
+ * rows (and loss) for 16-bit logits, whose gradient is 16-bit. valid (if
+ * not NULL) gets the rows' 1/0 weights, target != ignore_index, from the
+ * same kernel (the mean's divisor is their sum). */
+static nb_tensor *ce_rows(nb_tensor *logits, nb_tensor *target, int64_t ignore_index, nb_tensor **valid) {
     nb_tensor *x = nb_contiguous(logits), *t = nb_contiguous(target);
     int64_t n = logits->shape[0];
     nb_dtype rdt = nb_dtype_is_16bit(logits->dtype) ? NB_F32 : logits->dtype;
     nb_tensor *loss = nb_tensor_new(1, &n, rdt, logits->storage->device);
     nb_tensor *lse = nb_tensor_new(1, &n, rdt, logits->storage->device);
-    if (!x || !t || !loss || !lse) return NULL;
+    nb_tensor *w = valid ? nb_tensor_new(1, &n, rdt, logits->storage->device) : NULL;
+    if (!x || !t || !loss || !lse || (valid && !w)) return NULL;
     nb_kview vl = nb_kview_of(loss), vs = nb_kview_of(lse), vx = nb_kview_of(x), vt = nb_kview_of(t);
-    if (nb_kernel_cross_entropy(NB_BE(x), &vl, &vs, &vx, &vt, ignore_index) != NB_OK) return NULL;
+    nb_kview vw = w ? nb_kview_of(w) : (nb_kview){0};
+    if (nb_kernel_cross_entropy(NB_BE(x), &vl, &vs, w ? &vw : NULL, &vx, &vt, ignore_index) != NB_OK) return NULL;
+    if (valid) *valid = w;
     bool failed;
     nb_node *node = nb_record(NB_OP_CROSS_ENTROPY, loss, 1, &logits, &failed);
     if (failed) return NULL;
@@ -191,11 +196,10 @@ static nb_tensor *loss_impl(const char *op, nb_tensor *input, nb_tensor *target,
         return NB_FAIL(NB_ERR_INVALID_ARG, "%s: ignore_index %lld is not supported for probability targets", op,
                        (long long)o.ignore_index);
     if (logits && !f.probs && !o.weight && o.label_smoothing == 0) { /* the fused kernel */
-        nb_tensor *rows = ce_rows(f.x, f.t, o.ignore_index);
-        nb_tensor *count = nb_sum(nb_to_dtype(nb_ne_scalar(f.t, (double)o.ignore_index),
-                                              fused16 ? NB_F32 : input->dtype),
-                                  NULL, 0, false);
-        return count ? ce_reduce(&f, rows, o.reduction, count) : NULL;
+        nb_tensor *valid = NULL;
+        nb_tensor *rows = ce_rows(f.x, f.t, o.ignore_index, o.reduction == NB_REDUCTION_MEAN ? &valid : NULL);
+        nb_tensor *count = valid ? nb_sum(valid, NULL, 0, false) : NULL;
+        return rows && (count || o.reduction != NB_REDUCTION_MEAN) ? ce_reduce(&f, rows, o.reduction, count) : NULL;
     }
     nb_tensor *logp = logits ? nb_log_softmax(f.x, 1) : f.x;
     if (!logp) return NULL;

@@ -223,8 +223,8 @@ static nb_status ce_case(const nb_cpu_isa_kernels *k, int arg, char *out, size_t
     for (int64_t i = 0; i < r; i++) t[i] = i == 3 ? -100 : (i * 977) % c;
     nb_kview xv = mat(x, dt, r, c), tv = vec(t, NB_I64, r, 1), glv = vec(gl, dt, r, 1);
     nb_kview loss = vec(out, dt, r, 1), lse = vec(out + (size_t)r * es, dt, r, 1);
-    nb_kview gx = mat(out + 2 * (size_t)r * es, dt, r, c);
-    nb_status st = k->cross_entropy(NULL, &loss, &lse, &xv, &tv, -100);
+    nb_kview gx = mat(out + 2 * (size_t)r * es, dt, r, c), valid = vec(out + (size_t)(2 * r + r * c) * es, dt, r, 1);
+    nb_status st = k->cross_entropy(NULL, &loss, &lse, &valid, &xv, &tv, -100);
     if (!st) st = k->cross_entropy_backward(NULL, &gx, &glv, &xv, &lse, &tv, -100);
     free(x);
     free(gl);

@@ -26,10 +26,10 @@ static nb_status check_ce(const char *name, const nb_kview *x, const nb_kview *t
     return NB_OK;
 }
 
-nb_status nb_check_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *logits,
-                                 const nb_kview *target, int64_t ignore_index) {
+nb_status nb_check_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *valid,
+                                 const nb_kview *logits, const nb_kview *target, int64_t ignore_index) {
     (void)be, (void)ignore_index;
-    return check_ce("cross_entropy", logits, target, (const nb_kview *[]){loss, lse}, 2, NULL);
+    return check_ce("cross_entropy", logits, target, (const nb_kview *[]){loss, lse, valid}, valid ? 3 : 2, NULL);
 }
 
 nb_status nb_check_cross_entropy_backward(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss,

@@ -80,7 +80,7 @@ nb_status nb_cpu_reduce16(nb_backend *be, nb_reduce_op op, const nb_kview *out, 
  * strided views run the attention kernels on dense [B, R, C] copies */
 bool nb_cpu_attention_views_dense(const nb_kview *const *v, int n);
 nb_status nb_cpu_bernoulli16(nb_backend *be, const nb_kview *dst, double p, uint64_t seed, uint64_t offset);
-nb_status nb_cpu_cross_entropy16(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *logits, const nb_kview *target, int64_t ignore_index);
+nb_status nb_cpu_cross_entropy16(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *valid, const nb_kview *logits, const nb_kview *target, int64_t ignore_index);
 nb_status nb_cpu_cross_entropy_backward16(nb_backend *be, const nb_kview *glogits, const nb_kview *gloss, const nb_kview *logits, const nb_kview *lse, const nb_kview *target, int64_t ignore_index);
 nb_status nb_cpu_attention_dense(nb_backend *be, const nb_kview *out, const nb_kview *lse, const nb_attention_args *a);
 nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, const nb_kview *gk, const nb_kview *gv,

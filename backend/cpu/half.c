@@ -221,11 +221,11 @@ nb_status nb_cpu_attention_backward_dense(nb_backend *be, const nb_kview *gq, co
 
 /* Cross-entropy of 16-bit logits (autocast's): on a float32 copy, with
  * float32 per-row tensors; the gradient rounded back to 16 bits. */
-nb_status nb_cpu_cross_entropy16(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *logits,
-                                 const nb_kview *target, int64_t ignore_index) {
+nb_status nb_cpu_cross_entropy16(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *valid,
+                                 const nb_kview *logits, const nb_kview *target, int64_t ignore_index) {
     wide w;
     nb_status st = widen(be, logits, &w, true);
-    if (!st) st = K->cross_entropy(be, loss, lse, &w.v, target, ignore_index);
+    if (!st) st = K->cross_entropy(be, loss, lse, valid, &w.v, target, ignore_index);
     wide_free(&w, 1);
     return st;
 }

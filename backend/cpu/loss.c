@@ -18,7 +18,7 @@
 /* ---- cross entropy ----------------------------------------------------------- */
 
 typedef struct ce_job {
-    const nb_kview *loss, *lse, *logits, *target, *gloss, *glogits;
+    const nb_kview *loss, *lse, *valid, *logits, *target, *gloss, *glogits;
     int64_t ignore_index;
 } ce_job;
 
@@ -64,14 +64,16 @@ static nb_status check_targets(const char *name, const ce_job *j) {
     return NB_OK;
 }
 
-nb_status nb_cpu_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse,
+nb_status nb_cpu_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *valid,
                                const nb_kview *logits, const nb_kview *target, int64_t ignore_index) {
-    if (nb_dtype_is_16bit(logits->dtype)) return nb_cpu_cross_entropy16(be, loss, lse, logits, target, ignore_index);
-    ce_job j = {.loss = loss, .lse = lse, .logits = logits, .target = target, .ignore_index = ignore_index};
+    if (nb_dtype_is_16bit(logits->dtype))
+        return nb_cpu_cross_entropy16(be, loss, lse, valid, logits, target, ignore_index);
+    ce_job j = {.loss = loss, .lse = lse, .valid = valid, .logits = logits, .target = target, .ignore_index = ignore_index};
     nb_status st = check_targets("cross_entropy", &j);
     if (st) return st;
     if (logits->shape[1] == 0) { /* no classes: every target was ignored */
         nb_cpu_fill(be, lse, -INFINITY);
+        if (valid) nb_cpu_fill(be, valid, 0.0);
         return nb_cpu_fill(be, loss, 0.0);
     }
     int64_t grain = NB_CPU_GRAIN / logits->shape[1] + 1;

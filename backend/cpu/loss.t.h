@@ -13,6 +13,7 @@ static void TS(ce_rows_)(void *arg, int64_t r0, int64_t r1) {
         int64_t t = target_at(j, r);
         ((T *)j->lse->data)[r * j->lse->strides[0]] = lse;
         ((T *)j->loss->data)[r * j->loss->strides[0]] = t == j->ignore_index ? 0 : lse - x[t];
+        if (j->valid) ((T *)j->valid->data)[r * j->valid->strides[0]] = t != j->ignore_index;
     }
 }
 static void TS(ceb_rows_)(void *arg, int64_t r0, int64_t r1) {

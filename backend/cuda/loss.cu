@@ -37,7 +37,8 @@ template <typename T, typename X> struct XRow {
 
 template <typename T, typename X>
 __global__ void __launch_bounds__(1024) k_ce(const X *x, int64_t n, int64_t c, RowVec<const int64_t> tgt,
-                                             RowVec<T> loss, RowVec<T> lse, int64_t ignore, int *err, int tag) {
+                                             RowVec<T> loss, RowVec<T> lse, RowVec<T> valid, int64_t ignore, int *err,
+                                             int tag) {
     __shared__ T st[32];
     __shared__ double sd[32];
     const int bd = blockDim.x;
@@ -63,6 +64,7 @@ __global__ void __launch_bounds__(1024) k_ce(const X *x, int64_t n, int64_t c, R
             T l = mx + (T)log(s);
             int64_t t = tgt[r];
             lse[r] = l;
+            if (valid.p) valid[r] = (T)(t != ignore);
             if (t == ignore) {
                 loss[r] = (T)0;
             } else if (t < 0 || t >= c) {
@@ -78,12 +80,13 @@ __global__ void __launch_bounds__(1024) k_ce(const X *x, int64_t n, int64_t c, R
 
 // No classes (c == 0): every target must be ignored; lse = -inf, loss = 0.
 template <typename T>
-__global__ void k_ce_empty(int64_t n, RowVec<const int64_t> tgt, RowVec<T> loss, RowVec<T> lse, int64_t ignore,
-                           int *err, int tag) {
+__global__ void k_ce_empty(int64_t n, RowVec<const int64_t> tgt, RowVec<T> loss, RowVec<T> lse, RowVec<T> valid,
+                           int64_t ignore, int *err, int tag) {
     NBC_GRID_STRIDE(r, n) {
         if (tgt[r] != ignore) raise(err, ERR_TARGET, tag);
         lse[r] = (T)-INFINITY;
         loss[r] = (T)0;
+        if (valid.p) valid[r] = (T)0;
     }
 }
 
@@ -163,25 +166,27 @@ __global__ void __launch_bounds__(CEB_THREADS) k_ce_back16(const X *x, X *gx, in
     }
 }
 
-template <typename T> static RowVec<T> rv(const nb_kview *v) { return {(T *)v->data, v->strides[0]}; }
+template <typename T> static RowVec<T> rv(const nb_kview *v) {
+    return v ? RowVec<T>{(T *)v->data, v->strides[0]} : RowVec<T>{nullptr, 0};
+}
 
 template <typename T, typename X>
-static nb_status ce_t(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *logits,
-                      const nb_kview *target, int64_t ignore) {
+static nb_status ce_t(nb_backend *be, const nb_kview *loss, const nb_kview *lse, const nb_kview *valid,
+                      const nb_kview *logits, const nb_kview *target, int64_t ignore) {
     cudaStream_t st = stream_of(be);
     int64_t n = logits->shape[0], c = logits->shape[1];
     int *err = err_word(be);
     int tag = slot_tag("cross_entropy");
     if (c == 0) {
-        k_ce_empty<T><<<blocks_for(n), THREADS, 0, st>>>(n, rv<const int64_t>(target), rv<T>(loss), rv<T>(lse), ignore,
-                                                         err, tag);
+        k_ce_empty<T><<<blocks_for(n), THREADS, 0, st>>>(n, rv<const int64_t>(target), rv<T>(loss), rv<T>(lse),
+                                                         rv<T>(valid), ignore, err, tag);
         return launched("cross_entropy");
     }
     // about 8 elements per thread per pass, 32 .. 1024 threads
     int threads = pow2_at_least((c + 7) / 8);
     if (threads < 32) threads = 32;
     k_ce<T, X><<<grid_for(n, 1, 1 << 20), threads, 0, st>>>((const X *)logits->data, n, c, rv<const int64_t>(target),
-                                                           rv<T>(loss), rv<T>(lse), ignore, err, tag);
+                                                           rv<T>(loss), rv<T>(lse), rv<T>(valid), ignore, err, tag);
     return launched("cross_entropy");
 }
 
@@ -212,14 +217,15 @@ using namespace nbc;
 using namespace nbc::red;
 
 extern "C" nb_status nb_cuda_cross_entropy(nb_backend *be, const nb_kview *loss, const nb_kview *lse,
-                                           const nb_kview *logits, const nb_kview *target, int64_t ignore_index) {
+                                           const nb_kview *valid, const nb_kview *logits, const nb_kview *target,
+                                           int64_t ignore_index) {
     // checked (but the targets' values: the kernels' error word): backend/check/loss.c
     if (logits->shape[0] == 0) return NB_OK;
     switch (logits->dtype) {
-    case NB_F32: return ce_t<float, float>(be, loss, lse, logits, target, ignore_index);
-    case NB_BF16: return ce_t<float, __nv_bfloat16>(be, loss, lse, logits, target, ignore_index);
-    case NB_F16: return ce_t<float, __half>(be, loss, lse, logits, target, ignore_index);
-    default: return ce_t<double, double>(be, loss, lse, logits, target, ignore_index);
+    case NB_F32: return ce_t<float, float>(be, loss, lse, valid, logits, target, ignore_index);
+    case NB_BF16: return ce_t<float, __nv_bfloat16>(be, loss, lse, valid, logits, target, ignore_index);
+    case NB_F16: return ce_t<float, __half>(be, loss, lse, valid, logits, target, ignore_index);
+    default: return ce_t<double, double>(be, loss, lse, valid, logits, target, ignore_index);
     }
 }
 

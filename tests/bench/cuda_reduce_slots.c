@@ -575,7 +575,7 @@ static void case_softmax(nb_dtype dt, int nd, const int64_t *xs, int dim, bool l
 
 static nb_status ce_call(nb_backend *be, ctx *c, bool dev) { /* logits, target, loss, lse */
     nb_kview x = V(0), t = V(1), l = V(2), s = V(3);
-    return nb_kernel_cross_entropy(be, &l, &s, &x, &t, c->p[0]);
+    return nb_kernel_cross_entropy(be, &l, &s, NULL, &x, &t, c->p[0]);
 }
 static nb_status ceb_call(nb_backend *be, ctx *c, bool dev) { /* logits, target, gloss, lse, glogits */
     nb_kview x = V(0), t = V(1), g = V(2), s = V(3), gx = V(4);

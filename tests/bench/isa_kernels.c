@@ -72,7 +72,7 @@ static void run(const nb_cpu_isa_kernels *k, int which, bufs *B) {
     case K_CE_BW: {
         nb_kview x = view(B->a, NB_F32, R, C), gx = view(B->c, NB_F32, R, C), t = vec(B->t, NB_I64, R);
         nb_kview loss = vec(B->d, NB_F32, R), lse = vec(B->e, NB_F32, R), gl = vec(B->f, NB_F32, R);
-        if (which == K_CE) k->cross_entropy(be, &loss, &lse, &x, &t, -100);
+        if (which == K_CE) k->cross_entropy(be, &loss, &lse, NULL, &x, &t, -100);
         else k->cross_entropy_backward(be, &gx, &gl, &x, &lse, &t, -100);
         break;
     }

@@ -363,10 +363,11 @@ static nb_tensor *sdpa_impl(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_sdpa_op
     /* the backend's own dropout generator (cuDNN's) only where the backward
      * will not need the mask: an additive mask's gradient recomputes the
      * weights (create_graph, which also would, fails instead, as PyTorch's
-     * fused kernels' double backward) */
-    bool own_rng = false, mask_grad = o.attn_mask && nb_requires_grad(o.attn_mask) && nb_is_grad_enabled();
+     * fused kernels' double backward). cuDNN's path takes no mask today, so
+     * the mask test is for a backend that would. */
+    bool own_rng = false, mask_needs_grad = o.attn_mask && nb_requires_grad(o.attn_mask) && nb_is_grad_enabled();
     nb_attention_args a = {&vq, &vk, &vv, mask ? &vm : NULL, o.is_causal, scale, o.dropout_p, {seed, offset, base},
-                           o.dropout_p > 0 && !mask_grad ? &own_rng : NULL, false};
+                           o.dropout_p > 0 && !mask_needs_grad ? &own_rng : NULL, false};
     if (nb_kernel_attention(NB_BE(q), &vo, &vl, &a) != NB_OK) return NULL;
     bool failed;
     nb_node *n = nb_record(NB_OP_SCALED_DOT_PRODUCT_ATTENTION, out, n_in, in, &failed);

@@ -35,17 +35,30 @@ static nb_tensor *on(nb_tensor *t, nb_device dev, nb_dtype dt) {
     return r;
 }
 
-/* The backward's slot report (nb_profiler_report's text), malloc'd. */
+/* The backward's slot report (nb_profiler_report's text), malloc'd;
+ * seed NULL: out is a one-element loss. */
 static char *profiled_backward(nb_tensor *out, nb_tensor *seed) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     ck_assert_ptr_nonnull(f);
     nb_profiler_start();
-    NB_CK_OK(nb_backward_with(out, seed));
+    NB_CK_OK(seed ? nb_backward_with(out, seed) : nb_backward(out));
     nb_profiler_report(f);
     fclose(f);
     return buf;
+}
+
+/* The calls of slot name in a report (0 if it has no row). */
+static long slot_calls(const char *rep, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = rep; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == rep || p[-1] == '\n') && p[n] == ' ') {
+            long calls = 0;
+            ck_assert_int_eq(sscanf(p + n, "%*s %ld", &calls), 1);
+            return calls;
+        }
+    return 0;
 }
 
 /* A tied weight: emb = embedding(idx, w) read with seed r1, and the
@@ -54,9 +67,10 @@ static char *profiled_backward(nb_tensor *out, nb_tensor *seed) {
  * decoder_first: the decoder recorded before the lookup, so the lookup's
  * backward runs first, before w has a .grad (the engine defers it to the
  * pass's end, as under autocast, whose cast of the parameters is recorded
- * first). Returns w's .grad after each backward (retained). */
+ * first). Returns w's .grad after each backward (retained) and, in
+ * *adds, the first backward's binary slot calls. */
 static void tied_grads(nb_device dev, nb_dtype dt, bool hook, int64_t pad, bool decoder_first, nb_tensor **g1,
-                       nb_tensor **g2) {
+                       nb_tensor **g2, long *adds) {
     nb_tensor *w = on(nb_test_randn(NB_SHAPE(V, D), NB_F64, 1), dev, dt);
     NB_CK_OK(nb_set_requires_grad(w, true));
     if (hook) ck_assert_int_gt(nb_register_hook(w, keep_grad_hook, NULL), 0);
@@ -68,7 +82,9 @@ static void tied_grads(nb_device dev, nb_dtype dt, bool hook, int64_t pad, bool 
     nb_tensor *emb = nb_embedding(idx, w, pad);
     if (!decoder_first) logits = nb_matmul(x, nb_transpose(w, 0, 1));
     nb_tensor *loss = nb_add(nb_sum(nb_mul(emb, r1), NULL, 0, false), nb_sum(nb_mul(logits, r2), NULL, 0, false));
-    NB_CK_OK(nb_backward(loss));
+    char *rep1 = profiled_backward(loss, NULL);
+    *adds = slot_calls(rep1, "binary");
+    free(rep1);
     *g1 = nb_clone(nb_tensor_grad(w));
     NB_CK_NOTNULL(*g1);
     nb_retain(*g1);
@@ -93,8 +109,12 @@ START_TEST(test_embedding_grad_into_tied) {
                 nb_dtype dt = t ? NB_F32 : NB_F64;
                 int64_t pad = c & 1 ? PAD : NB_NO_PADDING_IDX;
                 nb_tensor *a1, *a2, *b1, *b2;
-                tied_grads(devs[d], dt, false, pad, c & 2, &a1, &a2);
-                tied_grads(devs[d], dt, true, pad, c & 2, &b1, &b2);
+                long adds_into, adds_rule;
+                tied_grads(devs[d], dt, false, pad, c & 2, &a1, &a2, &adds_into);
+                tied_grads(devs[d], dt, true, pad, c & 2, &b1, &b2, &adds_rule);
+                /* the table's add is gone, whichever gradient came first (deferred or not) */
+                ck_assert_msg(adds_into == adds_rule - 1, "binary calls: %ld into .grad, %ld by the rule", adds_into,
+                              adds_rule);
                 nb_ck_bitwise(a1, b1);
                 nb_ck_bitwise(a2, b2);
                 /* against the sums by hand: g2 = g1 + the embedding's rows */
@@ -125,7 +145,10 @@ static nb_tensor *select_grad(nb_device dev, nb_dtype dt, bool hook) {
     nb_tensor *idx = nb_to_device(nb_from_data((int64_t[]){2, 8, 2, 0, 2, 5, 8}, 1, (int64_t[]){7}, NB_I64), dev);
     nb_tensor *r = on(nb_test_randn(NB_SHAPE(4, 7, 6), NB_F64, 6), dev, dt);
     NB_CK_OK(nb_backward(nb_sum(nb_mul(x, x), NULL, 0, false))); /* .grad = 2x */
-    NB_CK_OK(nb_backward_with(nb_index_select(x, 1, idx), r));
+    char *rep = profiled_backward(nb_index_select(x, 1, idx), r);
+    ck_assert_msg(strstr(rep, "index_add") != NULL, "no index_add in the backward: %s", rep);
+    if (!hook) ck_assert_msg(strstr(rep, "\nbinary ") == NULL, "the accumulating path launched an add: %s", rep);
+    free(rep);
     nb_tensor *g = nb_tensor_grad(x);
     nb_retain(g);
     return g;

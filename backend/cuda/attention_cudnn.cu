@@ -716,12 +716,29 @@ bool plan_runs(cudnnHandle_t h, const Key &full) {
     return runs;
 }
 
+// Whether the backward of key's forward can run with cuDNN's generator,
+// its gradients laid out as the forward's operands (dO as out, dq as q...:
+// what autograd passes in training): asked before the forward draws from
+// that generator, whose mask no other path has, so a backward cuDNN cannot
+// run falls back to nabla's mask in the forward rather than failing. The
+// check builds (and caches) that backward plan.
+bool rng_backward_runs(cudnnHandle_t h, const Key &fwd, const Att &a, const Mat &q, const Mat &k, const Mat &v,
+                       const Mat &out) {
+    Key b = fwd;
+    b.bwd = 1;
+    const Mat *m[4] = {&out, &q, &k, &v};
+    const int64_t rows[4] = {a.L, a.L, a.S, a.S}, cols[4] = {a.Ev, a.E, a.E, a.Ev};
+    for (int i = 0; i < 4; i++)
+        if (!strides_of(*m[i], b.b1, rows[i], cols[i], b.st[4 + i])) return false;
+    return plan_runs(h, b);
+}
+
 // cuDNN's generator where the caller allows it, unless
 // NB_CUDA_ATTENTION_DROPOUT=philox (read at each forward, so a test can
 // switch it).
 bool rng_wanted() {
     const char *e = getenv("NB_CUDA_ATTENTION_DROPOUT");
-    return !e || strcmp(e, "philox") != 0;
+    return !e || strcmp(e, "philox") != 0; // (any other value: the default)
 }
 
 // The backward's error where the forward drew from cuDNN's generator and
@@ -756,7 +773,7 @@ nb_status cudnn_forward(nb_backend *be, const char *op, nb_dtype dt, const Att &
     if (!key_of(be, dt, a, q, k, v, out, own_rng && rng_wanted(), &key)) return NB_OK;
     cudnnHandle_t h = nb_cuda_cudnn(be);
     if (!h) return required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;
-    if (key.rng && !plan_runs(h, key)) { // nabla's keep mask instead
+    if (key.rng && (!plan_runs(h, key) || !rng_backward_runs(h, key, a, q, k, v, out))) { // nabla's keep mask instead
         key.rng = key.keep = 0;
         if (!chunk_of(key)) return NB_OK;
     }
@@ -823,7 +840,8 @@ nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att 
     // factor is 1, which is right whether or not an engine reads it.
     // (With cuDNN's generator, O goes in as it is and the graph's factor is
     // 1 - p, as the frontend builds it: an engine that scales D itself there
-    // would otherwise scale it twice. Not yet confirmed on a GPU.)
+    // would otherwise scale it twice; test_cuda_16bit_cudnn_dropout checks
+    // every gradient of that path against float32.)
     Scratch oscaled;
     void *o_ptr = out.data;
     if (a.dropout && !key.rng) {

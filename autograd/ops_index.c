@@ -51,6 +51,28 @@ static nb_tensor *index_add_new(const nb_tensor *like, int dim, nb_tensor *index
     return nb_kernel_index_add(NB_BE(g), &vgx, dim, &vi, &vg, skip, false) == NB_OK ? gx : NULL;
 }
 
+/* What the index_add of an embedding's or index_select's input gradient
+ * takes: gc (the output's gradient, contiguous) as the slot's g view (an
+ * embedding's [..., dim] as [rows, dim]), the dim and the row to skip
+ * (padding_idx). One place for the rules and nb_index_grad_into. */
+typedef struct index_grad {
+    nb_kview g;
+    int dim;
+    int64_t skip;
+} index_grad;
+
+static index_grad index_grad_of(const nb_node *n, const nb_tensor *gc) {
+    index_grad r = {nb_kview_of(gc), 0, NB_NO_PADDING_IDX};
+    if (n->op == NB_OP_EMBEDDING) {
+        int64_t d = n->in[0]->shape[1];
+        r.g.ndim = 2, r.g.shape[0] = nb_numel(n->saved[0]), r.g.shape[1] = d, r.g.strides[0] = d, r.g.strides[1] = 1;
+        r.skip = n->p.embedding.padding_idx;
+    } else {
+        r.dim = n->p.axis.dim;
+    }
+    return r;
+}
+
 /* ---- embedding ------------------------------------------------------------------ */
 
 /* The weight gradient's own rule (create_graph): it sums rows of g into
@@ -70,10 +92,8 @@ nb_status nb_bw_embedding(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *idx = n->saved[0], *w = n->in[0];
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
-    int64_t rows = nb_numel(idx);
-    nb_kview vg = nb_kview_of(gc);
-    vg.ndim = 2, vg.shape[0] = rows, vg.shape[1] = w->shape[1], vg.strides[0] = w->shape[1], vg.strides[1] = 1;
-    gin[0] = index_add_new(w, 0, idx, gc, vg, n->p.embedding.padding_idx);
+    index_grad ig = index_grad_of(n, gc);
+    gin[0] = index_add_new(w, ig.dim, idx, gc, ig.g, ig.skip);
     if (!gin[0]) return nb_last_status();
     bool failed;
     nb_node *gn = nb_record_grad(n, embedding_grad_backward, gin[0], 1, &g, &failed);
@@ -137,17 +157,9 @@ nb_tensor *nb_embedding(nb_tensor *indices, nb_tensor *weight, int64_t padding_i
 nb_status nb_index_grad_into(nb_node *n, nb_tensor *g, nb_tensor *dst) {
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
-    nb_kview vd = nb_kview_of(dst), vi = flat_view(n->saved[0]), vg = nb_kview_of(gc);
-    int dim = 0;
-    int64_t skip = NB_NO_PADDING_IDX;
-    if (n->op == NB_OP_EMBEDDING) { /* g [..., dim] as [rows, dim] */
-        vg.ndim = 2, vg.shape[0] = nb_numel(n->saved[0]), vg.shape[1] = dst->shape[1];
-        vg.strides[0] = dst->shape[1], vg.strides[1] = 1;
-        skip = n->p.embedding.padding_idx;
-    } else {
-        dim = n->p.axis.dim;
-    }
-    return nb_kernel_index_add(NB_BE(dst), &vd, dim, &vi, &vg, skip, true);
+    index_grad ig = index_grad_of(n, gc);
+    nb_kview vd = nb_kview_of(dst), vi = flat_view(n->saved[0]);
+    return nb_kernel_index_add(NB_BE(dst), &vd, ig.dim, &vi, &ig.g, ig.skip, true);
 }
 
 /* ---- index_select ------------------------------------------------------------------ */
@@ -162,7 +174,8 @@ static nb_status index_select_grad_backward(nb_node *n, nb_tensor *gg, nb_tensor
 nb_status nb_bw_index_select(nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *gc = nb_contiguous(g);
     if (!gc) return nb_last_status();
-    gin[0] = index_add_new(n->in[0], n->p.axis.dim, n->saved[0], gc, nb_kview_of(gc), NB_NO_PADDING_IDX);
+    index_grad ig = index_grad_of(n, gc);
+    gin[0] = index_add_new(n->in[0], ig.dim, n->saved[0], gc, ig.g, ig.skip);
     if (!gin[0]) return nb_last_status();
     bool failed;
     nb_node *gn = nb_record_grad(n, index_select_grad_backward, gin[0], 1, &g, &failed);

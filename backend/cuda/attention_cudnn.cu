@@ -722,15 +722,21 @@ bool plan_runs(cudnnHandle_t h, const Key &full) {
 // that generator, whose mask no other path has, so a backward cuDNN cannot
 // run falls back to nabla's mask in the forward rather than failing. The
 // check builds (and caches) that backward plan.
+// key's gradient strides (st[4..7]) from dO, dq, dk, dv's matrices m;
+// false where one's rows are not 16-byte aligned.
+bool grad_strides(Key *key, const Att &a, const Mat *const m[4]) {
+    const int64_t rows[4] = {a.L, a.L, a.S, a.S}, cols[4] = {a.Ev, a.E, a.E, a.Ev};
+    for (int i = 0; i < 4; i++)
+        if (!strides_of(*m[i], key->b1, rows[i], cols[i], key->st[4 + i])) return false;
+    return true;
+}
+
 bool rng_backward_runs(cudnnHandle_t h, const Key &fwd, const Att &a, const Mat &q, const Mat &k, const Mat &v,
                        const Mat &out) {
     Key b = fwd;
     b.bwd = 1;
     const Mat *m[4] = {&out, &q, &k, &v};
-    const int64_t rows[4] = {a.L, a.L, a.S, a.S}, cols[4] = {a.Ev, a.E, a.E, a.Ev};
-    for (int i = 0; i < 4; i++)
-        if (!strides_of(*m[i], b.b1, rows[i], cols[i], b.st[4 + i])) return false;
-    return plan_runs(h, b);
+    return grad_strides(&b, a, m) && plan_runs(h, b);
 }
 
 // cuDNN's generator where the caller allows it, unless
@@ -819,9 +825,7 @@ nb_status cudnn_backward(nb_backend *be, const char *op, nb_dtype dt, const Att 
         own[i - 1] = Mat{unwanted[i - 1].ptr, key.b2, key.b2 * rc, rc, cols[i]};
         m[i] = &own[i - 1];
     }
-    for (int i = 0; i < 4; i++)
-        if (!strides_of(*m[i], key.b1, rows[i], cols[i], key.st[4 + i]))
-            return key.rng ? rng_declined(op, "a gradient's rows not 16-byte aligned") : NB_OK;
+    if (!grad_strides(&key, a, m)) return key.rng ? rng_declined(op, "a gradient's rows not 16-byte aligned") : NB_OK;
     cudnnHandle_t h = nb_cuda_cudnn(be);
     if (!h)
         return key.rng || required() ? nb_set_error(NB_ERR_DEVICE, "%s: cuDNN is unavailable", op) : NB_OK;

@@ -8,7 +8,12 @@
  * the cast is cached until the outermost nb_autocast_end, as PyTorch's
  * autocast cache, or until an in-place write to the parameter (its
  * storage's version counter moved); nb_autocast_cache_params fills the cache ahead, in
- * multi-tensor launches. Backward passes run without autocast (each op's
+ * multi-tensor launches. A parameter that a fused Adam/AdamW updates
+ * (keep_cast, set by nb_fused_adam_) keeps its cast between regions
+ * (cast_copy): the optimizer writes it with each update, so the next
+ * region reads it with no cast kernel, while its version says it holds the
+ * parameter's values (#31: the master weights' 16-bit copies, as llm.c's
+ * and Apex's). Backward passes run without autocast (each op's
  * backward in its forward's dtypes). The lists are in autograd/OPS.md. */
 #include <stdlib.h>
 
@@ -119,6 +124,30 @@ bool nb_grad_f32_ok(const nb_node *n, int i) {
     return plain_node(e, nr, -1) && e->autocast_cast && e->in[0] && e->in[0]->dtype == NB_F32;
 }
 
+/* t's kept copy (cast_copy) as its cast to dt: a new view of it recorded
+ * as t's cast, with the region's cache holding it; NULL (no error) where
+ * there is none of dt holding t's current values. */
+static nb_tensor *kept_copy(nb_tensor *t, nb_dtype dt) {
+    nb_tensor *k = t->cast_copy;
+    if (!k || k->dtype != dt || t->cast_version != version_of(t)) return NULL;
+    nb_tensor *v = nb_tensor_view_of(k, k->ndim, k->shape, k->strides, k->offset);
+    if (!v || !nb_cast_record(t, v)) return NULL;
+    mark(v);
+    nb_retain(v); /* the cache's reference, as cast()'s */
+    if (!cache_add(t, v)) nb_release(v);
+    return v;
+}
+
+/* c, a new cast of the parameter t, kept as t's cast_copy where a fused
+ * optimizer updates t (the copy it replaces is released). */
+static void keep(nb_tensor *t, nb_tensor *c) {
+    if (!t->keep_cast || !nb_is_contiguous(c) || !nb_is_contiguous(t)) return;
+    nb_tensor *a = nb_tensor_alias_unscoped(c);
+    if (!a) return; /* not kept: the next region casts again */
+    nb_release(t->cast_copy);
+    t->cast_copy = a, t->cast_version = version_of(t);
+}
+
 /* The parameter t is a permuted view of (F.linear(x, W.t()), GPT-2's
  * Conv1D), its permutation in dims; NULL for other tensors. */
 static nb_tensor *permuted_param(const nb_tensor *t, int *dims) {
@@ -156,9 +185,11 @@ static nb_tensor *cast(nb_tensor *t, nb_dtype dt) {
     }
     bool cacheable = nb_is_leaf(t) && nb_requires_grad(t);
     nb_tensor *c = cacheable ? cache_find(t, dt) : NULL;
+    if (!c && cacheable) c = kept_copy(t, dt);
     if (c) return c;
     c = mark(nb_to_dtype(t, dt));
     if (!c || !cacheable) return c;
+    keep(t, c);
     nb_retain(c); /* the cache's reference; c stays the caller's too */
     if (!cache_add(t, c)) nb_release(c); /* not cached: still right */
     return c;
@@ -181,7 +212,7 @@ static int gather(nb_tensor *const *params, int n, int *next, nb_tensor **src, n
         if (!depth[d.type]) continue;
         nb_dtype dt = stack[d.type][depth[d.type] - 1];
         if (m && (d.type != dev.type || d.index != dev.index || dt != want)) break; /* the next group's */
-        if (cache_find(t, dt)) continue;
+        if (cache_find(t, dt) || kept_copy(t, dt)) continue;
         bool dup = false; /* listed twice */
         for (int k = 0; k < m && !dup; k++) dup = src[k] == t;
         if (dup) continue;
@@ -219,6 +250,7 @@ nb_status nb_autocast_cache_params(nb_tensor *const *params, int n) {
                 break;
             }
             mark(dst[k]);
+            keep(src[k], dst[k]);
             if (!cache_add(src[k], dst[k])) { /* on success the cache owns dst[k] */
                 st = nb_set_error(NB_ERR_OOM, "autocast_cache_params: out of host memory for the cast cache");
                 break;

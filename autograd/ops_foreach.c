@@ -261,6 +261,21 @@ static nb_kview *views(nb_tensor *const *list, int n, nb_kview *v) {
 
 enum { GROUP_MAX = 64 }; /* tensors per multi-tensor launch */
 
+/* The autocast copies (cast_copy) of params[0..k) as views into v, of the
+ * first copy's dtype (a call's copies share one): v[i].data NULL where
+ * parameter i has none; NULL when none has one. */
+static nb_kview *copy_views(nb_tensor *const *params, int k, nb_kview *v) {
+    bool any = false;
+    nb_dtype dt = NB_BF16;
+    for (int i = 0; i < k; i++) {
+        const nb_tensor *c = params[i]->cast_copy;
+        v[i] = (nb_kview){0};
+        if (!c || (any && c->dtype != dt)) continue;
+        v[i] = nb_kview_of(c), dt = c->dtype, any = true;
+    }
+    return any ? v : NULL;
+}
+
 nb_status nb_fused_adam_(int n, nb_tensor *const *params, nb_tensor *const *grads, nb_tensor *const *exp_avgs,
                          nb_tensor *const *exp_avg_sqs, nb_tensor *const *max_exp_avg_sqs, const nb_adam_hyper *h) {
     if (!params || !grads || !exp_avgs || !exp_avg_sqs || !h)
@@ -275,7 +290,10 @@ nb_status nb_fused_adam_(int n, nb_tensor *const *params, nb_tensor *const *grad
         if (max_exp_avg_sqs) nb_bump_version(max_exp_avg_sqs[i]);
     }
     nb_backend *be = NB_BE(params[0]);
-    if (!nb_kernel_has(be, adam_step_multi) || (n == 1 && !h->lr_dev && !h->step_dev)) {
+    bool multi = nb_kernel_has(be, adam_step_multi);
+    for (int i = 0; i < n && multi; i++) /* updated here with their autocast copies: autocast keeps them */
+        if (params[i]->dtype == NB_F32) params[i]->keep_cast = true;
+    if (!multi || (n == 1 && !h->lr_dev && !h->step_dev && !params[0]->cast_copy)) {
         if (h->lr_dev || h->step_dev)
             return nb_set_error(NB_ERR_UNSUPPORTED, "fused_adam_: the capturable form needs a multi-tensor kernel");
         for (int i = 0; i < n; i++) {
@@ -287,15 +305,23 @@ nb_status nb_fused_adam_(int n, nb_tensor *const *params, nb_tensor *const *grad
         }
         return NB_OK;
     }
-    nb_kview p[GROUP_MAX], g[GROUP_MAX], m[GROUP_MAX], v[GROUP_MAX], mx[GROUP_MAX];
+    nb_kview p[GROUP_MAX], g[GROUP_MAX], m[GROUP_MAX], v[GROUP_MAX], mx[GROUP_MAX], cp[GROUP_MAX];
     for (int i = 0; i < n; i += GROUP_MAX) {
         int k = n - i < GROUP_MAX ? n - i : GROUP_MAX;
         nb_adam_hyper hi = *h;
         if (h->step_dev) hi.step_dev = h->step_dev + i;
+        nb_kview *copies = copy_views(params + i, k, cp);
         nb_status st = nb_kernel_adam_step_multi(be, k, views(params + i, k, p), views(grads + i, k, g),
                                                  views(exp_avgs + i, k, m), views(exp_avg_sqs + i, k, v),
-                                                 max_exp_avg_sqs ? views(max_exp_avg_sqs + i, k, mx) : NULL, &hi);
+                                                 max_exp_avg_sqs ? views(max_exp_avg_sqs + i, k, mx) : NULL, copies,
+                                                 &hi);
         if (st) return st;
+        for (int j = 0; copies && j < k; j++) { /* the copies hold the new values */
+            nb_tensor *t = params[i + j];
+            if (!cp[j].data) continue;
+            nb_bump_version(t->cast_copy);
+            t->cast_version = atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+        }
     }
     return NB_OK;
 }

@@ -87,8 +87,9 @@ extern "C" {
  * per device type; 6: the slot matmul_bgrad_b, and a float32 c with
  * 16-bit a and b in matmul, matmul_bgrad and matmul_bgrad_b; 7: attention's
  * own_rng_out and own_rng (dropout from the backend's own generator); 8:
- * index_add's accumulate, cross_entropy's valid. */
-#define NB_BACKEND_INTERFACE_VERSION 8
+ * index_add's accumulate, cross_entropy's valid; 9: adam_step_multi's
+ * copies (16-bit weights written with the update). */
+#define NB_BACKEND_INTERFACE_VERSION 9
 
 /* bfloat16 or float16: storage dtypes whose arithmetic runs in float32. */
 static inline bool nb_dtype_is_16bit(nb_dtype dt) { return dt == NB_BF16 || dt == NB_F16; }

@@ -57,6 +57,12 @@ struct nb_tensor {
     struct nb_node *grad_fn; /* owned reference; NULL for leaves */
     int output_nr;           /* which output of grad_fn (custom functions have several) */
     struct nb_tensor_hooks *hooks; /* owned; gradient hooks of a leaf (autograd/hooks.c), else NULL */
+    /* A float32 parameter's 16-bit copy kept between autocast regions
+     * (autograd/autocast.c): the weights the next autocast forward reads,
+     * written with each update by nb_fused_adam_ (#31's master weights). */
+    struct nb_tensor *cast_copy; /* owned, no autograd state; NULL: none */
+    unsigned cast_version;       /* the storage version whose values cast_copy holds */
+    bool keep_cast;              /* a fused optimizer updates t: autocast keeps t's cast as cast_copy */
 };
 
 #define NB_TENSOR_LIVE 0x4c54424eu  /* "NBTL" */

@@ -258,7 +258,7 @@ static void quarantine_put(nb_tensor *t) {
     t->freed_by = strdup(note);
     t->magic = NB_TENSOR_FREED;
     t->storage = &dead_storage;
-    t->grad = NULL, t->grad_fn = NULL, t->hooks = NULL;
+    t->grad = NULL, t->grad_fn = NULL, t->hooks = NULL, t->cast_copy = NULL;
     pthread_mutex_lock(&own_lock);
     nb_tensor *old = quarantine[n_quarantined % QUARANTINE];
     quarantine[n_quarantined++ % QUARANTINE] = t;
@@ -282,6 +282,7 @@ void nb_release(nb_tensor *t) {
     }
     if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
     nb_release(t->grad);
+    nb_release(t->cast_copy);
     if (t->hooks) nb_tape.free_hooks(t->hooks);   /* hooks and a grad_fn exist only once */
     if (t->grad_fn) nb_tape.release(t->grad_fn); /* the tape has registered (nb_impl.h) */
     storage_release(t->storage);

@@ -119,7 +119,10 @@ struct nb_optim_desc {
     /* update over n parameters idx[0..n) of group g at once (a backend's
      * multi-tensor kernel: one launch instead of n), results bit-identical
      * to n updates; every p[j] and grad[j] contiguous, one dtype and
-     * device, the same step count and the same `created`. May be NULL. */
+     * device, the same step count and the same `created`. May be NULL.
+     * A desc that has it writes through nb_fused_* in update and
+     * update_multi (they move the version counters): the step then adds
+     * no bump of its own (autocast's kept copies stay current). */
     nb_status (*update_multi)(nb_optimizer *opt, int g, int n, const int *idx, nb_tensor *const *p,
                               nb_tensor *const *grad, unsigned created);
     /* Replaces the generic loop (LBFGS); may be NULL. closure may be NULL. */

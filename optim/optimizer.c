@@ -434,6 +434,10 @@ static nb_status generic_step(nb_optimizer *opt) {
  * The generic step updates the parameters that have a gradient; a step of
  * its own (LBFGS) may write them all. */
 static nb_status bump_params(nb_optimizer *opt, bool all, nb_status st) {
+    /* the fused updates (Adam's and SGD's, the descs with update_multi)
+     * record their own writes, and a second bump here would make the 16-bit
+     * copies that nb_fused_adam_ writes for autocast look stale */
+    if (!all && opt->d->update_multi) return st;
     for (int i = 0; i < opt->n; i++)
         if (all || nb_tensor_grad(opt->params[i])) nb_increment_version(opt->params[i]);
     return st;

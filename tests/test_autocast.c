@@ -3,8 +3,9 @@
  * float32 run's, backward outside autocast, nesting, float64 untouched, the
  * errors, an MLP whose autocast training tracks float32 training,
  * cross_entropy on 16-bit logits with the explicit cast's bits, the
- * convolutions in bfloat16, the cast cache filled ahead, and linear's
- * float32 gradients of autocast's casts. */
+ * convolutions in bfloat16, the cast cache filled ahead, the casts kept
+ * between steps for a fused Adam's parameters, and linear's float32
+ * gradients of autocast's casts. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,73 @@ START_TEST(test_autocast_cache_sees_inplace_writes) {
 }
 END_TEST
 
+/* A parameter that a fused Adam/AdamW updates keeps its autocast cast
+ * between regions: from the third step on (the first step's update marks
+ * it, the second's forward keeps its cast, that step's update writes it),
+ * the forward reads the copy the optimizer wrote, launching one cast (a
+ * copy-slot call) fewer per parameter, with the loss and weight bits of a
+ * run whose parameters are cast every step (their version counters moved
+ * by hand after each step, which makes a kept copy stale); an in-place
+ * write after a step makes the next region cast the new values. */
+START_TEST(test_autocast_kept_copies) {
+    FOR_DEVICES(dev) {
+        double loss[2];
+        uint64_t fwd_calls[2] = {0, 0};
+        nb_tensor *w_end[2] = {NULL, NULL};
+        for (int stale = 0; stale < 2; stale++) {
+            nb_manual_seed(31);
+            NB_CK_OK(nb_set_default_device(dev));
+            nb_module *net = nb_nn_sequential(nb_nn_linear(48, 96), nb_nn_relu(), nb_nn_linear(96, 10));
+            NB_CK_OK(nb_set_default_device(NB_CPU));
+            nb_named_tensor ps[8];
+            ck_assert_int_eq(nb_module_parameters(net, ps, 8), 4);
+            nb_optimizer *opt = nb_adamw(net, (nb_adam_options){.lr = 3e-3});
+            nb_scope *s = nb_scope_begin();
+            nb_generator g = nb_generator_new(9);
+            nb_tensor *x = nb_randn_on(NB_SHAPE(32, 48), NB_F32, &g, dev);
+            nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(32), NB_F64, &g, dev), 9.99), NB_I64);
+            for (int step = 0; step < 5; step++) {
+                nb_scope *st = nb_scope_begin();
+                nb_optimizer_zero_grad(opt);
+                NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+                uint64_t c0 = nb_device_counters_get(dev).kernel_calls;
+                nb_tensor *l = nb_cross_entropy(nb_forward(net, x), y);
+                if (step == 4) fwd_calls[stale] = nb_device_counters_get(dev).kernel_calls - c0;
+                NB_CK_OK(nb_autocast_end(dev));
+                NB_CK_OK(nb_backward(l));
+                ck_assert_int_eq(nb_dtype_of(nb_tensor_grad(ps[0].tensor)), NB_F32);
+                NB_CK_OK(nb_optimizer_step(opt));
+                for (int k = 0; stale && k < 4; k++) nb_increment_version(ps[k].tensor);
+                loss[stale] = nb_item(l);
+                nb_scope_end(st);
+            }
+            w_end[stale] = nb_to_device(nb_detach(nb_clone(ps[0].tensor)), NB_CPU); /* before the write below */
+            nb_retain(w_end[stale]);
+            if (!stale) { /* an in-place write after the step: the region casts the new values */
+                NB_NO_GRAD {
+                    NB_CK_OK(nb_mul_scalar_(ps[0].tensor, 2));
+                }
+                NB_CK_OK(nb_autocast_begin(dev, NB_BF16));
+                nb_tensor *got = nb_linear(x, ps[0].tensor, NULL);
+                NB_CK_OK(nb_autocast_end(dev));
+                nb_tensor *want = nb_linear(nb_to_dtype(x, NB_BF16), nb_to_dtype(ps[0].tensor, NB_BF16), NULL);
+                nb_ck_bitwise(got, want);
+            }
+            nb_scope_end(s);
+            nb_optimizer_free(opt);
+            nb_module_free(net);
+        }
+        ck_assert_msg(loss[0] == loss[1], "loss %.9g with kept copies, %.9g casting every step", loss[0], loss[1]);
+        nb_ck_bitwise(w_end[0], w_end[1]);
+        ck_assert_msg(fwd_calls[1] - fwd_calls[0] == 4,
+                      "the forward made %llu kernel calls with kept copies, %llu casting every step (4 casts "
+                      "fewer expected)",
+                      (unsigned long long)fwd_calls[0], (unsigned long long)fwd_calls[1]);
+        nb_release(w_end[0]), nb_release(w_end[1]);
+    }
+}
+END_TEST
+
 static nb_status double_grad(nb_tensor *grad, nb_tensor **replace, void *user) {
     (void)user;
     *replace = nb_mul_scalar(grad, 2);
@@ -539,6 +607,7 @@ Suite *nb_suite_autocast(void) {
     tcase_add_test(c, test_autocast_conv);
     tcase_add_test(c, test_autocast_cache_params);
     tcase_add_test(c, test_autocast_cache_sees_inplace_writes);
+    tcase_add_test(c, test_autocast_kept_copies);
     tcase_add_test(c, test_autocast_permuted_param);
     tcase_add_test(c, test_autocast_linear_grads_float32);
     suite_add_tcase(s, c);

@@ -466,23 +466,39 @@ START_TEST(test_cuda_adam_multi) {
                 opt_views(&o, false, vc);
                 opt_views(&o, true, vg);
                 nb_adam_hyper h = hs[hi];
+                /* float32: 16-bit copies (bfloat16, or float16 for odd hi) of every other tensor,
+                 * one of them misaligned */
+                const nb_dtype cdt = hi % 2 ? NB_F16 : NB_BF16;
+                pair cp[N_OPT] = {0};
+                nb_kview cc[N_OPT] = {0}, cg[N_OPT] = {0};
+                const bool copies = all6[d] == NB_F32;
+                for (int i = 0; copies && i < N_OPT; i += 2) {
+                    int64_t n = opt_size(i), off = i == 4 ? 1 : 0;
+                    cp[i] = make_pair(&(geom){1, {n}, {1}, off, n + off}, cdt, (range){-1, 1, false}, dev);
+                    cc[i] = nb_kview_of(cp[i].c), cg[i] = nb_kview_of(cp[i].g);
+                }
                 for (int step = 1; step <= 3; step++) {
                     h.step = step;
                     NB_CK_OK(nb_kernel_adam_step_multi(cpu_be(), N_OPT, vc[0], vc[1], vc[2], vc[3],
-                                                              h.amsgrad ? vc[4] : NULL, &h));
-                    NB_CK_OK(nb_kernel_adam_step_multi(be, N_OPT, vg[0], vg[1], vg[2], vg[3], h.amsgrad ? vg[4] : NULL, &h));
+                                                       h.amsgrad ? vc[4] : NULL, copies ? cc : NULL, &h));
+                    NB_CK_OK(nb_kernel_adam_step_multi(be, N_OPT, vg[0], vg[1], vg[2], vg[3], h.amsgrad ? vg[4] : NULL,
+                                                       copies ? cg : NULL, &h));
                 }
                 NB_CK_OK(nb_device_synchronize(dev));
                 char what[64];
                 snprintf(what, sizeof what, "adam_step_multi hyper %d %s", hi, nb_dtype_name(all6[d]));
                 opt_ck(what, &o, h.amsgrad ? 5 : 4);
+                for (int i = 0; copies && i < N_OPT; i += 2) { /* the copies: the cast's bits, on both devices */
+                    ck_bits(what, cp[i].c, cp[i].g);
+                    ck_bits(what, nb_to_dtype(o.t[i][0].c, cdt), cp[i].c);
+                }
                 /* the single-tensor slot gives the same bits as the multi one */
                 h.step = 4;
                 for (int i = 0; i < N_OPT; i++)
                     NB_CK_OK(nb_kernel_adam_step(be, &vg[0][i], &vg[1][i], &vg[2][i], &vg[3][i],
                                                   h.amsgrad ? &vg[4][i] : NULL, &h));
                 NB_CK_OK(nb_kernel_adam_step_multi(cpu_be(), N_OPT, vc[0], vc[1], vc[2], vc[3],
-                                                          h.amsgrad ? vc[4] : NULL, &h));
+                                                   h.amsgrad ? vc[4] : NULL, NULL, &h));
                 NB_CK_OK(nb_device_synchronize(dev));
                 opt_ck(what, &o, h.amsgrad ? 5 : 4);
                 nb_scope_end(s);
@@ -551,7 +567,7 @@ START_TEST(test_cpu_optim_multi_matches_single) {
     nb_adam_hyper h = {1e-2, 0.9, 0.99, 1e-6, 0.1, true, true, false, 1, NULL, NULL};
     for (int step = 1; step <= 3; step++) {
         h.step = step;
-        NB_CK_OK(nb_kernel_adam_step_multi(be, N, v[0][0], v[0][1], v[0][2], v[0][3], v[0][4], &h));
+        NB_CK_OK(nb_kernel_adam_step_multi(be, N, v[0][0], v[0][1], v[0][2], v[0][3], v[0][4], NULL, &h));
         for (int i = 0; i < N; i++)
             NB_CK_OK(nb_kernel_adam_step(be, &v[1][0][i], &v[1][1][i], &v[1][2][i], &v[1][3][i], &v[1][4][i], &h));
     }
@@ -569,7 +585,7 @@ START_TEST(test_cpu_optim_multi_matches_single) {
     memcpy(bad, v[0][1], sizeof bad);
     bad[3].shape[0] = 16;
     nb_clear_error();
-    ck_assert_int_eq(nb_kernel_adam_step_multi(be, N, v[0][0], bad, v[0][2], v[0][3], v[0][4], &h), NB_ERR_SHAPE);
+    ck_assert_int_eq(nb_kernel_adam_step_multi(be, N, v[0][0], bad, v[0][2], v[0][3], v[0][4], NULL, &h), NB_ERR_SHAPE);
     double *after = nb_test_values_of(t[0][0][0]);
     ck_assert_msg(!memcmp(before, after, sizeof(double) * 5), "a failed multi step updated a parameter");
     nb_kview mixed[N];

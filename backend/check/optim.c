@@ -60,9 +60,21 @@ nb_status nb_check_sgd_step(nb_backend *be, const nb_kview *param, const nb_kvie
 
 /* The multi-tensor forms: every group checked before anything is updated (the slot's contract). */
 
+/* Group i's 16-bit copy (adam_step_multi's copies[i]): contiguous bfloat16 or float16 of float32 param's shape. */
+static nb_status check_copy(const char *name, int i, const nb_kview *copy, const nb_kview *param) {
+    char b1[NB_VIEW_STR], b2[NB_VIEW_STR];
+    if (!nb_dtype_is_16bit(copy->dtype) || param->dtype != NB_F32)
+        return nb_set_error(NB_ERR_DTYPE, "%s: copy %d must be bfloat16 or float16 of a float32 parameter (%s of %s)",
+                            name, i, nb_dtype_name(copy->dtype), nb_dtype_name(param->dtype));
+    if (!nb_view_same_shape(copy, param) || !nb_view_is_contiguous(copy))
+        return nb_set_error(NB_ERR_SHAPE, "%s: copy %d %s must be contiguous and match param %s", name, i,
+                            nb_view_str(copy, b1, sizeof b1), nb_view_str(param, b2, sizeof b2));
+    return NB_OK;
+}
+
 nb_status nb_check_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                                    const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
-                                   const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h) {
+                                   const nb_kview *max_exp_avg_sqs, const nb_kview *copies, const nb_adam_hyper *h) {
     (void)be;
     const char *name = h->decoupled ? "adamw" : "adam";
     if (n < 0) return nb_set_error(NB_ERR_INVALID_ARG, "%s: %d tensors, or a NULL list", name, n);
@@ -71,6 +83,7 @@ nb_status nb_check_adam_step_multi(nb_backend *be, int n, const nb_kview *params
         const nb_kview *v[5] = {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
                                 h->amsgrad ? &max_exp_avg_sqs[i] : NULL};
         st = check_group(name, v, 5, params[0].dtype);
+        if (!st && copies && copies[i].data) st = check_copy(name, i, &copies[i], &params[i]);
     }
     return st;
 }

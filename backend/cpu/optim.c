@@ -68,10 +68,12 @@ nb_status nb_cpu_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview 
 
 nb_status nb_cpu_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                                  const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
-                                 const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h) {
+                                 const nb_kview *max_exp_avg_sqs, const nb_kview *copies, const nb_adam_hyper *h) {
     for (int i = 0; i < n; i++) {
         nb_status st = nb_cpu_adam_step(be, &params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
                                         h->amsgrad ? &max_exp_avg_sqs[i] : NULL, h);
+        /* the 16-bit copy by the copy slot's kernel: the bits of autocast's cast */
+        if (!st && copies && copies[i].data) st = nb_cpu_copy(be, &copies[i], &params[i]);
         if (st) return st;
     }
     return NB_OK;

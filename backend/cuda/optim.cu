@@ -29,7 +29,8 @@ namespace nbc {
 constexpr int MT_MAX = 24;          // tensors per launch
 constexpr int64_t MT_CHUNK = 8192;  // elements per block task (a multiple of every vector width)
 
-// NP pointers per tensor: adam p, g, m, v, vmax (NULL unless amsgrad); sgd p, g, buf (NULL without momentum).
+// NP pointers per tensor: adam p, g, m, v, vmax (NULL unless amsgrad), copy (the 16-bit copy, NULL if none);
+// sgd p, g, buf (NULL without momentum).
 template <int NP> struct MTList {
     void *ptr[MT_MAX][NP];
     int64_t numel[MT_MAX];
@@ -51,10 +52,21 @@ template <typename T, int W> __device__ __forceinline__ void st(T *p, const Vec<
 template <typename T> using AdamC = typename nb_sm_of<T>::adam_coef;
 template <typename T> using SgdC = typename nb_sm_of<T>::sgd_coef;
 
+enum Copy16 { COPY_BF16 = 0, COPY_F16 = 1 }; // the dtype of a call's 16-bit copies
+
+// The W updated float32 values p as H at q + i (Traits<H>::store: the copy slot's rounding).
+template <typename H, int W> __device__ __forceinline__ void st16(void *q, int64_t i, const Vec<float, W> &p) {
+    Vec<H, W> o;
+#pragma unroll
+    for (int l = 0; l < W; l++) o.v[l] = Traits<H>::store(p.v[l]);
+    st((H *)q + i, o);
+}
+
 template <typename T> struct AdamOp {
-    static constexpr int NP = 5;
+    static constexpr int NP = 6;
     AdamC<T> c;
-    // W elements at index i of tensor q (p, g, m, v, vmax)
+    int copy16; // Copy16, for tensors with a copy pointer
+    // W elements at index i of tensor q (p, g, m, v, vmax, copy)
     template <int W> __device__ __forceinline__ void run(T *const *q, int64_t i) const {
         Vec<T, W> p = ld<T, W>(q[0] + i), g = ld<T, W>(q[1] + i), m = ld<T, W>(q[2] + i), v = ld<T, W>(q[3] + i);
         Vec<T, W> mx;
@@ -63,6 +75,8 @@ template <typename T> struct AdamOp {
         for (int l = 0; l < W; l++) nb_sm_of<T>::adam(&p.v[l], g.v[l], &m.v[l], &v.v[l], &mx.v[l], &c);
         st(q[0] + i, p), st(q[2] + i, m), st(q[3] + i, v);
         if (c.amsgrad) st(q[4] + i, mx);
+        if constexpr (std::is_same<T, float>::value) // copies exist for float32 parameters only (checked)
+            if (q[5]) copy16 == COPY_BF16 ? st16<__nv_bfloat16, W>(q[5], i, p) : st16<__half, W>(q[5], i, p);
     }
 };
 
@@ -173,10 +187,11 @@ template <typename T> __global__ void k_sgd_coef(nb_sgd_hyper h, const double *l
 
 // Ops reading their coefficients from device memory when the kernel runs.
 template <typename T> struct AdamOpDev {
-    static constexpr int NP = 5;
+    static constexpr int NP = 6;
     const AdamC<T> *cp;
+    int copy16;
     template <int W> __device__ __forceinline__ void run(T *const *q, int64_t i) const {
-        AdamOp<T> op{*cp};
+        AdamOp<T> op{*cp, copy16};
         op.template run<W>(q, i);
     }
 };
@@ -224,29 +239,42 @@ template <int NP> struct PtrList {
 
 static nb_status adam_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                             const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs, const nb_kview *max_exp_avg_sqs,
-                            const nb_adam_hyper *h) {
+                            const nb_kview *copies, const nb_adam_hyper *h) {
     const char *name = h->decoupled ? "adamw" : "adam";
     if (n == 0) return NB_OK;
     const nb_dtype dt = params[0].dtype;
-    PtrList<5> b;
+    PtrList<6> b;
     if (!b.alloc(n)) return nb_set_error(NB_ERR_OOM, "%s: no host memory for %d tensors", name, n);
+    int copy16 = -1; // the copies' dtype, one per launch
     for (int i = 0; i < n; i++) {
-        const nb_kview *v[5] = {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
-                                h->amsgrad ? &max_exp_avg_sqs[i] : nullptr};
-        for (int j = 0; j < 5; j++) b.p[i][j] = v[j] ? v[j]->data : nullptr;
+        const nb_kview *v[6] = {&params[i], &grads[i], &exp_avgs[i], &exp_avg_sqs[i],
+                                h->amsgrad ? &max_exp_avg_sqs[i] : nullptr,
+                                copies && copies[i].data ? &copies[i] : nullptr};
+        for (int j = 0; j < 6; j++) b.p[i][j] = v[j] ? v[j]->data : nullptr;
         b.numel[i] = numel(&params[i]);
+        if (!v[5]) continue;
+        const int c16 = copies[i].dtype == NB_BF16 ? COPY_BF16 : COPY_F16;
+        if (copy16 >= 0 && c16 != copy16)
+            return nb_set_error(NB_ERR_DTYPE, "%s: the copies of one call must share a dtype", name);
+        copy16 = c16;
     }
+    if (copy16 < 0) copy16 = COPY_BF16;
     if (h->lr_dev || h->step_dev) { /* capturable: lr and step read on the device */
         Scratch coef;
         if (dt == NB_F32) {
             nb_status st = adam_coef_dev<float>(be, name, n, h, coef);
-            return st ? st : multi_launch<float>(be, name, n, b.p, b.numel, AdamOpDev<float>{coef.as<AdamC<float>>()});
+            return st ? st
+                      : multi_launch<float>(be, name, n, b.p, b.numel,
+                                            AdamOpDev<float>{coef.as<AdamC<float>>(), copy16});
         }
         nb_status st = adam_coef_dev<double>(be, name, n, h, coef);
-        return st ? st : multi_launch<double>(be, name, n, b.p, b.numel, AdamOpDev<double>{coef.as<AdamC<double>>()});
+        return st ? st
+                  : multi_launch<double>(be, name, n, b.p, b.numel,
+                                         AdamOpDev<double>{coef.as<AdamC<double>>(), copy16});
     }
-    if (dt == NB_F32) return multi_launch<float>(be, name, n, b.p, b.numel, AdamOp<float>{adam_coef<float>(h)});
-    return multi_launch<double>(be, name, n, b.p, b.numel, AdamOp<double>{adam_coef<double>(h)});
+    if (dt == NB_F32)
+        return multi_launch<float>(be, name, n, b.p, b.numel, AdamOp<float>{adam_coef<float>(h), copy16});
+    return multi_launch<double>(be, name, n, b.p, b.numel, AdamOp<double>{adam_coef<double>(h), copy16});
 }
 
 static nb_status sgd_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
@@ -285,7 +313,7 @@ using namespace nbc;
 extern "C" nb_status nb_cuda_adam_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
                                        const nb_kview *exp_avg, const nb_kview *exp_avg_sq,
                                        const nb_kview *max_exp_avg_sq, const nb_adam_hyper *h) {
-    return adam_multi(be, 1, param, grad, exp_avg, exp_avg_sq, h->amsgrad ? max_exp_avg_sq : nullptr, h);
+    return adam_multi(be, 1, param, grad, exp_avg, exp_avg_sq, h->amsgrad ? max_exp_avg_sq : nullptr, nullptr, h);
 }
 
 extern "C" nb_status nb_cuda_sgd_step(nb_backend *be, const nb_kview *param, const nb_kview *grad,
@@ -295,8 +323,9 @@ extern "C" nb_status nb_cuda_sgd_step(nb_backend *be, const nb_kview *param, con
 
 extern "C" nb_status nb_cuda_adam_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,
                                              const nb_kview *exp_avgs, const nb_kview *exp_avg_sqs,
-                                             const nb_kview *max_exp_avg_sqs, const nb_adam_hyper *h) {
-    return adam_multi(be, n, params, grads, exp_avgs, exp_avg_sqs, h->amsgrad ? max_exp_avg_sqs : nullptr, h);
+                                             const nb_kview *max_exp_avg_sqs, const nb_kview *copies,
+                                             const nb_adam_hyper *h) {
+    return adam_multi(be, n, params, grads, exp_avgs, exp_avg_sqs, h->amsgrad ? max_exp_avg_sqs : nullptr, copies, h);
 }
 
 extern "C" nb_status nb_cuda_sgd_step_multi(nb_backend *be, int n, const nb_kview *params, const nb_kview *grads,

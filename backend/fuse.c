@@ -1,7 +1,8 @@
 /* fuse.c - elementwise fusion while a CUDA graph is captured with
  * nb_graph_options.fuse (nb_backend_impl.h): the calls of the slots marked
- * fuse in the slot list (copy, fill, unary, unary_backward, binary, where)
- * made on the captured stream are recorded instead of run; the next other
+ * fuse in the slot list (copy, fill, unary, unary_backward, binary, where,
+ * dropout: its mask as a DROPOUT node drawing the slot's Philox numbers, and
+ * out = x * mask as a binary mul) made on the captured stream are recorded instead of run; the next other
  * slot call on that backend, a stream event and the capture's end run them,
  * in order, as fused programs (the pointwise slot). A capture runs nothing,
  * so recording changes no value a host could see; the addresses are
@@ -34,7 +35,8 @@ typedef struct call {
     double value;
     nb_kview out, in[3];
     int n_in;
-    bool dead; /* its output's block was freed before the call ran */
+    bool dead;           /* its output's block was freed before the call ran */
+    nb_philox_state rng; /* NB_SLOT_dropout (its mask alone): the draw's stream */
 } call;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -69,28 +71,34 @@ static nb_status record(nb_backend *be, call c) {
 }
 
 nb_status nb_fuse_record_copy(nb_backend *be, const nb_kview *dst, const nb_kview *src) {
-    return record(be, (call){NB_SLOT_copy, 0, 0, *dst, {*src}, 1, false});
+    return record(be, (call){NB_SLOT_copy, 0, 0, *dst, {*src}, 1, false, {0}});
 }
 nb_status nb_fuse_record_fill(nb_backend *be, const nb_kview *dst, double value) {
-    return record(be, (call){NB_SLOT_fill, 0, value, *dst, {{0}}, 0, false});
+    return record(be, (call){NB_SLOT_fill, 0, value, *dst, {{0}}, 0, false, {0}});
 }
 nb_status nb_fuse_record_unary(nb_backend *be, nb_unary_op op, const nb_kview *out, const nb_kview *x, double alpha) {
-    return record(be, (call){NB_SLOT_unary, op, alpha, *out, {*x}, 1, false});
+    return record(be, (call){NB_SLOT_unary, op, alpha, *out, {*x}, 1, false, {0}});
 }
 nb_status nb_fuse_record_unary_backward(nb_backend *be, nb_unary_op op, const nb_kview *gx, const nb_kview *gy,
                                         const nb_kview *x, const nb_kview *y, double alpha) {
     const nb_kview *v = nb_unary_saved_view(op, gy, x, y); /* the one the rule reads (checked: present) */
-    call c = {NB_SLOT_unary_backward, op, alpha, *gx, {*gy}, 1, false};
+    call c = {NB_SLOT_unary_backward, op, alpha, *gx, {*gy}, 1, false, {0}};
     if (nb_unary_saved_of(op) != NB_UNARY_SAVED_NONE && v) c.in[1] = *v, c.n_in = 2;
     return record(be, c);
 }
 nb_status nb_fuse_record_binary(nb_backend *be, nb_binary_op op, const nb_kview *out, const nb_kview *a,
                                 const nb_kview *b) {
-    return record(be, (call){NB_SLOT_binary, op, 0, *out, {*a, *b}, 2, false});
+    return record(be, (call){NB_SLOT_binary, op, 0, *out, {*a, *b}, 2, false, {0}});
+}
+nb_status nb_fuse_record_dropout(nb_backend *be, const nb_kview *out, const nb_kview *mask, const nb_kview *x,
+                                 double p, nb_philox_state rng) {
+    call m = {NB_SLOT_dropout, 0, p, *mask, {{0}}, 0, false, rng};
+    nb_status st = record(be, m);
+    return st ? st : record(be, (call){NB_SLOT_binary, NB_BINARY_MUL, 0, *out, {*x, *mask}, 2, false, {0}});
 }
 nb_status nb_fuse_record_where(nb_backend *be, const nb_kview *out, const nb_kview *cond, const nb_kview *a,
                                const nb_kview *b) {
-    return record(be, (call){NB_SLOT_where, 0, 0, *out, {*cond, *a, *b}, 3, false});
+    return record(be, (call){NB_SLOT_where, 0, 0, *out, {*cond, *a, *b}, 3, false, {0}});
 }
 
 void nb_fuse_note_free(void *ptr, size_t bytes) {
@@ -123,7 +131,8 @@ static bool fusable(const call *c) {
     case NB_SLOT_fill:
     case NB_SLOT_where: return true;
     case NB_SLOT_unary:
-    case NB_SLOT_unary_backward: return is_float(c->out.dtype);
+    case NB_SLOT_unary_backward:
+    case NB_SLOT_dropout: return is_float(c->out.dtype);
     case NB_SLOT_binary: return nb_pw_binary_takes(c->op, c->in[0].dtype);
     default: return false;
     }
@@ -140,6 +149,8 @@ typedef struct group {
     const call *calls[NB_PW_MAX_NODES]; /* the calls in the group, in order */
     int call_node[NB_PW_MAX_NODES];     /* the node holding each call's value */
     int n_calls;
+    nb_philox_state rng[NB_PW_MAX_RNG]; /* the DROPOUT nodes' streams */
+    int n_rng;
 } group;
 
 /* The node that reads v in the group: the latest call writing exactly v,
@@ -164,6 +175,7 @@ static int operand(group *g, const nb_kview *v) {
 static bool try_add(group *g, const call *c) {
     if (g->n_calls && !nb_view_same_shape(&c->out, &g->calls[0]->out)) return false;
     if (g->n_calls == NB_PW_MAX_NODES || g->n_nodes + 4 > NB_PW_MAX_NODES) return false;
+    if (c->slot == NB_SLOT_dropout && g->n_rng == NB_PW_MAX_RNG) return false;
     /* the output: exactly an input's view, or touching none (outputs: checked by operand) */
     for (int k = 0; k < g->n_in; k++)
         if (meet(&g->ins[k], &c->out) && !same_view(&g->ins[k], &c->out)) return false;
@@ -183,6 +195,7 @@ static bool try_add(group *g, const call *c) {
     case NB_SLOT_unary: nd.kind = NB_PW_UNARY; break;
     case NB_SLOT_unary_backward: nd.kind = NB_PW_UNARY_BACKWARD; break;
     case NB_SLOT_binary: nd.kind = NB_PW_BINARY; break;
+    case NB_SLOT_dropout: nd.kind = NB_PW_DROPOUT, nd.a = g->n_rng, g->rng[g->n_rng++] = c->rng; break;
     default: nd.kind = NB_PW_WHERE, nd.op = 0; break;
     }
     g->nodes[g->n_nodes] = nd;
@@ -201,6 +214,12 @@ static nb_status run_one(nb_backend *be, const call *c) {
         return nb_kernel_unary_backward(be, (nb_unary_op)c->op, &c->out, &c->in[0], v, v, c->value);
     }
     case NB_SLOT_binary: return nb_kernel_binary(be, (nb_binary_op)c->op, &c->out, &c->in[0], &c->in[1]);
+    case NB_SLOT_dropout: { /* the mask alone: a program of its one node */
+        const nb_pw_node nd = {NB_PW_DROPOUT, 0, c->out.dtype, 0, -1, -1, c->value};
+        const int out = 0;
+        const nb_pw_program p = {1, &nd, 1, &out, 0, 1, &c->rng};
+        return nb_kernel_pointwise(be, 1, &c->out, &p);
+    }
     default: return nb_kernel_where(be, &c->out, &c->in[0], &c->in[1], &c->in[2]);
     }
 }
@@ -226,7 +245,7 @@ static nb_status run_group(nb_backend *be, group *g) {
     }
     if (n_out == 0) return NB_OK; /* every value died unread */
     for (int k = 0; k < g->n_in; k++) views[n_out + k] = g->ins[k];
-    nb_pw_program p = {g->n_nodes, g->nodes, n_out, outputs, g->n_in};
+    nb_pw_program p = {g->n_nodes, g->nodes, n_out, outputs, g->n_in, g->n_rng, g->rng};
     return nb_kernel_pointwise(be, n_out + g->n_in, views, &p);
 }
 
@@ -246,7 +265,7 @@ nb_status nb_fuse_flush(nb_backend *be) {
     if (!g) st = nb_set_error(NB_ERR_OOM, "graph capture: no memory to fuse the recorded calls");
     depth++; /* the calls below run, not record */
     for (int i = 0; i < n && !st;) {
-        g->n_nodes = g->n_in = g->n_calls = 0;
+        g->n_nodes = g->n_in = g->n_calls = g->n_rng = 0;
         if (!fusable(&calls[i])) {
             st = run_one(be, &calls[i++]);
             continue;

@@ -121,6 +121,11 @@ typedef enum nb_pw_kind {
     NB_PW_BINARY,         /* the binary slot: node a op (nb_binary_op) node b, both of one dtype; dtype
                            * is theirs, or bool for a comparison */
     NB_PW_WHERE,          /* the where slot: node a (bool) ? node b : node c, b and c of dtype */
+    NB_PW_DROPOUT,        /* the dropout slot's mask: 1/(1-p) (p: `value`, 0 <= p < 1) rounded to dtype as the
+                           * slot rounds it where random's bernoulli with probability 1-p under the
+                           * program's rng[a] gives 1 for element e, else 0; e is the element's index in C
+                           * order of the views' shape (so a contiguous mask view draws the slot's bits);
+                           * dtype a float dtype */
     NB_PW_KIND_COUNT
 } nb_pw_kind;
 
@@ -138,6 +143,7 @@ typedef struct nb_pw_node {
  * kernel takes every view's pointer and strides as one parameter. */
 #define NB_PW_MAX_VIEWS 32
 #define NB_PW_MAX_NODES 256
+#define NB_PW_MAX_RNG 8
 
 /* A DAG of nodes in topological order (operands before their users) and
  * the nodes its outputs store: output k (views[k]) receives node
@@ -149,6 +155,8 @@ typedef struct nb_pw_program {
     int n_out;               /* outputs, >= 1 */
     const int *outputs;      /* n_out node indices: output k stores node outputs[k] */
     int n_in;                /* input views after the outputs */
+    int n_rng;                   /* random streams of the DROPOUT nodes, 0 to NB_PW_MAX_RNG */
+    const struct nb_philox_state *rng; /* n_rng states (offset_base read when the kernel runs), or NULL */
 } nb_pw_program;
 
 /* The op of the reduce, scan and scan_backward slots (backend/nb_slots.def): torch.sum, amax, amin,

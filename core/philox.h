@@ -6,12 +6,15 @@
  * the words (2*(i%2), 2*(i%2)+1) of counter block (offset + i/2) under key =
  * seed. A fill of n elements therefore consumes nb_philox_blocks(n) blocks,
  * and element i depends only on (seed, offset, i), not on how work is split.
+ * The CUDA backend's run-time compiler embeds this header too (fused dropout).
  */
 #ifndef NB_PHILOX_H
 #define NB_PHILOX_H
 
+#ifndef __CUDACC_RTC__ /* NVRTC (generated pointwise kernels, backend/cuda/pointwise.cu) has its own */
 #include <math.h>
 #include <stdint.h>
+#endif
 
 #ifdef __CUDACC__
 #define NB_HD __host__ __device__ static inline /* callable from host and device code (nvcc) */
@@ -50,7 +53,7 @@ NB_HD nb_philox_u4 nb_philox4x32_10(uint64_t ctr_lo, uint64_t ctr_hi, uint64_t k
 
 /* The counter blocks a fill of n elements consumes: ceil(n / 2) (two 64-bit
  * elements per 128-bit block); a generator's offset advances by this. */
-static inline uint64_t nb_philox_blocks(uint64_t n) { return (n + 1) / 2; }
+NB_HD uint64_t nb_philox_blocks(uint64_t n) { return (n + 1) / 2; }
 
 /* The 64 random bits of element i. */
 NB_HD uint64_t nb_philox_bits(uint64_t seed, uint64_t offset, uint64_t i) {

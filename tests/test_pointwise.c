@@ -5,6 +5,7 @@
  * fill, unary, unary_backward, binary and where slots on whole tensors);
  * programs over every float dtype, every unary op forward and backward,
  * every float binary op, casts among the float dtypes and bool, where,
+ * dropout's mask (the random, unary and binary slots' bits),
  * broadcast, transposed and in-place views, 0-d and empty tensors, rows
  * longer than the CPU's chunk; the contract's errors; and on CUDA the
  * kernel caches: one NVRTC compile per program per process, the cubin
@@ -53,7 +54,7 @@ static int binary(prog *p, nb_binary_op op, int a, int b) {
 }
 static void output(prog *p, int v) { p->outputs[p->n_out++] = v; }
 static nb_pw_program program_of(const prog *p) {
-    return (nb_pw_program){p->n_nodes, p->nodes, p->n_out, p->outputs, p->n_in};
+    return (nb_pw_program){p->n_nodes, p->nodes, p->n_out, p->outputs, p->n_in, 0, NULL};
 }
 
 static nb_backend *backend_of(nb_device dev) {
@@ -336,6 +337,69 @@ START_TEST(test_pointwise_views) {
             NB_CK_OK(nb_kernel_pointwise(backend_of(dev), 3, ve, &pp));
             nb_scope_end(sc);
         }
+}
+END_TEST
+
+/* A DROPOUT node (the dropout slot's mask, as a graph captured with fusion
+ * records it): on every device and float dtype, the mask and x * mask + y
+ * of one program have the bits of random's bernoulli, unary mul_scalar
+ * and binary mul run slot by slot (and, where the backend has it, of the
+ * dropout slot), over rows whose CPU chunks start at odd elements (61 per
+ * row, 67 rows a chunk), with an odd first counter block; p = 0 keeps
+ * every element; the contract's errors. */
+START_TEST(test_pointwise_dropout) {
+    nb_device devs[8];
+    int nd = devices(devs);
+    for (int di = 0; di < nd; di++)
+        for (int f = 0; f < 4; f++)
+            for (int z = 0; z < 2; z++) {
+                nb_scope *sc = nb_scope_begin();
+                nb_device dev = devs[di];
+                nb_backend *be = backend_of(dev);
+                const nb_dtype dt = floats[f];
+                const double pd = z ? 0.0 : 0.3;
+                const int64_t sh[2] = {150, 61};
+                const nb_philox_state rng = {0x9e3779b97f4a7c15ull, 5, NULL};
+                nb_tensor *x = filled(dev, 2, sh, dt, -2, 2), *y = filled(dev, 2, sh, dt, -2, 2);
+                nb_tensor *mask = nb_empty_on(2, sh, dt, dev), *out = nb_empty_on(2, sh, dt, dev);
+                prog p = {0};
+                int xi = input(&p, 0, dt), yi = input(&p, 1, dt);
+                int m = node(&p, NB_PW_DROPOUT, 0, dt, 0, -1, -1, pd);
+                output(&p, m);
+                output(&p, binary(&p, NB_BINARY_ADD, binary(&p, NB_BINARY_MUL, xi, m), yi));
+                nb_pw_program pp = program_of(&p);
+                pp.n_rng = 1, pp.rng = &rng;
+                nb_kview v[4] = {nb_kview_of(mask), nb_kview_of(out), nb_kview_of(x), nb_kview_of(y)};
+                NB_CK_OK(nb_kernel_pointwise(be, 4, v, &pp));
+                /* slot by slot: the bernoulli draw, the scale, the multiply, the add */
+                nb_tensor *rm = nb_empty_on(2, sh, dt, dev), *rx = nb_empty_on(2, sh, dt, dev);
+                nb_tensor *ro = nb_empty_on(2, sh, dt, dev);
+                nb_kview vm = nb_kview_of(rm), vx = nb_kview_of(rx), vo = nb_kview_of(ro);
+                NB_CK_OK(nb_kernel_random(be, &vm, NB_RNG_BERNOULLI, 1 - pd, 0, rng));
+                NB_CK_OK(nb_kernel_unary(be, NB_UNARY_MUL_SCALAR, &vm, &vm, 1 / (1 - pd)));
+                NB_CK_OK(nb_kernel_binary(be, NB_BINARY_MUL, &vx, &v[2], &vm));
+                NB_CK_OK(nb_kernel_binary(be, NB_BINARY_ADD, &vo, &vx, &v[3]));
+                char what[96];
+                snprintf(what, sizeof what, "dropout p %g %s on %s", pd, nb_dtype_name(dt),
+                         dev.type == NB_DEVICE_CPU ? "cpu" : "cuda");
+                ck_same_bits(what, mask, rm);
+                ck_same_bits(what, out, ro);
+                if (nb_kernel_has(be, dropout)) { /* and the dropout slot's own mask */
+                    NB_CK_OK(nb_kernel_dropout(be, &vx, &vm, &v[2], pd, rng));
+                    ck_same_bits(what, mask, rm);
+                }
+                if (!z && !f) { /* the contract */
+                    nb_pw_program none = program_of(&p);
+                    CK_STATUS(nb_kernel_pointwise(be, 4, v, &none), NB_ERR_INVALID_ARG); /* no stream */
+                    p.nodes[m].value = 1;
+                    pp = program_of(&p);
+                    pp.n_rng = 1, pp.rng = &rng;
+                    CK_STATUS(nb_kernel_pointwise(be, 4, v, &pp), NB_ERR_INVALID_ARG); /* p = 1 */
+                    pp.n_rng = NB_PW_MAX_RNG + 1;
+                    CK_STATUS(nb_kernel_pointwise(be, 4, v, &pp), NB_ERR_INVALID_ARG);
+                }
+                nb_scope_end(sc);
+            }
 }
 END_TEST
 
@@ -643,6 +707,7 @@ Suite *nb_suite_pointwise(void) {
     tcase_add_test(tc, test_pointwise_unary_ops);
     tcase_add_test(tc, test_pointwise_binary_and_casts);
     tcase_add_test(tc, test_pointwise_views);
+    tcase_add_test(tc, test_pointwise_dropout);
     tcase_add_test(tc, test_pointwise_column_blocks);
     tcase_add_test(tc, test_pointwise_errors);
     tcase_add_test(tc, test_pointwise_compiles_once);

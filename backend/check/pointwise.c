@@ -22,7 +22,7 @@ static nb_status check_node(const nb_pw_program *p, const nb_kview *views, int i
                             nb_dtype_name(nd->dtype));
     if ((unsigned)nd->kind >= NB_PW_KIND_COUNT) return bad_node(i, "bad kind");
     int need = nd->kind == NB_PW_WHERE ? 3 : nd->kind == NB_PW_BINARY || nd->kind == NB_PW_UNARY_BACKWARD ? 2
-               : nd->kind == NB_PW_INPUT || nd->kind == NB_PW_CONST ? 0 : 1;
+               : nd->kind == NB_PW_INPUT || nd->kind == NB_PW_CONST || nd->kind == NB_PW_DROPOUT ? 0 : 1;
     const int ops[3] = {nd->a, nd->b, nd->c};
     for (int k = 0; k < need; k++) {
         bool optional = nd->kind == NB_PW_UNARY_BACKWARD && k == 1 &&
@@ -58,6 +58,11 @@ static nb_status check_node(const nb_pw_program *p, const nb_kview *views, int i
         if (p->nodes[nd->b].dtype != nd->dtype || p->nodes[nd->c].dtype != nd->dtype)
             return bad_node(i, "where's values differ from its dtype");
         return NB_OK;
+    case NB_PW_DROPOUT:
+        if (nd->dtype == NB_BOOL) return bad_node(i, "a dropout mask is of a float dtype");
+        if (!(nd->value >= 0 && nd->value < 1)) return bad_node(i, "dropout's p must be in [0, 1)");
+        if (nd->a < 0 || nd->a >= p->n_rng) return bad_node(i, "no such random stream");
+        return NB_OK;
     default: return bad_node(i, "bad kind");
     }
 }
@@ -70,6 +75,9 @@ nb_status nb_check_pointwise(nb_backend *be, int n, const nb_kview *views, const
     if (p->n_out < 1 || p->n_in < 0 || n != p->n_out + p->n_in || n > NB_PW_MAX_VIEWS)
         return nb_set_error(NB_ERR_INVALID_ARG, SLOT ": %d views for %d outputs and %d inputs (at most %d views)", n,
                             p->n_out, p->n_in, NB_PW_MAX_VIEWS);
+    if (p->n_rng < 0 || p->n_rng > NB_PW_MAX_RNG || (p->n_rng && !p->rng))
+        return nb_set_error(NB_ERR_INVALID_ARG, SLOT ": %d random streams (at most %d) or a NULL list", p->n_rng,
+                            NB_PW_MAX_RNG);
     if (p->n_nodes < 1 || p->n_nodes > NB_PW_MAX_NODES)
         return nb_set_error(NB_ERR_INVALID_ARG, SLOT ": %d nodes (1 to %d)", p->n_nodes, NB_PW_MAX_NODES);
     for (int k = 1; k < n; k++)

@@ -9,6 +9,7 @@
  * before it writes. The same kernels give the same bits as the slot-by-slot
  * run. Chunks run in parallel on the pool; each task takes one scratch
  * buffer for its whole range. */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "cpu_common.h"
 #include "nb_backend_util.h"
 #include "nb_impl.h"
+#include "philox.h"
 #include "threadpool.h"
 
 #define CHUNK 4096 /* elements: a few node buffers of 16-32 KiB stay in L1/L2 */
@@ -65,6 +67,34 @@ static nb_kview dense(const nb_kview *like, nb_dtype dt, void *buf) {
     return v;
 }
 
+/* A DROPOUT node's values over v, elements e0, e0 + 1, ... in C order:
+ * the dropout slot's mask (1/(1-p) rounded to float32, then to v's dtype
+ * where 16-bit, as unary mul_scalar rounds it; random's bernoulli test). */
+static nb_status dropout_mask(nb_backend *be, const nb_pw_program *p, const nb_pw_node *nd, int64_t e0,
+                              const nb_kview *v) {
+    const nb_philox_state *r = &p->rng[nd->a];
+    const uint64_t off = r->offset + (r->offset_base ? *r->offset_base : 0);
+    const uint64_t th = (uint64_t)ceil((1 - nd->value) * 0x1p53);
+    const double scale = 1 / (1 - nd->value);
+    float f = (float)scale;
+    uint16_t h = 0;
+    if (nb_dtype_is_16bit(v->dtype)) { /* the copy slot's rounding of the float32 scale */
+        nb_kview src = {.data = &f, .dtype = NB_F32}, dst = {.data = &h, .dtype = v->dtype};
+        nb_status st = be->iface->copy(be, &dst, &src);
+        if (st) return st;
+    }
+    const int64_t n = nb_view_numel(v);
+    for (int64_t k = 0; k < n; k++) {
+        const bool keep = (nb_philox_bits(r->seed, off, (uint64_t)(e0 + k)) >> 11) < th;
+        switch (v->dtype) {
+        case NB_F64: ((double *)v->data)[k] = keep ? scale : 0; break;
+        case NB_F32: ((float *)v->data)[k] = keep ? f : 0; break;
+        default: ((uint16_t *)v->data)[k] = keep ? h : 0; break; /* +0 in both 16-bit formats */
+        }
+    }
+    return NB_OK;
+}
+
 static nb_status run_chunk(const pw_job *j, int64_t r0, int64_t r1, char *scratch, nb_kview *val) {
     const nb_pw_program *p = j->p;
     const struct nb_backend_i *f = j->be->iface;
@@ -92,6 +122,7 @@ static nb_status run_chunk(const pw_job *j, int64_t r0, int64_t r1, char *scratc
             st = f->binary(be, (nb_binary_op)nd->op, &val[i], &val[nd->a], &val[nd->b]);
             break;
         case NB_PW_WHERE: st = f->where(be, &val[i], &val[nd->a], &val[nd->b], &val[nd->c]); break;
+        case NB_PW_DROPOUT: st = dropout_mask(be, p, nd, r0 * j->row, &val[i]); break;
         default: st = nb_set_error(NB_ERR_INVALID_ARG, "pointwise: node %d: bad kind", i);
         }
     }

@@ -20,6 +20,7 @@
 // kind (contiguous, or the merged rank with 32- or 64-bit index math; V
 // elements per thread as 16-byte vectors where every view allows it), not
 // on sizes or addresses, so one compiled kernel serves many calls.
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +205,17 @@ static void emit_node(Src &s, const nb_pw_program *p, const Walk &w, int i) {
         break;
     }
     case NB_PW_WHERE: s.add("    %s v%d = v%d ? v%d : v%d;\n", T, i, nd->a, nd->b, nd->c); return; // moves values
+    case NB_PW_DROPOUT: { // random.cu's k_dropout mask: bernoulli(1 - p) of element i (+ t), times 1/(1-p)
+        const double p_drop = nd->value, scale = 1 / (1 - p_drop);
+        const unsigned long long th = (unsigned long long)ceil((1 - p_drop) * 0x1p53);
+        char m1[96];
+        if (dt == NB_F64) snprintf(m1, sizeof m1, "__longlong_as_double(0x%llxll)", dbits(scale));
+        else if (dt == NB_F32) snprintf(m1, sizeof m1, "__int_as_float(0x%x)", fbits((float)scale));
+        else snprintf(m1, sizeof m1, "ld_%s(st_%s(__int_as_float(0x%x)))", bits16(dt), bits16(dt), fbits((float)scale));
+        s.add("    %s v%d = (nb_philox_bits(p.rng[%d][0], ro%d, (unsigned long long)(%s)) >> 11) < 0x%llxull ? %s : "
+              "(%s)0;\n", T, i, nd->a, nd->a, w.V > 1 ? "i + t" : "i", th, m1, T);
+        return; // in the dtype already
+    }
     default: return; // the check refused other kinds
     }
     if (is16(dt)) s.add("    v%d = ld_%s(st_%s(v%d));\n", i, bits16(dt), bits16(dt), i);
@@ -242,8 +254,11 @@ static Walk walk_of(int nv, int n_out, const nb_kview *views, const Geom &g) {
 static void generate(Src &s, const nb_pw_program *p, const nb_kview *views, const Geom &g, const Walk &w) {
     const int nv = p->n_out + p->n_in, D = g.ndim > 0 ? g.ndim : 1, V = w.V;
     s.add("%s", PRELUDE);
-    s.add("struct P {\n    long long n, zero;\n    char *ptr[%d];\n    long long shape[%d];\n    long long st[%d][%d];\n};\n",
+    if (p->n_rng) s.add("#include \"philox.h\"\n"); // the Philox of random.cu (core/philox.h)
+    s.add("struct P {\n    long long n, zero;\n    char *ptr[%d];\n    long long shape[%d];\n    long long st[%d][%d];\n",
           nv, D, nv, D);
+    if (p->n_rng) s.add("    unsigned long long rng[%d][3];\n", p->n_rng); // seed, offset, offset_base
+    s.add("};\n");
     if (V > 1) { // the vectors: V elements of each storage type, aligned as one access
         const nb_dtype kinds[4] = {NB_BF16, NB_F32, NB_F64, NB_BOOL};
         for (int t = 0; t < 4; t++)
@@ -264,6 +279,9 @@ static void generate(Src &s, const nb_pw_program *p, const nb_kview *views, cons
                   fbits(u.a), fbits(u.p10), (int)u.round_neg);
         }
     }
+    for (int r = 0; r < p->n_rng; r++) // each stream's first counter block, offset_base read once
+        s.add("    const unsigned long long ro%d = p.rng[%d][1] + (p.rng[%d][2] ? *(const unsigned long long *)"
+              "p.rng[%d][2] : 0ull);\n", r, r, r, r);
     s.add("    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < p.n / %d;"
           " j += (long long)gridDim.x * blockDim.x) {\n    const long long i = j * %d;\n", V, V);
     if (g.contig) {
@@ -323,7 +341,7 @@ extern "C" nb_status nb_cuda_pointwise(nb_backend *be, int n, const nb_kview *vi
     if (st) return st;
     // the kernel's parameter: P of the generated source, all 8-byte fields
     const int D = g.ndim > 0 ? g.ndim : 1;
-    uint64_t param[2 + NB_PW_MAX_VIEWS + MAXD + NB_PW_MAX_VIEWS * MAXD] = {0};
+    uint64_t param[2 + NB_PW_MAX_VIEWS + MAXD + NB_PW_MAX_VIEWS * MAXD + 3 * NB_PW_MAX_RNG] = {0};
     uint64_t *f = param;
     *f++ = (uint64_t)g.numel;
     *f++ = 0; // zero: the barrier's operand, unknown to the compiler
@@ -331,5 +349,7 @@ extern "C" nb_status nb_cuda_pointwise(nb_backend *be, int n, const nb_kview *vi
     for (int d = 0; d < D; d++) *f++ = (uint64_t)(d < g.ndim ? g.shape[d] : 1);
     for (int k = 0; k < n; k++)
         for (int d = 0; d < D; d++) *f++ = (uint64_t)(d < g.ndim ? g.st[k][d] : 0);
+    for (int r = 0; r < prog->n_rng; r++)
+        *f++ = prog->rng[r].seed, *f++ = prog->rng[r].offset, *f++ = (uint64_t)(uintptr_t)prog->rng[r].offset_base;
     return jit_launch(be, "pointwise", k, blocks_for(g.numel / w.V), THREADS, param);
 }

@@ -71,7 +71,7 @@ typedef struct run {
 
 static nb_status fused(void *ctx) {
     run *r = ctx;
-    nb_pw_program pp = {r->p->n_nodes, r->p->nodes, r->p->n_out, r->p->outputs, r->p->n_in};
+    nb_pw_program pp = {r->p->n_nodes, r->p->nodes, r->p->n_out, r->p->outputs, r->p->n_in, 0, NULL};
     return nb_kernel_pointwise(r->be, r->p->n_out + r->p->n_in, r->views, &pp);
 }
 static nb_status unfused(void *ctx) {

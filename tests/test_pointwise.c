@@ -345,20 +345,21 @@ END_TEST
  * of one program have the bits of random's bernoulli, unary mul_scalar
  * and binary mul run slot by slot (and, where the backend has it, of the
  * dropout slot), over rows whose CPU chunks start at odd elements (61 per
- * row, 67 rows a chunk), with an odd first counter block; p = 0 keeps
+ * row, 67 rows a chunk) and rows of 64 (CUDA's vector walk, a Philox
+ * block per element pair), with an odd first counter block; p = 0 keeps
  * every element; the contract's errors. */
 START_TEST(test_pointwise_dropout) {
     nb_device devs[8];
     int nd = devices(devs);
     for (int di = 0; di < nd; di++)
         for (int f = 0; f < 4; f++)
-            for (int z = 0; z < 2; z++) {
+            for (int z = 0; z < 3; z++) {
                 nb_scope *sc = nb_scope_begin();
                 nb_device dev = devs[di];
                 nb_backend *be = backend_of(dev);
                 const nb_dtype dt = floats[f];
-                const double pd = z ? 0.0 : 0.3;
-                const int64_t sh[2] = {150, 61};
+                const double pd = z == 1 ? 0.0 : 0.3;
+                const int64_t sh[2] = {z == 2 ? 37 : 150, z == 2 ? 64 : 61}; /* 64: CUDA's 16-byte vectors */
                 const nb_philox_state rng = {0x9e3779b97f4a7c15ull, 5, NULL};
                 nb_tensor *x = filled(dev, 2, sh, dt, -2, 2), *y = filled(dev, 2, sh, dt, -2, 2);
                 nb_tensor *mask = nb_empty_on(2, sh, dt, dev), *out = nb_empty_on(2, sh, dt, dev);

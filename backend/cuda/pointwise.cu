@@ -212,8 +212,12 @@ static void emit_node(Src &s, const nb_pw_program *p, const Walk &w, int i) {
         if (dt == NB_F64) snprintf(m1, sizeof m1, "__longlong_as_double(0x%llxll)", dbits(scale));
         else if (dt == NB_F32) snprintf(m1, sizeof m1, "__int_as_float(0x%x)", fbits((float)scale));
         else snprintf(m1, sizeof m1, "ld_%s(st_%s(__int_as_float(0x%x)))", bits16(dt), bits16(dt), fbits((float)scale));
-        s.add("    %s v%d = (nb_philox_bits(p.rng[%d][0], ro%d, (unsigned long long)(%s)) >> 11) < 0x%llxull ? %s : "
-              "(%s)0;\n", T, i, nd->a, nd->a, w.V > 1 ? "i + t" : "i", th, m1, T);
+        if (w.V > 1) // element i + t: words (t % 2) * 2, + 1 of the pair's block, drawn before the loop over t
+            s.add("    %s v%d = ((((unsigned long long)pw%d[t / 2].v[(t %% 2) * 2] << 32) | pw%d[t / 2].v[(t %% 2) * 2 + 1])"
+                  " >> 11) < 0x%llxull ? %s : (%s)0;\n", T, i, i, i, th, m1, T);
+        else
+            s.add("    %s v%d = (nb_philox_bits(p.rng[%d][0], ro%d, (unsigned long long)i) >> 11) < 0x%llxull ? %s : "
+                  "(%s)0;\n", T, i, nd->a, nd->a, th, m1, T);
         return; // in the dtype already
     }
     default: return; // the check refused other kinds
@@ -301,6 +305,13 @@ static void generate(Src &s, const nb_pw_program *p, const nb_kview *views, cons
             else s.add("    const %s x%d = ((const %s *)p.ptr[%d])[o%d];\n", ty, k, ty, k, k);
         }
         for (int k = 0; k < p->n_out; k++) s.add("    vec_%s y%d;\n", stype(views[k].dtype), k);
+        for (int i = 0; i < p->n_nodes; i++) { // a DROPOUT node's V / 2 Philox blocks (i is even: V is)
+            const nb_pw_node *nd = &p->nodes[i];
+            if (nd->kind != NB_PW_DROPOUT) continue;
+            s.add("    nb_philox_u4 pw%d[%d];\n#pragma unroll\n    for (int q = 0; q < %d; q++) pw%d[q] = "
+                  "nb_philox4x32_10(ro%d + (unsigned long long)(i / 2 + q), 0, p.rng[%d][0]);\n",
+                  i, V / 2, V / 2, i, nd->a, nd->a);
+        }
         s.add("#pragma unroll\n    for (int t = 0; t < %d; t++) {\n", V);
     }
     for (int i = 0; i < p->n_nodes; i++) emit_node(s, p, w, i);

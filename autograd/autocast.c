@@ -72,16 +72,13 @@ void nb_autocast_pause(bool pause) { paused += pause ? 1 : -1; }
 
 bool nb_autocast_active(nb_device dev) { return !paused && nb_autocast_is_enabled(dev); }
 
-static unsigned version_of(const nb_tensor *t) {
-    return atomic_load_explicit(&t->storage->version, memory_order_relaxed);
-}
 
 /* t's cached cast to dt, or NULL; a cast made before an in-place write to t
  * (an optimizer step or a fill inside the region) is dropped, not served. */
 static nb_tensor *cache_find(const nb_tensor *t, nb_dtype dt) {
     for (int i = 0; i < n_cache; i++) {
         if (cache[i].src != t || cache[i].cast->dtype != dt) continue;
-        if (cache[i].version == version_of(t)) return cache[i].cast;
+        if (cache[i].version == nb_version_of(t)) return cache[i].cast;
         nb_release(cache[i].cast), nb_release(cache[i].src);
         cache[i] = cache[--n_cache];
         return NULL;
@@ -99,7 +96,7 @@ static bool cache_add(nb_tensor *t, nb_tensor *c) {
         cache = e, cap_cache = cap;
     }
     nb_retain(t);
-    cache[n_cache++] = (cache_entry){t, c, version_of(t)};
+    cache[n_cache++] = (cache_entry){t, c, nb_version_of(t)};
     return true;
 }
 
@@ -129,7 +126,7 @@ bool nb_grad_f32_ok(const nb_node *n, int i) {
  * there is none of dt holding t's current values. */
 static nb_tensor *kept_copy(nb_tensor *t, nb_dtype dt) {
     nb_tensor *k = t->cast_copy;
-    if (!k || k->dtype != dt || t->cast_version != version_of(t)) return NULL;
+    if (!k || k->dtype != dt || t->cast_version != nb_version_of(t)) return NULL;
     nb_tensor *v = nb_tensor_view_of(k, k->ndim, k->shape, k->strides, k->offset);
     if (!v || !nb_cast_record(t, v)) return NULL;
     mark(v);
@@ -145,7 +142,7 @@ static void keep(nb_tensor *t, nb_tensor *c) {
     nb_tensor *a = nb_tensor_alias_unscoped(c);
     if (!a) return; /* not kept: the next region casts again */
     nb_release(t->cast_copy);
-    t->cast_copy = a, t->cast_version = version_of(t);
+    t->cast_copy = a, t->cast_version = nb_version_of(t);
 }
 
 /* The parameter t is a permuted view of (F.linear(x, W.t()), GPT-2's

@@ -239,7 +239,7 @@ void nb_save(nb_node *n, int slot, const nb_tensor *t) {
         return;
     }
     n->saved[slot] = alias;
-    n->saved_version[slot] = atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+    n->saved_version[slot] = nb_version_of(t);
     if (t->grad_fn == n) n->saved_out |= (uint8_t)(1u << slot); /* no reference: that would be a cycle */
     else if (t->requires_grad) {
         nb_retain((nb_tensor *)t);
@@ -248,7 +248,7 @@ void nb_save(nb_node *n, int slot, const nb_tensor *t) {
 }
 
 nb_status nb_saved_check(const nb_node *n, const nb_tensor *alias, unsigned version, int index) {
-    unsigned now = atomic_load_explicit(&alias->storage->version, memory_order_relaxed);
+    unsigned now = nb_version_of(alias);
     if (now == version) return NB_OK;
     char a[NB_SHAPE_BUF], nm[96];
     return nb_set_error(NB_ERR_STATE, "backward: one of the variables needed for gradient computation has been "

@@ -320,7 +320,7 @@ nb_status nb_fused_adam_(int n, nb_tensor *const *params, nb_tensor *const *grad
             nb_tensor *t = params[i + j];
             if (!cp[j].data) continue;
             nb_bump_version(t->cast_copy);
-            t->cast_version = atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+            t->cast_version = nb_version_of(t);
         }
     }
     return NB_OK;

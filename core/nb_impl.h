@@ -81,6 +81,11 @@ void nb_own_set_releaser(const char *what);
 /* Releases of freed tensors seen on this thread (scope.c reports them). */
 unsigned nb_own_bad_releases(void);
 
+/* t's storage's version counter (see nb_storage.version). */
+static inline unsigned nb_version_of(const nb_tensor *t) {
+    return atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+}
+
 /* Records an in-place write to t's storage (see nb_storage.version). */
 static inline void nb_bump_version(nb_tensor *t) {
     if (t) atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);

@@ -65,6 +65,10 @@ NB_HD uint64_t nb_philox_bits(uint64_t seed, uint64_t offset, uint64_t i) {
 /* Uniform in [0, 1) with 53 random bits. */
 NB_HD double nb_bits_to_unit(uint64_t bits) { return (double)(bits >> 11) * 0x1.0p-53; }
 
+/* A bernoulli draw's test in integers: (bits >> 11) < nb_bits_threshold(prob)
+ * exactly when nb_bits_to_unit(bits) < prob, for prob in [0, 1]. */
+NB_HD uint64_t nb_bits_threshold(double prob) { return (uint64_t)ceil(prob * 0x1p53); }
+
 /* Standard normal by Box-Muller from the two 32-bit halves (u1 in (0, 1]). */
 NB_HD double nb_bits_to_normal(uint64_t bits) {
     double u1 = ((double)(uint32_t)(bits >> 32) + 1.0) * 0x1.0p-32;

@@ -239,7 +239,7 @@ static nb_status setup(const char *op, att_job *j, const nb_kview *out, const nb
     j->causal = is_causal, j->scale = scale;
     j->dropout = dropout_p > 0;
     j->seed = seed, j->offset = offset;
-    j->thresh = (uint64_t)ceil(dropout_p * 0x1.0p53);
+    j->thresh = nb_bits_threshold(dropout_p);
     j->keep_scale = 1 / (1 - dropout_p);
     /* tiles: every GEMM is at most bq * bk * max(E, Ev) multiply-adds */
     int64_t dmax = j->E > j->Ev ? j->E : j->Ev, bk = NB_ATT_BK;

@@ -74,7 +74,7 @@ static nb_status dropout_mask(nb_backend *be, const nb_pw_program *p, const nb_p
                               const nb_kview *v) {
     const nb_philox_state *r = &p->rng[nd->a];
     const uint64_t off = r->offset + (r->offset_base ? *r->offset_base : 0);
-    const uint64_t th = (uint64_t)ceil((1 - nd->value) * 0x1p53);
+    const uint64_t th = nb_bits_threshold(1 - nd->value);
     const double scale = 1 / (1 - nd->value);
     float f = (float)scale;
     uint16_t h = 0;

@@ -57,7 +57,7 @@ static void put(const rng_job *j, int64_t i, double v) {
 /* Bernoulli(p) as an integer compare: u = (bits >> 11) 2^-53 < p exactly when
  * (bits >> 11) < ceil(p 2^53) (p 2^53 is exact), so no double per element. */
 static void bernoulli_run(const rng_job *j, int64_t i, int64_t n, const uint64_t *bits) {
-    uint64_t th = (uint64_t)ceil(j->a * 0x1p53);
+    uint64_t th = nb_bits_threshold(j->a);
     switch (j->dt) {
     case NB_F32:
         for (int64_t k = 0; k < n; k++) ((float *)j->data)[i + k] = (bits[k] >> 11) < th ? 1.0f : 0.0f;

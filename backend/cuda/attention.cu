@@ -306,7 +306,7 @@ static nb_status setup(const char *op, Att *a, const nb_kview *out, const nb_kvi
     a->L = q->shape[nd - 2], a->E = q->shape[nd - 1], a->S = k->shape[nd - 2], a->Ev = v->shape[nd - 1];
     a->scale = scale, a->causal = is_causal, a->dropout = dropout_p > 0;
     a->seed = seed, a->offset = offset, a->offset_base = offset_base;
-    a->thresh = (uint64_t)ceil(dropout_p * 0x1.0p53);
+    a->thresh = nb_bits_threshold(dropout_p);
     a->p = dropout_p, a->keep_scale = 1 / (1 - dropout_p);
     a->mask = MaskInfo{};
     if (mask) {

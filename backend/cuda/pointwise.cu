@@ -27,6 +27,7 @@
 
 #include "jit.cuh"
 #include "nb_scalar_math.h"
+#include "philox.h"
 
 namespace nbc {
 
@@ -207,7 +208,7 @@ static void emit_node(Src &s, const nb_pw_program *p, const Walk &w, int i) {
     case NB_PW_WHERE: s.add("    %s v%d = v%d ? v%d : v%d;\n", T, i, nd->a, nd->b, nd->c); return; // moves values
     case NB_PW_DROPOUT: { // random.cu's k_dropout mask: bernoulli(1 - p) of element i (+ t), times 1/(1-p)
         const double p_drop = nd->value, scale = 1 / (1 - p_drop);
-        const unsigned long long th = (unsigned long long)ceil((1 - p_drop) * 0x1p53);
+        const unsigned long long th = nb_bits_threshold(1 - p_drop);
         char m1[96];
         if (dt == NB_F64) snprintf(m1, sizeof m1, "__longlong_as_double(0x%llxll)", dbits(scale));
         else if (dt == NB_F32) snprintf(m1, sizeof m1, "__int_as_float(0x%x)", fbits((float)scale));

@@ -161,7 +161,7 @@ extern "C" nb_status nb_cuda_dropout(nb_backend *be, const nb_kview *out, const 
     if (n == 0) return NB_OK;
     RandArgs r{};
     r.seed = seed, r.offset = offset, r.offset_base = offset_base;
-    r.th = (uint64_t)ceil((1 - p) * 0x1p53); // random's bernoulli with probability 1 - p
+    r.th = nb_bits_threshold(1 - p); // random's bernoulli with probability 1 - p
     const double scale = 1 / (1 - p);        // as ops_dropout.c passes it to mul_scalar
     switch (dt) {
     case NB_F32: return dropout_launch<float>(be, out, mask, x, n, r, (float)scale);
@@ -179,7 +179,7 @@ extern "C" nb_status nb_cuda_random(nb_backend *be, const nb_kview *dst, nb_rng_
     RandArgs r{};
     r.seed = seed, r.offset = offset, r.offset_base = offset_base;
     if (dist == NB_RNG_BERNOULLI) {
-        r.th = (uint64_t)ceil(a * 0x1p53); // as the CPU: u < p exactly when (bits >> 11) < th
+        r.th = nb_bits_threshold(a); // as the CPU: u < p exactly when (bits >> 11) < th
         switch (dst->dtype) {
         case NB_F32: return rng_launch<float, NB_RNG_BERNOULLI>(be, dst, n, r);
         case NB_F64: return rng_launch<double, NB_RNG_BERNOULLI>(be, dst, n, r);

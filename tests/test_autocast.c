@@ -25,6 +25,19 @@ static nb_tensor *rand_param(int ndim, const int64_t *shape, double scale, nb_ge
     return p;
 }
 
+/* n class labels in [0, 10) from g on dev (int64). */
+static nb_tensor *class_labels(int64_t n, nb_generator *g, nb_device dev) {
+    return nb_to_dtype(nb_mul_scalar(nb_rand_on(1, (int64_t[]){n}, NB_F64, g, dev), 9.99), NB_I64);
+}
+
+/* Linear(in, hidden), ReLU, Linear(hidden, 10) made on dev (the default device restored to the CPU). */
+static nb_module *mlp_on(nb_device dev, int64_t in, int64_t hidden) {
+    NB_CK_OK(nb_set_default_device(dev));
+    nb_module *net = nb_nn_sequential(nb_nn_linear(in, hidden), nb_nn_relu(), nb_nn_linear(hidden, 10));
+    NB_CK_OK(nb_set_default_device(NB_CPU));
+    return net;
+}
+
 /* sum |t.grad|, read to the host. */
 static double grad_abs_sum(nb_tensor *t) { return nb_item(nb_sum(nb_abs(nb_tensor_grad(t)), NULL, 0, false)); }
 
@@ -68,7 +81,7 @@ START_TEST(test_autocast_lists_and_grads) {
         nb_generator g = nb_generator_new(3);
         nb_tensor *x = nb_randn_on(NB_SHAPE(16, 32), NB_F32, &g, dev);
         nb_tensor *w1 = rand_param(NB_SHAPE(64, 32), 0.2, &g, dev), *w2 = rand_param(NB_SHAPE(10, 64), 0.2, &g, dev);
-        nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(16), NB_F64, &g, dev), 9.99), NB_I64);
+        nb_tensor *y = class_labels(16, &g, dev);
         double ref[2] = {0}, got[2] = {0};
         for (int ac = 0; ac < 2; ac++) {
             nb_tensor_zero_grad(w1), nb_tensor_zero_grad(w2);
@@ -188,14 +201,12 @@ START_TEST(test_autocast_training) {
         double final[2];
         for (int ac = 0; ac < 2; ac++) {
             nb_manual_seed(11);
-            NB_CK_OK(nb_set_default_device(dev));
-            nb_module *net = nb_nn_sequential(nb_nn_linear(64, 128), nb_nn_relu(), nb_nn_linear(128, 10));
-            NB_CK_OK(nb_set_default_device(NB_CPU));
+            nb_module *net = mlp_on(dev, 64, 128);
             nb_optimizer *opt = nb_adam(net, (nb_adam_options){.lr = 3e-3});
             nb_scope *s = nb_scope_begin();
             nb_generator g = nb_generator_new(5);
             nb_tensor *x = nb_randn_on(NB_SHAPE(128, 64), NB_F32, &g, dev);
-            nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(128), NB_F64, &g, dev), 9.99), NB_I64);
+            nb_tensor *y = class_labels(128, &g, dev);
             for (int step = 0; step < 40; step++) {
                 nb_scope *st = nb_scope_begin();
                 nb_optimizer_zero_grad(opt);
@@ -234,9 +245,7 @@ START_TEST(test_autocast_cache_params) {
         nb_tensor *w_end[2] = {NULL, NULL};
         for (int pre = 0; pre < 2; pre++) {
             nb_manual_seed(21);
-            NB_CK_OK(nb_set_default_device(dev));
-            nb_module *net = nb_nn_sequential(nb_nn_linear(48, 96), nb_nn_relu(), nb_nn_linear(96, 10));
-            NB_CK_OK(nb_set_default_device(NB_CPU));
+            nb_module *net = mlp_on(dev, 48, 96);
             nb_named_tensor ps[8];
             int np = nb_module_parameters(net, ps, 8);
             ck_assert_int_eq(np, 4);
@@ -244,7 +253,7 @@ START_TEST(test_autocast_cache_params) {
             nb_scope *s = nb_scope_begin();
             nb_generator g = nb_generator_new(9);
             nb_tensor *x = nb_randn_on(NB_SHAPE(32, 48), NB_F32, &g, dev);
-            nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(32), NB_F64, &g, dev), 9.99), NB_I64);
+            nb_tensor *y = class_labels(32, &g, dev);
             nb_tensor *f64 = nb_randn_on(NB_SHAPE(3), NB_F64, &g, dev);
             NB_CK_OK(nb_set_requires_grad(f64, true));
             nb_tensor *list[7] = {ps[0].tensor, ps[1].tensor, ps[2].tensor, ps[3].tensor, ps[0].tensor, x, f64};
@@ -350,16 +359,14 @@ START_TEST(test_autocast_kept_copies) {
         nb_tensor *w_end[2] = {NULL, NULL};
         for (int stale = 0; stale < 2; stale++) {
             nb_manual_seed(31);
-            NB_CK_OK(nb_set_default_device(dev));
-            nb_module *net = nb_nn_sequential(nb_nn_linear(48, 96), nb_nn_relu(), nb_nn_linear(96, 10));
-            NB_CK_OK(nb_set_default_device(NB_CPU));
+            nb_module *net = mlp_on(dev, 48, 96);
             nb_named_tensor ps[8];
             ck_assert_int_eq(nb_module_parameters(net, ps, 8), 4);
             nb_optimizer *opt = nb_adamw(net, (nb_adam_options){.lr = 3e-3});
             nb_scope *s = nb_scope_begin();
             nb_generator g = nb_generator_new(9);
             nb_tensor *x = nb_randn_on(NB_SHAPE(32, 48), NB_F32, &g, dev);
-            nb_tensor *y = nb_to_dtype(nb_mul_scalar(nb_rand_on(NB_SHAPE(32), NB_F64, &g, dev), 9.99), NB_I64);
+            nb_tensor *y = class_labels(32, &g, dev);
             for (int step = 0; step < 5; step++) {
                 nb_scope *st = nb_scope_begin();
                 nb_optimizer_zero_grad(opt);
